@@ -1,0 +1,38 @@
+// Package cli implements the toolplane command line: argument parsing and
+// output for each subcommand. It holds no domain logic of its own; each
+// command calls the package that owns the mechanism.
+package cli
+
+import (
+	"fmt"
+	"io"
+)
+
+// Main runs the command line with args (without the program name) and
+// answers the process exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "lint":
+		return lint(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "toolplane: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: toolplane <command> [arguments]
+
+commands:
+  lint FILE...   check tool definitions and show what a model would see
+                 (toolplane lint -h for its options)
+`)
+}

@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/projection"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/schema"
+	"github.com/toolplane/toolplane/toolfile"
+)
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func lint(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	argsJSON := fs.String("args", "", "JSON arguments: print what the model would receive for them (one tool only)")
+	outputJSON := fs.String("output", "", "JSON handler answer: print the bounded result the model would read (one tool only)")
+	var handlers, connections, facts listFlag
+	fs.Var(&handlers, "handler", "a handler key the deployment registers; KEY+preview if it renders previews (repeatable)")
+	fs.Var(&connections, "connection", "a connection id the deployment holds (repeatable)")
+	fs.Var(&facts, "fact", "a policy fact the deployment resolves (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: toolplane lint [options] FILE...
+
+Loads each tool definition (YAML or JSON), runs every registration check, and
+prints each tool's model-facing name and its MCP tools/list projection.
+Handler, connection and policy-fact references are checked against the
+deployment the --handler, --connection and --fact options describe; without
+any of them they are listed as not checked.
+
+options:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	files := fs.Args()
+	if len(files) == 0 {
+		fmt.Fprintln(stderr, "toolplane lint: name at least one definition file")
+		return 2
+	}
+
+	failed := false
+	var defs []toolplane.Definition
+	for _, f := range files {
+		d, notes, err := toolfile.ReadFile(f)
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "%s: note: %s: %s\n", f, n.Field, n.Message)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%v\n", err)
+			failed = true
+			continue
+		}
+		defs = append(defs, d)
+	}
+	if failed {
+		return 1
+	}
+
+	opt := registry.Options{}
+	if len(handlers)+len(connections)+len(facts) > 0 {
+		s := registry.Static{Handlers: map[string]bool{}, Connections: map[string]bool{}, FactResolvers: map[string]bool{}}
+		for _, h := range handlers {
+			key, preview := strings.CutSuffix(h, "+preview")
+			s.Handlers[key] = preview
+		}
+		for _, c := range connections {
+			s.Connections[c] = true
+		}
+		for _, f := range facts {
+			s.FactResolvers[f] = true
+		}
+		opt.Bindings = s
+	}
+	reg, rep, err := registry.Build(defs, opt)
+	for _, u := range rep.Unresolved {
+		fmt.Fprintf(stderr, "not checked (no deployment given): %s\n", u)
+	}
+	if err != nil {
+		var ce *registry.CheckError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(stderr, p.String())
+			}
+		} else {
+			fmt.Fprintf(stderr, "toolplane lint: %v\n", err)
+		}
+		return 1
+	}
+
+	if *argsJSON != "" || *outputJSON != "" {
+		if len(reg.Tools()) != 1 {
+			fmt.Fprintln(stderr, "toolplane lint: --args and --output take exactly one definition file")
+			return 2
+		}
+		t := reg.Tools()[0]
+		status := 0
+		if *argsJSON != "" && !lintArgs(t, *argsJSON, stdout, stderr) {
+			status = 1
+		}
+		if *outputJSON != "" && !lintOutput(t, *outputJSON, stdout, stderr) {
+			status = 1
+		}
+		return status
+	}
+
+	for _, t := range reg.Tools() {
+		fmt.Fprintf(stdout, "%s  (model-facing name: %s, version %s, %s)\n", t.Def.Name, t.Model, t.Def.Version, t.Def.Effect)
+		b, err := json.MarshalIndent(projection.MCP(&t.Def), "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "toolplane lint: %s: MCP projection: %v\n", t.Def.Name, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s\n\n", b)
+	}
+	fmt.Fprintf(stderr, "%d tool(s) ok\n", len(reg.Tools()))
+	return 0
+}
+
+// lintArgs prints what the model would receive for args: the coerced
+// arguments, or the refusal as the model reads it.
+func lintArgs(t *registry.Tool, raw string, stdout, stderr io.Writer) bool {
+	args, refusal := registry.DecodeArguments([]byte(raw))
+	var coercions []schema.Coercion
+	if refusal == nil {
+		args, coercions, refusal = t.Arguments(args)
+	}
+	if refusal == nil {
+		refusal = t.CheckBatch(args)
+	}
+	if refusal != nil {
+		stdout.Write(boundary.Render(*refusal))
+		fmt.Fprintln(stdout)
+		fmt.Fprintf(stderr, "arguments refused: %s: %s\n", refusal.Error.Code, refusal.Error.Message)
+		return false
+	}
+	b, err := json.Marshal(map[string]any{"arguments": args, "coercions": coercions})
+	if err != nil {
+		fmt.Fprintf(stderr, "toolplane lint: %v\n", err)
+		return false
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
+	return true
+}
+
+// lintOutput prints the bounded result a model would read for a handler
+// answer.
+func lintOutput(t *registry.Tool, raw string, stdout, stderr io.Writer) bool {
+	answer, refusal := registry.DecodeArguments([]byte(raw))
+	if refusal != nil {
+		fmt.Fprintf(stderr, "--output is not valid JSON: %s\n", refusal.Error.Message)
+		return false
+	}
+	res, violations := t.Output(answer)
+	stdout.Write(boundary.Render(res))
+	fmt.Fprintln(stdout)
+	for _, v := range violations {
+		fmt.Fprintf(stderr, "output violates its schema: %s: %s\n", v.FieldPath, v.Message)
+	}
+	return res.OK
+}

@@ -1,0 +1,198 @@
+package toolplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Definition is the contract of one tool: what the model is told, what the
+// platform checks, and how the call is bound to something that executes it.
+// Its JSON form (with the same field names in YAML) is the file form that
+// `toolplane lint` reads and the registry stores.
+type Definition struct {
+	// Name is the platform name, namespace.verb (payments.refund_order). It
+	// keeps its dot everywhere it is stored; only the model-facing projection
+	// rewrites it. mcp.<connection>.<remote> is reserved for tools ingested
+	// from MCP servers.
+	Name string `json:"name"`
+	// Version is the semantic version of this definition (2.1.0).
+	Version string `json:"version"`
+	// Description is what the model reads to decide whether and how to call
+	// the tool.
+	Description string `json:"description"`
+	// InputSchema and OutputSchema are JSON Schema documents (draft 2020-12).
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	// ErrorSchema, optional, describes the business errors the tool answers.
+	ErrorSchema json.RawMessage `json:"error_schema,omitempty"`
+	// SchemaHash is the canonical hash of input and output schema. The loader
+	// computes it; a file that states one must state the right one.
+	SchemaHash string `json:"schema_hash,omitempty"`
+
+	Kind    Kind    `json:"kind"`
+	Binding Binding `json:"binding"`
+	Effect  Effect  `json:"effect"`
+
+	Annotations Annotations `json:"annotations"`
+
+	// Connection is the provider key a connection resolver must satisfy
+	// before the handler runs (a send tool always declares one).
+	Connection string `json:"connection,omitempty"`
+	// Timeout bounds the handler. Zero means the platform default.
+	Timeout Duration `json:"timeout,omitempty"`
+	// Retry is safe only for a read: a write never retries inside the call.
+	Retry Retry `json:"retry,omitempty"`
+	// Replay lets a tool whose effect is safe to repeat run again after an
+	// attempt ended without an answer of its own (crash, timeout, lost
+	// worker), up to MaxAttempts starts in all. Nil: such an attempt becomes
+	// an uncertain action that a person reconciles.
+	Replay *Replay `json:"replay,omitempty"`
+	// Metered tools write a usage row and pass accrual before they execute.
+	Metered bool `json:"metered,omitempty"`
+	// Repeatable must be stated false for every write and send tool: two
+	// identical calls in one run are one effect. It is absent for a read, and
+	// true is refused.
+	Repeatable *bool `json:"repeatable,omitempty"`
+	// ApprovalPreview asks the handler's preview to render the approval line.
+	ApprovalPreview bool `json:"approval_preview,omitempty"`
+	// PolicyFacts names facts a policy rule may read about this call that the
+	// arguments alone cannot answer; each needs a registered resolver.
+	PolicyFacts []string `json:"policy_facts,omitempty"`
+	// BatchArgument names the top-level array argument MaxBatchSize bounds.
+	BatchArgument string `json:"batch_argument,omitempty"`
+	MaxBatchSize  int    `json:"max_batch_size,omitempty"`
+	// MaxResults keeps at most this many items of an array answer.
+	MaxResults int `json:"max_results,omitempty"`
+	// MaxOutputBytes lowers the platform byte bound (32 KiB); it never
+	// raises it.
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+	// ItemKind is the resource kind of one item of the answer (crm.person);
+	// it turns a Dropped marker into one that carries a ResourceRef.
+	ItemKind string `json:"item_kind,omitempty"`
+
+	Tags       []string `json:"tags,omitempty"`
+	Owner      string   `json:"owner,omitempty"`
+	OnCall     string   `json:"on_call,omitempty"`
+	CostCenter string   `json:"cost_center,omitempty"`
+
+	// Mode is sync unless the tool is long running.
+	Mode Mode `json:"mode,omitempty"`
+}
+
+// Kind says where a tool's implementation comes from.
+type Kind string
+
+// The tool kinds.
+const (
+	KindInternal Kind = "internal"
+	KindVendor   Kind = "vendor"
+	KindMCP      Kind = "mcp"
+)
+
+// Effect says what a call does to the world. Write and send calls take an
+// idempotency claim; a read does not.
+type Effect string
+
+// The effects.
+const (
+	EffectRead  Effect = "read"
+	EffectWrite Effect = "write"
+	EffectSend  Effect = "send"
+)
+
+// Writes reports whether the effect changes the world (write or send).
+func (e Effect) Writes() bool { return e == EffectWrite || e == EffectSend }
+
+// Retry says whether a call may be retried inside its timeout.
+type Retry string
+
+// The retry policies.
+const (
+	RetryNone Retry = "none"
+	RetrySafe Retry = "safe"
+)
+
+// Mode is how a call executes.
+type Mode string
+
+// The execution modes.
+const (
+	ModeSync  Mode = "sync"
+	ModeAsync Mode = "async"
+)
+
+// Annotations are behavioural hints about a tool. They are projected to MCP
+// annotation hints and read by the platform's own checks.
+type Annotations struct {
+	Destructive      bool `json:"destructive,omitempty"`
+	Idempotent       bool `json:"idempotent,omitempty"`
+	RequiresApproval bool `json:"requires_approval,omitempty"`
+	LongRunning      bool `json:"long_running,omitempty"`
+	OpenWorld        bool `json:"open_world,omitempty"`
+}
+
+// Binding says what executes a tool: a handler registered under a key in the
+// deployment's trusted registry, or a tool on a remote (MCP) connection.
+// Exactly one side is set. It never carries code, and it is never one string
+// to parse.
+type Binding struct {
+	Handler *HandlerBinding `json:"handler,omitempty"`
+	Remote  *RemoteBinding  `json:"remote,omitempty"`
+}
+
+// HandlerBinding names a handler in the trusted registry.
+type HandlerBinding struct {
+	Key string `json:"key"`
+}
+
+// RemoteBinding names a tool published by a remote server.
+type RemoteBinding struct {
+	ConnectionID string `json:"connection_id"`
+	RemoteName   string `json:"remote_name"`
+}
+
+// Replay bounds how often a tool that is safe to repeat may be started.
+type Replay struct {
+	MaxAttempts int `json:"max_attempts"`
+}
+
+// Duration is a time.Duration whose JSON form is a Go duration string
+// ("3s", "1m30s"); a bare number is read as milliseconds.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string or a number of milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: use a form such as \"3s\" or \"1m30s\"", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var ms float64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("duration %s: use a string such as \"3s\" or a number of milliseconds", b)
+	}
+	*d = Duration(time.Duration(ms * float64(time.Millisecond)))
+	return nil
+}
+
+// Std returns the duration as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Writes reports whether calls to the tool change the world.
+func (d *Definition) Writes() bool { return d.Effect.Writes() }
+
+// Untrusted reports whether the tool's answers carry content from outside
+// the platform, which the result boundary labels untrusted.
+func (d *Definition) Untrusted() bool {
+	return d.Kind == KindVendor || d.Kind == KindMCP || d.Annotations.OpenWorld
+}

@@ -1,0 +1,553 @@
+// Package registry decides which tool definitions may run and holds the ones
+// that may. Check runs every registration check and reports each failure
+// with the field it concerns and how to fix it; Build compiles what passed
+// into a Registry of runnable tools. A broken definition never enters a
+// Registry: the checks run when definitions are loaded or published, never
+// per call.
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/modelname"
+	"github.com/toolplane/toolplane/schema"
+)
+
+// Ceilings are the platform limits a definition's own limits must stay
+// within.
+type Ceilings struct {
+	MaxOutputBytes    int
+	MaxResults        int
+	MaxBatchSize      int
+	MaxSyncTimeout    time.Duration
+	MaxAsyncTimeout   time.Duration
+	MaxReplayAttempts int
+	MaxDescription    int
+	MaxPolicyFacts    int
+}
+
+// DefaultCeilings are the platform's ceilings.
+var DefaultCeilings = Ceilings{
+	MaxOutputBytes:    boundary.PlatformLimit,
+	MaxResults:        10_000,
+	MaxBatchSize:      1_000,
+	MaxSyncTimeout:    2 * time.Minute,
+	MaxAsyncTimeout:   24 * time.Hour,
+	MaxReplayAttempts: 100,
+	MaxDescription:    4_096,
+	MaxPolicyFacts:    16,
+}
+
+// DefaultTimeout bounds a handler whose definition names no timeout.
+const DefaultTimeout = 30 * time.Second
+
+// Bindings answers what a deployment trusts: the handlers compiled into it,
+// the connections it holds and the policy fact resolvers it registered. The
+// registry resolves a definition's references through it and never through
+// anything a definition carries.
+type Bindings interface {
+	// Handler reports whether a handler is registered under key, and
+	// whether it can render an approval preview.
+	Handler(key string) (found, preview bool)
+	// Connection reports whether a remote connection with this id exists.
+	Connection(id string) bool
+	// FactResolver reports whether a resolver is registered for a policy
+	// fact of this name.
+	FactResolver(name string) bool
+}
+
+// Problem is one failed check.
+type Problem struct {
+	Tool  string `json:"tool"`
+	Field string `json:"field"`
+	// Message says what is wrong; Fix says what to change.
+	Message string `json:"message"`
+	Fix     string `json:"fix"`
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: %s: %s; fix: %s", p.Tool, p.Field, p.Message, p.Fix)
+}
+
+// CheckError lists every problem found in a set of definitions.
+type CheckError struct {
+	Problems []Problem
+}
+
+func (e *CheckError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return fmt.Sprintf("%d registration problem(s):\n  %s", len(e.Problems), strings.Join(lines, "\n  "))
+}
+
+// Options configure Check and Build.
+type Options struct {
+	// Bindings resolves handler, connection and fact references. Nil means
+	// the caller has no deployment to resolve against (an offline lint):
+	// those references are then listed in Report.Unresolved instead of
+	// being checked.
+	Bindings Bindings
+	// Ceilings default to DefaultCeilings when zero.
+	Ceilings Ceilings
+	// Registered names tools already in the catalogue, so a new definition
+	// that collides with one (by platform or model-facing name) is refused.
+	Registered []string
+}
+
+// Report is what Check found beyond problems.
+type Report struct {
+	// Unresolved lists references left unchecked because no Bindings were
+	// given, as "handler payments.refund_order" and the like.
+	Unresolved []string
+}
+
+// reservedFacts are names a policy already reads directly; a fact may not
+// shadow them.
+var reservedFacts = map[string]bool{"principal": true, "run": true, "arguments": true}
+
+var (
+	segment     = `[a-z][a-z0-9_-]*`
+	platformRE  = regexp.MustCompile(`^` + segment + `\.` + segment + `$`)
+	mcpRE       = regexp.MustCompile(`^mcp\.([a-z0-9][a-z0-9_-]*)\.([A-Za-z0-9_][A-Za-z0-9_.-]*)$`)
+	handlerKey  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$`)
+	factRE      = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	itemKindRE  = regexp.MustCompile(`^` + segment + `(\.` + segment + `)*$`)
+	semverRE    = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+	maxNameSize = 128
+)
+
+// SchemaHash answers the canonical hash of a definition's input and output
+// schemas: key order, whitespace and number spelling do not change it.
+func SchemaHash(d *toolplane.Definition) (string, error) {
+	in, err := decodeSchema(d.InputSchema)
+	if err != nil {
+		return "", fmt.Errorf("input_schema: %w", err)
+	}
+	out, err := decodeSchema(d.OutputSchema)
+	if err != nil {
+		return "", fmt.Errorf("output_schema: %w", err)
+	}
+	h, err := canonical.Hash(map[string]any{"input_schema": in, "output_schema": out})
+	if err != nil {
+		return "", fmt.Errorf("schema hash: %w", err)
+	}
+	return "sha256:" + h, nil
+}
+
+func decodeSchema(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Check runs every registration check over defs and answers every problem,
+// sorted by tool then field. A nil error means all of them may run.
+func Check(defs []toolplane.Definition, opt Options) (Report, error) {
+	_, rep, err := check(defs, opt)
+	return rep, err
+}
+
+type checked struct {
+	def    toolplane.Definition
+	input  *schema.Schema
+	output *schema.Schema
+}
+
+func check(defs []toolplane.Definition, opt Options) ([]checked, Report, error) {
+	c := opt.Ceilings
+	if c == (Ceilings{}) {
+		c = DefaultCeilings
+	}
+	var rep Report
+	var problems []Problem
+	out := make([]checked, 0, len(defs))
+	seen := map[string]bool{}
+	for _, n := range opt.Registered {
+		seen[n] = true
+	}
+	var names []string
+	for i := range defs {
+		d := &defs[i]
+		ch := &checker{d: d, c: c, b: opt.Bindings, rep: &rep}
+		ch.run()
+		if d.Name != "" {
+			if seen[d.Name] {
+				ch.add("name", fmt.Sprintf("%q is already registered", d.Name), "choose another name; a tool is never shadowed or replaced by registering it again (publish a new version instead)")
+			}
+			seen[d.Name] = true
+			names = append(names, d.Name)
+		}
+		problems = append(problems, ch.problems...)
+		out = append(out, checked{def: *d, input: ch.input, output: ch.output})
+	}
+	if _, err := modelname.New(append(append([]string(nil), opt.Registered...), dedupe(names)...)); err != nil {
+		if me, ok := err.(*modelname.Error); ok {
+			for _, p := range me.Problems {
+				if p.Platform == "" || p.Err == modelname.ErrDuplicate {
+					continue
+				}
+				problems = append(problems, Problem{Tool: p.Platform, Field: "name", Message: p.Error(), Fix: "rename the tool so its model-facing name is unique and at most 64 characters"})
+			}
+		}
+	}
+	sort.SliceStable(problems, func(i, j int) bool {
+		if problems[i].Tool != problems[j].Tool {
+			return problems[i].Tool < problems[j].Tool
+		}
+		return problems[i].Field < problems[j].Field
+	})
+	sort.Strings(rep.Unresolved)
+	if len(problems) > 0 {
+		return nil, rep, &CheckError{Problems: problems}
+	}
+	return out, rep, nil
+}
+
+func dedupe(names []string) []string {
+	seen := map[string]bool{}
+	out := names[:0:0]
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+type checker struct {
+	d        *toolplane.Definition
+	c        Ceilings
+	b        Bindings
+	rep      *Report
+	problems []Problem
+	input    *schema.Schema
+	output   *schema.Schema
+}
+
+func (ch *checker) add(field, msg, fix string) {
+	tool := ch.d.Name
+	if tool == "" {
+		tool = "(unnamed)"
+	}
+	ch.problems = append(ch.problems, Problem{Tool: tool, Field: field, Message: msg, Fix: fix})
+}
+
+func (ch *checker) unresolved(what string) {
+	ch.rep.Unresolved = append(ch.rep.Unresolved, what)
+}
+
+func (ch *checker) run() {
+	ch.name()
+	ch.text()
+	ch.schemas()
+	ch.binding()
+	ch.effect()
+	ch.limits()
+	ch.batch()
+	ch.facts()
+	ch.execution()
+}
+
+func (ch *checker) name() {
+	d := ch.d
+	switch {
+	case d.Name == "":
+		ch.add("name", "missing", "name the tool namespace.verb, for example crm.search_people")
+	case len(d.Name) > maxNameSize:
+		ch.add("name", fmt.Sprintf("%d characters, the limit is %d", len(d.Name), maxNameSize), "shorten the name")
+	case d.Kind == toolplane.KindMCP:
+		m := mcpRE.FindStringSubmatch(d.Name)
+		if m == nil {
+			ch.add("name", fmt.Sprintf("%q is not mcp.<connection>.<remote tool>", d.Name), "name an ingested tool mcp.<connection slug>.<the name its server publishes>")
+		} else if d.Binding.Remote != nil && d.Binding.Remote.RemoteName != "" && m[2] != d.Binding.Remote.RemoteName {
+			ch.add("name", fmt.Sprintf("ends in %q but the binding names remote tool %q", m[2], d.Binding.Remote.RemoteName), "make the last part of the name the remote tool's own name")
+		}
+	case strings.HasPrefix(d.Name, "mcp."):
+		ch.add("name", "the mcp. prefix is reserved for tools ingested from MCP servers", "choose a namespace of your own; a platform tool can never claim an MCP name")
+	case !platformRE.MatchString(d.Name):
+		ch.add("name", fmt.Sprintf("%q is not namespace.verb", d.Name), "use two lowercase parts joined by one dot, letters, digits, '_' or '-', each starting with a letter (payments.refund_order)")
+	}
+}
+
+func (ch *checker) text() {
+	d := ch.d
+	switch {
+	case strings.TrimSpace(d.Description) == "":
+		ch.add("description", "missing", "describe, for the model, what the tool does, when to use it and when not to")
+	case len(d.Description) > ch.c.MaxDescription:
+		ch.add("description", fmt.Sprintf("%d bytes, the limit is %d", len(d.Description), ch.c.MaxDescription), "shorten it; move detail into the field descriptions")
+	}
+	if d.Version == "" {
+		ch.add("version", "missing", "give a semantic version such as 1.0.0")
+	} else if !semverRE.MatchString(d.Version) {
+		ch.add("version", fmt.Sprintf("%q is not a semantic version", d.Version), "use MAJOR.MINOR.PATCH, such as 2.1.0")
+	}
+	if d.ItemKind != "" && !itemKindRE.MatchString(d.ItemKind) {
+		ch.add("item_kind", fmt.Sprintf("%q is not a resource kind", d.ItemKind), "use a dotted lowercase kind such as crm.person")
+	}
+}
+
+func (ch *checker) schemas() {
+	d := ch.d
+	compile := func(field string, raw json.RawMessage, required bool) *schema.Schema {
+		if len(raw) == 0 || string(raw) == "null" {
+			if required {
+				ch.add(field, "missing", "declare a JSON Schema (draft 2020-12)")
+			}
+			return nil
+		}
+		s, err := schema.Compile(raw)
+		if err != nil {
+			ch.add(field, err.Error(), "correct the schema; references must point inside it (#/$defs/...), and it may not refer to itself")
+			return nil
+		}
+		return s
+	}
+	ch.input = compile("input_schema", d.InputSchema, true)
+	ch.output = compile("output_schema", d.OutputSchema, true)
+	compile("error_schema", d.ErrorSchema, false)
+	if ch.input != nil && rootType(ch.input) != "object" {
+		ch.add("input_schema", "the root is not type: object", "model providers pass arguments as one object: make the root {\"type\": \"object\", \"properties\": {...}}")
+	}
+	if ch.input != nil && ch.output != nil && d.SchemaHash != "" {
+		if h, err := SchemaHash(d); err == nil && h != d.SchemaHash {
+			ch.add("schema_hash", fmt.Sprintf("states %s but the schemas hash to %s", d.SchemaHash, h), "remove schema_hash (it is computed) or correct it")
+		}
+	}
+}
+
+func rootType(s *schema.Schema) string {
+	m, _ := s.Doc().(map[string]any)
+	t, _ := m["type"].(string)
+	return t
+}
+
+func (ch *checker) binding() {
+	d := ch.d
+	h, r := d.Binding.Handler, d.Binding.Remote
+	switch d.Kind {
+	case toolplane.KindInternal, toolplane.KindVendor, toolplane.KindMCP:
+	case "":
+		ch.add("kind", "missing", "set kind to internal, vendor or mcp")
+	default:
+		ch.add("kind", fmt.Sprintf("%q is not a kind", d.Kind), "set kind to internal, vendor or mcp")
+	}
+	switch {
+	case h != nil && r != nil:
+		ch.add("binding", "names both a handler and a remote tool", "keep exactly one: binding.handler.key or binding.remote")
+		return
+	case h == nil && r == nil:
+		ch.add("binding", "missing", "bind the tool: binding.handler.key for a registered handler, or binding.remote for a tool on an MCP connection")
+		return
+	}
+	if d.Kind == toolplane.KindMCP && h != nil {
+		ch.add("binding", "an mcp tool is bound to a handler", "bind it with binding.remote (connection_id and remote_name)")
+	}
+	if d.Kind != toolplane.KindMCP && d.Kind != "" && r != nil {
+		ch.add("binding", fmt.Sprintf("a %s tool is bound to a remote tool", d.Kind), "set kind: mcp, or bind a handler")
+	}
+	if h != nil {
+		switch {
+		case !handlerKey.MatchString(h.Key):
+			ch.add("binding.handler.key", fmt.Sprintf("%q is not a handler key", h.Key), "name a handler the deployment registers, such as payments.refund_order")
+		case ch.b == nil:
+			ch.unresolved("handler " + h.Key)
+		default:
+			found, preview := ch.b.Handler(h.Key)
+			if !found {
+				ch.add("binding.handler.key", fmt.Sprintf("no handler is registered as %q", h.Key), "register the handler in the deployment, or correct the key")
+			} else if d.ApprovalPreview && !preview {
+				ch.add("approval_preview", fmt.Sprintf("handler %q has no preview", h.Key), "implement the handler's preview, or set approval_preview: false")
+			}
+		}
+	}
+	if r != nil {
+		if r.ConnectionID == "" {
+			ch.add("binding.remote.connection_id", "missing", "name the connection the remote tool is served on")
+		} else if ch.b == nil {
+			ch.unresolved("connection " + r.ConnectionID)
+		} else if !ch.b.Connection(r.ConnectionID) {
+			ch.add("binding.remote.connection_id", fmt.Sprintf("no connection %q", r.ConnectionID), "register the connection first")
+		}
+		if r.RemoteName == "" {
+			ch.add("binding.remote.remote_name", "missing", "name the tool as its server publishes it")
+		}
+		if d.ApprovalPreview {
+			ch.add("approval_preview", "a remote tool has no handler to render a preview", "set approval_preview: false")
+		}
+	}
+}
+
+func (ch *checker) effect() {
+	d := ch.d
+	switch d.Effect {
+	case toolplane.EffectRead, toolplane.EffectWrite, toolplane.EffectSend:
+	case "":
+		ch.add("effect", "missing", "set effect to read, write or send")
+		return
+	default:
+		ch.add("effect", fmt.Sprintf("%q is not an effect", d.Effect), "set effect to read, write or send")
+		return
+	}
+	if d.Effect == toolplane.EffectSend && d.Connection == "" {
+		ch.add("connection", "a send tool declares no connection", "name the provider connection the message goes out through")
+	}
+	if d.Effect.Writes() {
+		switch {
+		case d.Repeatable == nil:
+			ch.add("repeatable", "a write or send tool must state repeatable: false", "add repeatable: false: two identical calls in one run are one effect (give a deliberate repeat a distinguishing argument)")
+		case *d.Repeatable:
+			ch.add("repeatable", "repeatable: true is refused", "set repeatable: false and give a deliberate repeat a distinguishing argument; the journal cannot tell a replay from a repeat")
+		}
+	} else {
+		if d.Repeatable != nil {
+			ch.add("repeatable", "a read takes no idempotency claim, so it states no repeatable", "remove repeatable")
+		}
+		if d.Annotations.Destructive {
+			ch.add("annotations.destructive", "a read cannot be destructive", "set effect: write, or remove destructive")
+		}
+	}
+	if d.Retry != "" && d.Retry != toolplane.RetryNone && d.Retry != toolplane.RetrySafe {
+		ch.add("retry", fmt.Sprintf("%q is not a retry policy", d.Retry), "set retry to none or safe")
+	}
+	if d.Retry == toolplane.RetrySafe && d.Effect.Writes() {
+		ch.add("retry", "retry: safe on a write or send", "a write never retries inside its call; set retry: none, and declare replay if the tool is idempotent downstream")
+	}
+	if d.Replay != nil {
+		switch {
+		case d.Replay.MaxAttempts < 1 || d.Replay.MaxAttempts > ch.c.MaxReplayAttempts:
+			ch.add("replay.max_attempts", fmt.Sprintf("%d is outside 1..%d", d.Replay.MaxAttempts, ch.c.MaxReplayAttempts), fmt.Sprintf("choose 1 to %d attempts", ch.c.MaxReplayAttempts))
+		case d.Effect.Writes() && !d.Annotations.Idempotent:
+			ch.add("replay", "replay on a write that is not idempotent", "declare annotations.idempotent: true only when the handler passes the idempotency key downstream, or remove replay")
+		}
+	}
+}
+
+func (ch *checker) limits() {
+	d := ch.d
+	if d.MaxOutputBytes != 0 {
+		switch {
+		case d.MaxOutputBytes < 2:
+			ch.add("max_output_bytes", fmt.Sprintf("%d is below 2 bytes", d.MaxOutputBytes), "use at least 2 ([] and {} need two bytes)")
+		case d.MaxOutputBytes > ch.c.MaxOutputBytes:
+			ch.add("max_output_bytes", fmt.Sprintf("%d exceeds the platform limit of %d", d.MaxOutputBytes, ch.c.MaxOutputBytes), fmt.Sprintf("use at most %d; a tool can lower the limit, never raise it", ch.c.MaxOutputBytes))
+		}
+	}
+	if d.MaxResults != 0 {
+		switch {
+		case d.MaxResults < 0:
+			ch.add("max_results", fmt.Sprintf("%d is not positive", d.MaxResults), "use a positive count")
+		case d.MaxResults > ch.c.MaxResults:
+			ch.add("max_results", fmt.Sprintf("%d exceeds the platform limit of %d", d.MaxResults, ch.c.MaxResults), fmt.Sprintf("use at most %d", ch.c.MaxResults))
+		}
+		if ch.output != nil && rootType(ch.output) != "array" {
+			ch.add("max_results", "the output is not an array", "remove max_results, or make the output schema's root type: array")
+		}
+	}
+}
+
+func (ch *checker) batch() {
+	d := ch.d
+	switch {
+	case d.BatchArgument == "" && d.MaxBatchSize == 0:
+		return
+	case d.BatchArgument == "":
+		ch.add("batch_argument", "max_batch_size without batch_argument", "name the top-level array argument max_batch_size bounds, or remove max_batch_size")
+		return
+	case d.MaxBatchSize == 0:
+		ch.add("max_batch_size", "batch_argument without max_batch_size", "set max_batch_size, or remove batch_argument")
+		return
+	case d.MaxBatchSize < 0:
+		ch.add("max_batch_size", fmt.Sprintf("%d is not positive", d.MaxBatchSize), "use a positive count")
+	case d.MaxBatchSize > ch.c.MaxBatchSize:
+		ch.add("max_batch_size", fmt.Sprintf("%d exceeds the platform limit of %d", d.MaxBatchSize, ch.c.MaxBatchSize), fmt.Sprintf("use at most %d", ch.c.MaxBatchSize))
+	}
+	if ch.input == nil {
+		return
+	}
+	m, _ := ch.input.Doc().(map[string]any)
+	props, _ := m["properties"].(map[string]any)
+	p, _ := props[d.BatchArgument].(map[string]any)
+	if p == nil {
+		ch.add("batch_argument", fmt.Sprintf("%q is not a top-level property of input_schema", d.BatchArgument), "name a top-level array property")
+		return
+	}
+	if t, _ := p["type"].(string); t != "array" {
+		ch.add("batch_argument", fmt.Sprintf("%q is not declared type: array", d.BatchArgument), "name a top-level property declared {\"type\": \"array\"}")
+	}
+}
+
+func (ch *checker) facts() {
+	d := ch.d
+	if len(d.PolicyFacts) > ch.c.MaxPolicyFacts {
+		ch.add("policy_facts", fmt.Sprintf("%d facts, the limit is %d", len(d.PolicyFacts), ch.c.MaxPolicyFacts), "declare only the facts a rule reads")
+	}
+	seen := map[string]bool{}
+	for _, f := range d.PolicyFacts {
+		field := "policy_facts." + f
+		switch {
+		case reservedFacts[f]:
+			ch.add(field, fmt.Sprintf("%q is reserved: a policy reads it directly", f), "remove it from policy_facts")
+		case !factRE.MatchString(f):
+			ch.add(field, fmt.Sprintf("%q is not a fact name", f), "use lowercase letters, digits and underscores")
+		case seen[f]:
+			ch.add(field, "listed twice", "list each fact once")
+		case ch.b == nil:
+			ch.unresolved("fact " + f)
+		case !ch.b.FactResolver(f):
+			ch.add(field, fmt.Sprintf("no resolver is registered for %q", f), "register a resolver for the fact in the deployment, or remove it")
+		}
+		seen[f] = true
+	}
+}
+
+func (ch *checker) execution() {
+	d := ch.d
+	switch d.Mode {
+	case "", toolplane.ModeSync, toolplane.ModeAsync:
+	default:
+		ch.add("mode", fmt.Sprintf("%q is not a mode", d.Mode), "set mode to sync or async")
+	}
+	if d.Annotations.LongRunning && d.Mode != toolplane.ModeAsync {
+		ch.add("mode", "a long-running tool must run async", "set mode: async, or remove annotations.long_running")
+	}
+	t := d.Timeout.Std()
+	limit := ch.c.MaxSyncTimeout
+	if d.Mode == toolplane.ModeAsync {
+		limit = ch.c.MaxAsyncTimeout
+	}
+	switch {
+	case t < 0:
+		ch.add("timeout", fmt.Sprintf("%v is negative", t), "use a positive duration such as 10s, or omit it for the default")
+	case t > 0 && t < time.Millisecond:
+		ch.add("timeout", fmt.Sprintf("%v is under 1ms", t), "use at least 1ms")
+	case t > limit:
+		ch.add("timeout", fmt.Sprintf("%v exceeds the %s step budget of %v", t, modeName(d.Mode), limit), fmt.Sprintf("use at most %v, or run the tool async", limit))
+	}
+}
+
+func modeName(m toolplane.Mode) string {
+	if m == "" {
+		return string(toolplane.ModeSync)
+	}
+	return string(m)
+}

@@ -1,0 +1,231 @@
+// Package schema compiles tool JSON Schemas (draft 2020-12) under bounds,
+// applies the platform's small, fixed set of argument coercions, and turns
+// validation failures into violations a model can act on.
+//
+// Compilation is bounded because a schema is data a tool author (or a remote
+// MCP server) controls: a size cap and a depth cap keep a hostile document
+// from exhausting memory or stack, reference cycles are refused so every walk
+// over a schema terminates, and nothing is ever loaded from outside the
+// document itself.
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Draft2020 is the only dialect toolplane accepts.
+const Draft2020 = "https://json-schema.org/draft/2020-12/schema"
+
+// Limits bound what Compile accepts.
+type Limits struct {
+	// MaxBytes is the largest schema document, in bytes of JSON.
+	MaxBytes int
+	// MaxDepth is the deepest nesting of JSON values in the document.
+	MaxDepth int
+}
+
+// DefaultLimits are the platform ceilings for one schema document.
+var DefaultLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 32}
+
+// Sentinel errors a CompileError wraps, so callers can branch on the reason.
+var (
+	ErrTooLarge  = errors.New("schema too large")
+	ErrTooDeep   = errors.New("schema nested too deeply")
+	ErrRefCycle  = errors.New("schema reference cycle")
+	ErrRemoteRef = errors.New("schema reference outside the document")
+	ErrDialect   = errors.New("schema dialect is not draft 2020-12")
+	ErrInvalid   = errors.New("invalid schema")
+)
+
+// CompileError says why a schema was refused and where.
+type CompileError struct {
+	// Pointer is the JSON pointer, inside the schema, of the offending part
+	// ("" for the whole document).
+	Pointer string
+	// Reason is one of the sentinel errors above.
+	Reason error
+	// Detail is a sentence a tool author reads.
+	Detail string
+}
+
+func (e *CompileError) Error() string {
+	at := ""
+	if e.Pointer != "" {
+		at = " at " + e.Pointer
+	}
+	return fmt.Sprintf("%v%s: %s", e.Reason, at, e.Detail)
+}
+
+func (e *CompileError) Unwrap() error { return e.Reason }
+
+// Schema is a compiled schema with the coercion plan derived from it.
+type Schema struct {
+	doc      any
+	compiled *jsonschema.Schema
+	plan     *node
+	fast     *fastNode // nil when the schema needs the reference validator
+}
+
+// Doc returns the decoded schema document (plain JSON values with
+// json.Number numbers). Callers must not modify it.
+func (s *Schema) Doc() any { return s.doc }
+
+// Compile compiles a schema document under DefaultLimits.
+func Compile(raw []byte) (*Schema, error) { return CompileLimits(raw, DefaultLimits) }
+
+// refusingLoader is the compiler's only loader: a schema never reaches the
+// network or the file system, whatever its $ref or $schema say.
+type refusingLoader struct{}
+
+func (refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%w: %s is not loaded; inline it under $defs", ErrRemoteRef, url)
+}
+
+// docURL is where the compiler files the document. It is not fetched.
+const docURL = "urn:toolplane:schema"
+
+// CompileLimits compiles a schema document under the given limits.
+func CompileLimits(raw []byte, lim Limits) (*Schema, error) {
+	if len(raw) > lim.MaxBytes {
+		return nil, &CompileError{Reason: ErrTooLarge, Detail: fmt.Sprintf("%d bytes, the limit is %d; move shared parts under $defs or simplify the schema", len(raw), lim.MaxBytes)}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, &CompileError{Reason: ErrInvalid, Detail: fmt.Sprintf("not JSON: %v", err)}
+	}
+	return compileDoc(doc, lim)
+}
+
+// CompileValue compiles an already decoded schema document (json.Number
+// numbers) under the given limits.
+func CompileValue(doc any, lim Limits) (*Schema, error) {
+	if n := approxSize(doc, lim.MaxBytes+1); n > lim.MaxBytes {
+		return nil, &CompileError{Reason: ErrTooLarge, Detail: fmt.Sprintf("more than %d bytes; move shared parts under $defs or simplify the schema", lim.MaxBytes)}
+	}
+	return compileDoc(doc, lim)
+}
+
+func compileDoc(doc any, lim Limits) (*Schema, error) {
+	switch doc.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, &CompileError{Reason: ErrInvalid, Detail: "a schema is a JSON object (or true/false)"}
+	}
+	if p, ok := tooDeep(doc, lim.MaxDepth, ""); !ok {
+		return nil, &CompileError{Pointer: p, Reason: ErrTooDeep, Detail: fmt.Sprintf("nesting deeper than %d levels; flatten it or move parts under $defs", lim.MaxDepth)}
+	}
+	if m, ok := doc.(map[string]any); ok {
+		if d, ok := m["$schema"]; ok {
+			s, _ := d.(string)
+			if strings.TrimSuffix(s, "#") != Draft2020 {
+				return nil, &CompileError{Pointer: "/$schema", Reason: ErrDialect, Detail: fmt.Sprintf("%v is not accepted; use %q or omit $schema", d, Draft2020)}
+			}
+		}
+	}
+	refs, err := collectRefs(doc)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCycles(doc, refs); err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	c.UseLoader(refusingLoader{})
+	if err := c.AddResource(docURL, doc); err != nil {
+		return nil, &CompileError{Reason: ErrInvalid, Detail: err.Error()}
+	}
+	compiled, err := c.Compile(docURL)
+	if err != nil {
+		reason := ErrInvalid
+		if errors.Is(err, ErrRemoteRef) {
+			reason = ErrRemoteRef
+		}
+		return nil, &CompileError{Reason: reason, Detail: compileDetail(err)}
+	}
+	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc)}, nil
+}
+
+// compileDetail shortens the compiler's message: it names our internal
+// document URL, which means nothing to a tool author.
+func compileDetail(err error) string {
+	msg := err.Error()
+	msg = strings.ReplaceAll(msg, docURL+"#", "#")
+	msg = strings.ReplaceAll(msg, docURL, "schema")
+	return msg
+}
+
+func tooDeep(v any, left int, at string) (string, bool) {
+	if left < 0 {
+		return at, false
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			if p, ok := tooDeep(c, left-1, at+"/"+escape(k)); !ok {
+				return p, false
+			}
+		}
+	case []any:
+		for i, c := range v {
+			if p, ok := tooDeep(c, left-1, at+"/"+strconv.Itoa(i)); !ok {
+				return p, false
+			}
+		}
+	}
+	return "", true
+}
+
+// approxSize is an upper-bounded estimate of the encoded size of v, used
+// only to refuse huge decoded documents early; it stops counting at stop.
+func approxSize(v any, stop int) int {
+	n := 0
+	var walk func(any)
+	walk = func(v any) {
+		if n > stop {
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			n += 2
+			for k, c := range v {
+				n += len(k) + 4
+				walk(c)
+			}
+		case []any:
+			n += 2
+			for _, c := range v {
+				n++
+				walk(c)
+			}
+		case string:
+			n += len(v) + 2
+		default:
+			n += len(fmt.Sprint(v))
+		}
+	}
+	walk(v)
+	return n
+}
+
+// escape writes one JSON pointer token.
+func escape(tok string) string {
+	if !strings.ContainsAny(tok, "~/") {
+		return tok
+	}
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(tok)
+}
+
+func unescape(tok string) string {
+	if !strings.Contains(tok, "~") {
+		return tok
+	}
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+}

@@ -1,0 +1,157 @@
+package toolfile
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// seedDoc is the toolplatform/v1 form.
+type seedDoc struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   seedMetadata `json:"metadata"`
+	Spec       seedSpec     `json:"spec"`
+	Version    string       `json:"version"`
+}
+
+type seedMetadata struct {
+	Name       string   `json:"name"`
+	Namespace  string   `json:"namespace"`
+	OwnerTeam  string   `json:"owner_team"`
+	OnCall     string   `json:"on_call"`
+	CostCenter string   `json:"cost_center"`
+	Tags       []string `json:"tags"`
+}
+
+type seedSpec struct {
+	Description string           `json:"description"`
+	Annotations seedAnnotations  `json:"annotations"`
+	Execution   seedExecution    `json:"execution"`
+	Credentials []seedCredential `json:"credentials"`
+	InputSchema json.RawMessage  `json:"input_schema"`
+	Output      json.RawMessage  `json:"output_schema"`
+	ErrorSchema json.RawMessage  `json:"error_schema"`
+}
+
+type seedAnnotations struct {
+	ReadOnly         *bool `json:"read_only"`
+	Idempotent       bool  `json:"idempotent"`
+	Destructive      bool  `json:"destructive"`
+	RequiresApproval bool  `json:"requires_approval"`
+	LongRunning      bool  `json:"long_running"`
+	OpenWorld        bool  `json:"open_world"`
+}
+
+type seedExecution struct {
+	Mode           string          `json:"mode"`
+	Runtime        string          `json:"runtime"`
+	Target         json.RawMessage `json:"target"`
+	TimeoutMS      json.Number     `json:"timeout_ms"`
+	Retry          *seedRetry      `json:"retry"`
+	ResourceLimits json.RawMessage `json:"resource_limits"`
+}
+
+type seedRetry struct {
+	MaxAttempts int    `json:"max_attempts"`
+	Backoff     string `json:"backoff"`
+	BaseDelayMS int    `json:"base_delay_ms"`
+}
+
+type seedCredential struct {
+	Name   string   `json:"name"`
+	Type   string   `json:"type"`
+	Scopes []string `json:"scopes"`
+}
+
+// fromSeed maps the toolplatform/v1 form onto a Definition. The mapping is
+// documented in docs/tool-definition.md; every field that has no toolplane
+// equivalent is reported as a Note rather than dropped silently.
+func fromSeed(js []byte) (toolplane.Definition, []Note, error) {
+	var s seedDoc
+	if err := strict(js, &s); err != nil {
+		return toolplane.Definition{}, nil, err
+	}
+	if s.Kind != "Tool" {
+		return toolplane.Definition{}, nil, fmt.Errorf("%w: kind %q: a %s file must say kind: Tool", ErrFormat, s.Kind, SeedAPIVersion)
+	}
+	var notes []Note
+	name := s.Metadata.Namespace + "." + s.Metadata.Name
+	d := toolplane.Definition{
+		Name:         name,
+		Version:      s.Version,
+		Description:  s.Spec.Description,
+		InputSchema:  s.Spec.InputSchema,
+		OutputSchema: s.Spec.Output,
+		ErrorSchema:  s.Spec.ErrorSchema,
+		Kind:         toolplane.KindInternal,
+		// The form binds a tool to a runtime and a target; toolplane binds
+		// it to a handler the deployment registers, under the tool's own name.
+		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: name}},
+		Effect:  toolplane.EffectWrite,
+		Annotations: toolplane.Annotations{
+			Destructive:      s.Spec.Annotations.Destructive,
+			Idempotent:       s.Spec.Annotations.Idempotent,
+			RequiresApproval: s.Spec.Annotations.RequiresApproval,
+			LongRunning:      s.Spec.Annotations.LongRunning,
+			OpenWorld:        s.Spec.Annotations.OpenWorld,
+		},
+		Tags:       s.Metadata.Tags,
+		Owner:      s.Metadata.OwnerTeam,
+		OnCall:     s.Metadata.OnCall,
+		CostCenter: s.Metadata.CostCenter,
+		Mode:       toolplane.Mode(s.Spec.Execution.Mode),
+	}
+	if ro := s.Spec.Annotations.ReadOnly; ro != nil && *ro {
+		d.Effect = toolplane.EffectRead
+	}
+	if d.Effect.Writes() {
+		// The form has no notion of a meaningful repeat: two identical
+		// calls in one run are one effect.
+		no := false
+		d.Repeatable = &no
+	}
+	if ms := s.Spec.Execution.TimeoutMS; ms != "" {
+		n, err := strconv.ParseInt(string(ms), 10, 64)
+		if err != nil || n <= 0 {
+			return d, notes, fmt.Errorf("%w: spec.execution.timeout_ms %q: want a positive whole number of milliseconds", ErrFormat, ms)
+		}
+		d.Timeout = toolplane.Duration(time.Duration(n) * time.Millisecond)
+	}
+	if r := s.Spec.Execution.Retry; r != nil && r.MaxAttempts > 1 {
+		switch {
+		case d.Effect == toolplane.EffectRead:
+			d.Retry = toolplane.RetrySafe
+		case d.Annotations.Idempotent:
+			// A write retries only by replay with the same key passed
+			// downstream, which is what idempotent: true promises.
+			d.Replay = &toolplane.Replay{MaxAttempts: r.MaxAttempts}
+		default:
+			notes = append(notes, Note{"spec.execution.retry", "a write that is not idempotent never retries; max_attempts is ignored"})
+		}
+		if r.Backoff != "" || r.BaseDelayMS != 0 {
+			notes = append(notes, Note{"spec.execution.retry", "backoff and base_delay_ms are the platform's choice and are ignored"})
+		}
+	}
+	switch len(s.Spec.Credentials) {
+	case 0:
+	case 1:
+		c := s.Spec.Credentials[0]
+		d.Connection = c.Name
+		if c.Type != "" || len(c.Scopes) > 0 {
+			notes = append(notes, Note{"spec.credentials", fmt.Sprintf("the credential's type and scopes belong to connection %q, configured in the deployment", c.Name)})
+		}
+	default:
+		return d, notes, fmt.Errorf("%w: spec.credentials: a tool declares at most one connection, got %d", ErrFormat, len(s.Spec.Credentials))
+	}
+	if s.Spec.Execution.Runtime != "" || len(s.Spec.Execution.Target) > 0 {
+		notes = append(notes, Note{"spec.execution.target", fmt.Sprintf("toolplane does not call runtime %q targets itself; the tool is bound to the handler registered as %q", s.Spec.Execution.Runtime, name)})
+	}
+	if len(s.Spec.Execution.ResourceLimits) > 0 {
+		notes = append(notes, Note{"spec.execution.resource_limits", "sandbox limits belong to the handler's deployment and are ignored"})
+	}
+	return d, notes, nil
+}
