@@ -1,0 +1,159 @@
+package toolfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/registry"
+)
+
+func TestExamplesLoadAndPass(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../examples/tools/*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	var defs []toolplane.Definition
+	for _, f := range files {
+		d, _, err := ReadFile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		defs = append(defs, d)
+	}
+	if _, err := registry.Check(defs, registry.Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSeedFormMapsOntoDefinition(t *testing.T) {
+	t.Parallel()
+	d, notes, err := ReadFile("../examples/tools/refund_order.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"name joins namespace and name", d.Name == "payments.refund_order"},
+		{"version", d.Version == "2.1.0"},
+		{"read_only false is a write", d.Effect == toolplane.EffectWrite},
+		{"a write states repeatable false", d.Repeatable != nil && !*d.Repeatable},
+		{"annotations carried", d.Annotations.Destructive && d.Annotations.Idempotent && d.Annotations.RequiresApproval && !d.Annotations.LongRunning},
+		{"retry of an idempotent write is replay", d.Replay != nil && d.Replay.MaxAttempts == 3 && d.Retry == ""},
+		{"timeout_ms", d.Timeout.Std() == 3*time.Second},
+		{"credential becomes the connection", d.Connection == "payments"},
+		{"bound to the handler named like the tool", d.Binding.Handler != nil && d.Binding.Handler.Key == "payments.refund_order"},
+		{"metadata", d.Owner == "payments-platform" && d.CostCenter == "CC-1001" && d.OnCall != "" && len(d.Tags) == 3},
+		{"mode", d.Mode == toolplane.ModeSync},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: %+v", c.what, d)
+		}
+	}
+	if len(notes) != 0 {
+		t.Errorf("unexpected notes: %v", notes)
+	}
+}
+
+// TestSeedRefundOrderExampleLoads loads the refund_order tool.yaml example of
+// the design documents, unchanged, when they are beside the checkout.
+func TestSeedRefundOrderExampleLoads(t *testing.T) {
+	t.Parallel()
+	matches, _ := filepath.Glob("../../shared/seeds/003_*.txt")
+	if len(matches) == 0 {
+		t.Skip("design documents not beside this checkout (../shared/seeds); nothing to load")
+	}
+	text, err := os.ReadFile(matches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)# tool\.yaml[^\n]*\n(apiVersion:.*?\nversion: [0-9.]+)\n`).FindSubmatch(text)
+	if block == nil {
+		t.Fatal("the tool.yaml example was not found in the design document")
+	}
+	d, notes, err := Parse(block[1], ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "payments.refund_order" || d.Replay == nil || d.Connection != "payments-service-token" {
+		t.Fatalf("mapped = %+v", d)
+	}
+	fields := map[string]bool{}
+	for _, n := range notes {
+		fields[n.Field] = true
+	}
+	for _, f := range []string{"spec.execution.target", "spec.execution.resource_limits", "spec.credentials", "spec.execution.retry"} {
+		if !fields[f] {
+			t.Errorf("no note for %s: %v", f, notes)
+		}
+	}
+	if _, err := registry.Check([]toolplane.Definition{d}, registry.Options{}); err != nil {
+		t.Fatalf("the example does not pass the registration checks: %v", err)
+	}
+}
+
+func TestParseRefusesBadFiles(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, ext, src, want string
+	}{
+		{"unknown field", ".yaml", "name: a.b\nannotatons: {destructive: true}\n", "annotatons"},
+		{"unknown seed field", ".yaml", "apiVersion: toolplatform/v1\nkind: Tool\nmetadata: {name: a, namespace: b, owner: x}\n", "owner"},
+		{"wrong seed kind", ".yaml", "apiVersion: toolplatform/v1\nkind: Agent\n", "kind: Tool"},
+		{"other apiVersion", ".yaml", "apiVersion: v2\n", "apiVersion"},
+		{"wrong type", ".json", `{"name": 5}`, "name"},
+		{"two documents", ".yaml", "name: a.b\n---\nname: c.d\n", "one definition"},
+		{"not an object", ".yaml", "- a\n- b\n", "object"},
+		{"empty", ".yaml", "", "empty"},
+		{"invalid JSON", ".json", `{"name": `, "invalid JSON"},
+		{"invalid YAML", ".yaml", "name: [a\n", "invalid YAML"},
+		{"bad duration", ".yaml", "timeout: soon\n", "duration"},
+		{"two credentials", ".yaml", "apiVersion: toolplatform/v1\nkind: Tool\nspec:\n  credentials: [{name: a}, {name: b}]\n", "at most one"},
+		{"duplicate YAML key", ".yaml", "name: a.b\nname: c.d\n", "already defined"},
+		{"trailing JSON", ".json", `{"name":"a.b"} {}`, "invalid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := Parse([]byte(tt.src), tt.ext)
+			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrFormat mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestYAMLKeepsYesNoAsStrings(t *testing.T) {
+	t.Parallel()
+	d, _, err := Parse([]byte("name: a.b\ninput_schema: {type: object, properties: {answer: {enum: [yes, no, on]}}}\n"), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(d.InputSchema), `["yes","no","on"]`) {
+		t.Fatalf("enum changed: %s", d.InputSchema)
+	}
+}
+
+func TestJSONAndYAMLFormsAgree(t *testing.T) {
+	t.Parallel()
+	y, _, err := Parse([]byte("name: a.b\nversion: 1.0.0\ntimeout: 1500\nrepeatable: false\nmax_results: 3\n"), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := Parse([]byte(`{"name":"a.b","version":"1.0.0","timeout":"1.5s","repeatable":false,"max_results":3}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.Name != j.Name || y.Timeout != j.Timeout || *y.Repeatable != *j.Repeatable || y.MaxResults != j.MaxResults {
+		t.Fatalf("yaml %+v\njson %+v", y, j)
+	}
+}

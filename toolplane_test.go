@@ -1,0 +1,113 @@
+package toolplane
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStableCodes(t *testing.T) {
+	t.Parallel()
+	// The list models and agent runtimes branch on; changing it breaks them.
+	want := "denied rejected invalid_input tool_unavailable tool_changed not_found invalid_output unavailable retryable_upstream conflict timeout uncertain batch_too_large budget_exhausted connection_required connection_expired connection_revoked connection_ambiguous internal_error"
+	var got []string
+	for _, c := range Codes {
+		if !c.Valid() {
+			t.Errorf("%s is listed but not valid", c)
+		}
+		got = append(got, string(c))
+	}
+	if strings.Join(got, " ") != want {
+		t.Fatalf("codes = %v", got)
+	}
+	if Code("parent_cancelled").Valid() || Code("").Valid() {
+		t.Fatal("a code outside the list is valid")
+	}
+}
+
+func TestCodeRetryable(t *testing.T) {
+	t.Parallel()
+	retryable := map[Code]bool{CodeInvalidInput: true, CodeRetryableUpstream: true, CodeUnavailable: true, CodeTimeout: true, CodeBatchTooLarge: true}
+	for _, c := range Codes {
+		if c.Retryable() != retryable[c] {
+			t.Errorf("%s: retryable = %v", c, c.Retryable())
+		}
+		if r := Fail(c, "m"); r.OK || r.Error.Code != c || r.Error.Retryable != retryable[c] {
+			t.Errorf("Fail(%s) = %+v", c, r)
+		}
+	}
+}
+
+func TestInvalidLiftsFirstViolation(t *testing.T) {
+	t.Parallel()
+	vs := []Violation{
+		{FieldPath: "/a", Constraint: "type", Message: "a must be a string (got integer 1)", SuggestedFix: "send a string"},
+		{FieldPath: "/b", Constraint: "required", Message: "b is required but missing", SuggestedFix: `add "b"`},
+	}
+	r := Invalid(vs)
+	e := r.Error
+	if r.OK || e.Code != CodeInvalidInput || !e.Retryable || e.FieldPath != "/a" || e.Constraint != "type" || e.SuggestedFix != "send a string" {
+		t.Fatalf("error = %+v", e)
+	}
+	if !strings.Contains(e.Message, "(got integer 1)") || !strings.Contains(e.Message, "1 more") || len(e.Violations) != 2 {
+		t.Fatalf("message = %q", e.Message)
+	}
+}
+
+func TestResultJSONNeverCarriesStop(t *testing.T) {
+	t.Parallel()
+	r := Fail(CodeBudgetExhausted, "the run's budget is spent")
+	r.Stop = StopBudgetExhausted
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "stop") {
+		t.Fatalf("stop rendered: %s", b)
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{`"3s"`, 3 * time.Second, true},
+		{`"1m30s"`, 90 * time.Second, true},
+		{`1500`, 1500 * time.Millisecond, true},
+		{`"soon"`, 0, false},
+		{`true`, 0, false},
+	}
+	for _, tt := range tests {
+		var d Duration
+		err := json.Unmarshal([]byte(tt.in), &d)
+		if (err == nil) != tt.ok || tt.ok && d.Std() != tt.want {
+			t.Errorf("%s: %v %v", tt.in, d.Std(), err)
+		}
+	}
+	b, _ := json.Marshal(Duration(1500 * time.Millisecond))
+	if string(b) != `"1.5s"` {
+		t.Errorf("marshal = %s", b)
+	}
+}
+
+func TestUntrustedFollowsKindAndOpenWorld(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		d    Definition
+		want bool
+	}{
+		{Definition{Kind: KindInternal}, false},
+		{Definition{Kind: KindInternal, Annotations: Annotations{OpenWorld: true}}, true},
+		{Definition{Kind: KindVendor}, true},
+		{Definition{Kind: KindMCP}, true},
+	}
+	for _, tt := range tests {
+		if tt.d.Untrusted() != tt.want {
+			t.Errorf("%+v: untrusted = %v", tt.d, !tt.want)
+		}
+	}
+}
