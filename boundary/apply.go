@@ -1,0 +1,189 @@
+package boundary
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"github.com/toolplane/toolplane"
+)
+
+// Spec is what the boundary needs to know about a tool to shape its answers.
+type Spec struct {
+	// MaxResults keeps at most this many items of an array answer; zero or
+	// less keeps all. It does not apply to any other answer.
+	MaxResults int
+	// MaxOutputBytes lowers the byte limit below PlatformLimit; zero or less
+	// means PlatformLimit. See Limit.
+	MaxOutputBytes int
+	// ItemKind is the resource kind of one item of the answer. With it, a
+	// marker that replaced part of an item names the item, by this kind and
+	// the item's id; without it, markers carry no ref.
+	ItemKind string
+	// Untrusted marks answers that carry content from outside the platform;
+	// it is copied to the answer's meta so the caller labels the content.
+	Untrusted bool
+}
+
+// SpecFor returns the Spec a tool definition declares. A nil definition
+// declares nothing and gets the platform defaults.
+func SpecFor(d *toolplane.Definition) Spec {
+	if d == nil {
+		return Spec{}
+	}
+	return Spec{
+		MaxResults:     d.MaxResults,
+		MaxOutputBytes: d.MaxOutputBytes,
+		ItemKind:       d.ItemKind,
+		Untrusted:      d.Untrusted(),
+	}
+}
+
+// Apply turns a handler's answer into the data a model reads and the meta
+// that describes it, in the order the package documentation gives: normalise,
+// redact, max_results, bound, name the dropped rows, bound again.
+//
+// meta.Truncated is true when max_results or either bound changed the
+// answer. meta.Count, set only for an array answer, is the number of items
+// the data holds: a marker standing in for an item counts, an item cut from
+// the tail does not. The output schema is checked before Apply, not here.
+//
+// Apply does not modify out, but the data may share parts of out that were
+// already plain, so the handler must not modify out afterwards.
+func Apply(out any, spec Spec) (data any, meta toolplane.Meta) {
+	limit := Limit(spec.MaxOutputBytes)
+	var original, bounded any
+	var truncated, changed bool
+	n := normalizer{redact: true}
+	if length, item, ok := n.items(out); ok {
+		if spec.MaxResults > 0 && length > spec.MaxResults {
+			length, truncated = spec.MaxResults, true
+		}
+		original, bounded, changed = boundItems(length, item, limit)
+	} else {
+		original, _ = n.value(out, 0)
+		if rows, ok := original.([]any); ok && spec.MaxResults > 0 && len(rows) > spec.MaxResults {
+			original, truncated = rows[:spec.MaxResults:spec.MaxResults], true
+		}
+		bounded, changed = Bound(original, limit)
+	}
+	if changed {
+		truncated = true
+		named, _ := attachRefs(original, bounded, spec.ItemKind)
+		bounded, _ = Bound(named, limit)
+		// The second pass may have written markers of its own. Name them
+		// too, but only if the names still fit: the limit comes first.
+		if renamed, ok := attachRefs(original, bounded, spec.ItemKind); ok && Size(renamed) <= limit {
+			bounded = renamed
+		}
+	}
+	meta.Truncated = truncated
+	meta.Untrusted = spec.Untrusted
+	if rows, ok := bounded.([]any); ok {
+		count := len(rows)
+		meta.Count = &count
+	}
+	return bounded, meta
+}
+
+// items reports whether v is a non-empty array answer that Normalize would
+// turn into []any item by item, and if so gives its length and a function
+// that normalises and redacts item i as Normalize would in place.
+//
+// This is what lets Apply stop early. A list tool may return thousands of
+// rows of which a model reads a few hundred; normalising an item can cost a
+// json.Marshal, and none of that is needed for an item past the cut.
+func (n *normalizer) items(v any) (int, func(int) any, bool) {
+	if a, ok := v.([]any); ok {
+		if len(a) == 0 {
+			return 0, nil, false
+		}
+		n.enter(visit{ptr: reflect.ValueOf(v).Pointer(), n: len(a)})
+		return len(a), func(i int) any { e, _ := n.value(a[i], 1); return e }, true
+	}
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || marshals(rv.Type()) {
+		return 0, nil, false
+	}
+	switch rv.Kind() {
+	case reflect.Slice:
+		if rv.Len() == 0 || rv.Type().Elem().Kind() == reflect.Uint8 {
+			return 0, nil, false
+		}
+		n.enter(visit{ptr: rv.Pointer(), n: rv.Len()})
+	case reflect.Array:
+		if rv.Len() == 0 {
+			return 0, nil, false
+		}
+	default:
+		return 0, nil, false
+	}
+	return rv.Len(), func(i int) any { return n.reflectValue(rv.Index(i), 1) }, true
+}
+
+// boundItems is Bound for an array whose first length items item produces
+// on demand. It answers the items it kept as they were before bounding (the
+// part of the answer AttachRefs pairs with), the bounded array, and whether
+// bounding changed anything. Items past the cut are never produced.
+func boundItems(length int, item func(int) any, limit int) (original, bounded []any, changed bool) {
+	var fill arrayFill
+	fill.start(limit)
+	var out []any // bounded, once it differs from original
+	for i := range length {
+		e := item(i)
+		ne, replaced, ok := fill.add(e)
+		if !ok {
+			changed = true
+			break
+		}
+		original = append(original, e)
+		if replaced && out == nil {
+			out = slices.Clone(original[:i])
+		}
+		if out != nil {
+			out = append(out, ne)
+		}
+		changed = changed || replaced
+	}
+	if out == nil {
+		out = original[:fill.n:fill.n]
+	}
+	return original, out, changed
+}
+
+// Render returns the JSON a model reads for r: an object with the fields and
+// names of toolplane.Result's JSON form, leaving out what that form leaves
+// out, and never Stop. Data is written with Encode, so the bytes rendered are
+// the bytes that were bounded.
+func Render(r toolplane.Result) []byte {
+	b := make([]byte, 0, 64+Size(r.Data))
+	b = append(b, `{"ok":`...)
+	b = strconv.AppendBool(b, r.OK)
+	if r.Data != nil {
+		b = append(b, `,"data":`...)
+		b = Encode(b, r.Data)
+	}
+	if r.Error != nil {
+		b = append(b, `,"error":`...)
+		b = appendJSON(b, r.Error)
+	}
+	b = append(b, `,"meta":`...)
+	b = appendJSON(b, r.Meta)
+	return append(b, '}')
+}
+
+// appendJSON writes v with encoding/json, without HTML escaping to match
+// Encode. The types rendered this way hold only strings, numbers and bools,
+// so encoding cannot fail; if it ever does, the field says so rather than
+// leaving the object broken.
+func appendJSON(dst []byte, v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return appendString(dst, unrenderableType(reflect.TypeOf(v)))
+	}
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+}

@@ -1,0 +1,148 @@
+package boundary_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolplane/toolplane/boundary"
+)
+
+// decodeFuzz decodes fuzzed JSON text into a tree, or reports false.
+func decodeFuzz(data []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if dec.More() {
+		return nil, false
+	}
+	return v, true
+}
+
+var fuzzSeeds = []string{
+	`null`,
+	`"hello"`,
+	`12345678901234567890`,
+	`[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]`,
+	`{"id":"p-1","name":"Ada","bio":"` + strings.Repeat("lorem ", 200) + `"}`,
+	`[{"id":"p-1","body":"` + strings.Repeat("x", 500) + `"},{"id":2,"body":"y"},{"name":"z"}]`,
+	`{"a":{"b":{"c":{"d":["` + strings.Repeat("deep", 100) + `"]}}}}`,
+	`[{"__dropped__":{"reason":"too_large","bytes":100,"ref":{"kind":"k","id":"` + strings.Repeat("i", 300) + `"}}},"tail"]`,
+	`{"__dropped__":{"reason":"too_large","bytes":1}}`,
+	`{"api_key":"sk-1","rows":[{"password":"p","x":"\u0000\u2028\ud800"}]}`,
+	`[[],{},"",[[[[]]]],{"":{"":""}}]`,
+	`{"` + strings.Repeat("k", 400) + `":1,"b":true,"c":false,"d":null}`,
+}
+
+func FuzzBound(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add([]byte(s), uint16(i*97))
+		f.Add([]byte(s), uint16(60))
+		f.Add([]byte(s), uint16(3<<13|500))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, pick uint16) {
+		in, ok := decodeFuzz(data)
+		if !ok {
+			t.Skip()
+		}
+		// An object holding the marker key that is not a marker is not one
+		// bounding wrote, and nothing promises it keeps a reason.
+		for _, m := range markers(in) {
+			if !boundary.IsMarker(m) {
+				t.Skip()
+			}
+		}
+		limit := 2 + int(pick)%4095
+		in = boundary.Normalize(in)
+		before := boundary.Encode(nil, in)
+
+		out, changed := boundary.Bound(in, limit)
+		enc := boundary.Encode(nil, out)
+		if len(enc) > limit {
+			t.Fatalf("Bound(limit %d) = %d bytes: %s", limit, len(enc), enc)
+		}
+		if len(enc) != boundary.Size(out) {
+			t.Fatalf("Size %d, Encode %d bytes", boundary.Size(out), len(enc))
+		}
+		if !json.Valid(enc) {
+			t.Fatalf("Bound = %s: not valid JSON", enc)
+		}
+		if changed != (len(before) > limit) {
+			t.Fatalf("changed = %v for %d bytes against %d", changed, len(before), limit)
+		}
+		for _, m := range markers(out) {
+			if !boundary.IsMarker(m) {
+				t.Fatalf("marker lost its reason: %s", boundary.Encode(nil, m))
+			}
+		}
+		if !bytes.Equal(before, boundary.Encode(nil, in)) {
+			t.Fatal("Bound modified its input")
+		}
+		if again, changed := boundary.Bound(out, limit); changed || !bytes.Equal(boundary.Encode(nil, again), enc) {
+			t.Fatal("bounding a payload that fits changed it")
+		}
+
+		spec := boundary.Spec{MaxOutputBytes: limit, ItemKind: "fuzz.item", MaxResults: int(pick >> 13)}
+		data2, meta := boundary.Apply(in, spec)
+		if n := boundary.Size(data2); n > limit {
+			t.Fatalf("Apply(limit %d) = %d bytes", limit, n)
+		}
+		want, truncated := stepByStep(in, spec)
+		if got, want := boundary.Encode(nil, data2), boundary.Encode(nil, want); !bytes.Equal(got, want) {
+			t.Fatalf("Apply = %s\nstep by step = %s", got, want)
+		}
+		if meta.Truncated != truncated {
+			t.Fatalf("truncated = %v, step by step %v", meta.Truncated, truncated)
+		}
+		// Redaction runs first and may lengthen the payload.
+		if n := boundary.Size(boundary.Redact(in)); spec.MaxResults == 0 && meta.Truncated != (n > limit) {
+			t.Fatalf("truncated = %v for %d bytes against %d", meta.Truncated, n, limit)
+		}
+		if rows, ok := data2.([]any); ok && (meta.Count == nil || *meta.Count != len(rows)) {
+			t.Fatalf("count %v for %d rows", deref(meta.Count), len(rows))
+		}
+		if _, ok := data2.([]any); !ok && meta.Count != nil {
+			t.Fatalf("count %d for a %T answer", *meta.Count, data2)
+		}
+	})
+}
+
+func FuzzEncodeSize(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte("\"\\ud83d\\ude00 \\u007f \\u0085 \\\\ \\\" \\/\""))
+	f.Add([]byte{0xff, 0xfe, '"', 0x01, 0xe2, 0x80, 0xa8})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Any text at all is a string value; this reaches every escape
+		// and every kind of broken UTF-8.
+		s := string(data)
+		if enc := boundary.Encode(nil, s); len(enc) != boundary.Size(s) || !json.Valid(enc) {
+			t.Fatalf("string %q: Encode %s (%d bytes), Size %d", s, enc, len(enc), boundary.Size(s))
+		}
+		if enc, std := boundary.Encode(nil, s), stdEncode(t, s); !bytes.Equal(enc, std) {
+			t.Fatalf("string %q: Encode %s, encoding/json %s", s, enc, std)
+		}
+
+		in, ok := decodeFuzz(data)
+		if !ok {
+			return
+		}
+		for _, v := range []any{in, boundary.Normalize(in)} {
+			enc := boundary.Encode(nil, v)
+			if len(enc) != boundary.Size(v) {
+				t.Fatalf("Size %d, len(Encode) %d for %s", boundary.Size(v), len(enc), enc)
+			}
+			if !json.Valid(enc) {
+				t.Fatalf("Encode = %s: not valid JSON", enc)
+			}
+			if std := stdEncode(t, v); !bytes.Equal(enc, std) {
+				t.Fatalf("Encode = %s\nencoding/json = %s", enc, std)
+			}
+		}
+	})
+}
