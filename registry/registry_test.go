@@ -15,10 +15,10 @@ import (
 func base() toolplane.Definition {
 	no := false
 	return toolplane.Definition{
-		Name:        "crm.update_company",
-		Version:     "1.0.0",
-		Description: "Change fields of one company.",
-		InputSchema: json.RawMessage(`{"type":"object","required":["company_id"],"properties":{"company_id":{"type":"string"},"ids":{"type":"array","items":{"type":"string"}},"filter":{"type":"string"}}}`),
+		Name:         "crm.update_company",
+		Version:      "1.0.0",
+		Description:  "Change fields of one company.",
+		InputSchema:  json.RawMessage(`{"type":"object","required":["company_id"],"properties":{"company_id":{"type":"string"},"ids":{"type":"array","items":{"type":"string"}},"filter":{"type":"string"}}}`),
 		OutputSchema: json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}}}`),
 		Kind:         toolplane.KindInternal,
 		Binding:      toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "crm.update_company"}},
@@ -85,15 +85,27 @@ func TestRegistrationChecks(t *testing.T) {
 		{"version missing", func() toolplane.Definition { d := base(); d.Version = ""; return d }, "version"},
 		{"version not semver", func() toolplane.Definition { d := base(); d.Version = "v1"; return d }, "version"},
 		{"input schema missing", func() toolplane.Definition { d := base(); d.InputSchema = nil; return d }, "input_schema"},
-		{"input schema invalid", func() toolplane.Definition { d := base(); d.InputSchema = json.RawMessage(`{"type":"objekt"}`); return d }, "input_schema"},
-		{"input schema root not an object", func() toolplane.Definition { d := base(); d.InputSchema = json.RawMessage(`{"type":"string"}`); return d }, "input_schema"},
+		{"input schema invalid", func() toolplane.Definition {
+			d := base()
+			d.InputSchema = json.RawMessage(`{"type":"objekt"}`)
+			return d
+		}, "input_schema"},
+		{"input schema root not an object", func() toolplane.Definition {
+			d := base()
+			d.InputSchema = json.RawMessage(`{"type":"string"}`)
+			return d
+		}, "input_schema"},
 		{"input schema remote ref", func() toolplane.Definition {
 			d := base()
 			d.InputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"https://example.com/a.json"}}}`)
 			return d
 		}, "input_schema"},
 		{"output schema missing", func() toolplane.Definition { d := base(); d.OutputSchema = nil; return d }, "output_schema"},
-		{"error schema invalid", func() toolplane.Definition { d := base(); d.ErrorSchema = json.RawMessage(`{"required":"x"}`); return d }, "error_schema"},
+		{"error schema invalid", func() toolplane.Definition {
+			d := base()
+			d.ErrorSchema = json.RawMessage(`{"required":"x"}`)
+			return d
+		}, "error_schema"},
 		{"schema hash stated wrong", func() toolplane.Definition { d := base(); d.SchemaHash = "sha256:00"; return d }, "schema_hash"},
 		{"kind missing", func() toolplane.Definition { d := base(); d.Kind = ""; return d }, "kind"},
 		{"kind unknown", func() toolplane.Definition { d := base(); d.Kind = "script"; return d }, "kind"},
