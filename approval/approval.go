@@ -1,0 +1,240 @@
+// Package approval keeps the calls that wait for a person: filing one with
+// the exact arguments and their hash, resolving it by an authorised
+// approver, and answering whether an approval covers a call. An approval is
+// bound to its arguments hash: approving one call never authorises
+// another.
+package approval
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/canonical"
+)
+
+// Errors a resolution is refused with.
+var (
+	ErrNotPending    = errors.New("approval is not pending")
+	ErrExpired       = errors.New("approval expired")
+	ErrNotAuthorized = errors.New("not an authorised approver")
+	ErrTampered      = errors.New("approval arguments do not match their hash")
+	ErrStale         = errors.New("the tool changed since the approval was filed")
+)
+
+// DefaultTTL is how long an approval waits before its default applies.
+const DefaultTTL = 24 * time.Hour
+
+// DenyOnTimeout is the default on timeout: an approval nobody answered
+// denies.
+const DenyOnTimeout = "deny"
+
+// Authorizer decides who may resolve an approval.
+type Authorizer interface {
+	CanApprove(ctx context.Context, org, approver string, a *toolplane.Approval) bool
+}
+
+// Approvers is the built-in Authorizer: per organization, the people who
+// may approve. Nobody approves a call made under their own principal.
+type Approvers map[string][]string
+
+// CanApprove implements Authorizer.
+func (ap Approvers) CanApprove(_ context.Context, org, approver string, a *toolplane.Approval) bool {
+	if approver == "" || approver == a.PrincipalID {
+		return false
+	}
+	for _, p := range ap[org] {
+		if p == approver {
+			return true
+		}
+	}
+	return false
+}
+
+// Service files and resolves approvals.
+type Service struct {
+	store toolplane.ApprovalStore
+	auth  Authorizer
+	now   func() time.Time
+	ttl   time.Duration
+}
+
+// New answers a service; now defaults to time.Now and ttl to DefaultTTL.
+func New(store toolplane.ApprovalStore, auth Authorizer, now func() time.Time, ttl time.Duration) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	return &Service{store: store, auth: auth, now: now, ttl: ttl}
+}
+
+// NewID answers a fresh approval id.
+func NewID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // the runtime's source never fails
+	}
+	return "apr_" + hex.EncodeToString(b[:])
+}
+
+// File stores a new pending approval; ID, status, times and default are
+// filled in.
+func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
+	now := s.now()
+	a.ID = NewID()
+	a.Status = toolplane.ApprovalPending
+	a.DefaultOnTimeout = DenyOnTimeout
+	a.CreatedAt = now
+	a.ExpiresAt = now.Add(s.ttl)
+	if err := s.store.InsertApproval(ctx, a); err != nil {
+		return fmt.Errorf("file approval for %s: %w", a.Tool, err)
+	}
+	return nil
+}
+
+// Get answers an approval of the organization.
+func (s *Service) Get(ctx context.Context, org, id string) (*toolplane.Approval, error) {
+	return s.store.GetApproval(ctx, org, id)
+}
+
+// List answers the organization's approvals in a state.
+func (s *Service) List(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
+	return s.store.ListApprovals(ctx, org, status, after, limit)
+}
+
+// Covers reports whether approval a covers a call: the same organization,
+// run, tool and arguments hash. An approval of another proposal, even in
+// the same run, covers nothing.
+func Covers(a *toolplane.Approval, org, run, tool, argsHash string) bool {
+	return a.OrganizationID == org && a.RunID == run && a.Tool == tool && a.ArgumentsHash == argsHash
+}
+
+// Prior answers what earlier approvals say about a call about to be
+// filed: a rejection of this exact call (same key, tool and arguments
+// hash), or a pending approval still waiting for it. The key alone is never
+// trusted: two tools can share a key, so the tool and hash are compared.
+func (s *Service) Prior(ctx context.Context, org, run, key, tool, argsHash string) (rejected, pending *toolplane.Approval, err error) {
+	as, err := s.store.FindApprovals(ctx, org, run, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("prior approvals of %s: %w", key, err)
+	}
+	now := s.now()
+	for i := range as {
+		a := &as[i]
+		if !Covers(a, org, run, tool, argsHash) {
+			continue
+		}
+		switch {
+		case a.Status == toolplane.ApprovalRejected && rejected == nil:
+			rejected = a
+		case a.Status == toolplane.ApprovalPending && now.Before(a.ExpiresAt) && pending == nil:
+			pending = a
+		}
+	}
+	return rejected, pending, nil
+}
+
+// Decision is a person's answer to an approval.
+type Decision struct {
+	Approver string
+	Approve  bool
+	Reason   string
+}
+
+// Resolve records a person's answer. It refuses an approval that is not
+// pending, one past its expiry (which it marks expired, the default of
+// deny applying), an approver the Authorizer does not accept, arguments
+// that no longer match their hash, and a tool that changed (check answers
+// ErrStale or another error).
+func (s *Service) Resolve(ctx context.Context, org, id string, d Decision, check func(*toolplane.Approval) error) (*toolplane.Approval, error) {
+	a, err := s.store.GetApproval(ctx, org, id)
+	if err != nil {
+		return nil, fmt.Errorf("resolve approval %s: %w", id, err)
+	}
+	if a.Status != toolplane.ApprovalPending {
+		return a, fmt.Errorf("resolve approval %s: %w (it is %s)", id, ErrNotPending, a.Status)
+	}
+	now := s.now()
+	if !now.Before(a.ExpiresAt) {
+		if _, err := s.Expire(ctx, a); err != nil {
+			return nil, err
+		}
+		return a, fmt.Errorf("resolve approval %s: %w at %s", id, ErrExpired, a.ExpiresAt.Format(time.RFC3339))
+	}
+	if s.auth == nil || !s.auth.CanApprove(ctx, org, d.Approver, a) {
+		return a, fmt.Errorf("resolve approval %s: %q: %w", id, d.Approver, ErrNotAuthorized)
+	}
+	if d.Approve {
+		if err := verifyHash(a); err != nil {
+			return a, fmt.Errorf("resolve approval %s: %w", id, err)
+		}
+		if check != nil {
+			if err := check(a); err != nil {
+				return a, fmt.Errorf("resolve approval %s: %w", id, err)
+			}
+		}
+	}
+	next := *a
+	next.Status = toolplane.ApprovalRejected
+	if d.Approve {
+		next.Status = toolplane.ApprovalApproved
+	}
+	next.ResolvedAt, next.ResolvedBy, next.Reason = now, d.Approver, d.Reason
+	ok, err := s.store.UpdateApproval(ctx, &next)
+	if err != nil {
+		return nil, fmt.Errorf("resolve approval %s: %w", id, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("resolve approval %s: %w (resolved concurrently)", id, ErrNotPending)
+	}
+	return &next, nil
+}
+
+// Expire applies an approval's default on timeout (deny): it marks a
+// pending approval past its expiry expired, and reports whether it did.
+func (s *Service) Expire(ctx context.Context, a *toolplane.Approval) (bool, error) {
+	if a.Status != toolplane.ApprovalPending || s.now().Before(a.ExpiresAt) {
+		return false, nil
+	}
+	next := *a
+	next.Status, next.ResolvedAt, next.Reason = toolplane.ApprovalExpired, s.now(), "expired: default "+a.DefaultOnTimeout
+	ok, err := s.store.UpdateApproval(ctx, &next)
+	if err != nil {
+		return false, fmt.Errorf("expire approval %s: %w", a.ID, err)
+	}
+	if ok {
+		*a = next
+	}
+	return ok, nil
+}
+
+func verifyHash(a *toolplane.Approval) error {
+	h, err := canonical.HashJSON(a.Arguments)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrTampered, err)
+	}
+	if h != a.ArgumentsHash {
+		return ErrTampered
+	}
+	return nil
+}
+
+// EncodeInvocation stores an invocation on an approval, so the approved call
+// runs under the identity it was proposed with.
+func EncodeInvocation(inv *toolplane.Invocation) ([]byte, error) { return json.Marshal(inv) }
+
+// DecodeInvocation reads the stored invocation back.
+func DecodeInvocation(b []byte) (*toolplane.Invocation, error) {
+	var inv toolplane.Invocation
+	if err := json.Unmarshal(b, &inv); err != nil {
+		return nil, fmt.Errorf("stored invocation: %w", err)
+	}
+	return &inv, nil
+}

@@ -1,0 +1,304 @@
+// Package handler is how Go code becomes a tool: a typed definition whose
+// schemas are derived from Go input and output types, and a binding of a
+// handler function to it, registered by key in a trusted Registry. The
+// invoker is the only caller of a bound handler.
+//
+// A handler answers its output, or an error. It never builds a Result: the
+// stable codes belong to the platform. How an error ends the call is
+// decided here, in order:
+//
+//   - the neutral upstream errors RetryableUpstream and Unavailable: nothing
+//     happened downstream, the claim is released, the model reads
+//     retryable_upstream or unavailable;
+//   - the declared business errors NotFound, Invalid and Conflict (matched
+//     by their exact type): a definite answer, the claim completes, the
+//     model reads not_found, invalid_input or conflict;
+//   - otherwise the binding's classify function: Explain (a definite
+//     failure the model reads), Uncertain (the effect may have happened: the
+//     claim is held until a reconciliation), or Raise;
+//   - anything left raises: a platform fault that stops the caller, never a
+//     confident answer.
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// Call is what a handler learns about the call besides its input.
+type Call struct {
+	Invocation *toolplane.Invocation
+	// Tool is the platform name; Version the definition version.
+	Tool    string
+	Version string
+	// Key is the call's idempotency key. A write that is safe to replay
+	// passes it downstream, so a repeat after a lost worker is one effect
+	// at the vendor too.
+	Key string
+	// Attempt counts handler starts for this key, from 1.
+	Attempt int
+}
+
+// RetryableUpstream reports a transient upstream failure (a 429, a 503)
+// that made no effect. The claim is released; the model may retry.
+type RetryableUpstream struct{ Err error }
+
+func (e *RetryableUpstream) Error() string { return "retryable upstream failure: " + errString(e.Err) }
+func (e *RetryableUpstream) Unwrap() error { return e.Err }
+
+// Unavailable reports that the upstream cannot serve the request (down,
+// unsupported target). Nothing happened; the claim is released.
+type Unavailable struct{ Err error }
+
+func (e *Unavailable) Error() string { return "upstream unavailable: " + errString(e.Err) }
+func (e *Unavailable) Unwrap() error { return e.Err }
+
+// NotFound is a business answer: the thing asked for does not exist.
+type NotFound struct{ Message string }
+
+func (e *NotFound) Error() string { return e.Message }
+
+// Invalid is a business answer: the arguments are well formed but the
+// domain refuses them (an amount above the order total).
+type Invalid struct {
+	Message   string
+	FieldPath string
+}
+
+func (e *Invalid) Error() string { return e.Message }
+
+// Conflict is a business answer: the request conflicts with current state.
+type Conflict struct{ Message string }
+
+func (e *Conflict) Error() string { return e.Message }
+
+func errString(err error) string {
+	if err == nil {
+		return "no detail"
+	}
+	return err.Error()
+}
+
+// Ending is what a classify function decides about an error.
+type Ending struct {
+	kind    endingKind
+	code    toolplane.Code
+	message string
+}
+
+type endingKind int
+
+const (
+	endRaise endingKind = iota
+	endExplain
+	endUncertain
+)
+
+// toolCodes are the codes a tool may answer with. Every other code is the
+// platform's: a handler that could answer denied or budget_exhausted could
+// stop a run or impersonate a policy.
+var toolCodes = map[toolplane.Code]bool{
+	toolplane.CodeNotFound:          true,
+	toolplane.CodeConflict:          true,
+	toolplane.CodeInvalidInput:      true,
+	toolplane.CodeUnavailable:       true,
+	toolplane.CodeRetryableUpstream: true,
+}
+
+// ToolCode reports whether a handler may answer with code.
+func ToolCode(code toolplane.Code) bool { return toolCodes[code] }
+
+// Explain ends the call with a definite failure the model reads: message
+// under code, which must be a tool code (not_found, conflict,
+// invalid_input, unavailable, retryable_upstream). The claim completes,
+// unless the code is retryable, in which case it is released.
+func Explain(code toolplane.Code, message string) Ending {
+	return Ending{kind: endExplain, code: code, message: message}
+}
+
+// Uncertain ends the call as an uncertain action: the effect may have
+// happened. The claim is held and identical calls answer uncertain until a
+// person, or the handler's late settlement, reconciles it.
+func Uncertain(reason string) Ending { return Ending{kind: endUncertain, message: reason} }
+
+// Raise ends the call as a platform fault.
+func Raise() Ending { return Ending{} }
+
+// Outcome is how the invoker must end a call, derived from a handler's
+// error by Classify.
+type Outcome struct {
+	// Result is the model-facing failure, for Definite and Release.
+	Result toolplane.Result
+	Kind   OutcomeKind
+	// Reason explains an Uncertain outcome to the person reconciling it.
+	Reason string
+}
+
+// OutcomeKind says what becomes of the claim.
+type OutcomeKind int
+
+// The outcome kinds.
+const (
+	// Fault: raise a platform error; the claim is released.
+	Fault OutcomeKind = iota
+	// Definite: a stable answer; the claim completes with it.
+	Definite
+	// Release: nothing happened; the claim is released.
+	Release
+	// Held: the effect may have happened; the claim becomes uncertain.
+	Held
+)
+
+// Classify maps a handler error to its outcome, in the order the package
+// documentation gives.
+func (b *Binding) Classify(err error) Outcome {
+	var (
+		retry *RetryableUpstream
+		unav  *Unavailable
+		nf    *NotFound
+		inv   *Invalid
+		conf  *Conflict
+	)
+	switch {
+	case errors.As(err, &retry):
+		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeRetryableUpstream, "the upstream service failed temporarily and nothing was done; try again shortly")}
+	case errors.As(err, &unav):
+		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, "the upstream service is unavailable and nothing was done; try again later or use another tool")}
+	case errors.As(err, &nf):
+		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeNotFound, nf.Message)}
+	case errors.As(err, &inv):
+		r := toolplane.Fail(toolplane.CodeInvalidInput, inv.Message)
+		r.Error.FieldPath = inv.FieldPath
+		return Outcome{Kind: Definite, Result: r}
+	case errors.As(err, &conf):
+		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeConflict, conf.Message)}
+	}
+	if b.classify == nil {
+		return Outcome{Kind: Fault}
+	}
+	e := b.classify(err)
+	switch e.kind {
+	case endExplain:
+		if !toolCodes[e.code] {
+			return Outcome{Kind: Fault} // a handler never answers a platform code
+		}
+		r := toolplane.Fail(e.code, e.message)
+		if e.code.Retryable() {
+			return Outcome{Kind: Release, Result: r}
+		}
+		return Outcome{Kind: Definite, Result: r}
+	case endUncertain:
+		return Outcome{Kind: Held, Reason: e.message}
+	}
+	return Outcome{Kind: Fault}
+}
+
+// Func is an untyped handler body: it receives the validated, coerced
+// arguments as plain JSON values and answers any Go value the result
+// boundary can render.
+type Func func(ctx context.Context, call Call, args any) (any, error)
+
+// PreviewFunc renders the one-line approval summary of a call. It runs on a
+// call nobody has allowed yet, so it must read only: no write, no send, no
+// metered call.
+type PreviewFunc func(ctx context.Context, call Call, args any) (string, error)
+
+// Binding is a handler bound to a key, with how its errors end a call.
+type Binding struct {
+	Key      string
+	fn       Func
+	classify func(error) Ending
+	preview  PreviewFunc
+	// settleWithin is how long a stopped handler may still settle its call.
+	settleWithin time.Duration
+}
+
+// Option configures a Binding.
+type Option func(*Binding)
+
+// WithPreview adds an approval preview.
+func WithPreview(p PreviewFunc) Option { return func(b *Binding) { b.preview = p } }
+
+// WithSettlement lets a handler that is stopped (its timeout passed) still
+// settle its call: when it returns within d after being stopped, its answer
+// reconciles the uncertain action the stop made. d is 1ms to 24h.
+func WithSettlement(d time.Duration) Option { return func(b *Binding) { b.settleWithin = d } }
+
+// BindFunc binds an untyped handler body under key. classify may be nil:
+// every error it would see then raises.
+func BindFunc(key string, fn Func, classify func(error) Ending, opts ...Option) (*Binding, error) {
+	if key == "" || fn == nil {
+		return nil, fmt.Errorf("bind %q: a key and a function are required", key)
+	}
+	b := &Binding{Key: key, fn: fn, classify: classify}
+	for _, o := range opts {
+		o(b)
+	}
+	if b.settleWithin != 0 && (b.settleWithin < time.Millisecond || b.settleWithin > 24*time.Hour) {
+		return nil, fmt.Errorf("bind %q: settlement window %v is outside 1ms..24h", key, b.settleWithin)
+	}
+	return b, nil
+}
+
+// Invoke runs the handler body. Only the invoker calls it.
+func (b *Binding) Invoke(ctx context.Context, call Call, args any) (any, error) {
+	return b.fn(ctx, call, args)
+}
+
+// Preview runs the preview, when the binding has one.
+func (b *Binding) Preview(ctx context.Context, call Call, args any) (string, bool, error) {
+	if b.preview == nil {
+		return "", false, nil
+	}
+	s, err := b.preview(ctx, call, args)
+	return s, true, err
+}
+
+// HasPreview reports whether the binding renders previews.
+func (b *Binding) HasPreview() bool { return b.preview != nil }
+
+// SettleWithin answers the settlement window; zero means none.
+func (b *Binding) SettleWithin() time.Duration { return b.settleWithin }
+
+type usageKey struct{}
+
+// usage is where a metered handler reports what its call cost.
+type usage struct {
+	mu           sync.Mutex
+	cents, units int64
+	reported     bool
+}
+
+// ErrNotMetered: ReportUsage was called outside a metered call.
+var ErrNotMetered = errors.New("usage reported outside a metered call")
+
+// ReportUsage records what the current call cost, from what the provider
+// reported. Only a successful billable response is written to the meter:
+// the invoker writes one usage row when the call succeeds, and none for a
+// failure. Calling it twice replaces the earlier report.
+func ReportUsage(ctx context.Context, cents, units int64) error {
+	u, ok := ctx.Value(usageKey{}).(*usage)
+	if !ok {
+		return ErrNotMetered
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.cents, u.units, u.reported = cents, units, true
+	return nil
+}
+
+// WithUsage prepares ctx for a metered call; read answers what the handler
+// reported. Only the invoker calls it.
+func WithUsage(ctx context.Context) (_ context.Context, read func() (cents, units int64, reported bool)) {
+	u := &usage{}
+	return context.WithValue(ctx, usageKey{}, u), func() (int64, int64, bool) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return u.cents, u.units, u.reported
+	}
+}

@@ -1,0 +1,213 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+type refundIn struct {
+	OrderID     string `json:"order_id" jsonschema:"the order to refund"`
+	AmountCents int64  `json:"amount_cents"`
+	Note        string `json:"note,omitempty"`
+}
+
+type refundOut struct {
+	RefundID string `json:"refund_id"`
+	Status   string `json:"status"`
+}
+
+var errVendorTimeout = errors.New("vendor read timed out after the request was sent")
+
+func classify(err error) Ending {
+	switch {
+	case errors.Is(err, errVendorTimeout):
+		return Uncertain("the vendor may have refunded")
+	case strings.Contains(err.Error(), "insufficient"):
+		return Explain(toolplane.CodeConflict, "the order has no refundable balance left")
+	}
+	return Raise()
+}
+
+func TestHandlerClassification(t *testing.T) {
+	t.Parallel()
+	b, err := BindFunc("payments.refund", func(context.Context, Call, any) (any, error) { return nil, nil }, classify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		err  error
+		kind OutcomeKind
+		code toolplane.Code
+	}{
+		{"retryable upstream releases", &RetryableUpstream{Err: errors.New("429")}, Release, toolplane.CodeRetryableUpstream},
+		{"wrapped retryable upstream releases", fmt.Errorf("call vendor: %w", &RetryableUpstream{}), Release, toolplane.CodeRetryableUpstream},
+		{"unavailable releases", &Unavailable{Err: errors.New("503")}, Release, toolplane.CodeUnavailable},
+		{"not found is a definite value", &NotFound{Message: "no order ord_1"}, Definite, toolplane.CodeNotFound},
+		{"invalid is a definite value", &Invalid{Message: "amount above the order total", FieldPath: "/amount_cents"}, Definite, toolplane.CodeInvalidInput},
+		{"conflict is a definite value", &Conflict{Message: "already refunded"}, Definite, toolplane.CodeConflict},
+		{"classify explains", errors.New("insufficient balance"), Definite, toolplane.CodeConflict},
+		{"classify holds as uncertain", fmt.Errorf("refund: %w", errVendorTimeout), Held, ""},
+		{"anything else raises", errors.New("database connection refused"), Fault, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := b.Classify(tt.err)
+			if o.Kind != tt.kind {
+				t.Fatalf("kind = %v, want %v", o.Kind, tt.kind)
+			}
+			if tt.code != "" && (o.Result.Error == nil || o.Result.Error.Code != tt.code) {
+				t.Fatalf("result = %+v, want code %s", o.Result, tt.code)
+			}
+		})
+	}
+}
+
+// A handler cannot produce a platform code: an Explain naming one is a
+// fault, never a result the model reads.
+func TestHandlerCannotProducePlatformCode(t *testing.T) {
+	t.Parallel()
+	for _, code := range toolplane.Codes {
+		b, _ := BindFunc("x.y", func(context.Context, Call, any) (any, error) { return nil, nil }, func(error) Ending {
+			return Explain(code, "whatever")
+		})
+		o := b.Classify(errors.New("boom"))
+		if ToolCode(code) {
+			if o.Kind == Fault || o.Result.Error.Code != code {
+				t.Errorf("tool code %s: outcome %+v", code, o)
+			}
+			continue
+		}
+		if o.Kind != Fault {
+			t.Errorf("platform code %s escaped from a handler as %+v", code, o)
+		}
+	}
+	for _, code := range []toolplane.Code{toolplane.CodeDenied, toolplane.CodeBudgetExhausted, toolplane.CodeInternalError, toolplane.CodeUncertain, toolplane.CodeRejected} {
+		if ToolCode(code) {
+			t.Errorf("%s must be a platform code", code)
+		}
+	}
+}
+
+func TestNilClassifyRaises(t *testing.T) {
+	t.Parallel()
+	b, _ := BindFunc("x.y", func(context.Context, Call, any) (any, error) { return nil, nil }, nil)
+	if o := b.Classify(errors.New("boom")); o.Kind != Fault {
+		t.Fatalf("outcome = %+v", o)
+	}
+}
+
+func TestDefineDerivesSchemasFromTypes(t *testing.T) {
+	t.Parallel()
+	d, err := Define[refundIn, refundOut](toolplane.Definition{Name: "payments.refund"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in map[string]any
+	if err := json.Unmarshal(d.InputSchema, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in["type"] != "object" || in["additionalProperties"] != false {
+		t.Fatalf("input schema = %s", d.InputSchema)
+	}
+	req := fmt.Sprint(in["required"])
+	if !strings.Contains(req, "order_id") || !strings.Contains(req, "amount_cents") || strings.Contains(req, "note") {
+		t.Fatalf("required = %v", req)
+	}
+	if !strings.Contains(string(d.InputSchema), "the order to refund") || !strings.Contains(string(d.OutputSchema), "refund_id") {
+		t.Fatalf("schemas = %s %s", d.InputSchema, d.OutputSchema)
+	}
+	if _, err := Define[string, refundOut](toolplane.Definition{Name: "a.b"}); err == nil {
+		t.Fatal("a non-struct input was accepted")
+	}
+	if _, err := Define[refundIn, refundOut](toolplane.Definition{Name: "a.b", InputSchema: json.RawMessage(`{}`)}); err == nil {
+		t.Fatal("hand-written schemas beside derived ones were accepted")
+	}
+}
+
+func TestBindDecodesTypedInput(t *testing.T) {
+	t.Parallel()
+	b, err := Bind("payments.refund", func(_ context.Context, call Call, in refundIn) (refundOut, error) {
+		return refundOut{RefundID: "r-" + in.OrderID + "-" + fmt.Sprint(in.AmountCents), Status: "pending"}, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.Invoke(context.Background(), Call{Tool: "payments.refund"}, map[string]any{"order_id": "o1", "amount_cents": json.Number("250")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.(refundOut); got.RefundID != "r-o1-250" {
+		t.Fatalf("out = %+v", got)
+	}
+	if _, err := b.Invoke(context.Background(), Call{Tool: "payments.refund"}, map[string]any{"order_id": "o1", "surprise": 1}); err == nil {
+		t.Fatal("a field outside the type decoded silently")
+	}
+}
+
+func TestPreviewAndSettlementOptions(t *testing.T) {
+	t.Parallel()
+	b, err := Bind("a.b", func(context.Context, Call, refundIn) (refundOut, error) { return refundOut{}, nil }, nil,
+		WithPreview(TypedPreview(func(_ context.Context, _ Call, in refundIn) (string, error) { return "refund " + in.OrderID, nil })),
+		WithSettlement(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok, err := b.Preview(context.Background(), Call{}, map[string]any{"order_id": "o9", "amount_cents": json.Number("1")})
+	if !ok || err != nil || s != "refund o9" || !b.HasPreview() || b.SettleWithin() != time.Second {
+		t.Fatalf("preview %q %v %v", s, ok, err)
+	}
+	if _, err := BindFunc("a.b", func(context.Context, Call, any) (any, error) { return nil, nil }, nil, WithSettlement(time.Microsecond)); err == nil {
+		t.Fatal("a settlement window under 1ms was accepted")
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry()
+	a, _ := BindFunc("a.b", func(context.Context, Call, any) (any, error) { return nil, nil }, nil)
+	p, _ := BindFunc("c.d", func(context.Context, Call, any) (any, error) { return nil, nil }, nil,
+		WithPreview(func(context.Context, Call, any) (string, error) { return "x", nil }))
+	if err := r.Register(a, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(a); err == nil {
+		t.Fatal("a key registered twice")
+	}
+	if found, preview := r.Handler("a.b"); !found || preview {
+		t.Fatal("a.b")
+	}
+	if found, preview := r.Handler("c.d"); !found || !preview {
+		t.Fatal("c.d")
+	}
+	if found, _ := r.Handler("e.f"); found {
+		t.Fatal("e.f")
+	}
+	if strings.Join(r.Keys(), ",") != "a.b,c.d" {
+		t.Fatal(r.Keys())
+	}
+}
+
+func TestReportUsage(t *testing.T) {
+	t.Parallel()
+	if err := ReportUsage(context.Background(), 5, 1); !errors.Is(err, ErrNotMetered) {
+		t.Fatalf("err = %v", err)
+	}
+	ctx, read := WithUsage(context.Background())
+	if _, _, ok := read(); ok {
+		t.Fatal("reported before any report")
+	}
+	_ = ReportUsage(ctx, 5, 1)
+	_ = ReportUsage(ctx, 7, 2)
+	if c, u, ok := read(); !ok || c != 7 || u != 2 {
+		t.Fatalf("usage = %d %d %v", c, u, ok)
+	}
+}

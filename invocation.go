@@ -1,0 +1,83 @@
+package toolplane
+
+import "time"
+
+// Invocation is the ambient identity of one call: who is calling, for which
+// run and step, under which grants and limits. The model supplies only the
+// arguments; everything here is the runtime's.
+type Invocation struct {
+	OrganizationID string
+	// UserID is the person the agent acts on behalf of, when there is one.
+	UserID string
+	// RunID is the run making the call; RootRunID the root of its run tree
+	// (the tree a cost ceiling covers). RootRunID defaults to RunID.
+	RunID     string
+	RootRunID string
+	// AgentID names the agent identity (or agent definition) calling.
+	AgentID string
+	// StepPath is the workflow node making the call, or "agent".
+	StepPath  string
+	Principal Principal
+	Ceilings  Ceilings
+	// Deadline is when the run's time is up; zero means none.
+	Deadline time.Time
+	Source   Source
+	// AuthorizedBy is the approval this call claims to be covered by. An
+	// approval that does not cover the call is ignored, never trusted.
+	AuthorizedBy string
+	// IdempotencyKey is a caller-supplied key for this logical action. When
+	// empty the key is derived from run, step and arguments hash.
+	IdempotencyKey string
+	// Hops is how many more tool-to-tool calls this call may make.
+	Hops int
+	// Contracts freezes what the run was shown: tool name to the
+	// schema_hash of the contract. A call on a tool whose live contract
+	// differs answers tool_changed; a tool absent here is read live.
+	Contracts map[string]string
+}
+
+// EffectiveRootRunID answers the run tree a ceiling covers.
+func (inv *Invocation) EffectiveRootRunID() string {
+	if inv.RootRunID != "" {
+		return inv.RootRunID
+	}
+	return inv.RunID
+}
+
+// Principal is the identity a call is decided for. Tools holds the platform
+// names the principal may call: already the intersection of the agent's
+// grants and the caller's rights.
+type Principal struct {
+	ID    string
+	Tools []string
+}
+
+// Holds reports whether the principal holds the tool name.
+func (p Principal) Holds(tool string) bool {
+	for _, t := range p.Tools {
+		if t == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// Ceilings are the limits a call is checked against. MaxCostCents is the
+// run tree's whole budget (the meter answers the tree's whole spend, so a
+// total compares against a total); zero means no cost ceiling.
+type Ceilings struct {
+	MaxCostCents int64
+}
+
+// Source says which door a call came in by. Every door reaches the same
+// invoker; the source is recorded, never branched on for a decision.
+type Source string
+
+// The sources.
+const (
+	SourceREST   Source = "rest"
+	SourceMCP    Source = "mcp"
+	SourceSDK    Source = "sdk"
+	SourceResume Source = "resume"
+	SourceWorker Source = "worker"
+)

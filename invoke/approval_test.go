@@ -1,0 +1,232 @@
+package invoke_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/invoke"
+)
+
+func gated(name string) toolplane.Definition {
+	return def(name, toolplane.EffectSend, func(d *toolplane.Definition) {
+		d.Connection = "mailbox"
+		d.Annotations.RequiresApproval = true
+	})
+}
+
+func (e *env) resolve(id string, approve bool) {
+	e.t.Helper()
+	if _, err := e.approvals.Resolve(context.Background(), "org-1", id, approval.Decision{Approver: "alice", Approve: approve, Reason: "checked"}, e.iv.CheckApproval); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestApprovedCallExecutesOnResumeWithoutANewProposal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m1"})})
+	in := inv("email.send")
+	ar := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), in))
+	if e.count("email.send") != 0 || ar.ExpiresAt.Sub(e.clock.Now()) != time.Hour {
+		t.Fatalf("runs=%d expires=%v", e.count("email.send"), ar.ExpiresAt)
+	}
+	// The same call again before anyone answered: the same approval, not a second one.
+	again := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), in))
+	if again.ID != ar.ID {
+		t.Fatalf("a second approval was filed: %s vs %s", again.ID, ar.ID)
+	}
+	e.resolve(ar.ID, true)
+	r := must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", ar.ID))
+	if e.count("email.send") != 1 || r.Meta.Replayed {
+		t.Fatalf("runs=%d", e.count("email.send"))
+	}
+	// The model asks again anyway: one effect, the stored answer.
+	r = must(t).OK(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), in))
+	if !r.Meta.Replayed || e.count("email.send") != 1 {
+		t.Fatalf("replayed=%v runs=%d", r.Meta.Replayed, e.count("email.send"))
+	}
+	// And the resume runs twice (a retried job): still one effect.
+	must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", ar.ID))
+	if e.count("email.send") != 1 {
+		t.Fatalf("runs=%d", e.count("email.send"))
+	}
+}
+
+func TestRejectedApprovalReturnsRejectedAndTheRunContinues(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m1"})})
+	in := inv("email.send")
+	ar := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), in))
+	e.resolve(ar.ID, false)
+	r, err := e.iv.ExecuteApproved(context.Background(), "org-1", ar.ID)
+	code(t, r, err, toolplane.CodeRejected)
+	// A later identical proposal without the id reads the prior rejection
+	// and files nothing new.
+	r, err = e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), in)
+	code(t, r, err, toolplane.CodeRejected)
+	as, _, _ := e.store.ListApprovals(context.Background(), "org-1", toolplane.ApprovalPending, "", 10)
+	if len(as) != 0 || e.count("email.send") != 0 {
+		t.Fatalf("pending=%d runs=%d", len(as), e.count("email.send"))
+	}
+	// Another call of the run is decided as usual.
+	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "sam"), in))
+}
+
+func TestTwoGatedWritesFinishInThreePassesWithTwoEffects(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m"})})
+	base := inv("email.send")
+	call1, call2 := args("to", "jo@acme.test"), args("to", "sam@other.test")
+	// pass drives one turn's two proposals the way a drain loop does: stop
+	// at the first approval, hand authorized_by to every proposal.
+	pass := func(authorizedBy string) *invoke.ApprovalRequired {
+		for _, a := range []map[string]any{call1, call2} {
+			in := *base
+			in.AuthorizedBy = authorizedBy
+			r, err := e.iv.Invoke(context.Background(), "email.send", a, &in)
+			var ar *invoke.ApprovalRequired
+			if errors.As(err, &ar) {
+				return ar
+			}
+			must(t).OK(r, err)
+		}
+		return nil
+	}
+	a := pass("")
+	if a == nil || e.count("email.send") != 0 {
+		t.Fatal("pass 1 must stop at call 1 with nothing run")
+	}
+	e.resolve(a.ID, true)
+	b := pass(a.ID)
+	if b == nil || b.ID == a.ID || e.count("email.send") != 1 {
+		t.Fatalf("pass 2 must run call 1 and stop at call 2: %+v runs=%d", b, e.count("email.send"))
+	}
+	e.resolve(b.ID, true)
+	if c := pass(b.ID); c != nil {
+		t.Fatalf("pass 3 stopped again: %+v", c)
+	}
+	if e.count("email.send") != 2 {
+		t.Fatalf("effects = %d, want 2", e.count("email.send"))
+	}
+}
+
+func TestNonCoveringAuthorizedByIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m"})})
+	in := inv("email.send")
+	a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), in))
+	e.resolve(a.ID, true)
+	other := *in
+	other.AuthorizedBy = a.ID
+	// Approval a covers "jo", not "sam": the call is decided live and asks
+	// for its own approval; it is not denied.
+	b := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "sam"), &other))
+	if b.ID == a.ID || e.count("email.send") != 0 {
+		t.Fatalf("b=%v runs=%d", b, e.count("email.send"))
+	}
+	// An id from another run covers nothing either.
+	elsewhere := *in
+	elsewhere.RunID, elsewhere.AuthorizedBy = "run-2", a.ID
+	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &elsewhere))
+	if e.count("email.send") != 0 {
+		t.Fatal("an approval of another run authorised a call")
+	}
+}
+
+func TestGrantRemovedWhileApprovalWaitedStillRefuses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m"})})
+	in := inv("email.send")
+	a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), in))
+	e.resolve(a.ID, true)
+	revoked := *in
+	revoked.Principal.Tools = nil
+	revoked.AuthorizedBy = a.ID
+	r, err := e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &revoked)
+	code(t, r, err, toolplane.CodeDenied)
+	if e.count("email.send") != 0 {
+		t.Fatal("an approval outlived the grant")
+	}
+}
+
+func TestApprovalResolutionChecks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m"})})
+	in := inv("email.send")
+	a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), in))
+	ctx := context.Background()
+	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "mallory", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrNotAuthorized) {
+		t.Fatalf("unknown approver: %v", err)
+	}
+	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "agent-1", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrNotAuthorized) {
+		t.Fatalf("self approval: %v", err)
+	}
+	if _, err := e.approvals.Resolve(ctx, "org-2", a.ID, approval.Decision{Approver: "alice", Approve: true}, nil); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("another organization resolved it: %v", err)
+	}
+	// Tampered arguments are refused.
+	stored, _ := e.store.GetApproval(ctx, "org-1", a.ID)
+	tampered := *stored
+	tampered.Arguments = []byte(`{"to":"eve"}`)
+	if ok, err := e.store.UpdateApproval(ctx, &tampered); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrTampered) {
+		t.Fatalf("tampered: %v", err)
+	}
+	// Past its expiry the default (deny) applies.
+	e.clock.Advance(2 * time.Hour)
+	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrExpired) {
+		t.Fatalf("expired: %v", err)
+	}
+	r, err := e.iv.ExecuteApproved(ctx, "org-1", a.ID)
+	code(t, r, err, toolplane.CodeRejected)
+	if e.count("email.send") != 0 {
+		t.Fatal("ran")
+	}
+}
+
+func TestPreviewRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		preview handler.PreviewFunc
+		want    string
+	}{
+		{"one line", func(context.Context, handler.Call, any) (string, error) {
+			return "  send one message\n\tto   jo  ", nil
+		}, "send one message to jo"},
+		{"failure files without a preview", func(context.Context, handler.Call, any) (string, error) { return "", errors.New("crm down") }, ""},
+		{"empty files without a preview", func(context.Context, handler.Call, any) (string, error) { return " \n ", nil }, ""},
+		{"over 512 bytes files without a preview", func(context.Context, handler.Call, any) (string, error) { return strings.Repeat("é", 300), nil }, ""},
+		{"timeout files without a preview", func(ctx context.Context, _ handler.Call, _ any) (string, error) {
+			<-ctx.Done()
+			return "late", nil
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := gated("email.send")
+			d.ApprovalPreview = true
+			d.Timeout = toolplane.Duration(50 * time.Millisecond)
+			e := newEnv(t, newStore(t), tool{def: d, fn: ok(map[string]any{}), opts: []handler.Option{handler.WithPreview(tt.preview)}})
+			a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), inv("email.send")))
+			stored, err := e.store.GetApproval(context.Background(), "org-1", a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored.Preview != tt.want || a.Preview != tt.want {
+				t.Fatalf("preview = %q, want %q", stored.Preview, tt.want)
+			}
+			if stored.ArgumentsHash != hashOf(t, args("to", "jo")) || stored.Status != toolplane.ApprovalPending || stored.DefaultOnTimeout != "deny" {
+				t.Fatalf("approval = %+v", stored)
+			}
+		})
+	}
+}

@@ -1,0 +1,232 @@
+package invoke
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/journal"
+)
+
+func newID(prefix string) string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // the runtime's source never fails
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// ret is what a handler goroutine hands back.
+type ret struct {
+	out   any
+	err   error
+	panic any
+}
+
+// execute claims the key (for a write or send), runs the handler and ends
+// the claim the way its ending requires.
+func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
+	iv, d := c.iv, &c.tool.Def
+	if d.Binding.Handler == nil {
+		return toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s has no runnable binding in this deployment", c.tool.Model)), nil
+	}
+	b, ok := iv.cfg.Handlers.Get(d.Binding.Handler.Key)
+	if !ok {
+		return iv.fault(ctx, "handler "+d.Binding.Handler.Key+" is not registered", d.Name), nil
+	}
+
+	if d.Writes() {
+		out, cl, err := iv.journal.Claim(ctx, c.request(iv.owner()))
+		if err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		}
+		if out != journal.Claimed {
+			r, err, _ := c.answerExisting(out, cl)
+			return r, err
+		}
+		c.claim = cl
+	}
+
+	// A call already past its deadline is refused before dispatch: nothing
+	// outside the platform saw it, so its claim is released.
+	if c.timeout() <= 0 {
+		if err := c.release(ctx); err != nil {
+			return toolplane.Result{}, err
+		}
+		return toolplane.Fail(toolplane.CodeTimeout, "the run's time ran out before this call was sent; nothing was done"), nil
+	}
+	attempt := 1
+	if c.claim != nil {
+		if err := iv.journal.Dispatch(ctx, c.claim); err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		}
+		attempt = c.claim.Attempts
+	}
+
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout())
+	var readUsage func() (int64, int64, bool)
+	if d.Metered {
+		hctx, readUsage = handler.WithUsage(hctx)
+	}
+	done := make(chan ret, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- ret{panic: p}
+			}
+		}()
+		out, err := b.Invoke(hctx, c.handlerCall(attempt), c.args)
+		done <- ret{out: out, err: err}
+	}()
+	var r ret
+	select {
+	case r = <-done:
+		cancel()
+	case <-hctx.Done():
+		cancel()
+		return c.timedOut(ctx, b, done)
+	}
+	if r.panic != nil {
+		if err := c.release(ctx); err != nil {
+			return toolplane.Result{}, err
+		}
+		return toolplane.Result{}, fmt.Errorf("%w: handler %s panicked: %v", ErrFault, b.Key, r.panic)
+	}
+	if r.err != nil {
+		return c.ended(ctx, b.Classify(r.err), r.err)
+	}
+	res, violations := c.tool.Output(r.out)
+	if len(violations) > 0 {
+		iv.log.ErrorContext(ctx, "tool answered off its output schema", "tool", d.Name, "violations", violations)
+	}
+	if res.OK && readUsage != nil {
+		if cents, units, reported := readUsage(); reported {
+			u := &toolplane.Usage{ID: newID("use_"), OrganizationID: c.inv.OrganizationID, RunID: c.inv.RunID,
+				RootRunID: c.inv.EffectiveRootRunID(), Tool: d.Name, CostCents: cents, Units: units, CreatedAt: iv.now()}
+			if err := iv.cfg.Store.InsertUsage(context.WithoutCancel(ctx), u); err != nil {
+				iv.log.ErrorContext(ctx, "usage row not written", "tool", d.Name, "err", err)
+			} else {
+				res.Meta.UsageID = u.ID
+			}
+		} else {
+			iv.log.WarnContext(ctx, "metered tool reported no usage", "tool", d.Name)
+		}
+	}
+	if err := c.complete(ctx, res); err != nil {
+		return toolplane.Result{}, err
+	}
+	return res, nil
+}
+
+// ended ends a call whose handler answered an error.
+func (c *call) ended(ctx context.Context, o handler.Outcome, cause error) (toolplane.Result, error) {
+	switch o.Kind {
+	case handler.Definite:
+		if err := c.complete(ctx, o.Result); err != nil {
+			return toolplane.Result{}, err
+		}
+		return o.Result, nil
+	case handler.Release:
+		if err := c.release(ctx); err != nil {
+			return toolplane.Result{}, err
+		}
+		return o.Result, nil
+	case handler.Held:
+		if c.claim == nil { // a read takes no claim: nothing to hold
+			return toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("%s could not tell whether its call took effect: %s", c.tool.Model, o.Reason)), nil
+		}
+		if err := c.iv.journal.Hold(context.WithoutCancel(ctx), c.claim, o.Reason); err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		}
+		return uncertainResult(c.tool, o.Reason), nil
+	}
+	if err := c.release(ctx); err != nil {
+		return toolplane.Result{}, err
+	}
+	return toolplane.Result{}, fmt.Errorf("%w: %s: %w", ErrFault, c.tool.Def.Name, cause)
+}
+
+// timedOut ends a call whose handler ran past its time. A read answers
+// timeout. A write may have acted: it becomes an uncertain action, unless
+// the tool is safe to replay and has attempts left, in which case its lease
+// is ended so the next identical call runs it again.
+func (c *call) timedOut(ctx context.Context, b *handler.Binding, done <-chan ret) (toolplane.Result, error) {
+	iv, d := c.iv, &c.tool.Def
+	if c.claim == nil {
+		return toolplane.Fail(toolplane.CodeTimeout, fmt.Sprintf("%s did not answer in time; try again, perhaps with a narrower request", c.tool.Model)), nil
+	}
+	bg := context.WithoutCancel(ctx)
+	if d.Replay != nil && c.claim.Attempts < d.Replay.MaxAttempts {
+		if err := iv.journal.Expire(bg, c.claim); err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		}
+		return toolplane.Fail(toolplane.CodeTimeout, fmt.Sprintf("%s did not answer in time; it is safe to call again with the same arguments", c.tool.Model)), nil
+	}
+	reason := fmt.Sprintf("the call was sent and did not answer within %v", c.timeout())
+	if err := iv.journal.Hold(bg, c.claim, reason); err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	if w := b.SettleWithin(); w > 0 {
+		iv.settling.Add(1)
+		go c.settleLate(bg, b, done, w)
+	}
+	return uncertainResult(c.tool, reason), nil
+}
+
+// settleLate waits for a stopped handler that may still settle its call.
+func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan ret, within time.Duration) {
+	defer c.iv.settling.Done()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	var r ret
+	select {
+	case r = <-done:
+	case <-timer.C:
+		c.iv.log.WarnContext(ctx, "stopped handler did not settle; the action stays uncertain", "tool", c.tool.Def.Name, "key", c.key)
+		return
+	}
+	var res toolplane.Result
+	switch {
+	case r.panic != nil:
+		return
+	case r.err != nil:
+		o := b.Classify(r.err)
+		if o.Kind != handler.Definite && o.Kind != handler.Release {
+			return // still uncertain, or a fault: a person reconciles
+		}
+		res = o.Result
+	default:
+		res, _ = c.tool.Output(r.out)
+	}
+	if _, err := c.iv.journal.Settle(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, boundary.Render(res), "settlement", "settled by the handler after it was stopped"); err != nil {
+		c.iv.log.ErrorContext(ctx, "late settlement refused", "tool", c.tool.Def.Name, "key", c.key, "err", err)
+	}
+}
+
+// complete stores a stable answer on the claim.
+func (c *call) complete(ctx context.Context, res toolplane.Result) error {
+	if c.claim == nil {
+		return nil
+	}
+	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, boundary.Render(res)); err != nil {
+		return fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	return nil
+}
+
+// release drops the claim: nothing happened.
+func (c *call) release(ctx context.Context) error {
+	if c.claim == nil {
+		return nil
+	}
+	if err := c.iv.journal.Release(context.WithoutCancel(ctx), c.claim); err != nil && !errors.Is(err, journal.ErrLeaseLost) {
+		return fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	return nil
+}

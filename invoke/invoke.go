@@ -1,0 +1,167 @@
+// Package invoke is the one path every tool call takes, whichever door it
+// came in by (REST, MCP, SDK, a resume after approval, a background worker).
+// The order is fixed:
+//
+//	open the span (arguments redacted)
+//	-> resolve the tool; a frozen contract that changed answers tool_changed
+//	-> validate with bounded coercion (invalid_input), batch limit (batch_too_large)
+//	-> write or send: derive the key once, read the journal
+//	     completed -> the stored result, replayed; processing -> ErrInFlight;
+//	     conflict -> conflict; uncertain -> uncertain
+//	-> an authorized_by that covers the call: approved skips only the
+//	   approval step, rejected answers rejected; one that does not cover the
+//	   call is ignored and the call is decided live
+//	-> policy facts, then the policy: deny -> denied; require_approval ->
+//	   a prior rejection of this call answers rejected, otherwise the
+//	   approval is filed and ApprovalRequired returned
+//	-> a metered tool passes accrual against the run tree (budget_exhausted)
+//	-> write or send: claim the key (the claim decides again)
+//	-> run the handler under min(timeout, deadline), marked dispatched first
+//	-> classify the ending, validate the output (invalid_output), redact,
+//	   bound, label -> complete, release or hold the claim
+//	-> usage row, audit event, close the span.
+//
+// A refusal and every tool outcome is a toolplane.Result. A Go error is
+// returned only for a platform fault (wrapping ErrFault), for a live
+// in-flight claim on the call's own key (ErrInFlight), and for an approval
+// required (*ApprovalRequired).
+package invoke
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/journal"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+)
+
+// ErrInFlight: another worker holds a live claim on this call's key. The
+// caller retries later; the model reads nothing for it.
+var ErrInFlight = errors.New("call in flight: another worker holds its claim")
+
+// ErrFault marks platform faults: the caller must stop, never answer the
+// model with a confident result.
+var ErrFault = errors.New("platform fault")
+
+// ApprovalRequired is returned when the call waits for a person.
+type ApprovalRequired struct {
+	ID        string
+	ExpiresAt time.Time
+	// Preview is the line the person reads (empty when none).
+	Preview string
+}
+
+func (e *ApprovalRequired) Error() string {
+	return fmt.Sprintf("approval %s required (expires %s)", e.ID, e.ExpiresAt.Format(time.RFC3339))
+}
+
+// Reporter receives platform faults that an operator must see. The invoker
+// reports each cause once for its life and logs every occurrence, so a fan
+// out of calls meeting one wiring fault is one report, not hundreds.
+type Reporter interface {
+	Report(ctx context.Context, cause string, err error)
+}
+
+// Config wires an Invoker.
+type Config struct {
+	Registry  *registry.Registry
+	Handlers  *handler.Registry
+	Store     toolplane.Store
+	Policy    policy.Policy
+	Facts     policy.Facts
+	Approvals *approval.Service
+	// Tracer opens the span of each call; nil records nothing.
+	Tracer   trace.Tracer
+	Logger   *slog.Logger
+	Reporter Reporter
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Node names this process in lease owners.
+	Node string
+	// LeaseMargin is added to a tool's timeout to form its claim lease, so
+	// a live call never loses its lease; default 30s.
+	LeaseMargin time.Duration
+}
+
+// Invoker runs calls.
+type Invoker struct {
+	cfg      Config
+	journal  *journal.Journal
+	tracer   trace.Tracer
+	log      *slog.Logger
+	now      func() time.Time
+	reported sync.Map // fault cause -> struct{}
+	settling sync.WaitGroup
+	seq      uint64
+	seqMu    sync.Mutex
+}
+
+// New answers an invoker. Registry, Handlers, Store and Policy are
+// required.
+func New(cfg Config) (*Invoker, error) {
+	switch {
+	case cfg.Registry == nil:
+		return nil, errors.New("invoke: a registry is required")
+	case cfg.Handlers == nil:
+		return nil, errors.New("invoke: a handler registry is required")
+	case cfg.Policy == nil:
+		return nil, errors.New("invoke: a policy is required")
+	}
+	iv := &Invoker{cfg: cfg, tracer: cfg.Tracer, log: cfg.Logger, now: cfg.Now}
+	if iv.tracer == nil {
+		iv.tracer = noop.NewTracerProvider().Tracer("toolplane")
+	}
+	if iv.log == nil {
+		iv.log = slog.Default()
+	}
+	if iv.now == nil {
+		iv.now = time.Now
+	}
+	if iv.cfg.LeaseMargin <= 0 {
+		iv.cfg.LeaseMargin = 30 * time.Second
+	}
+	if iv.cfg.Node == "" {
+		iv.cfg.Node = "node"
+	}
+	if cfg.Store != nil {
+		iv.journal = journal.New(cfg.Store, iv.now)
+	}
+	return iv, nil
+}
+
+// Wait blocks until every late settlement the invoker is waiting for has
+// ended; a server calls it on shutdown, tests before they inspect.
+func (iv *Invoker) Wait() { iv.settling.Wait() }
+
+// owner answers a lease owner unique to this attempt.
+func (iv *Invoker) owner() string {
+	iv.seqMu.Lock()
+	iv.seq++
+	n := iv.seq
+	iv.seqMu.Unlock()
+	return fmt.Sprintf("%s/%d/%d", iv.cfg.Node, iv.now().UnixNano(), n)
+}
+
+// fault answers internal_error with stop fault for a wiring fault, logging
+// every occurrence and reporting each cause once.
+func (iv *Invoker) fault(ctx context.Context, cause, tool string) toolplane.Result {
+	err := fmt.Errorf("%w: %s", ErrFault, cause)
+	iv.log.ErrorContext(ctx, "tool call wiring fault", "tool", tool, "cause", cause)
+	if _, seen := iv.reported.LoadOrStore(tool+"\x00"+cause, struct{}{}); !seen && iv.cfg.Reporter != nil {
+		iv.cfg.Reporter.Report(ctx, cause, err)
+	}
+	r := toolplane.Fail(toolplane.CodeInternalError, "the platform could not run this call because of a configuration fault; it has been reported, and retrying will not help")
+	r.Stop = toolplane.StopFault
+	return r
+}

@@ -1,0 +1,452 @@
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/journal"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+)
+
+// maxSpanArgs bounds the arguments a span carries.
+const maxSpanArgs = 4 << 10
+
+// call is the state of one invocation on its way down the path.
+type call struct {
+	iv    *Invoker
+	start time.Time
+	span  trace.Span
+	name  string
+	inv   *toolplane.Invocation
+	tool  *registry.Tool
+	// argsIn are the model's arguments; args the validated, coerced ones
+	// every later step sees and hashes.
+	argsIn any
+	args   any
+	hash   string
+	key    string
+	claim  *toolplane.Claim
+	audit  toolplane.AuditEvent
+}
+
+// Invoke runs one call of the tool named name (its platform name) with the
+// model's arguments (plain JSON values, as decoded with json.Number).
+func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolplane.Invocation) (toolplane.Result, error) {
+	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
+	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
+	c.span.SetAttributes(
+		attribute.String("tool.name", name),
+		attribute.String("toolplane.organization", inv.OrganizationID),
+		attribute.String("toolplane.run", inv.RunID),
+		attribute.String("toolplane.step_path", inv.StepPath),
+		attribute.String("toolplane.source", string(inv.Source)),
+		attribute.String("tool.arguments", spanArgs(args)),
+	)
+	c.audit = toolplane.AuditEvent{
+		OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID,
+		PrincipalID: inv.Principal.ID, UserID: inv.UserID, Tool: name,
+		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy,
+	}
+	res, err := c.run(ctx)
+	c.finish(ctx, res, err)
+	return res, err
+}
+
+// InvokeJSON decodes a JSON argument text and runs the call; text that is
+// not JSON answers invalid_input like any other bad argument.
+func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv *toolplane.Invocation) (toolplane.Result, error) {
+	args, refusal := registry.DecodeArguments(raw)
+	if refusal != nil {
+		c := &call{iv: iv, start: iv.now(), name: name, inv: inv}
+		ctx, c.span = iv.tracer.Start(ctx, "tool "+name)
+		c.audit = toolplane.AuditEvent{OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID, PrincipalID: inv.Principal.ID, Tool: name, Source: inv.Source}
+		c.finish(ctx, *refusal, nil)
+		return *refusal, nil
+	}
+	return iv.Invoke(ctx, name, args, inv)
+}
+
+// spanArgs renders the redacted, bounded arguments: the span recorder must
+// never receive a credential the model wrote.
+func spanArgs(args any) string {
+	v, _ := boundary.Bound(boundary.Redact(boundary.Normalize(args)), maxSpanArgs)
+	return string(boundary.Encode(nil, v))
+}
+
+func (c *call) run(ctx context.Context) (toolplane.Result, error) {
+	iv, inv := c.iv, c.inv
+	tool, ok := iv.cfg.Registry.Get(c.name)
+	if !ok {
+		return toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %s is available; use only the tools you were given", c.name)), nil
+	}
+	c.tool = tool
+	d := &tool.Def
+	c.audit.ToolVersion = d.Version
+	c.span.SetAttributes(attribute.String("tool.version", d.Version), attribute.String("tool.model_name", tool.Model))
+	if want, frozen := inv.Contracts[d.Name]; frozen && want != d.SchemaHash {
+		return toolplane.Fail(toolplane.CodeToolChanged, fmt.Sprintf("%s changed after this run was shown its contract; the call was not sent. Finish without it, or start a new run to use the new contract.", tool.Model)), nil
+	}
+	args, _, refusal := tool.Arguments(c.argsIn)
+	if refusal != nil {
+		return *refusal, nil
+	}
+	if refusal := tool.CheckBatch(args); refusal != nil {
+		return *refusal, nil
+	}
+	c.args = args
+
+	if d.Writes() {
+		if iv.journal == nil {
+			return iv.fault(ctx, "a write or send tool reached no idempotency journal", d.Name), nil
+		}
+		if inv.RunID == "" && inv.IdempotencyKey == "" {
+			return iv.fault(ctx, "a write or send call carried neither a run nor an idempotency key", d.Name), nil
+		}
+		h, err := canonical.Hash(args)
+		if err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: hash arguments of %s: %v", ErrFault, d.Name, err)
+		}
+		c.hash = h
+		c.audit.ArgumentsHash = h
+		c.key = Key(inv, h)
+		c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key))
+		out, cl, err := iv.journal.Read(ctx, c.request(""))
+		if err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		}
+		if r, err, done := c.answerExisting(out, cl); done {
+			return r, err
+		}
+	}
+
+	// authorized_by: an approval covering this call decides the approval
+	// step only; one covering another call is ignored.
+	approved := false
+	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
+		a, err := iv.cfg.Approvals.Get(ctx, inv.OrganizationID, inv.AuthorizedBy)
+		switch {
+		case errors.Is(err, toolplane.ErrNotFound):
+		case err != nil:
+			return toolplane.Result{}, fmt.Errorf("%w: read approval %s: %v", ErrFault, inv.AuthorizedBy, err)
+		case c.hash != "" && approval.Covers(a, inv.OrganizationID, inv.RunID, d.Name, c.hash):
+			switch a.Status {
+			case toolplane.ApprovalApproved:
+				approved = true
+				c.audit.ApprovalID = a.ID
+			case toolplane.ApprovalRejected:
+				c.audit.ApprovalID = a.ID
+				return rejected(tool, a), nil
+			}
+		}
+	}
+
+	facts, err := iv.cfg.Facts.Resolve(ctx, inv, d, args)
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	dec, err := iv.cfg.Policy.Decide(ctx, policy.Input{Invocation: inv, Tool: d, Arguments: args, Facts: facts})
+	if err != nil {
+		iv.log.ErrorContext(ctx, "policy could not decide", "tool", d.Name, "err", err)
+		r := toolplane.Fail(toolplane.CodeInternalError, "the platform could not decide this call; it has been reported")
+		r.Stop = toolplane.StopFault
+		return r, nil
+	}
+	c.span.SetAttributes(attribute.String("policy.decision", dec.Effect.String()), attribute.String("policy.reason", dec.Reason))
+	switch dec.Effect {
+	case policy.Deny:
+		return toolplane.Fail(toolplane.CodeDenied, fmt.Sprintf("%s is not allowed for this caller: %s. Do not retry it; choose another way or tell the user.", tool.Model, dec.Reason)), nil
+	case policy.RequireApproval:
+		if !approved {
+			return c.requireApproval(ctx)
+		}
+	}
+
+	if d.Metered {
+		if r, stop := c.accrue(ctx); stop {
+			return r, nil
+		}
+	}
+	return c.execute(ctx)
+}
+
+// request answers the journal request of the call.
+func (c *call) request(owner string) journal.Request {
+	d := &c.tool.Def
+	max := 1
+	if d.Replay != nil {
+		max = d.Replay.MaxAttempts
+	}
+	argsJSON, _ := canonical.Marshal(c.args)
+	return journal.Request{
+		OrganizationID: c.inv.OrganizationID, Tool: d.Name, Key: c.key, RequestHash: c.hash,
+		MaxAttempts: max, Owner: owner, Lease: c.timeout() + c.iv.cfg.LeaseMargin,
+		RunID: c.inv.RunID, StepPath: c.inv.StepPath, Arguments: argsJSON,
+	}
+}
+
+// answerExisting answers a call whose key the journal already holds.
+func (c *call) answerExisting(out journal.Outcome, cl *toolplane.Claim) (toolplane.Result, error, bool) {
+	switch out {
+	case journal.Completed:
+		r, err := decodeResult(cl.Result)
+		if err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: stored result of %s: %v", ErrFault, c.key, err), true
+		}
+		r.Meta.Replayed = true
+		return r, nil, true
+	case journal.Processing:
+		return toolplane.Result{}, fmt.Errorf("%s %s: %w", c.tool.Def.Name, c.key, ErrInFlight), true
+	case journal.Conflict:
+		return toolplane.Fail(toolplane.CodeConflict, "this idempotency key was already used with different arguments; use a new key for a different request"), nil, true
+	case journal.Uncertain:
+		return uncertainResult(c.tool, cl.Reason), nil, true
+	}
+	return toolplane.Result{}, nil, false
+}
+
+func uncertainResult(t *registry.Tool, reason string) toolplane.Result {
+	msg := fmt.Sprintf("an earlier identical call of %s may or may not have taken effect", t.Model)
+	if reason != "" {
+		msg += " (" + reason + ")"
+	}
+	msg += "; it is waiting for a person to confirm what happened. Do not repeat it, and do not report it as done or as failed."
+	return toolplane.Fail(toolplane.CodeUncertain, msg)
+}
+
+func rejected(t *registry.Tool, a *toolplane.Approval) toolplane.Result {
+	msg := fmt.Sprintf("a person rejected this %s call", t.Model)
+	if a.Reason != "" {
+		msg += ": " + a.Reason
+	}
+	return toolplane.Fail(toolplane.CodeRejected, msg+". Do not retry it; continue without it or ask the user.")
+}
+
+// Key answers the call's idempotency key: the caller's own key when it gave
+// one, otherwise one derived from run, step and arguments hash. Both are
+// encoded with unambiguous part boundaries, and the two never collide.
+func Key(inv *toolplane.Invocation, argsHash string) string {
+	if inv.IdempotencyKey != "" {
+		return canonical.Key("caller", inv.IdempotencyKey)
+	}
+	step := inv.StepPath
+	if step == "" {
+		step = "agent"
+	}
+	return canonical.Key("run", inv.RunID, step, argsHash)
+}
+
+// timeout answers how long the handler may run: the tool's timeout, cut to
+// the run's deadline.
+func (c *call) timeout() time.Duration {
+	t := c.tool.Def.Timeout.Std()
+	if t <= 0 {
+		t = registry.DefaultTimeout
+	}
+	if !c.inv.Deadline.IsZero() {
+		if left := c.inv.Deadline.Sub(c.iv.now()); left < t {
+			t = left
+		}
+	}
+	return t
+}
+
+// accrue checks a metered call against the run tree's cost ceiling.
+func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
+	iv, inv, d := c.iv, c.inv, &c.tool.Def
+	if iv.cfg.Store == nil {
+		return iv.fault(ctx, "a metered tool reached no meter", d.Name), true
+	}
+	if inv.RunID == "" {
+		return iv.fault(ctx, "a metered call ran outside a run", d.Name), true
+	}
+	if inv.Ceilings.MaxCostCents <= 0 {
+		return toolplane.Result{}, false
+	}
+	spent, err := iv.cfg.Store.RunTreeCost(ctx, inv.OrganizationID, inv.EffectiveRootRunID())
+	if err != nil {
+		iv.log.ErrorContext(ctx, "meter read failed", "tool", d.Name, "err", err)
+		return iv.fault(ctx, "the meter did not answer", d.Name), true
+	}
+	if spent >= inv.Ceilings.MaxCostCents {
+		r := toolplane.Fail(toolplane.CodeBudgetExhausted, fmt.Sprintf("this run has spent its budget (%d of %d cents); %s was not called. Finish with what you have.", spent, inv.Ceilings.MaxCostCents, c.tool.Model))
+		r.Stop = toolplane.StopBudgetExhausted
+		return r, true
+	}
+	return toolplane.Result{}, false
+}
+
+// requireApproval files the approval (or answers a prior rejection or a
+// still-pending approval of the same call) and returns ApprovalRequired.
+func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
+	iv, inv, d := c.iv, c.inv, &c.tool.Def
+	if iv.cfg.Approvals == nil {
+		return iv.fault(ctx, "policy asked for an approval and no approval service is wired", d.Name), nil
+	}
+	if inv.RunID == "" {
+		return iv.fault(ctx, "an approval needs a run and the call carried none", d.Name), nil
+	}
+	if c.hash == "" {
+		h, err := canonical.Hash(c.args)
+		if err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: hash arguments of %s: %v", ErrFault, d.Name, err)
+		}
+		c.hash, c.key = h, Key(inv, h)
+	}
+	rej, pending, err := iv.cfg.Approvals.Prior(ctx, inv.OrganizationID, inv.RunID, c.key, d.Name, c.hash)
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	if rej != nil {
+		c.audit.ApprovalID = rej.ID
+		return rejected(c.tool, rej), nil
+	}
+	if pending != nil {
+		c.audit.ApprovalID = pending.ID
+		return toolplane.Result{}, &ApprovalRequired{ID: pending.ID, ExpiresAt: pending.ExpiresAt, Preview: pending.Preview}
+	}
+	argsJSON, err := canonical.Marshal(c.args)
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	stored := *inv
+	stored.AuthorizedBy = ""
+	invJSON, err := approval.EncodeInvocation(&stored)
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	a := &toolplane.Approval{
+		OrganizationID: inv.OrganizationID, RunID: inv.RunID, StepPath: inv.StepPath,
+		Tool: d.Name, ToolVersion: d.Version, Key: c.key, ArgumentsHash: c.hash,
+		Arguments: argsJSON, Invocation: invJSON, PrincipalID: inv.Principal.ID,
+		Preview: c.preview(ctx),
+	}
+	if err := iv.cfg.Approvals.File(ctx, a); err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	c.audit.ApprovalID = a.ID
+	return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview}
+}
+
+// maxPreview bounds the approval line, in UTF-8 bytes.
+const maxPreview = 512
+
+// preview renders the approval line under the preview rules: it runs under
+// the call's timeout, its answer is folded to one line of at most 512
+// bytes, and any failure files the approval with no preview rather than
+// losing it.
+func (c *call) preview(ctx context.Context) string {
+	d := &c.tool.Def
+	if !d.ApprovalPreview || d.Binding.Handler == nil {
+		return ""
+	}
+	b, ok := c.iv.cfg.Handlers.Get(d.Binding.Handler.Key)
+	if !ok {
+		return ""
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	type answer struct {
+		s   string
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- answer{err: fmt.Errorf("preview panicked: %v", p)}
+			}
+		}()
+		s, _, err := b.Preview(pctx, c.handlerCall(0), c.args)
+		ch <- answer{s, err}
+	}()
+	var a answer
+	select {
+	case a = <-ch:
+	case <-pctx.Done():
+		a.err = pctx.Err()
+	}
+	line := strings.Join(strings.FieldsFunc(a.s, unicode.IsSpace), " ")
+	switch {
+	case a.err != nil:
+		c.iv.log.WarnContext(ctx, "approval preview failed; filing without it", "tool", d.Name, "err", a.err)
+		return ""
+	case line == "" || len(line) > maxPreview:
+		c.iv.log.WarnContext(ctx, "approval preview empty or over 512 bytes; filing without it", "tool", d.Name, "bytes", len(line))
+		return ""
+	}
+	return line
+}
+
+func (c *call) handlerCall(attempt int) handler.Call {
+	return handler.Call{Invocation: c.inv, Tool: c.tool.Def.Name, Version: c.tool.Def.Version, Key: c.key, Attempt: attempt}
+}
+
+// finish records the call: the audit event and the span's end.
+func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
+	iv := c.iv
+	outcome := "ok"
+	var ar *ApprovalRequired
+	switch {
+	case errors.As(err, &ar):
+		outcome = "approval_required"
+		c.audit.ApprovalID = ar.ID
+		// A pause is not a failure: the span closes ok, carrying the id.
+		c.span.SetAttributes(attribute.String("toolplane.approval_id", ar.ID))
+		c.span.SetStatus(codes.Ok, "")
+	case errors.Is(err, ErrInFlight):
+		outcome = "in_flight"
+		c.span.SetStatus(codes.Error, "in_flight")
+	case err != nil:
+		outcome = "fault"
+		c.span.RecordError(err)
+		c.span.SetStatus(codes.Error, "fault")
+	case !res.OK && res.Error != nil:
+		outcome = string(res.Error.Code)
+		c.span.SetAttributes(attribute.String("tool.error_code", outcome))
+		c.span.SetStatus(codes.Error, outcome)
+	default:
+		c.span.SetStatus(codes.Ok, "")
+	}
+	c.span.SetAttributes(attribute.Bool("toolplane.replayed", res.Meta.Replayed), attribute.String("toolplane.outcome", outcome))
+	if res.Meta.UsageID != "" {
+		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
+	}
+	c.span.End()
+	if iv.cfg.Store == nil {
+		return
+	}
+	c.audit.Outcome = outcome
+	c.audit.Replayed = res.Meta.Replayed
+	c.audit.CreatedAt = iv.now()
+	c.audit.LatencyMicros = c.audit.CreatedAt.Sub(c.start).Microseconds()
+	c.audit.ID = newID("aud_")
+	if err := iv.cfg.Store.AppendAudit(context.WithoutCancel(ctx), &c.audit); err != nil {
+		iv.log.ErrorContext(ctx, "audit append failed", "tool", c.name, "outcome", outcome, "err", err)
+	}
+}
+
+// decodeResult reads a stored, rendered result back.
+func decodeResult(b []byte) (toolplane.Result, error) {
+	var r toolplane.Result
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	if err := dec.Decode(&r); err != nil {
+		return r, err
+	}
+	return r, nil
+}

@@ -1,0 +1,147 @@
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/handler"
+)
+
+// ErrNotResolved: the approval has no decision yet.
+var ErrNotResolved = errors.New("approval not resolved")
+
+// ExecuteApproved runs the call a resolved approval holds, under the
+// invocation it was proposed with, without the model asking again. The
+// approval covers exactly that call, so an approved one skips the approval
+// step (policy still decides live: a grant removed while it waited still
+// refuses) and a rejected one answers rejected. The journal makes the
+// effect happen once whether this runs, the model repeats the call, or
+// both.
+func (iv *Invoker) ExecuteApproved(ctx context.Context, org, id string) (toolplane.Result, error) {
+	if iv.cfg.Approvals == nil {
+		return toolplane.Result{}, fmt.Errorf("%w: no approval service is wired", ErrFault)
+	}
+	a, err := iv.cfg.Approvals.Get(ctx, org, id)
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("approval %s: %w", id, err)
+	}
+	switch a.Status {
+	case toolplane.ApprovalApproved, toolplane.ApprovalRejected:
+	case toolplane.ApprovalExpired:
+		return toolplane.Fail(toolplane.CodeRejected, "the approval for this call expired before anyone answered it, so it was denied; do not retry it without asking the user"), nil
+	default:
+		return toolplane.Result{}, fmt.Errorf("approval %s: %w", id, ErrNotResolved)
+	}
+	inv, err := approval.DecodeInvocation(a.Invocation)
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: approval %s: %v", ErrFault, id, err)
+	}
+	inv.AuthorizedBy = a.ID
+	inv.Source = toolplane.SourceResume
+	dec := json.NewDecoder(bytes.NewReader(a.Arguments))
+	dec.UseNumber()
+	var args any
+	if err := dec.Decode(&args); err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: approval %s arguments: %v", ErrFault, id, err)
+	}
+	return iv.Invoke(ctx, a.Tool, args, inv)
+}
+
+// CheckApproval is the tool-state recheck approval.Service.Resolve runs
+// before it records an approve: the tool must still be registered, at the
+// version the approval was filed for.
+func (iv *Invoker) CheckApproval(a *toolplane.Approval) error {
+	t, ok := iv.cfg.Registry.Get(a.Tool)
+	if !ok {
+		return fmt.Errorf("%w: %s is no longer registered", approval.ErrStale, a.Tool)
+	}
+	if t.Def.Version != a.ToolVersion {
+		return fmt.Errorf("%w: %s is at version %s, the approval was filed for %s", approval.ErrStale, a.Tool, t.Def.Version, a.ToolVersion)
+	}
+	return nil
+}
+
+// Reconciliation says what happened to an uncertain action. Exactly one
+// field is set.
+type Reconciliation struct {
+	// Output is the tool's answer, as its handler would have given it; it is
+	// validated against the output schema and rendered like one.
+	Output any
+	// Failure is a definite failure the model reads.
+	Failure *Failure
+	// Unconfirmed is a note when nobody can yet say what happened: the model
+	// is told the effect may or may not have happened, and why.
+	Unconfirmed string
+}
+
+// Failure is a definite failure, under a code a tool may answer
+// (not_found, conflict, invalid_input, unavailable, retryable_upstream).
+type Failure struct {
+	Code    toolplane.Code
+	Message string
+}
+
+// ErrBadReconciliation: the reconciliation is malformed or its output
+// breaks the tool's contract.
+var ErrBadReconciliation = errors.New("invalid reconciliation")
+
+// Reconcile settles an uncertain action; afterwards identical calls answer
+// the reconciled content.
+func (iv *Invoker) Reconcile(ctx context.Context, org, tool, key string, r Reconciliation, by string) (toolplane.Result, error) {
+	t, ok := iv.cfg.Registry.Get(tool)
+	if !ok {
+		return toolplane.Result{}, fmt.Errorf("%w: no tool %s", ErrBadReconciliation, tool)
+	}
+	if iv.journal == nil {
+		return toolplane.Result{}, fmt.Errorf("%w: no journal is wired", ErrFault)
+	}
+	set := 0
+	if r.Output != nil {
+		set++
+	}
+	if r.Failure != nil {
+		set++
+	}
+	if r.Unconfirmed != "" {
+		set++
+	}
+	if set != 1 {
+		return toolplane.Result{}, fmt.Errorf("%w: give exactly one of an output, a failure or an unconfirmed note", ErrBadReconciliation)
+	}
+	var res toolplane.Result
+	note := ""
+	switch {
+	case r.Output != nil:
+		var vs []toolplane.Violation
+		res, vs = t.Output(r.Output)
+		if len(vs) > 0 {
+			return toolplane.Result{}, fmt.Errorf("%w: the output breaks %s's output schema: %s %s", ErrBadReconciliation, tool, vs[0].FieldPath, vs[0].Message)
+		}
+	case r.Failure != nil:
+		if !handler.ToolCode(r.Failure.Code) || r.Failure.Message == "" {
+			return toolplane.Result{}, fmt.Errorf("%w: a failure needs a message and a tool code (not_found, conflict, invalid_input, unavailable, retryable_upstream), got %q", ErrBadReconciliation, r.Failure.Code)
+		}
+		res = toolplane.Fail(r.Failure.Code, r.Failure.Message)
+	default:
+		note = r.Unconfirmed
+		res = toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("nobody can yet confirm whether this %s call took effect: %s. Do not repeat it, and do not report it as done or as failed.", t.Model, note))
+	}
+	if _, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by, note); err != nil {
+		return toolplane.Result{}, fmt.Errorf("reconcile %s: %w", key, err)
+	}
+	return res, nil
+}
+
+// Uncertain lists the organization's uncertain actions, oldest first.
+func (iv *Invoker) Uncertain(ctx context.Context, org, after string, limit int) ([]toolplane.Claim, string, error) {
+	if iv.journal == nil {
+		return nil, "", fmt.Errorf("%w: no journal is wired", ErrFault)
+	}
+	return iv.journal.Uncertain(ctx, org, after, limit)
+}

@@ -1,0 +1,307 @@
+// Package journal is the idempotency journal: the claim a write or send
+// takes on its key before its handler runs, and the answer stored for it.
+// It is written over toolplane.ClaimStore's compare-and-swap primitives, so
+// every backend gets the same semantics from the same code.
+//
+// A call reads the journal before its policy decision and claims after it.
+// The two steps answer different outcomes: only Read answers Absent, and
+// only Claim answers Claimed. A read can go stale while a person
+// deliberates, so the claim decides again.
+//
+// How a claim ends:
+//
+//	success, or a stable failure       complete: identical calls answer it
+//	retryable failure, or a raise      release: nothing happened
+//	timeout after dispatch             hold as uncertain (or, for a tool safe
+//	                                   to replay, expire the lease so the next
+//	                                   call runs it again)
+//	refusal before dispatch            release
+//
+// A claim whose worker died is found by its expired lease. It runs again
+// only when the call provably never reached its handler (not dispatched),
+// or when the tool is safe to replay and has attempts left; otherwise it
+// becomes an uncertain action, never a silent duplicate.
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// Outcome is what Read or Claim found.
+type Outcome int
+
+// The outcomes. Read answers Absent but never Claimed; Claim the reverse.
+const (
+	Absent Outcome = iota
+	Claimed
+	Completed
+	Processing
+	Conflict
+	Uncertain
+)
+
+func (o Outcome) String() string {
+	return [...]string{"absent", "claimed", "completed", "processing", "conflict", "uncertain"}[o]
+}
+
+// ErrLeaseLost: the claim changed under its holder (another worker took it
+// over after the lease expired). The holder must not act on it.
+var ErrLeaseLost = errors.New("claim lease lost")
+
+// maxRaces bounds compare-and-swap retries; each retry means another worker
+// changed the row, so a handful always suffices in practice.
+const maxRaces = 8
+
+// Journal runs the claim protocol over a store.
+type Journal struct {
+	store toolplane.ClaimStore
+	now   func() time.Time
+}
+
+// New answers a journal over store; now is the clock (time.Now if nil).
+func New(store toolplane.ClaimStore, now func() time.Time) *Journal {
+	if now == nil {
+		now = time.Now
+	}
+	return &Journal{store: store, now: now}
+}
+
+// Request identifies a call's claim and what a new claim records.
+type Request struct {
+	OrganizationID string
+	Tool           string
+	Key            string
+	RequestHash    string
+	// MaxAttempts is how many handler starts the tool allows: its replay
+	// max attempts, or 1.
+	MaxAttempts int
+	// Owner and Lease: who takes the claim, and for how long.
+	Owner     string
+	Lease     time.Duration
+	RunID     string
+	StepPath  string
+	Arguments []byte
+}
+
+// verdict is what an existing row means for this request.
+type verdict int
+
+const (
+	vCompleted verdict = iota
+	vUncertain
+	vProcessing
+	vConflict
+	vReclaim     // lease expired and safe to run again
+	vToUncertain // lease expired after dispatch: may have acted
+)
+
+func judge(c *toolplane.Claim, req *Request, now time.Time) verdict {
+	if c.RequestHash != req.RequestHash {
+		return vConflict
+	}
+	switch c.Status {
+	case toolplane.ClaimCompleted:
+		return vCompleted
+	case toolplane.ClaimUncertain:
+		return vUncertain
+	}
+	if now.Before(c.LeaseUntil) {
+		return vProcessing
+	}
+	max := req.MaxAttempts
+	if max < 1 {
+		max = 1
+	}
+	if !c.Dispatched || c.Attempts < max {
+		return vReclaim
+	}
+	return vToUncertain
+}
+
+// Read answers what the journal holds for the call, without changing it.
+// A claim whose worker died before dispatch reads as Absent; one that died
+// after dispatch reads as Uncertain, unless the tool may replay it.
+func (j *Journal) Read(ctx context.Context, req Request) (Outcome, *toolplane.Claim, error) {
+	c, err := j.store.GetClaim(ctx, req.OrganizationID, req.Tool, req.Key)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return Absent, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("read claim %s: %w", req.Key, err)
+	}
+	switch judge(c, &req, j.now()) {
+	case vCompleted:
+		return Completed, c, nil
+	case vUncertain, vToUncertain:
+		return Uncertain, c, nil
+	case vProcessing:
+		return Processing, c, nil
+	case vConflict:
+		return Conflict, c, nil
+	}
+	return Absent, c, nil
+}
+
+// Claim takes the claim for the call. Claimed answers the row this worker
+// now holds (Attempts counts earlier starts); the other outcomes answer the
+// row found.
+func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.Claim, error) {
+	for range maxRaces {
+		now := j.now()
+		c := &toolplane.Claim{
+			OrganizationID: req.OrganizationID, Tool: req.Tool, Key: req.Key,
+			RequestHash: req.RequestHash, Status: toolplane.ClaimProcessing,
+			Owner: req.Owner, LeaseUntil: now.Add(req.Lease),
+			RunID: req.RunID, StepPath: req.StepPath, Arguments: req.Arguments,
+			CreatedAt: now, UpdatedAt: now,
+		}
+		ok, err := j.store.InsertClaim(ctx, c)
+		if err != nil {
+			return 0, nil, fmt.Errorf("claim %s: %w", req.Key, err)
+		}
+		if ok {
+			return Claimed, c, nil
+		}
+		old, err := j.store.GetClaim(ctx, req.OrganizationID, req.Tool, req.Key)
+		if errors.Is(err, toolplane.ErrNotFound) {
+			continue // released between the insert and the read
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("claim %s: %w", req.Key, err)
+		}
+		switch judge(old, &req, now) {
+		case vCompleted:
+			return Completed, old, nil
+		case vUncertain:
+			return Uncertain, old, nil
+		case vProcessing:
+			return Processing, old, nil
+		case vConflict:
+			return Conflict, old, nil
+		case vReclaim:
+			next := *old
+			next.Owner, next.LeaseUntil, next.Dispatched, next.UpdatedAt = req.Owner, now.Add(req.Lease), false, now
+			ok, err := j.store.UpdateClaim(ctx, &next)
+			if err != nil {
+				return 0, nil, fmt.Errorf("reclaim %s: %w", req.Key, err)
+			}
+			if ok {
+				return Claimed, &next, nil
+			}
+		case vToUncertain:
+			next := *old
+			next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, "the worker running the call was lost after the call reached its handler", now
+			ok, err := j.store.UpdateClaim(ctx, &next)
+			if err != nil {
+				return 0, nil, fmt.Errorf("hold %s: %w", req.Key, err)
+			}
+			if ok {
+				return Uncertain, &next, nil
+			}
+		}
+	}
+	return 0, nil, fmt.Errorf("claim %s: %d concurrent changes in a row", req.Key, maxRaces)
+}
+
+// update writes a change to a claim this worker holds.
+func (j *Journal) update(ctx context.Context, c *toolplane.Claim, what string, change func(*toolplane.Claim)) error {
+	next := *c
+	change(&next)
+	next.UpdatedAt = j.now()
+	ok, err := j.store.UpdateClaim(ctx, &next)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, c.Key, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s %s: %w", what, c.Key, ErrLeaseLost)
+	}
+	*c = next
+	return nil
+}
+
+// Dispatch records, durably and before the handler starts, that the call is
+// about to reach its handler, and counts the attempt.
+func (j *Journal) Dispatch(ctx context.Context, c *toolplane.Claim) error {
+	return j.update(ctx, c, "dispatch", func(n *toolplane.Claim) {
+		n.Dispatched = true
+		n.Attempts++
+	})
+}
+
+// Complete stores the call's answer; every identical call answers it.
+func (j *Journal) Complete(ctx context.Context, c *toolplane.Claim, result []byte) error {
+	return j.update(ctx, c, "complete", func(n *toolplane.Claim) {
+		n.Status, n.Result, n.Owner = toolplane.ClaimCompleted, result, ""
+	})
+}
+
+// Hold makes the claim an uncertain action: the effect may have happened.
+func (j *Journal) Hold(ctx context.Context, c *toolplane.Claim, reason string) error {
+	return j.update(ctx, c, "hold", func(n *toolplane.Claim) {
+		n.Status, n.Reason, n.Owner = toolplane.ClaimUncertain, reason, ""
+	})
+}
+
+// Expire ends this worker's lease at once, keeping the attempt count, so
+// the next identical call of a tool safe to replay runs it again (or, out
+// of attempts, finds it uncertain).
+func (j *Journal) Expire(ctx context.Context, c *toolplane.Claim) error {
+	return j.update(ctx, c, "expire", func(n *toolplane.Claim) {
+		n.LeaseUntil = j.now().Add(-time.Microsecond)
+	})
+}
+
+// Release removes the claim: nothing happened, and the next identical call
+// runs afresh.
+func (j *Journal) Release(ctx context.Context, c *toolplane.Claim) error {
+	ok, err := j.store.DeleteClaim(ctx, c.OrganizationID, c.Tool, c.Key, c.Version)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", c.Key, err)
+	}
+	if !ok {
+		return fmt.Errorf("release %s: %w", c.Key, ErrLeaseLost)
+	}
+	return nil
+}
+
+// ErrNotUncertain: a reconciliation named a claim that is not uncertain.
+var ErrNotUncertain = errors.New("claim is not an uncertain action")
+
+// Settle completes an uncertain claim with result, recording who settled
+// it. It refuses a claim that is not uncertain.
+func (j *Journal) Settle(ctx context.Context, org, tool, key string, result []byte, by, note string) (*toolplane.Claim, error) {
+	for range maxRaces {
+		c, err := j.store.GetClaim(ctx, org, tool, key)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s: %w", key, err)
+		}
+		if c.Status != toolplane.ClaimUncertain {
+			return nil, fmt.Errorf("settle %s: %w (it is %s)", key, ErrNotUncertain, c.Status)
+		}
+		next := *c
+		next.Status, next.Result, next.ReconciledBy, next.Note, next.UpdatedAt = toolplane.ClaimCompleted, result, by, note, j.now()
+		ok, err := j.store.UpdateClaim(ctx, &next)
+		if err != nil {
+			return nil, fmt.Errorf("settle %s: %w", key, err)
+		}
+		if ok {
+			return &next, nil
+		}
+	}
+	return nil, fmt.Errorf("settle %s: %d concurrent changes in a row", key, maxRaces)
+}
+
+// Get answers the claim on a key.
+func (j *Journal) Get(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
+	return j.store.GetClaim(ctx, org, tool, key)
+}
+
+// Uncertain lists the organization's uncertain actions, oldest first.
+func (j *Journal) Uncertain(ctx context.Context, org, after string, limit int) ([]toolplane.Claim, string, error) {
+	return j.store.ListClaims(ctx, org, toolplane.ClaimUncertain, after, limit)
+}

@@ -1,0 +1,108 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/toolplane/toolplane"
+)
+
+const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
+	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
+	replayed, latency_micros, created_at`
+
+func scanEvent(r scanner) (toolplane.AuditEvent, error) {
+	var (
+		e       toolplane.AuditEvent
+		created int64
+	)
+	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
+		&e.ToolVersion, &e.Source, &e.Outcome, &e.ArgumentsHash, &e.ApprovalID, &e.AuthorizedBy,
+		&e.Replayed, &e.LatencyMicros, &created)
+	e.CreatedAt = fromMicros(created)
+	return e, err
+}
+
+// AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
+// its organization already has an event with that ID.
+func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO audit_events (`+auditColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
+		e.ToolVersion, string(e.Source), e.Outcome, e.ArgumentsHash, e.ApprovalID, e.AuthorizedBy,
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("append audit %s: %w", e.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("append audit %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// ListAudit answers the events matching filter, newest first (ties by ID,
+// descending), before the cursor. Paging walks toward older events, so
+// events appended meanwhile (newer ones) never shift a page. The next cursor
+// is "" when no event follows.
+func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list audit: %w", err)
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + auditColumns + ` FROM audit_events WHERE organization_id = ?`)
+	args := []any{org}
+	// Only the fields set become conditions, so each query can use the
+	// index that fits it.
+	for _, f := range []struct{ column, value string }{
+		{"run_id", filter.RunID},
+		{"agent_id", filter.AgentID},
+		{"tool", filter.Tool},
+		{"outcome", filter.Outcome},
+	} {
+		if f.value != "" {
+			q.WriteString(` AND ` + f.column + ` = ?`)
+			args = append(args, f.value)
+		}
+	}
+	if after != "" {
+		createdAt, parts, err := decodeCursor(after, cursorAudit, 1)
+		if err != nil {
+			return nil, "", fmt.Errorf("list audit: %w", err)
+		}
+		q.WriteString(` AND (created_at, id) < (?, ?)`)
+		args = append(args, createdAt, parts[0])
+	}
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
+	args = append(args, limit+1) // one more, to know whether a page follows
+
+	rows, err := s.db.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list audit: %w", err)
+	}
+	out, err := collectEvents(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list audit: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, encodeCursor(cursorAudit, micros(last.CreatedAt), last.ID), nil
+}
+
+// collectEvents scans and closes rows.
+func collectEvents(rows *sql.Rows) ([]toolplane.AuditEvent, error) {
+	defer rows.Close()
+	var out []toolplane.AuditEvent
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

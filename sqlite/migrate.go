@@ -1,0 +1,177 @@
+package sqlite
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// migrationFiles holds the schema history: migrations/NNNN_name.sql, applied
+// in version order. A released migration is never edited; a change is a new
+// file.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migration is one schema version and whether this database has it.
+type Migration struct {
+	Version int
+	Name    string
+	Applied bool
+	// AppliedAt is when it was applied; zero when it was not.
+	AppliedAt time.Time
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+var migrationName = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.sql$`)
+
+// migrations answers the embedded migrations in version order, refusing a
+// misnamed file or a version used twice: either would apply a schema the
+// file names do not describe.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		m := migrationName.FindStringSubmatch(e.Name())
+		if m == nil {
+			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", e.Name())
+		}
+		v, err := strconv.Atoi(m[1])
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("migration %s: bad version", e.Name())
+		}
+		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: m[2], sql: string(body)})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("migration version %d used twice", out[i].version)
+		}
+	}
+	return out, nil
+}
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	applied_at INTEGER NOT NULL
+) STRICT`
+
+// Migrate applies the migrations this database lacks, each in its own
+// transaction together with its schema_migrations row, so a migration is
+// either wholly applied and recorded or not at all. Running it again, or from
+// several processes at once, applies nothing twice.
+func (s *Store) Migrate(ctx context.Context) error {
+	all, err := migrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, createMigrationsTable); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range all {
+		if err := s.apply(ctx, m); err != nil {
+			return fmt.Errorf("migrate %04d_%s: %w", m.version, m.name, err)
+		}
+	}
+	return nil
+}
+
+// apply runs m unless it is recorded. The record is written first: that
+// takes the write lock before anything is read, so a concurrent Migrate
+// waits for this one and then finds m recorded, even on a pool whose
+// transactions begin deferred.
+func (s *Store) apply(ctx context.Context, m migration) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	res, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at)
+		VALUES (?, ?, ?) ON CONFLICT (version) DO NOTHING`, m.version, m.name, time.Now().UnixMicro())
+	if err != nil {
+		return err
+	}
+	if ok, err := affected(res); err != nil || !ok {
+		return err // already applied, or the error
+	}
+	// The driver runs every statement of a multi-statement string.
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// MigrationStatus answers every migration this binary embeds, and any the
+// database records that it does not (a newer binary applied them), in
+// version order.
+func (s *Store) MigrationStatus(ctx context.Context) ([]Migration, error) {
+	all, err := migrations()
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	applied, err := s.appliedMigrations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	out := make([]Migration, 0, len(all))
+	for _, m := range all {
+		st := Migration{Version: m.version, Name: m.name}
+		if a, ok := applied[m.version]; ok {
+			st.Applied, st.AppliedAt = true, a.AppliedAt
+			delete(applied, m.version)
+		}
+		out = append(out, st)
+	}
+	for _, a := range applied {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
+	return out, nil
+}
+
+// appliedMigrations answers the recorded migrations by version; none when
+// the database was never migrated.
+func (s *Store) appliedMigrations(ctx context.Context) (map[int]Migration, error) {
+	var exists bool
+	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema
+		WHERE type = 'table' AND name = 'schema_migrations')`).Scan(&exists)
+	if err != nil || !exists {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT version, name, applied_at FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	applied := make(map[int]Migration)
+	for rows.Next() {
+		var (
+			m  = Migration{Applied: true}
+			at int64
+		)
+		if err := rows.Scan(&m.Version, &m.Name, &at); err != nil {
+			return nil, err
+		}
+		m.AppliedAt = fromMicros(at)
+		applied[m.Version] = m
+	}
+	return applied, rows.Err()
+}

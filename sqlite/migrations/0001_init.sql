@@ -1,0 +1,100 @@
+-- The four tables of toolplane.Store. Times are INTEGER unix microseconds
+-- UTC (NULL where the domain's zero time means "none"); byte fields are BLOB
+-- (NULL when empty). Every primary key and index leads with
+-- organization_id, because every query filters by it.
+
+-- The idempotency journal: one row per claimed (organization, tool, key).
+CREATE TABLE claims (
+	organization_id TEXT NOT NULL,
+	tool            TEXT NOT NULL,
+	key             TEXT NOT NULL,
+	request_hash    TEXT NOT NULL,
+	status          TEXT NOT NULL,
+	result          BLOB,
+	owner           TEXT NOT NULL,
+	lease_until     INTEGER,
+	dispatched      INTEGER NOT NULL CHECK (dispatched IN (0, 1)),
+	attempts        INTEGER NOT NULL,
+	run_id          TEXT NOT NULL,
+	step_path       TEXT NOT NULL,
+	arguments       BLOB,
+	reason          TEXT NOT NULL,
+	reconciled_by   TEXT NOT NULL,
+	note            TEXT NOT NULL,
+	version         INTEGER NOT NULL,
+	created_at      INTEGER NOT NULL,
+	updated_at      INTEGER NOT NULL,
+	PRIMARY KEY (organization_id, tool, key)
+) STRICT;
+
+-- ListClaims: one state, oldest first, keyset-paged.
+CREATE INDEX claims_by_status ON claims (organization_id, status, created_at, tool, key);
+
+CREATE TABLE approvals (
+	organization_id    TEXT NOT NULL,
+	id                 TEXT NOT NULL,
+	run_id             TEXT NOT NULL,
+	step_path          TEXT NOT NULL,
+	tool               TEXT NOT NULL,
+	tool_version       TEXT NOT NULL,
+	key                TEXT NOT NULL,
+	arguments_hash     TEXT NOT NULL,
+	arguments          BLOB,
+	invocation         BLOB,
+	principal_id       TEXT NOT NULL,
+	preview            TEXT NOT NULL,
+	status             TEXT NOT NULL,
+	default_on_timeout TEXT NOT NULL,
+	expires_at         INTEGER,
+	created_at         INTEGER NOT NULL,
+	resolved_at        INTEGER,
+	resolved_by        TEXT NOT NULL,
+	reason             TEXT NOT NULL,
+	version            INTEGER NOT NULL,
+	PRIMARY KEY (organization_id, id)
+) STRICT;
+
+-- FindApprovals: the approvals filed for one run and key, in order.
+CREATE INDEX approvals_by_run_key ON approvals (organization_id, run_id, key, created_at, id);
+-- ListApprovals: one state, oldest first, keyset-paged.
+CREATE INDEX approvals_by_status ON approvals (organization_id, status, created_at, id);
+
+CREATE TABLE usage (
+	organization_id TEXT NOT NULL,
+	id              TEXT NOT NULL,
+	run_id          TEXT NOT NULL,
+	root_run_id     TEXT NOT NULL,
+	tool            TEXT NOT NULL,
+	cost_cents      INTEGER NOT NULL,
+	units           INTEGER NOT NULL,
+	created_at      INTEGER NOT NULL,
+	PRIMARY KEY (organization_id, id)
+) STRICT;
+
+-- RunTreeCost sums a run tree from this index alone (cost_cents is in it).
+CREATE INDEX usage_by_root_run ON usage (organization_id, root_run_id, cost_cents);
+
+CREATE TABLE audit_events (
+	organization_id TEXT NOT NULL,
+	id              TEXT NOT NULL,
+	run_id          TEXT NOT NULL,
+	agent_id        TEXT NOT NULL,
+	principal_id    TEXT NOT NULL,
+	user_id         TEXT NOT NULL,
+	tool            TEXT NOT NULL,
+	tool_version    TEXT NOT NULL,
+	source          TEXT NOT NULL,
+	outcome         TEXT NOT NULL,
+	arguments_hash  TEXT NOT NULL,
+	approval_id     TEXT NOT NULL,
+	authorized_by   TEXT NOT NULL,
+	replayed        INTEGER NOT NULL CHECK (replayed IN (0, 1)),
+	latency_micros  INTEGER NOT NULL,
+	created_at      INTEGER NOT NULL,
+	PRIMARY KEY (organization_id, id)
+) STRICT;
+
+-- ListAudit: newest first, keyset-paged; the run index serves the most
+-- common filter.
+CREATE INDEX audit_events_by_time ON audit_events (organization_id, created_at, id);
+CREATE INDEX audit_events_by_run ON audit_events (organization_id, run_id, created_at, id);

@@ -1,0 +1,211 @@
+package toolplane
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store errors. Adapters translate database errors into these at their edge.
+var (
+	// ErrNotFound: no row with that identity in that organization.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a row with that identity already exists.
+	ErrExists = errors.New("already exists")
+)
+
+// ClaimStatus is the state of an idempotency claim.
+type ClaimStatus string
+
+// The claim states. A released claim is deleted, not kept.
+const (
+	// ClaimProcessing: a worker holds the claim under a lease.
+	ClaimProcessing ClaimStatus = "processing"
+	// ClaimCompleted: the call ended and Result is what every identical
+	// call answers.
+	ClaimCompleted ClaimStatus = "completed"
+	// ClaimUncertain: the effect may have happened; identical calls answer
+	// uncertain until a reconciliation completes the claim.
+	ClaimUncertain ClaimStatus = "uncertain"
+)
+
+// Claim is one row of the idempotency journal: the claim on a key, and the
+// answer stored for it. The journal is the claim record; there is no second
+// table beside it.
+type Claim struct {
+	OrganizationID string
+	// Tool is the claim's scope: the tool's platform name.
+	Tool string
+	// Key is the encoded idempotency key (see canonical.Key).
+	Key string
+	// RequestHash is the canonical hash of the coerced arguments; the same
+	// key with another hash is a conflict.
+	RequestHash string
+	Status      ClaimStatus
+	// Result is the stored answer (a rendered Result) once completed.
+	Result []byte
+	// Owner and LeaseUntil: who holds a processing claim, and until when.
+	Owner      string
+	LeaseUntil time.Time
+	// Dispatched is set, durably, just before the handler starts: after a
+	// lost worker it tells "never reached the handler" (safe to run) from
+	// "may have acted" (uncertain).
+	Dispatched bool
+	// Attempts counts handler starts.
+	Attempts int
+	RunID    string
+	StepPath string
+	// Arguments are the coerced arguments, kept so a person reconciling an
+	// uncertain action sees what was asked.
+	Arguments []byte
+	// Reason says why the claim is uncertain; ReconciledBy and Note record
+	// who settled it and how.
+	Reason       string
+	ReconciledBy string
+	Note         string
+	// Version increments on every update; updates are conditional on it.
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ClaimStore is the storage of the idempotency journal. Every method is
+// scoped to one organization. Updates are compare-and-swap on Version, so
+// two workers (or two nodes) never both win a claim.
+type ClaimStore interface {
+	// InsertClaim stores c if no claim exists for its organization, tool and
+	// key, and reports whether it did.
+	InsertClaim(ctx context.Context, c *Claim) (bool, error)
+	// GetClaim answers the claim, or ErrNotFound.
+	GetClaim(ctx context.Context, org, tool, key string) (*Claim, error)
+	// UpdateClaim writes c where the stored Version equals c.Version, sets
+	// c.Version to the new version, and reports whether it wrote.
+	UpdateClaim(ctx context.Context, c *Claim) (bool, error)
+	// DeleteClaim removes the claim where the stored Version equals version
+	// and reports whether it did.
+	DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error)
+	// ListClaims answers claims in a state, oldest first, after the cursor
+	// (an opaque value from a previous page, "" for the first).
+	ListClaims(ctx context.Context, org string, status ClaimStatus, after string, limit int) ([]Claim, string, error)
+}
+
+// ApprovalStatus is the state of an approval.
+type ApprovalStatus string
+
+// The approval states.
+const (
+	ApprovalPending  ApprovalStatus = "pending"
+	ApprovalApproved ApprovalStatus = "approved"
+	ApprovalRejected ApprovalStatus = "rejected"
+	ApprovalExpired  ApprovalStatus = "expired"
+)
+
+// Approval is a call waiting for (or decided by) a person. It holds
+// everything needed to execute the call without the model asking again.
+type Approval struct {
+	ID             string
+	OrganizationID string
+	RunID          string
+	StepPath       string
+	Tool           string
+	ToolVersion    string
+	// Key is the call's idempotency key; ArgumentsHash the canonical hash of
+	// its coerced Arguments.
+	Key           string
+	ArgumentsHash string
+	Arguments     []byte
+	// Invocation is the stored invocation (JSON) the approved call runs
+	// under.
+	Invocation  []byte
+	PrincipalID string
+	// Preview is the one-line summary a person reads; empty when the tool
+	// has none or it failed.
+	Preview string
+	Status  ApprovalStatus
+	// DefaultOnTimeout is what expiry means: "deny".
+	DefaultOnTimeout string
+	ExpiresAt        time.Time
+	CreatedAt        time.Time
+	ResolvedAt       time.Time
+	ResolvedBy       string
+	Reason           string
+	Version          int64
+}
+
+// ApprovalStore is the storage of approvals, scoped to one organization.
+type ApprovalStore interface {
+	InsertApproval(ctx context.Context, a *Approval) error
+	GetApproval(ctx context.Context, org, id string) (*Approval, error)
+	// UpdateApproval is compare-and-swap on Version, like UpdateClaim.
+	UpdateApproval(ctx context.Context, a *Approval) (bool, error)
+	// FindApprovals answers the approvals filed for a run and key, newest
+	// first.
+	FindApprovals(ctx context.Context, org, runID, key string) ([]Approval, error)
+	// ListApprovals answers approvals in a state, oldest first, after the
+	// cursor.
+	ListApprovals(ctx context.Context, org string, status ApprovalStatus, after string, limit int) ([]Approval, string, error)
+}
+
+// Usage is one billable operation a metered call completed.
+type Usage struct {
+	ID             string
+	OrganizationID string
+	RunID          string
+	RootRunID      string
+	Tool           string
+	CostCents      int64
+	Units          int64
+	CreatedAt      time.Time
+}
+
+// UsageStore is the canonical meter.
+type UsageStore interface {
+	InsertUsage(ctx context.Context, u *Usage) error
+	// RunTreeCost answers the total cost of a run tree, read from the rows
+	// themselves (never a rollup, which lags).
+	RunTreeCost(ctx context.Context, org, rootRunID string) (int64, error)
+}
+
+// AuditEvent records one call's outcome.
+type AuditEvent struct {
+	ID             string
+	OrganizationID string
+	RunID          string
+	AgentID        string
+	PrincipalID    string
+	UserID         string
+	Tool           string
+	ToolVersion    string
+	Source         Source
+	// Outcome is "ok", "approval_required", or the error code.
+	Outcome       string
+	ArgumentsHash string
+	ApprovalID    string
+	AuthorizedBy  string
+	Replayed      bool
+	LatencyMicros int64
+	CreatedAt     time.Time
+}
+
+// AuditStore is the append-only audit trail.
+type AuditStore interface {
+	AppendAudit(ctx context.Context, e *AuditEvent) error
+	// ListAudit answers events newest first, before the cursor.
+	ListAudit(ctx context.Context, org string, filter AuditFilter, after string, limit int) ([]AuditEvent, string, error)
+}
+
+// AuditFilter narrows an audit query; empty fields match everything.
+type AuditFilter struct {
+	RunID   string
+	AgentID string
+	Tool    string
+	Outcome string
+}
+
+// Store is everything the invocation path persists.
+type Store interface {
+	ClaimStore
+	ApprovalStore
+	UsageStore
+	AuditStore
+}

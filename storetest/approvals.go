@@ -1,0 +1,300 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+var approvalCases = []suiteCase{
+	{"InsertDuplicate", testApprovalInsertDuplicate},
+	{"GetRoundTrip", testApprovalGetRoundTrip},
+	{"GetMissing", testApprovalGetMissing},
+	{"UpdateCompareAndSwap", testApprovalUpdateCompareAndSwap},
+	{"UpdateMissing", testApprovalUpdateMissing},
+	{"FindNewestFirst", testApprovalFindNewestFirst},
+	{"ListByStatus", testApprovalListByStatus},
+}
+
+// fullApproval answers an approval with every field set.
+func fullApproval(org, id, runID, key string, created time.Time) *toolplane.Approval {
+	return &toolplane.Approval{
+		ID:               id,
+		OrganizationID:   org,
+		RunID:            runID,
+		StepPath:         "agent/step-4",
+		Tool:             "payments.refund_order",
+		ToolVersion:      "2.1.0",
+		Key:              key,
+		ArgumentsHash:    "sha256:" + key,
+		Arguments:        []byte{'{', 0x00, 0xff, '}'},
+		Invocation:       []byte(`{"organization_id":"` + org + `","run_id":"` + runID + `"}`),
+		PrincipalID:      "agent-billing",
+		Preview:          "Refund 12.50 EUR on order ord_1",
+		Status:           toolplane.ApprovalPending,
+		DefaultOnTimeout: "deny",
+		ExpiresAt:        created.Add(24*time.Hour + 7*time.Nanosecond),
+		CreatedAt:        created,
+		ResolvedAt:       created.Add(time.Hour + 999*time.Nanosecond),
+		ResolvedBy:       "user-ada",
+		Reason:           "within policy",
+		Version:          1,
+	}
+}
+
+func insertApproval(t *testing.T, s toolplane.Store, a *toolplane.Approval) {
+	t.Helper()
+	if err := s.InsertApproval(t.Context(), a); err != nil {
+		t.Fatalf("InsertApproval(%s) = %v", a.ID, err)
+	}
+}
+
+// wantApproval fails t unless the stored approval is want.
+func wantApproval(t *testing.T, s toolplane.Store, want *toolplane.Approval) {
+	t.Helper()
+	got, err := s.GetApproval(t.Context(), want.OrganizationID, want.ID)
+	if err != nil {
+		t.Fatalf("GetApproval(%s) = %v", want.ID, err)
+	}
+	if d := diff(*got, *want); d != "" {
+		t.Errorf("GetApproval(%s): %s", want.ID, d)
+	}
+}
+
+// compareApprovals is the list order: CreatedAt as stored, then ID.
+func compareApprovals(a, b toolplane.Approval) int {
+	if c := stored(a.CreatedAt).Compare(stored(b.CreatedAt)); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+func testApprovalInsertDuplicate(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	first := fullApproval(org, "apr-1", "run-1", "k1", base)
+	insertApproval(t, s, first)
+
+	dup := fullApproval(org, "apr-1", "run-2", "k2", at(time.Hour))
+	dup.Status = toolplane.ApprovalApproved
+	if err := s.InsertApproval(t.Context(), dup); !errors.Is(err, toolplane.ErrExists) {
+		t.Fatalf("second InsertApproval(apr-1) = %v, want ErrExists", err)
+	}
+	wantApproval(t, s, first)
+}
+
+func testApprovalGetRoundTrip(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	tests := []struct {
+		name     string
+		approval *toolplane.Approval
+	}{
+		{"every field set", fullApproval(org, "apr-full", "run-1", "k", base)},
+		{"optional fields zero", &toolplane.Approval{
+			ID: "apr-zero", OrganizationID: org, Status: toolplane.ApprovalPending, CreatedAt: base,
+		}},
+		{"empty byte slices", func() *toolplane.Approval {
+			a := fullApproval(org, "apr-empty", "run-1", "k", base)
+			a.Arguments, a.Invocation = []byte{}, []byte{}
+			return a
+		}()},
+		{"key with any byte", fullApproval(org, "apr-bytes", "run-1", "3:\x00\xff\xfe,1:\x00", base)},
+		{"rejected", func() *toolplane.Approval {
+			a := fullApproval(org, "apr-rejected", "run-1", "k", base)
+			a.Status, a.Version = toolplane.ApprovalRejected, 9
+			return a
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			insertApproval(t, s, tt.approval)
+			wantApproval(t, s, tt.approval)
+		})
+	}
+}
+
+func testApprovalGetMissing(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	insertApproval(t, s, fullApproval(org, "apr-1", "run-1", "k", base))
+	for _, id := range []string{"apr-2", "", "APR-1"} {
+		a, err := s.GetApproval(t.Context(), org, id)
+		if !errors.Is(err, toolplane.ErrNotFound) {
+			t.Errorf("GetApproval(%q) = %+v, %v; want ErrNotFound", id, a, err)
+		}
+	}
+}
+
+func testApprovalUpdateCompareAndSwap(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullApproval(org, "apr-1", "run-1", "k", base)
+	orig.ResolvedAt, orig.ResolvedBy, orig.Reason = time.Time{}, "", ""
+	insertApproval(t, s, orig)
+
+	cur := *orig
+	cur.Status = toolplane.ApprovalApproved
+	cur.ResolvedAt = at(time.Minute)
+	cur.ResolvedBy = "user-grace"
+	cur.Reason = "checked the order"
+	cur.Preview = ""
+	cur.CreatedAt = at(48 * time.Hour) // must not move
+	ok, err := s.UpdateApproval(t.Context(), &cur)
+	if !ok || err != nil {
+		t.Fatalf("UpdateApproval(current version) = %v, %v; want true, nil", ok, err)
+	}
+	if cur.Version != orig.Version+1 {
+		t.Fatalf("after UpdateApproval, a.Version = %d, want %d", cur.Version, orig.Version+1)
+	}
+	want := cur
+	want.CreatedAt = orig.CreatedAt
+	wantApproval(t, s, &want)
+
+	for _, v := range []int64{orig.Version, cur.Version + 1, 0} {
+		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
+			other := want
+			other.Version = v
+			other.Status = toolplane.ApprovalRejected
+			ok, err := s.UpdateApproval(t.Context(), &other)
+			if ok || err != nil {
+				t.Fatalf("UpdateApproval(version %d, stored %d) = %v, %v; want false, nil", v, want.Version, ok, err)
+			}
+			if other.Version != v {
+				t.Errorf("failed UpdateApproval changed a.Version to %d, want %d", other.Version, v)
+			}
+			wantApproval(t, s, &want)
+		})
+	}
+}
+
+func testApprovalUpdateMissing(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	a := fullApproval(org, "apr-absent", "run-1", "k", base)
+	ok, err := s.UpdateApproval(t.Context(), a)
+	if !refused(ok, err) {
+		t.Fatalf("UpdateApproval(missing) = %v, %v; want false and nil or ErrNotFound", ok, err)
+	}
+	if _, err := s.GetApproval(t.Context(), org, a.ID); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("UpdateApproval(missing) created a row: GetApproval err = %v", err)
+	}
+}
+
+func testApprovalFindNewestFirst(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	var want []toolplane.Approval
+	rows := []*toolplane.Approval{
+		fullApproval(org, "apr-b", "run-1", "k1", at(time.Minute)),
+		fullApproval(org, "apr-a", "run-1", "k1", at(time.Minute)), // tie: ID breaks it
+		fullApproval(org, "apr-c", "run-1", "k1", at(time.Hour)),
+		fullApproval(org, "apr-d", "run-1", "k1", base),
+		fullApproval(org, "apr-e", "run-1", "k2", at(2*time.Hour)),
+		fullApproval(org, "apr-f", "run-2", "k1", at(2*time.Hour)),
+	}
+	rows[2].Status = toolplane.ApprovalRejected // any status is found
+	for _, a := range rows {
+		insertApproval(t, s, a)
+		if a.RunID == "run-1" && a.Key == "k1" {
+			want = append(want, *a)
+		}
+	}
+	slices.SortFunc(want, func(a, b toolplane.Approval) int { return compareApprovals(b, a) })
+
+	tests := []struct {
+		name, run, key string
+		want           []toolplane.Approval
+	}{
+		{"several", "run-1", "k1", want},
+		{"one", "run-1", "k2", []toolplane.Approval{*rows[4]}},
+		{"none for the key", "run-2", "k2", nil},
+		{"none for the run", "run-3", "k1", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.FindApprovals(t.Context(), org, tt.run, tt.key)
+			if err != nil {
+				t.Fatalf("FindApprovals = %v", err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("FindApprovals answered %d approvals, want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				if d := diff(got[i], tt.want[i]); d != "" {
+					t.Errorf("row %d (%s): %s", i, tt.want[i].ID, d)
+				}
+			}
+		})
+	}
+}
+
+// listApprovals pages through every approval in status, calling between (if
+// not nil) after each page but the last.
+func listApprovals(t *testing.T, s toolplane.Store, org string, status toolplane.ApprovalStatus, limit int, between func()) []toolplane.Approval {
+	t.Helper()
+	var all []toolplane.Approval
+	after := ""
+	for page := 0; ; page++ {
+		if page > 10_000 {
+			t.Fatalf("ListApprovals did not end after %d pages", page)
+		}
+		rows, next, err := s.ListApprovals(t.Context(), org, status, after, limit)
+		if err != nil {
+			t.Fatalf("ListApprovals(page %d) = %v", page, err)
+		}
+		if len(rows) > limit {
+			t.Fatalf("ListApprovals(limit %d) answered %d rows", limit, len(rows))
+		}
+		all = append(all, rows...)
+		if next == "" {
+			return all
+		}
+		if len(rows) == 0 {
+			t.Fatalf("ListApprovals answered an empty page with a next cursor")
+		}
+		after = next
+		if between != nil {
+			between()
+		}
+	}
+}
+
+func testApprovalListByStatus(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	var pending []toolplane.Approval
+	const n = 25
+	for _, i := range shuffled(n) {
+		a := fullApproval(org, fmt.Sprintf("apr-%03d", n-i), "run-1", fmt.Sprintf("k%d", i), at(time.Duration(i/2)*time.Second))
+		insertApproval(t, s, a)
+		pending = append(pending, *a)
+	}
+	for i := range 5 {
+		a := fullApproval(org, fmt.Sprintf("apr-approved-%d", i), "run-1", "k", at(time.Duration(i)*time.Second))
+		a.Status = toolplane.ApprovalApproved
+		insertApproval(t, s, a)
+	}
+	slices.SortFunc(pending, compareApprovals)
+
+	// Between pages, file a newer pending approval: paging must reach it.
+	extra := 0
+	between := func() {
+		extra++
+		a := fullApproval(org, fmt.Sprintf("apr-late-%03d", extra), "run-2", "k", at(time.Hour+time.Duration(extra)*time.Second))
+		insertApproval(t, s, a)
+		pending = append(pending, *a)
+	}
+	got := listApprovals(t, s, org, toolplane.ApprovalPending, 4, between)
+	if len(got) != len(pending) {
+		t.Fatalf("listed %d pending approvals, want %d", len(got), len(pending))
+	}
+	for i := range got {
+		if d := diff(got[i], pending[i]); d != "" {
+			t.Errorf("row %d (%s): %s", i, pending[i].ID, d)
+		}
+	}
+
+	rows, next, err := s.ListApprovals(t.Context(), org, toolplane.ApprovalExpired, "", 10)
+	if err != nil || len(rows) != 0 || next != "" {
+		t.Errorf("ListApprovals(expired) = %d rows, %q, %v; want none", len(rows), next, err)
+	}
+}

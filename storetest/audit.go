@@ -1,0 +1,252 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+var auditCases = []suiteCase{
+	{"AppendRoundTrip", testAuditAppendRoundTrip},
+	{"AppendDuplicate", testAuditAppendDuplicate},
+	{"ListNewestFirst", testAuditListNewestFirst},
+	{"ListFilter", testAuditListFilter},
+	{"PagingUnderConcurrentAppends", testAuditPagingUnderConcurrentAppends},
+}
+
+// fullEvent answers an audit event with every field set.
+func fullEvent(org, id string, created time.Time) *toolplane.AuditEvent {
+	return &toolplane.AuditEvent{
+		ID:             id,
+		OrganizationID: org,
+		RunID:          "run-1",
+		AgentID:        "agent-billing",
+		PrincipalID:    "principal-7",
+		UserID:         "user-ada",
+		Tool:           "payments.refund_order",
+		ToolVersion:    "2.1.0",
+		Source:         toolplane.SourceMCP,
+		Outcome:        "ok",
+		ArgumentsHash:  "sha256:" + id,
+		ApprovalID:     "apr-1",
+		AuthorizedBy:   "apr-0",
+		Replayed:       true,
+		LatencyMicros:  1_234_567,
+		CreatedAt:      created,
+	}
+}
+
+func appendAudit(t *testing.T, s toolplane.Store, e *toolplane.AuditEvent) {
+	t.Helper()
+	if err := s.AppendAudit(t.Context(), e); err != nil {
+		t.Fatalf("AppendAudit(%s) = %v", e.ID, err)
+	}
+}
+
+// compareEvents is the audit order: newest first, ties by ID descending.
+func compareEvents(a, b toolplane.AuditEvent) int {
+	if c := stored(b.CreatedAt).Compare(stored(a.CreatedAt)); c != 0 {
+		return c
+	}
+	return strings.Compare(b.ID, a.ID)
+}
+
+// listAudit pages through every matching event.
+func listAudit(t *testing.T, s toolplane.Store, org string, f toolplane.AuditFilter, limit int) []toolplane.AuditEvent {
+	t.Helper()
+	var all []toolplane.AuditEvent
+	after := ""
+	for page := 0; ; page++ {
+		if page > 10_000 {
+			t.Fatalf("ListAudit did not end after %d pages", page)
+		}
+		rows, next, err := s.ListAudit(t.Context(), org, f, after, limit)
+		if err != nil {
+			t.Fatalf("ListAudit(page %d) = %v", page, err)
+		}
+		if len(rows) > limit {
+			t.Fatalf("ListAudit(limit %d) answered %d rows", limit, len(rows))
+		}
+		all = append(all, rows...)
+		if next == "" {
+			return all
+		}
+		if len(rows) == 0 {
+			t.Fatalf("ListAudit answered an empty page with a next cursor")
+		}
+		after = next
+	}
+}
+
+func wantEvents(t *testing.T, got, want []toolplane.AuditEvent) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("listed %d events, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if d := diff(got[i], want[i]); d != "" {
+			t.Errorf("row %d (%s): %s", i, want[i].ID, d)
+		}
+	}
+}
+
+func testAuditAppendRoundTrip(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	full := fullEvent(org, "ev-full", at(time.Second))
+	zero := &toolplane.AuditEvent{ID: "ev-zero", OrganizationID: org, CreatedAt: base}
+	appendAudit(t, s, zero)
+	appendAudit(t, s, full)
+	got, next, err := s.ListAudit(t.Context(), org, toolplane.AuditFilter{}, "", 10)
+	if err != nil || next != "" {
+		t.Fatalf("ListAudit = %v, next %q; want nil, no next cursor", err, next)
+	}
+	wantEvents(t, got, []toolplane.AuditEvent{*full, *zero})
+}
+
+func testAuditAppendDuplicate(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	first := fullEvent(org, "ev-1", base)
+	appendAudit(t, s, first)
+	dup := fullEvent(org, "ev-1", at(time.Hour))
+	dup.Outcome = "denied"
+	if err := s.AppendAudit(t.Context(), dup); !errors.Is(err, toolplane.ErrExists) {
+		t.Fatalf("second AppendAudit(ev-1) = %v, want ErrExists", err)
+	}
+	wantEvents(t, listAudit(t, s, org, toolplane.AuditFilter{}, 10), []toolplane.AuditEvent{*first})
+}
+
+// seedEvents appends n events out of order, with CreatedAt ties (some only at
+// microsecond precision) that the ID must break, and answers them in list
+// order.
+func seedEvents(t *testing.T, s toolplane.Store, org string, n int) []toolplane.AuditEvent {
+	t.Helper()
+	all := make([]toolplane.AuditEvent, n)
+	for i := range n {
+		created := at(time.Duration(i/3) * time.Second)
+		if i%3 == 1 {
+			created = stored(created).Add(300 * time.Nanosecond)
+		}
+		all[i] = *fullEvent(org, fmt.Sprintf("ev-%03d", (i*37)%n), created)
+	}
+	for _, i := range shuffled(n) {
+		appendAudit(t, s, &all[i])
+	}
+	slices.SortFunc(all, compareEvents)
+	return all
+}
+
+func testAuditListNewestFirst(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	want := seedEvents(t, s, org, 40)
+	for _, limit := range []int{maxLimit, 40, 39, 6, 1} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			wantEvents(t, listAudit(t, s, org, toolplane.AuditFilter{}, limit), want)
+		})
+	}
+}
+
+func testAuditListFilter(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	var all []toolplane.AuditEvent
+	i := 0
+	for _, run := range []string{"run-1", "run-2"} {
+		for _, agent := range []string{"agent-a", "agent-b"} {
+			for _, tool := range []string{"crm.read", "crm.write"} {
+				for _, outcome := range []string{"ok", "denied", "approval_required"} {
+					e := fullEvent(org, fmt.Sprintf("ev-%02d", i), at(time.Duration(i%5)*time.Second))
+					e.RunID, e.AgentID, e.Tool, e.Outcome = run, agent, tool, outcome
+					appendAudit(t, s, e)
+					all = append(all, *e)
+					i++
+				}
+			}
+		}
+	}
+	slices.SortFunc(all, compareEvents)
+
+	tests := []struct {
+		name   string
+		filter toolplane.AuditFilter
+	}{
+		{"empty matches all", toolplane.AuditFilter{}},
+		{"run", toolplane.AuditFilter{RunID: "run-2"}},
+		{"agent", toolplane.AuditFilter{AgentID: "agent-a"}},
+		{"tool", toolplane.AuditFilter{Tool: "crm.write"}},
+		{"outcome", toolplane.AuditFilter{Outcome: "denied"}},
+		{"run and outcome", toolplane.AuditFilter{RunID: "run-1", Outcome: "approval_required"}},
+		{"every field", toolplane.AuditFilter{RunID: "run-1", AgentID: "agent-b", Tool: "crm.read", Outcome: "ok"}},
+		{"no match", toolplane.AuditFilter{RunID: "run-3"}},
+		{"no combination", toolplane.AuditFilter{Tool: "crm.read", Outcome: "ok", AgentID: "agent-c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var want []toolplane.AuditEvent
+			for _, e := range all {
+				f := tt.filter
+				if (f.RunID == "" || f.RunID == e.RunID) && (f.AgentID == "" || f.AgentID == e.AgentID) &&
+					(f.Tool == "" || f.Tool == e.Tool) && (f.Outcome == "" || f.Outcome == e.Outcome) {
+					want = append(want, e)
+				}
+			}
+			wantEvents(t, listAudit(t, s, org, tt.filter, 5), want)
+		})
+	}
+}
+
+func testAuditPagingUnderConcurrentAppends(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	seeded := seedEvents(t, s, org, 120)
+
+	// While one reader pages, writers append events both newer than every
+	// seeded one (the usual case) and older (a late clock): neither may make
+	// the reader skip or repeat a row.
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			// Bounded, so older events cannot outpace the reader forever.
+			for n := range 150 {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				created := at(time.Hour + time.Duration(n)*time.Millisecond)
+				if n%2 == 1 {
+					created = at(-time.Hour - time.Duration(n)*time.Millisecond)
+				}
+				if err := s.AppendAudit(t.Context(), fullEvent(org, fmt.Sprintf("ev-w%d-%05d", w, n), created)); err != nil {
+					t.Errorf("AppendAudit = %v", err)
+					return
+				}
+			}
+		})
+	}
+	got := listAudit(t, s, org, toolplane.AuditFilter{}, 7)
+	close(done)
+	wg.Wait()
+
+	seen := make(map[string]int)
+	for i, e := range got {
+		seen[e.ID]++
+		if i > 0 && compareEvents(got[i-1], e) >= 0 {
+			t.Errorf("row %d (%s) does not follow row %d (%s)", i, e.ID, i-1, got[i-1].ID)
+		}
+	}
+	for id, k := range seen {
+		if k > 1 {
+			t.Errorf("event %s listed %d times", id, k)
+		}
+	}
+	for _, e := range seeded {
+		if seen[e.ID] != 1 {
+			t.Errorf("event %s skipped", e.ID)
+		}
+	}
+}

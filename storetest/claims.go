@@ -1,0 +1,496 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+var claimCases = []suiteCase{
+	{"InsertOnce", testClaimInsertOnce},
+	{"GetRoundTrip", testClaimGetRoundTrip},
+	{"GetMissing", testClaimGetMissing},
+	{"UpdateCompareAndSwap", testClaimUpdateCompareAndSwap},
+	{"UpdateKeepsIdentity", testClaimUpdateKeepsIdentity},
+	{"UpdateMissing", testClaimUpdateMissing},
+	{"DeleteCompareAndSwap", testClaimDeleteCompareAndSwap},
+	{"ListByStatus", testClaimListByStatus},
+	{"ListPagingWithInserts", testClaimListPagingWithInserts},
+	{"ConcurrentInsert", testClaimConcurrentInsert},
+	{"ConcurrentUpdate", testClaimConcurrentUpdate},
+}
+
+// fullClaim answers a claim with every field set to a value a store could
+// lose: binary bytes, sub-microsecond times in a foreign zone.
+func fullClaim(org, tool, key string, created time.Time) *toolplane.Claim {
+	return &toolplane.Claim{
+		OrganizationID: org,
+		Tool:           tool,
+		Key:            key,
+		RequestHash:    "sha256:" + key,
+		Status:         toolplane.ClaimProcessing,
+		Result:         []byte{0x00, 0x01, 0xfe, 0xff, '{', '}'},
+		Owner:          "worker-7",
+		LeaseUntil:     created.Add(30*time.Second + 123*time.Nanosecond),
+		Dispatched:     true,
+		Attempts:       2,
+		RunID:          "run-1",
+		StepPath:       "agent/step-3",
+		Arguments:      []byte(`{"order_id":"ord_1","amount":1250}`),
+		Reason:         "lease lost after dispatch",
+		ReconciledBy:   "user-ada",
+		Note:           "refund confirmed upstream",
+		Version:        1,
+		CreatedAt:      created,
+		UpdatedAt:      created.Add(time.Millisecond + 999*time.Nanosecond),
+	}
+}
+
+func insertClaim(t *testing.T, s toolplane.Store, c *toolplane.Claim) {
+	t.Helper()
+	ok, err := s.InsertClaim(t.Context(), c)
+	if err != nil || !ok {
+		t.Fatalf("InsertClaim(%s/%s) = %v, %v; want true, nil", c.Tool, c.Key, ok, err)
+	}
+}
+
+func getClaim(t *testing.T, s toolplane.Store, org, tool, key string) *toolplane.Claim {
+	t.Helper()
+	c, err := s.GetClaim(t.Context(), org, tool, key)
+	if err != nil {
+		t.Fatalf("GetClaim(%s/%s) = %v", tool, key, err)
+	}
+	return c
+}
+
+// wantClaim fails t unless the stored claim is want.
+func wantClaim(t *testing.T, s toolplane.Store, want *toolplane.Claim) {
+	t.Helper()
+	got := getClaim(t, s, want.OrganizationID, want.Tool, want.Key)
+	if d := diff(*got, *want); d != "" {
+		t.Errorf("GetClaim(%s/%s): %s", want.Tool, want.Key, d)
+	}
+}
+
+// compareClaims is the list order: CreatedAt as stored, then tool, then key.
+func compareClaims(a, b toolplane.Claim) int {
+	if c := stored(a.CreatedAt).Compare(stored(b.CreatedAt)); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Tool, b.Tool); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+func claimID(c toolplane.Claim) string { return c.Tool + "\x00" + c.Key }
+
+func testClaimInsertOnce(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	first := fullClaim(org, "payments.refund_order", "k1", base)
+	insertClaim(t, s, first)
+
+	second := fullClaim(org, "payments.refund_order", "k1", at(time.Hour))
+	second.RequestHash = "sha256:other"
+	second.Owner = "worker-9"
+	ok, err := s.InsertClaim(t.Context(), second)
+	if ok || err != nil {
+		t.Fatalf("second InsertClaim = %v, %v; want false, nil", ok, err)
+	}
+	wantClaim(t, s, first)
+
+	// Another key, and the same key under another tool, are other claims.
+	insertClaim(t, s, fullClaim(org, "payments.refund_order", "k2", base))
+	insertClaim(t, s, fullClaim(org, "payments.charge", "k1", base))
+	wantClaim(t, s, first)
+}
+
+func testClaimGetRoundTrip(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	tests := []struct {
+		name  string
+		claim *toolplane.Claim
+	}{
+		{"every field set", fullClaim(org, "crm.update_contact", "full", base)},
+		{"optional fields zero", &toolplane.Claim{
+			OrganizationID: org, Tool: "crm.update_contact", Key: "zero",
+			Status: toolplane.ClaimProcessing, CreatedAt: base, UpdatedAt: base,
+		}},
+		{"empty byte slices", func() *toolplane.Claim {
+			c := fullClaim(org, "crm.update_contact", "empty-bytes", base)
+			c.Result, c.Arguments = []byte{}, []byte{}
+			return c
+		}()},
+		{"uncertain", func() *toolplane.Claim {
+			c := fullClaim(org, "crm.update_contact", "uncertain", base)
+			c.Status, c.Version, c.Attempts = toolplane.ClaimUncertain, 42, 1<<20
+			return c
+		}()},
+		{"names with separators and unicode", fullClaim(org, "mail.send.v2", "5:run/1,4:ключ🔑,3:%_',1:\"", base)},
+		// canonical.Key documents that a key's parts may hold any byte.
+		{"key with any byte", fullClaim(org, "mail.send.v2", "3:\x00\xff\xfe,1:\x00", base)},
+		{"large result", func() *toolplane.Claim {
+			c := fullClaim(org, "crm.update_contact", "large", base)
+			c.Result = []byte(strings.Repeat("0123456789abcdef", 1<<14))
+			return c
+		}()},
+		{"utc input", fullClaim(org, "crm.update_contact", "utc", base.UTC())},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			insertClaim(t, s, tt.claim)
+			wantClaim(t, s, tt.claim)
+		})
+	}
+}
+
+func testClaimGetMissing(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	insertClaim(t, s, fullClaim(org, "crm.update_contact", "present", base))
+	tests := []struct{ name, org, tool, key string }{
+		{"no such key", org, "crm.update_contact", "absent"},
+		{"no such tool", org, "crm.delete_contact", "present"},
+		{"empty store key", org, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := s.GetClaim(t.Context(), tt.org, tt.tool, tt.key)
+			if !errors.Is(err, toolplane.ErrNotFound) {
+				t.Fatalf("GetClaim = %+v, %v; want ErrNotFound", c, err)
+			}
+		})
+	}
+}
+
+func testClaimUpdateCompareAndSwap(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "k", base)
+	insertClaim(t, s, orig)
+
+	// A current version writes every mutable field, clearing some.
+	cur := getClaim(t, s, org, orig.Tool, orig.Key)
+	cur.Status = toolplane.ClaimCompleted
+	cur.Result = []byte(`{"ok":true}`)
+	cur.Owner = ""
+	cur.LeaseUntil = time.Time{}
+	cur.Dispatched = false
+	cur.Attempts = 3
+	cur.RequestHash = "sha256:rehashed"
+	cur.RunID, cur.StepPath = "run-2", "agent"
+	cur.Arguments = nil
+	cur.Reason, cur.ReconciledBy, cur.Note = "", "", "done"
+	cur.UpdatedAt = at(time.Minute)
+	ok, err := s.UpdateClaim(t.Context(), cur)
+	if !ok || err != nil {
+		t.Fatalf("UpdateClaim(current version) = %v, %v; want true, nil", ok, err)
+	}
+	if cur.Version != orig.Version+1 {
+		t.Fatalf("after UpdateClaim, c.Version = %d, want %d", cur.Version, orig.Version+1)
+	}
+	wantClaim(t, s, cur)
+
+	// Stale and future versions write nothing and leave the argument alone.
+	for _, v := range []int64{orig.Version, cur.Version + 1, 0, -1} {
+		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
+			other := *cur
+			other.Version = v
+			other.Status = toolplane.ClaimUncertain
+			other.Owner = "intruder"
+			ok, err := s.UpdateClaim(t.Context(), &other)
+			if ok || err != nil {
+				t.Fatalf("UpdateClaim(version %d, stored %d) = %v, %v; want false, nil", v, cur.Version, ok, err)
+			}
+			if other.Version != v {
+				t.Errorf("failed UpdateClaim changed c.Version to %d, want %d", other.Version, v)
+			}
+			wantClaim(t, s, cur)
+		})
+	}
+
+	// The new current version writes again.
+	cur.Note = "second update"
+	ok, err = s.UpdateClaim(t.Context(), cur)
+	if !ok || err != nil {
+		t.Fatalf("second UpdateClaim = %v, %v; want true, nil", ok, err)
+	}
+	if cur.Version != orig.Version+2 {
+		t.Fatalf("after second UpdateClaim, c.Version = %d, want %d", cur.Version, orig.Version+2)
+	}
+	wantClaim(t, s, cur)
+}
+
+func testClaimUpdateKeepsIdentity(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "k", base)
+	insertClaim(t, s, orig)
+
+	upd := *orig
+	upd.CreatedAt = at(24 * time.Hour)
+	upd.Note = "moved?"
+	if ok, err := s.UpdateClaim(t.Context(), &upd); !ok || err != nil {
+		t.Fatalf("UpdateClaim = %v, %v; want true, nil", ok, err)
+	}
+	want := upd
+	want.CreatedAt = orig.CreatedAt
+	wantClaim(t, s, &want)
+}
+
+func testClaimUpdateMissing(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	c := fullClaim(org, "payments.refund_order", "absent", base)
+	ok, err := s.UpdateClaim(t.Context(), c)
+	if !refused(ok, err) {
+		t.Fatalf("UpdateClaim(missing) = %v, %v; want false and nil or ErrNotFound", ok, err)
+	}
+	if _, err := s.GetClaim(t.Context(), org, c.Tool, c.Key); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("UpdateClaim(missing) created a row: GetClaim err = %v", err)
+	}
+}
+
+func testClaimDeleteCompareAndSwap(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	c := fullClaim(org, "payments.refund_order", "k", base)
+	c.Version = 5
+	insertClaim(t, s, c)
+	keep := fullClaim(org, "payments.refund_order", "neighbour", base)
+	insertClaim(t, s, keep)
+
+	for _, v := range []int64{4, 6, 0} {
+		ok, err := s.DeleteClaim(t.Context(), org, c.Tool, c.Key, v)
+		if ok || err != nil {
+			t.Fatalf("DeleteClaim(version %d, stored 5) = %v, %v; want false, nil", v, ok, err)
+		}
+		wantClaim(t, s, c)
+	}
+
+	ok, err := s.DeleteClaim(t.Context(), org, c.Tool, c.Key, 5)
+	if !ok || err != nil {
+		t.Fatalf("DeleteClaim(current version) = %v, %v; want true, nil", ok, err)
+	}
+	if _, err := s.GetClaim(t.Context(), org, c.Tool, c.Key); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("GetClaim after DeleteClaim: err = %v, want ErrNotFound", err)
+	}
+	wantClaim(t, s, keep)
+
+	ok, err = s.DeleteClaim(t.Context(), org, c.Tool, c.Key, 5)
+	if !refused(ok, err) {
+		t.Fatalf("second DeleteClaim = %v, %v; want false and nil or ErrNotFound", ok, err)
+	}
+
+	// A released key can be claimed again.
+	again := fullClaim(org, c.Tool, c.Key, at(time.Hour))
+	insertClaim(t, s, again)
+	wantClaim(t, s, again)
+}
+
+// seedClaims inserts n claims in status, out of order, with CreatedAt ties
+// (some only at microsecond precision) that tool and key must break.
+func seedClaims(t *testing.T, s toolplane.Store, org string, status toolplane.ClaimStatus, n int, from time.Time) []toolplane.Claim {
+	t.Helper()
+	all := make([]toolplane.Claim, n)
+	for i := range n {
+		// Groups of three share a microsecond: the first two exactly, the
+		// third only once the store drops the nanoseconds.
+		created := from.Add(time.Duration(i/3) * time.Second)
+		if i%3 == 2 {
+			created = stored(created).Add(100 * time.Nanosecond)
+		}
+		// Within a group, tool order and key order disagree, so only the
+		// tool-then-key tie-break answers the expected order.
+		tool := []string{"b.tool", "a.tool", "b.tool"}[i%3]
+		c := fullClaim(org, tool, fmt.Sprintf("%s-k%03d", status, n-i), created)
+		c.Status = status
+		all[i] = *c
+	}
+	for _, i := range shuffled(n) {
+		insertClaim(t, s, &all[i])
+	}
+	slices.SortFunc(all, compareClaims)
+	return all
+}
+
+// listClaims pages through every claim in status, limit rows at a time, and
+// calls between (if not nil) after each page but the last.
+func listClaims(t *testing.T, s toolplane.Store, org string, status toolplane.ClaimStatus, limit int, between func()) []toolplane.Claim {
+	t.Helper()
+	var all []toolplane.Claim
+	after := ""
+	for page := 0; ; page++ {
+		if page > 10_000 {
+			t.Fatalf("ListClaims did not end after %d pages", page)
+		}
+		rows, next, err := s.ListClaims(t.Context(), org, status, after, limit)
+		if err != nil {
+			t.Fatalf("ListClaims(page %d) = %v", page, err)
+		}
+		if len(rows) > limit {
+			t.Fatalf("ListClaims(limit %d) answered %d rows", limit, len(rows))
+		}
+		all = append(all, rows...)
+		if next == "" {
+			return all
+		}
+		if len(rows) == 0 {
+			t.Fatalf("ListClaims answered an empty page with a next cursor")
+		}
+		after = next
+		if between != nil {
+			between()
+		}
+	}
+}
+
+func testClaimListByStatus(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	processing := seedClaims(t, s, org, toolplane.ClaimProcessing, 12, base)
+	uncertain := seedClaims(t, s, org, toolplane.ClaimUncertain, 5, at(-time.Hour))
+	seedClaims(t, s, org, toolplane.ClaimCompleted, 4, at(-2*time.Hour))
+
+	tests := []struct {
+		name      string
+		status    toolplane.ClaimStatus
+		limit     int
+		want      []toolplane.Claim
+		wantPages int
+	}{
+		{"one page", toolplane.ClaimProcessing, maxLimit, processing, 1},
+		{"page exactly full", toolplane.ClaimProcessing, 12, processing, 1},
+		{"one row past a page", toolplane.ClaimProcessing, 11, processing, 2},
+		{"many pages", toolplane.ClaimProcessing, 5, processing, 3},
+		{"one at a time", toolplane.ClaimUncertain, 1, uncertain, 5},
+		{"no rows", toolplane.ClaimStatus("nonexistent"), 10, nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pages := 0
+			got := listClaims(t, s, org, tt.status, tt.limit, func() { pages++ })
+			pages++
+			if pages != tt.wantPages {
+				t.Errorf("pages = %d, want %d (the next cursor is empty exactly when no row follows)", pages, tt.wantPages)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("listed %d claims, want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				if d := diff(got[i], tt.want[i]); d != "" {
+					t.Errorf("row %d (%s): %s", i, tt.want[i].Key, d)
+				}
+			}
+		})
+	}
+}
+
+func testClaimListPagingWithInserts(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	seeded := seedClaims(t, s, org, toolplane.ClaimProcessing, 50, base)
+	seedClaims(t, s, org, toolplane.ClaimCompleted, 10, base)
+
+	// Between pages, insert one claim after every seeded one (it must be
+	// listed) and one before the cursor (it must not disturb the paging).
+	var later []toolplane.Claim
+	n := 0
+	between := func() {
+		n++
+		c := fullClaim(org, "a.tool", fmt.Sprintf("later-%03d", n), at(time.Hour+time.Duration(n)*time.Second))
+		insertClaim(t, s, c)
+		later = append(later, *c)
+		insertClaim(t, s, fullClaim(org, "a.tool", fmt.Sprintf("early-%03d", n), at(-time.Hour)))
+	}
+	got := listClaims(t, s, org, toolplane.ClaimProcessing, 7, between)
+
+	seen := make(map[string]int)
+	for i, c := range got {
+		seen[claimID(c)]++
+		if c.Status != toolplane.ClaimProcessing {
+			t.Errorf("row %d (%s) has status %q", i, c.Key, c.Status)
+		}
+		if i > 0 && compareClaims(got[i-1], c) >= 0 {
+			t.Errorf("row %d (%s) does not follow row %d (%s)", i, c.Key, i-1, got[i-1].Key)
+		}
+	}
+	for id, k := range seen {
+		if k > 1 {
+			t.Errorf("claim %q listed %d times", id, k)
+		}
+	}
+	for _, c := range append(seeded, later...) {
+		if seen[claimID(c)] != 1 {
+			t.Errorf("claim %s/%s skipped", c.Tool, c.Key)
+		}
+	}
+}
+
+func testClaimConcurrentInsert(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	var wins atomic.Int64
+	var winner atomic.Pointer[toolplane.Claim]
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			c := fullClaim(org, "payments.refund_order", "contended", base)
+			c.Owner = fmt.Sprintf("worker-%d", i)
+			<-start
+			ok, err := s.InsertClaim(t.Context(), c)
+			if err != nil {
+				t.Errorf("InsertClaim(worker %d) = %v", i, err)
+				return
+			}
+			if ok {
+				wins.Add(1)
+				winner.Store(c)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("%d of %d concurrent InsertClaim calls won, want exactly 1", n, writers)
+	}
+	wantClaim(t, s, winner.Load())
+}
+
+func testClaimConcurrentUpdate(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "contended", base)
+	insertClaim(t, s, orig)
+
+	var wins atomic.Int64
+	var winner atomic.Pointer[toolplane.Claim]
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			c := *orig
+			c.Owner = fmt.Sprintf("worker-%d", i)
+			c.Attempts = i
+			<-start
+			ok, err := s.UpdateClaim(t.Context(), &c)
+			if err != nil {
+				t.Errorf("UpdateClaim(worker %d) = %v", i, err)
+				return
+			}
+			if ok {
+				wins.Add(1)
+				winner.Store(&c)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("%d of %d concurrent UpdateClaim calls from one version won, want exactly 1", n, writers)
+	}
+	w := winner.Load()
+	if w.Version != orig.Version+1 {
+		t.Errorf("winner's Version = %d, want %d", w.Version, orig.Version+1)
+	}
+	wantClaim(t, s, w)
+}

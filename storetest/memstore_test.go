@@ -1,0 +1,305 @@
+package storetest
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// TestReferenceStore runs the suite against memStore, the contract written
+// as plainly as possible with no database. It keeps the suite honest: a
+// check that only one database's quirks could pass fails here.
+func TestReferenceStore(t *testing.T) {
+	t.Parallel()
+	Run(t, func(t *testing.T) toolplane.Store { return newMemStore() })
+}
+
+// memStore is a toolplane.Store in maps under one mutex.
+type memStore struct {
+	mu        sync.Mutex
+	claims    map[[3]string]toolplane.Claim
+	approvals map[[2]string]toolplane.Approval
+	usage     map[[2]string]toolplane.Usage
+	audit     map[[2]string]toolplane.AuditEvent
+}
+
+func newMemStore() *memStore {
+	return &memStore{
+		claims:    make(map[[3]string]toolplane.Claim),
+		approvals: make(map[[2]string]toolplane.Approval),
+		usage:     make(map[[2]string]toolplane.Usage),
+		audit:     make(map[[2]string]toolplane.AuditEvent),
+	}
+}
+
+// keep answers t as the contract stores it.
+func keep(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.Truncate(time.Microsecond).UTC()
+}
+
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return slices.Clone(b)
+}
+
+func storedClaim(c toolplane.Claim) toolplane.Claim {
+	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = keep(c.LeaseUntil), keep(c.CreatedAt), keep(c.UpdatedAt)
+	c.Result, c.Arguments = cloneBytes(c.Result), cloneBytes(c.Arguments)
+	return c
+}
+
+func storedApproval(a toolplane.Approval) toolplane.Approval {
+	a.ExpiresAt, a.CreatedAt, a.ResolvedAt = keep(a.ExpiresAt), keep(a.CreatedAt), keep(a.ResolvedAt)
+	a.Arguments, a.Invocation = cloneBytes(a.Arguments), cloneBytes(a.Invocation)
+	return a
+}
+
+// A memCursor is the ordering key of a page's last row.
+type memCursor struct {
+	at   int64
+	a, b string
+}
+
+func (c memCursor) String() string {
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d %q %q", c.at, c.a, c.b))
+}
+
+func parseCursor(s string) (memCursor, error) {
+	var c memCursor
+	if s == "" {
+		return c, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return c, err
+	}
+	if n, err := fmt.Sscanf(string(raw), "%d %q %q", &c.at, &c.a, &c.b); err != nil || n != 3 {
+		return c, errors.New("malformed cursor")
+	}
+	return c, nil
+}
+
+func (c memCursor) compare(d memCursor) int {
+	return cmp.Or(cmp.Compare(c.at, d.at), strings.Compare(c.a, d.a), strings.Compare(c.b, d.b))
+}
+
+// page answers rows (sorted by key, ascending or descending) strictly after
+// the cursor, at most limit of them, and the next cursor.
+func page[T any](rows []T, key func(T) memCursor, desc bool, after string, limit int) ([]T, string, error) {
+	if limit < 1 || limit > maxLimit {
+		return nil, "", fmt.Errorf("limit %d out of range", limit)
+	}
+	cur, err := parseCursor(after)
+	if err != nil {
+		return nil, "", err
+	}
+	dir := 1
+	if desc {
+		dir = -1
+	}
+	slices.SortFunc(rows, func(x, y T) int { return dir * key(x).compare(key(y)) })
+	var out []T
+	for _, r := range rows {
+		if after != "" && dir*key(r).compare(cur) <= 0 {
+			continue
+		}
+		if len(out) == limit {
+			return out, key(out[limit-1]).String(), nil
+		}
+		out = append(out, r)
+	}
+	return out, "", nil
+}
+
+func (m *memStore) InsertClaim(_ context.Context, c *toolplane.Claim) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [3]string{c.OrganizationID, c.Tool, c.Key}
+	if _, ok := m.claims[k]; ok {
+		return false, nil
+	}
+	m.claims[k] = storedClaim(*c)
+	return true, nil
+}
+
+func (m *memStore) GetClaim(_ context.Context, org, tool, key string) (*toolplane.Claim, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.claims[[3]string{org, tool, key}]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	c = storedClaim(c)
+	return &c, nil
+}
+
+func (m *memStore) UpdateClaim(_ context.Context, c *toolplane.Claim) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [3]string{c.OrganizationID, c.Tool, c.Key}
+	old, ok := m.claims[k]
+	if !ok || old.Version != c.Version {
+		return false, nil
+	}
+	c.Version++
+	next := storedClaim(*c)
+	next.CreatedAt = old.CreatedAt
+	m.claims[k] = next
+	return true, nil
+}
+
+func (m *memStore) DeleteClaim(_ context.Context, org, tool, key string, version int64) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [3]string{org, tool, key}
+	if old, ok := m.claims[k]; !ok || old.Version != version {
+		return false, nil
+	}
+	delete(m.claims, k)
+	return true, nil
+}
+
+func (m *memStore) ListClaims(_ context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Claim
+	for _, c := range m.claims {
+		if c.OrganizationID == org && c.Status == status {
+			rows = append(rows, storedClaim(c))
+		}
+	}
+	return page(rows, func(c toolplane.Claim) memCursor {
+		return memCursor{c.CreatedAt.UnixMicro(), c.Tool, c.Key}
+	}, false, after, limit)
+}
+
+func (m *memStore) InsertApproval(_ context.Context, a *toolplane.Approval) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{a.OrganizationID, a.ID}
+	if _, ok := m.approvals[k]; ok {
+		return toolplane.ErrExists
+	}
+	m.approvals[k] = storedApproval(*a)
+	return nil
+}
+
+func (m *memStore) GetApproval(_ context.Context, org, id string) (*toolplane.Approval, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.approvals[[2]string{org, id}]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	a = storedApproval(a)
+	return &a, nil
+}
+
+func (m *memStore) UpdateApproval(_ context.Context, a *toolplane.Approval) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{a.OrganizationID, a.ID}
+	old, ok := m.approvals[k]
+	if !ok || old.Version != a.Version {
+		return false, nil
+	}
+	a.Version++
+	next := storedApproval(*a)
+	next.CreatedAt = old.CreatedAt
+	m.approvals[k] = next
+	return true, nil
+}
+
+func approvalKey(a toolplane.Approval) memCursor {
+	return memCursor{a.CreatedAt.UnixMicro(), a.ID, ""}
+}
+
+func (m *memStore) FindApprovals(_ context.Context, org, runID, key string) ([]toolplane.Approval, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.Approval
+	for _, a := range m.approvals {
+		if a.OrganizationID == org && a.RunID == runID && a.Key == key {
+			out = append(out, storedApproval(a))
+		}
+	}
+	slices.SortFunc(out, func(x, y toolplane.Approval) int { return approvalKey(y).compare(approvalKey(x)) })
+	return out, nil
+}
+
+func (m *memStore) ListApprovals(_ context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Approval
+	for _, a := range m.approvals {
+		if a.OrganizationID == org && a.Status == status {
+			rows = append(rows, storedApproval(a))
+		}
+	}
+	return page(rows, approvalKey, false, after, limit)
+}
+
+func (m *memStore) InsertUsage(_ context.Context, u *toolplane.Usage) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{u.OrganizationID, u.ID}
+	if _, ok := m.usage[k]; ok {
+		return toolplane.ErrExists
+	}
+	m.usage[k] = *u
+	return nil
+}
+
+func (m *memStore) RunTreeCost(_ context.Context, org, rootRunID string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var total int64
+	for _, u := range m.usage {
+		if u.OrganizationID == org && u.RootRunID == rootRunID {
+			total += u.CostCents
+		}
+	}
+	return total, nil
+}
+
+func (m *memStore) AppendAudit(_ context.Context, e *toolplane.AuditEvent) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{e.OrganizationID, e.ID}
+	if _, ok := m.audit[k]; ok {
+		return toolplane.ErrExists
+	}
+	stored := *e
+	stored.CreatedAt = keep(e.CreatedAt)
+	m.audit[k] = stored
+	return nil
+}
+
+func (m *memStore) ListAudit(_ context.Context, org string, f toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.AuditEvent
+	for _, e := range m.audit {
+		if e.OrganizationID == org && (f.RunID == "" || f.RunID == e.RunID) && (f.AgentID == "" || f.AgentID == e.AgentID) &&
+			(f.Tool == "" || f.Tool == e.Tool) && (f.Outcome == "" || f.Outcome == e.Outcome) {
+			rows = append(rows, e)
+		}
+	}
+	return page(rows, func(e toolplane.AuditEvent) memCursor {
+		return memCursor{e.CreatedAt.UnixMicro(), e.ID, ""}
+	}, true, after, limit)
+}

@@ -1,0 +1,172 @@
+// Package storetest is the one conformance suite every toolplane.Store
+// backend passes. A backend is correct when it passes this suite; the
+// invocation path relies on nothing the suite does not check, so a second
+// backend (SQLite embedded, PostgreSQL scaled out) can replace the first
+// without the journal, the approvals or the meter noticing.
+//
+// A backend runs the suite from one of its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) toolplane.Store {
+//			db := openTestDatabase(t) // fresh and migrated; closed by t.Cleanup
+//			return mystore.New(db)
+//		})
+//	}
+//
+// Run calls newStore once per subtest, from that subtest, and runs the
+// subtests in parallel, so newStore must be safe to call concurrently and
+// should register its cleanup with t.Cleanup. Every subtest writes under
+// organization ids of its own, so a backend whose stores share one database
+// passes as well as one that makes a fresh database each time.
+//
+// The contract the suite holds every backend to, beyond what the interface
+// comments say:
+//
+//   - Times are kept to the microsecond, finer precision truncated (as a
+//     PostgreSQL timestamptz keeps them), and answered in UTC. A zero time
+//     answers as the zero time.
+//   - A nil and an empty byte slice are the same value: a backend may answer
+//     either for both.
+//   - Insert keeps the Version it is given. A successful UpdateClaim or
+//     UpdateApproval stores Version+1 and sets the argument's Version to it;
+//     an unsuccessful one changes neither the row nor the argument.
+//   - UpdateClaim and UpdateApproval write every field except the row's
+//     identity (organization and tool and key, or organization and ID) and
+//     CreatedAt: list order and cursors are built on CreatedAt, so it never
+//     moves.
+//   - Identities are scoped to an organization: the same claim key or row ID
+//     in two organizations is two rows.
+//   - InsertApproval, InsertUsage and AppendAudit refuse a second row with the
+//     same ID in the organization with ErrExists, so a retried write never
+//     counts twice.
+//   - UpdateClaim, UpdateApproval and DeleteClaim of a row that is not there
+//     (or belongs to another organization) answer false or ErrNotFound, and
+//     never touch another organization's row. A stale Version answers false
+//     with a nil error.
+//   - Lists order by CreatedAt, ties broken by the identity compared
+//     bytewise (tool, then key, for claims; ID otherwise), as PostgreSQL's
+//     COLLATE "C" does. ListClaims and ListApprovals are oldest first;
+//     ListAudit and FindApprovals newest first.
+//   - Cursors are opaque and validated: a malformed one is an error. The next
+//     cursor is empty exactly when no row followed the page, and paging by
+//     cursor neither skips nor repeats a row while rows are written between
+//     pages.
+//   - A limit outside 1..1000 is an error, never a panic or a silent clamp.
+package storetest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// maxLimit is the largest page a list method must accept.
+const maxLimit = 1000
+
+// writers is how many goroutines race in the concurrency tests: enough to
+// exceed any sane connection pool, so contention is real.
+const writers = 64
+
+// A case is one named check, run against a fresh store.
+type suiteCase struct {
+	name string
+	run  func(t *testing.T, s toolplane.Store)
+}
+
+// Run runs the conformance suite. newStore answers a ready store (migrated,
+// empty or shared) for the subtest it is given.
+func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
+	t.Helper()
+	groups := []struct {
+		name  string
+		cases []suiteCase
+	}{
+		{"Claims", claimCases},
+		{"Approvals", approvalCases},
+		{"Usage", usageCases},
+		{"Audit", auditCases},
+		{"Isolation", isolationCases},
+		{"InvalidArguments", invalidArgumentCases},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t, newStore(t))
+				})
+			}
+		})
+	}
+}
+
+// base is an arbitrary instant with nanoseconds a microsecond store must
+// drop and a zone it must not keep.
+var base = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.FixedZone("UTC+5", 5*60*60))
+
+// at answers base moved by d.
+func at(d time.Duration) time.Time { return base.Add(d) }
+
+// newOrg answers an organization id no other subtest uses.
+func newOrg() string { return "org-" + rand.Text() }
+
+// stored answers t as a conforming store keeps it.
+func stored(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
+// diff reports how got differs from want under the suite's contract, or ""
+// when they agree. It walks every field by reflection, so a field added to a
+// row type is compared without touching the suite.
+func diff(got, want any) string {
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	if gv.Type() != wv.Type() {
+		return fmt.Sprintf("type %s, want %s", gv.Type(), wv.Type())
+	}
+	var out []string
+	for i := range gv.NumField() {
+		name := gv.Type().Field(i).Name
+		g, w := gv.Field(i).Interface(), wv.Field(i).Interface()
+		switch w := w.(type) {
+		case time.Time:
+			g := g.(time.Time)
+			if !g.Equal(stored(w)) {
+				out = append(out, fmt.Sprintf("%s = %s, want %s", name, g.Format(time.RFC3339Nano), stored(w).UTC().Format(time.RFC3339Nano)))
+			} else if !g.IsZero() && g.Location() != time.UTC {
+				out = append(out, fmt.Sprintf("%s in %s, want UTC", name, g.Location()))
+			}
+		case []byte:
+			if !bytes.Equal(g.([]byte), w) {
+				out = append(out, fmt.Sprintf("%s = %q, want %q", name, g, w))
+			}
+		default:
+			if !reflect.DeepEqual(g, w) {
+				out = append(out, fmt.Sprintf("%s = %#v, want %#v", name, g, w))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// refused reports whether a conditional write answered "not written" in
+// either of the forms the contract allows for a row that is not there.
+func refused(ok bool, err error) bool {
+	return !ok && (err == nil || errors.Is(err, toolplane.ErrNotFound))
+}
+
+// shuffled answers the indexes 0..n-1 (n below 7919) in an order unrelated
+// to n, so rows are inserted out of list order and a backend that answers
+// insertion order fails.
+func shuffled(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = (i*7919 + 13) % n // 7919 is prime, so this is a permutation
+	}
+	return idx
+}
