@@ -2,9 +2,9 @@ package invoke_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
-	"encoding/json"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
