@@ -13,6 +13,7 @@ import (
 // append, around a handler that does nothing.
 func BenchmarkReadCallNoop(b *testing.B) {
 	e := newEnv(b, newStore(b), tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"id": "p1", "name": "Ada"})})
+	e.withAuditWriter(b)
 	in := inv("crm.get")
 	a := args("to", "p1")
 	ctx := context.Background()
@@ -29,6 +30,7 @@ func BenchmarkReadCallNoop(b *testing.B) {
 // a fresh key.
 func BenchmarkWriteCall(b *testing.B) {
 	e := newEnv(b, newStore(b), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
+	e.withAuditWriter(b)
 	in := inv("crm.update")
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -45,6 +47,7 @@ func BenchmarkWriteCall(b *testing.B) {
 // journal.
 func BenchmarkWriteCallReplayed(b *testing.B) {
 	e := newEnv(b, newStore(b), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
+	e.withAuditWriter(b)
 	in := inv("crm.update")
 	ctx := context.Background()
 	if _, err := e.iv.Invoke(ctx, "crm.update", args("to", "x"), in); err != nil {

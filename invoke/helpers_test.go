@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/canonical"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/invoke"
@@ -236,4 +237,11 @@ func (c checker) Approval(r toolplane.Result, err error) *invoke.ApprovalRequire
 		c.t.Fatalf("result = %+v, err = %v; want ApprovalRequired", r, err)
 	}
 	return ar
+}
+
+// withAuditWriter rebuilds the invoker with a background audit writer.
+func (e *env) withAuditWriter(t testing.TB) {
+	w := audit.NewWriter(e.store, 0, slog.New(slog.DiscardHandler))
+	t.Cleanup(w.Close)
+	e.iv = e.iv.WithAudit(w)
 }

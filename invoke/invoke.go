@@ -40,6 +40,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/policy"
@@ -81,6 +82,9 @@ type Config struct {
 	Policy    policy.Policy
 	Facts     policy.Facts
 	Approvals *approval.Service
+	// Audit, when set, appends audit events off the hot path; without it
+	// each call appends to Store itself.
+	Audit *audit.Writer
 	// Tracer opens the span of each call; nil records nothing.
 	Tracer   trace.Tracer
 	Logger   *slog.Logger
@@ -164,4 +168,13 @@ func (iv *Invoker) fault(ctx context.Context, cause, tool string) toolplane.Resu
 	r := toolplane.Fail(toolplane.CodeInternalError, "the platform could not run this call because of a configuration fault; it has been reported, and retrying will not help")
 	r.Stop = toolplane.StopFault
 	return r
+}
+
+// WithAudit answers a copy of the invoker that appends audit events
+// through w.
+func (iv *Invoker) WithAudit(w *audit.Writer) *Invoker {
+	cfg := iv.cfg
+	cfg.Audit = w
+	n, _ := New(cfg)
+	return n
 }

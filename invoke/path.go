@@ -435,8 +435,16 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	c.audit.CreatedAt = iv.now()
 	c.audit.LatencyMicros = c.audit.CreatedAt.Sub(c.start).Microseconds()
 	c.audit.ID = newID("aud_")
-	if err := iv.cfg.Store.AppendAudit(context.WithoutCancel(ctx), &c.audit); err != nil {
-		iv.log.ErrorContext(ctx, "audit append failed", "tool", c.name, "outcome", outcome, "err", err)
+	var aerr error
+	if iv.cfg.Audit != nil {
+		// A call that took a claim may have made an effect: it waits until
+		// its event is stored. Any other call only queues it.
+		aerr = iv.cfg.Audit.Append(context.WithoutCancel(ctx), &c.audit, c.claim != nil)
+	} else {
+		aerr = iv.cfg.Store.AppendAudit(context.WithoutCancel(ctx), &c.audit)
+	}
+	if aerr != nil {
+		iv.log.ErrorContext(ctx, "audit append failed", "tool", c.name, "outcome", outcome, "err", aerr)
 	}
 }
 

@@ -31,7 +31,7 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 // InsertApproval stores a, or answers an error wrapping toolplane.ErrExists
 // when its organization already has an approval with that ID.
 func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO approvals (`+approvalColumns+`)
+	_, err := s.exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, a.Key,
 		a.ArgumentsHash, blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
@@ -48,7 +48,7 @@ func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error
 // GetApproval answers the approval, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.Approval, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+	row := s.queryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = ? AND id = ?`, org, id)
 	a, err := scanApproval(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -64,7 +64,7 @@ func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.App
 // conditional statement, and on success sets a.Version to the new version.
 // The identity and CreatedAt are never written.
 func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET
+	res, err := s.exec(ctx, `UPDATE approvals SET
 			run_id = ?, step_path = ?, tool = ?, tool_version = ?, key = ?,
 			arguments_hash = ?, arguments = ?, invocation = ?, principal_id = ?, preview = ?,
 			status = ?, default_on_timeout = ?, expires_at = ?, resolved_at = ?,
@@ -91,7 +91,7 @@ func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool
 // FindApprovals answers the approvals filed for a run and key, newest first
 // (ties by ID, descending).
 func (s *Store) FindApprovals(ctx context.Context, org, runID, key string) ([]toolplane.Approval, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = ? AND run_id = ? AND key = ?
 		ORDER BY created_at DESC, id DESC`, org, runID, key)
 	if err != nil {
@@ -123,7 +123,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	q += ` ORDER BY created_at, id LIMIT ?`
 	args = append(args, limit+1) // one more, to know whether a page follows
 
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}

@@ -28,16 +28,50 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 // AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
 // its organization already has an event with that ID.
 func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO audit_events (`+auditColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
+	_, err := s.exec(ctx, insertAudit, auditArgs(e)...)
+	return auditErr(e, err)
+}
+
+const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func auditArgs(e *toolplane.AuditEvent) []any {
+	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, e.ArgumentsHash, e.ApprovalID, e.AuthorizedBy,
-		e.Replayed, e.LatencyMicros, micros(e.CreatedAt))
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt)}
+}
+
+func auditErr(e *toolplane.AuditEvent, err error) error {
 	if isDuplicate(err) {
 		return fmt.Errorf("append audit %s: %w", e.ID, toolplane.ErrExists)
 	}
 	if err != nil {
 		return fmt.Errorf("append audit %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// AppendAuditBatch appends events in one transaction: one commit for many
+// events is what lets a background writer keep up with the calls it
+// records. Either every event is stored or none is.
+func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
+	st, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
+	}
+	defer tx.Rollback()
+	txst := tx.StmtContext(ctx, st)
+	for _, e := range events {
+		if _, err := txst.ExecContext(ctx, auditArgs(e)...); err != nil {
+			return auditErr(e, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
 	}
 	return nil
 }
@@ -77,7 +111,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
 	args = append(args, limit+1) // one more, to know whether a page follows
 
-	rows, err := s.db.QueryContext(ctx, q.String(), args...)
+	rows, err := s.query(ctx, q.String(), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}

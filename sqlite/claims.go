@@ -32,7 +32,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // tool and key. The conflict is resolved inside the one statement, so of any
 // number of concurrent inserts exactly one answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO claims (`+claimColumns+`)
+	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, c.Key, c.RequestHash, string(c.Status), blob(c.Result), c.Owner,
@@ -50,7 +50,7 @@ func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 
 // GetClaim answers the claim, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
-	row := s.db.QueryRowContext(ctx, `SELECT `+claimColumns+` FROM claims
+	row := s.queryRow(ctx, `SELECT `+claimColumns+` FROM claims
 		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, key)
 	c, err := scanClaim(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -67,7 +67,7 @@ func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane
 // The identity and CreatedAt are never written. A stale version, or a claim
 // that is not there, answers false.
 func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE claims SET
+	res, err := s.exec(ctx, `UPDATE claims SET
 			request_hash = ?, status = ?, result = ?, owner = ?, lease_until = ?,
 			dispatched = ?, attempts = ?, run_id = ?, step_path = ?, arguments = ?,
 			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, version = version + 1
@@ -92,7 +92,7 @@ func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 // DeleteClaim removes the claim where the stored version is version, in one
 // conditional statement.
 func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM claims
+	res, err := s.exec(ctx, `DELETE FROM claims
 		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`, org, tool, key, version)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
@@ -123,7 +123,7 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	q += ` ORDER BY created_at, tool, key LIMIT ?`
 	args = append(args, limit+1) // one more, to know whether a page follows
 
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}

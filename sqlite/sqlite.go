@@ -4,8 +4,8 @@
 //
 // The store takes the caller's pool (New) and owns no global state; Open
 // makes a pool configured for concurrent use, and Migrate brings its schema
-// up to date. The store passes the storetest conformance suite, the same one
-// the PostgreSQL store passes, so the two are interchangeable.
+// up to date. The store passes storetest, the conformance suite every
+// backend runs, which is what makes the backends interchangeable.
 //
 // Every query filters by organization, every conditional write is one
 // statement, and database errors are translated at this edge: a duplicate
@@ -22,9 +22,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"modernc.org/sqlite"
+	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/toolplane/toolplane"
@@ -38,6 +39,11 @@ const busyTimeout = 10 * time.Second
 // concurrent use; its concurrency is the pool's.
 type Store struct {
 	db *sql.DB
+	// stmts caches prepared statements by query text: preparing costs
+	// more than running most of these queries. database/sql prepares each
+	// one lazily on every pooled connection and finalizes it when the
+	// connection closes.
+	stmts sync.Map // string → *sql.Stmt
 }
 
 var _ toolplane.Store = (*Store)(nil)
@@ -57,9 +63,11 @@ func New(db *sql.DB) *Store {
 //   - busy_timeout=10000: a writer waits up to ten seconds for the write
 //     lock; writers queue for milliseconds under load, so a busy database
 //     slows them down instead of failing them.
-//   - foreign_keys=1: SQLite leaves them off per connection otherwise.
-//   - synchronous=NORMAL: durable at every checkpoint and safe against
-//     corruption under WAL, without an fsync on every commit.
+//   - foreign_keys=1: SQLite leaves them off on every new connection
+//     otherwise, and a reference a migration declares would go unenforced.
+//   - synchronous=NORMAL: no fsync per commit. Under WAL a commit survives
+//     a process crash and the file never corrupts, but an OS crash or power
+//     loss can drop the last commits before a checkpoint.
 //   - _txlock=immediate: a transaction takes the write lock at BEGIN, so it
 //     waits under busy_timeout instead of failing with SQLITE_BUSY when it
 //     first writes after reading.
@@ -99,6 +107,53 @@ func dsn(path string) string {
 	return "file:" + escaped + "?" + q.Encode()
 }
 
+// prepared answers the cached statement for query, preparing it on first
+// use. A statement that fails to prepare (say, before Migrate) is not cached.
+func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) scanner {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return errScanner{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// errScanner carries a preparation error to the caller's Scan, where a
+// *sql.Row would carry a query error.
+type errScanner struct{ err error }
+
+func (e errScanner) Scan(...any) error { return e.err }
+
 // maxLimit is the largest page a list answers.
 const maxLimit = 1000
 
@@ -119,7 +174,7 @@ func checkLimit(limit int) error {
 // isDuplicate reports whether err is a primary key or unique constraint
 // violation, by SQLite's extended result code.
 func isDuplicate(err error) bool {
-	var e *sqlite.Error
+	var e *modernc.Error
 	if !errors.As(err, &e) {
 		return false
 	}

@@ -11,7 +11,7 @@ import (
 // its organization already has a usage row with that ID: a retried meter
 // write never charges twice.
 func (s *Store) InsertUsage(ctx context.Context, u *toolplane.Usage) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO usage
+	_, err := s.exec(ctx, `INSERT INTO usage
 		(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt))
@@ -29,7 +29,7 @@ func (s *Store) InsertUsage(ctx context.Context, u *toolplane.Usage) error {
 // (from an index that holds the cost), so it never lags a write.
 func (s *Store) RunTreeCost(ctx context.Context, org, rootRunID string) (int64, error) {
 	var total int64
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_cents), 0) FROM usage
+	err := s.queryRow(ctx, `SELECT COALESCE(SUM(cost_cents), 0) FROM usage
 		WHERE organization_id = ? AND root_run_id = ?`, org, rootRunID).Scan(&total)
 	if err != nil {
 		return 0, fmt.Errorf("run tree cost %s: %w", rootRunID, err)

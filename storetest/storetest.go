@@ -1,8 +1,8 @@
 // Package storetest is the one conformance suite every toolplane.Store
-// backend passes. A backend is correct when it passes this suite; the
-// invocation path relies on nothing the suite does not check, so a second
-// backend (SQLite embedded, PostgreSQL scaled out) can replace the first
-// without the journal, the approvals or the meter noticing.
+// backend passes. The suite is the storage contract: what the invocation
+// path may rely on of a store is what it checks, so one backend (SQLite
+// embedded, PostgreSQL scaled out) can replace another without the journal,
+// the approvals or the meter noticing.
 //
 // A backend runs the suite from one of its own tests:
 //
@@ -15,9 +15,16 @@
 //
 // Run calls newStore once per subtest, from that subtest, and runs the
 // subtests in parallel, so newStore must be safe to call concurrently and
-// should register its cleanup with t.Cleanup. Every subtest writes under
+// should register its cleanup with t.Cleanup. Parallel subtests run after
+// the calling test function has returned: a resource shared by all of them
+// (a server, a pool) must be released with t.Cleanup, never defer, or it is
+// gone before the first subtest starts. Every subtest writes under
 // organization ids of its own, so a backend whose stores share one database
 // passes as well as one that makes a fresh database each time.
+//
+// The subtests are named Group/Check (Claims/ConcurrentInsert,
+// Isolation/Approvals, ...), so one check runs alone with
+// go test -run 'TestConformance/Claims/ConcurrentInsert'.
 //
 // The contract the suite holds every backend to, beyond what the interface
 // comments say:
@@ -27,6 +34,8 @@
 //     answers as the zero time.
 //   - A nil and an empty byte slice are the same value: a backend may answer
 //     either for both.
+//   - A claim or approval Key is kept byte for byte: canonical.Key says a
+//     key's parts may hold any byte, NUL and invalid UTF-8 included.
 //   - Insert keeps the Version it is given. A successful UpdateClaim or
 //     UpdateApproval stores Version+1 and sets the argument's Version to it;
 //     an unsuccessful one changes neither the row nor the argument.
@@ -70,18 +79,18 @@ import (
 // maxLimit is the largest page a list method must accept.
 const maxLimit = 1000
 
-// writers is how many goroutines race in the concurrency tests: enough to
-// exceed any sane connection pool, so contention is real.
+// writers is how many goroutines race in the concurrency tests: more than
+// a pool usually holds, so they contend for connections and for the rows.
 const writers = 64
 
-// A case is one named check, run against a fresh store.
+// suiteCase is one named check, run against a store of its own.
 type suiteCase struct {
 	name string
 	run  func(t *testing.T, s toolplane.Store)
 }
 
-// Run runs the conformance suite. newStore answers a ready store (migrated,
-// empty or shared) for the subtest it is given.
+// Run runs the conformance suite as subtests of t. newStore answers a
+// migrated store for the subtest it is given (see the package doc).
 func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 	t.Helper()
 	groups := []struct {

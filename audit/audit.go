@@ -1,0 +1,150 @@
+// Package audit takes the audit trail off the hot path of a call. A Writer
+// queues events and one goroutine appends them, so a read call does not
+// wait for a database commit. A write or send waits until its own event is
+// stored: an effect must never exist without its audit row, while a read
+// that a crash drops from the last few milliseconds of the trail changed
+// nothing that needs accounting for.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/toolplane/toolplane"
+)
+
+// ErrClosed: the writer no longer accepts events.
+var ErrClosed = errors.New("audit writer closed")
+
+type item struct {
+	ev   *toolplane.AuditEvent
+	done chan error // nil: nobody waits
+}
+
+// Writer appends audit events in the background, in the order they were
+// queued.
+type Writer struct {
+	store  toolplane.AuditStore
+	log    *slog.Logger
+	ch     chan item
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewWriter starts a writer over store with room for queue events; a full
+// queue makes Append wait (backpressure), never drop.
+func NewWriter(store toolplane.AuditStore, queue int, log *slog.Logger) *Writer {
+	if queue <= 0 {
+		queue = 4096
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	w := &Writer{store: store, log: log, ch: make(chan item, queue)}
+	w.wg.Add(1)
+	go w.run()
+	return w
+}
+
+// Batcher is a store that can append many events in one commit.
+type Batcher interface {
+	AppendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error
+}
+
+// maxBatch bounds one commit; a larger backlog takes several.
+const maxBatch = 256
+
+func (w *Writer) run() {
+	defer w.wg.Done()
+	batcher, _ := w.store.(Batcher)
+	batch := make([]item, 0, maxBatch)
+	for it := range w.ch {
+		batch = append(batch[:0], it)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case next, ok := <-w.ch:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, next)
+			default:
+				break drain
+			}
+		}
+		w.store1(batcher, batch)
+	}
+}
+
+// store1 stores one batch: in one commit when the store can, and, when
+// that commit fails, event by event, so one bad event (a duplicate id) does
+// not take its neighbours down with it.
+func (w *Writer) store1(batcher Batcher, batch []item) {
+	if batcher != nil && len(batch) > 1 {
+		evs := make([]*toolplane.AuditEvent, len(batch))
+		for i, it := range batch {
+			evs[i] = it.ev
+		}
+		if err := batcher.AppendAuditBatch(context.Background(), evs); err == nil {
+			for _, it := range batch {
+				if it.done != nil {
+					it.done <- nil
+				}
+			}
+			return
+		}
+	}
+	for _, it := range batch {
+		err := w.store.AppendAudit(context.Background(), it.ev)
+		if err != nil {
+			w.log.Error("audit append failed", "tool", it.ev.Tool, "outcome", it.ev.Outcome, "err", err)
+		}
+		if it.done != nil {
+			it.done <- err
+		}
+	}
+}
+
+// Append queues ev. With wait it returns once ev is stored (or failed to
+// be); without, once it is queued.
+func (w *Writer) Append(ctx context.Context, ev *toolplane.AuditEvent, wait bool) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	it := item{ev: ev}
+	if wait {
+		it.done = make(chan error, 1)
+	}
+	select {
+	case w.ch <- it:
+	case <-ctx.Done():
+		return fmt.Errorf("queue audit event: %w", ctx.Err())
+	}
+	if !wait {
+		return nil
+	}
+	select {
+	case err := <-it.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("store audit event: %w", ctx.Err())
+	}
+}
+
+// Close stops accepting events and returns once every queued event is
+// stored.
+func (w *Writer) Close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.ch)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
