@@ -111,3 +111,20 @@ func TestUntrustedFollowsKindAndOpenWorld(t *testing.T) {
 		}
 	}
 }
+
+func TestNewIDSortsByCreationAndIsUnique(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	prev := ""
+	for range 10_000 {
+		id := NewID("aud_")
+		if !strings.HasPrefix(id, "aud_") || seen[id] {
+			t.Fatalf("id %q repeated or unprefixed", id)
+		}
+		seen[id] = true
+		if id[:23] < prev {
+			t.Fatalf("ids out of order: %s after %s", id, prev)
+		}
+		prev = id[:23]
+	}
+}

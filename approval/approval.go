@@ -7,8 +7,6 @@ package approval
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,20 +73,11 @@ func New(store toolplane.ApprovalStore, auth Authorizer, now func() time.Time, t
 	return &Service{store: store, auth: auth, now: now, ttl: ttl}
 }
 
-// NewID answers a fresh approval id.
-func NewID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // the runtime's source never fails
-	}
-	return "apr_" + hex.EncodeToString(b[:])
-}
-
 // File stores a new pending approval; ID, status, times and default are
 // filled in.
 func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
 	now := s.now()
-	a.ID = NewID()
+	a.ID = toolplane.NewID("apr_")
 	a.Status = toolplane.ApprovalPending
 	a.DefaultOnTimeout = DenyOnTimeout
 	a.CreatedAt = now

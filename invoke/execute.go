@@ -2,11 +2,8 @@ package invoke
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -14,20 +11,6 @@ import (
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/journal"
 )
-
-// idSeq orders ids minted in the same microsecond.
-var idSeq atomic.Uint64
-
-// newID answers a fresh id that sorts by creation time: rows inserted in id
-// order land at the right edge of their index instead of on a random page,
-// which is what keeps an append-heavy table cheap to write.
-func newID(prefix string) string {
-	var r [4]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // the runtime's source never fails
-	}
-	return fmt.Sprintf("%s%013x%06x%s", prefix, time.Now().UnixMicro(), idSeq.Add(1)&0xffffff, hex.EncodeToString(r[:]))
-}
 
 // ret is what a handler goroutine hands back.
 type ret struct {
@@ -114,7 +97,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	}
 	if res.OK && readUsage != nil {
 		if cents, units, reported := readUsage(); reported {
-			u := &toolplane.Usage{ID: newID("use_"), OrganizationID: c.inv.OrganizationID, RunID: c.inv.RunID,
+			u := &toolplane.Usage{ID: toolplane.NewID("use_"), OrganizationID: c.inv.OrganizationID, RunID: c.inv.RunID,
 				RootRunID: c.inv.EffectiveRootRunID(), Tool: d.Name, CostCents: cents, Units: units, CreatedAt: iv.now()}
 			if err := iv.cfg.Store.InsertUsage(context.WithoutCancel(ctx), u); err != nil {
 				iv.log.ErrorContext(ctx, "usage row not written", "tool", d.Name, "err", err)

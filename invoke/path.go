@@ -117,14 +117,9 @@ func (c *call) run(ctx context.Context) (toolplane.Result, error) {
 		if inv.RunID == "" && inv.IdempotencyKey == "" {
 			return iv.fault(ctx, "a write or send call carried neither a run nor an idempotency key", d.Name), nil
 		}
-		h, err := canonical.Hash(args)
-		if err != nil {
-			return toolplane.Result{}, fmt.Errorf("%w: hash arguments of %s: %v", ErrFault, d.Name, err)
+		if err := c.identify(); err != nil {
+			return toolplane.Result{}, err
 		}
-		c.hash = h
-		c.audit.ArgumentsHash = h
-		c.key = Key(inv, h)
-		c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key))
 		out, cl, err := iv.journal.Read(ctx, c.request(""))
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
@@ -236,6 +231,22 @@ func rejected(t *registry.Tool, a *toolplane.Approval) toolplane.Result {
 	return toolplane.Fail(toolplane.CodeRejected, msg+". Do not retry it; continue without it or ask the user.")
 }
 
+// identify derives, once, the arguments hash and the idempotency key that
+// the journal read, the approval and the claim all name.
+func (c *call) identify() error {
+	if c.hash != "" {
+		return nil
+	}
+	h, err := canonical.Hash(c.args)
+	if err != nil {
+		return fmt.Errorf("%w: hash arguments of %s: %v", ErrFault, c.tool.Def.Name, err)
+	}
+	c.hash, c.key = h, Key(c.inv, h)
+	c.audit.ArgumentsHash = h
+	c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key))
+	return nil
+}
+
 // Key answers the call's idempotency key: the caller's own key when it gave
 // one, otherwise one derived from run, step and arguments hash. Both are
 // encoded with unambiguous part boundaries, and the two never collide.
@@ -300,12 +311,8 @@ func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
 	if inv.RunID == "" {
 		return iv.fault(ctx, "an approval needs a run and the call carried none", d.Name), nil
 	}
-	if c.hash == "" {
-		h, err := canonical.Hash(c.args)
-		if err != nil {
-			return toolplane.Result{}, fmt.Errorf("%w: hash arguments of %s: %v", ErrFault, d.Name, err)
-		}
-		c.hash, c.key = h, Key(inv, h)
+	if err := c.identify(); err != nil {
+		return toolplane.Result{}, err
 	}
 	rej, pending, err := iv.cfg.Approvals.Prior(ctx, inv.OrganizationID, inv.RunID, c.key, d.Name, c.hash)
 	if err != nil {
@@ -434,7 +441,7 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	c.audit.Replayed = res.Meta.Replayed
 	c.audit.CreatedAt = iv.now()
 	c.audit.LatencyMicros = c.audit.CreatedAt.Sub(c.start).Microseconds()
-	c.audit.ID = newID("aud_")
+	c.audit.ID = toolplane.NewID("aud_")
 	var aerr error
 	if iv.cfg.Audit != nil {
 		// A call that took a claim may have made an effect: it waits until
