@@ -26,6 +26,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/toolplane/toolplane/boundary"
 
 	"github.com/toolplane/toolplane"
 )
@@ -170,13 +173,13 @@ func (b *Binding) Classify(err error) Outcome {
 	case errors.As(err, &unav):
 		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, "the upstream service is unavailable and nothing was done; try again later or use another tool")}
 	case errors.As(err, &nf):
-		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeNotFound, nf.Message)}
+		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeNotFound, clean(nf.Message))}
 	case errors.As(err, &inv):
-		r := toolplane.Fail(toolplane.CodeInvalidInput, inv.Message)
+		r := toolplane.Fail(toolplane.CodeInvalidInput, clean(inv.Message))
 		r.Error.FieldPath = inv.FieldPath
 		return Outcome{Kind: Definite, Result: r}
 	case errors.As(err, &conf):
-		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeConflict, conf.Message)}
+		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeConflict, clean(conf.Message))}
 	}
 	if b.classify == nil {
 		return Outcome{Kind: Fault}
@@ -187,7 +190,7 @@ func (b *Binding) Classify(err error) Outcome {
 		if !toolCodes[e.code] {
 			return Outcome{Kind: Fault} // a handler never answers a platform code
 		}
-		r := toolplane.Fail(e.code, e.message)
+		r := toolplane.Fail(e.code, clean(e.message))
 		if e.code.Retryable() {
 			return Outcome{Kind: Release, Result: r}
 		}
@@ -196,6 +199,25 @@ func (b *Binding) Classify(err error) Outcome {
 		return Outcome{Kind: Held, Reason: e.message}
 	}
 	return Outcome{Kind: Fault}
+}
+
+// maxMessage bounds a handler's message: it is text a model reads, and a
+// handler (or the vendor behind it) does not get to hand it an unbounded
+// payload through an error.
+const maxMessage = 1024
+
+// clean makes a handler's message safe for a model, as the result boundary
+// makes its data: control characters removed, length bounded.
+func clean(msg string) string {
+	s, _ := boundary.Normalize(msg).(string)
+	if len(s) > maxMessage {
+		cut := maxMessage
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
 
 // Func is an untyped handler body: it receives the validated, coerced

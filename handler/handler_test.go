@@ -211,3 +211,20 @@ func TestReportUsage(t *testing.T) {
 		t.Fatalf("usage = %d %d %v", c, u, ok)
 	}
 }
+
+func TestHandlerMessagesAreCleanedForTheModel(t *testing.T) {
+	t.Parallel()
+	b, _ := BindFunc("x.y", func(context.Context, Call, any) (any, error) { return nil, nil }, func(err error) Ending {
+		return Explain(toolplane.CodeConflict, err.Error())
+	})
+	for _, err := range []error{
+		&NotFound{Message: "no row\x00\x1b[31m here"},
+		errors.New(strings.Repeat("x", 5000) + "\x07"),
+	} {
+		o := b.Classify(err)
+		msg := o.Result.Error.Message
+		if strings.ContainsAny(msg, "\x00\x1b\x07") || len(msg) > 1100 {
+			t.Errorf("message not cleaned: %q (%d bytes)", msg[:min(len(msg), 40)], len(msg))
+		}
+	}
+}
