@@ -107,6 +107,7 @@ type Invoker struct {
 	now      func() time.Time
 	reported sync.Map // fault cause -> struct{}
 	settling sync.WaitGroup
+	sched    Scheduler
 	seq      uint64
 	seqMu    sync.Mutex
 }
@@ -177,4 +178,45 @@ func (iv *Invoker) WithAudit(w *audit.Writer) *Invoker {
 	cfg.Audit = w
 	n, _ := New(cfg)
 	return n
+}
+
+// Scheduler is the durable background work the invoker hands off: an
+// approval's expiry, and the execution of an approved call.
+type Scheduler interface {
+	ApprovalFiled(ctx context.Context, a *toolplane.Approval) error
+	ApprovalResolved(ctx context.Context, a *toolplane.Approval) error
+}
+
+// UseScheduler sets the background work runner. It is set once, before the
+// first call: the runner itself is built over this invoker.
+func (iv *Invoker) UseScheduler(s Scheduler) { iv.sched = s }
+
+// Replayable reports whether a claim of tool with attempts handler starts
+// may be started again.
+func (iv *Invoker) Replayable(tool string, attempts int) bool {
+	t, ok := iv.cfg.Registry.Get(tool)
+	return ok && t.Def.Replay != nil && attempts < t.Def.Replay.MaxAttempts
+}
+
+// Resolve records a person's answer to an approval (see
+// approval.Service.Resolve, with the tool-state recheck of CheckApproval)
+// and hands an approved call to the scheduler to execute, without the model
+// asking again. Without a scheduler the call executes on the model's next
+// identical call, or through ExecuteApproved.
+func (iv *Invoker) Resolve(ctx context.Context, org, id string, d approval.Decision) (*toolplane.Approval, error) {
+	if iv.cfg.Approvals == nil {
+		return nil, fmt.Errorf("%w: no approval service is wired", ErrFault)
+	}
+	a, err := iv.cfg.Approvals.Resolve(ctx, org, id, d, iv.CheckApproval)
+	if err != nil {
+		return a, err
+	}
+	if iv.sched != nil {
+		if err := iv.sched.ApprovalResolved(ctx, a); err != nil {
+			// The answer is recorded; the periodic sweep schedules the
+			// execution if this hand-off was lost.
+			iv.log.ErrorContext(ctx, "could not schedule the approved call; the sweep will", "approval", a.ID, "err", err)
+		}
+	}
+	return a, nil
 }

@@ -346,6 +346,11 @@ func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 	}
 	c.audit.ApprovalID = a.ID
+	if iv.sched != nil {
+		if err := iv.sched.ApprovalFiled(ctx, a); err != nil {
+			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		}
+	}
 	return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview}
 }
 

@@ -98,3 +98,9 @@ CREATE TABLE audit_events (
 -- common filter.
 CREATE INDEX audit_events_by_time ON audit_events (organization_id, created_at, id);
 CREATE INDEX audit_events_by_run ON audit_events (organization_id, run_id, created_at, id);
+
+-- The background sweeps cross organizations: claims whose lease ended,
+-- completed claims past retention, approvals resolved approved.
+CREATE INDEX claims_by_lease ON claims (status, lease_until);
+CREATE INDEX claims_by_update ON claims (status, updated_at);
+CREATE INDEX approvals_by_resolution ON approvals (status, resolved_at);

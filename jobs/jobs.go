@@ -1,0 +1,181 @@
+// Package jobs runs toolplane's durable background work on River
+// (riverqueue): an existing engine with durable, retried, scheduled and
+// unique jobs, on PostgreSQL in production and on its SQLite driver in
+// embedded mode. The rest of toolplane sees only the Scheduler interface
+// in the invoke package; nothing outside this package imports River.
+//
+// The work:
+//
+//   - approval expiry: at an approval's expiry its default applies (deny),
+//     on whichever node picks the job up;
+//   - execution of an approved call, without the model asking again: the
+//     job calls Invoker.ExecuteApproved, and the idempotency journal makes
+//     the effect happen once however often the job (or the model) runs it;
+//   - a periodic sweep that schedules the execution of every approved call
+//     still waiting, so a node that died between recording an approval and
+//     enqueueing its execution loses nothing;
+//   - lease expiry: a periodic sweep turns claims whose worker died after
+//     dispatch into uncertain actions, and releases those that never
+//     reached their handler;
+//   - retention: completed journal rows past their TTL are removed.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/invoke"
+)
+
+// Maintenance is what the sweeps need of a store beyond toolplane.Store:
+// cross-organization maintenance reads and deletes, each bounded.
+type Maintenance interface {
+	// ExpiredClaims answers processing claims whose lease ended before
+	// before, across organizations, oldest first.
+	ExpiredClaims(ctx context.Context, before time.Time, limit int) ([]toolplane.Claim, error)
+	// DeleteCompletedClaims removes completed claims last updated before
+	// before, at most limit, and answers how many it removed.
+	DeleteCompletedClaims(ctx context.Context, before time.Time, limit int) (int, error)
+	// ApprovedApprovals answers approvals resolved approved since since,
+	// across organizations, oldest first.
+	ApprovedApprovals(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error)
+}
+
+// Options tune the background work.
+type Options struct {
+	// Retention is how long a completed journal row is kept; default 7 days.
+	Retention time.Duration
+	// SweepEvery is the period of the lease and approval sweeps; default 30s.
+	SweepEvery time.Duration
+	// Workers is how many jobs one node runs at once; default 10.
+	Workers int
+	// Poll is how often a node looks for due jobs when it hears nothing;
+	// default River's (1s). SQLite has no notifications, so this is its
+	// latency for scheduled work.
+	Poll   time.Duration
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Deps are the parts of the platform the jobs act through.
+type Deps struct {
+	Invoker   *invoke.Invoker
+	Approvals *approval.Service
+	Store     toolplane.Store
+	Maint     Maintenance
+}
+
+// Runner is one node's River client with toolplane's workers.
+type Runner[TTx any] struct {
+	client *river.Client[TTx]
+	w      *work
+}
+
+// Migrate applies River's own migrations through driver.
+func Migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx]) error {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("river migrator: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrate: %w", err)
+	}
+	return nil
+}
+
+// New builds a node's runner; Start begins working jobs.
+func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runner[TTx], error) {
+	if deps.Invoker == nil || deps.Approvals == nil || deps.Store == nil || deps.Maint == nil {
+		return nil, errors.New("jobs: invoker, approvals, store and maintenance are required")
+	}
+	if opt.Retention <= 0 {
+		opt.Retention = 7 * 24 * time.Hour
+	}
+	if opt.SweepEvery <= 0 {
+		opt.SweepEvery = 30 * time.Second
+	}
+	if opt.Workers <= 0 {
+		opt.Workers = 10
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	w := &work{deps: deps, opt: opt}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &expireWorker{w: w})
+	river.AddWorker(workers, &executeWorker{w: w})
+	river.AddWorker(workers, &sweepLeasesWorker{w: w})
+	river.AddWorker(workers, &sweepApprovedWorker{w: w})
+	river.AddWorker(workers, &retentionWorker{w: w})
+	cfg := &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}},
+		Workers: workers,
+		Logger:  opt.Logger,
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
+				return SweepLeasesArgs{}, nil
+			}, &river.PeriodicJobOpts{ID: "sweep_leases"}),
+			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
+				return SweepApprovedArgs{}, nil
+			}, &river.PeriodicJobOpts{ID: "sweep_approved", RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+				return RetentionArgs{}, nil
+			}, &river.PeriodicJobOpts{ID: "retention", RunOnStart: true}),
+		},
+	}
+	if opt.Poll > 0 {
+		cfg.FetchPollInterval = opt.Poll
+		cfg.FetchCooldown = min(opt.Poll, 100*time.Millisecond)
+	}
+	client, err := river.NewClient(driver, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	w.enqueue = func(ctx context.Context, a *toolplane.Approval) error {
+		_, err := client.Insert(ctx, ExecuteApprovedArgs{Org: a.OrganizationID, ID: a.ID},
+			&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+		if err != nil {
+			return fmt.Errorf("enqueue execution of %s: %w", a.ID, err)
+		}
+		return nil
+	}
+	return &Runner[TTx]{client: client, w: w}, nil
+}
+
+// Start begins working jobs on this node.
+func (r *Runner[TTx]) Start(ctx context.Context) error { return r.client.Start(ctx) }
+
+// Stop finishes the jobs in hand and stops.
+func (r *Runner[TTx]) Stop(ctx context.Context) error { return r.client.Stop(ctx) }
+
+// ApprovalFiled schedules the approval's expiry (invoke.Scheduler).
+func (r *Runner[TTx]) ApprovalFiled(ctx context.Context, a *toolplane.Approval) error {
+	_, err := r.client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID},
+		&river.InsertOpts{ScheduledAt: a.ExpiresAt, UniqueOpts: river.UniqueOpts{ByArgs: true}})
+	if err != nil {
+		return fmt.Errorf("schedule expiry of %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// ApprovalResolved enqueues the execution of an approved call
+// (invoke.Scheduler). A rejection needs no job: the next identical call
+// reads it.
+func (r *Runner[TTx]) ApprovalResolved(ctx context.Context, a *toolplane.Approval) error {
+	if a.Status != toolplane.ApprovalApproved {
+		return nil
+	}
+	return r.w.enqueue(ctx, a)
+}

@@ -1,0 +1,227 @@
+package jobs_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+// node is one toolplane node on a shared SQLite file: its own pools, store,
+// invoker and River runner, as a separate process would have.
+type node struct {
+	iv     *invoke.Invoker
+	runner *jobs.Runner[*sql.Tx]
+	store  *sqlite.Store
+}
+
+type bindings struct{ *handler.Registry }
+
+func (bindings) Connection(string) bool   { return true }
+func (bindings) FactResolver(string) bool { return true }
+
+func sendDef() toolplane.Definition {
+	no := false
+	return toolplane.Definition{
+		Name: "email.send", Version: "1.0.0", Description: "Send an email.",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"}}}`),
+		OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Kind:         toolplane.KindInternal, Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "email.send"}},
+		Effect: toolplane.EffectSend, Connection: "mailbox", Repeatable: &no,
+		Annotations: toolplane.Annotations{RequiresApproval: true},
+	}
+}
+
+func startNode(t *testing.T, path string, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.SetMaxOpenConns(1)
+	t.Cleanup(func() { rdb.Close() })
+	driver := riversqlite.New(rdb)
+	if err := jobs.Migrate(ctx, driver); err != nil {
+		t.Fatal(err)
+	}
+	hs := handler.NewRegistry()
+	b, _ := handler.BindFunc("email.send", func(context.Context, handler.Call, any) (any, error) {
+		effects.Add(1)
+		return map[string]any{"message_id": "m-1"}, nil
+	}, nil)
+	_ = hs.Register(b)
+	reg, _, err := registry.Build([]toolplane.Definition{sendDef()}, registry.Options{Bindings: bindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	approvals := approval.New(store, approval.Approvers{"org-1": {"alice"}}, nil, ttl)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := jobs.Options{Poll: 50 * time.Millisecond, SweepEvery: time.Hour, Logger: quiet}
+	for _, f := range tune {
+		f(&opt)
+	}
+	r, err := jobs.New(driver, jobs.Deps{Invoker: iv, Approvals: approvals, Store: store, Maint: store}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv.UseScheduler(r)
+	return &node{iv: iv, runner: r, store: store}
+}
+
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	if err := n.runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.stop() })
+}
+
+func (n *node) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = n.runner.Stop(ctx)
+}
+
+func callInv() *toolplane.Invocation {
+	return &toolplane.Invocation{OrganizationID: "org-1", RunID: "run-1", StepPath: "agent",
+		Principal: toolplane.Principal{ID: "agent-1", Tools: []string{"email.send"}}}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestApprovalSurvivesRestartAndExecutesOnceWithoutTheModel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolplane.db")
+	var effects atomic.Int64
+	a := startNode(t, path, time.Hour, &effects)
+	a.start(t)
+	args := map[string]any{"to": "jo@acme.test"}
+	_, err := a.iv.Invoke(context.Background(), "email.send", args, callInv())
+	var ar *invoke.ApprovalRequired
+	if !errors.As(err, &ar) {
+		t.Fatalf("err = %v", err)
+	}
+	a.stop() // every node stops
+
+	b := startNode(t, path, time.Hour, &effects)
+	b.start(t)
+	if _, err := b.iv.Resolve(context.Background(), "org-1", ar.ID, approval.Decision{Approver: "alice", Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the approved call to run", func() bool { return effects.Load() == 1 })
+	r, err := b.iv.Invoke(context.Background(), "email.send", args, callInv())
+	if err != nil || !r.OK || !r.Meta.Replayed {
+		t.Fatalf("the caller's next identical call: %+v %v", r, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if effects.Load() != 1 {
+		t.Fatalf("effects = %d", effects.Load())
+	}
+}
+
+func TestApprovalExpiresToDenyOnANodeThatDidNotFileIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolplane.db")
+	var effects atomic.Int64
+	filer := startNode(t, path, 300*time.Millisecond, &effects)
+	// The filer never runs jobs: it files and goes away.
+	_, err := filer.iv.Invoke(context.Background(), "email.send", map[string]any{"to": "jo"}, callInv())
+	var ar *invoke.ApprovalRequired
+	if !errors.As(err, &ar) {
+		t.Fatalf("err = %v", err)
+	}
+	other := startNode(t, path, time.Hour, &effects)
+	other.start(t)
+	eventually(t, "the approval to expire", func() bool {
+		got, err := other.store.GetApproval(context.Background(), "org-1", ar.ID)
+		return err == nil && got.Status == toolplane.ApprovalExpired
+	})
+	r, err := other.iv.ExecuteApproved(context.Background(), "org-1", ar.ID)
+	if err != nil || r.OK || r.Error.Code != toolplane.CodeRejected || effects.Load() != 0 {
+		t.Fatalf("after expiry: %+v %v effects=%d", r, err, effects.Load())
+	}
+}
+
+func TestSweepsSettleLostClaimsAndRemoveOldRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolplane.db")
+	var effects atomic.Int64
+	n := startNode(t, path, time.Hour, &effects, func(o *jobs.Options) {
+		o.SweepEvery, o.Retention = 100*time.Millisecond, time.Hour
+	})
+	ctx := context.Background()
+	now := time.Now()
+	plant := func(key string, status toolplane.ClaimStatus, dispatched bool, lease, updated time.Time) {
+		attempts := 0
+		if dispatched {
+			attempts = 1
+		}
+		c := &toolplane.Claim{OrganizationID: "org-1", Tool: "email.send", Key: key, RequestHash: "h", Status: status,
+			Owner: "dead", LeaseUntil: lease, Dispatched: dispatched, Attempts: attempts, RunID: "run-1",
+			CreatedAt: updated, UpdatedAt: updated}
+		if ok, err := n.store.InsertClaim(ctx, c); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	plant("lost-after-dispatch", toolplane.ClaimProcessing, true, now.Add(-time.Minute), now)
+	plant("lost-before-dispatch", toolplane.ClaimProcessing, false, now.Add(-time.Minute), now)
+	plant("live", toolplane.ClaimProcessing, true, now.Add(time.Hour), now)
+	plant("old-completed", toolplane.ClaimCompleted, true, now.Add(-48*time.Hour), now.Add(-48*time.Hour))
+	plant("recent-completed", toolplane.ClaimCompleted, true, now.Add(-time.Minute), now)
+	n.start(t)
+	status := func(key string) string {
+		c, err := n.store.GetClaim(ctx, "org-1", "email.send", key)
+		if errors.Is(err, toolplane.ErrNotFound) {
+			return "gone"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c.Status)
+	}
+	eventually(t, "the lease sweep", func() bool {
+		return status("lost-after-dispatch") == "uncertain" && status("lost-before-dispatch") == "gone"
+	})
+	eventually(t, "retention", func() bool { return status("old-completed") == "gone" })
+	for key, want := range map[string]string{"live": "processing", "recent-completed": "completed"} {
+		if got := status(key); got != want {
+			t.Errorf("%s: %s, want %s", key, got, want)
+		}
+	}
+}

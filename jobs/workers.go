@@ -1,0 +1,174 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/invoke"
+)
+
+// work is what every worker acts through.
+type work struct {
+	deps    Deps
+	opt     Options
+	enqueue func(context.Context, *toolplane.Approval) error
+}
+
+// sweepBatch bounds one sweep; a longer backlog is taken by the next one.
+const sweepBatch = 500
+
+// ExpireApprovalArgs: apply an approval's default at its expiry.
+type ExpireApprovalArgs struct {
+	Org string `json:"org"`
+	ID  string `json:"id"`
+}
+
+// Kind implements river.JobArgs.
+func (ExpireApprovalArgs) Kind() string { return "toolplane_expire_approval" }
+
+type expireWorker struct {
+	river.WorkerDefaults[ExpireApprovalArgs]
+	w *work
+}
+
+func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalArgs]) error {
+	a, err := x.w.deps.Approvals.Get(ctx, job.Args.Org, job.Args.ID)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("approval %s: %w", job.Args.ID, err))
+	}
+	if err != nil {
+		return err
+	}
+	if a.Status != toolplane.ApprovalPending {
+		return nil // answered in time
+	}
+	if wait := a.ExpiresAt.Sub(x.w.opt.Now()); wait > 0 {
+		return river.JobSnooze(wait) // the clock of this node is behind the filer's
+	}
+	_, err = x.w.deps.Approvals.Expire(ctx, a)
+	return err
+}
+
+// ExecuteApprovedArgs: run the call an approved approval holds.
+type ExecuteApprovedArgs struct {
+	Org string `json:"org"`
+	ID  string `json:"id"`
+}
+
+// Kind implements river.JobArgs.
+func (ExecuteApprovedArgs) Kind() string { return "toolplane_execute_approved" }
+
+type executeWorker struct {
+	river.WorkerDefaults[ExecuteApprovedArgs]
+	w *work
+}
+
+func (x *executeWorker) Work(ctx context.Context, job *river.Job[ExecuteApprovedArgs]) error {
+	_, err := x.w.deps.Invoker.ExecuteApproved(ctx, job.Args.Org, job.Args.ID)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, invoke.ErrInFlight):
+		return river.JobSnooze(time.Second) // another worker runs it now
+	case errors.Is(err, invoke.ErrNotResolved), errors.Is(err, toolplane.ErrNotFound):
+		return river.JobCancel(err)
+	}
+	var ar *invoke.ApprovalRequired
+	if errors.As(err, &ar) {
+		// Policy asks again (a rule changed): the call waits on a new
+		// approval, which a person answers; this job is done.
+		return nil
+	}
+	return err // a fault: River retries with backoff
+}
+
+// SweepApprovedArgs: schedule the execution of approved calls.
+type SweepApprovedArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepApprovedArgs) Kind() string { return "toolplane_sweep_approved" }
+
+type sweepApprovedWorker struct {
+	river.WorkerDefaults[SweepApprovedArgs]
+	w *work
+}
+
+func (x *sweepApprovedWorker) Work(ctx context.Context, _ *river.Job[SweepApprovedArgs]) error {
+	// An approval older than an approval's life has been executed (or
+	// re-asked) long since; the window keeps the sweep cheap.
+	as, err := x.w.deps.Maint.ApprovedApprovals(ctx, x.w.opt.Now().Add(-48*time.Hour), sweepBatch)
+	if err != nil {
+		return err
+	}
+	for i := range as {
+		if err := x.w.enqueue(ctx, &as[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SweepLeasesArgs: settle claims whose worker died.
+type SweepLeasesArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepLeasesArgs) Kind() string { return "toolplane_sweep_leases" }
+
+type sweepLeasesWorker struct {
+	river.WorkerDefaults[SweepLeasesArgs]
+	w *work
+}
+
+func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesArgs]) error {
+	now := x.w.opt.Now()
+	cs, err := x.w.deps.Maint.ExpiredClaims(ctx, now, sweepBatch)
+	if err != nil {
+		return err
+	}
+	for i := range cs {
+		c := cs[i]
+		if !c.Dispatched {
+			// Never reached its handler: nothing happened, so the next
+			// identical call runs it afresh.
+			if _, err := x.w.deps.Store.DeleteClaim(ctx, c.OrganizationID, c.Tool, c.Key, c.Version); err != nil {
+				return err
+			}
+			continue
+		}
+		if x.w.deps.Invoker.Replayable(c.Tool, c.Attempts) {
+			continue // the next identical call runs it again, with the same key
+		}
+		next := c
+		next.Status, next.Reason, next.Owner, next.UpdatedAt = toolplane.ClaimUncertain, "the worker running the call was lost after the call reached its handler", "", now
+		if _, err := x.w.deps.Store.UpdateClaim(ctx, &next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RetentionArgs: remove completed journal rows past their TTL.
+type RetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (RetentionArgs) Kind() string { return "toolplane_retention" }
+
+type retentionWorker struct {
+	river.WorkerDefaults[RetentionArgs]
+	w *work
+}
+
+func (x *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
+	before := x.w.opt.Now().Add(-x.w.opt.Retention)
+	for {
+		n, err := x.w.deps.Maint.DeleteCompletedClaims(ctx, before, sweepBatch)
+		if err != nil || n < sweepBatch {
+			return err
+		}
+	}
+}
