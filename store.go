@@ -81,6 +81,12 @@ type ClaimStore interface {
 	// UpdateClaim writes c where the stored Version equals c.Version, sets
 	// c.Version to the new version, and reports whether it wrote.
 	UpdateClaim(ctx context.Context, c *Claim) (bool, error)
+	// UpdateClaimAudited is UpdateClaim and AppendAudit in one
+	// transaction: the answer of a call that may have made an effect and
+	// its audit event are stored together or not at all, so no effect is
+	// ever recorded without its audit row. When the update does not apply
+	// (a stale version) the event is not stored either.
+	UpdateClaimAudited(ctx context.Context, c *Claim, e *AuditEvent) (bool, error)
 	// DeleteClaim removes the claim where the stored Version equals version
 	// and reports whether it did.
 	DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error)

@@ -131,8 +131,8 @@ func (c *call) ended(ctx context.Context, o handler.Outcome, cause error) (toolp
 		if c.claim == nil { // a read takes no claim: nothing to hold
 			return toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("%s could not tell whether its call took effect: %s", c.tool.Model, o.Reason)), nil
 		}
-		if err := c.iv.journal.Hold(context.WithoutCancel(ctx), c.claim, o.Reason); err != nil {
-			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		if err := c.hold(ctx, o.Reason); err != nil {
+			return toolplane.Result{}, err
 		}
 		return uncertainResult(c.tool, o.Reason), nil
 	}
@@ -159,8 +159,8 @@ func (c *call) timedOut(ctx context.Context, b *handler.Binding, done <-chan ret
 		return toolplane.Fail(toolplane.CodeTimeout, fmt.Sprintf("%s did not answer in time; it is safe to call again with the same arguments", c.tool.Model)), nil
 	}
 	reason := fmt.Sprintf("the call was sent and did not answer within %v", c.timeout())
-	if err := iv.journal.Hold(bg, c.claim, reason); err != nil {
-		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+	if err := c.hold(bg, reason); err != nil {
+		return toolplane.Result{}, err
 	}
 	if w := b.SettleWithin(); w > 0 {
 		iv.settling.Add(1)
@@ -199,15 +199,34 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 	}
 }
 
-// complete stores a stable answer on the claim.
+// complete stores a stable answer on the claim, with the call's audit
+// event in the same transaction.
 func (c *call) complete(ctx context.Context, res toolplane.Result) error {
 	if c.claim == nil {
 		return nil
 	}
-	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, boundary.Render(res)); err != nil {
+	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, boundary.Render(res), c.auditNow(outcomeOf(res))); err != nil {
+		c.audited = false
 		return fmt.Errorf("%w: %v", ErrFault, err)
 	}
 	return nil
+}
+
+// hold makes the claim an uncertain action, with the call's audit event in
+// the same transaction.
+func (c *call) hold(ctx context.Context, reason string) error {
+	if err := c.iv.journal.Hold(context.WithoutCancel(ctx), c.claim, reason, c.auditNow(string(toolplane.CodeUncertain))); err != nil {
+		c.audited = false
+		return fmt.Errorf("%w: %v", ErrFault, err)
+	}
+	return nil
+}
+
+func outcomeOf(res toolplane.Result) string {
+	if !res.OK && res.Error != nil {
+		return string(res.Error.Code)
+	}
+	return "ok"
 }
 
 // release drops the claim: nothing happened.

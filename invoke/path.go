@@ -42,6 +42,9 @@ type call struct {
 	key    string
 	claim  *toolplane.Claim
 	audit  toolplane.AuditEvent
+	// audited is set once the audit event was stored with the claim's
+	// answer, in one transaction.
+	audited bool
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -439,25 +442,34 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
 	}
 	c.span.End()
-	if iv.cfg.Store == nil {
+	if iv.cfg.Store == nil || c.audited {
 		return
 	}
-	c.audit.Outcome = outcome
+	c.auditNow(outcome)
 	c.audit.Replayed = res.Meta.Replayed
-	c.audit.CreatedAt = iv.now()
-	c.audit.LatencyMicros = c.audit.CreatedAt.Sub(c.start).Microseconds()
-	c.audit.ID = toolplane.NewID("aud_")
 	var aerr error
 	if iv.cfg.Audit != nil {
-		// A call that took a claim may have made an effect: it waits until
-		// its event is stored. Any other call only queues it.
-		aerr = iv.cfg.Audit.Append(context.WithoutCancel(ctx), &c.audit, c.claim != nil)
+		// A call that may have made an effect stored its event with its
+		// claim; what is left changed nothing, so it is only queued.
+		aerr = iv.cfg.Audit.Append(context.WithoutCancel(ctx), &c.audit, false)
 	} else {
 		aerr = iv.cfg.Store.AppendAudit(context.WithoutCancel(ctx), &c.audit)
 	}
 	if aerr != nil {
 		iv.log.ErrorContext(ctx, "audit append failed", "tool", c.name, "outcome", outcome, "err", aerr)
 	}
+}
+
+// auditNow completes the call's audit event with its outcome and answers it.
+func (c *call) auditNow(outcome string) *toolplane.AuditEvent {
+	c.audit.Outcome = outcome
+	c.audit.CreatedAt = c.iv.now()
+	c.audit.LatencyMicros = c.audit.CreatedAt.Sub(c.start).Microseconds()
+	if c.audit.ID == "" {
+		c.audit.ID = toolplane.NewID("aud_")
+	}
+	c.audited = true
+	return &c.audit
 }
 
 // decodeResult reads a stored, rendered result back.

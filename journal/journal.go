@@ -208,12 +208,19 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 	return 0, nil, fmt.Errorf("claim %s: %d concurrent changes in a row", req.Key, maxRaces)
 }
 
-// update writes a change to a claim this worker holds.
-func (j *Journal) update(ctx context.Context, c *toolplane.Claim, what string, change func(*toolplane.Claim)) error {
+// update writes a change to a claim this worker holds, with its audit
+// event in the same transaction when ev is not nil.
+func (j *Journal) update(ctx context.Context, c *toolplane.Claim, what string, ev *toolplane.AuditEvent, change func(*toolplane.Claim)) error {
 	next := *c
 	change(&next)
 	next.UpdatedAt = j.now()
-	ok, err := j.store.UpdateClaim(ctx, &next)
+	var ok bool
+	var err error
+	if ev != nil {
+		ok, err = j.store.UpdateClaimAudited(ctx, &next, ev)
+	} else {
+		ok, err = j.store.UpdateClaim(ctx, &next)
+	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", what, c.Key, err)
 	}
@@ -227,22 +234,25 @@ func (j *Journal) update(ctx context.Context, c *toolplane.Claim, what string, c
 // Dispatch records, durably and before the handler starts, that the call is
 // about to reach its handler, and counts the attempt.
 func (j *Journal) Dispatch(ctx context.Context, c *toolplane.Claim) error {
-	return j.update(ctx, c, "dispatch", func(n *toolplane.Claim) {
+	return j.update(ctx, c, "dispatch", nil, func(n *toolplane.Claim) {
 		n.Dispatched = true
 		n.Attempts++
 	})
 }
 
-// Complete stores the call's answer; every identical call answers it.
-func (j *Journal) Complete(ctx context.Context, c *toolplane.Claim, result []byte) error {
-	return j.update(ctx, c, "complete", func(n *toolplane.Claim) {
+// Complete stores the call's answer; every identical call answers it. ev,
+// when not nil, is the call's audit event, stored in the same transaction.
+func (j *Journal) Complete(ctx context.Context, c *toolplane.Claim, result []byte, ev *toolplane.AuditEvent) error {
+	return j.update(ctx, c, "complete", ev, func(n *toolplane.Claim) {
 		n.Status, n.Result, n.Owner = toolplane.ClaimCompleted, result, ""
 	})
 }
 
 // Hold makes the claim an uncertain action: the effect may have happened.
-func (j *Journal) Hold(ctx context.Context, c *toolplane.Claim, reason string) error {
-	return j.update(ctx, c, "hold", func(n *toolplane.Claim) {
+// ev, when not nil, is the call's audit event, stored in the same
+// transaction.
+func (j *Journal) Hold(ctx context.Context, c *toolplane.Claim, reason string, ev *toolplane.AuditEvent) error {
+	return j.update(ctx, c, "hold", ev, func(n *toolplane.Claim) {
 		n.Status, n.Reason, n.Owner = toolplane.ClaimUncertain, reason, ""
 	})
 }
@@ -251,7 +261,7 @@ func (j *Journal) Hold(ctx context.Context, c *toolplane.Claim, reason string) e
 // the next identical call of a tool safe to replay runs it again (or, out
 // of attempts, finds it uncertain).
 func (j *Journal) Expire(ctx context.Context, c *toolplane.Claim) error {
-	return j.update(ctx, c, "expire", func(n *toolplane.Claim) {
+	return j.update(ctx, c, "expire", nil, func(n *toolplane.Claim) {
 		n.LeaseUntil = j.now().Add(-time.Microsecond)
 	})
 }

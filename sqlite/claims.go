@@ -67,11 +67,21 @@ func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane
 // The identity and CreatedAt are never written. A stale version, or a claim
 // that is not there, answers false.
 func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	res, err := s.exec(ctx, `UPDATE claims SET
+	st, err := s.prepared(ctx, updateClaim)
+	if err != nil {
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	return applyClaimUpdate(ctx, st, c)
+}
+
+const updateClaim = `UPDATE claims SET
 			request_hash = ?, status = ?, result = ?, owner = ?, lease_until = ?,
 			dispatched = ?, attempts = ?, run_id = ?, step_path = ?, arguments = ?,
 			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, version = version + 1
-		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`,
+		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`
+
+func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
+	res, err := st.ExecContext(ctx,
 		c.RequestHash, string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt),
@@ -87,6 +97,38 @@ func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 		c.Version++
 	}
 	return ok, nil
+}
+
+// UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
+// stale version stores neither.
+func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
+	upd, err := s.prepared(ctx, updateClaim)
+	if err != nil {
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	ins, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	defer tx.Rollback()
+	version := c.Version
+	ok, err := applyClaimUpdate(ctx, tx.StmtContext(ctx, upd), c)
+	if err != nil || !ok {
+		return false, err
+	}
+	if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+		c.Version = version
+		return false, auditErr(e, err)
+	}
+	if err := tx.Commit(); err != nil {
+		c.Version = version
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	return true, nil
 }
 
 // DeleteClaim removes the claim where the stored version is version, in one

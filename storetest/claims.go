@@ -25,6 +25,7 @@ var claimCases = []suiteCase{
 	{"ListPagingWithInserts", testClaimListPagingWithInserts},
 	{"ConcurrentInsert", testClaimConcurrentInsert},
 	{"ConcurrentUpdate", testClaimConcurrentUpdate},
+	{"UpdateAuditedIsOneTransaction", testClaimUpdateAudited},
 }
 
 // fullClaim answers a claim with every field set to a value a store could
@@ -493,4 +494,58 @@ func testClaimConcurrentUpdate(t *testing.T, s toolplane.Store) {
 		t.Errorf("winner's Version = %d, want %d", w.Version, orig.Version+1)
 	}
 	wantClaim(t, s, w)
+}
+
+// testClaimUpdateAudited: the claim's answer and its audit event are stored
+// together or not at all.
+func testClaimUpdateAudited(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "k", base)
+	insertClaim(t, s, orig)
+	cur := getClaim(t, s, org, orig.Tool, orig.Key)
+
+	// A stale version stores neither the update nor the event.
+	stale := *cur
+	stale.Version--
+	stale.Status = toolplane.ClaimCompleted
+	if ok, err := s.UpdateClaimAudited(t.Context(), &stale, fullEvent(org, "ev-stale", at(time.Minute))); ok || err != nil {
+		t.Fatalf("UpdateClaimAudited(stale) = %v, %v; want false, nil", ok, err)
+	}
+	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("a stale update stored its event: %+v", got)
+	}
+	wantClaim(t, s, cur)
+
+	// An event that cannot be stored (a duplicate id) rolls the update back.
+	appendAudit(t, s, fullEvent(org, "ev-dup", at(time.Second)))
+	next := *cur
+	next.Status = toolplane.ClaimCompleted
+	next.Result = []byte(`{"ok":true}`)
+	next.UpdatedAt = at(time.Minute)
+	ok, err := s.UpdateClaimAudited(t.Context(), &next, fullEvent(org, "ev-dup", at(time.Minute)))
+	if ok || !errors.Is(err, toolplane.ErrExists) || next.Version != cur.Version {
+		t.Fatalf("UpdateClaimAudited(duplicate event) = %v, %v (version %d); want false, ErrExists, version unchanged", ok, err, next.Version)
+	}
+	wantClaim(t, s, cur)
+
+	// The current version stores both.
+	ev := fullEvent(org, "ev-1", at(time.Minute))
+	ok, err = s.UpdateClaimAudited(t.Context(), &next, ev)
+	if !ok || err != nil || next.Version != cur.Version+1 {
+		t.Fatalf("UpdateClaimAudited = %v, %v (version %d)", ok, err, next.Version)
+	}
+	wantClaim(t, s, &next)
+	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 2 || got[0].ID != "ev-1" {
+		t.Fatalf("events = %+v", got)
+	}
+
+	// Another organization's claim is out of reach, and so is its event.
+	other := next
+	other.OrganizationID = newOrg()
+	if ok, err := s.UpdateClaimAudited(t.Context(), &other, fullEvent(other.OrganizationID, "ev-x", at(time.Hour))); ok {
+		t.Fatalf("updated another organization's claim (%v)", err)
+	}
+	if got := listAudit(t, s, other.OrganizationID, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("an event was stored for an update that did not apply: %+v", got)
+	}
 }

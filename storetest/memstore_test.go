@@ -162,6 +162,28 @@ func (m *memStore) UpdateClaim(_ context.Context, c *toolplane.Claim) (bool, err
 	return true, nil
 }
 
+func (m *memStore) UpdateClaimAudited(_ context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [3]string{c.OrganizationID, c.Tool, c.Key}
+	old, ok := m.claims[k]
+	if !ok || old.Version != c.Version {
+		return false, nil
+	}
+	ak := [2]string{e.OrganizationID, e.ID}
+	if _, dup := m.audit[ak]; dup {
+		return false, toolplane.ErrExists
+	}
+	c.Version++
+	next := storedClaim(*c)
+	next.CreatedAt = old.CreatedAt
+	m.claims[k] = next
+	stored := *e
+	stored.CreatedAt = keep(e.CreatedAt)
+	m.audit[ak] = stored
+	return true, nil
+}
+
 func (m *memStore) DeleteClaim(_ context.Context, org, tool, key string, version int64) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
