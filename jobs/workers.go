@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/journal"
 )
 
 // work is what every worker acts through.
@@ -144,7 +145,7 @@ func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesAr
 			continue // the next identical call runs it again, with the same key
 		}
 		next := c
-		next.Status, next.Reason, next.Owner, next.UpdatedAt = toolplane.ClaimUncertain, "the worker running the call was lost after the call reached its handler", "", now
+		next.Status, next.Reason, next.Owner, next.UpdatedAt = toolplane.ClaimUncertain, journal.LostReason, "", now
 		if _, err := x.w.deps.Store.UpdateClaim(ctx, &next); err != nil {
 			return err
 		}

@@ -137,7 +137,16 @@ func (j *Journal) Read(ctx context.Context, req Request) (Outcome, *toolplane.Cl
 	switch judge(c, &req, j.now()) {
 	case vCompleted:
 		return Completed, c, nil
-	case vUncertain, vToUncertain:
+	case vUncertain:
+		return Uncertain, c, nil
+	case vToUncertain:
+		// The state is settled already (a lost worker after dispatch);
+		// recording it now puts it on the uncertain list at once rather
+		// than at the next claim or sweep. Losing the race to another
+		// writer changes nothing: the row says at least as much.
+		if held, err := j.loseLease(ctx, c); err == nil {
+			c = held
+		}
 		return Uncertain, c, nil
 	case vProcessing:
 		return Processing, c, nil
@@ -194,18 +203,35 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 				return Claimed, &next, nil
 			}
 		case vToUncertain:
-			next := *old
-			next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, "the worker running the call was lost after the call reached its handler", now
-			ok, err := j.store.UpdateClaim(ctx, &next)
-			if err != nil {
-				return 0, nil, fmt.Errorf("hold %s: %w", req.Key, err)
+			held, err := j.loseLease(ctx, old)
+			if err == nil {
+				return Uncertain, held, nil
 			}
-			if ok {
-				return Uncertain, &next, nil
+			if !errors.Is(err, ErrLeaseLost) {
+				return 0, nil, fmt.Errorf("hold %s: %w", req.Key, err)
 			}
 		}
 	}
 	return 0, nil, fmt.Errorf("claim %s: %d concurrent changes in a row", req.Key, maxRaces)
+}
+
+// LostReason is why a claim whose worker was lost after dispatch is
+// uncertain.
+const LostReason = "the worker running the call was lost after the call reached its handler"
+
+// loseLease records a claim whose worker was lost after dispatch as an
+// uncertain action; ErrLeaseLost when the row changed meanwhile.
+func (j *Journal) loseLease(ctx context.Context, c *toolplane.Claim) (*toolplane.Claim, error) {
+	next := *c
+	next.Status, next.Reason, next.Owner, next.UpdatedAt = toolplane.ClaimUncertain, LostReason, "", j.now()
+	ok, err := j.store.UpdateClaim(ctx, &next)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrLeaseLost
+	}
+	return &next, nil
 }
 
 // update writes a change to a claim this worker holds, with its audit

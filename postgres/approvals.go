@@ -1,0 +1,155 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+)
+
+const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
+	arguments_hash, arguments, invocation, principal_id, preview, status,
+	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version`
+
+func scanApproval(r scanner) (toolplane.Approval, error) {
+	var (
+		a                 toolplane.Approval
+		expires, resolved *int64
+		created           int64
+	)
+	err := r.Scan(&a.OrganizationID, &a.ID, &a.RunID, &a.StepPath, &a.Tool, &a.ToolVersion, byteString{&a.Key},
+		byteString{&a.ArgumentsHash}, &a.Arguments, &a.Invocation, &a.PrincipalID, &a.Preview, &a.Status,
+		&a.DefaultOnTimeout, &expires, &created, &resolved, &a.ResolvedBy, &a.Reason, &a.Version)
+	a.ExpiresAt = fromOptMicros(expires)
+	a.CreatedAt = fromMicros(created)
+	a.ResolvedAt = fromOptMicros(resolved)
+	return a, err
+}
+
+// InsertApproval stores a, or answers an error wrapping toolplane.ErrExists
+// when its organization already has an approval with that ID.
+func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+		a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
+		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
+		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version)
+	if isDuplicate(err) {
+		return fmt.Errorf("insert approval %s: %w", a.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert approval %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// GetApproval answers the approval, or an error wrapping
+// toolplane.ErrNotFound.
+func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.Approval, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
+		WHERE organization_id = $1 AND id = $2`, org, id)
+	a, err := scanApproval(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get approval %s: %w", id, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get approval %s: %w", id, err)
+	}
+	return &a, nil
+}
+
+// UpdateApproval writes a where the stored version is a.Version, in one
+// conditional statement, and on success sets a.Version to the new version.
+// The identity and CreatedAt are never written.
+func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE approvals SET
+			run_id = $1, step_path = $2, tool = $3, tool_version = $4, key = $5,
+			arguments_hash = $6, arguments = $7, invocation = $8, principal_id = $9, preview = $10,
+			status = $11, default_on_timeout = $12, expires_at = $13, resolved_at = $14,
+			resolved_by = $15, reason = $16, version = version + 1
+		WHERE organization_id = $17 AND id = $18 AND version = $19`,
+		a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
+		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview,
+		string(a.Status), a.DefaultOnTimeout, optMicros(a.ExpiresAt), optMicros(a.ResolvedAt),
+		a.ResolvedBy, a.Reason,
+		a.OrganizationID, a.ID, a.Version)
+	if err != nil {
+		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		a.Version++
+	}
+	return ok, nil
+}
+
+// FindApprovals answers the approvals filed for a run and key, newest first
+// (ties by ID, descending).
+func (s *Store) FindApprovals(ctx context.Context, org, runID, key string) ([]toolplane.Approval, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals
+		WHERE organization_id = $1 AND run_id = $2 AND key = $3
+		ORDER BY created_at DESC, id DESC`, org, runID, bytea(key))
+	if err != nil {
+		return nil, fmt.Errorf("find approvals for run %s: %w", runID, err)
+	}
+	out, err := collectApprovals(rows)
+	if err != nil {
+		return nil, fmt.Errorf("find approvals for run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// ListApprovals answers approvals in status, oldest first (ties by ID), after
+// the cursor. The next cursor is "" when no approval follows.
+func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = $1 AND status = $2`
+	args := []any{org, string(status)}
+	if after != "" {
+		createdAt, parts, err := decodeCursor(after, cursorApprovals, 1)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list approvals: %w", err)
+		}
+		q += ` AND (created_at, id) > ($3, $4)`
+		args = append(args, createdAt, parts[0])
+	}
+	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args)+1)
+	args = append(args, limit+1) // one more, to know whether a page follows
+
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	out, err := collectApprovals(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, encodeCursor(cursorApprovals, micros(last.CreatedAt), last.ID), nil
+}
+
+// collectApprovals scans and closes rows.
+func collectApprovals(rows pgx.Rows) ([]toolplane.Approval, error) {
+	defer rows.Close()
+	var out []toolplane.Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+)
+
+const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
+	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
+	replayed, latency_micros, created_at`
+
+func scanEvent(r scanner) (toolplane.AuditEvent, error) {
+	var (
+		e       toolplane.AuditEvent
+		created int64
+	)
+	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
+		&e.ToolVersion, &e.Source, &e.Outcome, byteString{&e.ArgumentsHash}, &e.ApprovalID, &e.AuthorizedBy,
+		&e.Replayed, &e.LatencyMicros, &created)
+	e.CreatedAt = fromMicros(created)
+	return e, err
+}
+
+// AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
+// its organization already has an event with that ID.
+func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
+	_, err := s.pool.Exec(ctx, insertAudit, auditArgs(e)...)
+	return auditErr(e, err)
+}
+
+const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+
+func auditArgs(e *toolplane.AuditEvent) []any {
+	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
+		e.ToolVersion, string(e.Source), e.Outcome, bytea(e.ArgumentsHash), e.ApprovalID, e.AuthorizedBy,
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt)}
+}
+
+func auditErr(e *toolplane.AuditEvent, err error) error {
+	if isDuplicate(err) {
+		return fmt.Errorf("append audit %s: %w", e.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("append audit %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// AppendAuditBatch appends events in one transaction: one commit for many
+// events is what lets a background writer keep up with the calls it
+// records. Either every event is stored or none is. The inserts travel as
+// one pipelined batch, so a batch costs three round trips (begin, the
+// inserts, commit) whatever its size.
+func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
+	}
+	defer tx.Rollback(ctx) // a no-op after Commit
+	var b pgx.Batch
+	for _, e := range events {
+		b.Queue(insertAudit, auditArgs(e)...)
+	}
+	results := tx.SendBatch(ctx, &b)
+	for _, e := range events {
+		// The first failure aborts the transaction; it is the one reported.
+		if _, err := results.Exec(); err != nil {
+			results.Close()
+			return auditErr(e, err)
+		}
+	}
+	if err := results.Close(); err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
+	}
+	return nil
+}
+
+// ListAudit answers the events matching filter, newest first (ties by ID,
+// descending), before the cursor. Paging walks toward older events, so
+// events appended meanwhile (newer ones) never shift a page. The next cursor
+// is "" when no event follows.
+func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list audit: %w", err)
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + auditColumns + ` FROM audit_events WHERE organization_id = $1`)
+	args := []any{org}
+	// param appends v to the arguments and answers its placeholder.
+	param := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	// Only the fields set become conditions, so each query can use the
+	// index that fits it.
+	for _, f := range []struct{ column, value string }{
+		{"run_id", filter.RunID},
+		{"agent_id", filter.AgentID},
+		{"tool", filter.Tool},
+		{"outcome", filter.Outcome},
+	} {
+		if f.value != "" {
+			q.WriteString(` AND ` + f.column + ` = ` + param(f.value))
+		}
+	}
+	if after != "" {
+		createdAt, parts, err := decodeCursor(after, cursorAudit, 1)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list audit: %w", err)
+		}
+		q.WriteString(` AND (created_at, id) < (` + param(createdAt) + `, ` + param(parts[0]) + `)`)
+	}
+	// One more than the page, to know whether a page follows.
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ` + param(limit+1))
+
+	rows, err := s.pool.Query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list audit: %w", err)
+	}
+	out, err := collectEvents(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list audit: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, encodeCursor(cursorAudit, micros(last.CreatedAt), last.ID), nil
+}
+
+// collectEvents scans and closes rows.
+func collectEvents(rows pgx.Rows) ([]toolplane.AuditEvent, error) {
+	defer rows.Close()
+	var out []toolplane.AuditEvent
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,330 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/registry"
+)
+
+const (
+	chaosNodeEnv   = "TOOLPLANE_CHAOS_NODE" // the schema a node process works in
+	chaosKeysEnv   = "TOOLPLANE_CHAOS_KEYS" // how many write keys
+	chaosEnableEnv = "TOOLPLANE_CHAOS"      // set to run the chaos test
+	chaosTool      = "chaos.write"
+)
+
+// chaosPool connects to the test database with search_path set to schema.
+func chaosPool(ctx context.Context, dsn, schema string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 16
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+func chaosDef() toolplane.Definition {
+	no := false
+	return toolplane.Definition{
+		Name: chaosTool, Version: "1.0.0", Description: "Record one effect for a key.",
+		InputSchema:  json.RawMessage(`{"type":"object","required":["key"],"properties":{"key":{"type":"integer"}}}`),
+		OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Kind:         toolplane.KindInternal, Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: chaosTool}},
+		Effect: toolplane.EffectWrite, Repeatable: &no, Timeout: toolplane.Duration(2 * time.Second),
+	}
+}
+
+type chaosBindings struct{ *handler.Registry }
+
+func (chaosBindings) Connection(string) bool   { return true }
+func (chaosBindings) FactResolver(string) bool { return true }
+
+func chaosInvocation() *toolplane.Invocation {
+	return &toolplane.Invocation{OrganizationID: "org-chaos", RunID: "run-chaos", StepPath: "agent",
+		Principal: toolplane.Principal{ID: "agent", Tools: []string{chaosTool}}}
+}
+
+// chaosNode is one node process: it calls every key, with eight workers,
+// until each call has an answer (completed or uncertain), then exits 0.
+func chaosNode(t *testing.T) {
+	ctx := context.Background()
+	pool, err := chaosPool(ctx, os.Getenv("TOOLPLANE_TEST_POSTGRES"), os.Getenv(chaosNodeEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := postgres.New(pool)
+	pid := os.Getpid()
+	hs := handler.NewRegistry()
+	b, _ := handler.BindFunc(chaosTool, func(ctx context.Context, _ handler.Call, args any) (any, error) {
+		key := args.(map[string]any)["key"].(json.Number).String()
+		if _, err := pool.Exec(ctx, `INSERT INTO chaos_in_handler (key, pid) VALUES ($1, $2)`, key, pid); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		if _, err := pool.Exec(ctx, `INSERT INTO chaos_effects (key, pid) VALUES ($1, $2)`, key, pid); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+		return map[string]any{"done": key}, nil
+	}, nil)
+	_ = hs.Register(b)
+	reg, _, err := registry.Build([]toolplane.Definition{chaosDef()}, registry.Options{Bindings: chaosBindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{},
+		Node: "pid-" + strconv.Itoa(pid), LeaseMargin: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(os.Getenv(chaosKeysEnv))
+	keys := make(chan int)
+	go func() {
+		for k := range n {
+			keys <- k
+		}
+		close(keys)
+	}()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				for {
+					_, err := iv.Invoke(ctx, chaosTool, map[string]any{"key": json.Number(strconv.Itoa(k))}, chaosInvocation())
+					if err == nil {
+						break
+					}
+					time.Sleep(50 * time.Millisecond) // in flight elsewhere, or a transient fault
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	os.Exit(0)
+}
+
+// TestChaosThreeNodesOneKilled runs three node processes on one PostgreSQL
+// schema, every node calling the same write keys at once, while one node
+// after another is SIGKILLed and restarted at random moments. Afterwards no
+// key has two effects, every key ended completed or uncertain, every
+// uncertain key was in a handler of a killed node, and every effect has an
+// audit row.
+func TestChaosThreeNodesOneKilled(t *testing.T) {
+	if os.Getenv(chaosNodeEnv) != "" {
+		chaosNode(t)
+		return
+	}
+	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the chaos test")
+	}
+	if testing.Short() {
+		t.Skip("the chaos test runs three node processes for several seconds; it is left out of -short")
+	}
+	const nKeys = 1000
+	ctx := context.Background()
+	schema := fmt.Sprintf("tp_chaos_%d", rand.Uint32())
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close) // runs after the schema is dropped (cleanups run last first)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	pool, err := chaosPool(ctx, dsn, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := postgres.New(pool)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE chaos_effects (key bigint NOT NULL, pid int NOT NULL);
+		CREATE TABLE chaos_in_handler (key bigint NOT NULL, pid int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+
+	type proc struct {
+		cmd  *exec.Cmd
+		done chan error
+	}
+	start := func() *proc {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestChaosThreeNodesOneKilled$", "-test.count=1")
+		cmd.Env = append(os.Environ(), chaosNodeEnv+"="+schema, chaosKeysEnv+"="+strconv.Itoa(nKeys))
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &proc{cmd: cmd, done: make(chan error, 1)}
+		go func() {
+			err := cmd.Wait()
+			if err != nil && !strings.Contains(err.Error(), "killed") {
+				err = fmt.Errorf("%w:\n%s", err, out.String())
+			}
+			p.done <- err
+		}()
+		return p
+	}
+	began := time.Now()
+	nodes := []*proc{start(), start(), start()}
+	killed := map[int]bool{}
+	kills := 0
+	for kills < 8 {
+		time.Sleep(time.Duration(200+rand.IntN(700)) * time.Millisecond)
+		i := rand.IntN(len(nodes))
+		select {
+		case err := <-nodes[i].done: // it finished on its own
+			if err != nil {
+				t.Fatalf("node exited: %v", err)
+			}
+			nodes[i] = start() // a fresh node joins (it reads every key back)
+			continue
+		default:
+		}
+		pid := nodes[i].cmd.Process.Pid
+		if err := nodes[i].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-nodes[i].done
+		killed[pid] = true
+		kills++
+		nodes[i] = start()
+	}
+	for _, n := range nodes {
+		select {
+		case err := <-n.done:
+			if err != nil {
+				t.Fatalf("node failed: %v", err)
+			}
+		case <-time.After(3 * time.Minute):
+			t.Fatal("a node did not finish")
+		}
+	}
+
+	// No key has two effects.
+	var doubled int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT key FROM chaos_effects GROUP BY key HAVING count(*) > 1) d`).Scan(&doubled); err != nil {
+		t.Fatal(err)
+	}
+	var effects int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM chaos_effects`).Scan(&effects); err != nil {
+		t.Fatal(err)
+	}
+	// Every key ended completed or uncertain.
+	keyOf := map[string]int{}
+	for k := range nKeys {
+		h, _ := canonical.Hash(map[string]any{"key": json.Number(strconv.Itoa(k))})
+		keyOf[invoke.Key(chaosInvocation(), h)] = k
+	}
+	status := map[toolplane.ClaimStatus][]int{}
+	for _, st := range []toolplane.ClaimStatus{toolplane.ClaimCompleted, toolplane.ClaimUncertain, toolplane.ClaimProcessing} {
+		after := ""
+		for {
+			cs, next, err := store.ListClaims(ctx, "org-chaos", st, after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				status[st] = append(status[st], keyOf[c.Key])
+			}
+			if next == "" {
+				break
+			}
+			after = next
+		}
+	}
+	ended := len(status[toolplane.ClaimCompleted]) + len(status[toolplane.ClaimUncertain])
+	// Every uncertain key was in a handler of a node that was killed.
+	inKilled := map[int]bool{}
+	rows, err := pool.Query(ctx, `SELECT key, pid FROM chaos_in_handler`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var key, pid int
+		if err := rows.Scan(&key, &pid); err != nil {
+			t.Fatal(err)
+		}
+		if killed[pid] {
+			inKilled[key] = true
+		}
+	}
+	rows.Close()
+	strayUncertain := 0
+	for _, k := range status[toolplane.ClaimUncertain] {
+		if !inKilled[k] {
+			strayUncertain++
+		}
+	}
+	// Every effect has its audit row: an ok answer for its arguments, or the
+	// uncertain answer another node gave when the effect's node died.
+	audited := map[string]bool{}
+	after := ""
+	for {
+		evs, next, err := store.ListAudit(ctx, "org-chaos", toolplane.AuditFilter{Tool: chaosTool}, after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Outcome == "ok" || ev.Outcome == string(toolplane.CodeUncertain) {
+				audited[ev.ArgumentsHash] = true
+			}
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	unaudited := 0
+	rows, err = pool.Query(ctx, `SELECT DISTINCT key FROM chaos_effects`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var key int
+		if err := rows.Scan(&key); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := canonical.Hash(map[string]any{"key": json.Number(strconv.Itoa(key))})
+		if !audited[h] {
+			unaudited++
+		}
+	}
+	rows.Close()
+
+	t.Logf("chaos: %d keys, 3 nodes, %d SIGKILLs, %s: %d effects, %d keys with two effects, %d completed, %d uncertain (%d not in a killed node's handler), %d still processing, %d effects without an audit row",
+		nKeys, kills, time.Since(began).Round(time.Second), effects, doubled, len(status[toolplane.ClaimCompleted]), len(status[toolplane.ClaimUncertain]), strayUncertain, len(status[toolplane.ClaimProcessing]), unaudited)
+	fmt.Printf("chaos: keys=%d nodes=3 sigkills=%d effects=%d doubled=%d completed=%d uncertain=%d uncertain_not_in_killed_handler=%d processing=%d effects_without_audit=%d\n",
+		nKeys, kills, effects, doubled, len(status[toolplane.ClaimCompleted]), len(status[toolplane.ClaimUncertain]), strayUncertain, len(status[toolplane.ClaimProcessing]), unaudited)
+	if doubled != 0 || ended != nKeys || strayUncertain != 0 || unaudited != 0 {
+		t.Fatal("a guarantee failed; see the counts above")
+	}
+}

@@ -1,0 +1,183 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+)
+
+const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
+	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
+	reconciled_by, note, version, created_at, updated_at`
+
+func scanClaim(r scanner) (toolplane.Claim, error) {
+	var (
+		c                toolplane.Claim
+		lease            *int64
+		created, updated int64
+	)
+	err := r.Scan(&c.OrganizationID, &c.Tool, byteString{&c.Key}, byteString{&c.RequestHash}, &c.Status, &c.Result, &c.Owner,
+		&lease, &c.Dispatched, &c.Attempts, &c.RunID, &c.StepPath, &c.Arguments, &c.Reason,
+		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated)
+	c.LeaseUntil = fromOptMicros(lease)
+	c.CreatedAt = fromMicros(created)
+	c.UpdatedAt = fromMicros(updated)
+	return c, err
+}
+
+// InsertClaim stores c unless its organization already has a claim on the
+// tool and key. The conflict is resolved inside the one statement, so of any
+// number of concurrent inserts, from any number of nodes, exactly one
+// answers true.
+func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO claims (`+claimColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
+		c.OrganizationID, c.Tool, bytea(c.Key), bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner,
+		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
+		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt))
+	if err != nil {
+		return false, fmt.Errorf("insert claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// GetClaim answers the claim, or an error wrapping toolplane.ErrNotFound.
+func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
+	row := s.pool.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims
+		WHERE organization_id = $1 AND tool = $2 AND key = $3`, org, tool, bytea(key))
+	c, err := scanClaim(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get claim %s/%s: %w", tool, key, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get claim %s/%s: %w", tool, key, err)
+	}
+	return &c, nil
+}
+
+// UpdateClaim writes c where the stored version is c.Version, in one
+// conditional statement, and on success sets c.Version to the new version.
+// The identity and CreatedAt are never written. A stale version, or a claim
+// that is not there, answers false. Of concurrent updates from one version,
+// the row lock the first takes makes the others re-check the version after
+// it commits, so exactly one writes.
+func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
+	tag, err := s.pool.Exec(ctx, updateClaim, updateClaimArgs(c)...)
+	if err != nil {
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+const updateClaim = `UPDATE claims SET
+			request_hash = $1, status = $2, result = $3, owner = $4, lease_until = $5,
+			dispatched = $6, attempts = $7, run_id = $8, step_path = $9, arguments = $10,
+			reason = $11, reconciled_by = $12, note = $13, updated_at = $14, version = version + 1
+		WHERE organization_id = $15 AND tool = $16 AND key = $17 AND version = $18`
+
+func updateClaimArgs(c *toolplane.Claim) []any {
+	return []any{bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
+		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
+		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt),
+		c.OrganizationID, c.Tool, bytea(c.Key), c.Version}
+}
+
+// updateClaimAudited is updateClaim and the audit insert as one statement:
+// the event is inserted once per row the update wrote, so a stale version
+// inserts nothing, and a statement is atomic, so an event that cannot be
+// stored undoes the update. One statement is one round trip, where an
+// explicit transaction would take four.
+const updateClaimAudited = `WITH updated AS (` + updateClaim + ` RETURNING 1)
+	INSERT INTO audit_events (` + auditColumns + `)
+	SELECT $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34 FROM updated`
+
+// UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
+// stale version stores neither, and an event that cannot be stored (an
+// error wrapping toolplane.ErrExists for a duplicate ID) stores neither.
+// c.Version changes only when both are stored.
+func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
+	tag, err := s.pool.Exec(ctx, updateClaimAudited, append(updateClaimArgs(c), auditArgs(e)...)...)
+	if err != nil {
+		if isDuplicate(err) {
+			return false, auditErr(e, err)
+		}
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+// DeleteClaim removes the claim where the stored version is version, in one
+// conditional statement.
+func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM claims
+		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4`, org, tool, bytea(key), version)
+	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ListClaims answers claims in status, oldest first (ties by tool, then key,
+// bytewise), after the cursor. The next cursor is "" when no claim follows.
+func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list claims: %w", err)
+	}
+	q := `SELECT ` + claimColumns + ` FROM claims WHERE organization_id = $1 AND status = $2`
+	args := []any{org, string(status)}
+	if after != "" {
+		createdAt, parts, err := decodeCursor(after, cursorClaims, 2)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list claims: %w", err)
+		}
+		q += ` AND (created_at, tool, key) > ($3, $4, $5)`
+		args = append(args, createdAt, parts[0], bytea(parts[1]))
+	}
+	q += fmt.Sprintf(` ORDER BY created_at, tool, key LIMIT $%d`, len(args)+1)
+	args = append(args, limit+1) // one more, to know whether a page follows
+
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list claims: %w", err)
+	}
+	out, err := collectClaims(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list claims: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, encodeCursor(cursorClaims, micros(last.CreatedAt), last.Tool, last.Key), nil
+}
+
+// collectClaims scans and closes rows.
+func collectClaims(rows pgx.Rows) ([]toolplane.Claim, error) {
+	defer rows.Close()
+	var out []toolplane.Claim
+	for rows.Next() {
+		c, err := scanClaim(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,40 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/toolplane/toolplane"
+)
+
+// InsertUsage stores u, or answers an error wrapping toolplane.ErrExists when
+// its organization already has a usage row with that ID: a retried meter
+// write never charges twice.
+func (s *Store) InsertUsage(ctx context.Context, u *toolplane.Usage) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO usage
+		(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("insert usage %s: %w", u.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert usage %s: %w", u.ID, err)
+	}
+	return nil
+}
+
+// RunTreeCost answers the summed cost of the run tree's usage rows, 0 when
+// there are none. The sum is read from the rows themselves on every call
+// (from an index that holds the cost), so it never lags a write. SUM of a
+// BIGINT is a NUMERIC; the cast back answers an error, never a wrapped
+// total, past the int64 range.
+func (s *Store) RunTreeCost(ctx context.Context, org, rootRunID string) (int64, error) {
+	var total int64
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(SUM(cost_cents), 0)::BIGINT FROM usage
+		WHERE organization_id = $1 AND root_run_id = $2`, org, rootRunID).Scan(&total)
+	if err != nil {
+		return 0, fmt.Errorf("run tree cost %s: %w", rootRunID, err)
+	}
+	return total, nil
+}
