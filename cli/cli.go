@@ -18,6 +18,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "lint":
 		return lint(args[1:], stdout, stderr)
+	case "migrate":
+		return migrate(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -34,5 +36,8 @@ func usage(w io.Writer) {
 commands:
   lint FILE...   check tool definitions and show what a model would see
                  (toolplane lint -h for its options)
+  migrate up|status
+                 apply or list database migrations (--database: a SQLite
+                 file, the default, or a PostgreSQL DSN)
 `)
 }

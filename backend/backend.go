@@ -1,0 +1,162 @@
+// Package backend opens what a --database setting names: an embedded SQLite
+// file (the default) or a PostgreSQL DSN. It answers the store, the
+// maintenance reads the background sweeps need, River's driver for the
+// same database, and migrations for both. It is wiring, shared by the
+// commands; the stores themselves know nothing of each other.
+package backend
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+// Store is a store with the sweeps' maintenance reads.
+type Store interface {
+	toolplane.Store
+	jobs.Maintenance
+}
+
+// Runner is a node's background work runner, whichever driver it uses.
+type Runner interface {
+	invoke.Scheduler
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// Migration is one schema migration and whether it is applied.
+type Migration struct {
+	Version   int
+	Name      string
+	Applied   bool
+	AppliedAt time.Time
+}
+
+// Backend is an opened database.
+type Backend struct {
+	// Kind is "sqlite" or "postgres"; Where names the file or the server,
+	// never a password.
+	Kind, Where string
+	Store       Store
+	migrate     func(ctx context.Context) error
+	status      func(ctx context.Context) ([]Migration, error)
+	runner      func(jobs.Deps, jobs.Options) (Runner, error)
+	close       func()
+}
+
+// IsPostgres reports whether database names a PostgreSQL DSN.
+func IsPostgres(database string) bool {
+	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
+}
+
+// Open opens database: a PostgreSQL DSN, or the path of a SQLite file (its
+// directory is created).
+func Open(ctx context.Context, database string) (*Backend, error) {
+	if IsPostgres(database) {
+		return openPostgres(ctx, database)
+	}
+	return openSQLite(ctx, database)
+}
+
+func openSQLite(ctx context.Context, path string) (*Backend, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("data directory %s: %w", dir, err)
+		}
+	}
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	// River on SQLite wants one connection of its own: SQLite takes one
+	// writer at a time, and River's maintenance runs in parallel.
+	rdb, err := sqlite.Open(ctx, path)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	rdb.SetMaxOpenConns(1)
+	store := sqlite.New(db)
+	driver := riversqlite.New(rdb)
+	return &Backend{
+		Kind: "sqlite", Where: path, Store: store,
+		migrate: func(ctx context.Context) error {
+			if err := store.Migrate(ctx); err != nil {
+				return err
+			}
+			return jobs.Migrate(ctx, driver)
+		},
+		status: func(ctx context.Context) ([]Migration, error) {
+			ms, err := store.MigrationStatus(ctx)
+			out := make([]Migration, len(ms))
+			for i, m := range ms {
+				out[i] = Migration(m)
+			}
+			return out, err
+		},
+		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New[*sql.Tx](driver, d, o) },
+		close:  func() { rdb.Close(); db.Close() },
+	}, nil
+}
+
+func openPostgres(ctx context.Context, dsn string) (*Backend, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database DSN: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w", cfg.ConnConfig.Host, err)
+	}
+	store := postgres.New(pool)
+	driver := riverpgxv5.New(pool)
+	return &Backend{
+		Kind: "postgres", Where: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database), Store: store,
+		migrate: func(ctx context.Context) error {
+			if err := store.Migrate(ctx); err != nil {
+				return err
+			}
+			return jobs.Migrate(ctx, driver)
+		},
+		status: func(ctx context.Context) ([]Migration, error) {
+			ms, err := store.MigrationStatus(ctx)
+			out := make([]Migration, len(ms))
+			for i, m := range ms {
+				out[i] = Migration(m)
+			}
+			return out, err
+		},
+		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New(driver, d, o) },
+		close:  pool.Close,
+	}, nil
+}
+
+// Migrate brings toolplane's schema and River's up to date.
+func (b *Backend) Migrate(ctx context.Context) error { return b.migrate(ctx) }
+
+// MigrationStatus lists toolplane's migrations and whether each is applied.
+func (b *Backend) MigrationStatus(ctx context.Context) ([]Migration, error) { return b.status(ctx) }
+
+// Runner builds this node's background work runner.
+func (b *Backend) Runner(d jobs.Deps, o jobs.Options) (Runner, error) { return b.runner(d, o) }
+
+// Close releases the database.
+func (b *Backend) Close() { b.close() }

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func TestMigrateSQLite(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "sub", "toolplane.db")
+	code, out, errOut := run("migrate", "--database", db, "status")
+	if code != 0 || !strings.Contains(out, "pending") || !strings.Contains(errOut, "pending: run toolplane migrate up") {
+		t.Fatalf("status before: %d %q %q", code, out, errOut)
+	}
+	for range 2 { // idempotent
+		code, out, errOut = run("migrate", "--database", db, "up")
+		if code != 0 || !strings.Contains(out, "0001") || !strings.Contains(out, "applied") || strings.Contains(out, "pending") {
+			t.Fatalf("up: %d %q %q", code, out, errOut)
+		}
+	}
+	if code, _, _ := run("migrate", "--database", db, "sideways"); code != 2 {
+		t.Fatal("an unknown subcommand was accepted")
+	}
+}
+
+func TestMigratePostgres(t *testing.T) {
+	t.Parallel()
+	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the PostgreSQL tests")
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	schema := fmt.Sprintf("tp_cli_%d", rand.Uint32())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	scoped := dsn + sep + "search_path=" + schema
+	code, out, errOut := run("migrate", "--database", scoped, "up")
+	if code != 0 || !strings.HasPrefix(out, "postgres ") || !strings.Contains(out, "applied") {
+		t.Fatalf("up: %d %q %q", code, out, errOut)
+	}
+	var n int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('claims', 'river_job')`, schema).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("tables in %s: %d %v", schema, n, err)
+	}
+}
