@@ -2,33 +2,36 @@ package jobs_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/backend"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
 )
 
-// node is one toolplane node on a shared SQLite file: its own pools, store,
+// node is one toolplane node on a shared database: its own pools, store,
 // invoker and River runner, as a separate process would have.
 type node struct {
 	iv     *invoke.Invoker
-	runner *jobs.Runner[*sql.Tx]
-	store  *sqlite.Store
+	runner backend.Runner
+	store  backend.Store
 }
 
 type bindings struct{ *handler.Registry }
@@ -48,34 +51,53 @@ func sendDef() toolplane.Definition {
 	}
 }
 
-func startNode(t *testing.T, path string, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
+// databases answers the databases a test runs on: a SQLite file always,
+// and a fresh PostgreSQL schema when TOOLPLANE_TEST_POSTGRES is set.
+func databases(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{"sqlite": filepath.Join(t.TempDir(), "toolplane.db")}
+	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
+	if dsn == "" {
+		t.Log("PostgreSQL not tested: set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+		return out
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	schema := fmt.Sprintf("tp_jobs_%d", rand.Uint32())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	out["postgres"] = dsn + sep + "search_path=" + schema
+	return out
+}
+
+func startNode(t *testing.T, database string, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path)
+	b, err := backend.Open(ctx, database)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
+	t.Cleanup(b.Close)
+	if err := b.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rdb, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.SetMaxOpenConns(1)
-	t.Cleanup(func() { rdb.Close() })
-	driver := riversqlite.New(rdb)
-	if err := jobs.Migrate(ctx, driver); err != nil {
-		t.Fatal(err)
-	}
+	store := b.Store
 	hs := handler.NewRegistry()
-	b, _ := handler.BindFunc("email.send", func(context.Context, handler.Call, any) (any, error) {
+	hb, _ := handler.BindFunc("email.send", func(context.Context, handler.Call, any) (any, error) {
 		effects.Add(1)
 		return map[string]any{"message_id": "m-1"}, nil
 	}, nil)
-	_ = hs.Register(b)
+	_ = hs.Register(hb)
 	reg, _, err := registry.Build([]toolplane.Definition{sendDef()}, registry.Options{Bindings: bindings{hs}})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +112,7 @@ func startNode(t *testing.T, path string, ttl time.Duration, effects *atomic.Int
 	for _, f := range tune {
 		f(&opt)
 	}
-	r, err := jobs.New(driver, jobs.Deps{Invoker: iv, Approvals: approvals, Store: store, Maint: store}, opt)
+	r, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: store, Maint: store}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +151,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestApprovalSurvivesRestartAndExecutesOnceWithoutTheModel(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "toolplane.db")
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) { approvalSurvivesRestart(t, path) })
+	}
+}
+
+func approvalSurvivesRestart(t *testing.T, path string) {
 	var effects atomic.Int64
 	a := startNode(t, path, time.Hour, &effects)
 	a.start(t)
@@ -158,7 +185,12 @@ func TestApprovalSurvivesRestartAndExecutesOnceWithoutTheModel(t *testing.T) {
 }
 
 func TestApprovalExpiresToDenyOnANodeThatDidNotFileIt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "toolplane.db")
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) { approvalExpiresElsewhere(t, path) })
+	}
+}
+
+func approvalExpiresElsewhere(t *testing.T, path string) {
 	var effects atomic.Int64
 	filer := startNode(t, path, 300*time.Millisecond, &effects)
 	// The filer never runs jobs: it files and goes away.
@@ -180,7 +212,12 @@ func TestApprovalExpiresToDenyOnANodeThatDidNotFileIt(t *testing.T) {
 }
 
 func TestSweepsSettleLostClaimsAndRemoveOldRows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "toolplane.db")
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) { sweeps(t, path) })
+	}
+}
+
+func sweeps(t *testing.T, path string) {
 	var effects atomic.Int64
 	n := startNode(t, path, time.Hour, &effects, func(o *jobs.Options) {
 		o.SweepEvery, o.Retention = 100*time.Millisecond, time.Hour
