@@ -45,6 +45,7 @@ type Claim struct {
 	// Result is the stored answer (a rendered Result) once completed.
 	Result []byte
 	// Owner and LeaseUntil: who holds a processing claim, and until when.
+	// An uncertain claim keeps the owner that was running it.
 	Owner      string
 	LeaseUntil time.Time
 	// Dispatched is set, durably, just before the handler starts: after a

@@ -174,7 +174,11 @@ func approvalSurvivesRestart(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	eventually(t, "the approved call to run", func() bool { return effects.Load() == 1 })
-	r, err := b.iv.Invoke(context.Background(), "email.send", args, callInv())
+	var r toolplane.Result
+	eventually(t, "the approved call to complete", func() bool {
+		r, err = b.iv.Invoke(context.Background(), "email.send", args, callInv())
+		return !errors.Is(err, invoke.ErrInFlight)
+	})
 	if err != nil || !r.OK || !r.Meta.Replayed {
 		t.Fatalf("the caller's next identical call: %+v %v", r, err)
 	}

@@ -145,7 +145,7 @@ func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesAr
 			continue // the next identical call runs it again, with the same key
 		}
 		next := c
-		next.Status, next.Reason, next.Owner, next.UpdatedAt = toolplane.ClaimUncertain, journal.LostReason, "", now
+		next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, journal.LostReason, now
 		if _, err := x.w.deps.Store.UpdateClaim(ctx, &next); err != nil {
 			return err
 		}

@@ -223,7 +223,9 @@ const LostReason = "the worker running the call was lost after the call reached 
 // uncertain action; ErrLeaseLost when the row changed meanwhile.
 func (j *Journal) loseLease(ctx context.Context, c *toolplane.Claim) (*toolplane.Claim, error) {
 	next := *c
-	next.Status, next.Reason, next.Owner, next.UpdatedAt = toolplane.ClaimUncertain, LostReason, "", j.now()
+	// The owner stays: it names the worker that was lost, which is what a
+	// person reconciling the action asks first.
+	next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, LostReason, j.now()
 	ok, err := j.store.UpdateClaim(ctx, &next)
 	if err != nil {
 		return nil, err
@@ -279,7 +281,7 @@ func (j *Journal) Complete(ctx context.Context, c *toolplane.Claim, result []byt
 // transaction.
 func (j *Journal) Hold(ctx context.Context, c *toolplane.Claim, reason string, ev *toolplane.AuditEvent) error {
 	return j.update(ctx, c, "hold", ev, func(n *toolplane.Claim) {
-		n.Status, n.Reason, n.Owner = toolplane.ClaimUncertain, reason, ""
+		n.Status, n.Reason = toolplane.ClaimUncertain, reason
 	})
 }
 
