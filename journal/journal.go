@@ -123,9 +123,10 @@ func judge(c *toolplane.Claim, req *Request, now time.Time) verdict {
 	return vToUncertain
 }
 
-// Read answers what the journal holds for the call, without changing it.
-// A claim whose worker died before dispatch reads as Absent; one that died
-// after dispatch reads as Uncertain, unless the tool may replay it.
+// Read answers what the journal holds for the call. It changes nothing,
+// except that a claim whose worker was lost after dispatch (and that the
+// tool may not replay) is recorded as uncertain, the state it is already
+// in. A claim whose worker died before dispatch reads as Absent.
 func (j *Journal) Read(ctx context.Context, req Request) (Outcome, *toolplane.Claim, error) {
 	c, err := j.store.GetClaim(ctx, req.OrganizationID, req.Tool, req.Key)
 	if errors.Is(err, toolplane.ErrNotFound) {

@@ -1,0 +1,739 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 5, 4, 16, 30, 0, 123456000, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := sqlite.New(db)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const ttl = time.Hour
+
+var approvers = approval.Approvers{"org-1": {"alice", "bob"}, "org-2": {"mallory"}}
+
+type fixture struct {
+	store *sqlite.Store
+	clock *clock
+	svc   *approval.Service
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	s := newStore(t)
+	c := newClock()
+	return &fixture{store: s, clock: c, svc: approval.New(s, approvers, c.Now, ttl)}
+}
+
+const sendArgs = `{"to":"jo@acme.test","body":"The refund is on its way."}`
+
+func hashOf(t *testing.T, args string) string {
+	t.Helper()
+	h, err := canonical.HashJSON([]byte(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// proposal answers an unfiled approval of email.send with sendArgs.
+func proposal(t *testing.T) *toolplane.Approval {
+	t.Helper()
+	return &toolplane.Approval{
+		OrganizationID: "org-1", RunID: "run-1", StepPath: "agent", Tool: "email.send", ToolVersion: "1.0.0",
+		Key: "key-1", ArgumentsHash: hashOf(t, sendArgs), Arguments: []byte(sendArgs),
+		Invocation: []byte(`{"OrganizationID":"org-1"}`), PrincipalID: "agent-1", Preview: "Send jo a note",
+	}
+}
+
+func (f *fixture) file(t *testing.T, a *toolplane.Approval) *toolplane.Approval {
+	t.Helper()
+	if err := f.svc.File(context.Background(), a); err != nil {
+		t.Fatalf("File: %v", err)
+	}
+	return a
+}
+
+func (f *fixture) get(t *testing.T, id string) *toolplane.Approval {
+	t.Helper()
+	a, err := f.svc.Get(context.Background(), "org-1", id)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return a
+}
+
+func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		ttl  time.Duration
+		want time.Duration
+	}{
+		{"configured ttl", ttl, ttl},
+		{"zero ttl is the default", 0, approval.DefaultTTL},
+		{"negative ttl is the default", -time.Minute, approval.DefaultTTL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			c := newClock()
+			svc := approval.New(s, approvers, c.Now, tt.ttl)
+			a := proposal(t)
+			a.ID, a.Status, a.DefaultOnTimeout = "caller-id", toolplane.ApprovalApproved, "allow"
+			if err := svc.File(context.Background(), a); err != nil {
+				t.Fatal(err)
+			}
+			hexPart, ok := strings.CutPrefix(a.ID, "apr_")
+			if !ok || hexPart == "" || strings.Trim(hexPart, "0123456789abcdef") != "" {
+				t.Fatalf("ID = %q, want apr_ and hex digits", a.ID)
+			}
+			if a.Status != toolplane.ApprovalPending || a.DefaultOnTimeout != approval.DenyOnTimeout || approval.DenyOnTimeout != "deny" {
+				t.Fatalf("status %q, default %q", a.Status, a.DefaultOnTimeout)
+			}
+			if !a.CreatedAt.Equal(c.Now()) || !a.ExpiresAt.Equal(c.Now().Add(tt.want)) {
+				t.Fatalf("created %v, expires %v; now %v, ttl %v", a.CreatedAt, a.ExpiresAt, c.Now(), tt.want)
+			}
+			got, err := svc.Get(context.Background(), "org-1", a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, a) {
+				t.Fatalf("stored %+v\nfiled  %+v", got, a)
+			}
+			// Another filing is another approval.
+			b := proposal(t)
+			if err := svc.File(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+			if b.ID == a.ID {
+				t.Fatalf("two filings share the ID %s", a.ID)
+			}
+			pending, _, err := svc.List(context.Background(), "org-1", toolplane.ApprovalPending, "", 10)
+			if err != nil || len(pending) != 2 {
+				t.Fatalf("List pending = %d approvals, %v; want 2", len(pending), err)
+			}
+		})
+	}
+}
+
+func TestCoversOnlyTheSameOrgRunToolAndHash(t *testing.T) {
+	t.Parallel()
+	a := &toolplane.Approval{OrganizationID: "org-1", RunID: "run-1", Tool: "email.send", ArgumentsHash: "h1", Key: "key-1"}
+	tests := []struct {
+		name                  string
+		org, run, tool, hashV string
+		want                  bool
+	}{
+		{"the same call", "org-1", "run-1", "email.send", "h1", true},
+		{"another organization", "org-2", "run-1", "email.send", "h1", false},
+		{"another run", "org-1", "run-2", "email.send", "h1", false},
+		{"another tool", "org-1", "run-1", "email.draft", "h1", false},
+		{"other arguments", "org-1", "run-1", "email.send", "h2", false},
+		{"empty hash", "org-1", "run-1", "email.send", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := approval.Covers(a, tt.org, tt.run, tt.tool, tt.hashV); got != tt.want {
+				t.Fatalf("Covers(%s, %s, %s, %s) = %v, want %v", tt.org, tt.run, tt.tool, tt.hashV, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestApproversCanApprove(t *testing.T) {
+	t.Parallel()
+	a := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "agent-1"}
+	self := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "alice"}
+	tests := []struct {
+		name     string
+		org      string
+		approver string
+		a        *toolplane.Approval
+		want     bool
+	}{
+		{"listed approver", "org-1", "alice", a, true},
+		{"another listed approver", "org-1", "bob", a, true},
+		{"unlisted person", "org-1", "mallory", a, false},
+		{"approver of another organization", "org-2", "alice", a, false},
+		{"unknown organization", "org-9", "alice", a, false},
+		{"empty approver", "org-1", "", a, false},
+		{"the requesting principal itself", "org-1", "alice", self, false},
+		{"empty approver against an empty principal", "org-1", "", &toolplane.Approval{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := approvers.CanApprove(context.Background(), tt.org, tt.approver, tt.a); got != tt.want {
+				t.Fatalf("CanApprove(%s, %q) = %v, want %v", tt.org, tt.approver, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPriorFindsOnlyTheExactCall(t *testing.T) {
+	t.Parallel()
+	otherHash := hashOf(t, `{"to":"sam@acme.test","body":"x"}`)
+	type filed struct {
+		name   string
+		mutate func(a *toolplane.Approval)
+		status toolplane.ApprovalStatus // set after filing; "" keeps pending
+	}
+	tests := []struct {
+		name         string
+		filed        []filed       // in filing order, one second apart
+		advance      time.Duration // after filing
+		wantRejected string
+		wantPending  string
+	}{
+		{name: "nothing filed"},
+		{
+			name:        "a pending approval of the call",
+			filed:       []filed{{name: "p", status: ""}},
+			wantPending: "p",
+		},
+		{
+			name:         "a rejection of the call",
+			filed:        []filed{{name: "r", status: toolplane.ApprovalRejected}},
+			wantRejected: "r",
+		},
+		{
+			name:  "an approved or expired approval is neither",
+			filed: []filed{{name: "a", status: toolplane.ApprovalApproved}, {name: "e", status: toolplane.ApprovalExpired}},
+		},
+		{
+			name: "same key, another tool",
+			filed: []filed{
+				{name: "r", mutate: func(a *toolplane.Approval) { a.Tool = "email.draft" }, status: toolplane.ApprovalRejected},
+				{name: "p", mutate: func(a *toolplane.Approval) { a.Tool = "email.draft" }},
+			},
+		},
+		{
+			name: "same key, other arguments",
+			filed: []filed{
+				{name: "r", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }, status: toolplane.ApprovalRejected},
+				{name: "p", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }},
+			},
+		},
+		{
+			name: "another run or key is not looked at",
+			filed: []filed{
+				{name: "r", mutate: func(a *toolplane.Approval) { a.RunID = "run-2" }, status: toolplane.ApprovalRejected},
+				{name: "p", mutate: func(a *toolplane.Approval) { a.Key = "key-2" }},
+			},
+		},
+		{
+			name:    "an expired pending approval is ignored",
+			filed:   []filed{{name: "p"}},
+			advance: ttl,
+		},
+		{
+			name:        "a pending approval just before its expiry counts",
+			filed:       []filed{{name: "p"}},
+			advance:     ttl - time.Microsecond,
+			wantPending: "p",
+		},
+		{
+			name: "the exact call among others",
+			filed: []filed{
+				{name: "r-other-tool", mutate: func(a *toolplane.Approval) { a.Tool = "email.draft" }, status: toolplane.ApprovalRejected},
+				{name: "r", status: toolplane.ApprovalRejected},
+				{name: "p-other-args", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }},
+				{name: "p"},
+			},
+			wantRejected: "r",
+			wantPending:  "p",
+		},
+		{
+			name:         "the newest of each",
+			filed:        []filed{{name: "r-old", status: toolplane.ApprovalRejected}, {name: "p-old"}, {name: "r-new", status: toolplane.ApprovalRejected}, {name: "p-new"}},
+			wantRejected: "r-new",
+			wantPending:  "p-new",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ids := map[string]string{} // approval ID to its name in the table
+			for _, fl := range tt.filed {
+				a := proposal(t)
+				if fl.mutate != nil {
+					fl.mutate(a)
+				}
+				f.file(t, a)
+				ids[a.ID] = fl.name
+				if fl.status != "" {
+					a.Status = fl.status
+					if ok, err := f.store.UpdateApproval(context.Background(), a); !ok || err != nil {
+						t.Fatalf("set status: %v %v", ok, err)
+					}
+				}
+				f.clock.Advance(time.Second)
+			}
+			f.clock.Advance(-time.Second) // the last filing's instant
+			f.clock.Advance(tt.advance)
+			rejected, pending, err := f.svc.Prior(context.Background(), "org-1", "run-1", "key-1", "email.send", hashOf(t, sendArgs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := func(a *toolplane.Approval) string {
+				if a == nil {
+					return ""
+				}
+				return ids[a.ID]
+			}
+			if name(rejected) != tt.wantRejected || name(pending) != tt.wantPending {
+				t.Fatalf("Prior = rejected %q, pending %q; want %q, %q", name(rejected), name(pending), tt.wantRejected, tt.wantPending)
+			}
+			if rejected != nil && rejected.Status != toolplane.ApprovalRejected {
+				t.Fatalf("rejected has status %s", rejected.Status)
+			}
+			if pending != nil && pending.Status != toolplane.ApprovalPending {
+				t.Fatalf("pending has status %s", pending.Status)
+			}
+		})
+	}
+}
+
+func TestResolveRecordsTheDecision(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		approver string
+		approve  bool
+		want     toolplane.ApprovalStatus
+	}{
+		{"approve", "alice", true, toolplane.ApprovalApproved},
+		{"reject", "bob", false, toolplane.ApprovalRejected},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			a := f.file(t, proposal(t))
+			f.clock.Advance(10 * time.Minute)
+			var checked *toolplane.Approval
+			check := func(c *toolplane.Approval) error { checked = c; return nil }
+			got, err := f.svc.Resolve(context.Background(), "org-1", a.ID,
+				approval.Decision{Approver: tt.approver, Approve: tt.approve, Reason: "looked right"}, check)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.approve && (checked == nil || checked.ID != a.ID) {
+				t.Fatalf("check saw %+v, want the approval %s", checked, a.ID)
+			}
+			stored := f.get(t, a.ID)
+			for _, r := range []*toolplane.Approval{got, stored} {
+				if r.Status != tt.want || r.ResolvedBy != tt.approver || r.Reason != "looked right" ||
+					!r.ResolvedAt.Equal(f.clock.Now()) || r.Version != a.Version+1 {
+					t.Fatalf("resolved approval = %+v", r)
+				}
+			}
+			// Everything else is as filed.
+			want := *a
+			want.Status, want.ResolvedBy, want.Reason, want.ResolvedAt, want.Version = stored.Status, stored.ResolvedBy, stored.Reason, stored.ResolvedAt, stored.Version
+			if !reflect.DeepEqual(*stored, want) {
+				t.Fatalf("stored %+v\nwant   %+v", stored, &want)
+			}
+		})
+	}
+}
+
+func TestResolveRefuses(t *testing.T) {
+	t.Parallel()
+	errVendor := errors.New("the vendor answered 503")
+	partialHash := hashOf(t, `{"to":"jo@acme.test"}`)
+	tests := []struct {
+		name     string
+		noAuth   bool
+		mutate   func(a *toolplane.Approval) // before filing
+		before   func(t *testing.T, f *fixture, a *toolplane.Approval)
+		approver string
+		approve  bool
+		check    func(*toolplane.Approval) error
+		wantErr  error
+		// wantStatus is the stored status afterwards.
+		wantStatus toolplane.ApprovalStatus
+	}{
+		{
+			name:     "already approved",
+			before:   resolveAs("bob", true),
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotPending, wantStatus: toolplane.ApprovalApproved,
+		},
+		{
+			name:     "already rejected",
+			before:   resolveAs("bob", false),
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotPending, wantStatus: toolplane.ApprovalRejected,
+		},
+		{
+			name:     "already expired",
+			before:   func(t *testing.T, f *fixture, a *toolplane.Approval) { f.clock.Advance(ttl); mustExpire(t, f, a) },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotPending, wantStatus: toolplane.ApprovalExpired,
+		},
+		{
+			name:     "at its expiry",
+			before:   func(_ *testing.T, f *fixture, _ *toolplane.Approval) { f.clock.Advance(ttl) },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrExpired, wantStatus: toolplane.ApprovalExpired,
+		},
+		{
+			name:     "past its expiry, even a rejection",
+			before:   func(_ *testing.T, f *fixture, _ *toolplane.Approval) { f.clock.Advance(2 * ttl) },
+			approver: "alice", approve: false,
+			wantErr: approval.ErrExpired, wantStatus: toolplane.ApprovalExpired,
+		},
+		{
+			name:     "an approver not in the list",
+			approver: "mallory", approve: true,
+			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "an empty approver",
+			approver: "", approve: false,
+			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "the requesting principal itself",
+			mutate:   func(a *toolplane.Approval) { a.PrincipalID = "alice" },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "no authorizer",
+			noAuth:   true,
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name: "arguments not matching their hash",
+			mutate: func(a *toolplane.Approval) {
+				a.Arguments = []byte(`{"to":"eve@evil.test","body":"The refund is on its way."}`)
+			},
+			approver: "alice", approve: true,
+			wantErr: approval.ErrTampered, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "arguments that are not JSON",
+			mutate:   func(a *toolplane.Approval) { a.Arguments = []byte(`{"to":`) },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrTampered, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "a hash of other arguments",
+			mutate:   func(a *toolplane.Approval) { a.ArgumentsHash = partialHash },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrTampered, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "a stale tool",
+			approver: "alice", approve: true,
+			check:   func(*toolplane.Approval) error { return approval.ErrStale },
+			wantErr: approval.ErrStale, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "another check error",
+			approver: "alice", approve: true,
+			check:   func(*toolplane.Approval) error { return errVendor },
+			wantErr: errVendor, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "an unknown approval",
+			before:   func(*testing.T, *fixture, *toolplane.Approval) {},
+			approver: "alice", approve: true,
+			wantErr: toolplane.ErrNotFound,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			if tt.noAuth {
+				f.svc = approval.New(f.store, nil, f.clock.Now, ttl)
+			}
+			a := proposal(t)
+			if tt.mutate != nil {
+				tt.mutate(a)
+			}
+			f.file(t, a)
+			if tt.before != nil {
+				tt.before(t, f, a)
+			}
+			id := a.ID
+			if tt.wantErr == toolplane.ErrNotFound {
+				id = "apr_missing"
+			}
+			before := f.get(t, a.ID)
+			got, err := f.svc.Resolve(context.Background(), "org-1", id,
+				approval.Decision{Approver: tt.approver, Approve: tt.approve, Reason: "r"}, tt.check)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Resolve error = %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantErr == toolplane.ErrNotFound {
+				if got != nil {
+					t.Fatalf("Resolve answered %+v for an unknown approval", got)
+				}
+				return
+			}
+			if got == nil || got.ID != a.ID {
+				t.Fatalf("Resolve answered %+v, want the refused approval", got)
+			}
+			stored := f.get(t, a.ID)
+			if stored.Status != tt.wantStatus || got.Status != tt.wantStatus {
+				t.Fatalf("status stored %s, answered %s; want %s", stored.Status, got.Status, tt.wantStatus)
+			}
+			switch {
+			case tt.wantErr == approval.ErrExpired:
+				if !stored.ResolvedAt.Equal(f.clock.Now()) || stored.ResolvedBy != "" || stored.Reason != "expired: default deny" ||
+					stored.Version != before.Version+1 {
+					t.Fatalf("expired approval = %+v", stored)
+				}
+			default:
+				if !reflect.DeepEqual(stored, before) {
+					t.Fatalf("a refused resolution changed the approval:\n%+v\n%+v", before, stored)
+				}
+			}
+		})
+	}
+}
+
+// resolveAs answers a step resolving the approval by approver.
+func resolveAs(approver string, approve bool) func(t *testing.T, f *fixture, a *toolplane.Approval) {
+	return func(t *testing.T, f *fixture, a *toolplane.Approval) {
+		t.Helper()
+		if _, err := f.svc.Resolve(context.Background(), "org-1", a.ID, approval.Decision{Approver: approver, Approve: approve}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mustExpire(t *testing.T, f *fixture, a *toolplane.Approval) {
+	t.Helper()
+	ok, err := f.svc.Expire(context.Background(), a)
+	if !ok || err != nil {
+		t.Fatalf("Expire = %v, %v", ok, err)
+	}
+}
+
+func TestRejectSkipsTheHashAndTheCheck(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := proposal(t)
+	a.Arguments = []byte(`{"to":"eve@evil.test"}`) // does not match its hash
+	f.file(t, a)
+	called := false
+	check := func(*toolplane.Approval) error { called = true; return approval.ErrStale }
+	got, err := f.svc.Resolve(context.Background(), "org-1", a.ID, approval.Decision{Approver: "alice", Reason: "no"}, check)
+	if err != nil {
+		t.Fatalf("reject: %v", err)
+	}
+	if called {
+		t.Fatal("a rejection ran the check")
+	}
+	if got.Status != toolplane.ApprovalRejected || f.get(t, a.ID).Status != toolplane.ApprovalRejected {
+		t.Fatalf("status %s, want rejected", got.Status)
+	}
+}
+
+func TestExpireOnlyExpiresAPendingApprovalPastItsExpiry(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		resolve *bool // resolve first: approve or reject
+		advance time.Duration
+		stale   bool // expire an out-of-date copy
+		want    bool
+		status  toolplane.ApprovalStatus
+	}{
+		{name: "pending before its expiry", advance: ttl - time.Microsecond, want: false, status: toolplane.ApprovalPending},
+		{name: "pending at its expiry", advance: ttl, want: true, status: toolplane.ApprovalExpired},
+		{name: "pending past its expiry", advance: 3 * ttl, want: true, status: toolplane.ApprovalExpired},
+		{name: "approved past its expiry", resolve: new(true), advance: 3 * ttl, want: false, status: toolplane.ApprovalApproved},
+		{name: "rejected past its expiry", resolve: new(false), advance: 3 * ttl, want: false, status: toolplane.ApprovalRejected},
+		{name: "a stale copy", resolve: new(true), stale: true, advance: 3 * ttl, want: false, status: toolplane.ApprovalApproved},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			a := f.file(t, proposal(t))
+			copyBefore := *a
+			if tt.resolve != nil {
+				resolveAs("alice", *tt.resolve)(t, f, a)
+			}
+			target := f.get(t, a.ID)
+			if tt.stale {
+				target = &copyBefore // still pending, at the filing's version
+			}
+			held := *target
+			f.clock.Advance(tt.advance)
+			ok, err := f.svc.Expire(context.Background(), target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tt.want {
+				t.Fatalf("Expire = %v, want %v", ok, tt.want)
+			}
+			stored := f.get(t, a.ID)
+			if stored.Status != tt.status {
+				t.Fatalf("stored status %s, want %s", stored.Status, tt.status)
+			}
+			if !ok {
+				if !reflect.DeepEqual(*target, held) {
+					t.Fatalf("Expire changed the copy it did not expire: %+v", target)
+				}
+				return
+			}
+			if !reflect.DeepEqual(target, stored) {
+				t.Fatalf("expired copy %+v\nstored       %+v", target, stored)
+			}
+			if !stored.ResolvedAt.Equal(f.clock.Now()) || stored.Reason != "expired: default deny" || stored.ResolvedBy != "" {
+				t.Fatalf("expired approval = %+v", stored)
+			}
+			again, err := f.svc.Expire(context.Background(), target)
+			if again || err != nil {
+				t.Fatalf("second Expire = %v, %v; want false", again, err)
+			}
+		})
+	}
+}
+
+func TestConcurrentResolveHasOneWinner(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for round := range 20 {
+		a := f.file(t, proposal(t))
+		decisions := []approval.Decision{
+			{Approver: "alice", Approve: true, Reason: "yes"},
+			{Approver: "bob", Approve: false, Reason: "no"},
+		}
+		results := make([]*toolplane.Approval, len(decisions))
+		errs := make([]error, len(decisions))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, d := range decisions {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = f.svc.Resolve(context.Background(), "org-1", a.ID, d, nil)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				if winner >= 0 {
+					t.Fatalf("round %d: both resolutions succeeded", round)
+				}
+				winner = i
+			case !errors.Is(err, approval.ErrNotPending):
+				t.Fatalf("round %d: loser error = %v, want ErrNotPending", round, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no resolution succeeded: %v", round, errs)
+		}
+		stored := f.get(t, a.ID)
+		w := decisions[winner]
+		if stored.ResolvedBy != w.Approver || stored.Reason != w.Reason || stored.Status != results[winner].Status {
+			t.Fatalf("round %d: stored %+v, winner %+v", round, stored, w)
+		}
+	}
+}
+
+func TestInvocationRoundTrip(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		inv  *toolplane.Invocation
+	}{
+		{"empty", &toolplane.Invocation{}},
+		{"every field", &toolplane.Invocation{
+			OrganizationID: "org-1", UserID: "user-1", RunID: "run-2", RootRunID: "run-1", AgentID: "agent-1",
+			StepPath: "node-3", Principal: toolplane.Principal{ID: "agent-1", Tools: []string{"email.send", "crm.update"}},
+			Ceilings: toolplane.Ceilings{MaxCostCents: 12345}, Deadline: time.Date(2026, 5, 4, 17, 0, 0, 1, time.UTC),
+			Source: toolplane.SourceMCP, AuthorizedBy: "apr_0123", IdempotencyKey: "idem-1", Hops: 3,
+			Contracts: map[string]string{"email.send": "sha256:abc"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			b, err := approval.EncodeInvocation(tt.inv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Through the store, as an approval carries it.
+			a := proposal(t)
+			a.Invocation = b
+			f.file(t, a)
+			got, err := approval.DecodeInvocation(f.get(t, a.ID).Invocation)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.inv) {
+				t.Fatalf("round trip = %+v\nwant         %+v", got, tt.inv)
+			}
+		})
+	}
+}
+
+func TestDecodeInvocationRefusesMalformedBytes(t *testing.T) {
+	t.Parallel()
+	for _, b := range [][]byte{nil, []byte(`{"OrganizationID":`), []byte(`[1]`), []byte(`{"Hops":"three"}`)} {
+		inv, err := approval.DecodeInvocation(b)
+		if err == nil || inv != nil || !strings.HasPrefix(err.Error(), "stored invocation: ") {
+			t.Errorf("DecodeInvocation(%q) = %+v, %v; want a stored invocation error", b, inv, err)
+		}
+	}
+}
