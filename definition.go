@@ -56,6 +56,10 @@ type Definition struct {
 	Repeatable *bool `json:"repeatable,omitempty"`
 	// ApprovalPreview asks the handler's preview to render the approval line.
 	ApprovalPreview bool `json:"approval_preview,omitempty"`
+	// Approval says who answers an approval of this tool, how long each
+	// waits, and what its expiry means. Nil: anyone the deployment lets
+	// approve, the platform's wait, deny on expiry.
+	Approval *ApprovalPolicy `json:"approval,omitempty"`
 	// PolicyFacts names facts a policy rule may read about this call that the
 	// arguments alone cannot answer; each needs a registered resolver.
 	PolicyFacts []string `json:"policy_facts,omitempty"`
@@ -151,6 +155,24 @@ type RemoteBinding struct {
 	ConnectionID string `json:"connection_id"`
 	RemoteName   string `json:"remote_name"`
 }
+
+// ApprovalPolicy configures a tool's approvals.
+type ApprovalPolicy struct {
+	// Chain lists approver groups in order: the first group answers; when
+	// OnTimeout is escalate and nobody answered in time, the next one is
+	// asked in a new approval that names the one it replaces.
+	Chain []string `json:"chain,omitempty"`
+	// OnTimeout is "deny" (the default) or "escalate".
+	OnTimeout string `json:"on_timeout,omitempty"`
+	// TTL is how long each approval waits; zero is the platform default.
+	TTL Duration `json:"ttl,omitempty"`
+}
+
+// The defaults on timeout.
+const (
+	OnTimeoutDeny     = "deny"
+	OnTimeoutEscalate = "escalate"
+)
 
 // Replay bounds how often a tool that is safe to repeat may be started.
 type Replay struct {

@@ -129,8 +129,17 @@ type Approval struct {
 	// has none or it failed.
 	Preview string
 	Status  ApprovalStatus
-	// DefaultOnTimeout is what expiry means: "deny".
+	// DefaultOnTimeout is what expiry means: "deny", or "escalate" to the
+	// next group of the tool's approval chain.
 	DefaultOnTimeout string
+	// Level is the step of the tool's approval chain this approval is at
+	// (0 first); ApproverGroup the group whose members may answer it
+	// ("" for anyone the deployment lets approve). EscalatedFrom names the
+	// approval this one replaced when that one timed out, so the trail from
+	// the first request to the answer stays whole.
+	Level         int
+	ApproverGroup string
+	EscalatedFrom string
 	ExpiresAt        time.Time
 	CreatedAt        time.Time
 	ResolvedAt       time.Time

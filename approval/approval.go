@@ -54,6 +54,26 @@ func (ap Approvers) CanApprove(_ context.Context, org, approver string, a *toolp
 	return false
 }
 
+// Groups is an Authorizer for tools with an approval chain: per
+// organization, the members of each approver group. An approval is answered
+// by a member of its own group (an approval with no group, by a member of
+// the group named ""); nobody answers a call made under their own
+// principal.
+type Groups map[string]map[string][]string
+
+// CanApprove implements Authorizer.
+func (g Groups) CanApprove(_ context.Context, org, approver string, a *toolplane.Approval) bool {
+	if approver == "" || approver == a.PrincipalID {
+		return false
+	}
+	for _, p := range g[org][a.ApproverGroup] {
+		if p == approver {
+			return true
+		}
+	}
+	return false
+}
+
 // Service files and resolves approvals.
 type Service struct {
 	store toolplane.ApprovalStore
@@ -73,15 +93,21 @@ func New(store toolplane.ApprovalStore, auth Authorizer, now func() time.Time, t
 	return &Service{store: store, auth: auth, now: now, ttl: ttl}
 }
 
-// File stores a new pending approval; ID, status, times and default are
-// filled in.
+// File stores a new pending approval. ID, status and creation time are
+// filled in; the expiry too (the service's wait) when a leaves it empty.
+// The default on timeout is escalate only when a asks for it; anything else
+// is deny, so no caller can file an approval that allows on silence.
 func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
 	now := s.now()
 	a.ID = toolplane.NewID("apr_")
 	a.Status = toolplane.ApprovalPending
-	a.DefaultOnTimeout = DenyOnTimeout
+	if a.DefaultOnTimeout != toolplane.OnTimeoutEscalate {
+		a.DefaultOnTimeout = DenyOnTimeout
+	}
 	a.CreatedAt = now
-	a.ExpiresAt = now.Add(s.ttl)
+	if a.ExpiresAt.IsZero() {
+		a.ExpiresAt = now.Add(s.ttl)
+	}
 	if err := s.store.InsertApproval(ctx, a); err != nil {
 		return fmt.Errorf("file approval for %s: %w", a.Tool, err)
 	}
@@ -202,6 +228,44 @@ func (s *Service) Expire(ctx context.Context, a *toolplane.Approval) (bool, erro
 		*a = next
 	}
 	return ok, nil
+}
+
+// Escalate applies an approval's default of escalate: a pending approval
+// past its expiry is marked expired, naming the approval that replaces it,
+// and a new pending approval of the same call is filed for group at the
+// next level, waiting ttl. The expired row is changed first, conditionally,
+// so of two nodes expiring one approval only one escalates.
+func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group string, ttl time.Duration) (*toolplane.Approval, error) {
+	if a.Status != toolplane.ApprovalPending || s.now().Before(a.ExpiresAt) {
+		return nil, fmt.Errorf("escalate approval %s: %w", a.ID, ErrNotPending)
+	}
+	if ttl <= 0 {
+		ttl = s.ttl
+	}
+	now := s.now()
+	next := *a
+	next.ID = toolplane.NewID("apr_")
+	next.Level = a.Level + 1
+	next.ApproverGroup = group
+	next.EscalatedFrom = a.ID
+	next.Status = toolplane.ApprovalPending
+	next.CreatedAt, next.ExpiresAt = now, now.Add(ttl)
+	next.ResolvedAt, next.ResolvedBy, next.Reason, next.Version = time.Time{}, "", "", 0
+
+	old := *a
+	old.Status, old.ResolvedAt, old.Reason = toolplane.ApprovalExpired, now, "expired: escalated to "+next.ID+" ("+group+")"
+	ok, err := s.store.UpdateApproval(ctx, &old)
+	if err != nil {
+		return nil, fmt.Errorf("escalate approval %s: %w", a.ID, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("escalate approval %s: %w (changed concurrently)", a.ID, ErrNotPending)
+	}
+	*a = old
+	if err := s.store.InsertApproval(ctx, &next); err != nil {
+		return nil, fmt.Errorf("escalate approval %s: file the next approval: %w", a.ID, err)
+	}
+	return &next, nil
 }
 
 func verifyHash(a *toolplane.Approval) error {

@@ -220,3 +220,18 @@ func (iv *Invoker) Resolve(ctx context.Context, org, id string, d approval.Decis
 	}
 	return a, nil
 }
+
+// NextApprover answers, for an approval whose default on timeout is
+// escalate, the group of the next level of its tool's approval chain and
+// how long that approval waits; false when there is no next level (the
+// approval then denies on expiry).
+func (iv *Invoker) NextApprover(a *toolplane.Approval) (group string, ttl time.Duration, ok bool) {
+	if a.DefaultOnTimeout != toolplane.OnTimeoutEscalate {
+		return "", 0, false
+	}
+	t, found := iv.cfg.Registry.Get(a.Tool)
+	if !found || t.Def.Approval == nil || a.Level+1 >= len(t.Def.Approval.Chain) {
+		return "", 0, false
+	}
+	return t.Def.Approval.Chain[a.Level+1], t.Def.Approval.TTL.Std(), true
+}

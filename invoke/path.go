@@ -345,6 +345,15 @@ func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
 		Arguments: argsJSON, Invocation: invJSON, PrincipalID: inv.Principal.ID,
 		Preview: c.preview(ctx),
 	}
+	if p := d.Approval; p != nil {
+		if len(p.Chain) > 0 {
+			a.ApproverGroup = p.Chain[0]
+		}
+		a.DefaultOnTimeout = p.OnTimeout
+		if p.TTL > 0 {
+			a.ExpiresAt = iv.now().Add(p.TTL.Std())
+		}
+	}
 	if err := iv.cfg.Approvals.File(ctx, a); err != nil {
 		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 	}

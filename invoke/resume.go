@@ -34,6 +34,11 @@ func (iv *Invoker) ExecuteApproved(ctx context.Context, org, id string) (toolpla
 	switch a.Status {
 	case toolplane.ApprovalApproved, toolplane.ApprovalRejected:
 	case toolplane.ApprovalExpired:
+		if next, err := iv.escalatedTo(ctx, a); err != nil {
+			return toolplane.Result{}, err
+		} else if next != "" {
+			return toolplane.Result{}, fmt.Errorf("approval %s was escalated to %s: %w", id, next, ErrNotResolved)
+		}
 		return toolplane.Fail(toolplane.CodeRejected, "the approval for this call expired before anyone answered it, so it was denied; do not retry it without asking the user"), nil
 	default:
 		return toolplane.Result{}, fmt.Errorf("approval %s: %w", id, ErrNotResolved)
@@ -51,6 +56,20 @@ func (iv *Invoker) ExecuteApproved(ctx context.Context, org, id string) (toolpla
 		return toolplane.Result{}, fmt.Errorf("%w: approval %s arguments: %v", ErrFault, id, err)
 	}
 	return iv.Invoke(ctx, a.Tool, args, inv)
+}
+
+// escalatedTo answers the approval that replaced a, if any.
+func (iv *Invoker) escalatedTo(ctx context.Context, a *toolplane.Approval) (string, error) {
+	as, err := iv.cfg.Store.FindApprovals(ctx, a.OrganizationID, a.RunID, a.Key)
+	if err != nil {
+		return "", fmt.Errorf("%w: approvals of %s: %v", ErrFault, a.Key, err)
+	}
+	for _, n := range as {
+		if n.EscalatedFrom == a.ID {
+			return n.ID, nil
+		}
+	}
+	return "", nil
 }
 
 // CheckApproval is the tool-state recheck approval.Service.Resolve runs

@@ -6,8 +6,10 @@
 //
 // The work:
 //
-//   - approval expiry: at an approval's expiry its default applies (deny),
-//     on whichever node picks the job up;
+//   - approval expiry: at an approval's expiry its default applies, on
+//     whichever node picks the job up: deny, or escalate to the next group
+//     of the tool's approval chain in a new approval that names the one it
+//     replaces (and is itself scheduled to expire);
 //   - execution of an approved call, without the model asking again: the
 //     job calls Invoker.ExecuteApproved, and the idempotency journal makes
 //     the effect happen once however often the job (or the model) runs it;
@@ -143,6 +145,14 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
+	w.expireAt = func(ctx context.Context, a *toolplane.Approval) error {
+		_, err := client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID, At: a.ExpiresAt.UnixMicro()},
+			&river.InsertOpts{ScheduledAt: a.ExpiresAt, UniqueOpts: river.UniqueOpts{ByArgs: true}})
+		if err != nil {
+			return fmt.Errorf("schedule expiry of %s: %w", a.ID, err)
+		}
+		return nil
+	}
 	w.enqueue = func(ctx context.Context, a *toolplane.Approval) error {
 		_, err := client.Insert(ctx, ExecuteApprovedArgs{Org: a.OrganizationID, ID: a.ID},
 			&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
@@ -162,12 +172,7 @@ func (r *Runner[TTx]) Stop(ctx context.Context) error { return r.client.Stop(ctx
 
 // ApprovalFiled schedules the approval's expiry (invoke.Scheduler).
 func (r *Runner[TTx]) ApprovalFiled(ctx context.Context, a *toolplane.Approval) error {
-	_, err := r.client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID},
-		&river.InsertOpts{ScheduledAt: a.ExpiresAt, UniqueOpts: river.UniqueOpts{ByArgs: true}})
-	if err != nil {
-		return fmt.Errorf("schedule expiry of %s: %w", a.ID, err)
-	}
-	return nil
+	return r.w.expireAt(ctx, a)
 }
 
 // ApprovalResolved enqueues the execution of an approved call

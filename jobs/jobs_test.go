@@ -82,6 +82,11 @@ func databases(t *testing.T) map[string]string {
 
 func startNode(t *testing.T, database string, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
 	t.Helper()
+	return startNodeWith(t, database, sendDef(), approval.Approvers{"org-1": {"alice"}}, ttl, effects, tune...)
+}
+
+func startNodeWith(t *testing.T, database string, def toolplane.Definition, auth approval.Authorizer, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
+	t.Helper()
 	ctx := context.Background()
 	b, err := backend.Open(ctx, database)
 	if err != nil {
@@ -98,12 +103,12 @@ func startNode(t *testing.T, database string, ttl time.Duration, effects *atomic
 		return map[string]any{"message_id": "m-1"}, nil
 	}, nil)
 	_ = hs.Register(hb)
-	reg, _, err := registry.Build([]toolplane.Definition{sendDef()}, registry.Options{Bindings: bindings{hs}})
+	reg, _, err := registry.Build([]toolplane.Definition{def}, registry.Options{Bindings: bindings{hs}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, approval.Approvers{"org-1": {"alice"}}, nil, ttl)
+	approvals := approval.New(store, auth, nil, ttl)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -264,5 +269,74 @@ func sweeps(t *testing.T, path string) {
 		if got := status(key); got != want {
 			t.Errorf("%s: %s, want %s", key, got, want)
 		}
+	}
+}
+
+func TestUnansweredApprovalEscalatesToTheNextGroup(t *testing.T) {
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) { escalates(t, path) })
+	}
+}
+
+func escalates(t *testing.T, path string) {
+	ctx := context.Background()
+	var effects atomic.Int64
+	def := sendDef()
+	def.Approval = &toolplane.ApprovalPolicy{Chain: []string{"leads", "directors"}, OnTimeout: toolplane.OnTimeoutEscalate, TTL: toolplane.Duration(time.Hour)}
+	groups := approval.Groups{"org-1": {"leads": {"alice"}, "directors": {"bob"}}}
+	n := startNodeWith(t, path, def, groups, time.Hour, &effects)
+	n.start(t)
+	_, err := n.iv.Invoke(ctx, "email.send", map[string]any{"to": "jo"}, callInv())
+	var ar *invoke.ApprovalRequired
+	if !errors.As(err, &ar) {
+		t.Fatalf("err = %v", err)
+	}
+	first, err := n.store.GetApproval(ctx, "org-1", ar.ID)
+	if err != nil || first.ApproverGroup != "leads" || first.Level != 0 || first.DefaultOnTimeout != "escalate" {
+		t.Fatalf("first approval = %+v %v", first, err)
+	}
+	// An hour passes with nobody answering: bring the expiry forward and
+	// schedule it, as the filing node did for the real time.
+	first.ExpiresAt = time.Now().Add(-time.Second)
+	if ok, err := n.store.UpdateApproval(ctx, first); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := n.runner.ApprovalFiled(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	var second *toolplane.Approval
+	eventually(t, "the escalation", func() bool {
+		as, _, err := n.store.ListApprovals(ctx, "org-1", toolplane.ApprovalPending, "", 10)
+		if err != nil || len(as) != 1 || as[0].ID == first.ID {
+			return false
+		}
+		second = &as[0]
+		return true
+	})
+	if second.EscalatedFrom != first.ID || second.ApproverGroup != "directors" || second.Level != 1 || second.ArgumentsHash != first.ArgumentsHash {
+		t.Fatalf("second approval = %+v", second)
+	}
+	old, _ := n.store.GetApproval(ctx, "org-1", first.ID)
+	if old.Status != toolplane.ApprovalExpired || !strings.Contains(old.Reason, second.ID) {
+		t.Fatalf("first approval after escalation = %+v", old)
+	}
+	if _, err := n.iv.ExecuteApproved(ctx, "org-1", first.ID); !errors.Is(err, invoke.ErrNotResolved) {
+		t.Fatalf("the escalated approval must not execute or deny: %v", err)
+	}
+	// The caller asking again waits on the escalated approval.
+	_, err = n.iv.Invoke(ctx, "email.send", map[string]any{"to": "jo"}, callInv())
+	if !errors.As(err, &ar) || ar.ID != second.ID {
+		t.Fatalf("identical call: %v", err)
+	}
+	if _, err := n.iv.Resolve(ctx, "org-1", second.ID, approval.Decision{Approver: "alice", Approve: true}); !errors.Is(err, approval.ErrNotAuthorized) {
+		t.Fatalf("a lead answered the directors' approval: %v", err)
+	}
+	if _, err := n.iv.Resolve(ctx, "org-1", second.ID, approval.Decision{Approver: "bob", Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the approved call to run", func() bool { return effects.Load() == 1 })
+	evs, _, err := n.store.ListAudit(ctx, "org-1", toolplane.AuditFilter{Outcome: "approval_escalated"}, "", 10)
+	if err != nil || len(evs) != 1 || evs[0].ApprovalID != first.ID || evs[0].AuthorizedBy != second.ID {
+		t.Fatalf("escalation audit = %+v %v", evs, err)
 	}
 }

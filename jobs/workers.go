@@ -15,18 +15,22 @@ import (
 
 // work is what every worker acts through.
 type work struct {
-	deps    Deps
-	opt     Options
-	enqueue func(context.Context, *toolplane.Approval) error
+	deps     Deps
+	opt      Options
+	enqueue  func(context.Context, *toolplane.Approval) error
+	expireAt func(context.Context, *toolplane.Approval) error
 }
 
 // sweepBatch bounds one sweep; a longer backlog is taken by the next one.
 const sweepBatch = 500
 
-// ExpireApprovalArgs: apply an approval's default at its expiry.
+// ExpireApprovalArgs: apply an approval's default at its expiry. At (unix
+// microseconds) is part of the job's identity, so an approval whose expiry
+// moves gets a job for its new time.
 type ExpireApprovalArgs struct {
 	Org string `json:"org"`
 	ID  string `json:"id"`
+	At  int64  `json:"at"`
 }
 
 // Kind implements river.JobArgs.
@@ -51,8 +55,36 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 	if wait := a.ExpiresAt.Sub(x.w.opt.Now()); wait > 0 {
 		return river.JobSnooze(wait) // the clock of this node is behind the filer's
 	}
-	_, err = x.w.deps.Approvals.Expire(ctx, a)
-	return err
+	if group, ttl, ok := x.w.deps.Invoker.NextApprover(a); ok {
+		next, err := x.w.deps.Approvals.Escalate(ctx, a, group, ttl)
+		if err != nil {
+			return err
+		}
+		if err := x.w.expireAt(ctx, next); err != nil {
+			return err
+		}
+		return x.w.auditApproval(ctx, a, "approval_escalated", next.ID)
+	}
+	expired, err := x.w.deps.Approvals.Expire(ctx, a)
+	if err != nil || !expired {
+		return err
+	}
+	return x.w.auditApproval(ctx, a, "approval_expired", "")
+}
+
+// auditApproval records what became of an approval nobody answered: the
+// trail from the first request to the last answer stays whole.
+func (w *work) auditApproval(ctx context.Context, a *toolplane.Approval, outcome, next string) error {
+	ev := &toolplane.AuditEvent{
+		ID: toolplane.NewID("aud_"), OrganizationID: a.OrganizationID, RunID: a.RunID,
+		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
+		Outcome: outcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, AuthorizedBy: next,
+		CreatedAt: w.opt.Now(),
+	}
+	if err := w.deps.Store.AppendAudit(ctx, ev); err != nil {
+		return fmt.Errorf("audit approval %s: %w", a.ID, err)
+	}
+	return nil
 }
 
 // ExecuteApprovedArgs: run the call an approved approval holds.

@@ -12,7 +12,8 @@ import (
 
 const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
 	arguments_hash, arguments, invocation, principal_id, preview, status,
-	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version`
+	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
+	level, approver_group, escalated_from`
 
 func scanApproval(r scanner) (toolplane.Approval, error) {
 	var (
@@ -22,7 +23,8 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 	)
 	err := r.Scan(&a.OrganizationID, &a.ID, &a.RunID, &a.StepPath, &a.Tool, &a.ToolVersion, byteString{&a.Key},
 		byteString{&a.ArgumentsHash}, &a.Arguments, &a.Invocation, &a.PrincipalID, &a.Preview, &a.Status,
-		&a.DefaultOnTimeout, &expires, &created, &resolved, &a.ResolvedBy, &a.Reason, &a.Version)
+		&a.DefaultOnTimeout, &expires, &created, &resolved, &a.ResolvedBy, &a.Reason, &a.Version,
+		&a.Level, &a.ApproverGroup, &a.EscalatedFrom)
 	a.ExpiresAt = fromOptMicros(expires)
 	a.CreatedAt = fromMicros(created)
 	a.ResolvedAt = fromOptMicros(resolved)
@@ -33,10 +35,11 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 // when its organization already has an approval with that ID.
 func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
 		a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
 		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
-		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version)
+		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version,
+		a.Level, a.ApproverGroup, a.EscalatedFrom)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert approval %s: %w", a.ID, toolplane.ErrExists)
 	}
@@ -69,12 +72,13 @@ func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool
 			run_id = $1, step_path = $2, tool = $3, tool_version = $4, key = $5,
 			arguments_hash = $6, arguments = $7, invocation = $8, principal_id = $9, preview = $10,
 			status = $11, default_on_timeout = $12, expires_at = $13, resolved_at = $14,
-			resolved_by = $15, reason = $16, version = version + 1
-		WHERE organization_id = $17 AND id = $18 AND version = $19`,
+			resolved_by = $15, reason = $16, level = $17, approver_group = $18, escalated_from = $19,
+			version = version + 1
+		WHERE organization_id = $20 AND id = $21 AND version = $22`,
 		a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
 		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview,
 		string(a.Status), a.DefaultOnTimeout, optMicros(a.ExpiresAt), optMicros(a.ResolvedAt),
-		a.ResolvedBy, a.Reason,
+		a.ResolvedBy, a.Reason, a.Level, a.ApproverGroup, a.EscalatedFrom,
 		a.OrganizationID, a.ID, a.Version)
 	if err != nil {
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)

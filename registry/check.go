@@ -264,6 +264,7 @@ func (ch *checker) run() {
 	ch.limits()
 	ch.batch()
 	ch.facts()
+	ch.approval()
 	ch.execution()
 }
 
@@ -550,4 +551,41 @@ func modeName(m toolplane.Mode) string {
 		return string(toolplane.ModeSync)
 	}
 	return string(m)
+}
+
+// Bounds of an approval's wait.
+const (
+	minApprovalTTL = time.Minute
+	maxApprovalTTL = 7 * 24 * time.Hour
+)
+
+var groupRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+
+func (ch *checker) approval() {
+	p := ch.d.Approval
+	if p == nil {
+		return
+	}
+	switch p.OnTimeout {
+	case "", toolplane.OnTimeoutDeny:
+	case toolplane.OnTimeoutEscalate:
+		if len(p.Chain) < 2 {
+			ch.add("approval.chain", "on_timeout: escalate needs a next group to escalate to", "list at least two approver groups, in order, or set on_timeout: deny")
+		}
+	default:
+		ch.add("approval.on_timeout", fmt.Sprintf("%q is not a default", p.OnTimeout), "set on_timeout to deny or escalate")
+	}
+	seen := map[string]bool{}
+	for _, g := range p.Chain {
+		switch {
+		case !groupRE.MatchString(g):
+			ch.add("approval.chain", fmt.Sprintf("%q is not a group name", g), "name approver groups with letters, digits, '_', '.', ':' or '-'")
+		case seen[g]:
+			ch.add("approval.chain", fmt.Sprintf("%q is listed twice", g), "list each group once; escalation moves to a different group")
+		}
+		seen[g] = true
+	}
+	if t := p.TTL.Std(); t != 0 && (t < minApprovalTTL || t > maxApprovalTTL) {
+		ch.add("approval.ttl", fmt.Sprintf("%v is outside %v..%v", t, minApprovalTTL, maxApprovalTTL), "choose a wait between one minute and seven days")
+	}
 }

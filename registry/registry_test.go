@@ -171,6 +171,31 @@ func TestRegistrationChecks(t *testing.T) {
 			return d
 		}, ""},
 		{"item kind malformed", func() toolplane.Definition { d := readDef(); d.ItemKind = "Person!"; return d }, "item_kind"},
+		{"escalation without a next group", func() toolplane.Definition {
+			d := base()
+			d.Approval = &toolplane.ApprovalPolicy{Chain: []string{"leads"}, OnTimeout: toolplane.OnTimeoutEscalate}
+			return d
+		}, "approval.chain"},
+		{"unknown default on timeout", func() toolplane.Definition {
+			d := base()
+			d.Approval = &toolplane.ApprovalPolicy{OnTimeout: "approve"}
+			return d
+		}, "approval.on_timeout"},
+		{"approval group listed twice", func() toolplane.Definition {
+			d := base()
+			d.Approval = &toolplane.ApprovalPolicy{Chain: []string{"leads", "leads"}, OnTimeout: toolplane.OnTimeoutEscalate}
+			return d
+		}, "approval.chain"},
+		{"approval wait too short", func() toolplane.Definition {
+			d := base()
+			d.Approval = &toolplane.ApprovalPolicy{TTL: toolplane.Duration(time.Second)}
+			return d
+		}, "approval.ttl"},
+		{"an escalation chain passes", func() toolplane.Definition {
+			d := base()
+			d.Approval = &toolplane.ApprovalPolicy{Chain: []string{"leads", "directors"}, OnTimeout: toolplane.OnTimeoutEscalate, TTL: toolplane.Duration(time.Hour)}
+			return d
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

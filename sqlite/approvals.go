@@ -11,7 +11,8 @@ import (
 
 const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
 	arguments_hash, arguments, invocation, principal_id, preview, status,
-	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version`
+	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
+	level, approver_group, escalated_from`
 
 func scanApproval(r scanner) (toolplane.Approval, error) {
 	var (
@@ -21,7 +22,8 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 	)
 	err := r.Scan(&a.OrganizationID, &a.ID, &a.RunID, &a.StepPath, &a.Tool, &a.ToolVersion, &a.Key,
 		&a.ArgumentsHash, &a.Arguments, &a.Invocation, &a.PrincipalID, &a.Preview, &a.Status,
-		&a.DefaultOnTimeout, &expires, &created, &resolved, &a.ResolvedBy, &a.Reason, &a.Version)
+		&a.DefaultOnTimeout, &expires, &created, &resolved, &a.ResolvedBy, &a.Reason, &a.Version,
+		&a.Level, &a.ApproverGroup, &a.EscalatedFrom)
 	a.ExpiresAt = fromOptMicros(expires)
 	a.CreatedAt = fromMicros(created)
 	a.ResolvedAt = fromOptMicros(resolved)
@@ -32,10 +34,11 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 // when its organization already has an approval with that ID.
 func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
 	_, err := s.exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, a.Key,
 		a.ArgumentsHash, blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
-		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version)
+		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version,
+		a.Level, a.ApproverGroup, a.EscalatedFrom)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert approval %s: %w", a.ID, toolplane.ErrExists)
 	}
@@ -68,12 +71,13 @@ func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool
 			run_id = ?, step_path = ?, tool = ?, tool_version = ?, key = ?,
 			arguments_hash = ?, arguments = ?, invocation = ?, principal_id = ?, preview = ?,
 			status = ?, default_on_timeout = ?, expires_at = ?, resolved_at = ?,
-			resolved_by = ?, reason = ?, version = version + 1
+			resolved_by = ?, reason = ?, level = ?, approver_group = ?, escalated_from = ?,
+			version = version + 1
 		WHERE organization_id = ? AND id = ? AND version = ?`,
 		a.RunID, a.StepPath, a.Tool, a.ToolVersion, a.Key,
 		a.ArgumentsHash, blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview,
 		string(a.Status), a.DefaultOnTimeout, optMicros(a.ExpiresAt), optMicros(a.ResolvedAt),
-		a.ResolvedBy, a.Reason,
+		a.ResolvedBy, a.Reason, a.Level, a.ApproverGroup, a.EscalatedFrom,
 		a.OrganizationID, a.ID, a.Version)
 	if err != nil {
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)

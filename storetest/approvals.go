@@ -44,6 +44,9 @@ func fullApproval(org, id, runID, key string, created time.Time) *toolplane.Appr
 		ResolvedBy:       "user-ada",
 		Reason:           "within policy",
 		Version:          1,
+		Level:            1,
+		ApproverGroup:    "finance-leads",
+		EscalatedFrom:    "apr-earlier",
 	}
 }
 
@@ -140,6 +143,7 @@ func testApprovalUpdateCompareAndSwap(t *testing.T, s toolplane.Store) {
 	cur.ResolvedBy = "user-grace"
 	cur.Reason = "checked the order"
 	cur.Preview = ""
+	cur.Level, cur.ApproverGroup = 2, "directors"
 	cur.CreatedAt = at(48 * time.Hour) // must not move
 	ok, err := s.UpdateApproval(t.Context(), &cur)
 	if !ok || err != nil {

@@ -69,6 +69,9 @@ CREATE TABLE approvals (
 	resolved_by        TEXT COLLATE "C" NOT NULL,
 	reason             TEXT COLLATE "C" NOT NULL,
 	version            BIGINT NOT NULL,
+	level              BIGINT NOT NULL,
+	approver_group     TEXT COLLATE "C" NOT NULL,
+	escalated_from     TEXT COLLATE "C" NOT NULL,
 	PRIMARY KEY (organization_id, id)
 );
 

@@ -51,6 +51,9 @@ CREATE TABLE approvals (
 	resolved_by        TEXT NOT NULL,
 	reason             TEXT NOT NULL,
 	version            INTEGER NOT NULL,
+	level              INTEGER NOT NULL,
+	approver_group     TEXT NOT NULL,
+	escalated_from     TEXT NOT NULL,
 	PRIMARY KEY (organization_id, id)
 ) STRICT;
 
