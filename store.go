@@ -140,12 +140,12 @@ type Approval struct {
 	Level         int
 	ApproverGroup string
 	EscalatedFrom string
-	ExpiresAt        time.Time
-	CreatedAt        time.Time
-	ResolvedAt       time.Time
-	ResolvedBy       string
-	Reason           string
-	Version          int64
+	ExpiresAt     time.Time
+	CreatedAt     time.Time
+	ResolvedAt    time.Time
+	ResolvedBy    string
+	Reason        string
+	Version       int64
 }
 
 // ApprovalStore is the storage of approvals, scoped to one organization.
