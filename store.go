@@ -57,8 +57,12 @@ type Claim struct {
 	RunID    string
 	StepPath string
 	// Arguments are the coerced arguments, kept so a person reconciling an
-	// uncertain action sees what was asked.
+	// uncertain action sees what was asked, and so a call safe to replay can
+	// be run again by a worker after its own was lost.
 	Arguments []byte
+	// Invocation is the stored invocation (JSON) the call ran under, for
+	// that same replay.
+	Invocation []byte
 	// Reason says why the claim is uncertain; ReconciledBy and Note record
 	// who settled it and how.
 	Reason       string

@@ -189,12 +189,18 @@ func (c *call) request(owner string) journal.Request {
 	if d.Replay != nil {
 		max = d.Replay.MaxAttempts
 	}
-	argsJSON, _ := canonical.Marshal(c.args)
-	return journal.Request{
+	req := journal.Request{
 		OrganizationID: c.inv.OrganizationID, Tool: d.Name, Key: c.key, RequestHash: c.hash,
 		MaxAttempts: max, Owner: owner, Lease: c.timeout() + c.iv.cfg.LeaseMargin,
-		RunID: c.inv.RunID, StepPath: c.inv.StepPath, Arguments: argsJSON,
+		RunID: c.inv.RunID, StepPath: c.inv.StepPath,
 	}
+	if owner != "" { // a claim is taken: record what a replay needs
+		req.Arguments, _ = canonical.Marshal(c.args)
+		if d.Replay != nil {
+			req.Invocation, _ = json.Marshal(c.inv)
+		}
+	}
+	return req
 }
 
 // answerExisting answers a call whose key the journal already holds.

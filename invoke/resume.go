@@ -164,3 +164,29 @@ func (iv *Invoker) Uncertain(ctx context.Context, org, after string, limit int) 
 	}
 	return iv.journal.Uncertain(ctx, org, after, limit)
 }
+
+// ErrNotReplayable: the claim cannot be run again by a worker.
+var ErrNotReplayable = errors.New("claim is not replayable")
+
+// ReplayClaim runs again, from a worker, a call whose own worker was lost
+// after dispatch, when its tool is safe to replay and has attempts left. It
+// runs under the invocation the call was made with, through the whole
+// path: policy decides it live, and the journal's claim decides whether it
+// may run (an identical call may have taken it meanwhile).
+func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolplane.Result, error) {
+	if !iv.Replayable(c.Tool, c.Attempts) || len(c.Invocation) == 0 {
+		return toolplane.Result{}, fmt.Errorf("%s %s: %w", c.Tool, c.Key, ErrNotReplayable)
+	}
+	var inv toolplane.Invocation
+	if err := json.Unmarshal(c.Invocation, &inv); err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: stored invocation of %s: %v", ErrFault, c.Key, err)
+	}
+	inv.Source = toolplane.SourceWorker
+	dec := json.NewDecoder(bytes.NewReader(c.Arguments))
+	dec.UseNumber()
+	var args any
+	if err := dec.Decode(&args); err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: stored arguments of %s: %v", ErrFault, c.Key, err)
+	}
+	return iv.Invoke(ctx, c.Tool, args, &inv)
+}

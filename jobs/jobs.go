@@ -16,9 +16,10 @@
 //   - a periodic sweep that schedules the execution of every approved call
 //     still waiting, so a node that died between recording an approval and
 //     enqueueing its execution loses nothing;
-//   - lease expiry: a periodic sweep turns claims whose worker died after
-//     dispatch into uncertain actions, and releases those that never
-//     reached their handler;
+//   - lease expiry: a periodic sweep releases claims whose worker died
+//     before dispatch (nothing happened), runs again, from a worker and
+//     with the same key, those of tools safe to replay with attempts left,
+//     and turns the rest into uncertain actions;
 //   - retention: completed journal rows past their TTL are removed.
 package jobs
 
@@ -121,6 +122,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &sweepLeasesWorker{w: w})
 	river.AddWorker(workers, &sweepApprovedWorker{w: w})
 	river.AddWorker(workers, &retentionWorker{w: w})
+	river.AddWorker(workers, &replayWorker{w: w})
 	cfg := &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}},
 		Workers: workers,
@@ -150,6 +152,15 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 			&river.InsertOpts{ScheduledAt: a.ExpiresAt, UniqueOpts: river.UniqueOpts{ByArgs: true}})
 		if err != nil {
 			return fmt.Errorf("schedule expiry of %s: %w", a.ID, err)
+		}
+		return nil
+	}
+	w.replay = func(ctx context.Context, c *toolplane.Claim) error {
+		// Unique by claim and attempt: one replay per lost attempt.
+		_, err := client.Insert(ctx, ReplayClaimArgs{Org: c.OrganizationID, Tool: c.Tool, Key: c.Key, Attempts: c.Attempts},
+			&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+		if err != nil {
+			return fmt.Errorf("enqueue replay of %s: %w", c.Key, err)
 		}
 		return nil
 	}

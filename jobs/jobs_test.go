@@ -19,6 +19,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/canonical"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
@@ -338,5 +339,46 @@ func escalates(t *testing.T, path string) {
 	evs, _, err := n.store.ListAudit(ctx, "org-1", toolplane.AuditFilter{Outcome: "approval_escalated"}, "", 10)
 	if err != nil || len(evs) != 1 || evs[0].ApprovalID != first.ID || evs[0].AuthorizedBy != second.ID {
 		t.Fatalf("escalation audit = %+v %v", evs, err)
+	}
+}
+
+func TestLostReplayableCallRunsAgainFromAWorker(t *testing.T) {
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) { replaysLost(t, path) })
+	}
+}
+
+func replaysLost(t *testing.T, path string) {
+	ctx := context.Background()
+	var effects atomic.Int64
+	def := sendDef()
+	def.Annotations = toolplane.Annotations{Idempotent: true}
+	def.Replay = &toolplane.Replay{MaxAttempts: 2}
+	n := startNodeWith(t, path, def, approval.Approvers{}, time.Hour, &effects, func(o *jobs.Options) { o.SweepEvery = 100 * time.Millisecond })
+	// A worker took the call, marked it dispatched and was lost.
+	in := callInv()
+	args := map[string]any{"to": "jo"}
+	argsJSON, _ := json.Marshal(args)
+	invJSON, _ := json.Marshal(in)
+	hash, _ := canonical.HashJSON(argsJSON)
+	now := time.Now()
+	lost := &toolplane.Claim{OrganizationID: "org-1", Tool: "email.send", Key: invoke.Key(in, hash), RequestHash: hash,
+		Status: toolplane.ClaimProcessing, Owner: "lost-node", LeaseUntil: now.Add(-time.Second), Dispatched: true, Attempts: 1,
+		RunID: in.RunID, StepPath: in.StepPath, Arguments: argsJSON, Invocation: invJSON, CreatedAt: now, UpdatedAt: now}
+	if ok, err := n.store.InsertClaim(ctx, lost); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	n.start(t)
+	eventually(t, "the worker's replay", func() bool {
+		c, err := n.store.GetClaim(ctx, "org-1", "email.send", lost.Key)
+		return err == nil && c.Status == toolplane.ClaimCompleted
+	})
+	c, _ := n.store.GetClaim(ctx, "org-1", "email.send", lost.Key)
+	if effects.Load() != 1 || c.Attempts != 2 {
+		t.Fatalf("effects=%d attempts=%d", effects.Load(), c.Attempts)
+	}
+	r, err := n.iv.Invoke(ctx, "email.send", args, in)
+	if err != nil || !r.OK || !r.Meta.Replayed || effects.Load() != 1 {
+		t.Fatalf("the caller's identical call: %+v %v effects=%d", r, err, effects.Load())
 	}
 }

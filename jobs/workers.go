@@ -19,6 +19,7 @@ type work struct {
 	opt      Options
 	enqueue  func(context.Context, *toolplane.Approval) error
 	expireAt func(context.Context, *toolplane.Approval) error
+	replay   func(context.Context, *toolplane.Claim) error
 }
 
 // sweepBatch bounds one sweep; a longer backlog is taken by the next one.
@@ -174,7 +175,12 @@ func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesAr
 			continue
 		}
 		if x.w.deps.Invoker.Replayable(c.Tool, c.Attempts) {
-			continue // the next identical call runs it again, with the same key
+			// Safe to repeat, with attempts left: a worker runs it again,
+			// with the same key, without waiting for the caller.
+			if err := x.w.replay(ctx, &c); err != nil {
+				return err
+			}
+			continue
 		}
 		next := c
 		next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, journal.LostReason, now
@@ -204,4 +210,45 @@ func (x *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 			return err
 		}
 	}
+}
+
+// ReplayClaimArgs: run again a call safe to replay whose worker was lost.
+type ReplayClaimArgs struct {
+	Org      string `json:"org"`
+	Tool     string `json:"tool"`
+	Key      string `json:"key"`
+	Attempts int    `json:"attempts"`
+}
+
+// Kind implements river.JobArgs.
+func (ReplayClaimArgs) Kind() string { return "toolplane_replay_claim" }
+
+type replayWorker struct {
+	river.WorkerDefaults[ReplayClaimArgs]
+	w *work
+}
+
+func (x *replayWorker) Work(ctx context.Context, job *river.Job[ReplayClaimArgs]) error {
+	c, err := x.w.deps.Store.GetClaim(ctx, job.Args.Org, job.Args.Tool, job.Args.Key)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return nil // released meanwhile: nothing to replay
+	}
+	if err != nil {
+		return err
+	}
+	if c.Status != toolplane.ClaimProcessing || c.Attempts != job.Args.Attempts {
+		return nil // answered, or another attempt started, since the sweep
+	}
+	_, err = x.w.deps.Invoker.ReplayClaim(ctx, c)
+	switch {
+	case err == nil, errors.Is(err, invoke.ErrNotReplayable):
+		return nil
+	case errors.Is(err, invoke.ErrInFlight):
+		return river.JobSnooze(time.Second)
+	}
+	var ar *invoke.ApprovalRequired
+	if errors.As(err, &ar) {
+		return nil // policy asks a person now; the call waits on that approval
+	}
+	return err
 }

@@ -81,11 +81,12 @@ type Request struct {
 	// max attempts, or 1.
 	MaxAttempts int
 	// Owner and Lease: who takes the claim, and for how long.
-	Owner     string
-	Lease     time.Duration
-	RunID     string
-	StepPath  string
-	Arguments []byte
+	Owner      string
+	Lease      time.Duration
+	RunID      string
+	StepPath   string
+	Arguments  []byte
+	Invocation []byte
 }
 
 // verdict is what an existing row means for this request.
@@ -168,7 +169,7 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 			RequestHash: req.RequestHash, Status: toolplane.ClaimProcessing,
 			Owner: req.Owner, LeaseUntil: now.Add(req.Lease),
 			RunID: req.RunID, StepPath: req.StepPath, Arguments: req.Arguments,
-			CreatedAt: now, UpdatedAt: now,
+			Invocation: req.Invocation, CreatedAt: now, UpdatedAt: now,
 		}
 		ok, err := j.store.InsertClaim(ctx, c)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 
 const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
 	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at`
+	reconciled_by, note, version, created_at, updated_at, invocation`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -22,7 +22,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 	)
 	err := r.Scan(&c.OrganizationID, &c.Tool, byteString{&c.Key}, byteString{&c.RequestHash}, &c.Status, &c.Result, &c.Owner,
 		&lease, &c.Dispatched, &c.Attempts, &c.RunID, &c.StepPath, &c.Arguments, &c.Reason,
-		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated)
+		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated, &c.Invocation)
 	c.LeaseUntil = fromOptMicros(lease)
 	c.CreatedAt = fromMicros(created)
 	c.UpdatedAt = fromMicros(updated)
@@ -35,11 +35,11 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO claims (`+claimColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, bytea(c.Key), bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner,
 		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
-		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt))
+		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation))
 	if err != nil {
 		return false, fmt.Errorf("insert claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -81,14 +81,15 @@ func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 const updateClaim = `UPDATE claims SET
 			request_hash = $1, status = $2, result = $3, owner = $4, lease_until = $5,
 			dispatched = $6, attempts = $7, run_id = $8, step_path = $9, arguments = $10,
-			reason = $11, reconciled_by = $12, note = $13, updated_at = $14, version = version + 1
+			reason = $11, reconciled_by = $12, note = $13, updated_at = $14, invocation = $19,
+			version = version + 1
 		WHERE organization_id = $15 AND tool = $16 AND key = $17 AND version = $18`
 
 func updateClaimArgs(c *toolplane.Claim) []any {
 	return []any{bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt),
-		c.OrganizationID, c.Tool, bytea(c.Key), c.Version}
+		c.OrganizationID, c.Tool, bytea(c.Key), c.Version, blob(c.Invocation)}
 }
 
 // updateClaimAudited is updateClaim and the audit insert as one statement:
@@ -98,7 +99,7 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // explicit transaction would take four.
 const updateClaimAudited = `WITH updated AS (` + updateClaim + ` RETURNING 1)
 	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34 FROM updated`
+	SELECT $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35 FROM updated`
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an

@@ -11,7 +11,7 @@ import (
 
 const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
 	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at`
+	reconciled_by, note, version, created_at, updated_at, invocation`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -21,7 +21,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 	)
 	err := r.Scan(&c.OrganizationID, &c.Tool, &c.Key, &c.RequestHash, &c.Status, &c.Result, &c.Owner,
 		&lease, &c.Dispatched, &c.Attempts, &c.RunID, &c.StepPath, &c.Arguments, &c.Reason,
-		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated)
+		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated, &c.Invocation)
 	c.LeaseUntil = fromOptMicros(lease)
 	c.CreatedAt = fromMicros(created)
 	c.UpdatedAt = fromMicros(updated)
@@ -33,11 +33,11 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // number of concurrent inserts exactly one answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
 	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, c.Key, c.RequestHash, string(c.Status), blob(c.Result), c.Owner,
 		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
-		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt))
+		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation))
 	if err != nil {
 		return false, fmt.Errorf("insert claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -77,14 +77,14 @@ func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 const updateClaim = `UPDATE claims SET
 			request_hash = ?, status = ?, result = ?, owner = ?, lease_until = ?,
 			dispatched = ?, attempts = ?, run_id = ?, step_path = ?, arguments = ?,
-			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, version = version + 1
+			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, invocation = ?, version = version + 1
 		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`
 
 func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
 	res, err := st.ExecContext(ctx,
 		c.RequestHash, string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
-		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt),
+		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
 		c.OrganizationID, c.Tool, c.Key, c.Version)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)

@@ -45,6 +45,7 @@ func fullClaim(org, tool, key string, created time.Time) *toolplane.Claim {
 		RunID:          "run-1",
 		StepPath:       "agent/step-3",
 		Arguments:      []byte(`{"order_id":"ord_1","amount":1250}`),
+		Invocation:     []byte{'{', 0x00, 0xff, '}'},
 		Reason:         "lease lost after dispatch",
 		ReconciledBy:   "user-ada",
 		Note:           "refund confirmed upstream",
@@ -126,7 +127,7 @@ func testClaimGetRoundTrip(t *testing.T, s toolplane.Store) {
 		}},
 		{"empty byte slices", func() *toolplane.Claim {
 			c := fullClaim(org, "crm.update_contact", "empty-bytes", base)
-			c.Result, c.Arguments = []byte{}, []byte{}
+			c.Result, c.Arguments, c.Invocation = []byte{}, []byte{}, []byte{}
 			return c
 		}()},
 		{"uncertain", func() *toolplane.Claim {
@@ -186,6 +187,7 @@ func testClaimUpdateCompareAndSwap(t *testing.T, s toolplane.Store) {
 	cur.RequestHash = "sha256:rehashed"
 	cur.RunID, cur.StepPath = "run-2", "agent"
 	cur.Arguments = nil
+	cur.Invocation = []byte(`{"run_id":"run-2"}`)
 	cur.Reason, cur.ReconciledBy, cur.Note = "", "", "done"
 	cur.UpdatedAt = at(time.Minute)
 	ok, err := s.UpdateClaim(t.Context(), cur)

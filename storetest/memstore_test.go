@@ -58,7 +58,7 @@ func cloneBytes(b []byte) []byte {
 
 func storedClaim(c toolplane.Claim) toolplane.Claim {
 	c.LeaseUntil, c.CreatedAt, c.UpdatedAt = keep(c.LeaseUntil), keep(c.CreatedAt), keep(c.UpdatedAt)
-	c.Result, c.Arguments = cloneBytes(c.Result), cloneBytes(c.Arguments)
+	c.Result, c.Arguments, c.Invocation = cloneBytes(c.Result), cloneBytes(c.Arguments), cloneBytes(c.Invocation)
 	return c
 }
 

@@ -36,6 +36,7 @@ CREATE TABLE claims (
 	run_id          TEXT COLLATE "C" NOT NULL,
 	step_path       TEXT COLLATE "C" NOT NULL,
 	arguments       BYTEA,
+	invocation      BYTEA,
 	reason          TEXT COLLATE "C" NOT NULL,
 	reconciled_by   TEXT COLLATE "C" NOT NULL,
 	note            TEXT COLLATE "C" NOT NULL,

@@ -18,6 +18,7 @@ CREATE TABLE claims (
 	run_id          TEXT NOT NULL,
 	step_path       TEXT NOT NULL,
 	arguments       BLOB,
+	invocation      BLOB,
 	reason          TEXT NOT NULL,
 	reconciled_by   TEXT NOT NULL,
 	note            TEXT NOT NULL,
