@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
@@ -117,7 +118,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 		}
 	}
 	if after != "" {
-		createdAt, parts, err := decodeCursor(after, cursorAudit, 1)
+		createdAt, parts, err := cursor.Decode(after, cursor.Audit, 1)
 		if err == nil {
 			err = checkTextPart(parts[0])
 		}
@@ -142,7 +143,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, encodeCursor(cursorAudit, micros(last.CreatedAt), last.ID), nil
+	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
 }
 
 // collectEvents scans and closes rows.

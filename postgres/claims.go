@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
@@ -140,7 +141,7 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	q := `SELECT ` + claimColumns + ` FROM claims WHERE organization_id = $1 AND status = $2`
 	args := []any{org, string(status)}
 	if after != "" {
-		createdAt, parts, err := decodeCursor(after, cursorClaims, 2)
+		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
 		if err == nil {
 			err = checkTextPart(parts[0])
 		}
@@ -166,7 +167,7 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, encodeCursor(cursorClaims, micros(last.CreatedAt), last.Tool, last.Key), nil
+	return out, cursor.Encode(cursor.Claims, micros(last.CreatedAt), last.Tool, last.Key), nil
 }
 
 // collectClaims scans and closes rows.

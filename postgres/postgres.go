@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 // Store is a toolplane.Store on one PostgreSQL database. It is safe for
@@ -55,7 +56,7 @@ const maxLimit = 1000
 // call they came from.
 var (
 	errLimit  = errors.New("limit must be between 1 and 1000")
-	errCursor = errors.New("malformed cursor")
+	errCursor = cursor.ErrMalformed
 )
 
 func checkLimit(limit int) error {

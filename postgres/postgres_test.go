@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/storetest"
 )
@@ -418,17 +419,17 @@ func TestCursorPartsTextColumnsCannotHold(t *testing.T) {
 	s := newTestStore(t)
 	ctx := t.Context()
 	for _, bad := range []string{"a\x00b", "\xff"} {
-		if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, encodeCursor(cursorClaims, 0, bad, "k"), 10); !errors.Is(err, errCursor) {
+		if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, cursor.Encode(cursor.Claims, 0, bad, "k"), 10); !errors.Is(err, errCursor) {
 			t.Errorf("ListClaims(tool %q) err = %v, want errCursor", bad, err)
 		}
-		if _, _, err := s.ListApprovals(ctx, "org", toolplane.ApprovalPending, encodeCursor(cursorApprovals, 0, bad), 10); !errors.Is(err, errCursor) {
+		if _, _, err := s.ListApprovals(ctx, "org", toolplane.ApprovalPending, cursor.Encode(cursor.Approvals, 0, bad), 10); !errors.Is(err, errCursor) {
 			t.Errorf("ListApprovals(id %q) err = %v, want errCursor", bad, err)
 		}
-		if _, _, err := s.ListAudit(ctx, "org", toolplane.AuditFilter{}, encodeCursor(cursorAudit, 0, bad), 10); !errors.Is(err, errCursor) {
+		if _, _, err := s.ListAudit(ctx, "org", toolplane.AuditFilter{}, cursor.Encode(cursor.Audit, 0, bad), 10); !errors.Is(err, errCursor) {
 			t.Errorf("ListAudit(id %q) err = %v, want errCursor", bad, err)
 		}
 	}
-	if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, encodeCursor(cursorClaims, 0, "tool", "\x00\xff"), 10); err != nil {
+	if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, cursor.Encode(cursor.Claims, 0, "tool", "\x00\xff"), 10); err != nil {
 		t.Errorf("ListClaims(key with any byte) err = %v", err)
 	}
 }
@@ -446,15 +447,15 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := encodeCursor(cursorClaims, tt.createdAt, tt.parts...)
-			at, parts, err := decodeCursor(c, cursorClaims, len(tt.parts))
+			c := cursor.Encode(cursor.Claims, tt.createdAt, tt.parts...)
+			at, parts, err := cursor.Decode(c, cursor.Claims, len(tt.parts))
 			if err != nil || at != tt.createdAt || strings.Join(parts, "|") != strings.Join(tt.parts, "|") {
 				t.Errorf("decode(encode) = %d, %q, %v", at, parts, err)
 			}
-			if _, _, err := decodeCursor(c, cursorClaims, len(tt.parts)+1); err == nil {
+			if _, _, err := cursor.Decode(c, cursor.Claims, len(tt.parts)+1); err == nil {
 				t.Error("decoding with one part too many succeeded")
 			}
-			if _, _, err := decodeCursor(c, cursorAudit, len(tt.parts)); err == nil {
+			if _, _, err := cursor.Decode(c, cursor.Audit, len(tt.parts)); err == nil {
 				t.Error("decoding as another list's cursor succeeded")
 			}
 		})

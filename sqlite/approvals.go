@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
@@ -117,7 +118,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = ? AND status = ?`
 	args := []any{org, string(status)}
 	if after != "" {
-		createdAt, parts, err := decodeCursor(after, cursorApprovals, 1)
+		createdAt, parts, err := cursor.Decode(after, cursor.Approvals, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list approvals: %w", err)
 		}
@@ -140,7 +141,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, encodeCursor(cursorApprovals, micros(last.CreatedAt), last.ID), nil
+	return out, cursor.Encode(cursor.Approvals, micros(last.CreatedAt), last.ID), nil
 }
 
 // collectApprovals scans and closes rows.

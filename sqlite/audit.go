@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
@@ -101,7 +102,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 		}
 	}
 	if after != "" {
-		createdAt, parts, err := decodeCursor(after, cursorAudit, 1)
+		createdAt, parts, err := cursor.Decode(after, cursor.Audit, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list audit: %w", err)
 		}
@@ -124,7 +125,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, encodeCursor(cursorAudit, micros(last.CreatedAt), last.ID), nil
+	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
 }
 
 // collectEvents scans and closes rows.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
@@ -155,7 +156,7 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	q := `SELECT ` + claimColumns + ` FROM claims WHERE organization_id = ? AND status = ?`
 	args := []any{org, string(status)}
 	if after != "" {
-		createdAt, parts, err := decodeCursor(after, cursorClaims, 2)
+		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
 		if err != nil {
 			return nil, "", fmt.Errorf("list claims: %w", err)
 		}
@@ -178,7 +179,7 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, encodeCursor(cursorClaims, micros(last.CreatedAt), last.Tool, last.Key), nil
+	return out, cursor.Encode(cursor.Claims, micros(last.CreatedAt), last.Tool, last.Key), nil
 }
 
 // collectClaims scans and closes rows.

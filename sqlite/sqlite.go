@@ -29,6 +29,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 // busyTimeout is how long a connection waits for another connection's write
@@ -161,7 +162,7 @@ const maxLimit = 1000
 // call they came from.
 var (
 	errLimit  = errors.New("limit must be between 1 and 1000")
-	errCursor = errors.New("malformed cursor")
+	errCursor = cursor.ErrMalformed
 )
 
 func checkLimit(limit int) error {

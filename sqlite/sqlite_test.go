@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/storetest"
 )
 
@@ -286,15 +287,15 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := encodeCursor(cursorClaims, tt.createdAt, tt.parts...)
-			at, parts, err := decodeCursor(c, cursorClaims, len(tt.parts))
+			c := cursor.Encode(cursor.Claims, tt.createdAt, tt.parts...)
+			at, parts, err := cursor.Decode(c, cursor.Claims, len(tt.parts))
 			if err != nil || at != tt.createdAt || strings.Join(parts, "|") != strings.Join(tt.parts, "|") {
 				t.Errorf("decode(encode) = %d, %q, %v", at, parts, err)
 			}
-			if _, _, err := decodeCursor(c, cursorClaims, len(tt.parts)+1); err == nil {
+			if _, _, err := cursor.Decode(c, cursor.Claims, len(tt.parts)+1); err == nil {
 				t.Error("decoding with one part too many succeeded")
 			}
-			if _, _, err := decodeCursor(c, cursorAudit, len(tt.parts)); err == nil {
+			if _, _, err := cursor.Decode(c, cursor.Audit, len(tt.parts)); err == nil {
 				t.Error("decoding as another list's cursor succeeded")
 			}
 		})

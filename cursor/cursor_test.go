@@ -1,0 +1,44 @@
+package cursor
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		at    int64
+		parts []string
+	}{
+		{0, nil},
+		{-1, []string{""}},
+		{1764417600000000, []string{"payments.refund_order", "5:run-1,\x00\xff"}},
+	}
+	for _, tt := range tests {
+		c := Encode(Claims, tt.at, tt.parts...)
+		at, parts, err := Decode(c, Claims, len(tt.parts))
+		if err != nil || at != tt.at || (len(tt.parts) > 0 && !reflect.DeepEqual(parts, tt.parts)) {
+			t.Fatalf("Decode(Encode(%d, %q)) = %d, %q, %v", tt.at, tt.parts, at, parts, err)
+		}
+	}
+}
+
+func TestCursorRefusesWhatEncodeCannotMake(t *testing.T) {
+	t.Parallel()
+	good := Encode(Audit, 42, "id-1")
+	for name, c := range map[string]string{
+		"not base64":     "!!!",
+		"another list":   Encode(Claims, 42, "id-1"),
+		"too few parts":  Encode(Audit, 42),
+		"trailing bytes": Encode(Audit, 42, "id-1", "extra"),
+		"empty":          "",
+		"truncated":      good[:len(good)-2],
+		"another format": "AGU",
+	} {
+		if _, _, err := Decode(c, Audit, 1); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
+	}
+}
