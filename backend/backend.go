@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -21,6 +20,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/migrate"
 	"github.com/toolplane/toolplane/postgres"
 	"github.com/toolplane/toolplane/sqlite"
 )
@@ -39,12 +39,7 @@ type Runner interface {
 }
 
 // Migration is one schema migration and whether it is applied.
-type Migration struct {
-	Version   int
-	Name      string
-	Applied   bool
-	AppliedAt time.Time
-}
+type Migration = migrate.Migration
 
 // Backend is an opened database.
 type Backend struct {
@@ -100,14 +95,7 @@ func openSQLite(ctx context.Context, path string) (*Backend, error) {
 			}
 			return jobs.Migrate(ctx, driver)
 		},
-		status: func(ctx context.Context) ([]Migration, error) {
-			ms, err := store.MigrationStatus(ctx)
-			out := make([]Migration, len(ms))
-			for i, m := range ms {
-				out[i] = Migration(m)
-			}
-			return out, err
-		},
+		status: store.MigrationStatus,
 		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New[*sql.Tx](driver, d, o) },
 		close:  func() { rdb.Close(); db.Close() },
 	}, nil
@@ -136,14 +124,7 @@ func openPostgres(ctx context.Context, dsn string) (*Backend, error) {
 			}
 			return jobs.Migrate(ctx, driver)
 		},
-		status: func(ctx context.Context) ([]Migration, error) {
-			ms, err := store.MigrationStatus(ctx)
-			out := make([]Migration, len(ms))
-			for i, m := range ms {
-				out[i] = Migration(m)
-			}
-			return out, err
-		},
+		status: store.MigrationStatus,
 		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New(driver, d, o) },
 		close:  pool.Close,
 	}, nil

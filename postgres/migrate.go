@@ -4,13 +4,12 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"regexp"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane/migrate"
 )
 
 // migrationFiles holds the schema history: migrations/NNNN_name.sql, applied
@@ -21,51 +20,24 @@ import (
 var migrationFiles embed.FS
 
 // Migration is one schema version and whether this database has it.
-type Migration struct {
-	Version int
-	Name    string
-	Applied bool
-	// AppliedAt is when it was applied; zero when it was not.
-	AppliedAt time.Time
-}
+type Migration = migrate.Migration
 
+// migration is one embedded migration of this store's dialect.
 type migration struct {
 	version int
 	name    string
 	sql     string
 }
 
-var migrationName = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.sql$`)
-
-// migrations answers the embedded migrations in version order, refusing a
-// misnamed file or a version used twice: either would apply a schema the
-// file names do not describe.
+// migrations answers the embedded migrations in version order.
 func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	files, err := migrate.Read(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	var out []migration
-	for _, e := range entries {
-		m := migrationName.FindStringSubmatch(e.Name())
-		if m == nil {
-			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", e.Name())
-		}
-		v, err := strconv.Atoi(m[1])
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("migration %s: bad version", e.Name())
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: m[2], sql: string(body)})
-	}
-	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
-	for i := 1; i < len(out); i++ {
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("migration version %d used twice", out[i].version)
-		}
+	out := make([]migration, len(files))
+	for i, f := range files {
+		out[i] = migration{version: f.Version, name: f.Name, sql: f.SQL}
 	}
 	return out, nil
 }
