@@ -130,6 +130,13 @@ func chaosNode(t *testing.T) {
 	os.Exit(0)
 }
 
+// closedDone answers the done channel of a node that already finished.
+func closedDone() chan error {
+	c := make(chan error, 1)
+	c <- nil
+	return c
+}
+
 // TestChaosThreeNodesOneKilled runs three node processes on one PostgreSQL
 // schema, every node calling the same write keys at once, while one node
 // after another is SIGKILLed and restarted at random moments. Afterwards no
@@ -200,18 +207,27 @@ func TestChaosThreeNodesOneKilled(t *testing.T) {
 	nodes := []*proc{start(), start(), start()}
 	killed := map[int]bool{}
 	kills := 0
-	for kills < 8 {
-		time.Sleep(time.Duration(200+rand.IntN(700)) * time.Millisecond)
-		i := rand.IntN(len(nodes))
-		select {
-		case err := <-nodes[i].done: // it finished on its own
-			if err != nil {
-				t.Fatalf("node exited: %v", err)
+	// Kill one node after another at random moments for as long as the
+	// calls go on: until a node that was never killed finishes its pass
+	// over every key, or 40 kills.
+	finished := false
+	for !finished && kills < 40 {
+		time.Sleep(time.Duration(150+rand.IntN(600)) * time.Millisecond)
+		for i, n := range nodes {
+			select {
+			case err := <-n.done:
+				if err != nil {
+					t.Fatalf("node exited: %v", err)
+				}
+				finished = true
+				nodes[i] = &proc{done: closedDone()}
+			default:
 			}
-			nodes[i] = start() // a fresh node joins (it reads every key back)
-			continue
-		default:
 		}
+		if finished {
+			break
+		}
+		i := rand.IntN(len(nodes))
 		pid := nodes[i].cmd.Process.Pid
 		if err := nodes[i].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
