@@ -125,10 +125,11 @@ func (s *Service) List(ctx context.Context, org string, status toolplane.Approva
 }
 
 // Covers reports whether approval a covers a call: the same organization,
-// run, tool and arguments hash. An approval of another proposal, even in
-// the same run, covers nothing.
-func Covers(a *toolplane.Approval, org, run, tool, argsHash string) bool {
-	return a.OrganizationID == org && a.RunID == run && a.Tool == tool && a.ArgumentsHash == argsHash
+// run, tool, arguments hash and idempotency key. An approval of another
+// proposal, even in the same run with the same arguments (another step, or
+// another caller key), covers nothing: one approval is one effect.
+func Covers(a *toolplane.Approval, org, run, tool, argsHash, key string) bool {
+	return a.OrganizationID == org && a.RunID == run && a.Tool == tool && a.ArgumentsHash == argsHash && a.Key == key
 }
 
 // Prior answers what earlier approvals say about a call about to be
@@ -143,7 +144,7 @@ func (s *Service) Prior(ctx context.Context, org, run, key, tool, argsHash strin
 	now := s.now()
 	for i := range as {
 		a := &as[i]
-		if !Covers(a, org, run, tool, argsHash) {
+		if !Covers(a, org, run, tool, argsHash, key) {
 			continue
 		}
 		switch {
@@ -178,8 +179,12 @@ func (s *Service) Resolve(ctx context.Context, org, id string, d Decision, check
 	}
 	now := s.now()
 	if !now.Before(a.ExpiresAt) {
-		if _, err := s.Expire(ctx, a); err != nil {
-			return nil, err
+		// Past its expiry the default applies. Deny can be applied here;
+		// escalate belongs to the expiry job, which files the next approval.
+		if a.DefaultOnTimeout != toolplane.OnTimeoutEscalate {
+			if _, err := s.Expire(ctx, a); err != nil {
+				return nil, err
+			}
 		}
 		return a, fmt.Errorf("resolve approval %s: %w at %s", id, ErrExpired, a.ExpiresAt.Format(time.RFC3339))
 	}

@@ -161,26 +161,27 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 	}
 }
 
-func TestCoversOnlyTheSameOrgRunToolAndHash(t *testing.T) {
+func TestCoversOnlyTheSameOrgRunToolHashAndKey(t *testing.T) {
 	t.Parallel()
 	a := &toolplane.Approval{OrganizationID: "org-1", RunID: "run-1", Tool: "email.send", ArgumentsHash: "h1", Key: "key-1"}
 	tests := []struct {
-		name                  string
-		org, run, tool, hashV string
-		want                  bool
+		name                       string
+		org, run, tool, hashV, key string
+		want                       bool
 	}{
-		{"the same call", "org-1", "run-1", "email.send", "h1", true},
-		{"another organization", "org-2", "run-1", "email.send", "h1", false},
-		{"another run", "org-1", "run-2", "email.send", "h1", false},
-		{"another tool", "org-1", "run-1", "email.draft", "h1", false},
-		{"other arguments", "org-1", "run-1", "email.send", "h2", false},
-		{"empty hash", "org-1", "run-1", "email.send", "", false},
+		{"the same call", "org-1", "run-1", "email.send", "h1", "key-1", true},
+		{"another organization", "org-2", "run-1", "email.send", "h1", "key-1", false},
+		{"another run", "org-1", "run-2", "email.send", "h1", "key-1", false},
+		{"another tool", "org-1", "run-1", "email.draft", "h1", "key-1", false},
+		{"other arguments", "org-1", "run-1", "email.send", "h2", "key-1", false},
+		{"empty hash", "org-1", "run-1", "email.send", "", "key-1", false},
+		{"another key (another step or caller key)", "org-1", "run-1", "email.send", "h1", "key-2", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := approval.Covers(a, tt.org, tt.run, tt.tool, tt.hashV); got != tt.want {
-				t.Fatalf("Covers(%s, %s, %s, %s) = %v, want %v", tt.org, tt.run, tt.tool, tt.hashV, got, tt.want)
+			if got := approval.Covers(a, tt.org, tt.run, tt.tool, tt.hashV, tt.key); got != tt.want {
+				t.Fatalf("Covers(%s, %s, %s, %s, %s) = %v, want %v", tt.org, tt.run, tt.tool, tt.hashV, tt.key, got, tt.want)
 			}
 		})
 	}

@@ -230,3 +230,35 @@ func TestPreviewRules(t *testing.T) {
 		})
 	}
 }
+
+func TestAnApprovalCoversOneEffectNotTheSameArgumentsElsewhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m"})})
+	in := inv("email.send")
+	a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), in))
+	e.resolve(a.ID, true)
+	must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", a.ID))
+	// The same arguments at another step, or under another caller key, are
+	// another action: the approval of the first covers neither.
+	other := *in
+	other.StepPath, other.AuthorizedBy = "node-2", a.ID
+	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &other))
+	keyed := *in
+	keyed.IdempotencyKey, keyed.AuthorizedBy = "client-key", a.ID
+	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &keyed))
+	if e.count("email.send") != 1 {
+		t.Fatalf("one approval made %d effects", e.count("email.send"))
+	}
+}
+
+func TestAnApprovedReadRuns(t *testing.T) {
+	t.Parallel()
+	d := def("crm.export", toolplane.EffectRead, func(d *toolplane.Definition) { d.Annotations.RequiresApproval = true })
+	e := newEnv(t, newStore(t), tool{def: d, fn: ok(map[string]any{"rows": 3})})
+	a := must(t).Approval(e.iv.Invoke(context.Background(), "crm.export", args("to", "all"), inv("crm.export")))
+	e.resolve(a.ID, true)
+	r := must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", a.ID))
+	if e.count("crm.export") != 1 || r.Data.(map[string]any)["rows"] == nil {
+		t.Fatalf("runs=%d result=%+v", e.count("crm.export"), r)
+	}
+}

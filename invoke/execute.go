@@ -53,7 +53,12 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	}
 	attempt := 1
 	if c.claim != nil {
-		if err := iv.journal.Dispatch(ctx, c.claim); err != nil {
+		// The dispatch mark is the last write before the handler: a caller
+		// going away must not leave it half done.
+		if err := iv.journal.Dispatch(context.WithoutCancel(ctx), c.claim); err != nil {
+			if !errors.Is(err, journal.ErrLeaseLost) {
+				_ = c.release(ctx) // nothing was dispatched: free the key
+			}
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 		}
 		attempt = c.claim.Attempts

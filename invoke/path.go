@@ -136,12 +136,16 @@ func (c *call) run(ctx context.Context) (toolplane.Result, error) {
 	// step only; one covering another call is ignored.
 	approved := false
 	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
+		// A read has no key yet; an approval of it names one all the same.
+		if err := c.identify(); err != nil {
+			return toolplane.Result{}, err
+		}
 		a, err := iv.cfg.Approvals.Get(ctx, inv.OrganizationID, inv.AuthorizedBy)
 		switch {
 		case errors.Is(err, toolplane.ErrNotFound):
 		case err != nil:
 			return toolplane.Result{}, fmt.Errorf("%w: read approval %s: %v", ErrFault, inv.AuthorizedBy, err)
-		case c.hash != "" && approval.Covers(a, inv.OrganizationID, inv.RunID, d.Name, c.hash):
+		case approval.Covers(a, inv.OrganizationID, inv.RunID, d.Name, c.hash, c.key):
 			switch a.Status {
 			case toolplane.ApprovalApproved:
 				approved = true
@@ -333,6 +337,13 @@ func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
 	}
 	if pending != nil {
 		c.audit.ApprovalID = pending.ID
+		// Scheduling is idempotent (one job per approval and expiry), and
+		// this heals a filing whose scheduling failed.
+		if iv.sched != nil {
+			if err := iv.sched.ApprovalFiled(ctx, pending); err != nil {
+				return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+			}
+		}
 		return toolplane.Result{}, &ApprovalRequired{ID: pending.ID, ExpiresAt: pending.ExpiresAt, Preview: pending.Preview}
 	}
 	argsJSON, err := canonical.Marshal(c.args)

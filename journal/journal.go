@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -165,6 +166,11 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 	for range maxRaces {
 		now := j.now()
 		c := &toolplane.Claim{
+			// A claim's versions never repeat across its lifetimes: a row
+			// released (or swept) and claimed again starts at a fresh random
+			// version, so a stalled holder of the old row can never match
+			// the new one and act on it.
+			Version:        rand.Int64N(1 << 62),
 			OrganizationID: req.OrganizationID, Tool: req.Tool, Key: req.Key,
 			RequestHash: req.RequestHash, Status: toolplane.ClaimProcessing,
 			Owner: req.Owner, LeaseUntil: now.Add(req.Lease),

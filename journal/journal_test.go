@@ -163,7 +163,7 @@ func TestClaimRecordsTheRequestAndLease(t *testing.T) {
 func TestSecondClaimAnswersProcessingWhileTheLeaseLives(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.claimed(t, req("k", "w1"))
+	first := f.claimed(t, req("k", "w1"))
 	for _, at := range []time.Duration{0, lease - time.Microsecond} {
 		f.clock.Advance(at)
 		o, c := f.claim(t, req("k", "w2"))
@@ -174,7 +174,7 @@ func TestSecondClaimAnswersProcessingWhileTheLeaseLives(t *testing.T) {
 		o, _ = f.read(t, req("k", "w2"))
 		wantOutcome(t, "Read", o, journal.Processing)
 	}
-	if got := f.stored(t, req("k", "w1")); got.Owner != "w1" || got.Version != 0 {
+	if got := f.stored(t, req("k", "w1")); got.Owner != "w1" || got.Version != first.Version {
 		t.Fatalf("a refused claim changed the row: %+v", got)
 	}
 }
@@ -264,8 +264,20 @@ func TestReleaseDeletesTheClaim(t *testing.T) {
 	o, _ := f.read(t, r)
 	wantOutcome(t, "Read", o, journal.Absent)
 	c2 := f.claimed(t, req("k", "w2"))
-	if c2.Owner != "w2" || c2.Attempts != 0 || c2.Version != 0 || c2.Dispatched {
+	if c2.Owner != "w2" || c2.Attempts != 0 || c2.Dispatched {
 		t.Fatalf("fresh claim after Release = %+v", c2)
+	}
+	// The new row's versions never meet the released row's: a holder of
+	// the old claim can act on the new one neither by Dispatch nor Release.
+	if c2.Version == c.Version || c2.Version == c.Version+1 {
+		t.Fatalf("a claimed-again row reused the version %d", c2.Version)
+	}
+	stale := *c
+	if err := f.j.Dispatch(context.Background(), &stale); !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("a stale holder dispatched the new claim: %v", err)
+	}
+	if err := f.j.Release(context.Background(), c); !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("a stale holder released the new claim: %v", err)
 	}
 }
 
@@ -819,6 +831,7 @@ func TestConcurrentClaimsHaveExactlyOneWinner(t *testing.T) {
 	const n = 32
 	outcomes := make([]journal.Outcome, n)
 	owners := make([]string, n)
+	versions := make([]int64, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -828,13 +841,13 @@ func TestConcurrentClaimsHaveExactlyOneWinner(t *testing.T) {
 			o, c, err := f.j.Claim(context.Background(), req("k", fmt.Sprintf("w%02d", i)))
 			outcomes[i], errs[i] = o, err
 			if c != nil {
-				owners[i] = c.Owner
+				owners[i], versions[i] = c.Owner, c.Version
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
-	winner := ""
+	winner, winnerVersion := "", int64(0)
 	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("claim %d: %v", i, errs[i])
@@ -844,7 +857,7 @@ func TestConcurrentClaimsHaveExactlyOneWinner(t *testing.T) {
 			if winner != "" {
 				t.Fatalf("two winners: %s and %s", winner, owners[i])
 			}
-			winner = owners[i]
+			winner, winnerVersion = owners[i], versions[i]
 			if winner != fmt.Sprintf("w%02d", i) {
 				t.Fatalf("claim %d won as %q", i, winner)
 			}
@@ -861,7 +874,7 @@ func TestConcurrentClaimsHaveExactlyOneWinner(t *testing.T) {
 			t.Fatalf("claim %d saw owner %q, want the winner %q", i, owners[i], winner)
 		}
 	}
-	if got := f.stored(t, req("k", "")); got.Owner != winner || got.Version != 0 {
+	if got := f.stored(t, req("k", "")); got.Owner != winner || got.Version != winnerVersion {
 		t.Fatalf("stored = %+v, want the winner's untouched claim", got)
 	}
 }
