@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -238,18 +239,23 @@ func (s *Service) Expire(ctx context.Context, a *toolplane.Approval) (bool, erro
 // Escalate applies an approval's default of escalate: a pending approval
 // past its expiry is marked expired, naming the approval that replaces it,
 // and a new pending approval of the same call is filed for group at the
-// next level, waiting ttl. The expired row is changed first, conditionally,
-// so of two nodes expiring one approval only one escalates.
+// next level, waiting ttl. The successor's id is derived from its
+// predecessor's, and each step is conditional, so running Escalate again
+// after a failure (or on a second node) completes the same escalation
+// instead of starting another.
 func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group string, ttl time.Duration) (*toolplane.Approval, error) {
-	if a.Status != toolplane.ApprovalPending || s.now().Before(a.ExpiresAt) {
-		return nil, fmt.Errorf("escalate approval %s: %w", a.ID, ErrNotPending)
+	switch {
+	case a.Status == toolplane.ApprovalPending && s.now().Before(a.ExpiresAt):
+		return nil, fmt.Errorf("escalate approval %s: %w (it has not expired)", a.ID, ErrNotPending)
+	case a.Status != toolplane.ApprovalPending && a.Status != toolplane.ApprovalExpired:
+		return nil, fmt.Errorf("escalate approval %s: %w (it is %s)", a.ID, ErrNotPending, a.Status)
 	}
 	if ttl <= 0 {
 		ttl = s.ttl
 	}
 	now := s.now()
 	next := *a
-	next.ID = toolplane.NewID("apr_")
+	next.ID = a.ID + "_e" + strconv.Itoa(a.Level+1)
 	next.Level = a.Level + 1
 	next.ApproverGroup = group
 	next.EscalatedFrom = a.ID
@@ -257,17 +263,27 @@ func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group str
 	next.CreatedAt, next.ExpiresAt = now, now.Add(ttl)
 	next.ResolvedAt, next.ResolvedBy, next.Reason, next.Version = time.Time{}, "", "", 0
 
-	old := *a
-	old.Status, old.ResolvedAt, old.Reason = toolplane.ApprovalExpired, now, "expired: escalated to "+next.ID+" ("+group+")"
-	ok, err := s.store.UpdateApproval(ctx, &old)
+	if a.Status == toolplane.ApprovalPending {
+		old := *a
+		old.Status, old.ResolvedAt, old.Reason = toolplane.ApprovalExpired, now, "expired: escalated to "+next.ID+" ("+group+")"
+		ok, err := s.store.UpdateApproval(ctx, &old)
+		if err != nil {
+			return nil, fmt.Errorf("escalate approval %s: %w", a.ID, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("escalate approval %s: %w (changed concurrently)", a.ID, ErrNotPending)
+		}
+		*a = old
+	}
+	err := s.store.InsertApproval(ctx, &next)
+	if errors.Is(err, toolplane.ErrExists) {
+		existing, gerr := s.store.GetApproval(ctx, a.OrganizationID, next.ID)
+		if gerr != nil {
+			return nil, fmt.Errorf("escalate approval %s: %w", a.ID, gerr)
+		}
+		return existing, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("escalate approval %s: %w", a.ID, err)
-	}
-	if !ok {
-		return nil, fmt.Errorf("escalate approval %s: %w (changed concurrently)", a.ID, ErrNotPending)
-	}
-	*a = old
-	if err := s.store.InsertApproval(ctx, &next); err != nil {
 		return nil, fmt.Errorf("escalate approval %s: file the next approval: %w", a.ID, err)
 	}
 	return &next, nil

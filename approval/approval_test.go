@@ -738,3 +738,44 @@ func TestDecodeInvocationRefusesMalformedBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestEscalateFilesOneSuccessorEvenWhenRunAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := proposal(t)
+	a.DefaultOnTimeout = toolplane.OnTimeoutEscalate
+	f.file(t, a)
+	ctx := context.Background()
+	if _, err := f.svc.Escalate(ctx, a, "directors", 2*time.Hour); !errors.Is(err, approval.ErrNotPending) {
+		t.Fatalf("escalated before expiry: %v", err)
+	}
+	f.clock.Advance(ttl)
+	// A late answer leaves an escalating approval to its expiry job.
+	if _, err := f.svc.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, nil); !errors.Is(err, approval.ErrExpired) {
+		t.Fatalf("late answer: %v", err)
+	}
+	if got := f.get(t, a.ID); got.Status != toolplane.ApprovalPending {
+		t.Fatalf("a late answer applied deny to an escalating approval: %+v", got)
+	}
+	next, err := f.svc.Escalate(ctx, a, "directors", 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.EscalatedFrom != a.ID || next.Level != 1 || next.ApproverGroup != "directors" || next.Status != toolplane.ApprovalPending ||
+		!next.ExpiresAt.Equal(f.clock.Now().Add(2*time.Hour)) || next.ArgumentsHash != a.ArgumentsHash {
+		t.Fatalf("successor = %+v", next)
+	}
+	old := f.get(t, a.ID)
+	if old.Status != toolplane.ApprovalExpired || !strings.Contains(old.Reason, next.ID) {
+		t.Fatalf("predecessor = %+v", old)
+	}
+	// The job runs again (a retry, or a second node): the same successor.
+	again, err := f.svc.Escalate(ctx, old, "directors", 2*time.Hour)
+	if err != nil || again.ID != next.ID {
+		t.Fatalf("second escalation = %+v, %v", again, err)
+	}
+	pending, _, err := f.store.ListApprovals(ctx, "org-1", toolplane.ApprovalPending, "", 10)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending approvals = %+v, %v", pending, err)
+	}
+}

@@ -124,9 +124,10 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &retentionWorker{w: w})
 	river.AddWorker(workers, &replayWorker{w: w})
 	cfg := &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}},
-		Workers: workers,
-		Logger:  opt.Logger,
+		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}},
+		Workers:                     workers,
+		Logger:                      opt.Logger,
+		CompletedJobRetentionPeriod: completedJobRetention,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return SweepLeasesArgs{}, nil

@@ -22,8 +22,17 @@ type work struct {
 	replay   func(context.Context, *toolplane.Claim) error
 }
 
-// sweepBatch bounds one sweep; a longer backlog is taken by the next one.
+// sweepBatch bounds one read of a sweep.
 const sweepBatch = 500
+
+// approvedWindow is how far back the approved sweep looks. River keeps a
+// completed job (which is what makes re-enqueueing a no-op) for longer than
+// this; see completedJobRetention.
+const approvedWindow = 48 * time.Hour
+
+// completedJobRetention outlasts approvedWindow, so the sweep never
+// re-enqueues an execution River has already forgotten it ran.
+const completedJobRetention = 72 * time.Hour
 
 // ExpireApprovalArgs: apply an approval's default at its expiry. At (unix
 // microseconds) is part of the job's identity, so an approval whose expiry
@@ -50,12 +59,15 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 	if err != nil {
 		return err
 	}
-	if a.Status != toolplane.ApprovalPending {
-		return nil // answered in time
+	escalating := a.Status == toolplane.ApprovalExpired && a.DefaultOnTimeout == toolplane.OnTimeoutEscalate
+	if a.Status != toolplane.ApprovalPending && !escalating {
+		return nil // answered in time, or denied on expiry already
 	}
-	if wait := a.ExpiresAt.Sub(x.w.opt.Now()); wait > 0 {
+	if wait := a.ExpiresAt.Sub(x.w.opt.Now()); wait > 0 && !escalating {
 		return river.JobSnooze(wait) // the clock of this node is behind the filer's
 	}
+	// An approval already expired with escalate is a retry of an
+	// escalation that failed half way: Escalate finishes the same one.
 	if group, ttl, ok := x.w.deps.Invoker.NextApprover(a); ok {
 		next, err := x.w.deps.Approvals.Escalate(ctx, a, group, ttl)
 		if err != nil {
@@ -77,12 +89,13 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 // trail from the first request to the last answer stays whole.
 func (w *work) auditApproval(ctx context.Context, a *toolplane.Approval, outcome, next string) error {
 	ev := &toolplane.AuditEvent{
-		ID: toolplane.NewID("aud_"), OrganizationID: a.OrganizationID, RunID: a.RunID,
+		// One event per approval and outcome: a retried job finds it stored.
+		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
 		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
 		Outcome: outcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, AuthorizedBy: next,
 		CreatedAt: w.opt.Now(),
 	}
-	if err := w.deps.Store.AppendAudit(ctx, ev); err != nil {
+	if err := w.deps.Store.AppendAudit(ctx, ev); err != nil && !errors.Is(err, toolplane.ErrExists) {
 		return fmt.Errorf("audit approval %s: %w", a.ID, err)
 	}
 	return nil
@@ -135,16 +148,22 @@ type sweepApprovedWorker struct {
 func (x *sweepApprovedWorker) Work(ctx context.Context, _ *river.Job[SweepApprovedArgs]) error {
 	// An approval older than an approval's life has been executed (or
 	// re-asked) long since; the window keeps the sweep cheap.
-	as, err := x.w.deps.Maint.ApprovedApprovals(ctx, x.w.opt.Now().Add(-48*time.Hour), sweepBatch)
-	if err != nil {
-		return err
-	}
-	for i := range as {
-		if err := x.w.enqueue(ctx, &as[i]); err != nil {
+	since := x.w.opt.Now().Add(-approvedWindow)
+	for {
+		as, err := x.w.deps.Maint.ApprovedApprovals(ctx, since, sweepBatch)
+		if err != nil {
 			return err
 		}
+		for i := range as {
+			if err := x.w.enqueue(ctx, &as[i]); err != nil {
+				return err
+			}
+		}
+		if len(as) < sweepBatch || !as[len(as)-1].ResolvedAt.After(since) {
+			return nil
+		}
+		since = as[len(as)-1].ResolvedAt // ties re-read are enqueued once: the jobs are unique
 	}
-	return nil
 }
 
 // SweepLeasesArgs: settle claims whose worker died.
