@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -260,5 +261,33 @@ func TestAnApprovedReadRuns(t *testing.T) {
 	r := must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", a.ID))
 	if e.count("crm.export") != 1 || r.Data.(map[string]any)["rows"] == nil {
 		t.Fatalf("runs=%d result=%+v", e.count("crm.export"), r)
+	}
+}
+
+// grants is a live principal source whose grants a test changes.
+type grants struct {
+	mu    sync.Mutex
+	tools []string
+}
+
+func (g *grants) Principal(_ context.Context, inv *toolplane.Invocation) (toolplane.Principal, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return toolplane.Principal{ID: inv.Principal.ID, Tools: append([]string(nil), g.tools...)}, nil
+}
+
+func TestGrantRemovedWhileApprovalWaitedRefusesTheResume(t *testing.T) {
+	t.Parallel()
+	live := &grants{tools: []string{"email.send"}}
+	e := newEnvWith(t, newStore(t), func(c *invoke.Config) { c.Principals = live }, tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m"})})
+	a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), inv("email.send")))
+	e.resolve(a.ID, true)
+	live.mu.Lock()
+	live.tools = nil // the grant is removed while the approval waited
+	live.mu.Unlock()
+	r, err := e.iv.ExecuteApproved(context.Background(), "org-1", a.ID)
+	code(t, r, err, toolplane.CodeDenied)
+	if e.count("email.send") != 0 {
+		t.Fatal("the stored grant outlived the live one")
 	}
 }

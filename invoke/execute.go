@@ -10,6 +10,7 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/journal"
+	"github.com/toolplane/toolplane/registry"
 )
 
 // ret is what a handler goroutine hands back.
@@ -192,15 +193,43 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 		return
 	case r.err != nil:
 		o := b.Classify(r.err)
-		if o.Kind != handler.Definite && o.Kind != handler.Release {
+		switch o.Kind {
+		case handler.Definite:
+			res = o.Result
+		case handler.Release:
+			// It made no effect: like a retryable failure in time, it is not
+			// remembered, and the next identical call runs afresh.
+			if err := c.iv.journal.Drop(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key); err != nil {
+				c.iv.log.ErrorContext(ctx, "late settlement refused", "tool", c.tool.Def.Name, "key", c.key, "err", err)
+				return
+			}
+			c.iv.auditSettlement(ctx, c.inv.OrganizationID, c.tool, c.claim, "settled_released", "settlement")
+			return
+		default:
 			return // still uncertain, or a fault: a person reconciles
 		}
-		res = o.Result
 	default:
 		res, _ = c.tool.Output(r.out)
 	}
 	if _, err := c.iv.journal.Settle(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, boundary.Render(res), "settlement", "settled by the handler after it was stopped"); err != nil {
 		c.iv.log.ErrorContext(ctx, "late settlement refused", "tool", c.tool.Def.Name, "key", c.key, "err", err)
+		return
+	}
+	c.iv.auditSettlement(ctx, c.inv.OrganizationID, c.tool, c.claim, "settled", "settlement")
+}
+
+// auditSettlement records how an uncertain action ended: who settled it
+// (a person, or the handler itself) and with what.
+func (iv *Invoker) auditSettlement(ctx context.Context, org string, t *registry.Tool, cl *toolplane.Claim, outcome, by string) {
+	ev := &toolplane.AuditEvent{
+		ID: toolplane.NewID("aud_"), OrganizationID: org, Tool: t.Def.Name, ToolVersion: t.Def.Version,
+		Source: toolplane.SourceWorker, Outcome: outcome, PrincipalID: by, CreatedAt: iv.now(),
+	}
+	if cl != nil {
+		ev.RunID, ev.ArgumentsHash = cl.RunID, cl.RequestHash
+	}
+	if err := iv.cfg.Store.AppendAudit(ctx, ev); err != nil {
+		iv.log.ErrorContext(ctx, "audit append failed", "tool", t.Def.Name, "outcome", outcome, "err", err)
 	}
 }
 

@@ -117,6 +117,12 @@ type tool struct {
 
 func newEnv(t testing.TB, store *sqlite.Store, tools ...tool) *env {
 	t.Helper()
+	return newEnvWith(t, store, nil, tools...)
+}
+
+// newEnvWith is newEnv with a last word on the invoker's configuration.
+func newEnvWith(t testing.TB, store *sqlite.Store, tune func(*invoke.Config), tools ...tool) *env {
+	t.Helper()
 	e := &env{t: t, store: store, clock: newClock(), reporter: &reporter{}, calls: map[string]*atomic.Int64{}}
 	hs := handler.NewRegistry()
 	var defs []toolplane.Definition
@@ -142,11 +148,15 @@ func newEnv(t testing.TB, store *sqlite.Store, tools ...tool) *env {
 	}
 	e.approvals = approval.New(store, approval.Approvers{"org-1": {"alice"}}, e.clock.Now, time.Hour)
 	e.policy = &counting{inner: policy.Grants{}}
-	e.iv, err = invoke.New(invoke.Config{
+	cfg := invoke.Config{
 		Registry: reg, Handlers: hs, Store: store, Policy: e.policy, Approvals: e.approvals,
 		Reporter: e.reporter, Now: e.clock.Now, Node: "test", LeaseMargin: time.Second,
 		Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	e.iv, err = invoke.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,11 @@ type Config struct {
 	Policy    policy.Policy
 	Facts     policy.Facts
 	Approvals *approval.Service
+	// Principals, when set, answers the live principal of a stored
+	// invocation: a call run later from storage (an approved call, a
+	// replay) is decided on the grants of now, not of when it was made.
+	// Without it the stored principal is used.
+	Principals Principals
 	// Audit, when set, appends audit events off the hot path; without it
 	// each call appends to Store itself.
 	Audit *audit.Writer
@@ -178,6 +183,11 @@ func (iv *Invoker) WithAudit(w *audit.Writer) *Invoker {
 	cfg.Audit = w
 	n, _ := New(cfg)
 	return n
+}
+
+// Principals answers live principals.
+type Principals interface {
+	Principal(ctx context.Context, inv *toolplane.Invocation) (toolplane.Principal, error)
 }
 
 // Scheduler is the durable background work the invoker hands off: an

@@ -501,3 +501,49 @@ func TestAuditRecordsEveryOutcome(t *testing.T) {
 }
 
 var _ = approval.ErrExpired
+
+func TestLateRetryableSettlementIsNotRemembered(t *testing.T) {
+	t.Parallel()
+	d := def("payments.refund", toolplane.EffectWrite, func(d *toolplane.Definition) { d.Timeout = toolplane.Duration(20 * time.Millisecond) })
+	var calls sync.Mutex
+	first := true
+	e := newEnv(t, newStore(t), tool{def: d, fn: func(context.Context, handler.Call, any) (any, error) {
+		calls.Lock()
+		defer calls.Unlock()
+		if first {
+			first = false
+			time.Sleep(60 * time.Millisecond) // stopped, then answers: nothing was done
+			return nil, &handler.RetryableUpstream{Err: errors.New("503")}
+		}
+		return map[string]any{"refund_id": "r-2"}, nil
+	}, opts: []handler.Option{handler.WithSettlement(2 * time.Second)}})
+	in := inv("payments.refund")
+	r, err := e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), in)
+	code(t, r, err, toolplane.CodeUncertain)
+	e.iv.Wait()
+	r = must(t).OK(e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), in))
+	if r.Meta.Replayed || e.count("payments.refund") != 2 {
+		t.Fatalf("after a late retryable settlement: %+v runs=%d", r, e.count("payments.refund"))
+	}
+	evs, _, _ := e.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{Outcome: "settled_released"}, "", 10)
+	if len(evs) != 1 {
+		t.Fatalf("settlement audit = %+v", evs)
+	}
+}
+
+func TestReconciliationIsAudited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: def("payments.refund", toolplane.EffectWrite), fn: func(context.Context, handler.Call, any) (any, error) {
+		return nil, errors.New("socket closed after write")
+	}, classify: func(error) handler.Ending { return handler.Uncertain("the connection dropped") }})
+	r, err := e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), inv("payments.refund"))
+	code(t, r, err, toolplane.CodeUncertain)
+	list, _, _ := e.iv.Uncertain(context.Background(), "org-1", "", 10)
+	if _, err := e.iv.Reconcile(context.Background(), "org-1", "payments.refund", list[0].Key, invoke.Reconciliation{Unconfirmed: "checking"}, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	evs, _, _ := e.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{Outcome: "reconciled"}, "", 10)
+	if len(evs) != 1 || evs[0].PrincipalID != "alice" || evs[0].ArgumentsHash != list[0].RequestHash {
+		t.Fatalf("reconciliation audit = %+v", evs)
+	}
+}

@@ -49,6 +49,9 @@ func (iv *Invoker) ExecuteApproved(ctx context.Context, org, id string) (toolpla
 	}
 	inv.AuthorizedBy = a.ID
 	inv.Source = toolplane.SourceResume
+	if err := iv.livePrincipal(ctx, inv); err != nil {
+		return toolplane.Result{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(a.Arguments))
 	dec.UseNumber()
 	var args any
@@ -151,9 +154,11 @@ func (iv *Invoker) Reconcile(ctx context.Context, org, tool, key string, r Recon
 		note = r.Unconfirmed
 		res = toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("nobody can yet confirm whether this %s call took effect: %s. Do not repeat it, and do not report it as done or as failed.", t.Model, note))
 	}
-	if _, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by, note); err != nil {
+	cl, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by, note)
+	if err != nil {
 		return toolplane.Result{}, fmt.Errorf("reconcile %s: %w", key, err)
 	}
+	iv.auditSettlement(ctx, org, t, cl, "reconciled", by)
 	return res, nil
 }
 
@@ -182,6 +187,9 @@ func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolpla
 		return toolplane.Result{}, fmt.Errorf("%w: stored invocation of %s: %v", ErrFault, c.Key, err)
 	}
 	inv.Source = toolplane.SourceWorker
+	if err := iv.livePrincipal(ctx, &inv); err != nil {
+		return toolplane.Result{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(c.Arguments))
 	dec.UseNumber()
 	var args any
@@ -189,4 +197,19 @@ func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolpla
 		return toolplane.Result{}, fmt.Errorf("%w: stored arguments of %s: %v", ErrFault, c.Key, err)
 	}
 	return iv.Invoke(ctx, c.Tool, args, &inv)
+}
+
+// livePrincipal replaces the principal of a stored invocation with the
+// live one, when the deployment can answer it: a grant removed (or a person
+// offboarded) while an approval waited must refuse the call it approved.
+func (iv *Invoker) livePrincipal(ctx context.Context, inv *toolplane.Invocation) error {
+	if iv.cfg.Principals == nil {
+		return nil
+	}
+	p, err := iv.cfg.Principals.Principal(ctx, inv)
+	if err != nil {
+		return fmt.Errorf("%w: principal %s: %v", ErrFault, inv.Principal.ID, err)
+	}
+	inv.Principal = p
+	return nil
 }

@@ -342,6 +342,27 @@ func (j *Journal) Settle(ctx context.Context, org, tool, key string, result []by
 	return nil, fmt.Errorf("settle %s: %d concurrent changes in a row", key, maxRaces)
 }
 
+// Drop removes an uncertain claim whose effect is known not to have
+// happened (a stopped handler that settled late with a failure that made
+// no effect): like a release, the next identical call runs afresh.
+func (j *Journal) Drop(ctx context.Context, org, tool, key string) error {
+	c, err := j.store.GetClaim(ctx, org, tool, key)
+	if err != nil {
+		return fmt.Errorf("drop %s: %w", key, err)
+	}
+	if c.Status != toolplane.ClaimUncertain {
+		return fmt.Errorf("drop %s: %w (it is %s)", key, ErrNotUncertain, c.Status)
+	}
+	ok, err := j.store.DeleteClaim(ctx, org, tool, key, c.Version)
+	if err != nil {
+		return fmt.Errorf("drop %s: %w", key, err)
+	}
+	if !ok {
+		return fmt.Errorf("drop %s: %w", key, ErrLeaseLost)
+	}
+	return nil
+}
+
 // Get answers the claim on a key.
 func (j *Journal) Get(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
 	return j.store.GetClaim(ctx, org, tool, key)
