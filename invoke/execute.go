@@ -47,7 +47,13 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	// A call already past its deadline is refused before dispatch: nothing
 	// outside the platform saw it, so its claim is released.
 	if c.timeout() <= 0 {
-		if err := c.release(ctx); err != nil {
+		if c.claim != nil && c.claim.Attempts > 0 {
+			// A reclaimed attempt keeps the count of the attempts before
+			// it: end the lease rather than forget the row.
+			if err := iv.journal.Expire(context.WithoutCancel(ctx), c.claim); err != nil {
+				return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+			}
+		} else if err := c.release(ctx); err != nil {
 			return toolplane.Result{}, err
 		}
 		return toolplane.Fail(toolplane.CodeTimeout, "the run's time ran out before this call was sent; nothing was done"), nil

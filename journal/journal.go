@@ -203,6 +203,9 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 		case vReclaim:
 			next := *old
 			next.Owner, next.LeaseUntil, next.Dispatched, next.UpdatedAt = req.Owner, now.Add(req.Lease), false, now
+			if req.Invocation != nil { // the attempt runs under its own caller's invocation
+				next.Invocation = req.Invocation
+			}
 			ok, err := j.store.UpdateClaim(ctx, &next)
 			if err != nil {
 				return 0, nil, fmt.Errorf("reclaim %s: %w", req.Key, err)
