@@ -326,7 +326,7 @@ func (ch *checker) schemas() {
 	ch.input = compile("input_schema", d.InputSchema, true)
 	ch.output = compile("output_schema", d.OutputSchema, true)
 	compile("error_schema", d.ErrorSchema, false)
-	if ch.input != nil && rootType(ch.input) != "object" {
+	if m, _ := docOf(ch.input); ch.input != nil && m["type"] != "object" {
 		ch.add("input_schema", "the root is not type: object", "model providers pass arguments as one object: make the root {\"type\": \"object\", \"properties\": {...}}")
 	}
 	if ch.input != nil && ch.output != nil && d.SchemaHash != "" {
@@ -336,10 +336,37 @@ func (ch *checker) schemas() {
 	}
 }
 
+func docOf(s *schema.Schema) (map[string]any, bool) {
+	if s == nil {
+		return nil, false
+	}
+	m, ok := s.Doc().(map[string]any)
+	return m, ok
+}
+
+// rootType answers the type of a schema's root: its one type, or its one
+// type besides null (a Go slice derives ["null","array"]; the boundary
+// renders a nil slice as [] anyway). "" when the root allows several.
 func rootType(s *schema.Schema) string {
 	m, _ := s.Doc().(map[string]any)
-	t, _ := m["type"].(string)
-	return t
+	switch t := m["type"].(type) {
+	case string:
+		return t
+	case []any:
+		one := ""
+		for _, x := range t {
+			name, _ := x.(string)
+			if name == "null" {
+				continue
+			}
+			if one != "" {
+				return ""
+			}
+			one = name
+		}
+		return one
+	}
+	return ""
 }
 
 func (ch *checker) binding() {

@@ -1,0 +1,122 @@
+package demo_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/demo"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+type bindings struct{ *handler.Registry }
+
+func (bindings) Connection(string) bool   { return false }
+func (bindings) FactResolver(string) bool { return false }
+
+func setup(t *testing.T) (*invoke.Invoker, *approval.Service, *sqlite.Store) {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "demo.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defs, bs, err := demo.New().Catalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := handler.NewRegistry()
+	if err := hs.Register(bs...); err != nil {
+		t.Fatal(err)
+	}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals := approval.New(store, approval.Approvers{"org-1": {"alice"}}, nil, time.Hour)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iv, approvals, store
+}
+
+func call() *toolplane.Invocation {
+	return &toolplane.Invocation{OrganizationID: "org-1", RunID: "run-1", StepPath: "agent",
+		Principal: toolplane.Principal{ID: "agent-1", Tools: []string{"demo.search_tickets", "demo.add_note", "demo.refund_order", "demo.analyze_text"}},
+		Ceilings:  toolplane.Ceilings{MaxCostCents: 100}}
+}
+
+func TestDemoCatalogueShowsTheProduct(t *testing.T) {
+	t.Parallel()
+	iv, approvals, store := setup(t)
+	ctx := context.Background()
+
+	// A read, with its arguments trimmed and validated.
+	r, err := iv.InvokeJSON(ctx, "demo.search_tickets", []byte(`{"query":"  cracked "}`), call())
+	if err != nil || !r.OK || *r.Meta.Count != 1 || r.Data.([]any)[0].(map[string]any)["id"] != "t-1001" {
+		t.Fatalf("search: %+v %v", r, err)
+	}
+	// A validation refusal names the field.
+	r, _ = iv.InvokeJSON(ctx, "demo.add_note", []byte(`{"ticket_id":"t-1001"}`), call())
+	if r.OK || r.Error.Code != toolplane.CodeInvalidInput || r.Error.FieldPath != "/text" {
+		t.Fatalf("validation: %+v", r.Error)
+	}
+	// A write called twice: one note, the second answer replayed.
+	args := []byte(`{"ticket_id":"t-1001","text":"Replacement shipped."}`)
+	first, err := iv.InvokeJSON(ctx, "demo.add_note", args, call())
+	second, err2 := iv.InvokeJSON(ctx, "demo.add_note", args, call())
+	if err != nil || err2 != nil || !first.OK || !second.Meta.Replayed || first.Data.(map[string]any)["note_id"] != second.Data.(map[string]any)["note_id"] {
+		t.Fatalf("write twice: %+v %+v", first, second)
+	}
+	// A business failure is a value.
+	r, _ = iv.InvokeJSON(ctx, "demo.add_note", []byte(`{"ticket_id":"t-9","text":"x"}`), call())
+	if r.OK || r.Error.Code != toolplane.CodeNotFound {
+		t.Fatalf("missing ticket: %+v", r)
+	}
+	// A destructive write waits for a person, with a preview.
+	_, err = iv.InvokeJSON(ctx, "demo.refund_order", []byte(`{"order_id":"o-502","amount_cents":1250,"reason":"charged twice"}`), call())
+	var ar *invoke.ApprovalRequired
+	if !errors.As(err, &ar) || ar.Preview != "Refund 12.50 on order o-502 (charged twice)" {
+		t.Fatalf("refund: %v", err)
+	}
+	if _, err := iv.Resolve(ctx, "org-1", ar.ID, approval.Decision{Approver: "alice", Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = iv.ExecuteApproved(ctx, "org-1", ar.ID)
+	if err != nil || !r.OK || r.Data.(map[string]any)["remaining_cents"].(interface{ String() string }).String() != "0" {
+		t.Fatalf("approved refund: %+v %v", r, err)
+	}
+	_ = approvals
+	// A metered tool writes its usage.
+	r, err = iv.InvokeJSON(ctx, "demo.analyze_text", []byte(`{"text":"Tools act. Skills teach. Tools act again!"}`), call())
+	if err != nil || !r.OK || r.Meta.UsageID == "" || !strings.Contains(strings.Join(toStrings(r.Data.(map[string]any)["top_words"]), ","), "tools") {
+		t.Fatalf("analyze: %+v %v", r, err)
+	}
+	if cost, _ := store.RunTreeCost(ctx, "org-1", "run-1"); cost != 1 {
+		t.Fatalf("cost = %d", cost)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
