@@ -222,10 +222,59 @@ type AuditFilter struct {
 	Outcome string
 }
 
+// CredentialStore is the storage of API keys' stored forms (Credential).
+//
+// Unlike every other store, a credential's identity is its ID alone: IDs
+// are unique across organizations, and GetCredential takes no organization.
+// Authentication reads the credential before the caller's organization is
+// known (the organization is what the credential answers), so the key's
+// public ID must find exactly one row; an identity scoped to an organization
+// would let two organizations hold the same ID and make the lookup
+// ambiguous. Every other method is still scoped to an organization, so one
+// organization's administration never reaches another's credentials.
+type CredentialStore interface {
+	// InsertCredential stores c, or answers an error wrapping ErrExists
+	// when a credential with its ID exists, in any organization.
+	InsertCredential(ctx context.Context, c *Credential) error
+	// GetCredential answers the credential with that ID, whatever its
+	// organization, or ErrNotFound. It is the authentication lookup: the
+	// caller learns the organization from the answer.
+	GetCredential(ctx context.Context, id string) (*Credential, error)
+	// ListCredentials answers the organization's credentials (revoked and
+	// expired ones included), oldest first, after the cursor.
+	ListCredentials(ctx context.Context, org, after string, limit int) ([]Credential, string, error)
+	// UpdateCredential writes c where the stored organization, ID and
+	// Version match c's, sets c.Version to the new version, and reports
+	// whether it wrote; compare-and-swap, like UpdateClaim. It writes Roles,
+	// Tools, Label, ExpiresAt and RevokedAt, and never the rest:
+	//
+	//   - ID, OrganizationID, Kind and Subject: who the key authenticates.
+	//     A key handed to one subject never comes to act as another.
+	//   - Hash: a key's secret never changes; a new secret is a new
+	//     credential.
+	//   - CreatedAt and CreatedBy: the credential's provenance, and the
+	//     list order.
+	//   - LastUsedAt, which is TouchCredential's alone: an update from a
+	//     copy read before a touch does not roll the time back.
+	//
+	// Revocation is final: once RevokedAt is stored, an update keeps it
+	// (neither clearing nor moving it), so a revoked key is never valid
+	// again.
+	UpdateCredential(ctx context.Context, c *Credential) (bool, error)
+	// TouchCredential records a use of the credential: it sets LastUsedAt
+	// to at, unless the stored time is already later, so it never moves
+	// back. It is one cheap unconditional write, not a
+	// compare-and-swap, and leaves Version alone, so it never makes an
+	// administrator's update stale. A credential not in org answers
+	// ErrNotFound; a zero at is an error.
+	TouchCredential(ctx context.Context, org, id string, at time.Time) error
+}
+
 // Store is everything the invocation path persists.
 type Store interface {
 	ClaimStore
 	ApprovalStore
 	UsageStore
 	AuditStore
+	CredentialStore
 }

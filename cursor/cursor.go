@@ -27,9 +27,10 @@ const format = 1
 // The lists a cursor belongs to: a cursor from one list is refused by the
 // others.
 const (
-	Claims    byte = 'c'
-	Approvals byte = 'a'
-	Audit     byte = 'e'
+	Claims      byte = 'c'
+	Approvals   byte = 'a'
+	Audit       byte = 'e'
+	Credentials byte = 'k'
 )
 
 // Encode answers the cursor after a row of list ordered by createdAt, with

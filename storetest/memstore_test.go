@@ -30,6 +30,9 @@ type memStore struct {
 	approvals map[[2]string]toolplane.Approval
 	usage     map[[2]string]toolplane.Usage
 	audit     map[[2]string]toolplane.AuditEvent
+	// credentials are keyed by ID alone: a credential's ID is unique
+	// across organizations.
+	credentials map[string]toolplane.Credential
 }
 
 func newMemStore() *memStore {
@@ -38,6 +41,8 @@ func newMemStore() *memStore {
 		approvals: make(map[[2]string]toolplane.Approval),
 		usage:     make(map[[2]string]toolplane.Usage),
 		audit:     make(map[[2]string]toolplane.AuditEvent),
+
+		credentials: make(map[string]toolplane.Credential),
 	}
 }
 
@@ -324,4 +329,89 @@ func (m *memStore) ListAudit(_ context.Context, org string, f toolplane.AuditFil
 	return page(rows, func(e toolplane.AuditEvent) memCursor {
 		return memCursor{e.CreatedAt.UnixMicro(), e.ID, ""}
 	}, true, after, limit)
+}
+
+func cloneNames(n []string) []string {
+	if len(n) == 0 {
+		return nil
+	}
+	return slices.Clone(n)
+}
+
+func storedCredential(c toolplane.Credential) toolplane.Credential {
+	c.CreatedAt, c.ExpiresAt, c.RevokedAt, c.LastUsedAt = keep(c.CreatedAt), keep(c.ExpiresAt), keep(c.RevokedAt), keep(c.LastUsedAt)
+	c.Roles, c.Tools, c.Hash = cloneNames(c.Roles), cloneNames(c.Tools), cloneBytes(c.Hash)
+	return c
+}
+
+func (m *memStore) InsertCredential(_ context.Context, c *toolplane.Credential) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.credentials[c.ID]; ok {
+		return toolplane.ErrExists
+	}
+	m.credentials[c.ID] = storedCredential(*c)
+	return nil
+}
+
+func (m *memStore) GetCredential(_ context.Context, id string) (*toolplane.Credential, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.credentials[id]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	c = storedCredential(c)
+	return &c, nil
+}
+
+func (m *memStore) ListCredentials(_ context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Credential
+	for _, c := range m.credentials {
+		if c.OrganizationID == org {
+			rows = append(rows, storedCredential(c))
+		}
+	}
+	return page(rows, func(c toolplane.Credential) memCursor {
+		return memCursor{c.CreatedAt.UnixMicro(), c.ID, ""}
+	}, false, after, limit)
+}
+
+// UpdateCredential writes the fields an update may write, and keeps a
+// stored revocation.
+func (m *memStore) UpdateCredential(_ context.Context, c *toolplane.Credential) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.credentials[c.ID]
+	if !ok || old.OrganizationID != c.OrganizationID || old.Version != c.Version {
+		return false, nil
+	}
+	c.Version++
+	next := old
+	next.Roles, next.Tools, next.Label, next.ExpiresAt = c.Roles, c.Tools, c.Label, c.ExpiresAt
+	if old.RevokedAt.IsZero() {
+		next.RevokedAt = c.RevokedAt
+	}
+	next.Version = c.Version
+	m.credentials[c.ID] = storedCredential(next)
+	return true, nil
+}
+
+func (m *memStore) TouchCredential(_ context.Context, org, id string, at time.Time) error {
+	if at.IsZero() {
+		return errors.New("zero time")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.credentials[id]
+	if !ok || c.OrganizationID != org {
+		return toolplane.ErrNotFound
+	}
+	if at = keep(at); at.After(c.LastUsedAt) {
+		c.LastUsedAt = at
+		m.credentials[id] = c
+	}
+	return nil
 }

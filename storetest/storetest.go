@@ -33,29 +33,44 @@
 //     PostgreSQL timestamptz keeps them), and answered in UTC. A zero time
 //     answers as the zero time.
 //   - A nil and an empty byte slice are the same value: a backend may answer
-//     either for both.
+//     either for both. So are a nil and an empty string list (a
+//     credential's Roles and Tools).
 //   - A claim or approval Key is kept byte for byte: canonical.Key says a
 //     key's parts may hold any byte, NUL and invalid UTF-8 included.
-//   - Insert keeps the Version it is given. A successful UpdateClaim or
-//     UpdateApproval stores Version+1 and sets the argument's Version to it;
-//     an unsuccessful one changes neither the row nor the argument.
+//   - Insert keeps the Version it is given. A successful UpdateClaim,
+//     UpdateApproval or UpdateCredential stores Version+1 and sets the
+//     argument's Version to it; an unsuccessful one changes neither the row
+//     nor the argument.
 //   - UpdateClaim and UpdateApproval write every field except the row's
 //     identity (organization and tool and key, or organization and ID) and
 //     CreatedAt: list order and cursors are built on CreatedAt, so it never
 //     moves.
 //   - Identities are scoped to an organization: the same claim key or row ID
-//     in two organizations is two rows.
+//     in two organizations is two rows. Credentials are the one exception:
+//     a credential's ID is unique across organizations, because
+//     GetCredential finds a key by its ID before the organization is known.
+//     Every other credential method is still scoped to an organization, and
+//     every subtest mints credential IDs of its own, as it does
+//     organization ids.
 //   - InsertApproval, InsertUsage and AppendAudit refuse a second row with the
 //     same ID in the organization with ErrExists, so a retried write never
-//     counts twice.
-//   - UpdateClaim, UpdateApproval and DeleteClaim of a row that is not there
-//     (or belongs to another organization) answer false or ErrNotFound, and
-//     never touch another organization's row. A stale Version answers false
-//     with a nil error.
+//     counts twice. InsertCredential refuses a second credential with the
+//     same ID in any organization.
+//   - UpdateCredential writes Roles, Tools, Label, ExpiresAt and RevokedAt
+//     only, and keeps a stored RevokedAt; TouchCredential moves LastUsedAt
+//     forward only and never changes Version (see toolplane.CredentialStore).
+//   - Role and tool names are kept byte for byte, or refused with an error
+//     (a name PostgreSQL text cannot hold: NUL, invalid UTF-8); never
+//     rewritten.
+//   - UpdateClaim, UpdateApproval, UpdateCredential and DeleteClaim of a row
+//     that is not there (or belongs to another organization) answer false
+//     or ErrNotFound, and never touch another organization's row. A stale
+//     Version answers false with a nil error. TouchCredential of such a row
+//     answers ErrNotFound.
 //   - Lists order by CreatedAt, ties broken by the identity compared
 //     bytewise (tool, then key, for claims; ID otherwise), as PostgreSQL's
-//     COLLATE "C" does. ListClaims and ListApprovals are oldest first;
-//     ListAudit and FindApprovals newest first.
+//     COLLATE "C" does. ListClaims, ListApprovals and ListCredentials are
+//     oldest first; ListAudit and FindApprovals newest first.
 //   - Cursors are opaque and validated: a malformed one is an error. The next
 //     cursor is empty exactly when no row followed the page, and paging by
 //     cursor neither skips nor repeats a row while rows are written between
@@ -69,6 +84,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +118,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Usage", usageCases},
 		{"Audit", auditCases},
 		{"Isolation", isolationCases},
+		{"Credentials", credentialCases},
 		{"InvalidArguments", invalidArgumentCases},
 	}
 	for _, g := range groups {
@@ -152,6 +169,10 @@ func diff(got, want any) string {
 			}
 		case []byte:
 			if !bytes.Equal(g.([]byte), w) {
+				out = append(out, fmt.Sprintf("%s = %q, want %q", name, g, w))
+			}
+		case []string:
+			if !slices.Equal(g.([]string), w) {
 				out = append(out, fmt.Sprintf("%s = %q, want %q", name, g, w))
 			}
 		default:

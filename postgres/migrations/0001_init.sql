@@ -1,4 +1,4 @@
--- The four tables of toolplane.Store, created in the schema the
+-- The five tables of toolplane.Store, created in the schema the
 -- connection's search_path selects.
 --
 -- Times are BIGINT unix microseconds UTC (NULL where the domain's zero time
@@ -18,8 +18,8 @@
 -- bytewise too.
 --
 -- Every primary key and index leads with organization_id, because every
--- query filters by it; the background sweeps' indexes, at the end, are the
--- exception, as their queries are.
+-- query filters by it; the credentials' primary key and the background
+-- sweeps' indexes, at the end, are the exceptions, as their queries are.
 
 -- The idempotency journal: one row per claimed (organization, tool, key).
 CREATE TABLE claims (
@@ -120,6 +120,39 @@ CREATE TABLE audit_events (
 -- cheaply as forwards); the run index serves the most common filter.
 CREATE INDEX audit_events_by_time ON audit_events (organization_id, created_at, id);
 CREATE INDEX audit_events_by_run ON audit_events (organization_id, run_id, created_at, id);
+
+-- API keys' stored forms: never a key, only the hash of its secret. The
+-- primary key is the id alone: authentication looks a key up by its public
+-- id before it knows the organization (the row is what says it), so an id
+-- names one credential across all organizations. organization_id is kept,
+-- indexed, and in the WHERE clause of every other query.
+--
+-- roles and tools are TEXT[], not JSON: a list of names is what an array
+-- is, pgx reads and writes it as a []string with no encoding step between,
+-- and "which credentials grant this tool" stays a plain = ANY (tools) or
+-- @> query that a GIN index can serve should it be needed. The store
+-- never writes a NULL element, and an empty list is '{}', never NULL.
+CREATE TABLE credentials (
+	id              TEXT COLLATE "C" PRIMARY KEY,
+	organization_id TEXT COLLATE "C" NOT NULL,
+	kind            TEXT COLLATE "C" NOT NULL,
+	subject         TEXT COLLATE "C" NOT NULL,
+	roles           TEXT[] COLLATE "C" NOT NULL,
+	tools           TEXT[] COLLATE "C" NOT NULL,
+	hash            BYTEA,
+	label           TEXT COLLATE "C" NOT NULL,
+	created_at      BIGINT NOT NULL,
+	expires_at      BIGINT,
+	revoked_at      BIGINT,
+	last_used_at    BIGINT,
+	created_by      TEXT COLLATE "C" NOT NULL,
+	version         BIGINT NOT NULL
+);
+
+-- ListCredentials: one organization's, oldest first, keyset-paged.
+-- last_used_at is in no index, so TouchCredential, which runs on every
+-- authenticated request, stays a heap-only (HOT) update.
+CREATE INDEX credentials_by_organization ON credentials (organization_id, created_at, id);
 
 -- The background sweeps cross organizations: claims whose lease ended,
 -- completed claims past retention, approvals resolved approved.

@@ -1,7 +1,9 @@
--- The four tables of toolplane.Store. Times are INTEGER unix microseconds
+-- The five tables of toolplane.Store. Times are INTEGER unix microseconds
 -- UTC (NULL where the domain's zero time means "none"); byte fields are BLOB
 -- (NULL when empty). Every primary key and index leads with
--- organization_id, because every query filters by it.
+-- organization_id, because every query filters by it; the credentials'
+-- primary key and the background sweeps' indexes are the exceptions (see
+-- each).
 
 -- The idempotency journal: one row per claimed (organization, tool, key).
 CREATE TABLE claims (
@@ -102,6 +104,35 @@ CREATE TABLE audit_events (
 -- common filter.
 CREATE INDEX audit_events_by_time ON audit_events (organization_id, created_at, id);
 CREATE INDEX audit_events_by_run ON audit_events (organization_id, run_id, created_at, id);
+
+-- API keys' stored forms: never a key, only the hash of its secret. The
+-- primary key is the id alone: authentication looks a key up by its public
+-- id before it knows the organization (the row is what says it), so an id
+-- names one credential across all organizations. organization_id is kept,
+-- indexed, and in the WHERE clause of every other query.
+--
+-- roles and tools are JSON arrays of strings: SQLite has no array type, and
+-- JSON is the form its built-in json_each can query should a lookup by tool
+-- or role be needed. The CHECK keeps anything else out.
+CREATE TABLE credentials (
+	id              TEXT NOT NULL PRIMARY KEY,
+	organization_id TEXT NOT NULL,
+	kind            TEXT NOT NULL,
+	subject         TEXT NOT NULL,
+	roles           TEXT NOT NULL CHECK (json_valid(roles) AND json_type(roles) = 'array'),
+	tools           TEXT NOT NULL CHECK (json_valid(tools) AND json_type(tools) = 'array'),
+	hash            BLOB,
+	label           TEXT NOT NULL,
+	created_at      INTEGER NOT NULL,
+	expires_at      INTEGER,
+	revoked_at      INTEGER,
+	last_used_at    INTEGER,
+	created_by      TEXT NOT NULL,
+	version         INTEGER NOT NULL
+) STRICT;
+
+-- ListCredentials: one organization's, oldest first, keyset-paged.
+CREATE INDEX credentials_by_organization ON credentials (organization_id, created_at, id);
 
 -- The background sweeps cross organizations: claims whose lease ended,
 -- completed claims past retention, approvals resolved approved.

@@ -1,0 +1,59 @@
+package toolplane
+
+import "time"
+
+// CredentialKind says whom a credential authenticates.
+type CredentialKind string
+
+// The credential kinds.
+const (
+	// CredentialAgent authenticates an agent: the calls it makes are
+	// limited to the tools the credential grants.
+	CredentialAgent CredentialKind = "agent"
+	// CredentialPerson authenticates a person: what they may do (own
+	// tools, approve calls, run the platform) follows from the credential's
+	// roles.
+	CredentialPerson CredentialKind = "person"
+)
+
+// Credential is an API key's stored form: never the key itself. A key reads
+// "<ID>_<secret>" (package apikey owns the format): the ID is public and
+// finds the row, the secret is known only to whoever holds the key, and the
+// row keeps only a salted, slow hash of it. A leaked table therefore grants
+// nothing.
+//
+// A credential is valid while it is neither revoked nor expired; the store
+// keeps the times and the gateway decides.
+type Credential struct {
+	// ID is the credential's public id, which is also the key's prefix
+	// ("tpk_…"). IDs are unique across every organization: a key is
+	// presented before its organization is known, and the ID alone must
+	// find it.
+	ID             string
+	OrganizationID string
+	Kind           CredentialKind
+	// Subject is who the credential authenticates: the agent identity or
+	// the person.
+	Subject string
+	// Roles are a person's roles (tool_owner, approver, platform_admin,
+	// ...); an agent's credential has none.
+	Roles []string
+	// Tools are the tool names, or glob patterns over them, an agent's
+	// credential grants; a person's credential has none.
+	Tools []string
+	// Hash is the salted hash of the key's secret part, with its
+	// parameters (see apikey.Hash).
+	Hash  []byte
+	Label string
+	// CreatedAt is when the credential was minted. ExpiresAt, RevokedAt
+	// and LastUsedAt are zero for none: no expiry, not revoked, never used.
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	RevokedAt  time.Time
+	LastUsedAt time.Time
+	// CreatedBy is who minted the credential.
+	CreatedBy string
+	// Version increments on every update; updates are conditional on it.
+	// TouchCredential leaves it alone.
+	Version int64
+}

@@ -1,0 +1,203 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
+)
+
+const credentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
+	created_at, expires_at, revoked_at, last_used_at, created_by, version`
+
+func scanCredential(r scanner) (toolplane.Credential, error) {
+	var (
+		c                          toolplane.Credential
+		created                    int64
+		expires, revoked, lastUsed *int64
+	)
+	err := r.Scan(&c.ID, &c.OrganizationID, &c.Kind, &c.Subject, &c.Roles, &c.Tools, &c.Hash, &c.Label,
+		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version)
+	if len(c.Roles) == 0 {
+		c.Roles = nil
+	}
+	if len(c.Tools) == 0 {
+		c.Tools = nil
+	}
+	c.CreatedAt = fromMicros(created)
+	c.ExpiresAt = fromOptMicros(expires)
+	c.RevokedAt = fromOptMicros(revoked)
+	c.LastUsedAt = fromOptMicros(lastUsed)
+	return c, err
+}
+
+// names answers a list of role or tool names as its TEXT[] column takes it:
+// never nil, which pgx would send as NULL. A name that is not UTF-8 text
+// without NUL, which PostgreSQL text cannot hold, is refused here with an
+// error that says which, rather than by the server.
+func names(field string, list []string) ([]string, error) {
+	if len(list) == 0 {
+		return []string{}, nil
+	}
+	for i, n := range list {
+		if !utf8.ValidString(n) || strings.IndexByte(n, 0) >= 0 {
+			return nil, fmt.Errorf("%s[%d] %q is not UTF-8 text without NUL", field, i, n)
+		}
+	}
+	return list, nil
+}
+
+// InsertCredential stores c, or answers an error wrapping
+// toolplane.ErrExists when a credential with its ID exists in any
+// organization.
+func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) error {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version)
+	if isDuplicate(err) {
+		return fmt.Errorf("insert credential %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// GetCredential answers the credential with that ID, in whichever
+// organization holds it, or an error wrapping toolplane.ErrNotFound.
+func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Credential, error) {
+	if checkTextPart(id) != nil {
+		// No TEXT value holds it, so no credential has it; asking would
+		// answer a database error.
+		return nil, fmt.Errorf("get credential %q: %w", id, toolplane.ErrNotFound)
+	}
+	row := s.pool.QueryRow(ctx, `SELECT `+credentialColumns+` FROM credentials WHERE id = $1`, id)
+	c, err := scanCredential(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get credential %s: %w", id, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get credential %s: %w", id, err)
+	}
+	return &c, nil
+}
+
+// ListCredentials answers the organization's credentials, oldest first
+// (ties by ID), after the cursor. The next cursor is "" when no credential
+// follows.
+func (s *Store) ListCredentials(ctx context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list credentials: %w", err)
+	}
+	q := `SELECT ` + credentialColumns + ` FROM credentials WHERE organization_id = $1`
+	args := []any{org}
+	if after != "" {
+		createdAt, parts, err := cursor.Decode(after, cursor.Credentials, 1)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list credentials: %w", err)
+		}
+		q += ` AND (created_at, id) > ($2, $3)`
+		args = append(args, createdAt, parts[0])
+	}
+	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args)+1)
+	args = append(args, limit+1) // one more, to know whether a page follows
+
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list credentials: %w", err)
+	}
+	out, err := collectCredentials(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list credentials: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.Credentials, micros(last.CreatedAt), last.ID), nil
+}
+
+// UpdateCredential writes c's roles, tools, label, expiry and revocation
+// where the stored organization, ID and version are c's, in one conditional
+// statement, and on success sets c.Version to the new version. A stored
+// revocation is kept (COALESCE), and nothing else is written.
+func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (bool, error) {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE credentials SET
+			roles = $1, tools = $2, label = $3, expires_at = $4,
+			revoked_at = COALESCE(revoked_at, $5),
+			version = version + 1
+		WHERE organization_id = $6 AND id = $7 AND version = $8`,
+		roles, tools, c.Label, optMicros(c.ExpiresAt),
+		optMicros(c.RevokedAt),
+		c.OrganizationID, c.ID, c.Version)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+// TouchCredential sets the credential's last use to at unless the stored one
+// is later, in one statement that neither reads first nor bumps the version
+// (GREATEST skips a NULL, so the first touch sets it). PostgreSQL counts
+// every row the WHERE clause matched as updated, so none means no such
+// credential in org.
+func (s *Store) TouchCredential(ctx context.Context, org, id string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("touch credential %s: zero time", id)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE credentials SET last_used_at = GREATEST(last_used_at, $1)
+		WHERE organization_id = $2 AND id = $3`, micros(at), org, id)
+	if err != nil {
+		return fmt.Errorf("touch credential %s: %w", id, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("touch credential %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+// collectCredentials scans and closes rows.
+func collectCredentials(rows pgx.Rows) ([]toolplane.Credential, error) {
+	defer rows.Close()
+	var out []toolplane.Credential
+	for rows.Next() {
+		c, err := scanCredential(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,221 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
+)
+
+const credentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
+	created_at, expires_at, revoked_at, last_used_at, created_by, version`
+
+func scanCredential(r scanner) (toolplane.Credential, error) {
+	var (
+		c                          toolplane.Credential
+		roles, tools               string
+		created                    int64
+		expires, revoked, lastUsed sql.NullInt64
+	)
+	err := r.Scan(&c.ID, &c.OrganizationID, &c.Kind, &c.Subject, &roles, &tools, &c.Hash, &c.Label,
+		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version)
+	if err != nil {
+		return c, err
+	}
+	if c.Roles, err = fromNames(roles); err != nil {
+		return c, fmt.Errorf("roles: %w", err)
+	}
+	if c.Tools, err = fromNames(tools); err != nil {
+		return c, fmt.Errorf("tools: %w", err)
+	}
+	c.CreatedAt = fromMicros(created)
+	c.ExpiresAt = fromOptMicros(expires)
+	c.RevokedAt = fromOptMicros(revoked)
+	c.LastUsedAt = fromOptMicros(lastUsed)
+	return c, nil
+}
+
+// names answers a list of role or tool names as its column holds it: a JSON
+// array of strings, "[]" when empty. A name that is not UTF-8 text without
+// NUL is refused: JSON would rewrite invalid UTF-8, and the PostgreSQL store
+// cannot hold either, so refusing keeps every name byte for byte and the
+// stores alike.
+func names(field string, list []string) (string, error) {
+	if len(list) == 0 {
+		return "[]", nil
+	}
+	for i, n := range list {
+		if !utf8.ValidString(n) || strings.IndexByte(n, 0) >= 0 {
+			return "", fmt.Errorf("%s[%d] %q is not UTF-8 text without NUL", field, i, n)
+		}
+	}
+	b, err := json.Marshal(list)
+	return string(b), err
+}
+
+// fromNames answers a names column's list, nil when empty.
+func fromNames(s string) ([]string, error) {
+	var list []string
+	if err := json.Unmarshal([]byte(s), &list); err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, nil
+	}
+	return list, nil
+}
+
+// InsertCredential stores c, or answers an error wrapping
+// toolplane.ErrExists when a credential with its ID exists in any
+// organization.
+func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) error {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	_, err = s.exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version)
+	if isDuplicate(err) {
+		return fmt.Errorf("insert credential %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// GetCredential answers the credential with that ID, in whichever
+// organization holds it, or an error wrapping toolplane.ErrNotFound.
+func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Credential, error) {
+	row := s.queryRow(ctx, `SELECT `+credentialColumns+` FROM credentials WHERE id = ?`, id)
+	c, err := scanCredential(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get credential %s: %w", id, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get credential %s: %w", id, err)
+	}
+	return &c, nil
+}
+
+// ListCredentials answers the organization's credentials, oldest first
+// (ties by ID), after the cursor. The next cursor is "" when no credential
+// follows.
+func (s *Store) ListCredentials(ctx context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list credentials: %w", err)
+	}
+	q := `SELECT ` + credentialColumns + ` FROM credentials WHERE organization_id = ?`
+	args := []any{org}
+	if after != "" {
+		createdAt, parts, err := cursor.Decode(after, cursor.Credentials, 1)
+		if err != nil {
+			return nil, "", fmt.Errorf("list credentials: %w", err)
+		}
+		q += ` AND (created_at, id) > (?, ?)`
+		args = append(args, createdAt, parts[0])
+	}
+	q += ` ORDER BY created_at, id LIMIT ?`
+	args = append(args, limit+1) // one more, to know whether a page follows
+
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list credentials: %w", err)
+	}
+	out, err := collectCredentials(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list credentials: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.Credentials, micros(last.CreatedAt), last.ID), nil
+}
+
+// UpdateCredential writes c's roles, tools, label, expiry and revocation
+// where the stored organization, ID and version are c's, in one conditional
+// statement, and on success sets c.Version to the new version. A stored
+// revocation is kept (COALESCE), and nothing else is written.
+func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (bool, error) {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	res, err := s.exec(ctx, `UPDATE credentials SET
+			roles = ?, tools = ?, label = ?, expires_at = ?,
+			revoked_at = COALESCE(revoked_at, ?),
+			version = version + 1
+		WHERE organization_id = ? AND id = ? AND version = ?`,
+		roles, tools, c.Label, optMicros(c.ExpiresAt),
+		optMicros(c.RevokedAt),
+		c.OrganizationID, c.ID, c.Version)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	ok, err := affected(res)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+// TouchCredential sets the credential's last use to at unless the stored one
+// is later, in one statement that neither reads first nor bumps the
+// version. SQLite counts a row the WHERE clause matched as changed even when
+// the CASE keeps its value, so no change means no such credential in org.
+func (s *Store) TouchCredential(ctx context.Context, org, id string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("touch credential %s: zero time", id)
+	}
+	t := micros(at)
+	res, err := s.exec(ctx, `UPDATE credentials SET
+			last_used_at = CASE WHEN last_used_at >= ? THEN last_used_at ELSE ? END
+		WHERE organization_id = ? AND id = ?`, t, t, org, id)
+	if err != nil {
+		return fmt.Errorf("touch credential %s: %w", id, err)
+	}
+	ok, err := affected(res)
+	if err != nil {
+		return fmt.Errorf("touch credential %s: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("touch credential %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+// collectCredentials scans and closes rows.
+func collectCredentials(rows *sql.Rows) ([]toolplane.Credential, error) {
+	defer rows.Close()
+	var out []toolplane.Credential
+	for rows.Next() {
+		c, err := scanCredential(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
