@@ -1,0 +1,448 @@
+// Package httpapi is toolplane's REST API under /v1: invoking tools,
+// answering approvals, reconciling uncertain actions, listing tools and the
+// audit trail. Every request authenticates with an API key (Bearer); an
+// agent's key grants tools, a person's key carries roles. Errors share one
+// envelope: {"error": {code, message, field_path, retryable, request_id}}.
+//
+// The API is a door like any other: every call goes through the invoker,
+// which decides it again, live.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/projection"
+	"github.com/toolplane/toolplane/registry"
+)
+
+// The roles a person's key may carry that this API reads.
+const (
+	RoleApprover      = "approver"
+	RolePlatformAdmin = "platform_admin"
+	RoleAuditor       = "auditor"
+)
+
+// Server serves the API.
+type Server struct {
+	Invoker  *invoke.Invoker
+	Registry *registry.Registry
+	Store    toolplane.Store
+	Log      *slog.Logger
+	Now      func() time.Time
+}
+
+// caller is who a request authenticated as.
+type caller struct {
+	cred *toolplane.Credential
+}
+
+func (c caller) hasRole(roles ...string) bool {
+	for _, have := range c.cred.Roles {
+		for _, want := range roles {
+			if have == want || have == RolePlatformAdmin {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// grants reports whether an agent's key grants tool.
+func (c caller) grants(tool string) bool {
+	for _, p := range c.cred.Tools {
+		if ok, _ := path.Match(p, tool); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Handler answers the API's routes.
+func (s *Server) Handler() http.Handler {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.ready)
+	mux.Handle("GET /v1/tools", s.auth(s.listTools))
+	mux.Handle("GET /v1/tools/{name}", s.auth(s.getTool))
+	mux.Handle("POST /v1/tools/{name}/invoke", s.auth(s.invoke))
+	mux.Handle("GET /v1/approvals", s.auth(s.listApprovals))
+	mux.Handle("POST /v1/approvals/{id}/{decision}", s.auth(s.resolve))
+	mux.Handle("GET /v1/uncertain", s.auth(s.listUncertain))
+	mux.Handle("POST /v1/uncertain/reconcile", s.auth(s.reconcile))
+	mux.Handle("GET /v1/audit/events", s.auth(s.listAudit))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, "")
+	})
+	return mux
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.Store.ListAudit(r.Context(), "readyz", toolplane.AuditFilter{}, "", 1); err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "the database does not answer", "")
+		return
+	}
+	w.Write([]byte("ok\n"))
+}
+
+
+// auth authenticates the request's API key before h runs.
+func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "send an API key as Authorization: Bearer <key>", "")
+			return
+		}
+		id, secret, err := apikey.Parse(strings.TrimSpace(token))
+		if err != nil {
+			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is malformed", "")
+			return
+		}
+		cred, err := s.Store.GetCredential(r.Context(), id)
+		now := s.Now()
+		switch {
+		case errors.Is(err, toolplane.ErrNotFound):
+			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
+			return
+		case err != nil:
+			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
+			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
+			return
+		case !cred.RevokedAt.IsZero() || (!cred.ExpiresAt.IsZero() && !now.Before(cred.ExpiresAt)) || !apikey.Verify(cred.Hash, secret):
+			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
+			return
+		}
+		if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
+			s.Log.WarnContext(r.Context(), "credential touch failed", "err", err)
+		}
+		h(w, r, caller{cred: cred})
+	})
+}
+
+// envelope is the one error shape of the API.
+type envelope struct {
+	Error apiError `json:"error"`
+}
+
+type apiError struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	FieldPath string `json:"field_path,omitempty"`
+	Retryable bool   `json:"retryable"`
+	RequestID string `json:"request_id"`
+}
+
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
+		return id
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
+	writeJSON(w, status, envelope{apiError{Code: code, Message: msg, FieldPath: field, Retryable: status >= 500 || status == http.StatusConflict, RequestID: requestID(r)}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("the request body is not valid: %v", err)
+	}
+	return nil
+}
+
+func limitOf(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, fmt.Errorf("limit must be 1 to 1000")
+	}
+	return n, nil
+}
+
+// toolView is a tool as the API lists it.
+type toolView struct {
+	Name         string                `json:"name"`
+	ModelName    string                `json:"model_name"`
+	Version      string                `json:"version"`
+	Description  string                `json:"description"`
+	Effect       toolplane.Effect      `json:"effect"`
+	Annotations  toolplane.Annotations `json:"annotations"`
+	InputSchema  json.RawMessage       `json:"input_schema"`
+	OutputSchema json.RawMessage       `json:"output_schema"`
+}
+
+func view(t *registry.Tool) toolView {
+	d := &t.Def
+	return toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, Description: d.Description, Effect: d.Effect,
+		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
+}
+
+// visible reports whether the caller may see a tool: an agent sees what its
+// key grants, a person sees the catalogue. Seeing is not calling: every
+// call is decided again by policy.
+func (c caller) visible(tool string) bool {
+	return c.cred.Kind == toolplane.CredentialPerson || c.grants(tool)
+}
+
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
+	items := []toolView{}
+	for _, t := range s.Registry.Tools() {
+		if c.visible(t.Def.Name) {
+			items = append(items, view(t))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
+	t, ok := s.Registry.Get(r.PathValue("name"))
+	if !ok || !c.visible(t.Def.Name) {
+		s.fail(w, r, http.StatusNotFound, "not_found", "no tool named "+r.PathValue("name"), "")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tool": view(t), "mcp": projection.MCP(&t.Def)})
+}
+
+// invokeRequest is the body of an invocation.
+type invokeRequest struct {
+	Arguments      json.RawMessage `json:"arguments"`
+	RunID          string          `json:"run_id"`
+	StepPath       string          `json:"step_path"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	AuthorizedBy   string          `json:"authorized_by"`
+	OnBehalfOf     string          `json:"on_behalf_of"`
+}
+
+func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
+	if c.cred.Kind != toolplane.CredentialAgent {
+		s.fail(w, r, http.StatusForbidden, "denied", "tools are called with an agent's key", "")
+		return
+	}
+	var body invokeRequest
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	if len(body.Arguments) == 0 {
+		body.Arguments = json.RawMessage(`{}`)
+	}
+	// The principal holds the catalogue's tools this key grants.
+	var tools []string
+	for _, t := range s.Registry.Tools() {
+		if c.grants(t.Def.Name) {
+			tools = append(tools, t.Def.Name)
+		}
+	}
+	inv := &toolplane.Invocation{
+		OrganizationID: c.cred.OrganizationID, UserID: body.OnBehalfOf, RunID: body.RunID, AgentID: c.cred.Subject,
+		StepPath: body.StepPath, Principal: toolplane.Principal{ID: c.cred.Subject, Tools: tools},
+		Source: toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,
+	}
+	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)
+	var ar *invoke.ApprovalRequired
+	switch {
+	case errors.As(err, &ar):
+		writeJSON(w, http.StatusAccepted, map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
+			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"})
+	case errors.Is(err, invoke.ErrInFlight):
+		s.fail(w, r, http.StatusConflict, "in_flight", "an identical call is running; try again shortly", "")
+	case err != nil:
+		s.Log.ErrorContext(r.Context(), "tool call fault", "tool", r.PathValue("name"), "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the platform could not complete this call", "")
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write(boundary.Render(res))
+		w.Write([]byte("\n"))
+	}
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(RoleApprover, RoleAuditor) {
+		s.fail(w, r, http.StatusForbidden, "denied", "listing approvals needs the approver or auditor role", "")
+		return
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		return
+	}
+	status := toolplane.ApprovalStatus(r.URL.Query().Get("status"))
+	if status == "" {
+		status = toolplane.ApprovalPending
+	}
+	as, next, err := s.Store.ListApprovals(r.Context(), c.cred.OrganizationID, status, r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor or status is not valid", "cursor")
+		return
+	}
+	items := make([]map[string]any, len(as))
+	for i, a := range as {
+		items[i] = map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
+			"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+}
+
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
+	decision := r.PathValue("decision")
+	if decision != "approve" && decision != "reject" {
+		s.fail(w, r, http.StatusNotFound, "not_found", "use /approve or /reject", "")
+		return
+	}
+	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
+		s.fail(w, r, http.StatusForbidden, "denied", "answering approvals needs a person's key with the approver role", "")
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &body); err != nil {
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+			return
+		}
+	}
+	a, err := s.Invoker.Resolve(r.Context(), c.cred.OrganizationID, r.PathValue("id"),
+		approval.Decision{Approver: c.cred.Subject, Approve: decision == "approve", Reason: body.Reason})
+	switch {
+	case errors.Is(err, toolplane.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+r.PathValue("id"), "")
+	case errors.Is(err, approval.ErrNotAuthorized):
+		s.fail(w, r, http.StatusForbidden, "denied", "you may not answer this approval", "")
+	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
+		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
+	case err != nil:
+		s.Log.ErrorContext(r.Context(), "approval resolution fault", "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the approval could not be recorded", "")
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"id": a.ID, "status": a.Status, "resolved_by": a.ResolvedBy, "resolved_at": a.ResolvedAt})
+	}
+}
+
+func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(RoleApprover, RoleAuditor) {
+		s.fail(w, r, http.StatusForbidden, "denied", "listing uncertain actions needs the approver or auditor role", "")
+		return
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		return
+	}
+	cs, next, err := s.Invoker.Uncertain(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("cursor"), limit)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		return
+	}
+	items := make([]map[string]any, len(cs))
+	for i, cl := range cs {
+		items[i] = map[string]any{"tool": cl.Tool, "key": cl.Key, "run_id": cl.RunID, "reason": cl.Reason, "owner": cl.Owner,
+			"arguments": json.RawMessage(cl.Arguments), "since": cl.UpdatedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+}
+
+func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
+	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
+		s.fail(w, r, http.StatusForbidden, "denied", "reconciling needs a person's key with the approver role", "")
+		return
+	}
+	var body struct {
+		Tool        string          `json:"tool"`
+		Key         string          `json:"key"`
+		Output      json.RawMessage `json:"output"`
+		Failure     *invoke.Failure `json:"failure"`
+		Unconfirmed string          `json:"unconfirmed"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	rec := invoke.Reconciliation{Failure: body.Failure, Unconfirmed: body.Unconfirmed}
+	if len(body.Output) > 0 {
+		out, refusal := registry.DecodeArguments(body.Output)
+		if refusal != nil {
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", "output is not valid JSON", "output")
+			return
+		}
+		rec.Output = out
+	}
+	res, err := s.Invoker.Reconcile(r.Context(), c.cred.OrganizationID, body.Tool, body.Key, rec, c.cred.Subject)
+	switch {
+	case errors.Is(err, invoke.ErrBadReconciliation):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+	case errors.Is(err, toolplane.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "not_found", "no such uncertain action", "")
+	case err != nil:
+		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(boundary.Render(res))
+		w.Write([]byte("\n"))
+	}
+}
+
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(RoleAuditor) {
+		s.fail(w, r, http.StatusForbidden, "denied", "the audit trail needs the auditor role", "")
+		return
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		return
+	}
+	q := r.URL.Query()
+	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
+	evs, next, err := s.Store.ListAudit(r.Context(), c.cred.OrganizationID, f, q.Get("cursor"), limit)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		return
+	}
+	if evs == nil {
+		evs = []toolplane.AuditEvent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": evs, "next_cursor": next})
+}

@@ -1,0 +1,226 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/demo"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+type bindings struct{ *handler.Registry }
+
+func (bindings) Connection(string) bool   { return false }
+func (bindings) FactResolver(string) bool { return false }
+
+type fixture struct {
+	srv              *httptest.Server
+	agent, person    string
+	revoked, auditor string
+}
+
+func mint(t *testing.T, s *sqlite.Store, kind toolplane.CredentialKind, subject string, roles, tools []string, revoked bool) string {
+	t.Helper()
+	id, secret, err := apikey.New(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: kind, Subject: subject, Roles: roles, Tools: tools,
+		Hash: apikey.Hash(secret), CreatedAt: time.Now()}
+	if revoked {
+		c.RevokedAt = time.Now()
+	}
+	if err := s.InsertCredential(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return apikey.Key(id, secret)
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "api.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defs, bs, err := demo.New().Catalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := handler.NewRegistry()
+	_ = hs.Register(bs...)
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	approvals := approval.New(store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	f := &fixture{srv: httptest.NewServer(api.Handler())}
+	t.Cleanup(f.srv.Close)
+	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-support", nil, []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"}, false)
+	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)
+	f.auditor = mint(t, store, toolplane.CredentialPerson, "grace", []string{"auditor"}, nil, false)
+	f.revoked = mint(t, store, toolplane.CredentialAgent, "agent-old", nil, []string{"demo.*"}, true)
+	return f
+}
+
+func (f *fixture) do(t *testing.T, method, path, key, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil && resp.StatusCode != 200 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return resp.StatusCode, out
+}
+
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for name, key := range map[string]string{"no key": "", "malformed": "nope", "revoked": f.revoked, "wrong secret": f.agent[:len(f.agent)-4] + "AAAA"} {
+		status, body := f.do(t, "GET", "/v1/tools", key, "")
+		e, _ := body["error"].(map[string]any)
+		if status != http.StatusUnauthorized || errCode(body) != "unauthenticated" || e["request_id"] == "" {
+			t.Errorf("%s: %d %v", name, status, body)
+		}
+	}
+}
+
+func TestAgentSeesAndCallsItsTools(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	status, body := f.do(t, "GET", "/v1/tools", f.agent, "")
+	if status != 200 || len(body["items"].([]any)) != 3 {
+		t.Fatalf("tools: %d %v", status, body)
+	}
+	if status, _ := f.do(t, "GET", "/v1/tools/demo.analyze_text", f.agent, ""); status != http.StatusNotFound {
+		t.Fatalf("an ungranted tool was visible: %d", status)
+	}
+	status, body = f.do(t, "POST", "/v1/tools/demo.search_tickets/invoke", f.agent, `{"arguments":{"query":"cracked"},"run_id":"run-1"}`)
+	if status != 200 || body["ok"] != true {
+		t.Fatalf("invoke: %d %v", status, body)
+	}
+	// A validation refusal is a result with a field path.
+	status, body = f.do(t, "POST", "/v1/tools/demo.add_note/invoke", f.agent, `{"arguments":{"ticket_id":"t-1001"},"run_id":"run-1"}`)
+	e := body["error"].(map[string]any)
+	if status != 200 || body["ok"] != false || e["code"] != "invalid_input" || e["field_path"] != "/text" {
+		t.Fatalf("validation: %d %v", status, body)
+	}
+	// An ungranted tool is a denial, decided by policy.
+	status, body = f.do(t, "POST", "/v1/tools/demo.analyze_text/invoke", f.agent, `{"arguments":{"text":"x"},"run_id":"run-1"}`)
+	if status != 200 || body["error"].(map[string]any)["code"] != "denied" {
+		t.Fatalf("denial: %d %v", status, body)
+	}
+	// A write twice: the second answer is replayed.
+	for i, want := range []bool{false, true} {
+		status, body = f.do(t, "POST", "/v1/tools/demo.add_note/invoke", f.agent, `{"arguments":{"ticket_id":"t-1001","text":"Shipped."},"run_id":"run-1"}`)
+		replayed, _ := body["meta"].(map[string]any)["replayed"].(bool)
+		if status != 200 || replayed != want {
+			t.Fatalf("write %d: %d %v", i, status, body)
+		}
+	}
+	// A person's key does not call tools.
+	if status, body := f.do(t, "POST", "/v1/tools/demo.search_tickets/invoke", f.person, `{"arguments":{"query":"x"}}`); status != http.StatusForbidden || errCode(body) != "denied" {
+		t.Fatalf("person invoking: %d %v", status, body)
+	}
+	// A malformed body is a 400 in the envelope.
+	if status, body := f.do(t, "POST", "/v1/tools/demo.search_tickets/invoke", f.agent, `{"args":{}}`); status != http.StatusBadRequest || errCode(body) != "invalid_request" {
+		t.Fatalf("bad body: %d %v", status, body)
+	}
+}
+
+func TestApprovalThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	call := `{"arguments":{"order_id":"o-502","amount_cents":1250,"reason":"charged twice"},"run_id":"run-1"}`
+	status, body := f.do(t, "POST", "/v1/tools/demo.refund_order/invoke", f.agent, call)
+	if status != http.StatusAccepted {
+		t.Fatalf("refund: %d %v", status, body)
+	}
+	id := body["approval"].(map[string]any)["id"].(string)
+	status, body = f.do(t, "GET", "/v1/approvals", f.person, "")
+	if status != 200 || len(body["items"].([]any)) != 1 {
+		t.Fatalf("approvals: %d %v", status, body)
+	}
+	if status, _ := f.do(t, "POST", "/v1/approvals/"+id+"/approve", f.agent, ""); status != http.StatusForbidden {
+		t.Fatalf("an agent approved: %d", status)
+	}
+	if status, body = f.do(t, "POST", "/v1/approvals/"+id+"/approve", f.person, `{"reason":"checked"}`); status != 200 || body["status"] != "approved" {
+		t.Fatalf("approve: %d %v", status, body)
+	}
+	if status, body = f.do(t, "POST", "/v1/approvals/"+id+"/approve", f.person, ""); status != http.StatusConflict {
+		t.Fatalf("approved twice: %d %v", status, body)
+	}
+	// The agent calls again with the approval: the refund is made once.
+	withApproval := strings.Replace(call, `"run_id"`, `"authorized_by":"`+id+`","run_id"`, 1)
+	status, body = f.do(t, "POST", "/v1/tools/demo.refund_order/invoke", f.agent, withApproval)
+	if status != 200 || body["ok"] != true {
+		t.Fatalf("approved call: %d %v", status, body)
+	}
+	status, body = f.do(t, "POST", "/v1/tools/demo.refund_order/invoke", f.agent, withApproval)
+	if status != 200 || body["meta"].(map[string]any)["replayed"] != true {
+		t.Fatalf("again: %d %v", status, body)
+	}
+	// The auditor reads the trail; the agent may not.
+	if status, body = f.do(t, "GET", "/v1/audit/events?tool=demo.refund_order", f.auditor, ""); status != 200 || len(body["items"].([]any)) < 3 {
+		t.Fatalf("audit: %d %v", status, body)
+	}
+	if status, _ = f.do(t, "GET", "/v1/audit/events", f.agent, ""); status != http.StatusForbidden {
+		t.Fatalf("an agent read the audit trail: %d", status)
+	}
+}
+
+func TestHealthAndUnknownRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if status, _ := f.do(t, "GET", "/healthz", "", ""); status != 200 {
+		t.Fatal("healthz")
+	}
+	if status, _ := f.do(t, "GET", "/readyz", "", ""); status != 200 {
+		t.Fatal("readyz")
+	}
+	if status, body := f.do(t, "GET", "/v1/nothing", f.agent, ""); status != http.StatusNotFound || errCode(body) != "not_found" {
+		t.Fatalf("unknown route: %d %v", status, body)
+	}
+}
