@@ -106,7 +106,6 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-
 // auth authenticates the request's API key before h runs.
 func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
