@@ -20,6 +20,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return lint(args[1:], stdout, stderr)
 	case "migrate":
 		return migrate(args[1:], stdout, stderr)
+	case "serve":
+		return serveCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -36,6 +38,8 @@ func usage(w io.Writer) {
 commands:
   lint FILE...   check tool definitions and show what a model would see
                  (toolplane lint -h for its options)
+  serve          run the API (--demo for a catalogue that really works;
+                 --database for PostgreSQL; toolplane serve -h)
   migrate up|status
                  apply or list database migrations (--database: a SQLite
                  file, the default, or a PostgreSQL DSN)

@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/demo"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/toolfile"
+)
+
+// DefaultOrganization is the organization a single-tenant install serves.
+const DefaultOrganization = "default"
+
+func serveCmd(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, args, stdout, stderr)
+}
+
+// serve runs the server until ctx ends, then shuts down gracefully: the
+// listener stops, calls in flight finish (or hold their claims), background
+// jobs in hand finish, and queued audit events are stored.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	database := databaseFlag(fs)
+	toolsDir := fs.String("tools", "", "a directory of tool definitions (*.yaml, *.yml, *.json) to load")
+	withDemo := fs.Bool("demo", false, "add the built-in demo catalogue (search, add a note, refund with approval, metered analysis)")
+	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "toolplane serve: "+format+"\n", a...)
+		return 1
+	}
+
+	b, err := backend.Open(ctx, *database)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer b.Close()
+	if err := b.Migrate(ctx); err != nil {
+		return fail("migrate: %v", err)
+	}
+
+	handlers := handler.NewRegistry()
+	var defs []toolplane.Definition
+	if *withDemo {
+		ds, bs, err := demo.New().Catalogue()
+		if err != nil {
+			return fail("demo catalogue: %v", err)
+		}
+		if err := handlers.Register(bs...); err != nil {
+			return fail("demo catalogue: %v", err)
+		}
+		defs = append(defs, ds...)
+	}
+	if *toolsDir != "" {
+		loaded, err := loadTools(*toolsDir, stderr)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defs = append(defs, loaded...)
+	}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: serveBindings{handlers}})
+	if err != nil {
+		var ce *registry.CheckError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(stderr, p.String())
+			}
+			return fail("%d tool definition problem(s); this binary's handlers are: %s", len(ce.Problems), strings.Join(handlers.Keys(), ", "))
+		}
+		return fail("%v", err)
+	}
+
+	writer := audit.NewWriter(b.Store, 0, log)
+	defer writer.Close()
+	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Store: b.Store, Policy: policy.Grants{},
+		Approvals: approvals, Audit: writer, Logger: log, Node: hostname()})
+	if err != nil {
+		return fail("%v", err)
+	}
+	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store}, jobs.Options{Logger: log})
+	if err != nil {
+		return fail("%v", err)
+	}
+	iv.UseScheduler(runner)
+	if err := runner.Start(ctx); err != nil {
+		return fail("background work: %v", err)
+	}
+
+	if err := firstStart(ctx, b, *database, *dataDir, *withDemo, stdout); err != nil {
+		return fail("first start: %v", err)
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fail("listen on %s: %v", *addr, err)
+	}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (%s %s)\n", len(reg.Tools()), ln.Addr(), b.Kind, b.Where)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+
+	select {
+	case err := <-done:
+		return fail("%v", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		log.Error("shutdown: calls still in flight", "err", err)
+	}
+	if err := runner.Stop(shutdown); err != nil {
+		log.Error("shutdown: background work", "err", err)
+	}
+	iv.Wait()
+	fmt.Fprintln(stdout, "toolplane stopped")
+	return 0
+}
+
+// loadTools reads every definition file in dir.
+func loadTools(dir string, stderr io.Writer) ([]toolplane.Definition, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tools directory: %w", err)
+	}
+	var defs []toolplane.Definition
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
+			continue
+		}
+		d, notes, err := toolfile.ReadFile(filepath.Join(dir, e.Name()))
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "%s: note: %s: %s\n", e.Name(), n.Field, n.Message)
+		}
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
+// firstStart mints an admin credential (and, with the demo, an agent's) the
+// first time the database is served, and writes them to a file only the
+// operator can read.
+func firstStart(ctx context.Context, b *backend.Backend, database, dataDir string, withDemo bool, stdout io.Writer) error {
+	existing, _, err := b.Store.ListCredentials(ctx, DefaultOrganization, "", 1)
+	if err != nil {
+		return err
+	}
+	if len(existing) > 0 {
+		return nil
+	}
+	if dataDir == "" {
+		dataDir = "toolplane-data"
+		if !backend.IsPostgres(database) {
+			dataDir = filepath.Dir(database)
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	var lines []string
+	mint := func(kind toolplane.CredentialKind, subject, label string, roles, tools []string) error {
+		id, secret, err := apikey.New(kind)
+		if err != nil {
+			return err
+		}
+		c := &toolplane.Credential{ID: id, OrganizationID: DefaultOrganization, Kind: kind, Subject: subject, Roles: roles,
+			Tools: tools, Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
+		if err := b.Store.InsertCredential(ctx, c); err != nil {
+			return err
+		}
+		lines = append(lines, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret)))
+		return nil
+	}
+	if err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil); err != nil {
+		return err
+	}
+	if withDemo {
+		if err := mint(toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, []string{"demo.*"}); err != nil {
+			return err
+		}
+	}
+	file := filepath.Join(dataDir, "credentials.env")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)
+	return nil
+}
+
+// notTheRequester lets any person the API has already checked for the
+// approver role answer an approval, except the principal that asked.
+type notTheRequester struct{}
+
+func (notTheRequester) CanApprove(_ context.Context, _, approver string, a *toolplane.Approval) bool {
+	return approver != "" && approver != a.PrincipalID
+}
+
+// serveBindings resolves definitions against the handlers compiled into
+// this binary; it holds no remote connections or fact resolvers yet.
+type serveBindings struct{ *handler.Registry }
+
+func (serveBindings) Connection(string) bool   { return false }
+func (serveBindings) FactResolver(string) bool { return false }
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "node"
+	}
+	return h + "-" + fmt.Sprint(os.Getpid())
+}

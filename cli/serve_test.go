@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a buffer the server writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeDemoEndToEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- serve(ctx, []string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "data", "toolplane.db")}, &out, &errOut)
+	}()
+	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)`)
+	var base string
+	deadline := time.Now().Add(30 * time.Second)
+	for base == "" {
+		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start: %s %s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	creds, err := os.ReadFile(filepath.Join(dir, "data", "credentials.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := os.Stat(filepath.Join(dir, "data", "credentials.env")); info.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file mode %v", info.Mode())
+	}
+	agent := regexp.MustCompile(`TOOLPLANE_DEMO_AGENT_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
+	call := func(body string) (int, string) {
+		req, _ := http.NewRequest("POST", base+"/v1/tools/demo.add_note/invoke", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+agent)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	body := `{"arguments":{"ticket_id":"t-1001","text":"Replacement shipped."},"run_id":"run-1"}`
+	if status, got := call(body); status != 200 || !strings.Contains(got, `"ok":true`) {
+		t.Fatalf("first call: %d %s", status, got)
+	}
+	if status, got := call(body); status != 200 || !strings.Contains(got, `"replayed":true`) {
+		t.Fatalf("second call: %d %s", status, got)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(out.String(), "toolplane stopped") {
+			t.Fatalf("shutdown: %d %s %s", code, out.String(), errOut.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func TestServeRefusesToolsWithoutAHandler(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var out, errOut syncBuffer
+	code := serve(context.Background(), []string{"--tools", "../examples/tools", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "no handler is registered") {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
