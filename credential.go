@@ -1,6 +1,9 @@
 package toolplane
 
-import "time"
+import (
+	"path"
+	"time"
+)
 
 // CredentialKind says whom a credential authenticates.
 type CredentialKind string
@@ -56,4 +59,22 @@ type Credential struct {
 	// Version increments on every update; updates are conditional on it.
 	// TouchCredential leaves it alone.
 	Version int64
+}
+
+// Grants reports whether an agent's credential grants tool: one of its
+// Tools names it or is a glob pattern (path.Match syntax) that matches it.
+func (c *Credential) Grants(tool string) bool {
+	for _, p := range c.Tools {
+		if ok, _ := path.Match(p, tool); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Sees reports whether the credential's holder may see tool in a listing:
+// an agent sees what its credential grants, a person the catalogue. Seeing
+// is not calling: every call is decided again by policy.
+func (c *Credential) Sees(tool string) bool {
+	return c.Kind == CredentialPerson || c.Grants(tool)
 }

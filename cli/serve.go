@@ -26,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/toolfile"
@@ -129,8 +130,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("listen on %s: %v", *addr, err)
 	}
 	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (%s %s)\n", len(reg.Tools()), ln.Addr(), b.Kind, b.Where)
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1"}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpDoor.Handler())
+	mux.Handle("/", api.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(reg.Tools()), ln.Addr(), b.Kind, b.Where)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 

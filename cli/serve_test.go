@@ -41,7 +41,7 @@ func TestServeDemoEndToEnd(t *testing.T) {
 	go func() {
 		done <- serve(ctx, []string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "data", "toolplane.db")}, &out, &errOut)
 	}()
-	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)`)
+	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+) `)
 	var base string
 	deadline := time.Now().Add(30 * time.Second)
 	for base == "" {
@@ -84,6 +84,11 @@ func TestServeDemoEndToEnd(t *testing.T) {
 	}
 	if status, got := call(body); status != 200 || !strings.Contains(got, `"replayed":true`) {
 		t.Fatalf("second call: %d %s", status, got)
+	}
+	// The MCP endpoint is served beside the API, behind the same keys.
+	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("MCP without a key: %v %v", resp, err)
 	}
 	cancel()
 	select {

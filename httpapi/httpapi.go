@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -58,16 +57,6 @@ func (c caller) hasRole(roles ...string) bool {
 			if have == want || have == RolePlatformAdmin {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-// grants reports whether an agent's key grants tool.
-func (c caller) grants(tool string) bool {
-	for _, p := range c.cred.Tools {
-		if ok, _ := path.Match(p, tool); ok {
-			return true
 		}
 	}
 	return false
@@ -114,23 +103,15 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "send an API key as Authorization: Bearer <key>", "")
 			return
 		}
-		id, secret, err := apikey.Parse(strings.TrimSpace(token))
-		if err != nil {
-			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is malformed", "")
-			return
-		}
-		cred, err := s.Store.GetCredential(r.Context(), id)
 		now := s.Now()
+		cred, err := apikey.Authenticate(r.Context(), s.Store, strings.TrimSpace(token), now)
 		switch {
-		case errors.Is(err, toolplane.ErrNotFound):
+		case errors.Is(err, apikey.ErrInvalid):
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
 			return
 		case err != nil:
 			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
 			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
-			return
-		case !cred.RevokedAt.IsZero() || (!cred.ExpiresAt.IsZero() && !now.Before(cred.ExpiresAt)) || !apikey.Verify(cred.Hash, secret):
-			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
 			return
 		}
 		if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
@@ -217,17 +198,10 @@ func view(t *registry.Tool) toolView {
 		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
 }
 
-// visible reports whether the caller may see a tool: an agent sees what its
-// key grants, a person sees the catalogue. Seeing is not calling: every
-// call is decided again by policy.
-func (c caller) visible(tool string) bool {
-	return c.cred.Kind == toolplane.CredentialPerson || c.grants(tool)
-}
-
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 	items := []toolView{}
 	for _, t := range s.Registry.Tools() {
-		if c.visible(t.Def.Name) {
+		if c.cred.Sees(t.Def.Name) {
 			items = append(items, view(t))
 		}
 	}
@@ -236,7 +210,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 	t, ok := s.Registry.Get(r.PathValue("name"))
-	if !ok || !c.visible(t.Def.Name) {
+	if !ok || !c.cred.Sees(t.Def.Name) {
 		s.fail(w, r, http.StatusNotFound, "not_found", "no tool named "+r.PathValue("name"), "")
 		return
 	}
@@ -269,7 +243,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	// The principal holds the catalogue's tools this key grants.
 	var tools []string
 	for _, t := range s.Registry.Tools() {
-		if c.grants(t.Def.Name) {
+		if c.cred.Grants(t.Def.Name) {
 			tools = append(tools, t.Def.Name)
 		}
 	}
