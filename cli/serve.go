@@ -27,7 +27,9 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
 	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/metrics"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/toolfile"
 )
@@ -51,6 +53,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	database := databaseFlag(fs)
 	toolsDir := fs.String("tools", "", "a directory of tool definitions (*.yaml, *.yml, *.json) to load")
 	withDemo := fs.Bool("demo", false, "add the built-in demo catalogue (search, add a note, refund with approval, metered analysis)")
+	rateLimit := fs.Int("rate-limit", 600, "requests per minute each API key may make on this node (0: no limit)")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,8 +110,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	writer := audit.NewWriter(b.Store, 0, log)
 	defer writer.Close()
 	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
+	meters := metrics.New(metrics.Pending(b.Store, DefaultOrganization), log)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Store: b.Store, Policy: policy.Grants{},
-		Approvals: approvals, Audit: writer, Logger: log, Node: hostname()})
+		Approvals: approvals, Audit: writer, Logger: log, Node: hostname(), Observer: meters})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -130,9 +134,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("listen on %s: %v", *addr, err)
 	}
 	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log}
+	if *rateLimit > 0 {
+		api.Limiter = ratelimit.New(*rateLimit, time.Minute)
+	}
 	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1"}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
+	mux.Handle("GET /metrics", meters.Handler())
 	mux.Handle("/", api.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(reg.Tools()), ln.Addr(), b.Kind, b.Where)

@@ -85,6 +85,17 @@ func TestServeDemoEndToEnd(t *testing.T) {
 	if status, got := call(body); status != 200 || !strings.Contains(got, `"replayed":true`) {
 		t.Fatalf("second call: %d %s", status, got)
 	}
+	// Metrics count the calls by tool and outcome.
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsText, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metricsText), `toolplane_tool_calls_total{outcome="ok",tool="demo.add_note"} 2`) ||
+		!strings.Contains(string(metricsText), "toolplane_approvals_pending 0") {
+		t.Fatalf("metrics:\n%s", metricsText)
+	}
 	// The MCP endpoint is served beside the API, behind the same keys.
 	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{}`))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {

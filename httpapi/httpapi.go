@@ -27,6 +27,7 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -44,6 +45,9 @@ type Server struct {
 	Store    toolplane.Store
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Limiter, when set, limits each key's requests on this node and
+	// reports the limit in the X-RateLimit headers.
+	Limiter *ratelimit.Limiter
 }
 
 // caller is who a request authenticated as.
@@ -114,6 +118,18 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
 			return
 		}
+		if s.Limiter != nil {
+			d := s.Limiter.Allow(cred.ID, now)
+			h := w.Header()
+			h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
+			h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+			if !d.Allowed {
+				h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
+				s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
+				return
+			}
+		}
 		if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
 			s.Log.WarnContext(r.Context(), "credential touch failed", "err", err)
 		}
@@ -144,7 +160,8 @@ func requestID(r *http.Request) string {
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
-	writeJSON(w, status, envelope{apiError{Code: code, Message: msg, FieldPath: field, Retryable: status >= 500 || status == http.StatusConflict, RequestID: requestID(r)}})
+	retryable := status >= 500 || status == http.StatusConflict || status == http.StatusTooManyRequests
+	writeJSON(w, status, envelope{apiError{Code: code, Message: msg, FieldPath: field, Retryable: retryable, RequestID: requestID(r)}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

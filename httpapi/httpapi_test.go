@@ -20,6 +20,7 @@ import (
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
 )
@@ -30,6 +31,7 @@ func (bindings) Connection(string) bool   { return false }
 func (bindings) FactResolver(string) bool { return false }
 
 type fixture struct {
+	api              *httpapi.Server
 	srv              *httptest.Server
 	agent, person    string
 	revoked, auditor string
@@ -81,7 +83,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
-	f := &fixture{srv: httptest.NewServer(api.Handler())}
+	f := &fixture{api: api, srv: httptest.NewServer(api.Handler())}
 	t.Cleanup(f.srv.Close)
 	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-support", nil, []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"}, false)
 	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)
@@ -222,5 +224,31 @@ func TestHealthAndUnknownRoutes(t *testing.T) {
 	}
 	if status, body := f.do(t, "GET", "/v1/nothing", f.agent, ""); status != http.StatusNotFound || errCode(body) != "not_found" {
 		t.Fatalf("unknown route: %d %v", status, body)
+	}
+}
+
+func TestRateLimitHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.api.Limiter = ratelimit.New(2, time.Minute)
+	for i := range 3 {
+		req, _ := http.NewRequest("GET", f.srv.URL+"/v1/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+f.agent)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h := resp.Header
+		if h.Get("X-RateLimit-Limit") != "2" || h.Get("X-RateLimit-Reset") == "" {
+			t.Fatalf("request %d headers: %v", i, h)
+		}
+		want := []int{200, 200, http.StatusTooManyRequests}[i]
+		if resp.StatusCode != want || h.Get("X-RateLimit-Remaining") != []string{"1", "0", "0"}[i] {
+			t.Fatalf("request %d: %d remaining %s", i, resp.StatusCode, h.Get("X-RateLimit-Remaining"))
+		}
+		if i == 2 && h.Get("Retry-After") == "" {
+			t.Fatal("no Retry-After on 429")
+		}
 	}
 }

@@ -82,6 +82,9 @@ type Config struct {
 	Policy    policy.Policy
 	Facts     policy.Facts
 	Approvals *approval.Service
+	// Observer, when set, is told of every call's outcome and latency (the
+	// metrics).
+	Observer Observer
 	// Principals, when set, answers the live principal of a stored
 	// invocation: a call run later from storage (an approved call, a
 	// replay) is decided on the grants of now, not of when it was made.
@@ -183,6 +186,11 @@ func (iv *Invoker) WithAudit(w *audit.Writer) *Invoker {
 	cfg.Audit = w
 	n, _ := New(cfg)
 	return n
+}
+
+// Observer is told of each call as it ends.
+type Observer interface {
+	ObserveCall(tool, outcome string, took time.Duration)
 }
 
 // Principals answers live principals.

@@ -468,6 +468,15 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
 	}
 	c.span.End()
+	if iv.cfg.Observer != nil {
+		// Only registered names become labels: a name a caller made up
+		// must not grow the metrics without bound.
+		name := "unknown"
+		if c.tool != nil {
+			name = c.tool.Def.Name
+		}
+		iv.cfg.Observer.ObserveCall(name, outcome, iv.now().Sub(c.start))
+	}
 	if iv.cfg.Store == nil || c.audited {
 		return
 	}
