@@ -11,6 +11,7 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -75,20 +76,42 @@ func (s *Server) Handler() http.Handler {
 		s.Log = slog.Default()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", s.ready)
-	mux.Handle("GET /v1/tools", s.auth(s.listTools))
-	mux.Handle("GET /v1/tools/{name}", s.auth(s.getTool))
-	mux.Handle("POST /v1/tools/{name}/invoke", s.auth(s.invoke))
-	mux.Handle("GET /v1/approvals", s.auth(s.listApprovals))
-	mux.Handle("POST /v1/approvals/{id}/{decision}", s.auth(s.resolve))
-	mux.Handle("GET /v1/uncertain", s.auth(s.listUncertain))
-	mux.Handle("POST /v1/uncertain/reconcile", s.auth(s.reconcile))
-	mux.Handle("GET /v1/audit/events", s.auth(s.listAudit))
+	for _, rt := range s.routes() {
+		mux.Handle(rt.method+" "+rt.path, rt.h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, "")
 	})
 	return mux
+}
+
+// route is one of the API's routes. The mux is built from this table, and
+// a test checks the OpenAPI document against it, so the two cannot drift.
+type route struct {
+	method, path string
+	h            http.Handler
+}
+
+//go:embed openapi.json
+var openAPI []byte
+
+func (s *Server) routes() []route {
+	return []route{
+		{"GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })},
+		{"GET", "/readyz", http.HandlerFunc(s.ready)},
+		{"GET", "/v1/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(openAPI)
+		})},
+		{"GET", "/v1/tools", s.auth(s.listTools)},
+		{"GET", "/v1/tools/{name}", s.auth(s.getTool)},
+		{"POST", "/v1/tools/{name}/invoke", s.auth(s.invoke)},
+		{"GET", "/v1/approvals", s.auth(s.listApprovals)},
+		{"POST", "/v1/approvals/{id}/{decision}", s.auth(s.resolve)},
+		{"GET", "/v1/uncertain", s.auth(s.listUncertain)},
+		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
+		{"GET", "/v1/audit/events", s.auth(s.listAudit)},
+	}
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
