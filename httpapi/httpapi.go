@@ -111,6 +111,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/uncertain", s.auth(s.listUncertain)},
 		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
 		{"GET", "/v1/audit/events", s.auth(s.listAudit)},
+		{"POST", "/v1/keys", s.auth(s.createKey)},
+		{"GET", "/v1/keys", s.auth(s.listKeys)},
+		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},
 	}
 }
 

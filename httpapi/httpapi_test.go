@@ -31,6 +31,7 @@ func (bindings) Connection(string) bool   { return false }
 func (bindings) FactResolver(string) bool { return false }
 
 type fixture struct {
+	store            *sqlite.Store
 	api              *httpapi.Server
 	srv              *httptest.Server
 	agent, person    string
@@ -83,7 +84,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
-	f := &fixture{api: api, srv: httptest.NewServer(api.Handler())}
+	f := &fixture{store: store, api: api, srv: httptest.NewServer(api.Handler())}
 	t.Cleanup(f.srv.Close)
 	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-support", nil, []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"}, false)
 	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)
@@ -251,4 +252,45 @@ func TestRateLimitHeaders(t *testing.T) {
 			t.Fatal("no Retry-After on 429")
 		}
 	}
+}
+
+func TestKeysCreateListRevoke(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	admin := f.mintAdmin(t)
+	if status, body := f.do(t, "POST", "/v1/keys", f.person, `{"kind":"agent","subject":"x","tools":["demo.*"]}`); status != http.StatusForbidden {
+		t.Fatalf("an approver minted a key: %d %v", status, body)
+	}
+	status, body := f.do(t, "POST", "/v1/keys", admin, `{"kind":"agent","subject":"agent-new","tools":["demo.search_tickets"],"label":"ci"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, body)
+	}
+	key := body["key"].(string)
+	id := body["credential"].(map[string]any)["id"].(string)
+	if status, _ := f.do(t, "GET", "/v1/tools", key, ""); status != 200 {
+		t.Fatalf("the new key does not work: %d", status)
+	}
+	status, body = f.do(t, "GET", "/v1/keys", admin, "")
+	if status != 200 || strings.Contains(strings.ToLower(toJSON(body)), "hash") {
+		t.Fatalf("list: %d %v", status, body)
+	}
+	if status, body = f.do(t, "POST", "/v1/keys/"+id+"/revoke", admin, ""); status != 200 {
+		t.Fatalf("revoke: %d %v", status, body)
+	}
+	if status, _ := f.do(t, "GET", "/v1/tools", key, ""); status != http.StatusUnauthorized {
+		t.Fatalf("a revoked key still works: %d", status)
+	}
+	if status, body = f.do(t, "POST", "/v1/keys", admin, `{"kind":"agent","subject":"x","roles":["approver"]}`); status != http.StatusBadRequest {
+		t.Fatalf("an agent key with roles: %d %v", status, body)
+	}
+}
+
+func (f *fixture) mintAdmin(t *testing.T) string {
+	t.Helper()
+	return mint(t, f.store, toolplane.CredentialPerson, "root", []string{"platform_admin"}, nil, false)
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
