@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -12,9 +13,35 @@ import (
 // Authentication errors. ErrInvalid says nothing about why (unknown id,
 // wrong secret, revoked, expired): a caller probing keys learns nothing.
 var (
-	ErrInvalid     = errors.New("API key not valid")
+	ErrInvalid     = fmt.Errorf("API key not valid: %w", toolplane.ErrUnauthenticated)
 	ErrUnavailable = errors.New("credentials cannot be checked")
 )
+
+// TokenVerifier verifies bearer tokens that are not API keys (JWTs). An
+// invalid token answers an error wrapping toolplane.ErrUnauthenticated; any
+// other error means the verifier could not decide.
+type TokenVerifier interface {
+	Verify(ctx context.Context, token string) (*toolplane.Credential, error)
+}
+
+// Authenticator authenticates a bearer token: an API key against the
+// store, anything else through Tokens when one is configured.
+type Authenticator struct {
+	Store  Getter
+	Tokens TokenVerifier
+}
+
+// Authenticate answers the credential token stands for at now.
+func (a Authenticator) Authenticate(ctx context.Context, token string, now time.Time) (*toolplane.Credential, error) {
+	if strings.HasPrefix(token, Prefix) || a.Tokens == nil {
+		return Authenticate(ctx, a.Store, token, now)
+	}
+	cred, err := a.Tokens.Verify(ctx, token)
+	if err != nil && !errors.Is(err, toolplane.ErrUnauthenticated) {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return cred, err
+}
 
 // Getter finds a credential by its id.
 type Getter interface {

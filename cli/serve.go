@@ -26,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/metrics"
 	"github.com/toolplane/toolplane/policy"
@@ -53,6 +54,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	database := databaseFlag(fs)
 	toolsDir := fs.String("tools", "", "a directory of tool definitions (*.yaml, *.yml, *.json) to load")
 	withDemo := fs.Bool("demo", false, "add the built-in demo catalogue (search, add a note, refund with approval, metered analysis)")
+	jwtIssuer := fs.String("jwt-issuer", "", "accept JWTs from this issuer (iss) besides API keys; needs --jwt-audience and --jwt-jwks-url")
+	jwtAudience := fs.String("jwt-audience", "", "the audience (aud) accepted JWTs must name")
+	jwtJWKS := fs.String("jwt-jwks-url", "", "where the issuer publishes its signing keys (JWKS)")
 	rateLimit := fs.Int("rate-limit", 600, "requests per minute each API key may make on this node (0: no limit)")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
 	if err := fs.Parse(args); err != nil {
@@ -133,11 +137,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("listen on %s: %v", *addr, err)
 	}
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log}
+	var tokens apikey.TokenVerifier
+	if *jwtIssuer != "" {
+		if *jwtAudience == "" || *jwtJWKS == "" {
+			return fail("--jwt-issuer needs --jwt-audience and --jwt-jwks-url")
+		}
+		tokens = &jwtauth.Verifier{Issuer: *jwtIssuer, Audience: *jwtAudience, JWKSURL: *jwtJWKS}
+	}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens}
 	if *rateLimit > 0 {
 		api.Limiter = ratelimit.New(*rateLimit, time.Minute)
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1"}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	mux.Handle("GET /metrics", meters.Handler())

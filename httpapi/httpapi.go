@@ -46,6 +46,9 @@ type Server struct {
 	Store    toolplane.Store
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Tokens, when set, verifies bearer tokens that are not API keys
+	// (JWTs of a configured issuer).
+	Tokens apikey.TokenVerifier
 	// Limiter, when set, limits each key's requests on this node and
 	// reports the limit in the X-RateLimit headers.
 	Limiter *ratelimit.Limiter
@@ -134,9 +137,9 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			return
 		}
 		now := s.Now()
-		cred, err := apikey.Authenticate(r.Context(), s.Store, strings.TrimSpace(token), now)
+		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(r.Context(), strings.TrimSpace(token), now)
 		switch {
-		case errors.Is(err, apikey.ErrInvalid):
+		case errors.Is(err, toolplane.ErrUnauthenticated):
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
 			return
 		case err != nil:
@@ -156,8 +159,10 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 				return
 			}
 		}
-		if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
-			s.Log.WarnContext(r.Context(), "credential touch failed", "err", err)
+		if strings.HasPrefix(cred.ID, apikey.Prefix) {
+			if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
+				s.Log.WarnContext(r.Context(), "credential touch failed", "err", err)
+			}
 		}
 		h(w, r, caller{cred: cred})
 	})

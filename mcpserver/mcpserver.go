@@ -34,7 +34,9 @@ type Server struct {
 	Invoker  *invoke.Invoker
 	Registry *registry.Registry
 	Store    apikey.Getter
-	Log      *slog.Logger
+	// Tokens, when set, verifies bearer tokens that are not API keys.
+	Tokens apikey.TokenVerifier
+	Log    *slog.Logger
 	// Version is reported to clients as the server implementation version.
 	Version string
 }
@@ -56,9 +58,9 @@ func (s *Server) Handler() http.Handler {
 			unauthorized(w, "send an API key as Authorization: Bearer <key>")
 			return
 		}
-		cred, err := apikey.Authenticate(r.Context(), s.Store, strings.TrimSpace(token), time.Now())
+		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(r.Context(), strings.TrimSpace(token), time.Now())
 		switch {
-		case errors.Is(err, apikey.ErrInvalid):
+		case errors.Is(err, toolplane.ErrUnauthenticated):
 			unauthorized(w, "the API key is not valid")
 			return
 		case err != nil:

@@ -1,0 +1,159 @@
+// Package jwtauth authenticates callers with JSON Web Tokens signed by a
+// configured issuer, whose keys are read from its JWKS document. A verified
+// token becomes the same credential an API key would: an organization, a
+// subject, and an agent's tools or a person's roles, read from claims.
+//
+// Claims read: iss and aud (both required to match), exp/nbf/iat (one
+// minute of leeway), sub (the subject), and the private claims org,
+// toolplane_kind ("agent" or "person"), toolplane_tools and toolplane_roles.
+package jwtauth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/toolplane/toolplane"
+)
+
+// ErrInvalid: the token is not one this issuer signed for this audience,
+// or it is expired, or it lacks a claim toolplane needs.
+var ErrInvalid = fmt.Errorf("token not valid: %w", toolplane.ErrUnauthenticated)
+
+// algorithms are the signature algorithms accepted; "none" and HMAC never
+// are (a shared secret would let any holder of it mint identities).
+var algorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.ES256, jose.ES384, jose.EdDSA}
+
+// Verifier verifies tokens of one issuer.
+type Verifier struct {
+	Issuer   string
+	Audience string
+	JWKSURL  string
+	Client   *http.Client
+	// Refresh bounds how long fetched keys are trusted before being read
+	// again; an unknown key id also triggers a read, at most once per
+	// MinRefresh.
+	Refresh    time.Duration
+	MinRefresh time.Duration
+	Now        func() time.Time
+
+	mu      sync.Mutex
+	keys    *jose.JSONWebKeySet
+	fetched time.Time
+}
+
+type claims struct {
+	jwt.Claims
+	Org   string   `json:"org"`
+	Kind  string   `json:"toolplane_kind"`
+	Tools []string `json:"toolplane_tools"`
+	Roles []string `json:"toolplane_roles"`
+}
+
+// Verify answers the credential a token stands for.
+func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credential, error) {
+	tok, err := jwt.ParseSigned(token, algorithms)
+	if err != nil || len(tok.Headers) != 1 {
+		return nil, ErrInvalid
+	}
+	key, err := v.key(ctx, tok.Headers[0].KeyID)
+	if err != nil {
+		return nil, err
+	}
+	var c claims
+	if err := tok.Claims(key, &c); err != nil {
+		return nil, ErrInvalid
+	}
+	now := v.now()
+	if err := c.Validate(jwt.Expected{Issuer: v.Issuer, AnyAudience: jwt.Audience{v.Audience}, Time: now}); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.Expiry == nil || c.Subject == "" || c.Org == "" {
+		return nil, fmt.Errorf("%w: exp, sub and org are required", ErrInvalid)
+	}
+	cred := &toolplane.Credential{ID: "jwt:" + v.Issuer + ":" + c.Subject, OrganizationID: c.Org, Subject: c.Subject}
+	switch toolplane.CredentialKind(c.Kind) {
+	case toolplane.CredentialAgent:
+		cred.Kind, cred.Tools = toolplane.CredentialAgent, c.Tools
+	case toolplane.CredentialPerson:
+		cred.Kind, cred.Roles = toolplane.CredentialPerson, c.Roles
+	default:
+		return nil, fmt.Errorf("%w: toolplane_kind must be agent or person", ErrInvalid)
+	}
+	return cred, nil
+}
+
+func (v *Verifier) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
+}
+
+// key answers the public key named kid, reading the JWKS again when the
+// cached one is old or does not know kid.
+func (v *Verifier) key(ctx context.Context, kid string) (any, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	refresh, minRefresh := v.Refresh, v.MinRefresh
+	if refresh <= 0 {
+		refresh = 10 * time.Minute
+	}
+	if minRefresh <= 0 {
+		minRefresh = 30 * time.Second
+	}
+	now := v.now()
+	stale := v.keys == nil || now.Sub(v.fetched) > refresh
+	if !stale && len(v.keys.Key(kid)) == 0 && now.Sub(v.fetched) > minRefresh {
+		stale = true
+	}
+	if stale {
+		ks, err := v.fetch(ctx)
+		if err != nil {
+			if v.keys == nil {
+				return nil, err
+			}
+		} else {
+			v.keys, v.fetched = ks, now
+		}
+	}
+	found := v.keys.Key(kid)
+	if len(found) == 0 {
+		return nil, fmt.Errorf("%w: unknown key %q", ErrInvalid, kid)
+	}
+	return found[0].Public().Key, nil
+}
+
+// maxJWKS bounds the key document.
+const maxJWKS = 1 << 20
+
+func (v *Verifier) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
+	client := v.Client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.JWKSURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("JWKS %s: %w", v.JWKSURL, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("JWKS %s: %w", v.JWKSURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("JWKS %s: status %d", v.JWKSURL, resp.StatusCode)
+	}
+	var ks jose.JSONWebKeySet
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKS)).Decode(&ks); err != nil {
+		return nil, fmt.Errorf("JWKS %s: %w", v.JWKSURL, err)
+	}
+	return &ks, nil
+}
