@@ -2,6 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -12,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
@@ -19,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
@@ -293,4 +300,25 @@ func (f *fixture) mintAdmin(t *testing.T) string {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+func TestJWTCallerInvokes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256)}}})
+	}))
+	t.Cleanup(jwks.Close)
+	f.api.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
+	tok, _ := jwt.Signed(signer).Claims(map[string]any{"iss": "https://idp.example", "aud": "toolplane", "sub": "agent-jwt", "org": "org-1",
+		"exp": time.Now().Add(time.Hour).Unix(), "toolplane_kind": "agent", "toolplane_tools": []string{"demo.search_tickets"}}).Serialize()
+	status, body := f.do(t, "POST", "/v1/tools/demo.search_tickets/invoke", tok, `{"arguments":{"query":"invoice"},"run_id":"run-j"}`)
+	if status != 200 || body["ok"] != true {
+		t.Fatalf("JWT call: %d %v", status, body)
+	}
+	if status, _ := f.do(t, "GET", "/v1/tools", tok[:len(tok)-3]+"abc", ""); status != http.StatusUnauthorized {
+		t.Fatalf("a tampered token: %d", status)
+	}
 }
