@@ -16,9 +16,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
@@ -41,43 +41,43 @@ type Server struct {
 	Version string
 }
 
-type credKey struct{}
+// sessionIdle ends an MCP session nobody used for this long.
+const sessionIdle = 30 * time.Minute
 
-// Handler answers the MCP endpoint.
+// Handler answers the MCP endpoint. Every request authenticates (a key
+// revoked mid-session is refused at its next request), and a session is
+// bound to the credential that opened it: another key presenting its
+// session id is refused by the SDK.
 func (s *Server) Handler() http.Handler {
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		cred, _ := r.Context().Value(credKey{}).(*toolplane.Credential)
-		return s.serverFor(cred)
-	}, &mcp.StreamableHTTPOptions{Logger: s.Log})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			unauthorized(w, "send an API key as Authorization: Bearer <key>")
-			return
+		var cred *toolplane.Credential
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
 		}
-		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(r.Context(), strings.TrimSpace(token), time.Now())
+		return s.serverFor(cred)
+	}, &mcp.StreamableHTTPOptions{Logger: s.Log, SessionTimeout: sessionIdle})
+	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(ctx, token, time.Now())
 		switch {
 		case errors.Is(err, toolplane.ErrUnauthenticated):
-			unauthorized(w, "the API key is not valid")
-			return
+			return nil, fmt.Errorf("%w: the key is not valid", auth.ErrInvalidToken)
 		case err != nil:
-			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
-			http.Error(w, "credentials cannot be checked right now", http.StatusServiceUnavailable)
-			return
+			s.Log.ErrorContext(ctx, "credential lookup failed", "err", err)
+			return nil, errors.New("credentials cannot be checked right now")
 		case cred.Kind != toolplane.CredentialAgent:
-			http.Error(w, "tools are called with an agent's key", http.StatusForbidden)
-			return
+			return nil, fmt.Errorf("%w: tools are called with an agent's key", auth.ErrInvalidToken)
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credKey{}, cred)))
-	})
-}
-
-func unauthorized(w http.ResponseWriter, msg string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="toolplane"`)
-	http.Error(w, msg, http.StatusUnauthorized)
+		return &auth.TokenInfo{
+			// The session belongs to this credential of this organization.
+			UserID:     cred.OrganizationID + "\x00" + cred.ID,
+			Expiration: cred.ExpiresAt,
+			Extra:      map[string]any{"credential": cred},
+		}, nil
+	}
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 }
 
 // serverFor builds the MCP server a session of cred sees: the tools its

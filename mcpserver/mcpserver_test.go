@@ -132,6 +132,20 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 	if err != nil || r.IsError || !strings.Contains(text(r), `"replayed":true`) || !strings.Contains(text(r), `"remaining_cents":0`) {
 		t.Fatalf("after approval: %+v %v", r, err)
 	}
+	// Another key, of another organization, cannot drive this session.
+	otherID, otherSecret, _ := apikey.New(toolplane.CredentialAgent)
+	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: otherID, OrganizationID: "org-2", Kind: toolplane.CredentialAgent, Subject: "intruder",
+		Hash: apikey.Hash(otherSecret), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	hijack, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"demo_add_note","arguments":{"ticket_id":"t-1001","text":"hijacked"}}}`))
+	hijack.Header.Set("Authorization", "Bearer "+apikey.Key(otherID, otherSecret))
+	hijack.Header.Set("Content-Type", "application/json")
+	hijack.Header.Set("Accept", "application/json, text/event-stream")
+	hijack.Header.Set("Mcp-Session-Id", cs.ID())
+	if resp, err := http.DefaultClient.Do(hijack); err != nil || resp.StatusCode < 400 {
+		t.Fatalf("another key drove the session: %v %v", resp, err)
+	}
 	// A tool the key does not grant is not there.
 	if r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo_analyze_text", Arguments: map[string]any{"text": "x"}}); err == nil && !r.IsError {
 		t.Fatalf("an ungranted tool answered: %+v", r)
