@@ -547,3 +547,23 @@ func TestReconciliationIsAudited(t *testing.T) {
 		t.Fatalf("reconciliation audit = %+v", evs)
 	}
 }
+
+func TestAnotherPrincipalNeverReadsBackAnEffect(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"secret": "note"})})
+	a := inv("crm.update")
+	must(t).OK(e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), a))
+	// Same run id, same arguments, another principal without the grant:
+	// decided live (denied), never answered from a's journal row.
+	w := inv("crm.search")
+	w.Principal.ID = "agent-w"
+	r, err := e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), w)
+	code(t, r, err, toolplane.CodeDenied)
+	// Another principal with the grant is another action.
+	b := inv("crm.update")
+	b.Principal.ID = "agent-b"
+	r = must(t).OK(e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), b))
+	if r.Meta.Replayed || e.count("crm.update") != 2 {
+		t.Fatalf("replayed=%v runs=%d", r.Meta.Replayed, e.count("crm.update"))
+	}
+}

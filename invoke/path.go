@@ -263,15 +263,19 @@ func (c *call) identify() error {
 // Key answers the call's idempotency key: the caller's own key when it gave
 // one, otherwise one derived from run, step and arguments hash. Both are
 // encoded with unambiguous part boundaries, and the two never collide.
+//
+// The principal is part of the key: two agents naming the same run id or
+// the same caller key are two actions, and one never reads back (or
+// pre-empts) the other's effect.
 func Key(inv *toolplane.Invocation, argsHash string) string {
 	if inv.IdempotencyKey != "" {
-		return canonical.Key("caller", inv.IdempotencyKey)
+		return canonical.Key("caller", inv.Principal.ID, inv.IdempotencyKey)
 	}
 	step := inv.StepPath
 	if step == "" {
 		step = "agent"
 	}
-	return canonical.Key("run", inv.RunID, step, argsHash)
+	return canonical.Key("run", inv.Principal.ID, inv.RunID, step, argsHash)
 }
 
 // timeout answers how long the handler may run: the tool's timeout, cut to
