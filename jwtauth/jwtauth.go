@@ -47,6 +47,11 @@ type Verifier struct {
 	mu      sync.Mutex
 	keys    *jose.JSONWebKeySet
 	fetched time.Time
+	// tried is when the key set was last read, whether or not the read
+	// succeeded: reads are spaced by MinRefresh however many tokens with
+	// unknown key ids arrive, so a caller cannot make the server hammer
+	// the issuer (or stall behind it).
+	tried time.Time
 }
 
 type claims struct {
@@ -110,19 +115,22 @@ func (v *Verifier) key(ctx context.Context, kid string) (any, error) {
 		minRefresh = 30 * time.Second
 	}
 	now := v.now()
-	stale := v.keys == nil || now.Sub(v.fetched) > refresh
-	if !stale && len(v.keys.Key(kid)) == 0 && now.Sub(v.fetched) > minRefresh {
-		stale = true
-	}
-	if stale {
-		ks, err := v.fetch(ctx)
-		if err != nil {
-			if v.keys == nil {
-				return nil, err
-			}
-		} else {
+	wanted := v.keys == nil || now.Sub(v.fetched) > refresh || len(v.keys.Key(kid)) == 0
+	if wanted && (v.tried.IsZero() || now.Sub(v.tried) >= minRefresh) {
+		v.tried = now
+		// The read is the server's, not the request's: a caller that
+		// goes away does not cut it short.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		ks, err := v.fetch(fctx)
+		cancel()
+		if err == nil {
 			v.keys, v.fetched = ks, now
+		} else if v.keys == nil {
+			return nil, err
 		}
+	}
+	if v.keys == nil {
+		return nil, fmt.Errorf("the issuer's keys are not available yet")
 	}
 	found := v.keys.Key(kid)
 	if len(found) == 0 {

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -150,5 +151,24 @@ func TestUnreachableJWKSIsNotAnInvalidToken(t *testing.T) {
 	v := &Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: "http://127.0.0.1:1/jwks", Now: func() time.Time { return now }}
 	if _, err := v.Verify(context.Background(), tok); err == nil || errors.Is(err, toolplane.ErrUnauthenticated) {
 		t.Fatalf("err = %v, want an error that is not ErrUnauthenticated", err)
+	}
+}
+
+func TestUnknownKeyIDsDoNotHammerTheIssuer(t *testing.T) {
+	t.Parallel()
+	is := newIssuer(t)
+	clock := now
+	v := &Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: is.srv.URL, Now: func() time.Time { return clock }}
+	if _, err := v.Verify(context.Background(), is.sign(t, good(), jose.ES256, is.key)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		is.kid = fmt.Sprintf("random-%d", i)
+		if _, err := v.Verify(context.Background(), is.sign(t, good(), jose.ES256, is.key)); !errors.Is(err, toolplane.ErrUnauthenticated) {
+			t.Fatalf("unknown kid: %v", err)
+		}
+	}
+	if n := is.fetches.Load(); n > 2 {
+		t.Fatalf("50 unknown key ids made %d reads of the key set", n)
 	}
 }
