@@ -153,7 +153,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	mux.Handle("/mcp", mcpDoor.Handler())
 	mux.Handle("GET /metrics", meters.Handler())
 	mux.Handle("/", api.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No WriteTimeout: MCP answers over long-lived event streams.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(reg.Tools()), ln.Addr(), b.Kind, b.Where)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -251,11 +252,18 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 }
 
 // notTheRequester lets any person the API has already checked for the
-// approver role answer an approval, except the principal that asked.
+// approver role (and, for an approval routed to a group, membership of it)
+// answer an approval, except the principal that asked and the person it
+// asked for.
 type notTheRequester struct{}
 
 func (notTheRequester) CanApprove(_ context.Context, _, approver string, a *toolplane.Approval) bool {
-	return approver != "" && approver != a.PrincipalID
+	if approver == "" || approver == a.PrincipalID {
+		return false
+	}
+	// Nor the person the call was made on behalf of.
+	inv, err := approval.DecodeInvocation(a.Invocation)
+	return err == nil && approver != inv.UserID
 }
 
 // serveBindings resolves definitions against the handlers compiled into

@@ -197,6 +197,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, 
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -288,6 +289,10 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if len(body.Arguments) == 0 {
 		body.Arguments = json.RawMessage(`{}`)
 	}
+	if t, ok := s.Registry.Get(r.PathValue("name")); ok && t.Def.Writes() && body.RunID == "" && body.IdempotencyKey == "" {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "a write names its run (run_id) or carries an idempotency_key, so a retry is the same action", "run_id")
+		return
+	}
 	// The principal holds the catalogue's tools this key grants.
 	var tools []string
 	for _, t := range s.Registry.Tools() {
@@ -365,6 +370,13 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 	}
+	// An approval routed to a group is answered by its members: a person's
+	// key names its groups as roles "group:<name>".
+	if pending, err := s.Store.GetApproval(r.Context(), c.cred.OrganizationID, r.PathValue("id")); err == nil &&
+		pending.ApproverGroup != "" && !c.hasRole("group:"+pending.ApproverGroup) {
+		s.fail(w, r, http.StatusForbidden, "denied", "this approval is for the group "+pending.ApproverGroup, "")
+		return
+	}
 	a, err := s.Invoker.Resolve(r.Context(), c.cred.OrganizationID, r.PathValue("id"),
 		approval.Decision{Approver: c.cred.Subject, Approve: decision == "approve", Reason: body.Reason})
 	switch {
@@ -437,7 +449,8 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 	case errors.Is(err, toolplane.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, "not_found", "no such uncertain action", "")
 	case err != nil:
-		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
+		s.Log.ErrorContext(r.Context(), "reconciliation refused", "err", err)
+		s.fail(w, r, http.StatusConflict, "conflict", "the action is not uncertain (it was settled already), or it changed meanwhile", "")
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(boundary.Render(res))

@@ -322,3 +322,27 @@ func TestJWTCallerInvokes(t *testing.T) {
 		t.Fatalf("a tampered token: %d", status)
 	}
 }
+
+func TestWriteNeedsARunOrAKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	status, body := f.do(t, "POST", "/v1/tools/demo.add_note/invoke", f.agent, `{"arguments":{"ticket_id":"t-1001","text":"x"}}`)
+	if status != http.StatusBadRequest || errCode(body) != "invalid_request" {
+		t.Fatalf("a write without run or key: %d %v", status, body)
+	}
+}
+
+func TestGroupApprovalNeedsAMember(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := &toolplane.Approval{ID: "apr_group", OrganizationID: "org-1", RunID: "run-1", Tool: "demo.refund_order", ToolVersion: "1.0.0",
+		Key: "k", ArgumentsHash: "h", Arguments: []byte(`{}`), Invocation: []byte(`{}`), PrincipalID: "agent-support",
+		Status: toolplane.ApprovalPending, DefaultOnTimeout: "deny", ApproverGroup: "finance",
+		CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	if err := f.store.InsertApproval(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := f.do(t, "POST", "/v1/approvals/apr_group/approve", f.person, ""); status != http.StatusForbidden || !strings.Contains(toJSON(body), "finance") {
+		t.Fatalf("a non-member answered a group approval: %d %v", status, body)
+	}
+}

@@ -77,7 +77,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 		ExpiresAt: body.ExpiresAt, CreatedBy: c.cred.Subject}
 	if err := s.Store.InsertCredential(r.Context(), cred); err != nil {
 		s.Log.ErrorContext(r.Context(), "credential insert failed", "err", err)
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the key could not be stored: "+err.Error(), "")
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the key could not be stored; check that roles, tools and subject are plain text", "")
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"key": apikey.Key(id, secret), "credential": keyOf(cred),
