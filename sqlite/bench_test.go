@@ -1,103 +1,13 @@
 package sqlite
 
 import (
-	"context"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/storetest"
 )
 
-// benchClaim is a claim as the journal writes it when a write call starts.
-func benchClaim(key string, now time.Time) *toolplane.Claim {
-	return &toolplane.Claim{
-		OrganizationID: "org-bench",
-		Tool:           "payments.refund_order",
-		Key:            key,
-		RequestHash:    "sha256:4f2a9c0e7b1d3e5f6a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f",
-		Status:         toolplane.ClaimProcessing,
-		Owner:          "node-1/worker-3",
-		LeaseUntil:     now.Add(30 * time.Second),
-		RunID:          "run-01JQ8Z6W3X",
-		StepPath:       "agent",
-		Arguments:      []byte(`{"order_id":"ord_8d1c","amount_cents":1250,"reason":"damaged"}`),
-		Version:        1,
-		CreatedAt:      now,
-		UpdatedAt:      now,
-	}
-}
-
-// BenchmarkClaimLifecycle is one write call's journal traffic: claim the
-// key, mark it dispatched before the handler runs, complete it with the
-// result. Three committed writes per iteration.
-func BenchmarkClaimLifecycle(b *testing.B) {
-	s := newTestStore(b)
-	ctx := context.Background()
-	now := time.Now()
-	result := []byte(`{"ok":true,"refund_id":"re_3Nf0","amount_cents":1250}`)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		c := benchClaim(strconv.Itoa(i), now)
-		i++
-		if ok, err := s.InsertClaim(ctx, c); err != nil || !ok {
-			b.Fatalf("InsertClaim = %v, %v", ok, err)
-		}
-		c.Dispatched, c.Attempts = true, 1
-		if ok, err := s.UpdateClaim(ctx, c); err != nil || !ok {
-			b.Fatalf("UpdateClaim(dispatched) = %v, %v", ok, err)
-		}
-		c.Status, c.Result, c.Owner, c.LeaseUntil = toolplane.ClaimCompleted, result, "", time.Time{}
-		if ok, err := s.UpdateClaim(ctx, c); err != nil || !ok {
-			b.Fatalf("UpdateClaim(completed) = %v, %v", ok, err)
-		}
-	}
-}
-
-// BenchmarkGetClaim is the journal read every write call makes first.
-func BenchmarkGetClaim(b *testing.B) {
-	s := newTestStore(b)
-	ctx := context.Background()
-	now := time.Now()
-	for i := range 1000 {
-		if _, err := s.InsertClaim(ctx, benchClaim(strconv.Itoa(i), now)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.GetClaim(ctx, "org-bench", "payments.refund_order", "500"); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkAppendAudit is the audit row every call ends with.
-func BenchmarkAppendAudit(b *testing.B) {
-	s := newTestStore(b)
-	ctx := context.Background()
-	now := time.Now()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		e := &toolplane.AuditEvent{
-			ID:             "ev-" + strconv.Itoa(i),
-			OrganizationID: "org-bench",
-			RunID:          "run-01JQ8Z6W3X",
-			AgentID:        "agent-billing",
-			PrincipalID:    "principal-7",
-			Tool:           "payments.refund_order",
-			ToolVersion:    "2.1.0",
-			Source:         toolplane.SourceMCP,
-			Outcome:        "ok",
-			ArgumentsHash:  "sha256:4f2a9c0e7b1d3e5f",
-			LatencyMicros:  1234,
-			CreatedAt:      now.Add(time.Duration(i) * time.Microsecond),
-		}
-		i++
-		if err := s.AppendAudit(ctx, e); err != nil {
-			b.Fatal(err)
-		}
-	}
+// BenchmarkStore runs the shared store benchmarks on a SQLite file.
+func BenchmarkStore(b *testing.B) {
+	storetest.Benchmark(b, func(b *testing.B) toolplane.Store { return newTestStore(b) })
 }
