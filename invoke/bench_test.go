@@ -12,8 +12,8 @@ import (
 // span, validation, policy, output validation, the boundary and the audit
 // append, around a handler that does nothing.
 func BenchmarkReadCallNoop(b *testing.B) {
-	e := newEnv(b, newStore(b), tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"id": "p1", "name": "Ada"})})
-	e.withAuditWriter(b)
+	store := newStore(b)
+	e := newEnvWith(b, store, withAudit(b, store), tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"id": "p1", "name": "Ada"})})
 	in := inv("crm.get")
 	a := args("to", "p1")
 	ctx := context.Background()
@@ -29,8 +29,8 @@ func BenchmarkReadCallNoop(b *testing.B) {
 // policy, claim, dispatch mark, handler, completion and audit, each call on
 // a fresh key.
 func BenchmarkWriteCall(b *testing.B) {
-	e := newEnv(b, newStore(b), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
-	e.withAuditWriter(b)
+	store := newStore(b)
+	e := newEnvWith(b, store, withAudit(b, store), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
 	in := inv("crm.update")
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -46,8 +46,8 @@ func BenchmarkWriteCall(b *testing.B) {
 // BenchmarkWriteCallReplayed measures an identical write answered from the
 // journal.
 func BenchmarkWriteCallReplayed(b *testing.B) {
-	e := newEnv(b, newStore(b), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
-	e.withAuditWriter(b)
+	store := newStore(b)
+	e := newEnvWith(b, store, withAudit(b, store), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
 	in := inv("crm.update")
 	ctx := context.Background()
 	if _, err := e.iv.Invoke(ctx, "crm.update", args("to", "x"), in); err != nil {

@@ -249,9 +249,11 @@ func (c checker) Approval(r toolplane.Result, err error) *invoke.ApprovalRequire
 	return ar
 }
 
-// withAuditWriter rebuilds the invoker with a background audit writer.
-func (e *env) withAuditWriter(t testing.TB) {
-	w := audit.NewWriter(e.store, 0, slog.New(slog.DiscardHandler))
-	t.Cleanup(w.Close)
-	e.iv = e.iv.WithAudit(w)
+// withAudit configures an invoker with a background audit writer.
+func withAudit(t testing.TB, store *sqlite.Store) func(*invoke.Config) {
+	return func(c *invoke.Config) {
+		w := audit.NewWriter(store, 0, slog.New(slog.DiscardHandler))
+		t.Cleanup(w.Close)
+		c.Audit = w
+	}
 }

@@ -179,15 +179,6 @@ func (iv *Invoker) fault(ctx context.Context, cause, tool string) toolplane.Resu
 	return r
 }
 
-// WithAudit answers a copy of the invoker that appends audit events
-// through w.
-func (iv *Invoker) WithAudit(w *audit.Writer) *Invoker {
-	cfg := iv.cfg
-	cfg.Audit = w
-	n, _ := New(cfg)
-	return n
-}
-
 // Observer is told of each call as it ends.
 type Observer interface {
 	ObserveCall(tool, outcome string, took time.Duration)

@@ -50,6 +50,28 @@ type call struct {
 // Invoke runs one call of the tool named name (its platform name) with the
 // model's arguments (plain JSON values, as decoded with json.Number).
 func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolplane.Invocation) (toolplane.Result, error) {
+	ctx, c := iv.begin(ctx, name, args, inv)
+	res, err := c.run(ctx)
+	c.finish(ctx, res, err)
+	return res, err
+}
+
+// InvokeJSON decodes a JSON argument text and runs the call; text that is
+// not JSON answers invalid_input like any other bad argument, with its own
+// span and audit event.
+func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv *toolplane.Invocation) (toolplane.Result, error) {
+	args, refusal := registry.DecodeArguments(raw)
+	if refusal != nil {
+		ctx, c := iv.begin(ctx, name, nil, inv)
+		c.finish(ctx, *refusal, nil)
+		return *refusal, nil
+	}
+	return iv.Invoke(ctx, name, args, inv)
+}
+
+// begin opens the call's span, before any checkpoint so a refused call is
+// in the tree, and starts its audit event.
+func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolplane.Invocation) (context.Context, *call) {
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
 	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
 	c.span.SetAttributes(
@@ -65,23 +87,7 @@ func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolp
 		PrincipalID: inv.Principal.ID, UserID: inv.UserID, Tool: name,
 		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy,
 	}
-	res, err := c.run(ctx)
-	c.finish(ctx, res, err)
-	return res, err
-}
-
-// InvokeJSON decodes a JSON argument text and runs the call; text that is
-// not JSON answers invalid_input like any other bad argument.
-func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv *toolplane.Invocation) (toolplane.Result, error) {
-	args, refusal := registry.DecodeArguments(raw)
-	if refusal != nil {
-		c := &call{iv: iv, start: iv.now(), name: name, inv: inv}
-		ctx, c.span = iv.tracer.Start(ctx, "tool "+name)
-		c.audit = toolplane.AuditEvent{OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID, PrincipalID: inv.Principal.ID, Tool: name, Source: inv.Source}
-		c.finish(ctx, *refusal, nil)
-		return *refusal, nil
-	}
-	return iv.Invoke(ctx, name, args, inv)
+	return ctx, c
 }
 
 // spanArgs renders the redacted, bounded arguments: the span recorder must
