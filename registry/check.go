@@ -9,6 +9,7 @@ package registry
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -138,6 +139,11 @@ func SchemaHash(d *toolplane.Definition) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("output_schema: %w", err)
 	}
+	return schemaHash(in, out)
+}
+
+// schemaHash hashes decoded input and output schemas.
+func schemaHash(in, out any) (string, error) {
 	h, err := canonical.Hash(map[string]any{"input_schema": in, "output_schema": out})
 	if err != nil {
 		return "", fmt.Errorf("schema hash: %w", err)
@@ -161,7 +167,7 @@ func decodeSchema(raw json.RawMessage) (any, error) {
 // Check runs every registration check over defs and answers every problem,
 // sorted by tool then field. A nil error means all of them may run.
 func Check(defs []toolplane.Definition, opt Options) (Report, error) {
-	_, rep, err := check(defs, opt)
+	_, _, rep, err := check(defs, opt)
 	return rep, err
 }
 
@@ -171,7 +177,9 @@ type checked struct {
 	output *schema.Schema
 }
 
-func check(defs []toolplane.Definition, opt Options) ([]checked, Report, error) {
+// check answers the checked definitions and the model-facing name map over
+// them and the registered names: the one map a Registry then answers from.
+func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map, Report, error) {
 	c := opt.Ceilings
 	if c == (Ceilings{}) {
 		c = DefaultCeilings
@@ -198,8 +206,10 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, Report, error) 
 		problems = append(problems, ch.problems...)
 		out = append(out, checked{def: *d, input: ch.input, output: ch.output})
 	}
-	if _, err := modelname.New(append(append([]string(nil), opt.Registered...), dedupe(names)...)); err != nil {
-		if me, ok := err.(*modelname.Error); ok {
+	nameMap, err := modelname.New(append(append([]string(nil), opt.Registered...), dedupe(names)...))
+	if err != nil {
+		var me *modelname.Error
+		if errors.As(err, &me) {
 			for _, p := range me.Problems {
 				if p.Platform == "" || p.Err == modelname.ErrDuplicate {
 					continue
@@ -216,9 +226,9 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, Report, error) 
 	})
 	sort.Strings(rep.Unresolved)
 	if len(problems) > 0 {
-		return nil, rep, &CheckError{Problems: problems}
+		return nil, nil, rep, &CheckError{Problems: problems}
 	}
-	return out, rep, nil
+	return out, nameMap, rep, nil
 }
 
 func dedupe(names []string) []string {
@@ -330,7 +340,7 @@ func (ch *checker) schemas() {
 		ch.add("input_schema", "the root is not type: object", "model providers pass arguments as one object: make the root {\"type\": \"object\", \"properties\": {...}}")
 	}
 	if ch.input != nil && ch.output != nil && d.SchemaHash != "" {
-		if h, err := SchemaHash(d); err == nil && h != d.SchemaHash {
+		if h, err := schemaHash(ch.input.Doc(), ch.output.Doc()); err == nil && h != d.SchemaHash {
 			ch.add("schema_hash", fmt.Sprintf("states %s but the schemas hash to %s", d.SchemaHash, h), "remove schema_hash (it is computed) or correct it")
 		}
 	}

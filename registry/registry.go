@@ -35,16 +35,15 @@ type Registry struct {
 // error is a *CheckError listing every problem. Each definition's
 // SchemaHash is filled in when the file left it out.
 func Build(defs []toolplane.Definition, opt Options) (*Registry, Report, error) {
-	cs, rep, err := check(defs, opt)
+	cs, names, rep, err := check(defs, opt)
 	if err != nil {
 		return nil, rep, err
 	}
-	r := &Registry{tools: make(map[string]*Tool, len(cs))}
-	names := make([]string, 0, len(cs))
+	r := &Registry{tools: make(map[string]*Tool, len(cs)), names: names}
 	for _, c := range cs {
 		d := c.def
 		if d.SchemaHash == "" {
-			h, err := SchemaHash(&d)
+			h, err := schemaHash(c.input.Doc(), c.output.Doc())
 			if err != nil {
 				return nil, rep, fmt.Errorf("tool %s: %w", d.Name, err)
 			}
@@ -63,15 +62,7 @@ func Build(defs []toolplane.Definition, opt Options) (*Registry, Report, error) 
 		t.spec = boundary.SpecFor(&t.Def)
 		r.tools[d.Name] = t
 		r.sorted = append(r.sorted, t)
-		names = append(names, d.Name)
 	}
-	// check already refused collisions, so this cannot fail; building the
-	// map here keeps the one reverse map the registry answers from.
-	m, err := modelname.New(names)
-	if err != nil {
-		return nil, rep, fmt.Errorf("model-facing names: %w", err)
-	}
-	r.names = m
 	sort.Slice(r.sorted, func(i, j int) bool { return r.sorted[i].Def.Name < r.sorted[j].Def.Name })
 	return r, rep, nil
 }
