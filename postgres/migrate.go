@@ -22,25 +22,8 @@ var migrationFiles embed.FS
 // Migration is one schema version and whether this database has it.
 type Migration = migrate.Migration
 
-// migration is one embedded migration of this store's dialect.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations answers the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	files, err := migrate.Read(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]migration, len(files))
-	for i, f := range files {
-		out[i] = migration{version: f.Version, name: f.Name, sql: f.SQL}
-	}
-	return out, nil
-}
+func migrations() ([]migrate.File, error) { return migrate.Read(migrationFiles, "migrations") }
 
 // migrationLock is the advisory lock key every Migrate transaction takes
 // first: the bytes of "toolplan" read as a big-endian integer, to stay clear
@@ -76,7 +59,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for _, m := range all {
 		if err := s.apply(ctx, m); err != nil {
-			return fmt.Errorf("migrate %04d_%s: %w", m.version, m.name, err)
+			return fmt.Errorf("migrate %04d_%s: %w", m.Version, m.Name, err)
 		}
 	}
 	return nil
@@ -87,7 +70,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 // writing need no further care. A database already at m writes nothing, so
 // a role without the right to create tables can call Migrate once its
 // schema is current.
-func (s *Store) apply(ctx context.Context, m migration) error {
+func (s *Store) apply(ctx context.Context, m migrate.File) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -106,17 +89,17 @@ func (s *Store) apply(ctx context.Context, m migration) error {
 		}
 	}
 	var applied bool
-	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&applied)
+	err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&applied)
 	if err != nil || applied {
 		return err
 	}
 	// Without arguments, pgx sends the file over the simple protocol, which
 	// runs every statement in it.
-	if _, err := tx.Exec(ctx, m.sql); err != nil {
+	if _, err := tx.Exec(ctx, m.SQL); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-		m.version, m.name, time.Now().UnixMicro()); err != nil {
+		m.Version, m.Name, time.Now().UnixMicro()); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -136,10 +119,10 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]Migration, error) {
 	}
 	out := make([]Migration, 0, len(all))
 	for _, m := range all {
-		st := Migration{Version: m.version, Name: m.name}
-		if a, ok := applied[m.version]; ok {
+		st := Migration{Version: m.Version, Name: m.Name}
+		if a, ok := applied[m.Version]; ok {
 			st.Applied, st.AppliedAt = true, a.AppliedAt
-			delete(applied, m.version)
+			delete(applied, m.Version)
 		}
 		out = append(out, st)
 	}

@@ -20,25 +20,8 @@ var migrationFiles embed.FS
 // Migration is one schema version and whether this database has it.
 type Migration = migrate.Migration
 
-// migration is one embedded migration of this store's dialect.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations answers the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	files, err := migrate.Read(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]migration, len(files))
-	for i, f := range files {
-		out[i] = migration{version: f.Version, name: f.Name, sql: f.SQL}
-	}
-	return out, nil
-}
+func migrations() ([]migrate.File, error) { return migrate.Read(migrationFiles, "migrations") }
 
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    INTEGER PRIMARY KEY,
@@ -60,7 +43,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	for _, m := range all {
 		if err := s.apply(ctx, m); err != nil {
-			return fmt.Errorf("migrate %04d_%s: %w", m.version, m.name, err)
+			return fmt.Errorf("migrate %04d_%s: %w", m.Version, m.Name, err)
 		}
 	}
 	return nil
@@ -70,14 +53,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 // takes the write lock before anything is read, so a concurrent Migrate
 // waits for this one and then finds m recorded, even on a pool whose
 // transactions begin deferred.
-func (s *Store) apply(ctx context.Context, m migration) error {
+func (s *Store) apply(ctx context.Context, m migrate.File) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
 	res, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at)
-		VALUES (?, ?, ?) ON CONFLICT (version) DO NOTHING`, m.version, m.name, time.Now().UnixMicro())
+		VALUES (?, ?, ?) ON CONFLICT (version) DO NOTHING`, m.Version, m.Name, time.Now().UnixMicro())
 	if err != nil {
 		return err
 	}
@@ -85,7 +68,7 @@ func (s *Store) apply(ctx context.Context, m migration) error {
 		return err // already applied, or the error
 	}
 	// The driver runs every statement of a multi-statement string.
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -105,10 +88,10 @@ func (s *Store) MigrationStatus(ctx context.Context) ([]Migration, error) {
 	}
 	out := make([]Migration, 0, len(all))
 	for _, m := range all {
-		st := Migration{Version: m.version, Name: m.name}
-		if a, ok := applied[m.version]; ok {
+		st := Migration{Version: m.Version, Name: m.Name}
+		if a, ok := applied[m.Version]; ok {
 			st.Applied, st.AppliedAt = true, a.AppliedAt
-			delete(applied, m.version)
+			delete(applied, m.Version)
 		}
 		out = append(out, st)
 	}

@@ -122,7 +122,7 @@ func TestMigrationStatus(t *testing.T) {
 		t.Fatalf("MigrationStatus answered %d migrations, want %d", len(before), len(embedded))
 	}
 	for i, m := range before {
-		want := Migration{Version: embedded[i].version, Name: embedded[i].name}
+		want := Migration{Version: embedded[i].Version, Name: embedded[i].Name}
 		if m != want {
 			t.Errorf("before Migrate: %+v, want %+v", m, want)
 		}
@@ -137,8 +137,8 @@ func TestMigrationStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, m := range after {
-		if m.Version != embedded[i].version || m.Name != embedded[i].name || !m.Applied {
-			t.Errorf("after Migrate: %+v, want version %d %q applied", m, embedded[i].version, embedded[i].name)
+		if m.Version != embedded[i].Version || m.Name != embedded[i].Name || !m.Applied {
+			t.Errorf("after Migrate: %+v, want version %d %q applied", m, embedded[i].Version, embedded[i].Name)
 		}
 		if m.AppliedAt.Before(start) || m.AppliedAt.After(time.Now()) || m.AppliedAt.Location() != time.UTC {
 			t.Errorf("migration %d AppliedAt = %v, want a UTC time from this test", m.Version, m.AppliedAt)
@@ -167,11 +167,11 @@ func TestEmbeddedMigrationsAreNumberedInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, m := range all {
-		if m.version != i+1 {
-			t.Errorf("migration %d_%s: versions must run 1, 2, 3, ... without gaps; want %d", m.version, m.name, i+1)
+		if m.Version != i+1 {
+			t.Errorf("migration %d_%s: versions must run 1, 2, 3, ... without gaps; want %d", m.Version, m.Name, i+1)
 		}
-		if strings.TrimSpace(m.sql) == "" {
-			t.Errorf("migration %d_%s is empty", m.version, m.name)
+		if strings.TrimSpace(m.SQL) == "" {
+			t.Errorf("migration %d_%s is empty", m.Version, m.Name)
 		}
 	}
 }
