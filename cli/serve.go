@@ -33,6 +33,7 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/toolfile"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // DefaultOrganization is the organization a single-tenant install serves.
@@ -59,6 +60,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	jwtJWKS := fs.String("jwt-jwks-url", "", "where the issuer publishes its signing keys (JWKS)")
 	rateLimit := fs.Int("rate-limit", 600, "requests per minute each API key may make on this node (0: no limit)")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
+	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
+	var upstreamFlags stringList
+	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
+	publicURL := fs.String("public-url", "", "where people reach this server (approval links point here); default: http://ADDR")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -99,7 +104,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defs = append(defs, loaded...)
 	}
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: serveBindings{handlers}})
+	var upstreamCfgs []upstream.Config
+	if *upstreamsFile != "" {
+		cs, err := upstream.ReadFile(*upstreamsFile)
+		if err != nil {
+			return fail("%v", err)
+		}
+		upstreamCfgs = append(upstreamCfgs, cs...)
+	}
+	for _, v := range upstreamFlags {
+		c, err := upstream.ParseFlag(v)
+		if err != nil {
+			return fail("--upstream: %v", err)
+		}
+		upstreamCfgs = append(upstreamCfgs, c)
+	}
+	upstreams, err := upstream.New(upstreamCfgs, upstream.Options{Logger: log, Version: "0.1"})
+	if err != nil {
+		return fail("%v", err)
+	}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: serveBindings{handlers, upstreams}})
 	if err != nil {
 		var ce *registry.CheckError
 		if errors.As(err, &ce) {
@@ -115,7 +139,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer writer.Close()
 	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
 	meters := metrics.New(metrics.Pending(b.Store, DefaultOrganization), log)
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Store: b.Store, Policy: policy.Grants{},
+	upstreams.UseRegistry(reg)
+	upstreams.Start(ctx, 30*time.Second)
+	defer upstreams.Close()
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: policy.Grants{},
 		Approvals: approvals, Audit: writer, Logger: log, Node: hostname(), Observer: meters})
 	if err != nil {
 		return fail("%v", err)
@@ -148,9 +175,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *rateLimit > 0 {
 		api.Limiter = ratelimit.New(*rateLimit, time.Minute)
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens}
+	public := *publicURL
+	if public == "" {
+		public = "http://" + ln.Addr().String()
+	}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
+	for _, slug := range upstreams.Slugs() {
+		mux.Handle("/mcp/"+slug, mcpDoor.UpstreamHandler(slug))
+	}
 	mux.Handle("GET /metrics", meters.Handler())
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
@@ -267,11 +301,21 @@ func (notTheRequester) CanApprove(_ context.Context, _, approver string, a *tool
 }
 
 // serveBindings resolves definitions against the handlers compiled into
-// this binary; it holds no remote connections or fact resolvers yet.
-type serveBindings struct{ *handler.Registry }
+// this binary and the configured upstream servers; it holds no fact
+// resolvers yet.
+type serveBindings struct {
+	*handler.Registry
+	upstreams *upstream.Set
+}
 
-func (serveBindings) Connection(string) bool   { return false }
-func (serveBindings) FactResolver(string) bool { return false }
+func (b serveBindings) Connection(id string) bool { return b.upstreams.Connection(id) }
+func (serveBindings) FactResolver(string) bool    { return false }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ", ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func hostname() string {
 	h, err := os.Hostname()

@@ -24,12 +24,16 @@ type ret struct {
 // the claim the way its ending requires.
 func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	iv, d := c.iv, &c.tool.Def
-	if d.Binding.Handler == nil {
+	b := c.remote
+	switch {
+	case b != nil:
+	case d.Binding.Handler == nil:
 		return toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s has no runnable binding in this deployment", c.tool.Model)), nil
-	}
-	b, ok := iv.cfg.Handlers.Get(d.Binding.Handler.Key)
-	if !ok {
-		return iv.fault(ctx, "handler "+d.Binding.Handler.Key+" is not registered", d.Name), nil
+	default:
+		var ok bool
+		if b, ok = iv.cfg.Handlers.Get(d.Binding.Handler.Key); !ok {
+			return iv.fault(ctx, "handler "+d.Binding.Handler.Key+" is not registered", d.Name), nil
+		}
 	}
 
 	if d.Writes() {

@@ -74,10 +74,22 @@ type Reporter interface {
 	Report(ctx context.Context, cause string, err error)
 }
 
+// Remotes answers the binding that calls a tool on a remote server. It is
+// asked before anything else is decided about a call, so it is where the
+// remote's presence is checked: an error wrapping toolplane.ErrNotFound
+// means the server no longer publishes the tool (tool_unavailable); any
+// other error means the server cannot be reached now (unavailable).
+type Remotes interface {
+	Binding(r *toolplane.RemoteBinding) (*handler.Binding, error)
+}
+
 // Config wires an Invoker.
 type Config struct {
-	Registry  *registry.Registry
-	Handlers  *handler.Registry
+	Registry *registry.Registry
+	Handlers *handler.Registry
+	// Remotes runs tools bound to a remote server (binding.remote); nil
+	// means this deployment has none, and such a tool is unavailable.
+	Remotes   Remotes
 	Store     toolplane.Store
 	Policy    policy.Policy
 	Facts     policy.Facts

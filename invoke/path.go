@@ -41,6 +41,9 @@ type call struct {
 	hash   string
 	key    string
 	claim  *toolplane.Claim
+	// remote is the binding of a tool served by a remote server, found
+	// when the call resolved the tool.
+	remote *handler.Binding
 	audit  toolplane.AuditEvent
 	// audited is set once the audit event was stored with the claim's
 	// answer, in one transaction.
@@ -107,6 +110,11 @@ func (c *call) run(ctx context.Context) (toolplane.Result, error) {
 	d := &tool.Def
 	c.audit.ToolVersion = d.Version
 	c.span.SetAttributes(attribute.String("tool.version", d.Version), attribute.String("tool.model_name", tool.Model))
+	if rb := d.Binding.Remote; rb != nil {
+		if refusal := c.resolveRemote(rb); refusal != nil {
+			return *refusal, nil
+		}
+	}
 	if want, frozen := inv.Contracts[d.Name]; frozen && want != d.SchemaHash {
 		return toolplane.Fail(toolplane.CodeToolChanged, fmt.Sprintf("%s changed after this run was shown its contract; the call was not sent. Finish without it, or start a new run to use the new contract.", tool.Model)), nil
 	}
@@ -391,6 +399,29 @@ func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 	return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview}
+}
+
+// resolveRemote checks that the server behind a remote tool still
+// publishes it, before the call is decided: a tool dropped upstream is
+// unavailable, not a call that fails after a person approved it.
+func (c *call) resolveRemote(rb *toolplane.RemoteBinding) *toolplane.Result {
+	model := c.tool.Model
+	if c.iv.cfg.Remotes == nil {
+		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s is served by a remote server this deployment does not connect to", model))
+		return &r
+	}
+	b, err := c.iv.cfg.Remotes.Binding(rb)
+	switch {
+	case errors.Is(err, toolplane.ErrNotFound):
+		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s is no longer published by its server; the call was not sent. Finish without it.", model))
+		return &r
+	case err != nil:
+		c.iv.log.Warn("remote server unreachable", "tool", c.tool.Def.Name, "connection", rb.ConnectionID, "err", err)
+		r := toolplane.Fail(toolplane.CodeUnavailable, fmt.Sprintf("the server behind %s cannot be reached now; nothing was done. Try again later or use another tool.", model))
+		return &r
+	}
+	c.remote = b
+	return nil
 }
 
 // maxPreview bounds the approval line, in UTF-8 bytes.

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -27,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // Server serves the MCP endpoint.
@@ -39,25 +42,46 @@ type Server struct {
 	Log    *slog.Logger
 	// Version is reported to clients as the server implementation version.
 	Version string
+	// PublicURL is where people reach this deployment (http://host:port).
+	// When set, a call that waits for approval also asks a client that
+	// supports URL elicitation to show the person the approval's address.
+	PublicURL string
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	watch    sync.Once
 }
 
 // sessionIdle ends an MCP session nobody used for this long.
 const sessionIdle = 30 * time.Minute
 
-// Handler answers the MCP endpoint. Every request authenticates (a key
+// Handler answers the MCP endpoint: every tool the caller's key grants,
+// under model-facing names.
+func (s *Server) Handler() http.Handler { return s.handler("") }
+
+// UpstreamHandler answers the governed copy of one upstream MCP server:
+// only that server's tools, under the names the server itself gives them,
+// each call still decided, journalled, bounded and audited by the invoker.
+// A client pointed here instead of at the server sees the same tools.
+func (s *Server) UpstreamHandler(slug string) http.Handler { return s.handler(slug) }
+
+// handler answers an MCP endpoint. Every request authenticates (a key
 // revoked mid-session is refused at its next request), and a session is
 // bound to the credential that opened it: another key presenting its
 // session id is refused by the SDK.
-func (s *Server) Handler() http.Handler {
+func (s *Server) handler(upstream string) http.Handler {
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
+	s.watch.Do(func() {
+		s.Registry.Watch(func() { go s.refresh() })
+	})
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		var cred *toolplane.Credential
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
 		}
-		return s.serverFor(cred)
+		return s.serverFor(cred, upstream)
 	}, &mcp.StreamableHTTPOptions{Logger: s.Log, SessionTimeout: sessionIdle})
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(ctx, token, time.Now())
@@ -80,39 +104,181 @@ func (s *Server) Handler() http.Handler {
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 }
 
-// serverFor builds the MCP server a session of cred sees: the tools its
-// key grants, each projected under its model-facing name.
-func (s *Server) serverFor(cred *toolplane.Credential) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "toolplane", Version: s.Version}, &mcp.ServerOptions{Logger: s.Log})
+// session is what one MCP session sees: the server the SDK runs for it,
+// the tools on it, and the contracts its client was shown.
+type session struct {
+	s        *Server
+	srv      *mcp.Server
+	cred     *toolplane.Credential
+	upstream string
+	created  time.Time
+
+	mu sync.Mutex
+	// onServer maps each tool name on srv to the platform name and the
+	// schema hash and version it was added at.
+	onServer map[string]listed
+	granted  []string
+	// shown is the schema hash of each tool (by platform name) as the
+	// client last listed it: the run's frozen contracts.
+	shown map[string]string
+}
+
+type listed struct {
+	platform, hash, version string
+}
+
+// serverFor builds the MCP server a session of cred sees.
+func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "toolplane", Version: s.Version}, &mcp.ServerOptions{
+		Logger: s.Log,
+		// Tools may appear later (an upstream connecting, a grant added),
+		// so the capability and its change notifications are always on.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
 	if cred == nil {
 		return srv
 	}
-	var granted []string
-	for _, t := range s.Registry.Tools() {
-		if cred.Grants(t.Def.Name) {
-			granted = append(granted, t.Def.Name)
-		}
+	sess := &session{s: s, srv: srv, cred: cred, upstream: upstream, created: time.Now(),
+		onServer: map[string]listed{}, shown: map[string]string{}}
+	sess.sync()
+	srv.AddReceivingMiddleware(sess.recordListing)
+	s.mu.Lock()
+	if s.sessions == nil {
+		s.sessions = map[*session]struct{}{}
 	}
-	for _, t := range s.Registry.Tools() {
-		if !cred.Grants(t.Def.Name) {
-			continue
-		}
-		srv.AddTool(projection.MCP(&t.Def), s.call(t, cred, granted))
-	}
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
 	return srv
 }
 
-// call answers a tools/call of t through the invoker. The MCP session is
-// the run: two identical writes in one session are one effect.
-func (s *Server) call(t *registry.Tool, cred *toolplane.Credential, granted []string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		session := "session"
-		if req.Session != nil {
-			session = req.Session.ID()
+// refresh brings every live session's tools up to date with the registry;
+// the SDK tells each client its list changed. A server whose sessions all
+// ended is forgotten.
+func (s *Server) refresh() {
+	s.mu.Lock()
+	var live []*session
+	for sess := range s.sessions {
+		n := 0
+		for range sess.srv.Sessions() {
+			n++
 		}
+		if n == 0 && time.Since(sess.created) > time.Minute {
+			delete(s.sessions, sess)
+			continue
+		}
+		live = append(live, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range live {
+		sess.sync()
+	}
+}
+
+// visible reports whether the session shows t.
+func (sess *session) visible(t *registry.Tool) bool {
+	if !sess.cred.Grants(t.Def.Name) {
+		return false
+	}
+	if sess.upstream == "" {
+		return true
+	}
+	r := t.Def.Binding.Remote
+	return r != nil && r.ConnectionID == sess.upstream
+}
+
+// sync makes the session's tools the registry's visible tools now.
+func (sess *session) sync() {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	want := map[string]*registry.Tool{}
+	var granted []string
+	for _, t := range sess.s.Registry.Tools() {
+		if !sess.visible(t) {
+			continue
+		}
+		granted = append(granted, t.Def.Name)
+		want[sess.nameOf(t)] = t
+	}
+	sess.granted = granted
+	var gone []string
+	for name := range sess.onServer {
+		if _, ok := want[name]; !ok {
+			gone = append(gone, name)
+			delete(sess.onServer, name)
+		}
+	}
+	if len(gone) > 0 {
+		sess.srv.RemoveTools(gone...)
+	}
+	for name, t := range want {
+		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version}
+		if sess.onServer[name] == l {
+			continue
+		}
+		tool := projection.MCP(&t.Def)
+		if sess.upstream != "" {
+			tool.Name = t.Def.Binding.Remote.RemoteName
+			if upstream.ContentOutput(&t.Def) {
+				tool.OutputSchema = nil
+			}
+		}
+		sess.srv.AddTool(tool, sess.call(t.Def.Name))
+		sess.onServer[name] = l
+	}
+}
+
+// nameOf is the name the session shows t under.
+func (sess *session) nameOf(t *registry.Tool) string {
+	if sess.upstream != "" {
+		return t.Def.Binding.Remote.RemoteName
+	}
+	return t.Model
+}
+
+// recordListing freezes, at each tools/list the client makes, the
+// contracts it was shown: a later call on a tool whose contract changed
+// since answers tool_changed instead of running a call shaped for the old
+// one.
+func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == "tools/list" {
+			sess.mu.Lock()
+			for _, t := range lr.Tools {
+				if l, ok := sess.onServer[t.Name]; ok {
+					sess.shown[l.platform] = l.hash
+				}
+			}
+			sess.mu.Unlock()
+		}
+		return res, err
+	}
+}
+
+// call answers a tools/call of the tool named name through the invoker.
+// The MCP session is the run: two identical writes in one session are one
+// effect.
+func (sess *session) call(name string) mcp.ToolHandler {
+	s, cred := sess.s, sess.cred
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		id := "session"
+		if req.Session != nil {
+			id = req.Session.ID()
+		}
+		sess.mu.Lock()
+		granted := sess.granted
+		var contracts map[string]string
+		if len(sess.shown) > 0 {
+			contracts = make(map[string]string, len(sess.shown))
+			for k, v := range sess.shown {
+				contracts[k] = v
+			}
+		}
+		sess.mu.Unlock()
 		inv := &toolplane.Invocation{
-			OrganizationID: cred.OrganizationID, RunID: "mcp:" + cred.ID + ":" + session, AgentID: cred.Subject,
+			OrganizationID: cred.OrganizationID, RunID: "mcp:" + cred.ID + ":" + id, AgentID: cred.Subject,
 			StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted}, Source: toolplane.SourceMCP,
+			Contracts: contracts,
 		}
 		if m := req.Params.Meta; m != nil {
 			if id, ok := m["toolplane/authorized_by"].(string); ok {
@@ -123,7 +289,7 @@ func (s *Server) call(t *registry.Tool, cred *toolplane.Credential, granted []st
 		if len(raw) == 0 {
 			raw = json.RawMessage(`{}`)
 		}
-		res, err := s.Invoker.InvokeJSON(ctx, t.Def.Name, raw, inv)
+		res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
 		var ar *invoke.ApprovalRequired
 		switch {
 		case errors.As(err, &ar):
@@ -132,6 +298,7 @@ func (s *Server) call(t *registry.Tool, cred *toolplane.Credential, granted []st
 			if ar.Preview != "" {
 				msg += " The person sees: " + ar.Preview
 			}
+			s.elicitApproval(req.Session, ar)
 			return &mcp.CallToolResult{
 				Content: []mcp.Content{&mcp.TextContent{Text: msg}},
 				Meta:    mcp.Meta{"toolplane/approval_id": ar.ID, "toolplane/approval_expires_at": ar.ExpiresAt.UTC().Format(time.RFC3339)},
@@ -139,8 +306,15 @@ func (s *Server) call(t *registry.Tool, cred *toolplane.Credential, granted []st
 		case errors.Is(err, invoke.ErrInFlight):
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
 		case err != nil:
-			s.Log.ErrorContext(ctx, "tool call fault", "tool", t.Def.Name, "err", err)
+			s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
 			return nil, fmt.Errorf("the platform could not complete this call")
+		}
+		if sess.upstream != "" && res.OK {
+			if t, ok := s.Registry.Get(name); ok && upstream.ContentOutput(&t.Def) {
+				if content, structured, ok := upstream.Content(res.Data); ok {
+					return &mcp.CallToolResult{Content: content, StructuredContent: structured}, nil
+				}
+			}
 		}
 		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, IsError: !res.OK}
 		if res.OK {
@@ -150,4 +324,31 @@ func (s *Server) call(t *registry.Tool, cred *toolplane.Credential, granted []st
 		}
 		return out, nil
 	}
+}
+
+// elicitApproval asks a client that supports URL elicitation to show the
+// person the approval's address. It does not wait: the call has already
+// answered that it waits for approval, and a client that never answers the
+// elicitation must not hold the call.
+func (s *Server) elicitApproval(ss *mcp.ServerSession, ar *invoke.ApprovalRequired) {
+	if s.PublicURL == "" || ss == nil {
+		return
+	}
+	p := ss.InitializeParams()
+	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil || p.Capabilities.Elicitation.URL == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		_, err := ss.Elicit(ctx, &mcp.ElicitParams{
+			Mode:          "url",
+			Message:       fmt.Sprintf("A tool call waits for approval %s. Open the link to review it.", ar.ID),
+			URL:           strings.TrimRight(s.PublicURL, "/") + "/v1/approvals/" + ar.ID,
+			ElicitationID: ar.ID,
+		})
+		if err != nil {
+			s.Log.Debug("approval elicitation not shown", "approval", ar.ID, "err", err)
+		}
+	}()
 }

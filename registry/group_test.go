@@ -1,0 +1,94 @@
+package registry
+
+import (
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	"github.com/toolplane/toolplane"
+)
+
+// remote answers an ingested definition of a tool on connection conn-1.
+func remote(name, version, inputSchema string) toolplane.Definition {
+	no := false
+	return toolplane.Definition{
+		Name: "mcp.conn-1." + name, Version: version, Description: "A remote tool.", Kind: toolplane.KindMCP,
+		InputSchema: json.RawMessage(inputSchema), OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Binding: toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: "conn-1", RemoteName: name}},
+		Effect:  toolplane.EffectWrite, Repeatable: &no,
+	}
+}
+
+func TestSetGroupReplacesOnlyItsOwnTools(t *testing.T) {
+	t.Parallel()
+	r, _, err := Build([]toolplane.Definition{base(), readDef()}, Options{Bindings: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes atomic.Int32
+	stop := r.Watch(func() { changes.Add(1) })
+	defer stop()
+
+	obj := `{"type":"object"}`
+	tests := []struct {
+		name     string
+		defs     []toolplane.Definition
+		want     []string // tools of the group afterwards
+		problems int
+		changed  bool
+	}{
+		{"first sync", []toolplane.Definition{remote("a", "1.0.0", obj), remote("b", "1.0.0", obj)}, []string{"mcp.conn-1.a", "mcp.conn-1.b"}, 0, true},
+		{"same again", []toolplane.Definition{remote("a", "1.0.0", obj), remote("b", "1.0.0", obj)}, []string{"mcp.conn-1.a", "mcp.conn-1.b"}, 0, false},
+		{"one dropped", []toolplane.Definition{remote("a", "1.0.0", obj)}, []string{"mcp.conn-1.a"}, 0, true},
+		{"contract changed", []toolplane.Definition{remote("a", "2.0.0", `{"type":"object","required":["x"]}`)}, []string{"mcp.conn-1.a"}, 0, true},
+		{"a bad one left out, the rest kept", []toolplane.Definition{remote("a", "2.0.0", `{"type":"object","required":["x"]}`), remote("c", "1.0.0", `{"type":"string"}`)}, []string{"mcp.conn-1.a"}, 1, false},
+	}
+	for _, tt := range tests {
+		before := changes.Load()
+		ps := r.SetGroup("conn-1", tt.defs)
+		if len(ps) != tt.problems {
+			t.Errorf("%s: problems %v", tt.name, ps)
+		}
+		var got []string
+		for _, tool := range r.Group("conn-1") {
+			got = append(got, tool.Def.Name)
+		}
+		if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) || (len(got) > 1 && got[1] != tt.want[1]) {
+			t.Errorf("%s: group %v, want %v", tt.name, got, tt.want)
+		}
+		if changed := changes.Load() != before; changed != tt.changed {
+			t.Errorf("%s: watchers told %v, want %v", tt.name, changed, tt.changed)
+		}
+		if _, ok := r.Get(base().Name); !ok {
+			t.Fatalf("%s: the built-in catalogue lost a tool", tt.name)
+		}
+	}
+	if len(r.Tools()) != 3 {
+		t.Errorf("%d tools, want 3", len(r.Tools()))
+	}
+}
+
+func TestSetGroupRefusesCollisions(t *testing.T) {
+	t.Parallel()
+	r, _, err := Build([]toolplane.Definition{base()}, Options{Bindings: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := `{"type":"object"}`
+	if ps := r.SetGroup("", nil); len(ps) != 1 {
+		t.Errorf("replacing the built-in catalogue: %v", ps)
+	}
+	if ps := r.SetGroup("conn-1", []toolplane.Definition{remote("a", "1.0.0", obj)}); len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	// Another group may not take a name the first holds.
+	if ps := r.SetGroup("other", []toolplane.Definition{remote("a", "9.0.0", obj)}); len(ps) != 1 {
+		t.Errorf("collision across groups: %v", ps)
+	}
+	if tool, _ := r.Get("mcp.conn-1.a"); tool.Def.Version != "1.0.0" {
+		t.Errorf("a colliding group shadowed the tool: version %s", tool.Def.Version)
+	}
+	if tool, ok := r.ByModelName("mcp_conn-1_a"); !ok || tool.Def.Name != "mcp.conn-1.a" {
+		t.Errorf("model-facing name lookup: %v %v", tool, ok)
+	}
+}

@@ -1,0 +1,174 @@
+// Package upstream connects toolplane to other MCP servers and serves their
+// tools through the one invocation path. Each server is a connection (a
+// stdio command or a Streamable HTTP URL); its tools are ingested into the
+// registry as mcp.<slug>.<remote name> with restrictive defaults (a
+// destructive write that needs a person's approval) until the owner relaxes
+// them in configuration, because a remote server's own hints are claims
+// toolplane has no way to check. The tool list is synchronised on connect,
+// when the server announces a change, on a timer and when a call meets a
+// tool the server no longer knows: a tool dropped upstream answers
+// tool_unavailable before anything is decided, and a changed contract gets
+// a new version, so a run shown the old one answers tool_changed.
+package upstream
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolplane/toolplane"
+)
+
+// Config describes one upstream MCP server.
+type Config struct {
+	// Slug names the connection: its tools are mcp.<slug>.<remote name>,
+	// and its governed copy is served at /mcp/<slug>.
+	Slug string `yaml:"slug"`
+	// Command starts a server that speaks MCP over stdin and stdout.
+	Command []string `yaml:"command,omitempty"`
+	// Env is added to the command's environment. A value may name
+	// variables of toolplane's own environment as ${NAME}: a secret is
+	// given to the server without being written in the file.
+	Env map[string]string `yaml:"env,omitempty"`
+	// URL is a Streamable HTTP endpoint.
+	URL string `yaml:"url,omitempty"`
+	// Headers are sent with every request to URL (an Authorization header,
+	// say); values expand ${NAME} like Env. The model never sees them.
+	Headers map[string]string `yaml:"headers,omitempty"`
+	// Owner is recorded on every ingested tool.
+	Owner string `yaml:"owner,omitempty"`
+	// Timeout bounds each call; zero is the platform default.
+	Timeout time.Duration `yaml:"timeout,omitempty"`
+	// Tools relax the restrictive defaults, by remote tool name.
+	Tools map[string]Relax `yaml:"tools,omitempty"`
+}
+
+// Relax is an owner's statement about one remote tool, replacing the
+// restrictive default for each field it sets.
+type Relax struct {
+	// Effect is read, write or send (default write).
+	Effect toolplane.Effect `yaml:"effect,omitempty"`
+	// Destructive defaults to true for a write or send.
+	Destructive *bool `yaml:"destructive,omitempty"`
+	// RequiresApproval defaults to true.
+	RequiresApproval *bool `yaml:"requires_approval,omitempty"`
+}
+
+// File is the upstreams file `toolplane serve --upstreams` reads.
+type File struct {
+	Upstreams []Config `yaml:"upstreams"`
+}
+
+// ErrConfig marks a configuration that cannot be served.
+var ErrConfig = errors.New("upstream configuration")
+
+var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
+
+// ReadFile reads and checks an upstreams file (YAML or JSON). Unknown
+// fields are errors: a misspelt relaxation must not leave a tool at
+// defaults its owner believes changed, nor the reverse.
+func ReadFile(path string) ([]Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	if err := Check(f.Upstreams); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Upstreams, nil
+}
+
+// ParseFlag reads the short form slug=URL or slug=COMMAND ARGS... (words
+// split on spaces) given on the command line.
+func ParseFlag(v string) (Config, error) {
+	slug, target, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(target) == "" {
+		return Config{}, fmt.Errorf("%w: %q is not slug=URL or slug=COMMAND", ErrConfig, v)
+	}
+	c := Config{Slug: strings.TrimSpace(slug)}
+	target = strings.TrimSpace(target)
+	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+		c.URL = target
+	} else {
+		c.Command = strings.Fields(target)
+	}
+	return c, Check([]Config{c})
+}
+
+// Check reports every problem of a set of configurations.
+func Check(cs []Config) error {
+	var problems []string
+	seen := map[string]bool{}
+	for i, c := range cs {
+		where := fmt.Sprintf("upstream %d (%s)", i+1, c.Slug)
+		if !slugRE.MatchString(c.Slug) {
+			problems = append(problems, where+": slug must be lowercase letters, digits, '_' or '-', at most 40, starting with a letter or digit")
+		}
+		if seen[c.Slug] {
+			problems = append(problems, where+": slug used twice")
+		}
+		seen[c.Slug] = true
+		switch {
+		case len(c.Command) > 0 && c.URL != "":
+			problems = append(problems, where+": give a command or a url, not both")
+		case len(c.Command) == 0 && c.URL == "":
+			problems = append(problems, where+": give a command (stdio) or a url (Streamable HTTP)")
+		case c.URL != "":
+			u, err := url.Parse(c.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				problems = append(problems, where+": url must be an http or https URL")
+			}
+		}
+		if len(c.Headers) > 0 && c.URL == "" {
+			problems = append(problems, where+": headers apply to a url upstream only")
+		}
+		if c.Timeout < 0 {
+			problems = append(problems, where+": timeout is negative")
+		}
+		for name, r := range c.Tools {
+			switch r.Effect {
+			case "", toolplane.EffectRead, toolplane.EffectWrite, toolplane.EffectSend:
+			default:
+				problems = append(problems, fmt.Sprintf("%s: tools.%s.effect %q is not read, write or send", where, name, r.Effect))
+			}
+			if r.Effect == toolplane.EffectRead && r.Destructive != nil && *r.Destructive {
+				problems = append(problems, fmt.Sprintf("%s: tools.%s: a read cannot be destructive", where, name))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// expand replaces ${NAME} with the variable of toolplane's environment; a
+// variable that is not set is an error, so a missing secret fails the
+// connection loudly rather than sending an empty credential.
+func expand(v string) (string, error) {
+	var missing []string
+	out := os.Expand(v, func(name string) string {
+		val, ok := os.LookupEnv(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return val
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	return out, nil
+}

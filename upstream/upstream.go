@@ -1,0 +1,669 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/registry"
+)
+
+// DefaultResync is how often a connected server's tool list is compared
+// with the registry even when it announced no change.
+const DefaultResync = time.Hour
+
+// Options tune a Set.
+type Options struct {
+	Logger *slog.Logger
+	// Resync defaults to DefaultResync.
+	Resync time.Duration
+	// Version is reported to servers as the client implementation version.
+	Version string
+}
+
+// Set is the upstream servers of one toolplane process. It implements
+// invoke.Remotes (the binding and presence check of every remote tool) and
+// the connection half of registry.Bindings.
+type Set struct {
+	reg  *registry.Registry
+	log  *slog.Logger
+	opt  Options
+	ups  map[string]*upstream
+	wg   sync.WaitGroup
+	stop context.CancelFunc
+}
+
+// upstream is one server and what toolplane last learnt of it.
+type upstream struct {
+	set  *Set
+	cfg  Config
+	sync chan struct{} // a request to synchronise the tool list now
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	// remote is the tool list last read, by remote name.
+	remote map[string]*mcp.Tool
+	// contracts remembers each tool's schema hash and version, so a
+	// changed contract gets a new version.
+	contracts map[string]contract
+	bindings  map[string]*handler.Binding
+}
+
+type contract struct {
+	hash  string
+	major int
+}
+
+// ErrNotConnected: the server is not connected now; the call was not sent.
+var ErrNotConnected = errors.New("upstream not connected")
+
+// New answers the set of configured servers, not yet connected. reg is the
+// registry their tools are ingested into (it may be set later with
+// UseRegistry, since the registry's own bindings name the set).
+func New(cfgs []Config, opt Options) (*Set, error) {
+	if err := Check(cfgs); err != nil {
+		return nil, err
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Resync <= 0 {
+		opt.Resync = DefaultResync
+	}
+	s := &Set{log: opt.Logger, opt: opt, ups: map[string]*upstream{}}
+	for _, c := range cfgs {
+		s.ups[c.Slug] = &upstream{set: s, cfg: c, sync: make(chan struct{}, 1),
+			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{}}
+	}
+	return s, nil
+}
+
+// UseRegistry names the registry the tools are ingested into. It must be
+// called before Start.
+func (s *Set) UseRegistry(reg *registry.Registry) { s.reg = reg }
+
+// Slugs answers the configured connections, in no particular order.
+func (s *Set) Slugs() []string {
+	out := make([]string, 0, len(s.ups))
+	for slug := range s.ups {
+		out = append(out, slug)
+	}
+	return out
+}
+
+// Connection reports whether id is a configured upstream (registry
+// Bindings).
+func (s *Set) Connection(id string) bool { _, ok := s.ups[id]; return ok }
+
+// Start connects to every server and keeps each connected and its tools
+// synchronised until Close. It waits up to wait for the first
+// synchronisation of every server, so a process that starts serving has
+// the tools of the servers that answered; a server that did not is retried
+// in the background, and its tools appear when it answers.
+func (s *Set) Start(ctx context.Context, wait time.Duration) {
+	if s.reg == nil {
+		panic("upstream: Start before UseRegistry")
+	}
+	ctx, s.stop = context.WithCancel(ctx)
+	first := make(chan struct{}, len(s.ups))
+	for _, u := range s.ups {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			u.loop(ctx, first)
+		}()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for range s.ups {
+		select {
+		case <-first:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// Close disconnects every server (a stdio server's process is stopped).
+func (s *Set) Close() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+}
+
+// Sync synchronises one server's tools now.
+func (s *Set) Sync(ctx context.Context, slug string) error {
+	u, ok := s.ups[slug]
+	if !ok {
+		return fmt.Errorf("%w: no upstream %q", ErrConfig, slug)
+	}
+	return u.syncTools(ctx)
+}
+
+// Binding answers the binding that calls a remote tool (invoke.Remotes).
+// It is the presence check: a tool the server's last list did not hold
+// answers toolplane.ErrNotFound; a server not connected, ErrNotConnected.
+func (s *Set) Binding(r *toolplane.RemoteBinding) (*handler.Binding, error) {
+	u, ok := s.ups[r.ConnectionID]
+	if !ok {
+		return nil, fmt.Errorf("connection %s: %w", r.ConnectionID, toolplane.ErrNotFound)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.remote[r.RemoteName]; !ok {
+		if u.remote == nil && u.session == nil {
+			return nil, fmt.Errorf("connection %s: %w", r.ConnectionID, ErrNotConnected)
+		}
+		return nil, fmt.Errorf("%s on %s: %w", r.RemoteName, r.ConnectionID, toolplane.ErrNotFound)
+	}
+	if u.session == nil {
+		return nil, fmt.Errorf("connection %s: %w", r.ConnectionID, ErrNotConnected)
+	}
+	b, ok := u.bindings[r.RemoteName]
+	if !ok {
+		var err error
+		b, err = handler.BindFunc("mcp."+u.cfg.Slug+"."+r.RemoteName, u.caller(r.RemoteName), classify)
+		if err != nil {
+			return nil, err
+		}
+		u.bindings[r.RemoteName] = b
+	}
+	return b, nil
+}
+
+// loop keeps the server connected and its tools synchronised.
+func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
+	log := u.set.log.With("upstream", u.cfg.Slug)
+	backoff := time.Second
+	announced := false
+	for ctx.Err() == nil {
+		cs, err := u.connect(ctx)
+		if err != nil {
+			log.Warn("upstream connection failed", "err", err, "retry_in", backoff)
+			if !announced {
+				announced = true
+				first <- struct{}{}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Minute)
+			continue
+		}
+		backoff = time.Second
+		u.mu.Lock()
+		u.session = cs
+		u.mu.Unlock()
+		if err := u.syncTools(ctx); err != nil {
+			log.Warn("upstream tool list not read", "err", err)
+		} else {
+			log.Info("upstream connected", "tools", len(u.remoteNames()))
+		}
+		if !announced {
+			announced = true
+			first <- struct{}{}
+		}
+		closed := make(chan struct{})
+		go func() { _ = cs.Wait(); close(closed) }()
+		ticker := time.NewTicker(u.set.opt.Resync)
+	connected:
+		for {
+			select {
+			case <-ctx.Done():
+				ticker.Stop()
+				_ = cs.Close()
+				u.drop(cs)
+				return
+			case <-closed:
+				log.Warn("upstream disconnected; reconnecting")
+				break connected
+			case <-ticker.C:
+			case <-u.sync:
+			}
+			if err := u.syncTools(ctx); err != nil {
+				log.Warn("upstream tool list not read", "err", err)
+			}
+		}
+		ticker.Stop()
+		u.drop(cs)
+	}
+}
+
+// drop forgets a session that ended; the tools stay registered (calls
+// answer unavailable until the server is back).
+func (u *upstream) drop(cs *mcp.ClientSession) {
+	u.mu.Lock()
+	if u.session == cs {
+		u.session = nil
+	}
+	u.mu.Unlock()
+}
+
+func (u *upstream) remoteNames() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]string, 0, len(u.remote))
+	for n := range u.remote {
+		out = append(out, n)
+	}
+	return out
+}
+
+// requestSync asks the loop to synchronise soon; requests coalesce.
+func (u *upstream) requestSync() {
+	select {
+	case u.sync <- struct{}{}:
+	default:
+	}
+}
+
+func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolplane", Version: u.set.opt.Version}, &mcp.ClientOptions{
+		Logger:                 u.set.log,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { u.requestSync() },
+	})
+	var t mcp.Transport
+	if u.cfg.URL != "" {
+		headers := http.Header{}
+		for k, v := range u.cfg.Headers {
+			ev, err := expand(v)
+			if err != nil {
+				return nil, fmt.Errorf("header %s: %w", k, err)
+			}
+			headers.Set(k, ev)
+		}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}}}
+	} else {
+		cmd := exec.CommandContext(ctx, u.cfg.Command[0], u.cfg.Command[1:]...)
+		cmd.Env = os.Environ()
+		for k, v := range u.cfg.Env {
+			ev, err := expand(v)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", k, err)
+			}
+			cmd.Env = append(cmd.Env, k+"="+ev)
+		}
+		cmd.Stderr = &lineLogger{log: u.set.log.With("upstream", u.cfg.Slug)}
+		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(cctx, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", u.cfg.Slug, err)
+	}
+	return cs, nil
+}
+
+// syncTools reads the server's tool list and puts it in the registry.
+func (u *upstream) syncTools(ctx context.Context) error {
+	u.mu.Lock()
+	cs := u.session
+	u.mu.Unlock()
+	if cs == nil {
+		return ErrNotConnected
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	remote := map[string]*mcp.Tool{}
+	for t, err := range cs.Tools(lctx, nil) {
+		if err != nil {
+			return fmt.Errorf("list tools of %s: %w", u.cfg.Slug, err)
+		}
+		remote[t.Name] = t
+	}
+	u.mu.Lock()
+	defs := make([]toolplane.Definition, 0, len(remote))
+	for _, t := range remote {
+		d, err := u.definition(t)
+		if err != nil {
+			u.set.log.Warn("remote tool not ingested", "upstream", u.cfg.Slug, "tool", t.Name, "err", err)
+			continue
+		}
+		defs = append(defs, d)
+	}
+	u.remote = remote
+	for name := range u.bindings {
+		if _, ok := remote[name]; !ok {
+			delete(u.bindings, name)
+		}
+	}
+	u.mu.Unlock()
+	for _, p := range u.set.reg.SetGroup(u.cfg.Slug, defs) {
+		// A collision with a platform tool, or a schema toolplane cannot
+		// check: the remote tool is left out, never shadowing another.
+		u.set.log.Warn("remote tool refused", "upstream", u.cfg.Slug, "problem", p.String())
+	}
+	return nil
+}
+
+// genericOutput describes what a remote tool without an output schema
+// answers: its MCP content blocks, and structured content when it sends
+// some.
+const genericOutput = `{"type":"object","properties":{"content":{"type":"array","items":{"type":"object"}},"structuredContent":{}},"required":["content"]}`
+
+// maxDescription matches the registry's default ceiling.
+const maxDescription = 4096
+
+// definition builds the registry entry of a remote tool under the
+// restrictive defaults and the owner's relaxations. u.mu is held.
+func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
+	in, err := schemaJSON(t.InputSchema)
+	if err != nil {
+		return toolplane.Definition{}, fmt.Errorf("input schema: %w", err)
+	}
+	if in == nil {
+		in = json.RawMessage(`{"type":"object"}`)
+	}
+	out, err := schemaJSON(t.OutputSchema)
+	if err != nil {
+		return toolplane.Definition{}, fmt.Errorf("output schema: %w", err)
+	}
+	if out == nil {
+		out = json.RawMessage(genericOutput)
+	}
+	desc := strings.TrimSpace(t.Description)
+	if desc == "" {
+		desc = strings.TrimSpace(t.Title)
+	}
+	if desc == "" {
+		desc = fmt.Sprintf("%s, published by MCP server %s without a description.", t.Name, u.cfg.Slug)
+	}
+	desc = cut(desc, maxDescription)
+	d := toolplane.Definition{
+		Name: "mcp." + u.cfg.Slug + "." + t.Name, Kind: toolplane.KindMCP, Description: desc,
+		InputSchema: in, OutputSchema: out, Owner: u.cfg.Owner, Tags: []string{"mcp", u.cfg.Slug},
+		Effect:      toolplane.EffectWrite,
+		Annotations: toolplane.Annotations{Destructive: true, RequiresApproval: true, OpenWorld: true},
+		Binding:     toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: u.cfg.Slug, RemoteName: t.Name}},
+		Timeout:     toolplane.Duration(u.cfg.Timeout),
+	}
+	if r, ok := u.cfg.Tools[t.Name]; ok {
+		if r.Effect != "" {
+			d.Effect = r.Effect
+		}
+		if r.Destructive != nil {
+			d.Annotations.Destructive = *r.Destructive
+		}
+		if r.RequiresApproval != nil {
+			d.Annotations.RequiresApproval = *r.RequiresApproval
+		}
+	}
+	if d.Effect == toolplane.EffectRead {
+		d.Annotations.Destructive = false
+	} else {
+		no := false
+		d.Repeatable = &no
+	}
+	hash, err := registry.SchemaHash(&d)
+	if err != nil {
+		return toolplane.Definition{}, err
+	}
+	c, seen := u.contracts[t.Name]
+	switch {
+	case !seen:
+		c = contract{hash: hash, major: 1}
+	case c.hash != hash:
+		// The contract changed: a new major version, so a run holding the
+		// old one is answered tool_changed rather than sent a call shaped
+		// for a tool that no longer exists.
+		c = contract{hash: hash, major: c.major + 1}
+	}
+	u.contracts[t.Name] = c
+	d.Version = fmt.Sprintf("%d.0.0", c.major)
+	d.SchemaHash = hash
+	return d, nil
+}
+
+// schemaJSON renders a remote schema for toolplane's compiler. A server
+// may state an older draft in $schema; the keywords toolplane checks mean
+// the same in 2020-12, and a schema that relies on one that does not fails
+// compilation and is left out, never validated loosely.
+func schemaJSON(s any) (json.RawMessage, error) {
+	if s == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if v, ok := m["$schema"].(string); ok && v != "https://json-schema.org/draft/2020-12/schema" {
+		delete(m, "$schema")
+	}
+	return json.Marshal(m)
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// caller answers the handler function that calls one remote tool.
+func (u *upstream) caller(name string) handler.Func {
+	return func(ctx context.Context, call handler.Call, args any) (any, error) {
+		u.mu.Lock()
+		cs := u.session
+		u.mu.Unlock()
+		if cs == nil {
+			// Nothing was sent: the claim is released.
+			return nil, &handler.Unavailable{Err: ErrNotConnected}
+		}
+		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		if call.Key != "" {
+			// A server that deduplicates can use the key, so a replay after
+			// a lost worker is one effect there too.
+			params.Meta = mcp.Meta{"toolplane/idempotency_key": call.Key}
+		}
+		res, err := cs.CallTool(ctx, params)
+		if err != nil {
+			var we *jsonrpc.Error
+			if errors.As(err, &we) && (we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound) {
+				// The server refused the request before running it; if it
+				// no longer knows the tool, the next list says so.
+				u.requestSync()
+				return nil, &handler.Invalid{Message: "the server refused the call: " + we.Message}
+			}
+			return nil, err
+		}
+		if res.IsError {
+			return nil, &handler.Invalid{Message: "the tool answered an error: " + contentText(res.Content)}
+		}
+		return output(res, u.hasOutputSchema(name))
+	}
+}
+
+func (u *upstream) hasOutputSchema(name string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	t, ok := u.remote[name]
+	return ok && t.OutputSchema != nil
+}
+
+// output turns a tool result into the answer toolplane validates: the
+// structured content for a tool that declares an output schema, otherwise
+// the content blocks (and any structured content) as plain JSON.
+func output(res *mcp.CallToolResult, structured bool) (any, error) {
+	if structured {
+		return plain(res.StructuredContent)
+	}
+	content, err := plain(res.Content)
+	if err != nil {
+		return nil, err
+	}
+	if content == nil {
+		content = []any{}
+	}
+	out := map[string]any{"content": content}
+	if res.StructuredContent != nil {
+		sc, err := plain(res.StructuredContent)
+		if err != nil {
+			return nil, err
+		}
+		out["structuredContent"] = sc
+	}
+	return out, nil
+}
+
+// plain re-reads a value as JSON values, numbers exact.
+func plain(v any) (any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("remote answer: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var out any
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("remote answer: %w", err)
+	}
+	return out, nil
+}
+
+func contentText(cs []mcp.Content) string {
+	var parts []string
+	for _, c := range cs {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return "(no text)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// classify ends a call whose transport failed after the request may have
+// reached the server: the effect may have happened, so a write is held as
+// an uncertain action rather than sent again.
+func classify(err error) handler.Ending {
+	return handler.Uncertain("the server did not answer the call: " + err.Error())
+}
+
+// headerTransport adds configured headers to every request.
+type headerTransport struct {
+	h    http.Header
+	base http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range t.h {
+		r.Header[k] = vs
+	}
+	return t.base.RoundTrip(r)
+}
+
+// lineLogger logs what a stdio server writes to stderr, line by line.
+type lineLogger struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			if len(l.buf) > 4096 {
+				l.log.Info("upstream stderr", "line", string(l.buf))
+				l.buf = l.buf[:0]
+			}
+			return len(p), nil
+		}
+		l.log.Info("upstream stderr", "line", strings.TrimRight(string(l.buf[:i]), "\r"))
+		l.buf = l.buf[i+1:]
+	}
+}
+
+// ContentOutput reports whether d is a remote tool answering its MCP
+// content blocks (it declares no output schema of its own).
+func ContentOutput(d *toolplane.Definition) bool {
+	return d.Kind == toolplane.KindMCP && bytes.Equal(d.OutputSchema, []byte(genericOutput))
+}
+
+// Content turns the answer of a ContentOutput tool back into MCP content
+// blocks, after the boundary bounded and redacted it, so the governed copy
+// of a server answers in the form the server does.
+func Content(data any) ([]mcp.Content, any, bool) {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return nil, nil, false
+	}
+	raw, err := json.Marshal(m["content"])
+	if err != nil {
+		return nil, nil, false
+	}
+	var wire []json.RawMessage
+	if err := json.Unmarshal(raw, &wire); err != nil {
+		return nil, nil, false
+	}
+	out := make([]mcp.Content, 0, len(wire))
+	for _, w := range wire {
+		c, err := decodeContent(w)
+		if err != nil {
+			return nil, nil, false
+		}
+		out = append(out, c)
+	}
+	return out, m["structuredContent"], true
+}
+
+// decodeContent reads one content block by its type, the way the SDK's
+// own wire form is written.
+func decodeContent(w json.RawMessage) (mcp.Content, error) {
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(w, &probe); err != nil {
+		return nil, err
+	}
+	var c mcp.Content
+	switch probe.Type {
+	case "text":
+		c = &mcp.TextContent{}
+	case "image":
+		c = &mcp.ImageContent{}
+	case "audio":
+		c = &mcp.AudioContent{}
+	case "resource_link":
+		c = &mcp.ResourceLink{}
+	case "resource":
+		c = &mcp.EmbeddedResource{}
+	default:
+		return nil, fmt.Errorf("content type %q", probe.Type)
+	}
+	if err := json.Unmarshal(w, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
