@@ -96,7 +96,7 @@ func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Conf
 func (e *env) inv(run string) *toolplane.Invocation {
 	return &toolplane.Invocation{OrganizationID: "org-1", RunID: run, AgentID: "agent-1", StepPath: "agent",
 		Principal: toolplane.Principal{ID: "agent-1", Tools: []string{"mcp.up.lookup", "mcp.up.send", "mcp.up.fail", "mcp.up.peek", "mcp.everything.echo", "mcp.everything.get-sum"}},
-		Source: toolplane.SourceSDK}
+		Source:    toolplane.SourceSDK}
 }
 
 func (e *env) call(t *testing.T, tool, args, run string) (toolplane.Result, error) {
