@@ -172,14 +172,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokens = &jwtauth.Verifier{Issuer: *jwtIssuer, Audience: *jwtAudience, JWKSURL: *jwtJWKS}
 	}
 	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens}
+	var limiter *ratelimit.Limiter
 	if *rateLimit > 0 {
-		api.Limiter = ratelimit.New(*rateLimit, time.Minute)
+		// One budget per key, whichever door it comes through.
+		limiter = ratelimit.New(*rateLimit, time.Minute)
+		api.Limiter = limiter
 	}
 	public := *publicURL
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -46,6 +48,10 @@ type Server struct {
 	// When set, a call that waits for approval also asks a client that
 	// supports URL elicitation to show the person the approval's address.
 	PublicURL string
+	// Limiter, when set, limits each key's requests on this node, as on
+	// the REST API: an agent looping on tools/call is slowed the same way
+	// whichever door it uses.
+	Limiter *ratelimit.Limiter
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -101,7 +107,37 @@ func (s *Server) handler(upstream string) http.Handler {
 			Extra:      map[string]any{"credential": cred},
 		}, nil
 	}
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(s.limit(h))
+}
+
+// limit applies the per-key rate limit to an authenticated request, with
+// the same X-RateLimit headers the REST API sends.
+func (s *Server) limit(next http.Handler) http.Handler {
+	if s.Limiter == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var cred *toolplane.Credential
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
+		}
+		if cred == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		now := time.Now()
+		d := s.Limiter.Allow(cred.ID, now)
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+		if !d.Allowed {
+			h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
+			http.Error(w, "this key made too many requests; slow down and retry after the reset", http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // session is what one MCP session sees: the server the SDK runs for it,

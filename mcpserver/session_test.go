@@ -21,6 +21,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
 )
@@ -131,5 +132,48 @@ func TestOlderProtocolVersionsAreNegotiated(t *testing.T) {
 				t.Fatalf("tools/list at %s: %d %s", version, resp2.StatusCode, got)
 			}
 		})
+	}
+}
+
+func TestMCPRequestsAreRateLimitedPerKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "mcp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg, _, _ := registry.Build(nil, registry.Options{})
+	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
+	id, secret, _ := apikey.New(toolplane.CredentialAgent)
+	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1",
+		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
+		Limiter: ratelimit.New(2, time.Minute)}).Handler())
+	t.Cleanup(srv.Close)
+	statuses := []int{}
+	for range 3 {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Authorization", "Bearer "+apikey.Key(id, secret))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+		if resp.Header.Get("X-RateLimit-Limit") != "2" {
+			t.Errorf("X-RateLimit-Limit = %q", resp.Header.Get("X-RateLimit-Limit"))
+		}
+	}
+	if statuses[2] != http.StatusTooManyRequests || statuses[0] == http.StatusTooManyRequests {
+		t.Errorf("statuses %v, want the third refused with 429", statuses)
 	}
 }
