@@ -238,9 +238,20 @@ func loadTools(dir string, stderr io.Writer) ([]toolplane.Definition, error) {
 	return defs, nil
 }
 
+// First-start credentials have fixed IDs (their secrets are random): when
+// several nodes start on one empty database at once, exactly one insert of
+// the admin credential succeeds, and the others know they lost.
+const (
+	firstAdminID = apikey.Prefix + "000000000000000000000001"
+	firstAgentID = apikey.Prefix + "000000000000000000000002"
+)
+
 // firstStart mints an admin credential (and, with the demo, an agent's) the
-// first time the database is served, and writes them to a file only the
-// operator can read.
+// first time the database is served. The keys are written to a file only
+// the operator can read before they are stored, so a key never exists that
+// nobody holds; the file is created exclusively and never through a
+// symbolic link, so a file planted in the data directory cannot capture
+// them.
 func firstStart(ctx context.Context, b *backend.Backend, database, dataDir string, withDemo bool, stdout io.Writer) error {
 	existing, _, err := b.Store.ListCredentials(ctx, DefaultOrganization, "", 1)
 	if err != nil {
@@ -258,31 +269,65 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
-	var lines []string
-	mint := func(kind toolplane.CredentialKind, subject, label string, roles, tools []string) error {
-		id, secret, err := apikey.New(kind)
+	type minted struct {
+		cred *toolplane.Credential
+		line string
+	}
+	mint := func(id string, kind toolplane.CredentialKind, subject, label string, roles, tools []string) (minted, error) {
+		_, secret, err := apikey.New(kind)
 		if err != nil {
-			return err
+			return minted{}, err
 		}
 		c := &toolplane.Credential{ID: id, OrganizationID: DefaultOrganization, Kind: kind, Subject: subject, Roles: roles,
 			Tools: tools, Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
-		if err := b.Store.InsertCredential(ctx, c); err != nil {
-			return err
-		}
-		lines = append(lines, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret)))
-		return nil
+		return minted{c, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret))}, nil
 	}
-	if err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil); err != nil {
+	admin, err := mint(firstAdminID, toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil)
+	if err != nil {
 		return err
 	}
+	keys := []minted{admin}
 	if withDemo {
-		if err := mint(toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, []string{"demo.*"}); err != nil {
+		agent, err := mint(firstAgentID, toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, []string{"demo.*"})
+		if err != nil {
 			return err
 		}
+		keys = append(keys, agent)
+	}
+	var text strings.Builder
+	for _, k := range keys {
+		text.WriteString(k.line + "\n")
 	}
 	file := filepath.Join(dataDir, "credentials.env")
-	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s already exists but the database holds no credentials: move it away (it may hold another database's keys) or choose another --data directory", file)
+	}
+	if err != nil {
 		return err
+	}
+	_, werr := f.WriteString(text.String())
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		os.Remove(file)
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	for i, k := range keys {
+		err := b.Store.InsertCredential(ctx, k.cred)
+		if i == 0 && errors.Is(err, toolplane.ErrExists) {
+			// Another node started on this database at the same moment and
+			// minted the keys; these were never stored.
+			os.Remove(file)
+			fmt.Fprintln(stdout, "first start: another node created the first credentials; they are in its data directory")
+			return nil
+		}
+		if err != nil {
+			if i == 0 {
+				os.Remove(file) // nothing was stored
+				return fmt.Errorf("store first credentials: %w", err)
+			}
+			// The admin key in the file works: keep it.
+			return fmt.Errorf("store first credentials (the admin key in %s is valid): %w", file, err)
+		}
 	}
 	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)
 	return nil

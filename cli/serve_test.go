@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolplane/toolplane/backend"
 )
 
 // syncBuffer is a buffer the server writes while the test reads.
@@ -119,5 +122,84 @@ func TestServeRefusesToolsWithoutAHandler(t *testing.T) {
 	code := serve(context.Background(), []string{"--tools", "../examples/tools", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "no handler is registered") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+func TestFirstStartRefusesAPlantedCredentialsFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := backend.Open(ctx, filepath.Join(dir, "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "elsewhere")
+	tests := []struct {
+		name  string
+		plant func(file string) error
+	}{
+		{"a file", func(file string) error { return os.WriteFile(file, []byte("x"), 0o644) }},
+		{"a symbolic link", func(file string) error { return os.Symlink(target, file) }},
+	}
+	for i, tt := range tests {
+		data := filepath.Join(dir, fmt.Sprint("data", i))
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := tt.plant(filepath.Join(data, "credentials.env")); err != nil {
+			t.Fatal(err)
+		}
+		if err := firstStart(ctx, b, filepath.Join(dir, "t.db"), data, true, io.Discard); err == nil {
+			t.Errorf("%s: first start wrote its keys through what was planted", tt.name)
+		}
+		if creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10); len(creds) != 0 {
+			t.Errorf("%s: %d credentials stored that nobody holds", tt.name, len(creds))
+		}
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("the link's target was written: %v", err)
+	}
+}
+
+func TestFirstStartOnOneDatabaseByManyNodesMintsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.db")
+	b, err := backend.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const nodes = 4
+	var wg sync.WaitGroup
+	errs := make([]error, nodes)
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = firstStart(ctx, b, db, filepath.Join(dir, fmt.Sprint("node", i)), true, io.Discard)
+		}()
+	}
+	wg.Wait()
+	files := 0
+	for i := range nodes {
+		if errs[i] != nil {
+			t.Errorf("node %d: %v", i, errs[i])
+		}
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprint("node", i), "credentials.env")); err == nil {
+			files++
+		}
+	}
+	creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)
+	if files != 1 || len(creds) != 2 {
+		t.Errorf("%d credentials files and %d credentials, want 1 file holding the 2 stored keys", files, len(creds))
 	}
 }
