@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -178,11 +179,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		limiter = ratelimit.New(*rateLimit, time.Minute)
 		api.Limiter = limiter
 	}
+	var allowedHosts []string
+	if u, err := url.Parse(*publicURL); err == nil && u.Hostname() != "" {
+		allowedHosts = append(allowedHosts, u.Hostname())
+	}
 	public := *publicURL
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {

@@ -52,6 +52,9 @@ type Server struct {
 	// the REST API: an agent looping on tools/call is slowed the same way
 	// whichever door it uses.
 	Limiter *ratelimit.Limiter
+	// AllowedHosts are the names, besides loopback ones, a browser may
+	// reach this endpoint by (see ProtectHost): the public URL's host.
+	AllowedHosts []string
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -88,7 +91,10 @@ func (s *Server) handler(upstream string) http.Handler {
 			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
 		}
 		return s.serverFor(cred, upstream)
-	}, &mcp.StreamableHTTPOptions{Logger: s.Log, SessionTimeout: sessionIdle})
+	}, &mcp.StreamableHTTPOptions{Logger: s.Log, SessionTimeout: sessionIdle,
+		// ProtectHost below judges Host (and Origin) with the allowed
+		// names; the SDK's own loopback check would refuse them again.
+		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(ctx, token, time.Now())
 		switch {
@@ -107,7 +113,9 @@ func (s *Server) handler(upstream string) http.Handler {
 			Extra:      map[string]any{"credential": cred},
 		}, nil
 	}
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(s.limit(h))
+	// Host and Origin are judged before the key: a page a browser was
+	// tricked into loading is refused whatever it sends.
+	return ProtectHost(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(s.limit(h)), s.AllowedHosts...)
 }
 
 // limit applies the per-key rate limit to an authenticated request, with
