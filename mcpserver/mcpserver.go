@@ -52,6 +52,9 @@ type Server struct {
 	// the REST API: an agent looping on tools/call is slowed the same way
 	// whichever door it uses.
 	Limiter *ratelimit.Limiter
+	// Upstreams, when set, supplies the resources and prompts the governed
+	// copy of each upstream relays beside its tools.
+	Upstreams *upstream.Set
 	// AllowedHosts are the names, besides loopback ones, a browser may
 	// reach this endpoint by (see ProtectHost): the public URL's host.
 	AllowedHosts []string
@@ -85,6 +88,15 @@ func (s *Server) handler(upstream string) http.Handler {
 	s.watch.Do(func() {
 		s.Registry.Watch(func() { go s.refresh() })
 	})
+	if upstream != "" && s.Upstreams != nil {
+		s.Upstreams.OnChange(upstream, func(uri string) {
+			if uri == "" {
+				go s.refresh()
+				return
+			}
+			s.resourceUpdated(upstream, uri)
+		})
+	}
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		var cred *toolplane.Credential
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
@@ -158,6 +170,11 @@ type session struct {
 	created  time.Time
 
 	mu sync.Mutex
+	// relayed names the resources (by URI), templates (by URI template)
+	// and prompts (by name) on srv, for the governed copy of an upstream.
+	relayed map[string]bool
+	// subs are the resources this session subscribed to at the upstream.
+	subs map[string]bool
 	// onServer maps each tool name on srv to the platform name and the
 	// schema hash and version it was added at.
 	onServer map[string]listed
@@ -173,19 +190,26 @@ type listed struct {
 
 // serverFor builds the MCP server a session of cred sees.
 func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "toolplane", Version: s.Version}, &mcp.ServerOptions{
+	sess := &session{s: s, cred: cred, upstream: upstream, created: time.Now(),
+		onServer: map[string]listed{}, shown: map[string]string{}, relayed: map[string]bool{}, subs: map[string]bool{}}
+	opts := &mcp.ServerOptions{
 		Logger: s.Log,
 		// Tools may appear later (an upstream connecting, a grant added),
 		// so the capability and its change notifications are always on.
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	}
+	if cat, ok := s.catalogue(upstream); ok && cat.Subscribe {
+		opts.SubscribeHandler = sess.subscribe
+		opts.UnsubscribeHandler = sess.unsubscribe
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "toolplane", Version: s.Version}, opts)
+	sess.srv = srv
 	if cred == nil {
 		return srv
 	}
-	sess := &session{s: s, srv: srv, cred: cred, upstream: upstream, created: time.Now(),
-		onServer: map[string]listed{}, shown: map[string]string{}}
 	sess.sync()
-	srv.AddReceivingMiddleware(sess.recordListing)
+	srv.AddReceivingMiddleware(sess.recordListing, sess.unknownTool)
+	s.sweep()
 	s.mu.Lock()
 	if s.sessions == nil {
 		s.sessions = map[*session]struct{}{}
@@ -196,11 +220,18 @@ func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Ser
 }
 
 // refresh brings every live session's tools up to date with the registry;
-// the SDK tells each client its list changed. A server whose sessions all
-// ended is forgotten.
+// the SDK tells each client its list changed.
 func (s *Server) refresh() {
+	for _, sess := range s.sweep() {
+		sess.sync()
+	}
+}
+
+// sweep forgets the servers whose sessions all ended (releasing their
+// upstream subscriptions) and answers the live ones.
+func (s *Server) sweep() []*session {
 	s.mu.Lock()
-	var live []*session
+	var live, dead []*session
 	for sess := range s.sessions {
 		n := 0
 		for range sess.srv.Sessions() {
@@ -208,14 +239,16 @@ func (s *Server) refresh() {
 		}
 		if n == 0 && time.Since(sess.created) > time.Minute {
 			delete(s.sessions, sess)
+			dead = append(dead, sess)
 			continue
 		}
 		live = append(live, sess)
 	}
 	s.mu.Unlock()
-	for _, sess := range live {
-		sess.sync()
+	for _, sess := range dead {
+		sess.release()
 	}
+	return live
 }
 
 // visible reports whether the session shows t.
@@ -254,6 +287,7 @@ func (sess *session) sync() {
 	if len(gone) > 0 {
 		sess.srv.RemoveTools(gone...)
 	}
+	sess.syncRelayed(len(granted) > 0)
 	for name, t := range want {
 		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version}
 		if sess.onServer[name] == l {
@@ -268,6 +302,129 @@ func (sess *session) sync() {
 		}
 		sess.srv.AddTool(tool, sess.call(t.Def.Name))
 		sess.onServer[name] = l
+	}
+}
+
+// catalogue answers what an upstream publishes besides tools ("" and
+// deployments without upstreams have nothing).
+func (s *Server) catalogue(slug string) (upstream.Catalogue, bool) {
+	if slug == "" || s.Upstreams == nil {
+		return upstream.Catalogue{}, false
+	}
+	return s.Upstreams.Catalogue(slug)
+}
+
+// syncRelayed makes the resources, templates and prompts of a governed
+// copy the upstream's now. They are shown to a session that may call at
+// least one of the upstream's tools. sess.mu is held.
+func (sess *session) syncRelayed(visible bool) {
+	cat, ok := sess.s.catalogue(sess.upstream)
+	if !ok {
+		return
+	}
+	slug, ups := sess.upstream, sess.s.Upstreams
+	want := map[string]bool{}
+	if visible {
+		for _, r := range cat.Resources {
+			key := "r " + r.URI
+			want[key] = true
+			if !sess.relayed[key] {
+				sess.srv.AddResource(r, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+					return ups.ReadResource(ctx, slug, req.Params.URI)
+				})
+			}
+		}
+		for _, t := range cat.Templates {
+			key := "t " + t.URITemplate
+			want[key] = true
+			if !sess.relayed[key] {
+				sess.srv.AddResourceTemplate(t, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+					return ups.ReadResource(ctx, slug, req.Params.URI)
+				})
+			}
+		}
+		for _, p := range cat.Prompts {
+			key := "p " + p.Name
+			want[key] = true
+			if !sess.relayed[key] {
+				sess.srv.AddPrompt(p, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+					return ups.GetPrompt(ctx, slug, req.Params)
+				})
+			}
+		}
+	}
+	for key := range sess.relayed {
+		if want[key] {
+			continue
+		}
+		switch kind, name := key[:1], key[2:]; kind {
+		case "r":
+			sess.srv.RemoveResources(name)
+		case "t":
+			sess.srv.RemoveResourceTemplates(name)
+		case "p":
+			sess.srv.RemovePrompts(name)
+		}
+	}
+	sess.relayed = want
+}
+
+func (sess *session) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	sess.mu.Lock()
+	already := sess.subs[req.Params.URI]
+	sess.mu.Unlock()
+	if already {
+		return nil
+	}
+	if err := sess.s.Upstreams.Subscribe(ctx, sess.upstream, req.Params.URI); err != nil {
+		return err
+	}
+	sess.mu.Lock()
+	sess.subs[req.Params.URI] = true
+	sess.mu.Unlock()
+	return nil
+}
+
+func (sess *session) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	sess.mu.Lock()
+	had := sess.subs[req.Params.URI]
+	delete(sess.subs, req.Params.URI)
+	sess.mu.Unlock()
+	if !had {
+		return nil
+	}
+	return sess.s.Upstreams.Unsubscribe(ctx, sess.upstream, req.Params.URI)
+}
+
+// release ends the upstream subscriptions of a session that is gone.
+func (sess *session) release() {
+	sess.mu.Lock()
+	subs := sess.subs
+	sess.subs = map[string]bool{}
+	sess.mu.Unlock()
+	for uri := range subs {
+		_ = sess.s.Upstreams.Unsubscribe(context.Background(), sess.upstream, uri)
+	}
+}
+
+// resourceUpdated tells the sessions of a governed copy that subscribed to
+// uri that it changed.
+func (s *Server) resourceUpdated(slug, uri string) {
+	s.mu.Lock()
+	var to []*session
+	for sess := range s.sessions {
+		if sess.upstream == slug {
+			to = append(to, sess)
+		}
+	}
+	s.mu.Unlock()
+	for _, sess := range to {
+		sess.mu.Lock()
+		subscribed := sess.subs[uri]
+		sess.mu.Unlock()
+		if subscribed {
+			_ = sess.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		}
 	}
 }
 
@@ -296,6 +453,30 @@ func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
 			sess.mu.Unlock()
 		}
 		return res, err
+	}
+}
+
+// unknownTool answers a tools/call of a name the session does not show as
+// the invoker answers one (a tool_unavailable result the model can act
+// on), not as a protocol error: a tool removed or ungranted mid-session is
+// a refusal like any other.
+func (sess *session) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		ctr, ok := req.(*mcp.CallToolRequest)
+		if !ok || ctr.Params == nil {
+			return next(ctx, method, req)
+		}
+		sess.mu.Lock()
+		_, known := sess.onServer[ctr.Params.Name]
+		sess.mu.Unlock()
+		if known {
+			return next(ctx, method, req)
+		}
+		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", ctr.Params.Name))
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}, nil
 	}
 }
 

@@ -62,6 +62,8 @@ type upstream struct {
 	// changed contract gets a new version.
 	contracts map[string]contract
 	bindings  map[string]*handler.Binding
+
+	relay relay
 }
 
 type contract struct {
@@ -88,7 +90,8 @@ func New(cfgs []Config, opt Options) (*Set, error) {
 	s := &Set{log: opt.Logger, opt: opt, ups: map[string]*upstream{}}
 	for _, c := range cfgs {
 		s.ups[c.Slug] = &upstream{set: s, cfg: c, sync: make(chan struct{}, 1),
-			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{}}
+			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{},
+			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}}
 	}
 	return s, nil
 }
@@ -277,8 +280,15 @@ func (u *upstream) requestSync() {
 
 func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolplane", Version: u.set.opt.Version}, &mcp.ClientOptions{
-		Logger:                 u.set.log,
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { u.requestSync() },
+		Logger:                     u.set.log,
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.requestSync() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { u.requestSync() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { u.requestSync() },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			if r.Params != nil {
+				u.relay.notify(r.Params.URI)
+			}
+		},
 	})
 	var t mcp.Transport
 	if u.cfg.URL != "" {
@@ -352,7 +362,7 @@ func (u *upstream) syncTools(ctx context.Context) error {
 		// check: the remote tool is left out, never shadowing another.
 		u.set.log.Warn("remote tool refused", "upstream", u.cfg.Slug, "problem", p.String())
 	}
-	return nil
+	return u.syncCatalogue(lctx, cs)
 }
 
 // genericOutput describes what a remote tool without an output schema

@@ -90,7 +90,7 @@ func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Conf
 		t.Fatal(err)
 	}
 	return &env{ctx: ctx, store: store, reg: reg, set: set, iv: iv, approvals: approvals, key: apikey.Key(id, secret),
-		mcp: &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test"}}
+		mcp: &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", Upstreams: set}}
 }
 
 func (e *env) inv(run string) *toolplane.Invocation {
@@ -167,6 +167,14 @@ func goUpstream(t *testing.T, sent *atomic.Int32) (*mcp.Server, string) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "peek", Description: "Peek."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "peeked"}}}, nil, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "note://readme", Name: "readme", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "read me"}}}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greet someone."},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello " + req.Params.Arguments["name"]}}}}, nil
 		})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(hs.Close)
@@ -406,6 +414,20 @@ func TestGovernedCopyServesTheUpstreamsOwnNames(t *testing.T) {
 	}
 	if got, _ := json.Marshal(res.StructuredContent); string(got) != `{"found":true,"id":"z"}` {
 		t.Errorf("structured content %s", got)
+	}
+	// Resources and prompts are relayed as the server gives them.
+	rr, err := cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: "note://readme"})
+	if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "read me" {
+		t.Errorf("resource through the copy: %+v %v", rr, err)
+	}
+	gp, err := cs.GetPrompt(e.ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "ada"}})
+	if err != nil || len(gp.Messages) != 1 || gp.Messages[0].Content.(*mcp.TextContent).Text != "hello ada" {
+		t.Errorf("prompt through the copy: %+v %v", gp, err)
+	}
+	// A tool the copy does not show is a tool_unavailable result.
+	res, err = cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "nope", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), string(toolplane.CodeToolUnavailable)) {
+		t.Errorf("unknown tool: %v %v", res, err)
 	}
 	// Still governed: the write waits for approval.
 	res, err = cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "send", Arguments: map[string]any{"to": "x"}})
