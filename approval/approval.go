@@ -133,14 +133,31 @@ func Covers(a *toolplane.Approval, org, run, tool, argsHash, key string) bool {
 	return a.OrganizationID == org && a.RunID == run && a.Tool == tool && a.ArgumentsHash == argsHash && a.Key == key
 }
 
+// Earlier is what earlier approvals say about a call about to be filed.
+// Each field is the newest approval of this exact call in that state, or
+// nil.
+type Earlier struct {
+	// Rejected: a person refused this call; it answers rejected.
+	Rejected *toolplane.Approval
+	// Pending: the call already waits for a person; it is not filed twice.
+	Pending *toolplane.Approval
+	// Approved: a person approved this call. Asking again is the call it
+	// approved (the journal makes the effect once, whether this call or
+	// the background execution of the approval runs it first), so it is
+	// not filed again to wait for a second person.
+	Approved *toolplane.Approval
+}
+
 // Prior answers what earlier approvals say about a call about to be
 // filed: a rejection of this exact call (same key, tool and arguments
-// hash), or a pending approval still waiting for it. The key alone is never
-// trusted: two tools can share a key, so the tool and hash are compared.
-func (s *Service) Prior(ctx context.Context, org, run, key, tool, argsHash string) (rejected, pending *toolplane.Approval, err error) {
+// hash), an approval of it, or a pending approval still waiting for it. The
+// key alone is never trusted: two tools can share a key, so the tool and
+// hash are compared.
+func (s *Service) Prior(ctx context.Context, org, run, key, tool, argsHash string) (Earlier, error) {
+	var e Earlier
 	as, err := s.store.FindApprovals(ctx, org, run, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("prior approvals of %s: %w", key, err)
+		return e, fmt.Errorf("prior approvals of %s: %w", key, err)
 	}
 	now := s.now()
 	for i := range as {
@@ -149,13 +166,15 @@ func (s *Service) Prior(ctx context.Context, org, run, key, tool, argsHash strin
 			continue
 		}
 		switch {
-		case a.Status == toolplane.ApprovalRejected && rejected == nil:
-			rejected = a
-		case a.Status == toolplane.ApprovalPending && now.Before(a.ExpiresAt) && pending == nil:
-			pending = a
+		case a.Status == toolplane.ApprovalRejected && e.Rejected == nil:
+			e.Rejected = a
+		case a.Status == toolplane.ApprovalApproved && e.Approved == nil:
+			e.Approved = a
+		case a.Status == toolplane.ApprovalPending && now.Before(a.ExpiresAt) && e.Pending == nil:
+			e.Pending = a
 		}
 	}
-	return rejected, pending, nil
+	return e, nil
 }
 
 // Decision is a person's answer to an approval.

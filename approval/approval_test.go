@@ -231,6 +231,7 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 		advance      time.Duration // after filing
 		wantRejected string
 		wantPending  string
+		wantApproved string
 	}{
 		{name: "nothing filed"},
 		{
@@ -244,8 +245,9 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 			wantRejected: "r",
 		},
 		{
-			name:  "an approved or expired approval is neither",
-			filed: []filed{{name: "a", status: toolplane.ApprovalApproved}, {name: "e", status: toolplane.ApprovalExpired}},
+			name:         "an approved one is found, an expired one is not",
+			filed:        []filed{{name: "a", status: toolplane.ApprovalApproved}, {name: "e", status: toolplane.ApprovalExpired}},
+			wantApproved: "a",
 		},
 		{
 			name: "same key, another tool",
@@ -291,6 +293,11 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 			wantPending:  "p",
 		},
 		{
+			name:         "an approval of the exact call",
+			filed:        []filed{{name: "a-other-args", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }, status: toolplane.ApprovalApproved}, {name: "a", status: toolplane.ApprovalApproved}},
+			wantApproved: "a",
+		},
+		{
 			name:         "the newest of each",
 			filed:        []filed{{name: "r-old", status: toolplane.ApprovalRejected}, {name: "p-old"}, {name: "r-new", status: toolplane.ApprovalRejected}, {name: "p-new"}},
 			wantRejected: "r-new",
@@ -319,9 +326,13 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 			}
 			f.clock.Advance(-time.Second) // the last filing's instant
 			f.clock.Advance(tt.advance)
-			rejected, pending, err := f.svc.Prior(context.Background(), "org-1", "run-1", "key-1", "email.send", hashOf(t, sendArgs))
+			e, err := f.svc.Prior(context.Background(), "org-1", "run-1", "key-1", "email.send", hashOf(t, sendArgs))
 			if err != nil {
 				t.Fatal(err)
+			}
+			rejected, pending := e.Rejected, e.Pending
+			if name := ids[idOf(e.Approved)]; name != tt.wantApproved {
+				t.Fatalf("Prior approved %q, want %q", name, tt.wantApproved)
 			}
 			name := func(a *toolplane.Approval) string {
 				if a == nil {
@@ -778,4 +789,11 @@ func TestEscalateFilesOneSuccessorEvenWhenRunAgain(t *testing.T) {
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending approvals = %+v, %v", pending, err)
 	}
+}
+
+func idOf(a *toolplane.Approval) string {
+	if a == nil {
+		return ""
+	}
+	return a.ID
 }

@@ -291,3 +291,28 @@ func TestGrantRemovedWhileApprovalWaitedRefusesTheResume(t *testing.T) {
 		t.Fatal("the stored grant outlived the live one")
 	}
 }
+
+func TestSameCallAfterApprovalBeforeItsExecutionRunsOnceAndFilesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m1"})})
+	in := inv("email.send")
+	ar := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), in))
+	e.resolve(ar.ID, true)
+	// The model asks again, without authorized_by, before the approval's
+	// background execution: the approved call runs, nothing new is filed.
+	r := must(t).OK(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), in))
+	if r.Meta.Replayed || e.count("email.send") != 1 {
+		t.Fatalf("replayed=%v runs=%d", r.Meta.Replayed, e.count("email.send"))
+	}
+	pending, _, err := e.approvals.List(context.Background(), "org-1", toolplane.ApprovalPending, "", 10)
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("pending approvals after the approved call ran: %v %v", pending, err)
+	}
+	// The background execution then finds it done.
+	r = must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", ar.ID))
+	if !r.Meta.Replayed || e.count("email.send") != 1 {
+		t.Fatalf("resume: replayed=%v runs=%d", r.Meta.Replayed, e.count("email.send"))
+	}
+	// Other arguments are another call: that one waits for a person.
+	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "al@acme.test"), in))
+}

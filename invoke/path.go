@@ -188,7 +188,10 @@ func (c *call) run(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Fail(toolplane.CodeDenied, fmt.Sprintf("%s is not allowed for this caller: %s. Do not retry it; choose another way or tell the user.", tool.Model, dec.Reason)), nil
 	case policy.RequireApproval:
 		if !approved {
-			return c.requireApproval(ctx)
+			r, err, proceed := c.requireApproval(ctx)
+			if !proceed {
+				return r, err
+			}
 		}
 	}
 
@@ -334,7 +337,18 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 
 // requireApproval files the approval (or answers a prior rejection or a
 // still-pending approval of the same call) and returns ApprovalRequired.
-func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
+func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error, bool) {
+	r, err := c.fileApproval(ctx)
+	if errors.Is(err, errApproved) {
+		return toolplane.Result{}, nil, true
+	}
+	return r, err, false
+}
+
+// errApproved: a person already approved this exact call; it proceeds.
+var errApproved = errors.New("approved")
+
+func (c *call) fileApproval(ctx context.Context) (toolplane.Result, error) {
 	iv, inv, d := c.iv, c.inv, &c.tool.Def
 	if iv.cfg.Approvals == nil {
 		return iv.fault(ctx, "policy asked for an approval and no approval service is wired", d.Name), nil
@@ -345,13 +359,20 @@ func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error) {
 	if err := c.identify(); err != nil {
 		return toolplane.Result{}, err
 	}
-	rej, pending, err := iv.cfg.Approvals.Prior(ctx, inv.OrganizationID, inv.RunID, c.key, d.Name, c.hash)
+	prior, err := iv.cfg.Approvals.Prior(ctx, inv.OrganizationID, inv.RunID, c.key, d.Name, c.hash)
 	if err != nil {
 		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 	}
+	rej, pending := prior.Rejected, prior.Pending
 	if rej != nil {
 		c.audit.ApprovalID = rej.ID
 		return rejected(c.tool, rej), nil
+	}
+	if a := prior.Approved; a != nil {
+		// The same call, asked again after a person approved it (before
+		// or after the approval's own execution): it is that call.
+		c.audit.ApprovalID = a.ID
+		return toolplane.Result{}, errApproved
 	}
 	if pending != nil {
 		c.audit.ApprovalID = pending.ID
