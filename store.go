@@ -192,23 +192,23 @@ type UsageStore interface {
 
 // AuditEvent records one call's outcome.
 type AuditEvent struct {
-	ID             string
-	OrganizationID string
-	RunID          string
-	AgentID        string
-	PrincipalID    string
-	UserID         string
-	Tool           string
-	ToolVersion    string
-	Source         Source
+	ID             string `json:"id"`
+	OrganizationID string `json:"organization_id"`
+	RunID          string `json:"run_id"`
+	AgentID        string `json:"agent_id,omitempty"`
+	PrincipalID    string `json:"principal_id,omitempty"`
+	UserID         string `json:"user_id,omitempty"`
+	Tool           string `json:"tool"`
+	ToolVersion    string `json:"tool_version,omitempty"`
+	Source         Source `json:"source"`
 	// Outcome is "ok", "approval_required", or the error code.
-	Outcome       string
-	ArgumentsHash string
-	ApprovalID    string
-	AuthorizedBy  string
-	Replayed      bool
-	LatencyMicros int64
-	CreatedAt     time.Time
+	Outcome       string    `json:"outcome"`
+	ArgumentsHash string    `json:"arguments_hash,omitempty"`
+	ApprovalID    string    `json:"approval_id,omitempty"`
+	AuthorizedBy  string    `json:"authorized_by,omitempty"`
+	Replayed      bool      `json:"replayed"`
+	LatencyMicros int64     `json:"latency_micros"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 // AuditStore is the append-only audit trail.

@@ -289,9 +289,16 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if len(body.Arguments) == 0 {
 		body.Arguments = json.RawMessage(`{}`)
 	}
-	if t, ok := s.Registry.Get(r.PathValue("name")); ok && t.Def.Writes() && body.RunID == "" && body.IdempotencyKey == "" {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "a write names its run (run_id) or carries an idempotency_key, so a retry is the same action", "run_id")
-		return
+	if t, ok := s.Registry.Get(r.PathValue("name")); ok && body.RunID == "" {
+		switch {
+		case t.Def.Writes() && body.IdempotencyKey == "":
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", "a write names its run (run_id) or carries an idempotency_key, so a retry is the same action", "run_id")
+			return
+		case t.Def.Metered:
+			// Cost is counted against a run and the runs above it.
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", "a metered tool is called within a run (run_id), whose budget it is counted against", "run_id")
+			return
+		}
 	}
 	// The principal holds the catalogue's tools this key grants.
 	var tools []string
