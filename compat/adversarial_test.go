@@ -1,0 +1,60 @@
+package compat
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDiffAdversarial feeds shapes that make naive schema walks blow up.
+// Each must finish promptly with an answer or ErrTooComplex.
+func TestDiffAdversarial(t *testing.T) {
+	t.Parallel()
+	deep := func(leaf string) string {
+		const n = maxSchemaDepth - 2
+		return strings.Repeat(`{"items":`, n) + leaf + strings.Repeat("}", n)
+	}
+	var fan strings.Builder
+	fan.WriteString(`{"$ref":"#/$defs/a0","$defs":{`)
+	for i := range 40 {
+		if i > 0 {
+			fan.WriteString(",")
+		}
+		next := `"#/$defs/a` + strconv.Itoa(i+1) + `"`
+		fan.WriteString(`"a` + strconv.Itoa(i) + `":{"allOf":[{"$ref":` + next + `},{"$ref":` + next + `}]}`)
+	}
+	fan.WriteString(`,"a40":{"type":"string"}}}`)
+	branches := func(n int, kw string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = `{"const":"` + kw + strconv.Itoa(i) + `"}`
+		}
+		return `{"anyOf":[` + strings.Join(parts, ",") + `]}`
+	}
+	recursive := `{"$ref":"#/$defs/n","$defs":{"n":{"type":"object","properties":{"a":{"$ref":"#/$defs/n"},"b":{"type":"array","items":{"$ref":"#/$defs/n"}}}}}}`
+	cases := []struct{ name, a, b string }{
+		{"deep chain", deep(`{"maxLength":1}`), deep(`{"maxLength":2}`)},
+		{"deep against true", deep(`{}`), `true`},
+		{"recursive against true", recursive, `true`},
+		{"true against recursive", `{}`, recursive},
+		{"recursive against itself changed", recursive, strings.Replace(recursive, `"object"`, `"object","maxProperties":3`, 1)},
+		{"allOf fan-out", fan.String(), strings.Replace(fan.String(), `"string"`, `"integer"`, 1)},
+		{"wide anyOf", branches(2000, "a"), branches(2000, "b")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			for _, side := range []Side{SideInput, SideOutput} {
+				_, _ = Diff(json.RawMessage(tc.a), json.RawMessage(tc.b), side)
+				_, _ = Diff(json.RawMessage(tc.b), json.RawMessage(tc.a), side)
+				if cs, err := Diff(json.RawMessage(tc.a), json.RawMessage(tc.a), side); err != nil || len(cs) != 0 {
+					t.Fatalf("Diff(x, x) = %d changes, %v", len(cs), err)
+				}
+			}
+			t.Logf("%v", time.Since(start))
+		})
+	}
+}
