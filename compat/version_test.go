@@ -3,20 +3,24 @@ package compat
 import (
 	"errors"
 	"testing"
+
+	"github.com/toolplane/toolplane/semver"
 )
 
+// TestParseVersion pins the versions the gate accepts and refuses, and
+// that a refusal matches compat's own sentinel.
 func TestParseVersion(t *testing.T) {
 	t.Parallel()
 	valid := []string{"0.0.0", "1.2.3", "10.20.30", "1.2.3-rc.1", "1.2.3-0.3.7", "1.2.3-x.7.z.92", "1.0.0+20130313144700", "1.0.0-beta+exp.sha.5114f85", "1.0.0-x-y-z.--", "1.0.0-0A"}
 	for _, s := range valid {
-		if _, err := parseVersion(s); err != nil {
-			t.Errorf("parseVersion(%q): %v", s, err)
+		if _, err := semver.Parse(s); err != nil {
+			t.Errorf("semver.Parse(%q): %v", s, err)
 		}
 	}
 	invalid := []string{"", "1", "1.2", "v1.2.3", "01.2.3", "1.02.3", "1.2.03", "1.2.3-", "1.2.3-01", "1.2.3-a..b", "1.2.3+", "1.2.3+a_b", "1.2.3.4", "99999999999999999999.0.0", "-1.0.0", "1.2.3-α", " 1.2.3", "1.2.x"}
 	for _, s := range invalid {
-		if _, err := parseVersion(s); !errors.Is(err, ErrInvalidVersion) {
-			t.Errorf("parseVersion(%q) = %v, want ErrInvalidVersion", s, err)
+		if _, err := semver.Parse(s); !errors.Is(err, ErrInvalidVersion) {
+			t.Errorf("semver.Parse(%q) = %v, want ErrInvalidVersion", s, err)
 		}
 	}
 }
@@ -27,23 +31,33 @@ func TestVersionOrder(t *testing.T) {
 	order := []string{"1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.1.0-0", "1.1.0", "2.0.0", "10.0.0"}
 	for i := range order {
 		for j := range order {
-			a, _ := parseVersion(order[i])
-			b, _ := parseVersion(order[j])
-			if got, want := a.compare(b), cmpInt(i, j); got != want {
+			a, _ := semver.Parse(order[i])
+			b, _ := semver.Parse(order[j])
+			if got, want := semver.Compare(a, b), sign(i-j); got != want {
 				t.Errorf("compare(%s, %s) = %d, want %d", order[i], order[j], got, want)
 			}
 		}
 	}
-	a, _ := parseVersion("1.0.0+a")
-	b, _ := parseVersion("1.0.0+b")
-	if a.compare(b) != 0 {
+	a, _ := semver.Parse("1.0.0+a")
+	b, _ := semver.Parse("1.0.0+b")
+	if semver.Compare(a, b) != 0 {
 		t.Error("build metadata must not order versions")
 	}
-	huge1, _ := parseVersion("1.0.0-99999999999999999999")
-	huge2, _ := parseVersion("1.0.0-100000000000000000000")
-	if huge1.compare(huge2) != -1 {
+	huge1, _ := semver.Parse("1.0.0-99999999999999999999")
+	huge2, _ := semver.Parse("1.0.0-100000000000000000000")
+	if semver.Compare(huge1, huge2) != -1 {
 		t.Error("numeric identifiers beyond uint64 must still order by value")
 	}
+}
+
+func sign(n int) int {
+	switch {
+	case n < 0:
+		return -1
+	case n > 0:
+		return 1
+	}
+	return 0
 }
 
 func TestDeclaredBump(t *testing.T) {
@@ -68,16 +82,16 @@ func TestDeclaredBump(t *testing.T) {
 		{"2.1.0-rc.1", "2.1.1", Patch, "2.1.0"},
 	}
 	for _, tc := range cases {
-		from, err1 := parseVersion(tc.from)
-		to, err2 := parseVersion(tc.to)
+		from, err1 := semver.Parse(tc.from)
+		to, err2 := semver.Parse(tc.to)
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}
 		if got := declared(from, to); got != tc.want {
 			t.Errorf("declared(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)
 		}
-		if got := from.next(tc.want); got != tc.next {
-			t.Errorf("%s.next(%v) = %s, want %s", tc.from, tc.want, got, tc.next)
+		if got := suggest(from, tc.want); got != tc.next {
+			t.Errorf("suggest(%s, %v) = %s, want %s", tc.from, tc.want, got, tc.next)
 		}
 	}
 }
