@@ -78,3 +78,39 @@ func (c *Credential) Grants(tool string) bool {
 func (c *Credential) Sees(tool string) bool {
 	return c.Kind == CredentialPerson || c.Grants(tool)
 }
+
+// The control-plane roles a person's credential may hold. tool_owner and
+// tool_publisher are held for a team, written "tool_owner:payments"; the
+// others are held for the whole organization. platform_admin holds every
+// role.
+const (
+	RoleToolOwner     = "tool_owner"
+	RoleToolPublisher = "tool_publisher"
+	RoleAgentOperator = "agent_operator"
+	RoleApprover      = "approver"
+	RoleAuditor       = "auditor"
+	RolePlatformAdmin = "platform_admin"
+)
+
+// HasRole reports whether the credential holds role; a role held for a
+// team is held only for the team named (team is ignored for the others).
+// Only a person holds roles.
+func (c *Credential) HasRole(role, team string) bool {
+	if c == nil || c.Kind != CredentialPerson {
+		return false
+	}
+	byTeam := role == RoleToolOwner || role == RoleToolPublisher
+	for _, have := range c.Roles {
+		switch {
+		case have == RolePlatformAdmin:
+			return true
+		case byTeam:
+			if team != "" && have == role+":"+team {
+				return true
+			}
+		case have == role:
+			return true
+		}
+	}
+	return false
+}

@@ -15,6 +15,9 @@ type Invocation struct {
 	RootRunID string
 	// AgentID names the agent identity (or agent definition) calling.
 	AgentID string
+	// TenantID is the tenant the call acts for, when the deployment
+	// serves several; a grant scoped to tenants allows only their calls.
+	TenantID string
 	// StepPath is the workflow node making the call, or "agent".
 	StepPath  string
 	Principal Principal
@@ -50,6 +53,10 @@ func (inv *Invocation) EffectiveRootRunID() string {
 type Principal struct {
 	ID    string
 	Tools []string
+	// Pins holds, for the tools the principal's grants pin to a version
+	// range, that range ("^2.1.0"); a tool not in it gets its default
+	// version.
+	Pins map[string]string
 }
 
 // Holds reports whether the principal holds the tool name.

@@ -100,11 +100,47 @@ func spanArgs(args any) string {
 	return string(boundary.Encode(nil, v))
 }
 
+// run runs the call and, when the version called is deprecated, says so
+// on its answer.
 func (c *call) run(ctx context.Context) (toolplane.Result, error) {
+	res, err := c.runVersion(ctx)
+	if t := c.tool; err == nil && t != nil && t.State == toolplane.StateDeprecated {
+		w := fmt.Sprintf("%s %s is deprecated", t.Def.Name, t.Def.Version)
+		if !t.SunsetAt.IsZero() {
+			w += " and may be retired from " + t.SunsetAt.UTC().Format(time.DateOnly)
+		}
+		if t.Replacement != "" {
+			w += "; move to " + t.Replacement
+		}
+		res.Meta.DeprecationWarning = w
+	}
+	return res, err
+}
+
+// resolve answers the version of the tool the call names that the caller
+// is given: the one its grant pins it to, or the default one.
+func (c *call) resolve() (*registry.Tool, *toolplane.Result) {
+	reg, inv := c.iv.cfg.Registry, c.inv
+	if rng, pinned := inv.Principal.Pins[c.name]; pinned {
+		if t, ok := reg.Resolve(c.name, rng); ok {
+			return t, nil
+		}
+		if _, exists := reg.Get(c.name); exists {
+			r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no version of %s within %s, the range you were granted, can be called now; use only the tools you were given", c.name, rng))
+			return nil, &r
+		}
+	} else if t, ok := reg.Get(c.name); ok {
+		return t, nil
+	}
+	r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %s is available; use only the tools you were given", c.name))
+	return nil, &r
+}
+
+func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	iv, inv := c.iv, c.inv
-	tool, ok := iv.cfg.Registry.Get(c.name)
-	if !ok {
-		return toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %s is available; use only the tools you were given", c.name)), nil
+	tool, refusal := c.resolve()
+	if refusal != nil {
+		return *refusal, nil
 	}
 	c.tool = tool
 	d := &tool.Def

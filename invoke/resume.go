@@ -79,14 +79,16 @@ func (iv *Invoker) escalatedTo(ctx context.Context, a *toolplane.Approval) (stri
 // before it records an approve: the tool must still be registered, at the
 // version the approval was filed for.
 func (iv *Invoker) CheckApproval(a *toolplane.Approval) error {
-	t, ok := iv.cfg.Registry.Get(a.Tool)
-	if !ok {
+	vs := iv.cfg.Registry.Versions(a.Tool)
+	if len(vs) == 0 {
 		return fmt.Errorf("%w: %s is no longer registered", approval.ErrStale, a.Tool)
 	}
-	if t.Def.Version != a.ToolVersion {
-		return fmt.Errorf("%w: %s is at version %s, the approval was filed for %s", approval.ErrStale, a.Tool, t.Def.Version, a.ToolVersion)
+	for _, t := range vs {
+		if t.Def.Version == a.ToolVersion {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("%w: %s %s, the version the approval was filed for, can no longer be called (now: %s)", approval.ErrStale, a.Tool, a.ToolVersion, vs[len(vs)-1].Def.Version)
 }
 
 // Reconciliation says what happened to an uncertain action. Exactly one

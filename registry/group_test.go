@@ -92,3 +92,53 @@ func TestSetGroupRefusesCollisions(t *testing.T) {
 		t.Errorf("model-facing name lookup: %v %v", tool, ok)
 	}
 }
+
+func TestVersionsResolveByRange(t *testing.T) {
+	t.Parallel()
+	r, _, err := Build(nil, Options{Bindings: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := `{"type":"object"}`
+	v := func(version string, state toolplane.VersionState) Version {
+		return Version{Def: remote("a", version, obj), State: state}
+	}
+	ps := r.SetVersions("published", []Version{
+		v("1.0.0", toolplane.StateDeprecated), v("1.2.0", toolplane.StateActive), v("1.3.0", toolplane.StateDeprecated),
+		v("2.0.0", toolplane.StateActive), v("2.1.0", toolplane.StateActive), v("3.0.0", toolplane.StateInReview),
+		v("2.2.0", toolplane.StateRetired),
+	})
+	if len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	tests := []struct{ rng, want string }{
+		{"", "2.1.0"}, // the newest active
+		{"*", "2.1.0"},
+		{"^1.0.0", "1.2.0"}, // active beats a newer deprecated
+		{"~1.3.0", "1.3.0"}, // only a deprecated one is in range
+		{"1.0.0", "1.0.0"},
+		{"^2.0.0", "2.1.0"},
+		{"^3.0.0", ""}, // in review: not callable
+		{"2.2.0", ""},  // retired
+		{"not a range", ""},
+	}
+	for _, tt := range tests {
+		got, ok := r.Resolve("mcp.conn-1.a", tt.rng)
+		switch {
+		case tt.want == "" && ok:
+			t.Errorf("Resolve(%q) = %s, want none", tt.rng, got.Def.Version)
+		case tt.want != "" && (!ok || got.Def.Version != tt.want):
+			t.Errorf("Resolve(%q) = %v, want %s", tt.rng, got, tt.want)
+		}
+	}
+	if n := len(r.Versions("mcp.conn-1.a")); n != 5 {
+		t.Errorf("%d callable versions, want 5", n)
+	}
+	if tool, _ := r.Get("mcp.conn-1.a"); tool.State != toolplane.StateActive || tool.Def.Version != "2.1.0" {
+		t.Errorf("default version %s (%s)", tool.Def.Version, tool.State)
+	}
+	// The same version twice is refused, the rest kept.
+	if ps := r.SetVersions("published", []Version{v("1.0.0", toolplane.StateActive), v("1.0.0", toolplane.StateActive)}); len(ps) != 1 {
+		t.Errorf("duplicate version: %v", ps)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/modelname"
 	"github.com/toolplane/toolplane/schema"
+	"github.com/toolplane/toolplane/semver"
 )
 
 // Tool is a checked definition with its compiled schemas: the form every
@@ -21,7 +23,15 @@ import (
 type Tool struct {
 	Def toolplane.Definition
 	// Model is the model-facing name.
-	Model  string
+	Model string
+	// State is the version's lifecycle state: active for built-in and
+	// ingested tools, active or deprecated for published versions (no
+	// other state is ever in the registry).
+	State toolplane.VersionState
+	// SunsetAt and Replacement describe a deprecated version.
+	SunsetAt    time.Time
+	Replacement string
+	version     semver.Version
 	input  *schema.Schema
 	output *schema.Schema
 	spec   boundary.Spec
@@ -43,9 +53,13 @@ type Registry struct {
 
 // catalogue is one immutable state of the registry.
 type catalogue struct {
+	// tools holds each name's default version: the newest active one, or
+	// the newest deprecated one when none is active.
 	tools  map[string]*Tool
 	names  *modelname.Map
 	sorted []*Tool
+	// versions holds every callable version of each name, oldest first.
+	versions map[string][]*Tool
 	// group names the group each tool was added in ("" for Build's).
 	group map[string]string
 }
@@ -58,7 +72,8 @@ func Build(defs []toolplane.Definition, opt Options) (*Registry, Report, error) 
 	if err != nil {
 		return nil, rep, err
 	}
-	cat := &catalogue{tools: make(map[string]*Tool, len(cs)), names: names, group: make(map[string]string, len(cs))}
+	cat := &catalogue{tools: make(map[string]*Tool, len(cs)), names: names, group: make(map[string]string, len(cs)),
+		versions: make(map[string][]*Tool, len(cs))}
 	for _, c := range cs {
 		t, err := newTool(c)
 		if err != nil {
@@ -66,6 +81,7 @@ func Build(defs []toolplane.Definition, opt Options) (*Registry, Report, error) 
 		}
 		cat.tools[t.Def.Name] = t
 		cat.group[t.Def.Name] = ""
+		cat.versions[t.Def.Name] = []*Tool{t}
 		cat.sorted = append(cat.sorted, t)
 	}
 	sortTools(cat.sorted)
@@ -94,8 +110,10 @@ func newTool(c checked) (*Tool, error) {
 	if d.Retry == "" {
 		d.Retry = toolplane.RetryNone
 	}
-	t := &Tool{Def: d, Model: modelname.Derive(d.Name), input: c.input, output: c.output}
+	t := &Tool{Def: d, Model: modelname.Derive(d.Name), State: toolplane.StateActive, input: c.input, output: c.output}
 	t.spec = boundary.SpecFor(&t.Def)
+	// The checks refused any version that is not semantic.
+	t.version, _ = semver.Parse(d.Version)
 	return t, nil
 }
 
@@ -112,6 +130,37 @@ func sortTools(ts []*Tool) {
 // tools given to Build and cannot be replaced. Watchers are told when the
 // catalogue changed.
 func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem {
+	vs := make([]Version, len(defs))
+	for i, d := range defs {
+		vs[i] = Version{Def: d, State: toolplane.StateActive}
+	}
+	return r.setGroup(group, vs, false)
+}
+
+// Version is one published version of a tool, as SetVersions takes it.
+type Version struct {
+	Def         toolplane.Definition
+	State       toolplane.VersionState
+	SunsetAt    time.Time
+	Replacement string
+}
+
+// SetVersions replaces the tools of one group with published versions:
+// several versions of one name may stand side by side (a new major beside
+// the old one), each checked like SetGroup's definitions. Only active and
+// deprecated versions are taken; others are skipped, since they are
+// neither shown nor called.
+func (r *Registry) SetVersions(group string, vs []Version) []Problem {
+	callable := vs[:0:0]
+	for _, v := range vs {
+		if v.State.Callable() {
+			callable = append(callable, v)
+		}
+	}
+	return r.setGroup(group, callable, true)
+}
+
+func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Problem {
 	if group == "" {
 		return []Problem{{Tool: "(group)", Field: "group", Message: "the built-in catalogue cannot be replaced", Fix: "name the group"}}
 	}
@@ -119,7 +168,7 @@ func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem
 	defer r.mu.Unlock()
 	cur := r.state.Load()
 	var registered []string
-	next := &catalogue{tools: map[string]*Tool{}, group: map[string]string{}}
+	next := &catalogue{tools: map[string]*Tool{}, group: map[string]string{}, versions: map[string][]*Tool{}}
 	for _, t := range cur.sorted {
 		if cur.group[t.Def.Name] == group {
 			continue
@@ -127,12 +176,17 @@ func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem
 		registered = append(registered, t.Def.Name)
 		next.tools[t.Def.Name] = t
 		next.group[t.Def.Name] = cur.group[t.Def.Name]
-		next.sorted = append(next.sorted, t)
+		next.versions[t.Def.Name] = cur.versions[t.Def.Name]
 	}
 	var problems []Problem
 	opt := r.opt
-	for _, d := range defs {
+	for _, v := range vs {
+		d := v.Def
 		opt.Registered = registered
+		if versioned && next.group[d.Name] == group {
+			// Another version of a name this group already holds.
+			opt.Registered = without(registered, d.Name)
+		}
 		cs, _, _, err := check([]toolplane.Definition{d}, opt)
 		if err != nil {
 			var ce *CheckError
@@ -148,10 +202,15 @@ func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem
 			problems = append(problems, Problem{Tool: d.Name, Field: "schema_hash", Message: err.Error()})
 			continue
 		}
-		registered = append(registered, t.Def.Name)
-		next.tools[t.Def.Name] = t
-		next.group[t.Def.Name] = group
-		next.sorted = append(next.sorted, t)
+		t.State, t.SunsetAt, t.Replacement = v.State, v.SunsetAt, v.Replacement
+		if next.group[d.Name] != group {
+			registered = append(registered, d.Name)
+			next.group[d.Name] = group
+		} else if dup := findVersion(next.versions[d.Name], t.version); dup != nil {
+			problems = append(problems, Problem{Tool: d.Name, Field: "version", Message: fmt.Sprintf("version %s is given twice", d.Version)})
+			continue
+		}
+		next.versions[d.Name] = append(next.versions[d.Name], t)
 	}
 	names, err := modelname.New(registered)
 	if err != nil {
@@ -160,6 +219,16 @@ func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem
 		return problems
 	}
 	next.names = names
+	for name, ts := range next.versions {
+		if next.group[name] != group {
+			continue
+		}
+		sort.Slice(ts, func(i, j int) bool { return semver.Compare(ts[i].version, ts[j].version) < 0 })
+		next.tools[name] = defaultVersion(ts)
+	}
+	for _, t := range next.tools {
+		next.sorted = append(next.sorted, t)
+	}
 	sortTools(next.sorted)
 	changed := !sameTools(cur, next)
 	r.state.Store(next)
@@ -168,6 +237,69 @@ func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem
 	}
 	return problems
 }
+
+func without(names []string, name string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != name {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func findVersion(ts []*Tool, v semver.Version) *Tool {
+	for _, t := range ts {
+		if semver.Compare(t.version, v) == 0 {
+			return t
+		}
+	}
+	return nil
+}
+
+// defaultVersion is the version a caller with no pin is given: the newest
+// active one, or the newest deprecated one when none is active. ts is
+// sorted oldest first.
+func defaultVersion(ts []*Tool) *Tool {
+	for i := len(ts) - 1; i >= 0; i-- {
+		if ts[i].State == toolplane.StateActive {
+			return ts[i]
+		}
+	}
+	return ts[len(ts)-1]
+}
+
+// Versions answers every callable version of a name, oldest first.
+func (r *Registry) Versions(name string) []*Tool { return r.state.Load().versions[name] }
+
+// Resolve answers the version of name a caller pinned to a range
+// ("^2.1.0", "~2.1.0", "2.1.0"; "" or "*" for any) is given: the newest
+// active version the range contains, or the newest deprecated one when no
+// active one is.
+func (r *Registry) Resolve(name, rng string) (*Tool, bool) {
+	cat := r.state.Load()
+	if rng == "" || rng == "*" {
+		t, ok := cat.tools[name]
+		return t, ok
+	}
+	want, err := semver.ParseRange(rng)
+	if err != nil {
+		return nil, false
+	}
+	var in []*Tool
+	for _, t := range cat.versions[name] {
+		if want.Contains(t.version) {
+			in = append(in, t)
+		}
+	}
+	if len(in) == 0 {
+		return nil, false
+	}
+	return defaultVersion(in), true
+}
+
+// GroupOf answers the group a tool name belongs to ("" for Build's).
+func (r *Registry) GroupOf(name string) string { return r.state.Load().group[name] }
 
 // Group answers the tools of one group, sorted by platform name.
 func (r *Registry) Group(group string) []*Tool {
@@ -189,12 +321,22 @@ func sameTools(a, b *catalogue) bool {
 	}
 	for i, t := range a.sorted {
 		u := b.sorted[i]
-		if t.Def.Name != u.Def.Name || t.Def.Version != u.Def.Version || t.Def.SchemaHash != u.Def.SchemaHash ||
-			t.Def.Description != u.Def.Description || t.Def.Effect != u.Def.Effect || t.Def.Annotations != u.Def.Annotations {
+		if !sameTool(t, u) || len(a.versions[t.Def.Name]) != len(b.versions[u.Def.Name]) {
 			return false
+		}
+		for j, v := range a.versions[t.Def.Name] {
+			if !sameTool(v, b.versions[u.Def.Name][j]) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+func sameTool(t, u *Tool) bool {
+	return t.Def.Name == u.Def.Name && t.Def.Version == u.Def.Version && t.Def.SchemaHash == u.Def.SchemaHash &&
+		t.Def.Description == u.Def.Description && t.Def.Effect == u.Def.Effect && t.Def.Annotations == u.Def.Annotations &&
+		t.State == u.State
 }
 
 // Watch calls fn after every change to the catalogue, until stop is

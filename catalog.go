@@ -1,0 +1,195 @@
+package toolplane
+
+import (
+	"context"
+	"time"
+)
+
+// VersionState is where a published version of a tool is in its
+// lifecycle. Only an active or deprecated version is shown to agents or
+// called; every version is kept, so an audit event always finds the
+// contract its call ran under.
+type VersionState string
+
+// The lifecycle states.
+const (
+	// StatePendingApproval: published, not yet sent to review (or sent
+	// back by a reviewer); visible to its owner only.
+	StatePendingApproval VersionState = "pending_approval"
+	// StateInReview: waiting in the review queue.
+	StateInReview VersionState = "in_review"
+	// StateActive: shown and callable.
+	StateActive VersionState = "active"
+	// StateDeprecated: still shown and callable, with a warning on every
+	// result, until it is retired at or after its sunset.
+	StateDeprecated VersionState = "deprecated"
+	// StateRetired: never shown or called again; kept for the audit trail.
+	StateRetired VersionState = "retired"
+)
+
+// Discoverable reports whether agents are shown a version in this state.
+func (s VersionState) Discoverable() bool { return s == StateActive || s == StateDeprecated }
+
+// Callable reports whether a version in this state may be called.
+func (s VersionState) Callable() bool { return s == StateActive || s == StateDeprecated }
+
+// ToolVersion is one published version of a tool: the definition as
+// published and where it is in its lifecycle. The catalogue is the
+// deployment's, shared by its organizations.
+type ToolVersion struct {
+	// Name is the tool's platform name; Version its semantic version.
+	// (Name, Version) is the identity, and a published version's
+	// definition never changes.
+	Name    string
+	Version string
+	State   VersionState
+	// Definition is the full definition, JSON.
+	Definition []byte
+	SchemaHash string
+	// Owner is the owning team.
+	Owner string
+	// ReviewReasons say why the version needs review ("destructive",
+	// "tag:finance", "first tool of its team"); empty for self-service.
+	ReviewReasons []string
+	PublishedBy   string
+	PublishedAt   time.Time
+	// ReviewedBy, ReviewedAt and ReviewNote record the last review
+	// decision.
+	ReviewedBy string
+	ReviewedAt time.Time
+	ReviewNote string
+	// SunsetAt and Replacement are set when the version is deprecated: the
+	// earliest retirement, and the version callers should move to.
+	SunsetAt    time.Time
+	Replacement string
+	// RetireBlocked says why the sunset job did not retire the version
+	// (the agents that still call it); empty when nothing blocks it.
+	RetireBlocked string
+	// Revision increments on every update; updates are conditional on it.
+	Revision  int64
+	UpdatedAt time.Time
+}
+
+// VersionFilter narrows a listing of versions; empty fields match
+// everything.
+type VersionFilter struct {
+	Name   string
+	States []VersionState
+	Owner  string
+}
+
+// CatalogStore is the storage of published tool versions.
+type CatalogStore interface {
+	// InsertToolVersion stores a new version; ErrExists when the name
+	// already has that version (a second publish of one version loses).
+	InsertToolVersion(ctx context.Context, v *ToolVersion) error
+	// GetToolVersion answers one version, or ErrNotFound.
+	GetToolVersion(ctx context.Context, name, version string) (*ToolVersion, error)
+	// ListToolVersions answers versions ordered by name, then publication,
+	// after the cursor.
+	ListToolVersions(ctx context.Context, f VersionFilter, after string, limit int) ([]ToolVersion, string, error)
+	// UpdateToolVersion writes v's lifecycle fields when its Revision is
+	// still the stored one, incrementing it; false when another update
+	// came first. Name, Version, Definition and PublishedAt never change.
+	UpdateToolVersion(ctx context.Context, v *ToolVersion) (bool, error)
+	// CatalogRevision answers a number that grows with every insert and
+	// update, so every node notices a change with one cheap read.
+	CatalogRevision(ctx context.Context) (int64, error)
+}
+
+// Grant lets an agent identity of an organization call tools: those
+// matching a pattern, or those of a bundle.
+type Grant struct {
+	ID             string
+	OrganizationID string
+	// AgentID is the agent identity (an agent credential's subject).
+	AgentID string
+	// Pattern is a glob over platform names ("payments.*"), optionally
+	// pinned to a version range ("payments.refund_order@^2.1.0"). Exactly
+	// one of Pattern and Bundle is set.
+	Pattern string
+	Bundle  string
+	// TenantScope limits the grant to calls for these tenants; empty is
+	// every tenant.
+	TenantScope []string
+	// ExpiresAt is zero for never.
+	ExpiresAt time.Time
+	GrantedBy string
+	CreatedAt time.Time
+	// RevokedAt is zero while the grant stands.
+	RevokedAt time.Time
+	RevokedBy string
+}
+
+// Deny refuses tools to an agent identity, or to every agent of the
+// organization (AgentID "*": an incident deny), whatever any grant says.
+type Deny struct {
+	ID             string
+	OrganizationID string
+	AgentID        string
+	// Pattern is a glob over platform names.
+	Pattern   string
+	Reason    string
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// EveryAgent is the AgentID of a deny that applies to every agent.
+const EveryAgent = "*"
+
+// Bundle is a named set of tool references, each a name with a version
+// range ("payments.refund_order@^2.1.0"), granted together by one grant.
+type Bundle struct {
+	OrganizationID string
+	Name           string
+	Refs           []string
+	CreatedBy      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Change is one audited change to the registry or to authorization: a
+// publish, a review decision, a deprecation, a grant, a deny, a bundle.
+type Change struct {
+	ID             string
+	OrganizationID string
+	// Kind names the change ("version.publish", "grant.add", ...).
+	Kind string
+	// Subject is what changed (a tool version, an agent, a bundle).
+	Subject string
+	Actor   string
+	// Detail is the change's content, JSON.
+	Detail    []byte
+	CreatedAt time.Time
+}
+
+// GrantStore is the storage of grants, denies, bundles and the change
+// log.
+type GrantStore interface {
+	InsertGrant(ctx context.Context, g *Grant) error
+	// ListGrants answers an organization's grants, of one agent when
+	// agentID is set, revoked ones included only when asked; oldest first.
+	ListGrants(ctx context.Context, org, agentID string, withRevoked bool) ([]Grant, error)
+	// RevokeGrant marks a grant revoked; ErrNotFound when there is no
+	// standing grant with that id.
+	RevokeGrant(ctx context.Context, org, id, by string, at time.Time) error
+
+	InsertDeny(ctx context.Context, d *Deny) error
+	ListDenies(ctx context.Context, org string) ([]Deny, error)
+	// DeleteDeny lifts a deny; ErrNotFound when there is none.
+	DeleteDeny(ctx context.Context, org, id string) error
+
+	// PutBundle creates or replaces a bundle.
+	PutBundle(ctx context.Context, b *Bundle) error
+	GetBundle(ctx context.Context, org, name string) (*Bundle, error)
+	ListBundles(ctx context.Context, org string) ([]Bundle, error)
+
+	// AuthzRevision answers a number that grows with every change to the
+	// organization's grants, denies and bundles.
+	AuthzRevision(ctx context.Context, org string) (int64, error)
+
+	AppendChange(ctx context.Context, c *Change) error
+	// ListChanges answers changes newest first, of one kind and subject
+	// when set, after the cursor.
+	ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]Change, string, error)
+}
