@@ -32,9 +32,9 @@ type Tool struct {
 	SunsetAt    time.Time
 	Replacement string
 	version     semver.Version
-	input  *schema.Schema
-	output *schema.Schema
-	spec   boundary.Spec
+	input       *schema.Schema
+	output      *schema.Schema
+	spec        boundary.Spec
 }
 
 // Registry holds tools that passed every registration check. Its
