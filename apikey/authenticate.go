@@ -29,12 +29,16 @@ type TokenVerifier interface {
 type Authenticator struct {
 	Store  Getter
 	Tokens TokenVerifier
+	// Cache, when set, answers API keys that verified recently without
+	// the store or Argon2id (see Cache for what that trades). It must
+	// outlive the Authenticator: one per node, shared by every door.
+	Cache *Cache
 }
 
 // Authenticate answers the credential token stands for at now.
 func (a Authenticator) Authenticate(ctx context.Context, token string, now time.Time) (*toolplane.Credential, error) {
 	if strings.HasPrefix(token, Prefix) || a.Tokens == nil {
-		return Authenticate(ctx, a.Store, token, now)
+		return a.Cache.Authenticate(ctx, a.Store, token, now)
 	}
 	cred, err := a.Tokens.Verify(ctx, token)
 	if err != nil && !errors.Is(err, toolplane.ErrUnauthenticated) {
@@ -56,6 +60,12 @@ func Authenticate(ctx context.Context, store Getter, key string, now time.Time) 
 	if err != nil {
 		return nil, ErrInvalid
 	}
+	return verify(ctx, store, id, secret, now)
+}
+
+// verify is Authenticate after the key parsed: the store read and the
+// Argon2id verification a Cache hit skips.
+func verify(ctx context.Context, store Getter, id, secret string, now time.Time) (*toolplane.Credential, error) {
 	cred, err := store.GetCredential(ctx, id)
 	switch {
 	case errors.Is(err, toolplane.ErrNotFound):

@@ -172,7 +172,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		tokens = &jwtauth.Verifier{Issuer: *jwtIssuer, Audience: *jwtAudience, JWKSURL: *jwtJWKS}
 	}
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens}
+	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys}
 	var limiter *ratelimit.Limiter
 	if *rateLimit > 0 {
 		// One budget per key, whichever door it comes through.
@@ -187,7 +188,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts, Upstreams: upstreams}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {

@@ -52,6 +52,9 @@ type Server struct {
 	// Limiter, when set, limits each key's requests on this node and
 	// reports the limit in the X-RateLimit headers.
 	Limiter *ratelimit.Limiter
+	// Keys, when set, remembers verified API keys across requests; one
+	// per node, shared with the MCP door (see apikey.Cache).
+	Keys *apikey.Cache
 }
 
 // caller is who a request authenticated as.
@@ -137,7 +140,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			return
 		}
 		now := s.Now()
-		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(r.Context(), strings.TrimSpace(token), now)
+		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(r.Context(), strings.TrimSpace(token), now)
 		switch {
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
@@ -159,7 +162,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 				return
 			}
 		}
-		if strings.HasPrefix(cred.ID, apikey.Prefix) {
+		if strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, now) {
 			if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
 				s.Log.WarnContext(r.Context(), "credential touch failed", "err", err)
 			}

@@ -128,5 +128,8 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 	}
+	// This node refuses the key from now on; other nodes within the
+	// cache's time to live.
+	s.Keys.Forget(cred.ID)
 	writeJSON(w, http.StatusOK, map[string]any{"credential": keyOf(cred)})
 }

@@ -55,6 +55,9 @@ type Server struct {
 	// Upstreams, when set, supplies the resources and prompts the governed
 	// copy of each upstream relays beside its tools.
 	Upstreams *upstream.Set
+	// Keys, when set, remembers verified API keys across requests (one
+	// per node, shared with the REST API; see apikey.Cache).
+	Keys *apikey.Cache
 	// AllowedHosts are the names, besides loopback ones, a browser may
 	// reach this endpoint by (see ProtectHost): the public URL's host.
 	AllowedHosts []string
@@ -78,7 +81,8 @@ func (s *Server) Handler() http.Handler { return s.handler("") }
 func (s *Server) UpstreamHandler(slug string) http.Handler { return s.handler(slug) }
 
 // handler answers an MCP endpoint. Every request authenticates (a key
-// revoked mid-session is refused at its next request), and a session is
+// revoked mid-session is refused within apikey.DefaultCacheTTL, at once when
+// revoked through this node's API), and a session is
 // bound to the credential that opened it: another key presenting its
 // session id is refused by the SDK.
 func (s *Server) handler(upstream string) http.Handler {
@@ -97,7 +101,13 @@ func (s *Server) handler(upstream string) http.Handler {
 			s.resourceUpdated(upstream, uri)
 		})
 	}
+	// The SDK asks for a server on every request but uses it only to open
+	// a session; on any other request it reads just the protocol versions.
+	probe := s.serverFor(nil, upstream)
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			return probe
+		}
 		var cred *toolplane.Credential
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
@@ -108,7 +118,8 @@ func (s *Server) handler(upstream string) http.Handler {
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens}.Authenticate(ctx, token, time.Now())
+		now := time.Now()
+		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(ctx, token, now)
 		switch {
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			return nil, fmt.Errorf("%w: the key is not valid", auth.ErrInvalidToken)
@@ -117,6 +128,11 @@ func (s *Server) handler(upstream string) http.Handler {
 			return nil, errors.New("credentials cannot be checked right now")
 		case cred.Kind != toolplane.CredentialAgent:
 			return nil, fmt.Errorf("%w: tools are called with an agent's key", auth.ErrInvalidToken)
+		}
+		if t, ok := s.Store.(toucher); ok && strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, now) {
+			if err := t.TouchCredential(context.WithoutCancel(ctx), cred.OrganizationID, cred.ID, now); err != nil {
+				s.Log.WarnContext(ctx, "credential touch failed", "err", err)
+			}
 		}
 		return &auth.TokenInfo{
 			// The session belongs to this credential of this organization.
@@ -158,6 +174,11 @@ func (s *Server) limit(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// toucher records a key's last use (the store does; a test's may not).
+type toucher interface {
+	TouchCredential(ctx context.Context, org, id string, at time.Time) error
 }
 
 // session is what one MCP session sees: the server the SDK runs for it,
