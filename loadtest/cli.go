@@ -1,0 +1,397 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane/modelname"
+)
+
+// The target names Main knows.
+const (
+	// TargetREST: REST invoke of the demo read tool through toolplane.
+	TargetREST = "rest"
+	// TargetMCP: tools/call of the same tool through toolplane's /mcp.
+	TargetMCP = "mcp"
+	// TargetPlain: the same tool on a plain SDK server with no auth; the
+	// baseline of TargetMCP, and the upstream the proxy and a federating
+	// toolplane forward to (so also the "direct" baseline of both).
+	TargetPlain = "plain"
+	// TargetProxy: the plain server through a bare httputil.ReverseProxy.
+	TargetProxy = "proxy"
+	// TargetFederated: the plain server through toolplane's federation;
+	// needs -federated.
+	TargetFederated = "federated"
+)
+
+var allTargets = []string{TargetREST, TargetMCP, TargetPlain, TargetProxy, TargetFederated}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// Main is the toolplane-load command: args are its arguments (without the
+// program name). It answers the exit code.
+//
+//	toolplane-load [flags]           measure and print the table
+//	toolplane-load upstream [-addr]  serve the plain server and proxy (helper process)
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "upstream" {
+		fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		addr := fs.String("addr", "127.0.0.1:0", "where the plain MCP server listens")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		if err := ServeUpstream(ctx, *addr, stdout); err != nil {
+			fmt.Fprintln(stderr, "toolplane-load upstream:", err)
+			return 1
+		}
+		return 0
+	}
+
+	fs := flag.NewFlagSet("toolplane-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	duration := fs.Duration("duration", 5*time.Second, "measured time per target and client count")
+	warmup := fs.Duration("warmup", time.Second, "calls before the measured time, not counted (sessions, the key cache and the heap settle)")
+	clientsFlag := fs.String("clients", "1,16", "comma-separated client counts")
+	targetsFlag := fs.String("target", "rest,mcp,plain,proxy", "comma-separated targets: "+strings.Join(allTargets, ", "))
+	rounds := fs.Int("rounds", 1, "repeat the whole sweep; each cell reports the round with the median throughput")
+	baseURL := fs.String("url", "", "a running toolplane's base URL (serving the demo catalogue); empty builds and starts one")
+	key := fs.String("key", os.Getenv("TOOLPLANE_DEMO_AGENT_KEY"), "the agent key for -url (default $TOOLPLANE_DEMO_AGENT_KEY)")
+	src := fs.String("src", ".", "the toolplane module to build ./cmd/toolplane from")
+	binary := fs.String("binary", "", "a prebuilt toolplane binary to start instead of building one")
+	var serveArgs, serveEnv stringList
+	fs.Var(&serveArgs, "serve-arg", "an extra argument for `toolplane serve` (repeatable); {upstream} becomes the plain server's MCP URL")
+	fs.Var(&serveEnv, "serve-env", "NAME=value added to the started toolplane's environment (repeatable)")
+	hosting := fs.String("upstream", "subprocess", "where the plain server and proxy run: subprocess (a helper process of their own, like toolplane) or inprocess")
+	upstreamAddr := fs.String("upstream-addr", "127.0.0.1:0", "where the plain server listens (fix it to point a toolplane's federation at it)")
+	federated := fs.String("federated", "", "toolplane's MCP endpoint for the upstream: a URL, or a path on toolplane's URL such as /mcp/upstreams/plain")
+	federatedKey := fs.String("federated-key", "", "the bearer key for -federated (default: with a toolplane this run started, a fresh agent key granting -federated-grant; otherwise -key)")
+	federatedGrant := fs.String("federated-grant", "mcp.*", "comma-separated tools (glob patterns) the key minted for -federated grants")
+	federatedTool := fs.String("federated-tool", "", "the tool's name on the federated endpoint (default: the upstream's name)")
+	arguments := fs.String("arguments", `{"query":"cracked"}`, "the read tool's arguments")
+	expect := fs.String("expect", "t-1001", "text every answer must hold to count as a success")
+	pprofURL := fs.String("pprof", "", "base URL of the server's net/http/pprof (e.g. http://127.0.0.1:6060); profiles -pprof-targets")
+	pprofTargets := fs.String("pprof-targets", TargetREST, "comma-separated targets to profile when -pprof is set")
+	pprofDir := fs.String("pprof-dir", ".", "where CPU profiles are written, as <target>-<clients>.pprof")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "toolplane-load: "+format+"\n", a...)
+		return 1
+	}
+	clients, err := parseClients(*clientsFlag)
+	if err != nil {
+		return fail("%v", err)
+	}
+	targets, err := parseTargets(*targetsFlag)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if *rounds < 1 {
+		return fail("-rounds must be at least 1")
+	}
+	if !json.Valid([]byte(*arguments)) {
+		return fail("-arguments is not JSON")
+	}
+	if slices.Contains(targets, TargetFederated) && *federated == "" {
+		return fail("the %s target needs -federated", TargetFederated)
+	}
+
+	// The upstream comes first, so a started toolplane can be pointed at it.
+	var up *Upstream
+	if needsUpstream(targets) || slices.ContainsFunc(serveArgs, func(a string) bool { return strings.Contains(a, "{upstream}") }) {
+		switch *hosting {
+		case "inprocess":
+			up, err = StartUpstream(ctx, *upstreamAddr)
+		case "subprocess":
+			exe, xerr := os.Executable()
+			if xerr != nil {
+				return fail("find this program to run its upstream helper: %v", xerr)
+			}
+			up, err = StartUpstreamProcess(ctx, stderr, exe, "upstream", "-addr", *upstreamAddr)
+		default:
+			return fail("-upstream is subprocess or inprocess, not %q", *hosting)
+		}
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer up.Close()
+		for i, a := range serveArgs {
+			serveArgs[i] = strings.ReplaceAll(a, "{upstream}", up.URL)
+		}
+	}
+
+	started := "given"
+	var toolplanePID int
+	if *baseURL == "" && needsToolplane(targets) {
+		tp, err := StartToolplane(ctx, ToolplaneOptions{Binary: *binary, Source: *src, Args: serveArgs, Env: serveEnv})
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer tp.Stop()
+		toolplanePID = tp.PID()
+		*baseURL, *key, started = tp.URL, tp.AgentKey, "started by this run, rate limit off (--rate-limit 0)"
+		if slices.Contains(targets, TargetFederated) && *federatedKey == "" {
+			if *federatedKey, err = MintAgentKey(ctx, tp.URL, tp.AdminKey, "toolplane-load", splitList(*federatedGrant)); err != nil {
+				return fail("%v", err)
+			}
+		}
+	} else if needsToolplane(targets) && *key == "" {
+		return fail("-url needs -key (or $TOOLPLANE_DEMO_AGENT_KEY)")
+	}
+	*baseURL = strings.TrimSuffix(*baseURL, "/")
+
+	model := modelname.Derive(ReadTool)
+	args0 := json.RawMessage(*arguments)
+	byName := map[string]Target{}
+	for _, name := range targets {
+		switch name {
+		case TargetREST:
+			byName[name] = &REST{Label: name, BaseURL: *baseURL, Key: *key, Tool: ReadTool, Arguments: args0, Expect: *expect}
+		case TargetMCP:
+			byName[name] = &MCP{Label: name, Endpoint: *baseURL + "/mcp", Key: *key, Tool: model, Arguments: args0, Expect: *expect}
+		case TargetPlain:
+			byName[name] = &MCP{Label: name, Endpoint: up.URL, Tool: model, Arguments: args0, Expect: *expect}
+		case TargetProxy:
+			byName[name] = &MCP{Label: name, Endpoint: up.ProxyURL, Tool: model, Arguments: args0, Expect: *expect}
+		case TargetFederated:
+			endpoint := *federated
+			if strings.HasPrefix(endpoint, "/") {
+				endpoint = *baseURL + endpoint
+			}
+			k := *federatedKey
+			if k == "" {
+				k = *key
+			}
+			tool := *federatedTool
+			if tool == "" {
+				tool = model
+			}
+			byName[name] = &MCP{Label: name, Endpoint: endpoint, Key: k, Tool: tool, Arguments: args0, Expect: *expect}
+		}
+	}
+
+	fmt.Fprintf(stdout, "toolplane-load: %s, GOMAXPROCS %d, %d CPUs; %v measured after %v warm-up per cell, %d round(s)\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), *duration, *warmup, *rounds)
+	if needsToolplane(targets) {
+		fmt.Fprintf(stdout, "toolplane at %s (%s)\n", *baseURL, started)
+	}
+	if up != nil {
+		fmt.Fprintf(stdout, "plain MCP server at %s, bare proxy at %s (%s)\n", up.URL, up.ProxyURL, *hosting)
+	}
+	profiled := splitList(*pprofTargets)
+	runs := map[string][]Result{}
+	cell := func(target string, n int) string { return target + "/" + strconv.Itoa(n) }
+	for round := range *rounds {
+		// Every other round runs the targets in reverse, so none always
+		// follows the same neighbour (whose sessions and garbage may
+		// still be winding down).
+		order := slices.Clone(targets)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, n := range clients {
+			for _, name := range order {
+				opts := Options{Clients: n, Warmup: *warmup, Duration: *duration, ServerCPU: serverCPU(name, toolplanePID, up)}
+				if *pprofURL != "" && slices.Contains(profiled, name) {
+					path := filepath.Join(*pprofDir, fmt.Sprintf("%s-%d.pprof", name, n))
+					if *rounds > 1 {
+						path = filepath.Join(*pprofDir, fmt.Sprintf("%s-%d-round%d.pprof", name, n, round+1))
+					}
+					opts.During = func(ctx context.Context, window time.Duration) error {
+						return FetchProfile(ctx, *pprofURL, window, path)
+					}
+				}
+				res, err := Run(ctx, byName[name], opts)
+				if err != nil {
+					return fail("%v", err)
+				}
+				if res.DuringError != nil {
+					fmt.Fprintf(stderr, "toolplane-load: %s at %d clients: %v\n", name, n, res.DuringError)
+				}
+				fmt.Fprintf(stderr, "round %d: %s at %d clients: %.0f calls/s, p50 %s, p99 %s, %d errors\n",
+					round+1, name, n, res.Rate(), ms(res.P50), ms(res.P99), res.Errors)
+				runs[cell(name, n)] = append(runs[cell(name, n)], res)
+				// Let sessions close and the collector catch up, so
+				// one cell's tail does not land in the next.
+				time.Sleep(300 * time.Millisecond)
+			}
+		}
+	}
+	var table []Result
+	for _, n := range clients {
+		for _, name := range targets {
+			r, err := Median(runs[cell(name, n)])
+			if err != nil {
+				return fail("%v", err)
+			}
+			table = append(table, r)
+		}
+	}
+	fmt.Fprintln(stdout)
+	if err := WriteTable(stdout, table); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the helper with the plain server and proxy, or both), over the window, per call; – where a server shares this process or was not started here.")
+	for _, line := range Summary(table, clients) {
+		fmt.Fprintln(stdout, line)
+	}
+	if *rounds > 1 {
+		for _, n := range clients {
+			m, p := runs[cell(TargetMCP, n)], runs[cell(TargetPlain, n)]
+			if len(m) == 0 || len(p) == 0 {
+				continue
+			}
+			ratios, median := RoundRatios(m, p)
+			parts := make([]string, len(ratios))
+			for i, r := range ratios {
+				parts[i] = fmt.Sprintf("%.0f%%", 100*r)
+			}
+			fmt.Fprintf(stdout, "- (b) at %d client(s), round by round: %s (median %.0f%%)\n", n, strings.Join(parts, ", "), 100*median)
+		}
+	}
+	for _, r := range table {
+		if r.FirstError != nil {
+			fmt.Fprintf(stdout, "- %s at %d clients, first error: %v\n", r.Target, r.Clients, r.FirstError)
+		}
+	}
+	return 0
+}
+
+// Summary answers the lines that hold the table against the targets:
+// REST throughput, toolplane's MCP throughput as a share of the plain
+// server's, and what the proxy and federation add to the plain server's
+// p50 at one client.
+func Summary(table []Result, clients []int) []string {
+	var out []string
+	for _, n := range clients {
+		if r, ok := Find(table, TargetREST, n); ok {
+			out = append(out, fmt.Sprintf("- (a) REST at %d client(s): %s calls/s (target ≥ 8,000)", n, thousands(int64(r.Rate()+0.5))))
+		}
+	}
+	for _, n := range clients {
+		m, ok1 := Find(table, TargetMCP, n)
+		p, ok2 := Find(table, TargetPlain, n)
+		if ok1 && ok2 && p.Rate() > 0 {
+			out = append(out, fmt.Sprintf("- (b) toolplane MCP at %d client(s): %.0f%% of the plain server's throughput (target ≥ 90%%)", n, 100*m.Rate()/p.Rate()))
+		}
+	}
+	if direct, ok := Find(table, TargetPlain, 1); ok {
+		for _, name := range []string{TargetProxy, TargetFederated} {
+			if r, ok := Find(table, name, 1); ok {
+				out = append(out, fmt.Sprintf("- (c) %s at 1 client adds %s to the direct p50 (target for federation ≤ 0.400 ms)", name, ms(r.P50-direct.P50)))
+			}
+		}
+	}
+	return out
+}
+
+// RoundRatios answers a's throughput over b's round by round, and their
+// median. Targets measured one after the other in the same round share
+// whatever else the machine was doing then, so the ratio of a pair is
+// steadier than the ratio of two medians taken from different rounds.
+func RoundRatios(a, b []Result) (ratios []float64, median float64) {
+	for i := range min(len(a), len(b)) {
+		if rb := b[i].Rate(); rb > 0 {
+			ratios = append(ratios, a[i].Rate()/rb)
+		}
+	}
+	if len(ratios) == 0 {
+		return nil, 0
+	}
+	sorted := slices.Sorted(slices.Values(ratios))
+	if n := len(sorted); n%2 == 0 {
+		median = (sorted[n/2-1] + sorted[n/2]) / 2
+	} else {
+		median = sorted[n/2]
+	}
+	return ratios, median
+}
+
+// serverCPU answers how to read the CPU of every server process a target's
+// calls run through (toolplane, the helper holding the plain server and
+// proxy, or both), or nil when one of them is not a process of its own
+// this run knows: a toolplane given by -url, or baselines in this process,
+// whose CPU would include the load generator's.
+func serverCPU(target string, toolplanePID int, up *Upstream) func() (time.Duration, error) {
+	var pids []int
+	if target != TargetPlain && target != TargetProxy {
+		if toolplanePID == 0 {
+			return nil
+		}
+		pids = append(pids, toolplanePID)
+	}
+	if target == TargetPlain || target == TargetProxy || target == TargetFederated {
+		if up == nil || up.PID() == 0 {
+			return nil
+		}
+		pids = append(pids, up.PID())
+	}
+	return func() (time.Duration, error) { return ProcessCPU(pids...) }
+}
+
+func needsUpstream(targets []string) bool {
+	return slices.Contains(targets, TargetPlain) || slices.Contains(targets, TargetProxy) || slices.Contains(targets, TargetFederated)
+}
+
+func needsToolplane(targets []string) bool {
+	return slices.Contains(targets, TargetREST) || slices.Contains(targets, TargetMCP) || slices.Contains(targets, TargetFederated)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseClients(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 4096 {
+			return nil, fmt.Errorf("-clients: %q is not a count from 1 to 4096", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-clients: none given")
+	}
+	return out, nil
+}
+
+func parseTargets(s string) ([]string, error) {
+	out := splitList(s)
+	if len(out) == 0 {
+		return nil, errors.New("-target: none given")
+	}
+	for _, t := range out {
+		if !slices.Contains(allTargets, t) {
+			return nil, fmt.Errorf("-target: unknown %q; known: %s", t, strings.Join(allTargets, ", "))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,251 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/demo"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/projection"
+)
+
+// ReadTool is the demo catalogue's read tool, which every target calls.
+const ReadTool = "demo.search_tickets"
+
+// readTool answers the definition and handler of the demo catalogue's tool
+// named name, over a fresh helpdesk, so a plain server answers with the
+// very code toolplane runs for it.
+func readTool(name string) (*toolplane.Definition, *handler.Binding, error) {
+	defs, bindings, err := demo.New().Catalogue()
+	if err != nil {
+		return nil, nil, fmt.Errorf("demo catalogue: %w", err)
+	}
+	for i := range defs {
+		if defs[i].Name == name {
+			for _, b := range bindings {
+				if b.Key == defs[i].Binding.Handler.Key {
+					return &defs[i], b, nil
+				}
+			}
+		}
+	}
+	return nil, nil, fmt.Errorf("demo catalogue: no tool %s with a handler", name)
+}
+
+// PlainHandler answers a plain MCP server over Streamable HTTP: one SDK
+// server (mcp.NewServer, mcp.NewStreamableHTTPHandler with default
+// options) with the demo read tool under the name toolplane gives it, whose
+// handler decodes the arguments, runs the demo's handler and answers its
+// result as JSON text. No authentication, policy, validation, audit or
+// result boundary: the baseline toolplane's MCP door is compared with, and
+// the upstream a proxy or a federating toolplane forwards to.
+func PlainHandler() (http.Handler, error) {
+	def, b, err := readTool(ReadTool)
+	if err != nil {
+		return nil, err
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
+	srv.AddTool(projection.MCP(def), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args any = map[string]any{}
+		if len(req.Params.Arguments) > 0 {
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+				return errorResult("the arguments are not JSON: " + err.Error()), nil
+			}
+		}
+		out, err := b.Invoke(ctx, handler.Call{Tool: def.Name}, args)
+		if err != nil {
+			return errorResult(err.Error()), nil
+		}
+		text, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("encode result: %w", err)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+	})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil), nil
+}
+
+func errorResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// ProxyHandler answers a bare reverse proxy to upstream: the least any
+// gateway in front of an MCP server costs, to set toolplane's federation
+// beside. Its only tuning is an idle pool as large as the clients, which
+// any gateway keeps; with the default of two, 16 clients would measure
+// connection setup instead.
+func ProxyHandler(upstream *url.URL) *httputil.ReverseProxy {
+	p := httputil.NewSingleHostReverseProxy(upstream)
+	p.Transport = newTransport(256)
+	return p
+}
+
+// Upstream is a plain MCP server and a bare reverse proxy to it, on
+// loopback.
+type Upstream struct {
+	// URL is the plain server's MCP endpoint, ProxyURL the same endpoint
+	// through the proxy.
+	URL, ProxyURL string
+	stop          func() error
+	// pid is the helper process's id; zero when in this process.
+	pid int
+}
+
+// PID answers the id of the process serving the upstream and proxy, or
+// zero when they run in this process.
+func (u *Upstream) PID() int { return u.pid }
+
+// Close stops the servers (or the helper process holding them).
+func (u *Upstream) Close() error { return u.stop() }
+
+// upstreamPath is where the plain server answers MCP.
+const upstreamPath = "/mcp"
+
+// StartUpstream serves a plain MCP server on addr (host:port; port 0 picks
+// one, a fixed one lets a toolplane be configured to federate to it) and a
+// bare reverse proxy to it on another loopback port, in this process,
+// until ctx ends or Close.
+func StartUpstream(ctx context.Context, addr string) (*Upstream, error) {
+	plain, err := PlainHandler()
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(upstreamPath, plain)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: listen on %s: %w", addr, err)
+	}
+	base := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("proxy: listen: %w", err)
+	}
+	servers := []*http.Server{
+		{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		{Handler: ProxyHandler(base), ReadHeaderTimeout: 10 * time.Second},
+	}
+	go servers[0].Serve(ln)
+	go servers[1].Serve(pln)
+	stopped := make(chan struct{})
+	stop := func() error {
+		select {
+		case <-stopped:
+			return nil
+		default:
+			close(stopped)
+		}
+		var errs []error
+		for _, s := range servers {
+			errs = append(errs, s.Close())
+		}
+		return errors.Join(errs...)
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+		case <-stopped:
+		}
+	}()
+	return &Upstream{
+		URL:      base.String() + upstreamPath,
+		ProxyURL: "http://" + pln.Addr().String() + upstreamPath,
+		stop:     stop,
+	}, nil
+}
+
+// upstreamLine is what ServeUpstream prints once it serves, and
+// StartUpstreamProcess waits for.
+var upstreamLine = regexp.MustCompile(`^upstream serving MCP on (http://\S+) and a proxy to it on (http://\S+)$`)
+
+// ServeUpstream runs StartUpstream on addr until ctx ends, after printing
+// where it serves to stdout: the body of a helper process, so that the
+// baseline servers run in a process of their own, as toolplane does,
+// rather than sharing a Go runtime (and its scheduler and collector) with
+// the load generator.
+func ServeUpstream(ctx context.Context, addr string, stdout io.Writer) error {
+	u, err := StartUpstream(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer u.Close()
+	if _, err := fmt.Fprintf(stdout, "upstream serving MCP on %s and a proxy to it on %s\n", u.URL, u.ProxyURL); err != nil {
+		return fmt.Errorf("upstream: %w", err)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// StartUpstreamProcess runs name with args, a program that calls
+// ServeUpstream (toolplane-load's "upstream" subcommand), and answers once
+// it serves. Its stderr goes to stderr.
+func StartUpstreamProcess(ctx context.Context, stderr io.Writer, name string, args ...string) (*Upstream, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("upstream process: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("upstream process: %w", err)
+	}
+	exited := make(chan struct{})
+	stop := func() error {
+		select {
+		case <-exited:
+			return nil
+		default:
+		}
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		return nil
+	}
+	found := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := upstreamLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1:]:
+				default:
+				}
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case m := <-found:
+		return &Upstream{URL: m[0], ProxyURL: m[1], stop: stop, pid: cmd.Process.Pid}, nil
+	case <-exited:
+		return nil, fmt.Errorf("upstream process %s exited before serving", name)
+	case <-time.After(30 * time.Second):
+		stop()
+		return nil, fmt.Errorf("upstream process %s did not say where it serves within 30s", name)
+	case <-ctx.Done():
+		stop()
+		return nil, fmt.Errorf("upstream process: %w", ctx.Err())
+	}
+}
