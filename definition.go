@@ -82,7 +82,27 @@ type Definition struct {
 
 	// Mode is sync unless the tool is long running.
 	Mode Mode `json:"mode,omitempty"`
+
+	// Dependencies are edges to other tools a planner reads with this one:
+	// what must run first (its output feeds this tool) and what is usually
+	// called beside it.
+	Dependencies []Dependency `json:"dependencies,omitempty"`
 }
+
+// Dependency is one edge from a tool to another.
+type Dependency struct {
+	// Relation is requires_output_of or commonly_paired_with.
+	Relation string `json:"relation"`
+	// Tool is the other tool's platform name, optionally with a version
+	// range (payments.get_order@^1.0.0).
+	Tool string `json:"tool"`
+}
+
+// The dependency relations.
+const (
+	RequiresOutputOf   = "requires_output_of"
+	CommonlyPairedWith = "commonly_paired_with"
+)
 
 // Kind says where a tool's implementation comes from.
 type Kind string

@@ -130,6 +130,8 @@ func metadata(prev, next *toolplane.Definition) ([]Change, error) {
 	m.info("owner", prev.Owner != next.Owner)
 	m.info("on_call", prev.OnCall != next.OnCall)
 	m.info("cost_center", prev.CostCenter != next.CostCenter)
+	// Dependency edges guide a planner; they change no call's contract.
+	m.info("dependencies", !sameDependencies(prev.Dependencies, next.Dependencies))
 	// The preview only renders the approval line; the approval itself is
 	// decided elsewhere.
 	m.info("approval_preview", prev.ApprovalPreview != next.ApprovalPreview)
@@ -384,6 +386,7 @@ var knownFields = fields{
 	"metered": nil, "repeatable": nil, "approval_preview": nil, "policy_facts": nil,
 	"batch_argument": nil, "max_batch_size": nil, "max_results": nil, "max_output_bytes": nil,
 	"item_kind": nil, "tags": nil, "owner": nil, "on_call": nil, "cost_center": nil, "mode": nil,
+	"dependencies": nil,
 	"binding": {
 		"handler": {"key": nil},
 		"remote":  {"connection_id": nil, "remote_name": nil},
@@ -451,4 +454,21 @@ func residue(m map[string]any, known fields, prefix string, out map[string]any) 
 			}
 		}
 	}
+}
+
+func sameDependencies(a, b []toolplane.Dependency) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[toolplane.Dependency]int{}
+	for _, d := range a {
+		seen[d]++
+	}
+	for _, d := range b {
+		if seen[d] == 0 {
+			return false
+		}
+		seen[d]--
+	}
+	return true
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/toolplane/toolplane/canonical"
 	"github.com/toolplane/toolplane/modelname"
 	"github.com/toolplane/toolplane/schema"
+	"github.com/toolplane/toolplane/semver"
 )
 
 // Ceilings are the platform limits a definition's own limits must stay
@@ -276,6 +277,34 @@ func (ch *checker) run() {
 	ch.facts()
 	ch.approval()
 	ch.execution()
+	ch.dependencies()
+}
+
+func (ch *checker) dependencies() {
+	seen := map[toolplane.Dependency]bool{}
+	for i, dep := range ch.d.Dependencies {
+		field := fmt.Sprintf("dependencies[%d]", i)
+		switch dep.Relation {
+		case toolplane.RequiresOutputOf, toolplane.CommonlyPairedWith:
+		default:
+			ch.add(field+".relation", fmt.Sprintf("%q is not a relation", dep.Relation), "use requires_output_of or commonly_paired_with")
+		}
+		name, rng := semver.SplitRef(dep.Tool)
+		if !platformRE.MatchString(name) && !mcpRE.MatchString(name) {
+			ch.add(field+".tool", fmt.Sprintf("%q is not a tool name", name), "name the other tool by its platform name, optionally with a range (payments.get_order@^1.0.0)")
+		} else if name == ch.d.Name {
+			ch.add(field+".tool", "names the tool itself", "remove the edge")
+		}
+		if rng != "" {
+			if _, err := semver.ParseRange(rng); err != nil {
+				ch.add(field+".tool", err.Error(), "use a range such as ^1.2.0, ~1.2.0 or 1.2.0")
+			}
+		}
+		if seen[dep] {
+			ch.add(field, "listed twice", "list each edge once")
+		}
+		seen[dep] = true
+	}
 }
 
 func (ch *checker) name() {

@@ -142,3 +142,26 @@ func TestVersionsResolveByRange(t *testing.T) {
 		t.Errorf("duplicate version: %v", ps)
 	}
 }
+
+func TestDependencyEdgesAreChecked(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		deps []toolplane.Dependency
+		want int
+	}{
+		{"valid edges", []toolplane.Dependency{{Relation: toolplane.RequiresOutputOf, Tool: "crm.search_people@^1.0.0"}, {Relation: toolplane.CommonlyPairedWith, Tool: "email.send"}}, 0},
+		{"unknown relation", []toolplane.Dependency{{Relation: "calls", Tool: "crm.search_people"}}, 1},
+		{"not a name", []toolplane.Dependency{{Relation: toolplane.RequiresOutputOf, Tool: "Search People"}}, 1},
+		{"bad range", []toolplane.Dependency{{Relation: toolplane.RequiresOutputOf, Tool: "crm.search_people@>=1"}}, 1},
+		{"itself", []toolplane.Dependency{{Relation: toolplane.RequiresOutputOf, Tool: "crm.update_company"}}, 1},
+		{"twice", []toolplane.Dependency{{Relation: toolplane.RequiresOutputOf, Tool: "email.send"}, {Relation: toolplane.RequiresOutputOf, Tool: "email.send"}}, 1},
+	}
+	for _, tt := range tests {
+		d := base()
+		d.Dependencies = tt.deps
+		if got := problems(t, []toolplane.Definition{d}, Options{Bindings: deployment}); len(got) != tt.want {
+			t.Errorf("%s: %v", tt.name, got)
+		}
+	}
+}
