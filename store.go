@@ -274,11 +274,14 @@ type CredentialStore interface {
 	TouchCredential(ctx context.Context, org, id string, at time.Time) error
 }
 
-// Store is everything the invocation path persists.
+// Store is everything the invocation path persists, and the registry it
+// resolves tools and authorization from.
 type Store interface {
 	ClaimStore
 	ApprovalStore
 	UsageStore
 	AuditStore
 	CredentialStore
+	CatalogStore
+	GrantStore
 }

@@ -31,6 +31,11 @@ const (
 	Approvals   byte = 'a'
 	Audit       byte = 'e'
 	Credentials byte = 'k'
+	// ToolVersions is the catalogue's list, whose created_at slot carries
+	// a version's publication time.
+	ToolVersions byte = 'v'
+	// Changes is the registry and authorization change log's list.
+	Changes byte = 'h'
 )
 
 // Encode answers the cursor after a row of list ordered by createdAt, with

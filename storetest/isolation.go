@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 )
@@ -10,11 +11,21 @@ import (
 // Invariant 6: every organization's data is filtered by organization at the
 // store. Each case writes for org A and then, as org B, tries every read and
 // every conditional write on the same identities.
+//
+// The catalogue of tool versions has no case here, by design: it is the
+// deployment's, published once and shared by every organization, and what
+// one organization may call of it is decided by its grants, which do have
+// one. AuthzRevision has none either: it may grow on another
+// organization's change, which costs a reload and leaks nothing.
 var isolationCases = []suiteCase{
 	{"Claims", testIsolationClaims},
 	{"Approvals", testIsolationApprovals},
 	{"Usage", testIsolationUsage},
 	{"Audit", testIsolationAudit},
+	{"Grants", testIsolationGrants},
+	{"Denies", testIsolationDenies},
+	{"Bundles", testIsolationBundles},
+	{"Changes", testIsolationChanges},
 }
 
 func testIsolationClaims(t *testing.T, s toolplane.Store) {
@@ -150,4 +161,109 @@ func testIsolationAudit(t *testing.T, s toolplane.Store) {
 	appendAudit(t, s, b)
 	wantEvents(t, listAudit(t, s, orgA, toolplane.AuditFilter{}, maxLimit), []toolplane.AuditEvent{*a})
 	wantEvents(t, listAudit(t, s, orgB, toolplane.AuditFilter{}, maxLimit), []toolplane.AuditEvent{*b})
+}
+
+func testIsolationGrants(t *testing.T, s toolplane.Store) {
+	ctx := t.Context()
+	orgA, orgB := newOrg(), newOrg()
+	a := fullGrant(orgA, "grt-1", "agent-billing", base)
+	insertGrant(t, s, a)
+
+	for _, agent := range []string{"", a.AgentID} {
+		if rows := listGrants(t, s, orgB, agent, true); len(rows) != 0 {
+			t.Errorf("ListGrants(%q) as B = %d rows, want none", agent, len(rows))
+		}
+	}
+	if err := s.RevokeGrant(ctx, orgB, a.ID, "intruder", at(time.Hour)); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("RevokeGrant as B = %v, want ErrNotFound", err)
+	}
+	wantRows(t, "ListGrants as A", listGrants(t, s, orgA, "", false), []toolplane.Grant{*a}, grantID)
+
+	// The same ID in B is B's own grant: it neither collides with A's nor
+	// shows through A's reads, and revoking it leaves A's standing.
+	b := fullGrant(orgB, a.ID, a.AgentID, at(1))
+	b.Pattern = "*"
+	insertGrant(t, s, b)
+	if err := s.RevokeGrant(ctx, orgB, b.ID, "user-b", at(time.Hour)); err != nil {
+		t.Fatalf("RevokeGrant as B of its own = %v", err)
+	}
+	b.RevokedAt, b.RevokedBy = at(time.Hour), "user-b"
+	wantRows(t, "ListGrants as A", listGrants(t, s, orgA, "", true), []toolplane.Grant{*a}, grantID)
+	wantRows(t, "ListGrants as B", listGrants(t, s, orgB, "", true), []toolplane.Grant{*b}, grantID)
+}
+
+func testIsolationDenies(t *testing.T, s toolplane.Store) {
+	ctx := t.Context()
+	orgA, orgB := newOrg(), newOrg()
+	a := fullDeny(orgA, "dny-1", base)
+	a.AgentID = toolplane.EveryAgent
+	insertDeny(t, s, a)
+
+	if rows := listDenies(t, s, orgB); len(rows) != 0 {
+		t.Errorf("ListDenies as B = %d rows, want none", len(rows))
+	}
+	if err := s.DeleteDeny(ctx, orgB, a.ID); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("DeleteDeny as B = %v, want ErrNotFound", err)
+	}
+	wantRows(t, "ListDenies as A", listDenies(t, s, orgA), []toolplane.Deny{*a}, denyID)
+
+	// The same ID in B is B's own deny, and lifting it leaves A's.
+	b := fullDeny(orgB, a.ID, at(1))
+	insertDeny(t, s, b)
+	wantRows(t, "ListDenies as B", listDenies(t, s, orgB), []toolplane.Deny{*b}, denyID)
+	if err := s.DeleteDeny(ctx, orgB, b.ID); err != nil {
+		t.Fatalf("DeleteDeny as B of its own = %v", err)
+	}
+	wantRows(t, "ListDenies as A", listDenies(t, s, orgA), []toolplane.Deny{*a}, denyID)
+}
+
+func testIsolationBundles(t *testing.T, s toolplane.Store) {
+	ctx := t.Context()
+	orgA, orgB := newOrg(), newOrg()
+	a := fullBundle(orgA, "finance-basics", base)
+	putBundle(t, s, a)
+
+	if got, err := s.GetBundle(ctx, orgB, a.Name); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("GetBundle as B = %+v, %v; want ErrNotFound", got, err)
+	}
+	if rows, err := s.ListBundles(ctx, orgB); err != nil || len(rows) != 0 {
+		t.Errorf("ListBundles as B = %d rows, %v; want none", len(rows), err)
+	}
+
+	// A put of the same name in B creates B's own bundle, never replaces
+	// A's.
+	b := fullBundle(orgB, a.Name, at(time.Hour))
+	b.Refs, b.CreatedBy = []string{"*"}, "user-b"
+	putBundle(t, s, b)
+	wantBundle(t, s, a)
+	wantBundle(t, s, b)
+	for _, org := range []struct {
+		name string
+		id   string
+		want *toolplane.Bundle
+	}{{"A", orgA, a}, {"B", orgB, b}} {
+		rows, err := s.ListBundles(ctx, org.id)
+		if err != nil {
+			t.Fatalf("ListBundles as %s = %v", org.name, err)
+		}
+		wantRows(t, "ListBundles as "+org.name, rows, []toolplane.Bundle{*org.want}, bundleName)
+	}
+}
+
+func testIsolationChanges(t *testing.T, s toolplane.Store) {
+	orgA, orgB := newOrg(), newOrg()
+	a := fullChange(orgA, "chg-1", base)
+	appendChange(t, s, a)
+
+	for _, f := range [][2]string{{"", ""}, {a.Kind, ""}, {"", a.Subject}, {a.Kind, a.Subject}} {
+		if rows, next, err := s.ListChanges(t.Context(), orgB, f[0], f[1], "", maxLimit); err != nil || len(rows) != 0 || next != "" {
+			t.Errorf("ListChanges(%q, %q) as B = %d rows, %q, %v; want none", f[0], f[1], len(rows), next, err)
+		}
+	}
+
+	b := fullChange(orgB, a.ID, at(1))
+	b.Kind = "deny.add"
+	appendChange(t, s, b)
+	wantRows(t, "ListChanges as A", listChanges(t, s, orgA, "", "", maxLimit), []toolplane.Change{*a}, changeID)
+	wantRows(t, "ListChanges as B", listChanges(t, s, orgB, "", "", maxLimit), []toolplane.Change{*b}, changeID)
 }

@@ -33,6 +33,16 @@ type memStore struct {
 	// credentials are keyed by ID alone: a credential's ID is unique
 	// across organizations.
 	credentials map[string]toolplane.Credential
+	// versions are keyed by name and version alone: the catalogue is the
+	// deployment's. versionSeq is each one's insertion order.
+	versions        map[[2]string]toolplane.ToolVersion
+	versionSeq      map[[2]string]int64
+	catalogRevision int64
+	grants          map[[2]string]toolplane.Grant
+	denies          map[[2]string]toolplane.Deny
+	bundles         map[[2]string]toolplane.Bundle
+	changes         map[[2]string]toolplane.Change
+	authzRevisions  map[string]int64
 }
 
 func newMemStore() *memStore {
@@ -43,6 +53,14 @@ func newMemStore() *memStore {
 		audit:     make(map[[2]string]toolplane.AuditEvent),
 
 		credentials: make(map[string]toolplane.Credential),
+
+		versions:       make(map[[2]string]toolplane.ToolVersion),
+		versionSeq:     make(map[[2]string]int64),
+		grants:         make(map[[2]string]toolplane.Grant),
+		denies:         make(map[[2]string]toolplane.Deny),
+		bundles:        make(map[[2]string]toolplane.Bundle),
+		changes:        make(map[[2]string]toolplane.Change),
+		authzRevisions: make(map[string]int64),
 	}
 }
 
@@ -414,4 +432,255 @@ func (m *memStore) TouchCredential(_ context.Context, org, id string, at time.Ti
 		m.credentials[id] = c
 	}
 	return nil
+}
+
+func storedVersion(v toolplane.ToolVersion) toolplane.ToolVersion {
+	v.PublishedAt, v.ReviewedAt, v.SunsetAt, v.UpdatedAt = keep(v.PublishedAt), keep(v.ReviewedAt), keep(v.SunsetAt), keep(v.UpdatedAt)
+	v.Definition, v.ReviewReasons = cloneBytes(v.Definition), cloneNames(v.ReviewReasons)
+	return v
+}
+
+func (m *memStore) InsertToolVersion(_ context.Context, v *toolplane.ToolVersion) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{v.Name, v.Version}
+	if _, ok := m.versions[k]; ok {
+		return toolplane.ErrExists
+	}
+	m.versions[k] = storedVersion(*v)
+	m.versionSeq[k] = int64(len(m.versionSeq)) + 1
+	m.catalogRevision++
+	return nil
+}
+
+func (m *memStore) GetToolVersion(_ context.Context, name, version string) (*toolplane.ToolVersion, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.versions[[2]string{name, version}]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	v = storedVersion(v)
+	return &v, nil
+}
+
+// versionKey orders versions by name, then publication, then insertion:
+// the name leads, and the rest is encoded so that it sorts as text.
+func (m *memStore) versionKey(v toolplane.ToolVersion) memCursor {
+	seq := m.versionSeq[[2]string{v.Name, v.Version}]
+	return memCursor{0, v.Name, fmt.Sprintf("%020d %020d", uint64(v.PublishedAt.UnixMicro())^1<<63, seq)}
+}
+
+func (m *memStore) ListToolVersions(_ context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.ToolVersion
+	for _, v := range m.versions {
+		if (f.Name == "" || f.Name == v.Name) && (f.Owner == "" || f.Owner == v.Owner) &&
+			(len(f.States) == 0 || slices.Contains(f.States, v.State)) {
+			rows = append(rows, storedVersion(v))
+		}
+	}
+	return page(rows, m.versionKey, false, after, limit)
+}
+
+// UpdateToolVersion writes the lifecycle fields only.
+func (m *memStore) UpdateToolVersion(_ context.Context, v *toolplane.ToolVersion) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{v.Name, v.Version}
+	old, ok := m.versions[k]
+	if !ok {
+		return false, toolplane.ErrNotFound
+	}
+	if old.Revision != v.Revision {
+		return false, nil
+	}
+	v.Revision++
+	next := old
+	next.State, next.ReviewReasons = v.State, v.ReviewReasons
+	next.ReviewedBy, next.ReviewedAt, next.ReviewNote = v.ReviewedBy, v.ReviewedAt, v.ReviewNote
+	next.SunsetAt, next.Replacement, next.RetireBlocked = v.SunsetAt, v.Replacement, v.RetireBlocked
+	next.Revision, next.UpdatedAt = v.Revision, v.UpdatedAt
+	m.versions[k] = storedVersion(next)
+	m.catalogRevision++
+	return true, nil
+}
+
+func (m *memStore) CatalogRevision(context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.catalogRevision, nil
+}
+
+func storedGrant(g toolplane.Grant) toolplane.Grant {
+	g.ExpiresAt, g.CreatedAt, g.RevokedAt = keep(g.ExpiresAt), keep(g.CreatedAt), keep(g.RevokedAt)
+	g.TenantScope = cloneNames(g.TenantScope)
+	return g
+}
+
+func (m *memStore) InsertGrant(_ context.Context, g *toolplane.Grant) error {
+	if (g.Pattern == "") == (g.Bundle == "") {
+		return errors.New("exactly one of pattern and bundle")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{g.OrganizationID, g.ID}
+	if _, ok := m.grants[k]; ok {
+		return toolplane.ErrExists
+	}
+	m.grants[k] = storedGrant(*g)
+	m.authzRevisions[g.OrganizationID]++
+	return nil
+}
+
+// byCreation is the oldest-first order of grants and denies.
+func byCreation(at time.Time, id string) memCursor { return memCursor{at.UnixMicro(), id, ""} }
+
+func (m *memStore) ListGrants(_ context.Context, org, agentID string, withRevoked bool) ([]toolplane.Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.Grant
+	for _, g := range m.grants {
+		if g.OrganizationID == org && (agentID == "" || g.AgentID == agentID) && (withRevoked || g.RevokedAt.IsZero()) {
+			out = append(out, storedGrant(g))
+		}
+	}
+	slices.SortFunc(out, func(x, y toolplane.Grant) int {
+		return byCreation(x.CreatedAt, x.ID).compare(byCreation(y.CreatedAt, y.ID))
+	})
+	return out, nil
+}
+
+func (m *memStore) RevokeGrant(_ context.Context, org, id, by string, at time.Time) error {
+	if at.IsZero() {
+		return errors.New("zero time")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{org, id}
+	g, ok := m.grants[k]
+	if !ok || !g.RevokedAt.IsZero() {
+		return toolplane.ErrNotFound
+	}
+	g.RevokedAt, g.RevokedBy = keep(at), by
+	m.grants[k] = g
+	m.authzRevisions[org]++
+	return nil
+}
+
+func (m *memStore) InsertDeny(_ context.Context, d *toolplane.Deny) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{d.OrganizationID, d.ID}
+	if _, ok := m.denies[k]; ok {
+		return toolplane.ErrExists
+	}
+	stored := *d
+	stored.CreatedAt = keep(d.CreatedAt)
+	m.denies[k] = stored
+	m.authzRevisions[d.OrganizationID]++
+	return nil
+}
+
+func (m *memStore) ListDenies(_ context.Context, org string) ([]toolplane.Deny, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.Deny
+	for _, d := range m.denies {
+		if d.OrganizationID == org {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(x, y toolplane.Deny) int {
+		return byCreation(x.CreatedAt, x.ID).compare(byCreation(y.CreatedAt, y.ID))
+	})
+	return out, nil
+}
+
+func (m *memStore) DeleteDeny(_ context.Context, org, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{org, id}
+	if _, ok := m.denies[k]; !ok {
+		return toolplane.ErrNotFound
+	}
+	delete(m.denies, k)
+	m.authzRevisions[org]++
+	return nil
+}
+
+func storedBundle(b toolplane.Bundle) toolplane.Bundle {
+	b.CreatedAt, b.UpdatedAt = keep(b.CreatedAt), keep(b.UpdatedAt)
+	b.Refs = cloneNames(b.Refs)
+	return b
+}
+
+// PutBundle keeps a replaced bundle's creation.
+func (m *memStore) PutBundle(_ context.Context, b *toolplane.Bundle) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{b.OrganizationID, b.Name}
+	next := storedBundle(*b)
+	if old, ok := m.bundles[k]; ok {
+		next.CreatedAt, next.CreatedBy = old.CreatedAt, old.CreatedBy
+	}
+	m.bundles[k] = next
+	m.authzRevisions[b.OrganizationID]++
+	return nil
+}
+
+func (m *memStore) GetBundle(_ context.Context, org, name string) (*toolplane.Bundle, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.bundles[[2]string{org, name}]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	b = storedBundle(b)
+	return &b, nil
+}
+
+func (m *memStore) ListBundles(_ context.Context, org string) ([]toolplane.Bundle, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.Bundle
+	for _, b := range m.bundles {
+		if b.OrganizationID == org {
+			out = append(out, storedBundle(b))
+		}
+	}
+	slices.SortFunc(out, func(x, y toolplane.Bundle) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}
+
+func (m *memStore) AuthzRevision(_ context.Context, org string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.authzRevisions[org], nil
+}
+
+func (m *memStore) AppendChange(_ context.Context, c *toolplane.Change) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{c.OrganizationID, c.ID}
+	if _, ok := m.changes[k]; ok {
+		return toolplane.ErrExists
+	}
+	stored := *c
+	stored.CreatedAt, stored.Detail = keep(c.CreatedAt), cloneBytes(c.Detail)
+	m.changes[k] = stored
+	return nil
+}
+
+func (m *memStore) ListChanges(_ context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Change
+	for _, c := range m.changes {
+		if c.OrganizationID == org && (kind == "" || c.Kind == kind) && (subject == "" || c.Subject == subject) {
+			rows = append(rows, c)
+		}
+	}
+	return page(rows, func(c toolplane.Change) memCursor { return byCreation(c.CreatedAt, c.ID) }, true, after, limit)
 }

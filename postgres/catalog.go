@@ -1,0 +1,219 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
+)
+
+// The catalogue is the deployment's: no query here filters by organization,
+// unlike every other table's.
+
+const toolVersionColumns = `name, version, state, definition, schema_hash, owner, review_reasons,
+	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
+	replacement, retire_blocked, revision, updated_at`
+
+// scanToolVersion scans toolVersionColumns and then extra, which only a
+// listing passes (the seq its cursor needs).
+func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
+	var (
+		v                  toolplane.ToolVersion
+		published, updated int64
+		reviewed, sunset   *int64
+	)
+	err := r.Scan(append([]any{&v.Name, &v.Version, &v.State, &v.Definition, &v.SchemaHash, &v.Owner, &v.ReviewReasons,
+		&v.PublishedBy, &published, &v.ReviewedBy, &reviewed, &v.ReviewNote, &sunset,
+		&v.Replacement, &v.RetireBlocked, &v.Revision, &updated}, extra...)...)
+	if len(v.ReviewReasons) == 0 {
+		v.ReviewReasons = nil
+	}
+	v.PublishedAt = fromMicros(published)
+	v.ReviewedAt = fromOptMicros(reviewed)
+	v.SunsetAt = fromOptMicros(sunset)
+	v.UpdatedAt = fromMicros(updated)
+	return v, err
+}
+
+// InsertToolVersion stores v, or answers an error wrapping
+// toolplane.ErrExists when the name already has that version. The primary
+// key decides, so of concurrent publishes of one version, from any number
+// of nodes, exactly one is stored; the catalogue revision moves in the same
+// statement (a trigger, see the migration).
+func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion) error {
+	reasons, err := names("review reasons", v.ReviewReasons)
+	if err != nil {
+		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+		v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
+		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
+		v.Replacement, v.RetireBlocked, v.Revision, micros(v.UpdatedAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
+	}
+	return nil
+}
+
+// GetToolVersion answers the version, or an error wrapping
+// toolplane.ErrNotFound.
+func (s *Store) GetToolVersion(ctx context.Context, name, version string) (*toolplane.ToolVersion, error) {
+	if checkTextPart(name) != nil || checkTextPart(version) != nil {
+		// No TEXT value holds it, so no version has it; asking would
+		// answer a database error.
+		return nil, fmt.Errorf("get tool version %q@%q: %w", name, version, toolplane.ErrNotFound)
+	}
+	row := s.pool.QueryRow(ctx, `SELECT `+toolVersionColumns+` FROM tool_versions
+		WHERE name = $1 AND version = $2`, name, version)
+	v, err := scanToolVersion(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get tool version %s@%s: %w", name, version, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get tool version %s@%s: %w", name, version, err)
+	}
+	return &v, nil
+}
+
+// ListToolVersions answers the versions f matches, by name (bytewise), then
+// publication time, then insertion order, after the cursor. The cursor
+// carries the last row's name, publication time and insertion sequence, so
+// a version published meanwhile never shifts a page. The next cursor is ""
+// when no version follows.
+func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list tool versions: %w", err)
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + toolVersionColumns + `, seq FROM tool_versions WHERE true`)
+	var args []any
+	// param appends v to the arguments and answers its placeholder.
+	param := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	// Only the fields set become conditions, so the query can use the index
+	// that fits it.
+	if f.Name != "" {
+		q.WriteString(` AND name = ` + param(f.Name))
+	}
+	if f.Owner != "" {
+		q.WriteString(` AND owner = ` + param(f.Owner))
+	}
+	if len(f.States) > 0 {
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = string(st)
+		}
+		q.WriteString(` AND state = ANY (` + param(states) + `::text[])`)
+	}
+	if after != "" {
+		published, parts, err := cursor.Decode(after, cursor.ToolVersions, 2)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list tool versions: %w", err)
+		}
+		seq, err := strconv.ParseInt(parts[1], 10, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
+		}
+		q.WriteString(` AND (name, published_at, seq) > (` + param(parts[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
+	}
+	// One more than the page, to know whether a page follows.
+	q.WriteString(` ORDER BY name, published_at, seq LIMIT ` + param(limit+1))
+
+	rows, err := s.pool.Query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list tool versions: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out  []toolplane.ToolVersion
+		seqs []int64
+	)
+	for rows.Next() {
+		var seq int64
+		v, err := scanToolVersion(rows, &seq)
+		if err != nil {
+			return nil, "", fmt.Errorf("list tool versions: %w", err)
+		}
+		out = append(out, v)
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list tool versions: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.ToolVersions, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
+}
+
+// UpdateToolVersion writes v's lifecycle fields where the stored revision is
+// v.Revision, in one conditional statement, and on success sets v.Revision
+// to the new revision. What was published (the definition, its hash, the
+// owner, who published it and when) is never written. Of concurrent updates
+// from one revision, the row lock the first takes makes the others re-check
+// the revision after it commits, so exactly one writes. A stale revision
+// answers false; a version that is not there, an error wrapping
+// toolplane.ErrNotFound, told apart by a second read only when the update
+// wrote nothing (versions are never deleted, so the answer cannot go stale).
+func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion) (bool, error) {
+	if checkTextPart(v.Name) != nil || checkTextPart(v.Version) != nil {
+		return false, fmt.Errorf("update tool version %q@%q: %w", v.Name, v.Version, toolplane.ErrNotFound)
+	}
+	reasons, err := names("review reasons", v.ReviewReasons)
+	if err != nil {
+		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE tool_versions SET
+			state = $1, review_reasons = $2, reviewed_by = $3, reviewed_at = $4, review_note = $5,
+			sunset_at = $6, replacement = $7, retire_blocked = $8, updated_at = $9,
+			revision = revision + 1
+		WHERE name = $10 AND version = $11 AND revision = $12`,
+		string(v.State), reasons, v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote,
+		optMicros(v.SunsetAt), v.Replacement, v.RetireBlocked, micros(v.UpdatedAt),
+		v.Name, v.Version, v.Revision)
+	if err != nil {
+		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
+	}
+	if tag.RowsAffected() == 1 {
+		v.Revision++
+		return true, nil
+	}
+	var exists bool
+	err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tool_versions WHERE name = $1 AND version = $2)`,
+		v.Name, v.Version).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
+	}
+	if !exists {
+		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, toolplane.ErrNotFound)
+	}
+	return false, nil
+}
+
+// CatalogRevision answers the catalogue's revision: a one-row counter that
+// the trigger on tool_versions bumps in the statement of every insert and
+// every update that wrote a row.
+func (s *Store) CatalogRevision(ctx context.Context) (int64, error) {
+	var rev int64
+	if err := s.pool.QueryRow(ctx, `SELECT revision FROM catalog_revision WHERE id = 1`).Scan(&rev); err != nil {
+		return 0, fmt.Errorf("catalog revision: %w", err)
+	}
+	return rev, nil
+}

@@ -1,0 +1,348 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
+)
+
+// Every write to grants, denies and bundles moves the organization's
+// authorization revision in the same statement, by the triggers the
+// migration puts on those tables; no method here bumps it itself.
+
+const grantColumns = `organization_id, id, agent_id, pattern, bundle, tenant_scope,
+	expires_at, granted_by, created_at, revoked_at, revoked_by`
+
+func scanGrant(r scanner) (toolplane.Grant, error) {
+	var (
+		g                toolplane.Grant
+		created          int64
+		expires, revoked *int64
+	)
+	err := r.Scan(&g.OrganizationID, &g.ID, &g.AgentID, &g.Pattern, &g.Bundle, &g.TenantScope,
+		&expires, &g.GrantedBy, &created, &revoked, &g.RevokedBy)
+	if len(g.TenantScope) == 0 {
+		g.TenantScope = nil
+	}
+	g.ExpiresAt = fromOptMicros(expires)
+	g.CreatedAt = fromMicros(created)
+	g.RevokedAt = fromOptMicros(revoked)
+	return g, err
+}
+
+// checkGrantTarget refuses a grant naming both a pattern and a bundle, or
+// neither, before the table's CHECK constraint would, with an error that
+// says which.
+func checkGrantTarget(g *toolplane.Grant) error {
+	if (g.Pattern == "") == (g.Bundle == "") {
+		return fmt.Errorf("a grant names exactly one of a pattern and a bundle, not pattern %q and bundle %q", g.Pattern, g.Bundle)
+	}
+	return nil
+}
+
+// InsertGrant stores g, or answers an error wrapping toolplane.ErrExists
+// when its organization already has a grant with that ID.
+func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
+	if err := checkGrantTarget(g); err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	scope, err := names("tenant scope", g.TenantScope)
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO grants (`+grantColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
+		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy)
+	if isDuplicate(err) {
+		return fmt.Errorf("insert grant %s: %w", g.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	return nil
+}
+
+// ListGrants answers the organization's grants, of one agent when agentID
+// is set, standing ones only unless withRevoked; oldest first (ties by ID).
+// An expired grant is listed: expiry is judged against the caller's clock,
+// not the store's.
+func (s *Store) ListGrants(ctx context.Context, org, agentID string, withRevoked bool) ([]toolplane.Grant, error) {
+	q := `SELECT ` + grantColumns + ` FROM grants WHERE organization_id = $1`
+	args := []any{org}
+	if agentID != "" {
+		q += ` AND agent_id = $2`
+		args = append(args, agentID)
+	}
+	if !withRevoked {
+		q += ` AND revoked_at IS NULL`
+	}
+	q += ` ORDER BY created_at, id`
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	out, err := collect(rows, scanGrant)
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeGrant marks the grant revoked by by at at, in one statement that
+// matches a standing grant only, so a revocation is never moved or
+// overwritten and of concurrent revocations, from any nodes, one wins. No
+// standing grant with that ID in org answers an error wrapping
+// toolplane.ErrNotFound; a zero at, which would read as "standing", is an
+// error.
+func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("revoke grant %s: zero time", id)
+	}
+	if checkTextPart(id) != nil {
+		return fmt.Errorf("revoke grant %q: %w", id, toolplane.ErrNotFound)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE grants SET revoked_at = $1, revoked_by = $2
+		WHERE organization_id = $3 AND id = $4 AND revoked_at IS NULL`, micros(at), by, org, id)
+	if err != nil {
+		return fmt.Errorf("revoke grant %s: %w", id, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("revoke grant %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+const denyColumns = `organization_id, id, agent_id, pattern, reason, created_by, created_at`
+
+func scanDeny(r scanner) (toolplane.Deny, error) {
+	var (
+		d       toolplane.Deny
+		created int64
+	)
+	err := r.Scan(&d.OrganizationID, &d.ID, &d.AgentID, &d.Pattern, &d.Reason, &d.CreatedBy, &created)
+	d.CreatedAt = fromMicros(created)
+	return d, err
+}
+
+// InsertDeny stores d, or answers an error wrapping toolplane.ErrExists
+// when its organization already has a deny with that ID.
+func (s *Store) InsertDeny(ctx context.Context, d *toolplane.Deny) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO denies (`+denyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		d.OrganizationID, d.ID, d.AgentID, d.Pattern, d.Reason, d.CreatedBy, micros(d.CreatedAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("insert deny %s: %w", d.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert deny %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// ListDenies answers the organization's denies, oldest first (ties by ID).
+func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+denyColumns+` FROM denies
+		WHERE organization_id = $1 ORDER BY created_at, id`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list denies: %w", err)
+	}
+	out, err := collect(rows, scanDeny)
+	if err != nil {
+		return nil, fmt.Errorf("list denies: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteDeny lifts the deny, or answers an error wrapping
+// toolplane.ErrNotFound when org has none with that ID.
+func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
+	if checkTextPart(id) != nil {
+		return fmt.Errorf("delete deny %q: %w", id, toolplane.ErrNotFound)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM denies WHERE organization_id = $1 AND id = $2`, org, id)
+	if err != nil {
+		return fmt.Errorf("delete deny %s: %w", id, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("delete deny %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+const bundleColumns = `organization_id, name, refs, created_by, created_at, updated_at`
+
+func scanBundle(r scanner) (toolplane.Bundle, error) {
+	var (
+		b                toolplane.Bundle
+		created, updated int64
+	)
+	err := r.Scan(&b.OrganizationID, &b.Name, &b.Refs, &b.CreatedBy, &created, &updated)
+	if len(b.Refs) == 0 {
+		b.Refs = nil
+	}
+	b.CreatedAt = fromMicros(created)
+	b.UpdatedAt = fromMicros(updated)
+	return b, err
+}
+
+// PutBundle creates the bundle, or replaces the refs and UpdatedAt of the
+// one org has by that name, in one statement; of concurrent puts of a new
+// bundle one creates it and the others replace it. A replacement keeps the
+// stored CreatedAt and CreatedBy: they record the bundle's creation, and
+// the change log records each replacement.
+func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
+	refs, err := names("refs", b.Refs)
+	if err != nil {
+		return fmt.Errorf("put bundle %s: %w", b.Name, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO bundles (`+bundleColumns+`) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (organization_id, name) DO UPDATE SET refs = excluded.refs, updated_at = excluded.updated_at`,
+		b.OrganizationID, b.Name, refs, b.CreatedBy, micros(b.CreatedAt), micros(b.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("put bundle %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.
+func (s *Store) GetBundle(ctx context.Context, org, name string) (*toolplane.Bundle, error) {
+	if checkTextPart(name) != nil {
+		return nil, fmt.Errorf("get bundle %q: %w", name, toolplane.ErrNotFound)
+	}
+	row := s.pool.QueryRow(ctx, `SELECT `+bundleColumns+` FROM bundles
+		WHERE organization_id = $1 AND name = $2`, org, name)
+	b, err := scanBundle(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get bundle %s: %w", name, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get bundle %s: %w", name, err)
+	}
+	return &b, nil
+}
+
+// ListBundles answers the organization's bundles by name (bytewise).
+func (s *Store) ListBundles(ctx context.Context, org string) ([]toolplane.Bundle, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+bundleColumns+` FROM bundles
+		WHERE organization_id = $1 ORDER BY name`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list bundles: %w", err)
+	}
+	out, err := collect(rows, scanBundle)
+	if err != nil {
+		return nil, fmt.Errorf("list bundles: %w", err)
+	}
+	return out, nil
+}
+
+// AuthzRevision answers the organization's authorization revision, 0 for an
+// organization that never changed a grant, deny or bundle.
+func (s *Store) AuthzRevision(ctx context.Context, org string) (int64, error) {
+	var rev int64
+	err := s.pool.QueryRow(ctx, `SELECT revision FROM authz_revisions WHERE organization_id = $1`, org).Scan(&rev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("authz revision: %w", err)
+	}
+	return rev, nil
+}
+
+const changeColumns = `organization_id, id, kind, subject, actor, detail, created_at`
+
+func scanChange(r scanner) (toolplane.Change, error) {
+	var (
+		c       toolplane.Change
+		created int64
+	)
+	err := r.Scan(&c.OrganizationID, &c.ID, &c.Kind, &c.Subject, &c.Actor, &c.Detail, &created)
+	c.CreatedAt = fromMicros(created)
+	return c, err
+}
+
+// AppendChange stores c, or answers an error wrapping toolplane.ErrExists
+// when its organization already has a change with that ID.
+func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO changes (`+changeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		c.OrganizationID, c.ID, c.Kind, c.Subject, c.Actor, blob(c.Detail), micros(c.CreatedAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("append change %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// ListChanges answers the organization's changes of kind and subject (each
+// when set), newest first (ties by ID, descending), before the cursor, like
+// ListAudit. The next cursor is "" when no change follows.
+func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list changes: %w", err)
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + changeColumns + ` FROM changes WHERE organization_id = $1`)
+	args := []any{org}
+	// param appends v to the arguments and answers its placeholder.
+	param := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if kind != "" {
+		q.WriteString(` AND kind = ` + param(kind))
+	}
+	if subject != "" {
+		q.WriteString(` AND subject = ` + param(subject))
+	}
+	if after != "" {
+		createdAt, parts, err := cursor.Decode(after, cursor.Changes, 1)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list changes: %w", err)
+		}
+		q.WriteString(` AND (created_at, id) < (` + param(createdAt) + `, ` + param(parts[0]) + `)`)
+	}
+	// One more than the page, to know whether a page follows.
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ` + param(limit+1))
+
+	rows, err := s.pool.Query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list changes: %w", err)
+	}
+	out, err := collect(rows, scanChange)
+	if err != nil {
+		return nil, "", fmt.Errorf("list changes: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.Changes, micros(last.CreatedAt), last.ID), nil
+}
+
+// collect scans rows with scan and closes them.
+func collect[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,352 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
+)
+
+// Every write to grants, denies and bundles moves the organization's
+// authorization revision in the same statement, by the triggers the
+// migration puts on those tables; no method here bumps it itself.
+
+const grantColumns = `organization_id, id, agent_id, pattern, bundle, tenant_scope,
+	expires_at, granted_by, created_at, revoked_at, revoked_by`
+
+func scanGrant(r scanner) (toolplane.Grant, error) {
+	var (
+		g                toolplane.Grant
+		scope            string
+		created          int64
+		expires, revoked sql.NullInt64
+	)
+	err := r.Scan(&g.OrganizationID, &g.ID, &g.AgentID, &g.Pattern, &g.Bundle, &scope,
+		&expires, &g.GrantedBy, &created, &revoked, &g.RevokedBy)
+	if err != nil {
+		return g, err
+	}
+	if g.TenantScope, err = fromNames(scope); err != nil {
+		return g, fmt.Errorf("tenant scope: %w", err)
+	}
+	g.ExpiresAt = fromOptMicros(expires)
+	g.CreatedAt = fromMicros(created)
+	g.RevokedAt = fromOptMicros(revoked)
+	return g, nil
+}
+
+// checkGrantTarget refuses a grant naming both a pattern and a bundle, or
+// neither, before the table's CHECK constraint would, with an error that
+// says which.
+func checkGrantTarget(g *toolplane.Grant) error {
+	if (g.Pattern == "") == (g.Bundle == "") {
+		return fmt.Errorf("a grant names exactly one of a pattern and a bundle, not pattern %q and bundle %q", g.Pattern, g.Bundle)
+	}
+	return nil
+}
+
+// InsertGrant stores g, or answers an error wrapping toolplane.ErrExists
+// when its organization already has a grant with that ID.
+func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
+	if err := checkGrantTarget(g); err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	scope, err := names("tenant scope", g.TenantScope)
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	_, err = s.exec(ctx, `INSERT INTO grants (`+grantColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
+		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy)
+	if isDuplicate(err) {
+		return fmt.Errorf("insert grant %s: %w", g.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	return nil
+}
+
+// ListGrants answers the organization's grants, of one agent when agentID
+// is set, standing ones only unless withRevoked; oldest first (ties by ID).
+// An expired grant is listed: expiry is judged against the caller's clock,
+// not the store's.
+func (s *Store) ListGrants(ctx context.Context, org, agentID string, withRevoked bool) ([]toolplane.Grant, error) {
+	q := `SELECT ` + grantColumns + ` FROM grants WHERE organization_id = ?`
+	args := []any{org}
+	if agentID != "" {
+		q += ` AND agent_id = ?`
+		args = append(args, agentID)
+	}
+	if !withRevoked {
+		q += ` AND revoked_at IS NULL`
+	}
+	q += ` ORDER BY created_at, id`
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	defer rows.Close()
+	var out []toolplane.Grant
+	for rows.Next() {
+		g, err := scanGrant(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list grants: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeGrant marks the grant revoked by by at at, in one statement that
+// matches a standing grant only, so a revocation is never moved or
+// overwritten and of concurrent revocations one wins. No standing grant
+// with that ID in org answers an error wrapping toolplane.ErrNotFound; a
+// zero at, which would read as "standing", is an error.
+func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("revoke grant %s: zero time", id)
+	}
+	res, err := s.exec(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ?
+		WHERE organization_id = ? AND id = ? AND revoked_at IS NULL`, micros(at), by, org, id)
+	if err != nil {
+		return fmt.Errorf("revoke grant %s: %w", id, err)
+	}
+	ok, err := affected(res)
+	if err != nil {
+		return fmt.Errorf("revoke grant %s: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("revoke grant %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+const denyColumns = `organization_id, id, agent_id, pattern, reason, created_by, created_at`
+
+// InsertDeny stores d, or answers an error wrapping toolplane.ErrExists
+// when its organization already has a deny with that ID.
+func (s *Store) InsertDeny(ctx context.Context, d *toolplane.Deny) error {
+	_, err := s.exec(ctx, `INSERT INTO denies (`+denyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		d.OrganizationID, d.ID, d.AgentID, d.Pattern, d.Reason, d.CreatedBy, micros(d.CreatedAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("insert deny %s: %w", d.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert deny %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// ListDenies answers the organization's denies, oldest first (ties by ID).
+func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, error) {
+	rows, err := s.query(ctx, `SELECT `+denyColumns+` FROM denies
+		WHERE organization_id = ? ORDER BY created_at, id`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list denies: %w", err)
+	}
+	defer rows.Close()
+	var out []toolplane.Deny
+	for rows.Next() {
+		var (
+			d       toolplane.Deny
+			created int64
+		)
+		if err := rows.Scan(&d.OrganizationID, &d.ID, &d.AgentID, &d.Pattern, &d.Reason, &d.CreatedBy, &created); err != nil {
+			return nil, fmt.Errorf("list denies: %w", err)
+		}
+		d.CreatedAt = fromMicros(created)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list denies: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteDeny lifts the deny, or answers an error wrapping
+// toolplane.ErrNotFound when org has none with that ID.
+func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
+	res, err := s.exec(ctx, `DELETE FROM denies WHERE organization_id = ? AND id = ?`, org, id)
+	if err != nil {
+		return fmt.Errorf("delete deny %s: %w", id, err)
+	}
+	ok, err := affected(res)
+	if err != nil {
+		return fmt.Errorf("delete deny %s: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("delete deny %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+const bundleColumns = `organization_id, name, refs, created_by, created_at, updated_at`
+
+func scanBundle(r scanner) (toolplane.Bundle, error) {
+	var (
+		b                toolplane.Bundle
+		refs             string
+		created, updated int64
+	)
+	if err := r.Scan(&b.OrganizationID, &b.Name, &refs, &b.CreatedBy, &created, &updated); err != nil {
+		return b, err
+	}
+	var err error
+	if b.Refs, err = fromNames(refs); err != nil {
+		return b, fmt.Errorf("refs: %w", err)
+	}
+	b.CreatedAt = fromMicros(created)
+	b.UpdatedAt = fromMicros(updated)
+	return b, nil
+}
+
+// PutBundle creates the bundle, or replaces the refs and UpdatedAt of the
+// one org has by that name, in one statement. A replacement keeps the
+// stored CreatedAt and CreatedBy: they record the bundle's creation, and
+// the change log records each replacement.
+func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
+	refs, err := names("refs", b.Refs)
+	if err != nil {
+		return fmt.Errorf("put bundle %s: %w", b.Name, err)
+	}
+	_, err = s.exec(ctx, `INSERT INTO bundles (`+bundleColumns+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (organization_id, name) DO UPDATE SET refs = excluded.refs, updated_at = excluded.updated_at`,
+		b.OrganizationID, b.Name, refs, b.CreatedBy, micros(b.CreatedAt), micros(b.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("put bundle %s: %w", b.Name, err)
+	}
+	return nil
+}
+
+// GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.
+func (s *Store) GetBundle(ctx context.Context, org, name string) (*toolplane.Bundle, error) {
+	row := s.queryRow(ctx, `SELECT `+bundleColumns+` FROM bundles
+		WHERE organization_id = ? AND name = ?`, org, name)
+	b, err := scanBundle(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get bundle %s: %w", name, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get bundle %s: %w", name, err)
+	}
+	return &b, nil
+}
+
+// ListBundles answers the organization's bundles by name (bytewise).
+func (s *Store) ListBundles(ctx context.Context, org string) ([]toolplane.Bundle, error) {
+	rows, err := s.query(ctx, `SELECT `+bundleColumns+` FROM bundles
+		WHERE organization_id = ? ORDER BY name`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list bundles: %w", err)
+	}
+	defer rows.Close()
+	var out []toolplane.Bundle
+	for rows.Next() {
+		b, err := scanBundle(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list bundles: %w", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list bundles: %w", err)
+	}
+	return out, nil
+}
+
+// AuthzRevision answers the organization's authorization revision, 0 for an
+// organization that never changed a grant, deny or bundle.
+func (s *Store) AuthzRevision(ctx context.Context, org string) (int64, error) {
+	var rev int64
+	err := s.queryRow(ctx, `SELECT revision FROM authz_revisions WHERE organization_id = ?`, org).Scan(&rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("authz revision: %w", err)
+	}
+	return rev, nil
+}
+
+const changeColumns = `organization_id, id, kind, subject, actor, detail, created_at`
+
+// AppendChange stores c, or answers an error wrapping toolplane.ErrExists
+// when its organization already has a change with that ID.
+func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
+	_, err := s.exec(ctx, `INSERT INTO changes (`+changeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.OrganizationID, c.ID, c.Kind, c.Subject, c.Actor, blob(c.Detail), micros(c.CreatedAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("append change %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// ListChanges answers the organization's changes of kind and subject (each
+// when set), newest first (ties by ID, descending), before the cursor, like
+// ListAudit. The next cursor is "" when no change follows.
+func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list changes: %w", err)
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + changeColumns + ` FROM changes WHERE organization_id = ?`)
+	args := []any{org}
+	if kind != "" {
+		q.WriteString(` AND kind = ?`)
+		args = append(args, kind)
+	}
+	if subject != "" {
+		q.WriteString(` AND subject = ?`)
+		args = append(args, subject)
+	}
+	if after != "" {
+		createdAt, parts, err := cursor.Decode(after, cursor.Changes, 1)
+		if err != nil {
+			return nil, "", fmt.Errorf("list changes: %w", err)
+		}
+		q.WriteString(` AND (created_at, id) < (?, ?)`)
+		args = append(args, createdAt, parts[0])
+	}
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
+	args = append(args, limit+1) // one more, to know whether a page follows
+
+	rows, err := s.query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list changes: %w", err)
+	}
+	defer rows.Close()
+	var out []toolplane.Change
+	for rows.Next() {
+		var (
+			c       toolplane.Change
+			created int64
+		)
+		if err := rows.Scan(&c.OrganizationID, &c.ID, &c.Kind, &c.Subject, &c.Actor, &c.Detail, &created); err != nil {
+			return nil, "", fmt.Errorf("list changes: %w", err)
+		}
+		c.CreatedAt = fromMicros(created)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list changes: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.Changes, micros(last.CreatedAt), last.ID), nil
+}
