@@ -21,7 +21,9 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/demo"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
@@ -30,7 +32,6 @@ import (
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/metrics"
-	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/toolfile"
@@ -143,12 +144,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	upstreams.UseRegistry(reg)
 	upstreams.Start(ctx, 30*time.Second)
 	defer upstreams.Close()
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: policy.Grants{},
+	// Published versions join the registry from the store, on every node.
+	cat := catalog.New(catalog.Config{Store: b.Store, Registry: reg, Options: registry.Options{Bindings: serveBindings{handlers, upstreams}},
+		Logger: log, Organizations: []string{DefaultOrganization}})
+	if err := cat.Refresh(ctx); err != nil {
+		return fail("load the published catalogue: %v", err)
+	}
+	go cat.Watch(ctx, 2*time.Second)
+	grants := authz.New(b.Store, reg, log, nil)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
 		Approvals: approvals, Audit: writer, Logger: log, Node: hostname(), Observer: meters})
 	if err != nil {
 		return fail("%v", err)
 	}
-	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store}, jobs.Options{Logger: log})
+	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat}, jobs.Options{Logger: log})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -173,7 +182,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokens = &jwtauth.Verifier{Issuer: *jwtIssuer, Audience: *jwtAudience, JWKSURL: *jwtJWKS}
 	}
 	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: cat, Authz: grants}
 	var limiter *ratelimit.Limiter
 	if *rateLimit > 0 {
 		// One budget per key, whichever door it comes through.
@@ -188,7 +197,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {

@@ -25,7 +25,9 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -55,6 +57,10 @@ type Server struct {
 	// Keys, when set, remembers verified API keys across requests; one
 	// per node, shared with the MCP door (see apikey.Cache).
 	Keys *apikey.Cache
+	// Catalog and Authz, when set, serve the registry's lifecycle and the
+	// grants under /v1/registry, /v1/grants, /v1/denies and /v1/bundles.
+	Catalog *catalog.Service
+	Authz   *authz.Service
 }
 
 // caller is who a request authenticated as.
@@ -120,6 +126,21 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/keys", s.auth(s.createKey)},
 		{"GET", "/v1/keys", s.auth(s.listKeys)},
 		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},
+		{"POST", "/v1/registry/tools", s.registryRoute(s.publish)},
+		{"GET", "/v1/registry/tools", s.registryRoute(s.listVersions)},
+		{"GET", "/v1/registry/tools/{name}/versions/{version}", s.registryRoute(s.getVersion)},
+		{"POST", "/v1/registry/tools/{name}/versions/{version}/{action}", s.registryRoute(s.versionAction)},
+		{"POST", "/v1/registry/diff", s.registryRoute(s.diff)},
+		{"POST", "/v1/grants", s.registryRoute(s.addGrant)},
+		{"GET", "/v1/grants", s.registryRoute(s.listGrants)},
+		{"POST", "/v1/grants/{id}/revoke", s.registryRoute(s.revokeGrant)},
+		{"GET", "/v1/agents/{agent}/explain", s.registryRoute(s.explain)},
+		{"POST", "/v1/denies", s.registryRoute(s.addDeny)},
+		{"GET", "/v1/denies", s.registryRoute(s.listDenies)},
+		{"DELETE", "/v1/denies/{id}", s.registryRoute(s.liftDeny)},
+		{"PUT", "/v1/bundles/{name}", s.registryRoute(s.putBundle)},
+		{"GET", "/v1/bundles", s.registryRoute(s.listBundles)},
+		{"GET", "/v1/changes", s.registryRoute(s.listChanges)},
 	}
 }
 
@@ -250,23 +271,94 @@ func view(t *registry.Tool) toolView {
 		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
 }
 
-func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
-	items := []toolView{}
-	for _, t := range s.Registry.Tools() {
-		if c.cred.Sees(t.Def.Name) {
-			items = append(items, view(t))
+// principal answers the tools an agent's key may call now: those its own
+// tools list names, and those the agent identity's grants allow (with the
+// version range each pins), denies applied.
+func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant string) (toolplane.Principal, error) {
+	p := toolplane.Principal{ID: cred.Subject}
+	var pins map[string]string
+	if s.Authz != nil && cred.Kind == toolplane.CredentialAgent {
+		var err error
+		if pins, err = s.Authz.Pins(r.Context(), cred.OrganizationID, cred.Subject, tenant); err != nil {
+			return p, err
 		}
+	}
+	for _, t := range s.Registry.Tools() {
+		name := t.Def.Name
+		rng, granted := pins[name]
+		switch {
+		case granted:
+			p.Tools = append(p.Tools, name)
+			if rng != "" {
+				if p.Pins == nil {
+					p.Pins = map[string]string{}
+				}
+				p.Pins[name] = rng
+			}
+		case cred.Grants(name):
+			p.Tools = append(p.Tools, name)
+		}
+	}
+	return p, nil
+}
+
+// visible answers the tools the caller is shown, each at the version it
+// would be given: a person sees the catalogue, an agent what it may call.
+func (s *Server) visible(r *http.Request, c caller) ([]*registry.Tool, error) {
+	if c.cred.Kind == toolplane.CredentialPerson {
+		return s.Registry.Tools(), nil
+	}
+	p, err := s.principal(r, c.cred, r.URL.Query().Get("tenant_id"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*registry.Tool, 0, len(p.Tools))
+	for _, name := range p.Tools {
+		if t, ok := s.Registry.Resolve(name, p.Pins[name]); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
+	ts, err := s.visible(r, c)
+	if err != nil {
+		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
+		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		return
+	}
+	items := make([]toolView, 0, len(ts))
+	for _, t := range ts {
+		items = append(items, view(t))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
-	t, ok := s.Registry.Get(r.PathValue("name"))
-	if !ok || !c.cred.Sees(t.Def.Name) {
+	ts, err := s.visible(r, c)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		return
+	}
+	var t *registry.Tool
+	for _, v := range ts {
+		if v.Def.Name == r.PathValue("name") {
+			t = v
+		}
+	}
+	if t == nil {
 		s.fail(w, r, http.StatusNotFound, "not_found", "no tool named "+r.PathValue("name"), "")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tool": view(t), "mcp": projection.MCP(&t.Def)})
+	out := map[string]any{"tool": view(t), "mcp": projection.MCP(&t.Def)}
+	if len(t.Def.Dependencies) > 0 {
+		out["dependencies"] = t.Def.Dependencies
+	}
+	if t.State == toolplane.StateDeprecated {
+		out["deprecated"] = map[string]any{"sunset_at": opt(t.SunsetAt), "replacement": t.Replacement}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // invokeRequest is the body of an invocation.
@@ -277,6 +369,7 @@ type invokeRequest struct {
 	IdempotencyKey string          `json:"idempotency_key"`
 	AuthorizedBy   string          `json:"authorized_by"`
 	OnBehalfOf     string          `json:"on_behalf_of"`
+	TenantID       string          `json:"tenant_id"`
 }
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
@@ -303,16 +396,15 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 	}
-	// The principal holds the catalogue's tools this key grants.
-	var tools []string
-	for _, t := range s.Registry.Tools() {
-		if c.cred.Grants(t.Def.Name) {
-			tools = append(tools, t.Def.Name)
-		}
+	principal, err := s.principal(r, c.cred, body.TenantID)
+	if err != nil {
+		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
+		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		return
 	}
 	inv := &toolplane.Invocation{
 		OrganizationID: c.cred.OrganizationID, UserID: body.OnBehalfOf, RunID: body.RunID, AgentID: c.cred.Subject,
-		StepPath: body.StepPath, Principal: toolplane.Principal{ID: c.cred.Subject, Tools: tools},
+		TenantID: body.TenantID, StepPath: body.StepPath, Principal: principal,
 		Source: toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,
 	}
 	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)

@@ -75,6 +75,14 @@ type Deps struct {
 	Approvals *approval.Service
 	Store     toolplane.Store
 	Maint     Maintenance
+	// Sunset, when set, applies the sunset rule to deprecated versions
+	// (retire the uncalled, block and name the callers of the others).
+	Sunset Sunsetter
+}
+
+// Sunsetter applies the sunset rule (catalog.Service).
+type Sunsetter interface {
+	Sunset(ctx context.Context) (retired, blocked []string, err error)
 }
 
 // Runner is one node's River client with toolplane's workers.
@@ -123,6 +131,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &sweepApprovedWorker{w: w})
 	river.AddWorker(workers, &retentionWorker{w: w})
 	river.AddWorker(workers, &replayWorker{w: w})
+	river.AddWorker(workers, &sunsetWorker{w: w})
 	cfg := &river.Config{
 		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}},
 		Workers:                     workers,
@@ -139,6 +148,11 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 				return RetentionArgs{}, nil
 			}, &river.PeriodicJobOpts{ID: "retention", RunOnStart: true}),
 		},
+	}
+	if deps.Sunset != nil {
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return SunsetArgs{}, nil
+		}, &river.PeriodicJobOpts{ID: "sunset", RunOnStart: true}))
 	}
 	if opt.Poll > 0 {
 		cfg.FetchPollInterval = opt.Poll

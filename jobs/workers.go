@@ -231,6 +231,29 @@ func (x *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	}
 }
 
+// SunsetArgs: retire deprecated versions past their sunset that nobody
+// called in the trailing week; name the callers of the others.
+type SunsetArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SunsetArgs) Kind() string { return "toolplane_sunset" }
+
+type sunsetWorker struct {
+	river.WorkerDefaults[SunsetArgs]
+	w *work
+}
+
+func (x *sunsetWorker) Work(ctx context.Context, _ *river.Job[SunsetArgs]) error {
+	if x.w.deps.Sunset == nil {
+		return nil
+	}
+	retired, blocked, err := x.w.deps.Sunset.Sunset(ctx)
+	if len(retired)+len(blocked) > 0 {
+		x.w.opt.Logger.InfoContext(ctx, "sunset", "retired", retired, "blocked", blocked)
+	}
+	return err
+}
+
 // ReplayClaimArgs: run again a call safe to replay whose worker was lost.
 type ReplayClaimArgs struct {
 	Org      string `json:"org"`

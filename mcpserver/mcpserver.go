@@ -26,6 +26,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
@@ -55,6 +56,9 @@ type Server struct {
 	// Upstreams, when set, supplies the resources and prompts the governed
 	// copy of each upstream relays beside its tools.
 	Upstreams *upstream.Set
+	// Authz, when set, adds the tools the agent identity's grants allow
+	// (at the versions they pin) to those its key names.
+	Authz *authz.Service
 	// Keys, when set, remembers verified API keys across requests (one
 	// per node, shared with the REST API; see apikey.Cache).
 	Keys *apikey.Cache
@@ -91,6 +95,9 @@ func (s *Server) handler(upstream string) http.Handler {
 	}
 	s.watch.Do(func() {
 		s.Registry.Watch(func() { go s.refresh() })
+		if s.Authz != nil {
+			s.Authz.OnChange(func() { go s.refresh() })
+		}
 	})
 	if upstream != "" && s.Upstreams != nil {
 		s.Upstreams.OnChange(upstream, func(uri string) {
@@ -200,6 +207,8 @@ type session struct {
 	// schema hash and version it was added at.
 	onServer map[string]listed
 	granted  []string
+	// pins are the version ranges the agent's grants pin tools to.
+	pins map[string]string
 	// shown is the schema hash of each tool (by platform name) as the
 	// client last listed it: the run's frozen contracts.
 	shown map[string]string
@@ -272,27 +281,50 @@ func (s *Server) sweep() []*session {
 	return live
 }
 
-// visible reports whether the session shows t.
-func (sess *session) visible(t *registry.Tool) bool {
-	if !sess.cred.Grants(t.Def.Name) {
-		return false
+// visible reports whether the session shows t, and at which pinned range.
+func (sess *session) visible(t *registry.Tool, pins map[string]string) (string, bool) {
+	rng, granted := pins[t.Def.Name]
+	if !granted && !sess.cred.Grants(t.Def.Name) {
+		return "", false
 	}
 	if sess.upstream == "" {
-		return true
+		return rng, true
 	}
 	r := t.Def.Binding.Remote
-	return r != nil && r.ConnectionID == sess.upstream
+	return rng, r != nil && r.ConnectionID == sess.upstream
 }
 
 // sync makes the session's tools the registry's visible tools now.
 func (sess *session) sync() {
+	var pins map[string]string
+	if sess.s.Authz != nil {
+		var err error
+		pins, err = sess.s.Authz.Pins(context.Background(), sess.cred.OrganizationID, sess.cred.Subject, "")
+		if err != nil {
+			// Keep what the session shows; the next change or listing
+			// tries again, and every call is decided on the grants anyway.
+			sess.s.Log.Error("grants could not be read", "err", err)
+			return
+		}
+	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	want := map[string]*registry.Tool{}
 	var granted []string
+	sess.pins = nil
 	for _, t := range sess.s.Registry.Tools() {
-		if !sess.visible(t) {
+		rng, ok := sess.visible(t, pins)
+		if !ok {
 			continue
+		}
+		if rng != "" {
+			if t, ok = sess.s.Registry.Resolve(t.Def.Name, rng); !ok {
+				continue
+			}
+			if sess.pins == nil {
+				sess.pins = map[string]string{}
+			}
+			sess.pins[t.Def.Name] = rng
 		}
 		granted = append(granted, t.Def.Name)
 		want[sess.nameOf(t)] = t
@@ -463,6 +495,11 @@ func (sess *session) nameOf(t *registry.Tool) string {
 // one.
 func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" {
+			// A listing shows the grants as they are now, including a
+			// change made on another node.
+			sess.sync()
+		}
 		res, err := next(ctx, method, req)
 		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == "tools/list" {
 			sess.mu.Lock()
@@ -512,7 +549,7 @@ func (sess *session) call(name string) mcp.ToolHandler {
 			id = req.Session.ID()
 		}
 		sess.mu.Lock()
-		granted := sess.granted
+		granted, pins := sess.granted, sess.pins
 		var contracts map[string]string
 		if len(sess.shown) > 0 {
 			contracts = make(map[string]string, len(sess.shown))
@@ -523,7 +560,7 @@ func (sess *session) call(name string) mcp.ToolHandler {
 		sess.mu.Unlock()
 		inv := &toolplane.Invocation{
 			OrganizationID: cred.OrganizationID, RunID: "mcp:" + cred.ID + ":" + id, AgentID: cred.Subject,
-			StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted}, Source: toolplane.SourceMCP,
+			StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted, Pins: pins}, Source: toolplane.SourceMCP,
 			Contracts: contracts,
 		}
 		if m := req.Params.Meta; m != nil {

@@ -1,0 +1,406 @@
+// Package authz decides which tools each agent identity may call: grants
+// (patterns or bundles, with optional version ranges, tenant scope and
+// expiry), denies that always win (one agent's, or every agent's at once
+// during an incident), and bundles. Every change is role-checked and
+// recorded in the change log. Decisions read the grants as they are at
+// the moment of the decision, so a grant removed while a call waited
+// refuses it.
+package authz
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/semver"
+)
+
+// Errors at the package edge.
+var (
+	ErrForbidden = errors.New("forbidden")
+	ErrInvalid   = errors.New("invalid")
+)
+
+// recheck is how stale a cached view of an organization's grants may be
+// before its revision is read again. Changes made on this node are seen
+// at once; another node's within this.
+const recheck = time.Second
+
+// Service manages and evaluates grants.
+type Service struct {
+	store toolplane.GrantStore
+	reg   *registry.Registry
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu       sync.Mutex
+	cache    map[string]*view
+	watchers []func()
+}
+
+// OnChange calls fn after every change made through this service (a
+// grant, a deny, a bundle), so a door can refresh what it shows; changes
+// made on another node are seen at the next decision or listing.
+func (s *Service) OnChange(fn func()) {
+	s.mu.Lock()
+	s.watchers = append(s.watchers, fn)
+	s.mu.Unlock()
+}
+
+// view is one organization's grants, denies and bundles at a revision.
+type view struct {
+	rev     int64
+	checked time.Time
+	grants  []toolplane.Grant
+	denies  []toolplane.Deny
+	bundles map[string]toolplane.Bundle
+}
+
+// New answers a service over store, resolving patterns against reg.
+func New(store toolplane.GrantStore, reg *registry.Registry, log *slog.Logger, now func() time.Time) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: store, reg: reg, log: log, now: now, cache: map[string]*view{}}
+}
+
+// checkPattern validates a grant or deny pattern: a glob over platform
+// names, optionally pinned to a version range.
+func checkPattern(p string, pinned bool) error {
+	name, rng := semver.SplitRef(p)
+	if name == "" {
+		return fmt.Errorf("%w: pattern is empty", ErrInvalid)
+	}
+	if _, err := path.Match(name, "x"); err != nil {
+		return fmt.Errorf("%w: pattern %q: %v", ErrInvalid, name, err)
+	}
+	if rng != "" {
+		if !pinned {
+			return fmt.Errorf("%w: a deny names tools, not versions: drop @%s", ErrInvalid, rng)
+		}
+		if _, err := semver.ParseRange(rng); err != nil {
+			return fmt.Errorf("%w: range %q: %v", ErrInvalid, rng, err)
+		}
+	}
+	return nil
+}
+
+// AddGrant grants an agent identity a pattern or a bundle: an
+// agent_operator's or a platform_admin's.
+func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RoleAgentOperator, "") {
+		return fmt.Errorf("%w: grants are made by an agent_operator or a platform_admin", ErrForbidden)
+	}
+	switch {
+	case g.AgentID == "" || g.AgentID == toolplane.EveryAgent:
+		return fmt.Errorf("%w: agent_id: name one agent identity", ErrInvalid)
+	case (g.Pattern == "") == (g.Bundle == ""):
+		return fmt.Errorf("%w: give exactly one of pattern and bundle", ErrInvalid)
+	case g.Pattern != "":
+		if err := checkPattern(g.Pattern, true); err != nil {
+			return err
+		}
+	default:
+		if _, err := s.store.GetBundle(ctx, by.OrganizationID, g.Bundle); err != nil {
+			return fmt.Errorf("%w: bundle %q: %v", ErrInvalid, g.Bundle, err)
+		}
+	}
+	if !g.ExpiresAt.IsZero() && !g.ExpiresAt.After(s.now()) {
+		return fmt.Errorf("%w: expires_at is already past", ErrInvalid)
+	}
+	g.ID, g.OrganizationID, g.GrantedBy, g.CreatedAt = toolplane.NewID("grt_"), by.OrganizationID, by.Subject, s.now()
+	g.RevokedAt, g.RevokedBy = time.Time{}, ""
+	if err := s.store.InsertGrant(ctx, g); err != nil {
+		return fmt.Errorf("grant %s: %w", g.AgentID, err)
+	}
+	s.changed(ctx, by, "grant.add", g.AgentID, g)
+	return nil
+}
+
+// RevokeGrant ends a grant.
+func (s *Service) RevokeGrant(ctx context.Context, id string, by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RoleAgentOperator, "") {
+		return fmt.Errorf("%w: grants are revoked by an agent_operator or a platform_admin", ErrForbidden)
+	}
+	if err := s.store.RevokeGrant(ctx, by.OrganizationID, id, by.Subject, s.now()); err != nil {
+		return fmt.Errorf("revoke grant %s: %w", id, err)
+	}
+	s.changed(ctx, by, "grant.revoke", id, map[string]string{"id": id})
+	return nil
+}
+
+// AddDeny refuses a pattern to one agent, or to every agent
+// (toolplane.EveryAgent): a platform_admin's, since it overrides every
+// grant.
+func (s *Service) AddDeny(ctx context.Context, d *toolplane.Deny, by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
+		return fmt.Errorf("%w: denies are a platform_admin's", ErrForbidden)
+	}
+	if d.AgentID == "" {
+		return fmt.Errorf("%w: agent_id: name an agent, or %q for every agent", ErrInvalid, toolplane.EveryAgent)
+	}
+	if err := checkPattern(d.Pattern, false); err != nil {
+		return err
+	}
+	if strings.TrimSpace(d.Reason) == "" {
+		return fmt.Errorf("%w: a deny says why (reason)", ErrInvalid)
+	}
+	d.ID, d.OrganizationID, d.CreatedBy, d.CreatedAt = toolplane.NewID("dny_"), by.OrganizationID, by.Subject, s.now()
+	if err := s.store.InsertDeny(ctx, d); err != nil {
+		return fmt.Errorf("deny %s: %w", d.Pattern, err)
+	}
+	s.changed(ctx, by, "deny.add", d.AgentID, d)
+	return nil
+}
+
+// LiftDeny removes a deny.
+func (s *Service) LiftDeny(ctx context.Context, id string, by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
+		return fmt.Errorf("%w: denies are a platform_admin's", ErrForbidden)
+	}
+	if err := s.store.DeleteDeny(ctx, by.OrganizationID, id); err != nil {
+		return fmt.Errorf("lift deny %s: %w", id, err)
+	}
+	s.changed(ctx, by, "deny.lift", id, map[string]string{"id": id})
+	return nil
+}
+
+// PutBundle creates or replaces a bundle of name@range references.
+func (s *Service) PutBundle(ctx context.Context, b *toolplane.Bundle, by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RoleAgentOperator, "") {
+		return fmt.Errorf("%w: bundles are an agent_operator's or a platform_admin's", ErrForbidden)
+	}
+	if b.Name == "" || len(b.Refs) == 0 {
+		return fmt.Errorf("%w: a bundle has a name and at least one tool reference", ErrInvalid)
+	}
+	for _, r := range b.Refs {
+		name, _ := semver.SplitRef(r)
+		if strings.ContainsAny(name, "*?[") {
+			return fmt.Errorf("%w: bundle reference %q: name tools exactly", ErrInvalid, r)
+		}
+		if err := checkPattern(r, true); err != nil {
+			return err
+		}
+	}
+	b.OrganizationID, b.CreatedBy = by.OrganizationID, by.Subject
+	b.CreatedAt, b.UpdatedAt = s.now(), s.now()
+	if err := s.store.PutBundle(ctx, b); err != nil {
+		return fmt.Errorf("bundle %s: %w", b.Name, err)
+	}
+	s.changed(ctx, by, "bundle.put", b.Name, b)
+	return nil
+}
+
+// changed records a change and drops this node's cached view of the
+// organization, so its next decision sees the change.
+func (s *Service) changed(ctx context.Context, by *toolplane.Credential, kind, subject string, detail any) {
+	s.mu.Lock()
+	delete(s.cache, by.OrganizationID)
+	watchers := slices.Clone(s.watchers)
+	s.mu.Unlock()
+	defer func() {
+		for _, fn := range watchers {
+			fn()
+		}
+	}()
+	body, _ := json.Marshal(detail)
+	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: by.OrganizationID, Kind: kind, Subject: subject,
+		Actor: by.Subject, Detail: body, CreatedAt: s.now()}
+	if err := s.store.AppendChange(ctx, c); err != nil {
+		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "subject", subject, "err", err)
+	}
+}
+
+// load answers the organization's view, read again when it may be stale.
+func (s *Service) load(ctx context.Context, org string) (*view, error) {
+	now := s.now()
+	s.mu.Lock()
+	v := s.cache[org]
+	s.mu.Unlock()
+	if v != nil && now.Sub(v.checked) < recheck {
+		return v, nil
+	}
+	rev, err := s.store.AuthzRevision(ctx, org)
+	if err != nil {
+		return nil, fmt.Errorf("grants revision: %w", err)
+	}
+	if v != nil && v.rev == rev {
+		s.mu.Lock()
+		v.checked = now
+		s.mu.Unlock()
+		return v, nil
+	}
+	grants, err := s.store.ListGrants(ctx, org, "", false)
+	if err != nil {
+		return nil, fmt.Errorf("grants: %w", err)
+	}
+	denies, err := s.store.ListDenies(ctx, org)
+	if err != nil {
+		return nil, fmt.Errorf("denies: %w", err)
+	}
+	bundles, err := s.store.ListBundles(ctx, org)
+	if err != nil {
+		return nil, fmt.Errorf("bundles: %w", err)
+	}
+	nv := &view{rev: rev, checked: now, grants: grants, denies: denies, bundles: map[string]toolplane.Bundle{}}
+	for _, b := range bundles {
+		nv.bundles[b.Name] = b
+	}
+	s.mu.Lock()
+	s.cache[org] = nv
+	s.mu.Unlock()
+	return nv, nil
+}
+
+// Why is what allows or refuses one tool to an agent.
+type Why struct {
+	Tool string `json:"tool"`
+	// Range is the version range the allowing grant pins ("" for any);
+	// Version the version it resolves to now.
+	Range   string `json:"range,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Grant is the allowing grant: its id, what it names (pattern or
+	// bundle), who granted it and until when.
+	Grant     string    `json:"grant,omitempty"`
+	Via       string    `json:"via,omitempty"`
+	GrantedBy string    `json:"granted_by,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// DeniedBy is the deny refusing the tool despite the grant.
+	DeniedBy string `json:"denied_by,omitempty"`
+}
+
+// match answers what in v allows (or denies) tool name to agent for tenant
+// now. allow is nil when nothing allows it.
+func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *toolplane.Deny) {
+	now := s.now()
+	for i := range v.denies {
+		d := &v.denies[i]
+		if d.AgentID != agent && d.AgentID != toolplane.EveryAgent {
+			continue
+		}
+		if ok, _ := path.Match(d.Pattern, name); ok {
+			deny = d
+			break
+		}
+	}
+	for i := range v.grants {
+		g := &v.grants[i]
+		if g.AgentID != agent || (!g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt)) {
+			continue
+		}
+		if len(g.TenantScope) > 0 && !slices.Contains(g.TenantScope, tenant) {
+			continue
+		}
+		refs, via := []string{g.Pattern}, g.Pattern
+		if g.Bundle != "" {
+			refs, via = v.bundles[g.Bundle].Refs, "bundle "+g.Bundle
+		}
+		for _, r := range refs {
+			pat, rng := semver.SplitRef(r)
+			if ok, _ := path.Match(pat, name); ok {
+				w := &Why{Tool: name, Range: rng, Grant: g.ID, Via: via, GrantedBy: g.GrantedBy, ExpiresAt: g.ExpiresAt}
+				// The most specific allowing grant wins: a pinned one
+				// over an unpinned one.
+				if allow == nil || (allow.Range == "" && rng != "") {
+					allow = w
+				}
+			}
+		}
+	}
+	return allow, deny
+}
+
+// Pins answers the tools the agent's grants allow now, each with the range
+// its grant pins ("" for any), denies applied.
+func (s *Service) Pins(ctx context.Context, org, agent, tenant string) (map[string]string, error) {
+	v, err := s.load(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, t := range s.reg.Tools() {
+		if allow, deny := s.match(v, agent, tenant, t.Def.Name); allow != nil && deny == nil {
+			out[t.Def.Name] = allow.Range
+		}
+	}
+	return out, nil
+}
+
+// Explain answers, for every tool in the catalogue that a grant of the
+// agent names, which grant allows it, at which version, or which deny
+// refuses it: "which agents can delete a customer record, and who allowed
+// it" is this, per agent.
+func (s *Service) Explain(ctx context.Context, org, agent string) ([]Why, error) {
+	v, err := s.load(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	var out []Why
+	for _, t := range s.reg.Tools() {
+		allow, deny := s.match(v, agent, "", t.Def.Name)
+		if allow == nil {
+			continue
+		}
+		w := *allow
+		if tool, ok := s.reg.Resolve(t.Def.Name, w.Range); ok {
+			w.Version = tool.Def.Version
+		}
+		if deny != nil {
+			w.DeniedBy = fmt.Sprintf("%s (%s: %s)", deny.ID, deny.Pattern, deny.Reason)
+		}
+		out = append(out, w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tool < out[j].Tool })
+	return out, nil
+}
+
+// Policy decides calls on the grants as they are at the decision: a deny
+// (the agent's or every agent's) refuses; otherwise the call is allowed
+// when the agent's grants, or the calling key's own tools (the principal),
+// name the tool; a tool annotated requires_approval then needs a person.
+type Policy struct {
+	Service *Service
+}
+
+// Decide implements policy.Policy.
+func (p Policy) Decide(ctx context.Context, in policy.Input) (policy.Decision, error) {
+	inv, name := in.Invocation, in.Tool.Name
+	v, err := p.Service.load(ctx, inv.OrganizationID)
+	if err != nil {
+		return policy.Decision{}, err
+	}
+	allow, deny := p.Service.match(v, inv.AgentID, inv.TenantID, name)
+	switch {
+	case deny != nil:
+		return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("%s is denied (%s)", name, deny.Reason)}, nil
+	case allow == nil && !inv.Principal.Holds(name):
+		return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("no grant allows %s", name)}, nil
+	}
+	if allow != nil && allow.Range != "" {
+		// A grant pinned to a range allows only the versions in it.
+		r, err := semver.ParseRange(allow.Range)
+		if ver, perr := semver.Parse(in.Tool.Version); err != nil || perr != nil || !r.Contains(ver) {
+			if !inv.Principal.Holds(name) {
+				return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("%s %s is outside the granted range %s", name, in.Tool.Version, allow.Range)}, nil
+			}
+		}
+	}
+	if in.Tool.Annotations.RequiresApproval {
+		return policy.Decision{Effect: policy.RequireApproval, Reason: fmt.Sprintf("%s requires a person's approval", name)}, nil
+	}
+	return policy.Decision{Effect: policy.Allow, Reason: "granted"}, nil
+}

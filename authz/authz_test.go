@@ -1,0 +1,272 @@
+package authz_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func def(name, version string, approval bool) toolplane.Definition {
+	return toolplane.Definition{
+		Name: name, Version: version, Kind: toolplane.KindInternal, Description: "A tool.",
+		InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Effect: toolplane.EffectRead, Annotations: toolplane.Annotations{RequiresApproval: approval},
+		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: name}},
+	}
+}
+
+type fixture struct {
+	ctx   context.Context
+	svc   *authz.Service
+	store *sqlite.Store
+	reg   *registry.Registry
+	clock *clock
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "authz.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"payments.refund_order", "payments.get_order", "crm.delete_customer", "crm.lookup"}
+	hs := map[string]bool{}
+	for _, n := range names {
+		hs[n] = false
+	}
+	opt := registry.Options{Bindings: registry.Static{Handlers: hs}}
+	reg, _, err := registry.Build([]toolplane.Definition{def("crm.delete_customer", "1.0.0", true), def("crm.lookup", "1.0.0", false)}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := reg.SetVersions("published", []registry.Version{
+		{Def: def("payments.refund_order", "2.1.0", false), State: toolplane.StateActive},
+		{Def: def("payments.refund_order", "3.0.0", false), State: toolplane.StateActive},
+		{Def: def("payments.get_order", "1.4.0", false), State: toolplane.StateActive},
+	}); len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	c := &clock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	return &fixture{ctx: ctx, store: store, reg: reg, clock: c, svc: authz.New(store, reg, nil, c.Now)}
+}
+
+func person(subject string, roles ...string) *toolplane.Credential {
+	return &toolplane.Credential{ID: "tpk_" + subject, OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: subject, Roles: roles}
+}
+
+var (
+	operator = person("opal", "agent_operator")
+	admin    = person("ada", "platform_admin")
+	auditor  = person("aud", "auditor")
+)
+
+// decide answers the policy's effect for agent calling tool at its
+// default version.
+func (f *fixture) decide(t *testing.T, agent, tenant, tool string) policy.Effect {
+	t.Helper()
+	tl, ok := f.reg.Get(tool)
+	if !ok {
+		t.Fatalf("no tool %s", tool)
+	}
+	d, err := authz.Policy{Service: f.svc}.Decide(f.ctx, policy.Input{Tool: &tl.Def,
+		Invocation: &toolplane.Invocation{OrganizationID: "org-1", AgentID: agent, TenantID: tenant}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Effect
+}
+
+func TestGrantsDeniesAndBundles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.*"}, operator))
+	must(f.svc.PutBundle(f.ctx, &toolplane.Bundle{Name: "support-tier1", Refs: []string{"payments.refund_order@^2.1.0", "payments.get_order@^1.0.0"}}, operator))
+	must(f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Bundle: "support-tier1"}, operator))
+	must(f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "scoped", Pattern: "crm.lookup", TenantScope: []string{"acme"}}, operator))
+	must(f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "temp", Pattern: "crm.lookup", ExpiresAt: f.clock.Now().Add(time.Hour)}, operator))
+
+	tests := []struct {
+		name, agent, tenant, tool string
+		want                      policy.Effect
+	}{
+		{"a pattern grant", "bot", "", "crm.lookup", policy.Allow},
+		{"requires_approval still applies", "bot", "", "crm.delete_customer", policy.RequireApproval},
+		{"a bundle grant", "bot", "", "payments.get_order", policy.Allow},
+		{"a bundle's range excludes the default 3.0.0", "bot", "", "payments.refund_order", policy.Deny},
+		{"no grant", "stranger", "", "crm.lookup", policy.Deny},
+		{"in tenant scope", "scoped", "acme", "crm.lookup", policy.Allow},
+		{"outside tenant scope", "scoped", "globex", "crm.lookup", policy.Deny},
+		{"before expiry", "temp", "", "crm.lookup", policy.Allow},
+	}
+	for _, tt := range tests {
+		if got := f.decide(t, tt.agent, tt.tenant, tt.tool); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	pins, err := f.svc.Pins(f.ctx, "org-1", "bot", "")
+	must(err)
+	if pins["payments.refund_order"] != "^2.1.0" || pins["crm.lookup"] != "" {
+		t.Errorf("pins %v", pins)
+	}
+	if tool, ok := f.reg.Resolve("payments.refund_order", pins["payments.refund_order"]); !ok || tool.Def.Version != "2.1.0" {
+		t.Errorf("the pinned version resolves to %v", tool)
+	}
+
+	// Expiry.
+	f.clock.Advance(2 * time.Hour)
+	if got := f.decide(t, "temp", "", "crm.lookup"); got != policy.Deny {
+		t.Errorf("after expiry: %v", got)
+	}
+	// A deny of one agent beats its grant; the others keep theirs.
+	must(f.svc.AddDeny(f.ctx, &toolplane.Deny{AgentID: "bot", Pattern: "crm.lookup", Reason: "misuse under review"}, admin))
+	if got := f.decide(t, "bot", "", "crm.lookup"); got != policy.Deny {
+		t.Errorf("deny beats allow: %v", got)
+	}
+	if got := f.decide(t, "scoped", "acme", "crm.lookup"); got != policy.Allow {
+		t.Errorf("another agent's grant: %v", got)
+	}
+	// The incident deny: every agent, every grant, at once.
+	incident := &toolplane.Deny{AgentID: toolplane.EveryAgent, Pattern: "payments.*", Reason: "incident 4411"}
+	must(f.svc.AddDeny(f.ctx, incident, admin))
+	if got := f.decide(t, "bot", "", "payments.get_order"); got != policy.Deny {
+		t.Errorf("the incident deny: %v", got)
+	}
+	must(f.svc.LiftDeny(f.ctx, incident.ID, admin))
+	if got := f.decide(t, "bot", "", "payments.get_order"); got != policy.Allow {
+		t.Errorf("after the incident: %v", got)
+	}
+
+	// Explain: every tool, at which version, by which grant.
+	lines, err := f.svc.Explain(f.ctx, "org-1", "bot")
+	must(err)
+	byTool := map[string]authz.Why{}
+	for _, l := range lines {
+		byTool[l.Tool] = l
+	}
+	if w := byTool["payments.refund_order"]; w.Version != "2.1.0" || w.Via != "bundle support-tier1" || w.GrantedBy != "opal" {
+		t.Errorf("explain refund_order: %+v", w)
+	}
+	if w := byTool["crm.lookup"]; w.DeniedBy == "" || w.Via != "crm.*" {
+		t.Errorf("explain crm.lookup: %+v", w)
+	}
+
+	// Every change is in the log.
+	changes, _, err := f.store.ListChanges(f.ctx, "org-1", "", "", "", 100)
+	must(err)
+	if len(changes) != 8 {
+		t.Errorf("%d changes logged, want 8", len(changes))
+	}
+}
+
+func TestRevokedGrantRefusesTheNextDecision(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g := &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup"}
+	if err := f.svc.AddGrant(f.ctx, g, operator); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.decide(t, "bot", "", "crm.lookup"); got != policy.Allow {
+		t.Fatalf("granted: %v", got)
+	}
+	if err := f.svc.RevokeGrant(f.ctx, g.ID, operator); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.decide(t, "bot", "", "crm.lookup"); got != policy.Deny {
+		t.Errorf("revoked: %v", got)
+	}
+	if err := f.svc.RevokeGrant(f.ctx, g.ID, operator); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("revoking twice: %v", err)
+	}
+}
+
+func TestRoleRefusals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	agentKey := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot", Roles: []string{"platform_admin"}}
+	tests := []struct {
+		name string
+		do   func(by *toolplane.Credential) error
+		ok   []*toolplane.Credential
+		no   []*toolplane.Credential
+	}{
+		{"grant", func(by *toolplane.Credential) error {
+			return f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup"}, by)
+		}, []*toolplane.Credential{operator, admin}, []*toolplane.Credential{auditor, agentKey}},
+		{"deny", func(by *toolplane.Credential) error {
+			return f.svc.AddDeny(f.ctx, &toolplane.Deny{AgentID: "*", Pattern: "crm.*", Reason: "drill"}, by)
+		}, []*toolplane.Credential{admin}, []*toolplane.Credential{operator, auditor, agentKey}},
+		{"bundle", func(by *toolplane.Credential) error {
+			return f.svc.PutBundle(f.ctx, &toolplane.Bundle{Name: "b", Refs: []string{"crm.lookup@^1.0.0"}}, by)
+		}, []*toolplane.Credential{operator, admin}, []*toolplane.Credential{auditor, agentKey}},
+	}
+	for _, tt := range tests {
+		for _, by := range tt.no {
+			if err := tt.do(by); !errors.Is(err, authz.ErrForbidden) {
+				t.Errorf("%s by %s: %v, want forbidden", tt.name, by.Subject, err)
+			}
+		}
+		for _, by := range tt.ok {
+			if err := tt.do(by); err != nil {
+				t.Errorf("%s by %s: %v", tt.name, by.Subject, err)
+			}
+		}
+	}
+}
+
+func TestInvalidGrantsAreRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tests := []struct {
+		name string
+		g    toolplane.Grant
+	}{
+		{"no agent", toolplane.Grant{Pattern: "crm.*"}},
+		{"every agent", toolplane.Grant{AgentID: "*", Pattern: "crm.*"}},
+		{"neither pattern nor bundle", toolplane.Grant{AgentID: "bot"}},
+		{"both", toolplane.Grant{AgentID: "bot", Pattern: "crm.*", Bundle: "b"}},
+		{"bad glob", toolplane.Grant{AgentID: "bot", Pattern: "crm.[x"}},
+		{"bad range", toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup@>=1"}},
+		{"unknown bundle", toolplane.Grant{AgentID: "bot", Bundle: "nope"}},
+		{"already expired", toolplane.Grant{AgentID: "bot", Pattern: "crm.*", ExpiresAt: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}},
+	}
+	for _, tt := range tests {
+		g := tt.g
+		if err := f.svc.AddGrant(f.ctx, &g, operator); !errors.Is(err, authz.ErrInvalid) {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}

@@ -1,0 +1,537 @@
+// Package catalog is the lifecycle of published tool versions: publishing
+// behind the compatibility gate, review routing, review decisions,
+// deprecation, retirement and the sunset rule, each enforced against the
+// caller's role and recorded in the change log. It keeps the registry in
+// step with the store, on every node.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/compat"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/semver"
+)
+
+// Errors at the package edge.
+var (
+	// ErrForbidden: the caller's roles do not allow the operation.
+	ErrForbidden = errors.New("forbidden")
+	// ErrTransition: the version's state does not allow the operation.
+	ErrTransition = errors.New("transition not allowed")
+	// ErrConflict: the version was published or changed by someone else
+	// first.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the definition or the request is not acceptable; the
+	// error says why (a *registry.CheckError or a *compat.Violation is
+	// wrapped when one of them refused it).
+	ErrInvalid = errors.New("invalid")
+)
+
+// Group is the registry group published versions are served in.
+const Group = "published"
+
+// reviewTags are tags that always send a version to review.
+var reviewTags = []string{"pii", "finance", "external-network-write"}
+
+// Store is what the service keeps its state in.
+type Store interface {
+	toolplane.CatalogStore
+	AppendChange(ctx context.Context, c *toolplane.Change) error
+	ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error)
+}
+
+// Service runs the lifecycle.
+type Service struct {
+	store Store
+	reg   *registry.Registry
+	opt   registry.Options
+	log   *slog.Logger
+	now   func() time.Time
+	// organizations are those whose audit trails the sunset rule reads.
+	organizations []string
+
+	mu       sync.Mutex // serialises Refresh
+	revision int64
+	loaded   bool
+}
+
+// Config wires a Service.
+type Config struct {
+	Store    Store
+	Registry *registry.Registry
+	// Options are the registration checks' bindings and ceilings.
+	Options registry.Options
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// Organizations are the organizations this deployment serves (whose
+	// calls keep a deprecated version from retiring); default "default".
+	Organizations []string
+}
+
+// New answers a service.
+func New(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Service{store: cfg.Store, reg: cfg.Registry, opt: cfg.Options, log: cfg.Logger, now: cfg.Now, organizations: cfg.Organizations}
+}
+
+// Publication is what Publish answers.
+type Publication struct {
+	Version *toolplane.ToolVersion
+	// Report is the compatibility report against the previous version (nil
+	// for a first publish or a new major).
+	Report *compat.Report
+}
+
+// Publish stores a new version of a definition. A first publish, or a new
+// major, needs the owning team's tool_owner; a patch or minor, its
+// tool_owner or tool_publisher. The definition must pass the registration
+// checks, and a patch or minor must pass the compatibility gate against
+// the version below it. Self-service versions are active at once; others
+// wait in review, with the reasons.
+func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolplane.Credential) (*Publication, error) {
+	if d.Owner == "" {
+		return nil, fmt.Errorf("%w: owner: name the owning team", ErrInvalid)
+	}
+	v, err := semver.Parse(d.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%w: version: %v", ErrInvalid, err)
+	}
+	// The registration checks, as any definition takes them; a published
+	// tool may not take a built-in or ingested tool's name.
+	opt := s.opt
+	for _, t := range s.reg.Tools() {
+		if s.reg.GroupOf(t.Def.Name) != Group {
+			opt.Registered = append(opt.Registered, t.Def.Name)
+		}
+	}
+	if _, err := registry.Check([]toolplane.Definition{d}, opt); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+
+	existing, err := s.versions(ctx, d.Name)
+	if err != nil {
+		return nil, err
+	}
+	pub := &Publication{}
+	prev := below(existing, v)
+	switch {
+	case len(existing) == 0:
+		if !by.HasRole(toolplane.RoleToolOwner, d.Owner) {
+			return nil, fmt.Errorf("%w: the first version of a tool is published by a tool_owner of %s", ErrForbidden, d.Owner)
+		}
+	default:
+		if owner := existing[0].Owner; owner != d.Owner {
+			return nil, fmt.Errorf("%w: owner: %s is owned by %s; a version cannot move it to %s", ErrInvalid, d.Name, owner, d.Owner)
+		}
+		if prev == nil || prev.ver.Major() != v.Major() {
+			// A new major coexists with the old; it needs the owner.
+			if !by.HasRole(toolplane.RoleToolOwner, d.Owner) {
+				return nil, fmt.Errorf("%w: a new major version is published by a tool_owner of %s", ErrForbidden, d.Owner)
+			}
+			break
+		}
+		if !by.HasRole(toolplane.RoleToolOwner, d.Owner) && !by.HasRole(toolplane.RoleToolPublisher, d.Owner) {
+			return nil, fmt.Errorf("%w: publishing %s needs tool_owner or tool_publisher of %s", ErrForbidden, d.Name, d.Owner)
+		}
+		var old toolplane.Definition
+		if err := json.Unmarshal(prev.v.Definition, &old); err != nil {
+			return nil, fmt.Errorf("read %s %s: %w", prev.v.Name, prev.v.Version, err)
+		}
+		if err := compat.Check(&old, &d); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		rep, err := compat.Classify(&old, &d)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		pub.Report = &rep
+	}
+
+	hash, err := registry.SchemaHash(&d)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	d.SchemaHash = hash
+	body, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	reasons, err := s.reviewReasons(ctx, &d)
+	if err != nil {
+		return nil, err
+	}
+	state := toolplane.StateActive
+	if len(reasons) > 0 {
+		state = toolplane.StateInReview
+	}
+	now := s.now()
+	tv := &toolplane.ToolVersion{Name: d.Name, Version: d.Version, State: state, Definition: body, SchemaHash: hash, Owner: d.Owner,
+		ReviewReasons: reasons, PublishedBy: by.Subject, PublishedAt: now, UpdatedAt: now}
+	if err := s.store.InsertToolVersion(ctx, tv); err != nil {
+		if errors.Is(err, toolplane.ErrExists) {
+			return nil, fmt.Errorf("%w: %s %s is already published", ErrConflict, d.Name, d.Version)
+		}
+		return nil, fmt.Errorf("publish %s %s: %w", d.Name, d.Version, err)
+	}
+	s.record(ctx, by, "version.publish", tv, map[string]any{"state": state, "review_reasons": reasons})
+	pub.Version = tv
+	return pub, s.Refresh(ctx)
+}
+
+// reviewReasons answers why d needs a person's review: it is destructive,
+// carries a sensitive tag, or its team has no active tool yet (trust is
+// earned once, by review). None means self-service.
+func (s *Service) reviewReasons(ctx context.Context, d *toolplane.Definition) ([]string, error) {
+	var reasons []string
+	if d.Annotations.Destructive {
+		reasons = append(reasons, "destructive")
+	}
+	for _, tag := range reviewTags {
+		if slices.Contains(d.Tags, tag) {
+			reasons = append(reasons, "tag:"+tag)
+		}
+	}
+	// Any active version counts, an earlier one of this tool included: a
+	// new version of a tool already trusted does not start over.
+	active, _, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{Owner: d.Owner, States: []toolplane.VersionState{toolplane.StateActive}}, "", 1)
+	if err != nil {
+		return nil, fmt.Errorf("active tools of %s: %w", d.Owner, err)
+	}
+	if len(active) == 0 {
+		reasons = append(reasons, "first tool of team "+d.Owner)
+	}
+	return reasons, nil
+}
+
+// Review decides a version in review: approved, it is active; rejected,
+// it goes back to its owner (pending_approval) with the note. Reviews are
+// a platform_admin's.
+func (s *Service) Review(ctx context.Context, name, version string, approve bool, note string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
+		return nil, fmt.Errorf("%w: versions are reviewed by a platform_admin", ErrForbidden)
+	}
+	if !approve && strings.TrimSpace(note) == "" {
+		return nil, fmt.Errorf("%w: a rejection says why (note)", ErrInvalid)
+	}
+	kind, to := "version.approve", toolplane.StateActive
+	if !approve {
+		kind, to = "version.reject", toolplane.StatePendingApproval
+	}
+	return s.transition(ctx, name, version, kind, by, func(v *toolplane.ToolVersion) error {
+		if v.State != toolplane.StateInReview {
+			return fmt.Errorf("%w: %s %s is %s; only a version in review is approved or rejected", ErrTransition, name, version, v.State)
+		}
+		if by.Subject == v.PublishedBy && approve {
+			return fmt.Errorf("%w: the publisher of a version does not approve it", ErrForbidden)
+		}
+		v.State, v.ReviewedBy, v.ReviewedAt, v.ReviewNote = to, by.Subject, s.now(), note
+		return nil
+	})
+}
+
+// Submit sends a version its reviewer sent back to review again; its
+// owner's.
+func (s *Service) Submit(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	return s.transition(ctx, name, version, "version.submit", by, func(v *toolplane.ToolVersion) error {
+		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
+			return fmt.Errorf("%w: a version is submitted by a tool_owner of %s", ErrForbidden, v.Owner)
+		}
+		if v.State != toolplane.StatePendingApproval {
+			return fmt.Errorf("%w: %s %s is %s; only a pending version is submitted", ErrTransition, name, version, v.State)
+		}
+		v.State = toolplane.StateInReview
+		return nil
+	})
+}
+
+// Deprecate marks an active version deprecated: still called, with a
+// warning on every result, until its sunset. The owner's.
+func (s *Service) Deprecate(ctx context.Context, name, version string, sunset time.Time, replacement string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	if sunset.IsZero() {
+		return nil, fmt.Errorf("%w: a deprecation names its sunset (sunset_at)", ErrInvalid)
+	}
+	if replacement != "" {
+		if _, err := s.store.GetToolVersion(ctx, name, replacement); err != nil {
+			return nil, fmt.Errorf("%w: replacement %s %s: %v", ErrInvalid, name, replacement, err)
+		}
+	}
+	return s.transition(ctx, name, version, "version.deprecate", by, func(v *toolplane.ToolVersion) error {
+		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
+			return fmt.Errorf("%w: a version is deprecated by a tool_owner of %s", ErrForbidden, v.Owner)
+		}
+		if v.State != toolplane.StateActive {
+			return fmt.Errorf("%w: %s %s is %s; only an active version is deprecated", ErrTransition, name, version, v.State)
+		}
+		v.State, v.SunsetAt, v.Replacement = toolplane.StateDeprecated, sunset, replacement
+		return nil
+	})
+}
+
+// Retire retires a deprecated version now, whoever still calls it: the
+// owner's or a platform_admin's, and never undone.
+func (s *Service) Retire(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	return s.transition(ctx, name, version, "version.retire", by, func(v *toolplane.ToolVersion) error {
+		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
+			return fmt.Errorf("%w: a version is retired by a tool_owner of %s or a platform_admin", ErrForbidden, v.Owner)
+		}
+		if v.State != toolplane.StateDeprecated {
+			return fmt.Errorf("%w: %s %s is %s; only a deprecated version is retired", ErrTransition, name, version, v.State)
+		}
+		v.State, v.RetireBlocked = toolplane.StateRetired, ""
+		return nil
+	})
+}
+
+// SunsetWindow is how far back the sunset rule looks for calls.
+const SunsetWindow = 7 * 24 * time.Hour
+
+// Sunset applies the sunset rule to every deprecated version past its
+// sunset: one nobody called in the trailing window is retired; one still
+// called stays, blocked, with the agents calling it named (for the owner
+// to tell them). It answers the versions retired and blocked.
+func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err error) {
+	now := s.now()
+	due, _, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateDeprecated}}, "", 1000)
+	if err != nil {
+		return nil, nil, fmt.Errorf("deprecated versions: %w", err)
+	}
+	system := &toolplane.Credential{Kind: toolplane.CredentialPerson, Subject: "sunset", Roles: []string{toolplane.RolePlatformAdmin}}
+	for i := range due {
+		v := &due[i]
+		if v.SunsetAt.IsZero() || now.Before(v.SunsetAt) {
+			continue
+		}
+		agents, err := s.callers(ctx, v, now.Add(-SunsetWindow))
+		if err != nil {
+			return retired, blocked, err
+		}
+		ref := v.Name + " " + v.Version
+		if len(agents) == 0 {
+			if _, err := s.Retire(ctx, v.Name, v.Version, system); err != nil && !errors.Is(err, ErrConflict) {
+				return retired, blocked, err
+			}
+			retired = append(retired, ref)
+			continue
+		}
+		why := fmt.Sprintf("called in the last 7 days by %s", strings.Join(agents, ", "))
+		if v.RetireBlocked != why {
+			if _, err := s.transition(ctx, v.Name, v.Version, "version.retire_blocked", system, func(w *toolplane.ToolVersion) error {
+				if w.State != toolplane.StateDeprecated {
+					return fmt.Errorf("%w: %s", ErrTransition, w.State)
+				}
+				w.RetireBlocked = why
+				return nil
+			}); err != nil && !errors.Is(err, ErrTransition) && !errors.Is(err, ErrConflict) {
+				return retired, blocked, err
+			}
+			s.log.Warn("sunset blocked: the version is still called", "tool", v.Name, "version", v.Version, "agents", agents)
+		}
+		blocked = append(blocked, ref)
+	}
+	return retired, blocked, nil
+}
+
+// callers answers the agents that called a version since a moment, from
+// the audit trail of every organization that called it.
+func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since time.Time) ([]string, error) {
+	seen := map[string]bool{}
+	// The audit trail is per organization: each one served is read.
+	for _, org := range s.orgs() {
+		after := ""
+		for {
+			evs, next, err := s.store.ListAudit(ctx, org, toolplane.AuditFilter{Tool: v.Name}, after, 500)
+			if err != nil {
+				return nil, fmt.Errorf("calls of %s %s: %w", v.Name, v.Version, err)
+			}
+			done := next == ""
+			for _, e := range evs {
+				if e.CreatedAt.Before(since) {
+					done = true
+					break
+				}
+				if e.ToolVersion == v.Version && e.Source != toolplane.SourceResume {
+					seen[org+"/"+e.AgentID] = true
+				}
+			}
+			if done {
+				break
+			}
+			after = next
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for a := range seen {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (s *Service) orgs() []string {
+	if len(s.organizations) == 0 {
+		return []string{"default"}
+	}
+	return s.organizations
+}
+
+// transition reads a version, lets change edit it, and writes it back
+// conditionally on its revision.
+func (s *Service) transition(ctx context.Context, name, version, kind string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (*toolplane.ToolVersion, error) {
+	v, err := s.store.GetToolVersion(ctx, name, version)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return nil, fmt.Errorf("%s %s: %w", name, version, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", name, version, err)
+	}
+	from := v.State
+	if err := change(v); err != nil {
+		return nil, err
+	}
+	v.UpdatedAt = s.now()
+	ok, err := s.store.UpdateToolVersion(ctx, v)
+	if err != nil {
+		return nil, fmt.Errorf("update %s %s: %w", name, version, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s %s changed meanwhile; read it again", ErrConflict, name, version)
+	}
+	s.record(ctx, by, kind, v, map[string]any{"from": from, "to": v.State, "note": v.ReviewNote, "sunset_at": v.SunsetAt, "replacement": v.Replacement, "retire_blocked": v.RetireBlocked})
+	return v, s.Refresh(ctx)
+}
+
+// record appends a change to the log; a failure is logged, not returned:
+// the change itself is made and stored.
+func (s *Service) record(ctx context.Context, by *toolplane.Credential, kind string, v *toolplane.ToolVersion, detail map[string]any) {
+	body, _ := json.Marshal(detail)
+	org := by.OrganizationID
+	if org == "" {
+		org = "default"
+	}
+	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: org, Kind: kind, Subject: v.Name + "@" + v.Version,
+		Actor: by.Subject, Detail: body, CreatedAt: s.now()}
+	if err := s.store.AppendChange(ctx, c); err != nil {
+		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "subject", c.Subject, "err", err)
+	}
+}
+
+// Refresh loads every callable version into the registry when the
+// catalogue changed since the last load. Each node calls it periodically
+// (Watch) and after its own changes.
+func (s *Service) Refresh(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev, err := s.store.CatalogRevision(ctx)
+	if err != nil {
+		return fmt.Errorf("catalogue revision: %w", err)
+	}
+	if s.loaded && rev == s.revision {
+		return nil
+	}
+	var vs []registry.Version
+	after := ""
+	for {
+		page, next, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated}}, after, 500)
+		if err != nil {
+			return fmt.Errorf("load the catalogue: %w", err)
+		}
+		for _, tv := range page {
+			var d toolplane.Definition
+			if err := json.Unmarshal(tv.Definition, &d); err != nil {
+				s.log.ErrorContext(ctx, "stored definition unreadable", "tool", tv.Name, "version", tv.Version, "err", err)
+				continue
+			}
+			vs = append(vs, registry.Version{Def: d, State: tv.State, SunsetAt: tv.SunsetAt, Replacement: tv.Replacement})
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	for _, p := range s.reg.SetVersions(Group, vs) {
+		s.log.WarnContext(ctx, "published version not served", "problem", p.String())
+	}
+	s.revision, s.loaded = rev, true
+	return nil
+}
+
+// Watch refreshes the registry every interval until ctx ends, so a
+// version published or retired on another node reaches this one.
+func (s *Service) Watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Refresh(ctx); err != nil {
+				s.log.WarnContext(ctx, "catalogue refresh failed", "err", err)
+			}
+		}
+	}
+}
+
+// versioned is a stored version with its parsed version.
+type versioned struct {
+	v   *toolplane.ToolVersion
+	ver semver.Version
+}
+
+// versions answers every version of a name, oldest first by precedence.
+func (s *Service) versions(ctx context.Context, name string) ([]versionedRow, error) {
+	var out []versionedRow
+	after := ""
+	for {
+		page, next, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{Name: name}, after, 500)
+		if err != nil {
+			return nil, fmt.Errorf("versions of %s: %w", name, err)
+		}
+		for i := range page {
+			ver, err := semver.Parse(page[i].Version)
+			if err != nil {
+				continue
+			}
+			out = append(out, versionedRow{ToolVersion: page[i], ver: ver})
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	sort.Slice(out, func(i, j int) bool { return semver.Compare(out[i].ver, out[j].ver) < 0 })
+	return out, nil
+}
+
+// versionedRow is a stored version with its parsed version.
+type versionedRow struct {
+	toolplane.ToolVersion
+	ver semver.Version
+}
+
+// below answers the greatest version under v (the one a new version is
+// compared with), or nil.
+func below(rows []versionedRow, v semver.Version) *versioned {
+	for i := len(rows) - 1; i >= 0; i-- {
+		if semver.Compare(rows[i].ver, v) < 0 {
+			return &versioned{v: &rows[i].ToolVersion, ver: rows[i].ver}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,338 @@
+package catalog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/compat"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type fixture struct {
+	ctx   context.Context
+	store *sqlite.Store
+	reg   *registry.Registry
+	svc   *catalog.Service
+	clock *clock
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opt := registry.Options{Bindings: registry.Static{Handlers: map[string]bool{"payments.refund_order": false, "payments.get_order": false, "crm.lookup": false}}}
+	reg, _, err := registry.Build(nil, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	return &fixture{ctx: ctx, store: store, reg: reg, clock: c,
+		svc: catalog.New(catalog.Config{Store: store, Registry: reg, Options: opt, Now: c.Now})}
+}
+
+func person(subject string, roles ...string) *toolplane.Credential {
+	return &toolplane.Credential{ID: "tpk_" + subject, OrganizationID: "default", Kind: toolplane.CredentialPerson, Subject: subject, Roles: roles}
+}
+
+var (
+	owner     = person("olga", "tool_owner:payments")
+	publisher = person("pete", "tool_publisher:payments")
+	admin     = person("ada", "platform_admin")
+	outsider  = person("otto", "tool_owner:crm")
+)
+
+// refund answers a definition of payments.get_order at version, with
+// amount_cents optional unless required says otherwise.
+func getOrder(version string, mutate ...func(*toolplane.Definition)) toolplane.Definition {
+	d := toolplane.Definition{
+		Name: "payments.get_order", Version: version, Kind: toolplane.KindInternal, Owner: "payments",
+		Description:  "Read one order by its id.",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","maxLength":40}},"required":["order_id"]}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"status":{"type":"string"}}}`),
+		Effect:       toolplane.EffectRead, Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "payments.get_order"}},
+	}
+	for _, m := range mutate {
+		m(&d)
+	}
+	return d
+}
+
+// seedActive makes team payments trusted: one active tool of its own, so
+// its next non-destructive tools are self-service.
+func (f *fixture) seedActive(t *testing.T) {
+	t.Helper()
+	d := getOrder("1.0.0")
+	d.Name, d.Binding.Handler.Key = "payments.refund_order", "payments.refund_order"
+	p, err := f.svc.Publish(f.ctx, d, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Review(f.ctx, d.Name, "1.0.0", true, "", admin); err != nil {
+		t.Fatalf("review %s: %v", p.Version.Name, err)
+	}
+}
+
+func TestFirstToolOfATeamGoesToReviewThenSelfService(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	p, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version.State != toolplane.StateInReview || len(p.Version.ReviewReasons) != 1 || p.Version.ReviewReasons[0] != "first tool of team payments" {
+		t.Fatalf("first publish: %s %v", p.Version.State, p.Version.ReviewReasons)
+	}
+	if _, ok := f.reg.Get("payments.get_order"); ok {
+		t.Fatal("a version in review is served")
+	}
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", admin); err != nil {
+		t.Fatal(err)
+	}
+	if tool, ok := f.reg.Get("payments.get_order"); !ok || tool.Def.Version != "1.0.0" {
+		t.Fatal("an approved version is not served")
+	}
+	// The team is trusted now: a non-destructive minor is active at once.
+	p, err = f.svc.Publish(f.ctx, getOrder("1.1.0", func(d *toolplane.Definition) { d.Description = "Read one order." }), publisher)
+	if err != nil || p.Version.State != toolplane.StateActive {
+		t.Fatalf("second publish: %+v %v", p, err)
+	}
+	// Destructive and sensitive tags always need review.
+	p, err = f.svc.Publish(f.ctx, getOrder("2.0.0", func(d *toolplane.Definition) {
+		d.Effect, d.Annotations.Destructive, d.Tags = toolplane.EffectWrite, true, []string{"finance"}
+		no := false
+		d.Repeatable = &no
+	}), owner)
+	if err != nil || p.Version.State != toolplane.StateInReview || len(p.Version.ReviewReasons) != 2 {
+		t.Fatalf("destructive publish: %+v %v", p.Version, err)
+	}
+}
+
+func TestCompatibilityGate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), owner); err != nil {
+		t.Fatal(err)
+	}
+	addRequired := func(d *toolplane.Definition) {
+		d.InputSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","maxLength":40},"region":{"type":"string"}},"required":["order_id","region"]}`)
+	}
+	widen := func(d *toolplane.Definition) {
+		d.InputSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","maxLength":80}},"required":["order_id"]}`)
+	}
+	tests := []struct {
+		name    string
+		def     toolplane.Definition
+		by      *toolplane.Credential
+		wantErr error
+	}{
+		{"a required field at a minor is refused", getOrder("1.1.0", addRequired), owner, catalog.ErrInvalid},
+		{"a schema change at a patch is refused", getOrder("1.0.1", widen), owner, catalog.ErrInvalid},
+		{"a widened constraint at a minor is accepted", getOrder("1.1.0", widen), publisher, nil},
+		{"a required field at a new major is accepted", getOrder("2.0.0", addRequired), owner, nil},
+		{"a version not above the one published is refused", getOrder("1.1.0", widen), owner, catalog.ErrConflict},
+	}
+	for _, tt := range tests {
+		_, err := f.svc.Publish(f.ctx, tt.def, tt.by)
+		if !errors.Is(err, tt.wantErr) && !(tt.wantErr == nil && err == nil) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.wantErr)
+		}
+		var v *compat.Violation
+		if errors.Is(tt.wantErr, catalog.ErrInvalid) && !errors.As(err, &v) {
+			t.Errorf("%s: the refusal does not list the changes: %v", tt.name, err)
+		}
+	}
+	// Both majors stand side by side.
+	if n := len(f.reg.Versions("payments.get_order")); n != 3 {
+		t.Errorf("%d versions served, want 3 (1.0.0, 1.1.0, 2.0.0)", n)
+	}
+}
+
+func TestRolesAreEnforced(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), publisher); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("a publisher's first publish: %v", err)
+	}
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), outsider); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("another team's owner: %v", err)
+	}
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Publish(f.ctx, getOrder("2.0.0"), publisher); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("a publisher's major: %v", err)
+	}
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", owner); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("an owner reviewing: %v", err)
+	}
+	if _, err := f.svc.Deprecate(f.ctx, "payments.get_order", "1.0.0", f.clock.Now(), "", outsider); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("another team deprecating: %v", err)
+	}
+	self := person("olga", "tool_owner:payments", "platform_admin")
+	p, _ := f.svc.Publish(f.ctx, getOrder("3.0.0", func(d *toolplane.Definition) { d.Annotations.OpenWorld = true }), self)
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", p.Version.Version, true, "", self); p.Version.State == toolplane.StateInReview && !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("approving one's own version: %v", err)
+	}
+}
+
+func TestLifecycleTransitions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	name := "payments.refund_order"
+	sunset := f.clock.Now().Add(90 * 24 * time.Hour)
+	steps := []struct {
+		name    string
+		do      func() (*toolplane.ToolVersion, error)
+		wantErr error
+		state   toolplane.VersionState
+	}{
+		{"submit an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Submit(f.ctx, name, "1.0.0", owner) }, catalog.ErrTransition, ""},
+		{"review an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Review(f.ctx, name, "1.0.0", true, "", admin) }, catalog.ErrTransition, ""},
+		{"retire an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", owner) }, catalog.ErrTransition, ""},
+		{"deprecate without a sunset", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Deprecate(f.ctx, name, "1.0.0", time.Time{}, "", owner)
+		}, catalog.ErrInvalid, ""},
+		{"deprecate", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", owner)
+		}, nil, toolplane.StateDeprecated},
+		{"deprecate again", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", owner)
+		}, catalog.ErrTransition, ""},
+		{"retire", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", owner) }, nil, toolplane.StateRetired},
+		{"retire again", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", owner) }, catalog.ErrTransition, ""},
+		{"unknown version", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "9.9.9", owner) }, toolplane.ErrNotFound, ""},
+	}
+	for _, st := range steps {
+		v, err := st.do()
+		if !errors.Is(err, st.wantErr) && !(st.wantErr == nil && err == nil) {
+			t.Fatalf("%s: %v, want %v", st.name, err, st.wantErr)
+		}
+		if st.state != "" && v.State != st.state {
+			t.Fatalf("%s: state %s, want %s", st.name, v.State, st.state)
+		}
+	}
+	if _, ok := f.reg.Get(name); ok {
+		t.Error("a retired version is still served")
+	}
+
+	// Rejection sends a version back to its owner, who submits it again.
+	p, err := f.svc.Publish(f.ctx, getOrder("1.0.0", func(d *toolplane.Definition) { d.Annotations.OpenWorld = true; d.Tags = []string{"pii"} }), owner)
+	if err != nil || p.Version.State != toolplane.StateInReview {
+		t.Fatalf("publish for review: %+v %v", p, err)
+	}
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", false, "", admin); !errors.Is(err, catalog.ErrInvalid) {
+		t.Errorf("a rejection without a note: %v", err)
+	}
+	v, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", false, "the schema accepts any string as an order id", admin)
+	if err != nil || v.State != toolplane.StatePendingApproval || v.ReviewedBy != "ada" {
+		t.Fatalf("reject: %+v %v", v, err)
+	}
+	if v, err = f.svc.Submit(f.ctx, "payments.get_order", "1.0.0", owner); err != nil || v.State != toolplane.StateInReview {
+		t.Fatalf("submit: %+v %v", v, err)
+	}
+	changes, _, err := f.store.ListChanges(f.ctx, "default", "", "", "", 100)
+	if err != nil || len(changes) < 6 {
+		t.Errorf("change log: %d changes, %v", len(changes), err)
+	}
+}
+
+func TestConcurrentPublishesOfOneVersionConflict(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = f.svc.Publish(f.ctx, getOrder("1.0.0"), owner)
+		}()
+	}
+	wg.Wait()
+	ok, conflicts := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, catalog.ErrConflict):
+			conflicts++
+		default:
+			t.Errorf("publish: %v", err)
+		}
+	}
+	if ok != 1 || conflicts != n-1 {
+		t.Errorf("%d published, %d conflicts", ok, conflicts)
+	}
+}
+
+func TestSunsetRetiresUncalledAndBlocksCalled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), owner); err != nil {
+		t.Fatal(err)
+	}
+	sunset := f.clock.Now().Add(24 * time.Hour)
+	for _, name := range []string{"payments.refund_order", "payments.get_order"} {
+		if _, err := f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An agent still calls get_order.
+	f.clock.Advance(20 * time.Hour)
+	if err := f.store.AppendAudit(f.ctx, &toolplane.AuditEvent{ID: toolplane.NewID("evt_"), OrganizationID: "default", RunID: "r", AgentID: "support-bot",
+		Tool: "payments.get_order", ToolVersion: "1.0.0", Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: f.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// Before the sunset nothing happens.
+	if retired, blocked, err := f.svc.Sunset(f.ctx); err != nil || len(retired)+len(blocked) != 0 {
+		t.Fatalf("before sunset: %v %v %v", retired, blocked, err)
+	}
+	f.clock.Advance(5 * time.Hour)
+	retired, blocked, err := f.svc.Sunset(f.ctx)
+	if err != nil || len(retired) != 1 || retired[0] != "payments.refund_order 1.0.0" || len(blocked) != 1 {
+		t.Fatalf("at sunset: retired %v blocked %v %v", retired, blocked, err)
+	}
+	v, _ := f.store.GetToolVersion(f.ctx, "payments.get_order", "1.0.0")
+	if v.State != toolplane.StateDeprecated || v.RetireBlocked == "" {
+		t.Errorf("called version: %s, blocked %q", v.State, v.RetireBlocked)
+	}
+	// A week without calls later, it retires too.
+	f.clock.Advance(8 * 24 * time.Hour)
+	if retired, _, err := f.svc.Sunset(f.ctx); err != nil || len(retired) != 1 {
+		t.Fatalf("a week later: %v %v", retired, err)
+	}
+}

@@ -1,0 +1,435 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/compat"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/toolfile"
+)
+
+// versionView is a published version as the API shows it.
+type versionView struct {
+	Name          string                 `json:"name"`
+	Version       string                 `json:"version"`
+	State         toolplane.VersionState `json:"state"`
+	Owner         string                 `json:"owner"`
+	SchemaHash    string                 `json:"schema_hash"`
+	ReviewReasons []string               `json:"review_reasons,omitempty"`
+	PublishedBy   string                 `json:"published_by"`
+	PublishedAt   time.Time              `json:"published_at"`
+	ReviewedBy    string                 `json:"reviewed_by,omitempty"`
+	ReviewedAt    *time.Time             `json:"reviewed_at,omitempty"`
+	ReviewNote    string                 `json:"review_note,omitempty"`
+	SunsetAt      *time.Time             `json:"sunset_at,omitempty"`
+	Replacement   string                 `json:"replacement,omitempty"`
+	RetireBlocked string                 `json:"retire_blocked,omitempty"`
+	Definition    json.RawMessage        `json:"definition,omitempty"`
+	Dependencies  []toolplane.Dependency `json:"dependencies,omitempty"`
+	Compatibility *compatView            `json:"compatibility,omitempty"`
+}
+
+type compatView struct {
+	Required string   `json:"required_bump"`
+	Changes  []string `json:"changes"`
+}
+
+func versionOf(v *toolplane.ToolVersion, withDefinition bool) versionView {
+	out := versionView{Name: v.Name, Version: v.Version, State: v.State, Owner: v.Owner, SchemaHash: v.SchemaHash,
+		ReviewReasons: v.ReviewReasons, PublishedBy: v.PublishedBy, PublishedAt: v.PublishedAt, ReviewedBy: v.ReviewedBy,
+		ReviewedAt: opt(v.ReviewedAt), ReviewNote: v.ReviewNote, SunsetAt: opt(v.SunsetAt), Replacement: v.Replacement,
+		RetireBlocked: v.RetireBlocked}
+	var d toolplane.Definition
+	if json.Unmarshal(v.Definition, &d) == nil {
+		out.Dependencies = d.Dependencies
+	}
+	if withDefinition {
+		out.Definition = v.Definition
+	}
+	return out
+}
+
+// registryFail answers an error of the catalogue or grants services.
+func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		ce *registry.CheckError
+		cv *compat.Violation
+	)
+	switch {
+	case errors.Is(err, catalog.ErrForbidden), errors.Is(err, authz.ErrForbidden):
+		s.fail(w, r, http.StatusForbidden, "denied", err.Error(), "")
+	case errors.As(err, &ce):
+		lines := make([]string, len(ce.Problems))
+		for i, p := range ce.Problems {
+			lines[i] = p.String()
+		}
+		field := ""
+		if len(ce.Problems) > 0 {
+			field = ce.Problems[0].Field
+		}
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the definition fails registration: "+strings.Join(lines, "; "), field)
+	case errors.As(err, &cv):
+		s.fail(w, r, http.StatusBadRequest, "incompatible", cv.Error(), "version")
+	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, authz.ErrInvalid):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+	case errors.Is(err, catalog.ErrTransition):
+		s.fail(w, r, http.StatusConflict, "invalid_transition", err.Error(), "")
+	case errors.Is(err, catalog.ErrConflict):
+		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
+	case errors.Is(err, toolplane.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "not_found", err.Error(), "")
+	default:
+		s.Log.ErrorContext(r.Context(), "registry operation failed", "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the operation could not be completed", "")
+	}
+}
+
+// publish stores a new version from a definition file: YAML
+// (application/x-yaml) or JSON, in either definition form.
+func (s *Server) publish(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.Catalog == nil {
+		s.fail(w, r, http.StatusNotFound, "not_found", "publishing is not enabled on this server", "")
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the body could not be read: "+err.Error(), "")
+		return
+	}
+	ext := ".json"
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); strings.Contains(mt, "yaml") {
+		ext = ".yaml"
+	}
+	d, _, err := toolfile.Parse(data, ext)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	pub, err := s.Catalog.Publish(r.Context(), d, c.cred)
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	out := versionOf(pub.Version, false)
+	if pub.Report != nil {
+		cv := &compatView{Required: pub.Report.Required.String()}
+		for _, ch := range pub.Report.Changes {
+			cv.Changes = append(cv.Changes, ch.String())
+		}
+		out.Compatibility = cv
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ caller) {
+	limit, err := limitOf(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		return
+	}
+	q := r.URL.Query()
+	f := toolplane.VersionFilter{Name: q.Get("name"), Owner: q.Get("owner")}
+	for _, st := range q["state"] {
+		f.States = append(f.States, toolplane.VersionState(st))
+	}
+	vs, next, err := s.Store.ListToolVersions(r.Context(), f, q.Get("cursor"), limit)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		return
+	}
+	items := make([]versionView, len(vs))
+	for i := range vs {
+		items[i] = versionOf(&vs[i], false)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+}
+
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, _ caller) {
+	v, err := s.Store.GetToolVersion(r.Context(), r.PathValue("name"), r.PathValue("version"))
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, versionOf(v, true))
+}
+
+// versionAction moves a version through its lifecycle: approve, reject,
+// submit, deprecate, retire.
+func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.Catalog == nil {
+		s.fail(w, r, http.StatusNotFound, "not_found", "the registry is not enabled on this server", "")
+		return
+	}
+	var body struct {
+		Note        string    `json:"note"`
+		SunsetAt    time.Time `json:"sunset_at"`
+		Replacement string    `json:"replacement"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &body); err != nil {
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+			return
+		}
+	}
+	ctx, name, version := r.Context(), r.PathValue("name"), r.PathValue("version")
+	var (
+		v   *toolplane.ToolVersion
+		err error
+	)
+	switch r.PathValue("action") {
+	case "approve":
+		v, err = s.Catalog.Review(ctx, name, version, true, body.Note, c.cred)
+	case "reject":
+		v, err = s.Catalog.Review(ctx, name, version, false, body.Note, c.cred)
+	case "submit":
+		v, err = s.Catalog.Submit(ctx, name, version, c.cred)
+	case "deprecate":
+		v, err = s.Catalog.Deprecate(ctx, name, version, body.SunsetAt, body.Replacement, c.cred)
+	case "retire":
+		v, err = s.Catalog.Retire(ctx, name, version, c.cred)
+	default:
+		s.fail(w, r, http.StatusNotFound, "not_found", "the action is one of approve, reject, submit, deprecate, retire", "action")
+		return
+	}
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, versionOf(v, false))
+}
+
+// diff answers the compatibility report between two definitions.
+func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ caller) {
+	var body struct {
+		From json.RawMessage `json:"from"`
+		To   json.RawMessage `json:"to"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	from, _, err := toolfile.Parse(body.From, ".json")
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "from: "+err.Error(), "from")
+		return
+	}
+	to, _, err := toolfile.Parse(body.To, ".json")
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "to: "+err.Error(), "to")
+		return
+	}
+	rep, err := compat.Classify(&from, &to)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	out := map[string]any{"required_bump": rep.Required.String(), "changes": rep.Changes}
+	if err := compat.Check(&from, &to); err != nil {
+		out["refused"] = err.Error()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// grantView is a grant as the API shows it.
+type grantView struct {
+	ID          string     `json:"id"`
+	AgentID     string     `json:"agent_id"`
+	Pattern     string     `json:"pattern,omitempty"`
+	Bundle      string     `json:"bundle,omitempty"`
+	TenantScope []string   `json:"tenant_scope,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	GrantedBy   string     `json:"granted_by"`
+	CreatedAt   time.Time  `json:"created_at"`
+	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	RevokedBy   string     `json:"revoked_by,omitempty"`
+}
+
+func grantOf(g *toolplane.Grant) grantView {
+	return grantView{ID: g.ID, AgentID: g.AgentID, Pattern: g.Pattern, Bundle: g.Bundle, TenantScope: g.TenantScope,
+		ExpiresAt: opt(g.ExpiresAt), GrantedBy: g.GrantedBy, CreatedAt: g.CreatedAt, RevokedAt: opt(g.RevokedAt), RevokedBy: g.RevokedBy}
+}
+
+func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, c caller) {
+	var body struct {
+		AgentID     string    `json:"agent_id"`
+		Pattern     string    `json:"pattern"`
+		Bundle      string    `json:"bundle"`
+		TenantScope []string  `json:"tenant_scope"`
+		ExpiresAt   time.Time `json:"expires_at"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	g := &toolplane.Grant{AgentID: body.AgentID, Pattern: body.Pattern, Bundle: body.Bundle, TenantScope: body.TenantScope, ExpiresAt: body.ExpiresAt}
+	if err := s.Authz.AddGrant(r.Context(), g, c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, grantOf(g))
+}
+
+func (s *Server) listGrants(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(toolplane.RoleAgentOperator, RoleAuditor) {
+		s.fail(w, r, http.StatusForbidden, "denied", "listing grants needs the agent_operator, auditor or platform_admin role", "")
+		return
+	}
+	gs, err := s.Store.ListGrants(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("agent_id"), r.URL.Query().Get("revoked") == "true")
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	items := make([]grantView, len(gs))
+	for i := range gs {
+		items[i] = grantOf(&gs[i])
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := s.Authz.RevokeGrant(r.Context(), r.PathValue("id"), c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "revoked": true})
+}
+
+func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(toolplane.RoleAgentOperator, RoleAuditor) {
+		s.fail(w, r, http.StatusForbidden, "denied", "explaining grants needs the agent_operator, auditor or platform_admin role", "")
+		return
+	}
+	lines, err := s.Authz.Explain(r.Context(), c.cred.OrganizationID, r.PathValue("agent"))
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	if lines == nil {
+		lines = []authz.Why{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agent_id": r.PathValue("agent"), "tools": lines})
+}
+
+func (s *Server) addDeny(w http.ResponseWriter, r *http.Request, c caller) {
+	var body struct {
+		AgentID string `json:"agent_id"`
+		Pattern string `json:"pattern"`
+		Reason  string `json:"reason"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	d := &toolplane.Deny{AgentID: body.AgentID, Pattern: body.Pattern, Reason: body.Reason}
+	if err := s.Authz.AddDeny(r.Context(), d, c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"id": d.ID, "agent_id": d.AgentID, "pattern": d.Pattern, "reason": d.Reason,
+		"created_by": d.CreatedBy, "created_at": d.CreatedAt})
+}
+
+func (s *Server) listDenies(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(toolplane.RoleAgentOperator, RoleAuditor) {
+		s.fail(w, r, http.StatusForbidden, "denied", "listing denies needs the agent_operator, auditor or platform_admin role", "")
+		return
+	}
+	ds, err := s.Store.ListDenies(r.Context(), c.cred.OrganizationID)
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	items := make([]map[string]any, len(ds))
+	for i, d := range ds {
+		items[i] = map[string]any{"id": d.ID, "agent_id": d.AgentID, "pattern": d.Pattern, "reason": d.Reason, "created_by": d.CreatedBy, "created_at": d.CreatedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) liftDeny(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := s.Authz.LiftDeny(r.Context(), r.PathValue("id"), c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": r.PathValue("id"), "lifted": true})
+}
+
+func (s *Server) putBundle(w http.ResponseWriter, r *http.Request, c caller) {
+	var body struct {
+		Refs []string `json:"refs"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	b := &toolplane.Bundle{Name: r.PathValue("name"), Refs: body.Refs}
+	if err := s.Authz.PutBundle(r.Context(), b, c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": b.Name, "refs": b.Refs, "created_by": b.CreatedBy, "updated_at": b.UpdatedAt})
+}
+
+func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, c caller) {
+	bs, err := s.Store.ListBundles(r.Context(), c.cred.OrganizationID)
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	items := make([]map[string]any, len(bs))
+	for i, b := range bs {
+		items[i] = map[string]any{"name": b.Name, "refs": b.Refs, "created_by": b.CreatedBy, "created_at": b.CreatedAt, "updated_at": b.UpdatedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(RoleAuditor) {
+		s.fail(w, r, http.StatusForbidden, "denied", "the change log needs the auditor role", "")
+		return
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		return
+	}
+	q := r.URL.Query()
+	cs, next, err := s.Store.ListChanges(r.Context(), c.cred.OrganizationID, q.Get("kind"), q.Get("subject"), q.Get("cursor"), limit)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		return
+	}
+	items := make([]map[string]any, len(cs))
+	for i, ch := range cs {
+		items[i] = map[string]any{"id": ch.ID, "kind": ch.Kind, "subject": ch.Subject, "actor": ch.Actor, "detail": json.RawMessage(orNull(ch.Detail)), "created_at": ch.CreatedAt}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+}
+
+func orNull(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
+	return b
+}
+
+// registryRoute answers 404 on a server without the registry services.
+func (s *Server) registryRoute(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
+	return s.auth(func(w http.ResponseWriter, r *http.Request, c caller) {
+		if s.Catalog == nil || s.Authz == nil {
+			s.fail(w, r, http.StatusNotFound, "not_found", fmt.Sprintf("%s is not enabled on this server", r.URL.Path), "")
+			return
+		}
+		h(w, r, c)
+	})
+}
