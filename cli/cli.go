@@ -22,6 +22,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return migrate(args[1:], stdout, stderr)
 	case "serve":
 		return serveCmd(args[1:], stdout, stderr)
+	case "tools":
+		return tools(args[1:], stdout, stderr)
+	case "grants":
+		return grantsCmd(args[1:], stdout, stderr)
+	case "bundles":
+		return bundlesCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -43,5 +49,14 @@ commands:
   migrate up|status
                  apply or list database migrations (--database: a SQLite
                  file, the default, or a PostgreSQL DSN)
+  tools publish|diff|list|show|submit|approve|reject|deprecate|retire
+                 the registry's versions and their lifecycle
+  grants add|list|revoke|explain|deny|denies|undeny
+                 which agents may call which tools
+  bundles put|list
+                 named sets of tool references granted together
+
+tools, grants and bundles talk to a server: --server (or $TOOLPLANE_SERVER,
+default http://127.0.0.1:8080) and --key (or $TOOLPLANE_KEY).
 `)
 }
