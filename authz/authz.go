@@ -340,6 +340,27 @@ func (s *Service) Pins(ctx context.Context, org, agent, tenant string) (map[stri
 	return out, nil
 }
 
+// Denied answers a test of whether a deny refuses a tool to the agent now,
+// whatever grants it (its key's own tools included).
+func (s *Service) Denied(ctx context.Context, org, agent string) (func(name string) bool, error) {
+	v, err := s.load(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	return func(name string) bool {
+		for i := range v.denies {
+			d := &v.denies[i]
+			if d.AgentID != agent && d.AgentID != toolplane.EveryAgent {
+				continue
+			}
+			if ok, _ := path.Match(d.Pattern, name); ok {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
 // Explain answers, for every tool in the catalogue that a grant of the
 // agent names, which grant allows it, at which version, or which deny
 // refuses it: "which agents can delete a customer record, and who allowed

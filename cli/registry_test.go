@@ -137,6 +137,9 @@ func TestRegistryFlowThroughTheCommandLine(t *testing.T) {
 	if v := r.call(t, "support.find_tickets", `{"query":"cracked"}`); code(v) != "ok" {
 		t.Fatalf("the agent's call: %v", v)
 	}
+	if !strings.Contains(r.list(t), `"support.find_tickets"`) {
+		t.Fatal("the granted tool is not in the agent's list")
+	}
 	// The incident deny beats the grant at once.
 	if c, _, e := r.run(t, r.admin, "grants", "deny", "*", "support.*", "--reason", "incident 12"); c != 0 {
 		t.Fatal(e)
@@ -144,6 +147,23 @@ func TestRegistryFlowThroughTheCommandLine(t *testing.T) {
 	if v := r.call(t, "support.find_tickets", `{"query":"cracked"}`); code(v) != "denied" {
 		t.Fatalf("under the incident deny: %v", v)
 	}
+	if strings.Contains(r.list(t), `"support.find_tickets"`) {
+		t.Fatal("a denied tool is still in the agent's list")
+	}
+}
+
+// list answers the demo agent's tool list.
+func (r running) list(t *testing.T) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", r.base+"/v1/tools", nil)
+	req.Header.Set("Authorization", "Bearer "+r.agent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // mintPerson creates a person's key with roles through the API.

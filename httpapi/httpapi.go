@@ -277,9 +277,13 @@ func view(t *registry.Tool) toolView {
 func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant string) (toolplane.Principal, error) {
 	p := toolplane.Principal{ID: cred.Subject}
 	var pins map[string]string
+	denied := func(string) bool { return false }
 	if s.Authz != nil && cred.Kind == toolplane.CredentialAgent {
 		var err error
 		if pins, err = s.Authz.Pins(r.Context(), cred.OrganizationID, cred.Subject, tenant); err != nil {
+			return p, err
+		}
+		if denied, err = s.Authz.Denied(r.Context(), cred.OrganizationID, cred.Subject); err != nil {
 			return p, err
 		}
 	}
@@ -287,6 +291,7 @@ func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant s
 		name := t.Def.Name
 		rng, granted := pins[name]
 		switch {
+		case denied(name):
 		case granted:
 			p.Tools = append(p.Tools, name)
 			if rng != "" {

@@ -297,9 +297,13 @@ func (sess *session) visible(t *registry.Tool, pins map[string]string) (string, 
 // sync makes the session's tools the registry's visible tools now.
 func (sess *session) sync() {
 	var pins map[string]string
+	denied := func(string) bool { return false }
 	if sess.s.Authz != nil {
 		var err error
 		pins, err = sess.s.Authz.Pins(context.Background(), sess.cred.OrganizationID, sess.cred.Subject, "")
+		if err == nil {
+			denied, err = sess.s.Authz.Denied(context.Background(), sess.cred.OrganizationID, sess.cred.Subject)
+		}
 		if err != nil {
 			// Keep what the session shows; the next change or listing
 			// tries again, and every call is decided on the grants anyway.
@@ -314,7 +318,7 @@ func (sess *session) sync() {
 	sess.pins = nil
 	for _, t := range sess.s.Registry.Tools() {
 		rng, ok := sess.visible(t, pins)
-		if !ok {
+		if !ok || denied(t.Def.Name) {
 			continue
 		}
 		if rng != "" {
