@@ -1,0 +1,48 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/registry"
+)
+
+// Every registry and grant operation answers 403 to a caller without the
+// role, in the one error envelope.
+func TestRegistryAndGrantRoutesRefuseWithoutTheRole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
+	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	publisher := mint(t, f.store, toolplane.CredentialPerson, "pete", []string{"tool_publisher:support"}, nil, false)
+	def := `{"name":"support.find","version":"1.0.0","kind":"internal","owner":"support","description":"Find.","effect":"read",
+		"binding":{"handler":{"key":"demo.search_tickets"}},"input_schema":{"type":"object"},"output_schema":{"type":"object"}}`
+	tests := []struct {
+		name, method, path, key, body string
+	}{
+		{"a publisher's first publish", "POST", "/v1/registry/tools", publisher, def},
+		{"an approver reviewing a version", "POST", "/v1/registry/tools/support.find/versions/1.0.0/approve", f.person, ""},
+		{"an approver granting", "POST", "/v1/grants", f.person, `{"agent_id":"bot","pattern":"demo.*"}`},
+		{"an auditor granting", "POST", "/v1/grants", f.auditor, `{"agent_id":"bot","pattern":"demo.*"}`},
+		{"an agent listing grants", "GET", "/v1/grants", f.agent, ""},
+		{"an approver denying", "POST", "/v1/denies", f.person, `{"agent_id":"*","pattern":"demo.*","reason":"x"}`},
+		{"an approver making a bundle", "PUT", "/v1/bundles/b", f.person, `{"refs":["demo.search_tickets@^1.0.0"]}`},
+		{"an approver reading the change log", "GET", "/v1/changes", f.person, ""},
+		{"an approver explaining an agent", "GET", "/v1/agents/bot/explain", f.person, ""},
+	}
+	for _, tt := range tests {
+		status, body := f.do(t, tt.method, tt.path, tt.key, tt.body)
+		if status != http.StatusForbidden || errCode(body) != "denied" {
+			t.Errorf("%s: %d %v", tt.name, status, body)
+		}
+	}
+	// The auditor reads what the others may not change.
+	for _, path := range []string{"/v1/changes", "/v1/grants", "/v1/agents/bot/explain", "/v1/denies"} {
+		if status, body := f.do(t, "GET", path, f.auditor, ""); status != http.StatusOK {
+			t.Errorf("auditor GET %s: %d %v", path, status, body)
+		}
+	}
+}
