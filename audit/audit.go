@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/toolplane/toolplane"
 )
@@ -58,10 +59,21 @@ type Batcher interface {
 // maxBatch bounds one commit; a larger backlog takes several.
 const maxBatch = 256
 
+// linger is how long a batch nobody waits for stays open for more events
+// when the store commits batches. A commit costs far more than a row, so
+// at a low call rate, where the queue holds one event at a time, each read
+// call would pay a commit of its own; lingering lets a few share one. It
+// only delays when a read's event (which changed nothing) is stored, by
+// less than the window the package already accepts losing in a crash; an
+// event somebody waits for ends the linger at once.
+const linger = 3 * time.Millisecond
+
 func (w *Writer) run() {
 	defer w.wg.Done()
 	batcher, _ := w.store.(Batcher)
 	batch := make([]item, 0, maxBatch)
+	timer := time.NewTimer(linger)
+	timer.Stop()
 	for it := range w.ch {
 		batch = append(batch[:0], it)
 	drain:
@@ -76,8 +88,44 @@ func (w *Writer) run() {
 				break drain
 			}
 		}
+		if batcher != nil && len(batch) < maxBatch && !waited(batch) {
+			batch = w.gather(batch, timer)
+		}
 		w.store1(batcher, batch)
 	}
+}
+
+// waited reports whether somebody waits for an event of batch.
+func waited(batch []item) bool {
+	for _, it := range batch {
+		if it.done != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// gather adds to batch the events queued within linger, ending early when
+// the batch is full, an event arrives that somebody waits for, or the
+// queue closes.
+func (w *Writer) gather(batch []item, timer *time.Timer) []item {
+	timer.Reset(linger)
+	defer timer.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case next, ok := <-w.ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, next)
+			if next.done != nil {
+				return batch
+			}
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
 }
 
 // store1 stores one batch: in one commit when the store can, and, when

@@ -77,14 +77,19 @@ func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv 
 func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolplane.Invocation) (context.Context, *call) {
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
 	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
-	c.span.SetAttributes(
-		attribute.String("tool.name", name),
-		attribute.String("toolplane.organization", inv.OrganizationID),
-		attribute.String("toolplane.run", inv.RunID),
-		attribute.String("toolplane.step_path", inv.StepPath),
-		attribute.String("toolplane.source", string(inv.Source)),
-		attribute.String("tool.arguments", spanArgs(args)),
-	)
+	if c.span.IsRecording() {
+		// Rendering the arguments (normalised, redacted, bounded) costs a
+		// walk of them; a span nobody records (no tracer, or one that
+		// sampled this call out) would discard it.
+		c.span.SetAttributes(
+			attribute.String("tool.name", name),
+			attribute.String("toolplane.organization", inv.OrganizationID),
+			attribute.String("toolplane.run", inv.RunID),
+			attribute.String("toolplane.step_path", inv.StepPath),
+			attribute.String("toolplane.source", string(inv.Source)),
+			attribute.String("tool.arguments", spanArgs(args)),
+		)
+	}
 	c.audit = toolplane.AuditEvent{
 		OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID,
 		PrincipalID: inv.Principal.ID, UserID: inv.UserID, Tool: name,

@@ -65,6 +65,15 @@ type Server struct {
 	// AllowedHosts are the names, besides loopback ones, a browser may
 	// reach this endpoint by (see ProtectHost): the public URL's host.
 	AllowedHosts []string
+	// StreamResponses answers each POST as a server-sent event stream
+	// instead of one application/json body. Both are the spec's Streamable
+	// HTTP. A stream lets a server send notifications about a call (its
+	// progress, its logs) before the answer; toolplane sends none (nor
+	// relays an upstream's), and in JSON mode a message that is not the
+	// answer still reaches a client on its standalone stream, so the
+	// default is the JSON body, which costs less per call (no stream to
+	// open, frame and flush). Set it when a client needs the streamed form.
+	StreamResponses bool
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -120,7 +129,7 @@ func (s *Server) handler(upstream string) http.Handler {
 			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
 		}
 		return s.serverFor(cred, upstream)
-	}, &mcp.StreamableHTTPOptions{Logger: s.Log, SessionTimeout: sessionIdle,
+	}, &mcp.StreamableHTTPOptions{Logger: s.Log, SessionTimeout: sessionIdle, JSONResponse: !s.StreamResponses,
 		// ProtectHost below judges Host (and Origin) with the allowed
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
@@ -507,11 +516,18 @@ func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
 		res, err := next(ctx, method, req)
 		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && method == "tools/list" {
 			sess.mu.Lock()
+			// A new map, never a change to the one calls hold: a call takes
+			// the contracts without copying them.
+			shown := make(map[string]string, len(sess.shown)+len(lr.Tools))
+			for k, v := range sess.shown {
+				shown[k] = v
+			}
 			for _, t := range lr.Tools {
 				if l, ok := sess.onServer[t.Name]; ok {
-					sess.shown[l.platform] = l.hash
+					shown[l.platform] = l.hash
 				}
 			}
+			sess.shown = shown
 			sess.mu.Unlock()
 		}
 		return res, err
@@ -552,14 +568,13 @@ func (sess *session) call(name string) mcp.ToolHandler {
 		if req.Session != nil {
 			id = req.Session.ID()
 		}
+		// granted, pins and shown are replaced, never changed in place, so
+		// the call reads the ones of this moment without copying them.
 		sess.mu.Lock()
 		granted, pins := sess.granted, sess.pins
 		var contracts map[string]string
 		if len(sess.shown) > 0 {
-			contracts = make(map[string]string, len(sess.shown))
-			for k, v := range sess.shown {
-				contracts[k] = v
-			}
+			contracts = sess.shown
 		}
 		sess.mu.Unlock()
 		inv := &toolplane.Invocation{

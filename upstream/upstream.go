@@ -64,6 +64,26 @@ type upstream struct {
 	bindings  map[string]*handler.Binding
 
 	relay relay
+	// transport carries every HTTP request to the server, across
+	// reconnections, so its idle connections are kept and reused.
+	transport *http.Transport
+}
+
+// maxIdlePerServer is how many idle connections to one server are kept
+// for reuse. Each concurrent call holds a connection for its request, and
+// the default of two would make every call beyond the second open (and
+// then drop) a connection of its own: under concurrency the federation
+// would measure TCP setup instead of calls.
+const maxIdlePerServer = 256
+
+// newTransport answers the HTTP transport of one server: the default one's
+// settings (proxy from the environment, timeouts, HTTP/2) with a pool as
+// large as the concurrency toolplane serves.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = maxIdlePerServer
+	t.MaxIdleConnsPerHost = maxIdlePerServer
+	return t
 }
 
 type contract struct {
@@ -91,7 +111,7 @@ func New(cfgs []Config, opt Options) (*Set, error) {
 	for _, c := range cfgs {
 		s.ups[c.Slug] = &upstream{set: s, cfg: c, sync: make(chan struct{}, 1),
 			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{},
-			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}}
+			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}, transport: newTransport()}
 	}
 	return s, nil
 }
@@ -148,6 +168,9 @@ func (s *Set) Close() {
 		s.stop()
 	}
 	s.wg.Wait()
+	for _, u := range s.ups {
+		u.transport.CloseIdleConnections()
+	}
 }
 
 // Sync synchronises one server's tools now.
@@ -300,7 +323,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			}
 			headers.Set(k, ev)
 		}
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}}}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{Transport: headerTransport{headers, u.transport}}}
 	} else {
 		cmd := exec.CommandContext(ctx, u.cfg.Command[0], u.cfg.Command[1:]...)
 		cmd.Env = os.Environ()
@@ -478,8 +501,12 @@ func cut(s string, n int) string {
 // caller answers the handler function that calls one remote tool.
 func (u *upstream) caller(name string) handler.Func {
 	return func(ctx context.Context, call handler.Call, args any) (any, error) {
+		// One look under the lock: the session to send on, and whether the
+		// tool as last listed declares an output schema.
 		u.mu.Lock()
 		cs := u.session
+		t, listed := u.remote[name]
+		structured := listed && t.OutputSchema != nil
 		u.mu.Unlock()
 		if cs == nil {
 			// Nothing was sent: the claim is released.
@@ -505,15 +532,8 @@ func (u *upstream) caller(name string) handler.Func {
 		if res.IsError {
 			return nil, &handler.Invalid{Message: "the tool answered an error: " + contentText(res.Content)}
 		}
-		return output(res, u.hasOutputSchema(name))
+		return output(res, structured)
 	}
-}
-
-func (u *upstream) hasOutputSchema(name string) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	t, ok := u.remote[name]
-	return ok && t.OutputSchema != nil
 }
 
 // output turns a tool result into the answer toolplane validates: the
@@ -523,12 +543,13 @@ func output(res *mcp.CallToolResult, structured bool) (any, error) {
 	if structured {
 		return plain(res.StructuredContent)
 	}
-	content, err := plain(res.Content)
-	if err != nil {
-		return nil, err
-	}
-	if content == nil {
-		content = []any{}
+	content := make([]any, len(res.Content))
+	for i, c := range res.Content {
+		v, err := plainContent(c)
+		if err != nil {
+			return nil, err
+		}
+		content[i] = v
 	}
 	out := map[string]any{"content": content}
 	if res.StructuredContent != nil {
@@ -539,6 +560,18 @@ func output(res *mcp.CallToolResult, structured bool) (any, error) {
 		out["structuredContent"] = sc
 	}
 	return out, nil
+}
+
+// plainContent answers one content block as plain JSON values. A text
+// block with nothing but its text, the common answer, is built directly:
+// it is exactly what the JSON round trip makes of it (a valid UTF-8 string
+// reads back unchanged), without encoding and decoding it on every call.
+// Any other block takes the round trip, so its wire form is the SDK's.
+func plainContent(c mcp.Content) (any, error) {
+	if t, ok := c.(*mcp.TextContent); ok && t.Meta == nil && t.Annotations == nil && utf8.ValidString(t.Text) {
+		return map[string]any{"type": "text", "text": t.Text}, nil
+	}
+	return plain(c)
 }
 
 // plain re-reads a value as JSON values, numbers exact.
@@ -629,6 +662,40 @@ func Content(data any) ([]mcp.Content, any, bool) {
 	if !ok {
 		return nil, nil, false
 	}
+	if items, ok := m["content"].([]any); ok {
+		out := make([]mcp.Content, 0, len(items))
+		for _, it := range items {
+			c, ok := textBlock(it)
+			if !ok {
+				// Not a bare text block: every block takes the wire path.
+				return contentFromWire(m)
+			}
+			out = append(out, c)
+		}
+		return out, m["structuredContent"], true
+	}
+	return contentFromWire(m)
+}
+
+// textBlock answers a bare text block ({"type":"text","text":...}, the
+// form plainContent builds) as the SDK's content without a JSON round
+// trip; anything else (a block with annotations, a marker the boundary put
+// in place of a block, a string that would not read back unchanged) is
+// left to the wire path.
+func textBlock(v any) (mcp.Content, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 2 || m["type"] != "text" {
+		return nil, false
+	}
+	text, ok := m["text"].(string)
+	if !ok || !utf8.ValidString(text) {
+		return nil, false
+	}
+	return &mcp.TextContent{Text: text}, true
+}
+
+// contentFromWire is Content through the blocks' JSON form.
+func contentFromWire(m map[string]any) ([]mcp.Content, any, bool) {
 	raw, err := json.Marshal(m["content"])
 	if err != nil {
 		return nil, nil, false
