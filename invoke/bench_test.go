@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 )
@@ -33,6 +34,48 @@ func BenchmarkWriteCall(b *testing.B) {
 	e := newEnvWith(b, store, withAudit(b, store), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
 	in := inv("crm.update")
 	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		if r, err := e.iv.Invoke(ctx, "crm.update", args("to", fmt.Sprint(i)), in); err != nil || !r.OK {
+			b.Fatal(r, err)
+		}
+	}
+}
+
+// BenchmarkWriteCallBesideReads is BenchmarkWriteCall while another
+// goroutine makes a read call every readEvery, so the background audit
+// writer commits their events while the write calls commit theirs: SQLite
+// takes one writer at a time, and this measures what a write call loses to
+// the other.
+func BenchmarkWriteCallBesideReads(b *testing.B) {
+	store := newStore(b)
+	e := newEnvWith(b, store, withAudit(b, store),
+		tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})},
+		tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"id": "p1", "name": "Ada"})})
+	in := inv("crm.update", "crm.get")
+	ctx := context.Background()
+	const readEvery = 200 * time.Microsecond
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		a := args("to", "p1")
+		tick := time.NewTicker(readEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if r, err := e.iv.Invoke(ctx, "crm.get", a, in); err != nil || !r.OK {
+				b.Error(r, err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-stopped }()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

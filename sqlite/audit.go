@@ -56,10 +56,22 @@ func auditErr(e *toolplane.AuditEvent, err error) error {
 // events is what lets a background writer keep up with the calls it
 // records. Either every event is stored or none is.
 func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
+	if err := s.appendAuditBatch(ctx, events); err != nil {
+		return err
+	}
+	s.committed(ctx)
+	return nil
+}
+
+func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
 	st, err := s.prepared(ctx, insertAudit)
 	if err != nil {
 		return fmt.Errorf("append audit batch: %w", err)
 	}
+	if err := s.lockWrite(ctx); err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
+	}
+	defer s.unlockWrite()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("append audit batch: %w", err)

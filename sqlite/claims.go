@@ -67,12 +67,44 @@ func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane
 // conditional statement, and on success sets c.Version to the new version.
 // The identity and CreatedAt are never written. A stale version, or a claim
 // that is not there, answers false.
+//
+// SQLite rewrites every index on a column an UPDATE assigns, whether or not
+// the value changes. A processing claim that stays processing under the same
+// lease (the dispatch mark, written before every handler runs) changes no
+// indexed column, so it is first written by a statement that assigns
+// neither and matches only when status and lease already are the ones
+// written: the commit appends the row's page alone to the WAL, not the two
+// index pages besides. When that statement matches no row, the full one
+// decides, on the version as always; both run under one write lock.
 func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	st, err := s.prepared(ctx, updateClaim)
+	ok, err := s.updateClaim(ctx, c)
+	if ok {
+		s.committed(ctx)
+	}
+	return ok, err
+}
+
+func (s *Store) updateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
+	full, err := s.prepared(ctx, updateClaim)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
-	return applyClaimUpdate(ctx, st, c)
+	var inPlace *sql.Stmt
+	if c.Status == toolplane.ClaimProcessing {
+		if inPlace, err = s.prepared(ctx, updateClaimInPlace); err != nil {
+			return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+		}
+	}
+	if err := s.lockWrite(ctx); err != nil {
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	defer s.unlockWrite()
+	if inPlace != nil {
+		if ok, err := applyClaimUpdateInPlace(ctx, inPlace, c); err != nil || ok {
+			return ok, err
+		}
+	}
+	return applyClaimUpdate(ctx, full, c)
 }
 
 const updateClaim = `UPDATE claims SET
@@ -81,12 +113,40 @@ const updateClaim = `UPDATE claims SET
 			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, invocation = ?, version = version + 1
 		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`
 
+// updateClaimInPlace is updateClaim for a row whose status and lease stay as
+// they are: it assigns neither, so the indexes on them are left alone, and
+// matches only a row that already holds the status and lease written.
+// updated_at is assigned, but its index holds completed claims only, and
+// this statement never makes or unmakes one.
+const updateClaimInPlace = `UPDATE claims SET
+			request_hash = ?, result = ?, owner = ?,
+			dispatched = ?, attempts = ?, run_id = ?, step_path = ?, arguments = ?,
+			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, invocation = ?, version = version + 1
+		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?
+			AND status = ? AND lease_until IS ?`
+
 func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
 	res, err := st.ExecContext(ctx,
 		c.RequestHash, string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
 		c.OrganizationID, c.Tool, c.Key, c.Version)
+	return claimUpdated(c, res, err)
+}
+
+func applyClaimUpdateInPlace(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
+	res, err := st.ExecContext(ctx,
+		c.RequestHash, blob(c.Result), c.Owner,
+		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
+		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
+		c.OrganizationID, c.Tool, c.Key, c.Version,
+		string(c.Status), optMicros(c.LeaseUntil))
+	return claimUpdated(c, res, err)
+}
+
+// claimUpdated answers whether an update of c wrote its row, and on success
+// moves c.Version to the version stored.
+func claimUpdated(c *toolplane.Claim, res sql.Result, err error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -103,6 +163,14 @@ func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bo
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither.
 func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.updateClaimAudited(ctx, c, e)
+	if ok {
+		s.committed(ctx)
+	}
+	return ok, err
+}
+
+func (s *Store) updateClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
 	upd, err := s.prepared(ctx, updateClaim)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
@@ -111,6 +179,10 @@ func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
+	if err := s.lockWrite(ctx); err != nil {
+		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	defer s.unlockWrite()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)

@@ -7,10 +7,10 @@
 // up to date. The store passes storetest, the conformance suite every
 // backend runs, which is what makes the backends interchangeable.
 //
-// Every query filters by organization, every conditional write is one
-// statement, and database errors are translated at this edge: a duplicate
-// row is toolplane.ErrExists (or false, for InsertClaim), a missing one
-// toolplane.ErrNotFound.
+// Every query filters by organization, every conditional write is decided
+// by one statement, and database errors are translated at this edge: a
+// duplicate row is toolplane.ErrExists (or false, for InsertClaim), a
+// missing one toolplane.ErrNotFound.
 package sqlite
 
 import (
@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	modernc "modernc.org/sqlite"
@@ -45,6 +46,14 @@ type Store struct {
 	// one lazily on every pooled connection and finalizes it when the
 	// connection closes.
 	stmts sync.Map // string → *sql.Stmt
+	// writer holds a token while one of the store's writes runs (see
+	// lockWrite).
+	writer chan struct{}
+	// commits counts the store's commits since it last looked at the WAL;
+	// checkpointing is set while a background checkpoint runs (see
+	// committed).
+	commits       atomic.Int64
+	checkpointing atomic.Bool
 }
 
 var _ toolplane.Store = (*Store)(nil)
@@ -52,8 +61,32 @@ var _ toolplane.Store = (*Store)(nil)
 // New answers a store on db, which the caller owns and closes. db should come
 // from Open, or be opened with the same settings, and be migrated before use.
 func New(db *sql.DB) *Store {
-	return &Store{db: db}
+	return &Store{db: db, writer: make(chan struct{}, 1)}
 }
+
+// lockWrite waits for the store's other writes to end, or for ctx. SQLite
+// takes one writer at a time; two connections of the pool that both want
+// to write would otherwise meet at SQLite's lock, where the loser polls
+// under busy_timeout, sleeping 1, 2, 5, 10 ms and more between tries, so a
+// write call that met the background audit writer's commit lost a
+// millisecond or more to a lock held for a few dozen microseconds. Queued
+// here, the next writer starts the moment the last one ends. Readers never
+// take it, and a writer on another pool (River's) still meets the store's
+// at SQLite's lock, as before.
+//
+// Every write of the store takes it: exec does, and a transaction takes it
+// before BEGIN and runs no exec inside (the lock is not reentrant). The
+// last pass of a checkpoint takes it too (see checkpoint).
+func (s *Store) lockWrite(ctx context.Context) error {
+	select {
+	case s.writer <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Store) unlockWrite() { <-s.writer }
 
 // Open opens (creating if need be) the database file at path, configured for
 // a concurrent embedded store, and checks that it can be used. The settings
@@ -72,6 +105,16 @@ func New(db *sql.DB) *Store {
 //   - _txlock=immediate: a transaction takes the write lock at BEGIN, so it
 //     waits under busy_timeout instead of failing with SQLITE_BUSY when it
 //     first writes after reading.
+//   - wal_autocheckpoint=4000: a commit checkpoints in line only once the
+//     WAL holds 4000 pages, not SQLite's 1000. A Store checkpoints before
+//     that from a goroutine of its own (see checkpointPages); the in-line
+//     one remains for a WAL the store could not start again, and for a
+//     pool no Store writes through.
+//
+// The pool keeps up to maxIdleConns connections between uses: one closed
+// and opened again costs its pragmas and every statement prepared anew, and
+// the default of two is less than a write, the background audit writer and
+// a checkpoint hold at once.
 //
 // The caller closes the pool.
 func Open(ctx context.Context, path string) (*sql.DB, error) {
@@ -84,12 +127,16 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	db.SetMaxIdleConns(maxIdleConns)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	return db, nil
 }
+
+// maxIdleConns is how many connections Open's pool keeps between uses.
+const maxIdleConns = 8
 
 // dsn answers the file: URI for path with the pool's settings. The path is
 // escaped so that '?', '#' and '%' in a file name stay in the file name.
@@ -99,6 +146,7 @@ func dsn(path string) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(autocheckpointPages)+")")
 	q.Set("_txlock", "immediate")
 	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	if strings.HasPrefix(escaped, "/") {
@@ -125,12 +173,21 @@ func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// exec runs a write, one statement committed on its own.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	st, err := s.prepared(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	return st.ExecContext(ctx, args...)
+	if err := s.lockWrite(ctx); err != nil {
+		return nil, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	s.unlockWrite()
+	if err == nil {
+		s.committed(ctx)
+	}
+	return res, err
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
@@ -147,6 +204,111 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) scanner
 		return errScanner{err}
 	}
 	return st.QueryRowContext(ctx, args...)
+}
+
+// Checkpoints. Under WAL a commit appends pages to the -wal file, and a
+// checkpoint copies them back into the database file, syncing both files
+// (synchronous=NORMAL syncs there and nowhere else). SQLite's automatic
+// checkpoint runs inside the commit that takes the WAL past 1000 pages, so
+// every few dozen write calls one caller waited for the copy of hundreds of
+// pages and two fsyncs, several milliseconds. The store checkpoints from a
+// goroutine of its own instead. A checkpoint never changes what a commit
+// made durable; it only moves where the pages live.
+//
+// The copy runs while the writers go on (a PASSIVE checkpoint takes no lock
+// a writer or a reader waits for). But the WAL starts again from its
+// beginning only once a checkpoint has copied all of it, and under a load
+// that never pauses pages are appended while one syncs. So the last pages,
+// the few appended during the copy, are copied with the store's writers held
+// back at lockWrite; the next commit then starts the WAL afresh. A caller
+// waits for that short last pass, not for the copy of the whole WAL.
+//
+// SQLite's automatic checkpoint stays on, at autocheckpointPages, well past
+// where the store checkpoints: for a pool that is not a Store's, and for a
+// WAL that could not start again (a reader still held an old snapshot).
+const (
+	// autocheckpointPages is the WAL size at which a commit checkpoints in
+	// line (see Open): 16 MiB at the default page size.
+	autocheckpointPages = 4000
+	// checkpointPages is how many pages not yet copied start a checkpoint. A
+	// checkpoint copies the last version of each page once and syncs each
+	// file once, however many commits wrote the page, so a larger one costs
+	// less per commit, while commits into a smaller WAL measured cheaper;
+	// write calls were fastest at 2000 pages (8 MiB), against 1000, 1500,
+	// 3000 and 4000.
+	checkpointPages = 2000
+	// checkpointLastPages is how many pages may wait for the last pass, the
+	// one the writers wait for; more than that get another pass first.
+	checkpointLastPages = 256
+	// checkpointPasses bounds the passes made while the writers go on.
+	checkpointPasses = 3
+	// checkpointLookEvery is how many of the store's commits pass between
+	// looks at the WAL.
+	checkpointLookEvery = 16
+)
+
+// committed counts a commit made by ctx's caller. Every checkpointLookEvery
+// commits it looks at the WAL, and starts a checkpoint when checkpointPages
+// wait and none runs. The look is one PRAGMA on the connection the caller
+// just committed on: database/sql hands back the connection released last,
+// and another connection's page cache is stale after this one's commits, so
+// looking from a goroutine of its own would move the caller's next
+// statement to a cold cache. A pool of one or two connections gets no
+// background checkpoint: it would hold a connection the callers queue for.
+func (s *Store) committed(ctx context.Context) {
+	if s.commits.Add(1) < checkpointLookEvery {
+		return
+	}
+	s.commits.Store(0)
+	if s.checkpointing.Load() {
+		return
+	}
+	if waiting, err := s.walWaiting(ctx, "NOOP"); err != nil || waiting < checkpointPages {
+		return
+	}
+	if n := s.db.Stats().MaxOpenConnections; n == 1 || n == 2 {
+		return
+	}
+	if s.checkpointing.CompareAndSwap(false, true) {
+		go s.checkpoint()
+	}
+}
+
+// checkpoint copies the WAL into the database file: while the writers go
+// on, until few enough pages are left, then those with the writers held
+// back. Errors end it and are dropped on purpose: a checkpoint left undone
+// is done by the next one or by SQLite's own, and a closed pool ends it.
+func (s *Store) checkpoint() {
+	defer s.checkpointing.Store(false)
+	ctx := context.Background()
+	for range checkpointPasses {
+		if _, err := s.walWaiting(ctx, "PASSIVE"); err != nil {
+			return
+		}
+		// PASSIVE answers what it left, not what was appended meanwhile.
+		waiting, err := s.walWaiting(ctx, "NOOP")
+		if err != nil {
+			return
+		}
+		if waiting <= checkpointLastPages {
+			break
+		}
+	}
+	if err := s.lockWrite(ctx); err != nil {
+		return
+	}
+	defer s.unlockWrite()
+	_, _ = s.walWaiting(ctx, "PASSIVE")
+}
+
+// walWaiting runs PRAGMA wal_checkpoint in mode (NOOP only looks) and
+// answers how many pages of the WAL are not yet in the database file.
+func (s *Store) walWaiting(ctx context.Context, mode string) (int, error) {
+	var busy, wal, copied int
+	if err := s.queryRow(ctx, `PRAGMA wal_checkpoint(`+mode+`)`).Scan(&busy, &wal, &copied); err != nil {
+		return 0, err
+	}
+	return wal - copied, nil
 }
 
 // errScanner carries a preparation error to the caller's Scan, where a

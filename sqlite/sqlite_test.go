@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -198,6 +199,7 @@ func TestOpenSetsPragmasOnEveryConnection(t *testing.T) {
 		{"busy_timeout", "10000"},
 		{"foreign_keys", "1"},
 		{"synchronous", "1"}, // NORMAL
+		{"wal_autocheckpoint", strconv.Itoa(autocheckpointPages)},
 	}
 	for i, c := range conns {
 		for _, tt := range tests {
@@ -318,6 +320,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"RunTreeCost", `SELECT COALESCE(SUM(cost_cents), 0) FROM usage WHERE organization_id = ? AND root_run_id = ?`, []any{"o", "r"}},
 		{"ListAudit page", `SELECT * FROM audit_events WHERE organization_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", 0, "i"}},
 		{"ListAudit by run", `SELECT * FROM audit_events WHERE organization_id = ? AND run_id = ? ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "r"}},
+		{"ExpiredClaims", `SELECT * FROM claims WHERE status = 'processing' AND lease_until < ? ORDER BY lease_until LIMIT 10`, []any{0}},
+		{"DeleteCompletedClaims", `SELECT rowid FROM claims WHERE status = 'completed' AND updated_at < ? LIMIT 10`, []any{0}},
+		{"ApprovedApprovals", `SELECT * FROM approvals WHERE status = 'approved' AND resolved_at >= ? ORDER BY resolved_at LIMIT 10`, []any{0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,5 +348,122 @@ func TestQueriesUseIndexes(t *testing.T) {
 				t.Errorf("plan %q: want an index search without a sort", joined)
 			}
 		})
+	}
+}
+
+func TestMaintenance(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newTestStore(t)
+	now := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+	claim := func(org, key string, status toolplane.ClaimStatus, lease, updated time.Time) {
+		t.Helper()
+		c := &toolplane.Claim{OrganizationID: org, Tool: "crm.write", Key: key, Status: status,
+			LeaseUntil: lease, CreatedAt: now.Add(-time.Hour), UpdatedAt: updated}
+		if ok, err := s.InsertClaim(ctx, c); !ok || err != nil {
+			t.Fatalf("InsertClaim(%s) = %v, %v", key, ok, err)
+		}
+	}
+	// Two organizations, so the sweeps are seen to cross them.
+	claim("org-a", "expired-2", toolplane.ClaimProcessing, now.Add(-time.Minute), now)
+	claim("org-b", "expired-1", toolplane.ClaimProcessing, now.Add(-time.Hour), now)
+	claim("org-a", "leased", toolplane.ClaimProcessing, now.Add(time.Minute), now)
+	claim("org-a", "at-now", toolplane.ClaimProcessing, now, now)
+	claim("org-a", "no-lease", toolplane.ClaimProcessing, time.Time{}, now)
+	claim("org-a", "uncertain", toolplane.ClaimUncertain, now.Add(-time.Hour), now)
+	claim("org-a", "done-old", toolplane.ClaimCompleted, time.Time{}, now.Add(-48*time.Hour))
+	claim("org-b", "done-older", toolplane.ClaimCompleted, time.Time{}, now.Add(-72*time.Hour))
+	claim("org-b", "done-new", toolplane.ClaimCompleted, time.Time{}, now)
+	// Claims that reached their state by an update, not an insert: the
+	// sweeps' indexes hold one state each, and an update moves a claim in
+	// and out of them.
+	claim("org-a", "expired-later", toolplane.ClaimProcessing, now.Add(time.Minute), now)
+	claim("org-a", "done-later", toolplane.ClaimProcessing, now.Add(time.Minute), now)
+	update := func(key string, change func(*toolplane.Claim)) {
+		t.Helper()
+		c, err := s.GetClaim(ctx, "org-a", "crm.write", key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(c)
+		if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+			t.Fatalf("UpdateClaim(%s) = %v, %v", key, ok, err)
+		}
+	}
+	update("expired-later", func(c *toolplane.Claim) { c.LeaseUntil = now.Add(-30 * time.Minute) })
+	update("expired-later", func(c *toolplane.Claim) { c.Dispatched, c.Attempts = true, 1 })
+	update("done-later", func(c *toolplane.Claim) {
+		c.Status, c.LeaseUntil, c.UpdatedAt = toolplane.ClaimCompleted, time.Time{}, now.Add(-96*time.Hour)
+	})
+	update("leased", func(c *toolplane.Claim) { c.Dispatched, c.Attempts = true, 1 })
+
+	keys := func(cs []toolplane.Claim) string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.OrganizationID+"/"+c.Key)
+		}
+		return strings.Join(out, " ")
+	}
+	expired, err := s.ExpiredClaims(ctx, now, 10)
+	if got, want := keys(expired), "org-b/expired-1 org-a/expired-later org-a/expired-2"; err != nil || got != want {
+		t.Errorf("ExpiredClaims = %q, %v; want %q", got, err, want)
+	}
+	expired, err = s.ExpiredClaims(ctx, now, 1)
+	if got, want := keys(expired), "org-b/expired-1"; err != nil || got != want {
+		t.Errorf("ExpiredClaims(limit 1) = %q, %v; want %q", got, err, want)
+	}
+
+	if n, err := s.DeleteCompletedClaims(ctx, now.Add(-24*time.Hour), 1); n != 1 || err != nil {
+		t.Errorf("DeleteCompletedClaims(limit 1) = %d, %v; want 1", n, err)
+	}
+	if n, err := s.DeleteCompletedClaims(ctx, now.Add(-24*time.Hour), 10); n != 2 || err != nil {
+		t.Errorf("DeleteCompletedClaims = %d, %v; want the other 2", n, err)
+	}
+	if n, err := s.DeleteCompletedClaims(ctx, now.Add(-24*time.Hour), 10); n != 0 || err != nil {
+		t.Errorf("DeleteCompletedClaims again = %d, %v; want 0", n, err)
+	}
+	for _, k := range []string{"done-old", "done-older", "done-later"} {
+		for _, org := range []string{"org-a", "org-b"} {
+			if _, err := s.GetClaim(ctx, org, "crm.write", k); !errors.Is(err, toolplane.ErrNotFound) {
+				t.Errorf("GetClaim(%s/%s) after the sweep = %v, want ErrNotFound", org, k, err)
+			}
+		}
+	}
+	if _, err := s.GetClaim(ctx, "org-b", "crm.write", "done-new"); err != nil {
+		t.Errorf("the sweep removed a claim inside retention: %v", err)
+	}
+
+	approval := func(org, id string, status toolplane.ApprovalStatus, resolved time.Time) {
+		t.Helper()
+		a := &toolplane.Approval{OrganizationID: org, ID: id, Status: status, CreatedAt: now.Add(-time.Hour), ResolvedAt: resolved}
+		if err := s.InsertApproval(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	approval("org-a", "apr-2", toolplane.ApprovalApproved, now)
+	approval("org-b", "apr-1", toolplane.ApprovalApproved, now.Add(-time.Minute))
+	approval("org-a", "apr-old", toolplane.ApprovalApproved, now.Add(-time.Hour))
+	approval("org-a", "apr-rejected", toolplane.ApprovalRejected, now)
+	approval("org-a", "apr-pending", toolplane.ApprovalPending, time.Time{})
+	approved, err := s.ApprovedApprovals(ctx, now.Add(-time.Minute), 10)
+	var ids []string
+	for _, a := range approved {
+		ids = append(ids, a.OrganizationID+"/"+a.ID)
+	}
+	if got, want := strings.Join(ids, " "), "org-b/apr-1 org-a/apr-2"; err != nil || got != want {
+		t.Errorf("ApprovedApprovals = %q, %v; want %q", got, err, want)
+	}
+
+	for _, limit := range []int{0, maxLimit + 1} {
+		if _, err := s.ExpiredClaims(ctx, now, limit); !errors.Is(err, errLimit) {
+			t.Errorf("ExpiredClaims(limit %d) err = %v, want errLimit", limit, err)
+		}
+		if _, err := s.DeleteCompletedClaims(ctx, now, limit); !errors.Is(err, errLimit) {
+			t.Errorf("DeleteCompletedClaims(limit %d) err = %v, want errLimit", limit, err)
+		}
+		if _, err := s.ApprovedApprovals(ctx, now, limit); !errors.Is(err, errLimit) {
+			t.Errorf("ApprovedApprovals(limit %d) err = %v, want errLimit", limit, err)
+		}
 	}
 }

@@ -19,6 +19,7 @@ var claimCases = []suiteCase{
 	{"GetMissing", testClaimGetMissing},
 	{"UpdateCompareAndSwap", testClaimUpdateCompareAndSwap},
 	{"UpdateKeepsIdentity", testClaimUpdateKeepsIdentity},
+	{"UpdateKeepingStatusOrLease", testClaimUpdateKeepingStatusOrLease},
 	{"UpdateMissing", testClaimUpdateMissing},
 	{"DeleteCompareAndSwap", testClaimDeleteCompareAndSwap},
 	{"ListByStatus", testClaimListByStatus},
@@ -243,6 +244,75 @@ func testClaimUpdateKeepsIdentity(t *testing.T, s toolplane.Store) {
 	want := upd
 	want.CreatedAt = orig.CreatedAt
 	wantClaim(t, s, &want)
+}
+
+// testClaimUpdateKeepingStatusOrLease: an update that leaves the status or
+// the lease as stored (the dispatch mark leaves both) is held to the same
+// contract as any other. A backend may write such an update by another
+// path, so each combination is checked: every field is written, a stale
+// version writes nothing, and the status and lease that do change are
+// stored, whatever the row held before.
+func testClaimUpdateKeepingStatusOrLease(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "k", base)
+	orig.Dispatched, orig.Attempts = false, 0
+	insertClaim(t, s, orig)
+	cur := getClaim(t, s, org, orig.Tool, orig.Key)
+
+	steps := []struct {
+		name   string
+		change func(c *toolplane.Claim)
+	}{
+		{"status and lease kept", func(c *toolplane.Claim) {
+			c.Dispatched, c.Attempts = true, 1
+			c.RequestHash = "sha256:other"
+			c.Result = []byte{0xff, 0x00}
+			c.Owner = "worker-8"
+			c.RunID, c.StepPath = "run-2", "agent/step-4"
+			c.Arguments = nil
+			c.Invocation = []byte(`{"run_id":"run-2"}`)
+			c.Reason, c.ReconciledBy, c.Note = "", "user-bob", "kept"
+		}},
+		{"lease moved", func(c *toolplane.Claim) { c.LeaseUntil = c.LeaseUntil.Add(time.Minute) }},
+		{"lease ended early", func(c *toolplane.Claim) { c.LeaseUntil = c.LeaseUntil.Add(-time.Hour) }},
+		{"lease cleared", func(c *toolplane.Claim) { c.LeaseUntil = time.Time{} }},
+		{"lease cleared and kept", func(c *toolplane.Claim) { c.Note = "no lease" }},
+		{"lease set again", func(c *toolplane.Claim) { c.LeaseUntil = at(time.Hour) }},
+		{"status changed, lease kept", func(c *toolplane.Claim) { c.Status = toolplane.ClaimUncertain }},
+		{"status changed back, lease kept", func(c *toolplane.Claim) { c.Status = toolplane.ClaimProcessing }},
+		{"status and lease changed", func(c *toolplane.Claim) {
+			c.Status, c.LeaseUntil, c.Result = toolplane.ClaimCompleted, time.Time{}, []byte(`{"ok":true}`)
+		}},
+		{"completed, kept", func(c *toolplane.Claim) { c.Note = "settled" }},
+	}
+	for i, st := range steps {
+		// Stale and future versions of the same change write nothing.
+		for _, v := range []int64{cur.Version - 1, cur.Version + 1} {
+			other := *cur
+			st.change(&other)
+			other.Version = v
+			other.UpdatedAt = at(time.Duration(i) * time.Second)
+			if ok, err := s.UpdateClaim(t.Context(), &other); ok || err != nil {
+				t.Fatalf("%s: UpdateClaim(version %d, stored %d) = %v, %v; want false, nil", st.name, v, cur.Version, ok, err)
+			}
+			if other.Version != v {
+				t.Fatalf("%s: failed UpdateClaim changed c.Version to %d, want %d", st.name, other.Version, v)
+			}
+			wantClaim(t, s, cur)
+		}
+		next := *cur
+		st.change(&next)
+		next.UpdatedAt = at(time.Duration(i+1) * time.Minute)
+		ok, err := s.UpdateClaim(t.Context(), &next)
+		if !ok || err != nil {
+			t.Fatalf("%s: UpdateClaim = %v, %v; want true, nil", st.name, ok, err)
+		}
+		if next.Version != cur.Version+1 {
+			t.Fatalf("%s: after UpdateClaim, c.Version = %d, want %d", st.name, next.Version, cur.Version+1)
+		}
+		wantClaim(t, s, &next)
+		cur = &next
+	}
 }
 
 func testClaimUpdateMissing(t *testing.T, s toolplane.Store) {
