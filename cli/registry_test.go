@@ -119,6 +119,7 @@ func TestRegistryFlowThroughTheCommandLine(t *testing.T) {
 		{"the same version twice conflicts", owner, []string{"tools", "publish", ex("find_tickets-1.1.0.yaml")}, 1, "conflict"},
 		{"the agent is granted the team's tools", r.admin, []string{"grants", "add", "demo-agent", "--pattern", "support.*"}, 0, `"pattern": "support.*"`},
 		{"explain names tool, version and grant", r.admin, []string{"grants", "explain", "demo-agent"}, 0, `"version": "1.1.0"`},
+		{"explain names what the agent's key allows too", r.admin, []string{"grants", "explain", "demo-agent"}, 0, `"via": "key tpk_`},
 		{"deprecate 1.0.0", owner, []string{"tools", "deprecate", "support.find_tickets", "1.0.0", "--sunset", "2027-03-01", "--replacement", "1.1.0"}, 0, `"state": "deprecated"`},
 		{"retire 1.0.0", owner, []string{"tools", "retire", "support.find_tickets", "1.0.0"}, 0, `"state": "retired"`},
 		{"retire it again", owner, []string{"tools", "retire", "support.find_tickets", "1.0.0"}, 1, "invalid_transition"},
@@ -139,6 +140,11 @@ func TestRegistryFlowThroughTheCommandLine(t *testing.T) {
 	}
 	if !strings.Contains(r.list(t), `"support.find_tickets"`) {
 		t.Fatal("the granted tool is not in the agent's list")
+	}
+	// A run that froze another contract is refused, not sent a call
+	// shaped for it.
+	if v := r.call(t, "support.find_tickets", `{"query":"cracked"},"contracts":{"support.find_tickets":"sha256:0000"}`); code(v) != "tool_changed" {
+		t.Fatalf("a stale contract: %v", v)
 	}
 	// The incident deny beats the grant at once.
 	if c, _, e := r.run(t, r.admin, "grants", "deny", "*", "support.*", "--reason", "incident 12"); c != 0 {

@@ -258,6 +258,7 @@ type toolView struct {
 	Name         string                `json:"name"`
 	ModelName    string                `json:"model_name"`
 	Version      string                `json:"version"`
+	SchemaHash   string                `json:"schema_hash"`
 	Description  string                `json:"description"`
 	Effect       toolplane.Effect      `json:"effect"`
 	Annotations  toolplane.Annotations `json:"annotations"`
@@ -267,7 +268,7 @@ type toolView struct {
 
 func view(t *registry.Tool) toolView {
 	d := &t.Def
-	return toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, Description: d.Description, Effect: d.Effect,
+	return toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: d.Description, Effect: d.Effect,
 		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
 }
 
@@ -375,6 +376,10 @@ type invokeRequest struct {
 	AuthorizedBy   string          `json:"authorized_by"`
 	OnBehalfOf     string          `json:"on_behalf_of"`
 	TenantID       string          `json:"tenant_id"`
+	// Contracts freeze what the run was shown: tool name to the
+	// schema_hash it listed. A call on a tool whose contract changed since
+	// answers tool_changed instead of running a call shaped for the old.
+	Contracts map[string]string `json:"contracts"`
 }
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
@@ -409,7 +414,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	inv := &toolplane.Invocation{
 		OrganizationID: c.cred.OrganizationID, UserID: body.OnBehalfOf, RunID: body.RunID, AgentID: c.cred.Subject,
-		TenantID: body.TenantID, StepPath: body.StepPath, Principal: principal,
+		TenantID: body.TenantID, StepPath: body.StepPath, Principal: principal, Contracts: body.Contracts,
 		Source: toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,
 	}
 	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)

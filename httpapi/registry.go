@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -309,15 +310,58 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusForbidden, "denied", "explaining grants needs the agent_operator, auditor or platform_admin role", "")
 		return
 	}
-	lines, err := s.Authz.Explain(r.Context(), c.cred.OrganizationID, r.PathValue("agent"))
+	ctx, org, agent := r.Context(), c.cred.OrganizationID, r.PathValue("agent")
+	lines, err := s.Authz.Explain(ctx, org, agent)
 	if err != nil {
 		s.registryFail(w, r, err)
 		return
 	}
+	// The agent's keys may name tools of their own: those are calls it
+	// can make too, allowed by the key rather than by a grant.
+	denied, err := s.Authz.Denied(ctx, org, agent)
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		seen[l.Tool] = true
+	}
+	now := s.Now()
+	after := ""
+	for {
+		creds, next, err := s.Store.ListCredentials(ctx, org, after, 500)
+		if err != nil {
+			s.registryFail(w, r, err)
+			return
+		}
+		for i := range creds {
+			k := &creds[i]
+			if k.Kind != toolplane.CredentialAgent || k.Subject != agent || !k.RevokedAt.IsZero() || (!k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt)) {
+				continue
+			}
+			for _, t := range s.Registry.Tools() {
+				if seen[t.Def.Name] || !k.Grants(t.Def.Name) {
+					continue
+				}
+				seen[t.Def.Name] = true
+				w := authz.Why{Tool: t.Def.Name, Version: t.Def.Version, Via: "key " + k.ID, GrantedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt}
+				if denied(t.Def.Name) {
+					w.DeniedBy = "a deny of " + t.Def.Name
+				}
+				lines = append(lines, w)
+			}
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i].Tool < lines[j].Tool })
 	if lines == nil {
 		lines = []authz.Why{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agent_id": r.PathValue("agent"), "tools": lines})
+	writeJSON(w, http.StatusOK, map[string]any{"agent_id": agent, "tools": lines})
 }
 
 func (s *Server) addDeny(w http.ResponseWriter, r *http.Request, c caller) {
