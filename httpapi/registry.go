@@ -285,16 +285,21 @@ func (s *Server) listGrants(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusForbidden, "denied", "listing grants needs the agent_operator, auditor or platform_admin role", "")
 		return
 	}
-	gs, err := s.Store.ListGrants(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("agent_id"), r.URL.Query().Get("revoked") == "true")
+	all, err := s.Store.ListGrants(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("agent_id"), r.URL.Query().Get("revoked") == "true")
 	if err != nil {
 		s.registryFail(w, r, err)
+		return
+	}
+	gs, next, err := page(r, all, func(g toolplane.Grant) string { return g.ID })
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "cursor")
 		return
 	}
 	items := make([]grantView, len(gs))
 	for i := range gs {
 		items[i] = grantOf(&gs[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
 func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, c caller) {
@@ -388,16 +393,21 @@ func (s *Server) listDenies(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusForbidden, "denied", "listing denies needs the agent_operator, auditor or platform_admin role", "")
 		return
 	}
-	ds, err := s.Store.ListDenies(r.Context(), c.cred.OrganizationID)
+	all, err := s.Store.ListDenies(r.Context(), c.cred.OrganizationID)
 	if err != nil {
 		s.registryFail(w, r, err)
+		return
+	}
+	ds, next, err := page(r, all, func(d toolplane.Deny) string { return d.ID })
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "cursor")
 		return
 	}
 	items := make([]map[string]any, len(ds))
 	for i, d := range ds {
 		items[i] = map[string]any{"id": d.ID, "agent_id": d.AgentID, "pattern": d.Pattern, "reason": d.Reason, "created_by": d.CreatedBy, "created_at": d.CreatedAt}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
 func (s *Server) liftDeny(w http.ResponseWriter, r *http.Request, c caller) {
@@ -425,16 +435,21 @@ func (s *Server) putBundle(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, c caller) {
-	bs, err := s.Store.ListBundles(r.Context(), c.cred.OrganizationID)
+	all, err := s.Store.ListBundles(r.Context(), c.cred.OrganizationID)
 	if err != nil {
 		s.registryFail(w, r, err)
+		return
+	}
+	bs, next, err := page(r, all, func(b toolplane.Bundle) string { return b.Name })
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "cursor")
 		return
 	}
 	items := make([]map[string]any, len(bs))
 	for i, b := range bs {
 		items[i] = map[string]any{"name": b.Name, "refs": b.Refs, "created_by": b.CreatedBy, "created_at": b.CreatedAt, "updated_at": b.UpdatedAt}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
 func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
@@ -458,6 +473,31 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
 		items[i] = map[string]any{"id": ch.ID, "kind": ch.Kind, "subject": ch.Subject, "actor": ch.Actor, "detail": json.RawMessage(orNull(ch.Detail)), "created_at": ch.CreatedAt}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+}
+
+// page answers the items after the cursor (the last key of the page
+// before), at most limit of them, and the next cursor ("" at the end).
+// Grants, denies and bundles are listed whole by the store, an
+// organization's worth; the API pages them like every other list.
+func page[T any](r *http.Request, items []T, key func(T) string) ([]T, string, error) {
+	limit, err := limitOf(r)
+	if err != nil {
+		return nil, "", err
+	}
+	if after := r.URL.Query().Get("cursor"); after != "" {
+		i := 0
+		for i < len(items) && key(items[i]) != after {
+			i++
+		}
+		if i == len(items) {
+			return nil, "", errors.New("the cursor is not valid")
+		}
+		items = items[i+1:]
+	}
+	if len(items) <= limit {
+		return items, "", nil
+	}
+	return items[:limit], key(items[limit-1]), nil
 }
 
 func orNull(b []byte) []byte {

@@ -46,3 +46,41 @@ func TestRegistryAndGrantRoutesRefuseWithoutTheRole(t *testing.T) {
 		}
 	}
 }
+
+func TestGrantListsArePaged(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
+	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	admin := f.mintAdmin(t)
+	for _, p := range []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"} {
+		if status, body := f.do(t, "POST", "/v1/grants", admin, `{"agent_id":"bot","pattern":"`+p+`"}`); status != http.StatusCreated {
+			t.Fatalf("grant %s: %d %v", p, status, body)
+		}
+	}
+	var seen []string
+	cursor := ""
+	for range 3 {
+		path := "/v1/grants?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		status, body := f.do(t, "GET", path, admin, "")
+		if status != http.StatusOK {
+			t.Fatalf("page: %d %v", status, body)
+		}
+		for _, it := range body["items"].([]any) {
+			seen = append(seen, it.(map[string]any)["pattern"].(string))
+		}
+		cursor, _ = body["next_cursor"].(string)
+		if cursor == "" {
+			break
+		}
+	}
+	if len(seen) != 3 || seen[0] != "demo.search_tickets" || seen[2] != "demo.refund_order" {
+		t.Errorf("pages gave %v", seen)
+	}
+	if status, _ := f.do(t, "GET", "/v1/grants?cursor=nope", admin, ""); status != http.StatusBadRequest {
+		t.Errorf("a bad cursor: %d", status)
+	}
+}
