@@ -62,11 +62,13 @@ const maxBatch = 256
 // linger is how long a batch nobody waits for stays open for more events
 // when the store commits batches. A commit costs far more than a row, so
 // at a low call rate, where the queue holds one event at a time, each read
-// call would pay a commit of its own; lingering lets a few share one. It
-// only delays when a read's event (which changed nothing) is stored, by
-// less than the window the package already accepts losing in a crash; an
-// event somebody waits for ends the linger at once.
-const linger = 3 * time.Millisecond
+// call would pay a commit of its own; lingering lets a few share one (at
+// about 1,400 reads a second, 10 ms measured 13% less server CPU per MCP
+// call than 3 ms). It only delays when a read's event (which changed
+// nothing) is stored, widening what a crash may drop from a read's trail to
+// the last 10 ms; an event somebody waits for ends the linger at once, and
+// Close stores everything queued.
+const linger = 10 * time.Millisecond
 
 func (w *Writer) run() {
 	defer w.wg.Done()
