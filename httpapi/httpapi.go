@@ -161,7 +161,18 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			return
 		}
 		now := s.Now()
-		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(r.Context(), strings.TrimSpace(token), now)
+		token = strings.TrimSpace(token)
+		// An API key names its id in the clear: it is counted before its
+		// secret is checked, so guessing secrets for a known id is slowed
+		// by the limit instead of costing an Argon2id run each time.
+		limited := false
+		if id, _, err := apikey.Parse(token); err == nil && s.Limiter != nil {
+			if !s.allow(w, r, id, now) {
+				return
+			}
+			limited = true
+		}
+		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(r.Context(), token, now)
 		switch {
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
@@ -171,17 +182,8 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
 			return
 		}
-		if s.Limiter != nil {
-			d := s.Limiter.Allow(cred.ID, now)
-			h := w.Header()
-			h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
-			h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
-			if !d.Allowed {
-				h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
-				s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
-				return
-			}
+		if s.Limiter != nil && !limited && !s.allow(w, r, cred.ID, now) {
+			return
 		}
 		if strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, now) {
 			if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
@@ -190,6 +192,22 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		}
 		h(w, r, caller{cred: cred})
 	})
+}
+
+// allow counts a request of id against its rate limit, setting the
+// X-RateLimit headers, and answers 429 when it is over.
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, id string, now time.Time) bool {
+	d := s.Limiter.Allow(id, now)
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+	if !d.Allowed {
+		h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
+		s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
+		return false
+	}
+	return true
 }
 
 // envelope is the one error shape of the API.

@@ -3,10 +3,13 @@ package httpapi_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -82,5 +85,26 @@ func TestGrantListsArePaged(t *testing.T) {
 	}
 	if status, _ := f.do(t, "GET", "/v1/grants?cursor=nope", admin, ""); status != http.StatusBadRequest {
 		t.Errorf("a bad cursor: %d", status)
+	}
+}
+
+// Guessing a known key's secret is counted by the rate limit before any
+// secret is checked.
+func TestWrongSecretsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.api.Limiter = ratelimit.New(2, time.Minute)
+	id, _, err := apikey.Parse(f.agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := apikey.Key(id, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+	var statuses []int
+	for range 3 {
+		status, _ := f.do(t, "GET", "/v1/tools", wrong, "")
+		statuses = append(statuses, status)
+	}
+	if statuses[0] != http.StatusUnauthorized || statuses[2] != http.StatusTooManyRequests {
+		t.Errorf("statuses %v, want 401 then 429", statuses)
 	}
 }

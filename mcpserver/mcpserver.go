@@ -159,11 +159,29 @@ func (s *Server) handler(upstream string) http.Handler {
 	}
 	// Host and Origin are judged before the key: a page a browser was
 	// tricked into loading is refused whatever it sends.
-	return ProtectHost(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(s.limit(h)), s.AllowedHosts...)
+	return ProtectHost(s.limitKey(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(s.limit(h))), s.AllowedHosts...)
 }
 
-// limit applies the per-key rate limit to an authenticated request, with
-// the same X-RateLimit headers the REST API sends.
+// limitKey counts a request bearing an API key against the key's rate
+// limit before its secret is checked, as the REST API does: guessing
+// secrets for a known id is slowed by the limit instead of costing an
+// Argon2id run each time.
+func (s *Server) limitKey(next http.Handler) http.Handler {
+	if s.Limiter == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if id, _, err := apikey.Parse(strings.TrimSpace(token)); err == nil && !s.allow(w, id) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limit applies the per-key rate limit to a request authenticated by
+// another kind of token (an API key was counted by limitKey), with the
+// same X-RateLimit headers the REST API sends.
 func (s *Server) limit(next http.Handler) http.Handler {
 	if s.Limiter == nil {
 		return next
@@ -173,23 +191,27 @@ func (s *Server) limit(next http.Handler) http.Handler {
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
 		}
-		if cred == nil {
+		if cred == nil || strings.HasPrefix(cred.ID, apikey.Prefix) || s.allow(w, cred.ID) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		now := time.Now()
-		d := s.Limiter.Allow(cred.ID, now)
-		h := w.Header()
-		h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
-		h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
-		if !d.Allowed {
-			h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
-			http.Error(w, "this key made too many requests; slow down and retry after the reset", http.StatusTooManyRequests)
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// allow counts a request of id, setting the X-RateLimit headers, and
+// answers 429 when it is over the limit.
+func (s *Server) allow(w http.ResponseWriter, id string) bool {
+	now := time.Now()
+	d := s.Limiter.Allow(id, now)
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+	if !d.Allowed {
+		h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
+		http.Error(w, "this key made too many requests; slow down and retry after the reset", http.StatusTooManyRequests)
+		return false
+	}
+	return true
 }
 
 // toucher records a key's last use (the store does; a test's may not).
