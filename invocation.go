@@ -76,6 +76,20 @@ type Ceilings struct {
 	MaxCostCents int64
 }
 
+// CostCeiling answers the cost ceiling of a run: the lower of what the
+// caller asked for and the operator's cap, where either is set (0: none).
+// A caller may tighten its own budget, never loosen the operator's.
+func CostCeiling(asked, cap int64) int64 {
+	switch {
+	case asked <= 0:
+		return max(cap, 0)
+	case cap <= 0:
+		return asked
+	default:
+		return min(asked, cap)
+	}
+}
+
 // Source says which door a call came in by. Every door reaches the same
 // invoker; the source is recorded, never branched on for a decision.
 type Source string

@@ -128,3 +128,15 @@ func TestNewIDSortsByCreationAndIsUnique(t *testing.T) {
 		prev = id[:23]
 	}
 }
+
+func TestCostCeilingTakesTheLower(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ asked, cap, want int64 }{
+		{0, 0, 0}, {500, 0, 500}, {0, 300, 300}, {500, 300, 300}, {200, 300, 200}, {-5, 0, 0}, {-5, 300, 300},
+	}
+	for _, tt := range tests {
+		if got := CostCeiling(tt.asked, tt.cap); got != tt.want {
+			t.Errorf("CostCeiling(%d, %d) = %d, want %d", tt.asked, tt.cap, got, tt.want)
+		}
+	}
+}

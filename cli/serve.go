@@ -68,6 +68,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var upstreamFlags stringList
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links point here); default: http://ADDR")
+	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's address")
 	if err := fs.Parse(args); err != nil {
@@ -189,7 +190,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokens = &jwtauth.Verifier{Issuer: *jwtIssuer, Audience: *jwtAudience, JWKSURL: *jwtJWKS}
 	}
 	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: cat, Authz: grants}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: cat, Authz: grants, RunBudgetCents: *runBudget}
 	var limiter *ratelimit.Limiter
 	if *rateLimit > 0 {
 		// One budget per key, whichever door it comes through.
@@ -204,7 +205,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {

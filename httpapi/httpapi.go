@@ -57,6 +57,9 @@ type Server struct {
 	// Keys, when set, remembers verified API keys across requests; one
 	// per node, shared with the MCP door (see apikey.Cache).
 	Keys *apikey.Cache
+	// RunBudgetCents, when positive, caps every run's cost: a caller may
+	// name a lower ceiling, never a higher one.
+	RunBudgetCents int64
 	// Catalog and Authz, when set, serve the registry's lifecycle and the
 	// grants under /v1/registry, /v1/grants, /v1/denies and /v1/bundles.
 	Catalog *catalog.Service
@@ -394,6 +397,9 @@ type invokeRequest struct {
 	AuthorizedBy   string          `json:"authorized_by"`
 	OnBehalfOf     string          `json:"on_behalf_of"`
 	TenantID       string          `json:"tenant_id"`
+	// MaxCostCents is the run tree's cost ceiling; a metered call past it
+	// answers budget_exhausted. The server's own ceiling, when lower, wins.
+	MaxCostCents int64 `json:"max_cost_cents"`
 	// Contracts freeze what the run was shown: tool name to the
 	// schema_hash it listed. A call on a tool whose contract changed since
 	// answers tool_changed instead of running a call shaped for the old.
@@ -433,7 +439,8 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	inv := &toolplane.Invocation{
 		OrganizationID: c.cred.OrganizationID, UserID: body.OnBehalfOf, RunID: body.RunID, AgentID: c.cred.Subject,
 		TenantID: body.TenantID, StepPath: body.StepPath, Principal: principal, Contracts: body.Contracts,
-		Source: toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,
+		Ceilings: toolplane.Ceilings{MaxCostCents: toolplane.CostCeiling(body.MaxCostCents, s.RunBudgetCents)},
+		Source:   toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,
 	}
 	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)
 	var ar *invoke.ApprovalRequired

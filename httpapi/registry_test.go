@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -106,5 +107,29 @@ func TestWrongSecretsAreRateLimited(t *testing.T) {
 	}
 	if statuses[0] != http.StatusUnauthorized || statuses[2] != http.StatusTooManyRequests {
 		t.Errorf("statuses %v, want 401 then 429", statuses)
+	}
+}
+
+// A run's cost ceiling: the caller's, under the server's cap.
+func TestRunBudget(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.api.RunBudgetCents = 2
+	key := mint(t, f.store, toolplane.CredentialAgent, "analyst", nil, []string{"demo.analyze_text"}, false)
+	call := func(run string, asked int) string {
+		body := `{"arguments":{"text":"Hello there."},"run_id":"` + run + `","max_cost_cents":` + strconv.Itoa(asked) + `}`
+		status, got := f.do(t, "POST", "/v1/tools/demo.analyze_text/invoke", key, body)
+		if status != http.StatusOK {
+			t.Fatalf("%d %v", status, got)
+		}
+		return errCode(got)
+	}
+	// The caller asks for 1 cent: the second call is over it.
+	if got := []string{call("run-a", 1), call("run-a", 1)}; got[0] != "" || got[1] != "budget_exhausted" {
+		t.Errorf("caller's ceiling: %v", got)
+	}
+	// The caller asks for 100: the server's cap of 2 wins.
+	if got := []string{call("run-b", 100), call("run-b", 100), call("run-b", 100)}; got[1] != "" || got[2] != "budget_exhausted" {
+		t.Errorf("server's cap: %v", got)
 	}
 }

@@ -56,6 +56,10 @@ type Server struct {
 	// Upstreams, when set, supplies the resources and prompts the governed
 	// copy of each upstream relays beside its tools.
 	Upstreams *upstream.Set
+	// RunBudgetCents, when positive, caps every session's cost (the session
+	// is the run); a client may name a lower ceiling in the call's _meta
+	// ("toolplane/max_cost_cents"), never a higher one.
+	RunBudgetCents int64
 	// Authz, when set, adds the tools the agent identity's grants allow
 	// (at the versions they pin) to those its key names.
 	Authz *authz.Service
@@ -604,11 +608,16 @@ func (sess *session) call(name string) mcp.ToolHandler {
 			StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted, Pins: pins}, Source: toolplane.SourceMCP,
 			Contracts: contracts,
 		}
+		var asked int64
 		if m := req.Params.Meta; m != nil {
 			if id, ok := m["toolplane/authorized_by"].(string); ok {
 				inv.AuthorizedBy = id
 			}
+			if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
+				asked = int64(n)
+			}
 		}
+		inv.Ceilings.MaxCostCents = toolplane.CostCeiling(asked, s.RunBudgetCents)
 		raw := req.Params.Arguments
 		if len(raw) == 0 {
 			raw = json.RawMessage(`{}`)
