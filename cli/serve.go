@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,6 +69,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var upstreamFlags stringList
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links point here); default: http://ADDR")
+	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
 	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's address")
@@ -211,7 +213,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, slug := range upstreams.Slugs() {
 		mux.Handle("/mcp/"+slug, mcpDoor.UpstreamHandler(slug))
 	}
-	mux.Handle("GET /metrics", meters.Handler())
+	mux.Handle("GET /metrics", bearerOnly(*metricsToken, meters.Handler()))
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
@@ -399,6 +401,23 @@ type serveBindings struct {
 
 func (b serveBindings) Connection(id string) bool { return b.upstreams.Connection(id) }
 func (serveBindings) FactResolver(string) bool    { return false }
+
+// bearerOnly requires Authorization: Bearer token on next, compared in
+// constant time; an empty token leaves next open.
+func bearerOnly(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "metrics need the metrics token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // stringList is a repeatable string flag.
 type stringList []string

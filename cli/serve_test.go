@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -201,5 +202,40 @@ func TestFirstStartOnOneDatabaseByManyNodesMintsOnce(t *testing.T) {
 	creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)
 	if files != 1 || len(creds) != 2 {
 		t.Errorf("%d credentials files and %d credentials, want 1 file holding the 2 stored keys", files, len(creds))
+	}
+}
+
+func TestMetricsTokenGuardsMetrics(t *testing.T) {
+	t.Parallel()
+	h := bearerOnly("s3cret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("metrics")) }))
+	tests := []struct {
+		header string
+		want   int
+	}{
+		{"", http.StatusUnauthorized},
+		{"Bearer wrong", http.StatusUnauthorized},
+		{"Bearer s3cret", http.StatusOK},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if tt.header != "" {
+			req.Header.Set("Authorization", tt.header)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tt.want {
+			t.Errorf("%q: %d, want %d", tt.header, rec.Code, tt.want)
+		}
+	}
+	// Without a token the handler is open.
+	rec := httptest.NewRecorder()
+	bearerOnly("", h).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("the open wrapper changed the inner handler's answer: %d", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	bearerOnly("", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("an open /metrics refused a scraper: %d", rec.Code)
 	}
 }
