@@ -201,16 +201,11 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 // X-RateLimit headers, and answers 429 when it is over.
 func (s *Server) allow(w http.ResponseWriter, r *http.Request, id string, now time.Time) bool {
 	d := s.Limiter.Allow(id, now)
-	h := w.Header()
-	h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+	d.Header(w.Header(), now)
 	if !d.Allowed {
-		h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
 		s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
-		return false
 	}
-	return true
+	return d.Allowed
 }
 
 // envelope is the one error shape of the API.

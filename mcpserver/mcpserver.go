@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -206,16 +205,11 @@ func (s *Server) limit(next http.Handler) http.Handler {
 func (s *Server) allow(w http.ResponseWriter, id string) bool {
 	now := time.Now()
 	d := s.Limiter.Allow(id, now)
-	h := w.Header()
-	h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+	d.Header(w.Header(), now)
 	if !d.Allowed {
-		h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
 		http.Error(w, "this key made too many requests; slow down and retry after the reset", http.StatusTooManyRequests)
-		return false
 	}
-	return true
+	return d.Allowed
 }
 
 // toucher records a key's last use (the store does; a test's may not).

@@ -6,6 +6,8 @@
 package ratelimit
 
 import (
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -65,4 +67,15 @@ func (l *Limiter) Allow(key string, now time.Time) Decision {
 	w.n++
 	d.Allowed, d.Remaining = true, l.Limit-w.n
 	return d
+}
+
+// Header describes d in the X-RateLimit headers (and, when the request is
+// refused, Retry-After), the same way on every door.
+func (d Decision) Header(h http.Header, now time.Time) {
+	h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
+	if !d.Allowed {
+		h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
+	}
 }

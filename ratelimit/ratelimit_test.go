@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -23,5 +25,27 @@ func TestFixedWindowPerKey(t *testing.T) {
 	}
 	if d := l.Allow("a", now.Add(50*time.Second)); !d.Allowed || d.Remaining != 2 {
 		t.Fatalf("next window: %+v", d)
+	}
+}
+
+func TestDecisionHeader(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000, 0)
+	tests := []struct {
+		d         Decision
+		remaining string
+		retry     string
+	}{
+		{Decision{Allowed: true, Limit: 5, Remaining: 4, Reset: now.Add(30 * time.Second)}, "4", ""},
+		{Decision{Allowed: false, Limit: 5, Remaining: 0, Reset: now.Add(2500 * time.Millisecond)}, "0", "3"},
+		{Decision{Allowed: false, Limit: 5, Remaining: 0, Reset: now}, "0", "1"},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		tt.d.Header(h, now)
+		if h.Get("X-RateLimit-Limit") != "5" || h.Get("X-RateLimit-Remaining") != tt.remaining ||
+			h.Get("X-RateLimit-Reset") != strconv.FormatInt(tt.d.Reset.Unix(), 10) || h.Get("Retry-After") != tt.retry {
+			t.Errorf("%+v: headers %v", tt.d, h)
+		}
 	}
 }
