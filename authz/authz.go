@@ -287,16 +287,7 @@ type Why struct {
 // now. allow is nil when nothing allows it.
 func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *toolplane.Deny) {
 	now := s.now()
-	for i := range v.denies {
-		d := &v.denies[i]
-		if d.AgentID != agent && d.AgentID != toolplane.EveryAgent {
-			continue
-		}
-		if ok, _ := path.Match(d.Pattern, name); ok {
-			deny = d
-			break
-		}
-	}
+	deny = v.deny(agent, name)
 	for i := range v.grants {
 		g := &v.grants[i]
 		if g.AgentID != agent || (!g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt)) {
@@ -347,18 +338,22 @@ func (s *Service) Denied(ctx context.Context, org, agent string) (func(name stri
 	if err != nil {
 		return nil, err
 	}
-	return func(name string) bool {
-		for i := range v.denies {
-			d := &v.denies[i]
-			if d.AgentID != agent && d.AgentID != toolplane.EveryAgent {
-				continue
-			}
-			if ok, _ := path.Match(d.Pattern, name); ok {
-				return true
-			}
+	return func(name string) bool { return v.deny(agent, name) != nil }, nil
+}
+
+// deny answers the deny refusing name to agent (its own or every agent's),
+// or nil.
+func (v *view) deny(agent, name string) *toolplane.Deny {
+	for i := range v.denies {
+		d := &v.denies[i]
+		if d.AgentID != agent && d.AgentID != toolplane.EveryAgent {
+			continue
 		}
-		return false
-	}, nil
+		if ok, _ := path.Match(d.Pattern, name); ok {
+			return d
+		}
+	}
+	return nil
 }
 
 // Explain answers, for every tool in the catalogue that a grant of the
