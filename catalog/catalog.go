@@ -87,6 +87,9 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if len(cfg.Organizations) == 0 {
+		cfg.Organizations = []string{"default"}
+	}
 	return &Service{store: cfg.Store, reg: cfg.Registry, opt: cfg.Options, log: cfg.Logger, now: cfg.Now, organizations: cfg.Organizations}
 }
 
@@ -150,8 +153,8 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 			return nil, fmt.Errorf("%w: publishing %s needs tool_owner or tool_publisher of %s", ErrForbidden, d.Name, d.Owner)
 		}
 		var old toolplane.Definition
-		if err := json.Unmarshal(prev.v.Definition, &old); err != nil {
-			return nil, fmt.Errorf("read %s %s: %w", prev.v.Name, prev.v.Version, err)
+		if err := json.Unmarshal(prev.Definition, &old); err != nil {
+			return nil, fmt.Errorf("read %s %s: %w", prev.Name, prev.Version, err)
 		}
 		if err := compat.Check(&old, &d); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -352,7 +355,7 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since time.Time) ([]string, error) {
 	seen := map[string]bool{}
 	// The audit trail is per organization: each one served is read.
-	for _, org := range s.orgs() {
+	for _, org := range s.organizations {
 		after := ""
 		for {
 			evs, next, err := s.store.ListAudit(ctx, org, toolplane.AuditFilter{Tool: v.Name}, after, 500)
@@ -381,13 +384,6 @@ func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since t
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func (s *Service) orgs() []string {
-	if len(s.organizations) == 0 {
-		return []string{"default"}
-	}
-	return s.organizations
 }
 
 // transition reads a version, lets change edit it, and writes it back
@@ -488,12 +484,6 @@ func (s *Service) Watch(ctx context.Context, every time.Duration) {
 	}
 }
 
-// versioned is a stored version with its parsed version.
-type versioned struct {
-	v   *toolplane.ToolVersion
-	ver semver.Version
-}
-
 // versions answers every version of a name, oldest first by precedence.
 func (s *Service) versions(ctx context.Context, name string) ([]versionedRow, error) {
 	var out []versionedRow
@@ -527,10 +517,10 @@ type versionedRow struct {
 
 // below answers the greatest version under v (the one a new version is
 // compared with), or nil.
-func below(rows []versionedRow, v semver.Version) *versioned {
+func below(rows []versionedRow, v semver.Version) *versionedRow {
 	for i := len(rows) - 1; i >= 0; i-- {
 		if semver.Compare(rows[i].ver, v) < 0 {
-			return &versioned{v: &rows[i].ToolVersion, ver: rows[i].ver}
+			return &rows[i]
 		}
 	}
 	return nil
