@@ -37,6 +37,44 @@ func remoteFlags(fs *flag.FlagSet) (*string, *string) {
 		fs.String("key", os.Getenv("TOOLPLANE_KEY"), "your API key ($TOOLPLANE_KEY)")
 }
 
+// remoteCmd is one subcommand that talks to a server: its flags, --server
+// and --key among them, and once parsed its positional arguments.
+type remoteCmd struct {
+	name        string
+	fs          *flag.FlagSet
+	server, key *string
+	pos         []string
+	stderr      io.Writer
+}
+
+func newRemoteCmd(name string, stderr io.Writer) *remoteCmd {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server, key := remoteFlags(fs)
+	return &remoteCmd{name: name, fs: fs, server: server, key: key, stderr: stderr}
+}
+
+// parse parses args and answers the client for the server named; false
+// when the arguments are not valid (the flag package said why).
+func (r *remoteCmd) parse(args []string, stdout io.Writer) (*client, bool) {
+	pos, err := parse(r.fs, args)
+	if err != nil {
+		return nil, false
+	}
+	r.pos = pos
+	return &client{server: *r.server, key: *r.key, stdout: stdout, http: &http.Client{Timeout: time.Minute}}, true
+}
+
+// need reports whether there are exactly n positional arguments, saying
+// which are wanted when not.
+func (r *remoteCmd) need(n int, what string) bool {
+	if len(r.pos) != n {
+		fmt.Fprintf(r.stderr, "toolplane %s: want %s\n", r.name, what)
+		return false
+	}
+	return true
+}
+
 // parse parses flags placed anywhere among the positional arguments and
 // answers the positionals.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -127,27 +165,19 @@ func tools(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "diff" {
 		return diffCmd(args[1:], stdout, stderr)
 	}
-	fs := flag.NewFlagSet("tools "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server, key := remoteFlags(fs)
+	rc := newRemoteCmd("tools "+args[0], stderr)
+	fs := rc.fs
 	note := fs.String("note", "", "why (a rejection needs one)")
 	sunset := fs.String("sunset", "", "deprecate: the earliest retirement, YYYY-MM-DD or RFC 3339")
 	replacement := fs.String("replacement", "", "deprecate: the version callers should move to")
 	name := fs.String("name", "", "list: only this tool")
 	owner := fs.String("owner", "", "list: only this team's tools")
 	state := fs.String("state", "", "list: only versions in this state")
-	pos, err := parse(fs, args[1:])
-	if err != nil {
+	c, ok := rc.parse(args[1:], stdout)
+	if !ok {
 		return 2
 	}
-	c := &client{server: *server, key: *key, stdout: stdout, http: &http.Client{Timeout: time.Minute}}
-	need := func(n int, what string) bool {
-		if len(pos) != n {
-			fmt.Fprintf(stderr, "toolplane tools %s: want %s\n", args[0], what)
-			return false
-		}
-		return true
-	}
+	pos, need := rc.pos, rc.need
 	switch args[0] {
 	case "publish":
 		if !need(1, "FILE") {
@@ -252,9 +282,8 @@ func grantsCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, grantsUsage)
 		return 2
 	}
-	fs := flag.NewFlagSet("grants "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server, key := remoteFlags(fs)
+	rc := newRemoteCmd("grants "+args[0], stderr)
+	fs := rc.fs
 	pattern := fs.String("pattern", "", "add: a glob over tool names, optionally @range (payments.*, payments.refund_order@^2.1.0)")
 	bundle := fs.String("bundle", "", "add: a bundle to grant")
 	var tenants stringList
@@ -262,18 +291,11 @@ func grantsCmd(args []string, stdout, stderr io.Writer) int {
 	expires := fs.String("expires", "", "add: when the grant ends, YYYY-MM-DD or RFC 3339")
 	reason := fs.String("reason", "", "deny: why")
 	revoked := fs.Bool("revoked", false, "list: include revoked grants")
-	pos, err := parse(fs, args[1:])
-	if err != nil {
+	c, ok := rc.parse(args[1:], stdout)
+	if !ok {
 		return 2
 	}
-	c := &client{server: *server, key: *key, stdout: stdout, http: &http.Client{Timeout: time.Minute}}
-	need := func(n int, what string) bool {
-		if len(pos) != n {
-			fmt.Fprintf(stderr, "toolplane grants %s: want %s\n", args[0], what)
-			return false
-		}
-		return true
-	}
+	pos, need := rc.pos, rc.need
 	switch args[0] {
 	case "add":
 		if !need(1, "AGENT") {
@@ -342,14 +364,12 @@ func bundlesCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, bundlesUsage)
 		return 2
 	}
-	fs := flag.NewFlagSet("bundles "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server, key := remoteFlags(fs)
-	pos, err := parse(fs, args[1:])
-	if err != nil {
+	rc := newRemoteCmd("bundles "+args[0], stderr)
+	c, ok := rc.parse(args[1:], stdout)
+	if !ok {
 		return 2
 	}
-	c := &client{server: *server, key: *key, stdout: stdout, http: &http.Client{Timeout: time.Minute}}
+	pos := rc.pos
 	switch args[0] {
 	case "put":
 		if len(pos) < 2 {
