@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,7 +176,7 @@ func filterProxy() int {
 			}
 			write(line)
 		}
-		if err == io.EOF || err != nil {
+		if err != nil {
 			break
 		}
 	}

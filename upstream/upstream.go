@@ -241,7 +241,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 		if err := u.syncTools(ctx); err != nil {
 			log.Warn("upstream tool list not read", "err", err)
 		} else {
-			log.Info("upstream connected", "tools", len(u.remoteNames()))
+			log.Info("upstream connected", "tools", u.toolCount())
 		}
 		if !announced {
 			announced = true
@@ -283,14 +283,10 @@ func (u *upstream) drop(cs *mcp.ClientSession) {
 	u.mu.Unlock()
 }
 
-func (u *upstream) remoteNames() []string {
+func (u *upstream) toolCount() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	out := make([]string, 0, len(u.remote))
-	for n := range u.remote {
-		out = append(out, n)
-	}
-	return out
+	return len(u.remote)
 }
 
 // requestSync asks the loop to synchronise soon; requests coalesce.
