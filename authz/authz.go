@@ -315,6 +315,20 @@ func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *
 	return allow, deny
 }
 
+// Pin answers whether the agent's grants allow the tool named now, denies
+// applied, and the range the allowing grant pins ("" for any).
+func (s *Service) Pin(ctx context.Context, org, agent, tenant, name string) (string, bool, error) {
+	v, err := s.load(ctx, org)
+	if err != nil {
+		return "", false, err
+	}
+	allow, deny := s.match(v, agent, tenant, name)
+	if allow == nil || deny != nil {
+		return "", false, nil
+	}
+	return allow.Range, true, nil
+}
+
 // Pins answers the tools the agent's grants allow now, each with the range
 // its grant pins ("" for any), denies applied.
 func (s *Service) Pins(ctx context.Context, org, agent, tenant string) (map[string]string, error) {

@@ -324,6 +324,27 @@ func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant s
 	return p, nil
 }
 
+// principalFor answers the principal of one call of the tool named: what
+// principal answers, for that tool alone, so a call costs the same whatever
+// the size of the catalogue. The decision reads the grants again anyway.
+func (s *Server) principalFor(r *http.Request, cred *toolplane.Credential, tenant, name string) (toolplane.Principal, error) {
+	p := toolplane.Principal{ID: cred.Subject}
+	rng, granted := "", false
+	if s.Authz != nil && cred.Kind == toolplane.CredentialAgent {
+		var err error
+		if rng, granted, err = s.Authz.Pin(r.Context(), cred.OrganizationID, cred.Subject, tenant, name); err != nil {
+			return p, err
+		}
+	}
+	if granted || cred.Grants(name) {
+		p.Tools = []string{name}
+	}
+	if granted && rng != "" {
+		p.Pins = map[string]string{name: rng}
+	}
+	return p, nil
+}
+
 // visible answers the tools the caller is shown, each at the version it
 // would be given: a person sees the catalogue, an agent what it may call.
 func (s *Server) visible(r *http.Request, c caller) ([]*registry.Tool, error) {
@@ -425,7 +446,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 	}
-	principal, err := s.principal(r, c.cred, body.TenantID)
+	principal, err := s.principalFor(r, c.cred, body.TenantID, r.PathValue("name"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
