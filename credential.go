@@ -10,8 +10,9 @@ type CredentialKind string
 
 // The credential kinds.
 const (
-	// CredentialAgent authenticates an agent: the calls it makes are
-	// limited to the tools the credential grants.
+	// CredentialAgent authenticates an agent identity: the calls it makes
+	// are limited to what the identity is granted and the credential
+	// admits.
 	CredentialAgent CredentialKind = "agent"
 	// CredentialPerson authenticates a person: what they may do (own
 	// tools, approve calls, run the platform) follows from the credential's
@@ -41,8 +42,10 @@ type Credential struct {
 	// Roles are a person's roles (tool_owner, approver, platform_admin,
 	// ...); an agent's credential has none.
 	Roles []string
-	// Tools are the tool names, or glob patterns over them, an agent's
-	// credential grants; a person's credential has none.
+	// Tools narrow an agent's credential to the tool names, or glob
+	// patterns over them, listed: the caller's rights, which a call needs
+	// beside the agent identity's grants. None leaves the key every tool
+	// the identity is granted. A person's credential has none.
 	Tools []string
 	// Hash is the salted hash of the key's secret part, with its
 	// parameters (see apikey.Hash).
@@ -61,8 +64,9 @@ type Credential struct {
 	Version int64
 }
 
-// Grants reports whether an agent's credential grants tool: one of its
-// Tools names it or is a glob pattern (path.Match syntax) that matches it.
+// Grants reports whether one of the credential's Tools names tool or is a
+// glob pattern (path.Match syntax) that matches it. Where no grant service
+// runs (an embedding without one), this is all an agent's key may call.
 func (c *Credential) Grants(tool string) bool {
 	for _, p := range c.Tools {
 		if ok, _ := path.Match(p, tool); ok {
@@ -72,11 +76,13 @@ func (c *Credential) Grants(tool string) bool {
 	return false
 }
 
-// Sees reports whether the credential's holder may see tool in a listing:
-// an agent sees what its credential grants, a person the catalogue. Seeing
-// is not calling: every call is decided again by policy.
-func (c *Credential) Sees(tool string) bool {
-	return c.Kind == CredentialPerson || c.Grants(tool)
+// Admits reports whether the credential's own rights admit tool: a key
+// that lists no Tools admits every tool, one that does only those they
+// match. A call is allowed when the agent identity's grants allow the tool
+// and the key admits it, so a key handed to one deployment of an agent can
+// be narrowed below what the identity holds, never widened beyond it.
+func (c *Credential) Admits(tool string) bool {
+	return len(c.Tools) == 0 || c.Grants(tool)
 }
 
 // The control-plane roles a person's credential may hold. tool_owner and

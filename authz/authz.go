@@ -345,16 +345,6 @@ func (s *Service) Pins(ctx context.Context, org, agent, tenant string) (map[stri
 	return out, nil
 }
 
-// Denied answers a test of whether a deny refuses a tool to the agent now,
-// whatever grants it (its key's own tools included).
-func (s *Service) Denied(ctx context.Context, org, agent string) (func(name string) bool, error) {
-	v, err := s.load(ctx, org)
-	if err != nil {
-		return nil, err
-	}
-	return func(name string) bool { return v.deny(agent, name) != nil }, nil
-}
-
 // deny answers the deny refusing name to agent (its own or every agent's),
 // or nil.
 func (v *view) deny(agent, name string) *toolplane.Deny {
@@ -399,9 +389,11 @@ func (s *Service) Explain(ctx context.Context, org, agent string) ([]Why, error)
 }
 
 // Policy decides calls on the grants as they are at the decision: a deny
-// (the agent's or every agent's) refuses; otherwise the call is allowed
-// when the agent's grants, or the calling key's own tools (the principal),
-// name the tool; a tool annotated requires_approval then needs a person.
+// (the agent's or every agent's) refuses; so does a tool no grant of the
+// agent allows, a version outside the range the grant pins, or a tool the
+// calling key does not admit (the principal, which the door built as the
+// grants intersected with the key's rights); a tool annotated
+// requires_approval then needs a person.
 type Policy struct {
 	Service *Service
 }
@@ -417,16 +409,16 @@ func (p Policy) Decide(ctx context.Context, in policy.Input) (policy.Decision, e
 	switch {
 	case deny != nil:
 		return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("%s is denied (%s)", name, deny.Reason)}, nil
-	case allow == nil && !inv.Principal.Holds(name):
+	case allow == nil:
 		return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("no grant allows %s", name)}, nil
+	case !inv.Principal.Holds(name):
+		return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("the calling key's rights do not include %s", name)}, nil
 	}
-	if allow != nil && allow.Range != "" {
+	if allow.Range != "" {
 		// A grant pinned to a range allows only the versions in it.
 		r, err := semver.ParseRange(allow.Range)
 		if ver, perr := semver.Parse(in.Tool.Version); err != nil || perr != nil || !r.Contains(ver) {
-			if !inv.Principal.Holds(name) {
-				return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("%s %s is outside the granted range %s", name, in.Tool.Version, allow.Range)}, nil
-			}
+			return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("%s %s is outside the granted range %s", name, in.Tool.Version, allow.Range)}, nil
 		}
 	}
 	if in.Tool.Annotations.RequiresApproval {

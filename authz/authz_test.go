@@ -89,15 +89,22 @@ var (
 )
 
 // decide answers the policy's effect for agent calling tool at its
-// default version.
+// default version with a key that admits it.
 func (f *fixture) decide(t *testing.T, agent, tenant, tool string) policy.Effect {
+	t.Helper()
+	return f.decideAs(t, agent, tenant, tool, toolplane.Principal{ID: agent, Tools: []string{tool}})
+}
+
+// decideAs answers the policy's effect for agent calling tool at its
+// default version, with the principal the door built.
+func (f *fixture) decideAs(t *testing.T, agent, tenant, tool string, p toolplane.Principal) policy.Effect {
 	t.Helper()
 	tl, ok := f.reg.Get(tool)
 	if !ok {
 		t.Fatalf("no tool %s", tool)
 	}
 	d, err := authz.Policy{Service: f.svc}.Decide(f.ctx, policy.Input{Tool: &tl.Def,
-		Invocation: &toolplane.Invocation{OrganizationID: "org-1", AgentID: agent, TenantID: tenant}})
+		Invocation: &toolplane.Invocation{OrganizationID: "org-1", AgentID: agent, TenantID: tenant, Principal: p}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +143,15 @@ func TestGrantsDeniesAndBundles(t *testing.T) {
 		if got := f.decide(t, tt.agent, tt.tenant, tt.tool); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+	// The grant allows, but the calling key's rights (the principal the
+	// door built) do not include the tool: the intersection refuses. A key
+	// naming a tool its identity is not granted widens nothing either.
+	if got := f.decideAs(t, "bot", "", "crm.lookup", toolplane.Principal{ID: "bot", Tools: []string{"crm.delete_customer"}}); got != policy.Deny {
+		t.Errorf("granted but outside the key's rights: %v", got)
+	}
+	if got := f.decideAs(t, "stranger", "", "crm.lookup", toolplane.Principal{ID: "stranger", Tools: []string{"crm.lookup"}}); got != policy.Deny {
+		t.Errorf("in the key's rights but not granted: %v", got)
 	}
 	pins, err := f.svc.Pins(f.ctx, "org-1", "bot", "")
 	must(err)

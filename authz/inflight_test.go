@@ -38,7 +38,7 @@ func TestGrantRevokedWhileACallWaitsRefusesIt(t *testing.T) {
 	if err := f.svc.AddGrant(f.ctx, g, operator); err != nil {
 		t.Fatal(err)
 	}
-	in := &toolplane.Invocation{OrganizationID: "org-1", RunID: "run-1", AgentID: "bot", StepPath: "agent", Principal: toolplane.Principal{ID: "bot"}}
+	in := &toolplane.Invocation{OrganizationID: "org-1", RunID: "run-1", AgentID: "bot", StepPath: "agent", Principal: toolplane.Principal{ID: "bot", Tools: []string{"crm.delete_customer"}}}
 	_, err = iv.InvokeJSON(f.ctx, "crm.delete_customer", json.RawMessage(`{}`), in)
 	var ar *invoke.ApprovalRequired
 	if !errors.As(err, &ar) {

@@ -119,7 +119,7 @@ func TestRegistryFlowThroughTheCommandLine(t *testing.T) {
 		{"the same version twice conflicts", owner, []string{"tools", "publish", ex("find_tickets-1.1.0.yaml")}, 1, "conflict"},
 		{"the agent is granted the team's tools", r.admin, []string{"grants", "add", "demo-agent", "--pattern", "support.*"}, 0, `"pattern": "support.*"`},
 		{"explain names tool, version and grant", r.admin, []string{"grants", "explain", "demo-agent"}, 0, `"version": "1.1.0"`},
-		{"explain names what the agent's key allows too", r.admin, []string{"grants", "explain", "demo-agent"}, 0, `"via": "key tpk_`},
+		{"explain names the agent's keys and what each narrows calls to", r.admin, []string{"grants", "explain", "demo-agent"}, 0, `"label": "TOOLPLANE_DEMO_AGENT_KEY"`},
 		{"deprecate 1.0.0", owner, []string{"tools", "deprecate", "support.find_tickets", "1.0.0", "--sunset", "2027-03-01", "--replacement", "1.1.0"}, 0, `"state": "deprecated"`},
 		{"retire 1.0.0", owner, []string{"tools", "retire", "support.find_tickets", "1.0.0"}, 0, `"state": "retired"`},
 		{"retire it again", owner, []string{"tools", "retire", "support.find_tickets", "1.0.0"}, 1, "invalid_transition"},

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -287,6 +288,8 @@ func loadTools(dir string, stderr io.Writer) ([]toolplane.Definition, error) {
 const (
 	firstAdminID = apikey.Prefix + "000000000000000000000001"
 	firstAgentID = apikey.Prefix + "000000000000000000000002"
+	// firstDemoGrantID is the demo agent's grant of the demo tools.
+	firstDemoGrantID = "grt_first_demo"
 )
 
 // firstStart mints an admin credential (and, with the demo, an agent's) the
@@ -331,7 +334,7 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	}
 	keys := []minted{admin}
 	if withDemo {
-		agent, err := mint(firstAgentID, toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, []string{"demo.*"})
+		agent, err := mint(firstAgentID, toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, nil)
 		if err != nil {
 			return err
 		}
@@ -370,6 +373,22 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 			}
 			// The admin key in the file works: keep it.
 			return fmt.Errorf("store first credentials (the admin key in %s is valid): %w", file, err)
+		}
+	}
+	if withDemo {
+		// The demo agent's key narrows nothing: what it may call is what
+		// its identity is granted, so the identity gets the demo
+		// catalogue, recorded like any grant (and revocable like one).
+		now := time.Now()
+		g := &toolplane.Grant{ID: firstDemoGrantID, OrganizationID: DefaultOrganization, AgentID: "demo-agent", Pattern: "demo.*",
+			GrantedBy: "first start", CreatedAt: now}
+		if err := b.Store.InsertGrant(ctx, g); err != nil {
+			return fmt.Errorf("grant the demo agent the demo tools (the keys in %s are valid): %w", file, err)
+		}
+		detail, _ := json.Marshal(g)
+		if err := b.Store.AppendChange(ctx, &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: DefaultOrganization,
+			Kind: "grant.add", Subject: g.AgentID, Actor: "first start", Detail: detail, CreatedAt: now}); err != nil {
+			return fmt.Errorf("record the demo agent's grant: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)

@@ -62,6 +62,9 @@ type Server struct {
 	RunBudgetCents int64
 	// Catalog and Authz, when set, serve the registry's lifecycle and the
 	// grants under /v1/registry, /v1/grants, /v1/denies and /v1/bundles.
+	// Authz is also where an agent identity's grants are read: a call is
+	// allowed what they allow and the key admits. Without it the key's own
+	// tools are the grant.
 	Catalog *catalog.Service
 	Authz   *authz.Service
 }
@@ -288,37 +291,39 @@ func view(t *registry.Tool) toolView {
 		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
 }
 
-// principal answers the tools an agent's key may call now: those its own
-// tools list names, and those the agent identity's grants allow (with the
-// version range each pins), denies applied.
+// principal answers the tools an agent's key may call now: those the
+// agent identity's grants allow (with the version range each pins) and the
+// key itself admits, denies applied. Without a grant service the key's own
+// tools are the grant.
 func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant string) (toolplane.Principal, error) {
 	p := toolplane.Principal{ID: cred.Subject}
-	var pins map[string]string
-	denied := func(string) bool { return false }
-	if s.Authz != nil && cred.Kind == toolplane.CredentialAgent {
-		var err error
-		if pins, err = s.Authz.Pins(r.Context(), cred.OrganizationID, cred.Subject, tenant); err != nil {
-			return p, err
+	if cred.Kind != toolplane.CredentialAgent {
+		return p, nil
+	}
+	if s.Authz == nil {
+		for _, t := range s.Registry.Tools() {
+			if cred.Grants(t.Def.Name) {
+				p.Tools = append(p.Tools, t.Def.Name)
+			}
 		}
-		if denied, err = s.Authz.Denied(r.Context(), cred.OrganizationID, cred.Subject); err != nil {
-			return p, err
-		}
+		return p, nil
+	}
+	pins, err := s.Authz.Pins(r.Context(), cred.OrganizationID, cred.Subject, tenant)
+	if err != nil {
+		return p, err
 	}
 	for _, t := range s.Registry.Tools() {
 		name := t.Def.Name
 		rng, granted := pins[name]
-		switch {
-		case denied(name):
-		case granted:
-			p.Tools = append(p.Tools, name)
-			if rng != "" {
-				if p.Pins == nil {
-					p.Pins = map[string]string{}
-				}
-				p.Pins[name] = rng
+		if !granted || !cred.Admits(name) {
+			continue
+		}
+		p.Tools = append(p.Tools, name)
+		if rng != "" {
+			if p.Pins == nil {
+				p.Pins = map[string]string{}
 			}
-		case cred.Grants(name):
-			p.Tools = append(p.Tools, name)
+			p.Pins[name] = rng
 		}
 	}
 	return p, nil
@@ -329,17 +334,21 @@ func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant s
 // the size of the catalogue. The decision reads the grants again anyway.
 func (s *Server) principalFor(r *http.Request, cred *toolplane.Credential, tenant, name string) (toolplane.Principal, error) {
 	p := toolplane.Principal{ID: cred.Subject}
-	rng, granted := "", false
-	if s.Authz != nil && cred.Kind == toolplane.CredentialAgent {
-		var err error
-		if rng, granted, err = s.Authz.Pin(r.Context(), cred.OrganizationID, cred.Subject, tenant, name); err != nil {
-			return p, err
+	if cred.Kind != toolplane.CredentialAgent {
+		return p, nil
+	}
+	if s.Authz == nil {
+		if cred.Grants(name) {
+			p.Tools = []string{name}
 		}
+		return p, nil
 	}
-	if granted || cred.Grants(name) {
-		p.Tools = []string{name}
+	rng, granted, err := s.Authz.Pin(r.Context(), cred.OrganizationID, cred.Subject, tenant, name)
+	if err != nil || !granted || !cred.Admits(name) {
+		return p, err
 	}
-	if granted && rng != "" {
+	p.Tools = []string{name}
+	if rng != "" {
 		p.Pins = map[string]string{name: rng}
 	}
 	return p, nil

@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -321,17 +320,15 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
 		s.registryFail(w, r, err)
 		return
 	}
-	// The agent's keys may name tools of their own: those are calls it
-	// can make too, allowed by the key rather than by a grant.
-	denied, err := s.Authz.Denied(ctx, org, agent)
-	if err != nil {
-		s.registryFail(w, r, err)
-		return
+	// Each live key of the agent narrows what it may call below the
+	// grants (or not, when it lists no tools): the answer names them, so
+	// "why can this key not call X" is answered here too.
+	type keyView struct {
+		ID    string   `json:"id"`
+		Label string   `json:"label"`
+		Tools []string `json:"tools"`
 	}
-	seen := map[string]bool{}
-	for _, l := range lines {
-		seen[l.Tool] = true
-	}
+	keys := []keyView{}
 	now := s.Now()
 	after := ""
 	for {
@@ -345,28 +342,21 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
 			if k.Kind != toolplane.CredentialAgent || k.Subject != agent || !k.RevokedAt.IsZero() || (!k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt)) {
 				continue
 			}
-			for _, t := range s.Registry.Tools() {
-				if seen[t.Def.Name] || !k.Grants(t.Def.Name) {
-					continue
-				}
-				seen[t.Def.Name] = true
-				w := authz.Why{Tool: t.Def.Name, Version: t.Def.Version, Via: "key " + k.ID, GrantedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt}
-				if denied(t.Def.Name) {
-					w.DeniedBy = "a deny of " + t.Def.Name
-				}
-				lines = append(lines, w)
+			tools := k.Tools
+			if tools == nil {
+				tools = []string{}
 			}
+			keys = append(keys, keyView{ID: k.ID, Label: k.Label, Tools: tools})
 		}
 		if next == "" {
 			break
 		}
 		after = next
 	}
-	sort.Slice(lines, func(i, j int) bool { return lines[i].Tool < lines[j].Tool })
 	if lines == nil {
 		lines = []authz.Why{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agent_id": agent, "tools": lines})
+	writeJSON(w, http.StatusOK, map[string]any{"agent_id": agent, "tools": lines, "keys": keys})
 }
 
 func (s *Server) addDeny(w http.ResponseWriter, r *http.Request, c caller) {

@@ -1,7 +1,8 @@
 // Package jwtauth authenticates callers with JSON Web Tokens signed by a
 // configured issuer, whose keys are read from its JWKS document. A verified
 // token becomes the same credential an API key would: an organization, a
-// subject, and an agent's tools or a person's roles, read from claims.
+// subject, and an agent's tools (narrowing what its identity is granted,
+// as a key's do) or a person's roles, read from claims.
 //
 // Claims read: iss and aud (both required to match), exp/nbf/iat (one
 // minute of leeway), sub (the subject), and the private claims org,

@@ -186,37 +186,55 @@ func (tp *Toolplane) stop() error {
 	}
 }
 
-// MintAgentKey creates an agent key granting tools (names or glob patterns)
-// through toolplane's REST API at base, with a platform admin's key, and
-// answers it. A federated upstream's tools are named mcp.<slug>.<name>,
-// which the demo agent's key (demo.*) does not grant.
+// MintAgentKey grants the agent identity subject tools (names or glob
+// patterns) and creates a key for it, through toolplane's REST API at base
+// with a platform admin's key, and answers the key. A federated upstream's
+// tools are named mcp.<slug>.<name>, which the demo agent is not granted.
 func MintAgentKey(ctx context.Context, base, adminKey, subject string, tools []string) (string, error) {
-	body, err := json.Marshal(map[string]any{"kind": "agent", "subject": subject, "tools": tools, "label": "toolplane-load"})
-	if err != nil {
-		return "", fmt.Errorf("mint key: %w", err)
+	for _, pattern := range tools {
+		if _, err := adminPost(ctx, base, adminKey, "/v1/grants", map[string]any{"agent_id": subject, "pattern": pattern}); err != nil {
+			return "", fmt.Errorf("grant %s %s: %w", subject, pattern, err)
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/keys", bytes.NewReader(body))
-	if err != nil {
-		return "", fmt.Errorf("mint key: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("mint key: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	b, err := adminPost(ctx, base, adminKey, "/v1/keys", map[string]any{"kind": "agent", "subject": subject, "tools": tools, "label": "toolplane-load"})
 	if err != nil {
 		return "", fmt.Errorf("mint key: %w", err)
 	}
 	var out struct {
 		Key string `json:"key"`
 	}
-	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &out) != nil || out.Key == "" {
-		return "", fmt.Errorf("mint key: status %d: %s", resp.StatusCode, clip(b))
+	if json.Unmarshal(b, &out) != nil || out.Key == "" {
+		return "", fmt.Errorf("mint key: no key in %s", clip(b))
 	}
 	return out.Key, nil
+}
+
+// adminPost posts body as JSON to path on base with key, and answers the
+// response body of a 201.
+func adminPost(ctx context.Context, base, key, path string, body any) ([]byte, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, clip(b))
+	}
+	return b, nil
 }
 
 // readEnvFile answers name's value in a file of NAME=value lines.

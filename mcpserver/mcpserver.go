@@ -59,8 +59,9 @@ type Server struct {
 	// is the run); a client may name a lower ceiling in the call's _meta
 	// ("toolplane/max_cost_cents"), never a higher one.
 	RunBudgetCents int64
-	// Authz, when set, adds the tools the agent identity's grants allow
-	// (at the versions they pin) to those its key names.
+	// Authz, when set, is where an agent identity's grants are read: a
+	// session shows the tools they allow (at the versions they pin) that
+	// its key admits. Without it the key's own tools are the grant.
 	Authz *authz.Service
 	// Keys, when set, remembers verified API keys across requests (one
 	// per node, shared with the REST API; see apikey.Cache).
@@ -310,11 +311,22 @@ func (s *Server) sweep() []*session {
 	return live
 }
 
-// visible reports whether the session shows t, and at which pinned range.
+// visible reports whether the session shows t, and at which pinned range:
+// the agent identity's grants allow it (pins holds what they allow, denies
+// applied; nil without a grant service, where the key's own tools are the
+// grant) and the key admits it.
 func (sess *session) visible(t *registry.Tool, pins map[string]string) (string, bool) {
-	rng, granted := pins[t.Def.Name]
-	if !granted && !sess.cred.Grants(t.Def.Name) {
-		return "", false
+	name := t.Def.Name
+	var rng string
+	if sess.s.Authz == nil {
+		if !sess.cred.Grants(name) {
+			return "", false
+		}
+	} else {
+		var granted bool
+		if rng, granted = pins[name]; !granted || !sess.cred.Admits(name) {
+			return "", false
+		}
 	}
 	if sess.upstream == "" {
 		return rng, true
@@ -326,14 +338,9 @@ func (sess *session) visible(t *registry.Tool, pins map[string]string) (string, 
 // sync makes the session's tools the registry's visible tools now.
 func (sess *session) sync() {
 	var pins map[string]string
-	denied := func(string) bool { return false }
-	if sess.s.Authz != nil {
+	if sess.s.Authz != nil && sess.cred.Kind == toolplane.CredentialAgent {
 		var err error
-		pins, err = sess.s.Authz.Pins(context.Background(), sess.cred.OrganizationID, sess.cred.Subject, "")
-		if err == nil {
-			denied, err = sess.s.Authz.Denied(context.Background(), sess.cred.OrganizationID, sess.cred.Subject)
-		}
-		if err != nil {
+		if pins, err = sess.s.Authz.Pins(context.Background(), sess.cred.OrganizationID, sess.cred.Subject, ""); err != nil {
 			// Keep what the session shows; the next change or listing
 			// tries again, and every call is decided on the grants anyway.
 			sess.s.Log.Error("grants could not be read", "err", err)
@@ -347,7 +354,7 @@ func (sess *session) sync() {
 	sess.pins = nil
 	for _, t := range sess.s.Registry.Tools() {
 		rng, ok := sess.visible(t, pins)
-		if !ok || denied(t.Def.Name) {
+		if !ok {
 			continue
 		}
 		if rng != "" {

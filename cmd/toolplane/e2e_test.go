@@ -326,9 +326,15 @@ func (s *server) approvals(t *testing.T, status string) []approvalItem {
 	}](t, raw).Items
 }
 
-// newAgentKey mints, as the admin, an agent key granted only tools.
-func (s *server) newAgentKey(t *testing.T, subject string, tools ...string) string {
+// newAgentKey grants, as the admin, the agent identity subject the
+// pattern, and mints it a key narrowed to tools: what the key may call is
+// the intersection.
+func (s *server) newAgentKey(t *testing.T, subject, pattern string, tools ...string) string {
 	t.Helper()
+	grant, _ := json.Marshal(map[string]any{"agent_id": subject, "pattern": pattern})
+	if status, raw := s.do(t, "POST", "/v1/grants", s.admin, string(grant)); status != http.StatusCreated {
+		t.Fatalf("POST /v1/grants: %d %s", status, raw)
+	}
 	body, _ := json.Marshal(map[string]any{"kind": "agent", "subject": subject, "tools": tools, "label": "e2e"})
 	status, raw := s.do(t, "POST", "/v1/keys", s.admin, string(body))
 	if status != http.StatusCreated {
@@ -455,9 +461,10 @@ func envelopeOf(r *mcp.CallToolResult) result {
 // as concurrent agents would.
 func TestEndToEnd(t *testing.T) {
 	s := start(t)
-	// A key granted one read only: the stable denial path for every other
-	// tool, on both doors.
-	narrow := s.newAgentKey(t, "e2e-narrow", "demo.search_tickets")
+	// An identity granted the demo tools, through a key narrowed to one
+	// read and a tool the identity is not granted: the intersection, one
+	// read, is the stable denial path for every other tool on both doors.
+	narrow := s.newAgentKey(t, "e2e-narrow", "demo.*", "demo.search_tickets", "other.*")
 
 	t.Run("REST", func(t *testing.T) {
 		t.Parallel()
