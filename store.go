@@ -168,6 +168,11 @@ type ApprovalStore interface {
 	// ListApprovals answers approvals in a state, oldest first, after the
 	// cursor.
 	ListApprovals(ctx context.Context, org string, status ApprovalStatus, after string, limit int) ([]Approval, string, error)
+	// CountApprovals answers how many approvals are in a state, by
+	// organization, across the whole deployment: the operator's view (the
+	// metrics), never an organization's. Organizations with none are
+	// absent.
+	CountApprovals(ctx context.Context, status ApprovalStatus) (map[string]int, error)
 }
 
 // Usage is one billable operation a metered call completed.

@@ -151,7 +151,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	writer := audit.NewWriter(b.Store, 0, log)
 	defer writer.Close()
 	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
-	meters := metrics.New(metrics.Pending(b.Store, DefaultOrganization), log)
+	meters := metrics.New(metrics.Pending(b.Store), log)
 	upstreams.UseRegistry(reg)
 	upstreams.Start(ctx, 30*time.Second)
 	defer upstreams.Close()

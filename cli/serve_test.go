@@ -71,8 +71,8 @@ func TestServeDemoEndToEnd(t *testing.T) {
 		t.Fatalf("credentials file mode %v", info.Mode())
 	}
 	agent := regexp.MustCompile(`TOOLPLANE_DEMO_AGENT_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
-	call := func(body string) (int, string) {
-		req, _ := http.NewRequest("POST", base+"/v1/tools/demo.add_note/invoke", strings.NewReader(body))
+	callTool := func(tool, body string) (int, string) {
+		req, _ := http.NewRequest("POST", base+"/v1/tools/"+tool+"/invoke", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+agent)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -82,12 +82,17 @@ func TestServeDemoEndToEnd(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	call := func(body string) (int, string) { return callTool("demo.add_note", body) }
 	body := `{"arguments":{"ticket_id":"t-1001","text":"Replacement shipped."},"run_id":"run-1"}`
 	if status, got := call(body); status != 200 || !strings.Contains(got, `"ok":true`) {
 		t.Fatalf("first call: %d %s", status, got)
 	}
 	if status, got := call(body); status != 200 || !strings.Contains(got, `"replayed":true`) {
 		t.Fatalf("second call: %d %s", status, got)
+	}
+	// A refund waits for a person: the pending gauge counts it.
+	if status, got := callTool("demo.refund_order", `{"arguments":{"order_id":"o-501","amount_cents":100,"reason":"damaged"},"run_id":"run-1"}`); status != http.StatusAccepted {
+		t.Fatalf("refund: %d %s", status, got)
 	}
 	// Metrics count the calls by tool and outcome.
 	resp, err := http.Get(base + "/metrics")
@@ -97,7 +102,7 @@ func TestServeDemoEndToEnd(t *testing.T) {
 	metricsText, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(metricsText), `toolplane_tool_calls_total{outcome="ok",tool="demo.add_note"} 2`) ||
-		!strings.Contains(string(metricsText), "toolplane_approvals_pending 0") {
+		!strings.Contains(string(metricsText), `toolplane_approvals_pending{organization="default"} 1`) {
 		t.Fatalf("metrics:\n%s", metricsText)
 	}
 	// The MCP endpoint is served beside the API, behind the same keys.

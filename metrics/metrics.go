@@ -24,8 +24,9 @@ type Metrics struct {
 	latency *prometheus.HistogramVec
 }
 
-// PendingCounter answers how many approvals wait for a person.
-type PendingCounter func(ctx context.Context) (int, error)
+// PendingCounter answers how many approvals wait for a person, by
+// organization.
+type PendingCounter func(ctx context.Context) (map[string]int, error)
 
 // New answers the metrics, with approvals pending read from pending at
 // each scrape (nil leaves that gauge out).
@@ -44,21 +45,8 @@ func New(pending PendingCounter, log *slog.Logger) *Metrics {
 	}
 	m.reg.MustRegister(m.calls, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if pending != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "toolplane_approvals_pending",
-			Help: "Approvals waiting for a person.",
-		}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			n, err := pending(ctx)
-			if err != nil {
-				if log != nil {
-					log.Warn("approvals pending gauge", "err", err)
-				}
-				return -1
-			}
-			return float64(n)
-		}))
+		m.reg.MustRegister(&pendingCollector{count: pending, log: log, desc: prometheus.NewDesc("toolplane_approvals_pending",
+			"Approvals waiting for a person, by organization (an organization with none has no series).", []string{"organization"}, nil)})
 	}
 	return m
 }
@@ -74,21 +62,37 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// Pending answers a PendingCounter over a store's pending approvals of one
-// organization, counted up to 1,000 and then pages on.
-func Pending(store toolplane.ApprovalStore, org string) PendingCounter {
-	return func(ctx context.Context) (int, error) {
-		n, after := 0, ""
-		for {
-			as, next, err := store.ListApprovals(ctx, org, toolplane.ApprovalPending, after, 1000)
-			if err != nil {
-				return 0, err
-			}
-			n += len(as)
-			if next == "" {
-				return n, nil
-			}
-			after = next
+// Pending answers a PendingCounter over a store's pending approvals, every
+// organization's: a deployment serving several must show each one's queue.
+func Pending(store toolplane.ApprovalStore) PendingCounter {
+	return func(ctx context.Context) (map[string]int, error) {
+		return store.CountApprovals(ctx, toolplane.ApprovalPending)
+	}
+}
+
+// pendingCollector reads the pending approvals at each scrape, one series
+// per organization. A failed read is logged and leaves the series out of
+// that scrape rather than failing the whole scrape: the calls and latency
+// beside it are still worth having.
+type pendingCollector struct {
+	count PendingCounter
+	log   *slog.Logger
+	desc  *prometheus.Desc
+}
+
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	byOrg, err := c.count(ctx)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("approvals pending gauge", "err", err)
 		}
+		return
+	}
+	for org, n := range byOrg {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), org)
 	}
 }

@@ -12,13 +12,12 @@ import (
 
 func TestMetricsCountCallsAndPending(t *testing.T) {
 	t.Parallel()
-	pending := 3
 	var fail bool
-	m := New(func(context.Context) (int, error) {
+	m := New(func(context.Context) (map[string]int, error) {
 		if fail {
-			return 0, errors.New("database down")
+			return nil, errors.New("database down")
 		}
-		return pending, nil
+		return map[string]int{"acme": 3, "globex": 1}, nil
 	}, nil)
 	m.ObserveCall("demo.add_note", "ok", 3*time.Millisecond)
 	m.ObserveCall("demo.add_note", "ok", 4*time.Millisecond)
@@ -34,14 +33,17 @@ func TestMetricsCountCallsAndPending(t *testing.T) {
 		`toolplane_tool_calls_total{outcome="ok",tool="demo.add_note"} 2`,
 		`toolplane_tool_calls_total{outcome="invalid_input",tool="demo.add_note"} 1`,
 		`toolplane_tool_call_seconds_count{tool="demo.add_note"} 3`,
-		`toolplane_approvals_pending 3`,
+		`toolplane_approvals_pending{organization="acme"} 3`,
+		`toolplane_approvals_pending{organization="globex"} 1`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("scrape lacks %s", want)
 		}
 	}
+	// A failed count leaves the gauge out of the scrape, not the rest.
 	fail = true
-	if !strings.Contains(scrape(), "toolplane_approvals_pending -1") {
-		t.Error("a failing count is not marked")
+	out = scrape()
+	if strings.Contains(out, "toolplane_approvals_pending{") || !strings.Contains(out, "toolplane_tool_calls_total") {
+		t.Errorf("a failing count: %s", out)
 	}
 }

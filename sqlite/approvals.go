@@ -157,3 +157,26 @@ func collectApprovals(rows *sql.Rows) ([]toolplane.Approval, error) {
 	}
 	return out, rows.Err()
 }
+
+// CountApprovals implements toolplane.ApprovalStore. The status index
+// (approvals_by_resolution) keeps it to the rows in that state.
+func (s *Store) CountApprovals(ctx context.Context, status toolplane.ApprovalStatus) (map[string]int, error) {
+	rows, err := s.query(ctx, `SELECT organization_id, COUNT(*) FROM approvals WHERE status = ? GROUP BY organization_id`, string(status))
+	if err != nil {
+		return nil, fmt.Errorf("count approvals: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var org string
+		var n int
+		if err := rows.Scan(&org, &n); err != nil {
+			return nil, fmt.Errorf("count approvals: %w", err)
+		}
+		out[org] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count approvals: %w", err)
+	}
+	return out, nil
+}

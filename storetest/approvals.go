@@ -19,6 +19,7 @@ var approvalCases = []suiteCase{
 	{"UpdateMissing", testApprovalUpdateMissing},
 	{"FindNewestFirst", testApprovalFindNewestFirst},
 	{"ListByStatus", testApprovalListByStatus},
+	{"CountByOrganization", testApprovalCountByOrganization},
 }
 
 // fullApproval answers an approval with every field set.
@@ -300,5 +301,42 @@ func testApprovalListByStatus(t *testing.T, s toolplane.Store) {
 	rows, next, err := s.ListApprovals(t.Context(), org, toolplane.ApprovalExpired, "", 10)
 	if err != nil || len(rows) != 0 || next != "" {
 		t.Errorf("ListApprovals(expired) = %d rows, %q, %v; want none", len(rows), next, err)
+	}
+}
+
+// testApprovalCountByOrganization: the count covers every organization,
+// each under its own id, and only the state asked for.
+func testApprovalCountByOrganization(t *testing.T, s toolplane.Store) {
+	orgA, orgB, orgC := newOrg(), newOrg(), newOrg()
+	for i, o := range []string{orgA, orgA, orgA, orgB} {
+		insertApproval(t, s, fullApproval(o, fmt.Sprintf("apr-p%d", i), "run-1", fmt.Sprintf("k%d", i), at(time.Duration(i)*time.Second)))
+	}
+	done := fullApproval(orgC, "apr-done", "run-1", "k", at(0))
+	done.Status = toolplane.ApprovalApproved
+	insertApproval(t, s, done)
+
+	got, err := s.CountApprovals(t.Context(), toolplane.ApprovalPending)
+	if err != nil {
+		t.Fatalf("CountApprovals = %v", err)
+	}
+	// The store may hold other organizations' rows (a shared database):
+	// judge only the three made here.
+	for _, c := range []struct {
+		org  string
+		want int
+	}{{orgA, 3}, {orgB, 1}, {orgC, 0}} {
+		if got[c.org] != c.want {
+			t.Errorf("pending in %s: %d, want %d", c.org, got[c.org], c.want)
+		}
+	}
+	if _, listed := got[orgC]; listed {
+		t.Errorf("an organization with none pending is listed: %v", got)
+	}
+	approved, err := s.CountApprovals(t.Context(), toolplane.ApprovalApproved)
+	if err != nil {
+		t.Fatalf("CountApprovals(approved) = %v", err)
+	}
+	if approved[orgC] != 1 || approved[orgA] != 0 {
+		t.Errorf("approved: %v", approved)
 	}
 }

@@ -298,6 +298,18 @@ func (m *memStore) ListApprovals(_ context.Context, org string, status toolplane
 	return page(rows, approvalKey, false, after, limit)
 }
 
+func (m *memStore) CountApprovals(_ context.Context, status toolplane.ApprovalStatus) (map[string]int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for _, a := range m.approvals {
+		if a.Status == status {
+			out[a.OrganizationID]++
+		}
+	}
+	return out, nil
+}
+
 func (m *memStore) InsertUsage(_ context.Context, u *toolplane.Usage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
