@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -79,9 +80,19 @@ type Server struct {
 	// open, frame and flush). Set it when a client needs the streamed form.
 	StreamResponses bool
 
+	// SessionIdle ends an MCP session nobody used for this long (default
+	// 30 minutes); a request in flight or an open stream keeps it.
+	SessionIdle time.Duration
+
 	mu       sync.Mutex
 	sessions map[*session]struct{}
-	watch    sync.Once
+	// byID finds an established session by the SDK's session id, for the
+	// fast path.
+	byID  map[string]*session
+	watch sync.Once
+	// sdkCalls counts the tool calls the SDK dispatched rather than the
+	// fast path: what a test reads to know which answered.
+	sdkCalls atomic.Int64
 }
 
 // sessionIdle ends an MCP session nobody used for this long.
@@ -124,7 +135,7 @@ func (s *Server) handler(upstream string) http.Handler {
 	// The SDK asks for a server on every request but uses it only to open
 	// a session; on any other request it reads just the protocol versions.
 	probe := s.serverFor(nil, upstream)
-	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if r.Header.Get("Mcp-Session-Id") != "" {
 			return probe
 		}
@@ -133,10 +144,13 @@ func (s *Server) handler(upstream string) http.Handler {
 			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
 		}
 		return s.serverFor(cred, upstream)
-	}, &mcp.StreamableHTTPOptions{Logger: s.Log, SessionTimeout: sessionIdle, JSONResponse: !s.StreamResponses,
+	}, &mcp.StreamableHTTPOptions{Logger: s.Log, JSONResponse: !s.StreamResponses, MaxRequestBodyBytes: maxRequestBody,
+		// Sessions idle out on toolplane's own timer (see activity), which
+		// also sees the calls the fast path answers.
 		// ProtectHost below judges Host (and Origin) with the allowed
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
+	h = s.fast(h)
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		now := time.Now()
 		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(ctx, token, now)
@@ -226,6 +240,10 @@ type session struct {
 	cred     *toolplane.Credential
 	upstream string
 	created  time.Time
+	// ss is the SDK's half of the session once established; act is what
+	// keeps it alive.
+	ss  atomic.Pointer[mcp.ServerSession]
+	act activity
 
 	mu sync.Mutex
 	// relayed names the resources (by URI), templates (by URI template)
@@ -268,7 +286,7 @@ func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Ser
 		return srv
 	}
 	sess.sync()
-	srv.AddReceivingMiddleware(sess.recordListing, sess.unknownTool)
+	srv.AddReceivingMiddleware(sess.register, sess.recordListing, sess.unknownTool)
 	s.sweep()
 	s.mu.Lock()
 	if s.sessions == nil {
@@ -306,6 +324,7 @@ func (s *Server) sweep() []*session {
 	}
 	s.mu.Unlock()
 	for _, sess := range dead {
+		sess.forget()
 		sess.release()
 	}
 	return live
@@ -585,79 +604,85 @@ func (sess *session) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// call answers a tools/call of the tool named name through the invoker.
-// The MCP session is the run: two identical writes in one session are one
-// effect.
+// call answers a tools/call of the tool named name through the invoker,
+// as the SDK dispatches it (the fast path calls invokeTool directly).
 func (sess *session) call(name string) mcp.ToolHandler {
-	s, cred := sess.s, sess.cred
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		id := "session"
-		if req.Session != nil {
-			id = req.Session.ID()
-		}
-		// granted, pins and shown are replaced, never changed in place, so
-		// the call reads the ones of this moment without copying them.
-		sess.mu.Lock()
-		granted, pins := sess.granted, sess.pins
-		var contracts map[string]string
-		if len(sess.shown) > 0 {
-			contracts = sess.shown
-		}
-		sess.mu.Unlock()
-		inv := &toolplane.Invocation{
-			OrganizationID: cred.OrganizationID, RunID: "mcp:" + cred.ID + ":" + id, AgentID: cred.Subject,
-			StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted, Pins: pins}, Source: toolplane.SourceMCP,
-			Contracts: contracts,
-		}
-		var asked int64
-		if m := req.Params.Meta; m != nil {
-			if id, ok := m["toolplane/authorized_by"].(string); ok {
-				inv.AuthorizedBy = id
-			}
-			if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
-				asked = int64(n)
-			}
-		}
-		inv.Ceilings.MaxCostCents = toolplane.CostCeiling(asked, s.RunBudgetCents)
-		raw := req.Params.Arguments
-		if len(raw) == 0 {
-			raw = json.RawMessage(`{}`)
-		}
-		res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
-		var ar *invoke.ApprovalRequired
-		switch {
-		case errors.As(err, &ar):
-			msg := fmt.Sprintf("This call waits for a person's approval (approval %s, expires %s); nothing was done yet. After it is approved, call again with the same arguments in this session to get the result.",
-				ar.ID, ar.ExpiresAt.UTC().Format(time.RFC3339))
-			if ar.Preview != "" {
-				msg += " The person sees: " + ar.Preview
-			}
-			s.elicitApproval(req.Session, ar)
-			return &mcp.CallToolResult{
-				Content: []mcp.Content{&mcp.TextContent{Text: msg}},
-				Meta:    mcp.Meta{"toolplane/approval_id": ar.ID, "toolplane/approval_expires_at": ar.ExpiresAt.UTC().Format(time.RFC3339)},
-			}, nil
-		case errors.Is(err, invoke.ErrInFlight):
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
-		case err != nil:
-			s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
-			return nil, fmt.Errorf("the platform could not complete this call")
-		}
-		if sess.upstream != "" && res.OK {
-			if t, ok := s.Registry.Get(name); ok && upstream.ContentOutput(&t.Def) {
-				if content, structured, ok := upstream.Content(res.Data); ok {
-					return &mcp.CallToolResult{Content: content, StructuredContent: structured}, nil
-				}
-			}
-		}
-		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, IsError: !res.OK}
-		if res.OK {
-			if _, isObject := res.Data.(map[string]any); isObject {
-				out.StructuredContent = res.Data
-			}
-		}
-		return out, nil
+		sess.s.sdkCalls.Add(1)
+		return sess.invokeTool(ctx, req.Session, name, req.Params.Arguments, req.Params.Meta)
 	}
+}
+
+// invokeTool calls the tool named name (its platform name) through the
+// invoker. The MCP session is the run: two identical writes in one session
+// are one effect.
+func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name string, raw json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+	s, cred := sess.s, sess.cred
+	id := "session"
+	if ss != nil {
+		id = ss.ID()
+	}
+	// granted, pins and shown are replaced, never changed in place, so
+	// the call reads the ones of this moment without copying them.
+	sess.mu.Lock()
+	granted, pins := sess.granted, sess.pins
+	var contracts map[string]string
+	if len(sess.shown) > 0 {
+		contracts = sess.shown
+	}
+	sess.mu.Unlock()
+	inv := &toolplane.Invocation{
+		OrganizationID: cred.OrganizationID, RunID: "mcp:" + cred.ID + ":" + id, AgentID: cred.Subject,
+		StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted, Pins: pins}, Source: toolplane.SourceMCP,
+		Contracts: contracts,
+	}
+	var asked int64
+	if m := meta; m != nil {
+		if id, ok := m["toolplane/authorized_by"].(string); ok {
+			inv.AuthorizedBy = id
+		}
+		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
+			asked = int64(n)
+		}
+	}
+	inv.Ceilings.MaxCostCents = toolplane.CostCeiling(asked, s.RunBudgetCents)
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
+	var ar *invoke.ApprovalRequired
+	switch {
+	case errors.As(err, &ar):
+		msg := fmt.Sprintf("This call waits for a person's approval (approval %s, expires %s); nothing was done yet. After it is approved, call again with the same arguments in this session to get the result.",
+			ar.ID, ar.ExpiresAt.UTC().Format(time.RFC3339))
+		if ar.Preview != "" {
+			msg += " The person sees: " + ar.Preview
+		}
+		s.elicitApproval(ss, ar)
+		return &mcp.CallToolResult{
+			Content: []mcp.Content{&mcp.TextContent{Text: msg}},
+			Meta:    mcp.Meta{"toolplane/approval_id": ar.ID, "toolplane/approval_expires_at": ar.ExpiresAt.UTC().Format(time.RFC3339)},
+		}, nil
+	case errors.Is(err, invoke.ErrInFlight):
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
+	case err != nil:
+		s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
+		return nil, fmt.Errorf("the platform could not complete this call")
+	}
+	if sess.upstream != "" && res.OK {
+		if t, ok := s.Registry.Get(name); ok && upstream.ContentOutput(&t.Def) {
+			if content, structured, ok := upstream.Content(res.Data); ok {
+				return &mcp.CallToolResult{Content: content, StructuredContent: structured}, nil
+			}
+		}
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, IsError: !res.OK}
+	if res.OK {
+		if _, isObject := res.Data.(map[string]any); isObject {
+			out.StructuredContent = res.Data
+		}
+	}
+	return out, nil
 }
 
 // elicitApproval asks a client that supports URL elicitation to show the

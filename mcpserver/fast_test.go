@@ -1,0 +1,221 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+type fastBindings struct{ *handler.Registry }
+
+func (fastBindings) Connection(string) bool   { return false }
+func (fastBindings) FactResolver(string) bool { return false }
+
+type withKey struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (b withKey) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.next.RoundTrip(r)
+}
+
+// fastFixture is a door with one read tool and two agents' keys.
+type fastFixture struct {
+	s          *Server
+	url        string
+	keyA, keyB string
+}
+
+func newFastFixture(t *testing.T, idle time.Duration) *fastFixture {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fast.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := &fastFixture{}
+	hs := handler.NewRegistry()
+	lookup, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) {
+		return map[string]any{"name": "Ada", "visits": 3}, nil
+	}, nil)
+	_ = hs.Register(lookup)
+	obj := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"additionalProperties":false}`)
+	out := json.RawMessage(`{"type":"object"}`)
+	defs := []toolplane.Definition{
+		{Name: "crm.lookup", Kind: toolplane.KindInternal, Version: "1.0.0", Description: "Find a customer by id.", Effect: toolplane.EffectRead,
+			InputSchema: obj, OutputSchema: out, Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "crm.lookup"}}},
+	}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: fastBindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(subject string) string {
+		id, secret, _ := apikey.New(toolplane.CredentialAgent)
+		if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: subject,
+			Tools: []string{"crm.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		return apikey.Key(id, secret)
+	}
+	f.keyA, f.keyB = mint("agent-a"), mint("agent-b")
+	f.s = &Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", SessionIdle: idle}
+	srv := httptest.NewServer(f.s.Handler())
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	return f
+}
+
+func (f *fastFixture) connect(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.url,
+		HTTPClient: &http.Client{Transport: withKey{f.keyA, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// post sends one raw JSON-RPC message on session sid with key.
+func (f *fastFixture) post(t *testing.T, key, sid, version, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestFastPathAnswersCallsAsTheSDKWould(t *testing.T) {
+	t.Parallel()
+	f := newFastFixture(t, 0)
+	cs := f.connect(t)
+	for range 3 {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm_lookup", Arguments: map[string]any{"id": "c-1"}})
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		sc, _ := res.StructuredContent.(map[string]any)
+		if sc["name"] != "Ada" || sc["visits"] != float64(3) {
+			t.Fatalf("structured content %v", res.StructuredContent)
+		}
+		if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, `"name":"Ada"`) {
+			t.Fatalf("text %s", text)
+		}
+	}
+	// A refusal is a result too, on the fast path as on the SDK's.
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm_lookup", Arguments: map[string]any{"id": 7}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "invalid_input") {
+		t.Fatalf("invalid arguments: %v %+v", err, res)
+	}
+	if n := f.s.sdkCalls.Load(); n != 0 {
+		t.Errorf("the SDK dispatched %d of the calls; the fast path should have answered them all", n)
+	}
+
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	call := `{"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"crm_lookup","arguments":{"id":"c-1"}}}`
+	tests := []struct {
+		name, key, sid, version, body string
+		wantStatus                    int
+		want                          string
+	}{
+		{"a string id is echoed", f.keyA, sid, version, call, 200, `"id":"x-1"`},
+		{"no protocol header", f.keyA, sid, "", strings.Replace(call, `"x-1"`, `42`, 1), 200, `"id":42`},
+		{"an unknown tool is a tool_unavailable result", f.keyA, sid, version, strings.Replace(call, "crm_lookup", "crm_nothing", 1), 200, `tool_unavailable`},
+		{"params that are not an object", f.keyA, sid, version, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, 200, `"code":-32602`},
+		{"another key's session: the SDK refuses", f.keyB, sid, version, call, http.StatusForbidden, "session user mismatch"},
+		{"another protocol version: the SDK refuses", f.keyA, sid, "1999-01-01", call, http.StatusBadRequest, "Unsupported protocol version"},
+		{"an unknown session: the SDK refuses", f.keyA, "NOSUCHSESSION", version, call, http.StatusNotFound, "session not found"},
+		{"another method goes to the SDK", f.keyA, sid, version, `{"jsonrpc":"2.0","id":9,"method":"ping"}`, 200, `"result":{}`},
+	}
+	for _, tt := range tests {
+		status, body := f.post(t, tt.key, tt.sid, tt.version, tt.body)
+		if status != tt.wantStatus || !strings.Contains(body, tt.want) {
+			t.Errorf("%s: %d %s; want %d with %s", tt.name, status, body, tt.wantStatus, tt.want)
+		}
+	}
+	if n := f.s.sdkCalls.Load(); n != 0 {
+		t.Errorf("the SDK dispatched %d calls", n)
+	}
+
+	// A session the client ended is not answered on the fast path.
+	req, _ := http.NewRequest(http.MethodDelete, f.url, nil)
+	req.Header.Set("Authorization", "Bearer "+f.keyA)
+	req.Header.Set("Mcp-Session-Id", sid)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE: %v %v", resp, err)
+	}
+	if status, body := f.post(t, f.keyA, sid, version, call); status != http.StatusNotFound {
+		t.Errorf("a call on an ended session: %d %s", status, body)
+	}
+}
+
+func TestSessionsIdleOutButNotWhileUsed(t *testing.T) {
+	t.Parallel()
+	const idle = 300 * time.Millisecond
+	f := newFastFixture(t, idle)
+	cs := f.connect(t)
+	call := func() error {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm_lookup", Arguments: map[string]any{"id": "c-1"}})
+		return err
+	}
+	// Fast-path calls alone, for three times the idle time, keep it.
+	for end := time.Now().Add(3 * idle); time.Now().Before(end); time.Sleep(idle / 4) {
+		if err := call(); err != nil {
+			t.Fatalf("a session in use was closed: %v", err)
+		}
+	}
+	if n := f.s.sdkCalls.Load(); n != 0 {
+		t.Errorf("the SDK dispatched %d calls", n)
+	}
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	time.Sleep(3 * idle)
+	status, body := f.post(t, f.keyA, sid, version, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"crm_lookup","arguments":{"id":"c-1"}}}`)
+	if status != http.StatusNotFound {
+		t.Errorf("a call after the session idled out: %d %s", status, body)
+	}
+}
