@@ -12,10 +12,10 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
@@ -56,6 +56,11 @@ type upstream struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
+	// client is the HTTP client the session uses, for the lean call path (nil
+	// for a stdio server); lost is closed when a call finds the session
+	// gone at the server, telling the loop to reconnect.
+	client *http.Client
+	lost   chan struct{}
 	// remote is the tool list last read, by remote name.
 	remote map[string]*mcp.Tool
 	// contracts remembers each tool's schema hash and version, so a
@@ -67,6 +72,8 @@ type upstream struct {
 	// transport carries every HTTP request to the server, across
 	// reconnections, so its idle connections are kept and reused.
 	transport *http.Transport
+	// ids numbers the calls of the lean path.
+	ids atomic.Uint64
 }
 
 // maxIdlePerServer is how many idle connections to one server are kept
@@ -219,7 +226,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 	backoff := time.Second
 	announced := false
 	for ctx.Err() == nil {
-		cs, err := u.connect(ctx)
+		cs, hc, err := u.connect(ctx)
 		if err != nil {
 			log.Warn("upstream connection failed", "err", err, "retry_in", backoff)
 			if !announced {
@@ -235,8 +242,9 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 			continue
 		}
 		backoff = time.Second
+		lost := make(chan struct{})
 		u.mu.Lock()
-		u.session = cs
+		u.session, u.client, u.lost = cs, hc, lost
 		u.mu.Unlock()
 		if err := u.syncTools(ctx); err != nil {
 			log.Warn("upstream tool list not read", "err", err)
@@ -261,6 +269,10 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 			case <-closed:
 				log.Warn("upstream disconnected; reconnecting")
 				break connected
+			case <-lost:
+				log.Warn("upstream session lost; reconnecting")
+				_ = cs.Close()
+				break connected
 			case <-ticker.C:
 			case <-u.sync:
 			}
@@ -283,6 +295,21 @@ func (u *upstream) drop(cs *mcp.ClientSession) {
 	u.mu.Unlock()
 }
 
+// lose ends a session the server no longer knows (it answered a call on
+// it 404): the session is forgotten at once, so calls answer unavailable
+// rather than meet the same 404, and the loop reconnects. The SDK client
+// notices a lost session on its own requests; a call sent by the lean path
+// must report it.
+func (u *upstream) lose(cs *mcp.ClientSession) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.session != cs {
+		return // already dropped, or replaced
+	}
+	u.session = nil
+	close(u.lost)
+}
+
 func (u *upstream) toolCount() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -297,7 +324,10 @@ func (u *upstream) requestSync() {
 	}
 }
 
-func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
+// connect opens a session. For an HTTP server it also answers the HTTP
+// client the session uses, which the lean call path shares (the same
+// configured headers, the same pooled transport).
+func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, *http.Client, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolplane", Version: u.set.opt.Version}, &mcp.ClientOptions{
 		Logger:                     u.set.log,
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.requestSync() },
@@ -310,23 +340,25 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		},
 	})
 	var t mcp.Transport
+	var hc *http.Client
 	if u.cfg.URL != "" {
 		headers := http.Header{}
 		for k, v := range u.cfg.Headers {
 			ev, err := expand(v)
 			if err != nil {
-				return nil, fmt.Errorf("header %s: %w", k, err)
+				return nil, nil, fmt.Errorf("header %s: %w", k, err)
 			}
 			headers.Set(k, ev)
 		}
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{Transport: headerTransport{headers, u.transport}}}
+		hc = &http.Client{Transport: headerTransport{headers, u.transport}}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.CommandContext(ctx, u.cfg.Command[0], u.cfg.Command[1:]...)
 		cmd.Env = os.Environ()
 		for k, v := range u.cfg.Env {
 			ev, err := expand(v)
 			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", k, err)
+				return nil, nil, fmt.Errorf("env %s: %w", k, err)
 			}
 			cmd.Env = append(cmd.Env, k+"="+ev)
 		}
@@ -337,9 +369,9 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	defer cancel()
 	cs, err := client.Connect(cctx, t, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", u.cfg.Slug, err)
+		return nil, nil, fmt.Errorf("connect %s: %w", u.cfg.Slug, err)
 	}
-	return cs, nil
+	return cs, hc, nil
 }
 
 // syncTools reads the server's tool list and puts it in the registry.
@@ -494,13 +526,15 @@ func cut(s string, n int) string {
 	return s[:n]
 }
 
-// caller answers the handler function that calls one remote tool.
+// caller answers the handler function that calls one remote tool: by the
+// lean path (call.go) on an HTTP server's session, through the SDK client
+// otherwise.
 func (u *upstream) caller(name string) handler.Func {
 	return func(ctx context.Context, call handler.Call, args any) (any, error) {
 		// One look under the lock: the session to send on, and whether the
 		// tool as last listed declares an output schema.
 		u.mu.Lock()
-		cs := u.session
+		cs, hc := u.session, u.client
 		t, listed := u.remote[name]
 		structured := listed && t.OutputSchema != nil
 		u.mu.Unlock()
@@ -508,27 +542,10 @@ func (u *upstream) caller(name string) handler.Func {
 			// Nothing was sent: the claim is released.
 			return nil, &handler.Unavailable{Err: ErrNotConnected}
 		}
-		params := &mcp.CallToolParams{Name: name, Arguments: args}
-		if call.Key != "" {
-			// A server that deduplicates can use the key, so a replay after
-			// a lost worker is one effect there too.
-			params.Meta = mcp.Meta{"toolplane/idempotency_key": call.Key}
+		if lean(cs, hc) {
+			return u.callHTTP(ctx, cs, hc, name, call.Key, args, structured)
 		}
-		res, err := cs.CallTool(ctx, params)
-		if err != nil {
-			var we *jsonrpc.Error
-			if errors.As(err, &we) && (we.Code == jsonrpc.CodeInvalidParams || we.Code == jsonrpc.CodeMethodNotFound) {
-				// The server refused the request before running it; if it
-				// no longer knows the tool, the next list says so.
-				u.requestSync()
-				return nil, &handler.Invalid{Message: "the server refused the call: " + we.Message}
-			}
-			return nil, err
-		}
-		if res.IsError {
-			return nil, &handler.Invalid{Message: "the tool answered an error: " + contentText(res.Content)}
-		}
-		return output(res, structured)
+		return u.callSDK(ctx, cs, name, call.Key, args, structured)
 	}
 }
 

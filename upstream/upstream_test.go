@@ -146,7 +146,7 @@ type lookupOut struct {
 
 // goUpstream is an MCP server written with the SDK, served over Streamable
 // HTTP on loopback: a server whose tools the test can change.
-func goUpstream(t *testing.T, sent *atomic.Int32) (*mcp.Server, string) {
+func goUpstream(t testing.TB, sent *atomic.Int32) (*mcp.Server, string) {
 	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "lookup", Description: "Look a record up by id."},
