@@ -28,9 +28,14 @@ type item struct {
 // Writer appends audit events in the background, in the order they were
 // queued.
 type Writer struct {
-	store  toolplane.AuditStore
-	log    *slog.Logger
-	ch     chan item
+	store toolplane.AuditStore
+	log   *slog.Logger
+	ch    chan item
+	// urgent ends a linger early: an event somebody waits for was queued,
+	// or a batch's worth is. Events nobody waits for are only queued, so
+	// a lingering writer is not woken once per event (each wake is a
+	// thread handed work on the caller's path, for nothing).
+	urgent chan struct{}
 	mu     sync.RWMutex
 	closed bool
 	wg     sync.WaitGroup
@@ -45,7 +50,7 @@ func NewWriter(store toolplane.AuditStore, queue int, log *slog.Logger) *Writer 
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Writer{store: store, log: log, ch: make(chan item, queue)}
+	w := &Writer{store: store, log: log, ch: make(chan item, queue), urgent: make(chan struct{}, 1)}
 	w.wg.Add(1)
 	go w.run()
 	return w
@@ -109,25 +114,41 @@ func waited(batch []item) bool {
 
 // gather adds to batch the events queued within linger, ending early when
 // the batch is full, an event arrives that somebody waits for, or the
-// queue closes.
+// queue closes. It sleeps through the linger rather than receiving each
+// event as it comes: only an urgent event, or the end of the linger, wakes
+// it.
 func (w *Writer) gather(batch []item, timer *time.Timer) []item {
 	timer.Reset(linger)
 	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			batch, _ = w.take(batch)
+			return batch
+		case <-w.urgent:
+			var open bool
+			if batch, open = w.take(batch); !open || len(batch) >= maxBatch || waited(batch) {
+				return batch
+			}
+		}
+	}
+}
+
+// take adds to batch what is queued now, up to a full batch, and reports
+// whether the queue is still open.
+func (w *Writer) take(batch []item) ([]item, bool) {
 	for len(batch) < maxBatch {
 		select {
 		case next, ok := <-w.ch:
 			if !ok {
-				return batch
+				return batch, false
 			}
 			batch = append(batch, next)
-			if next.done != nil {
-				return batch
-			}
-		case <-timer.C:
-			return batch
+		default:
+			return batch, true
 		}
 	}
-	return batch
+	return batch, true
 }
 
 // store1 stores one batch: in one commit when the store can, and, when
@@ -175,6 +196,12 @@ func (w *Writer) Append(ctx context.Context, ev *toolplane.AuditEvent, wait bool
 	case w.ch <- it:
 	case <-ctx.Done():
 		return fmt.Errorf("queue audit event: %w", ctx.Err())
+	}
+	if wait || len(w.ch) >= maxBatch {
+		select {
+		case w.urgent <- struct{}{}:
+		default: // a wake is already pending
+		}
 	}
 	if !wait {
 		return nil
