@@ -238,6 +238,8 @@ type Binding struct {
 	preview  PreviewFunc
 	// settleWithin is how long a stopped handler may still settle its call.
 	settleWithin time.Duration
+	// contextBound: the handler returns once its context ends.
+	contextBound bool
 }
 
 // Option configures a Binding.
@@ -250,6 +252,16 @@ func WithPreview(p PreviewFunc) Option { return func(b *Binding) { b.preview = p
 // settle its call: when it returns within d after being stopped, its answer
 // reconciles the uncertain action the stop made. d is 1ms to 24h.
 func WithSettlement(d time.Duration) Option { return func(b *Binding) { b.settleWithin = d } }
+
+// WithContextBound declares that the handler returns promptly once its
+// context ends (its work is a request bound to that context, say). The
+// invoker can then run a read on the caller's goroutine, since the
+// deadline alone stops it, instead of handing it to a goroutine of its own
+// so that a handler which ignores the deadline cannot hold the caller.
+func WithContextBound() Option { return func(b *Binding) { b.contextBound = true } }
+
+// ContextBound reports whether the binding was declared WithContextBound.
+func (b *Binding) ContextBound() bool { return b.contextBound }
 
 // BindFunc binds an untyped handler body under key. classify may be nil:
 // every error it would see then raises.

@@ -80,23 +80,35 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	if d.Metered {
 		hctx, readUsage = handler.WithUsage(hctx)
 	}
-	done := make(chan ret, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- ret{panic: p}
-			}
-		}()
-		out, err := b.Invoke(hctx, c.handlerCall(attempt), c.args)
-		done <- ret{out: out, err: err}
-	}()
 	var r ret
-	select {
-	case r = <-done:
+	if c.claim == nil && b.ContextBound() {
+		// A read of a handler its deadline stops: run it here, saving the
+		// hand-off to a goroutine and back. A read that ran out of time
+		// answers timeout, as it would below.
+		r = c.invokeHere(hctx, b, attempt)
+		late := hctx.Err() != nil && r.err != nil
 		cancel()
-	case <-hctx.Done():
-		cancel()
-		return c.timedOut(ctx, b, done)
+		if late {
+			return c.timedOut(ctx, b, nil)
+		}
+	} else {
+		done := make(chan ret, 1)
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					done <- ret{panic: p}
+				}
+			}()
+			out, err := b.Invoke(hctx, c.handlerCall(attempt), c.args)
+			done <- ret{out: out, err: err}
+		}()
+		select {
+		case r = <-done:
+			cancel()
+		case <-hctx.Done():
+			cancel()
+			return c.timedOut(ctx, b, done)
+		}
 	}
 	if r.panic != nil {
 		if err := c.release(ctx); err != nil {
@@ -128,6 +140,18 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Result{}, err
 	}
 	return res, nil
+}
+
+// invokeHere runs the handler on this goroutine, a panic included in its
+// answer as on a goroutine of its own.
+func (c *call) invokeHere(ctx context.Context, b *handler.Binding, attempt int) (r ret) {
+	defer func() {
+		if p := recover(); p != nil {
+			r = ret{panic: p}
+		}
+	}()
+	out, err := b.Invoke(ctx, c.handlerCall(attempt), c.args)
+	return ret{out: out, err: err}
 }
 
 // ended ends a call whose handler answered an error.

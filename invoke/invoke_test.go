@@ -567,3 +567,43 @@ func TestAnotherPrincipalNeverReadsBackAnEffect(t *testing.T) {
 		t.Fatalf("replayed=%v runs=%d", r.Meta.Replayed, e.count("crm.update"))
 	}
 }
+
+// A read whose handler its deadline stops runs on the caller's goroutine;
+// it must end exactly as it would on a goroutine of its own.
+func TestContextBoundReadEndsAsAnyRead(t *testing.T) {
+	t.Parallel()
+	slow := func(ctx context.Context, _ handler.Call, _ any) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	tests := []struct {
+		name string
+		fn   handler.Func
+		want toolplane.Code // "" for an answer, "fault" for ErrFault
+	}{
+		{"an answer", ok(map[string]any{"name": "Ada"}), ""},
+		{"past its deadline", slow, toolplane.CodeTimeout},
+		{"a panic", func(context.Context, handler.Call, any) (any, error) { panic("nil map") }, "fault"},
+		{"a refusal", func(context.Context, handler.Call, any) (any, error) {
+			return nil, &handler.Invalid{Message: "no such customer"}
+		}, toolplane.CodeInvalidInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := def("crm.get", toolplane.EffectRead, func(d *toolplane.Definition) { d.Timeout = toolplane.Duration(30 * time.Millisecond) })
+			e := newEnv(t, newStore(t), tool{def: d, fn: tt.fn, opts: []handler.Option{handler.WithContextBound()}})
+			r, err := e.iv.Invoke(context.Background(), "crm.get", args(), inv("crm.get"))
+			switch tt.want {
+			case "":
+				mustOK(t, r, err)
+			case "fault":
+				if !errors.Is(err, invoke.ErrFault) {
+					t.Fatalf("err = %v, want a fault", err)
+				}
+			default:
+				code(t, r, err, tt.want)
+			}
+		})
+	}
+}

@@ -211,7 +211,9 @@ func (s *Set) Binding(r *toolplane.RemoteBinding) (*handler.Binding, error) {
 	b, ok := u.bindings[r.RemoteName]
 	if !ok {
 		var err error
-		b, err = handler.BindFunc("mcp."+u.cfg.Slug+"."+r.RemoteName, u.caller(r.RemoteName), classify)
+		// Both call paths return once the call's context ends (an HTTP
+		// request bound to it, or the SDK's call awaiting it).
+		b, err = handler.BindFunc("mcp."+u.cfg.Slug+"."+r.RemoteName, u.caller(r.RemoteName), classify, handler.WithContextBound())
 		if err != nil {
 			return nil, err
 		}
