@@ -679,7 +679,9 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, IsError: !res.OK}
 	if res.OK {
 		if _, isObject := res.Data.(map[string]any); isObject {
-			out.StructuredContent = res.Data
+			// Already-encoded JSON: the answer's encoder copies it instead
+			// of walking the map by reflection (and sorting its keys) again.
+			out.StructuredContent = json.RawMessage(boundary.Encode(nil, res.Data))
 		}
 	}
 	return out, nil
