@@ -48,7 +48,22 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //
 //	toolplane-load [flags]           measure and print the table
 //	toolplane-load upstream [-addr]  serve the plain server and proxy (helper process)
+//	toolplane-load proxy -to URL     serve a bare reverse proxy (helper process)
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "proxy" {
+		fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		addr := fs.String("addr", "127.0.0.1:0", "where the proxy listens")
+		to := fs.String("to", "", "the base URL of the server proxied to")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		if err := ServeProxy(ctx, *addr, *to, stdout); err != nil {
+			fmt.Fprintln(stderr, "toolplane-load proxy:", err)
+			return 1
+		}
+		return 0
+	}
 	if len(args) > 0 && args[0] == "upstream" {
 		fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -78,6 +93,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&serveArgs, "serve-arg", "an extra argument for `toolplane serve` (repeatable); {upstream} becomes the plain server's MCP URL")
 	fs.Var(&serveEnv, "serve-env", "NAME=value added to the started toolplane's environment (repeatable)")
 	hosting := fs.String("upstream", "subprocess", "where the plain server and proxy run: subprocess (a helper process of their own, like toolplane) or inprocess")
+	proxyHosting := fs.String("proxy", "own", "with -upstream subprocess, where the proxy runs: own (a process of its own in front of the upstream's, as toolplane is) or shared (in the upstream's process)")
 	upstreamAddr := fs.String("upstream-addr", "127.0.0.1:0", "where the plain server listens (fix it to point a toolplane's federation at it)")
 	federated := fs.String("federated", "", "toolplane's MCP endpoint for the upstream: a URL, or a path on toolplane's URL such as /mcp/upstreams/plain")
 	federatedKey := fs.String("federated-key", "", "the bearer key for -federated (default: with a toolplane this run started, a fresh agent key granting -federated-grant; otherwise -key)")
@@ -128,6 +144,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return fail("find this program to run its upstream helper: %v", xerr)
 			}
 			up, err = StartUpstreamProcess(ctx, stderr, exe, "upstream", "-addr", *upstreamAddr)
+			if err == nil && slices.Contains(targets, TargetProxy) {
+				switch *proxyHosting {
+				case "own":
+					base := strings.TrimSuffix(up.URL, upstreamPath)
+					if err = up.UseProxyProcess(ctx, stderr, exe, "proxy", "-to", base); err != nil {
+						up.Close()
+					}
+				case "shared":
+				default:
+					up.Close()
+					return fail("-proxy is own or shared, not %q", *proxyHosting)
+				}
+			}
 		default:
 			return fail("-upstream is subprocess or inprocess, not %q", *hosting)
 		}
@@ -196,7 +225,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "toolplane at %s (%s)\n", *baseURL, started)
 	}
 	if up != nil {
-		fmt.Fprintf(stdout, "plain MCP server at %s, bare proxy at %s (%s)\n", up.URL, up.ProxyURL, *hosting)
+		where := *hosting
+		if *hosting == "subprocess" && slices.Contains(targets, TargetProxy) {
+			where += ", proxy " + map[string]string{"own": "in a process of its own", "shared": "in the upstream's process"}[*proxyHosting]
+		}
+		fmt.Fprintf(stdout, "plain MCP server at %s, bare proxy at %s (%s)\n", up.URL, up.ProxyURL, where)
 	}
 	profiled := splitList(*pprofTargets)
 	runs := map[string][]Result{}
@@ -252,22 +285,27 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the helper with the plain server and proxy, or both), over the window, per call; – where a server shares this process or was not started here.")
+	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the proxy's, the plain server's helper), over the window, per call; – where a server shares this process or was not started here.")
 	for _, line := range Summary(table, clients) {
 		fmt.Fprintln(stdout, line)
 	}
 	if *rounds > 1 {
-		for _, n := range clients {
-			m, p := runs[cell(TargetMCP, n)], runs[cell(TargetPlain, n)]
-			if len(m) == 0 || len(p) == 0 {
-				continue
+		for _, pair := range []struct{ label, a, b string }{
+			{"(b) MCP to plain", TargetMCP, TargetPlain},
+			{"(c) federated to proxy", TargetFederated, TargetProxy},
+		} {
+			for _, n := range clients {
+				a, b := runs[cell(pair.a, n)], runs[cell(pair.b, n)]
+				if len(a) == 0 || len(b) == 0 {
+					continue
+				}
+				ratios, median := RoundRatios(a, b)
+				parts := make([]string, len(ratios))
+				for i, r := range ratios {
+					parts[i] = fmt.Sprintf("%.0f%%", 100*r)
+				}
+				fmt.Fprintf(stdout, "- %s at %d client(s), round by round: %s (median %.0f%%)\n", pair.label, n, strings.Join(parts, ", "), 100*median)
 			}
-			ratios, median := RoundRatios(m, p)
-			parts := make([]string, len(ratios))
-			for i, r := range ratios {
-				parts[i] = fmt.Sprintf("%.0f%%", 100*r)
-			}
-			fmt.Fprintf(stdout, "- (b) at %d client(s), round by round: %s (median %.0f%%)\n", n, strings.Join(parts, ", "), 100*median)
 		}
 	}
 	for _, r := range table {
@@ -294,6 +332,13 @@ func Summary(table []Result, clients []int) []string {
 		p, ok2 := Find(table, TargetPlain, n)
 		if ok1 && ok2 && p.Rate() > 0 {
 			out = append(out, fmt.Sprintf("- (b) toolplane MCP at %d client(s): %.0f%% of the plain server's throughput (target ≥ 90%%)", n, 100*m.Rate()/p.Rate()))
+		}
+	}
+	for _, n := range clients {
+		f, ok1 := Find(table, TargetFederated, n)
+		p, ok2 := Find(table, TargetProxy, n)
+		if ok1 && ok2 && p.Rate() > 0 {
+			out = append(out, fmt.Sprintf("- (c) federated at %d client(s): %.0f%% of the bare proxy's throughput (target ≥ 90%%)", n, 100*f.Rate()/p.Rate()))
 		}
 	}
 	if direct, ok := Find(table, TargetPlain, 1); ok {
@@ -341,7 +386,13 @@ func serverCPU(target string, toolplanePID int, up *Upstream) func() (time.Durat
 		}
 		pids = append(pids, toolplanePID)
 	}
-	if target == TargetPlain || target == TargetProxy || target == TargetFederated {
+	switch target {
+	case TargetProxy:
+		if up == nil || up.PID() == 0 {
+			return nil
+		}
+		pids = append(pids, up.ProxyPIDs()...)
+	case TargetPlain, TargetFederated:
 		if up == nil || up.PID() == 0 {
 			return nil
 		}

@@ -21,6 +21,15 @@ import (
 const helperEnv = "LOADTEST_UPSTREAM_HELPER"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "proxy" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := ServeProxy(ctx, "127.0.0.1:0", os.Getenv(helperProxyTo), os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(helperEnv) == "1" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -123,9 +132,12 @@ func TestSummary(t *testing.T) {
 		{Target: TargetPlain, Clients: 16, Calls: 10000, Window: 5 * time.Second},
 		{Target: TargetPlain, Clients: 1, Calls: 100, Window: time.Second, P50: 300 * time.Microsecond},
 		{Target: TargetProxy, Clients: 1, Calls: 100, Window: time.Second, P50: 450 * time.Microsecond},
+		{Target: TargetFederated, Clients: 1, Calls: 95, Window: time.Second, P50: 500 * time.Microsecond},
 	}
 	got := strings.Join(Summary(table, []int{1, 16}), "\n")
 	for _, want := range []string{
+		"(c) federated at 1 client(s): 95% of the bare proxy's throughput",
+		"(c) federated at 1 client adds 0.200 ms to the direct p50",
 		"(a) REST at 16 client(s): 9,000 calls/s",
 		"(b) toolplane MCP at 16 client(s): 90% of the plain server's throughput",
 		"(c) proxy at 1 client adds 0.150 ms to the direct p50",
@@ -362,6 +374,41 @@ func TestUpstreamProcess(t *testing.T) {
 	}
 	if err := up.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// helperProxyTo names, for a proxy helper, the server it proxies to.
+const helperProxyTo = "TOOLPLANE_LOAD_TEST_PROXY_TO"
+
+func TestProxyProcess(t *testing.T) {
+	t.Setenv(helperEnv, "1")
+	up, err := StartUpstreamProcess(t.Context(), os.Stderr, os.Args[0], "-test.run=^$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	shared := up.ProxyURL
+	t.Setenv(helperEnv, "proxy")
+	t.Setenv(helperProxyTo, strings.TrimSuffix(up.URL, upstreamPath))
+	if err := up.UseProxyProcess(t.Context(), os.Stderr, os.Args[0], "-test.run=^$"); err != nil {
+		t.Fatal(err)
+	}
+	if up.ProxyURL == shared || len(up.ProxyPIDs()) != 2 || up.ProxyPIDs()[0] == up.PID() {
+		t.Fatalf("the proxy is not a process of its own: %s (shared %s), pids %v", up.ProxyURL, shared, up.ProxyPIDs())
+	}
+	target := &MCP{Label: "proxy", Endpoint: up.ProxyURL, Tool: "demo_search_tickets", Arguments: []byte(`{"query":"cracked"}`), Expect: "t-1001"}
+	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, ServerCPU: serverCPU(TargetProxy, 0, up)})
+	if err != nil || res.Calls == 0 || res.Errors != 0 {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if _, err := os.Stat("/proc/self/stat"); err == nil && res.CPUPerCall <= 0 {
+		t.Errorf("the processes' CPU per call was not measured: %+v", res)
+	}
+	if err := up.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ServeProxy(t.Context(), "127.0.0.1:0", "not a url", io.Discard); err == nil {
+		t.Error("a proxy to no URL served")
 	}
 }
 

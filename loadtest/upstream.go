@@ -104,14 +104,72 @@ type Upstream struct {
 	stop          func() error
 	// pid is the helper process's id; zero when in this process.
 	pid int
+	// proxyPID is the id of the proxy's own process, when it has one
+	// (UseProxyProcess); zero when the proxy shares the upstream's.
+	proxyPID int
 }
 
 // PID answers the id of the process serving the upstream and proxy, or
 // zero when they run in this process.
 func (u *Upstream) PID() int { return u.pid }
 
-// Close stops the servers (or the helper process holding them).
+// ProxyPIDs answers the processes a call through the proxy runs in: the
+// proxy's own (when it has one) and the upstream's; nil when the upstream
+// runs in this process.
+func (u *Upstream) ProxyPIDs() []int {
+	switch {
+	case u.pid == 0:
+		return nil
+	case u.proxyPID != 0:
+		return []int{u.proxyPID, u.pid}
+	}
+	return []int{u.pid}
+}
+
+// Close stops the servers (or the helper processes holding them).
 func (u *Upstream) Close() error { return u.stop() }
+
+// UseProxyProcess starts a bare reverse proxy to the upstream in a process
+// of its own (name with args: toolplane-load's "proxy" subcommand) and
+// makes it the proxy measured. A gateway is a process in front of the
+// server it fronts, as toolplane is; a proxy sharing the upstream's
+// process would cross one process boundary less per call than toolplane
+// does.
+func (u *Upstream) UseProxyProcess(ctx context.Context, stderr io.Writer, name string, args ...string) error {
+	h, err := startHelper(ctx, stderr, proxyLine, name, args...)
+	if err != nil {
+		return fmt.Errorf("proxy process: %w", err)
+	}
+	stopUpstream := u.stop
+	u.ProxyURL, u.proxyPID = h.match[0]+upstreamPath, h.pid
+	u.stop = func() error { return errors.Join(h.stop(), stopUpstream()) }
+	return nil
+}
+
+// proxyLine is what ServeProxy prints once it serves.
+var proxyLine = regexp.MustCompile(`^proxy serving on (http://\S+) to \S+$`)
+
+// ServeProxy serves a bare reverse proxy to the server at to (its base
+// URL) on addr until ctx ends, after printing where it serves to stdout:
+// the body of the proxy's helper process.
+func ServeProxy(ctx context.Context, addr, to string, stdout io.Writer) error {
+	base, err := url.Parse(to)
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return fmt.Errorf("proxy: -to must be a base URL such as http://127.0.0.1:18556, not %q", to)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("proxy: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: ProxyHandler(base), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	if _, err := fmt.Fprintf(stdout, "proxy serving on http://%s to %s\n", ln.Addr(), base); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	<-ctx.Done()
+	return nil
+}
 
 // upstreamPath is where the plain server answers MCP.
 const upstreamPath = "/mcp"
@@ -197,14 +255,31 @@ func ServeUpstream(ctx context.Context, addr string, stdout io.Writer) error {
 // ServeUpstream (toolplane-load's "upstream" subcommand), and answers once
 // it serves. Its stderr goes to stderr.
 func StartUpstreamProcess(ctx context.Context, stderr io.Writer, name string, args ...string) (*Upstream, error) {
+	h, err := startHelper(ctx, stderr, upstreamLine, name, args...)
+	if err != nil {
+		return nil, fmt.Errorf("upstream process: %w", err)
+	}
+	return &Upstream{URL: h.match[0], ProxyURL: h.match[1], stop: h.stop, pid: h.pid}, nil
+}
+
+// helper is a helper process that said where it serves.
+type helper struct {
+	match []string // line's submatches
+	pid   int
+	stop  func() error
+}
+
+// startHelper runs name with args and answers once it prints a line
+// matching line.
+func startHelper(ctx context.Context, stderr io.Writer, line *regexp.Regexp, name string, args ...string) (*helper, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("upstream process: %w", err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("upstream process: %w", err)
+		return nil, err
 	}
 	exited := make(chan struct{})
 	stop := func() error {
@@ -226,7 +301,7 @@ func StartUpstreamProcess(ctx context.Context, stderr io.Writer, name string, ar
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if m := upstreamLine.FindStringSubmatch(sc.Text()); m != nil {
+			if m := line.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case found <- m[1:]:
 				default:
@@ -238,14 +313,14 @@ func StartUpstreamProcess(ctx context.Context, stderr io.Writer, name string, ar
 	}()
 	select {
 	case m := <-found:
-		return &Upstream{URL: m[0], ProxyURL: m[1], stop: stop, pid: cmd.Process.Pid}, nil
+		return &helper{match: m, pid: cmd.Process.Pid, stop: stop}, nil
 	case <-exited:
-		return nil, fmt.Errorf("upstream process %s exited before serving", name)
+		return nil, fmt.Errorf("%s exited before serving", name)
 	case <-time.After(30 * time.Second):
 		stop()
-		return nil, fmt.Errorf("upstream process %s did not say where it serves within 30s", name)
+		return nil, fmt.Errorf("%s did not say where it serves within 30s", name)
 	case <-ctx.Done():
 		stop()
-		return nil, fmt.Errorf("upstream process: %w", ctx.Err())
+		return nil, ctx.Err()
 	}
 }
