@@ -38,6 +38,13 @@ func TestTextBlocksMatchTheWirePath(t *testing.T) {
 			t.Errorf("%#v: Content %#v (%v), wire %#v (%v)", b, fast, ok, slow, ok2)
 		}
 	}
+	// A block's _meta and annotations survive the wire path.
+	got, _, ok := contentFromWire(map[string]any{"content": []any{map[string]any{
+		"type": "text", "text": "hi", "_meta": map[string]any{"k": "v"}, "annotations": map[string]any{"priority": 0.5},
+	}}})
+	if tc, isText := got[0].(*mcp.TextContent); !ok || !isText || tc.Text != "hi" || tc.Meta["k"] != "v" || tc.Annotations == nil || tc.Annotations.Priority != 0.5 {
+		t.Errorf("a block with _meta and annotations read back as %#v", got)
+	}
 	// A marker the boundary put in place of a block is not content.
 	if _, _, ok := Content(map[string]any{"content": []any{map[string]any{"truncated": true}}}); ok {
 		t.Error("a marker read as content")

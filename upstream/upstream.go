@@ -709,53 +709,18 @@ func textBlock(v any) (mcp.Content, bool) {
 	return &mcp.TextContent{Text: text}, true
 }
 
-// contentFromWire is Content through the blocks' JSON form.
+// contentFromWire is Content through the blocks' JSON form, read by the
+// SDK's own decoding of a tool result (a block's _meta and annotations
+// included, which decoding a bare block type would drop), so the blocks
+// are exactly what the SDK would have made of the server's answer.
 func contentFromWire(m map[string]any) ([]mcp.Content, any, bool) {
-	raw, err := json.Marshal(m["content"])
+	raw, err := json.Marshal(map[string]any{"content": m["content"]})
 	if err != nil {
 		return nil, nil, false
 	}
-	var wire []json.RawMessage
-	if err := json.Unmarshal(raw, &wire); err != nil {
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, nil, false
 	}
-	out := make([]mcp.Content, 0, len(wire))
-	for _, w := range wire {
-		c, err := decodeContent(w)
-		if err != nil {
-			return nil, nil, false
-		}
-		out = append(out, c)
-	}
-	return out, m["structuredContent"], true
-}
-
-// decodeContent reads one content block by its type, the way the SDK's
-// own wire form is written.
-func decodeContent(w json.RawMessage) (mcp.Content, error) {
-	var probe struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(w, &probe); err != nil {
-		return nil, err
-	}
-	var c mcp.Content
-	switch probe.Type {
-	case "text":
-		c = &mcp.TextContent{}
-	case "image":
-		c = &mcp.ImageContent{}
-	case "audio":
-		c = &mcp.AudioContent{}
-	case "resource_link":
-		c = &mcp.ResourceLink{}
-	case "resource":
-		c = &mcp.EmbeddedResource{}
-	default:
-		return nil, fmt.Errorf("content type %q", probe.Type)
-	}
-	if err := json.Unmarshal(w, c); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return res.Content, m["structuredContent"], true
 }
