@@ -720,10 +720,16 @@ func (e *events) rest(err error, dst *bytes.Buffer) error {
 		if dst == nil {
 			continue
 		}
-		if err == nil {
-			chunk = bytes.TrimSuffix(bytes.TrimSuffix(chunk, []byte("\n")), []byte("\r"))
+		if err != nil {
+			dst.Write(chunk)
+			continue
 		}
-		dst.Write(chunk)
+		dst.Write(bytes.TrimSuffix(chunk, []byte("\n")))
+		// The line ends here; the \r of its \r\n may have ended the
+		// previous chunk, so it is trimmed from what was written.
+		if b := dst.Bytes(); len(b) > 0 && b[len(b)-1] == '\r' {
+			dst.Truncate(len(b) - 1)
+		}
 	}
 	return err
 }
