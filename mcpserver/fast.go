@@ -49,6 +49,11 @@ func (s *Server) fast(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if r.Method == http.MethodDelete && sess.owns(r) {
+			// The client ends the session: what toolplane still asks it
+			// is abandoned first, or the SDK's Close would wait for it.
+			sess.abandon()
+		}
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
@@ -105,21 +110,27 @@ func firstByte(b []byte) byte {
 	return 0
 }
 
-// validID reports whether raw is a JSON-RPC request id: a string or a
-// number (null and absence are not, and neither is anything else).
+// validID reports whether raw is a JSON-RPC request id the fast path
+// answers: a string or an integer. Anything else (null, absence, a number
+// with a fraction or an exponent) is the SDK's to judge.
 func validID(raw json.RawMessage) bool {
 	if len(raw) == 0 {
 		return false
 	}
-	switch c := raw[0]; {
-	case c == '"':
+	if raw[0] == '"' {
 		var s string
 		return json.Unmarshal(raw, &s) == nil
-	case c == '-' || (c >= '0' && c <= '9'):
-		var n json.Number
-		return json.Unmarshal(raw, &n) == nil
 	}
-	return false
+	digits := bytes.TrimPrefix(raw, []byte("-"))
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // session answers the live session with the SDK's id sid, or nil when
@@ -153,12 +164,7 @@ func (sess *session) live() bool {
 // session: from the credential that opened it, with the headers the SDK
 // requires, at the protocol version the session negotiated.
 func (sess *session) accepts(r *http.Request) bool {
-	ti := auth.TokenInfoFromContext(r.Context())
-	if ti == nil {
-		return false
-	}
-	cred, _ := ti.Extra["credential"].(*toolplane.Credential)
-	if cred == nil || cred.ID != sess.cred.ID || cred.OrganizationID != sess.cred.OrganizationID {
+	if !sess.owns(r) {
 		return false // the SDK refuses another key's use of a session
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -191,6 +197,16 @@ func (sess *session) accepts(r *http.Request) bool {
 	}
 	v := r.Header.Get("Mcp-Protocol-Version")
 	return v == "" || v == p.ProtocolVersion
+}
+
+// owns reports whether r comes from the credential that opened the session.
+func (sess *session) owns(r *http.Request) bool {
+	ti := auth.TokenInfoFromContext(r.Context())
+	if ti == nil {
+		return false
+	}
+	cred, _ := ti.Extra["credential"].(*toolplane.Credential)
+	return cred != nil && cred.ID == sess.cred.ID && cred.OrganizationID == sess.cred.OrganizationID
 }
 
 // answerCall answers one tools/call as the SDK would: the handler's result,
@@ -305,6 +321,7 @@ func (sess *session) expire() {
 		sess.act.mu.Unlock()
 		return
 	}
+	sess.abandon()
 	if ss := sess.ss.Load(); ss != nil {
 		ss.Close()
 	}

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,7 +47,7 @@ type fastFixture struct {
 	keyA, keyB string
 }
 
-func newFastFixture(t *testing.T, idle time.Duration) *fastFixture {
+func newFastFixture(t testing.TB, idle time.Duration) *fastFixture {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fast.db"))
@@ -95,7 +96,7 @@ func newFastFixture(t *testing.T, idle time.Duration) *fastFixture {
 	return f
 }
 
-func (f *fastFixture) connect(t *testing.T) *mcp.ClientSession {
+func (f *fastFixture) connect(t testing.TB) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: f.url,
@@ -111,7 +112,7 @@ func (f *fastFixture) connect(t *testing.T) *mcp.ClientSession {
 }
 
 // post sends one raw JSON-RPC message on session sid with key.
-func (f *fastFixture) post(t *testing.T, key, sid, version, body string) (int, string) {
+func (f *fastFixture) post(t testing.TB, key, sid, version, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, f.url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -217,5 +218,67 @@ func TestSessionsIdleOutButNotWhileUsed(t *testing.T) {
 	status, body := f.post(t, f.keyA, sid, version, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"crm_lookup","arguments":{"id":"c-1"}}}`)
 	if status != http.StatusNotFound {
 		t.Errorf("a call after the session idled out: %d %s", status, body)
+	}
+}
+
+// FuzzFastPath posts arbitrary bodies on an established session: whatever
+// the fast path takes or leaves to the SDK, nothing fails inside the
+// server, and a tools/call answered as JSON echoes its request's id.
+func FuzzFastPath(f *testing.F) {
+	fx := newFastFixture(f, 0)
+	cs := fx.connect(f)
+	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"crm_lookup","arguments":{"id":"c-1"}}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"crm_lookup","arguments":{"id":7}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crm_lookup","arguments":"x","_meta":{"toolplane/max_cost_cents":-1}}}`,
+		` {"jsonrpc":"2.0","id":-3e2,"method":"tools/call","params":{"name":"nothing"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`,
+		`{"jsonrpc":"2.0","id":4,"method":"ping"}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+		`{"jsonrpc":"1.0","id":5,"method":"tools/call"}`,
+		`{`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		status, answer := fx.post(t, fx.keyA, sid, version, body)
+		if status >= 500 {
+			t.Fatalf("%q: %d %s", body, status, answer)
+		}
+		var req struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Method  string          `json:"method"`
+		}
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &req) != nil || req.Method != "tools/call" || req.JSONRPC != "2.0" || !validID(req.ID) {
+			return
+		}
+		var resp struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(answer), &resp); err != nil || (resp.Result == nil) == (resp.Error == nil) {
+			t.Fatalf("%q: the answer is not one JSON-RPC response: %s", body, answer)
+		}
+		var a, b any
+		if json.Unmarshal(resp.ID, &a) != nil || json.Unmarshal(req.ID, &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("%q: answered id %s", body, resp.ID)
+		}
+	})
+}
+
+func TestValidID(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]bool{
+		`1`: true, `-42`: true, `0`: true, `"x-1"`: true, `""`: true, `123456789012345678`: true,
+		``: false, `null`: false, `1.5`: false, `-3e2`: false, `01`: false, `-`: false, `"unterminated`: false,
+		`1234567890123456789`: false, `{}`: false, `true`: false,
+	} {
+		if got := validID(json.RawMessage(raw)); got != want {
+			t.Errorf("validID(%s) = %v, want %v", raw, got, want)
+		}
 	}
 }

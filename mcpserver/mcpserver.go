@@ -244,6 +244,11 @@ type session struct {
 	// keeps it alive.
 	ss  atomic.Pointer[mcp.ServerSession]
 	act activity
+	// life ends when the session does (abandon): what toolplane asks the
+	// client meanwhile (an elicitation) is abandoned then, because the
+	// SDK's Close waits for every request the session has open.
+	life    context.Context
+	abandon context.CancelFunc
 
 	mu sync.Mutex
 	// relayed names the resources (by URI), templates (by URI template)
@@ -268,7 +273,8 @@ type listed struct {
 
 // serverFor builds the MCP server a session of cred sees.
 func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Server {
-	sess := &session{s: s, cred: cred, upstream: upstream, created: time.Now(),
+	life, abandon := context.WithCancel(context.Background())
+	sess := &session{s: s, cred: cred, upstream: upstream, created: time.Now(), life: life, abandon: abandon,
 		onServer: map[string]listed{}, shown: map[string]string{}, relayed: map[string]bool{}, subs: map[string]bool{}}
 	opts := &mcp.ServerOptions{
 		Logger: s.Log,
@@ -324,6 +330,7 @@ func (s *Server) sweep() []*session {
 	}
 	s.mu.Unlock()
 	for _, sess := range dead {
+		sess.abandon()
 		sess.forget()
 		sess.release()
 	}
@@ -658,7 +665,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		if ar.Preview != "" {
 			msg += " The person sees: " + ar.Preview
 		}
-		s.elicitApproval(ss, ar)
+		s.elicitApproval(sess.life, ss, ar)
 		return &mcp.CallToolResult{
 			Content: []mcp.Content{&mcp.TextContent{Text: msg}},
 			Meta:    mcp.Meta{"toolplane/approval_id": ar.ID, "toolplane/approval_expires_at": ar.ExpiresAt.UTC().Format(time.RFC3339)},
@@ -691,7 +698,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 // person the approval's address. It does not wait: the call has already
 // answered that it waits for approval, and a client that never answers the
 // elicitation must not hold the call.
-func (s *Server) elicitApproval(ss *mcp.ServerSession, ar *invoke.ApprovalRequired) {
+func (s *Server) elicitApproval(life context.Context, ss *mcp.ServerSession, ar *invoke.ApprovalRequired) {
 	if s.PublicURL == "" || ss == nil {
 		return
 	}
@@ -700,7 +707,7 @@ func (s *Server) elicitApproval(ss *mcp.ServerSession, ar *invoke.ApprovalRequir
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(life, 10*time.Minute)
 		defer cancel()
 		_, err := ss.Elicit(ctx, &mcp.ElicitParams{
 			Mode:          "url",
