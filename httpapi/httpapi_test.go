@@ -290,6 +290,9 @@ func TestKeysCreateListRevoke(t *testing.T) {
 	if status, body = f.do(t, "POST", "/v1/keys", admin, `{"kind":"agent","subject":"x","roles":["approver"]}`); status != http.StatusBadRequest {
 		t.Fatalf("an agent key with roles: %d %v", status, body)
 	}
+	if status, body = f.do(t, "POST", "/v1/keys", admin, `{"kind":"agent","subject":"x","tools":["demo.*","crm.[z"]}`); status != http.StatusBadRequest || body["error"].(map[string]any)["field_path"] != "/tools/1" {
+		t.Fatalf("an agent key with a pattern that cannot match: %d %v", status, body)
+	}
 }
 
 func (f *fixture) mintAdmin(t *testing.T) string {

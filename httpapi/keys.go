@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"path"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -66,6 +68,14 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 	case body.Kind == toolplane.CredentialPerson && len(body.Tools) > 0:
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", "a person's key carries roles, not tools", "/tools")
 		return
+	}
+	for i, p := range body.Tools {
+		// A pattern that cannot match would narrow the key to nothing,
+		// silently: refuse it where it is written.
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", fmt.Sprintf("tools[%d] %q is not a tool name or glob pattern", i, p), fmt.Sprintf("/tools/%d", i))
+			return
+		}
 	}
 	id, secret, err := apikey.New(body.Kind)
 	if err != nil {
