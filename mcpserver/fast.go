@@ -35,9 +35,11 @@ const maxRequestBody = 8 << 20
 // it has not seen initialised, an unexpected header) goes to the SDK
 // untouched, which stays the one authority on the protocol.
 
-// fast answers the tools/call requests it can and passes every other
-// request to next (the SDK's handler). It runs after authentication.
-func (s *Server) fast(next http.Handler) http.Handler {
+// fast answers the tools/call requests it can on the endpoint of door (""
+// for /mcp, an upstream's slug for its governed copy) and passes every
+// other request to next (that endpoint's SDK handler). It runs after
+// authentication.
+func (s *Server) fast(next http.Handler, door string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" {
@@ -45,20 +47,24 @@ func (s *Server) fast(next http.Handler) http.Handler {
 			return
 		}
 		sess := s.session(sid)
-		if sess == nil {
+		if sess == nil || sess.upstream != door || !sess.owns(r) {
+			// Another endpoint's session, or another key's: this
+			// endpoint's SDK handler answers as it would.
 			next.ServeHTTP(w, r)
 			return
 		}
-		if r.Method == http.MethodDelete && sess.owns(r) {
-			// The client ends the session: what toolplane still asks it
-			// is abandoned first, or the SDK's Close would wait for it.
+		if r.Method == http.MethodDelete {
+			// The client ends the session: nothing more is answered on
+			// the fast path, and what toolplane still asks the client is
+			// abandoned, or the SDK's Close would wait for it.
+			sess.closing.Store(true)
 			sess.abandon()
 		}
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// Like the SDK's own timer, only messages from the client count as
+		// Like the SDK's own timer, only the owner's messages count as
 		// use: an open stream alone does not keep a session.
 		sess.begin()
 		defer sess.end()
@@ -74,24 +80,70 @@ func (s *Server) fast(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		var msg struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Method  string          `json:"method"`
-			Params  json.RawMessage `json:"params"`
-		}
-		// A batch, another method or a notification goes to the SDK. (A
-		// notifications/cancelled is the SDK's to see too: the invoker runs
-		// a handler detached from the caller anyway, so that an effect is
+		// A batch, another method, a notification, or a call the fast path
+		// is not certain to read exactly as the SDK does goes to the SDK.
+		// (A notifications/cancelled is the SDK's too: the invoker runs a
+		// handler detached from its caller anyway, so that an effect is
 		// never abandoned half-way, on either path.)
-		if firstByte(body) != '{' || json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" ||
-			msg.Method != "tools/call" || !validID(msg.ID) {
+		c, ok := parseCall(body)
+		if !ok {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return
 		}
-		sess.answerCall(w, r, msg.ID, msg.Params)
+		sess.answerCall(w, r, c)
 	})
+}
+
+// call is a tools/call request as the fast path reads it.
+type call struct {
+	id        json.RawMessage
+	name      string
+	arguments json.RawMessage
+	meta      mcp.Meta
+}
+
+// parseCall reads body as one tools/call request, with the SDK's reading:
+// member names matched exactly (encoding/json would also take "METHOD" or
+// "Name"), a version tag of "2.0", a string or integer id, params an
+// object whose name is a string. It answers false for anything else, and
+// for a request of the stateless protocol (its _meta names the version),
+// which the SDK handles differently.
+func parseCall(body []byte) (call, bool) {
+	if firstByte(body) != '{' {
+		return call{}, false
+	}
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(body, &msg) != nil || !isString(msg["jsonrpc"], "2.0") || !isString(msg["method"], "tools/call") || !validID(msg["id"]) {
+		return call{}, false
+	}
+	raw := msg["params"]
+	if firstByte(raw) != '{' {
+		return call{}, false
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(raw, &params) != nil {
+		return call{}, false
+	}
+	c := call{id: msg["id"], arguments: params["arguments"]}
+	if json.Unmarshal(params["name"], &c.name) != nil || firstByte(params["name"]) != '"' {
+		return call{}, false
+	}
+	if m, ok := params["_meta"]; ok && !bytes.Equal(bytes.TrimSpace(m), []byte("null")) {
+		if json.Unmarshal(m, &c.meta) != nil {
+			return call{}, false
+		}
+		if _, stateless := c.meta["io.modelcontextprotocol/protocolVersion"]; stateless {
+			return call{}, false
+		}
+	}
+	return c, true
+}
+
+// isString reports whether raw is the JSON string want.
+func isString(raw json.RawMessage, want string) bool {
+	var s string
+	return firstByte(raw) == '"' && json.Unmarshal(raw, &s) == nil && s == want
 }
 
 // errReader replays a read error.
@@ -139,7 +191,7 @@ func (s *Server) session(sid string) *session {
 	s.mu.Lock()
 	sess := s.byID[sid]
 	s.mu.Unlock()
-	if sess == nil || !sess.live() {
+	if sess == nil || sess.closing.Load() || !sess.live() {
 		return nil
 	}
 	return sess
@@ -160,13 +212,10 @@ func (sess *session) live() bool {
 	return false
 }
 
-// accepts reports whether r is a request the fast path may answer for this
-// session: from the credential that opened it, with the headers the SDK
-// requires, at the protocol version the session negotiated.
+// accepts reports whether r, from the session's owner, is a request the
+// fast path may answer: with the headers the SDK requires, at the protocol
+// version the session negotiated.
 func (sess *session) accepts(r *http.Request) bool {
-	if !sess.owns(r) {
-		return false // the SDK refuses another key's use of a session
-	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return false
 	}
@@ -190,14 +239,21 @@ func (sess *session) accepts(r *http.Request) bool {
 	if !jsonOK || !streamOK {
 		return false
 	}
-	ss := sess.ss.Load()
-	p := ss.InitializeParams()
-	if p == nil {
+	// The version the session negotiated, which the header must repeat
+	// when sent; a session of the stateless protocol is the SDK's.
+	negotiated, _ := sess.version.Load().(string)
+	if negotiated == "" || negotiated >= statelessProtocol {
 		return false
 	}
 	v := r.Header.Get("Mcp-Protocol-Version")
-	return v == "" || v == p.ProtocolVersion
+	return v == "" || v == negotiated
 }
+
+// statelessProtocol is the first protocol version (SEP-2575) whose requests
+// the SDK reads differently (a per-request _meta, a result type); the fast
+// path answers sessions of earlier versions only. Versions are dates, so
+// they order as strings, as the SDK compares them.
+const statelessProtocol = "2026-07-28"
 
 // owns reports whether r comes from the credential that opened the session.
 func (sess *session) owns(r *http.Request) bool {
@@ -211,36 +267,26 @@ func (sess *session) owns(r *http.Request) bool {
 
 // answerCall answers one tools/call as the SDK would: the handler's result,
 // or a JSON-RPC error.
-func (sess *session) answerCall(w http.ResponseWriter, r *http.Request, id, raw json.RawMessage) {
-	var params struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      mcp.Meta        `json:"_meta"`
-	}
-	if len(raw) == 0 || json.Unmarshal(raw, &params) != nil {
-		writeRPC(w, id, nil, &rpcError{Code: -32602, Message: "invalid tools/call params"})
-		return
-	}
-	ctx := r.Context()
+func (sess *session) answerCall(w http.ResponseWriter, r *http.Request, c call) {
 	sess.mu.Lock()
-	l, known := sess.onServer[params.Name]
+	l, known := sess.onServer[c.name]
 	sess.mu.Unlock()
 	var res *mcp.CallToolResult
 	var err error
 	if known {
-		res, err = sess.invokeTool(ctx, sess.ss.Load(), l.platform, params.Arguments, params.Meta)
+		res, err = sess.invokeTool(r.Context(), sess.ss.Load(), l.platform, c.arguments, c.meta)
 	} else {
-		f := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", params.Name))
+		f := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", c.name))
 		res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(f))}}}
 	}
 	if err != nil {
-		writeRPC(w, id, nil, &rpcError{Code: 0, Message: err.Error()})
+		writeRPC(w, c.id, nil, &rpcError{Code: 0, Message: err.Error()})
 		return
 	}
 	if res.Content == nil {
 		res.Content = []mcp.Content{} // never "null", as the SDK ensures
 	}
-	writeRPC(w, id, res, nil)
+	writeRPC(w, c.id, res, nil)
 }
 
 type rpcError struct {
@@ -311,8 +357,11 @@ func (sess *session) established(ss *mcp.ServerSession) {
 // within the idle time; otherwise it looks again when the time could be up.
 func (sess *session) expire() {
 	idle := sess.s.idle()
+	// In flight first: a call that ends between the two reads has set
+	// last before it left, so it is seen either way.
+	busy := sess.act.inflight.Load() > 0
 	wait := idle - time.Since(time.Unix(0, sess.act.last.Load()))
-	if sess.act.inflight.Load() > 0 {
+	if busy {
 		wait = idle
 	}
 	if wait > 0 {
@@ -321,6 +370,7 @@ func (sess *session) expire() {
 		sess.act.mu.Unlock()
 		return
 	}
+	sess.closing.Store(true)
 	sess.abandon()
 	if ss := sess.ss.Load(); ss != nil {
 		ss.Close()
@@ -361,6 +411,9 @@ func (s *Server) idle() time.Duration {
 func (sess *session) register(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
+		if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			sess.version.Store(ir.ProtocolVersion)
+		}
 		if sess.ss.Load() == nil {
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 				sess.established(ss)

@@ -172,19 +172,42 @@ func TestFastPathAnswersCallsAsTheSDKWould(t *testing.T) {
 		{"another protocol version: the SDK refuses", f.keyA, sid, "1999-01-01", call, http.StatusBadRequest, "Unsupported protocol version"},
 		{"an unknown session: the SDK refuses", f.keyA, "NOSUCHSESSION", version, call, http.StatusNotFound, "session not found"},
 		{"another method goes to the SDK", f.keyA, sid, version, `{"jsonrpc":"2.0","id":9,"method":"ping"}`, 200, `"result":{}`},
+		// Member names are matched exactly, as the SDK matches them: what
+		// the SDK would not read as a call is not run as one.
+		{"METHOD is not method", f.keyA, sid, version, strings.Replace(call, `"method"`, `"METHOD"`, 1), http.StatusAccepted, ""},
+		{"NAME is not name", f.keyA, sid, version, strings.Replace(call, `"name"`, `"NAME"`, 1), 200, `tool_unavailable`},
+		{"JSONRPC is not jsonrpc", f.keyA, sid, version, strings.Replace(call, `"jsonrpc"`, `"JSONRPC"`, 1), http.StatusBadRequest, ""},
+		// (The SDK reads 1.5 as the id 1.)
+		{"a fractional id is the SDK's to judge", f.keyA, sid, version, strings.Replace(call, `"x-1"`, `1.5`, 1), 200, `"id":1,`},
+		{"the stateless protocol's _meta is the SDK's", f.keyA, sid, version,
+			strings.Replace(call, `"arguments"`, `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments"`, 1), http.StatusBadRequest, ""},
 	}
 	for _, tt := range tests {
 		status, body := f.post(t, tt.key, tt.sid, tt.version, tt.body)
-		if status != tt.wantStatus || !strings.Contains(body, tt.want) {
+		if status != tt.wantStatus || !strings.Contains(body, tt.want) || (tt.want == "" && strings.Contains(body, "Ada")) {
 			t.Errorf("%s: %d %s; want %d with %s", tt.name, status, body, tt.wantStatus, tt.want)
 		}
 	}
-	if n := f.s.sdkCalls.Load(); n != 0 {
+	// The NAME case and the fractional id went to the SDK, the others
+	// never reached a tool.
+	if n := f.s.sdkCalls.Load(); n > 2 {
 		t.Errorf("the SDK dispatched %d calls", n)
 	}
 
+	// Another endpoint's session is that endpoint's SDK's to refuse.
+	other := httptest.NewServer(f.s.UpstreamHandler("other"))
+	t.Cleanup(other.Close)
+	req, _ := http.NewRequest(http.MethodPost, other.URL, strings.NewReader(call))
+	for k, v := range map[string]string{"Authorization": "Bearer " + f.keyA, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": version} {
+		req.Header.Set(k, v)
+	}
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a session of /mcp on another endpoint: %v %v", resp, err)
+	}
+
 	// A session the client ended is not answered on the fast path.
-	req, _ := http.NewRequest(http.MethodDelete, f.url, nil)
+	req, _ = http.NewRequest(http.MethodDelete, f.url, nil)
 	req.Header.Set("Authorization", "Bearer "+f.keyA)
 	req.Header.Set("Mcp-Session-Id", sid)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 != 2 {
@@ -192,6 +215,46 @@ func TestFastPathAnswersCallsAsTheSDKWould(t *testing.T) {
 	}
 	if status, body := f.post(t, f.keyA, sid, version, call); status != http.StatusNotFound {
 		t.Errorf("a call on an ended session: %d %s", status, body)
+	}
+}
+
+// The header must repeat the version the session negotiated, not the one
+// its client asked for.
+func TestFastPathHoldsTheNegotiatedVersion(t *testing.T) {
+	t.Parallel()
+	f := newFastFixture(t, 0)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, f.url, strings.NewReader(init))
+	for k, v := range map[string]string{"Authorization": "Bearer " + f.keyA, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	var ir struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(answer, &ir); err != nil || sid == "" || ir.Result.ProtocolVersion == "1999-01-01" {
+		t.Fatalf("initialize: %s %s", sid, answer)
+	}
+	if status, body := f.post(t, f.keyA, sid, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status/100 != 2 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"crm_lookup","arguments":{"id":"c-1"}}}`
+	if status, body := f.post(t, f.keyA, sid, "1999-01-01", call); status != http.StatusBadRequest {
+		t.Errorf("the version asked for, not negotiated: %d %s", status, body)
+	}
+	if status, body := f.post(t, f.keyA, sid, ir.Result.ProtocolVersion, call); status != 200 || !strings.Contains(body, "Ada") {
+		t.Errorf("the negotiated version: %d %s", status, body)
+	}
+	if n := f.s.sdkCalls.Load(); n != 0 {
+		t.Errorf("the SDK dispatched %d calls", n)
 	}
 }
 
@@ -247,13 +310,12 @@ func FuzzFastPath(f *testing.F) {
 		if status >= 500 {
 			t.Fatalf("%q: %d %s", body, status, answer)
 		}
-		var req struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Method  string          `json:"method"`
-		}
-		if status != http.StatusOK || json.Unmarshal([]byte(body), &req) != nil || req.Method != "tools/call" || req.JSONRPC != "2.0" || !validID(req.ID) {
+		c, isCall := parseCall([]byte(body))
+		if !isCall {
 			return
+		}
+		if status != http.StatusOK {
+			t.Fatalf("%q: a call the fast path takes answered %d %s", body, status, answer)
 		}
 		var resp struct {
 			ID     json.RawMessage `json:"id"`
@@ -264,7 +326,7 @@ func FuzzFastPath(f *testing.F) {
 			t.Fatalf("%q: the answer is not one JSON-RPC response: %s", body, answer)
 		}
 		var a, b any
-		if json.Unmarshal(resp.ID, &a) != nil || json.Unmarshal(req.ID, &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+		if json.Unmarshal(resp.ID, &a) != nil || json.Unmarshal(c.id, &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Fatalf("%q: answered id %s", body, resp.ID)
 		}
 	})

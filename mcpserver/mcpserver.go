@@ -81,7 +81,8 @@ type Server struct {
 	StreamResponses bool
 
 	// SessionIdle ends an MCP session nobody used for this long (default
-	// 30 minutes); a request in flight or an open stream keeps it.
+	// 30 minutes); a request in flight keeps it, an open stream alone does
+	// not (as with the SDK's own timeout).
 	SessionIdle time.Duration
 
 	mu       sync.Mutex
@@ -136,7 +137,9 @@ func (s *Server) handler(upstream string) http.Handler {
 	// a session; on any other request it reads just the protocol versions.
 	probe := s.serverFor(nil, upstream)
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		if r.Header.Get("Mcp-Session-Id") != "" {
+		if r.Header.Get("Mcp-Session-Id") != "" || r.Method != http.MethodPost {
+			// Only a POST without a session opens one; the SDK refuses a
+			// GET or DELETE without one after asking.
 			return probe
 		}
 		var cred *toolplane.Credential
@@ -150,7 +153,7 @@ func (s *Server) handler(upstream string) http.Handler {
 		// ProtectHost below judges Host (and Origin) with the allowed
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
-	h = s.fast(h)
+	h = s.fast(h, upstream)
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		now := time.Now()
 		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(ctx, token, now)
@@ -244,6 +247,10 @@ type session struct {
 	// keeps it alive.
 	ss  atomic.Pointer[mcp.ServerSession]
 	act activity
+	// version is the protocol version the session negotiated (a string,
+	// once initialised); closing is set once the session is ending.
+	version atomic.Value
+	closing atomic.Bool
 	// life ends when the session does (abandon): what toolplane asks the
 	// client meanwhile (an elicitation) is abandoned then, because the
 	// SDK's Close waits for every request the session has open.
