@@ -294,23 +294,39 @@ func (c *httpCall) status(resp *http.Response) error {
 		return &handler.Unavailable{Err: c.wrap(fmt.Errorf("HTTP %d: %w", code, mcp.ErrSessionMissing))}
 	case code == http.StatusTooManyRequests:
 		return &handler.RetryableUpstream{Err: c.wrap(fmt.Errorf("HTTP %d: %s", code, excerpt(resp.Body)))}
-	case code >= 400 && code < 500:
-		// A refusal before processing. A JSON-RPC error in the body keeps
-		// the SDK path's mapping; anything else releases the claim.
+	case refusedBefore[code]:
+		// A status the transport answers before the message is handled.
+		// A JSON-RPC error in the body must say the same (the message
+		// could not be read, or named no method or tool the server has)
+		// for the claim to be released: an application error under a 4xx
+		// may have followed an effect, and is held as uncertain.
 		text := excerpt(resp.Body)
 		var m rpcMessage
 		if json.Unmarshal([]byte(text), &m) == nil && m.Error != nil {
-			if refused := c.u.refused(m.Error); refused != nil {
-				return refused
+			switch m.Error.Code {
+			case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound:
+				return c.u.refused(m.Error)
+			case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest:
+				return &handler.Unavailable{Err: c.wrap(fmt.Errorf("HTTP %d: %w", code, m.Error))}
 			}
-			return &handler.Unavailable{Err: c.wrap(fmt.Errorf("HTTP %d: %w", code, m.Error))}
+			return c.wrap(fmt.Errorf("HTTP %d: %w", code, m.Error))
 		}
 		return &handler.Unavailable{Err: c.wrap(fmt.Errorf("HTTP %d: %s", code, text))}
 	default:
-		// A 5xx, or a 2xx without the answer (a 202 says the server took
-		// the request): the server may have run the call.
+		// A 5xx, another 4xx, or a 2xx without the answer (a 202 says
+		// the server took the request): the server may have run the call.
 		return c.wrap(fmt.Errorf("HTTP %d: %s", code, excerpt(resp.Body)))
 	}
+}
+
+// refusedBefore are the statuses a Streamable HTTP server answers before
+// it handles the message: malformed or unauthorised requests, a method or
+// media type it does not take, a body too large, and a 404 on a server
+// without sessions (with one, the 404 is handled above).
+var refusedBefore = map[int]bool{
+	http.StatusBadRequest: true, http.StatusUnauthorized: true, http.StatusForbidden: true, http.StatusNotFound: true,
+	http.StatusMethodNotAllowed: true, http.StatusNotAcceptable: true, http.StatusRequestEntityTooLarge: true,
+	http.StatusUnsupportedMediaType: true,
 }
 
 // excerpt reads the start of a refusal's body, for its error.
@@ -336,7 +352,10 @@ func mediaType(ct string) string {
 type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
-	Result *toolResult     `json:"result"`
+	Params json.RawMessage `json:"params"`
+	// Result is read as a tool result only once the message is known to
+	// answer the call: a stream may carry other messages first.
+	Result json.RawMessage `json:"result"`
 	Error  *jsonrpc.Error  `json:"error"`
 }
 
@@ -373,9 +392,10 @@ func (c *httpCall) decodeJSON(r io.Reader, msg *rpcMessage) error {
 }
 
 // decodeStream reads a text/event-stream response until the call's
-// response. The server may send notifications first (progress, log
-// messages: nothing toolplane relays), and requests of its own, which are
-// answered on the session so the call can go on.
+// response. The server may send notifications first (progress and log
+// messages, which toolplane does not relay; a list change or a resource
+// update, which it acts on as the SDK client's handlers do), and requests
+// of its own, which are answered on the session so the call can go on.
 func (c *httpCall) decodeStream(ctx context.Context, r io.Reader, msg *rpcMessage) error {
 	ev := getEvents(r)
 	defer putEvents(ev)
@@ -383,6 +403,10 @@ func (c *httpCall) decodeStream(ctx context.Context, r io.Reader, msg *rpcMessag
 		data, err := ev.next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
+				// The lean path does not resume a stream (a GET with
+				// Last-Event-ID, as the SDK client can when the server
+				// keeps its events): the answer is lost, and the call
+				// ends uncertain, the safe ending for a write.
 				return errStreamEnd
 			}
 			return fmt.Errorf("read the stream: %w", err)
@@ -402,6 +426,8 @@ func (c *httpCall) decodeStream(ctx context.Context, r io.Reader, msg *rpcMessag
 			// business.
 		case len(msg.ID) > 0 && !bytes.Equal(msg.ID, []byte("null")):
 			c.reply(ctx, msg)
+		default:
+			c.u.notified(msg.Method, msg.Params)
 		}
 	}
 }
@@ -494,9 +520,14 @@ func (c *httpCall) answer(msg *rpcMessage, structured bool) (any, error) {
 		}
 		return nil, c.wrap(fmt.Errorf("JSON-RPC error %d: %w", msg.Error.Code, msg.Error))
 	}
-	res := msg.Result
-	if res == nil {
+	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
 		return nil, c.wrap(errNoResult)
+	}
+	res := &toolResult{}
+	dec := json.NewDecoder(bytes.NewReader(msg.Result))
+	dec.UseNumber()
+	if err := dec.Decode(res); err != nil {
+		return nil, c.wrap(fmt.Errorf("read the result: %w", err))
 	}
 	if res.IsError {
 		return nil, &handler.Invalid{Message: "the tool answered an error: " + blocksText(res.Content)}
@@ -697,7 +728,8 @@ func (e *events) next() ([]byte, error) {
 			e.data.Write(value)
 			err = e.rest(err, &e.data)
 		case "event":
-			message = len(value) == 0 || string(value) == "message"
+			name := bytes.TrimSpace(value) // as the SDK client reads it
+			message = len(name) == 0 || string(name) == "message"
 			err = e.rest(err, nil)
 		default:
 			// A comment (no field name), id, retry or a field nobody

@@ -308,6 +308,7 @@ type wireServer struct {
 	replies   map[string]json.RawMessage // by the id of the server's request
 	cancelled []string
 	replied   chan struct{}
+	lists     int // tools/list requests
 }
 
 // wireCall is what the server saw of one tools/call.
@@ -328,7 +329,7 @@ type wireMsg struct {
 }
 
 // wireTools are the server's tools, each named for how it answers.
-var wireTools = []string{"chatty", "big", "boom", "accepted", "refused", "invalid", "busy", "odd", "hang"}
+var wireTools = []string{"chatty", "big", "boom", "accepted", "refused", "invalid", "busy", "odd", "hang", "conflict", "failed", "notifier"}
 
 func newWireServer(t *testing.T) (*wireServer, string) {
 	s := &wireServer{calls: map[string]wireCall{}, replies: map[string]json.RawMessage{}, replied: make(chan struct{}, 16)}
@@ -371,6 +372,9 @@ func (s *wireServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Mcp-Session-Id", wireSession)
 		answerJSON(w, wireMsg{ID: m.ID, Result: json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"wire","version":"1"}}`)})
 	case m.Method == "tools/list":
+		s.mu.Lock()
+		s.lists++
+		s.mu.Unlock()
 		var tools []string
 		for _, name := range wireTools {
 			tools = append(tools, `{"name":"`+name+`","inputSchema":{"type":"object"}}`)
@@ -455,7 +459,39 @@ func (s *wireServer) call(w http.ResponseWriter, r *http.Request, m *wireMsg) {
 	case "hang":
 		stream()(": working\n\n")
 		<-r.Context().Done()
+	case "conflict":
+		// A 4xx a transport does not answer before handling: the call
+		// may have run.
+		http.Error(w, "version conflict", http.StatusConflict)
+	case "failed":
+		// A 400 that says the tool failed, not that the request was bad.
+		w.WriteHeader(http.StatusBadRequest)
+		answerJSON(w, wireMsg{ID: m.ID, Error: json.RawMessage(`{"code":-32603,"message":"half done"}`)})
+	case "notifier":
+		send := stream()
+		send("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+		// The event's name with a space after it, as some servers write it.
+		send("event: message \ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"noted\"}]}}\n\n")
 	}
+}
+
+func (s *wireServer) listed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lists
+}
+
+// A list change the server announces on a call's stream is acted on, as
+// the SDK client acts on one it reads elsewhere.
+func TestLeanCallActsOnNotificationsOnItsStream(t *testing.T) {
+	t.Parallel()
+	srv, url := newWireServer(t)
+	set := startSet(t, upstream.Config{Slug: "wire", URL: url})
+	before := srv.listed()
+	if got, _, err := callBound(t, set, "wire", "notifier", "", nil); err != nil || !reflect.DeepEqual(got, plainJSON(t, `{"content":[{"type":"text","text":"noted"}]}`)) {
+		t.Fatalf("answered %v, %v", got, err)
+	}
+	eventually(t, "the tool list to be read again", func() bool { return srv.listed() > before })
 }
 
 func TestLeanCallOverTheWire(t *testing.T) {
@@ -500,6 +536,19 @@ func TestLeanCallOverTheWire(t *testing.T) {
 				t.Errorf("a 429: %v", err)
 			}
 		}},
+		{tool: "conflict", outcome: handler.Held, check: func(t *testing.T, err error) {
+			var un *handler.Unavailable
+			if errors.As(err, &un) {
+				t.Errorf("a 409 released the claim: %v", err)
+			}
+		}},
+		{tool: "failed", outcome: handler.Held, check: func(t *testing.T, err error) {
+			var we *jsonrpc.Error
+			if !errors.As(err, &we) || we.Code != -32603 {
+				t.Errorf("a 400 carrying an internal error: %v", err)
+			}
+		}},
+		{tool: "notifier", want: `{"content":[{"type":"text","text":"noted"}]}`},
 		{tool: "odd", outcome: handler.Held, check: func(t *testing.T, err error) {
 			var we *jsonrpc.Error
 			if !errors.As(err, &we) || we.Code != -32000 || we.Message != "database locked" {

@@ -326,6 +326,24 @@ func (u *upstream) requestSync() {
 	}
 }
 
+// notified acts on a notification the server sent on a call's stream, as
+// the SDK client's handlers (set in connect) act on those it reads: a list
+// changed is synchronised, a resource update relayed. Progress and log
+// messages are not relayed.
+func (u *upstream) notified(method string, params json.RawMessage) {
+	switch method {
+	case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":
+		u.requestSync()
+	case "notifications/resources/updated":
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.URI != "" {
+			u.relay.notify(p.URI)
+		}
+	}
+}
+
 // connect opens a session. For an HTTP server it also answers the HTTP
 // client the session uses, which the lean call path shares (the same
 // configured headers, the same pooled transport).
@@ -340,6 +358,8 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, *http.Clien
 				u.relay.notify(r.Params.URI)
 			}
 		},
+		// (The lean call path acts on the same notifications when they
+		// arrive on a call's stream: see notified.)
 	})
 	var t mcp.Transport
 	var hc *http.Client
