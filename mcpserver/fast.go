@@ -43,6 +43,9 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" {
+			if r.Method == http.MethodPost {
+				r = s.opening(w, r)
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -144,6 +147,35 @@ func parseCall(body []byte) (call, bool) {
 func isString(raw json.RawMessage, want string) bool {
 	var s string
 	return firstByte(raw) == '"' && json.Unmarshal(raw, &s) == nil && s == want
+}
+
+// opening holds the server built for a request without a session: the
+// SDK asks for one twice per such request, and each would otherwise be a
+// session of toolplane's (a grants read, a place in the sweep). A
+// server/discover (the client probing for the stateless protocol before it
+// initialises) opens nothing: the capabilities every server shares answer
+// it (discover is set, and no session is built).
+type opening struct {
+	once     sync.Once
+	srv      *mcp.Server
+	discover bool
+}
+
+type openingKey struct{}
+
+// opening answers r carrying an opening for the server the SDK will ask
+// for, after a look at which method the request is.
+func (s *Server) opening(w http.ResponseWriter, r *http.Request) *http.Request {
+	m := &opening{}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err != nil {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+	} else {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg map[string]json.RawMessage
+		m.discover = firstByte(body) == '{' && json.Unmarshal(body, &msg) == nil && isString(msg["method"], "server/discover")
+	}
+	return r.WithContext(context.WithValue(r.Context(), openingKey{}, m))
 }
 
 // errReader replays a read error.

@@ -344,3 +344,17 @@ func TestValidID(t *testing.T) {
 		}
 	}
 }
+
+// One session opened is one session built, though the SDK asks for a
+// server twice while opening it.
+func TestOpeningASessionBuildsOne(t *testing.T) {
+	t.Parallel()
+	f := newFastFixture(t, 0)
+	f.connect(t)
+	f.s.mu.Lock()
+	n := len(f.s.sessions)
+	f.s.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d sessions built for one opened", n)
+	}
+}

@@ -146,6 +146,15 @@ func (s *Server) handler(upstream string) http.Handler {
 		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
 		}
+		// The SDK asks twice while opening a session (first for the
+		// protocol versions alone): one request builds one session.
+		if m, ok := r.Context().Value(openingKey{}).(*opening); ok {
+			if m.discover {
+				return probe
+			}
+			m.once.Do(func() { m.srv = s.serverFor(cred, upstream) })
+			return m.srv
+		}
 		return s.serverFor(cred, upstream)
 	}, &mcp.StreamableHTTPOptions{Logger: s.Log, JSONResponse: !s.StreamResponses, MaxRequestBodyBytes: maxRequestBody,
 		// Sessions idle out on toolplane's own timer (see activity), which
