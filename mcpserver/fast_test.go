@@ -358,3 +358,29 @@ func TestOpeningASessionBuildsOne(t *testing.T) {
 		t.Errorf("%d sessions built for one opened", n)
 	}
 }
+
+// A body over the limit is refused as the SDK refuses it, with or without
+// a session: the fast path's reading of it changes nothing.
+func TestOversizedBodiesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := newFastFixture(t, 0)
+	cs := f.connect(t)
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"crm_lookup","arguments":{"id":"` + strings.Repeat("x", maxRequestBody) + `"}}}`
+	for _, sid := range []string{"", cs.ID()} {
+		req, _ := http.NewRequest(http.MethodPost, f.url, strings.NewReader(big))
+		for k, v := range map[string]string{"Authorization": "Bearer " + f.keyA, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"} {
+			req.Header.Set(k, v)
+		}
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("session %q: %d, want 413", sid, resp.StatusCode)
+		}
+	}
+}
