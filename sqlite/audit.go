@@ -36,6 +36,22 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
+// auditColumnCount is the number of columns an event fills.
+var auditColumnCount = strings.Count(auditColumns, ",") + 1
+
+// auditRowsPerInsert bounds the rows of one multi-row insert (16 columns
+// each, far below SQLite's limit on a statement's parameters).
+const auditRowsPerInsert = 32
+
+// auditInserts holds, at n, the insert of n events in one statement.
+var auditInserts = func() (qs [auditRowsPerInsert + 1]string) {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", auditColumnCount), ", ") + ")"
+	for n := 1; n <= auditRowsPerInsert; n++ {
+		qs[n] = `INSERT INTO audit_events (` + auditColumns + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	}
+	return qs
+}()
+
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, e.ArgumentsHash, e.ApprovalID, e.AuthorizedBy,
@@ -78,10 +94,32 @@ func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 	}
 	defer tx.Rollback()
 	txst := tx.StmtContext(ctx, st)
-	for _, e := range events {
-		if _, err := txst.ExecContext(ctx, auditArgs(e)...); err != nil {
-			return auditErr(e, err)
+	for len(events) > 0 {
+		n := min(len(events), auditRowsPerInsert)
+		if n == 1 {
+			if _, err := txst.ExecContext(ctx, auditArgs(events[0])...); err != nil {
+				return auditErr(events[0], err)
+			}
+			events = events[1:]
+			continue
 		}
+		// Many rows per statement: each statement run costs more than the
+		// rows it inserts (the driver's round, the program's setup).
+		multi, err := s.prepared(ctx, auditInserts[n])
+		if err != nil {
+			return fmt.Errorf("append audit batch: %w", err)
+		}
+		args := make([]any, 0, n*auditColumnCount)
+		for _, e := range events[:n] {
+			args = append(args, auditArgs(e)...)
+		}
+		if _, err := tx.StmtContext(ctx, multi).ExecContext(ctx, args...); err != nil {
+			if isDuplicate(err) {
+				return fmt.Errorf("append audit batch: %w", toolplane.ErrExists)
+			}
+			return fmt.Errorf("append audit batch: %w", err)
+		}
+		events = events[n:]
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("append audit batch: %w", err)
