@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/boundary"
 )
 
 // maxRequestBody bounds one POST to the MCP endpoint, on the fast path and
@@ -98,8 +96,8 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 	})
 }
 
-// call is a tools/call request as the fast path reads it.
-type call struct {
+// toolCall is a tools/call request as the fast path reads it.
+type toolCall struct {
 	id        json.RawMessage
 	name      string
 	arguments json.RawMessage
@@ -112,32 +110,32 @@ type call struct {
 // object whose name is a string. It answers false for anything else, and
 // for a request of the stateless protocol (its _meta names the version),
 // which the SDK handles differently.
-func parseCall(body []byte) (call, bool) {
+func parseCall(body []byte) (toolCall, bool) {
 	if firstByte(body) != '{' {
-		return call{}, false
+		return toolCall{}, false
 	}
 	var msg map[string]json.RawMessage
 	if json.Unmarshal(body, &msg) != nil || !isString(msg["jsonrpc"], "2.0") || !isString(msg["method"], "tools/call") || !validID(msg["id"]) {
-		return call{}, false
+		return toolCall{}, false
 	}
 	raw := msg["params"]
 	if firstByte(raw) != '{' {
-		return call{}, false
+		return toolCall{}, false
 	}
 	var params map[string]json.RawMessage
 	if json.Unmarshal(raw, &params) != nil {
-		return call{}, false
+		return toolCall{}, false
 	}
-	c := call{id: msg["id"], arguments: params["arguments"]}
+	c := toolCall{id: msg["id"], arguments: params["arguments"]}
 	if json.Unmarshal(params["name"], &c.name) != nil || firstByte(params["name"]) != '"' {
-		return call{}, false
+		return toolCall{}, false
 	}
 	if m, ok := params["_meta"]; ok && !bytes.Equal(bytes.TrimSpace(m), []byte("null")) {
 		if json.Unmarshal(m, &c.meta) != nil {
-			return call{}, false
+			return toolCall{}, false
 		}
 		if _, stateless := c.meta["io.modelcontextprotocol/protocolVersion"]; stateless {
-			return call{}, false
+			return toolCall{}, false
 		}
 	}
 	return c, true
@@ -299,7 +297,7 @@ func (sess *session) owns(r *http.Request) bool {
 
 // answerCall answers one tools/call as the SDK would: the handler's result,
 // or a JSON-RPC error.
-func (sess *session) answerCall(w http.ResponseWriter, r *http.Request, c call) {
+func (sess *session) answerCall(w http.ResponseWriter, r *http.Request, c toolCall) {
 	sess.mu.Lock()
 	l, known := sess.onServer[c.name]
 	sess.mu.Unlock()
@@ -308,8 +306,7 @@ func (sess *session) answerCall(w http.ResponseWriter, r *http.Request, c call) 
 	if known {
 		res, err = sess.invokeTool(r.Context(), sess.ss.Load(), l.platform, c.arguments, c.meta)
 	} else {
-		f := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", c.name))
-		res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(f))}}}
+		res = unavailable(c.name)
 	}
 	if err != nil {
 		writeRPC(w, c.id, nil, &rpcError{Code: 0, Message: err.Error()})

@@ -622,9 +622,15 @@ func (sess *session) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
 		if known {
 			return next(ctx, method, req)
 		}
-		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", ctr.Params.Name))
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}, nil
+		return unavailable(ctr.Params.Name), nil
 	}
+}
+
+// unavailable answers a call of a tool the session does not show, on
+// either path.
+func unavailable(name string) *mcp.CallToolResult {
+	r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", name))
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}
 }
 
 // call answers a tools/call of the tool named name through the invoker,

@@ -29,12 +29,9 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 // AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
 // its organization already has an event with that ID.
 func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
-	_, err := s.exec(ctx, insertAudit, auditArgs(e)...)
+	_, err := s.exec(ctx, auditInserts[1], auditArgs(e)...)
 	return auditErr(e, err)
 }
-
-const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // auditColumnCount is the number of columns an event fills.
 var auditColumnCount = strings.Count(auditColumns, ",") + 1
@@ -80,10 +77,6 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 }
 
 func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
-	st, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return fmt.Errorf("append audit batch: %w", err)
-	}
 	if err := s.lockWrite(ctx); err != nil {
 		return fmt.Errorf("append audit batch: %w", err)
 	}
@@ -93,27 +86,20 @@ func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 		return fmt.Errorf("append audit batch: %w", err)
 	}
 	defer tx.Rollback()
-	txst := tx.StmtContext(ctx, st)
+	// Many rows per statement: each statement run costs more than the rows
+	// it inserts (the driver's round, the program's setup).
+	args := make([]any, 0, min(len(events), auditRowsPerInsert)*auditColumnCount)
 	for len(events) > 0 {
 		n := min(len(events), auditRowsPerInsert)
-		if n == 1 {
-			if _, err := txst.ExecContext(ctx, auditArgs(events[0])...); err != nil {
-				return auditErr(events[0], err)
-			}
-			events = events[1:]
-			continue
-		}
-		// Many rows per statement: each statement run costs more than the
-		// rows it inserts (the driver's round, the program's setup).
-		multi, err := s.prepared(ctx, auditInserts[n])
+		st, err := s.prepared(ctx, auditInserts[n])
 		if err != nil {
 			return fmt.Errorf("append audit batch: %w", err)
 		}
-		args := make([]any, 0, n*auditColumnCount)
+		args = args[:0]
 		for _, e := range events[:n] {
 			args = append(args, auditArgs(e)...)
 		}
-		if _, err := tx.StmtContext(ctx, multi).ExecContext(ctx, args...); err != nil {
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
 			if isDuplicate(err) {
 				return fmt.Errorf("append audit batch: %w", toolplane.ErrExists)
 			}
