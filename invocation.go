@@ -59,6 +59,18 @@ type Principal struct {
 	Pins map[string]string
 }
 
+// Allow adds tool to what the principal holds, pinned to the version range
+// rng when it is not empty.
+func (p *Principal) Allow(tool, rng string) {
+	p.Tools = append(p.Tools, tool)
+	if rng != "" {
+		if p.Pins == nil {
+			p.Pins = map[string]string{}
+		}
+		p.Pins[tool] = rng
+	}
+}
+
 // Holds reports whether the principal holds the tool name.
 func (p Principal) Holds(tool string) bool {
 	for _, t := range p.Tools {

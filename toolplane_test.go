@@ -140,3 +140,16 @@ func TestCostCeilingTakesTheLower(t *testing.T) {
 		}
 	}
 }
+
+func TestPrincipalAllow(t *testing.T) {
+	t.Parallel()
+	var p Principal
+	p.Allow("crm.lookup", "")
+	p.Allow("payments.refund_order", "^2.1.0")
+	if !p.Holds("crm.lookup") || !p.Holds("payments.refund_order") || p.Holds("crm.delete") {
+		t.Errorf("holds %v", p.Tools)
+	}
+	if _, pinned := p.Pins["crm.lookup"]; pinned || p.Pins["payments.refund_order"] != "^2.1.0" {
+		t.Errorf("pins %v", p.Pins)
+	}
+}

@@ -291,39 +291,17 @@ func view(t *registry.Tool) toolView {
 		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
 }
 
-// principal answers the tools an agent's key may call now: those the
-// agent identity's grants allow (with the version range each pins) and the
-// key itself admits, denies applied. Without a grant service the key's own
-// tools are the grant.
+// principal answers the tools an agent's key may call now, each with the
+// version range its grant pins: a listing's view, tool by tool.
 func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant string) (toolplane.Principal, error) {
 	p := toolplane.Principal{ID: cred.Subject}
-	if cred.Kind != toolplane.CredentialAgent {
-		return p, nil
-	}
-	if s.Authz == nil {
-		for _, t := range s.Registry.Tools() {
-			if cred.Grants(t.Def.Name) {
-				p.Tools = append(p.Tools, t.Def.Name)
-			}
-		}
-		return p, nil
-	}
-	pins, err := s.Authz.Pins(r.Context(), cred.OrganizationID, cred.Subject, tenant)
-	if err != nil {
-		return p, err
-	}
 	for _, t := range s.Registry.Tools() {
-		name := t.Def.Name
-		rng, granted := pins[name]
-		if !granted || !cred.Admits(name) {
-			continue
+		rng, ok, err := s.callable(r, cred, tenant, t.Def.Name)
+		if err != nil {
+			return p, err
 		}
-		p.Tools = append(p.Tools, name)
-		if rng != "" {
-			if p.Pins == nil {
-				p.Pins = map[string]string{}
-			}
-			p.Pins[name] = rng
+		if ok {
+			p.Allow(t.Def.Name, rng)
 		}
 	}
 	return p, nil
@@ -334,24 +312,26 @@ func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant s
 // the size of the catalogue. The decision reads the grants again anyway.
 func (s *Server) principalFor(r *http.Request, cred *toolplane.Credential, tenant, name string) (toolplane.Principal, error) {
 	p := toolplane.Principal{ID: cred.Subject}
-	if cred.Kind != toolplane.CredentialAgent {
-		return p, nil
+	rng, ok, err := s.callable(r, cred, tenant, name)
+	if ok {
+		p.Allow(name, rng)
 	}
-	if s.Authz == nil {
-		if cred.Grants(name) {
-			p.Tools = []string{name}
-		}
-		return p, nil
+	return p, err
+}
+
+// callable reports whether cred may call the tool named now, and the range
+// the allowing grant pins: the agent identity's grants allow it (denies
+// applied) and the key admits it. Only an agent calls tools. Without a
+// grant service the key's own tools are the grant.
+func (s *Server) callable(r *http.Request, cred *toolplane.Credential, tenant, name string) (string, bool, error) {
+	switch {
+	case cred.Kind != toolplane.CredentialAgent:
+		return "", false, nil
+	case s.Authz == nil:
+		return "", cred.Grants(name), nil
 	}
 	rng, granted, err := s.Authz.Pin(r.Context(), cred.OrganizationID, cred.Subject, tenant, name)
-	if err != nil || !granted || !cred.Admits(name) {
-		return p, err
-	}
-	p.Tools = []string{name}
-	if rng != "" {
-		p.Pins = map[string]string{name: rng}
-	}
-	return p, nil
+	return rng, granted && err == nil && cred.Admits(name), err
 }
 
 // visible answers the tools the caller is shown, each at the version it
