@@ -230,8 +230,9 @@ func (s *Service) load(ctx context.Context, org string) (*view, error) {
 	now := s.now()
 	s.mu.Lock()
 	v := s.cache[org]
+	fresh := v != nil && now.Sub(v.checked) < recheck // checked is written under mu
 	s.mu.Unlock()
-	if v != nil && now.Sub(v.checked) < recheck {
+	if fresh {
 		return v, nil
 	}
 	rev, err := s.store.AuthzRevision(ctx, org)

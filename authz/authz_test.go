@@ -286,3 +286,28 @@ func TestInvalidGrantsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// Decisions from many goroutines while the cached view ages and is
+// rechecked: run with -race, the recheck must not race the readers.
+func TestConcurrentDecisionsAcrossRechecks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.*"}, operator); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				f.clock.Advance(700 * time.Millisecond) // past the recheck now and then
+				if _, ok, err := f.svc.Pin(f.ctx, "org-1", "bot", "", "crm.lookup"); err != nil || !ok {
+					t.Errorf("Pin = %v, %v", ok, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
