@@ -125,7 +125,6 @@ var (
 	handlerKey  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$`)
 	factRE      = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	itemKindRE  = regexp.MustCompile(`^` + segment + `(\.` + segment + `)*$`)
-	semverRE    = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 	maxNameSize = 128
 )
 
@@ -338,8 +337,10 @@ func (ch *checker) text() {
 	}
 	if d.Version == "" {
 		ch.add("version", "missing", "give a semantic version such as 1.0.0")
-	} else if !semverRE.MatchString(d.Version) {
-		ch.add("version", fmt.Sprintf("%q is not a semantic version", d.Version), "use MAJOR.MINOR.PATCH, such as 2.1.0")
+	} else if _, err := semver.Parse(d.Version); err != nil {
+		// The parser the registry orders and resolves versions with, so a
+		// version it cannot read is refused here, not kept as 0.0.0.
+		ch.add("version", fmt.Sprintf("%q is not a semantic version: %v", d.Version, err), "use MAJOR.MINOR.PATCH, such as 2.1.0")
 	}
 	if d.ItemKind != "" && !itemKindRE.MatchString(d.ItemKind) {
 		ch.add("item_kind", fmt.Sprintf("%q is not a resource kind", d.ItemKind), "use a dotted lowercase kind such as crm.person")

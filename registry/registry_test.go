@@ -84,6 +84,7 @@ func TestRegistrationChecks(t *testing.T) {
 		{"description missing", func() toolplane.Definition { d := base(); d.Description = " "; return d }, "description"},
 		{"version missing", func() toolplane.Definition { d := base(); d.Version = ""; return d }, "version"},
 		{"version not semver", func() toolplane.Definition { d := base(); d.Version = "v1"; return d }, "version"},
+		{"version too large to order", func() toolplane.Definition { d := base(); d.Version = "18446744073709551616.0.0"; return d }, "version"},
 		{"input schema missing", func() toolplane.Definition { d := base(); d.InputSchema = nil; return d }, "input_schema"},
 		{"input schema invalid", func() toolplane.Definition {
 			d := base()
