@@ -156,11 +156,11 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 		if err := json.Unmarshal(prev.Definition, &old); err != nil {
 			return nil, fmt.Errorf("read %s %s: %w", prev.Name, prev.Version, err)
 		}
-		if err := compat.Check(&old, &d); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
 		rep, err := compat.Classify(&old, &d)
 		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if err := compat.Gate(&old, &d, rep); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		pub.Report = &rep

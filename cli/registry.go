@@ -268,7 +268,7 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 	for _, ch := range rep.Changes {
 		fmt.Fprintf(stdout, "  %s\n", ch)
 	}
-	if err := compat.Check(&from, &to); err != nil {
+	if err := compat.Gate(&from, &to, rep); err != nil {
 		fmt.Fprintf(stderr, "refused: %v\n", err)
 		return 1
 	}

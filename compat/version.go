@@ -117,9 +117,16 @@ func (v *Violation) Error() string {
 // A MAJOR bump is always accepted: the new major is a new registry entry
 // that coexists with the old one, so nothing is compared against it.
 func Check(prev, next *toolplane.Definition) error {
-	if prev == nil || next == nil {
-		return errors.New("compat: check: both the published and the new definition are needed")
+	rep, err := Classify(prev, next)
+	if err != nil {
+		return err
 	}
+	return Gate(prev, next, rep)
+}
+
+// Gate is Check's verdict on a report Classify already made of prev and
+// next: a caller that shows the changes as well needs no second diff.
+func Gate(prev, next *toolplane.Definition, rep Report) error {
 	pv, err := semver.Parse(prev.Version)
 	if err != nil {
 		return fmt.Errorf("compat: check %s: published version: %w", prev.Name, err)
@@ -132,10 +139,6 @@ func Check(prev, next *toolplane.Definition) error {
 		return fmt.Errorf("compat: check %s: %w: %s does not come after %s; publish a higher version", next.Name, ErrVersionNotGreater, next.Version, prev.Version)
 	}
 	bump := declared(pv, nv)
-	rep, err := classify(prev, next)
-	if err != nil {
-		return fmt.Errorf("compat: check %s: %w", next.Name, err)
-	}
 	if rep.Required <= bump {
 		return nil
 	}

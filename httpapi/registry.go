@@ -234,7 +234,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ caller) {
 		return
 	}
 	out := map[string]any{"required_bump": rep.Required.String(), "changes": rep.Changes}
-	if err := compat.Check(&from, &to); err != nil {
+	if err := compat.Gate(&from, &to, rep); err != nil {
 		out["refused"] = err.Error()
 	}
 	writeJSON(w, http.StatusOK, out)
