@@ -334,6 +334,21 @@ func (s *Server) callable(r *http.Request, cred *toolplane.Credential, tenant, n
 	return rng, granted && err == nil && cred.Admits(name), err
 }
 
+// visibleTool is visible for the one tool named, without walking the
+// catalogue: nil when the caller is not shown it.
+func (s *Server) visibleTool(r *http.Request, c caller, name string) (*registry.Tool, error) {
+	if c.cred.Kind == toolplane.CredentialPerson {
+		t, _ := s.Registry.Get(name)
+		return t, nil
+	}
+	p, err := s.principalFor(r, c.cred, r.URL.Query().Get("tenant_id"), name)
+	if err != nil || !p.Holds(name) {
+		return nil, err
+	}
+	t, _ := s.Registry.Resolve(name, p.Pins[name])
+	return t, nil
+}
+
 // visible answers the tools the caller is shown, each at the version it
 // would be given: a person sees the catalogue, an agent what it may call.
 func (s *Server) visible(r *http.Request, c caller) ([]*registry.Tool, error) {
@@ -368,16 +383,10 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
-	ts, err := s.visible(r, c)
+	t, err := s.visibleTool(r, c, r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
 		return
-	}
-	var t *registry.Tool
-	for _, v := range ts {
-		if v.Def.Name == r.PathValue("name") {
-			t = v
-		}
 	}
 	if t == nil {
 		s.fail(w, r, http.StatusNotFound, "not_found", "no tool named "+r.PathValue("name"), "")
