@@ -310,7 +310,7 @@ const SunsetWindow = 7 * 24 * time.Hour
 // to tell them). It answers the versions retired and blocked.
 func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err error) {
 	now := s.now()
-	due, _, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateDeprecated}}, "", 1000)
+	due, err := s.listVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateDeprecated}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("deprecated versions: %w", err)
 	}
@@ -332,7 +332,7 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 			retired = append(retired, ref)
 			continue
 		}
-		why := fmt.Sprintf("called in the last 7 days by %s", strings.Join(agents, ", "))
+		why := fmt.Sprintf("called in the last %d days by %s", int(SunsetWindow/(24*time.Hour)), strings.Join(agents, ", "))
 		if v.RetireBlocked != why {
 			if _, err := s.transition(ctx, v.Name, v.Version, "version.retire_blocked", system, func(w *toolplane.ToolVersion) error {
 				if w.State != toolplane.StateDeprecated {
@@ -440,25 +440,18 @@ func (s *Service) Refresh(ctx context.Context) error {
 	if s.loaded && rev == s.revision {
 		return nil
 	}
-	var vs []registry.Version
-	after := ""
-	for {
-		page, next, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated}}, after, 500)
-		if err != nil {
-			return fmt.Errorf("load the catalogue: %w", err)
+	rows, err := s.listVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated}})
+	if err != nil {
+		return fmt.Errorf("load the catalogue: %w", err)
+	}
+	vs := make([]registry.Version, 0, len(rows))
+	for _, tv := range rows {
+		var d toolplane.Definition
+		if err := json.Unmarshal(tv.Definition, &d); err != nil {
+			s.log.ErrorContext(ctx, "stored definition unreadable", "tool", tv.Name, "version", tv.Version, "err", err)
+			continue
 		}
-		for _, tv := range page {
-			var d toolplane.Definition
-			if err := json.Unmarshal(tv.Definition, &d); err != nil {
-				s.log.ErrorContext(ctx, "stored definition unreadable", "tool", tv.Name, "version", tv.Version, "err", err)
-				continue
-			}
-			vs = append(vs, registry.Version{Def: d, State: tv.State, SunsetAt: tv.SunsetAt, Replacement: tv.Replacement})
-		}
-		if next == "" {
-			break
-		}
-		after = next
+		vs = append(vs, registry.Version{Def: d, State: tv.State, SunsetAt: tv.SunsetAt, Replacement: tv.Replacement})
 	}
 	for _, p := range s.reg.SetVersions(Group, vs) {
 		s.log.WarnContext(ctx, "published version not served", "problem", p.String())
@@ -486,27 +479,38 @@ func (s *Service) Watch(ctx context.Context, every time.Duration) {
 
 // versions answers every version of a name, oldest first by precedence.
 func (s *Service) versions(ctx context.Context, name string) ([]versionedRow, error) {
-	var out []versionedRow
-	after := ""
-	for {
-		page, next, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{Name: name}, after, 500)
+	rows, err := s.listVersions(ctx, toolplane.VersionFilter{Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("versions of %s: %w", name, err)
+	}
+	out := make([]versionedRow, 0, len(rows))
+	for _, row := range rows {
+		ver, err := semver.Parse(row.Version)
 		if err != nil {
-			return nil, fmt.Errorf("versions of %s: %w", name, err)
+			continue
 		}
-		for i := range page {
-			ver, err := semver.Parse(page[i].Version)
-			if err != nil {
-				continue
-			}
-			out = append(out, versionedRow{ToolVersion: page[i], ver: ver})
-		}
-		if next == "" {
-			break
-		}
-		after = next
+		out = append(out, versionedRow{ToolVersion: row, ver: ver})
 	}
 	sort.Slice(out, func(i, j int) bool { return semver.Compare(out[i].ver, out[j].ver) < 0 })
 	return out, nil
+}
+
+// listVersions answers every stored version the filter matches, page by
+// page: a caller never stops at the first page.
+func (s *Service) listVersions(ctx context.Context, f toolplane.VersionFilter) ([]toolplane.ToolVersion, error) {
+	var out []toolplane.ToolVersion
+	after := ""
+	for {
+		page, next, err := s.store.ListToolVersions(ctx, f, after, 500)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		after = next
+	}
 }
 
 // versionedRow is a stored version with its parsed version.
