@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,13 +49,20 @@ func TestDiffAdversarial(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
 			for _, side := range []Side{SideInput, SideOutput} {
-				_, _ = Diff(json.RawMessage(tc.a), json.RawMessage(tc.b), side)
-				_, _ = Diff(json.RawMessage(tc.b), json.RawMessage(tc.a), side)
+				for _, pair := range [][2]string{{tc.a, tc.b}, {tc.b, tc.a}} {
+					if _, err := Diff(json.RawMessage(pair[0]), json.RawMessage(pair[1]), side); err != nil && !errors.Is(err, ErrTooComplex) {
+						t.Fatalf("Diff = %v; want an answer or ErrTooComplex", err)
+					}
+				}
 				if cs, err := Diff(json.RawMessage(tc.a), json.RawMessage(tc.a), side); err != nil || len(cs) != 0 {
 					t.Fatalf("Diff(x, x) = %d changes, %v", len(cs), err)
 				}
 			}
-			t.Logf("%v", time.Since(start))
+			// Generous for a shared machine under -race; a walk that blew
+			// up would take orders of magnitude longer.
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("took %v", took)
+			}
 		})
 	}
 }
