@@ -27,10 +27,8 @@ const (
 	StateRetired VersionState = "retired"
 )
 
-// Discoverable reports whether agents are shown a version in this state.
-func (s VersionState) Discoverable() bool { return s == StateActive || s == StateDeprecated }
-
-// Callable reports whether a version in this state may be called.
+// Callable reports whether a version in this state may be called, and so
+// is shown to agents: the two never differ.
 func (s VersionState) Callable() bool { return s == StateActive || s == StateDeprecated }
 
 // ToolVersion is one published version of a tool: the definition as

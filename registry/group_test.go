@@ -50,8 +50,10 @@ func TestSetGroupReplacesOnlyItsOwnTools(t *testing.T) {
 			t.Errorf("%s: problems %v", tt.name, ps)
 		}
 		var got []string
-		for _, tool := range r.Group("conn-1") {
-			got = append(got, tool.Def.Name)
+		for _, tool := range r.Tools() {
+			if r.GroupOf(tool.Def.Name) == "conn-1" {
+				got = append(got, tool.Def.Name)
+			}
 		}
 		if len(got) != len(tt.want) || (len(got) > 0 && got[0] != tt.want[0]) || (len(got) > 1 && got[1] != tt.want[1]) {
 			t.Errorf("%s: group %v, want %v", tt.name, got, tt.want)

@@ -301,18 +301,6 @@ func (r *Registry) Resolve(name, rng string) (*Tool, bool) {
 // GroupOf answers the group a tool name belongs to ("" for Build's).
 func (r *Registry) GroupOf(name string) string { return r.state.Load().group[name] }
 
-// Group answers the tools of one group, sorted by platform name.
-func (r *Registry) Group(group string) []*Tool {
-	cat := r.state.Load()
-	var out []*Tool
-	for _, t := range cat.sorted {
-		if cat.group[t.Def.Name] == group {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // sameTools reports whether two catalogues hold the same tools at the same
 // versions and contracts.
 func sameTools(a, b *catalogue) bool {

@@ -6,27 +6,28 @@ import (
 	"github.com/toolplane/toolplane/semver"
 )
 
-// A reference pins a tool to a range; the version a caller is given is the
-// newest published one the range contains.
-func ExampleLatest() {
+// A reference pins a tool to a range; a version is given only if the
+// range contains it.
+func ExampleSplitRef() {
 	name, text := semver.SplitRef("payments.refund_order@^2.1.0")
 	r, err := semver.ParseRange(text)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	var published []semver.Version
-	for _, s := range []string{"2.0.0", "2.1.0", "2.4.1", "2.5.0-rc.1", "3.0.0"} {
+	for _, s := range []string{"2.0.0", "2.4.1", "2.5.0-rc.1", "3.0.0"} {
 		v, err := semver.Parse(s)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		published = append(published, v)
+		fmt.Println(name, r, v, r.Contains(v))
 	}
-	v, ok := semver.Latest(r, published)
-	fmt.Println(name, r, v, ok)
-	// Output: payments.refund_order ^2.1.0 2.4.1 true
+	// Output:
+	// payments.refund_order ^2.1.0 2.0.0 false
+	// payments.refund_order ^2.1.0 2.4.1 true
+	// payments.refund_order ^2.1.0 2.5.0-rc.1 false
+	// payments.refund_order ^2.1.0 3.0.0 false
 }
 
 func ExampleParse() {

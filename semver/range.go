@@ -139,21 +139,6 @@ func (r Range) String() string {
 	return "*"
 }
 
-// Latest answers the greatest version of vs that r contains, and false
-// when it contains none. Of versions that differ only in build metadata,
-// and so tie under Compare, the first in vs is answered: nothing else
-// ranks one build above the other.
-func Latest(r Range, vs []Version) (Version, bool) {
-	var best Version
-	found := false
-	for _, v := range vs {
-		if r.Contains(v) && (!found || Compare(v, best) > 0) {
-			best, found = v, true
-		}
-	}
-	return best, found
-}
-
 // SplitRef splits a tool reference ("payments.refund_order@^2.1.0") into
 // the name and the range text, which is "" when the reference has no '@'
 // (ParseRange reads "" as any version). It splits at the first '@': tool

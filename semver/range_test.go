@@ -191,48 +191,6 @@ func TestZeroRange(t *testing.T) {
 	}
 }
 
-func TestLatest(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name string
-		rng  string
-		vs   []string
-		want string // "" for none
-	}{
-		{"caret orders numerically", "^2.1.0", []string{"2.0.0", "2.10.0", "2.1.0", "2.9.1", "3.0.0", "2.11.0-rc.1"}, "2.10.0"},
-		{"tilde", "~2.1.0", []string{"2.1.3", "2.2.0", "2.1.10", "2.1.9"}, "2.1.10"},
-		{"exact", "2.1.0", []string{"2.1.1", "2.1.0", "2.0.0"}, "2.1.0"},
-		{"any skips prereleases", "*", []string{"1.0.0", "2.0.0-rc.1", "0.9.0"}, "1.0.0"},
-		{"prerelease range", "^2.2.0-rc.1", []string{"2.2.0-rc.1", "2.2.0-rc.2", "2.3.0-rc.1"}, "2.2.0-rc.2"},
-		{"prerelease range prefers the release", "^2.2.0-rc.1", []string{"2.2.0-rc.2", "2.2.0"}, "2.2.0"},
-		{"0.x caret", "^0.2.0", []string{"0.2.1", "0.3.0", "0.2.7", "1.0.0"}, "0.2.7"},
-		{"builds tie: first wins", "2.1.0", []string{"2.1.0+a", "2.1.0+b"}, "2.1.0+a"},
-		{"builds tie the other way round", "^2.1.0", []string{"2.1.0+b", "2.1.0+a"}, "2.1.0+b"},
-		{"none contained", "^3.0.0", []string{"2.0.0", "4.0.0", "3.1.0-rc.1"}, ""},
-		{"no versions", "*", nil, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r, err := semver.ParseRange(tc.rng)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var vs []semver.Version
-			for _, s := range tc.vs {
-				vs = append(vs, parse(t, s))
-			}
-			got, ok := semver.Latest(r, vs)
-			if ok != (tc.want != "") || (ok && got.String() != tc.want) {
-				t.Errorf("Latest(%q, %q) = %s, %v; want %q", tc.rng, tc.vs, got, ok, tc.want)
-			}
-			if !ok && got.String() != "0.0.0" {
-				t.Errorf("no match answered %s, want the zero Version", got)
-			}
-		})
-	}
-}
-
 func TestSplitRef(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ ref, name, rng string }{
