@@ -72,7 +72,7 @@ func verify(ctx context.Context, store Getter, id, secret string, now time.Time)
 		return nil, ErrInvalid
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	case !cred.RevokedAt.IsZero(), !cred.ExpiresAt.IsZero() && !now.Before(cred.ExpiresAt), !Verify(cred.Hash, secret):
+	case !cred.RevokedAt.IsZero(), expired(cred, now), !Verify(cred.Hash, secret):
 		return nil, ErrInvalid
 	}
 	return cred, nil
