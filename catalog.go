@@ -2,6 +2,7 @@ package toolplane
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -117,6 +118,16 @@ type Grant struct {
 	// RevokedAt is zero while the grant stands.
 	RevokedAt time.Time
 	RevokedBy string
+}
+
+// CheckTarget refuses a grant naming both a pattern and a bundle, or
+// neither, with an error that says which: the rule every store and the
+// grant service hold a grant to.
+func (g *Grant) CheckTarget() error {
+	if (g.Pattern == "") == (g.Bundle == "") {
+		return fmt.Errorf("a grant names exactly one of a pattern and a bundle, not pattern %q and bundle %q", g.Pattern, g.Bundle)
+	}
+	return nil
 }
 
 // Deny refuses tools to an agent identity, or to every agent of the

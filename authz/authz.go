@@ -105,11 +105,12 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 	if !by.HasRole(toolplane.RoleAgentOperator, "") {
 		return fmt.Errorf("%w: grants are made by an agent_operator or a platform_admin", ErrForbidden)
 	}
+	if err := g.CheckTarget(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	switch {
 	case g.AgentID == "" || g.AgentID == toolplane.EveryAgent:
 		return fmt.Errorf("%w: agent_id: name one agent identity", ErrInvalid)
-	case (g.Pattern == "") == (g.Bundle == ""):
-		return fmt.Errorf("%w: give exactly one of pattern and bundle", ErrInvalid)
 	case g.Pattern != "":
 		if err := checkPattern(g.Pattern, true); err != nil {
 			return err

@@ -40,20 +40,10 @@ func scanGrant(r scanner) (toolplane.Grant, error) {
 	return g, nil
 }
 
-// checkGrantTarget refuses a grant naming both a pattern and a bundle, or
-// neither, before the table's CHECK constraint would, with an error that
-// says which.
-func checkGrantTarget(g *toolplane.Grant) error {
-	if (g.Pattern == "") == (g.Bundle == "") {
-		return fmt.Errorf("a grant names exactly one of a pattern and a bundle, not pattern %q and bundle %q", g.Pattern, g.Bundle)
-	}
-	return nil
-}
-
 // InsertGrant stores g, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a grant with that ID.
 func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
-	if err := checkGrantTarget(g); err != nil {
+	if err := g.CheckTarget(); err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
 	scope, err := names("tenant scope", g.TenantScope)

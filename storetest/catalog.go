@@ -441,7 +441,9 @@ func testCatalogList(t *testing.T, s toolplane.Store) {
 		{"owner and state", toolplane.VersionFilter{Owner: owner, States: []toolplane.VersionState{toolplane.StateActive}},
 			func(v toolplane.ToolVersion) bool { return v.State == toolplane.StateActive }},
 		{"owner and states", toolplane.VersionFilter{Owner: owner, States: []toolplane.VersionState{toolplane.StateDeprecated, toolplane.StateActive}},
-			func(v toolplane.ToolVersion) bool { return v.State == toolplane.StateDeprecated || v.State == toolplane.StateActive }},
+			func(v toolplane.ToolVersion) bool {
+				return v.State == toolplane.StateDeprecated || v.State == toolplane.StateActive
+			}},
 		{"every field", toolplane.VersionFilter{Owner: owner, Name: p + ".a", States: []toolplane.VersionState{toolplane.StateRetired, toolplane.StateInReview}},
 			func(v toolplane.ToolVersion) bool {
 				return v.Name == p+".a" && (v.State == toolplane.StateRetired || v.State == toolplane.StateInReview)

@@ -532,8 +532,8 @@ func storedGrant(g toolplane.Grant) toolplane.Grant {
 }
 
 func (m *memStore) InsertGrant(_ context.Context, g *toolplane.Grant) error {
-	if (g.Pattern == "") == (g.Bundle == "") {
-		return errors.New("exactly one of pattern and bundle")
+	if err := g.CheckTarget(); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
