@@ -929,9 +929,38 @@ func (c *cmp) list(k string) (ol, nl []any, oHas, nHas, ok bool) {
 	return ol, nl, oHas, nHas, (!oHas || ok1) && (!nHas || ok2)
 }
 
-func (c *cmp) comparePairs(k string, ol, nl []any, pairs [][2]int) {
+// branches answers keyword k's lists on both sides, and whether they are
+// to be compared branch by branch: not when unchanged, nor when either is
+// not a list (reported as opaque).
+func (c *cmp) branches(k string) (ol, nl []any, oHas, nHas, ok bool) {
+	if c.unchanged(k) {
+		return nil, nil, false, false, false
+	}
+	if ol, nl, oHas, nHas, ok = c.list(k); !ok {
+		c.opaque(k)
+	}
+	return ol, nl, oHas, nHas, ok
+}
+
+// pairBranches compares the branches match pairs, and answers the indexes
+// of the old and the new branches left unpaired.
+func (c *cmp) pairBranches(k string, ol, nl []any) (oExtra, nExtra []int) {
+	pairs, oExtra, nExtra := match(ol, nl)
 	for _, p := range pairs {
 		c.d.compare(ol[p[0]], c.o[k].at+"/"+strconv.Itoa(p[0]), nl[p[1]], c.n[k].at+"/"+strconv.Itoa(p[1]), c.path)
+	}
+	return oExtra, nExtra
+}
+
+// unpaired records each branch only one side has: the new side's when
+// added, the old side's otherwise; msg formats the branch's index.
+func (c *cmp) unpaired(k string, idx []int, added bool, kind Kind, bump Bump, msg string) {
+	side := c.o[k].at
+	if added {
+		side = c.n[k].at
+	}
+	for _, i := range idx {
+		c.d.add(c.path, side+"/"+strconv.Itoa(i), kind, bump, msg, i)
 	}
 }
 
@@ -939,29 +968,17 @@ func (c *cmp) comparePairs(k string, ol, nl []any, pairs [][2]int) {
 // by branch: every branch must hold, so a wider branch widens the whole.
 func (c *cmp) allOf() {
 	const k = "allOf"
-	if c.unchanged(k) {
-		return
-	}
-	ol, nl, oHas, nHas, ok := c.list(k)
-	if !ok {
-		c.opaque(k)
-		return
-	}
+	ol, nl, oHas, nHas, ok := c.branches(k)
 	switch {
+	case !ok:
 	case !oHas:
 		c.d.add(c.path, c.at(k), KindConstraintNarrowed, c.d.narrowed(), "allOf added: values must also match %d more schema(s)", len(nl))
-		return
 	case !nHas:
 		c.d.add(c.path, c.at(k), KindConstraintWidened, c.d.widened(), "allOf removed: %d schema(s) no longer apply", len(ol))
-		return
-	}
-	pairs, oExtra, nExtra := match(ol, nl)
-	c.comparePairs(k, ol, nl, pairs)
-	for _, j := range nExtra {
-		c.d.add(c.path, c.n[k].at+"/"+strconv.Itoa(j), KindConstraintNarrowed, c.d.narrowed(), "allOf: a schema values must also match was added")
-	}
-	for _, i := range oExtra {
-		c.d.add(c.path, c.o[k].at+"/"+strconv.Itoa(i), KindConstraintWidened, c.d.widened(), "allOf: a schema values had to match was removed")
+	default:
+		oExtra, nExtra := c.pairBranches(k, ol, nl)
+		c.unpaired(k, nExtra, true, KindConstraintNarrowed, c.d.narrowed(), "allOf: schema %d, which values must also match, was added")
+		c.unpaired(k, oExtra, false, KindConstraintWidened, c.d.widened(), "allOf: schema %d, which values had to match, was removed")
 	}
 }
 
@@ -971,29 +988,17 @@ func (c *cmp) allOf() {
 // because the whole only narrows if some branch narrows or goes away.
 func (c *cmp) anyOf() {
 	const k = "anyOf"
-	if c.unchanged(k) {
-		return
-	}
-	ol, nl, oHas, nHas, ok := c.list(k)
-	if !ok {
-		c.opaque(k)
-		return
-	}
+	ol, nl, oHas, nHas, ok := c.branches(k)
 	switch {
+	case !ok:
 	case !oHas:
 		c.d.add(c.path, c.at(k), KindConstraintNarrowed, c.d.narrowed(), "anyOf added: values must now match one of %d alternatives", len(nl))
-		return
 	case !nHas:
 		c.d.add(c.path, c.at(k), KindConstraintWidened, c.d.widened(), "anyOf removed: values no longer need to match one of %d alternatives", len(ol))
-		return
-	}
-	pairs, oExtra, nExtra := match(ol, nl)
-	c.comparePairs(k, ol, nl, pairs)
-	for _, j := range nExtra {
-		c.d.add(c.path, c.n[k].at+"/"+strconv.Itoa(j), KindConstraintWidened, c.d.widened(), "anyOf: alternative %d added", j)
-	}
-	for _, i := range oExtra {
-		c.d.add(c.path, c.o[k].at+"/"+strconv.Itoa(i), KindConstraintNarrowed, c.d.narrowed(), "anyOf: alternative %d removed", i)
+	default:
+		oExtra, nExtra := c.pairBranches(k, ol, nl)
+		c.unpaired(k, nExtra, true, KindConstraintWidened, c.d.widened(), "anyOf: alternative %d added")
+		c.unpaired(k, oExtra, false, KindConstraintNarrowed, c.d.narrowed(), "anyOf: alternative %d removed")
 	}
 }
 
@@ -1002,31 +1007,21 @@ func (c *cmp) anyOf() {
 // bump; everything else needs MAJOR.
 func (c *cmp) oneOf() {
 	const k = "oneOf"
-	if c.unchanged(k) {
-		return
-	}
-	ol, nl, oHas, nHas, ok := c.list(k)
-	if !ok {
-		c.opaque(k)
-		return
-	}
-	if !oHas || !nHas {
+	ol, nl, oHas, nHas, ok := c.branches(k)
+	switch {
+	case !ok:
+	case !oHas || !nHas:
 		verb := "added"
 		if !nHas {
 			verb = "removed"
 		}
 		c.d.add(c.path, c.at(k), KindConstraintChanged, Major, "oneOf %s; exactly-one-of alternatives are not analysed", verb)
-		return
-	}
-	pairs, oExtra, nExtra := match(ol, nl)
-	start := len(c.d.changes)
-	c.comparePairs(k, ol, nl, pairs)
-	c.d.escalate(start, "inside oneOf, where a wider alternative can overlap another and refuse a value")
-	for _, j := range nExtra {
-		c.d.add(c.path, c.n[k].at+"/"+strconv.Itoa(j), KindConstraintChanged, Major, "oneOf: alternative %d added; it may overlap an existing one and refuse values that matched exactly one", j)
-	}
-	for _, i := range oExtra {
-		c.d.add(c.path, c.o[k].at+"/"+strconv.Itoa(i), KindConstraintChanged, Major, "oneOf: alternative %d removed", i)
+	default:
+		start := len(c.d.changes)
+		oExtra, nExtra := c.pairBranches(k, ol, nl)
+		c.d.escalate(start, "inside oneOf, where a wider alternative can overlap another and refuse a value")
+		c.unpaired(k, nExtra, true, KindConstraintChanged, Major, "oneOf: alternative %d added; it may overlap an existing one and refuse values that matched exactly one")
+		c.unpaired(k, oExtra, false, KindConstraintChanged, Major, "oneOf: alternative %d removed")
 	}
 }
 
