@@ -229,8 +229,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Fail(toolplane.CodeDenied, fmt.Sprintf("%s is not allowed for this caller: %s. Do not retry it; choose another way or tell the user.", tool.Model, dec.Reason)), nil
 	case policy.RequireApproval:
 		if !approved {
-			r, err, proceed := c.requireApproval(ctx)
-			if !proceed {
+			if r, proceed, err := c.fileApproval(ctx); !proceed {
 				return r, err
 			}
 		}
@@ -376,44 +375,35 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 	return toolplane.Result{}, false
 }
 
-// requireApproval files the approval (or answers a prior rejection or a
-// still-pending approval of the same call) and returns ApprovalRequired.
-func (c *call) requireApproval(ctx context.Context) (toolplane.Result, error, bool) {
-	r, err := c.fileApproval(ctx)
-	if errors.Is(err, errApproved) {
-		return toolplane.Result{}, nil, true
-	}
-	return r, err, false
-}
-
-// errApproved: a person already approved this exact call; it proceeds.
-var errApproved = errors.New("approved")
-
-func (c *call) fileApproval(ctx context.Context) (toolplane.Result, error) {
+// fileApproval files the approval of the call, or finds the one filed
+// before: a prior rejection answers it, a pending approval (or a new one)
+// answers ApprovalRequired, and a person's approval of this exact call
+// lets it proceed.
+func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bool, err error) {
 	iv, inv, d := c.iv, c.inv, &c.tool.Def
 	if iv.cfg.Approvals == nil {
-		return iv.fault(ctx, "policy asked for an approval and no approval service is wired", d.Name), nil
+		return iv.fault(ctx, "policy asked for an approval and no approval service is wired", d.Name), false, nil
 	}
 	if inv.RunID == "" {
-		return iv.fault(ctx, "an approval needs a run and the call carried none", d.Name), nil
+		return iv.fault(ctx, "an approval needs a run and the call carried none", d.Name), false, nil
 	}
 	if err := c.identify(); err != nil {
-		return toolplane.Result{}, err
+		return toolplane.Result{}, false, err
 	}
 	prior, err := iv.cfg.Approvals.Prior(ctx, inv.OrganizationID, inv.RunID, c.key, d.Name, c.hash)
 	if err != nil {
-		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 	}
 	rej, pending := prior.Rejected, prior.Pending
 	if rej != nil {
 		c.audit.ApprovalID = rej.ID
-		return rejected(c.tool, rej), nil
+		return rejected(c.tool, rej), false, nil
 	}
 	if a := prior.Approved; a != nil {
 		// The same call, asked again after a person approved it (before
 		// or after the approval's own execution): it is that call.
 		c.audit.ApprovalID = a.ID
-		return toolplane.Result{}, errApproved
+		return toolplane.Result{}, true, nil
 	}
 	if pending != nil {
 		c.audit.ApprovalID = pending.ID
@@ -421,20 +411,20 @@ func (c *call) fileApproval(ctx context.Context) (toolplane.Result, error) {
 		// this heals a filing whose scheduling failed.
 		if iv.sched != nil {
 			if err := iv.sched.ApprovalFiled(ctx, pending); err != nil {
-				return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+				return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 			}
 		}
-		return toolplane.Result{}, &ApprovalRequired{ID: pending.ID, ExpiresAt: pending.ExpiresAt, Preview: pending.Preview}
+		return toolplane.Result{}, false, &ApprovalRequired{ID: pending.ID, ExpiresAt: pending.ExpiresAt, Preview: pending.Preview}
 	}
 	argsJSON, err := canonical.Marshal(c.args)
 	if err != nil {
-		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 	}
 	stored := *inv
 	stored.AuthorizedBy = ""
 	invJSON, err := approval.EncodeInvocation(&stored)
 	if err != nil {
-		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 	}
 	a := &toolplane.Approval{
 		OrganizationID: inv.OrganizationID, RunID: inv.RunID, StepPath: inv.StepPath,
@@ -452,15 +442,15 @@ func (c *call) fileApproval(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 	if err := iv.cfg.Approvals.File(ctx, a); err != nil {
-		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 	}
 	c.audit.ApprovalID = a.ID
 	if iv.sched != nil {
 		if err := iv.sched.ApprovalFiled(ctx, a); err != nil {
-			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+			return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 		}
 	}
-	return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview}
+	return toolplane.Result{}, false, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview}
 }
 
 // resolveRemote checks that the server behind a remote tool still
