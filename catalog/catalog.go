@@ -409,6 +409,11 @@ func (s *Service) transition(ctx context.Context, name, version, kind string, by
 		return nil, fmt.Errorf("%w: %s %s changed meanwhile; read it again", ErrConflict, name, version)
 	}
 	s.record(ctx, by, kind, v, map[string]any{"from": from, "to": v.State, "note": v.ReviewNote, "sunset_at": v.SunsetAt, "replacement": v.Replacement, "retire_blocked": v.RetireBlocked})
+	if !from.Callable() && !v.State.Callable() {
+		// Nothing agents are shown changed (a submission, a rejection):
+		// the registry stays as it is.
+		return v, nil
+	}
 	return v, s.Refresh(ctx)
 }
 
