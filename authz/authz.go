@@ -62,7 +62,8 @@ func (s *Service) OnChange(fn func()) {
 type view struct {
 	rev     int64
 	checked time.Time
-	grants  []toolplane.Grant
+	// grants are by agent: a decision reads only its agent's.
+	grants  map[string][]toolplane.Grant
 	denies  []toolplane.Deny
 	bundles map[string]toolplane.Bundle
 }
@@ -258,7 +259,10 @@ func (s *Service) load(ctx context.Context, org string) (*view, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundles: %w", err)
 	}
-	nv := &view{rev: rev, checked: now, grants: grants, denies: denies, bundles: map[string]toolplane.Bundle{}}
+	nv := &view{rev: rev, checked: now, grants: map[string][]toolplane.Grant{}, denies: denies, bundles: map[string]toolplane.Bundle{}}
+	for _, g := range grants {
+		nv.grants[g.AgentID] = append(nv.grants[g.AgentID], g)
+	}
 	for _, b := range bundles {
 		nv.bundles[b.Name] = b
 	}
@@ -290,9 +294,10 @@ type Why struct {
 func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *toolplane.Deny) {
 	now := s.now()
 	deny = v.deny(agent, name)
-	for i := range v.grants {
-		g := &v.grants[i]
-		if g.AgentID != agent || (!g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt)) {
+	grants := v.grants[agent]
+	for i := range grants {
+		g := &grants[i]
+		if !g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt) {
 			continue
 		}
 		if len(g.TenantScope) > 0 && !slices.Contains(g.TenantScope, tenant) {
