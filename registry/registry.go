@@ -286,16 +286,23 @@ func (r *Registry) Resolve(name, rng string) (*Tool, bool) {
 	if err != nil {
 		return nil, false
 	}
-	var in []*Tool
-	for _, t := range cat.versions[name] {
-		if want.Contains(t.version) {
-			in = append(in, t)
+	// Newest first: the first active version the range holds, else the
+	// newest one it holds at all.
+	var newest *Tool
+	vs := cat.versions[name]
+	for i := len(vs) - 1; i >= 0; i-- {
+		t := vs[i]
+		if !want.Contains(t.version) {
+			continue
+		}
+		if t.State == toolplane.StateActive {
+			return t, true
+		}
+		if newest == nil {
+			newest = t
 		}
 	}
-	if len(in) == 0 {
-		return nil, false
-	}
-	return defaultVersion(in), true
+	return newest, newest != nil
 }
 
 // GroupOf answers the group a tool name belongs to ("" for Build's).
