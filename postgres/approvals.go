@@ -100,7 +100,7 @@ func (s *Store) FindApprovals(ctx context.Context, org, runID, key string) ([]to
 	if err != nil {
 		return nil, fmt.Errorf("find approvals for run %s: %w", runID, err)
 	}
-	out, err := collectApprovals(rows)
+	out, err := collect(rows, scanApproval)
 	if err != nil {
 		return nil, fmt.Errorf("find approvals for run %s: %w", runID, err)
 	}
@@ -133,7 +133,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	if err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	out, err := collectApprovals(rows)
+	out, err := collect(rows, scanApproval)
 	if err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
@@ -143,20 +143,6 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	out = out[:limit]
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Approvals, micros(last.CreatedAt), last.ID), nil
-}
-
-// collectApprovals scans and closes rows.
-func collectApprovals(rows pgx.Rows) ([]toolplane.Approval, error) {
-	defer rows.Close()
-	var out []toolplane.Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index

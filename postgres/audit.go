@@ -134,7 +134,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
-	out, err := collectEvents(rows)
+	out, err := collect(rows, scanEvent)
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
@@ -144,18 +144,4 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	out = out[:limit]
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
-}
-
-// collectEvents scans and closes rows.
-func collectEvents(rows pgx.Rows) ([]toolplane.AuditEvent, error) {
-	defer rows.Close()
-	var out []toolplane.AuditEvent
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }

@@ -158,7 +158,7 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}
-	out, err := collectClaims(rows)
+	out, err := collect(rows, scanClaim)
 	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}
@@ -168,18 +168,4 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	out = out[:limit]
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Claims, micros(last.CreatedAt), last.Tool, last.Key), nil
-}
-
-// collectClaims scans and closes rows.
-func collectClaims(rows pgx.Rows) ([]toolplane.Claim, error) {
-	defer rows.Close()
-	var out []toolplane.Claim
-	for rows.Next() {
-		c, err := scanClaim(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }

@@ -322,17 +322,3 @@ func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after strin
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Changes, micros(last.CreatedAt), last.ID), nil
 }
-
-// collect scans rows with scan and closes them.
-func collect[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}

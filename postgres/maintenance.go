@@ -23,7 +23,7 @@ func (s *Store) ExpiredClaims(ctx context.Context, before time.Time, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("expired claims: %w", err)
 	}
-	cs, err := collectClaims(rows)
+	cs, err := collect(rows, scanClaim)
 	if err != nil {
 		return nil, fmt.Errorf("expired claims: %w", err)
 	}
@@ -60,7 +60,7 @@ func (s *Store) ApprovedApprovals(ctx context.Context, since time.Time, limit in
 	if err != nil {
 		return nil, fmt.Errorf("approved approvals: %w", err)
 	}
-	as, err := collectApprovals(rows)
+	as, err := collect(rows, scanApproval)
 	if err != nil {
 		return nil, fmt.Errorf("approved approvals: %w", err)
 	}

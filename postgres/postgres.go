@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -80,6 +81,20 @@ func isDuplicate(err error) bool {
 // A scanner is a pgx.Row or pgx.Rows.
 type scanner interface {
 	Scan(dest ...any) error
+}
+
+// collect scans rows with scan and closes them.
+func collect[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // zeroMicros is the zero time.Time in unix microseconds, as a NOT NULL time

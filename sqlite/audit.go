@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
@@ -152,7 +151,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
-	out, err := collectEvents(rows)
+	out, err := collect(rows, scanEvent)
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
@@ -162,18 +161,4 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	out = out[:limit]
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
-}
-
-// collectEvents scans and closes rows.
-func collectEvents(rows *sql.Rows) ([]toolplane.AuditEvent, error) {
-	defer rows.Close()
-	var out []toolplane.AuditEvent
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }

@@ -135,7 +135,7 @@ func (s *Store) ListCredentials(ctx context.Context, org, after string, limit in
 	if err != nil {
 		return nil, "", fmt.Errorf("list credentials: %w", err)
 	}
-	out, err := collectCredentials(rows)
+	out, err := collect(rows, scanCredential)
 	if err != nil {
 		return nil, "", fmt.Errorf("list credentials: %w", err)
 	}
@@ -204,18 +204,4 @@ func (s *Store) TouchCredential(ctx context.Context, org, id string, at time.Tim
 		return fmt.Errorf("touch credential %s: %w", id, toolplane.ErrNotFound)
 	}
 	return nil
-}
-
-// collectCredentials scans and closes rows.
-func collectCredentials(rows *sql.Rows) ([]toolplane.Credential, error) {
-	defer rows.Close()
-	var out []toolplane.Credential
-	for rows.Next() {
-		c, err := scanCredential(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }

@@ -82,16 +82,8 @@ func (s *Store) ListGrants(ctx context.Context, org, agentID string, withRevoked
 	if err != nil {
 		return nil, fmt.Errorf("list grants: %w", err)
 	}
-	defer rows.Close()
-	var out []toolplane.Grant
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list grants: %w", err)
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanGrant)
+	if err != nil {
 		return nil, fmt.Errorf("list grants: %w", err)
 	}
 	return out, nil
@@ -144,20 +136,8 @@ func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, e
 	if err != nil {
 		return nil, fmt.Errorf("list denies: %w", err)
 	}
-	defer rows.Close()
-	var out []toolplane.Deny
-	for rows.Next() {
-		var (
-			d       toolplane.Deny
-			created int64
-		)
-		if err := rows.Scan(&d.OrganizationID, &d.ID, &d.AgentID, &d.Pattern, &d.Reason, &d.CreatedBy, &created); err != nil {
-			return nil, fmt.Errorf("list denies: %w", err)
-		}
-		d.CreatedAt = fromMicros(created)
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanDeny)
+	if err != nil {
 		return nil, fmt.Errorf("list denies: %w", err)
 	}
 	return out, nil
@@ -181,6 +161,26 @@ func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
 }
 
 const bundleColumns = `organization_id, name, refs, created_by, created_at, updated_at`
+
+func scanDeny(r scanner) (toolplane.Deny, error) {
+	var (
+		d       toolplane.Deny
+		created int64
+	)
+	err := r.Scan(&d.OrganizationID, &d.ID, &d.AgentID, &d.Pattern, &d.Reason, &d.CreatedBy, &created)
+	d.CreatedAt = fromMicros(created)
+	return d, err
+}
+
+func scanChange(r scanner) (toolplane.Change, error) {
+	var (
+		c       toolplane.Change
+		created int64
+	)
+	err := r.Scan(&c.OrganizationID, &c.ID, &c.Kind, &c.Subject, &c.Actor, &c.Detail, &created)
+	c.CreatedAt = fromMicros(created)
+	return c, err
+}
 
 func scanBundle(r scanner) (toolplane.Bundle, error) {
 	var (
@@ -239,16 +239,8 @@ func (s *Store) ListBundles(ctx context.Context, org string) ([]toolplane.Bundle
 	if err != nil {
 		return nil, fmt.Errorf("list bundles: %w", err)
 	}
-	defer rows.Close()
-	var out []toolplane.Bundle
-	for rows.Next() {
-		b, err := scanBundle(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list bundles: %w", err)
-		}
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanBundle)
+	if err != nil {
 		return nil, fmt.Errorf("list bundles: %w", err)
 	}
 	return out, nil
@@ -317,20 +309,8 @@ func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after strin
 	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
-	defer rows.Close()
-	var out []toolplane.Change
-	for rows.Next() {
-		var (
-			c       toolplane.Change
-			created int64
-		)
-		if err := rows.Scan(&c.OrganizationID, &c.ID, &c.Kind, &c.Subject, &c.Actor, &c.Detail, &created); err != nil {
-			return nil, "", fmt.Errorf("list changes: %w", err)
-		}
-		c.CreatedAt = fromMicros(created)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanChange)
+	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
 	if len(out) <= limit {

@@ -355,6 +355,20 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// collect scans rows with scan and closes them.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // zeroMicros is the zero time.Time in unix microseconds, as a NOT NULL time
 // column holds it.
 var zeroMicros = time.Time{}.UnixMicro()
