@@ -237,31 +237,9 @@ func testApprovalFindNewestFirst(t *testing.T, s toolplane.Store) {
 // not nil) after each page but the last.
 func listApprovals(t *testing.T, s toolplane.Store, org string, status toolplane.ApprovalStatus, limit int, between func()) []toolplane.Approval {
 	t.Helper()
-	var all []toolplane.Approval
-	after := ""
-	for page := 0; ; page++ {
-		if page > 10_000 {
-			t.Fatalf("ListApprovals did not end after %d pages", page)
-		}
-		rows, next, err := s.ListApprovals(t.Context(), org, status, after, limit)
-		if err != nil {
-			t.Fatalf("ListApprovals(page %d) = %v", page, err)
-		}
-		if len(rows) > limit {
-			t.Fatalf("ListApprovals(limit %d) answered %d rows", limit, len(rows))
-		}
-		all = append(all, rows...)
-		if next == "" {
-			return all
-		}
-		if len(rows) == 0 {
-			t.Fatalf("ListApprovals answered an empty page with a next cursor")
-		}
-		after = next
-		if between != nil {
-			between()
-		}
-	}
+	return pageAll(t, "ListApprovals", limit, between, func(after string) ([]toolplane.Approval, string, error) {
+		return s.ListApprovals(t.Context(), org, status, after, limit)
+	})
 }
 
 func testApprovalListByStatus(t *testing.T, s toolplane.Store) {

@@ -60,40 +60,14 @@ func compareEvents(a, b toolplane.AuditEvent) int {
 // listAudit pages through every matching event.
 func listAudit(t *testing.T, s toolplane.Store, org string, f toolplane.AuditFilter, limit int) []toolplane.AuditEvent {
 	t.Helper()
-	var all []toolplane.AuditEvent
-	after := ""
-	for page := 0; ; page++ {
-		if page > 10_000 {
-			t.Fatalf("ListAudit did not end after %d pages", page)
-		}
-		rows, next, err := s.ListAudit(t.Context(), org, f, after, limit)
-		if err != nil {
-			t.Fatalf("ListAudit(page %d) = %v", page, err)
-		}
-		if len(rows) > limit {
-			t.Fatalf("ListAudit(limit %d) answered %d rows", limit, len(rows))
-		}
-		all = append(all, rows...)
-		if next == "" {
-			return all
-		}
-		if len(rows) == 0 {
-			t.Fatalf("ListAudit answered an empty page with a next cursor")
-		}
-		after = next
-	}
+	return pageAll(t, "ListAudit", limit, nil, func(after string) ([]toolplane.AuditEvent, string, error) {
+		return s.ListAudit(t.Context(), org, f, after, limit)
+	})
 }
 
 func wantEvents(t *testing.T, got, want []toolplane.AuditEvent) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("listed %d events, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if d := diff(got[i], want[i]); d != "" {
-			t.Errorf("row %d (%s): %s", i, want[i].ID, d)
-		}
-	}
+	wantRows(t, "ListAudit", got, want, func(e toolplane.AuditEvent) string { return e.ID })
 }
 
 func testAuditAppendRoundTrip(t *testing.T, s toolplane.Store) {

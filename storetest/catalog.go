@@ -120,31 +120,9 @@ func wantNoVersion(t *testing.T, s toolplane.Store, name, version string) {
 // not nil) after each page but the last.
 func listVersions(t *testing.T, s toolplane.Store, f toolplane.VersionFilter, limit int, between func()) []toolplane.ToolVersion {
 	t.Helper()
-	var all []toolplane.ToolVersion
-	after := ""
-	for page := 0; ; page++ {
-		if page > 100_000 {
-			t.Fatalf("ListToolVersions did not end after %d pages", page)
-		}
-		rows, next, err := s.ListToolVersions(t.Context(), f, after, limit)
-		if err != nil {
-			t.Fatalf("ListToolVersions(%+v, page %d) = %v", f, page, err)
-		}
-		if len(rows) > limit {
-			t.Fatalf("ListToolVersions(limit %d) answered %d rows", limit, len(rows))
-		}
-		all = append(all, rows...)
-		if next == "" {
-			return all
-		}
-		if len(rows) == 0 {
-			t.Fatalf("ListToolVersions answered an empty page with a next cursor")
-		}
-		after = next
-		if between != nil {
-			between()
-		}
-	}
+	return pageAll(t, "ListToolVersions", limit, between, func(after string) ([]toolplane.ToolVersion, string, error) {
+		return s.ListToolVersions(t.Context(), f, after, limit)
+	})
 }
 
 // wantRows fails t unless got and want hold the same rows in the same

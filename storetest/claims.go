@@ -393,31 +393,9 @@ func seedClaims(t *testing.T, s toolplane.Store, org string, status toolplane.Cl
 // calls between (if not nil) after each page but the last.
 func listClaims(t *testing.T, s toolplane.Store, org string, status toolplane.ClaimStatus, limit int, between func()) []toolplane.Claim {
 	t.Helper()
-	var all []toolplane.Claim
-	after := ""
-	for page := 0; ; page++ {
-		if page > 10_000 {
-			t.Fatalf("ListClaims did not end after %d pages", page)
-		}
-		rows, next, err := s.ListClaims(t.Context(), org, status, after, limit)
-		if err != nil {
-			t.Fatalf("ListClaims(page %d) = %v", page, err)
-		}
-		if len(rows) > limit {
-			t.Fatalf("ListClaims(limit %d) answered %d rows", limit, len(rows))
-		}
-		all = append(all, rows...)
-		if next == "" {
-			return all
-		}
-		if len(rows) == 0 {
-			t.Fatalf("ListClaims answered an empty page with a next cursor")
-		}
-		after = next
-		if between != nil {
-			between()
-		}
-	}
+	return pageAll(t, "ListClaims", limit, between, func(after string) ([]toolplane.Claim, string, error) {
+		return s.ListClaims(t.Context(), org, status, after, limit)
+	})
 }
 
 func testClaimListByStatus(t *testing.T, s toolplane.Store) {

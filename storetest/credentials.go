@@ -373,31 +373,9 @@ func testCredentialUpdateAfterTouch(t *testing.T, s toolplane.Store) {
 // between (if not nil) after each page but the last.
 func listCredentials(t *testing.T, s toolplane.Store, org string, limit int, between func()) []toolplane.Credential {
 	t.Helper()
-	var all []toolplane.Credential
-	after := ""
-	for page := 0; ; page++ {
-		if page > 10_000 {
-			t.Fatalf("ListCredentials did not end after %d pages", page)
-		}
-		rows, next, err := s.ListCredentials(t.Context(), org, after, limit)
-		if err != nil {
-			t.Fatalf("ListCredentials(page %d) = %v", page, err)
-		}
-		if len(rows) > limit {
-			t.Fatalf("ListCredentials(limit %d) answered %d rows", limit, len(rows))
-		}
-		all = append(all, rows...)
-		if next == "" {
-			return all
-		}
-		if len(rows) == 0 {
-			t.Fatalf("ListCredentials answered an empty page with a next cursor")
-		}
-		after = next
-		if between != nil {
-			between()
-		}
-	}
+	return pageAll(t, "ListCredentials", limit, between, func(after string) ([]toolplane.Credential, string, error) {
+		return s.ListCredentials(t.Context(), org, after, limit)
+	})
 }
 
 func testCredentialList(t *testing.T, s toolplane.Store) {

@@ -628,28 +628,9 @@ func changeID(c toolplane.Change) string { return c.ID }
 // listChanges pages through every matching change.
 func listChanges(t *testing.T, s toolplane.Store, org, kind, subject string, limit int) []toolplane.Change {
 	t.Helper()
-	var all []toolplane.Change
-	after := ""
-	for page := 0; ; page++ {
-		if page > 10_000 {
-			t.Fatalf("ListChanges did not end after %d pages", page)
-		}
-		rows, next, err := s.ListChanges(t.Context(), org, kind, subject, after, limit)
-		if err != nil {
-			t.Fatalf("ListChanges(page %d) = %v", page, err)
-		}
-		if len(rows) > limit {
-			t.Fatalf("ListChanges(limit %d) answered %d rows", limit, len(rows))
-		}
-		all = append(all, rows...)
-		if next == "" {
-			return all
-		}
-		if len(rows) == 0 {
-			t.Fatalf("ListChanges answered an empty page with a next cursor")
-		}
-		after = next
-	}
+	return pageAll(t, "ListChanges", limit, nil, func(after string) ([]toolplane.Change, string, error) {
+		return s.ListChanges(t.Context(), org, kind, subject, after, limit)
+	})
 }
 
 func testChangeAppendRoundTrip(t *testing.T, s toolplane.Store) {

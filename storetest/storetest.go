@@ -207,3 +207,36 @@ func shuffled(n int) []int {
 	}
 	return idx
 }
+
+// pageAll reads every page list answers, limit rows at a time, calling
+// between (when set) after each page but the last, and fails t when a page
+// breaks the paging contract: more rows than the limit, an empty page with
+// a cursor, or no end.
+func pageAll[T any](t *testing.T, what string, limit int, between func(), list func(after string) ([]T, string, error)) []T {
+	t.Helper()
+	var all []T
+	after := ""
+	for page := 0; ; page++ {
+		if page > 100_000 {
+			t.Fatalf("%s did not end after %d pages", what, page)
+		}
+		rows, next, err := list(after)
+		if err != nil {
+			t.Fatalf("%s(page %d) = %v", what, page, err)
+		}
+		if len(rows) > limit {
+			t.Fatalf("%s(limit %d) answered %d rows", what, limit, len(rows))
+		}
+		all = append(all, rows...)
+		if next == "" {
+			return all
+		}
+		if len(rows) == 0 {
+			t.Fatalf("%s answered an empty page with a next cursor", what)
+		}
+		after = next
+		if between != nil {
+			between()
+		}
+	}
+}
