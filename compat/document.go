@@ -4,15 +4,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-)
 
-// Keywords whose value is one subschema, a map of subschemas or a list of
-// subschemas. Anchors are only collected from these, because a "$anchor"
-// inside const, enum or an extension keyword is data.
-var (
-	oneSub  = []string{"additionalProperties", "items", "contains", "propertyNames", "not", "if", "then", "else", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
-	mapSub  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
-	listSub = []string{"allOf", "anyOf", "oneOf", "prefixItems"}
+	"github.com/toolplane/toolplane/schema"
 )
 
 // annotationKeys carry no assertion: changing them changes what a reader is
@@ -58,41 +51,23 @@ type document struct {
 
 func newDocument(root any) *document {
 	d := &document{root: root, anchors: map[string]string{}, flat: map[string]node{}}
-	d.collectAnchors(root, "")
+	d.collectAnchors(root)
 	return d
 }
 
-func (d *document) collectAnchors(v any, at string) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return
-	}
-	for _, k := range []string{"$anchor", "$dynamicAnchor"} {
-		if a, ok := m[k].(string); ok {
-			if _, seen := d.anchors[a]; !seen {
-				d.anchors[a] = at
+// collectAnchors records where each anchor of the document sits; of two
+// with one name, the first in walk order.
+func (d *document) collectAnchors(root any) {
+	_ = schema.Walk(root, func(m map[string]any, at string) error {
+		for _, k := range []string{"$anchor", "$dynamicAnchor"} {
+			if a, ok := m[k].(string); ok {
+				if _, seen := d.anchors[a]; !seen {
+					d.anchors[a] = at
+				}
 			}
 		}
-	}
-	for _, k := range oneSub {
-		if c, ok := m[k]; ok {
-			d.collectAnchors(c, at+"/"+k)
-		}
-	}
-	for _, k := range mapSub {
-		if c, ok := m[k].(map[string]any); ok {
-			for _, n := range sortedKeys(c) {
-				d.collectAnchors(c[n], at+"/"+k+"/"+escape(n))
-			}
-		}
-	}
-	for _, k := range listSub {
-		if c, ok := m[k].([]any); ok {
-			for i, s := range c {
-				d.collectAnchors(s, at+"/"+k+"/"+strconv.Itoa(i))
-			}
-		}
-	}
+		return nil
+	})
 }
 
 // resolve answers the node a $ref names and its pointer. ok is false for a
@@ -117,32 +92,7 @@ func (d *document) resolve(ref string) (node any, at string, ok bool) {
 	return v, frag, found
 }
 
-func (d *document) lookup(p string) (any, bool) {
-	if p == "" {
-		return d.root, true
-	}
-	cur := d.root
-	for _, tok := range strings.Split(p[1:], "/") {
-		tok = unescape(tok)
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
+func (d *document) lookup(p string) (any, bool) { return schema.Lookup(d.root, p) }
 
 // keyword is one keyword's value and where it sits in its document.
 type keyword struct {

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/toolplane/toolplane/canonical"
+
+	"github.com/toolplane/toolplane/schema"
 )
 
 // Bounds on one schema document. They sit well above what the registry
@@ -224,13 +226,7 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // escape makes a property name one JSON pointer token.
-func escape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-func unescape(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-}
+func escape(s string) string { return schema.EscapeToken(s) }
 
 // joinPath appends a field name to a caller-facing path.
 func joinPath(path, name string) string {

@@ -172,6 +172,24 @@ func checkCycles(doc any, refs []ref) error {
 	return nil
 }
 
+// Walk calls fn for every subschema object of the schema doc (the root
+// included) with its JSON pointer, map members in name order. Only the
+// keywords that hold subschemas are walked: a "$ref" or "$anchor" inside
+// const, enum, default or an extension keyword is data. An error from fn
+// stops the walk and is answered.
+func Walk(doc any, fn func(m map[string]any, pointer string) error) error {
+	return walkSchemas(doc, "", fn)
+}
+
+// Lookup answers the value at JSON pointer p in doc ("" is doc itself).
+func Lookup(doc any, p string) (any, bool) { return lookup(doc, p) }
+
+// EscapeToken writes s as one JSON pointer token.
+func EscapeToken(s string) string { return escape(s) }
+
+// UnescapeToken reads one JSON pointer token.
+func UnescapeToken(tok string) string { return unescape(tok) }
+
 // lookup returns the value at pointer p in doc.
 func lookup(doc any, p string) (any, bool) {
 	if p == "" {
