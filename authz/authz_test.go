@@ -311,3 +311,24 @@ func TestConcurrentDecisionsAcrossRechecks(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Another node's grant is seen once this node's view is older than the
+// recheck: its revision is read again then, and the changed view loaded.
+func TestAnotherNodesGrantIsSeenAfterTheRecheck(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	other := authz.New(f.store, f.reg, nil, f.clock.Now) // a second node on the same store
+	if _, ok, err := f.svc.Pin(f.ctx, "org-1", "bot", "", "crm.lookup"); err != nil || ok {
+		t.Fatalf("before any grant: %v, %v", ok, err)
+	}
+	if err := other.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.*"}, operator); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := f.svc.Pin(f.ctx, "org-1", "bot", "", "crm.lookup"); ok {
+		t.Error("the other node's grant was seen before this node's view aged")
+	}
+	f.clock.Advance(2 * time.Second)
+	if _, ok, err := f.svc.Pin(f.ctx, "org-1", "bot", "", "crm.lookup"); err != nil || !ok {
+		t.Errorf("after the recheck: %v, %v", ok, err)
+	}
+}
