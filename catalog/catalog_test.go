@@ -336,3 +336,29 @@ func TestSunsetRetiresUncalledAndBlocksCalled(t *testing.T) {
 		t.Fatalf("a week later: %v %v", retired, err)
 	}
 }
+
+// A version published on another node reaches this node's registry at its
+// next Refresh, not before.
+func TestRefreshSeesAnotherNodesPublish(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	opt := registry.Options{Bindings: registry.Static{Handlers: map[string]bool{"payments.refund_order": false, "payments.get_order": false}}}
+	reg, _, err := registry.Build(nil, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := catalog.New(catalog.Config{Store: f.store, Registry: reg, Options: opt, Now: f.clock.Now})
+	if err := other.Refresh(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.seedActive(t) // published and approved on f's node
+	if _, ok := reg.Get("payments.refund_order"); ok {
+		t.Fatal("the other node served the version before refreshing")
+	}
+	if err := other.Refresh(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tl, ok := reg.Get("payments.refund_order"); !ok || tl.Def.Version != "1.0.0" {
+		t.Fatalf("after a refresh: %v, %v", tl, ok)
+	}
+}
