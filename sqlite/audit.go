@@ -28,25 +28,12 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 // AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
 // its organization already has an event with that ID.
 func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
-	_, err := s.exec(ctx, auditInserts[1], auditArgs(e)...)
+	_, err := s.exec(ctx, insertAudit, auditArgs(e)...)
 	return auditErr(e, err)
 }
 
-// auditColumnCount is the number of columns an event fills.
-var auditColumnCount = strings.Count(auditColumns, ",") + 1
-
-// auditRowsPerInsert bounds the rows of one multi-row insert (16 columns
-// each, far below SQLite's limit on a statement's parameters).
-const auditRowsPerInsert = 32
-
-// auditInserts holds, at n, the insert of n events in one statement.
-var auditInserts = func() (qs [auditRowsPerInsert + 1]string) {
-	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", auditColumnCount), ", ") + ")"
-	for n := 1; n <= auditRowsPerInsert; n++ {
-		qs[n] = `INSERT INTO audit_events (` + auditColumns + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
-	}
-	return qs
-}()
+const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
@@ -76,6 +63,13 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 }
 
 func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
+	// One row per statement: a statement of many rows measured slower in
+	// a long-lived database, writing pages while it ran (see
+	// BENCHMARKS.md).
+	st, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return fmt.Errorf("append audit batch: %w", err)
+	}
 	if err := s.lockWrite(ctx); err != nil {
 		return fmt.Errorf("append audit batch: %w", err)
 	}
@@ -85,26 +79,11 @@ func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 		return fmt.Errorf("append audit batch: %w", err)
 	}
 	defer tx.Rollback()
-	// Many rows per statement: each statement run costs more than the rows
-	// it inserts (the driver's round, the program's setup).
-	args := make([]any, 0, min(len(events), auditRowsPerInsert)*auditColumnCount)
-	for len(events) > 0 {
-		n := min(len(events), auditRowsPerInsert)
-		st, err := s.prepared(ctx, auditInserts[n])
-		if err != nil {
-			return fmt.Errorf("append audit batch: %w", err)
+	txst := tx.StmtContext(ctx, st)
+	for _, e := range events {
+		if _, err := txst.ExecContext(ctx, auditArgs(e)...); err != nil {
+			return auditErr(e, err)
 		}
-		args = args[:0]
-		for _, e := range events[:n] {
-			args = append(args, auditArgs(e)...)
-		}
-		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...); err != nil {
-			if isDuplicate(err) {
-				return fmt.Errorf("append audit batch: %w", toolplane.ErrExists)
-			}
-			return fmt.Errorf("append audit batch: %w", err)
-		}
-		events = events[n:]
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("append audit batch: %w", err)

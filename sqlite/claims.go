@@ -175,7 +175,7 @@ func (s *Store) updateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
-	ins, err := s.prepared(ctx, auditInserts[1])
+	ins, err := s.prepared(ctx, insertAudit)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
