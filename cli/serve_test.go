@@ -70,6 +70,15 @@ func TestServeDemoEndToEnd(t *testing.T) {
 	if info, _ := os.Stat(filepath.Join(dir, "data", "credentials.env")); info.Mode().Perm() != 0o600 {
 		t.Fatalf("credentials file mode %v", info.Mode())
 	}
+	for file, want := range map[string]os.FileMode{"data": 0o700, "data/toolplane.db": 0o600, "data/toolplane.db-wal": 0o600} {
+		info, err := os.Stat(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", file, info.Mode().Perm(), want)
+		}
+	}
 	agent := regexp.MustCompile(`TOOLPLANE_DEMO_AGENT_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
 	callTool := func(tool, body string) (int, string) {
 		req, _ := http.NewRequest("POST", base+"/v1/tools/"+tool+"/invoke", strings.NewReader(body))

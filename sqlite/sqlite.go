@@ -19,7 +19,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +125,9 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 		// connection would see a different, empty database.
 		return nil, fmt.Errorf("open sqlite: %q is not a file path", path)
 	}
+	if err := private(path); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -133,6 +138,37 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// private makes the database file, and the -wal and -shm files beside it,
+// readable by this user only: they hold credential hashes, arguments and
+// the audit trail. SQLite creates a new file with 0644 less the umask, and
+// its -wal and -shm files with the database file's mode, so the file is
+// created 0600 here before SQLite sees it; files an earlier version left
+// readable to others are narrowed to 0600.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		info, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if info.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return fmt.Errorf("narrow %s to its owner: %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // maxIdleConns is how many connections Open's pool keeps between uses.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -249,6 +250,53 @@ func TestOpenPaths(t *testing.T) {
 			}
 			if file != tt.path {
 				t.Errorf("database file = %q, want %q", file, tt.path)
+			}
+		})
+	}
+}
+
+// TestOpenFilesArePrivate: the database and its -wal and -shm files hold
+// credential hashes and the audit trail, so only their owner reads them,
+// whether Open creates them or finds them left readable by others.
+func TestOpenFilesArePrivate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, path string)
+	}{
+		{"new file", func(*testing.T, string) {}},
+		{"readable by others", func(t *testing.T, path string) {
+			for _, p := range []string{path, path + "-wal", path + "-shm"} {
+				if err := os.WriteFile(p, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(p, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "toolplane.db")
+			tt.prepare(t, path)
+			db, err := Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if err := New(db).Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{path, path + "-wal", path + "-shm"} {
+				info, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if perm := info.Mode().Perm(); perm != 0o600 {
+					t.Errorf("%s mode = %v, want 0600", filepath.Base(p), perm)
+				}
 			}
 		})
 	}
