@@ -205,8 +205,9 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 
 // reviewReasons answers why d needs a person's review: it is destructive
 // or binds a guarded handler or remote tool, carries a sensitive tag, is
-// in a platform namespace, or its team has no active tool yet (trust is
-// earned once, by review). None means self-service.
+// in a platform namespace, has text addressed to the model, or its team
+// has no active tool yet (trust is earned once, by review). None means
+// self-service.
 func (s *Service) reviewReasons(ctx context.Context, d *toolplane.Definition) ([]string, error) {
 	var reasons []string
 	if d.Annotations.Destructive {
@@ -219,6 +220,9 @@ func (s *Service) reviewReasons(ctx context.Context, d *toolplane.Definition) ([
 	}
 	if ns := namespaceOf(d.Name); s.reserved(ns) {
 		reasons = append(reasons, "platform namespace "+ns)
+	}
+	for _, in := range registry.Instructions(d) {
+		reasons = append(reasons, "instructions to the model in "+in.String())
 	}
 	for _, tag := range reviewTags {
 		if slices.Contains(d.Tags, tag) {
