@@ -126,6 +126,12 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	if _, err := registry.Check([]toolplane.Definition{d}, opt); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := s.namespace(&d, by); err != nil {
+		return nil, err
+	}
+	if err := s.holdsBinding(&d); err != nil {
+		return nil, err
+	}
 
 	existing, err := s.versions(ctx, d.Name)
 	if err != nil {
@@ -197,13 +203,26 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	return pub, s.Refresh(ctx)
 }
 
-// reviewReasons answers why d needs a person's review: it is destructive,
-// carries a sensitive tag, or its team has no active tool yet (trust is
-// earned once, by review). None means self-service.
+// reviewReasons answers why d needs a person's review: it is destructive
+// or binds a guarded handler or remote tool, carries a sensitive tag, is
+// in a platform namespace, has text addressed to the model, or its team
+// has no active tool yet (trust is earned once, by review). None means
+// self-service.
 func (s *Service) reviewReasons(ctx context.Context, d *toolplane.Definition) ([]string, error) {
 	var reasons []string
 	if d.Annotations.Destructive {
 		reasons = append(reasons, "destructive")
+	}
+	// Binding a guarded handler is as destructive as the tool that
+	// declares it, whatever this definition says of itself.
+	if f, ok := s.reg.Floor(d.Binding); ok && f.Guarded() {
+		reasons = append(reasons, fmt.Sprintf("binds guarded %s (%s, declared by %s)", f.Binding, f.Why(), strings.Join(f.Declared, ", ")))
+	}
+	if ns := namespaceOf(d.Name); s.reserved(ns) {
+		reasons = append(reasons, "platform namespace "+ns)
+	}
+	for _, in := range registry.Instructions(d) {
+		reasons = append(reasons, "instructions to the model in "+in.String())
 	}
 	for _, tag := range reviewTags {
 		if slices.Contains(d.Tags, tag) {
@@ -220,6 +239,68 @@ func (s *Service) reviewReasons(ctx context.Context, d *toolplane.Definition) ([
 		reasons = append(reasons, "first tool of team "+d.Owner)
 	}
 	return reasons, nil
+}
+
+// PlatformNamespace is the namespace of tools ingested from MCP servers;
+// with the namespaces of the deployment's built-in tools it is reserved
+// for the platform.
+const PlatformNamespace = "mcp"
+
+// namespaceOf answers the first segment of a tool name: its namespace.
+func namespaceOf(name string) string {
+	ns, _, _ := strings.Cut(name, ".")
+	return ns
+}
+
+// reserved reports whether a namespace belongs to the platform: mcp, and
+// the namespace of every built-in or ingested tool (every tool the
+// registry holds outside the published group).
+func (s *Service) reserved(ns string) bool {
+	if ns == PlatformNamespace {
+		return true
+	}
+	for _, t := range s.reg.Tools() {
+		if s.reg.GroupOf(t.Def.Name) != Group && namespaceOf(t.Def.Name) == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// namespace enforces who publishes under a name. A team publishes only
+// under its own namespace: the name's first segment is the owning team.
+// A platform namespace (see reserved) is published in by a platform_admin
+// only, whatever the owner, since its tools share a namespace (and, to an
+// agent's grant such as demo.*, an identity) with the platform's own.
+func (s *Service) namespace(d *toolplane.Definition, by *toolplane.Credential) error {
+	ns := namespaceOf(d.Name)
+	if s.reserved(ns) {
+		if !by.HasRole(toolplane.RolePlatformAdmin, "") {
+			return fmt.Errorf("%w: %s is a platform namespace (built-in or ingested tools); only a platform_admin publishes in it", ErrForbidden, ns)
+		}
+		return nil
+	}
+	if ns != d.Owner {
+		return fmt.Errorf("%w: name: a team publishes under its own namespace; %s is owned by %s, so name it %s.<verb>", ErrInvalid, d.Name, d.Owner, d.Owner)
+	}
+	return nil
+}
+
+// holdsBinding refuses a definition weaker than the platform's own
+// declaration of the handler or remote tool it binds (invariant 9): a
+// refusal names each weaker field and the binding, so the publisher can
+// state what the binding needs. Refused rather than sent to review: a
+// reviewer could not make it safe, since the registry would serve it
+// raised to the binding's declaration anyway.
+func (s *Service) holdsBinding(d *toolplane.Definition) error {
+	f, ok := s.reg.Floor(d.Binding)
+	if !ok {
+		return nil
+	}
+	if _, problems := f.Hold(*d); len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, &registry.CheckError{Problems: problems})
+	}
+	return nil
 }
 
 // Review decides a version in review: approved, it is active; rejected,

@@ -31,10 +31,17 @@ type Tool struct {
 	// SunsetAt and Replacement describe a deprecated version.
 	SunsetAt    time.Time
 	Replacement string
-	version     semver.Version
-	input       *schema.Schema
-	output      *schema.Schema
-	spec        boundary.Spec
+	// Raised lists the fields of a published version the platform's
+	// declaration of its binding raised (see Floor): Def is what is
+	// served and enforced, stricter than what was published.
+	Raised []string
+	// published is a published version's definition as published, before
+	// any floor; nil for built-in and ingested tools.
+	published *toolplane.Definition
+	version   semver.Version
+	input     *schema.Schema
+	output    *schema.Schema
+	spec      boundary.Spec
 }
 
 // Registry holds tools that passed every registration check. Its
@@ -62,6 +69,12 @@ type catalogue struct {
 	versions map[string][]*Tool
 	// group names the group each tool was added in ("" for Build's).
 	group map[string]string
+	// versioned marks the groups of published versions (SetVersions');
+	// the others (Build's, SetGroup's) are the platform's own tools.
+	versioned map[string]bool
+	// floors are the platform's declarations of what its tools bind,
+	// by BindingRef.
+	floors map[string]*Floor
 }
 
 // Build checks defs and, when all pass, answers the registry of them. The
@@ -85,6 +98,7 @@ func Build(defs []toolplane.Definition, opt Options) (*Registry, Report, error) 
 		cat.sorted = append(cat.sorted, t)
 	}
 	sortTools(cat.sorted)
+	cat.floors = floorsOf(cat)
 	r := &Registry{opt: opt}
 	r.state.Store(cat)
 	return r, rep, nil
@@ -168,7 +182,13 @@ func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Proble
 	defer r.mu.Unlock()
 	cur := r.state.Load()
 	var registered []string
-	next := &catalogue{tools: map[string]*Tool{}, group: map[string]string{}, versions: map[string][]*Tool{}}
+	next := &catalogue{tools: map[string]*Tool{}, group: map[string]string{}, versions: map[string][]*Tool{},
+		versioned: map[string]bool{group: versioned}}
+	for g, v := range cur.versioned {
+		if g != group {
+			next.versioned[g] = v
+		}
+	}
 	for _, t := range cur.sorted {
 		if cur.group[t.Def.Name] == group {
 			continue
@@ -203,6 +223,10 @@ func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Proble
 			continue
 		}
 		t.State, t.SunsetAt, t.Replacement = v.State, v.SunsetAt, v.Replacement
+		if versioned {
+			own := t.Def
+			t.published = &own
+		}
 		if next.group[d.Name] != group {
 			registered = append(registered, d.Name)
 			next.group[d.Name] = group
@@ -226,6 +250,8 @@ func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Proble
 		sort.Slice(ts, func(i, j int) bool { return semver.Compare(ts[i].version, ts[j].version) < 0 })
 		next.tools[name] = defaultVersion(ts)
 	}
+	// Every change may move a floor: published versions are held again.
+	next.hold()
 	for _, t := range next.tools {
 		next.sorted = append(next.sorted, t)
 	}

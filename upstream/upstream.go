@@ -67,6 +67,9 @@ type upstream struct {
 	// changed contract gets a new version.
 	contracts map[string]contract
 	bindings  map[string]*handler.Binding
+	// steering remembers, by remote name, the text addressed to the model
+	// last reported for a tool, so each finding is logged once.
+	steering map[string]string
 
 	relay relay
 	// transport carries every HTTP request to the server, across
@@ -117,7 +120,7 @@ func New(cfgs []Config, opt Options) (*Set, error) {
 	s := &Set{log: opt.Logger, opt: opt, ups: map[string]*upstream{}}
 	for _, c := range cfgs {
 		s.ups[c.Slug] = &upstream{set: s, cfg: c, sync: make(chan struct{}, 1),
-			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{},
+			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{}, steering: map[string]string{},
 			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}, transport: newTransport()}
 	}
 	return s, nil
@@ -490,6 +493,7 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 			d.Annotations.RequiresApproval = *r.RequiresApproval
 		}
 	}
+	u.screen(&d, t.Name)
 	if d.Effect == toolplane.EffectRead {
 		d.Annotations.Destructive = false
 	} else {
@@ -514,6 +518,33 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 	d.Version = fmt.Sprintf("%d.0.0", c.major)
 	d.SchemaHash = hash
 	return d, nil
+}
+
+// SteeringTag labels an ingested tool whose name, description or schema
+// text addresses the model ("ignore all previous instructions…").
+const SteeringTag = "instructions-to-the-model"
+
+// screen looks for text addressed to the model in an ingested tool. Such
+// text is the server steering agents: it is logged (once per finding), the
+// tool is tagged SteeringTag, and its calls need a person's approval even
+// where the owner relaxed that, since what the text asks for is exactly a
+// call the model would not otherwise make. u.mu is held.
+func (u *upstream) screen(d *toolplane.Definition, remote string) {
+	found := registry.Instructions(d)
+	if len(found) == 0 {
+		delete(u.steering, remote)
+		return
+	}
+	d.Tags = append(d.Tags, SteeringTag)
+	d.Annotations.RequiresApproval = true
+	what := make([]string, len(found))
+	for i, f := range found {
+		what[i] = f.String()
+	}
+	if report := strings.Join(what, "; "); u.steering[remote] != report {
+		u.steering[remote] = report
+		u.set.log.Warn("remote tool text addresses the model; its calls need approval", "upstream", u.cfg.Slug, "tool", d.Name, "found", report)
+	}
 }
 
 // schemaJSON renders a remote schema for toolplane's compiler. A server

@@ -1,0 +1,284 @@
+package registry
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
+)
+
+// Floor is the platform's own declaration of one binding (a handler key or
+// a remote tool): what the built-in and ingested tools bound to it
+// declare. A published definition bound to the same thing keeps at least
+// all of it (ARCHITECTURE invariant 9), so renaming a guarded handler, or
+// binding an ingested remote tool under another name, never sheds its
+// approval. When several platform tools declare one binding, the strictest
+// of their declarations counts.
+//
+// Published versions do not declare floors: a handler that only published
+// definitions bind has no platform declaration, and each published
+// definition is then the whole contract of its own tool.
+type Floor struct {
+	// Binding names what is bound: "handler demo.refund_order" or
+	// "remote web/structured".
+	Binding string
+	// Declared names the platform tools the floor comes from.
+	Declared []string
+	// Effect is the strongest effect declared (send over write over read).
+	Effect toolplane.Effect
+	// Connection is the provider connection a send declares.
+	Connection       string
+	Destructive      bool
+	RequiresApproval bool
+	// Untrusted: a declaring tool's answers come from outside the platform
+	// (vendor, MCP or open-world), so they are labelled untrusted.
+	Untrusted bool
+	Metered   bool
+	// Approval is the first declared approval policy (by tool name): who
+	// answers is part of the guard, not a detail a publisher may change.
+	Approval *toolplane.ApprovalPolicy
+	// Replay is nil unless every declaring tool allows replay; then it is
+	// the fewest attempts any of them allows.
+	Replay *toolplane.Replay
+}
+
+// Guarded reports whether the binding needs a person: it is declared
+// destructive or as requiring approval.
+func (f *Floor) Guarded() bool { return f.Destructive || f.RequiresApproval }
+
+// Why answers, for a review reason, what guards the binding.
+func (f *Floor) Why() string {
+	var w []string
+	if f.Destructive {
+		w = append(w, "destructive")
+	}
+	if f.RequiresApproval {
+		w = append(w, "requires approval")
+	}
+	return strings.Join(w, ", ")
+}
+
+// BindingRef answers the identity of what a binding executes, as Floor
+// names it; "" for an incomplete binding.
+func BindingRef(b toolplane.Binding) string {
+	switch {
+	case b.Handler != nil && b.Handler.Key != "":
+		return "handler " + b.Handler.Key
+	case b.Remote != nil && b.Remote.ConnectionID != "" && b.Remote.RemoteName != "":
+		return "remote " + b.Remote.ConnectionID + "/" + b.Remote.RemoteName
+	}
+	return ""
+}
+
+func effectRank(e toolplane.Effect) int {
+	switch e {
+	case toolplane.EffectSend:
+		return 2
+	case toolplane.EffectWrite:
+		return 1
+	}
+	return 0
+}
+
+// declare adds one platform tool's declaration to the floor.
+func (f *Floor) declare(d *toolplane.Definition) {
+	first := len(f.Declared) == 0
+	f.Declared = append(f.Declared, d.Name)
+	if effectRank(d.Effect) > effectRank(f.Effect) || f.Effect == "" {
+		f.Effect = d.Effect
+	}
+	if f.Connection == "" {
+		f.Connection = d.Connection
+	}
+	f.Destructive = f.Destructive || d.Annotations.Destructive
+	f.RequiresApproval = f.RequiresApproval || d.Annotations.RequiresApproval
+	f.Untrusted = f.Untrusted || d.Untrusted()
+	f.Metered = f.Metered || d.Metered
+	if f.Approval == nil && d.Approval != nil {
+		f.Approval = cloneApproval(d.Approval)
+	}
+	switch {
+	case first && d.Replay != nil:
+		f.Replay = &toolplane.Replay{MaxAttempts: d.Replay.MaxAttempts}
+	case d.Replay == nil:
+		f.Replay = nil
+	case f.Replay != nil && d.Replay.MaxAttempts < f.Replay.MaxAttempts:
+		f.Replay.MaxAttempts = d.Replay.MaxAttempts
+	}
+}
+
+func cloneApproval(p *toolplane.ApprovalPolicy) *toolplane.ApprovalPolicy {
+	c := *p
+	c.Chain = slices.Clone(p.Chain)
+	return &c
+}
+
+func sameApproval(a, b *toolplane.ApprovalPolicy) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	onTimeout := func(s string) string {
+		if s == "" {
+			return toolplane.OnTimeoutDeny
+		}
+		return s
+	}
+	return slices.Equal(a.Chain, b.Chain) && onTimeout(a.OnTimeout) == onTimeout(b.OnTimeout) && a.TTL == b.TTL
+}
+
+// Hold answers d held to the floor, and a problem for every field in
+// which d was weaker than the binding's declaration (none: d keeps all of
+// it and is returned unchanged). Publishing refuses a definition with
+// problems; the registry serves a stored one (published before the floor
+// rose, say) held, so it never runs weaker either way.
+func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
+	var problems []Problem
+	weaker := func(field, message, fix string) {
+		problems = append(problems, Problem{Tool: d.Name, Field: field,
+			Message: fmt.Sprintf("%s, weaker than %s as the platform declares it (%s)", message, f.Binding, strings.Join(f.Declared, ", ")),
+			Fix:     fix + ": a definition never weakens what it binds"})
+	}
+	if f.Effect.Writes() && !d.Effect.Writes() {
+		weaker("effect", fmt.Sprintf("%s where the binding is %s", d.Effect, f.Effect), "set effect: "+string(f.Effect)+" and repeatable: false")
+		no := false
+		d.Effect, d.Repeatable, d.Retry = f.Effect, &no, toolplane.RetryNone
+		if d.Connection == "" {
+			d.Connection = f.Connection
+		}
+	}
+	if f.Destructive && !d.Annotations.Destructive {
+		weaker("annotations.destructive", "not destructive", "set annotations.destructive: true")
+		d.Annotations.Destructive = true
+	}
+	if f.RequiresApproval && !d.Annotations.RequiresApproval {
+		weaker("annotations.requires_approval", "needs no approval", "set annotations.requires_approval: true")
+		d.Annotations.RequiresApproval = true
+	}
+	// Who approves is part of the guard: a definition naming its own
+	// approvers (its own team, say) for a guarded binding is weaker even
+	// when the binding names none (anyone the deployment lets approve).
+	if (f.RequiresApproval || f.Approval != nil) && !sameApproval(d.Approval, f.Approval) {
+		if f.Approval == nil {
+			weaker("approval", "names its own approvers", "remove approval: the binding's approvals go to whoever the deployment lets approve")
+			d.Approval = nil
+		} else {
+			weaker("approval", "names other approvers or waits", fmt.Sprintf("state the binding's approval (chain %v, on_timeout %q, ttl %v)", f.Approval.Chain, f.Approval.OnTimeout, f.Approval.TTL.Std()))
+			d.Approval = cloneApproval(f.Approval)
+		}
+	}
+	if f.Untrusted && !d.Untrusted() {
+		weaker("annotations.open_world", "answers would not be labelled untrusted", "set annotations.open_world: true")
+		d.Annotations.OpenWorld = true
+	}
+	if f.Metered && !d.Metered {
+		weaker("metered", "not metered", "set metered: true")
+		d.Metered = true
+	}
+	if d.Replay != nil && (f.Replay == nil || d.Replay.MaxAttempts > f.Replay.MaxAttempts) {
+		if f.Replay == nil {
+			weaker("replay", "replays a binding that is not declared safe to repeat", "remove replay")
+			d.Replay = nil
+		} else {
+			weaker("replay.max_attempts", fmt.Sprintf("%d attempts where the binding allows %d", d.Replay.MaxAttempts, f.Replay.MaxAttempts), fmt.Sprintf("allow at most %d", f.Replay.MaxAttempts))
+			d.Replay = &toolplane.Replay{MaxAttempts: f.Replay.MaxAttempts}
+		}
+	}
+	return d, problems
+}
+
+// Floor answers the platform's declaration of what b executes, when a
+// built-in or ingested tool declares it.
+func (r *Registry) Floor(b toolplane.Binding) (*Floor, bool) {
+	f, ok := r.state.Load().floors[BindingRef(b)]
+	return f, ok
+}
+
+// floorsOf answers the floors the platform tools of a catalogue declare:
+// every tool outside the published (versioned) groups.
+func floorsOf(cat *catalogue) map[string]*Floor {
+	// By name, so the first approval policy declared is always the same.
+	names := make([]string, 0, len(cat.versions))
+	for name := range cat.versions {
+		if !cat.versioned[cat.group[name]] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	floors := map[string]*Floor{}
+	for _, name := range names {
+		for _, v := range cat.versions[name] {
+			ref := BindingRef(v.Def.Binding)
+			if ref == "" {
+				continue
+			}
+			f := floors[ref]
+			if f == nil {
+				f = &Floor{Binding: ref}
+				floors[ref] = f
+			}
+			f.declare(&v.Def)
+		}
+	}
+	return floors
+}
+
+// hold computes the catalogue's floors and serves every published version
+// held to the floor of what it binds, from the definition as published:
+// a floor that rose (an upstream re-ingested with approval) raises the
+// versions bound to it, and one that fell lets them be as published again.
+func (cat *catalogue) hold() {
+	cat.floors = floorsOf(cat)
+	for name, ts := range cat.versions {
+		if !cat.versioned[cat.group[name]] {
+			continue
+		}
+		var held []*Tool
+		for i, t := range ts {
+			nt := t.held(cat.floors)
+			if nt == t {
+				continue
+			}
+			if held == nil {
+				// The slice may be shared with the previous catalogue.
+				held = slices.Clone(ts)
+			}
+			held[i] = nt
+		}
+		if held != nil {
+			cat.versions[name] = held
+			cat.tools[name] = defaultVersion(held)
+		}
+	}
+}
+
+// held answers t served under floors: t itself when nothing changes, or a
+// copy with the held definition.
+func (t *Tool) held(floors map[string]*Floor) *Tool {
+	own := t.Def
+	if t.published != nil {
+		own = *t.published
+	}
+	f := floors[BindingRef(own.Binding)]
+	var d toolplane.Definition
+	var problems []Problem
+	if f != nil {
+		d, problems = f.Hold(own)
+	}
+	if len(problems) == 0 && len(t.Raised) == 0 {
+		return t
+	}
+	if len(problems) == 0 {
+		d = own
+	}
+	nt := *t
+	nt.published = &own
+	nt.Def = d
+	nt.Raised = nt.Raised[:0:0]
+	for _, p := range problems {
+		nt.Raised = append(nt.Raised, p.Field)
+	}
+	nt.spec = boundary.SpecFor(&nt.Def)
+	return &nt
+}
