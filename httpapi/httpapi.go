@@ -52,8 +52,13 @@ type Server struct {
 	// (JWTs of a configured issuer).
 	Tokens apikey.TokenVerifier
 	// Limiter, when set, limits each key's requests on this node and
-	// reports the limit in the X-RateLimit headers.
+	// reports the limit in the X-RateLimit headers. Only requests that
+	// authenticated as the key spend its budget.
 	Limiter *ratelimit.Limiter
+	// Failures, when set, limits failed authentications per client
+	// address and per key id, apart from any key's own budget (see
+	// apikey.Gate); one per node, shared with the MCP door.
+	Failures *ratelimit.Failures
 	// Keys, when set, remembers verified API keys across requests; one
 	// per node, shared with the MCP door (see apikey.Cache).
 	Keys *apikey.Cache
@@ -158,7 +163,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// auth authenticates the request's API key before h runs.
+// auth authenticates the request's bearer token, through the gate every
+// door shares (apikey.Gate), before h runs.
 func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -167,28 +173,26 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			return
 		}
 		now := s.Now()
-		token = strings.TrimSpace(token)
-		// An API key names its id in the clear: it is counted before its
-		// secret is checked, so guessing secrets for a known id is slowed
-		// by the limit instead of costing an Argon2id run each time.
-		limited := false
-		if id, _, err := apikey.Parse(token); err == nil && s.Limiter != nil {
-			if !s.allow(w, r, id, now) {
-				return
-			}
-			limited = true
+		gate := apikey.Gate{Authenticator: apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys},
+			Limiter: s.Limiter, Failures: s.Failures}
+		cred, d, err := gate.Admit(r.Context(), strings.TrimSpace(token), ratelimit.ClientAddr(r), now)
+		if d.Limit > 0 {
+			d.Header(w.Header(), now)
 		}
-		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(r.Context(), token, now)
+		var limited *apikey.LimitedError
 		switch {
+		case errors.As(err, &limited) && limited.Failures:
+			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications; retry after the reset", "")
+			return
+		case errors.As(err, &limited):
+			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
+			return
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
 			return
 		case err != nil:
 			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
 			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
-			return
-		}
-		if s.Limiter != nil && !limited && !s.allow(w, r, cred.ID, now) {
 			return
 		}
 		if strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, now) {
@@ -198,17 +202,6 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		}
 		h(w, r, caller{cred: cred})
 	})
-}
-
-// allow counts a request of id against its rate limit, setting the
-// X-RateLimit headers, and answers 429 when it is over.
-func (s *Server) allow(w http.ResponseWriter, r *http.Request, id string, now time.Time) bool {
-	d := s.Limiter.Allow(id, now)
-	d.Header(w.Header(), now)
-	if !d.Allowed {
-		s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
-	}
-	return d.Allowed
 }
 
 // envelope is the one error shape of the API.
