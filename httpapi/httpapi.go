@@ -167,6 +167,10 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 // door shares (apikey.Gate), before h runs.
 func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What an authenticated route answers depends on the key (the tools
+		// it is shown, the approvals of its organization): no cache, shared
+		// or not, may keep it and hand it to another.
+		w.Header().Set("Cache-Control", "private, no-store")
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "send an API key as Authorization: Bearer <key>", "")

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,19 @@ func TestWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 				t.Errorf("the holder has %s requests left; the flood spent its budget (want %d)", rem, want)
 			}
 		})
+	}
+}
+
+// What an authenticated route answers depends on the key: GET /v1/tools
+// lists this key's tools, so no shared cache may keep it.
+func TestToolListingsAreNotPubliclyCacheable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, path := range []string{"/v1/tools", "/v1/tools/demo.search_tickets"} {
+		resp := get(t, http.DefaultClient, f.srv.URL+path, f.agent)
+		cc := resp.Header.Get("Cache-Control")
+		if resp.StatusCode != http.StatusOK || !strings.Contains(cc, "private") || !strings.Contains(cc, "no-store") {
+			t.Errorf("GET %s: %d, Cache-Control %q; want private, no-store", path, resp.StatusCode, cc)
+		}
 	}
 }

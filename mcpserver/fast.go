@@ -341,7 +341,7 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Cache-Control", noStore)
 	w.Write(b)
 }
 

@@ -166,7 +166,7 @@ func (s *Server) handler(upstream string) http.Handler {
 		// ProtectHost below judges Host (and Origin) with the allowed
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
-	h = s.fast(h, upstream)
+	h = s.fast(private(h), upstream)
 	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		// The gate (see admit) has already authenticated the token.
 		a, _ := r.Context().Value(admittedKey{}).(*admitted)
@@ -199,6 +199,46 @@ func (s *Server) handler(upstream string) http.Handler {
 	// tricked into loading is refused whatever it sends.
 	return ProtectHost(s.admit(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)), s.AllowedHosts...)
 }
+
+// noStore is the Cache-Control of every MCP answer: each depends on the
+// key (its session, the tools its grants show), so no cache, shared or
+// not, may keep one; no-transform as the protocol's streams ask.
+const noStore = "private, no-store, no-transform"
+
+// private marks every answer of next as noStore, over the SDK's own
+// "no-cache" (which lets a shared cache store an answer).
+func private(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
+	})
+}
+
+// privateWriter sets Cache-Control to noStore as the header is sent.
+type privateWriter struct {
+	http.ResponseWriter
+	sent bool
+}
+
+func (p *privateWriter) mark() {
+	if !p.sent {
+		p.sent = true
+		p.Header().Set("Cache-Control", noStore)
+	}
+}
+
+func (p *privateWriter) WriteHeader(code int) { p.mark(); p.ResponseWriter.WriteHeader(code) }
+
+func (p *privateWriter) Write(b []byte) (int, error) { p.mark(); return p.ResponseWriter.Write(b) }
+
+// Flush sends the header (marked) and what was written so far: the SDK
+// flushes its event streams through an http.ResponseController.
+func (p *privateWriter) Flush() {
+	p.mark()
+	_ = http.NewResponseController(p.ResponseWriter).Flush()
+}
+
+// Unwrap answers the writer underneath, for http.ResponseController.
+func (p *privateWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
 // admitted is what the gate answered for a request's bearer token, for the
 // SDK's token check to report.
@@ -298,6 +338,10 @@ func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Ser
 		// Tools may appear later (an upstream connecting, a grant added),
 		// so the capability and its change notifications are always on.
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// A listing is what this key's grants show (the protocol's default
+		// scope is public): only the client that asked may keep it, and
+		// only until it asks again, since grants change at any time.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope, c.TTLMs = "private", 0 },
 	}
 	if cat, ok := s.catalogue(upstream); ok && cat.Subscribe {
 		opts.SubscribeHandler = sess.subscribe
