@@ -66,6 +66,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	jwtJWKS := fs.String("jwt-jwks-url", "", "where the issuer publishes its signing keys (JWKS)")
 	rateLimit := fs.Int("rate-limit", 600, "requests per minute each API key may make on this node, counting only requests that authenticated as it (0: no limit)")
 	authFailures := fs.Int("auth-failure-limit", 30, "failed authentications per minute allowed on this node from one client address (its connection's address; an IPv6 /64), and for one key id; past it failures answer 429, and an address past it is refused before its key is checked (0: no limit)")
+	sessionsPerKey := fs.Int("mcp-sessions-per-key", mcpserver.DefaultMaxSessionsPerKey, "MCP sessions one key may hold open on this node; past it, opening one answers 429 until one ends (DELETE) or idles out")
+	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
 	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
 	var upstreamFlags stringList
@@ -216,7 +218,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
+		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {

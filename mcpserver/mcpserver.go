@@ -89,8 +89,22 @@ type Server struct {
 	// not (as with the SDK's own timeout).
 	SessionIdle time.Duration
 
+	// MaxSessionsPerKey caps the MCP sessions one credential holds on this
+	// node, and MaxSessions those of all credentials together (zero: the
+	// defaults, DefaultMaxSessionsPerKey and DefaultMaxSessions). A session
+	// is held from the request that opens it until its client ends it
+	// (DELETE) or it idles out (SessionIdle); a request that would open one
+	// past a cap is refused (429 for the key's, 503 for the node's) with a
+	// JSON-RPC error saying how to free one.
+	MaxSessionsPerKey int
+	MaxSessions       int
+
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+	// pendingByKey and pendingAll count the session openings in flight
+	// (see reserve).
+	pendingByKey map[string]int
+	pendingAll   int
 	// byID finds an established session by the SDK's session id, for the
 	// fast path.
 	byID  map[string]*session
