@@ -208,6 +208,21 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 	})
 }
 
+// bounded answers 400 invalid_request for the first of checks (from
+// toolplane.CheckLen) that failed, naming its field, and reports whether
+// none did: an identifier past its bound is refused before it is looked up
+// or written anywhere.
+func (s *Server) bounded(w http.ResponseWriter, r *http.Request, checks ...error) bool {
+	for _, err := range checks {
+		var tooLong *toolplane.TooLongError
+		if errors.As(err, &tooLong) {
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
+			return false
+		}
+	}
+	return true
+}
+
 // envelope is the one error shape of the API.
 type envelope struct {
 	Error apiError `json:"error"`
@@ -455,7 +470,10 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)
 	var ar *invoke.ApprovalRequired
+	var tooLong *toolplane.TooLongError
 	switch {
+	case errors.As(err, &tooLong):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
 	case errors.As(err, &ar):
 		writeJSON(w, http.StatusAccepted, map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
 			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"})
@@ -507,6 +525,9 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
 		s.fail(w, r, http.StatusForbidden, "denied", "answering approvals needs a person's key with the approver role", "")
+		return
+	}
+	if !s.bounded(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
 		return
 	}
 	var body struct {
@@ -579,6 +600,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if err := decodeBody(r, &body); err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	if !s.bounded(w, r, toolplane.CheckLen("tool", body.Tool, toolplane.MaxNameLen), toolplane.CheckLen("key", body.Key, toolplane.MaxRunLen)) {
 		return
 	}
 	rec := invoke.Reconciliation{Failure: body.Failure, Unconfirmed: body.Unconfirmed}

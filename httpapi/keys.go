@@ -69,6 +69,16 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", "a person's key carries roles, not tools", "/tools")
 		return
 	}
+	checks := []error{toolplane.CheckLen("subject", body.Subject, toolplane.MaxRefLen), toolplane.CheckLen("label", body.Label, toolplane.MaxRefLen)}
+	for i, v := range body.Roles {
+		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("roles[%d]", i), v, toolplane.MaxRefLen))
+	}
+	for i, v := range body.Tools {
+		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("tools[%d]", i), v, toolplane.MaxNameLen))
+	}
+	if !s.bounded(w, r, checks...) {
+		return
+	}
 	for i, p := range body.Tools {
 		// A pattern that cannot match would narrow the key to nothing,
 		// silently: refuse it where it is written.
@@ -119,6 +129,9 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RolePlatformAdmin) {
 		s.fail(w, r, http.StatusForbidden, "denied", "revoking keys needs the platform_admin role", "")
+		return
+	}
+	if !s.bounded(w, r, toolplane.CheckLen("key id", r.PathValue("id"), toolplane.MaxRefLen)) {
 		return
 	}
 	cred, err := s.Store.GetCredential(r.Context(), r.PathValue("id"))

@@ -12,6 +12,7 @@ package jwtauth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,6 +84,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	}
 	if c.Expiry == nil || c.Subject == "" || c.Org == "" {
 		return nil, fmt.Errorf("%w: exp, sub and org are required", ErrInvalid)
+	}
+	// sub and org become the caller's identity in every record; the
+	// issuer's signature says who sent them, not that they are short.
+	if err := errors.Join(toolplane.CheckLen("sub", c.Subject, toolplane.MaxRefLen), toolplane.CheckLen("org", c.Org, toolplane.MaxRefLen)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	cred := &toolplane.Credential{ID: "jwt:" + v.Issuer + ":" + c.Subject, OrganizationID: c.Org, Subject: c.Subject}
 	switch toolplane.CredentialKind(c.Kind) {

@@ -689,6 +689,10 @@ func (sess *session) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
 // either path.
 func unavailable(name string) *mcp.CallToolResult {
 	r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", name))
+	if err := toolplane.CheckLen("the tool name", name, toolplane.MaxNameLen); err != nil {
+		// Not echoed: the answer stays bounded whatever the client sent.
+		r = toolplane.Fail(toolplane.CodeInvalidInput, err.Error()+"; use only the tools you were given")
+	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}
 }
 
@@ -739,6 +743,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	}
 	res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
 	var ar *invoke.ApprovalRequired
+	var tooLong *toolplane.TooLongError
 	switch {
 	case errors.As(err, &ar):
 		msg := fmt.Sprintf("This call waits for a person's approval (approval %s, expires %s); nothing was done yet. After it is approved, call again with the same arguments in this session to get the result.",
@@ -753,6 +758,11 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		}, nil
 	case errors.Is(err, invoke.ErrInFlight):
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
+	case errors.As(err, &tooLong):
+		// An identifier the client sent (in the call's _meta) is past its
+		// bound: the caller's mistake, refused before anything was recorded.
+		r := toolplane.Fail(toolplane.CodeInvalidInput, tooLong.Error())
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}, nil
 	case err != nil:
 		s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
 		return nil, fmt.Errorf("the platform could not complete this call")
