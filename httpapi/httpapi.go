@@ -421,8 +421,10 @@ type invokeRequest struct {
 	StepPath       string          `json:"step_path"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	AuthorizedBy   string          `json:"authorized_by"`
-	OnBehalfOf     string          `json:"on_behalf_of"`
-	TenantID       string          `json:"tenant_id"`
+	// OnBehalfOf names the person the call acts for; only a key holding
+	// the act_for_users role may name one.
+	OnBehalfOf string `json:"on_behalf_of"`
+	TenantID   string `json:"tenant_id"`
 	// MaxCostCents is the run tree's cost ceiling; a metered call past it
 	// answers budget_exhausted. The server's own ceiling, when lower, wins.
 	MaxCostCents int64 `json:"max_cost_cents"`
@@ -440,6 +442,13 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	var body invokeRequest
 	if err := decodeBody(r, &body); err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	if body.OnBehalfOf != "" && !c.cred.ActsForUsers() {
+		// Refused rather than ignored: a caller that named a person would
+		// otherwise believe the call was recorded as made for them.
+		s.fail(w, r, http.StatusForbidden, "denied", "on_behalf_of names the person a call acts for, which only a key allowed to act for users (role "+
+			toolplane.RoleActForUsers+") may do; call without it, as the agent alone", "on_behalf_of")
 		return
 	}
 	if len(body.Arguments) == 0 {

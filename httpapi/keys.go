@@ -62,8 +62,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 	case body.Subject == "":
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", "subject names the agent identity or the person", "/subject")
 		return
-	case body.Kind == toolplane.CredentialAgent && len(body.Roles) > 0:
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "an agent's key carries tools, not roles", "/roles")
+	case body.Kind == toolplane.CredentialAgent && (len(body.Roles) > 1 || len(body.Roles) == 1 && body.Roles[0] != toolplane.RoleActForUsers):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "an agent's key carries tools, and no role but "+toolplane.RoleActForUsers, "/roles")
 		return
 	case body.Kind == toolplane.CredentialPerson && len(body.Tools) > 0:
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", "a person's key carries roles, not tools", "/tools")

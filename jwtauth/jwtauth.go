@@ -6,7 +6,8 @@
 //
 // Claims read: iss and aud (both required to match), exp/nbf/iat (one
 // minute of leeway), sub (the subject), and the private claims org,
-// toolplane_kind ("agent" or "person"), toolplane_tools and toolplane_roles.
+// toolplane_kind ("agent" or "person"), toolplane_tools and toolplane_roles
+// (a person's roles; of an agent's, only act_for_users is kept).
 package jwtauth
 
 import (
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,6 +96,10 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	switch toolplane.CredentialKind(c.Kind) {
 	case toolplane.CredentialAgent:
 		cred.Kind, cred.Tools = toolplane.CredentialAgent, c.Tools
+		// An agent holds no role but act_for_users; any other is dropped.
+		if slices.Contains(c.Roles, toolplane.RoleActForUsers) {
+			cred.Roles = []string{toolplane.RoleActForUsers}
+		}
 	case toolplane.CredentialPerson:
 		cred.Kind, cred.Roles = toolplane.CredentialPerson, c.Roles
 	default:
