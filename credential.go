@@ -40,7 +40,7 @@ type Credential struct {
 	// the person.
 	Subject string
 	// Roles are a person's roles (tool_owner, approver, platform_admin,
-	// ...); an agent's credential has none.
+	// ...). An agent's credential holds at most RoleActForUsers.
 	Roles []string
 	// Tools narrow an agent's credential to the tool names, or glob
 	// patterns over them, listed: the caller's rights, which a call needs
@@ -115,6 +115,27 @@ func (c *Credential) HasRole(role, team string) bool {
 				return true
 			}
 		case have == role:
+			return true
+		}
+	}
+	return false
+}
+
+// RoleActForUsers is the one role an agent's credential may hold: it lets
+// the agent name the person a call acts for (on_behalf_of), as an agent
+// deployed in front of signed-in users does. The person named is recorded
+// with the call and may not approve it, so naming one is a statement with
+// consequences; an agent without this role may not make it.
+const RoleActForUsers = "act_for_users"
+
+// ActsForUsers reports whether the credential may name the person a call
+// acts for: an agent's credential holding RoleActForUsers.
+func (c *Credential) ActsForUsers() bool {
+	if c == nil || c.Kind != CredentialAgent {
+		return false
+	}
+	for _, have := range c.Roles {
+		if have == RoleActForUsers {
 			return true
 		}
 	}

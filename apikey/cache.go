@@ -116,6 +116,26 @@ func (c *Cache) Authenticate(ctx context.Context, store Getter, key string, now 
 	return cred, nil
 }
 
+// Cached answers the credential key authenticates at now when the cache
+// can tell without the store: the key verified within the TTL and has not
+// expired. It never runs Argon2id nor reads the store, so a door may ask it
+// before deciding whether a full verification is worth its cost.
+func (c *Cache) Cached(key string, now time.Time) (*toolplane.Credential, bool) {
+	if c == nil || len(key) != keyLen {
+		return nil, false
+	}
+	id, _, err := Parse(key)
+	if err != nil {
+		return nil, false
+	}
+	digest := sha256.Sum256([]byte(key))
+	cred, ok := c.lookup(id, &digest, now)
+	if !ok || expired(&cred, now) {
+		return nil, false
+	}
+	return clone(&cred), true
+}
+
 // Forget drops id's entry, so the next request with that key reads the
 // store again: call it after revoking or changing the credential to make
 // the change immediate on this node.

@@ -64,7 +64,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	jwtIssuer := fs.String("jwt-issuer", "", "accept JWTs from this issuer (iss) besides API keys; needs --jwt-audience and --jwt-jwks-url")
 	jwtAudience := fs.String("jwt-audience", "", "the audience (aud) accepted JWTs must name")
 	jwtJWKS := fs.String("jwt-jwks-url", "", "where the issuer publishes its signing keys (JWKS)")
-	rateLimit := fs.Int("rate-limit", 600, "requests per minute each API key may make on this node (0: no limit)")
+	rateLimit := fs.Int("rate-limit", 600, "requests per minute each API key may make on this node, counting only requests that authenticated as it (0: no limit)")
+	authFailures := fs.Int("auth-failure-limit", 30, "failed authentications per minute allowed on this node from one client address (its connection's address; an IPv6 /64), and for one key id; past it failures answer 429, and an address past it is refused before its key is checked (0: no limit)")
+	sessionsPerKey := fs.Int("mcp-sessions-per-key", mcpserver.DefaultMaxSessionsPerKey, "MCP sessions one key may hold open on this node; past it, opening one answers 429 until one ends (DELETE) or idles out")
+	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
 	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
 	var upstreamFlags stringList
@@ -200,6 +203,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		limiter = ratelimit.New(*rateLimit, time.Minute)
 		api.Limiter = limiter
 	}
+	var failures *ratelimit.Failures
+	if *authFailures > 0 {
+		// Failed authentications have a budget of their own, also shared
+		// by the doors, so nobody without a key's secret spends its.
+		failures = ratelimit.NewFailures(*authFailures, time.Minute)
+		api.Failures = failures
+	}
 	var allowedHosts []string
 	if u, err := url.Parse(*publicURL); err == nil && u.Hostname() != "" {
 		allowedHosts = append(allowedHosts, u.Hostname())
@@ -208,7 +218,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget}
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
+		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {
@@ -282,15 +293,17 @@ func loadTools(dir string, stderr io.Writer) ([]toolplane.Definition, error) {
 	return defs, nil
 }
 
-// First-start credentials have fixed IDs (their secrets are random): when
-// several nodes start on one empty database at once, exactly one insert of
-// the admin credential succeeds, and the others know they lost.
-const (
-	firstAdminID = apikey.Prefix + "000000000000000000000001"
-	firstAgentID = apikey.Prefix + "000000000000000000000002"
-	// firstDemoGrantID is the demo agent's grant of the demo tools.
-	firstDemoGrantID = "grt_first_demo"
-)
+// firstStartChange is the ID of the change that records a database's
+// first start. The credentials first start mints have random IDs, like any
+// key's (a fixed ID would tell everyone which id to present as the admin's);
+// what makes one node's keys the first ones, when several nodes start on
+// one empty database at once, is this change: each node stores its keys and
+// then appends it, exactly one append succeeds, and every other node
+// revokes the keys it stored and forgets them.
+const firstStartChange = "chg_first_start"
+
+// firstDemoGrantID is the demo agent's grant of the demo tools.
+const firstDemoGrantID = "grt_first_demo"
 
 // firstStart mints an admin credential (and, with the demo, an agent's) the
 // first time the database is served. The keys are written to a file only
@@ -319,8 +332,8 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 		cred *toolplane.Credential
 		line string
 	}
-	mint := func(id string, kind toolplane.CredentialKind, subject, label string, roles, tools []string) (minted, error) {
-		_, secret, err := apikey.New(kind)
+	mint := func(kind toolplane.CredentialKind, subject, label string, roles, tools []string) (minted, error) {
+		id, secret, err := apikey.New(kind)
 		if err != nil {
 			return minted{}, err
 		}
@@ -328,13 +341,13 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 			Tools: tools, Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
 		return minted{c, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret))}, nil
 	}
-	admin, err := mint(firstAdminID, toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil)
+	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil)
 	if err != nil {
 		return err
 	}
 	keys := []minted{admin}
 	if withDemo {
-		agent, err := mint(firstAgentID, toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, nil)
+		agent, err := mint(toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, nil)
 		if err != nil {
 			return err
 		}
@@ -357,20 +370,29 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 		os.Remove(file)
 		return fmt.Errorf("write %s: %w", file, err)
 	}
-	for i, k := range keys {
-		err := b.Store.InsertCredential(ctx, k.cred)
-		if i == 0 && errors.Is(err, toolplane.ErrExists) {
-			// Another node started on this database at the same moment and
-			// minted the keys; these were never stored.
-			os.Remove(file)
-			fmt.Fprintln(stdout, "first start: another node created the first credentials; they are in its data directory")
-			return nil
+	if err := b.Store.InsertCredential(ctx, admin.cred); err != nil {
+		os.Remove(file) // nothing was stored
+		return fmt.Errorf("store first credentials: %w", err)
+	}
+	now := time.Now()
+	err = b.Store.AppendChange(ctx, &toolplane.Change{ID: firstStartChange, OrganizationID: DefaultOrganization,
+		Kind: "credential.first_start", Subject: admin.cred.ID, Actor: "first start", CreatedAt: now})
+	if errors.Is(err, toolplane.ErrExists) {
+		// Another node started on this database at the same moment and its
+		// keys are the first ones; this node's admin key is withdrawn.
+		admin.cred.RevokedAt = now
+		if ok, err := b.Store.UpdateCredential(ctx, admin.cred); err != nil || !ok {
+			return fmt.Errorf("withdraw the admin key %s that lost the first start to another node (it is in %s): %v", admin.cred.ID, file, err)
 		}
-		if err != nil {
-			if i == 0 {
-				os.Remove(file) // nothing was stored
-				return fmt.Errorf("store first credentials: %w", err)
-			}
+		os.Remove(file)
+		fmt.Fprintln(stdout, "first start: another node created the first credentials; they are in its data directory")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record the first start (the admin key in %s is valid): %w", file, err)
+	}
+	for _, k := range keys[1:] {
+		if err := b.Store.InsertCredential(ctx, k.cred); err != nil {
 			// The admin key in the file works: keep it.
 			return fmt.Errorf("store first credentials (the admin key in %s is valid): %w", file, err)
 		}
@@ -379,7 +401,6 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 		// The demo agent's key narrows nothing: what it may call is what
 		// its identity is granted, so the identity gets the demo
 		// catalogue, recorded like any grant (and revocable like one).
-		now := time.Now()
 		g := &toolplane.Grant{ID: firstDemoGrantID, OrganizationID: DefaultOrganization, AgentID: "demo-agent", Pattern: "demo.*",
 			GrantedBy: "first start", CreatedAt: now}
 		if err := b.Store.InsertGrant(ctx, g); err != nil {

@@ -213,9 +213,63 @@ func TestFirstStartOnOneDatabaseByManyNodesMintsOnce(t *testing.T) {
 			files++
 		}
 	}
-	creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)
-	if files != 1 || len(creds) != 2 {
-		t.Errorf("%d credentials files and %d credentials, want 1 file holding the 2 stored keys", files, len(creds))
+	// The nodes that lost stored an admin key before they learned it, and
+	// withdrew it: only the winner's keys are valid.
+	all, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)
+	var valid []string
+	for _, c := range all {
+		if c.RevokedAt.IsZero() {
+			valid = append(valid, c.ID)
+		}
+	}
+	if files != 1 || len(valid) != 2 {
+		t.Errorf("%d credentials files and %d valid credentials, want 1 file holding the 2 stored keys", files, len(valid))
+	}
+	if files == 1 {
+		for i := range nodes {
+			raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprint("node", i), "credentials.env"))
+			if err != nil {
+				continue
+			}
+			for _, id := range valid {
+				if !strings.Contains(string(raw), id+"_") {
+					t.Errorf("the credentials file lacks the valid key %s", id)
+				}
+			}
+		}
+	}
+}
+
+// The first start's keys have random ids like any other key: an id nobody
+// can guess is an id nobody can present to probe or flood.
+func TestFirstStartIDsAreNotPredictable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for i := range 2 {
+		dir := t.TempDir()
+		db := filepath.Join(dir, "t.db")
+		b, err := backend.Open(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := firstStart(ctx, b, db, filepath.Join(dir, "data"), true, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)
+		if len(creds) != 2 {
+			t.Fatalf("database %d: %d credentials", i, len(creds))
+		}
+		for _, c := range creds {
+			if seen[c.ID] || strings.Count(c.ID, "0") > 12 {
+				t.Errorf("database %d: the %s key has the id %s, which a reader of the source can guess", i, c.Subject, c.ID)
+			}
+			seen[c.ID] = true
+		}
 	}
 }
 

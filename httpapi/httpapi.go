@@ -52,8 +52,13 @@ type Server struct {
 	// (JWTs of a configured issuer).
 	Tokens apikey.TokenVerifier
 	// Limiter, when set, limits each key's requests on this node and
-	// reports the limit in the X-RateLimit headers.
+	// reports the limit in the X-RateLimit headers. Only requests that
+	// authenticated as the key spend its budget.
 	Limiter *ratelimit.Limiter
+	// Failures, when set, limits failed authentications per client
+	// address and per key id, apart from any key's own budget (see
+	// apikey.Gate); one per node, shared with the MCP door.
+	Failures *ratelimit.Failures
 	// Keys, when set, remembers verified API keys across requests; one
 	// per node, shared with the MCP door (see apikey.Cache).
 	Keys *apikey.Cache
@@ -158,37 +163,40 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// auth authenticates the request's API key before h runs.
+// auth authenticates the request's bearer token, through the gate every
+// door shares (apikey.Gate), before h runs.
 func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What an authenticated route answers depends on the key (the tools
+		// it is shown, the approvals of its organization): no cache, shared
+		// or not, may keep it and hand it to another.
+		w.Header().Set("Cache-Control", "private, no-store")
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "send an API key as Authorization: Bearer <key>", "")
 			return
 		}
 		now := s.Now()
-		token = strings.TrimSpace(token)
-		// An API key names its id in the clear: it is counted before its
-		// secret is checked, so guessing secrets for a known id is slowed
-		// by the limit instead of costing an Argon2id run each time.
-		limited := false
-		if id, _, err := apikey.Parse(token); err == nil && s.Limiter != nil {
-			if !s.allow(w, r, id, now) {
-				return
-			}
-			limited = true
+		gate := apikey.Gate{Authenticator: apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys},
+			Limiter: s.Limiter, Failures: s.Failures}
+		cred, d, err := gate.Admit(r.Context(), strings.TrimSpace(token), ratelimit.ClientAddr(r), now)
+		if d.Limit > 0 {
+			d.Header(w.Header(), now)
 		}
-		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(r.Context(), token, now)
+		var limited *apikey.LimitedError
 		switch {
+		case errors.As(err, &limited) && limited.Failures:
+			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications; retry after the reset", "")
+			return
+		case errors.As(err, &limited):
+			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
+			return
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
 			return
 		case err != nil:
 			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
 			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
-			return
-		}
-		if s.Limiter != nil && !limited && !s.allow(w, r, cred.ID, now) {
 			return
 		}
 		if strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, now) {
@@ -200,15 +208,19 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 	})
 }
 
-// allow counts a request of id against its rate limit, setting the
-// X-RateLimit headers, and answers 429 when it is over.
-func (s *Server) allow(w http.ResponseWriter, r *http.Request, id string, now time.Time) bool {
-	d := s.Limiter.Allow(id, now)
-	d.Header(w.Header(), now)
-	if !d.Allowed {
-		s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
+// bounded answers 400 invalid_request for the first of checks (from
+// toolplane.CheckLen) that failed, naming its field, and reports whether
+// none did: an identifier past its bound is refused before it is looked up
+// or written anywhere.
+func (s *Server) bounded(w http.ResponseWriter, r *http.Request, checks ...error) bool {
+	for _, err := range checks {
+		var tooLong *toolplane.TooLongError
+		if errors.As(err, &tooLong) {
+			s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
+			return false
+		}
 	}
-	return d.Allowed
+	return true
 }
 
 // envelope is the one error shape of the API.
@@ -409,8 +421,10 @@ type invokeRequest struct {
 	StepPath       string          `json:"step_path"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	AuthorizedBy   string          `json:"authorized_by"`
-	OnBehalfOf     string          `json:"on_behalf_of"`
-	TenantID       string          `json:"tenant_id"`
+	// OnBehalfOf names the person the call acts for; only a key holding
+	// the act_for_users role may name one.
+	OnBehalfOf string `json:"on_behalf_of"`
+	TenantID   string `json:"tenant_id"`
 	// MaxCostCents is the run tree's cost ceiling; a metered call past it
 	// answers budget_exhausted. The server's own ceiling, when lower, wins.
 	MaxCostCents int64 `json:"max_cost_cents"`
@@ -428,6 +442,13 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	var body invokeRequest
 	if err := decodeBody(r, &body); err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	if body.OnBehalfOf != "" && !c.cred.ActsForUsers() {
+		// Refused rather than ignored: a caller that named a person would
+		// otherwise believe the call was recorded as made for them.
+		s.fail(w, r, http.StatusForbidden, "denied", "on_behalf_of names the person a call acts for, which only a key allowed to act for users (role "+
+			toolplane.RoleActForUsers+") may do; call without it, as the agent alone", "on_behalf_of")
 		return
 	}
 	if len(body.Arguments) == 0 {
@@ -458,7 +479,10 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)
 	var ar *invoke.ApprovalRequired
+	var tooLong *toolplane.TooLongError
 	switch {
+	case errors.As(err, &tooLong):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
 	case errors.As(err, &ar):
 		writeJSON(w, http.StatusAccepted, map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
 			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"})
@@ -510,6 +534,9 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
 		s.fail(w, r, http.StatusForbidden, "denied", "answering approvals needs a person's key with the approver role", "")
+		return
+	}
+	if !s.bounded(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
 		return
 	}
 	var body struct {
@@ -582,6 +609,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if err := decodeBody(r, &body); err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		return
+	}
+	if !s.bounded(w, r, toolplane.CheckLen("tool", body.Tool, toolplane.MaxNameLen), toolplane.CheckLen("key", body.Key, toolplane.MaxRunLen)) {
 		return
 	}
 	rec := invoke.Reconciliation{Failure: body.Failure, Unconfirmed: body.Unconfirmed}

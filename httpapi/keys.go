@@ -62,11 +62,21 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 	case body.Subject == "":
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", "subject names the agent identity or the person", "/subject")
 		return
-	case body.Kind == toolplane.CredentialAgent && len(body.Roles) > 0:
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "an agent's key carries tools, not roles", "/roles")
+	case body.Kind == toolplane.CredentialAgent && (len(body.Roles) > 1 || len(body.Roles) == 1 && body.Roles[0] != toolplane.RoleActForUsers):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "an agent's key carries tools, and no role but "+toolplane.RoleActForUsers, "/roles")
 		return
 	case body.Kind == toolplane.CredentialPerson && len(body.Tools) > 0:
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", "a person's key carries roles, not tools", "/tools")
+		return
+	}
+	checks := []error{toolplane.CheckLen("subject", body.Subject, toolplane.MaxRefLen), toolplane.CheckLen("label", body.Label, toolplane.MaxRefLen)}
+	for i, v := range body.Roles {
+		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("roles[%d]", i), v, toolplane.MaxRefLen))
+	}
+	for i, v := range body.Tools {
+		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("tools[%d]", i), v, toolplane.MaxNameLen))
+	}
+	if !s.bounded(w, r, checks...) {
 		return
 	}
 	for i, p := range body.Tools {
@@ -119,6 +129,9 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RolePlatformAdmin) {
 		s.fail(w, r, http.StatusForbidden, "denied", "revoking keys needs the platform_admin role", "")
+		return
+	}
+	if !s.bounded(w, r, toolplane.CheckLen("key id", r.PathValue("id"), toolplane.MaxRefLen)) {
 		return
 	}
 	cred, err := s.Store.GetCredential(r.Context(), r.PathValue("id"))

@@ -52,7 +52,14 @@ type call struct {
 
 // Invoke runs one call of the tool named name (its platform name) with the
 // model's arguments (plain JSON values, as decoded with json.Number).
+//
+// An identifier past its bound (toolplane.Invocation.Check) answers an
+// error wrapping a *toolplane.TooLongError, before anything is recorded: a
+// door translates it as the caller's bad request.
 func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolplane.Invocation) (toolplane.Result, error) {
+	if err := inv.Check(name); err != nil {
+		return toolplane.Result{}, fmt.Errorf("invoke: %w", err)
+	}
 	ctx, c := iv.begin(ctx, name, args, inv)
 	res, err := c.run(ctx)
 	c.finish(ctx, res, err)
@@ -63,6 +70,9 @@ func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolp
 // not JSON answers invalid_input like any other bad argument, with its own
 // span and audit event.
 func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv *toolplane.Invocation) (toolplane.Result, error) {
+	if err := inv.Check(name); err != nil {
+		return toolplane.Result{}, fmt.Errorf("invoke: %w", err)
+	}
 	args, refusal := registry.DecodeArguments(raw)
 	if refusal != nil {
 		ctx, c := iv.begin(ctx, name, nil, inv)

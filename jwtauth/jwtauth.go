@@ -6,15 +6,18 @@
 //
 // Claims read: iss and aud (both required to match), exp/nbf/iat (one
 // minute of leeway), sub (the subject), and the private claims org,
-// toolplane_kind ("agent" or "person"), toolplane_tools and toolplane_roles.
+// toolplane_kind ("agent" or "person"), toolplane_tools and toolplane_roles
+// (a person's roles; of an agent's, only act_for_users is kept).
 package jwtauth
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,10 +87,19 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	if c.Expiry == nil || c.Subject == "" || c.Org == "" {
 		return nil, fmt.Errorf("%w: exp, sub and org are required", ErrInvalid)
 	}
+	// sub and org become the caller's identity in every record; the
+	// issuer's signature says who sent them, not that they are short.
+	if err := errors.Join(toolplane.CheckLen("sub", c.Subject, toolplane.MaxRefLen), toolplane.CheckLen("org", c.Org, toolplane.MaxRefLen)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	cred := &toolplane.Credential{ID: "jwt:" + v.Issuer + ":" + c.Subject, OrganizationID: c.Org, Subject: c.Subject}
 	switch toolplane.CredentialKind(c.Kind) {
 	case toolplane.CredentialAgent:
 		cred.Kind, cred.Tools = toolplane.CredentialAgent, c.Tools
+		// An agent holds no role but act_for_users; any other is dropped.
+		if slices.Contains(c.Roles, toolplane.RoleActForUsers) {
+			cred.Roles = []string{toolplane.RoleActForUsers}
+		}
 	case toolplane.CredentialPerson:
 		cred.Kind, cred.Roles = toolplane.CredentialPerson, c.Roles
 	default:

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,6 +92,10 @@ func TestVerify(t *testing.T) {
 		{name: "no organization", edit: func(c map[string]any) { delete(c, "org") }},
 		{name: "no subject", edit: func(c map[string]any) { delete(c, "sub") }},
 		{name: "unknown kind", edit: func(c map[string]any) { c["toolplane_kind"] = "admin" }},
+		// sub and org become identities in every record; the signature
+		// does not make them short.
+		{name: "a 100 KB subject", edit: func(c map[string]any) { c["sub"] = strings.Repeat("s", 100<<10) }},
+		{name: "a long organization", edit: func(c map[string]any) { c["org"] = strings.Repeat("o", toolplane.MaxRefLen+1) }},
 		{name: "signed by another key", key: other},
 		{name: "a shared-secret algorithm", alg: jose.HS256, key: []byte("0123456789abcdef0123456789abcdef")},
 		{name: "not a token", token: "not.a.token"},

@@ -52,11 +52,13 @@ var servingLine = regexp.MustCompile(`^toolplane serving .* on (http://\S+)`)
 
 // StartToolplane builds (unless given a binary) and starts
 //
-//	toolplane serve --demo --addr 127.0.0.1:0 --database DIR/toolplane.db --data DIR --rate-limit 0 ARGS...
+//	toolplane serve --demo --addr 127.0.0.1:0 --database DIR/toolplane.db --data DIR --rate-limit 0 --mcp-sessions-per-key 100000 ARGS...
 //
 // and answers once it serves, with the demo agent's key. The rate limit is
 // off because a closed loop at full speed would otherwise measure the
-// limiter's refusals (600 per minute per key by default).
+// limiter's refusals (600 per minute per key by default), and the sessions
+// one key may hold are raised because every client of a run is one key
+// with a session of its own (64 per key by default).
 func StartToolplane(ctx context.Context, o ToolplaneOptions) (_ *Toolplane, err error) {
 	dir, temp := o.Dir, false
 	if dir == "" {
@@ -82,7 +84,7 @@ func StartToolplane(ctx context.Context, o ToolplaneOptions) (_ *Toolplane, err 
 	}
 	defer logFile.Close() // the child holds its own descriptor
 	args := append([]string{"serve", "--demo", "--addr", "127.0.0.1:0",
-		"--database", filepath.Join(dir, "toolplane.db"), "--data", dir, "--rate-limit", "0"}, o.Args...)
+		"--database", filepath.Join(dir, "toolplane.db"), "--data", dir, "--rate-limit", "0", "--mcp-sessions-per-key", "100000"}, o.Args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), o.Env...)

@@ -42,7 +42,19 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" {
 			if r.Method == http.MethodPost {
-				r = s.opening(w, r)
+				var m *opening
+				r, m = s.opening(w, r)
+				// An initialize opens a session the SDK then holds (it
+				// closes any other it made for a request without one), so
+				// it is what the caps count.
+				if m.initialize {
+					release, refusal := s.reserve(r)
+					if refusal != nil {
+						refusal.write(w, m.id)
+						return
+					}
+					defer release()
+				}
 			}
 			next.ServeHTTP(w, r)
 			return
@@ -157,13 +169,17 @@ type opening struct {
 	once     sync.Once
 	srv      *mcp.Server
 	discover bool
+	// initialize is set for an initialize request, which opens a session
+	// that outlives it; id is its JSON-RPC id, for a refusal to answer.
+	initialize bool
+	id         json.RawMessage
 }
 
 type openingKey struct{}
 
 // opening answers r carrying an opening for the server the SDK will ask
 // for, after a look at which method the request is.
-func (s *Server) opening(w http.ResponseWriter, r *http.Request) *http.Request {
+func (s *Server) opening(w http.ResponseWriter, r *http.Request) (*http.Request, *opening) {
 	m := &opening{}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	if err != nil {
@@ -171,9 +187,15 @@ func (s *Server) opening(w http.ResponseWriter, r *http.Request) *http.Request {
 	} else {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var msg map[string]json.RawMessage
-		m.discover = firstByte(body) == '{' && json.Unmarshal(body, &msg) == nil && isString(msg["method"], "server/discover")
+		if firstByte(body) == '{' && json.Unmarshal(body, &msg) == nil {
+			m.discover = isString(msg["method"], "server/discover")
+			m.initialize = isString(msg["method"], "initialize")
+			if validID(msg["id"]) {
+				m.id = msg["id"]
+			}
+		}
 	}
-	return r.WithContext(context.WithValue(r.Context(), openingKey{}, m))
+	return r.WithContext(context.WithValue(r.Context(), openingKey{}, m)), m
 }
 
 // errReader replays a read error.
@@ -341,7 +363,7 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Cache-Control", noStore)
 	w.Write(b)
 }
 

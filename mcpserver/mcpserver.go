@@ -51,8 +51,12 @@ type Server struct {
 	PublicURL string
 	// Limiter, when set, limits each key's requests on this node, as on
 	// the REST API: an agent looping on tools/call is slowed the same way
-	// whichever door it uses.
+	// whichever door it uses. Only requests that authenticated as the key
+	// spend its budget.
 	Limiter *ratelimit.Limiter
+	// Failures, when set, limits failed authentications per client
+	// address and per key id (see apikey.Gate); shared with the REST API.
+	Failures *ratelimit.Failures
 	// Upstreams, when set, supplies the resources and prompts the governed
 	// copy of each upstream relays beside its tools.
 	Upstreams *upstream.Set
@@ -85,8 +89,22 @@ type Server struct {
 	// not (as with the SDK's own timeout).
 	SessionIdle time.Duration
 
+	// MaxSessionsPerKey caps the MCP sessions one credential holds on this
+	// node, and MaxSessions those of all credentials together (zero: the
+	// defaults, DefaultMaxSessionsPerKey and DefaultMaxSessions). A session
+	// is held from the request that opens it until its client ends it
+	// (DELETE) or it idles out (SessionIdle); a request that would open one
+	// past a cap is refused (429 for the key's, 503 for the node's) with a
+	// JSON-RPC error saying how to free one.
+	MaxSessionsPerKey int
+	MaxSessions       int
+
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+	// pendingByKey and pendingAll count the session openings in flight
+	// (see reserve).
+	pendingByKey map[string]int
+	pendingAll   int
 	// byID finds an established session by the SDK's session id, for the
 	// fast path.
 	byID  map[string]*session
@@ -162,10 +180,14 @@ func (s *Server) handler(upstream string) http.Handler {
 		// ProtectHost below judges Host (and Origin) with the allowed
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
-	h = s.fast(h, upstream)
-	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		now := time.Now()
-		cred, err := apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys}.Authenticate(ctx, token, now)
+	h = s.fast(private(h), upstream)
+	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		// The gate (see admit) has already authenticated the token.
+		a, _ := r.Context().Value(admittedKey{}).(*admitted)
+		if a == nil {
+			return nil, fmt.Errorf("%w: the key is not valid", auth.ErrInvalidToken)
+		}
+		cred, err := a.cred, a.err
 		switch {
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			return nil, fmt.Errorf("%w: the key is not valid", auth.ErrInvalidToken)
@@ -175,8 +197,8 @@ func (s *Server) handler(upstream string) http.Handler {
 		case cred.Kind != toolplane.CredentialAgent:
 			return nil, fmt.Errorf("%w: tools are called with an agent's key", auth.ErrInvalidToken)
 		}
-		if t, ok := s.Store.(toucher); ok && strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, now) {
-			if err := t.TouchCredential(context.WithoutCancel(ctx), cred.OrganizationID, cred.ID, now); err != nil {
+		if t, ok := s.Store.(toucher); ok && strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, a.at) {
+			if err := t.TouchCredential(context.WithoutCancel(ctx), cred.OrganizationID, cred.ID, a.at); err != nil {
 				s.Log.WarnContext(ctx, "credential touch failed", "err", err)
 			}
 		}
@@ -189,54 +211,87 @@ func (s *Server) handler(upstream string) http.Handler {
 	}
 	// Host and Origin are judged before the key: a page a browser was
 	// tricked into loading is refused whatever it sends.
-	return ProtectHost(s.limitKey(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(s.limit(h))), s.AllowedHosts...)
+	return ProtectHost(s.admit(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)), s.AllowedHosts...)
 }
 
-// limitKey counts a request bearing an API key against the key's rate
-// limit before its secret is checked, as the REST API does: guessing
-// secrets for a known id is slowed by the limit instead of costing an
-// Argon2id run each time.
-func (s *Server) limitKey(next http.Handler) http.Handler {
-	if s.Limiter == nil {
-		return next
-	}
+// noStore is the Cache-Control of every MCP answer: each depends on the
+// key (its session, the tools its grants show), so no cache, shared or
+// not, may keep one; no-transform as the protocol's streams ask.
+const noStore = "private, no-store, no-transform"
+
+// private marks every answer of next as noStore, over the SDK's own
+// "no-cache" (which lets a shared cache store an answer).
+func private(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if id, _, err := apikey.Parse(strings.TrimSpace(token)); err == nil && !s.allow(w, id) {
+		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
+	})
+}
+
+// privateWriter sets Cache-Control to noStore as the header is sent.
+type privateWriter struct {
+	http.ResponseWriter
+	sent bool
+}
+
+func (p *privateWriter) mark() {
+	if !p.sent {
+		p.sent = true
+		p.Header().Set("Cache-Control", noStore)
+	}
+}
+
+func (p *privateWriter) WriteHeader(code int) { p.mark(); p.ResponseWriter.WriteHeader(code) }
+
+func (p *privateWriter) Write(b []byte) (int, error) { p.mark(); return p.ResponseWriter.Write(b) }
+
+// Flush sends the header (marked) and what was written so far: the SDK
+// flushes its event streams through an http.ResponseController.
+func (p *privateWriter) Flush() {
+	p.mark()
+	_ = http.NewResponseController(p.ResponseWriter).Flush()
+}
+
+// Unwrap answers the writer underneath, for http.ResponseController.
+func (p *privateWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// admitted is what the gate answered for a request's bearer token, for the
+// SDK's token check to report.
+type admitted struct {
+	cred *toolplane.Credential
+	err  error
+	at   time.Time
+}
+
+type admittedKey struct{}
+
+// admit runs the gate every door shares (apikey.Gate) on a request's
+// bearer token: authentication, then the failure and per-key limits, so an
+// agent looping on tools/call is slowed the same way whichever door it
+// uses, and wrong secrets sent under a key's id never spend its holder's
+// budget. A refusal for rate answers 429 here; what the gate answered
+// otherwise goes to the SDK's bearer check, which words a 401 the way MCP
+// clients expect.
+func (s *Server) admit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The token as the SDK's bearer check reads it.
+		fields := strings.Fields(r.Header.Get("Authorization"))
+		if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// limit applies the per-key rate limit to a request authenticated by
-// another kind of token (an API key was counted by limitKey), with the
-// same X-RateLimit headers the REST API sends.
-func (s *Server) limit(next http.Handler) http.Handler {
-	if s.Limiter == nil {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var cred *toolplane.Credential
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
+		now := time.Now()
+		gate := apikey.Gate{Authenticator: apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys},
+			Limiter: s.Limiter, Failures: s.Failures}
+		cred, d, err := gate.Admit(r.Context(), fields[1], ratelimit.ClientAddr(r), now)
+		if d.Limit > 0 {
+			d.Header(w.Header(), now)
 		}
-		if cred == nil || strings.HasPrefix(cred.ID, apikey.Prefix) || s.allow(w, cred.ID) {
-			next.ServeHTTP(w, r)
+		if limited := (*apikey.LimitedError)(nil); errors.As(err, &limited) {
+			http.Error(w, limited.Error(), http.StatusTooManyRequests)
+			return
 		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &admitted{cred: cred, err: err, at: now})))
 	})
-}
-
-// allow counts a request of id, setting the X-RateLimit headers, and
-// answers 429 when it is over the limit.
-func (s *Server) allow(w http.ResponseWriter, id string) bool {
-	now := time.Now()
-	d := s.Limiter.Allow(id, now)
-	d.Header(w.Header(), now)
-	if !d.Allowed {
-		http.Error(w, "this key made too many requests; slow down and retry after the reset", http.StatusTooManyRequests)
-	}
-	return d.Allowed
 }
 
 // toucher records a key's last use (the store does; a test's may not).
@@ -297,6 +352,10 @@ func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Ser
 		// Tools may appear later (an upstream connecting, a grant added),
 		// so the capability and its change notifications are always on.
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// A listing is what this key's grants show (the protocol's default
+		// scope is public): only the client that asked may keep it, and
+		// only until it asks again, since grants change at any time.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope, c.TTLMs = "private", 0 },
 	}
 	if cat, ok := s.catalogue(upstream); ok && cat.Subscribe {
 		opts.SubscribeHandler = sess.subscribe
@@ -630,6 +689,10 @@ func (sess *session) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
 // either path.
 func unavailable(name string) *mcp.CallToolResult {
 	r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", name))
+	if err := toolplane.CheckLen("the tool name", name, toolplane.MaxNameLen); err != nil {
+		// Not echoed: the answer stays bounded whatever the client sent.
+		r = toolplane.Fail(toolplane.CodeInvalidInput, err.Error()+"; use only the tools you were given")
+	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}
 }
 
@@ -680,6 +743,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	}
 	res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
 	var ar *invoke.ApprovalRequired
+	var tooLong *toolplane.TooLongError
 	switch {
 	case errors.As(err, &ar):
 		msg := fmt.Sprintf("This call waits for a person's approval (approval %s, expires %s); nothing was done yet. After it is approved, call again with the same arguments in this session to get the result.",
@@ -694,6 +758,11 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		}, nil
 	case errors.Is(err, invoke.ErrInFlight):
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
+	case errors.As(err, &tooLong):
+		// An identifier the client sent (in the call's _meta) is past its
+		// bound: the caller's mistake, refused before anything was recorded.
+		r := toolplane.Fail(toolplane.CodeInvalidInput, tooLong.Error())
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}, nil
 	case err != nil:
 		s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
 		return nil, fmt.Errorf("the platform could not complete this call")

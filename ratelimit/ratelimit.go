@@ -3,10 +3,17 @@
 // -Reset headers describe. Limits are local by design: a node never waits
 // on another to admit a request, so N nodes admit up to N times a key's
 // limit.
+//
+// Two budgets are kept apart: a credential's requests (Limiter, spent only
+// by requests that authenticated as it) and failed authentications
+// (Failures, spent by wrong keys and tokens, per client address and per key
+// id). Nobody who lacks a key's secret can spend its holder's budget.
 package ratelimit
 
 import (
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -42,6 +49,16 @@ func New(limit int, per time.Duration) *Limiter {
 
 // Allow counts a request of key at now.
 func (l *Limiter) Allow(key string, now time.Time) Decision {
+	return l.take(key, now, true)
+}
+
+// Peek answers what Allow would answer for key at now without counting a
+// request: Allowed reports whether the budget has room for one more.
+func (l *Limiter) Peek(key string, now time.Time) Decision {
+	return l.take(key, now, false)
+}
+
+func (l *Limiter) take(key string, now time.Time, count bool) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if now.Sub(l.swept) > l.Window { // forget windows that ended
@@ -53,6 +70,14 @@ func (l *Limiter) Allow(key string, now time.Time) Decision {
 		l.swept = now
 	}
 	w, ok := l.counts[key]
+	if !count && (!ok || now.Sub(w.start) >= l.Window) {
+		// An unseen key has its whole budget; nothing is stored for it.
+		start := now.Truncate(l.Window)
+		if now.Sub(start) >= l.Window {
+			start = now
+		}
+		return Decision{Allowed: l.Limit > 0, Limit: l.Limit, Remaining: l.Limit, Reset: start.Add(l.Window)}
+	}
 	if !ok || now.Sub(w.start) >= l.Window {
 		w = &window{start: now.Truncate(l.Window)}
 		if now.Sub(w.start) >= l.Window {
@@ -64,9 +89,92 @@ func (l *Limiter) Allow(key string, now time.Time) Decision {
 	if w.n >= l.Limit {
 		return d
 	}
+	if !count {
+		d.Allowed, d.Remaining = true, l.Limit-w.n
+		return d
+	}
 	w.n++
 	d.Allowed, d.Remaining = true, l.Limit-w.n
 	return d
+}
+
+// Failures limits failed authentications, on a budget of their own: per
+// client address and per key id, each up to the limit per window. It never
+// counts a request that authenticated, so a flood of wrong secrets for a
+// key's id leaves the key's holder untouched: the holder presents the right
+// secret, which is checked before any failure budget is consulted for the
+// key id.
+//
+// What each budget does once spent:
+//
+//   - A client address over its budget is refused before its credential is
+//     checked at all (unless the key is one the node verified recently,
+//     which costs nothing to recognise): a flooder stops costing an
+//     Argon2id verification per request.
+//   - A key id over its budget answers its further failures with a refusal
+//     to retry later rather than a plain "not valid"; a right secret for
+//     that id still authenticates, from any address whose budget is not
+//     spent.
+type Failures struct {
+	byAddr, byID *Limiter
+}
+
+// NewFailures answers a failure budget of limit failed authentications per
+// window, for each client address and for each key id.
+func NewFailures(limit int, per time.Duration) *Failures {
+	return &Failures{byAddr: New(limit, per), byID: New(limit, per)}
+}
+
+// Blocked reports whether the client address addr has spent its failure
+// budget at now, with the decision that says when it may try again.
+func (f *Failures) Blocked(addr string, now time.Time) (Decision, bool) {
+	d := f.byAddr.Peek(addr, now)
+	return d, !d.Allowed
+}
+
+// Fail counts one failed authentication from addr, presenting the key id
+// id ("" when the token names none, as a JWT or a malformed key), and
+// answers whether the failure is still within both budgets: when Allowed
+// is false the caller is told to slow down rather than that its
+// credential is not valid.
+func (f *Failures) Fail(addr, id string, now time.Time) Decision {
+	da := f.byAddr.Allow(addr, now)
+	if id == "" {
+		return da
+	}
+	di := f.byID.Allow(id, now)
+	switch {
+	case !da.Allowed:
+		return da
+	case !di.Allowed, di.Remaining < da.Remaining:
+		return di
+	}
+	return da
+}
+
+// ClientAddr answers the address a request's failure budget is kept under:
+// the peer address of its connection (RemoteAddr), never a header a client
+// can write (X-Forwarded-For, Forwarded), which would let a flooder pick a
+// fresh address per request. An IPv6 address counts as its /64, the block
+// one subscriber is usually given. Behind a reverse proxy every client
+// shares the proxy's address, and so one failure budget: a correct key
+// still authenticates there (see Failures), only failures are pooled.
+func ClientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.Unmap()
+	if a.Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return a.String()
 }
 
 // Header describes d in the X-RateLimit headers (and, when the request is

@@ -49,3 +49,75 @@ func TestDecisionHeader(t *testing.T) {
 		}
 	}
 }
+
+func TestPeekCountsNothing(t *testing.T) {
+	t.Parallel()
+	l := New(2, time.Minute)
+	now := time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)
+	for range 5 {
+		if d := l.Peek("a", now); !d.Allowed || d.Remaining != 2 {
+			t.Fatalf("peek of an unseen key: %+v", d)
+		}
+	}
+	l.Allow("a", now)
+	l.Allow("a", now)
+	if d := l.Peek("a", now); d.Allowed || d.Remaining != 0 {
+		t.Fatalf("peek of a spent key: %+v", d)
+	}
+}
+
+// Failures are counted per address and per key id; Blocked looks at the
+// address alone, and a key id's budget refuses only further failures.
+func TestFailuresPerAddressAndKeyID(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)
+	f := NewFailures(2, time.Minute)
+	steps := []struct {
+		addr, id     string
+		allowed      bool
+		blockedAfter bool
+	}{
+		{"10.0.0.1", "tpk_a", true, false},
+		{"10.0.0.1", "tpk_a", true, true},
+		// Another address, the same id: the id's budget is spent.
+		{"10.0.0.2", "tpk_a", false, false},
+		// Another id from that address: within both budgets.
+		{"10.0.0.2", "tpk_b", true, true},
+		// A token without an id (a JWT) counts against the address only.
+		{"10.0.0.3", "", true, false},
+	}
+	for i, s := range steps {
+		if d := f.Fail(s.addr, s.id, now); d.Allowed != s.allowed {
+			t.Errorf("step %d: allowed %v, want %v", i, d.Allowed, s.allowed)
+		}
+		if _, blocked := f.Blocked(s.addr, now); blocked != s.blockedAfter {
+			t.Errorf("step %d: address blocked %v, want %v", i, blocked, s.blockedAfter)
+		}
+	}
+	if _, blocked := f.Blocked("10.0.0.1", now.Add(time.Minute)); blocked {
+		t.Error("a spent address stays blocked past its window")
+	}
+}
+
+func TestClientAddrIsTheConnections(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ remote, forwarded, want string }{
+		{"192.0.2.7:5123", "", "192.0.2.7"},
+		{"192.0.2.7:5123", "198.51.100.1", "192.0.2.7"},
+		{"[::ffff:192.0.2.7]:1", "", "192.0.2.7"},
+		{"[2001:db8:1:2:3:4:5:6]:443", "", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff::1]:443", "", "2001:db8:1:2::/64"},
+		{"not an address", "", "not an address"},
+	}
+	for _, tt := range tests {
+		r, _ := http.NewRequest("GET", "http://x/", nil)
+		r.RemoteAddr = tt.remote
+		if tt.forwarded != "" {
+			r.Header.Set("X-Forwarded-For", tt.forwarded)
+			r.Header.Set("Forwarded", "for="+tt.forwarded)
+		}
+		if got := ClientAddr(r); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.remote, got, tt.want)
+		}
+	}
+}

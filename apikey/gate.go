@@ -1,0 +1,95 @@
+package apikey
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/ratelimit"
+)
+
+// LimitedError refuses a request for its rate; Decision says when the
+// caller may try again. Failures tells which budget was spent: the failed
+// authentications of the caller's address or of the key id it presented
+// (true), or the authenticated credential's own requests (false).
+type LimitedError struct {
+	Decision ratelimit.Decision
+	Failures bool
+}
+
+func (e *LimitedError) Error() string {
+	if e.Failures {
+		return "too many failed authentications; retry after the reset"
+	}
+	return "this key made too many requests; slow down and retry after the reset"
+}
+
+// Gate is what every door (REST, MCP) runs before anything else: it
+// authenticates a bearer token and applies the rate limits, in the one
+// order that keeps a key's holder out of reach of anyone who only knows
+// the key's id.
+//
+//  1. A key the node verified within the cache's TTL is recognised at once
+//     (a digest compared in constant time).
+//  2. Otherwise, a client address that has spent its failure budget is
+//     refused before the credential is checked, so a flooder stops costing
+//     a store read and an Argon2id run per request.
+//  3. The credential is checked. A failure is counted against the client
+//     address and the key id it names (Failures); past either budget the
+//     caller is told to slow down (LimitedError) instead of that the key is
+//     not valid.
+//  4. A credential that authenticated spends its own budget (Limiter).
+//
+// So the per-key budget is spent only by its holder, and a right secret
+// authenticates while wrong ones for the same id are refused.
+type Gate struct {
+	Authenticator
+	// Limiter, when set, limits each authenticated credential's requests.
+	Limiter *ratelimit.Limiter
+	// Failures, when set, limits failed authentications per client
+	// address and per key id.
+	Failures *ratelimit.Failures
+}
+
+// Admit answers the credential token authenticates, for a request from the
+// client address client (ratelimit.ClientAddr) at now, and the rate-limit
+// decision the door reports in its headers (zero when no limit applied).
+// Its errors: one wrapping toolplane.ErrUnauthenticated (the token is not
+// valid), a *LimitedError (over a budget), or ErrUnavailable.
+func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*toolplane.Credential, ratelimit.Decision, error) {
+	cred, ok := g.Cache.Cached(token, now)
+	if !ok {
+		if g.Failures != nil {
+			if d, blocked := g.Failures.Blocked(client, now); blocked {
+				return nil, d, &LimitedError{Decision: d, Failures: true}
+			}
+		}
+		var err error
+		cred, err = g.Authenticate(ctx, token, now)
+		switch {
+		case errors.Is(err, toolplane.ErrUnauthenticated):
+			if g.Failures == nil {
+				return nil, ratelimit.Decision{}, err
+			}
+			id, _, perr := Parse(token)
+			if perr != nil {
+				id = ""
+			}
+			if d := g.Failures.Fail(client, id, now); !d.Allowed {
+				return nil, d, &LimitedError{Decision: d, Failures: true}
+			}
+			return nil, ratelimit.Decision{}, err
+		case err != nil:
+			return nil, ratelimit.Decision{}, err
+		}
+	}
+	if g.Limiter == nil {
+		return cred, ratelimit.Decision{}, nil
+	}
+	d := g.Limiter.Allow(cred.ID, now)
+	if !d.Allowed {
+		return nil, d, &LimitedError{Decision: d}
+	}
+	return cred, d, nil
+}

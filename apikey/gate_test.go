@@ -1,0 +1,64 @@
+package apikey
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/ratelimit"
+)
+
+// The gate's order, step by step: failures never spend a key's budget, an
+// address past its failure budget is refused without a store read unless
+// its key is one the cache recognises, and a right secret authenticates
+// while the key id's failure budget is spent.
+func TestGateKeepsTheHolderOutOfTheFloodersReach(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	id, key := store.stored(t, time.Time{})
+	wrong := Key(id, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+	g := Gate{Authenticator: Authenticator{Store: store, Cache: NewCache(0, time.Hour)},
+		Limiter: ratelimit.New(3, time.Minute), Failures: ratelimit.NewFailures(2, time.Minute)}
+	steps := []struct {
+		name, token, addr string
+		want              string // "ok", "401", "429 failures", "429 key"
+		storeRead         bool
+	}{
+		{"a wrong secret", wrong, "10.0.0.9", "401", true},
+		{"a second wrong secret", wrong, "10.0.0.9", "401", true},
+		{"the flooder's address is spent: refused unread", wrong, "10.0.0.9", "429 failures", false},
+		{"the key id's budget is spent: its failures are told to slow down", wrong, "10.0.0.8", "429 failures", true},
+		{"the holder, from elsewhere, still authenticates", key, "10.0.0.1", "ok", true},
+		{"the holder at the flooder's address, recognised by the cache", key, "10.0.0.9", "ok", false},
+		{"the holder's third request", key, "10.0.0.1", "ok", false},
+		{"the holder's own budget, spent by the holder alone", key, "10.0.0.1", "429 key", false},
+	}
+	for _, s := range steps {
+		before := store.readCount()
+		_, d, err := g.Admit(context.Background(), s.token, s.addr, now)
+		var limited *LimitedError
+		got := "ok"
+		switch {
+		case errors.As(err, &limited) && limited.Failures:
+			got = "429 failures"
+		case errors.As(err, &limited):
+			got = "429 key"
+		case errors.Is(err, toolplane.ErrUnauthenticated):
+			got = "401"
+		case err != nil:
+			got = err.Error()
+		}
+		if got != s.want {
+			t.Errorf("%s: %s, want %s", s.name, got, s.want)
+		}
+		if read := store.readCount() > before; read != s.storeRead {
+			t.Errorf("%s: store read %v, want %v", s.name, read, s.storeRead)
+		}
+		if got != "401" && d.Limit == 0 {
+			t.Errorf("%s: no decision to report", s.name)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/toolplane/toolplane"
+)
+
+// Identifiers past their bounds are refused as bad requests, naming the
+// field, before anything is written: the audit trail stays empty.
+func TestOverlongIdentifiersAreRefusedBeforeTheAuditTrail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	admin := f.mintAdmin(t)
+	long := func(n int) string { return strings.Repeat("x", n) }
+	body := func(extra map[string]any) string {
+		m := map[string]any{"arguments": map[string]any{"ticket_id": "t-1001", "text": "hi"}, "run_id": "run-1"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return toJSON(m)
+	}
+	invoke := "/v1/tools/demo.add_note/invoke"
+	tests := []struct {
+		name, method, path, key, body, field string
+	}{
+		{"a 100 KB run id", "POST", invoke, f.agent, body(map[string]any{"run_id": long(100 << 10)}), "run_id"},
+		{"a 900 KB idempotency key", "POST", invoke, f.agent, body(map[string]any{"idempotency_key": long(900 << 10)}), "idempotency_key"},
+		{"a long step path", "POST", invoke, f.agent, body(map[string]any{"step_path": long(toolplane.MaxRunLen + 1)}), "step_path"},
+		{"a long authorized_by", "POST", invoke, f.agent, body(map[string]any{"authorized_by": long(toolplane.MaxRefLen + 1)}), "authorized_by"},
+		{"a long tenant", "POST", invoke, f.agent, body(map[string]any{"tenant_id": long(toolplane.MaxRefLen + 1)}), "tenant_id"},
+		{"a long contract", "POST", invoke, f.agent, body(map[string]any{"contracts": map[string]string{long(toolplane.MaxNameLen + 1): "h"}}), "contracts"},
+		{"a 100 KB tool name", "POST", "/v1/tools/demo." + long(100<<10) + "/invoke", f.agent, body(nil), "tool"},
+		{"a long approval id", "POST", "/v1/approvals/" + long(toolplane.MaxRefLen+1) + "/approve", f.person, "", "approval id"},
+		{"a long key id", "POST", "/v1/keys/" + long(toolplane.MaxRefLen+1) + "/revoke", admin, "", "key id"},
+		{"a long key subject", "POST", "/v1/keys", admin, toJSON(map[string]any{"kind": "agent", "subject": long(toolplane.MaxRefLen + 1)}), "subject"},
+		{"a long reconciled key", "POST", "/v1/uncertain/reconcile", f.person, toJSON(map[string]any{"tool": "demo.add_note", "key": long(toolplane.MaxRunLen + 1), "unconfirmed": "x"}), "key"},
+	}
+	for _, tt := range tests {
+		status, got := f.do(t, tt.method, tt.path, tt.key, tt.body)
+		e, _ := got["error"].(map[string]any)
+		if status != http.StatusBadRequest || errCode(got) != "invalid_request" || e["field_path"] != tt.field {
+			t.Errorf("%s: %d %v; want 400 invalid_request at %s", tt.name, status, got, tt.field)
+		}
+		if raw, _ := json.Marshal(got); len(raw) > 1000 {
+			t.Errorf("%s: the refusal is %d bytes; it quotes what it refuses", tt.name, len(raw))
+		}
+	}
+	evs, _, err := f.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 100)
+	if err != nil || len(evs) != 0 {
+		t.Errorf("the audit trail holds %d events (%v); want none", len(evs), err)
+	}
+	// Within the bounds, the same call is recorded.
+	if status, got := f.do(t, "POST", invoke, f.agent, body(map[string]any{"run_id": long(toolplane.MaxRunLen)})); status != http.StatusOK {
+		t.Fatalf("a call within the bounds: %d %v", status, got)
+	}
+	if evs, _, _ := f.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 100); len(evs) != 1 {
+		t.Errorf("the audit trail holds %d events after one call; want 1", len(evs))
+	}
+}

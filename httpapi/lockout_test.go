@@ -1,0 +1,117 @@
+package httpapi_test
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/ratelimit"
+)
+
+// from answers a client whose connections leave from the loopback address
+// ip, so a test can play two callers at two addresses on one machine.
+func from(t *testing.T, ip string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+}
+
+func get(t *testing.T, c *http.Client, url, key string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// A flood of wrong secrets under the admin key's id never makes the admin
+// key answer 429: only requests that authenticated spend a key's budget,
+// and failures spend a budget of their own, per client address and per key
+// id. The flooder is told 401 while within that budget, 429 after.
+func TestWrongSecretsNeverLockOutTheHolder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// flooders are the addresses the wrong secrets come from; the
+		// holder calls from 127.0.0.1.
+		flooders []string
+		// cached: the node verified the holder's key before the flood
+		// (the holder shares the flooder's address only then).
+		cached bool
+		// want401 is how many of the flood's answers are 401, the rest
+		// being 429.
+		want401 int
+	}{
+		{"from another address", []string{"127.0.0.2"}, false, 3},
+		{"from several addresses: the key id's budget", []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}, false, 3},
+		{"from the holder's own address, key cached", []string{"127.0.0.1"}, true, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.api.Limiter = ratelimit.New(5, time.Minute)
+			f.api.Failures = ratelimit.NewFailures(3, time.Minute)
+			if tt.cached {
+				f.api.Keys = apikey.NewCache(0, time.Hour)
+			}
+			admin := f.mintAdmin(t)
+			holder := from(t, "127.0.0.1")
+			spent := 0
+			if tt.cached {
+				if resp := get(t, holder, f.srv.URL+"/v1/keys", admin); resp.StatusCode != http.StatusOK {
+					t.Fatalf("the holder before the flood: %d", resp.StatusCode)
+				}
+				spent = 1
+			}
+			id, _, _ := apikey.Parse(admin)
+			wrong := apikey.Key(id, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+			got401, got429 := 0, 0
+			for i := range 30 {
+				resp := get(t, from(t, tt.flooders[i%len(tt.flooders)]), f.srv.URL+"/v1/keys", wrong)
+				switch resp.StatusCode {
+				case http.StatusUnauthorized:
+					got401++
+				case http.StatusTooManyRequests:
+					got429++
+					if resp.Header.Get("Retry-After") == "" {
+						t.Error("a 429 without Retry-After")
+					}
+				default:
+					t.Fatalf("a wrong secret answered %d", resp.StatusCode)
+				}
+			}
+			if got401 != tt.want401 || got429 != 30-tt.want401 {
+				t.Errorf("the flood got %d 401s and %d 429s; want %d and %d", got401, got429, tt.want401, 30-tt.want401)
+			}
+			resp := get(t, holder, f.srv.URL+"/v1/keys", admin)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the holder after the flood: %d", resp.StatusCode)
+			}
+			if rem, want := resp.Header.Get("X-RateLimit-Remaining"), 5-spent-1; rem != string(rune('0'+want)) {
+				t.Errorf("the holder has %s requests left; the flood spent its budget (want %d)", rem, want)
+			}
+		})
+	}
+}
+
+// What an authenticated route answers depends on the key: GET /v1/tools
+// lists this key's tools, so no shared cache may keep it.
+func TestToolListingsAreNotPubliclyCacheable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, path := range []string{"/v1/tools", "/v1/tools/demo.search_tickets"} {
+		resp := get(t, http.DefaultClient, f.srv.URL+path, f.agent)
+		cc := resp.Header.Get("Cache-Control")
+		if resp.StatusCode != http.StatusOK || !strings.Contains(cc, "private") || !strings.Contains(cc, "no-store") {
+			t.Errorf("GET %s: %d, Cache-Control %q; want private, no-store", path, resp.StatusCode, cc)
+		}
+	}
+}
