@@ -323,10 +323,10 @@ func TestSunsetRetiresUncalledAndBlocksCalled(t *testing.T) {
 	}
 	f.clock.Advance(5 * time.Hour)
 	retired, blocked, err := f.svc.Sunset(f.ctx)
-	if err != nil || len(retired) != 1 || retired[0] != "payments.refund_order 1.0.0" || len(blocked) != 1 {
+	if err != nil || len(retired) != 1 || retired[0] != "default/payments.refund_order 1.0.0" || len(blocked) != 1 {
 		t.Fatalf("at sunset: retired %v blocked %v %v", retired, blocked, err)
 	}
-	v, _ := f.store.GetToolVersion(f.ctx, "payments.get_order", "1.0.0")
+	v, _ := f.store.GetToolVersion(f.ctx, "default", "payments.get_order", "1.0.0")
 	if v.State != toolplane.StateDeprecated || v.RetireBlocked == "" {
 		t.Errorf("called version: %s, blocked %q", v.State, v.RetireBlocked)
 	}

@@ -157,7 +157,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer upstreams.Close()
 	// Published versions join the registry from the store, on every node.
 	cat := catalog.New(catalog.Config{Store: b.Store, Registry: reg, Options: registry.Options{Bindings: serveBindings{handlers, upstreams}},
-		Logger: log, Organizations: []string{DefaultOrganization}})
+		Logger: log})
 	if err := cat.Refresh(ctx); err != nil {
 		return fail("load the published catalogue: %v", err)
 	}

@@ -127,7 +127,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ caller) {
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, c caller) {
 	limit, err := limitOf(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
@@ -138,9 +138,9 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ caller) 
 	for _, st := range q["state"] {
 		f.States = append(f.States, toolplane.VersionState(st))
 	}
-	vs, next, err := s.Store.ListToolVersions(r.Context(), f, q.Get("cursor"), limit)
+	vs, next, err := s.Catalog.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		s.registryFail(w, r, err)
 		return
 	}
 	items := make([]versionView, len(vs))
@@ -150,8 +150,8 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ caller) 
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
-func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, _ caller) {
-	v, err := s.Store.GetToolVersion(r.Context(), r.PathValue("name"), r.PathValue("version"))
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, c caller) {
+	v, err := s.Catalog.Get(r.Context(), r.PathValue("name"), r.PathValue("version"), c.cred)
 	if err != nil {
 		s.registryFail(w, r, err)
 		return
