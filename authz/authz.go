@@ -344,7 +344,7 @@ func (s *Service) Pins(ctx context.Context, org, agent, tenant string) (map[stri
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, t := range s.reg.Tools() {
+	for _, t := range s.reg.Tools(org) {
 		if allow, deny := s.match(v, agent, tenant, t.Def.Name); allow != nil && deny == nil {
 			out[t.Def.Name] = allow.Range
 		}
@@ -377,13 +377,13 @@ func (s *Service) Explain(ctx context.Context, org, agent string) ([]Why, error)
 		return nil, err
 	}
 	var out []Why
-	for _, t := range s.reg.Tools() {
+	for _, t := range s.reg.Tools(org) {
 		allow, deny := s.match(v, agent, "", t.Def.Name)
 		if allow == nil {
 			continue
 		}
 		w := *allow
-		if tool, ok := s.reg.Resolve(t.Def.Name, w.Range); ok {
+		if tool, ok := s.reg.Resolve(org, t.Def.Name, w.Range); ok {
 			w.Version = tool.Def.Version
 		}
 		if deny != nil {

@@ -44,7 +44,8 @@ var (
 	ErrInvalid = errors.New("invalid")
 )
 
-// Group is the registry group published versions are served in.
+// Group is the registry group published versions are served in, each in
+// its own organization.
 const Group = "published"
 
 // reviewTags are tags that always send a version to review.
@@ -186,8 +187,8 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	// The registration checks, as any definition takes them; a published
 	// tool may not take a built-in or ingested tool's name.
 	opt := s.opt
-	for _, t := range s.reg.Tools() {
-		if s.reg.GroupOf(t.Def.Name) != Group {
+	for _, t := range s.reg.Tools(org) {
+		if s.reg.GroupOf(org, t.Def.Name) != Group {
 			opt.Registered = append(opt.Registered, t.Def.Name)
 		}
 	}
@@ -497,8 +498,8 @@ func (s *Service) record(ctx context.Context, by *toolplane.Credential, kind str
 	}
 }
 
-// Refresh loads every callable version into the registry when the
-// catalogue changed since the last load. Each node calls it periodically
+// Refresh loads every callable version into the registry, each served to
+// its own organization, when the catalogue changed since the last load. Each node calls it periodically
 // (Watch) and after its own changes.
 func (s *Service) Refresh(ctx context.Context) error {
 	s.mu.Lock()
@@ -521,7 +522,7 @@ func (s *Service) Refresh(ctx context.Context) error {
 			s.log.ErrorContext(ctx, "stored definition unreadable", "tool", tv.Name, "version", tv.Version, "err", err)
 			continue
 		}
-		vs = append(vs, registry.Version{Def: d, State: tv.State, SunsetAt: tv.SunsetAt, Replacement: tv.Replacement})
+		vs = append(vs, registry.Version{Organization: tv.OrganizationID, Def: d, State: tv.State, SunsetAt: tv.SunsetAt, Replacement: tv.Replacement})
 	}
 	for _, p := range s.reg.SetVersions(Group, vs) {
 		s.log.WarnContext(ctx, "published version not served", "problem", p.String())

@@ -218,7 +218,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(reg.Tools()), ln.Addr(), b.Kind, b.Where)
+	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(reg.Tools("")), ln.Addr(), b.Kind, b.Where)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	if *pprofAddr != "" {
