@@ -103,11 +103,11 @@ func orgOf(by *toolplane.Credential) string {
 	return by.OrganizationID
 }
 
-// reader refuses a caller who may not read the organization's catalogue:
+// MayRead refuses a caller who may not read the organization's catalogue:
 // it is its people's (owners, publishers, reviewers, auditors), never an
 // agent's, which sees only the tools it may call, through the tool
 // listing.
-func reader(by *toolplane.Credential) error {
+func MayRead(by *toolplane.Credential) error {
 	if by == nil || by.Kind != toolplane.CredentialPerson {
 		return fmt.Errorf("%w: the catalogue is read with a person's credential; an agent lists the tools it may call", ErrForbidden)
 	}
@@ -117,7 +117,7 @@ func reader(by *toolplane.Credential) error {
 // List answers the caller's organization's versions f matches, after the
 // cursor.
 func (s *Service) List(ctx context.Context, f toolplane.VersionFilter, after string, limit int, by *toolplane.Credential) ([]toolplane.ToolVersion, string, error) {
-	if err := reader(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, "", err
 	}
 	vs, next, err := s.store.ListToolVersions(ctx, orgOf(by), f, after, limit)
@@ -133,7 +133,7 @@ func (s *Service) List(ctx context.Context, f toolplane.VersionFilter, after str
 // Get answers one version of the caller's organization, or
 // toolplane.ErrNotFound.
 func (s *Service) Get(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
-	if err := reader(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	v, err := s.store.GetToolVersion(ctx, orgOf(by), name, version)
@@ -156,6 +156,21 @@ func MayPublish(by *toolplane.Credential) error {
 		}
 	}
 	return fmt.Errorf("%w: publishing needs the tool_owner or tool_publisher role of a team", ErrForbidden)
+}
+
+// MayChange refuses, before a version is even read, a caller who can move
+// no version through its lifecycle: one who is not a person holding
+// tool_owner of some team or platform_admin. Each operation then decides
+// on the version's own team.
+func MayChange(by *toolplane.Credential) error {
+	if by != nil && by.Kind == toolplane.CredentialPerson {
+		for _, r := range by.Roles {
+			if r == toolplane.RolePlatformAdmin || strings.HasPrefix(r, toolplane.RoleToolOwner+":") {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: changing a version needs the tool_owner role of its team or platform_admin", ErrForbidden)
 }
 
 // Publication is what Publish answers.
@@ -335,6 +350,9 @@ func (s *Service) Submit(ctx context.Context, name, version string, by *toolplan
 // Deprecate marks an active version deprecated: still called, with a
 // warning on every result, until its sunset. The owner's.
 func (s *Service) Deprecate(ctx context.Context, name, version string, sunset time.Time, replacement string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	if err := MayChange(by); err != nil {
+		return nil, err
+	}
 	if sunset.IsZero() {
 		return nil, fmt.Errorf("%w: a deprecation names its sunset (sunset_at)", ErrInvalid)
 	}
@@ -459,6 +477,9 @@ func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since t
 // edit it, and writes it back conditionally on its revision. Another
 // organization's version is not found.
 func (s *Service) transition(ctx context.Context, name, version, kind string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (*toolplane.ToolVersion, error) {
+	if err := MayChange(by); err != nil {
+		return nil, err
+	}
 	v, err := s.store.GetToolVersion(ctx, orgOf(by), name, version)
 	if errors.Is(err, toolplane.ErrNotFound) {
 		return nil, fmt.Errorf("%s %s: %w", name, version, toolplane.ErrNotFound)
