@@ -33,12 +33,16 @@ const (
 func (s VersionState) Callable() bool { return s == StateActive || s == StateDeprecated }
 
 // ToolVersion is one published version of a tool: the definition as
-// published and where it is in its lifecycle. The catalogue is the
-// deployment's, shared by its organizations.
+// published and where it is in its lifecycle. A version belongs to the
+// organization that published it: only that organization reviews, changes,
+// lists and calls it. (Built-in and ingested tools, which the operator
+// configures, are the platform's and are not stored here.)
 type ToolVersion struct {
+	OrganizationID string
 	// Name is the tool's platform name; Version its semantic version.
-	// (Name, Version) is the identity, and a published version's
-	// definition never changes.
+	// (OrganizationID, Name, Version) is the identity, so two
+	// organizations hold one name independently, and a published
+	// version's definition never changes.
 	Name    string
 	Version string
 	State   VersionState
@@ -77,22 +81,33 @@ type VersionFilter struct {
 	Owner  string
 }
 
-// CatalogStore is the storage of published tool versions.
+// CatalogStore is the storage of published tool versions. Every method but
+// ListEveryToolVersion and CatalogRevision is scoped to one organization.
 type CatalogStore interface {
-	// InsertToolVersion stores a new version; ErrExists when the name
-	// already has that version (a second publish of one version loses).
+	// InsertToolVersion stores a new version in v.OrganizationID;
+	// ErrExists when the organization's name already has that version (a
+	// second publish of one version loses).
 	InsertToolVersion(ctx context.Context, v *ToolVersion) error
-	// GetToolVersion answers one version, or ErrNotFound.
-	GetToolVersion(ctx context.Context, name, version string) (*ToolVersion, error)
-	// ListToolVersions answers versions ordered by name, then publication,
-	// after the cursor.
-	ListToolVersions(ctx context.Context, f VersionFilter, after string, limit int) ([]ToolVersion, string, error)
+	// GetToolVersion answers one version of the organization, or
+	// ErrNotFound.
+	GetToolVersion(ctx context.Context, org, name, version string) (*ToolVersion, error)
+	// ListToolVersions answers the organization's versions ordered by
+	// name, then publication, after the cursor.
+	ListToolVersions(ctx context.Context, org string, f VersionFilter, after string, limit int) ([]ToolVersion, string, error)
+	// ListEveryToolVersion answers the versions of every organization,
+	// ordered by organization, then as ListToolVersions orders them, after
+	// the cursor. It is the deployment's own read (loading what each
+	// organization is served, the sunset rule), never an answer to an
+	// organization, like CountApprovals.
+	ListEveryToolVersion(ctx context.Context, f VersionFilter, after string, limit int) ([]ToolVersion, string, error)
 	// UpdateToolVersion writes v's lifecycle fields when its Revision is
-	// still the stored one, incrementing it; false when another update
-	// came first. Name, Version, Definition and PublishedAt never change.
+	// still the stored one in v.OrganizationID, incrementing it; false
+	// when another update came first. OrganizationID, Name, Version,
+	// Definition and PublishedAt never change.
 	UpdateToolVersion(ctx context.Context, v *ToolVersion) (bool, error)
 	// CatalogRevision answers a number that grows with every insert and
-	// update, so every node notices a change with one cheap read.
+	// update, in any organization, so every node notices a change with one
+	// cheap read.
 	CatalogRevision(ctx context.Context) (int64, error)
 }
 

@@ -100,11 +100,66 @@ func checkPattern(p string, pinned bool) error {
 	return nil
 }
 
+// MayGrant refuses a caller who may not change grants or bundles: they
+// are an agent_operator's or a platform_admin's. A door may ask before it
+// reads a request's body; every change asks again.
+func MayGrant(by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RoleAgentOperator, "") {
+		return fmt.Errorf("%w: grants and bundles are changed by an agent_operator or a platform_admin", ErrForbidden)
+	}
+	return nil
+}
+
+// MayDeny refuses a caller who may not add or lift denies: a
+// platform_admin's, since a deny overrides every grant.
+func MayDeny(by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
+		return fmt.Errorf("%w: denies are a platform_admin's", ErrForbidden)
+	}
+	return nil
+}
+
+// mayRead refuses a caller who may not read the organization's grants,
+// denies and bundles: an agent_operator's, an auditor's or a
+// platform_admin's, never an agent's (which learns what it may call from
+// the tool listing).
+func mayRead(by *toolplane.Credential) error {
+	if !by.HasRole(toolplane.RoleAgentOperator, "") && !by.HasRole(toolplane.RoleAuditor, "") {
+		return fmt.Errorf("%w: reading grants, denies and bundles needs the agent_operator, auditor or platform_admin role", ErrForbidden)
+	}
+	return nil
+}
+
+// Grants answers the caller's organization's grants, of one agent when
+// agentID is set, revoked ones included when asked; oldest first.
+func (s *Service) Grants(ctx context.Context, agentID string, withRevoked bool, by *toolplane.Credential) ([]toolplane.Grant, error) {
+	if err := mayRead(by); err != nil {
+		return nil, err
+	}
+	return s.store.ListGrants(ctx, by.OrganizationID, agentID, withRevoked)
+}
+
+// Denies answers the caller's organization's denies.
+func (s *Service) Denies(ctx context.Context, by *toolplane.Credential) ([]toolplane.Deny, error) {
+	if err := mayRead(by); err != nil {
+		return nil, err
+	}
+	return s.store.ListDenies(ctx, by.OrganizationID)
+}
+
+// Bundles answers the caller's organization's bundles.
+func (s *Service) Bundles(ctx context.Context, by *toolplane.Credential) ([]toolplane.Bundle, error) {
+	if err := mayRead(by); err != nil {
+		return nil, err
+	}
+	return s.store.ListBundles(ctx, by.OrganizationID)
+}
+
 // AddGrant grants an agent identity a pattern or a bundle: an
 // agent_operator's or a platform_admin's.
 func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplane.Credential) error {
-	if !by.HasRole(toolplane.RoleAgentOperator, "") {
-		return fmt.Errorf("%w: grants are made by an agent_operator or a platform_admin", ErrForbidden)
+	if err := MayGrant(by); err != nil {
+		return err
 	}
 	if err := g.CheckTarget(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -135,8 +190,8 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 
 // RevokeGrant ends a grant.
 func (s *Service) RevokeGrant(ctx context.Context, id string, by *toolplane.Credential) error {
-	if !by.HasRole(toolplane.RoleAgentOperator, "") {
-		return fmt.Errorf("%w: grants are revoked by an agent_operator or a platform_admin", ErrForbidden)
+	if err := MayGrant(by); err != nil {
+		return err
 	}
 	if err := s.store.RevokeGrant(ctx, by.OrganizationID, id, by.Subject, s.now()); err != nil {
 		return fmt.Errorf("revoke grant %s: %w", id, err)
@@ -149,8 +204,8 @@ func (s *Service) RevokeGrant(ctx context.Context, id string, by *toolplane.Cred
 // (toolplane.EveryAgent): a platform_admin's, since it overrides every
 // grant.
 func (s *Service) AddDeny(ctx context.Context, d *toolplane.Deny, by *toolplane.Credential) error {
-	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
-		return fmt.Errorf("%w: denies are a platform_admin's", ErrForbidden)
+	if err := MayDeny(by); err != nil {
+		return err
 	}
 	if d.AgentID == "" {
 		return fmt.Errorf("%w: agent_id: name an agent, or %q for every agent", ErrInvalid, toolplane.EveryAgent)
@@ -171,8 +226,8 @@ func (s *Service) AddDeny(ctx context.Context, d *toolplane.Deny, by *toolplane.
 
 // LiftDeny removes a deny.
 func (s *Service) LiftDeny(ctx context.Context, id string, by *toolplane.Credential) error {
-	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
-		return fmt.Errorf("%w: denies are a platform_admin's", ErrForbidden)
+	if err := MayDeny(by); err != nil {
+		return err
 	}
 	if err := s.store.DeleteDeny(ctx, by.OrganizationID, id); err != nil {
 		return fmt.Errorf("lift deny %s: %w", id, err)
@@ -183,8 +238,8 @@ func (s *Service) LiftDeny(ctx context.Context, id string, by *toolplane.Credent
 
 // PutBundle creates or replaces a bundle of name@range references.
 func (s *Service) PutBundle(ctx context.Context, b *toolplane.Bundle, by *toolplane.Credential) error {
-	if !by.HasRole(toolplane.RoleAgentOperator, "") {
-		return fmt.Errorf("%w: bundles are an agent_operator's or a platform_admin's", ErrForbidden)
+	if err := MayGrant(by); err != nil {
+		return err
 	}
 	if b.Name == "" || len(b.Refs) == 0 {
 		return fmt.Errorf("%w: a bundle has a name and at least one tool reference", ErrInvalid)
@@ -344,7 +399,7 @@ func (s *Service) Pins(ctx context.Context, org, agent, tenant string) (map[stri
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, t := range s.reg.Tools() {
+	for _, t := range s.reg.Tools(org) {
 		if allow, deny := s.match(v, agent, tenant, t.Def.Name); allow != nil && deny == nil {
 			out[t.Def.Name] = allow.Range
 		}
@@ -377,13 +432,13 @@ func (s *Service) Explain(ctx context.Context, org, agent string) ([]Why, error)
 		return nil, err
 	}
 	var out []Why
-	for _, t := range s.reg.Tools() {
+	for _, t := range s.reg.Tools(org) {
 		allow, deny := s.match(v, agent, "", t.Def.Name)
 		if allow == nil {
 			continue
 		}
 		w := *allow
-		if tool, ok := s.reg.Resolve(t.Def.Name, w.Range); ok {
+		if tool, ok := s.reg.Resolve(org, t.Def.Name, w.Range); ok {
 			w.Version = tool.Def.Version
 		}
 		if deny != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -68,9 +69,9 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	if ps := reg.SetVersions("published", []registry.Version{
-		{Def: def("payments.refund_order", "2.1.0", false), State: toolplane.StateActive},
-		{Def: def("payments.refund_order", "3.0.0", false), State: toolplane.StateActive},
-		{Def: def("payments.get_order", "1.4.0", false), State: toolplane.StateActive},
+		{Organization: "org-1", Def: def("payments.refund_order", "2.1.0", false), State: toolplane.StateActive},
+		{Organization: "org-1", Def: def("payments.refund_order", "3.0.0", false), State: toolplane.StateActive},
+		{Organization: "org-1", Def: def("payments.get_order", "1.4.0", false), State: toolplane.StateActive},
 	}); len(ps) != 0 {
 		t.Fatal(ps)
 	}
@@ -99,7 +100,7 @@ func (f *fixture) decide(t *testing.T, agent, tenant, tool string) policy.Effect
 // default version, with the principal the door built.
 func (f *fixture) decideAs(t *testing.T, agent, tenant, tool string, p toolplane.Principal) policy.Effect {
 	t.Helper()
-	tl, ok := f.reg.Get(tool)
+	tl, ok := f.reg.Get("org-1", tool)
 	if !ok {
 		t.Fatalf("no tool %s", tool)
 	}
@@ -158,7 +159,7 @@ func TestGrantsDeniesAndBundles(t *testing.T) {
 	if pins["payments.refund_order"] != "^2.1.0" || pins["crm.lookup"] != "" {
 		t.Errorf("pins %v", pins)
 	}
-	if tool, ok := f.reg.Resolve("payments.refund_order", pins["payments.refund_order"]); !ok || tool.Def.Version != "2.1.0" {
+	if tool, ok := f.reg.Resolve("org-1", "payments.refund_order", pins["payments.refund_order"]); !ok || tool.Def.Version != "2.1.0" {
 		t.Errorf("the pinned version resolves to %v", tool)
 	}
 
@@ -330,5 +331,49 @@ func TestAnotherNodesGrantIsSeenAfterTheRecheck(t *testing.T) {
 	f.clock.Advance(2 * time.Second)
 	if _, ok, err := f.svc.Pin(f.ctx, "org-1", "bot", "", "crm.lookup"); err != nil || !ok {
 		t.Errorf("after the recheck: %v, %v", ok, err)
+	}
+}
+
+// An organization's published tools are in its own agents' view only: an
+// agent of another organization granted everything is shown, and has
+// explained, the platform's tools and nothing an organization published.
+func TestPublishedToolsAreVisibleInTheirOrganizationOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, by := range []*toolplane.Credential{operator, {ID: "tpk_op2", OrganizationID: "org-2", Kind: toolplane.CredentialPerson, Subject: "op2", Roles: []string{"agent_operator"}}} {
+		if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "*"}, by); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		org  string
+		want []string
+	}{
+		{"org-1", []string{"crm.delete_customer", "crm.lookup", "payments.get_order", "payments.refund_order"}},
+		{"org-2", []string{"crm.delete_customer", "crm.lookup"}},
+	} {
+		pins, err := f.svc.Pins(f.ctx, tt.org, "bot", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for name := range pins {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("Pins(%s) = %v, want %v", tt.org, got, tt.want)
+		}
+		lines, err := f.svc.Explain(f.ctx, tt.org, "bot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, w := range lines {
+			got = append(got, w.Tool)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("Explain(%s) = %v, want %v", tt.org, got, tt.want)
+		}
 	}
 }

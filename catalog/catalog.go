@@ -3,6 +3,11 @@
 // deprecation, retirement and the sunset rule, each enforced against the
 // caller's role and recorded in the change log. It keeps the registry in
 // step with the store, on every node.
+//
+// Published versions belong to an organization: every operation acts in
+// the caller's organization only, and a version of another organization
+// answers as one that does not exist (toolplane.ErrNotFound), never as one
+// the caller may not touch, so its existence is not disclosed.
 package catalog
 
 import (
@@ -19,6 +24,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/compat"
+	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/semver"
 )
@@ -38,7 +44,8 @@ var (
 	ErrInvalid = errors.New("invalid")
 )
 
-// Group is the registry group published versions are served in.
+// Group is the registry group published versions are served in, each in
+// its own organization.
 const Group = "published"
 
 // reviewTags are tags that always send a version to review.
@@ -58,8 +65,6 @@ type Service struct {
 	opt   registry.Options
 	log   *slog.Logger
 	now   func() time.Time
-	// organizations are those whose audit trails the sunset rule reads.
-	organizations []string
 
 	mu       sync.Mutex // serialises Refresh
 	revision int64
@@ -74,9 +79,6 @@ type Config struct {
 	Options registry.Options
 	Logger  *slog.Logger
 	Now     func() time.Time
-	// Organizations are the organizations this deployment serves (whose
-	// calls keep a deprecated version from retiring); default "default".
-	Organizations []string
 }
 
 // New answers a service.
@@ -87,10 +89,88 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if len(cfg.Organizations) == 0 {
-		cfg.Organizations = []string{"default"}
+	return &Service{store: cfg.Store, reg: cfg.Registry, opt: cfg.Options, log: cfg.Logger, now: cfg.Now}
+}
+
+// DefaultOrganization is the organization of a credential that names none.
+const DefaultOrganization = "default"
+
+// orgOf answers the organization a caller acts in.
+func orgOf(by *toolplane.Credential) string {
+	if by == nil || by.OrganizationID == "" {
+		return DefaultOrganization
 	}
-	return &Service{store: cfg.Store, reg: cfg.Registry, opt: cfg.Options, log: cfg.Logger, now: cfg.Now, organizations: cfg.Organizations}
+	return by.OrganizationID
+}
+
+// MayRead refuses a caller who may not read the organization's catalogue:
+// it is its people's (owners, publishers, reviewers, auditors), never an
+// agent's, which sees only the tools it may call, through the tool
+// listing.
+func MayRead(by *toolplane.Credential) error {
+	if by == nil || by.Kind != toolplane.CredentialPerson {
+		return fmt.Errorf("%w: the catalogue is read with a person's credential; an agent lists the tools it may call", ErrForbidden)
+	}
+	return nil
+}
+
+// List answers the caller's organization's versions f matches, after the
+// cursor.
+func (s *Service) List(ctx context.Context, f toolplane.VersionFilter, after string, limit int, by *toolplane.Credential) ([]toolplane.ToolVersion, string, error) {
+	if err := MayRead(by); err != nil {
+		return nil, "", err
+	}
+	vs, next, err := s.store.ListToolVersions(ctx, orgOf(by), f, after, limit)
+	if errors.Is(err, cursor.ErrMalformed) {
+		return nil, "", fmt.Errorf("%w: the cursor is not valid", ErrInvalid)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("list versions: %w", err)
+	}
+	return vs, next, nil
+}
+
+// Get answers one version of the caller's organization, or
+// toolplane.ErrNotFound.
+func (s *Service) Get(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	if err := MayRead(by); err != nil {
+		return nil, err
+	}
+	v, err := s.store.GetToolVersion(ctx, orgOf(by), name, version)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", name, version, err)
+	}
+	return v, nil
+}
+
+// MayPublish refuses, before a definition is even read, a caller who can
+// publish nothing: one who is not a person holding tool_owner or
+// tool_publisher of some team (or platform_admin). Publish decides the
+// definition's own team.
+func MayPublish(by *toolplane.Credential) error {
+	if by != nil && by.Kind == toolplane.CredentialPerson {
+		for _, r := range by.Roles {
+			if r == toolplane.RolePlatformAdmin || strings.HasPrefix(r, toolplane.RoleToolOwner+":") || strings.HasPrefix(r, toolplane.RoleToolPublisher+":") {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: publishing needs the tool_owner or tool_publisher role of a team", ErrForbidden)
+}
+
+// MayChange refuses, before a version is even read, a caller who can move
+// no version through its lifecycle: one who is not a person holding
+// tool_owner of some team or platform_admin. Each operation then decides
+// on the version's own team.
+func MayChange(by *toolplane.Credential) error {
+	if by != nil && by.Kind == toolplane.CredentialPerson {
+		for _, r := range by.Roles {
+			if r == toolplane.RolePlatformAdmin || strings.HasPrefix(r, toolplane.RoleToolOwner+":") {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: changing a version needs the tool_owner role of its team or platform_admin", ErrForbidden)
 }
 
 // Publication is what Publish answers.
@@ -108,6 +188,10 @@ type Publication struct {
 // the version below it. Self-service versions are active at once; others
 // wait in review, with the reasons.
 func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolplane.Credential) (*Publication, error) {
+	if err := MayPublish(by); err != nil {
+		return nil, err
+	}
+	org := orgOf(by)
 	if d.Owner == "" {
 		return nil, fmt.Errorf("%w: owner: name the owning team", ErrInvalid)
 	}
@@ -118,8 +202,8 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	// The registration checks, as any definition takes them; a published
 	// tool may not take a built-in or ingested tool's name.
 	opt := s.opt
-	for _, t := range s.reg.Tools() {
-		if s.reg.GroupOf(t.Def.Name) != Group {
+	for _, t := range s.reg.Tools(org) {
+		if s.reg.GroupOf(org, t.Def.Name) != Group {
 			opt.Registered = append(opt.Registered, t.Def.Name)
 		}
 	}
@@ -133,7 +217,7 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 		return nil, err
 	}
 
-	existing, err := s.versions(ctx, d.Name)
+	existing, err := s.versions(ctx, org, d.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +265,7 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	if err != nil {
 		return nil, err
 	}
-	reasons, err := s.reviewReasons(ctx, &d)
+	reasons, err := s.reviewReasons(ctx, org, &d)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +274,7 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 		state = toolplane.StateInReview
 	}
 	now := s.now()
-	tv := &toolplane.ToolVersion{Name: d.Name, Version: d.Version, State: state, Definition: body, SchemaHash: hash, Owner: d.Owner,
+	tv := &toolplane.ToolVersion{OrganizationID: org, Name: d.Name, Version: d.Version, State: state, Definition: body, SchemaHash: hash, Owner: d.Owner,
 		ReviewReasons: reasons, PublishedBy: by.Subject, PublishedAt: now, UpdatedAt: now}
 	if err := s.store.InsertToolVersion(ctx, tv); err != nil {
 		if errors.Is(err, toolplane.ErrExists) {
@@ -206,9 +290,9 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 // reviewReasons answers why d needs a person's review: it is destructive
 // or binds a guarded handler or remote tool, carries a sensitive tag, is
 // in a platform namespace, has text addressed to the model, or its team
-// has no active tool yet (trust is earned once, by review). None means
-// self-service.
-func (s *Service) reviewReasons(ctx context.Context, d *toolplane.Definition) ([]string, error) {
+// has no active tool yet in the organization (trust is earned once, by
+// review). None means self-service.
+func (s *Service) reviewReasons(ctx context.Context, org string, d *toolplane.Definition) ([]string, error) {
 	var reasons []string
 	if d.Annotations.Destructive {
 		reasons = append(reasons, "destructive")
@@ -231,7 +315,7 @@ func (s *Service) reviewReasons(ctx context.Context, d *toolplane.Definition) ([
 	}
 	// Any active version counts, an earlier one of this tool included: a
 	// new version of a tool already trusted does not start over.
-	active, _, err := s.store.ListToolVersions(ctx, toolplane.VersionFilter{Owner: d.Owner, States: []toolplane.VersionState{toolplane.StateActive}}, "", 1)
+	active, _, err := s.store.ListToolVersions(ctx, org, toolplane.VersionFilter{Owner: d.Owner, States: []toolplane.VersionState{toolplane.StateActive}}, "", 1)
 	if err != nil {
 		return nil, fmt.Errorf("active tools of %s: %w", d.Owner, err)
 	}
@@ -259,8 +343,8 @@ func (s *Service) reserved(ns string) bool {
 	if ns == PlatformNamespace {
 		return true
 	}
-	for _, t := range s.reg.Tools() {
-		if s.reg.GroupOf(t.Def.Name) != Group && namespaceOf(t.Def.Name) == ns {
+	for _, t := range s.reg.Platform() {
+		if namespaceOf(t.Def.Name) == ns {
 			return true
 		}
 	}
@@ -347,11 +431,14 @@ func (s *Service) Submit(ctx context.Context, name, version string, by *toolplan
 // Deprecate marks an active version deprecated: still called, with a
 // warning on every result, until its sunset. The owner's.
 func (s *Service) Deprecate(ctx context.Context, name, version string, sunset time.Time, replacement string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	if err := MayChange(by); err != nil {
+		return nil, err
+	}
 	if sunset.IsZero() {
 		return nil, fmt.Errorf("%w: a deprecation names its sunset (sunset_at)", ErrInvalid)
 	}
 	if replacement != "" {
-		if _, err := s.store.GetToolVersion(ctx, name, replacement); err != nil {
+		if _, err := s.store.GetToolVersion(ctx, orgOf(by), name, replacement); err != nil {
 			return nil, fmt.Errorf("%w: replacement %s %s: %v", ErrInvalid, name, replacement, err)
 		}
 	}
@@ -391,13 +478,16 @@ const SunsetWindow = 7 * 24 * time.Hour
 // to tell them). It answers the versions retired and blocked.
 func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err error) {
 	now := s.now()
-	due, err := s.listVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateDeprecated}})
+	due, err := s.listEvery(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateDeprecated}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("deprecated versions: %w", err)
 	}
-	system := &toolplane.Credential{Kind: toolplane.CredentialPerson, Subject: "sunset", Roles: []string{toolplane.RolePlatformAdmin}}
 	for i := range due {
 		v := &due[i]
+		// The rule acts in the version's own organization, and records
+		// its changes there.
+		system := &toolplane.Credential{Kind: toolplane.CredentialPerson, OrganizationID: v.OrganizationID, Subject: "sunset",
+			Roles: []string{toolplane.RolePlatformAdmin}}
 		if v.SunsetAt.IsZero() || now.Before(v.SunsetAt) {
 			continue
 		}
@@ -405,7 +495,7 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 		if err != nil {
 			return retired, blocked, err
 		}
-		ref := v.Name + " " + v.Version
+		ref := v.OrganizationID + "/" + v.Name + " " + v.Version
 		if len(agents) == 0 {
 			if _, err := s.Retire(ctx, v.Name, v.Version, system); err != nil && !errors.Is(err, ErrConflict) {
 				return retired, blocked, err
@@ -424,7 +514,7 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 			}); err != nil && !errors.Is(err, ErrTransition) && !errors.Is(err, ErrConflict) {
 				return retired, blocked, err
 			}
-			s.log.Warn("sunset blocked: the version is still called", "tool", v.Name, "version", v.Version, "agents", agents)
+			s.log.Warn("sunset blocked: the version is still called", "organization", v.OrganizationID, "tool", v.Name, "version", v.Version, "agents", agents)
 		}
 		blocked = append(blocked, ref)
 	}
@@ -432,32 +522,29 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 }
 
 // callers answers the agents that called a version since a moment, from
-// the audit trail of every organization that called it.
+// the audit trail of its organization: the only one it is served to.
 func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since time.Time) ([]string, error) {
 	seen := map[string]bool{}
-	// The audit trail is per organization: each one served is read.
-	for _, org := range s.organizations {
-		after := ""
-		for {
-			evs, next, err := s.store.ListAudit(ctx, org, toolplane.AuditFilter{Tool: v.Name}, after, 500)
-			if err != nil {
-				return nil, fmt.Errorf("calls of %s %s: %w", v.Name, v.Version, err)
-			}
-			done := next == ""
-			for _, e := range evs {
-				if e.CreatedAt.Before(since) {
-					done = true
-					break
-				}
-				if e.ToolVersion == v.Version && e.Source != toolplane.SourceResume {
-					seen[org+"/"+e.AgentID] = true
-				}
-			}
-			if done {
+	after := ""
+	for {
+		evs, next, err := s.store.ListAudit(ctx, v.OrganizationID, toolplane.AuditFilter{Tool: v.Name}, after, 500)
+		if err != nil {
+			return nil, fmt.Errorf("calls of %s %s: %w", v.Name, v.Version, err)
+		}
+		done := next == ""
+		for _, e := range evs {
+			if e.CreatedAt.Before(since) {
+				done = true
 				break
 			}
-			after = next
+			if e.ToolVersion == v.Version && e.Source != toolplane.SourceResume {
+				seen[e.AgentID] = true
+			}
 		}
+		if done {
+			break
+		}
+		after = next
 	}
 	out := make([]string, 0, len(seen))
 	for a := range seen {
@@ -467,10 +554,14 @@ func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since t
 	return out, nil
 }
 
-// transition reads a version, lets change edit it, and writes it back
-// conditionally on its revision.
+// transition reads a version of the caller's organization, lets change
+// edit it, and writes it back conditionally on its revision. Another
+// organization's version is not found.
 func (s *Service) transition(ctx context.Context, name, version, kind string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (*toolplane.ToolVersion, error) {
-	v, err := s.store.GetToolVersion(ctx, name, version)
+	if err := MayChange(by); err != nil {
+		return nil, err
+	}
+	v, err := s.store.GetToolVersion(ctx, orgOf(by), name, version)
 	if errors.Is(err, toolplane.ErrNotFound) {
 		return nil, fmt.Errorf("%s %s: %w", name, version, toolplane.ErrNotFound)
 	}
@@ -502,19 +593,15 @@ func (s *Service) transition(ctx context.Context, name, version, kind string, by
 // the change itself is made and stored.
 func (s *Service) record(ctx context.Context, by *toolplane.Credential, kind string, v *toolplane.ToolVersion, detail map[string]any) {
 	body, _ := json.Marshal(detail)
-	org := by.OrganizationID
-	if org == "" {
-		org = "default"
-	}
-	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: org, Kind: kind, Subject: v.Name + "@" + v.Version,
+	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: v.OrganizationID, Kind: kind, Subject: v.Name + "@" + v.Version,
 		Actor: by.Subject, Detail: body, CreatedAt: s.now()}
 	if err := s.store.AppendChange(ctx, c); err != nil {
 		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "subject", c.Subject, "err", err)
 	}
 }
 
-// Refresh loads every callable version into the registry when the
-// catalogue changed since the last load. Each node calls it periodically
+// Refresh loads every callable version into the registry, each served to
+// its own organization, when the catalogue changed since the last load. Each node calls it periodically
 // (Watch) and after its own changes.
 func (s *Service) Refresh(ctx context.Context) error {
 	s.mu.Lock()
@@ -526,7 +613,7 @@ func (s *Service) Refresh(ctx context.Context) error {
 	if s.loaded && rev == s.revision {
 		return nil
 	}
-	rows, err := s.listVersions(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated}})
+	rows, err := s.listEvery(ctx, toolplane.VersionFilter{States: []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated}})
 	if err != nil {
 		return fmt.Errorf("load the catalogue: %w", err)
 	}
@@ -537,7 +624,7 @@ func (s *Service) Refresh(ctx context.Context) error {
 			s.log.ErrorContext(ctx, "stored definition unreadable", "tool", tv.Name, "version", tv.Version, "err", err)
 			continue
 		}
-		vs = append(vs, registry.Version{Def: d, State: tv.State, SunsetAt: tv.SunsetAt, Replacement: tv.Replacement})
+		vs = append(vs, registry.Version{Organization: tv.OrganizationID, Def: d, State: tv.State, SunsetAt: tv.SunsetAt, Replacement: tv.Replacement})
 	}
 	for _, p := range s.reg.SetVersions(Group, vs) {
 		s.log.WarnContext(ctx, "published version not served", "problem", p.String())
@@ -563,9 +650,12 @@ func (s *Service) Watch(ctx context.Context, every time.Duration) {
 	}
 }
 
-// versions answers every version of a name, oldest first by precedence.
-func (s *Service) versions(ctx context.Context, name string) ([]versionedRow, error) {
-	rows, err := s.listVersions(ctx, toolplane.VersionFilter{Name: name})
+// versions answers every version of a name in the organization, oldest
+// first by precedence.
+func (s *Service) versions(ctx context.Context, org, name string) ([]versionedRow, error) {
+	rows, err := collect(func(after string) ([]toolplane.ToolVersion, string, error) {
+		return s.store.ListToolVersions(ctx, org, toolplane.VersionFilter{Name: name}, after, 500)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("versions of %s: %w", name, err)
 	}
@@ -581,13 +671,21 @@ func (s *Service) versions(ctx context.Context, name string) ([]versionedRow, er
 	return out, nil
 }
 
-// listVersions answers every stored version the filter matches, page by
-// page: a caller never stops at the first page.
-func (s *Service) listVersions(ctx context.Context, f toolplane.VersionFilter) ([]toolplane.ToolVersion, error) {
+// listEvery answers the versions of every organization the filter
+// matches: the deployment's own read.
+func (s *Service) listEvery(ctx context.Context, f toolplane.VersionFilter) ([]toolplane.ToolVersion, error) {
+	return collect(func(after string) ([]toolplane.ToolVersion, string, error) {
+		return s.store.ListEveryToolVersion(ctx, f, after, 500)
+	})
+}
+
+// collect answers every row of a listing, page by page: a caller never
+// stops at the first page.
+func collect(list func(after string) ([]toolplane.ToolVersion, string, error)) ([]toolplane.ToolVersion, error) {
 	var out []toolplane.ToolVersion
 	after := ""
 	for {
-		page, next, err := s.store.ListToolVersions(ctx, f, after, 500)
+		page, next, err := list(after)
 		if err != nil {
 			return nil, err
 		}

@@ -110,13 +110,13 @@ func TestFirstToolOfATeamGoesToReviewThenSelfService(t *testing.T) {
 	if p.Version.State != toolplane.StateInReview || len(p.Version.ReviewReasons) != 1 || p.Version.ReviewReasons[0] != "first tool of team payments" {
 		t.Fatalf("first publish: %s %v", p.Version.State, p.Version.ReviewReasons)
 	}
-	if _, ok := f.reg.Get("payments.get_order"); ok {
+	if _, ok := f.reg.Get("default", "payments.get_order"); ok {
 		t.Fatal("a version in review is served")
 	}
 	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", admin); err != nil {
 		t.Fatal(err)
 	}
-	if tool, ok := f.reg.Get("payments.get_order"); !ok || tool.Def.Version != "1.0.0" {
+	if tool, ok := f.reg.Get("default", "payments.get_order"); !ok || tool.Def.Version != "1.0.0" {
 		t.Fatal("an approved version is not served")
 	}
 	// The team is trusted now: a non-destructive minor is active at once.
@@ -171,7 +171,7 @@ func TestCompatibilityGate(t *testing.T) {
 		}
 	}
 	// Both majors stand side by side.
-	if n := len(f.reg.Versions("payments.get_order")); n != 3 {
+	if n := len(f.reg.Versions("default", "payments.get_order")); n != 3 {
 		t.Errorf("%d versions served, want 3 (1.0.0, 1.1.0, 2.0.0)", n)
 	}
 }
@@ -242,7 +242,7 @@ func TestLifecycleTransitions(t *testing.T) {
 			t.Fatalf("%s: state %s, want %s", st.name, v.State, st.state)
 		}
 	}
-	if _, ok := f.reg.Get(name); ok {
+	if _, ok := f.reg.Get("default", name); ok {
 		t.Error("a retired version is still served")
 	}
 
@@ -323,10 +323,10 @@ func TestSunsetRetiresUncalledAndBlocksCalled(t *testing.T) {
 	}
 	f.clock.Advance(5 * time.Hour)
 	retired, blocked, err := f.svc.Sunset(f.ctx)
-	if err != nil || len(retired) != 1 || retired[0] != "payments.refund_order 1.0.0" || len(blocked) != 1 {
+	if err != nil || len(retired) != 1 || retired[0] != "default/payments.refund_order 1.0.0" || len(blocked) != 1 {
 		t.Fatalf("at sunset: retired %v blocked %v %v", retired, blocked, err)
 	}
-	v, _ := f.store.GetToolVersion(f.ctx, "payments.get_order", "1.0.0")
+	v, _ := f.store.GetToolVersion(f.ctx, "default", "payments.get_order", "1.0.0")
 	if v.State != toolplane.StateDeprecated || v.RetireBlocked == "" {
 		t.Errorf("called version: %s, blocked %q", v.State, v.RetireBlocked)
 	}
@@ -352,13 +352,135 @@ func TestRefreshSeesAnotherNodesPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.seedActive(t) // published and approved on f's node
-	if _, ok := reg.Get("payments.refund_order"); ok {
+	if _, ok := reg.Get("default", "payments.refund_order"); ok {
 		t.Fatal("the other node served the version before refreshing")
 	}
 	if err := other.Refresh(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if tl, ok := reg.Get("payments.refund_order"); !ok || tl.Def.Version != "1.0.0" {
+	if tl, ok := reg.Get("default", "payments.refund_order"); !ok || tl.Def.Version != "1.0.0" {
 		t.Fatalf("after a refresh: %v, %v", tl, ok)
+	}
+}
+
+// inOrg answers c acting in another organization.
+func inOrg(org string, c *toolplane.Credential) *toolplane.Credential {
+	cp := *c
+	cp.ID, cp.OrganizationID = c.ID+"-"+org, org
+	return &cp
+}
+
+// Another organization's people, whatever their roles, reach none of an
+// organization's versions: each operation answers not found (never
+// forbidden, which would tell the version exists), nothing changes, and
+// the organization's agents are served what they were. The other
+// organization's own version of the name is its own, served to it alone.
+func TestAnotherOrganizationReachesNoneOfAnOrganizationsVersions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t) // payments.refund_order 1.0.0, active in default
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0", func(d *toolplane.Definition) { d.Tags = []string{"pii"} }), owner); err != nil {
+		t.Fatal(err) // payments.get_order 1.0.0, in review in default
+	}
+	bOwner, bAdmin := inOrg("orgb", owner), inOrg("orgb", admin)
+	sunset := f.clock.Now().Add(time.Hour)
+	tests := []struct {
+		name string
+		do   func() (*toolplane.ToolVersion, error)
+	}{
+		{"approve", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", bAdmin)
+		}},
+		{"reject", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Review(f.ctx, "payments.get_order", "1.0.0", false, "no", bAdmin)
+		}},
+		{"submit", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Submit(f.ctx, "payments.get_order", "1.0.0", bOwner)
+		}},
+		{"deprecate", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Deprecate(f.ctx, "payments.refund_order", "1.0.0", sunset, "", bOwner)
+		}},
+		{"deprecate as admin", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Deprecate(f.ctx, "payments.refund_order", "1.0.0", sunset, "", bAdmin)
+		}},
+		{"retire", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Retire(f.ctx, "payments.refund_order", "1.0.0", bAdmin)
+		}},
+		{"read", func() (*toolplane.ToolVersion, error) {
+			return f.svc.Get(f.ctx, "payments.refund_order", "1.0.0", bAdmin)
+		}},
+	}
+	for _, tt := range tests {
+		if v, err := tt.do(); !errors.Is(err, toolplane.ErrNotFound) {
+			t.Errorf("%s as orgb: %+v, %v; want not found", tt.name, v, err)
+		}
+	}
+	if vs, _, err := f.svc.List(f.ctx, toolplane.VersionFilter{}, "", 100, bAdmin); err != nil || len(vs) != 0 {
+		t.Errorf("List as orgb = %d versions, %v; want none", len(vs), err)
+	}
+	for name, state := range map[string]toolplane.VersionState{"payments.refund_order": toolplane.StateActive, "payments.get_order": toolplane.StateInReview} {
+		if v, err := f.svc.Get(f.ctx, name, "1.0.0", admin); err != nil || v.State != state {
+			t.Errorf("%s in default: %+v, %v; want %s", name, v, err, state)
+		}
+	}
+
+	// orgb publishes a version of the same name: its own, which starts
+	// its team's trust over, and which only orgb is served.
+	d := getOrder("2.0.0")
+	d.Name, d.Binding.Handler.Key, d.Description = "payments.refund_order", "payments.refund_order", "orgb's own."
+	p, err := f.svc.Publish(f.ctx, d, bOwner)
+	if err != nil || p.Version.OrganizationID != "orgb" || p.Version.State != toolplane.StateInReview {
+		t.Fatalf("orgb's publish: %+v, %v; want its own version in review", p, err)
+	}
+	if _, err := f.svc.Review(f.ctx, d.Name, "2.0.0", true, "", admin); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("default's admin approving orgb's version: %v, want not found", err)
+	}
+	if _, err := f.svc.Review(f.ctx, d.Name, "2.0.0", true, "", bAdmin); err != nil {
+		t.Fatal(err)
+	}
+	for org, want := range map[string]string{"default": "1.0.0", "orgb": "2.0.0", "orgc": ""} {
+		got, ok := f.reg.Get(org, d.Name)
+		if want == "" && ok || want != "" && (!ok || got.Def.Version != want) {
+			t.Errorf("%s is served %v, %v; want %q", org, got, ok, want)
+		}
+	}
+	// Each organization's change log holds its own changes only.
+	for org, want := range map[string]int{"default": 3, "orgb": 2} {
+		cs, _, err := f.store.ListChanges(f.ctx, org, "", "", "", 100)
+		if err != nil || len(cs) != want {
+			t.Errorf("%s's change log: %d changes, %v; want %d", org, len(cs), err, want)
+		}
+	}
+}
+
+// The catalogue is read by people: an agent's key lists and reads no
+// version, whatever it names, and the refusal is the same for a version
+// that exists and one that does not.
+func TestAgentsDoNotReadTheCatalogue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	agent := &toolplane.Credential{ID: "tpk_bot", OrganizationID: "default", Kind: toolplane.CredentialAgent, Subject: "bot", Tools: []string{"*"}}
+	if _, _, err := f.svc.List(f.ctx, toolplane.VersionFilter{}, "", 10, agent); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("List as an agent: %v, want forbidden", err)
+	}
+	for _, version := range []string{"1.0.0", "9.9.9"} {
+		if _, err := f.svc.Get(f.ctx, "payments.refund_order", version, agent); !errors.Is(err, catalog.ErrForbidden) {
+			t.Errorf("Get(%s) as an agent: %v, want forbidden", version, err)
+		}
+	}
+	if err := catalog.MayPublish(agent); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("MayPublish(agent) = %v, want forbidden", err)
+	}
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), agent); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("Publish as an agent: %v, want forbidden", err)
+	}
+	for _, c := range []*toolplane.Credential{owner, publisher, admin} {
+		if err := catalog.MayPublish(c); err != nil {
+			t.Errorf("MayPublish(%s) = %v", c.Subject, err)
+		}
+	}
+	if err := catalog.MayPublish(person("aud", "auditor")); !errors.Is(err, catalog.ErrForbidden) {
+		t.Errorf("MayPublish(auditor) = %v, want forbidden", err)
 	}
 }

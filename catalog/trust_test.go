@@ -200,14 +200,14 @@ func TestAVersionStoredWeakerRunsHeldToItsBinding(t *testing.T) {
 	fast.SchemaHash = hash
 	body, _ := json.Marshal(fast)
 	now := time.Now()
-	if err := p.store.InsertToolVersion(p.ctx, &toolplane.ToolVersion{Name: fast.Name, Version: fast.Version, State: toolplane.StateActive,
+	if err := p.store.InsertToolVersion(p.ctx, &toolplane.ToolVersion{OrganizationID: "default", Name: fast.Name, Version: fast.Version, State: toolplane.StateActive,
 		Definition: body, SchemaHash: hash, Owner: "teama", PublishedBy: "tom", PublishedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.svc.Refresh(p.ctx); err != nil {
 		t.Fatal(err)
 	}
-	tool, ok := p.reg.Get(fast.Name)
+	tool, ok := p.reg.Get("default", fast.Name)
 	if !ok {
 		t.Fatal("the stored version is not served")
 	}
@@ -251,7 +251,7 @@ func TestATeamPublishesOnlyUnderItsOwnNamespace(t *testing.T) {
 				if !errors.Is(err, tt.want) {
 					t.Fatalf("got %v, want %v", err, tt.want)
 				}
-				if _, ok := p.reg.Get(tt.def.Name); ok {
+				if _, ok := p.reg.Get("default", tt.def.Name); ok {
 					t.Fatal("the refused tool is served")
 				}
 				return

@@ -106,11 +106,11 @@ options:
 	}
 
 	if *argsJSON != "" || *outputJSON != "" {
-		if len(reg.Tools()) != 1 {
+		if len(reg.Tools("")) != 1 {
 			fmt.Fprintln(stderr, "toolplane lint: --args and --output take exactly one definition file")
 			return 2
 		}
-		t := reg.Tools()[0]
+		t := reg.Tools("")[0]
 		status := 0
 		if *argsJSON != "" && !lintArgs(t, *argsJSON, stdout, stderr) {
 			status = 1
@@ -121,7 +121,7 @@ options:
 		return status
 	}
 
-	for _, t := range reg.Tools() {
+	for _, t := range reg.Tools("") {
 		fmt.Fprintf(stdout, "%s  (model-facing name: %s, version %s, %s)\n", t.Def.Name, t.Model, t.Def.Version, t.Def.Effect)
 		b, err := json.MarshalIndent(projection.MCP(&t.Def), "", "  ")
 		if err != nil {
@@ -130,7 +130,7 @@ options:
 		}
 		fmt.Fprintf(stdout, "%s\n\n", b)
 	}
-	fmt.Fprintf(stderr, "%d tool(s) ok\n", len(reg.Tools()))
+	fmt.Fprintf(stderr, "%d tool(s) ok\n", len(reg.Tools("")))
 	return 0
 }
 

@@ -160,7 +160,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer upstreams.Close()
 	// Published versions join the registry from the store, on every node.
 	cat := catalog.New(catalog.Config{Store: b.Store, Registry: reg, Options: registry.Options{Bindings: serveBindings{handlers, upstreams}},
-		Logger: log, Organizations: []string{DefaultOrganization}})
+		Logger: log})
 	if err := cat.Refresh(ctx); err != nil {
 		return fail("load the published catalogue: %v", err)
 	}
@@ -229,7 +229,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(reg.Tools()), ln.Addr(), b.Kind, b.Where)
+	fmt.Fprintf(stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(reg.Tools("")), ln.Addr(), b.Kind, b.Where)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	if *pprofAddr != "" {

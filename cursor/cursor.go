@@ -34,6 +34,9 @@ const (
 	// ToolVersions is the catalogue's list, whose created_at slot carries
 	// a version's publication time.
 	ToolVersions byte = 'v'
+	// EveryToolVersion is the deployment-wide list of every
+	// organization's versions; its cursor also carries the organization.
+	EveryToolVersion byte = 'w'
 	// Changes is the registry and authorization change log's list.
 	Changes byte = 'h'
 )

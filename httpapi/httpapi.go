@@ -307,7 +307,7 @@ func view(t *registry.Tool) toolView {
 // version range its grant pins: a listing's view, tool by tool.
 func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant string) (toolplane.Principal, error) {
 	p := toolplane.Principal{ID: cred.Subject}
-	for _, t := range s.Registry.Tools() {
+	for _, t := range s.Registry.Tools(cred.OrganizationID) {
 		rng, ok, err := s.callable(r, cred, tenant, t.Def.Name)
 		if err != nil {
 			return p, err
@@ -350,14 +350,14 @@ func (s *Server) callable(r *http.Request, cred *toolplane.Credential, tenant, n
 // catalogue: nil when the caller is not shown it.
 func (s *Server) visibleTool(r *http.Request, c caller, name string) (*registry.Tool, error) {
 	if c.cred.Kind == toolplane.CredentialPerson {
-		t, _ := s.Registry.Get(name)
+		t, _ := s.Registry.Get(c.cred.OrganizationID, name)
 		return t, nil
 	}
 	p, err := s.principalFor(r, c.cred, r.URL.Query().Get("tenant_id"), name)
 	if err != nil || !p.Holds(name) {
 		return nil, err
 	}
-	t, _ := s.Registry.Resolve(name, p.Pins[name])
+	t, _ := s.Registry.Resolve(c.cred.OrganizationID, name, p.Pins[name])
 	return t, nil
 }
 
@@ -365,7 +365,7 @@ func (s *Server) visibleTool(r *http.Request, c caller, name string) (*registry.
 // would be given: a person sees the catalogue, an agent what it may call.
 func (s *Server) visible(r *http.Request, c caller) ([]*registry.Tool, error) {
 	if c.cred.Kind == toolplane.CredentialPerson {
-		return s.Registry.Tools(), nil
+		return s.Registry.Tools(c.cred.OrganizationID), nil
 	}
 	p, err := s.principal(r, c.cred, r.URL.Query().Get("tenant_id"))
 	if err != nil {
@@ -373,7 +373,7 @@ func (s *Server) visible(r *http.Request, c caller) ([]*registry.Tool, error) {
 	}
 	out := make([]*registry.Tool, 0, len(p.Tools))
 	for _, name := range p.Tools {
-		if t, ok := s.Registry.Resolve(name, p.Pins[name]); ok {
+		if t, ok := s.Registry.Resolve(c.cred.OrganizationID, name, p.Pins[name]); ok {
 			out = append(out, t)
 		}
 	}
@@ -454,7 +454,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if len(body.Arguments) == 0 {
 		body.Arguments = json.RawMessage(`{}`)
 	}
-	if t, ok := s.Registry.Get(r.PathValue("name")); ok && body.RunID == "" {
+	if t, ok := s.Registry.Get(c.cred.OrganizationID, r.PathValue("name")); ok && body.RunID == "" {
 		switch {
 		case t.Def.Writes() && body.IdempotencyKey == "":
 			s.fail(w, r, http.StatusBadRequest, "invalid_request", "a write names its run (run_id) or carries an idempotency_key, so a retry is the same action", "run_id")

@@ -47,11 +47,17 @@ type fixture struct {
 
 func mint(t *testing.T, s *sqlite.Store, kind toolplane.CredentialKind, subject string, roles, tools []string, revoked bool) string {
 	t.Helper()
+	return mintIn(t, s, "org-1", kind, subject, roles, tools, revoked)
+}
+
+// mintIn is mint in another organization.
+func mintIn(t *testing.T, s *sqlite.Store, org string, kind toolplane.CredentialKind, subject string, roles, tools []string, revoked bool) string {
+	t.Helper()
 	id, secret, err := apikey.New(kind)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: kind, Subject: subject, Roles: roles, Tools: tools,
+	c := &toolplane.Credential{ID: id, OrganizationID: org, Kind: kind, Subject: subject, Roles: roles, Tools: tools,
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}
 	if revoked {
 		c.RevokedAt = time.Now()

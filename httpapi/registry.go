@@ -95,8 +95,13 @@ func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // publish stores a new version from a definition file: YAML
-// (application/x-yaml) or JSON, in either definition form.
+// (application/x-yaml) or JSON, in either definition form. A caller who
+// can publish nothing is refused before the body is read.
 func (s *Server) publish(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := catalog.MayPublish(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the body could not be read: "+err.Error(), "")
@@ -127,7 +132,11 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ caller) {
+func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := catalog.MayRead(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
 	limit, err := limitOf(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
@@ -138,9 +147,9 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ caller) 
 	for _, st := range q["state"] {
 		f.States = append(f.States, toolplane.VersionState(st))
 	}
-	vs, next, err := s.Store.ListToolVersions(r.Context(), f, q.Get("cursor"), limit)
+	vs, next, err := s.Catalog.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		s.registryFail(w, r, err)
 		return
 	}
 	items := make([]versionView, len(vs))
@@ -150,8 +159,8 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, _ caller) 
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
 
-func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, _ caller) {
-	v, err := s.Store.GetToolVersion(r.Context(), r.PathValue("name"), r.PathValue("version"))
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, c caller) {
+	v, err := s.Catalog.Get(r.Context(), r.PathValue("name"), r.PathValue("version"), c.cred)
 	if err != nil {
 		s.registryFail(w, r, err)
 		return
@@ -160,8 +169,13 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request, _ caller) {
 }
 
 // versionAction moves a version through its lifecycle: approve, reject,
-// submit, deprecate, retire.
+// submit, deprecate, retire. A caller who can change no version is refused
+// before the body is read.
 func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := catalog.MayChange(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
 	var body struct {
 		Note        string    `json:"note"`
 		SunsetAt    time.Time `json:"sunset_at"`
@@ -200,8 +214,13 @@ func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller)
 	writeJSON(w, http.StatusOK, versionOf(v, false))
 }
 
-// diff answers the compatibility report between two definitions.
-func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ caller) {
+// diff answers the compatibility report between two definitions: a tool
+// author's aid, answered to the people who read the catalogue.
+func (s *Server) diff(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := catalog.MayRead(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
 	var body struct {
 		From json.RawMessage `json:"from"`
 		To   json.RawMessage `json:"to"`
@@ -252,6 +271,10 @@ func grantOf(g *toolplane.Grant) grantView {
 }
 
 func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := authz.MayGrant(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
 	var body struct {
 		AgentID     string    `json:"agent_id"`
 		Pattern     string    `json:"pattern"`
@@ -272,11 +295,7 @@ func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listGrants(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(toolplane.RoleAgentOperator, RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "listing grants needs the agent_operator, auditor or platform_admin role", "")
-		return
-	}
-	all, err := s.Store.ListGrants(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("agent_id"), r.URL.Query().Get("revoked") == "true")
+	all, err := s.Authz.Grants(r.Context(), r.URL.Query().Get("agent_id"), r.URL.Query().Get("revoked") == "true", c.cred)
 	if err != nil {
 		s.registryFail(w, r, err)
 		return
@@ -352,6 +371,10 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) addDeny(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := authz.MayDeny(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
 	var body struct {
 		AgentID string `json:"agent_id"`
 		Pattern string `json:"pattern"`
@@ -371,11 +394,7 @@ func (s *Server) addDeny(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listDenies(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(toolplane.RoleAgentOperator, RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "listing denies needs the agent_operator, auditor or platform_admin role", "")
-		return
-	}
-	all, err := s.Store.ListDenies(r.Context(), c.cred.OrganizationID)
+	all, err := s.Authz.Denies(r.Context(), c.cred)
 	if err != nil {
 		s.registryFail(w, r, err)
 		return
@@ -401,6 +420,10 @@ func (s *Server) liftDeny(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) putBundle(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := authz.MayGrant(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
 	var body struct {
 		Refs []string `json:"refs"`
 	}
@@ -417,7 +440,7 @@ func (s *Server) putBundle(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, c caller) {
-	all, err := s.Store.ListBundles(r.Context(), c.cred.OrganizationID)
+	all, err := s.Authz.Bundles(r.Context(), c.cred)
 	if err != nil {
 		s.registryFail(w, r, err)
 		return

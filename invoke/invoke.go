@@ -212,10 +212,10 @@ type Scheduler interface {
 // first call: the runner itself is built over this invoker.
 func (iv *Invoker) UseScheduler(s Scheduler) { iv.sched = s }
 
-// Replayable reports whether a claim of tool with attempts handler starts
-// may be started again.
-func (iv *Invoker) Replayable(tool string, attempts int) bool {
-	t, ok := iv.cfg.Registry.Get(tool)
+// Replayable reports whether a claim of org's tool with attempts handler
+// starts may be started again.
+func (iv *Invoker) Replayable(org, tool string, attempts int) bool {
+	t, ok := iv.cfg.Registry.Get(org, tool)
 	return ok && t.Def.Replay != nil && attempts < t.Def.Replay.MaxAttempts
 }
 
@@ -250,7 +250,7 @@ func (iv *Invoker) NextApprover(a *toolplane.Approval) (group string, ttl time.D
 	if a.DefaultOnTimeout != toolplane.OnTimeoutEscalate {
 		return "", 0, false
 	}
-	t, found := iv.cfg.Registry.Get(a.Tool)
+	t, found := iv.cfg.Registry.Get(a.OrganizationID, a.Tool)
 	if !found || t.Def.Approval == nil || a.Level+1 >= len(t.Def.Approval.Chain) {
 		return "", 0, false
 	}

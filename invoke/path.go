@@ -133,18 +133,20 @@ func (c *call) run(ctx context.Context) (toolplane.Result, error) {
 }
 
 // resolve answers the version of the tool the call names that the caller
-// is given: the one its grant pins it to, or the default one.
+// is given, of those its organization is served: the one its grant pins it
+// to, or the default one.
 func (c *call) resolve() (*registry.Tool, *toolplane.Result) {
 	reg, inv := c.iv.cfg.Registry, c.inv
+	org := inv.OrganizationID
 	if rng, pinned := inv.Principal.Pins[c.name]; pinned {
-		if t, ok := reg.Resolve(c.name, rng); ok {
+		if t, ok := reg.Resolve(org, c.name, rng); ok {
 			return t, nil
 		}
-		if _, exists := reg.Get(c.name); exists {
+		if _, exists := reg.Get(org, c.name); exists {
 			r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no version of %s within %s, the range you were granted, can be called now; use only the tools you were given", c.name, rng))
 			return nil, &r
 		}
-	} else if t, ok := reg.Get(c.name); ok {
+	} else if t, ok := reg.Get(org, c.name); ok {
 		return t, nil
 	}
 	r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %s is available; use only the tools you were given", c.name))

@@ -76,10 +76,10 @@ func (iv *Invoker) escalatedTo(ctx context.Context, a *toolplane.Approval) (stri
 }
 
 // CheckApproval is the tool-state recheck approval.Service.Resolve runs
-// before it records an approve: the tool must still be registered, at the
-// version the approval was filed for.
+// before it records an approve: the tool must still be registered, in the
+// approval's organization, at the version the approval was filed for.
 func (iv *Invoker) CheckApproval(a *toolplane.Approval) error {
-	vs := iv.cfg.Registry.Versions(a.Tool)
+	vs := iv.cfg.Registry.Versions(a.OrganizationID, a.Tool)
 	if len(vs) == 0 {
 		return fmt.Errorf("%w: %s is no longer registered", approval.ErrStale, a.Tool)
 	}
@@ -118,7 +118,7 @@ var ErrBadReconciliation = errors.New("invalid reconciliation")
 // Reconcile settles an uncertain action; afterwards identical calls answer
 // the reconciled content.
 func (iv *Invoker) Reconcile(ctx context.Context, org, tool, key string, r Reconciliation, by string) (toolplane.Result, error) {
-	t, ok := iv.cfg.Registry.Get(tool)
+	t, ok := iv.cfg.Registry.Get(org, tool)
 	if !ok {
 		return toolplane.Result{}, fmt.Errorf("%w: no tool %s", ErrBadReconciliation, tool)
 	}
@@ -181,7 +181,7 @@ var ErrNotReplayable = errors.New("claim is not replayable")
 // path: policy decides it live, and the journal's claim decides whether it
 // may run (an identical call may have taken it meanwhile).
 func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolplane.Result, error) {
-	if !iv.Replayable(c.Tool, c.Attempts) || len(c.Invocation) == 0 {
+	if !iv.Replayable(c.OrganizationID, c.Tool, c.Attempts) || len(c.Invocation) == 0 {
 		return toolplane.Result{}, fmt.Errorf("%s %s: %w", c.Tool, c.Key, ErrNotReplayable)
 	}
 	var inv toolplane.Invocation

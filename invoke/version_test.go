@@ -56,3 +56,61 @@ func TestCallsResolveToThePinnedVersionAndWarnWhenDeprecated(t *testing.T) {
 		}
 	}
 }
+
+// A call resolves among the tools of the caller's organization: another
+// organization's published version is no tool at all to it, pinned or not,
+// and each organization's own version of one name runs for it.
+func TestCallsResolveInTheCallersOrganization(t *testing.T) {
+	t.Parallel()
+	var reg *registry.Registry
+	e := newEnvWith(t, newStore(t), func(c *invoke.Config) { reg = c.Registry },
+		tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"name": "Ada"})})
+	published := func(version string) toolplane.Definition {
+		return def("crm.find", toolplane.EffectRead, func(d *toolplane.Definition) {
+			d.Version, d.Binding.Handler.Key = version, "crm.get"
+		})
+	}
+	if ps := reg.SetVersions("published", []registry.Version{
+		{Organization: "org-1", Def: published("1.0.0"), State: toolplane.StateActive},
+		{Organization: "org-2", Def: published("2.0.0"), State: toolplane.StateActive},
+	}); len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	tests := []struct {
+		org, pin, want string // want is the version run, "" for tool_unavailable
+	}{
+		{"org-1", "", "1.0.0"},
+		{"org-1", "^2.0.0", ""},
+		{"org-2", "", "2.0.0"},
+		{"org-2", "^1.0.0", ""},
+		{"org-3", "", ""},
+		{"org-3", "^1.0.0", ""},
+	}
+	for _, tt := range tests {
+		in := inv("crm.find")
+		in.OrganizationID = tt.org
+		if tt.pin != "" {
+			in.Principal.Pins = map[string]string{"crm.find": tt.pin}
+		}
+		r, err := e.iv.Invoke(context.Background(), "crm.find", args("to", "c-1"), in)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tt.org, tt.pin, err)
+		}
+		switch {
+		case tt.want == "":
+			if r.OK || r.Error.Code != toolplane.CodeToolUnavailable {
+				t.Errorf("%s %q: ok %v %+v; want tool_unavailable", tt.org, tt.pin, r.OK, r.Error)
+			}
+		case !r.OK:
+			t.Errorf("%s %q: %+v", tt.org, tt.pin, r.Error)
+		}
+		if tt.want != "" {
+			if got := e.iv.CheckApproval(&toolplane.Approval{OrganizationID: tt.org, Tool: "crm.find", ToolVersion: tt.want}); got != nil {
+				t.Errorf("CheckApproval(%s, %s) = %v", tt.org, tt.want, got)
+			}
+		}
+	}
+	if err := e.iv.CheckApproval(&toolplane.Approval{OrganizationID: "org-3", Tool: "crm.find", ToolVersion: "1.0.0"}); err == nil {
+		t.Error("CheckApproval of another organization's version passed")
+	}
+}

@@ -193,7 +193,7 @@ func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesAr
 			}
 			continue
 		}
-		if x.w.deps.Invoker.Replayable(c.Tool, c.Attempts) {
+		if x.w.deps.Invoker.Replayable(c.OrganizationID, c.Tool, c.Attempts) {
 			// Safe to repeat, with attempts left: a worker runs it again,
 			// with the same key, without waiting for the caller.
 			if err := x.w.replay(ctx, &c); err != nil {

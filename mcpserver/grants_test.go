@@ -143,3 +143,76 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 		t.Fatalf("a call after the grant was revoked: %s", got)
 	}
 }
+
+// A session is served its own organization's published versions and the
+// platform's tools, never another organization's: an agent of an
+// organization that published nothing lists no published tool and cannot
+// call one by its name, whatever its grants say.
+func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "mcp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := handler.NewRegistry()
+	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
+	_ = hs.Register(b)
+	reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := `{"type":"object","properties":{"id":{"type":"string"}}}`
+	v1, v2 := lookup("1.0.0", obj), lookup("2.0.0", obj)
+	v1.Organization, v2.Organization = "org-1", "org-2"
+	if ps := reg.SetVersions("published", []registry.Version{v1, v2}); len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	grants := authz.New(store, reg, quiet, nil)
+	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet})
+	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Authz: grants}).Handler())
+	t.Cleanup(srv.Close)
+	for _, tt := range []struct {
+		org, want string // want is the version listed, "" for none
+	}{{"org-1", "1.0.0"}, {"org-2", "2.0.0"}, {"org-3", ""}} {
+		id, secret, _ := apikey.New(toolplane.CredentialAgent)
+		if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: tt.org, Kind: toolplane.CredentialAgent, Subject: "bot",
+			Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		operator := &toolplane.Credential{OrganizationID: tt.org, Kind: toolplane.CredentialPerson, Subject: "opal", Roles: []string{"agent_operator"}}
+		if err := grants.AddGrant(ctx, &toolplane.Grant{AgentID: "bot", Pattern: "*"}, operator); err != nil {
+			t.Fatal(err)
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{apikey.Key(id, secret), http.DefaultTransport}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := map[string]any{}
+		for _, tl := range res.Tools {
+			listed[tl.Name] = tl.Meta["toolplane/version"]
+		}
+		if tt.want == "" && len(listed) != 0 || tt.want != "" && (len(listed) != 1 || listed["crm_lookup"] != tt.want) {
+			t.Errorf("%s lists %v, want crm_lookup %q", tt.org, listed, tt.want)
+		}
+		call, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "crm_lookup", Arguments: map[string]any{"id": "c-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if call.IsError != (tt.want == "") {
+			t.Errorf("%s calling crm_lookup: error %v, %v", tt.org, call.IsError, call.Content)
+		}
+		cs.Close()
+	}
+}

@@ -453,13 +453,14 @@ func (sess *session) sync() {
 	want := map[string]*registry.Tool{}
 	var granted []string
 	sess.pins = nil
-	for _, t := range sess.s.Registry.Tools() {
+	org := sess.cred.OrganizationID
+	for _, t := range sess.s.Registry.Tools(org) {
 		rng, ok := sess.visible(t, pins)
 		if !ok {
 			continue
 		}
 		if rng != "" {
-			if t, ok = sess.s.Registry.Resolve(t.Def.Name, rng); !ok {
+			if t, ok = sess.s.Registry.Resolve(org, t.Def.Name, rng); !ok {
 				continue
 			}
 			if sess.pins == nil {
@@ -768,7 +769,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
 	if sess.upstream != "" && res.OK {
-		if t, ok := s.Registry.Get(name); ok && upstream.ContentOutput(&t.Def) {
+		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && upstream.ContentOutput(&t.Def) {
 			if content, structured, ok := upstream.Content(res.Data); ok {
 				return &mcp.CallToolResult{Content: content, StructuredContent: structured}, nil
 			}

@@ -13,10 +13,10 @@ import (
 	"github.com/toolplane/toolplane/cursor"
 )
 
-// The catalogue is the deployment's: no query here filters by organization,
-// unlike every other table's.
+// Every query here is scoped to one organization, except
+// ListEveryToolVersion (the deployment's own read) and CatalogRevision.
 
-const toolVersionColumns = `name, version, state, definition, schema_hash, owner, review_reasons,
+const toolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
 	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
 	replacement, retire_blocked, revision, updated_at`
 
@@ -28,7 +28,7 @@ func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 		published, updated int64
 		reviewed, sunset   *int64
 	)
-	err := r.Scan(append([]any{&v.Name, &v.Version, &v.State, &v.Definition, &v.SchemaHash, &v.Owner, &v.ReviewReasons,
+	err := r.Scan(append([]any{&v.OrganizationID, &v.Name, &v.Version, &v.State, &v.Definition, &v.SchemaHash, &v.Owner, &v.ReviewReasons,
 		&v.PublishedBy, &published, &v.ReviewedBy, &reviewed, &v.ReviewNote, &sunset,
 		&v.Replacement, &v.RetireBlocked, &v.Revision, &updated}, extra...)...)
 	if len(v.ReviewReasons) == 0 {
@@ -42,7 +42,8 @@ func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 }
 
 // InsertToolVersion stores v, or answers an error wrapping
-// toolplane.ErrExists when the name already has that version. The primary
+// toolplane.ErrExists when the organization's name already has that
+// version. The primary
 // key decides, so of concurrent publishes of one version, from any number
 // of nodes, exactly one is stored; the catalogue revision moves in the same
 // statement (a trigger, see the migration).
@@ -52,8 +53,8 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-		v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
 		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
 		v.Replacement, v.RetireBlocked, v.Revision, micros(v.UpdatedAt))
 	if isDuplicate(err) {
@@ -65,16 +66,16 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	return nil
 }
 
-// GetToolVersion answers the version, or an error wrapping
+// GetToolVersion answers the organization's version, or an error wrapping
 // toolplane.ErrNotFound.
-func (s *Store) GetToolVersion(ctx context.Context, name, version string) (*toolplane.ToolVersion, error) {
-	if checkTextPart(name) != nil || checkTextPart(version) != nil {
+func (s *Store) GetToolVersion(ctx context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
+	if checkTextPart(org) != nil || checkTextPart(name) != nil || checkTextPart(version) != nil {
 		// No TEXT value holds it, so no version has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get tool version %q@%q: %w", name, version, toolplane.ErrNotFound)
 	}
 	row := s.pool.QueryRow(ctx, `SELECT `+toolVersionColumns+` FROM tool_versions
-		WHERE name = $1 AND version = $2`, name, version)
+		WHERE organization_id = $1 AND name = $2 AND version = $3`, org, name, version)
 	v, err := scanToolVersion(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get tool version %s@%s: %w", name, version, toolplane.ErrNotFound)
@@ -85,12 +86,25 @@ func (s *Store) GetToolVersion(ctx context.Context, name, version string) (*tool
 	return &v, nil
 }
 
-// ListToolVersions answers the versions f matches, by name (bytewise), then
-// publication time, then insertion order, after the cursor. The cursor
-// carries the last row's name, publication time and insertion sequence, so
-// a version published meanwhile never shifts a page. The next cursor is ""
-// when no version follows.
-func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+// ListToolVersions answers the organization's versions f matches, by name
+// (bytewise), then publication time, then insertion order, after the
+// cursor. The cursor carries the last row's name, publication time and
+// insertion sequence, so a version published meanwhile never shifts a page.
+// The next cursor is "" when no version follows.
+func (s *Store) ListToolVersions(ctx context.Context, org string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	return s.listToolVersions(ctx, &org, f, after, limit)
+}
+
+// ListEveryToolVersion answers every organization's versions f matches, by
+// organization, then as ListToolVersions orders them; its cursor carries
+// the organization too.
+func (s *Store) ListEveryToolVersion(ctx context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	return s.listToolVersions(ctx, nil, f, after, limit)
+}
+
+// listToolVersions lists one organization's versions, or every
+// organization's when org is nil.
+func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
@@ -101,6 +115,20 @@ func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter,
 	param := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
+	}
+	list, parts := cursor.EveryToolVersion, 3
+	if org != nil {
+		if checkTextPart(*org) != nil {
+			// No TEXT value holds it, so no organization has it.
+			if after != "" {
+				if _, _, err := cursor.Decode(after, cursor.ToolVersions, 2); err != nil {
+					return nil, "", fmt.Errorf("list tool versions: %w", err)
+				}
+			}
+			return nil, "", nil
+		}
+		q.WriteString(` AND organization_id = ` + param(*org))
+		list, parts = cursor.ToolVersions, 2
 	}
 	// Only the fields set become conditions, so the query can use the index
 	// that fits it.
@@ -118,21 +146,31 @@ func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter,
 		q.WriteString(` AND state = ANY (` + param(states) + `::text[])`)
 	}
 	if after != "" {
-		published, parts, err := cursor.Decode(after, cursor.ToolVersions, 2)
-		if err == nil {
-			err = checkTextPart(parts[0])
+		published, at, err := cursor.Decode(after, list, parts)
+		for _, p := range at {
+			if err == nil {
+				err = checkTextPart(p)
+			}
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("list tool versions: %w", err)
 		}
-		seq, err := strconv.ParseInt(parts[1], 10, 64)
+		seq, err := strconv.ParseInt(at[1], 10, 64)
 		if err != nil {
 			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
 		}
-		q.WriteString(` AND (name, published_at, seq) > (` + param(parts[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
+		if org != nil {
+			q.WriteString(` AND (name, published_at, seq) > (` + param(at[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
+		} else {
+			q.WriteString(` AND (organization_id, name, published_at, seq) > (` + param(at[2]) + `, ` + param(at[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
+		}
 	}
 	// One more than the page, to know whether a page follows.
-	q.WriteString(` ORDER BY name, published_at, seq LIMIT ` + param(limit+1))
+	if org == nil {
+		q.WriteString(` ORDER BY organization_id, name, published_at, seq LIMIT ` + param(limit+1))
+	} else {
+		q.WriteString(` ORDER BY name, published_at, seq LIMIT ` + param(limit+1))
+	}
 
 	rows, err := s.pool.Query(ctx, q.String(), args...)
 	if err != nil {
@@ -160,11 +198,14 @@ func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter,
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, cursor.Encode(cursor.ToolVersions, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
+	if org != nil {
+		return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
+	}
+	return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10), last.OrganizationID), nil
 }
 
-// UpdateToolVersion writes v's lifecycle fields where the stored revision is
-// v.Revision, in one conditional statement, and on success sets v.Revision
+// UpdateToolVersion writes v's lifecycle fields where the organization's
+// stored revision is v.Revision, in one conditional statement, and on success sets v.Revision
 // to the new revision. What was published (the definition, its hash, the
 // owner, who published it and when) is never written. Of concurrent updates
 // from one revision, the row lock the first takes makes the others re-check
@@ -173,7 +214,7 @@ func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter,
 // toolplane.ErrNotFound, told apart by a second read only when the update
 // wrote nothing (versions are never deleted, so the answer cannot go stale).
 func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion) (bool, error) {
-	if checkTextPart(v.Name) != nil || checkTextPart(v.Version) != nil {
+	if checkTextPart(v.OrganizationID) != nil || checkTextPart(v.Name) != nil || checkTextPart(v.Version) != nil {
 		return false, fmt.Errorf("update tool version %q@%q: %w", v.Name, v.Version, toolplane.ErrNotFound)
 	}
 	reasons, err := names("review reasons", v.ReviewReasons)
@@ -184,10 +225,10 @@ func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 			state = $1, review_reasons = $2, reviewed_by = $3, reviewed_at = $4, review_note = $5,
 			sunset_at = $6, replacement = $7, retire_blocked = $8, updated_at = $9,
 			revision = revision + 1
-		WHERE name = $10 AND version = $11 AND revision = $12`,
+		WHERE organization_id = $10 AND name = $11 AND version = $12 AND revision = $13`,
 		string(v.State), reasons, v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote,
 		optMicros(v.SunsetAt), v.Replacement, v.RetireBlocked, micros(v.UpdatedAt),
-		v.Name, v.Version, v.Revision)
+		v.OrganizationID, v.Name, v.Version, v.Revision)
 	if err != nil {
 		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
 	}
@@ -196,8 +237,8 @@ func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 		return true, nil
 	}
 	var exists bool
-	err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tool_versions WHERE name = $1 AND version = $2)`,
-		v.Name, v.Version).Scan(&exists)
+	err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tool_versions WHERE organization_id = $1 AND name = $2 AND version = $3)`,
+		v.OrganizationID, v.Name, v.Version).Scan(&exists)
 	if err != nil {
 		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
 	}

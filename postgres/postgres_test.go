@@ -589,6 +589,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"DeleteCompletedClaims", `DELETE FROM claims WHERE status = 'completed' AND updated_at < $1 AND (organization_id, tool, key) IN (
 			SELECT organization_id, tool, key FROM claims WHERE status = 'completed' AND updated_at < $1 LIMIT $2)`, []any{0, 10}},
 		{"ApprovedApprovals", `SELECT * FROM approvals WHERE status = 'approved' AND resolved_at >= $1 ORDER BY resolved_at LIMIT 10`, []any{0}},
+		{"ListToolVersions page", `SELECT * FROM tool_versions WHERE organization_id = $1 AND (name, published_at, seq) > ($2, $3, $4) ORDER BY name, published_at, seq LIMIT 10`, []any{"o", "n", 0, 0}},
+		{"ListToolVersions by owner", `SELECT * FROM tool_versions WHERE organization_id = $1 AND owner = $2 ORDER BY name, published_at, seq LIMIT 10`, []any{"o", "w"}},
+		{"ListEveryToolVersion page", `SELECT * FROM tool_versions WHERE (organization_id, name, published_at, seq) > ($1, $2, $3, $4) ORDER BY organization_id, name, published_at, seq LIMIT 10`, []any{"o", "n", 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -709,5 +712,66 @@ func TestMaintenance(t *testing.T) {
 		if _, err := s.ApprovedApprovals(ctx, now, limit); !errors.Is(err, errLimit) {
 			t.Errorf("ApprovedApprovals(limit %d) err = %v, want errLimit", limit, err)
 		}
+	}
+}
+
+// TestMigrationMovesVersionsToTheDefaultOrganization upgrades a database
+// that holds versions from before the catalogue had organizations: each is
+// the "default" organization's afterwards, whole, and another organization
+// may then publish the same version.
+func TestMigrationMovesVersionsToTheDefaultOrganization(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := New(openPool(t, newSchema(t)))
+	all, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		if m.Version < 3 {
+			if err := s.apply(ctx, m); err != nil {
+				t.Fatalf("apply %04d: %v", m.Version, err)
+			}
+		}
+	}
+	for i, version := range []string{"1.0.0", "1.1.0"} {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO tool_versions (name, version, state, definition, schema_hash, owner,
+			review_reasons, published_by, published_at, reviewed_by, review_note, replacement, retire_blocked, revision, updated_at)
+			VALUES ('payments.refund', $1, 'active', '\x7b7d', 'sha256:x', 'payments', '{destructive}', 'olga', $2, 'ada', '', '', '', 3, $3)`,
+			version, 1_000+i, 2_000+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.CatalogRevision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := s.CatalogRevision(ctx); err != nil || after <= before {
+		t.Errorf("CatalogRevision after the migration = %d, %v; want it grown from %d", after, err, before)
+	}
+	got, _, err := s.ListToolVersions(ctx, "default", toolplane.VersionFilter{}, "", 10)
+	if err != nil || len(got) != 2 || got[0].Version != "1.0.0" || got[1].Version != "1.1.0" {
+		t.Fatalf("ListToolVersions(default) = %+v, %v; want both versions in publication order", got, err)
+	}
+	if v := got[0]; v.OrganizationID != "default" || v.State != toolplane.StateActive || string(v.Definition) != "{}" ||
+		v.Revision != 3 || len(v.ReviewReasons) != 1 || v.PublishedBy != "olga" {
+		t.Errorf("migrated version = %+v", v)
+	}
+	if _, err := s.GetToolVersion(ctx, "other", "payments.refund", "1.0.0"); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("GetToolVersion(other) = %v, want ErrNotFound", err)
+	}
+	v := got[0]
+	v.OrganizationID = "other"
+	if err := s.InsertToolVersion(ctx, &v); err != nil {
+		t.Fatalf("InsertToolVersion(other) = %v", err)
+	}
+	// Every insert names its organization: the column keeps no default.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO tool_versions (name, version, state, schema_hash, owner, review_reasons,
+		published_by, published_at, reviewed_by, review_note, replacement, retire_blocked, revision, updated_at)
+		VALUES ('x', '1.0.0', 'active', '', '', '{}', '', 0, '', '', '', '', 0, 0)`); err == nil {
+		t.Error("an insert without an organization was stored")
 	}
 }

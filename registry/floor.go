@@ -195,20 +195,20 @@ func (r *Registry) Floor(b toolplane.Binding) (*Floor, bool) {
 	return f, ok
 }
 
-// floorsOf answers the floors the platform tools of a catalogue declare:
-// every tool outside the published (versioned) groups.
-func floorsOf(cat *catalogue) map[string]*Floor {
+// floorsOf answers the floors the platform's own tools declare: every
+// platform-scope tool outside the published (versioned) groups.
+func floorsOf(platform map[string]*entry, versioned map[string]bool) map[string]*Floor {
 	// By name, so the first approval policy declared is always the same.
-	names := make([]string, 0, len(cat.versions))
-	for name := range cat.versions {
-		if !cat.versioned[cat.group[name]] {
+	names := make([]string, 0, len(platform))
+	for name, e := range platform {
+		if !versioned[e.group] {
 			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
 	floors := map[string]*Floor{}
 	for _, name := range names {
-		for _, v := range cat.versions[name] {
+		for _, v := range platform[name].versions {
 			ref := BindingRef(v.Def.Binding)
 			if ref == "" {
 				continue
@@ -228,27 +228,29 @@ func floorsOf(cat *catalogue) map[string]*Floor {
 // held to the floor of what it binds, from the definition as published:
 // a floor that rose (an upstream re-ingested with approval) raises the
 // versions bound to it, and one that fell lets them be as published again.
+// Entries are replaced, never edited: the previous catalogue may share
+// them.
 func (cat *catalogue) hold() {
-	cat.floors = floorsOf(cat)
-	for name, ts := range cat.versions {
-		if !cat.versioned[cat.group[name]] {
-			continue
-		}
-		var held []*Tool
-		for i, t := range ts {
-			nt := t.held(cat.floors)
-			if nt == t {
+	cat.floors = floorsOf(cat.entries[""], cat.versioned)
+	for _, es := range cat.entries {
+		for name, e := range es {
+			if !cat.versioned[e.group] {
 				continue
 			}
-			if held == nil {
-				// The slice may be shared with the previous catalogue.
-				held = slices.Clone(ts)
+			var held []*Tool
+			for i, t := range e.versions {
+				nt := t.held(cat.floors)
+				if nt == t {
+					continue
+				}
+				if held == nil {
+					held = slices.Clone(e.versions)
+				}
+				held[i] = nt
 			}
-			held[i] = nt
-		}
-		if held != nil {
-			cat.versions[name] = held
-			cat.tools[name] = defaultVersion(held)
+			if held != nil {
+				es[name] = &entry{group: e.group, versions: held}
+			}
 		}
 	}
 }

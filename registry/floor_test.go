@@ -38,13 +38,13 @@ func TestPublishedVersionIsServedHeldToItsBindingsDeclaration(t *testing.T) {
 		if ps := r.SetGroup("platform", []toolplane.Definition{platform}); len(ps) > 0 {
 			t.Fatal(ps)
 		}
-		tool, ok := r.Get(pub.Name)
+		tool, ok := r.Get("org-a", pub.Name)
 		if !ok {
 			t.Fatal("the published version is not served")
 		}
 		return tool
 	}
-	if ps := r.SetVersions("published", []Version{{Def: pub, State: toolplane.StateActive}}); len(ps) > 0 {
+	if ps := r.SetVersions("published", []Version{{Organization: "org-a", Def: pub, State: toolplane.StateActive}}); len(ps) > 0 {
 		t.Fatal(ps)
 	}
 
@@ -70,7 +70,7 @@ func TestPublishedVersionIsServedHeldToItsBindingsDeclaration(t *testing.T) {
 		t.Fatalf("floor %+v", f)
 	}
 	// Pinned and unpinned lookups alike answer the held version.
-	if v, ok := r.Resolve(pub.Name, "^1.0.0"); !ok || !v.Def.Annotations.RequiresApproval {
+	if v, ok := r.Resolve("org-a", pub.Name, "^1.0.0"); !ok || !v.Def.Annotations.RequiresApproval {
 		t.Fatal("a pinned lookup answers the version as published")
 	}
 
@@ -79,7 +79,7 @@ func TestPublishedVersionIsServedHeldToItsBindingsDeclaration(t *testing.T) {
 	if ps := r.SetGroup("platform", nil); len(ps) > 0 {
 		t.Fatal(ps)
 	}
-	tool, _ = r.Get(pub.Name)
+	tool, _ = r.Get("org-a", pub.Name)
 	if tool.Def.Effect != toolplane.EffectRead || tool.Def.Annotations.RequiresApproval || len(tool.Raised) != 0 {
 		t.Fatalf("without a declaration: effect %s raised %v", tool.Def.Effect, tool.Raised)
 	}

@@ -48,6 +48,18 @@ type Tool struct {
 // catalogue can change while it serves (tools ingested from MCP servers
 // come and go): readers see one consistent catalogue per lookup, swapped
 // atomically, and a change is announced to watchers.
+//
+// The catalogue has two scopes. The platform's tools (those given to
+// Build, and groups set without an organization: tools ingested from the
+// upstreams the operator configures) are served to every organization.
+// A published version belongs to its organization (Version.Organization)
+// and is served to that organization alone, so two organizations hold one
+// name independently. Every lookup names the caller's organization and
+// answers from that organization's view: the platform's tools and its
+// own. Where an organization's own tool and a platform tool would share a
+// name (platform or model-facing), the organization's own is kept in its
+// view and the platform tool withheld from it, so a tool an organization
+// calls never turns into another's under the same name.
 type Registry struct {
 	opt   Options
 	state atomic.Pointer[catalogue]
@@ -60,6 +72,30 @@ type Registry struct {
 
 // catalogue is one immutable state of the registry.
 type catalogue struct {
+	// platform is the view of an organization with no tools of its own.
+	platform *view
+	// orgs holds the view of each organization with tools of its own.
+	orgs map[string]*view
+	// entries are the tools as set, by scope ("" for the platform's, else
+	// the organization's) and name: what the views are built from.
+	entries map[string]map[string]*entry
+	// versioned marks the groups of published versions (SetVersions');
+	// the others (Build's, SetGroup's) are the platform's own tools.
+	versioned map[string]bool
+	// floors are the platform's declarations of what its tools bind,
+	// by BindingRef.
+	floors map[string]*Floor
+}
+
+// entry is one name's tools in one scope: every callable version, oldest
+// first, and the group they were set in ("" for Build's).
+type entry struct {
+	group    string
+	versions []*Tool
+}
+
+// view is what one organization is served.
+type view struct {
 	// tools holds each name's default version: the newest active one, or
 	// the newest deprecated one when none is active.
 	tools  map[string]*Tool
@@ -69,39 +105,101 @@ type catalogue struct {
 	versions map[string][]*Tool
 	// group names the group each tool was added in ("" for Build's).
 	group map[string]string
-	// versioned marks the groups of published versions (SetVersions');
-	// the others (Build's, SetGroup's) are the platform's own tools.
-	versioned map[string]bool
-	// floors are the platform's declarations of what its tools bind,
-	// by BindingRef.
-	floors map[string]*Floor
 }
 
-// Build checks defs and, when all pass, answers the registry of them. The
-// error is a *CheckError listing every problem. Each definition's
-// SchemaHash is filled in when the file left it out.
+// view answers the view of org.
+func (c *catalogue) view(org string) *view {
+	if v, ok := c.orgs[org]; ok {
+		return v
+	}
+	return c.platform
+}
+
+// Build checks defs and, when all pass, answers the registry of them: the
+// platform's tools, served to every organization. The error is a
+// *CheckError listing every problem. Each definition's SchemaHash is
+// filled in when the file left it out.
 func Build(defs []toolplane.Definition, opt Options) (*Registry, Report, error) {
-	cs, names, rep, err := check(defs, opt)
+	cs, _, rep, err := check(defs, opt)
 	if err != nil {
 		return nil, rep, err
 	}
-	cat := &catalogue{tools: make(map[string]*Tool, len(cs)), names: names, group: make(map[string]string, len(cs)),
-		versions: make(map[string][]*Tool, len(cs))}
+	platform := make(map[string]*entry, len(cs))
 	for _, c := range cs {
 		t, err := newTool(c)
 		if err != nil {
 			return nil, rep, err
 		}
-		cat.tools[t.Def.Name] = t
-		cat.group[t.Def.Name] = ""
-		cat.versions[t.Def.Name] = []*Tool{t}
-		cat.sorted = append(cat.sorted, t)
+		platform[t.Def.Name] = &entry{versions: []*Tool{t}}
 	}
-	sortTools(cat.sorted)
-	cat.floors = floorsOf(cat)
+	cat, _ := assemble(map[string]map[string]*entry{"": platform}, nil)
 	r := &Registry{opt: opt}
 	r.state.Store(cat)
 	return r, rep, nil
+}
+
+// assemble answers the catalogue of entries: the platform's view, and each
+// organization's, with the problems of the platform tools withheld from
+// an organization because its own tools hold their names. Every published
+// version (of a versioned group) is served held to the floor of what it
+// binds, computed anew: any change may move a floor.
+func assemble(entries map[string]map[string]*entry, versioned map[string]bool) (*catalogue, []Problem) {
+	cat := &catalogue{entries: entries, orgs: map[string]*view{}, versioned: versioned}
+	cat.hold()
+	platform := entries[""]
+	cat.platform, _ = newView(platform, nil, "")
+	var problems []Problem
+	for org, own := range entries {
+		if org == "" || len(own) == 0 {
+			continue
+		}
+		var ps []Problem
+		cat.orgs[org], ps = newView(platform, own, org)
+		problems = append(problems, ps...)
+	}
+	sort.SliceStable(problems, func(i, j int) bool { return problems[i].Tool < problems[j].Tool })
+	return cat, problems
+}
+
+// newView answers the view of the platform's entries and an
+// organization's own (none for the platform's view). Each set was checked
+// on its own; a platform tool whose platform or model-facing name one of
+// the organization's own tools holds is left out, and reported.
+func newView(platform, own map[string]*entry, org string) (*view, []Problem) {
+	v := &view{tools: make(map[string]*Tool, len(platform)+len(own)), group: make(map[string]string, len(platform)+len(own)),
+		versions: make(map[string][]*Tool, len(platform)+len(own))}
+	add := func(name string, e *entry) {
+		v.versions[name] = e.versions
+		v.group[name] = e.group
+		v.tools[name] = defaultVersion(e.versions)
+	}
+	models := make(map[string]string, len(own))
+	for name, e := range own {
+		add(name, e)
+		models[modelname.Derive(name)] = name
+	}
+	var problems []Problem
+	for name, e := range platform {
+		if mine, taken := models[modelname.Derive(name)]; taken {
+			problems = append(problems, Problem{Tool: name, Field: "name", Fix: "rename one of them",
+				Message: fmt.Sprintf("not served to organization %s, whose own published tool %s holds the name", org, mine)})
+			continue
+		}
+		add(name, e)
+	}
+	names := make([]string, 0, len(v.tools))
+	for name, t := range v.tools {
+		names = append(names, name)
+		v.sorted = append(v.sorted, t)
+	}
+	sortTools(v.sorted)
+	// Every name was checked against the others of its scope, and across
+	// scopes by model-facing name above, so the map is whole.
+	v.names, _ = modelname.New(names)
+	if v.names == nil {
+		v.names, _ = modelname.New(nil)
+	}
+	return v, problems
 }
 
 // newTool completes a checked definition with its defaults and compiled
@@ -135,14 +233,14 @@ func sortTools(ts []*Tool) {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Def.Name < ts[j].Def.Name })
 }
 
-// SetGroup replaces the tools of one named group (the tools ingested from
-// one MCP server, say) with defs, leaving every other tool as it is. Each
-// definition is checked on its own against every tool outside the group:
-// one that fails, or collides with a tool already registered (by platform
-// or model-facing name), is refused and reported, never shadowing the
-// other, while the rest of the group is still accepted. Group "" is the
-// tools given to Build and cannot be replaced. Watchers are told when the
-// catalogue changed.
+// SetGroup replaces the tools of one named group of the platform's (the
+// tools ingested from one MCP server, say) with defs, leaving every other
+// tool as it is. Each definition is checked on its own against every
+// platform tool outside the group: one that fails, or collides with a
+// tool already registered (by platform or model-facing name), is refused
+// and reported, never shadowing the other, while the rest of the group is
+// still accepted. Group "" is the tools given to Build and cannot be
+// replaced. Watchers are told when the catalogue changed.
 func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem {
 	vs := make([]Version, len(defs))
 	for i, d := range defs {
@@ -153,17 +251,22 @@ func (r *Registry) SetGroup(group string, defs []toolplane.Definition) []Problem
 
 // Version is one published version of a tool, as SetVersions takes it.
 type Version struct {
-	Def         toolplane.Definition
-	State       toolplane.VersionState
-	SunsetAt    time.Time
-	Replacement string
+	// Organization is the organization the version is published in and
+	// served to; "" serves it to every organization, as a platform tool.
+	Organization string
+	Def          toolplane.Definition
+	State        toolplane.VersionState
+	SunsetAt     time.Time
+	Replacement  string
 }
 
-// SetVersions replaces the tools of one group with published versions:
-// several versions of one name may stand side by side (a new major beside
-// the old one), each checked like SetGroup's definitions. Only active and
-// deprecated versions are taken; others are skipped, since they are
-// neither shown nor called.
+// SetVersions replaces the tools of one group, in every organization,
+// with published versions: several versions of one name may stand side by
+// side (a new major beside the old one), each checked like SetGroup's
+// definitions against the other tools of its own organization (or of the
+// platform, for a version without one). Only active and deprecated
+// versions are taken; others are skipped, since they are neither shown
+// nor called.
 func (r *Registry) SetVersions(group string, vs []Version) []Problem {
 	callable := vs[:0:0]
 	for _, v := range vs {
@@ -181,31 +284,41 @@ func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Proble
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.state.Load()
-	var registered []string
-	next := &catalogue{tools: map[string]*Tool{}, group: map[string]string{}, versions: map[string][]*Tool{},
-		versioned: map[string]bool{group: versioned}}
+	groups := map[string]bool{group: versioned}
 	for g, v := range cur.versioned {
 		if g != group {
-			next.versioned[g] = v
+			groups[g] = v
 		}
 	}
-	for _, t := range cur.sorted {
-		if cur.group[t.Def.Name] == group {
-			continue
+	// Every scope's entries but the group's, and the names each scope
+	// holds outside the group: what a version is checked against.
+	entries := make(map[string]map[string]*entry, len(cur.entries))
+	registered := make(map[string][]string, len(cur.entries))
+	for scope, es := range cur.entries {
+		next := make(map[string]*entry, len(es))
+		for name, e := range es {
+			if e.group == group {
+				continue
+			}
+			next[name] = e
+			registered[scope] = append(registered[scope], name)
 		}
-		registered = append(registered, t.Def.Name)
-		next.tools[t.Def.Name] = t
-		next.group[t.Def.Name] = cur.group[t.Def.Name]
-		next.versions[t.Def.Name] = cur.versions[t.Def.Name]
+		entries[scope] = next
 	}
 	var problems []Problem
 	opt := r.opt
 	for _, v := range vs {
-		d := v.Def
-		opt.Registered = registered
-		if versioned && next.group[d.Name] == group {
+		d, scope := v.Def, v.Organization
+		es := entries[scope]
+		if es == nil {
+			es = map[string]*entry{}
+			entries[scope] = es
+		}
+		opt.Registered = registered[scope]
+		prev := es[d.Name]
+		if versioned && prev != nil && prev.group == group {
 			// Another version of a name this group already holds.
-			opt.Registered = without(registered, d.Name)
+			opt.Registered = without(registered[scope], d.Name)
 		}
 		cs, _, _, err := check([]toolplane.Definition{d}, opt)
 		if err != nil {
@@ -227,36 +340,23 @@ func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Proble
 			own := t.Def
 			t.published = &own
 		}
-		if next.group[d.Name] != group {
-			registered = append(registered, d.Name)
-			next.group[d.Name] = group
-		} else if dup := findVersion(next.versions[d.Name], t.version); dup != nil {
+		if prev == nil || prev.group != group {
+			registered[scope] = append(registered[scope], d.Name)
+			es[d.Name] = &entry{group: group, versions: []*Tool{t}}
+			continue
+		}
+		if findVersion(prev.versions, t.version) != nil {
 			problems = append(problems, Problem{Tool: d.Name, Field: "version", Message: fmt.Sprintf("version %s is given twice", d.Version)})
 			continue
 		}
-		next.versions[d.Name] = append(next.versions[d.Name], t)
-	}
-	names, err := modelname.New(registered)
-	if err != nil {
-		// Every name was checked against the others one by one above.
-		problems = append(problems, Problem{Tool: "(group " + group + ")", Field: "name", Message: err.Error()})
-		return problems
-	}
-	next.names = names
-	for name, ts := range next.versions {
-		if next.group[name] != group {
-			continue
-		}
+		// A new entry, never an edit of one a published catalogue holds.
+		ts := append(append([]*Tool(nil), prev.versions...), t)
 		sort.Slice(ts, func(i, j int) bool { return semver.Compare(ts[i].version, ts[j].version) < 0 })
-		next.tools[name] = defaultVersion(ts)
+		es[d.Name] = &entry{group: group, versions: ts}
 	}
-	// Every change may move a floor: published versions are held again.
-	next.hold()
-	for _, t := range next.tools {
-		next.sorted = append(next.sorted, t)
-	}
-	sortTools(next.sorted)
-	changed := !sameTools(cur, next)
+	next, withheld := assemble(entries, groups)
+	problems = append(problems, withheld...)
+	changed := !sameCatalogue(cur, next)
 	r.state.Store(next)
 	if changed {
 		r.notify()
@@ -295,17 +395,20 @@ func defaultVersion(ts []*Tool) *Tool {
 	return ts[len(ts)-1]
 }
 
-// Versions answers every callable version of a name, oldest first.
-func (r *Registry) Versions(name string) []*Tool { return r.state.Load().versions[name] }
+// Versions answers every callable version of a name org is served, oldest
+// first.
+func (r *Registry) Versions(org, name string) []*Tool {
+	return r.state.Load().view(org).versions[name]
+}
 
-// Resolve answers the version of name a caller pinned to a range
-// ("^2.1.0", "~2.1.0", "2.1.0"; "" or "*" for any) is given: the newest
-// active version the range contains, or the newest deprecated one when no
-// active one is.
-func (r *Registry) Resolve(name, rng string) (*Tool, bool) {
-	cat := r.state.Load()
+// Resolve answers the version of name that a caller of org pinned to a
+// range ("^2.1.0", "~2.1.0", "2.1.0"; "" or "*" for any) is given: the
+// newest active version the range contains, or the newest deprecated one
+// when no active one is.
+func (r *Registry) Resolve(org, name, rng string) (*Tool, bool) {
+	v := r.state.Load().view(org)
 	if rng == "" || rng == "*" {
-		t, ok := cat.tools[name]
+		t, ok := v.tools[name]
 		return t, ok
 	}
 	want, err := semver.ParseRange(rng)
@@ -315,7 +418,7 @@ func (r *Registry) Resolve(name, rng string) (*Tool, bool) {
 	// Newest first: the first active version the range holds, else the
 	// newest one it holds at all.
 	var newest *Tool
-	vs := cat.versions[name]
+	vs := v.versions[name]
 	for i := len(vs) - 1; i >= 0; i-- {
 		t := vs[i]
 		if !want.Contains(t.version) {
@@ -331,12 +434,28 @@ func (r *Registry) Resolve(name, rng string) (*Tool, bool) {
 	return newest, newest != nil
 }
 
-// GroupOf answers the group a tool name belongs to ("" for Build's).
-func (r *Registry) GroupOf(name string) string { return r.state.Load().group[name] }
+// GroupOf answers the group a tool name org is served belongs to ("" for
+// Build's).
+func (r *Registry) GroupOf(org, name string) string { return r.state.Load().view(org).group[name] }
 
-// sameTools reports whether two catalogues hold the same tools at the same
+// sameCatalogue reports whether every organization is served the same
+// tools in a as in b.
+func sameCatalogue(a, b *catalogue) bool {
+	if len(a.orgs) != len(b.orgs) || !sameTools(a.platform, b.platform) {
+		return false
+	}
+	for org, v := range a.orgs {
+		w, ok := b.orgs[org]
+		if !ok || !sameTools(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameTools reports whether two views hold the same tools at the same
 // versions and contracts.
-func sameTools(a, b *catalogue) bool {
+func sameTools(a, b *view) bool {
 	if len(a.sorted) != len(b.sorted) {
 		return false
 	}
@@ -360,8 +479,9 @@ func sameTool(t, u *Tool) bool {
 		t.State == u.State
 }
 
-// Watch calls fn after every change to the catalogue, until stop is
-// called. fn runs on the goroutine that made the change and must not block.
+// Watch calls fn after every change to the catalogue, in any
+// organization, until stop is called. fn runs on the goroutine that made
+// the change and must not block.
 func (r *Registry) Watch(fn func()) (stop func()) {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
@@ -390,26 +510,43 @@ func (r *Registry) notify() {
 	}
 }
 
-// Get answers the tool with a platform name.
-func (r *Registry) Get(name string) (*Tool, bool) {
-	t, ok := r.state.Load().tools[name]
+// Get answers the tool with a platform name that org is served, at its
+// default version.
+func (r *Registry) Get(org, name string) (*Tool, bool) {
+	t, ok := r.state.Load().view(org).tools[name]
 	return t, ok
 }
 
-// ByModelName answers the tool a model called by its model-facing name.
-func (r *Registry) ByModelName(model string) (*Tool, bool) {
-	cat := r.state.Load()
-	name, ok := cat.names.Platform(model)
+// ByModelName answers the tool of org a model called by its model-facing
+// name.
+func (r *Registry) ByModelName(org, model string) (*Tool, bool) {
+	v := r.state.Load().view(org)
+	name, ok := v.names.Platform(model)
 	if !ok {
 		return nil, false
 	}
-	t, ok := cat.tools[name]
+	t, ok := v.tools[name]
 	return t, ok
 }
 
-// Tools answers every tool, sorted by platform name. The slice is a
-// snapshot: it does not change when the catalogue does.
-func (r *Registry) Tools() []*Tool { return r.state.Load().sorted }
+// Tools answers every tool org is served, sorted by platform name. The
+// slice is a snapshot: it does not change when the catalogue does.
+func (r *Registry) Tools(org string) []*Tool { return r.state.Load().view(org).sorted }
+
+// Platform answers the platform's own tools (built-in and ingested, never
+// a published version), sorted by name: those served to every
+// organization, whose namespaces and bindings publishers may not take
+// over.
+func (r *Registry) Platform() []*Tool {
+	cat := r.state.Load()
+	out := make([]*Tool, 0, len(cat.platform.sorted))
+	for _, t := range cat.platform.sorted {
+		if !cat.versioned[cat.platform.group[t.Def.Name]] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // DecodeArguments reads a JSON argument text the way validation expects it
 // (numbers kept exact). Invalid JSON answers an invalid_input result.

@@ -345,18 +345,18 @@ func build(t *testing.T, defs ...toolplane.Definition) *Registry {
 func TestBuildFillsDefaultsAndMapsNames(t *testing.T) {
 	t.Parallel()
 	r := build(t, base(), readDef())
-	tool, ok := r.ByModelName("crm_update_company")
+	tool, ok := r.ByModelName("", "crm_update_company")
 	if !ok || tool.Def.Name != "crm.update_company" {
 		t.Fatalf("reverse map: %v %v", tool, ok)
 	}
-	if _, ok := r.ByModelName("crm.update_company"); ok {
+	if _, ok := r.ByModelName("", "crm.update_company"); ok {
 		t.Fatal("a platform name resolved as a model-facing name")
 	}
 	d := tool.Def
 	if d.Timeout.Std() != DefaultTimeout || d.Mode != toolplane.ModeSync || d.Retry != toolplane.RetryNone || !strings.HasPrefix(d.SchemaHash, "sha256:") {
 		t.Fatalf("defaults not filled: %+v", d)
 	}
-	if len(r.Tools()) != 2 || r.Tools()[0].Def.Name != "crm.search_people" {
+	if len(r.Tools("")) != 2 || r.Tools("")[0].Def.Name != "crm.search_people" {
 		t.Fatal("tools not sorted by name")
 	}
 }
@@ -365,7 +365,7 @@ func TestOversizedBatchIsRefusedWhole(t *testing.T) {
 	t.Parallel()
 	d := base()
 	d.BatchArgument, d.MaxBatchSize = "ids", 2
-	tool, _ := build(t, d).Get("crm.update_company")
+	tool, _ := build(t, d).Get("", "crm.update_company")
 	tests := []struct {
 		args string
 		want bool
@@ -392,7 +392,7 @@ func TestOversizedBatchIsRefusedWhole(t *testing.T) {
 
 func TestArgumentsAnswerInvalidInput(t *testing.T) {
 	t.Parallel()
-	tool, _ := build(t, base()).Get("crm.update_company")
+	tool, _ := build(t, base()).Get("", "crm.update_company")
 	args, refusal := DecodeArguments([]byte(`{"company_id": 5,`))
 	if refusal == nil || refusal.Error.Code != toolplane.CodeInvalidInput || !refusal.Error.Retryable {
 		t.Fatalf("invalid JSON: %v %+v", args, refusal)
@@ -406,7 +406,7 @@ func TestArgumentsAnswerInvalidInput(t *testing.T) {
 
 func TestHandlerOffSchemaIsInvalidOutput(t *testing.T) {
 	t.Parallel()
-	tool, _ := build(t, base()).Get("crm.update_company")
+	tool, _ := build(t, base()).Get("", "crm.update_company")
 	r, vs := tool.Output(map[string]any{"ok": "yes"})
 	if r.OK || r.Error.Code != toolplane.CodeInvalidOutput || r.Error.Retryable || len(vs) != 1 || vs[0].FieldPath != "/ok" {
 		t.Fatalf("result = %+v violations = %+v", r, vs)
@@ -423,7 +423,7 @@ func TestOutputIsValidatedBeforeTheBoundaryChangesItsForm(t *testing.T) {
 	d := readDef()
 	d.OutputSchema = json.RawMessage(`{"type":"array","minItems":5,"items":{"type":"object","required":["id"]}}`)
 	d.MaxResults = 2
-	tool, _ := build(t, d).Get("crm.search_people")
+	tool, _ := build(t, d).Get("", "crm.search_people")
 	rows := []any{}
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		rows = append(rows, map[string]any{"id": id})
@@ -441,7 +441,7 @@ func TestOutputRedactsCredentials(t *testing.T) {
 	t.Parallel()
 	d := base()
 	d.OutputSchema = json.RawMessage(`{"type":"object"}`)
-	tool, _ := build(t, d).Get("crm.update_company")
+	tool, _ := build(t, d).Get("", "crm.update_company")
 	r, _ := tool.Output(map[string]any{"ok": true, "api_key": "sk-live-123", "nested": []any{map[string]any{"password": "hunter2"}}})
 	b, _ := json.Marshal(r.Data)
 	if strings.Contains(string(b), "sk-live-123") || strings.Contains(string(b), "hunter2") {

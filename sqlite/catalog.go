@@ -12,10 +12,10 @@ import (
 	"github.com/toolplane/toolplane/cursor"
 )
 
-// The catalogue is the deployment's: no query here filters by organization,
-// unlike every other table's.
+// Every query here is scoped to one organization, except
+// ListEveryToolVersion (the deployment's own read) and CatalogRevision.
 
-const toolVersionColumns = `name, version, state, definition, schema_hash, owner, review_reasons,
+const toolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
 	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
 	replacement, retire_blocked, revision, updated_at`
 
@@ -28,7 +28,7 @@ func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 		published, updated int64
 		reviewed, sunset   sql.NullInt64
 	)
-	err := r.Scan(append([]any{&v.Name, &v.Version, &v.State, &v.Definition, &v.SchemaHash, &v.Owner, &reasons,
+	err := r.Scan(append([]any{&v.OrganizationID, &v.Name, &v.Version, &v.State, &v.Definition, &v.SchemaHash, &v.Owner, &reasons,
 		&v.PublishedBy, &published, &v.ReviewedBy, &reviewed, &v.ReviewNote, &sunset,
 		&v.Replacement, &v.RetireBlocked, &v.Revision, &updated}, extra...)...)
 	if err != nil {
@@ -45,7 +45,8 @@ func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 }
 
 // InsertToolVersion stores v, or answers an error wrapping
-// toolplane.ErrExists when the name already has that version. The UNIQUE
+// toolplane.ErrExists when the organization's name already has that
+// version. The UNIQUE
 // constraint decides, so of concurrent publishes of one version exactly one
 // is stored; the catalogue revision moves with it (a trigger, see the
 // migration).
@@ -55,8 +56,8 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
 	_, err = s.exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
 		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
 		v.Replacement, v.RetireBlocked, v.Revision, micros(v.UpdatedAt))
 	if isDuplicate(err) {
@@ -68,11 +69,11 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	return nil
 }
 
-// GetToolVersion answers the version, or an error wrapping
+// GetToolVersion answers the organization's version, or an error wrapping
 // toolplane.ErrNotFound.
-func (s *Store) GetToolVersion(ctx context.Context, name, version string) (*toolplane.ToolVersion, error) {
+func (s *Store) GetToolVersion(ctx context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
 	row := s.queryRow(ctx, `SELECT `+toolVersionColumns+` FROM tool_versions
-		WHERE name = ? AND version = ?`, name, version)
+		WHERE organization_id = ? AND name = ? AND version = ?`, org, name, version)
 	v, err := scanToolVersion(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get tool version %s@%s: %w", name, version, toolplane.ErrNotFound)
@@ -83,18 +84,37 @@ func (s *Store) GetToolVersion(ctx context.Context, name, version string) (*tool
 	return &v, nil
 }
 
-// ListToolVersions answers the versions f matches, by name (bytewise), then
-// publication time, then insertion order, after the cursor. The cursor
-// carries the last row's name, publication time and insertion sequence, so
-// a version published meanwhile never shifts a page. The next cursor is ""
-// when no version follows.
-func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+// ListToolVersions answers the organization's versions f matches, by name
+// (bytewise), then publication time, then insertion order, after the
+// cursor. The cursor carries the last row's name, publication time and
+// insertion sequence, so a version published meanwhile never shifts a page.
+// The next cursor is "" when no version follows.
+func (s *Store) ListToolVersions(ctx context.Context, org string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	return s.listToolVersions(ctx, &org, f, after, limit)
+}
+
+// ListEveryToolVersion answers every organization's versions f matches, by
+// organization, then as ListToolVersions orders them; its cursor carries
+// the organization too.
+func (s *Store) ListEveryToolVersion(ctx context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	return s.listToolVersions(ctx, nil, f, after, limit)
+}
+
+// listToolVersions lists one organization's versions, or every
+// organization's when org is nil.
+func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + toolVersionColumns + `, seq FROM tool_versions WHERE 1 = 1`)
 	var args []any
+	list, parts := cursor.EveryToolVersion, 3
+	if org != nil {
+		q.WriteString(` AND organization_id = ?`)
+		args = append(args, *org)
+		list, parts = cursor.ToolVersions, 2
+	}
 	// Only the fields set become conditions, so the query can use the index
 	// that fits it.
 	if f.Name != "" {
@@ -112,18 +132,27 @@ func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter,
 		}
 	}
 	if after != "" {
-		published, parts, err := cursor.Decode(after, cursor.ToolVersions, 2)
+		published, at, err := cursor.Decode(after, list, parts)
 		if err != nil {
 			return nil, "", fmt.Errorf("list tool versions: %w", err)
 		}
-		seq, err := strconv.ParseInt(parts[1], 10, 64)
+		seq, err := strconv.ParseInt(at[1], 10, 64)
 		if err != nil {
 			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
 		}
-		q.WriteString(` AND (name, published_at, seq) > (?, ?, ?)`)
-		args = append(args, parts[0], published, seq)
+		if org != nil {
+			q.WriteString(` AND (name, published_at, seq) > (?, ?, ?)`)
+			args = append(args, at[0], published, seq)
+		} else {
+			q.WriteString(` AND (organization_id, name, published_at, seq) > (?, ?, ?, ?)`)
+			args = append(args, at[2], at[0], published, seq)
+		}
 	}
-	q.WriteString(` ORDER BY name, published_at, seq LIMIT ?`)
+	if org == nil {
+		q.WriteString(` ORDER BY organization_id, name, published_at, seq LIMIT ?`)
+	} else {
+		q.WriteString(` ORDER BY name, published_at, seq LIMIT ?`)
+	}
 	args = append(args, limit+1) // one more, to know whether a page follows
 
 	rows, err := s.query(ctx, q.String(), args...)
@@ -152,11 +181,14 @@ func (s *Store) ListToolVersions(ctx context.Context, f toolplane.VersionFilter,
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, cursor.Encode(cursor.ToolVersions, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
+	if org != nil {
+		return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
+	}
+	return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10), last.OrganizationID), nil
 }
 
-// UpdateToolVersion writes v's lifecycle fields where the stored revision is
-// v.Revision, in one conditional statement, and on success sets v.Revision
+// UpdateToolVersion writes v's lifecycle fields where the organization's
+// stored revision is v.Revision, in one conditional statement, and on success sets v.Revision
 // to the new revision. What was published (the definition, its hash, the
 // owner, who published it and when) is never written. A stale revision
 // answers false; a version that is not there, an error wrapping
@@ -171,10 +203,10 @@ func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 			state = ?, review_reasons = ?, reviewed_by = ?, reviewed_at = ?, review_note = ?,
 			sunset_at = ?, replacement = ?, retire_blocked = ?, updated_at = ?,
 			revision = revision + 1
-		WHERE name = ? AND version = ? AND revision = ?`,
+		WHERE organization_id = ? AND name = ? AND version = ? AND revision = ?`,
 		string(v.State), reasons, v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote,
 		optMicros(v.SunsetAt), v.Replacement, v.RetireBlocked, micros(v.UpdatedAt),
-		v.Name, v.Version, v.Revision)
+		v.OrganizationID, v.Name, v.Version, v.Revision)
 	if err != nil {
 		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
 	}
@@ -187,8 +219,8 @@ func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 		return true, nil
 	}
 	var exists bool
-	err = s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tool_versions WHERE name = ? AND version = ?)`,
-		v.Name, v.Version).Scan(&exists)
+	err = s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tool_versions WHERE organization_id = ? AND name = ? AND version = ?)`,
+		v.OrganizationID, v.Name, v.Version).Scan(&exists)
 	if err != nil {
 		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
 	}

@@ -16,12 +16,12 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-// The catalogue is the deployment's, not an organization's, so its subtests
-// cannot keep apart by organization as the others do: each mints tool names
-// and owners of its own instead, and reads through a filter on them, so a
-// backend whose stores share one database passes too. For the same reason
-// the revision checks hold a revision to growing, never to a value: another
-// subtest's writes move it as well.
+// The catalogue is scoped to organizations like every other table: each
+// subtest publishes under an organization of its own, and also mints tool
+// names and owners of its own, so that ListEveryToolVersion, which reads
+// every organization, finds its rows among other subtests'. For the same
+// reason the revision checks hold a revision to growing, never to a value:
+// another subtest's writes move it as well.
 //
 // The contract beyond the interface comments:
 //
@@ -38,6 +38,7 @@ import (
 //   - ListToolVersions orders by name (bytewise), then PublishedAt as
 //     stored, then insertion order; versions published in one microsecond
 //     list in the order they were inserted, whatever their version strings.
+//     ListEveryToolVersion orders by organization (bytewise) first.
 //   - Every insert and every successful update grows CatalogRevision, also
 //     when they run concurrently (no two of them see one revision).
 var catalogCases = []suiteCase{
@@ -50,6 +51,7 @@ var catalogCases = []suiteCase{
 	{"List", testCatalogList},
 	{"ListInsertionOrder", testCatalogListInsertionOrder},
 	{"ListUnfiltered", testCatalogListUnfiltered},
+	{"ListEvery", testCatalogListEvery},
 	{"ListInvalidArguments", testCatalogListInvalidArguments},
 	{"Revision", testCatalogRevision},
 	{"ConcurrentInsert", testCatalogConcurrentInsert},
@@ -67,25 +69,26 @@ func newOwner() string { return "team-" + rand.Text() }
 // fullVersion answers a version with every field set to a value a store
 // could lose: a definition whose bytes a JSON column would rewrite,
 // sub-microsecond times in a foreign zone, reasons a list format must quote.
-func fullVersion(name, version, owner string, published time.Time) *toolplane.ToolVersion {
+func fullVersion(org, name, version, owner string, published time.Time) *toolplane.ToolVersion {
 	return &toolplane.ToolVersion{
-		Name:          name,
-		Version:       version,
-		State:         toolplane.StateDeprecated,
-		Definition:    []byte(`{"name": "` + name + `",  "version":"` + version + `", "a": [ ], "z": "\u00e9"}`),
-		SchemaHash:    "sha256:" + name + "@" + version,
-		Owner:         owner,
-		ReviewReasons: []string{"destructive", "tag:finance", "first tool of its team", `"quoted", {braces}`},
-		PublishedBy:   "user-ada",
-		PublishedAt:   published,
-		ReviewedBy:    "user-grace",
-		ReviewedAt:    published.Add(time.Hour + 7*time.Nanosecond),
-		ReviewNote:    "approved for the finance agents",
-		SunsetAt:      published.Add(90*24*time.Hour + 999*time.Nanosecond),
-		Replacement:   "3.0.0",
-		RetireBlocked: "agent-billing still calls it",
-		Revision:      1,
-		UpdatedAt:     published.Add(2*time.Hour + 1*time.Nanosecond),
+		OrganizationID: org,
+		Name:           name,
+		Version:        version,
+		State:          toolplane.StateDeprecated,
+		Definition:     []byte(`{"name": "` + name + `",  "version":"` + version + `", "a": [ ], "z": "\u00e9"}`),
+		SchemaHash:     "sha256:" + name + "@" + version,
+		Owner:          owner,
+		ReviewReasons:  []string{"destructive", "tag:finance", "first tool of its team", `"quoted", {braces}`},
+		PublishedBy:    "user-ada",
+		PublishedAt:    published,
+		ReviewedBy:     "user-grace",
+		ReviewedAt:     published.Add(time.Hour + 7*time.Nanosecond),
+		ReviewNote:     "approved for the finance agents",
+		SunsetAt:       published.Add(90*24*time.Hour + 999*time.Nanosecond),
+		Replacement:    "3.0.0",
+		RetireBlocked:  "agent-billing still calls it",
+		Revision:       1,
+		UpdatedAt:      published.Add(2*time.Hour + 1*time.Nanosecond),
 	}
 }
 
@@ -99,7 +102,7 @@ func insertVersion(t *testing.T, s toolplane.Store, v *toolplane.ToolVersion) {
 // wantVersion fails t unless the stored version is want.
 func wantVersion(t *testing.T, s toolplane.Store, want *toolplane.ToolVersion) {
 	t.Helper()
-	got, err := s.GetToolVersion(t.Context(), want.Name, want.Version)
+	got, err := s.GetToolVersion(t.Context(), want.OrganizationID, want.Name, want.Version)
 	if err != nil {
 		t.Fatalf("GetToolVersion(%s@%s) = %v", want.Name, want.Version, err)
 	}
@@ -108,20 +111,29 @@ func wantVersion(t *testing.T, s toolplane.Store, want *toolplane.ToolVersion) {
 	}
 }
 
-// wantNoVersion fails t unless no version has that name and version.
-func wantNoVersion(t *testing.T, s toolplane.Store, name, version string) {
+// wantNoVersion fails t unless the organization has no version with that
+// name and version.
+func wantNoVersion(t *testing.T, s toolplane.Store, org, name, version string) {
 	t.Helper()
-	if v, err := s.GetToolVersion(t.Context(), name, version); !errors.Is(err, toolplane.ErrNotFound) {
-		t.Fatalf("GetToolVersion(%q, %q) = %+v, %v; want ErrNotFound", name, version, v, err)
+	if v, err := s.GetToolVersion(t.Context(), org, name, version); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("GetToolVersion(%q, %q, %q) = %+v, %v; want ErrNotFound", org, name, version, v, err)
 	}
 }
 
-// listVersions pages through the versions f matches, calling between (if
-// not nil) after each page but the last.
-func listVersions(t *testing.T, s toolplane.Store, f toolplane.VersionFilter, limit int, between func()) []toolplane.ToolVersion {
+// listVersions pages through the organization's versions f matches,
+// calling between (if not nil) after each page but the last.
+func listVersions(t *testing.T, s toolplane.Store, org string, f toolplane.VersionFilter, limit int, between func()) []toolplane.ToolVersion {
 	t.Helper()
 	return pageAll(t, "ListToolVersions", limit, between, func(after string) ([]toolplane.ToolVersion, string, error) {
-		return s.ListToolVersions(t.Context(), f, after, limit)
+		return s.ListToolVersions(t.Context(), org, f, after, limit)
+	})
+}
+
+// listEveryVersion pages through every organization's versions f matches.
+func listEveryVersion(t *testing.T, s toolplane.Store, f toolplane.VersionFilter, limit int, between func()) []toolplane.ToolVersion {
+	t.Helper()
+	return pageAll(t, "ListEveryToolVersion", limit, between, func(after string) ([]toolplane.ToolVersion, string, error) {
+		return s.ListEveryToolVersion(t.Context(), f, after, limit)
 	})
 }
 
@@ -146,15 +158,17 @@ func wantRows[T any](t *testing.T, what string, got, want []T, id func(T) string
 	}
 }
 
-func versionID(v toolplane.ToolVersion) string { return v.Name + "@" + v.Version }
+func versionID(v toolplane.ToolVersion) string {
+	return v.OrganizationID + "/" + v.Name + "@" + v.Version
+}
 
 func testCatalogInsertDuplicate(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
-	first := fullVersion(p+".refund", "2.1.0", owner, base)
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	first := fullVersion(org, p+".refund", "2.1.0", owner, base)
 	insertVersion(t, s, first)
 
 	// A second publish of the same version loses, whatever it holds.
-	dup := fullVersion(first.Name, first.Version, newOwner(), at(time.Hour))
+	dup := fullVersion(org, first.Name, first.Version, newOwner(), at(time.Hour))
 	dup.State, dup.Definition, dup.PublishedBy = toolplane.StateActive, []byte(`{}`), "user-mallory"
 	if err := s.InsertToolVersion(t.Context(), dup); !errors.Is(err, toolplane.ErrExists) {
 		t.Fatalf("second InsertToolVersion(%s@%s) = %v, want ErrExists", first.Name, first.Version, err)
@@ -163,8 +177,8 @@ func testCatalogInsertDuplicate(t *testing.T, s toolplane.Store) {
 
 	// Another version of the name, and the version under another name, are
 	// other versions.
-	next := fullVersion(first.Name, "2.1.1", owner, at(time.Minute))
-	other := fullVersion(p+".charge", first.Version, owner, base)
+	next := fullVersion(org, first.Name, "2.1.1", owner, at(time.Minute))
+	other := fullVersion(org, p+".charge", first.Version, owner, base)
 	insertVersion(t, s, next)
 	insertVersion(t, s, other)
 	wantVersion(t, s, first)
@@ -173,34 +187,34 @@ func testCatalogInsertDuplicate(t *testing.T, s toolplane.Store) {
 }
 
 func testCatalogGetRoundTrip(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
 	tests := []struct {
 		name    string
 		version *toolplane.ToolVersion
 	}{
-		{"every field set", fullVersion(p+".full", "1.0.0", owner, base)},
+		{"every field set", fullVersion(org, p+".full", "1.0.0", owner, base)},
 		{"optional fields zero", &toolplane.ToolVersion{
 			Name: p + ".zero", Version: "0.0.1", State: toolplane.StatePendingApproval, PublishedAt: base,
 		}},
 		{"empty slices", func() *toolplane.ToolVersion {
-			v := fullVersion(p+".empty", "1.0.0", owner, base)
+			v := fullVersion(org, p+".empty", "1.0.0", owner, base)
 			v.ReviewReasons, v.Definition = []string{}, []byte{}
 			return v
 		}()},
 		{"reasons a list format must quote", func() *toolplane.ToolVersion {
-			v := fullVersion(p+".quoted", "1.0.0", owner, base)
+			v := fullVersion(org, p+".quoted", "1.0.0", owner, base)
 			v.ReviewReasons = []string{"", "NULL", "null", " padded ", `back\slash`, "a,b", "[1]", "ünïcødé", "dup", "dup", "line\nbreak"}
 			return v
 		}()},
 		{"prerelease version, later revision", func() *toolplane.ToolVersion {
-			v := fullVersion(p+".full", "2.0.0-rc.1+build.7", owner, at(time.Hour))
+			v := fullVersion(org, p+".full", "2.0.0-rc.1+build.7", owner, at(time.Hour))
 			v.Revision = 9
 			return v
 		}()},
 	}
 	for _, st := range []toolplane.VersionState{toolplane.StatePendingApproval, toolplane.StateInReview,
 		toolplane.StateActive, toolplane.StateDeprecated, toolplane.StateRetired} {
-		v := fullVersion(p+".states", "1.0.0-"+string(st), owner, base)
+		v := fullVersion(org, p+".states", "1.0.0-"+string(st), owner, base)
 		v.State = st
 		tests = append(tests, struct {
 			name    string
@@ -216,8 +230,8 @@ func testCatalogGetRoundTrip(t *testing.T, s toolplane.Store) {
 }
 
 func testCatalogGetMissing(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
-	v := fullVersion(p+".refund", "1.0.0", owner, base)
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	v := fullVersion(org, p+".refund", "1.0.0", owner, base)
 	insertVersion(t, s, v)
 	// A lookup from an untrusted request: whatever it holds, a version that
 	// is not there is ErrNotFound, never another error.
@@ -233,13 +247,13 @@ func testCatalogGetMissing(t *testing.T, s toolplane.Store) {
 		{"\xff", v.Version},
 		{v.Name, "1.0.\xc3"},
 	} {
-		wantNoVersion(t, s, k[0], k[1])
+		wantNoVersion(t, s, org, k[0], k[1])
 	}
 }
 
 func testCatalogUpdateCompareAndSet(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
-	orig := fullVersion(p+".refund", "2.1.0", owner, base)
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	orig := fullVersion(org, p+".refund", "2.1.0", owner, base)
 	orig.State, orig.ReviewedBy, orig.ReviewedAt, orig.ReviewNote = toolplane.StatePendingApproval, "", time.Time{}, ""
 	insertVersion(t, s, orig)
 
@@ -279,8 +293,8 @@ func testCatalogUpdateCompareAndSet(t *testing.T, s toolplane.Store) {
 // testCatalogUpdateWritesOnlyLifecycle: what was published never changes,
 // and every lifecycle field is written, a zero value included.
 func testCatalogUpdateWritesOnlyLifecycle(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
-	orig := fullVersion(p+".refund", "2.1.0", owner, base)
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	orig := fullVersion(org, p+".refund", "2.1.0", owner, base)
 	insertVersion(t, s, orig)
 
 	upd := *orig
@@ -320,11 +334,11 @@ func testCatalogUpdateWritesOnlyLifecycle(t *testing.T, s toolplane.Store) {
 }
 
 func testCatalogUpdateMissing(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
-	present := fullVersion(p+".refund", "1.0.0", owner, base)
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	present := fullVersion(org, p+".refund", "1.0.0", owner, base)
 	insertVersion(t, s, present)
 	for _, k := range [][2]string{{present.Name, "1.0.1"}, {p + ".absent", present.Version}, {"\xff", "1.0.0"}} {
-		v := fullVersion(k[0], k[1], owner, base)
+		v := fullVersion(org, k[0], k[1], owner, base)
 		ok, err := s.UpdateToolVersion(t.Context(), v)
 		if ok || !errors.Is(err, toolplane.ErrNotFound) {
 			t.Errorf("UpdateToolVersion(%q@%q, missing) = %v, %v; want false, ErrNotFound", k[0], k[1], ok, err)
@@ -339,7 +353,7 @@ func testCatalogUpdateMissing(t *testing.T, s toolplane.Store) {
 // seedVersions inserts n versions of a few names owned by owner, out of
 // order and with publication ties (some only at microsecond precision),
 // and answers them in list order.
-func seedVersions(t *testing.T, s toolplane.Store, p, owner string, n int) []toolplane.ToolVersion {
+func seedVersions(t *testing.T, s toolplane.Store, org, p, owner string, n int) []toolplane.ToolVersion {
 	t.Helper()
 	states := []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated, toolplane.StateRetired,
 		toolplane.StateInReview, toolplane.StatePendingApproval}
@@ -349,7 +363,7 @@ func seedVersions(t *testing.T, s toolplane.Store, p, owner string, n int) []too
 		if i%4 == 1 {
 			published = stored(published).Add(300 * time.Nanosecond)
 		}
-		v := fullVersion(fmt.Sprintf("%s.%c", p, 'c'-i%3), fmt.Sprintf("1.%d.0", i), owner, published)
+		v := fullVersion(org, fmt.Sprintf("%s.%c", p, 'c'-i%3), fmt.Sprintf("1.%d.0", i), owner, published)
 		v.State = states[i%len(states)]
 		all[i] = *v
 	}
@@ -384,12 +398,12 @@ func seedVersions(t *testing.T, s toolplane.Store, p, owner string, n int) []too
 }
 
 func testCatalogList(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
-	want := seedVersions(t, s, p, owner, 30)
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	want := seedVersions(t, s, org, p, owner, 30)
 	// Another team's versions, under names among this team's and not.
 	otherOwner := newOwner()
-	insertVersion(t, s, fullVersion(p+".b", "9.0.0", otherOwner, base))
-	insertVersion(t, s, fullVersion(p+".0", "1.0.0", otherOwner, base))
+	insertVersion(t, s, fullVersion(org, p+".b", "9.0.0", otherOwner, base))
+	insertVersion(t, s, fullVersion(org, p+".0", "1.0.0", otherOwner, base))
 
 	// Between pages, publish a version that lists last (a few, so paging
 	// by one row at a time still ends): paging must reach it.
@@ -399,13 +413,13 @@ func testCatalogList(t *testing.T, s toolplane.Store) {
 			return
 		}
 		extra++
-		v := fullVersion(p+".z", fmt.Sprintf("0.0.%d", extra), owner, at(time.Duration(extra)*time.Second))
+		v := fullVersion(org, p+".z", fmt.Sprintf("0.0.%d", extra), owner, at(time.Duration(extra)*time.Second))
 		insertVersion(t, s, v)
 		want = append(want, *v)
 	}
 	for _, limit := range []int{1, 4, maxLimit} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			got := listVersions(t, s, toolplane.VersionFilter{Owner: owner}, limit, between)
+			got := listVersions(t, s, org, toolplane.VersionFilter{Owner: owner}, limit, between)
 			wantRows(t, "ListToolVersions", got, want, versionID)
 		})
 	}
@@ -438,7 +452,7 @@ func testCatalogList(t *testing.T, s toolplane.Store) {
 					fw = append(fw, v)
 				}
 			}
-			wantRows(t, "ListToolVersions", listVersions(t, s, f.filter, 3, nil), fw, versionID)
+			wantRows(t, "ListToolVersions", listVersions(t, s, org, f.filter, 3, nil), fw, versionID)
 		})
 	}
 
@@ -450,9 +464,9 @@ func testCatalogList(t *testing.T, s toolplane.Store) {
 				fw = append(fw, v)
 			}
 		}
-		fw = append(fw, *fullVersion(p+".b", "9.0.0", otherOwner, base))
+		fw = append(fw, *fullVersion(org, p+".b", "9.0.0", otherOwner, base))
 		slices.SortStableFunc(fw, func(a, b toolplane.ToolVersion) int { return stored(a.PublishedAt).Compare(stored(b.PublishedAt)) })
-		got := listVersions(t, s, toolplane.VersionFilter{Name: p + ".b"}, 2, nil)
+		got := listVersions(t, s, org, toolplane.VersionFilter{Name: p + ".b"}, 2, nil)
 		if len(got) != len(fw) {
 			t.Fatalf("ListToolVersions(name) listed %d rows, want %d", len(got), len(fw))
 		}
@@ -465,60 +479,122 @@ func testCatalogList(t *testing.T, s toolplane.Store) {
 // testCatalogListInsertionOrder: versions published in one microsecond list
 // in the order they were inserted, not by their version strings.
 func testCatalogListInsertionOrder(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
 	name := p + ".refund"
 	var want []toolplane.ToolVersion
 	for i, version := range []string{"3.0.0", "1.0.0", "10.0.0", "2.0.0", "0.9.0"} {
-		v := fullVersion(name, version, owner, base.Add(time.Duration(i*100)*time.Nanosecond))
+		v := fullVersion(org, name, version, owner, base.Add(time.Duration(i*100)*time.Nanosecond))
 		insertVersion(t, s, v)
 		want = append(want, *v)
 	}
 	// Inserted last, published first.
-	early := fullVersion(name, "9.9.9", owner, at(-time.Second))
+	early := fullVersion(org, name, "9.9.9", owner, at(-time.Second))
 	insertVersion(t, s, early)
 	want = append([]toolplane.ToolVersion{*early}, want...)
 	for _, limit := range []int{1, 2, maxLimit} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			wantRows(t, "ListToolVersions", listVersions(t, s, toolplane.VersionFilter{Name: name}, limit, nil), want, versionID)
+			wantRows(t, "ListToolVersions", listVersions(t, s, org, toolplane.VersionFilter{Name: name}, limit, nil), want, versionID)
 		})
 	}
 }
 
-// testCatalogListUnfiltered: an empty filter lists the whole catalogue,
-// which other subtests write too; this one's versions are in it, in order,
-// and the whole is in order.
+// testCatalogListUnfiltered: an empty filter lists the organization's
+// whole catalogue, in order.
 func testCatalogListUnfiltered(t *testing.T, s toolplane.Store) {
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	want := seedVersions(t, s, org, p, owner, 9)
+	for _, limit := range []int{1, 4, maxLimit} {
+		wantRows(t, "ListToolVersions(unfiltered)", listVersions(t, s, org, toolplane.VersionFilter{}, limit, nil), want, versionID)
+	}
+}
+
+// testCatalogListEvery: ListEveryToolVersion lists every organization's
+// versions, other subtests' too, by organization and then as an
+// organization's listing; this subtest's two organizations' versions are in
+// it, whole and in order, and a filter applies across organizations.
+func testCatalogListEvery(t *testing.T, s toolplane.Store) {
+	orgs := []string{newOrg(), newOrg()}
+	slices.Sort(orgs)
 	p, owner := newToolPrefix(), newOwner()
-	want := seedVersions(t, s, p, owner, 9)
-	got := listVersions(t, s, toolplane.VersionFilter{}, 50, nil)
-	var mine []toolplane.ToolVersion
-	for i, v := range got {
-		if i > 0 {
-			prev := got[i-1]
-			if c := strings.Compare(prev.Name, v.Name); c > 0 || c == 0 && prev.PublishedAt.After(v.PublishedAt) {
-				t.Errorf("row %d (%s) does not follow row %d (%s)", i, versionID(v), i-1, versionID(prev))
+	// Both organizations publish the same names and versions: two
+	// catalogues, not one.
+	var want []toolplane.ToolVersion
+	for _, org := range orgs {
+		want = append(want, seedVersions(t, s, org, p, owner, 7)...)
+	}
+	mine := func(got []toolplane.ToolVersion) []toolplane.ToolVersion {
+		var out []toolplane.ToolVersion
+		for i, v := range got {
+			if i > 0 {
+				prev := got[i-1]
+				if c := cmpVersionOrder(prev, v); c > 0 {
+					t.Errorf("row %d (%s) does not follow row %d (%s)", i, versionID(v), i-1, versionID(prev))
+				}
+			}
+			if v.Owner == owner {
+				out = append(out, v)
 			}
 		}
-		if v.Owner == owner {
-			mine = append(mine, v)
-		}
+		return out
 	}
-	wantRows(t, "ListToolVersions(unfiltered)", mine, want, versionID)
+	for _, limit := range []int{3, maxLimit} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			wantRows(t, "ListEveryToolVersion", mine(listEveryVersion(t, s, toolplane.VersionFilter{Owner: owner}, limit, nil)), want, versionID)
+		})
+	}
+	t.Run("states", func(t *testing.T) {
+		f := toolplane.VersionFilter{Owner: owner, States: []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated}}
+		var fw []toolplane.ToolVersion
+		for _, v := range want {
+			if slices.Contains(f.States, v.State) {
+				fw = append(fw, v)
+			}
+		}
+		wantRows(t, "ListEveryToolVersion(states)", mine(listEveryVersion(t, s, f, 2, nil)), fw, versionID)
+	})
+	t.Run("unfiltered", func(t *testing.T) {
+		wantRows(t, "ListEveryToolVersion(unfiltered)", mine(listEveryVersion(t, s, toolplane.VersionFilter{}, maxLimit, nil)), want, versionID)
+	})
+	t.Run("invalid arguments", func(t *testing.T) {
+		for _, limit := range []int{-1, 0, maxLimit + 1} {
+			if _, _, err := s.ListEveryToolVersion(t.Context(), toolplane.VersionFilter{Owner: owner}, "", limit); err == nil {
+				t.Errorf("ListEveryToolVersion(limit %d) err = nil, want an error", limit)
+			}
+		}
+		for _, c := range []string{"!!not a cursor!!", base64.RawURLEncoding.EncodeToString([]byte("nonsense")), " "} {
+			if _, _, err := s.ListEveryToolVersion(t.Context(), toolplane.VersionFilter{Owner: owner}, c, 10); err == nil {
+				t.Errorf("ListEveryToolVersion(after %q) err = nil, want an error", c)
+			}
+		}
+	})
+}
+
+// cmpVersionOrder compares two rows of ListEveryToolVersion by what the
+// contract orders them by and a check can see: organization, name, stored
+// publication time.
+func cmpVersionOrder(a, b toolplane.ToolVersion) int {
+	if c := strings.Compare(a.OrganizationID, b.OrganizationID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	return stored(a.PublishedAt).Compare(stored(b.PublishedAt))
 }
 
 func testCatalogListInvalidArguments(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
 	// A row to answer, so a store that only validates when it has rows to
 	// answer fails too.
-	insertVersion(t, s, fullVersion(p+".refund", "1.0.0", owner, base))
+	insertVersion(t, s, fullVersion(org, p+".refund", "1.0.0", owner, base))
 	f := toolplane.VersionFilter{Owner: owner}
 	for _, limit := range []int{math.MinInt, -1, 0, maxLimit + 1, math.MaxInt} {
-		if _, _, err := s.ListToolVersions(t.Context(), f, "", limit); err == nil {
+		if _, _, err := s.ListToolVersions(t.Context(), org, f, "", limit); err == nil {
 			t.Errorf("ListToolVersions(limit %d) err = nil, want an error", limit)
 		}
 	}
 	for _, limit := range []int{1, maxLimit} {
-		if _, _, err := s.ListToolVersions(t.Context(), f, "", limit); err != nil {
+		if _, _, err := s.ListToolVersions(t.Context(), org, f, "", limit); err != nil {
 			t.Errorf("ListToolVersions(limit %d) = %v", limit, err)
 		}
 	}
@@ -528,7 +604,7 @@ func testCatalogListInvalidArguments(t *testing.T, s toolplane.Store) {
 		base64.StdEncoding.EncodeToString([]byte("{}")),
 		" ",
 	} {
-		if _, _, err := s.ListToolVersions(t.Context(), f, c, 10); err == nil {
+		if _, _, err := s.ListToolVersions(t.Context(), org, f, c, 10); err == nil {
 			t.Errorf("ListToolVersions(after %q) err = nil, want an error", c)
 		}
 	}
@@ -545,9 +621,9 @@ func catalogRevision(t *testing.T, s toolplane.Store) int64 {
 }
 
 func testCatalogRevision(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
 	r0 := catalogRevision(t, s)
-	v := fullVersion(p+".refund", "1.0.0", owner, base)
+	v := fullVersion(org, p+".refund", "1.0.0", owner, base)
 	insertVersion(t, s, v)
 	r1 := catalogRevision(t, s)
 	if r1 <= r0 {
@@ -562,7 +638,7 @@ func testCatalogRevision(t *testing.T, s toolplane.Store) {
 		t.Errorf("CatalogRevision after an update = %d, was %d; want it grown", r2, r1)
 	}
 	// Refused writes leave the catalogue as it was; the revision may stay.
-	if err := s.InsertToolVersion(t.Context(), fullVersion(v.Name, v.Version, owner, base)); !errors.Is(err, toolplane.ErrExists) {
+	if err := s.InsertToolVersion(t.Context(), fullVersion(org, v.Name, v.Version, owner, base)); !errors.Is(err, toolplane.ErrExists) {
 		t.Fatalf("duplicate InsertToolVersion = %v, want ErrExists", err)
 	}
 	if r := catalogRevision(t, s); r < r2 {
@@ -573,14 +649,14 @@ func testCatalogRevision(t *testing.T, s toolplane.Store) {
 // testCatalogConcurrentInsert: of many publishes of one version at once,
 // exactly one is stored.
 func testCatalogConcurrentInsert(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
 	var wins atomic.Int64
 	var winner atomic.Pointer[toolplane.ToolVersion]
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range writers {
 		wg.Go(func() {
-			v := fullVersion(p+".refund", "2.1.0", owner, base)
+			v := fullVersion(org, p+".refund", "2.1.0", owner, base)
 			v.PublishedBy = fmt.Sprintf("user-%d", i)
 			v.Definition = fmt.Appendf(nil, `{"writer":%d}`, i)
 			<-start
@@ -603,8 +679,8 @@ func testCatalogConcurrentInsert(t *testing.T, s toolplane.Store) {
 }
 
 func testCatalogConcurrentUpdate(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
-	orig := fullVersion(p+".refund", "2.1.0", owner, base)
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
+	orig := fullVersion(org, p+".refund", "2.1.0", owner, base)
 	insertVersion(t, s, orig)
 
 	var wins atomic.Int64
@@ -644,10 +720,10 @@ func testCatalogConcurrentUpdate(t *testing.T, s toolplane.Store) {
 // so a node that read it between any two of them notices the second. A
 // counter read and written back outside the writing statement loses some.
 func testCatalogConcurrentRevision(t *testing.T, s toolplane.Store) {
-	p, owner := newToolPrefix(), newOwner()
+	org, p, owner := newOrg(), newToolPrefix(), newOwner()
 	versions := make([]*toolplane.ToolVersion, writers)
 	for i := range versions {
-		versions[i] = fullVersion(fmt.Sprintf("%s.tool-%02d", p, i), "1.0.0", owner, base)
+		versions[i] = fullVersion(org, fmt.Sprintf("%s.tool-%02d", p, i), "1.0.0", owner, base)
 	}
 	run := func(what string, write func(v *toolplane.ToolVersion) error) {
 		t.Helper()

@@ -12,11 +12,10 @@ import (
 // store. Each case writes for org A and then, as org B, tries every read and
 // every conditional write on the same identities.
 //
-// The catalogue of tool versions has no case here, by design: it is the
-// deployment's, published once and shared by every organization, and what
-// one organization may call of it is decided by its grants, which do have
-// one. AuthzRevision has none either: it may grow on another
+// AuthzRevision and CatalogRevision have no case: they may grow on another
 // organization's change, which costs a reload and leaks nothing.
+// ListEveryToolVersion, the deployment's own read, is the catalogue's one
+// method across organizations (see Catalog/ListEvery).
 var isolationCases = []suiteCase{
 	{"Claims", testIsolationClaims},
 	{"Approvals", testIsolationApprovals},
@@ -26,6 +25,7 @@ var isolationCases = []suiteCase{
 	{"Denies", testIsolationDenies},
 	{"Bundles", testIsolationBundles},
 	{"Changes", testIsolationChanges},
+	{"Catalog", testIsolationCatalog},
 }
 
 func testIsolationClaims(t *testing.T, s toolplane.Store) {
@@ -266,4 +266,59 @@ func testIsolationChanges(t *testing.T, s toolplane.Store) {
 	appendChange(t, s, b)
 	wantRows(t, "ListChanges as A", listChanges(t, s, orgA, "", "", maxLimit), []toolplane.Change{*a}, changeID)
 	wantRows(t, "ListChanges as B", listChanges(t, s, orgB, "", "", maxLimit), []toolplane.Change{*b}, changeID)
+}
+
+func testIsolationCatalog(t *testing.T, s toolplane.Store) {
+	ctx := t.Context()
+	orgA, orgB, p, owner := newOrg(), newOrg(), newToolPrefix(), newOwner()
+	a := fullVersion(orgA, p+".refund", "2.1.0", owner, base)
+	a.State = toolplane.StateInReview
+	insertVersion(t, s, a)
+
+	wantNoVersion(t, s, orgB, a.Name, a.Version)
+	for _, f := range []toolplane.VersionFilter{
+		{},
+		{Name: a.Name},
+		{Owner: a.Owner},
+		{States: []toolplane.VersionState{a.State}},
+		{Name: a.Name, Owner: a.Owner, States: []toolplane.VersionState{a.State}},
+	} {
+		if rows, next, err := s.ListToolVersions(ctx, orgB, f, "", maxLimit); err != nil || len(rows) != 0 || next != "" {
+			t.Errorf("ListToolVersions(%+v) as B = %d rows, %q, %v; want none", f, len(rows), next, err)
+		}
+	}
+
+	// B approving (or retiring) A's version through an update of its own
+	// organization reaches nothing.
+	asB := *a
+	asB.OrganizationID = orgB
+	asB.State, asB.ReviewedBy = toolplane.StateActive, "intruder"
+	if ok, err := s.UpdateToolVersion(ctx, &asB); !refused(ok, err) {
+		t.Errorf("UpdateToolVersion as B = %v, %v; want false and nil or ErrNotFound", ok, err)
+	}
+	wantVersion(t, s, a)
+
+	// B publishes the same name and version: its own, which neither
+	// collides with A's nor shows through A's reads, and whose changes
+	// leave A's as they are.
+	b := fullVersion(orgB, a.Name, a.Version, newOwner(), at(time.Second))
+	b.State, b.Definition = toolplane.StateActive, []byte(`{"name":"b's own"}`)
+	insertVersion(t, s, b)
+	if err := s.InsertToolVersion(ctx, fullVersion(orgB, a.Name, a.Version, owner, base)); !errors.Is(err, toolplane.ErrExists) {
+		t.Errorf("second InsertToolVersion in B = %v, want ErrExists", err)
+	}
+	b.State = toolplane.StateRetired
+	if ok, err := s.UpdateToolVersion(ctx, b); !ok || err != nil {
+		t.Fatalf("UpdateToolVersion as B of its own = %v, %v", ok, err)
+	}
+	wantVersion(t, s, a)
+	wantVersion(t, s, b)
+	for _, org := range []struct {
+		name string
+		id   string
+		want *toolplane.ToolVersion
+	}{{"A", orgA, a}, {"B", orgB, b}} {
+		rows := listVersions(t, s, org.id, toolplane.VersionFilter{Name: a.Name}, maxLimit, nil)
+		wantRows(t, "ListToolVersions as "+org.name, rows, []toolplane.ToolVersion{*org.want}, versionID)
+	}
 }

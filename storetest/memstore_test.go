@@ -33,10 +33,10 @@ type memStore struct {
 	// credentials are keyed by ID alone: a credential's ID is unique
 	// across organizations.
 	credentials map[string]toolplane.Credential
-	// versions are keyed by name and version alone: the catalogue is the
-	// deployment's. versionSeq is each one's insertion order.
-	versions        map[[2]string]toolplane.ToolVersion
-	versionSeq      map[[2]string]int64
+	// versions are keyed by organization, name and version. versionSeq is
+	// each one's insertion order.
+	versions        map[[3]string]toolplane.ToolVersion
+	versionSeq      map[[3]string]int64
 	catalogRevision int64
 	grants          map[[2]string]toolplane.Grant
 	denies          map[[2]string]toolplane.Deny
@@ -54,8 +54,8 @@ func newMemStore() *memStore {
 
 		credentials: make(map[string]toolplane.Credential),
 
-		versions:       make(map[[2]string]toolplane.ToolVersion),
-		versionSeq:     make(map[[2]string]int64),
+		versions:       make(map[[3]string]toolplane.ToolVersion),
+		versionSeq:     make(map[[3]string]int64),
 		grants:         make(map[[2]string]toolplane.Grant),
 		denies:         make(map[[2]string]toolplane.Deny),
 		bundles:        make(map[[2]string]toolplane.Bundle),
@@ -455,7 +455,7 @@ func storedVersion(v toolplane.ToolVersion) toolplane.ToolVersion {
 func (m *memStore) InsertToolVersion(_ context.Context, v *toolplane.ToolVersion) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := [2]string{v.Name, v.Version}
+	k := [3]string{v.OrganizationID, v.Name, v.Version}
 	if _, ok := m.versions[k]; ok {
 		return toolplane.ErrExists
 	}
@@ -465,10 +465,10 @@ func (m *memStore) InsertToolVersion(_ context.Context, v *toolplane.ToolVersion
 	return nil
 }
 
-func (m *memStore) GetToolVersion(_ context.Context, name, version string) (*toolplane.ToolVersion, error) {
+func (m *memStore) GetToolVersion(_ context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v, ok := m.versions[[2]string{name, version}]
+	v, ok := m.versions[[3]string{org, name, version}]
 	if !ok {
 		return nil, toolplane.ErrNotFound
 	}
@@ -479,28 +479,45 @@ func (m *memStore) GetToolVersion(_ context.Context, name, version string) (*too
 // versionKey orders versions by name, then publication, then insertion:
 // the name leads, and the rest is encoded so that it sorts as text.
 func (m *memStore) versionKey(v toolplane.ToolVersion) memCursor {
-	seq := m.versionSeq[[2]string{v.Name, v.Version}]
+	seq := m.versionSeq[[3]string{v.OrganizationID, v.Name, v.Version}]
 	return memCursor{0, v.Name, fmt.Sprintf("%020d %020d", uint64(v.PublishedAt.UnixMicro())^1<<63, seq)}
 }
 
-func (m *memStore) ListToolVersions(_ context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// everyVersionKey orders versions by organization first, then as
+// versionKey does (the suite's names hold no NUL, which separates them).
+func (m *memStore) everyVersionKey(v toolplane.ToolVersion) memCursor {
+	k := m.versionKey(v)
+	return memCursor{0, v.OrganizationID, k.a + "\x00" + k.b}
+}
+
+func (m *memStore) listVersions(org *string, f toolplane.VersionFilter) []toolplane.ToolVersion {
 	var rows []toolplane.ToolVersion
 	for _, v := range m.versions {
-		if (f.Name == "" || f.Name == v.Name) && (f.Owner == "" || f.Owner == v.Owner) &&
+		if (org == nil || *org == v.OrganizationID) && (f.Name == "" || f.Name == v.Name) && (f.Owner == "" || f.Owner == v.Owner) &&
 			(len(f.States) == 0 || slices.Contains(f.States, v.State)) {
 			rows = append(rows, storedVersion(v))
 		}
 	}
-	return page(rows, m.versionKey, false, after, limit)
+	return rows
+}
+
+func (m *memStore) ListToolVersions(_ context.Context, org string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return page(m.listVersions(&org, f), m.versionKey, false, after, limit)
+}
+
+func (m *memStore) ListEveryToolVersion(_ context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return page(m.listVersions(nil, f), m.everyVersionKey, false, after, limit)
 }
 
 // UpdateToolVersion writes the lifecycle fields only.
 func (m *memStore) UpdateToolVersion(_ context.Context, v *toolplane.ToolVersion) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := [2]string{v.Name, v.Version}
+	k := [3]string{v.OrganizationID, v.Name, v.Version}
 	old, ok := m.versions[k]
 	if !ok {
 		return false, toolplane.ErrNotFound

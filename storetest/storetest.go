@@ -19,10 +19,10 @@
 // the calling test function has returned: a resource shared by all of them
 // (a server, a pool) must be released with t.Cleanup, never defer, or it is
 // gone before the first subtest starts. Every subtest writes under
-// organization ids of its own, and the catalogue's subtests (the catalogue
-// is the deployment's, not an organization's) under tool names and owners
-// of their own, so a backend whose stores share one database passes as well
-// as one that makes a fresh database each time.
+// organization ids of its own, and the catalogue's subtests also under tool
+// names and owners of their own (ListEveryToolVersion reads across
+// organizations), so a backend whose stores share one database passes as
+// well as one that makes a fresh database each time.
 //
 // The subtests are named Group/Check (Claims/ConcurrentInsert,
 // Isolation/Approvals, ...), so one check runs alone with

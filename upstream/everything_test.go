@@ -51,9 +51,9 @@ func TestServerEverythingOverStdio(t *testing.T) {
 		Env: map[string]string{"TOOLPLANE_FILTER_PROXY": "1", "TOOLPLANE_HIDE_FILE": hide}})
 
 	for _, name := range []string{"mcp.everything.echo", "mcp.everything.get-sum", "mcp.everything.get-tiny-image"} {
-		tool, ok := e.reg.Get(name)
+		tool, ok := e.reg.Get("", name)
 		if !ok {
-			t.Fatalf("%s not ingested; the registry holds %d tools", name, len(e.reg.Tools()))
+			t.Fatalf("%s not ingested; the registry holds %d tools", name, len(e.reg.Tools("")))
 		}
 		d := tool.Def
 		// The server marks echo read-only; its own hints are not taken.
@@ -74,7 +74,7 @@ func TestServerEverythingOverStdio(t *testing.T) {
 	if err := os.WriteFile(hide, []byte("echo\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "echo to leave the registry", func() bool { _, ok := e.reg.Get("mcp.everything.echo"); return !ok })
+	eventually(t, "echo to leave the registry", func() bool { _, ok := e.reg.Get("", "mcp.everything.echo"); return !ok })
 	r, err = e.call(t, "mcp.everything.echo", `{"message":"again"}`, "run-2")
 	if err != nil || r.OK || r.Error.Code != toolplane.CodeToolUnavailable {
 		t.Fatalf("echo after the server dropped it: %+v %v", r, err)

@@ -57,7 +57,7 @@ func TestARemoteBindingKeepsTheIngestedToolsApproval(t *testing.T) {
 	if _, err := svc.Review(e.ctx, peek.Name, peek.Version, true, "", reviewer); err != nil {
 		t.Fatal(err)
 	}
-	ingested, ok := e.reg.Get("mcp.up.send")
+	ingested, ok := e.reg.Get("org-1", "mcp.up.send")
 	if !ok || !ingested.Def.Annotations.RequiresApproval {
 		t.Fatal("mcp.up.send is not ingested needing approval")
 	}
@@ -79,7 +79,7 @@ func TestARemoteBindingKeepsTheIngestedToolsApproval(t *testing.T) {
 	d.SchemaHash, _ = registry.SchemaHash(&d)
 	body, _ := json.Marshal(d)
 	now := time.Now()
-	if err := e.store.InsertToolVersion(e.ctx, &toolplane.ToolVersion{Name: d.Name, Version: d.Version, State: toolplane.StateActive,
+	if err := e.store.InsertToolVersion(e.ctx, &toolplane.ToolVersion{OrganizationID: "org-1", Name: d.Name, Version: d.Version, State: toolplane.StateActive,
 		Definition: body, SchemaHash: d.SchemaHash, Owner: d.Owner, PublishedBy: "tom", PublishedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestIngestedTextAddressedToTheModelKeepsApproval(t *testing.T) {
 		steering bool
 	}{{"mcp.st.lookup", true}, {"mcp.st.status", false}}
 	for _, tt := range tests {
-		tool, ok := e.reg.Get(tt.name)
+		tool, ok := e.reg.Get("org-1", tt.name)
 		if !ok {
 			t.Fatalf("%s not ingested", tt.name)
 		}

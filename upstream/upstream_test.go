@@ -209,7 +209,7 @@ func TestIngestedToolsTakeRestrictiveDefaults(t *testing.T) {
 		{"mcp.up.lookup", toolplane.EffectRead, false, false}, // relaxed by its owner
 	}
 	for _, tt := range tests {
-		tool, ok := e.reg.Get(tt.name)
+		tool, ok := e.reg.Get("", tt.name)
 		if !ok {
 			t.Fatalf("%s not ingested", tt.name)
 		}
@@ -259,14 +259,14 @@ func TestPlatformNameCollisionIsRefusedNotShadowed(t *testing.T) {
 	var sent atomic.Int32
 	_, upURL := goUpstream(t, &sent)
 	e := newEnv(t, []toolplane.Definition{platformPeek()}, upstream.Config{Slug: "up", URL: upURL})
-	if _, ok := e.reg.Get("mcp.up.peek"); ok {
+	if _, ok := e.reg.Get("", "mcp.up.peek"); ok {
 		t.Error("mcp.up.peek was ingested though its model-facing name is taken")
 	}
-	tool, ok := e.reg.ByModelName("mcp_up_peek")
+	tool, ok := e.reg.ByModelName("", "mcp_up_peek")
 	if !ok || tool.Def.Name != "mcp_up.peek" {
 		t.Errorf("the platform tool lost its name: %+v", tool)
 	}
-	if _, ok := e.reg.Get("mcp.up.lookup"); !ok {
+	if _, ok := e.reg.Get("", "mcp.up.lookup"); !ok {
 		t.Error("one refused tool kept the rest of the server out")
 	}
 }
@@ -284,7 +284,7 @@ func TestRemovedUpstreamToolAnswersToolUnavailable(t *testing.T) {
 		t.Errorf("binding of a tool the server never published: %v", err)
 	}
 	up.RemoveTools("lookup")
-	eventually(t, "the removal to reach the registry", func() bool { _, ok := e.reg.Get("mcp.up.lookup"); return !ok })
+	eventually(t, "the removal to reach the registry", func() bool { _, ok := e.reg.Get("", "mcp.up.lookup"); return !ok })
 	r, err := e.call(t, "mcp.up.lookup", `{"id":"a"}`, "run-1")
 	if err != nil || r.OK || r.Error.Code != toolplane.CodeToolUnavailable {
 		t.Fatalf("after removal: %+v %v", r, err)
@@ -371,7 +371,7 @@ func TestChangedContractAnswersToolChangedUntilListedAgain(t *testing.T) {
 		}) (*mcp.CallToolResult, lookupOut, error) {
 			return nil, lookupOut{ID: in.ID, Found: true}, nil
 		})
-	eventually(t, "version 2.0.0", func() bool { tool, ok := e.reg.Get("mcp.up.lookup"); return ok && tool.Def.Version == "2.0.0" })
+	eventually(t, "version 2.0.0", func() bool { tool, ok := e.reg.Get("", "mcp.up.lookup"); return ok && tool.Def.Version == "2.0.0" })
 	select {
 	case <-changed:
 	case <-time.After(10 * time.Second):
