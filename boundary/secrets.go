@@ -57,11 +57,15 @@ func RedactSecrets(s string) (string, bool) {
 	}
 	var b strings.Builder
 	last := 0
+	inWord := false // s[i-1] is a word byte
 	for i := 0; i+1 < len(s); i++ {
-		if i > 0 && wordBytes[s[i-1]] {
+		c := s[i]
+		if inWord {
+			inWord = wordBytes[c]
 			continue // not the start of a word: the common case
 		}
-		x := uint16(s[i])<<8 | uint16(s[i+1])
+		inWord = wordBytes[c]
+		x := uint16(c)<<8 | uint16(s[i+1])
 		if secretPairs[x/64]&(1<<(x%64)) == 0 {
 			continue
 		}
@@ -75,7 +79,7 @@ func RedactSecrets(s string) (string, bool) {
 		b.WriteString(s[last:from])
 		b.WriteString(Redacted)
 		last = to
-		i = to - 1
+		i, inWord = to-1, wordBytes[s[to-1]]
 	}
 	if last == 0 {
 		return s, false
