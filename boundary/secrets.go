@@ -79,7 +79,10 @@ func RedactSecrets(s string) (string, bool) {
 		b.WriteString(s[last:from])
 		b.WriteString(Redacted)
 		last = to
-		i, inWord = to-1, wordBytes[s[to-1]]
+		// What follows now follows "[redacted]", which ends a word, so
+		// it is scanned as the start of one: a second scan of the
+		// answer would find nothing more.
+		i, inWord = to-1, false
 	}
 	if last == 0 {
 		return s, false
