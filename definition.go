@@ -234,7 +234,9 @@ func (d Duration) Std() time.Duration { return time.Duration(d) }
 func (d *Definition) Writes() bool { return d.Effect.Writes() }
 
 // Untrusted reports whether the tool's answers carry content from outside
-// the platform, which the result boundary labels untrusted.
+// the platform, which the result boundary labels untrusted. A definition
+// bound to a remote tool is answered by that tool's server, whatever kind
+// it declares.
 func (d *Definition) Untrusted() bool {
-	return d.Kind == KindVendor || d.Kind == KindMCP || d.Annotations.OpenWorld
+	return d.Kind == KindVendor || d.Kind == KindMCP || d.Annotations.OpenWorld || d.Binding.Remote != nil
 }

@@ -28,9 +28,10 @@ type Meta struct {
 	// Truncated is true when a bound (max_results or the byte bound) changed
 	// the payload.
 	Truncated bool `json:"truncated"`
-	// Untrusted is true when Data carries content from outside the platform
-	// (a vendor, a remote MCP server, the open web). A caller wraps such
-	// content in a labelled envelope and never treats it as an instruction.
+	// Untrusted is true when Data, or Error's message, carries content from
+	// outside the platform (a vendor, a remote MCP server, the open web). A
+	// caller wraps such content in a labelled envelope and never treats it
+	// as an instruction.
 	Untrusted bool `json:"untrusted"`
 	// Replayed is true when the result was read from the idempotency journal
 	// rather than produced by executing the tool now.

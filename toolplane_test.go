@@ -104,6 +104,8 @@ func TestUntrustedFollowsKindAndOpenWorld(t *testing.T) {
 		{Definition{Kind: KindInternal, Annotations: Annotations{OpenWorld: true}}, true},
 		{Definition{Kind: KindVendor}, true},
 		{Definition{Kind: KindMCP}, true},
+		// Answered by a remote server, whatever kind it claims.
+		{Definition{Kind: KindInternal, Binding: Binding{Remote: &RemoteBinding{ConnectionID: "up", RemoteName: "lookup"}}}, true},
 	}
 	for _, tt := range tests {
 		if tt.d.Untrusted() != tt.want {

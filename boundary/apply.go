@@ -43,7 +43,8 @@ func SpecFor(d *toolplane.Definition) Spec {
 
 // Apply turns a handler's answer into the data a model reads and the meta
 // that describes it, in the order the package documentation gives: normalise,
-// redact, max_results, bound, name the dropped rows, bound again.
+// redact and escape reserved keys, max_results, bound, name the dropped rows,
+// bound again.
 //
 // meta.Truncated is true when max_results or either bound changed the
 // answer. meta.Count, set only for an array answer, is the number of items

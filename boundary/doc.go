@@ -9,9 +9,11 @@
 // [Apply] runs the steps in a fixed order:
 //
 //  1. [Normalize] rewrites the answer into a plain JSON tree.
-//  2. [Redact] replaces the value of every credential-named key. It runs
-//     before any bound, so whether a secret disappears never depends on
-//     which items a bound happened to keep.
+//  2. [Redact] replaces the value of every credential-named key and every
+//     credential a string holds, and [EscapeKeys] renames keys that could
+//     pass for toolplane's own markers. They run before any bound, so
+//     whether a secret disappears never depends on which items a bound
+//     happened to keep, and every marker bounding sees is its own.
 //  3. max_results keeps the first items of an array answer.
 //  4. [Bound] brings the encoded size within the byte limit.
 //  5. [AttachRefs] names the rows that Dropped markers stand in for.
@@ -94,9 +96,22 @@
 //
 // # Redaction
 //
-// Redaction is a rule on key names, never a scan of values. Recognising
-// credentials by their value would need a catalogue of every token shape every
-// vendor issues, and it would still remove real text the first time a person
-// writes about a password. A field that the model must not see at all belongs
-// out of the tool's output schema instead.
+// Redaction has two parts, both in [Redact]. The main one is a rule on key
+// names: a key whose folded name ends in a credential word ("token",
+// "password", "secret", "apikey", ...) has its value replaced, whatever the
+// value is, while counts and cursors that merely mention one ("max_tokens",
+// "next_page_token") are kept. The second is a scan of string values for
+// the few credential shapes vendors made distinctive (a fixed prefix and a
+// long run of token characters, PEM private keys, JSON Web Tokens, a
+// "Bearer" credential); it never judges prose, so text that talks about a
+// password is kept as written. A field that the model must not see at all
+// belongs out of the tool's output schema instead.
+//
+// # Markers data cannot forge
+//
+// Toolplane's own markers are a Dropped marker's key and the "toolplane/"
+// names of MCP _meta. A tool's answer may hold keys that look like them; Apply
+// renames such keys (see [EscapeKey]) before bounding, so inside the data a
+// model reads, a marker is always one that bounding wrote and a toolplane
+// label is always toolplane's.
 package boundary

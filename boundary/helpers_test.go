@@ -93,7 +93,7 @@ func refOf(marker map[string]any) map[string]any {
 // redacting, items past the cut never normalised); its answers must not
 // differ from these.
 func stepByStep(out any, spec boundary.Spec) (any, bool) {
-	data := boundary.Redact(boundary.Normalize(out))
+	data := boundary.EscapeKeys(boundary.Redact(boundary.Normalize(out)))
 	truncated := false
 	if rows, ok := data.([]any); ok && spec.MaxResults > 0 && len(rows) > spec.MaxResults {
 		data, truncated = rows[:spec.MaxResults], true

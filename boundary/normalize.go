@@ -72,8 +72,9 @@ func Normalize(v any) any {
 type normalizer struct {
 	path [maxDepth + 1]visit
 	len  int
-	// redact also replaces the value of every credential-named key, so
-	// that Apply gets Redact(Normalize(v)) from one walk instead of two.
+	// redact also redacts (see Redact) and renames the keys EscapeKey
+	// renames, so that Apply gets EscapeKeys(Redact(Normalize(v))) from
+	// one walk instead of three.
 	redact bool
 }
 
@@ -114,6 +115,12 @@ func (n *normalizer) value(v any, depth int) (any, bool) {
 		return v, false
 	case string:
 		s, changed := cleanString(t)
+		if n.redact {
+			var redacted bool
+			if s, redacted = RedactSecrets(s); redacted {
+				changed = true
+			}
+		}
 		if !changed {
 			return v, false
 		}
@@ -171,8 +178,15 @@ func (n *normalizer) object(m map[string]any, depth int) (any, bool) {
 	}
 	defer n.leave()
 	var b objectBuilder
+	var renamed []renamedEntry
 	for k, val := range m {
 		nk, kchanged := cleanString(k)
+		escaped := false
+		if n.redact {
+			if ek, ok := EscapeKey(nk); ok {
+				nk, kchanged, escaped = ek, true, true
+			}
+		}
 		var nv any
 		var vchanged bool
 		if n.redact && IsCredentialKey(nk) {
@@ -194,11 +208,23 @@ func (n *normalizer) object(m map[string]any, depth int) (any, bool) {
 			b.out[k] = nv
 			continue
 		}
+		if escaped {
+			// Put once every key has been seen: the new name may be
+			// a key not yet visited, itself to be renamed.
+			renamed = append(renamed, renamedEntry{from: k, to: nk, value: nv})
+			continue
+		}
 		delete(b.out, k)
 		b.put(nk, k, true, nv)
 	}
 	if b.out == nil {
 		return m, false
+	}
+	for _, r := range renamed {
+		delete(b.out, r.from)
+	}
+	for _, r := range renamed {
+		b.put(r.to, r.from, true, r.value)
 	}
 	return b.out, true
 }
@@ -271,6 +297,9 @@ func (n *normalizer) reflectValue(rv reflect.Value, depth int) any {
 		return rv.Bool()
 	case reflect.String:
 		s, _ := cleanString(rv.String())
+		if n.redact {
+			s, _ = RedactSecrets(s)
+		}
 		return s
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return json.Number(strconv.FormatInt(rv.Int(), 10))
@@ -331,6 +360,11 @@ func (n *normalizer) reflectMap(rv reflect.Value, depth int) any {
 			return unrenderableMap
 		}
 		name, cleaned := cleanString(raw)
+		if n.redact {
+			if ek, ok := EscapeKey(name); ok {
+				name, cleaned = ek, true
+			}
+		}
 		if n.redact && IsCredentialKey(name) {
 			b.put(name, raw, cleaned, Redacted)
 			continue

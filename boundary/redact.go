@@ -12,82 +12,128 @@ import (
 // withheld on purpose.
 const Redacted = "[redacted]"
 
-// credentialNames are the folded key names whose values are credentials.
-// They are compared whole: "max_tokens" names a number, not a token.
-var credentialNames = []string{
-	"token", "accesstoken", "refreshtoken", "idtoken", "sessiontoken", "bearertoken",
-	"apikey", "xapikey",
-	"secret", "clientsecret",
-	"password", "passwd",
-	"authorization", "proxyauthorization",
-	"privatekey",
-	"cookie", "setcookie",
+// The credential rule on names. A name is folded first (lowercased, with
+// '-', '_', '.' and ' ' removed) so that the spellings vendors use for one
+// field ("API_KEY", "apiKey", "x-api-key") read alike; then its ending
+// decides. A name ending in a credential word is a credential whatever comes
+// before it ("db_password", "github_token", "stripe_api_key"), while a name
+// that merely contains one ("max_tokens", "token_count", "tokens_used")
+// ends in another word and is kept.
+var (
+	// credentialEndings are the folded endings that make a name a
+	// credential.
+	credentialEndings = []string{
+		"token", "secret", "secrets", "password", "passwords", "passwd", "passphrase",
+		"apikey", "secretkey", "privatekey", "accesskey", "signingkey", "encryptionkey", "masterkey",
+		"cookie", "bearer",
+	}
+	// credentialExact are credential names matched whole only: as an
+	// ending they would take in domain objects ("payment_authorization").
+	credentialExact = []string{"authorization", "proxyauthorization"}
+	// notCredentialEndings end in a credential word but name a cursor,
+	// which a model must be able to pass back to fetch the next page.
+	notCredentialEndings = []string{"pagetoken", "nexttoken", "continuationtoken", "synctoken"}
+)
+
+// nameRule is one entry of the table IsCredentialKey consults.
+type nameRule struct {
+	word  string
+	exact bool // the whole folded name must be word
+	keep  bool // a name ending in word is not a credential
 }
 
-// longestCredentialKey is the length of the longest folded credential name;
-// a key that folds to more bytes cannot be one.
-const longestCredentialKey = len("proxyauthorization")
+// longestRuleWord is the length of the longest word in the rules: the
+// most of a name's folded ending the rules ever look at.
+const longestRuleWord = len("proxyauthorization")
 
-// credentialNamesByLen groups credentialNames by length. This check runs for
-// every key of every answer, and most keys are rejected by their length
-// alone, without hashing or building a string.
-var credentialNamesByLen = func() (t [longestCredentialKey + 1][]string) {
-	for _, name := range credentialNames {
-		t[len(name)] = append(t[len(name)], name)
+// shortestRuleWord is the length of the shortest word in the rules.
+const shortestRuleWord = len("token")
+
+// nameRules groups the rules by the last byte of their word, so a name is
+// compared only with the few words that end as it does; the exceptions come
+// first in each group. This check runs for every key of every answer.
+var nameRules = func() (t [128][]nameRule) {
+	add := func(words []string, r nameRule) {
+		for _, w := range words {
+			if len(w) > longestRuleWord || len(w) < shortestRuleWord {
+				panic("boundary: credential word " + w + " outside the rule's lengths")
+			}
+			r.word = w
+			t[w[len(w)-1]] = append(t[w[len(w)-1]], r)
+		}
 	}
+	add(notCredentialEndings, nameRule{keep: true})
+	add(credentialExact, nameRule{exact: true})
+	add(credentialEndings, nameRule{})
 	return t
 }()
 
-// isCredentialName reports whether a folded key name is a credential name.
-func isCredentialName(folded []byte) bool {
-	if len(folded) >= len(credentialNamesByLen) {
+// credentialTail applies the rules to the folded ending of a name; whole
+// says whether tail is the entire folded name.
+func credentialTail(tail []byte, whole bool) bool {
+	if len(tail) < shortestRuleWord || tail[len(tail)-1] >= 128 {
 		return false
 	}
-	for _, name := range credentialNamesByLen[len(folded)] {
-		if string(folded) == name {
+	for _, r := range nameRules[tail[len(tail)-1]] {
+		if len(tail) < len(r.word) || string(tail[len(tail)-len(r.word):]) != r.word {
+			continue
+		}
+		switch {
+		case r.keep:
+			return false
+		case r.exact:
+			if whole && len(tail) == len(r.word) {
+				return true
+			}
+		default:
 			return true
 		}
 	}
 	return false
 }
 
-// IsCredentialKey reports whether an object key names a credential. The name
-// is folded first: lowercased, with '-', '_', '.' and ' ' removed, so the
-// spellings vendors use for one field ("API_KEY", "apiKey", "x-api-key")
-// all match, while names that merely contain a credential word
-// ("max_tokens", "token_count") do not.
+// IsCredentialKey reports whether an object key names a credential: after
+// folding (lowercased, '-', '_', '.' and ' ' removed) it ends in a
+// credential word ("token", "secret", "password", "apikey", "privatekey",
+// ...), as "GITHUB_TOKEN", "db-password" and "stripeApiKey" do, or is one
+// of the header names matched whole ("Authorization"). Names that end in
+// another word ("max_tokens", "token_count", "next_page_token") are not
+// credentials. The same rule names the credentials in a URL's query (see
+// [MaskURL]).
 func IsCredentialKey(name string) bool {
 	// Lowercasing maps one rune to one rune, so a name of fewer bytes
-	// than the shortest credential name cannot fold into one.
-	if len(name) < len("token") {
+	// than the shortest word cannot fold into one.
+	if len(name) < shortestRuleWord {
 		return false
 	}
-	var buf [longestCredentialKey]byte
+	// Fold from the end: only the ending matters, and a long name need
+	// not be folded whole.
+	var buf [longestRuleWord]byte
 	n := 0
-	for i := 0; i < len(name); i++ {
+	i := len(name) - 1
+	for ; i >= 0 && n < len(buf); i-- {
 		c := name[i]
 		switch {
-		case 'a' <= c && c <= 'z':
 		case 'A' <= c && c <= 'Z':
 			c += 'a' - 'A'
 		case isKeySeparator(rune(c)):
 			continue
 		case c >= utf8.RuneSelf:
 			return isCredentialKeyUnicode(name)
-		default:
-			// A digit or other ASCII symbol survives folding, and no
-			// credential name has one.
-			return false
 		}
-		if n == len(buf) {
-			// Lowercasing never shortens a name, so what follows
-			// cannot bring it back within reach.
-			return false
-		}
-		buf[n] = c
 		n++
+		buf[len(buf)-n] = c
 	}
-	return isCredentialName(buf[:n])
+	whole := true
+	for ; i >= 0; i-- {
+		// The window is full; the name is whole only if nothing but
+		// separators is left.
+		if !isKeySeparator(rune(name[i])) {
+			whole = false
+			break
+		}
+	}
+	return credentialTail(buf[len(buf)-n:], whole)
 }
 
 // isCredentialKeyUnicode folds with full Unicode lowercasing, which maps a
@@ -99,16 +145,21 @@ func isCredentialKeyUnicode(name string) bool {
 		}
 		return r
 	}, strings.ToLower(name))
-	return isCredentialName([]byte(folded))
+	return credentialTail([]byte(folded), true)
 }
 
 func isKeySeparator(r rune) bool {
 	return r == '-' || r == '_' || r == '.' || r == ' '
 }
 
-// Redact returns v with the value of every credential-named key, at any
-// depth, replaced by [Redacted]. The value is replaced whatever it holds, a
-// string, a number or a whole object, because the key is what marks it.
+// Redact returns v with the value of every credential-named key (see
+// [IsCredentialKey]), at any depth, replaced by [Redacted], and every
+// credential recognised by its shape inside a string (see [RedactSecrets])
+// replaced in place. A named value is replaced whatever it holds, a string,
+// a number or a whole object, because the key is what marks it.
+//
+// This is the one redaction rule: results, span arguments and the messages
+// a handler's errors carry all go through it.
 //
 // v should be a plain tree; anything else is normalised first so that no
 // value escapes the rule by having an unusual type. Subtrees without a
@@ -120,7 +171,12 @@ func Redact(v any) any {
 
 func redact(v any) (any, bool) {
 	switch t := v.(type) {
-	case nil, bool, string, json.Number:
+	case nil, bool, json.Number:
+		return v, false
+	case string:
+		if s, changed := RedactSecrets(t); changed {
+			return s, true
+		}
 		return v, false
 	case map[string]any:
 		var out map[string]any

@@ -35,7 +35,42 @@ func TestIsCredentialKey(t *testing.T) {
 		{"secret", true},
 		{"__token__", true},
 		{"api\u212Aey", true}, // the Kelvin sign lowercases to k
+		// Names ending in a credential word, whatever comes first.
+		{"db_password", true},
+		{"DB_PASSWORD", true},
+		{"github_token", true},
+		{"GITHUB_TOKEN", true},
+		{"secret_key", true},
+		{"aws_secret_access_key", true},
+		{"AWS_SECRET_ACCESS_KEY", true},
+		{"stripe_api_key", true},
+		{"stripeApiKey", true},
+		{"bearer", true},
+		{"webhook_secret", true},
+		{"csrf-token", true},
+		{"v2_token", true},
+		{"ssh_passphrase", true},
+		{"signing_key", true},
+		{"session_cookie", true},
+		{"x_secrets", true},
+		{"a_very_long_prefix_that_goes_past_the_window_then_password", true},
+		{"tökén_secret", true},
+		// Counts, cursors, and names that only contain a credential word.
 		{"max_tokens", false},
+		{"tokens_used", false},
+		{"total_tokens", false},
+		{"completion_tokens", false},
+		{"token_type", false},
+		{"next_page_token", false},
+		{"nextPageToken", false},
+		{"continuation_token", false},
+		{"primary_key", false},
+		{"idempotency_key", false},
+		{"public_key", false},
+		{"aws_access_key_id", false},
+		{"payment_authorization", false},
+		{"password_policy", false},
+		{"secret_santa", false},
 		{"token_count", false},
 		{"tokens", false},
 		{"password_hint_shown", false},
@@ -83,9 +118,19 @@ func TestRedactionByKeyNameAnyDepth(t *testing.T) {
 			`{"cookie":"[redacted]","secret":"[redacted]","set-cookie":"[redacted]"}`,
 		},
 		{
-			"values are never scanned",
+			"prose is never judged",
 			`{"body":"my password is hunter2","max_tokens":100,"token_count":7,"note":"token=abc"}`,
 			`{"body":"my password is hunter2","max_tokens":100,"note":"token=abc","token_count":7}`,
+		},
+		{
+			"names ending in a credential word",
+			`{"db_password":"p","github_token":"t","aws_secret_access_key":"k","stripe_api_key":"s","bearer":"b","tokens_used":3}`,
+			`{"aws_secret_access_key":"[redacted]","bearer":"[redacted]","db_password":"[redacted]","github_token":"[redacted]","stripe_api_key":"[redacted]","tokens_used":3}`,
+		},
+		{
+			"secrets found in values, at any depth",
+			`{"log":["Authorization: Bearer abcdef0123456789 sent"],"note":"key ghp_0123456789abcdefghijABCDEFGHIJ012345 here"}`,
+			`{"log":["Authorization: Bearer [redacted] sent"],"note":"key [redacted] here"}`,
 		},
 		{
 			"scalars pass through",
@@ -122,5 +167,63 @@ func TestRedactNormalisesOtherValues(t *testing.T) {
 	got := boundary.Redact([]any{credentials{User: "u", Password: "p"}})
 	if want := `[{"password":"[redacted]","user":"u"}]`; string(boundary.Encode(nil, got)) != want {
 		t.Fatalf("Redact = %s, want %s", boundary.Encode(nil, got), want)
+	}
+}
+
+func TestRedactSecrets(t *testing.T) {
+	t.Parallel()
+	jwt := "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+	pem := "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA0Z3VS5JJcds3xfn\n-----END RSA PRIVATE KEY-----"
+	tests := []struct {
+		name, in, want string
+	}{
+		{"github classic", "ghp_0123456789abcdefghijABCDEFGHIJ012345", "[redacted]"},
+		{"github oauth", "token gho_0123456789abcdefghijABCDEFGHIJ012345.", "token [redacted]."},
+		{"github fine-grained", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "[redacted]"},
+		{"stripe live", "use sk_live_51H8abcdefghijklmnop now", "use [redacted] now"},
+		{"stripe test", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "[redacted]"},
+		{"stripe restricted", "rk_live_0123456789abcdefghij", "[redacted]"},
+		{"openai style", "OPENAI=sk-proj-0123456789abcdefghijklmnopqrstuvwxyz", "OPENAI=[redacted]"},
+		{"slack bot", "xoxb-123456789012-1234567890123-abcdefghij", "[redacted]"},
+		{"aws access key id", "AKIAIOSFODNN7EXAMPLE is the id", "[redacted] is the id"},
+		{"aws session key id", "(ASIAY34FZKBOKMUTVV7A)", "([redacted])"},
+		{"pem private key", "before\n" + pem + "\nafter", "before\n[redacted]\nafter"},
+		{"pem cut off", "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "[redacted]"},
+		{"jwt", "token=" + jwt, "token=[redacted]"},
+		{"bearer header", "Authorization: Bearer abc.def-ghi_jkl~mno+p/q=", "Authorization: Bearer [redacted]"},
+		{"bearer lower case", "bearer 0123456789abcdef", "bearer [redacted]"},
+		{"two in one string", "ghp_0123456789abcdefghijABCDEFGHIJ012345 and AKIAIOSFODNN7EXAMPLE", "[redacted] and [redacted]"},
+
+		{"short", "ghp_short", "ghp_short"},
+		{"prose about passwords", "Reset your password and token settings here.", "Reset your password and token settings here."},
+		{"inside a word", "task_live_0123456789abcdefghij", "task_live_0123456789abcdefghij"},
+		{"disk name", "disk-0123456789abcdefghijklmnopqrstuvwxyz", "disk-0123456789abcdefghijklmnopqrstuvwxyz"},
+		{"akia too long", "AKIAIOSFODNN7EXAMPLEX", "AKIAIOSFODNN7EXAMPLEX"},
+		{"akia too short", "AKIAIOSFODNN7EXAMPL", "AKIAIOSFODNN7EXAMPL"},
+		{"public key block", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----"},
+		{"certificate", "-----BEGIN CERTIFICATE-----\nMIIB", "-----BEGIN CERTIFICATE-----\nMIIB"},
+		{"not a jwt", "eyJust a word. eyJanother.", "eyJust a word. eyJanother."},
+		{"bearer word", "The bearer of this letter is welcome.", "The bearer of this letter is welcome."},
+		{"bearer short", "Bearer abc", "Bearer abc"},
+		{"email and date", "person00001@example.com 2024-05-01T12:00:00Z", "person00001@example.com 2024-05-01T12:00:00Z"},
+		{"slack word", "xoxo-hugs and kisses", "xoxo-hugs and kisses"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, changed := boundary.RedactSecrets(tt.in)
+			if got != tt.want || changed != (tt.in != tt.want) {
+				t.Fatalf("RedactSecrets(%q) = %q, %v; want %q", tt.in, got, changed, tt.want)
+			}
+			if again, changed := boundary.RedactSecrets(got); changed || again != got {
+				t.Fatalf("not idempotent: %q became %q", got, again)
+			}
+			// The same rule holds inside an answer and for a value
+			// under a name that is not a credential's.
+			data, _ := boundary.Apply(map[string]any{"note": tt.in}, boundary.Spec{})
+			if got := data.(map[string]any)["note"]; got != tt.want {
+				t.Fatalf("Apply kept %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -140,6 +140,11 @@ type Outcome struct {
 	Kind   OutcomeKind
 	// Reason explains an Uncertain outcome to the person reconciling it.
 	Reason string
+	// Quoted is true when Result's message or Reason holds the handler's
+	// own text (a business error's message, a classify function's
+	// explanation) rather than the platform's. For a tool whose answers
+	// come from outside, that text did too, and is labelled untrusted.
+	Quoted bool
 }
 
 // OutcomeKind says what becomes of the claim.
@@ -173,13 +178,13 @@ func (b *Binding) Classify(err error) Outcome {
 	case errors.As(err, &unav):
 		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, "the upstream service is unavailable and nothing was done; try again later or use another tool")}
 	case errors.As(err, &nf):
-		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeNotFound, clean(nf.Message))}
+		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeNotFound, clean(nf.Message)), Quoted: true}
 	case errors.As(err, &inv):
 		r := toolplane.Fail(toolplane.CodeInvalidInput, clean(inv.Message))
 		r.Error.FieldPath = inv.FieldPath
-		return Outcome{Kind: Definite, Result: r}
+		return Outcome{Kind: Definite, Result: r, Quoted: true}
 	case errors.As(err, &conf):
-		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeConflict, clean(conf.Message))}
+		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeConflict, clean(conf.Message)), Quoted: true}
 	}
 	if b.classify == nil {
 		return Outcome{Kind: Fault}
@@ -192,11 +197,11 @@ func (b *Binding) Classify(err error) Outcome {
 		}
 		r := toolplane.Fail(e.code, clean(e.message))
 		if e.code.Retryable() {
-			return Outcome{Kind: Release, Result: r}
+			return Outcome{Kind: Release, Result: r, Quoted: true}
 		}
-		return Outcome{Kind: Definite, Result: r}
+		return Outcome{Kind: Definite, Result: r, Quoted: true}
 	case endUncertain:
-		return Outcome{Kind: Held, Reason: e.message}
+		return Outcome{Kind: Held, Reason: clean(e.message), Quoted: true}
 	}
 	return Outcome{Kind: Fault}
 }
@@ -207,9 +212,10 @@ func (b *Binding) Classify(err error) Outcome {
 const maxMessage = 1024
 
 // clean makes a handler's message safe for a model, as the result boundary
-// makes its data: control characters removed, length bounded.
+// makes its data: control characters removed, credentials redacted, length
+// bounded. A vendor's error text can echo a request's headers or a key.
 func clean(msg string) string {
-	s, _ := boundary.Normalize(msg).(string)
+	s, _ := boundary.Redact(boundary.Normalize(msg)).(string)
 	if len(s) > maxMessage {
 		cut := maxMessage
 		for cut > 0 && !utf8.RuneStart(s[cut]) {

@@ -228,3 +228,37 @@ func TestHandlerMessagesAreCleanedForTheModel(t *testing.T) {
 		}
 	}
 }
+
+// A handler's message reaches the model through the same redaction as its
+// answers, and the outcome says whether its text is the handler's own.
+func TestHandlerMessagesAreRedactedAndMarkedQuoted(t *testing.T) {
+	t.Parallel()
+	b, err := BindFunc("vendor.call", func(context.Context, Call, any) (any, error) { return nil, nil }, func(err error) Ending {
+		return Uncertain("lost after sending Authorization: Bearer abcdef0123456789")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		err    error
+		quoted bool
+		text   func(Outcome) string
+	}{
+		{"a business error quotes the handler", &Invalid{Message: "key ghp_0123456789abcdefghijABCDEFGHIJ012345 refused"}, true, func(o Outcome) string { return o.Result.Error.Message }},
+		{"an uncertain reason quotes the handler", errors.New("boom"), true, func(o Outcome) string { return o.Reason }},
+		{"a neutral upstream error is the platform's text", &Unavailable{Err: errors.New("token=abc")}, false, func(o Outcome) string { return o.Result.Error.Message }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := b.Classify(tt.err)
+			if o.Quoted != tt.quoted {
+				t.Fatalf("quoted = %v, want %v", o.Quoted, tt.quoted)
+			}
+			if text := tt.text(o); strings.Contains(text, "ghp_0123") || strings.Contains(text, "abcdef0123456789") {
+				t.Fatalf("a credential reached the message: %s", text)
+			}
+		})
+	}
+}

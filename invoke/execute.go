@@ -156,6 +156,7 @@ func (c *call) invokeHere(ctx context.Context, b *handler.Binding, attempt int) 
 
 // ended ends a call whose handler answered an error.
 func (c *call) ended(ctx context.Context, o handler.Outcome, cause error) (toolplane.Result, error) {
+	o.Result = quoting(c.tool, o.Result, o.Quoted)
 	switch o.Kind {
 	case handler.Definite:
 		if err := c.complete(ctx, o.Result); err != nil {
@@ -169,7 +170,8 @@ func (c *call) ended(ctx context.Context, o handler.Outcome, cause error) (toolp
 		return o.Result, nil
 	case handler.Held:
 		if c.claim == nil { // a read takes no claim: nothing to hold
-			return toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("%s could not tell whether its call took effect: %s", c.tool.Model, o.Reason)), nil
+			res := toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("%s could not tell whether its call took effect: %s", c.tool.Model, o.Reason))
+			return quoting(c.tool, res, o.Quoted), nil
 		}
 		if err := c.hold(ctx, o.Reason); err != nil {
 			return toolplane.Result{}, err
@@ -229,7 +231,7 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 		o := b.Classify(r.err)
 		switch o.Kind {
 		case handler.Definite:
-			res = o.Result
+			res = quoting(c.tool, o.Result, o.Quoted)
 		case handler.Release:
 			// It made no effect: like a retryable failure in time, it is not
 			// remembered, and the next identical call runs afresh.
@@ -250,6 +252,17 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 		return
 	}
 	c.iv.auditSettlement(ctx, c.inv.OrganizationID, c.tool, c.claim, "settled", "settlement")
+}
+
+// quoting labels res untrusted when its message quotes the handler
+// (quoted) of a tool whose answers come from outside the platform: the
+// text of a remote server's error is as much outside content as its
+// answers, and the model must read it as such.
+func quoting(t *registry.Tool, res toolplane.Result, quoted bool) toolplane.Result {
+	if quoted && t.Def.Untrusted() {
+		res.Meta.Untrusted = true
+	}
+	return res
 }
 
 // auditSettlement records how an uncertain action ended: who settled it

@@ -302,7 +302,10 @@ func uncertainResult(t *registry.Tool, reason string) toolplane.Result {
 		msg += " (" + reason + ")"
 	}
 	msg += "; it is waiting for a person to confirm what happened. Do not repeat it, and do not report it as done or as failed."
-	return toolplane.Fail(toolplane.CodeUncertain, msg)
+	// The reason may be the handler's, and so the remote server's: a
+	// stored one cannot say whose it was, so it is labelled whenever
+	// the tool's answers come from outside.
+	return quoting(t, toolplane.Fail(toolplane.CodeUncertain, msg), reason != "")
 }
 
 func rejected(t *registry.Tool, a *toolplane.Approval) toolplane.Result {

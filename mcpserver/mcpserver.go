@@ -525,7 +525,7 @@ func (sess *session) syncRelayed(visible bool) {
 			want[key] = true
 			if !sess.relayed[key] {
 				sess.srv.AddResource(r, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-					return ups.ReadResource(ctx, slug, req.Params.URI)
+					return labelResource(ups.ReadResource(ctx, slug, req.Params.URI))
 				})
 			}
 		}
@@ -534,7 +534,7 @@ func (sess *session) syncRelayed(visible bool) {
 			want[key] = true
 			if !sess.relayed[key] {
 				sess.srv.AddResourceTemplate(t, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-					return ups.ReadResource(ctx, slug, req.Params.URI)
+					return labelResource(ups.ReadResource(ctx, slug, req.Params.URI))
 				})
 			}
 		}
@@ -771,7 +771,12 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	if sess.upstream != "" && res.OK {
 		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && upstream.ContentOutput(&t.Def) {
 			if content, structured, ok := upstream.Content(res.Data); ok {
-				return &mcp.CallToolResult{Content: content, StructuredContent: structured}, nil
+				out := &mcp.CallToolResult{Content: content, StructuredContent: structured}
+				if res.Meta.Untrusted {
+					fence(out.Content, "mcp:"+sess.upstream)
+					out.Meta = untrustedMeta()
+				}
+				return out, nil
 			}
 		}
 	}
@@ -783,7 +788,59 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 			out.StructuredContent = json.RawMessage(boundary.Encode(nil, res.Data))
 		}
 	}
+	if res.Meta.Untrusted {
+		// The text is the rendered envelope, which says so in its own
+		// meta; the label here says it to a client that reads only the
+		// protocol's.
+		out.Meta = untrustedMeta()
+	}
 	return out, nil
+}
+
+// untrustedMetaKey labels, in a tool result's _meta, a result that carries
+// content from outside the platform. Data cannot forge it: the boundary
+// renames any key in the toolplane/ namespace that a tool's answer holds.
+const untrustedMetaKey = boundary.MetaPrefix + "untrusted"
+
+func untrustedMeta() mcp.Meta { return mcp.Meta{untrustedMetaKey: true} }
+
+// labelResource labels a resource read from an upstream as untrusted in
+// its _meta. Its text is left as the server wrote it: a resource is a
+// document a client may use as such (a file, a JSON record), which a fence
+// would change.
+func labelResource(res *mcp.ReadResourceResult, err error) (*mcp.ReadResourceResult, error) {
+	if res != nil {
+		if res.Meta == nil {
+			res.Meta = mcp.Meta{}
+		}
+		for k := range res.Meta {
+			// The server's own _meta does not speak for toolplane.
+			if strings.HasPrefix(k, boundary.MetaPrefix) {
+				delete(res.Meta, k)
+			}
+		}
+		res.Meta[untrustedMetaKey] = true
+	}
+	return res, err
+}
+
+// fence labels the text a model reads in content blocks that came from
+// outside the platform, as they are served on the governed copy of an
+// upstream: every text, including an embedded resource's, is wrapped by
+// boundary.Fence, so nothing in it can pass for toolplane's own words or
+// for the end of the label. Images, audio and links carry no text a model
+// takes as instructions and are left as they are.
+func fence(content []mcp.Content, source string) {
+	for _, c := range content {
+		switch b := c.(type) {
+		case *mcp.TextContent:
+			b.Text = boundary.Fence(source, b.Text)
+		case *mcp.EmbeddedResource:
+			if b.Resource != nil && b.Resource.Text != "" {
+				b.Resource.Text = boundary.Fence(source, b.Resource.Text)
+			}
+		}
+	}
 }
 
 // elicitApproval asks a client that supports URL elicitation to show the

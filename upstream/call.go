@@ -457,12 +457,12 @@ func (c *httpCall) reply(ctx context.Context, req *rpcMessage) {
 	}
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(&r); err != nil {
-		c.u.set.log.Warn("upstream request not answered", "upstream", c.u.cfg.Slug, "method", req.Method, "err", err)
+		c.u.set.log.Warn("upstream request not answered", "upstream", c.u.cfg.Slug, "method", req.Method, "err", c.u.scrub(err))
 		return
 	}
 	resp, err := c.post(ctx, &buf)
 	if err != nil {
-		c.u.set.log.Warn("upstream request not answered", "upstream", c.u.cfg.Slug, "method", req.Method, "err", err)
+		c.u.set.log.Warn("upstream request not answered", "upstream", c.u.cfg.Slug, "method", req.Method, "err", c.u.scrub(err))
 		return
 	}
 	defer resp.Body.Close()
@@ -494,7 +494,7 @@ func (c *httpCall) abandon(ctx context.Context) {
 		defer cancel()
 		resp, err := c.post(nctx, &buf)
 		if err != nil {
-			c.u.set.log.Debug("upstream not told of an abandoned call", "upstream", c.u.cfg.Slug, "err", err)
+			c.u.set.log.Debug("upstream not told of an abandoned call", "upstream", c.u.cfg.Slug, "err", c.u.scrub(err))
 			return
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -171,4 +172,84 @@ func expand(v string) (string, error) {
 		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
 	}
 	return out, nil
+}
+
+// masked stands in for each part of a URL MaskURL hides.
+const masked = "xxxxx"
+
+// MaskURL returns raw with what may be a credential in it masked, for a log
+// line or an error: the userinfo (a token often rides as the user name, not
+// only as the password) and the value of every query parameter. Every value
+// rather than those whose names look like credentials: a server's key is as
+// often ?key=, ?sig= or ?code= as ?token=, and a value that is not a secret
+// is still in the configuration for whoever needs it. The scheme, host, path
+// and parameter names stay, so the line still says which server is meant. A
+// raw that does not parse as a URL is masked whole.
+func MaskURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return masked
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(masked, masked)
+		} else {
+			u.User = url.User(masked)
+		}
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			if name, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = name + "=" + masked
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	return u.String()
+}
+
+// urlMasker answers a replacer that masks, in any text, the parts of raw
+// MaskURL hides, as raw writes them (and so as an error quoting raw does):
+// its whole query, by its masked form, and each user name, password and
+// query value on its own, longest first, so that no shorter part is
+// replaced inside a longer one. It answers nil when raw hides nothing.
+func urlMasker(raw string) *strings.Replacer {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var parts []string
+	if u.User != nil {
+		parts = append(parts, u.User.String(), u.User.Username())
+		if p, has := u.User.Password(); has {
+			parts = append(parts, p)
+		}
+	}
+	for _, p := range strings.Split(u.RawQuery, "&") {
+		if _, v, ok := strings.Cut(p, "="); ok {
+			parts = append(parts, v)
+			if uv, err := url.QueryUnescape(v); err == nil {
+				parts = append(parts, uv)
+			}
+		}
+	}
+	// Very short values would mask unrelated text ("1", "on"); the whole
+	// query, replaced first, still hides them where the URL is quoted.
+	parts = slices.DeleteFunc(parts, func(s string) bool { return len(s) < 4 })
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	slices.SortStableFunc(parts, func(a, b string) int { return len(b) - len(a) })
+	var pairs []string
+	if u.RawQuery != "" {
+		q, _ := url.Parse(MaskURL(raw))
+		pairs = append(pairs, "?"+u.RawQuery, "?"+q.RawQuery)
+	}
+	for _, p := range parts {
+		pairs = append(pairs, p, masked)
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	return strings.NewReplacer(pairs...)
 }

@@ -46,7 +46,8 @@ func (s *Set) ReadResource(ctx context.Context, slug, uri string) (*mcp.ReadReso
 	if err != nil {
 		return nil, err
 	}
-	return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	return res, s.ups[slug].scrub(err)
 }
 
 // GetPrompt gets a prompt from the server.
@@ -55,7 +56,8 @@ func (s *Set) GetPrompt(ctx context.Context, slug string, p *mcp.GetPromptParams
 	if err != nil {
 		return nil, err
 	}
-	return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p.Name, Arguments: p.Arguments})
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p.Name, Arguments: p.Arguments})
+	return res, s.ups[slug].scrub(err)
 }
 
 // Subscribe subscribes to a resource's updates on behalf of one downstream
@@ -81,7 +83,7 @@ func (s *Set) Subscribe(ctx context.Context, slug, uri string) error {
 		u.relay.mu.Lock()
 		u.relay.subs[uri]--
 		u.relay.mu.Unlock()
-		return err
+		return u.scrub(err)
 	}
 	return nil
 }

@@ -77,6 +77,9 @@ type upstream struct {
 	transport *http.Transport
 	// ids numbers the calls of the lean path.
 	ids atomic.Uint64
+	// mask hides the secrets of the server's URL in error text (nil when
+	// it has none); see scrub.
+	mask *strings.Replacer
 }
 
 // maxIdlePerServer is how many idle connections to one server are kept
@@ -121,7 +124,7 @@ func New(cfgs []Config, opt Options) (*Set, error) {
 	for _, c := range cfgs {
 		s.ups[c.Slug] = &upstream{set: s, cfg: c, sync: make(chan struct{}, 1),
 			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{}, steering: map[string]string{},
-			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}, transport: newTransport()}
+			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}, transport: newTransport(), mask: urlMasker(c.URL)}
 	}
 	return s, nil
 }
@@ -233,7 +236,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 	for ctx.Err() == nil {
 		cs, hc, err := u.connect(ctx)
 		if err != nil {
-			log.Warn("upstream connection failed", "err", err, "retry_in", backoff)
+			log.Warn("upstream connection failed", "err", u.scrub(err), "retry_in", backoff)
 			if !announced {
 				announced = true
 				first <- struct{}{}
@@ -252,7 +255,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 		u.session, u.client, u.lost = cs, hc, lost
 		u.mu.Unlock()
 		if err := u.syncTools(ctx); err != nil {
-			log.Warn("upstream tool list not read", "err", err)
+			log.Warn("upstream tool list not read", "err", u.scrub(err))
 		} else {
 			log.Info("upstream connected", "tools", u.toolCount())
 		}
@@ -282,7 +285,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 			case <-u.sync:
 			}
 			if err := u.syncTools(ctx); err != nil {
-				log.Warn("upstream tool list not read", "err", err)
+				log.Warn("upstream tool list not read", "err", u.scrub(err))
 			}
 		}
 		ticker.Stop()
@@ -421,7 +424,7 @@ func (u *upstream) syncTools(ctx context.Context) error {
 	for _, t := range remote {
 		d, err := u.definition(t)
 		if err != nil {
-			u.set.log.Warn("remote tool not ingested", "upstream", u.cfg.Slug, "tool", t.Name, "err", err)
+			u.set.log.Warn("remote tool not ingested", "upstream", u.cfg.Slug, "tool", t.Name, "err", u.scrub(err))
 			continue
 		}
 		defs = append(defs, d)
@@ -595,11 +598,44 @@ func (u *upstream) caller(name string) handler.Func {
 			// Nothing was sent: the claim is released.
 			return nil, &handler.Unavailable{Err: ErrNotConnected}
 		}
+		var out any
+		var err error
 		if lean(cs, hc) {
-			return u.callHTTP(ctx, cs, hc, name, call.Key, args, structured)
+			out, err = u.callHTTP(ctx, cs, hc, name, call.Key, args, structured)
+		} else {
+			out, err = u.callSDK(ctx, cs, name, call.Key, args, structured)
 		}
-		return u.callSDK(ctx, cs, name, call.Key, args, structured)
+		// A call's error is logged, and its text can reach the model as
+		// an uncertain action's reason.
+		return out, u.scrub(err)
 	}
+}
+
+// scrubbed is an error whose text had the secrets of the server's URL
+// masked. It unwraps to the error it stands for, so what kind of ending
+// that error was is still read from it.
+type scrubbed struct {
+	err error
+	msg string
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// scrub answers err with the secrets of the server's URL (its user info
+// and query values, see MaskURL) masked in its text. The HTTP client
+// quotes a request's URL in its errors, minus only the password; the
+// query, where many servers take their key, would otherwise reach the
+// logs and, through an uncertain action's reason, a model.
+func (u *upstream) scrub(err error) error {
+	if err == nil || u.mask == nil {
+		return err
+	}
+	msg := err.Error()
+	if m := u.mask.Replace(msg); m != msg {
+		return &scrubbed{err: err, msg: m}
+	}
+	return err
 }
 
 // output turns a tool result into the answer toolplane validates: the

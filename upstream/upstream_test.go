@@ -18,6 +18,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
@@ -253,6 +254,14 @@ func TestIngestedToolsTakeRestrictiveDefaults(t *testing.T) {
 	if r.OK || r.Error.Code != toolplane.CodeInvalidInput || !strings.Contains(r.Error.Message, "quota exceeded") {
 		t.Errorf("fail: %+v", r.Error)
 	}
+	// Its text is the server's: labelled untrusted, as its answers are,
+	// and still so when the journal answers it again.
+	if !r.Meta.Untrusted {
+		t.Errorf("the server's error text is not labelled untrusted: %+v", r)
+	}
+	if again, err := e.call(t, "mcp.up.fail", `{}`, "run-1"); err != nil || !again.Meta.Replayed || !again.Meta.Untrusted {
+		t.Errorf("the replayed error: %+v %v", again, err)
+	}
 }
 
 func TestPlatformNameCollisionIsRefusedNotShadowed(t *testing.T) {
@@ -405,8 +414,11 @@ func TestGovernedCopyServesTheUpstreamsOwnNames(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("peek: %v %v", res, err)
 	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != "peeked" {
+	// The server's own content, its text fenced as untrusted.
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
 		t.Errorf("the copy did not answer the server's own content: %#v", res.Content)
+	} else if _, text, fenced := boundary.Unfence(tc.Text); !fenced || text != "peeked" {
+		t.Errorf("the copy did not answer the server's own content, fenced: %q", tc.Text)
 	}
 	res, err = cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "lookup", Arguments: map[string]any{"id": "z"}})
 	if err != nil || res.IsError {
@@ -419,6 +431,8 @@ func TestGovernedCopyServesTheUpstreamsOwnNames(t *testing.T) {
 	rr, err := cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: "note://readme"})
 	if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "read me" {
 		t.Errorf("resource through the copy: %+v %v", rr, err)
+	} else if rr.Meta["toolplane/untrusted"] != true {
+		t.Errorf("a relayed resource is not labelled untrusted: %v", rr.Meta)
 	}
 	gp, err := cs.GetPrompt(e.ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "ada"}})
 	if err != nil || len(gp.Messages) != 1 || gp.Messages[0].Content.(*mcp.TextContent).Text != "hello ada" {

@@ -103,9 +103,9 @@ func TestMain(m *testing.M) {
 var servingRE = regexp.MustCompile(`toolplane serving \d+ tool\(s\) on (http://\S+) `)
 
 // start builds (once) and starts `toolplane serve --demo` on a fresh SQLite
-// file and a free port, and registers a cleanup that stops it with SIGTERM
-// and checks the shutdown was graceful.
-func start(t *testing.T) *server {
+// file and a free port, with any extra flags, and registers a cleanup that
+// stops it with SIGTERM and checks the shutdown was graceful.
+func start(t *testing.T, extra ...string) *server {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
@@ -115,8 +115,8 @@ func start(t *testing.T) *server {
 		t.Fatalf("go build: %v", err)
 	}
 	s := &server{dir: t.TempDir(), out: &syncBuffer{}, err: &syncBuffer{}}
-	cmd := exec.Command(bin, "serve", "--demo", "--addr", "127.0.0.1:0",
-		"--database", filepath.Join(s.dir, "toolplane.db"), "--data", s.dir)
+	cmd := exec.Command(bin, append([]string{"serve", "--demo", "--addr", "127.0.0.1:0",
+		"--database", filepath.Join(s.dir, "toolplane.db"), "--data", s.dir}, extra...)...)
 	cmd.Stdout, cmd.Stderr = s.out, s.err
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,171 @@
+package boundary
+
+import (
+	"crypto/rand"
+	"maps"
+	"strconv"
+	"strings"
+)
+
+// MetaPrefix begins every key toolplane writes into an MCP _meta object
+// ("toolplane/untrusted", "toolplane/approval_id"). Keys with it belong to
+// toolplane alone; [EscapeKey] renames any that arrive in data.
+const MetaPrefix = "toolplane/"
+
+// EscapeKey renames an object key of a tool's answer that could pass for one
+// of toolplane's own: the Dropped marker key, and keys in toolplane's _meta
+// namespace. It answers the key to use and whether it differs.
+//
+// The renaming prefixes one '_'. It is applied to every key that is the
+// marker key with any number of extra leading underscores ("__dropped__",
+// "___dropped__", ...) and to every key that is MetaPrefix after any number
+// of leading underscores, so it is one to one: no renamed key can equal a
+// key that was kept, or another renamed key, and nothing a tool answers is
+// lost or merged by it. Keys that are not reserved, the common case, are
+// rejected by their first byte.
+func EscapeKey(k string) (string, bool) {
+	if k == "" || k[0] != '_' && k[0] != MetaPrefix[0] {
+		return k, false
+	}
+	rest := strings.TrimLeft(k, "_")
+	underscores := len(k) - len(rest)
+	if underscores >= 2 && rest == MarkerKey[2:] || strings.HasPrefix(rest, MetaPrefix) {
+		return "_" + k, true
+	}
+	return k, false
+}
+
+// EscapeKeys returns the plain tree v with every key EscapeKey renames
+// renamed, at any depth. Subtrees without such a key are shared with v, not
+// copied. Apply does the same in its one walk over an answer.
+func EscapeKeys(v any) any {
+	out, _ := escapeKeys(v)
+	return out
+}
+
+func escapeKeys(v any) (any, bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		var out map[string]any
+		var renamed []renamedEntry
+		for k, val := range t {
+			nk, kchanged := EscapeKey(k)
+			nv, vchanged := escapeKeys(val)
+			if !kchanged && !vchanged {
+				continue
+			}
+			if out == nil {
+				out = maps.Clone(t)
+			}
+			if kchanged {
+				renamed = append(renamed, renamedEntry{from: k, to: nk, value: nv})
+				continue
+			}
+			out[k] = nv
+		}
+		if out == nil {
+			return v, false
+		}
+		putRenamed(out, renamed)
+		return out, true
+	case []any:
+		var out []any
+		for i, el := range t {
+			ne, changed := escapeKeys(el)
+			if changed && out == nil {
+				out = make([]any, len(t))
+				copy(out, t)
+			}
+			if out != nil {
+				out[i] = ne
+			}
+		}
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	}
+	return v, false
+}
+
+// renamedEntry is a key EscapeKey renamed, with its value.
+type renamedEntry struct {
+	from, to string
+	value    any
+}
+
+// putRenamed moves renamed entries of out to their new keys. Every old key
+// is removed before any new one is written: a new key may be another
+// entry's old key ("__dropped__" becomes "___dropped__", which itself
+// becomes "____dropped__"), and renaming one at a time would lose a value.
+func putRenamed(out map[string]any, renamed []renamedEntry) {
+	for _, r := range renamed {
+		delete(out, r.from)
+	}
+	for _, r := range renamed {
+		out[r.to] = r.value
+	}
+}
+
+// Fence wraps text that came from outside the platform for a reader that
+// sees only text, such as the content blocks a model reads from the
+// governed copy of an MCP server:
+//
+//	<untrusted-data source="mcp server \"docs\"" boundary="Q2V…">
+//	…the text…
+//	</untrusted-data boundary="Q2V…">
+//
+// The boundary is fresh random text for every call, chosen so the text does
+// not contain it, so nothing the text holds (an end tag, a line that reads
+// "SYSTEM:", a copy of toolplane's envelope) can close the fence early or
+// pass for something outside it. source says where the text came from.
+func Fence(source, text string) string {
+	tag := fenceBoundary(text)
+	var b strings.Builder
+	b.Grow(len(text) + 2*len(tag) + len(source) + 64)
+	b.WriteString(`<untrusted-data source=`)
+	b.WriteString(strconv.Quote(source))
+	b.WriteString(` boundary="`)
+	b.WriteString(tag)
+	b.WriteString("\">\n")
+	b.WriteString(text)
+	b.WriteString("\n</untrusted-data boundary=\"")
+	b.WriteString(tag)
+	b.WriteString("\">")
+	return b.String()
+}
+
+// Unfence returns the text inside a fence Fence wrote, and false when s is
+// not one. A client that shows the text to a person rather than a model can
+// take it out again.
+func Unfence(s string) (source, text string, ok bool) {
+	head, body, found := strings.Cut(s, "\n")
+	if !found || !strings.HasPrefix(head, `<untrusted-data source=`) || !strings.HasSuffix(head, `">`) {
+		return "", "", false
+	}
+	attrs := strings.TrimPrefix(head, `<untrusted-data source=`)
+	q, tag, found := strings.Cut(attrs, ` boundary="`)
+	if !found {
+		return "", "", false
+	}
+	tag = strings.TrimSuffix(tag, `">`)
+	src, err := strconv.Unquote(q)
+	if err != nil {
+		return "", "", false
+	}
+	inner, found := strings.CutSuffix(body, "\n</untrusted-data boundary=\""+tag+"\">")
+	if !found || strings.Contains(inner, tag) {
+		return "", "", false
+	}
+	return src, inner, true
+}
+
+// fenceBoundary answers random text that text does not contain.
+func fenceBoundary(text string) string {
+	for {
+		tag := rand.Text()
+		if !strings.Contains(text, tag) {
+			return tag
+		}
+	}
+}
