@@ -68,8 +68,9 @@ func walkSchemas(v any, at string, fn func(m map[string]any, at string) error) e
 
 // collectRefs lists every reference of doc, resolved to a pointer inside
 // doc. A reference that names anything but a fragment of this document is
-// refused: toolplane never loads a schema from elsewhere.
-func collectRefs(doc any) ([]ref, error) {
+// refused: toolplane never loads a schema from elsewhere. It also answers
+// the document's anchors, by name, with the pointer each names.
+func collectRefs(doc any) ([]ref, map[string]string, error) {
 	anchors := map[string]string{}
 	err := walkSchemas(doc, "", func(m map[string]any, at string) error {
 		if _, ok := m["$id"]; ok && at != "" {
@@ -83,7 +84,7 @@ func collectRefs(doc any) ([]ref, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var refs []ref
 	err = walkSchemas(doc, "", func(m map[string]any, at string) error {
@@ -104,7 +105,7 @@ func collectRefs(doc any) ([]ref, error) {
 		}
 		return nil
 	})
-	return refs, err
+	return refs, anchors, err
 }
 
 func resolveLocal(s string, anchors map[string]string) (string, error) {

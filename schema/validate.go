@@ -30,6 +30,9 @@ func (s *Schema) Validate(v any) []toolplane.Violation {
 	if s.fast != nil && s.fast.valid(v) {
 		return nil
 	}
+	if !s.cost.withinWork(v, s.maxWork) {
+		return overWork(s.maxWork)
+	}
 	err := s.compiled.Validate(v)
 	if err == nil {
 		return nil
