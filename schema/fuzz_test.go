@@ -20,7 +20,7 @@ func FuzzCheck(f *testing.F) {
 	for _, seed := range []string{
 		tenFieldArgs,
 		`{"order_id":" ord_9f8a7c2e1b3d ","amount_cents":"42","reason":"DEFECTIVE","skus":"a","quantity":"007"}`,
-		`{"amount_cents":1e400}`, `{"ratio":"-0.0"}`, `[]`, `null`, `{"skus":[" a ",1]}`,
+		`{"amount_cents":1e400}`, `{"amount_cents":1e2}`, `{"count":-12.50e1}`, `{"ratio":1e1000000}`, `{"ratio":"-0.0"}`, `[]`, `null`, `{"skus":[" a ",1]}`,
 		`{"rate":0.9999999999999999999,"amount_cents":4999999.99999999999}`,
 	} {
 		f.Add([]byte(seed))
@@ -38,6 +38,11 @@ func FuzzCheck(f *testing.F) {
 			b, _ := json.Marshal(again)
 			if !bytes.Equal(a, b) || len(log) != 0 {
 				t.Fatalf("coercion not idempotent: %s -> %s (%v)", a, b, log)
+			}
+			if len(vs) == 1 && (vs[0].Constraint == "number" || vs[0].Constraint == "maxWork") {
+				// Refused before the reference runs: a number it would
+				// take too long to read, or a value over the work bound.
+				return
 			}
 			ref := s.compiled.Validate(out) == nil
 			if (len(vs) == 0) != ref {
