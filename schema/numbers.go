@@ -37,44 +37,51 @@ const (
 	maxNumberLength   = 400
 )
 
-// parsedNumber is a JSON number split into its parts: the significant
-// digits (no leading zeros) and the power of ten they are scaled by.
+// parsedNumber is a JSON number split into its parts, as written: the
+// integer digits (leading zeros removed), the fraction digits, and the
+// exponent.
 type parsedNumber struct {
-	neg    bool
-	digits string
-	exp    int64
+	neg     bool
+	intPart string
+	frac    string
+	exp     int64
 }
 
-// parseNumber splits a JSON number literal. ok is false when the literal is
-// not a JSON number or its exponent does not fit an int32.
+// parseNumber splits a JSON number literal without allocating. ok is false
+// when the literal is not a JSON number or its exponent does not fit an
+// int32.
 func parseNumber(s string) (p parsedNumber, ok bool) {
 	if strings.HasPrefix(s, "-") {
 		p.neg, s = true, s[1:]
 	}
-	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
-	if hasExp {
-		e, err := strconv.ParseInt(expText, 10, 32)
+	mant := s
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(s[i+1:], 10, 32)
 		if err != nil {
 			return p, false
 		}
-		p.exp = e
+		mant, p.exp = s[:i], e
 	}
 	intPart, frac, _ := strings.Cut(mant, ".")
 	if intPart == "" || !allDigits(intPart) || !allDigits(frac) {
 		return p, false
 	}
-	p.digits = strings.TrimLeft(intPart+frac, "0")
-	p.exp -= int64(len(frac))
+	p.intPart, p.frac = strings.TrimLeft(intPart, "0"), frac
 	return p, true
 }
 
 // magnitude is the power of ten of the number's leading digit (0 for 1..9),
 // or 0 for zero.
 func (p parsedNumber) magnitude() int64 {
-	if p.digits == "" {
-		return 0
+	if p.intPart != "" {
+		return p.exp + int64(len(p.intPart)) - 1
 	}
-	return p.exp + int64(len(p.digits)) - 1
+	for i := 0; i < len(p.frac); i++ {
+		if p.frac[i] != '0' {
+			return p.exp - int64(i) - 1
+		}
+	}
+	return 0
 }
 
 // integerForm answers the plain digits of x when x is an integer written
@@ -89,21 +96,23 @@ func integerForm(x json.Number) (json.Number, bool) {
 	if !ok {
 		return "", false
 	}
-	d := p.digits
+	// The significant digits, scaled by 10^exp.
+	d := strings.TrimLeft(p.intPart+p.frac, "0")
+	exp := p.exp - int64(len(p.frac))
 	if d == "" {
 		return "0", true // zero, however written (-0.0, 0e9)
 	}
-	if p.exp < 0 {
-		cut := int64(len(d)) + p.exp
+	if exp < 0 {
+		cut := int64(len(d)) + exp
 		if cut < 0 || strings.Trim(d[cut:], "0") != "" {
 			return "", false // a fraction: not an integer
 		}
 		d = d[:cut]
 	} else {
-		if int64(len(d))+p.exp > maxIntegerDigits {
+		if int64(len(d))+exp > maxIntegerDigits {
 			return "", false
 		}
-		d += strings.Repeat("0", int(p.exp))
+		d += strings.Repeat("0", int(exp))
 	}
 	if len(d) > maxIntegerDigits {
 		return "", false
@@ -115,31 +124,50 @@ func integerForm(x json.Number) (json.Number, bool) {
 }
 
 // unreadableNumber finds the first number in v too large or too long to
-// validate, and answers its pointer.
-func unreadableNumber(v any, at string) (string, json.Number, bool) {
+// validate, and answers its pointer. The pointer is built only for the
+// number found: the walk itself allocates nothing.
+func unreadableNumber(v any) (string, json.Number, bool) {
+	var toks []string
+	n, bad := findUnreadable(v, &toks)
+	if !bad {
+		return "", "", false
+	}
+	var b strings.Builder
+	for i := len(toks) - 1; i >= 0; i-- {
+		b.WriteByte('/')
+		b.WriteString(escape(toks[i]))
+	}
+	return b.String(), n, true
+}
+
+// findUnreadable reports the first unreadable number under v, appending
+// the pointer tokens that lead to it innermost first.
+func findUnreadable(v any, toks *[]string) (json.Number, bool) {
 	switch x := v.(type) {
 	case json.Number:
 		if len(x) > maxNumberLength {
-			return at, x, true
+			return x, true
 		}
 		p, ok := parseNumber(string(x))
 		if m := p.magnitude(); !ok || m > maxNumberExponent || m < -maxNumberExponent {
-			return at, x, true
+			return x, true
 		}
 	case map[string]any:
 		for k, c := range x {
-			if p, n, bad := unreadableNumber(c, at+"/"+escape(k)); bad {
-				return p, n, true
+			if n, bad := findUnreadable(c, toks); bad {
+				*toks = append(*toks, k)
+				return n, true
 			}
 		}
 	case []any:
 		for i, c := range x {
-			if p, n, bad := unreadableNumber(c, at+"/"+strconv.Itoa(i)); bad {
-				return p, n, true
+			if n, bad := findUnreadable(c, toks); bad {
+				*toks = append(*toks, strconv.Itoa(i))
+				return n, true
 			}
 		}
 	}
-	return "", "", false
+	return "", false
 }
 
 func unreadable(at string, n json.Number) []toolplane.Violation {

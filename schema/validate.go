@@ -30,7 +30,7 @@ func (s *Schema) Validate(v any) []toolplane.Violation {
 	if s.fast != nil && s.fast.valid(v) {
 		return nil
 	}
-	if at, n, bad := unreadableNumber(v, ""); bad {
+	if at, n, bad := unreadableNumber(v); bad {
 		return unreadable(at, n)
 	}
 	if !s.cost.withinWork(v, s.maxWork) {
