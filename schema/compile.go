@@ -142,11 +142,11 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 			}
 		}
 	}
-	refs, anchors, err := collectRefs(doc)
+	anchors, err := collectRefs(doc)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCycles(doc, refs); err != nil {
+	if err := checkCycles(doc, anchors); err != nil {
 		return nil, err
 	}
 	if lim.MaxExpanded <= 0 {

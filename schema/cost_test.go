@@ -179,3 +179,35 @@ func TestWorkEstimate(t *testing.T) {
 		})
 	}
 }
+
+// The reference checks are linear in the document: a schema near the size
+// limit holding twelve thousand references compiles (here: is refused for
+// its expansion) promptly. The cycle check used to compare every reference
+// with every other, which took seconds for this document.
+func TestCompileIsLinearInReferences(t *testing.T) {
+	t.Parallel()
+	src := `{"type":"object","properties":{"x":{"anyOf":[` + strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/a"},`, 12000), ",") + `]}},"$defs":{"a":{"type":"string"}}}`
+	start := time.Now()
+	_, err := Compile([]byte(src))
+	took := time.Since(start)
+	if !errors.Is(err, ErrTooComplex) {
+		t.Fatalf("Compile = %v, want ErrTooComplex", err)
+	}
+	if took > time.Second {
+		t.Errorf("Compile took %v", took)
+	}
+}
+
+func TestCyclesSpelledOtherwiseAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		`{"allOf":[{"$ref":"#/allOf/00"}]}`,
+		`{"$defs":{"a":{"not":{"$ref":"#/%24defs/a"}}}}`,
+		`{"$defs":{"a":{"$dynamicAnchor":"n","items":{"$dynamicRef":"#n"}}}}`,
+		`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/b"}]},"b":{"anyOf":[{"$ref":"#/$defs/c"}]},"c":{"properties":{"d":{"$ref":"#/$defs/a"}}}}}`,
+	} {
+		if _, err := Compile([]byte(src)); !errors.Is(err, ErrRefCycle) {
+			t.Errorf("%s: Compile = %v, want ErrRefCycle", src, err)
+		}
+	}
+}
