@@ -5,8 +5,11 @@
 // Compilation is bounded because a schema is data a tool author (or a remote
 // MCP server) controls: a size cap and a depth cap keep a hostile document
 // from exhausting memory or stack, reference cycles are refused so every walk
-// over a schema terminates, and nothing is ever loaded from outside the
-// document itself.
+// over a schema terminates, a document whose references multiply (nested
+// alternatives over $ref) is refused past an expansion bound, and nothing is
+// ever loaded from outside the document itself. Validation is bounded too
+// (cost.go, numbers.go): a value whose validation would take more than a
+// work bound, or a number too large to read, is refused unchecked.
 package schema
 
 import (
