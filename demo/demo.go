@@ -8,7 +8,9 @@
 package demo
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -145,6 +147,11 @@ func (h *Helpdesk) refund(_ context.Context, call handler.Call, in RefundIn) (Re
 		return Refund{}, &handler.NotFound{Message: fmt.Sprintf("there is no order %s", in.OrderID)}
 	}
 	left := o.TotalCents - o.RefundedCents
+	if in.AmountCents < 1 {
+		// The schema says so too; the handler does not rely on it, since a
+		// negative refund would be a charge.
+		return Refund{}, &handler.Invalid{Message: fmt.Sprintf("a refund is at least 1 cent (got %d)", in.AmountCents), FieldPath: "/amount_cents"}
+	}
 	if in.AmountCents > left {
 		return Refund{}, &handler.Invalid{Message: fmt.Sprintf("only %d cents are left to refund on %s", left, in.OrderID), FieldPath: "/amount_cents"}
 	}
@@ -188,6 +195,32 @@ func analyze(ctx context.Context, _ handler.Call, in AnalyzeIn) (Analysis, error
 	return Analysis{Characters: chars, Words: len(words), Sentences: sentences, TopWords: top}, nil
 }
 
+// defineRefund derives demo.refund_order's schemas from its types and then
+// states what the Go type cannot: an amount is at least one cent.
+func defineRefund(d toolplane.Definition) (toolplane.Definition, error) {
+	d, err := handler.Define[RefundIn, Refund](d)
+	if err != nil {
+		return d, err
+	}
+	// Numbers kept as written: the derived bounds are exact integers.
+	dec := json.NewDecoder(bytes.NewReader(d.InputSchema))
+	dec.UseNumber()
+	var in map[string]any
+	if err := dec.Decode(&in); err != nil {
+		return d, fmt.Errorf("define %s: %w", d.Name, err)
+	}
+	props, _ := in["properties"].(map[string]any)
+	amount, ok := props["amount_cents"].(map[string]any)
+	if !ok {
+		return d, fmt.Errorf("define %s: the derived schema has no amount_cents", d.Name)
+	}
+	amount["minimum"] = 1
+	if d.InputSchema, err = json.Marshal(in); err != nil {
+		return d, fmt.Errorf("define %s: %w", d.Name, err)
+	}
+	return d, nil
+}
+
 // Catalogue answers the demo's tool definitions and the handlers bound to
 // them, over h.
 func (h *Helpdesk) Catalogue() ([]toolplane.Definition, []*handler.Binding, error) {
@@ -216,7 +249,7 @@ func (h *Helpdesk) Catalogue() ([]toolplane.Definition, []*handler.Binding, erro
 			Description: "Refund part or all of an order. A person approves every refund before it is made; the call waits for them.",
 			Effect:      toolplane.EffectWrite, Repeatable: &no, Timeout: toolplane.Duration(5 * time.Second), ApprovalPreview: true,
 			Annotations: toolplane.Annotations{Destructive: true, RequiresApproval: true},
-		}, handler.Define[RefundIn, Refund], func() (*handler.Binding, error) {
+		}, defineRefund, func() (*handler.Binding, error) {
 			return handler.Bind("demo.refund_order", h.refund, nil, handler.WithPreview(handler.TypedPreview(h.refundPreview)))
 		}},
 		{toolplane.Definition{

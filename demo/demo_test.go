@@ -2,6 +2,7 @@ package demo_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -119,4 +120,38 @@ func toStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// A refund is at least one cent: a zero or negative amount (a charge, in
+// effect) is invalid_input at the field, before any approval is filed,
+// and the handler refuses it too, whatever its schema says.
+func TestRefundRefusesNonPositiveAmounts(t *testing.T) {
+	t.Parallel()
+	iv, _, store := setup(t)
+	ctx := context.Background()
+	for _, amount := range []string{"-40000", "-1", "0", "-0.0", "-1e2"} {
+		r, err := iv.InvokeJSON(ctx, "demo.refund_order", []byte(`{"order_id":"o-502","amount_cents":`+amount+`,"reason":"goodwill"}`), call())
+		if err != nil || r.OK || r.Error.Code != toolplane.CodeInvalidInput || r.Error.FieldPath != "/amount_cents" {
+			t.Fatalf("amount %s: %+v %v", amount, r, err)
+		}
+	}
+	pending, _, err := store.ListApprovals(ctx, "org-1", toolplane.ApprovalPending, "", 10)
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("%d approvals filed (%v)", len(pending), err)
+	}
+	// The handler's own check, for a deployment whose schema was loosened.
+	_, bs, err := demo.New().Catalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if b.Key != "demo.refund_order" {
+			continue
+		}
+		_, err := b.Invoke(ctx, handler.Call{Tool: "demo.refund_order"}, map[string]any{"order_id": "o-502", "amount_cents": json.Number("-500"), "reason": "x"})
+		var inv *handler.Invalid
+		if !errors.As(err, &inv) || inv.FieldPath != "/amount_cents" {
+			t.Fatalf("handler: %v", err)
+		}
+	}
 }

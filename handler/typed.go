@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"math/big"
+	"reflect"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -33,10 +39,10 @@ func Define[In, Out any](d toolplane.Definition) (toolplane.Definition, error) {
 	if err != nil {
 		return d, fmt.Errorf("define %s: output type: %w", d.Name, err)
 	}
-	if d.InputSchema, err = json.Marshal(in); err != nil {
+	if d.InputSchema, err = derive(reflect.TypeFor[In](), in); err != nil {
 		return d, fmt.Errorf("define %s: input schema: %w", d.Name, err)
 	}
-	if d.OutputSchema, err = json.Marshal(out); err != nil {
+	if d.OutputSchema, err = derive(reflect.TypeFor[Out](), out); err != nil {
 		return d, fmt.Errorf("define %s: output schema: %w", d.Name, err)
 	}
 	return d, nil
@@ -58,10 +64,11 @@ func Bind[In, Out any](key string, fn TypedFunc[In, Out], classify func(error) E
 	return BindFunc(key, func(ctx context.Context, call Call, args any) (any, error) {
 		in, err := decode[In](args)
 		if err != nil {
-			// The arguments passed the input schema derived from In, so a
-			// decode failure means the definition and the type drifted
-			// apart: a defect of the deployment, never the model's.
-			return nil, fmt.Errorf("decode arguments of %s: %w", call.Tool, err)
+			// A schema derived from In (Define) admits only what In holds,
+			// so this is a definition whose schema is wider than its type.
+			// The value is still one the handler cannot take: the model is
+			// told which field, and nothing runs.
+			return nil, err
 		}
 		return fn(ctx, call, in)
 	}, classify, opts...)
@@ -78,6 +85,10 @@ func TypedPreview[In any](p func(ctx context.Context, call Call, in In) (string,
 	}
 }
 
+// decode reads validated arguments into In. A value In cannot hold (a
+// number out of its range, a fraction for an integer) is answered as an
+// *Invalid naming the field, so a typed handler or preview never turns the
+// model's arguments into a platform fault.
 func decode[In any](args any) (In, error) {
 	var in In
 	b, err := json.Marshal(args)
@@ -86,8 +97,147 @@ func decode[In any](args any) (In, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	err = dec.Decode(&in)
-	return in, err
+	if err := dec.Decode(&in); err != nil {
+		return in, decodeInvalid(err)
+	}
+	return in, nil
+}
+
+func decodeInvalid(err error) *Invalid {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		path := "/" + strings.ReplaceAll(te.Field, ".", "/")
+		return &Invalid{
+			FieldPath: path,
+			Message:   fmt.Sprintf("%s: the %s sent cannot be held by this tool, which takes %s; send %s", te.Field, te.Value, typeWords(te.Type), typeWords(te.Type)),
+		}
+	}
+	return &Invalid{Message: "the arguments do not fit the form this tool reads: " + err.Error()}
+}
+
+// typeWords describes a Go type the way a model writes JSON.
+func typeWords(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		lo, hi := intRange(t.Bits())
+		return fmt.Sprintf("a whole number from %s to %s written without a fraction or exponent", lo, hi)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return fmt.Sprintf("a whole number from 0 to %s written without a fraction or exponent", new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(t.Bits())), big.NewInt(1)))
+	case reflect.Float32, reflect.Float64:
+		return "a number within the range of a " + t.Kind().String()
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
+}
+
+func intRange(bits int) (lo, hi *big.Int) {
+	one := big.NewInt(1)
+	hi = new(big.Int).Sub(new(big.Int).Lsh(one, uint(bits-1)), one)
+	lo = new(big.Int).Neg(new(big.Int).Lsh(one, uint(bits-1)))
+	return lo, hi
+}
+
+// derive encodes the schema For derived from t, with its numbers bounded.
+func derive(t reflect.Type, s *jsonschema.Schema) (json.RawMessage, error) {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return boundNumbers(t, raw)
+}
+
+// boundNumbers narrows the schema derived from t to what t can hold: an
+// integer field is bounded to its Go type's range, a float field to its
+// finite range. The bounds are written as exact JSON numbers (the
+// validator compares exactly, and float64 holds neither 2^63-1 nor
+// 2^64-1), which is why this works on the encoded schema rather than on
+// jsonschema.Schema's float64 fields.
+func boundNumbers(t reflect.Type, raw json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	boundType(t, doc, map[reflect.Type]bool{})
+	return json.Marshal(doc)
+}
+
+func boundType(t reflect.Type, v any, seen map[reflect.Type]bool) {
+	s, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		lo, hi := intRange(t.Bits())
+		setBounds(s, lo.String(), hi.String())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		hi := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(t.Bits())), big.NewInt(1))
+		setBounds(s, "0", hi.String())
+	case reflect.Float32:
+		m := strconv.FormatFloat(math.MaxFloat32, 'e', -1, 32)
+		setBounds(s, "-"+m, m)
+	case reflect.Float64:
+		m := strconv.FormatFloat(math.MaxFloat64, 'e', -1, 64)
+		setBounds(s, "-"+m, m)
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return // []byte is a base64 string
+		}
+		boundType(t.Elem(), s["items"], seen)
+	case reflect.Map:
+		boundType(t.Elem(), s["additionalProperties"], seen)
+	case reflect.Struct:
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		defer delete(seen, t)
+		props, _ := s["properties"].(map[string]any)
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" || !f.IsExported() && !f.Anonymous {
+				continue
+			}
+			if f.Anonymous && name == "" {
+				boundType(f.Type, s, seen) // embedded: its fields are the outer object's
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			boundType(f.Type, props[name], seen)
+		}
+	}
+}
+
+// setBounds adds an inclusive range to a numeric schema that states none.
+func setBounds(s map[string]any, lo, hi string) {
+	if _, ok := s["minimum"]; !ok {
+		if _, ok := s["exclusiveMinimum"]; !ok {
+			s["minimum"] = json.Number(lo)
+		}
+	}
+	if _, ok := s["maximum"]; !ok {
+		if _, ok := s["exclusiveMaximum"]; !ok {
+			s["maximum"] = json.Number(hi)
+		}
+	}
 }
 
 // Registry is the trusted set of handlers a deployment compiles in. A

@@ -197,18 +197,22 @@ func TestPreviewRules(t *testing.T) {
 	tests := []struct {
 		name    string
 		preview handler.PreviewFunc
-		want    string
+		want    string         // the preview filed
+		refused toolplane.Code // or the refusal, with nothing filed
 	}{
 		{"one line", func(context.Context, handler.Call, any) (string, error) {
 			return "  send one message\n\tto   jo  ", nil
-		}, "send one message to jo"},
-		{"failure files without a preview", func(context.Context, handler.Call, any) (string, error) { return "", errors.New("crm down") }, ""},
-		{"empty files without a preview", func(context.Context, handler.Call, any) (string, error) { return " \n ", nil }, ""},
-		{"over 512 bytes files without a preview", func(context.Context, handler.Call, any) (string, error) { return strings.Repeat("é", 300), nil }, ""},
-		{"timeout files without a preview", func(ctx context.Context, _ handler.Call, _ any) (string, error) {
+		}, "send one message to jo", ""},
+		{"failure files nothing", func(context.Context, handler.Call, any) (string, error) { return "", errors.New("crm down") }, "", toolplane.CodeUnavailable},
+		{"empty files nothing", func(context.Context, handler.Call, any) (string, error) { return " \n ", nil }, "", toolplane.CodeInvalidOutput},
+		{"over 512 bytes files nothing", func(context.Context, handler.Call, any) (string, error) { return strings.Repeat("é", 300), nil }, "", toolplane.CodeInvalidOutput},
+		{"timeout files nothing", func(ctx context.Context, _ handler.Call, _ any) (string, error) {
 			<-ctx.Done()
 			return "late", nil
-		}, ""},
+		}, "", toolplane.CodeUnavailable},
+		{"arguments it cannot read file nothing", func(context.Context, handler.Call, any) (string, error) {
+			return "", &handler.Invalid{Message: "to: not an address", FieldPath: "/to"}
+		}, "", toolplane.CodeInvalidInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +221,19 @@ func TestPreviewRules(t *testing.T) {
 			d.ApprovalPreview = true
 			d.Timeout = toolplane.Duration(50 * time.Millisecond)
 			e := newEnv(t, newStore(t), tool{def: d, fn: ok(map[string]any{}), opts: []handler.Option{handler.WithPreview(tt.preview)}})
-			a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), inv("email.send")))
+			r, err := e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), inv("email.send"))
+			if tt.refused != "" {
+				code(t, r, err, tt.refused)
+				pending, _, lerr := e.store.ListApprovals(context.Background(), "org-1", toolplane.ApprovalPending, "", 10)
+				if lerr != nil || len(pending) != 0 || e.count("email.send") != 0 {
+					t.Fatalf("a failed preview filed %d approvals (%v), ran %d times", len(pending), lerr, e.count("email.send"))
+				}
+				if tt.refused == toolplane.CodeInvalidInput && r.Error.FieldPath != "/to" {
+					t.Fatalf("field_path = %q", r.Error.FieldPath)
+				}
+				return
+			}
+			a := must(t).Approval(r, err)
 			stored, err := e.store.GetApproval(context.Background(), "org-1", a.ID)
 			if err != nil {
 				t.Fatal(err)

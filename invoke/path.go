@@ -441,11 +441,17 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	if err != nil {
 		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 	}
+	line, refused := c.preview(ctx)
+	if refused != nil {
+		// A person is never asked to approve a call they cannot read:
+		// nothing is filed.
+		return *refused, false, nil
+	}
 	a := &toolplane.Approval{
 		OrganizationID: inv.OrganizationID, RunID: inv.RunID, StepPath: inv.StepPath,
 		Tool: d.Name, ToolVersion: d.Version, Key: c.key, ArgumentsHash: c.hash,
 		Arguments: argsJSON, Invocation: invJSON, PrincipalID: inv.Principal.ID,
-		Preview: c.preview(ctx),
+		Preview: line,
 	}
 	if p := d.Approval; p != nil {
 		if len(p.Chain) > 0 {
@@ -495,17 +501,22 @@ func (c *call) resolveRemote(rb *toolplane.RemoteBinding) *toolplane.Result {
 const maxPreview = 512
 
 // preview renders the approval line under the preview rules: it runs under
-// the call's timeout, its answer is folded to one line of at most 512
-// bytes, and any failure files the approval with no preview rather than
-// losing it.
-func (c *call) preview(ctx context.Context) string {
+// the call's timeout, on the coerced arguments the handler will receive,
+// and its answer is folded to one line of at most 512 bytes. A tool that
+// declares a preview gets an approval only with one: a preview that fails
+// answers the refusal the call ends with, and no approval is filed. The
+// arguments the preview cannot read are the model's to fix
+// (invalid_input); an error or a timeout is the tool's, for now
+// (unavailable); an empty or over-long line breaks the preview's contract
+// (invalid_output).
+func (c *call) preview(ctx context.Context) (string, *toolplane.Result) {
 	d := &c.tool.Def
 	if !d.ApprovalPreview || d.Binding.Handler == nil {
-		return ""
+		return "", nil
 	}
 	b, ok := c.iv.cfg.Handlers.Get(d.Binding.Handler.Key)
 	if !ok {
-		return ""
+		return "", nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, c.timeout())
 	defer cancel()
@@ -530,15 +541,21 @@ func (c *call) preview(ctx context.Context) string {
 		a.err = pctx.Err()
 	}
 	line := strings.Join(strings.FieldsFunc(a.s, unicode.IsSpace), " ")
+	var bad *handler.Invalid
 	switch {
+	case errors.As(a.err, &bad):
+		r := b.Classify(bad).Result // invalid_input at the field, its message cleaned
+		return "", &r
 	case a.err != nil:
-		c.iv.log.WarnContext(ctx, "approval preview failed; filing without it", "tool", d.Name, "err", a.err)
-		return ""
+		c.iv.log.WarnContext(ctx, "approval preview failed; nothing filed", "tool", d.Name, "err", a.err)
+		r := toolplane.Fail(toolplane.CodeUnavailable, fmt.Sprintf("%s could not describe this call for the person who approves it, so no approval was asked for and nothing was done; try again later", c.tool.Model))
+		return "", &r
 	case line == "" || len(line) > maxPreview:
-		c.iv.log.WarnContext(ctx, "approval preview empty or over 512 bytes; filing without it", "tool", d.Name, "bytes", len(line))
-		return ""
+		c.iv.log.WarnContext(ctx, "approval preview empty or over 512 bytes; nothing filed", "tool", d.Name, "bytes", len(line))
+		r := toolplane.Fail(toolplane.CodeInvalidOutput, fmt.Sprintf("%s described this call for its approver in a form that breaks its own contract, so no approval was asked for and nothing was done. This is a fault of the tool, not of your arguments; do not retry the same call.", c.tool.Model))
+		return "", &r
 	}
-	return line
+	return line, nil
 }
 
 func (c *call) handlerCall(attempt int) handler.Call {

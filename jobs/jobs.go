@@ -33,6 +33,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
@@ -64,9 +65,15 @@ type Options struct {
 	// Poll is how often a node looks for due jobs when it hears nothing;
 	// default River's (1s). SQLite has no notifications, so this is its
 	// latency for scheduled work.
-	Poll   time.Duration
-	Logger *slog.Logger
-	Now    func() time.Time
+	Poll time.Duration
+	// ExecuteAttempts is how many times the execution of an approved call
+	// is tried before it is given up; default 5. River waits attempt^4
+	// seconds between tries, so five span about six minutes: long enough
+	// for a passing fault, short of retrying a call that can never run
+	// for weeks.
+	ExecuteAttempts int
+	Logger          *slog.Logger
+	Now             func() time.Time
 }
 
 // Deps are the parts of the platform the jobs act through.
@@ -117,6 +124,9 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if opt.Workers <= 0 {
 		opt.Workers = 10
 	}
+	if opt.ExecuteAttempts <= 0 {
+		opt.ExecuteAttempts = 5
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -137,6 +147,9 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		Workers:                     workers,
 		Logger:                      opt.Logger,
 		CompletedJobRetentionPeriod: completedJobRetention,
+		// A cancelled execution (one given up) is kept as long as a
+		// completed one, so the approved sweep does not start it again.
+		CancelledJobRetentionPeriod: completedJobRetention,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return SweepLeasesArgs{}, nil
@@ -180,8 +193,14 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		return nil
 	}
 	w.enqueue = func(ctx context.Context, a *toolplane.Approval) error {
+		// Unique in every state River keeps, cancelled and discarded
+		// included: an execution that was given up stays given up when
+		// the approved sweep comes by.
 		_, err := client.Insert(ctx, ExecuteApprovedArgs{Org: a.OrganizationID, ID: a.ID},
-			&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+			&river.InsertOpts{MaxAttempts: opt.ExecuteAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStateCancelled, rivertype.JobStateCompleted, rivertype.JobStateDiscarded,
+				rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+			}}})
 		if err != nil {
 			return fmt.Errorf("enqueue execution of %s: %w", a.ID, err)
 		}

@@ -131,7 +131,22 @@ func (x *executeWorker) Work(ctx context.Context, job *river.Job[ExecuteApproved
 		// approval, which a person answers; this job is done.
 		return nil
 	}
-	return err // a fault: River retries with backoff
+	if job.Attempt < job.MaxAttempts {
+		return err // a fault: River retries with backoff
+	}
+	// The last attempt: a fault this persistent will not pass by itself.
+	// The execution stops, and the trail says so; the call itself is
+	// unchanged (its claim was released), so a person can look at the
+	// fault and the caller may ask again.
+	x.w.opt.Logger.ErrorContext(ctx, "approved call given up", "approval", job.Args.ID, "attempts", job.Attempt, "err", err)
+	a, gerr := x.w.deps.Approvals.Get(ctx, job.Args.Org, job.Args.ID)
+	if gerr != nil {
+		return fmt.Errorf("approval %s: %w (after %w)", job.Args.ID, gerr, err)
+	}
+	if aerr := x.w.auditApproval(ctx, a, "approval_execution_failed", ""); aerr != nil {
+		return aerr
+	}
+	return river.JobCancel(fmt.Errorf("given up after %d attempts: %w", job.Attempt, err))
 }
 
 // SweepApprovedArgs: schedule the execution of approved calls.

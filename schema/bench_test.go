@@ -64,3 +64,23 @@ func BenchmarkCoerce(b *testing.B) {
 		_, _ = s.Coerce(v)
 	}
 }
+
+// BenchmarkValidateInvalid10Fields is an ordinary call the fast path
+// cannot vouch for: it pays for the work bound's check and the reference
+// validator's violations.
+func BenchmarkValidateInvalid10Fields(b *testing.B) {
+	s, err := Compile([]byte(tenFieldSchema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(strings.Replace(tenFieldArgs, `"amount_cents":1500`, `"amount_cents":-1`, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if vs := s.Validate(v); len(vs) != 1 {
+			b.Fatal(vs)
+		}
+	}
+}

@@ -8,7 +8,9 @@ import (
 )
 
 // The coercions toolplane applies to arguments, and nothing else, ever. Two
-// run by default because models vary them constantly and the risk is low;
+// run by default because models vary them constantly and the risk is low
+// (and a third, RuleIntegerForm in numbers.go, changes only how a number is
+// written);
 // two run only where the field's schema says "x-coerce": true. A field that
 // says "x-coerce": false gets none. Everything else (a type mismatch, a
 // missing field, an unknown field) is refused with a correction, never
@@ -242,6 +244,15 @@ func coerce(v any, n *node, l loc, log *[]Coercion) (any, bool) {
 	case string:
 		out, c := n.coerceString(x, l, log)
 		return out, changed || c
+	case json.Number:
+		// Only where the field takes integers and nothing else: a number
+		// field keeps its text, which a float decodes as written.
+		if n.coerce >= 0 && n.types&tInteger != 0 && n.types&tNumber == 0 {
+			if d, ok := integerForm(x); ok {
+				*log = append(*log, Coercion{l.String(), RuleIntegerForm})
+				return d, true
+			}
+		}
 	case map[string]any:
 		at := l.String()
 		var out map[string]any

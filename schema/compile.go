@@ -5,8 +5,11 @@
 // Compilation is bounded because a schema is data a tool author (or a remote
 // MCP server) controls: a size cap and a depth cap keep a hostile document
 // from exhausting memory or stack, reference cycles are refused so every walk
-// over a schema terminates, and nothing is ever loaded from outside the
-// document itself.
+// over a schema terminates, a document whose references multiply (nested
+// alternatives over $ref) is refused past an expansion bound, and nothing is
+// ever loaded from outside the document itself. Validation is bounded too
+// (cost.go, numbers.go): a value whose validation would take more than a
+// work bound, or a number too large to read, is refused unchecked.
 package schema
 
 import (
@@ -28,19 +31,31 @@ type Limits struct {
 	MaxBytes int
 	// MaxDepth is the deepest nesting of JSON values in the document.
 	MaxDepth int
+	// MaxExpanded is the most subschemas the document may reach once every
+	// $ref is followed, counted as often as the validator reaches them
+	// (see cost.go); zero means DefaultLimits' value.
+	MaxExpanded int64
+	// MaxWork is the most subschema evaluations validating one value may
+	// take; a value over it is refused unchecked. Zero means DefaultLimits'
+	// value.
+	MaxWork int64
 }
 
-// DefaultLimits are the platform ceilings for one schema document.
-var DefaultLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 32}
+// DefaultLimits are the platform ceilings for one schema document. The
+// expansion and work limits sit well above any hand-written tool schema and
+// its largest request, and keep the slowest validation they admit to
+// a fraction of a second.
+var DefaultLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxExpanded: 10_000, MaxWork: 250_000}
 
 // Sentinel errors a CompileError wraps, so callers can branch on the reason.
 var (
-	ErrTooLarge  = errors.New("schema too large")
-	ErrTooDeep   = errors.New("schema nested too deeply")
-	ErrRefCycle  = errors.New("schema reference cycle")
-	ErrRemoteRef = errors.New("schema reference outside the document")
-	ErrDialect   = errors.New("schema dialect is not draft 2020-12")
-	ErrInvalid   = errors.New("invalid schema")
+	ErrTooLarge   = errors.New("schema too large")
+	ErrTooDeep    = errors.New("schema nested too deeply")
+	ErrRefCycle   = errors.New("schema reference cycle")
+	ErrTooComplex = errors.New("schema too complex")
+	ErrRemoteRef  = errors.New("schema reference outside the document")
+	ErrDialect    = errors.New("schema dialect is not draft 2020-12")
+	ErrInvalid    = errors.New("invalid schema")
 )
 
 // CompileError says why a schema was refused and where.
@@ -70,6 +85,8 @@ type Schema struct {
 	compiled *jsonschema.Schema
 	plan     *node
 	fast     *fastNode // nil when the schema needs the reference validator
+	cost     *costNode
+	maxWork  int64
 }
 
 // Doc returns the decoded schema document (plain JSON values with
@@ -128,12 +145,29 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 			}
 		}
 	}
-	refs, err := collectRefs(doc)
+	anchors, err := collectRefs(doc)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCycles(doc, refs); err != nil {
+	if err := checkCycles(doc, anchors); err != nil {
 		return nil, err
+	}
+	if lim.MaxExpanded <= 0 {
+		lim.MaxExpanded = DefaultLimits.MaxExpanded
+	}
+	if lim.MaxWork <= 0 {
+		lim.MaxWork = DefaultLimits.MaxWork
+	}
+	// Counted before the compiler and the coercion plan run: both follow
+	// references, and the plan merges $ref and allOf as often as they are
+	// reached.
+	cost := buildCost(doc, anchors)
+	if cost.expanded > lim.MaxExpanded {
+		reached := strconv.FormatInt(cost.expanded, 10)
+		if cost.expanded >= maxCount {
+			reached = "more than " + reached
+		}
+		return nil, &CompileError{Reason: ErrTooComplex, Detail: fmt.Sprintf("it reaches %s subschemas once its references are followed, and the limit is %d (MaxExpanded), so one validation could take seconds; nested anyOf/oneOf/allOf over $ref multiply at every level: share fewer branches or flatten the alternatives", reached, lim.MaxExpanded)}
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
@@ -150,7 +184,7 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 		}
 		return nil, &CompileError{Reason: reason, Detail: compileDetail(err)}
 	}
-	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc)}, nil
+	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc), cost: cost, maxWork: lim.MaxWork}, nil
 }
 
 // compileDetail shortens the compiler's message: it names our internal

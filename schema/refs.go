@@ -1,11 +1,14 @@
 package schema
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Keywords whose value is one subschema, a map of subschemas or a list of
@@ -16,13 +19,6 @@ var (
 	mapSub  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 	listSub = []string{"allOf", "anyOf", "oneOf", "prefixItems"}
 )
-
-// ref is one $ref (or $dynamicRef) in a document: where it sits and the
-// pointer of the subschema it names.
-type ref struct {
-	at     string
-	target string
-}
 
 // walkSchemas calls fn for every subschema object in doc with its pointer.
 func walkSchemas(v any, at string, fn func(m map[string]any, at string) error) error {
@@ -66,10 +62,11 @@ func walkSchemas(v any, at string, fn func(m map[string]any, at string) error) e
 	return nil
 }
 
-// collectRefs lists every reference of doc, resolved to a pointer inside
-// doc. A reference that names anything but a fragment of this document is
+// collectRefs checks every reference of doc resolves to a pointer inside
+// doc, and answers the document's anchors, by name, with the pointer each
+// names. A reference that names anything but a fragment of this document is
 // refused: toolplane never loads a schema from elsewhere.
-func collectRefs(doc any) ([]ref, error) {
+func collectRefs(doc any) (map[string]string, error) {
 	anchors := map[string]string{}
 	err := walkSchemas(doc, "", func(m map[string]any, at string) error {
 		if _, ok := m["$id"]; ok && at != "" {
@@ -85,7 +82,6 @@ func collectRefs(doc any) ([]ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	var refs []ref
 	err = walkSchemas(doc, "", func(m map[string]any, at string) error {
 		for _, k := range []string{"$ref", "$dynamicRef"} {
 			v, ok := m[k]
@@ -96,15 +92,13 @@ func collectRefs(doc any) ([]ref, error) {
 			if !ok {
 				return &CompileError{Pointer: at + "/" + k, Reason: ErrInvalid, Detail: k + " must be a string"}
 			}
-			target, err := resolveLocal(s, anchors)
-			if err != nil {
+			if _, err := resolveLocal(s, anchors); err != nil {
 				return &CompileError{Pointer: at + "/" + k, Reason: ErrRemoteRef, Detail: err.Error()}
 			}
-			refs = append(refs, ref{at: at, target: target})
 		}
 		return nil
 	})
-	return refs, err
+	return anchors, err
 }
 
 func resolveLocal(s string, anchors map[string]string) (string, error) {
@@ -125,47 +119,103 @@ func resolveLocal(s string, anchors map[string]string) (string, error) {
 	return at, nil
 }
 
-// within reports whether pointer p lies inside the subtree at pointer root.
-func within(p, root string) bool {
-	return root == "" || p == root || strings.HasPrefix(p, root+"/")
-}
-
 // checkCycles refuses a document whose references can reach themselves. A
 // recursive schema is legal JSON Schema, but every walk toolplane makes over
 // a schema (coercion, projection, diffing) must end, and a tool's arguments
 // are never meant to be unbounded trees.
-func checkCycles(doc any, refs []ref) error {
-	// Edge a -> b when ref b sits inside the subschema ref a names: following
-	// a, a validator reaches b.
+//
+// It is one depth-first walk over the document's subschemas, following
+// each reference to its target: a target still on the walk's path closes a
+// cycle. Every subschema is walked once, so the check is linear in the
+// document, however many references it holds.
+func checkCycles(doc any, anchors map[string]string) error {
 	const (
-		unseen = iota
-		active
+		active = iota + 1
 		done
 	)
-	state := make([]int, len(refs))
-	var visit func(i int) *ref
-	visit = func(i int) *ref {
-		state[i] = active
-		for j := range refs {
-			if !within(refs[j].at, refs[i].target) {
+	// Keyed by the subschema itself, not its pointer: a target may spell
+	// the same place differently (#/allOf/00).
+	state := map[unsafe.Pointer]int{}
+	var visit func(v any, at string) error
+	visit = func(v any, at string) error {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		id := reflect.ValueOf(m).UnsafePointer()
+		switch state[id] {
+		case active:
+			return errCycle
+		case done:
+			return nil
+		}
+		state[id] = active
+		for _, k := range []string{"$ref", "$dynamicRef"} {
+			r, ok := m[k].(string)
+			if !ok {
 				continue
 			}
-			switch state[j] {
-			case active:
-				return &refs[j]
-			case unseen:
-				if r := visit(j); r != nil {
-					return r
+			target, err := resolveLocal(r, anchors)
+			if err != nil {
+				continue // collectRefs refused it already
+			}
+			t, ok := lookup(doc, target)
+			if !ok {
+				continue
+			}
+			if err := visit(t, target); err == errCycle {
+				return &CompileError{Pointer: at + "/" + k, Reason: ErrRefCycle, Detail: fmt.Sprintf("the reference to %q leads back to itself; recursive schemas are not accepted, so bound the depth explicitly", "#"+target)}
+			} else if err != nil {
+				return err
+			}
+		}
+		err := eachSub(m, at, func(c any, cat string) error { return visit(c, cat) })
+		if err == errCycle {
+			// A child is the cycle's own start: the reference that closes
+			// it is reported where it sits, below.
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		state[id] = done
+		return nil
+	}
+	if err := visit(doc, ""); err != nil && err != errCycle {
+		return err
+	}
+	return nil
+}
+
+// errCycle tells a walk's caller that the subschema it entered is on the
+// walk's path.
+var errCycle = errors.New("cycle")
+
+// eachSub calls fn for each direct subschema of m, as walkSchemas visits
+// them.
+func eachSub(m map[string]any, at string, fn func(v any, at string) error) error {
+	for _, k := range oneSub {
+		if c, ok := m[k]; ok {
+			if err := fn(c, at+"/"+k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range mapSub {
+		if c, ok := m[k].(map[string]any); ok {
+			for n, s := range c {
+				if err := fn(s, at+"/"+k+"/"+escape(n)); err != nil {
+					return err
 				}
 			}
 		}
-		state[i] = done
-		return nil
 	}
-	for i := range refs {
-		if state[i] == unseen {
-			if r := visit(i); r != nil {
-				return &CompileError{Pointer: r.at + "/$ref", Reason: ErrRefCycle, Detail: fmt.Sprintf("the reference to %q leads back to itself; recursive schemas are not accepted, so bound the depth explicitly", "#"+r.target)}
+	for _, k := range listSub {
+		if c, ok := m[k].([]any); ok {
+			for i, s := range c {
+				if err := fn(s, at+"/"+k+"/"+strconv.Itoa(i)); err != nil {
+					return err
+				}
 			}
 		}
 	}

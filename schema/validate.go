@@ -25,10 +25,18 @@ func (s *Schema) Check(v any) (any, []Coercion, []toolplane.Violation) {
 }
 
 // Validate validates v strictly, with no coercion, and answers every
-// violation sorted by field path, then constraint, then message.
+// violation sorted by field path, then constraint, then message. A value
+// holding a number too large to read, or whose validation would exceed the
+// schema's work limit, is answered with that one violation, unchecked.
 func (s *Schema) Validate(v any) []toolplane.Violation {
 	if s.fast != nil && s.fast.valid(v) {
 		return nil
+	}
+	if at, n, bad := unreadableNumber(v); bad {
+		return unreadable(at, n)
+	}
+	if !s.cost.withinWork(v, s.maxWork) {
+		return overWork(s.maxWork)
 	}
 	err := s.compiled.Validate(v)
 	if err == nil {
