@@ -30,8 +30,8 @@ func TestIngestionRefusesAnExplodingSchema(t *testing.T) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
 		})
 	e := newEnv(t, nil, upstream.Config{Slug: "up", URL: upURL})
-	eventually(t, "the server's tools to be ingested", func() bool { _, ok := e.reg.Get("mcp.up.lookup"); return ok })
-	if _, ok := e.reg.Get("mcp.up.bomb"); ok {
+	eventually(t, "the server's tools to be ingested", func() bool { _, ok := e.reg.Get("org-1", "mcp.up.lookup"); return ok })
+	if _, ok := e.reg.Get("org-1", "mcp.up.bomb"); ok {
 		t.Fatal("a tool whose schema expands past the bound was ingested")
 	}
 	r, err := e.call(t, "mcp.up.bomb", `{"x":1}`, "run-1")
