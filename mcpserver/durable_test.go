@@ -29,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
 )
@@ -126,7 +127,7 @@ func postgresPool(t *testing.T) *pgxpool.Pool {
 
 // node starts a node on the cluster's store and answers its URL and how to
 // stop it as a kill would: every connection cut, nothing said to clients.
-func (c *cluster) node(t *testing.T) (string, func()) {
+func (c *cluster) node(t *testing.T, opts ...func(*mcpserver.Server)) (string, func()) {
 	t.Helper()
 	hs := handler.NewRegistry()
 	post, _ := handler.BindFunc("ledger.post", func(context.Context, handler.Call, any) (any, error) {
@@ -147,6 +148,9 @@ func (c *cluster) node(t *testing.T) (string, func()) {
 		t.Fatal(err)
 	}
 	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: c.store, Log: quiet, Version: "test", Sessions: c.store, SessionTouch: sessionTouch}
+	for _, o := range opts {
+		o(door)
+	}
 	srv := httptest.NewServer(door.Handler())
 	var once sync.Once
 	stop := func() {
@@ -379,5 +383,35 @@ func TestMetaKeysKeepTheActionAcrossSessions(t *testing.T) {
 				t.Errorf("a numeric idempotency key = %+v, %v; want invalid_input", res, err)
 			}
 		})
+	}
+}
+
+// A client that reconnects and retries its write (the same _meta key) is
+// answered the stored result each time without spending its request
+// budget: the MCP door charges repeats to the retry budget, as REST does.
+func TestMCPRetriesSpendTheRetryBudget(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "sqlite")
+	limiter := ratelimit.New(8, time.Minute)
+	u, _ := c.node(t, func(s *mcpserver.Server) { s.Limiter = limiter })
+	rt := &router{key: c.keyA}
+	rt.to(t, u+"/mcp")
+	cs := connect(t, rt) // initialize and initialized: two requests
+	key := mcp.Meta{"toolplane/idempotency_key": "k-1"}
+	post(t, cs, 5, key)
+	id, _, _ := apikey.Parse(c.keyA)
+	before := limiter.Peek(id, time.Now()).Remaining
+	// Eight retries: past the budget (8) if each cost a request.
+	for i := range 8 {
+		if got := post(t, cs, 5, key); !strings.Contains(got, `"replayed":true`) {
+			t.Fatalf("retry %d = %s, want the stored result", i+1, got)
+		}
+	}
+	if n := c.effects.Load(); n != 1 {
+		t.Fatalf("effects = %d, want 1", n)
+	}
+	// The request budget is as the first call left it.
+	if d := limiter.Peek(id, time.Now()); d.Remaining != before {
+		t.Errorf("remaining = %d, want %d", d.Remaining, before)
 	}
 }

@@ -822,6 +822,11 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		raw = json.RawMessage(`{}`)
 	}
 	res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
+	if invoke.Repeated(res, err) {
+		// A retry of an answered call (after a reconnect, say): charged
+		// to the key's retry budget, as on every door.
+		apikey.Gate{Limiter: s.Limiter}.Repeated(cred, time.Now())
+	}
 	var ar *invoke.ApprovalRequired
 	var tooLong *toolplane.TooLongError
 	switch {
