@@ -183,6 +183,20 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 		s.restoreMu.Unlock()
 		return sess, false
 	}
+	s.mu.Lock()
+	old := s.byID[sid]
+	s.mu.Unlock()
+	if old != nil {
+		if old.closing.Load() {
+			// Ending on this node right now: the SDK still holds the id, and
+			// a restore would name a second session after it. The SDK
+			// answers as for a session it is closing.
+			s.restoreMu.Unlock()
+			return nil, false
+		}
+		// The SDK dropped it on its own: forgotten here, then restored.
+		old.forget()
+	}
 	done := make(chan struct{})
 	s.restoring[sid] = done
 	s.restoreMu.Unlock()

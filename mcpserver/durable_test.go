@@ -1,16 +1,19 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -269,15 +272,20 @@ func TestSessionContinuesAcrossNodes(t *testing.T) {
 				t.Fatalf("effects = %d, want 3", n)
 			}
 
-			// DELETE on B ends the session that C still holds.
+			// DELETE on a node that never saw the session ends it on B and
+			// C, which still hold it.
 			sid := cs.ID()
-			rt.to(t, urlB+"/mcp")
+			urlD, _ := c.node(t)
+			rt.to(t, urlD+"/mcp")
 			if err := cs.Close(); err != nil {
-				t.Fatalf("Close (DELETE on node B): %v", err)
+				t.Fatalf("Close (DELETE on node D): %v", err)
+			}
+			if _, err := c.store.GetSession(t.Context(), "org-1", sid); !errors.Is(err, toolplane.ErrNotFound) {
+				t.Fatalf("the stored session after DELETE: %v, want ErrNotFound", err)
 			}
 			time.Sleep(3 * sessionTouch)
 			call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ledger_post","arguments":{"amount":40}}}`
-			for _, u := range []string{urlB, urlC} {
+			for _, u := range []string{urlB, urlC, urlD} {
 				if code := raw(t, u+"/mcp", c.keyA, sid, call); code != http.StatusNotFound {
 					t.Errorf("a call on the deleted session at %s = %d, want 404", u, code)
 				}
@@ -413,5 +421,59 @@ func TestMCPRetriesSpendTheRetryBudget(t *testing.T) {
 	// The request budget is as the first call left it.
 	if d := limiter.Peek(id, time.Now()); d.Remaining != before {
 		t.Errorf("remaining = %d, want %d", d.Remaining, before)
+	}
+}
+
+// The TypeScript SDK's client (from npm) opens a session on node A, which
+// is then killed, and continues it on node B, whose DELETE ends it. It runs
+// where the SDK is installed beside server-everything
+// (TOOLPLANE_TEST_EVERYTHING, see the project's CI notes).
+func TestTypeScriptClientContinuesOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	everything := os.Getenv("TOOLPLANE_TEST_EVERYTHING")
+	if everything == "" {
+		t.Skip("set TOOLPLANE_TEST_EVERYTHING (the SDK is installed beside it) to run the TypeScript client")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node on PATH")
+	}
+	modules := everything[:strings.Index(everything, "node_modules")+len("node_modules")]
+	c := newCluster(t, "sqlite")
+	urlA, stopA := c.node(t)
+	urlB, _ := c.node(t)
+	script, _ := filepath.Abs("testdata/ts_client.cjs")
+	cmd := exec.CommandContext(t.Context(), node, script, urlA+"/mcp", urlB+"/mcp", c.keyA)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "opened ") {
+		cmd.Wait()
+		t.Fatalf("the client did not open a session: %q; stderr: %s", lines.Text(), stderr.String())
+	}
+	stopA()
+	io.WriteString(stdin, "go\n")
+	if !lines.Scan() {
+		cmd.Wait()
+		t.Fatalf("the client said nothing after node A stopped; stderr: %s", stderr.String())
+	}
+	var got struct{ First, Again, Second, Session string }
+	if err := json.Unmarshal(lines.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, lines.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("client: %v; stderr: %s", err, stderr.String())
+	}
+	if !strings.Contains(got.Again, `"replayed":true`) || strings.Contains(got.Second, `"replayed"`) || c.effects.Load() != 2 {
+		t.Errorf("on node B: again %s, second %s, %d effects; want the first replayed, the second run, 2 effects", got.Again, got.Second, c.effects.Load())
+	}
+	if _, err := c.store.GetSession(t.Context(), "org-1", got.Session); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("the stored session after the client's DELETE on node B: %v, want ErrNotFound", err)
 	}
 }
