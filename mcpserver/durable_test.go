@@ -400,7 +400,7 @@ func TestMetaKeysKeepTheActionAcrossSessions(t *testing.T) {
 func TestMCPRetriesSpendTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "sqlite")
-	limiter := ratelimit.New(8, time.Minute)
+	limiter := ratelimit.New(8, 1000*time.Hour) // one window for the whole test
 	u, _ := c.node(t, func(s *mcpserver.Server) { s.Limiter = limiter })
 	rt := &router{key: c.keyA}
 	rt.to(t, u+"/mcp")
