@@ -46,6 +46,9 @@ type cluster struct {
 	// keyA and keyB are two agents' keys of org-1; keyOther an agent's of
 	// org-2.
 	keyA, keyB, keyOther string
+	// input, when set, is the write tool's input schema on the nodes
+	// started after (a contract changed by a deploy).
+	input json.RawMessage
 }
 
 // sessionTouch is the nodes' touch interval: short, so a session ended on
@@ -138,6 +141,9 @@ func (c *cluster) node(t *testing.T, opts ...func(*mcpserver.Server)) (string, f
 	}, nil)
 	_ = hs.Register(post)
 	in := json.RawMessage(`{"type":"object","properties":{"amount":{"type":"integer"}},"required":["amount"],"additionalProperties":false}`)
+	if c.input != nil {
+		in = c.input
+	}
 	defs := []toolplane.Definition{{Name: "ledger.post", Kind: toolplane.KindInternal, Version: "1.0.0", Description: "Post an amount to the ledger.",
 		Effect: toolplane.EffectWrite, Repeatable: new(bool), InputSchema: in, OutputSchema: json.RawMessage(`{"type":"object"}`),
 		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "ledger.post"}}}}
@@ -242,12 +248,22 @@ var backends = []string{"sqlite", "postgres"}
 // the node that still holds it.
 func TestSessionContinuesAcrossNodes(t *testing.T) {
 	t.Parallel()
-	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
+	tests := []struct {
+		name, backend string
+		// stream answers every POST as an event stream (StreamResponses).
+		stream bool
+	}{
+		{"sqlite", "sqlite", false},
+		{"postgres", "postgres", false},
+		{"sqlite streamed", "sqlite", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, backend)
-			urlA, stopA := c.node(t)
-			urlB, _ := c.node(t)
+			c := newCluster(t, tt.backend)
+			mode := func(s *mcpserver.Server) { s.StreamResponses = tt.stream }
+			urlA, stopA := c.node(t, mode)
+			urlB, _ := c.node(t, mode)
 			rt := &router{key: c.keyA}
 			rt.to(t, urlA+"/mcp")
 			cs := connect(t, rt)
@@ -263,7 +279,7 @@ func TestSessionContinuesAcrossNodes(t *testing.T) {
 			post(t, cs, 30, nil)
 
 			// A node started after the session opened (a restart).
-			urlC, _ := c.node(t)
+			urlC, _ := c.node(t, mode)
 			rt.to(t, urlC+"/mcp")
 			if got := post(t, cs, 30, nil); !strings.Contains(got, `"replayed":true`) {
 				t.Fatalf("the same write on a restarted node = %s; want replayed", got)
@@ -275,7 +291,7 @@ func TestSessionContinuesAcrossNodes(t *testing.T) {
 			// DELETE on a node that never saw the session ends it on B and
 			// C, which still hold it.
 			sid := cs.ID()
-			urlD, _ := c.node(t)
+			urlD, _ := c.node(t, mode)
 			rt.to(t, urlD+"/mcp")
 			if err := cs.Close(); err != nil {
 				t.Fatalf("Close (DELETE on node D): %v", err)
@@ -476,4 +492,34 @@ func TestTypeScriptClientContinuesOnAnotherNode(t *testing.T) {
 	if _, err := c.store.GetSession(t.Context(), "org-1", got.Session); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Errorf("the stored session after the client's DELETE on node B: %v, want ErrNotFound", err)
 	}
+}
+
+// The contracts a session froze at tools/list hold on every node: a node
+// whose tool changed since (a deploy) answers tool_changed to the session's
+// call instead of running a call shaped for the old contract.
+func TestSessionContractsHoldOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "sqlite")
+	urlA, _ := c.node(t)
+	c.input = json.RawMessage(`{"type":"object","properties":{"amount":{"type":"integer"},"memo":{"type":"string"}},"required":["amount"],"additionalProperties":false}`)
+	urlB, _ := c.node(t)
+	rt := &router{key: c.keyA}
+	rt.to(t, urlA+"/mcp")
+	cs := connect(t, rt)
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	rt.to(t, urlB+"/mcp")
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ledger_post", Arguments: map[string]any{"amount": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "tool_changed") || c.effects.Load() != 0 {
+		t.Fatalf("a call on node B after the contract changed = %+v, %d effects; want tool_changed", res.Content[0], c.effects.Load())
+	}
+	// A session that lists again on B is shown the new contract, and calls.
+	if _, err := cs.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	post(t, cs, 1, nil)
 }
