@@ -523,3 +523,34 @@ func TestSessionContractsHoldOnAnotherNode(t *testing.T) {
 	}
 	post(t, cs, 1, nil)
 }
+
+// Expiry is the deployment's, not one node's: a session in use on node B
+// lives on though node A, which opened it, saw nothing of it for longer
+// than the idle time; a session nobody used for the idle time is gone on
+// every node.
+func TestSessionExpiryAcrossNodes(t *testing.T) {
+	t.Parallel()
+	const idle = 400 * time.Millisecond
+	c := newCluster(t, "sqlite")
+	short := func(s *mcpserver.Server) { s.SessionIdle = idle }
+	urlA, _ := c.node(t, short)
+	urlB, _ := c.node(t, short)
+	rt := &router{key: c.keyA}
+	rt.to(t, urlA+"/mcp")
+	cs := connect(t, rt)
+	rt.to(t, urlB+"/mcp")
+	for i := range 12 {
+		post(t, cs, i, nil)
+		time.Sleep(idle / 8)
+	}
+	rt.to(t, urlA+"/mcp")
+	post(t, cs, 100, nil)
+
+	time.Sleep(idle + idle/2)
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ledger_post","arguments":{"amount":1}}}`
+	for _, u := range []string{urlB, urlA} {
+		if code := raw(t, u+"/mcp", c.keyA, cs.ID(), call); code != http.StatusNotFound {
+			t.Errorf("a call at %s on a session idle past its time = %d, want 404", u, code)
+		}
+	}
+}
