@@ -36,6 +36,11 @@ type Meta struct {
 	// Replayed is true when the result was read from the idempotency journal
 	// rather than produced by executing the tool now.
 	Replayed bool `json:"replayed,omitempty"`
+	// Repeat is true when the call repeated one the journal already
+	// answered (a stored result, or an action left uncertain): no tool ran
+	// for it. It is the door's to read (see invoke.Repeated), never
+	// rendered.
+	Repeat bool `json:"-"`
 	// UsageID names the usage row a metered call wrote.
 	UsageID string `json:"usage_id,omitempty"`
 	// DeprecationWarning is set when the called version is deprecated.

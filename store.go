@@ -289,4 +289,5 @@ type Store interface {
 	CredentialStore
 	CatalogStore
 	GrantStore
+	SessionStore
 }

@@ -93,3 +93,19 @@ func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*
 	}
 	return cred, d, nil
 }
+
+// Repeated settles the cost of a request of cred, admitted at now, whose
+// answer repeated a call already answered (invoke.Repeated: a stored
+// result replayed, an action left uncertain, a call still in flight): it
+// is charged to the key's retry budget instead of its request budget. So
+// a client that retries its writes after a crash, a reconnect or a lost
+// answer, as it must, keeps its budget for new work; the retries
+// themselves are bounded by the retry budget (see ratelimit.Limiter.Repeated).
+// Every door calls it for every such answer; it is the one place the rule
+// lives.
+func (g Gate) Repeated(cred *toolplane.Credential, now time.Time) {
+	if g.Limiter == nil || cred == nil {
+		return
+	}
+	g.Limiter.Repeated(cred.ID, now)
+}

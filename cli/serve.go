@@ -219,7 +219,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		public = "http://" + ln.Addr().String()
 	}
 	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
-		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions}
+		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions,
+		// Sessions live in the database, so any node (and this one after a
+		// restart) continues a session a client holds.
+		Sessions: b.Store}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {

@@ -77,6 +77,8 @@ type Server struct {
 // caller is who a request authenticated as.
 type caller struct {
 	cred *toolplane.Credential
+	// at is when the gate admitted the request (and charged its budget).
+	at time.Time
 }
 
 func (c caller) hasRole(roles ...string) bool {
@@ -204,7 +206,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 				s.Log.WarnContext(r.Context(), "credential touch failed", "err", err)
 			}
 		}
-		h(w, r, caller{cred: cred})
+		h(w, r, caller{cred: cred, at: now})
 	})
 }
 
@@ -478,6 +480,10 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		Source:   toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,
 	}
 	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)
+	if invoke.Repeated(res, err) {
+		// A retry of an answered call: charged to the retry budget.
+		apikey.Gate{Limiter: s.Limiter}.Repeated(c.cred, c.at)
+	}
 	var ar *invoke.ApprovalRequired
 	var tooLong *toolplane.TooLongError
 	switch {

@@ -51,6 +51,19 @@ import (
 // caller retries later; the model reads nothing for it.
 var ErrInFlight = errors.New("call in flight: another worker holds its claim")
 
+// Repeated reports whether an invocation's answer (res, err) is that of a
+// repeat: the journal already held the call's key, completed, uncertain
+// or in flight, and no tool ran for it. A client retrying after a crash or
+// a lost answer gets such answers; the doors charge them to the key's
+// retry budget rather than its request budget (apikey.Gate.Repeated), so
+// recovering never costs a client its rate.
+func Repeated(res toolplane.Result, err error) bool {
+	if err != nil {
+		return errors.Is(err, ErrInFlight)
+	}
+	return res.Meta.Repeat
+}
+
 // ErrFault marks platform faults: the caller must stop, never answer the
 // model with a confident result.
 var ErrFault = errors.New("platform fault")

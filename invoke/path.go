@@ -284,14 +284,16 @@ func (c *call) answerExisting(out journal.Outcome, cl *toolplane.Claim) (toolpla
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: stored result of %s: %v", ErrFault, c.key, err), true
 		}
-		r.Meta.Replayed = true
+		r.Meta.Replayed, r.Meta.Repeat = true, true
 		return r, nil, true
 	case journal.Processing:
 		return toolplane.Result{}, fmt.Errorf("%s %s: %w", c.tool.Def.Name, c.key, ErrInFlight), true
 	case journal.Conflict:
 		return toolplane.Fail(toolplane.CodeConflict, "this idempotency key was already used with different arguments; use a new key for a different request"), nil, true
 	case journal.Uncertain:
-		return uncertainResult(c.tool, cl.Reason), nil, true
+		r := uncertainResult(c.tool, cl.Reason)
+		r.Meta.Repeat = true
+		return r, nil, true
 	}
 	return toolplane.Result{}, nil, false
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -60,6 +61,14 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 			return
 		}
 		sess := s.session(sid)
+		if sess == nil {
+			// A session this node does not hold may be stored: opened on
+			// another node, or on this one before a restart.
+			var answered bool
+			if sess, answered = s.stored(w, r, sid, door, next); answered {
+				return
+			}
+		}
 		if sess == nil || sess.upstream != door || !sess.owns(r) {
 			// Another endpoint's session, or another key's: this
 			// endpoint's SDK handler answers as it would.
@@ -67,11 +76,24 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 			return
 		}
 		if r.Method == http.MethodDelete {
-			// The client ends the session: nothing more is answered on
-			// the fast path, and what toolplane still asks the client is
-			// abandoned, or the SDK's Close would wait for it.
+			// The client ends the session, on every node: the stored row
+			// goes first (another node holding it learns at its next
+			// touch). Nothing more is answered on the fast path, and what
+			// toolplane still asks the client is abandoned, or the SDK's
+			// Close would wait for it.
+			if err := sess.deleteStored(r.Context()); err != nil {
+				s.Log.ErrorContext(r.Context(), "session delete failed", "err", err)
+				http.Error(w, "the session cannot be ended right now; try again shortly", http.StatusServiceUnavailable)
+				return
+			}
 			sess.closing.Store(true)
 			sess.abandon()
+		} else if !sess.touch(r.Context()) {
+			// Ended on another node, or expired: ended here too, and the
+			// SDK answers as it does for a session it does not hold.
+			sess.endHere()
+			next.ServeHTTP(w, r)
+			return
 		}
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -462,13 +484,21 @@ func (s *Server) idle() time.Duration {
 func (sess *session) register(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
+		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if ir, ok := res.(*mcp.InitializeResult); ok && err == nil {
 			sess.version.Store(ir.ProtocolVersion)
-		}
-		if sess.ss.Load() == nil {
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				sess.established(ss)
+			if ss != nil {
+				// Stored before the answer leaves: the client's next
+				// request may reach another node.
+				if serr := sess.store(ctx, ss, ir.ProtocolVersion); serr != nil {
+					sess.s.Log.ErrorContext(ctx, "session not stored", "err", serr)
+					go ss.Close()
+					return nil, errors.New("the session cannot be recorded right now; initialize again shortly")
+				}
 			}
+		}
+		if sess.ss.Load() == nil && ss != nil {
+			sess.established(ss)
 		}
 		return res, err
 	}

@@ -99,6 +99,17 @@ type Server struct {
 	MaxSessionsPerKey int
 	MaxSessions       int
 
+	// Sessions, when set, is where sessions live beyond this node's memory
+	// (see durable.go): any node sharing the store continues a session
+	// another opened, a restarted node continues its own, and a DELETE or
+	// an expiry on one node ends the session on all. Without it a session
+	// lives and dies with the node that opened it.
+	Sessions toolplane.SessionStore
+	// SessionTouch is how often, at most, a node moves a stored session's
+	// expiry on while serving it, and so how late an expiry or a DELETE
+	// made on another node is noticed here (default 5 seconds).
+	SessionTouch time.Duration
+
 	mu       sync.Mutex
 	sessions map[*session]struct{}
 	// pendingByKey and pendingAll count the session openings in flight
@@ -112,6 +123,13 @@ type Server struct {
 	// sdkCalls counts the tool calls the SDK dispatched rather than the
 	// fast path: what a test reads to know which answered.
 	sdkCalls atomic.Int64
+
+	// restoring holds a channel per session id being restored from the
+	// store, closed when done (see stored).
+	restoreMu sync.Mutex
+	restoring map[string]chan struct{}
+	// storeSwept is when this node last swept expired stored sessions.
+	storeSwept atomic.Int64
 }
 
 // sessionIdle ends an MCP session nobody used for this long.
@@ -160,10 +178,11 @@ func (s *Server) handler(upstream string) http.Handler {
 			// GET or DELETE without one after asking.
 			return probe
 		}
-		var cred *toolplane.Credential
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-			cred, _ = ti.Extra["credential"].(*toolplane.Credential)
+		if srv, ok := r.Context().Value(restoringKey{}).(*mcp.Server); ok {
+			// A stored session restored on this node (see restore).
+			return srv
 		}
+		cred := credentialOf(r)
 		// The SDK asks twice while opening a session (first for the
 		// protocol versions alone): one request builds one session.
 		if m, ok := r.Context().Value(openingKey{}).(*opening); ok {
@@ -307,6 +326,13 @@ type session struct {
 	cred     *toolplane.Credential
 	upstream string
 	created  time.Time
+	// restored is set for a session this node restored from the store
+	// rather than opened; runID is its run, as stored.
+	restored bool
+	runID    string
+	// touched is when this node last touched the stored session (unix
+	// nanoseconds; see touch).
+	touched atomic.Int64
 	// ss is the SDK's half of the session once established; act is what
 	// keeps it alive.
 	ss  atomic.Pointer[mcp.ServerSession]
@@ -344,9 +370,22 @@ type listed struct {
 
 // serverFor builds the MCP server a session of cred sees.
 func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Server {
+	srv, _ := s.build(cred, upstream, nil)
+	return srv
+}
+
+// build builds the MCP server a session of cred sees, and the session:
+// a new one, or the stored row restored.
+func (s *Server) build(cred *toolplane.Credential, upstream string, row *toolplane.Session) (*mcp.Server, *session) {
 	life, abandon := context.WithCancel(context.Background())
 	sess := &session{s: s, cred: cred, upstream: upstream, created: time.Now(), life: life, abandon: abandon,
 		onServer: map[string]listed{}, shown: map[string]string{}, relayed: map[string]bool{}, subs: map[string]bool{}}
+	if row != nil {
+		sess.restored, sess.runID = true, row.RunID
+		for k, v := range row.Contracts {
+			sess.shown[k] = v
+		}
+	}
 	opts := &mcp.ServerOptions{
 		Logger: s.Log,
 		// Tools may appear later (an upstream connecting, a grant added),
@@ -361,21 +400,29 @@ func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Ser
 		opts.SubscribeHandler = sess.subscribe
 		opts.UnsubscribeHandler = sess.unsubscribe
 	}
+	if row != nil {
+		// The SDK names the session it opens for the restoring initialize
+		// with the stored id.
+		opts.GetSessionID = func() string { return row.ID }
+	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "toolplane", Version: s.Version}, opts)
 	sess.srv = srv
 	if cred == nil {
-		return srv
+		return srv, sess
 	}
 	sess.sync()
 	srv.AddReceivingMiddleware(sess.register, sess.recordListing, sess.unknownTool)
 	s.sweep()
+	if row == nil {
+		s.sweepStored()
+	}
 	s.mu.Lock()
 	if s.sessions == nil {
 		s.sessions = map[*session]struct{}{}
 	}
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
-	return srv
+	return srv, sess
 }
 
 // refresh brings every live session's tools up to date with the registry;
@@ -651,13 +698,20 @@ func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
 			for k, v := range sess.shown {
 				shown[k] = v
 			}
+			changed := false
 			for _, t := range lr.Tools {
 				if l, ok := sess.onServer[t.Name]; ok {
+					changed = changed || shown[l.platform] != l.hash
 					shown[l.platform] = l.hash
 				}
 			}
 			sess.shown = shown
 			sess.mu.Unlock()
+			if changed {
+				// Any node continuing the session holds the run to what
+				// its client was shown.
+				sess.saveContracts(ctx, shown)
+			}
 		}
 		return res, err
 	}
@@ -711,9 +765,13 @@ func (sess *session) call(name string) mcp.ToolHandler {
 // are one effect.
 func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name string, raw json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
 	s, cred := sess.s, sess.cred
-	id := "session"
-	if ss != nil {
-		id = ss.ID()
+	run := sess.runID
+	if run == "" {
+		id := "session"
+		if ss != nil {
+			id = ss.ID()
+		}
+		run = runOf(cred, id)
 	}
 	// granted, pins and shown are replaced, never changed in place, so
 	// the call reads the ones of this moment without copying them.
@@ -725,7 +783,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	}
 	sess.mu.Unlock()
 	inv := &toolplane.Invocation{
-		OrganizationID: cred.OrganizationID, RunID: "mcp:" + cred.ID + ":" + id, AgentID: cred.Subject,
+		OrganizationID: cred.OrganizationID, RunID: run, AgentID: cred.Subject,
 		StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted, Pins: pins}, Source: toolplane.SourceMCP,
 		Contracts: contracts,
 	}
@@ -737,12 +795,38 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
 			asked = int64(n)
 		}
+		// A run and an idempotency key the client keeps across sessions,
+		// as the REST door takes them: a retry after a reconnect (a new
+		// session) is then the same action. The invoker scopes both to
+		// the agent, and the journal to the organization. A value that is
+		// not a string is refused, never ignored: the client would believe
+		// its retry protected.
+		for _, f := range []struct {
+			key string
+			dst *string
+		}{{metaRunID, &inv.RunID}, {metaIdempotencyKey, &inv.IdempotencyKey}} {
+			v, present := m[f.key]
+			if !present {
+				continue
+			}
+			str, ok := v.(string)
+			if !ok || str == "" {
+				r := toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", f.key))
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}, nil
+			}
+			*f.dst = str
+		}
 	}
 	inv.Ceilings.MaxCostCents = toolplane.CostCeiling(asked, s.RunBudgetCents)
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
 	res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
+	if invoke.Repeated(res, err) {
+		// A retry of an answered call (after a reconnect, say): charged
+		// to the key's retry budget, as on every door.
+		apikey.Gate{Limiter: s.Limiter}.Repeated(cred, time.Now())
+	}
 	var ar *invoke.ApprovalRequired
 	var tooLong *toolplane.TooLongError
 	switch {

@@ -31,6 +31,9 @@ type Limiter struct {
 type window struct {
 	start time.Time
 	n     int
+	// repeats counts the requests of the window moved to its retry
+	// budget (see Repeated).
+	repeats int
 }
 
 // Decision is the answer for one request.
@@ -56,6 +59,26 @@ func (l *Limiter) Allow(key string, now time.Time) Decision {
 // request: Allowed reports whether the budget has room for one more.
 func (l *Limiter) Peek(key string, now time.Time) Decision {
 	return l.take(key, now, false)
+}
+
+// Repeated moves one request key made in the window of now from its budget
+// to its retry budget, of the same size, and reports whether it did: the
+// request turned out to repeat a call already answered (see
+// apikey.Gate.Repeated), so a client retrying after a crash spends its
+// retry budget rather than the budget its new work needs. Once the retry
+// budget is spent, a repeat costs what any request costs; so a loop of
+// retries is still bounded, at twice the limit.
+func (l *Limiter) Repeated(key string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.counts[key]
+	if !ok || now.Sub(w.start) >= l.Window || w.n == 0 || w.repeats >= l.Limit {
+		// A window that ended took its count with it: nothing to move.
+		return false
+	}
+	w.n--
+	w.repeats++
+	return true
 }
 
 func (l *Limiter) take(key string, now time.Time, count bool) Decision {

@@ -121,3 +121,50 @@ func TestClientAddrIsTheConnections(t *testing.T) {
 		}
 	}
 }
+
+func TestRepeatedMovesARequestToTheRetryBudget(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	tests := []struct {
+		name string
+		// repeats is how many requests, each a repeat, are tried; moved
+		// how many Repeated moves; remaining the request budget left.
+		limit, repeats, moved, remaining int
+	}{
+		{"some repeats", 3, 2, 2, 3},
+		{"every request a repeat", 3, 3, 3, 3},
+		// Two move; then repeats spend the request budget until it is out.
+		{"more repeats than the retry budget", 2, 5, 2, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := New(tt.limit, time.Minute)
+			moved := 0
+			for range tt.repeats {
+				if d := l.Allow("k", now); !d.Allowed {
+					break
+				}
+				if l.Repeated("k", now) {
+					moved++
+				}
+			}
+			if moved != tt.moved {
+				t.Fatalf("moved %d repeats to the retry budget, want %d", moved, tt.moved)
+			}
+			// The moved ones left the request budget whole for new work.
+			if d := l.Peek("k", now); d.Remaining != tt.remaining {
+				t.Errorf("remaining = %d, want %d", d.Remaining, tt.remaining)
+			}
+		})
+	}
+	// Nothing moves for a key with no request in the window, or after it.
+	l := New(2, time.Minute)
+	if l.Repeated("k", now) {
+		t.Error("Repeated moved a request never made")
+	}
+	l.Allow("k", now)
+	if l.Repeated("k", now.Add(time.Minute)) {
+		t.Error("Repeated moved a request of a window that ended")
+	}
+}

@@ -26,6 +26,7 @@ var isolationCases = []suiteCase{
 	{"Bundles", testIsolationBundles},
 	{"Changes", testIsolationChanges},
 	{"Catalog", testIsolationCatalog},
+	{"Sessions", testIsolationSessions},
 }
 
 func testIsolationClaims(t *testing.T, s toolplane.Store) {

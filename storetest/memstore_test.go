@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,7 @@ type memStore struct {
 	bundles         map[[2]string]toolplane.Bundle
 	changes         map[[2]string]toolplane.Change
 	authzRevisions  map[string]int64
+	sessions        map[[2]string]toolplane.Session
 }
 
 func newMemStore() *memStore {
@@ -61,6 +63,7 @@ func newMemStore() *memStore {
 		bundles:        make(map[[2]string]toolplane.Bundle),
 		changes:        make(map[[2]string]toolplane.Change),
 		authzRevisions: make(map[string]int64),
+		sessions:       make(map[[2]string]toolplane.Session),
 	}
 }
 
@@ -712,4 +715,96 @@ func (m *memStore) ListChanges(_ context.Context, org, kind, subject, after stri
 		}
 	}
 	return page(rows, func(c toolplane.Change) memCursor { return byCreation(c.CreatedAt, c.ID) }, true, after, limit)
+}
+
+func storedSession(s toolplane.Session) toolplane.Session {
+	s.CreatedAt, s.ExpiresAt = keep(s.CreatedAt), keep(s.ExpiresAt)
+	s.Client = cloneBytes(s.Client)
+	if len(s.Contracts) == 0 {
+		s.Contracts = nil
+	} else {
+		s.Contracts = maps.Clone(s.Contracts)
+	}
+	return s
+}
+
+func (m *memStore) InsertSession(_ context.Context, s *toolplane.Session) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{s.OrganizationID, s.ID}
+	if _, ok := m.sessions[k]; ok {
+		return toolplane.ErrExists
+	}
+	m.sessions[k] = storedSession(*s)
+	return nil
+}
+
+func (m *memStore) GetSession(_ context.Context, org, id string) (*toolplane.Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[[2]string{org, id}]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	s = storedSession(s)
+	return &s, nil
+}
+
+func (m *memStore) TouchSession(_ context.Context, org, id string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{org, id}
+	s, ok := m.sessions[k]
+	if !ok {
+		return toolplane.ErrNotFound
+	}
+	if until = keep(until); until.After(s.ExpiresAt) {
+		s.ExpiresAt = until
+		m.sessions[k] = s
+	}
+	return nil
+}
+
+func (m *memStore) SetSessionContracts(_ context.Context, org, id string, contracts map[string]string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{org, id}
+	s, ok := m.sessions[k]
+	if !ok {
+		return toolplane.ErrNotFound
+	}
+	s.Contracts = contracts
+	m.sessions[k] = storedSession(s)
+	return nil
+}
+
+func (m *memStore) DeleteSession(_ context.Context, org, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{org, id}
+	_, ok := m.sessions[k]
+	delete(m.sessions, k)
+	return ok, nil
+}
+
+func (m *memStore) DeleteExpiredSessions(_ context.Context, now time.Time, limit int) (int, error) {
+	if limit < 1 || limit > maxLimit {
+		return 0, fmt.Errorf("limit %d out of range", limit)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var expired []toolplane.Session
+	for _, s := range m.sessions {
+		if s.ExpiresAt.Before(keep(now)) {
+			expired = append(expired, s)
+		}
+	}
+	slices.SortFunc(expired, func(a, b toolplane.Session) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	if len(expired) > limit {
+		expired = expired[:limit]
+	}
+	for _, s := range expired {
+		delete(m.sessions, [2]string{s.OrganizationID, s.ID})
+	}
+	return len(expired), nil
 }

@@ -1,0 +1,20 @@
+-- MCP sessions live here, not in one node's memory: any node, and a node
+-- restarted, continues a session its client still holds. The identity is
+-- the organization and the session id; contracts is a JSON object (tool
+-- platform name to schema hash), client the initialize parameters (JSON).
+CREATE TABLE mcp_sessions (
+	organization_id  TEXT NOT NULL,
+	id               TEXT NOT NULL,
+	credential_id    TEXT NOT NULL,
+	door             TEXT NOT NULL,
+	protocol_version TEXT NOT NULL,
+	client           BLOB,
+	run_id           TEXT NOT NULL,
+	contracts        TEXT NOT NULL CHECK (json_valid(contracts) AND json_type(contracts) = 'object'),
+	created_at       INTEGER NOT NULL,
+	expires_at       INTEGER NOT NULL,
+	PRIMARY KEY (organization_id, id)
+) WITHOUT ROWID;
+
+-- DeleteExpiredSessions: the oldest expiries first, across organizations.
+CREATE INDEX mcp_sessions_by_expiry ON mcp_sessions (expires_at);
