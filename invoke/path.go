@@ -265,12 +265,20 @@ func (c *call) request(owner string) journal.Request {
 	req := journal.Request{
 		OrganizationID: c.inv.OrganizationID, Tool: d.Name, Key: c.key, RequestHash: c.hash,
 		MaxAttempts: max, Owner: owner, Lease: c.timeout() + c.iv.cfg.LeaseMargin,
-		RunID: c.inv.RunID, StepPath: c.inv.StepPath,
+		RunID: c.inv.RunID, StepPath: c.inv.StepPath, Node: c.iv.cfg.Node,
 	}
 	if owner != "" { // a claim is taken: record what a replay needs
 		req.Arguments, _ = canonical.Marshal(c.args)
 		if d.Replay != nil {
 			req.Invocation, _ = json.Marshal(c.inv)
+		} else {
+			// Only who called: what the audit event of a state reached
+			// without the caller (a sweep, a takeover) says of the call.
+			req.Invocation, _ = json.Marshal(toolplane.Invocation{
+				OrganizationID: c.inv.OrganizationID, UserID: c.inv.UserID, RunID: c.inv.RunID,
+				AgentID: c.inv.AgentID, StepPath: c.inv.StepPath, Principal: toolplane.Principal{ID: c.inv.Principal.ID},
+				Source: c.inv.Source,
+			})
 		}
 	}
 	return req
@@ -327,7 +335,7 @@ func (c *call) identify() error {
 		return fmt.Errorf("%w: hash arguments of %s: %v", ErrFault, c.tool.Def.Name, err)
 	}
 	c.hash, c.key = h, Key(c.inv, h)
-	c.audit.ArgumentsHash = h
+	c.audit.ArgumentsHash, c.audit.Key = h, c.key
 	c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key))
 	return nil
 }

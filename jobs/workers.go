@@ -183,32 +183,55 @@ func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesAr
 	if err != nil {
 		return err
 	}
+	if x.w.opt.DeadAfter > 0 {
+		// Claims of nodes known dead are decided now, not at the end of
+		// their leases.
+		orphans, err := x.w.deps.Maint.OrphanedClaims(ctx, now.Add(-x.w.opt.DeadAfter), sweepBatch)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, orphans...)
+	}
 	for i := range cs {
-		c := cs[i]
-		if !c.Dispatched {
-			// Never reached its handler: nothing happened, so the next
-			// identical call runs it afresh.
-			if _, err := x.w.deps.Store.DeleteClaim(ctx, c.OrganizationID, c.Tool, c.Key, c.Version); err != nil {
-				return err
-			}
-			continue
-		}
-		if x.w.deps.Invoker.Replayable(c.OrganizationID, c.Tool, c.Attempts) {
-			// Safe to repeat, with attempts left: a worker runs it again,
-			// with the same key, without waiting for the caller.
-			if err := x.w.replay(ctx, &c); err != nil {
-				return err
-			}
-			continue
-		}
-		next := c
-		next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, journal.LostReason, now
-		if _, err := x.w.deps.Store.UpdateClaim(ctx, &next); err != nil {
+		if err := x.w.settleLost(ctx, &cs[i], now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// settleLost decides a processing claim whose worker was lost (its lease
+// ended, or its node is known dead), each state with its audit event in
+// the same transaction as the change. A claim that changed since it was
+// read (a stale version) is someone else's to decide.
+func (w *work) settleLost(ctx context.Context, c *toolplane.Claim, now time.Time) error {
+	if !c.Dispatched {
+		// Never reached its handler: nothing happened, so the next
+		// identical call runs it afresh.
+		ev := journal.ClaimEvent(c, ReleasedOutcome, toolplane.SourceSweep, NotDispatchedReason, now)
+		if _, err := w.deps.Store.DeleteClaimAudited(ctx, c.OrganizationID, c.Tool, c.Key, c.Version, ev); err != nil {
+			return err
+		}
+		return nil
+	}
+	if w.deps.Invoker.Replayable(c.OrganizationID, c.Tool, c.Attempts) {
+		// Safe to repeat, with attempts left: a worker runs it again,
+		// with the same key, without waiting for the caller; that run is
+		// audited as any call.
+		return w.replay(ctx, c)
+	}
+	if _, err := journal.LoseLease(ctx, w.deps.Store, c, toolplane.SourceSweep, now); err != nil && !errors.Is(err, journal.ErrLeaseLost) {
+		return err
+	}
+	return nil
+}
+
+// ReleasedOutcome is the audit outcome of a claim released without its
+// caller: its worker was lost before the call reached the handler.
+const ReleasedOutcome = "released"
+
+// NotDispatchedReason is why a lost worker's claim is released.
+const NotDispatchedReason = "the worker holding the call was lost before the call reached its handler; nothing was done"
 
 // RetentionArgs: remove completed journal rows past their TTL.
 type RetentionArgs struct{}

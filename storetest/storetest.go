@@ -127,6 +127,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Denies", denyCases},
 		{"Bundles", bundleCases},
 		{"Changes", changeCases},
+		{"Nodes", nodeCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
