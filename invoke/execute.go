@@ -42,7 +42,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 		}
 		if out != journal.Claimed {
-			r, err, _ := c.answerExisting(out, cl)
+			r, err, _ := c.answerExisting(ctx, out, cl)
 			return r, err
 		}
 		c.claim = cl

@@ -194,7 +194,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 		}
-		if r, err, done := c.answerExisting(out, cl); done {
+		if r, err, done := c.answerExisting(ctx, out, cl); done {
 			return r, err
 		}
 	}
@@ -285,7 +285,7 @@ func (c *call) request(owner string) journal.Request {
 }
 
 // answerExisting answers a call whose key the journal already holds.
-func (c *call) answerExisting(out journal.Outcome, cl *toolplane.Claim) (toolplane.Result, error, bool) {
+func (c *call) answerExisting(ctx context.Context, out journal.Outcome, cl *toolplane.Claim) (toolplane.Result, error, bool) {
 	switch out {
 	case journal.Completed:
 		r, err := decodeResult(cl.Result)
@@ -295,7 +295,8 @@ func (c *call) answerExisting(out journal.Outcome, cl *toolplane.Claim) (toolpla
 		r.Meta.Replayed = true
 		return r, nil, true
 	case journal.Processing:
-		return toolplane.Result{}, fmt.Errorf("%s %s: %w", c.tool.Def.Name, c.key, ErrInFlight), true
+		h := c.iv.journal.Holder(ctx, cl)
+		return toolplane.Result{}, &InFlightError{Tool: c.tool.Def.Name, Key: c.key, SilentSince: h.SilentSince, DecidedBy: h.DecidedBy, Now: c.iv.now()}, true
 	case journal.Conflict:
 		return toolplane.Fail(toolplane.CodeConflict, "this idempotency key was already used with different arguments; use a new key for a different request"), nil, true
 	case journal.Uncertain:

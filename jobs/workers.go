@@ -178,22 +178,27 @@ type sweepLeasesWorker struct {
 }
 
 func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesArgs]) error {
-	now := x.w.opt.Now()
-	cs, err := x.w.deps.Maint.ExpiredClaims(ctx, now, sweepBatch)
+	return x.w.sweepLeases(ctx)
+}
+
+// sweepLeases decides one batch of the claims whose worker was lost.
+func (w *work) sweepLeases(ctx context.Context) error {
+	now := w.opt.Now()
+	cs, err := w.deps.Maint.ExpiredClaims(ctx, now, sweepBatch)
 	if err != nil {
 		return err
 	}
-	if x.w.opt.DeadAfter > 0 {
+	if w.opt.DeadAfter > 0 {
 		// Claims of nodes known dead are decided now, not at the end of
 		// their leases.
-		orphans, err := x.w.deps.Maint.OrphanedClaims(ctx, now.Add(-x.w.opt.DeadAfter), sweepBatch)
+		orphans, err := w.deps.Maint.OrphanedClaims(ctx, now.Add(-w.opt.DeadAfter), sweepBatch)
 		if err != nil {
 			return err
 		}
 		cs = append(cs, orphans...)
 	}
 	for i := range cs {
-		if err := x.w.settleLost(ctx, &cs[i], now); err != nil {
+		if err := w.settleLost(ctx, &cs[i], now); err != nil {
 			return err
 		}
 	}
