@@ -171,6 +171,11 @@ type ApprovalStore interface {
 	GetApproval(ctx context.Context, org, id string) (*Approval, error)
 	// UpdateApproval is compare-and-swap on Version, like UpdateClaim.
 	UpdateApproval(ctx context.Context, a *Approval) (bool, error)
+	// UpdateApprovalAudited is UpdateApproval and AppendAudit in one
+	// transaction, like UpdateClaimAudited: a state an approval reaches
+	// without a person (its expiry) and its audit event are stored
+	// together or not at all.
+	UpdateApprovalAudited(ctx context.Context, a *Approval, e *AuditEvent) (bool, error)
 	// FindApprovals answers the approvals filed for a run and key, newest
 	// first.
 	FindApprovals(ctx context.Context, org, runID, key string) ([]Approval, error)

@@ -78,11 +78,9 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 		}
 		return x.w.auditApproval(ctx, a, "approval_escalated", next.ID)
 	}
-	expired, err := x.w.deps.Approvals.Expire(ctx, a)
-	if err != nil || !expired {
-		return err
-	}
-	return x.w.auditApproval(ctx, a, "approval_expired", "")
+	// Expire stores the approval_expired event with the change.
+	_, err = x.w.deps.Approvals.Expire(ctx, a)
+	return err
 }
 
 // auditApproval records what became of an approval nobody answered: the

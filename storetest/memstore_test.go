@@ -330,6 +330,28 @@ func (m *memStore) UpdateApproval(_ context.Context, a *toolplane.Approval) (boo
 	return true, nil
 }
 
+func (m *memStore) UpdateApprovalAudited(_ context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{a.OrganizationID, a.ID}
+	old, ok := m.approvals[k]
+	if !ok || old.Version != a.Version {
+		return false, nil
+	}
+	ak := [2]string{e.OrganizationID, e.ID}
+	if _, dup := m.audit[ak]; dup {
+		return false, toolplane.ErrExists
+	}
+	a.Version++
+	next := storedApproval(*a)
+	next.CreatedAt = old.CreatedAt
+	m.approvals[k] = next
+	stored := *e
+	stored.CreatedAt = keep(e.CreatedAt)
+	m.audit[ak] = stored
+	return true, nil
+}
+
 func approvalKey(a toolplane.Approval) memCursor {
 	return memCursor{a.CreatedAt.UnixMicro(), a.ID, ""}
 }
