@@ -20,7 +20,8 @@
 //     before dispatch (nothing happened), runs again, from a worker and
 //     with the same key, those of tools safe to replay with attempts left,
 //     and turns the rest into uncertain actions;
-//   - retention: completed journal rows past their TTL are removed.
+//   - retention: completed journal rows past their TTL are removed, and so
+//     are node instances silent as long that hold no claim.
 package jobs
 
 import (
@@ -54,6 +55,9 @@ type Maintenance interface {
 	// OrphanedClaims answers processing claims held by node instances
 	// whose last heartbeat is before deadBefore, across organizations.
 	OrphanedClaims(ctx context.Context, deadBefore time.Time, limit int) ([]toolplane.Claim, error)
+	// DeleteDeadNodes removes node instances silent since before that hold
+	// no processing claim, at most limit, and answers how many.
+	DeleteDeadNodes(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Options tune the background work.

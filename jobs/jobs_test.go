@@ -249,6 +249,18 @@ func sweeps(t *testing.T, path string) {
 	plant("lost-after-dispatch", toolplane.ClaimProcessing, true, now.Add(-time.Minute), now)
 	plant("lost-before-dispatch", toolplane.ClaimProcessing, false, now.Add(-time.Minute), now)
 	plant("live", toolplane.ClaimProcessing, true, now.Add(time.Hour), now)
+	// Node instances: retention removes one silent past it that holds no
+	// claim, and keeps the others.
+	for id, beat := range map[string]time.Time{"gone": now.Add(-48 * time.Hour), "holding": now.Add(-48 * time.Hour), "alive": now} {
+		if err := n.store.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := &toolplane.Claim{OrganizationID: "org-1", Tool: "email.send", Key: "held", RequestHash: "h", Status: toolplane.ClaimProcessing,
+		Owner: "holding/1/1", Node: "holding", LeaseUntil: now.Add(time.Hour), RunID: "run-1", CreatedAt: now, UpdatedAt: now}
+	if ok, err := n.store.InsertClaim(ctx, held); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
 	plant("old-completed", toolplane.ClaimCompleted, true, now.Add(-48*time.Hour), now.Add(-48*time.Hour))
 	plant("recent-completed", toolplane.ClaimCompleted, true, now.Add(-time.Minute), now)
 	n.start(t)
@@ -266,6 +278,15 @@ func sweeps(t *testing.T, path string) {
 		return status("lost-after-dispatch") == "uncertain" && status("lost-before-dispatch") == "gone"
 	})
 	eventually(t, "retention", func() bool { return status("old-completed") == "gone" })
+	eventually(t, "node retention", func() bool {
+		_, err := n.store.GetNode(ctx, "gone")
+		return errors.Is(err, toolplane.ErrNotFound)
+	})
+	for _, id := range []string{"holding", "alive"} {
+		if _, err := n.store.GetNode(ctx, id); err != nil {
+			t.Errorf("node %s: %v; want kept", id, err)
+		}
+	}
 	for key, want := range map[string]string{"live": "processing", "recent-completed": "completed"} {
 		if got := status(key); got != want {
 			t.Errorf("%s: %s, want %s", key, got, want)

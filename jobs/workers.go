@@ -251,6 +251,15 @@ func (x *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	before := x.w.opt.Now().Add(-x.w.opt.Retention)
 	for {
 		n, err := x.w.deps.Maint.DeleteCompletedClaims(ctx, before, sweepBatch)
+		if err != nil {
+			return err
+		}
+		if n < sweepBatch {
+			break
+		}
+	}
+	for {
+		n, err := x.w.deps.Maint.DeleteDeadNodes(ctx, before, sweepBatch)
 		if err != nil || n < sweepBatch {
 			return err
 		}

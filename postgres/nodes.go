@@ -73,6 +73,23 @@ func (s *Store) OrphanedClaims(ctx context.Context, deadBefore time.Time, limit 
 	return cs, nil
 }
 
+// DeleteDeadNodes removes at most limit node instances whose last
+// heartbeat is before before and that hold no processing claim, and
+// answers how many it removed.
+func (s *Store) DeleteDeadNodes(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, fmt.Errorf("delete dead nodes: %w", err)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM nodes WHERE id IN (
+		SELECT id FROM nodes n WHERE heartbeat_at < $1
+			AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.node = n.id AND c.status = 'processing')
+		LIMIT $2)`, micros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete dead nodes: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // prefixed qualifies each column of a column list with prefix.
 func prefixed(prefix, columns string) string {
 	parts := strings.Split(columns, ",")

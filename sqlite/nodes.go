@@ -76,6 +76,27 @@ func (s *Store) OrphanedClaims(ctx context.Context, deadBefore time.Time, limit 
 	return cs, nil
 }
 
+// DeleteDeadNodes removes at most limit node instances whose last
+// heartbeat is before before and that hold no processing claim, and
+// answers how many it removed.
+func (s *Store) DeleteDeadNodes(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, fmt.Errorf("delete dead nodes: %w", err)
+	}
+	res, err := s.exec(ctx, `DELETE FROM nodes WHERE id IN (
+		SELECT id FROM nodes n WHERE heartbeat_at < ?
+			AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.node = n.id AND c.status = 'processing')
+		LIMIT ?)`, micros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete dead nodes: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete dead nodes: %w", err)
+	}
+	return int(n), nil
+}
+
 // prefixed qualifies each column of a column list with prefix.
 func prefixed(prefix, columns string) string {
 	parts := strings.Split(columns, ",")
