@@ -493,3 +493,47 @@ func sweepAudits(t *testing.T, path string) {
 		t.Errorf("an event carries the arguments: %s", b)
 	}
 }
+
+// A registered node heartbeats until its context ends; registering again
+// under its name retires the earlier instance, whose late heartbeats do
+// not revive it.
+func TestNodeHeartbeatsAndARestartRetiresItsEarlierInstance(t *testing.T) {
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			b, err := backend.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(b.Close)
+			if err := b.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			quiet := slog.New(slog.DiscardHandler)
+			first, err := jobs.Register(ctx, b.Store, "node-a", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			beating, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { jobs.Heartbeat(beating, b.Store, first, 10*time.Millisecond, nil, quiet); close(done) }()
+			eventually(t, "a heartbeat", func() bool {
+				n, err := b.Store.GetNode(ctx, first.ID)
+				return err == nil && n.HeartbeatAt.After(first.HeartbeatAt)
+			})
+			second, err := jobs.Register(ctx, b.Store, "node-a", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second.ID == first.ID {
+				t.Fatalf("a restart reused the instance id %s", first.ID)
+			}
+			time.Sleep(50 * time.Millisecond) // the earlier instance keeps beating
+			if n, err := b.Store.GetNode(ctx, first.ID); err != nil || !n.HeartbeatAt.Equal(time.Unix(0, 0)) {
+				t.Fatalf("earlier instance after the restart = %+v, %v; want retired", n, err)
+			}
+			stop()
+			<-done
+		})
+	}
+}
