@@ -155,7 +155,8 @@ type Config struct {
 	Reporter Reporter
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Node names this process in lease owners.
+	// Node names this process in lease owners, and is the node instance
+	// each claim records as its holder (see NodeDeadAfter).
 	Node string
 	// LeaseMargin is added to a tool's timeout to form its claim lease, so
 	// a live call never loses its lease; default DefaultLeaseMargin.

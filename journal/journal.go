@@ -17,7 +17,8 @@
 //	                                   call runs it again)
 //	refusal before dispatch            release
 //
-// A claim whose worker died is found by its expired lease. It runs again
+// A claim whose worker died is found by its expired lease, or sooner by
+// its node's missed heartbeats (WatchNodes). It runs again
 // only when the call provably never reached its handler (not dispatched),
 // or when the tool is safe to replay and has attempts left; otherwise it
 // becomes an uncertain action, never a silent duplicate.
