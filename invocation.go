@@ -113,4 +113,15 @@ const (
 	SourceSDK    Source = "sdk"
 	SourceResume Source = "resume"
 	SourceWorker Source = "worker"
+	// SourceSweep: the background sweep of claims whose holder was lost
+	// reached the state, not a call.
+	SourceSweep Source = "sweep"
+	// SourceTakeover: a call on the same key found the claim's holder lost
+	// and recorded the state it was in; the call itself is audited apart.
+	SourceTakeover Source = "takeover"
+	// SourceSettlement: a handler stopped at its timeout settled its call
+	// late.
+	SourceSettlement Source = "settlement"
+	// SourceReconcile: a person reconciled an uncertain action.
+	SourceReconcile Source = "reconcile"
 )

@@ -58,6 +58,10 @@ type Claim struct {
 	Dispatched bool
 	// Attempts counts handler starts.
 	Attempts int
+	// Node names the node instance holding a processing claim (see Node):
+	// once that node stops heartbeating the claim is decided without
+	// waiting for its lease. "" is judged by the lease alone.
+	Node     string
 	RunID    string
 	StepPath string
 	// Arguments are the coerced arguments, kept so a person reconciling an
@@ -99,6 +103,11 @@ type ClaimStore interface {
 	// DeleteClaim removes the claim where the stored Version equals version
 	// and reports whether it did.
 	DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error)
+	// DeleteClaimAudited is DeleteClaim and AppendAudit in one
+	// transaction: a claim released by someone other than its caller (a
+	// sweep, a late settlement) leaves its audit event, or stays. When the
+	// delete does not apply the event is not stored either.
+	DeleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *AuditEvent) (bool, error)
 	// ListClaims answers claims in a state, oldest first, after the cursor
 	// (an opaque value from a previous page, "" for the first).
 	ListClaims(ctx context.Context, org string, status ClaimStatus, after string, limit int) ([]Claim, string, error)
@@ -162,6 +171,11 @@ type ApprovalStore interface {
 	GetApproval(ctx context.Context, org, id string) (*Approval, error)
 	// UpdateApproval is compare-and-swap on Version, like UpdateClaim.
 	UpdateApproval(ctx context.Context, a *Approval) (bool, error)
+	// UpdateApprovalAudited is UpdateApproval and AppendAudit in one
+	// transaction, like UpdateClaimAudited: a state an approval reaches
+	// without a person (its expiry) and its audit event are stored
+	// together or not at all.
+	UpdateApprovalAudited(ctx context.Context, a *Approval, e *AuditEvent) (bool, error)
 	// FindApprovals answers the approvals filed for a run and key, newest
 	// first.
 	FindApprovals(ctx context.Context, org, runID, key string) ([]Approval, error)
@@ -207,8 +221,13 @@ type AuditEvent struct {
 	ToolVersion    string `json:"tool_version,omitempty"`
 	Source         Source `json:"source"`
 	// Outcome is "ok", "approval_required", or the error code.
-	Outcome       string    `json:"outcome"`
-	ArgumentsHash string    `json:"arguments_hash,omitempty"`
+	Outcome       string `json:"outcome"`
+	ArgumentsHash string `json:"arguments_hash,omitempty"`
+	// Key is the idempotency key the event is about, when the call had
+	// one; Reason says why the state was reached (why a claim is
+	// uncertain, why it was released), when the outcome alone does not.
+	Key           string    `json:"key,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
 	ApprovalID    string    `json:"approval_id,omitempty"`
 	AuthorizedBy  string    `json:"authorized_by,omitempty"`
 	Replayed      bool      `json:"replayed"`
@@ -279,6 +298,34 @@ type CredentialStore interface {
 	TouchCredential(ctx context.Context, org, id string, at time.Time) error
 }
 
+// Node is one running instance of serve. A node heartbeats while it runs;
+// one that stops is known dead once its last heartbeat is older than the
+// deployment's heartbeat timeout, and the claims it held are decided then
+// rather than at the end of their leases.
+type Node struct {
+	// ID names this instance; Name the node, stable across its restarts.
+	ID          string
+	Name        string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// NodeStore is the storage of the deployment's nodes. Nodes belong to the
+// operator, not to an organization: no method takes one.
+type NodeStore interface {
+	// Heartbeat stores n, inserting it or moving its HeartbeatAt forward
+	// (never back); Name and StartedAt of a stored instance never change,
+	// and a retired instance (see RetireNodes) stays dead.
+	Heartbeat(ctx context.Context, n *Node) error
+	// GetNode answers the instance, or ErrNotFound.
+	GetNode(ctx context.Context, id string) (*Node, error)
+	// RetireNodes marks every other instance named name as dead now (its
+	// HeartbeatAt set to the Unix epoch), and answers how many it marked: a
+	// node that restarts knows its earlier instances are gone, so their
+	// claims need not wait for a heartbeat timeout.
+	RetireNodes(ctx context.Context, name, except string) (int, error)
+}
+
 // Store is everything the invocation path persists, and the registry it
 // resolves tools and authorization from.
 type Store interface {
@@ -290,4 +337,5 @@ type Store interface {
 	CatalogStore
 	GrantStore
 	SessionStore
+	NodeStore
 }

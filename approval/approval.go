@@ -238,14 +238,16 @@ func (s *Service) Resolve(ctx context.Context, org, id string, d Decision, check
 }
 
 // Expire applies an approval's default on timeout (deny): it marks a
-// pending approval past its expiry expired, and reports whether it did.
+// pending approval past its expiry expired, with its "approval_expired"
+// audit event in the same transaction (whoever finds it expired: the
+// expiry job, or a person answering too late), and reports whether it did.
 func (s *Service) Expire(ctx context.Context, a *toolplane.Approval) (bool, error) {
 	if a.Status != toolplane.ApprovalPending || s.now().Before(a.ExpiresAt) {
 		return false, nil
 	}
 	next := *a
 	next.Status, next.ResolvedAt, next.Reason = toolplane.ApprovalExpired, s.now(), "expired: default "+a.DefaultOnTimeout
-	ok, err := s.store.UpdateApproval(ctx, &next)
+	ok, err := s.store.UpdateApprovalAudited(ctx, &next, ExpiredEvent(&next))
 	if err != nil {
 		return false, fmt.Errorf("expire approval %s: %w", a.ID, err)
 	}
@@ -322,6 +324,26 @@ func verifyHash(a *toolplane.Approval) error {
 // EncodeInvocation stores an invocation on an approval, so the approved call
 // runs under the identity it was proposed with.
 func EncodeInvocation(inv *toolplane.Invocation) ([]byte, error) { return json.Marshal(inv) }
+
+// ExpiredOutcome is the audit outcome of an approval nobody answered in
+// time, denied by its default.
+const ExpiredOutcome = "approval_expired"
+
+// ExpiredEvent answers the audit event of a, expired: one per approval (its
+// ID is derived from the approval's), naming the call it held, never its
+// arguments.
+func ExpiredEvent(a *toolplane.Approval) *toolplane.AuditEvent {
+	ev := &toolplane.AuditEvent{
+		ID: "aud_" + ExpiredOutcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
+		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
+		Outcome: ExpiredOutcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, Key: a.Key,
+		Reason: a.Reason, CreatedAt: a.ResolvedAt,
+	}
+	if inv, err := DecodeInvocation(a.Invocation); err == nil {
+		ev.AgentID, ev.UserID = inv.AgentID, inv.UserID
+	}
+	return ev
+}
 
 // DecodeInvocation reads the stored invocation back.
 func DecodeInvocation(b []byte) (*toolplane.Invocation, error) {

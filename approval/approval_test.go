@@ -797,3 +797,43 @@ func idOf(a *toolplane.Approval) string {
 	}
 	return a.ID
 }
+
+// An approval that expires has its approval_expired audit event, stored
+// with the change, whoever finds it expired: the expiry job (Expire) or a
+// person answering too late (Resolve). Found again, it has no second one.
+func TestExpiryIsAuditedWithTheChange(t *testing.T) {
+	t.Parallel()
+	for _, by := range []string{"expire", "late answer"} {
+		t.Run(by, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			a := f.file(t, proposal(t))
+			f.clock.Advance(ttl + time.Second)
+			for range 2 {
+				if by == "expire" {
+					_, err := f.svc.Expire(context.Background(), f.get(t, a.ID))
+					if err != nil {
+						t.Fatal(err)
+					}
+				} else if _, err := f.svc.Resolve(context.Background(), "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, nil); err == nil {
+					t.Fatal("a late answer was accepted")
+				}
+			}
+			if got := f.get(t, a.ID); got.Status != toolplane.ApprovalExpired {
+				t.Fatalf("status = %s", got.Status)
+			}
+			evs, _, err := f.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != 1 {
+				t.Fatalf("events = %+v; want one", evs)
+			}
+			e := evs[0]
+			if e.Outcome != approval.ExpiredOutcome || e.ApprovalID != a.ID || e.Key != a.Key || e.RunID != "run-1" ||
+				e.Tool != "email.send" || e.ArgumentsHash != a.ArgumentsHash || e.Reason == "" {
+				t.Fatalf("event = %+v", e)
+			}
+		})
+	}
+}

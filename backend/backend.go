@@ -36,6 +36,8 @@ type Runner interface {
 	invoke.Scheduler
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	// SettleLost decides, once, the claims whose worker was lost.
+	SettleLost(ctx context.Context) error
 }
 
 // Migration is one schema migration and whether it is applied.

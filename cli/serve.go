@@ -77,6 +77,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's address")
+	nodeName := fs.String("node", "", "this node's name, unique in the deployment and kept across restarts: a node that restarts under its name releases its earlier instance's claims at start (default: HOST:PORT of --addr, or HOST-PID when the port is 0)")
+	leaseMargin := fs.Duration("lease-margin", invoke.DefaultLeaseMargin, "added to a tool's timeout to form a write's claim lease: a live call must never outlast its lease (pauses, slow commits), and a dead node's claims are decided by heartbeats long before it ends")
+	heartbeatEvery := fs.Duration("heartbeat", 2*time.Second, "how often this node tells the others it is alive")
+	deadAfter := fs.Duration("node-dead-after", 10*time.Second, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")
+	sweepEvery := fs.Duration("sweep-every", 10*time.Second, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -99,6 +104,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer b.Close()
 	if err := b.Migrate(ctx); err != nil {
 		return fail("migrate: %v", err)
+	}
+
+	name := *nodeName
+	if name == "" {
+		name = defaultNodeName(*addr)
+	}
+	self, err := jobs.Register(ctx, b.Store, name, time.Now())
+	if err != nil {
+		return fail("%v", err)
 	}
 
 	handlers := handler.NewRegistry()
@@ -167,15 +181,24 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	go cat.Watch(ctx, 2*time.Second)
 	grants := authz.New(b.Store, reg, log, nil)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
-		Approvals: approvals, Audit: writer, Logger: log, Node: hostname(), Observer: meters})
+		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
+		LeaseMargin: *leaseMargin, NodeDeadAfter: *deadAfter})
 	if err != nil {
 		return fail("%v", err)
 	}
-	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat}, jobs.Options{Logger: log})
+	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat},
+		jobs.Options{Logger: log, DeadAfter: *deadAfter, SweepEvery: *sweepEvery})
 	if err != nil {
 		return fail("%v", err)
 	}
 	iv.UseScheduler(runner)
+	go jobs.Heartbeat(ctx, b.Store, self, *heartbeatEvery, nil, log)
+	// The claims of this node's earlier instance (and of any node that
+	// died meanwhile) are decided before this one serves: its callers'
+	// retries find their never-dispatched keys free, not in flight.
+	if err := runner.SettleLost(ctx); err != nil {
+		return fail("settle lost claims: %v", err)
+	}
 	if err := runner.Start(ctx); err != nil {
 		return fail("background work: %v", err)
 	}
@@ -468,10 +491,16 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ", ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
-func hostname() string {
+// defaultNodeName answers a node name stable across restarts when the
+// node listens on a fixed port (two nodes on one host cannot share one),
+// and unique to the process otherwise.
+func defaultNodeName(addr string) string {
 	h, err := os.Hostname()
 	if err != nil {
-		return "node"
+		h = "node"
+	}
+	if _, port, err := net.SplitHostPort(addr); err == nil && port != "" && port != "0" {
+		return h + ":" + port
 	}
 	return h + "-" + fmt.Sprint(os.Getpid())
 }

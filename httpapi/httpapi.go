@@ -486,12 +486,16 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	var ar *invoke.ApprovalRequired
 	var tooLong *toolplane.TooLongError
+	var inFlight *invoke.InFlightError
 	switch {
 	case errors.As(err, &tooLong):
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
 	case errors.As(err, &ar):
 		writeJSON(w, http.StatusAccepted, map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
 			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"})
+	case errors.As(err, &inFlight):
+		w.Header().Set("Retry-After", strconv.Itoa(int((inFlight.RetryAfter()+time.Second-1)/time.Second)))
+		s.fail(w, r, http.StatusConflict, "in_flight", inFlight.Message(), "")
 	case errors.Is(err, invoke.ErrInFlight):
 		s.fail(w, r, http.StatusConflict, "in_flight", "an identical call is running; try again shortly", "")
 	case err != nil:

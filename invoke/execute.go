@@ -42,7 +42,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 		}
 		if out != journal.Claimed {
-			r, err, _ := c.answerExisting(out, cl)
+			r, err, _ := c.answerExisting(ctx, out, cl)
 			return r, err
 		}
 		c.claim = cl
@@ -54,7 +54,8 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		if c.claim != nil && c.claim.Attempts > 0 {
 			// A reclaimed attempt keeps the count of the attempts before
 			// it: end the lease rather than forget the row.
-			if err := iv.journal.Expire(context.WithoutCancel(ctx), c.claim); err != nil {
+			if err := iv.journal.Expire(context.WithoutCancel(ctx), c.claim, c.auditNow(string(toolplane.CodeTimeout))); err != nil {
+				c.audited = false
 				return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 			}
 		} else if err := c.release(ctx); err != nil {
@@ -195,7 +196,8 @@ func (c *call) timedOut(ctx context.Context, b *handler.Binding, done <-chan ret
 	}
 	bg := context.WithoutCancel(ctx)
 	if d.Replay != nil && c.claim.Attempts < d.Replay.MaxAttempts {
-		if err := iv.journal.Expire(bg, c.claim); err != nil {
+		if err := iv.journal.Expire(bg, c.claim, c.auditNow(string(toolplane.CodeTimeout))); err != nil {
+			c.audited = false
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 		}
 		return toolplane.Fail(toolplane.CodeTimeout, fmt.Sprintf("%s did not answer in time; it is safe to call again with the same arguments", c.tool.Model)), nil
@@ -235,11 +237,11 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 		case handler.Release:
 			// It made no effect: like a retryable failure in time, it is not
 			// remembered, and the next identical call runs afresh.
-			if err := c.iv.journal.Drop(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key); err != nil {
+			ev := c.iv.settlementEvent(c.inv.OrganizationID, c.tool, "settled_released", toolplane.SourceSettlement, "settlement")
+			ev.Reason = "the handler stopped at its timeout later failed without effect"
+			if err := c.iv.journal.Drop(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, ev); err != nil {
 				c.iv.log.ErrorContext(ctx, "late settlement refused", "tool", c.tool.Def.Name, "key", c.key, "err", err)
-				return
 			}
-			c.iv.auditSettlement(ctx, c.inv.OrganizationID, c.tool, c.claim, "settled_released", "settlement")
 			return
 		default:
 			return // still uncertain, or a fault: a person reconciles
@@ -247,11 +249,12 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 	default:
 		res, _ = c.tool.Output(r.out)
 	}
-	if _, err := c.iv.journal.Settle(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, boundary.Render(res), "settlement", "settled by the handler after it was stopped"); err != nil {
+	const note = "settled by the handler after it was stopped"
+	ev := c.iv.settlementEvent(c.inv.OrganizationID, c.tool, "settled", toolplane.SourceSettlement, "settlement")
+	ev.Reason = note
+	if _, err := c.iv.journal.Settle(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, boundary.Render(res), "settlement", note, ev); err != nil {
 		c.iv.log.ErrorContext(ctx, "late settlement refused", "tool", c.tool.Def.Name, "key", c.key, "err", err)
-		return
 	}
-	c.iv.auditSettlement(ctx, c.inv.OrganizationID, c.tool, c.claim, "settled", "settlement")
 }
 
 // quoting labels res untrusted when its message quotes the handler
@@ -265,18 +268,14 @@ func quoting(t *registry.Tool, res toolplane.Result, quoted bool) toolplane.Resu
 	return res
 }
 
-// auditSettlement records how an uncertain action ended: who settled it
-// (a person, or the handler itself) and with what.
-func (iv *Invoker) auditSettlement(ctx context.Context, org string, t *registry.Tool, cl *toolplane.Claim, outcome, by string) {
-	ev := &toolplane.AuditEvent{
+// settlementEvent answers the audit event of how an uncertain action
+// ended: who settled it (a person, or the handler itself) and with what.
+// The journal stores it with the settlement, filling in what the claim
+// knows of the call (run, key, arguments hash, agent).
+func (iv *Invoker) settlementEvent(org string, t *registry.Tool, outcome string, source toolplane.Source, by string) *toolplane.AuditEvent {
+	return &toolplane.AuditEvent{
 		ID: toolplane.NewID("aud_"), OrganizationID: org, Tool: t.Def.Name, ToolVersion: t.Def.Version,
-		Source: toolplane.SourceWorker, Outcome: outcome, PrincipalID: by, CreatedAt: iv.now(),
-	}
-	if cl != nil {
-		ev.RunID, ev.ArgumentsHash = cl.RunID, cl.RequestHash
-	}
-	if err := iv.cfg.Store.AppendAudit(ctx, ev); err != nil {
-		iv.log.ErrorContext(ctx, "audit append failed", "tool", t.Def.Name, "outcome", outcome, "err", err)
+		Source: source, Outcome: outcome, PrincipalID: by, CreatedAt: iv.now(),
 	}
 }
 

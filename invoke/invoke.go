@@ -48,7 +48,8 @@ import (
 )
 
 // ErrInFlight: another worker holds a live claim on this call's key. The
-// caller retries later; the model reads nothing for it.
+// caller retries later; the model reads nothing for it. The error a call
+// answers is an *InFlightError, which says more.
 var ErrInFlight = errors.New("call in flight: another worker holds its claim")
 
 // Repeated reports whether an invocation's answer (res, err) is that of a
@@ -62,6 +63,49 @@ func Repeated(res toolplane.Result, err error) bool {
 		return errors.Is(err, ErrInFlight)
 	}
 	return res.Meta.Repeat
+}
+
+// InFlightError is the answer to a call whose key another worker holds: it
+// says whether that worker's node still answers and when the claim will be
+// decided at the latest, so a caller waits as long as it must and no
+// longer. It wraps ErrInFlight.
+type InFlightError struct {
+	Tool, Key string
+	// SilentSince, when not zero, is the last heartbeat of the holder's
+	// node: the node stopped answering and is presumed dead.
+	SilentSince time.Time
+	// DecidedBy is when the claim will be decided at the latest: released
+	// if the call never reached its handler, otherwise run again (a tool
+	// safe to replay) or held as an uncertain action.
+	DecidedBy time.Time
+	// Now is when the answer was made.
+	Now time.Time
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("%s %s: %v", e.Tool, e.Key, ErrInFlight)
+}
+
+// Unwrap answers ErrInFlight.
+func (e *InFlightError) Unwrap() error { return ErrInFlight }
+
+// RetryAfter is how long a caller should wait before calling again: until
+// the claim is decided when its node stopped answering, a moment when it
+// runs.
+func (e *InFlightError) RetryAfter() time.Duration {
+	if e.SilentSince.IsZero() {
+		return time.Second
+	}
+	return max(time.Second, e.DecidedBy.Sub(e.Now))
+}
+
+// Message is what the caller (or model) reads.
+func (e *InFlightError) Message() string {
+	if e.SilentSince.IsZero() {
+		return fmt.Sprintf("an identical call is running; try again shortly (it will be decided by %s at the latest)", e.DecidedBy.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("an identical call was started on a node that stopped answering at %s; it will be decided by %s (released if it never reached the tool, otherwise reported as uncertain); call again then with the same key",
+		e.SilentSince.UTC().Format(time.RFC3339), e.DecidedBy.UTC().Format(time.RFC3339))
 }
 
 // ErrFault marks platform faults: the caller must stop, never answer the
@@ -124,12 +168,28 @@ type Config struct {
 	Reporter Reporter
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Node names this process in lease owners.
+	// Node names this process in lease owners, and is the node instance
+	// each claim records as its holder (see NodeDeadAfter).
 	Node string
 	// LeaseMargin is added to a tool's timeout to form its claim lease, so
-	// a live call never loses its lease; default 30s.
+	// a live call never loses its lease; default DefaultLeaseMargin.
 	LeaseMargin time.Duration
+	// NodeDeadAfter, when set, is how long a node may go without a
+	// heartbeat before it is known dead: a claim its node no longer
+	// heartbeats for is decided then, not at the end of its lease, and a
+	// caller waiting on one is told the node stopped answering. Node must
+	// then name this node's registered instance (see jobs.Register).
+	NodeDeadAfter time.Duration
 }
+
+// DefaultLeaseMargin is the default LeaseMargin. A lease must outlast
+// the call it covers: the handler's timeout, plus the journal writes and
+// the answer's rendering after it, on a node that may be paused (a garbage
+// collection, a stalled disk, a busy database) for several seconds. A
+// lease lost by a live call makes its effect uncertain; a lease too long
+// only delays the decision for a dead one, which node heartbeats now
+// shorten. So the margin is generous.
+const DefaultLeaseMargin = 30 * time.Second
 
 // Invoker runs calls.
 type Invoker struct {
@@ -167,13 +227,16 @@ func New(cfg Config) (*Invoker, error) {
 		iv.now = time.Now
 	}
 	if iv.cfg.LeaseMargin <= 0 {
-		iv.cfg.LeaseMargin = 30 * time.Second
+		iv.cfg.LeaseMargin = DefaultLeaseMargin
 	}
 	if iv.cfg.Node == "" {
 		iv.cfg.Node = "node"
 	}
 	if cfg.Store != nil {
 		iv.journal = journal.New(cfg.Store, iv.now)
+		if cfg.NodeDeadAfter > 0 {
+			iv.journal.WatchNodes(cfg.Store, cfg.NodeDeadAfter)
+		}
 	}
 	return iv, nil
 }

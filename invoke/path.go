@@ -194,7 +194,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 		}
-		if r, err, done := c.answerExisting(out, cl); done {
+		if r, err, done := c.answerExisting(ctx, out, cl); done {
 			return r, err
 		}
 	}
@@ -265,19 +265,27 @@ func (c *call) request(owner string) journal.Request {
 	req := journal.Request{
 		OrganizationID: c.inv.OrganizationID, Tool: d.Name, Key: c.key, RequestHash: c.hash,
 		MaxAttempts: max, Owner: owner, Lease: c.timeout() + c.iv.cfg.LeaseMargin,
-		RunID: c.inv.RunID, StepPath: c.inv.StepPath,
+		RunID: c.inv.RunID, StepPath: c.inv.StepPath, Node: c.iv.cfg.Node,
 	}
 	if owner != "" { // a claim is taken: record what a replay needs
 		req.Arguments, _ = canonical.Marshal(c.args)
 		if d.Replay != nil {
 			req.Invocation, _ = json.Marshal(c.inv)
+		} else {
+			// Only who called: what the audit event of a state reached
+			// without the caller (a sweep, a takeover) says of the call.
+			req.Invocation, _ = json.Marshal(toolplane.Invocation{
+				OrganizationID: c.inv.OrganizationID, UserID: c.inv.UserID, RunID: c.inv.RunID,
+				AgentID: c.inv.AgentID, StepPath: c.inv.StepPath, Principal: toolplane.Principal{ID: c.inv.Principal.ID},
+				Source: c.inv.Source,
+			})
 		}
 	}
 	return req
 }
 
 // answerExisting answers a call whose key the journal already holds.
-func (c *call) answerExisting(out journal.Outcome, cl *toolplane.Claim) (toolplane.Result, error, bool) {
+func (c *call) answerExisting(ctx context.Context, out journal.Outcome, cl *toolplane.Claim) (toolplane.Result, error, bool) {
 	switch out {
 	case journal.Completed:
 		r, err := decodeResult(cl.Result)
@@ -287,7 +295,8 @@ func (c *call) answerExisting(out journal.Outcome, cl *toolplane.Claim) (toolpla
 		r.Meta.Replayed, r.Meta.Repeat = true, true
 		return r, nil, true
 	case journal.Processing:
-		return toolplane.Result{}, fmt.Errorf("%s %s: %w", c.tool.Def.Name, c.key, ErrInFlight), true
+		h := c.iv.journal.Holder(ctx, cl)
+		return toolplane.Result{}, &InFlightError{Tool: c.tool.Def.Name, Key: c.key, SilentSince: h.SilentSince, DecidedBy: h.DecidedBy, Now: c.iv.now()}, true
 	case journal.Conflict:
 		return toolplane.Fail(toolplane.CodeConflict, "this idempotency key was already used with different arguments; use a new key for a different request"), nil, true
 	case journal.Uncertain:
@@ -329,7 +338,7 @@ func (c *call) identify() error {
 		return fmt.Errorf("%w: hash arguments of %s: %v", ErrFault, c.tool.Def.Name, err)
 	}
 	c.hash, c.key = h, Key(c.inv, h)
-	c.audit.ArgumentsHash = h
+	c.audit.ArgumentsHash, c.audit.Key = h, c.key
 	c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key))
 	return nil
 }

@@ -156,11 +156,11 @@ func (iv *Invoker) Reconcile(ctx context.Context, org, tool, key string, r Recon
 		note = r.Unconfirmed
 		res = toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("nobody can yet confirm whether this %s call took effect: %s. Do not repeat it, and do not report it as done or as failed.", t.Model, note))
 	}
-	cl, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by, note)
-	if err != nil {
+	ev := iv.settlementEvent(org, t, "reconciled", toolplane.SourceReconcile, by)
+	ev.Reason = note
+	if _, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by, note, ev); err != nil {
 		return toolplane.Result{}, fmt.Errorf("reconcile %s: %w", key, err)
 	}
-	iv.auditSettlement(ctx, org, t, cl, "reconciled", by)
 	return res, nil
 }
 

@@ -20,7 +20,8 @@
 //     before dispatch (nothing happened), runs again, from a worker and
 //     with the same key, those of tools safe to replay with attempts left,
 //     and turns the rest into uncertain actions;
-//   - retention: completed journal rows past their TTL are removed.
+//   - retention: completed journal rows past their TTL are removed, and so
+//     are node instances silent as long that hold no claim.
 package jobs
 
 import (
@@ -52,6 +53,12 @@ type Maintenance interface {
 	// ApprovedApprovals answers approvals resolved approved since since,
 	// across organizations, oldest first.
 	ApprovedApprovals(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error)
+	// OrphanedClaims answers processing claims held by node instances
+	// whose last heartbeat is before deadBefore, across organizations.
+	OrphanedClaims(ctx context.Context, deadBefore time.Time, limit int) ([]toolplane.Claim, error)
+	// DeleteDeadNodes removes node instances silent since before that hold
+	// no processing claim, at most limit, and answers how many.
+	DeleteDeadNodes(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Options tune the background work.
@@ -60,6 +67,11 @@ type Options struct {
 	Retention time.Duration
 	// SweepEvery is the period of the lease and approval sweeps; default 30s.
 	SweepEvery time.Duration
+	// DeadAfter, when set, is how long a node may go without a heartbeat
+	// before it is known dead: the lease sweep then decides the claims it
+	// held without waiting for their leases. Zero judges claims by their
+	// leases alone.
+	DeadAfter time.Duration
 	// Workers is how many jobs one node runs at once; default 10.
 	Workers int
 	// Poll is how often a node looks for due jobs when it hears nothing;

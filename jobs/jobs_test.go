@@ -249,6 +249,18 @@ func sweeps(t *testing.T, path string) {
 	plant("lost-after-dispatch", toolplane.ClaimProcessing, true, now.Add(-time.Minute), now)
 	plant("lost-before-dispatch", toolplane.ClaimProcessing, false, now.Add(-time.Minute), now)
 	plant("live", toolplane.ClaimProcessing, true, now.Add(time.Hour), now)
+	// Node instances: retention removes one silent past it that holds no
+	// claim, and keeps the others.
+	for id, beat := range map[string]time.Time{"gone": now.Add(-48 * time.Hour), "holding": now.Add(-48 * time.Hour), "alive": now} {
+		if err := n.store.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := &toolplane.Claim{OrganizationID: "org-1", Tool: "email.send", Key: "held", RequestHash: "h", Status: toolplane.ClaimProcessing,
+		Owner: "holding/1/1", Node: "holding", LeaseUntil: now.Add(time.Hour), RunID: "run-1", CreatedAt: now, UpdatedAt: now}
+	if ok, err := n.store.InsertClaim(ctx, held); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
 	plant("old-completed", toolplane.ClaimCompleted, true, now.Add(-48*time.Hour), now.Add(-48*time.Hour))
 	plant("recent-completed", toolplane.ClaimCompleted, true, now.Add(-time.Minute), now)
 	n.start(t)
@@ -266,6 +278,15 @@ func sweeps(t *testing.T, path string) {
 		return status("lost-after-dispatch") == "uncertain" && status("lost-before-dispatch") == "gone"
 	})
 	eventually(t, "retention", func() bool { return status("old-completed") == "gone" })
+	eventually(t, "node retention", func() bool {
+		_, err := n.store.GetNode(ctx, "gone")
+		return errors.Is(err, toolplane.ErrNotFound)
+	})
+	for _, id := range []string{"holding", "alive"} {
+		if _, err := n.store.GetNode(ctx, id); err != nil {
+			t.Errorf("node %s: %v; want kept", id, err)
+		}
+	}
 	for key, want := range map[string]string{"live": "processing", "recent-completed": "completed"} {
 		if got := status(key); got != want {
 			t.Errorf("%s: %s, want %s", key, got, want)
@@ -380,5 +401,139 @@ func replaysLost(t *testing.T, path string) {
 	r, err := n.iv.Invoke(ctx, "email.send", args, in)
 	if err != nil || !r.OK || !r.Meta.Replayed || effects.Load() != 1 {
 		t.Fatalf("the caller's identical call: %+v %v effects=%d", r, err, effects.Load())
+	}
+}
+
+// The lease sweep audits every state it decides, in the same transaction
+// as the change: a lost call released (it never reached its handler) and
+// a lost call made uncertain each have one event, from the sweep, naming
+// the key, run, agent and why. Claims of a node known dead are decided
+// without waiting for their leases; a live claim is left, unaudited.
+func TestSweepAuditsWhatItDecides(t *testing.T) {
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) { sweepAudits(t, path) })
+	}
+}
+
+func sweepAudits(t *testing.T, path string) {
+	var effects atomic.Int64
+	const deadAfter = 10 * time.Second
+	n := startNode(t, path, time.Hour, &effects, func(o *jobs.Options) {
+		o.SweepEvery, o.DeadAfter = 100*time.Millisecond, deadAfter
+	})
+	ctx := context.Background()
+	now := time.Now()
+	for id, beat := range map[string]time.Time{"dead-node": now.Add(-time.Minute), "live-node": now.Add(time.Hour)} {
+		if err := n.store.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv, _ := json.Marshal(toolplane.Invocation{OrganizationID: "org-1", RunID: "run-1", AgentID: "agent-1", Principal: toolplane.Principal{ID: "agent-1"}})
+	plant := func(key, node string, dispatched bool, lease time.Time) {
+		attempts := 0
+		if dispatched {
+			attempts = 1
+		}
+		c := &toolplane.Claim{OrganizationID: "org-1", Tool: "email.send", Key: key, RequestHash: "h-" + key, Status: toolplane.ClaimProcessing,
+			Owner: "w", LeaseUntil: lease, Dispatched: dispatched, Attempts: attempts, RunID: "run-1", Node: node,
+			Arguments: []byte(`{"to":"secret@example.com"}`), Invocation: inv, CreatedAt: now, UpdatedAt: now}
+		if ok, err := n.store.InsertClaim(ctx, c); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	plant("lost-after-dispatch", "", true, now.Add(-time.Minute))
+	plant("lost-before-dispatch", "", false, now.Add(-time.Minute))
+	plant("dead-node-dispatched", "dead-node", true, now.Add(time.Hour))
+	plant("dead-node-undispatched", "dead-node", false, now.Add(time.Hour))
+	plant("live", "live-node", true, now.Add(time.Hour))
+	n.start(t)
+	want := map[string]string{
+		"lost-after-dispatch": "uncertain", "lost-before-dispatch": jobs.ReleasedOutcome,
+		"dead-node-dispatched": "uncertain", "dead-node-undispatched": jobs.ReleasedOutcome,
+	}
+	byKey := map[string][]toolplane.AuditEvent{}
+	eventually(t, "the lease sweep", func() bool {
+		evs, _, err := n.store.ListAudit(ctx, "org-1", toolplane.AuditFilter{}, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byKey = map[string][]toolplane.AuditEvent{}
+		for _, e := range evs {
+			byKey[e.Key] = append(byKey[e.Key], e)
+		}
+		return len(byKey) >= len(want)
+	})
+	time.Sleep(300 * time.Millisecond) // more sweeps: none may audit twice
+	evs, _, _ := n.store.ListAudit(ctx, "org-1", toolplane.AuditFilter{}, "", 100)
+	if len(evs) != len(want) {
+		t.Fatalf("%d events after repeated sweeps, want %d: %+v", len(evs), len(want), evs)
+	}
+	for key, outcome := range want {
+		es := byKey[key]
+		if len(es) != 1 {
+			t.Fatalf("%s: events %+v, want one", key, es)
+		}
+		e := es[0]
+		if e.Outcome != outcome || e.Source != toolplane.SourceSweep || e.RunID != "run-1" || e.AgentID != "agent-1" ||
+			e.ArgumentsHash != "h-"+key || e.Tool != "email.send" || e.Reason == "" {
+			t.Errorf("%s: event %+v, want %s from the sweep", key, e, outcome)
+		}
+		c, err := n.store.GetClaim(ctx, "org-1", "email.send", key)
+		switch {
+		case outcome == "uncertain" && (err != nil || c.Status != toolplane.ClaimUncertain):
+			t.Errorf("%s: claim %+v, %v; want uncertain", key, c, err)
+		case outcome == jobs.ReleasedOutcome && !errors.Is(err, toolplane.ErrNotFound):
+			t.Errorf("%s: claim %+v, %v; want released", key, c, err)
+		}
+	}
+	if c, err := n.store.GetClaim(ctx, "org-1", "email.send", "live"); err != nil || c.Status != toolplane.ClaimProcessing {
+		t.Errorf("live claim: %+v, %v", c, err)
+	}
+	if b, _ := json.Marshal(evs); strings.Contains(string(b), "secret@example.com") {
+		t.Errorf("an event carries the arguments: %s", b)
+	}
+}
+
+// A registered node heartbeats until its context ends; registering again
+// under its name retires the earlier instance, whose late heartbeats do
+// not revive it.
+func TestNodeHeartbeatsAndARestartRetiresItsEarlierInstance(t *testing.T) {
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			b, err := backend.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(b.Close)
+			if err := b.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			quiet := slog.New(slog.DiscardHandler)
+			first, err := jobs.Register(ctx, b.Store, "node-a", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			beating, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { jobs.Heartbeat(beating, b.Store, first, 10*time.Millisecond, nil, quiet); close(done) }()
+			eventually(t, "a heartbeat", func() bool {
+				n, err := b.Store.GetNode(ctx, first.ID)
+				return err == nil && n.HeartbeatAt.After(first.HeartbeatAt)
+			})
+			second, err := jobs.Register(ctx, b.Store, "node-a", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second.ID == first.ID {
+				t.Fatalf("a restart reused the instance id %s", first.ID)
+			}
+			time.Sleep(50 * time.Millisecond) // the earlier instance keeps beating
+			if n, err := b.Store.GetNode(ctx, first.ID); err != nil || !n.HeartbeatAt.Equal(time.Unix(0, 0)) {
+				t.Fatalf("earlier instance after the restart = %+v, %v; want retired", n, err)
+			}
+			stop()
+			<-done
+		})
 	}
 }

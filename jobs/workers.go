@@ -78,11 +78,9 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 		}
 		return x.w.auditApproval(ctx, a, "approval_escalated", next.ID)
 	}
-	expired, err := x.w.deps.Approvals.Expire(ctx, a)
-	if err != nil || !expired {
-		return err
-	}
-	return x.w.auditApproval(ctx, a, "approval_expired", "")
+	// Expire stores the approval_expired event with the change.
+	_, err = x.w.deps.Approvals.Expire(ctx, a)
+	return err
 }
 
 // auditApproval records what became of an approval nobody answered: the
@@ -193,37 +191,65 @@ type sweepLeasesWorker struct {
 }
 
 func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesArgs]) error {
-	now := x.w.opt.Now()
-	cs, err := x.w.deps.Maint.ExpiredClaims(ctx, now, sweepBatch)
+	return x.w.sweepLeases(ctx)
+}
+
+// sweepLeases decides one batch of the claims whose worker was lost.
+func (w *work) sweepLeases(ctx context.Context) error {
+	now := w.opt.Now()
+	cs, err := w.deps.Maint.ExpiredClaims(ctx, now, sweepBatch)
 	if err != nil {
 		return err
 	}
+	if w.opt.DeadAfter > 0 {
+		// Claims of nodes known dead are decided now, not at the end of
+		// their leases.
+		orphans, err := w.deps.Maint.OrphanedClaims(ctx, now.Add(-w.opt.DeadAfter), sweepBatch)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, orphans...)
+	}
 	for i := range cs {
-		c := cs[i]
-		if !c.Dispatched {
-			// Never reached its handler: nothing happened, so the next
-			// identical call runs it afresh.
-			if _, err := x.w.deps.Store.DeleteClaim(ctx, c.OrganizationID, c.Tool, c.Key, c.Version); err != nil {
-				return err
-			}
-			continue
-		}
-		if x.w.deps.Invoker.Replayable(c.OrganizationID, c.Tool, c.Attempts) {
-			// Safe to repeat, with attempts left: a worker runs it again,
-			// with the same key, without waiting for the caller.
-			if err := x.w.replay(ctx, &c); err != nil {
-				return err
-			}
-			continue
-		}
-		next := c
-		next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, journal.LostReason, now
-		if _, err := x.w.deps.Store.UpdateClaim(ctx, &next); err != nil {
+		if err := w.settleLost(ctx, &cs[i], now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// settleLost decides a processing claim whose worker was lost (its lease
+// ended, or its node is known dead), each state with its audit event in
+// the same transaction as the change. A claim that changed since it was
+// read (a stale version) is someone else's to decide.
+func (w *work) settleLost(ctx context.Context, c *toolplane.Claim, now time.Time) error {
+	if !c.Dispatched {
+		// Never reached its handler: nothing happened, so the next
+		// identical call runs it afresh.
+		ev := journal.ClaimEvent(c, ReleasedOutcome, toolplane.SourceSweep, NotDispatchedReason, now)
+		if _, err := w.deps.Store.DeleteClaimAudited(ctx, c.OrganizationID, c.Tool, c.Key, c.Version, ev); err != nil {
+			return err
+		}
+		return nil
+	}
+	if w.deps.Invoker.Replayable(c.OrganizationID, c.Tool, c.Attempts) {
+		// Safe to repeat, with attempts left: a worker runs it again,
+		// with the same key, without waiting for the caller; that run is
+		// audited as any call.
+		return w.replay(ctx, c)
+	}
+	if _, err := journal.LoseLease(ctx, w.deps.Store, c, toolplane.SourceSweep, now); err != nil && !errors.Is(err, journal.ErrLeaseLost) {
+		return err
+	}
+	return nil
+}
+
+// ReleasedOutcome is the audit outcome of a claim released without its
+// caller: its worker was lost before the call reached the handler.
+const ReleasedOutcome = "released"
+
+// NotDispatchedReason is why a lost worker's claim is released.
+const NotDispatchedReason = "the worker holding the call was lost before the call reached its handler; nothing was done"
 
 // RetentionArgs: remove completed journal rows past their TTL.
 type RetentionArgs struct{}
@@ -240,6 +266,15 @@ func (x *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	before := x.w.opt.Now().Add(-x.w.opt.Retention)
 	for {
 		n, err := x.w.deps.Maint.DeleteCompletedClaims(ctx, before, sweepBatch)
+		if err != nil {
+			return err
+		}
+		if n < sweepBatch {
+			break
+		}
+	}
+	for {
+		n, err := x.w.deps.Maint.DeleteDeadNodes(ctx, before, sweepBatch)
 		if err != nil || n < sweepBatch {
 			return err
 		}

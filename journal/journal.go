@@ -17,7 +17,8 @@
 //	                                   call runs it again)
 //	refusal before dispatch            release
 //
-// A claim whose worker died is found by its expired lease. It runs again
+// A claim whose worker died is found by its expired lease, or sooner by
+// its node's missed heartbeats (WatchNodes). It runs again
 // only when the call provably never reached its handler (not dispatched),
 // or when the tool is safe to replay and has attempts left; otherwise it
 // becomes an uncertain action, never a silent duplicate.
@@ -25,6 +26,7 @@ package journal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -62,6 +64,10 @@ const maxRaces = 8
 type Journal struct {
 	store toolplane.ClaimStore
 	now   func() time.Time
+	// nodes and deadAfter, when set, judge a claim's holder by its node's
+	// heartbeat as well as by its lease (see WatchNodes).
+	nodes     toolplane.NodeStore
+	deadAfter time.Duration
 }
 
 // New answers a journal over store; now is the clock (time.Now if nil).
@@ -70,6 +76,61 @@ func New(store toolplane.ClaimStore, now func() time.Time) *Journal {
 		now = time.Now
 	}
 	return &Journal{store: store, now: now}
+}
+
+// WatchNodes makes the journal judge a processing claim's holder by its
+// node's heartbeat: a claim whose node last heartbeated more than deadAfter
+// ago is decided at once (released, run again or uncertain, as for an
+// expired lease) instead of at the end of its lease. Call it before the
+// journal is used.
+func (j *Journal) WatchNodes(nodes toolplane.NodeStore, deadAfter time.Duration) {
+	j.nodes, j.deadAfter = nodes, deadAfter
+}
+
+// Holder is what is known of the holder of a processing claim.
+type Holder struct {
+	// SilentSince, when not zero, is the last heartbeat of the holder's
+	// node, which has since missed its heartbeats: presumed dead, not yet
+	// known dead.
+	SilentSince time.Time
+	// DecidedBy is when the claim will be decided at the latest: when its
+	// silent node counts as dead, or else when its lease ends.
+	DecidedBy time.Time
+}
+
+// holder answers the node of a processing claim: whether it is known
+// dead, and what a caller waiting on it can be told.
+func (j *Journal) holder(ctx context.Context, c *toolplane.Claim, now time.Time) (dead bool, h Holder) {
+	h.DecidedBy = c.LeaseUntil
+	if j.nodes == nil || c.Node == "" || c.Status != toolplane.ClaimProcessing {
+		return false, h
+	}
+	n, err := j.nodes.GetNode(ctx, c.Node)
+	if err != nil {
+		// Unknown or unreadable: the lease alone decides, as before
+		// nodes heartbeated.
+		return false, h
+	}
+	deadAt := n.HeartbeatAt.Add(j.deadAfter)
+	if !now.Before(deadAt) {
+		return true, h
+	}
+	// A node heartbeats several times within deadAfter; one silent for
+	// half of it has missed more than one beat.
+	if now.Sub(n.HeartbeatAt) > j.deadAfter/2 {
+		h.SilentSince = n.HeartbeatAt
+		if deadAt.Before(h.DecidedBy) {
+			h.DecidedBy = deadAt
+		}
+	}
+	return false, h
+}
+
+// Holder answers what is known of the holder of c, a processing claim
+// another caller found: for the answer that caller is given.
+func (j *Journal) Holder(ctx context.Context, c *toolplane.Claim) Holder {
+	_, h := j.holder(ctx, c, j.now())
+	return h
 }
 
 // Request identifies a call's claim and what a new claim records.
@@ -81,9 +142,11 @@ type Request struct {
 	// MaxAttempts is how many handler starts the tool allows: its replay
 	// max attempts, or 1.
 	MaxAttempts int
-	// Owner and Lease: who takes the claim, and for how long.
+	// Owner and Lease: who takes the claim, and for how long. Node names
+	// the node instance the owner runs on.
 	Owner      string
 	Lease      time.Duration
+	Node       string
 	RunID      string
 	StepPath   string
 	Arguments  []byte
@@ -102,7 +165,9 @@ const (
 	vToUncertain // lease expired after dispatch: may have acted
 )
 
-func judge(c *toolplane.Claim, req *Request, now time.Time) verdict {
+// judge decides what c means for req; dead says the holder's node is
+// known dead, which counts as an expired lease.
+func judge(c *toolplane.Claim, req *Request, now time.Time, dead bool) verdict {
 	if c.RequestHash != req.RequestHash {
 		return vConflict
 	}
@@ -112,7 +177,7 @@ func judge(c *toolplane.Claim, req *Request, now time.Time) verdict {
 	case toolplane.ClaimUncertain:
 		return vUncertain
 	}
-	if now.Before(c.LeaseUntil) {
+	if now.Before(c.LeaseUntil) && !dead {
 		return vProcessing
 	}
 	max := req.MaxAttempts
@@ -137,18 +202,25 @@ func (j *Journal) Read(ctx context.Context, req Request) (Outcome, *toolplane.Cl
 	if err != nil {
 		return 0, nil, fmt.Errorf("read claim %s: %w", req.Key, err)
 	}
-	switch judge(c, &req, j.now()) {
+	now := j.now()
+	dead, _ := j.holder(ctx, c, now)
+	switch judge(c, &req, now, dead) {
 	case vCompleted:
 		return Completed, c, nil
 	case vUncertain:
 		return Uncertain, c, nil
 	case vToUncertain:
 		// The state is settled already (a lost worker after dispatch);
-		// recording it now puts it on the uncertain list at once rather
-		// than at the next claim or sweep. Losing the race to another
-		// writer changes nothing: the row says at least as much.
-		if held, err := j.loseLease(ctx, c); err == nil {
-			c = held
+		// recording it now, with its audit event, puts it on the
+		// uncertain list at once rather than at the next claim or sweep.
+		// Losing the race to another writer changes nothing: the row says
+		// at least as much, and whoever wrote it wrote its event.
+		held, err := j.loseLease(ctx, c, toolplane.SourceTakeover)
+		if err == nil {
+			return Uncertain, held, nil
+		}
+		if !errors.Is(err, ErrLeaseLost) {
+			return 0, nil, fmt.Errorf("hold %s: %w", req.Key, err)
 		}
 		return Uncertain, c, nil
 	case vProcessing:
@@ -173,7 +245,7 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 			Version:        rand.Int64N(1 << 62),
 			OrganizationID: req.OrganizationID, Tool: req.Tool, Key: req.Key,
 			RequestHash: req.RequestHash, Status: toolplane.ClaimProcessing,
-			Owner: req.Owner, LeaseUntil: now.Add(req.Lease),
+			Owner: req.Owner, LeaseUntil: now.Add(req.Lease), Node: req.Node,
 			RunID: req.RunID, StepPath: req.StepPath, Arguments: req.Arguments,
 			Invocation: req.Invocation, CreatedAt: now, UpdatedAt: now,
 		}
@@ -191,7 +263,8 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 		if err != nil {
 			return 0, nil, fmt.Errorf("claim %s: %w", req.Key, err)
 		}
-		switch judge(old, &req, now) {
+		dead, _ := j.holder(ctx, old, now)
+		switch judge(old, &req, now, dead) {
 		case vCompleted:
 			return Completed, old, nil
 		case vUncertain:
@@ -203,6 +276,7 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 		case vReclaim:
 			next := *old
 			next.Owner, next.LeaseUntil, next.Dispatched, next.UpdatedAt = req.Owner, now.Add(req.Lease), false, now
+			next.Node = req.Node
 			if req.Invocation != nil { // the attempt runs under its own caller's invocation
 				next.Invocation = req.Invocation
 			}
@@ -214,7 +288,7 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 				return Claimed, &next, nil
 			}
 		case vToUncertain:
-			held, err := j.loseLease(ctx, old)
+			held, err := j.loseLease(ctx, old, toolplane.SourceTakeover)
 			if err == nil {
 				return Uncertain, held, nil
 			}
@@ -231,13 +305,25 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 const LostReason = "the worker running the call was lost after the call reached its handler"
 
 // loseLease records a claim whose worker was lost after dispatch as an
-// uncertain action; ErrLeaseLost when the row changed meanwhile.
-func (j *Journal) loseLease(ctx context.Context, c *toolplane.Claim) (*toolplane.Claim, error) {
+// uncertain action, with its audit event (from source) in the same
+// transaction; ErrLeaseLost when the row changed meanwhile.
+func (j *Journal) loseLease(ctx context.Context, c *toolplane.Claim, source toolplane.Source) (*toolplane.Claim, error) {
+	return LoseLease(ctx, j.store, c, source, j.now())
+}
+
+// LoseLease records c, a processing claim whose worker was lost after
+// dispatch, as an uncertain action at now, and its audit event (reached by
+// source) in the same transaction; ErrLeaseLost when the row changed
+// meanwhile, in which case no event is stored either. It is the one way a
+// lost worker's claim becomes uncertain, whoever finds it: a call on the
+// same key, or the lease sweep.
+func LoseLease(ctx context.Context, store toolplane.ClaimStore, c *toolplane.Claim, source toolplane.Source, now time.Time) (*toolplane.Claim, error) {
 	next := *c
 	// The owner stays: it names the worker that was lost, which is what a
 	// person reconciling the action asks first.
-	next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, LostReason, j.now()
-	ok, err := j.store.UpdateClaim(ctx, &next)
+	next.Status, next.Reason, next.UpdatedAt = toolplane.ClaimUncertain, LostReason, now
+	ev := ClaimEvent(c, string(toolplane.CodeUncertain), source, LostReason, now)
+	ok, err := store.UpdateClaimAudited(ctx, &next, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +331,49 @@ func (j *Journal) loseLease(ctx context.Context, c *toolplane.Claim) (*toolplane
 		return nil, ErrLeaseLost
 	}
 	return &next, nil
+}
+
+// ClaimEvent answers the audit event of a state c reached at now without
+// a call to answer (a sweep, a takeover): what the claim knows of its call
+// (organization, tool, key, run, arguments hash, and, from its stored
+// invocation, agent, user and principal), the outcome, why, and who reached
+// it. It never carries the arguments themselves.
+func ClaimEvent(c *toolplane.Claim, outcome string, source toolplane.Source, reason string, now time.Time) *toolplane.AuditEvent {
+	ev := &toolplane.AuditEvent{
+		ID: toolplane.NewID("aud_"), OrganizationID: c.OrganizationID, Tool: c.Tool,
+		Source: source, Outcome: outcome, Reason: reason, CreatedAt: now,
+	}
+	fromClaim(ev, c)
+	return ev
+}
+
+// fromClaim fills what ev does not say of its call from the claim on it.
+func fromClaim(ev *toolplane.AuditEvent, c *toolplane.Claim) {
+	if ev.RunID == "" {
+		ev.RunID = c.RunID
+	}
+	if ev.Key == "" {
+		ev.Key = c.Key
+	}
+	if ev.ArgumentsHash == "" {
+		ev.ArgumentsHash = c.RequestHash
+	}
+	if len(c.Invocation) == 0 {
+		return
+	}
+	var inv toolplane.Invocation
+	if json.Unmarshal(c.Invocation, &inv) != nil {
+		return // the event still says what the claim itself knows
+	}
+	if ev.AgentID == "" {
+		ev.AgentID = inv.AgentID
+	}
+	if ev.UserID == "" {
+		ev.UserID = inv.UserID
+	}
+	if ev.PrincipalID == "" {
+		ev.PrincipalID = inv.Principal.ID
+	}
 }
 
 // update writes a change to a claim this worker holds, with its audit
@@ -298,9 +427,10 @@ func (j *Journal) Hold(ctx context.Context, c *toolplane.Claim, reason string, e
 
 // Expire ends this worker's lease at once, keeping the attempt count, so
 // the next identical call of a tool safe to replay runs it again (or, out
-// of attempts, finds it uncertain).
-func (j *Journal) Expire(ctx context.Context, c *toolplane.Claim) error {
-	return j.update(ctx, c, "expire", nil, func(n *toolplane.Claim) {
+// of attempts, finds it uncertain). ev, when not nil, is the call's audit
+// event, stored in the same transaction.
+func (j *Journal) Expire(ctx context.Context, c *toolplane.Claim, ev *toolplane.AuditEvent) error {
+	return j.update(ctx, c, "expire", ev, func(n *toolplane.Claim) {
 		n.LeaseUntil = j.now().Add(-time.Microsecond)
 	})
 }
@@ -322,8 +452,10 @@ func (j *Journal) Release(ctx context.Context, c *toolplane.Claim) error {
 var ErrNotUncertain = errors.New("claim is not an uncertain action")
 
 // Settle completes an uncertain claim with result, recording who settled
-// it. It refuses a claim that is not uncertain.
-func (j *Journal) Settle(ctx context.Context, org, tool, key string, result []byte, by, note string) (*toolplane.Claim, error) {
+// it, and ev, its audit event, in the same transaction (ev's fields the
+// caller leaves empty are filled from the claim). It refuses a claim that
+// is not uncertain.
+func (j *Journal) Settle(ctx context.Context, org, tool, key string, result []byte, by, note string, ev *toolplane.AuditEvent) (*toolplane.Claim, error) {
 	for range maxRaces {
 		c, err := j.store.GetClaim(ctx, org, tool, key)
 		if err != nil {
@@ -334,7 +466,9 @@ func (j *Journal) Settle(ctx context.Context, org, tool, key string, result []by
 		}
 		next := *c
 		next.Status, next.Result, next.ReconciledBy, next.Note, next.UpdatedAt = toolplane.ClaimCompleted, result, by, note, j.now()
-		ok, err := j.store.UpdateClaim(ctx, &next)
+		e := *ev
+		fromClaim(&e, c)
+		ok, err := j.store.UpdateClaimAudited(ctx, &next, &e)
 		if err != nil {
 			return nil, fmt.Errorf("settle %s: %w", key, err)
 		}
@@ -347,8 +481,10 @@ func (j *Journal) Settle(ctx context.Context, org, tool, key string, result []by
 
 // Drop removes an uncertain claim whose effect is known not to have
 // happened (a stopped handler that settled late with a failure that made
-// no effect): like a release, the next identical call runs afresh.
-func (j *Journal) Drop(ctx context.Context, org, tool, key string) error {
+// no effect): like a release, the next identical call runs afresh. ev is
+// its audit event, stored in the same transaction (filled from the claim
+// as in Settle).
+func (j *Journal) Drop(ctx context.Context, org, tool, key string, ev *toolplane.AuditEvent) error {
 	c, err := j.store.GetClaim(ctx, org, tool, key)
 	if err != nil {
 		return fmt.Errorf("drop %s: %w", key, err)
@@ -356,7 +492,9 @@ func (j *Journal) Drop(ctx context.Context, org, tool, key string) error {
 	if c.Status != toolplane.ClaimUncertain {
 		return fmt.Errorf("drop %s: %w (it is %s)", key, ErrNotUncertain, c.Status)
 	}
-	ok, err := j.store.DeleteClaim(ctx, org, tool, key, c.Version)
+	e := *ev
+	fromClaim(&e, c)
+	ok, err := j.store.DeleteClaimAudited(ctx, org, tool, key, c.Version, &e)
 	if err != nil {
 		return fmt.Errorf("drop %s: %w", key, err)
 	}

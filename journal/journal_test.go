@@ -481,7 +481,7 @@ func TestExpireKeepsAttemptsAndLetsTheNextClaimReclaim(t *testing.T) {
 			if err := f.j.Dispatch(context.Background(), c); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.j.Expire(context.Background(), c); err != nil {
+			if err := f.j.Expire(context.Background(), c, nil); err != nil {
 				t.Fatal(err)
 			}
 			if stored := f.stored(t, r); stored.Attempts != 1 || !stored.Dispatched || !stored.LeaseUntil.Before(f.clock.Now()) {
@@ -546,7 +546,7 @@ func TestStaleHolderLosesTheLease(t *testing.T) {
 			return j.Hold(context.Background(), c, "x", ev)
 		}},
 		{"Expire", false, func(j *journal.Journal, c *toolplane.Claim, _ *toolplane.AuditEvent) error {
-			return j.Expire(context.Background(), c)
+			return j.Expire(context.Background(), c, nil)
 		}},
 		{"Release", false, func(j *journal.Journal, c *toolplane.Claim, _ *toolplane.AuditEvent) error {
 			return j.Release(context.Background(), c)
@@ -725,7 +725,7 @@ func TestSettleCompletesOnlyAnUncertainClaim(t *testing.T) {
 			before, _ := f.store.GetClaim(context.Background(), r.OrganizationID, r.Tool, r.Key)
 			f.clock.Advance(time.Hour)
 			result := []byte(`{"settled":true}`)
-			got, err := f.j.Settle(context.Background(), r.OrganizationID, r.Tool, r.Key, result, "alice", "refund confirmed at the bank")
+			got, err := f.j.Settle(context.Background(), r.OrganizationID, r.Tool, r.Key, result, "alice", "refund confirmed at the bank", settleEvent("alice"))
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || got != nil {
 					t.Fatalf("Settle = %+v, %v; want %v", got, err, tt.wantErr)
@@ -756,7 +756,7 @@ func TestSettleCompletesOnlyAnUncertainClaim(t *testing.T) {
 			if !bytes.Equal(rc.Result, result) {
 				t.Fatalf("Claim after Settle answered %q", rc.Result)
 			}
-			if _, err := f.j.Settle(context.Background(), r.OrganizationID, r.Tool, r.Key, result, "bob", ""); !errors.Is(err, journal.ErrNotUncertain) {
+			if _, err := f.j.Settle(context.Background(), r.OrganizationID, r.Tool, r.Key, result, "bob", "", settleEvent("bob")); !errors.Is(err, journal.ErrNotUncertain) {
 				t.Fatalf("second Settle: %v, want ErrNotUncertain", err)
 			}
 		})

@@ -829,6 +829,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	}
 	var ar *invoke.ApprovalRequired
 	var tooLong *toolplane.TooLongError
+	var inFlight *invoke.InFlightError
 	switch {
 	case errors.As(err, &ar):
 		msg := fmt.Sprintf("This call waits for a person's approval (approval %s, expires %s); nothing was done yet. After it is approved, call again with the same arguments in this session to get the result.",
@@ -841,6 +842,9 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 			Content: []mcp.Content{&mcp.TextContent{Text: msg}},
 			Meta:    mcp.Meta{"toolplane/approval_id": ar.ID, "toolplane/approval_expires_at": ar.ExpiresAt.UTC().Format(time.RFC3339)},
 		}, nil
+	case errors.As(err, &inFlight):
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: inFlight.Message()}},
+			Meta: mcp.Meta{"toolplane/retry_after_seconds": int((inFlight.RetryAfter() + time.Second - 1) / time.Second)}}, nil
 	case errors.Is(err, invoke.ErrInFlight):
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
 	case errors.As(err, &tooLong):

@@ -69,19 +69,49 @@ func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.App
 // conditional statement, and on success sets a.Version to the new version.
 // The identity and CreatedAt are never written.
 func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE approvals SET
+	tag, err := s.pool.Exec(ctx, updateApproval, updateApprovalArgs(a)...)
+	if err != nil {
+		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		a.Version++
+	}
+	return ok, nil
+}
+
+const updateApproval = `UPDATE approvals SET
 			run_id = $1, step_path = $2, tool = $3, tool_version = $4, key = $5,
 			arguments_hash = $6, arguments = $7, invocation = $8, principal_id = $9, preview = $10,
 			status = $11, default_on_timeout = $12, expires_at = $13, resolved_at = $14,
 			resolved_by = $15, reason = $16, level = $17, approver_group = $18, escalated_from = $19,
 			version = version + 1
-		WHERE organization_id = $20 AND id = $21 AND version = $22`,
-		a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
+		WHERE organization_id = $20 AND id = $21 AND version = $22`
+
+func updateApprovalArgs(a *toolplane.Approval) []any {
+	return []any{a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
 		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview,
 		string(a.Status), a.DefaultOnTimeout, optMicros(a.ExpiresAt), optMicros(a.ResolvedAt),
 		a.ResolvedBy, a.Reason, a.Level, a.ApproverGroup, a.EscalatedFrom,
-		a.OrganizationID, a.ID, a.Version)
+		a.OrganizationID, a.ID, a.Version}
+}
+
+// updateApprovalAudited is updateApproval and the audit insert as one
+// statement, as updateClaimAudited.
+const updateApprovalAudited = `WITH updated AS (` + updateApproval + ` RETURNING 1)
+	INSERT INTO audit_events (` + auditColumns + `)
+	SELECT $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40 FROM updated`
+
+// UpdateApprovalAudited is UpdateApproval and AppendAudit in one
+// transaction; a stale version stores neither, and an event that cannot be
+// stored (an error wrapping toolplane.ErrExists for a duplicate ID) stores
+// neither.
+func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
+	tag, err := s.pool.Exec(ctx, updateApprovalAudited, append(updateApprovalArgs(a), auditArgs(e)...)...)
 	if err != nil {
+		if isDuplicate(err) {
+			return false, auditErr(e, err)
+		}
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
 	}
 	ok := tag.RowsAffected() == 1

@@ -14,7 +14,7 @@ import (
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
 	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at`
+	replayed, latency_micros, created_at, key, reason`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
@@ -23,7 +23,7 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	)
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, byteString{&e.ArgumentsHash}, &e.ApprovalID, &e.AuthorizedBy,
-		&e.Replayed, &e.LatencyMicros, &created)
+		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason)
 	e.CreatedAt = fromMicros(created)
 	return e, err
 }
@@ -36,12 +36,12 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 }
 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, bytea(e.ArgumentsHash), e.ApprovalID, e.AuthorizedBy,
-		e.Replayed, e.LatencyMicros, micros(e.CreatedAt)}
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {

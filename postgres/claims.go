@@ -13,7 +13,7 @@ import (
 
 const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
 	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at, invocation`
+	reconciled_by, note, version, created_at, updated_at, invocation, node`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -23,7 +23,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 	)
 	err := r.Scan(&c.OrganizationID, &c.Tool, byteString{&c.Key}, byteString{&c.RequestHash}, &c.Status, &c.Result, &c.Owner,
 		&lease, &c.Dispatched, &c.Attempts, &c.RunID, &c.StepPath, &c.Arguments, &c.Reason,
-		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated, &c.Invocation)
+		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated, &c.Invocation, &c.Node)
 	c.LeaseUntil = fromOptMicros(lease)
 	c.CreatedAt = fromMicros(created)
 	c.UpdatedAt = fromMicros(updated)
@@ -36,11 +36,11 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO claims (`+claimColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, bytea(c.Key), bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner,
 		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
-		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation))
+		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation), c.Node)
 	if err != nil {
 		return false, fmt.Errorf("insert claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -83,14 +83,14 @@ const updateClaim = `UPDATE claims SET
 			request_hash = $1, status = $2, result = $3, owner = $4, lease_until = $5,
 			dispatched = $6, attempts = $7, run_id = $8, step_path = $9, arguments = $10,
 			reason = $11, reconciled_by = $12, note = $13, updated_at = $14, invocation = $19,
-			version = version + 1
+			node = $20, version = version + 1
 		WHERE organization_id = $15 AND tool = $16 AND key = $17 AND version = $18`
 
 func updateClaimArgs(c *toolplane.Claim) []any {
 	return []any{bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt),
-		c.OrganizationID, c.Tool, bytea(c.Key), c.Version, blob(c.Invocation)}
+		c.OrganizationID, c.Tool, bytea(c.Key), c.Version, blob(c.Invocation), c.Node}
 }
 
 // updateClaimAudited is updateClaim and the audit insert as one statement:
@@ -100,7 +100,7 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // explicit transaction would take four.
 const updateClaimAudited = `WITH updated AS (` + updateClaim + ` RETURNING 1)
 	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35 FROM updated`
+	SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38 FROM updated`
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -127,6 +127,27 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 	tag, err := s.pool.Exec(ctx, `DELETE FROM claims
 		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4`, org, tool, bytea(key), version)
 	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// deleteClaimAudited is the conditional delete and the audit insert as one
+// statement, as updateClaimAudited: a stale version inserts nothing.
+const deleteClaimAudited = `WITH deleted AS (DELETE FROM claims
+		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4 RETURNING 1)
+	INSERT INTO audit_events (` + auditColumns + `)
+	SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM deleted`
+
+// DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
+// stale version stores neither, and an event that cannot be stored (an
+// error wrapping toolplane.ErrExists for a duplicate ID) deletes nothing.
+func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
+	tag, err := s.pool.Exec(ctx, deleteClaimAudited, append([]any{org, tool, bytea(key), version}, auditArgs(e)...)...)
+	if err != nil {
+		if isDuplicate(err) {
+			return false, auditErr(e, err)
+		}
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
 	return tag.RowsAffected() == 1, nil

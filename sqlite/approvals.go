@@ -68,18 +68,29 @@ func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.App
 // conditional statement, and on success sets a.Version to the new version.
 // The identity and CreatedAt are never written.
 func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool, error) {
-	res, err := s.exec(ctx, `UPDATE approvals SET
+	res, err := s.exec(ctx, updateApproval, updateApprovalArgs(a)...)
+	return approvalUpdated(a, res, err)
+}
+
+const updateApproval = `UPDATE approvals SET
 			run_id = ?, step_path = ?, tool = ?, tool_version = ?, key = ?,
 			arguments_hash = ?, arguments = ?, invocation = ?, principal_id = ?, preview = ?,
 			status = ?, default_on_timeout = ?, expires_at = ?, resolved_at = ?,
 			resolved_by = ?, reason = ?, level = ?, approver_group = ?, escalated_from = ?,
 			version = version + 1
-		WHERE organization_id = ? AND id = ? AND version = ?`,
-		a.RunID, a.StepPath, a.Tool, a.ToolVersion, a.Key,
+		WHERE organization_id = ? AND id = ? AND version = ?`
+
+func updateApprovalArgs(a *toolplane.Approval) []any {
+	return []any{a.RunID, a.StepPath, a.Tool, a.ToolVersion, a.Key,
 		a.ArgumentsHash, blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview,
 		string(a.Status), a.DefaultOnTimeout, optMicros(a.ExpiresAt), optMicros(a.ResolvedAt),
 		a.ResolvedBy, a.Reason, a.Level, a.ApproverGroup, a.EscalatedFrom,
-		a.OrganizationID, a.ID, a.Version)
+		a.OrganizationID, a.ID, a.Version}
+}
+
+// approvalUpdated answers whether an update of a wrote its row, and on
+// success moves a.Version to the version stored.
+func approvalUpdated(a *toolplane.Approval, res sql.Result, err error) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
 	}
@@ -91,6 +102,51 @@ func (s *Store) UpdateApproval(ctx context.Context, a *toolplane.Approval) (bool
 		a.Version++
 	}
 	return ok, nil
+}
+
+// UpdateApprovalAudited is UpdateApproval and AppendAudit in one
+// transaction; a stale version stores neither, and neither does an event
+// that cannot be stored.
+func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.updateApprovalAudited(ctx, a, e)
+	if ok {
+		s.committed(ctx)
+	}
+	return ok, err
+}
+
+func (s *Store) updateApprovalAudited(ctx context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
+	upd, err := s.prepared(ctx, updateApproval)
+	if err != nil {
+		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
+	}
+	ins, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
+	}
+	if err := s.lockWrite(ctx); err != nil {
+		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
+	}
+	defer s.unlockWrite()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
+	}
+	defer tx.Rollback()
+	version := a.Version
+	res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, updateApprovalArgs(a)...)
+	if ok, err := approvalUpdated(a, res, err); err != nil || !ok {
+		return false, err
+	}
+	if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+		a.Version = version
+		return false, auditErr(e, err)
+	}
+	if err := tx.Commit(); err != nil {
+		a.Version = version
+		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
+	}
+	return true, nil
 }
 
 // FindApprovals answers the approvals filed for a run and key, newest first

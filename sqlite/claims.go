@@ -12,7 +12,7 @@ import (
 
 const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
 	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at, invocation`
+	reconciled_by, note, version, created_at, updated_at, invocation, node`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -22,7 +22,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 	)
 	err := r.Scan(&c.OrganizationID, &c.Tool, &c.Key, &c.RequestHash, &c.Status, &c.Result, &c.Owner,
 		&lease, &c.Dispatched, &c.Attempts, &c.RunID, &c.StepPath, &c.Arguments, &c.Reason,
-		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated, &c.Invocation)
+		&c.ReconciledBy, &c.Note, &c.Version, &created, &updated, &c.Invocation, &c.Node)
 	c.LeaseUntil = fromOptMicros(lease)
 	c.CreatedAt = fromMicros(created)
 	c.UpdatedAt = fromMicros(updated)
@@ -34,11 +34,11 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // number of concurrent inserts exactly one answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
 	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, c.Key, c.RequestHash, string(c.Status), blob(c.Result), c.Owner,
 		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
-		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation))
+		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation), c.Node)
 	if err != nil {
 		return false, fmt.Errorf("insert claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -70,11 +70,11 @@ func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane
 //
 // SQLite rewrites every index on a column an UPDATE assigns, whether or not
 // the value changes. A processing claim that stays processing under the same
-// lease (the dispatch mark, written before every handler runs) changes no
-// indexed column, so it is first written by a statement that assigns
-// neither and matches only when status and lease already are the ones
-// written: the commit appends the row's page alone to the WAL, not the two
-// index pages besides. When that statement matches no row, the full one
+// lease and node (the dispatch mark, written before every handler runs)
+// changes no indexed column, so it is first written by a statement that
+// assigns none of them and matches only when status, lease and node already
+// are the ones written: the commit appends the row's page alone to the WAL,
+// not the index pages besides. When that statement matches no row, the full one
 // decides, on the version as always; both run under one write lock.
 func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
 	ok, err := s.updateClaim(ctx, c)
@@ -110,12 +110,13 @@ func (s *Store) updateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 const updateClaim = `UPDATE claims SET
 			request_hash = ?, status = ?, result = ?, owner = ?, lease_until = ?,
 			dispatched = ?, attempts = ?, run_id = ?, step_path = ?, arguments = ?,
-			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, invocation = ?, version = version + 1
+			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, invocation = ?, node = ?, version = version + 1
 		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`
 
-// updateClaimInPlace is updateClaim for a row whose status and lease stay as
-// they are: it assigns neither, so the indexes on them are left alone, and
-// matches only a row that already holds the status and lease written.
+// updateClaimInPlace is updateClaim for a row whose status, lease and node
+// stay as they are: it assigns none of them, so the indexes on them are
+// left alone, and matches only a row that already holds the status, lease
+// and node written.
 // updated_at is assigned, but its index holds completed claims only, and
 // this statement never makes or unmakes one.
 const updateClaimInPlace = `UPDATE claims SET
@@ -123,13 +124,13 @@ const updateClaimInPlace = `UPDATE claims SET
 			dispatched = ?, attempts = ?, run_id = ?, step_path = ?, arguments = ?,
 			reason = ?, reconciled_by = ?, note = ?, updated_at = ?, invocation = ?, version = version + 1
 		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?
-			AND status = ? AND lease_until IS ?`
+			AND status = ? AND lease_until IS ? AND node = ?`
 
 func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
 	res, err := st.ExecContext(ctx,
 		c.RequestHash, string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
-		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
+		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation), c.Node,
 		c.OrganizationID, c.Tool, c.Key, c.Version)
 	return claimUpdated(c, res, err)
 }
@@ -140,7 +141,7 @@ func applyClaimUpdateInPlace(ctx context.Context, st *sql.Stmt, c *toolplane.Cla
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
 		c.OrganizationID, c.Tool, c.Key, c.Version,
-		string(c.Status), optMicros(c.LeaseUntil))
+		string(c.Status), optMicros(c.LeaseUntil), c.Node)
 	return claimUpdated(c, res, err)
 }
 
@@ -207,8 +208,7 @@ func (s *Store) updateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 // DeleteClaim removes the claim where the stored version is version, in one
 // conditional statement.
 func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error) {
-	res, err := s.exec(ctx, `DELETE FROM claims
-		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`, org, tool, key, version)
+	res, err := s.exec(ctx, deleteClaim, org, tool, key, version)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
@@ -217,6 +217,53 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
 	return ok, nil
+}
+
+const deleteClaim = `DELETE FROM claims
+		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`
+
+// DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
+// stale version stores neither.
+func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.deleteClaimAudited(ctx, org, tool, key, version, e)
+	if ok {
+		s.committed(ctx)
+	}
+	return ok, err
+}
+
+func (s *Store) deleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
+	del, err := s.prepared(ctx, deleteClaim)
+	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	ins, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	if err := s.lockWrite(ctx); err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	defer s.unlockWrite()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.StmtContext(ctx, del).ExecContext(ctx, org, tool, key, version)
+	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	if ok, err := affected(res); err != nil || !ok {
+		return false, err
+	}
+	if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+		return false, auditErr(e, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
+	}
+	return true, nil
 }
 
 // ListClaims answers claims in status, oldest first (ties by tool, then key,

@@ -20,6 +20,7 @@ var approvalCases = []suiteCase{
 	{"FindNewestFirst", testApprovalFindNewestFirst},
 	{"ListByStatus", testApprovalListByStatus},
 	{"CountByOrganization", testApprovalCountByOrganization},
+	{"UpdateAuditedIsOneTransaction", testApprovalUpdateAudited},
 }
 
 // fullApproval answers an approval with every field set.
@@ -316,5 +317,59 @@ func testApprovalCountByOrganization(t *testing.T, s toolplane.Store) {
 	}
 	if approved[orgC] != 1 || approved[orgA] != 0 {
 		t.Errorf("approved: %v", approved)
+	}
+}
+
+// testApprovalUpdateAudited: an approval's change and its audit event are
+// stored together or not at all.
+func testApprovalUpdateAudited(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullApproval(org, "apr-1", "run-1", "k", base)
+	insertApproval(t, s, orig)
+	cur, err := s.GetApproval(t.Context(), org, orig.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A stale version stores neither.
+	stale := *cur
+	stale.Version--
+	stale.Status = toolplane.ApprovalExpired
+	if ok, err := s.UpdateApprovalAudited(t.Context(), &stale, fullEvent(org, "ev-stale", at(time.Minute))); ok || err != nil {
+		t.Fatalf("UpdateApprovalAudited(stale) = %v, %v; want false, nil", ok, err)
+	}
+	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("a stale update stored its event: %+v", got)
+	}
+	wantApproval(t, s, cur)
+
+	// An event that cannot be stored (a duplicate id) rolls the update back.
+	appendAudit(t, s, fullEvent(org, "ev-dup", at(time.Second)))
+	next := *cur
+	next.Status, next.ResolvedAt, next.Reason = toolplane.ApprovalExpired, at(time.Hour), "expired: default deny"
+	ok, err := s.UpdateApprovalAudited(t.Context(), &next, fullEvent(org, "ev-dup", at(time.Minute)))
+	if ok || !errors.Is(err, toolplane.ErrExists) || next.Version != cur.Version {
+		t.Fatalf("UpdateApprovalAudited(duplicate event) = %v, %v (version %d); want false, ErrExists, version unchanged", ok, err, next.Version)
+	}
+	wantApproval(t, s, cur)
+
+	// Another organization's approval is out of reach, and so is its event.
+	other := next
+	other.OrganizationID = newOrg()
+	if ok, _ := s.UpdateApprovalAudited(t.Context(), &other, fullEvent(other.OrganizationID, "ev-x", at(time.Hour))); ok {
+		t.Fatal("updated another organization's approval")
+	}
+	if got := listAudit(t, s, other.OrganizationID, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("an event was stored for an update that did not apply: %+v", got)
+	}
+
+	// The current version stores both.
+	ev := fullEvent(org, "ev-1", at(time.Minute))
+	if ok, err := s.UpdateApprovalAudited(t.Context(), &next, ev); !ok || err != nil || next.Version != cur.Version+1 {
+		t.Fatalf("UpdateApprovalAudited = %v, %v (version %d)", ok, err, next.Version)
+	}
+	wantApproval(t, s, &next)
+	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 2 || got[0].ID != "ev-1" {
+		t.Fatalf("events = %+v", got)
 	}
 }

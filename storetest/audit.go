@@ -34,6 +34,8 @@ func fullEvent(org, id string, created time.Time) *toolplane.AuditEvent {
 		Source:         toolplane.SourceMCP,
 		Outcome:        "ok",
 		ArgumentsHash:  "sha256:" + id,
+		Key:            "k\x00\xff" + id,
+		Reason:         "the worker running the call was lost",
 		ApprovalID:     "apr-1",
 		AuthorizedBy:   "apr-0",
 		Replayed:       true,

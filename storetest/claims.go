@@ -27,6 +27,7 @@ var claimCases = []suiteCase{
 	{"ConcurrentInsert", testClaimConcurrentInsert},
 	{"ConcurrentUpdate", testClaimConcurrentUpdate},
 	{"UpdateAuditedIsOneTransaction", testClaimUpdateAudited},
+	{"DeleteAuditedIsOneTransaction", testClaimDeleteAudited},
 }
 
 // fullClaim answers a claim with every field set to a value a store could
@@ -43,6 +44,7 @@ func fullClaim(org, tool, key string, created time.Time) *toolplane.Claim {
 		LeaseUntil:     created.Add(30*time.Second + 123*time.Nanosecond),
 		Dispatched:     true,
 		Attempts:       2,
+		Node:           "node-a/1741964966",
 		RunID:          "run-1",
 		StepPath:       "agent/step-3",
 		Arguments:      []byte(`{"order_id":"ord_1","amount":1250}`),
@@ -597,5 +599,56 @@ func testClaimUpdateAudited(t *testing.T, s toolplane.Store) {
 	}
 	if got := listAudit(t, s, other.OrganizationID, toolplane.AuditFilter{}, 10); len(got) != 0 {
 		t.Fatalf("an event was stored for an update that did not apply: %+v", got)
+	}
+}
+
+// testClaimDeleteAudited: a claim released by someone other than its
+// caller and the audit event saying so are stored together or not at all.
+func testClaimDeleteAudited(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "k", base)
+	insertClaim(t, s, orig)
+	cur := getClaim(t, s, org, orig.Tool, orig.Key)
+
+	// A stale version deletes nothing and stores no event.
+	if ok, err := s.DeleteClaimAudited(t.Context(), org, cur.Tool, cur.Key, cur.Version-1, fullEvent(org, "ev-stale", at(time.Minute))); ok || err != nil {
+		t.Fatalf("DeleteClaimAudited(stale) = %v, %v; want false, nil", ok, err)
+	}
+	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("a stale delete stored its event: %+v", got)
+	}
+	wantClaim(t, s, cur)
+
+	// An event that cannot be stored (a duplicate id) keeps the claim.
+	appendAudit(t, s, fullEvent(org, "ev-dup", at(time.Second)))
+	if ok, err := s.DeleteClaimAudited(t.Context(), org, cur.Tool, cur.Key, cur.Version, fullEvent(org, "ev-dup", at(time.Minute))); ok || !errors.Is(err, toolplane.ErrExists) {
+		t.Fatalf("DeleteClaimAudited(duplicate event) = %v, %v; want false, ErrExists", ok, err)
+	}
+	wantClaim(t, s, cur)
+
+	// Another organization's claim is out of reach, and so is its event.
+	other := newOrg()
+	if ok, _ := s.DeleteClaimAudited(t.Context(), other, cur.Tool, cur.Key, cur.Version, fullEvent(other, "ev-x", at(time.Hour))); ok {
+		t.Fatal("deleted another organization's claim")
+	}
+	if got := listAudit(t, s, other, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("an event was stored for a delete that did not apply: %+v", got)
+	}
+	wantClaim(t, s, cur)
+
+	// The current version does both.
+	ev := fullEvent(org, "ev-1", at(time.Minute))
+	if ok, err := s.DeleteClaimAudited(t.Context(), org, cur.Tool, cur.Key, cur.Version, ev); !ok || err != nil {
+		t.Fatalf("DeleteClaimAudited = %v, %v", ok, err)
+	}
+	if _, err := s.GetClaim(t.Context(), org, cur.Tool, cur.Key); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("GetClaim after DeleteClaimAudited = %v; want ErrNotFound", err)
+	}
+	got := listAudit(t, s, org, toolplane.AuditFilter{}, 10)
+	if len(got) != 2 || got[0].ID != "ev-1" {
+		t.Fatalf("events = %+v", got)
+	}
+	if d := diff(got[0], *ev); d != "" {
+		t.Fatalf("stored event differs: %s", d)
 	}
 }

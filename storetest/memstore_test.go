@@ -45,6 +45,7 @@ type memStore struct {
 	changes         map[[2]string]toolplane.Change
 	authzRevisions  map[string]int64
 	sessions        map[[2]string]toolplane.Session
+	nodes           map[string]toolplane.Node
 }
 
 func newMemStore() *memStore {
@@ -64,6 +65,7 @@ func newMemStore() *memStore {
 		changes:        make(map[[2]string]toolplane.Change),
 		authzRevisions: make(map[string]int64),
 		sessions:       make(map[[2]string]toolplane.Session),
+		nodes:          make(map[string]toolplane.Node),
 	}
 }
 
@@ -221,6 +223,65 @@ func (m *memStore) DeleteClaim(_ context.Context, org, tool, key string, version
 	return true, nil
 }
 
+func (m *memStore) DeleteClaimAudited(_ context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [3]string{org, tool, key}
+	if old, ok := m.claims[k]; !ok || old.Version != version {
+		return false, nil
+	}
+	ak := [2]string{e.OrganizationID, e.ID}
+	if _, dup := m.audit[ak]; dup {
+		return false, toolplane.ErrExists
+	}
+	delete(m.claims, k)
+	stored := *e
+	stored.CreatedAt = keep(e.CreatedAt)
+	m.audit[ak] = stored
+	return true, nil
+}
+
+func (m *memStore) Heartbeat(_ context.Context, n *toolplane.Node) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	stored, ok := m.nodes[n.ID]
+	if !ok {
+		stored = toolplane.Node{ID: n.ID, Name: n.Name, StartedAt: keep(n.StartedAt)}
+	}
+	if ok && stored.HeartbeatAt.Equal(time.Unix(0, 0)) {
+		return nil // retired: its process is gone
+	}
+	if hb := keep(n.HeartbeatAt); !ok || hb.After(stored.HeartbeatAt) {
+		stored.HeartbeatAt = hb
+	}
+	m.nodes[n.ID] = stored
+	return nil
+}
+
+func (m *memStore) GetNode(_ context.Context, id string) (*toolplane.Node, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.nodes[id]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	return &n, nil
+}
+
+func (m *memStore) RetireNodes(_ context.Context, name, except string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	count := 0
+	for id, n := range m.nodes {
+		if n.Name == name && id != except && !n.HeartbeatAt.Equal(time.Unix(0, 0)) {
+			n.HeartbeatAt = time.Unix(0, 0).UTC()
+			m.nodes[id] = n
+			count++
+		}
+	}
+	return count, nil
+}
+
 func (m *memStore) ListClaims(_ context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -269,6 +330,28 @@ func (m *memStore) UpdateApproval(_ context.Context, a *toolplane.Approval) (boo
 	next := storedApproval(*a)
 	next.CreatedAt = old.CreatedAt
 	m.approvals[k] = next
+	return true, nil
+}
+
+func (m *memStore) UpdateApprovalAudited(_ context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{a.OrganizationID, a.ID}
+	old, ok := m.approvals[k]
+	if !ok || old.Version != a.Version {
+		return false, nil
+	}
+	ak := [2]string{e.OrganizationID, e.ID}
+	if _, dup := m.audit[ak]; dup {
+		return false, toolplane.ErrExists
+	}
+	a.Version++
+	next := storedApproval(*a)
+	next.CreatedAt = old.CreatedAt
+	m.approvals[k] = next
+	stored := *e
+	stored.CreatedAt = keep(e.CreatedAt)
+	m.audit[ak] = stored
 	return true, nil
 }
 

@@ -128,6 +128,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Bundles", bundleCases},
 		{"Changes", changeCases},
 		{"Sessions", sessionCases},
+		{"Nodes", nodeCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

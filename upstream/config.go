@@ -60,7 +60,25 @@ type Relax struct {
 	Destructive *bool `yaml:"destructive,omitempty"`
 	// RequiresApproval defaults to true.
 	RequiresApproval *bool `yaml:"requires_approval,omitempty"`
+	// IdempotentDownstream states that the server makes one effect of
+	// repeated calls carrying the same idempotency key, which toolplane
+	// sends with every call in _meta ("toolplane/idempotency_key"). A write
+	// or send whose outcome is unknown (a timeout, a lost worker) may then
+	// run again with the same key, up to MaxAttempts starts in all, instead
+	// of waiting as an uncertain action for a person. Without it, repeating
+	// such a call could double its effect, so it is never repeated.
+	IdempotentDownstream bool `yaml:"idempotent_downstream,omitempty"`
+	// MaxAttempts bounds the starts of a tool with IdempotentDownstream;
+	// default DefaultMaxAttempts.
+	MaxAttempts int `yaml:"max_attempts,omitempty"`
 }
+
+// DefaultMaxAttempts is how many starts a tool whose server honours the
+// idempotency key is allowed when its owner does not say.
+const DefaultMaxAttempts = 3
+
+// maxMaxAttempts matches the registry's bound on replay attempts.
+const maxMaxAttempts = 100
 
 // File is the upstreams file `toolplane serve --upstreams` reads.
 type File struct {
@@ -147,6 +165,14 @@ func Check(cs []Config) error {
 			}
 			if r.Effect == toolplane.EffectRead && r.Destructive != nil && *r.Destructive {
 				problems = append(problems, fmt.Sprintf("%s: tools.%s: a read cannot be destructive", where, name))
+			}
+			switch {
+			case r.IdempotentDownstream && r.Effect == toolplane.EffectRead:
+				problems = append(problems, fmt.Sprintf("%s: tools.%s: idempotent_downstream is for a write or send; a read is never held", where, name))
+			case r.MaxAttempts != 0 && !r.IdempotentDownstream:
+				problems = append(problems, fmt.Sprintf("%s: tools.%s: max_attempts needs idempotent_downstream: a call is repeated only where the server makes one effect of it", where, name))
+			case r.MaxAttempts < 0 || r.MaxAttempts > maxMaxAttempts:
+				problems = append(problems, fmt.Sprintf("%s: tools.%s: max_attempts %d is outside 1..%d", where, name, r.MaxAttempts, maxMaxAttempts))
 			}
 		}
 	}

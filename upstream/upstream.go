@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -494,6 +495,12 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 		}
 		if r.RequiresApproval != nil {
 			d.Annotations.RequiresApproval = *r.RequiresApproval
+		}
+		if r.IdempotentDownstream && d.Effect != toolplane.EffectRead {
+			// The key travels in every call's _meta; the owner says the
+			// server honours it, so a repeat is one effect there.
+			d.Annotations.Idempotent = true
+			d.Replay = &toolplane.Replay{MaxAttempts: cmp.Or(r.MaxAttempts, DefaultMaxAttempts)}
 		}
 	}
 	u.screen(&d, t.Name)
