@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -154,6 +155,12 @@ func (d *mcpDoor) call(ctx context.Context, id string) attempt {
 	})
 	if err != nil {
 		d.drop()
+		if errors.Is(err, mcp.ErrSessionMissing) {
+			// The node that got the request does not know the session
+			// (another node holds it, or held it and died): it refused the
+			// call without running it.
+			return attempt{kind: answerRetry, code: "session_missing", detail: err.Error()}
+		}
 		return attempt{kind: answerRetry, code: "session_lost", interrupted: true, detail: err.Error()}
 	}
 	text := textOf(r)

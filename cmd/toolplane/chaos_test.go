@@ -116,8 +116,17 @@ type okEvent struct {
 //
 // Afterwards: no action has two effects (doubled); every action answered
 // ok has exactly one effect, and every action with an effect was answered
-// ok or is listed uncertain (lost); every action answered uncertain is
-// listed; every effect has exactly one audit event of its own.
+// ok, or is listed uncertain, or (abandoned) has a completed claim a retry
+// would read back (lost); every action answered uncertain is listed
+// (unlisted); every action got a definite answer in time (unanswered);
+// every effect has exactly one audit event of its own (audit; see the
+// rule where it is checked); no claim is left processing once the sweeps
+// had their time (settle).
+//
+// The figures are logged as "chaos door=… cluster=…", "chaos kills:" and
+// "chaos figures:" lines of key=value pairs. A broken guarantee fails the
+// test only when TOOLPLANE_CHAOS_STRICT is set; otherwise each violation
+// is logged and the test skips, naming what failed.
 func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
 	if dsn == "" {
@@ -240,7 +249,13 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+					// Half the MCP agents open a connection per request, so
+					// the proxy sends each request of a session to the next
+					// node, as a per-request load balancer would; the others
+					// keep their connections alive, pinning a session to a
+					// node until that node dies.
+					perRequest := door == "mcp" && w%2 == 1
+					hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableKeepAlives: perRequest}}
 					defer hc.CloseIdleConnections()
 					var call func(context.Context, string) attempt
 					switch door {
@@ -365,6 +380,28 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		h, _ := canonical.Hash(map[string]any{"id": r.id})
 		idOfHash[h] = r.id
 	}
+	// The actions whose claims completed: one an agent abandoned may have
+	// been answered after its connection was gone; a retry would read
+	// that answer back.
+	completed := map[string]bool{}
+	for _, st := range stores {
+		after := ""
+		for {
+			cs, next, err := st.ListClaims(ctx, chaosOrg, toolplane.ClaimCompleted, after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				if id, ok := idOfHash[c.RequestHash]; ok && c.Tool == chaosPlatform {
+					completed[id] = true
+				}
+			}
+			if next == "" {
+				break
+			}
+			after = next
+		}
+	}
 	type auditCount struct{ ok, replayed, uncertain, other int }
 	audits := map[string]*auditCount{}
 	strayEvents := 0
@@ -407,9 +444,9 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	// The verdicts, per action.
 	effects := up.Effects()
 	type tally struct {
-		keys, ok, replayed, uncertain, failed, abandoned, unanswered                            int
-		doubled, lost, unlisted, unaudited, interruptedKeys, inFlight, rateLimited, lostSession int
-		keyRecovery                                                                             []time.Duration
+		keys, ok, replayed, uncertain, failed, abandoned, unanswered                                            int
+		doubled, lost, unlisted, unaudited, interruptedKeys, inFlight, rateLimited, lostSession, sessionMissing int
+		keyRecovery                                                                                             []time.Duration
 	}
 	tallies := map[string]*tally{}
 	var violations []string
@@ -426,6 +463,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		tl.inFlight += r.retries["in_flight"]
 		tl.rateLimited += r.retries["rate_limited"]
 		tl.lostSession += r.retries["session_lost"] + r.retries["transport"]
+		tl.sessionMissing += r.retries["session_missing"]
 		switch {
 		case r.abandoned:
 			tl.abandoned++
@@ -460,9 +498,10 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		case answeredOK && len(es) == 0:
 			tl.lost++
 			violate("lost", r, "answered %s without an effect", r.final)
-		case len(es) > 0 && !answeredOK && !listed[r.id]:
+		case len(es) > 0 && !answeredOK && !listed[r.id] && !(r.abandoned && completed[r.id]):
 			tl.lost++
-			violate("lost", r, "%d effect(s), answered %s (abandoned %v, unanswered %v), not listed uncertain", len(es), r.final, r.abandoned, r.unanswered)
+			violate("lost", r, "%d effect(s), answered %s (abandoned %v, unanswered %v, claim completed %v), not listed uncertain",
+				len(es), r.final, r.abandoned, r.unanswered, completed[r.id])
 		}
 		if !r.abandoned && !r.unanswered && r.final == answerUncertain && !listed[r.id] {
 			tl.unlisted++
@@ -539,7 +578,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 			}
 			sessions := ""
 			if door == "mcp" {
-				sessions = fmt.Sprintf(" sessions=%d", mcpSess[c.name])
+				sessions = fmt.Sprintf(" sessions=%d session_missing_answers=%d", mcpSess[c.name], tl.sessionMissing)
 			}
 			t.Logf("chaos door=%s cluster=%s keys=%d ok=%d replayed=%d uncertain=%d failed=%d abandoned=%d unanswered=%d doubled=%d lost=%d unlisted=%d unaudited=%d interrupted_keys=%d in_flight_answers=%d rate_limited_answers=%d lost_connections=%d%s kills=%d recovery_p50=%s recovery_max=%s recovery_never=%d key_recovery_p50=%s key_recovery_max=%s",
 				door, c.name, tl.keys, tl.ok, tl.replayed, tl.uncertain, tl.failed, tl.abandoned, tl.unanswered, tl.doubled, tl.lost, tl.unlisted, tl.unaudited,
@@ -573,8 +612,13 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	for _, es := range effects {
 		nEffects += len(es)
 	}
-	t.Logf("chaos figures: keys=%d kills=%d effects=%d doubled=%d lost=%d uncertain=%d listed_uncertain=%d unlisted=%d unaudited=%d abandoned=%d unanswered=%d failed=%d recovery_p50=%s recovery_max=%s key_recovery_p50=%s key_recovery_max=%s load=%s settle=%s still_processing=%d stray_audit_events=%d",
-		sum.keys, len(kills), nEffects, sum.doubled, sum.lost, sum.uncertain, len(listed), sum.unlisted, sum.unaudited, sum.abandoned, sum.unanswered, sum.failed,
+	var killed []string
+	for _, k := range kills {
+		killed = append(killed, fmt.Sprintf("%s@%s", k.node, k.at.Sub(began).Round(100*time.Millisecond)))
+	}
+	t.Logf("chaos kills: %s", strings.Join(killed, " "))
+	t.Logf("chaos figures: keys=%d kills=%d effects=%d doubled=%d lost=%d uncertain=%d answered_uncertain=%d unlisted=%d unaudited=%d abandoned=%d unanswered=%d failed=%d recovery_p50=%s recovery_max=%s key_recovery_p50=%s key_recovery_max=%s load=%s settle=%s still_processing=%d stray_audit_events=%d",
+		sum.keys, len(kills), nEffects, sum.doubled, sum.lost, len(listed), sum.uncertain, sum.unlisted, sum.unaudited, sum.abandoned, sum.unanswered, sum.failed,
 		percentile(allRecovery, 0.5).Round(time.Millisecond), percentile(allRecovery, 1).Round(time.Millisecond),
 		percentile(sum.keyRecovery, 0.5).Round(time.Millisecond), percentile(sum.keyRecovery, 1).Round(time.Millisecond),
 		loadTime.Round(time.Second), settleTime.Round(time.Second), processing, strayEvents)
