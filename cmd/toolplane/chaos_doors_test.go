@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane"
 )
 
 // answerKind is what one attempt of an action answered, as an agent that
@@ -47,18 +49,21 @@ type attempt struct {
 // retryCodes are the answers that decide nothing: the call was refused
 // before it was journalled (a node still ingesting the upstream's tools
 // answers tool_unavailable or unavailable), or it is running elsewhere, or
-// the platform failed and said so.
+// the platform failed and said so. A code outside the stable set (an API
+// code such as in_flight or rate_limited, or one added later) decides
+// nothing when the answer says it is retryable.
 var retryCodes = map[string]bool{
-	"in_flight": true, "rate_limited": true, "unavailable": true, "tool_unavailable": true,
-	"retryable_upstream": true, "internal_error": true, "timeout": true,
+	"unavailable": true, "tool_unavailable": true, "retryable_upstream": true, "internal_error": true, "timeout": true,
 }
 
-// chaosEnvelope is the result envelope both doors render.
+// chaosEnvelope is the result envelope both doors render, and the API's
+// error envelope.
 type chaosEnvelope struct {
 	OK    *bool `json:"ok"`
 	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Retryable bool   `json:"retryable"`
 	} `json:"error"`
 	Meta struct {
 		Replayed bool `json:"replayed"`
@@ -74,9 +79,9 @@ func classify(env chaosEnvelope, raw []byte) attempt {
 		return attempt{kind: answerOK}
 	case env.Error == nil:
 		return attempt{kind: answerFailed, code: "unreadable", detail: string(raw)}
-	case env.Error.Code == "uncertain":
-		return attempt{kind: answerUncertain, code: "uncertain", detail: env.Error.Message}
-	case retryCodes[env.Error.Code]:
+	case env.Error.Code == string(toolplane.CodeUncertain):
+		return attempt{kind: answerUncertain, code: env.Error.Code, detail: env.Error.Message}
+	case retryCodes[env.Error.Code], !toolplane.Code(env.Error.Code).Valid() && env.Error.Retryable:
 		return attempt{kind: answerRetry, code: env.Error.Code, detail: env.Error.Message}
 	}
 	return attempt{kind: answerFailed, code: env.Error.Code, detail: env.Error.Message}
@@ -113,13 +118,8 @@ func (d *restDoor) call(ctx context.Context, id string) attempt {
 		}
 		return attempt{kind: answerFailed, code: "unreadable", detail: string(raw)}
 	}
-	if resp.StatusCode != http.StatusOK {
-		// The API's error envelope: 409 in_flight, 429 rate_limited, 5xx.
-		if env.Error != nil && (retryCodes[env.Error.Code] || resp.StatusCode >= 500) {
-			return attempt{kind: answerRetry, code: env.Error.Code, detail: env.Error.Message}
-		}
-		return classify(env, raw)
-	}
+	// Besides tool results (200), the API's error envelope: 409
+	// in_flight, 429 rate_limited, 5xx.
 	return classify(env, raw)
 }
 
@@ -130,9 +130,9 @@ func (d *restDoor) call(ctx context.Context, id string) attempt {
 // session), the session is dropped and the next attempt opens a new one,
 // as a client reconnecting after a failure does.
 type mcpDoor struct {
-	endpoint, key, tool string
-	client              *mcp.Client
-	httpClient          *http.Client
+	endpoint, tool string
+	client         *mcp.Client
+	httpClient     *http.Client
 
 	cs       *mcp.ClientSession
 	sessions int // sessions opened

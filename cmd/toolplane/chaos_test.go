@@ -262,7 +262,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 					case "rest":
 						call = (&restDoor{base: c.proxy.URL(), key: key, tool: chaosPlatform, client: hc}).call
 					case "mcp":
-						d := &mcpDoor{endpoint: c.proxy.URL() + "/mcp", key: key, tool: chaosModel,
+						d := &mcpDoor{endpoint: c.proxy.URL() + "/mcp", tool: chaosModel,
 							client:     mcp.NewClient(&mcp.Implementation{Name: "chaos-agent", Version: "1"}, nil),
 							httpClient: &http.Client{Transport: bearer{key, hc.Transport}}}
 						defer func() {
