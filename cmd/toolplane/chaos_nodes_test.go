@@ -95,7 +95,7 @@ func (n *chaosNode) kill() error {
 		return err
 	}
 	<-n.exited
-	fmt.Fprintf(&n.history, "--- %s life %d (SIGKILLed):\n%s\n", n.name, n.starts, n.out)
+	fmt.Fprintf(&n.history, "--- %s life %d (SIGKILLed):\n%s\n", n.name, n.starts, tail(n.out.String()))
 	n.cmd = nil
 	return nil
 }
@@ -142,9 +142,18 @@ func (n *chaosNode) logs() string {
 	defer n.mu.Unlock()
 	s := n.history.String()
 	if n.out != nil && n.cmd != nil {
-		s += fmt.Sprintf("--- %s life %d (running):\n%s\n", n.name, n.starts, n.out)
+		s += fmt.Sprintf("--- %s life %d (running):\n%s\n", n.name, n.starts, tail(n.out.String()))
 	}
 	return s
+}
+
+// tail keeps the end of a life's output, where a failure's cause is.
+func tail(s string) string {
+	const keep = 4000
+	if len(s) <= keep {
+		return s
+	}
+	return "…" + s[len(s)-keep:]
 }
 
 // readCredentials reads KEY=value lines of a first start's credentials.env.
