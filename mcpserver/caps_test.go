@@ -55,6 +55,12 @@ func TestSessionsAreCappedPerKeyAndPerNode(t *testing.T) {
 		!strings.Contains(got, "holds 2 MCP sessions") || !strings.Contains(got, "DELETE") {
 		t.Fatalf("a third session of key A: %d %q %s", status, sid, got)
 	}
+	// An initialize inside a batch opens a session as well (on protocol
+	// versions that take batches), so it is held to the same cap.
+	batch := "[" + strings.Replace(initialize, "2025-06-18", "2025-03-26", 1) + "]"
+	if status, sid, got := f.open(t, f.keyA, batch); status != http.StatusTooManyRequests || sid != "" || !strings.Contains(got, "holds 2 MCP sessions") {
+		t.Fatalf("a batched initialize past key A's cap: %d %q %s", status, sid, got)
+	}
 	// Key B may open one: the node's cap is 3.
 	if status, _, got := f.open(t, f.keyB, initialize); status != http.StatusOK {
 		t.Fatalf("key B's first session: %d %s", status, got)

@@ -47,8 +47,10 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 				r, m = s.opening(w, r)
 				// An initialize opens a session the SDK then holds (it
 				// closes any other it made for a request without one), so
-				// it is what the caps count.
-				if m.initialize {
+				// it is what the caps count: any request without a session
+				// but one message of another method, since an initialize
+				// inside a batch opens a session all the same.
+				if !m.other {
 					release, refusal := s.reserve(r)
 					if refusal != nil {
 						refusal.write(w, m.id)
@@ -191,10 +193,12 @@ type opening struct {
 	once     sync.Once
 	srv      *mcp.Server
 	discover bool
-	// initialize is set for an initialize request, which opens a session
-	// that outlives it; id is its JSON-RPC id, for a refusal to answer.
-	initialize bool
-	id         json.RawMessage
+	// other is set for one message of a method other than initialize,
+	// which opens no session that outlives the request; id is the
+	// JSON-RPC id of a request that is one message, for a refusal to
+	// answer.
+	other bool
+	id    json.RawMessage
 }
 
 type openingKey struct{}
@@ -211,7 +215,7 @@ func (s *Server) opening(w http.ResponseWriter, r *http.Request) (*http.Request,
 		var msg map[string]json.RawMessage
 		if firstByte(body) == '{' && json.Unmarshal(body, &msg) == nil {
 			m.discover = isString(msg["method"], "server/discover")
-			m.initialize = isString(msg["method"], "initialize")
+			m.other = !isString(msg["method"], "initialize")
 			if validID(msg["id"]) {
 				m.id = msg["id"]
 			}
