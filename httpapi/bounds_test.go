@@ -96,3 +96,40 @@ func TestOverlongGrantsAreRefusedAsBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// A refused publish never quotes what it refuses back whole: an over-long
+// name is refused before the registration checks, and every value a
+// registration problem quotes is cut short.
+func TestRefusedPublishesDoNotQuoteTheValue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withRegistry(t)
+	owner := mint(t, f.store, toolplane.CredentialPerson, "olga", []string{"tool_owner:support"}, nil, false)
+	long := strings.Repeat("x", 100<<10)
+	def := func(edit func(m map[string]any)) string {
+		m := map[string]any{"name": "support.find", "version": "1.0.0", "kind": "internal", "owner": "support",
+			"description": "Find tickets.", "effect": "read", "binding": map[string]any{"handler": map[string]any{"key": "demo.search_tickets"}},
+			"input_schema": map[string]any{"type": "object"}, "output_schema": map[string]any{"type": "object"}}
+		edit(m)
+		return toJSON(m)
+	}
+	tests := []struct {
+		name, body, field string
+	}{
+		{"a 100 KB name", def(func(m map[string]any) { m["name"] = "support." + long }), "name"},
+		{"a name over the registration limit", def(func(m map[string]any) { m["name"] = "support." + long[:200] }), "name"},
+		{"a 100 KB version", def(func(m map[string]any) { m["version"] = "1.0.0-" + long }), "version"},
+		{"a 100 KB handler key", def(func(m map[string]any) { m["binding"] = map[string]any{"handler": map[string]any{"key": long}} }), "binding.handler.key"},
+		{"a 100 KB kind", def(func(m map[string]any) { m["kind"] = long }), "kind"},
+	}
+	for _, tt := range tests {
+		status, got := f.do(t, "POST", "/v1/registry/tools", owner, tt.body)
+		e, _ := got["error"].(map[string]any)
+		if status != http.StatusBadRequest || errCode(got) != "invalid_request" || e["field_path"] != tt.field {
+			t.Errorf("%s: %d %.300v; want 400 invalid_request at %s", tt.name, status, got, tt.field)
+		}
+		if raw, _ := json.Marshal(got); len(raw) > 2000 {
+			t.Errorf("%s: the refusal is %d bytes; it quotes what it refuses", tt.name, len(raw))
+		}
+	}
+}
