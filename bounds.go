@@ -16,6 +16,15 @@ const (
 	// MaxRunLen bounds what a caller composes: a run id, a step path, an
 	// idempotency key.
 	MaxRunLen = 1024
+	// MaxPatternLen bounds a grant or deny pattern and a bundle reference:
+	// a name (or a glob over names) with a version range.
+	MaxPatternLen = MaxNameLen + 1 + MaxRefLen
+	// MaxReasonLen bounds the free text a person writes beside a change:
+	// a deny's reason.
+	MaxReasonLen = 4096
+	// MaxListLen bounds the entries of one list of identifiers: a grant's
+	// tenants, a bundle's references.
+	MaxListLen = 256
 )
 
 // TooLongError refuses an identifier longer than its bound. Field names it
@@ -25,9 +34,14 @@ type TooLongError struct {
 	Field string
 	Len   int
 	Max   int
+	// Entries: Len and Max count a list's entries, not bytes.
+	Entries bool
 }
 
 func (e *TooLongError) Error() string {
+	if e.Entries {
+		return fmt.Sprintf("%s has %d entries; at most %d are accepted", e.Field, e.Len, e.Max)
+	}
 	return fmt.Sprintf("%s is %d bytes long; at most %d are accepted", e.Field, e.Len, e.Max)
 }
 
@@ -35,6 +49,60 @@ func (e *TooLongError) Error() string {
 func CheckLen(field, value string, max int) error {
 	if len(value) > max {
 		return &TooLongError{Field: field, Len: len(value), Max: max}
+	}
+	return nil
+}
+
+// checkList answers a *TooLongError when list has more than MaxListLen
+// entries or one longer than max bytes, naming that entry by its index.
+func checkList(field string, list []string, max int) error {
+	if len(list) > MaxListLen {
+		return &TooLongError{Field: field, Len: len(list), Max: MaxListLen, Entries: true}
+	}
+	for i, v := range list {
+		if err := CheckLen(fmt.Sprintf("%s[%d]", field, i), v, max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckBounds answers a *TooLongError for the first field of g past its
+// bound. The grant service checks every grant with it before anything
+// else reads the grant, so no door need repeat it.
+func (g *Grant) CheckBounds() error {
+	return firstOf(
+		CheckLen("agent_id", g.AgentID, MaxRefLen),
+		CheckLen("pattern", g.Pattern, MaxPatternLen),
+		CheckLen("bundle", g.Bundle, MaxNameLen),
+		checkList("tenant_scope", g.TenantScope, MaxRefLen),
+	)
+}
+
+// CheckBounds answers a *TooLongError for the first field of d past its
+// bound; the grant service checks every deny with it.
+func (d *Deny) CheckBounds() error {
+	return firstOf(
+		CheckLen("agent_id", d.AgentID, MaxRefLen),
+		CheckLen("pattern", d.Pattern, MaxPatternLen),
+		CheckLen("reason", d.Reason, MaxReasonLen),
+	)
+}
+
+// CheckBounds answers a *TooLongError for the first field of b past its
+// bound; the grant service checks every bundle with it.
+func (b *Bundle) CheckBounds() error {
+	return firstOf(
+		CheckLen("name", b.Name, MaxNameLen),
+		checkList("refs", b.Refs, MaxPatternLen),
+	)
+}
+
+func firstOf(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package apikey
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -23,6 +24,37 @@ func (e *LimitedError) Error() string {
 		return "too many failed authentications; retry after the reset"
 	}
 	return "this key made too many requests; slow down and retry after the reset"
+}
+
+// RefusedError refuses a bearer token that did not authenticate. Its
+// message says what the token was taken for (an API key, or, where the
+// deployment also accepts JWTs, either), which the caller knows already,
+// and never which check failed (an unknown id, a wrong secret, a revoked
+// or expired key, a signature, issuer, audience or expiry), so probing
+// tokens teaches nothing. Every door answers it in these words.
+type RefusedError struct {
+	// Key: the token has the API key prefix, so it was read as a key only.
+	Key bool
+	// JWTs: the deployment accepts JWTs of its configured issuer too.
+	JWTs bool
+}
+
+func (e *RefusedError) Error() string {
+	switch {
+	case e.Key:
+		return "the API key is not valid"
+	case e.JWTs:
+		return "the bearer token is neither a valid API key nor a valid JWT of the configured issuer"
+	}
+	return "the bearer token is not a valid API key"
+}
+
+// Unwrap makes a refusal a toolplane.ErrUnauthenticated.
+func (e *RefusedError) Unwrap() error { return toolplane.ErrUnauthenticated }
+
+// refused answers the refusal of token.
+func (g Gate) refused(token string) *RefusedError {
+	return &RefusedError{Key: strings.HasPrefix(token, Prefix), JWTs: g.Tokens != nil}
 }
 
 // Gate is what every door (REST, MCP) runs before anything else: it
@@ -55,8 +87,9 @@ type Gate struct {
 // Admit answers the credential token authenticates, for a request from the
 // client address client (ratelimit.ClientAddr) at now, and the rate-limit
 // decision the door reports in its headers (zero when no limit applied).
-// Its errors: one wrapping toolplane.ErrUnauthenticated (the token is not
-// valid), a *LimitedError (over a budget), or ErrUnavailable.
+// Its errors: a *RefusedError, which wraps toolplane.ErrUnauthenticated
+// (the token is not valid), a *LimitedError (over a budget), or
+// ErrUnavailable.
 func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*toolplane.Credential, ratelimit.Decision, error) {
 	cred, ok := g.Cache.Cached(token, now)
 	if !ok {
@@ -70,7 +103,7 @@ func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*
 		switch {
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			if g.Failures == nil {
-				return nil, ratelimit.Decision{}, err
+				return nil, ratelimit.Decision{}, g.refused(token)
 			}
 			id, _, perr := Parse(token)
 			if perr != nil {
@@ -79,7 +112,7 @@ func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*
 			if d := g.Failures.Fail(client, id, now); !d.Allowed {
 				return nil, d, &LimitedError{Decision: d, Failures: true}
 			}
-			return nil, ratelimit.Decision{}, err
+			return nil, ratelimit.Decision{}, g.refused(token)
 		case err != nil:
 			return nil, ratelimit.Decision{}, err
 		}

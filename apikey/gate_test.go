@@ -48,6 +48,10 @@ func TestGateKeepsTheHolderOutOfTheFloodersReach(t *testing.T) {
 			got = "429 key"
 		case errors.Is(err, toolplane.ErrUnauthenticated):
 			got = "401"
+			// Refused as the key it was presented as, in the doors' words.
+			if refused := (*RefusedError)(nil); !errors.As(err, &refused) || refused.Error() != "the API key is not valid" {
+				t.Errorf("%s: refused as %v", s.name, err)
+			}
 		case err != nil:
 			got = err.Error()
 		}

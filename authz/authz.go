@@ -161,6 +161,10 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 	if err := MayGrant(by); err != nil {
 		return err
 	}
+	// Bounded first: every later refusal may quote what it refuses.
+	if err := g.CheckBounds(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if err := g.CheckTarget(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -207,6 +211,9 @@ func (s *Service) AddDeny(ctx context.Context, d *toolplane.Deny, by *toolplane.
 	if err := MayDeny(by); err != nil {
 		return err
 	}
+	if err := d.CheckBounds(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if d.AgentID == "" {
 		return fmt.Errorf("%w: agent_id: name an agent, or %q for every agent", ErrInvalid, toolplane.EveryAgent)
 	}
@@ -240,6 +247,9 @@ func (s *Service) LiftDeny(ctx context.Context, id string, by *toolplane.Credent
 func (s *Service) PutBundle(ctx context.Context, b *toolplane.Bundle, by *toolplane.Credential) error {
 	if err := MayGrant(by); err != nil {
 		return err
+	}
+	if err := b.CheckBounds(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if b.Name == "" || len(b.Refs) == 0 {
 		return fmt.Errorf("%w: a bundle has a name and at least one tool reference", ErrInvalid)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -375,5 +376,85 @@ func TestPublishedToolsAreVisibleInTheirOrganizationOnly(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("Explain(%s) = %v, want %v", tt.org, got, tt.want)
 		}
+	}
+}
+
+// Every field of a grant, deny or bundle is bounded by the service, so
+// every door refuses the same: invalid, naming the field, never quoting
+// the value, and nothing is stored.
+func TestOverlongGrantsDeniesAndBundlesAreRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	long := func(n int) string { return strings.Repeat("x", n) }
+	many := func(n int, v string) []string { return slices.Repeat([]string{v}, n) }
+	if err := f.svc.PutBundle(f.ctx, &toolplane.Bundle{Name: "b", Refs: []string{"crm.lookup@^1.0.0"}}, operator); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, field string
+		add         func() error
+	}{
+		{"grant agent_id", "agent_id", func() error {
+			return f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: long(100 << 10), Pattern: "crm.*"}, operator)
+		}},
+		{"grant pattern", "pattern", func() error {
+			return f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm." + long(100<<10)}, operator)
+		}},
+		{"grant pattern beside a bundle", "pattern", func() error {
+			return f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: long(100 << 10), Bundle: "b"}, operator)
+		}},
+		{"grant bundle", "bundle", func() error {
+			return f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Bundle: long(toolplane.MaxNameLen + 1)}, operator)
+		}},
+		{"grant tenant", "tenant_scope[1]", func() error {
+			return f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.*", TenantScope: []string{"t", long(100 << 10)}}, operator)
+		}},
+		{"grant tenants", "tenant_scope", func() error {
+			return f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.*", TenantScope: many(toolplane.MaxListLen+1, "t")}, operator)
+		}},
+		{"deny agent_id", "agent_id", func() error {
+			return f.svc.AddDeny(f.ctx, &toolplane.Deny{AgentID: long(toolplane.MaxRefLen + 1), Pattern: "crm.*", Reason: "incident"}, admin)
+		}},
+		{"deny pattern", "pattern", func() error {
+			return f.svc.AddDeny(f.ctx, &toolplane.Deny{AgentID: "*", Pattern: long(100 << 10), Reason: "incident"}, admin)
+		}},
+		{"deny reason", "reason", func() error {
+			return f.svc.AddDeny(f.ctx, &toolplane.Deny{AgentID: "*", Pattern: "crm.*", Reason: long(100 << 10)}, admin)
+		}},
+		{"bundle name", "name", func() error {
+			return f.svc.PutBundle(f.ctx, &toolplane.Bundle{Name: long(toolplane.MaxNameLen + 1), Refs: []string{"crm.lookup@^1.0.0"}}, operator)
+		}},
+		{"bundle ref", "refs[0]", func() error {
+			return f.svc.PutBundle(f.ctx, &toolplane.Bundle{Name: "c", Refs: []string{"crm.lookup@^1.0.0" + long(100<<10)}}, operator)
+		}},
+		{"bundle refs", "refs", func() error {
+			return f.svc.PutBundle(f.ctx, &toolplane.Bundle{Name: "c", Refs: many(toolplane.MaxListLen+1, "crm.lookup@^1.0.0")}, operator)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.add()
+			var tooLong *toolplane.TooLongError
+			if !errors.Is(err, authz.ErrInvalid) || !errors.As(err, &tooLong) || tooLong.Field != tt.field {
+				t.Fatalf("got %v, want invalid at %s", err, tt.field)
+			}
+			if len(err.Error()) > 200 {
+				t.Errorf("the refusal is %d bytes: it quotes what it refuses", len(err.Error()))
+			}
+		})
+	}
+	gs, _ := f.svc.Grants(f.ctx, "", true, admin)
+	ds, _ := f.svc.Denies(f.ctx, admin)
+	bs, _ := f.svc.Bundles(f.ctx, admin)
+	if len(gs) != 0 || len(ds) != 0 || len(bs) != 1 {
+		t.Errorf("stored %d grants, %d denies, %d bundles; want 0, 0, 1", len(gs), len(ds), len(bs))
+	}
+	// At their bounds, all of them are accepted.
+	full := many(toolplane.MaxListLen, "t")
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: long(toolplane.MaxRefLen), Pattern: "crm.*", TenantScope: full}, operator); err != nil {
+		t.Errorf("a grant at its bounds: %v", err)
+	}
+	if err := f.svc.AddDeny(f.ctx, &toolplane.Deny{AgentID: "*", Pattern: "crm.*", Reason: long(toolplane.MaxReasonLen)}, admin); err != nil {
+		t.Errorf("a deny at its bounds: %v", err)
 	}
 }

@@ -191,6 +191,12 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	if err := MayPublish(by); err != nil {
 		return nil, err
 	}
+	// Bounded before anything else reads them: every later refusal may
+	// name the tool, and none may quote an unbounded value back.
+	if err := errors.Join(toolplane.CheckLen("name", d.Name, toolplane.MaxNameLen), toolplane.CheckLen("version", d.Version, toolplane.MaxRefLen),
+		toolplane.CheckLen("owner", d.Owner, toolplane.MaxRefLen)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	org := orgOf(by)
 	if d.Owner == "" {
 		return nil, fmt.Errorf("%w: owner: name the owning team", ErrInvalid)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -162,7 +163,7 @@ func TestRebindingAGuardedHandlerCannotSkipApproval(t *testing.T) {
 			t.Errorf("problem does not name the binding: %s", pr)
 		}
 	}
-	if got := strings.Join(fields, ","); got != "annotations.destructive,annotations.requires_approval" {
+	if got := strings.Join(fields, ","); got != "annotations.destructive,annotations.requires_approval,approval_preview" {
 		t.Errorf("weaker fields %s", got)
 	}
 	if r, _ := p.iv.InvokeJSON(p.ctx, fast.Name, []byte(refund400), agent("run-2", fast.Name)); r.OK || r.Error.Code != toolplane.CodeToolUnavailable {
@@ -173,6 +174,7 @@ func TestRebindingAGuardedHandlerCannotSkipApproval(t *testing.T) {
 	// reviews it because it binds a guarded handler, and once active its
 	// refunds wait for a person too.
 	fast.Annotations = toolplane.Annotations{Destructive: true, RequiresApproval: true}
+	fast.ApprovalPreview = true
 	pub, err := p.svc.Publish(p.ctx, fast, teamaOwner)
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +218,57 @@ func TestAVersionStoredWeakerRunsHeldToItsBinding(t *testing.T) {
 	}
 	// The $400 refund waits for a person, like the demo's own tool.
 	p.mustWaitForAPerson(t, fast.Name, refund400, "run-1")
+}
+
+// TestARebindingKeepsTheHandlersPreview: a published definition bound to
+// demo.refund_order with a plain, unbounded integer gets its arguments
+// read by the handler's preview before an approval is filed, so amounts
+// the handler cannot hold end in invalid_input and nobody is asked.
+func TestARebindingKeepsTheHandlersPreview(t *testing.T) {
+	t.Parallel()
+	p := newDemoPlatform(t)
+	fast := bound("teama.refund_fast", "demo.refund_order", toolplane.EffectWrite)
+	fast.Annotations = toolplane.Annotations{Destructive: true, RequiresApproval: true}
+
+	// Dropping the preview is weaker than the binding: refused, naming it.
+	_, err := p.svc.Publish(p.ctx, fast, teamaOwner)
+	var ce *registry.CheckError
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Field != "approval_preview" {
+		t.Fatalf("publishing without the preview: %v", err)
+	}
+
+	// A version that reached the store without it is served with it.
+	hash, err := registry.SchemaHash(&fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast.SchemaHash = hash
+	body, _ := json.Marshal(fast)
+	now := time.Now()
+	if err := p.store.InsertToolVersion(p.ctx, &toolplane.ToolVersion{OrganizationID: "default", Name: fast.Name, Version: fast.Version, State: toolplane.StateActive,
+		Definition: body, SchemaHash: hash, Owner: "teama", PublishedBy: "tom", PublishedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.svc.Refresh(p.ctx); err != nil {
+		t.Fatal(err)
+	}
+	tool, ok := p.reg.Get("default", fast.Name)
+	if !ok || !tool.Def.ApprovalPreview {
+		t.Fatalf("served without the preview: %v %+v", ok, tool)
+	}
+
+	for i, amount := range []string{"9223372036854775808", "1e400", "-9223372036854775809"} {
+		args := `{"order_id":"o-501","amount_cents":` + amount + `,"reason":"goodwill"}`
+		r, err := p.iv.InvokeJSON(p.ctx, fast.Name, []byte(args), agent(fmt.Sprintf("run-%d", i), fast.Name))
+		if err != nil || r.OK || r.Error.Code != toolplane.CodeInvalidInput {
+			t.Errorf("amount %s: %+v %v, want invalid_input", amount, r.Error, err)
+		}
+	}
+	if pending, _, err := p.store.ListApprovals(p.ctx, "default", toolplane.ApprovalPending, "", 100); err != nil || len(pending) != 0 {
+		t.Fatalf("approvals filed: %d %v", len(pending), err)
+	}
+	// An amount the handler holds still waits for a person.
+	p.mustWaitForAPerson(t, fast.Name, refund400, "run-ok")
 }
 
 func TestATeamPublishesOnlyUnderItsOwnNamespace(t *testing.T) {

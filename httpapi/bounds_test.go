@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/registry"
 )
 
 // Identifiers past their bounds are refused as bad requests, naming the
@@ -60,5 +63,73 @@ func TestOverlongIdentifiersAreRefusedBeforeTheAuditTrail(t *testing.T) {
 	}
 	if evs, _, _ := f.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 100); len(evs) != 1 {
 		t.Errorf("the audit trail holds %d events after one call; want 1", len(evs))
+	}
+}
+
+// Grants, denies and bundles are bounded by the grant service; the REST
+// door answers its refusal as a bad request naming the field, without
+// quoting the value.
+func TestOverlongGrantsAreRefusedAsBadRequests(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
+	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	admin := f.mintAdmin(t)
+	long := strings.Repeat("x", 100<<10)
+	tests := []struct {
+		name, method, path, body, field string
+	}{
+		{"a 100 KB grant pattern", "POST", "/v1/grants", toJSON(map[string]any{"agent_id": "bot", "pattern": "demo." + long}), "pattern"},
+		{"a 100 KB grant pattern beside a bundle", "POST", "/v1/grants", toJSON(map[string]any{"agent_id": "bot", "pattern": long, "bundle": long}), "pattern"},
+		{"a 100 KB tenant", "POST", "/v1/grants", toJSON(map[string]any{"agent_id": "bot", "pattern": "demo.*", "tenant_scope": []string{long}}), "tenant_scope[0]"},
+		{"a 100 KB deny reason", "POST", "/v1/denies", toJSON(map[string]any{"agent_id": "*", "pattern": "demo.*", "reason": long}), "reason"},
+		{"a 100 KB bundle ref", "PUT", "/v1/bundles/b", toJSON(map[string]any{"refs": []string{long}}), "refs[0]"},
+	}
+	for _, tt := range tests {
+		status, got := f.do(t, tt.method, tt.path, admin, tt.body)
+		e, _ := got["error"].(map[string]any)
+		if status != http.StatusBadRequest || errCode(got) != "invalid_request" || e["field_path"] != tt.field {
+			t.Errorf("%s: %d %v; want 400 invalid_request at %s", tt.name, status, got, tt.field)
+		}
+		if raw, _ := json.Marshal(got); len(raw) > 1000 {
+			t.Errorf("%s: the refusal is %d bytes; it quotes what it refuses", tt.name, len(raw))
+		}
+	}
+}
+
+// A refused publish never quotes what it refuses back whole: an over-long
+// name is refused before the registration checks, and every value a
+// registration problem quotes is cut short.
+func TestRefusedPublishesDoNotQuoteTheValue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.withRegistry(t)
+	owner := mint(t, f.store, toolplane.CredentialPerson, "olga", []string{"tool_owner:support"}, nil, false)
+	long := strings.Repeat("x", 100<<10)
+	def := func(edit func(m map[string]any)) string {
+		m := map[string]any{"name": "support.find", "version": "1.0.0", "kind": "internal", "owner": "support",
+			"description": "Find tickets.", "effect": "read", "binding": map[string]any{"handler": map[string]any{"key": "demo.search_tickets"}},
+			"input_schema": map[string]any{"type": "object"}, "output_schema": map[string]any{"type": "object"}}
+		edit(m)
+		return toJSON(m)
+	}
+	tests := []struct {
+		name, body, field string
+	}{
+		{"a 100 KB name", def(func(m map[string]any) { m["name"] = "support." + long }), "name"},
+		{"a name over the registration limit", def(func(m map[string]any) { m["name"] = "support." + long[:200] }), "name"},
+		{"a 100 KB version", def(func(m map[string]any) { m["version"] = "1.0.0-" + long }), "version"},
+		{"a 100 KB handler key", def(func(m map[string]any) { m["binding"] = map[string]any{"handler": map[string]any{"key": long}} }), "binding.handler.key"},
+		{"a 100 KB kind", def(func(m map[string]any) { m["kind"] = long }), "kind"},
+	}
+	for _, tt := range tests {
+		status, got := f.do(t, "POST", "/v1/registry/tools", owner, tt.body)
+		e, _ := got["error"].(map[string]any)
+		if status != http.StatusBadRequest || errCode(got) != "invalid_request" || e["field_path"] != tt.field {
+			t.Errorf("%s: %d %.300v; want 400 invalid_request at %s", tt.name, status, got, tt.field)
+		}
+		if raw, _ := json.Marshal(got); len(raw) > 2000 {
+			t.Errorf("%s: the refusal is %d bytes; it quotes what it refuses", tt.name, len(raw))
+		}
 	}
 }

@@ -185,7 +185,10 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		if d.Limit > 0 {
 			d.Header(w.Header(), now)
 		}
-		var limited *apikey.LimitedError
+		var (
+			limited *apikey.LimitedError
+			refused *apikey.RefusedError
+		)
 		switch {
 		case errors.As(err, &limited) && limited.Failures:
 			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications; retry after the reset", "")
@@ -193,8 +196,8 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		case errors.As(err, &limited):
 			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
 			return
-		case errors.Is(err, toolplane.ErrUnauthenticated):
-			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "the API key is not valid", "")
+		case errors.As(err, &refused):
+			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", refused.Error(), "")
 			return
 		case err != nil:
 			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)

@@ -332,6 +332,58 @@ func TestJWTCallerInvokes(t *testing.T) {
 	}
 }
 
+// A token that does not authenticate is refused in words that say what it
+// was taken for, a key or (where JWTs are accepted) either, and the same
+// words whichever check failed: a JWT is never told it is a bad API key,
+// and a tampered, expired or foreign JWT cannot be told apart.
+func TestARefusedTokenIsNamedForWhatItWasTakenFor(t *testing.T) {
+	t.Parallel()
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256)}}})
+	}))
+	t.Cleanup(jwks.Close)
+	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
+	token := func(iss string, exp time.Duration) string {
+		tok, _ := jwt.Signed(signer).Claims(map[string]any{"iss": iss, "aud": "toolplane", "sub": "agent-jwt", "org": "org-1",
+			"exp": time.Now().Add(exp).Unix(), "toolplane_kind": "agent"}).Serialize()
+		return tok
+	}
+	good := token("https://idp.example", time.Hour)
+	const (
+		either = "the bearer token is neither a valid API key nor a valid JWT of the configured issuer"
+		key    = "the API key is not valid"
+		notKey = "the bearer token is not a valid API key"
+	)
+	withJWTs := newFixture(t)
+	withJWTs.api.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	keysOnly := newFixture(t)
+	tests := []struct {
+		name  string
+		f     *fixture
+		token string
+		want  string
+	}{
+		{"a tampered JWT", withJWTs, good[:len(good)-3] + "abc", either},
+		{"an expired JWT", withJWTs, token("https://idp.example", -time.Hour), either},
+		{"a JWT of another issuer", withJWTs, token("https://evil.example", time.Hour), either},
+		{"not a token at all", withJWTs, "hello", either},
+		{"a wrong API key secret", withJWTs, withJWTs.agent[:len(withJWTs.agent)-4] + "AAAA", key},
+		{"a JWT where only keys are accepted", keysOnly, good, notKey},
+		{"a wrong API key where only keys are accepted", keysOnly, keysOnly.agent[:len(keysOnly.agent)-4] + "AAAA", key},
+	}
+	for _, tt := range tests {
+		status, body := tt.f.do(t, "GET", "/v1/tools", tt.token, "")
+		e, _ := body["error"].(map[string]any)
+		if status != http.StatusUnauthorized || errCode(body) != "unauthenticated" || e["message"] != tt.want {
+			t.Errorf("%s: %d %v; want 401 %q", tt.name, status, body, tt.want)
+		}
+	}
+	if status, _ := withJWTs.do(t, "GET", "/v1/tools", good, ""); status != http.StatusOK {
+		t.Fatalf("the valid JWT: %d", status)
+	}
+}
+
 func TestWriteNeedsARunOrAKey(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

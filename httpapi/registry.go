@@ -62,12 +62,15 @@ func versionOf(v *toolplane.ToolVersion, withDefinition bool) versionView {
 // registryFail answers an error of the catalogue or grants services.
 func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
-		ce *registry.CheckError
-		cv *compat.Violation
+		ce      *registry.CheckError
+		cv      *compat.Violation
+		tooLong *toolplane.TooLongError
 	)
 	switch {
 	case errors.Is(err, catalog.ErrForbidden), errors.Is(err, authz.ErrForbidden):
 		s.fail(w, r, http.StatusForbidden, "denied", err.Error(), "")
+	case errors.As(err, &tooLong):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
 	case errors.As(err, &ce):
 		lines := make([]string, len(ce.Problems))
 		for i, p := range ce.Problems {

@@ -209,7 +209,7 @@ func (s *Server) handler(upstream string) http.Handler {
 		cred, err := a.cred, a.err
 		switch {
 		case errors.Is(err, toolplane.ErrUnauthenticated):
-			return nil, fmt.Errorf("%w: the key is not valid", auth.ErrInvalidToken)
+			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err) // an *apikey.RefusedError: what was presented, not why it failed
 		case err != nil:
 			s.Log.ErrorContext(ctx, "credential lookup failed", "err", err)
 			return nil, errors.New("credentials cannot be checked right now")

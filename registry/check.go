@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
@@ -198,10 +200,12 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map,
 		ch.run()
 		if d.Name != "" {
 			if seen[d.Name] {
-				ch.add("name", fmt.Sprintf("%q is already registered", d.Name), "choose another name; a tool is never shadowed or replaced by registering it again (publish a new version instead)")
+				ch.add("name", fmt.Sprintf("%s is already registered", quote(d.Name)), "choose another name; a tool is never shadowed or replaced by registering it again (publish a new version instead)")
 			}
 			seen[d.Name] = true
-			names = append(names, d.Name)
+			if len(d.Name) <= maxNameSize { // an over-long name is a problem already
+				names = append(names, d.Name)
+			}
 		}
 		problems = append(problems, ch.problems...)
 		out = append(out, checked{def: *d, input: ch.input, output: ch.output})
@@ -214,7 +218,7 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map,
 				if p.Platform == "" || p.Err == modelname.ErrDuplicate {
 					continue
 				}
-				problems = append(problems, Problem{Tool: p.Platform, Field: "name", Message: p.Error(), Fix: "rename the tool so its model-facing name is unique and at most 64 characters"})
+				problems = append(problems, Problem{Tool: clip(p.Platform), Field: "name", Message: p.Error(), Fix: "rename the tool so its model-facing name is unique and at most 64 characters"})
 			}
 		}
 	}
@@ -254,12 +258,33 @@ type checker struct {
 }
 
 func (ch *checker) add(field, msg, fix string) {
-	tool := ch.d.Name
+	tool := clip(ch.d.Name)
 	if tool == "" {
 		tool = "(unnamed)"
 	}
 	ch.problems = append(ch.problems, Problem{Tool: tool, Field: field, Message: msg, Fix: fix})
 }
+
+// maxQuoted bounds a value a problem quotes back, in bytes: enough to
+// recognise it, and a refused value of any size answers a short problem.
+const maxQuoted = 64
+
+// clip answers s cut to maxQuoted bytes, on a rune boundary, with an
+// ellipsis when it was longer.
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// quote answers s clipped and quoted, as a problem's message shows a
+// value.
+func quote[S ~string](s S) string { return strconv.Quote(clip(string(s))) }
 
 func (ch *checker) unresolved(what string) {
 	ch.rep.Unresolved = append(ch.rep.Unresolved, what)
@@ -286,11 +311,11 @@ func (ch *checker) dependencies() {
 		switch dep.Relation {
 		case toolplane.RequiresOutputOf, toolplane.CommonlyPairedWith:
 		default:
-			ch.add(field+".relation", fmt.Sprintf("%q is not a relation", dep.Relation), "use requires_output_of or commonly_paired_with")
+			ch.add(field+".relation", fmt.Sprintf("%s is not a relation", quote(dep.Relation)), "use requires_output_of or commonly_paired_with")
 		}
 		name, rng := semver.SplitRef(dep.Tool)
 		if !platformRE.MatchString(name) && !mcpRE.MatchString(name) {
-			ch.add(field+".tool", fmt.Sprintf("%q is not a tool name", name), "name the other tool by its platform name, optionally with a range (payments.get_order@^1.0.0)")
+			ch.add(field+".tool", fmt.Sprintf("%s is not a tool name", quote(name)), "name the other tool by its platform name, optionally with a range (payments.get_order@^1.0.0)")
 		} else if name == ch.d.Name {
 			ch.add(field+".tool", "names the tool itself", "remove the edge")
 		}
@@ -316,14 +341,14 @@ func (ch *checker) name() {
 	case d.Kind == toolplane.KindMCP:
 		m := mcpRE.FindStringSubmatch(d.Name)
 		if m == nil {
-			ch.add("name", fmt.Sprintf("%q is not mcp.<connection>.<remote tool>", d.Name), "name an ingested tool mcp.<connection slug>.<the name its server publishes>")
+			ch.add("name", fmt.Sprintf("%s is not mcp.<connection>.<remote tool>", quote(d.Name)), "name an ingested tool mcp.<connection slug>.<the name its server publishes>")
 		} else if d.Binding.Remote != nil && d.Binding.Remote.RemoteName != "" && m[2] != d.Binding.Remote.RemoteName {
-			ch.add("name", fmt.Sprintf("ends in %q but the binding names remote tool %q", m[2], d.Binding.Remote.RemoteName), "make the last part of the name the remote tool's own name")
+			ch.add("name", fmt.Sprintf("ends in %s but the binding names remote tool %s", quote(m[2]), quote(d.Binding.Remote.RemoteName)), "make the last part of the name the remote tool's own name")
 		}
 	case strings.HasPrefix(d.Name, "mcp."):
 		ch.add("name", "the mcp. prefix is reserved for tools ingested from MCP servers", "choose a namespace of your own; a platform tool can never claim an MCP name")
 	case !platformRE.MatchString(d.Name):
-		ch.add("name", fmt.Sprintf("%q is not namespace.verb", d.Name), "use two lowercase parts joined by one dot, letters, digits, '_' or '-', each starting with a letter (payments.refund_order)")
+		ch.add("name", fmt.Sprintf("%s is not namespace.verb", quote(d.Name)), "use two lowercase parts joined by one dot, letters, digits, '_' or '-', each starting with a letter (payments.refund_order)")
 	}
 }
 
@@ -337,13 +362,16 @@ func (ch *checker) text() {
 	}
 	if d.Version == "" {
 		ch.add("version", "missing", "give a semantic version such as 1.0.0")
+	} else if len(d.Version) > toolplane.MaxRefLen {
+		// The parser's error would quote it whole.
+		ch.add("version", fmt.Sprintf("%d bytes, the limit is %d", len(d.Version), toolplane.MaxRefLen), "use MAJOR.MINOR.PATCH, such as 2.1.0")
 	} else if _, err := semver.Parse(d.Version); err != nil {
 		// The parser the registry orders and resolves versions with, so a
 		// version it cannot read is refused here, not kept as 0.0.0.
-		ch.add("version", fmt.Sprintf("%q is not a semantic version: %v", d.Version, err), "use MAJOR.MINOR.PATCH, such as 2.1.0")
+		ch.add("version", fmt.Sprintf("%s is not a semantic version: %v", quote(d.Version), err), "use MAJOR.MINOR.PATCH, such as 2.1.0")
 	}
 	if d.ItemKind != "" && !itemKindRE.MatchString(d.ItemKind) {
-		ch.add("item_kind", fmt.Sprintf("%q is not a resource kind", d.ItemKind), "use a dotted lowercase kind such as crm.person")
+		ch.add("item_kind", fmt.Sprintf("%s is not a resource kind", quote(d.ItemKind)), "use a dotted lowercase kind such as crm.person")
 	}
 }
 
@@ -417,7 +445,7 @@ func (ch *checker) binding() {
 	case "":
 		ch.add("kind", "missing", "set kind to internal, vendor or mcp")
 	default:
-		ch.add("kind", fmt.Sprintf("%q is not a kind", d.Kind), "set kind to internal, vendor or mcp")
+		ch.add("kind", fmt.Sprintf("%s is not a kind", quote(d.Kind)), "set kind to internal, vendor or mcp")
 	}
 	switch {
 	case h != nil && r != nil:
@@ -436,15 +464,15 @@ func (ch *checker) binding() {
 	if h != nil {
 		switch {
 		case !handlerKey.MatchString(h.Key):
-			ch.add("binding.handler.key", fmt.Sprintf("%q is not a handler key", h.Key), "name a handler the deployment registers, such as payments.refund_order")
+			ch.add("binding.handler.key", fmt.Sprintf("%s is not a handler key", quote(h.Key)), "name a handler the deployment registers, such as payments.refund_order")
 		case ch.b == nil:
 			ch.unresolved("handler " + h.Key)
 		default:
 			found, preview := ch.b.Handler(h.Key)
 			if !found {
-				ch.add("binding.handler.key", fmt.Sprintf("no handler is registered as %q", h.Key), "register the handler in the deployment, or correct the key")
+				ch.add("binding.handler.key", fmt.Sprintf("no handler is registered as %s", quote(h.Key)), "register the handler in the deployment, or correct the key")
 			} else if d.ApprovalPreview && !preview {
-				ch.add("approval_preview", fmt.Sprintf("handler %q has no preview", h.Key), "implement the handler's preview, or set approval_preview: false")
+				ch.add("approval_preview", fmt.Sprintf("handler %s has no preview", quote(h.Key)), "implement the handler's preview, or set approval_preview: false")
 			}
 		}
 	}
@@ -454,7 +482,7 @@ func (ch *checker) binding() {
 		} else if ch.b == nil {
 			ch.unresolved("connection " + r.ConnectionID)
 		} else if !ch.b.Connection(r.ConnectionID) {
-			ch.add("binding.remote.connection_id", fmt.Sprintf("no connection %q", r.ConnectionID), "register the connection first")
+			ch.add("binding.remote.connection_id", fmt.Sprintf("no connection %s", quote(r.ConnectionID)), "register the connection first")
 		}
 		if r.RemoteName == "" {
 			ch.add("binding.remote.remote_name", "missing", "name the tool as its server publishes it")
@@ -473,7 +501,7 @@ func (ch *checker) effect() {
 		ch.add("effect", "missing", "set effect to read, write or send")
 		return
 	default:
-		ch.add("effect", fmt.Sprintf("%q is not an effect", d.Effect), "set effect to read, write or send")
+		ch.add("effect", fmt.Sprintf("%s is not an effect", quote(d.Effect)), "set effect to read, write or send")
 		return
 	}
 	if d.Effect == toolplane.EffectSend && d.Connection == "" {
@@ -495,7 +523,7 @@ func (ch *checker) effect() {
 		}
 	}
 	if d.Retry != "" && d.Retry != toolplane.RetryNone && d.Retry != toolplane.RetrySafe {
-		ch.add("retry", fmt.Sprintf("%q is not a retry policy", d.Retry), "set retry to none or safe")
+		ch.add("retry", fmt.Sprintf("%s is not a retry policy", quote(d.Retry)), "set retry to none or safe")
 	}
 	if d.Retry == toolplane.RetrySafe && d.Effect.Writes() {
 		ch.add("retry", "retry: safe on a write or send", "a write never retries inside its call; set retry: none, and declare replay if the tool is idempotent downstream")
@@ -556,11 +584,11 @@ func (ch *checker) batch() {
 	props, _ := m["properties"].(map[string]any)
 	p, _ := props[d.BatchArgument].(map[string]any)
 	if p == nil {
-		ch.add("batch_argument", fmt.Sprintf("%q is not a top-level property of input_schema", d.BatchArgument), "name a top-level array property")
+		ch.add("batch_argument", fmt.Sprintf("%s is not a top-level property of input_schema", quote(d.BatchArgument)), "name a top-level array property")
 		return
 	}
 	if t, _ := p["type"].(string); t != "array" {
-		ch.add("batch_argument", fmt.Sprintf("%q is not declared type: array", d.BatchArgument), "name a top-level property declared {\"type\": \"array\"}")
+		ch.add("batch_argument", fmt.Sprintf("%s is not declared type: array", quote(d.BatchArgument)), "name a top-level property declared {\"type\": \"array\"}")
 	}
 }
 
@@ -574,15 +602,15 @@ func (ch *checker) facts() {
 		field := "policy_facts." + f
 		switch {
 		case reservedFacts[f]:
-			ch.add(field, fmt.Sprintf("%q is reserved: a policy reads it directly", f), "remove it from policy_facts")
+			ch.add(field, fmt.Sprintf("%s is reserved: a policy reads it directly", quote(f)), "remove it from policy_facts")
 		case !factRE.MatchString(f):
-			ch.add(field, fmt.Sprintf("%q is not a fact name", f), "use lowercase letters, digits and underscores")
+			ch.add(field, fmt.Sprintf("%s is not a fact name", quote(f)), "use lowercase letters, digits and underscores")
 		case seen[f]:
 			ch.add(field, "listed twice", "list each fact once")
 		case ch.b == nil:
 			ch.unresolved("fact " + f)
 		case !ch.b.FactResolver(f):
-			ch.add(field, fmt.Sprintf("no resolver is registered for %q", f), "register a resolver for the fact in the deployment, or remove it")
+			ch.add(field, fmt.Sprintf("no resolver is registered for %s", quote(f)), "register a resolver for the fact in the deployment, or remove it")
 		}
 		seen[f] = true
 	}
@@ -593,7 +621,7 @@ func (ch *checker) execution() {
 	switch d.Mode {
 	case "", toolplane.ModeSync, toolplane.ModeAsync:
 	default:
-		ch.add("mode", fmt.Sprintf("%q is not a mode", d.Mode), "set mode to sync or async")
+		ch.add("mode", fmt.Sprintf("%s is not a mode", quote(d.Mode)), "set mode to sync or async")
 	}
 	if d.Annotations.LongRunning && d.Mode != toolplane.ModeAsync {
 		ch.add("mode", "a long-running tool must run async", "set mode: async, or remove annotations.long_running")
@@ -640,15 +668,15 @@ func (ch *checker) approval() {
 			ch.add("approval.chain", "on_timeout: escalate needs a next group to escalate to", "list at least two approver groups, in order, or set on_timeout: deny")
 		}
 	default:
-		ch.add("approval.on_timeout", fmt.Sprintf("%q is not a default", p.OnTimeout), "set on_timeout to deny or escalate")
+		ch.add("approval.on_timeout", fmt.Sprintf("%s is not a default", quote(p.OnTimeout)), "set on_timeout to deny or escalate")
 	}
 	seen := map[string]bool{}
 	for _, g := range p.Chain {
 		switch {
 		case !groupRE.MatchString(g):
-			ch.add("approval.chain", fmt.Sprintf("%q is not a group name", g), "name approver groups with letters, digits, '_', '.', ':' or '-'")
+			ch.add("approval.chain", fmt.Sprintf("%s is not a group name", quote(g)), "name approver groups with letters, digits, '_', '.', ':' or '-'")
 		case seen[g]:
-			ch.add("approval.chain", fmt.Sprintf("%q is listed twice", g), "list each group once; escalation moves to a different group")
+			ch.add("approval.chain", fmt.Sprintf("%s is listed twice", quote(g)), "list each group once; escalation moves to a different group")
 		}
 		seen[g] = true
 	}

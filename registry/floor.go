@@ -36,6 +36,12 @@ type Floor struct {
 	// (vendor, MCP or open-world), so they are labelled untrusted.
 	Untrusted bool
 	Metered   bool
+	// Preview: a declaring tool has its approval line rendered by the
+	// handler's preview, which reads the arguments as the handler does
+	// and so refuses, before anyone is asked, what the handler cannot
+	// hold. A definition bound to it that dropped the preview would file
+	// approvals with a blank line for arguments the handler then refuses.
+	Preview bool
 	// Approval is the first declared approval policy (by tool name): who
 	// answers is part of the guard, not a detail a publisher may change.
 	Approval *toolplane.ApprovalPolicy
@@ -96,6 +102,7 @@ func (f *Floor) declare(d *toolplane.Definition) {
 	f.RequiresApproval = f.RequiresApproval || d.Annotations.RequiresApproval
 	f.Untrusted = f.Untrusted || d.Untrusted()
 	f.Metered = f.Metered || d.Metered
+	f.Preview = f.Preview || d.ApprovalPreview
 	if f.Approval == nil && d.Approval != nil {
 		f.Approval = cloneApproval(d.Approval)
 	}
@@ -175,6 +182,10 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 	if f.Metered && !d.Metered {
 		weaker("metered", "not metered", "set metered: true")
 		d.Metered = true
+	}
+	if f.Preview && !d.ApprovalPreview {
+		weaker("approval_preview", "files approvals without the handler's preview", "set approval_preview: true")
+		d.ApprovalPreview = true
 	}
 	if d.Replay != nil && (f.Replay == nil || d.Replay.MaxAttempts > f.Replay.MaxAttempts) {
 		if f.Replay == nil {
