@@ -48,3 +48,21 @@ func TestRegistrationRefusesAnExplodingSchema(t *testing.T) {
 		})
 	}
 }
+
+// A pattern whose program would cost a thousand steps for every byte of an
+// argument is refused at registration, naming the pattern and the bound.
+func TestRegistrationRefusesAnExpensivePattern(t *testing.T) {
+	t.Parallel()
+	d := base()
+	d.InputSchema = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","pattern":"[a-z]{1000}b"}}}`)
+	ps := problems(t, []toolplane.Definition{d}, Options{Bindings: deployment})
+	for _, p := range ps {
+		if p.Field == "input_schema" {
+			if s := p.String(); !strings.Contains(s, "/properties/text/pattern") || !strings.Contains(s, fmt.Sprint(schema.DefaultLimits.MaxPatternProgram)) {
+				t.Errorf("the refusal does not name the pattern and the bound: %s", s)
+			}
+			return
+		}
+	}
+	t.Fatalf("problems %v, want one on input_schema", ps)
+}

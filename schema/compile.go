@@ -6,10 +6,13 @@
 // MCP server) controls: a size cap and a depth cap keep a hostile document
 // from exhausting memory or stack, reference cycles are refused so every walk
 // over a schema terminates, a document whose references multiply (nested
-// alternatives over $ref) is refused past an expansion bound, and nothing is
-// ever loaded from outside the document itself. Validation is bounded too
-// (cost.go, numbers.go): a value whose validation would take more than a
-// work bound, or a number too large to read, is refused unchecked.
+// alternatives over $ref) is refused past an expansion bound, a regular
+// expression whose compiled program is too large is refused (regex.go), and
+// nothing is ever loaded from outside the document itself. Validation is
+// bounded too (cost.go, numbers.go): a value whose validation would take
+// more than a work bound (subschema evaluations, or pattern steps counted
+// as bytes times instructions), or a number too large to read, is refused
+// unchecked.
 package schema
 
 import (
@@ -39,13 +42,39 @@ type Limits struct {
 	// take; a value over it is refused unchecked. Zero means DefaultLimits'
 	// value.
 	MaxWork int64
+	// MaxPatternProgram is the most instructions one regular expression (a
+	// pattern, or a patternProperties name) may compile to: matching costs
+	// that many steps per input byte (see regex.go). Zero means
+	// DefaultLimits' value.
+	MaxPatternProgram int
+	// MaxPatternTotal is the most instructions all of the document's
+	// regular expressions may compile to together, which bounds the cost of
+	// compiling them. Zero means DefaultLimits' value.
+	MaxPatternTotal int
+	// MaxRegexWork is the most regular-expression steps validating one
+	// value may take, each match counted as its input's length in bytes
+	// times its program's instructions; a value over it is refused
+	// unchecked. Zero means DefaultLimits' value.
+	MaxRegexWork int64
 }
 
 // DefaultLimits are the platform ceilings for one schema document. The
 // expansion and work limits sit well above any hand-written tool schema and
 // its largest request, and keep the slowest validation they admit to
 // a fraction of a second.
-var DefaultLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 32, MaxExpanded: 10_000, MaxWork: 250_000}
+//
+// The pattern limits were measured: ordinary patterns (ids, emails, UUIDs,
+// dates and times, phone numbers) compile to 10–70 instructions and a
+// bounded identifier such as ^[A-Za-z0-9_-]{1,256}$ to about 500, while
+// [a-z]{1000}b compiles to 1,003. A step costs 7–14 ns of CPU, so the
+// regex work limit holds the pattern work of one value (the fast path may
+// spend a quarter of it before the reference validator runs) to 25–55 ms:
+// the worst values it admits, 4,000 bytes against a 1,000-instruction
+// pattern, measured that.
+var DefaultLimits = Limits{
+	MaxBytes: 256 << 10, MaxDepth: 32, MaxExpanded: 10_000, MaxWork: 250_000,
+	MaxPatternProgram: 1000, MaxPatternTotal: 50_000, MaxRegexWork: 4_000_000,
+}
 
 // Sentinel errors a CompileError wraps, so callers can branch on the reason.
 var (
@@ -87,6 +116,7 @@ type Schema struct {
 	fast     *fastNode // nil when the schema needs the reference validator
 	cost     *costNode
 	maxWork  int64
+	maxRegex int64
 }
 
 // Doc returns the decoded schema document (plain JSON values with
@@ -158,10 +188,25 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 	if lim.MaxWork <= 0 {
 		lim.MaxWork = DefaultLimits.MaxWork
 	}
+	if lim.MaxPatternProgram <= 0 {
+		lim.MaxPatternProgram = DefaultLimits.MaxPatternProgram
+	}
+	if lim.MaxPatternTotal <= 0 {
+		lim.MaxPatternTotal = DefaultLimits.MaxPatternTotal
+	}
+	if lim.MaxRegexWork <= 0 {
+		lim.MaxRegexWork = DefaultLimits.MaxRegexWork
+	}
+	// Measured before the compiler builds any of them: it compiles each
+	// pattern more than once (the meta-schema checks it is a regex too).
+	progs, err := checkPatterns(doc, lim)
+	if err != nil {
+		return nil, err
+	}
 	// Counted before the compiler and the coercion plan run: both follow
 	// references, and the plan merges $ref and allOf as often as they are
 	// reached.
-	cost := buildCost(doc, anchors)
+	cost := buildCost(doc, anchors, progs)
 	if cost.expanded > lim.MaxExpanded {
 		reached := strconv.FormatInt(cost.expanded, 10)
 		if cost.expanded >= maxCount {
@@ -184,7 +229,7 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 		}
 		return nil, &CompileError{Reason: reason, Detail: compileDetail(err)}
 	}
-	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc), cost: cost, maxWork: lim.MaxWork}, nil
+	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc, progs), cost: cost, maxWork: lim.MaxWork, maxRegex: lim.MaxRegexWork}, nil
 }
 
 // compileDetail shortens the compiler's message: it names our internal

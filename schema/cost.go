@@ -2,7 +2,10 @@ package schema
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -19,6 +22,10 @@ import (
 // validation time the work one instance would take, in subschema
 // evaluations, is counted before the validator runs, and a call over
 // Limits.MaxWork is refused unchecked instead of keeping a worker busy.
+//
+// A pattern match is not one unit of work: it costs its input's length
+// times its program's size (regex.go). The same count charges every match
+// that way, in regular-expression steps, against Limits.MaxRegexWork.
 
 // costNode is one subschema of the document, linked to the subschemas the
 // validator evaluates from it: those applied to the same instance location
@@ -34,6 +41,25 @@ type costNode struct {
 	items      *costNode
 	contains   *costNode
 	unevalItem *costNode
+
+	// namePrograms is the program size of all of this subschema's
+	// patternProperties names: each member name is matched against each.
+	namePrograms int64
+	// stringPrograms is the program size of the patterns a string reaching
+	// this subschema is matched against: its own and those of the
+	// subschemas applied in place, counted as often as they are reached.
+	stringPrograms int64
+	// stringFormats is the number of subschemas with format "regex" a
+	// string reaching this subschema is validated against, counted as
+	// often as they are reached: each compiles the string.
+	stringFormats int64
+	// programs is the program size of every pattern and patternProperties
+	// name reachable from this subschema, counted as often as they are
+	// reached: no one string or member name is matched against more, so
+	// it bounds the steps per byte of the whole instance. A reachable
+	// format "regex" saturates it: what compiling a string costs is not a
+	// multiple of its length, so only the exact count can tell.
+	programs int64
 
 	// expanded is the number of subschema evaluations reachable from this
 	// one when every reference is followed, saturated at maxCount: the
@@ -51,17 +77,26 @@ func addCount(a, b int64) int64 {
 	return a + b
 }
 
+func mulCount(a, b int64) int64 {
+	if a != 0 && b > maxCount/a {
+		return maxCount
+	}
+	return a * b
+}
+
 // costBuilder turns a document whose references all resolve inside it and
 // never cycle (collectRefs and checkCycles have passed) into costNodes, one
-// per schema pointer.
+// per schema pointer, with the program size of each regular expression
+// (checkPatterns has measured them).
 type costBuilder struct {
 	doc     any
 	anchors map[string]string
+	progs   map[string]int64
 	nodes   map[string]*costNode
 }
 
-func buildCost(doc any, anchors map[string]string) *costNode {
-	b := costBuilder{doc: doc, anchors: anchors, nodes: map[string]*costNode{}}
+func buildCost(doc any, anchors map[string]string, progs map[string]int64) *costNode {
+	b := costBuilder{doc: doc, anchors: anchors, progs: progs, nodes: map[string]*costNode{}}
 	return b.build(doc, "")
 }
 
@@ -125,8 +160,9 @@ func (b *costBuilder) build(v any, at string) *costNode {
 		}
 	}
 	n.props = named("properties")
-	for _, c := range named("patternProperties") {
+	for name, c := range named("patternProperties") {
 		n.patterns = append(n.patterns, c)
+		n.namePrograms = addCount(n.namePrograms, b.progs[name])
 	}
 	n.additional = sub("additionalProperties")
 	n.names = sub("propertyNames")
@@ -138,45 +174,68 @@ func (b *costBuilder) build(v any, at string) *costNode {
 
 	// $defs and definitions are not evaluated in place; what references
 	// them is counted where the reference sits.
-	e := int64(1)
+	var own, formats int64
+	if p, ok := m["pattern"].(string); ok {
+		own = b.progs[p]
+	}
+	if f, _ := m["format"].(string); f == "regex" {
+		formats = 1
+	}
+	e, all := int64(1), addCount(own, n.namePrograms)
+	if formats > 0 {
+		all = maxCount
+	}
+	n.stringPrograms, n.stringFormats = own, formats
 	for _, c := range n.same {
-		e = addCount(e, c.expanded)
+		n.stringPrograms = addCount(n.stringPrograms, c.stringPrograms)
+		n.stringFormats = addCount(n.stringFormats, c.stringFormats)
 	}
-	for _, c := range n.props {
-		e = addCount(e, c.expanded)
-	}
-	for _, c := range n.patterns {
-		e = addCount(e, c.expanded)
-	}
-	for _, c := range n.prefix {
-		e = addCount(e, c.expanded)
-	}
+	children := slices.Concat(n.same, slices.Collect(maps.Values(n.props)), n.patterns, n.prefix)
 	for _, c := range []*costNode{n.additional, n.names, n.unevalProp, n.items, n.contains, n.unevalItem} {
 		if c != nil {
-			e = addCount(e, c.expanded)
+			children = append(children, c)
 		}
 	}
-	n.expanded = e
+	for _, c := range children {
+		e = addCount(e, c.expanded)
+		all = addCount(all, c.programs)
+	}
+	n.expanded, n.programs = e, all
 	return n
 }
 
 // costKey names one evaluation: a subschema against one container of the
 // instance. Scalars need no key: their cost is the subschema's expanded
-// count whatever their value.
+// count (and, for a string, its length times the programs it meets)
+// whatever their value.
 type costKey struct {
 	n   *costNode
 	p   unsafe.Pointer
 	len int
 }
 
-// estimator counts the subschema evaluations validating one instance takes,
-// an upper bound of what the reference validator does (it may stop early;
-// the count assumes it never does). Counts saturate just past limit, and a
-// walk stops as soon as its own count passes it, so estimating costs at
-// most about limit steps whatever the schema and instance.
+// work is what validating a value takes: subschema evaluations, and
+// regular-expression steps (input bytes times program instructions).
+type work struct {
+	evals, regex int64
+}
+
+// over reports whether w passes either part of lim.
+func (w work) over(lim work) bool { return w.evals > lim.evals || w.regex > lim.regex }
+
+// add sums a and b, each part saturated just past its part of lim.
+func (a work) add(b, lim work) work {
+	return work{evals: min(a.evals+b.evals, lim.evals+1), regex: min(a.regex+b.regex, lim.regex+1)}
+}
+
+// estimator counts the work validating one instance takes, an upper bound
+// of what the reference validator does (it may stop early; the count
+// assumes it never does). Counts saturate just past limit, and a walk stops
+// as soon as its own count passes it, so estimating costs at most about
+// limit.evals steps whatever the schema and instance.
 type estimator struct {
-	limit int64
-	memo  map[costKey]int64
+	limit work
+	memo  map[costKey]work
 }
 
 func containerKey(n *costNode, v any) costKey {
@@ -184,25 +243,44 @@ func containerKey(n *costNode, v any) costKey {
 	return costKey{n: n, p: rv.UnsafePointer(), len: rv.Len()}
 }
 
-func (e *estimator) cost(n *costNode, v any) int64 {
-	if n == nil {
-		return 0
+// steps is the regular-expression work of matching s against programs
+// instructions, saturated just past the limit.
+func (e *estimator) steps(s string, programs int64) int64 {
+	return min(mulCount(int64(len(s)), programs), e.limit.regex+1)
+}
+
+// stringSteps is the regular-expression work of validating s against n:
+// matching it against n's patterns, and compiling it for each format
+// "regex", saturated just past the limit.
+func (e *estimator) stringSteps(n *costNode, s string) int64 {
+	w := e.steps(s, n.stringPrograms)
+	if n.stringFormats > 0 && w <= e.limit.regex {
+		w = min(w+mulCount(n.stringFormats, compileSteps(s, e.limit.regex)), e.limit.regex+1)
 	}
-	switch v.(type) {
+	return w
+}
+
+func (e *estimator) cost(n *costNode, v any) work {
+	if n == nil {
+		return work{}
+	}
+	switch x := v.(type) {
 	case map[string]any, []any:
+	case string:
+		return work{evals: min(n.expanded, e.limit.evals+1), regex: e.stringSteps(n, x)}
 	default:
-		return min(n.expanded, e.limit+1)
+		return work{evals: min(n.expanded, e.limit.evals+1)}
 	}
 	key := containerKey(n, v)
 	if c, ok := e.memo[key]; ok {
 		return c
 	}
-	c := int64(1)
-	over := func(add int64) bool {
-		c = min(c+add, e.limit+1)
-		return c > e.limit
+	c := work{evals: 1}
+	over := func(add work) bool {
+		c = c.add(add, e.limit)
+		return c.over(e.limit)
 	}
-	done := func() int64 {
+	done := func() work {
 		e.memo[key] = c
 		return c
 	}
@@ -214,7 +292,7 @@ func (e *estimator) cost(n *costNode, v any) int64 {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, child := range x {
-			if over(e.cost(n.props[k], child) + e.cost(n.additional, child) + e.cost(n.unevalProp, child)) {
+			if over(e.cost(n.props[k], child).add(e.cost(n.additional, child), e.limit).add(e.cost(n.unevalProp, child), e.limit)) {
 				return done()
 			}
 			for _, p := range n.patterns {
@@ -222,7 +300,12 @@ func (e *estimator) cost(n *costNode, v any) int64 {
 					return done()
 				}
 			}
-			if n.names != nil && over(min(n.names.expanded, e.limit+1)) {
+			// The member name is matched against every patternProperties
+			// name, and validated against propertyNames.
+			if over(work{regex: e.steps(k, n.namePrograms)}) {
+				return done()
+			}
+			if n.names != nil && over(e.cost(n.names, k)) {
 				return done()
 			}
 		}
@@ -231,7 +314,7 @@ func (e *estimator) cost(n *costNode, v any) int64 {
 			if i < len(n.prefix) && over(e.cost(n.prefix[i], child)) {
 				return done()
 			}
-			if over(e.cost(n.items, child) + e.cost(n.contains, child) + e.cost(n.unevalItem, child)) {
+			if over(e.cost(n.items, child).add(e.cost(n.contains, child), e.limit).add(e.cost(n.unevalItem, child), e.limit)) {
 				return done()
 			}
 		}
@@ -239,20 +322,24 @@ func (e *estimator) cost(n *costNode, v any) int64 {
 	return done()
 }
 
-// countNodes counts the values and member names of v, stopping once the
-// count passes stop.
-func countNodes(v any, stop int64) int64 {
-	var n int64
+// measureInstance counts the values and member names of v, and the bytes
+// of its strings and member names, stopping once either count passes its
+// stop.
+func measureInstance(v any, stop work) work {
+	var n work
 	var walk func(any)
 	walk = func(v any) {
-		if n > stop {
+		if n.evals > stop.evals || n.regex > stop.regex {
 			return
 		}
-		n++
+		n.evals++
 		switch x := v.(type) {
+		case string:
+			n.regex += int64(len(x))
 		case map[string]any:
-			for _, c := range x {
-				n++ // the member name: propertyNames evaluates it
+			for k, c := range x {
+				n.evals++ // the member name: propertyNames evaluates it
+				n.regex += int64(len(k))
 				walk(c)
 			}
 		case []any:
@@ -265,17 +352,27 @@ func countNodes(v any, stop int64) int64 {
 	return n
 }
 
-// withinWork reports whether validating v takes at most limit subschema
-// evaluations. The product of the schema's expanded size and the
-// instance's node count bounds the work from above and costs one walk of
-// the instance, so an ordinary schema is settled by it; only a schema and
+// withinWork reports whether validating v takes at most lim: its
+// subschema evaluations and its regular-expression steps; when it does not,
+// regex says the steps are what passed. The schema's expanded size times
+// the instance's node count, and its reachable programs times the
+// instance's string bytes, bound the work from above and cost one walk of
+// the instance, so an ordinary schema is settled by them; only a schema and
 // instance whose product passes the limit pay for the exact count.
-func (c *costNode) withinWork(v any, limit int64) bool {
-	if c.expanded <= limit && countNodes(v, limit/c.expanded)*c.expanded <= limit {
-		return true
+func (c *costNode) withinWork(v any, lim work) (ok, regex bool) {
+	if c.expanded <= lim.evals && c.programs <= lim.regex {
+		stop := work{evals: lim.evals / c.expanded, regex: math.MaxInt64}
+		if c.programs > 0 {
+			stop.regex = lim.regex / c.programs
+		}
+		m := measureInstance(v, stop)
+		if m.evals*c.expanded <= lim.evals && mulCount(m.regex, c.programs) <= lim.regex {
+			return true, false
+		}
 	}
-	e := estimator{limit: limit, memo: map[costKey]int64{}}
-	return e.cost(c, v) <= limit
+	e := estimator{limit: lim, memo: map[costKey]work{}}
+	w := e.cost(c, v)
+	return !w.over(lim), w.regex > lim.regex
 }
 
 // overWork is the violation a call over the work limit is answered with.
@@ -285,5 +382,17 @@ func overWork(limit int64) []toolplane.Violation {
 		Constraint:   "maxWork",
 		Message:      fmt.Sprintf("arguments: validating this value against the schema would take more than %d subschema evaluations, the limit for one value; it was refused unchecked", limit),
 		SuggestedFix: "send a smaller value (fewer items or fields), or ask the tool's owner to simplify the schema's anyOf/oneOf and $ref nesting",
+	}}
+}
+
+// overRegexWork is the violation a call over the regular-expression work
+// limit is answered with: the same constraint, since the cure is the same
+// kind (a smaller value, or a simpler schema).
+func overRegexWork(limit int64) []toolplane.Violation {
+	return []toolplane.Violation{{
+		FieldPath:    "",
+		Constraint:   "maxWork",
+		Message:      fmt.Sprintf("arguments: matching this value's strings against the schema's patterns (or compiling those it declares format \"regex\") would take more than %d regular-expression steps (bytes matched times pattern instructions), the limit for one value; it was refused unchecked", limit),
+		SuggestedFix: "send shorter strings (or fewer of them), or ask the tool's owner to simplify the schema's patterns: a counted repeat such as {1000} multiplies the work for every character",
 	}}
 }

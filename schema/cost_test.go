@@ -172,8 +172,8 @@ func TestWorkEstimate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := mustCompile(t, tt.schema)
-			e := estimator{limit: 1 << 40, memo: map[costKey]int64{}}
-			if got := e.cost(s.cost, decode(t, tt.value)); got != tt.want {
+			e := estimator{limit: work{evals: 1 << 40, regex: 1 << 40}, memo: map[costKey]work{}}
+			if got := e.cost(s.cost, decode(t, tt.value)).evals; got != tt.want {
 				t.Fatalf("estimate = %d, want %d", got, tt.want)
 			}
 		})

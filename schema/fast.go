@@ -30,6 +30,7 @@ type fastNode struct {
 	minLength  int
 	maxLength  int // -1: none
 	pattern    *regexp.Regexp
+	program    int64 // the pattern's instructions: its cost per input byte
 	enum       []any
 	hasEnum    bool
 	min, max   *float64
@@ -46,7 +47,7 @@ var annotations = map[string]bool{
 
 // compileFast builds the narrow checker, or nil when the schema uses any
 // keyword it does not handle.
-func compileFast(v any) *fastNode {
+func compileFast(v any, progs map[string]int64) *fastNode {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil
@@ -77,7 +78,7 @@ func compileFast(v any) *fastNode {
 			}
 			n.props = make(map[string]*fastNode, len(p))
 			for name, sub := range p {
-				c := compileFast(sub)
+				c := compileFast(sub, progs)
 				if c == nil {
 					return nil
 				}
@@ -100,12 +101,12 @@ func compileFast(v any) *fastNode {
 			case bool:
 				n.closed = !a
 			default:
-				if n.additional = compileFast(a); n.additional == nil {
+				if n.additional = compileFast(a, progs); n.additional == nil {
 					return nil
 				}
 			}
 		case "items":
-			if n.items = compileFast(val); n.items == nil {
+			if n.items = compileFast(val, progs); n.items == nil {
 				return nil
 			}
 		case "minItems", "maxItems", "minLength", "maxLength":
@@ -132,7 +133,7 @@ func compileFast(v any) *fastNode {
 			if err != nil {
 				return nil
 			}
-			n.pattern = re
+			n.pattern, n.program = re, progs[s]
 		case "enum":
 			e, ok := val.([]any)
 			if !ok {
@@ -196,6 +197,16 @@ func bound(v any) (float64, bool) {
 
 // valid reports true only when v certainly satisfies n.
 func (n *fastNode) valid(v any) bool {
+	budget := int64(math.MaxInt64)
+	return n.within(v, &budget)
+}
+
+// within is valid with a budget of regular-expression steps (input bytes
+// times program instructions, as the work estimate counts them): a pattern
+// that would overdraw it is not run and v is left to the reference path,
+// whose work estimate then refuses it. The fast path runs first, so without
+// the budget it would be the unbounded step.
+func (n *fastNode) within(v any, budget *int64) bool {
 	switch x := v.(type) {
 	case string:
 		if n.types != 0 && n.types&tString == 0 {
@@ -207,8 +218,15 @@ func (n *fastNode) valid(v any) bool {
 				return false
 			}
 		}
-		if n.pattern != nil && !n.pattern.MatchString(x) {
-			return false
+		if n.pattern != nil {
+			steps := mulCount(int64(len(x)), n.program)
+			if steps > *budget {
+				return false
+			}
+			*budget -= steps
+			if !n.pattern.MatchString(x) {
+				return false
+			}
 		}
 		return n.inEnum(x)
 	case json.Number:
@@ -234,7 +252,7 @@ func (n *fastNode) valid(v any) bool {
 				}
 				cn = n.additional
 			}
-			if cn != nil && !cn.valid(c) {
+			if cn != nil && !cn.within(c, budget) {
 				return false
 			}
 		}
@@ -248,7 +266,7 @@ func (n *fastNode) valid(v any) bool {
 		}
 		if n.items != nil {
 			for _, c := range x {
-				if !n.items.valid(c) {
+				if !n.items.within(c, budget) {
 					return false
 				}
 			}

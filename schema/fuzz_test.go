@@ -83,6 +83,12 @@ func FuzzCompileValidate(f *testing.F) {
 		{`{"type":"array","items":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"integer"}]}}}`, `[[1,"a",true],[null]]`},
 		{`{"$defs":{"a":{"$anchor":"x","type":"object","additionalProperties":{"$ref":"#/$defs/b"}},"b":{"not":{"type":"null"}}},"$ref":"#x","propertyNames":{"pattern":"^[a-z]+$"}}`, `{"a":1,"B":null}`},
 		{`{"if":{"type":"object"},"then":{"required":["a"]},"else":{"type":"array","prefixItems":[{"const":1}],"unevaluatedItems":false}}`, `[1,2]`},
+		// Patterns: matching costs each byte times the program's size.
+		{`{"type":"object","properties":{"t":{"type":"string","pattern":"[a-z]{1000}b"}}}`, `{"t":"` + strings.Repeat("a", 100_000) + `"}`},
+		{`{"type":"object","properties":{"t":{"type":"string","pattern":"` + largestPattern + `"}}}`, `{"t":"` + strings.Repeat("a", 100_000) + `"}`},
+		{`{"type":"object","properties":{"t":{"type":"string","pattern":"^(?:a|[a-z]{990}b)*$"}}}`, `{"t":"` + strings.Repeat("a", 100_000) + `"}`},
+		{`{"type":"array","items":{"type":"string","format":"regex"}}`, `[` + strings.Repeat(quote(alternation(50))+",", 150) + `"a"]`},
+		{`{"type":"object","patternProperties":{"` + largestPattern + `":{}},"propertyNames":{"pattern":"` + largestPattern + `"}}`, `{"` + strings.Repeat("a", 50_000) + `":1,"` + strings.Repeat("a", 50_001) + `":2}`},
 	} {
 		f.Add([]byte(seed[0]), []byte(seed[1]))
 	}

@@ -29,13 +29,21 @@ func (s *Schema) Check(v any) (any, []Coercion, []toolplane.Violation) {
 // holding a number too large to read, or whose validation would exceed the
 // schema's work limit, is answered with that one violation, unchecked.
 func (s *Schema) Validate(v any) []toolplane.Violation {
-	if s.fast != nil && s.fast.valid(v) {
+	// The fast path may spend a quarter of the regex work limit: an
+	// ordinary call needs a tiny fraction of it, and a value that needs
+	// more goes to the reference path, which would match its patterns a
+	// second time. So the worst admitted value runs at most 1.25 times the
+	// limit's worth of pattern steps.
+	if budget := s.maxRegex / 4; s.fast != nil && s.fast.within(v, &budget) {
 		return nil
 	}
 	if at, n, bad := unreadableNumber(v); bad {
 		return unreadable(at, n)
 	}
-	if !s.cost.withinWork(v, s.maxWork) {
+	if ok, regex := s.cost.withinWork(v, work{evals: s.maxWork, regex: s.maxRegex}); !ok {
+		if regex {
+			return overRegexWork(s.maxRegex)
+		}
 		return overWork(s.maxWork)
 	}
 	err := s.compiled.Validate(v)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -37,5 +38,31 @@ func TestIngestionRefusesAnExplodingSchema(t *testing.T) {
 	r, err := e.call(t, "mcp.up.bomb", `{"x":1}`, "run-1")
 	if err == nil && r.OK {
 		t.Fatalf("the refused tool answered: %+v", r)
+	}
+}
+
+// A pattern is data from the server too: a tool whose pattern compiles to a
+// program that would cost a thousand steps for every byte of an argument is
+// left out when it is ingested, and the server's other tools are kept.
+func TestIngestionRefusesAnExpensivePattern(t *testing.T) {
+	var sent atomic.Int32
+	srv, upURL := goUpstream(t, &sent)
+	slow := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","pattern":"[a-z]{1000}b"}}}`)
+	srv.AddTool(&mcp.Tool{Name: "slow", Description: "A costly pattern.", InputSchema: slow},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
+		})
+	e := newEnv(t, nil, upstream.Config{Slug: "up", URL: upURL})
+	eventually(t, "the server's tools to be ingested", func() bool { _, ok := e.reg.Get("org-1", "mcp.up.lookup"); return ok })
+	if _, ok := e.reg.Get("org-1", "mcp.up.slow"); ok {
+		t.Fatal("a tool whose pattern compiles past the bound was ingested")
+	}
+	start := time.Now()
+	r, err := e.call(t, "mcp.up.slow", `{"text":"`+strings.Repeat("a", 300_000)+`"}`, "run-1")
+	if err == nil && r.OK {
+		t.Fatalf("the refused tool answered: %+v", r)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("calling the refused tool took %v", took)
 	}
 }
