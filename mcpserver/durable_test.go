@@ -530,7 +530,8 @@ func TestSessionContractsHoldOnAnotherNode(t *testing.T) {
 // every node.
 func TestSessionExpiryAcrossNodes(t *testing.T) {
 	t.Parallel()
-	const idle = 400 * time.Millisecond
+	// Long enough that a loaded machine keeps to the steps' order.
+	const idle = 1500 * time.Millisecond
 	c := newCluster(t, "sqlite")
 	short := func(s *mcpserver.Server) { s.SessionIdle = idle }
 	urlA, _ := c.node(t, short)
