@@ -815,7 +815,7 @@ func labelResource(res *mcp.ReadResourceResult, err error) (*mcp.ReadResourceRes
 		}
 		for k := range res.Meta {
 			// The server's own _meta does not speak for toolplane.
-			if strings.HasPrefix(k, boundary.MetaPrefix) {
+			if boundary.LooksLikeMarker(k) {
 				delete(res.Meta, k)
 			}
 		}
