@@ -46,9 +46,9 @@ func TestEscapeKey(t *testing.T) {
 		{"toolplane\uff0funtrusted", "_toolplane\uff0funtrusted"},
 		{"\uff3f\uff3fdropped\uff3f\uff3f", "_\uff3f\uff3fdropped\uff3f\uff3f"},
 		{"\uff54\uff4f\uff4f\uff4cplane/x", "_\uff54\uff4f\uff4f\uff4cplane/x"}, // fullwidth "tool"
-		{"t\u043eolplane/x", "_t\u043eolplane/x"},                                          // Cyrillic o
-		{"__dr\u00f6pped__", "___dr\u00f6pped__"},                                         // a mark on a letter
-		{"\u2017\u2017dropped__", "_\u2017\u2017dropped__"},                            // double low line
+		{"t\u043eolplane/x", "_t\u043eolplane/x"},                               // Cyrillic o
+		{"__dr\u00f6pped__", "___dr\u00f6pped__"},                               // a mark on a letter
+		{"\u2017\u2017dropped__", "_\u2017\u2017dropped__"},                     // double low line
 		{"toolplane\u2215", "_toolplane\u2215"},
 		{"toolplan\u0435", "toolplan\u0435"}, // no slash: not the namespace
 	}
