@@ -291,6 +291,9 @@ func FuzzRedactSecrets(f *testing.F) {
 		"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
 		"AKIAIOSFODNN7EXAMPLE sk_live_0123456789abcdef xoxb-0123456789",
 		"github_pat_0123456789abcdefghijkl_x bearer  bearer bearer 0123456789",
+		"db_password=hunter2 password: hunter3 {\"client_secret\": \"x\"} Authorization: Basic abc",
+		"mongodb://admin:s3cretpw@h:1/x?token=a&access_token=b#c https://u@h/?api_key='q'",
+		`{\"api_key\":\"abc\", \"token\": \"[redacted]x\"} password=[redacted]`,
 	} {
 		f.Add(s)
 	}
