@@ -824,25 +824,6 @@ func labelResource(res *mcp.ReadResourceResult, err error) (*mcp.ReadResourceRes
 	return res, err
 }
 
-// fence labels the text a model reads in content blocks that came from
-// outside the platform, as they are served on the governed copy of an
-// upstream: every text, including an embedded resource's, is wrapped by
-// boundary.Fence, so nothing in it can pass for toolplane's own words or
-// for the end of the label. Images, audio and links carry no text a model
-// takes as instructions and are left as they are.
-func fence(content []mcp.Content, source string) {
-	for _, c := range content {
-		switch b := c.(type) {
-		case *mcp.TextContent:
-			b.Text = boundary.Fence(source, b.Text)
-		case *mcp.EmbeddedResource:
-			if b.Resource != nil && b.Resource.Text != "" {
-				b.Resource.Text = boundary.Fence(source, b.Resource.Text)
-			}
-		}
-	}
-}
-
 // elicitApproval asks a client that supports URL elicitation to show the
 // person the approval's address. It does not wait: the call has already
 // answered that it waits for approval, and a client that never answers the
