@@ -254,3 +254,18 @@ func TestRedactSecrets(t *testing.T) {
 		})
 	}
 }
+
+func TestRedactJSON(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`{"password":"p","note":"ghp_0123456789abcdefghijABCDEFGHIJ012345 x","n":12345678901234567890}`: `{"n":12345678901234567890,"note":"[redacted] x","password":"[redacted]"}`,
+		`["db_password=hunter2"]`: `["db_password=[redacted]"]`,
+		`{"a":1} trailing`:        `"[redacted]"`,
+		`not json`:                `"[redacted]"`,
+		``:                        ``,
+	} {
+		if got := string(boundary.RedactJSON([]byte(in))); got != want {
+			t.Errorf("RedactJSON(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
