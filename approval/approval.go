@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/canonical"
 )
 
@@ -106,6 +107,9 @@ func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
 		a.DefaultOnTimeout = DenyOnTimeout
 	}
 	a.CreatedAt = now
+	// The preview is only ever shown, to the person and to the agent; it
+	// is stored as shown.
+	a.Preview, _ = boundary.RedactSecrets(a.Preview)
 	if a.ExpiresAt.IsZero() {
 		a.ExpiresAt = now.Add(s.ttl)
 	}
@@ -113,6 +117,17 @@ func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
 		return fmt.Errorf("file approval for %s: %w", a.Tool, err)
 	}
 	return nil
+}
+
+// Shown returns a as it is shown to a person (in a listing, a console, an
+// answer to the agent that asked): its arguments and its preview with every
+// credential redacted by the boundary's rule, by field name and by shape.
+// The stored approval, whose arguments the approved call runs with and
+// whose hash they must match, is not changed.
+func Shown(a toolplane.Approval) toolplane.Approval {
+	a.Arguments = boundary.RedactJSON(a.Arguments)
+	a.Preview, _ = boundary.RedactSecrets(a.Preview)
+	return a
 }
 
 // Get answers an approval of the organization.

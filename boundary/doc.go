@@ -103,15 +103,21 @@
 // "next_page_token") are kept. The second is a scan of string values for
 // the few credential shapes vendors made distinctive (a fixed prefix and a
 // long run of token characters, PEM private keys, JSON Web Tokens, a
-// "Bearer" credential); it never judges prose, so text that talks about a
-// password is kept as written. A field that the model must not see at all
-// belongs out of the tool's output schema instead.
+// "Bearer" credential), and for credentials named in the text itself: the
+// value after a credential-named field ("db_password=…", "password: …", a
+// quoted JSON field, a URL's "?token=…"), judged by the same name rule, and
+// a URL's user-info password. It never judges prose, so text that talks
+// about a password without giving one a name and a separator is kept as
+// written. A field that the model must not see at all belongs out of the
+// tool's output schema instead. [RedactJSON] applies the same rule to
+// stored arguments shown to a person.
 //
 // # Markers data cannot forge
 //
 // Toolplane's own markers are a Dropped marker's key and the "toolplane/"
-// names of MCP _meta. A tool's answer may hold keys that look like them; Apply
-// renames such keys (see [EscapeKey]) before bounding, so inside the data a
+// names of MCP _meta. A tool's answer may hold keys that look like them, to
+// the byte or to a reader (see [LooksLikeMarker]); Apply renames such keys
+// (see [EscapeKey]) before bounding, so inside the data a
 // model reads, a marker is always one that bounding wrote and a toolplane
 // label is always toolplane's.
 package boundary

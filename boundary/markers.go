@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MetaPrefix begins every key toolplane writes into an MCP _meta object
@@ -14,22 +15,26 @@ const MetaPrefix = "toolplane/"
 
 // EscapeKey renames an object key of a tool's answer that could pass for one
 // of toolplane's own: the Dropped marker key, and keys in toolplane's _meta
-// namespace. It answers the key to use and whether it differs.
+// namespace, as a reader sees them (see [LooksLikeMarker]: "__DROPPED__",
+// "toolplane∕untrusted" with a division slash, a key with a zero-width space
+// inside). It answers the key to use and whether it differs.
 //
-// The renaming prefixes one '_'. It is applied to every key that is the
-// marker key with any number of extra leading underscores ("__dropped__",
-// "___dropped__", ...) and to every key that is MetaPrefix after any number
-// of leading underscores, so it is one to one: no renamed key can equal a
-// key that was kept, or another renamed key, and nothing a tool answers is
-// lost or merged by it. Keys that are not reserved, the common case, are
-// rejected by their first byte.
+// The renaming prefixes one '_'. It is applied to every key whose folded
+// form is the marker key with any number of extra leading underscores
+// ("__dropped__", "___dropped__", ...) or MetaPrefix after any number of
+// leading underscores. A renamed key is such a key again, so the renaming is
+// one to one: no renamed key can equal a key that was kept, or another
+// renamed key, and nothing a tool answers is lost or merged by it. Keys that
+// are not reserved, the common case, are mostly rejected by their first
+// byte.
 func EscapeKey(k string) (string, bool) {
-	if k == "" || k[0] != '_' && k[0] != MetaPrefix[0] {
+	if k == "" {
 		return k, false
 	}
-	rest := strings.TrimLeft(k, "_")
-	underscores := len(k) - len(rest)
-	if underscores >= 2 && rest == MarkerKey[2:] || strings.HasPrefix(rest, MetaPrefix) {
+	if c := k[0]; c < utf8.RuneSelf && c != '_' && c != 't' && c != 'T' {
+		return k, false
+	}
+	if reservedKey(k) {
 		return "_" + k, true
 	}
 	return k, false

@@ -21,18 +21,44 @@ func TestEscapeKey(t *testing.T) {
 		{"_dropped__", "_dropped__"},
 		{"dropped__", "dropped__"},
 		{"__dropped", "__dropped"},
-		{"__DROPPED__", "__DROPPED__"},
 		{"_meta", "_meta"},
 		{"meta", "meta"},
 		{"toolplane", "toolplane"},
-		{"Toolplane/x", "Toolplane/x"},
 		{"io.modelcontextprotocol/x", "io.modelcontextprotocol/x"},
 		{"", ""},
+		{"tool", "tool"},
+		{"type", "type"},
+		{"Toolplane", "Toolplane"},
+		{"_\u200bdropped__", "_\u200bdropped__"},
+		// Look-alikes: what a reader takes for the marker or the label.
+		{"__DROPPED__", "___DROPPED__"},
+		{"__Dropped__", "___Dropped__"},
+		{"Toolplane/Untrusted", "_Toolplane/Untrusted"},
+		{"TOOLPLANE/x", "_TOOLPLANE/x"},
+		{"__dropped__\u200b", "___dropped__\u200b"},
+		{"\u200b__dropped__", "_\u200b__dropped__"},
+		{"__drop\u200dped__", "___drop\u200dped__"},
+		{"\ufeff__dropped__", "_\ufeff__dropped__"},
+		{"__dro\u00adpped__", "___dro\u00adpped__"},
+		{"_\u200b_dropped__", "__\u200b_dropped__"},
+		{"toolplane\u2215untrusted", "_toolplane\u2215untrusted"},
+		{"toolplane\u2044untrusted", "_toolplane\u2044untrusted"},
+		{"toolplane\uff0funtrusted", "_toolplane\uff0funtrusted"},
+		{"\uff3f\uff3fdropped\uff3f\uff3f", "_\uff3f\uff3fdropped\uff3f\uff3f"},
+		{"\uff54\uff4f\uff4f\uff4cplane/x", "_\uff54\uff4f\uff4f\uff4cplane/x"}, // fullwidth "tool"
+		{"t\u043eolplane/x", "_t\u043eolplane/x"},                               // Cyrillic o
+		{"__dr\u00f6pped__", "___dr\u00f6pped__"},                               // a mark on a letter
+		{"\u2017\u2017dropped__", "_\u2017\u2017dropped__"},                     // double low line
+		{"toolplane\u2215", "_toolplane\u2215"},
+		{"toolplan\u0435", "toolplan\u0435"}, // no slash: not the namespace
 	}
 	for _, tt := range tests {
 		got, changed := boundary.EscapeKey(tt.in)
 		if got != tt.want || changed != (tt.in != tt.want) {
 			t.Errorf("EscapeKey(%q) = %q, %v; want %q", tt.in, got, changed, tt.want)
+		}
+		if boundary.LooksLikeMarker(got) {
+			t.Errorf("EscapeKey(%q) = %q still reads as a marker", tt.in, got)
 		}
 	}
 }
@@ -66,6 +92,11 @@ func TestApplyRenamesForgedMarkers(t *testing.T) {
 			"a Go map",
 			map[string]int{"__dropped__": 1, "toolplane/approval_id": 2},
 			`{"___dropped__":1,"_toolplane/approval_id":2}`,
+		},
+		{
+			"look-alikes are renamed, and none merges with another key",
+			tree(t, `{"__DROPPED__":1,"___DROPPED__":2,"__dropped__\u200b":3,"toolplane\u2215untrusted":false,"_toolplane\u2215untrusted":4}`),
+			"{\"___DROPPED__\":1,\"____DROPPED__\":2,\"___dropped__\u200b\":3,\"__toolplane\u2215untrusted\":4,\"_toolplane\u2215untrusted\":false}",
 		},
 		{
 			"a key that needed cleaning as well",

@@ -1,6 +1,7 @@
 package boundary
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"strings"
@@ -221,4 +222,21 @@ func redact(v any) (any, bool) {
 	}
 	out, _ := redact(Normalize(v))
 	return out, true
+}
+
+// RedactJSON returns the JSON text raw with Redact applied, for showing
+// stored arguments to a person: an approval's or an uncertain action's.
+// What is stored is not changed; only what is shown. Text that is not JSON
+// is shown as Redacted, never as it is.
+func RedactJSON(raw []byte) []byte {
+	if len(raw) == 0 {
+		return raw
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return Encode(nil, Redacted)
+	}
+	return Encode(nil, Redact(v))
 }

@@ -118,9 +118,9 @@ func TestRedactionByKeyNameAnyDepth(t *testing.T) {
 			`{"cookie":"[redacted]","secret":"[redacted]","set-cookie":"[redacted]"}`,
 		},
 		{
-			"prose is never judged",
-			`{"body":"my password is hunter2","max_tokens":100,"token_count":7,"note":"token=abc"}`,
-			`{"body":"my password is hunter2","max_tokens":100,"note":"token=abc","token_count":7}`,
+			"prose is never judged, a credential named in text is",
+			`{"body":"my password is hunter2","max_tokens":100,"token_count":7,"note":"token=abc","limit":"max_tokens=100"}`,
+			`{"body":"my password is hunter2","limit":"max_tokens=100","max_tokens":100,"note":"token=[redacted]","token_count":7}`,
 		},
 		{
 			"names ending in a credential word",
@@ -207,6 +207,33 @@ func TestRedactSecrets(t *testing.T) {
 		{"bearer short", "Bearer abc", "Bearer abc"},
 		{"email and date", "person00001@example.com 2024-05-01T12:00:00Z", "person00001@example.com 2024-05-01T12:00:00Z"},
 		{"slack word", "xoxo-hugs and kisses", "xoxo-hugs and kisses"},
+
+		// Credentials named in text, by the rule on keys.
+		{"env line", "db_password=hunter2", "db_password=[redacted]"},
+		{"colon", "password:hunter3", "password:[redacted]"},
+		{"colon and space", "login failed (password: hunter3) for ada", "login failed (password: [redacted]) for ada"},
+		{"client secret", "client_id=abc client_secret=s3cr3t-value", "client_id=abc client_secret=[redacted]"},
+		{"aws secret", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\nAWS_REGION=eu-west-1",
+			"AWS_SECRET_ACCESS_KEY=[redacted]\nAWS_REGION=eu-west-1"},
+		{"lower aws secret", "aws_secret_access_key = wJalrXUtnFEMI", "aws_secret_access_key = [redacted]"},
+		{"json in text", `upstream said {"user": "ada", "password": "hunter2", "n": 1}`, `upstream said {"user": "ada", "password": "[redacted]", "n": 1}`},
+		{"escaped json in text", `{\"api_key\":\"abc123\"}`, `{\"api_key\":\"[redacted]\"}`},
+		{"single quotes", "secret='a b c'", "secret='[redacted]'"},
+		{"query token", "GET https://h.example/v1?token=supersecret123&page=2 failed", "GET https://h.example/v1?token=[redacted]&page=2 failed"},
+		{"query access token", "https://h/?a=1&access_token=zzz", "https://h/?a=1&access_token=[redacted]"},
+		{"query api key", "see https://h/x?api_key=k-123#frag", "see https://h/x?api_key=[redacted]#frag"},
+		{"userinfo", "dial mongodb://admin:s3cretpw@db.internal:27017/app: refused", "dial mongodb://admin:[redacted]@db.internal:27017/app: refused"},
+		{"userinfo and query", "postgres://u:p@h/db?password=x", "postgres://u:[redacted]@h/db?password=[redacted]"},
+		{"authorization header", "Authorization: Basic YWRtaW46aHVudGVyMg==", "Authorization: Basic [redacted]"},
+		{"short bearer by name", "Authorization: Bearer abc", "Authorization: Bearer [redacted]"},
+
+		{"counts by name", "max_tokens: 5, total_tokens=10", "max_tokens: 5, total_tokens=10"},
+		{"cursor by name", "next_page_token=abc", "next_page_token=abc"},
+		{"user without password", "https://ada@h.example/x", "https://ada@h.example/x"},
+		{"port", "https://h.example:8443/x?page=2", "https://h.example:8443/x?page=2"},
+		{"empty value", "password=\ntoken:", "password=\ntoken:"},
+		{"a fragment ends a query value only", "x?token=abc#d password=a#b", "x?token=[redacted]#d password=[redacted]"},
+		{"name inside a word", "mypassword_hint: shown", "mypassword_hint: shown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,5 +252,20 @@ func TestRedactSecrets(t *testing.T) {
 				t.Fatalf("Apply kept %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestRedactJSON(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`{"password":"p","note":"ghp_0123456789abcdefghijABCDEFGHIJ012345 x","n":12345678901234567890}`: `{"n":12345678901234567890,"note":"[redacted] x","password":"[redacted]"}`,
+		`["db_password=hunter2"]`: `["db_password=[redacted]"]`,
+		`{"a":1} trailing`:        `"[redacted]"`,
+		`not json`:                `"[redacted]"`,
+		``:                        ``,
+	} {
+		if got := string(boundary.RedactJSON([]byte(in))); got != want {
+			t.Errorf("RedactJSON(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

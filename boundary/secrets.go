@@ -43,15 +43,33 @@ var secretPairs = func() (t [1 << 16 / 64]uint64) {
 }()
 
 // RedactSecrets returns s with every recognised credential in it replaced by
-// [Redacted], and whether it changed anything. It recognises GitHub tokens
-// (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), Stripe keys (sk_live_,
-// sk_test_, rk_live_, rk_test_), OpenAI-style keys (sk-), Slack tokens
-// (xoxb-, xoxp-, xoxa-, xoxr-, xoxs-), AWS access key ids (AKIA and ASIA and
-// sixteen more), PEM private key blocks, JSON Web Tokens (eyJ… . eyJ… .
-// signature) and the credential after "Bearer ". The rest of the string is
-// kept: a log line keeps its words, and "Bearer " stays to say what was
-// there.
+// [Redacted], and whether it changed anything. It recognises, by shape,
+// GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), Stripe keys
+// (sk_live_, sk_test_, rk_live_, rk_test_), OpenAI-style keys (sk-), Slack
+// tokens (xoxb-, xoxp-, xoxa-, xoxr-, xoxs-), AWS access key ids (AKIA and
+// ASIA and sixteen more), PEM private key blocks, JSON Web Tokens (eyJ… .
+// eyJ… . signature) and the credential after "Bearer "; and, by name, the
+// value given to a credential-named field in text (see [redactPairs]:
+// "db_password=hunter2", "password: hunter2", `"client_secret": "…"`, a
+// URL's "?token=…" or "&access_token=…") and the password of a URL's user
+// info ("scheme://user:password@host"). The rest of the string is kept: a
+// log line keeps its words, a field its name, a URL its user, and "Bearer "
+// stays to say what was there.
 func RedactSecrets(s string) (string, bool) {
+	out, changed := redactShapes(s)
+	// Only text that holds a separator can hold a named credential, and
+	// IndexByte finds out at memory speed.
+	if len(out) < minPairLen || strings.IndexByte(out, '=') < 0 && strings.IndexByte(out, ':') < 0 {
+		return out, changed
+	}
+	if paired, ok := redactPairs(out); ok {
+		return paired, true
+	}
+	return out, changed
+}
+
+// redactShapes is the part of RedactSecrets that goes by shape.
+func redactShapes(s string) (string, bool) {
 	if len(s) < minSecretLen {
 		return s, false
 	}

@@ -248,6 +248,7 @@ func TestHandlerMessagesAreRedactedAndMarkedQuoted(t *testing.T) {
 		{"a business error quotes the handler", &Invalid{Message: "key ghp_0123456789abcdefghijABCDEFGHIJ012345 refused"}, true, func(o Outcome) string { return o.Result.Error.Message }},
 		{"an uncertain reason quotes the handler", errors.New("boom"), true, func(o Outcome) string { return o.Reason }},
 		{"a neutral upstream error is the platform's text", &Unavailable{Err: errors.New("token=abc")}, false, func(o Outcome) string { return o.Result.Error.Message }},
+		{"credentials named in a quoted message", &Invalid{Message: "login failed: db_password=hunter2, dsn mongodb://admin:s3cretpw@db/x?token=supersecret123"}, true, func(o Outcome) string { return o.Result.Error.Message }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,7 +257,8 @@ func TestHandlerMessagesAreRedactedAndMarkedQuoted(t *testing.T) {
 			if o.Quoted != tt.quoted {
 				t.Fatalf("quoted = %v, want %v", o.Quoted, tt.quoted)
 			}
-			if text := tt.text(o); strings.Contains(text, "ghp_0123") || strings.Contains(text, "abcdef0123456789") {
+			if text := tt.text(o); strings.Contains(text, "ghp_0123") || strings.Contains(text, "abcdef0123456789") ||
+				strings.Contains(text, "hunter2") || strings.Contains(text, "s3cretpw") || strings.Contains(text, "supersecret123") {
 				t.Fatalf("a credential reached the message: %s", text)
 			}
 		})

@@ -533,6 +533,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	items := make([]map[string]any, len(as))
 	for i, a := range as {
+		a = approval.Shown(a)
 		items[i] = map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
 			"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt}
 	}
@@ -603,7 +604,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 	items := make([]map[string]any, len(cs))
 	for i, cl := range cs {
 		items[i] = map[string]any{"tool": cl.Tool, "key": cl.Key, "run_id": cl.RunID, "reason": cl.Reason, "owner": cl.Owner,
-			"arguments": json.RawMessage(cl.Arguments), "since": cl.UpdatedAt}
+			"arguments": json.RawMessage(boundary.RedactJSON(cl.Arguments)), "since": cl.UpdatedAt}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }

@@ -903,32 +903,13 @@ func labelResource(res *mcp.ReadResourceResult, err error) (*mcp.ReadResourceRes
 		}
 		for k := range res.Meta {
 			// The server's own _meta does not speak for toolplane.
-			if strings.HasPrefix(k, boundary.MetaPrefix) {
+			if boundary.LooksLikeMarker(k) {
 				delete(res.Meta, k)
 			}
 		}
 		res.Meta[untrustedMetaKey] = true
 	}
 	return res, err
-}
-
-// fence labels the text a model reads in content blocks that came from
-// outside the platform, as they are served on the governed copy of an
-// upstream: every text, including an embedded resource's, is wrapped by
-// boundary.Fence, so nothing in it can pass for toolplane's own words or
-// for the end of the label. Images, audio and links carry no text a model
-// takes as instructions and are left as they are.
-func fence(content []mcp.Content, source string) {
-	for _, c := range content {
-		switch b := c.(type) {
-		case *mcp.TextContent:
-			b.Text = boundary.Fence(source, b.Text)
-		case *mcp.EmbeddedResource:
-			if b.Resource != nil && b.Resource.Text != "" {
-				b.Resource.Text = boundary.Fence(source, b.Resource.Text)
-			}
-		}
-	}
 }
 
 // elicitApproval asks a client that supports URL elicitation to show the

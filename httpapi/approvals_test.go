@@ -1,0 +1,145 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+)
+
+// rotateIn are the arguments of vault.rotate, a tool whose arguments carry
+// credentials a person approving it must not be shown.
+type rotateIn struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+	Note     string `json:"note"`
+}
+
+// secretFixture serves vault.rotate, which waits for approval and records
+// the arguments its handler was given.
+func secretFixture(t *testing.T, got *sync.Map) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "api.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := handler.Define[rotateIn, map[string]any](toolplane.Definition{
+		Name: "vault.rotate", Version: "1.0.0", Description: "Set a user's password.", Kind: toolplane.KindInternal,
+		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "vault.rotate"}}, Effect: toolplane.EffectWrite,
+		ApprovalPreview: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Annotations.RequiresApproval = true
+	no := false
+	d.Repeatable = &no
+	b, err := handler.Bind("vault.rotate", func(_ context.Context, _ handler.Call, in rotateIn) (map[string]any, error) {
+		got.Store("args", in)
+		return map[string]any{"rotated": in.User}, nil
+	}, nil, handler.WithPreview(handler.TypedPreview(func(_ context.Context, _ handler.Call, in rotateIn) (string, error) {
+		return fmt.Sprintf("Set %s's password=%s (%s)", in.User, in.Password, in.Note), nil
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := handler.NewRegistry()
+	if err := hs.Register(b); err != nil {
+		t.Fatal(err)
+	}
+	reg, _, err := registry.Build([]toolplane.Definition{d}, registry.Options{Bindings: bindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	approvals := approval.New(store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	f := &fixture{store: store, api: api, srv: httptest.NewServer(api.Handler())}
+	t.Cleanup(f.srv.Close)
+	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-ops", nil, []string{"vault.rotate"}, false)
+	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)
+	return f
+}
+
+// A person is shown an approval's arguments and preview with the
+// credentials masked, by field name and by shape, while the approved call
+// runs with the arguments as the agent sent them.
+func TestApprovalIsShownRedactedAndRunsWithTheRealArguments(t *testing.T) {
+	t.Parallel()
+	const (
+		password = "hunter2-approval"
+		token    = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+	)
+	var got sync.Map
+	f := secretFixture(t, &got)
+	call := `{"arguments":{"user":"ada","password":"` + password + `","note":"use ` + token + `"},"run_id":"run-1"}`
+	status, body := f.do(t, "POST", "/v1/tools/vault.rotate/invoke", f.agent, call)
+	if status != http.StatusAccepted {
+		t.Fatalf("rotate: %d %v", status, body)
+	}
+	ar := body["approval"].(map[string]any)
+	id := ar["id"].(string)
+	leaks := func(v any) bool {
+		s := toJSON(v)
+		return strings.Contains(s, password) || strings.Contains(s, token)
+	}
+	if leaks(ar["preview"]) {
+		t.Errorf("the agent is answered a preview with credentials: %v", ar["preview"])
+	}
+
+	status, body = f.do(t, "GET", "/v1/approvals", f.person, "")
+	if status != 200 || len(body["items"].([]any)) != 1 {
+		t.Fatalf("approvals: %d %v", status, body)
+	}
+	item := body["items"].([]any)[0].(map[string]any)
+	if leaks(item) {
+		t.Errorf("a person is shown credentials: %s", toJSON(item))
+	}
+	args, _ := item["arguments"].(map[string]any)
+	if args["user"] != "ada" || args["password"] != "[redacted]" || args["note"] != "use [redacted]" {
+		t.Errorf("arguments shown: %v", args)
+	}
+	if p, _ := item["preview"].(string); !strings.Contains(p, "ada") || !strings.Contains(p, "[redacted]") {
+		t.Errorf("preview shown: %q", p)
+	}
+
+	if status, body = f.do(t, "POST", "/v1/approvals/"+id+"/approve", f.person, ""); status != 200 {
+		t.Fatalf("approve: %d %v", status, body)
+	}
+	withApproval := strings.Replace(call, `"run_id"`, `"authorized_by":"`+id+`","run_id"`, 1)
+	if status, body = f.do(t, "POST", "/v1/tools/vault.rotate/invoke", f.agent, withApproval); status != 200 || body["ok"] != true {
+		t.Fatalf("approved call: %d %v", status, body)
+	}
+	in, ok := got.Load("args")
+	if !ok {
+		t.Fatal("the approved call never ran")
+	}
+	if want := (rotateIn{User: "ada", Password: password, Note: "use " + token}); in != want {
+		t.Errorf("the approved call ran with %+v, want %+v", in, want)
+	}
+}
