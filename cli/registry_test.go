@@ -64,11 +64,12 @@ func readCreds(t *testing.T, file string) map[string]string {
 	return out
 }
 
-// run runs the command line against the server with key.
+// run runs the command line against the server with key, printing the
+// API's answers as JSON.
 func (r running) run(t *testing.T, key string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(append(args, "--server", r.base, "--key", key), &out, &errOut)
+	code := Main(append(args, "--server", r.base, "--key", key, "-o", "json"), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
