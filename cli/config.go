@@ -51,11 +51,12 @@ func configFile(getenv func(string) string) (string, error) {
 	return filepath.Join(dir, "toolplane", "config.yaml"), nil
 }
 
-// loadConfig reads the config file; a missing file is an empty config.
+// loadConfig reads the config file; a missing file, or no place for one,
+// is an empty config (file "" in the latter case).
 func loadConfig(getenv func(string) string) (*config, string, error) {
 	file, err := configFile(getenv)
 	if err != nil {
-		return nil, "", err
+		return &config{}, "", nil
 	}
 	b, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -73,6 +74,9 @@ func loadConfig(getenv func(string) string) (*config, string, error) {
 
 // save writes c to file readable by its owner only: it holds keys.
 func (c *config) save(file string) error {
+	if file == "" {
+		return errors.New("neither $XDG_CONFIG_HOME nor $HOME is set: no place for the config file")
+	}
 	b, err := yaml.Marshal(c)
 	if err != nil {
 		return err
