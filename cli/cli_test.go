@@ -474,3 +474,24 @@ func TestLoginContextsAndPrecedence(t *testing.T) {
 		t.Fatalf("login with an empty key: %d %s", code, errOut)
 	}
 }
+
+func TestOfflineCommandsTakeFlagsAfterArguments(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "toolplane.db")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lint", "../examples/tools/refund_order.yaml", "--args", `{"order_id":" ord_9f8a7c2e1b3d ","amount_cents":1500,"reason":"Defective"}`}, `"rule":"trim"`},
+		{[]string{"lint", "../examples/tools/send_email.yaml", "-handler", "email.send+preview", "--fact", "recipient_is_new"}, `"name": "email_send"`},
+		{[]string{"migrate", "up", "--database", db}, "applied "},
+		{[]string{"migrate", "status", "-database", db, "-o", "json"}, `"applied": true`},
+		{[]string{"migrate", "status", "-o", "yaml", "--database", db}, "applied: true"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runIn(nil, c.args...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, want %q in\n%s\n%s", c.args, code, c.want, out, errOut)
+		}
+	}
+}

@@ -89,33 +89,53 @@ the default, or a PostgreSQL DSN).`,
 		Use:   "status",
 		Short: "list toolplane's migrations and whether each is applied",
 		Args:  exactArgs(0, "no arguments"),
-		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			b, ctx, cancel, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer b.Close()
-			ms, err := b.MigrationStatus(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "%s %s\n", b.Kind, b.Where)
-			pending := 0
-			for _, m := range ms {
-				state := "pending"
-				if m.Applied {
-					state = "applied " + m.AppliedAt.UTC().Format(time.RFC3339)
-				} else {
-					pending++
-				}
-				fmt.Fprintf(a.stdout, "%04d %-24s %s\n", m.Version, m.Name, state)
-			}
-			if pending > 0 {
-				fmt.Fprintf(a.stderr, "%d migration(s) pending: run toolplane migrate up\n", pending)
-			}
-			return nil
-		}),
 	}
+	out := addOutput(status)
+	status.RunE = action(func(cmd *cobra.Command, _ []string) error {
+		if err := out.check(); err != nil {
+			return err
+		}
+		b, ctx, cancel, err := open(cmd)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		defer b.Close()
+		ms, err := b.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if out.format != "table" {
+			type row struct {
+				Version   int        `json:"version"`
+				Name      string     `json:"name"`
+				Applied   bool       `json:"applied"`
+				AppliedAt *time.Time `json:"applied_at,omitempty"`
+			}
+			rows := make([]row, len(ms))
+			for i, m := range ms {
+				rows[i] = row{Version: m.Version, Name: m.Name, Applied: m.Applied}
+				if m.Applied {
+					rows[i].AppliedAt = &ms[i].AppliedAt
+				}
+			}
+			return printValue(a, out, map[string]any{"database": b.Kind + " " + b.Where, "migrations": rows})
+		}
+		fmt.Fprintf(a.stdout, "%s %s\n", b.Kind, b.Where)
+		pending := 0
+		for _, m := range ms {
+			state := "pending"
+			if m.Applied {
+				state = "applied " + m.AppliedAt.UTC().Format(time.RFC3339)
+			} else {
+				pending++
+			}
+			fmt.Fprintf(a.stdout, "%04d %-24s %s\n", m.Version, m.Name, state)
+		}
+		if pending > 0 {
+			fmt.Fprintf(a.stderr, "%d migration(s) pending: run toolplane migrate up\n", pending)
+		}
+		return nil
+	})
 	return group(cmd, up, status)
 }

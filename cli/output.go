@@ -62,12 +62,12 @@ func (o *output) print(w io.Writer, data []byte) error {
 			return fmt.Errorf("the answer is not JSON: %w", err)
 		}
 		block(&n)
-		b, err := yaml.Marshal(&n)
-		if err != nil {
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(&n); err != nil {
 			return err
 		}
-		_, err = w.Write(b)
-		return err
+		return enc.Close()
 	}
 	var v any
 	d := json.NewDecoder(bytes.NewReader(data))
