@@ -1,62 +1,206 @@
 // Package cli implements the toolplane command line: argument parsing and
 // output for each subcommand. It holds no domain logic of its own; each
-// command calls the package that owns the mechanism.
+// command calls the package that owns the mechanism, and the commands that
+// manage a running deployment are clients of its REST API.
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Main runs the command line with args (without the program name) and
-// answers the process exit status.
+// answers the process exit status: 0 on success, 1 when the command
+// failed, 2 when it was not understood (unknown command, bad flag, wrong
+// arguments).
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
+	return execute(&app{stdout: stdout, stderr: stderr, getenv: os.Getenv, signals: true}, args)
+}
+
+// app is what every command shares: where it writes and how it reads the
+// environment (a function, so tests can run in parallel with their own).
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// signals makes serve stop on SIGINT and SIGTERM; off when a test
+	// runs serve inside its own process.
+	signals bool
+}
+
+// exitError ends a command with a status; err, when set, is printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
 	}
-	switch args[0] {
-	case "lint":
-		return lint(args[1:], stdout, stderr)
-	case "migrate":
-		return migrate(args[1:], stdout, stderr)
-	case "serve":
-		return serveCmd(args[1:], stdout, stderr)
-	case "tools":
-		return tools(args[1:], stdout, stderr)
-	case "grants":
-		return grantsCmd(args[1:], stdout, stderr)
-	case "bundles":
-		return bundlesCmd(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		usage(stdout)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "toolplane: unknown command %q\n", args[0])
-		usage(stderr)
-		return 2
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr is an error in how a command was invoked (exit 2).
+func usageErr(format string, a ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
+}
+
+// silent ends a command with code after it has said why itself.
+func silent(code int) error { return &exitError{code: code} }
+
+// action adapts a command's work to cobra: any error it returns that does
+// not carry its own status is a failure (exit 1), not a usage error.
+func action(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		var ee *exitError
+		if err != nil && !errors.As(err, &ee) {
+			return &exitError{code: 1, err: err}
+		}
+		return err
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: toolplane <command> [arguments]
+// exactArgs wants n positional arguments, named by what in the error.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErr("want %s, got %d argument(s)", what, len(args))
+		}
+		return nil
+	}
+}
 
-commands:
-  lint FILE...   check tool definitions and show what a model would see
-                 (toolplane lint -h for its options)
-  serve          run the API (--demo for a catalogue that really works;
-                 --database for PostgreSQL; toolplane serve -h)
-  migrate up|status
-                 apply or list database migrations (--database: a SQLite
-                 file, the default, or a PostgreSQL DSN)
-  tools publish|diff|list|show|submit|approve|reject|deprecate|retire
-                 the registry's versions and their lifecycle
-  grants add|list|revoke|explain|deny|denies|undeny
-                 which agents may call which tools
-  bundles put|list
-                 named sets of tool references granted together
+// rangeArgs wants from min to max positional arguments.
+func rangeArgs(min, max int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || len(args) > max {
+			return usageErr("want %s, got %d argument(s)", what, len(args))
+		}
+		return nil
+	}
+}
 
-tools, grants and bundles talk to a server: --server (or $TOOLPLANE_SERVER,
-default http://127.0.0.1:8080) and --key (or $TOOLPLANE_KEY).
-`)
+// group makes cmd a command that only holds subcommands: bare, it prints
+// its help and exits 2 (nothing was done); with an unknown subcommand it
+// says so and exits 2; with --help it exits 0.
+func group(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageErr("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		c.SetOut(c.ErrOrStderr())
+		_ = c.Help()
+		return silent(2)
+	}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
+// newRoot builds the whole command tree.
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "toolplane",
+		Short: "the control plane every agent tool call passes through",
+		Long: `toolplane is the control plane every agent tool call passes through.
+
+serve runs it; migrate and lint work offline; every other command is a
+client of a running server's REST API. The server and key come from
+--server/--key, then $TOOLPLANE_SERVER/$TOOLPLANE_KEY, then the current
+context of the config file (toolplane login), then http://localhost:8080.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
+	group(root,
+		newServeCmd(a),
+		newMigrateCmd(a),
+		newLintCmd(a),
+		newToolsCmd(a),
+		newGrantsCmd(a),
+		newBundlesCmd(a),
+		newApprovalsCmd(a),
+		newKeysCmd(a),
+		newAuditCmd(a),
+		newUncertainCmd(a),
+		newLoginCmd(a),
+		newConfigCmd(a),
+		newVersionCmd(a),
+	)
+	// cobra adds completion (bash, zsh, fish, powershell) and help.
+	return root
+}
+
+// execute runs args against the tree and maps the outcome to a status.
+func execute(a *app, args []string) int {
+	root := newRoot(a)
+	root.SetArgs(longDashes(root, args))
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	code, msg := 2, err
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code, msg = ee.code, ee.err
+	}
+	if msg != nil {
+		fmt.Fprintf(a.stderr, "toolplane: %v\n", msg)
+		if code == 2 && cmd != nil {
+			fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+	}
+	return code
+}
+
+// longDashes rewrites -name to --name where name is a long flag of the
+// command args select: Go's flag package, which the command line used
+// before, accepts both, and scripts written then keep working. Single
+// letters stay shorthands (-o json).
+func longDashes(root *cobra.Command, args []string) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == nil {
+		return args
+	}
+	return rewriteDashes(args, func(name string) bool {
+		return cmd.Flags().Lookup(name) != nil || cmd.InheritedFlags().Lookup(name) != nil
+	})
+}
+
+// rewriteDashes turns -name[=v] into --name[=v] where known(name), up to a
+// "--" that ends the flags.
+func rewriteDashes(args []string, known func(string) bool) []string {
+	out := make([]string, len(args))
+	copy(out, args)
+	for i, s := range out {
+		if s == "--" {
+			break
+		}
+		if len(s) < 3 || s[0] != '-' || s[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(s[1:], "=")
+		if len(name) > 1 && known(name) {
+			out[i] = "-" + s
+		}
+	}
+	return out
+}
+
+// longDashesIn is rewriteDashes for a plain flag set.
+func longDashesIn(fs *pflag.FlagSet, args []string) []string {
+	return rewriteDashes(args, func(name string) bool { return fs.Lookup(name) != nil })
 }

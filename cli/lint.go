@@ -3,10 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
@@ -16,46 +17,48 @@ import (
 	"github.com/toolplane/toolplane/toolfile"
 )
 
-// listFlag collects a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-func lint(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lint", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	argsJSON := fs.String("args", "", "JSON arguments: print what the model would receive for them (one tool only)")
-	outputJSON := fs.String("output", "", "JSON handler answer: print the bounded result the model would read (one tool only)")
-	var handlers, connections, facts listFlag
-	fs.Var(&handlers, "handler", "a handler key the deployment registers; KEY+preview if it renders previews (repeatable)")
-	fs.Var(&connections, "connection", "a connection id the deployment holds (repeatable)")
-	fs.Var(&facts, "fact", "a policy fact the deployment resolves (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: toolplane lint [options] FILE...
-
-Loads each tool definition (YAML or JSON), runs every registration check, and
+func newLintCmd(a *app) *cobra.Command {
+	var o lintOptions
+	cmd := &cobra.Command{
+		Use:   "lint [flags] FILE...",
+		Short: "check tool definitions and show what a model would see (offline)",
+		Long: `Loads each tool definition (YAML or JSON), runs every registration check, and
 prints each tool's model-facing name and its MCP tools/list projection.
 Handler, connection and policy-fact references are checked against the
-deployment the --handler, --connection and --fact options describe; without
-any of them they are listed as not checked.
+deployment the --handler, --connection and --fact flags describe; without
+any of them they are listed as not checked.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("name at least one definition file")
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, files []string) error {
+			if code := lint(o, files, a.stdout, a.stderr); code != 0 {
+				return silent(code)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.argsJSON, "args", "", "JSON arguments: print what the model would receive for them (one tool only)")
+	fs.StringVar(&o.outputJSON, "output", "", "JSON handler answer: print the bounded result the model would read (one tool only)")
+	fs.StringArrayVar(&o.handlers, "handler", nil, "a handler key the deployment registers; KEY+preview if it renders previews (repeatable)")
+	fs.StringArrayVar(&o.connections, "connection", nil, "a connection id the deployment holds (repeatable)")
+	fs.StringArrayVar(&o.facts, "fact", nil, "a policy fact the deployment resolves (repeatable)")
+	return cmd
+}
 
-options:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	files := fs.Args()
-	if len(files) == 0 {
-		fmt.Fprintln(stderr, "toolplane lint: name at least one definition file")
-		return 2
-	}
+// lintOptions are lint's flags.
+type lintOptions struct {
+	argsJSON, outputJSON         string
+	handlers, connections, facts []string
+}
 
+// lint checks files and answers the exit status: 1 when a definition is
+// refused, 2 when the flags do not fit the files.
+func lint(o lintOptions, files []string, stdout, stderr io.Writer) int {
+	handlers, connections, facts, argsJSON, outputJSON := o.handlers, o.connections, o.facts, &o.argsJSON, &o.outputJSON
 	failed := false
 	var defs []toolplane.Definition
 	for _, f := range files {

@@ -2,12 +2,13 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/toolplane/toolplane/backend"
 )
@@ -18,7 +19,7 @@ const DefaultDatabase = "toolplane-data/toolplane.db"
 
 // databaseFlag adds --database to fs, defaulting to TOOLPLANE_DATABASE and
 // then the embedded file.
-func databaseFlag(fs *flag.FlagSet) *string {
+func databaseFlag(fs *pflag.FlagSet) *string {
 	def := os.Getenv("TOOLPLANE_DATABASE")
 	if def == "" {
 		def = DefaultDatabase
@@ -26,62 +27,115 @@ func databaseFlag(fs *flag.FlagSet) *string {
 	return fs.String("database", def, "a SQLite file path, or a PostgreSQL DSN (postgres://...); default $TOOLPLANE_DATABASE or "+DefaultDatabase)
 }
 
-func migrate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	database := databaseFlag(fs)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: toolplane migrate [--database DB] up|status
-
-up      applies every pending migration (toolplane's tables and River's)
-status  lists toolplane's migrations and whether each is applied
-
-options:
-`)
-		fs.PrintDefaults()
+func newMigrateCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate up|status",
+		Short: "apply or list database migrations",
+		Long: `migrate applies or lists the database's migrations (--database: a SQLite file,
+the default, or a PostgreSQL DSN).`,
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	database := databaseFlag(cmd.PersistentFlags())
+	// open opens the database for one subcommand.
+	open := func(cmd *cobra.Command) (*backend.Backend, context.Context, context.CancelFunc, error) {
+		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+		b, err := backend.Open(ctx, *database)
+		if err != nil {
+			cancel()
+			return nil, nil, nil, err
 		}
-		return 2
+		return b, ctx, cancel, nil
 	}
-	if fs.NArg() != 1 || (fs.Arg(0) != "up" && fs.Arg(0) != "status") {
-		fs.Usage()
-		return 2
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "apply every pending migration (toolplane's tables and River's) and say which",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			b, ctx, cancel, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer b.Close()
+			before, err := b.MigrationStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if err := b.Migrate(ctx); err != nil {
+				return err
+			}
+			after, err := b.MigrationStatus(ctx)
+			if err != nil {
+				return err
+			}
+			was := map[int]bool{}
+			for _, m := range before {
+				was[m.Version] = m.Applied
+			}
+			var applied []string
+			for _, m := range after {
+				if m.Applied && !was[m.Version] {
+					applied = append(applied, fmt.Sprintf("%04d %s", m.Version, m.Name))
+				}
+			}
+			if len(applied) == 0 {
+				fmt.Fprintf(a.stdout, "%s %s: already up to date\n", b.Kind, b.Where)
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "%s %s: applied %d migration(s): %s\n", b.Kind, b.Where, len(applied), strings.Join(applied, ", "))
+			return nil
+		}),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	b, err := backend.Open(ctx, *database)
-	if err != nil {
-		fmt.Fprintf(stderr, "toolplane migrate: %v\n", err)
-		return 1
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "list toolplane's migrations and whether each is applied",
+		Args:  exactArgs(0, "no arguments"),
 	}
-	defer b.Close()
-	if fs.Arg(0) == "up" {
-		if err := b.Migrate(ctx); err != nil {
-			fmt.Fprintf(stderr, "toolplane migrate: %v\n", err)
-			return 1
+	out := addOutput(status)
+	status.RunE = action(func(cmd *cobra.Command, _ []string) error {
+		if err := out.check(); err != nil {
+			return err
 		}
-	}
-	ms, err := b.MigrationStatus(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "toolplane migrate: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s %s\n", b.Kind, b.Where)
-	pending := 0
-	for _, m := range ms {
-		state := "pending"
-		if m.Applied {
-			state = "applied " + m.AppliedAt.UTC().Format(time.RFC3339)
-		} else {
-			pending++
+		b, ctx, cancel, err := open(cmd)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "%04d %-24s %s\n", m.Version, m.Name, state)
-	}
-	if fs.Arg(0) == "status" && pending > 0 {
-		fmt.Fprintf(stderr, "%d migration(s) pending: run toolplane migrate up\n", pending)
-	}
-	return 0
+		defer cancel()
+		defer b.Close()
+		ms, err := b.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if out.format != "table" {
+			type row struct {
+				Version   int        `json:"version"`
+				Name      string     `json:"name"`
+				Applied   bool       `json:"applied"`
+				AppliedAt *time.Time `json:"applied_at,omitempty"`
+			}
+			rows := make([]row, len(ms))
+			for i, m := range ms {
+				rows[i] = row{Version: m.Version, Name: m.Name, Applied: m.Applied}
+				if m.Applied {
+					rows[i].AppliedAt = &ms[i].AppliedAt
+				}
+			}
+			return printValue(a, out, map[string]any{"database": b.Kind + " " + b.Where, "migrations": rows})
+		}
+		fmt.Fprintf(a.stdout, "%s %s\n", b.Kind, b.Where)
+		pending := 0
+		for _, m := range ms {
+			state := "pending"
+			if m.Applied {
+				state = "applied " + m.AppliedAt.UTC().Format(time.RFC3339)
+			} else {
+				pending++
+			}
+			fmt.Fprintf(a.stdout, "%04d %-24s %s\n", m.Version, m.Name, state)
+		}
+		if pending > 0 {
+			fmt.Fprintf(a.stderr, "%d migration(s) pending: run toolplane migrate up\n", pending)
+		}
+		return nil
+	})
+	return group(cmd, up, status)
 }

@@ -1,394 +1,255 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/toolplane/toolplane/compat"
 	"github.com/toolplane/toolplane/toolfile"
 )
 
-// client is the command line's view of a toolplane server: the registry,
-// grant and bundle commands are API calls, so the server enforces every
-// role the same way whichever door is used.
-type client struct {
-	server, key string
-	stdout      io.Writer
-	http        *http.Client
+// request is one API request a command sends.
+type request struct {
+	method, path string
+	body         any
+	contentType  string
 }
 
-// remoteFlags adds --server and --key, defaulting from the environment.
-func remoteFlags(fs *flag.FlagSet) (*string, *string) {
-	server := os.Getenv("TOOLPLANE_SERVER")
-	if server == "" {
-		server = "http://127.0.0.1:8080"
-	}
-	return fs.String("server", server, "the toolplane server ($TOOLPLANE_SERVER)"),
-		fs.String("key", os.Getenv("TOOLPLANE_KEY"), "your API key ($TOOLPLANE_KEY)")
-}
-
-// remoteCmd is one subcommand that talks to a server: its flags, --server
-// and --key among them, and once parsed its positional arguments.
-type remoteCmd struct {
-	name        string
-	fs          *flag.FlagSet
-	server, key *string
-	pos         []string
-	stderr      io.Writer
-}
-
-func newRemoteCmd(name string, stderr io.Writer) *remoteCmd {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	server, key := remoteFlags(fs)
-	return &remoteCmd{name: name, fs: fs, server: server, key: key, stderr: stderr}
-}
-
-// parse parses args and answers the client for the server named; false
-// when the arguments are not valid (the flag package said why).
-func (r *remoteCmd) parse(args []string, stdout io.Writer) (*client, bool) {
-	pos, err := parse(r.fs, args)
-	if err != nil {
-		return nil, false
-	}
-	r.pos = pos
-	return &client{server: *r.server, key: *r.key, stdout: stdout, http: &http.Client{Timeout: time.Minute}}, true
-}
-
-// need reports whether there are exactly n positional arguments, saying
-// which are wanted when not.
-func (r *remoteCmd) need(n int, what string) bool {
-	if len(r.pos) != n {
-		fmt.Fprintf(r.stderr, "toolplane %s: want %s\n", r.name, what)
-		return false
-	}
-	return true
-}
-
-// parse parses flags placed anywhere among the positional arguments and
-// answers the positionals.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
+// apiCmd builds a command that sends one request, built by build from its
+// arguments and flags, and prints the answer; columns are the fields its
+// table shows for a list (a first column "@field" names the answer's field
+// holding the rows, "items" when not given).
+func apiCmd(a *app, use, short string, args cobra.PositionalArgs, columns []string, build func(cmd *cobra.Command, args []string) (request, error)) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: args}
+	r := addRemote(a, cmd)
+	out := addOutput(cmd, columns...)
+	cmd.RunE = action(func(cmd *cobra.Command, args []string) error {
+		if err := out.check(); err != nil {
+			return err
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-// apiError is the server's error envelope.
-type apiError struct {
-	Error struct {
-		Code      string `json:"code"`
-		Message   string `json:"message"`
-		FieldPath string `json:"field_path"`
-	} `json:"error"`
-}
-
-// do sends a request and prints the answer as indented JSON. A refusal is
-// an error carrying the server's code and message.
-func (c *client) do(method, path string, body any, contentType string) error {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		js, err := json.Marshal(b)
+		req, err := build(cmd, args)
 		if err != nil {
 			return err
 		}
-		rd, contentType = bytes.NewReader(js), "application/json"
-	}
-	req, err := http.NewRequest(method, strings.TrimRight(c.server, "/")+path, rd)
-	if err != nil {
-		return err
-	}
-	if c.key == "" {
-		return errors.New("no API key: pass --key or set TOOLPLANE_KEY")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 400 {
-		var e apiError
-		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
-			msg := e.Error.Code + ": " + e.Error.Message
-			if e.Error.FieldPath != "" {
-				msg += " (" + e.Error.FieldPath + ")"
-			}
-			return errors.New(msg)
-		}
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
-	}
-	var out bytes.Buffer
-	if json.Indent(&out, data, "", "  ") != nil {
-		out.Reset()
-		out.Write(data)
-	}
-	fmt.Fprintln(c.stdout, strings.TrimSpace(out.String()))
-	return nil
-}
-
-// tools runs `toolplane tools ...`.
-func tools(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, toolsUsage)
-		return 2
-	}
-	if args[0] == "diff" {
-		return diffCmd(args[1:], stdout, stderr)
-	}
-	rc := newRemoteCmd("tools "+args[0], stderr)
-	fs := rc.fs
-	note := fs.String("note", "", "why (a rejection needs one)")
-	sunset := fs.String("sunset", "", "deprecate: the earliest retirement, YYYY-MM-DD or RFC 3339")
-	replacement := fs.String("replacement", "", "deprecate: the version callers should move to")
-	name := fs.String("name", "", "list: only this tool")
-	owner := fs.String("owner", "", "list: only this team's tools")
-	state := fs.String("state", "", "list: only versions in this state")
-	c, ok := rc.parse(args[1:], stdout)
-	if !ok {
-		return 2
-	}
-	pos, need := rc.pos, rc.need
-	switch args[0] {
-	case "publish":
-		if !need(1, "FILE") {
-			return 2
-		}
-		data, err := os.ReadFile(pos[0])
+		data, err := r.call(cmd, req.method, req.path, req.body, req.contentType)
 		if err != nil {
-			return report(stderr, err)
+			return err
 		}
-		ct := "application/json"
-		if ext := strings.ToLower(filepath.Ext(pos[0])); ext == ".yaml" || ext == ".yml" {
-			ct = "application/x-yaml"
-		}
-		err = c.do("POST", "/v1/registry/tools", data, ct)
-		return report(stderr, err)
-	case "list":
-		q := url.Values{}
-		for k, v := range map[string]string{"name": *name, "owner": *owner, "state": *state} {
-			if v != "" {
-				q.Set(k, v)
-			}
-		}
-		return report(stderr, c.do("GET", "/v1/registry/tools?"+q.Encode(), nil, ""))
-	case "show":
-		if !need(2, "NAME VERSION") {
-			return 2
-		}
-		return report(stderr, c.do("GET", "/v1/registry/tools/"+url.PathEscape(pos[0])+"/versions/"+url.PathEscape(pos[1]), nil, ""))
-	case "approve", "reject", "submit", "retire", "deprecate":
-		if !need(2, "NAME VERSION") {
-			return 2
-		}
-		body := map[string]any{}
-		if *note != "" {
-			body["note"] = *note
-		}
-		if args[0] == "deprecate" {
-			t, err := parseTime(*sunset)
-			if err != nil {
-				fmt.Fprintf(stderr, "toolplane tools deprecate: --sunset: %v\n", err)
-				return 2
-			}
-			body["sunset_at"] = t
-			if *replacement != "" {
-				body["replacement"] = *replacement
-			}
-		}
-		path := "/v1/registry/tools/" + url.PathEscape(pos[0]) + "/versions/" + url.PathEscape(pos[1]) + "/" + args[0]
-		return report(stderr, c.do("POST", path, body, ""))
-	default:
-		fmt.Fprintf(stderr, "toolplane tools: unknown command %q\n%s", args[0], toolsUsage)
-		return 2
-	}
+		return out.print(a.stdout, data)
+	})
+	return cmd
 }
 
-const toolsUsage = `usage: toolplane tools <command> [--server URL] [--key KEY]
-  publish FILE                 publish a version of a definition (YAML or JSON)
-  diff OLD NEW                 the compatibility report between two definition files (offline)
-  list [--name N] [--owner T] [--state S]
-  show NAME VERSION
-  submit NAME VERSION          send a rejected version back to review
-  approve NAME VERSION         (platform_admin)
-  reject NAME VERSION --note WHY
-  deprecate NAME VERSION --sunset YYYY-MM-DD [--replacement VERSION]
-  retire NAME VERSION
-`
+// esc escapes one path segment.
+func esc(s string) string { return url.PathEscape(s) }
 
-// diffCmd prints the compatibility report between two definition files
+// query answers ?k=v&... for the values that are set.
+func query(kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+var versionColumns = []string{"name", "version", "state", "owner", "published_by", "published_at"}
+
+func newToolsCmd(a *app) *cobra.Command {
+	publish := apiCmd(a, "publish FILE", "publish a version of a definition (YAML or JSON)", exactArgs(1, "FILE"), versionColumns,
+		func(_ *cobra.Command, args []string) (request, error) {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return request{}, err
+			}
+			ct := "application/json"
+			if ext := strings.ToLower(filepath.Ext(args[0])); ext == ".yaml" || ext == ".yml" {
+				ct = "application/x-yaml"
+			}
+			return request{"POST", "/v1/registry/tools", data, ct}, nil
+		})
+	var name, owner, state string
+	list := apiCmd(a, "list", "list the registry's versions", exactArgs(0, "no arguments"), versionColumns,
+		func(*cobra.Command, []string) (request, error) {
+			return request{method: "GET", path: "/v1/registry/tools" + query("name", name, "owner", owner, "state", state)}, nil
+		})
+	list.Flags().StringVar(&name, "name", "", "only this tool")
+	list.Flags().StringVar(&owner, "owner", "", "only this team's tools")
+	list.Flags().StringVar(&state, "state", "", "only versions in this state (in_review, active, deprecated, retired, rejected)")
+	show := apiCmd(a, "show NAME VERSION", "show one version", exactArgs(2, "NAME VERSION"), versionColumns,
+		func(_ *cobra.Command, args []string) (request, error) {
+			return request{method: "GET", path: "/v1/registry/tools/" + esc(args[0]) + "/versions/" + esc(args[1])}, nil
+		})
+	// lifecycle is one transition of a version, with a --note.
+	lifecycle := func(action, short string, noteHelp string, extra func(cmd *cobra.Command, body map[string]any) error) *cobra.Command {
+		var note string
+		cmd := apiCmd(a, action+" NAME VERSION", short, exactArgs(2, "NAME VERSION"), versionColumns,
+			func(cmd *cobra.Command, args []string) (request, error) {
+				body := map[string]any{}
+				if note != "" {
+					body["note"] = note
+				}
+				if extra != nil {
+					if err := extra(cmd, body); err != nil {
+						return request{}, err
+					}
+				}
+				return request{method: "POST", path: "/v1/registry/tools/" + esc(args[0]) + "/versions/" + esc(args[1]) + "/" + action, body: body}, nil
+			})
+		cmd.Flags().StringVar(&note, "note", "", noteHelp)
+		return cmd
+	}
+	var sunset, replacement string
+	deprecate := lifecycle("deprecate", "deprecate a version: callers are told to move before the sunset", "why", func(_ *cobra.Command, body map[string]any) error {
+		t, err := parseTime(sunset)
+		if err != nil {
+			return usageErr("--sunset: %v", err)
+		}
+		body["sunset_at"] = t
+		if replacement != "" {
+			body["replacement"] = replacement
+		}
+		return nil
+	})
+	deprecate.Flags().StringVar(&sunset, "sunset", "", "the earliest retirement, YYYY-MM-DD or RFC 3339 (required)")
+	deprecate.Flags().StringVar(&replacement, "replacement", "", "the version callers should move to")
+	return group(&cobra.Command{Use: "tools", Short: "the registry's versions and their lifecycle"},
+		publish, newDiffCmd(a), list, show,
+		lifecycle("submit", "send a rejected version back to review", "what changed", nil),
+		lifecycle("approve", "approve a version in review (platform_admin)", "why", nil),
+		lifecycle("reject", "reject a version in review (platform_admin)", "why (a rejection needs one)", nil),
+		deprecate,
+		lifecycle("retire", "retire a version: it is no longer called", "why", nil),
+	)
+}
+
+// newDiffCmd prints the compatibility report between two definition files
 // and exits 1 when the new version's bump is too small for its changes.
-func diffCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 {
-		fmt.Fprint(stderr, "usage: toolplane tools diff OLD_FILE NEW_FILE\n")
-		return 2
-	}
-	from, _, err := toolfile.ReadFile(args[0])
-	if err != nil {
-		return report(stderr, err)
-	}
-	to, _, err := toolfile.ReadFile(args[1])
-	if err != nil {
-		return report(stderr, err)
-	}
-	rep, err := compat.Classify(&from, &to)
-	if err != nil {
-		return report(stderr, err)
-	}
-	fmt.Fprintf(stdout, "%s %s -> %s: the changes need %s\n", to.Name, from.Version, to.Version, rep.Required)
-	for _, ch := range rep.Changes {
-		fmt.Fprintf(stdout, "  %s\n", ch)
-	}
-	if err := compat.Gate(&from, &to, rep); err != nil {
-		fmt.Fprintf(stderr, "refused: %v\n", err)
-		return 1
-	}
-	fmt.Fprintln(stdout, "accepted")
-	return 0
-}
-
-// grantsCmd runs `toolplane grants ...`.
-func grantsCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, grantsUsage)
-		return 2
-	}
-	rc := newRemoteCmd("grants "+args[0], stderr)
-	fs := rc.fs
-	pattern := fs.String("pattern", "", "add: a glob over tool names, optionally @range (payments.*, payments.refund_order@^2.1.0)")
-	bundle := fs.String("bundle", "", "add: a bundle to grant")
-	var tenants stringList
-	fs.Var(&tenants, "tenant", "add: limit the grant to this tenant (repeatable)")
-	expires := fs.String("expires", "", "add: when the grant ends, YYYY-MM-DD or RFC 3339")
-	reason := fs.String("reason", "", "deny: why")
-	revoked := fs.Bool("revoked", false, "list: include revoked grants")
-	c, ok := rc.parse(args[1:], stdout)
-	if !ok {
-		return 2
-	}
-	pos, need := rc.pos, rc.need
-	switch args[0] {
-	case "add":
-		if !need(1, "AGENT") {
-			return 2
-		}
-		body := map[string]any{"agent_id": pos[0], "pattern": *pattern, "bundle": *bundle, "tenant_scope": []string(tenants)}
-		if *expires != "" {
-			t, err := parseTime(*expires)
+func newDiffCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "diff OLD_FILE NEW_FILE",
+		Short: "the compatibility report between two definition files (offline)",
+		Args:  exactArgs(2, "OLD_FILE NEW_FILE"),
+		RunE: action(func(_ *cobra.Command, args []string) error {
+			from, _, err := toolfile.ReadFile(args[0])
 			if err != nil {
-				fmt.Fprintf(stderr, "toolplane grants add: --expires: %v\n", err)
-				return 2
+				return err
 			}
-			body["expires_at"] = t
-		}
-		return report(stderr, c.do("POST", "/v1/grants", body, ""))
-	case "list":
-		q := url.Values{}
-		if len(pos) > 0 {
-			q.Set("agent_id", pos[0])
-		}
-		if *revoked {
-			q.Set("revoked", "true")
-		}
-		return report(stderr, c.do("GET", "/v1/grants?"+q.Encode(), nil, ""))
-	case "revoke":
-		if !need(1, "GRANT_ID") {
-			return 2
-		}
-		return report(stderr, c.do("POST", "/v1/grants/"+url.PathEscape(pos[0])+"/revoke", nil, ""))
-	case "explain":
-		if !need(1, "AGENT") {
-			return 2
-		}
-		return report(stderr, c.do("GET", "/v1/agents/"+url.PathEscape(pos[0])+"/explain", nil, ""))
-	case "deny":
-		if !need(2, "AGENT|'*' PATTERN") {
-			return 2
-		}
-		return report(stderr, c.do("POST", "/v1/denies", map[string]any{"agent_id": pos[0], "pattern": pos[1], "reason": *reason}, ""))
-	case "denies":
-		return report(stderr, c.do("GET", "/v1/denies", nil, ""))
-	case "undeny":
-		if !need(1, "DENY_ID") {
-			return 2
-		}
-		return report(stderr, c.do("DELETE", "/v1/denies/"+url.PathEscape(pos[0]), nil, ""))
-	default:
-		fmt.Fprintf(stderr, "toolplane grants: unknown command %q\n%s", args[0], grantsUsage)
-		return 2
+			to, _, err := toolfile.ReadFile(args[1])
+			if err != nil {
+				return err
+			}
+			rep, err := compat.Classify(&from, &to)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s %s -> %s: the changes need %s\n", to.Name, from.Version, to.Version, rep.Required)
+			for _, ch := range rep.Changes {
+				fmt.Fprintf(a.stdout, "  %s\n", ch)
+			}
+			if err := compat.Gate(&from, &to, rep); err != nil {
+				fmt.Fprintf(a.stderr, "refused: %v\n", err)
+				return silent(1)
+			}
+			fmt.Fprintln(a.stdout, "accepted")
+			return nil
+		}),
 	}
 }
 
-const grantsUsage = `usage: toolplane grants <command> [--server URL] [--key KEY]
-  add AGENT --pattern P | --bundle B [--tenant T]... [--expires DATE]
-  list [AGENT] [--revoked]
-  revoke GRANT_ID
-  explain AGENT                every tool AGENT can call, at which version, and which grant allowed it
-  deny AGENT|'*' PATTERN --reason WHY    ('*': every agent, an incident deny)
-  denies
-  undeny DENY_ID
-`
+var grantColumns = []string{"id", "agent_id", "pattern", "bundle", "expires_at", "revoked_at"}
 
-// bundlesCmd runs `toolplane bundles ...`.
-func bundlesCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, bundlesUsage)
-		return 2
-	}
-	rc := newRemoteCmd("bundles "+args[0], stderr)
-	c, ok := rc.parse(args[1:], stdout)
-	if !ok {
-		return 2
-	}
-	pos := rc.pos
-	switch args[0] {
-	case "put":
-		if len(pos) < 2 {
-			fmt.Fprint(stderr, "toolplane bundles put: want NAME REF...\n")
-			return 2
-		}
-		return report(stderr, c.do("PUT", "/v1/bundles/"+url.PathEscape(pos[0]), map[string]any{"refs": pos[1:]}, ""))
-	case "list":
-		return report(stderr, c.do("GET", "/v1/bundles", nil, ""))
-	default:
-		fmt.Fprintf(stderr, "toolplane bundles: unknown command %q\n%s", args[0], bundlesUsage)
-		return 2
-	}
+func newGrantsCmd(a *app) *cobra.Command {
+	var pattern, bundle, expires string
+	var tenants []string
+	add := apiCmd(a, "add AGENT (--pattern P | --bundle B)", "grant an agent identity tools", exactArgs(1, "AGENT"), grantColumns,
+		func(_ *cobra.Command, args []string) (request, error) {
+			if tenants == nil {
+				tenants = []string{}
+			}
+			body := map[string]any{"agent_id": args[0], "pattern": pattern, "bundle": bundle, "tenant_scope": tenants}
+			if expires != "" {
+				t, err := parseTime(expires)
+				if err != nil {
+					return request{}, usageErr("--expires: %v", err)
+				}
+				body["expires_at"] = t
+			}
+			return request{method: "POST", path: "/v1/grants", body: body}, nil
+		})
+	add.Flags().StringVar(&pattern, "pattern", "", "a glob over tool names, optionally @range (payments.*, payments.refund_order@^2.1.0)")
+	add.Flags().StringVar(&bundle, "bundle", "", "a bundle to grant")
+	add.Flags().StringArrayVar(&tenants, "tenant", nil, "limit the grant to this tenant (repeatable)")
+	add.Flags().StringVar(&expires, "expires", "", "when the grant ends, YYYY-MM-DD or RFC 3339")
+	add.MarkFlagsMutuallyExclusive("pattern", "bundle")
+
+	var revoked bool
+	list := apiCmd(a, "list [AGENT]", "list grants, of one agent or all", rangeArgs(0, 1, "at most one AGENT"), grantColumns,
+		func(_ *cobra.Command, args []string) (request, error) {
+			agent, rev := "", ""
+			if len(args) > 0 {
+				agent = args[0]
+			}
+			if revoked {
+				rev = "true"
+			}
+			return request{method: "GET", path: "/v1/grants" + query("agent_id", agent, "revoked", rev)}, nil
+		})
+	list.Flags().BoolVar(&revoked, "revoked", false, "include revoked grants")
+	revoke := apiCmd(a, "revoke GRANT_ID", "revoke a grant", exactArgs(1, "GRANT_ID"), grantColumns,
+		func(_ *cobra.Command, args []string) (request, error) {
+			return request{method: "POST", path: "/v1/grants/" + esc(args[0]) + "/revoke"}, nil
+		})
+	explain := apiCmd(a, "explain AGENT", "every tool AGENT can call, at which version, and which grant allowed it", exactArgs(1, "AGENT"),
+		[]string{"@tools", "tool", "version", "range", "grant", "via", "denied_by"},
+		func(_ *cobra.Command, args []string) (request, error) {
+			return request{method: "GET", path: "/v1/agents/" + esc(args[0]) + "/explain"}, nil
+		})
+	var reason string
+	deny := apiCmd(a, "deny AGENT|'*' PATTERN", "deny an agent (or, with '*', every agent: an incident deny) tools, above any grant", exactArgs(2, "AGENT|'*' PATTERN"), nil,
+		func(_ *cobra.Command, args []string) (request, error) {
+			return request{method: "POST", path: "/v1/denies", body: map[string]any{"agent_id": args[0], "pattern": args[1], "reason": reason}}, nil
+		})
+	deny.Flags().StringVar(&reason, "reason", "", "why")
+	denies := apiCmd(a, "denies", "list denies", exactArgs(0, "no arguments"), []string{"id", "agent_id", "pattern", "reason", "created_by", "created_at"},
+		func(*cobra.Command, []string) (request, error) {
+			return request{method: "GET", path: "/v1/denies"}, nil
+		})
+	undeny := apiCmd(a, "undeny DENY_ID", "lift a deny", exactArgs(1, "DENY_ID"), nil,
+		func(_ *cobra.Command, args []string) (request, error) {
+			return request{method: "DELETE", path: "/v1/denies/" + esc(args[0])}, nil
+		})
+	return group(&cobra.Command{Use: "grants", Short: "which agents may call which tools"},
+		add, list, revoke, explain, deny, denies, undeny)
 }
 
-const bundlesUsage = `usage: toolplane bundles <command> [--server URL] [--key KEY]
-  put NAME REF...              create or replace a bundle (REF: name@range, e.g. payments.get_order@^1.0.0)
-  list
-`
+func newBundlesCmd(a *app) *cobra.Command {
+	put := apiCmd(a, "put NAME REF...", "create or replace a bundle (REF: name@range, e.g. payments.get_order@^1.0.0)",
+		func(_ *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageErr("want NAME REF...")
+			}
+			return nil
+		}, nil,
+		func(_ *cobra.Command, args []string) (request, error) {
+			return request{method: "PUT", path: "/v1/bundles/" + esc(args[0]), body: map[string]any{"refs": args[1:]}}, nil
+		})
+	list := apiCmd(a, "list", "list bundles", exactArgs(0, "no arguments"), []string{"name", "refs", "updated_at"},
+		func(*cobra.Command, []string) (request, error) {
+			return request{method: "GET", path: "/v1/bundles"}, nil
+		})
+	return group(&cobra.Command{Use: "bundles", Short: "named sets of tool references granted together"}, put, list)
+}
 
 func parseTime(s string) (time.Time, error) {
 	if s == "" {
@@ -398,13 +259,4 @@ func parseTime(s string) (time.Time, error) {
 		return t, nil
 	}
 	return time.Parse(time.RFC3339, s)
-}
-
-// report prints an error and answers the exit status.
-func report(stderr io.Writer, err error) int {
-	if err != nil {
-		fmt.Fprintf(stderr, "toolplane: %v\n", err)
-		return 1
-	}
-	return 0
 }

@@ -17,6 +17,8 @@ import (
 // running is a server started by serve, with its first-start keys.
 type running struct {
 	base, admin, agent string
+	// database is the server's SQLite file.
+	database string
 }
 
 func startServe(t *testing.T) running {
@@ -41,7 +43,7 @@ func startServe(t *testing.T) running {
 	for {
 		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
 			creds := readCreds(t, filepath.Join(dir, "credentials.env"))
-			return running{base: m[1], admin: creds["TOOLPLANE_ADMIN_KEY"], agent: creds["TOOLPLANE_DEMO_AGENT_KEY"]}
+			return running{base: m[1], admin: creds["TOOLPLANE_ADMIN_KEY"], agent: creds["TOOLPLANE_DEMO_AGENT_KEY"], database: filepath.Join(dir, "toolplane.db")}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start: %s %s", out.String(), errOut.String())
@@ -64,11 +66,12 @@ func readCreds(t *testing.T, file string) map[string]string {
 	return out
 }
 
-// run runs the command line against the server with key.
+// run runs the command line against the server with key, printing the
+// API's answers as JSON.
 func (r running) run(t *testing.T, key string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(append(args, "--server", r.base, "--key", key), &out, &errOut)
+	code := Main(append(args, "--server", r.base, "--key", key, "-o", "json"), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

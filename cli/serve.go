@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
@@ -45,18 +46,42 @@ import (
 // DefaultOrganization is the organization a single-tenant install serves.
 const DefaultOrganization = "default"
 
-func serveCmd(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return serve(ctx, args, stdout, stderr)
+// newServeCmd runs the server. Its flags are parsed by serve itself, one
+// flag set in one place, so the flags a deployment uses are defined where
+// they are read.
+func newServeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "run the API, the MCP endpoint and the background work (toolplane serve --help for its flags)",
+		Long: `serve runs the API (REST under /v1, MCP at /mcp) and the background work.
+With no flags it serves an embedded SQLite file; --demo adds a catalogue that
+really works; --database names a PostgreSQL DSN for a node of many.`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			if a.signals {
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
+			if code := serve(ctx, args, a.stdout, a.stderr); code != 0 {
+				return silent(code)
+			}
+			return nil
+		},
+	}
 }
 
 // serve runs the server until ctx ends, then shuts down gracefully: the
 // listener stops, calls in flight finish (or hold their claims), background
 // jobs in hand finish, and queued audit events are stored.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	database := databaseFlag(fs)
 	toolsDir := fs.String("tools", "", "a directory of tool definitions (*.yaml, *.yml, *.json) to load")
@@ -82,10 +107,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	heartbeatEvery := fs.Duration("heartbeat", 2*time.Second, "how often this node tells the others it is alive")
 	deadAfter := fs.Duration("node-dead-after", 10*time.Second, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")
 	sweepEvery := fs.Duration("sweep-every", 10*time.Second, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if err := fs.Parse(longDashesIn(fs, args)); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintf(stdout, "usage: toolplane serve [flags]\n\nflags:\n%s", fs.FlagUsages())
 			return 0
 		}
+		fmt.Fprintf(stderr, "toolplane serve: %v\nRun 'toolplane serve --help' for usage.\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "toolplane serve: takes no arguments, got %q\nRun 'toolplane serve --help' for usage.\n", fs.Args())
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
@@ -490,6 +521,7 @@ type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ", ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+func (l *stringList) Type() string       { return "stringList" }
 
 // defaultNodeName answers a node name stable across restarts when the
 // node listens on a fixed port (two nodes on one host cannot share one),
