@@ -171,7 +171,10 @@ func (j *jsonWriter) WriteHeader(code int) {
 		j.Header().Del("Content-Type")
 		return
 	}
-	j.written = true
+	if code >= 200 {
+		// An informational answer (1xx) leaves the final one to come.
+		j.written = true
+	}
 	j.ResponseWriter.WriteHeader(code)
 }
 

@@ -77,7 +77,16 @@ type rawAnswer struct {
 
 func send(t *testing.T, method, url, key, session, body string) rawAnswer {
 	t.Helper()
+	return sendTo(t, "", method, url, key, session, body)
+}
+
+// sendTo is send with the Host header host, when not "".
+func sendTo(t *testing.T, host, method, url, key, session, body string) rawAnswer {
+	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if host != "" {
+		req.Host = host
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -141,11 +150,16 @@ func TestMCPAuthAnswersAreStandard(t *testing.T) {
 			"", "5", "not_found", "session not found"},
 		{"an unknown session, a GET", plain, "GET", plain.agent, "no-such-session", "", 404, "", "", "not_found", "session not found"},
 		{"a method the endpoint does not take", plain, "PUT", plain.agent, "", "", 405, "", "", "method_not_allowed", ""},
+		{"a page on another host", plain, "POST", plain.agent, "", strings.ReplaceAll(initialize, "%s", "8"), 403, "", "8", "denied", "does not answer to host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := send(t, tt.method, tt.f.url+"/mcp", tt.key, tt.sid, tt.body)
+			host := ""
+			if strings.HasPrefix(tt.name, "a page on another host") {
+				host = "attacker.example"
+			}
+			got := sendTo(t, host, tt.method, tt.f.url+"/mcp", tt.key, tt.sid, tt.body)
 			if got.status != tt.status {
 				t.Errorf("status %d, want %d: %s", got.status, tt.status, got.body)
 			}
