@@ -142,3 +142,24 @@ func (g Gate) Repeated(cred *toolplane.Credential, now time.Time) {
 	}
 	g.Limiter.Repeated(cred.ID, now)
 }
+
+// Realm is the protection space every door names in its challenges.
+const Realm = "toolplane"
+
+// Challenge answers the WWW-Authenticate value of a door's 401 (RFC 6750
+// §3): a Bearer challenge in Realm; with metadata (the URL of the
+// resource's OAuth protected resource metadata, RFC 9728 §5.1, set only
+// where that document names an authorization server) a client can find
+// where to get a token; with refused (a token was presented and did not
+// authenticate) error="invalid_token", so a client tells a bad token from
+// a missing one. A missing token gets no error code (RFC 6750 §3.1).
+func Challenge(metadata string, refused bool) string {
+	c := `Bearer realm="` + Realm + `"`
+	if metadata != "" {
+		c += `, resource_metadata="` + metadata + `"`
+	}
+	if refused {
+		c += `, error="invalid_token"`
+	}
+	return c
+}

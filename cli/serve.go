@@ -32,6 +32,7 @@ import (
 	"github.com/toolplane/toolplane/demo"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
 	"github.com/toolplane/toolplane/jwtauth"
@@ -276,7 +277,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions,
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
-		Sessions: b.Store}
+		Sessions: b.Store, AuthorizationServer: *jwtIssuer}
+	// OAuth protected resource metadata (RFC 9728): the server's, which
+	// the REST door's 401s name, and each MCP endpoint's.
+	api.ResourceMetadata, api.Metadata = mcpDoor.ResourceMetadataURL(""), mcpDoor.ResourceMetadataHandler()
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
 	for _, slug := range upstreams.Slugs() {
@@ -508,8 +512,8 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "metrics need the metrics token", http.StatusUnauthorized)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			httperr.Write(w, r, http.StatusUnauthorized, "unauthenticated", "metrics need the metrics token", "")
 			return
 		}
 		next.ServeHTTP(w, r)

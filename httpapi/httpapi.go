@@ -10,9 +10,7 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -51,6 +50,15 @@ type Server struct {
 	// Tokens, when set, verifies bearer tokens that are not API keys
 	// (JWTs of a configured issuer).
 	Tokens apikey.TokenVerifier
+	// ResourceMetadata, when set, is the URL of the server's OAuth
+	// protected resource metadata (RFC 9728), which a 401's
+	// WWW-Authenticate names (see apikey.Challenge).
+	ResourceMetadata string
+	// Metadata, when set, answers the OAuth protected resource metadata
+	// routes (/.well-known/oauth-protected-resource and its /mcp
+	// variants; see mcpserver.Server.ResourceMetadataHandler). Without it
+	// they answer 404.
+	Metadata http.Handler
 	// Limiter, when set, limits each key's requests on this node and
 	// reports the limit in the X-RateLimit headers. Only requests that
 	// authenticated as the key spend its budget.
@@ -105,9 +113,31 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(rt.method+" "+rt.path, rt.h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// This catch-all takes every method, so the mux never answers 405
+		// itself: a known path asked with another method is told which
+		// methods it takes.
+		if allow := allowed(mux, r); allow != "" {
+			w.Header().Set("Allow", allow)
+			s.fail(w, r, http.StatusMethodNotAllowed, "method_not_allowed", r.URL.Path+" takes "+allow+", not "+r.Method, "")
+			return
+		}
 		s.fail(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, "")
 	})
 	return mux
+}
+
+// allowed answers the methods mux routes r's path for, other than to its
+// catch-all, comma-separated; "" when none.
+func allowed(mux *http.ServeMux, r *http.Request) string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // route is one of the API's routes. The mux is built from this table, and
@@ -128,6 +158,9 @@ func (s *Server) routes() []route {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write(openAPI)
 		})},
+		{"GET", "/.well-known/oauth-protected-resource", http.HandlerFunc(s.metadata)},
+		{"GET", "/.well-known/oauth-protected-resource/mcp", http.HandlerFunc(s.metadata)},
+		{"GET", "/.well-known/oauth-protected-resource/mcp/{slug}", http.HandlerFunc(s.metadata)},
 		{"GET", "/v1/tools", s.auth(s.listTools)},
 		{"GET", "/v1/tools/{name}", s.auth(s.getTool)},
 		{"POST", "/v1/tools/{name}/invoke", s.auth(s.invoke)},
@@ -157,6 +190,15 @@ func (s *Server) routes() []route {
 	}
 }
 
+// metadata answers a protected resource metadata route through Metadata.
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	if s.Metadata == nil {
+		s.fail(w, r, http.StatusNotFound, "not_found", "this server has no OAuth protected resource metadata", "")
+		return
+	}
+	s.Metadata.ServeHTTP(w, r)
+}
+
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := s.Store.ListAudit(r.Context(), "readyz", toolplane.AuditFilter{}, "", 1); err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "the database does not answer", "")
@@ -175,6 +217,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		w.Header().Set("Cache-Control", "private, no-store")
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, false))
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "send an API key as Authorization: Bearer <key>", "")
 			return
 		}
@@ -197,6 +240,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
 			return
 		case errors.As(err, &refused):
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, true))
 			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", refused.Error(), "")
 			return
 		case err != nil:
@@ -228,41 +272,11 @@ func (s *Server) bounded(w http.ResponseWriter, r *http.Request, checks ...error
 	return true
 }
 
-// envelope is the one error shape of the API.
-type envelope struct {
-	Error apiError `json:"error"`
-}
-
-type apiError struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	FieldPath string `json:"field_path,omitempty"`
-	Retryable bool   `json:"retryable"`
-	RequestID string `json:"request_id"`
-}
-
-func requestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
-		return id
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
-}
-
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
-	retryable := status >= 500 || status == http.StatusConflict || status == http.StatusTooManyRequests
-	writeJSON(w, status, envelope{apiError{Code: code, Message: msg, FieldPath: field, Retryable: retryable, RequestID: requestID(r)}})
+	httperr.Write(w, r, status, code, msg, field)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httperr.WriteJSON(w, status, v) }
 
 // maxBody bounds a request body.
 const maxBody = 1 << 20
@@ -441,7 +455,7 @@ type invokeRequest struct {
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if c.cred.Kind != toolplane.CredentialAgent {
-		s.fail(w, r, http.StatusForbidden, "denied", "tools are called with an agent's key", "")
+		s.fail(w, r, http.StatusForbidden, "denied", "tools are called with an agent's key; this is a "+string(c.cred.Kind)+"'s key", "")
 		return
 	}
 	var body invokeRequest
@@ -514,7 +528,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RoleApprover, RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "listing approvals needs the approver or auditor role", "")
+		s.forbidRole(w, r, c, "listing approvals needs the approver or auditor role")
 		return
 	}
 	limit, err := limitOf(r)
@@ -547,7 +561,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
-		s.fail(w, r, http.StatusForbidden, "denied", "answering approvals needs a person's key with the approver role", "")
+		s.forbidRole(w, r, c, "answering approvals needs a person's key with the approver role")
 		return
 	}
 	if !s.bounded(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
@@ -588,7 +602,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RoleApprover, RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "listing uncertain actions needs the approver or auditor role", "")
+		s.forbidRole(w, r, c, "listing uncertain actions needs the approver or auditor role")
 		return
 	}
 	limit, err := limitOf(r)
@@ -611,7 +625,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 
 func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
-		s.fail(w, r, http.StatusForbidden, "denied", "reconciling needs a person's key with the approver role", "")
+		s.forbidRole(w, r, c, "reconciling needs a person's key with the approver role")
 		return
 	}
 	var body struct {
@@ -655,7 +669,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "the audit trail needs the auditor role", "")
+		s.forbidRole(w, r, c, "the audit trail needs the auditor role")
 		return
 	}
 	limit, err := limitOf(r)
@@ -674,4 +688,14 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 		evs = []toolplane.AuditEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": evs, "next_cursor": next})
+}
+
+// forbidRole answers 403 to c, whose key lacks the role msg says the
+// route needs. An agent's key carries no roles, so its holder is told
+// which kind of key the route takes rather than left to guess.
+func (s *Server) forbidRole(w http.ResponseWriter, r *http.Request, c caller, msg string) {
+	if c.cred.Kind != toolplane.CredentialPerson {
+		msg += "; this is an agent's key, and roles are carried by a person's key"
+	}
+	s.fail(w, r, http.StatusForbidden, "denied", msg, "")
 }

@@ -40,7 +40,7 @@ func keyOf(c *toolplane.Credential) keyView {
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RolePlatformAdmin) {
-		s.fail(w, r, http.StatusForbidden, "denied", "creating keys needs the platform_admin role", "")
+		s.forbidRole(w, r, c, "creating keys needs the platform_admin role")
 		return
 	}
 	var body struct {
@@ -106,7 +106,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RolePlatformAdmin, RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "listing keys needs the platform_admin or auditor role", "")
+		s.forbidRole(w, r, c, "listing keys needs the platform_admin or auditor role")
 		return
 	}
 	limit, err := limitOf(r)
@@ -128,7 +128,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RolePlatformAdmin) {
-		s.fail(w, r, http.StatusForbidden, "denied", "revoking keys needs the platform_admin role", "")
+		s.forbidRole(w, r, c, "revoking keys needs the platform_admin role")
 		return
 	}
 	if !s.bounded(w, r, toolplane.CheckLen("key id", r.PathValue("id"), toolplane.MaxRefLen)) {

@@ -325,7 +325,7 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(toolplane.RoleAgentOperator, RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "explaining grants needs the agent_operator, auditor or platform_admin role", "")
+		s.forbidRole(w, r, c, "explaining grants needs the agent_operator, auditor or platform_admin role")
 		return
 	}
 	ctx, org, agent := r.Context(), c.cred.OrganizationID, r.PathValue("agent")
@@ -462,7 +462,7 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
 	if !c.hasRole(RoleAuditor) {
-		s.fail(w, r, http.StatusForbidden, "denied", "the change log needs the auditor role", "")
+		s.forbidRole(w, r, c, "the change log needs the auditor role")
 		return
 	}
 	limit, err := limitOf(r)

@@ -28,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -42,7 +43,11 @@ type Server struct {
 	Store    apikey.Getter
 	// Tokens, when set, verifies bearer tokens that are not API keys.
 	Tokens apikey.TokenVerifier
-	Log    *slog.Logger
+	// AuthorizationServer, when set, is the issuer of the JWTs Tokens
+	// accepts: the protected resource metadata names it (see
+	// ResourceMetadataHandler) and a 401 points at that metadata.
+	AuthorizationServer string
+	Log                 *slog.Logger
 	// Version is reported to clients as the server implementation version.
 	Version string
 	// PublicURL is where people reach this deployment (http://host:port).
@@ -200,22 +205,19 @@ func (s *Server) handler(upstream string) http.Handler {
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
 	h = s.fast(private(h), upstream)
+	path := "/mcp"
+	if upstream != "" {
+		path += "/" + upstream
+	}
+	meta := s.ResourceMetadataURL(path)
 	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-		// The gate (see admit) has already authenticated the token.
+		// The gate (see admit) has already authenticated the token, and
+		// refused every request it did not admit as an agent's.
 		a, _ := r.Context().Value(admittedKey{}).(*admitted)
-		if a == nil {
+		if a == nil || a.cred == nil {
 			return nil, fmt.Errorf("%w: the key is not valid", auth.ErrInvalidToken)
 		}
-		cred, err := a.cred, a.err
-		switch {
-		case errors.Is(err, toolplane.ErrUnauthenticated):
-			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err) // an *apikey.RefusedError: what was presented, not why it failed
-		case err != nil:
-			s.Log.ErrorContext(ctx, "credential lookup failed", "err", err)
-			return nil, errors.New("credentials cannot be checked right now")
-		case cred.Kind != toolplane.CredentialAgent:
-			return nil, fmt.Errorf("%w: tools are called with an agent's key", auth.ErrInvalidToken)
-		}
+		cred := a.cred
 		if t, ok := s.Store.(toucher); ok && strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, a.at) {
 			if err := t.TouchCredential(context.WithoutCancel(ctx), cred.OrganizationID, cred.ID, a.at); err != nil {
 				s.Log.WarnContext(ctx, "credential touch failed", "err", err)
@@ -229,8 +231,12 @@ func (s *Server) handler(upstream string) http.Handler {
 		}, nil
 	}
 	// Host and Origin are judged before the key: a page a browser was
-	// tricked into loading is refused whatever it sends.
-	return ProtectHost(s.admit(auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)), s.AllowedHosts...)
+	// tricked into loading is refused whatever it sends. The SDK's bearer
+	// check puts the admitted credential where the SDK binds sessions to
+	// it (auth.TokenInfoFromContext); every error answer, the SDK's
+	// included, is JSON (httperr.JSON).
+	h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ResourceMetadataURL: meta})(h)
+	return httperr.JSON(ProtectHost(s.admit(meta, h), s.AllowedHosts...), true, maxRequestBody)
 }
 
 // noStore is the Cache-Control of every MCP answer: each depends on the
@@ -277,7 +283,6 @@ func (p *privateWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 // SDK's token check to report.
 type admitted struct {
 	cred *toolplane.Credential
-	err  error
 	at   time.Time
 }
 
@@ -287,15 +292,18 @@ type admittedKey struct{}
 // bearer token: authentication, then the failure and per-key limits, so an
 // agent looping on tools/call is slowed the same way whichever door it
 // uses, and wrong secrets sent under a key's id never spend its holder's
-// budget. A refusal for rate answers 429 here; what the gate answered
-// otherwise goes to the SDK's bearer check, which words a 401 the way MCP
-// clients expect.
-func (s *Server) admit(next http.Handler) http.Handler {
+// budget. It answers every refusal: 401 with a Bearer challenge (naming
+// meta, the endpoint's protected resource metadata, when there is one) for
+// a missing or refused token, 403 for a person's key (valid, but tools are
+// called with an agent's), 429 over a budget, 503 when credentials cannot
+// be checked. Only an admitted agent's request reaches next.
+func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The token as the SDK's bearer check reads it.
 		fields := strings.Fields(r.Header.Get("Authorization"))
 		if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
-			next.ServeHTTP(w, r)
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, false))
+			http.Error(w, "send an agent's API key as Authorization: Bearer <key>", http.StatusUnauthorized)
 			return
 		}
 		now := time.Now()
@@ -305,11 +313,28 @@ func (s *Server) admit(next http.Handler) http.Handler {
 		if d.Limit > 0 {
 			d.Header(w.Header(), now)
 		}
-		if limited := (*apikey.LimitedError)(nil); errors.As(err, &limited) {
+		var (
+			limited *apikey.LimitedError
+			refused *apikey.RefusedError
+		)
+		switch {
+		case errors.As(err, &limited):
 			http.Error(w, limited.Error(), http.StatusTooManyRequests)
 			return
+		case errors.As(err, &refused):
+			// What was presented, not why it failed.
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, true))
+			http.Error(w, refused.Error(), http.StatusUnauthorized)
+			return
+		case err != nil:
+			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
+			http.Error(w, "credentials cannot be checked right now; try again shortly", http.StatusServiceUnavailable)
+			return
+		case cred.Kind != toolplane.CredentialAgent:
+			http.Error(w, "this is a "+string(cred.Kind)+"'s key: tools are called with an agent's key (a person's key is for the REST API under /v1)", http.StatusForbidden)
+			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &admitted{cred: cred, err: err, at: now})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &admitted{cred: cred, at: now})))
 	})
 }
 
