@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/toolplane/toolplane/approval"
 )
 
 // The clients most people drive an MCP server with are not toolplane's:
@@ -167,5 +169,49 @@ func TestApprovalIsShownByTheTypeScriptSDKAndTheInspector(t *testing.T) {
 		t.Log("the Inspector is not installed under the CI cache; run .ci/run once to install it")
 	} else {
 		approvalOf(t, "the Inspector", clients.inspectorCall(t, url, key, "demo_refund_order", refund, nil))
+	}
+
+}
+
+// The round trip those clients make, each call in a session of its own: a
+// retry before the approval is told it still waits for the same approval
+// (nothing new is filed), and after a person approves, the call naming the
+// approval gets the refund's result, which the client validates against
+// the output schema, run once whichever client asks.
+func TestApprovalRoundTripWithTheTypeScriptSDKAndTheInspector(t *testing.T) {
+	t.Parallel()
+	clients := findNodeClients(t)
+	url, key, iv := demoDoor(t, "https://toolplane.example")
+	refund := map[string]string{"order_id": "o-502", "amount_cents": "1250", "reason": "charged twice"}
+	refundJSON := `{"order_id":"o-502","amount_cents":1250,"reason":"charged twice"}`
+
+	id := approvalOf(t, "the TypeScript SDK", clients.tsCall(t, url, key, "demo_refund_order", refundJSON, ""))
+	again := clients.tsCall(t, url, key, "demo_refund_order", refundJSON, "")
+	if got := approvalOf(t, "the TypeScript SDK, again", again); got != id || !strings.Contains(again.Text, "Still waiting for approval "+id) {
+		t.Fatalf("a retry in a new session was answered approval %s: %s; want still waiting for %s", got, again.Text, id)
+	}
+	if clients.inspector != "" {
+		if got := approvalOf(t, "the Inspector", clients.inspectorCall(t, url, key, "demo_refund_order", refund, nil)); got != id {
+			t.Fatalf("the Inspector was answered approval %s, want %s", got, id)
+		}
+	}
+
+	if _, err := iv.Resolve(t.Context(), "org-1", id, approval.Decision{Approver: "ada", Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := clients.tsCall(t, url, key, "demo_refund_order", refundJSON, `{"toolplane/authorized_by":"`+id+`"}`)
+	if done.IsError || done.Structured == nil || !strings.Contains(done.Text, `"remaining_cents":0`) || strings.Contains(done.Text, `"replayed":true`) {
+		t.Fatalf("after the approval the TypeScript SDK got %+v; want the refund's result", done)
+	}
+	if clients.inspector != "" {
+		again := clients.inspectorCall(t, url, key, "demo_refund_order", refund, map[string]string{"toolplane/authorized_by": id})
+		if again.IsError || !strings.Contains(again.Text, `"replayed":true`) {
+			t.Fatalf("the Inspector, calling again with the approval, got %+v; want the refund's result replayed", again)
+		}
+	}
+	// The approval's own execution finds the refund made.
+	r, err := iv.ExecuteApproved(t.Context(), "org-1", id)
+	if err != nil || !r.OK || !r.Meta.Replayed {
+		t.Fatalf("the approval's execution after the clients' = %+v, %v; want the stored result", r, err)
 	}
 }

@@ -817,6 +817,11 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 			*f.dst = str
 		}
 	}
+	// A session the client did not name as its run (nor the call by a key
+	// of its own) is no boundary it chose: clients open one per call, so
+	// the same agent's approval of the same call in another session is
+	// offered to this one (see approval.Service.Open).
+	inv.SessionRun = inv.RunID == run && inv.IdempotencyKey == ""
 	inv.Ceilings.MaxCostCents = toolplane.CostCeiling(asked, s.RunBudgetCents)
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
