@@ -1,16 +1,30 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // The clients most people drive an MCP server with are not toolplane's:
@@ -213,5 +227,77 @@ func TestApprovalRoundTripWithTheTypeScriptSDKAndTheInspector(t *testing.T) {
 	r, err := iv.ExecuteApproved(t.Context(), "org-1", id)
 	if err != nil || !r.OK || !r.Meta.Replayed {
 		t.Fatalf("the approval's execution after the clients' = %+v, %v; want the stored result", r, err)
+	}
+}
+
+// upstreamBindings binds the tools of the upstreams in set.
+type upstreamBindings struct {
+	*handler.Registry
+	set *upstream.Set
+}
+
+func (b upstreamBindings) Connection(id string) bool { return b.set.Connection(id) }
+func (upstreamBindings) FactResolver(string) bool    { return false }
+
+// An upstream's tools wait for approval like any write, on /mcp and on the
+// upstream's governed copy: the TypeScript SDK shows the approval for
+// server-everything's echo (no output schema) and get-structured-content
+// (an output schema), on both endpoints. It runs where server-everything
+// is installed (TOOLPLANE_TEST_EVERYTHING, as .ci/run sets it).
+func TestApprovalOfAnUpstreamToolIsShownByTheTypeScriptSDK(t *testing.T) {
+	t.Parallel()
+	clients := findNodeClients(t)
+	entry := os.Getenv("TOOLPLANE_TEST_EVERYTHING")
+	if entry == "" {
+		t.Skip("set TOOLPLANE_TEST_EVERYTHING to server-everything's dist/index.js (.ci/run installs it) to run the upstream approvals")
+	}
+	ctx := t.Context()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "up.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	store := sqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	set, err := upstream.New([]upstream.Config{{Slug: "everything", Command: []string{clients.node, entry, "stdio"}}}, upstream.Options{Logger: quiet, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := handler.NewRegistry()
+	reg, _, err := registry.Build(nil, registry.Options{Bindings: upstreamBindings{hs, set}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.UseRegistry(reg)
+	set.Start(context.Background(), 20*time.Second)
+	t.Cleanup(set.Close)
+	approvals := approval.New(store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Remotes: set, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, secret, _ := apikey.New(toolplane.CredentialAgent)
+	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1",
+		Tools: []string{"mcp.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	key := apikey.Key(id, secret)
+	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", Upstreams: set, PublicURL: "https://toolplane.example"}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", door.Handler())
+	mux.Handle("/mcp/everything", door.UpstreamHandler("everything"))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	for _, c := range []struct{ path, tool, args string }{
+		{"/mcp", "mcp_everything_echo", `{"message":"hello"}`},
+		{"/mcp", "mcp_everything_get-structured-content", `{"location":"Chicago"}`},
+		{"/mcp/everything", "echo", `{"message":"hello"}`},
+		{"/mcp/everything", "get-structured-content", `{"location":"Chicago"}`},
+	} {
+		approvalOf(t, "the TypeScript SDK on "+c.path+" calling "+c.tool, clients.tsCall(t, srv.URL+c.path, key, c.tool, c.args, ""))
 	}
 }
