@@ -31,6 +31,12 @@ type Invocation struct {
 	// IdempotencyKey is a caller-supplied key for this logical action. When
 	// empty the key is derived from run, step and arguments hash.
 	IdempotencyKey string
+	// SessionRun is set when RunID is a door's session rather than a run
+	// (or key) the caller named: a client that opens a session per call
+	// cannot keep a run across them, so an approval the same agent filed
+	// for the same call in another session is offered to this one instead
+	// of a new filing (see approval.Service.Open).
+	SessionRun bool `json:",omitempty"`
 	// Hops is how many more tool-to-tool calls this call may make.
 	Hops int
 	// Contracts freezes what the run was shown: tool name to the

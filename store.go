@@ -165,6 +165,11 @@ type Approval struct {
 	Version       int64
 }
 
+// MaxOpenApprovals bounds the rows FindOpenApprovals answers: more than one
+// open approval of one call is a leftover of filings made before calls
+// were matched across runs, and the newest are the ones that matter.
+const MaxOpenApprovals = 10
+
 // ApprovalStore is the storage of approvals, scoped to one organization.
 type ApprovalStore interface {
 	InsertApproval(ctx context.Context, a *Approval) error
@@ -179,6 +184,11 @@ type ApprovalStore interface {
 	// FindApprovals answers the approvals filed for a run and key, newest
 	// first.
 	FindApprovals(ctx context.Context, org, runID, key string) ([]Approval, error)
+	// FindOpenApprovals answers the pending and approved approvals of one
+	// principal's call of tool with arguments hash argsHash, in any run,
+	// newest first, at most MaxOpenApprovals: what a later session of the
+	// same agent asking the same thing is offered instead of a new filing.
+	FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string) ([]Approval, error)
 	// ListApprovals answers approvals in a state, oldest first, after the
 	// cursor.
 	ListApprovals(ctx context.Context, org string, status ApprovalStatus, after string, limit int) ([]Approval, string, error)

@@ -148,6 +148,79 @@ func Covers(a *toolplane.Approval, org, run, tool, argsHash, key string) bool {
 	return a.OrganizationID == org && a.RunID == run && a.Tool == tool && a.ArgumentsHash == argsHash && a.Key == key
 }
 
+// Mismatch says why approval a, of another run, is not the call inv makes
+// of tool with arguments hash argsHash: filed for another agent, for
+// another person the agent acts for, for another tool or other arguments.
+// It answers "" when a is the same call, asked by the same agent for the
+// same person (its state is the caller's to judge). The words are the
+// model's to read.
+func Mismatch(a *toolplane.Approval, inv *toolplane.Invocation, tool, argsHash string) string {
+	stored, err := DecodeInvocation(a.Invocation)
+	switch {
+	case a.OrganizationID != inv.OrganizationID:
+		return fmt.Sprintf("approval %s does not exist in this organization", a.ID)
+	case err != nil, a.PrincipalID != inv.Principal.ID, stored.AgentID != inv.AgentID:
+		return fmt.Sprintf("approval %s was filed for another agent's call; an approval authorizes only the agent that asked", a.ID)
+	case stored.UserID != inv.UserID:
+		return fmt.Sprintf("approval %s was filed for a call on behalf of another person", a.ID)
+	case a.Tool != tool:
+		return fmt.Sprintf("approval %s is for another tool (%s)", a.ID, a.Tool)
+	case a.ArgumentsHash != argsHash:
+		return fmt.Sprintf("approval %s is for other arguments; an approval covers exactly the arguments it was filed with", a.ID)
+	}
+	return ""
+}
+
+// Open answers the approval, filed by the same agent (for the same person)
+// for the same call in another run, that a call in a new session is offered
+// instead of a new filing: the newest approved one, else the newest
+// pending one, among those not past their expiry; nil when there is none.
+//
+// Offering it is safe because it is only that: a pending approval answers
+// that the call still waits for it, and an approved one runs the call it
+// approved, under its own idempotency key, so the journal makes the effect
+// once whichever session asks. The expiry bounds the offer: past it, the
+// same arguments are a new proposal for a person to judge.
+func (s *Service) Open(ctx context.Context, inv *toolplane.Invocation, tool, argsHash string) (*toolplane.Approval, error) {
+	as, err := s.store.FindOpenApprovals(ctx, inv.OrganizationID, inv.Principal.ID, tool, argsHash)
+	if err != nil {
+		return nil, fmt.Errorf("open approvals of %s: %w", tool, err)
+	}
+	now := s.now()
+	var pending *toolplane.Approval
+	for i := range as {
+		a := &as[i]
+		if !now.Before(a.ExpiresAt) || Mismatch(a, inv, tool, argsHash) != "" {
+			continue
+		}
+		switch {
+		case a.Status == toolplane.ApprovalApproved:
+			return a, nil
+		case a.Status == toolplane.ApprovalPending && pending == nil:
+			pending = a
+		}
+	}
+	return pending, nil
+}
+
+// Offered says whether approval a, the same call as the one asking (see
+// Mismatch) in another run, may stand for it now: approved or pending, and
+// not past its expiry. Otherwise it answers why not, in words the model
+// reads.
+func (s *Service) Offered(a *toolplane.Approval) (bool, string) {
+	switch {
+	case a.Status == toolplane.ApprovalRejected:
+		why := fmt.Sprintf("a person rejected approval %s", a.ID)
+		if a.Reason != "" {
+			why += " (" + a.Reason + ")"
+		}
+		return false, why
+	case a.Status == toolplane.ApprovalExpired, !s.now().Before(a.ExpiresAt):
+		return false, fmt.Sprintf("approval %s expired at %s", a.ID, a.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return true, ""
+}
+
 // Earlier is what earlier approvals say about a call about to be filed.
 // Each field is the newest approval of this exact call in that state, or
 // nil.

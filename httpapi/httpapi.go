@@ -508,8 +508,13 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	case errors.As(err, &tooLong):
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
 	case errors.As(err, &ar):
-		writeJSON(w, http.StatusAccepted, map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
-			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"})
+		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
+			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"}
+		if ar.Ignored != "" {
+			// The authorized_by sent did not authorize the call: say why.
+			body["authorized_by_ignored"] = ar.Ignored
+		}
+		writeJSON(w, http.StatusAccepted, body)
 	case errors.As(err, &inFlight):
 		w.Header().Set("Retry-After", strconv.Itoa(int((inFlight.RetryAfter()+time.Second-1)/time.Second)))
 		s.fail(w, r, http.StatusConflict, "in_flight", inFlight.Message(), "")

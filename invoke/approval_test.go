@@ -130,12 +130,15 @@ func TestNonCoveringAuthorizedByIsIgnored(t *testing.T) {
 	if b.ID == a.ID || e.count("email.send") != 0 {
 		t.Fatalf("b=%v runs=%d", b, e.count("email.send"))
 	}
-	// An id from another run covers nothing either.
-	elsewhere := *in
-	elsewhere.RunID, elsewhere.AuthorizedBy = "run-2", a.ID
-	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &elsewhere))
-	if e.count("email.send") != 0 {
-		t.Fatal("an approval of another run authorised a call")
+	// The same agent's same call in another run, naming the approval, is
+	// the call it approved: it runs once, whichever run asks.
+	for _, run := range []string{"run-2", "run-3"} {
+		elsewhere := *in
+		elsewhere.RunID, elsewhere.AuthorizedBy = run, a.ID
+		must(t).OK(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &elsewhere))
+	}
+	if e.count("email.send") != 1 {
+		t.Fatalf("the approved call ran %d times from other runs, want once", e.count("email.send"))
 	}
 }
 
@@ -256,13 +259,23 @@ func TestAnApprovalCoversOneEffectNotTheSameArgumentsElsewhere(t *testing.T) {
 	e.resolve(a.ID, true)
 	must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", a.ID))
 	// The same arguments at another step, or under another caller key, are
-	// another action: the approval of the first covers neither.
+	// another action: without naming the approval each asks for its own.
 	other := *in
-	other.StepPath, other.AuthorizedBy = "node-2", a.ID
+	other.StepPath = "node-2"
 	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &other))
 	keyed := *in
-	keyed.IdempotencyKey, keyed.AuthorizedBy = "client-key", a.ID
+	keyed.IdempotencyKey = "client-key"
 	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &keyed))
+	// Naming it, they are the call it approved, which has run: its result
+	// is replayed, and the approval still made one effect.
+	for _, named := range []toolplane.Invocation{other, keyed} {
+		named.AuthorizedBy = a.ID
+		r, err := e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), &named)
+		must(t).OK(r, err)
+		if !r.Meta.Replayed {
+			t.Errorf("naming the approval at %s/%q ran the call again: %+v", named.StepPath, named.IdempotencyKey, r)
+		}
+	}
 	if e.count("email.send") != 1 {
 		t.Fatalf("one approval made %d effects", e.count("email.send"))
 	}

@@ -118,6 +118,14 @@ type ApprovalRequired struct {
 	ExpiresAt time.Time
 	// Preview is the line the person reads (empty when none).
 	Preview string
+	// Existing is set when the approval was filed before, for an identical
+	// call (in this run, or by the same agent in another run): the call is
+	// still waiting for it and nothing new was filed.
+	Existing bool
+	// Ignored, when set, says why the call's authorized_by did not
+	// authorize it (see IgnoredAuthorization), so the caller learns why it
+	// waits again instead of believing its approval was lost.
+	Ignored string
 }
 
 func (e *ApprovalRequired) Error() string {

@@ -48,6 +48,9 @@ type call struct {
 	// audited is set once the audit event was stored with the claim's
 	// answer, in one transaction.
 	audited bool
+	// ignored says why the call's authorized_by did not authorize it, for
+	// the approval-required answer.
+	ignored string
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -200,7 +203,9 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	}
 
 	// authorized_by: an approval covering this call decides the approval
-	// step only; one covering another call is ignored.
+	// step only; so does an approval of the same call by the same agent in
+	// another run (a session per call), which the call then becomes. One
+	// covering another call is ignored, and the answer says why.
 	approved := false
 	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
 		// A read has no key yet; an approval of it names one all the same.
@@ -210,6 +215,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		a, err := iv.cfg.Approvals.Get(ctx, inv.OrganizationID, inv.AuthorizedBy)
 		switch {
 		case errors.Is(err, toolplane.ErrNotFound):
+			c.ignored = fmt.Sprintf("no approval %s exists in this organization", inv.AuthorizedBy)
 		case err != nil:
 			return toolplane.Result{}, fmt.Errorf("%w: read approval %s: %v", ErrFault, inv.AuthorizedBy, err)
 		case approval.Covers(a, inv.OrganizationID, inv.RunID, d.Name, c.hash, c.key):
@@ -220,7 +226,28 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 			case toolplane.ApprovalRejected:
 				c.audit.ApprovalID = a.ID
 				return rejected(tool, a), nil
+			case toolplane.ApprovalExpired:
+				_, c.ignored = iv.cfg.Approvals.Offered(a)
 			}
+		default:
+			if why := approval.Mismatch(a, inv, d.Name, c.hash); why != "" {
+				c.ignored = why
+				break
+			}
+			if ok, why := iv.cfg.Approvals.Offered(a); !ok {
+				c.ignored = why
+				break
+			}
+			if a.Status == toolplane.ApprovalPending {
+				// The same call waits for that approval: it is not filed
+				// again under this run.
+				c.audit.ApprovalID = a.ID
+				return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview, Existing: true}
+			}
+			if r, err, done := c.adopt(ctx, a); done {
+				return r, err
+			}
+			approved = true
 		}
 	}
 
@@ -425,6 +452,25 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 		c.audit.ApprovalID = rej.ID
 		return rejected(c.tool, rej), false, nil
 	}
+	if prior.Approved == nil && pending == nil && inv.SessionRun {
+		// Nothing in this session, which the caller did not name as its
+		// run: the same agent's approval of the same call from another
+		// session is offered.
+		open, err := iv.cfg.Approvals.Open(ctx, inv, d.Name, c.hash)
+		if err != nil {
+			return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
+		}
+		switch {
+		case open == nil:
+		case open.Status == toolplane.ApprovalApproved:
+			if r, err, done := c.adopt(ctx, open); done {
+				return r, false, err
+			}
+			return toolplane.Result{}, true, nil
+		default:
+			pending = open
+		}
+	}
 	if a := prior.Approved; a != nil {
 		// The same call, asked again after a person approved it (before
 		// or after the approval's own execution): it is that call.
@@ -440,7 +486,7 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 				return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 			}
 		}
-		return toolplane.Result{}, false, &ApprovalRequired{ID: pending.ID, ExpiresAt: pending.ExpiresAt, Preview: pending.Preview}
+		return toolplane.Result{}, false, &ApprovalRequired{ID: pending.ID, ExpiresAt: pending.ExpiresAt, Preview: pending.Preview, Existing: true, Ignored: c.ignored}
 	}
 	argsJSON, err := canonical.Marshal(c.args)
 	if err != nil {
@@ -482,7 +528,35 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 			return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 		}
 	}
-	return toolplane.Result{}, false, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview}
+	return toolplane.Result{}, false, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview, Ignored: c.ignored}
+}
+
+// adopt makes the call the one approval a holds, the same call filed by
+// the same agent in another run: it takes that call's run, step and key
+// (keeping its own run tree for the meter), so the journal makes the
+// approved effect once whichever session asks, the approval's own
+// background execution included. A write whose key the journal already
+// holds answers that (the stored result, replayed; in flight; uncertain),
+// with done set.
+func (c *call) adopt(ctx context.Context, a *toolplane.Approval) (toolplane.Result, error, bool) {
+	stored, err := approval.DecodeInvocation(a.Invocation)
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: approval %s: %v", ErrFault, a.ID, err), true
+	}
+	inv := *c.inv
+	inv.RootRunID = c.inv.EffectiveRootRunID()
+	inv.RunID, inv.StepPath, inv.IdempotencyKey = stored.RunID, stored.StepPath, stored.IdempotencyKey
+	c.inv, c.key = &inv, a.Key
+	c.audit.Key, c.audit.ApprovalID = a.Key, a.ID
+	c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key), attribute.String("toolplane.approval_id", a.ID))
+	if !c.tool.Def.Writes() {
+		return toolplane.Result{}, nil, false
+	}
+	out, cl, err := c.iv.journal.Read(ctx, c.request(""))
+	if err != nil {
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err), true
+	}
+	return c.answerExisting(ctx, out, cl)
 }
 
 // resolveRemote checks that the server behind a remote tool still

@@ -373,8 +373,10 @@ func (s *Server) sweepStored() {
 }
 
 // The _meta keys of a tools/call that name the caller's own run and
-// idempotency key (the REST door's run_id and idempotency_key).
+// idempotency key (the REST door's run_id and idempotency_key), and the
+// approval the caller says covers the call (the REST door's authorized_by).
 const (
 	metaRunID          = "toolplane/run_id"
 	metaIdempotencyKey = "toolplane/idempotency_key"
+	metaAuthorizedBy   = "toolplane/authorized_by"
 )

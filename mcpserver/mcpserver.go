@@ -814,7 +814,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	}
 	var asked int64
 	if m := meta; m != nil {
-		if id, ok := m["toolplane/authorized_by"].(string); ok {
+		if id, ok := m[metaAuthorizedBy].(string); ok {
 			inv.AuthorizedBy = id
 		}
 		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
@@ -842,6 +842,11 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 			*f.dst = str
 		}
 	}
+	// A session the client did not name as its run (nor the call by a key
+	// of its own) is no boundary it chose: clients open one per call, so
+	// the same agent's approval of the same call in another session is
+	// offered to this one (see approval.Service.Open).
+	inv.SessionRun = inv.RunID == run && inv.IdempotencyKey == ""
 	inv.Ceilings.MaxCostCents = toolplane.CostCeiling(asked, s.RunBudgetCents)
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
@@ -857,16 +862,8 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	var inFlight *invoke.InFlightError
 	switch {
 	case errors.As(err, &ar):
-		msg := fmt.Sprintf("This call waits for a person's approval (approval %s, expires %s); nothing was done yet. After it is approved, call again with the same arguments in this session to get the result.",
-			ar.ID, ar.ExpiresAt.UTC().Format(time.RFC3339))
-		if ar.Preview != "" {
-			msg += " The person sees: " + ar.Preview
-		}
 		s.elicitApproval(sess.life, ss, ar)
-		return &mcp.CallToolResult{
-			Content: []mcp.Content{&mcp.TextContent{Text: msg}},
-			Meta:    mcp.Meta{"toolplane/approval_id": ar.ID, "toolplane/approval_expires_at": ar.ExpiresAt.UTC().Format(time.RFC3339)},
-		}, nil
+		return s.approvalResult(ar), nil
 	case errors.As(err, &inFlight):
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: inFlight.Message()}},
 			Meta: mcp.Meta{"toolplane/retry_after_seconds": int((inFlight.RetryAfter() + time.Second - 1) / time.Second)}}, nil
@@ -955,7 +952,7 @@ func (s *Server) elicitApproval(life context.Context, ss *mcp.ServerSession, ar 
 		_, err := ss.Elicit(ctx, &mcp.ElicitParams{
 			Mode:          "url",
 			Message:       fmt.Sprintf("A tool call waits for approval %s. Open the link to review it.", ar.ID),
-			URL:           strings.TrimRight(s.PublicURL, "/") + "/v1/approvals/" + ar.ID,
+			URL:           s.approvalURL(),
 			ElicitationID: ar.ID,
 		})
 		if err != nil {

@@ -119,7 +119,7 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 	args := map[string]any{"order_id": "o-502", "amount_cents": 1250, "reason": "charged twice"}
 	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo_refund_order", Arguments: args})
 	approvalID, _ := r.Meta["toolplane/approval_id"].(string)
-	if err != nil || r.IsError || approvalID == "" || !strings.Contains(text(r), "waits for a person's approval") {
+	if err != nil || !r.IsError || approvalID == "" || !strings.Contains(text(r), "waits for a person's approval") {
 		t.Fatalf("refund: %+v %v", r, err)
 	}
 	if _, err := iv.Resolve(ctx, "org-1", approvalID, approval.Decision{Approver: "ada", Approve: true}); err != nil {

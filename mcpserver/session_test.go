@@ -30,6 +30,14 @@ import (
 // agent key granting every demo tool.
 func demoServer(t *testing.T, publicURL string) (string, string) {
 	t.Helper()
+	url, key, _ := demoDoor(t, publicURL)
+	return url, key
+}
+
+// demoDoor is demoServer, also answering the invoker behind the door (where
+// a test resolves approvals as a person would).
+func demoDoor(t *testing.T, publicURL string) (string, string, *invoke.Invoker) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "mcp.db"))
 	if err != nil {
@@ -57,7 +65,7 @@ func demoServer(t *testing.T, publicURL string) (string, string) {
 	}
 	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", PublicURL: publicURL}).Handler())
 	t.Cleanup(srv.Close)
-	return srv.URL, apikey.Key(id, secret)
+	return srv.URL, apikey.Key(id, secret), iv
 }
 
 func TestApprovalIsElicitedByURLWhereTheClientSupportsIt(t *testing.T) {
@@ -87,7 +95,7 @@ func TestApprovalIsElicitedByURLWhereTheClientSupportsIt(t *testing.T) {
 	}
 	select {
 	case p := <-asked:
-		if p.Mode != "url" || p.URL != "https://toolplane.example/v1/approvals/"+id || p.ElicitationID != id {
+		if p.Mode != "url" || p.URL != "https://toolplane.example/v1/approvals?status=pending" || p.ElicitationID != id {
 			t.Errorf("elicitation %+v", p)
 		}
 	case <-time.After(10 * time.Second):

@@ -165,6 +165,24 @@ func (s *Store) FindApprovals(ctx context.Context, org, runID, key string) ([]to
 	return out, nil
 }
 
+// FindOpenApprovals answers the pending and approved approvals of one
+// principal's call of tool with the arguments hash, in any run, newest
+// first (ties by ID, descending), at most toolplane.MaxOpenApprovals.
+func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string) ([]toolplane.Approval, error) {
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
+		WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ?
+		AND status IN ('pending', 'approved')
+		ORDER BY created_at DESC, id DESC LIMIT ?`, org, principalID, tool, argsHash, toolplane.MaxOpenApprovals)
+	if err != nil {
+		return nil, fmt.Errorf("find open approvals of %s: %w", tool, err)
+	}
+	out, err := collect(rows, scanApproval)
+	if err != nil {
+		return nil, fmt.Errorf("find open approvals of %s: %w", tool, err)
+	}
+	return out, nil
+}
+
 // ListApprovals answers approvals in status, oldest first (ties by ID), after
 // the cursor. The next cursor is "" when no approval follows.
 func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {

@@ -18,6 +18,7 @@ var approvalCases = []suiteCase{
 	{"UpdateCompareAndSwap", testApprovalUpdateCompareAndSwap},
 	{"UpdateMissing", testApprovalUpdateMissing},
 	{"FindNewestFirst", testApprovalFindNewestFirst},
+	{"FindOpenAcrossRuns", testApprovalFindOpen},
 	{"ListByStatus", testApprovalListByStatus},
 	{"CountByOrganization", testApprovalCountByOrganization},
 	{"UpdateAuditedIsOneTransaction", testApprovalUpdateAudited},
@@ -231,6 +232,58 @@ func testApprovalFindNewestFirst(t *testing.T, s toolplane.Store) {
 				}
 			}
 		})
+	}
+}
+
+// FindOpenApprovals finds one principal's call (tool and arguments hash) in
+// any run, pending or approved only, newest first, bounded, and only in the
+// organization asked.
+func testApprovalFindOpen(t *testing.T, s toolplane.Store) {
+	org, other := newOrg(), newOrg()
+	call := func(id, run string, created time.Time, status toolplane.ApprovalStatus) *toolplane.Approval {
+		a := fullApproval(org, id, run, "k-"+id, created)
+		a.ArgumentsHash, a.Status = "sha256:same", status
+		return a
+	}
+	rows := []*toolplane.Approval{
+		call("apr-1", "run-1", at(time.Minute), toolplane.ApprovalPending),
+		call("apr-2", "run-2", at(time.Hour), toolplane.ApprovalApproved),
+		call("apr-0", "run-3", at(time.Hour), toolplane.ApprovalPending), // tie: ID breaks it
+		call("apr-3", "run-4", at(2*time.Hour), toolplane.ApprovalRejected),
+		call("apr-4", "run-5", at(3*time.Hour), toolplane.ApprovalExpired),
+	}
+	otherPrincipal := call("apr-5", "run-6", at(time.Hour), toolplane.ApprovalPending)
+	otherPrincipal.PrincipalID = "agent-other"
+	otherTool := call("apr-6", "run-7", at(time.Hour), toolplane.ApprovalPending)
+	otherTool.Tool = "payments.void_order"
+	otherArgs := call("apr-7", "run-8", at(time.Hour), toolplane.ApprovalPending)
+	otherArgs.ArgumentsHash = "sha256:other"
+	otherOrg := call("apr-8", "run-9", at(time.Hour), toolplane.ApprovalPending)
+	otherOrg.OrganizationID = other
+	rows = append(rows, otherPrincipal, otherTool, otherArgs, otherOrg)
+	for _, a := range rows {
+		insertApproval(t, s, a)
+	}
+	got, err := s.FindOpenApprovals(t.Context(), org, "agent-billing", "payments.refund_order", "sha256:same")
+	if err != nil {
+		t.Fatalf("FindOpenApprovals = %v", err)
+	}
+	want := []*toolplane.Approval{rows[1], rows[2], rows[0]}
+	if len(got) != len(want) {
+		t.Fatalf("FindOpenApprovals answered %d approvals, want %d (apr-2, apr-0, apr-1)", len(got), len(want))
+	}
+	for i := range got {
+		if d := diff(got[i], *want[i]); d != "" {
+			t.Errorf("row %d (%s): %s", i, want[i].ID, d)
+		}
+	}
+	// Bounded: the newest MaxOpenApprovals of a call filed many times.
+	for i := range toolplane.MaxOpenApprovals + 2 {
+		insertApproval(t, s, call(fmt.Sprintf("apr-many-%02d", i), "run-m", at(time.Duration(10+i)*time.Hour), toolplane.ApprovalPending))
+	}
+	got, err = s.FindOpenApprovals(t.Context(), org, "agent-billing", "payments.refund_order", "sha256:same")
+	if err != nil || len(got) != toolplane.MaxOpenApprovals || got[0].ID != fmt.Sprintf("apr-many-%02d", toolplane.MaxOpenApprovals+1) {
+		t.Fatalf("FindOpenApprovals of a call filed %d times = %d rows (first %v), %v; want the newest %d", toolplane.MaxOpenApprovals+5, len(got), got[0].ID, err, toolplane.MaxOpenApprovals)
 	}
 }
 

@@ -372,6 +372,20 @@ func (m *memStore) FindApprovals(_ context.Context, org, runID, key string) ([]t
 	return out, nil
 }
 
+func (m *memStore) FindOpenApprovals(_ context.Context, org, principalID, tool, argsHash string) ([]toolplane.Approval, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.Approval
+	for _, a := range m.approvals {
+		open := a.Status == toolplane.ApprovalPending || a.Status == toolplane.ApprovalApproved
+		if open && a.OrganizationID == org && a.PrincipalID == principalID && a.Tool == tool && a.ArgumentsHash == argsHash {
+			out = append(out, storedApproval(a))
+		}
+	}
+	slices.SortFunc(out, func(x, y toolplane.Approval) int { return approvalKey(y).compare(approvalKey(x)) })
+	return out[:min(len(out), toolplane.MaxOpenApprovals)], nil
+}
+
 func (m *memStore) ListApprovals(_ context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

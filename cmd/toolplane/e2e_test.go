@@ -792,7 +792,7 @@ func TestEndToEnd(t *testing.T) {
 			args := map[string]any{"order_id": "o-502", "amount_cents": 1250, "reason": "charged twice"}
 			r, _ := callTool(t, cs, "demo_refund_order", args)
 			id, _ := r.Meta["toolplane/approval_id"].(string)
-			if r.IsError || id == "" || !strings.Contains(textOf(r), id) || r.Meta["toolplane/approval_expires_at"] == nil {
+			if !r.IsError || id == "" || !strings.Contains(textOf(r), id) || r.Meta["toolplane/approval_expires_at"] == nil {
 				t.Fatalf("refund: isError=%v meta=%v %s", r.IsError, r.Meta, textOf(r))
 			}
 			status, raw := s.do(t, "POST", "/v1/approvals/"+id+"/approve", s.admin, "")
