@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -76,6 +75,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
 	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
+	logLevel := fs.String("log-level", "info", "the least severe log records written: debug, info, warn or error (debug adds every MCP session's opening and end)")
+	logFormat := fs.String("log-format", "json", "the log's format on stderr: json (one object a line) or text (key=value)")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's address")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,7 +84,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolplane serve: %v\n", err)
+		return 2
+	}
 	if _, set := os.LookupEnv("GOGC"); !set && *gcPercent != 0 {
 		debug.SetGCPercent(*gcPercent)
 	}

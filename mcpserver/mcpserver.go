@@ -348,7 +348,7 @@ func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Ser
 	sess := &session{s: s, cred: cred, upstream: upstream, created: time.Now(), life: life, abandon: abandon,
 		onServer: map[string]listed{}, shown: map[string]string{}, relayed: map[string]bool{}, subs: map[string]bool{}}
 	opts := &mcp.ServerOptions{
-		Logger: s.Log,
+		Logger: sdkLogger(s.Log),
 		// Tools may appear later (an upstream connecting, a grant added),
 		// so the capability and its change notifications are always on.
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
