@@ -224,7 +224,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		public = "http://" + ln.Addr().String()
 	}
 	api.PublicURL = public
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: version(), Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
 		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpDoor.Handler())
