@@ -364,7 +364,7 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 		text.WriteString(k.line + "\n")
 	}
 	file := filepath.Join(dataDir, "credentials.env")
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s already exists but the database holds no credentials: move it away (it may hold another database's keys) or choose another --data directory", file)
 	}

@@ -129,3 +129,19 @@ func TestReleaseBuild(t *testing.T) {
 		t.Errorf("serverInfo.version = %q, want the stamped %q", got, stamped)
 	}
 }
+
+// TestBuildsForWindows cross-compiles the binary for windows/amd64 as a
+// release does (CGO_ENABLED=0): code written against a Unix-only API (such
+// as syscall.O_NOFOLLOW) breaks that target alone. darwin shares the unix
+// build tag with linux, so linux builds stand for it.
+func TestBuildsForWindows(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("cross-compiles the binary; skipped with -short")
+	}
+	build := exec.Command("go", "build", "-o", os.DevNull, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=windows", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("GOOS=windows go build: %v\n%s", err, out)
+	}
+}
