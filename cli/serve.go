@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -98,10 +97,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
 	var upstreamFlags stringList
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
-	publicURL := fs.String("public-url", "", "where people reach this server (approval links point here); default: http://ADDR")
+	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
 	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
 	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
+	logLevel := fs.String("log-level", "info", "the least severe log records written: debug, info, warn or error (debug adds every MCP session's opening and end)")
+	logFormat := fs.String("log-format", "json", "the log's format on stderr: json (one object a line) or text (key=value)")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's address")
 	nodeName := fs.String("node", "", "this node's name, unique in the deployment and kept across restarts: a node that restarts under its name releases its earlier instance's claims at start (default: HOST:PORT of --addr, or HOST-PID when the port is 0)")
 	leaseMargin := fs.Duration("lease-margin", invoke.DefaultLeaseMargin, "added to a tool's timeout to form a write's claim lease: a live call must never outlast its lease (pauses, slow commits), and a dead node's claims are decided by heartbeats long before it ends")
@@ -120,7 +121,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolplane serve: takes no arguments, got %q\nRun 'toolplane serve --help' for usage.\n", fs.Args())
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolplane serve: %v\n", err)
+		return 2
+	}
 	if _, set := os.LookupEnv("GOGC"); !set && *gcPercent != 0 {
 		debug.SetGCPercent(*gcPercent)
 	}
@@ -273,7 +278,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if public == "" {
 		public = "http://" + ln.Addr().String()
 	}
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: "0.1", Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
+	api.PublicURL = public
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: version(), Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
 		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions,
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
@@ -419,7 +425,7 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 		text.WriteString(k.line + "\n")
 	}
 	file := filepath.Join(dataDir, "credentials.env")
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s already exists but the database holds no credentials: move it away (it may hold another database's keys) or choose another --data directory", file)
 	}

@@ -8,16 +8,38 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// buildVersion answers the module version the binary was built from
-// (set by go install …@version) and, from a checkout, its commit.
-func buildVersion() (version, commit string, modified bool) {
-	version = "(devel)"
+// Version is this build's version. A release stamps it:
+//
+//	go build -ldflags "-X github.com/toolplane/toolplane/cli.Version=v1.2.3" ./cmd/toolplane
+//
+// (the Dockerfile and .goreleaser.yaml do). Unstamped, the version is the
+// one the Go toolchain recorded: the module's tag for go install …@v1.2.3,
+// a pseudo-version for a build from a checkout.
+var Version = ""
+
+// version answers Version, or what the build recorded, or "devel".
+func version() string {
+	return resolveVersion(Version, debug.ReadBuildInfo)
+}
+
+// resolveVersion is version with its inputs passed in, so each case can be
+// tested.
+func resolveVersion(stamped string, info func() (*debug.BuildInfo, bool)) string {
+	if stamped != "" {
+		return stamped
+	}
+	if bi, ok := info(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// buildCommit answers the commit a binary built from a checkout records,
+// and whether the checkout had changes ("" when none is recorded).
+func buildCommit() (commit string, modified bool) {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return version, "", false
-	}
-	if bi.Main.Version != "" {
-		version = bi.Main.Version
+		return "", false
 	}
 	for _, s := range bi.Settings {
 		switch s.Key {
@@ -27,7 +49,7 @@ func buildVersion() (version, commit string, modified bool) {
 			modified = s.Value == "true"
 		}
 	}
-	return version, commit, modified
+	return commit, modified
 }
 
 func newVersionCmd(a *app) *cobra.Command {
@@ -41,7 +63,8 @@ func newVersionCmd(a *app) *cobra.Command {
 		if err := out.check(); err != nil {
 			return err
 		}
-		v, commit, modified := buildVersion()
+		v := version()
+		commit, modified := buildCommit()
 		info := map[string]any{"version": v, "go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH}
 		if commit != "" {
 			info["commit"] = commit

@@ -80,6 +80,13 @@ type Server struct {
 	// tools are the grant.
 	Catalog *catalog.Service
 	Authz   *authz.Service
+	// PublicURL, when set, is where clients reach this server: the OpenAPI
+	// document it serves names it as its server, so a client generated from
+	// that document calls this server rather than the default address.
+	PublicURL string
+
+	// document is the OpenAPI document served, built by Handler.
+	document []byte
 }
 
 // caller is who a request authenticated as.
@@ -107,6 +114,16 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.Log == nil {
 		s.Log = slog.Default()
+	}
+	s.document = openAPI
+	if s.PublicURL != "" {
+		doc, err := withServer(openAPI, s.PublicURL)
+		if err != nil {
+			// The embedded document is checked by a test; this is a build
+			// that broke it.
+			panic(fmt.Sprintf("httpapi: the embedded OpenAPI document: %v", err))
+		}
+		s.document = doc
 	}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
@@ -156,7 +173,7 @@ func (s *Server) routes() []route {
 		{"GET", "/readyz", http.HandlerFunc(s.ready)},
 		{"GET", "/v1/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			w.Write(openAPI)
+			w.Write(s.document)
 		})},
 		{"GET", "/.well-known/oauth-protected-resource", http.HandlerFunc(s.metadata)},
 		{"GET", "/.well-known/oauth-protected-resource/mcp", http.HandlerFunc(s.metadata)},

@@ -412,7 +412,7 @@ func (s *Server) build(cred *toolplane.Credential, upstream string, row *toolpla
 		}
 	}
 	opts := &mcp.ServerOptions{
-		Logger: s.Log,
+		Logger: sdkLogger(s.Log),
 		// Tools may appear later (an upstream connecting, a grant added),
 		// so the capability and its change notifications are always on.
 		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
