@@ -305,7 +305,7 @@ type toolView struct {
 func view(t *registry.Tool) toolView {
 	d := &t.Def
 	return toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: d.Description, Effect: d.Effect,
-		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
+		Annotations: d.Annotations, InputSchema: projection.InputSchema(d), OutputSchema: projection.OutputSchema(d)}
 }
 
 // principal answers the tools an agent's key may call now, each with the

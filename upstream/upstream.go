@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -445,11 +446,6 @@ func (u *upstream) syncTools(ctx context.Context) error {
 	return u.syncCatalogue(lctx, cs)
 }
 
-// genericOutput describes what a remote tool without an output schema
-// answers: its MCP content blocks, and structured content when it sends
-// some.
-const genericOutput = `{"type":"object","properties":{"content":{"type":"array","items":{"type":"object"}},"structuredContent":{}},"required":["content"]}`
-
 // maxDescription matches the registry's default ceiling.
 const maxDescription = 4096
 
@@ -468,7 +464,9 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 		return toolplane.Definition{}, fmt.Errorf("output schema: %w", err)
 	}
 	if out == nil {
-		out = json.RawMessage(genericOutput)
+		// What the registry validates and bounds the answer against;
+		// projection never shows it, the server declared no schema.
+		out = json.RawMessage(projection.ContentSchema)
 	}
 	desc := strings.TrimSpace(t.Description)
 	if desc == "" {
@@ -759,9 +757,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 
 // ContentOutput reports whether d is a remote tool answering its MCP
 // content blocks (it declares no output schema of its own).
-func ContentOutput(d *toolplane.Definition) bool {
-	return d.Kind == toolplane.KindMCP && bytes.Equal(d.OutputSchema, []byte(genericOutput))
-}
+func ContentOutput(d *toolplane.Definition) bool { return projection.ContentOutput(d) }
 
 // Content turns the answer of a ContentOutput tool back into MCP content
 // blocks, after the boundary bounded and redacted it, so the governed copy

@@ -1,0 +1,110 @@
+package upstream_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/upstream"
+)
+
+// pixel is a 1x1 PNG.
+var pixel = []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 0x0d, 'I', 'H', 'D', 'R', 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89}
+
+// mediaUpstream is an MCP server on loopback whose tools answer an image
+// beside text, take a vendor keyword in their input schema, and declare an
+// output schema or none.
+func mediaUpstream(t *testing.T) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "media", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "picture", Description: "Draw a picture.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"size":{"type":"integer","x-coerce":true,"x-vendor-hint":"px"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "here it is"},
+				&mcp.ImageContent{Data: pixel, MIMEType: "image/png"},
+				&mcp.ResourceLink{URI: "file:///pic.png", Name: "pic.png"},
+			}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "measure", Description: "Measure.",
+		InputSchema:  json.RawMessage(`{"type":"object"}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"width":{"type":"integer"}},"x-unit":"px"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"width":3}`}}, StructuredContent: map[string]any{"width": 3}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "post", Description: "Post a message.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"api_key":{"type":"string"},"body":{"type":"string"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "posted"}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func mediaEnv(t *testing.T) *env {
+	read := upstream.Relax{Effect: toolplane.EffectRead, RequiresApproval: no()}
+	return newEnv(t, nil, upstream.Config{Slug: "media", URL: mediaUpstream(t),
+		Tools: map[string]upstream.Relax{"picture": read, "measure": read}})
+}
+
+// mediaDoors are the two MCP endpoints a remote tool is served on, with
+// the name it has on each.
+func mediaDoors(e *env) []struct {
+	door string
+	h    http.Handler
+	name func(string) string
+} {
+	return []struct {
+		door string
+		h    http.Handler
+		name func(string) string
+	}{
+		{"/mcp", e.mcp.Handler(), func(n string) string { return "mcp_media_" + n }},
+		{"/mcp/media", e.mcp.UpstreamHandler("media"), func(n string) string { return n }},
+	}
+}
+
+func TestUpstreamToolsListShowsTheServersSchemasWithoutVendorKeywords(t *testing.T) {
+	e := mediaEnv(t)
+	for _, d := range mediaDoors(e) {
+		t.Run(d.door, func(t *testing.T) {
+			cs := e.clientFor(t, d.h, nil)
+			tools := map[string]*mcp.Tool{}
+			for tool, err := range cs.Tools(e.ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				tools[tool.Name] = tool
+			}
+			pic, measure := tools[d.name("picture")], tools[d.name("measure")]
+			if pic == nil || measure == nil {
+				t.Fatalf("tools/list: %v", tools)
+			}
+			if pic.OutputSchema != nil {
+				t.Errorf("a tool whose server declared no output schema is shown one: %v", pic.OutputSchema)
+			}
+			if measure.OutputSchema == nil {
+				t.Errorf("the server's own output schema is not shown")
+			}
+			for _, tool := range []*mcp.Tool{pic, measure} {
+				b, _ := json.Marshal(tool)
+				if bytes.Contains(b, []byte(`"x-`)) {
+					t.Errorf("%s is shown vendor keywords: %s", tool.Name, b)
+				}
+			}
+		})
+	}
+	// The registry keeps what it validates with.
+	if tool, ok := e.reg.Get("", "mcp.media.picture"); !ok || !strings.Contains(string(tool.Def.InputSchema), "x-coerce") {
+		t.Errorf("the registry lost the input schema's x-coerce: %v", ok)
+	}
+}
+
