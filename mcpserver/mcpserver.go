@@ -538,9 +538,6 @@ func (sess *session) sync() {
 		tool := projection.MCP(&t.Def)
 		if sess.upstream != "" {
 			tool.Name = t.Def.Binding.Remote.RemoteName
-			if upstream.ContentOutput(&t.Def) {
-				tool.OutputSchema = nil
-			}
 		}
 		sess.srv.AddTool(tool, sess.call(t.Def.Name))
 		sess.onServer[name] = l
@@ -856,12 +853,15 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
-	if sess.upstream != "" && res.OK {
+	if res.OK {
+		// A remote tool that answers content blocks answers them as such
+		// on every door (an image as an image block, not base64 inside
+		// toolplane's JSON), its text fenced and the result labelled.
 		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && upstream.ContentOutput(&t.Def) {
 			if content, structured, ok := upstream.Content(res.Data); ok {
 				out := &mcp.CallToolResult{Content: content, StructuredContent: structured}
 				if res.Meta.Untrusted {
-					fence(out.Content, "mcp:"+sess.upstream)
+					fence(out.Content, "mcp:"+t.Def.Binding.Remote.ConnectionID)
 					out.Meta = untrustedMeta()
 				}
 				return out, nil

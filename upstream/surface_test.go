@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -105,6 +106,36 @@ func TestUpstreamToolsListShowsTheServersSchemasWithoutVendorKeywords(t *testing
 	// The registry keeps what it validates with.
 	if tool, ok := e.reg.Get("", "mcp.media.picture"); !ok || !strings.Contains(string(tool.Def.InputSchema), "x-coerce") {
 		t.Errorf("the registry lost the input schema's x-coerce: %v", ok)
+	}
+}
+
+func TestUpstreamContentBlocksPassThroughOnEveryDoor(t *testing.T) {
+	e := mediaEnv(t)
+	for _, d := range mediaDoors(e) {
+		t.Run(d.door, func(t *testing.T) {
+			cs := e.clientFor(t, d.h, nil)
+			res, err := cs.CallTool(e.ctx, &mcp.CallToolParams{Name: d.name("picture"), Arguments: map[string]any{"size": 1}})
+			if err != nil || res.IsError {
+				t.Fatalf("picture: %v %v", text(res), err)
+			}
+			if len(res.Content) != 3 {
+				t.Fatalf("want the server's 3 blocks, got %d: %s", len(res.Content), text(res))
+			}
+			if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
+				t.Errorf("block 0 is %T", res.Content[0])
+			} else if _, inner, fenced := boundary.Unfence(tc.Text); !fenced || inner != "here it is" {
+				t.Errorf("the server's text is not fenced: %q", tc.Text)
+			}
+			if img, ok := res.Content[1].(*mcp.ImageContent); !ok || !bytes.Equal(img.Data, pixel) || img.MIMEType != "image/png" {
+				t.Errorf("block 1 is not the server's image: %#v", res.Content[1])
+			}
+			if link, ok := res.Content[2].(*mcp.ResourceLink); !ok || link.URI != "file:///pic.png" {
+				t.Errorf("block 2 is not the server's link: %#v", res.Content[2])
+			}
+			if res.Meta["toolplane/untrusted"] != true {
+				t.Errorf("the answer is not labelled untrusted: %v", res.Meta)
+			}
+		})
 	}
 }
 
