@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -139,3 +141,46 @@ func TestUpstreamContentBlocksPassThroughOnEveryDoor(t *testing.T) {
 	}
 }
 
+func TestUpstreamApprovalHasAPreview(t *testing.T) {
+	e := mediaEnv(t)
+	in := e.inv("run-preview")
+	in.Principal.Tools = []string{"mcp.media.post"}
+	long := strings.Repeat("é", 400)
+	tests := []struct {
+		name, args string
+		want       []string
+		wantNot    []string
+	}{
+		{"arguments rendered, a credential redacted", `{"to":"ada","api_key":"sk-live-123456","body":"hi"}`,
+			[]string{"post ", `"to":"ada"`, `"body":"hi"`, `"api_key":"[redacted]"`}, []string{"sk-live-123456"}},
+		{"bounded", `{"to":"bob","body":"` + long + `"}`, []string{"post ", `{"body":"éé`, "…"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.iv.InvokeJSON(e.ctx, "mcp.media.post", json.RawMessage(tt.args), in)
+			var ar *invoke.ApprovalRequired
+			if !errors.As(err, &ar) {
+				t.Fatalf("want approval required, got %v", err)
+			}
+			a, err := e.store.GetApproval(e.ctx, "org-1", ar.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{ar.Preview, a.Preview} {
+				for _, w := range tt.want {
+					if !strings.Contains(p, w) {
+						t.Errorf("preview %q lacks %s", p, w)
+					}
+				}
+				for _, w := range tt.wantNot {
+					if strings.Contains(p, w) {
+						t.Errorf("preview %q shows %s", p, w)
+					}
+				}
+				if len(p) > 512 || strings.ContainsAny(p, "\n\r") {
+					t.Errorf("preview is not one bounded line: %d bytes", len(p))
+				}
+			}
+		})
+	}
+}
