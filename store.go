@@ -338,4 +338,5 @@ type Store interface {
 	GrantStore
 	SessionStore
 	NodeStore
+	UpstreamSettingStore
 }
