@@ -853,22 +853,24 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
+	var lifted []mcp.Content
 	if res.OK {
-		// A remote tool that answers content blocks answers them as such
-		// on every door (an image as an image block, not base64 inside
-		// toolplane's JSON), its text fenced and the result labelled.
 		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && upstream.ContentOutput(&t.Def) {
-			if content, structured, ok := upstream.Content(res.Data); ok {
+			if sess.upstream == "" {
+				// On /mcp the model reads toolplane's envelope; an image or
+				// audio the server sent leaves it for a block of its own.
+				res.Data, lifted = liftMedia(res.Data)
+			} else if content, structured, ok := upstream.Content(res.Data); ok {
 				out := &mcp.CallToolResult{Content: content, StructuredContent: structured}
 				if res.Meta.Untrusted {
-					fence(out.Content, "mcp:"+t.Def.Binding.Remote.ConnectionID)
+					fence(out.Content, "mcp:"+sess.upstream)
 					out.Meta = untrustedMeta()
 				}
 				return out, nil
 			}
 		}
 	}
-	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, IsError: !res.OK}
+	out := &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, lifted...), IsError: !res.OK}
 	if res.OK {
 		if _, isObject := res.Data.(map[string]any); isObject {
 			// Already-encoded JSON: the answer's encoder copies it instead
@@ -883,6 +885,61 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		out.Meta = untrustedMeta()
 	}
 	return out, nil
+}
+
+// liftMedia takes the image and audio blocks (and embedded resources
+// holding a blob) out of the answer of a remote tool that answers content
+// blocks, for the /mcp door to send as content blocks of their own rather
+// than as base64 inside the envelope's JSON text. Each is replaced in the
+// envelope by a note of its type and of the result's block that holds it
+// (1 is the first after the envelope), so the model reads where it went.
+// data itself is left as it was.
+func liftMedia(data any) (any, []mcp.Content) {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return data, nil
+	}
+	items, ok := m["content"].([]any)
+	if !ok {
+		return data, nil
+	}
+	var moved []any
+	kept := make([]any, len(items))
+	for i, it := range items {
+		kept[i] = it
+		b, ok := it.(map[string]any)
+		if !ok {
+			continue
+		}
+		switch b["type"] {
+		case "image", "audio":
+		case "resource":
+			if r, ok := b["resource"].(map[string]any); !ok || r["blob"] == nil {
+				continue
+			}
+		default:
+			continue
+		}
+		moved = append(moved, it)
+		note := map[string]any{"type": b["type"], "content_block": len(moved)}
+		if mt, ok := b["mimeType"].(string); ok {
+			note["mimeType"] = mt
+		}
+		kept[i] = note
+	}
+	if len(moved) == 0 {
+		return data, nil
+	}
+	blocks, _, ok := upstream.Content(map[string]any{"content": moved})
+	if !ok || len(blocks) != len(moved) {
+		return data, nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	out["content"] = kept
+	return out, blocks
 }
 
 // untrustedMetaKey labels, in a tool result's _meta, a result that carries

@@ -113,32 +113,80 @@ func TestUpstreamToolsListShowsTheServersSchemasWithoutVendorKeywords(t *testing
 
 func TestUpstreamContentBlocksPassThroughOnEveryDoor(t *testing.T) {
 	e := mediaEnv(t)
-	for _, d := range mediaDoors(e) {
-		t.Run(d.door, func(t *testing.T) {
-			cs := e.clientFor(t, d.h, nil)
-			res, err := cs.CallTool(e.ctx, &mcp.CallToolParams{Name: d.name("picture"), Arguments: map[string]any{"size": 1}})
-			if err != nil || res.IsError {
-				t.Fatalf("picture: %v %v", text(res), err)
-			}
-			if len(res.Content) != 3 {
-				t.Fatalf("want the server's 3 blocks, got %d: %s", len(res.Content), text(res))
-			}
-			if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
-				t.Errorf("block 0 is %T", res.Content[0])
-			} else if _, inner, fenced := boundary.Unfence(tc.Text); !fenced || inner != "here it is" {
-				t.Errorf("the server's text is not fenced: %q", tc.Text)
-			}
-			if img, ok := res.Content[1].(*mcp.ImageContent); !ok || !bytes.Equal(img.Data, pixel) || img.MIMEType != "image/png" {
-				t.Errorf("block 1 is not the server's image: %#v", res.Content[1])
-			}
-			if link, ok := res.Content[2].(*mcp.ResourceLink); !ok || link.URI != "file:///pic.png" {
-				t.Errorf("block 2 is not the server's link: %#v", res.Content[2])
-			}
-			if res.Meta["toolplane/untrusted"] != true {
-				t.Errorf("the answer is not labelled untrusted: %v", res.Meta)
-			}
-		})
+	call := func(t *testing.T, h http.Handler, name string) *mcp.CallToolResult {
+		t.Helper()
+		cs := e.clientFor(t, h, nil)
+		res, err := cs.CallTool(e.ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"size": 1}})
+		if err != nil || res.IsError {
+			t.Fatalf("picture: %v %v", text(res), err)
+		}
+		if res.Meta["toolplane/untrusted"] != true {
+			t.Errorf("the answer is not labelled untrusted: %v", res.Meta)
+		}
+		return res
 	}
+	isPixel := func(t *testing.T, c mcp.Content) {
+		t.Helper()
+		if img, ok := c.(*mcp.ImageContent); !ok || !bytes.Equal(img.Data, pixel) || img.MIMEType != "image/png" {
+			t.Errorf("not the server's image: %#v", c)
+		}
+	}
+	t.Run("/mcp", func(t *testing.T) {
+		// The envelope the model reads, then the image as a block of its
+		// own; the envelope says where it went, without its bytes.
+		res := call(t, e.mcp.Handler(), "mcp_media_picture")
+		if len(res.Content) != 2 {
+			t.Fatalf("want the envelope and the image, got %d blocks: %s", len(res.Content), text(res))
+		}
+		env, ok := res.Content[0].(*mcp.TextContent)
+		if !ok {
+			t.Fatalf("block 0 is %T", res.Content[0])
+		}
+		var body struct {
+			OK   bool `json:"ok"`
+			Data struct {
+				Content []map[string]any `json:"content"`
+			} `json:"data"`
+			Meta struct {
+				Untrusted bool `json:"untrusted"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal([]byte(env.Text), &body); err != nil || !body.OK || !body.Meta.Untrusted || len(body.Data.Content) != 3 {
+			t.Fatalf("envelope %s: %v", env.Text, err)
+		}
+		if c := body.Data.Content; c[0]["text"] != "here it is" || c[1]["type"] != "image" || c[1]["content_block"] != float64(1) || c[2]["uri"] != "file:///pic.png" {
+			t.Errorf("envelope content %v", c)
+		}
+		if strings.Contains(env.Text, `"data":"iVBOR`) || bytes.Contains(mustJSON(t, res.StructuredContent), []byte("iVBOR")) {
+			t.Errorf("the image is still base64 inside the JSON: %s", env.Text)
+		}
+		isPixel(t, res.Content[1])
+	})
+	t.Run("/mcp/media", func(t *testing.T) {
+		// The server's own blocks, its text fenced.
+		res := call(t, e.mcp.UpstreamHandler("media"), "picture")
+		if len(res.Content) != 3 {
+			t.Fatalf("want the server's 3 blocks, got %d: %s", len(res.Content), text(res))
+		}
+		if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
+			t.Errorf("block 0 is %T", res.Content[0])
+		} else if _, inner, fenced := boundary.Unfence(tc.Text); !fenced || inner != "here it is" {
+			t.Errorf("the server's text is not fenced: %q", tc.Text)
+		}
+		isPixel(t, res.Content[1])
+		if link, ok := res.Content[2].(*mcp.ResourceLink); !ok || link.URI != "file:///pic.png" {
+			t.Errorf("block 2 is not the server's link: %#v", res.Content[2])
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestUpstreamApprovalHasAPreview(t *testing.T) {
