@@ -32,6 +32,7 @@ import (
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // The roles a person's key may carry that this API reads.
@@ -72,6 +73,9 @@ type Server struct {
 	// tools are the grant.
 	Catalog *catalog.Service
 	Authz   *authz.Service
+	// UpstreamSettings, when set, serves the runtime settings of upstream
+	// tools under /v1/upstreams.
+	UpstreamSettings *upstream.Settings
 }
 
 // caller is who a request authenticated as.
@@ -154,6 +158,9 @@ func (s *Server) routes() []route {
 		{"PUT", "/v1/bundles/{name}", s.registryRoute(s.putBundle)},
 		{"GET", "/v1/bundles", s.registryRoute(s.listBundles)},
 		{"GET", "/v1/changes", s.registryRoute(s.listChanges)},
+		{"GET", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.getUpstreamSettings)},
+		{"PUT", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.putUpstreamSettings)},
+		{"DELETE", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.resetUpstreamSettings)},
 	}
 }
 
