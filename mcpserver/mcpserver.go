@@ -366,6 +366,10 @@ type session struct {
 
 type listed struct {
 	platform, hash, version string
+	// The hints tools/list shows, which an operator's runtime setting of
+	// an upstream tool changes without a new version.
+	effect      toolplane.Effect
+	annotations toolplane.Annotations
 }
 
 // serverFor builds the MCP server a session of cred sees.
@@ -531,7 +535,7 @@ func (sess *session) sync() {
 	}
 	sess.syncRelayed(len(granted) > 0)
 	for name, t := range want {
-		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version}
+		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version, effect: t.Def.Effect, annotations: t.Def.Annotations}
 		if sess.onServer[name] == l {
 			continue
 		}

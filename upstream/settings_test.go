@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/invoke"
@@ -58,6 +59,26 @@ func TestRuntimeSettingsTightenAndRelaxOnEveryNode(t *testing.T) {
 		t.Errorf("a destructive read: %v", err)
 	}
 
+	// An MCP session open meanwhile is shown the new hints.
+	changed := make(chan struct{}, 1)
+	cs := e.clientFor(t, e.mcp.Handler(), changed)
+	shownApproval := func() any {
+		t.Helper()
+		for tool, err := range cs.Tools(e.ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tool.Name == "mcp_up_send" {
+				return tool.Meta["toolplane/requires_approval"]
+			}
+		}
+		t.Fatal("mcp_up_send not listed")
+		return nil
+	}
+	if got := shownApproval(); got != true {
+		t.Fatalf("send listed with requires_approval %v", got)
+	}
+
 	// Relax send at runtime: no approval, on this node at once and on the
 	// other after it refreshes.
 	if !needsApproval(t, e, "mcp.up.send", `{"to":"a"}`, "run-1") || !needsApproval(t, other, "mcp.up.send", `{"to":"a"}`, "run-1") {
@@ -69,6 +90,14 @@ func TestRuntimeSettingsTightenAndRelaxOnEveryNode(t *testing.T) {
 	}
 	if got.Effective.RequiresApproval || got.Effective.Destructive || got.Stored == nil || got.UpdatedBy != "ops" {
 		t.Errorf("setting after put: %+v", got)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session was not told its tools changed")
+	}
+	if got := shownApproval(); got != false {
+		t.Errorf("after the relaxation the session lists requires_approval %v", got)
 	}
 	if needsApproval(t, e, "mcp.up.send", `{"to":"b"}`, "run-2") || sent.Load() != 1 {
 		t.Errorf("relaxed send still waits for approval (sent %d)", sent.Load())
