@@ -858,7 +858,9 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
 	var lifted []mcp.Content
-	if res.OK {
+	if res.OK && strings.HasPrefix(name, "mcp.") {
+		// Only an ingested tool (mcp.<slug>.<name>) answers content
+		// blocks; the prefix spares every other call the registry look-up.
 		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && upstream.ContentOutput(&t.Def) {
 			if sess.upstream == "" {
 				// On /mcp the model reads toolplane's envelope; an image or
