@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -105,6 +107,47 @@ func TestUpstreamToolsListShowsTheServersSchemasWithoutVendorKeywords(t *testing
 			}
 		})
 	}
+	t.Run("GET /v1/tools", func(t *testing.T) {
+		api := httptest.NewServer((&httpapi.Server{Invoker: e.iv, Registry: e.reg, Store: e.store, Log: slog.New(slog.DiscardHandler)}).Handler())
+		t.Cleanup(api.Close)
+		req, _ := http.NewRequest("GET", api.URL+"/v1/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+e.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Items []struct {
+				Name         string          `json:"name"`
+				InputSchema  json.RawMessage `json:"input_schema"`
+				OutputSchema json.RawMessage `json:"output_schema"`
+			} `json:"items"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/tools: %d %v", resp.StatusCode, err)
+		}
+		seen := 0
+		for _, it := range body.Items {
+			switch it.Name {
+			case "mcp.media.picture":
+				seen++
+				if string(it.OutputSchema) != "null" {
+					t.Errorf("picture is shown an output schema: %s", it.OutputSchema)
+				}
+			case "mcp.media.measure":
+				seen++
+			default:
+				continue
+			}
+			if bytes.Contains(it.InputSchema, []byte(`"x-`)) || bytes.Contains(it.OutputSchema, []byte(`"x-`)) {
+				t.Errorf("%s is shown vendor keywords: %s %s", it.Name, it.InputSchema, it.OutputSchema)
+			}
+		}
+		if seen != 2 {
+			t.Errorf("GET /v1/tools listed %d of the server's tools", seen)
+		}
+	})
 	// The registry keeps what it validates with.
 	if tool, ok := e.reg.Get("", "mcp.media.picture"); !ok || !strings.Contains(string(tool.Def.InputSchema), "x-coerce") {
 		t.Errorf("the registry lost the input schema's x-coerce: %v", ok)
