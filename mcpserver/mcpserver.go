@@ -858,21 +858,20 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
 	var lifted []mcp.Content
-	if res.OK && strings.HasPrefix(name, "mcp.") {
-		// Only an ingested tool (mcp.<slug>.<name>) answers content
-		// blocks; the prefix spares every other call the registry look-up.
-		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && upstream.ContentOutput(&t.Def) {
-			if sess.upstream == "" {
+	if res.OK && (sess.upstream != "" || strings.HasPrefix(name, "mcp.")) {
+		// Only a tool bound to an upstream answers in the server's form;
+		// on /mcp those are the ingested mcp.<slug>.<name>, and the prefix
+		// spares every other call the registry look-up.
+		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && t.Def.Binding.Remote != nil {
+			switch {
+			case sess.upstream != "":
+				if out, ok := copyAnswer(&t.Def, res, sess.upstream); ok {
+					return out, nil
+				}
+			case upstream.ContentOutput(&t.Def):
 				// On /mcp the model reads toolplane's envelope; an image or
 				// audio the server sent leaves it for a block of its own.
 				res.Data, lifted = liftMedia(res.Data)
-			} else if content, structured, ok := upstream.Content(res.Data); ok {
-				out := &mcp.CallToolResult{Content: content, StructuredContent: structured}
-				if res.Meta.Untrusted {
-					fence(out.Content, "mcp:"+sess.upstream)
-					out.Meta = untrustedMeta()
-				}
-				return out, nil
 			}
 		}
 	}
@@ -891,6 +890,35 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		out.Meta = untrustedMeta()
 	}
 	return out, nil
+}
+
+// copyAnswer answers a successful call on the governed copy of upstream
+// slug in the form the server answers, not in toolplane's envelope: the
+// content blocks of a tool that answers them, and for a tool with an
+// output schema its structured content with that JSON as the text block
+// (the form the MCP specification asks a server to send; toolplane keeps,
+// bounds and journals the structured content alone). Text is fenced and
+// the result labelled when it came from outside the platform.
+func copyAnswer(d *toolplane.Definition, res toolplane.Result, slug string) (*mcp.CallToolResult, bool) {
+	var out *mcp.CallToolResult
+	if upstream.ContentOutput(d) {
+		content, structured, ok := upstream.Content(res.Data)
+		if !ok {
+			return nil, false
+		}
+		out = &mcp.CallToolResult{Content: content, StructuredContent: structured}
+	} else {
+		if _, isObject := res.Data.(map[string]any); !isObject {
+			return nil, false
+		}
+		enc := boundary.Encode(nil, res.Data)
+		out = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(enc)}}, StructuredContent: json.RawMessage(enc)}
+	}
+	if res.Meta.Untrusted {
+		fence(out.Content, "mcp:"+slug)
+		out.Meta = untrustedMeta()
+	}
+	return out, true
 }
 
 // liftMedia takes the image and audio blocks (and embedded resources

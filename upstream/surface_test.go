@@ -220,6 +220,21 @@ func TestUpstreamContentBlocksPassThroughOnEveryDoor(t *testing.T) {
 		if link, ok := res.Content[2].(*mcp.ResourceLink); !ok || link.URI != "file:///pic.png" {
 			t.Errorf("block 2 is not the server's link: %#v", res.Content[2])
 		}
+		// A tool with an output schema: its structured content, and that
+		// JSON as its text block, fenced; not toolplane's envelope.
+		cs := e.clientFor(t, e.mcp.UpstreamHandler("media"), nil)
+		res, err := cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "measure", Arguments: map[string]any{}})
+		if err != nil || res.IsError || len(res.Content) != 1 {
+			t.Fatalf("measure: %v %v", text(res), err)
+		}
+		if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
+			t.Errorf("block 0 is %T", res.Content[0])
+		} else if _, inner, fenced := boundary.Unfence(tc.Text); !fenced || inner != `{"width":3}` {
+			t.Errorf("measure's text: %q", tc.Text)
+		}
+		if got := string(mustJSON(t, res.StructuredContent)); got != `{"width":3}` || res.Meta["toolplane/untrusted"] != true {
+			t.Errorf("measure: structured %s, meta %v", got, res.Meta)
+		}
 	})
 }
 
