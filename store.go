@@ -348,4 +348,5 @@ type Store interface {
 	GrantStore
 	SessionStore
 	NodeStore
+	UpstreamSettingStore
 }

@@ -207,6 +207,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
 	meters := metrics.New(metrics.Pending(b.Store), log)
 	upstreams.UseRegistry(reg)
+	// The operator's stored settings are applied before the first tool
+	// list is ingested: a tool tightened at runtime is never served under
+	// the file's relaxation, not even while the node starts.
+	upstreamSettings := upstream.NewSettings(b.Store, upstreams, DefaultOrganization, log)
+	if err := upstreamSettings.Refresh(ctx); err != nil {
+		return fail("%v", err)
+	}
+	go upstreamSettings.Watch(ctx, 2*time.Second)
 	upstreams.Start(ctx, 30*time.Second)
 	defer upstreams.Close()
 	// Published versions join the registry from the store, on every node.
@@ -256,7 +264,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokens = &jwtauth.Verifier{Issuer: *jwtIssuer, Audience: *jwtAudience, JWKSURL: *jwtJWKS}
 	}
 	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: cat, Authz: grants, RunBudgetCents: *runBudget}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: cat, Authz: grants, RunBudgetCents: *runBudget,
+		UpstreamSettings: upstreamSettings}
 	var limiter *ratelimit.Limiter
 	if *rateLimit > 0 {
 		// One budget per key, whichever door it comes through.

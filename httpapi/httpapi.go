@@ -31,6 +31,7 @@ import (
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // The roles a person's key may carry that this API reads.
@@ -87,6 +88,10 @@ type Server struct {
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
+
+	// UpstreamSettings, when set, serves the runtime settings of upstream
+	// tools under /v1/upstreams.
+	UpstreamSettings *upstream.Settings
 }
 
 // caller is who a request authenticated as.
@@ -204,6 +209,9 @@ func (s *Server) routes() []route {
 		{"PUT", "/v1/bundles/{name}", s.registryRoute(s.putBundle)},
 		{"GET", "/v1/bundles", s.registryRoute(s.listBundles)},
 		{"GET", "/v1/changes", s.registryRoute(s.listChanges)},
+		{"GET", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.getUpstreamSettings)},
+		{"PUT", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.putUpstreamSettings)},
+		{"DELETE", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.resetUpstreamSettings)},
 	}
 }
 
@@ -336,7 +344,7 @@ type toolView struct {
 func view(t *registry.Tool) toolView {
 	d := &t.Def
 	return toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: d.Description, Effect: d.Effect,
-		Annotations: d.Annotations, InputSchema: d.InputSchema, OutputSchema: d.OutputSchema}
+		Annotations: d.Annotations, InputSchema: projection.InputSchema(d), OutputSchema: projection.OutputSchema(d)}
 }
 
 // principal answers the tools an agent's key may call now, each with the

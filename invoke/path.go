@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -596,6 +597,9 @@ const maxPreview = 512
 // (invalid_output).
 func (c *call) preview(ctx context.Context) (string, *toolplane.Result) {
 	d := &c.tool.Def
+	if r := d.Binding.Remote; r != nil {
+		return remotePreview(r.RemoteName, c.args), nil
+	}
 	if !d.ApprovalPreview || d.Binding.Handler == nil {
 		return "", nil
 	}
@@ -641,6 +645,26 @@ func (c *call) preview(ctx context.Context) (string, *toolplane.Result) {
 		return "", &r
 	}
 	return line, nil
+}
+
+// remotePreview renders the approval line of a call to a remote MCP tool,
+// whose server offers no preview of its own: the remote name and the
+// arguments as compact JSON, credentials redacted by the boundary's rule
+// (the person reads it; the stored arguments stay whole for the call), cut
+// to maxPreview bytes on a character boundary, and folded to one line.
+func remotePreview(name string, args any) string {
+	// Folded as a handler's preview is: JSON escapes control characters,
+	// not the other separators (U+2028, say) a reader would break on.
+	line := strings.Join(strings.FieldsFunc(name+" "+string(boundary.Encode(nil, boundary.Redact(args))), unicode.IsSpace), " ")
+	if len(line) <= maxPreview {
+		return line
+	}
+	const more = "…"
+	n := maxPreview - len(more)
+	for n > 0 && !utf8.RuneStart(line[n]) {
+		n--
+	}
+	return line[:n] + more
 }
 
 func (c *call) handlerCall(attempt int) handler.Call {

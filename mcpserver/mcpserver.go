@@ -391,6 +391,10 @@ type session struct {
 
 type listed struct {
 	platform, hash, version string
+	// The hints tools/list shows, which an operator's runtime setting of
+	// an upstream tool changes without a new version.
+	effect      toolplane.Effect
+	annotations toolplane.Annotations
 }
 
 // serverFor builds the MCP server a session of cred sees.
@@ -556,16 +560,13 @@ func (sess *session) sync() {
 	}
 	sess.syncRelayed(len(granted) > 0)
 	for name, t := range want {
-		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version}
+		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version, effect: t.Def.Effect, annotations: t.Def.Annotations}
 		if sess.onServer[name] == l {
 			continue
 		}
 		tool := projection.MCP(&t.Def)
 		if sess.upstream != "" {
 			tool.Name = t.Def.Binding.Remote.RemoteName
-			if upstream.ContentOutput(&t.Def) {
-				tool.OutputSchema = nil
-			}
 		}
 		sess.srv.AddTool(tool, sess.call(t.Def.Name))
 		sess.onServer[name] = l
@@ -878,19 +879,25 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
-	if sess.upstream != "" && res.OK {
-		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && upstream.ContentOutput(&t.Def) {
-			if content, structured, ok := upstream.Content(res.Data); ok {
-				out := &mcp.CallToolResult{Content: content, StructuredContent: structured}
-				if res.Meta.Untrusted {
-					fence(out.Content, "mcp:"+sess.upstream)
-					out.Meta = untrustedMeta()
+	var lifted []mcp.Content
+	if res.OK && (sess.upstream != "" || strings.HasPrefix(name, "mcp.")) {
+		// Only a tool bound to an upstream answers in the server's form;
+		// on /mcp those are the ingested mcp.<slug>.<name>, and the prefix
+		// spares every other call the registry look-up.
+		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && t.Def.Binding.Remote != nil {
+			switch {
+			case sess.upstream != "":
+				if out, ok := copyAnswer(&t.Def, res, sess.upstream); ok {
+					return out, nil
 				}
-				return out, nil
+			case upstream.ContentOutput(&t.Def):
+				// On /mcp the model reads toolplane's envelope; an image or
+				// audio the server sent leaves it for a block of its own.
+				res.Data, lifted = liftMedia(res.Data)
 			}
 		}
 	}
-	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, IsError: !res.OK}
+	out := &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: string(boundary.Render(res))}}, lifted...), IsError: !res.OK}
 	if res.OK {
 		if _, isObject := res.Data.(map[string]any); isObject {
 			// Already-encoded JSON: the answer's encoder copies it instead
@@ -905,6 +912,90 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		out.Meta = untrustedMeta()
 	}
 	return out, nil
+}
+
+// copyAnswer answers a successful call on the governed copy of upstream
+// slug in the form the server answers, not in toolplane's envelope: the
+// content blocks of a tool that answers them, and for a tool with an
+// output schema its structured content with that JSON as the text block
+// (the form the MCP specification asks a server to send; toolplane keeps,
+// bounds and journals the structured content alone). Text is fenced and
+// the result labelled when it came from outside the platform.
+func copyAnswer(d *toolplane.Definition, res toolplane.Result, slug string) (*mcp.CallToolResult, bool) {
+	var out *mcp.CallToolResult
+	if upstream.ContentOutput(d) {
+		content, structured, ok := upstream.Content(res.Data)
+		if !ok {
+			return nil, false
+		}
+		out = &mcp.CallToolResult{Content: content, StructuredContent: structured}
+	} else {
+		if _, isObject := res.Data.(map[string]any); !isObject {
+			return nil, false
+		}
+		enc := boundary.Encode(nil, res.Data)
+		out = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(enc)}}, StructuredContent: json.RawMessage(enc)}
+	}
+	if res.Meta.Untrusted {
+		fence(out.Content, "mcp:"+slug)
+		out.Meta = untrustedMeta()
+	}
+	return out, true
+}
+
+// liftMedia takes the image and audio blocks (and embedded resources
+// holding a blob) out of the answer of a remote tool that answers content
+// blocks, for the /mcp door to send as content blocks of their own rather
+// than as base64 inside the envelope's JSON text. Each is replaced in the
+// envelope by a note of its type and of the result's block that holds it
+// (1 is the first after the envelope), so the model reads where it went.
+// data itself is left as it was.
+func liftMedia(data any) (any, []mcp.Content) {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return data, nil
+	}
+	items, ok := m["content"].([]any)
+	if !ok {
+		return data, nil
+	}
+	var moved []any
+	kept := make([]any, len(items))
+	for i, it := range items {
+		kept[i] = it
+		b, ok := it.(map[string]any)
+		if !ok {
+			continue
+		}
+		switch b["type"] {
+		case "image", "audio":
+		case "resource":
+			if r, ok := b["resource"].(map[string]any); !ok || r["blob"] == nil {
+				continue
+			}
+		default:
+			continue
+		}
+		moved = append(moved, it)
+		note := map[string]any{"type": b["type"], "content_block": len(moved)}
+		if mt, ok := b["mimeType"].(string); ok {
+			note["mimeType"] = mt
+		}
+		kept[i] = note
+	}
+	if len(moved) == 0 {
+		return data, nil
+	}
+	blocks, _, ok := upstream.Content(map[string]any{"content": moved})
+	if !ok || len(blocks) != len(moved) {
+		return data, nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	out["content"] = kept
+	return out, blocks
 }
 
 // untrustedMetaKey labels, in a tool result's _meta, a result that carries

@@ -28,14 +28,15 @@ const (
 // declared (an MCP client assumes destructive when the hint is absent, so it
 // is always written); openWorldHint likewise. The output schema is included
 // only when its root is an object, the only shape MCP structured content
-// takes.
+// takes, and never for a remote tool that declared none (see OutputSchema).
+// Schemas are shown without vendor keywords (see Schema).
 func MCP(d *toolplane.Definition) *mcp.Tool {
 	destructive := d.Annotations.Destructive
 	openWorld := d.Annotations.OpenWorld
 	t := &mcp.Tool{
 		Name:        modelname.Derive(d.Name),
 		Description: d.Description,
-		InputSchema: d.InputSchema,
+		InputSchema: InputSchema(d),
 		Annotations: &mcp.ToolAnnotations{
 			ReadOnlyHint:   d.Effect == toolplane.EffectRead,
 			IdempotentHint: d.Annotations.Idempotent || d.Effect == toolplane.EffectRead,
@@ -51,8 +52,8 @@ func MCP(d *toolplane.Definition) *mcp.Tool {
 	if d.Effect != toolplane.EffectRead {
 		t.Annotations.DestructiveHint = &destructive
 	}
-	if rootIsObject(d.OutputSchema) {
-		t.OutputSchema = d.OutputSchema
+	if out := OutputSchema(d); rootIsObject(out) {
+		t.OutputSchema = out
 	}
 	return t
 }
@@ -87,7 +88,7 @@ type OpenAIFuncBody struct {
 // the arguments itself either way.
 func OpenAI(d *toolplane.Definition) OpenAIFunction {
 	return OpenAIFunction{Type: "function", Function: OpenAIFuncBody{
-		Name: modelname.Derive(d.Name), Description: d.Description, Parameters: d.InputSchema,
+		Name: modelname.Derive(d.Name), Description: d.Description, Parameters: InputSchema(d),
 	}}
 }
 
@@ -101,5 +102,5 @@ type AnthropicTool struct {
 
 // Anthropic projects d to an Anthropic tool declaration.
 func Anthropic(d *toolplane.Definition) AnthropicTool {
-	return AnthropicTool{Name: modelname.Derive(d.Name), Description: d.Description, InputSchema: d.InputSchema}
+	return AnthropicTool{Name: modelname.Derive(d.Name), Description: d.Description, InputSchema: InputSchema(d)}
 }

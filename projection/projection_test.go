@@ -67,3 +67,54 @@ func TestProjectProviders(t *testing.T) {
 		t.Errorf("Anthropic = %s\nwant      %s", a, want)
 	}
 }
+
+func TestSchemaStripsVendorKeywords(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"no vendor keyword is unchanged", `{"type":"object",  "properties":{"a":{"type":"string"}}}`, `{"type":"object",  "properties":{"a":{"type":"string"}}}`},
+		{"top level", `{"type":"object","x-coerce":true}`, `{"type":"object"}`},
+		{"in properties, items and combinators",
+			`{"type":"object","properties":{"n":{"type":"integer","x-coerce":true},"l":{"type":"array","items":{"type":"string","x-vendor":{"a":1}}},"u":{"anyOf":[{"type":"string","x-a":1},{"type":"null"}]}},"$defs":{"d":{"x-b":2,"type":"number"}},"additionalProperties":{"x-c":3}}`,
+			`{"$defs":{"d":{"type":"number"}},"additionalProperties":{},"properties":{"l":{"items":{"type":"string"},"type":"array"},"n":{"type":"integer"},"u":{"anyOf":[{"type":"string"},{"type":"null"}]}},"type":"object"}`},
+		{"a property named x- is data, not a keyword",
+			`{"type":"object","properties":{"x-request-id":{"type":"string"}},"required":["x-request-id"]}`,
+			`{"type":"object","properties":{"x-request-id":{"type":"string"}},"required":["x-request-id"]}`},
+		{"values are data", `{"enum":["x-a"],"default":{"x-b":1},"x-c":1}`, `{"default":{"x-b":1},"enum":["x-a"]}`},
+		{"not JSON is unchanged", `{"x-`, `{"x-`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := string(Schema(json.RawMessage(tt.in))); got != tt.want {
+				t.Errorf("Schema(%s)\n got %s\nwant %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestProjectionsShowNoVendorKeywordsNorContentSchema(t *testing.T) {
+	t.Parallel()
+	d := def(toolplane.EffectWrite, ContentSchema)
+	d.Kind = toolplane.KindMCP
+	d.Binding.Remote = &toolplane.RemoteBinding{ConnectionID: "up", RemoteName: "refund"}
+	d.InputSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","x-coerce":true}}}`)
+	for name, v := range map[string]any{"mcp": MCP(d), "openai": OpenAI(d), "anthropic": Anthropic(d)} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "x-coerce") || strings.Contains(string(b), "structuredContent") {
+			t.Errorf("%s projection shows what the model should not see: %s", name, b)
+		}
+	}
+	if OutputSchema(d) != nil {
+		t.Errorf("the content schema of a remote tool is shown: %s", OutputSchema(d))
+	}
+	// The server's own schema is shown.
+	d.OutputSchema = json.RawMessage(`{"type":"object","x-v":1}`)
+	if got := string(MCP(d).OutputSchema.(json.RawMessage)); got != `{"type":"object"}` {
+		t.Errorf("declared output schema shown as %s", got)
+	}
+}

@@ -36,16 +36,17 @@ type memStore struct {
 	credentials map[string]toolplane.Credential
 	// versions are keyed by organization, name and version. versionSeq is
 	// each one's insertion order.
-	versions        map[[3]string]toolplane.ToolVersion
-	versionSeq      map[[3]string]int64
-	catalogRevision int64
-	grants          map[[2]string]toolplane.Grant
-	denies          map[[2]string]toolplane.Deny
-	bundles         map[[2]string]toolplane.Bundle
-	changes         map[[2]string]toolplane.Change
-	authzRevisions  map[string]int64
-	sessions        map[[2]string]toolplane.Session
-	nodes           map[string]toolplane.Node
+	versions         map[[3]string]toolplane.ToolVersion
+	versionSeq       map[[3]string]int64
+	catalogRevision  int64
+	grants           map[[2]string]toolplane.Grant
+	denies           map[[2]string]toolplane.Deny
+	bundles          map[[2]string]toolplane.Bundle
+	changes          map[[2]string]toolplane.Change
+	authzRevisions   map[string]int64
+	sessions         map[[2]string]toolplane.Session
+	nodes            map[string]toolplane.Node
+	upstreamSettings map[[2]string]toolplane.UpstreamToolSetting
 }
 
 func newMemStore() *memStore {
@@ -57,15 +58,16 @@ func newMemStore() *memStore {
 
 		credentials: make(map[string]toolplane.Credential),
 
-		versions:       make(map[[3]string]toolplane.ToolVersion),
-		versionSeq:     make(map[[3]string]int64),
-		grants:         make(map[[2]string]toolplane.Grant),
-		denies:         make(map[[2]string]toolplane.Deny),
-		bundles:        make(map[[2]string]toolplane.Bundle),
-		changes:        make(map[[2]string]toolplane.Change),
-		authzRevisions: make(map[string]int64),
-		sessions:       make(map[[2]string]toolplane.Session),
-		nodes:          make(map[string]toolplane.Node),
+		versions:         make(map[[3]string]toolplane.ToolVersion),
+		versionSeq:       make(map[[3]string]int64),
+		grants:           make(map[[2]string]toolplane.Grant),
+		denies:           make(map[[2]string]toolplane.Deny),
+		bundles:          make(map[[2]string]toolplane.Bundle),
+		changes:          make(map[[2]string]toolplane.Change),
+		authzRevisions:   make(map[string]int64),
+		sessions:         make(map[[2]string]toolplane.Session),
+		nodes:            make(map[string]toolplane.Node),
+		upstreamSettings: make(map[[2]string]toolplane.UpstreamToolSetting),
 	}
 }
 
@@ -904,4 +906,35 @@ func (m *memStore) DeleteExpiredSessions(_ context.Context, now time.Time, limit
 		delete(m.sessions, [2]string{s.OrganizationID, s.ID})
 	}
 	return len(expired), nil
+}
+
+func (m *memStore) PutUpstreamToolSetting(_ context.Context, us *toolplane.UpstreamToolSetting) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := *us
+	c.Settings = slices.Clone(us.Settings)
+	c.UpdatedAt = stored(us.UpdatedAt).UTC()
+	m.upstreamSettings[[2]string{us.Upstream, us.Tool}] = c
+	return nil
+}
+
+func (m *memStore) DeleteUpstreamToolSetting(_ context.Context, upstream, tool string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{upstream, tool}
+	if _, ok := m.upstreamSettings[k]; !ok {
+		return fmt.Errorf("delete upstream tool setting %s/%s: %w", upstream, tool, toolplane.ErrNotFound)
+	}
+	delete(m.upstreamSettings, k)
+	return nil
+}
+
+func (m *memStore) ListUpstreamToolSettings(context.Context) ([]toolplane.UpstreamToolSetting, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Collect(maps.Values(m.upstreamSettings))
+	slices.SortFunc(out, func(a, b toolplane.UpstreamToolSetting) int {
+		return cmp.Or(cmp.Compare(a.Upstream, b.Upstream), cmp.Compare(a.Tool, b.Tool))
+	})
+	return out, nil
 }

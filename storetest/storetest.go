@@ -129,6 +129,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Changes", changeCases},
 		{"Sessions", sessionCases},
 		{"Nodes", nodeCases},
+		{"UpstreamSettings", upstreamSettingCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

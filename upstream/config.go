@@ -55,11 +55,11 @@ type Config struct {
 // restrictive default for each field it sets.
 type Relax struct {
 	// Effect is read, write or send (default write).
-	Effect toolplane.Effect `yaml:"effect,omitempty"`
+	Effect toolplane.Effect `yaml:"effect,omitempty" json:"effect,omitempty"`
 	// Destructive defaults to true for a write or send.
-	Destructive *bool `yaml:"destructive,omitempty"`
+	Destructive *bool `yaml:"destructive,omitempty" json:"destructive,omitempty"`
 	// RequiresApproval defaults to true.
-	RequiresApproval *bool `yaml:"requires_approval,omitempty"`
+	RequiresApproval *bool `yaml:"requires_approval,omitempty" json:"requires_approval,omitempty"`
 	// IdempotentDownstream states that the server makes one effect of
 	// repeated calls carrying the same idempotency key, which toolplane
 	// sends with every call in _meta ("toolplane/idempotency_key"). A write
@@ -67,10 +67,10 @@ type Relax struct {
 	// run again with the same key, up to MaxAttempts starts in all, instead
 	// of waiting as an uncertain action for a person. Without it, repeating
 	// such a call could double its effect, so it is never repeated.
-	IdempotentDownstream bool `yaml:"idempotent_downstream,omitempty"`
+	IdempotentDownstream bool `yaml:"idempotent_downstream,omitempty" json:"idempotent_downstream,omitempty"`
 	// MaxAttempts bounds the starts of a tool with IdempotentDownstream;
 	// default DefaultMaxAttempts.
-	MaxAttempts int `yaml:"max_attempts,omitempty"`
+	MaxAttempts int `yaml:"max_attempts,omitempty" json:"max_attempts,omitempty"`
 }
 
 // DefaultMaxAttempts is how many starts a tool whose server honours the
@@ -158,28 +158,36 @@ func Check(cs []Config) error {
 			problems = append(problems, where+": timeout is negative")
 		}
 		for name, r := range c.Tools {
-			switch r.Effect {
-			case "", toolplane.EffectRead, toolplane.EffectWrite, toolplane.EffectSend:
-			default:
-				problems = append(problems, fmt.Sprintf("%s: tools.%s.effect %q is not read, write or send", where, name, r.Effect))
-			}
-			if r.Effect == toolplane.EffectRead && r.Destructive != nil && *r.Destructive {
-				problems = append(problems, fmt.Sprintf("%s: tools.%s: a read cannot be destructive", where, name))
-			}
-			switch {
-			case r.IdempotentDownstream && r.Effect == toolplane.EffectRead:
-				problems = append(problems, fmt.Sprintf("%s: tools.%s: idempotent_downstream is for a write or send; a read is never held", where, name))
-			case r.MaxAttempts != 0 && !r.IdempotentDownstream:
-				problems = append(problems, fmt.Sprintf("%s: tools.%s: max_attempts needs idempotent_downstream: a call is repeated only where the server makes one effect of it", where, name))
-			case r.MaxAttempts < 0 || r.MaxAttempts > maxMaxAttempts:
-				problems = append(problems, fmt.Sprintf("%s: tools.%s: max_attempts %d is outside 1..%d", where, name, r.MaxAttempts, maxMaxAttempts))
-			}
+			problems = append(problems, checkRelax(where+": tools."+name, r)...)
 		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// checkRelax reports the problems of one tool's relaxation, each prefixed
+// with where it was given.
+func checkRelax(where string, r Relax) []string {
+	var problems []string
+	switch r.Effect {
+	case "", toolplane.EffectRead, toolplane.EffectWrite, toolplane.EffectSend:
+	default:
+		problems = append(problems, fmt.Sprintf("%s.effect %q is not read, write or send", where, r.Effect))
+	}
+	if r.Effect == toolplane.EffectRead && r.Destructive != nil && *r.Destructive {
+		problems = append(problems, where+": a read cannot be destructive")
+	}
+	switch {
+	case r.IdempotentDownstream && r.Effect == toolplane.EffectRead:
+		problems = append(problems, where+": idempotent_downstream is for a write or send; a read is never held")
+	case r.MaxAttempts != 0 && !r.IdempotentDownstream:
+		problems = append(problems, where+": max_attempts needs idempotent_downstream: a call is repeated only where the server makes one effect of it")
+	case r.MaxAttempts < 0 || r.MaxAttempts > maxMaxAttempts:
+		problems = append(problems, fmt.Sprintf("%s: max_attempts %d is outside 1..%d", where, r.MaxAttempts, maxMaxAttempts))
+	}
+	return problems
 }
 
 // expand replaces ${NAME} with the variable of toolplane's environment; a

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -71,6 +73,14 @@ type upstream struct {
 	// steering remembers, by remote name, the text addressed to the model
 	// last reported for a tool, so each finding is logged once.
 	steering map[string]string
+	// overrides are the operator's stored settings, by remote name: each
+	// replaces the file's relaxation of its tool (see Settings).
+	overrides map[string]Relax
+
+	// publish orders the registry updates of this server: a tool list
+	// derived under older settings never lands after one derived under
+	// newer, so a tightening is not undone by a resync racing it.
+	publish sync.Mutex
 
 	relay relay
 	// transport carries every HTTP request to the server, across
@@ -420,16 +430,8 @@ func (u *upstream) syncTools(ctx context.Context) error {
 		}
 		remote[t.Name] = t
 	}
+	u.publish.Lock()
 	u.mu.Lock()
-	defs := make([]toolplane.Definition, 0, len(remote))
-	for _, t := range remote {
-		d, err := u.definition(t)
-		if err != nil {
-			u.set.log.Warn("remote tool not ingested", "upstream", u.cfg.Slug, "tool", t.Name, "err", u.scrub(err))
-			continue
-		}
-		defs = append(defs, d)
-	}
 	u.remote = remote
 	for name := range u.bindings {
 		if _, ok := remote[name]; !ok {
@@ -437,18 +439,67 @@ func (u *upstream) syncTools(ctx context.Context) error {
 		}
 	}
 	u.mu.Unlock()
+	u.ingest()
+	u.publish.Unlock()
+	return u.syncCatalogue(lctx, cs)
+}
+
+// ingest puts the tools last listed into the registry under the current
+// settings. u.publish is held.
+func (u *upstream) ingest() {
+	u.mu.Lock()
+	defs := make([]toolplane.Definition, 0, len(u.remote))
+	for _, t := range u.remote {
+		d, err := u.definition(t)
+		if err != nil {
+			u.set.log.Warn("remote tool not ingested", "upstream", u.cfg.Slug, "tool", t.Name, "err", u.scrub(err))
+			continue
+		}
+		defs = append(defs, d)
+	}
+	u.mu.Unlock()
 	for _, p := range u.set.reg.SetGroup(u.cfg.Slug, defs) {
 		// A collision with a platform tool, or a schema toolplane cannot
 		// check: the remote tool is left out, never shadowing another.
 		u.set.log.Warn("remote tool refused", "upstream", u.cfg.Slug, "problem", p.String())
 	}
-	return u.syncCatalogue(lctx, cs)
 }
 
-// genericOutput describes what a remote tool without an output schema
-// answers: its MCP content blocks, and structured content when it sends
-// some.
-const genericOutput = `{"type":"object","properties":{"content":{"type":"array","items":{"type":"object"}},"structuredContent":{}},"required":["content"]}`
+// override makes the stored settings of each server those given (by slug,
+// then remote name), re-ingesting the tools of a server whose settings
+// changed at once, from its last tool list: the next call is decided
+// under them, on this node, without asking the server anything.
+func (s *Set) override(all map[string]map[string]Relax) {
+	for slug, u := range s.ups {
+		u.publish.Lock()
+		u.mu.Lock()
+		changed := !maps.EqualFunc(u.overrides, all[slug], equalRelax)
+		u.overrides = all[slug]
+		listed := len(u.remote) > 0
+		u.mu.Unlock()
+		if changed && listed {
+			u.ingest()
+		}
+		u.publish.Unlock()
+	}
+}
+
+func equalRelax(a, b Relax) bool {
+	return a.Effect == b.Effect && equalOpt(a.Destructive, b.Destructive) && equalOpt(a.RequiresApproval, b.RequiresApproval) &&
+		a.IdempotentDownstream == b.IdempotentDownstream && a.MaxAttempts == b.MaxAttempts
+}
+
+func equalOpt(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// relaxation answers the relaxation of one remote tool: the operator's
+// stored setting when there is one, the file's otherwise. u.mu is held.
+func (u *upstream) relaxation(name string) (Relax, bool) {
+	if r, ok := u.overrides[name]; ok {
+		return r, true
+	}
+	r, ok := u.cfg.Tools[name]
+	return r, ok
+}
 
 // maxDescription matches the registry's default ceiling.
 const maxDescription = 4096
@@ -468,7 +519,9 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 		return toolplane.Definition{}, fmt.Errorf("output schema: %w", err)
 	}
 	if out == nil {
-		out = json.RawMessage(genericOutput)
+		// What the registry validates and bounds the answer against;
+		// projection never shows it, the server declared no schema.
+		out = json.RawMessage(projection.ContentSchema)
 	}
 	desc := strings.TrimSpace(t.Description)
 	if desc == "" {
@@ -486,7 +539,7 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 		Binding:     toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: u.cfg.Slug, RemoteName: t.Name}},
 		Timeout:     toolplane.Duration(u.cfg.Timeout),
 	}
-	if r, ok := u.cfg.Tools[t.Name]; ok {
+	if r, ok := u.relaxation(t.Name); ok {
 		if r.Effect != "" {
 			d.Effect = r.Effect
 		}
@@ -759,9 +812,7 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 
 // ContentOutput reports whether d is a remote tool answering its MCP
 // content blocks (it declares no output schema of its own).
-func ContentOutput(d *toolplane.Definition) bool {
-	return d.Kind == toolplane.KindMCP && bytes.Equal(d.OutputSchema, []byte(genericOutput))
-}
+func ContentOutput(d *toolplane.Definition) bool { return projection.ContentOutput(d) }
 
 // Content turns the answer of a ContentOutput tool back into MCP content
 // blocks, after the boundary bounded and redacted it, so the governed copy

@@ -1,0 +1,280 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// ErrForbidden marks a settings change by someone who is not the
+// deployment's operator.
+var ErrForbidden = errors.New("forbidden")
+
+// SettingsStore is what the settings service needs of the store: the
+// settings themselves and the change log.
+type SettingsStore interface {
+	toolplane.UpstreamSettingStore
+	AppendChange(ctx context.Context, c *toolplane.Change) error
+}
+
+// Settings changes the relaxation of one upstream tool at runtime. The
+// upstreams file's relaxations are the defaults; a stored setting replaces
+// the file's for its tool as a whole (a field it leaves out takes the
+// restrictive default, not the file's), until it is reset. Settings are the
+// deployment's, like the platform tools they shape: they apply to every
+// organization, every node applies them (Watch), and only the operator
+// changes them, that is a platform_admin of the operator's organization
+// (the one the first start's admin key belongs to). A platform_admin of
+// any other organization administers that organization, not the
+// deployment's tools. Every change is recorded in the change log of the
+// operator's organization.
+type Settings struct {
+	store    SettingsStore
+	set      *Set
+	operator string
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex
+	applied []toolplane.UpstreamToolSetting
+}
+
+// NewSettings answers the settings service of set, stored in store, whose
+// operator is a platform_admin of the organization operator.
+func NewSettings(store SettingsStore, set *Set, operator string, log *slog.Logger) *Settings {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Settings{store: store, set: set, operator: operator, log: log, now: time.Now}
+}
+
+// Setting is one tool's settings as the operator reads them.
+type Setting struct {
+	Upstream string `json:"upstream"`
+	Tool     string `json:"tool"`
+	// Name is the tool's platform name, mcp.<slug>.<tool>.
+	Name string `json:"name"`
+	// Effective is what calls are decided under now on this node.
+	Effective Effective `json:"effective"`
+	// File is the upstreams file's relaxation (nil: the defaults).
+	File *Relax `json:"file,omitempty"`
+	// Stored is the operator's runtime setting (nil: none, the file's
+	// counts).
+	Stored    *Relax     `json:"stored,omitempty"`
+	UpdatedBy string     `json:"updated_by,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+}
+
+// Effective is the part of an ingested tool's definition its settings
+// decide.
+type Effective struct {
+	Effect           toolplane.Effect `json:"effect"`
+	Destructive      bool             `json:"destructive"`
+	RequiresApproval bool             `json:"requires_approval"`
+	Idempotent       bool             `json:"idempotent"`
+	MaxAttempts      int              `json:"max_attempts,omitempty"`
+}
+
+// mayChange refuses anyone but the deployment's operator.
+func (s *Settings) mayChange(by *toolplane.Credential) error {
+	if by == nil || by.OrganizationID != s.operator || !by.HasRole(toolplane.RolePlatformAdmin, "") {
+		return fmt.Errorf("%w: the settings of upstream tools are the deployment's; they are read and changed by a platform_admin of the operator's organization (%s)", ErrForbidden, s.operator)
+	}
+	return nil
+}
+
+// known answers the server, or ErrNotFound for a slug not configured or a
+// tool its server did not list.
+func (s *Settings) known(slug, tool string) (*upstream, error) {
+	u, ok := s.set.ups[slug]
+	if !ok {
+		return nil, fmt.Errorf("upstream %q: %w", slug, toolplane.ErrNotFound)
+	}
+	u.mu.Lock()
+	_, listed := u.remote[tool]
+	u.mu.Unlock()
+	if !listed {
+		return nil, fmt.Errorf("tool %q of upstream %q (not listed by the server): %w", tool, slug, toolplane.ErrNotFound)
+	}
+	return u, nil
+}
+
+// Get answers one tool's settings.
+func (s *Settings) Get(ctx context.Context, by *toolplane.Credential, slug, tool string) (*Setting, error) {
+	if err := s.mayChange(by); err != nil {
+		return nil, err
+	}
+	u, err := s.known(slug, tool)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(ctx, u, tool)
+}
+
+// Put stores r as the tool's setting, records the change and applies it on
+// this node at once (the others within their Watch interval).
+func (s *Settings) Put(ctx context.Context, by *toolplane.Credential, slug, tool string, r Relax) (*Setting, error) {
+	if err := s.mayChange(by); err != nil {
+		return nil, err
+	}
+	u, err := s.known(slug, tool)
+	if err != nil {
+		return nil, err
+	}
+	if problems := checkRelax(tool, r); len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("put setting of %s/%s: %w", slug, tool, err)
+	}
+	now := s.now()
+	if err := s.store.PutUpstreamToolSetting(ctx, &toolplane.UpstreamToolSetting{Upstream: slug, Tool: tool, Settings: raw, UpdatedBy: by.Subject, UpdatedAt: now}); err != nil {
+		return nil, err
+	}
+	if err := s.record(ctx, by, "upstream.tool_settings.put", slug, tool, raw, now); err != nil {
+		return nil, err
+	}
+	if err := s.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return s.view(ctx, u, tool)
+}
+
+// Reset removes the tool's stored setting: the file's counts again.
+// ErrNotFound when there is none.
+func (s *Settings) Reset(ctx context.Context, by *toolplane.Credential, slug, tool string) (*Setting, error) {
+	if err := s.mayChange(by); err != nil {
+		return nil, err
+	}
+	u, err := s.known(slug, tool)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.DeleteUpstreamToolSetting(ctx, slug, tool); err != nil {
+		return nil, err
+	}
+	if err := s.record(ctx, by, "upstream.tool_settings.reset", slug, tool, nil, s.now()); err != nil {
+		return nil, err
+	}
+	if err := s.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return s.view(ctx, u, tool)
+}
+
+func (s *Settings) record(ctx context.Context, by *toolplane.Credential, kind, slug, tool string, settings json.RawMessage, at time.Time) error {
+	detail, err := json.Marshal(map[string]any{"upstream": slug, "tool": tool, "settings": settings})
+	if err != nil {
+		return err
+	}
+	err = s.store.AppendChange(ctx, &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: s.operator, Kind: kind,
+		Subject: "mcp." + slug + "." + tool, Actor: by.Subject, Detail: detail, CreatedAt: at})
+	if err != nil {
+		return fmt.Errorf("record the change of %s/%s: %w", slug, tool, err)
+	}
+	return nil
+}
+
+// view answers the tool's settings as this node holds them.
+func (s *Settings) view(ctx context.Context, u *upstream, tool string) (*Setting, error) {
+	out := &Setting{Upstream: u.cfg.Slug, Tool: tool, Name: "mcp." + u.cfg.Slug + "." + tool}
+	if r, ok := u.cfg.Tools[tool]; ok {
+		out.File = &r
+	}
+	all, err := s.store.ListUpstreamToolSettings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range all {
+		if st.Upstream == u.cfg.Slug && st.Tool == tool {
+			r, err := decodeSetting(st.Settings)
+			if err != nil {
+				return nil, err
+			}
+			out.Stored, out.UpdatedBy = &r, st.UpdatedBy
+			at := st.UpdatedAt
+			out.UpdatedAt = &at
+		}
+	}
+	if t, ok := s.set.reg.Get("", out.Name); ok {
+		d := &t.Def
+		out.Effective = Effective{Effect: d.Effect, Destructive: d.Annotations.Destructive, RequiresApproval: d.Annotations.RequiresApproval,
+			Idempotent: d.Annotations.Idempotent}
+		if d.Replay != nil {
+			out.Effective.MaxAttempts = d.Replay.MaxAttempts
+		}
+	}
+	return out, nil
+}
+
+func decodeSetting(raw []byte) (Relax, error) {
+	var r Relax
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("stored upstream setting: %w", err)
+	}
+	return r, nil
+}
+
+// Refresh reads the stored settings and applies them on this node when
+// they changed since it last did.
+func (s *Settings) Refresh(ctx context.Context) error {
+	all, err := s.store.ListUpstreamToolSettings(ctx)
+	if err != nil {
+		return fmt.Errorf("read upstream settings: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.EqualFunc(all, s.applied, sameSetting) {
+		return nil
+	}
+	by := map[string]map[string]Relax{}
+	for _, st := range all {
+		r, err := decodeSetting(st.Settings)
+		if err != nil {
+			// Written by a newer node, perhaps: the tool keeps the
+			// restrictive defaults rather than the file's relaxation.
+			s.log.ErrorContext(ctx, "upstream setting unreadable; the tool takes the restrictive defaults", "upstream", st.Upstream, "tool", st.Tool, "err", err)
+			r = Relax{}
+		}
+		if by[st.Upstream] == nil {
+			by[st.Upstream] = map[string]Relax{}
+		}
+		by[st.Upstream][st.Tool] = r
+	}
+	s.set.override(by)
+	s.applied = all
+	return nil
+}
+
+func sameSetting(a, b toolplane.UpstreamToolSetting) bool {
+	return a.Upstream == b.Upstream && a.Tool == b.Tool && bytes.Equal(a.Settings, b.Settings)
+}
+
+// Watch refreshes every interval until ctx ends, so a change made on
+// another node takes effect here within one interval.
+func (s *Settings) Watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Refresh(ctx); err != nil {
+				s.log.WarnContext(ctx, "upstream settings refresh failed", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package upstream_test
+
+import (
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/upstream"
+)
+
+func yes() *bool { b := true; return &b }
+
+func TestRuntimeSettingsTightenAndRelaxOnEveryNode(t *testing.T) {
+	var sent atomic.Int32
+	_, upURL := goUpstream(t, &sent)
+	cfg := upstream.Config{Slug: "up", URL: upURL,
+		Tools: map[string]upstream.Relax{"lookup": {Effect: toolplane.EffectRead, RequiresApproval: no()}}}
+	e := newEnv(t, nil, cfg)
+	quiet := slog.New(slog.DiscardHandler)
+	settings := upstream.NewSettings(e.store, e.set, "org-1", quiet)
+	// A second node: its own connection and registry, the same store.
+	other := newEnv(t, nil, cfg)
+	otherSettings := upstream.NewSettings(e.store, other.set, "org-1", quiet)
+
+	operator := &toolplane.Credential{ID: "cred-op", OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "ops", Roles: []string{toolplane.RolePlatformAdmin}}
+	needsApproval := func(t *testing.T, e *env, tool, args, run string) bool {
+		t.Helper()
+		in := e.inv(run)
+		in.Principal.Tools = []string{tool}
+		r, err := e.iv.InvokeJSON(e.ctx, tool, []byte(args), in)
+		var ar *invoke.ApprovalRequired
+		if errors.As(err, &ar) {
+			return true
+		}
+		if err != nil || !r.OK {
+			t.Fatalf("%s: %+v %v", tool, r, err)
+		}
+		return false
+	}
+
+	// Who may: the operator only.
+	for _, by := range []*toolplane.Credential{
+		{ID: "c1", OrganizationID: "org-2", Kind: toolplane.CredentialPerson, Subject: "other-admin", Roles: []string{toolplane.RolePlatformAdmin}},
+		{ID: "c2", OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "owner", Roles: []string{toolplane.RoleToolOwner + ":platform-team", toolplane.RoleApprover}},
+		{ID: "c3", OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1"},
+	} {
+		if _, err := settings.Put(e.ctx, by, "up", "send", upstream.Relax{Effect: toolplane.EffectRead}); !errors.Is(err, upstream.ErrForbidden) {
+			t.Errorf("%s of %s changed a setting: %v", by.Subject, by.OrganizationID, err)
+		}
+	}
+	if _, err := settings.Put(e.ctx, operator, "up", "nope", upstream.Relax{}); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("a tool the server does not list: %v", err)
+	}
+	if _, err := settings.Put(e.ctx, operator, "up", "send", upstream.Relax{Effect: toolplane.EffectRead, Destructive: yes()}); !errors.Is(err, upstream.ErrConfig) {
+		t.Errorf("a destructive read: %v", err)
+	}
+
+	// An MCP session open meanwhile is shown the new hints.
+	changed := make(chan struct{}, 1)
+	cs := e.clientFor(t, e.mcp.Handler(), changed)
+	shownApproval := func() any {
+		t.Helper()
+		for tool, err := range cs.Tools(e.ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tool.Name == "mcp_up_send" {
+				return tool.Meta["toolplane/requires_approval"]
+			}
+		}
+		t.Fatal("mcp_up_send not listed")
+		return nil
+	}
+	if got := shownApproval(); got != true {
+		t.Fatalf("send listed with requires_approval %v", got)
+	}
+
+	// Relax send at runtime: no approval, on this node at once and on the
+	// other after it refreshes.
+	if !needsApproval(t, e, "mcp.up.send", `{"to":"a"}`, "run-1") || !needsApproval(t, other, "mcp.up.send", `{"to":"a"}`, "run-1") {
+		t.Fatal("send did not start guarded")
+	}
+	got, err := settings.Put(e.ctx, operator, "up", "send", upstream.Relax{Effect: toolplane.EffectWrite, Destructive: no(), RequiresApproval: no()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Effective.RequiresApproval || got.Effective.Destructive || got.Stored == nil || got.UpdatedBy != "ops" {
+		t.Errorf("setting after put: %+v", got)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session was not told its tools changed")
+	}
+	if got := shownApproval(); got != false {
+		t.Errorf("after the relaxation the session lists requires_approval %v", got)
+	}
+	if needsApproval(t, e, "mcp.up.send", `{"to":"b"}`, "run-2") || sent.Load() != 1 {
+		t.Errorf("relaxed send still waits for approval (sent %d)", sent.Load())
+	}
+	if !needsApproval(t, other, "mcp.up.send", `{"to":"b"}`, "run-2") {
+		t.Errorf("the other node relaxed before reading the store")
+	}
+	if err := otherSettings.Refresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if needsApproval(t, other, "mcp.up.send", `{"to":"c"}`, "run-3") {
+		t.Errorf("the other node did not apply the relaxation")
+	}
+
+	// Tighten lookup, relaxed by the file: the next call waits, on both.
+	if _, err := settings.Put(e.ctx, operator, "up", "lookup", upstream.Relax{RequiresApproval: yes()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := otherSettings.Refresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*env{e, other} {
+		if !needsApproval(t, n, "mcp.up.lookup", `{"id":"x"}`, "run-4") {
+			t.Errorf("tightened lookup answered without approval")
+		}
+		if tool, _ := n.reg.Get("", "mcp.up.lookup"); tool.Def.Effect != toolplane.EffectWrite || tool.Def.Version != "1.0.0" {
+			t.Errorf("tightened lookup: effect %s version %s (the contract did not change)", tool.Def.Effect, tool.Def.Version)
+		}
+	}
+
+	// Reset: the file's relaxation again.
+	if _, err := settings.Reset(e.ctx, operator, "up", "lookup"); err != nil {
+		t.Fatal(err)
+	}
+	if needsApproval(t, e, "mcp.up.lookup", `{"id":"y"}`, "run-5") {
+		t.Errorf("reset lookup still waits for approval")
+	}
+	if _, err := settings.Reset(e.ctx, operator, "up", "lookup"); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("reset twice: %v", err)
+	}
+
+	// Every change is in the operator's change log.
+	for kind, want := range map[string]int{"upstream.tool_settings.put": 2, "upstream.tool_settings.reset": 1} {
+		changes, _, err := e.store.ListChanges(e.ctx, "org-1", kind, "", "", 10)
+		if err != nil || len(changes) != want {
+			t.Errorf("%s: %d changes logged, want %d (%v)", kind, len(changes), want, err)
+		}
+	}
+}
