@@ -3,6 +3,7 @@ package main_test
 import (
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,5 +63,28 @@ func TestUpstreamToolSettingsOverREST(t *testing.T) {
 	}
 	if _, res, raw := s.invoke(t, key, "mcp.hostile.forge", `{"arguments":{}}`); !res.ok() {
 		t.Errorf("forge after reset: %s", raw)
+	}
+
+	// The command line does the same through the same routes.
+	bin, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, append(args, "--server", s.base, "--key", s.admin, "-o", "json")...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := cli("upstreams", "settings", "set", "hostile", "forge", "--requires-approval"); err != nil || !strings.Contains(out, `"stored": {`) || !strings.Contains(out, `"requires_approval": true`) {
+		t.Errorf("toolplane upstreams settings set: %v %s", err, out)
+	}
+	if status, res, raw := s.invoke(t, key, "mcp.hostile.forge", `{"arguments":{},"run_id":"run-settings-cli"}`); res.ok() || status != http.StatusAccepted {
+		t.Errorf("tightened from the command line, the tool answered without approval: %d %s", status, raw)
+	}
+	if out, err := cli("upstreams", "settings", "reset", "hostile", "forge"); err != nil || strings.Contains(out, `"stored"`) {
+		t.Errorf("toolplane upstreams settings reset: %v %s", err, out)
+	}
+	if out, err := cli("upstreams", "settings", "set", "hostile", "forge"); err == nil || !strings.Contains(out, "name at least one setting") {
+		t.Errorf("a set naming no setting: %v %s", err, out)
 	}
 }
