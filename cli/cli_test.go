@@ -387,6 +387,29 @@ func TestOutputFormats(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^ID\s+AGENT_ID\s+PATTERN.*\ngrt_first_demo\s+demo-agent\s+demo\.\*`).MatchString(out) {
 		t.Errorf("table: %d\n%s", code, out)
 	}
+	// -o field=PATH: one value a line, for a shell to capture.
+	fields := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string // a regexp over the whole of stdout, or stderr when it fails
+	}{
+		{"a list's items", []string{"grants", "list", "demo-agent", "-o", "field=id"}, 0, `^grt_first_demo\n$`},
+		{"a dotted path", []string{"keys", "create", "kim", "--kind", "person", "-o", "field=credential.subject"}, 0, `^kim\n$`},
+		{"an object's field", []string{"keys", "create", "lee", "--kind", "person", "-o", "field=key"}, 0, `^tpk_\S+\n$`},
+		{"a field the answer lacks", []string{"keys", "create", "max", "--kind", "person", "-o", "field=nope"}, 1, `no field "nope"`},
+		{"no path", []string{"grants", "list", "demo-agent", "-o", "field="}, 2, `want table, json, yaml or field=PATH`},
+	}
+	for _, f := range fields {
+		code, out, errOut := runIn(nil, append(f.args, "--server", r.base, "--key", r.admin)...)
+		text := out
+		if f.wantCode != 0 {
+			text = errOut
+		}
+		if code != f.wantCode || !regexp.MustCompile(f.want).MatchString(text) {
+			t.Errorf("-o field, %s: exit %d, want %d and %s\nstdout: %q\nstderr: %s", f.name, code, f.wantCode, f.want, out, errOut)
+		}
+	}
 	code, out, _ = runIn(nil, "grants", "explain", "demo-agent", "--server", r.base, "--key", r.admin)
 	if code != 0 || !regexp.MustCompile(`(?m)^TOOL\s+VERSION.*\ndemo\.\S+\s+1\.0\.0`).MatchString(out) {
 		t.Errorf("explain table: %d\n%s", code, out)

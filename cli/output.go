@@ -16,6 +16,8 @@ import (
 // output is a command's -o flag and the columns its table shows.
 type output struct {
 	format string
+	// field is the dotted path -o field=PATH prints, for scripts.
+	field string
 	// columns are the fields a table shows, in order; a list answer's
 	// items are rows, any other object is one field per line.
 	columns []string
@@ -29,8 +31,8 @@ func addOutput(cmd *cobra.Command, columns ...string) *output {
 	if len(columns) > 0 && strings.HasPrefix(columns[0], "@") {
 		o.list, o.columns = columns[0][1:], columns[1:]
 	}
-	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "how to print the answer: table, json (the API's answer as it came) or yaml")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().StringVarP(&o.format, "output", "o", "table", "how to print the answer: table, json (the API's answer as it came), yaml, or field=PATH (one field, e.g. id or credential.id: a list's items one a line)")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml", "field="}, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
 	return o
 }
 
@@ -40,7 +42,12 @@ func (o *output) check() error {
 	case "table", "json", "yaml":
 		return nil
 	}
-	return usageErr("-o %q: want table, json or yaml", o.format)
+	// field=PATH lets a shell capture an id or a key without a JSON tool.
+	if path, ok := strings.CutPrefix(o.format, "field="); ok && path != "" {
+		o.field = path
+		return nil
+	}
+	return usageErr("-o %q: want table, json, yaml or field=PATH", o.format)
 }
 
 // print writes the API's answer data in the chosen format.
@@ -75,7 +82,32 @@ func (o *output) print(w io.Writer, data []byte) error {
 	if err := d.Decode(&v); err != nil {
 		return fmt.Errorf("the answer is not JSON: %w", err)
 	}
+	if o.field != "" {
+		return o.fields(w, v)
+	}
 	return o.table(w, v)
+}
+
+// fields prints the value at o.field: of each item, one a line, for a list
+// answer; of the answer itself otherwise. A field the answer lacks is an
+// error, so a script capturing it never goes on with an empty value.
+func (o *output) fields(w io.Writer, v any) error {
+	obj, _ := v.(map[string]any)
+	if items, ok := obj[o.list].([]any); ok {
+		for _, it := range items {
+			row, _ := it.(map[string]any)
+			if x := lookup(row, o.field); x != nil {
+				fmt.Fprintln(w, cell(x))
+			}
+		}
+		return nil
+	}
+	x := lookup(obj, o.field)
+	if x == nil {
+		return fmt.Errorf("the answer has no field %q", o.field)
+	}
+	_, err := fmt.Fprintln(w, cell(x))
+	return err
 }
 
 // block turns JSON's flow style into YAML's block style, keeping the key

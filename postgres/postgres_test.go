@@ -119,6 +119,9 @@ func newTestStore(t testing.TB) *Store {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	testDSN(t)
+	if testing.Short() {
+		t.Skip("the conformance suite on PostgreSQL, a schema per case, takes minutes; it is left out of -short (the SQLite store runs it there)")
+	}
 	storetest.Run(t, func(t *testing.T) toolplane.Store { return newTestStore(t) })
 }
 
@@ -128,6 +131,9 @@ func TestConformance(t *testing.T) {
 func TestConformanceSimpleProtocol(t *testing.T) {
 	t.Parallel()
 	testDSN(t)
+	if testing.Short() {
+		t.Skip("the conformance suite over the simple protocol takes minutes; it is left out of -short")
+	}
 	storetest.Run(t, func(t *testing.T) toolplane.Store {
 		s := New(openPoolMode(t, pgx.QueryExecModeSimpleProtocol, newSchema(t)))
 		if err := s.Migrate(context.Background()); err != nil {

@@ -2,6 +2,9 @@
 // to toolplane's /mcp with the demo agent's key, as any MCP client would,
 // lists the tools it is shown and calls one.
 //
+// The server is $TOOLPLANE_SERVER (its /mcp), else http://localhost:8080;
+// --url names an MCP endpoint in full.
+//
 //	set -a; . toolplane-data/credentials.env; set +a
 //	go run ./examples/mcpclient                         # lists the tools, searches tickets
 //	go run ./examples/mcpclient demo_add_note '{"ticket_id":"t-1001","text":"Called back."}'
@@ -14,12 +17,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
-	url := flag.String("url", "http://127.0.0.1:8080/mcp", "toolplane's MCP endpoint")
+	url := flag.String("url", endpoint(os.Getenv("TOOLPLANE_SERVER")), "toolplane's MCP endpoint (default $TOOLPLANE_SERVER/mcp)")
 	key := flag.String("key", os.Getenv("TOOLPLANE_DEMO_AGENT_KEY"), "an agent's API key ($TOOLPLANE_DEMO_AGENT_KEY)")
 	flag.Parse()
 	tool, args := "demo_search_tickets", `{"query":"cracked"}`
@@ -33,6 +37,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mcpclient:", err)
 		os.Exit(1)
 	}
+}
+
+// endpoint answers the MCP endpoint of the server at base, the same
+// variable toolplane's command line reads, so one setting serves both.
+func endpoint(base string) string {
+	if base == "" {
+		base = "http://localhost:8080"
+	}
+	return strings.TrimRight(base, "/") + "/mcp"
 }
 
 func run(ctx context.Context, url, key, tool, args string) error {
