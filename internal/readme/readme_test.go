@@ -273,8 +273,13 @@ func serve(t *testing.T, root string, env []string, line int, l string, keep boo
 	if i := strings.Index(l, " #"); i >= 0 {
 		l = l[:i]
 	}
+	// `go run ./cmd/toolplane serve` compiles what the test built as
+	// ./toolplane; running the build spares a second compile.
+	if rest, ok := strings.CutPrefix(l, "go run ./cmd/toolplane serve"); ok {
+		l = "./toolplane serve" + rest
+	}
 	if !strings.HasPrefix(l, "./toolplane serve") {
-		t.Fatalf("README.md:%d: a serve block line that does not start ./toolplane serve: %s", line, l)
+		t.Fatalf("README.md:%d: a serve block line that does not start ./toolplane serve or go run ./cmd/toolplane serve: %s", line, l)
 	}
 	addr := freeAddr(t)
 	cmd := exec.Command("bash", "-c", "exec "+l+" --addr "+addr)
