@@ -26,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
@@ -303,6 +304,20 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, 
 
 func writeJSON(w http.ResponseWriter, status int, v any) { httperr.WriteJSON(w, status, v) }
 
+// listFail answers a list's failure: a cursor the store could not decode
+// is the caller's mistake (400 at cursor); anything else — a database
+// outage included — is the platform's, logged and answered 500 without
+// its details, so an outage is neither hidden as a bad request nor
+// described to the caller.
+func (s *Server) listFail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if errors.Is(err, cursor.ErrMalformed) {
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		return
+	}
+	s.Log.ErrorContext(r.Context(), "list failed", "list", what, "err", err)
+	s.fail(w, r, http.StatusInternalServerError, "internal_error", "the list could not be read", "")
+}
+
 // maxBody bounds a request body.
 const maxBody = 1 << 20
 
@@ -572,7 +587,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	as, next, err := s.Store.ListApprovals(r.Context(), c.cred.OrganizationID, status, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor or status is not valid", "cursor")
+		s.listFail(w, r, "approvals", err)
 		return
 	}
 	items := make([]map[string]any, len(as))
@@ -642,7 +657,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	cs, next, err := s.Invoker.Uncertain(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		s.listFail(w, r, "uncertain", err)
 		return
 	}
 	items := make([]map[string]any, len(cs))
@@ -711,7 +726,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
 	evs, next, err := s.Store.ListAudit(r.Context(), c.cred.OrganizationID, f, q.Get("cursor"), limit)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		s.listFail(w, r, "audit", err)
 		return
 	}
 	if evs == nil {

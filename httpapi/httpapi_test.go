@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -38,6 +39,7 @@ func (bindings) Connection(string) bool   { return false }
 func (bindings) FactResolver(string) bool { return false }
 
 type fixture struct {
+	db               *sql.DB
 	store            *sqlite.Store
 	api              *httpapi.Server
 	srv              *httptest.Server
@@ -97,7 +99,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
-	f := &fixture{store: store, api: api, srv: httptest.NewServer(api.Handler())}
+	f := &fixture{db: db, store: store, api: api, srv: httptest.NewServer(api.Handler())}
 	t.Cleanup(f.srv.Close)
 	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-support", nil, []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"}, false)
 	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)

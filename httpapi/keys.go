@@ -116,7 +116,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	cs, next, err := s.Store.ListCredentials(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("cursor"), limit)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		s.listFail(w, r, "keys", err)
 		return
 	}
 	items := make([]keyView, len(cs))

@@ -473,7 +473,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
 	q := r.URL.Query()
 	cs, next, err := s.Store.ListChanges(r.Context(), c.cred.OrganizationID, q.Get("kind"), q.Get("subject"), q.Get("cursor"), limit)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
+		s.listFail(w, r, "changes", err)
 		return
 	}
 	items := make([]map[string]any, len(cs))
