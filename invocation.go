@@ -15,6 +15,10 @@ type Invocation struct {
 	RootRunID string
 	// AgentID names the agent identity (or agent definition) calling.
 	AgentID string
+	// CredentialID is the credential the call was made with: a call run
+	// later from storage (an approved call, a replay) is decided on that
+	// key as it is then, revoked or narrowed since included.
+	CredentialID string `json:",omitempty"`
 	// TenantID is the tenant the call acts for, when the deployment
 	// serves several; a grant scoped to tenants allows only their calls.
 	TenantID string

@@ -63,6 +63,23 @@ func Authenticate(ctx context.Context, store Getter, key string, now time.Time) 
 	return verify(ctx, store, id, secret, now)
 }
 
+// InForce answers the credential id names when it is neither revoked nor
+// expired at now, for a call made earlier with it and run now; ErrInvalid
+// when it is gone, revoked or expired. No secret is presented: the key
+// authenticated when the call was made.
+func InForce(ctx context.Context, store Getter, id string, now time.Time) (*toolplane.Credential, error) {
+	cred, err := store.GetCredential(ctx, id)
+	switch {
+	case errors.Is(err, toolplane.ErrNotFound):
+		return nil, ErrInvalid
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	case !cred.RevokedAt.IsZero(), expired(cred, now):
+		return nil, ErrInvalid
+	}
+	return cred, nil
+}
+
 // verify is Authenticate after the key parsed: the store read and the
 // Argon2id verification a Cache hit skips.
 func verify(ctx context.Context, store Getter, id, secret string, now time.Time) (*toolplane.Credential, error) {

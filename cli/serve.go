@@ -227,7 +227,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	grants := authz.New(b.Store, reg, log, nil)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
 		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
-		LeaseMargin: *leaseMargin, NodeDeadAfter: *deadAfter})
+		LeaseMargin: *leaseMargin, NodeDeadAfter: *deadAfter,
+		// An approved call or a replay runs on the grants and the key as
+		// they are when it runs, not as they were when it was filed.
+		Principals: authz.Principals{Grants: grants, Keys: b.Store}})
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -531,7 +531,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	inv := &toolplane.Invocation{
-		OrganizationID: c.cred.OrganizationID, UserID: body.OnBehalfOf, RunID: body.RunID, AgentID: c.cred.Subject,
+		OrganizationID: c.cred.OrganizationID, UserID: body.OnBehalfOf, RunID: body.RunID, AgentID: c.cred.Subject, CredentialID: c.cred.ID,
 		TenantID: body.TenantID, StepPath: body.StepPath, Principal: principal, Contracts: body.Contracts,
 		Ceilings: toolplane.Ceilings{MaxCostCents: toolplane.CostCeiling(body.MaxCostCents, s.RunBudgetCents)},
 		Source:   toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,

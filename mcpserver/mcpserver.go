@@ -809,7 +809,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	}
 	sess.mu.Unlock()
 	inv := &toolplane.Invocation{
-		OrganizationID: cred.OrganizationID, RunID: run, AgentID: cred.Subject,
+		OrganizationID: cred.OrganizationID, RunID: run, AgentID: cred.Subject, CredentialID: cred.ID,
 		StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted, Pins: pins}, Source: toolplane.SourceMCP,
 		Contracts: contracts,
 	}

@@ -1,0 +1,60 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+)
+
+// Principals answers the live principal of a stored invocation (it is the
+// invoker's invoke.Principals), so a call run later from storage — an
+// approved call, a replay — is decided on the grants and the key as they
+// are now rather than as they were when the call was made. A tool stays
+// in the principal only while the agent's grants allow it and the key the
+// call was made with is still in force and admits it; the principal never
+// gains a tool it did not hold when the call was made.
+type Principals struct {
+	Grants *Service
+	// Keys finds the API key a call was made with.
+	Keys apikey.Getter
+	// Now is the clock a key's expiry is read against; nil is time.Now.
+	Now func() time.Time
+}
+
+// Principal answers inv's principal as it stands now.
+func (p Principals) Principal(ctx context.Context, inv *toolplane.Invocation) (toolplane.Principal, error) {
+	live := toolplane.Principal{ID: inv.Principal.ID}
+	var key *toolplane.Credential
+	if strings.HasPrefix(inv.CredentialID, apikey.Prefix) {
+		now := time.Now
+		if p.Now != nil {
+			now = p.Now
+		}
+		c, err := apikey.InForce(ctx, p.Keys, inv.CredentialID, now())
+		switch {
+		case errors.Is(err, apikey.ErrInvalid):
+			return live, nil // revoked, expired or gone: the key holds nothing now
+		case err != nil:
+			return toolplane.Principal{}, fmt.Errorf("key %s: %w", inv.CredentialID, err)
+		}
+		key = c
+	}
+	for _, name := range inv.Principal.Tools {
+		if key != nil && !key.Admits(name) {
+			continue
+		}
+		rng, granted, err := p.Grants.Pin(ctx, inv.OrganizationID, inv.AgentID, inv.TenantID, name)
+		if err != nil {
+			return toolplane.Principal{}, fmt.Errorf("grants of %s: %w", inv.AgentID, err)
+		}
+		if granted {
+			live.Allow(name, rng)
+		}
+	}
+	return live, nil
+}
