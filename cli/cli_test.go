@@ -289,6 +289,7 @@ func TestOperationsThroughTheCommandLine(t *testing.T) {
 		{"not twice", r.admin, []string{"approvals", "reject", approvalID}, 1, `conflict`},
 		{"show finds it approved", r.admin, []string{"approvals", "show", approvalID}, 0, `status:\s+approved`},
 		{"show an unknown approval", r.admin, []string{"approvals", "show", "apr_nope"}, 1, `not_found`},
+		{"the agent may not read one", r.agent, []string{"approvals", "show", approvalID}, 1, `denied: reading approvals needs the approver or auditor role`},
 		// keys
 		{"create a person's key", r.admin, []string{"keys", "create", "grace", "--kind", "person", "--role", "approver", "--label", "cli test", "-o", "json"}, 0, `"subject": "grace"`},
 		{"an agent cannot create keys", r.agent, []string{"keys", "create", "eve", "--kind", "person"}, 1, `denied: creating keys needs the platform_admin role`},

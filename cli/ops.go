@@ -27,9 +27,6 @@ func paging(cmd *cobra.Command) func() []string {
 
 var approvalColumns = []string{"id", "tool", "status", "run_id", "approver_group", "expires_at", "preview"}
 
-// approvalStatuses are the states an approval can be in, where show looks.
-var approvalStatuses = []string{"pending", "approved", "rejected", "expired"}
-
 func newApprovalsCmd(a *app) *cobra.Command {
 	var status string
 	var page func() []string
@@ -40,13 +37,9 @@ func newApprovalsCmd(a *app) *cobra.Command {
 	page = paging(list)
 	list.Flags().StringVar(&status, "status", "pending", "pending, approved, rejected or expired")
 
-	show := findCmd(a, "show APPROVAL_ID", "show one approval, whatever its state", approvalColumns,
-		func(string) []string {
-			paths := make([]string, len(approvalStatuses))
-			for i, s := range approvalStatuses {
-				paths[i] = "/v1/approvals" + query("status", s, "limit", "1000")
-			}
-			return paths
+	show := apiCmd(a, "show APPROVAL_ID", "show one approval, whatever its state", exactArgs(1, "APPROVAL_ID"), approvalColumns,
+		func(_ *cobra.Command, args []string) (request, error) {
+			return request{method: "GET", path: "/v1/approvals/" + esc(args[0])}, nil
 		})
 
 	decide := func(decision, short string) *cobra.Command {
@@ -70,7 +63,7 @@ func newApprovalsCmd(a *app) *cobra.Command {
 
 // findCmd builds a command that shows one item, by id, of the lists at
 // paths (every page of each): the API lists these items but has no route
-// for one.
+// for one (audit events).
 func findCmd(a *app, use, short string, columns []string, paths func(id string) []string) *cobra.Command {
 	cmd := &cobra.Command{Use: use, Short: short, Args: exactArgs(1, "ID")}
 	r := addRemote(a, cmd)

@@ -188,6 +188,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/tools/{name}", s.auth(s.getTool)},
 		{"POST", "/v1/tools/{name}/invoke", s.auth(s.invoke)},
 		{"GET", "/v1/approvals", s.auth(s.listApprovals)},
+		{"GET", "/v1/approvals/{id}", s.auth(s.getApproval)},
 		{"POST", "/v1/approvals/{id}/{decision}", s.auth(s.resolve)},
 		{"GET", "/v1/uncertain", s.auth(s.listUncertain)},
 		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
@@ -592,11 +593,40 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	items := make([]map[string]any, len(as))
 	for i, a := range as {
-		a = approval.Shown(a)
-		items[i] = map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
-			"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt}
+		items[i] = approvalView(a)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+}
+
+// approvalView is an approval as the API shows it: redacted by
+// approval.Shown, the same in the list and alone.
+func approvalView(a toolplane.Approval) map[string]any {
+	a = approval.Shown(a)
+	return map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
+		"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt}
+}
+
+// getApproval answers one approval of the caller's organization, to whom
+// the list would show it; another organization's id is not found.
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
+	if !c.hasRole(RoleApprover, RoleAuditor) {
+		s.forbidRole(w, r, c, "reading approvals needs the approver or auditor role")
+		return
+	}
+	id := r.PathValue("id")
+	if !s.bounded(w, r, toolplane.CheckLen("approval id", id, toolplane.MaxRefLen)) {
+		return
+	}
+	a, err := s.Store.GetApproval(r.Context(), c.cred.OrganizationID, id)
+	switch {
+	case errors.Is(err, toolplane.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+id, "")
+	case err != nil:
+		s.Log.ErrorContext(r.Context(), "approval lookup failed", "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the approval could not be read", "")
+	default:
+		writeJSON(w, http.StatusOK, approvalView(*a))
+	}
 }
 
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -46,12 +47,12 @@ func (s *Server) approvalResult(ar *invoke.ApprovalRequired) *mcp.CallToolResult
 		details["authorized_by_ignored"] = ar.Ignored
 	}
 	if base := strings.TrimRight(s.PublicURL, "/"); base != "" {
-		// The REST API is where a person answers: there is no page per
-		// approval (GET /v1/approvals/<id> answers 404), so the address is
-		// the listing of pending approvals and the approve action.
-		list, approve := s.approvalURL(), base+"/v1/approvals/"+ar.ID+"/approve"
-		details["url"], details["approve"] = list, "POST "+approve
-		fmt.Fprintf(&b, " A person with an approver's key finds it at GET %s and approves it with POST %s (or rejects it with .../reject).", list, approve)
+		// The REST API is where a person answers: the approval's own
+		// address and the approve action.
+		show := s.approvalURL(ar.ID)
+		approve := show + "/approve"
+		details["url"], details["approve"] = show, "POST "+approve
+		fmt.Fprintf(&b, " A person with an approver's key finds it at GET %s and approves it with POST %s (or rejects it with .../reject).", show, approve)
 	}
 	if ar.Preview != "" {
 		fmt.Fprintf(&b, " The person sees: %s.", strings.TrimSuffix(ar.Preview, "."))
@@ -69,9 +70,8 @@ func (s *Server) approvalResult(ar *invoke.ApprovalRequired) *mcp.CallToolResult
 	}
 }
 
-// approvalURL answers where a person finds the approvals waiting for an
-// answer: the REST listing of pending ones (it needs an approver's or an
-// auditor's key).
-func (s *Server) approvalURL() string {
-	return strings.TrimRight(s.PublicURL, "/") + "/v1/approvals?status=pending"
+// approvalURL answers where a person finds approval id: its REST address
+// (it needs an approver's or an auditor's key).
+func (s *Server) approvalURL(id string) string {
+	return strings.TrimRight(s.PublicURL, "/") + "/v1/approvals/" + url.PathEscape(id)
 }

@@ -1043,7 +1043,7 @@ func (s *Server) elicitApproval(life context.Context, ss *mcp.ServerSession, ar 
 		_, err := ss.Elicit(ctx, &mcp.ElicitParams{
 			Mode:          "url",
 			Message:       fmt.Sprintf("A tool call waits for approval %s. Open the link to review it.", ar.ID),
-			URL:           s.approvalURL(),
+			URL:           s.approvalURL(ar.ID),
 			ElicitationID: ar.ID,
 		})
 		if err != nil {

@@ -93,9 +93,14 @@ func TestApprovalIsElicitedByURLWhereTheClientSupportsIt(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no approval: %+v", r)
 	}
+	// The answer and the elicitation name the approval's own address.
+	want := "https://toolplane.example/v1/approvals/" + id
+	if details, _ := r.Meta["toolplane/approval"].(map[string]any); details["url"] != want || details["approve"] != "POST "+want+"/approve" {
+		t.Errorf("approval details %v, want url %s", details, want)
+	}
 	select {
 	case p := <-asked:
-		if p.Mode != "url" || p.URL != "https://toolplane.example/v1/approvals?status=pending" || p.ElicitationID != id {
+		if p.Mode != "url" || p.URL != want || p.ElicitationID != id {
 			t.Errorf("elicitation %+v", p)
 		}
 	case <-time.After(10 * time.Second):
