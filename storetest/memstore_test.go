@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
 )
 
 // TestReferenceStore runs the suite against memStore, the contract written
@@ -115,10 +116,10 @@ func parseCursor(s string) (memCursor, error) {
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("%w: not base64url", cursor.ErrMalformed)
 	}
 	if n, err := fmt.Sscanf(string(raw), "%d %q %q", &c.at, &c.a, &c.b); err != nil || n != 3 {
-		return c, errors.New("malformed cursor")
+		return c, fmt.Errorf("%w: not a cursor", cursor.ErrMalformed)
 	}
 	return c, nil
 }
