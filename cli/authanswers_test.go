@@ -1,61 +1,13 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
-
-// serveFor starts toolplane serve with args (and a fresh database) for
-// the test, and answers its base URL and the admin and demo agent keys.
-func serveFor(t *testing.T, args ...string) (base, admin, agent string) {
-	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- serve(ctx, append([]string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "data", "toolplane.db")}, args...), &out, &errOut)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(40 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+) `)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start: %s %s", out.String(), errOut.String())
-		}
-	}
-	creds, err := os.ReadFile(filepath.Join(dir, "data", "credentials.env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin = regexp.MustCompile(`TOOLPLANE_ADMIN_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
-	agent = regexp.MustCompile(`TOOLPLANE_DEMO_AGENT_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
-	return base, admin, agent
-}
 
 // The served doors answer auth as curl sees them: a Bearer challenge
 // naming the protected resource metadata of the resource asked (the MCP
@@ -68,8 +20,9 @@ func TestServeAuthAnswers(t *testing.T) {
 		issuer = "https://issuer.example"
 		public = "http://toolplane.test:8443"
 	)
-	oauthBase, _, _ := serveFor(t, "--jwt-issuer", issuer, "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--public-url", public)
-	plainBase, admin, _ := serveFor(t)
+	oauthBase := startServe(t, "--jwt-issuer", issuer, "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--public-url", public).base
+	plain := startServe(t)
+	plainBase, admin := plain.base, plain.admin
 	tests := []struct {
 		name, base, method, path, key string
 		status                        int

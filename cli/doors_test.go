@@ -1,60 +1,14 @@
 package cli
 
 import (
-	"context"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane/apikey"
 )
-
-// serveWith runs serve --demo with extra flags on a loopback port and
-// answers its base URL and the first start's admin and demo agent keys.
-func serveWith(t *testing.T, flags ...string) (base, admin, agent string) {
-	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
-	done := make(chan int, 1)
-	args := append([]string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "data", "toolplane.db")}, flags...)
-	go func() { done <- serve(ctx, args, &out, &errOut) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(40 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+) `)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start: %s %s", out.String(), errOut.String())
-		}
-	}
-	creds, err := os.ReadFile(filepath.Join(dir, "data", "credentials.env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin = regexp.MustCompile(`TOOLPLANE_ADMIN_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
-	agent = regexp.MustCompile(`TOOLPLANE_DEMO_AGENT_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
-	return base, admin, agent
-}
 
 // from answers a client whose connections leave from the loopback address
 // ip: a second caller at a second address on one machine.
@@ -84,7 +38,8 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 // refused (401, then 429), the holders are not.
 func TestServeWrongSecretsDoNotLockOutTheKeys(t *testing.T) {
 	t.Parallel()
-	base, admin, agent := serveWith(t, "--rate-limit", "20", "--auth-failure-limit", "5")
+	r := startServe(t, "--rate-limit", "20", "--auth-failure-limit", "5")
+	base, admin, agent := r.base, r.admin, r.agent
 	flooder := from("127.0.0.2")
 	refused := map[int]int{}
 	for i := range 40 {

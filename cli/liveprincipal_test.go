@@ -35,7 +35,8 @@ func call(t *testing.T, method, url, key, body string) (int, map[string]any) {
 // principal stored when it was filed.
 func TestServeRunsAnApprovedCallOnTheLivePrincipal(t *testing.T) {
 	t.Parallel()
-	base, admin, agent := serveWith(t)
+	r := startServe(t)
+	base, admin, agent := r.base, r.admin, r.agent
 	keyID, _, err := apikey.Parse(agent)
 	if err != nil {
 		t.Fatal(err)

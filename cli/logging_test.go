@@ -5,55 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
-
-// serveLogged runs serve --demo with flags on a loopback port and answers
-// its base URL, the demo agent's key and what it writes to stderr.
-func serveLogged(t *testing.T, flags ...string) (base, agent string, errOut *syncBuffer) {
-	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	errOut = &syncBuffer{}
-	done := make(chan int, 1)
-	args := append([]string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, flags...)
-	go func() { done <- serve(ctx, args, &out, errOut) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(40 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+) `)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start: %s %s", out.String(), errOut.String())
-		}
-	}
-	creds, err := os.ReadFile(filepath.Join(dir, "credentials.env"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent = regexp.MustCompile(`TOOLPLANE_DEMO_AGENT_KEY=(\S+)`).FindStringSubmatch(string(creds))[1]
-	return base, agent, errOut
-}
 
 // TestServeLogLevel checks --log-level and --log-format: an MCP session's
 // routine lines (the SDK's "server session connected", at INFO) are
@@ -77,7 +33,8 @@ func TestServeLogLevel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			base, agent, errOut := serveLogged(t, tt.flags...)
+			r := startServe(t, tt.flags...)
+			base, agent, errOut := r.base, r.agent, r.stderr
 			req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(
 				`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 			req.Header.Set("Authorization", "Bearer "+agent)
@@ -124,7 +81,7 @@ func TestServedOpenAPINamesPublicURL(t *testing.T) {
 	t.Parallel()
 	// A loopback host, so the MCP door's Host check still admits the test.
 	const public = "http://127.0.0.1:9/toolplane"
-	base, _, _ := serveLogged(t, "--public-url", public)
+	base := startServe(t, "--public-url", public).base
 	resp, err := http.Get(base + "/v1/openapi.json")
 	if err != nil {
 		t.Fatal(err)

@@ -19,17 +19,22 @@ type running struct {
 	base, admin, agent string
 	// database is the server's SQLite file.
 	database string
+	// stderr is what the server writes to its standard error (its log).
+	stderr *syncBuffer
 }
 
-func startServe(t *testing.T) running {
+// startServe runs serve --demo with flags on a loopback port, on a fresh
+// database, until the test ends, and answers where it listens and the
+// first start's keys.
+func startServe(t *testing.T, flags ...string) running {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out syncBuffer
+	errOut := &syncBuffer{}
 	done := make(chan int, 1)
-	go func() {
-		done <- serve(ctx, []string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
-	}()
+	args := append([]string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, flags...)
+	go func() { done <- serve(ctx, args, &out, errOut) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -39,16 +44,20 @@ func startServe(t *testing.T) running {
 		}
 	})
 	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+) `)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
 			creds := readCreds(t, filepath.Join(dir, "credentials.env"))
-			return running{base: m[1], admin: creds["TOOLPLANE_ADMIN_KEY"], agent: creds["TOOLPLANE_DEMO_AGENT_KEY"], database: filepath.Join(dir, "toolplane.db")}
+			return running{base: m[1], admin: creds["TOOLPLANE_ADMIN_KEY"], agent: creds["TOOLPLANE_DEMO_AGENT_KEY"],
+				database: filepath.Join(dir, "toolplane.db"), stderr: errOut}
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s %s", code, out.String(), errOut.String())
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start: %s %s", out.String(), errOut.String())
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
