@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
 )
 
 // from answers a client whose connections leave from the loopback address
@@ -51,15 +49,7 @@ func initialize(t *testing.T, client *http.Client, url, key string) *http.Respon
 func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "mcp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)

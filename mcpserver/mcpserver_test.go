@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
 )
 
 type bindings struct{ *handler.Registry }
@@ -43,15 +41,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "mcp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t)
 	defs, bs, _ := demo.New().Catalogue()
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)

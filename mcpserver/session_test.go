@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
 )
 
 // demoServer serves the demo catalogue over MCP and answers its URL and an
@@ -39,15 +37,7 @@ func demoServer(t *testing.T, publicURL string) (string, string) {
 func demoDoor(t *testing.T, publicURL string) (string, string, *invoke.Invoker) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "mcp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t)
 	defs, bs, _ := demo.New().Catalogue()
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)
@@ -151,15 +141,7 @@ func TestOlderProtocolVersionsAreNegotiated(t *testing.T) {
 func TestMCPRequestsAreRateLimitedPerKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "mcp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
