@@ -64,9 +64,13 @@ func (g Gate) refused(token string) *RefusedError {
 //
 //  1. A key the node verified within the cache's TTL is recognised at once
 //     (a digest compared in constant time).
-//  2. Otherwise, a client address that has spent its failure budget is
-//     refused before the credential is checked, so a flooder stops costing
-//     a store read and an Argon2id run per request.
+//  2. Otherwise, an API key is refused before it is checked when both the
+//     client address and its key id have spent their failure budgets
+//     (ratelimit.Failures.Blocked): so a flood costs each key id at most
+//     its budget of Argon2id runs per window. Anything else is checked,
+//     whatever others sent from the same address: a JWT costs no Argon2id
+//     run, and a key id nobody floods costs at most one, so a holder
+//     sharing an address (NAT, proxy) with a flooder is not locked out.
 //  3. The credential is checked. A failure is counted against the client
 //     address and the key id it names (Failures); past either budget the
 //     caller is told to slow down (LimitedError) instead of that the key is
@@ -74,7 +78,9 @@ func (g Gate) refused(token string) *RefusedError {
 //  4. A credential that authenticated spends its own budget (Limiter).
 //
 // So the per-key budget is spent only by its holder, and a right secret
-// authenticates while wrong ones for the same id are refused.
+// authenticates while wrong ones for the same id are refused. The one
+// credential a flood can hold back is an API key that is not cached, whose
+// own key id the flood names with wrong secrets, from the flooder's address.
 type Gate struct {
 	Authenticator
 	// Limiter, when set, limits each authenticated credential's requests.
@@ -94,7 +100,7 @@ func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*
 	cred, ok := g.Cache.Cached(token, now)
 	if !ok {
 		if g.Failures != nil {
-			if d, blocked := g.Failures.Blocked(client, now); blocked {
+			if d, blocked := g.Failures.Blocked(client, keyID(token), now); blocked {
 				return nil, d, &LimitedError{Decision: d, Failures: true}
 			}
 		}
@@ -105,11 +111,7 @@ func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*
 			if g.Failures == nil {
 				return nil, ratelimit.Decision{}, g.refused(token)
 			}
-			id, _, perr := Parse(token)
-			if perr != nil {
-				id = ""
-			}
-			if d := g.Failures.Fail(client, id, now); !d.Allowed {
+			if d := g.Failures.Fail(client, keyID(token), now); !d.Allowed {
 				return nil, d, &LimitedError{Decision: d, Failures: true}
 			}
 			return nil, ratelimit.Decision{}, g.refused(token)
@@ -125,6 +127,16 @@ func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*
 		return nil, d, &LimitedError{Decision: d}
 	}
 	return cred, d, nil
+}
+
+// keyID answers the key id token names, or "" for a token that is not a
+// well-formed API key (a JWT, junk): the id its failures are counted under.
+func keyID(token string) string {
+	id, _, err := Parse(token)
+	if err != nil {
+		return ""
+	}
+	return id
 }
 
 // Repeated settles the cost of a request of cred, admitted at now, whose

@@ -66,3 +66,66 @@ func TestGateKeepsTheHolderOutOfTheFloodersReach(t *testing.T) {
 		}
 	}
 }
+
+// An address that spent its failure budget on junk (tokens that are not
+// keys, keys of ids nobody holds) still has a valid key checked and
+// admitted: a key is refused unchecked only where its own key id has
+// spent its budget too, which is what bounds the Argon2id work of a flood.
+func TestGateChecksAValidKeyFromAFloodedAddress(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	id, key := store.stored(t, time.Time{})
+	other, otherKey := store.stored(t, time.Time{})
+	g := Gate{Authenticator: Authenticator{Store: store, Cache: NewCache(0, time.Hour)},
+		Failures: ratelimit.NewFailures(2, time.Minute)}
+	const flooder = "10.0.0.9"
+	for i := range 10 {
+		junk := "not-a-key"
+		if i%2 == 1 {
+			junkID, secret, err := New(toolplane.CredentialAgent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			junk = Key(junkID, secret)
+		}
+		if _, _, err := g.Admit(context.Background(), junk, flooder, now); err == nil {
+			t.Fatalf("junk %q admitted", junk)
+		}
+	}
+	// Wrong secrets for the other key's id spend that id's budget too.
+	wrong := Key(other, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+	for range 2 {
+		g.Admit(context.Background(), wrong, flooder, now)
+	}
+	steps := []struct {
+		name, token string
+		want        string // "ok", "429"
+		storeRead   bool
+	}{
+		{"a valid key nobody flooded, never cached", key, "ok", true},
+		{"the same key, now cached", key, "ok", false},
+		{"a wrong secret for the flooded id: refused unread", wrong, "429", false},
+		{"the flooded id's holder, uncached, at the flooder's address", otherKey, "429", false},
+	}
+	for _, s := range steps {
+		before := store.readCount()
+		cred, _, err := g.Admit(context.Background(), s.token, flooder, now)
+		got := "ok"
+		var limited *LimitedError
+		switch {
+		case errors.As(err, &limited) && limited.Failures:
+			got = "429"
+		case err != nil:
+			got = err.Error()
+		case cred.ID != id:
+			got = "admitted as " + cred.ID
+		}
+		if got != s.want {
+			t.Errorf("%s: %s, want %s", s.name, got, s.want)
+		}
+		if read := store.readCount() > before; read != s.storeRead {
+			t.Errorf("%s: store read %v, want %v", s.name, read, s.storeRead)
+		}
+	}
+}

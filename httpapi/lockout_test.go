@@ -1,13 +1,24 @@
 package httpapi_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/ratelimit"
 )
 
@@ -112,6 +123,60 @@ func TestToolListingsAreNotPubliclyCacheable(t *testing.T) {
 		cc := resp.Header.Get("Cache-Control")
 		if resp.StatusCode != http.StatusOK || !strings.Contains(cc, "private") || !strings.Contains(cc, "no-store") {
 			t.Errorf("GET %s: %d, Cache-Control %q; want private, no-store", path, resp.StatusCode, cc)
+		}
+	}
+}
+
+// A flood of junk tokens from one address (a NAT, a proxy a holder shares)
+// spends that address's failure budget, yet a valid credential presented
+// from there afterwards is checked and admitted: an API key the node has
+// never cached and a JWT, which is never cached.
+func TestJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.api.Limiter = ratelimit.New(5, time.Minute)
+	f.api.Failures = ratelimit.NewFailures(3, time.Minute)
+	f.api.Keys = apikey.NewCache(0, time.Hour)
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256)}}})
+	}))
+	t.Cleanup(jwks.Close)
+	f.api.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
+	tok, err := jwt.Signed(signer).Claims(map[string]any{"iss": "https://idp.example", "aud": "toolplane", "sub": "agent-jwt", "org": "org-1",
+		"exp": time.Now().Add(time.Hour).Unix(), "toolplane_kind": "agent", "toolplane_tools": []string{"demo.search_tickets"}}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := f.mintAdmin(t)
+	shared := from(t, "127.0.0.1")
+	got429 := 0
+	for i := range 30 {
+		var junk string
+		switch i % 3 {
+		case 0:
+			junk = "junk-" + strconv.Itoa(i)
+		case 1:
+			junk = tok[:len(tok)-3] + "abc" // a JWT whose signature fails
+		default:
+			id, secret, _ := apikey.New(toolplane.CredentialAgent) // a key id nobody holds
+			junk = apikey.Key(id, secret)
+		}
+		switch resp := get(t, shared, f.srv.URL+"/v1/tools", junk); resp.StatusCode {
+		case http.StatusUnauthorized:
+		case http.StatusTooManyRequests:
+			got429++
+		default:
+			t.Fatalf("junk answered %d", resp.StatusCode)
+		}
+	}
+	if got429 != 27 {
+		t.Errorf("the flood got %d 429s past its budget of 3; want 27", got429)
+	}
+	for _, c := range []struct{ name, token string }{{"an uncached API key", admin}, {"a JWT", tok}} {
+		if resp := get(t, shared, f.srv.URL+"/v1/tools", c.token); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s from the flooded address: %d, want 200", c.name, resp.StatusCode)
 		}
 	}
 }

@@ -2,18 +2,27 @@ package mcpserver_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -82,5 +91,66 @@ func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 	}
 	if rem := resp.Header.Get("X-RateLimit-Remaining"); rem != "4" {
 		t.Errorf("the holder has %s requests left; the flood spent its budget", rem)
+	}
+}
+
+// A flood of junk tokens from one address spends its failure budget, yet a
+// valid credential presented from there afterwards opens its session on
+// the MCP door: an agent key the node has never cached, and a JWT.
+func TestMCPJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := openStore(t)
+	reg, _, _ := registry.Build(nil, registry.Options{})
+	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
+	id, secret, _ := apikey.New(toolplane.CredentialAgent)
+	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1",
+		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256)}}})
+	}))
+	t.Cleanup(jwks.Close)
+	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
+	tok, err := jwt.Signed(signer).Claims(map[string]any{"iss": "https://idp.example", "aud": "toolplane", "sub": "agent-jwt", "org": "org-1",
+		"exp": time.Now().Add(time.Hour).Unix(), "toolplane_kind": "agent"}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
+		Tokens:  &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL},
+		Keys:    apikey.NewCache(0, time.Hour),
+		Limiter: ratelimit.New(5, time.Minute), Failures: ratelimit.NewFailures(3, time.Minute)}).Handler())
+	t.Cleanup(srv.Close)
+
+	got429 := 0
+	for i := range 30 {
+		var junk string
+		switch i % 3 {
+		case 0:
+			junk = "junk-" + strconv.Itoa(i)
+		case 1:
+			junk = tok[:len(tok)-3] + "abc" // a JWT whose signature fails
+		default:
+			junkID, junkSecret, _ := apikey.New(toolplane.CredentialAgent) // a key id nobody holds
+			junk = apikey.Key(junkID, junkSecret)
+		}
+		switch status := initialize(t, from("127.0.0.1"), srv.URL, junk).StatusCode; status {
+		case http.StatusUnauthorized:
+		case http.StatusTooManyRequests:
+			got429++
+		default:
+			t.Fatalf("junk answered %d", status)
+		}
+	}
+	if got429 != 27 {
+		t.Errorf("the flood got %d 429s past its budget of 3; want 27", got429)
+	}
+	for _, c := range []struct{ name, token string }{{"an uncached agent key", apikey.Key(id, secret)}, {"a JWT", tok}} {
+		if status := initialize(t, from("127.0.0.1"), srv.URL, c.token).StatusCode; status != http.StatusOK {
+			t.Errorf("%s from the flooded address: %d, want 200", c.name, status)
+		}
 	}
 }

@@ -123,21 +123,24 @@ func (l *Limiter) take(key string, now time.Time, count bool) Decision {
 
 // Failures limits failed authentications, on a budget of their own: per
 // client address and per key id, each up to the limit per window. It never
-// counts a request that authenticated, so a flood of wrong secrets for a
-// key's id leaves the key's holder untouched: the holder presents the right
-// secret, which is checked before any failure budget is consulted for the
-// key id.
+// counts a request that authenticated, so failures only ever refuse
+// further failures' checks, never a credential that proves itself.
 //
 // What each budget does once spent:
 //
-//   - A client address over its budget is refused before its credential is
-//     checked at all (unless the key is one the node verified recently,
-//     which costs nothing to recognise): a flooder stops costing an
-//     Argon2id verification per request.
 //   - A key id over its budget answers its further failures with a refusal
 //     to retry later rather than a plain "not valid"; a right secret for
-//     that id still authenticates, from any address whose budget is not
-//     spent.
+//     that id still authenticates.
+//   - An API key presented from an address over its budget, under a key id
+//     over its budget too, is refused before its secret is checked (see
+//     Blocked). That is what caps the Argon2id work a flood costs: each
+//     key id pays at most its budget of verifications per window, whatever
+//     the number of addresses or tokens. Every other token is checked,
+//     because refusing it unchecked would let anyone sharing the address
+//     (a NAT, a proxy) lock out its holders: a JWT (cheap to verify), a
+//     malformed key (refused without the store), an API key whose id is
+//     not being flooded (one store read, and at most one Argon2id run
+//     until its id's budget is spent).
 type Failures struct {
 	byAddr, byID *Limiter
 }
@@ -148,11 +151,27 @@ func NewFailures(limit int, per time.Duration) *Failures {
 	return &Failures{byAddr: New(limit, per), byID: New(limit, per)}
 }
 
-// Blocked reports whether the client address addr has spent its failure
-// budget at now, with the decision that says when it may try again.
-func (f *Failures) Blocked(addr string, now time.Time) (Decision, bool) {
-	d := f.byAddr.Peek(addr, now)
-	return d, !d.Allowed
+// Blocked reports whether an API key with key id id, presented from the
+// client address addr, is to be refused at now without being checked: both
+// the address and the id have spent their failure budgets. A token without
+// a key id (id "": a JWT, a malformed key) is never blocked, since checking
+// it costs no Argon2id run. The decision says when the caller may try again.
+func (f *Failures) Blocked(addr, id string, now time.Time) (Decision, bool) {
+	if id == "" {
+		return Decision{}, false
+	}
+	da := f.byAddr.Peek(addr, now)
+	if da.Allowed {
+		return da, false
+	}
+	di := f.byID.Peek(id, now)
+	if di.Allowed {
+		return di, false
+	}
+	if di.Reset.After(da.Reset) {
+		return di, true
+	}
+	return da, true
 }
 
 // Fail counts one failed authentication from addr, presenting the key id
@@ -180,8 +199,10 @@ func (f *Failures) Fail(addr, id string, now time.Time) Decision {
 // can write (X-Forwarded-For, Forwarded), which would let a flooder pick a
 // fresh address per request. An IPv6 address counts as its /64, the block
 // one subscriber is usually given. Behind a reverse proxy every client
-// shares the proxy's address, and so one failure budget: a correct key
-// still authenticates there (see Failures), only failures are pooled.
+// shares the proxy's address, and so one failure budget; only failures are
+// pooled there: a correct credential is still checked and admitted, unless
+// it is an API key that is not cached and whose own key id has spent its
+// failure budget too (see Failures.Blocked).
 func ClientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

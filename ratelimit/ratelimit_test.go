@@ -66,35 +66,49 @@ func TestPeekCountsNothing(t *testing.T) {
 	}
 }
 
-// Failures are counted per address and per key id; Blocked looks at the
-// address alone, and a key id's budget refuses only further failures.
+// Failures are counted per address and per key id; Blocked refuses an
+// unchecked key only when both its address and its key id are spent, and
+// never a token without a key id.
 func TestFailuresPerAddressAndKeyID(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)
 	f := NewFailures(2, time.Minute)
 	steps := []struct {
-		addr, id     string
-		allowed      bool
-		blockedAfter bool
+		addr, id string
+		allowed  bool
+		// blocked: after the failure, is the same key id from the same
+		// address refused unchecked; fresh: is another key id from there;
+		// jwt: is a token without a key id from there.
+		blocked, fresh, jwt bool
 	}{
-		{"10.0.0.1", "tpk_a", true, false},
-		{"10.0.0.1", "tpk_a", true, true},
+		{"10.0.0.1", "tpk_a", true, false, false, false},
+		{"10.0.0.1", "tpk_a", true, true, false, false},
 		// Another address, the same id: the id's budget is spent.
-		{"10.0.0.2", "tpk_a", false, false},
-		// Another id from that address: within both budgets.
-		{"10.0.0.2", "tpk_b", true, true},
+		{"10.0.0.2", "tpk_a", false, false, false, false},
+		// Another id from that address: the address is spent, but tpk_b
+		// is not, so neither it nor an unseen id is blocked.
+		{"10.0.0.2", "tpk_b", true, false, false, false},
 		// A token without an id (a JWT) counts against the address only.
-		{"10.0.0.3", "", true, false},
+		{"10.0.0.3", "", true, false, false, false},
+		{"10.0.0.3", "", true, false, false, false},
+		// tpk_a from this spent address is blocked; a JWT never is.
+		{"10.0.0.3", "tpk_a", false, true, false, false},
 	}
 	for i, s := range steps {
 		if d := f.Fail(s.addr, s.id, now); d.Allowed != s.allowed {
 			t.Errorf("step %d: allowed %v, want %v", i, d.Allowed, s.allowed)
 		}
-		if _, blocked := f.Blocked(s.addr, now); blocked != s.blockedAfter {
-			t.Errorf("step %d: address blocked %v, want %v", i, blocked, s.blockedAfter)
+		if _, blocked := f.Blocked(s.addr, s.id, now); blocked != s.blocked {
+			t.Errorf("step %d: blocked %v, want %v", i, blocked, s.blocked)
+		}
+		if _, blocked := f.Blocked(s.addr, "tpk_unseen", now); blocked != s.fresh {
+			t.Errorf("step %d: an unseen key id blocked %v, want %v", i, blocked, s.fresh)
+		}
+		if _, blocked := f.Blocked(s.addr, "", now); blocked != s.jwt {
+			t.Errorf("step %d: a token without a key id blocked %v, want %v", i, blocked, s.jwt)
 		}
 	}
-	if _, blocked := f.Blocked("10.0.0.1", now.Add(time.Minute)); blocked {
+	if _, blocked := f.Blocked("10.0.0.1", "tpk_a", now.Add(time.Minute)); blocked {
 		t.Error("a spent address stays blocked past its window")
 	}
 }
