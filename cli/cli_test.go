@@ -471,6 +471,11 @@ func TestLoginContextsAndPrecedence(t *testing.T) {
 		{"an empty --key= too", env("TOOLPLANE_SERVER", r.base, "TOOLPLANE_KEY", r.admin), []string{"--key="}, 2, "--key is empty"},
 		{"an empty variable is unset", env("TOOLPLANE_SERVER", "", "TOOLPLANE_KEY", ""), []string{"--context", "default"}, 0, ""},
 		{"an unknown context", env(), []string{"--context", "nowhere"}, 2, `no context "nowhere"`},
+		// A context's key goes only to that context's server.
+		{"--context ignores the environment's server", env("TOOLPLANE_SERVER", dead), []string{"--context", "default"}, 0, ""},
+		{"the environment's server, the current context's key withheld", env("TOOLPLANE_SERVER", r.base), nil, 2, "no API key for " + r.base},
+		{"--server elsewhere, the context's key withheld", env(), []string{"--context", "default", "--server", dead}, 2, "no API key for " + dead},
+		{"--server naming the context's own server keeps its key", env(), []string{"--context", "default", "--server", r.base + "/"}, 0, ""},
 	}
 	for _, c := range cases {
 		code, out, errOut := runIn(c.env, append([]string{"keys", "list"}, c.args...)...)

@@ -45,7 +45,9 @@ type target struct {
 	key, keyFrom       string
 }
 
-// resolve applies the precedence flag > environment > context > default.
+// resolve applies the precedence flag > environment > context > default,
+// server and key each, except that a context's key is used only with that
+// context's server.
 // An empty flag is refused rather than read as "no key": an empty --key
 // is almost always a variable that failed to fill, and silently sending
 // another key (or none) would hide that.
@@ -60,6 +62,9 @@ func (r *remote) resolve(cmd *cobra.Command) (target, error) {
 	if err != nil {
 		return t, err
 	}
+	// ctxServer is the server the context's key was saved for, while the
+	// key resolved so far is the context's ("" otherwise).
+	var ctxServer string
 	ctxName := cfg.CurrentContext
 	if r.context != "" {
 		ctxName = r.context
@@ -78,21 +83,28 @@ func (r *remote) resolve(cmd *cobra.Command) (target, error) {
 		}
 		if c.Key != "" {
 			t.key, t.keyFrom = c.Key, from
+			ctxServer = strings.TrimRight(t.server, "/")
 		}
 	}
 	if v := r.a.getenv("TOOLPLANE_SERVER"); v != "" && r.context == "" {
 		t.server, t.serverFrom = v, "$TOOLPLANE_SERVER"
 	}
 	if v := r.a.getenv("TOOLPLANE_KEY"); v != "" && r.context == "" {
-		t.key, t.keyFrom = v, "$TOOLPLANE_KEY"
+		t.key, t.keyFrom, ctxServer = v, "$TOOLPLANE_KEY", ""
 	}
 	if r.server != "" {
 		t.server, t.serverFrom = r.server, "--server"
 	}
 	if r.key != "" {
-		t.key, t.keyFrom = r.key, "--key"
+		t.key, t.keyFrom, ctxServer = r.key, "--key", ""
 	}
 	t.server = strings.TrimRight(t.server, "/")
+	if ctxServer != "" && t.server != ctxServer {
+		// A context's key goes only to that context's server: a server
+		// named by --server or $TOOLPLANE_SERVER never receives a
+		// credential saved for another.
+		t.key, t.keyFrom = "", ""
+	}
 	if u, err := url.Parse(t.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return t, usageErr("the server %q (from %s) is not an http:// or https:// URL", t.server, t.serverFrom)
 	}
