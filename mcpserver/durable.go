@@ -241,6 +241,17 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 		w.WriteHeader(http.StatusNoContent)
 		return nil, true
 	}
+	// A restored session is held here as one opened here is, so it counts
+	// against the same caps: else one key could hold its cap on every
+	// node here, and a restart would bring every stored session back
+	// uncapped. The reservation is released once the session is held
+	// (and counted as such) or the restore failed.
+	release, refusal := s.reserve(r)
+	if refusal != nil {
+		refusal.write(w, nil)
+		return nil, true
+	}
+	defer release()
 	sess, err := s.restore(r, row, cred, sdk)
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "session restore failed", "session_door", door, "err", err)

@@ -555,3 +555,29 @@ func TestSessionExpiryAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// A session restored on a node counts against that node's caps as one
+// opened there does: a key at its cap on node B cannot bring its session
+// of node A to B, and B answers with the cap's refusal.
+func TestRestoredSessionCountsAgainstTheCaps(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "sqlite")
+	one := func(s *mcpserver.Server) { s.MaxSessionsPerKey = 1 }
+	urlA, _ := c.node(t, one)
+	urlB, _ := c.node(t, one)
+	rtA := &router{key: c.keyA}
+	rtA.to(t, urlA+"/mcp")
+	onA := connect(t, rtA)
+	rtB := &router{key: c.keyA}
+	rtB.to(t, urlB+"/mcp")
+	connect(t, rtB) // B now holds the key's one session.
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ledger_post","arguments":{"amount":40}}}`
+	if code := raw(t, urlB+"/mcp", c.keyA, onA.ID(), call); code != http.StatusTooManyRequests {
+		t.Errorf("the key's session of A presented at B (at its cap) = %d, want %d", code, http.StatusTooManyRequests)
+	}
+	if n := c.effects.Load(); n != 0 {
+		t.Errorf("effects = %d, want 0", n)
+	}
+	// A still serves it.
+	post(t, onA, 1, nil)
+}
