@@ -894,6 +894,13 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 				// On /mcp the model reads toolplane's envelope; an image or
 				// audio the server sent leaves it for a block of its own.
 				res.Data, lifted = liftMedia(res.Data)
+				if res.Meta.Untrusted {
+					// Out of the envelope, a block has lost its label:
+					// it is cleaned as the governed copy cleans it (its
+					// text fenced, its identifiers kept only in their own
+					// syntax; an image's data is left alone).
+					fence(lifted, "mcp:"+t.Def.Binding.Remote.ConnectionID)
+				}
 			}
 		}
 	}
