@@ -616,7 +616,7 @@ func (sess *session) syncRelayed(visible bool) {
 			want[key] = true
 			if !sess.relayed[key] {
 				sess.srv.AddPrompt(p, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-					return ups.GetPrompt(ctx, slug, req.Params)
+					return labelPrompt(ups.GetPrompt(ctx, slug, req.Params))
 				})
 			}
 		}
@@ -1018,18 +1018,54 @@ func untrustedMeta() mcp.Meta { return mcp.Meta{untrustedMetaKey: true} }
 // would change.
 func labelResource(res *mcp.ReadResourceResult, err error) (*mcp.ReadResourceResult, error) {
 	if res != nil {
-		if res.Meta == nil {
-			res.Meta = mcp.Meta{}
-		}
-		for k := range res.Meta {
-			// The server's own _meta does not speak for toolplane.
-			if boundary.LooksLikeMarker(k) {
-				delete(res.Meta, k)
-			}
-		}
-		res.Meta[untrustedMetaKey] = true
+		res.Meta = labelled(res.Meta)
 	}
 	return res, err
+}
+
+// labelPrompt labels a prompt got from an upstream as untrusted in its
+// _meta, and each message's content block in its own (a message has no
+// _meta of its own). Its text is left as the server wrote it: a prompt is
+// instructions a user picks to send, which a fence would change.
+func labelPrompt(res *mcp.GetPromptResult, err error) (*mcp.GetPromptResult, error) {
+	if res == nil {
+		return res, err
+	}
+	res.Meta = labelled(res.Meta)
+	for _, m := range res.Messages {
+		if m == nil {
+			continue
+		}
+		switch c := m.Content.(type) {
+		case *mcp.TextContent:
+			c.Meta = labelled(c.Meta)
+		case *mcp.ImageContent:
+			c.Meta = labelled(c.Meta)
+		case *mcp.AudioContent:
+			c.Meta = labelled(c.Meta)
+		case *mcp.ResourceLink:
+			c.Meta = labelled(c.Meta)
+		case *mcp.EmbeddedResource:
+			c.Meta = labelled(c.Meta)
+		}
+	}
+	return res, err
+}
+
+// labelled answers the _meta m of something from an upstream with the
+// untrusted label set, and without the keys of m that could pass for
+// toolplane's: the server's own _meta does not speak for toolplane.
+func labelled(m mcp.Meta) mcp.Meta {
+	if m == nil {
+		m = mcp.Meta{}
+	}
+	for k := range m {
+		if boundary.LooksLikeMarker(k) {
+			delete(m, k)
+		}
+	}
+	m[untrustedMetaKey] = true
+	return m
 }
 
 // elicitApproval asks a client that supports URL elicitation to show the
