@@ -581,3 +581,46 @@ func TestRestoredSessionCountsAgainstTheCaps(t *testing.T) {
 	// A still serves it.
 	post(t, onA, 1, nil)
 }
+
+// A node that restored a session learns the contracts its client froze
+// later through another node, at its next touch: a call there on a tool
+// whose contract differs from the one listed answers tool_changed.
+func TestRestoredSessionLearnsContractsFrozenElsewhere(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, backend)
+			urlA, _ := c.node(t)
+			// B runs a changed contract of ledger.post.
+			c.input = json.RawMessage(`{"type":"object","properties":{"amount":{"type":"integer"},"memo":{"type":"string"}},"required":["amount"],"additionalProperties":false}`)
+			urlB, _ := c.node(t)
+			rt := &router{key: c.keyA}
+			rt.to(t, urlA+"/mcp")
+			cs := connect(t, rt)
+			// B restores the session before the client lists anything.
+			rt.to(t, urlB+"/mcp")
+			if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "nothing", Arguments: map[string]any{}}); err != nil {
+				t.Fatal(err)
+			}
+			// The client lists on A, which freezes A's contract.
+			rt.to(t, urlA+"/mcp")
+			if _, err := cs.ListTools(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			// Past B's touch interval, the call on B holds to it.
+			time.Sleep(3 * sessionTouch)
+			rt.to(t, urlB+"/mcp")
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ledger_post", Arguments: map[string]any{"amount": 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if txt := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(txt, string(toolplane.CodeToolChanged)) {
+				t.Errorf("a call on B after the client listed the old contract on A = %.200s, want tool_changed", txt)
+			}
+			if n := c.effects.Load(); n != 0 {
+				t.Errorf("effects = %d, want 0", n)
+			}
+		})
+	}
+}

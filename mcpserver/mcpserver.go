@@ -385,8 +385,12 @@ type session struct {
 	// pins are the version ranges the agent's grants pin tools to.
 	pins map[string]string
 	// shown is the schema hash of each tool (by platform name) as the
-	// client last listed it: the run's frozen contracts.
-	shown map[string]string
+	// client last listed it: the run's frozen contracts. listings counts
+	// the listings that replaced it on this node, so a touch that read
+	// the stored contracts does not put back older ones over a listing
+	// made meanwhile.
+	shown    map[string]string
+	listings int
 }
 
 type listed struct {
@@ -732,6 +736,7 @@ func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 			sess.shown = shown
+			sess.listings++
 			sess.mu.Unlock()
 			if changed {
 				// Any node continuing the session holds the run to what
