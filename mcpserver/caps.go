@@ -4,10 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-
-	"github.com/modelcontextprotocol/go-sdk/auth"
-
-	"github.com/toolplane/toolplane"
 )
 
 // Defaults of the session caps. A session costs about 100 KB (the SDK's
@@ -35,10 +31,7 @@ type capRefusal struct {
 // Sessions established and still held count, and so do openings in flight,
 // so concurrent openings cannot pass a cap together.
 func (s *Server) reserve(r *http.Request) (release func(), refusal *capRefusal) {
-	var cred *toolplane.Credential
-	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-		cred, _ = ti.Extra["credential"].(*toolplane.Credential)
-	}
+	cred := credentialOf(r)
 	if cred == nil {
 		// Not authenticated: the SDK opens nothing for it.
 		return func() {}, nil

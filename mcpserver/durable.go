@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 
@@ -37,7 +38,10 @@ import (
 // exact to within SessionTouch. The touch is also how a node learns a
 // session it holds was ended elsewhere (a DELETE on another node, or
 // expiry): a session found gone is ended on this node too, so a session
-// ended on one node is refused on every other within SessionTouch.
+// ended on one node is refused on every other within SessionTouch. It
+// reads the session's frozen contracts too, so a node that restored a
+// session holds its calls, within SessionTouch, to what its client listed
+// through another node since.
 
 // defaultSessionTouch is how often a node touches a session it serves.
 const defaultSessionTouch = 5 * time.Second
@@ -100,6 +104,10 @@ func (sess *session) store(ctx context.Context, ss *mcp.ServerSession, version s
 // touch moves the stored session's expiry on, when the last touch is
 // SessionTouch old, and answers false when the session is no longer
 // stored (ended on another node, or expired): the caller ends it here.
+// The touch also reads the session's frozen contracts, and takes them when
+// they differ from the ones held here: the client may have listed through
+// another node since this one restored the session, and the run holds to
+// what it was last shown wherever it continues.
 func (sess *session) touch(ctx context.Context) bool {
 	st := sess.s.Sessions
 	ss := sess.ss.Load()
@@ -111,7 +119,9 @@ func (sess *session) touch(ctx context.Context) bool {
 	if now.Sub(time.Unix(0, last)) < sess.s.touchEvery() || !sess.touched.CompareAndSwap(last, now.UnixNano()) {
 		return true
 	}
-	err := st.TouchSession(context.WithoutCancel(ctx), sess.cred.OrganizationID, ss.ID(), now.Add(sess.s.idle()))
+	ctx = context.WithoutCancel(ctx)
+	org := sess.cred.OrganizationID
+	err := st.TouchSession(ctx, org, ss.ID(), now.Add(sess.s.idle()))
 	switch {
 	case errors.Is(err, toolplane.ErrNotFound):
 		return false
@@ -120,7 +130,28 @@ func (sess *session) touch(ctx context.Context) bool {
 		// the next request touches again.
 		sess.touched.Store(last)
 		sess.s.Log.WarnContext(ctx, "session touch failed", "err", err)
+		return true
 	}
+	sess.mu.Lock()
+	listings := sess.listings
+	sess.mu.Unlock()
+	row, err := st.GetSession(ctx, org, ss.ID())
+	switch {
+	case errors.Is(err, toolplane.ErrNotFound):
+		return false
+	case err != nil:
+		// The contracts held here stay; the next touch reads again.
+		sess.s.Log.WarnContext(ctx, "session contracts not read", "err", err)
+		return true
+	}
+	sess.mu.Lock()
+	// None stored while some are held here means their store failed: the
+	// ones held here are the newer.
+	if sess.listings == listings && len(row.Contracts) > 0 && !maps.Equal(row.Contracts, sess.shown) {
+		// A new map, never a change to the one calls hold.
+		sess.shown = maps.Clone(row.Contracts)
+	}
+	sess.mu.Unlock()
 	return true
 }
 
@@ -241,6 +272,17 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 		w.WriteHeader(http.StatusNoContent)
 		return nil, true
 	}
+	// A restored session is held here as one opened here is, so it counts
+	// against the same caps: else one key could hold its cap on every
+	// node here, and a restart would bring every stored session back
+	// uncapped. The reservation is released once the session is held
+	// (and counted as such) or the restore failed.
+	release, refusal := s.reserve(r)
+	if refusal != nil {
+		refusal.write(w, nil)
+		return nil, true
+	}
+	defer release()
 	sess, err := s.restore(r, row, cred, sdk)
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "session restore failed", "session_door", door, "err", err)

@@ -327,17 +327,16 @@ func TestSessionRefusesAnotherCredentialOnAnotherNode(t *testing.T) {
 			rt.to(t, urlA+"/mcp")
 			cs := connect(t, rt)
 			call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ledger_post","arguments":{"amount":40}}}`
-			// Node B reads the store as the presenting credential's
-			// organization, so another organization's session is not found
-			// there; node A holds the session and refuses any other
-			// credential as the SDK does.
+			// Another organization's session is not found, on the node
+			// that holds it as on any other; another credential of the
+			// organization is refused as the SDK refuses it.
 			tests := []struct {
 				name         string
 				key          string
 				wantB, wantA int
 			}{
 				{"another agent of the organization", c.keyB, http.StatusForbidden, http.StatusForbidden},
-				{"another organization", c.keyOther, http.StatusNotFound, http.StatusForbidden},
+				{"another organization", c.keyOther, http.StatusNotFound, http.StatusNotFound},
 			}
 			for _, tt := range tests {
 				if code := raw(t, urlB+"/mcp", tt.key, cs.ID(), call); code != tt.wantB {
@@ -553,5 +552,74 @@ func TestSessionExpiryAcrossNodes(t *testing.T) {
 		if code := raw(t, u+"/mcp", c.keyA, cs.ID(), call); code != http.StatusNotFound {
 			t.Errorf("a call at %s on a session idle past its time = %d, want 404", u, code)
 		}
+	}
+}
+
+// A session restored on a node counts against that node's caps as one
+// opened there does: a key at its cap on node B cannot bring its session
+// of node A to B, and B answers with the cap's refusal.
+func TestRestoredSessionCountsAgainstTheCaps(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "sqlite")
+	one := func(s *mcpserver.Server) { s.MaxSessionsPerKey = 1 }
+	urlA, _ := c.node(t, one)
+	urlB, _ := c.node(t, one)
+	rtA := &router{key: c.keyA}
+	rtA.to(t, urlA+"/mcp")
+	onA := connect(t, rtA)
+	rtB := &router{key: c.keyA}
+	rtB.to(t, urlB+"/mcp")
+	connect(t, rtB) // B now holds the key's one session.
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ledger_post","arguments":{"amount":40}}}`
+	if code := raw(t, urlB+"/mcp", c.keyA, onA.ID(), call); code != http.StatusTooManyRequests {
+		t.Errorf("the key's session of A presented at B (at its cap) = %d, want %d", code, http.StatusTooManyRequests)
+	}
+	if n := c.effects.Load(); n != 0 {
+		t.Errorf("effects = %d, want 0", n)
+	}
+	// A still serves it.
+	post(t, onA, 1, nil)
+}
+
+// A node that restored a session learns the contracts its client froze
+// later through another node, at its next touch: a call there on a tool
+// whose contract differs from the one listed answers tool_changed.
+func TestRestoredSessionLearnsContractsFrozenElsewhere(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, backend)
+			urlA, _ := c.node(t)
+			// B runs a changed contract of ledger.post.
+			c.input = json.RawMessage(`{"type":"object","properties":{"amount":{"type":"integer"},"memo":{"type":"string"}},"required":["amount"],"additionalProperties":false}`)
+			urlB, _ := c.node(t)
+			rt := &router{key: c.keyA}
+			rt.to(t, urlA+"/mcp")
+			cs := connect(t, rt)
+			// B restores the session before the client lists anything.
+			rt.to(t, urlB+"/mcp")
+			if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "nothing", Arguments: map[string]any{}}); err != nil {
+				t.Fatal(err)
+			}
+			// The client lists on A, which freezes A's contract.
+			rt.to(t, urlA+"/mcp")
+			if _, err := cs.ListTools(t.Context(), nil); err != nil {
+				t.Fatal(err)
+			}
+			// Past B's touch interval, the call on B holds to it.
+			time.Sleep(3 * sessionTouch)
+			rt.to(t, urlB+"/mcp")
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ledger_post", Arguments: map[string]any{"amount": 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if txt := res.Content[0].(*mcp.TextContent).Text; !res.IsError || !strings.Contains(txt, string(toolplane.CodeToolChanged)) {
+				t.Errorf("a call on B after the client listed the old contract on A = %.200s, want tool_changed", txt)
+			}
+			if n := c.effects.Load(); n != 0 {
+				t.Errorf("effects = %d, want 0", n)
+			}
+		})
 	}
 }

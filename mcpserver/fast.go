@@ -13,10 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/toolplane/toolplane"
 )
 
 // maxRequestBody bounds one POST to the MCP endpoint, on the fast path and
@@ -70,6 +67,13 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 			if sess, answered = s.stored(w, r, sid, door, next); answered {
 				return
 			}
+		}
+		if sess != nil && sess.foreign(r) {
+			// Another organization's session is not found, whatever its
+			// id, on the node that holds it as on every other (stored
+			// reads only the caller's organization).
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
 		}
 		if sess == nil || sess.upstream != door || !sess.owns(r) {
 			// Another endpoint's session, or another key's: this
@@ -335,12 +339,15 @@ const statelessProtocol = "2026-07-28"
 
 // owns reports whether r comes from the credential that opened the session.
 func (sess *session) owns(r *http.Request) bool {
-	ti := auth.TokenInfoFromContext(r.Context())
-	if ti == nil {
-		return false
-	}
-	cred, _ := ti.Extra["credential"].(*toolplane.Credential)
+	cred := credentialOf(r)
 	return cred != nil && cred.ID == sess.cred.ID && cred.OrganizationID == sess.cred.OrganizationID
+}
+
+// foreign reports whether r is authenticated as a credential of another
+// organization than the session's.
+func (sess *session) foreign(r *http.Request) bool {
+	cred := credentialOf(r)
+	return cred != nil && cred.OrganizationID != sess.cred.OrganizationID
 }
 
 // answerCall answers one tools/call as the SDK would: the handler's result,
@@ -447,12 +454,7 @@ func (sess *session) expire() {
 		sess.act.mu.Unlock()
 		return
 	}
-	sess.closing.Store(true)
-	sess.abandon()
-	if ss := sess.ss.Load(); ss != nil {
-		ss.Close()
-	}
-	sess.forget()
+	sess.endHere()
 }
 
 // forget drops the session from the fast path's index and stops its timer.

@@ -385,8 +385,12 @@ type session struct {
 	// pins are the version ranges the agent's grants pin tools to.
 	pins map[string]string
 	// shown is the schema hash of each tool (by platform name) as the
-	// client last listed it: the run's frozen contracts.
-	shown map[string]string
+	// client last listed it: the run's frozen contracts. listings counts
+	// the listings that replaced it on this node, so a touch that read
+	// the stored contracts does not put back older ones over a listing
+	// made meanwhile.
+	shown    map[string]string
+	listings int
 }
 
 type listed struct {
@@ -616,7 +620,7 @@ func (sess *session) syncRelayed(visible bool) {
 			want[key] = true
 			if !sess.relayed[key] {
 				sess.srv.AddPrompt(p, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-					return ups.GetPrompt(ctx, slug, req.Params)
+					return labelPrompt(ups.GetPrompt(ctx, slug, req.Params))
 				})
 			}
 		}
@@ -732,6 +736,7 @@ func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 			sess.shown = shown
+			sess.listings++
 			sess.mu.Unlock()
 			if changed {
 				// Any node continuing the session holds the run to what
@@ -894,6 +899,13 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 				// On /mcp the model reads toolplane's envelope; an image or
 				// audio the server sent leaves it for a block of its own.
 				res.Data, lifted = liftMedia(res.Data)
+				if res.Meta.Untrusted {
+					// Out of the envelope, a block has lost its label:
+					// it is cleaned as the governed copy cleans it (its
+					// text fenced, its identifiers kept only in their own
+					// syntax; an image's data is left alone).
+					fence(lifted, "mcp:"+t.Def.Binding.Remote.ConnectionID)
+				}
 			}
 		}
 	}
@@ -1011,18 +1023,54 @@ func untrustedMeta() mcp.Meta { return mcp.Meta{untrustedMetaKey: true} }
 // would change.
 func labelResource(res *mcp.ReadResourceResult, err error) (*mcp.ReadResourceResult, error) {
 	if res != nil {
-		if res.Meta == nil {
-			res.Meta = mcp.Meta{}
-		}
-		for k := range res.Meta {
-			// The server's own _meta does not speak for toolplane.
-			if boundary.LooksLikeMarker(k) {
-				delete(res.Meta, k)
-			}
-		}
-		res.Meta[untrustedMetaKey] = true
+		res.Meta = labelled(res.Meta)
 	}
 	return res, err
+}
+
+// labelPrompt labels a prompt got from an upstream as untrusted in its
+// _meta, and each message's content block in its own (a message has no
+// _meta of its own). Its text is left as the server wrote it: a prompt is
+// instructions a user picks to send, which a fence would change.
+func labelPrompt(res *mcp.GetPromptResult, err error) (*mcp.GetPromptResult, error) {
+	if res == nil {
+		return res, err
+	}
+	res.Meta = labelled(res.Meta)
+	for _, m := range res.Messages {
+		if m == nil {
+			continue
+		}
+		switch c := m.Content.(type) {
+		case *mcp.TextContent:
+			c.Meta = labelled(c.Meta)
+		case *mcp.ImageContent:
+			c.Meta = labelled(c.Meta)
+		case *mcp.AudioContent:
+			c.Meta = labelled(c.Meta)
+		case *mcp.ResourceLink:
+			c.Meta = labelled(c.Meta)
+		case *mcp.EmbeddedResource:
+			c.Meta = labelled(c.Meta)
+		}
+	}
+	return res, err
+}
+
+// labelled answers the _meta m of something from an upstream with the
+// untrusted label set, and without the keys of m that could pass for
+// toolplane's: the server's own _meta does not speak for toolplane.
+func labelled(m mcp.Meta) mcp.Meta {
+	if m == nil {
+		m = mcp.Meta{}
+	}
+	for k := range m {
+		if boundary.LooksLikeMarker(k) {
+			delete(m, k)
+		}
+	}
+	m[untrustedMetaKey] = true
+	return m
 }
 
 // elicitApproval asks a client that supports URL elicitation to show the

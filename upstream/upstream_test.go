@@ -427,7 +427,8 @@ func TestGovernedCopyServesTheUpstreamsOwnNames(t *testing.T) {
 	if got, _ := json.Marshal(res.StructuredContent); string(got) != `{"found":true,"id":"z"}` {
 		t.Errorf("structured content %s", got)
 	}
-	// Resources and prompts are relayed as the server gives them.
+	// Resources and prompts are relayed as the server gives them, labelled
+	// untrusted in their _meta.
 	rr, err := cs.ReadResource(e.ctx, &mcp.ReadResourceParams{URI: "note://readme"})
 	if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "read me" {
 		t.Errorf("resource through the copy: %+v %v", rr, err)
@@ -437,6 +438,8 @@ func TestGovernedCopyServesTheUpstreamsOwnNames(t *testing.T) {
 	gp, err := cs.GetPrompt(e.ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "ada"}})
 	if err != nil || len(gp.Messages) != 1 || gp.Messages[0].Content.(*mcp.TextContent).Text != "hello ada" {
 		t.Errorf("prompt through the copy: %+v %v", gp, err)
+	} else if gp.Meta["toolplane/untrusted"] != true || gp.Messages[0].Content.(*mcp.TextContent).Meta["toolplane/untrusted"] != true {
+		t.Errorf("a relayed prompt is not labelled untrusted: %v, message %v", gp.Meta, gp.Messages[0].Content.(*mcp.TextContent).Meta)
 	}
 	// A tool the copy does not show is a tool_unavailable result.
 	res, err = cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "nope", Arguments: map[string]any{}})
