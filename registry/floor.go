@@ -48,6 +48,52 @@ type Floor struct {
 	// Replay is nil unless every declaring tool allows replay; then it is
 	// the fewest attempts any of them allows.
 	Replay *toolplane.Replay
+	// Default: no platform tool declares this remote binding (its server
+	// lists it, but ingestion refused it, or it is not listed at all), so
+	// the floor is ingestion's default for any remote tool (RemoteDefault):
+	// a published definition never runs a remote tool weaker than the
+	// platform would have ingested it.
+	Default bool
+}
+
+// RemoteDefault sets on d what ingestion declares for a remote tool its
+// owner relaxed nothing of: a destructive write needing approval, whose
+// answers come from outside the platform. It is the one statement of that
+// default: upstream ingests under it, and it is the floor of a remote tool
+// no platform tool declares.
+func RemoteDefault(d *toolplane.Definition) {
+	d.Effect = toolplane.EffectWrite
+	d.Annotations.Destructive = true
+	d.Annotations.RequiresApproval = true
+	d.Annotations.OpenWorld = true
+}
+
+// remoteDefaultName is what a default floor is declared by, as reviews
+// and problems name it.
+const remoteDefaultName = "ingestion's default for a remote tool"
+
+// defaultFloor answers the floor of remote binding ref that no platform
+// tool declares: ingestion's default.
+func defaultFloor(ref string) *Floor {
+	d := toolplane.Definition{Name: remoteDefaultName}
+	RemoteDefault(&d)
+	f := &Floor{Binding: ref, Default: true}
+	f.declare(&d)
+	return f
+}
+
+// floorOf answers the floor of what b executes under floors: the platform's
+// declaration, else, for a remote tool, ingestion's default; nil for a
+// handler no platform tool declares.
+func floorOf(floors map[string]*Floor, b toolplane.Binding) *Floor {
+	ref := BindingRef(b)
+	if f := floors[ref]; f != nil {
+		return f
+	}
+	if b.Remote != nil && ref != "" {
+		return defaultFloor(ref)
+	}
+	return nil
 }
 
 // Guarded reports whether the binding needs a person: it is declared
@@ -200,10 +246,13 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 }
 
 // Floor answers the platform's declaration of what b executes, when a
-// built-in or ingested tool declares it.
+// built-in or ingested tool declares it. A remote tool no platform tool
+// declares answers ingestion's default (Floor.Default): a server may list
+// tools ingestion refused, and a definition binding one is held as
+// strictly as an ingested one would be.
 func (r *Registry) Floor(b toolplane.Binding) (*Floor, bool) {
-	f, ok := r.state.Load().floors[BindingRef(b)]
-	return f, ok
+	f := floorOf(r.state.Load().floors, b)
+	return f, f != nil
 }
 
 // floorsOf answers the floors the platform's own tools declare: every
@@ -273,7 +322,7 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 	if t.published != nil {
 		own = *t.published
 	}
-	f := floors[BindingRef(own.Binding)]
+	f := floorOf(floors, own.Binding)
 	var d toolplane.Definition
 	var problems []Problem
 	if f != nil {

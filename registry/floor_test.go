@@ -151,3 +151,46 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// A remote tool no platform tool declares (its server lists it, but
+// ingestion refused it) has ingestion's default as its floor: a published
+// definition binding it is served as a guarded write, never as published.
+func TestUningestedRemoteToolIsHeldToIngestionsDefault(t *testing.T) {
+	t.Parallel()
+	r, _, err := Build(nil, Options{Bindings: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := base()
+	pub.Name, pub.Kind = "mcp.conn-1.wipe", toolplane.KindMCP
+	pub.Binding = toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: "conn-1", RemoteName: "wipe"}}
+	pub.Effect, pub.Repeatable = toolplane.EffectRead, nil
+	if ps := r.SetVersions("published", []Version{{Organization: "org-a", Def: pub, State: toolplane.StateActive}}); len(ps) > 0 {
+		t.Fatal(ps)
+	}
+
+	f, ok := r.Floor(pub.Binding)
+	if !ok || !f.Default || !f.Guarded() || f.Effect != toolplane.EffectWrite || !f.Untrusted {
+		t.Fatalf("floor of an uningested remote tool: %+v, %v", f, ok)
+	}
+	tool, ok := r.Get("org-a", pub.Name)
+	if !ok {
+		t.Fatal("the published version is not served")
+	}
+	want := toolplane.Definition{}
+	RemoteDefault(&want)
+	d := tool.Def
+	if d.Effect != want.Effect || d.Annotations.Destructive != want.Annotations.Destructive ||
+		d.Annotations.RequiresApproval != want.Annotations.RequiresApproval || !d.Untrusted() {
+		t.Fatalf("served as %+v, want ingestion's default %+v", d, want)
+	}
+	if !slices.Contains(tool.Raised, "annotations.requires_approval") {
+		t.Fatalf("raised %v", tool.Raised)
+	}
+
+	// A handler no platform tool declares still has no floor: a published
+	// definition is then the whole contract of its own tool.
+	if _, ok := r.Floor(base().Binding); ok {
+		t.Fatal("a floor for a handler nothing declares")
+	}
+}

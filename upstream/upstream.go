@@ -534,11 +534,10 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 	d := toolplane.Definition{
 		Name: "mcp." + u.cfg.Slug + "." + t.Name, Kind: toolplane.KindMCP, Description: desc,
 		InputSchema: in, OutputSchema: out, Owner: u.cfg.Owner, Tags: []string{"mcp", u.cfg.Slug},
-		Effect:      toolplane.EffectWrite,
-		Annotations: toolplane.Annotations{Destructive: true, RequiresApproval: true, OpenWorld: true},
-		Binding:     toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: u.cfg.Slug, RemoteName: t.Name}},
-		Timeout:     toolplane.Duration(u.cfg.Timeout),
+		Binding: toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: u.cfg.Slug, RemoteName: t.Name}},
+		Timeout: toolplane.Duration(u.cfg.Timeout),
 	}
+	registry.RemoteDefault(&d)
 	if r, ok := u.relaxation(t.Name); ok {
 		if r.Effect != "" {
 			d.Effect = r.Effect
