@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -48,6 +49,14 @@ type Floor struct {
 	// Replay is nil unless every declaring tool allows replay; then it is
 	// the fewest attempts any of them allows.
 	Replay *toolplane.Replay
+	// Batches is the smallest max_batch_size declared, by batch argument:
+	// the handler takes no more items in one call, whatever a definition
+	// bound to it calls itself.
+	Batches map[string]int
+	// Facts is every policy fact a declaring tool names, sorted: policy
+	// rules read them about a call of the binding, and a definition that
+	// left one out would have those rules read it as absent.
+	Facts []string
 	// Default: no platform tool declares this remote binding (its server
 	// lists it, but ingestion refused it, or it is not listed at all), so
 	// the floor is ingestion's default for any remote tool (RemoteDefault):
@@ -152,6 +161,20 @@ func (f *Floor) declare(d *toolplane.Definition) {
 	if f.Approval == nil && d.Approval != nil {
 		f.Approval = cloneApproval(d.Approval)
 	}
+	if d.BatchArgument != "" {
+		if f.Batches == nil {
+			f.Batches = map[string]int{}
+		}
+		if limit, ok := f.Batches[d.BatchArgument]; !ok || d.MaxBatchSize < limit {
+			f.Batches[d.BatchArgument] = d.MaxBatchSize
+		}
+	}
+	for _, fact := range d.PolicyFacts {
+		if !slices.Contains(f.Facts, fact) {
+			f.Facts = append(f.Facts, fact)
+		}
+	}
+	slices.Sort(f.Facts)
 	switch {
 	case first && d.Replay != nil:
 		f.Replay = &toolplane.Replay{MaxAttempts: d.Replay.MaxAttempts}
@@ -241,6 +264,36 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 			weaker("replay.max_attempts", fmt.Sprintf("%d attempts where the binding allows %d", d.Replay.MaxAttempts, f.Replay.MaxAttempts), fmt.Sprintf("allow at most %d", f.Replay.MaxAttempts))
 			d.Replay = &toolplane.Replay{MaxAttempts: f.Replay.MaxAttempts}
 		}
+	}
+	if len(f.Batches) > 0 {
+		limit, ok := f.Batches[d.BatchArgument]
+		switch {
+		case !ok:
+			// A definition states one batch limit: where the binding
+			// declares several, the first by argument name is held.
+			args := slices.Sorted(maps.Keys(f.Batches))
+			what := "bounds no batch"
+			if d.BatchArgument != "" {
+				what = "bounds batch argument " + d.BatchArgument
+			}
+			weaker("batch_argument", fmt.Sprintf("%s where the binding bounds %s at %d", what, args[0], f.Batches[args[0]]),
+				fmt.Sprintf("set batch_argument: %s and max_batch_size: %d", args[0], f.Batches[args[0]]))
+			d.BatchArgument, d.MaxBatchSize = args[0], f.Batches[args[0]]
+		case d.MaxBatchSize > limit:
+			weaker("max_batch_size", fmt.Sprintf("%d items of %s per call where the binding takes %d", d.MaxBatchSize, d.BatchArgument, limit),
+				fmt.Sprintf("set max_batch_size: %d or less", limit))
+			d.MaxBatchSize = limit
+		}
+	}
+	var missing []string
+	for _, fact := range f.Facts {
+		if !slices.Contains(d.PolicyFacts, fact) {
+			missing = append(missing, fact)
+		}
+	}
+	if len(missing) > 0 {
+		weaker("policy_facts", fmt.Sprintf("leaves out policy facts %s", strings.Join(missing, ", ")), "add "+strings.Join(missing, ", ")+" to policy_facts")
+		d.PolicyFacts = append(slices.Clone(d.PolicyFacts), missing...)
 	}
 	return d, problems
 }

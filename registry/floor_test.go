@@ -93,6 +93,8 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 	platform.Metered = true
 	platform.Annotations = toolplane.Annotations{Destructive: true, RequiresApproval: true, Idempotent: true}
 	platform.Replay = &toolplane.Replay{MaxAttempts: 2}
+	platform.BatchArgument, platform.MaxBatchSize = "ids", 10
+	platform.PolicyFacts = []string{"recipient_is_new"}
 	r, _, err := Build([]toolplane.Definition{platform}, Options{Bindings: deployment})
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +119,11 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 		{"not metered", func(d *toolplane.Definition) { d.Metered = false }, []string{"metered"}},
 		{"more replays", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 5} }, []string{"replay.max_attempts"}},
 		{"a stricter write", func(d *toolplane.Definition) { d.Repeatable = &no; d.Replay = nil; d.Annotations.LongRunning = false }, nil},
+		{"no batch limit", func(d *toolplane.Definition) { d.BatchArgument, d.MaxBatchSize = "", 0 }, []string{"batch_argument"}},
+		{"another batch argument", func(d *toolplane.Definition) { d.BatchArgument = "filter" }, []string{"batch_argument"}},
+		{"a larger batch", func(d *toolplane.Definition) { d.MaxBatchSize = 500 }, []string{"max_batch_size"}},
+		{"a smaller batch", func(d *toolplane.Definition) { d.MaxBatchSize = 3 }, nil},
+		{"no policy facts", func(d *toolplane.Definition) { d.PolicyFacts = nil }, []string{"policy_facts"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +143,9 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 				t.Fatalf("fields %v, want %v", fields, tt.field)
 			}
 			// What Hold answers is never weaker than the binding.
+			if held.BatchArgument != "ids" || held.MaxBatchSize > 10 || !slices.Contains(held.PolicyFacts, "recipient_is_new") {
+				t.Errorf("held batch %s/%d, facts %v", held.BatchArgument, held.MaxBatchSize, held.PolicyFacts)
+			}
 			if _, again := f.Hold(held); len(again) != 0 {
 				t.Errorf("the held definition is still weaker: %v", again)
 			}
