@@ -174,11 +174,18 @@ func TestARemoteBindingOfAToolNotIngestedKeepsTheDefaultApproval(t *testing.T) {
 	if err := svc.Refresh(e.ctx); err != nil {
 		t.Fatal(err)
 	}
+	if tool, ok := e.reg.Get("org-1", d.Name); !ok || !tool.Def.Annotations.RequiresApproval || !tool.Def.Annotations.Destructive || tool.Def.Effect != toolplane.EffectWrite {
+		t.Fatalf("served as published: %v", ok)
+	}
+	// Listed is not ingested: the remote tool is not called at all, not
+	// even with a person's approval.
+	if _, err := e.set.Binding(d.Binding.Remote); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("binding of a listed tool ingestion refused: %v", err)
+	}
 	inv := &toolplane.Invocation{OrganizationID: "org-1", RunID: "run-1", AgentID: "agent-1", StepPath: "agent",
 		Principal: toolplane.Principal{ID: "agent-1", Tools: []string{"mcp.up.wipe"}}, Source: toolplane.SourceSDK}
 	r, err := e.iv.InvokeJSON(e.ctx, "mcp.up.wipe", json.RawMessage(`{"text":"all"}`), inv)
-	var ar *invoke.ApprovalRequired
-	if !errors.As(err, &ar) || wiped.Load() != 0 {
+	if err == nil && r.OK || wiped.Load() != 0 {
 		t.Fatalf("mcp.up.wipe ran without a person: %+v %v, wiped %d", r, err, wiped.Load())
 	}
 }
