@@ -2,6 +2,7 @@ package toolplane
 
 import (
 	"path"
+	"strings"
 	"time"
 )
 
@@ -116,6 +117,27 @@ func (c *Credential) HasRole(role, team string) bool {
 			}
 		case have == role:
 			return true
+		}
+	}
+	return false
+}
+
+// HasRoleInAnyTeam reports whether the credential holds one of the team
+// roles (tool_owner, tool_publisher) for some team, or platform_admin: a
+// caller who may act on some team's tools, before the team is known.
+// Only a person holds roles.
+func (c *Credential) HasRoleInAnyTeam(roles ...string) bool {
+	if c == nil || c.Kind != CredentialPerson {
+		return false
+	}
+	for _, have := range c.Roles {
+		if have == RolePlatformAdmin {
+			return true
+		}
+		for _, role := range roles {
+			if strings.HasPrefix(have, role+":") {
+				return true
+			}
 		}
 	}
 	return false

@@ -155,3 +155,27 @@ func TestPrincipalAllow(t *testing.T) {
 		t.Errorf("pins %v", p.Pins)
 	}
 }
+
+func TestHasRoleInAnyTeam(t *testing.T) {
+	t.Parallel()
+	person := func(roles ...string) *Credential { return &Credential{Kind: CredentialPerson, Roles: roles} }
+	tests := []struct {
+		name string
+		c    *Credential
+		ask  []string
+		want bool
+	}{
+		{"nobody", nil, []string{RoleToolOwner}, false},
+		{"owner of a team", person("tool_owner:team-a"), []string{RoleToolOwner}, true},
+		{"publisher asked for owner", person("tool_publisher:team-a"), []string{RoleToolOwner}, false},
+		{"publisher asked for either", person("tool_publisher:team-a"), []string{RoleToolOwner, RoleToolPublisher}, true},
+		{"a role without a team", person("tool_owner"), []string{RoleToolOwner}, false},
+		{"platform admin", person(RolePlatformAdmin), []string{RoleToolOwner}, true},
+		{"an agent", &Credential{Kind: CredentialAgent, Roles: []string{"tool_owner:team-a"}}, []string{RoleToolOwner}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.c.HasRoleInAnyTeam(tt.ask...); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -148,12 +148,8 @@ func (s *Service) Get(ctx context.Context, name, version string, by *toolplane.C
 // tool_publisher of some team (or platform_admin). Publish decides the
 // definition's own team.
 func MayPublish(by *toolplane.Credential) error {
-	if by != nil && by.Kind == toolplane.CredentialPerson {
-		for _, r := range by.Roles {
-			if r == toolplane.RolePlatformAdmin || strings.HasPrefix(r, toolplane.RoleToolOwner+":") || strings.HasPrefix(r, toolplane.RoleToolPublisher+":") {
-				return nil
-			}
-		}
+	if by.HasRoleInAnyTeam(toolplane.RoleToolOwner, toolplane.RoleToolPublisher) {
+		return nil
 	}
 	return fmt.Errorf("%w: publishing needs the tool_owner or tool_publisher role of a team", ErrForbidden)
 }
@@ -163,12 +159,8 @@ func MayPublish(by *toolplane.Credential) error {
 // tool_owner of some team or platform_admin. Each operation then decides
 // on the version's own team.
 func MayChange(by *toolplane.Credential) error {
-	if by != nil && by.Kind == toolplane.CredentialPerson {
-		for _, r := range by.Roles {
-			if r == toolplane.RolePlatformAdmin || strings.HasPrefix(r, toolplane.RoleToolOwner+":") {
-				return nil
-			}
-		}
+	if by.HasRoleInAnyTeam(toolplane.RoleToolOwner) {
+		return nil
 	}
 	return fmt.Errorf("%w: changing a version needs the tool_owner role of its team or platform_admin", ErrForbidden)
 }

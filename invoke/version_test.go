@@ -114,3 +114,24 @@ func TestCallsResolveInTheCallersOrganization(t *testing.T) {
 		t.Error("CheckApproval of another organization's version passed")
 	}
 }
+
+// A published copy of a batched tool bound to the same handler, that
+// leaves out the batch limit, is held to it: the oversized call is
+// refused as batch_too_large and reaches nothing.
+func TestAPublishedCopyKeepsTheHandlersBatchLimit(t *testing.T) {
+	t.Parallel()
+	var reg *registry.Registry
+	bulk := def("crm.bulk", toolplane.EffectWrite, func(d *toolplane.Definition) {
+		d.BatchArgument, d.MaxBatchSize = "items", 2
+	})
+	e := newEnvWith(t, newStore(t), func(c *invoke.Config) { reg = c.Registry }, tool{def: bulk, fn: ok(map[string]any{})})
+	copied := def("crm.bulk_fast", toolplane.EffectWrite, func(d *toolplane.Definition) { d.Binding.Handler.Key = "crm.bulk" })
+	if ps := reg.SetVersions("published", []registry.Version{{Def: copied, State: toolplane.StateActive}}); len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	r, err := e.iv.Invoke(context.Background(), "crm.bulk_fast", map[string]any{"items": []any{"a", "b", "c"}}, inv("crm.bulk_fast"))
+	code(t, r, err, toolplane.CodeBatchTooLarge)
+	if e.count("crm.bulk") != 0 {
+		t.Fatalf("handler ran %d times", e.count("crm.bulk"))
+	}
+}

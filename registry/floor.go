@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -48,6 +49,60 @@ type Floor struct {
 	// Replay is nil unless every declaring tool allows replay; then it is
 	// the fewest attempts any of them allows.
 	Replay *toolplane.Replay
+	// Batches is the smallest max_batch_size declared, by batch argument:
+	// the handler takes no more items in one call, whatever a definition
+	// bound to it calls itself.
+	Batches map[string]int
+	// Facts is every policy fact a declaring tool names, sorted: policy
+	// rules read them about a call of the binding, and a definition that
+	// left one out would have those rules read it as absent.
+	Facts []string
+	// Default: no platform tool declares this remote binding (its server
+	// lists it, but ingestion refused it, or it is not listed at all), so
+	// the floor is ingestion's default for any remote tool (RemoteDefault):
+	// a published definition never runs a remote tool weaker than the
+	// platform would have ingested it.
+	Default bool
+}
+
+// RemoteDefault sets on d what ingestion declares for a remote tool its
+// owner relaxed nothing of: a destructive write needing approval, whose
+// answers come from outside the platform. It is the one statement of that
+// default: upstream ingests under it, and it is the floor of a remote tool
+// no platform tool declares.
+func RemoteDefault(d *toolplane.Definition) {
+	d.Effect = toolplane.EffectWrite
+	d.Annotations.Destructive = true
+	d.Annotations.RequiresApproval = true
+	d.Annotations.OpenWorld = true
+}
+
+// remoteDefaultName is what a default floor is declared by, as reviews
+// and problems name it.
+const remoteDefaultName = "ingestion's default for a remote tool"
+
+// defaultFloor answers the floor of remote binding ref that no platform
+// tool declares: ingestion's default.
+func defaultFloor(ref string) *Floor {
+	d := toolplane.Definition{Name: remoteDefaultName}
+	RemoteDefault(&d)
+	f := &Floor{Binding: ref, Default: true}
+	f.declare(&d)
+	return f
+}
+
+// floorOf answers the floor of what b executes under floors: the platform's
+// declaration, else, for a remote tool, ingestion's default; nil for a
+// handler no platform tool declares.
+func floorOf(floors map[string]*Floor, b toolplane.Binding) *Floor {
+	ref := BindingRef(b)
+	if f := floors[ref]; f != nil {
+		return f
+	}
+	if b.Remote != nil && ref != "" {
+		return defaultFloor(ref)
+	}
+	return nil
 }
 
 // Guarded reports whether the binding needs a person: it is declared
@@ -106,6 +161,20 @@ func (f *Floor) declare(d *toolplane.Definition) {
 	if f.Approval == nil && d.Approval != nil {
 		f.Approval = cloneApproval(d.Approval)
 	}
+	if d.BatchArgument != "" {
+		if f.Batches == nil {
+			f.Batches = map[string]int{}
+		}
+		if limit, ok := f.Batches[d.BatchArgument]; !ok || d.MaxBatchSize < limit {
+			f.Batches[d.BatchArgument] = d.MaxBatchSize
+		}
+	}
+	for _, fact := range d.PolicyFacts {
+		if !slices.Contains(f.Facts, fact) {
+			f.Facts = append(f.Facts, fact)
+		}
+	}
+	slices.Sort(f.Facts)
 	switch {
 	case first && d.Replay != nil:
 		f.Replay = &toolplane.Replay{MaxAttempts: d.Replay.MaxAttempts}
@@ -196,14 +265,47 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 			d.Replay = &toolplane.Replay{MaxAttempts: f.Replay.MaxAttempts}
 		}
 	}
+	if len(f.Batches) > 0 {
+		limit, ok := f.Batches[d.BatchArgument]
+		switch {
+		case !ok:
+			// A definition states one batch limit: where the binding
+			// declares several, the first by argument name is held.
+			args := slices.Sorted(maps.Keys(f.Batches))
+			what := "bounds no batch"
+			if d.BatchArgument != "" {
+				what = "bounds batch argument " + d.BatchArgument
+			}
+			weaker("batch_argument", fmt.Sprintf("%s where the binding bounds %s at %d", what, args[0], f.Batches[args[0]]),
+				fmt.Sprintf("set batch_argument: %s and max_batch_size: %d", args[0], f.Batches[args[0]]))
+			d.BatchArgument, d.MaxBatchSize = args[0], f.Batches[args[0]]
+		case d.MaxBatchSize > limit:
+			weaker("max_batch_size", fmt.Sprintf("%d items of %s per call where the binding takes %d", d.MaxBatchSize, d.BatchArgument, limit),
+				fmt.Sprintf("set max_batch_size: %d or less", limit))
+			d.MaxBatchSize = limit
+		}
+	}
+	var missing []string
+	for _, fact := range f.Facts {
+		if !slices.Contains(d.PolicyFacts, fact) {
+			missing = append(missing, fact)
+		}
+	}
+	if len(missing) > 0 {
+		weaker("policy_facts", fmt.Sprintf("leaves out policy facts %s", strings.Join(missing, ", ")), "add "+strings.Join(missing, ", ")+" to policy_facts")
+		d.PolicyFacts = append(slices.Clone(d.PolicyFacts), missing...)
+	}
 	return d, problems
 }
 
 // Floor answers the platform's declaration of what b executes, when a
-// built-in or ingested tool declares it.
+// built-in or ingested tool declares it. A remote tool no platform tool
+// declares answers ingestion's default (Floor.Default): a server may list
+// tools ingestion refused, and a definition binding one is held as
+// strictly as an ingested one would be.
 func (r *Registry) Floor(b toolplane.Binding) (*Floor, bool) {
-	f, ok := r.state.Load().floors[BindingRef(b)]
-	return f, ok
+	f := floorOf(r.state.Load().floors, b)
+	return f, f != nil
 }
 
 // floorsOf answers the floors the platform's own tools declare: every
@@ -273,7 +375,7 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 	if t.published != nil {
 		own = *t.published
 	}
-	f := floors[BindingRef(own.Binding)]
+	f := floorOf(floors, own.Binding)
 	var d toolplane.Definition
 	var problems []Problem
 	if f != nil {

@@ -93,6 +93,8 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 	platform.Metered = true
 	platform.Annotations = toolplane.Annotations{Destructive: true, RequiresApproval: true, Idempotent: true}
 	platform.Replay = &toolplane.Replay{MaxAttempts: 2}
+	platform.BatchArgument, platform.MaxBatchSize = "ids", 10
+	platform.PolicyFacts = []string{"recipient_is_new"}
 	r, _, err := Build([]toolplane.Definition{platform}, Options{Bindings: deployment})
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +119,11 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 		{"not metered", func(d *toolplane.Definition) { d.Metered = false }, []string{"metered"}},
 		{"more replays", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 5} }, []string{"replay.max_attempts"}},
 		{"a stricter write", func(d *toolplane.Definition) { d.Repeatable = &no; d.Replay = nil; d.Annotations.LongRunning = false }, nil},
+		{"no batch limit", func(d *toolplane.Definition) { d.BatchArgument, d.MaxBatchSize = "", 0 }, []string{"batch_argument"}},
+		{"another batch argument", func(d *toolplane.Definition) { d.BatchArgument = "filter" }, []string{"batch_argument"}},
+		{"a larger batch", func(d *toolplane.Definition) { d.MaxBatchSize = 500 }, []string{"max_batch_size"}},
+		{"a smaller batch", func(d *toolplane.Definition) { d.MaxBatchSize = 3 }, nil},
+		{"no policy facts", func(d *toolplane.Definition) { d.PolicyFacts = nil }, []string{"policy_facts"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +143,9 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 				t.Fatalf("fields %v, want %v", fields, tt.field)
 			}
 			// What Hold answers is never weaker than the binding.
+			if held.BatchArgument != "ids" || held.MaxBatchSize > 10 || !slices.Contains(held.PolicyFacts, "recipient_is_new") {
+				t.Errorf("held batch %s/%d, facts %v", held.BatchArgument, held.MaxBatchSize, held.PolicyFacts)
+			}
 			if _, again := f.Hold(held); len(again) != 0 {
 				t.Errorf("the held definition is still weaker: %v", again)
 			}
@@ -150,4 +160,47 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// A remote tool no platform tool declares (its server lists it, but
+// ingestion refused it) has ingestion's default as its floor: a published
+// definition binding it is served as a guarded write, never as published.
+func TestUningestedRemoteToolIsHeldToIngestionsDefault(t *testing.T) {
+	t.Parallel()
+	r, _, err := Build(nil, Options{Bindings: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := base()
+	pub.Name, pub.Kind = "mcp.conn-1.wipe", toolplane.KindMCP
+	pub.Binding = toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: "conn-1", RemoteName: "wipe"}}
+	pub.Effect, pub.Repeatable = toolplane.EffectRead, nil
+	if ps := r.SetVersions("published", []Version{{Organization: "org-a", Def: pub, State: toolplane.StateActive}}); len(ps) > 0 {
+		t.Fatal(ps)
+	}
+
+	f, ok := r.Floor(pub.Binding)
+	if !ok || !f.Default || !f.Guarded() || f.Effect != toolplane.EffectWrite || !f.Untrusted {
+		t.Fatalf("floor of an uningested remote tool: %+v, %v", f, ok)
+	}
+	tool, ok := r.Get("org-a", pub.Name)
+	if !ok {
+		t.Fatal("the published version is not served")
+	}
+	want := toolplane.Definition{}
+	RemoteDefault(&want)
+	d := tool.Def
+	if d.Effect != want.Effect || d.Annotations.Destructive != want.Annotations.Destructive ||
+		d.Annotations.RequiresApproval != want.Annotations.RequiresApproval || !d.Untrusted() {
+		t.Fatalf("served as %+v, want ingestion's default %+v", d, want)
+	}
+	if !slices.Contains(tool.Raised, "annotations.requires_approval") {
+		t.Fatalf("raised %v", tool.Raised)
+	}
+
+	// A handler no platform tool declares still has no floor: a published
+	// definition is then the whole contract of its own tool.
+	if _, ok := r.Floor(base().Binding); ok {
+		t.Fatal("a floor for a handler nothing declares")
+	}
 }

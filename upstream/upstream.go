@@ -207,8 +207,9 @@ func (s *Set) Sync(ctx context.Context, slug string) error {
 }
 
 // Binding answers the binding that calls a remote tool (invoke.Remotes).
-// It is the presence check: a tool the server's last list did not hold
-// answers toolplane.ErrNotFound; a server not connected, ErrNotConnected.
+// It is the presence check: a tool the server's last list did not hold,
+// or that no platform tool declares (ingestion refused it), answers
+// toolplane.ErrNotFound; a server not connected, ErrNotConnected.
 func (s *Set) Binding(r *toolplane.RemoteBinding) (*handler.Binding, error) {
 	u, ok := s.ups[r.ConnectionID]
 	if !ok {
@@ -224,6 +225,12 @@ func (s *Set) Binding(r *toolplane.RemoteBinding) (*handler.Binding, error) {
 	}
 	if u.session == nil {
 		return nil, fmt.Errorf("connection %s: %w", r.ConnectionID, ErrNotConnected)
+	}
+	// Listed is not ingested: a tool ingestion refused (a schema over a
+	// bound, a colliding name) is declared by no platform tool, and is
+	// not called, whatever definition binds it.
+	if f, ok := s.reg.Floor(toolplane.Binding{Remote: r}); !ok || f.Default {
+		return nil, fmt.Errorf("%s on %s is not ingested: %w", r.RemoteName, r.ConnectionID, toolplane.ErrNotFound)
 	}
 	b, ok := u.bindings[r.RemoteName]
 	if !ok {
@@ -534,11 +541,10 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 	d := toolplane.Definition{
 		Name: "mcp." + u.cfg.Slug + "." + t.Name, Kind: toolplane.KindMCP, Description: desc,
 		InputSchema: in, OutputSchema: out, Owner: u.cfg.Owner, Tags: []string{"mcp", u.cfg.Slug},
-		Effect:      toolplane.EffectWrite,
-		Annotations: toolplane.Annotations{Destructive: true, RequiresApproval: true, OpenWorld: true},
-		Binding:     toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: u.cfg.Slug, RemoteName: t.Name}},
-		Timeout:     toolplane.Duration(u.cfg.Timeout),
+		Binding: toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: u.cfg.Slug, RemoteName: t.Name}},
+		Timeout: toolplane.Duration(u.cfg.Timeout),
 	}
+	registry.RemoteDefault(&d)
 	if r, ok := u.relaxation(t.Name); ok {
 		if r.Effect != "" {
 			d.Effect = r.Effect
