@@ -150,10 +150,12 @@ func Covers(a *toolplane.Approval, org, run, tool, argsHash, key string) bool {
 
 // Mismatch says why approval a, of another run, is not the call inv makes
 // of tool with arguments hash argsHash: filed for another agent, for
-// another person the agent acts for, for another tool or other arguments.
-// It answers "" when a is the same call, asked by the same agent for the
-// same person (its state is the caller's to judge). The words are the
-// model's to read.
+// another person the agent acts for, for another tenant, for another tool
+// or other arguments. It answers "" when a is the same call, asked by the
+// same agent for the same person and tenant (its state is the caller's to
+// judge). The tenant counts because a person approved the effect on one
+// tenant's data; the same arguments on another tenant's are another
+// effect. The words are the model's to read.
 func Mismatch(a *toolplane.Approval, inv *toolplane.Invocation, tool, argsHash string) string {
 	stored, err := DecodeInvocation(a.Invocation)
 	switch {
@@ -163,6 +165,8 @@ func Mismatch(a *toolplane.Approval, inv *toolplane.Invocation, tool, argsHash s
 		return fmt.Sprintf("approval %s was filed for another agent's call; an approval authorizes only the agent that asked", a.ID)
 	case stored.UserID != inv.UserID:
 		return fmt.Sprintf("approval %s was filed for a call on behalf of another person", a.ID)
+	case stored.TenantID != inv.TenantID:
+		return fmt.Sprintf("approval %s was filed for a call for another tenant", a.ID)
 	case a.Tool != tool:
 		return fmt.Sprintf("approval %s is for another tool (%s)", a.ID, a.Tool)
 	case a.ArgumentsHash != argsHash:
