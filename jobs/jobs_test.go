@@ -408,7 +408,8 @@ func replaysLost(t *testing.T, path string) {
 // as the change: a lost call released (it never reached its handler) and
 // a lost call made uncertain each have one event, from the sweep, naming
 // the key, run, agent and why. Claims of a node known dead are decided
-// without waiting for their leases; a live claim is left, unaudited.
+// without waiting for their leases; a live claim, and one of the sweeping
+// node itself though its heartbeat is behind, is left, unaudited.
 func TestSweepAuditsWhatItDecides(t *testing.T) {
 	for name, path := range databases(t) {
 		t.Run(name, func(t *testing.T) { sweepAudits(t, path) })
@@ -419,11 +420,13 @@ func sweepAudits(t *testing.T, path string) {
 	var effects atomic.Int64
 	const deadAfter = 10 * time.Second
 	n := startNode(t, path, time.Hour, &effects, func(o *jobs.Options) {
-		o.SweepEvery, o.DeadAfter = 100*time.Millisecond, deadAfter
+		o.SweepEvery, o.DeadAfter, o.Node = 100*time.Millisecond, deadAfter, "self-node"
 	})
 	ctx := context.Background()
 	now := time.Now()
-	for id, beat := range map[string]time.Time{"dead-node": now.Add(-time.Minute), "live-node": now.Add(time.Hour)} {
+	// self-node is the sweeping node, its heartbeat behind (a long pause):
+	// it is running its claims, and does not judge them dead.
+	for id, beat := range map[string]time.Time{"dead-node": now.Add(-time.Minute), "live-node": now.Add(time.Hour), "self-node": now.Add(-time.Minute)} {
 		if err := n.store.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
 			t.Fatal(err)
 		}
@@ -446,6 +449,7 @@ func sweepAudits(t *testing.T, path string) {
 	plant("dead-node-dispatched", "dead-node", true, now.Add(time.Hour))
 	plant("dead-node-undispatched", "dead-node", false, now.Add(time.Hour))
 	plant("live", "live-node", true, now.Add(time.Hour))
+	plant("own", "self-node", true, now.Add(time.Hour))
 	n.start(t)
 	want := map[string]string{
 		"lost-after-dispatch": "uncertain", "lost-before-dispatch": jobs.ReleasedOutcome,
@@ -486,8 +490,10 @@ func sweepAudits(t *testing.T, path string) {
 			t.Errorf("%s: claim %+v, %v; want released", key, c, err)
 		}
 	}
-	if c, err := n.store.GetClaim(ctx, "org-1", "email.send", "live"); err != nil || c.Status != toolplane.ClaimProcessing {
-		t.Errorf("live claim: %+v, %v", c, err)
+	for _, key := range []string{"live", "own"} {
+		if c, err := n.store.GetClaim(ctx, "org-1", "email.send", key); err != nil || c.Status != toolplane.ClaimProcessing {
+			t.Errorf("%s claim: %+v, %v", key, c, err)
+		}
 	}
 	if b, _ := json.Marshal(evs); strings.Contains(string(b), "secret@example.com") {
 		t.Errorf("an event carries the arguments: %s", b)

@@ -208,7 +208,11 @@ func (w *work) sweepLeases(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cs = append(cs, orphans...)
+		for _, c := range orphans {
+			if w.opt.Node == "" || c.Node != w.opt.Node {
+				cs = append(cs, c)
+			}
+		}
 	}
 	for i := range cs {
 		if err := w.settleLost(ctx, &cs[i], now); err != nil {
