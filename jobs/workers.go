@@ -335,16 +335,26 @@ func (x *replayWorker) Work(ctx context.Context, job *river.Job[ReplayClaimArgs]
 	if c.Status != toolplane.ClaimProcessing || c.Attempts != job.Args.Attempts {
 		return nil // answered, or another attempt started, since the sweep
 	}
-	_, err = x.w.deps.Invoker.ReplayClaim(ctx, c)
+	r, err := x.w.deps.Invoker.ReplayClaim(ctx, c)
+	var ar *invoke.ApprovalRequired
 	switch {
-	case err == nil, errors.Is(err, invoke.ErrNotReplayable):
-		return nil
 	case errors.Is(err, invoke.ErrInFlight):
 		return river.JobSnooze(time.Second)
+	case err == nil && r.OK:
+		return nil
+	case err != nil && !errors.Is(err, invoke.ErrNotReplayable) && !errors.As(err, &ar):
+		return err // a fault: the job is tried again
 	}
-	var ar *invoke.ApprovalRequired
-	if errors.As(err, &ar) {
-		return nil // policy asks a person now; the call waits on that approval
+	// The replay was refused (denied by the live principal, the tool
+	// changed, the stored arguments invalid, a person must approve it now,
+	// no longer replayable) or ran and answered an error: no worker will
+	// run the lost call again, and it may have acted. Recording it as
+	// uncertain, with its event, puts it before a person instead of
+	// leaving it processing for every sweep to enqueue again. The write is
+	// conditional on c's version, so a claim the replay itself took,
+	// completed or released is left as it is.
+	if _, err := journal.LoseLease(ctx, x.w.deps.Store, c, toolplane.SourceSweep, x.w.opt.Now()); err != nil && !errors.Is(err, journal.ErrLeaseLost) {
+		return err
 	}
-	return err
+	return nil
 }
