@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/journal"
 )
@@ -73,10 +74,8 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 		if err != nil {
 			return err
 		}
-		if err := x.w.expireAt(ctx, next); err != nil {
-			return err
-		}
-		return x.w.auditApproval(ctx, a, "approval_escalated", next.ID)
+		// Escalate stores the approval_escalated event with the change.
+		return x.w.expireAt(ctx, next)
 	}
 	// Expire stores the approval_expired event with the change.
 	_, err = x.w.deps.Approvals.Expire(ctx, a)
@@ -85,14 +84,9 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 
 // auditApproval records what became of an approval nobody answered: the
 // trail from the first request to the last answer stays whole.
-func (w *work) auditApproval(ctx context.Context, a *toolplane.Approval, outcome, next string) error {
-	ev := &toolplane.AuditEvent{
-		// One event per approval and outcome: a retried job finds it stored.
-		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
-		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
-		Outcome: outcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, AuthorizedBy: next,
-		CreatedAt: w.opt.Now(),
-	}
+func (w *work) auditApproval(ctx context.Context, a *toolplane.Approval, outcome string) error {
+	// One event per approval and outcome: a retried job finds it stored.
+	ev := approval.Event(a, outcome, "", w.opt.Now())
 	if err := w.deps.Store.AppendAudit(ctx, ev); err != nil && !errors.Is(err, toolplane.ErrExists) {
 		return fmt.Errorf("audit approval %s: %w", a.ID, err)
 	}
@@ -141,7 +135,7 @@ func (x *executeWorker) Work(ctx context.Context, job *river.Job[ExecuteApproved
 	if gerr != nil {
 		return fmt.Errorf("approval %s: %w (after %w)", job.Args.ID, gerr, err)
 	}
-	if aerr := x.w.auditApproval(ctx, a, "approval_execution_failed", ""); aerr != nil {
+	if aerr := x.w.auditApproval(ctx, a, "approval_execution_failed"); aerr != nil {
 		return aerr
 	}
 	return river.JobCancel(fmt.Errorf("given up after %d attempts: %w", job.Attempt, err))
