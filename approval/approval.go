@@ -150,10 +150,12 @@ func Covers(a *toolplane.Approval, org, run, tool, argsHash, key string) bool {
 
 // Mismatch says why approval a, of another run, is not the call inv makes
 // of tool with arguments hash argsHash: filed for another agent, for
-// another person the agent acts for, for another tool or other arguments.
-// It answers "" when a is the same call, asked by the same agent for the
-// same person (its state is the caller's to judge). The words are the
-// model's to read.
+// another person the agent acts for, for another tenant, for another tool
+// or other arguments. It answers "" when a is the same call, asked by the
+// same agent for the same person and tenant (its state is the caller's to
+// judge). The tenant counts because a person approved the effect on one
+// tenant's data; the same arguments on another tenant's are another
+// effect. The words are the model's to read.
 func Mismatch(a *toolplane.Approval, inv *toolplane.Invocation, tool, argsHash string) string {
 	stored, err := DecodeInvocation(a.Invocation)
 	switch {
@@ -163,6 +165,8 @@ func Mismatch(a *toolplane.Approval, inv *toolplane.Invocation, tool, argsHash s
 		return fmt.Sprintf("approval %s was filed for another agent's call; an approval authorizes only the agent that asked", a.ID)
 	case stored.UserID != inv.UserID:
 		return fmt.Sprintf("approval %s was filed for a call on behalf of another person", a.ID)
+	case stored.TenantID != inv.TenantID:
+		return fmt.Sprintf("approval %s was filed for a call for another tenant", a.ID)
 	case a.Tool != tool:
 		return fmt.Sprintf("approval %s is for another tool (%s)", a.ID, a.Tool)
 	case a.ArgumentsHash != argsHash:
@@ -348,7 +352,8 @@ func (s *Service) Expire(ctx context.Context, a *toolplane.Approval) (bool, erro
 // Escalate applies an approval's default of escalate: a pending approval
 // past its expiry is marked expired, naming the approval that replaces it,
 // and a new pending approval of the same call is filed for group at the
-// next level, waiting ttl. The successor's id is derived from its
+// next level, waiting ttl; the approval_escalated event, naming the
+// successor, is stored with the first change. The successor's id is derived from its
 // predecessor's, and each step is conditional, so running Escalate again
 // after a failure (or on a second node) completes the same escalation
 // instead of starting another.
@@ -375,7 +380,9 @@ func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group str
 	if a.Status == toolplane.ApprovalPending {
 		old := *a
 		old.Status, old.ResolvedAt, old.Reason = toolplane.ApprovalExpired, now, "expired: escalated to "+next.ID+" ("+group+")"
-		ok, err := s.store.UpdateApproval(ctx, &old)
+		// The approval_escalated event is stored with the change: a retry
+		// finds the approval expired already, and its event with it.
+		ok, err := s.store.UpdateApprovalAudited(ctx, &old, Event(&old, EscalatedOutcome, next.ID, now))
 		if err != nil {
 			return nil, fmt.Errorf("escalate approval %s: %w", a.ID, err)
 		}
@@ -417,15 +424,27 @@ func EncodeInvocation(inv *toolplane.Invocation) ([]byte, error) { return json.M
 // time, denied by its default.
 const ExpiredOutcome = "approval_expired"
 
-// ExpiredEvent answers the audit event of a, expired: one per approval (its
-// ID is derived from the approval's), naming the call it held, never its
-// arguments.
+// EscalatedOutcome is the audit outcome of an approval nobody answered in
+// time whose default is escalate: it expired, replaced by an approval of
+// the same call for the next group.
+const EscalatedOutcome = "approval_escalated"
+
+// ExpiredEvent answers the audit event of a, expired.
 func ExpiredEvent(a *toolplane.Approval) *toolplane.AuditEvent {
+	return Event(a, ExpiredOutcome, "", a.ResolvedAt)
+}
+
+// Event answers the audit event of what became of approval a without a
+// person's answer (expired, escalated, its execution given up), at at:
+// one per approval and outcome (its ID is derived from both, so a retry
+// finds it stored), naming the call it held, never its arguments. next,
+// when set, is the approval that replaced a.
+func Event(a *toolplane.Approval, outcome, next string, at time.Time) *toolplane.AuditEvent {
 	ev := &toolplane.AuditEvent{
-		ID: "aud_" + ExpiredOutcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
+		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
 		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
-		Outcome: ExpiredOutcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, Key: a.Key,
-		Reason: a.Reason, CreatedAt: a.ResolvedAt,
+		Outcome: outcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, AuthorizedBy: next, Key: a.Key,
+		Reason: a.Reason, CreatedAt: at,
 	}
 	if inv, err := DecodeInvocation(a.Invocation); err == nil {
 		ev.AgentID, ev.UserID = inv.AgentID, inv.UserID

@@ -755,6 +755,7 @@ func TestEscalateFilesOneSuccessorEvenWhenRunAgain(t *testing.T) {
 	f := newFixture(t)
 	a := proposal(t)
 	a.DefaultOnTimeout = toolplane.OnTimeoutEscalate
+	a.Invocation = []byte(`{"OrganizationID":"org-1","AgentID":"agent-1","UserID":"user-1"}`)
 	f.file(t, a)
 	ctx := context.Background()
 	if _, err := f.svc.Escalate(ctx, a, "directors", 2*time.Hour); !errors.Is(err, approval.ErrNotPending) {
@@ -788,6 +789,16 @@ func TestEscalateFilesOneSuccessorEvenWhenRunAgain(t *testing.T) {
 	pending, _, err := f.store.ListApprovals(ctx, "org-1", toolplane.ApprovalPending, "", 10)
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending approvals = %+v, %v", pending, err)
+	}
+	// The escalation is audited once, with the change, naming the call and
+	// its successor.
+	evs, _, err := f.store.ListAudit(ctx, "org-1", toolplane.AuditFilter{}, "", 10)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events = %+v, %v; want one", evs, err)
+	}
+	if e := evs[0]; e.Outcome != approval.EscalatedOutcome || e.ApprovalID != a.ID || e.AuthorizedBy != next.ID || e.Key != a.Key ||
+		e.AgentID != "agent-1" || e.UserID != "user-1" || e.RunID != "run-1" || e.ArgumentsHash != a.ArgumentsHash || !strings.Contains(e.Reason, next.ID) {
+		t.Fatalf("event = %+v", e)
 	}
 }
 

@@ -235,7 +235,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat},
-		jobs.Options{Logger: log, DeadAfter: *deadAfter, SweepEvery: *sweepEvery})
+		jobs.Options{Logger: log, DeadAfter: *deadAfter, SweepEvery: *sweepEvery, Node: self.ID})
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -64,6 +64,11 @@ func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolp
 	if err := inv.Check(name); err != nil {
 		return toolplane.Result{}, fmt.Errorf("invoke: %w", err)
 	}
+	return iv.invoke(ctx, name, args, inv)
+}
+
+// invoke runs a call whose invocation passed its Check.
+func (iv *Invoker) invoke(ctx context.Context, name string, args any, inv *toolplane.Invocation) (toolplane.Result, error) {
 	ctx, c := iv.begin(ctx, name, args, inv)
 	res, err := c.run(ctx)
 	c.finish(ctx, res, err)
@@ -83,7 +88,7 @@ func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv 
 		c.finish(ctx, *refusal, nil)
 		return *refusal, nil
 	}
-	return iv.Invoke(ctx, name, args, inv)
+	return iv.invoke(ctx, name, args, inv)
 }
 
 // begin opens the call's span, before any checkpoint so a refused call is

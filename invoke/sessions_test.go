@@ -59,12 +59,14 @@ func TestEightSessionsFileOneApproval(t *testing.T) {
 	}
 
 	// What is offered is only the same agent's same call: other arguments,
-	// another agent, a run the caller named, and a call past the approval's
-	// expiry each ask for their own.
+	// another agent, a run the caller named, another tenant, and a call past
+	// the approval's expiry each ask for their own.
 	otherAgent := session(20, "email.send")
 	otherAgent.AgentID, otherAgent.Principal.ID = "agent-2", "agent-2"
 	named := inv("email.send")
 	named.RunID = "run-named"
+	otherTenant := session(23, "email.send")
+	otherTenant.TenantID = "tenant-b"
 	for _, c := range []struct {
 		name string
 		args map[string]any
@@ -73,6 +75,7 @@ func TestEightSessionsFileOneApproval(t *testing.T) {
 		{"other arguments", args("to", "sam"), session(21, "email.send")},
 		{"another agent", args("to", "jo"), otherAgent},
 		{"a named run", args("to", "jo"), named},
+		{"another tenant", args("to", "jo"), otherTenant},
 	} {
 		if ar := must(t).Approval(e.iv.Invoke(ctx, "email.send", c.args, c.in)); ar.ID == first.ID || ar.Existing {
 			t.Errorf("%s was offered approval %s", c.name, ar.ID)
@@ -134,6 +137,17 @@ func TestAuthorizedByAcrossSessions(t *testing.T) {
 				in.UserID = "user-bo"
 				return "email.send", args("to", "jo"), in
 			}, "on behalf of another person"},
+		{"for another tenant", func(e *env) string {
+			in := session(1, "email.send")
+			in.TenantID = "tenant-a"
+			a := must(e.t).Approval(e.iv.Invoke(ctx, "email.send", args("to", "jo"), in))
+			e.resolve(a.ID, true)
+			return a.ID
+		}, func() (string, map[string]any, *toolplane.Invocation) {
+			in := session(2, "email.send")
+			in.TenantID = "tenant-b"
+			return "email.send", args("to", "jo"), in
+		}, "for another tenant"},
 		{"another tool's", approved(args("to", "jo"), "email.send"),
 			func() (string, map[string]any, *toolplane.Invocation) {
 				return "email.forward", args("to", "jo"), session(2, "email.forward")

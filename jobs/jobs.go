@@ -72,6 +72,12 @@ type Options struct {
 	// held without waiting for their leases. Zero judges claims by their
 	// leases alone.
 	DeadAfter time.Duration
+	// Node is this node's instance id, the one its invoker records on the
+	// claims it takes (invoke.Config.Node). The sweep never judges those
+	// claims dead by the heartbeat: this node is running them, whatever
+	// its heartbeat says (a long pause, a slow disk); their leases alone
+	// decide them.
+	Node string
 	// Workers is how many jobs one node runs at once; default 10.
 	Workers int
 	// Poll is how often a node looks for due jobs when it hears nothing;

@@ -404,11 +404,79 @@ func replaysLost(t *testing.T, path string) {
 	}
 }
 
+// A lost call, dispatched, that a worker may replay but whose replay is
+// refused (the live principal no longer holds the tool, its stored
+// arguments no longer fit the schema, policy now asks a person) will not
+// run again from a worker: it becomes an uncertain action, audited once by
+// the sweep, instead of staying processing and being re-enqueued by every
+// sweep.
+func TestRefusedReplayOfALostCallEndsUncertain(t *testing.T) {
+	tests := []struct {
+		name string
+		tune func(def *toolplane.Definition, in *toolplane.Invocation, args map[string]any)
+	}{
+		{"denied", func(_ *toolplane.Definition, in *toolplane.Invocation, _ map[string]any) { in.Principal.Tools = nil }},
+		{"invalid input", func(_ *toolplane.Definition, _ *toolplane.Invocation, args map[string]any) { args["to"] = 5 }},
+		{"needs approval", func(def *toolplane.Definition, _ *toolplane.Invocation, _ map[string]any) {
+			def.Annotations.RequiresApproval = true
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for name, path := range databases(t) {
+				t.Run(name, func(t *testing.T) { refusedReplay(t, path, tt.tune) })
+			}
+		})
+	}
+}
+
+func refusedReplay(t *testing.T, path string, tune func(*toolplane.Definition, *toolplane.Invocation, map[string]any)) {
+	ctx := context.Background()
+	var effects atomic.Int64
+	def := sendDef()
+	def.Annotations = toolplane.Annotations{Idempotent: true}
+	def.Replay = &toolplane.Replay{MaxAttempts: 2}
+	in := callInv()
+	args := map[string]any{"to": "jo"}
+	tune(&def, in, args)
+	n := startNodeWith(t, path, def, approval.Approvers{"org-1": {"alice"}}, time.Hour, &effects, func(o *jobs.Options) { o.SweepEvery = 100 * time.Millisecond })
+	argsJSON, _ := json.Marshal(args)
+	invJSON, _ := json.Marshal(in)
+	hash, _ := canonical.HashJSON(argsJSON)
+	now := time.Now()
+	lost := &toolplane.Claim{OrganizationID: "org-1", Tool: "email.send", Key: invoke.Key(in, hash), RequestHash: hash,
+		Status: toolplane.ClaimProcessing, Owner: "lost-node", LeaseUntil: now.Add(-time.Second), Dispatched: true, Attempts: 1,
+		RunID: in.RunID, StepPath: in.StepPath, Arguments: argsJSON, Invocation: invJSON, CreatedAt: now, UpdatedAt: now}
+	if ok, err := n.store.InsertClaim(ctx, lost); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	n.start(t)
+	eventually(t, "the lost call to become uncertain", func() bool {
+		c, err := n.store.GetClaim(ctx, "org-1", "email.send", lost.Key)
+		return err == nil && c.Status == toolplane.ClaimUncertain
+	})
+	time.Sleep(300 * time.Millisecond) // more sweeps: none may audit it again
+	evs, _, err := n.store.ListAudit(ctx, "org-1", toolplane.AuditFilter{}, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var swept int
+	for _, e := range evs {
+		if e.Key == lost.Key && e.Source == toolplane.SourceSweep && e.Outcome == string(toolplane.CodeUncertain) {
+			swept++
+		}
+	}
+	if swept != 1 || effects.Load() != 0 {
+		t.Fatalf("uncertain events from the sweep = %d, effects = %d; want 1, 0 (events %+v)", swept, effects.Load(), evs)
+	}
+}
+
 // The lease sweep audits every state it decides, in the same transaction
 // as the change: a lost call released (it never reached its handler) and
 // a lost call made uncertain each have one event, from the sweep, naming
 // the key, run, agent and why. Claims of a node known dead are decided
-// without waiting for their leases; a live claim is left, unaudited.
+// without waiting for their leases; a live claim, and one of the sweeping
+// node itself though its heartbeat is behind, is left, unaudited.
 func TestSweepAuditsWhatItDecides(t *testing.T) {
 	for name, path := range databases(t) {
 		t.Run(name, func(t *testing.T) { sweepAudits(t, path) })
@@ -419,11 +487,13 @@ func sweepAudits(t *testing.T, path string) {
 	var effects atomic.Int64
 	const deadAfter = 10 * time.Second
 	n := startNode(t, path, time.Hour, &effects, func(o *jobs.Options) {
-		o.SweepEvery, o.DeadAfter = 100*time.Millisecond, deadAfter
+		o.SweepEvery, o.DeadAfter, o.Node = 100*time.Millisecond, deadAfter, "self-node"
 	})
 	ctx := context.Background()
 	now := time.Now()
-	for id, beat := range map[string]time.Time{"dead-node": now.Add(-time.Minute), "live-node": now.Add(time.Hour)} {
+	// self-node is the sweeping node, its heartbeat behind (a long pause):
+	// it is running its claims, and does not judge them dead.
+	for id, beat := range map[string]time.Time{"dead-node": now.Add(-time.Minute), "live-node": now.Add(time.Hour), "self-node": now.Add(-time.Minute)} {
 		if err := n.store.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
 			t.Fatal(err)
 		}
@@ -446,6 +516,7 @@ func sweepAudits(t *testing.T, path string) {
 	plant("dead-node-dispatched", "dead-node", true, now.Add(time.Hour))
 	plant("dead-node-undispatched", "dead-node", false, now.Add(time.Hour))
 	plant("live", "live-node", true, now.Add(time.Hour))
+	plant("own", "self-node", true, now.Add(time.Hour))
 	n.start(t)
 	want := map[string]string{
 		"lost-after-dispatch": "uncertain", "lost-before-dispatch": jobs.ReleasedOutcome,
@@ -486,8 +557,10 @@ func sweepAudits(t *testing.T, path string) {
 			t.Errorf("%s: claim %+v, %v; want released", key, c, err)
 		}
 	}
-	if c, err := n.store.GetClaim(ctx, "org-1", "email.send", "live"); err != nil || c.Status != toolplane.ClaimProcessing {
-		t.Errorf("live claim: %+v, %v", c, err)
+	for _, key := range []string{"live", "own"} {
+		if c, err := n.store.GetClaim(ctx, "org-1", "email.send", key); err != nil || c.Status != toolplane.ClaimProcessing {
+			t.Errorf("%s claim: %+v, %v", key, c, err)
+		}
 	}
 	if b, _ := json.Marshal(evs); strings.Contains(string(b), "secret@example.com") {
 		t.Errorf("an event carries the arguments: %s", b)

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/journal"
 )
@@ -73,10 +74,8 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 		if err != nil {
 			return err
 		}
-		if err := x.w.expireAt(ctx, next); err != nil {
-			return err
-		}
-		return x.w.auditApproval(ctx, a, "approval_escalated", next.ID)
+		// Escalate stores the approval_escalated event with the change.
+		return x.w.expireAt(ctx, next)
 	}
 	// Expire stores the approval_expired event with the change.
 	_, err = x.w.deps.Approvals.Expire(ctx, a)
@@ -85,14 +84,9 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 
 // auditApproval records what became of an approval nobody answered: the
 // trail from the first request to the last answer stays whole.
-func (w *work) auditApproval(ctx context.Context, a *toolplane.Approval, outcome, next string) error {
-	ev := &toolplane.AuditEvent{
-		// One event per approval and outcome: a retried job finds it stored.
-		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
-		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
-		Outcome: outcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, AuthorizedBy: next,
-		CreatedAt: w.opt.Now(),
-	}
+func (w *work) auditApproval(ctx context.Context, a *toolplane.Approval, outcome string) error {
+	// One event per approval and outcome: a retried job finds it stored.
+	ev := approval.Event(a, outcome, "", w.opt.Now())
 	if err := w.deps.Store.AppendAudit(ctx, ev); err != nil && !errors.Is(err, toolplane.ErrExists) {
 		return fmt.Errorf("audit approval %s: %w", a.ID, err)
 	}
@@ -141,7 +135,7 @@ func (x *executeWorker) Work(ctx context.Context, job *river.Job[ExecuteApproved
 	if gerr != nil {
 		return fmt.Errorf("approval %s: %w (after %w)", job.Args.ID, gerr, err)
 	}
-	if aerr := x.w.auditApproval(ctx, a, "approval_execution_failed", ""); aerr != nil {
+	if aerr := x.w.auditApproval(ctx, a, "approval_execution_failed"); aerr != nil {
 		return aerr
 	}
 	return river.JobCancel(fmt.Errorf("given up after %d attempts: %w", job.Attempt, err))
@@ -208,7 +202,11 @@ func (w *work) sweepLeases(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cs = append(cs, orphans...)
+		for _, c := range orphans {
+			if w.opt.Node == "" || c.Node != w.opt.Node {
+				cs = append(cs, c)
+			}
+		}
 	}
 	for i := range cs {
 		if err := w.settleLost(ctx, &cs[i], now); err != nil {
@@ -331,16 +329,26 @@ func (x *replayWorker) Work(ctx context.Context, job *river.Job[ReplayClaimArgs]
 	if c.Status != toolplane.ClaimProcessing || c.Attempts != job.Args.Attempts {
 		return nil // answered, or another attempt started, since the sweep
 	}
-	_, err = x.w.deps.Invoker.ReplayClaim(ctx, c)
+	r, err := x.w.deps.Invoker.ReplayClaim(ctx, c)
+	var ar *invoke.ApprovalRequired
 	switch {
-	case err == nil, errors.Is(err, invoke.ErrNotReplayable):
-		return nil
 	case errors.Is(err, invoke.ErrInFlight):
 		return river.JobSnooze(time.Second)
+	case err == nil && r.OK:
+		return nil
+	case err != nil && !errors.Is(err, invoke.ErrNotReplayable) && !errors.As(err, &ar):
+		return err // a fault: the job is tried again
 	}
-	var ar *invoke.ApprovalRequired
-	if errors.As(err, &ar) {
-		return nil // policy asks a person now; the call waits on that approval
+	// The replay was refused (denied by the live principal, the tool
+	// changed, the stored arguments invalid, a person must approve it now,
+	// no longer replayable) or ran and answered an error: no worker will
+	// run the lost call again, and it may have acted. Recording it as
+	// uncertain, with its event, puts it before a person instead of
+	// leaving it processing for every sweep to enqueue again. The write is
+	// conditional on c's version, so a claim the replay itself took,
+	// completed or released is left as it is.
+	if _, err := journal.LoseLease(ctx, x.w.deps.Store, c, toolplane.SourceSweep, x.w.opt.Now()); err != nil && !errors.Is(err, journal.ErrLeaseLost) {
+		return err
 	}
-	return err
+	return nil
 }

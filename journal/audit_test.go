@@ -297,3 +297,44 @@ func TestClaimOfADeadNodeIsDecidedBeforeItsLease(t *testing.T) {
 		})
 	}
 }
+
+// A node never judges its own claims dead: its heartbeat can fall behind
+// (a long pause, a slow disk) while the handler it runs is alive, so an
+// identical call on that node waits for the holder, and the holder
+// completes its call, past the time the node would count as dead to
+// others.
+func TestANodeDoesNotJudgeItsOwnClaimsDead(t *testing.T) {
+	t.Parallel()
+	const deadAfter = 10 * time.Second
+	onEach(t, func(t *testing.T, s backend.Store) {
+		ctx := context.Background()
+		clk := newClock()
+		j := journal.New(s, clk.Now)
+		j.WatchNodes(s, deadAfter)
+		node := "node-" + fmt.Sprint(rand.Uint64())
+		if err := s.Heartbeat(ctx, &toolplane.Node{ID: node, Name: "a", StartedAt: clk.Now(), HeartbeatAt: clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		r := auditedReq("org-"+fmt.Sprint(rand.Uint64()), "k", node)
+		_, c, err := j.Claim(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Dispatch(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(deadAfter + time.Second) // past deadAfter, within the lease
+		if o, _, err := j.Read(ctx, r); err != nil || o != journal.Processing {
+			t.Fatalf("the node reads its own live claim: %v, %v; want processing", o, err)
+		}
+		if o, _, err := j.Claim(ctx, r); err != nil || o != journal.Processing {
+			t.Fatalf("the node claims its own live key: %v, %v; want processing", o, err)
+		}
+		if err := j.Complete(ctx, c, []byte(`{}`), nil); err != nil {
+			t.Fatalf("the live holder completes: %v", err)
+		}
+		if o, _, err := j.Read(ctx, r); err != nil || o != journal.Completed {
+			t.Fatalf("after completion: %v, %v; want completed", o, err)
+		}
+	})
+}

@@ -99,10 +99,13 @@ type Holder struct {
 }
 
 // holder answers the node of a processing claim: whether it is known
-// dead, and what a caller waiting on it can be told.
-func (j *Journal) holder(ctx context.Context, c *toolplane.Claim, now time.Time) (dead bool, h Holder) {
+// dead, and what a caller waiting on it can be told. self is the node
+// instance asking: a claim it holds itself is never judged dead by it,
+// since its own heartbeat can lag (a long pause, a slow disk) while its
+// handler runs; its lease alone decides it.
+func (j *Journal) holder(ctx context.Context, c *toolplane.Claim, self string, now time.Time) (dead bool, h Holder) {
 	h.DecidedBy = c.LeaseUntil
-	if j.nodes == nil || c.Node == "" || c.Status != toolplane.ClaimProcessing {
+	if j.nodes == nil || c.Node == "" || c.Node == self || c.Status != toolplane.ClaimProcessing {
 		return false, h
 	}
 	n, err := j.nodes.GetNode(ctx, c.Node)
@@ -129,7 +132,7 @@ func (j *Journal) holder(ctx context.Context, c *toolplane.Claim, now time.Time)
 // Holder answers what is known of the holder of c, a processing claim
 // another caller found: for the answer that caller is given.
 func (j *Journal) Holder(ctx context.Context, c *toolplane.Claim) Holder {
-	_, h := j.holder(ctx, c, j.now())
+	_, h := j.holder(ctx, c, "", j.now())
 	return h
 }
 
@@ -203,7 +206,7 @@ func (j *Journal) Read(ctx context.Context, req Request) (Outcome, *toolplane.Cl
 		return 0, nil, fmt.Errorf("read claim %s: %w", req.Key, err)
 	}
 	now := j.now()
-	dead, _ := j.holder(ctx, c, now)
+	dead, _ := j.holder(ctx, c, req.Node, now)
 	switch judge(c, &req, now, dead) {
 	case vCompleted:
 		return Completed, c, nil
@@ -263,7 +266,7 @@ func (j *Journal) Claim(ctx context.Context, req Request) (Outcome, *toolplane.C
 		if err != nil {
 			return 0, nil, fmt.Errorf("claim %s: %w", req.Key, err)
 		}
-		dead, _ := j.holder(ctx, old, now)
+		dead, _ := j.holder(ctx, old, req.Node, now)
 		switch judge(old, &req, now, dead) {
 		case vCompleted:
 			return Completed, old, nil
