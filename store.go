@@ -186,9 +186,11 @@ type ApprovalStore interface {
 	FindApprovals(ctx context.Context, org, runID, key string) ([]Approval, error)
 	// FindOpenApprovals answers the pending and approved approvals of one
 	// principal's call of tool with arguments hash argsHash, in any run,
-	// newest first, at most MaxOpenApprovals: what a later session of the
-	// same agent asking the same thing is offered instead of a new filing.
-	FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string) ([]Approval, error)
+	// that expire after now, newest first, at most MaxOpenApprovals: what a
+	// later session of the same agent asking the same thing is offered
+	// instead of a new filing. Expired rows are left out by the query, not
+	// after it, so they never take the places of open ones.
+	FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string, now time.Time) ([]Approval, error)
 	// ListApprovals answers approvals in a state, oldest first, after the
 	// cursor.
 	ListApprovals(ctx context.Context, org string, status ApprovalStatus, after string, limit int) ([]Approval, string, error)

@@ -587,7 +587,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"GetClaim", `SELECT * FROM claims WHERE organization_id = $1 AND tool = $2 AND key = $3`, []any{"o", "t", k}},
 		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = $1 AND status = $2 AND (created_at, tool, key) > ($3, $4, $5) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", k}},
 		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND run_id = $2 AND key = $3 ORDER BY created_at DESC, id DESC`, []any{"o", "r", k}},
-		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND principal_id = $2 AND tool = $3 AND arguments_hash = $4 AND status IN ('pending', 'approved') ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", []byte("h")}},
+		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND principal_id = $2 AND tool = $3 AND arguments_hash = $4 AND status IN ('pending', 'approved') AND expires_at > $5 ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", []byte("h"), 0}},
 		{"ListApprovals page", `SELECT * FROM approvals WHERE organization_id = $1 AND status = $2 AND (created_at, id) > ($3, $4) ORDER BY created_at, id LIMIT 10`, []any{"o", "s", 0, "i"}},
 		{"RunTreeCost", `SELECT COALESCE(SUM(cost_cents), 0) FROM usage WHERE organization_id = $1 AND root_run_id = $2`, []any{"o", "r"}},
 		{"ListAudit page", `SELECT * FROM audit_events WHERE organization_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", 0, "i"}},

@@ -364,7 +364,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"GetClaim", `SELECT * FROM claims WHERE organization_id = ? AND tool = ? AND key = ?`, []any{"o", "t", "k"}},
 		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = ? AND status = ? AND (created_at, tool, key) > (?, ?, ?) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", "k"}},
 		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND run_id = ? AND key = ? ORDER BY created_at DESC, id DESC`, []any{"o", "r", "k"}},
-		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ? AND status IN ('pending', 'approved') ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", "h"}},
+		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ? AND status IN ('pending', 'approved') AND expires_at > ? ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", "h", 0}},
 		{"ListApprovals page", `SELECT * FROM approvals WHERE organization_id = ? AND status = ? AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT 10`, []any{"o", "s", 0, "i"}},
 		{"RunTreeCost", `SELECT COALESCE(SUM(cost_cents), 0) FROM usage WHERE organization_id = ? AND root_run_id = ?`, []any{"o", "r"}},
 		{"ListAudit page", `SELECT * FROM audit_events WHERE organization_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", 0, "i"}},

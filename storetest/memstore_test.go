@@ -375,12 +375,12 @@ func (m *memStore) FindApprovals(_ context.Context, org, runID, key string) ([]t
 	return out, nil
 }
 
-func (m *memStore) FindOpenApprovals(_ context.Context, org, principalID, tool, argsHash string) ([]toolplane.Approval, error) {
+func (m *memStore) FindOpenApprovals(_ context.Context, org, principalID, tool, argsHash string, now time.Time) ([]toolplane.Approval, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []toolplane.Approval
 	for _, a := range m.approvals {
-		open := a.Status == toolplane.ApprovalPending || a.Status == toolplane.ApprovalApproved
+		open := (a.Status == toolplane.ApprovalPending || a.Status == toolplane.ApprovalApproved) && now.Before(a.ExpiresAt)
 		if open && a.OrganizationID == org && a.PrincipalID == principalID && a.Tool == tool && a.ArgumentsHash == argsHash {
 			out = append(out, storedApproval(a))
 		}
