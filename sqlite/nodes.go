@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -59,13 +58,15 @@ func (s *Store) RetireNodes(ctx context.Context, name, except string) (int, erro
 
 // OrphanedClaims answers processing claims held by node instances whose
 // last heartbeat is before deadBefore, across organizations, at most limit.
+// It finds the dead instances first (nodes_by_heartbeat), then their
+// processing claims (claims_by_node), so it reads no claim of a live node.
 func (s *Store) OrphanedClaims(ctx context.Context, deadBefore time.Time, limit int) ([]toolplane.Claim, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("orphaned claims: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+prefixed("c.", claimColumns)+` FROM nodes n
-		JOIN claims c ON c.node = n.id AND c.status = 'processing'
-		WHERE n.heartbeat_at < ? LIMIT ?`, micros(deadBefore), limit)
+	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims
+		WHERE status = 'processing' AND node IN (SELECT id FROM nodes WHERE heartbeat_at < ?)
+		LIMIT ?`, micros(deadBefore), limit)
 	if err != nil {
 		return nil, fmt.Errorf("orphaned claims: %w", err)
 	}
@@ -95,13 +96,4 @@ func (s *Store) DeleteDeadNodes(ctx context.Context, before time.Time, limit int
 		return 0, fmt.Errorf("delete dead nodes: %w", err)
 	}
 	return int(n), nil
-}
-
-// prefixed qualifies each column of a column list with prefix.
-func prefixed(prefix, columns string) string {
-	parts := strings.Split(columns, ",")
-	for i, p := range parts {
-		parts[i] = prefix + strings.TrimSpace(p)
-	}
-	return strings.Join(parts, ", ")
 }
