@@ -325,9 +325,15 @@ type Node struct {
 // NodeStore is the storage of the deployment's nodes. Nodes belong to the
 // operator, not to an organization: no method takes one.
 type NodeStore interface {
-	// Heartbeat stores n, inserting it or moving its HeartbeatAt forward
-	// (never back); Name and StartedAt of a stored instance never change,
-	// and a retired instance (see RetireNodes) stays dead.
+	// InsertNode stores a new instance n, or answers an error wrapping
+	// ErrExists when one with its ID is stored. It is the only way an
+	// instance is stored: a node registers once, at start.
+	InsertNode(ctx context.Context, n *Node) error
+	// Heartbeat moves a live stored instance's HeartbeatAt forward (never
+	// back); Name and StartedAt never change. It never stores an instance:
+	// a retired one (see RetireNodes), or one retention removed after it
+	// was retired or silent, stays dead, and its heartbeat changes nothing
+	// and answers nil, since its claims are being or were decided.
 	Heartbeat(ctx context.Context, n *Node) error
 	// GetNode answers the instance, or ErrNotFound.
 	GetNode(ctx context.Context, id string) (*Node, error)

@@ -731,7 +731,7 @@ func TestMaintenance(t *testing.T) {
 	// a claim being decided never loses its holder's row.
 	node := func(id string, heartbeat time.Time) {
 		t.Helper()
-		if err := s.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: now.Add(-3 * time.Hour), HeartbeatAt: heartbeat}); err != nil {
+		if err := s.InsertNode(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: now.Add(-3 * time.Hour), HeartbeatAt: heartbeat}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -784,6 +784,25 @@ func TestMaintenance(t *testing.T) {
 	}
 	if n, err := s.DeleteDeadNodes(ctx, now.Add(-time.Minute), 10); n != 1 || err != nil {
 		t.Errorf("DeleteDeadNodes after the claim was decided = %d, %v; want 1 (dead-busy)", n, err)
+	}
+	// A retired instance removed by retention stays gone: its late
+	// heartbeat does not store it again.
+	c, err = s.GetClaim(ctx, "org-n", "crm.write", "held-retired")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status = toolplane.ClaimUncertain
+	if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+		t.Fatalf("UpdateClaim(held-retired) = %v, %v", ok, err)
+	}
+	if n, err := s.DeleteDeadNodes(ctx, now.Add(-time.Minute), 10); n != 1 || err != nil {
+		t.Errorf("DeleteDeadNodes after the retired instance's claim was decided = %d, %v; want 1", n, err)
+	}
+	if err := s.Heartbeat(ctx, &toolplane.Node{ID: "retired", Name: "retired", StartedAt: now.Add(-3 * time.Hour), HeartbeatAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.GetNode(ctx, "retired"); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("GetNode(retired) after retention and a late heartbeat = %v, %v; want ErrNotFound", n, err)
 	}
 	for _, limit := range []int{0, maxLimit + 1} {
 		if _, err := s.OrphanedClaims(ctx, now, limit); !errors.Is(err, errLimit) {

@@ -10,14 +10,26 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-// Heartbeat stores n, or moves its stored heartbeat forward; a heartbeat
-// older than the one stored (a delayed write), or of a retired instance,
-// changes nothing.
-func (s *Store) Heartbeat(ctx context.Context, n *toolplane.Node) error {
-	_, err := s.exec(ctx, `INSERT INTO nodes (id, name, started_at, heartbeat_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = max(heartbeat_at, excluded.heartbeat_at)
-		WHERE nodes.heartbeat_at <> 0`,
+// InsertNode stores a new instance n, or answers an error wrapping
+// toolplane.ErrExists when one with its ID is stored.
+func (s *Store) InsertNode(ctx context.Context, n *toolplane.Node) error {
+	_, err := s.exec(ctx, `INSERT INTO nodes (id, name, started_at, heartbeat_at) VALUES (?, ?, ?, ?)`,
 		n.ID, n.Name, micros(n.StartedAt), micros(n.HeartbeatAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("insert node %s: %w", n.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// Heartbeat moves a live instance's stored heartbeat forward; a heartbeat
+// older than the one stored (a delayed write) changes nothing. It only
+// updates: a retired instance, or one retention removed since, is not
+// revived, so a late heartbeat of a process gone changes nothing.
+func (s *Store) Heartbeat(ctx context.Context, n *toolplane.Node) error {
+	_, err := s.exec(ctx, `UPDATE nodes SET heartbeat_at = max(heartbeat_at, ?) WHERE id = ? AND heartbeat_at <> 0`, micros(n.HeartbeatAt), n.ID)
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", n.ID, err)
 	}
