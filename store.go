@@ -186,9 +186,11 @@ type ApprovalStore interface {
 	FindApprovals(ctx context.Context, org, runID, key string) ([]Approval, error)
 	// FindOpenApprovals answers the pending and approved approvals of one
 	// principal's call of tool with arguments hash argsHash, in any run,
-	// newest first, at most MaxOpenApprovals: what a later session of the
-	// same agent asking the same thing is offered instead of a new filing.
-	FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string) ([]Approval, error)
+	// that expire after now, newest first, at most MaxOpenApprovals: what a
+	// later session of the same agent asking the same thing is offered
+	// instead of a new filing. Expired rows are left out by the query, not
+	// after it, so they never take the places of open ones.
+	FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string, now time.Time) ([]Approval, error)
 	// ListApprovals answers approvals in a state, oldest first, after the
 	// cursor.
 	ListApprovals(ctx context.Context, org string, status ApprovalStatus, after string, limit int) ([]Approval, string, error)
@@ -323,9 +325,15 @@ type Node struct {
 // NodeStore is the storage of the deployment's nodes. Nodes belong to the
 // operator, not to an organization: no method takes one.
 type NodeStore interface {
-	// Heartbeat stores n, inserting it or moving its HeartbeatAt forward
-	// (never back); Name and StartedAt of a stored instance never change,
-	// and a retired instance (see RetireNodes) stays dead.
+	// InsertNode stores a new instance n, or answers an error wrapping
+	// ErrExists when one with its ID is stored. It is the only way an
+	// instance is stored: a node registers once, at start.
+	InsertNode(ctx context.Context, n *Node) error
+	// Heartbeat moves a live stored instance's HeartbeatAt forward (never
+	// back); Name and StartedAt never change. It never stores an instance:
+	// a retired one (see RetireNodes), or one retention removed after it
+	// was retired or silent, stays dead, and its heartbeat changes nothing
+	// and answers nil, since its claims are being or were decided.
 	Heartbeat(ctx context.Context, n *Node) error
 	// GetNode answers the instance, or ErrNotFound.
 	GetNode(ctx context.Context, id string) (*Node, error)

@@ -186,11 +186,11 @@ func Mismatch(a *toolplane.Approval, inv *toolplane.Invocation, tool, argsHash s
 // once whichever session asks. The expiry bounds the offer: past it, the
 // same arguments are a new proposal for a person to judge.
 func (s *Service) Open(ctx context.Context, inv *toolplane.Invocation, tool, argsHash string) (*toolplane.Approval, error) {
-	as, err := s.store.FindOpenApprovals(ctx, inv.OrganizationID, inv.Principal.ID, tool, argsHash)
+	now := s.now()
+	as, err := s.store.FindOpenApprovals(ctx, inv.OrganizationID, inv.Principal.ID, tool, argsHash, now)
 	if err != nil {
 		return nil, fmt.Errorf("open approvals of %s: %w", tool, err)
 	}
-	now := s.now()
 	var pending *toolplane.Approval
 	for i := range as {
 		a := &as[i]

@@ -252,7 +252,7 @@ func sweeps(t *testing.T, path string) {
 	// Node instances: retention removes one silent past it that holds no
 	// claim, and keeps the others.
 	for id, beat := range map[string]time.Time{"gone": now.Add(-48 * time.Hour), "holding": now.Add(-48 * time.Hour), "alive": now} {
-		if err := n.store.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
+		if err := n.store.InsertNode(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -494,7 +494,7 @@ func sweepAudits(t *testing.T, path string) {
 	// self-node is the sweeping node, its heartbeat behind (a long pause):
 	// it is running its claims, and does not judge them dead.
 	for id, beat := range map[string]time.Time{"dead-node": now.Add(-time.Minute), "live-node": now.Add(time.Hour), "self-node": now.Add(-time.Minute)} {
-		if err := n.store.Heartbeat(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
+		if err := n.store.InsertNode(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: beat, HeartbeatAt: beat}); err != nil {
 			t.Fatal(err)
 		}
 	}

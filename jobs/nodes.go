@@ -22,7 +22,7 @@ func Register(ctx context.Context, nodes toolplane.NodeStore, name string, now t
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	n := &toolplane.Node{ID: fmt.Sprintf("%s@%d-%s", name, now.Unix(), hex.EncodeToString(b[:])), Name: name, StartedAt: now, HeartbeatAt: now}
-	if err := nodes.Heartbeat(ctx, n); err != nil {
+	if err := nodes.InsertNode(ctx, n); err != nil {
 		return nil, fmt.Errorf("register node %s: %w", name, err)
 	}
 	if _, err := nodes.RetireNodes(ctx, name, n.ID); err != nil {

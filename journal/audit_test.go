@@ -249,7 +249,7 @@ func TestClaimOfADeadNodeIsDecidedBeforeItsLease(t *testing.T) {
 				node := "node-" + fmt.Sprint(rand.Uint64())
 				beat := func() {
 					t.Helper()
-					if err := s.Heartbeat(ctx, &toolplane.Node{ID: node, Name: "a", StartedAt: clk.Now(), HeartbeatAt: clk.Now()}); err != nil {
+					if err := s.InsertNode(ctx, &toolplane.Node{ID: node, Name: "a", StartedAt: clk.Now(), HeartbeatAt: clk.Now()}); err != nil {
 						t.Fatal(err)
 					}
 				}

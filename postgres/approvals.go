@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -139,12 +140,13 @@ func (s *Store) FindApprovals(ctx context.Context, org, runID, key string) ([]to
 
 // FindOpenApprovals answers the pending and approved approvals of one
 // principal's call of tool with the arguments hash, in any run, newest
-// first (ties by ID, descending), at most toolplane.MaxOpenApprovals.
-func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string) ([]toolplane.Approval, error) {
+// first (ties by ID, descending), at most toolplane.MaxOpenApprovals, of
+// those that expire after now.
+func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string, now time.Time) ([]toolplane.Approval, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = $1 AND principal_id = $2 AND tool = $3 AND arguments_hash = $4
-		AND status IN ('pending', 'approved')
-		ORDER BY created_at DESC, id DESC LIMIT $5`, org, principalID, tool, bytea(argsHash), toolplane.MaxOpenApprovals)
+		AND status IN ('pending', 'approved') AND expires_at > $5
+		ORDER BY created_at DESC, id DESC LIMIT $6`, org, principalID, tool, bytea(argsHash), micros(now), toolplane.MaxOpenApprovals)
 	if err != nil {
 		return nil, fmt.Errorf("find open approvals of %s: %w", tool, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -587,7 +588,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"GetClaim", `SELECT * FROM claims WHERE organization_id = $1 AND tool = $2 AND key = $3`, []any{"o", "t", k}},
 		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = $1 AND status = $2 AND (created_at, tool, key) > ($3, $4, $5) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", k}},
 		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND run_id = $2 AND key = $3 ORDER BY created_at DESC, id DESC`, []any{"o", "r", k}},
-		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND principal_id = $2 AND tool = $3 AND arguments_hash = $4 AND status IN ('pending', 'approved') ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", []byte("h")}},
+		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND principal_id = $2 AND tool = $3 AND arguments_hash = $4 AND status IN ('pending', 'approved') AND expires_at > $5 ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", []byte("h"), 0}},
 		{"ListApprovals page", `SELECT * FROM approvals WHERE organization_id = $1 AND status = $2 AND (created_at, id) > ($3, $4) ORDER BY created_at, id LIMIT 10`, []any{"o", "s", 0, "i"}},
 		{"RunTreeCost", `SELECT COALESCE(SUM(cost_cents), 0) FROM usage WHERE organization_id = $1 AND root_run_id = $2`, []any{"o", "r"}},
 		{"ListAudit page", `SELECT * FROM audit_events WHERE organization_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", 0, "i"}},
@@ -599,6 +600,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"ListToolVersions page", `SELECT * FROM tool_versions WHERE organization_id = $1 AND (name, published_at, seq) > ($2, $3, $4) ORDER BY name, published_at, seq LIMIT 10`, []any{"o", "n", 0, 0}},
 		{"ListToolVersions by owner", `SELECT * FROM tool_versions WHERE organization_id = $1 AND owner = $2 ORDER BY name, published_at, seq LIMIT 10`, []any{"o", "w"}},
 		{"ListEveryToolVersion page", `SELECT * FROM tool_versions WHERE (organization_id, name, published_at, seq) > ($1, $2, $3, $4) ORDER BY organization_id, name, published_at, seq LIMIT 10`, []any{"o", "n", 0, 0}},
+		{"OrphanedClaims", `SELECT * FROM claims WHERE status = 'processing' AND node IN (SELECT id FROM nodes WHERE heartbeat_at < $1) LIMIT $2`, []any{0, 10}},
+		{"DeleteDeadNodes", `DELETE FROM nodes WHERE id IN (SELECT id FROM nodes n WHERE heartbeat_at < $1
+			AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.node = n.id AND c.status = 'processing') LIMIT $2)`, []any{0, 10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -718,6 +722,94 @@ func TestMaintenance(t *testing.T) {
 		}
 		if _, err := s.ApprovedApprovals(ctx, now, limit); !errors.Is(err, errLimit) {
 			t.Errorf("ApprovedApprovals(limit %d) err = %v, want errLimit", limit, err)
+		}
+	}
+
+	// Node instances: OrphanedClaims answers the processing claims of the
+	// dead ones (silent, or retired at the epoch) and DeleteDeadNodes
+	// removes a dead instance only once it holds no processing claim, so
+	// a claim being decided never loses its holder's row.
+	node := func(id string, heartbeat time.Time) {
+		t.Helper()
+		if err := s.InsertNode(ctx, &toolplane.Node{ID: id, Name: id, StartedAt: now.Add(-3 * time.Hour), HeartbeatAt: heartbeat}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func(key, node string, status toolplane.ClaimStatus) {
+		t.Helper()
+		c := &toolplane.Claim{OrganizationID: "org-n", Tool: "crm.write", Key: key, Status: status,
+			Node: node, CreatedAt: now.Add(-time.Hour), UpdatedAt: now}
+		if ok, err := s.InsertClaim(ctx, c); !ok || err != nil {
+			t.Fatalf("InsertClaim(%s) = %v, %v", key, ok, err)
+		}
+	}
+	node("dead-busy", now.Add(-2*time.Hour))
+	node("dead-idle", now.Add(-2*time.Hour))
+	node("alive", now)
+	node("retired", now)
+	node("retired-successor", now)
+	if _, err := s.RetireNodes(ctx, "retired", "retired-successor"); err != nil {
+		t.Fatal(err)
+	}
+	held("held-dead", "dead-busy", toolplane.ClaimProcessing)
+	held("done-dead", "dead-busy", toolplane.ClaimCompleted)
+	held("done-idle", "dead-idle", toolplane.ClaimCompleted)
+	held("uncertain-idle", "dead-idle", toolplane.ClaimUncertain)
+	held("held-alive", "alive", toolplane.ClaimProcessing)
+	held("held-retired", "retired", toolplane.ClaimProcessing)
+
+	orphaned, err := s.OrphanedClaims(ctx, now.Add(-time.Minute), 10)
+	got := strings.Fields(keys(orphaned))
+	slices.Sort(got)
+	if want := []string{"org-n/held-dead", "org-n/held-retired"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("OrphanedClaims = %v, %v; want %v", got, err, want)
+	}
+	if n, err := s.DeleteDeadNodes(ctx, now.Add(-time.Minute), 10); n != 1 || err != nil {
+		t.Errorf("DeleteDeadNodes = %d, %v; want 1 (dead-idle)", n, err)
+	}
+	for id, wantKept := range map[string]bool{"dead-busy": true, "dead-idle": false, "alive": true, "retired": true} {
+		_, err := s.GetNode(ctx, id)
+		if kept := err == nil; kept != wantKept || (!kept && !errors.Is(err, toolplane.ErrNotFound)) {
+			t.Errorf("GetNode(%s) after DeleteDeadNodes = %v; want kept %v", id, err, wantKept)
+		}
+	}
+	// Once its claim is decided, the dead instance goes too.
+	c, err := s.GetClaim(ctx, "org-n", "crm.write", "held-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status = toolplane.ClaimUncertain
+	if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+		t.Fatalf("UpdateClaim(held-dead) = %v, %v", ok, err)
+	}
+	if n, err := s.DeleteDeadNodes(ctx, now.Add(-time.Minute), 10); n != 1 || err != nil {
+		t.Errorf("DeleteDeadNodes after the claim was decided = %d, %v; want 1 (dead-busy)", n, err)
+	}
+	// A retired instance removed by retention stays gone: its late
+	// heartbeat does not store it again.
+	c, err = s.GetClaim(ctx, "org-n", "crm.write", "held-retired")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status = toolplane.ClaimUncertain
+	if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+		t.Fatalf("UpdateClaim(held-retired) = %v, %v", ok, err)
+	}
+	if n, err := s.DeleteDeadNodes(ctx, now.Add(-time.Minute), 10); n != 1 || err != nil {
+		t.Errorf("DeleteDeadNodes after the retired instance's claim was decided = %d, %v; want 1", n, err)
+	}
+	if err := s.Heartbeat(ctx, &toolplane.Node{ID: "retired", Name: "retired", StartedAt: now.Add(-3 * time.Hour), HeartbeatAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.GetNode(ctx, "retired"); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("GetNode(retired) after retention and a late heartbeat = %v, %v; want ErrNotFound", n, err)
+	}
+	for _, limit := range []int{0, maxLimit + 1} {
+		if _, err := s.OrphanedClaims(ctx, now, limit); !errors.Is(err, errLimit) {
+			t.Errorf("OrphanedClaims(limit %d) err = %v, want errLimit", limit, err)
+		}
+		if _, err := s.DeleteDeadNodes(ctx, now, limit); !errors.Is(err, errLimit) {
+			t.Errorf("DeleteDeadNodes(limit %d) err = %v, want errLimit", limit, err)
 		}
 	}
 }

@@ -68,9 +68,21 @@ func (s *Store) InsertSession(ctx context.Context, sess *toolplane.Session) erro
 	return nil
 }
 
+// sessionIDText reports whether id can be a stored session's ID. The ID
+// comes from the client's Mcp-Session-Id header and may hold any byte, but a
+// TEXT column holds only UTF-8 without NUL: no session has such an ID, and
+// sending it would answer a database error (SQLSTATE 22021) where the
+// caller must see not-found, as SQLite answers.
+func sessionIDText(id string) bool {
+	return checkTextPart(id) == nil
+}
+
 // GetSession answers the organization's session with that id, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, org, id string) (*toolplane.Session, error) {
+	if !sessionIDText(id) {
+		return nil, fmt.Errorf("get session: %w", toolplane.ErrNotFound)
+	}
 	sess, err := scanSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM mcp_sessions WHERE organization_id = $1 AND id = $2`, org, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get session: %w", toolplane.ErrNotFound)
@@ -84,6 +96,9 @@ func (s *Store) GetSession(ctx context.Context, org, id string) (*toolplane.Sess
 // TouchSession moves the session's expiry to until unless the stored one is
 // later, in one statement.
 func (s *Store) TouchSession(ctx context.Context, org, id string, until time.Time) error {
+	if !sessionIDText(id) {
+		return fmt.Errorf("touch session: %w", toolplane.ErrNotFound)
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE mcp_sessions SET expires_at = GREATEST(expires_at, $1)
 		WHERE organization_id = $2 AND id = $3`, micros(until), org, id)
 	return sessionChanged("touch session", tag, err)
@@ -91,6 +106,9 @@ func (s *Store) TouchSession(ctx context.Context, org, id string, until time.Tim
 
 // SetSessionContracts replaces the session's frozen contracts.
 func (s *Store) SetSessionContracts(ctx context.Context, org, id string, contracts map[string]string) error {
+	if !sessionIDText(id) {
+		return fmt.Errorf("set session contracts: %w", toolplane.ErrNotFound)
+	}
 	c, err := contractsJSON(contracts)
 	if err != nil {
 		return fmt.Errorf("set session contracts: %w", err)
@@ -113,6 +131,9 @@ func sessionChanged(op string, tag pgconn.CommandTag, err error) error {
 
 // DeleteSession removes the organization's session with that id.
 func (s *Store) DeleteSession(ctx context.Context, org, id string) (bool, error) {
+	if !sessionIDText(id) {
+		return false, nil
+	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM mcp_sessions WHERE organization_id = $1 AND id = $2`, org, id)
 	if err != nil {
 		return false, fmt.Errorf("delete session: %w", err)

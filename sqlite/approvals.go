@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
@@ -167,12 +168,13 @@ func (s *Store) FindApprovals(ctx context.Context, org, runID, key string) ([]to
 
 // FindOpenApprovals answers the pending and approved approvals of one
 // principal's call of tool with the arguments hash, in any run, newest
-// first (ties by ID, descending), at most toolplane.MaxOpenApprovals.
-func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string) ([]toolplane.Approval, error) {
+// first (ties by ID, descending), at most toolplane.MaxOpenApprovals, of
+// those that expire after now.
+func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string, now time.Time) ([]toolplane.Approval, error) {
 	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ?
-		AND status IN ('pending', 'approved')
-		ORDER BY created_at DESC, id DESC LIMIT ?`, org, principalID, tool, argsHash, toolplane.MaxOpenApprovals)
+		AND status IN ('pending', 'approved') AND expires_at > ?
+		ORDER BY created_at DESC, id DESC LIMIT ?`, org, principalID, tool, argsHash, micros(now), toolplane.MaxOpenApprovals)
 	if err != nil {
 		return nil, fmt.Errorf("find open approvals of %s: %w", tool, err)
 	}

@@ -5,20 +5,31 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
 )
 
-// Heartbeat stores n, or moves its stored heartbeat forward; a heartbeat
-// older than the one stored (a delayed write), or of a retired instance,
-// changes nothing.
-func (s *Store) Heartbeat(ctx context.Context, n *toolplane.Node) error {
-	_, err := s.exec(ctx, `INSERT INTO nodes (id, name, started_at, heartbeat_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = max(heartbeat_at, excluded.heartbeat_at)
-		WHERE nodes.heartbeat_at <> 0`,
+// InsertNode stores a new instance n, or answers an error wrapping
+// toolplane.ErrExists when one with its ID is stored.
+func (s *Store) InsertNode(ctx context.Context, n *toolplane.Node) error {
+	_, err := s.exec(ctx, `INSERT INTO nodes (id, name, started_at, heartbeat_at) VALUES (?, ?, ?, ?)`,
 		n.ID, n.Name, micros(n.StartedAt), micros(n.HeartbeatAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("insert node %s: %w", n.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// Heartbeat moves a live instance's stored heartbeat forward; a heartbeat
+// older than the one stored (a delayed write) changes nothing. It only
+// updates: a retired instance, or one retention removed since, is not
+// revived, so a late heartbeat of a process gone changes nothing.
+func (s *Store) Heartbeat(ctx context.Context, n *toolplane.Node) error {
+	_, err := s.exec(ctx, `UPDATE nodes SET heartbeat_at = max(heartbeat_at, ?) WHERE id = ? AND heartbeat_at <> 0`, micros(n.HeartbeatAt), n.ID)
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", n.ID, err)
 	}
@@ -59,13 +70,15 @@ func (s *Store) RetireNodes(ctx context.Context, name, except string) (int, erro
 
 // OrphanedClaims answers processing claims held by node instances whose
 // last heartbeat is before deadBefore, across organizations, at most limit.
+// It finds the dead instances first (nodes_by_heartbeat), then their
+// processing claims (claims_by_node), so it reads no claim of a live node.
 func (s *Store) OrphanedClaims(ctx context.Context, deadBefore time.Time, limit int) ([]toolplane.Claim, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("orphaned claims: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+prefixed("c.", claimColumns)+` FROM nodes n
-		JOIN claims c ON c.node = n.id AND c.status = 'processing'
-		WHERE n.heartbeat_at < ? LIMIT ?`, micros(deadBefore), limit)
+	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims
+		WHERE status = 'processing' AND node IN (SELECT id FROM nodes WHERE heartbeat_at < ?)
+		LIMIT ?`, micros(deadBefore), limit)
 	if err != nil {
 		return nil, fmt.Errorf("orphaned claims: %w", err)
 	}
@@ -95,13 +108,4 @@ func (s *Store) DeleteDeadNodes(ctx context.Context, before time.Time, limit int
 		return 0, fmt.Errorf("delete dead nodes: %w", err)
 	}
 	return int(n), nil
-}
-
-// prefixed qualifies each column of a column list with prefix.
-func prefixed(prefix, columns string) string {
-	parts := strings.Split(columns, ",")
-	for i, p := range parts {
-		parts[i] = prefix + strings.TrimSpace(p)
-	}
-	return strings.Join(parts, ", ")
 }

@@ -19,6 +19,7 @@ var approvalCases = []suiteCase{
 	{"UpdateMissing", testApprovalUpdateMissing},
 	{"FindNewestFirst", testApprovalFindNewestFirst},
 	{"FindOpenAcrossRuns", testApprovalFindOpen},
+	{"FindOpenSkipsExpired", testApprovalFindOpenSkipsExpired},
 	{"ListByStatus", testApprovalListByStatus},
 	{"CountByOrganization", testApprovalCountByOrganization},
 	{"UpdateAuditedIsOneTransaction", testApprovalUpdateAudited},
@@ -264,7 +265,7 @@ func testApprovalFindOpen(t *testing.T, s toolplane.Store) {
 	for _, a := range rows {
 		insertApproval(t, s, a)
 	}
-	got, err := s.FindOpenApprovals(t.Context(), org, "agent-billing", "payments.refund_order", "sha256:same")
+	got, err := s.FindOpenApprovals(t.Context(), org, "agent-billing", "payments.refund_order", "sha256:same", base)
 	if err != nil {
 		t.Fatalf("FindOpenApprovals = %v", err)
 	}
@@ -281,9 +282,49 @@ func testApprovalFindOpen(t *testing.T, s toolplane.Store) {
 	for i := range toolplane.MaxOpenApprovals + 2 {
 		insertApproval(t, s, call(fmt.Sprintf("apr-many-%02d", i), "run-m", at(time.Duration(10+i)*time.Hour), toolplane.ApprovalPending))
 	}
-	got, err = s.FindOpenApprovals(t.Context(), org, "agent-billing", "payments.refund_order", "sha256:same")
+	got, err = s.FindOpenApprovals(t.Context(), org, "agent-billing", "payments.refund_order", "sha256:same", base)
 	if err != nil || len(got) != toolplane.MaxOpenApprovals || got[0].ID != fmt.Sprintf("apr-many-%02d", toolplane.MaxOpenApprovals+1) {
 		t.Fatalf("FindOpenApprovals of a call filed %d times = %d rows (first %v), %v; want the newest %d", toolplane.MaxOpenApprovals+5, len(got), got[0].ID, err, toolplane.MaxOpenApprovals)
+	}
+}
+
+// testApprovalFindOpenSkipsExpired: approvals past their expiry are not
+// open, and the query leaves them out before its bound, so a call filed
+// more than MaxOpenApprovals times whose newer filings all expired still
+// finds its older open one.
+func testApprovalFindOpenSkipsExpired(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	open := fullApproval(org, "apr-open", "run-open", "k-open", at(0))
+	open.ArgumentsHash, open.ExpiresAt = "sha256:same", at(48*time.Hour)
+	insertApproval(t, s, open)
+	for i := range toolplane.MaxOpenApprovals + 2 {
+		a := fullApproval(org, fmt.Sprintf("apr-expired-%02d", i), "run-expired", fmt.Sprintf("k-expired-%02d", i), at(time.Duration(i+1)*time.Minute))
+		a.ArgumentsHash, a.ExpiresAt = "sha256:same", at(time.Hour)
+		insertApproval(t, s, a)
+	}
+	tests := []struct {
+		name string
+		now  time.Time
+		want []string
+	}{
+		{"at its expiry an approval is no longer open", at(time.Hour), []string{"apr-open"}},
+		{"after every expiry", at(2 * time.Hour), []string{"apr-open"}},
+		{"after the last expiry", at(48 * time.Hour), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.FindOpenApprovals(t.Context(), org, "agent-billing", "payments.refund_order", "sha256:same", tt.now)
+			if err != nil {
+				t.Fatalf("FindOpenApprovals = %v", err)
+			}
+			var ids []string
+			for _, a := range got {
+				ids = append(ids, a.ID)
+			}
+			if !slices.Equal(ids, tt.want) {
+				t.Errorf("FindOpenApprovals(now %v) = %v, want %v", tt.now, ids, tt.want)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
@@ -14,6 +15,7 @@ import (
 var invalidArgumentCases = []suiteCase{
 	{"Limit", testInvalidLimit},
 	{"Cursor", testInvalidCursor},
+	{"SessionID", testInvalidSessionID},
 }
 
 // lister is one list method with its other arguments fixed.
@@ -99,5 +101,34 @@ func testInvalidCursor(t *testing.T, s toolplane.Store) {
 				}
 			})
 		}
+	}
+}
+
+// testInvalidSessionID: a session ID comes from the client's Mcp-Session-Id
+// header and may hold bytes no stored ID holds (invalid UTF-8, NUL); every
+// session method answers such an ID as it answers an unknown one, never a
+// store error a door would count as the store's failure.
+func testInvalidSessionID(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	insertSession(t, s, fullSession(org, "abc", base))
+	for _, id := range []string{"abc\xff", "abc\x00", "\xc3\x28"} {
+		t.Run(fmt.Sprintf("%q", id), func(t *testing.T) {
+			if _, err := s.GetSession(t.Context(), org, id); !errors.Is(err, toolplane.ErrNotFound) {
+				t.Errorf("GetSession = %v, want ErrNotFound", err)
+			}
+			if err := s.TouchSession(t.Context(), org, id, base.Add(time.Hour)); !errors.Is(err, toolplane.ErrNotFound) {
+				t.Errorf("TouchSession = %v, want ErrNotFound", err)
+			}
+			if err := s.SetSessionContracts(t.Context(), org, id, map[string]string{"crm.read": "1.0.0"}); !errors.Is(err, toolplane.ErrNotFound) {
+				t.Errorf("SetSessionContracts = %v, want ErrNotFound", err)
+			}
+			if deleted, err := s.DeleteSession(t.Context(), org, id); err != nil || deleted {
+				t.Errorf("DeleteSession = %v, %v; want false, nil", deleted, err)
+			}
+		})
+	}
+	// The valid session beside them is untouched.
+	if _, err := s.GetSession(t.Context(), org, "abc"); err != nil {
+		t.Errorf("GetSession(abc) = %v", err)
 	}
 }

@@ -244,17 +244,24 @@ func (m *memStore) DeleteClaimAudited(_ context.Context, org, tool, key string, 
 	return true, nil
 }
 
+func (m *memStore) InsertNode(_ context.Context, n *toolplane.Node) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.nodes[n.ID]; ok {
+		return toolplane.ErrExists
+	}
+	m.nodes[n.ID] = toolplane.Node{ID: n.ID, Name: n.Name, StartedAt: keep(n.StartedAt), HeartbeatAt: keep(n.HeartbeatAt)}
+	return nil
+}
+
 func (m *memStore) Heartbeat(_ context.Context, n *toolplane.Node) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	stored, ok := m.nodes[n.ID]
-	if !ok {
-		stored = toolplane.Node{ID: n.ID, Name: n.Name, StartedAt: keep(n.StartedAt)}
+	if !ok || stored.HeartbeatAt.Equal(time.Unix(0, 0)) {
+		return nil // retired, or removed since: its process is gone
 	}
-	if ok && stored.HeartbeatAt.Equal(time.Unix(0, 0)) {
-		return nil // retired: its process is gone
-	}
-	if hb := keep(n.HeartbeatAt); !ok || hb.After(stored.HeartbeatAt) {
+	if hb := keep(n.HeartbeatAt); hb.After(stored.HeartbeatAt) {
 		stored.HeartbeatAt = hb
 	}
 	m.nodes[n.ID] = stored
@@ -375,12 +382,12 @@ func (m *memStore) FindApprovals(_ context.Context, org, runID, key string) ([]t
 	return out, nil
 }
 
-func (m *memStore) FindOpenApprovals(_ context.Context, org, principalID, tool, argsHash string) ([]toolplane.Approval, error) {
+func (m *memStore) FindOpenApprovals(_ context.Context, org, principalID, tool, argsHash string, now time.Time) ([]toolplane.Approval, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []toolplane.Approval
 	for _, a := range m.approvals {
-		open := a.Status == toolplane.ApprovalPending || a.Status == toolplane.ApprovalApproved
+		open := (a.Status == toolplane.ApprovalPending || a.Status == toolplane.ApprovalApproved) && now.Before(a.ExpiresAt)
 		if open && a.OrganizationID == org && a.PrincipalID == principalID && a.Tool == tool && a.ArgumentsHash == argsHash {
 			out = append(out, storedApproval(a))
 		}

@@ -12,6 +12,7 @@ var nodeCases = []suiteCase{
 	{"HeartbeatRoundTrip", testNodeHeartbeat},
 	{"HeartbeatNeverMovesBack", testNodeHeartbeatMonotonic},
 	{"RetireOtherInstances", testNodeRetire},
+	{"HeartbeatNeverStores", testNodeHeartbeatNeverStores},
 }
 
 func getNode(t *testing.T, s toolplane.Store, id string) *toolplane.Node {
@@ -23,13 +24,17 @@ func getNode(t *testing.T, s toolplane.Store, id string) *toolplane.Node {
 	return n
 }
 
-// testNodeHeartbeat: a node's first heartbeat stores it as given (times
-// to the microsecond, in UTC); an unknown instance is not found.
+// testNodeHeartbeat: InsertNode stores an instance as given (times to the
+// microsecond, in UTC), and only once; an unknown instance is not found.
 func testNodeHeartbeat(t *testing.T, s toolplane.Store) {
 	id := newOrg() // any unique text
 	want := toolplane.Node{ID: id, Name: "node-a", StartedAt: at(0), HeartbeatAt: at(time.Second)}
-	if err := s.Heartbeat(t.Context(), &want); err != nil {
+	if err := s.InsertNode(t.Context(), &want); err != nil {
 		t.Fatal(err)
+	}
+	again := toolplane.Node{ID: id, Name: "renamed", StartedAt: at(time.Hour), HeartbeatAt: at(time.Hour)}
+	if err := s.InsertNode(t.Context(), &again); !errors.Is(err, toolplane.ErrExists) {
+		t.Fatalf("InsertNode(same ID) = %v; want ErrExists", err)
 	}
 	if d := diff(*getNode(t, s, id), want); d != "" {
 		t.Fatalf("stored node differs: %s", d)
@@ -50,7 +55,9 @@ func testNodeHeartbeatMonotonic(t *testing.T, s toolplane.Store) {
 			t.Fatal(err)
 		}
 	}
-	beat("node-a", at(0), at(time.Second))
+	if err := s.InsertNode(t.Context(), &toolplane.Node{ID: id, Name: "node-a", StartedAt: at(0), HeartbeatAt: at(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
 	beat("renamed", at(time.Hour), at(5*time.Second))
 	beat("node-a", at(0), at(3*time.Second))
 	want := toolplane.Node{ID: id, Name: "node-a", StartedAt: at(0), HeartbeatAt: at(5 * time.Second)}
@@ -67,7 +74,7 @@ func testNodeRetire(t *testing.T, s toolplane.Store) {
 	ids := []string{newOrg(), newOrg(), newOrg(), newOrg()}
 	names := []string{name, name, name, name + "-other"}
 	for i, id := range ids {
-		if err := s.Heartbeat(t.Context(), &toolplane.Node{ID: id, Name: names[i], StartedAt: at(0), HeartbeatAt: at(time.Minute)}); err != nil {
+		if err := s.InsertNode(t.Context(), &toolplane.Node{ID: id, Name: names[i], StartedAt: at(0), HeartbeatAt: at(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,5 +102,18 @@ func testNodeRetire(t *testing.T, s toolplane.Store) {
 	}
 	if got := getNode(t, s, ids[0]).HeartbeatAt; !got.Equal(time.Unix(0, 0)) {
 		t.Errorf("a retired instance's heartbeat moved to %v", got)
+	}
+}
+
+// testNodeHeartbeatNeverStores: a heartbeat of an instance not stored (one
+// retention removed after it was retired or silent) changes nothing: only
+// InsertNode stores an instance, so a process gone stays dead.
+func testNodeHeartbeatNeverStores(t *testing.T, s toolplane.Store) {
+	id := newOrg()
+	if err := s.Heartbeat(t.Context(), &toolplane.Node{ID: id, Name: "node-a", StartedAt: at(0), HeartbeatAt: at(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.GetNode(t.Context(), id); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("GetNode after a heartbeat of an unknown instance = %v, %v; want ErrNotFound", n, err)
 	}
 }

@@ -73,7 +73,7 @@ func TestSilentHolderIsToldOnBothDoorsAndDecidedBeforeItsLease(t *testing.T) {
 	// process was killed after dispatch, and their leases run a minute on.
 	store := openBeside(t, filepath.Join(s.dir, "toolplane.db"))
 	silent := time.Now().Add(-4 * time.Second).Truncate(time.Second)
-	if err := store.Heartbeat(ctx, &toolplane.Node{ID: "ghost@1", Name: "ghost", StartedAt: silent, HeartbeatAt: silent}); err != nil {
+	if err := store.InsertNode(ctx, &toolplane.Node{ID: "ghost@1", Name: "ghost", StartedAt: silent, HeartbeatAt: silent}); err != nil {
 		t.Fatal(err)
 	}
 	held, _, err := store.ListClaims(ctx, "default", toolplane.ClaimCompleted, "", 10)
@@ -153,7 +153,7 @@ func TestRestartedNodeDecidesItsEarlierClaimsAtStart(t *testing.T) {
 	now := time.Now()
 	// The earlier instance heartbeated just now: only the restart tells
 	// that it is gone.
-	if err := store.Heartbeat(ctx, &toolplane.Node{ID: "node-a@1", Name: "node-a", StartedAt: now.Add(-time.Hour), HeartbeatAt: now}); err != nil {
+	if err := store.InsertNode(ctx, &toolplane.Node{ID: "node-a@1", Name: "node-a", StartedAt: now.Add(-time.Hour), HeartbeatAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	plant := func(key string, dispatched bool) {
