@@ -312,7 +312,7 @@ func TestANodeDoesNotJudgeItsOwnClaimsDead(t *testing.T) {
 		j := journal.New(s, clk.Now)
 		j.WatchNodes(s, deadAfter)
 		node := "node-" + fmt.Sprint(rand.Uint64())
-		if err := s.Heartbeat(ctx, &toolplane.Node{ID: node, Name: "a", StartedAt: clk.Now(), HeartbeatAt: clk.Now()}); err != nil {
+		if err := s.InsertNode(ctx, &toolplane.Node{ID: node, Name: "a", StartedAt: clk.Now(), HeartbeatAt: clk.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		r := auditedReq("org-"+fmt.Sprint(rand.Uint64()), "k", node)
