@@ -18,8 +18,8 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
-	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/fencetest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
@@ -417,7 +417,7 @@ func TestGovernedCopyServesTheUpstreamsOwnNames(t *testing.T) {
 	// The server's own content, its text fenced as untrusted.
 	if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
 		t.Errorf("the copy did not answer the server's own content: %#v", res.Content)
-	} else if _, text, fenced := boundary.Unfence(tc.Text); !fenced || text != "peeked" {
+	} else if _, text, fenced := fencetest.Unfence(tc.Text); !fenced || text != "peeked" {
 		t.Errorf("the copy did not answer the server's own content, fenced: %q", tc.Text)
 	}
 	res, err = cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "lookup", Arguments: map[string]any{"id": "z"}})

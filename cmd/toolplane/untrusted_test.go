@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/internal/fencetest"
 )
 
 // forgedEnvelope is text an upstream answers that copies toolplane's own
@@ -198,7 +199,7 @@ func TestUntrustedOutputIsLabelledOnEveryDoor(t *testing.T) {
 			if !ok {
 				t.Fatalf("block %d: %#v", i, r.Content[i])
 			}
-			source, text, fenced := boundary.Unfence(tc.Text)
+			source, text, fenced := fencetest.Unfence(tc.Text)
 			if !fenced || source != "mcp:hostile" || text != want {
 				t.Errorf("block %d is not fenced as untrusted: %q", i, tc.Text)
 			}
@@ -217,7 +218,7 @@ func TestUntrustedOutputIsLabelledOnEveryDoor(t *testing.T) {
 		}
 		fenced := func(field, got, want string) {
 			t.Helper()
-			if source, text, ok := boundary.Unfence(got); !ok || source != "mcp:hostile" || text != want {
+			if source, text, ok := fencetest.Unfence(got); !ok || source != "mcp:hostile" || text != want {
 				t.Errorf("%s is not fenced as untrusted: %q", field, got)
 			}
 		}
