@@ -100,8 +100,8 @@ func credentialTail(tail []byte, whole bool) bool {
 // ...), as "GITHUB_TOKEN", "db-password" and "stripeApiKey" do, or is one
 // of the header names matched whole ("Authorization"). Names that end in
 // another word ("max_tokens", "token_count", "next_page_token") are not
-// credentials. The same rule names the credentials in a URL's query (see
-// [MaskURL]).
+// credentials. The same rule names the credentials in the query of a URL
+// quoted in text (see [RedactSecrets]).
 func IsCredentialKey(name string) bool {
 	// Lowercasing maps one rune to one rune, so a name of fewer bytes
 	// than the shortest word cannot fold into one.
