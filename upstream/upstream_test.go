@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 // env is toolplane serving one set of upstreams through the invoker.
 type env struct {
 	ctx       context.Context
+	db        *sql.DB // the store's database, for a test that must reach under the store
 	store     *sqlite.Store
 	reg       *registry.Registry
 	set       *upstream.Set
@@ -90,7 +92,7 @@ func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Conf
 		Tools: []string{"mcp.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	return &env{ctx: ctx, store: store, reg: reg, set: set, iv: iv, approvals: approvals, key: apikey.Key(id, secret),
+	return &env{ctx: ctx, db: db, store: store, reg: reg, set: set, iv: iv, approvals: approvals, key: apikey.Key(id, secret),
 		mcp: &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", Upstreams: set}}
 }
 
