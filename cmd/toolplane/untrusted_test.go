@@ -277,7 +277,7 @@ func TestUntrustedOutputIsLabelledOnEveryDoor(t *testing.T) {
 		if strings.Contains(logs, urlSecret) {
 			t.Errorf("an upstream URL's secret was logged:\n%s", logs)
 		}
-		if !strings.Contains(logs, "key=xxxxx") {
+		if !strings.Contains(logs, "key=[redacted]") {
 			t.Errorf("the logs do not say which URL failed:\n%s", logs)
 		}
 	})
