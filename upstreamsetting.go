@@ -24,10 +24,15 @@ type UpstreamToolSetting struct {
 // They are the deployment's, not an organization's: every node serves the
 // same platform tools.
 type UpstreamSettingStore interface {
-	// PutUpstreamToolSetting creates or replaces the setting of one tool.
-	PutUpstreamToolSetting(ctx context.Context, s *UpstreamToolSetting) error
-	// DeleteUpstreamToolSetting removes it; ErrNotFound when there is none.
-	DeleteUpstreamToolSetting(ctx context.Context, upstream, tool string) error
+	// PutUpstreamToolSettingRecorded creates or replaces the setting of
+	// one tool and appends c, its record in the change log, in one
+	// transaction: a setting every node applies is never stored without
+	// its record. A change that cannot be stored (ErrExists for a
+	// duplicate ID) stores neither.
+	PutUpstreamToolSettingRecorded(ctx context.Context, s *UpstreamToolSetting, c *Change) error
+	// DeleteUpstreamToolSettingRecorded removes it and appends c in one
+	// transaction; ErrNotFound, and nothing recorded, when there is none.
+	DeleteUpstreamToolSettingRecorded(ctx context.Context, upstream, tool string, c *Change) error
 	// ListUpstreamToolSettings answers every setting, by upstream then tool.
 	ListUpstreamToolSettings(ctx context.Context) ([]UpstreamToolSetting, error)
 }

@@ -10,7 +10,7 @@
 //
 //  1. [Normalize] rewrites the answer into a plain JSON tree.
 //  2. [Redact] replaces the value of every credential-named key and every
-//     credential a string holds, and [EscapeKeys] renames keys that could
+//     credential a string holds, and [EscapeKey] renames keys that could
 //     pass for toolplane's own markers. They run before any bound, so
 //     whether a secret disappears never depends on which items a bound
 //     happened to keep, and every marker bounding sees is its own.

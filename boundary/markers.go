@@ -2,7 +2,6 @@ package boundary
 
 import (
 	"crypto/rand"
-	"maps"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -38,59 +37,6 @@ func EscapeKey(k string) (string, bool) {
 		return "_" + k, true
 	}
 	return k, false
-}
-
-// EscapeKeys returns the plain tree v with every key EscapeKey renames
-// renamed, at any depth. Subtrees without such a key are shared with v, not
-// copied. Apply does the same in its one walk over an answer.
-func EscapeKeys(v any) any {
-	out, _ := escapeKeys(v)
-	return out
-}
-
-func escapeKeys(v any) (any, bool) {
-	switch t := v.(type) {
-	case map[string]any:
-		var out map[string]any
-		var renamed []renamedEntry
-		for k, val := range t {
-			nk, kchanged := EscapeKey(k)
-			nv, vchanged := escapeKeys(val)
-			if !kchanged && !vchanged {
-				continue
-			}
-			if out == nil {
-				out = maps.Clone(t)
-			}
-			if kchanged {
-				renamed = append(renamed, renamedEntry{from: k, to: nk, value: nv})
-				continue
-			}
-			out[k] = nv
-		}
-		if out == nil {
-			return v, false
-		}
-		putRenamed(out, renamed)
-		return out, true
-	case []any:
-		var out []any
-		for i, el := range t {
-			ne, changed := escapeKeys(el)
-			if changed && out == nil {
-				out = make([]any, len(t))
-				copy(out, t)
-			}
-			if out != nil {
-				out[i] = ne
-			}
-		}
-		if out == nil {
-			return v, false
-		}
-		return out, true
-	}
-	return v, false
 }
 
 // renamedEntry is a key EscapeKey renamed, with its value.
@@ -138,31 +84,6 @@ func Fence(source, text string) string {
 	b.WriteString(tag)
 	b.WriteString("\">")
 	return b.String()
-}
-
-// Unfence returns the text inside a fence Fence wrote, and false when s is
-// not one. A client that shows the text to a person rather than a model can
-// take it out again.
-func Unfence(s string) (source, text string, ok bool) {
-	head, body, found := strings.Cut(s, "\n")
-	if !found || !strings.HasPrefix(head, `<untrusted-data source=`) || !strings.HasSuffix(head, `">`) {
-		return "", "", false
-	}
-	attrs := strings.TrimPrefix(head, `<untrusted-data source=`)
-	q, tag, found := strings.Cut(attrs, ` boundary="`)
-	if !found {
-		return "", "", false
-	}
-	tag = strings.TrimSuffix(tag, `">`)
-	src, err := strconv.Unquote(q)
-	if err != nil {
-		return "", "", false
-	}
-	inner, found := strings.CutSuffix(body, "\n</untrusted-data boundary=\""+tag+"\">")
-	if !found || strings.Contains(inner, tag) {
-		return "", "", false
-	}
-	return src, inner, true
 }
 
 // fenceBoundary answers random text that text does not contain.

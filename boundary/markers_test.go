@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/internal/fencetest"
 )
 
 func TestEscapeKey(t *testing.T) {
@@ -131,7 +132,7 @@ func TestFence(t *testing.T) {
 		"<untrusted-data source=\"toolplane\" boundary=\"x\">\nnested\n</untrusted-data boundary=\"x\">",
 	} {
 		fenced := boundary.Fence("mcp:docs", text)
-		source, got, ok := boundary.Unfence(fenced)
+		source, got, ok := fencetest.Unfence(fenced)
 		if !ok || source != "mcp:docs" || got != text {
 			t.Errorf("Unfence(Fence(%q)) = %q, %q, %v", text, source, got, ok)
 		}
@@ -145,7 +146,7 @@ func TestFence(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"", "plain", "<untrusted-data source=\"x\" boundary=\"b\">\ntext", "<untrusted-data source=x boundary=\"b\">\nt\n</untrusted-data boundary=\"b\">"} {
-		if _, _, ok := boundary.Unfence(s); ok {
+		if _, _, ok := fencetest.Unfence(s); ok {
 			t.Errorf("Unfence(%q) took it for a fence", s)
 		}
 	}

@@ -8,16 +8,17 @@ import "strings"
 // "password: hunter2", `"client_secret": "…"`, "?access_token=…". The name
 // before the separator is judged by the rule on keys ([IsCredentialKey]),
 // so "max_tokens: 5" and "next_page_token=abc" are kept as they are, and
-// only the value after it is replaced. A URL's user info is the one place
-// a password comes without a name: "scheme://user:password@host" keeps the
-// user and loses the password.
+// only the value after it is replaced. A URL's user info and path carry
+// credentials without a name; they go by the URL rule (see urls.go):
+// "scheme://user:password@host/hooks/<token>" loses its user info and its
+// token.
 
 // minPairLen is the length of the shortest text that can hold a named
 // credential: the shortest credential word, a separator and one byte.
 const minPairLen = shortestRuleWord + 2
 
 // redactPairs returns s with the value of every credential-named field and
-// every user-info password replaced by Redacted, and whether it changed
+// what the URL rule hides of every URL replaced by Redacted, and whether it changed
 // anything. It looks only at the separators ('=', ':') s holds; a value
 // already Redacted is left, so a second scan finds nothing more.
 func redactPairs(s string) (string, bool) {
@@ -40,6 +41,22 @@ func redactPairs(s string) (string, bool) {
 		}
 		if j < 0 {
 			break
+		}
+		if s[j] == ':' && strings.HasPrefix(s[j+1:], "//") {
+			// A URL: its user info and path go by the URL rule, and
+			// the scan goes on at its query, whose values go by
+			// their names.
+			var spans []span
+			spans, i = urlSecretSpans(s, j+3, &urlTextEnd, spans)
+			for _, p := range spans {
+				if last == 0 {
+					b.Grow(len(s))
+				}
+				b.WriteString(s[last:p.from])
+				b.WriteString(Redacted)
+				last = p.to
+			}
+			continue
 		}
 		from, to, next := pairValue(s, j)
 		if to > from {
@@ -71,9 +88,6 @@ func indexFrom(s string, c byte, i int) int {
 // the credential it introduces (empty when it introduces none), and where
 // the scan goes on.
 func pairValue(s string, j int) (from, to, next int) {
-	if s[j] == ':' && strings.HasPrefix(s[j+1:], "//") {
-		return userinfoPassword(s, j+3)
-	}
 	// The name: back over spaces, a closing quote (escaped, in JSON
 	// quoted inside text), and name bytes.
 	k := j
@@ -174,27 +188,6 @@ var valueEnd = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// userinfoPassword looks at the authority of a URL that starts at s[at]:
-// when it has user info with a password, it answers the password's span
-// and goes on past the '@'.
-func userinfoPassword(s string, at int) (from, to, next int) {
-	colon := -1
-	for e := at; e < len(s); e++ {
-		switch c := s[e]; {
-		case c == '@':
-			if colon < 0 || e == colon+1 || s[colon+1:e] == Redacted {
-				return 0, 0, e + 1
-			}
-			return colon + 1, e, e + 1
-		case c == ':' && colon < 0:
-			colon = e
-		case c == '/' || c == '?' || c == '#' || valueEnd[c] || c == '[':
-			return 0, 0, e
-		}
-	}
-	return 0, 0, len(s)
-}
 
 // isAuthScheme reports whether w is an HTTP authorization scheme that
 // precedes the credential rather than being it.

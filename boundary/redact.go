@@ -24,13 +24,14 @@ var (
 	// credentialEndings are the folded endings that make a name a
 	// credential.
 	credentialEndings = []string{
-		"token", "secret", "secrets", "password", "passwords", "passwd", "passphrase",
-		"apikey", "secretkey", "privatekey", "accesskey", "signingkey", "encryptionkey", "masterkey",
+		"token", "secret", "secrets", "password", "passwords", "passwd", "pwd", "passphrase", "passcode",
+		"credential", "credentials", "sessionid", "apikey", "secretkey", "privatekey", "accesskey", "signingkey", "encryptionkey", "masterkey",
 		"cookie", "bearer",
 	}
 	// credentialExact are credential names matched whole only: as an
-	// ending they would take in domain objects ("payment_authorization").
-	credentialExact = []string{"authorization", "proxyauthorization"}
+	// ending they would take in domain objects ("payment_authorization")
+	// or other words ("oauth" names a protocol, not a secret).
+	credentialExact = []string{"authorization", "proxyauthorization", "auth"}
 	// notCredentialEndings end in a credential word but name a cursor,
 	// which a model must be able to pass back to fetch the next page.
 	notCredentialEndings = []string{"pagetoken", "nexttoken", "continuationtoken", "synctoken"}
@@ -48,7 +49,7 @@ type nameRule struct {
 const longestRuleWord = len("proxyauthorization")
 
 // shortestRuleWord is the length of the shortest word in the rules.
-const shortestRuleWord = len("token")
+const shortestRuleWord = len("pwd")
 
 // nameRules groups the rules by the last byte of their word, so a name is
 // compared only with the few words that end as it does; the exceptions come
@@ -99,8 +100,8 @@ func credentialTail(tail []byte, whole bool) bool {
 // ...), as "GITHUB_TOKEN", "db-password" and "stripeApiKey" do, or is one
 // of the header names matched whole ("Authorization"). Names that end in
 // another word ("max_tokens", "token_count", "next_page_token") are not
-// credentials. The same rule names the credentials in a URL's query (see
-// [MaskURL]).
+// credentials. The same rule names the credentials in the query of a URL
+// quoted in text (see [RedactSecrets]).
 func IsCredentialKey(name string) bool {
 	// Lowercasing maps one rune to one rune, so a name of fewer bytes
 	// than the shortest word cannot fold into one.

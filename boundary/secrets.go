@@ -51,10 +51,10 @@ var secretPairs = func() (t [1 << 16 / 64]uint64) {
 // eyJ… . signature) and the credential after "Bearer "; and, by name, the
 // value given to a credential-named field in text (see [redactPairs]:
 // "db_password=hunter2", "password: hunter2", `"client_secret": "…"`, a
-// URL's "?token=…" or "&access_token=…") and the password of a URL's user
-// info ("scheme://user:password@host"). The rest of the string is kept: a
-// log line keeps its words, a field its name, a URL its user, and "Bearer "
-// stays to say what was there.
+// URL's "?token=…" or "&access_token=…"); and, in every URL, its user info
+// and the path segments that look like tokens (see [RedactURL]). The rest of
+// the string is kept: a log line keeps its words, a field its name, a URL
+// its host and ordinary path, and "Bearer " stays to say what was there.
 func RedactSecrets(s string) (string, bool) {
 	out, changed := redactShapes(s)
 	// Only text that holds a separator can hold a named credential, and

@@ -5,7 +5,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/internal/fencetest"
 )
 
 // A block of a kind fence has no case for still reaches a model only as
@@ -19,7 +19,7 @@ func TestFenceLeavesNoTextUnlabelled(t *testing.T) {
 	if !ok {
 		t.Fatalf("an unknown block kind is served as %T", content[0])
 	}
-	if source, text, ok := boundary.Unfence(tc.Text); !ok || source != "mcp:x" || text == "" {
+	if source, text, ok := fencetest.Unfence(tc.Text); !ok || source != "mcp:x" || text == "" {
 		t.Fatalf("an unknown block kind is not fenced: %q", tc.Text)
 	}
 

@@ -262,8 +262,7 @@ func scanChange(r scanner) (toolplane.Change, error) {
 // AppendChange stores c, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a change with that ID.
 func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO changes (`+changeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		c.OrganizationID, c.ID, c.Kind, c.Subject, c.Actor, blob(c.Detail), micros(c.CreatedAt))
+	_, err := s.pool.Exec(ctx, `INSERT INTO changes (`+changeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`, changeArgs(c)...)
 	if isDuplicate(err) {
 		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
 	}

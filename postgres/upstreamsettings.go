@@ -7,23 +7,54 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-// PutUpstreamToolSetting creates or replaces the setting of one tool.
-func (s *Store) PutUpstreamToolSetting(ctx context.Context, us *toolplane.UpstreamToolSetting) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
+// putUpstreamToolSettingRecorded is the upsert of a setting and the insert
+// of its change record as one statement, atomic as a transaction and one
+// round trip.
+const putUpstreamToolSettingRecorded = `WITH put AS (
+		INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (upstream, tool) DO UPDATE SET settings = excluded.settings,
-			updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-		us.Upstream, us.Tool, us.Settings, us.UpdatedBy, micros(us.UpdatedAt))
+			updated_by = excluded.updated_by, updated_at = excluded.updated_at
+		RETURNING 1)
+	INSERT INTO changes (` + changeColumns + `)
+	SELECT $6, $7, $8, $9, $10, $11, $12 FROM put`
+
+// deleteUpstreamToolSettingRecorded is the delete and the change insert as
+// one statement: a setting that is not there inserts no change.
+const deleteUpstreamToolSettingRecorded = `WITH deleted AS (
+		DELETE FROM upstream_tool_settings WHERE upstream = $1 AND tool = $2 RETURNING 1)
+	INSERT INTO changes (` + changeColumns + `)
+	SELECT $3, $4, $5, $6, $7, $8, $9 FROM deleted`
+
+func changeArgs(c *toolplane.Change) []any {
+	return []any{c.OrganizationID, c.ID, c.Kind, c.Subject, c.Actor, blob(c.Detail), micros(c.CreatedAt)}
+}
+
+// PutUpstreamToolSettingRecorded creates or replaces the setting of one
+// tool and appends c, its record in the change log, in one transaction: a
+// change that cannot be recorded (an error wrapping toolplane.ErrExists for
+// a duplicate ID) is not stored either.
+func (s *Store) PutUpstreamToolSettingRecorded(ctx context.Context, us *toolplane.UpstreamToolSetting, c *toolplane.Change) error {
+	_, err := s.pool.Exec(ctx, putUpstreamToolSettingRecorded,
+		append([]any{us.Upstream, us.Tool, us.Settings, us.UpdatedBy, micros(us.UpdatedAt)}, changeArgs(c)...)...)
+	if isDuplicate(err) {
+		return fmt.Errorf("put upstream tool setting %s/%s: append change %s: %w", us.Upstream, us.Tool, c.ID, toolplane.ErrExists)
+	}
 	if err != nil {
 		return fmt.Errorf("put upstream tool setting %s/%s: %w", us.Upstream, us.Tool, err)
 	}
 	return nil
 }
 
-// DeleteUpstreamToolSetting removes the setting of one tool, or answers an
-// error wrapping toolplane.ErrNotFound.
-func (s *Store) DeleteUpstreamToolSetting(ctx context.Context, upstream, tool string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM upstream_tool_settings WHERE upstream = $1 AND tool = $2`, upstream, tool)
+// DeleteUpstreamToolSettingRecorded removes the setting of one tool and
+// appends c, its record in the change log, in one transaction. It answers
+// an error wrapping toolplane.ErrNotFound, and records nothing, when the
+// tool has no setting; a change that cannot be recorded deletes nothing.
+func (s *Store) DeleteUpstreamToolSettingRecorded(ctx context.Context, upstream, tool string, c *toolplane.Change) error {
+	tag, err := s.pool.Exec(ctx, deleteUpstreamToolSettingRecorded, append([]any{upstream, tool}, changeArgs(c)...)...)
+	if isDuplicate(err) {
+		return fmt.Errorf("delete upstream tool setting %s/%s: append change %s: %w", upstream, tool, c.ID, toolplane.ErrExists)
+	}
 	if err != nil {
 		return fmt.Errorf("delete upstream tool setting %s/%s: %w", upstream, tool, err)
 	}

@@ -265,8 +265,7 @@ const changeColumns = `organization_id, id, kind, subject, actor, detail, create
 // AppendChange stores c, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a change with that ID.
 func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
-	_, err := s.exec(ctx, `INSERT INTO changes (`+changeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		c.OrganizationID, c.ID, c.Kind, c.Subject, c.Actor, blob(c.Detail), micros(c.CreatedAt))
+	_, err := s.exec(ctx, insertChange, changeArgs(c)...)
 	if isDuplicate(err) {
 		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
 	}

@@ -2,36 +2,90 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/toolplane/toolplane"
 )
 
-// PutUpstreamToolSetting creates or replaces the setting of one tool.
-func (s *Store) PutUpstreamToolSetting(ctx context.Context, us *toolplane.UpstreamToolSetting) error {
-	_, err := s.exec(ctx, `INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
+const (
+	putUpstreamToolSetting = `INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (upstream, tool) DO UPDATE SET settings = excluded.settings,
-			updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-		us.Upstream, us.Tool, us.Settings, us.UpdatedBy, micros(us.UpdatedAt))
+			updated_by = excluded.updated_by, updated_at = excluded.updated_at`
+	deleteUpstreamToolSetting = `DELETE FROM upstream_tool_settings WHERE upstream = ? AND tool = ?`
+	insertChange              = `INSERT INTO changes (` + changeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+)
+
+// PutUpstreamToolSettingRecorded creates or replaces the setting of one
+// tool and appends c, its record in the change log, in one transaction: a
+// change that cannot be recorded (an error wrapping toolplane.ErrExists for
+// a duplicate ID) is not stored either.
+func (s *Store) PutUpstreamToolSettingRecorded(ctx context.Context, us *toolplane.UpstreamToolSetting, c *toolplane.Change) error {
+	err := s.recorded(ctx, c, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, putUpstreamToolSetting,
+			us.Upstream, us.Tool, us.Settings, us.UpdatedBy, micros(us.UpdatedAt))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("put upstream tool setting %s/%s: %w", us.Upstream, us.Tool, err)
 	}
 	return nil
 }
 
-// DeleteUpstreamToolSetting removes the setting of one tool, or answers an
-// error wrapping toolplane.ErrNotFound.
-func (s *Store) DeleteUpstreamToolSetting(ctx context.Context, upstream, tool string) error {
-	res, err := s.exec(ctx, `DELETE FROM upstream_tool_settings WHERE upstream = ? AND tool = ?`, upstream, tool)
+// DeleteUpstreamToolSettingRecorded removes the setting of one tool and
+// appends c, its record in the change log, in one transaction. It answers
+// an error wrapping toolplane.ErrNotFound, and records nothing, when the
+// tool has no setting; a change that cannot be recorded deletes nothing.
+func (s *Store) DeleteUpstreamToolSettingRecorded(ctx context.Context, upstream, tool string, c *toolplane.Change) error {
+	err := s.recorded(ctx, c, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, deleteUpstreamToolSetting, upstream, tool)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return toolplane.ErrNotFound
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("delete upstream tool setting %s/%s: %w", upstream, tool, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("delete upstream tool setting %s/%s: %w", upstream, tool, err)
-	} else if n == 0 {
-		return fmt.Errorf("delete upstream tool setting %s/%s: %w", upstream, tool, toolplane.ErrNotFound)
+	return nil
+}
+
+func changeArgs(c *toolplane.Change) []any {
+	return []any{c.OrganizationID, c.ID, c.Kind, c.Subject, c.Actor, blob(c.Detail), micros(c.CreatedAt)}
+}
+
+// recorded runs write and appends c in one transaction, committed only
+// when both succeed.
+func (s *Store) recorded(ctx context.Context, c *toolplane.Change, write func(*sql.Tx) error) error {
+	if err := s.lockWrite(ctx); err != nil {
+		return err
 	}
+	defer s.unlockWrite()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	if err := write(tx); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, insertChange, changeArgs(c)...)
+	if isDuplicate(err) {
+		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("append change %s: %w", c.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.committed(ctx)
 	return nil
 }
 

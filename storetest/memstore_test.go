@@ -802,6 +802,11 @@ func (m *memStore) AuthzRevision(_ context.Context, org string) (int64, error) {
 func (m *memStore) AppendChange(_ context.Context, c *toolplane.Change) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.appendChangeLocked(c)
+}
+
+// appendChangeLocked is AppendChange with m.mu held.
+func (m *memStore) appendChangeLocked(c *toolplane.Change) error {
 	k := [2]string{c.OrganizationID, c.ID}
 	if _, ok := m.changes[k]; ok {
 		return toolplane.ErrExists
@@ -916,9 +921,12 @@ func (m *memStore) DeleteExpiredSessions(_ context.Context, now time.Time, limit
 	return len(expired), nil
 }
 
-func (m *memStore) PutUpstreamToolSetting(_ context.Context, us *toolplane.UpstreamToolSetting) error {
+func (m *memStore) PutUpstreamToolSettingRecorded(_ context.Context, us *toolplane.UpstreamToolSetting, ch *toolplane.Change) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.appendChangeLocked(ch); err != nil {
+		return err
+	}
 	c := *us
 	c.Settings = slices.Clone(us.Settings)
 	c.UpdatedAt = stored(us.UpdatedAt).UTC()
@@ -926,12 +934,15 @@ func (m *memStore) PutUpstreamToolSetting(_ context.Context, us *toolplane.Upstr
 	return nil
 }
 
-func (m *memStore) DeleteUpstreamToolSetting(_ context.Context, upstream, tool string) error {
+func (m *memStore) DeleteUpstreamToolSettingRecorded(_ context.Context, upstream, tool string, ch *toolplane.Change) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := [2]string{upstream, tool}
 	if _, ok := m.upstreamSettings[k]; !ok {
 		return fmt.Errorf("delete upstream tool setting %s/%s: %w", upstream, tool, toolplane.ErrNotFound)
+	}
+	if err := m.appendChangeLocked(ch); err != nil {
+		return err
 	}
 	delete(m.upstreamSettings, k)
 	return nil

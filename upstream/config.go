@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
 )
 
 // Config describes one upstream MCP server.
@@ -208,79 +209,43 @@ func expand(v string) (string, error) {
 	return out, nil
 }
 
-// masked stands in for each part of a URL MaskURL hides.
-const masked = "xxxxx"
-
-// MaskURL returns raw with what may be a credential in it masked, for a log
-// line or an error: the userinfo (a token often rides as the user name, not
-// only as the password) and the value of every query parameter. Every value
-// rather than those whose names look like credentials: a server's key is as
-// often ?key=, ?sig= or ?code= as ?token=, and a value that is not a secret
-// is still in the configuration for whoever needs it. The scheme, host, path
-// and parameter names stay, so the line still says which server is meant. A
-// raw that does not parse as a URL is masked whole.
-func MaskURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return masked
-	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(masked, masked)
-		} else {
-			u.User = url.User(masked)
-		}
-	}
-	if u.RawQuery != "" {
-		parts := strings.Split(u.RawQuery, "&")
-		for i, p := range parts {
-			if name, _, ok := strings.Cut(p, "="); ok {
-				parts[i] = name + "=" + masked
-			}
-		}
-		u.RawQuery = strings.Join(parts, "&")
-	}
-	return u.String()
-}
-
-// urlMasker answers a replacer that masks, in any text, the parts of raw
-// MaskURL hides, as raw writes them (and so as an error quoting raw does):
-// its whole query, by its masked form, and each user name, password and
-// query value on its own, longest first, so that no shorter part is
-// replaced inside a longer one. It answers nil when raw hides nothing.
+// urlMasker answers a replacer that hides, in any text, what
+// boundary.RedactURL hides of raw, as raw writes it (and so as an error
+// quoting raw does): the whole URL first, by its redacted form, then each
+// hidden part on its own, written as raw has it and unescaped, longest
+// first, so that no shorter part is replaced inside a longer one. It
+// answers nil when raw hides nothing.
 func urlMasker(raw string) *strings.Replacer {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil
-	}
 	var parts []string
-	if u.User != nil {
-		parts = append(parts, u.User.String(), u.User.Username())
-		if p, has := u.User.Password(); has {
-			parts = append(parts, p)
+	for _, p := range boundary.URLSecrets(raw) {
+		parts = append(parts, p)
+		if up, err := url.PathUnescape(p); err == nil {
+			parts = append(parts, up)
 		}
-	}
-	for _, p := range strings.Split(u.RawQuery, "&") {
-		if _, v, ok := strings.Cut(p, "="); ok {
-			parts = append(parts, v)
-			if uv, err := url.QueryUnescape(v); err == nil {
-				parts = append(parts, uv)
-			}
+		if uq, err := url.QueryUnescape(p); err == nil {
+			parts = append(parts, uq)
 		}
 	}
 	// Very short values would mask unrelated text ("1", "on"); the whole
-	// query, replaced first, still hides them where the URL is quoted.
+	// URL, replaced first, still hides them where it is quoted.
 	parts = slices.DeleteFunc(parts, func(s string) bool { return len(s) < 4 })
 	slices.Sort(parts)
 	parts = slices.Compact(parts)
 	slices.SortStableFunc(parts, func(a, b string) int { return len(b) - len(a) })
 	var pairs []string
-	if u.RawQuery != "" {
-		q, _ := url.Parse(MaskURL(raw))
-		pairs = append(pairs, "?"+u.RawQuery, "?"+q.RawQuery)
+	if red := boundary.RedactURL(raw); red != raw {
+		pairs = append(pairs, raw, red)
+		if u, err := url.Parse(raw); err == nil && u.RawQuery != "" {
+			// The query on its own, as an error that quotes the
+			// request rather than the configured address shows it.
+			if _, q, ok := strings.Cut(red, "?"); ok {
+				q, _, _ = strings.Cut(q, "#")
+				pairs = append(pairs, "?"+u.RawQuery, "?"+q)
+			}
+		}
 	}
 	for _, p := range parts {
-		pairs = append(pairs, p, masked)
+		pairs = append(pairs, p, boundary.Redacted)
 	}
 	if len(pairs) == 0 {
 		return nil

@@ -3,6 +3,7 @@ package upstream_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,24 +18,6 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/upstream"
 )
-
-func TestMaskURL(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"https://mcp.example.com/mcp", "https://mcp.example.com/mcp"},
-		{"https://mcp.example.com/mcp?token=abc123", "https://mcp.example.com/mcp?token=xxxxx"},
-		{"https://h/mcp?key=k1&sig=s%2F2&v=2", "https://h/mcp?key=xxxxx&sig=xxxxx&v=xxxxx"},
-		{"https://user:pass@h/mcp", "https://xxxxx:xxxxx@h/mcp"},
-		{"https://ghp_token@h/mcp?flag", "https://xxxxx@h/mcp?flag"},
-		{"http://127.0.0.1:8080/a/b?code=zz#frag", "http://127.0.0.1:8080/a/b?code=xxxxx#frag"},
-		{"://not a url", "xxxxx"},
-	}
-	for _, tt := range tests {
-		if got := upstream.MaskURL(tt.in); got != tt.want {
-			t.Errorf("MaskURL(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
 
 // logBuffer is where a captured slog handler writes: a buffer a test can
 // read while the set still logs.
@@ -59,35 +42,45 @@ const urlSecret = "url-secret-0123456789"
 
 // An upstream that cannot be reached is logged with its address, its
 // secrets masked: the HTTP client masks a password in the errors it quotes
-// the address in, but not a user name used as a token, nor the query.
+// the address in, but not a user name used as a token, a key in the path,
+// nor the query.
 func TestUnreachableUpstreamIsLoggedWithoutItsSecrets(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct{ name, rest, shown string }{
+		{"user info and query", urlSecret + "@%s/mcp?token=" + urlSecret, "/mcp?token=[redacted]"},
+		{"path", "%s/mcp/" + urlSecret + "/sse", "/mcp/[redacted]/sse"},
 	}
-	addr := l.Addr().String()
-	l.Close()
-	rec := &logBuffer{}
-	set, err := upstream.New([]upstream.Config{{Slug: "gone", URL: "http://" + urlSecret + "@" + addr + "/mcp?token=" + urlSecret}},
-		upstream.Options{Logger: slog.New(slog.NewTextHandler(rec, &slog.HandlerOptions{Level: slog.LevelDebug})), Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{handler.NewRegistry(), set}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set.UseRegistry(reg)
-	set.Start(context.Background(), 10*time.Second)
-	defer set.Close()
-	eventually(t, "the failed connection to be logged", func() bool { return strings.Contains(rec.text(), "upstream connection failed") })
-	logs := rec.text()
-	if strings.Contains(logs, urlSecret) {
-		t.Errorf("the URL's secret was logged:\n%s", logs)
-	}
-	if !strings.Contains(logs, "/mcp?token=xxxxx") {
-		t.Errorf("the log does not say which address failed:\n%s", logs)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			l.Close()
+			rec := &logBuffer{}
+			set, err := upstream.New([]upstream.Config{{Slug: "gone", URL: "http://" + fmt.Sprintf(tt.rest, addr)}},
+				upstream.Options{Logger: slog.New(slog.NewTextHandler(rec, &slog.HandlerOptions{Level: slog.LevelDebug})), Version: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{handler.NewRegistry(), set}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			set.UseRegistry(reg)
+			set.Start(context.Background(), 10*time.Second)
+			defer set.Close()
+			eventually(t, "the failed connection to be logged", func() bool { return strings.Contains(rec.text(), "upstream connection failed") })
+			logs := rec.text()
+			if strings.Contains(logs, urlSecret) {
+				t.Errorf("the URL's secret was logged:\n%s", logs)
+			}
+			if !strings.Contains(logs, tt.shown) {
+				t.Errorf("the log does not say which address failed:\n%s", logs)
+			}
+		})
 	}
 }
 
@@ -110,28 +103,37 @@ func (d dropCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // A call whose answer was lost ends uncertain, and the reason, which a
 // model reads, quotes the transport's error: it must not quote the URL's
-// secrets.
+// secrets, wherever in the URL they are.
 func TestCallErrorsDoNotCarryTheURLsSecrets(t *testing.T) {
 	t.Parallel()
-	srv, _ := newWireServer(t)
-	hs := httptest.NewServer(dropCalls{srv})
-	t.Cleanup(hs.Close)
-	set := startSet(t, upstream.Config{Slug: "wire", URL: hs.URL + "/mcp?api_key=" + urlSecret})
-	_, b, err := callBound(t, set, "wire", "odd", "", nil)
-	if err == nil {
-		t.Fatal("a dropped call answered no error")
+	tests := []struct{ name, path, shown string }{
+		// The URL was masked where the error was made; the message a
+		// model reads goes through the boundary's redaction as well,
+		// which names the query parameter's value redacted.
+		{"query", "/mcp?api_key=" + urlSecret, "api_key=[redacted]"},
+		{"path", "/mcp/" + urlSecret + "/sse?x=1", "/mcp/[redacted]/sse"},
 	}
-	if strings.Contains(err.Error(), urlSecret) {
-		t.Errorf("the call's error quotes the URL's secret: %v", err)
-	}
-	o := b.Classify(err)
-	if o.Kind != handler.Held {
-		t.Fatalf("a lost answer ended %v, want held", o.Kind)
-	}
-	// The URL was masked where the error was made; the message a model
-	// reads goes through the boundary's redaction as well, which names the
-	// query parameter's value redacted.
-	if strings.Contains(o.Reason, urlSecret) || !strings.Contains(o.Reason, "api_key=[redacted]") {
-		t.Errorf("the uncertain reason a model reads: %s", o.Reason)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := newWireServer(t)
+			hs := httptest.NewServer(dropCalls{srv})
+			t.Cleanup(hs.Close)
+			set := startSet(t, upstream.Config{Slug: "wire", URL: hs.URL + tt.path})
+			_, b, err := callBound(t, set, "wire", "odd", "", nil)
+			if err == nil {
+				t.Fatal("a dropped call answered no error")
+			}
+			if strings.Contains(err.Error(), urlSecret) {
+				t.Errorf("the call's error quotes the URL's secret: %v", err)
+			}
+			o := b.Classify(err)
+			if o.Kind != handler.Held {
+				t.Fatalf("a lost answer ended %v, want held", o.Kind)
+			}
+			if strings.Contains(o.Reason, urlSecret) || !strings.Contains(o.Reason, tt.shown) {
+				t.Errorf("the uncertain reason a model reads: %s", o.Reason)
+			}
+		})
 	}
 }

@@ -19,13 +19,6 @@ import (
 // deployment's operator.
 var ErrForbidden = errors.New("forbidden")
 
-// SettingsStore is what the settings service needs of the store: the
-// settings themselves and the change log.
-type SettingsStore interface {
-	toolplane.UpstreamSettingStore
-	AppendChange(ctx context.Context, c *toolplane.Change) error
-}
-
 // Settings changes the relaxation of one upstream tool at runtime. The
 // upstreams file's relaxations are the defaults; a stored setting replaces
 // the file's for its tool as a whole (a field it leaves out takes the
@@ -38,7 +31,7 @@ type SettingsStore interface {
 // deployment's tools. Every change is recorded in the change log of the
 // operator's organization.
 type Settings struct {
-	store    SettingsStore
+	store    toolplane.UpstreamSettingStore
 	set      *Set
 	operator string
 	log      *slog.Logger
@@ -50,7 +43,7 @@ type Settings struct {
 
 // NewSettings answers the settings service of set, stored in store, whose
 // operator is a platform_admin of the organization operator.
-func NewSettings(store SettingsStore, set *Set, operator string, log *slog.Logger) *Settings {
+func NewSettings(store toolplane.UpstreamSettingStore, set *Set, operator string, log *slog.Logger) *Settings {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -138,16 +131,14 @@ func (s *Settings) Put(ctx context.Context, by *toolplane.Credential, slug, tool
 		return nil, fmt.Errorf("put setting of %s/%s: %w", slug, tool, err)
 	}
 	now := s.now()
-	if err := s.store.PutUpstreamToolSetting(ctx, &toolplane.UpstreamToolSetting{Upstream: slug, Tool: tool, Settings: raw, UpdatedBy: by.Subject, UpdatedAt: now}); err != nil {
+	change, err := s.change(by, "upstream.tool_settings.put", slug, tool, raw, now)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.record(ctx, by, "upstream.tool_settings.put", slug, tool, raw, now); err != nil {
+	if err := s.store.PutUpstreamToolSettingRecorded(ctx, &toolplane.UpstreamToolSetting{Upstream: slug, Tool: tool, Settings: raw, UpdatedBy: by.Subject, UpdatedAt: now}, change); err != nil {
 		return nil, err
 	}
-	if err := s.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	return s.view(ctx, u, tool)
+	return s.refreshed(ctx, u, tool)
 }
 
 // Reset removes the tool's stored setting: the file's counts again.
@@ -160,40 +151,51 @@ func (s *Settings) Reset(ctx context.Context, by *toolplane.Credential, slug, to
 	if err != nil {
 		return nil, err
 	}
-	if err := s.store.DeleteUpstreamToolSetting(ctx, slug, tool); err != nil {
+	change, err := s.change(by, "upstream.tool_settings.reset", slug, tool, nil, s.now())
+	if err != nil {
 		return nil, err
 	}
-	if err := s.record(ctx, by, "upstream.tool_settings.reset", slug, tool, nil, s.now()); err != nil {
+	if err := s.store.DeleteUpstreamToolSettingRecorded(ctx, slug, tool, change); err != nil {
 		return nil, err
 	}
-	if err := s.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	return s.view(ctx, u, tool)
+	return s.refreshed(ctx, u, tool)
 }
 
-func (s *Settings) record(ctx context.Context, by *toolplane.Credential, kind, slug, tool string, settings json.RawMessage, at time.Time) error {
+// change answers the change-log record of a setting's change, in the
+// operator's organization.
+func (s *Settings) change(by *toolplane.Credential, kind, slug, tool string, settings json.RawMessage, at time.Time) (*toolplane.Change, error) {
 	detail, err := json.Marshal(map[string]any{"upstream": slug, "tool": tool, "settings": settings})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("record the change of %s/%s: %w", slug, tool, err)
 	}
-	err = s.store.AppendChange(ctx, &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: s.operator, Kind: kind,
-		Subject: "mcp." + slug + "." + tool, Actor: by.Subject, Detail: detail, CreatedAt: at})
+	return &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: s.operator, Kind: kind,
+		Subject: "mcp." + slug + "." + tool, Actor: by.Subject, Detail: detail, CreatedAt: at}, nil
+}
+
+// refreshed applies the stored settings on this node and answers the
+// tool's settings from the same read.
+func (s *Settings) refreshed(ctx context.Context, u *upstream, tool string) (*Setting, error) {
+	all, err := s.refresh(ctx)
 	if err != nil {
-		return fmt.Errorf("record the change of %s/%s: %w", slug, tool, err)
+		return nil, err
 	}
-	return nil
+	return s.viewOf(u, tool, all)
 }
 
 // view answers the tool's settings as this node holds them.
 func (s *Settings) view(ctx context.Context, u *upstream, tool string) (*Setting, error) {
-	out := &Setting{Upstream: u.cfg.Slug, Tool: tool, Name: "mcp." + u.cfg.Slug + "." + tool}
-	if r, ok := u.cfg.Tools[tool]; ok {
-		out.File = &r
-	}
 	all, err := s.store.ListUpstreamToolSettings(ctx)
 	if err != nil {
 		return nil, err
+	}
+	return s.viewOf(u, tool, all)
+}
+
+// viewOf answers the tool's settings, all being the stored settings.
+func (s *Settings) viewOf(u *upstream, tool string, all []toolplane.UpstreamToolSetting) (*Setting, error) {
+	out := &Setting{Upstream: u.cfg.Slug, Tool: tool, Name: "mcp." + u.cfg.Slug + "." + tool}
+	if r, ok := u.cfg.Tools[tool]; ok {
+		out.File = &r
 	}
 	for _, st := range all {
 		if st.Upstream == u.cfg.Slug && st.Tool == tool {
@@ -230,14 +232,20 @@ func decodeSetting(raw []byte) (Relax, error) {
 // Refresh reads the stored settings and applies them on this node when
 // they changed since it last did.
 func (s *Settings) Refresh(ctx context.Context) error {
+	_, err := s.refresh(ctx)
+	return err
+}
+
+// refresh is Refresh, answering the settings it read.
+func (s *Settings) refresh(ctx context.Context) ([]toolplane.UpstreamToolSetting, error) {
 	all, err := s.store.ListUpstreamToolSettings(ctx)
 	if err != nil {
-		return fmt.Errorf("read upstream settings: %w", err)
+		return nil, fmt.Errorf("read upstream settings: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.EqualFunc(all, s.applied, sameSetting) {
-		return nil
+		return all, nil
 	}
 	by := map[string]map[string]Relax{}
 	for _, st := range all {
@@ -255,7 +263,7 @@ func (s *Settings) Refresh(ctx context.Context) error {
 	}
 	s.set.override(by)
 	s.applied = all
-	return nil
+	return all, nil
 }
 
 func sameSetting(a, b toolplane.UpstreamToolSetting) bool {

@@ -147,3 +147,56 @@ func TestRuntimeSettingsTightenAndRelaxOnEveryNode(t *testing.T) {
 		}
 	}
 }
+
+// A setting and its change record are stored together or not at all: when
+// the change log refuses the record, the change answers an error and no
+// node applies it, neither a put nor a reset.
+func TestASettingChangeWithoutItsRecordIsNotStored(t *testing.T) {
+	t.Parallel()
+	var sent atomic.Int32
+	_, upURL := goUpstream(t, &sent)
+	e := newEnv(t, nil, upstream.Config{Slug: "up", URL: upURL})
+	settings := upstream.NewSettings(e.store, e.set, "org-1", slog.New(slog.DiscardHandler))
+	operator := &toolplane.Credential{ID: "cred-op", OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "ops", Roles: []string{toolplane.RolePlatformAdmin}}
+	kept := upstream.Relax{Effect: toolplane.EffectWrite, Destructive: no(), RequiresApproval: yes()}
+	if _, err := settings.Put(e.ctx, operator, "up", "send", kept); err != nil {
+		t.Fatal(err)
+	}
+	before, err := e.store.ListUpstreamToolSettings(e.ctx)
+	if err != nil || len(before) != 1 {
+		t.Fatalf("settings after the first put: %+v, %v", before, err)
+	}
+	// The change log fails every insert from now on, as a full disk or a
+	// lost connection between the two writes would.
+	if _, err := e.db.ExecContext(e.ctx, `CREATE TRIGGER changes_refused BEFORE INSERT ON changes
+		BEGIN SELECT RAISE(ABORT, 'change log refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		change func() (*upstream.Setting, error)
+	}{
+		{"put", func() (*upstream.Setting, error) {
+			return settings.Put(e.ctx, operator, "up", "send", upstream.Relax{Effect: toolplane.EffectRead})
+		}},
+		{"put of another tool", func() (*upstream.Setting, error) {
+			return settings.Put(e.ctx, operator, "up", "lookup", upstream.Relax{Effect: toolplane.EffectRead})
+		}},
+		{"reset", func() (*upstream.Setting, error) { return settings.Reset(e.ctx, operator, "up", "send") }},
+	}
+	for _, tt := range tests {
+		if _, err := tt.change(); err == nil {
+			t.Fatalf("%s answered no error with the change log refusing its record", tt.name)
+		}
+		after, err := e.store.ListUpstreamToolSettings(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != 1 || after[0].Tool != "send" || string(after[0].Settings) != string(before[0].Settings) {
+			t.Fatalf("%s without its record changed the stored settings: %+v", tt.name, after)
+		}
+	}
+	if got, err := settings.Get(e.ctx, operator, "up", "send"); err != nil || !got.Effective.RequiresApproval || got.Effective.Effect != toolplane.EffectWrite {
+		t.Errorf("send on this node: %+v, %v; want the first setting still applied", got, err)
+	}
+}

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/internal/fencetest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -213,7 +213,7 @@ func TestUpstreamContentBlocksPassThroughOnEveryDoor(t *testing.T) {
 		}
 		if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
 			t.Errorf("block 0 is %T", res.Content[0])
-		} else if _, inner, fenced := boundary.Unfence(tc.Text); !fenced || inner != "here it is" {
+		} else if _, inner, fenced := fencetest.Unfence(tc.Text); !fenced || inner != "here it is" {
 			t.Errorf("the server's text is not fenced: %q", tc.Text)
 		}
 		isPixel(t, res.Content[1])
@@ -229,7 +229,7 @@ func TestUpstreamContentBlocksPassThroughOnEveryDoor(t *testing.T) {
 		}
 		if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
 			t.Errorf("block 0 is %T", res.Content[0])
-		} else if _, inner, fenced := boundary.Unfence(tc.Text); !fenced || inner != `{"width":3}` {
+		} else if _, inner, fenced := fencetest.Unfence(tc.Text); !fenced || inner != `{"width":3}` {
 			t.Errorf("measure's text: %q", tc.Text)
 		}
 		if got := string(mustJSON(t, res.StructuredContent)); got != `{"width":3}` || res.Meta["toolplane/untrusted"] != true {

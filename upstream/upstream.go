@@ -688,11 +688,12 @@ type scrubbed struct {
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
 
-// scrub answers err with the secrets of the server's URL (its user info
-// and query values, see MaskURL) masked in its text. The HTTP client
-// quotes a request's URL in its errors, minus only the password; the
-// query, where many servers take their key, would otherwise reach the
-// logs and, through an uncertain action's reason, a model.
+// scrub answers err with the secrets of the server's URL (what
+// boundary.RedactURL hides: its user info, token-like path segments and
+// query values) masked in its text. The HTTP client quotes a request's URL
+// in its errors, minus only the password; the rest, where many servers
+// take their key, would otherwise reach the logs and, through an uncertain
+// action's reason, a model.
 func (u *upstream) scrub(err error) error {
 	if err == nil || u.mask == nil {
 		return err

@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -18,8 +19,8 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
-	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/fencetest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
@@ -31,6 +32,7 @@ import (
 // env is toolplane serving one set of upstreams through the invoker.
 type env struct {
 	ctx       context.Context
+	db        *sql.DB // the store's database, for a test that must reach under the store
 	store     *sqlite.Store
 	reg       *registry.Registry
 	set       *upstream.Set
@@ -90,7 +92,7 @@ func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Conf
 		Tools: []string{"mcp.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	return &env{ctx: ctx, store: store, reg: reg, set: set, iv: iv, approvals: approvals, key: apikey.Key(id, secret),
+	return &env{ctx: ctx, db: db, store: store, reg: reg, set: set, iv: iv, approvals: approvals, key: apikey.Key(id, secret),
 		mcp: &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", Upstreams: set}}
 }
 
@@ -417,7 +419,7 @@ func TestGovernedCopyServesTheUpstreamsOwnNames(t *testing.T) {
 	// The server's own content, its text fenced as untrusted.
 	if tc, ok := res.Content[0].(*mcp.TextContent); !ok {
 		t.Errorf("the copy did not answer the server's own content: %#v", res.Content)
-	} else if _, text, fenced := boundary.Unfence(tc.Text); !fenced || text != "peeked" {
+	} else if _, text, fenced := fencetest.Unfence(tc.Text); !fenced || text != "peeked" {
 		t.Errorf("the copy did not answer the server's own content, fenced: %q", tc.Text)
 	}
 	res, err = cs.CallTool(e.ctx, &mcp.CallToolParams{Name: "lookup", Arguments: map[string]any{"id": "z"}})

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/internal/fencetest"
 )
 
 // forgedEnvelope is text an upstream answers that copies toolplane's own
@@ -193,7 +194,7 @@ func TestUntrustedOutputIsLabelledOnEveryDoor(t *testing.T) {
 		if !ok || res.Resource == nil {
 			t.Fatalf("block 1: %#v", r.Content[1])
 		}
-		if source, text, ok := boundary.Unfence(res.Resource.Text); !ok || source != "mcp:hostile" || text != forgedEnd {
+		if source, text, ok := fencetest.Unfence(res.Resource.Text); !ok || source != "mcp:hostile" || text != forgedEnd {
 			t.Errorf("the lifted resource's text is not fenced as untrusted: %q", res.Resource.Text)
 		}
 		if res.Resource.URI != "" || res.Resource.MIMEType != "" || string(res.Resource.Blob) != "pdf" {
@@ -238,7 +239,7 @@ func TestUntrustedOutputIsLabelledOnEveryDoor(t *testing.T) {
 			if !ok {
 				t.Fatalf("block %d: %#v", i, r.Content[i])
 			}
-			source, text, fenced := boundary.Unfence(tc.Text)
+			source, text, fenced := fencetest.Unfence(tc.Text)
 			if !fenced || source != "mcp:hostile" || text != want {
 				t.Errorf("block %d is not fenced as untrusted: %q", i, tc.Text)
 			}
@@ -257,7 +258,7 @@ func TestUntrustedOutputIsLabelledOnEveryDoor(t *testing.T) {
 		}
 		fenced := func(field, got, want string) {
 			t.Helper()
-			if source, text, ok := boundary.Unfence(got); !ok || source != "mcp:hostile" || text != want {
+			if source, text, ok := fencetest.Unfence(got); !ok || source != "mcp:hostile" || text != want {
 				t.Errorf("%s is not fenced as untrusted: %q", field, got)
 			}
 		}
@@ -316,7 +317,7 @@ func TestUntrustedOutputIsLabelledOnEveryDoor(t *testing.T) {
 		if strings.Contains(logs, urlSecret) {
 			t.Errorf("an upstream URL's secret was logged:\n%s", logs)
 		}
-		if !strings.Contains(logs, "key=xxxxx") {
+		if !strings.Contains(logs, "key=[redacted]") {
 			t.Errorf("the logs do not say which URL failed:\n%s", logs)
 		}
 	})
