@@ -6,11 +6,12 @@ import (
 	"net/http"
 )
 
-// Defaults of the session caps. A session costs about 100 KB (the SDK's
-// server and session, the tools shown) and is held until its client ends it
-// or it idles out; 64 per key leaves room for a fleet of concurrent runs on
-// one key, and 2048 per node bounds what all keys together can hold to about
-// 200 MB.
+// Defaults of the session caps. A session holds the SDK's server and
+// session and the tools it was shown, so its size grows with the catalogue
+// (about 12 KB with one tool: heap in use after a collection, over 500
+// sessions). It is held until its client ends it or it idles out; 64 per
+// key leaves room for a fleet of concurrent runs on one key, and 2048 per
+// node bounds what all keys together can hold.
 const (
 	DefaultMaxSessionsPerKey = 64
 	DefaultMaxSessions       = 2048
