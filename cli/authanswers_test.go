@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -77,25 +76,5 @@ func TestServeAuthAnswers(t *testing.T) {
 				t.Errorf("metadata %s; want resource %q and authorization_servers [%q]", raw, tt.resource, issuer)
 			}
 		})
-	}
-}
-
-// The metrics token's refusal is JSON too, with a Bearer challenge.
-func TestMetricsRefusalIsJSON(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(bearerOnly("s3cret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("metrics")) })))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var env struct {
-		Error map[string]any `json:"error"`
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("Content-Type") != "application/json" ||
-		!strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") || json.Unmarshal(raw, &env) != nil || env.Error["code"] != "unauthenticated" {
-		t.Errorf("%d %v %s; want 401, a Bearer challenge and the error envelope", resp.StatusCode, resp.Header, raw)
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/internal/server"
 )
 
 // DefaultDatabase is the embedded store's file when neither --database nor
 // TOOLPLANE_DATABASE names one.
-const DefaultDatabase = "toolplane-data/toolplane.db"
+const DefaultDatabase = server.DefaultDatabase
 
 // databaseFlag adds --database to fs, defaulting to TOOLPLANE_DATABASE and
 // then the embedded file.

@@ -3,10 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/toolplane/toolplane/backend"
 )
 
 // syncBuffer is a buffer the server writes while the test reads.
@@ -137,173 +133,5 @@ func TestServeRefusesToolsWithoutAHandler(t *testing.T) {
 	code := serve(context.Background(), []string{"--tools", "../examples/tools", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "no handler is registered") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-}
-
-func TestFirstStartRefusesAPlantedCredentialsFile(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	b, err := backend.Open(ctx, filepath.Join(dir, "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	target := filepath.Join(dir, "elsewhere")
-	tests := []struct {
-		name  string
-		plant func(file string) error
-	}{
-		{"a file", func(file string) error { return os.WriteFile(file, []byte("x"), 0o644) }},
-		{"a symbolic link", func(file string) error { return os.Symlink(target, file) }},
-	}
-	for i, tt := range tests {
-		data := filepath.Join(dir, fmt.Sprint("data", i))
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := tt.plant(filepath.Join(data, "credentials.env")); err != nil {
-			t.Fatal(err)
-		}
-		if err := firstStart(ctx, b, filepath.Join(dir, "t.db"), data, true, io.Discard); err == nil {
-			t.Errorf("%s: first start wrote its keys through what was planted", tt.name)
-		}
-		if creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10); len(creds) != 0 {
-			t.Errorf("%s: %d credentials stored that nobody holds", tt.name, len(creds))
-		}
-	}
-	if _, err := os.Stat(target); !os.IsNotExist(err) {
-		t.Errorf("the link's target was written: %v", err)
-	}
-}
-
-func TestFirstStartOnOneDatabaseByManyNodesMintsOnce(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "t.db")
-	b, err := backend.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	const nodes = 4
-	var wg sync.WaitGroup
-	errs := make([]error, nodes)
-	for i := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = firstStart(ctx, b, db, filepath.Join(dir, fmt.Sprint("node", i)), true, io.Discard)
-		}()
-	}
-	wg.Wait()
-	files := 0
-	for i := range nodes {
-		if errs[i] != nil {
-			t.Errorf("node %d: %v", i, errs[i])
-		}
-		if _, err := os.Stat(filepath.Join(dir, fmt.Sprint("node", i), "credentials.env")); err == nil {
-			files++
-		}
-	}
-	// The nodes that lost stored an admin key before they learned it, and
-	// withdrew it: only the winner's keys are valid.
-	all, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)
-	var valid []string
-	for _, c := range all {
-		if c.RevokedAt.IsZero() {
-			valid = append(valid, c.ID)
-		}
-	}
-	if files != 1 || len(valid) != 2 {
-		t.Errorf("%d credentials files and %d valid credentials, want 1 file holding the 2 stored keys", files, len(valid))
-	}
-	if files == 1 {
-		for i := range nodes {
-			raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprint("node", i), "credentials.env"))
-			if err != nil {
-				continue
-			}
-			for _, id := range valid {
-				if !strings.Contains(string(raw), id+"_") {
-					t.Errorf("the credentials file lacks the valid key %s", id)
-				}
-			}
-		}
-	}
-}
-
-// The first start's keys have random ids like any other key: an id nobody
-// can guess is an id nobody can present to probe or flood.
-func TestFirstStartIDsAreNotPredictable(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	seen := map[string]bool{}
-	for i := range 2 {
-		dir := t.TempDir()
-		db := filepath.Join(dir, "t.db")
-		b, err := backend.Open(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		if err := b.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := firstStart(ctx, b, db, filepath.Join(dir, "data"), true, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)
-		if len(creds) != 2 {
-			t.Fatalf("database %d: %d credentials", i, len(creds))
-		}
-		for _, c := range creds {
-			if seen[c.ID] || strings.Count(c.ID, "0") > 12 {
-				t.Errorf("database %d: the %s key has the id %s, which a reader of the source can guess", i, c.Subject, c.ID)
-			}
-			seen[c.ID] = true
-		}
-	}
-}
-
-func TestMetricsTokenGuardsMetrics(t *testing.T) {
-	t.Parallel()
-	h := bearerOnly("s3cret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("metrics")) }))
-	tests := []struct {
-		header string
-		want   int
-	}{
-		{"", http.StatusUnauthorized},
-		{"Bearer wrong", http.StatusUnauthorized},
-		{"Bearer s3cret", http.StatusOK},
-	}
-	for _, tt := range tests {
-		req := httptest.NewRequest("GET", "/metrics", nil)
-		if tt.header != "" {
-			req.Header.Set("Authorization", tt.header)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != tt.want {
-			t.Errorf("%q: %d, want %d", tt.header, rec.Code, tt.want)
-		}
-	}
-	// Without a token the handler is open.
-	rec := httptest.NewRecorder()
-	bearerOnly("", h).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != http.StatusUnauthorized {
-		t.Errorf("the open wrapper changed the inner handler's answer: %d", rec.Code)
-	}
-	rec = httptest.NewRecorder()
-	bearerOnly("", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		t.Errorf("an open /metrics refused a scraper: %d", rec.Code)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package cli
+package server
 
 // noFollow is 0 where the system has no O_NOFOLLOW (Windows). There the
 // credentials file is opened with O_CREATE|O_EXCL, which Go maps to

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/httpapi"
+)
+
+// firstStartChange is the ID of the change that records a database's
+// first start. The credentials first start mints have random IDs, like any
+// key's (a fixed ID would tell everyone which id to present as the admin's);
+// what makes one node's keys the first ones, when several nodes start on
+// one empty database at once, is this change: each node stores its keys and
+// then appends it, exactly one append succeeds, and every other node
+// revokes the keys it stored and forgets them.
+const firstStartChange = "chg_first_start"
+
+// firstDemoGrantID is the demo agent's grant of the demo tools.
+const firstDemoGrantID = "grt_first_demo"
+
+// firstStart mints an admin credential (and, with the demo, an agent's) the
+// first time the database is served. The keys are written to a file only
+// the operator can read before they are stored, so a key never exists that
+// nobody holds; the file is created exclusively and never through a
+// symbolic link, so a file planted in the data directory cannot capture
+// them.
+func firstStart(ctx context.Context, b *backend.Backend, database, dataDir string, withDemo bool, stdout io.Writer) error {
+	existing, _, err := b.Store.ListCredentials(ctx, DefaultOrganization, "", 1)
+	if err != nil {
+		return err
+	}
+	if len(existing) > 0 {
+		return nil
+	}
+	if dataDir == "" {
+		dataDir = "toolplane-data"
+		if !backend.IsPostgres(database) {
+			dataDir = filepath.Dir(database)
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	type minted struct {
+		cred *toolplane.Credential
+		line string
+	}
+	mint := func(kind toolplane.CredentialKind, subject, label string, roles, tools []string) (minted, error) {
+		id, secret, err := apikey.New(kind)
+		if err != nil {
+			return minted{}, err
+		}
+		c := &toolplane.Credential{ID: id, OrganizationID: DefaultOrganization, Kind: kind, Subject: subject, Roles: roles,
+			Tools: tools, Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
+		return minted{c, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret))}, nil
+	}
+	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil)
+	if err != nil {
+		return err
+	}
+	keys := []minted{admin}
+	if withDemo {
+		agent, err := mint(toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, nil)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, agent)
+	}
+	var text strings.Builder
+	for _, k := range keys {
+		text.WriteString(k.line + "\n")
+	}
+	file := filepath.Join(dataDir, "credentials.env")
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s already exists but the database holds no credentials: move it away (it may hold another database's keys) or choose another --data directory", file)
+	}
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(text.String())
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		os.Remove(file)
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := b.Store.InsertCredential(ctx, admin.cred); err != nil {
+		os.Remove(file) // nothing was stored
+		return fmt.Errorf("store first credentials: %w", err)
+	}
+	now := time.Now()
+	err = b.Store.AppendChange(ctx, &toolplane.Change{ID: firstStartChange, OrganizationID: DefaultOrganization,
+		Kind: "credential.first_start", Subject: admin.cred.ID, Actor: "first start", CreatedAt: now})
+	if errors.Is(err, toolplane.ErrExists) {
+		// Another node started on this database at the same moment and its
+		// keys are the first ones; this node's admin key is withdrawn.
+		admin.cred.RevokedAt = now
+		if ok, err := b.Store.UpdateCredential(ctx, admin.cred); err != nil || !ok {
+			return fmt.Errorf("withdraw the admin key %s that lost the first start to another node (it is in %s): %v", admin.cred.ID, file, err)
+		}
+		os.Remove(file)
+		fmt.Fprintln(stdout, "first start: another node created the first credentials; they are in its data directory")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record the first start (the admin key in %s is valid): %w", file, err)
+	}
+	for _, k := range keys[1:] {
+		if err := b.Store.InsertCredential(ctx, k.cred); err != nil {
+			// The admin key in the file works: keep it.
+			return fmt.Errorf("store first credentials (the admin key in %s is valid): %w", file, err)
+		}
+	}
+	if withDemo {
+		// The demo agent's key narrows nothing: what it may call is what
+		// its identity is granted, so the identity gets the demo
+		// catalogue, recorded like any grant (and revocable like one).
+		g := &toolplane.Grant{ID: firstDemoGrantID, OrganizationID: DefaultOrganization, AgentID: "demo-agent", Pattern: "demo.*",
+			GrantedBy: "first start", CreatedAt: now}
+		if err := b.Store.InsertGrant(ctx, g); err != nil {
+			return fmt.Errorf("grant the demo agent the demo tools (the keys in %s are valid): %w", file, err)
+		}
+		detail, _ := json.Marshal(g)
+		if err := b.Store.AppendChange(ctx, &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: DefaultOrganization,
+			Kind: "grant.add", Subject: g.AgentID, Actor: "first start", Detail: detail, CreatedAt: now}); err != nil {
+			return fmt.Errorf("record the demo agent's grant: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)
+	return nil
+}

@@ -1,0 +1,644 @@
+// Package server builds one toolplane node from a plain Config — its
+// database, services, background work and doors — and runs it until its
+// context ends. `toolplane serve` parses its flags into a Config and
+// starts this; so do the tests that need a whole server in their process,
+// so what they test is what ships.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/demo"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/jwtauth"
+	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/metrics"
+	"github.com/toolplane/toolplane/ratelimit"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/upstream"
+)
+
+// DefaultOrganization is the organization a single-tenant install serves.
+const DefaultOrganization = "default"
+
+// The defaults a zero Config field takes. They are the ones `toolplane
+// serve` documents for its flags, so a server started from a Config and
+// one started from the command line behave alike.
+const (
+	// DefaultAddr is where the API listens.
+	DefaultAddr = "127.0.0.1:8080"
+	// DefaultDatabase is the embedded store's SQLite file.
+	DefaultDatabase = "toolplane-data/toolplane.db"
+	// DefaultRateLimit is the requests per minute each key may make on a
+	// node.
+	DefaultRateLimit = 600
+	// DefaultAuthFailureLimit is the failed authentications per minute
+	// allowed on a node from one client address, and for one key id.
+	DefaultAuthFailureLimit = 30
+	// DefaultHeartbeat is how often a node tells the others it is alive.
+	DefaultHeartbeat = 2 * time.Second
+	// DefaultNodeDeadAfter is how long a node may go without a heartbeat
+	// before the claims it held are decided.
+	DefaultNodeDeadAfter = 10 * time.Second
+	// DefaultSweepEvery is how often the sweep decides lost claims and
+	// schedules approved calls.
+	DefaultSweepEvery = 10 * time.Second
+	// DefaultVersion is the version reported when Config.Version is empty.
+	DefaultVersion = "devel"
+)
+
+// Config is everything a node is built from. Every field's zero value is
+// a working default, so Config{} serves the embedded SQLite store on
+// DefaultAddr like `toolplane serve` with no flags; a limit that has a
+// default is turned off with a negative value.
+type Config struct {
+	// Addr is where the API (REST under /v1, MCP at /mcp) listens;
+	// default DefaultAddr. With port 0 a free port is chosen: Server.Addr
+	// answers it.
+	Addr string
+	// Database is a SQLite file path or a PostgreSQL DSN (postgres://...);
+	// default DefaultDatabase.
+	Database string
+	// DataDir is where first start writes the admin credential; default
+	// the SQLite file's directory, or toolplane-data for PostgreSQL.
+	DataDir string
+	// ToolsDir, when set, is a directory of tool definitions (*.yaml,
+	// *.yml, *.json) to load.
+	ToolsDir string
+	// Demo adds the built-in demo catalogue (and, at first start, a demo
+	// agent's key granted it).
+	Demo bool
+	// UpstreamsFile, when set, is a file of upstream MCP servers to ingest
+	// and govern; Upstreams are more, after the file's.
+	UpstreamsFile string
+	Upstreams     []upstream.Config
+	// JWTIssuer, when set, accepts JWTs from this issuer besides API keys;
+	// it needs JWTAudience (the aud they must name) and JWTJWKSURL (where
+	// the issuer publishes its signing keys).
+	JWTIssuer, JWTAudience, JWTJWKSURL string
+	// RateLimit is the requests per minute each API key may make on this
+	// node, counting only requests that authenticated as it; default
+	// DefaultRateLimit, negative: no limit.
+	RateLimit int
+	// AuthFailureLimit is the failed authentications per minute allowed on
+	// this node from one client address and for one key id; default
+	// DefaultAuthFailureLimit, negative: no limit.
+	AuthFailureLimit int
+	// MCPSessionsPerKey and MCPSessions cap the MCP sessions one key, and
+	// all keys together, hold open on this node; zero or negative: the
+	// mcpserver defaults.
+	MCPSessionsPerKey, MCPSessions int
+	// PublicURL is where people reach this server (approval links, the
+	// served OpenAPI document's servers); default http:// and the bound
+	// address.
+	PublicURL string
+	// MetricsToken, when set, is the bearer token /metrics requires;
+	// empty leaves /metrics open, for a scraper on a private network.
+	MetricsToken string
+	// RunBudgetCents, when positive, caps every run's cost, on every door;
+	// a caller may ask for a lower cap, never a higher one.
+	RunBudgetCents int64
+	// PprofAddr, when set, serves Go's runtime profiles on an address of
+	// its own (never the API's).
+	PprofAddr string
+	// Node is this node's name, unique in the deployment and kept across
+	// restarts; default HOST:PORT of Addr, or HOST-PID when the port is 0.
+	Node string
+	// LeaseMargin is added to a tool's timeout to form a write's claim
+	// lease; default invoke.DefaultLeaseMargin.
+	LeaseMargin time.Duration
+	// Heartbeat is how often this node tells the others it is alive;
+	// default DefaultHeartbeat.
+	Heartbeat time.Duration
+	// NodeDeadAfter is how long a node may go without a heartbeat before
+	// the claims it held are decided; default DefaultNodeDeadAfter,
+	// negative: by their leases alone.
+	NodeDeadAfter time.Duration
+	// SweepEvery is how often the sweep decides lost claims and schedules
+	// approved calls; default DefaultSweepEvery.
+	SweepEvery time.Duration
+	// Logger receives the server's log; nil discards it.
+	Logger *slog.Logger
+	// Stdout receives the lines an operator reads at start and stop (where
+	// it serves, the first start's credentials file, "toolplane stopped");
+	// Stderr the problems found in tool definitions, line by line. Nil
+	// discards them.
+	Stdout, Stderr io.Writer
+	// Version is this build's version, reported to MCP clients and to
+	// upstream servers alike; default DefaultVersion.
+	Version string
+}
+
+// ConfigError says which Config field cannot be used and why. A command
+// line that fills a Config from flags names the flag instead with
+// Describe, so the rule is written once, here.
+type ConfigError struct {
+	// Field is the Config field at fault, e.g. "JWTIssuer".
+	Field string
+	// Needs, when set, are the other fields Field needs and that are not
+	// all set.
+	Needs []string
+	// Err, otherwise, is why Field's value cannot be used.
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Describe(func(f string) string { return f }) }
+
+// Unwrap answers why the value cannot be used.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Describe is the error's message with every field named by name(field).
+func (e *ConfigError) Describe(name func(field string) string) string {
+	if len(e.Needs) > 0 {
+		needs := make([]string, len(e.Needs))
+		for i, n := range e.Needs {
+			needs[i] = name(n)
+		}
+		return name(e.Field) + " needs " + strings.Join(needs, " and ")
+	}
+	return name(e.Field) + ": " + e.Err.Error()
+}
+
+// ErrNegative: a duration that must be positive (zero takes the default)
+// is negative.
+var ErrNegative = errors.New("is negative (zero takes the default)")
+
+// withDefaults answers c with its defaults applied, or the first field
+// that cannot be used. It opens nothing, so a bad Config leaves no trace.
+func (c Config) withDefaults() (Config, error) {
+	if c.JWTIssuer != "" && (c.JWTAudience == "" || c.JWTJWKSURL == "") {
+		return c, &ConfigError{Field: "JWTIssuer", Needs: []string{"JWTAudience", "JWTJWKSURL"}}
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}} {
+		if d.v < 0 {
+			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.Database == "" {
+		c.Database = DefaultDatabase
+	}
+	if c.Node == "" {
+		c.Node = defaultNodeName(c.Addr)
+	}
+	if c.RateLimit == 0 {
+		c.RateLimit = DefaultRateLimit
+	}
+	if c.AuthFailureLimit == 0 {
+		c.AuthFailureLimit = DefaultAuthFailureLimit
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	switch {
+	case c.NodeDeadAfter == 0:
+		c.NodeDeadAfter = DefaultNodeDeadAfter
+	case c.NodeDeadAfter < 0:
+		c.NodeDeadAfter = 0 // what invoke and jobs read as "by leases alone"
+	}
+	if c.SweepEvery == 0 {
+		c.SweepEvery = DefaultSweepEvery
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	return c, nil
+}
+
+// Server is one node, built and listening, not yet serving until Run.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	// bg is the background work's context (watchers, heartbeat, upstream
+	// resync, the runner), ended when the server stops; stopBG ends it.
+	bg     context.Context
+	stopBG context.CancelFunc
+
+	b        *backend.Backend
+	reg      *registry.Registry
+	iv       *invoke.Invoker
+	runner   backend.Runner
+	running  bool // the runner started, so stopping must stop it
+	ln       net.Listener
+	srv      *http.Server
+	pprofLn  net.Listener
+	pprofSrv *http.Server
+	// closers release what New opened, in reverse order.
+	closers []func()
+
+	ran  atomic.Bool
+	stop sync.Once
+}
+
+// New builds the node cfg describes: it opens and migrates the database,
+// registers the node, loads the catalogue (demo, tools directory,
+// upstreams), builds the services and the background work, settles the
+// claims a lost node left, mints the first credentials on an empty
+// database, and listens. ctx bounds the start only; the server runs until
+// Run's context ends, or Close.
+//
+// An error says what failed; a Config field that cannot be used is a
+// *ConfigError, and tool definitions that do not pass registration's
+// checks wrap a *registry.CheckError (their problems are also written to
+// Stderr). Whatever New opened before failing is released.
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{cfg: cfg, log: cfg.Logger, bg: bg, stopBG: stopBG}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+
+	b, err := backend.Open(ctx, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	s.b = b
+	s.closers = append(s.closers, b.Close)
+	if err := b.Migrate(ctx); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	self, err := jobs.Register(ctx, b.Store, cfg.Node, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	handlers, defs, upstreams, err := s.catalogue()
+	if err != nil {
+		return nil, err
+	}
+	svc, err := s.services(ctx, self, handlers, defs, upstreams)
+	if err != nil {
+		return nil, err
+	}
+	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout); err != nil {
+		return nil, fmt.Errorf("first start: %w", err)
+	}
+	if err := s.doors(svc); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// catalogue answers the handlers compiled in (the demo's, when asked), the
+// definitions to register (the demo's, then the tools directory's), and
+// the upstream servers (the file's, then the listed ones).
+func (s *Server) catalogue() (*handler.Registry, []toolplane.Definition, *upstream.Set, error) {
+	cfg := s.cfg
+	handlers := handler.NewRegistry()
+	var defs []toolplane.Definition
+	if cfg.Demo {
+		ds, bs, err := demo.New().Catalogue()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("demo catalogue: %w", err)
+		}
+		if err := handlers.Register(bs...); err != nil {
+			return nil, nil, nil, fmt.Errorf("demo catalogue: %w", err)
+		}
+		defs = append(defs, ds...)
+	}
+	if cfg.ToolsDir != "" {
+		loaded, err := loadTools(cfg.ToolsDir, cfg.Stderr)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		defs = append(defs, loaded...)
+	}
+	var upstreamCfgs []upstream.Config
+	if cfg.UpstreamsFile != "" {
+		cs, err := upstream.ReadFile(cfg.UpstreamsFile)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		upstreamCfgs = append(upstreamCfgs, cs...)
+	}
+	upstreamCfgs = append(upstreamCfgs, cfg.Upstreams...)
+	upstreams, err := upstream.New(upstreamCfgs, upstream.Options{Logger: s.log, Version: cfg.Version})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return handlers, defs, upstreams, nil
+}
+
+// services are what the doors serve, built in one place.
+type services struct {
+	reg              *registry.Registry
+	iv               *invoke.Invoker
+	upstreams        *upstream.Set
+	upstreamSettings *upstream.Settings
+	cat              *catalog.Service
+	grants           *authz.Service
+	meters           *metrics.Metrics
+}
+
+// services builds the registry, the services over the store, the invoker
+// and the background work, and starts the work; the node is self.
+func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *handler.Registry, defs []toolplane.Definition, upstreams *upstream.Set) (*services, error) {
+	cfg, b, log := s.cfg, s.b, s.log
+	bindings := serveBindings{handlers, upstreams}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings})
+	if err != nil {
+		var ce *registry.CheckError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(cfg.Stderr, p.String())
+			}
+			return nil, &DefinitionsError{Check: ce, Handlers: handlers.Keys()}
+		}
+		return nil, err
+	}
+	s.reg = reg
+
+	writer := audit.NewWriter(b.Store, 0, log)
+	s.closers = append(s.closers, writer.Close)
+	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
+	meters := metrics.New(metrics.Pending(b.Store), log)
+	upstreams.UseRegistry(reg)
+	// The operator's stored settings are applied before the first tool
+	// list is ingested: a tool tightened at runtime is never served under
+	// the file's relaxation, not even while the node starts.
+	upstreamSettings := upstream.NewSettings(b.Store, upstreams, DefaultOrganization, log)
+	if err := upstreamSettings.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	go upstreamSettings.Watch(s.bg, 2*time.Second)
+	upstreams.Start(s.bg, 30*time.Second)
+	s.closers = append(s.closers, upstreams.Close)
+	// Published versions join the registry from the store, on every node.
+	cat := catalog.New(catalog.Config{Store: b.Store, Registry: reg, Options: registry.Options{Bindings: bindings},
+		Logger: log})
+	if err := cat.Refresh(ctx); err != nil {
+		return nil, fmt.Errorf("load the published catalogue: %w", err)
+	}
+	go cat.Watch(s.bg, 2*time.Second)
+	grants := authz.New(b.Store, reg, log, nil)
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
+		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
+		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
+		// An approved call or a replay runs on the grants and the key as
+		// they are when it runs, not as they were when it was filed.
+		Principals: authz.Principals{Grants: grants, Keys: b.Store}})
+	if err != nil {
+		return nil, err
+	}
+	s.iv = iv
+	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat},
+		jobs.Options{Logger: log, DeadAfter: cfg.NodeDeadAfter, SweepEvery: cfg.SweepEvery, Node: self.ID})
+	if err != nil {
+		return nil, err
+	}
+	s.runner = runner
+	iv.UseScheduler(runner)
+	go jobs.Heartbeat(s.bg, b.Store, self, cfg.Heartbeat, nil, log)
+	// The claims of this node's earlier instance (and of any node that
+	// died meanwhile) are decided before this one serves: its callers'
+	// retries find their never-dispatched keys free, not in flight.
+	if err := runner.SettleLost(ctx); err != nil {
+		return nil, fmt.Errorf("settle lost claims: %w", err)
+	}
+	if err := runner.Start(s.bg); err != nil {
+		return nil, fmt.Errorf("background work: %w", err)
+	}
+	s.running = true
+	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, meters: meters}, nil
+}
+
+// doors listens and builds the REST and MCP doors over svc, the metrics
+// route and, when asked, the profiles' own listener.
+func (s *Server) doors(svc *services) error {
+	cfg, b, log := s.cfg, s.b, s.log
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	s.ln = ln
+	s.closers = append(s.closers, func() { ln.Close() })
+	var tokens apikey.TokenVerifier
+	if cfg.JWTIssuer != "" {
+		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL}
+	}
+	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
+	api := &httpapi.Server{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: svc.cat, Authz: svc.grants,
+		UpstreamSettings: svc.upstreamSettings}
+	var limiter *ratelimit.Limiter
+	if cfg.RateLimit > 0 {
+		// One budget per key, whichever door it comes through.
+		limiter = ratelimit.New(cfg.RateLimit, time.Minute)
+		api.Limiter = limiter
+	}
+	var failures *ratelimit.Failures
+	if cfg.AuthFailureLimit > 0 {
+		// Failed authentications have a budget of their own, also shared
+		// by the doors, so nobody without a key's secret spends its.
+		failures = ratelimit.NewFailures(cfg.AuthFailureLimit, time.Minute)
+		api.Failures = failures
+	}
+	var allowedHosts []string
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		allowedHosts = append(allowedHosts, u.Hostname())
+	}
+	public := cfg.PublicURL
+	if public == "" {
+		public = "http://" + ln.Addr().String()
+	}
+	api.PublicURL = public
+	mcpDoor := &mcpserver.Server{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Version: cfg.Version, Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: svc.upstreams, Keys: keys, Authz: svc.grants,
+		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
+		// Sessions live in the database, so any node (and this one after a
+		// restart) continues a session a client holds.
+		Sessions: b.Store, AuthorizationServer: cfg.JWTIssuer}
+	// The run budget is the deployment's, given to every door here.
+	api.RunBudgetCents, mcpDoor.RunBudgetCents = cfg.RunBudgetCents, cfg.RunBudgetCents
+	// OAuth protected resource metadata (RFC 9728): the server's, which
+	// the REST door's 401s name, and each MCP endpoint's.
+	api.ResourceMetadata, api.Metadata = mcpDoor.ResourceMetadataURL(""), mcpDoor.ResourceMetadataHandler()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpDoor.Handler())
+	for _, slug := range svc.upstreams.Slugs() {
+		mux.Handle("/mcp/"+slug, mcpDoor.UpstreamHandler(slug))
+	}
+	mux.Handle("GET /metrics", bearerOnly(cfg.MetricsToken, svc.meters.Handler()))
+	mux.Handle("/", api.Handler())
+	// No WriteTimeout: MCP answers over long-lived event streams.
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+
+	if cfg.PprofAddr != "" {
+		// On an address of its own: profiles show internals no API caller
+		// should reach.
+		pl, err := net.Listen("tcp", cfg.PprofAddr)
+		if err != nil {
+			return &ConfigError{Field: "PprofAddr", Err: err}
+		}
+		s.pprofLn = pl
+		pm := http.NewServeMux()
+		pm.HandleFunc("/debug/pprof/", pprof.Index)
+		pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		ps := &http.Server{Handler: pm, ReadHeaderTimeout: 10 * time.Second}
+		s.pprofSrv = ps
+		s.closers = append(s.closers, func() { ps.Close(); pl.Close() })
+	}
+	return nil
+}
+
+// Addr answers the address the API listens on: Config.Addr with the port
+// chosen when it was 0.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// ErrRun: Run or Close was already called; a Server runs once.
+var ErrRun = errors.New("server: already run or closed")
+
+// Run serves until ctx ends, then shuts down gracefully: the listener
+// stops and calls in flight finish (or hold their claims) within 30
+// seconds, the background jobs in hand finish, the invoker's calls end,
+// "toolplane stopped" is written, and queued audit events are stored
+// before the database closes. An error is returned when serving failed;
+// the server is released either way.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.ran.CompareAndSwap(false, true) {
+		return ErrRun
+	}
+	fmt.Fprintf(s.cfg.Stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(s.reg.Tools("")), s.ln.Addr(), s.b.Kind, s.b.Where)
+	done := make(chan error, 1)
+	go func() { done <- s.srv.Serve(s.ln) }()
+	if s.pprofSrv != nil {
+		go func() { _ = s.pprofSrv.Serve(s.pprofLn) }()
+		fmt.Fprintf(s.cfg.Stdout, "runtime profiles on http://%s/debug/pprof/\n", s.pprofLn.Addr())
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+	}
+	s.stop.Do(func() { s.shutdown(err == nil) })
+	return err
+}
+
+// Close releases a server whose Run was never called: its listeners, its
+// background work and its database. After Run it does nothing.
+func (s *Server) Close() error {
+	s.ran.Store(true)
+	s.stop.Do(func() { s.shutdown(false) })
+	return nil
+}
+
+// shutdown stops the server in the order callers rely on: no new
+// requests, then the requests in flight, the background work and the
+// invoker's calls, and last what New opened. stopped says whether to
+// tell the operator the server stopped.
+func (s *Server) shutdown(stopped bool) {
+	s.stopBG()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.log.Error("shutdown: calls still in flight", "err", err)
+	}
+	s.stopWork(ctx)
+	if stopped {
+		fmt.Fprintln(s.cfg.Stdout, "toolplane stopped")
+	}
+	s.closeAll()
+}
+
+// release undoes a New that failed part way.
+func (s *Server) release() {
+	s.stopBG()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.stopWork(ctx)
+	s.closeAll()
+}
+
+// stopWork stops the background work and waits for the invoker's calls.
+func (s *Server) stopWork(ctx context.Context) {
+	if s.running {
+		if err := s.runner.Stop(ctx); err != nil {
+			s.log.Error("shutdown: background work", "err", err)
+		}
+	}
+	if s.iv != nil {
+		s.iv.Wait()
+	}
+}
+
+// closeAll closes what New opened, last opened first.
+func (s *Server) closeAll() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// DefinitionsError: the tool definitions did not pass registration's
+// checks. It wraps the *registry.CheckError that lists the problems.
+type DefinitionsError struct {
+	Check *registry.CheckError
+	// Handlers are the handler keys this binary has, which a definition's
+	// binding may name.
+	Handlers []string
+}
+
+func (e *DefinitionsError) Error() string {
+	return fmt.Sprintf("%d tool definition problem(s); this binary's handlers are: %s", len(e.Check.Problems), strings.Join(e.Handlers, ", "))
+}
+
+// Unwrap answers the registry's CheckError.
+func (e *DefinitionsError) Unwrap() error { return e.Check }
+
+// defaultNodeName answers a node name stable across restarts when the
+// node listens on a fixed port (two nodes on one host cannot share one),
+// and unique to the process otherwise.
+func defaultNodeName(addr string) string {
+	h, err := os.Hostname()
+	if err != nil {
+		h = "node"
+	}
+	if _, port, err := net.SplitHostPort(addr); err == nil && port != "" && port != "0" {
+		return h + ":" + port
+	}
+	return h + "-" + fmt.Sprint(os.Getpid())
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httperr"
+	"github.com/toolplane/toolplane/toolfile"
+	"github.com/toolplane/toolplane/upstream"
+)
+
+// loadTools reads every definition file in dir.
+func loadTools(dir string, stderr io.Writer) ([]toolplane.Definition, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tools directory: %w", err)
+	}
+	var defs []toolplane.Definition
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") {
+			continue
+		}
+		d, notes, err := toolfile.ReadFile(filepath.Join(dir, e.Name()))
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "%s: note: %s: %s\n", e.Name(), n.Field, n.Message)
+		}
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
+// notTheRequester lets any person the API has already checked for the
+// approver role (and, for an approval routed to a group, membership of it)
+// answer an approval, except the principal that asked and the person it
+// asked for.
+type notTheRequester struct{}
+
+func (notTheRequester) CanApprove(_ context.Context, _, approver string, a *toolplane.Approval) bool {
+	if approver == "" || approver == a.PrincipalID {
+		return false
+	}
+	// Nor the person the call was made on behalf of.
+	inv, err := approval.DecodeInvocation(a.Invocation)
+	return err == nil && approver != inv.UserID
+}
+
+// serveBindings resolves definitions against the handlers compiled into
+// this binary and the configured upstream servers; it holds no fact
+// resolvers yet.
+type serveBindings struct {
+	*handler.Registry
+	upstreams *upstream.Set
+}
+
+func (b serveBindings) Connection(id string) bool { return b.upstreams.Connection(id) }
+func (serveBindings) FactResolver(string) bool    { return false }
+
+// bearerOnly requires Authorization: Bearer token on next, compared in
+// constant time; an empty token leaves next open.
+func bearerOnly(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			httperr.Write(w, r, http.StatusUnauthorized, "unauthenticated", "metrics need the metrics token", "")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
