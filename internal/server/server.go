@@ -570,14 +570,19 @@ func (s *Server) Close() error {
 // requests, then the requests in flight, the background work and the
 // invoker's calls, and last what New opened. stopped says whether to
 // tell the operator the server stopped.
+//
+// The background context ends only after all of that: a call in flight
+// to an upstream server needs its connection (kept by the upstream
+// loops), and a job in hand would be cancelled, not finished, if the
+// runner's context ended before its graceful Stop.
 func (s *Server) shutdown(stopped bool) {
-	s.stopBG()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil {
 		s.log.Error("shutdown: calls still in flight", "err", err)
 	}
 	s.stopWork(ctx)
+	s.stopBG()
 	if stopped {
 		fmt.Fprintln(s.cfg.Stdout, "toolplane stopped")
 	}
@@ -586,10 +591,10 @@ func (s *Server) shutdown(stopped bool) {
 
 // release undoes a New that failed part way.
 func (s *Server) release() {
-	s.stopBG()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.stopWork(ctx)
+	s.stopBG()
 	s.closeAll()
 }
 

@@ -1,0 +1,413 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/upstream"
+)
+
+// syncBuffer is a buffer the server writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// readCreds answers the keys first start wrote to dir.
+func readCreds(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "credentials.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		out[k] = v
+	}
+	return out
+}
+
+// post sends body to base+path with key and answers the status and body.
+func post(t *testing.T, base, path, key, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// bearer adds an API key to every request an MCP client sends.
+type bearer struct{ key string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// slowUpstream is an MCP server on loopback with one tool, hold, that
+// answers only when release is closed, and that records the client
+// version each session reported.
+type slowUpstream struct {
+	url      string
+	started  chan struct{}
+	release  chan struct{}
+	mu       sync.Mutex
+	versions []string
+}
+
+func newSlowUpstream(t *testing.T) *slowUpstream {
+	t.Helper()
+	u := &slowUpstream{started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, &mcp.ServerOptions{
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			u.versions = append(u.versions, req.Session.InitializeParams().ClientInfo.Version)
+		}})
+	mcp.AddTool(srv, &mcp.Tool{Name: "hold", Description: "Answers when the test lets it."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			select {
+			case u.started <- struct{}{}:
+			default:
+			}
+			<-u.release
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "held and released"}}}, nil, nil
+		})
+	hs := serveLoopback(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	u.url = hs
+	return u
+}
+
+// serveLoopback serves h on loopback until the test ends and answers its URL.
+func serveLoopback(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { hs.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// The server New builds answers REST and MCP on the address it bound, and
+// Run's end waits for the call in flight, then stores what it queued.
+func TestNewServesBothDoorsAndStopsGracefully(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	up := newSlowUpstream(t)
+	read := toolplane.EffectRead
+	no := false
+	var out syncBuffer
+	cfg := Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), Demo: true, Version: "v0.0.0-servertest",
+		Upstreams: []upstream.Config{{Slug: "slow", URL: up.url, Tools: map[string]upstream.Relax{"hold": {Effect: read, RequiresApproval: &no}}}},
+		Stdout:    &out}
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + s.Addr()
+	if strings.HasSuffix(base, ":0") {
+		t.Fatalf("Addr answers %s, not the bound port", s.Addr())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+
+	creds := readCreds(t, dir)
+	agent, admin := creds["TOOLPLANE_DEMO_AGENT_KEY"], creds["TOOLPLANE_ADMIN_KEY"]
+	if agent == "" || admin == "" {
+		t.Fatalf("first start wrote %v", creds)
+	}
+	// REST.
+	if status, got := post(t, base, "/v1/tools/demo.add_note/invoke", agent, `{"arguments":{"ticket_id":"t-1001","text":"Shipped."},"run_id":"run-1"}`); status != 200 || !strings.Contains(got, `"ok":true`) {
+		t.Fatalf("REST call: %d %s", status, got)
+	}
+	// MCP: the session reports the configured version, as the upstream
+	// client did to the upstream.
+	client := mcp.NewClient(&mcp.Implementation{Name: "servertest", Version: "1"}, nil)
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{agent}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("MCP initialize: %v", err)
+	}
+	if got := cs.InitializeResult().ServerInfo.Version; got != cfg.Version {
+		t.Errorf("MCP server version %q, want %q", got, cfg.Version)
+	}
+	cs.Close()
+	up.mu.Lock()
+	versions := append([]string(nil), up.versions...)
+	up.mu.Unlock()
+	if len(versions) == 0 || versions[0] != cfg.Version {
+		t.Errorf("the upstream client reported versions %q, want %q", versions, cfg.Version)
+	}
+
+	// A call in flight when Run's context ends still answers.
+	if status, got := post(t, base, "/v1/grants", admin, `{"agent_id":"demo-agent","pattern":"mcp.slow.*"}`); status != http.StatusCreated {
+		t.Fatalf("grant: %d %s", status, got)
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		status, body := post(t, base, "/v1/tools/mcp.slow.hold/invoke", agent, `{"arguments":{},"run_id":"run-2"}`)
+		answered <- answer{status, body}
+	}()
+	select {
+	case <-up.started:
+	case a := <-answered:
+		t.Fatalf("the held call answered before it was released: %d %s", a.status, a.body)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held call never reached the upstream")
+	}
+	cancel()
+	select {
+	case err := <-ran:
+		t.Fatalf("Run returned (%v) with a call in flight", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(up.release)
+	select {
+	case a := <-answered:
+		if a.status != 200 || !strings.Contains(a.body, "held and released") {
+			t.Errorf("the call in flight at shutdown answered %d %s", a.status, a.body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call in flight never answered")
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if got := out.String(); !strings.Contains(got, "toolplane serving ") || !strings.HasSuffix(got, "toolplane stopped\n") {
+		t.Errorf("stdout:\n%s", got)
+	}
+	if c, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Error("the listener still accepts after Run returned")
+	}
+	// The audit events queued off the hot path were stored before the
+	// database closed.
+	b, err := backend.Open(context.Background(), cfg.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, tool := range []string{"demo.add_note", "mcp.slow.hold"} {
+		events, _, err := b.Store.ListAudit(context.Background(), DefaultOrganization, toolplane.AuditFilter{Tool: tool}, "", 10)
+		if err != nil || len(events) != 1 {
+			t.Errorf("%s: %d audit events (%v), want 1", tool, len(events), err)
+		}
+	}
+	if err := s.Run(context.Background()); !errors.Is(err, ErrRun) {
+		t.Errorf("a second Run answered %v, want ErrRun", err)
+	}
+}
+
+// A Config field that cannot be used is named, and a bad one found before
+// anything is opened leaves no database behind.
+func TestNewRefusesABadConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     Config
+		field   string
+		message string
+		opens   bool
+	}{
+		{"issuer alone", Config{JWTIssuer: "https://issuer.example"}, "JWTIssuer", "JWTIssuer needs JWTAudience and JWTJWKSURL", false},
+		{"issuer without keys", Config{JWTIssuer: "https://issuer.example", JWTAudience: "toolplane"}, "JWTIssuer", "JWTIssuer needs JWTAudience and JWTJWKSURL", false},
+		{"negative heartbeat", Config{Heartbeat: -time.Second}, "Heartbeat", "Heartbeat: -1s is negative (zero takes the default)", false},
+		{"negative sweep", Config{SweepEvery: -time.Second}, "SweepEvery", "SweepEvery: -1s is negative (zero takes the default)", false},
+		{"profiles on a bad address", Config{PprofAddr: "127.0.0.1:99999"}, "PprofAddr", "PprofAddr: listen tcp", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cfg := tt.cfg
+			cfg.Addr, cfg.Database = "127.0.0.1:0", filepath.Join(dir, "toolplane.db")
+			s, err := New(context.Background(), cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("New accepted it")
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != tt.field || !strings.HasPrefix(err.Error(), tt.message) {
+				t.Fatalf("New: %v (%T), want a ConfigError on %s: %s", err, err, tt.field, tt.message)
+			}
+			if _, err := os.Stat(cfg.Database); tt.opens == os.IsNotExist(err) {
+				t.Errorf("database file: %v; opened: want %v", err, tt.opens)
+			}
+		})
+	}
+	// A flag parser names its flags instead of the fields.
+	ce := &ConfigError{Field: "JWTIssuer", Needs: []string{"JWTAudience", "JWTJWKSURL"}}
+	flag := func(f string) string { return "--" + strings.ToLower(f) }
+	if got := ce.Describe(flag); got != "--jwtissuer needs --jwtaudience and --jwtjwksurl" {
+		t.Errorf("Describe: %q", got)
+	}
+	neg := &ConfigError{Field: "Heartbeat", Err: ErrNegative}
+	if !errors.Is(neg, ErrNegative) {
+		t.Error("a ConfigError does not wrap its cause")
+	}
+}
+
+// Definitions that fail registration's checks are listed on Stderr and
+// answered as a DefinitionsError wrapping the registry's CheckError.
+func TestNewRefusesToolsWithoutAHandler(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var stderr syncBuffer
+	_, err := New(context.Background(), Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), ToolsDir: "../../examples/tools", Stderr: &stderr})
+	var de *DefinitionsError
+	var ce *registry.CheckError
+	if !errors.As(err, &de) || !errors.As(err, &ce) || len(ce.Problems) == 0 {
+		t.Fatalf("New: %v (%T), want a DefinitionsError", err, err)
+	}
+	if !strings.Contains(stderr.String(), "no handler is registered") || !strings.Contains(err.Error(), "tool definition problem(s)") {
+		t.Errorf("stderr %q; error %q", stderr.String(), err)
+	}
+}
+
+// Close releases a server that never ran: its address is free again and
+// its database opens for another server.
+func TestCloseWithoutRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db")}
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(context.Background()); !errors.Is(err, ErrRun) {
+		t.Errorf("Run after Close answered %v, want ErrRun", err)
+	}
+	cfg.Addr = addr
+	again, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("a second server on the first's address and database: %v", err)
+	}
+	again.Close()
+}
+
+// A job the background work holds when Run's context ends finishes: an
+// approved call running in the background completes, it is not cancelled.
+func TestRunFinishesTheJobsInHand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	up := newSlowUpstream(t)
+	cfg := Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), Demo: true,
+		Upstreams: []upstream.Config{{Slug: "slow", URL: up.url}}}
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + s.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	creds := readCreds(t, dir)
+	agent, admin := creds["TOOLPLANE_DEMO_AGENT_KEY"], creds["TOOLPLANE_ADMIN_KEY"]
+	if status, got := post(t, base, "/v1/grants", admin, `{"agent_id":"demo-agent","pattern":"mcp.slow.*"}`); status != http.StatusCreated {
+		t.Fatalf("grant: %d %s", status, got)
+	}
+	// An upstream tool waits for a person by default.
+	status, got := post(t, base, "/v1/tools/mcp.slow.hold/invoke", agent, `{"arguments":{},"run_id":"run-1"}`)
+	var filed struct {
+		Approval struct {
+			ID string `json:"id"`
+		} `json:"approval"`
+	}
+	if status != http.StatusAccepted || json.Unmarshal([]byte(got), &filed) != nil || filed.Approval.ID == "" {
+		t.Fatalf("call: %d %s", status, got)
+	}
+	if status, got := post(t, base, "/v1/approvals/"+filed.Approval.ID+"/approve", admin, ""); status != http.StatusOK {
+		t.Fatalf("approve: %d %s", status, got)
+	}
+	select {
+	case <-up.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the approved call never reached the upstream")
+	}
+	cancel()
+	select {
+	case err := <-ran:
+		t.Fatalf("Run returned (%v) with a job in hand", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(up.release)
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	b, err := backend.Open(context.Background(), cfg.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	events, _, err := b.Store.ListAudit(context.Background(), DefaultOrganization, toolplane.AuditFilter{Tool: "mcp.slow.hold"}, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, e := range events {
+		outcomes = append(outcomes, e.Outcome)
+	}
+	if len(events) == 0 || events[0].Outcome != "ok" {
+		t.Errorf("the approved call's audit outcomes, newest first: %q; want it ok", outcomes)
+	}
+}
