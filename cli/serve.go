@@ -148,17 +148,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// serveFlagOf names the flag that sets a server.Config field, so a
+// serveFlags names the flag that sets each server.Config field, so a
 // *server.ConfigError reads in the flags the operator typed.
+var serveFlags = map[string]string{
+	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
+	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
+	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "MCPSessionsPerKey": "--mcp-sessions-per-key",
+	"MCPSessions": "--mcp-sessions", "PublicURL": "--public-url", "MetricsToken": "--metrics-token",
+	"RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
+	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",
+}
+
+// serveFlagOf answers the flag of a server.Config field, or the field's
+// name when no flag sets it.
 func serveFlagOf(field string) string {
-	if f, ok := map[string]string{
-		"Addr": "--addr", "Database": "--database", "DataDir": "--data", "ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
-		"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
-		"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "MCPSessionsPerKey": "--mcp-sessions-per-key",
-		"MCPSessions": "--mcp-sessions", "PublicURL": "--public-url", "MetricsToken": "--metrics-token",
-		"RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
-		"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",
-	}[field]; ok {
+	if f, ok := serveFlags[field]; ok {
 		return f
 	}
 	return field

@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolplane/toolplane/internal/server"
 )
 
 // syncBuffer is a buffer the server writes while the test reads.
@@ -133,5 +136,55 @@ func TestServeRefusesToolsWithoutAHandler(t *testing.T) {
 	code := serve(context.Background(), []string{"--tools", "../examples/tools", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "no handler is registered") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}
+
+// A setting the server cannot use is reported by the flag that set it,
+// before the database is opened.
+func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--jwt-issuer", "https://issuer.example"}, "toolplane serve: --jwt-issuer needs --jwt-audience and --jwt-jwks-url\n"},
+		{[]string{"--jwt-issuer", "https://issuer.example", "--jwt-audience", "toolplane"}, "toolplane serve: --jwt-issuer needs --jwt-audience and --jwt-jwks-url\n"},
+		{[]string{"--heartbeat", "-1s"}, "toolplane serve: --heartbeat: -1s is negative (zero takes the default)\n"},
+		{[]string{"--sweep-every", "-2s"}, "toolplane serve: --sweep-every: -2s is negative (zero takes the default)\n"},
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		var out, errOut syncBuffer
+		code := serve(context.Background(), append([]string{"--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, tt.flags...), &out, &errOut)
+		if code != 1 || errOut.String() != tt.want {
+			t.Errorf("%q: exit %d, stderr %q; want 1, %q", tt.flags, code, errOut.String(), tt.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "toolplane.db")); !os.IsNotExist(err) {
+			t.Errorf("%q: the database was opened: %v", tt.flags, err)
+		}
+	}
+}
+
+// Every field serveFlags names is a server.Config field, set by the flag
+// it names.
+func TestServeFlagsNameConfigFields(t *testing.T) {
+	t.Parallel()
+	fields := reflect.TypeFor[server.Config]()
+	flags := map[string]bool{}
+	var help bytes.Buffer
+	serve(context.Background(), []string{"--help"}, &help, io.Discard)
+	for _, line := range strings.Split(help.String(), "\n") {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(line), "--"); ok {
+			name, _, _ := strings.Cut(f, " ")
+			flags["--"+name] = true
+		}
+	}
+	for field, flag := range serveFlags {
+		if _, ok := fields.FieldByName(field); !ok {
+			t.Errorf("serveFlags names %s, which server.Config lacks", field)
+		}
+		if !flags[flag] {
+			t.Errorf("serveFlags names %s for %s, which serve does not define", flag, field)
+		}
 	}
 }

@@ -179,6 +179,9 @@ func (e *ConfigError) Describe(name func(field string) string) string {
 		}
 		return name(e.Field) + " needs " + strings.Join(needs, " and ")
 	}
+	if e.Err == nil {
+		return name(e.Field) + ": cannot be used"
+	}
 	return name(e.Field) + ": " + e.Err.Error()
 }
 
@@ -552,6 +555,9 @@ func (s *Server) Run(ctx context.Context) error {
 	var err error
 	select {
 	case err = <-done:
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil // Close shut it down
+		}
 	case <-ctx.Done():
 	}
 	s.stop.Do(func() { s.shutdown(err == nil) })
@@ -559,7 +565,9 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Close releases a server whose Run was never called: its listeners, its
-// background work and its database. After Run it does nothing.
+// background work and its database. While Run serves, Close shuts the
+// server down as the end of Run's context would, and Run returns nil;
+// after Run has returned it does nothing.
 func (s *Server) Close() error {
 	s.ran.Store(true)
 	s.stop.Do(func() { s.shutdown(false) })

@@ -411,3 +411,35 @@ func TestRunFinishesTheJobsInHand(t *testing.T) {
 		t.Errorf("the approved call's audit outcomes, newest first: %q; want it ok", outcomes)
 	}
 }
+
+// Close while Run serves shuts the server down, and Run answers nil.
+func TestCloseWhileRunning(t *testing.T) {
+	t.Parallel()
+	s, err := New(context.Background(), Config{Addr: "127.0.0.1:0", Database: filepath.Join(t.TempDir(), "toolplane.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background()) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + s.Addr() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never answered: %v", err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("Run after Close: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+}
