@@ -23,24 +23,6 @@ import (
 	"github.com/toolplane/toolplane/upstream"
 )
 
-// syncBuffer is a buffer the server writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // readCreds answers the keys first start wrote to dir.
 func readCreds(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -56,18 +38,31 @@ func readCreds(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// post sends body to base+path with key and answers the status and body.
-func post(t *testing.T, base, path, key, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+// send POSTs body to base+path with key and answers the status and body.
+// It calls no t method, so a goroutine may use it.
+func send(base, path, key, body string) (int, string, error) {
+	req, err := http.NewRequest("POST", base+path, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw), err
+}
+
+// post is send for the test's own goroutine.
+func post(t *testing.T, base, path, key, body string) (int, string) {
+	t.Helper()
+	status, got, err := send(base, path, key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, got
 }
 
 // bearer adds an API key to every request an MCP client sends.
@@ -126,124 +121,158 @@ func serveLoopback(t *testing.T, h http.Handler) string {
 	return "http://" + ln.Addr().String()
 }
 
-// The server New builds answers REST and MCP on the address it bound, and
-// Run's end waits for the call in flight, then stores what it queued.
-func TestNewServesBothDoorsAndStopsGracefully(t *testing.T) {
-	t.Parallel()
+// running is a demo server New built over a slow upstream, served by Run
+// until stop.
+type running struct {
+	s            *Server
+	cfg          Config
+	up           *slowUpstream
+	base         string
+	agent, admin string
+	// out is the server's Stdout, read only after Run returned.
+	out  *bytes.Buffer
+	stop context.CancelFunc
+	ran  chan error
+}
+
+// start builds cfg on a fresh database with the demo and the slow
+// upstream (its hold tool as relax says), runs it, and grants the demo
+// agent the upstream's tools.
+func start(t *testing.T, cfg Config, relax upstream.Relax) *running {
+	t.Helper()
 	dir := t.TempDir()
-	up := newSlowUpstream(t)
-	read := toolplane.EffectRead
-	no := false
-	var out syncBuffer
-	cfg := Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), Demo: true, Version: "v0.0.0-servertest",
-		Upstreams: []upstream.Config{{Slug: "slow", URL: up.url, Tools: map[string]upstream.Relax{"hold": {Effect: read, RequiresApproval: &no}}}},
-		Stdout:    &out}
+	r := &running{up: newSlowUpstream(t), out: &bytes.Buffer{}, ran: make(chan error, 1)}
+	cfg.Addr, cfg.Database, cfg.Demo, cfg.Stdout = "127.0.0.1:0", filepath.Join(dir, "toolplane.db"), true, r.out
+	cfg.Upstreams = []upstream.Config{{Slug: "slow", URL: r.up.url, Tools: map[string]upstream.Relax{"hold": relax}}}
 	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + s.Addr()
-	if strings.HasSuffix(base, ":0") {
-		t.Fatalf("Addr answers %s, not the bound port", s.Addr())
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
-
+	r.s, r.cfg, r.base = s, cfg, "http://"+s.Addr()
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	r.stop = stop
+	go func() { r.ran <- s.Run(ctx) }()
 	creds := readCreds(t, dir)
-	agent, admin := creds["TOOLPLANE_DEMO_AGENT_KEY"], creds["TOOLPLANE_ADMIN_KEY"]
-	if agent == "" || admin == "" {
+	r.agent, r.admin = creds["TOOLPLANE_DEMO_AGENT_KEY"], creds["TOOLPLANE_ADMIN_KEY"]
+	if r.agent == "" || r.admin == "" {
 		t.Fatalf("first start wrote %v", creds)
 	}
-	// REST.
-	if status, got := post(t, base, "/v1/tools/demo.add_note/invoke", agent, `{"arguments":{"ticket_id":"t-1001","text":"Shipped."},"run_id":"run-1"}`); status != 200 || !strings.Contains(got, `"ok":true`) {
-		t.Fatalf("REST call: %d %s", status, got)
-	}
-	// MCP: the session reports the configured version, as the upstream
-	// client did to the upstream.
-	client := mcp.NewClient(&mcp.Implementation{Name: "servertest", Version: "1"}, nil)
-	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer ccancel()
-	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: bearer{agent}}, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatalf("MCP initialize: %v", err)
-	}
-	if got := cs.InitializeResult().ServerInfo.Version; got != cfg.Version {
-		t.Errorf("MCP server version %q, want %q", got, cfg.Version)
-	}
-	cs.Close()
-	up.mu.Lock()
-	versions := append([]string(nil), up.versions...)
-	up.mu.Unlock()
-	if len(versions) == 0 || versions[0] != cfg.Version {
-		t.Errorf("the upstream client reported versions %q, want %q", versions, cfg.Version)
-	}
-
-	// A call in flight when Run's context ends still answers.
-	if status, got := post(t, base, "/v1/grants", admin, `{"agent_id":"demo-agent","pattern":"mcp.slow.*"}`); status != http.StatusCreated {
+	if status, got := post(t, r.base, "/v1/grants", r.admin, `{"agent_id":"demo-agent","pattern":"mcp.slow.*"}`); status != http.StatusCreated {
 		t.Fatalf("grant: %d %s", status, got)
 	}
-	type answer struct {
-		status int
-		body   string
-	}
-	answered := make(chan answer, 1)
-	go func() {
-		status, body := post(t, base, "/v1/tools/mcp.slow.hold/invoke", agent, `{"arguments":{},"run_id":"run-2"}`)
-		answered <- answer{status, body}
-	}()
+	return r
+}
+
+// stopWhileHeld ends Run's context once the upstream holds a call, checks
+// that Run waits for it, releases it, and waits for Run to return nil.
+func (r *running) stopWhileHeld(t *testing.T) {
+	t.Helper()
 	select {
-	case <-up.started:
-	case a := <-answered:
-		t.Fatalf("the held call answered before it was released: %d %s", a.status, a.body)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the held call never reached the upstream")
+	case <-r.up.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call never reached the upstream")
 	}
-	cancel()
+	r.stop()
 	select {
-	case err := <-ran:
+	case err := <-r.ran:
 		t.Fatalf("Run returned (%v) with a call in flight", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(up.release)
+	close(r.up.release)
 	select {
-	case a := <-answered:
-		if a.status != 200 || !strings.Contains(a.body, "held and released") {
-			t.Errorf("the call in flight at shutdown answered %d %s", a.status, a.body)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the call in flight never answered")
-	}
-	select {
-	case err := <-ran:
+	case err := <-r.ran:
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 	case <-time.After(40 * time.Second):
 		t.Fatal("Run did not return")
 	}
-	if got := out.String(); !strings.Contains(got, "toolplane serving ") || !strings.HasSuffix(got, "toolplane stopped\n") {
+}
+
+// audit answers the outcomes of tool's audit events, newest first, read
+// from the database after the server closed it.
+func (r *running) audit(t *testing.T, tool string) []string {
+	t.Helper()
+	b, err := backend.Open(context.Background(), r.cfg.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	events, _, err := b.Store.ListAudit(context.Background(), DefaultOrganization, toolplane.AuditFilter{Tool: tool}, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, e := range events {
+		outcomes = append(outcomes, e.Outcome)
+	}
+	return outcomes
+}
+
+// The server New builds answers REST and MCP on the address it bound, and
+// Run's end waits for the call in flight, then stores what it queued.
+func TestNewServesBothDoorsAndStopsGracefully(t *testing.T) {
+	t.Parallel()
+	no := false
+	r := start(t, Config{Version: "v0.0.0-servertest"}, upstream.Relax{Effect: toolplane.EffectRead, RequiresApproval: &no})
+	if strings.HasSuffix(r.base, ":0") {
+		t.Fatalf("Addr answers %s, not the bound port", r.s.Addr())
+	}
+	// REST.
+	if status, got := post(t, r.base, "/v1/tools/demo.add_note/invoke", r.agent, `{"arguments":{"ticket_id":"t-1001","text":"Shipped."},"run_id":"run-1"}`); status != 200 || !strings.Contains(got, `"ok":true`) {
+		t.Fatalf("REST call: %d %s", status, got)
+	}
+	// MCP: the session reports the configured version, as the upstream
+	// client did to the upstream.
+	client := mcp.NewClient(&mcp.Implementation{Name: "servertest", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{r.agent}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("MCP initialize: %v", err)
+	}
+	if got := cs.InitializeResult().ServerInfo.Version; got != r.cfg.Version {
+		t.Errorf("MCP server version %q, want %q", got, r.cfg.Version)
+	}
+	cs.Close()
+	r.up.mu.Lock()
+	versions := append([]string(nil), r.up.versions...)
+	r.up.mu.Unlock()
+	if len(versions) == 0 || versions[0] != r.cfg.Version {
+		t.Errorf("the upstream client reported versions %q, want %q", versions, r.cfg.Version)
+	}
+
+	// A call in flight when Run's context ends still answers.
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		status, body, err := send(r.base, "/v1/tools/mcp.slow.hold/invoke", r.agent, `{"arguments":{},"run_id":"run-2"}`)
+		answered <- answer{status, body, err}
+	}()
+	r.stopWhileHeld(t)
+	if a := <-answered; a.err != nil || a.status != 200 || !strings.Contains(a.body, "held and released") {
+		t.Errorf("the call in flight at shutdown answered %d %s %v", a.status, a.body, a.err)
+	}
+	if got := r.out.String(); !strings.Contains(got, "toolplane serving ") || !strings.HasSuffix(got, "toolplane stopped\n") {
 		t.Errorf("stdout:\n%s", got)
 	}
-	if c, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", r.s.Addr(), time.Second); err == nil {
 		c.Close()
 		t.Error("the listener still accepts after Run returned")
 	}
 	// The audit events queued off the hot path were stored before the
 	// database closed.
-	b, err := backend.Open(context.Background(), cfg.Database)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	for _, tool := range []string{"demo.add_note", "mcp.slow.hold"} {
-		events, _, err := b.Store.ListAudit(context.Background(), DefaultOrganization, toolplane.AuditFilter{Tool: tool}, "", 10)
-		if err != nil || len(events) != 1 {
-			t.Errorf("%s: %d audit events (%v), want 1", tool, len(events), err)
+		if got := r.audit(t, tool); len(got) != 1 || got[0] != "ok" {
+			t.Errorf("%s: audit outcomes %q, want one ok", tool, got)
 		}
 	}
-	if err := s.Run(context.Background()); !errors.Is(err, ErrRun) {
+	if err := r.s.Run(context.Background()); !errors.Is(err, ErrRun) {
 		t.Errorf("a second Run answered %v, want ErrRun", err)
 	}
 }
@@ -302,7 +331,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 func TestNewRefusesToolsWithoutAHandler(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	var stderr syncBuffer
+	var stderr bytes.Buffer
 	_, err := New(context.Background(), Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), ToolsDir: "../../examples/tools", Stderr: &stderr})
 	var de *DefinitionsError
 	var ce *registry.CheckError
@@ -343,26 +372,9 @@ func TestCloseWithoutRun(t *testing.T) {
 // approved call running in the background completes, it is not cancelled.
 func TestRunFinishesTheJobsInHand(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	up := newSlowUpstream(t)
-	cfg := Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), Demo: true,
-		Upstreams: []upstream.Config{{Slug: "slow", URL: up.url}}}
-	s, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + s.Addr()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
-	creds := readCreds(t, dir)
-	agent, admin := creds["TOOLPLANE_DEMO_AGENT_KEY"], creds["TOOLPLANE_ADMIN_KEY"]
-	if status, got := post(t, base, "/v1/grants", admin, `{"agent_id":"demo-agent","pattern":"mcp.slow.*"}`); status != http.StatusCreated {
-		t.Fatalf("grant: %d %s", status, got)
-	}
 	// An upstream tool waits for a person by default.
-	status, got := post(t, base, "/v1/tools/mcp.slow.hold/invoke", agent, `{"arguments":{},"run_id":"run-1"}`)
+	r := start(t, Config{}, upstream.Relax{})
+	status, got := post(t, r.base, "/v1/tools/mcp.slow.hold/invoke", r.agent, `{"arguments":{},"run_id":"run-1"}`)
 	var filed struct {
 		Approval struct {
 			ID string `json:"id"`
@@ -371,44 +383,12 @@ func TestRunFinishesTheJobsInHand(t *testing.T) {
 	if status != http.StatusAccepted || json.Unmarshal([]byte(got), &filed) != nil || filed.Approval.ID == "" {
 		t.Fatalf("call: %d %s", status, got)
 	}
-	if status, got := post(t, base, "/v1/approvals/"+filed.Approval.ID+"/approve", admin, ""); status != http.StatusOK {
+	if status, got := post(t, r.base, "/v1/approvals/"+filed.Approval.ID+"/approve", r.admin, ""); status != http.StatusOK {
 		t.Fatalf("approve: %d %s", status, got)
 	}
-	select {
-	case <-up.started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the approved call never reached the upstream")
-	}
-	cancel()
-	select {
-	case err := <-ran:
-		t.Fatalf("Run returned (%v) with a job in hand", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	close(up.release)
-	select {
-	case err := <-ran:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatal("Run did not return")
-	}
-	b, err := backend.Open(context.Background(), cfg.Database)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	events, _, err := b.Store.ListAudit(context.Background(), DefaultOrganization, toolplane.AuditFilter{Tool: "mcp.slow.hold"}, "", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var outcomes []string
-	for _, e := range events {
-		outcomes = append(outcomes, e.Outcome)
-	}
-	if len(events) == 0 || events[0].Outcome != "ok" {
-		t.Errorf("the approved call's audit outcomes, newest first: %q; want it ok", outcomes)
+	r.stopWhileHeld(t)
+	if got := r.audit(t, "mcp.slow.hold"); len(got) == 0 || got[0] != "ok" {
+		t.Errorf("the approved call's audit outcomes, newest first: %q; want it ok", got)
 	}
 }
 
