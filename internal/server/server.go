@@ -254,6 +254,9 @@ type Server struct {
 	// resync, the runner), ended when the server stops; stopBG ends it.
 	bg     context.Context
 	stopBG context.CancelFunc
+	// loops are the watchers and the heartbeat, waited for after bg ends
+	// so none of them reads the database after it closes.
+	loops sync.WaitGroup
 
 	b        *backend.Backend
 	reg      *registry.Registry
@@ -406,7 +409,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err := upstreamSettings.Refresh(ctx); err != nil {
 		return nil, err
 	}
-	go upstreamSettings.Watch(s.bg, 2*time.Second)
+	s.loops.Go(func() { upstreamSettings.Watch(s.bg, 2*time.Second) })
 	upstreams.Start(s.bg, 30*time.Second)
 	s.closers = append(s.closers, upstreams.Close)
 	// Published versions join the registry from the store, on every node.
@@ -415,7 +418,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err := cat.Refresh(ctx); err != nil {
 		return nil, fmt.Errorf("load the published catalogue: %w", err)
 	}
-	go cat.Watch(s.bg, 2*time.Second)
+	s.loops.Go(func() { cat.Watch(s.bg, 2*time.Second) })
 	grants := authz.New(b.Store, reg, log, nil)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
 		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
@@ -434,7 +437,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	}
 	s.runner = runner
 	iv.UseScheduler(runner)
-	go jobs.Heartbeat(s.bg, b.Store, self, cfg.Heartbeat, nil, log)
+	s.loops.Go(func() { jobs.Heartbeat(s.bg, b.Store, self, cfg.Heartbeat, nil, log) })
 	// The claims of this node's earlier instance (and of any node that
 	// died meanwhile) are decided before this one serves: its callers'
 	// retries find their never-dispatched keys free, not in flight.
@@ -591,6 +594,7 @@ func (s *Server) shutdown(stopped bool) {
 	}
 	s.stopWork(ctx)
 	s.stopBG()
+	s.loops.Wait()
 	if stopped {
 		fmt.Fprintln(s.cfg.Stdout, "toolplane stopped")
 	}
@@ -603,6 +607,7 @@ func (s *Server) release() {
 	defer cancel()
 	s.stopWork(ctx)
 	s.stopBG()
+	s.loops.Wait()
 	s.closeAll()
 }
 
