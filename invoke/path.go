@@ -52,6 +52,9 @@ type call struct {
 	// ignored says why the call's authorized_by did not authorize it, for
 	// the approval-required answer.
 	ignored string
+	// asked holds the one tool a fresh call from a door asks for: the
+	// principal's Tools, without an allocation of their own.
+	asked [1]string
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -165,7 +168,8 @@ func (c *call) resolve() (*registry.Tool, *toolplane.Result) {
 func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	iv, inv := c.iv, c.inv
 	if inv.Credential != nil {
-		if err := iv.callerPrincipal(ctx, c.name, inv); err != nil {
+		c.asked[0] = c.name
+		if err := iv.callerPrincipal(ctx, c.asked[:], inv); err != nil {
 			return toolplane.Result{}, err
 		}
 	}

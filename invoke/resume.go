@@ -202,11 +202,12 @@ func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolpla
 }
 
 // callerPrincipal computes the principal of a fresh call from a door,
-// which carries the credential the door verified: the call asks for the
-// one tool it names, and holds it when the agent's grants allow it now and
-// the key admits it (Principals), or, in a deployment without grants, when
-// the key's own tools name it. Only an agent's key calls tools.
-func (iv *Invoker) callerPrincipal(ctx context.Context, name string, inv *toolplane.Invocation) error {
+// which carries the credential the door verified: the call asks for asked
+// (the one tool it names), and holds it when the agent's grants allow it
+// now and the key admits it (Principals), or, in a deployment without
+// grants, when the key's own tools name it. Only an agent's key calls
+// tools.
+func (iv *Invoker) callerPrincipal(ctx context.Context, asked []string, inv *toolplane.Invocation) error {
 	cred := inv.Credential
 	if cred.Kind != toolplane.CredentialAgent {
 		inv.Principal = toolplane.Principal{ID: inv.Principal.ID}
@@ -214,13 +215,13 @@ func (iv *Invoker) callerPrincipal(ctx context.Context, name string, inv *toolpl
 	}
 	if iv.cfg.Principals == nil {
 		p := toolplane.Principal{ID: inv.Principal.ID}
-		if cred.Grants(name) {
-			p.Allow(name, "")
+		if cred.Grants(asked[0]) {
+			p.Tools = asked
 		}
 		inv.Principal = p
 		return nil
 	}
-	inv.Principal = toolplane.Principal{ID: inv.Principal.ID, Tools: []string{name}}
+	inv.Principal = toolplane.Principal{ID: inv.Principal.ID, Tools: asked}
 	p, err := iv.cfg.Principals.Principal(ctx, inv)
 	if err != nil {
 		return fmt.Errorf("%w: %w: principal %s: %v", ErrFault, ErrPrincipalUnavailable, inv.Principal.ID, err)

@@ -72,9 +72,6 @@ type Server struct {
 	// Failures, Authz and RunBudgetCents. Without it the server makes one
 	// of its own settings.
 	Door *door.Door
-	// layer is the door layer in use: Door, or the one made at the first
-	// Handler.
-	layer *door.Door
 	// RunBudgetCents, when positive, caps every session's cost (the session
 	// is the run); a client may name a lower ceiling in the call's _meta
 	// ("toolplane/max_cost_cents"), never a higher one.
@@ -170,14 +167,9 @@ func (s *Server) handler(upstream string) http.Handler {
 		s.Log = slog.Default()
 	}
 	s.watch.Do(func() {
-		s.layer = s.Door
-		if s.layer == nil {
-			s.layer = &door.Door{Invoker: s.Invoker, Registry: s.Registry, Store: s.Store, Tokens: s.Tokens, Keys: s.Keys, Limiter: s.Limiter,
-				Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log}
-		}
 		s.Registry.Watch(func() { go s.refresh() })
-		if s.layer.Authz != nil {
-			s.layer.Authz.OnChange(func() { go s.refresh() })
+		if a := s.door().Authz; a != nil {
+			a.OnChange(func() { go s.refresh() })
 		}
 	})
 	if upstream != "" && s.Upstreams != nil {
@@ -250,6 +242,17 @@ func (s *Server) handler(upstream string) http.Handler {
 	return httperr.JSON(ProtectHost(s.admit(meta, h), s.AllowedHosts...), true, maxRequestBody)
 }
 
+// door answers the door layer this server's requests go through: Door
+// when set, otherwise one made of this server's own settings as they are
+// now (a value the compiler keeps off the heap).
+func (s *Server) door() *door.Door {
+	if s.Door != nil {
+		return s.Door
+	}
+	return &door.Door{Invoker: s.Invoker, Registry: s.Registry, Store: s.Store, Tokens: s.Tokens, Keys: s.Keys, Limiter: s.Limiter,
+		Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log}
+}
+
 // noStore is the Cache-Control of every MCP answer: each depends on the
 // key (its session, the tools its grants show), so no cache, shared or
 // not, may keep one; no-transform as the protocol's streams ask.
@@ -305,7 +308,7 @@ type admittedKey struct{}
 // be checked. Only an admitted agent's request reaches next.
 func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.layer.Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
 		var refused *door.Refusal
 		switch {
 		case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
@@ -479,7 +482,7 @@ func (s *Server) sweep() []*session {
 // sync makes the session's tools the ones the door layer shows its key
 // now (door.Door.Shown), of its upstream alone on a governed copy.
 func (sess *session) sync() {
-	shown, err := sess.s.layer.Shown(context.Background(), sess.cred, "")
+	shown, err := sess.s.door().Shown(context.Background(), sess.cred, "")
 	if err != nil {
 		// Keep what the session shows; the next change or listing tries
 		// again, and every call is decided on the grants anyway.
@@ -776,19 +779,20 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		// the agent, and the journal to the organization. A value that is
 		// not a string is refused, never ignored: the client would believe
 		// its retry protected.
-		for _, f := range []struct {
-			key string
-			dst *string
-		}{{metaRunID, &call.RunID}, {metaIdempotencyKey, &call.IdempotencyKey}} {
-			v, present := m[f.key]
+		for i, key := range [...]string{metaRunID, metaIdempotencyKey} {
+			v, present := m[key]
 			if !present {
 				continue
 			}
 			str, ok := v.(string)
 			if !ok || str == "" {
-				return refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", f.key))), nil
+				return refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", key))), nil
 			}
-			*f.dst = str
+			if i == 0 {
+				call.RunID = str
+			} else {
+				call.IdempotencyKey = str
+			}
 		}
 	}
 	// A session the client did not name as its run (nor the call by a key
@@ -796,7 +800,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	// the same agent's approval of the same call in another session is
 	// offered to this one (see approval.Service.Open).
 	call.SessionRun = call.RunID == run && call.IdempotencyKey == ""
-	a := s.layer.Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
+	a := s.door().Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
 	switch a.Kind {
 	case door.ApprovalRequired:
 		s.elicitApproval(sess.life, ss, a.Approval)
