@@ -58,7 +58,10 @@ type Door struct {
 	// Authz, when set, is where an agent identity's grants are read for
 	// what it is shown: the tools they allow (at the versions they pin)
 	// that its key admits. Without it a key's own tools are its grant.
-	// (What a call may do is decided by the invoker, not here.)
+	// What a call may do is decided by the invoker, not here: where this
+	// is set, the invoker reads the same grants (invoke.Config.Principals
+	// an authz.Principals over this service), or it would decide calls on
+	// the keys' own tools.
 	Authz *authz.Service
 	// RunBudgetCents, when positive, caps every run's cost: a caller may
 	// name a lower ceiling, never a higher one.

@@ -297,8 +297,9 @@ func (p *privateWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 // layer admitted, for the SDK's token check to report.
 type admittedKey struct{}
 
-// admit runs the gate every door shares (apikey.Gate) on a request's
-// bearer token: authentication, then the failure and per-key limits, so an
+// admit authenticates a request's bearer token through the door layer
+// every door shares (door.Door.Authenticate: the bearer rule, the gate's
+// authentication and failure and per-key limits, the key's use), so an
 // agent looping on tools/call is slowed the same way whichever door it
 // uses, and wrong secrets sent under a key's id never spend its holder's
 // budget. It answers every refusal: 401 with a Bearer challenge (naming
