@@ -463,9 +463,9 @@ func (s *Service) Explain(ctx context.Context, org, agent string) ([]Why, error)
 // Policy decides calls on the grants as they are at the decision: a deny
 // (the agent's or every agent's) refuses; so does a tool no grant of the
 // agent allows, a version outside the range the grant pins, or a tool the
-// calling key does not admit (the principal, which the door built as the
-// grants intersected with the key's rights); a tool annotated
-// requires_approval then needs a person.
+// calling key does not admit (the principal, which the invoker computed as
+// the grants intersected with the key's rights, see Principals); a tool
+// annotated requires_approval then needs a person.
 type Policy struct {
 	Service *Service
 }

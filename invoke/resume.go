@@ -201,6 +201,35 @@ func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolpla
 	return iv.Invoke(ctx, c.Tool, args, &inv)
 }
 
+// callerPrincipal computes the principal of a fresh call from a door,
+// which carries the credential the door verified: the call asks for asked
+// (the one tool it names), and holds it when the agent's grants allow it
+// now and the key admits it (Principals), or, in a deployment without
+// grants, when the key's own tools name it. Only an agent's key calls
+// tools.
+func (iv *Invoker) callerPrincipal(ctx context.Context, asked []string, inv *toolplane.Invocation) error {
+	cred := inv.Credential
+	if cred.Kind != toolplane.CredentialAgent {
+		inv.Principal = toolplane.Principal{ID: inv.Principal.ID}
+		return nil
+	}
+	if iv.cfg.Principals == nil {
+		p := toolplane.Principal{ID: inv.Principal.ID}
+		if cred.Grants(asked[0]) {
+			p.Tools = asked
+		}
+		inv.Principal = p
+		return nil
+	}
+	inv.Principal = toolplane.Principal{ID: inv.Principal.ID, Tools: asked}
+	p, err := iv.cfg.Principals.Principal(ctx, inv)
+	if err != nil {
+		return fmt.Errorf("%w: %w: principal %s: %v", ErrFault, ErrPrincipalUnavailable, inv.Principal.ID, err)
+	}
+	inv.Principal = p
+	return nil
+}
+
 // livePrincipal replaces the principal of a stored invocation with the
 // live one, when the deployment can answer it: a grant removed (or a person
 // offboarded) while an approval waited must refuse the call it approved.

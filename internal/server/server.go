@@ -29,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/backend"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/demo"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
@@ -466,20 +467,19 @@ func (s *Server) doors(svc *services) error {
 		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL}
 	}
 	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
-	api := &httpapi.Server{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: svc.cat, Authz: svc.grants,
+	// What every door does (authentication, rate limits, what a key is
+	// shown, calls and the run budget) is set once, for both doors.
+	doors := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents}
+	api := &httpapi.Server{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Keys: keys, Catalog: svc.cat, Authz: svc.grants, Door: doors,
 		UpstreamSettings: svc.upstreamSettings}
-	var limiter *ratelimit.Limiter
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door it comes through.
-		limiter = ratelimit.New(cfg.RateLimit, time.Minute)
-		api.Limiter = limiter
+		doors.Limiter = ratelimit.New(cfg.RateLimit, time.Minute)
 	}
-	var failures *ratelimit.Failures
 	if cfg.AuthFailureLimit > 0 {
 		// Failed authentications have a budget of their own, also shared
 		// by the doors, so nobody without a key's secret spends its.
-		failures = ratelimit.NewFailures(cfg.AuthFailureLimit, time.Minute)
-		api.Failures = failures
+		doors.Failures = ratelimit.NewFailures(cfg.AuthFailureLimit, time.Minute)
 	}
 	var allowedHosts []string
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
@@ -490,13 +490,11 @@ func (s *Server) doors(svc *services) error {
 		public = "http://" + ln.Addr().String()
 	}
 	api.PublicURL = public
-	mcpDoor := &mcpserver.Server{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Version: cfg.Version, Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: svc.upstreams, Keys: keys, Authz: svc.grants,
+	mcpDoor := &mcpserver.Server{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Version: cfg.Version, PublicURL: public, AllowedHosts: allowedHosts, Upstreams: svc.upstreams, Door: doors,
 		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
 		Sessions: b.Store, AuthorizationServer: cfg.JWTIssuer}
-	// The run budget is the deployment's, given to every door here.
-	api.RunBudgetCents, mcpDoor.RunBudgetCents = cfg.RunBudgetCents, cfg.RunBudgetCents
 	// OAuth protected resource metadata (RFC 9728): the server's, which
 	// the REST door's 401s name, and each MCP endpoint's.
 	api.ResourceMetadata, api.Metadata = mcpDoor.ResourceMetadataURL(""), mcpDoor.ResourceMetadataHandler()
