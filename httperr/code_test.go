@@ -15,6 +15,9 @@ import (
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/httperr"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/journal"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // Every door code has one status, an error status, and the codes the
@@ -104,6 +107,9 @@ func TestClassify(t *testing.T) {
 		{"exists", fmt.Errorf("insert: %w", toolplane.ErrExists), httperr.Conflict, "", "insert: already exists"},
 		{"a transition", fmt.Errorf("%w: x is active", catalog.ErrTransition), httperr.Conflict, "", "transition not allowed: x is active"},
 		{"unauthenticated", fmt.Errorf("token not valid: %w", toolplane.ErrUnauthenticated), httperr.Unauthenticated, "", "token not valid: not authenticated"},
+		{"a claim not uncertain", fmt.Errorf("settle k: %w (it is completed)", journal.ErrNotUncertain), httperr.Conflict, "", "settle k: claim is not an uncertain action (it is completed)"},
+		{"a bad reconciliation", fmt.Errorf("%w: no tool x", invoke.ErrBadReconciliation), httperr.InvalidRequest, "", "invalid reconciliation: no tool x"},
+		{"an upstream setting", fmt.Errorf("%w: effect", upstream.ErrConfig), httperr.InvalidRequest, "", "upstream configuration: effect"},
 		{"forbidden before invalid", fmt.Errorf("%w: %w", toolplane.ErrInvalid, toolplane.ErrForbidden), httperr.Denied, "", "invalid: forbidden"},
 	}
 	for _, tt := range tests {
