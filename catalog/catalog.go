@@ -8,6 +8,15 @@
 // the caller's organization only, and a version of another organization
 // answers as one that does not exist (toolplane.ErrNotFound), never as one
 // the caller may not touch, so its existence is not disclosed.
+//
+// The service refuses with toolplane's error vocabulary:
+// toolplane.ErrForbidden when the caller's roles do not allow the
+// operation; toolplane.ErrConflict when the version was published or
+// changed by someone else first (ErrTransition when its lifecycle state
+// does not allow the operation); toolplane.ErrInvalid when the definition
+// or the request is not acceptable, the error saying why (a
+// *registry.CheckError or a *compat.Violation is wrapped when one of them
+// refused it).
 package catalog
 
 import (
@@ -27,15 +36,6 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/semver"
 )
-
-// The service refuses with the errors of toolplane's vocabulary:
-// toolplane.ErrForbidden when the caller's roles do not allow the
-// operation; toolplane.ErrConflict when the version was published or
-// changed by someone else first; toolplane.ErrInvalid when the definition
-// or the request is not acceptable, the error saying why (a
-// *registry.CheckError or a *compat.Violation is wrapped when one of them
-// refused it); toolplane.ErrNotFound for a version the organization does
-// not have.
 
 // ErrTransition: the version's lifecycle state does not allow the
 // operation. It is a toolplane.ErrConflict, told apart so a door can say
