@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/toolplane/toolplane"
@@ -13,8 +12,9 @@ import (
 	"github.com/toolplane/toolplane/handler"
 )
 
-// ErrNotResolved: the approval has no decision yet.
-var ErrNotResolved = errors.New("approval not resolved")
+// ErrNotResolved: the approval has no decision yet. It is a
+// toolplane.ErrConflict: the approval's state does not allow running it.
+var ErrNotResolved = toolplane.Refine(toolplane.ErrConflict, "approval not resolved")
 
 // ExecuteApproved runs the call a resolved approval holds, under the
 // invocation it was proposed with, without the model asking again. The
@@ -112,8 +112,8 @@ type Failure struct {
 }
 
 // ErrBadReconciliation: the reconciliation is malformed or its output
-// breaks the tool's contract.
-var ErrBadReconciliation = errors.New("invalid reconciliation")
+// breaks the tool's contract. It is a toolplane.ErrInvalid.
+var ErrBadReconciliation = toolplane.Refine(toolplane.ErrInvalid, "invalid reconciliation")
 
 // Reconcile settles an uncertain action; afterwards identical calls answer
 // the reconciled content.
@@ -172,8 +172,9 @@ func (iv *Invoker) Uncertain(ctx context.Context, org, after string, limit int) 
 	return iv.journal.Uncertain(ctx, org, after, limit)
 }
 
-// ErrNotReplayable: the claim cannot be run again by a worker.
-var ErrNotReplayable = errors.New("claim is not replayable")
+// ErrNotReplayable: the claim cannot be run again by a worker. It is a
+// toolplane.ErrConflict: the claim's state does not allow it.
+var ErrNotReplayable = toolplane.Refine(toolplane.ErrConflict, "claim is not replayable")
 
 // ReplayClaim runs again, from a worker, a call whose own worker was lost
 // after dispatch, when its tool is safe to replay and has attempts left. It

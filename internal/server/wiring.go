@@ -78,7 +78,7 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
-			httperr.Write(w, r, http.StatusUnauthorized, "unauthenticated", "metrics need the metrics token", "")
+			httperr.Send(w, r, httperr.Unauthenticated, "metrics need the metrics token", "")
 			return
 		}
 		next.ServeHTTP(w, r)
