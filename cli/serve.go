@@ -204,7 +204,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	writer := audit.NewWriter(b.Store, 0, log)
 	defer writer.Close()
-	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
+	approvals := approval.New(b.Store, nil, 0)
 	meters := metrics.New(metrics.Pending(b.Store), log)
 	upstreams.UseRegistry(reg)
 	// The operator's stored settings are applied before the first tool
@@ -420,7 +420,7 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 			Tools: tools, Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
 		return minted{c, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret))}, nil
 	}
-	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil)
+	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{toolplane.RolePlatformAdmin, toolplane.RoleApprover, toolplane.RoleAuditor}, nil)
 	if err != nil {
 		return err
 	}
@@ -493,21 +493,6 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	}
 	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)
 	return nil
-}
-
-// notTheRequester lets any person the API has already checked for the
-// approver role (and, for an approval routed to a group, membership of it)
-// answer an approval, except the principal that asked and the person it
-// asked for.
-type notTheRequester struct{}
-
-func (notTheRequester) CanApprove(_ context.Context, _, approver string, a *toolplane.Approval) bool {
-	if approver == "" || approver == a.PrincipalID {
-		return false
-	}
-	// Nor the person the call was made on behalf of.
-	inv, err := approval.DecodeInvocation(a.Invocation)
-	return err == nil && approver != inv.UserID
 }
 
 // serveBindings resolves definitions against the handlers compiled into
