@@ -3,6 +3,11 @@
 // approver, and answering whether an approval covers a call. An approval is
 // bound to its arguments hash: approving one call never authorises
 // another.
+//
+// Who may read approvals and who may answer one is this package's rule
+// (MayRead, MayDecide), applied by the Service to the credential each
+// operation is given, so every door, the jobs and the tests decide it the
+// same way.
 package approval
 
 import (
@@ -36,7 +41,8 @@ const DenyOnTimeout = "deny"
 
 // MayRead refuses a caller who may not read the organization's approvals:
 // a person holding the approver or auditor role. Reads act in the caller's
-// organization only.
+// organization only. what names the read ("listing approvals"), which the
+// refusal's words begin with.
 func MayRead(by *toolplane.Credential, what string) error {
 	if !by.HasAnyRole(toolplane.RoleApprover, toolplane.RoleAuditor) {
 		return toolplane.Refuse(by, ErrNotAuthorized, what+" needs the approver or auditor role")
@@ -142,7 +148,11 @@ func (s *Service) List(ctx context.Context, status toolplane.ApprovalStatus, aft
 	if err := MayRead(by, "listing approvals"); err != nil {
 		return nil, "", err
 	}
-	return s.store.ListApprovals(ctx, by.OrganizationID, status, after, limit)
+	as, next, err := s.store.ListApprovals(ctx, by.OrganizationID, status, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	return as, next, nil
 }
 
 // Find answers an approval of the organization, to the platform itself

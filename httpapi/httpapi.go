@@ -562,6 +562,9 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.denied(w, r, approval.MayRead(c.cred, "listing approvals")) {
+		return
+	}
 	limit, err := limitOf(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
@@ -607,10 +610,7 @@ func approvalView(a toolplane.Approval) map[string]any {
 // the list would show it; another organization's id is not found.
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.PathValue("id")
-	if err := approval.MayRead(c.cred, "reading approvals"); err != nil {
-		// Refused before the id is judged: a caller who may read no
-		// approval is told that first.
-		s.denied(w, r, err)
+	if s.denied(w, r, approval.MayRead(c.cred, "reading approvals")) {
 		return
 	}
 	if !s.bounded(w, r, toolplane.CheckLen("approval id", id, toolplane.MaxRefLen)) {
@@ -666,6 +666,9 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.denied(w, r, invoke.MayListUncertain(c.cred)) {
+		return
+	}
 	limit, err := limitOf(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
@@ -731,6 +734,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.denied(w, r, audit.MayRead(c.cred)) {
+		return
+	}
 	limit, err := limitOf(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
@@ -754,6 +760,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 // denied answers 403 denied when err is a service's refusal
 // (*toolplane.DeniedError), in the service's words, and reports whether it
 // was: the rules are the services', the door only says what they said.
+// A handler may ask a service's rule (approval.MayRead, ...) before it
+// reads the request, so that a caller who may not use the route is told so
+// before their limit, id or body is judged; the service asks it again.
 func (s *Server) denied(w http.ResponseWriter, r *http.Request, err error) bool {
 	var d *toolplane.DeniedError
 	if !errors.As(err, &d) {

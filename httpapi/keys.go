@@ -81,6 +81,9 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.denied(w, r, apikey.MayList(c.cred)) {
+		return
+	}
 	limit, err := limitOf(r)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
