@@ -23,7 +23,7 @@ func gated(name string) toolplane.Definition {
 
 func (e *env) resolve(id string, approve bool) {
 	e.t.Helper()
-	if _, err := e.approvals.Resolve(context.Background(), id, approval.Decision{Approve: approve, Reason: "checked"}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}, e.iv.CheckApproval); err != nil {
+	if _, err := e.approvals.Resolve(context.Background(), id, approval.Decision{Approve: approve, Reason: "checked"}, approverAlice, e.iv.CheckApproval); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -180,12 +180,12 @@ func TestApprovalResolutionChecks(t *testing.T) {
 	if ok, err := e.store.UpdateApproval(ctx, &tampered); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}, e.iv.CheckApproval); !errors.Is(err, approval.ErrTampered) {
+	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, approverAlice, e.iv.CheckApproval); !errors.Is(err, approval.ErrTampered) {
 		t.Fatalf("tampered: %v", err)
 	}
 	// Past its expiry the default (deny) applies.
 	e.clock.Advance(2 * time.Hour)
-	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}, e.iv.CheckApproval); !errors.Is(err, approval.ErrExpired) {
+	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, approverAlice, e.iv.CheckApproval); !errors.Is(err, approval.ErrExpired) {
 		t.Fatalf("expired: %v", err)
 	}
 	r, err := e.iv.ExecuteApproved(ctx, "org-1", a.ID)
