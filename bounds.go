@@ -45,6 +45,10 @@ func (e *TooLongError) Error() string {
 	return fmt.Sprintf("%s is %d bytes long; at most %d are accepted", e.Field, e.Len, e.Max)
 }
 
+// Is reports a too-long identifier as ErrInvalid: a door answers it as
+// any other invalid request, with Field as the field at fault.
+func (e *TooLongError) Is(target error) bool { return target == ErrInvalid }
+
 // CheckLen answers a *TooLongError when value is longer than max bytes.
 func CheckLen(field, value string, max int) error {
 	if len(value) > max {

@@ -19,6 +19,12 @@ type Invocation struct {
 	// later from storage (an approved call, a replay) is decided on that
 	// key as it is then, revoked or narrowed since included.
 	CredentialID string `json:",omitempty"`
+	// Credential is the verified credential a door admitted the call
+	// with, when the call comes fresh from a door: the invoker computes
+	// the call's principal from it (the grants and the key as they are
+	// now) without reading the key again. It is never stored: a call run
+	// later from storage finds its key again by CredentialID.
+	Credential *Credential `json:"-"`
 	// TenantID is the tenant the call acts for, when the deployment
 	// serves several; a grant scoped to tenants allows only their calls.
 	TenantID string

@@ -2,20 +2,7 @@ package toolplane
 
 import (
 	"context"
-	"errors"
 	"time"
-)
-
-// Store errors. Adapters translate database errors into these at their edge.
-var (
-	// ErrNotFound: no row with that identity in that organization.
-	ErrNotFound = errors.New("not found")
-	// ErrExists: a row with that identity already exists.
-	ErrExists = errors.New("already exists")
-	// ErrUnauthenticated: a presented credential (an API key, a token) is
-	// not valid. Every authenticator wraps it, whatever the reason, so a
-	// door answers 401 the same way and a prober learns nothing.
-	ErrUnauthenticated = errors.New("not authenticated")
 )
 
 // ClaimStatus is the state of an idempotency claim.

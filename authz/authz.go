@@ -5,12 +5,16 @@
 // recorded in the change log. Decisions read the grants as they are at
 // the moment of the decision, so a grant removed while a call waited
 // refuses it.
+//
+// A change or a read the caller's roles do not allow is refused with
+// toolplane.ErrForbidden, one that is not acceptable as asked with
+// toolplane.ErrInvalid (wrapping a *toolplane.TooLongError when an
+// identifier is too long).
 package authz
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -24,12 +28,6 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/semver"
-)
-
-// Errors at the package edge.
-var (
-	ErrForbidden = errors.New("forbidden")
-	ErrInvalid   = errors.New("invalid")
 )
 
 // recheck is how stale a cached view of an organization's grants may be
@@ -84,17 +82,17 @@ func New(store toolplane.GrantStore, reg *registry.Registry, log *slog.Logger, n
 func checkPattern(p string, pinned bool) error {
 	name, rng := semver.SplitRef(p)
 	if name == "" {
-		return fmt.Errorf("%w: pattern is empty", ErrInvalid)
+		return fmt.Errorf("%w: pattern is empty", toolplane.ErrInvalid)
 	}
 	if _, err := path.Match(name, "x"); err != nil {
-		return fmt.Errorf("%w: pattern %q: %v", ErrInvalid, name, err)
+		return fmt.Errorf("%w: pattern %q: %v", toolplane.ErrInvalid, name, err)
 	}
 	if rng != "" {
 		if !pinned {
-			return fmt.Errorf("%w: a deny names tools, not versions: drop @%s", ErrInvalid, rng)
+			return fmt.Errorf("%w: a deny names tools, not versions: drop @%s", toolplane.ErrInvalid, rng)
 		}
 		if _, err := semver.ParseRange(rng); err != nil {
-			return fmt.Errorf("%w: range %q: %v", ErrInvalid, rng, err)
+			return fmt.Errorf("%w: range %q: %v", toolplane.ErrInvalid, rng, err)
 		}
 	}
 	return nil
@@ -105,7 +103,7 @@ func checkPattern(p string, pinned bool) error {
 // reads a request's body; every change asks again.
 func MayGrant(by *toolplane.Credential) error {
 	if !by.HasRole(toolplane.RoleAgentOperator, "") {
-		return fmt.Errorf("%w: grants and bundles are changed by an agent_operator or a platform_admin", ErrForbidden)
+		return fmt.Errorf("%w: grants and bundles are changed by an agent_operator or a platform_admin", toolplane.ErrForbidden)
 	}
 	return nil
 }
@@ -114,7 +112,7 @@ func MayGrant(by *toolplane.Credential) error {
 // platform_admin's, since a deny overrides every grant.
 func MayDeny(by *toolplane.Credential) error {
 	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
-		return fmt.Errorf("%w: denies are a platform_admin's", ErrForbidden)
+		return fmt.Errorf("%w: denies are a platform_admin's", toolplane.ErrForbidden)
 	}
 	return nil
 }
@@ -125,7 +123,7 @@ func MayDeny(by *toolplane.Credential) error {
 // the tool listing).
 func mayRead(by *toolplane.Credential) error {
 	if !by.HasRole(toolplane.RoleAgentOperator, "") && !by.HasRole(toolplane.RoleAuditor, "") {
-		return fmt.Errorf("%w: reading grants, denies and bundles needs the agent_operator, auditor or platform_admin role", ErrForbidden)
+		return fmt.Errorf("%w: reading grants, denies and bundles needs the agent_operator, auditor or platform_admin role", toolplane.ErrForbidden)
 	}
 	return nil
 }
@@ -163,25 +161,25 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 	}
 	// Bounded first: every later refusal may quote what it refuses.
 	if err := g.CheckBounds(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	if err := g.CheckTarget(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %v", toolplane.ErrInvalid, err)
 	}
 	switch {
 	case g.AgentID == "" || g.AgentID == toolplane.EveryAgent:
-		return fmt.Errorf("%w: agent_id: name one agent identity", ErrInvalid)
+		return fmt.Errorf("%w: agent_id: name one agent identity", toolplane.ErrInvalid)
 	case g.Pattern != "":
 		if err := checkPattern(g.Pattern, true); err != nil {
 			return err
 		}
 	default:
 		if _, err := s.store.GetBundle(ctx, by.OrganizationID, g.Bundle); err != nil {
-			return fmt.Errorf("%w: bundle %q: %v", ErrInvalid, g.Bundle, err)
+			return fmt.Errorf("%w: bundle %q: %v", toolplane.ErrInvalid, g.Bundle, err)
 		}
 	}
 	if !g.ExpiresAt.IsZero() && !g.ExpiresAt.After(s.now()) {
-		return fmt.Errorf("%w: expires_at is already past", ErrInvalid)
+		return fmt.Errorf("%w: expires_at is already past", toolplane.ErrInvalid)
 	}
 	g.ID, g.OrganizationID, g.GrantedBy, g.CreatedAt = toolplane.NewID("grt_"), by.OrganizationID, by.Subject, s.now()
 	g.RevokedAt, g.RevokedBy = time.Time{}, ""
@@ -212,16 +210,16 @@ func (s *Service) AddDeny(ctx context.Context, d *toolplane.Deny, by *toolplane.
 		return err
 	}
 	if err := d.CheckBounds(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	if d.AgentID == "" {
-		return fmt.Errorf("%w: agent_id: name an agent, or %q for every agent", ErrInvalid, toolplane.EveryAgent)
+		return fmt.Errorf("%w: agent_id: name an agent, or %q for every agent", toolplane.ErrInvalid, toolplane.EveryAgent)
 	}
 	if err := checkPattern(d.Pattern, false); err != nil {
 		return err
 	}
 	if strings.TrimSpace(d.Reason) == "" {
-		return fmt.Errorf("%w: a deny says why (reason)", ErrInvalid)
+		return fmt.Errorf("%w: a deny says why (reason)", toolplane.ErrInvalid)
 	}
 	d.ID, d.OrganizationID, d.CreatedBy, d.CreatedAt = toolplane.NewID("dny_"), by.OrganizationID, by.Subject, s.now()
 	if err := s.store.InsertDeny(ctx, d); err != nil {
@@ -249,15 +247,15 @@ func (s *Service) PutBundle(ctx context.Context, b *toolplane.Bundle, by *toolpl
 		return err
 	}
 	if err := b.CheckBounds(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	if b.Name == "" || len(b.Refs) == 0 {
-		return fmt.Errorf("%w: a bundle has a name and at least one tool reference", ErrInvalid)
+		return fmt.Errorf("%w: a bundle has a name and at least one tool reference", toolplane.ErrInvalid)
 	}
 	for _, r := range b.Refs {
 		name, _ := semver.SplitRef(r)
 		if strings.ContainsAny(name, "*?[") {
-			return fmt.Errorf("%w: bundle reference %q: name tools exactly", ErrInvalid, r)
+			return fmt.Errorf("%w: bundle reference %q: name tools exactly", toolplane.ErrInvalid, r)
 		}
 		if err := checkPattern(r, true); err != nil {
 			return err
@@ -463,9 +461,9 @@ func (s *Service) Explain(ctx context.Context, org, agent string) ([]Why, error)
 // Policy decides calls on the grants as they are at the decision: a deny
 // (the agent's or every agent's) refuses; so does a tool no grant of the
 // agent allows, a version outside the range the grant pins, or a tool the
-// calling key does not admit (the principal, which the door built as the
-// grants intersected with the key's rights); a tool annotated
-// requires_approval then needs a person.
+// calling key does not admit (the principal, which the invoker computed as
+// the grants intersected with the key's rights, see Principals); a tool
+// annotated requires_approval then needs a person.
 type Policy struct {
 	Service *Service
 }

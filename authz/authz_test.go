@@ -253,7 +253,7 @@ func TestRoleRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, by := range tt.no {
-			if err := tt.do(by); !errors.Is(err, authz.ErrForbidden) {
+			if err := tt.do(by); !errors.Is(err, toolplane.ErrForbidden) {
 				t.Errorf("%s by %s: %v, want forbidden", tt.name, by.Subject, err)
 			}
 		}
@@ -283,7 +283,7 @@ func TestInvalidGrantsAreRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		g := tt.g
-		if err := f.svc.AddGrant(f.ctx, &g, operator); !errors.Is(err, authz.ErrInvalid) {
+		if err := f.svc.AddGrant(f.ctx, &g, operator); !errors.Is(err, toolplane.ErrInvalid) {
 			t.Errorf("%s: %v", tt.name, err)
 		}
 	}
@@ -435,7 +435,7 @@ func TestOverlongGrantsDeniesAndBundlesAreRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.add()
 			var tooLong *toolplane.TooLongError
-			if !errors.Is(err, authz.ErrInvalid) || !errors.As(err, &tooLong) || tooLong.Field != tt.field {
+			if !errors.Is(err, toolplane.ErrInvalid) || !errors.As(err, &tooLong) || tooLong.Field != tt.field {
 				t.Fatalf("got %v, want invalid at %s", err, tt.field)
 			}
 			if len(err.Error()) > 200 {

@@ -11,10 +11,12 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 )
 
-// Principals answers the live principal of a stored invocation (it is the
-// invoker's invoke.Principals), so a call run later from storage — an
-// approved call, a replay — is decided on the grants and the key as they
-// are now rather than as they were when the call was made. A tool stays
+// Principals answers the live principal of an invocation (it is the
+// invoker's invoke.Principals): of a fresh call, from the key the door
+// verified for it; of a call run later from storage — an approved call, a
+// replay — from the key found again, so it is decided on the grants and
+// the key as they are now rather than as they were when the call was
+// made. A tool stays
 // in the principal only while the agent's grants allow it and the key the
 // call was made with is still in force and admits it; the principal never
 // gains a tool it did not hold when the call was made.
@@ -30,7 +32,13 @@ type Principals struct {
 func (p Principals) Principal(ctx context.Context, inv *toolplane.Invocation) (toolplane.Principal, error) {
 	live := toolplane.Principal{ID: inv.Principal.ID}
 	var key *toolplane.Credential
-	if strings.HasPrefix(inv.CredentialID, apikey.Prefix) {
+	switch {
+	case inv.Credential != nil:
+		// A fresh call: the door verified the key for this very request,
+		// so it is not read again (the grants are this service's cached
+		// view: no database read on the call's path).
+		key = inv.Credential
+	case strings.HasPrefix(inv.CredentialID, apikey.Prefix):
 		now := time.Now
 		if p.Now != nil {
 			now = p.Now

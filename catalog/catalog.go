@@ -8,6 +8,15 @@
 // the caller's organization only, and a version of another organization
 // answers as one that does not exist (toolplane.ErrNotFound), never as one
 // the caller may not touch, so its existence is not disclosed.
+//
+// The service refuses with toolplane's error vocabulary:
+// toolplane.ErrForbidden when the caller's roles do not allow the
+// operation; toolplane.ErrConflict when the version was published or
+// changed by someone else first (ErrTransition when its lifecycle state
+// does not allow the operation); toolplane.ErrInvalid when the definition
+// or the request is not acceptable, the error saying why (a
+// *registry.CheckError or a *compat.Violation is wrapped when one of them
+// refused it).
 package catalog
 
 import (
@@ -24,25 +33,14 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/compat"
-	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/semver"
 )
 
-// Errors at the package edge.
-var (
-	// ErrForbidden: the caller's roles do not allow the operation.
-	ErrForbidden = errors.New("forbidden")
-	// ErrTransition: the version's state does not allow the operation.
-	ErrTransition = errors.New("transition not allowed")
-	// ErrConflict: the version was published or changed by someone else
-	// first.
-	ErrConflict = errors.New("conflict")
-	// ErrInvalid: the definition or the request is not acceptable; the
-	// error says why (a *registry.CheckError or a *compat.Violation is
-	// wrapped when one of them refused it).
-	ErrInvalid = errors.New("invalid")
-)
+// ErrTransition: the version's lifecycle state does not allow the
+// operation. It is a toolplane.ErrConflict, told apart so a door can say
+// which conflict it was.
+var ErrTransition = toolplane.Refine(toolplane.ErrConflict, "transition not allowed")
 
 // Group is the registry group published versions are served in, each in
 // its own organization.
@@ -109,7 +107,7 @@ func orgOf(by *toolplane.Credential) string {
 // listing.
 func MayRead(by *toolplane.Credential) error {
 	if by == nil || by.Kind != toolplane.CredentialPerson {
-		return fmt.Errorf("%w: the catalogue is read with a person's credential; an agent lists the tools it may call", ErrForbidden)
+		return fmt.Errorf("%w: the catalogue is read with a person's credential; an agent lists the tools it may call", toolplane.ErrForbidden)
 	}
 	return nil
 }
@@ -121,10 +119,9 @@ func (s *Service) List(ctx context.Context, f toolplane.VersionFilter, after str
 		return nil, "", err
 	}
 	vs, next, err := s.store.ListToolVersions(ctx, orgOf(by), f, after, limit)
-	if errors.Is(err, cursor.ErrMalformed) {
-		return nil, "", fmt.Errorf("%w: the cursor is not valid", ErrInvalid)
-	}
 	if err != nil {
+		// A cursor the store could not decode stays a
+		// toolplane.ErrBadCursor: the caller's mistake.
 		return nil, "", fmt.Errorf("list versions: %w", err)
 	}
 	return vs, next, nil
@@ -151,7 +148,7 @@ func MayPublish(by *toolplane.Credential) error {
 	if by.HasRoleInAnyTeam(toolplane.RoleToolOwner, toolplane.RoleToolPublisher) {
 		return nil
 	}
-	return fmt.Errorf("%w: publishing needs the tool_owner or tool_publisher role of a team", ErrForbidden)
+	return fmt.Errorf("%w: publishing needs the tool_owner or tool_publisher role of a team", toolplane.ErrForbidden)
 }
 
 // MayChange refuses, before a version is even read, a caller who can move
@@ -162,7 +159,7 @@ func MayChange(by *toolplane.Credential) error {
 	if by.HasRoleInAnyTeam(toolplane.RoleToolOwner) {
 		return nil
 	}
-	return fmt.Errorf("%w: changing a version needs the tool_owner role of its team or platform_admin", ErrForbidden)
+	return fmt.Errorf("%w: changing a version needs the tool_owner role of its team or platform_admin", toolplane.ErrForbidden)
 }
 
 // Publication is what Publish answers.
@@ -187,15 +184,15 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	// name the tool, and none may quote an unbounded value back.
 	if err := errors.Join(toolplane.CheckLen("name", d.Name, toolplane.MaxNameLen), toolplane.CheckLen("version", d.Version, toolplane.MaxRefLen),
 		toolplane.CheckLen("owner", d.Owner, toolplane.MaxRefLen)); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	org := orgOf(by)
 	if d.Owner == "" {
-		return nil, fmt.Errorf("%w: owner: name the owning team", ErrInvalid)
+		return nil, fmt.Errorf("%w: owner: name the owning team", toolplane.ErrInvalid)
 	}
 	v, err := semver.Parse(d.Version)
 	if err != nil {
-		return nil, fmt.Errorf("%w: version: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: version: %v", toolplane.ErrInvalid, err)
 	}
 	// The registration checks, as any definition takes them; a published
 	// tool may not take a built-in or ingested tool's name.
@@ -206,7 +203,7 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 		}
 	}
 	if _, err := registry.Check([]toolplane.Definition{d}, opt); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	if err := s.namespace(&d, by); err != nil {
 		return nil, err
@@ -224,21 +221,21 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 	switch {
 	case len(existing) == 0:
 		if !by.HasRole(toolplane.RoleToolOwner, d.Owner) {
-			return nil, fmt.Errorf("%w: the first version of a tool is published by a tool_owner of %s", ErrForbidden, d.Owner)
+			return nil, fmt.Errorf("%w: the first version of a tool is published by a tool_owner of %s", toolplane.ErrForbidden, d.Owner)
 		}
 	default:
 		if owner := existing[0].Owner; owner != d.Owner {
-			return nil, fmt.Errorf("%w: owner: %s is owned by %s; a version cannot move it to %s", ErrInvalid, d.Name, owner, d.Owner)
+			return nil, fmt.Errorf("%w: owner: %s is owned by %s; a version cannot move it to %s", toolplane.ErrInvalid, d.Name, owner, d.Owner)
 		}
 		if prev == nil || prev.ver.Major() != v.Major() {
 			// A new major coexists with the old; it needs the owner.
 			if !by.HasRole(toolplane.RoleToolOwner, d.Owner) {
-				return nil, fmt.Errorf("%w: a new major version is published by a tool_owner of %s", ErrForbidden, d.Owner)
+				return nil, fmt.Errorf("%w: a new major version is published by a tool_owner of %s", toolplane.ErrForbidden, d.Owner)
 			}
 			break
 		}
 		if !by.HasRole(toolplane.RoleToolOwner, d.Owner) && !by.HasRole(toolplane.RoleToolPublisher, d.Owner) {
-			return nil, fmt.Errorf("%w: publishing %s needs tool_owner or tool_publisher of %s", ErrForbidden, d.Name, d.Owner)
+			return nil, fmt.Errorf("%w: publishing %s needs tool_owner or tool_publisher of %s", toolplane.ErrForbidden, d.Name, d.Owner)
 		}
 		var old toolplane.Definition
 		if err := json.Unmarshal(prev.Definition, &old); err != nil {
@@ -246,17 +243,17 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 		}
 		rep, err := compat.Classify(&old, &d)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 		}
 		if err := compat.Gate(&old, &d, rep); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 		}
 		pub.Report = &rep
 	}
 
 	hash, err := registry.SchemaHash(&d)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", toolplane.ErrInvalid, err)
 	}
 	d.SchemaHash = hash
 	body, err := json.Marshal(d)
@@ -276,7 +273,7 @@ func (s *Service) Publish(ctx context.Context, d toolplane.Definition, by *toolp
 		ReviewReasons: reasons, PublishedBy: by.Subject, PublishedAt: now, UpdatedAt: now}
 	if err := s.store.InsertToolVersion(ctx, tv); err != nil {
 		if errors.Is(err, toolplane.ErrExists) {
-			return nil, fmt.Errorf("%w: %s %s is already published", ErrConflict, d.Name, d.Version)
+			return nil, fmt.Errorf("%w: %s %s is already published", toolplane.ErrConflict, d.Name, d.Version)
 		}
 		return nil, fmt.Errorf("publish %s %s: %w", d.Name, d.Version, err)
 	}
@@ -358,12 +355,12 @@ func (s *Service) namespace(d *toolplane.Definition, by *toolplane.Credential) e
 	ns := namespaceOf(d.Name)
 	if s.reserved(ns) {
 		if !by.HasRole(toolplane.RolePlatformAdmin, "") {
-			return fmt.Errorf("%w: %s is a platform namespace (built-in or ingested tools); only a platform_admin publishes in it", ErrForbidden, ns)
+			return fmt.Errorf("%w: %s is a platform namespace (built-in or ingested tools); only a platform_admin publishes in it", toolplane.ErrForbidden, ns)
 		}
 		return nil
 	}
 	if ns != d.Owner {
-		return fmt.Errorf("%w: name: a team publishes under its own namespace; %s is owned by %s, so name it %s.<verb>", ErrInvalid, d.Name, d.Owner, d.Owner)
+		return fmt.Errorf("%w: name: a team publishes under its own namespace; %s is owned by %s, so name it %s.<verb>", toolplane.ErrInvalid, d.Name, d.Owner, d.Owner)
 	}
 	return nil
 }
@@ -380,7 +377,7 @@ func (s *Service) holdsBinding(d *toolplane.Definition) error {
 		return nil
 	}
 	if _, problems := f.Hold(*d); len(problems) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalid, &registry.CheckError{Problems: problems})
+		return fmt.Errorf("%w: %w", toolplane.ErrInvalid, &registry.CheckError{Problems: problems})
 	}
 	return nil
 }
@@ -390,10 +387,10 @@ func (s *Service) holdsBinding(d *toolplane.Definition) error {
 // a platform_admin's.
 func (s *Service) Review(ctx context.Context, name, version string, approve bool, note string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
 	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
-		return nil, fmt.Errorf("%w: versions are reviewed by a platform_admin", ErrForbidden)
+		return nil, fmt.Errorf("%w: versions are reviewed by a platform_admin", toolplane.ErrForbidden)
 	}
 	if !approve && strings.TrimSpace(note) == "" {
-		return nil, fmt.Errorf("%w: a rejection says why (note)", ErrInvalid)
+		return nil, fmt.Errorf("%w: a rejection says why (note)", toolplane.ErrInvalid)
 	}
 	kind, to := "version.approve", toolplane.StateActive
 	if !approve {
@@ -404,7 +401,7 @@ func (s *Service) Review(ctx context.Context, name, version string, approve bool
 			return fmt.Errorf("%w: %s %s is %s; only a version in review is approved or rejected", ErrTransition, name, version, v.State)
 		}
 		if by.Subject == v.PublishedBy && approve {
-			return fmt.Errorf("%w: the publisher of a version does not approve it", ErrForbidden)
+			return fmt.Errorf("%w: the publisher of a version does not approve it", toolplane.ErrForbidden)
 		}
 		v.State, v.ReviewedBy, v.ReviewedAt, v.ReviewNote = to, by.Subject, s.now(), note
 		return nil
@@ -416,7 +413,7 @@ func (s *Service) Review(ctx context.Context, name, version string, approve bool
 func (s *Service) Submit(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
 	return s.transition(ctx, name, version, "version.submit", by, func(v *toolplane.ToolVersion) error {
 		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
-			return fmt.Errorf("%w: a version is submitted by a tool_owner of %s", ErrForbidden, v.Owner)
+			return fmt.Errorf("%w: a version is submitted by a tool_owner of %s", toolplane.ErrForbidden, v.Owner)
 		}
 		if v.State != toolplane.StatePendingApproval {
 			return fmt.Errorf("%w: %s %s is %s; only a pending version is submitted", ErrTransition, name, version, v.State)
@@ -433,16 +430,16 @@ func (s *Service) Deprecate(ctx context.Context, name, version string, sunset ti
 		return nil, err
 	}
 	if sunset.IsZero() {
-		return nil, fmt.Errorf("%w: a deprecation names its sunset (sunset_at)", ErrInvalid)
+		return nil, fmt.Errorf("%w: a deprecation names its sunset (sunset_at)", toolplane.ErrInvalid)
 	}
 	if replacement != "" {
 		if _, err := s.store.GetToolVersion(ctx, orgOf(by), name, replacement); err != nil {
-			return nil, fmt.Errorf("%w: replacement %s %s: %v", ErrInvalid, name, replacement, err)
+			return nil, fmt.Errorf("%w: replacement %s %s: %v", toolplane.ErrInvalid, name, replacement, err)
 		}
 	}
 	return s.transition(ctx, name, version, "version.deprecate", by, func(v *toolplane.ToolVersion) error {
 		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
-			return fmt.Errorf("%w: a version is deprecated by a tool_owner of %s", ErrForbidden, v.Owner)
+			return fmt.Errorf("%w: a version is deprecated by a tool_owner of %s", toolplane.ErrForbidden, v.Owner)
 		}
 		if v.State != toolplane.StateActive {
 			return fmt.Errorf("%w: %s %s is %s; only an active version is deprecated", ErrTransition, name, version, v.State)
@@ -457,7 +454,7 @@ func (s *Service) Deprecate(ctx context.Context, name, version string, sunset ti
 func (s *Service) Retire(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
 	return s.transition(ctx, name, version, "version.retire", by, func(v *toolplane.ToolVersion) error {
 		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
-			return fmt.Errorf("%w: a version is retired by a tool_owner of %s or a platform_admin", ErrForbidden, v.Owner)
+			return fmt.Errorf("%w: a version is retired by a tool_owner of %s or a platform_admin", toolplane.ErrForbidden, v.Owner)
 		}
 		if v.State != toolplane.StateDeprecated {
 			return fmt.Errorf("%w: %s %s is %s; only a deprecated version is retired", ErrTransition, name, version, v.State)
@@ -495,7 +492,9 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 		}
 		ref := v.OrganizationID + "/" + v.Name + " " + v.Version
 		if len(agents) == 0 {
-			if _, err := s.Retire(ctx, v.Name, v.Version, system); err != nil && !errors.Is(err, ErrConflict) {
+			// A version changed meanwhile is left for the next sweep; one
+			// whose state no longer allows retiring it is reported.
+			if _, err := s.Retire(ctx, v.Name, v.Version, system); err != nil && (!errors.Is(err, toolplane.ErrConflict) || errors.Is(err, ErrTransition)) {
 				return retired, blocked, err
 			}
 			retired = append(retired, ref)
@@ -509,7 +508,7 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 				}
 				w.RetireBlocked = why
 				return nil
-			}); err != nil && !errors.Is(err, ErrTransition) && !errors.Is(err, ErrConflict) {
+			}); err != nil && !errors.Is(err, ErrTransition) && !errors.Is(err, toolplane.ErrConflict) {
 				return retired, blocked, err
 			}
 			s.log.Warn("sunset blocked: the version is still called", "organization", v.OrganizationID, "tool", v.Name, "version", v.Version, "agents", agents)
@@ -576,7 +575,7 @@ func (s *Service) transition(ctx context.Context, name, version, kind string, by
 		return nil, fmt.Errorf("update %s %s: %w", name, version, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s changed meanwhile; read it again", ErrConflict, name, version)
+		return nil, fmt.Errorf("%w: %s %s changed meanwhile; read it again", toolplane.ErrConflict, name, version)
 	}
 	s.record(ctx, by, kind, v, map[string]any{"from": from, "to": v.State, "note": v.ReviewNote, "sunset_at": v.SunsetAt, "replacement": v.Replacement, "retire_blocked": v.RetireBlocked})
 	if !from.Callable() && !v.State.Callable() {

@@ -154,11 +154,11 @@ func TestCompatibilityGate(t *testing.T) {
 		by      *toolplane.Credential
 		wantErr error
 	}{
-		{"a required field at a minor is refused", getOrder("1.1.0", addRequired), owner, catalog.ErrInvalid},
-		{"a schema change at a patch is refused", getOrder("1.0.1", widen), owner, catalog.ErrInvalid},
+		{"a required field at a minor is refused", getOrder("1.1.0", addRequired), owner, toolplane.ErrInvalid},
+		{"a schema change at a patch is refused", getOrder("1.0.1", widen), owner, toolplane.ErrInvalid},
 		{"a widened constraint at a minor is accepted", getOrder("1.1.0", widen), publisher, nil},
 		{"a required field at a new major is accepted", getOrder("2.0.0", addRequired), owner, nil},
-		{"a version not above the one published is refused", getOrder("1.1.0", widen), owner, catalog.ErrConflict},
+		{"a version not above the one published is refused", getOrder("1.1.0", widen), owner, toolplane.ErrConflict},
 	}
 	for _, tt := range tests {
 		_, err := f.svc.Publish(f.ctx, tt.def, tt.by)
@@ -166,7 +166,7 @@ func TestCompatibilityGate(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.wantErr)
 		}
 		var v *compat.Violation
-		if errors.Is(tt.wantErr, catalog.ErrInvalid) && !errors.As(err, &v) {
+		if errors.Is(tt.wantErr, toolplane.ErrInvalid) && !errors.As(err, &v) {
 			t.Errorf("%s: the refusal does not list the changes: %v", tt.name, err)
 		}
 	}
@@ -180,27 +180,27 @@ func TestRolesAreEnforced(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.seedActive(t)
-	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), publisher); !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), publisher); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("a publisher's first publish: %v", err)
 	}
-	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), outsider); !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), outsider); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("another team's owner: %v", err)
 	}
 	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), owner); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Publish(f.ctx, getOrder("2.0.0"), publisher); !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := f.svc.Publish(f.ctx, getOrder("2.0.0"), publisher); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("a publisher's major: %v", err)
 	}
-	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", owner); !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", owner); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("an owner reviewing: %v", err)
 	}
-	if _, err := f.svc.Deprecate(f.ctx, "payments.get_order", "1.0.0", f.clock.Now(), "", outsider); !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := f.svc.Deprecate(f.ctx, "payments.get_order", "1.0.0", f.clock.Now(), "", outsider); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("another team deprecating: %v", err)
 	}
 	self := person("olga", "tool_owner:payments", "platform_admin")
 	p, _ := f.svc.Publish(f.ctx, getOrder("3.0.0", func(d *toolplane.Definition) { d.Annotations.OpenWorld = true }), self)
-	if _, err := f.svc.Review(f.ctx, "payments.get_order", p.Version.Version, true, "", self); p.Version.State == toolplane.StateInReview && !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", p.Version.Version, true, "", self); p.Version.State == toolplane.StateInReview && !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("approving one's own version: %v", err)
 	}
 }
@@ -222,7 +222,7 @@ func TestLifecycleTransitions(t *testing.T) {
 		{"retire an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", owner) }, catalog.ErrTransition, ""},
 		{"deprecate without a sunset", func() (*toolplane.ToolVersion, error) {
 			return f.svc.Deprecate(f.ctx, name, "1.0.0", time.Time{}, "", owner)
-		}, catalog.ErrInvalid, ""},
+		}, toolplane.ErrInvalid, ""},
 		{"deprecate", func() (*toolplane.ToolVersion, error) {
 			return f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", owner)
 		}, nil, toolplane.StateDeprecated},
@@ -251,7 +251,7 @@ func TestLifecycleTransitions(t *testing.T) {
 	if err != nil || p.Version.State != toolplane.StateInReview {
 		t.Fatalf("publish for review: %+v %v", p, err)
 	}
-	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", false, "", admin); !errors.Is(err, catalog.ErrInvalid) {
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", false, "", admin); !errors.Is(err, toolplane.ErrInvalid) {
 		t.Errorf("a rejection without a note: %v", err)
 	}
 	v, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", false, "the schema accepts any string as an order id", admin)
@@ -287,7 +287,7 @@ func TestConcurrentPublishesOfOneVersionConflict(t *testing.T) {
 		switch {
 		case err == nil:
 			ok++
-		case errors.Is(err, catalog.ErrConflict):
+		case errors.Is(err, toolplane.ErrConflict):
 			conflicts++
 		default:
 			t.Errorf("publish: %v", err)
@@ -461,18 +461,18 @@ func TestAgentsDoNotReadTheCatalogue(t *testing.T) {
 	f := newFixture(t)
 	f.seedActive(t)
 	agent := &toolplane.Credential{ID: "tpk_bot", OrganizationID: "default", Kind: toolplane.CredentialAgent, Subject: "bot", Tools: []string{"*"}}
-	if _, _, err := f.svc.List(f.ctx, toolplane.VersionFilter{}, "", 10, agent); !errors.Is(err, catalog.ErrForbidden) {
+	if _, _, err := f.svc.List(f.ctx, toolplane.VersionFilter{}, "", 10, agent); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("List as an agent: %v, want forbidden", err)
 	}
 	for _, version := range []string{"1.0.0", "9.9.9"} {
-		if _, err := f.svc.Get(f.ctx, "payments.refund_order", version, agent); !errors.Is(err, catalog.ErrForbidden) {
+		if _, err := f.svc.Get(f.ctx, "payments.refund_order", version, agent); !errors.Is(err, toolplane.ErrForbidden) {
 			t.Errorf("Get(%s) as an agent: %v, want forbidden", version, err)
 		}
 	}
-	if err := catalog.MayPublish(agent); !errors.Is(err, catalog.ErrForbidden) {
+	if err := catalog.MayPublish(agent); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("MayPublish(agent) = %v, want forbidden", err)
 	}
-	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), agent); !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), agent); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("Publish as an agent: %v, want forbidden", err)
 	}
 	for _, c := range []*toolplane.Credential{owner, publisher, admin} {
@@ -480,7 +480,7 @@ func TestAgentsDoNotReadTheCatalogue(t *testing.T) {
 			t.Errorf("MayPublish(%s) = %v", c.Subject, err)
 		}
 	}
-	if err := catalog.MayPublish(person("aud", "auditor")); !errors.Is(err, catalog.ErrForbidden) {
+	if err := catalog.MayPublish(person("aud", "auditor")); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("MayPublish(auditor) = %v, want forbidden", err)
 	}
 }

@@ -153,7 +153,7 @@ func TestRebindingAGuardedHandlerCannotSkipApproval(t *testing.T) {
 	fast := bound("teama.refund_fast", "demo.refund_order", toolplane.EffectWrite)
 	_, err := p.svc.Publish(p.ctx, fast, teamaOwner)
 	var ce *registry.CheckError
-	if !errors.Is(err, catalog.ErrInvalid) || !errors.As(err, &ce) {
+	if !errors.Is(err, toolplane.ErrInvalid) || !errors.As(err, &ce) {
 		t.Fatalf("weaker re-binding: %v", err)
 	}
 	var fields []string
@@ -287,10 +287,10 @@ func TestATeamPublishesOnlyUnderItsOwnNamespace(t *testing.T) {
 		want  error
 		state toolplane.VersionState
 	}{
-		{"another team's namespace", read("teamb.deploy", "teama"), teamaOwner, catalog.ErrInvalid, ""},
-		{"another team's namespace and owner", read("teamb.deploy", "teamb"), teamaOwner, catalog.ErrForbidden, ""},
-		{"a built-in namespace", read("demo.refund_fast", "teama"), teamaOwner, catalog.ErrForbidden, ""},
-		{"the namespace of ingested tools", remote, teamaOwner, catalog.ErrForbidden, ""},
+		{"another team's namespace", read("teamb.deploy", "teama"), teamaOwner, toolplane.ErrInvalid, ""},
+		{"another team's namespace and owner", read("teamb.deploy", "teamb"), teamaOwner, toolplane.ErrForbidden, ""},
+		{"a built-in namespace", read("demo.refund_fast", "teama"), teamaOwner, toolplane.ErrForbidden, ""},
+		{"the namespace of ingested tools", remote, teamaOwner, toolplane.ErrForbidden, ""},
 		{"its own namespace", read("teama.find", "teama"), teamaOwner, nil, toolplane.StateActive},
 		{"a platform_admin in a built-in namespace, reviewed", read("demo.find_open", "teama"), reviewer, nil, toolplane.StateInReview},
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolplane/toolplane/httperr"
 )
 
 // paging adds --limit and --cursor to a list command and answers them as
@@ -108,7 +110,7 @@ func findCmd(a *app, use, short string, columns []string, paths func(id string) 
 				cursor = page.NextCursor
 			}
 		}
-		return &APIError{Status: 404, Code: "not_found", Message: "no " + strings.Fields(use)[0] + " item " + args[0] + " at " + t.server}
+		return &APIError{Status: httperr.NotFound.Status(), Code: string(httperr.NotFound), Message: "no " + strings.Fields(use)[0] + " item " + args[0] + " at " + t.server}
 	})
 	return cmd
 }

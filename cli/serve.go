@@ -29,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/backend"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/demo"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/httperr"
@@ -267,20 +268,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tokens = &jwtauth.Verifier{Issuer: *jwtIssuer, Audience: *jwtAudience, JWKSURL: *jwtJWKS}
 	}
 	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Catalog: cat, Authz: grants, RunBudgetCents: *runBudget,
+	// What every door does (authentication, rate limits, what a key is
+	// shown, calls and the run budget) is set once, for both doors.
+	doors := &door.Door{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Authz: grants, RunBudgetCents: *runBudget}
+	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Keys: keys, Catalog: cat, Authz: grants, Door: doors,
 		UpstreamSettings: upstreamSettings}
-	var limiter *ratelimit.Limiter
 	if *rateLimit > 0 {
 		// One budget per key, whichever door it comes through.
-		limiter = ratelimit.New(*rateLimit, time.Minute)
-		api.Limiter = limiter
+		doors.Limiter = ratelimit.New(*rateLimit, time.Minute)
 	}
-	var failures *ratelimit.Failures
 	if *authFailures > 0 {
 		// Failed authentications have a budget of their own, also shared
 		// by the doors, so nobody without a key's secret spends its.
-		failures = ratelimit.NewFailures(*authFailures, time.Minute)
-		api.Failures = failures
+		doors.Failures = ratelimit.NewFailures(*authFailures, time.Minute)
 	}
 	var allowedHosts []string
 	if u, err := url.Parse(*publicURL); err == nil && u.Hostname() != "" {
@@ -291,7 +291,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		public = "http://" + ln.Addr().String()
 	}
 	api.PublicURL = public
-	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: version(), Tokens: tokens, PublicURL: public, Limiter: limiter, Failures: failures, AllowedHosts: allowedHosts, Upstreams: upstreams, Keys: keys, Authz: grants, RunBudgetCents: *runBudget,
+	mcpDoor := &mcpserver.Server{Invoker: iv, Registry: reg, Store: b.Store, Log: log, Version: version(), PublicURL: public, AllowedHosts: allowedHosts, Upstreams: upstreams, Door: doors,
 		MaxSessionsPerKey: *sessionsPerKey, MaxSessions: *sessions,
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
@@ -516,7 +516,7 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
-			httperr.Write(w, r, http.StatusUnauthorized, "unauthenticated", "metrics need the metrics token", "")
+			httperr.Send(w, r, httperr.Unauthenticated, "metrics need the metrics token", "")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -6,12 +6,15 @@ package cursor
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
+
+	"github.com/toolplane/toolplane"
 )
 
-// ErrMalformed: a cursor Encode could not have made for that list.
-var ErrMalformed = errors.New("malformed cursor")
+// ErrMalformed: a cursor Encode could not have made for that list. It is a
+// toolplane.ErrBadCursor, so every door answers it as the caller's
+// mistake, whichever store decoded it.
+var ErrMalformed = toolplane.Refine(toolplane.ErrBadCursor, "malformed cursor")
 
 // A cursor is the ordering key of the last row of a page: its created_at and
 // the identity columns that break ties. It is encoded in binary, not JSON,

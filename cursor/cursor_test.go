@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/toolplane/toolplane"
 )
 
 func TestCursorRoundTrip(t *testing.T) {
@@ -37,8 +39,8 @@ func TestCursorRefusesWhatEncodeCannotMake(t *testing.T) {
 		"truncated":      good[:len(good)-2],
 		"another format": "AGU",
 	} {
-		if _, _, err := Decode(c, Audit, 1); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		if _, _, err := Decode(c, Audit, 1); !errors.Is(err, ErrMalformed) || !errors.Is(err, toolplane.ErrBadCursor) {
+			t.Errorf("%s: err = %v, want ErrMalformed, a toolplane.ErrBadCursor", name, err)
 		}
 	}
 }

@@ -9,7 +9,6 @@
 package httpapi
 
 import (
-	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,7 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
@@ -71,9 +71,9 @@ type Server struct {
 	RunBudgetCents int64
 	// Catalog and Authz, when set, serve the registry's lifecycle and the
 	// grants under /v1/registry, /v1/grants, /v1/denies and /v1/bundles.
-	// Authz is also where an agent identity's grants are read: a call is
-	// allowed what they allow and the key admits. Without it the key's own
-	// tools are the grant.
+	// Authz is also where the tools an agent is shown are read (see
+	// door.Door.Shown); a call is decided by the invoker. Without it the
+	// key's own tools are the grant.
 	Catalog *catalog.Service
 	Authz   *authz.Service
 	// PublicURL, when set, is where clients reach this server: the OpenAPI
@@ -91,6 +91,13 @@ type Server struct {
 	// UpstreamSettings, when set, serves the runtime settings of upstream
 	// tools under /v1/upstreams.
 	UpstreamSettings *upstream.Settings
+
+	// Door, when set, is the door layer the server shares with the other
+	// doors (authentication, rate limits, what a key is shown, calls); it
+	// then takes the place of Tokens, Limiter, Failures, RunBudgetCents
+	// and, for authentication, Keys (see door.Door). Without it the
+	// server makes one of its own settings.
+	Door *door.Door
 }
 
 // caller is who a request authenticated as.
@@ -223,54 +230,45 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// auth authenticates the request's bearer token, through the gate every
-// door shares (apikey.Gate), before h runs.
+// auth authenticates the request's bearer token through the door layer
+// every door shares (door.Door.Authenticate) before h runs, and answers
+// its refusals in the API's envelope.
 func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What an authenticated route answers depends on the key (the tools
 		// it is shown, the approvals of its organization): no cache, shared
 		// or not, may keep it and hand it to another.
 		w.Header().Set("Cache-Control", "private, no-store")
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, false))
-			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", "send an API key as Authorization: Bearer <key>", "")
-			return
-		}
-		now := s.Now()
-		gate := apikey.Gate{Authenticator: apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys},
-			Limiter: s.Limiter, Failures: s.Failures}
-		cred, d, err := gate.Admit(r.Context(), strings.TrimSpace(token), ratelimit.ClientAddr(r), now)
-		if d.Limit > 0 {
-			d.Header(w.Header(), now)
-		}
-		var (
-			limited *apikey.LimitedError
-			refused *apikey.RefusedError
-		)
+		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		var refused *door.Refusal
 		switch {
-		case errors.As(err, &limited) && limited.Failures:
-			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "too many failed authentications; retry after the reset", "")
+		case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, refused.Presented))
+			msg := refused.Message
+			if !refused.Presented {
+				msg = "send an API key as Authorization: Bearer <key>"
+			}
+			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", msg, "")
 			return
-		case errors.As(err, &limited):
-			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", "this key made too many requests; slow down and retry after the reset", "")
-			return
-		case errors.As(err, &refused):
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, true))
-			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", refused.Error(), "")
+		case errors.As(err, &refused) && refused.Kind == door.RateLimited:
+			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", refused.Message, "")
 			return
 		case err != nil:
-			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
 			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
 			return
 		}
-		if strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, now) {
-			if err := s.Store.TouchCredential(context.WithoutCancel(r.Context()), cred.OrganizationID, cred.ID, now); err != nil {
-				s.Log.WarnContext(r.Context(), "credential touch failed", "err", err)
-			}
-		}
-		h(w, r, caller{cred: cred, at: now})
+		h(w, r, caller{cred: c.Credential, at: c.At})
 	})
+}
+
+// door answers the door layer this server's requests go through: Door
+// when set, otherwise one made of this server's own settings.
+func (s *Server) door() *door.Door {
+	if s.Door != nil {
+		return s.Door
+	}
+	return &door.Door{Invoker: s.Invoker, Registry: s.Registry, Store: s.Store, Tokens: s.Tokens, Keys: s.Keys, Limiter: s.Limiter,
+		Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log, Now: s.Now}
 }
 
 // bounded answers 400 invalid_request for the first of checks (from
@@ -352,85 +350,8 @@ func view(t *registry.Tool) toolView {
 		Annotations: d.Annotations, InputSchema: projection.InputSchema(d), OutputSchema: projection.OutputSchema(d)}
 }
 
-// principal answers the tools an agent's key may call now, each with the
-// version range its grant pins: a listing's view, tool by tool.
-func (s *Server) principal(r *http.Request, cred *toolplane.Credential, tenant string) (toolplane.Principal, error) {
-	p := toolplane.Principal{ID: cred.Subject}
-	for _, t := range s.Registry.Tools(cred.OrganizationID) {
-		rng, ok, err := s.callable(r, cred, tenant, t.Def.Name)
-		if err != nil {
-			return p, err
-		}
-		if ok {
-			p.Allow(t.Def.Name, rng)
-		}
-	}
-	return p, nil
-}
-
-// principalFor answers the principal of one call of the tool named: what
-// principal answers, for that tool alone, so a call costs the same whatever
-// the size of the catalogue. The decision reads the grants again anyway.
-func (s *Server) principalFor(r *http.Request, cred *toolplane.Credential, tenant, name string) (toolplane.Principal, error) {
-	p := toolplane.Principal{ID: cred.Subject}
-	rng, ok, err := s.callable(r, cred, tenant, name)
-	if ok {
-		p.Allow(name, rng)
-	}
-	return p, err
-}
-
-// callable reports whether cred may call the tool named now, and the range
-// the allowing grant pins: the agent identity's grants allow it (denies
-// applied) and the key admits it. Only an agent calls tools. Without a
-// grant service the key's own tools are the grant.
-func (s *Server) callable(r *http.Request, cred *toolplane.Credential, tenant, name string) (string, bool, error) {
-	switch {
-	case cred.Kind != toolplane.CredentialAgent:
-		return "", false, nil
-	case s.Authz == nil:
-		return "", cred.Grants(name), nil
-	}
-	rng, granted, err := s.Authz.Pin(r.Context(), cred.OrganizationID, cred.Subject, tenant, name)
-	return rng, granted && err == nil && cred.Admits(name), err
-}
-
-// visibleTool is visible for the one tool named, without walking the
-// catalogue: nil when the caller is not shown it.
-func (s *Server) visibleTool(r *http.Request, c caller, name string) (*registry.Tool, error) {
-	if c.cred.Kind == toolplane.CredentialPerson {
-		t, _ := s.Registry.Get(c.cred.OrganizationID, name)
-		return t, nil
-	}
-	p, err := s.principalFor(r, c.cred, r.URL.Query().Get("tenant_id"), name)
-	if err != nil || !p.Holds(name) {
-		return nil, err
-	}
-	t, _ := s.Registry.Resolve(c.cred.OrganizationID, name, p.Pins[name])
-	return t, nil
-}
-
-// visible answers the tools the caller is shown, each at the version it
-// would be given: a person sees the catalogue, an agent what it may call.
-func (s *Server) visible(r *http.Request, c caller) ([]*registry.Tool, error) {
-	if c.cred.Kind == toolplane.CredentialPerson {
-		return s.Registry.Tools(c.cred.OrganizationID), nil
-	}
-	p, err := s.principal(r, c.cred, r.URL.Query().Get("tenant_id"))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*registry.Tool, 0, len(p.Tools))
-	for _, name := range p.Tools {
-		if t, ok := s.Registry.Resolve(c.cred.OrganizationID, name, p.Pins[name]); ok {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
-	ts, err := s.visible(r, c)
+	ts, err := s.door().Shown(r.Context(), c.cred, r.URL.Query().Get("tenant_id"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
@@ -444,8 +365,9 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
-	t, err := s.visibleTool(r, c, r.PathValue("name"))
+	t, err := s.door().ShownTool(r.Context(), c.cred, r.URL.Query().Get("tenant_id"), r.PathValue("name"))
 	if err != nil {
+		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
 		return
 	}
@@ -484,8 +406,9 @@ type invokeRequest struct {
 }
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
-	if c.cred.Kind != toolplane.CredentialAgent {
-		s.fail(w, r, http.StatusForbidden, "denied", "tools are called with an agent's key; this is a "+string(c.cred.Kind)+"'s key", "")
+	if err := door.CallsTools(c.cred); err != nil {
+		// Before the body is read: whatever it holds, this key calls nothing.
+		s.fail(w, r, http.StatusForbidden, "denied", err.Error(), "")
 		return
 	}
 	var body invokeRequest
@@ -493,51 +416,19 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
 		return
 	}
-	if body.OnBehalfOf != "" && !c.cred.ActsForUsers() {
-		// Refused rather than ignored: a caller that named a person would
-		// otherwise believe the call was recorded as made for them.
-		s.fail(w, r, http.StatusForbidden, "denied", "on_behalf_of names the person a call acts for, which only a key allowed to act for users (role "+
-			toolplane.RoleActForUsers+") may do; call without it, as the agent alone", "on_behalf_of")
-		return
-	}
-	if len(body.Arguments) == 0 {
-		body.Arguments = json.RawMessage(`{}`)
-	}
-	if t, ok := s.Registry.Get(c.cred.OrganizationID, r.PathValue("name")); ok && body.RunID == "" {
-		switch {
-		case t.Def.Writes() && body.IdempotencyKey == "":
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", "a write names its run (run_id) or carries an idempotency_key, so a retry is the same action", "run_id")
-			return
-		case t.Def.Metered:
-			// Cost is counted against a run and the runs above it.
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", "a metered tool is called within a run (run_id), whose budget it is counted against", "run_id")
-			return
-		}
-	}
-	principal, err := s.principalFor(r, c.cred, body.TenantID, r.PathValue("name"))
-	if err != nil {
-		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
-		return
-	}
-	inv := &toolplane.Invocation{
-		OrganizationID: c.cred.OrganizationID, UserID: body.OnBehalfOf, RunID: body.RunID, AgentID: c.cred.Subject, CredentialID: c.cred.ID,
-		TenantID: body.TenantID, StepPath: body.StepPath, Principal: principal, Contracts: body.Contracts,
-		Ceilings: toolplane.Ceilings{MaxCostCents: toolplane.CostCeiling(body.MaxCostCents, s.RunBudgetCents)},
-		Source:   toolplane.SourceREST, AuthorizedBy: body.AuthorizedBy, IdempotencyKey: body.IdempotencyKey,
-	}
-	res, err := s.Invoker.InvokeJSON(r.Context(), r.PathValue("name"), body.Arguments, inv)
-	if invoke.Repeated(res, err) {
-		// A retry of an answered call: charged to the retry budget.
-		apikey.Gate{Limiter: s.Limiter}.Repeated(c.cred, c.at)
-	}
-	var ar *invoke.ApprovalRequired
-	var tooLong *toolplane.TooLongError
-	var inFlight *invoke.InFlightError
-	switch {
-	case errors.As(err, &tooLong):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
-	case errors.As(err, &ar):
+	name := r.PathValue("name")
+	a := s.door().Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, door.Call{
+		Tool: name, Arguments: body.Arguments, Source: toolplane.SourceREST,
+		RunID: body.RunID, StepPath: body.StepPath, IdempotencyKey: body.IdempotencyKey, AuthorizedBy: body.AuthorizedBy,
+		OnBehalfOf: body.OnBehalfOf, TenantID: body.TenantID, Contracts: body.Contracts, MaxCostCents: body.MaxCostCents,
+	})
+	switch a.Kind {
+	case door.Invalid:
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", a.Message, a.Field)
+	case door.Denied:
+		s.fail(w, r, http.StatusForbidden, "denied", a.Message, a.Field)
+	case door.ApprovalRequired:
+		ar := a.Approval
 		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
 			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"}
 		if ar.Ignored != "" {
@@ -545,18 +436,21 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 			body["authorized_by_ignored"] = ar.Ignored
 		}
 		writeJSON(w, http.StatusAccepted, body)
-	case errors.As(err, &inFlight):
-		w.Header().Set("Retry-After", strconv.Itoa(int((inFlight.RetryAfter()+time.Second-1)/time.Second)))
-		s.fail(w, r, http.StatusConflict, "in_flight", inFlight.Message(), "")
-	case errors.Is(err, invoke.ErrInFlight):
-		s.fail(w, r, http.StatusConflict, "in_flight", "an identical call is running; try again shortly", "")
-	case err != nil:
-		s.Log.ErrorContext(r.Context(), "tool call fault", "tool", r.PathValue("name"), "err", err)
+	case door.InFlight:
+		msg := "an identical call is running; try again shortly"
+		if a.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(door.RetryAfterSeconds(a.RetryAfter)))
+			msg = a.Message
+		}
+		s.fail(w, r, http.StatusConflict, "in_flight", msg, "")
+	case door.Unavailable:
+		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+	case door.Fault:
 		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the platform could not complete this call", "")
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		w.Write(boundary.Render(res))
+		w.Write(boundary.Render(a.Result))
 		w.Write([]byte("\n"))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/compat"
+	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/toolfile"
 )
@@ -59,7 +60,11 @@ func versionOf(v *toolplane.ToolVersion, withDefinition bool) versionView {
 	return out
 }
 
-// registryFail answers an error of the catalogue or grants services.
+// registryFail answers an error of the catalogue or grants services: the
+// refusals only they make (a definition failing registration, a version
+// bump below its changes, a lifecycle transition) with their own codes,
+// every other by its kind (httperr.Fail), so a store failure is a logged
+// 500, never a refusal.
 func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		ce      *registry.CheckError
@@ -67,10 +72,8 @@ func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error)
 		tooLong *toolplane.TooLongError
 	)
 	switch {
-	case errors.Is(err, catalog.ErrForbidden), errors.Is(err, authz.ErrForbidden):
-		s.fail(w, r, http.StatusForbidden, "denied", err.Error(), "")
-	case errors.As(err, &tooLong):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
+	case errors.Is(err, toolplane.ErrForbidden), errors.As(err, &tooLong):
+		// Refused, or refused at one field, whatever else it says.
 	case errors.As(err, &ce):
 		lines := make([]string, len(ce.Problems))
 		for i, p := range ce.Problems {
@@ -80,21 +83,16 @@ func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error)
 		if len(ce.Problems) > 0 {
 			field = ce.Problems[0].Field
 		}
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the definition fails registration: "+strings.Join(lines, "; "), field)
+		httperr.Send(w, r, httperr.InvalidRequest, "the definition fails registration: "+strings.Join(lines, "; "), field)
+		return
 	case errors.As(err, &cv):
-		s.fail(w, r, http.StatusBadRequest, "incompatible", cv.Error(), "version")
-	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, authz.ErrInvalid):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
-	case errors.Is(err, catalog.ErrTransition):
-		s.fail(w, r, http.StatusConflict, "invalid_transition", err.Error(), "")
-	case errors.Is(err, catalog.ErrConflict):
-		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
-	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", err.Error(), "")
-	default:
-		s.Log.ErrorContext(r.Context(), "registry operation failed", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the operation could not be completed", "")
+		httperr.Send(w, r, httperr.Incompatible, cv.Error(), "version")
+		return
+	case errors.Is(err, catalog.ErrTransition) && !errors.Is(err, toolplane.ErrInvalid):
+		httperr.Send(w, r, httperr.InvalidTransition, err.Error(), "")
+		return
 	}
+	httperr.Fail(w, r, s.Log, err)
 }
 
 // publish stores a new version from a definition file: YAML
@@ -107,7 +105,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the body could not be read: "+err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, "the body could not be read: "+err.Error(), "")
 		return
 	}
 	ext := ".json"
@@ -116,7 +114,7 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	d, _, err := toolfile.Parse(data, ext)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	pub, err := s.Catalog.Publish(r.Context(), d, c.cred)
@@ -142,7 +140,7 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	q := r.URL.Query()
@@ -186,7 +184,7 @@ func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	if r.ContentLength != 0 {
 		if err := decodeBody(r, &body); err != nil {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+			httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 			return
 		}
 	}
@@ -207,7 +205,7 @@ func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller)
 	case "retire":
 		v, err = s.Catalog.Retire(ctx, name, version, c.cred)
 	default:
-		s.fail(w, r, http.StatusNotFound, "not_found", "the action is one of approve, reject, submit, deprecate, retire", "action")
+		httperr.Send(w, r, httperr.NotFound, "the action is one of approve, reject, submit, deprecate, retire", "action")
 		return
 	}
 	if err != nil {
@@ -229,22 +227,22 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, c caller) {
 		To   json.RawMessage `json:"to"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	from, _, err := toolfile.Parse(body.From, ".json")
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "from: "+err.Error(), "from")
+		httperr.Send(w, r, httperr.InvalidRequest, "from: "+err.Error(), "from")
 		return
 	}
 	to, _, err := toolfile.Parse(body.To, ".json")
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "to: "+err.Error(), "to")
+		httperr.Send(w, r, httperr.InvalidRequest, "to: "+err.Error(), "to")
 		return
 	}
 	rep, err := compat.Classify(&from, &to)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	out := map[string]any{"required_bump": rep.Required.String(), "changes": rep.Changes}
@@ -286,7 +284,7 @@ func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, c caller) {
 		ExpiresAt   time.Time `json:"expires_at"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	g := &toolplane.Grant{AgentID: body.AgentID, Pattern: body.Pattern, Bundle: body.Bundle, TenantScope: body.TenantScope, ExpiresAt: body.ExpiresAt}
@@ -303,9 +301,14 @@ func (s *Server) listGrants(w http.ResponseWriter, r *http.Request, c caller) {
 		s.registryFail(w, r, err)
 		return
 	}
-	gs, next, err := page(r, all, func(g toolplane.Grant) string { return g.ID })
+	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "cursor")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
+		return
+	}
+	gs, next, err := page(r, all, limit, func(g toolplane.Grant) string { return g.ID })
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]grantView, len(gs))
@@ -384,7 +387,7 @@ func (s *Server) addDeny(w http.ResponseWriter, r *http.Request, c caller) {
 		Reason  string `json:"reason"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	d := &toolplane.Deny{AgentID: body.AgentID, Pattern: body.Pattern, Reason: body.Reason}
@@ -402,9 +405,14 @@ func (s *Server) listDenies(w http.ResponseWriter, r *http.Request, c caller) {
 		s.registryFail(w, r, err)
 		return
 	}
-	ds, next, err := page(r, all, func(d toolplane.Deny) string { return d.ID })
+	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "cursor")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
+		return
+	}
+	ds, next, err := page(r, all, limit, func(d toolplane.Deny) string { return d.ID })
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]map[string]any, len(ds))
@@ -431,7 +439,7 @@ func (s *Server) putBundle(w http.ResponseWriter, r *http.Request, c caller) {
 		Refs []string `json:"refs"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	b := &toolplane.Bundle{Name: r.PathValue("name"), Refs: body.Refs}
@@ -448,9 +456,14 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, c caller) {
 		s.registryFail(w, r, err)
 		return
 	}
-	bs, next, err := page(r, all, func(b toolplane.Bundle) string { return b.Name })
+	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "cursor")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
+		return
+	}
+	bs, next, err := page(r, all, limit, func(b toolplane.Bundle) string { return b.Name })
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]map[string]any, len(bs))
@@ -467,13 +480,13 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	q := r.URL.Query()
 	cs, next, err := s.Store.ListChanges(r.Context(), c.cred.OrganizationID, q.Get("kind"), q.Get("subject"), q.Get("cursor"), limit)
 	if err != nil {
-		s.listFail(w, r, "changes", err)
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]map[string]any, len(cs))
@@ -484,21 +497,18 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 // page answers the items after the cursor (the last key of the page
-// before), at most limit of them, and the next cursor ("" at the end).
-// Grants, denies and bundles are listed whole by the store, an
-// organization's worth; the API pages them like every other list.
-func page[T any](r *http.Request, items []T, key func(T) string) ([]T, string, error) {
-	limit, err := limitOf(r)
-	if err != nil {
-		return nil, "", err
-	}
+// before), at most limit of them, and the next cursor ("" at the end); a
+// cursor that is no item's key is a toolplane.ErrBadCursor. Grants,
+// denies and bundles are listed whole by the store, an organization's
+// worth; the API pages them like every other list.
+func page[T any](r *http.Request, items []T, limit int, key func(T) string) ([]T, string, error) {
 	if after := r.URL.Query().Get("cursor"); after != "" {
 		i := 0
 		for i < len(items) && key(items[i]) != after {
 			i++
 		}
 		if i == len(items) {
-			return nil, "", errors.New("the cursor is not valid")
+			return nil, "", fmt.Errorf("%w: no item has the key %q", toolplane.ErrBadCursor, after)
 		}
 		items = items[i+1:]
 	}
@@ -519,7 +529,7 @@ func orNull(b []byte) []byte {
 func (s *Server) registryRoute(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
 	return s.auth(func(w http.ResponseWriter, r *http.Request, c caller) {
 		if s.Catalog == nil || s.Authz == nil {
-			s.fail(w, r, http.StatusNotFound, "not_found", fmt.Sprintf("%s is not enabled on this server", r.URL.Path), "")
+			httperr.Send(w, r, httperr.NotFound, fmt.Sprintf("%s is not enabled on this server", r.URL.Path), "")
 			return
 		}
 		h(w, r, c)

@@ -1,10 +1,9 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 
-	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -13,32 +12,17 @@ import (
 func (s *Server) upstreamRoute(h func(http.ResponseWriter, *http.Request, caller)) http.Handler {
 	return s.auth(func(w http.ResponseWriter, r *http.Request, c caller) {
 		if s.UpstreamSettings == nil {
-			s.fail(w, r, http.StatusNotFound, "not_found", "this server serves no upstream MCP servers", "")
+			httperr.Send(w, r, httperr.NotFound, "this server serves no upstream MCP servers", "")
 			return
 		}
 		h(w, r, c)
 	})
 }
 
-// upstreamFail answers an error of the upstream settings service.
-func (s *Server) upstreamFail(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, upstream.ErrForbidden):
-		s.fail(w, r, http.StatusForbidden, "denied", err.Error(), "")
-	case errors.Is(err, upstream.ErrConfig):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
-	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", err.Error(), "")
-	default:
-		s.Log.ErrorContext(r.Context(), "upstream settings operation failed", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the operation could not be completed", "")
-	}
-}
-
 func (s *Server) getUpstreamSettings(w http.ResponseWriter, r *http.Request, c caller) {
 	st, err := s.UpstreamSettings.Get(r.Context(), c.cred, r.PathValue("slug"), r.PathValue("tool"))
 	if err != nil {
-		s.upstreamFail(w, r, err)
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -49,12 +33,12 @@ func (s *Server) getUpstreamSettings(w http.ResponseWriter, r *http.Request, c c
 func (s *Server) putUpstreamSettings(w http.ResponseWriter, r *http.Request, c caller) {
 	var body upstream.Relax
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	st, err := s.UpstreamSettings.Put(r.Context(), c.cred, r.PathValue("slug"), r.PathValue("tool"), body)
 	if err != nil {
-		s.upstreamFail(w, r, err)
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -63,7 +47,7 @@ func (s *Server) putUpstreamSettings(w http.ResponseWriter, r *http.Request, c c
 func (s *Server) resetUpstreamSettings(w http.ResponseWriter, r *http.Request, c caller) {
 	st, err := s.UpstreamSettings.Reset(r.Context(), c.cred, r.PathValue("slug"), r.PathValue("tool"))
 	if err != nil {
-		s.upstreamFail(w, r, err)
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)

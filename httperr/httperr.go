@@ -6,6 +6,11 @@
 // one kind of body whatever refused it; on an MCP endpoint, a refused
 // JSON-RPC request that carried an id is answered a JSON-RPC error for that
 // id instead, which MCP clients show as the request's failure.
+//
+// Code is the one table from an answer's code to its status, so no
+// handler writes a status beside a code; Classify maps toolplane's error
+// vocabulary (forbidden, invalid, conflict, not found, bad cursor) onto
+// it, and Fail answers any other error as the platform's logged fault.
 package httperr
 
 import (
@@ -49,36 +54,9 @@ func Retryable(status int) bool {
 	return status >= 500 || status == http.StatusConflict || status == http.StatusTooManyRequests
 }
 
-// Code answers the error code of an answer of status that no handler
-// named: the stable codes where one fits, the status's own name otherwise.
-func Code(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request"
-	case http.StatusUnauthorized:
-		return "unauthenticated"
-	case http.StatusForbidden:
-		return "denied"
-	case http.StatusNotFound:
-		return "not_found"
-	case http.StatusMethodNotAllowed:
-		return "method_not_allowed"
-	case http.StatusConflict:
-		return "conflict"
-	case http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limited"
-	case http.StatusServiceUnavailable:
-		return "unavailable"
-	}
-	if status >= 500 {
-		return "internal_error"
-	}
-	return strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_")
-}
-
-// Write answers r with status and the error envelope.
+// Write answers r with status and the error envelope. A handler names a
+// Code and lets Send find its status; Write remains for the handlers that
+// still name both.
 func Write(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
 	WriteJSON(w, status, Body{Detail{Code: code, Message: msg, FieldPath: field, Retryable: Retryable(status), RequestID: RequestID(r)}})
 }
@@ -96,7 +74,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // JSON answers next, with every plain-text error answer of next (a status
 // of 400 or more written as text/plain, as http.Error writes it) rewritten
 // as JSON: the envelope, its message the text, its code the status's (see
-// Code); headers next set (WWW-Authenticate, Allow, Retry-After, the rate
+// CodeFor); headers next set (WWW-Authenticate, Allow, Retry-After, the rate
 // limit's) are kept. With rpc set (an MCP endpoint), a request whose body
 // is one JSON-RPC request with an id is answered a JSON-RPC error for that
 // id, the envelope's detail in its data; the body is read up to maxBody
@@ -113,7 +91,7 @@ func JSON(next http.Handler, rpc bool, maxBody int64) http.Handler {
 		if jw.status == 0 {
 			return
 		}
-		detail := Detail{Code: Code(jw.status), Message: strings.TrimSpace(jw.text.String()), Retryable: Retryable(jw.status), RequestID: RequestID(r)}
+		detail := Detail{Code: string(CodeFor(jw.status)), Message: strings.TrimSpace(jw.text.String()), Retryable: Retryable(jw.status), RequestID: RequestID(r)}
 		if detail.Message == "" {
 			detail.Message = http.StatusText(jw.status)
 		}

@@ -3,7 +3,11 @@
 // The order is fixed:
 //
 //	open the span (arguments redacted)
-//	-> resolve the tool; a frozen contract that changed answers tool_changed
+//	-> a fresh call from a door: its principal, from the credential the
+//	   door verified (Config.Principals: the grants and the key of now)
+//	-> resolve the tool (at the range the principal's grant pins); a write
+//	   without a run or key, or a metered call without a run, answers
+//	   *RunRequiredError; a frozen contract that changed answers tool_changed
 //	-> validate with bounded coercion (invalid_input), batch limit (batch_too_large)
 //	-> write or send: derive the key once, read the journal
 //	     completed -> the stored result, replayed; processing -> ErrInFlight;
@@ -23,8 +27,10 @@
 //
 // A refusal and every tool outcome is a toolplane.Result. A Go error is
 // returned only for a platform fault (wrapping ErrFault), for a live
-// in-flight claim on the call's own key (ErrInFlight), and for an approval
-// required (*ApprovalRequired).
+// in-flight claim on the call's own key (ErrInFlight), for an approval
+// required (*ApprovalRequired), and for the caller's malformed request (an
+// identifier past its bound, *toolplane.TooLongError; a missing run or
+// key, *RunRequiredError).
 package invoke
 
 import (
@@ -112,6 +118,36 @@ func (e *InFlightError) Message() string {
 // model with a confident result.
 var ErrFault = errors.New("platform fault")
 
+// ErrPrincipalUnavailable: the caller's principal (its grants, its key)
+// could not be read, so the call was not decided. It comes wrapped with
+// ErrFault; a door may tell its caller to retry later.
+var ErrPrincipalUnavailable = errors.New("the caller's grants cannot be read")
+
+// RunRequiredError refuses a call that lacks what its tool needs to be
+// counted or made once: a write or send names its run or carries an
+// idempotency key (so a retry is the same action), and a metered tool is
+// called within a run (whose budget it is counted against). A call from a
+// door (its invocation carries the caller's credential) gets it as the
+// caller's malformed request, answered before the call is decided, which
+// the door reports at Field; an in-process call site without a run is a
+// wiring fault instead (an internal_error result, reported).
+type RunRequiredError struct {
+	Tool string
+	// Metered is set when the tool is metered (and so needs a run, which
+	// a key does not replace).
+	Metered bool
+}
+
+func (e *RunRequiredError) Error() string {
+	if e.Metered {
+		return "a metered tool is called within a run (run_id), whose budget it is counted against"
+	}
+	return "a write names its run (run_id) or carries an idempotency_key, so a retry is the same action"
+}
+
+// Field names the request field the caller adds to make the call.
+func (e *RunRequiredError) Field() string { return "run_id" }
+
 // ApprovalRequired is returned when the call waits for a person.
 type ApprovalRequired struct {
 	ID        string
@@ -162,10 +198,12 @@ type Config struct {
 	// Observer, when set, is told of every call's outcome and latency (the
 	// metrics).
 	Observer Observer
-	// Principals, when set, answers the live principal of a stored
-	// invocation: a call run later from storage (an approved call, a
-	// replay) is decided on the grants of now, not of when it was made.
-	// Without it the stored principal is used.
+	// Principals, when set, answers the live principal of a call: a fresh
+	// call from a door is decided on what its credential's grants allow
+	// now, and a call run later from storage (an approved call, a replay)
+	// on the grants of now, not of when it was made. Without it a fresh
+	// call's principal is what its key's own tools name (a deployment
+	// without grants), and a stored call keeps its stored principal.
 	Principals Principals
 	// Audit, when set, appends audit events off the hot path; without it
 	// each call appends to Store itself.
@@ -280,7 +318,12 @@ type Observer interface {
 	ObserveCall(tool, outcome string, took time.Duration)
 }
 
-// Principals answers live principals.
+// Principals answers live principals. The invoker asks for every call:
+// for a fresh call from a door (inv.Credential set, inv.Principal holding
+// the one tool the call names) and for a call run later from storage (an
+// approved call, a replay; inv.Principal as stored). The answer holds the
+// tools of inv.Principal that the grants and the key allow now, never
+// another.
 type Principals interface {
 	Principal(ctx context.Context, inv *toolplane.Invocation) (toolplane.Principal, error)
 }

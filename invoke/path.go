@@ -52,6 +52,9 @@ type call struct {
 	// ignored says why the call's authorized_by did not authorize it, for
 	// the approval-required answer.
 	ignored string
+	// asked holds the one tool a fresh call from a door asks for: the
+	// principal's Tools, without an allocation of their own.
+	asked [1]string
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -164,12 +167,29 @@ func (c *call) resolve() (*registry.Tool, *toolplane.Result) {
 
 func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	iv, inv := c.iv, c.inv
+	if inv.Credential != nil {
+		c.asked[0] = c.name
+		if err := iv.callerPrincipal(ctx, c.asked[:], inv); err != nil {
+			return toolplane.Result{}, err
+		}
+	}
 	tool, refusal := c.resolve()
 	if refusal != nil {
 		return *refusal, nil
 	}
 	c.tool = tool
 	d := &tool.Def
+	if inv.RunID == "" && (d.Metered || (d.Writes() && inv.IdempotencyKey == "")) {
+		err := &RunRequiredError{Tool: d.Name, Metered: d.Metered}
+		if inv.Credential != nil {
+			// A caller from outside sent a malformed request: its door
+			// tells it which field to add.
+			return toolplane.Result{}, err
+		}
+		// An in-process call site that names no run is a defect of the
+		// code making the call, reported as one.
+		return iv.fault(ctx, err.Error(), d.Name), nil
+	}
 	c.audit.ToolVersion = d.Version
 	c.span.SetAttributes(attribute.String("tool.version", d.Version), attribute.String("tool.model_name", tool.Model))
 	if rb := d.Binding.Remote; rb != nil {
@@ -192,9 +212,6 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	if d.Writes() {
 		if iv.journal == nil {
 			return iv.fault(ctx, "a write or send tool reached no idempotency journal", d.Name), nil
-		}
-		if inv.RunID == "" && inv.IdempotencyKey == "" {
-			return iv.fault(ctx, "a write or send call carried neither a run nor an idempotency key", d.Name), nil
 		}
 		if err := c.identify(); err != nil {
 			return toolplane.Result{}, err
@@ -414,9 +431,6 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 	iv, inv, d := c.iv, c.inv, &c.tool.Def
 	if iv.cfg.Store == nil {
 		return iv.fault(ctx, "a metered tool reached no meter", d.Name), true
-	}
-	if inv.RunID == "" {
-		return iv.fault(ctx, "a metered call ran outside a run", d.Name), true
 	}
 	if inv.Ceilings.MaxCostCents <= 0 {
 		return toolplane.Result{}, false
@@ -691,6 +705,10 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	case errors.Is(err, ErrInFlight):
 		outcome = "in_flight"
 		c.span.SetStatus(codes.Error, "in_flight")
+	case errors.As(err, new(*RunRequiredError)):
+		// The caller's malformed request, not a fault.
+		outcome = string(toolplane.CodeInvalidInput)
+		c.span.SetStatus(codes.Error, outcome)
 	case err != nil:
 		outcome = "fault"
 		c.span.RecordError(err)

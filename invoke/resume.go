@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/toolplane/toolplane"
@@ -13,8 +12,9 @@ import (
 	"github.com/toolplane/toolplane/handler"
 )
 
-// ErrNotResolved: the approval has no decision yet.
-var ErrNotResolved = errors.New("approval not resolved")
+// ErrNotResolved: the approval has no decision yet. It is a
+// toolplane.ErrConflict: the approval's state does not allow running it.
+var ErrNotResolved = toolplane.Refine(toolplane.ErrConflict, "approval not resolved")
 
 // ExecuteApproved runs the call a resolved approval holds, under the
 // invocation it was proposed with, without the model asking again. The
@@ -112,8 +112,8 @@ type Failure struct {
 }
 
 // ErrBadReconciliation: the reconciliation is malformed or its output
-// breaks the tool's contract.
-var ErrBadReconciliation = errors.New("invalid reconciliation")
+// breaks the tool's contract. It is a toolplane.ErrInvalid.
+var ErrBadReconciliation = toolplane.Refine(toolplane.ErrInvalid, "invalid reconciliation")
 
 // MayReconcile refuses a caller who may not settle an uncertain action: a
 // person's key with the approver role is needed, as a person settles it by
@@ -201,8 +201,9 @@ func (iv *Invoker) Uncertain(ctx context.Context, after string, limit int, by *t
 	return iv.journal.Uncertain(ctx, by.OrganizationID, after, limit)
 }
 
-// ErrNotReplayable: the claim cannot be run again by a worker.
-var ErrNotReplayable = errors.New("claim is not replayable")
+// ErrNotReplayable: the claim cannot be run again by a worker. It is a
+// toolplane.ErrConflict: the claim's state does not allow it.
+var ErrNotReplayable = toolplane.Refine(toolplane.ErrConflict, "claim is not replayable")
 
 // ReplayClaim runs again, from a worker, a call whose own worker was lost
 // after dispatch, when its tool is safe to replay and has attempts left. It
@@ -228,6 +229,35 @@ func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolpla
 		return toolplane.Result{}, fmt.Errorf("%w: stored arguments of %s: %v", ErrFault, c.Key, err)
 	}
 	return iv.Invoke(ctx, c.Tool, args, &inv)
+}
+
+// callerPrincipal computes the principal of a fresh call from a door,
+// which carries the credential the door verified: the call asks for asked
+// (the one tool it names), and holds it when the agent's grants allow it
+// now and the key admits it (Principals), or, in a deployment without
+// grants, when the key's own tools name it. Only an agent's key calls
+// tools.
+func (iv *Invoker) callerPrincipal(ctx context.Context, asked []string, inv *toolplane.Invocation) error {
+	cred := inv.Credential
+	if cred.Kind != toolplane.CredentialAgent {
+		inv.Principal = toolplane.Principal{ID: inv.Principal.ID}
+		return nil
+	}
+	if iv.cfg.Principals == nil {
+		p := toolplane.Principal{ID: inv.Principal.ID}
+		if cred.Grants(asked[0]) {
+			p.Tools = asked
+		}
+		inv.Principal = p
+		return nil
+	}
+	inv.Principal = toolplane.Principal{ID: inv.Principal.ID, Tools: asked}
+	p, err := iv.cfg.Principals.Principal(ctx, inv)
+	if err != nil {
+		return fmt.Errorf("%w: %w: principal %s: %v", ErrFault, ErrPrincipalUnavailable, inv.Principal.ID, err)
+	}
+	inv.Principal = p
+	return nil
 }
 
 // livePrincipal replaces the principal of a stored invocation with the

@@ -451,8 +451,9 @@ func (j *Journal) Release(ctx context.Context, c *toolplane.Claim) error {
 	return nil
 }
 
-// ErrNotUncertain: a reconciliation named a claim that is not uncertain.
-var ErrNotUncertain = errors.New("claim is not an uncertain action")
+// ErrNotUncertain: a reconciliation named a claim that is not uncertain
+// (settled already, or never uncertain). It is a toolplane.ErrConflict.
+var ErrNotUncertain = toolplane.Refine(toolplane.ErrConflict, "claim is not an uncertain action")
 
 // Settle completes an uncertain claim with result, recording who settled
 // it, and ev, its audit event, in the same transaction (ev's fields the

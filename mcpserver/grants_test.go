@@ -50,7 +50,8 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	grants := authz.New(store, reg, quiet, nil)
-	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet})
+	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
+		Principals: authz.Principals{Grants: grants, Keys: store}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
 	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot",
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
@@ -157,7 +158,8 @@ func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	grants := authz.New(store, reg, quiet, nil)
-	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet})
+	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
+		Principals: authz.Principals{Grants: grants, Keys: store}})
 	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Authz: grants}).Handler())
 	t.Cleanup(srv.Close)
 	for _, tt := range []struct {

@@ -28,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
@@ -65,6 +66,12 @@ type Server struct {
 	// Upstreams, when set, supplies the resources and prompts the governed
 	// copy of each upstream relays beside its tools.
 	Upstreams *upstream.Set
+	// Door, when set, is the door layer the server shares with the other
+	// doors (authentication, rate limits, what a key is shown, calls); it
+	// then takes the place of Store (for keys), Tokens, Keys, Limiter,
+	// Failures, Authz and RunBudgetCents. Without it the server makes one
+	// of its own settings.
+	Door *door.Door
 	// RunBudgetCents, when positive, caps every session's cost (the session
 	// is the run); a client may name a lower ceiling in the call's _meta
 	// ("toolplane/max_cost_cents"), never a higher one.
@@ -161,8 +168,8 @@ func (s *Server) handler(upstream string) http.Handler {
 	}
 	s.watch.Do(func() {
 		s.Registry.Watch(func() { go s.refresh() })
-		if s.Authz != nil {
-			s.Authz.OnChange(func() { go s.refresh() })
+		if a := s.door().Authz; a != nil {
+			a.OnChange(func() { go s.refresh() })
 		}
 	})
 	if upstream != "" && s.Upstreams != nil {
@@ -211,18 +218,14 @@ func (s *Server) handler(upstream string) http.Handler {
 	}
 	meta := s.ResourceMetadataURL(path)
 	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-		// The gate (see admit) has already authenticated the token, and
-		// refused every request it did not admit as an agent's.
-		a, _ := r.Context().Value(admittedKey{}).(*admitted)
-		if a == nil || a.cred == nil {
+		// The door layer (see admit) has already authenticated the token,
+		// recorded the key's use, and refused every request it did not
+		// admit as an agent's.
+		a, _ := r.Context().Value(admittedKey{}).(*door.Caller)
+		if a == nil || a.Credential == nil {
 			return nil, fmt.Errorf("%w: the key is not valid", auth.ErrInvalidToken)
 		}
-		cred := a.cred
-		if t, ok := s.Store.(toucher); ok && strings.HasPrefix(cred.ID, apikey.Prefix) && s.Keys.TouchDue(cred.ID, a.at) {
-			if err := t.TouchCredential(context.WithoutCancel(ctx), cred.OrganizationID, cred.ID, a.at); err != nil {
-				s.Log.WarnContext(ctx, "credential touch failed", "err", err)
-			}
-		}
+		cred := a.Credential
 		return &auth.TokenInfo{
 			// The session belongs to this credential of this organization.
 			UserID:     cred.OrganizationID + "\x00" + cred.ID,
@@ -237,6 +240,17 @@ func (s *Server) handler(upstream string) http.Handler {
 	// included, is JSON (httperr.JSON).
 	h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ResourceMetadataURL: meta})(h)
 	return httperr.JSON(ProtectHost(s.admit(meta, h), s.AllowedHosts...), true, maxRequestBody)
+}
+
+// door answers the door layer this server's requests go through: Door
+// when set, otherwise one made of this server's own settings as they are
+// now (a value the compiler keeps off the heap).
+func (s *Server) door() *door.Door {
+	if s.Door != nil {
+		return s.Door
+	}
+	return &door.Door{Invoker: s.Invoker, Registry: s.Registry, Store: s.Store, Tokens: s.Tokens, Keys: s.Keys, Limiter: s.Limiter,
+		Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log}
 }
 
 // noStore is the Cache-Control of every MCP answer: each depends on the
@@ -279,17 +293,13 @@ func (p *privateWriter) Flush() {
 // Unwrap answers the writer underneath, for http.ResponseController.
 func (p *privateWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
-// admitted is what the gate answered for a request's bearer token, for the
-// SDK's token check to report.
-type admitted struct {
-	cred *toolplane.Credential
-	at   time.Time
-}
-
+// admittedKey holds, in a request's context, the *door.Caller the door
+// layer admitted, for the SDK's token check to report.
 type admittedKey struct{}
 
-// admit runs the gate every door shares (apikey.Gate) on a request's
-// bearer token: authentication, then the failure and per-key limits, so an
+// admit authenticates a request's bearer token through the door layer
+// every door shares (door.Door.Authenticate: the bearer rule, the gate's
+// authentication and failure and per-key limits, the key's use), so an
 // agent looping on tools/call is slowed the same way whichever door it
 // uses, and wrong secrets sent under a key's id never spend its holder's
 // budget. It answers every refusal: 401 with a Bearer challenge (naming
@@ -299,48 +309,29 @@ type admittedKey struct{}
 // be checked. Only an admitted agent's request reaches next.
 func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The token as the SDK's bearer check reads it.
-		fields := strings.Fields(r.Header.Get("Authorization"))
-		if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, false))
-			http.Error(w, "send an agent's API key as Authorization: Bearer <key>", http.StatusUnauthorized)
-			return
-		}
-		now := time.Now()
-		gate := apikey.Gate{Authenticator: apikey.Authenticator{Store: s.Store, Tokens: s.Tokens, Cache: s.Keys},
-			Limiter: s.Limiter, Failures: s.Failures}
-		cred, d, err := gate.Admit(r.Context(), fields[1], ratelimit.ClientAddr(r), now)
-		if d.Limit > 0 {
-			d.Header(w.Header(), now)
-		}
-		var (
-			limited *apikey.LimitedError
-			refused *apikey.RefusedError
-		)
+		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		var refused *door.Refusal
 		switch {
-		case errors.As(err, &limited):
-			http.Error(w, limited.Error(), http.StatusTooManyRequests)
+		case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, refused.Presented))
+			msg := refused.Message
+			if !refused.Presented {
+				msg = "send an agent's API key as Authorization: Bearer <key>"
+			}
+			http.Error(w, msg, http.StatusUnauthorized)
 			return
-		case errors.As(err, &refused):
-			// What was presented, not why it failed.
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, true))
-			http.Error(w, refused.Error(), http.StatusUnauthorized)
+		case errors.As(err, &refused) && refused.Kind == door.RateLimited:
+			http.Error(w, refused.Message, http.StatusTooManyRequests)
 			return
 		case err != nil:
-			s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
 			http.Error(w, "credentials cannot be checked right now; try again shortly", http.StatusServiceUnavailable)
 			return
-		case cred.Kind != toolplane.CredentialAgent:
-			http.Error(w, "this is a "+string(cred.Kind)+"'s key: tools are called with an agent's key (a person's key is for the REST API under /v1)", http.StatusForbidden)
+		case door.CallsTools(c.Credential) != nil:
+			http.Error(w, "this is a "+string(c.Credential.Kind)+"'s key: tools are called with an agent's key (a person's key is for the REST API under /v1)", http.StatusForbidden)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &admitted{cred: cred, at: now})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &c)))
 	})
-}
-
-// toucher records a key's last use (the store does; a test's may not).
-type toucher interface {
-	TouchCredential(ctx context.Context, org, id string, at time.Time) error
 }
 
 // session is what one MCP session sees: the server the SDK runs for it,
@@ -381,9 +372,6 @@ type session struct {
 	// onServer maps each tool name on srv to the platform name and the
 	// schema hash and version it was added at.
 	onServer map[string]listed
-	granted  []string
-	// pins are the version ranges the agent's grants pin tools to.
-	pins map[string]string
 	// shown is the schema hash of each tool (by platform name) as the
 	// client last listed it: the run's frozen contracts. listings counts
 	// the listings that replaced it on this node, so a touch that read
@@ -492,66 +480,27 @@ func (s *Server) sweep() []*session {
 	return live
 }
 
-// visible reports whether the session shows t, and at which pinned range:
-// the agent identity's grants allow it (pins holds what they allow, denies
-// applied; nil without a grant service, where the key's own tools are the
-// grant) and the key admits it.
-func (sess *session) visible(t *registry.Tool, pins map[string]string) (string, bool) {
-	name := t.Def.Name
-	var rng string
-	if sess.s.Authz == nil {
-		if !sess.cred.Grants(name) {
-			return "", false
-		}
-	} else {
-		var granted bool
-		if rng, granted = pins[name]; !granted || !sess.cred.Admits(name) {
-			return "", false
-		}
-	}
-	if sess.upstream == "" {
-		return rng, true
-	}
-	r := t.Def.Binding.Remote
-	return rng, r != nil && r.ConnectionID == sess.upstream
-}
-
-// sync makes the session's tools the registry's visible tools now.
+// sync makes the session's tools the ones the door layer shows its key
+// now (door.Door.Shown), of its upstream alone on a governed copy.
 func (sess *session) sync() {
-	var pins map[string]string
-	if sess.s.Authz != nil && sess.cred.Kind == toolplane.CredentialAgent {
-		var err error
-		if pins, err = sess.s.Authz.Pins(context.Background(), sess.cred.OrganizationID, sess.cred.Subject, ""); err != nil {
-			// Keep what the session shows; the next change or listing
-			// tries again, and every call is decided on the grants anyway.
-			sess.s.Log.Error("grants could not be read", "err", err)
-			return
-		}
+	shown, err := sess.s.door().Shown(context.Background(), sess.cred, "")
+	if err != nil {
+		// Keep what the session shows; the next change or listing tries
+		// again, and every call is decided on the grants anyway.
+		sess.s.Log.Error("grants could not be read", "err", err)
+		return
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	want := map[string]*registry.Tool{}
-	var granted []string
-	sess.pins = nil
-	org := sess.cred.OrganizationID
-	for _, t := range sess.s.Registry.Tools(org) {
-		rng, ok := sess.visible(t, pins)
-		if !ok {
-			continue
-		}
-		if rng != "" {
-			if t, ok = sess.s.Registry.Resolve(org, t.Def.Name, rng); !ok {
+	want := make(map[string]*registry.Tool, len(shown))
+	for _, t := range shown {
+		if sess.upstream != "" {
+			if r := t.Def.Binding.Remote; r == nil || r.ConnectionID != sess.upstream {
 				continue
 			}
-			if sess.pins == nil {
-				sess.pins = map[string]string{}
-			}
-			sess.pins[t.Def.Name] = rng
 		}
-		granted = append(granted, t.Def.Name)
 		want[sess.nameOf(t)] = t
 	}
-	sess.granted = granted
 	var gone []string
 	for name := range sess.onServer {
 		if _, ok := want[name]; !ok {
@@ -562,7 +511,7 @@ func (sess *session) sync() {
 	if len(gone) > 0 {
 		sess.srv.RemoveTools(gone...)
 	}
-	sess.syncRelayed(len(granted) > 0)
+	sess.syncRelayed(len(want) > 0)
 	for name, t := range want {
 		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version, effect: t.Def.Effect, annotations: t.Def.Annotations}
 		if sess.onServer[name] == l {
@@ -782,6 +731,11 @@ func unavailable(name string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}
 }
 
+// refusal answers r, a refusal, as an error tool result the model reads.
+func refusal(r toolplane.Result) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}
+}
+
 // call answers a tools/call of the tool named name through the invoker,
 // as the SDK dispatches it (the fast path calls invokeTool directly).
 func (sess *session) call(name string) mcp.ToolHandler {
@@ -804,27 +758,21 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		}
 		run = runOf(cred, id)
 	}
-	// granted, pins and shown are replaced, never changed in place, so
-	// the call reads the ones of this moment without copying them.
+	// shown is replaced, never changed in place, so the call reads the
+	// contracts of this moment without copying them.
 	sess.mu.Lock()
-	granted, pins := sess.granted, sess.pins
 	var contracts map[string]string
 	if len(sess.shown) > 0 {
 		contracts = sess.shown
 	}
 	sess.mu.Unlock()
-	inv := &toolplane.Invocation{
-		OrganizationID: cred.OrganizationID, RunID: run, AgentID: cred.Subject, CredentialID: cred.ID,
-		StepPath: "agent", Principal: toolplane.Principal{ID: cred.Subject, Tools: granted, Pins: pins}, Source: toolplane.SourceMCP,
-		Contracts: contracts,
-	}
-	var asked int64
+	call := door.Call{Tool: name, Arguments: raw, Source: toolplane.SourceMCP, RunID: run, StepPath: "agent", Contracts: contracts}
 	if m := meta; m != nil {
 		if id, ok := m[metaAuthorizedBy].(string); ok {
-			inv.AuthorizedBy = id
+			call.AuthorizedBy = id
 		}
 		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
-			asked = int64(n)
+			call.MaxCostCents = int64(n)
 		}
 		// A run and an idempotency key the client keeps across sessions,
 		// as the REST door takes them: a retry after a reconnect (a new
@@ -832,58 +780,51 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		// the agent, and the journal to the organization. A value that is
 		// not a string is refused, never ignored: the client would believe
 		// its retry protected.
-		for _, f := range []struct {
-			key string
-			dst *string
-		}{{metaRunID, &inv.RunID}, {metaIdempotencyKey, &inv.IdempotencyKey}} {
-			v, present := m[f.key]
+		for i, key := range [...]string{metaRunID, metaIdempotencyKey} {
+			v, present := m[key]
 			if !present {
 				continue
 			}
 			str, ok := v.(string)
 			if !ok || str == "" {
-				r := toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", f.key))
-				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}, nil
+				return refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", key))), nil
 			}
-			*f.dst = str
+			if i == 0 {
+				call.RunID = str
+			} else {
+				call.IdempotencyKey = str
+			}
 		}
 	}
 	// A session the client did not name as its run (nor the call by a key
 	// of its own) is no boundary it chose: clients open one per call, so
 	// the same agent's approval of the same call in another session is
 	// offered to this one (see approval.Service.Open).
-	inv.SessionRun = inv.RunID == run && inv.IdempotencyKey == ""
-	inv.Ceilings.MaxCostCents = toolplane.CostCeiling(asked, s.RunBudgetCents)
-	if len(raw) == 0 {
-		raw = json.RawMessage(`{}`)
-	}
-	res, err := s.Invoker.InvokeJSON(ctx, name, raw, inv)
-	if invoke.Repeated(res, err) {
-		// A retry of an answered call (after a reconnect, say): charged
-		// to the key's retry budget, as on every door.
-		apikey.Gate{Limiter: s.Limiter}.Repeated(cred, time.Now())
-	}
-	var ar *invoke.ApprovalRequired
-	var tooLong *toolplane.TooLongError
-	var inFlight *invoke.InFlightError
-	switch {
-	case errors.As(err, &ar):
-		s.elicitApproval(sess.life, ss, ar)
-		return s.approvalResult(ar), nil
-	case errors.As(err, &inFlight):
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: inFlight.Message()}},
-			Meta: mcp.Meta{"toolplane/retry_after_seconds": int((inFlight.RetryAfter() + time.Second - 1) / time.Second)}}, nil
-	case errors.Is(err, invoke.ErrInFlight):
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
-	case errors.As(err, &tooLong):
+	call.SessionRun = call.RunID == run && call.IdempotencyKey == ""
+	a := s.door().Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
+	switch a.Kind {
+	case door.ApprovalRequired:
+		s.elicitApproval(sess.life, ss, a.Approval)
+		return s.approvalResult(a.Approval), nil
+	case door.InFlight:
+		if a.RetryAfter == 0 {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "An identical call is running; try again shortly."}}}, nil
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: a.Message}},
+			Meta: mcp.Meta{"toolplane/retry_after_seconds": door.RetryAfterSeconds(a.RetryAfter)}}, nil
+	case door.Invalid, door.Denied:
 		// An identifier the client sent (in the call's _meta) is past its
-		// bound: the caller's mistake, refused before anything was recorded.
-		r := toolplane.Fail(toolplane.CodeInvalidInput, tooLong.Error())
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}, nil
-	case err != nil:
-		s.Log.ErrorContext(ctx, "tool call fault", "tool", name, "err", err)
+		// bound, or the call lacks what its tool needs: the caller's
+		// mistake, refused before anything was decided.
+		code := toolplane.CodeInvalidInput
+		if a.Kind == door.Denied {
+			code = toolplane.CodeDenied
+		}
+		return refusal(toolplane.Fail(code, a.Message)), nil
+	case door.Unavailable, door.Fault:
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
+	res := a.Result
 	var lifted []mcp.Content
 	if res.OK && (sess.upstream != "" || strings.HasPrefix(name, "mcp.")) {
 		// Only a tool bound to an upstream answers in the server's form;

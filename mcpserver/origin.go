@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/toolplane/toolplane/httperr"
 )
 
 // ProtectHost guards an MCP endpoint against DNS rebinding and cross-site
@@ -49,12 +51,12 @@ func ProtectHost(next http.Handler, allowed ...string) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if arrivedOnLoopback(r) && !ok(r.Host) {
-			http.Error(w, "Forbidden: this server does not answer to host "+quoteHost(r.Host), http.StatusForbidden)
+			http.Error(w, "Forbidden: this server does not answer to host "+quoteHost(r.Host), httperr.Denied.Status())
 			return
 		}
 		for _, o := range r.Header.Values("Origin") {
 			if !validOrigin(o, r.Host, ok) {
-				http.Error(w, "Forbidden: requests from origin "+quoteHost(o)+" are not accepted", http.StatusForbidden)
+				http.Error(w, "Forbidden: requests from origin "+quoteHost(o)+" are not accepted", httperr.Denied.Status())
 				return
 			}
 		}

@@ -43,7 +43,7 @@ func (s *Server) ResourceMetadataHandler() http.Handler {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path, _ := strings.CutPrefix(r.URL.Path, MetadataPath)
 		if s.ResourceMetadataURL(path) == "" || !s.resource(path) {
-			httperr.Write(w, r, http.StatusNotFound, "not_found", "no protected resource metadata for "+r.URL.Path+
+			httperr.Send(w, r, httperr.NotFound, "no protected resource metadata for "+r.URL.Path+
 				"; this server has no OAuth authorization server (send an API key as Authorization: Bearer <key>)", "")
 			return
 		}

@@ -358,10 +358,11 @@ func (e errScanner) Scan(...any) error { return e.err }
 // maxLimit is the largest page a list answers.
 const maxLimit = 1000
 
-// errLimit and errCursor describe bad arguments; they are wrapped with the
-// call they came from.
+// errLimit and errCursor describe bad arguments, an invalid request and a
+// bad cursor of toolplane's vocabulary; they are wrapped with the call
+// they came from.
 var (
-	errLimit  = errors.New("limit must be between 1 and 1000")
+	errLimit  = toolplane.Refine(toolplane.ErrInvalid, "limit must be between 1 and 1000")
 	errCursor = cursor.ErrMalformed
 )
 

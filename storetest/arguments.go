@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
 )
 
 var invalidArgumentCases = []suiteCase{
@@ -71,8 +70,8 @@ func testInvalidLimit(t *testing.T, s toolplane.Store) {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s limit %d", l.name, tt.limit), func(t *testing.T) {
 				err := l.list(t, s, org, "", tt.limit)
-				if (err != nil) != tt.wantErr {
-					t.Errorf("%s(limit %d) err = %v, want error: %v", l.name, tt.limit, err, tt.wantErr)
+				if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, toolplane.ErrInvalid)) {
+					t.Errorf("%s(limit %d) err = %v, want toolplane.ErrInvalid: %v", l.name, tt.limit, err, tt.wantErr)
 				}
 			})
 		}
@@ -96,8 +95,8 @@ func testInvalidCursor(t *testing.T, s toolplane.Store) {
 			t.Run(l.name+" "+c.name, func(t *testing.T) {
 				// A door answers the caller's 400 only for this error; any
 				// other is the store's failure.
-				if err := l.list(t, s, org, c.cursor, 10); !errors.Is(err, cursor.ErrMalformed) {
-					t.Errorf("%s(after %q) err = %v, want cursor.ErrMalformed", l.name, c.cursor, err)
+				if err := l.list(t, s, org, c.cursor, 10); !errors.Is(err, toolplane.ErrBadCursor) {
+					t.Errorf("%s(after %q) err = %v, want toolplane.ErrBadCursor", l.name, c.cursor, err)
 				}
 			})
 		}

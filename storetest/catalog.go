@@ -557,13 +557,13 @@ func testCatalogListEvery(t *testing.T, s toolplane.Store) {
 	})
 	t.Run("invalid arguments", func(t *testing.T) {
 		for _, limit := range []int{-1, 0, maxLimit + 1} {
-			if _, _, err := s.ListEveryToolVersion(t.Context(), toolplane.VersionFilter{Owner: owner}, "", limit); err == nil {
-				t.Errorf("ListEveryToolVersion(limit %d) err = nil, want an error", limit)
+			if _, _, err := s.ListEveryToolVersion(t.Context(), toolplane.VersionFilter{Owner: owner}, "", limit); !errors.Is(err, toolplane.ErrInvalid) {
+				t.Errorf("ListEveryToolVersion(limit %d) err = %v, want toolplane.ErrInvalid", limit, err)
 			}
 		}
 		for _, c := range []string{"!!not a cursor!!", base64.RawURLEncoding.EncodeToString([]byte("nonsense")), " "} {
-			if _, _, err := s.ListEveryToolVersion(t.Context(), toolplane.VersionFilter{Owner: owner}, c, 10); err == nil {
-				t.Errorf("ListEveryToolVersion(after %q) err = nil, want an error", c)
+			if _, _, err := s.ListEveryToolVersion(t.Context(), toolplane.VersionFilter{Owner: owner}, c, 10); !errors.Is(err, toolplane.ErrBadCursor) {
+				t.Errorf("ListEveryToolVersion(after %q) err = %v, want toolplane.ErrBadCursor", c, err)
 			}
 		}
 	})
@@ -589,8 +589,8 @@ func testCatalogListInvalidArguments(t *testing.T, s toolplane.Store) {
 	insertVersion(t, s, fullVersion(org, p+".refund", "1.0.0", owner, base))
 	f := toolplane.VersionFilter{Owner: owner}
 	for _, limit := range []int{math.MinInt, -1, 0, maxLimit + 1, math.MaxInt} {
-		if _, _, err := s.ListToolVersions(t.Context(), org, f, "", limit); err == nil {
-			t.Errorf("ListToolVersions(limit %d) err = nil, want an error", limit)
+		if _, _, err := s.ListToolVersions(t.Context(), org, f, "", limit); !errors.Is(err, toolplane.ErrInvalid) {
+			t.Errorf("ListToolVersions(limit %d) err = %v, want toolplane.ErrInvalid", limit, err)
 		}
 	}
 	for _, limit := range []int{1, maxLimit} {
@@ -604,8 +604,8 @@ func testCatalogListInvalidArguments(t *testing.T, s toolplane.Store) {
 		base64.StdEncoding.EncodeToString([]byte("{}")),
 		" ",
 	} {
-		if _, _, err := s.ListToolVersions(t.Context(), org, f, c, 10); err == nil {
-			t.Errorf("ListToolVersions(after %q) err = nil, want an error", c)
+		if _, _, err := s.ListToolVersions(t.Context(), org, f, c, 10); !errors.Is(err, toolplane.ErrBadCursor) {
+			t.Errorf("ListToolVersions(after %q) err = %v, want toolplane.ErrBadCursor", c, err)
 		}
 	}
 }

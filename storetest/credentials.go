@@ -465,8 +465,8 @@ func testCredentialListCursor(t *testing.T, s toolplane.Store) {
 	}
 	for _, c := range cursors {
 		t.Run(c.name, func(t *testing.T) {
-			if _, _, err := s.ListCredentials(t.Context(), org, c.cursor, 10); err == nil {
-				t.Errorf("ListCredentials(after %q) err = nil, want an error", c.cursor)
+			if _, _, err := s.ListCredentials(t.Context(), org, c.cursor, 10); !errors.Is(err, toolplane.ErrBadCursor) {
+				t.Errorf("ListCredentials(after %q) err = %v, want toolplane.ErrBadCursor", c.cursor, err)
 			}
 		})
 	}

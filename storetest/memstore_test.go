@@ -132,7 +132,7 @@ func (c memCursor) compare(d memCursor) int {
 // the cursor, at most limit of them, and the next cursor.
 func page[T any](rows []T, key func(T) memCursor, desc bool, after string, limit int) ([]T, string, error) {
 	if limit < 1 || limit > maxLimit {
-		return nil, "", fmt.Errorf("limit %d out of range", limit)
+		return nil, "", fmt.Errorf("%w: limit %d out of range", toolplane.ErrInvalid, limit)
 	}
 	cur, err := parseCursor(after)
 	if err != nil {

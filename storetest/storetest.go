@@ -73,11 +73,13 @@
 //     bytewise (tool, then key, for claims; ID otherwise), as PostgreSQL's
 //     COLLATE "C" does. ListClaims, ListApprovals and ListCredentials are
 //     oldest first; ListAudit and FindApprovals newest first.
-//   - Cursors are opaque and validated: a malformed one is an error. The next
+//   - Cursors are opaque and validated: a malformed one is an error that
+//     errors.Is reports as toolplane.ErrBadCursor, on every list. The next
 //     cursor is empty exactly when no row followed the page, and paging by
 //     cursor neither skips nor repeats a row while rows are written between
 //     pages.
-//   - A limit outside 1..1000 is an error, never a panic or a silent clamp.
+//   - A limit outside 1..1000 is a toolplane.ErrInvalid, never a panic or a
+//     silent clamp.
 package storetest
 
 import (

@@ -13,7 +13,6 @@ package upstream
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -86,8 +85,9 @@ type File struct {
 	Upstreams []Config `yaml:"upstreams"`
 }
 
-// ErrConfig marks a configuration that cannot be served.
-var ErrConfig = errors.New("upstream configuration")
+// ErrConfig marks a configuration that cannot be served, or a runtime
+// setting that would make one. It is a toolplane.ErrInvalid.
+var ErrConfig = toolplane.Refine(toolplane.ErrInvalid, "upstream configuration")
 
 var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -14,10 +13,6 @@ import (
 
 	"github.com/toolplane/toolplane"
 )
-
-// ErrForbidden marks a settings change by someone who is not the
-// deployment's operator.
-var ErrForbidden = errors.New("forbidden")
 
 // Settings changes the relaxation of one upstream tool at runtime. The
 // upstreams file's relaxations are the defaults; a stored setting replaces
@@ -80,7 +75,7 @@ type Effective struct {
 // mayChange refuses anyone but the deployment's operator.
 func (s *Settings) mayChange(by *toolplane.Credential) error {
 	if by == nil || by.OrganizationID != s.operator || !by.HasRole(toolplane.RolePlatformAdmin, "") {
-		return fmt.Errorf("%w: the settings of upstream tools are the deployment's; they are read and changed by a platform_admin of the operator's organization (%s)", ErrForbidden, s.operator)
+		return fmt.Errorf("%w: the settings of upstream tools are the deployment's; they are read and changed by a platform_admin of the operator's organization (%s)", toolplane.ErrForbidden, s.operator)
 	}
 	return nil
 }

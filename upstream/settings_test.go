@@ -48,7 +48,7 @@ func TestRuntimeSettingsTightenAndRelaxOnEveryNode(t *testing.T) {
 		{ID: "c2", OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "owner", Roles: []string{toolplane.RoleToolOwner + ":platform-team", toolplane.RoleApprover}},
 		{ID: "c3", OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1"},
 	} {
-		if _, err := settings.Put(e.ctx, by, "up", "send", upstream.Relax{Effect: toolplane.EffectRead}); !errors.Is(err, upstream.ErrForbidden) {
+		if _, err := settings.Put(e.ctx, by, "up", "send", upstream.Relax{Effect: toolplane.EffectRead}); !errors.Is(err, toolplane.ErrForbidden) {
 			t.Errorf("%s of %s changed a setting: %v", by.Subject, by.OrganizationID, err)
 		}
 	}

@@ -63,13 +63,13 @@ func TestARemoteBindingKeepsTheIngestedToolsApproval(t *testing.T) {
 	}
 
 	// A team cannot publish under mcp at all.
-	if _, err := svc.Publish(e.ctx, sendTo(), owner); !errors.Is(err, catalog.ErrForbidden) {
+	if _, err := svc.Publish(e.ctx, sendTo(), owner); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Fatalf("a team publishing under mcp: %v", err)
 	}
 	// A platform_admin can, but never weaker than the ingested tool.
 	_, err := svc.Publish(e.ctx, sendTo(), admin)
 	var ce *registry.CheckError
-	if !errors.Is(err, catalog.ErrInvalid) || !errors.As(err, &ce) || len(ce.Problems) == 0 || !strings.Contains(ce.Problems[0].Message, "remote up/send") {
+	if !errors.Is(err, toolplane.ErrInvalid) || !errors.As(err, &ce) || len(ce.Problems) == 0 || !strings.Contains(ce.Problems[0].Message, "remote up/send") {
 		t.Fatalf("a weaker remote binding: %v", err)
 	}
 
@@ -159,7 +159,7 @@ func TestARemoteBindingOfAToolNotIngestedKeepsTheDefaultApproval(t *testing.T) {
 	// Publishing refuses it as weaker than the default.
 	_, err := svc.Publish(e.ctx, d, person("ada", "platform_admin"))
 	var ce *registry.CheckError
-	if !errors.Is(err, catalog.ErrInvalid) || !errors.As(err, &ce) || len(ce.Problems) == 0 || !strings.Contains(ce.Problems[0].Message, "remote up/wipe") {
+	if !errors.Is(err, toolplane.ErrInvalid) || !errors.As(err, &ce) || len(ce.Problems) == 0 || !strings.Contains(ce.Problems[0].Message, "remote up/wipe") {
 		t.Fatalf("a weaker binding of a tool not ingested: %v", err)
 	}
 
