@@ -57,6 +57,9 @@ func TestRefuse(t *testing.T) {
 		{"no credential", nil, "it needs a role"},
 	} {
 		err := error(Refuse(tt.c, errService, "it needs a role"))
+		if !errors.Is(Refuse(tt.c, nil, "x"), ErrForbidden) {
+			t.Errorf("%s: a refusal naming no sentinel is not forbidden", tt.name)
+		}
 		var d *DeniedError
 		if !errors.As(err, &d) || d.Why != tt.want || err.Error() != tt.want || !errors.Is(err, errService) {
 			t.Errorf("%s: %v", tt.name, err)

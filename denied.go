@@ -3,7 +3,8 @@ package toolplane
 // DeniedError is an operation a service refused to the credential it was
 // given: Why says what the operation needs, in words a person reads (a door
 // shows it as it is), and Err is the refusing service's own sentinel
-// (approval.ErrNotAuthorized, ...), which errors.Is finds through it. Every
+// (approval.ErrNotAuthorized, ...), a refinement of ErrForbidden, which
+// errors.Is finds through it. Every
 // service answers its refusals in this one form, so a door translates them
 // without knowing any service's rules.
 type DeniedError struct {
@@ -24,5 +25,11 @@ func Refuse(c *Credential, sentinel error, why string) *DeniedError {
 
 func (e *DeniedError) Error() string { return e.Why }
 
-// Unwrap answers the refusing service's sentinel.
-func (e *DeniedError) Unwrap() error { return e.Err }
+// Unwrap answers the refusing service's sentinel, a refinement of
+// ErrForbidden; ErrForbidden itself when none was named.
+func (e *DeniedError) Unwrap() error {
+	if e.Err == nil {
+		return ErrForbidden
+	}
+	return e.Err
+}

@@ -15,12 +15,12 @@ import (
 var (
 	// ErrNotAuthorized: the caller's roles do not allow the operation on
 	// keys.
-	ErrNotAuthorized = errors.New("not authorized to manage keys")
+	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to manage keys")
 	// ErrNotStored: the store refused the new credential (a subject,
 	// role or tool it cannot hold).
 	ErrNotStored = errors.New("the key could not be stored")
 	// ErrChanged: the credential changed while it was being revoked.
-	ErrChanged = errors.New("the key changed meanwhile")
+	ErrChanged = toolplane.Refine(toolplane.ErrConflict, "the key changed meanwhile")
 )
 
 // InvalidError is a key request that cannot be minted: Field is the
@@ -31,6 +31,9 @@ type InvalidError struct {
 }
 
 func (e *InvalidError) Error() string { return e.Why }
+
+// Unwrap answers toolplane.ErrInvalid, the kind of the error.
+func (e *InvalidError) Unwrap() error { return toolplane.ErrInvalid }
 
 // Keys mints, lists and revokes the API keys of an organization, each
 // operation authorized from the credential of the person asking, so every

@@ -44,7 +44,7 @@ var (
 func refused(t *testing.T, err error, says string) {
 	t.Helper()
 	var denied *toolplane.DeniedError
-	if !errors.As(err, &denied) || !errors.Is(err, apikey.ErrNotAuthorized) || !strings.HasPrefix(denied.Why, says) {
+	if !errors.As(err, &denied) || !errors.Is(err, apikey.ErrNotAuthorized) || !errors.Is(err, toolplane.ErrForbidden) || !strings.HasPrefix(denied.Why, says) {
 		t.Fatalf("err = %v, want a refusal saying %q", err, says)
 	}
 }
@@ -88,7 +88,7 @@ func TestKeysCreate(t *testing.T) {
 			case tt.denied != "":
 				refused(t, err, tt.denied)
 			case tt.field != "" && errors.As(err, &invalid):
-				if invalid.Field != tt.field {
+				if invalid.Field != tt.field || !errors.Is(err, toolplane.ErrInvalid) {
 					t.Fatalf("invalid at %s, want %s", invalid.Field, tt.field)
 				}
 			case tt.field != "" && errors.As(err, &tooLong):

@@ -27,7 +27,7 @@ import (
 var (
 	ErrNotPending    = errors.New("approval is not pending")
 	ErrExpired       = errors.New("approval expired")
-	ErrNotAuthorized = errors.New("not an authorised approver")
+	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not an authorised approver")
 	ErrTampered      = errors.New("approval arguments do not match their hash")
 	ErrStale         = errors.New("the tool changed since the approval was filed")
 )

@@ -259,7 +259,7 @@ func TestMayDecide(t *testing.T) {
 				return
 			}
 			var denied *toolplane.DeniedError
-			if !errors.As(err, &denied) || !errors.Is(err, approval.ErrNotAuthorized) || !strings.HasPrefix(denied.Why, tt.why) {
+			if !errors.As(err, &denied) || !errors.Is(err, approval.ErrNotAuthorized) || !errors.Is(err, toolplane.ErrForbidden) || !strings.HasPrefix(denied.Why, tt.why) {
 				t.Fatalf("MayDecide = %#v, want a refusal wrapping ErrNotAuthorized saying %q", err, tt.why)
 			}
 		})

@@ -228,7 +228,7 @@ func (w *Writer) Close() {
 
 // ErrNotAuthorized: the caller's roles do not allow reading the audit
 // trail.
-var ErrNotAuthorized = errors.New("not authorized to read the audit trail")
+var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to read the audit trail")
 
 // Reader is where the trail is read from.
 type Reader interface {

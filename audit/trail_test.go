@@ -50,7 +50,7 @@ func TestTrailIsReadByAuditorsOfTheOrganization(t *testing.T) {
 			evs, _, err := trail.List(ctx, toolplane.AuditFilter{}, "", 10, tt.by)
 			if tt.want < 0 {
 				var denied *toolplane.DeniedError
-				if !errors.As(err, &denied) || !errors.Is(err, ErrNotAuthorized) || denied.Why != tt.says || evs != nil {
+				if !errors.As(err, &denied) || !errors.Is(err, ErrNotAuthorized) || !errors.Is(err, toolplane.ErrForbidden) || denied.Why != tt.says || evs != nil {
 					t.Fatalf("List = %v, %v; want the refusal %q", evs, err, tt.says)
 				}
 				return
