@@ -122,6 +122,30 @@ func (c *Credential) HasRole(role, team string) bool {
 	return false
 }
 
+// HasAnyRole reports whether the credential holds one of the
+// organization-wide roles named (approver, auditor, platform_admin, ...);
+// platform_admin holds every role. Only a person holds roles.
+func (c *Credential) HasAnyRole(roles ...string) bool {
+	for _, role := range roles {
+		if c.HasRole(role, "") {
+			return true
+		}
+	}
+	return false
+}
+
+// GroupRolePrefix begins the role that makes a person a member of an
+// approver group: "group:finance" is a member of the group finance, which
+// an approval chain names to route an approval to its members.
+const GroupRolePrefix = "group:"
+
+// InGroup reports whether the credential is a member of the approver group
+// named, holding the role GroupRolePrefix+group; platform_admin is a
+// member of every group. Only a person is a member of one.
+func (c *Credential) InGroup(group string) bool {
+	return group != "" && c.HasRole(GroupRolePrefix+group, "")
+}
+
 // HasRoleInAnyTeam reports whether the credential holds one of the team
 // roles (tool_owner, tool_publisher) for some team, or platform_admin: a
 // caller who may act on some team's tools, before the team is known.

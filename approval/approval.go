@@ -3,6 +3,11 @@
 // approver, and answering whether an approval covers a call. An approval is
 // bound to its arguments hash: approving one call never authorises
 // another.
+//
+// Who may read approvals and who may answer one is this package's rule
+// (MayRead, MayDecide), applied by the Service to the credential each
+// operation is given, so every door, the jobs and the tests decide it the
+// same way.
 package approval
 
 import (
@@ -22,7 +27,7 @@ import (
 var (
 	ErrNotPending    = errors.New("approval is not pending")
 	ErrExpired       = errors.New("approval expired")
-	ErrNotAuthorized = errors.New("not an authorised approver")
+	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not an authorised approver")
 	ErrTampered      = errors.New("approval arguments do not match their hash")
 	ErrStale         = errors.New("the tool changed since the approval was filed")
 )
@@ -34,65 +39,63 @@ const DefaultTTL = 24 * time.Hour
 // denies.
 const DenyOnTimeout = "deny"
 
-// Authorizer decides who may resolve an approval.
-type Authorizer interface {
-	CanApprove(ctx context.Context, org, approver string, a *toolplane.Approval) bool
+// MayRead refuses a caller who may not read the organization's approvals:
+// a person holding the approver or auditor role. Reads act in the caller's
+// organization only. what names the read ("listing approvals"), which the
+// refusal's words begin with.
+func MayRead(by *toolplane.Credential, what string) error {
+	if !by.HasAnyRole(toolplane.RoleApprover, toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, ErrNotAuthorized, what+" needs the approver or auditor role")
+	}
+	return nil
 }
 
-// Approvers is the built-in Authorizer: per organization, the people who
-// may approve. Nobody approves a call made under their own principal.
-type Approvers map[string][]string
-
-// CanApprove implements Authorizer.
-func (ap Approvers) CanApprove(_ context.Context, org, approver string, a *toolplane.Approval) bool {
-	if approver == "" || approver == a.PrincipalID {
-		return false
+// MayAnswer refuses a caller who may answer no approval at all: a person's
+// key with the approver role is needed, whichever approval it is.
+func MayAnswer(by *toolplane.Credential) error {
+	if by == nil || by.Kind != toolplane.CredentialPerson || !by.HasAnyRole(toolplane.RoleApprover) {
+		return toolplane.Refuse(by, ErrNotAuthorized, "answering approvals needs a person's key with the approver role")
 	}
-	for _, p := range ap[org] {
-		if p == approver {
-			return true
-		}
-	}
-	return false
+	return nil
 }
 
-// Groups is an Authorizer for tools with an approval chain: per
-// organization, the members of each approver group. An approval is answered
-// by a member of its own group (an approval with no group, by a member of
-// the group named ""); nobody answers a call made under their own
-// principal.
-type Groups map[string]map[string][]string
-
-// CanApprove implements Authorizer.
-func (g Groups) CanApprove(_ context.Context, org, approver string, a *toolplane.Approval) bool {
-	if approver == "" || approver == a.PrincipalID {
-		return false
+// MayDecide refuses a caller who may not answer approval a: one who may
+// answer none (MayAnswer); one outside the approval's group, when it has
+// one (membership is the role "group:<name>", see toolplane.InGroup); and
+// the requester — the principal that asked, or the person it asked on
+// behalf of — since an approval is a second person's judgement (four
+// eyes), never the asker's own. An approval whose stored invocation cannot
+// be read names no one it could be checked against, and is refused.
+func MayDecide(by *toolplane.Credential, a *toolplane.Approval) error {
+	if err := MayAnswer(by); err != nil {
+		return err
 	}
-	for _, p := range g[org][a.ApproverGroup] {
-		if p == approver {
-			return true
-		}
+	if a.ApproverGroup != "" && !by.InGroup(a.ApproverGroup) {
+		return toolplane.Refuse(by, ErrNotAuthorized, "this approval is for the group "+a.ApproverGroup)
 	}
-	return false
+	inv, err := DecodeInvocation(a.Invocation)
+	if by.OrganizationID != a.OrganizationID || by.Subject == "" || by.Subject == a.PrincipalID || err != nil || by.Subject == inv.UserID {
+		return toolplane.Refuse(by, ErrNotAuthorized, "you may not answer this approval")
+	}
+	return nil
 }
 
 // Service files and resolves approvals.
 type Service struct {
 	store toolplane.ApprovalStore
-	auth  Authorizer
 	now   func() time.Time
 	ttl   time.Duration
 }
 
 // New answers a service; now defaults to time.Now and ttl to DefaultTTL.
-func New(store toolplane.ApprovalStore, auth Authorizer, now func() time.Time, ttl time.Duration) *Service {
+func New(store toolplane.ApprovalStore, now func() time.Time, ttl time.Duration) *Service {
 	if now == nil {
 		now = time.Now
 	}
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Service{store: store, auth: auth, now: now, ttl: ttl}
+	return &Service{store: store, now: now, ttl: ttl}
 }
 
 // File stores a new pending approval. ID, status and creation time are
@@ -130,14 +133,33 @@ func Shown(a toolplane.Approval) toolplane.Approval {
 	return a
 }
 
-// Get answers an approval of the organization.
-func (s *Service) Get(ctx context.Context, org, id string) (*toolplane.Approval, error) {
-	return s.store.GetApproval(ctx, org, id)
+// Get answers an approval of the caller's organization, to a caller who
+// may read approvals (MayRead); another organization's is not found.
+func (s *Service) Get(ctx context.Context, id string, by *toolplane.Credential) (*toolplane.Approval, error) {
+	if err := MayRead(by, "reading approvals"); err != nil {
+		return nil, err
+	}
+	return s.Find(ctx, by.OrganizationID, id)
 }
 
-// List answers the organization's approvals in a state.
-func (s *Service) List(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
-	return s.store.ListApprovals(ctx, org, status, after, limit)
+// List answers the caller's organization's approvals in a state, to a
+// caller who may read approvals (MayRead).
+func (s *Service) List(ctx context.Context, status toolplane.ApprovalStatus, after string, limit int, by *toolplane.Credential) ([]toolplane.Approval, string, error) {
+	if err := MayRead(by, "listing approvals"); err != nil {
+		return nil, "", err
+	}
+	as, next, err := s.store.ListApprovals(ctx, by.OrganizationID, status, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	return as, next, nil
+}
+
+// Find answers an approval of the organization, to the platform itself
+// (the invoker reading the approval a call names, a background job): no
+// person asked, so no credential is checked. A person's read is Get.
+func (s *Service) Find(ctx context.Context, org, id string) (*toolplane.Approval, error) {
+	return s.store.GetApproval(ctx, org, id)
 }
 
 // Covers reports whether approval a covers a call: the same organization,
@@ -269,22 +291,37 @@ func (s *Service) Prior(ctx context.Context, org, run, key, tool, argsHash strin
 	return e, nil
 }
 
-// Decision is a person's answer to an approval.
+// Decision is a person's answer to an approval; who answers is the
+// credential Resolve is given.
 type Decision struct {
-	Approver string
-	Approve  bool
-	Reason   string
+	Approve bool
+	Reason  string
 }
 
-// Resolve records a person's answer. It refuses an approval that is not
-// pending, one past its expiry (which it marks expired, the default of
-// deny applying), an approver the Authorizer does not accept, arguments
-// that no longer match their hash, and a tool that changed (check answers
-// ErrStale or another error).
-func (s *Service) Resolve(ctx context.Context, org, id string, d Decision, check func(*toolplane.Approval) error) (*toolplane.Approval, error) {
+// Resolve records the answer of by, a person of the approval's
+// organization. It refuses (a *toolplane.DeniedError wrapping
+// ErrNotAuthorized) a caller MayDecide refuses, before the approval's state
+// is looked at or changed; then an approval that is not pending, one past
+// its expiry (which it marks expired, the default of deny applying),
+// arguments that no longer match their hash, and a tool that changed
+// (check answers ErrStale or another error). A refusal answers the approval
+// as it is, when it was found.
+func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolplane.Credential, check func(*toolplane.Approval) error) (*toolplane.Approval, error) {
+	org := ""
+	if by != nil {
+		org = by.OrganizationID
+	}
 	a, err := s.store.GetApproval(ctx, org, id)
 	if err != nil {
+		if rerr := MayAnswer(by); rerr != nil {
+			// A caller who may answer no approval is told so, not
+			// whether this one exists.
+			return nil, fmt.Errorf("resolve approval %s: %w", id, rerr)
+		}
 		return nil, fmt.Errorf("resolve approval %s: %w", id, err)
+	}
+	if err := MayDecide(by, a); err != nil {
+		return a, fmt.Errorf("resolve approval %s: %w", id, err)
 	}
 	if a.Status != toolplane.ApprovalPending {
 		return a, fmt.Errorf("resolve approval %s: %w (it is %s)", id, ErrNotPending, a.Status)
@@ -299,9 +336,6 @@ func (s *Service) Resolve(ctx context.Context, org, id string, d Decision, check
 			}
 		}
 		return a, fmt.Errorf("resolve approval %s: %w at %s", id, ErrExpired, a.ExpiresAt.Format(time.RFC3339))
-	}
-	if s.auth == nil || !s.auth.CanApprove(ctx, org, d.Approver, a) {
-		return a, fmt.Errorf("resolve approval %s: %q: %w", id, d.Approver, ErrNotAuthorized)
 	}
 	if d.Approve {
 		if err := verifyHash(a); err != nil {
@@ -318,7 +352,7 @@ func (s *Service) Resolve(ctx context.Context, org, id string, d Decision, check
 	if d.Approve {
 		next.Status = toolplane.ApprovalApproved
 	}
-	next.ResolvedAt, next.ResolvedBy, next.Reason = now, d.Approver, d.Reason
+	next.ResolvedAt, next.ResolvedBy, next.Reason = now, by.Subject, d.Reason
 	ok, err := s.store.UpdateApproval(ctx, &next)
 	if err != nil {
 		return nil, fmt.Errorf("resolve approval %s: %w", id, err)

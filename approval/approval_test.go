@@ -53,7 +53,25 @@ func newStore(t *testing.T) *sqlite.Store {
 
 const ttl = time.Hour
 
-var approvers = approval.Approvers{"org-1": {"alice", "bob"}, "org-2": {"mallory"}}
+// people are the credentials the tests answer approvals with: alice and
+// bob are approvers of org-1 (and "" one with no name), mallory an approver
+// of org-2 only, eve a person of org-1 without the role.
+var people = map[string]*toolplane.Credential{
+	"alice":   {OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}},
+	"bob":     {OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "bob", Roles: []string{toolplane.RoleApprover}},
+	"":        {OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "", Roles: []string{toolplane.RoleApprover}},
+	"mallory": {OrganizationID: "org-2", Kind: toolplane.CredentialPerson, Subject: "mallory", Roles: []string{toolplane.RoleApprover}},
+	"eve":     {OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "eve", Roles: []string{toolplane.RoleAuditor}},
+}
+
+// as answers the credential of the person named in people.
+func as(name string) *toolplane.Credential {
+	c, ok := people[name]
+	if !ok {
+		panic("no test person " + name)
+	}
+	return c
+}
 
 type fixture struct {
 	store *sqlite.Store
@@ -65,7 +83,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	s := newStore(t)
 	c := newClock()
-	return &fixture{store: s, clock: c, svc: approval.New(s, approvers, c.Now, ttl)}
+	return &fixture{store: s, clock: c, svc: approval.New(s, c.Now, ttl)}
 }
 
 const sendArgs = `{"to":"jo@acme.test","body":"The refund is on its way."}`
@@ -99,7 +117,7 @@ func (f *fixture) file(t *testing.T, a *toolplane.Approval) *toolplane.Approval 
 
 func (f *fixture) get(t *testing.T, id string) *toolplane.Approval {
 	t.Helper()
-	a, err := f.svc.Get(context.Background(), "org-1", id)
+	a, err := f.svc.Find(context.Background(), "org-1", id)
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -122,7 +140,7 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
 			c := newClock()
-			svc := approval.New(s, approvers, c.Now, tt.ttl)
+			svc := approval.New(s, c.Now, tt.ttl)
 			a := proposal(t)
 			a.ID, a.Status, a.DefaultOnTimeout = "caller-id", toolplane.ApprovalApproved, "allow"
 			if err := svc.File(context.Background(), a); err != nil {
@@ -138,7 +156,7 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 			if !a.CreatedAt.Equal(c.Now()) || !a.ExpiresAt.Equal(c.Now().Add(tt.want)) {
 				t.Fatalf("created %v, expires %v; now %v, ttl %v", a.CreatedAt, a.ExpiresAt, c.Now(), tt.want)
 			}
-			got, err := svc.Get(context.Background(), "org-1", a.ID)
+			got, err := svc.Find(context.Background(), "org-1", a.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +171,7 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 			if b.ID == a.ID {
 				t.Fatalf("two filings share the ID %s", a.ID)
 			}
-			pending, _, err := svc.List(context.Background(), "org-1", toolplane.ApprovalPending, "", 10)
+			pending, _, err := svc.List(context.Background(), toolplane.ApprovalPending, "", 10, as("alice"))
 			if err != nil || len(pending) != 2 {
 				t.Fatalf("List pending = %d approvals, %v; want 2", len(pending), err)
 			}
@@ -187,31 +205,113 @@ func TestCoversOnlyTheSameOrgRunToolHashAndKey(t *testing.T) {
 	}
 }
 
-func TestApproversCanApprove(t *testing.T) {
+// TestMayDecide is the rule of who answers an approval, the one every door
+// and the background jobs use: a person's key with the approver role, of
+// the approval's organization, a member of its group when it has one, and
+// neither the principal that asked nor the person it asked for.
+func TestMayDecide(t *testing.T) {
 	t.Parallel()
-	a := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "agent-1"}
-	self := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "alice"}
+	inv := func(user string) []byte { return []byte(`{"OrganizationID":"org-1","UserID":"` + user + `"}`) }
+	a := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "agent-1", Invocation: inv("")}
+	self := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "alice", Invocation: inv("")}
+	forAlice := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "agent-1", Invocation: inv("alice")}
+	finance := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "agent-1", Invocation: inv(""), ApproverGroup: "finance"}
+	unreadable := &toolplane.Approval{OrganizationID: "org-1", PrincipalID: "agent-1", Invocation: []byte("{")}
+	person := func(subject string, roles ...string) *toolplane.Credential {
+		return &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: subject, Roles: roles}
+	}
+	agent := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot", Roles: []string{toolplane.RoleApprover}}
 	tests := []struct {
-		name     string
-		org      string
-		approver string
-		a        *toolplane.Approval
-		want     bool
+		name string
+		by   *toolplane.Credential
+		a    *toolplane.Approval
+		want bool
+		// why is the start of the refusal's words, which a door shows.
+		why string
 	}{
-		{"listed approver", "org-1", "alice", a, true},
-		{"another listed approver", "org-1", "bob", a, true},
-		{"unlisted person", "org-1", "mallory", a, false},
-		{"approver of another organization", "org-2", "alice", a, false},
-		{"unknown organization", "org-9", "alice", a, false},
-		{"empty approver", "org-1", "", a, false},
-		{"the requesting principal itself", "org-1", "alice", self, false},
-		{"empty approver against an empty principal", "org-1", "", &toolplane.Approval{}, false},
+		{"an approver", as("alice"), a, true, ""},
+		{"another approver", as("bob"), a, true, ""},
+		{"a platform_admin", person("root", toolplane.RolePlatformAdmin), a, true, ""},
+		{"a person without the role", as("eve"), a, false, "answering approvals needs a person's key with the approver role"},
+		{"an agent's key, whatever its roles", agent, a, false, "answering approvals needs a person's key with the approver role; this is an agent's key"},
+		{"no credential", nil, a, false, "answering approvals needs"},
+		{"an approver of another organization", as("mallory"), a, false, "you may not answer this approval"},
+		{"an empty approver", as(""), a, false, "you may not answer this approval"},
+		{"the requesting principal itself", as("alice"), self, false, "you may not answer this approval"},
+		{"the person the call was asked on behalf of", as("alice"), forAlice, false, "you may not answer this approval"},
+		{"another approver of a call asked on behalf of someone", as("bob"), forAlice, true, ""},
+		{"an approval whose invocation cannot be read", as("alice"), unreadable, false, "you may not answer this approval"},
+		{"an empty approver against an empty principal", as(""), &toolplane.Approval{OrganizationID: "org-1"}, false, "you may not answer"},
+		{"a member of the approval's group", person("fin", toolplane.RoleApprover, "group:finance"), finance, true, ""},
+		{"an approver outside the approval's group", as("alice"), finance, false, "this approval is for the group finance"},
+		{"a member of the group without the approver role", person("fin", "group:finance"), finance, false, "answering approvals needs"},
+		{"a platform_admin, a member of every group", person("root", toolplane.RolePlatformAdmin), finance, true, ""},
+		{"a member of another group", person("ops", toolplane.RoleApprover, "group:ops"), finance, false, "this approval is for the group finance"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := approvers.CanApprove(context.Background(), tt.org, tt.approver, tt.a); got != tt.want {
-				t.Fatalf("CanApprove(%s, %q) = %v, want %v", tt.org, tt.approver, got, tt.want)
+			err := approval.MayDecide(tt.by, tt.a)
+			if (err == nil) != tt.want {
+				t.Fatalf("MayDecide = %v, want allowed %v", err, tt.want)
+			}
+			if tt.want {
+				return
+			}
+			var denied *toolplane.DeniedError
+			if !errors.As(err, &denied) || !errors.Is(err, approval.ErrNotAuthorized) || !errors.Is(err, toolplane.ErrForbidden) || !strings.HasPrefix(denied.Why, tt.why) {
+				t.Fatalf("MayDecide = %#v, want a refusal wrapping ErrNotAuthorized saying %q", err, tt.why)
+			}
+		})
+	}
+}
+
+// TestReadsNeedTheApproverOrAuditorRole: listing and reading approvals is
+// the approvers' and auditors' work, in their own organization.
+func TestReadsNeedTheApproverOrAuditorRole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.file(t, proposal(t))
+	ctx := context.Background()
+	person := func(org string, roles ...string) *toolplane.Credential {
+		return &toolplane.Credential{OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: "p", Roles: roles}
+	}
+	tests := []struct {
+		name string
+		by   *toolplane.Credential
+		// want is how many approvals the list answers; -1 for a refusal.
+		want int
+	}{
+		{"an approver", person("org-1", toolplane.RoleApprover), 1},
+		{"an auditor", person("org-1", toolplane.RoleAuditor), 1},
+		{"a platform_admin", person("org-1", toolplane.RolePlatformAdmin), 1},
+		{"an approver of another organization", person("org-2", toolplane.RoleApprover), 0},
+		{"a person without either role", person("org-1", toolplane.RoleToolOwner+":payments"), -1},
+		{"an agent's key", &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot", Roles: []string{toolplane.RoleAuditor}}, -1},
+		{"no credential", nil, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _, err := f.svc.List(ctx, toolplane.ApprovalPending, "", 10, tt.by)
+			one, gerr := f.svc.Get(ctx, a.ID, tt.by)
+			if tt.want < 0 {
+				var denied *toolplane.DeniedError
+				if !errors.As(err, &denied) || !errors.Is(err, approval.ErrNotAuthorized) || !strings.HasPrefix(denied.Why, "listing approvals needs the approver or auditor role") {
+					t.Fatalf("List = %v, want a refusal", err)
+				}
+				if !errors.As(gerr, &denied) || !strings.HasPrefix(denied.Why, "reading approvals needs the approver or auditor role") {
+					t.Fatalf("Get = %v, want a refusal", gerr)
+				}
+				return
+			}
+			if err != nil || len(got) != tt.want {
+				t.Fatalf("List = %d approvals, %v; want %d", len(got), err, tt.want)
+			}
+			switch {
+			case tt.want == 0 && !errors.Is(gerr, toolplane.ErrNotFound):
+				t.Fatalf("Get in another organization = %v, want not found", gerr)
+			case tt.want == 1 && (gerr != nil || one.ID != a.ID):
+				t.Fatalf("Get = %+v, %v", one, gerr)
 			}
 		})
 	}
@@ -372,8 +472,7 @@ func TestResolveRecordsTheDecision(t *testing.T) {
 			f.clock.Advance(10 * time.Minute)
 			var checked *toolplane.Approval
 			check := func(c *toolplane.Approval) error { checked = c; return nil }
-			got, err := f.svc.Resolve(context.Background(), "org-1", a.ID,
-				approval.Decision{Approver: tt.approver, Approve: tt.approve, Reason: "looked right"}, check)
+			got, err := f.svc.Resolve(context.Background(), a.ID, approval.Decision{Approve: tt.approve, Reason: "looked right"}, as(tt.approver), check)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -444,8 +543,8 @@ func TestResolveRefuses(t *testing.T) {
 			wantErr: approval.ErrExpired, wantStatus: toolplane.ApprovalExpired,
 		},
 		{
-			name:     "an approver not in the list",
-			approver: "mallory", approve: true,
+			name:     "a person without the approver role",
+			approver: "eve", approve: true,
 			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
 		},
 		{
@@ -460,7 +559,25 @@ func TestResolveRefuses(t *testing.T) {
 			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
 		},
 		{
-			name:     "no authorizer",
+			name:     "the person the call was asked on behalf of",
+			mutate:   func(a *toolplane.Approval) { a.Invocation = []byte(`{"OrganizationID":"org-1","UserID":"alice"}`) },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "a stored invocation that cannot be read",
+			mutate:   func(a *toolplane.Approval) { a.Invocation = []byte(`{`) },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "a person outside the approval's group",
+			mutate:   func(a *toolplane.Approval) { a.ApproverGroup = "finance" },
+			approver: "alice", approve: true,
+			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
+		},
+		{
+			name:     "no credential",
 			noAuth:   true,
 			approver: "alice", approve: true,
 			wantErr: approval.ErrNotAuthorized, wantStatus: toolplane.ApprovalPending,
@@ -508,9 +625,6 @@ func TestResolveRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			if tt.noAuth {
-				f.svc = approval.New(f.store, nil, f.clock.Now, ttl)
-			}
 			a := proposal(t)
 			if tt.mutate != nil {
 				tt.mutate(a)
@@ -524,14 +638,20 @@ func TestResolveRefuses(t *testing.T) {
 				id = "apr_missing"
 			}
 			before := f.get(t, a.ID)
-			got, err := f.svc.Resolve(context.Background(), "org-1", id,
-				approval.Decision{Approver: tt.approver, Approve: tt.approve, Reason: "r"}, tt.check)
+			by := as(tt.approver)
+			if tt.noAuth {
+				by = nil
+			}
+			got, err := f.svc.Resolve(context.Background(), id, approval.Decision{Approve: tt.approve, Reason: "r"}, by, tt.check)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Resolve error = %v, want %v", err, tt.wantErr)
 			}
-			if tt.wantErr == toolplane.ErrNotFound {
+			if tt.wantErr == toolplane.ErrNotFound || tt.noAuth {
 				if got != nil {
 					t.Fatalf("Resolve answered %+v for an unknown approval", got)
+				}
+				if stored := f.get(t, a.ID); !reflect.DeepEqual(stored, before) {
+					t.Fatalf("a refused resolution changed the approval:\n%+v\n%+v", before, stored)
 				}
 				return
 			}
@@ -561,7 +681,7 @@ func TestResolveRefuses(t *testing.T) {
 func resolveAs(approver string, approve bool) func(t *testing.T, f *fixture, a *toolplane.Approval) {
 	return func(t *testing.T, f *fixture, a *toolplane.Approval) {
 		t.Helper()
-		if _, err := f.svc.Resolve(context.Background(), "org-1", a.ID, approval.Decision{Approver: approver, Approve: approve}, nil); err != nil {
+		if _, err := f.svc.Resolve(context.Background(), a.ID, approval.Decision{Approve: approve}, as(approver), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -583,7 +703,7 @@ func TestRejectSkipsTheHashAndTheCheck(t *testing.T) {
 	f.file(t, a)
 	called := false
 	check := func(*toolplane.Approval) error { called = true; return approval.ErrStale }
-	got, err := f.svc.Resolve(context.Background(), "org-1", a.ID, approval.Decision{Approver: "alice", Reason: "no"}, check)
+	got, err := f.svc.Resolve(context.Background(), a.ID, approval.Decision{Reason: "no"}, as("alice"), check)
 	if err != nil {
 		t.Fatalf("reject: %v", err)
 	}
@@ -663,10 +783,8 @@ func TestConcurrentResolveHasOneWinner(t *testing.T) {
 	f := newFixture(t)
 	for round := range 20 {
 		a := f.file(t, proposal(t))
-		decisions := []approval.Decision{
-			{Approver: "alice", Approve: true, Reason: "yes"},
-			{Approver: "bob", Approve: false, Reason: "no"},
-		}
+		decisions := []approval.Decision{{Approve: true, Reason: "yes"}, {Approve: false, Reason: "no"}}
+		by := []string{"alice", "bob"}
 		results := make([]*toolplane.Approval, len(decisions))
 		errs := make([]error, len(decisions))
 		start := make(chan struct{})
@@ -674,7 +792,7 @@ func TestConcurrentResolveHasOneWinner(t *testing.T) {
 		for i, d := range decisions {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = f.svc.Resolve(context.Background(), "org-1", a.ID, d, nil)
+				results[i], errs[i] = f.svc.Resolve(context.Background(), a.ID, d, as(by[i]), nil)
 			})
 		}
 		close(start)
@@ -696,7 +814,7 @@ func TestConcurrentResolveHasOneWinner(t *testing.T) {
 		}
 		stored := f.get(t, a.ID)
 		w := decisions[winner]
-		if stored.ResolvedBy != w.Approver || stored.Reason != w.Reason || stored.Status != results[winner].Status {
+		if stored.ResolvedBy != by[winner] || stored.Reason != w.Reason || stored.Status != results[winner].Status {
 			t.Fatalf("round %d: stored %+v, winner %+v", round, stored, w)
 		}
 	}
@@ -763,7 +881,7 @@ func TestEscalateFilesOneSuccessorEvenWhenRunAgain(t *testing.T) {
 	}
 	f.clock.Advance(ttl)
 	// A late answer leaves an escalating approval to its expiry job.
-	if _, err := f.svc.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, nil); !errors.Is(err, approval.ErrExpired) {
+	if _, err := f.svc.Resolve(ctx, a.ID, approval.Decision{Approve: true}, as("alice"), nil); !errors.Is(err, approval.ErrExpired) {
 		t.Fatalf("late answer: %v", err)
 	}
 	if got := f.get(t, a.ID); got.Status != toolplane.ApprovalPending {
@@ -826,7 +944,7 @@ func TestExpiryIsAuditedWithTheChange(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-				} else if _, err := f.svc.Resolve(context.Background(), "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, nil); err == nil {
+				} else if _, err := f.svc.Resolve(context.Background(), a.ID, approval.Decision{Approve: true}, as("alice"), nil); err == nil {
 					t.Fatal("a late answer was accepted")
 				}
 			}

@@ -225,3 +225,45 @@ func (w *Writer) Close() {
 	w.mu.Unlock()
 	w.wg.Wait()
 }
+
+// ErrNotAuthorized: the caller's roles do not allow reading the audit
+// trail.
+var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to read the audit trail")
+
+// Reader is where the trail is read from.
+type Reader interface {
+	ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error)
+}
+
+// Trail reads the audit trail for the people who may read it, so every
+// door (REST, the console) applies the same rule.
+type Trail struct {
+	store Reader
+}
+
+// NewTrail answers a trail reading store.
+func NewTrail(store Reader) *Trail { return &Trail{store: store} }
+
+// MayRead refuses a caller who may not read the audit trail: it is an
+// auditor's (platform_admin holds every role). Agents never read it: what
+// they did is recorded about them, not shown to them.
+func MayRead(by *toolplane.Credential) error {
+	if !by.HasAnyRole(toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, ErrNotAuthorized, "the audit trail needs the auditor role")
+	}
+	return nil
+}
+
+// List answers the events of the caller's organization f matches, newest
+// first, after the cursor, to an auditor (MayRead; a refusal is a
+// *toolplane.DeniedError wrapping ErrNotAuthorized).
+func (t *Trail) List(ctx context.Context, f toolplane.AuditFilter, after string, limit int, by *toolplane.Credential) ([]toolplane.AuditEvent, string, error) {
+	if err := MayRead(by); err != nil {
+		return nil, "", err
+	}
+	evs, next, err := t.store.ListAudit(ctx, by.OrganizationID, f, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list the audit trail: %w", err)
+	}
+	return evs, next, nil
+}

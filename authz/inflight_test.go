@@ -29,7 +29,7 @@ func TestGrantRevokedWhileACallWaitsRefusesIt(t *testing.T) {
 	if err := hs.Register(b); err != nil {
 		t.Fatal(err)
 	}
-	approvals := approval.New(f.store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)
+	approvals := approval.New(f.store, nil, time.Hour)
 	iv, err := invoke.New(invoke.Config{Registry: f.reg, Handlers: hs, Store: f.store, Policy: authz.Policy{Service: f.svc}, Approvals: approvals})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestGrantRevokedWhileACallWaitsRefusesIt(t *testing.T) {
 	if err := f.svc.RevokeGrant(f.ctx, g.ID, operator); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := iv.Resolve(f.ctx, "org-1", ar.ID, approval.Decision{Approver: "ada", Approve: true}); err != nil {
+	if _, err := iv.Resolve(f.ctx, ar.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "ada", Roles: []string{toolplane.RoleApprover}}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := iv.ExecuteApproved(f.ctx, "org-1", ar.ID)

@@ -68,7 +68,7 @@ func newDemoPlatform(t *testing.T) *demoPlatform {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, approval.Approvers{"default": {"alice"}}, nil, time.Hour)
+	approvals := approval.New(store, nil, time.Hour)
 	// The demo agent's grants name patterns: demo.* covers every tool
 	// published under demo, and teama.* every tool of teama.
 	grants := authz.New(store, reg, quiet, nil)

@@ -49,7 +49,7 @@ func setup(t *testing.T) (*invoke.Invoker, *approval.Service, *sqlite.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	approvals := approval.New(store, approval.Approvers{"org-1": {"alice"}}, nil, time.Hour)
+	approvals := approval.New(store, nil, time.Hour)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestDemoCatalogueShowsTheProduct(t *testing.T) {
 	if !errors.As(err, &ar) || ar.Preview != "Refund 12.50 on order o-502 (charged twice)" {
 		t.Fatalf("refund: %v", err)
 	}
-	if _, err := iv.Resolve(ctx, "org-1", ar.ID, approval.Decision{Approver: "alice", Approve: true}); err != nil {
+	if _, err := iv.Resolve(ctx, ar.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}); err != nil {
 		t.Fatal(err)
 	}
 	r, err = iv.ExecuteApproved(ctx, "org-1", ar.ID)

@@ -104,7 +104,7 @@ func newFixture(t *testing.T, grants bool) *fixture {
 	}
 	f := &fixture{store: store, reg: reg}
 	cfg := invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Logger: quiet,
-		Approvals: approval.New(store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)}
+		Approvals: approval.New(store, nil, time.Hour)}
 	if grants {
 		f.grants = authz.New(store, reg, quiet, nil)
 		cfg.Policy = authz.Policy{Service: f.grants}

@@ -22,6 +22,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
@@ -33,13 +34,6 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/upstream"
-)
-
-// The roles a person's key may carry that this API reads.
-const (
-	RoleApprover      = "approver"
-	RolePlatformAdmin = "platform_admin"
-	RoleAuditor       = "auditor"
 )
 
 // Server serves the API.
@@ -89,6 +83,10 @@ type Server struct {
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
+	// keys and trail are the key service and the audit trail over Store,
+	// built by Handler.
+	keys  *apikey.Keys
+	trail *audit.Trail
 
 	// UpstreamSettings, when set, serves the runtime settings of upstream
 	// tools under /v1/upstreams.
@@ -109,17 +107,6 @@ type caller struct {
 	at time.Time
 }
 
-func (c caller) hasRole(roles ...string) bool {
-	for _, have := range c.cred.Roles {
-		for _, want := range roles {
-			if have == want || have == RolePlatformAdmin {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Handler answers the API's routes.
 func (s *Server) Handler() http.Handler {
 	if s.Now == nil {
@@ -128,6 +115,8 @@ func (s *Server) Handler() http.Handler {
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
+	s.keys = apikey.NewKeys(apikey.KeysConfig{Store: s.Store, Cache: s.Keys, Now: s.Now})
+	s.trail = audit.NewTrail(s.Store)
 	s.document = openAPI
 	if s.PublicURL != "" {
 		doc, err := withServer(openAPI, s.PublicURL)
@@ -467,8 +456,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RoleApprover, RoleAuditor) {
-		s.forbidRole(w, r, c, "listing approvals needs the approver or auditor role")
+	if s.denied(w, r, approval.MayRead(c.cred, "listing approvals")) {
 		return
 	}
 	limit, err := limitOf(r)
@@ -480,9 +468,11 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 	if status == "" {
 		status = toolplane.ApprovalPending
 	}
-	as, next, err := s.Store.ListApprovals(r.Context(), c.cred.OrganizationID, status, r.URL.Query().Get("cursor"), limit)
+	as, next, err := s.approvals().List(r.Context(), status, r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		s.listFail(w, r, "approvals", err)
+		if !s.denied(w, r, err) {
+			s.listFail(w, r, "approvals", err)
+		}
 		return
 	}
 	items := make([]map[string]any, len(as))
@@ -490,6 +480,16 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 		items[i] = approvalView(a)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
+}
+
+// approvals answers the approval service approvals are read through.
+func (s *Server) approvals() *approval.Service {
+	if a := s.Invoker.Approvals(); a != nil {
+		return a
+	}
+	// An invoker wired without approvals files none; reading the store
+	// still answers what there is, under the same rules.
+	return approval.New(s.Store, s.Now, 0)
 }
 
 // approvalView is an approval as the API shows it: redacted by
@@ -503,16 +503,16 @@ func approvalView(a toolplane.Approval) map[string]any {
 // getApproval answers one approval of the caller's organization, to whom
 // the list would show it; another organization's id is not found.
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RoleApprover, RoleAuditor) {
-		s.forbidRole(w, r, c, "reading approvals needs the approver or auditor role")
+	id := r.PathValue("id")
+	if s.denied(w, r, approval.MayRead(c.cred, "reading approvals")) {
 		return
 	}
-	id := r.PathValue("id")
 	if !s.bounded(w, r, toolplane.CheckLen("approval id", id, toolplane.MaxRefLen)) {
 		return
 	}
-	a, err := s.Store.GetApproval(r.Context(), c.cred.OrganizationID, id)
+	a, err := s.approvals().Get(r.Context(), id, c.cred)
 	switch {
+	case s.denied(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+id, "")
 	case err != nil:
@@ -529,8 +529,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusNotFound, "not_found", "use /approve or /reject", "")
 		return
 	}
-	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
-		s.forbidRole(w, r, c, "answering approvals needs a person's key with the approver role")
+	if s.denied(w, r, approval.MayAnswer(c.cred)) {
 		return
 	}
 	if !s.bounded(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
@@ -545,20 +544,11 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 	}
-	// An approval routed to a group is answered by its members: a person's
-	// key names its groups as roles "group:<name>".
-	if pending, err := s.Store.GetApproval(r.Context(), c.cred.OrganizationID, r.PathValue("id")); err == nil &&
-		pending.ApproverGroup != "" && !c.hasRole("group:"+pending.ApproverGroup) {
-		s.fail(w, r, http.StatusForbidden, "denied", "this approval is for the group "+pending.ApproverGroup, "")
-		return
-	}
-	a, err := s.Invoker.Resolve(r.Context(), c.cred.OrganizationID, r.PathValue("id"),
-		approval.Decision{Approver: c.cred.Subject, Approve: decision == "approve", Reason: body.Reason})
+	a, err := s.Invoker.Resolve(r.Context(), r.PathValue("id"), approval.Decision{Approve: decision == "approve", Reason: body.Reason}, c.cred)
 	switch {
+	case s.denied(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+r.PathValue("id"), "")
-	case errors.Is(err, approval.ErrNotAuthorized):
-		s.fail(w, r, http.StatusForbidden, "denied", "you may not answer this approval", "")
 	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
 		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
 	case err != nil:
@@ -570,8 +560,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RoleApprover, RoleAuditor) {
-		s.forbidRole(w, r, c, "listing uncertain actions needs the approver or auditor role")
+	if s.denied(w, r, invoke.MayListUncertain(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
@@ -579,9 +568,11 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
 		return
 	}
-	cs, next, err := s.Invoker.Uncertain(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("cursor"), limit)
+	cs, next, err := s.Invoker.Uncertain(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		s.listFail(w, r, "uncertain", err)
+		if !s.denied(w, r, err) {
+			s.listFail(w, r, "uncertain", err)
+		}
 		return
 	}
 	items := make([]map[string]any, len(cs))
@@ -593,8 +584,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
-	if c.cred.Kind != toolplane.CredentialPerson || !c.hasRole(RoleApprover) {
-		s.forbidRole(w, r, c, "reconciling needs a person's key with the approver role")
+	if s.denied(w, r, invoke.MayReconcile(c.cred)) {
 		return
 	}
 	var body struct {
@@ -620,8 +610,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 		rec.Output = out
 	}
-	res, err := s.Invoker.Reconcile(r.Context(), c.cred.OrganizationID, body.Tool, body.Key, rec, c.cred.Subject)
+	res, err := s.Invoker.Reconcile(r.Context(), body.Tool, body.Key, rec, c.cred)
 	switch {
+	case s.denied(w, r, err):
 	case errors.Is(err, invoke.ErrBadReconciliation):
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
 	case errors.Is(err, toolplane.ErrNotFound):
@@ -637,8 +628,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RoleAuditor) {
-		s.forbidRole(w, r, c, "the audit trail needs the auditor role")
+	if s.denied(w, r, audit.MayRead(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
@@ -648,9 +638,11 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	q := r.URL.Query()
 	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
-	evs, next, err := s.Store.ListAudit(r.Context(), c.cred.OrganizationID, f, q.Get("cursor"), limit)
+	evs, next, err := s.trail.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {
-		s.listFail(w, r, "audit", err)
+		if !s.denied(w, r, err) {
+			s.listFail(w, r, "audit", err)
+		}
 		return
 	}
 	if evs == nil {
@@ -659,12 +651,24 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": evs, "next_cursor": next})
 }
 
-// forbidRole answers 403 to c, whose key lacks the role msg says the
-// route needs. An agent's key carries no roles, so its holder is told
-// which kind of key the route takes rather than left to guess.
-func (s *Server) forbidRole(w http.ResponseWriter, r *http.Request, c caller, msg string) {
-	if c.cred.Kind != toolplane.CredentialPerson {
-		msg += "; this is an agent's key, and roles are carried by a person's key"
+// denied answers 403 denied when err is a service's refusal
+// (*toolplane.DeniedError), in the service's words, and reports whether it
+// was: the rules are the services', the door only says what they said.
+// A handler may ask a service's rule (approval.MayRead, ...) before it
+// reads the request, so that a caller who may not use the route is told so
+// before their limit, id or body is judged; the service asks it again.
+func (s *Server) denied(w http.ResponseWriter, r *http.Request, err error) bool {
+	var d *toolplane.DeniedError
+	if !errors.As(err, &d) {
+		return false
 	}
-	s.fail(w, r, http.StatusForbidden, "denied", msg, "")
+	s.fail(w, r, http.StatusForbidden, "denied", d.Why, "")
+	return true
+}
+
+// forbidRole answers 403 to c, whose key lacks the role msg says the
+// route needs, in the words every service's refusal uses
+// (toolplane.Refuse).
+func (s *Server) forbidRole(w http.ResponseWriter, r *http.Request, c caller, msg string) {
+	s.fail(w, r, http.StatusForbidden, "denied", toolplane.Refuse(c.cred, nil, msg).Why, "")
 }

@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"path"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -38,9 +36,26 @@ func keyOf(c *toolplane.Credential) keyView {
 		CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy, ExpiresAt: opt(c.ExpiresAt), RevokedAt: opt(c.RevokedAt), LastUsedAt: opt(c.LastUsedAt)}
 }
 
+// keysFail answers a key operation's failure: the service's refusal, a
+// request it cannot mint (naming the part at fault), or a fault.
+func (s *Server) keysFail(w http.ResponseWriter, r *http.Request, err error) {
+	var invalid *apikey.InvalidError
+	switch {
+	case s.denied(w, r, err):
+	case errors.As(err, &invalid):
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", invalid.Why, invalid.Field)
+	case !s.bounded(w, r, err):
+	case errors.Is(err, apikey.ErrNotStored):
+		s.Log.ErrorContext(r.Context(), "credential insert failed", "err", err)
+		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the key could not be stored; check that roles, tools and subject are plain text", "")
+	default:
+		s.Log.ErrorContext(r.Context(), "key could not be minted", "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the key could not be minted", "")
+	}
+}
+
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RolePlatformAdmin) {
-		s.forbidRole(w, r, c, "creating keys needs the platform_admin role")
+	if s.denied(w, r, apikey.MayManage(c.cred, "creating keys")) {
 		return
 	}
 	var body struct {
@@ -55,58 +70,18 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
 		return
 	}
-	switch {
-	case body.Kind != toolplane.CredentialAgent && body.Kind != toolplane.CredentialPerson:
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", `kind must be "agent" or "person"`, "/kind")
-		return
-	case body.Subject == "":
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "subject names the agent identity or the person", "/subject")
-		return
-	case body.Kind == toolplane.CredentialAgent && (len(body.Roles) > 1 || len(body.Roles) == 1 && body.Roles[0] != toolplane.RoleActForUsers):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "an agent's key carries tools, and no role but "+toolplane.RoleActForUsers, "/roles")
-		return
-	case body.Kind == toolplane.CredentialPerson && len(body.Tools) > 0:
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "a person's key carries roles, not tools", "/tools")
-		return
-	}
-	checks := []error{toolplane.CheckLen("subject", body.Subject, toolplane.MaxRefLen), toolplane.CheckLen("label", body.Label, toolplane.MaxRefLen)}
-	for i, v := range body.Roles {
-		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("roles[%d]", i), v, toolplane.MaxRefLen))
-	}
-	for i, v := range body.Tools {
-		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("tools[%d]", i), v, toolplane.MaxNameLen))
-	}
-	if !s.bounded(w, r, checks...) {
-		return
-	}
-	for i, p := range body.Tools {
-		// A pattern that cannot match would narrow the key to nothing,
-		// silently: refuse it where it is written.
-		if _, err := path.Match(p, ""); err != nil || p == "" {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", fmt.Sprintf("tools[%d] %q is not a tool name or glob pattern", i, p), fmt.Sprintf("/tools/%d", i))
-			return
-		}
-	}
-	id, secret, err := apikey.New(body.Kind)
+	key, cred, err := s.keys.Create(r.Context(), apikey.NewKey{Kind: body.Kind, Subject: body.Subject, Roles: body.Roles,
+		Tools: body.Tools, Label: body.Label, ExpiresAt: body.ExpiresAt}, c.cred)
 	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the key could not be minted", "")
+		s.keysFail(w, r, err)
 		return
 	}
-	cred := &toolplane.Credential{ID: id, OrganizationID: c.cred.OrganizationID, Kind: body.Kind, Subject: body.Subject,
-		Roles: body.Roles, Tools: body.Tools, Hash: apikey.Hash(secret), Label: body.Label, CreatedAt: s.Now(),
-		ExpiresAt: body.ExpiresAt, CreatedBy: c.cred.Subject}
-	if err := s.Store.InsertCredential(r.Context(), cred); err != nil {
-		s.Log.ErrorContext(r.Context(), "credential insert failed", "err", err)
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the key could not be stored; check that roles, tools and subject are plain text", "")
-		return
-	}
-	writeJSON(w, http.StatusCreated, map[string]any{"key": apikey.Key(id, secret), "credential": keyOf(cred),
+	writeJSON(w, http.StatusCreated, map[string]any{"key": key, "credential": keyOf(cred),
 		"message": "store the key now: it is shown only once"})
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RolePlatformAdmin, RoleAuditor) {
-		s.forbidRole(w, r, c, "listing keys needs the platform_admin or auditor role")
+	if s.denied(w, r, apikey.MayList(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
@@ -114,9 +89,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
 		return
 	}
-	cs, next, err := s.Store.ListCredentials(r.Context(), c.cred.OrganizationID, r.URL.Query().Get("cursor"), limit)
+	cs, next, err := s.keys.List(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		s.listFail(w, r, "keys", err)
+		if !s.denied(w, r, err) {
+			s.listFail(w, r, "keys", err)
+		}
 		return
 	}
 	items := make([]keyView, len(cs))
@@ -127,32 +104,18 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RolePlatformAdmin) {
-		s.forbidRole(w, r, c, "revoking keys needs the platform_admin role")
-		return
-	}
-	if !s.bounded(w, r, toolplane.CheckLen("key id", r.PathValue("id"), toolplane.MaxRefLen)) {
-		return
-	}
-	cred, err := s.Store.GetCredential(r.Context(), r.PathValue("id"))
-	if errors.Is(err, toolplane.ErrNotFound) || (err == nil && cred.OrganizationID != c.cred.OrganizationID) {
+	cred, err := s.keys.Revoke(r.Context(), r.PathValue("id"), c.cred)
+	switch {
+	case s.denied(w, r, err):
+	case !s.bounded(w, r, err):
+	case errors.Is(err, toolplane.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, "not_found", "no key "+r.PathValue("id"), "")
-		return
-	}
-	if err != nil {
+	case errors.Is(err, apikey.ErrChanged):
+		s.fail(w, r, http.StatusConflict, "conflict", "the key changed meanwhile; try again", "")
+	case err != nil:
+		s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
 		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be read right now", "")
-		return
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"credential": keyOf(cred)})
 	}
-	if cred.RevokedAt.IsZero() {
-		cred.RevokedAt = s.Now()
-		ok, err := s.Store.UpdateCredential(r.Context(), cred)
-		if err != nil || !ok {
-			s.fail(w, r, http.StatusConflict, "conflict", "the key changed meanwhile; try again", "")
-			return
-		}
-	}
-	// This node refuses the key from now on; other nodes within the
-	// cache's time to live.
-	s.Keys.Forget(cred.ID)
-	writeJSON(w, http.StatusOK, map[string]any{"credential": keyOf(cred)})
 }

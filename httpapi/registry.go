@@ -327,7 +327,7 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(toolplane.RoleAgentOperator, RoleAuditor) {
+	if !c.cred.HasAnyRole(toolplane.RoleAgentOperator, toolplane.RoleAuditor) {
 		s.forbidRole(w, r, c, "explaining grants needs the agent_operator, auditor or platform_admin role")
 		return
 	}
@@ -474,7 +474,7 @@ func (s *Server) listBundles(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listChanges(w http.ResponseWriter, r *http.Request, c caller) {
-	if !c.hasRole(RoleAuditor) {
+	if !c.cred.HasAnyRole(toolplane.RoleAuditor) {
 		s.forbidRole(w, r, c, "the change log needs the auditor role")
 		return
 	}

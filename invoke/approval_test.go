@@ -23,7 +23,7 @@ func gated(name string) toolplane.Definition {
 
 func (e *env) resolve(id string, approve bool) {
 	e.t.Helper()
-	if _, err := e.approvals.Resolve(context.Background(), "org-1", id, approval.Decision{Approver: "alice", Approve: approve, Reason: "checked"}, e.iv.CheckApproval); err != nil {
+	if _, err := e.approvals.Resolve(context.Background(), id, approval.Decision{Approve: approve, Reason: "checked"}, approverAlice, e.iv.CheckApproval); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -164,13 +164,13 @@ func TestApprovalResolutionChecks(t *testing.T) {
 	in := inv("email.send")
 	a := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), in))
 	ctx := context.Background()
-	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "mallory", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrNotAuthorized) {
+	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "mallory", Roles: []string{toolplane.RoleAuditor}}, e.iv.CheckApproval); !errors.Is(err, approval.ErrNotAuthorized) {
 		t.Fatalf("unknown approver: %v", err)
 	}
-	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "agent-1", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrNotAuthorized) {
+	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "agent-1", Roles: []string{toolplane.RoleApprover}}, e.iv.CheckApproval); !errors.Is(err, approval.ErrNotAuthorized) {
 		t.Fatalf("self approval: %v", err)
 	}
-	if _, err := e.approvals.Resolve(ctx, "org-2", a.ID, approval.Decision{Approver: "alice", Approve: true}, nil); !errors.Is(err, toolplane.ErrNotFound) {
+	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-2", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}, nil); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Fatalf("another organization resolved it: %v", err)
 	}
 	// Tampered arguments are refused.
@@ -180,12 +180,12 @@ func TestApprovalResolutionChecks(t *testing.T) {
 	if ok, err := e.store.UpdateApproval(ctx, &tampered); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrTampered) {
+	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, approverAlice, e.iv.CheckApproval); !errors.Is(err, approval.ErrTampered) {
 		t.Fatalf("tampered: %v", err)
 	}
 	// Past its expiry the default (deny) applies.
 	e.clock.Advance(2 * time.Hour)
-	if _, err := e.approvals.Resolve(ctx, "org-1", a.ID, approval.Decision{Approver: "alice", Approve: true}, e.iv.CheckApproval); !errors.Is(err, approval.ErrExpired) {
+	if _, err := e.approvals.Resolve(ctx, a.ID, approval.Decision{Approve: true}, approverAlice, e.iv.CheckApproval); !errors.Is(err, approval.ErrExpired) {
 		t.Fatalf("expired: %v", err)
 	}
 	r, err := e.iv.ExecuteApproved(ctx, "org-1", a.ID)
@@ -333,7 +333,7 @@ func TestSameCallAfterApprovalBeforeItsExecutionRunsOnceAndFilesNothing(t *testi
 	if r.Meta.Replayed || e.count("email.send") != 1 {
 		t.Fatalf("replayed=%v runs=%d", r.Meta.Replayed, e.count("email.send"))
 	}
-	pending, _, err := e.approvals.List(context.Background(), "org-1", toolplane.ApprovalPending, "", 10)
+	pending, _, err := e.approvals.List(context.Background(), toolplane.ApprovalPending, "", 10, approverAlice)
 	if err != nil || len(pending) != 0 {
 		t.Fatalf("pending approvals after the approved call ran: %v %v", pending, err)
 	}

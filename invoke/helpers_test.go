@@ -146,7 +146,7 @@ func newEnvWith(t testing.TB, store *sqlite.Store, tune func(*invoke.Config), to
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.approvals = approval.New(store, approval.Approvers{"org-1": {"alice"}}, e.clock.Now, time.Hour)
+	e.approvals = approval.New(store, e.clock.Now, time.Hour)
 	e.policy = &counting{inner: policy.Grants{}}
 	cfg := invoke.Config{
 		Registry: reg, Handlers: hs, Store: store, Policy: e.policy, Approvals: e.approvals,
@@ -257,3 +257,7 @@ func withAudit(t testing.TB, store *sqlite.Store) func(*invoke.Config) {
 		c.Audit = w
 	}
 }
+
+// approverAlice is a person of org-1 who answers approvals and reconciles
+// uncertain actions.
+var approverAlice = &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}

@@ -346,16 +346,17 @@ func (iv *Invoker) Replayable(org, tool string, attempts int) bool {
 	return ok && t.Def.Replay != nil && attempts < t.Def.Replay.MaxAttempts
 }
 
-// Resolve records a person's answer to an approval (see
-// approval.Service.Resolve, with the tool-state recheck of CheckApproval)
-// and hands an approved call to the scheduler to execute, without the model
-// asking again. Without a scheduler the call executes on the model's next
+// Resolve records the answer of by, a person, to an approval of their
+// organization (see approval.Service.Resolve, which decides whether by may
+// answer it, with the tool-state recheck of CheckApproval) and hands an
+// approved call to the scheduler to execute, without the model asking
+// again. Without a scheduler the call executes on the model's next
 // identical call, or through ExecuteApproved.
-func (iv *Invoker) Resolve(ctx context.Context, org, id string, d approval.Decision) (*toolplane.Approval, error) {
+func (iv *Invoker) Resolve(ctx context.Context, id string, d approval.Decision, by *toolplane.Credential) (*toolplane.Approval, error) {
 	if iv.cfg.Approvals == nil {
 		return nil, fmt.Errorf("%w: no approval service is wired", ErrFault)
 	}
-	a, err := iv.cfg.Approvals.Resolve(ctx, org, id, d, iv.CheckApproval)
+	a, err := iv.cfg.Approvals.Resolve(ctx, id, d, by, iv.CheckApproval)
 	if err != nil {
 		return a, err
 	}
@@ -368,6 +369,10 @@ func (iv *Invoker) Resolve(ctx context.Context, org, id string, d approval.Decis
 	}
 	return a, nil
 }
+
+// Approvals answers the approval service the invoker files approvals
+// with, through which a door reads them (nil when none is wired).
+func (iv *Invoker) Approvals() *approval.Service { return iv.cfg.Approvals }
 
 // NextApprover answers, for an approval whose default on timeout is
 // escalate, the group of the next level of its tool's approval chain and

@@ -228,27 +228,27 @@ func TestTimeoutAfterDispatchIsUncertainUntilReconciled(t *testing.T) {
 	if e.count("payments.refund") != 1 {
 		t.Fatalf("handler ran %d times", e.count("payments.refund"))
 	}
-	list, _, err := e.iv.Uncertain(context.Background(), "org-1", "", 10)
+	list, _, err := e.iv.Uncertain(context.Background(), "", 10, approverAlice)
 	if err != nil || len(list) != 1 || list[0].Tool != "payments.refund" || !strings.Contains(list[0].Reason, "did not answer") {
 		t.Fatalf("uncertain = %+v %v", list, err)
 	}
 	key := list[0].Key
 
 	// An output that breaks the contract is refused, and changes nothing.
-	if _, err := e.iv.Reconcile(context.Background(), "org-1", "payments.refund", key, invoke.Reconciliation{Output: map[string]any{"nope": 1}}, "alice"); !errors.Is(err, invoke.ErrBadReconciliation) {
+	if _, err := e.iv.Reconcile(context.Background(), "payments.refund", key, invoke.Reconciliation{Output: map[string]any{"nope": 1}}, approverAlice); !errors.Is(err, invoke.ErrBadReconciliation) {
 		t.Fatalf("bad output reconciled: %v", err)
 	}
-	if _, err := e.iv.Reconcile(context.Background(), "org-1", "payments.refund", key, invoke.Reconciliation{Failure: &invoke.Failure{Code: toolplane.CodeDenied, Message: "x"}}, "alice"); !errors.Is(err, invoke.ErrBadReconciliation) {
+	if _, err := e.iv.Reconcile(context.Background(), "payments.refund", key, invoke.Reconciliation{Failure: &invoke.Failure{Code: toolplane.CodeDenied, Message: "x"}}, approverAlice); !errors.Is(err, invoke.ErrBadReconciliation) {
 		t.Fatalf("platform code reconciled: %v", err)
 	}
-	if _, err := e.iv.Reconcile(context.Background(), "org-1", "payments.refund", key, invoke.Reconciliation{Output: map[string]any{"refund_id": "r-7"}}, "alice"); err != nil {
+	if _, err := e.iv.Reconcile(context.Background(), "payments.refund", key, invoke.Reconciliation{Output: map[string]any{"refund_id": "r-7"}}, approverAlice); err != nil {
 		t.Fatal(err)
 	}
 	r = must(t).OK(e.iv.Invoke(context.Background(), "payments.refund", a, in))
 	if !r.Meta.Replayed || r.Data.(map[string]any)["refund_id"] != "r-7" || e.count("payments.refund") != 1 {
 		t.Fatalf("after reconciliation: %+v runs=%d", r, e.count("payments.refund"))
 	}
-	if _, err := e.iv.Reconcile(context.Background(), "org-1", "payments.refund", key, invoke.Reconciliation{Unconfirmed: "again"}, "alice"); err == nil {
+	if _, err := e.iv.Reconcile(context.Background(), "payments.refund", key, invoke.Reconciliation{Unconfirmed: "again"}, approverAlice); err == nil {
 		t.Fatal("a settled action was reconciled twice")
 	}
 }
@@ -273,11 +273,11 @@ func TestReconcileUnconfirmedAndFailure(t *testing.T) {
 			in := inv("payments.refund")
 			r, err := e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), in)
 			code(t, r, err, toolplane.CodeUncertain)
-			list, _, _ := e.iv.Uncertain(context.Background(), "org-1", "", 10)
+			list, _, _ := e.iv.Uncertain(context.Background(), "", 10, approverAlice)
 			if len(list) != 1 {
 				t.Fatalf("uncertain = %+v", list)
 			}
-			if _, err := e.iv.Reconcile(context.Background(), "org-1", "payments.refund", list[0].Key, tc.rec, "alice"); err != nil {
+			if _, err := e.iv.Reconcile(context.Background(), "payments.refund", list[0].Key, tc.rec, approverAlice); err != nil {
 				t.Fatal(err)
 			}
 			r, err = e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), in)
@@ -285,7 +285,7 @@ func TestReconcileUnconfirmedAndFailure(t *testing.T) {
 			if !r.Meta.Replayed || (tc.rec.Unconfirmed != "" && !strings.Contains(r.Error.Message, "finance is checking")) {
 				t.Fatalf("reconciled answer = %+v", r.Error)
 			}
-			if list, _, _ := e.iv.Uncertain(context.Background(), "org-1", "", 10); len(list) != 0 {
+			if list, _, _ := e.iv.Uncertain(context.Background(), "", 10, approverAlice); len(list) != 0 {
 				t.Fatalf("still uncertain: %+v", list)
 			}
 		})
@@ -538,8 +538,8 @@ func TestReconciliationIsAudited(t *testing.T) {
 	}, classify: func(error) handler.Ending { return handler.Uncertain("the connection dropped") }})
 	r, err := e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), inv("payments.refund"))
 	code(t, r, err, toolplane.CodeUncertain)
-	list, _, _ := e.iv.Uncertain(context.Background(), "org-1", "", 10)
-	if _, err := e.iv.Reconcile(context.Background(), "org-1", "payments.refund", list[0].Key, invoke.Reconciliation{Unconfirmed: "checking"}, "alice"); err != nil {
+	list, _, _ := e.iv.Uncertain(context.Background(), "", 10, approverAlice)
+	if _, err := e.iv.Reconcile(context.Background(), "payments.refund", list[0].Key, invoke.Reconciliation{Unconfirmed: "checking"}, approverAlice); err != nil {
 		t.Fatal(err)
 	}
 	evs, _, _ := e.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{Outcome: "reconciled"}, "", 10)

@@ -235,7 +235,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if err := c.identify(); err != nil {
 			return toolplane.Result{}, err
 		}
-		a, err := iv.cfg.Approvals.Get(ctx, inv.OrganizationID, inv.AuthorizedBy)
+		a, err := iv.cfg.Approvals.Find(ctx, inv.OrganizationID, inv.AuthorizedBy)
 		switch {
 		case errors.Is(err, toolplane.ErrNotFound):
 			c.ignored = fmt.Sprintf("no approval %s exists in this organization", inv.AuthorizedBy)

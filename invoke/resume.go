@@ -27,7 +27,7 @@ func (iv *Invoker) ExecuteApproved(ctx context.Context, org, id string) (toolpla
 	if iv.cfg.Approvals == nil {
 		return toolplane.Result{}, fmt.Errorf("%w: no approval service is wired", ErrFault)
 	}
-	a, err := iv.cfg.Approvals.Get(ctx, org, id)
+	a, err := iv.cfg.Approvals.Find(ctx, org, id)
 	if err != nil {
 		return toolplane.Result{}, fmt.Errorf("approval %s: %w", id, err)
 	}
@@ -115,9 +115,34 @@ type Failure struct {
 // breaks the tool's contract. It is a toolplane.ErrInvalid.
 var ErrBadReconciliation = toolplane.Refine(toolplane.ErrInvalid, "invalid reconciliation")
 
-// Reconcile settles an uncertain action; afterwards identical calls answer
-// the reconciled content.
-func (iv *Invoker) Reconcile(ctx context.Context, org, tool, key string, r Reconciliation, by string) (toolplane.Result, error) {
+// MayReconcile refuses a caller who may not settle an uncertain action: a
+// person's key with the approver role is needed, as a person settles it by
+// saying what happened downstream.
+func MayReconcile(by *toolplane.Credential) error {
+	if by == nil || by.Kind != toolplane.CredentialPerson || !by.HasAnyRole(toolplane.RoleApprover) {
+		return toolplane.Refuse(by, approval.ErrNotAuthorized, "reconciling needs a person's key with the approver role")
+	}
+	return nil
+}
+
+// MayListUncertain refuses a caller who may not list the uncertain actions
+// of their organization: a person holding the approver or auditor role.
+func MayListUncertain(by *toolplane.Credential) error {
+	if !by.HasAnyRole(toolplane.RoleApprover, toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, approval.ErrNotAuthorized, "listing uncertain actions needs the approver or auditor role")
+	}
+	return nil
+}
+
+// Reconcile settles an uncertain action of the caller's organization, for
+// by, who may (MayReconcile; a refusal is a *toolplane.DeniedError wrapping
+// approval.ErrNotAuthorized); afterwards identical calls answer the
+// reconciled content.
+func (iv *Invoker) Reconcile(ctx context.Context, tool, key string, r Reconciliation, by *toolplane.Credential) (toolplane.Result, error) {
+	if err := MayReconcile(by); err != nil {
+		return toolplane.Result{}, err
+	}
+	org := by.OrganizationID
 	t, ok := iv.cfg.Registry.Get(org, tool)
 	if !ok {
 		return toolplane.Result{}, fmt.Errorf("%w: no tool %s", ErrBadReconciliation, tool)
@@ -156,20 +181,24 @@ func (iv *Invoker) Reconcile(ctx context.Context, org, tool, key string, r Recon
 		note = r.Unconfirmed
 		res = toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("nobody can yet confirm whether this %s call took effect: %s. Do not repeat it, and do not report it as done or as failed.", t.Model, note))
 	}
-	ev := iv.settlementEvent(org, t, "reconciled", toolplane.SourceReconcile, by)
+	ev := iv.settlementEvent(org, t, "reconciled", toolplane.SourceReconcile, by.Subject)
 	ev.Reason = note
-	if _, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by, note, ev); err != nil {
+	if _, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by.Subject, note, ev); err != nil {
 		return toolplane.Result{}, fmt.Errorf("reconcile %s: %w", key, err)
 	}
 	return res, nil
 }
 
-// Uncertain lists the organization's uncertain actions, oldest first.
-func (iv *Invoker) Uncertain(ctx context.Context, org, after string, limit int) ([]toolplane.Claim, string, error) {
+// Uncertain lists the uncertain actions of the caller's organization,
+// oldest first, to by, who may (MayListUncertain).
+func (iv *Invoker) Uncertain(ctx context.Context, after string, limit int, by *toolplane.Credential) ([]toolplane.Claim, string, error) {
+	if err := MayListUncertain(by); err != nil {
+		return nil, "", err
+	}
 	if iv.journal == nil {
 		return nil, "", fmt.Errorf("%w: no journal is wired", ErrFault)
 	}
-	return iv.journal.Uncertain(ctx, org, after, limit)
+	return iv.journal.Uncertain(ctx, by.OrganizationID, after, limit)
 }
 
 // ErrNotReplayable: the claim cannot be run again by a worker. It is a

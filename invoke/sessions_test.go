@@ -194,7 +194,7 @@ func TestAuthorizedByAcrossSessions(t *testing.T) {
 func approved(a map[string]any, tool string) func(e *env) string {
 	return func(e *env) string {
 		ar := must(e.t).Approval(e.iv.Invoke(context.Background(), tool, a, session(1, tool)))
-		if _, err := e.approvals.Resolve(context.Background(), "org-1", ar.ID, approval.Decision{Approver: "alice", Approve: true}, e.iv.CheckApproval); err != nil {
+		if _, err := e.approvals.Resolve(context.Background(), ar.ID, approval.Decision{Approve: true}, approverAlice, e.iv.CheckApproval); err != nil {
 			e.t.Fatal(err)
 		}
 		return ar.ID

@@ -47,7 +47,7 @@ func brokenNode(t *testing.T, database string, runs *atomic.Int64, opt jobs.Opti
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(b.Store, approval.Approvers{"org-1": {"alice"}}, nil, time.Hour)
+	approvals := approval.New(b.Store, nil, time.Hour)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: b.Store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func givenUp(t *testing.T, path string) {
 	if !errors.As(err, &ar) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := n.iv.Resolve(ctx, "org-1", ar.ID, approval.Decision{Approver: "alice", Approve: true}); err != nil {
+	if _, err := n.iv.Resolve(ctx, ar.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}); err != nil {
 		t.Fatal(err)
 	}
 	var ev toolplane.AuditEvent

@@ -83,10 +83,10 @@ func databases(t *testing.T) map[string]string {
 
 func startNode(t *testing.T, database string, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
 	t.Helper()
-	return startNodeWith(t, database, sendDef(), approval.Approvers{"org-1": {"alice"}}, ttl, effects, tune...)
+	return startNodeWith(t, database, sendDef(), ttl, effects, tune...)
 }
 
-func startNodeWith(t *testing.T, database string, def toolplane.Definition, auth approval.Authorizer, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
+func startNodeWith(t *testing.T, database string, def toolplane.Definition, ttl time.Duration, effects *atomic.Int64, tune ...func(*jobs.Options)) *node {
 	t.Helper()
 	ctx := context.Background()
 	b, err := backend.Open(ctx, database)
@@ -109,7 +109,7 @@ func startNodeWith(t *testing.T, database string, def toolplane.Definition, auth
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, auth, nil, ttl)
+	approvals := approval.New(store, nil, ttl)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func approvalSurvivesRestart(t *testing.T, path string) {
 
 	b := startNode(t, path, time.Hour, &effects)
 	b.start(t)
-	if _, err := b.iv.Resolve(context.Background(), "org-1", ar.ID, approval.Decision{Approver: "alice", Approve: true}); err != nil {
+	if _, err := b.iv.Resolve(context.Background(), ar.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the approved call to run", func() bool { return effects.Load() == 1 })
@@ -305,8 +305,8 @@ func escalates(t *testing.T, path string) {
 	var effects atomic.Int64
 	def := sendDef()
 	def.Approval = &toolplane.ApprovalPolicy{Chain: []string{"leads", "directors"}, OnTimeout: toolplane.OnTimeoutEscalate, TTL: toolplane.Duration(time.Hour)}
-	groups := approval.Groups{"org-1": {"leads": {"alice"}, "directors": {"bob"}}}
-	n := startNodeWith(t, path, def, groups, time.Hour, &effects)
+	// alice is a lead, bob a director: each answers their group's approvals.
+	n := startNodeWith(t, path, def, time.Hour, &effects)
 	n.start(t)
 	_, err := n.iv.Invoke(ctx, "email.send", map[string]any{"to": "jo"}, callInv())
 	var ar *invoke.ApprovalRequired
@@ -350,10 +350,10 @@ func escalates(t *testing.T, path string) {
 	if !errors.As(err, &ar) || ar.ID != second.ID {
 		t.Fatalf("identical call: %v", err)
 	}
-	if _, err := n.iv.Resolve(ctx, "org-1", second.ID, approval.Decision{Approver: "alice", Approve: true}); !errors.Is(err, approval.ErrNotAuthorized) {
+	if _, err := n.iv.Resolve(ctx, second.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover, toolplane.GroupRolePrefix + "leads"}}); !errors.Is(err, approval.ErrNotAuthorized) {
 		t.Fatalf("a lead answered the directors' approval: %v", err)
 	}
-	if _, err := n.iv.Resolve(ctx, "org-1", second.ID, approval.Decision{Approver: "bob", Approve: true}); err != nil {
+	if _, err := n.iv.Resolve(ctx, second.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "bob", Roles: []string{toolplane.RoleApprover, toolplane.GroupRolePrefix + "directors"}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the approved call to run", func() bool { return effects.Load() == 1 })
@@ -375,7 +375,7 @@ func replaysLost(t *testing.T, path string) {
 	def := sendDef()
 	def.Annotations = toolplane.Annotations{Idempotent: true}
 	def.Replay = &toolplane.Replay{MaxAttempts: 2}
-	n := startNodeWith(t, path, def, approval.Approvers{}, time.Hour, &effects, func(o *jobs.Options) { o.SweepEvery = 100 * time.Millisecond })
+	n := startNodeWith(t, path, def, time.Hour, &effects, func(o *jobs.Options) { o.SweepEvery = 100 * time.Millisecond })
 	// A worker took the call, marked it dispatched and was lost.
 	in := callInv()
 	args := map[string]any{"to": "jo"}
@@ -439,7 +439,7 @@ func refusedReplay(t *testing.T, path string, tune func(*toolplane.Definition, *
 	in := callInv()
 	args := map[string]any{"to": "jo"}
 	tune(&def, in, args)
-	n := startNodeWith(t, path, def, approval.Approvers{"org-1": {"alice"}}, time.Hour, &effects, func(o *jobs.Options) { o.SweepEvery = 100 * time.Millisecond })
+	n := startNodeWith(t, path, def, time.Hour, &effects, func(o *jobs.Options) { o.SweepEvery = 100 * time.Millisecond })
 	argsJSON, _ := json.Marshal(args)
 	invJSON, _ := json.Marshal(in)
 	hash, _ := canonical.HashJSON(argsJSON)

@@ -53,7 +53,7 @@ type expireWorker struct {
 }
 
 func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalArgs]) error {
-	a, err := x.w.deps.Approvals.Get(ctx, job.Args.Org, job.Args.ID)
+	a, err := x.w.deps.Approvals.Find(ctx, job.Args.Org, job.Args.ID)
 	if errors.Is(err, toolplane.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("approval %s: %w", job.Args.ID, err))
 	}
@@ -131,7 +131,7 @@ func (x *executeWorker) Work(ctx context.Context, job *river.Job[ExecuteApproved
 	// unchanged (its claim was released), so a person can look at the
 	// fault and the caller may ask again.
 	x.w.opt.Logger.ErrorContext(ctx, "approved call given up", "approval", job.Args.ID, "attempts", job.Attempt, "err", err)
-	a, gerr := x.w.deps.Approvals.Get(ctx, job.Args.Org, job.Args.ID)
+	a, gerr := x.w.deps.Approvals.Find(ctx, job.Args.Org, job.Args.ID)
 	if gerr != nil {
 		return fmt.Errorf("approval %s: %w (after %w)", job.Args.ID, gerr, err)
 	}

@@ -210,7 +210,7 @@ func TestApprovalRoundTripWithTheTypeScriptSDKAndTheInspector(t *testing.T) {
 		}
 	}
 
-	if _, err := iv.Resolve(t.Context(), "org-1", id, approval.Decision{Approver: "ada", Approve: true}); err != nil {
+	if _, err := iv.Resolve(t.Context(), id, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "ada", Roles: []string{toolplane.RoleApprover}}); err != nil {
 		t.Fatal(err)
 	}
 	done := clients.tsCall(t, url, key, "demo_refund_order", refundJSON, `{"toolplane/authorized_by":"`+id+`"}`)
@@ -274,7 +274,7 @@ func TestApprovalOfAnUpstreamToolIsShownByTheTypeScriptSDK(t *testing.T) {
 	set.UseRegistry(reg)
 	set.Start(context.Background(), 20*time.Second)
 	t.Cleanup(set.Close)
-	approvals := approval.New(store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)
+	approvals := approval.New(store, nil, time.Hour)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Remotes: set, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

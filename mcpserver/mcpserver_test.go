@@ -50,7 +50,7 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)
+	approvals := approval.New(store, nil, time.Hour)
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
 	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1",
@@ -112,7 +112,7 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 	if err != nil || !r.IsError || approvalID == "" || !strings.Contains(text(r), "waits for a person's approval") {
 		t.Fatalf("refund: %+v %v", r, err)
 	}
-	if _, err := iv.Resolve(ctx, "org-1", approvalID, approval.Decision{Approver: "ada", Approve: true}); err != nil {
+	if _, err := iv.Resolve(ctx, approvalID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "ada", Roles: []string{toolplane.RoleApprover}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := iv.ExecuteApproved(ctx, "org-1", approvalID); err != nil { // what the background job does

@@ -82,7 +82,7 @@ func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Conf
 	set.UseRegistry(reg)
 	set.Start(ctx, 20*time.Second)
 	t.Cleanup(set.Close)
-	approvals := approval.New(store, approval.Approvers{"org-1": {"ada"}}, nil, time.Hour)
+	approvals := approval.New(store, nil, time.Hour)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Remotes: set, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func (e *env) approveAndRun(t *testing.T, tool, args, run string) toolplane.Resu
 	if !errors.As(err, &ar) {
 		t.Fatalf("%s: want approval required, got %v", tool, err)
 	}
-	if _, err := e.approvals.Resolve(e.ctx, "org-1", ar.ID, approval.Decision{Approver: "ada", Approve: true}, e.iv.CheckApproval); err != nil {
+	if _, err := e.approvals.Resolve(e.ctx, ar.ID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "ada", Roles: []string{toolplane.RoleApprover}}, e.iv.CheckApproval); err != nil {
 		t.Fatal(err)
 	}
 	in := e.inv(run)

@@ -14,7 +14,6 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/backend"
-	"github.com/toolplane/toolplane/httpapi"
 )
 
 // firstStartChange is the ID of the change that records a database's
@@ -65,7 +64,7 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 			Tools: tools, Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
 		return minted{c, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret))}, nil
 	}
-	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{httpapi.RolePlatformAdmin, httpapi.RoleApprover, httpapi.RoleAuditor}, nil)
+	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{toolplane.RolePlatformAdmin, toolplane.RoleApprover, toolplane.RoleAuditor}, nil)
 	if err != nil {
 		return err
 	}

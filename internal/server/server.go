@@ -400,7 +400,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 
 	writer := audit.NewWriter(b.Store, 0, log)
 	s.closers = append(s.closers, writer.Close)
-	approvals := approval.New(b.Store, notTheRequester{}, nil, 0)
+	approvals := approval.New(b.Store, nil, 0)
 	meters := metrics.New(metrics.Pending(b.Store), log)
 	upstreams.UseRegistry(reg)
 	// The operator's stored settings are applied before the first tool

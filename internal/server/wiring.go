@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/subtle"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/toolfile"
@@ -40,21 +38,6 @@ func loadTools(dir string, stderr io.Writer) ([]toolplane.Definition, error) {
 		defs = append(defs, d)
 	}
 	return defs, nil
-}
-
-// notTheRequester lets any person the API has already checked for the
-// approver role (and, for an approval routed to a group, membership of it)
-// answer an approval, except the principal that asked and the person it
-// asked for.
-type notTheRequester struct{}
-
-func (notTheRequester) CanApprove(_ context.Context, _, approver string, a *toolplane.Approval) bool {
-	if approver == "" || approver == a.PrincipalID {
-		return false
-	}
-	// Nor the person the call was made on behalf of.
-	inv, err := approval.DecodeInvocation(a.Invocation)
-	return err == nil && approver != inv.UserID
 }
 
 // serveBindings resolves definitions against the handlers compiled into

@@ -1,0 +1,199 @@
+package apikey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// Errors of the key service beside its refusals (*toolplane.DeniedError
+// wrapping ErrNotAuthorized) and toolplane.ErrNotFound.
+var (
+	// ErrNotAuthorized: the caller's roles do not allow the operation on
+	// keys.
+	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to manage keys")
+	// ErrNotStored: the store refused the new credential (a subject,
+	// role or tool it cannot hold).
+	ErrNotStored = errors.New("the key could not be stored")
+	// ErrChanged: the credential changed while it was being revoked.
+	ErrChanged = toolplane.Refine(toolplane.ErrConflict, "the key changed meanwhile")
+)
+
+// InvalidError is a key request that cannot be minted: Field is the
+// request's part at fault (a JSON pointer, "/kind"), Why says what it
+// must be.
+type InvalidError struct {
+	Field, Why string
+}
+
+func (e *InvalidError) Error() string { return e.Why }
+
+// Unwrap answers toolplane.ErrInvalid, the kind of the error.
+func (e *InvalidError) Unwrap() error { return toolplane.ErrInvalid }
+
+// Keys mints, lists and revokes the API keys of an organization, each
+// operation authorized from the credential of the person asking, so every
+// door (REST, the console, the CLI through REST) applies the same rules:
+// a platform_admin mints and revokes, an auditor may list too.
+type Keys struct {
+	store toolplane.CredentialStore
+	cache *Cache
+	now   func() time.Time
+}
+
+// KeysConfig wires a Keys service.
+type KeysConfig struct {
+	Store toolplane.CredentialStore
+	// Cache, when set, is the node's cache of verified keys, which a
+	// revocation clears so that this node refuses the key at once.
+	Cache *Cache
+	Now   func() time.Time
+}
+
+// NewKeys answers a key service.
+func NewKeys(cfg KeysConfig) *Keys {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Keys{store: cfg.Store, cache: cfg.Cache, now: cfg.Now}
+}
+
+// MayManage refuses a caller who may not mint or revoke keys: a
+// platform_admin does.
+func MayManage(by *toolplane.Credential, what string) error {
+	if !by.HasAnyRole(toolplane.RolePlatformAdmin) {
+		return toolplane.Refuse(by, ErrNotAuthorized, what+" needs the platform_admin role")
+	}
+	return nil
+}
+
+// MayList refuses a caller who may not list keys: a platform_admin or an
+// auditor does.
+func MayList(by *toolplane.Credential) error {
+	if !by.HasAnyRole(toolplane.RolePlatformAdmin, toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, ErrNotAuthorized, "listing keys needs the platform_admin or auditor role")
+	}
+	return nil
+}
+
+// NewKey is a key to mint.
+type NewKey struct {
+	Kind    toolplane.CredentialKind
+	Subject string
+	// Roles are a person's roles; an agent's key holds at most
+	// toolplane.RoleActForUsers.
+	Roles []string
+	// Tools narrow an agent's key to tool names or glob patterns.
+	Tools     []string
+	Label     string
+	ExpiresAt time.Time
+}
+
+// check answers what is wrong with k: an *InvalidError, or a
+// *toolplane.TooLongError for a part past its bound.
+func (k *NewKey) check() error {
+	switch {
+	case k.Kind != toolplane.CredentialAgent && k.Kind != toolplane.CredentialPerson:
+		return &InvalidError{Field: "/kind", Why: `kind must be "agent" or "person"`}
+	case k.Subject == "":
+		return &InvalidError{Field: "/subject", Why: "subject names the agent identity or the person"}
+	case k.Kind == toolplane.CredentialAgent && (len(k.Roles) > 1 || len(k.Roles) == 1 && k.Roles[0] != toolplane.RoleActForUsers):
+		return &InvalidError{Field: "/roles", Why: "an agent's key carries tools, and no role but " + toolplane.RoleActForUsers}
+	case k.Kind == toolplane.CredentialPerson && len(k.Tools) > 0:
+		return &InvalidError{Field: "/tools", Why: "a person's key carries roles, not tools"}
+	}
+	checks := []error{toolplane.CheckLen("subject", k.Subject, toolplane.MaxRefLen), toolplane.CheckLen("label", k.Label, toolplane.MaxRefLen)}
+	for i, v := range k.Roles {
+		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("roles[%d]", i), v, toolplane.MaxRefLen))
+	}
+	for i, v := range k.Tools {
+		checks = append(checks, toolplane.CheckLen(fmt.Sprintf("tools[%d]", i), v, toolplane.MaxNameLen))
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	for i, p := range k.Tools {
+		// A pattern that cannot match would narrow the key to nothing,
+		// silently: refuse it where it is written.
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			return &InvalidError{Field: fmt.Sprintf("/tools/%d", i), Why: fmt.Sprintf("tools[%d] %q is not a tool name or glob pattern", i, p)}
+		}
+	}
+	return nil
+}
+
+// Create mints a key for k in the caller's organization, recorded as
+// minted by the caller, who must be a platform_admin. It answers the key,
+// which is shown once and stored only as a hash, and its credential.
+func (s *Keys) Create(ctx context.Context, k NewKey, by *toolplane.Credential) (key string, cred *toolplane.Credential, err error) {
+	if err := MayManage(by, "creating keys"); err != nil {
+		return "", nil, err
+	}
+	if err := k.check(); err != nil {
+		return "", nil, err
+	}
+	id, secret, err := New(k.Kind)
+	if err != nil {
+		return "", nil, fmt.Errorf("mint a key: %w", err)
+	}
+	cred = &toolplane.Credential{ID: id, OrganizationID: by.OrganizationID, Kind: k.Kind, Subject: k.Subject,
+		Roles: k.Roles, Tools: k.Tools, Hash: Hash(secret), Label: k.Label, CreatedAt: s.now(),
+		ExpiresAt: k.ExpiresAt, CreatedBy: by.Subject}
+	if err := s.store.InsertCredential(ctx, cred); err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrNotStored, err)
+	}
+	return Key(id, secret), cred, nil
+}
+
+// List answers the caller's organization's credentials (revoked and
+// expired included, never a secret), after the cursor, to a platform_admin
+// or an auditor.
+func (s *Keys) List(ctx context.Context, after string, limit int, by *toolplane.Credential) ([]toolplane.Credential, string, error) {
+	if err := MayList(by); err != nil {
+		return nil, "", err
+	}
+	cs, next, err := s.store.ListCredentials(ctx, by.OrganizationID, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list keys: %w", err)
+	}
+	return cs, next, nil
+}
+
+// Revoke revokes the key id of the caller's organization, for a
+// platform_admin; revoking a revoked key answers it as it is. Another
+// organization's key is not found (toolplane.ErrNotFound), so its
+// existence is not disclosed. This node refuses the key from the moment
+// Revoke answers; other nodes within their cache's time to live.
+func (s *Keys) Revoke(ctx context.Context, id string, by *toolplane.Credential) (*toolplane.Credential, error) {
+	if err := MayManage(by, "revoking keys"); err != nil {
+		return nil, err
+	}
+	if err := toolplane.CheckLen("key id", id, toolplane.MaxRefLen); err != nil {
+		return nil, err
+	}
+	cred, err := s.store.GetCredential(ctx, id)
+	if err == nil && cred.OrganizationID != by.OrganizationID {
+		err = toolplane.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("revoke key %s: %w", id, err)
+	}
+	if cred.RevokedAt.IsZero() {
+		cred.RevokedAt = s.now()
+		ok, err := s.store.UpdateCredential(ctx, cred)
+		if err != nil {
+			return nil, fmt.Errorf("revoke key %s: %w: %w", id, ErrChanged, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("revoke key %s: %w", id, ErrChanged)
+		}
+	}
+	s.cache.Forget(cred.ID)
+	return cred, nil
+}
