@@ -2,11 +2,8 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,23 +14,10 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/storetest"
 )
-
-// dsnVariable names the environment variable holding the test database's
-// DSN. Without it the tests that need a server skip.
-const dsnVariable = "TOOLPLANE_TEST_POSTGRES"
-
-// testDSN answers the test database's DSN, or skips t.
-func testDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv(dsnVariable)
-	if dsn == "" {
-		t.Skip("set " + dsnVariable + " to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the PostgreSQL store tests")
-	}
-	return dsn
-}
 
 // testConns is each test pool's size: fewer connections than the suite's
 // concurrent writers, so they contend for them as on a busy node.
@@ -45,42 +29,17 @@ const testConns = 4
 // one schema, so waiting for a slot never deadlocks.
 var schemaSlots = make(chan struct{}, 8)
 
-// newSchema creates an empty schema and answers its name, quoted as an
-// identifier, taking a slot until t ends.
+// newSchema creates an empty schema (pgtest.Schema) and answers its name,
+// taking a slot until t ends.
 func newSchema(t testing.TB) string {
 	t.Helper()
-	dsn := testDSN(t)
+	dsn := pgtest.DSN(t)
 	schemaSlots <- struct{}{}
 	t.Cleanup(func() { <-schemaSlots })
-	return createSchema(t, dsn)
+	return pgtest.Schema(t, dsn)
 }
 
-// createSchema creates an empty schema of a random name and answers its
-// name, quoted as an identifier. t.Cleanup drops it, with everything in it; cleanups run last in,
-// first out, so the pools opened on it afterwards are closed first.
-func createSchema(t testing.TB, dsn string) string {
-	t.Helper()
-	b := make([]byte, 8)
-	rand.Read(b)
-	name := pgx.Identifier{"tp_" + hex.EncodeToString(b)}.Sanitize()
-	ctx := context.Background() // t's context is done before cleanups run
-	admin := func(sql string) {
-		t.Helper()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatalf("connect to %s: %v", dsnVariable, err)
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	admin(`CREATE SCHEMA ` + name)
-	t.Cleanup(func() { admin(`DROP SCHEMA ` + name + ` CASCADE`) })
-	return name
-}
-
-// openPool answers a pool whose connections have searchPath (quoted schema
+// openPool answers a pool whose connections have searchPath (schema
 // names) as their search_path, closed by t.Cleanup.
 func openPool(t testing.TB, searchPath ...string) *pgxpool.Pool {
 	t.Helper()
@@ -90,9 +49,9 @@ func openPool(t testing.TB, searchPath ...string) *pgxpool.Pool {
 // openPoolMode is openPool with the pool's query execution mode set.
 func openPoolMode(t testing.TB, mode pgx.QueryExecMode, searchPath ...string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testDSN(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
 	if err != nil {
-		t.Fatalf("parse %s: %v", dsnVariable, err)
+		t.Fatalf("parse %s: %v", pgtest.DSNVariable, err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = strings.Join(searchPath, ", ")
 	cfg.ConnConfig.DefaultQueryExecMode = mode
@@ -117,7 +76,7 @@ func newTestStore(t testing.TB) *Store {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	testDSN(t)
+	pgtest.DSN(t)
 	if testing.Short() {
 		t.Skip("the conformance suite on PostgreSQL, a schema per case, takes minutes; it is left out of -short (the SQLite store runs it there)")
 	}
@@ -129,7 +88,7 @@ func TestConformance(t *testing.T) {
 // text, as a pool behind a transaction-pooling proxy (PgBouncer) must.
 func TestConformanceSimpleProtocol(t *testing.T) {
 	t.Parallel()
-	testDSN(t)
+	pgtest.DSN(t)
 	if testing.Short() {
 		t.Skip("the conformance suite over the simple protocol takes minutes; it is left out of -short")
 	}
@@ -149,7 +108,7 @@ func TestMaintenance(t *testing.T) {
 
 func TestMigrations(t *testing.T) {
 	t.Parallel()
-	testDSN(t)
+	pgtest.DSN(t)
 	embedded, err := migrations()
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +178,7 @@ func TestMigrateFindsItsOwnSchema(t *testing.T) {
 	if err := New(openPool(t, migrated)).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	fresh := createSchema(t, testDSN(t))
+	fresh := pgtest.Schema(t, pgtest.DSN(t))
 	s := New(openPool(t, fresh, migrated))
 
 	status, err := s.MigrationStatus(ctx)
