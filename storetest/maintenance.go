@@ -45,15 +45,11 @@ func RunMaintenance(t *testing.T, newStore func(t *testing.T) MaintenanceStore, 
 	if badLimit == nil {
 		t.Fatal("RunMaintenance needs the backend's limit error")
 	}
-	t.Run("Maintenance", func(t *testing.T) {
-		t.Parallel()
-		for _, c := range maintenanceCases {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.run(t, newStore(t), badLimit)
-			})
-		}
-	})
+	var checks []check
+	for _, c := range maintenanceCases {
+		checks = append(checks, check{c.name, func(t *testing.T) { c.run(t, newStore(t), badLimit) }})
+	}
+	runChecks(t, "Maintenance", checks)
 }
 
 // maintenanceNow is the sweeps' present in the maintenance checks.

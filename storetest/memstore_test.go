@@ -970,8 +970,34 @@ func (m *memStore) ListUpstreamToolSettings(context.Context) ([]toolplane.Upstre
 }
 
 // The maintenance reads cross organizations; each is the contract's
-// sentence in jobs.Maintenance written as a loop. A zero lease or
+// sentence in jobs.Maintenance written as a filter. A zero lease or
 // resolution time is "none", never "long ago".
+
+// pick answers the rows that match, in order (none: any), at most limit.
+func pick[K comparable, V any](rows map[K]V, match func(V) bool, order func(a, b V) int, limit int) []V {
+	var out []V
+	for _, r := range rows {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	if order != nil {
+		slices.SortFunc(out, order)
+	}
+	return out[:min(limit, len(out))]
+}
+
+// prune deletes at most limit of the rows that match and answers how many.
+func prune[K comparable, V any](rows map[K]V, match func(V) bool, limit int) int {
+	n := 0
+	for k, r := range rows {
+		if n < limit && match(r) {
+			delete(rows, k)
+			n++
+		}
+	}
+	return n
+}
 
 func (m *memStore) ExpiredClaims(_ context.Context, before time.Time, limit int) ([]toolplane.Claim, error) {
 	if err := checkLimit(limit); err != nil {
@@ -979,14 +1005,9 @@ func (m *memStore) ExpiredClaims(_ context.Context, before time.Time, limit int)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []toolplane.Claim
-	for _, c := range m.claims {
-		if c.Status == toolplane.ClaimProcessing && !c.LeaseUntil.IsZero() && c.LeaseUntil.Before(keep(before)) {
-			out = append(out, storedClaim(c))
-		}
-	}
-	slices.SortFunc(out, func(a, b toolplane.Claim) int { return a.LeaseUntil.Compare(b.LeaseUntil) })
-	return out[:min(limit, len(out))], nil
+	return pick(m.claims, func(c toolplane.Claim) bool {
+		return c.Status == toolplane.ClaimProcessing && !c.LeaseUntil.IsZero() && c.LeaseUntil.Before(keep(before))
+	}, func(a, b toolplane.Claim) int { return a.LeaseUntil.Compare(b.LeaseUntil) }, limit), nil
 }
 
 func (m *memStore) DeleteCompletedClaims(_ context.Context, before time.Time, limit int) (int, error) {
@@ -995,14 +1016,9 @@ func (m *memStore) DeleteCompletedClaims(_ context.Context, before time.Time, li
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for k, c := range m.claims {
-		if n < limit && c.Status == toolplane.ClaimCompleted && c.UpdatedAt.Before(keep(before)) {
-			delete(m.claims, k)
-			n++
-		}
-	}
-	return n, nil
+	return prune(m.claims, func(c toolplane.Claim) bool {
+		return c.Status == toolplane.ClaimCompleted && c.UpdatedAt.Before(keep(before))
+	}, limit), nil
 }
 
 func (m *memStore) ApprovedApprovals(_ context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
@@ -1011,14 +1027,9 @@ func (m *memStore) ApprovedApprovals(_ context.Context, since time.Time, limit i
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []toolplane.Approval
-	for _, a := range m.approvals {
-		if a.Status == toolplane.ApprovalApproved && !a.ResolvedAt.IsZero() && !a.ResolvedAt.Before(keep(since)) {
-			out = append(out, storedApproval(a))
-		}
-	}
-	slices.SortFunc(out, func(a, b toolplane.Approval) int { return a.ResolvedAt.Compare(b.ResolvedAt) })
-	return out[:min(limit, len(out))], nil
+	return pick(m.approvals, func(a toolplane.Approval) bool {
+		return a.Status == toolplane.ApprovalApproved && !a.ResolvedAt.IsZero() && !a.ResolvedAt.Before(keep(since))
+	}, func(a, b toolplane.Approval) int { return a.ResolvedAt.Compare(b.ResolvedAt) }, limit), nil
 }
 
 // deadLocked reports whether the node instance id is known and silent
@@ -1034,13 +1045,9 @@ func (m *memStore) OrphanedClaims(_ context.Context, deadBefore time.Time, limit
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []toolplane.Claim
-	for _, c := range m.claims {
-		if len(out) < limit && c.Status == toolplane.ClaimProcessing && m.deadLocked(c.Node, deadBefore) {
-			out = append(out, storedClaim(c))
-		}
-	}
-	return out, nil
+	return pick(m.claims, func(c toolplane.Claim) bool {
+		return c.Status == toolplane.ClaimProcessing && m.deadLocked(c.Node, deadBefore)
+	}, nil, limit), nil
 }
 
 func (m *memStore) DeleteDeadNodes(_ context.Context, before time.Time, limit int) (int, error) {
@@ -1055,12 +1062,5 @@ func (m *memStore) DeleteDeadNodes(_ context.Context, before time.Time, limit in
 			busy[c.Node] = true
 		}
 	}
-	n := 0
-	for id := range m.nodes {
-		if n < limit && !busy[id] && m.deadLocked(id, before) {
-			delete(m.nodes, id)
-			n++
-		}
-	}
-	return n, nil
+	return prune(m.nodes, func(n toolplane.Node) bool { return !busy[n.ID] && m.deadLocked(n.ID, before) }, limit), nil
 }

@@ -75,15 +75,11 @@ func RunMigrations(t *testing.T, m Migrations) {
 	if len(m.Embedded) == 0 {
 		t.Fatal("no migrations embedded")
 	}
-	t.Run("Migrations", func(t *testing.T) {
-		t.Parallel()
-		for _, c := range migrationCases {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.run(t, m)
-			})
-		}
-	})
+	var checks []check
+	for _, c := range migrationCases {
+		checks = append(checks, check{c.name, func(t *testing.T) { c.run(t, m) }})
+	}
+	runChecks(t, "Migrations", checks)
 }
 
 // testMigrationsNumberedInOrder: versions run 1, 2, 3, ... and none is
