@@ -169,6 +169,9 @@ func testMaintenanceApprovedApprovals(t *testing.T, s MaintenanceStore, _ error)
 	if got, want := strings.Join(ids, " "), "org-b/apr-1 org-a/apr-2"; err != nil || got != want {
 		t.Errorf("ApprovedApprovals = %q, %v; want %q", got, err, want)
 	}
+	if approved, err := s.ApprovedApprovals(ctx, now.Add(-time.Minute), 1); err != nil || len(approved) != 1 || approved[0].ID != "apr-1" {
+		t.Errorf("ApprovedApprovals(limit 1) = %+v, %v; want apr-1 alone", approved, err)
+	}
 }
 
 // testMaintenanceDeadNodes: OrphanedClaims answers the processing claims
@@ -223,6 +226,9 @@ func testMaintenanceDeadNodes(t *testing.T, s MaintenanceStore, _ error) {
 	slices.Sort(got)
 	if want := []string{"org-n/held-dead", "org-n/held-retired"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("OrphanedClaims = %v, %v; want %v", got, err, want)
+	}
+	if orphaned, err := s.OrphanedClaims(ctx, now.Add(-time.Minute), 1); err != nil || len(orphaned) != 1 {
+		t.Errorf("OrphanedClaims(limit 1) = %d claims, %v; want 1", len(orphaned), err)
 	}
 	if n, err := s.DeleteDeadNodes(ctx, now.Add(-time.Minute), 10); n != 1 || err != nil {
 		t.Errorf("DeleteDeadNodes = %d, %v; want 1 (dead-idle)", n, err)
