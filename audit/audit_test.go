@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -17,22 +16,8 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
-
-func newStore(t *testing.T) (*sqlite.Store, *sql.DB) {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := sqlite.New(db)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s, db
-}
 
 var discard = slog.New(slog.DiscardHandler)
 
@@ -183,7 +168,7 @@ func TestNewWriterQueueSize(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ queue, want int }{{0, 4096}, {-1, 4096}, {1, 1}, {64, 64}}
 	for _, tt := range tests {
-		s, _ := newStore(t)
+		s := sqlitetest.New(t)
 		w := NewWriter(s, tt.queue, nil)
 		if got := cap(w.ch); got != tt.want {
 			t.Errorf("NewWriter(queue %d) has room for %d, want %d", tt.queue, got, tt.want)
@@ -209,7 +194,7 @@ func TestEventsQueuedWithoutWaitingAreAllStoredInQueueOrderByClose(t *testing.T)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, db := newStore(t)
+			s, db := sqlitetest.NewDB(t)
 			w := NewWriter(s, tt.queue, discard)
 			var want []toolplane.AuditEvent
 			for i := range tt.n {
@@ -233,7 +218,7 @@ func TestEventsQueuedWithoutWaitingAreAllStoredInQueueOrderByClose(t *testing.T)
 
 func TestAppendWithWaitReturnsOnlyOnceTheEventIsStored(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := sqlitetest.New(t)
 	w := NewWriter(s, 0, discard)
 	defer w.Close()
 	for i := range 50 {
@@ -253,7 +238,7 @@ func TestAppendWithWaitReturnsOnlyOnceTheEventIsStored(t *testing.T) {
 
 func TestAppendWithWaitBlocksWhileTheStoreHasNotCommitted(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := sqlitetest.New(t)
 	g := gate(s)
 	w := NewWriter(g, 0, discard)
 	done := make(chan error, 1)
@@ -276,7 +261,7 @@ func TestAppendWithWaitBlocksWhileTheStoreHasNotCommitted(t *testing.T) {
 
 func TestAppendAfterCloseAnswersErrClosed(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := sqlitetest.New(t)
 	w := NewWriter(s, 0, discard)
 	if err := w.Append(context.Background(), event(1), false); err != nil {
 		t.Fatal(err)
@@ -295,7 +280,7 @@ func TestAppendAfterCloseAnswersErrClosed(t *testing.T) {
 
 func TestFullQueueAppliesBackpressureAndDropsNothing(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := sqlitetest.New(t)
 	g := gate(s)
 	w := hold(t, g, 1, discard)
 	if err := w.Append(context.Background(), event(1), false); err != nil { // fills the queue
@@ -336,7 +321,7 @@ func TestFullQueueAppliesBackpressureAndDropsNothing(t *testing.T) {
 
 func TestFullQueueWithoutAGateStoresEverything(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := sqlitetest.New(t)
 	w := NewWriter(s, 1, discard)
 	const n = 500
 	for i := range n {
@@ -352,7 +337,7 @@ func TestFullQueueWithoutAGateStoresEverything(t *testing.T) {
 
 func TestBatchWithADuplicateStoresTheOthersAndFailsOnlyTheDuplicate(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := sqlitetest.New(t)
 	// An event already in the store, and one the batch itself repeats.
 	if err := s.AppendAudit(context.Background(), event(9)); err != nil {
 		t.Fatal(err)
@@ -428,7 +413,7 @@ func TestBatchWithADuplicateStoresTheOthersAndFailsOnlyTheDuplicate(t *testing.T
 
 func TestFailedBatchCommitFallsBackToOneEventAtATime(t *testing.T) {
 	t.Parallel()
-	s, db := newStore(t)
+	s, db := sqlitetest.NewDB(t)
 	g := gate(s)
 	g.failBatch = true
 	w := hold(t, g, 0, discard)
@@ -474,7 +459,7 @@ func TestCancelledContextEndsABlockedAppend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, _ := newStore(t)
+			s := sqlitetest.New(t)
 			g := gate(s)
 			w := hold(t, g, 1, discard)
 			if !tt.wait {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // The audit trail is read by auditors (platform_admin holds every role), in
@@ -14,7 +15,7 @@ import (
 // shows, before the store is read.
 func TestTrailIsReadByAuditorsOfTheOrganization(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := sqlitetest.New(t)
 	ctx := context.Background()
 	for i, org := range []string{"org-1", "org-1", "org-2"} {
 		ev := &toolplane.AuditEvent{ID: "aud_" + string(rune('a'+i)), OrganizationID: org, RunID: "run-1", Tool: "payments.refund",

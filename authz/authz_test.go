@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,22 +12,12 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func def(name, version string, approval bool) toolplane.Definition {
 	return toolplane.Definition{
@@ -44,21 +33,13 @@ type fixture struct {
 	svc   *authz.Service
 	store *sqlite.Store
 	reg   *registry.Registry
-	clock *clock
+	clock *testclock.Clock
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "authz.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.New(t)
 	names := []string{"payments.refund_order", "payments.get_order", "crm.delete_customer", "crm.lookup"}
 	hs := map[string]bool{}
 	for _, n := range names {
@@ -76,7 +57,7 @@ func newFixture(t *testing.T) *fixture {
 	}); len(ps) != 0 {
 		t.Fatal(ps)
 	}
-	c := &clock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	c := testclock.New(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
 	return &fixture{ctx: ctx, store: store, reg: reg, clock: c, svc: authz.New(store, reg, nil, c.Now)}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,48 +11,30 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/compat"
+	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 type fixture struct {
 	ctx   context.Context
 	store *sqlite.Store
 	reg   *registry.Registry
 	svc   *catalog.Service
-	clock *clock
+	clock *testclock.Clock
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.New(t)
 	opt := registry.Options{Bindings: registry.Static{Handlers: map[string]bool{"payments.refund_order": false, "payments.get_order": false, "crm.lookup": false}}}
 	reg, _, err := registry.Build(nil, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{t: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	c := testclock.New(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
 	return &fixture{ctx: ctx, store: store, reg: reg, clock: c,
 		svc: catalog.New(catalog.Config{Store: store, Registry: reg, Options: opt, Now: c.Now})}
 }

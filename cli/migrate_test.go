@@ -2,15 +2,14 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolplane/toolplane/postgres/pgtest"
 )
 
 func TestMigrateSQLite(t *testing.T) {
@@ -40,26 +39,15 @@ func TestMigrateSQLite(t *testing.T) {
 
 func TestMigratePostgres(t *testing.T) {
 	t.Parallel()
-	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the PostgreSQL tests")
-	}
+	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	admin, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(admin.Close)
-	schema := fmt.Sprintf("tp_cli_%d", rand.Uint32())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	scoped := dsn + sep + "search_path=" + schema
+	schema := pgtest.Schema(t, dsn)
+	scoped := pgtest.InSchema(dsn, schema)
 	code, out, errOut := run("migrate", "--database", scoped, "up")
 	if code != 0 || !strings.HasPrefix(out, "postgres ") || !strings.Contains(out, "applied") {
 		t.Fatalf("up: %d %q %q", code, out, errOut)

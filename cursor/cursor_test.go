@@ -3,7 +3,9 @@ package cursor
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 )
@@ -42,5 +44,37 @@ func TestCursorRefusesWhatEncodeCannotMake(t *testing.T) {
 		if _, _, err := Decode(c, Audit, 1); !errors.Is(err, ErrMalformed) || !errors.Is(err, toolplane.ErrBadCursor) {
 			t.Errorf("%s: err = %v, want ErrMalformed, a toolplane.ErrBadCursor", name, err)
 		}
+	}
+}
+
+// TestCursorRoundTripAtTheStoresEdges: what the stores put in a cursor
+// (a claim's tool and key, any byte, the zero time as a NOT NULL column
+// holds it) comes back whole, and only for the part count and the list it
+// was made for.
+func TestCursorRoundTripAtTheStoresEdges(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		createdAt int64
+		parts     []string
+	}{
+		{"claim", 1_741_946_966_535_897, []string{"payments.refund_order", "5:run-1"}},
+		{"any byte", -1, []string{"\x00\xff", ""}},
+		{"zero time", time.Time{}.UnixMicro(), []string{"id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Encode(Claims, tt.createdAt, tt.parts...)
+			at, parts, err := Decode(c, Claims, len(tt.parts))
+			if err != nil || at != tt.createdAt || strings.Join(parts, "|") != strings.Join(tt.parts, "|") {
+				t.Errorf("decode(encode) = %d, %q, %v", at, parts, err)
+			}
+			if _, _, err := Decode(c, Claims, len(tt.parts)+1); err == nil {
+				t.Error("decoding with one part too many succeeded")
+			}
+			if _, _, err := Decode(c, Audit, len(tt.parts)); err == nil {
+				t.Error("decoding as another list's cursor succeeded")
+			}
+		})
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,50 +14,26 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/canonical"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
-// clock is a settable test clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// newClock answers the tests' settable clock at their start time.
+func newClock() *testclock.Clock {
+	return testclock.New(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func openStore(t testing.TB, path string) *sqlite.Store {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := sqlite.New(db)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func newStore(t testing.TB) *sqlite.Store {
-	return openStore(t, filepath.Join(t.TempDir(), "toolplane.db"))
-}
+// openStore and newStore are the shared ways to open a real test store
+// (a migrated file at a path, a fresh one), under the names this
+// package's tests call them by.
+var (
+	openStore = sqlitetest.Open
+	newStore  = sqlitetest.New
+)
 
 // counting wraps a policy and counts decisions.
 type counting struct {
@@ -100,7 +74,7 @@ func def(name string, effect toolplane.Effect, mutate ...func(*toolplane.Definit
 type env struct {
 	t         testing.TB
 	store     *sqlite.Store
-	clock     *clock
+	clock     *testclock.Clock
 	iv        *invoke.Invoker
 	approvals *approval.Service
 	policy    *counting

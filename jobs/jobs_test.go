@@ -4,17 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
@@ -24,6 +19,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jobs"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -57,27 +53,12 @@ func sendDef() toolplane.Definition {
 func databases(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{"sqlite": filepath.Join(t.TempDir(), "toolplane.db")}
-	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Log("PostgreSQL not tested: set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	dsn, ok := pgtest.LookupDSN()
+	if !ok {
+		t.Log("PostgreSQL not tested: set " + pgtest.DSNVariable + " to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
 		return out
 	}
-	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	schema := fmt.Sprintf("tp_jobs_%d", rand.Uint32())
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	out["postgres"] = dsn + sep + "search_path=" + schema
+	out["postgres"] = pgtest.SchemaDSN(t, dsn)
 	return out
 }
 

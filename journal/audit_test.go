@@ -6,17 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/backend"
 	"github.com/toolplane/toolplane/journal"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 )
 
 // settleEvent answers the audit event a reconciliation by by stores.
@@ -32,24 +30,10 @@ func backends(t *testing.T) map[string]backend.Store {
 	t.Helper()
 	ctx := context.Background()
 	dsns := map[string]string{"sqlite": filepath.Join(t.TempDir(), "toolplane.db")}
-	if dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES"); dsn != "" {
-		admin, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(admin.Close)
-		schema := fmt.Sprintf("tp_journal_%d", rand.Uint32())
-		if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		dsns["postgres"] = dsn + sep + "search_path=" + schema
+	if dsn, ok := pgtest.LookupDSN(); ok {
+		dsns["postgres"] = pgtest.SchemaDSN(t, dsn)
 	} else {
-		t.Log("PostgreSQL not tested: set TOOLPLANE_TEST_POSTGRES")
+		t.Log("PostgreSQL not tested: set " + pgtest.DSNVariable)
 	}
 	out := map[string]backend.Store{}
 	for name, dsn := range dsns {

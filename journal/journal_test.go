@@ -5,50 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 14, 9, 26, 53, 589000, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := sqlite.New(db)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
+// newClock answers the tests' settable clock at their start time.
+func newClock() *testclock.Clock {
+	return testclock.New(time.Date(2026, 3, 14, 9, 26, 53, 589000, time.UTC))
 }
 
 const lease = time.Minute
@@ -56,13 +27,13 @@ const lease = time.Minute
 // fixture is a journal over a fresh store with a settable clock.
 type fixture struct {
 	store *sqlite.Store
-	clock *clock
+	clock *testclock.Clock
 	j     *journal.Journal
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	s := newStore(t)
+	s := sqlitetest.New(t)
 	c := newClock()
 	return &fixture{store: s, clock: c, j: journal.New(s, c.Now)}
 }

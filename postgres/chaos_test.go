@@ -23,6 +23,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -148,25 +149,13 @@ func TestChaosThreeNodesOneKilled(t *testing.T) {
 		chaosNode(t)
 		return
 	}
-	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the chaos test")
-	}
+	dsn := pgtest.DSN(t)
 	if testing.Short() {
 		t.Skip("the chaos test runs three node processes for several seconds; it is left out of -short")
 	}
 	const nKeys = 1000
 	ctx := context.Background()
-	schema := fmt.Sprintf("tp_chaos_%d", rand.Uint32())
-	admin, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close) // runs after the schema is dropped (cleanups run last first)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+	schema := pgtest.Schema(t, dsn)
 	pool, err := chaosPool(ctx, dsn, schema)
 	if err != nil {
 		t.Fatal(err)

@@ -17,13 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -108,18 +107,9 @@ func TestScaleOutWriteThroughput(t *testing.T) {
 		t.Skip("set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN and TOOLPLANE_BENCH_NODES=1 to measure write throughput with 1, 2 and 3 nodes")
 	}
 	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
 	fmt.Printf("| nodes | calls | calls/s | p50 | p99 |\n| --- | --- | --- | --- | --- |\n")
 	for nodes := 1; nodes <= 3; nodes++ {
-		schema := fmt.Sprintf("tp_bench_%d", rand.Uint32())
-		if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+		schema := pgtest.Schema(t, dsn)
 		pool, err := chaosPool(ctx, dsn, schema)
 		if err != nil {
 			t.Fatal(err)

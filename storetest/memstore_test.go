@@ -3,7 +3,6 @@ package storetest
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,6 +22,22 @@ import (
 func TestReferenceStore(t *testing.T) {
 	t.Parallel()
 	Run(t, func(t *testing.T) toolplane.Store { return newMemStore() })
+}
+
+// TestReferenceMaintenance runs the maintenance suite against memStore.
+func TestReferenceMaintenance(t *testing.T) {
+	t.Parallel()
+	RunMaintenance(t, func(t *testing.T) MaintenanceStore { return newMemStore() }, errLimit)
+}
+
+// errLimit is memStore's answer to a limit outside 1..maxLimit.
+var errLimit = fmt.Errorf("%w: limit out of range", toolplane.ErrInvalid)
+
+func checkLimit(limit int) error {
+	if limit < 1 || limit > maxLimit {
+		return fmt.Errorf("%w: %d", errLimit, limit)
+	}
+	return nil
 }
 
 // memStore is a toolplane.Store in maps under one mutex.
@@ -99,29 +114,25 @@ func storedApproval(a toolplane.Approval) toolplane.Approval {
 	return a
 }
 
-// A memCursor is the ordering key of a page's last row.
+// A memCursor is the ordering key of a page's last row, encoded as the
+// stores encode theirs (package cursor), so a cursor of one list is refused
+// by another here too.
 type memCursor struct {
 	at   int64
 	a, b string
 }
 
-func (c memCursor) String() string {
-	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "%d %q %q", c.at, c.a, c.b))
-}
+func (c memCursor) encode(list byte) string { return cursor.Encode(list, c.at, c.a, c.b) }
 
-func parseCursor(s string) (memCursor, error) {
-	var c memCursor
+func parseCursor(s string, list byte) (memCursor, error) {
 	if s == "" {
-		return c, nil
+		return memCursor{}, nil
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	at, parts, err := cursor.Decode(s, list, 2)
 	if err != nil {
-		return c, fmt.Errorf("%w: not base64url", cursor.ErrMalformed)
+		return memCursor{}, err
 	}
-	if n, err := fmt.Sscanf(string(raw), "%d %q %q", &c.at, &c.a, &c.b); err != nil || n != 3 {
-		return c, fmt.Errorf("%w: not a cursor", cursor.ErrMalformed)
-	}
-	return c, nil
+	return memCursor{at, parts[0], parts[1]}, nil
 }
 
 func (c memCursor) compare(d memCursor) int {
@@ -130,11 +141,11 @@ func (c memCursor) compare(d memCursor) int {
 
 // page answers rows (sorted by key, ascending or descending) strictly after
 // the cursor, at most limit of them, and the next cursor.
-func page[T any](rows []T, key func(T) memCursor, desc bool, after string, limit int) ([]T, string, error) {
-	if limit < 1 || limit > maxLimit {
-		return nil, "", fmt.Errorf("%w: limit %d out of range", toolplane.ErrInvalid, limit)
+func page[T any](list byte, rows []T, key func(T) memCursor, desc bool, after string, limit int) ([]T, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", err
 	}
-	cur, err := parseCursor(after)
+	cur, err := parseCursor(after, list)
 	if err != nil {
 		return nil, "", err
 	}
@@ -149,7 +160,7 @@ func page[T any](rows []T, key func(T) memCursor, desc bool, after string, limit
 			continue
 		}
 		if len(out) == limit {
-			return out, key(out[limit-1]).String(), nil
+			return out, key(out[limit-1]).encode(list), nil
 		}
 		out = append(out, r)
 	}
@@ -301,7 +312,7 @@ func (m *memStore) ListClaims(_ context.Context, org string, status toolplane.Cl
 			rows = append(rows, storedClaim(c))
 		}
 	}
-	return page(rows, func(c toolplane.Claim) memCursor {
+	return page(cursor.Claims, rows, func(c toolplane.Claim) memCursor {
 		return memCursor{c.CreatedAt.UnixMicro(), c.Tool, c.Key}
 	}, false, after, limit)
 }
@@ -405,7 +416,7 @@ func (m *memStore) ListApprovals(_ context.Context, org string, status toolplane
 			rows = append(rows, storedApproval(a))
 		}
 	}
-	return page(rows, approvalKey, false, after, limit)
+	return page(cursor.Approvals, rows, approvalKey, false, after, limit)
 }
 
 func (m *memStore) CountApprovals(_ context.Context, status toolplane.ApprovalStatus) (map[string]int, error) {
@@ -466,7 +477,7 @@ func (m *memStore) ListAudit(_ context.Context, org string, f toolplane.AuditFil
 			rows = append(rows, e)
 		}
 	}
-	return page(rows, func(e toolplane.AuditEvent) memCursor {
+	return page(cursor.Audit, rows, func(e toolplane.AuditEvent) memCursor {
 		return memCursor{e.CreatedAt.UnixMicro(), e.ID, ""}
 	}, true, after, limit)
 }
@@ -514,7 +525,7 @@ func (m *memStore) ListCredentials(_ context.Context, org, after string, limit i
 			rows = append(rows, storedCredential(c))
 		}
 	}
-	return page(rows, func(c toolplane.Credential) memCursor {
+	return page(cursor.Credentials, rows, func(c toolplane.Credential) memCursor {
 		return memCursor{c.CreatedAt.UnixMicro(), c.ID, ""}
 	}, false, after, limit)
 }
@@ -614,13 +625,13 @@ func (m *memStore) listVersions(org *string, f toolplane.VersionFilter) []toolpl
 func (m *memStore) ListToolVersions(_ context.Context, org string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return page(m.listVersions(&org, f), m.versionKey, false, after, limit)
+	return page(cursor.ToolVersions, m.listVersions(&org, f), m.versionKey, false, after, limit)
 }
 
 func (m *memStore) ListEveryToolVersion(_ context.Context, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return page(m.listVersions(nil, f), m.everyVersionKey, false, after, limit)
+	return page(cursor.EveryToolVersion, m.listVersions(nil, f), m.everyVersionKey, false, after, limit)
 }
 
 // UpdateToolVersion writes the lifecycle fields only.
@@ -826,7 +837,7 @@ func (m *memStore) ListChanges(_ context.Context, org, kind, subject, after stri
 			rows = append(rows, c)
 		}
 	}
-	return page(rows, func(c toolplane.Change) memCursor { return byCreation(c.CreatedAt, c.ID) }, true, after, limit)
+	return page(cursor.Changes, rows, func(c toolplane.Change) memCursor { return byCreation(c.CreatedAt, c.ID) }, true, after, limit)
 }
 
 func storedSession(s toolplane.Session) toolplane.Session {
@@ -900,8 +911,8 @@ func (m *memStore) DeleteSession(_ context.Context, org, id string) (bool, error
 }
 
 func (m *memStore) DeleteExpiredSessions(_ context.Context, now time.Time, limit int) (int, error) {
-	if limit < 1 || limit > maxLimit {
-		return 0, fmt.Errorf("limit %d out of range", limit)
+	if err := checkLimit(limit); err != nil {
+		return 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -956,4 +967,100 @@ func (m *memStore) ListUpstreamToolSettings(context.Context) ([]toolplane.Upstre
 		return cmp.Or(cmp.Compare(a.Upstream, b.Upstream), cmp.Compare(a.Tool, b.Tool))
 	})
 	return out, nil
+}
+
+// The maintenance reads cross organizations; each is the contract's
+// sentence in jobs.Maintenance written as a filter. A zero lease or
+// resolution time is "none", never "long ago".
+
+// pick answers the rows that match, in order (none: any), at most limit.
+func pick[K comparable, V any](rows map[K]V, match func(V) bool, order func(a, b V) int, limit int) []V {
+	var out []V
+	for _, r := range rows {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	if order != nil {
+		slices.SortFunc(out, order)
+	}
+	return out[:min(limit, len(out))]
+}
+
+// prune deletes at most limit of the rows that match and answers how many.
+func prune[K comparable, V any](rows map[K]V, match func(V) bool, limit int) int {
+	n := 0
+	for k, r := range rows {
+		if n < limit && match(r) {
+			delete(rows, k)
+			n++
+		}
+	}
+	return n
+}
+
+func (m *memStore) ExpiredClaims(_ context.Context, before time.Time, limit int) ([]toolplane.Claim, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return pick(m.claims, func(c toolplane.Claim) bool {
+		return c.Status == toolplane.ClaimProcessing && !c.LeaseUntil.IsZero() && c.LeaseUntil.Before(keep(before))
+	}, func(a, b toolplane.Claim) int { return a.LeaseUntil.Compare(b.LeaseUntil) }, limit), nil
+}
+
+func (m *memStore) DeleteCompletedClaims(_ context.Context, before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return prune(m.claims, func(c toolplane.Claim) bool {
+		return c.Status == toolplane.ClaimCompleted && c.UpdatedAt.Before(keep(before))
+	}, limit), nil
+}
+
+func (m *memStore) ApprovedApprovals(_ context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return pick(m.approvals, func(a toolplane.Approval) bool {
+		return a.Status == toolplane.ApprovalApproved && !a.ResolvedAt.IsZero() && !a.ResolvedAt.Before(keep(since))
+	}, func(a, b toolplane.Approval) int { return a.ResolvedAt.Compare(b.ResolvedAt) }, limit), nil
+}
+
+// deadLocked reports whether the node instance id is known and silent
+// since before.
+func (m *memStore) deadLocked(id string, before time.Time) bool {
+	n, ok := m.nodes[id]
+	return ok && n.HeartbeatAt.Before(keep(before))
+}
+
+func (m *memStore) OrphanedClaims(_ context.Context, deadBefore time.Time, limit int) ([]toolplane.Claim, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return pick(m.claims, func(c toolplane.Claim) bool {
+		return c.Status == toolplane.ClaimProcessing && m.deadLocked(c.Node, deadBefore)
+	}, nil, limit), nil
+}
+
+func (m *memStore) DeleteDeadNodes(_ context.Context, before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	busy := make(map[string]bool)
+	for _, c := range m.claims {
+		if c.Status == toolplane.ClaimProcessing {
+			busy[c.Node] = true
+		}
+	}
+	return prune(m.nodes, func(n toolplane.Node) bool { return !busy[n.ID] && m.deadLocked(n.ID, before) }, limit), nil
 }

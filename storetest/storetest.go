@@ -28,6 +28,12 @@
 // Isolation/Approvals, ...), so one check runs alone with
 // go test -run 'TestConformance/Claims/ConcurrentInsert'.
 //
+// Two more suites need more of a backend than a toolplane.Store:
+// RunMaintenance holds it to jobs.Maintenance (the background sweeps'
+// cross-organization reads and deletes), and RunMigrations to its schema
+// history (fresh, repeated and concurrent migration, and the data each
+// rewriting migration keeps).
+//
 // The contract the suite holds every backend to, beyond what the interface
 // comments say:
 //
@@ -73,11 +79,12 @@
 //     bytewise (tool, then key, for claims; ID otherwise), as PostgreSQL's
 //     COLLATE "C" does. ListClaims, ListApprovals and ListCredentials are
 //     oldest first; ListAudit and FindApprovals newest first.
-//   - Cursors are opaque and validated: a malformed one is an error that
-//     errors.Is reports as toolplane.ErrBadCursor, on every list. The next
-//     cursor is empty exactly when no row followed the page, and paging by
-//     cursor neither skips nor repeats a row while rows are written between
-//     pages.
+//   - Cursors are the cursor package's encoding, opaque to callers, and
+//     validated: a malformed, altered or another list's cursor is an error
+//     that errors.Is reports as toolplane.ErrBadCursor (cursor.ErrMalformed
+//     is one), on every list. The next cursor is empty exactly when no row
+//     followed the page, and paging by cursor neither skips nor repeats a
+//     row while rows are written between pages.
 //   - A limit outside 1..1000 is a toolplane.ErrInvalid, never a panic or a
 //     silent clamp.
 package storetest
@@ -124,6 +131,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Isolation", isolationCases},
 		{"Credentials", credentialCases},
 		{"InvalidArguments", invalidArgumentCases},
+		{"Cursors", cursorCases},
 		{"Catalog", catalogCases},
 		{"Grants", grantCases},
 		{"Denies", denyCases},

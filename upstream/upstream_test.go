@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -53,15 +53,7 @@ func (bindings) FactResolver(string) bool    { return false }
 func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Config) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "up.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, db := sqlitetest.NewDB(t)
 	quiet := slog.New(slog.DiscardHandler)
 	set, err := upstream.New(cfgs, upstream.Options{Logger: quiet, Version: "test"})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/canonical"
 	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/sqlite"
 )
 
@@ -124,10 +125,7 @@ type okEvent struct {
 // "chaos figures:" lines of key=value pairs. Each broken guarantee is an
 // error of its own.
 func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
-	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("set TOOLPLANE_TEST_POSTGRES to a PostgreSQL DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run the chaos test")
-	}
+	dsn := pgtest.DSN(t)
 	if testing.Short() {
 		t.Skip("the chaos test runs four nodes for about a minute and a half; it is left out of -short")
 	}
@@ -154,21 +152,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	}
 
 	// One PostgreSQL schema for this test.
-	schema := fmt.Sprintf("tp_chaos_doors_%d", rand.Uint32())
-	admin, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	pgDSN := dsn + sep + "search_path=" + schema
+	pgDSN := pgtest.SchemaDSN(t, dsn)
 
 	flags := []string{"--upstreams", upstreams,
 		// Sessions a client abandons on a live node stay until they idle

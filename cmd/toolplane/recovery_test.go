@@ -15,25 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
-
-// openBeside opens the server's SQLite file from the test, as a second
-// process on the same database would.
-func openBeside(t *testing.T, path string) *sqlite.Store {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := sqlite.New(db)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // restCall calls a tool over REST and answers the status, the Retry-After
 // header and the body.
@@ -71,7 +54,7 @@ func TestSilentHolderIsToldOnBothDoorsAndDecidedBeforeItsLease(t *testing.T) {
 
 	// Both calls are now held by a node that last heartbeated 4s ago: its
 	// process was killed after dispatch, and their leases run a minute on.
-	store := openBeside(t, filepath.Join(s.dir, "toolplane.db"))
+	store := sqlitetest.Open(t, filepath.Join(s.dir, "toolplane.db"))
 	silent := time.Now().Add(-4 * time.Second).Truncate(time.Second)
 	if err := store.InsertNode(ctx, &toolplane.Node{ID: "ghost@1", Name: "ghost", StartedAt: silent, HeartbeatAt: silent}); err != nil {
 		t.Fatal(err)
@@ -148,7 +131,7 @@ func TestRestartedNodeDecidesItsEarlierClaimsAtStart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "toolplane.db")
-	store := openBeside(t, path)
+	store := sqlitetest.Open(t, path)
 	ctx := context.Background()
 	now := time.Now()
 	// The earlier instance heartbeated just now: only the restart tells
