@@ -23,7 +23,7 @@ ARG VERSION=devel
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-s -w -X github.com/toolplane/toolplane/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/toolplane/toolplane/internal/cli.Version=${VERSION}" \
       -o /out/toolplane ./cmd/toolplane \
  && mkdir -p /out/data
 

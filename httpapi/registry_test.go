@@ -11,8 +11,8 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
-	"github.com/toolplane/toolplane/demo"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 )

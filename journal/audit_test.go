@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/jobs"
+	"github.com/toolplane/toolplane/internal/jobs"
 )
 
 // MaintenanceStore is a store with the background sweeps' maintenance

@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/toolplane/toolplane/loadtest"
+	"github.com/toolplane/toolplane/internal/loadtest"
 )
 
 func main() {

@@ -19,7 +19,7 @@ import (
 
 // versionFlag is how a release stamps the version serve reports; the
 // Dockerfile and .goreleaser.yaml must use it as written here.
-const versionFlag = "-X github.com/toolplane/toolplane/cli.Version="
+const versionFlag = "-X github.com/toolplane/toolplane/internal/cli.Version="
 
 // TestReleaseBuild builds the binary as the Dockerfile and .goreleaser.yaml
 // do (CGO_ENABLED=0, the version stamped with -ldflags), checks it is

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/toolplane/toolplane/cli"
+	"github.com/toolplane/toolplane/internal/cli"
 )
 
 func main() {

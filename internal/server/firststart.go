@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
-	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/internal/backend"
 )
 
 // firstStartChange is the ID of the change that records a database's

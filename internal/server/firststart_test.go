@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/internal/backend"
 )
 
 func TestFirstStartRefusesAPlantedCredentialsFile(t *testing.T) {

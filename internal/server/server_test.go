@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/upstream"
 )

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/internal/backend"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -10,10 +10,10 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
-	"github.com/toolplane/toolplane/backend"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/backend"
+	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
-	"github.com/toolplane/toolplane/jobs"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
-	"github.com/toolplane/toolplane/demo"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolplane/toolplane/backend"
+	"github.com/toolplane/toolplane/internal/backend"
 )
 
 // The approval service's rule of who answers an approval holds on a served

@@ -19,8 +19,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/demo"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/projection"
 )
 
