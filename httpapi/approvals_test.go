@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +18,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // rotateIn are the arguments of vault.rotate, a tool whose arguments carry
@@ -34,16 +33,7 @@ type rotateIn struct {
 // the arguments its handler was given.
 func secretFixture(t *testing.T, got *sync.Map) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.New(t)
 	d, err := handler.Define[rotateIn, map[string]any](toolplane.Definition{
 		Name: "vault.rotate", Version: "1.0.0", Description: "Set a user's password.", Kind: toolplane.KindInternal,
 		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "vault.rotate"}}, Effect: toolplane.EffectWrite,

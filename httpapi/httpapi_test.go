@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +30,7 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 type bindings struct{ *handler.Registry }
@@ -72,16 +72,7 @@ func mintIn(t *testing.T, s *sqlite.Store, org string, kind toolplane.Credential
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, db := sqlitetest.NewDB(t)
 	defs, bs, err := demo.New().Catalogue()
 	if err != nil {
 		t.Fatal(err)
