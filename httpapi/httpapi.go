@@ -617,9 +617,12 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
 	case errors.Is(err, toolplane.ErrNotFound):
 		s.fail(w, r, http.StatusNotFound, "not_found", "no such uncertain action", "")
+	case errors.Is(err, toolplane.ErrConflict):
+		// journal.ErrNotUncertain, or the claim changed under the settling.
+		httperr.Send(w, r, httperr.Conflict, "the action is not uncertain (it was settled already), or it changed meanwhile", "")
 	case err != nil:
-		s.Log.ErrorContext(r.Context(), "reconciliation refused", "err", err)
-		s.fail(w, r, http.StatusConflict, "conflict", "the action is not uncertain (it was settled already), or it changed meanwhile", "")
+		// Anything else (the store not answering) is the platform's.
+		httperr.Fail(w, r, s.Log, err)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(boundary.Render(res))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/httperr"
 )
 
 // keyView is a credential as the API shows it: never its hash.
@@ -36,22 +37,18 @@ func keyOf(c *toolplane.Credential) keyView {
 		CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy, ExpiresAt: opt(c.ExpiresAt), RevokedAt: opt(c.RevokedAt), LastUsedAt: opt(c.LastUsedAt)}
 }
 
-// keysFail answers a key operation's failure: the service's refusal, a
-// request it cannot mint (naming the part at fault), or a fault.
+// keysFail answers a key operation's failure: a request it cannot mint
+// at the part at fault, any other error by its kind (httperr.Fail: the
+// service's refusal, a conflict); a store that did not take the key is
+// the platform's fault, logged and answered 500, never a 400 that would
+// send the caller to look for a mistake of theirs.
 func (s *Server) keysFail(w http.ResponseWriter, r *http.Request, err error) {
 	var invalid *apikey.InvalidError
-	switch {
-	case s.denied(w, r, err):
-	case errors.As(err, &invalid):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", invalid.Why, invalid.Field)
-	case !s.bounded(w, r, err):
-	case errors.Is(err, apikey.ErrNotStored):
-		s.Log.ErrorContext(r.Context(), "credential insert failed", "err", err)
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the key could not be stored; check that roles, tools and subject are plain text", "")
-	default:
-		s.Log.ErrorContext(r.Context(), "key could not be minted", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the key could not be minted", "")
+	if errors.As(err, &invalid) {
+		httperr.Send(w, r, httperr.InvalidRequest, invalid.Why, invalid.Field)
+		return
 	}
+	httperr.Fail(w, r, s.Log, err)
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
