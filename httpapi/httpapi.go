@@ -26,7 +26,6 @@ import (
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
-	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
@@ -137,10 +136,10 @@ func (s *Server) Handler() http.Handler {
 		// methods it takes.
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
-			s.fail(w, r, http.StatusMethodNotAllowed, "method_not_allowed", r.URL.Path+" takes "+allow+", not "+r.Method, "")
+			httperr.Send(w, r, httperr.MethodNotAllowed, r.URL.Path+" takes "+allow+", not "+r.Method, "")
 			return
 		}
-		s.fail(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, "")
+		httperr.Send(w, r, httperr.NotFound, "no such route: "+r.Method+" "+r.URL.Path, "")
 	})
 	return mux
 }
@@ -216,7 +215,7 @@ func (s *Server) routes() []route {
 // metadata answers a protected resource metadata route through Metadata.
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	if s.Metadata == nil {
-		s.fail(w, r, http.StatusNotFound, "not_found", "this server has no OAuth protected resource metadata", "")
+		httperr.Send(w, r, httperr.NotFound, "this server has no OAuth protected resource metadata", "")
 		return
 	}
 	s.Metadata.ServeHTTP(w, r)
@@ -224,7 +223,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := s.Store.ListAudit(r.Context(), "readyz", toolplane.AuditFilter{}, "", 1); err != nil {
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "the database does not answer", "")
+		httperr.Send(w, r, httperr.Unavailable, "the database does not answer", "")
 		return
 	}
 	w.Write([]byte("ok\n"))
@@ -240,21 +239,21 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		// or not, may keep it and hand it to another.
 		w.Header().Set("Cache-Control", "private, no-store")
 		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
-		var refused *door.Refusal
+		var refusal *door.Refusal
 		switch {
-		case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, refused.Presented))
-			msg := refused.Message
-			if !refused.Presented {
+		case errors.As(err, &refusal) && refusal.Kind == door.Unauthenticated:
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, refusal.Presented))
+			msg := refusal.Message
+			if !refusal.Presented {
 				msg = "send an API key as Authorization: Bearer <key>"
 			}
-			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", msg, "")
+			httperr.Send(w, r, httperr.Unauthenticated, msg, "")
 			return
-		case errors.As(err, &refused) && refused.Kind == door.RateLimited:
-			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", refused.Message, "")
+		case errors.As(err, &refusal) && refusal.Kind == door.RateLimited:
+			httperr.Send(w, r, httperr.RateLimited, refusal.Message, "")
 			return
 		case err != nil:
-			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
+			httperr.Send(w, r, httperr.Unavailable, "credentials cannot be checked right now", "")
 			return
 		}
 		h(w, r, caller{cred: c.Credential, at: c.At})
@@ -271,40 +270,35 @@ func (s *Server) door() *door.Door {
 		Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log, Now: s.Now}
 }
 
-// bounded answers 400 invalid_request for the first of checks (from
-// toolplane.CheckLen) that failed, naming its field, and reports whether
-// none did: an identifier past its bound is refused before it is looked up
-// or written anywhere.
-func (s *Server) bounded(w http.ResponseWriter, r *http.Request, checks ...error) bool {
-	for _, err := range checks {
-		var tooLong *toolplane.TooLongError
-		if errors.As(err, &tooLong) {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
-			return false
+// refused answers the first of errs that is a refusal every route
+// answers alike: a service's (*toolplane.DeniedError, 403 in the service's
+// words; any other toolplane.ErrForbidden) or an identifier past its bound
+// (a *toolplane.TooLongError from toolplane.CheckLen, 400 at its field),
+// and reports whether one was. A handler may ask a service's rule
+// (approval.MayRead, ...) and check its identifiers before it reads the
+// request, so that a caller who may not use the route is told so before
+// their limit, id or body is judged, and an identifier past its bound is
+// refused before it is looked up; the service asks again.
+func (s *Server) refused(w http.ResponseWriter, r *http.Request, errs ...error) bool {
+	for _, err := range errs {
+		var (
+			d       *toolplane.DeniedError
+			tooLong *toolplane.TooLongError
+		)
+		switch {
+		case errors.As(err, &d):
+			httperr.Send(w, r, httperr.Denied, d.Why, "")
+		case errors.Is(err, toolplane.ErrForbidden), errors.As(err, &tooLong):
+			httperr.Fail(w, r, s.Log, err)
+		default:
+			continue
 		}
+		return true
 	}
-	return true
-}
-
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
-	httperr.Write(w, r, status, code, msg, field)
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { httperr.WriteJSON(w, status, v) }
-
-// listFail answers a list's failure: a cursor the store could not decode
-// is the caller's mistake (400 at cursor); anything else — a database
-// outage included — is the platform's, logged and answered 500 without
-// its details, so an outage is neither hidden as a bad request nor
-// described to the caller.
-func (s *Server) listFail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	if errors.Is(err, cursor.ErrMalformed) {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
-		return
-	}
-	s.Log.ErrorContext(r.Context(), "list failed", "list", what, "err", err)
-	s.fail(w, r, http.StatusInternalServerError, "internal_error", "the list could not be read", "")
-}
 
 // maxBody bounds a request body.
 const maxBody = 1 << 20
@@ -354,7 +348,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 	ts, err := s.door().Shown(r.Context(), c.cred, r.URL.Query().Get("tenant_id"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
 		return
 	}
 	items := make([]toolView, 0, len(ts))
@@ -368,11 +362,11 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 	t, err := s.door().ShownTool(r.Context(), c.cred, r.URL.Query().Get("tenant_id"), r.PathValue("name"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
 		return
 	}
 	if t == nil {
-		s.fail(w, r, http.StatusNotFound, "not_found", "no tool named "+r.PathValue("name"), "")
+		httperr.Send(w, r, httperr.NotFound, "no tool named "+r.PathValue("name"), "")
 		return
 	}
 	out := map[string]any{"tool": view(t), "mcp": projection.MCP(&t.Def)}
@@ -408,12 +402,12 @@ type invokeRequest struct {
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if err := door.CallsTools(c.cred); err != nil {
 		// Before the body is read: whatever it holds, this key calls nothing.
-		s.fail(w, r, http.StatusForbidden, "denied", err.Error(), "")
+		httperr.Send(w, r, httperr.Denied, err.Error(), "")
 		return
 	}
 	var body invokeRequest
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	name := r.PathValue("name")
@@ -424,9 +418,9 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	})
 	switch a.Kind {
 	case door.Invalid:
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", a.Message, a.Field)
+		httperr.Send(w, r, httperr.InvalidRequest, a.Message, a.Field)
 	case door.Denied:
-		s.fail(w, r, http.StatusForbidden, "denied", a.Message, a.Field)
+		httperr.Send(w, r, httperr.Denied, a.Message, a.Field)
 	case door.ApprovalRequired:
 		ar := a.Approval
 		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
@@ -442,11 +436,11 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 			w.Header().Set("Retry-After", strconv.Itoa(door.RetryAfterSeconds(a.RetryAfter)))
 			msg = a.Message
 		}
-		s.fail(w, r, http.StatusConflict, "in_flight", msg, "")
+		httperr.Send(w, r, httperr.InFlight, msg, "")
 	case door.Unavailable:
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
 	case door.Fault:
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the platform could not complete this call", "")
+		httperr.Send(w, r, httperr.Internal, "the platform could not complete this call", "")
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
@@ -456,12 +450,12 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, approval.MayRead(c.cred, "listing approvals")) {
+	if s.refused(w, r, approval.MayRead(c.cred, "listing approvals")) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	status := toolplane.ApprovalStatus(r.URL.Query().Get("status"))
@@ -470,9 +464,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	as, next, err := s.approvals().List(r.Context(), status, r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "approvals", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]map[string]any, len(as))
@@ -504,20 +496,20 @@ func approvalView(a toolplane.Approval) map[string]any {
 // the list would show it; another organization's id is not found.
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.PathValue("id")
-	if s.denied(w, r, approval.MayRead(c.cred, "reading approvals")) {
+	if s.refused(w, r, approval.MayRead(c.cred, "reading approvals")) {
 		return
 	}
-	if !s.bounded(w, r, toolplane.CheckLen("approval id", id, toolplane.MaxRefLen)) {
+	if s.refused(w, r, toolplane.CheckLen("approval id", id, toolplane.MaxRefLen)) {
 		return
 	}
 	a, err := s.approvals().Get(r.Context(), id, c.cred)
 	switch {
-	case s.denied(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+id, "")
+		httperr.Send(w, r, httperr.NotFound, "no approval "+id, "")
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "approval lookup failed", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the approval could not be read", "")
+		httperr.Send(w, r, httperr.Internal, "the approval could not be read", "")
 	default:
 		writeJSON(w, http.StatusOK, approvalView(*a))
 	}
@@ -526,13 +518,13 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 	decision := r.PathValue("decision")
 	if decision != "approve" && decision != "reject" {
-		s.fail(w, r, http.StatusNotFound, "not_found", "use /approve or /reject", "")
+		httperr.Send(w, r, httperr.NotFound, "use /approve or /reject", "")
 		return
 	}
-	if s.denied(w, r, approval.MayAnswer(c.cred)) {
+	if s.refused(w, r, approval.MayAnswer(c.cred)) {
 		return
 	}
-	if !s.bounded(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
+	if s.refused(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
 		return
 	}
 	var body struct {
@@ -540,39 +532,37 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if r.ContentLength != 0 {
 		if err := decodeBody(r, &body); err != nil {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+			httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 			return
 		}
 	}
 	a, err := s.Invoker.Resolve(r.Context(), r.PathValue("id"), approval.Decision{Approve: decision == "approve", Reason: body.Reason}, c.cred)
 	switch {
-	case s.denied(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+r.PathValue("id"), "")
+		httperr.Send(w, r, httperr.NotFound, "no approval "+r.PathValue("id"), "")
 	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
-		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
+		httperr.Send(w, r, httperr.Conflict, err.Error(), "")
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "approval resolution fault", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the approval could not be recorded", "")
+		httperr.Send(w, r, httperr.Internal, "the approval could not be recorded", "")
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"id": a.ID, "status": a.Status, "resolved_by": a.ResolvedBy, "resolved_at": a.ResolvedAt})
 	}
 }
 
 func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, invoke.MayListUncertain(c.cred)) {
+	if s.refused(w, r, invoke.MayListUncertain(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	cs, next, err := s.Invoker.Uncertain(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "uncertain", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]map[string]any, len(cs))
@@ -584,7 +574,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, invoke.MayReconcile(c.cred)) {
+	if s.refused(w, r, invoke.MayReconcile(c.cred)) {
 		return
 	}
 	var body struct {
@@ -595,28 +585,28 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 		Unconfirmed string          `json:"unconfirmed"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
-	if !s.bounded(w, r, toolplane.CheckLen("tool", body.Tool, toolplane.MaxNameLen), toolplane.CheckLen("key", body.Key, toolplane.MaxRunLen)) {
+	if s.refused(w, r, toolplane.CheckLen("tool", body.Tool, toolplane.MaxNameLen), toolplane.CheckLen("key", body.Key, toolplane.MaxRunLen)) {
 		return
 	}
 	rec := invoke.Reconciliation{Failure: body.Failure, Unconfirmed: body.Unconfirmed}
 	if len(body.Output) > 0 {
 		out, refusal := registry.DecodeArguments(body.Output)
 		if refusal != nil {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", "output is not valid JSON", "output")
+			httperr.Send(w, r, httperr.InvalidRequest, "output is not valid JSON", "output")
 			return
 		}
 		rec.Output = out
 	}
 	res, err := s.Invoker.Reconcile(r.Context(), body.Tool, body.Key, rec, c.cred)
 	switch {
-	case s.denied(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, invoke.ErrBadReconciliation):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no such uncertain action", "")
+		httperr.Send(w, r, httperr.NotFound, "no such uncertain action", "")
 	case errors.Is(err, toolplane.ErrConflict):
 		// journal.ErrNotUncertain, or the claim changed under the settling.
 		httperr.Send(w, r, httperr.Conflict, "the action is not uncertain (it was settled already), or it changed meanwhile", "")
@@ -631,47 +621,23 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, audit.MayRead(c.cred)) {
+	if s.refused(w, r, audit.MayRead(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	q := r.URL.Query()
 	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
 	evs, next, err := s.trail.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "audit", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	if evs == nil {
 		evs = []toolplane.AuditEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": evs, "next_cursor": next})
-}
-
-// denied answers 403 denied when err is a service's refusal
-// (*toolplane.DeniedError), in the service's words, and reports whether it
-// was: the rules are the services', the door only says what they said.
-// A handler may ask a service's rule (approval.MayRead, ...) before it
-// reads the request, so that a caller who may not use the route is told so
-// before their limit, id or body is judged; the service asks it again.
-func (s *Server) denied(w http.ResponseWriter, r *http.Request, err error) bool {
-	var d *toolplane.DeniedError
-	if !errors.As(err, &d) {
-		return false
-	}
-	s.fail(w, r, http.StatusForbidden, "denied", d.Why, "")
-	return true
-}
-
-// forbidRole answers 403 to c, whose key lacks the role msg says the
-// route needs, in the words every service's refusal uses
-// (toolplane.Refuse).
-func (s *Server) forbidRole(w http.ResponseWriter, r *http.Request, c caller, msg string) {
-	s.fail(w, r, http.StatusForbidden, "denied", toolplane.Refuse(c.cred, nil, msg).Why, "")
 }

@@ -52,7 +52,7 @@ func (s *Server) keysFail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, apikey.MayManage(c.cred, "creating keys")) {
+	if s.refused(w, r, apikey.MayManage(c.cred, "creating keys")) {
 		return
 	}
 	var body struct {
@@ -64,7 +64,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 		ExpiresAt time.Time                `json:"expires_at"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	key, cred, err := s.keys.Create(r.Context(), apikey.NewKey{Kind: body.Kind, Subject: body.Subject, Roles: body.Roles,
@@ -78,19 +78,17 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, apikey.MayList(c.cred)) {
+	if s.refused(w, r, apikey.MayList(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	cs, next, err := s.keys.List(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "keys", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]keyView, len(cs))
@@ -103,15 +101,14 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
 	cred, err := s.keys.Revoke(r.Context(), r.PathValue("id"), c.cred)
 	switch {
-	case s.denied(w, r, err):
-	case !s.bounded(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no key "+r.PathValue("id"), "")
+		httperr.Send(w, r, httperr.NotFound, "no key "+r.PathValue("id"), "")
 	case errors.Is(err, apikey.ErrChanged):
-		s.fail(w, r, http.StatusConflict, "conflict", "the key changed meanwhile; try again", "")
+		httperr.Send(w, r, httperr.Conflict, "the key changed meanwhile; try again", "")
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "credentials cannot be read right now", "")
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"credential": keyOf(cred)})
 	}
