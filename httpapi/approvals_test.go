@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
@@ -68,8 +69,9 @@ func secretFixture(t *testing.T, got *sync.Map) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
-	f := &fixture{store: store, api: api, srv: httptest.NewServer(api.Handler())}
+	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	api := &httpapi.Server{Door: layer, Store: store, Log: quiet}
+	f := &fixture{store: store, door: layer, api: api, srv: httptest.NewServer(api.Handler())}
 	t.Cleanup(f.srv.Close)
 	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-ops", nil, []string{"vault.rotate"}, false)
 	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)

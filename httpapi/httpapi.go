@@ -23,7 +23,6 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
-	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/door"
@@ -35,16 +34,27 @@ import (
 	"github.com/toolplane/toolplane/upstream"
 )
 
-// Server serves the API.
+// Server serves the API. It is the REST form of the door layer: what
+// every door does (authentication, rate limits, recording a key's use,
+// what a key is shown, calls and the run budget) is Door's, shared with
+// the other doors, so the server holds no setting of its own for it.
 type Server struct {
-	Invoker  *invoke.Invoker
-	Registry *registry.Registry
-	Store    toolplane.Store
-	Log      *slog.Logger
-	Now      func() time.Time
-	// Tokens, when set, verifies bearer tokens that are not API keys
-	// (JWTs of a configured issuer).
-	Tokens apikey.TokenVerifier
+	// Door is the door layer the server's requests go through, shared
+	// with the other doors of the node; required. Its Invoker runs calls
+	// and answers approvals and uncertain actions; its Authz, when set,
+	// also serves the grants under /v1/grants, /v1/denies, /v1/bundles
+	// and /v1/agents/{agent}/explain, so the grants a key is shown and
+	// the grants an operator manages are one service.
+	Door *door.Door
+	// Store is the store the approvals, keys, audit trail and readiness
+	// are read from.
+	Store toolplane.Store
+	// Log receives what callers are not told (a store that does not
+	// answer, a platform fault); nil is slog.Default().
+	Log *slog.Logger
+	// Now is the clock approvals and keys' expiry are read by; nil is
+	// time.Now.
+	Now func() time.Time
 	// ResourceMetadata, when set, is the URL of the server's OAuth
 	// protected resource metadata (RFC 9728), which a 401's
 	// WWW-Authenticate names (see apikey.Challenge).
@@ -54,31 +64,17 @@ type Server struct {
 	// variants; see mcpserver.Server.ResourceMetadataHandler). Without it
 	// they answer 404.
 	Metadata http.Handler
-	// Limiter, when set, limits each key's requests on this node and
-	// reports the limit in the X-RateLimit headers. Only requests that
-	// authenticated as the key spend its budget.
-	Limiter *ratelimit.Limiter
-	// Failures, when set, limits failed authentications per client
-	// address and per key id, apart from any key's own budget (see
-	// apikey.Gate); one per node, shared with the MCP door.
-	Failures *ratelimit.Failures
-	// Keys, when set, remembers verified API keys across requests; one
-	// per node, shared with the MCP door (see apikey.Cache).
-	Keys *apikey.Cache
-	// RunBudgetCents, when positive, caps every run's cost: a caller may
-	// name a lower ceiling, never a higher one.
-	RunBudgetCents int64
-	// Catalog and Authz, when set, serve the registry's lifecycle and the
-	// grants under /v1/registry, /v1/grants, /v1/denies and /v1/bundles.
-	// Authz is also where the tools an agent is shown are read (see
-	// door.Door.Shown); a call is decided by the invoker. Without it the
-	// key's own tools are the grant.
+	// Catalog, when set with Door.Authz, serves the registry's lifecycle
+	// and the change log under /v1/registry and /v1/changes, and with it
+	// the grant routes; without both they answer 404.
 	Catalog *catalog.Service
-	Authz   *authz.Service
 	// PublicURL, when set, is where clients reach this server: the OpenAPI
 	// document it serves names it as its server, so a client generated from
 	// that document calls this server rather than the default address.
 	PublicURL string
+	// UpstreamSettings, when set, serves the runtime settings of upstream
+	// tools under /v1/upstreams.
+	UpstreamSettings *upstream.Settings
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -86,17 +82,6 @@ type Server struct {
 	// built by Handler.
 	keys  *apikey.Keys
 	trail *audit.Trail
-
-	// UpstreamSettings, when set, serves the runtime settings of upstream
-	// tools under /v1/upstreams.
-	UpstreamSettings *upstream.Settings
-
-	// Door, when set, is the door layer the server shares with the other
-	// doors (authentication, rate limits, what a key is shown, calls); it
-	// then takes the place of Tokens, Limiter, Failures, RunBudgetCents
-	// and, for authentication, Keys (see door.Door). Without it the
-	// server makes one of its own settings.
-	Door *door.Door
 }
 
 // caller is who a request authenticated as.
@@ -108,13 +93,18 @@ type caller struct {
 
 // Handler answers the API's routes.
 func (s *Server) Handler() http.Handler {
+	if s.Door == nil {
+		// A wiring bug, found when the server is built, not at its first
+		// request.
+		panic("httpapi: Server.Door is required")
+	}
 	if s.Now == nil {
 		s.Now = time.Now
 	}
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
-	s.keys = apikey.NewKeys(apikey.KeysConfig{Store: s.Store, Cache: s.Keys, Now: s.Now})
+	s.keys = apikey.NewKeys(apikey.KeysConfig{Store: s.Store, Cache: s.Door.Keys, Now: s.Now})
 	s.trail = audit.NewTrail(s.Store)
 	s.document = openAPI
 	if s.PublicURL != "" {
@@ -238,7 +228,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		// it is shown, the approvals of its organization): no cache, shared
 		// or not, may keep it and hand it to another.
 		w.Header().Set("Cache-Control", "private, no-store")
-		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
 		var refusal *door.Refusal
 		switch {
 		case errors.As(err, &refusal) && refusal.Kind == door.Unauthenticated:
@@ -258,16 +248,6 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		}
 		h(w, r, caller{cred: c.Credential, at: c.At})
 	})
-}
-
-// door answers the door layer this server's requests go through: Door
-// when set, otherwise one made of this server's own settings.
-func (s *Server) door() *door.Door {
-	if s.Door != nil {
-		return s.Door
-	}
-	return &door.Door{Invoker: s.Invoker, Registry: s.Registry, Store: s.Store, Tokens: s.Tokens, Keys: s.Keys, Limiter: s.Limiter,
-		Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log, Now: s.Now}
 }
 
 // refused answers the first of errs that is a refusal every route
@@ -345,7 +325,7 @@ func view(t *registry.Tool) toolView {
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
-	ts, err := s.door().Shown(r.Context(), c.cred, r.URL.Query().Get("tenant_id"))
+	ts, err := s.Door.Shown(r.Context(), c.cred, r.URL.Query().Get("tenant_id"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
 		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
@@ -359,7 +339,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
-	t, err := s.door().ShownTool(r.Context(), c.cred, r.URL.Query().Get("tenant_id"), r.PathValue("name"))
+	t, err := s.Door.ShownTool(r.Context(), c.cred, r.URL.Query().Get("tenant_id"), r.PathValue("name"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
 		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
@@ -411,7 +391,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	name := r.PathValue("name")
-	a := s.door().Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, door.Call{
+	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, door.Call{
 		Tool: name, Arguments: body.Arguments, Source: toolplane.SourceREST,
 		RunID: body.RunID, StepPath: body.StepPath, IdempotencyKey: body.IdempotencyKey, AuthorizedBy: body.AuthorizedBy,
 		OnBehalfOf: body.OnBehalfOf, TenantID: body.TenantID, Contracts: body.Contracts, MaxCostCents: body.MaxCostCents,
@@ -476,7 +456,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 
 // approvals answers the approval service approvals are read through.
 func (s *Server) approvals() *approval.Service {
-	if a := s.Invoker.Approvals(); a != nil {
+	if a := s.Door.Invoker.Approvals(); a != nil {
 		return a
 	}
 	// An invoker wired without approvals files none; reading the store
@@ -536,7 +516,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 	}
-	a, err := s.Invoker.Resolve(r.Context(), r.PathValue("id"), approval.Decision{Approve: decision == "approve", Reason: body.Reason}, c.cred)
+	a, err := s.Door.Invoker.Resolve(r.Context(), r.PathValue("id"), approval.Decision{Approve: decision == "approve", Reason: body.Reason}, c.cred)
 	switch {
 	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
@@ -560,7 +540,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
-	cs, next, err := s.Invoker.Uncertain(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
+	cs, next, err := s.Door.Invoker.Uncertain(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
 		httperr.Fail(w, r, s.Log, err)
 		return
@@ -600,7 +580,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 		rec.Output = out
 	}
-	res, err := s.Invoker.Reconcile(r.Context(), body.Tool, body.Key, rec, c.cred)
+	res, err := s.Door.Invoker.Reconcile(r.Context(), body.Tool, body.Key, rec, c.cred)
 	switch {
 	case s.refused(w, r, err):
 	case errors.Is(err, invoke.ErrBadReconciliation):

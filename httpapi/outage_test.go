@@ -36,7 +36,7 @@ func TestAWriteAnswersAStoreOutageAsAServerError(t *testing.T) {
 	// The key cache lets the keys authenticate once the database is gone,
 	// so the requests reach their services rather than stopping at the
 	// gate.
-	f.api.Keys = apikey.NewCache(0, time.Hour)
+	f.door.Keys = apikey.NewCache(0, time.Hour)
 	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{"approver", "platform_admin"}, nil, false)
 	reconcile := `{"tool":"demo.refund_order","key":"k-1","unconfirmed":"the bank has not answered"}`
 	newKey := `{"kind":"agent","subject":"agent-new","tools":["demo.*"]}`
