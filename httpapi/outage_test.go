@@ -8,6 +8,9 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/registry"
 )
 
 // wantFault fails t unless an answer is a server error that names none of
@@ -21,6 +24,38 @@ func wantFault(t *testing.T, what string, code int, body map[string]any) {
 	e, _ := body["error"].(map[string]any)
 	if msg, _ := e["message"].(string); strings.Contains(msg, "sql") || strings.Contains(msg, "closed") {
 		t.Errorf("%s answered the store's error to the caller: %q", what, msg)
+	}
+}
+
+// TestAListAnswersAStoreOutageAsAServerError closes the database under a
+// running server: every list must answer a server error that names no
+// internals, never the 400 "cursor is not valid" a caller would take for
+// their own mistake; a garbage cursor on a working store stays the
+// caller's 400.
+func TestAListAnswersAStoreOutageAsAServerError(t *testing.T) {
+	t.Parallel()
+	routes := []string{"/v1/approvals", "/v1/uncertain", "/v1/audit/events", "/v1/keys", "/v1/changes", "/v1/registry/tools"}
+	f := newFixture(t)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
+	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	// The key cache lets the key authenticate once the database is gone,
+	// so the request reaches the list rather than stopping at the gate.
+	f.door.Keys = apikey.NewCache(0, time.Hour)
+	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{"approver", "auditor", "platform_admin"}, nil, false)
+
+	for _, path := range routes {
+		code, body := f.do(t, http.MethodGet, path+"?cursor=not-a-cursor", admin, "")
+		if code != http.StatusBadRequest || errCode(body) != "invalid_request" {
+			t.Errorf("GET %s with a garbage cursor = %d %v, want 400 invalid_request", path, code, body)
+		}
+	}
+
+	if err := f.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range routes {
+		code, body := f.do(t, http.MethodGet, path, admin, "")
+		wantFault(t, "GET "+path, code, body)
 	}
 }
 
