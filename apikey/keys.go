@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
 )
@@ -16,8 +18,9 @@ var (
 	// ErrNotAuthorized: the caller's roles do not allow the operation on
 	// keys.
 	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to manage keys")
-	// ErrNotStored: the store refused the new credential (a subject,
-	// role or tool it cannot hold).
+	// ErrNotStored: the store did not store the new credential. What a
+	// store cannot hold is refused before (an *InvalidError), so this is
+	// the store's failure, not the request's.
 	ErrNotStored = errors.New("the key could not be stored")
 	// ErrChanged: the credential changed while it was being revoked.
 	ErrChanged = toolplane.Refine(toolplane.ErrConflict, "the key changed meanwhile")
@@ -118,6 +121,25 @@ func (k *NewKey) check() error {
 			return err
 		}
 	}
+	// Text a store cannot hold (not UTF-8, or holding NUL) is refused here,
+	// at its field, so that the store refusing the credential is never
+	// the caller's mistake but the platform's.
+	if !plain(k.Subject) {
+		return &InvalidError{Field: "/subject", Why: "subject must be UTF-8 text without NUL"}
+	}
+	if !plain(k.Label) {
+		return &InvalidError{Field: "/label", Why: "label must be UTF-8 text without NUL"}
+	}
+	for i, v := range k.Roles {
+		if !plain(v) {
+			return &InvalidError{Field: fmt.Sprintf("/roles/%d", i), Why: fmt.Sprintf("roles[%d] must be UTF-8 text without NUL", i)}
+		}
+	}
+	for i, v := range k.Tools {
+		if !plain(v) {
+			return &InvalidError{Field: fmt.Sprintf("/tools/%d", i), Why: fmt.Sprintf("tools[%d] must be UTF-8 text without NUL", i)}
+		}
+	}
 	for i, p := range k.Tools {
 		// A pattern that cannot match would narrow the key to nothing,
 		// silently: refuse it where it is written.
@@ -126,6 +148,11 @@ func (k *NewKey) check() error {
 		}
 	}
 	return nil
+}
+
+// plain reports whether s is text every store holds: UTF-8 without NUL.
+func plain(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // Create mints a key for k in the caller's organization, recorded as

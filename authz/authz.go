@@ -430,11 +430,27 @@ func (v *view) deny(agent, name string) *toolplane.Deny {
 	return nil
 }
 
-// Explain answers, for every tool in the catalogue that a grant of the
-// agent names, which grant allows it, at which version, or which deny
-// refuses it: "which agents can delete a customer record, and who allowed
-// it" is this, per agent.
-func (s *Service) Explain(ctx context.Context, org, agent string) ([]Why, error) {
+// MayExplain refuses a caller who may not have an agent's grants
+// explained: an agent_operator's, an auditor's or a platform_admin's, as
+// for reading the grants themselves.
+func MayExplain(by *toolplane.Credential) error {
+	if by == nil || !by.HasAnyRole(toolplane.RoleAgentOperator, toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, nil, "explaining grants needs the agent_operator, auditor or platform_admin role")
+	}
+	return nil
+}
+
+// Explain answers, for every tool in the caller's organization's
+// catalogue that a grant of the agent names, which grant allows it, at
+// which version, or which deny refuses it: "which agents can delete a
+// customer record, and who allowed it" is this, per agent. The caller must
+// be allowed (MayExplain; a refusal is a *toolplane.DeniedError, a
+// toolplane.ErrForbidden).
+func (s *Service) Explain(ctx context.Context, agent string, by *toolplane.Credential) ([]Why, error) {
+	if err := MayExplain(by); err != nil {
+		return nil, err
+	}
+	org := by.OrganizationID
 	v, err := s.load(ctx, org)
 	if err != nil {
 		return nil, err

@@ -170,7 +170,7 @@ func TestGrantsDeniesAndBundles(t *testing.T) {
 	}
 
 	// Explain: every tool, at which version, by which grant.
-	lines, err := f.svc.Explain(f.ctx, "org-1", "bot")
+	lines, err := f.svc.Explain(f.ctx, "bot", auditor)
 	must(err)
 	byTool := map[string]authz.Why{}
 	for _, l := range lines {
@@ -346,7 +346,7 @@ func TestPublishedToolsAreVisibleInTheirOrganizationOnly(t *testing.T) {
 		if !slices.Equal(got, tt.want) {
 			t.Errorf("Pins(%s) = %v, want %v", tt.org, got, tt.want)
 		}
-		lines, err := f.svc.Explain(f.ctx, tt.org, "bot")
+		lines, err := f.svc.Explain(f.ctx, "bot", &toolplane.Credential{ID: "tpk_aud_" + tt.org, OrganizationID: tt.org, Kind: toolplane.CredentialPerson, Subject: "aud", Roles: []string{"auditor"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,5 +437,35 @@ func TestOverlongGrantsDeniesAndBundlesAreRefused(t *testing.T) {
 	}
 	if err := f.svc.AddDeny(f.ctx, &toolplane.Deny{AgentID: "*", Pattern: "crm.*", Reason: long(toolplane.MaxReasonLen)}, admin); err != nil {
 		t.Errorf("a deny at its bounds: %v", err)
+	}
+}
+
+// Explaining an agent's grants is the service's to authorize, whichever
+// door asks: the people who read grants may, an agent's key (whatever
+// roles it names) and a person without those roles may not, and the
+// refusal says which roles it takes.
+func TestExplainIsAuthorizedByTheService(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup"}, operator); err != nil {
+		t.Fatal(err)
+	}
+	for _, by := range []*toolplane.Credential{operator, auditor, admin} {
+		lines, err := f.svc.Explain(f.ctx, "bot", by)
+		if err != nil || len(lines) != 1 || lines[0].Tool != "crm.lookup" {
+			t.Errorf("Explain by %s = %+v, %v; want crm.lookup", by.Subject, lines, err)
+		}
+	}
+	agentKey := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot", Roles: []string{"platform_admin"}}
+	for _, by := range []*toolplane.Credential{agentKey, person("abe", "approver"), nil} {
+		lines, err := f.svc.Explain(f.ctx, "bot", by)
+		var denied *toolplane.DeniedError
+		if !errors.Is(err, toolplane.ErrForbidden) || !errors.As(err, &denied) || lines != nil {
+			t.Errorf("Explain by %+v = %+v, %v; want a refusal", by, lines, err)
+			continue
+		}
+		if !strings.Contains(denied.Why, "explaining grants needs the agent_operator, auditor or platform_admin role") {
+			t.Errorf("Explain by %+v refused as %q, want the roles it takes", by, denied.Why)
+		}
 	}
 }

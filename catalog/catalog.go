@@ -53,6 +53,7 @@ var reviewTags = []string{"pii", "finance", "external-network-write"}
 type Store interface {
 	toolplane.CatalogStore
 	AppendChange(ctx context.Context, c *toolplane.Change) error
+	ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error)
 	ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error)
 }
 
@@ -138,6 +139,33 @@ func (s *Service) Get(ctx context.Context, name, version string, by *toolplane.C
 		return nil, fmt.Errorf("%s %s: %w", name, version, err)
 	}
 	return v, nil
+}
+
+// MayReadChanges refuses a caller who may not read the organization's
+// change log (every change to the catalogue, the grants and the upstream
+// settings, and who made it): it is an auditor's (platform_admin holds
+// every role).
+func MayReadChanges(by *toolplane.Credential) error {
+	if by == nil || !by.HasAnyRole(toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, nil, "the change log needs the auditor role")
+	}
+	return nil
+}
+
+// Changes answers the caller's organization's change log, newest first,
+// of one kind and subject when they are set, after the cursor, to an
+// auditor (MayReadChanges; a refusal is a *toolplane.DeniedError, a
+// toolplane.ErrForbidden). A cursor the store cannot decode stays a
+// toolplane.ErrBadCursor.
+func (s *Service) Changes(ctx context.Context, kind, subject, after string, limit int, by *toolplane.Credential) ([]toolplane.Change, string, error) {
+	if err := MayReadChanges(by); err != nil {
+		return nil, "", err
+	}
+	cs, next, err := s.store.ListChanges(ctx, by.OrganizationID, kind, subject, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list changes: %w", err)
+	}
+	return cs, next, nil
 }
 
 // MayPublish refuses, before a definition is even read, a caller who can

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -463,5 +464,44 @@ func TestAgentsDoNotReadTheCatalogue(t *testing.T) {
 	}
 	if err := catalog.MayPublish(person("aud", "auditor")); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("MayPublish(auditor) = %v, want forbidden", err)
+	}
+}
+
+// The change log is read through the service, which authorizes it
+// whichever door asks: an auditor (or a platform_admin) reads their own
+// organization's changes, newest first; a person without the role and an
+// agent's key (whatever roles it names) are refused; a cursor the store
+// never answered is the caller's mistake.
+func TestChangesAreAuthorizedByTheService(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if _, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), owner); err != nil {
+		t.Fatal(err)
+	}
+	auditor := person("aud", "auditor")
+	for _, by := range []*toolplane.Credential{auditor, admin} {
+		cs, next, err := f.svc.Changes(f.ctx, "", "", "", 10, by)
+		if err != nil || next != "" || len(cs) == 0 || cs[0].Subject != "payments.get_order@1.0.0" || cs[0].Kind != "version.publish" {
+			t.Errorf("Changes by %s = %+v, %q, %v; want the publish", by.Subject, cs, next, err)
+		}
+	}
+	other := &toolplane.Credential{ID: "tpk_aud2", OrganizationID: "orgb", Kind: toolplane.CredentialPerson, Subject: "aud2", Roles: []string{"auditor"}}
+	if cs, _, err := f.svc.Changes(f.ctx, "", "", "", 10, other); err != nil || len(cs) != 0 {
+		t.Errorf("Changes by another organization's auditor = %+v, %v; want none", cs, err)
+	}
+	agentKey := &toolplane.Credential{OrganizationID: "default", Kind: toolplane.CredentialAgent, Subject: "bot", Roles: []string{"platform_admin"}}
+	for _, by := range []*toolplane.Credential{owner, agentKey, nil} {
+		cs, _, err := f.svc.Changes(f.ctx, "", "", "", 10, by)
+		var denied *toolplane.DeniedError
+		if !errors.Is(err, toolplane.ErrForbidden) || !errors.As(err, &denied) || cs != nil {
+			t.Errorf("Changes by %+v = %+v, %v; want a refusal", by, cs, err)
+			continue
+		}
+		if !strings.Contains(denied.Why, "the change log needs the auditor role") {
+			t.Errorf("Changes by %+v refused as %q, want the role it takes", by, denied.Why)
+		}
+	}
+	if _, _, err := f.svc.Changes(f.ctx, "", "", "not-a-cursor", 10, auditor); !errors.Is(err, toolplane.ErrBadCursor) {
+		t.Errorf("Changes after a garbage cursor = %v, want toolplane.ErrBadCursor", err)
 	}
 }

@@ -18,7 +18,7 @@ func TestBothDoorsTakeTheSameBearerRule(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, false)
 	key := f.mint(t, toolplane.CredentialAgent, "bot", nil, []string{"crm.*"}, nil)
-	api := &httpapi.Server{Invoker: f.door.Invoker, Registry: f.reg, Store: f.store, Log: quiet, Door: f.door}
+	api := &httpapi.Server{Door: f.door, Store: f.store, Log: quiet}
 	mcp := &mcpserver.Server{Invoker: f.door.Invoker, Registry: f.reg, Store: f.store, Log: quiet, Door: f.door}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.Handler())

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,12 +13,13 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // rotateIn are the arguments of vault.rotate, a tool whose arguments carry
@@ -34,16 +34,7 @@ type rotateIn struct {
 // the arguments its handler was given.
 func secretFixture(t *testing.T, got *sync.Map) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.New(t)
 	d, err := handler.Define[rotateIn, map[string]any](toolplane.Definition{
 		Name: "vault.rotate", Version: "1.0.0", Description: "Set a user's password.", Kind: toolplane.KindInternal,
 		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "vault.rotate"}}, Effect: toolplane.EffectWrite,
@@ -78,8 +69,9 @@ func secretFixture(t *testing.T, got *sync.Map) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
-	f := &fixture{store: store, api: api, srv: httptest.NewServer(api.Handler())}
+	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	api := &httpapi.Server{Door: layer, Store: store, Log: quiet}
+	f := &fixture{store: store, door: layer, api: api, srv: httptest.NewServer(api.Handler())}
 	t.Cleanup(f.srv.Close)
 	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-ops", nil, []string{"vault.rotate"}, false)
 	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)

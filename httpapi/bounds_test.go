@@ -72,8 +72,8 @@ func TestOverlongIdentifiersAreRefusedBeforeTheAuditTrail(t *testing.T) {
 func TestOverlongGrantsAreRefusedAsBadRequests(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
-	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
+	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
 	admin := f.mintAdmin(t)
 	long := strings.Repeat("x", 100<<10)
 	tests := []struct {

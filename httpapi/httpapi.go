@@ -23,10 +23,8 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
-	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
-	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
@@ -36,16 +34,27 @@ import (
 	"github.com/toolplane/toolplane/upstream"
 )
 
-// Server serves the API.
+// Server serves the API. It is the REST form of the door layer: what
+// every door does (authentication, rate limits, recording a key's use,
+// what a key is shown, calls and the run budget) is Door's, shared with
+// the other doors, so the server holds no setting of its own for it.
 type Server struct {
-	Invoker  *invoke.Invoker
-	Registry *registry.Registry
-	Store    toolplane.Store
-	Log      *slog.Logger
-	Now      func() time.Time
-	// Tokens, when set, verifies bearer tokens that are not API keys
-	// (JWTs of a configured issuer).
-	Tokens apikey.TokenVerifier
+	// Door is the door layer the server's requests go through, shared
+	// with the other doors of the node; required. Its Invoker runs calls
+	// and answers approvals and uncertain actions; its Authz, when set,
+	// also serves the grants under /v1/grants, /v1/denies, /v1/bundles
+	// and /v1/agents/{agent}/explain, so the grants a key is shown and
+	// the grants an operator manages are one service.
+	Door *door.Door
+	// Store is the store the approvals, keys, audit trail and readiness
+	// are read from.
+	Store toolplane.Store
+	// Log receives what callers are not told (a store that does not
+	// answer, a platform fault); nil is slog.Default().
+	Log *slog.Logger
+	// Now is the clock approvals and keys' expiry are read by; nil is
+	// time.Now.
+	Now func() time.Time
 	// ResourceMetadata, when set, is the URL of the server's OAuth
 	// protected resource metadata (RFC 9728), which a 401's
 	// WWW-Authenticate names (see apikey.Challenge).
@@ -55,31 +64,17 @@ type Server struct {
 	// variants; see mcpserver.Server.ResourceMetadataHandler). Without it
 	// they answer 404.
 	Metadata http.Handler
-	// Limiter, when set, limits each key's requests on this node and
-	// reports the limit in the X-RateLimit headers. Only requests that
-	// authenticated as the key spend its budget.
-	Limiter *ratelimit.Limiter
-	// Failures, when set, limits failed authentications per client
-	// address and per key id, apart from any key's own budget (see
-	// apikey.Gate); one per node, shared with the MCP door.
-	Failures *ratelimit.Failures
-	// Keys, when set, remembers verified API keys across requests; one
-	// per node, shared with the MCP door (see apikey.Cache).
-	Keys *apikey.Cache
-	// RunBudgetCents, when positive, caps every run's cost: a caller may
-	// name a lower ceiling, never a higher one.
-	RunBudgetCents int64
-	// Catalog and Authz, when set, serve the registry's lifecycle and the
-	// grants under /v1/registry, /v1/grants, /v1/denies and /v1/bundles.
-	// Authz is also where the tools an agent is shown are read (see
-	// door.Door.Shown); a call is decided by the invoker. Without it the
-	// key's own tools are the grant.
+	// Catalog, when set with Door.Authz, serves the registry's lifecycle
+	// and the change log under /v1/registry and /v1/changes, and with it
+	// the grant routes; without both they answer 404.
 	Catalog *catalog.Service
-	Authz   *authz.Service
 	// PublicURL, when set, is where clients reach this server: the OpenAPI
 	// document it serves names it as its server, so a client generated from
 	// that document calls this server rather than the default address.
 	PublicURL string
+	// UpstreamSettings, when set, serves the runtime settings of upstream
+	// tools under /v1/upstreams.
+	UpstreamSettings *upstream.Settings
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -87,17 +82,6 @@ type Server struct {
 	// built by Handler.
 	keys  *apikey.Keys
 	trail *audit.Trail
-
-	// UpstreamSettings, when set, serves the runtime settings of upstream
-	// tools under /v1/upstreams.
-	UpstreamSettings *upstream.Settings
-
-	// Door, when set, is the door layer the server shares with the other
-	// doors (authentication, rate limits, what a key is shown, calls); it
-	// then takes the place of Tokens, Limiter, Failures, RunBudgetCents
-	// and, for authentication, Keys (see door.Door). Without it the
-	// server makes one of its own settings.
-	Door *door.Door
 }
 
 // caller is who a request authenticated as.
@@ -109,13 +93,18 @@ type caller struct {
 
 // Handler answers the API's routes.
 func (s *Server) Handler() http.Handler {
+	if s.Door == nil {
+		// A wiring bug, found when the server is built, not at its first
+		// request.
+		panic("httpapi: Server.Door is required")
+	}
 	if s.Now == nil {
 		s.Now = time.Now
 	}
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
-	s.keys = apikey.NewKeys(apikey.KeysConfig{Store: s.Store, Cache: s.Keys, Now: s.Now})
+	s.keys = apikey.NewKeys(apikey.KeysConfig{Store: s.Store, Cache: s.Door.Keys, Now: s.Now})
 	s.trail = audit.NewTrail(s.Store)
 	s.document = openAPI
 	if s.PublicURL != "" {
@@ -137,10 +126,10 @@ func (s *Server) Handler() http.Handler {
 		// methods it takes.
 		if allow := allowed(mux, r); allow != "" {
 			w.Header().Set("Allow", allow)
-			s.fail(w, r, http.StatusMethodNotAllowed, "method_not_allowed", r.URL.Path+" takes "+allow+", not "+r.Method, "")
+			httperr.Send(w, r, httperr.MethodNotAllowed, r.URL.Path+" takes "+allow+", not "+r.Method, "")
 			return
 		}
-		s.fail(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path, "")
+		httperr.Send(w, r, httperr.NotFound, "no such route: "+r.Method+" "+r.URL.Path, "")
 	})
 	return mux
 }
@@ -216,7 +205,7 @@ func (s *Server) routes() []route {
 // metadata answers a protected resource metadata route through Metadata.
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 	if s.Metadata == nil {
-		s.fail(w, r, http.StatusNotFound, "not_found", "this server has no OAuth protected resource metadata", "")
+		httperr.Send(w, r, httperr.NotFound, "this server has no OAuth protected resource metadata", "")
 		return
 	}
 	s.Metadata.ServeHTTP(w, r)
@@ -224,7 +213,7 @@ func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	if _, _, err := s.Store.ListAudit(r.Context(), "readyz", toolplane.AuditFilter{}, "", 1); err != nil {
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "the database does not answer", "")
+		httperr.Send(w, r, httperr.Unavailable, "the database does not answer", "")
 		return
 	}
 	w.Write([]byte("ok\n"))
@@ -239,72 +228,57 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		// it is shown, the approvals of its organization): no cache, shared
 		// or not, may keep it and hand it to another.
 		w.Header().Set("Cache-Control", "private, no-store")
-		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
-		var refused *door.Refusal
+		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		var refusal *door.Refusal
 		switch {
-		case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, refused.Presented))
-			msg := refused.Message
-			if !refused.Presented {
+		case errors.As(err, &refusal) && refusal.Kind == door.Unauthenticated:
+			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, refusal.Presented))
+			msg := refusal.Message
+			if !refusal.Presented {
 				msg = "send an API key as Authorization: Bearer <key>"
 			}
-			s.fail(w, r, http.StatusUnauthorized, "unauthenticated", msg, "")
+			httperr.Send(w, r, httperr.Unauthenticated, msg, "")
 			return
-		case errors.As(err, &refused) && refused.Kind == door.RateLimited:
-			s.fail(w, r, http.StatusTooManyRequests, "rate_limited", refused.Message, "")
+		case errors.As(err, &refusal) && refusal.Kind == door.RateLimited:
+			httperr.Send(w, r, httperr.RateLimited, refusal.Message, "")
 			return
 		case err != nil:
-			s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked right now", "")
+			httperr.Send(w, r, httperr.Unavailable, "credentials cannot be checked right now", "")
 			return
 		}
 		h(w, r, caller{cred: c.Credential, at: c.At})
 	})
 }
 
-// door answers the door layer this server's requests go through: Door
-// when set, otherwise one made of this server's own settings.
-func (s *Server) door() *door.Door {
-	if s.Door != nil {
-		return s.Door
-	}
-	return &door.Door{Invoker: s.Invoker, Registry: s.Registry, Store: s.Store, Tokens: s.Tokens, Keys: s.Keys, Limiter: s.Limiter,
-		Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log, Now: s.Now}
-}
-
-// bounded answers 400 invalid_request for the first of checks (from
-// toolplane.CheckLen) that failed, naming its field, and reports whether
-// none did: an identifier past its bound is refused before it is looked up
-// or written anywhere.
-func (s *Server) bounded(w http.ResponseWriter, r *http.Request, checks ...error) bool {
-	for _, err := range checks {
-		var tooLong *toolplane.TooLongError
-		if errors.As(err, &tooLong) {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", tooLong.Error(), tooLong.Field)
-			return false
+// refused answers the first of errs that is a refusal every route
+// answers alike: a service's (*toolplane.DeniedError, 403 in the service's
+// words; any other toolplane.ErrForbidden) or an identifier past its bound
+// (a *toolplane.TooLongError from toolplane.CheckLen, 400 at its field),
+// and reports whether one was. A handler may ask a service's rule
+// (approval.MayRead, ...) and check its identifiers before it reads the
+// request, so that a caller who may not use the route is told so before
+// their limit, id or body is judged, and an identifier past its bound is
+// refused before it is looked up; the service asks again.
+func (s *Server) refused(w http.ResponseWriter, r *http.Request, errs ...error) bool {
+	for _, err := range errs {
+		var (
+			d       *toolplane.DeniedError
+			tooLong *toolplane.TooLongError
+		)
+		switch {
+		case errors.As(err, &d):
+			httperr.Send(w, r, httperr.Denied, d.Why, "")
+		case errors.Is(err, toolplane.ErrForbidden), errors.As(err, &tooLong):
+			httperr.Fail(w, r, s.Log, err)
+		default:
+			continue
 		}
+		return true
 	}
-	return true
-}
-
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
-	httperr.Write(w, r, status, code, msg, field)
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { httperr.WriteJSON(w, status, v) }
-
-// listFail answers a list's failure: a cursor the store could not decode
-// is the caller's mistake (400 at cursor); anything else — a database
-// outage included — is the platform's, logged and answered 500 without
-// its details, so an outage is neither hidden as a bad request nor
-// described to the caller.
-func (s *Server) listFail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	if errors.Is(err, cursor.ErrMalformed) {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the cursor is not valid", "cursor")
-		return
-	}
-	s.Log.ErrorContext(r.Context(), "list failed", "list", what, "err", err)
-	s.fail(w, r, http.StatusInternalServerError, "internal_error", "the list could not be read", "")
-}
 
 // maxBody bounds a request body.
 const maxBody = 1 << 20
@@ -351,10 +325,10 @@ func view(t *registry.Tool) toolView {
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
-	ts, err := s.door().Shown(r.Context(), c.cred, r.URL.Query().Get("tenant_id"))
+	ts, err := s.Door.Shown(r.Context(), c.cred, r.URL.Query().Get("tenant_id"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
 		return
 	}
 	items := make([]toolView, 0, len(ts))
@@ -365,14 +339,14 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
-	t, err := s.door().ShownTool(r.Context(), c.cred, r.URL.Query().Get("tenant_id"), r.PathValue("name"))
+	t, err := s.Door.ShownTool(r.Context(), c.cred, r.URL.Query().Get("tenant_id"), r.PathValue("name"))
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "grants could not be read", "err", err)
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
 		return
 	}
 	if t == nil {
-		s.fail(w, r, http.StatusNotFound, "not_found", "no tool named "+r.PathValue("name"), "")
+		httperr.Send(w, r, httperr.NotFound, "no tool named "+r.PathValue("name"), "")
 		return
 	}
 	out := map[string]any{"tool": view(t), "mcp": projection.MCP(&t.Def)}
@@ -408,25 +382,25 @@ type invokeRequest struct {
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	if err := door.CallsTools(c.cred); err != nil {
 		// Before the body is read: whatever it holds, this key calls nothing.
-		s.fail(w, r, http.StatusForbidden, "denied", err.Error(), "")
+		httperr.Send(w, r, httperr.Denied, err.Error(), "")
 		return
 	}
 	var body invokeRequest
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	name := r.PathValue("name")
-	a := s.door().Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, door.Call{
+	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, door.Call{
 		Tool: name, Arguments: body.Arguments, Source: toolplane.SourceREST,
 		RunID: body.RunID, StepPath: body.StepPath, IdempotencyKey: body.IdempotencyKey, AuthorizedBy: body.AuthorizedBy,
 		OnBehalfOf: body.OnBehalfOf, TenantID: body.TenantID, Contracts: body.Contracts, MaxCostCents: body.MaxCostCents,
 	})
 	switch a.Kind {
 	case door.Invalid:
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", a.Message, a.Field)
+		httperr.Send(w, r, httperr.InvalidRequest, a.Message, a.Field)
 	case door.Denied:
-		s.fail(w, r, http.StatusForbidden, "denied", a.Message, a.Field)
+		httperr.Send(w, r, httperr.Denied, a.Message, a.Field)
 	case door.ApprovalRequired:
 		ar := a.Approval
 		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
@@ -442,11 +416,11 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 			w.Header().Set("Retry-After", strconv.Itoa(door.RetryAfterSeconds(a.RetryAfter)))
 			msg = a.Message
 		}
-		s.fail(w, r, http.StatusConflict, "in_flight", msg, "")
+		httperr.Send(w, r, httperr.InFlight, msg, "")
 	case door.Unavailable:
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "grants cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
 	case door.Fault:
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the platform could not complete this call", "")
+		httperr.Send(w, r, httperr.Internal, "the platform could not complete this call", "")
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
@@ -456,12 +430,12 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, approval.MayRead(c.cred, "listing approvals")) {
+	if s.refused(w, r, approval.MayRead(c.cred, "listing approvals")) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	status := toolplane.ApprovalStatus(r.URL.Query().Get("status"))
@@ -470,9 +444,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	as, next, err := s.approvals().List(r.Context(), status, r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "approvals", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]map[string]any, len(as))
@@ -484,7 +456,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 
 // approvals answers the approval service approvals are read through.
 func (s *Server) approvals() *approval.Service {
-	if a := s.Invoker.Approvals(); a != nil {
+	if a := s.Door.Invoker.Approvals(); a != nil {
 		return a
 	}
 	// An invoker wired without approvals files none; reading the store
@@ -504,20 +476,20 @@ func approvalView(a toolplane.Approval) map[string]any {
 // the list would show it; another organization's id is not found.
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.PathValue("id")
-	if s.denied(w, r, approval.MayRead(c.cred, "reading approvals")) {
+	if s.refused(w, r, approval.MayRead(c.cred, "reading approvals")) {
 		return
 	}
-	if !s.bounded(w, r, toolplane.CheckLen("approval id", id, toolplane.MaxRefLen)) {
+	if s.refused(w, r, toolplane.CheckLen("approval id", id, toolplane.MaxRefLen)) {
 		return
 	}
 	a, err := s.approvals().Get(r.Context(), id, c.cred)
 	switch {
-	case s.denied(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+id, "")
+		httperr.Send(w, r, httperr.NotFound, "no approval "+id, "")
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "approval lookup failed", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the approval could not be read", "")
+		httperr.Send(w, r, httperr.Internal, "the approval could not be read", "")
 	default:
 		writeJSON(w, http.StatusOK, approvalView(*a))
 	}
@@ -526,13 +498,13 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 	decision := r.PathValue("decision")
 	if decision != "approve" && decision != "reject" {
-		s.fail(w, r, http.StatusNotFound, "not_found", "use /approve or /reject", "")
+		httperr.Send(w, r, httperr.NotFound, "use /approve or /reject", "")
 		return
 	}
-	if s.denied(w, r, approval.MayAnswer(c.cred)) {
+	if s.refused(w, r, approval.MayAnswer(c.cred)) {
 		return
 	}
-	if !s.bounded(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
+	if s.refused(w, r, toolplane.CheckLen("approval id", r.PathValue("id"), toolplane.MaxRefLen)) {
 		return
 	}
 	var body struct {
@@ -540,39 +512,37 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if r.ContentLength != 0 {
 		if err := decodeBody(r, &body); err != nil {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+			httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 			return
 		}
 	}
-	a, err := s.Invoker.Resolve(r.Context(), r.PathValue("id"), approval.Decision{Approve: decision == "approve", Reason: body.Reason}, c.cred)
+	a, err := s.Door.Invoker.Resolve(r.Context(), r.PathValue("id"), approval.Decision{Approve: decision == "approve", Reason: body.Reason}, c.cred)
 	switch {
-	case s.denied(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no approval "+r.PathValue("id"), "")
+		httperr.Send(w, r, httperr.NotFound, "no approval "+r.PathValue("id"), "")
 	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
-		s.fail(w, r, http.StatusConflict, "conflict", err.Error(), "")
+		httperr.Send(w, r, httperr.Conflict, err.Error(), "")
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "approval resolution fault", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the approval could not be recorded", "")
+		httperr.Send(w, r, httperr.Internal, "the approval could not be recorded", "")
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"id": a.ID, "status": a.Status, "resolved_by": a.ResolvedBy, "resolved_at": a.ResolvedAt})
 	}
 }
 
 func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, invoke.MayListUncertain(c.cred)) {
+	if s.refused(w, r, invoke.MayListUncertain(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
-	cs, next, err := s.Invoker.Uncertain(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
+	cs, next, err := s.Door.Invoker.Uncertain(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "uncertain", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]map[string]any, len(cs))
@@ -584,7 +554,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 }
 
 func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, invoke.MayReconcile(c.cred)) {
+	if s.refused(w, r, invoke.MayReconcile(c.cred)) {
 		return
 	}
 	var body struct {
@@ -595,31 +565,34 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 		Unconfirmed string          `json:"unconfirmed"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
-	if !s.bounded(w, r, toolplane.CheckLen("tool", body.Tool, toolplane.MaxNameLen), toolplane.CheckLen("key", body.Key, toolplane.MaxRunLen)) {
+	if s.refused(w, r, toolplane.CheckLen("tool", body.Tool, toolplane.MaxNameLen), toolplane.CheckLen("key", body.Key, toolplane.MaxRunLen)) {
 		return
 	}
 	rec := invoke.Reconciliation{Failure: body.Failure, Unconfirmed: body.Unconfirmed}
 	if len(body.Output) > 0 {
 		out, refusal := registry.DecodeArguments(body.Output)
 		if refusal != nil {
-			s.fail(w, r, http.StatusBadRequest, "invalid_request", "output is not valid JSON", "output")
+			httperr.Send(w, r, httperr.InvalidRequest, "output is not valid JSON", "output")
 			return
 		}
 		rec.Output = out
 	}
-	res, err := s.Invoker.Reconcile(r.Context(), body.Tool, body.Key, rec, c.cred)
+	res, err := s.Door.Invoker.Reconcile(r.Context(), body.Tool, body.Key, rec, c.cred)
 	switch {
-	case s.denied(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, invoke.ErrBadReconciliation):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no such uncertain action", "")
+		httperr.Send(w, r, httperr.NotFound, "no such uncertain action", "")
+	case errors.Is(err, toolplane.ErrConflict):
+		// journal.ErrNotUncertain, or the claim changed under the settling.
+		httperr.Send(w, r, httperr.Conflict, "the action is not uncertain (it was settled already), or it changed meanwhile", "")
 	case err != nil:
-		s.Log.ErrorContext(r.Context(), "reconciliation refused", "err", err)
-		s.fail(w, r, http.StatusConflict, "conflict", "the action is not uncertain (it was settled already), or it changed meanwhile", "")
+		// Anything else (the store not answering) is the platform's.
+		httperr.Fail(w, r, s.Log, err)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(boundary.Render(res))
@@ -628,47 +601,23 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, audit.MayRead(c.cred)) {
+	if s.refused(w, r, audit.MayRead(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	q := r.URL.Query()
 	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
 	evs, next, err := s.trail.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "audit", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	if evs == nil {
 		evs = []toolplane.AuditEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": evs, "next_cursor": next})
-}
-
-// denied answers 403 denied when err is a service's refusal
-// (*toolplane.DeniedError), in the service's words, and reports whether it
-// was: the rules are the services', the door only says what they said.
-// A handler may ask a service's rule (approval.MayRead, ...) before it
-// reads the request, so that a caller who may not use the route is told so
-// before their limit, id or body is judged; the service asks it again.
-func (s *Server) denied(w http.ResponseWriter, r *http.Request, err error) bool {
-	var d *toolplane.DeniedError
-	if !errors.As(err, &d) {
-		return false
-	}
-	s.fail(w, r, http.StatusForbidden, "denied", d.Why, "")
-	return true
-}
-
-// forbidRole answers 403 to c, whose key lacks the role msg says the
-// route needs, in the words every service's refusal uses
-// (toolplane.Refuse).
-func (s *Server) forbidRole(w http.ResponseWriter, r *http.Request, c caller, msg string) {
-	s.fail(w, r, http.StatusForbidden, "denied", toolplane.Refuse(c.cred, nil, msg).Why, "")
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/demo"
@@ -31,6 +31,7 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 type bindings struct{ *handler.Registry }
@@ -39,8 +40,11 @@ func (bindings) Connection(string) bool   { return false }
 func (bindings) FactResolver(string) bool { return false }
 
 type fixture struct {
-	db               *sql.DB
-	store            *sqlite.Store
+	db    *sql.DB
+	store *sqlite.Store
+	// door is the door layer api goes through: a test sets the limits,
+	// the key cache, the token verifier or the grant service on it.
+	door             *door.Door
 	api              *httpapi.Server
 	srv              *httptest.Server
 	agent, person    string
@@ -72,16 +76,7 @@ func mintIn(t *testing.T, s *sqlite.Store, org string, kind toolplane.Credential
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "api.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, db := sqlitetest.NewDB(t)
 	defs, bs, err := demo.New().Catalogue()
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +93,9 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &httpapi.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet}
-	f := &fixture{db: db, store: store, api: api, srv: httptest.NewServer(api.Handler())}
+	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	api := &httpapi.Server{Door: layer, Store: store, Log: quiet}
+	f := &fixture{db: db, store: store, door: layer, api: api, srv: httptest.NewServer(api.Handler())}
 	t.Cleanup(f.srv.Close)
 	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-support", nil, []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"}, false)
 	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)
@@ -246,7 +242,7 @@ func TestHealthAndUnknownRoutes(t *testing.T) {
 func TestRateLimitHeaders(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.Limiter = ratelimit.New(2, time.Minute)
+	f.door.Limiter = ratelimit.New(2, time.Minute)
 	for i := range 3 {
 		req, _ := http.NewRequest("GET", f.srv.URL+"/v1/tools", nil)
 		req.Header.Set("Authorization", "Bearer "+f.agent)
@@ -321,7 +317,7 @@ func TestJWTCallerInvokes(t *testing.T) {
 		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256)}}})
 	}))
 	t.Cleanup(jwks.Close)
-	f.api.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	f.door.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
 	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
 	tok, _ := jwt.Signed(signer).Claims(map[string]any{"iss": "https://idp.example", "aud": "toolplane", "sub": "agent-jwt", "org": "org-1",
 		"exp": time.Now().Add(time.Hour).Unix(), "toolplane_kind": "agent", "toolplane_tools": []string{"demo.search_tickets"}}).Serialize()
@@ -358,7 +354,7 @@ func TestARefusedTokenIsNamedForWhatItWasTakenFor(t *testing.T) {
 		notKey = "the bearer token is not a valid API key"
 	)
 	withJWTs := newFixture(t)
-	withJWTs.api.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	withJWTs.door.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
 	keysOnly := newFixture(t)
 	tests := []struct {
 		name  string
@@ -408,4 +404,16 @@ func TestGroupApprovalNeedsAMember(t *testing.T) {
 	if status, body := f.do(t, "POST", "/v1/approvals/apr_group/approve", f.person, ""); status != http.StatusForbidden || !strings.Contains(toJSON(body), "finance") {
 		t.Fatalf("a non-member answered a group approval: %d %v", status, body)
 	}
+}
+
+// A server without its door layer is a wiring bug: it is refused when the
+// server is built, not answered at its first request.
+func TestAServerWithoutADoorIsRefused(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		if recover() == nil {
+			t.Error("Handler built a server without a Door")
+		}
+	}()
+	(&httpapi.Server{Store: sqlitetest.New(t)}).Handler()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/httperr"
 )
 
 // keyView is a credential as the API shows it: never its hash.
@@ -36,26 +37,22 @@ func keyOf(c *toolplane.Credential) keyView {
 		CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy, ExpiresAt: opt(c.ExpiresAt), RevokedAt: opt(c.RevokedAt), LastUsedAt: opt(c.LastUsedAt)}
 }
 
-// keysFail answers a key operation's failure: the service's refusal, a
-// request it cannot mint (naming the part at fault), or a fault.
+// keysFail answers a key operation's failure: a request it cannot mint
+// at the part at fault, any other error by its kind (httperr.Fail: the
+// service's refusal, a conflict); a store that did not take the key is
+// the platform's fault, logged and answered 500, never a 400 that would
+// send the caller to look for a mistake of theirs.
 func (s *Server) keysFail(w http.ResponseWriter, r *http.Request, err error) {
 	var invalid *apikey.InvalidError
-	switch {
-	case s.denied(w, r, err):
-	case errors.As(err, &invalid):
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", invalid.Why, invalid.Field)
-	case !s.bounded(w, r, err):
-	case errors.Is(err, apikey.ErrNotStored):
-		s.Log.ErrorContext(r.Context(), "credential insert failed", "err", err)
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", "the key could not be stored; check that roles, tools and subject are plain text", "")
-	default:
-		s.Log.ErrorContext(r.Context(), "key could not be minted", "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "internal_error", "the key could not be minted", "")
+	if errors.As(err, &invalid) {
+		httperr.Send(w, r, httperr.InvalidRequest, invalid.Why, invalid.Field)
+		return
 	}
+	httperr.Fail(w, r, s.Log, err)
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, apikey.MayManage(c.cred, "creating keys")) {
+	if s.refused(w, r, apikey.MayManage(c.cred, "creating keys")) {
 		return
 	}
 	var body struct {
@@ -67,7 +64,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 		ExpiresAt time.Time                `json:"expires_at"`
 	}
 	if err := decodeBody(r, &body); err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	key, cred, err := s.keys.Create(r.Context(), apikey.NewKey{Kind: body.Kind, Subject: body.Subject, Roles: body.Roles,
@@ -81,19 +78,17 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
-	if s.denied(w, r, apikey.MayList(c.cred)) {
+	if s.refused(w, r, apikey.MayList(c.cred)) {
 		return
 	}
 	limit, err := limitOf(r)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid_request", err.Error(), "limit")
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "limit")
 		return
 	}
 	cs, next, err := s.keys.List(r.Context(), r.URL.Query().Get("cursor"), limit, c.cred)
 	if err != nil {
-		if !s.denied(w, r, err) {
-			s.listFail(w, r, "keys", err)
-		}
+		httperr.Fail(w, r, s.Log, err)
 		return
 	}
 	items := make([]keyView, len(cs))
@@ -106,15 +101,14 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, c caller) {
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
 	cred, err := s.keys.Revoke(r.Context(), r.PathValue("id"), c.cred)
 	switch {
-	case s.denied(w, r, err):
-	case !s.bounded(w, r, err):
+	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, "not_found", "no key "+r.PathValue("id"), "")
+		httperr.Send(w, r, httperr.NotFound, "no key "+r.PathValue("id"), "")
 	case errors.Is(err, apikey.ErrChanged):
-		s.fail(w, r, http.StatusConflict, "conflict", "the key changed meanwhile; try again", "")
+		httperr.Send(w, r, httperr.Conflict, "the key changed meanwhile; try again", "")
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
-		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "credentials cannot be read right now", "")
+		httperr.Send(w, r, httperr.Unavailable, "credentials cannot be read right now", "")
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"credential": keyOf(cred)})
 	}

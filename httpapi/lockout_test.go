@@ -68,10 +68,10 @@ func TestWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.api.Limiter = ratelimit.New(5, time.Minute)
-			f.api.Failures = ratelimit.NewFailures(3, time.Minute)
+			f.door.Limiter = ratelimit.New(5, time.Minute)
+			f.door.Failures = ratelimit.NewFailures(3, time.Minute)
 			if tt.cached {
-				f.api.Keys = apikey.NewCache(0, time.Hour)
+				f.door.Keys = apikey.NewCache(0, time.Hour)
 			}
 			admin := f.mintAdmin(t)
 			holder := from(t, "127.0.0.1")
@@ -134,15 +134,15 @@ func TestToolListingsAreNotPubliclyCacheable(t *testing.T) {
 func TestJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.Limiter = ratelimit.New(5, time.Minute)
-	f.api.Failures = ratelimit.NewFailures(3, time.Minute)
-	f.api.Keys = apikey.NewCache(0, time.Hour)
+	f.door.Limiter = ratelimit.New(5, time.Minute)
+	f.door.Failures = ratelimit.NewFailures(3, time.Minute)
+	f.door.Keys = apikey.NewCache(0, time.Hour)
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256)}}})
 	}))
 	t.Cleanup(jwks.Close)
-	f.api.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	f.door.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
 	signer, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithHeader("kid", "k1"))
 	tok, err := jwt.Signed(signer).Claims(map[string]any{"iss": "https://idp.example", "aud": "toolplane", "sub": "agent-jwt", "org": "org-1",
 		"exp": time.Now().Add(time.Hour).Unix(), "toolplane_kind": "agent", "toolplane_tools": []string{"demo.search_tickets"}}).Serialize()

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/toolplane/toolplane/door"
 )
 
 // TestOpenAPIDocumentMatchesTheRoutes checks every route the mux serves is
@@ -152,7 +154,7 @@ func TestServedOpenAPINamesThePublicURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer((&Server{PublicURL: tt.publicURL}).Handler())
+			srv := httptest.NewServer((&Server{Door: &door.Door{}, PublicURL: tt.publicURL}).Handler())
 			defer srv.Close()
 			resp, err := http.Get(srv.URL + "/v1/openapi.json")
 			if err != nil {

@@ -22,8 +22,8 @@ import (
 func TestRegistryAndGrantRoutesRefuseWithoutTheRole(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
-	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
+	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
 	publisher := mint(t, f.store, toolplane.CredentialPerson, "pete", []string{"tool_publisher:support"}, nil, false)
 	def := `{"name":"support.find","version":"1.0.0","kind":"internal","owner":"support","description":"Find.","effect":"read",
 		"binding":{"handler":{"key":"demo.search_tickets"}},"input_schema":{"type":"object"},"output_schema":{"type":"object"}}`
@@ -57,8 +57,8 @@ func TestRegistryAndGrantRoutesRefuseWithoutTheRole(t *testing.T) {
 func TestGrantListsArePaged(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
-	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
+	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
 	admin := f.mintAdmin(t)
 	for _, p := range []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"} {
 		if status, body := f.do(t, "POST", "/v1/grants", admin, `{"agent_id":"bot","pattern":"`+p+`"}`); status != http.StatusCreated {
@@ -97,8 +97,8 @@ func TestGrantListsArePaged(t *testing.T) {
 func TestWrongSecretsAreRateLimited(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.Limiter = ratelimit.New(2, time.Minute)
-	f.api.Failures = ratelimit.NewFailures(2, time.Minute)
+	f.door.Limiter = ratelimit.New(2, time.Minute)
+	f.door.Failures = ratelimit.NewFailures(2, time.Minute)
 	id, _, err := apikey.Parse(f.agent)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestWrongSecretsAreRateLimited(t *testing.T) {
 func TestRunBudget(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.RunBudgetCents = 2
+	f.door.RunBudgetCents = 2
 	key := mint(t, f.store, toolplane.CredentialAgent, "analyst", nil, []string{"demo.analyze_text"}, false)
 	call := func(run string, asked int) string {
 		body := `{"arguments":{"text":"Hello there."},"run_id":"` + run + `","max_cost_cents":` + strconv.Itoa(asked) + `}`
@@ -147,8 +147,8 @@ func (f *fixture) withRegistry(t *testing.T) {
 	}
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)
-	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{Bindings: bindings{hs}}})
-	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{Bindings: bindings{hs}}})
+	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
 }
 
 // supportFind answers a definition of support.find at version, with tags.

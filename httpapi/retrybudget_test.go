@@ -14,7 +14,7 @@ import (
 func TestRetriesOfAnAnsweredWriteSpendTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.api.Limiter = ratelimit.New(3, 1000*time.Hour) // one window for the whole test
+	f.door.Limiter = ratelimit.New(3, 1000*time.Hour) // one window for the whole test
 	call := `{"arguments":{"ticket_id":"t-1001","text":"Replacement shipped."},"idempotency_key":"note-1"}`
 	if status, body := f.do(t, "POST", "/v1/tools/demo.add_note/invoke", f.agent, call); status != http.StatusOK {
 		t.Fatalf("first call: %d %v", status, body)

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/fencetest"
 	"github.com/toolplane/toolplane/invoke"
@@ -108,7 +109,9 @@ func TestUpstreamToolsListShowsTheServersSchemasWithoutVendorKeywords(t *testing
 		})
 	}
 	t.Run("GET /v1/tools", func(t *testing.T) {
-		api := httptest.NewServer((&httpapi.Server{Invoker: e.iv, Registry: e.reg, Store: e.store, Log: slog.New(slog.DiscardHandler)}).Handler())
+		quiet := slog.New(slog.DiscardHandler)
+		layer := &door.Door{Invoker: e.iv, Registry: e.reg, Store: e.store, Log: quiet}
+		api := httptest.NewServer((&httpapi.Server{Door: layer, Store: e.store, Log: quiet}).Handler())
 		t.Cleanup(api.Close)
 		req, _ := http.NewRequest("GET", api.URL+"/v1/tools", nil)
 		req.Header.Set("Authorization", "Bearer "+e.key)
