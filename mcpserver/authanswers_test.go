@@ -18,6 +18,7 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // authFixture is an MCP endpoint on loopback, served the way toolplane
@@ -31,7 +32,7 @@ type authFixture struct {
 func newAuthFixture(t *testing.T, issuer string) *authFixture {
 	t.Helper()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	f := &authFixture{}

@@ -19,6 +19,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 func lookup(version, input string) registry.Version {
@@ -35,7 +36,7 @@ func lookup(version, input string) registry.Version {
 func TestListsFollowGrantsAndVersions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	hs := handler.NewRegistry()
 	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
 	_ = hs.Register(b)
@@ -142,7 +143,7 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	hs := handler.NewRegistry()
 	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
 	_ = hs.Register(b)

@@ -27,6 +27,7 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // from answers a client whose connections leave from the loopback address
@@ -58,7 +59,7 @@ func initialize(t *testing.T, client *http.Client, url, key string) *http.Respon
 func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
@@ -100,7 +101,7 @@ func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 func TestMCPJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)

@@ -15,13 +15,14 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // The MCP door refuses a token in the words every door uses: what the
 // token was taken for, not which check failed.
 func TestMCPRefusesATokenForWhatItWasTakenFor(t *testing.T) {
 	t.Parallel()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler)}).Handler())

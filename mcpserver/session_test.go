@@ -22,6 +22,7 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // demoServer serves the demo catalogue over MCP and answers its URL and an
@@ -37,7 +38,7 @@ func demoServer(t *testing.T, publicURL string) (string, string) {
 func demoDoor(t *testing.T, publicURL string) (string, string, *invoke.Invoker) {
 	t.Helper()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	defs, bs, _ := demo.New().Catalogue()
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)
@@ -141,7 +142,7 @@ func TestOlderProtocolVersionsAreNegotiated(t *testing.T) {
 func TestMCPRequestsAreRateLimitedPerKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
