@@ -12,7 +12,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -306,28 +305,15 @@ type admittedKey struct{}
 // meta, the endpoint's protected resource metadata, when there is one) for
 // a missing or refused token, 403 for a person's key (valid, but tools are
 // called with an agent's), 429 over a budget, 503 when credentials cannot
-// be checked. Only an admitted agent's request reaches next.
+// be checked (see refuse). Only an admitted agent's request reaches next.
 func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
-		var refused *door.Refusal
-		switch {
-		case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, refused.Presented))
-			msg := refused.Message
-			if !refused.Presented {
-				msg = "send an agent's API key as Authorization: Bearer <key>"
-			}
-			http.Error(w, msg, http.StatusUnauthorized)
-			return
-		case errors.As(err, &refused) && refused.Kind == door.RateLimited:
-			http.Error(w, refused.Message, http.StatusTooManyRequests)
-			return
-		case err != nil:
-			http.Error(w, "credentials cannot be checked right now; try again shortly", http.StatusServiceUnavailable)
-			return
-		case door.CallsTools(c.Credential) != nil:
-			http.Error(w, "this is a "+string(c.Credential.Kind)+"'s key: tools are called with an agent's key (a person's key is for the REST API under /v1)", http.StatusForbidden)
+		if err == nil {
+			err = door.CallsTools(c.Credential)
+		}
+		if err != nil {
+			refuse(w, meta, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &c)))
