@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,7 +46,7 @@ func newAuthFixture(t *testing.T, issuer string) *authFixture {
 		}
 		*k.key = apikey.Key(id, secret)
 	}
-	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler), Version: "test",
+	door := &mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test",
 		PublicURL: "https://tp.example", AuthorizationServer: issuer}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", door.Handler())

@@ -277,7 +277,7 @@ func TestApprovalOfAnUpstreamToolIsShownByTheTypeScriptSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := apikey.Key(id, secret)
-	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", Upstreams: set, PublicURL: "https://toolplane.example"}
+	door := &mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test", Upstreams: set, PublicURL: "https://toolplane.example"}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", door.Handler())
 	mux.Handle("/mcp/everything", door.UpstreamHandler("everything"))

@@ -123,7 +123,7 @@ func (c *cluster) node(t *testing.T, opts ...func(*mcpserver.Server)) (string, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: c.store, Log: quiet, Version: "test", Sessions: c.store, SessionTouch: sessionTouch}
+	door := &mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, c.store), Version: "test", Sessions: c.store, SessionTouch: sessionTouch}
 	for _, o := range opts {
 		o(door)
 	}
@@ -383,7 +383,7 @@ func TestMCPRetriesSpendTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "sqlite")
 	limiter := ratelimit.New(8, 1000*time.Hour) // one window for the whole test
-	u, _ := c.node(t, func(s *mcpserver.Server) { s.Limiter = limiter })
+	u, _ := c.node(t, func(s *mcpserver.Server) { s.Door.Limiter = limiter })
 	rt := &router{key: c.keyA}
 	rt.to(t, u+"/mcp")
 	cs := connect(t, rt) // initialize and initialized: two requests

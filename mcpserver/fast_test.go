@@ -80,7 +80,7 @@ func newFastFixture(t testing.TB, idle time.Duration) *fastFixture {
 		return apikey.Key(id, secret)
 	}
 	f.keyA, f.keyB = mint("agent-a"), mint("agent-b")
-	f.s = &Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", SessionIdle: idle}
+	f.s = &Server{Door: NewTestDoor(iv, reg, store), Log: quiet, Version: "test", SessionIdle: idle}
 	srv := httptest.NewServer(f.s.Handler())
 	t.Cleanup(srv.Close)
 	f.url = srv.URL

@@ -58,7 +58,9 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Authz: grants}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Authz = grants
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 	operator := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "opal", Roles: []string{"agent_operator"}}
 	g := &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup@^1.0.0"}
@@ -161,7 +163,9 @@ func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 	grants := authz.New(store, reg, quiet, nil)
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
 		Principals: authz.Principals{Grants: grants, Keys: store}})
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Authz: grants}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Authz = grants
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 	for _, tt := range []struct {
 		org, want string // want is the version listed, "" for none

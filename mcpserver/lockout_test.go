@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -67,8 +66,9 @@ func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
-		Limiter: ratelimit.New(5, time.Minute), Failures: ratelimit.NewFailures(3, time.Minute)}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Limiter, d.Failures = ratelimit.New(5, time.Minute), ratelimit.NewFailures(3, time.Minute)
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 
 	wrong := apikey.Key(id, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
@@ -120,10 +120,11 @@ func TestMCPJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
-		Tokens:  &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL},
-		Keys:    apikey.NewCache(0, time.Hour),
-		Limiter: ratelimit.New(5, time.Minute), Failures: ratelimit.NewFailures(3, time.Minute)}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	d.Keys = apikey.NewCache(0, time.Hour)
+	d.Limiter, d.Failures = ratelimit.New(5, time.Minute), ratelimit.NewFailures(3, time.Minute)
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 
 	got429 := 0

@@ -58,7 +58,7 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 		Tools: []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test"}).Handler())
+	srv := httptest.NewServer((&mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test"}).Handler())
 	t.Cleanup(srv.Close)
 
 	// Without a key the endpoint refuses.

@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,7 +24,7 @@ func TestMCPRefusesATokenForWhatItWasTakenFor(t *testing.T) {
 	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler)}).Handler())
+	srv := httptest.NewServer((&mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store)}).Handler())
 	t.Cleanup(srv.Close)
 	id, _, _ := apikey.New(toolplane.CredentialAgent)
 	tests := []struct{ name, token, want string }{

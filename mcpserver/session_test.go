@@ -54,7 +54,7 @@ func demoDoor(t *testing.T, publicURL string) (string, string, *invoke.Invoker) 
 		Tools: []string{"demo.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", PublicURL: publicURL}).Handler())
+	srv := httptest.NewServer((&mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test", PublicURL: publicURL}).Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL, apikey.Key(id, secret), iv
 }
@@ -150,8 +150,9 @@ func TestMCPRequestsAreRateLimitedPerKey(t *testing.T) {
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
-		Limiter: ratelimit.New(2, time.Minute)}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Limiter = ratelimit.New(2, time.Minute)
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 	statuses := []int{}
 	for range 3 {
