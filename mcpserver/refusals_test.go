@@ -28,7 +28,9 @@ import (
 // endpoint is answered with its code's status from the httperr table, that
 // code in the JSON-RPC error's data (the request carried an id), and, for
 // a token, the Bearer challenge: a missing token, a refused one, a
-// person's key, a spent budget, credentials that cannot be checked.
+// person's key, a spent budget, credentials that cannot be checked. A
+// refused token is told in the words every door uses: what the token was
+// taken for, not which check failed.
 func TestMCPAnswersEachDoorRefusalWithItsCode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -55,6 +57,8 @@ func TestMCPAnswersEachDoorRefusalWithItsCode(t *testing.T) {
 			id, _, _ := apikey.New(toolplane.CredentialAgent)
 			return apikey.Key(id, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 		}, httperr.Unauthenticated, `error="invalid_token"`, "the API key is not valid"},
+		{"a token that is no key, where only keys are accepted", func(*testing.T, *door.Door) string { return "eyJhbGciOiJFUzI1NiJ9.e30.sig" },
+			httperr.Unauthenticated, `error="invalid_token"`, "the bearer token is not a valid API key"},
 		{"a person's key", func(t *testing.T, d *door.Door) string {
 			return mint(t, d.Store.(*sqlite.Store), toolplane.CredentialPerson)
 		}, httperr.Denied, "", "tools are called with an agent's key"},
