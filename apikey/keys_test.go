@@ -3,7 +3,6 @@ package apikey_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,20 +10,12 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 func newKeys(t *testing.T) (*apikey.Keys, *sqlite.Store, *apikey.Cache) {
 	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "keys.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := sqlite.New(db)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := sqlitetest.New(t)
 	cache := apikey.NewCache(16, time.Minute)
 	return apikey.NewKeys(apikey.KeysConfig{Store: s, Cache: cache}), s, cache
 }

@@ -3,7 +3,6 @@ package approval_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,42 +12,15 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 5, 4, 16, 30, 0, 123456000, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	s := sqlite.New(db)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
+// newClock answers the tests' clock, standing at a fixed instant with a
+// sub-second part, so a time stored and read back is seen to keep it.
+func newClock() *testclock.Clock {
+	return testclock.New(time.Date(2026, 5, 4, 16, 30, 0, 123456000, time.UTC))
 }
 
 const ttl = time.Hour
@@ -75,13 +47,13 @@ func as(name string) *toolplane.Credential {
 
 type fixture struct {
 	store *sqlite.Store
-	clock *clock
+	clock *testclock.Clock
 	svc   *approval.Service
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	s := newStore(t)
+	s := sqlitetest.New(t)
 	c := newClock()
 	return &fixture{store: s, clock: c, svc: approval.New(s, c.Now, ttl)}
 }
@@ -138,7 +110,7 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStore(t)
+			s := sqlitetest.New(t)
 			c := newClock()
 			svc := approval.New(s, c.Now, tt.ttl)
 			a := proposal(t)

@@ -19,7 +19,7 @@ func TestBothDoorsTakeTheSameBearerRule(t *testing.T) {
 	f := newFixture(t, false)
 	key := f.mint(t, toolplane.CredentialAgent, "bot", nil, []string{"crm.*"}, nil)
 	api := &httpapi.Server{Door: f.door, Store: f.store, Log: quiet}
-	mcp := &mcpserver.Server{Invoker: f.door.Invoker, Registry: f.reg, Store: f.store, Log: quiet, Door: f.door}
+	mcp := &mcpserver.Server{Door: f.door, Log: quiet}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.Handler())
 	mux.Handle("/", api.Handler())

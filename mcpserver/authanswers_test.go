@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // authFixture is an MCP endpoint on loopback, served the way toolplane
@@ -31,7 +31,7 @@ type authFixture struct {
 func newAuthFixture(t *testing.T, issuer string) *authFixture {
 	t.Helper()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	f := &authFixture{}
@@ -46,7 +46,7 @@ func newAuthFixture(t *testing.T, issuer string) *authFixture {
 		}
 		*k.key = apikey.Key(id, secret)
 	}
-	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler), Version: "test",
+	door := &mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test",
 		PublicURL: "https://tp.example", AuthorizationServer: issuer}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", door.Handler())

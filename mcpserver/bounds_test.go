@@ -54,7 +54,7 @@ func TestOverlongIdentifiersAreRefusedBeforeTheAuditTrail(t *testing.T) {
 				t.Errorf("stream %v, %s: %.300s (%d bytes)", stream, tt.name, text, len(text))
 			}
 		}
-		evs, _, err := f.s.Store.(*sqlite.Store).ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 10)
+		evs, _, err := f.s.Door.Store.(*sqlite.Store).ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 10)
 		if err != nil || len(evs) != 0 {
 			t.Errorf("stream %v: the audit trail holds %d events (%v); want none", stream, len(evs), err)
 		}

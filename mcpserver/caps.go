@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/toolplane/toolplane/httperr"
 )
 
 // Defaults of the session caps. A session holds the SDK's server and
@@ -18,11 +20,11 @@ const (
 )
 
 // capRefusal is a request refused because opening its session would pass a
-// cap: HTTP status, and the JSON-RPC error that says which cap and how to
-// free a session.
+// cap: the code whose status (from the httperr table) it answers, and the
+// JSON-RPC error that says which cap and how to free a session.
 type capRefusal struct {
-	status int
-	msg    string
+	code httperr.Code
+	msg  string
 }
 
 // reserve counts the session r is about to open against the caps: the
@@ -54,10 +56,10 @@ func (s *Server) reserve(r *http.Request) (release func(), refusal *capRefusal) 
 	idle := s.idle()
 	switch {
 	case mine >= perKey:
-		return nil, &capRefusal{http.StatusTooManyRequests, fmt.Sprintf(
+		return nil, &capRefusal{httperr.RateLimited, fmt.Sprintf(
 			"this key holds %d MCP sessions on this server, the most one key may; end a session you no longer use (DELETE this endpoint with its Mcp-Session-Id header) or let one idle out (%s unused), then initialize again", mine, idle)}
 	case all >= perNode:
-		return nil, &capRefusal{http.StatusServiceUnavailable, fmt.Sprintf(
+		return nil, &capRefusal{httperr.Unavailable, fmt.Sprintf(
 			"this server holds %d MCP sessions, the most it keeps; end a session you no longer use (DELETE this endpoint with its Mcp-Session-Id header), wait for one to idle out (%s unused), or try another server", all, idle)}
 	}
 	if s.pendingByKey == nil {
@@ -88,7 +90,7 @@ func (s *Server) caps() (perKey, perNode int) {
 }
 
 // write answers the refusal as a JSON-RPC error to the request id (null
-// when it had none) with the refusal's HTTP status.
+// when it had none) with the status of the refusal's code.
 func (c *capRefusal) write(w http.ResponseWriter, id json.RawMessage) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -101,6 +103,6 @@ func (c *capRefusal) write(w http.ResponseWriter, id json.RawMessage) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", noStore)
-	w.WriteHeader(c.status)
+	w.WriteHeader(c.code.Status())
 	w.Write(b)
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -252,15 +252,7 @@ func TestApprovalOfAnUpstreamToolIsShownByTheTypeScriptSDK(t *testing.T) {
 		t.Skip("set TOOLPLANE_TEST_EVERYTHING to server-everything's dist/index.js (.ci/run installs it) to run the upstream approvals")
 	}
 	ctx := t.Context()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "up.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.New(t)
 	quiet := slog.New(slog.DiscardHandler)
 	set, err := upstream.New([]upstream.Config{{Slug: "everything", Command: []string{clients.node, entry, "stdio"}}}, upstream.Options{Logger: quiet, Version: "test"})
 	if err != nil {
@@ -285,7 +277,7 @@ func TestApprovalOfAnUpstreamToolIsShownByTheTypeScriptSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := apikey.Key(id, secret)
-	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", Upstreams: set, PublicURL: "https://toolplane.example"}
+	door := &mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test", Upstreams: set, PublicURL: "https://toolplane.example"}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", door.Handler())
 	mux.Handle("/mcp/everything", door.UpstreamHandler("everything"))

@@ -18,8 +18,8 @@ import (
 // network is left out, so what the door itself costs is what is measured.
 func BenchmarkFastPathCall(b *testing.B) {
 	f := newFastFixture(b, 0)
-	f.s.Keys = apikey.NewCache(0, time.Hour)
-	f.s.Limiter = ratelimit.New(1<<30, time.Minute)
+	f.s.Door.Keys = apikey.NewCache(0, time.Hour)
+	f.s.Door.Limiter = ratelimit.New(1<<30, time.Minute)
 	h := f.s.Handler()
 	cs := f.connect(b)
 	sid, version := cs.ID(), cs.InitializeResult().ProtocolVersion

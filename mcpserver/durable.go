@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/httperr"
 )
 
 // Durable sessions. A session lives in the store (toolplane.Session): its
@@ -246,7 +247,7 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 		return nil, false
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "session lookup failed", "err", err)
-		http.Error(w, "sessions cannot be read right now; try again shortly", http.StatusServiceUnavailable)
+		fail(w, httperr.Unavailable, "sessions cannot be read right now; try again shortly")
 		return nil, true
 	case row.Door != door:
 		return nil, false
@@ -258,7 +259,7 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 	case row.CredentialID != cred.ID:
 		// The SDK's own answer to another credential presenting a
 		// session it holds.
-		http.Error(w, "session user mismatch", http.StatusForbidden)
+		fail(w, httperr.Denied, "session user mismatch")
 		return nil, true
 	}
 	if r.Method == http.MethodDelete {
@@ -266,7 +267,7 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 		// and the node that holds it learns at its next touch.
 		if _, err := s.Sessions.DeleteSession(context.WithoutCancel(r.Context()), row.OrganizationID, row.ID); err != nil {
 			s.Log.ErrorContext(r.Context(), "session delete failed", "err", err)
-			http.Error(w, "the session cannot be ended right now; try again shortly", http.StatusServiceUnavailable)
+			fail(w, httperr.Unavailable, "the session cannot be ended right now; try again shortly")
 			return nil, true
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -286,7 +287,7 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 	sess, err := s.restore(r, row, cred, sdk)
 	if err != nil {
 		s.Log.ErrorContext(r.Context(), "session restore failed", "session_door", door, "err", err)
-		http.Error(w, "the session cannot be continued right now; try again shortly", http.StatusServiceUnavailable)
+		fail(w, httperr.Unavailable, "the session cannot be continued right now; try again shortly")
 		return nil, true
 	}
 	return sess, false

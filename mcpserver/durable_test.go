@@ -3,8 +3,6 @@ package mcpserver_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,9 +29,10 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // cluster is one store shared by any number of nodes, each a server of its
@@ -61,16 +59,7 @@ func newCluster(t *testing.T, backend string) *cluster {
 	c := &cluster{}
 	switch backend {
 	case "sqlite":
-		db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cluster.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		st := sqlite.New(db)
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		c.store = st
+		c.store = sqlitetest.New(t)
 	case "postgres":
 		st := postgres.New(postgresPool(t))
 		if err := st.Migrate(ctx); err != nil {
@@ -90,40 +79,18 @@ func newCluster(t *testing.T, backend string) *cluster {
 	return c
 }
 
-// postgresPool answers a pool on a fresh schema of the test database, or
-// skips without one.
+// postgresPool answers a pool on a fresh schema of the test database
+// (pgtest.Schema, dropped when the test ends), or skips without one.
 func postgresPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	dsn := os.Getenv("TOOLPLANE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("set TOOLPLANE_TEST_POSTGRES to run the PostgreSQL nodes")
-	}
-	ctx := context.Background()
-	b := make([]byte, 8)
-	rand.Read(b)
-	schema := pgx.Identifier{"tp_" + hex.EncodeToString(b)}.Sanitize()
-	admin, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), dsn)
-		if err == nil {
-			conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
+	dsn := pgtest.DSN(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("parse %s: %v", pgtest.DSNVariable, err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgtest.Schema(t, dsn)
 	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +123,7 @@ func (c *cluster) node(t *testing.T, opts ...func(*mcpserver.Server)) (string, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	door := &mcpserver.Server{Invoker: iv, Registry: reg, Store: c.store, Log: quiet, Version: "test", Sessions: c.store, SessionTouch: sessionTouch}
+	door := &mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, c.store), Version: "test", Sessions: c.store, SessionTouch: sessionTouch}
 	for _, o := range opts {
 		o(door)
 	}
@@ -416,7 +383,7 @@ func TestMCPRetriesSpendTheRetryBudget(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "sqlite")
 	limiter := ratelimit.New(8, 1000*time.Hour) // one window for the whole test
-	u, _ := c.node(t, func(s *mcpserver.Server) { s.Limiter = limiter })
+	u, _ := c.node(t, func(s *mcpserver.Server) { s.Door.Limiter = limiter })
 	rt := &router{key: c.keyA}
 	rt.to(t, u+"/mcp")
 	cs := connect(t, rt) // initialize and initialized: two requests

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane/httperr"
 )
 
 // maxRequestBody bounds one POST to the MCP endpoint, on the fast path and
@@ -72,7 +74,7 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 			// Another organization's session is not found, whatever its
 			// id, on the node that holds it as on every other (stored
 			// reads only the caller's organization).
-			http.Error(w, "session not found", http.StatusNotFound)
+			fail(w, httperr.NotFound, "session not found")
 			return
 		}
 		if sess == nil || sess.upstream != door || !sess.owns(r) {
@@ -89,7 +91,7 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 			// Close would wait for it.
 			if err := sess.deleteStored(r.Context()); err != nil {
 				s.Log.ErrorContext(r.Context(), "session delete failed", "err", err)
-				http.Error(w, "the session cannot be ended right now; try again shortly", http.StatusServiceUnavailable)
+				fail(w, httperr.Unavailable, "the session cannot be ended right now; try again shortly")
 				return
 			}
 			sess.closing.Store(true)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 type fastBindings struct{ *handler.Registry }
@@ -50,15 +49,7 @@ type fastFixture struct {
 func newFastFixture(t testing.TB, idle time.Duration) *fastFixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "fast.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	store := sqlite.New(db)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := sqlitetest.New(t)
 	f := &fastFixture{}
 	hs := handler.NewRegistry()
 	lookup, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) {
@@ -89,7 +80,7 @@ func newFastFixture(t testing.TB, idle time.Duration) *fastFixture {
 		return apikey.Key(id, secret)
 	}
 	f.keyA, f.keyB = mint("agent-a"), mint("agent-b")
-	f.s = &Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", SessionIdle: idle}
+	f.s = &Server{Door: NewTestDoor(iv, reg, store), Log: quiet, Version: "test", SessionIdle: idle}
 	srv := httptest.NewServer(f.s.Handler())
 	t.Cleanup(srv.Close)
 	f.url = srv.URL

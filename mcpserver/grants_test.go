@@ -19,6 +19,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 func lookup(version, input string) registry.Version {
@@ -35,7 +36,7 @@ func lookup(version, input string) registry.Version {
 func TestListsFollowGrantsAndVersions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	hs := handler.NewRegistry()
 	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
 	_ = hs.Register(b)
@@ -57,7 +58,9 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Authz: grants}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Authz = grants
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 	operator := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "opal", Roles: []string{"agent_operator"}}
 	g := &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup@^1.0.0"}
@@ -142,7 +145,7 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	hs := handler.NewRegistry()
 	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
 	_ = hs.Register(b)
@@ -160,7 +163,9 @@ func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 	grants := authz.New(store, reg, quiet, nil)
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
 		Principals: authz.Principals{Grants: grants, Keys: store}})
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Authz: grants}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Authz = grants
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 	for _, tt := range []struct {
 		org, want string // want is the version listed, "" for none

@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // from answers a client whose connections leave from the loopback address
@@ -58,7 +58,7 @@ func initialize(t *testing.T, client *http.Client, url, key string) *http.Respon
 func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
@@ -66,8 +66,9 @@ func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
-		Limiter: ratelimit.New(5, time.Minute), Failures: ratelimit.NewFailures(3, time.Minute)}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Limiter, d.Failures = ratelimit.New(5, time.Minute), ratelimit.NewFailures(3, time.Minute)
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 
 	wrong := apikey.Key(id, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
@@ -100,7 +101,7 @@ func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 func TestMCPJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
@@ -119,10 +120,11 @@ func TestMCPJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
-		Tokens:  &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL},
-		Keys:    apikey.NewCache(0, time.Hour),
-		Limiter: ratelimit.New(5, time.Minute), Failures: ratelimit.NewFailures(3, time.Minute)}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
+	d.Keys = apikey.NewCache(0, time.Hour)
+	d.Limiter, d.Failures = ratelimit.New(5, time.Minute), ratelimit.NewFailures(3, time.Minute)
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 
 	got429 := 0

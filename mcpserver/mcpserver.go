@@ -12,7 +12,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -25,8 +24,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/apikey"
-	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
@@ -37,52 +34,39 @@ import (
 	"github.com/toolplane/toolplane/upstream"
 )
 
-// Server serves the MCP endpoint.
+// Server serves the MCP endpoint. It is a translation of the protocol onto
+// its Door: what a request authenticates as, what a key is shown, how a
+// call is made and answered are the door layer's, shared with every other
+// door; what is here is MCP's own (sessions, their caps and their store,
+// the fast path, what a client is told).
 type Server struct {
-	Invoker  *invoke.Invoker
-	Registry *registry.Registry
-	Store    apikey.Getter
-	// Tokens, when set, verifies bearer tokens that are not API keys.
-	Tokens apikey.TokenVerifier
-	// AuthorizationServer, when set, is the issuer of the JWTs Tokens
-	// accepts: the protected resource metadata names it (see
+	// Door is the door layer the server's requests go through (required):
+	// its Invoker runs the calls, its Registry is the catalogue sessions
+	// show and follow, and it authenticates (API keys in its Store, JWTs
+	// with its Tokens, its key cache), applies its rate limits, decides
+	// what a key is shown (its Authz, whose changes sessions follow) and
+	// caps every session's cost at its RunBudgetCents (the session is the
+	// run; a client may name a lower ceiling in the call's _meta,
+	// "toolplane/max_cost_cents", never a higher one). Handler and
+	// UpstreamHandler panic without one, as a mux does on a nil handler:
+	// a server that would authenticate nobody is a wiring mistake.
+	Door *door.Door
+	// AuthorizationServer, when set, is the issuer of the JWTs the Door's
+	// Tokens accepts: the protected resource metadata names it (see
 	// ResourceMetadataHandler) and a 401 points at that metadata.
 	AuthorizationServer string
-	Log                 *slog.Logger
+	// Log receives what the server's clients are not told; nil is the
+	// Door's Log, or slog.Default() when that is nil too.
+	Log *slog.Logger
 	// Version is reported to clients as the server implementation version.
 	Version string
 	// PublicURL is where people reach this deployment (http://host:port).
 	// When set, a call that waits for approval also asks a client that
 	// supports URL elicitation to show the person the approval's address.
 	PublicURL string
-	// Limiter, when set, limits each key's requests on this node, as on
-	// the REST API: an agent looping on tools/call is slowed the same way
-	// whichever door it uses. Only requests that authenticated as the key
-	// spend its budget.
-	Limiter *ratelimit.Limiter
-	// Failures, when set, limits failed authentications per client
-	// address and per key id (see apikey.Gate); shared with the REST API.
-	Failures *ratelimit.Failures
 	// Upstreams, when set, supplies the resources and prompts the governed
 	// copy of each upstream relays beside its tools.
 	Upstreams *upstream.Set
-	// Door, when set, is the door layer the server shares with the other
-	// doors (authentication, rate limits, what a key is shown, calls); it
-	// then takes the place of Store (for keys), Tokens, Keys, Limiter,
-	// Failures, Authz and RunBudgetCents. Without it the server makes one
-	// of its own settings.
-	Door *door.Door
-	// RunBudgetCents, when positive, caps every session's cost (the session
-	// is the run); a client may name a lower ceiling in the call's _meta
-	// ("toolplane/max_cost_cents"), never a higher one.
-	RunBudgetCents int64
-	// Authz, when set, is where an agent identity's grants are read: a
-	// session shows the tools they allow (at the versions they pin) that
-	// its key admits. Without it the key's own tools are the grant.
-	Authz *authz.Service
-	// Keys, when set, remembers verified API keys across requests (one
-	// per node, shared with the REST API; see apikey.Cache).
-	Keys *apikey.Cache
 	// AllowedHosts are the names, besides loopback ones, a browser may
 	// reach this endpoint by (see ProtectHost): the public URL's host.
 	AllowedHosts []string
@@ -163,12 +147,18 @@ func (s *Server) UpstreamHandler(slug string) http.Handler { return s.handler(sl
 // bound to the credential that opened it: another key presenting its
 // session id is refused by the SDK.
 func (s *Server) handler(upstream string) http.Handler {
+	if s.Door == nil {
+		panic("mcpserver: Server.Door is required")
+	}
+	if s.Log == nil {
+		s.Log = s.Door.Log
+	}
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
 	s.watch.Do(func() {
-		s.Registry.Watch(func() { go s.refresh() })
-		if a := s.door().Authz; a != nil {
+		s.Door.Registry.Watch(func() { go s.refresh() })
+		if a := s.Door.Authz; a != nil {
 			a.OnChange(func() { go s.refresh() })
 		}
 	})
@@ -242,17 +232,6 @@ func (s *Server) handler(upstream string) http.Handler {
 	return httperr.JSON(ProtectHost(s.admit(meta, h), s.AllowedHosts...), true, maxRequestBody)
 }
 
-// door answers the door layer this server's requests go through: Door
-// when set, otherwise one made of this server's own settings as they are
-// now (a value the compiler keeps off the heap).
-func (s *Server) door() *door.Door {
-	if s.Door != nil {
-		return s.Door
-	}
-	return &door.Door{Invoker: s.Invoker, Registry: s.Registry, Store: s.Store, Tokens: s.Tokens, Keys: s.Keys, Limiter: s.Limiter,
-		Failures: s.Failures, Authz: s.Authz, RunBudgetCents: s.RunBudgetCents, Log: s.Log}
-}
-
 // noStore is the Cache-Control of every MCP answer: each depends on the
 // key (its session, the tools its grants show), so no cache, shared or
 // not, may keep one; no-transform as the protocol's streams ask.
@@ -306,28 +285,15 @@ type admittedKey struct{}
 // meta, the endpoint's protected resource metadata, when there is one) for
 // a missing or refused token, 403 for a person's key (valid, but tools are
 // called with an agent's), 429 over a budget, 503 when credentials cannot
-// be checked. Only an admitted agent's request reaches next.
+// be checked (see refuse). Only an admitted agent's request reaches next.
 func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.door().Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
-		var refused *door.Refusal
-		switch {
-		case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
-			w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, refused.Presented))
-			msg := refused.Message
-			if !refused.Presented {
-				msg = "send an agent's API key as Authorization: Bearer <key>"
-			}
-			http.Error(w, msg, http.StatusUnauthorized)
-			return
-		case errors.As(err, &refused) && refused.Kind == door.RateLimited:
-			http.Error(w, refused.Message, http.StatusTooManyRequests)
-			return
-		case err != nil:
-			http.Error(w, "credentials cannot be checked right now; try again shortly", http.StatusServiceUnavailable)
-			return
-		case door.CallsTools(c.Credential) != nil:
-			http.Error(w, "this is a "+string(c.Credential.Kind)+"'s key: tools are called with an agent's key (a person's key is for the REST API under /v1)", http.StatusForbidden)
+		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		if err == nil {
+			err = door.CallsTools(c.Credential)
+		}
+		if err != nil {
+			refuse(w, meta, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &c)))
@@ -483,7 +449,7 @@ func (s *Server) sweep() []*session {
 // sync makes the session's tools the ones the door layer shows its key
 // now (door.Door.Shown), of its upstream alone on a governed copy.
 func (sess *session) sync() {
-	shown, err := sess.s.door().Shown(context.Background(), sess.cred, "")
+	shown, err := sess.s.Door.Shown(context.Background(), sess.cred, "")
 	if err != nil {
 		// Keep what the session shows; the next change or listing tries
 		// again, and every call is decided on the grants anyway.
@@ -801,7 +767,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 	// the same agent's approval of the same call in another session is
 	// offered to this one (see approval.Service.Open).
 	call.SessionRun = call.RunID == run && call.IdempotencyKey == ""
-	a := s.door().Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
+	a := s.Door.Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
 	switch a.Kind {
 	case door.ApprovalRequired:
 		s.elicitApproval(sess.life, ss, a.Approval)
@@ -830,7 +796,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name
 		// Only a tool bound to an upstream answers in the server's form;
 		// on /mcp those are the ingested mcp.<slug>.<name>, and the prefix
 		// spares every other call the registry look-up.
-		if t, ok := s.Registry.Get(cred.OrganizationID, name); ok && t.Def.Binding.Remote != nil {
+		if t, ok := s.Door.Registry.Get(cred.OrganizationID, name); ok && t.Def.Binding.Remote != nil {
 			switch {
 			case sess.upstream != "":
 				if out, ok := copyAnswer(&t.Def, res, sess.upstream); ok {

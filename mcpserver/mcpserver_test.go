@@ -20,6 +20,7 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 type bindings struct{ *handler.Registry }
@@ -41,7 +42,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	defs, bs, _ := demo.New().Catalogue()
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)
@@ -57,7 +58,7 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 		Tools: []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test"}).Handler())
+	srv := httptest.NewServer((&mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test"}).Handler())
 	t.Cleanup(srv.Close)
 
 	// Without a key the endpoint refuses.

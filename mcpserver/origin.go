@@ -51,12 +51,12 @@ func ProtectHost(next http.Handler, allowed ...string) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if arrivedOnLoopback(r) && !ok(r.Host) {
-			http.Error(w, "Forbidden: this server does not answer to host "+quoteHost(r.Host), httperr.Denied.Status())
+			fail(w, httperr.Denied, "Forbidden: this server does not answer to host "+quoteHost(r.Host))
 			return
 		}
 		for _, o := range r.Header.Values("Origin") {
 			if !validOrigin(o, r.Host, ok) {
-				http.Error(w, "Forbidden: requests from origin "+quoteHost(o)+" are not accepted", httperr.Denied.Status())
+				fail(w, httperr.Denied, "Forbidden: requests from origin "+quoteHost(o)+" are not accepted")
 				return
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // demoServer serves the demo catalogue over MCP and answers its URL and an
@@ -37,7 +38,7 @@ func demoServer(t *testing.T, publicURL string) (string, string) {
 func demoDoor(t *testing.T, publicURL string) (string, string, *invoke.Invoker) {
 	t.Helper()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	defs, bs, _ := demo.New().Catalogue()
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)
@@ -53,7 +54,7 @@ func demoDoor(t *testing.T, publicURL string) (string, string, *invoke.Invoker) 
 		Tools: []string{"demo.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", PublicURL: publicURL}).Handler())
+	srv := httptest.NewServer((&mcpserver.Server{Door: mcpserver.NewTestDoor(iv, reg, store), Version: "test", PublicURL: publicURL}).Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL, apikey.Key(id, secret), iv
 }
@@ -141,7 +142,7 @@ func TestOlderProtocolVersionsAreNegotiated(t *testing.T) {
 func TestMCPRequestsAreRateLimitedPerKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.New(t)
 	reg, _, _ := registry.Build(nil, registry.Options{})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
@@ -149,8 +150,9 @@ func TestMCPRequestsAreRateLimitedPerKey(t *testing.T) {
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: slog.New(slog.DiscardHandler),
-		Limiter: ratelimit.New(2, time.Minute)}).Handler())
+	d := mcpserver.NewTestDoor(iv, reg, store)
+	d.Limiter = ratelimit.New(2, time.Minute)
+	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 	statuses := []int{}
 	for range 3 {

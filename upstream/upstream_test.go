@@ -18,6 +18,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/fencetest"
 	"github.com/toolplane/toolplane/invoke"
@@ -85,7 +86,7 @@ func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Conf
 		t.Fatal(err)
 	}
 	return &env{ctx: ctx, db: db, store: store, reg: reg, set: set, iv: iv, approvals: approvals, key: apikey.Key(id, secret),
-		mcp: &mcpserver.Server{Invoker: iv, Registry: reg, Store: store, Log: quiet, Version: "test", Upstreams: set}}
+		mcp: &mcpserver.Server{Door: &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}, Version: "test", Upstreams: set}}
 }
 
 func (e *env) inv(run string) *toolplane.Invocation {

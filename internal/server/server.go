@@ -489,7 +489,7 @@ func (s *Server) doors(svc *services) error {
 		public = "http://" + ln.Addr().String()
 	}
 	api.PublicURL = public
-	mcpDoor := &mcpserver.Server{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Version: cfg.Version, PublicURL: public, AllowedHosts: allowedHosts, Upstreams: svc.upstreams, Door: doors,
+	mcpDoor := &mcpserver.Server{Door: doors, Log: log, Version: cfg.Version, PublicURL: public, AllowedHosts: allowedHosts, Upstreams: svc.upstreams,
 		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
