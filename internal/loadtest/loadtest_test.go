@@ -458,7 +458,7 @@ func TestToolplaneEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	tp, err := StartToolplane(ctx, ToolplaneOptions{Source: ".."})
+	tp, err := StartToolplane(ctx, ToolplaneOptions{Source: "../.."})
 	if err != nil {
 		t.Fatal(err)
 	}
