@@ -18,9 +18,10 @@ var (
 	// ErrNotAuthorized: the caller's roles do not allow the operation on
 	// keys.
 	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to manage keys")
-	// ErrNotStored: the store did not store the new credential. What a
-	// store cannot hold is refused before (an *InvalidError), so this is
-	// the store's failure, not the request's.
+	// ErrNotStored: the store refused the new credential as not
+	// acceptable (a toolplane.ErrInvalid from the store: a value it cannot
+	// hold). A store that does not answer is not this: Create answers its
+	// error as it is, a platform fault.
 	ErrNotStored = errors.New("the key could not be stored")
 	// ErrChanged: the credential changed while it was being revoked.
 	ErrChanged = toolplane.Refine(toolplane.ErrConflict, "the key changed meanwhile")
@@ -121,23 +122,19 @@ func (k *NewKey) check() error {
 			return err
 		}
 	}
-	// Text a store cannot hold (not UTF-8, or holding NUL) is refused here,
-	// at its field, so that the store refusing the credential is never
-	// the caller's mistake but the platform's.
-	if !plain(k.Subject) {
-		return &InvalidError{Field: "/subject", Why: "subject must be UTF-8 text without NUL"}
-	}
-	if !plain(k.Label) {
-		return &InvalidError{Field: "/label", Why: "label must be UTF-8 text without NUL"}
-	}
+	// Text a store cannot hold (a NUL byte, bytes that are not UTF-8) is
+	// refused here, at its field, so the store's refusal is never the
+	// caller's only answer.
+	texts := []struct{ field, v string }{{"/subject", k.Subject}, {"/label", k.Label}}
 	for i, v := range k.Roles {
-		if !plain(v) {
-			return &InvalidError{Field: fmt.Sprintf("/roles/%d", i), Why: fmt.Sprintf("roles[%d] must be UTF-8 text without NUL", i)}
-		}
+		texts = append(texts, struct{ field, v string }{fmt.Sprintf("/roles/%d", i), v})
 	}
 	for i, v := range k.Tools {
-		if !plain(v) {
-			return &InvalidError{Field: fmt.Sprintf("/tools/%d", i), Why: fmt.Sprintf("tools[%d] must be UTF-8 text without NUL", i)}
+		texts = append(texts, struct{ field, v string }{fmt.Sprintf("/tools/%d", i), v})
+	}
+	for _, t := range texts {
+		if !utf8.ValidString(t.v) || strings.ContainsRune(t.v, 0) {
+			return &InvalidError{Field: t.field, Why: t.field[1:] + " is plain text: UTF-8 without NUL bytes"}
 		}
 	}
 	for i, p := range k.Tools {
@@ -148,11 +145,6 @@ func (k *NewKey) check() error {
 		}
 	}
 	return nil
-}
-
-// plain reports whether s is text every store holds: UTF-8 without NUL.
-func plain(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // Create mints a key for k in the caller's organization, recorded as
@@ -173,7 +165,11 @@ func (s *Keys) Create(ctx context.Context, k NewKey, by *toolplane.Credential) (
 		Roles: k.Roles, Tools: k.Tools, Hash: Hash(secret), Label: k.Label, CreatedAt: s.now(),
 		ExpiresAt: k.ExpiresAt, CreatedBy: by.Subject}
 	if err := s.store.InsertCredential(ctx, cred); err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrNotStored, err)
+		if errors.Is(err, toolplane.ErrInvalid) {
+			return "", nil, fmt.Errorf("%w: %w", ErrNotStored, err)
+		}
+		// An outage is the platform's, never the caller's bad request.
+		return "", nil, fmt.Errorf("store key %s: %w", id, err)
 	}
 	return Key(id, secret), cred, nil
 }

@@ -219,6 +219,12 @@ func TestMayDecide(t *testing.T) {
 		{"a member of the group without the approver role", person("fin", "group:finance"), finance, false, "answering approvals needs"},
 		{"a platform_admin, a member of every group", person("root", toolplane.RolePlatformAdmin), finance, true, ""},
 		{"a member of another group", person("ops", toolplane.RoleApprover, "group:ops"), finance, false, "this approval is for the group finance"},
+		// platform_admin holds every role and group, never the right to
+		// answer a call made on their own behalf: four eyes hold for them.
+		{"a platform_admin the call was asked on behalf of", person("alice", toolplane.RolePlatformAdmin), forAlice, false, "you may not answer this approval"},
+		{"a platform_admin asked for, on a group's approval", person("root", toolplane.RolePlatformAdmin),
+			&toolplane.Approval{OrganizationID: "org-1", PrincipalID: "agent-1", Invocation: inv("root"), ApproverGroup: "finance"}, false, "you may not answer this approval"},
+		{"a platform_admin holding the requesting principal's name", person("alice", toolplane.RolePlatformAdmin), self, false, "you may not answer this approval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

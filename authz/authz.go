@@ -15,6 +15,7 @@ package authz
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -174,8 +175,15 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 			return err
 		}
 	default:
-		if _, err := s.store.GetBundle(ctx, by.OrganizationID, g.Bundle); err != nil {
-			return fmt.Errorf("%w: bundle %q: %v", toolplane.ErrInvalid, g.Bundle, err)
+		// Only a bundle that does not exist is the caller's mistake; a
+		// store that does not answer is the platform's, and its text is
+		// not the caller's to read.
+		_, err := s.store.GetBundle(ctx, by.OrganizationID, g.Bundle)
+		switch {
+		case errors.Is(err, toolplane.ErrNotFound):
+			return fmt.Errorf("%w: bundle %q does not exist", toolplane.ErrInvalid, g.Bundle)
+		case err != nil:
+			return fmt.Errorf("grant %s: bundle %q: %w", g.AgentID, g.Bundle, err)
 		}
 	}
 	if !g.ExpiresAt.IsZero() && !g.ExpiresAt.After(s.now()) {

@@ -461,8 +461,15 @@ func (s *Service) Deprecate(ctx context.Context, name, version string, sunset ti
 		return nil, fmt.Errorf("%w: a deprecation names its sunset (sunset_at)", toolplane.ErrInvalid)
 	}
 	if replacement != "" {
-		if _, err := s.store.GetToolVersion(ctx, orgOf(by), name, replacement); err != nil {
-			return nil, fmt.Errorf("%w: replacement %s %s: %v", toolplane.ErrInvalid, name, replacement, err)
+		// Only a replacement that does not exist is the caller's mistake;
+		// a store that does not answer is the platform's, and its text is
+		// not the caller's to read.
+		_, err := s.store.GetToolVersion(ctx, orgOf(by), name, replacement)
+		switch {
+		case errors.Is(err, toolplane.ErrNotFound):
+			return nil, fmt.Errorf("%w: replacement %s %s does not exist", toolplane.ErrInvalid, name, replacement)
+		case err != nil:
+			return nil, fmt.Errorf("deprecate %s %s: replacement %s: %w", name, version, replacement, err)
 		}
 	}
 	return s.transition(ctx, name, version, "version.deprecate", by, func(v *toolplane.ToolVersion) error {

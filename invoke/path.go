@@ -244,8 +244,11 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		case approval.Covers(a, inv.OrganizationID, inv.RunID, d.Name, c.hash, c.key):
 			switch a.Status {
 			case toolplane.ApprovalApproved:
-				approved = true
 				c.audit.ApprovalID = a.ID
+				if r := approvedElsewhere(tool, a); r != nil {
+					return *r, nil
+				}
+				approved = true
 			case toolplane.ApprovalRejected:
 				c.audit.ApprovalID = a.ID
 				return rejected(tool, a), nil
@@ -266,6 +269,10 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 				// again under this run.
 				c.audit.ApprovalID = a.ID
 				return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview, Existing: true}
+			}
+			if r := approvedElsewhere(tool, a); r != nil && a.Status == toolplane.ApprovalApproved {
+				c.audit.ApprovalID = a.ID
+				return *r, nil
 			}
 			if r, err, done := c.adopt(ctx, a); done {
 				return r, err
@@ -303,6 +310,21 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 	return c.execute(ctx)
+}
+
+// approvedElsewhere answers tool_changed when approval a was given for
+// another version of the tool than the one the call resolved to (a version
+// published, or a pin moved, while the approval waited): a person approved
+// that version's call, not this one's, which may differ in handler,
+// meaning or effect. nil when a approves this version, or names none (an
+// approval filed before versions were recorded).
+func approvedElsewhere(tool *registry.Tool, a *toolplane.Approval) *toolplane.Result {
+	if a.ToolVersion == "" || a.ToolVersion == tool.Def.Version {
+		return nil
+	}
+	r := toolplane.Fail(toolplane.CodeToolChanged, fmt.Sprintf("%s was approved at version %s, and %s is what would run now; the call was not sent. Ask again without authorized_by to have this version approved.",
+		tool.Model, a.ToolVersion, tool.Def.Version))
+	return &r
 }
 
 // request answers the journal request of the call.

@@ -52,6 +52,17 @@ func (iv *Invoker) ExecuteApproved(ctx context.Context, org, id string) (toolpla
 	if err := iv.livePrincipal(ctx, inv); err != nil {
 		return toolplane.Result{}, err
 	}
+	if a.ToolVersion != "" {
+		// The version approved, not the newest one the pin allows now: a
+		// version published while the approval waited was not approved.
+		// The policy still checks it against the range the grant pins.
+		pins := make(map[string]string, len(inv.Principal.Pins)+1)
+		for k, v := range inv.Principal.Pins {
+			pins[k] = v
+		}
+		pins[a.Tool] = "=" + a.ToolVersion
+		inv.Principal.Pins = pins
+	}
 	dec := json.NewDecoder(bytes.NewReader(a.Arguments))
 	dec.UseNumber()
 	var args any

@@ -480,7 +480,9 @@ func (j *Journal) Settle(ctx context.Context, org, tool, key string, result []by
 			return &next, nil
 		}
 	}
-	return nil, fmt.Errorf("settle %s: %d concurrent changes in a row", key, maxRaces)
+	// Others kept changing the claim: a conflict the caller may retry,
+	// told apart from a store that does not answer.
+	return nil, fmt.Errorf("settle %s: %w: %d concurrent changes in a row", key, toolplane.ErrConflict, maxRaces)
 }
 
 // Drop removes an uncertain claim whose effect is known not to have

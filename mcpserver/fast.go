@@ -361,7 +361,7 @@ func (sess *session) answerCall(w http.ResponseWriter, r *http.Request, c toolCa
 	var res *mcp.CallToolResult
 	var err error
 	if known {
-		res, err = sess.invokeTool(r.Context(), sess.ss.Load(), l.platform, c.arguments, c.meta)
+		res, err = sess.invokeTool(r.Context(), sess.ss.Load(), credentialOf(r), l.platform, c.arguments, c.meta)
 	} else {
 		res = unavailable(c.name)
 	}

@@ -707,22 +707,33 @@ func refusal(r toolplane.Result) *mcp.CallToolResult {
 func (sess *session) call(name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		sess.s.sdkCalls.Add(1)
-		return sess.invokeTool(ctx, req.Session, name, req.Params.Arguments, req.Params.Meta)
+		var cred *toolplane.Credential
+		if req.Extra != nil && req.Extra.TokenInfo != nil {
+			cred, _ = req.Extra.TokenInfo.Extra["credential"].(*toolplane.Credential)
+		}
+		return sess.invokeTool(ctx, req.Session, cred, name, req.Params.Arguments, req.Params.Meta)
 	}
 }
 
 // invokeTool calls the tool named name (its platform name) through the
-// invoker. The MCP session is the run: two identical writes in one session
-// are one effect.
-func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, name string, raw json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
-	s, cred := sess.s, sess.cred
+// invoker, for the credential the door admitted this very request with
+// (cred; nil is the session's). A session is bound to its credential's id,
+// but a token of that id may say less than the one that opened the session
+// (a JWT reissued with fewer tools): the call is decided on what the
+// caller presents now, as on the REST door. The MCP session is the run:
+// two identical writes in one session are one effect.
+func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred *toolplane.Credential, name string, raw json.RawMessage, meta mcp.Meta) (*mcp.CallToolResult, error) {
+	s := sess.s
+	if cred == nil {
+		cred = sess.cred
+	}
 	run := sess.runID
 	if run == "" {
 		id := "session"
 		if ss != nil {
 			id = ss.ID()
 		}
-		run = runOf(cred, id)
+		run = runOf(sess.cred, id)
 	}
 	// shown is replaced, never changed in place, so the call reads the
 	// contracts of this moment without copying them.

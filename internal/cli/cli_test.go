@@ -511,8 +511,8 @@ func TestOfflineCommandsTakeFlagsAfterArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"lint", "../examples/tools/refund_order.yaml", "--args", `{"order_id":" ord_9f8a7c2e1b3d ","amount_cents":1500,"reason":"Defective"}`}, `"rule":"trim"`},
-		{[]string{"lint", "../examples/tools/send_email.yaml", "-handler", "email.send+preview", "--fact", "recipient_is_new"}, `"name": "email_send"`},
+		{[]string{"lint", "../../examples/tools/refund_order.yaml", "--args", `{"order_id":" ord_9f8a7c2e1b3d ","amount_cents":1500,"reason":"Defective"}`}, `"rule":"trim"`},
+		{[]string{"lint", "../../examples/tools/send_email.yaml", "-handler", "email.send+preview", "--fact", "recipient_is_new"}, `"name": "email_send"`},
 		{[]string{"migrate", "up", "--database", db}, "applied "},
 		{[]string{"migrate", "status", "-database", db, "-o", "json"}, `"applied": true`},
 		{[]string{"migrate", "status", "-o", "yaml", "--database", db}, "applied: true"},

@@ -17,7 +17,7 @@ func run(args ...string) (code int, stdout, stderr string) {
 
 func examples(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../examples/tools/*")
+	files, err := filepath.Glob("../../examples/tools/*")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
@@ -47,11 +47,11 @@ func TestLintExamples(t *testing.T) {
 
 func TestLintResolvesAgainstADeployment(t *testing.T) {
 	t.Parallel()
-	code, _, errOut := run("lint", "--handler", "email.send", "--fact", "recipient_is_new", "../examples/tools/send_email.yaml")
+	code, _, errOut := run("lint", "--handler", "email.send", "--fact", "recipient_is_new", "../../examples/tools/send_email.yaml")
 	if code != 1 || !strings.Contains(errOut, "approval_preview") {
 		t.Fatalf("a handler without a preview must fail approval_preview: exit %d %s", code, errOut)
 	}
-	code, _, errOut = run("lint", "--handler", "email.send+preview", "--fact", "recipient_is_new", "../examples/tools/send_email.yaml")
+	code, _, errOut = run("lint", "--handler", "email.send+preview", "--fact", "recipient_is_new", "../../examples/tools/send_email.yaml")
 	if code != 0 || strings.Contains(errOut, "not checked") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -81,7 +81,7 @@ func TestLintFailsWithReasons(t *testing.T) {
 
 func TestLintArgs(t *testing.T) {
 	t.Parallel()
-	code, out, _ := run("lint", "--args", `{"order_id":" ord_9f8a7c2e1b3d ","amount_cents":1500,"reason":"Defective"}`, "../examples/tools/refund_order.yaml")
+	code, out, _ := run("lint", "--args", `{"order_id":" ord_9f8a7c2e1b3d ","amount_cents":1500,"reason":"Defective"}`, "../../examples/tools/refund_order.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
@@ -96,7 +96,7 @@ func TestLintArgs(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 
-	code, out, errOut := run("lint", "--args", `{"order_id":"x","amount_cents":15000000}`, "../examples/tools/refund_order.yaml")
+	code, out, errOut := run("lint", "--args", `{"order_id":"x","amount_cents":15000000}`, "../../examples/tools/refund_order.yaml")
 	if code != 1 || !strings.Contains(errOut, "invalid_input") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -123,14 +123,14 @@ func TestLintOutput(t *testing.T) {
 		rows[i] = map[string]any{"id": "p" + string(rune('a'+i%26)), "name": strings.Repeat("n", 20), "token": "secret-token"}
 	}
 	b, _ := json.Marshal(rows)
-	code, out, errOut := run("lint", "--output", string(b), "../examples/tools/search_people.yaml")
+	code, out, errOut := run("lint", "--output", string(b), "../../examples/tools/search_people.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if strings.Contains(out, "secret-token") || !strings.Contains(out, `"truncated":true`) || !strings.Contains(out, `"count":50`) {
 		t.Fatalf("bounded result = %s", out)
 	}
-	code, out, errOut = run("lint", "--output", `[{"name":"no id"}]`, "../examples/tools/search_people.yaml")
+	code, out, errOut = run("lint", "--output", `[{"name":"no id"}]`, "../../examples/tools/search_people.yaml")
 	if code != 1 || !strings.Contains(out, "invalid_output") || !strings.Contains(errOut, "output violates its schema") {
 		t.Fatalf("exit %d out %s err %s", code, out, errOut)
 	}

@@ -111,7 +111,7 @@ func code(v map[string]any) string {
 func TestRegistryFlowThroughTheCommandLine(t *testing.T) {
 	t.Parallel()
 	r := startServe(t)
-	ex := func(f string) string { return filepath.Join("..", "examples", "registry", f) }
+	ex := func(f string) string { return filepath.Join("..", "..", "examples", "registry", f) }
 
 	// The admin mints a key for the support team's tool owner.
 	owner := mintPerson(t, r, "sam", "tool_owner:support")

@@ -133,7 +133,7 @@ func TestServeRefusesToolsWithoutAHandler(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var out, errOut syncBuffer
-	code := serve(context.Background(), []string{"--tools", "../examples/tools", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
+	code := serve(context.Background(), []string{"--tools", "../../examples/tools", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "no handler is registered") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}

@@ -497,15 +497,22 @@ func (s *Server) doors(svc *services) error {
 	// OAuth protected resource metadata (RFC 9728): the server's, which
 	// the REST door's 401s name, and each MCP endpoint's.
 	api.ResourceMetadata, api.Metadata = mcpDoor.ResourceMetadataURL(""), mcpDoor.ResourceMetadataHandler()
+	// An MCP client's notification stream (a GET) carries no call, and
+	// stays open as long as the client does: it ends when shutdown begins,
+	// so an idle client does not hold the server for the grace meant for
+	// calls in flight.
+	streams, endStreams := context.WithCancel(context.Background())
+	s.closers = append(s.closers, endStreams)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpDoor.Handler())
+	mux.Handle("/mcp", endOnShutdown(streams, mcpDoor.Handler()))
 	for _, slug := range svc.upstreams.Slugs() {
-		mux.Handle("/mcp/"+slug, mcpDoor.UpstreamHandler(slug))
+		mux.Handle("/mcp/"+slug, endOnShutdown(streams, mcpDoor.UpstreamHandler(slug)))
 	}
 	mux.Handle("GET /metrics", bearerOnly(cfg.MetricsToken, svc.meters.Handler()))
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	s.srv.RegisterOnShutdown(endStreams)
 
 	if cfg.PprofAddr != "" {
 		// On an address of its own: profiles show internals no API caller

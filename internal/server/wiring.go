@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"io"
@@ -65,5 +66,24 @@ func bearerOnly(token string, next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// endOnShutdown serves next, ending its GET requests (an MCP client's
+// stream of notifications, which no call answers on) when streams ends:
+// http.Server.Shutdown waits for every request, and such a stream lasts
+// as long as its client stays. Requests of other methods (calls, whose
+// answers may stream) are left to finish.
+func endOnShutdown(streams context.Context, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(streams, cancel)
+		defer stop()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
