@@ -73,7 +73,7 @@ func TestOverlongGrantsAreRefusedAsBadRequests(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
-	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	f.api.Authz = authz.New(authz.Config{Store: f.store, Registry: f.api.Registry, Now: nil})
 	admin := f.mintAdmin(t)
 	long := strings.Repeat("x", 100<<10)
 	tests := []struct {

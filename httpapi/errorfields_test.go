@@ -18,7 +18,7 @@ func TestRegistryListsNameTheFieldAtFault(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.api.Registry, Options: registry.Options{}})
-	f.api.Authz = authz.New(f.store, f.api.Registry, nil, nil)
+	f.api.Authz = authz.New(authz.Config{Store: f.store, Registry: f.api.Registry, Now: nil})
 	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{"auditor", "platform_admin"}, nil, false)
 	tests := []struct{ path, field string }{
 		{"/v1/registry/tools?cursor=not-a-cursor", "cursor"},
