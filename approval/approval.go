@@ -87,15 +87,28 @@ type Service struct {
 	ttl   time.Duration
 }
 
-// New answers a service; now defaults to time.Now and ttl to DefaultTTL.
-func New(store toolplane.ApprovalStore, now func() time.Time, ttl time.Duration) *Service {
+// Config is what a Service is built from. Store is required; the rest
+// have defaults.
+type Config struct {
+	Store toolplane.ApprovalStore
+	// Now is the clock approvals are filed, expired and answered by;
+	// nil is time.Now.
+	Now func() time.Time
+	// TTL is how long an approval waits when its tool names no wait;
+	// zero is DefaultTTL.
+	TTL time.Duration
+}
+
+// New answers a service built from cfg.
+func New(cfg Config) *Service {
+	now, ttl := cfg.Now, cfg.TTL
 	if now == nil {
 		now = time.Now
 	}
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Service{store: store, now: now, ttl: ttl}
+	return &Service{store: cfg.Store, now: now, ttl: ttl}
 }
 
 // File stores a new pending approval. ID, status and creation time are

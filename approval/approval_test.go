@@ -55,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	s := sqlitetest.New(t)
 	c := newClock()
-	return &fixture{store: s, clock: c, svc: approval.New(s, c.Now, ttl)}
+	return &fixture{store: s, clock: c, svc: approval.New(approval.Config{Store: s, Now: c.Now, TTL: ttl})}
 }
 
 const sendArgs = `{"to":"jo@acme.test","body":"The refund is on its way."}`
@@ -112,7 +112,7 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 			t.Parallel()
 			s := sqlitetest.New(t)
 			c := newClock()
-			svc := approval.New(s, c.Now, tt.ttl)
+			svc := approval.New(approval.Config{Store: s, Now: c.Now, TTL: tt.ttl})
 			a := proposal(t)
 			a.ID, a.Status, a.DefaultOnTimeout = "caller-id", toolplane.ApprovalApproved, "allow"
 			if err := svc.File(context.Background(), a); err != nil {

@@ -41,16 +41,27 @@ type Writer struct {
 	wg     sync.WaitGroup
 }
 
-// NewWriter starts a writer over store with room for queue events; a full
-// queue makes Append wait (backpressure), never drop.
-func NewWriter(store toolplane.AuditStore, queue int, log *slog.Logger) *Writer {
+// WriterConfig is what a Writer is built from. Store is required; the
+// rest have defaults.
+type WriterConfig struct {
+	Store toolplane.AuditStore
+	// Queue is how many events wait for the store at most (zero: 4096); a
+	// full queue makes Append wait (backpressure), never drop.
+	Queue int
+	// Logger reports events the store refused; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// NewWriter starts a writer built from cfg.
+func NewWriter(cfg WriterConfig) *Writer {
+	queue, log := cfg.Queue, cfg.Logger
 	if queue <= 0 {
 		queue = 4096
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	w := &Writer{store: store, log: log, ch: make(chan item, queue), urgent: make(chan struct{}, 1)}
+	w := &Writer{store: cfg.Store, log: log, ch: make(chan item, queue), urgent: make(chan struct{}, 1)}
 	w.wg.Add(1)
 	go w.run()
 	return w

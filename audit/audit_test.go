@@ -153,7 +153,7 @@ func (g *gatedStore) AppendAuditBatch(ctx context.Context, evs []*toolplane.Audi
 // queued next waits in the queue.
 func hold(t *testing.T, g *gatedStore, queue int, log *slog.Logger) *Writer {
 	t.Helper()
-	w := NewWriter(g, queue, log)
+	w := NewWriter(WriterConfig{Store: g, Queue: queue, Logger: log})
 	if err := w.Append(context.Background(), event(0), false); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestNewWriterQueueSize(t *testing.T) {
 	tests := []struct{ queue, want int }{{0, 4096}, {-1, 4096}, {1, 1}, {64, 64}}
 	for _, tt := range tests {
 		s := sqlitetest.New(t)
-		w := NewWriter(s, tt.queue, nil)
+		w := NewWriter(WriterConfig{Store: s, Queue: tt.queue})
 		if got := cap(w.ch); got != tt.want {
 			t.Errorf("NewWriter(queue %d) has room for %d, want %d", tt.queue, got, tt.want)
 		}
@@ -195,7 +195,7 @@ func TestEventsQueuedWithoutWaitingAreAllStoredInQueueOrderByClose(t *testing.T)
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s, db := sqlitetest.NewDB(t)
-			w := NewWriter(s, tt.queue, discard)
+			w := NewWriter(WriterConfig{Store: s, Queue: tt.queue, Logger: discard})
 			var want []toolplane.AuditEvent
 			for i := range tt.n {
 				e := event(i)
@@ -219,7 +219,7 @@ func TestEventsQueuedWithoutWaitingAreAllStoredInQueueOrderByClose(t *testing.T)
 func TestAppendWithWaitReturnsOnlyOnceTheEventIsStored(t *testing.T) {
 	t.Parallel()
 	s := sqlitetest.New(t)
-	w := NewWriter(s, 0, discard)
+	w := NewWriter(WriterConfig{Store: s, Logger: discard})
 	defer w.Close()
 	for i := range 50 {
 		e := event(i)
@@ -240,7 +240,7 @@ func TestAppendWithWaitBlocksWhileTheStoreHasNotCommitted(t *testing.T) {
 	t.Parallel()
 	s := sqlitetest.New(t)
 	g := gate(s)
-	w := NewWriter(g, 0, discard)
+	w := NewWriter(WriterConfig{Store: g, Logger: discard})
 	done := make(chan error, 1)
 	go func() { done <- w.Append(context.Background(), event(1), true) }()
 	<-g.entered
@@ -262,7 +262,7 @@ func TestAppendWithWaitBlocksWhileTheStoreHasNotCommitted(t *testing.T) {
 func TestAppendAfterCloseAnswersErrClosed(t *testing.T) {
 	t.Parallel()
 	s := sqlitetest.New(t)
-	w := NewWriter(s, 0, discard)
+	w := NewWriter(WriterConfig{Store: s, Logger: discard})
 	if err := w.Append(context.Background(), event(1), false); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestFullQueueAppliesBackpressureAndDropsNothing(t *testing.T) {
 func TestFullQueueWithoutAGateStoresEverything(t *testing.T) {
 	t.Parallel()
 	s := sqlitetest.New(t)
-	w := NewWriter(s, 1, discard)
+	w := NewWriter(WriterConfig{Store: s, Queue: 1, Logger: discard})
 	const n = 500
 	for i := range n {
 		if err := w.Append(context.Background(), event(i), false); err != nil {

@@ -67,15 +67,29 @@ type view struct {
 	bundles map[string]toolplane.Bundle
 }
 
-// New answers a service over store, resolving patterns against reg.
-func New(store toolplane.GrantStore, reg *registry.Registry, log *slog.Logger, now func() time.Time) *Service {
+// Config is what a Service is built from. Store and Registry are
+// required; the rest have defaults.
+type Config struct {
+	Store toolplane.GrantStore
+	// Registry is what grant and deny patterns are resolved against.
+	Registry *registry.Registry
+	// Logger reports changes the change log did not take; nil is
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock grants are recorded and expire by; nil is time.Now.
+	Now func() time.Time
+}
+
+// New answers a service built from cfg.
+func New(cfg Config) *Service {
+	log, now := cfg.Logger, cfg.Now
 	if log == nil {
 		log = slog.Default()
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, reg: reg, log: log, now: now, cache: map[string]*view{}}
+	return &Service{store: cfg.Store, reg: cfg.Registry, log: log, now: now, cache: map[string]*view{}}
 }
 
 // checkPattern validates a grant or deny pattern: a glob over platform

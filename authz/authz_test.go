@@ -58,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(ps)
 	}
 	c := testclock.New(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
-	return &fixture{ctx: ctx, store: store, reg: reg, clock: c, svc: authz.New(store, reg, nil, c.Now)}
+	return &fixture{ctx: ctx, store: store, reg: reg, clock: c, svc: authz.New(authz.Config{Store: store, Registry: reg, Now: c.Now})}
 }
 
 func person(subject string, roles ...string) *toolplane.Credential {
@@ -300,7 +300,7 @@ func TestConcurrentDecisionsAcrossRechecks(t *testing.T) {
 func TestAnotherNodesGrantIsSeenAfterTheRecheck(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	other := authz.New(f.store, f.reg, nil, f.clock.Now) // a second node on the same store
+	other := authz.New(authz.Config{Store: f.store, Registry: f.reg, Now: f.clock.Now}) // a second node on the same store
 	if _, ok, err := f.svc.Pin(f.ctx, "org-1", "bot", "", "crm.lookup"); err != nil || ok {
 		t.Fatalf("before any grant: %v, %v", ok, err)
 	}

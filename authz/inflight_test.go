@@ -29,7 +29,7 @@ func TestGrantRevokedWhileACallWaitsRefusesIt(t *testing.T) {
 	if err := hs.Register(b); err != nil {
 		t.Fatal(err)
 	}
-	approvals := approval.New(f.store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: f.store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: f.reg, Handlers: hs, Store: f.store, Policy: authz.Policy{Service: f.svc}, Approvals: approvals})
 	if err != nil {
 		t.Fatal(err)

@@ -60,10 +60,10 @@ func newDemoPlatform(t *testing.T) *demoPlatform {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	// The demo agent's grants name patterns: demo.* covers every tool
 	// published under demo, and teama.* every tool of teama.
-	grants := authz.New(store, reg, quiet, nil)
+	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
 	for _, pattern := range []string{"demo.*", "teama.*", "mcp.*"} {
 		if err := grants.AddGrant(ctx, &toolplane.Grant{AgentID: "demo-agent", Pattern: pattern}, reviewer); err != nil {
 			t.Fatal(err)

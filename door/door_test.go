@@ -104,9 +104,9 @@ func newFixture(t *testing.T, grants bool) *fixture {
 	}
 	f := &fixture{store: store, reg: reg}
 	cfg := invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Logger: quiet,
-		Approvals: approval.New(store, nil, time.Hour)}
+		Approvals: approval.New(approval.Config{Store: store, TTL: time.Hour})}
 	if grants {
-		f.grants = authz.New(store, reg, quiet, nil)
+		f.grants = authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
 		cfg.Policy = authz.Policy{Service: f.grants}
 		cfg.Principals = authz.Principals{Grants: f.grants, Keys: store}
 	}

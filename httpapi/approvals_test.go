@@ -64,7 +64,7 @@ func secretFixture(t *testing.T, got *sync.Map) *fixture {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

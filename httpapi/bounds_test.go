@@ -73,7 +73,7 @@ func TestOverlongGrantsAreRefusedAsBadRequests(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
-	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 	admin := f.mintAdmin(t)
 	long := strings.Repeat("x", 100<<10)
 	tests := []struct {

@@ -18,7 +18,7 @@ func TestRegistryListsNameTheFieldAtFault(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
-	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{"auditor", "platform_admin"}, nil, false)
 	tests := []struct{ path, field string }{
 		{"/v1/registry/tools?cursor=not-a-cursor", "cursor"},

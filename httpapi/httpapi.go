@@ -461,7 +461,7 @@ func (s *Server) approvals() *approval.Service {
 	}
 	// An invoker wired without approvals files none; reading the store
 	// still answers what there is, under the same rules.
-	return approval.New(s.Store, s.Now, 0)
+	return approval.New(approval.Config{Store: s.Store, Now: s.Now})
 }
 
 // approvalView is an approval as the API shows it: redacted by

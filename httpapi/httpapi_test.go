@@ -88,7 +88,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

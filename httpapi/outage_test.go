@@ -37,7 +37,7 @@ func TestAListAnswersAStoreOutageAsAServerError(t *testing.T) {
 	routes := []string{"/v1/approvals", "/v1/uncertain", "/v1/audit/events", "/v1/keys", "/v1/changes", "/v1/registry/tools"}
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
-	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 	// The key cache lets the key authenticate once the database is gone,
 	// so the request reaches the list rather than stopping at the gate.
 	f.door.Keys = apikey.NewCache(0, time.Hour)

@@ -20,7 +20,7 @@ func outageFixture(t *testing.T) (*fixture, string) {
 	t.Helper()
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
-	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 	f.door.Keys = apikey.NewCache(0, time.Hour)
 	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{"approver", "auditor", "platform_admin"}, nil, false)
 	if code, body := f.do(t, http.MethodGet, "/v1/keys", admin, ""); code != http.StatusOK {

@@ -23,7 +23,7 @@ func TestRegistryAndGrantRoutesRefuseWithoutTheRole(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
-	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 	publisher := mint(t, f.store, toolplane.CredentialPerson, "pete", []string{"tool_publisher:support"}, nil, false)
 	def := `{"name":"support.find","version":"1.0.0","kind":"internal","owner":"support","description":"Find.","effect":"read",
 		"binding":{"handler":{"key":"demo.search_tickets"}},"input_schema":{"type":"object"},"output_schema":{"type":"object"}}`
@@ -58,7 +58,7 @@ func TestGrantListsArePaged(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
-	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 	admin := f.mintAdmin(t)
 	for _, p := range []string{"demo.search_tickets", "demo.add_note", "demo.refund_order"} {
 		if status, body := f.do(t, "POST", "/v1/grants", admin, `{"agent_id":"bot","pattern":"`+p+`"}`); status != http.StatusCreated {
@@ -148,7 +148,7 @@ func (f *fixture) withRegistry(t *testing.T) {
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)
 	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{Bindings: bindings{hs}}})
-	f.door.Authz = authz.New(f.store, f.door.Registry, nil, nil)
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 }
 
 // supportFind answers a definition of support.find at version, with tags.

@@ -120,7 +120,7 @@ func newEnvWith(t testing.TB, store *sqlite.Store, tune func(*invoke.Config), to
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.approvals = approval.New(store, e.clock.Now, time.Hour)
+	e.approvals = approval.New(approval.Config{Store: store, Now: e.clock.Now, TTL: time.Hour})
 	e.policy = &counting{inner: policy.Grants{}}
 	cfg := invoke.Config{
 		Registry: reg, Handlers: hs, Store: store, Policy: e.policy, Approvals: e.approvals,
@@ -226,7 +226,7 @@ func (c checker) Approval(r toolplane.Result, err error) *invoke.ApprovalRequire
 // withAudit configures an invoker with a background audit writer.
 func withAudit(t testing.TB, store *sqlite.Store) func(*invoke.Config) {
 	return func(c *invoke.Config) {
-		w := audit.NewWriter(store, 0, slog.New(slog.DiscardHandler))
+		w := audit.NewWriter(audit.WriterConfig{Store: store, Logger: slog.New(slog.DiscardHandler)})
 		t.Cleanup(w.Close)
 		c.Audit = w
 	}

@@ -266,7 +266,7 @@ func TestApprovalOfAnUpstreamToolIsShownByTheTypeScriptSDK(t *testing.T) {
 	set.UseRegistry(reg)
 	set.Start(context.Background(), 20*time.Second)
 	t.Cleanup(set.Close)
-	approvals := approval.New(store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Remotes: set, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

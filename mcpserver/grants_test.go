@@ -50,7 +50,7 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 		t.Fatal(ps)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	grants := authz.New(store, reg, quiet, nil)
+	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
 		Principals: authz.Principals{Grants: grants, Keys: store}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
@@ -160,7 +160,7 @@ func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 		t.Fatal(ps)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	grants := authz.New(store, reg, quiet, nil)
+	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
 		Principals: authz.Principals{Grants: grants, Keys: store}})
 	d := mcpserver.NewTestDoor(iv, reg, store)

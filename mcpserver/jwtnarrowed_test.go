@@ -69,7 +69,7 @@ func TestMCPCallIsDecidedOnTheTokenItCameWith(t *testing.T) {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{},
-		Approvals: approval.New(store, nil, time.Hour), Logger: quiet})
+		Approvals: approval.New(approval.Config{Store: store, TTL: time.Hour}), Logger: quiet})
 
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -51,7 +51,7 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
 	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1",

@@ -75,7 +75,7 @@ func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Conf
 	set.UseRegistry(reg)
 	set.Start(ctx, 20*time.Second)
 	t.Cleanup(set.Close)
-	approvals := approval.New(store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Remotes: set, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func setup(t *testing.T) (*invoke.Invoker, *approval.Service, *sqlite.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	approvals := approval.New(store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func brokenNode(t *testing.T, database string, runs *atomic.Int64, opt jobs.Opti
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(b.Store, nil, time.Hour)
+	approvals := approval.New(approval.Config{Store: b.Store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: b.Store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

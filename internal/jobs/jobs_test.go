@@ -90,7 +90,7 @@ func startNodeWith(t *testing.T, database string, def toolplane.Definition, ttl 
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(store, nil, ttl)
+	approvals := approval.New(approval.Config{Store: store, TTL: ttl})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

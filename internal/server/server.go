@@ -398,9 +398,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	}
 	s.reg = reg
 
-	writer := audit.NewWriter(b.Store, 0, log)
+	writer := audit.NewWriter(audit.WriterConfig{Store: b.Store, Logger: log})
 	s.closers = append(s.closers, writer.Close)
-	approvals := approval.New(b.Store, nil, 0)
+	approvals := approval.New(approval.Config{Store: b.Store})
 	meters := metrics.New(metrics.Pending(b.Store), log)
 	upstreams.UseRegistry(reg)
 	// The operator's stored settings are applied before the first tool
@@ -420,7 +420,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, fmt.Errorf("load the published catalogue: %w", err)
 	}
 	s.loops.Go(func() { cat.Watch(s.bg, 2*time.Second) })
-	grants := authz.New(b.Store, reg, log, nil)
+	grants := authz.New(authz.Config{Store: b.Store, Registry: reg, Logger: log})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
 		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
 		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
