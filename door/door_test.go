@@ -17,17 +17,13 @@ import (
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
 )
-
-type bindings struct{ *handler.Registry }
-
-func (bindings) Connection(string) bool   { return false }
-func (bindings) FactResolver(string) bool { return false }
 
 var quiet = slog.New(slog.DiscardHandler)
 
@@ -92,7 +88,7 @@ func newFixture(t *testing.T, grants bool) *fixture {
 		def("crm.refund", "1.0.0", toolplane.EffectWrite, func(d *toolplane.Definition) { d.Annotations.RequiresApproval = true }),
 		def("crm.score", "1.0.0", toolplane.EffectRead, func(d *toolplane.Definition) { d.Metered = true }),
 	}
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
 		t.Fatal(err)
 	}

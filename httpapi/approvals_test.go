@@ -16,6 +16,7 @@ import (
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
@@ -59,7 +60,7 @@ func secretFixture(t *testing.T, got *sync.Map) *fixture {
 	if err := hs.Register(b); err != nil {
 		t.Fatal(err)
 	}
-	reg, _, err := registry.Build([]toolplane.Definition{d}, registry.Options{Bindings: bindings{hs}})
+	reg, _, err := registry.Build([]toolplane.Definition{d}, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
 		t.Fatal(err)
 	}

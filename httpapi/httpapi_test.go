@@ -22,22 +22,15 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/door"
-	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
-	"github.com/toolplane/toolplane/internal/demo"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
-	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
-
-type bindings struct{ *handler.Registry }
-
-func (bindings) Connection(string) bool   { return false }
-func (bindings) FactResolver(string) bool { return false }
 
 type fixture struct {
 	db    *sql.DB
@@ -77,16 +70,7 @@ func mintIn(t *testing.T, s *sqlite.Store, org string, kind toolplane.Credential
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	store, db := sqlitetest.NewDB(t)
-	defs, bs, err := demo.New().Catalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := handler.NewRegistry()
-	_ = hs.Register(bs...)
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, hs := demotest.Registry(t)
 	quiet := slog.New(slog.DiscardHandler)
 	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})

@@ -13,6 +13,7 @@ import (
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/demo"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 )
@@ -147,7 +148,7 @@ func (f *fixture) withRegistry(t *testing.T) {
 	}
 	hs := handler.NewRegistry()
 	_ = hs.Register(bs...)
-	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{Bindings: bindings{hs}}})
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{Bindings: demotest.Bindings{Registry: hs}}})
 	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
@@ -114,7 +115,7 @@ func (c *cluster) node(t *testing.T, opts ...func(*mcpserver.Server)) (string, f
 	defs := []toolplane.Definition{{Name: "ledger.post", Kind: toolplane.KindInternal, Version: "1.0.0", Description: "Post an amount to the ledger.",
 		Effect: toolplane.EffectWrite, Repeatable: new(bool), InputSchema: in, OutputSchema: json.RawMessage(`{"type":"object"}`),
 		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "ledger.post"}}}}
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
 		t.Fatal(err)
 	}

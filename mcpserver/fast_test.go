@@ -17,16 +17,12 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
-
-type fastBindings struct{ *handler.Registry }
-
-func (fastBindings) Connection(string) bool   { return false }
-func (fastBindings) FactResolver(string) bool { return false }
 
 type withKey struct {
 	key  string
@@ -62,7 +58,7 @@ func newFastFixture(t testing.TB, idle time.Duration) *fastFixture {
 		{Name: "crm.lookup", Kind: toolplane.KindInternal, Version: "1.0.0", Description: "Find a customer by id.", Effect: toolplane.EffectRead,
 			InputSchema: obj, OutputSchema: out, Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "crm.lookup"}}},
 	}
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: fastBindings{hs}})
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
 		t.Fatal(err)
 	}

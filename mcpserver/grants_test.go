@@ -16,6 +16,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/registry"
@@ -40,7 +41,7 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 	hs := handler.NewRegistry()
 	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
 	_ = hs.Register(b)
-	reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{hs}})
+	reg, _, err := registry.Build(nil, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 	hs := handler.NewRegistry()
 	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
 	_ = hs.Register(b)
-	reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{hs}})
+	reg, _, err := registry.Build(nil, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,13 +20,11 @@ import (
 
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/door"
-	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/demo"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
-	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
@@ -60,13 +58,7 @@ func TestMCPCallIsDecidedOnTheTokenItCameWith(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := sqlitetest.New(t)
-	defs, bs, _ := demo.New().Catalogue()
-	hs := handler.NewRegistry()
-	_ = hs.Register(bs...)
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, hs := demotest.Registry(t)
 	quiet := slog.New(slog.DiscardHandler)
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{},
 		Approvals: approval.New(approval.Config{Store: store, TTL: time.Hour}), Logger: quiet})

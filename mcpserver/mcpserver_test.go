@@ -14,19 +14,12 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
-	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/demo"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
-	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
-
-type bindings struct{ *handler.Registry }
-
-func (bindings) Connection(string) bool   { return false }
-func (bindings) FactResolver(string) bool { return false }
 
 type bearer struct {
 	key  string
@@ -43,13 +36,7 @@ func TestMCPClientCallsThroughTheInvoker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := sqlitetest.New(t)
-	defs, bs, _ := demo.New().Catalogue()
-	hs := handler.NewRegistry()
-	_ = hs.Register(bs...)
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, hs := demotest.Registry(t)
 	quiet := slog.New(slog.DiscardHandler)
 	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})

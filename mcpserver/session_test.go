@@ -16,7 +16,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/demo"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/policy"
@@ -39,13 +39,7 @@ func demoDoor(t *testing.T, publicURL string) (string, string, *invoke.Invoker) 
 	t.Helper()
 	ctx := context.Background()
 	store := sqlitetest.New(t)
-	defs, bs, _ := demo.New().Catalogue()
-	hs := handler.NewRegistry()
-	_ = hs.Register(bs...)
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, hs := demotest.Registry(t)
 	quiet := slog.New(slog.DiscardHandler)
 	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})

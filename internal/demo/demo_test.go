@@ -13,33 +13,17 @@ import (
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/demo"
+	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
-	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
-type bindings struct{ *handler.Registry }
-
-func (bindings) Connection(string) bool   { return false }
-func (bindings) FactResolver(string) bool { return false }
-
 func setup(t *testing.T) (*invoke.Invoker, *approval.Service, *sqlite.Store) {
 	t.Helper()
 	store := sqlitetest.New(t)
-	defs, bs, err := demo.New().Catalogue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := handler.NewRegistry()
-	if err := hs.Register(bs...); err != nil {
-		t.Fatal(err)
-	}
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings{hs}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, hs := demotest.Registry(t)
 	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
