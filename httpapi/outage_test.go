@@ -27,6 +27,20 @@ func wantFault(t *testing.T, what string, code int, body map[string]any) {
 	}
 }
 
+// outageFixture answers a served API with the catalogue and the grants
+// service, and an admin's key the key cache will admit once the database
+// is gone, so a request reaches its service rather than stopping at the
+// gate when a test closes the database.
+func outageFixture(t *testing.T) (*fixture, string) {
+	t.Helper()
+	f := newFixture(t)
+	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
+	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
+	f.door.Keys = apikey.NewCache(0, time.Hour)
+	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{"approver", "auditor", "platform_admin"}, nil, false)
+	return f, admin
+}
+
 // TestAListAnswersAStoreOutageAsAServerError closes the database under a
 // running server: every list must answer a server error that names no
 // internals, never the 400 "cursor is not valid" a caller would take for
@@ -35,13 +49,7 @@ func wantFault(t *testing.T, what string, code int, body map[string]any) {
 func TestAListAnswersAStoreOutageAsAServerError(t *testing.T) {
 	t.Parallel()
 	routes := []string{"/v1/approvals", "/v1/uncertain", "/v1/audit/events", "/v1/keys", "/v1/changes", "/v1/registry/tools"}
-	f := newFixture(t)
-	f.api.Catalog = catalog.New(catalog.Config{Store: f.store, Registry: f.door.Registry, Options: registry.Options{}})
-	f.door.Authz = authz.New(authz.Config{Store: f.store, Registry: f.door.Registry})
-	// The key cache lets the key authenticate once the database is gone,
-	// so the request reaches the list rather than stopping at the gate.
-	f.door.Keys = apikey.NewCache(0, time.Hour)
-	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{"approver", "auditor", "platform_admin"}, nil, false)
+	f, admin := outageFixture(t)
 
 	for _, path := range routes {
 		code, body := f.do(t, http.MethodGet, path+"?cursor=not-a-cursor", admin, "")
@@ -95,4 +103,28 @@ func TestAWriteAnswersAStoreOutageAsAServerError(t *testing.T) {
 	wantFault(t, "POST /v1/uncertain/reconcile", code, body)
 	code, body = f.do(t, http.MethodPost, "/v1/keys", admin, newKey)
 	wantFault(t, "POST /v1/keys", code, body)
+}
+
+// TestAServiceWriteAnswersAStoreOutageAsAServerError: the writes whose
+// services turned any store error into the caller's invalid request (a key
+// minted, a grant of a bundle, a deprecation naming its replacement)
+// answer a database outage as a server error, without its text.
+func TestAServiceWriteAnswersAStoreOutageAsAServerError(t *testing.T) {
+	t.Parallel()
+	f, admin := outageFixture(t)
+	if code, body := f.do(t, http.MethodGet, "/v1/keys", admin, ""); code != http.StatusOK {
+		t.Fatalf("warm the key cache: %d %v", code, body)
+	}
+	if err := f.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ what, path, body string }{
+		{"mint a key", "/v1/keys", `{"kind":"agent","subject":"bot"}`},
+		{"grant a bundle", "/v1/grants", `{"agent_id":"bot","bundle":"ops"}`},
+		{"deprecate naming a replacement", "/v1/registry/tools/payments.refund/versions/1.0.0/deprecate",
+			`{"sunset_at":"2030-01-01T00:00:00Z","replacement":"2.0.0"}`},
+	} {
+		code, body := f.do(t, http.MethodPost, c.path, admin, c.body)
+		wantFault(t, c.what, code, body)
+	}
 }
