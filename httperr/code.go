@@ -171,5 +171,5 @@ func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 // Send answers r with code's status (from the table) and the error
 // envelope.
 func Send(w http.ResponseWriter, r *http.Request, code Code, msg, field string) {
-	Write(w, r, code.Status(), string(code), msg, field)
+	write(w, r, code.Status(), string(code), msg, field)
 }

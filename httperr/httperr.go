@@ -54,10 +54,10 @@ func Retryable(status int) bool {
 	return status >= 500 || status == http.StatusConflict || status == http.StatusTooManyRequests
 }
 
-// Write answers r with status and the error envelope. A handler names a
-// Code and lets Send find its status; Write remains for the handlers that
-// still name both.
-func Write(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
+// write answers r with status and the error envelope. Handlers name a
+// Code and let Send find its status in the table, so no door writes a
+// status of its own.
+func write(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
 	WriteJSON(w, status, Body{Detail{Code: code, Message: msg, FieldPath: field, Retryable: Retryable(status), RequestID: RequestID(r)}})
 }
 
