@@ -157,12 +157,66 @@ type Annotations struct {
 }
 
 // Binding says what executes a tool: a handler registered under a key in the
-// deployment's trusted registry, or a tool on a remote (MCP) connection.
-// Exactly one side is set. It never carries code, and it is never one string
-// to parse.
+// deployment's trusted registry, a tool on a remote (MCP) connection, or a
+// request the platform makes itself (an HTTP request, a SQL statement)
+// through the connection the definition names. Exactly one is set. It
+// never carries code, and it is never one string to parse.
 type Binding struct {
 	Handler *HandlerBinding `json:"handler,omitempty"`
 	Remote  *RemoteBinding  `json:"remote,omitempty"`
+	HTTP    *HTTPBinding    `json:"http,omitempty"`
+	SQL     *SQLBinding     `json:"sql,omitempty"`
+}
+
+// HTTPBinding is a tool answered by one HTTP request to the system behind
+// the definition's connection. Argument values reach the request only
+// encoded (a path segment, a query value, a header value, the JSON body):
+// nothing is ever concatenated into the URL's structure.
+type HTTPBinding struct {
+	// Method is GET, POST, PUT, PATCH or DELETE.
+	Method string `json:"method"`
+	// URL is an absolute http(s) URL whose path may hold {argument}
+	// placeholders, each replaced by that argument's value as one
+	// percent-encoded path segment.
+	URL string `json:"url"`
+	// Query maps query parameter names to a value template: "{argument}"
+	// (omitted when the argument is absent) or a literal.
+	Query map[string]string `json:"query,omitempty"`
+	// Headers maps header names to a value template, as Query does. A
+	// value holding a control character is refused, never sent.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Body is what the request carries: "arguments" (the arguments not
+	// used in the path, query or headers, as a JSON object: the default
+	// for POST, PUT and PATCH), "none" (the default for GET and DELETE),
+	// or "{argument}" for one argument's value as the JSON body.
+	Body string `json:"body,omitempty"`
+	// Output is a JSON pointer into the response body naming the tool's
+	// output; "" is the whole body.
+	Output string `json:"output,omitempty"`
+	// StatusField, when set, adds the response's status code to an object
+	// output under that name.
+	StatusField string `json:"status_field,omitempty"`
+	// IdempotencyHeader names the header the downstream reads an
+	// idempotency key from (Idempotency-Key). A write then sends its call's
+	// key there, and a lost answer may be retried with the same key
+	// instead of becoming an uncertain action.
+	IdempotencyHeader string `json:"idempotency_header,omitempty"`
+	// MaxResponseBytes caps the response body read (default 1 MiB); a
+	// larger body is refused before it is decoded.
+	MaxResponseBytes int `json:"max_response_bytes,omitempty"`
+}
+
+// SQLBinding is a tool answered by one parameterised statement run on the
+// database behind the definition's connection. Arguments are bound as
+// parameters only; no argument is ever spliced into the statement text.
+type SQLBinding struct {
+	// Statement is one SQL statement whose parameters are written
+	// :argument; each is bound to that argument's value (NULL when it is
+	// absent).
+	Statement string `json:"statement"`
+	// MaxRows caps the rows a read answers (default 100); the result says
+	// when it was cut.
+	MaxRows int `json:"max_rows,omitempty"`
 }
 
 // HandlerBinding names a handler in the trusted registry.

@@ -72,6 +72,9 @@ type Error struct {
 	SuggestedFix string `json:"suggested_fix,omitempty"`
 	// Violations lists every validation failure in a stable order.
 	Violations []Violation `json:"violations,omitempty"`
+	// AuthorizationURL is where a person consents to the connection a
+	// call needs, for connection_required and connection_expired.
+	AuthorizationURL string `json:"authorization_url,omitempty"`
 }
 
 // Violation is one way an argument or an output failed its schema.

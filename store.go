@@ -225,10 +225,13 @@ type AuditEvent struct {
 	// Key is the idempotency key the event is about, when the call had
 	// one; Reason says why the state was reached (why a claim is
 	// uncertain, why it was released), when the outcome alone does not.
-	Key           string    `json:"key,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	ApprovalID    string    `json:"approval_id,omitempty"`
-	AuthorizedBy  string    `json:"authorized_by,omitempty"`
+	Key          string `json:"key,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	ApprovalID   string `json:"approval_id,omitempty"`
+	AuthorizedBy string `json:"authorized_by,omitempty"`
+	// ConnectionID names the connection whose secret the broker released
+	// for the call: by ID, never by value.
+	ConnectionID  string    `json:"connection_id,omitempty"`
 	Replayed      bool      `json:"replayed"`
 	LatencyMicros int64     `json:"latency_micros"`
 	CreatedAt     time.Time `json:"created_at"`

@@ -45,6 +45,11 @@ type Call struct {
 	Key string
 	// Attempt counts handler starts for this key, from 1.
 	Attempt int
+	// Released is the connection, with its secret, the broker released
+	// for this call, for a tool that runs on one; nil otherwise. A handler
+	// presents it to the downstream only: it never answers, logs or
+	// stores it.
+	Released *toolplane.Released
 }
 
 // RetryableUpstream reports a transient upstream failure (a 429, a 503)

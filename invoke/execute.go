@@ -24,7 +24,7 @@ type ret struct {
 // the claim the way its ending requires.
 func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	iv, d := c.iv, &c.tool.Def
-	b := c.remote
+	b := c.bound
 	switch {
 	case b != nil:
 	case d.Binding.Handler == nil:
@@ -62,6 +62,11 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return toolplane.Result{}, err
 		}
 		return toolplane.Fail(toolplane.CodeTimeout, "the run's time ran out before this call was sent; nothing was done"), nil
+	}
+	if c.needsRelease() {
+		if res, err, done := c.releaseConnection(ctx); done {
+			return res, err
+		}
 	}
 	attempt := 1
 	if c.claim != nil {
@@ -141,6 +146,39 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Result{}, err
 	}
 	return res, nil
+}
+
+// needsRelease reports whether the call runs on a connection the broker
+// must release: a tool one of the platform's runtimes runs.
+func (c *call) needsRelease() bool {
+	b := &c.tool.Def.Binding
+	return b.HTTP != nil || b.SQL != nil
+}
+
+// releaseConnection asks the broker for the call's connection, after the
+// claim and before dispatch: nothing was sent yet, so a call refused here
+// releases its claim. It reports done with the call's answer when the
+// call ends here.
+func (c *call) releaseConnection(ctx context.Context) (toolplane.Result, error, bool) {
+	rel, err := c.iv.cfg.Broker.Release(ctx, Release{Invocation: c.inv, Tool: &c.tool.Def, Arguments: c.args})
+	var ce *toolplane.ConnectionError
+	switch {
+	case errors.As(err, &ce):
+		if err := c.release(ctx); err != nil {
+			return toolplane.Result{}, err, true
+		}
+		res := toolplane.Fail(ce.Code, ce.Message)
+		res.Error.AuthorizationURL = ce.AuthorizationURL
+		return res, nil, true
+	case err != nil:
+		if rerr := c.release(ctx); rerr != nil {
+			return toolplane.Result{}, rerr, true
+		}
+		return toolplane.Result{}, fmt.Errorf("%w: release a connection for %s: %v", ErrFault, c.tool.Def.Name, err), true
+	}
+	c.released = rel
+	c.audit.ConnectionID = rel.Connection.ID
+	return toolplane.Result{}, nil, false
 }
 
 // invokeHere runs the handler on this goroutine, a panic included in its

@@ -184,13 +184,46 @@ type Remotes interface {
 	Binding(r *toolplane.RemoteBinding) (*handler.Binding, error)
 }
 
+// Runtimes builds the binding of a tool the platform runs itself: one
+// whose definition binds an HTTP request (binding.http) or a SQL statement
+// (binding.sql). An error means this deployment cannot run it
+// (tool_unavailable); the definition passed the registry's checks.
+type Runtimes interface {
+	Binding(d *toolplane.Definition) (*handler.Binding, error)
+}
+
+// Broker releases the connection a call needs, with its secret, for one
+// call the policy allowed. It chooses among the organization's
+// connections of the tool's provider (the person's own, for a call made
+// for a person), checks the connection's scope again (tool, agent,
+// amounts) and answers a *toolplane.ConnectionError when none is usable.
+// Any other error is a platform fault.
+type Broker interface {
+	Release(ctx context.Context, r Release) (*toolplane.Released, error)
+}
+
+// Release is what a broker is told of the call it releases a connection
+// for.
+type Release struct {
+	Invocation *toolplane.Invocation
+	Tool       *toolplane.Definition
+	// Arguments are the validated, coerced arguments.
+	Arguments any
+}
+
 // Config wires an Invoker.
 type Config struct {
 	Registry *registry.Registry
 	Handlers *handler.Registry
 	// Remotes runs tools bound to a remote server (binding.remote); nil
 	// means this deployment has none, and such a tool is unavailable.
-	Remotes   Remotes
+	Remotes Remotes
+	// Runtimes runs tools bound to an HTTP request or a SQL statement;
+	// nil means this deployment runs none, and such a tool is unavailable.
+	Runtimes Runtimes
+	// Broker releases the connection of a tool the platform runs itself;
+	// without one, such a tool is unavailable.
+	Broker    Broker
 	Store     toolplane.Store
 	Policy    policy.Policy
 	Facts     policy.Facts

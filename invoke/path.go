@@ -42,10 +42,13 @@ type call struct {
 	hash   string
 	key    string
 	claim  *toolplane.Claim
-	// remote is the binding of a tool served by a remote server, found
-	// when the call resolved the tool.
-	remote *handler.Binding
-	audit  toolplane.AuditEvent
+	// bound is the binding of a tool served by a remote server, or run by
+	// one of the platform's runtimes, found when the call resolved the
+	// tool.
+	bound *handler.Binding
+	// released is the connection the broker released for the call.
+	released *toolplane.Released
+	audit    toolplane.AuditEvent
 	// audited is set once the audit event was stored with the claim's
 	// answer, in one transaction.
 	audited bool
@@ -194,6 +197,11 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	c.span.SetAttributes(attribute.String("tool.version", d.Version), attribute.String("tool.model_name", tool.Model))
 	if rb := d.Binding.Remote; rb != nil {
 		if refusal := c.resolveRemote(rb); refusal != nil {
+			return *refusal, nil
+		}
+	}
+	if d.Binding.HTTP != nil || d.Binding.SQL != nil {
+		if refusal := c.resolveRuntime(); refusal != nil {
 			return *refusal, nil
 		}
 	}
@@ -620,7 +628,25 @@ func (c *call) resolveRemote(rb *toolplane.RemoteBinding) *toolplane.Result {
 		r := toolplane.Fail(toolplane.CodeUnavailable, fmt.Sprintf("the server behind %s cannot be reached now; nothing was done. Try again later or use another tool.", model))
 		return &r
 	}
-	c.remote = b
+	c.bound = b
+	return nil
+}
+
+// resolveRuntime builds the binding of a tool one of the platform's
+// runtimes runs (an HTTP request, a SQL statement).
+func (c *call) resolveRuntime() *toolplane.Result {
+	model := c.tool.Model
+	if c.iv.cfg.Runtimes == nil || c.iv.cfg.Broker == nil {
+		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s runs on a runtime this deployment does not provide", model))
+		return &r
+	}
+	b, err := c.iv.cfg.Runtimes.Binding(&c.tool.Def)
+	if err != nil {
+		c.iv.log.Warn("runtime cannot run tool", "tool", c.tool.Def.Name, "err", err)
+		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s cannot be run by this deployment now; nothing was done. Finish without it.", model))
+		return &r
+	}
+	c.bound = b
 	return nil
 }
 
@@ -709,7 +735,7 @@ func remotePreview(name string, args any) string {
 }
 
 func (c *call) handlerCall(attempt int) handler.Call {
-	return handler.Call{Invocation: c.inv, Tool: c.tool.Def.Name, Version: c.tool.Def.Version, Key: c.key, Attempt: attempt}
+	return handler.Call{Invocation: c.inv, Tool: c.tool.Def.Name, Version: c.tool.Def.Version, Key: c.key, Attempt: attempt, Released: c.released}
 }
 
 // finish records the call: the audit event and the span's end.
