@@ -290,7 +290,9 @@ func (d *Definition) Writes() bool { return d.Effect.Writes() }
 // Untrusted reports whether the tool's answers carry content from outside
 // the platform, which the result boundary labels untrusted. A definition
 // bound to a remote tool is answered by that tool's server, whatever kind
-// it declares.
+// it declares; one bound to an HTTP request or a SQL statement answers
+// what a downstream system or its data holds.
 func (d *Definition) Untrusted() bool {
-	return d.Kind == KindVendor || d.Kind == KindMCP || d.Annotations.OpenWorld || d.Binding.Remote != nil
+	b := &d.Binding
+	return d.Kind == KindVendor || d.Kind == KindMCP || d.Annotations.OpenWorld || b.Remote != nil || b.HTTP != nil || b.SQL != nil
 }
