@@ -447,12 +447,21 @@ func (ch *checker) binding() {
 	default:
 		ch.add("kind", fmt.Sprintf("%s is not a kind", quote(d.Kind)), "set kind to internal, vendor or mcp")
 	}
+	sides := 0
+	for _, set := range []bool{h != nil, r != nil, d.Binding.HTTP != nil, d.Binding.SQL != nil} {
+		if set {
+			sides++
+		}
+	}
 	switch {
-	case h != nil && r != nil:
-		ch.add("binding", "names both a handler and a remote tool", "keep exactly one: binding.handler.key or binding.remote")
+	case sides > 1:
+		ch.add("binding", "names more than one of handler, remote, http and sql", "keep exactly one")
+		return
+	case sides == 0:
+		ch.add("binding", "missing", "bind the tool: binding.handler.key for a registered handler, binding.remote for a tool on an MCP connection, or binding.http / binding.sql for a request the platform makes itself")
 		return
 	case h == nil && r == nil:
-		ch.add("binding", "missing", "bind the tool: binding.handler.key for a registered handler, or binding.remote for a tool on an MCP connection")
+		ch.runtime()
 		return
 	}
 	if d.Kind == toolplane.KindMCP && h != nil {
@@ -492,6 +501,29 @@ func (ch *checker) binding() {
 		}
 	}
 }
+
+// runtime checks a tool one of the platform's runtimes runs (an HTTP
+// request, a SQL statement): it reaches its system through a connection
+// of the provider it declares, whose secret the broker releases per call.
+func (ch *checker) runtime() {
+	d := ch.d
+	if d.Kind == toolplane.KindMCP {
+		ch.add("binding", "an mcp tool is bound to an http or sql request", "set kind: internal or vendor, or bind it with binding.remote")
+	}
+	if d.Connection == "" {
+		ch.add("connection", "a tool bound to an http or sql request declares no connection", "name the provider whose connection the request goes through (connection: payments)")
+	}
+	if d.ApprovalPreview {
+		ch.add("approval_preview", "an http or sql tool has no handler to render a preview", "set approval_preview: false")
+	}
+	for _, p := range runtimeProblems(d) {
+		ch.add(p.Field, p.Message, p.Fix)
+	}
+}
+
+// runtimeProblems answers what the runtime of a definition's binding
+// finds wrong with it.
+var runtimeProblems = func(*toolplane.Definition) []Problem { return nil }
 
 func (ch *checker) effect() {
 	d := ch.d

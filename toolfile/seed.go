@@ -147,11 +147,57 @@ func fromSeed(js []byte) (toolplane.Definition, []Note, error) {
 	default:
 		return d, notes, fmt.Errorf("%w: spec.credentials: a tool declares at most one connection, got %d", ErrFormat, len(s.Spec.Credentials))
 	}
-	if s.Spec.Execution.Runtime != "" || len(s.Spec.Execution.Target) > 0 {
-		notes = append(notes, Note{"spec.execution.target", fmt.Sprintf("toolplane does not call runtime %q targets itself; the tool is bound to the handler registered as %q", s.Spec.Execution.Runtime, name)})
+	notes, err := bindRuntime(&d, s.Spec.Execution, notes)
+	if err != nil {
+		return d, notes, err
 	}
 	if len(s.Spec.Execution.ResourceLimits) > 0 {
 		notes = append(notes, Note{"spec.execution.resource_limits", "sandbox limits belong to the handler's deployment and are ignored"})
 	}
 	return d, notes, nil
+}
+
+// bindRuntime binds a definition whose execution names a runtime the
+// platform runs itself (http, sql) to that runtime, its target read
+// strictly as the runtime's binding; any other runtime stays bound to the
+// handler registered under the tool's name, with a note.
+func bindRuntime(d *toolplane.Definition, ex seedExecution, notes []Note) ([]Note, error) {
+	switch ex.Runtime {
+	case "http":
+		var b toolplane.HTTPBinding
+		if err := strictTarget(ex.Target, &b); err != nil {
+			return notes, err
+		}
+		if b.IdempotencyHeader == "" && d.Writes() && d.Annotations.Idempotent {
+			// The form's idempotent: true promises that a retry with the
+			// same key is one effect, which only holds if the key reaches
+			// the downstream.
+			b.IdempotencyHeader = "Idempotency-Key"
+			notes = append(notes, Note{"spec.execution.target", "idempotent: true on an http write: the call's idempotency key is sent as Idempotency-Key (set target.idempotency_header to name another header)"})
+		}
+		d.Binding = toolplane.Binding{HTTP: &b}
+	case "sql":
+		var b toolplane.SQLBinding
+		if err := strictTarget(ex.Target, &b); err != nil {
+			return notes, err
+		}
+		d.Binding = toolplane.Binding{SQL: &b}
+	default:
+		if ex.Runtime != "" || len(ex.Target) > 0 {
+			notes = append(notes, Note{"spec.execution.target", fmt.Sprintf("toolplane runs http and sql targets itself, not runtime %q; the tool is bound to the handler registered as %q", ex.Runtime, d.Name)})
+		}
+	}
+	return notes, nil
+}
+
+// strictTarget reads an execution target as a runtime binding, refusing
+// fields the binding does not have.
+func strictTarget(target json.RawMessage, v any) error {
+	if len(target) == 0 {
+		return fmt.Errorf("%w: spec.execution.target: missing; an http or sql runtime needs its target", ErrFormat)
+	}
+	if err := strict(target, v); err != nil {
+		return fmt.Errorf("spec.execution.target: %w", err)
+	}
+	return nil
 }

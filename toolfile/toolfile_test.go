@@ -157,3 +157,60 @@ func TestJSONAndYAMLFormsAgree(t *testing.T) {
 		t.Fatalf("yaml %+v\njson %+v", y, j)
 	}
 }
+
+func TestSeedRuntimeBindsTheTarget(t *testing.T) {
+	t.Parallel()
+	const head = "apiVersion: toolplatform/v1\nkind: Tool\nmetadata: {name: get_order, namespace: shop}\nversion: 1.0.0\nspec:\n  credentials: [{name: shop}]\n"
+	tests := []struct {
+		name, exec string
+		check      func(d toolplane.Definition) bool
+		note       bool
+	}{
+		{"http read", "  annotations: {read_only: true}\n  execution: {runtime: http, target: {method: GET, url: 'https://shop.example/orders/{id}'}}\n",
+			func(d toolplane.Definition) bool {
+				return d.Binding.HTTP != nil && d.Binding.HTTP.URL == "https://shop.example/orders/{id}" && d.Binding.HTTP.IdempotencyHeader == "" && d.Binding.Handler == nil
+			}, false},
+		{"idempotent http write sends the key", "  annotations: {idempotent: true}\n  execution: {runtime: http, target: {method: POST, url: 'https://shop.example/refunds'}}\n",
+			func(d toolplane.Definition) bool {
+				return d.Binding.HTTP != nil && d.Binding.HTTP.IdempotencyHeader == "Idempotency-Key"
+			}, true},
+		{"named idempotency header kept", "  annotations: {idempotent: true}\n  execution: {runtime: http, target: {method: POST, url: 'https://shop.example/r', idempotency_header: X-Request-Id}}\n",
+			func(d toolplane.Definition) bool { return d.Binding.HTTP.IdempotencyHeader == "X-Request-Id" }, false},
+		{"sql", "  annotations: {read_only: true}\n  execution: {runtime: sql, target: {statement: 'SELECT 1 WHERE :id = 1', max_rows: 5}}\n",
+			func(d toolplane.Definition) bool {
+				return d.Binding.SQL != nil && d.Binding.SQL.MaxRows == 5 && d.Binding.Handler == nil
+			}, false},
+		{"other runtime stays a handler", "  execution: {runtime: code_exec, target: {image: x}}\n",
+			func(d toolplane.Definition) bool {
+				return d.Binding.Handler != nil && d.Binding.Handler.Key == "shop.get_order"
+			}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d, notes, err := Parse([]byte(head+tt.exec), ".yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(d) {
+				t.Fatalf("binding = %+v", d.Binding)
+			}
+			noted := false
+			for _, n := range notes {
+				noted = noted || n.Field == "spec.execution.target"
+			}
+			if noted != tt.note {
+				t.Fatalf("notes = %v, want a target note: %v", notes, tt.note)
+			}
+		})
+	}
+	for _, bad := range []string{
+		"  execution: {runtime: http}\n",
+		"  execution: {runtime: http, target: {method: GET, url: 'https://a.example', script: x}}\n",
+		"  execution: {runtime: sql, target: {query: 'SELECT 1'}}\n",
+	} {
+		if _, _, err := Parse([]byte(head+bad), ".yaml"); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "spec.execution.target") {
+			t.Errorf("%q: err = %v, want ErrFormat naming the target", bad, err)
+		}
+	}
+}
