@@ -123,6 +123,10 @@ type ConnectionConfig struct {
 	Resource string `json:"resource,omitempty"`
 	// Egress is where calls through this connection may go.
 	Egress EgressRules `json:"egress"`
+	// App, on a person's authorization-code connection, is the ID of the
+	// organization's connection holding the OAuth application (client) it
+	// was consented through; its client secret renews the person's token.
+	App string `json:"app,omitempty"`
 }
 
 // EgressRules say where a runtime may connect for a connection, checked

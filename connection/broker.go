@@ -1,0 +1,417 @@
+package connection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/secret"
+)
+
+// ChoiceArgument is the argument a tool declares when the model may choose
+// among several connections of its provider: the connection's ID, never
+// a credential.
+const ChoiceArgument = "connection_id"
+
+// maxCandidates bounds how many connections of one provider a call looks
+// through; an organization with more must have the model choose.
+const maxCandidates = 50
+
+// Release answers the connection, with its secret, for one call the
+// policy allowed (invoke.Broker). See the package documentation.
+func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Released, error) {
+	inv, d := r.Invocation, r.Tool
+	c, cerr := s.choose(ctx, inv, d, r.Arguments)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if err := admits(c, inv, d, r.Arguments); err != nil {
+		return nil, err
+	}
+	if err := s.consented(ctx, c, inv, d); err != nil {
+		return nil, err
+	}
+	sec, c, err := s.secrets(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return &toolplane.Released{Connection: shown(c), Secrets: sec}, nil
+}
+
+// choose picks the call's connection among the organization's connections
+// of the tool's provider: the one the model named by connection_id, or
+// else the person's own (for a call made for a person), or else the
+// organization's shared one, when there is exactly one usable.
+func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *toolplane.Definition, args any) (*toolplane.Connection, error) {
+	org, provider, user := inv.OrganizationID, d.Connection, inv.UserID
+	if id, ok := chosen(args); ok {
+		c, err := s.cfg.Store.GetConnection(ctx, org, id)
+		switch {
+		case errors.Is(err, toolplane.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("read connection %s: %w", id, err)
+		case c.Provider == provider && usableBy(c, user):
+			return c, usable(c, s.authorizeLink(ctx, inv, d))
+		}
+		return nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionRequired,
+			Message: fmt.Sprintf("%s is not a connection of %s this call may use; call again with one of the connection_id values you were shown, or without connection_id", id, provider)}
+	}
+	all, _, err := s.cfg.Store.ListConnections(ctx, org, toolplane.ConnectionFilter{Provider: provider}, "", maxCandidates)
+	if err != nil {
+		return nil, fmt.Errorf("list connections of %s: %w", provider, err)
+	}
+	var own, shared []*toolplane.Connection
+	for i := range all {
+		c := &all[i]
+		switch {
+		case c.UserID != "" && c.UserID == user:
+			own = append(own, c)
+		case c.UserID == "" && c.Kind != toolplane.ConnectionAuthorizationCode:
+			shared = append(shared, c)
+		}
+	}
+	candidates := shared
+	if len(own) > 0 || user != "" && hasApp(all) {
+		// A person's own connection serves their calls; where the
+		// provider takes a person's consent, their calls never borrow
+		// the organization's.
+		candidates = own
+	}
+	var active []*toolplane.Connection
+	for _, c := range candidates {
+		if c.State == toolplane.ConnectionActive {
+			active = append(active, c)
+		}
+	}
+	switch len(active) {
+	case 1:
+		return active[0], nil
+	case 0:
+		for _, want := range []toolplane.ConnectionState{toolplane.ConnectionNeedsReauth, toolplane.ConnectionRevoked} {
+			for _, c := range candidates {
+				if c.State == want {
+					return nil, usable(c, s.authorizeLink(ctx, inv, d))
+				}
+			}
+		}
+		return nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionRequired,
+			Message:          fmt.Sprintf("%s needs a connection to %s, and none is set up for this call; nothing was done. Ask the user to connect, then call again.", d.Name, provider),
+			AuthorizationURL: s.authorizeLink(ctx, inv, d)}
+	}
+	ids := make([]string, 0, len(active))
+	for _, c := range active {
+		ids = append(ids, c.ID+" ("+c.Name+")")
+	}
+	return nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionAmbiguous,
+		Message: fmt.Sprintf("%s can use several connections to %s: %s. Call again with connection_id set to the one meant; nothing was done.", d.Name, provider, strings.Join(ids, ", "))}
+}
+
+// chosen answers the connection_id argument, when the call names one.
+func chosen(args any) (string, bool) {
+	m, ok := args.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	id, ok := m[ChoiceArgument].(string)
+	return id, ok && id != ""
+}
+
+// usableBy reports whether a call made for user (none: "") may use c: a
+// shared connection serves every call, a person's own only theirs, and an
+// OAuth application's row none.
+func usableBy(c *toolplane.Connection, user string) bool {
+	if c.UserID != "" {
+		return c.UserID == user
+	}
+	return c.Kind != toolplane.ConnectionAuthorizationCode
+}
+
+// hasApp reports whether the provider takes a person's consent: the
+// organization holds its OAuth application.
+func hasApp(cs []toolplane.Connection) bool {
+	return slices.ContainsFunc(cs, func(c toolplane.Connection) bool {
+		return c.Kind == toolplane.ConnectionAuthorizationCode && c.UserID == "" && c.State == toolplane.ConnectionActive
+	})
+}
+
+// usable answers the refusal of a connection that is not active.
+func usable(c *toolplane.Connection, link string) error {
+	switch c.State {
+	case toolplane.ConnectionActive:
+		return nil
+	case toolplane.ConnectionNeedsReauth:
+		e := &toolplane.ConnectionError{Code: toolplane.CodeConnectionExpired,
+			Message: fmt.Sprintf("connection %s (%s) needs to be authorized again; nothing was done. Ask its owner to reconnect, then call again.", c.ID, c.Name)}
+		if c.UserID != "" {
+			e.AuthorizationURL = link
+		}
+		return e
+	default:
+		return &toolplane.ConnectionError{Code: toolplane.CodeConnectionRevoked,
+			Message: fmt.Sprintf("connection %s (%s) was revoked; nothing was done. It cannot be used again; an administrator or its owner must set up a new one.", c.ID, c.Name)}
+	}
+}
+
+// admits checks the connection's scope for the call, a second enforcement
+// point beside the policy: the tool, the agent, the amount, and the host
+// an HTTP tool sends to.
+func admits(c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition, args any) error {
+	deny := func(format string, a ...any) error {
+		return &toolplane.ConnectionError{Code: toolplane.CodeDenied, Message: fmt.Sprintf(format, a...) + "; nothing was done"}
+	}
+	sc := c.Scope
+	if len(sc.Tools) > 0 && !slices.ContainsFunc(sc.Tools, func(p string) bool { ok, _ := path.Match(p, d.Name); return ok }) {
+		return deny("connection %s may not be used by %s", c.ID, d.Name)
+	}
+	if len(sc.Agents) > 0 && !slices.Contains(sc.Agents, inv.AgentID) {
+		return deny("connection %s may not be used by agent %s", c.ID, inv.AgentID)
+	}
+	if sc.MaxAmountCentsPerCall > 0 {
+		name := sc.AmountArgument
+		if name == "" {
+			name = "amount_cents"
+		}
+		if m, ok := args.(map[string]any); ok {
+			if v, present := m[name]; present {
+				n, ok := amount(v)
+				if !ok || n.Cmp(big.NewInt(sc.MaxAmountCentsPerCall)) > 0 {
+					return deny("%s is above the %d cents connection %s allows per call", name, sc.MaxAmountCentsPerCall, c.ID)
+				}
+			}
+		}
+	}
+	if h := d.Binding.HTTP; h != nil {
+		u, err := url.Parse(h.URL)
+		if err != nil {
+			return deny("the tool's URL does not parse")
+		}
+		p, err := egress.Compile(c.Config.Egress)
+		if err != nil {
+			return fmt.Errorf("connection %s: egress rules: %w", c.ID, err)
+		}
+		if err := p.CheckHost(u.Hostname()); err != nil {
+			return deny("%s sends to %s, which connection %s does not allow", d.Name, u.Hostname(), c.ID)
+		}
+	}
+	return nil
+}
+
+// amount reads an argument as a whole number of cents.
+func amount(v any) (*big.Int, bool) {
+	var s string
+	switch x := v.(type) {
+	case json.Number:
+		s = x.String()
+	case float64:
+		s = fmt.Sprintf("%.0f", x)
+		if float64(int64(x)) != x {
+			return nil, false
+		}
+	case int:
+		return big.NewInt(int64(x)), true
+	case int64:
+		return big.NewInt(x), true
+	case string:
+		s = x
+	default:
+		return nil, false
+	}
+	n, ok := new(big.Int).SetString(s, 10)
+	return n, ok
+}
+
+// secrets answers c's secrets in clear, the OAuth access token minted or
+// refreshed when it is due, and c as it is stored after that.
+func (s *Service) secrets(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, *toolplane.Connection, error) {
+	sec, err := s.open(c)
+	if err != nil {
+		return toolplane.Secrets{}, nil, err
+	}
+	switch c.Kind {
+	case toolplane.ConnectionClientCredentials, toolplane.ConnectionAuthorizationCode:
+		if sec.AccessToken == "" || !c.TokenExpiresAt.IsZero() && s.now().Add(s.cfg.RefreshBefore).After(c.TokenExpiresAt) {
+			return s.renew(ctx, c)
+		}
+	}
+	return sec, c, nil
+}
+
+// open answers c's secrets, opening its seal once per connection version.
+func (s *Service) open(c *toolplane.Connection) (toolplane.Secrets, error) {
+	if v, ok := s.cache.Load(c.ID); ok {
+		if o := v.(*opened); o.version == c.Version {
+			return o.secrets, nil
+		}
+	}
+	sec, err := secret.OpenSecrets(s.cfg.Keys, c.OrganizationID, c.ID, c.Secret)
+	if err != nil {
+		return toolplane.Secrets{}, fmt.Errorf("open the secret of connection %s: %w", c.ID, err)
+	}
+	s.cache.Store(c.ID, &opened{version: c.Version, secrets: sec})
+	return sec, nil
+}
+
+// refreshLease is how long a node holds the right to refresh a
+// connection's token; a node that dies holding it delays the next refresh
+// by at most this long.
+const refreshLease = 30 * time.Second
+
+// renew mints (client credentials) or refreshes (authorization code) c's
+// access token, once across nodes: the node whose compare-and-swap takes
+// the refresh lease asks the provider; any other waits for its answer and
+// reads the new token from the store.
+func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, *toolplane.Connection, error) {
+	deadline := s.now().Add(refreshLease)
+	for {
+		now := s.now()
+		leased := c.RefreshOwner != "" && c.RefreshOwner != s.cfg.Node && c.RefreshUntil.After(now)
+		if !leased {
+			c.RefreshOwner, c.RefreshUntil = s.cfg.Node, now.Add(refreshLease)
+			ok, err := s.cfg.Store.UpdateConnection(ctx, c, nil)
+			if err != nil {
+				return toolplane.Secrets{}, nil, fmt.Errorf("lease the refresh of connection %s: %w", c.ID, err)
+			}
+			if ok {
+				return s.refresh(ctx, c)
+			}
+		} else if now.After(deadline) {
+			return toolplane.Secrets{}, nil, &toolplane.ConnectionError{Code: toolplane.CodeUnavailable,
+				Message: fmt.Sprintf("the token of connection %s is being renewed and the renewal did not finish in time; nothing was done. Try again shortly.", c.ID)}
+		} else {
+			select {
+			case <-ctx.Done():
+				return toolplane.Secrets{}, nil, ctx.Err()
+			case <-time.After(25 * time.Millisecond):
+			}
+		}
+		fresh, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.ID)
+		if err != nil {
+			return toolplane.Secrets{}, nil, fmt.Errorf("read connection %s: %w", c.ID, err)
+		}
+		if err := usable(fresh, ""); err != nil {
+			return toolplane.Secrets{}, nil, err
+		}
+		c = fresh
+		sec, err := s.open(c)
+		if err != nil {
+			return toolplane.Secrets{}, nil, err
+		}
+		if sec.AccessToken != "" && s.now().Add(s.cfg.RefreshBefore).Before(c.TokenExpiresAt) {
+			return sec, c, nil // another node renewed it
+		}
+	}
+}
+
+// refresh asks the provider for a new access token under the lease c
+// holds, and stores it (or the connection's need of a new consent).
+func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, *toolplane.Connection, error) {
+	sec, err := s.open(c)
+	if err != nil {
+		return toolplane.Secrets{}, nil, err
+	}
+	app := c
+	if c.Kind == toolplane.ConnectionAuthorizationCode && c.Config.App != "" {
+		if app, err = s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.Config.App); err != nil {
+			return toolplane.Secrets{}, nil, fmt.Errorf("read the application of connection %s: %w", c.ID, err)
+		}
+	}
+	appSec := sec
+	if app != c {
+		if appSec, err = s.open(app); err != nil {
+			return toolplane.Secrets{}, nil, err
+		}
+	}
+	var tok token
+	if c.Kind == toolplane.ConnectionClientCredentials {
+		tok, err = s.oauth.clientCredentials(ctx, c, sec)
+	} else {
+		tok, err = s.oauth.refresh(ctx, app, appSec, sec.RefreshToken)
+	}
+	c.RefreshOwner, c.RefreshUntil = "", time.Time{}
+	var ge *grantError
+	switch {
+	case errors.As(err, &ge):
+		c.State, c.Reason, c.UpdatedAt = toolplane.ConnectionNeedsReauth, "the provider refused the grant: "+ge.reason, s.now()
+		if _, uerr := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, s.change(c, "connection.needs_reauth", "broker", c.Reason)); uerr != nil {
+			return toolplane.Secrets{}, nil, fmt.Errorf("store connection %s needing a new consent: %w", c.ID, uerr)
+		}
+		return toolplane.Secrets{}, nil, usable(c, "")
+	case err != nil:
+		if _, uerr := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, nil); uerr != nil {
+			s.log.WarnContext(ctx, "refresh lease not released", "connection", c.ID, "err", uerr)
+		}
+		s.log.WarnContext(ctx, "token renewal failed", "connection", c.ID, "err", err)
+		return toolplane.Secrets{}, nil, &toolplane.ConnectionError{Code: toolplane.CodeUnavailable,
+			Message: fmt.Sprintf("the provider of connection %s did not renew its token; nothing was done. Try again later.", c.ID)}
+	}
+	sec.AccessToken = tok.access
+	if tok.refresh != "" {
+		sec.RefreshToken = tok.refresh
+	}
+	if c.Secret, err = secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, sec); err != nil {
+		return toolplane.Secrets{}, nil, fmt.Errorf("seal the token of connection %s: %w", c.ID, err)
+	}
+	c.TokenExpiresAt, c.UpdatedAt = tok.expiry, s.now()
+	if len(tok.scopes) > 0 {
+		c.Scopes = tok.scopes
+	}
+	ok, err := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, nil)
+	if err != nil {
+		return toolplane.Secrets{}, nil, fmt.Errorf("store the token of connection %s: %w", c.ID, err)
+	}
+	if !ok {
+		// Revoked or changed while the provider answered: the stored
+		// connection decides.
+		fresh, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.ID)
+		if err != nil {
+			return toolplane.Secrets{}, nil, fmt.Errorf("read connection %s: %w", c.ID, err)
+		}
+		if err := usable(fresh, ""); err != nil {
+			return toolplane.Secrets{}, nil, err
+		}
+		return s.secrets(ctx, fresh)
+	}
+	s.cache.Store(c.ID, &opened{version: c.Version, secrets: sec})
+	return sec, c, nil
+}
+
+// consented refuses a person's connection whose application now asks for
+// scopes the person did not grant: scope creep is never absorbed silently;
+// the person consents again.
+func (s *Service) consented(ctx context.Context, c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition) error {
+	if c.Kind != toolplane.ConnectionAuthorizationCode || c.Config.App == "" {
+		return nil
+	}
+	app, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.Config.App)
+	if err != nil {
+		return fmt.Errorf("read the application of connection %s: %w", c.ID, err)
+	}
+	if err := usable(app, ""); err != nil {
+		return err
+	}
+	if missing := missingScopes(app.Config.RequestScope, c.Scopes); len(missing) > 0 {
+		return &toolplane.ConnectionError{Code: toolplane.CodeConnectionExpired,
+			Message:          fmt.Sprintf("connection %s must be authorized again for the scopes %s; nothing was done. Ask the user to reconnect, then call again.", c.ID, strings.Join(missing, " ")),
+			AuthorizationURL: s.authorizeLink(ctx, inv, d)}
+	}
+	return nil
+}
+
+// secretSeal seals sec as c's secret.
+func secretSeal(s *Service, c *toolplane.Connection, sec toolplane.Secrets) ([]byte, error) {
+	b, err := secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, sec)
+	if err != nil {
+		return nil, fmt.Errorf("seal the secret of connection %s: %w", c.ID, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,221 @@
+// Package connection is the connections service and the credential broker.
+//
+// A connection is how an organization's tools reach one downstream system:
+// its settings, its sealed secret, where its calls may go and which calls
+// may use it. The service creates, lists, shows (never the secret) and
+// revokes connections, each operation authorized from the credential it is
+// given, and runs the OAuth authorization a person completes to connect
+// their own account.
+//
+// The broker (Service.Release) is the one place a secret leaves its seal:
+// for one call the policy allowed, it picks the connection of the tool's
+// provider (the person's own for a call made for a person, or one the
+// model chose by connection_id among those it may use), checks the
+// connection's scope again (tool, agent, amounts, hosts), and answers the
+// secret in clear for that call only, minting or refreshing an OAuth access
+// token when it is due, once across nodes. It reads the connection from the
+// store on every call, so a revocation takes effect on the next call on
+// every node; only the decrypted secret of an unchanged connection version
+// is kept in memory.
+package connection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/secret"
+)
+
+// ErrNotAuthorized refines toolplane.ErrForbidden: the credential may not
+// administer the connection.
+var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized for connections")
+
+// ErrState refines toolplane.ErrInvalid: an authorization's state is
+// unknown, used, expired, or was started in another browser.
+var ErrState = toolplane.Refine(toolplane.ErrInvalid, "authorization state is not valid")
+
+// Store is what the service keeps connections and authorizations in.
+type Store interface {
+	toolplane.ConnectionStore
+}
+
+// Config wires a Service.
+type Config struct {
+	Store Store
+	// Keys seals and opens connection secrets.
+	Keys *secret.Keyring
+	// Client answers the HTTP client a connection's token requests go
+	// through, enforcing its egress rules; nil uses a client that does
+	// not (tests only).
+	Client func(rules toolplane.EgressRules) (*http.Client, error)
+	// BaseURL is the public base URL of this deployment
+	// (https://toolplane.example.com): authorization links and the OAuth
+	// callback are built from it.
+	BaseURL string
+	// Node names this process in refresh leases.
+	Node   string
+	Now    func() time.Time
+	Logger *slog.Logger
+	// StateTTL is how long an authorization may take; default 10 minutes.
+	StateTTL time.Duration
+	// RefreshBefore is how long before its expiry an access token is
+	// refreshed; default one minute.
+	RefreshBefore time.Duration
+}
+
+// Service is the connections service and the credential broker.
+type Service struct {
+	cfg   Config
+	now   func() time.Time
+	log   *slog.Logger
+	cache sync.Map // connection id -> *opened
+	oauth oauthClient
+}
+
+// opened is a connection version's secrets in clear, kept so an unchanged
+// connection is not opened again on every call.
+type opened struct {
+	version int64
+	secrets toolplane.Secrets
+}
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Keys == nil {
+		return nil, errors.New("connection: a store and a keyring are required")
+	}
+	if cfg.StateTTL <= 0 {
+		cfg.StateTTL = 10 * time.Minute
+	}
+	if cfg.RefreshBefore <= 0 {
+		cfg.RefreshBefore = time.Minute
+	}
+	if cfg.Client == nil {
+		cfg.Client = func(toolplane.EgressRules) (*http.Client, error) { return &http.Client{Timeout: 30 * time.Second}, nil }
+	}
+	s := &Service{cfg: cfg, now: cfg.Now, log: cfg.Logger}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.oauth = oauthClient{client: cfg.Client}
+	return s, nil
+}
+
+// Input is a new connection as an administrator describes it.
+type Input struct {
+	Name     string                     `json:"name"`
+	Provider string                     `json:"provider"`
+	Kind     toolplane.ConnectionKind   `json:"kind"`
+	Config   toolplane.ConnectionConfig `json:"config"`
+	Scope    toolplane.ConnectionScope  `json:"scope"`
+	// Secrets are the secret material: a static connection's token, user
+	// name and password or DSN; an OAuth client's secret.
+	Secrets toolplane.Secrets `json:"-"`
+}
+
+// names is the grammar of providers and connection names: what a tool
+// declares and an administrator types.
+var names = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// Create stores a new connection of the credential's organization. Only a
+// platform administrator creates one: a connection holds the
+// organization's secret for a whole system.
+func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input) (*toolplane.Connection, error) {
+	if !by.HasAnyRole(toolplane.RolePlatformAdmin) {
+		return nil, toolplane.Refuse(by, ErrNotAuthorized, "creating a connection needs the platform_admin role")
+	}
+	if err := check(in); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	c := &toolplane.Connection{
+		ID: toolplane.NewID("con_"), OrganizationID: by.OrganizationID, Name: in.Name, Provider: in.Provider,
+		Kind: in.Kind, State: toolplane.ConnectionActive, Config: in.Config, Scope: in.Scope,
+		Owner: by.Subject, CreatedAt: now, UpdatedAt: now,
+	}
+	sealed, err := secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, in.Secrets)
+	if err != nil {
+		return nil, fmt.Errorf("seal connection secret: %w", err)
+	}
+	c.Secret = sealed
+	if err := s.cfg.Store.InsertConnection(ctx, c, s.change(c, "connection.create", by.Subject, "")); err != nil {
+		if errors.Is(err, toolplane.ErrExists) {
+			return nil, fmt.Errorf("%w: a connection named %q exists; revoke it or choose another name", toolplane.ErrExists, in.Name)
+		}
+		return nil, fmt.Errorf("store connection: %w", err)
+	}
+	return c, nil
+}
+
+// check refuses a connection that could not work, before anything is
+// stored.
+func check(in Input) error {
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", toolplane.ErrInvalid, field, fmt.Sprintf(format, a...))
+	}
+	if !names.MatchString(in.Name) {
+		return bad("name", "%q: use lower-case letters, digits, '.', '_' and '-', at most 63", in.Name)
+	}
+	if !names.MatchString(in.Provider) {
+		return bad("provider", "%q: use lower-case letters, digits, '.', '_' and '-', at most 63", in.Provider)
+	}
+	cfg, sec := in.Config, in.Secrets
+	if err := checkEgress(cfg.Egress); err != nil {
+		return err
+	}
+	switch in.Kind {
+	case toolplane.ConnectionStatic:
+		if cfg.Driver != "" {
+			if !slices.Contains([]string{"postgres", "sqlite", "mysql"}, cfg.Driver) {
+				return bad("config.driver", "%q: use postgres, sqlite or mysql", cfg.Driver)
+			}
+			if sec.DSN == "" {
+				return bad("secrets.dsn", "a SQL connection needs its connection string")
+			}
+			return nil
+		}
+		switch cfg.Auth {
+		case "", toolplane.AuthBearer:
+			if sec.Token == "" {
+				return bad("secrets.token", "a bearer connection needs its token")
+			}
+		case toolplane.AuthHeader:
+			if !validHeader(cfg.Header) {
+				return bad("config.header", "%q is not a header name", cfg.Header)
+			}
+			if sec.Token == "" {
+				return bad("secrets.token", "a header connection needs its key")
+			}
+		case toolplane.AuthBasic:
+			if sec.Username == "" {
+				return bad("secrets.username", "a basic connection needs a user name")
+			}
+		default:
+			return bad("config.auth", "%q: use bearer, basic or header", cfg.Auth)
+		}
+	case toolplane.ConnectionClientCredentials, toolplane.ConnectionAuthorizationCode:
+		if cfg.ClientID == "" {
+			return bad("config.client_id", "an OAuth connection needs its client id")
+		}
+		if cfg.Issuer == "" && (cfg.TokenURL == "" || in.Kind == toolplane.ConnectionAuthorizationCode && cfg.AuthorizeURL == "") {
+			return bad("config", "name the provider's issuer (its endpoints are discovered) or its authorize_url and token_url")
+		}
+		if cfg.Driver != "" {
+			return bad("config.driver", "an OAuth connection is not a database's")
+		}
+	default:
+		return bad("kind", "%q: use static, oauth2_client_credentials or oauth2_authorization_code", in.Kind)
+	}
+	return nil
+}
