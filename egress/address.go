@@ -109,6 +109,7 @@ func classify4(a netip.Addr) *class {
 // verdict is the outcome of checking one address: class nil when the
 // address may be dialed.
 type verdict struct {
+	addr    netip.Addr // the address checked: unmapped, without a zone
 	class   *class
 	inner   *class
 	carried netip.Addr
@@ -127,7 +128,7 @@ func (p *Policy) verdict(a netip.Addr) verdict {
 	if p.admits(a, single) || inner != nil && p.admits(carried, inner.single) {
 		return verdict{}
 	}
-	return verdict{class: c, inner: inner, carried: carried}
+	return verdict{addr: a, class: c, inner: inner, carried: carried}
 }
 
 // admits reports whether an allow_cidrs range admits a; single asks for
@@ -141,9 +142,9 @@ func (p *Policy) admits(a netip.Addr, single bool) bool {
 	return false
 }
 
-// rule words the refusal of a for a RefusedError.
-func (v verdict) rule(a netip.Addr) string {
-	what := v.class.name + " " + a.String()
+// rule words the refusal for a RefusedError.
+func (v verdict) rule() string {
+	what := v.class.name + " " + v.addr.String()
 	if v.inner != nil {
 		what += " carrying " + v.inner.name + " " + v.carried.String()
 	}

@@ -165,10 +165,10 @@ func parseAllow(c string) (netip.Prefix, error) {
 		prefix = netip.PrefixFrom(a, a.BitLen())
 	}
 	prefix = prefix.Masked()
+	// Masked, a range is IPv4-mapped only when it lies within
+	// ::ffff:0:0/96; a wider IPv6 range (::/0) stays IPv6 and admits no
+	// IPv4 address.
 	if a := prefix.Addr(); a.Is4In6() {
-		if prefix.Bits() < 96 {
-			return netip.Prefix{}, invalid("allow_cidrs entry", c, "an IPv6 range reaching past the IPv4-mapped addresses")
-		}
 		prefix = netip.PrefixFrom(a.Unmap(), prefix.Bits()-96)
 	}
 	return prefix, nil
@@ -257,7 +257,7 @@ func (p *Policy) CheckAddr(host string, a netip.Addr) error {
 	if v.class == nil {
 		return nil
 	}
-	return &RefusedError{Host: host, Addr: a.String(), Rule: v.rule(a)}
+	return &RefusedError{Host: host, Addr: a.String(), Rule: v.rule()}
 }
 
 // LookupHost answers host itself, unresolved, when it is on the host list,
@@ -284,10 +284,6 @@ func (p *Policy) Dialer() func(ctx context.Context, network, addr string) (net.C
 // order, until one answers. A refusal is a *RefusedError; other networks
 // than TCP (a Unix socket, UDP) are refused.
 func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, portText, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("egress: dial %s: %w", quote(addr), toolplane.ErrInvalid)
-	}
 	var ipNetwork string
 	switch network {
 	case "tcp":
@@ -297,7 +293,11 @@ func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Con
 	case "tcp6":
 		ipNetwork = "ip6"
 	default:
-		return nil, &RefusedError{Host: host, Rule: "network " + quote(network) + " is not TCP"}
+		return nil, &RefusedError{Host: addr, Rule: "network " + quote(network) + " is not TCP"}
+	}
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("egress: dial %s: %w", quote(addr), toolplane.ErrInvalid)
 	}
 	port, err := strconv.ParseUint(portText, 10, 16)
 	if err != nil {
