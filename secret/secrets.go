@@ -10,7 +10,9 @@ import (
 
 // ConnectionAAD is the additional data a connection's secret is sealed
 // with: its organization and ID, so a sealed secret copied to another
-// connection, or another organization's, does not open there.
+// connection, or another organization's, does not open there. The
+// organization "oauth-state" is refused by SealSecrets and OpenSecrets,
+// since its connections would share the additional data of StateAAD.
 func ConnectionAAD(org, id string) []byte {
 	return []byte(org + "/" + id)
 }
@@ -18,7 +20,7 @@ func ConnectionAAD(org, id string) []byte {
 // StateAAD is the additional data an authorization's PKCE verifier
 // (OAuthState.Verifier) is sealed with: the state's ID.
 func StateAAD(stateID string) []byte {
-	return []byte("oauth-state/" + stateID)
+	return []byte(stateOrg + "/" + stateID)
 }
 
 // plainSecrets is toolplane.Secrets with its values in clear: a
@@ -35,11 +37,19 @@ type plainSecrets struct {
 	RefreshToken string `json:"refresh_token,omitempty"`
 }
 
+// stateOrg is the organization ID whose connections' additional data
+// would be an authorization state's (see StateAAD).
+const stateOrg = "oauth-state"
+
 // checkRow refuses an organization or connection ID holding the separator
-// of ConnectionAAD, with which two rows could share additional data.
+// of ConnectionAAD, with which two rows could share additional data, and
+// the organization whose rows would share a state's.
 func checkRow(org, id string) error {
 	if org == "" || id == "" || strings.Contains(org, "/") || strings.Contains(id, "/") {
 		return fmt.Errorf("%w: a connection's organization and ID are not empty and hold no '/'", toolplane.ErrInvalid)
+	}
+	if org == stateOrg {
+		return fmt.Errorf("%w: the organization ID %s is reserved", toolplane.ErrInvalid, stateOrg)
 	}
 	return nil
 }
