@@ -1,0 +1,407 @@
+package secret_test
+
+// The Vault tests run the client against kvServer below, a loopback HTTP
+// server that REPRODUCES THE DOCUMENTED KV VERSION 2 API; it is not a
+// real Vault or OpenBao. It answers exactly the documented request and
+// response shapes the client relies on:
+//
+//	GET  /v1/{mount}/data/{path}  200 {"data":{"data":{...},"metadata":{"version":N,...}}}
+//	                              404 {"errors":[]} when the entry does not exist
+//	                              404 with data null and a deletion_time when
+//	                              its newest version was deleted
+//	POST /v1/{mount}/data/{path}  {"options":{"cas":N},"data":{...}}
+//	                              200 {"data":{"version":N,...}}
+//	                              400 {"errors":["check-and-set parameter did not match the current version"]}
+//	any, token without access     403 {"errors":["permission denied"]}
+//
+// TestVaultDevServer runs the same checks against a real dev server when
+// a bao or vault binary is on PATH, and is skipped otherwise.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/secret"
+)
+
+const (
+	testToken  = "hvs.test-token-3f9a1c"
+	readerOnly = "hvs.reader-token-77b2"
+)
+
+// kvEntry is one entry's versions; deleted marks a deleted newest version.
+type kvEntry struct {
+	versions []map[string]any
+	deleted  bool
+}
+
+// kvServer reproduces the documented KV version 2 API of one mount,
+// "secret", with a root token (testToken) and a token that may only read
+// (readerOnly).
+type kvServer struct {
+	mu         sync.Mutex
+	entries    map[string]*kvEntry
+	namespaces []string
+}
+
+func newKVServer(t *testing.T) (*kvServer, *httptest.Server) {
+	s := &kvServer{entries: map[string]*kvEntry{}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+func kvAnswer(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func kvErrors(w http.ResponseWriter, status int, msgs ...string) {
+	kvAnswer(w, status, map[string]any{"errors": append([]string{}, msgs...)})
+}
+
+func kvMeta(version int, deleted bool) map[string]any {
+	m := map[string]any{"created_time": "2026-01-02T03:04:05.123456Z", "custom_metadata": nil,
+		"deletion_time": "", "destroyed": false, "version": version}
+	if deleted {
+		m["deletion_time"] = "2026-01-02T04:00:00.000000Z"
+	}
+	return m
+}
+
+func (s *kvServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ns := r.Header.Get("X-Vault-Namespace"); ns != "" {
+		s.namespaces = append(s.namespaces, ns)
+	}
+	token := r.Header.Get("X-Vault-Token")
+	if token != testToken && (token != readerOnly || r.Method != http.MethodGet) {
+		kvErrors(w, http.StatusForbidden, "permission denied")
+		return
+	}
+	path, ok := strings.CutPrefix(r.URL.Path, "/v1/secret/data/")
+	if !ok || path == "" {
+		kvErrors(w, http.StatusNotFound, "no handler for route \""+r.URL.Path+"\". route entry not found.")
+		return
+	}
+	e := s.entries[path]
+	switch r.Method {
+	case http.MethodGet:
+		if e == nil {
+			kvErrors(w, http.StatusNotFound)
+			return
+		}
+		n := len(e.versions)
+		if e.deleted {
+			kvAnswer(w, http.StatusNotFound, map[string]any{"data": map[string]any{"data": nil, "metadata": kvMeta(n, true)}})
+			return
+		}
+		kvAnswer(w, http.StatusOK, map[string]any{"request_id": "r1", "lease_id": "", "renewable": false, "lease_duration": 0,
+			"data": map[string]any{"data": e.versions[n-1], "metadata": kvMeta(n, false)}, "wrap_info": nil, "warnings": nil, "auth": nil})
+	case http.MethodPost, http.MethodPut:
+		var body struct {
+			Options map[string]any `json:"options"`
+			Data    map[string]any `json:"data"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Data == nil {
+			kvErrors(w, http.StatusBadRequest, "no data provided")
+			return
+		}
+		current := 0
+		if e != nil {
+			current = len(e.versions)
+		}
+		if cas, ok := body.Options["cas"]; ok && int(cas.(float64)) != current {
+			kvErrors(w, http.StatusBadRequest, "check-and-set parameter did not match the current version")
+			return
+		}
+		if e == nil {
+			e = &kvEntry{}
+			s.entries[path] = e
+		}
+		e.versions = append(e.versions, body.Data)
+		e.deleted = false
+		kvAnswer(w, http.StatusOK, map[string]any{"request_id": "r2", "data": kvMeta(len(e.versions), false)})
+	default:
+		kvErrors(w, http.StatusMethodNotAllowed, "unsupported operation")
+	}
+}
+
+// vaultFor answers a client of addr with token.
+func vaultFor(t *testing.T, addr, token string) *secret.Vault {
+	t.Helper()
+	v, err := secret.NewVault(secret.VaultConfig{Addr: addr, Token: toolplane.SecretString(token)})
+	if err != nil {
+		t.Fatalf("NewVault: %v", err)
+	}
+	return v
+}
+
+// checkKV holds a KV version 2 server, reproduced or real, to what the
+// client promises. root may write and read; reader may only read (nil
+// when the server has no such token).
+func checkKV(t *testing.T, root, reader *secret.Vault, prefix string) {
+	ctx := t.Context()
+	path := prefix + "/connections/con_1"
+	noToken := func(err error) {
+		t.Helper()
+		if err != nil && (strings.Contains(err.Error(), testToken) || strings.Contains(err.Error(), readerOnly)) {
+			t.Errorf("error %q shows the token", err)
+		}
+	}
+
+	_, _, err := root.Get(ctx, "secret", path)
+	noToken(err)
+	if !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("Get of a missing entry = %v, want ErrNotFound", err)
+	}
+	v1, err := root.Put(ctx, "secret", path, map[string]string{"token": "tok-1", "note": "x"}, 0)
+	if err != nil || v1 != 1 {
+		t.Fatalf("Put (cas 0) = %d, %v; want version 1", v1, err)
+	}
+	_, err = root.Put(ctx, "secret", path, map[string]string{"token": "lost"}, 0)
+	noToken(err)
+	var ve *secret.VaultError
+	if !errors.Is(err, toolplane.ErrConflict) || !errors.As(err, &ve) || ve.Status != http.StatusBadRequest {
+		t.Fatalf("Put (cas 0) over an existing entry = %v, want ErrConflict", err)
+	}
+	data, version, err := root.Get(ctx, "secret", path)
+	if err != nil || version != 1 || data["token"] != "tok-1" || data["note"] != "x" || len(data) != 2 {
+		t.Fatalf("Get = %v, %d, %v", len(data), version, err)
+	}
+	s, version, err := root.ReadSecrets(ctx, "secret", path)
+	if err != nil || version != 1 || s.Token.Reveal() != "tok-1" || s.RefreshToken != "" {
+		t.Fatalf("ReadSecrets = version %d, %v", version, err)
+	}
+	s.AccessToken, s.RefreshToken = "at-2", "rt-2"
+	v2, err := root.WriteSecrets(ctx, "secret", path, s, version)
+	if err != nil || v2 != 2 {
+		t.Fatalf("WriteSecrets (cas 1) = %d, %v; want version 2", v2, err)
+	}
+	if _, err := root.WriteSecrets(ctx, "secret", path, s, version); !errors.Is(err, toolplane.ErrConflict) {
+		t.Fatalf("WriteSecrets with a stale version = %v, want ErrConflict", err)
+	}
+	got, version, err := root.ReadSecrets(ctx, "secret", path)
+	if err != nil || version != 2 || got != s {
+		t.Fatalf("ReadSecrets after write = version %d, %v, equal %v", version, err, got == s)
+	}
+	v3, err := root.Put(ctx, "secret", path, map[string]string{"token": "tok-3"}, secret.NoCAS)
+	if err != nil || v3 != 3 {
+		t.Fatalf("Put without cas = %d, %v; want version 3", v3, err)
+	}
+	// Segments needing escapes reach the same entry both ways.
+	odd := prefix + "/a b/ü%2F"
+	if _, err := root.Put(ctx, "secret", odd, map[string]string{"k": "v"}, 0); err != nil {
+		t.Fatalf("Put %q: %v", odd, err)
+	}
+	if data, _, err := root.Get(ctx, "secret", odd); err != nil || data["k"] != "v" {
+		t.Fatalf("Get %q = %v", odd, err)
+	}
+
+	if reader != nil {
+		if _, v, err := reader.Get(ctx, "secret", path); err != nil || v != 3 {
+			t.Errorf("reader Get = %d, %v", v, err)
+		}
+		_, err := reader.Put(ctx, "secret", path, map[string]string{"token": "x"}, secret.NoCAS)
+		noToken(err)
+		if !errors.Is(err, toolplane.ErrForbidden) {
+			t.Errorf("reader Put = %v, want ErrForbidden", err)
+		}
+	}
+}
+
+func TestVault(t *testing.T) {
+	t.Parallel()
+	_, srv := newKVServer(t)
+	checkKV(t, vaultFor(t, srv.URL, testToken), vaultFor(t, srv.URL, readerOnly), "app")
+}
+
+func TestVaultRefusals(t *testing.T) {
+	t.Parallel()
+	kv, srv := newKVServer(t)
+	ctx := t.Context()
+	root := vaultFor(t, srv.URL, testToken)
+
+	wrong := vaultFor(t, srv.URL, "hvs.wrong-token-0001")
+	_, _, err := wrong.Get(ctx, "secret", "x")
+	if !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Get with a wrong token = %v, want ErrForbidden", err)
+	}
+	if err != nil && (!strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), "hvs.wrong")) {
+		t.Errorf("error %q: want Vault's message and never the token", err)
+	}
+
+	// A deleted newest version is not found.
+	if _, err := root.Put(ctx, "secret", "gone", map[string]string{"token": "t"}, secret.NoCAS); err != nil {
+		t.Fatal(err)
+	}
+	kv.mu.Lock()
+	kv.entries["gone"].deleted = true
+	kv.mu.Unlock()
+	if _, _, err := root.Get(ctx, "secret", "gone"); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("Get of a deleted version = %v, want ErrNotFound", err)
+	}
+
+	// A value that is not a string is refused by its key, not shown.
+	kv.mu.Lock()
+	kv.entries["num"] = &kvEntry{versions: []map[string]any{{"port": 5432.0, "token": "tok-num"}}}
+	kv.mu.Unlock()
+	_, _, err = root.Get(ctx, "secret", "num")
+	if err == nil || !strings.Contains(err.Error(), `"port"`) || strings.Contains(err.Error(), "5432") {
+		t.Errorf("Get of a number = %v, want a refusal naming the key", err)
+	}
+
+	for _, p := range [][2]string{{"", "x"}, {"secret", ""}, {"secret", "a//b"}, {"secret", "../sys/x"}, {"secret", "a/./b"}, {"secret/", "x"}} {
+		if _, _, err := root.Get(ctx, p[0], p[1]); !errors.Is(err, toolplane.ErrInvalid) {
+			t.Errorf("Get(%q, %q) = %v, want ErrInvalid", p[0], p[1], err)
+		}
+	}
+	if _, err := root.Put(ctx, "secret", "x", nil, -2); !errors.Is(err, toolplane.ErrInvalid) {
+		t.Errorf("Put with cas -2 = %v, want ErrInvalid", err)
+	}
+
+	// A 400 without a cas is no conflict.
+	_, err = root.Put(ctx, "secret", "x", nil, secret.NoCAS)
+	var ve *secret.VaultError
+	if !errors.As(err, &ve) || errors.Is(err, toolplane.ErrConflict) {
+		t.Errorf("Put of no data = %v, want a VaultError that is no conflict", err)
+	}
+}
+
+func TestVaultNamespace(t *testing.T) {
+	t.Parallel()
+	kv, srv := newKVServer(t)
+	v, err := secret.NewVault(secret.VaultConfig{Addr: srv.URL + "/", Token: testToken, Namespace: "team-a/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Put(t.Context(), "secret", "x", map[string]string{"k": "v"}, secret.NoCAS); err != nil {
+		t.Fatal(err)
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	if len(kv.namespaces) != 1 || kv.namespaces[0] != "team-a/" {
+		t.Errorf("namespaces sent %v, want [team-a/]", kv.namespaces)
+	}
+}
+
+func TestVaultRedirectElsewhere(t *testing.T) {
+	t.Parallel()
+	var leaked sync.Map
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store("token", r.Header.Get("X-Vault-Token"))
+		kvErrors(w, http.StatusNotFound)
+	}))
+	t.Cleanup(other.Close)
+	// The same address by another name is another server to a client.
+	otherURL := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, otherURL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	_, _, err := vaultFor(t, redirector.URL, testToken).Get(t.Context(), "secret", "x")
+	if err == nil || errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("Get through a redirect to another server = %v, want it refused", err)
+	}
+	if tok, ok := leaked.Load("token"); ok {
+		t.Errorf("the token reached the other server (%d bytes)", len(tok.(string)))
+	}
+}
+
+func TestNewVault(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		cfg   secret.VaultConfig
+		valid bool
+	}{
+		{name: "https", cfg: secret.VaultConfig{Addr: "https://vault.example:8200", Token: "t"}, valid: true},
+		{name: "http loopback", cfg: secret.VaultConfig{Addr: "http://127.0.0.1:8200", Token: "t"}, valid: true},
+		{name: "http localhost", cfg: secret.VaultConfig{Addr: "http://localhost:8200", Token: "t"}, valid: true},
+		{name: "http ipv6 loopback", cfg: secret.VaultConfig{Addr: "http://[::1]:8200", Token: "t"}, valid: true},
+		{name: "http elsewhere", cfg: secret.VaultConfig{Addr: "http://vault.example:8200", Token: "t"}},
+		{name: "no token", cfg: secret.VaultConfig{Addr: "https://vault.example"}},
+		{name: "token with a line break", cfg: secret.VaultConfig{Addr: "https://vault.example", Token: "t\r\nX-Evil: 1"}},
+		{name: "no scheme", cfg: secret.VaultConfig{Addr: "vault.example:8200", Token: "t"}},
+		{name: "user info", cfg: secret.VaultConfig{Addr: "https://u:p@vault.example", Token: "t"}},
+		{name: "query", cfg: secret.VaultConfig{Addr: "https://vault.example/?x=1", Token: "t"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := secret.NewVault(tt.cfg)
+			if tt.valid != (err == nil) {
+				t.Errorf("NewVault = %v, want valid %v", err, tt.valid)
+			}
+			if err != nil && !errors.Is(err, toolplane.ErrInvalid) {
+				t.Errorf("error %v is not ErrInvalid", err)
+			}
+			if err != nil && strings.Contains(err.Error(), "X-Evil") {
+				t.Errorf("error %q shows the token", err)
+			}
+		})
+	}
+}
+
+// TestVaultDevServer runs checkKV against a real dev server: OpenBao's
+// bao, or vault, whichever is on PATH.
+func TestVaultDevServer(t *testing.T) {
+	t.Parallel()
+	bin := ""
+	for _, name := range []string{"bao", "vault"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Skip("neither bao (OpenBao) nor vault is on PATH: the real-server check is skipped; TestVault covers the documented API")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "server", "-dev", "-dev-root-token-id="+testToken, "-dev-listen-address="+addr)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	root := vaultFor(t, "http://"+addr, testToken)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		// The dev server mounts KV version 2 at secret/; a missing entry
+		// answers not found once it serves.
+		_, _, err := root.Get(ctx, "secret", "ready")
+		if errors.Is(err, toolplane.ErrNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s dev server not ready: %v\n%s", bin, err, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	checkKV(t, root, nil, fmt.Sprintf("t%d", time.Now().UnixNano()))
+}
