@@ -240,7 +240,17 @@ type ConnectionFilter struct {
 }
 
 // ConnectionStore is the storage of connections and the authorizations
-// under way. Every connection method is scoped to one organization.
+// under way. Every connection method is scoped to one organization, but for
+// ListAllConnections, the operator's.
+//
+// An OAuthState, like a Credential, is identified by its ID alone, unique
+// across organizations, and TakeOAuthState takes no organization: the
+// provider's redirect to the callback carries nothing but the state
+// parameter, so the state must find exactly one row before anything names
+// the organization, which the caller learns from the answer. An ID scoped
+// to an organization would let two organizations hold the same state and
+// make the callback ambiguous. The ID is random and unguessable, and a
+// state is taken once.
 type ConnectionStore interface {
 	// InsertConnection stores c and appends ch, its record in the change
 	// log, in one transaction. A duplicate ID, or a name already held by
@@ -263,10 +273,12 @@ type ConnectionStore interface {
 	// after the cursor: the operator's view, for re-wrapping secrets
 	// under a new key-encryption key.
 	ListAllConnections(ctx context.Context, after string, limit int) ([]Connection, string, error)
-	// InsertOAuthState stores s, or answers an error wrapping ErrExists.
+	// InsertOAuthState stores s, or answers an error wrapping ErrExists
+	// when a state with its ID exists, in any organization.
 	InsertOAuthState(ctx context.Context, s *OAuthState) error
 	// TakeOAuthState deletes the state with that ID and answers it: the
 	// first taker gets it, every later one ErrNotFound. An expired state
-	// is deleted and answers ErrNotFound too.
+	// (its ExpiresAt not after now) is deleted and answers ErrNotFound
+	// too.
 	TakeOAuthState(ctx context.Context, id string, now time.Time) (*OAuthState, error)
 }

@@ -347,4 +347,5 @@ type Store interface {
 	SessionStore
 	NodeStore
 	UpstreamSettingStore
+	ConnectionStore
 }

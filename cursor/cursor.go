@@ -42,6 +42,12 @@ const (
 	EveryToolVersion byte = 'w'
 	// Changes is the registry and authorization change log's list.
 	Changes byte = 'h'
+	// Connections is one organization's connections, oldest first.
+	Connections byte = 'n'
+	// EveryConnection is the deployment-wide list of every organization's
+	// connections by ID; its cursor carries the organization too, and no
+	// time.
+	EveryConnection byte = 'x'
 )
 
 // Encode answers the cursor after a row of list ordered by createdAt, with

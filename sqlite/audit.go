@@ -11,7 +11,7 @@ import (
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
 	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason`
+	replayed, latency_micros, created_at, key, reason, connection_id`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
@@ -20,7 +20,7 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	)
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, &e.ArgumentsHash, &e.ApprovalID, &e.AuthorizedBy,
-		&e.Replayed, &e.LatencyMicros, &created, &e.Key, &e.Reason)
+		&e.Replayed, &e.LatencyMicros, &created, &e.Key, &e.Reason, &e.ConnectionID)
 	e.CreatedAt = fromMicros(created)
 	return e, err
 }
@@ -33,12 +33,12 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 }
 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, e.ArgumentsHash, e.ApprovalID, e.AuthorizedBy,
-		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), e.Key, e.Reason}
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), e.Key, e.Reason, e.ConnectionID}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {

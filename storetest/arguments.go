@@ -44,6 +44,14 @@ var listers = []lister{
 		_, _, err := s.ListChanges(t.Context(), org, "", "", after, limit)
 		return err
 	}},
+	{"ListConnections", func(t *testing.T, s toolplane.Store, org, after string, limit int) error {
+		_, _, err := s.ListConnections(t.Context(), org, toolplane.ConnectionFilter{}, after, limit)
+		return err
+	}},
+	{"ListAllConnections", func(t *testing.T, s toolplane.Store, _, after string, limit int) error {
+		_, _, err := s.ListAllConnections(t.Context(), after, limit)
+		return err
+	}},
 }
 
 func testInvalidLimit(t *testing.T, s toolplane.Store) {
@@ -53,6 +61,7 @@ func testInvalidLimit(t *testing.T, s toolplane.Store) {
 	insertClaim(t, s, fullClaim(org, "crm.read", "k", base))
 	insertApproval(t, s, fullApproval(org, "apr-1", "run-1", "k", base))
 	appendAudit(t, s, fullEvent(org, "ev-1", base))
+	insertConnection(t, s, fullConnection(org, "con-1", base))
 
 	tests := []struct {
 		limit   int
@@ -83,6 +92,7 @@ func testInvalidCursor(t *testing.T, s toolplane.Store) {
 	insertClaim(t, s, fullClaim(org, "crm.read", "k", base))
 	insertApproval(t, s, fullApproval(org, "apr-1", "run-1", "k", base))
 	appendAudit(t, s, fullEvent(org, "ev-1", base))
+	insertConnection(t, s, fullConnection(org, "con-1", base))
 
 	cursors := []struct{ name, cursor string }{
 		{"not base64", "!!not a cursor!!"},

@@ -38,6 +38,7 @@ func fullEvent(org, id string, created time.Time) *toolplane.AuditEvent {
 		Reason:         "the worker running the call was lost",
 		ApprovalID:     "apr-1",
 		AuthorizedBy:   "apr-0",
+		ConnectionID:   "con-1",
 		Replayed:       true,
 		LatencyMicros:  1_234_567,
 		CreatedAt:      created,

@@ -57,6 +57,14 @@ var pagedLists = []pagedList{
 		_, next, err := s.ListEveryToolVersion(t.Context(), toolplane.VersionFilter{}, after, 1)
 		return next, err
 	}},
+	{"ListConnections", func(t *testing.T, s toolplane.Store, org, after string) (string, error) {
+		_, next, err := s.ListConnections(t.Context(), org, toolplane.ConnectionFilter{}, after, 1)
+		return next, err
+	}},
+	{"ListAllConnections", func(t *testing.T, s toolplane.Store, _, after string) (string, error) {
+		_, next, err := s.ListAllConnections(t.Context(), after, 1)
+		return next, err
+	}},
 }
 
 // seedEveryList writes two rows into each paged list of org, so a page of
@@ -72,6 +80,7 @@ func seedEveryList(t *testing.T, s toolplane.Store, org string) map[string]strin
 		insertCredential(t, s, fullCredential(org, credentialID(org, id), created))
 		appendChange(t, s, fullChange(org, "ch-"+id, created))
 		insertVersion(t, s, fullVersion(org, p+".tool", fmt.Sprintf("1.%d.0", i), owner, created))
+		insertConnection(t, s, fullConnection(org, "con-"+id, created))
 	}
 	first := make(map[string]string, len(pagedLists))
 	for _, l := range pagedLists {

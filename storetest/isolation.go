@@ -27,6 +27,8 @@ var isolationCases = []suiteCase{
 	{"Changes", testIsolationChanges},
 	{"Catalog", testIsolationCatalog},
 	{"Sessions", testIsolationSessions},
+	{"Connections", testIsolationConnections},
+	{"OAuthStates", testIsolationOAuthStates},
 }
 
 func testIsolationClaims(t *testing.T, s toolplane.Store) {
@@ -322,4 +324,80 @@ func testIsolationCatalog(t *testing.T, s toolplane.Store) {
 		rows := listVersions(t, s, org.id, toolplane.VersionFilter{Name: a.Name}, maxLimit, nil)
 		wantRows(t, "ListToolVersions as "+org.name, rows, []toolplane.ToolVersion{*org.want}, versionID)
 	}
+}
+
+func testIsolationConnections(t *testing.T, s toolplane.Store) {
+	ctx := t.Context()
+	orgA, orgB := newOrg(), newOrg()
+	a := fullConnection(orgA, "con-1", base)
+	insertConnection(t, s, a)
+
+	wantNoConnection(t, s, orgB, a.ID)
+	for _, f := range []toolplane.ConnectionFilter{
+		{},
+		{Provider: a.Provider},
+		{UserID: a.UserID},
+		{State: a.State},
+		{Provider: a.Provider, UserID: a.UserID, State: a.State},
+	} {
+		if rows, next, err := s.ListConnections(ctx, orgB, f, "", maxLimit); err != nil || len(rows) != 0 || next != "" {
+			t.Errorf("ListConnections(%+v) as B = %d rows, %q, %v; want none", f, len(rows), next, err)
+		}
+	}
+
+	// B revoking or rewriting A's connection through an update of its own
+	// organization reaches nothing, and records nothing.
+	asB := *a
+	asB.OrganizationID = orgB
+	asB.State, asB.RevokedAt = toolplane.ConnectionRevoked, at(time.Hour)
+	asB.Secret, asB.Config.Egress.Hosts = []byte("intruder"), []string{"*"}
+	if ok, err := s.UpdateConnection(ctx, &asB, newChange(orgB)); !refused(ok, err) {
+		t.Errorf("UpdateConnection as B = %v, %v; want false and nil or ErrNotFound", ok, err)
+	}
+	if asB.Version != a.Version {
+		t.Errorf("refused UpdateConnection as B changed c.Version to %d", asB.Version)
+	}
+	wantConnection(t, s, a)
+	wantChangeIDs(t, s, orgB)
+
+	// The same ID and name in B is B's own connection: it neither
+	// collides with A's nor shows through A's reads, and revoking it
+	// leaves A's.
+	b := fullConnection(orgB, a.ID, at(1))
+	b.Name, b.Secret = a.Name, []byte("B's secret")
+	insertConnection(t, s, b)
+	b.State, b.RevokedAt = toolplane.ConnectionRevoked, at(time.Hour)
+	if ok, err := s.UpdateConnection(ctx, b, nil); !ok || err != nil {
+		t.Fatalf("UpdateConnection as B of its own = %v, %v", ok, err)
+	}
+	wantConnection(t, s, a)
+	wantConnection(t, s, b)
+	for _, org := range []struct {
+		name string
+		id   string
+		want *toolplane.Connection
+	}{{"A", orgA, a}, {"B", orgB, b}} {
+		rows := listConnections(t, s, org.id, toolplane.ConnectionFilter{}, maxLimit, nil)
+		wantRows(t, "ListConnections as "+org.name, rows, []toolplane.Connection{*org.want}, connectionID)
+	}
+}
+
+// testIsolationOAuthStates: a state is found by its ID alone (the
+// callback knows nothing else), so B can neither hold A's ID nor replace
+// A's state; the state answers A's organization, which is how the caller
+// learns it.
+func testIsolationOAuthStates(t *testing.T, s toolplane.Store) {
+	orgA, orgB := newOrg(), newOrg()
+	a := fullOAuthState(orgA, oauthStateID(orgA, "1"), base)
+	insertOAuthState(t, s, a)
+
+	asB := *a
+	asB.OrganizationID, asB.UserID, asB.RedirectURI = orgB, "user-mallory", "https://evil.example.com/"
+	if err := s.InsertOAuthState(t.Context(), &asB); !errors.Is(err, toolplane.ErrExists) {
+		t.Errorf("InsertOAuthState of A's ID as B = %v, want ErrExists", err)
+	}
+	b := fullOAuthState(orgB, oauthStateID(orgB, "1"), base)
+	insertOAuthState(t, s, b)
+	wantTaken(t, s, a.ID, base, a)
+	wantTaken(t, s, b.ID, base, b)
 }

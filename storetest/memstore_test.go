@@ -3,6 +3,7 @@ package storetest
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -63,6 +64,10 @@ type memStore struct {
 	sessions         map[[2]string]toolplane.Session
 	nodes            map[string]toolplane.Node
 	upstreamSettings map[[2]string]toolplane.UpstreamToolSetting
+	connections      map[[2]string]toolplane.Connection
+	// oauthStates are keyed by ID alone: a state's ID is unique across
+	// organizations.
+	oauthStates map[string]toolplane.OAuthState
 }
 
 func newMemStore() *memStore {
@@ -84,6 +89,8 @@ func newMemStore() *memStore {
 		sessions:         make(map[[2]string]toolplane.Session),
 		nodes:            make(map[string]toolplane.Node),
 		upstreamSettings: make(map[[2]string]toolplane.UpstreamToolSetting),
+		connections:      make(map[[2]string]toolplane.Connection),
+		oauthStates:      make(map[string]toolplane.OAuthState),
 	}
 }
 
@@ -967,6 +974,150 @@ func (m *memStore) ListUpstreamToolSettings(context.Context) ([]toolplane.Upstre
 		return cmp.Or(cmp.Compare(a.Upstream, b.Upstream), cmp.Compare(a.Tool, b.Tool))
 	})
 	return out, nil
+}
+
+// storedConnection answers c as the contract keeps it. Config and Scope
+// pass through JSON, as a store holds them, so an empty list inside them
+// comes back as none.
+func storedConnection(c toolplane.Connection) toolplane.Connection {
+	c.TokenExpiresAt, c.RefreshUntil = keep(c.TokenExpiresAt), keep(c.RefreshUntil)
+	c.CreatedAt, c.UpdatedAt, c.RevokedAt = keep(c.CreatedAt), keep(c.UpdatedAt), keep(c.RevokedAt)
+	c.Scopes, c.Secret = cloneNames(c.Scopes), cloneBytes(c.Secret)
+	c.Config, c.Scope = throughJSON(c.Config), throughJSON(c.Scope)
+	return c
+}
+
+func throughJSON[T any](v T) T {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// nameHeldLocked reports whether a connection of org other than id that
+// is not revoked is named name.
+func (m *memStore) nameHeldLocked(org, id, name string) bool {
+	for k, c := range m.connections {
+		if k[0] == org && k[1] != id && c.Name == name && c.State != toolplane.ConnectionRevoked {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *memStore) InsertConnection(_ context.Context, c *toolplane.Connection, ch *toolplane.Change) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{c.OrganizationID, c.ID}
+	if _, ok := m.connections[k]; ok {
+		return toolplane.ErrExists
+	}
+	if c.State != toolplane.ConnectionRevoked && m.nameHeldLocked(c.OrganizationID, c.ID, c.Name) {
+		return toolplane.ErrExists
+	}
+	if err := m.appendChangeLocked(ch); err != nil {
+		return err
+	}
+	m.connections[k] = storedConnection(*c)
+	return nil
+}
+
+func (m *memStore) GetConnection(_ context.Context, org, id string) (*toolplane.Connection, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.connections[[2]string{org, id}]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	c = storedConnection(c)
+	return &c, nil
+}
+
+func (m *memStore) ListConnections(_ context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Connection
+	for _, c := range m.connections {
+		if c.OrganizationID == org && (f.Provider == "" || c.Provider == f.Provider) &&
+			(f.UserID == "" || c.UserID == f.UserID) && (f.State == "" || c.State == f.State) {
+			rows = append(rows, storedConnection(c))
+		}
+	}
+	return page(cursor.Connections, rows, func(c toolplane.Connection) memCursor {
+		return byCreation(c.CreatedAt, c.ID)
+	}, false, after, limit)
+}
+
+// UpdateConnection writes all but the immutable fields, and keeps a
+// stored revocation.
+func (m *memStore) UpdateConnection(_ context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{c.OrganizationID, c.ID}
+	old, ok := m.connections[k]
+	if !ok || old.Version != c.Version {
+		return false, nil
+	}
+	next := *c
+	next.Provider, next.Kind, next.UserID, next.Owner, next.CreatedAt = old.Provider, old.Kind, old.UserID, old.Owner, old.CreatedAt
+	if old.State == toolplane.ConnectionRevoked {
+		next.State, next.RevokedAt = old.State, old.RevokedAt
+	}
+	if next.State != toolplane.ConnectionRevoked && m.nameHeldLocked(c.OrganizationID, c.ID, next.Name) {
+		return false, toolplane.ErrExists
+	}
+	if ch != nil {
+		if err := m.appendChangeLocked(ch); err != nil {
+			return false, err
+		}
+	}
+	c.Version++
+	next.Version = c.Version
+	m.connections[k] = storedConnection(next)
+	return true, nil
+}
+
+func (m *memStore) ListAllConnections(_ context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Connection
+	for _, c := range m.connections {
+		rows = append(rows, storedConnection(c))
+	}
+	return page(cursor.EveryConnection, rows, func(c toolplane.Connection) memCursor {
+		return memCursor{0, c.ID, c.OrganizationID}
+	}, false, after, limit)
+}
+
+func (m *memStore) InsertOAuthState(_ context.Context, st *toolplane.OAuthState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.oauthStates[st.ID]; ok {
+		return toolplane.ErrExists
+	}
+	kept := *st
+	kept.CreatedAt, kept.ExpiresAt, kept.Verifier = keep(st.CreatedAt), keep(st.ExpiresAt), cloneBytes(st.Verifier)
+	m.oauthStates[st.ID] = kept
+	return nil
+}
+
+func (m *memStore) TakeOAuthState(_ context.Context, id string, now time.Time) (*toolplane.OAuthState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.oauthStates[id]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	delete(m.oauthStates, id)
+	if !st.ExpiresAt.After(now) {
+		return nil, toolplane.ErrNotFound
+	}
+	return &st, nil
 }
 
 // The maintenance reads cross organizations; each is the contract's

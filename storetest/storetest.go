@@ -140,6 +140,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Sessions", sessionCases},
 		{"Nodes", nodeCases},
 		{"UpstreamSettings", upstreamSettingCases},
+		{"Connections", connectionCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -196,6 +197,14 @@ func diff(got, want any) string {
 				out = append(out, fmt.Sprintf("%s = %q, want %q", name, g, w))
 			}
 		default:
+			if gv.Field(i).Kind() == reflect.Struct {
+				// A nested struct (a connection's config) is held to
+				// the same contract, field by field.
+				if d := diff(g, w); d != "" {
+					out = append(out, name+": "+d)
+				}
+				continue
+			}
 			if !reflect.DeepEqual(g, w) {
 				out = append(out, fmt.Sprintf("%s = %#v, want %#v", name, g, w))
 			}
