@@ -245,3 +245,38 @@ func TestEnsureKeyFileRefusesLink(t *testing.T) {
 		t.Errorf("the link's target exists (%v): the key was written through it", err)
 	}
 }
+
+func FuzzParseKeyring(f *testing.F) {
+	key := newKey(f)
+	f.Add("k1 " + key)
+	f.Add("# c\n\nk1 " + key + "\nk1 " + key)
+	f.Add("k1 " + key[:40])
+	f.Add(key)
+	f.Add("k/1 " + key + " x")
+	f.Fuzz(func(t *testing.T, text string) {
+		k, err := secret.ParseKeyring(text)
+		if err == nil {
+			if !k.Has(k.Current()) || len(k.IDs()) == 0 {
+				t.Fatalf("ParseKeyring answered a ring without its current key: %v", k)
+			}
+			return
+		}
+		if !errors.Is(err, secret.ErrKeyring) {
+			t.Fatalf("ParseKeyring = %v, not ErrKeyring", err)
+		}
+		// An error names lines and ids, never a key: no key field long
+		// enough to hide one appears in it, but where its line's id does.
+		for line := range strings.Lines(text) {
+			fields := strings.Fields(line)
+			if len(fields) < 2 {
+				continue
+			}
+			msg := strings.ReplaceAll(err.Error(), fields[0], "")
+			for _, field := range fields[1:] {
+				if len(field) >= 16 && strings.Contains(msg, field) {
+					t.Fatalf("error %q shows the field %q", err, field)
+				}
+			}
+		}
+	})
+}
