@@ -1,0 +1,198 @@
+package httptool
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/toolplane/toolplane"
+)
+
+// answer reads a 2xx body as the tool's output. A JSON body is decoded
+// (numbers kept exact) and the binding's output pointer selects from it;
+// an empty body is an empty object, since a 204 says only that it worked.
+// A body that is not JSON answers its text: the output schema then
+// decides, and one that expects an object answers invalid_output. That is
+// deliberate: for a write the effect happened, so the call must end with a
+// stable answer that completes its claim, never one that frees it to run
+// again.
+func (c *caller) answer(x *exchange, s *scrubber) any {
+	p := c.plan
+	var v any
+	if body := bytes.TrimSpace(x.body); len(body) == 0 {
+		v = map[string]any{}
+	} else if decoded, ok := decode(body); ok {
+		v = decoded
+	} else {
+		return s.value(string(x.body))
+	}
+	if p.hasOutput {
+		v = at(v, p.output)
+	}
+	if p.status != "" {
+		if m, ok := v.(map[string]any); ok {
+			m[p.status] = json.Number(strconv.Itoa(x.status))
+		}
+	}
+	return s.value(v)
+}
+
+// decode reads one JSON value and nothing after it.
+func decode(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
+}
+
+// at answers the value a JSON pointer's tokens name in v, or nil where
+// there is none: the output schema then says what was missing.
+func at(v any, tokens []string) any {
+	for _, tok := range tokens {
+		switch t := v.(type) {
+		case map[string]any:
+			v = t[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(t) || tok != strconv.Itoa(i) {
+				return nil
+			}
+			v = t[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// upstreamMessage answers what a failure's body says: its JSON "message"
+// or "error" (a string, or an object's message), or else its text, cut to
+// maxQuoted bytes.
+func upstreamMessage(body []byte) string {
+	var msg string
+	var doc map[string]any
+	if json.Unmarshal(body, &doc) == nil {
+		switch e := doc["error"].(type) {
+		case string:
+			msg = e
+		case map[string]any:
+			msg, _ = e["message"].(string)
+		}
+		if m, ok := doc["message"].(string); ok && m != "" {
+			msg = m
+		}
+	}
+	if msg == "" {
+		msg = string(body)
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > maxQuoted {
+		cut := maxQuoted
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}
+
+// scrubber removes a call's released secret values from what the
+// downstream answered: a service that echoes a request's key back (in an
+// error, in a body) would otherwise hand it to the model. The boundary
+// redacts credentials by their shape; this catches them by their value,
+// whatever their shape.
+type scrubber struct {
+	secrets []string
+	r       *strings.Replacer
+}
+
+const redacted = "[redacted]"
+
+func newScrubber(rel *toolplane.Released) *scrubber {
+	s := &scrubber{}
+	sec := rel.Secrets
+	for _, v := range []toolplane.SecretString{sec.Token, sec.Password, sec.AccessToken, sec.RefreshToken, sec.ClientSecret, sec.DSN} {
+		if v != "" {
+			s.secrets = append(s.secrets, v.Reveal())
+		}
+	}
+	if sec.Username != "" || sec.Password != "" {
+		s.secrets = append(s.secrets, base64.StdEncoding.EncodeToString([]byte(sec.Username.Reveal()+":"+sec.Password.Reveal())))
+	}
+	if len(s.secrets) > 0 {
+		// The longest first, so a secret holding another is replaced
+		// whole.
+		sortLongestFirst(s.secrets)
+		pairs := make([]string, 0, 2*len(s.secrets))
+		for _, v := range s.secrets {
+			pairs = append(pairs, v, redacted)
+		}
+		s.r = strings.NewReplacer(pairs...)
+	}
+	return s
+}
+
+func sortLongestFirst(ss []string) {
+	for i := 1; i < len(ss); i++ {
+		for j := i; j > 0 && len(ss[j]) > len(ss[j-1]); j-- {
+			ss[j], ss[j-1] = ss[j-1], ss[j]
+		}
+	}
+}
+
+// scrub answers str without the secrets.
+func (s *scrubber) scrub(str string) string {
+	if s.r == nil || !s.holds(str) {
+		return str
+	}
+	return s.r.Replace(str)
+}
+
+func (s *scrubber) holds(str string) bool {
+	for _, v := range s.secrets {
+		if strings.Contains(str, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// value scrubs every string of a decoded JSON value, keys included, in
+// place.
+func (s *scrubber) value(v any) any {
+	if s.r == nil {
+		return v
+	}
+	switch t := v.(type) {
+	case string:
+		return s.scrub(t)
+	case []any:
+		for i, item := range t {
+			t[i] = s.value(item)
+		}
+	case map[string]any:
+		var renamed []string
+		for k, item := range t {
+			t[k] = s.value(item)
+			if s.holds(k) {
+				renamed = append(renamed, k)
+			}
+		}
+		for _, k := range renamed {
+			item := t[k]
+			delete(t, k)
+			t[s.scrub(k)] = item
+		}
+	}
+	return v
+}

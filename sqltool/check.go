@@ -1,0 +1,136 @@
+package sqltool
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/toolplane/toolplane"
+)
+
+// Problem is one reason a definition's SQL binding cannot be published.
+type Problem struct {
+	// Field is the definition field at fault (binding.sql.statement).
+	Field string `json:"field"`
+	// Message says what is wrong; Fix says what to change.
+	Message string `json:"message"`
+	Fix     string `json:"fix"`
+}
+
+func (p Problem) String() string { return p.Field + ": " + p.Message + "; fix: " + p.Fix }
+
+// MaxRowsLimit is the most rows a binding may ask a read to answer.
+const MaxRowsLimit = 10000
+
+// DefaultMaxRows is what a read answers at most when its binding names no
+// cap.
+const DefaultMaxRows = 100
+
+// readVerbs are the first keywords of a statement that only reads.
+var readVerbs = map[string]bool{"SELECT": true, "WITH": true, "VALUES": true, "SHOW": true, "EXPLAIN": true}
+
+// sessionVerbs are first keywords the runtime refuses whatever the tool's
+// effect: they control the transaction the runtime owns (BEGIN, COMMIT),
+// change the pooled session for the calls after this one (SET, USE), or
+// reach beyond the database the connection names (ATTACH, COPY, LOAD).
+var sessionVerbs = map[string]bool{
+	"BEGIN": true, "START": true, "COMMIT": true, "END": true, "ROLLBACK": true, "ABORT": true,
+	"SAVEPOINT": true, "RELEASE": true, "SET": true, "RESET": true, "USE": true, "DISCARD": true,
+	"ATTACH": true, "DETACH": true, "PRAGMA": true, "VACUUM": true, "COPY": true, "LOAD": true,
+	"LISTEN": true, "UNLISTEN": true, "NOTIFY": true, "PREPARE": true, "EXECUTE": true, "DEALLOCATE": true,
+	"LOCK": true, "UNLOCK": true, "HANDLER": true,
+}
+
+// Check answers the problems that keep d's SQL binding from running, for
+// the registry to refuse it at publish time. The driver is the
+// connection's, known only at a call, so the statement is read as every
+// driver would read it. A definition without binding.sql has none.
+func Check(d *toolplane.Definition) []Problem {
+	b := d.Binding.SQL
+	if b == nil {
+		return nil
+	}
+	var out []Problem
+	add := func(field, msg, fix string) {
+		for _, p := range out {
+			if p.Field == field && p.Message == msg {
+				return
+			}
+		}
+		out = append(out, Problem{Field: field, Message: msg, Fix: fix})
+	}
+	if d.Connection == "" {
+		add("connection", "a SQL tool runs on a connection, and none is named",
+			"name the provider of the database's connection in connection")
+	}
+	if b.MaxRows < 0 || b.MaxRows > MaxRowsLimit {
+		add("binding.sql.max_rows", fmt.Sprintf("max_rows %d is outside 0..%d", b.MaxRows, MaxRowsLimit),
+			fmt.Sprintf("set max_rows between 1 and %d, or leave it out for %d", MaxRowsLimit, DefaultMaxRows))
+	}
+	const field = "binding.sql.statement"
+	if strings.TrimSpace(b.Statement) == "" {
+		add(field, "the statement is empty", "write the one SQL statement the tool runs")
+		return out
+	}
+	props, propsErr := properties(d.InputSchema)
+	if propsErr != nil {
+		add("input_schema", "the input schema is not a JSON object: "+propsErr.Error(),
+			"declare the statement's parameters as properties of an object schema")
+	}
+	for _, dl := range dialects {
+		s, err := scan(b.Statement, dl)
+		if err != nil {
+			add(field, "read as "+dl.String()+": "+err.Error(), "close every string, quoted identifier and comment")
+			continue
+		}
+		if s.trailing {
+			add(field, "the statement holds more than one statement (a ; is followed by more SQL)",
+				"keep one statement; a tool runs exactly one")
+		}
+		if s.first == "" || s.first == "-" {
+			add(field, "the statement does not start with a SQL keyword", "start the statement with its verb (SELECT, INSERT, ...)")
+		} else if sessionVerbs[s.first] {
+			add(field, s.first+" controls the session or transaction the runtime owns, or reaches outside the database",
+				"run a query or a change (SELECT, INSERT, UPDATE, DELETE); the runtime opens and ends the transaction")
+		} else if !d.Writes() && !readVerbs[s.first] {
+			add(field, "a read tool's statement starts with "+s.first+", which is not a query",
+				"start a read with SELECT, WITH, VALUES, SHOW or EXPLAIN, or declare the tool a write")
+		}
+		if propsErr != nil {
+			continue
+		}
+		var missing []string
+		for _, p := range s.params {
+			if !props[p.name] && !slices.Contains(missing, p.name) {
+				missing = append(missing, p.name)
+			}
+		}
+		sort.Strings(missing)
+		for _, name := range missing {
+			add(field, "parameter :"+name+" names no property of the input schema",
+				"add "+name+" to the input schema's properties, or correct the parameter's name")
+		}
+	}
+	return out
+}
+
+// properties answers the names of the top-level properties an input
+// schema declares.
+func properties(schema json.RawMessage) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(schema) == 0 {
+		return out, nil
+	}
+	var doc struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(schema, &doc); err != nil {
+		return nil, err
+	}
+	for name := range doc.Properties {
+		out[name] = true
+	}
+	return out, nil
+}
