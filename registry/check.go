@@ -21,9 +21,11 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/modelname"
 	"github.com/toolplane/toolplane/schema"
 	"github.com/toolplane/toolplane/semver"
+	"github.com/toolplane/toolplane/sqltool"
 )
 
 // Ceilings are the platform limits a definition's own limits must stay
@@ -503,15 +505,13 @@ func (ch *checker) binding() {
 }
 
 // runtime checks a tool one of the platform's runtimes runs (an HTTP
-// request, a SQL statement): it reaches its system through a connection
-// of the provider it declares, whose secret the broker releases per call.
+// request, a SQL statement), with the runtime's own checks: among them,
+// that it declares the provider whose connection it goes through, since
+// the broker releases that connection's secret per call.
 func (ch *checker) runtime() {
 	d := ch.d
 	if d.Kind == toolplane.KindMCP {
 		ch.add("binding", "an mcp tool is bound to an http or sql request", "set kind: internal or vendor, or bind it with binding.remote")
-	}
-	if d.Connection == "" {
-		ch.add("connection", "a tool bound to an http or sql request declares no connection", "name the provider whose connection the request goes through (connection: payments)")
 	}
 	if d.ApprovalPreview {
 		ch.add("approval_preview", "an http or sql tool has no handler to render a preview", "set approval_preview: false")
@@ -522,8 +522,22 @@ func (ch *checker) runtime() {
 }
 
 // runtimeProblems answers what the runtime of a definition's binding
-// finds wrong with it.
-var runtimeProblems = func(*toolplane.Definition) []Problem { return nil }
+// finds wrong with it: the checks are the runtime's own, so what
+// publishing accepts is what the runtime can run.
+func runtimeProblems(d *toolplane.Definition) []Problem {
+	var out []Problem
+	switch {
+	case d.Binding.HTTP != nil:
+		for _, p := range httptool.Check(d) {
+			out = append(out, Problem{Field: p.Field, Message: p.Message, Fix: p.Fix})
+		}
+	case d.Binding.SQL != nil:
+		for _, p := range sqltool.Check(d) {
+			out = append(out, Problem{Field: p.Field, Message: p.Message, Fix: p.Fix})
+		}
+	}
+	return out
+}
 
 func (ch *checker) effect() {
 	d := ch.d

@@ -42,12 +42,7 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	if len(existing) > 0 {
 		return nil
 	}
-	if dataDir == "" {
-		dataDir = "toolplane-data"
-		if !backend.IsPostgres(database) {
-			dataDir = filepath.Dir(database)
-		}
-	}
+	dataDir = dataDirOf(database, dataDir)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
@@ -137,4 +132,17 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	}
 	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)
 	return nil
+}
+
+// dataDirOf answers the data directory: the one configured, or else the
+// SQLite file's directory, or toolplane-data beside a PostgreSQL
+// deployment's working directory.
+func dataDirOf(database, dataDir string) string {
+	switch {
+	case dataDir != "":
+		return dataDir
+	case backend.IsPostgres(database):
+		return "toolplane-data"
+	}
+	return filepath.Dir(database)
 }

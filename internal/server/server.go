@@ -27,8 +27,10 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/demo"
@@ -38,6 +40,7 @@ import (
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/ratelimit"
+	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -83,9 +86,21 @@ type Config struct {
 	// Database is a SQLite file path or a PostgreSQL DSN (postgres://...);
 	// default DefaultDatabase.
 	Database string
-	// DataDir is where first start writes the admin credential; default
-	// the SQLite file's directory, or toolplane-data for PostgreSQL.
+	// DataDir is where first start writes the admin credential (and,
+	// unless KEKFile or TOOLPLANE_KEK names one, the key connection
+	// secrets are sealed under); default the SQLite file's directory, or
+	// toolplane-data for PostgreSQL.
 	DataDir string
+	// KEKFile is a file of key-encryption keys connection secrets are
+	// sealed under, one "<id> <base64 key>" per line, the first current
+	// (see secret.ParseKeyring); it must be readable by its owner alone.
+	// TOOLPLANE_KEK may give them instead. Nodes sharing a database share
+	// their keys.
+	KEKFile string
+	// SQLiteDir is the directory SQLite connections' database files must
+	// be in; empty refuses SQLite connections, so no organization opens a
+	// file of the platform's (its own database among them).
+	SQLiteDir string
 	// ToolsDir, when set, is a directory of tool definitions (*.yaml,
 	// *.yml, *.json) to load.
 	ToolsDir string
@@ -250,6 +265,9 @@ func (c Config) withDefaults() (Config, error) {
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// public is where people reach the server: Config.PublicURL, or the
+	// listener's address.
+	public string
 
 	// bg is the background work's context (watchers, heartbeat, upstream
 	// resync, the runner), ended when the server stops; stopBG ends it.
@@ -311,6 +329,18 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	self, err := jobs.Register(ctx, b.Store, cfg.Node, time.Now())
 	if err != nil {
 		return nil, err
+	}
+	// The listener comes first: the address it is given is the public
+	// URL's default, which the services build links from.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	s.ln = ln
+	s.closers = append(s.closers, func() { ln.Close() })
+	s.public = cfg.PublicURL
+	if s.public == "" {
+		s.public = "http://" + ln.Addr().String()
 	}
 	handlers, defs, upstreams, err := s.catalogue()
 	if err != nil {
@@ -378,6 +408,7 @@ type services struct {
 	cat              *catalog.Service
 	grants           *authz.Service
 	meters           *metrics.Metrics
+	connections      *connection.Service
 }
 
 // services builds the registry, the services over the store, the invoker
@@ -421,7 +452,21 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	}
 	s.loops.Go(func() { cat.Watch(s.bg, 2*time.Second) })
 	grants := authz.New(authz.Config{Store: b.Store, Registry: reg, Logger: log})
+	keys, err := s.keyring()
+	if err != nil {
+		return nil, err
+	}
+	clients := &egressClients{}
+	conns, err := connection.New(connection.Config{Store: b.Store, Keys: keys, Node: self.ID, Logger: log,
+		BaseURL: s.public, Client: clients.forRules})
+	if err != nil {
+		return nil, err
+	}
+	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: cfg.SQLiteDir, Dial: egressDial})
+	s.closers = append(s.closers, func() { sqlRuntime.Close() })
+	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
+		Runtimes: run, Broker: conns,
 		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
 		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
 		// An approved call or a replay runs on the grants and the key as
@@ -449,19 +494,14 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, fmt.Errorf("background work: %w", err)
 	}
 	s.running = true
-	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, meters: meters}, nil
+	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, meters: meters, connections: conns}, nil
 }
 
 // doors listens and builds the REST and MCP doors over svc, the metrics
 // route and, when asked, the profiles' own listener.
 func (s *Server) doors(svc *services) error {
 	cfg, b, log := s.cfg, s.b, s.log
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	s.ln = ln
-	s.closers = append(s.closers, func() { ln.Close() })
+	ln := s.ln
 	var tokens apikey.TokenVerifier
 	if cfg.JWTIssuer != "" {
 		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL}
@@ -484,10 +524,7 @@ func (s *Server) doors(svc *services) error {
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
 		allowedHosts = append(allowedHosts, u.Hostname())
 	}
-	public := cfg.PublicURL
-	if public == "" {
-		public = "http://" + ln.Addr().String()
-	}
+	public := s.public
 	api.PublicURL = public
 	mcpDoor := &mcpserver.Server{Door: doors, Log: log, Version: cfg.Version, PublicURL: public, AllowedHosts: allowedHosts, Upstreams: svc.upstreams,
 		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,

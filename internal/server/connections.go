@@ -1,0 +1,138 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httptool"
+	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/sqltool"
+)
+
+// KEKEnv is the environment variable that may hold the key-encryption
+// keys connection secrets are sealed under (see secret.ParseKeyring).
+const KEKEnv = "TOOLPLANE_KEK"
+
+// keyring loads the key-encryption keys: TOOLPLANE_KEK, or Config.KEKFile,
+// or, given neither, the key file in the data directory, created with a
+// fresh key at first start. Nodes sharing one database must share their
+// keys: a deployment of several nodes sets one of the first two on each.
+func (s *Server) keyring() (*secret.Keyring, error) {
+	env, file := os.Getenv(KEKEnv), s.cfg.KEKFile
+	switch {
+	case env != "" && file != "":
+		return nil, &ConfigError{Field: "KEKFile", Err: fmt.Errorf("%s is set too; give the keys one way", KEKEnv)}
+	case env != "":
+		k, err := secret.LoadKeyring(env, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", KEKEnv, err)
+		}
+		return k, nil
+	case file == "":
+		file = filepath.Join(dataDirOf(s.cfg.Database, s.cfg.DataDir), "kek")
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		created, err := secret.EnsureKeyFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("key-encryption key file: %w", err)
+		}
+		if created {
+			fmt.Fprintf(s.cfg.Stdout, "connection secrets are sealed under the key in %s: back it up; without it they cannot be opened\n", file)
+		}
+	}
+	k, err := secret.LoadKeyring("", file)
+	if err != nil {
+		return nil, &ConfigError{Field: "KEKFile", Err: err}
+	}
+	return k, nil
+}
+
+// egressClients answers the HTTP client of each set of egress rules: the
+// client of one connection's rules dials only where they allow, and is
+// shared by every call through that connection (its pool of connections
+// with it).
+type egressClients struct {
+	mu sync.Mutex
+	m  map[string]*http.Client
+}
+
+// maxClients bounds the clients kept; past it the cache starts over (a
+// deployment with that many distinct rule sets pays a new pool each).
+const maxClients = 1024
+
+// forRules answers the client of rules.
+func (e *egressClients) forRules(rules toolplane.EgressRules) (*http.Client, error) {
+	key, err := json.Marshal(rules)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c, ok := e.m[string(key)]; ok {
+		return c, nil
+	}
+	p, err := egress.Compile(rules)
+	if err != nil {
+		return nil, err
+	}
+	if e.m == nil || len(e.m) >= maxClients {
+		e.m = map[string]*http.Client{}
+	}
+	// No client timeout: each call's context carries its deadline.
+	c := p.Client(0)
+	e.m[string(key)] = c
+	return c, nil
+}
+
+// forReleased answers the client of a released connection.
+func (e *egressClients) forReleased(rel *toolplane.Released) (*http.Client, error) {
+	if rel == nil || rel.Connection == nil {
+		return nil, fmt.Errorf("no connection was released for the call")
+	}
+	return e.forRules(rel.Connection.Config.Egress)
+}
+
+// runtimes runs tools bound to an HTTP request or a SQL statement
+// (invoke.Runtimes), building each definition's binding once.
+type runtimes struct {
+	http  *httptool.Runtime
+	sql   *sqltool.Runtime
+	bound sync.Map // the definition's identity -> *handler.Binding
+}
+
+// Binding implements invoke.Runtimes.
+func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
+	spec, err := json.Marshal(d.Binding)
+	if err != nil {
+		return nil, err
+	}
+	key := d.Name + "@" + d.Version + "#" + d.SchemaHash + string(spec)
+	if b, ok := r.bound.Load(key); ok {
+		return b.(*handler.Binding), nil
+	}
+	var b *handler.Binding
+	switch {
+	case d.Binding.HTTP != nil:
+		b, err = r.http.Bind(d)
+	case d.Binding.SQL != nil:
+		b, err = r.sql.Bind(d)
+	default:
+		err = fmt.Errorf("%s is not bound to an http request or a sql statement", d.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v, _ := r.bound.LoadOrStore(key, b)
+	return v.(*handler.Binding), nil
+}
+
+// egressDial is the dial of a SQL connection's database.
+var egressDial = nil
