@@ -70,6 +70,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sessionsPerKey := fs.Int("mcp-sessions-per-key", mcpserver.DefaultMaxSessionsPerKey, "MCP sessions one key may hold open on this node; past it, opening one answers 429 until one ends (DELETE) or idles out")
 	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
+	kekFile := fs.String("kek-file", "", "a file of the keys connection secrets are sealed under, one \"ID BASE64-KEY\" a line, the first current, readable by its owner alone (or $TOOLPLANE_KEK); default: a key created in the data directory at first start. Nodes sharing a database share it")
+	sqliteDir := fs.String("sqlite-dir", "", "the directory SQLite connections' database files must be in (sql tools); default: SQLite connections are refused")
 	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
 	var upstreamFlags stringList
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
@@ -114,7 +116,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolplane serve: %v\n", err)
 		return 1
 	}
-	cfg := server.Config{Addr: *addr, Database: *database, DataDir: *dataDir, ToolsDir: *toolsDir, Demo: *withDemo,
+	cfg := server.Config{Addr: *addr, Database: *database, DataDir: *dataDir, KEKFile: *kekFile, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr,
@@ -151,7 +153,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // serveFlags names the flag that sets each server.Config field, so a
 // *server.ConfigError reads in the flags the operator typed.
 var serveFlags = map[string]string{
-	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
+	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "SQLiteDir": "--sqlite-dir",
+	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "PublicURL": "--public-url", "MetricsToken": "--metrics-token",

@@ -133,6 +133,3 @@ func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
 	v, _ := r.bound.LoadOrStore(key, b)
 	return v.(*handler.Binding), nil
 }
-
-// egressDial is the dial of a SQL connection's database.
-var egressDial = nil
