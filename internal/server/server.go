@@ -30,8 +30,8 @@ import (
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/internal/jobs"
@@ -40,8 +40,8 @@ import (
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/ratelimit"
-	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/upstream"
 )
 
