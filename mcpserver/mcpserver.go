@@ -802,6 +802,9 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 		return nil, fmt.Errorf("the platform could not complete this call")
 	}
 	res := a.Result
+	if res.Error != nil && res.Error.AuthorizationURL != "" {
+		s.elicitConnection(sess.life, ss, res.Error.AuthorizationURL)
+	}
 	var lifted []mcp.Content
 	if res.OK && (sess.upstream != "" || strings.HasPrefix(name, "mcp.")) {
 		// Only a tool bound to an upstream answers in the server's form;
@@ -991,16 +994,44 @@ func labelled(m mcp.Meta) mcp.Meta {
 	return m
 }
 
+// elicitConnection asks a client that supports URL elicitation to show
+// the person a call was made for where they connect the account the call
+// needs (connection_required, connection_expired). Like an approval's, it
+// does not wait: the call has answered, and the model reads the link too.
+func (s *Server) elicitConnection(life context.Context, ss *mcp.ServerSession, link string) {
+	if !elicitsURL(ss) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(life, 10*time.Minute)
+		defer cancel()
+		_, err := ss.Elicit(ctx, &mcp.ElicitParams{
+			Mode:          "url",
+			Message:       "A tool call needs you to connect your account. Open the link to connect it, then ask again.",
+			URL:           link,
+			ElicitationID: toolplane.NewID("eli_"),
+		})
+		if err != nil {
+			s.Log.Debug("connection elicitation not shown", "err", err)
+		}
+	}()
+}
+
+// elicitsURL reports whether the client of ss supports URL elicitation.
+func elicitsURL(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	p := ss.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil && p.Capabilities.Elicitation.URL != nil
+}
+
 // elicitApproval asks a client that supports URL elicitation to show the
 // person the approval's address. It does not wait: the call has already
 // answered that it waits for approval, and a client that never answers the
 // elicitation must not hold the call.
 func (s *Server) elicitApproval(life context.Context, ss *mcp.ServerSession, ar *invoke.ApprovalRequired) {
-	if s.PublicURL == "" || ss == nil {
-		return
-	}
-	p := ss.InitializeParams()
-	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil || p.Capabilities.Elicitation.URL == nil {
+	if s.PublicURL == "" || !elicitsURL(ss) {
 		return
 	}
 	go func() {
