@@ -29,6 +29,7 @@ func TestCheck(t *testing.T) {
 		{name: "a placeholder inside a segment", b: toolplane.HTTPBinding{Method: "GET", URL: "https://api.example.com/files/{id}.json"}},
 		{name: "no connection", b: toolplane.HTTPBinding{Method: "GET", URL: base}, mutate: func(d *toolplane.Definition) { d.Connection = "" }, field: "connection"},
 		{name: "method", b: toolplane.HTTPBinding{Method: "get", URL: base}, field: "binding.http.method"},
+		{name: "a write by GET", effect: toolplane.EffectWrite, b: toolplane.HTTPBinding{Method: "GET", URL: base, Body: "none"}, field: "binding.http.method"},
 		{name: "method HEAD", b: toolplane.HTTPBinding{Method: "HEAD", URL: base}, field: "binding.http.method"},
 		{name: "relative URL", b: toolplane.HTTPBinding{Method: "GET", URL: "/v1/items"}, field: "binding.http.url"},
 		{name: "ftp URL", b: toolplane.HTTPBinding{Method: "GET", URL: "ftp://example.com/x"}, field: "binding.http.url"},

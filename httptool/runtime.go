@@ -174,6 +174,11 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 		b.header.Set("Content-Type", "application/json")
 	}
 	if c.plan.idempotent != "" {
+		// The key is what makes a second attempt safe: without one the
+		// request is not sent at all.
+		if call.Key == "" || strings.ContainsFunc(call.Key, control) {
+			return nil, errors.New("http runtime: the call has no idempotency key that can be sent in a header")
+		}
 		b.header.Set(c.plan.idempotent, call.Key)
 	}
 	b.header.Set(authName, authValue)

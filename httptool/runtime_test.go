@@ -202,3 +202,21 @@ func TestNoReleasedConnectionIsAFault(t *testing.T) {
 		t.Fatalf("err %v, %d requests; want a fault and nothing sent", err, hits.Load())
 	}
 }
+
+// A write that names an idempotency header is never sent without a key
+// to put in it: a second attempt would then be a second effect.
+func TestIdempotentWriteNeedsItsKey(t *testing.T) {
+	t.Parallel()
+	srv, hits := serve(t, answer{status: 201, body: `{}`})
+	b := bind(t, httpDef("billing.charge", toolplane.EffectWrite, toolplane.HTTPBinding{
+		Method: http.MethodPost, URL: srv.URL + "/x", IdempotencyHeader: "Idempotency-Key"}))
+	for _, key := range []string{"", "k\r\nX-Admin: 1"} {
+		_, err := b.Invoke(context.Background(), handler.Call{Key: key, Released: connection()}, map[string]any{})
+		if err == nil || b.Classify(err).Kind != handler.Fault {
+			t.Errorf("key %q: err %v, want a fault", key, err)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("%d requests sent without a usable key", hits.Load())
+	}
+}
