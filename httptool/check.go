@@ -22,6 +22,7 @@ type Problem struct {
 	Fix     string
 }
 
+// String answers the problem as one line: field, message and fix.
 func (p Problem) String() string { return p.Field + ": " + p.Message + "; fix: " + p.Fix }
 
 // The body forms a binding names.

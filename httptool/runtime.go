@@ -17,10 +17,15 @@
 //	404, 410               not_found            definite
 //	409, 412               conflict             definite
 //	401, 403               unavailable, naming the connection; released
-//	408, 429               retryable_upstream; released
+//	408, 429               retryable_upstream, after a read's retries;
+//	                       released
+//	501, 505               unavailable; released
 //	5xx, a lost answer     a read: retried, then retryable_upstream;
 //	                       a write: uncertain (held)
 //	not sent at all        unavailable; released
+//	a body past the cap    a read: unavailable, stating the cap; a write:
+//	                       uncertain (held: it acted, and its answer is
+//	                       unread, so it must not run again)
 //
 // A read whose definition says retry: safe is tried up to three times
 // within its deadline, after a short jittered pause or the Retry-After the
