@@ -22,6 +22,7 @@ type Problem struct {
 	Fix     string
 }
 
+// String answers the problem as one line: field, message and fix.
 func (p Problem) String() string { return p.Field + ": " + p.Message + "; fix: " + p.Fix }
 
 // The body forms a binding names.
@@ -116,6 +117,11 @@ func Check(d *toolplane.Definition) []Problem {
 		}
 	default:
 		add("binding.http.body", fmt.Sprintf("%q is not a body form", b.Body), `use "arguments", "none" or "{argument}"`)
+	}
+	if d.Effect.Writes() && b.Method == http.MethodGet {
+		// net/http sends a GET again on its own when a kept-alive
+		// connection fails under it: a write must not be one.
+		add("binding.http.method", "a write or send is not a GET, which the transport may send twice", "use POST, PUT, PATCH or DELETE")
 	}
 	if body != BodyNone && b.Method == http.MethodGet {
 		add("binding.http.body", "a GET request carries no body", `set body: none, or pass the arguments in the query`)
@@ -359,10 +365,6 @@ func unwrapURLError(err error) error {
 	}
 	return err
 }
-
-// maxSegment bounds one encoded path value's length: it keeps a request
-// line far inside what servers accept.
-const maxSegment = 2048
 
 // quoteName answers an argument's name for a message.
 func quoteName(name string) string { return strconv.Quote(name) }

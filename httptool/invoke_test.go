@@ -89,23 +89,66 @@ func TestIdempotentWriteIsRetriedWithTheSameKey(t *testing.T) {
 	}
 }
 
-// With an idempotency header, a downstream that keeps failing leaves the
-// write uncertain after its attempts: every one may have acted.
-func TestIdempotentWriteThatKeepsFailingIsUncertain(t *testing.T) {
+// With an idempotency header, what the downstream finally answers ends
+// the call when it is an answer for the request (a 2xx, a definite 4xx);
+// when it never is, and an attempt may have acted, the write is uncertain.
+func TestIdempotentWriteEndsOnTheLastAnswer(t *testing.T) {
 	t.Parallel()
-	srv, hits := serve(t, answer{status: 503})
-	d := httpDef("billing.charge", toolplane.EffectWrite, toolplane.HTTPBinding{
-		Method: http.MethodPost, URL: srv.URL + "/v1/charges", IdempotencyHeader: "Idempotency-Key"})
-	e := newEnv(t, d)
-	args := map[string]any{"note": "one charge"}
-	r := e.call(t, d.Name, args)
-	if r.OK || r.Error.Code != toolplane.CodeUncertain {
-		t.Fatalf("result %+v, want uncertain", r.Error)
+	const lost = 0
+	for _, tt := range []struct {
+		name     string
+		sequence []int // the status of each attempt in turn; lost drops it
+		want     toolplane.Code
+		claim    string
+	}{
+		{"lost, then taken", []int{lost, 201}, "", completed},
+		{"failing throughout", []int{503, 503, 503}, toolplane.CodeUncertain, held},
+		{"lost, then refused for rate", []int{lost, 429, 429}, toolplane.CodeUncertain, held},
+		{"refused for rate throughout", []int{429, 429, 429}, toolplane.CodeRetryableUpstream, released},
+		{"failed, then a conflict", []int{502, 409}, toolplane.CodeConflict, completed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				n    atomic.Int64
+				mu   sync.Mutex
+				keys = map[string]bool{}
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys[r.Header.Get("Idempotency-Key")] = true
+				mu.Unlock()
+				i := int(n.Add(1)) - 1
+				if i >= len(tt.sequence) {
+					t.Errorf("attempt %d, past the %d expected", i+1, len(tt.sequence))
+					w.WriteHeader(http.StatusTeapot)
+					return
+				}
+				if tt.sequence[i] == lost {
+					drop(w)
+					return
+				}
+				w.WriteHeader(tt.sequence[i])
+				_, _ = io.WriteString(w, `{"charge":"ch_1"}`)
+			}))
+			t.Cleanup(srv.Close)
+			d := httpDef("billing.charge", toolplane.EffectWrite, toolplane.HTTPBinding{
+				Method: http.MethodPost, URL: srv.URL + "/v1/charges", IdempotencyHeader: "Idempotency-Key"})
+			e := newEnv(t, d)
+			args := map[string]any{"note": "one charge"}
+			r := e.call(t, d.Name, args)
+			checkResult(t, tt.name, r, tt.want, false, "")
+			if got := n.Load(); got != int64(len(tt.sequence)) {
+				t.Errorf("%d attempts, want %d", got, len(tt.sequence))
+			}
+			mu.Lock()
+			if len(keys) != 1 || keys[""] {
+				t.Errorf("keys sent %v, want one", keys)
+			}
+			mu.Unlock()
+			checkClaim(t, e, d.Name, args, tt.claim)
+		})
 	}
-	if n := hits.Load(); n != 3 {
-		t.Errorf("the server saw %d requests, want 3", n)
-	}
-	checkClaim(t, e, d.Name, args, held)
 }
 
 // A body that arrives too slowly is bounded by the call's deadline: a

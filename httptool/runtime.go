@@ -17,10 +17,15 @@
 //	404, 410               not_found            definite
 //	409, 412               conflict             definite
 //	401, 403               unavailable, naming the connection; released
-//	408, 429               retryable_upstream; released
+//	408, 429               retryable_upstream, after a read's retries;
+//	                       released
+//	501, 505               unavailable; released
 //	5xx, a lost answer     a read: retried, then retryable_upstream;
 //	                       a write: uncertain (held)
 //	not sent at all        unavailable; released
+//	a body past the cap    a read: unavailable, stating the cap; a write:
+//	                       uncertain (held: it acted, and its answer is
+//	                       unread, so it must not run again)
 //
 // A read whose definition says retry: safe is tried up to three times
 // within its deadline, after a short jittered pause or the Retry-After the
@@ -174,6 +179,11 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 		b.header.Set("Content-Type", "application/json")
 	}
 	if c.plan.idempotent != "" {
+		// The key is what makes a second attempt safe: without one the
+		// request is not sent at all.
+		if call.Key == "" || strings.ContainsFunc(call.Key, control) {
+			return nil, errors.New("http runtime: the call has no idempotency key that can be sent in a header")
+		}
 		b.header.Set(c.plan.idempotent, call.Key)
 	}
 	b.header.Set(authName, authValue)
