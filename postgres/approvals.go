@@ -99,9 +99,9 @@ func updateApprovalArgs(a *toolplane.Approval) []any {
 
 // updateApprovalAudited is updateApproval and the audit insert as one
 // statement, as updateClaimAudited.
-const updateApprovalAudited = `WITH updated AS (` + updateApproval + ` RETURNING 1)
+var updateApprovalAudited = `WITH updated AS (` + updateApproval + ` RETURNING 1)
 	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40 FROM updated`
+	SELECT ` + placeholders(23, auditArgCount) + ` FROM updated`
 
 // UpdateApprovalAudited is UpdateApproval and AppendAudit in one
 // transaction; a stale version stores neither, and an event that cannot be

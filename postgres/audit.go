@@ -14,7 +14,7 @@ import (
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
 	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason`
+	replayed, latency_micros, created_at, key, reason, connection_id`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
@@ -23,7 +23,7 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	)
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, byteString{&e.ArgumentsHash}, &e.ApprovalID, &e.AuthorizedBy,
-		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason)
+		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason, &e.ConnectionID)
 	e.CreatedAt = fromMicros(created)
 	return e, err
 }
@@ -35,13 +35,29 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 	return auditErr(e, err)
 }
 
-const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+// insertAudit is a var, like every statement built from placeholders:
+// the placeholders are counted from auditArgs, not written out.
+var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + placeholders(1, auditArgCount) + `)`
+
+// auditArgCount is how many arguments auditArgs answers.
+var auditArgCount = len(auditArgs(&toolplane.AuditEvent{}))
+
+// placeholders answers n placeholders numbered from $from: "$5, $6, ...",
+// where an event's columns follow the arguments of the write it is
+// stored with.
+func placeholders(from, n int) string {
+	p := make([]string, n)
+	for i := range p {
+		p[i] = "$" + strconv.Itoa(from+i)
+	}
+	return strings.Join(p, ", ")
+}
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, bytea(e.ArgumentsHash), e.ApprovalID, e.AuthorizedBy,
-		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason}
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason, e.ConnectionID}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {

@@ -98,9 +98,9 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // inserts nothing, and a statement is atomic, so an event that cannot be
 // stored undoes the update. One statement is one round trip, where an
 // explicit transaction would take four.
-const updateClaimAudited = `WITH updated AS (` + updateClaim + ` RETURNING 1)
+var updateClaimAudited = `WITH updated AS (` + updateClaim + ` RETURNING 1)
 	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38 FROM updated`
+	SELECT ` + placeholders(21, auditArgCount) + ` FROM updated`
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -134,10 +134,10 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 
 // deleteClaimAudited is the conditional delete and the audit insert as one
 // statement, as updateClaimAudited: a stale version inserts nothing.
-const deleteClaimAudited = `WITH deleted AS (DELETE FROM claims
+var deleteClaimAudited = `WITH deleted AS (DELETE FROM claims
 		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4 RETURNING 1)
 	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM deleted`
+	SELECT ` + placeholders(5, auditArgCount) + ` FROM deleted`
 
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an

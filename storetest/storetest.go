@@ -59,7 +59,15 @@
 //     GetCredential finds a key by its ID before the organization is known.
 //     Every other credential method is still scoped to an organization, and
 //     every subtest mints credential IDs of its own, as it does
-//     organization ids.
+//     organization ids. An OAuth state is the same: found by its ID alone,
+//     which TakeOAuthState's caller holds before the organization is known.
+//   - Connections: UpdateConnection writes every field but the identity,
+//     Provider, Kind, UserID, Owner and CreatedAt, and a stored revocation
+//     (the revoked state and its RevokedAt) stays. A name is unique among
+//     the organization's connections that are not revoked. Every
+//     connection write and its change record are stored together or not at
+//     all; a stale update stores neither. Config and Scope are kept as
+//     JSON keeps them, so an empty list in them is no list.
 //   - InsertApproval, InsertUsage and AppendAudit refuse a second row with the
 //     same ID in the organization with ErrExists, so a retried write never
 //     counts twice. InsertCredential refuses a second credential with the
@@ -77,8 +85,10 @@
 //     answers ErrNotFound.
 //   - Lists order by CreatedAt, ties broken by the identity compared
 //     bytewise (tool, then key, for claims; ID otherwise), as PostgreSQL's
-//     COLLATE "C" does. ListClaims, ListApprovals and ListCredentials are
-//     oldest first; ListAudit and FindApprovals newest first.
+//     COLLATE "C" does. ListClaims, ListApprovals, ListCredentials and
+//     ListConnections are oldest first; ListAudit and FindApprovals newest
+//     first. ListAllConnections, across organizations, orders by ID, then
+//     organization.
 //   - Cursors are the cursor package's encoding, opaque to callers, and
 //     validated: a malformed, altered or another list's cursor is an error
 //     that errors.Is reports as toolplane.ErrBadCursor (cursor.ErrMalformed

@@ -1,0 +1,322 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/cursor"
+)
+
+const connectionColumns = `organization_id, id, name, provider, kind, user_id, state, reason,
+	config, scope, scopes, secret, token_expires_at, refresh_owner, refresh_until,
+	owner, created_at, updated_at, revoked_at, version`
+
+func scanConnection(r scanner) (toolplane.Connection, error) {
+	var (
+		c                                   toolplane.Connection
+		config, scope                       []byte
+		created, updated                    int64
+		tokenExpires, refreshUntil, revoked *int64
+	)
+	err := r.Scan(&c.OrganizationID, &c.ID, &c.Name, &c.Provider, &c.Kind, &c.UserID, &c.State, &c.Reason,
+		&config, &scope, &c.Scopes, &c.Secret, &tokenExpires, &c.RefreshOwner, &refreshUntil,
+		&c.Owner, &created, &updated, &revoked, &c.Version)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(config, &c.Config); err != nil {
+		return c, fmt.Errorf("connection %s config: %w", c.ID, err)
+	}
+	if err := json.Unmarshal(scope, &c.Scope); err != nil {
+		return c, fmt.Errorf("connection %s scope: %w", c.ID, err)
+	}
+	if len(c.Scopes) == 0 {
+		c.Scopes = nil
+	}
+	c.TokenExpiresAt = fromOptMicros(tokenExpires)
+	c.RefreshUntil = fromOptMicros(refreshUntil)
+	c.CreatedAt = fromMicros(created)
+	c.UpdatedAt = fromMicros(updated)
+	c.RevokedAt = fromOptMicros(revoked)
+	return c, nil
+}
+
+// connectionJSON answers a connection's config and scope as their JSONB
+// columns take them, and its scopes as their TEXT[] column does.
+func connectionJSON(c *toolplane.Connection) (config, scope string, scopes []string, err error) {
+	b, err := json.Marshal(c.Config)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("config: %w", err)
+	}
+	config = string(b)
+	if b, err = json.Marshal(c.Scope); err != nil {
+		return "", "", nil, fmt.Errorf("scope: %w", err)
+	}
+	scope = string(b)
+	if scopes, err = names("scopes", c.Scopes); err != nil {
+		return "", "", nil, err
+	}
+	return config, scope, scopes, nil
+}
+
+// insertConnectionRecorded is the insert of a connection and of its change
+// record as one statement, atomic as a transaction and one round trip.
+var insertConnectionRecorded = `WITH inserted AS (
+		INSERT INTO connections (` + connectionColumns + `)
+		VALUES (` + placeholders(1, 20) + `)
+		RETURNING 1)
+	INSERT INTO changes (` + changeColumns + `)
+	SELECT ` + placeholders(21, 7) + ` FROM inserted`
+
+// InsertConnection stores c and appends ch in one statement. A duplicate
+// ID, a name held by a connection of the organization that is not revoked,
+// or a duplicate change ID answers an error wrapping toolplane.ErrExists,
+// and stores neither.
+func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) error {
+	config, scope, scopes, err := connectionJSON(c)
+	if err != nil {
+		return fmt.Errorf("insert connection %s: %w", c.ID, err)
+	}
+	_, err = s.pool.Exec(ctx, insertConnectionRecorded, append([]any{
+		c.OrganizationID, c.ID, c.Name, c.Provider, string(c.Kind), c.UserID, string(c.State), c.Reason,
+		config, scope, scopes, blob(c.Secret), optMicros(c.TokenExpiresAt), c.RefreshOwner, optMicros(c.RefreshUntil),
+		c.Owner, micros(c.CreatedAt), micros(c.UpdatedAt), optMicros(c.RevokedAt), c.Version,
+	}, changeArgs(ch)...)...)
+	if isDuplicate(err) {
+		return fmt.Errorf("insert connection %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert connection %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// GetConnection answers the organization's connection, or an error
+// wrapping toolplane.ErrNotFound.
+func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error) {
+	if checkTextPart(org) != nil || checkTextPart(id) != nil {
+		// No TEXT value holds it, so no connection has it; asking would
+		// answer a database error.
+		return nil, fmt.Errorf("get connection %q: %w", id, toolplane.ErrNotFound)
+	}
+	row := s.pool.QueryRow(ctx, `SELECT `+connectionColumns+` FROM connections
+		WHERE organization_id = $1 AND id = $2`, org, id)
+	c, err := scanConnection(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get connection %s: %w", id, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get connection %s: %w", id, err)
+	}
+	return &c, nil
+}
+
+// ListConnections answers the organization's connections matching f,
+// oldest first (ties by ID), after the cursor. The next cursor is "" when
+// no connection follows.
+func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list connections: %w", err)
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + connectionColumns + ` FROM connections WHERE organization_id = $1`)
+	args := []any{org}
+	param := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	// Only the fields set become conditions, so each query can use the
+	// index that fits it. A value no TEXT holds matches nothing.
+	matchesNone := checkTextPart(org) != nil
+	for _, c := range []struct{ column, value string }{
+		{"provider", f.Provider},
+		{"user_id", f.UserID},
+		{"state", string(f.State)},
+	} {
+		if c.value != "" {
+			matchesNone = matchesNone || checkTextPart(c.value) != nil
+			q.WriteString(` AND ` + c.column + ` = ` + param(c.value))
+		}
+	}
+	if after != "" {
+		createdAt, parts, err := cursor.Decode(after, cursor.Connections, 1)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list connections: %w", err)
+		}
+		q.WriteString(` AND (created_at, id) > (` + param(createdAt) + `, ` + param(parts[0]) + `)`)
+	}
+	if matchesNone {
+		return nil, "", nil
+	}
+	// One more than the page, to know whether a page follows.
+	q.WriteString(` ORDER BY created_at, id LIMIT ` + param(limit+1))
+
+	rows, err := s.pool.Query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list connections: %w", err)
+	}
+	out, err := collect(rows, scanConnection)
+	if err != nil {
+		return nil, "", fmt.Errorf("list connections: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.Connections, micros(last.CreatedAt), last.ID), nil
+}
+
+// updateConnection writes what an update may write where the stored
+// organization, ID and version match. A revoked connection stays revoked
+// with its revocation time: the CASEs read the stored row, not the new one.
+const updateConnection = `UPDATE connections SET
+		name = $1, reason = $2, config = $3, scope = $4, scopes = $5, secret = $6,
+		token_expires_at = $7, refresh_owner = $8, refresh_until = $9, updated_at = $10,
+		state = CASE WHEN state = 'revoked' THEN state ELSE $11 END,
+		revoked_at = CASE WHEN state = 'revoked' THEN revoked_at ELSE $12 END,
+		version = version + 1
+	WHERE organization_id = $13 AND id = $14 AND version = $15`
+
+// updateConnectionRecorded is the update and the insert of its change
+// record as one statement: a stale version inserts no change, and a change
+// that cannot be stored undoes the update.
+var updateConnectionRecorded = `WITH updated AS (` + updateConnection + ` RETURNING 1)
+	INSERT INTO changes (` + changeColumns + `)
+	SELECT ` + placeholders(16, 7) + ` FROM updated`
+
+// UpdateConnection writes c where the stored organization, ID and version
+// are c's, in one conditional statement, and on success sets c.Version to
+// the new version. ch, when not nil, is appended by the same statement, and
+// only when the update wrote. A name held by another connection that is
+// not revoked, or a duplicate change ID, answers an error wrapping
+// toolplane.ErrExists and writes nothing.
+func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
+	if checkTextPart(c.OrganizationID) != nil || checkTextPart(c.ID) != nil {
+		return false, nil // no stored connection has it
+	}
+	config, scope, scopes, err := connectionJSON(c)
+	if err != nil {
+		return false, fmt.Errorf("update connection %s: %w", c.ID, err)
+	}
+	q, args := updateConnection, []any{c.Name, c.Reason, config, scope, scopes, blob(c.Secret),
+		optMicros(c.TokenExpiresAt), c.RefreshOwner, optMicros(c.RefreshUntil), micros(c.UpdatedAt),
+		string(c.State), optMicros(c.RevokedAt),
+		c.OrganizationID, c.ID, c.Version}
+	if ch != nil {
+		q, args = updateConnectionRecorded, append(args, changeArgs(ch)...)
+	}
+	tag, err := s.pool.Exec(ctx, q, args...)
+	if isDuplicate(err) {
+		return false, fmt.Errorf("update connection %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if err != nil {
+		return false, fmt.Errorf("update connection %s: %w", c.ID, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+// ListAllConnections answers every organization's connections by ID (ties
+// by organization), after the cursor. The next cursor is "" when no
+// connection follows.
+func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list all connections: %w", err)
+	}
+	q := `SELECT ` + connectionColumns + ` FROM connections`
+	var args []any
+	if after != "" {
+		at, parts, err := cursor.Decode(after, cursor.EveryConnection, 2)
+		if err == nil && at != 0 {
+			err = fmt.Errorf("%w: a time where none belongs", errCursor)
+		}
+		for i := 0; err == nil && i < len(parts); i++ {
+			err = checkTextPart(parts[i])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list all connections: %w", err)
+		}
+		q += ` WHERE (id, organization_id) > ($1, $2)`
+		args = append(args, parts[0], parts[1])
+	}
+	q += ` ORDER BY id, organization_id LIMIT $` + strconv.Itoa(len(args)+1)
+	args = append(args, limit+1)
+
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list all connections: %w", err)
+	}
+	out, err := collect(rows, scanConnection)
+	if err != nil {
+		return nil, "", fmt.Errorf("list all connections: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.EveryConnection, 0, last.ID, last.OrganizationID), nil
+}
+
+const oauthStateColumns = `id, organization_id, connection_id, user_id, verifier, redirect_uri,
+	created_at, expires_at`
+
+// InsertOAuthState stores st, or answers an error wrapping
+// toolplane.ErrExists when a state with its ID exists in any organization.
+func (s *Store) InsertOAuthState(ctx context.Context, st *toolplane.OAuthState) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO oauth_states (`+oauthStateColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		st.ID, st.OrganizationID, st.ConnectionID, st.UserID, blob(st.Verifier), st.RedirectURI,
+		micros(st.CreatedAt), micros(st.ExpiresAt))
+	if isDuplicate(err) {
+		return fmt.Errorf("insert oauth state: %w", toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("insert oauth state: %w", err)
+	}
+	return nil
+}
+
+// TakeOAuthState deletes the state with that ID and answers it, in one
+// statement, so of concurrent takers one gets the row and the others find
+// none. An expired state is deleted all the same and answers
+// toolplane.ErrNotFound. Errors never name the ID: it is the bearer's
+// proof of the authorization under way.
+func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*toolplane.OAuthState, error) {
+	if checkTextPart(id) != nil {
+		// No TEXT value holds it, so no state has it.
+		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
+	}
+	var (
+		st               toolplane.OAuthState
+		created, expires int64
+	)
+	err := s.pool.QueryRow(ctx, `DELETE FROM oauth_states WHERE id = $1 RETURNING `+oauthStateColumns, id).
+		Scan(&st.ID, &st.OrganizationID, &st.ConnectionID, &st.UserID, &st.Verifier, &st.RedirectURI, &created, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take oauth state: %w", err)
+	}
+	st.CreatedAt, st.ExpiresAt = fromMicros(created), fromMicros(expires)
+	if !st.ExpiresAt.After(now) {
+		return nil, fmt.Errorf("take oauth state: expired: %w", toolplane.ErrNotFound)
+	}
+	return &st, nil
+}
