@@ -501,7 +501,6 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 // route and, when asked, the profiles' own listener.
 func (s *Server) doors(svc *services) error {
 	cfg, b, log := s.cfg, s.b, s.log
-	ln := s.ln
 	var tokens apikey.TokenVerifier
 	if cfg.JWTIssuer != "" {
 		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL}
