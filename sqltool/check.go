@@ -19,6 +19,7 @@ type Problem struct {
 	Fix     string `json:"fix"`
 }
 
+// String renders the problem on one line.
 func (p Problem) String() string { return p.Field + ": " + p.Message + "; fix: " + p.Fix }
 
 // MaxRowsLimit is the most rows a binding may ask a read to answer.
