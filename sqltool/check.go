@@ -19,6 +19,7 @@ type Problem struct {
 	Fix     string `json:"fix"`
 }
 
+// String renders the problem on one line.
 func (p Problem) String() string { return p.Field + ": " + p.Message + "; fix: " + p.Fix }
 
 // MaxRowsLimit is the most rows a binding may ask a read to answer.
@@ -79,10 +80,11 @@ func Check(d *toolplane.Definition) []Problem {
 		add("input_schema", "the input schema is not a JSON object: "+propsErr.Error(),
 			"declare the statement's parameters as properties of an object schema")
 	}
+	var unscanned []string
 	for _, dl := range dialects {
 		s, err := scan(b.Statement, dl)
 		if err != nil {
-			add(field, "read as "+dl.String()+": "+err.Error(), "close every string, quoted identifier and comment")
+			unscanned = append(unscanned, dl.String())
 			continue
 		}
 		if s.trailing {
@@ -112,6 +114,12 @@ func Check(d *toolplane.Definition) []Problem {
 			add(field, "parameter :"+name+" names no property of the input schema",
 				"add "+name+" to the input schema's properties, or correct the parameter's name")
 		}
+	}
+	if len(unscanned) > 0 {
+		// A backslash escapes in a MySQL string only, so a statement may
+		// scan for one driver and not another.
+		add(field, "read as "+strings.Join(unscanned, ", ")+", "+errUnterminated.Error(),
+			"close every string, quoted identifier and comment")
 	}
 	return out
 }

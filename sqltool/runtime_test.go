@@ -43,7 +43,7 @@ type backend struct {
 	nul bool
 	// open answers a runtime, the connection a call releases, and an
 	// administrator's handle on the same database.
-	open func(t *testing.T, cfg Config) (*Runtime, *toolplane.Released, *sql.DB)
+	open func(t testing.TB, cfg Config) (*Runtime, *toolplane.Released, *sql.DB)
 }
 
 func randomName() string {
@@ -59,7 +59,7 @@ func released(id, driver, dsn string) *toolplane.Released {
 	}
 }
 
-func newRuntime(t *testing.T, cfg Config) *Runtime {
+func newRuntime(t testing.TB, cfg Config) *Runtime {
 	r := New(cfg)
 	t.Cleanup(func() { r.Close() })
 	return r
@@ -71,7 +71,7 @@ var backends = []backend{
 		ddl:        `CREATE TABLE items (id SERIAL PRIMARY KEY, name VARCHAR(200) NOT NULL UNIQUE, note TEXT, qty INTEGER CHECK (qty >= 0), price NUMERIC(10,2))`,
 		sleepRead:  `SELECT pg_sleep(30)`,
 		sleepWrite: `UPDATE items SET note = 'slept' WHERE pg_sleep(30) IS NOT NULL`,
-		open: func(t *testing.T, cfg Config) (*Runtime, *toolplane.Released, *sql.DB) {
+		open: func(t testing.TB, cfg Config) (*Runtime, *toolplane.Released, *sql.DB) {
 			base := pgtest.DSN(t)
 			schema := pgtest.Schema(t, base)
 			admin, err := sql.Open("pgx", pgtest.InSchema(base, schema))
@@ -89,7 +89,7 @@ var backends = []backend{
 		sleepRead:  `SELECT SLEEP(30)`,
 		sleepWrite: `UPDATE items SET note = SLEEP(30)`,
 		nul:        true,
-		open: func(t *testing.T, cfg Config) (*Runtime, *toolplane.Released, *sql.DB) {
+		open: func(t testing.TB, cfg Config) (*Runtime, *toolplane.Released, *sql.DB) {
 			name := randomName()
 			root, err := sql.Open("mysql", mysqlRoot)
 			if err != nil {
@@ -117,7 +117,7 @@ var backends = []backend{
 		sleepRead:  `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c`,
 		sleepWrite: `UPDATE items SET note = (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c)`,
 		nul:        true,
-		open: func(t *testing.T, cfg Config) (*Runtime, *toolplane.Released, *sql.DB) {
+		open: func(t testing.TB, cfg Config) (*Runtime, *toolplane.Released, *sql.DB) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "org.db")
 			admin, err := sql.Open("sqlite", path)

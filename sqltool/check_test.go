@@ -1,0 +1,61 @@
+package sqltool
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/toolplane/toolplane"
+)
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		def  *toolplane.Definition
+		// want is a fragment of the one problem expected, "" for none.
+		field, want string
+	}{
+		{"a read", tool(toolplane.EffectRead, "SELECT * FROM t WHERE a = :a", 0, "a"), "", ""},
+		{"a write", tool(toolplane.EffectWrite, "UPDATE t SET a = :a;", 0, "a"), "", ""},
+		{"a read with a CTE", tool(toolplane.EffectRead, "/* c */ WITH x AS (SELECT 1) SELECT * FROM x", 10000, ""), "", ""},
+		{"empty", tool(toolplane.EffectRead, "  \n ", 0), "binding.sql.statement", "empty"},
+		{"two statements", tool(toolplane.EffectWrite, "DELETE FROM t; DELETE FROM u", 0), "binding.sql.statement", "more than one"},
+		{"semicolon in a string is one statement", tool(toolplane.EffectRead, "SELECT ';DROP TABLE t'", 0), "", ""},
+		{"parameter not in the schema", tool(toolplane.EffectRead, "SELECT :missing", 0, "a"), "binding.sql.statement", ":missing"},
+		{"parameter in a comment needs no property", tool(toolplane.EffectRead, "SELECT 1 -- :missing", 0), "", ""},
+		{"no connection", func() *toolplane.Definition {
+			d := tool(toolplane.EffectRead, "SELECT 1", 0)
+			d.Connection = ""
+			return d
+		}(), "connection", "none is named"},
+		{"max rows too high", tool(toolplane.EffectRead, "SELECT 1", 10001), "binding.sql.max_rows", "outside"},
+		{"max rows negative", tool(toolplane.EffectRead, "SELECT 1", -1), "binding.sql.max_rows", "outside"},
+		{"a read that writes", tool(toolplane.EffectRead, "DELETE FROM t", 0), "binding.sql.statement", "not a query"},
+		{"transaction control", tool(toolplane.EffectWrite, "COMMIT", 0), "binding.sql.statement", "controls the session"},
+		{"attach", tool(toolplane.EffectWrite, "ATTACH DATABASE '/x' AS x", 0), "binding.sql.statement", "controls the session"},
+		{"session settings", tool(toolplane.EffectWrite, "SET search_path = evil", 0), "binding.sql.statement", "controls the session"},
+		{"unterminated", tool(toolplane.EffectRead, "SELECT 'x", 0), "binding.sql.statement", "not closed"},
+		{"not a schema", func() *toolplane.Definition {
+			d := tool(toolplane.EffectRead, "SELECT :a", 0)
+			d.InputSchema = []byte(`[1]`)
+			return d
+		}(), "input_schema", "not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			problems := Check(tc.def)
+			if tc.want == "" {
+				if len(problems) != 0 {
+					t.Fatalf("problems %v", problems)
+				}
+				return
+			}
+			if len(problems) != 1 || problems[0].Field != tc.field || !strings.Contains(problems[0].Message, tc.want) || problems[0].Fix == "" {
+				t.Fatalf("problems %v, want one on %s saying %q", problems, tc.field, tc.want)
+			}
+		})
+	}
+	if Check(&toolplane.Definition{}) != nil {
+		t.Fatal("a definition without binding.sql has problems")
+	}
+}
