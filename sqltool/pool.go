@@ -79,7 +79,7 @@ func (r *Runtime) acquire(rel *toolplane.Released, d dialect) (p *pool, done fun
 	if p := r.pools[key]; p != nil && p.dialect == d {
 		return p, func() {}, nil
 	}
-	p, err = r.open(c.ID, d, rel.Secrets.DSN)
+	p, err = r.open(c, d, rel.Secrets.DSN)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -111,17 +111,18 @@ func (r *Runtime) retire(p *pool) {
 
 // open builds the pool for a connection. Opening connects to nothing:
 // database/sql dials on first use, under the call's context.
-func (r *Runtime) open(id string, d dialect, dsn toolplane.SecretString) (*pool, error) {
+func (r *Runtime) open(c *toolplane.Connection, d dialect, dsn toolplane.SecretString) (*pool, error) {
+	id := c.ID
 	var p *pool
 	switch d {
 	case dialectPostgres:
-		db, err := r.openPostgres(id, dsn.Reveal())
+		db, err := r.openPostgres(c, dsn.Reveal())
 		if err != nil {
 			return nil, err
 		}
 		p = &pool{dialect: d, db: db}
 	case dialectMySQL:
-		db, err := r.openMySQL(id, dsn.Reveal())
+		db, err := r.openMySQL(c, dsn.Reveal())
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +168,8 @@ var postgresKeys = []string{
 // taken, so the password it states is known exactly: pgx fills a missing
 // password from the platform's environment (PGPASSWORD) and password
 // file, which must never be presented to an organization's server.
-func (r *Runtime) openPostgres(id, dsn string) (*sql.DB, error) {
+func (r *Runtime) openPostgres(c *toolplane.Connection, dsn string) (*sql.DB, error) {
+	id := c.ID
 	bad := &refusal{msg: "connection " + id + ": the PostgreSQL connection string is not a postgres:// URL the runtime accepts (host, port, user, password, dbname, sslmode and the like)"}
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		return nil, bad
@@ -187,7 +189,10 @@ func (r *Runtime) openPostgres(id, dsn string) (*sql.DB, error) {
 		if strings.HasPrefix(cfg.Host, "/") {
 			return nil, &refusal{msg: "connection " + id + ": a PostgreSQL Unix socket is outside what the connection's egress rules can allow"}
 		}
-		dial := r.cfg.Dial
+		dial, err := r.cfg.Dial(c)
+		if err != nil {
+			return nil, &refusal{msg: "connection " + id + ": its egress rules cannot be used: " + err.Error()}
+		}
 		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) { return dial(ctx, network, addr) }
 		// The egress check resolves the name itself, so it sees the host
 		// the connection names rather than an address pgx chose.
@@ -200,7 +205,8 @@ func (r *Runtime) openPostgres(id, dsn string) (*sql.DB, error) {
 // arguments are sent as bound values (never interpolated into the text),
 // one statement runs per call, and LOAD DATA LOCAL cannot read the
 // platform's files.
-func (r *Runtime) openMySQL(id, dsn string) (*sql.DB, error) {
+func (r *Runtime) openMySQL(c *toolplane.Connection, dsn string) (*sql.DB, error) {
+	id := c.ID
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, &refusal{msg: "connection " + id + ": the MySQL connection string cannot be read"}
@@ -214,7 +220,11 @@ func (r *Runtime) openMySQL(id, dsn string) (*sql.DB, error) {
 		if cfg.Net != "tcp" && cfg.Net != "tcp4" && cfg.Net != "tcp6" {
 			return nil, &refusal{msg: "connection " + id + ": a MySQL connection over " + cfg.Net + " is outside what the connection's egress rules can allow"}
 		}
-		cfg.DialFunc = r.cfg.Dial
+		dial, err := r.cfg.Dial(c)
+		if err != nil {
+			return nil, &refusal{msg: "connection " + id + ": its egress rules cannot be used: " + err.Error()}
+		}
+		cfg.DialFunc = dial
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

@@ -55,11 +55,11 @@ import (
 
 // Config configures a Runtime.
 type Config struct {
-	// Dial, when set, makes every PostgreSQL and MySQL connection: the
-	// wiring gives one that checks the connection's egress rules when it
-	// dials. It is handed the host the connection names, not an address
-	// the driver resolved.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Dial, when set, answers how a connection's pool dials its
+	// PostgreSQL or MySQL server: the wiring gives one that checks that
+	// connection's egress rules when it dials. The dial is handed the
+	// host the connection names, not an address the driver resolved.
+	Dial func(c *toolplane.Connection) (func(ctx context.Context, network, addr string) (net.Conn, error), error)
 	// SQLiteDir is the directory SQLite connections' files must be inside,
 	// after cleaning and resolving symbolic links. Empty refuses every
 	// SQLite connection. It must not hold the platform's own database.

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -132,4 +134,14 @@ func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
 	}
 	v, _ := r.bound.LoadOrStore(key, b)
 	return v.(*handler.Binding), nil
+}
+
+// egressDial answers how a SQL connection's pool dials its database: only
+// where the connection's egress rules allow, checked after resolution.
+func egressDial(c *toolplane.Connection) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	p, err := egress.Compile(c.Config.Egress)
+	if err != nil {
+		return nil, err
+	}
+	return p.Dialer(), nil
 }

@@ -462,7 +462,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err != nil {
 		return nil, err
 	}
-	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: cfg.SQLiteDir})
+	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: cfg.SQLiteDir, Dial: egressDial})
 	s.closers = append(s.closers, func() { sqlRuntime.Close() })
 	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
