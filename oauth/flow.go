@@ -33,7 +33,8 @@ func random() string {
 // used; the resource indicator is sent when the Config has one. State and
 // verifier are fresh random values of 256 bits each: the caller keeps both
 // (the verifier sealed) until the callback arrives. Scopes, when nil, are
-// cfg.Scopes.
+// cfg.Scopes. cfg.AuthorizeURL must be set (by the connection or by
+// Metadata.Apply); Start builds the URL and sends nothing.
 func Start(cfg Config, redirectURI string, scopes []string) (authURL, state, verifier string) {
 	if scopes == nil {
 		scopes = cfg.Scopes
