@@ -41,11 +41,18 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 	if err := s.consented(ctx, c, inv, d); err != nil {
 		return nil, err
 	}
-	sec, c, err := s.secrets(ctx, c)
+	sec, released, err := s.secrets(ctx, c)
 	if err != nil {
+		// A person's grant the provider refused on renewal: the answer
+		// links to their new consent, as it does once the state is
+		// stored.
+		var ce *toolplane.ConnectionError
+		if errors.As(err, &ce) && ce.Code == toolplane.CodeConnectionExpired && c.UserID != "" && ce.AuthorizationURL == "" {
+			ce.AuthorizationURL = s.authorizeLink(ctx, inv, d)
+		}
 		return nil, err
 	}
-	return &toolplane.Released{Connection: shown(c), Secrets: sec}, nil
+	return &toolplane.Released{Connection: shown(released), Secrets: sec}, nil
 }
 
 // choose picks the call's connection among the organization's connections
@@ -302,7 +309,11 @@ func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane
 	deadline := s.now().Add(refreshLease)
 	for {
 		now := s.now()
-		leased := c.RefreshOwner != "" && c.RefreshOwner != s.cfg.Node && c.RefreshUntil.After(now)
+		// A lease is respected whoever holds it, this node included:
+		// calls on one node renew at once as much as calls on two, and
+		// a second refresh would spend the refresh token the first
+		// already spent, which a provider rotating them refuses.
+		leased := c.RefreshOwner != "" && c.RefreshUntil.After(now)
 		if !leased {
 			c.RefreshOwner, c.RefreshUntil = s.cfg.Node, now.Add(refreshLease)
 			ok, err := s.cfg.Store.UpdateConnection(ctx, c, nil)

@@ -60,6 +60,13 @@ func (c *clock) Now() time.Time {
 	return time.Now().Add(c.offset)
 }
 
+// Set puts the clock d after real time.
+func (c *clock) Set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset = d
+}
+
 // Advance moves the clock forward by d.
 func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
