@@ -465,3 +465,57 @@ func TestScopeGrowth(t *testing.T) {
 		t.Fatalf("Release after consenting to the grown scopes: %v", err)
 	}
 }
+
+// TestSecretsNeverShown drives the paths where a secret sits closest to
+// an answer or a log line: a provider refusing a client's secret, a
+// connection refused with its secrets given, a grant refused on renewal.
+// The environment's scan then finds none of the secrets anywhere.
+func TestSecretsNeverShown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startProvider(t, e)
+	s := e.service("n1")
+
+	wrong := secretToken("client-secret")
+	e.create(s, admin, connection.Input{
+		Name: "crm-service", Provider: "crm", Kind: toolplane.ConnectionClientCredentials,
+		Config:  toolplane.ConnectionConfig{Issuer: p.Issuer, ClientID: oauthtest.ServiceClientID, Egress: loopback},
+		Secrets: toolplane.Secrets{ClientSecret: toolplane.SecretString(wrong)},
+	})
+	_, err := e.release(s, call(""), tool("crm.read", "crm"), nil)
+	connErr(t, err, toolplane.CodeUnavailable)
+	if !strings.Contains(e.logs.String(), "token renewal failed") {
+		t.Errorf("the refused renewal was not logged")
+	}
+
+	for _, in := range []connection.Input{
+		{Name: "db", Provider: "db", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Driver: "oracle"},
+			Secrets: toolplane.Secrets{DSN: toolplane.SecretString("postgres://u:" + secretToken("dsn") + "@db/x")}},
+		{Name: "crm", Provider: "crm", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Auth: toolplane.AuthHeader, Header: "X Key"},
+			Secrets: toolplane.Secrets{Token: toolplane.SecretString(secretToken("header"))}},
+	} {
+		e.plant(in.Secrets.DSN.Reveal(), in.Secrets.Token.Reveal())
+		_, err := s.Create(t.Context(), admin, in)
+		e.saw(err)
+		if !errors.Is(err, toolplane.ErrInvalid) {
+			t.Errorf("Create = %v, want ErrInvalid", err)
+		}
+	}
+
+	p.registerApp(s)
+	c := p.consent(s, "sam")
+	_, sec := e.stored(org, c.ID)
+	cfg := oauth.Config{RevokeURL: p.revoke, ClientID: p.appID, ClientSecret: toolplane.SecretString(p.appSecret), HTTPClient: p.HTTPClient()}
+	if err := oauth.Revoke(t.Context(), cfg, sec.RefreshToken); err != nil {
+		t.Fatal(err)
+	}
+	p.due(c.ID)
+	_, err = e.release(s, call("sam"), tool("crm.read", "crm"), nil)
+	connErr(t, err, toolplane.CodeConnectionExpired)
+	got, err := s.Get(t.Context(), sam, c.ID)
+	e.saw(got)
+	e.saw(err)
+	list, _, err := s.List(t.Context(), admin, toolplane.ConnectionFilter{}, "", 10)
+	e.saw(list)
+	e.saw(err)
+}
