@@ -41,11 +41,18 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 	if err := s.consented(ctx, c, inv, d); err != nil {
 		return nil, err
 	}
-	sec, c, err := s.secrets(ctx, c)
+	sec, released, err := s.secrets(ctx, c)
 	if err != nil {
+		// A person's grant the provider refused on renewal: the answer
+		// links to their new consent, as it does once the state is
+		// stored.
+		var ce *toolplane.ConnectionError
+		if errors.As(err, &ce) && ce.Code == toolplane.CodeConnectionExpired && c.UserID != "" && ce.AuthorizationURL == "" {
+			ce.AuthorizationURL = s.authorizeLink(ctx, inv, d)
+		}
 		return nil, err
 	}
-	return &toolplane.Released{Connection: shown(c), Secrets: sec}, nil
+	return &toolplane.Released{Connection: shown(released), Secrets: sec}, nil
 }
 
 // choose picks the call's connection among the organization's connections
@@ -66,43 +73,57 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 		return nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionRequired,
 			Message: fmt.Sprintf("%s is not a connection of %s this call may use; call again with one of the connection_id values you were shown, or without connection_id", id, provider)}
 	}
-	all, _, err := s.cfg.Store.ListConnections(ctx, org, toolplane.ConnectionFilter{Provider: provider}, "", maxCandidates)
+	// Revoked connections stay in the store for good, and an
+	// organization rotating a connection piles them up: the ones a call
+	// may use are read by state, never from a page where revoked ones
+	// could crowd them out.
+	all, err := s.candidates(ctx, org, provider, toolplane.ConnectionActive, toolplane.ConnectionNeedsReauth)
 	if err != nil {
-		return nil, fmt.Errorf("list connections of %s: %w", provider, err)
+		return nil, err
 	}
-	var own, shared []*toolplane.Connection
-	for i := range all {
-		c := &all[i]
-		switch {
-		case c.UserID != "" && c.UserID == user:
-			own = append(own, c)
-		case c.UserID == "" && c.Kind != toolplane.ConnectionAuthorizationCode:
-			shared = append(shared, c)
+	personal := user != "" && hasApp(all)
+	candidates := func(all []toolplane.Connection) []*toolplane.Connection {
+		var own, shared []*toolplane.Connection
+		for i := range all {
+			c := &all[i]
+			switch {
+			case c.UserID != "" && c.UserID == user:
+				own = append(own, c)
+			case c.UserID == "" && c.Kind != toolplane.ConnectionAuthorizationCode:
+				shared = append(shared, c)
+			}
 		}
+		if len(own) > 0 || personal {
+			// A person's own connection serves their calls; where the
+			// provider takes a person's consent, their calls never
+			// borrow the organization's.
+			return own
+		}
+		return shared
 	}
-	candidates := shared
-	if len(own) > 0 || user != "" && hasApp(all) {
-		// A person's own connection serves their calls; where the
-		// provider takes a person's consent, their calls never borrow
-		// the organization's.
-		candidates = own
-	}
-	var active []*toolplane.Connection
-	for _, c := range candidates {
+	var active, waiting []*toolplane.Connection
+	for _, c := range candidates(all) {
 		if c.State == toolplane.ConnectionActive {
 			active = append(active, c)
+		} else {
+			waiting = append(waiting, c)
 		}
 	}
 	switch len(active) {
 	case 1:
 		return active[0], nil
 	case 0:
-		for _, want := range []toolplane.ConnectionState{toolplane.ConnectionNeedsReauth, toolplane.ConnectionRevoked} {
-			for _, c := range candidates {
-				if c.State == want {
-					return nil, usable(c, s.authorizeLink(ctx, inv, d))
-				}
-			}
+		if len(waiting) > 0 {
+			return nil, usable(waiting[0], s.authorizeLink(ctx, inv, d))
+		}
+		// Nothing usable: a revoked connection, when the call would
+		// have had one, says why better than none.
+		revoked, err := s.candidates(ctx, org, provider, toolplane.ConnectionRevoked)
+		if err != nil {
+			return nil, err
+		}
+		if cs := candidates(revoked); len(cs) > 0 {
+			return nil, usable(cs[len(cs)-1], "")
 		}
 		return nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionRequired,
 			Message:          fmt.Sprintf("%s needs a connection to %s, and none is set up for this call; nothing was done. Ask the user to connect, then call again.", d.Name, provider),
@@ -114,6 +135,20 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 	}
 	return nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionAmbiguous,
 		Message: fmt.Sprintf("%s can use several connections to %s: %s. Call again with connection_id set to the one meant; nothing was done.", d.Name, provider, strings.Join(ids, ", "))}
+}
+
+// candidates answers the organization's connections of provider in the
+// states given, at most maxCandidates of each.
+func (s *Service) candidates(ctx context.Context, org, provider string, states ...toolplane.ConnectionState) ([]toolplane.Connection, error) {
+	var all []toolplane.Connection
+	for _, st := range states {
+		cs, _, err := s.cfg.Store.ListConnections(ctx, org, toolplane.ConnectionFilter{Provider: provider, State: st}, "", maxCandidates)
+		if err != nil {
+			return nil, fmt.Errorf("list connections of %s: %w", provider, err)
+		}
+		all = append(all, cs...)
+	}
+	return all, nil
 }
 
 // chosen answers the connection_id argument, when the call names one.
@@ -274,7 +309,11 @@ func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane
 	deadline := s.now().Add(refreshLease)
 	for {
 		now := s.now()
-		leased := c.RefreshOwner != "" && c.RefreshOwner != s.cfg.Node && c.RefreshUntil.After(now)
+		// A lease is respected whoever holds it, this node included:
+		// calls on one node renew at once as much as calls on two, and
+		// a second refresh would spend the refresh token the first
+		// already spent, which a provider rotating them refuses.
+		leased := c.RefreshOwner != "" && c.RefreshUntil.After(now)
 		if !leased {
 			c.RefreshOwner, c.RefreshUntil = s.cfg.Node, now.Add(refreshLease)
 			ok, err := s.cfg.Store.UpdateConnection(ctx, c, nil)

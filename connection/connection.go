@@ -155,7 +155,7 @@ func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input
 		}
 		return nil, fmt.Errorf("store connection: %w", err)
 	}
-	return c, nil
+	return shown(c), nil
 }
 
 // check refuses a connection that could not work, before anything is
