@@ -3,7 +3,6 @@ package connection
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -155,10 +154,7 @@ func validHeader(name string) bool {
 // checkEgress refuses rules that do not compile.
 func checkEgress(r toolplane.EgressRules) error {
 	if _, err := egress.Compile(r); err != nil {
-		if errors.Is(err, toolplane.ErrInvalid) {
-			return fmt.Errorf("config.egress: %w", err)
-		}
-		return fmt.Errorf("%w: config.egress: %v", toolplane.ErrInvalid, err)
+		return &InvalidError{Field: "config.egress", Why: err.Error()}
 	}
 	return nil
 }

@@ -42,6 +42,20 @@ var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized 
 // unknown, used, expired, or was started in another browser.
 var ErrState = toolplane.Refine(toolplane.ErrInvalid, "authorization state is not valid")
 
+// InvalidError is a connection the service refuses to create: Field names
+// the part of the Input at fault as its JSON spells it (name,
+// config.driver, secrets.token), Why says what it must be. It is an
+// error of kind toolplane.ErrInvalid, so a door answers it as any invalid
+// request, at its field.
+type InvalidError struct {
+	Field, Why string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Why }
+
+// Unwrap answers toolplane.ErrInvalid, the kind of the error.
+func (e *InvalidError) Unwrap() error { return toolplane.ErrInvalid }
+
 // Store is what the service keeps connections and authorizations in.
 type Store interface {
 	toolplane.ConnectionStore
@@ -162,7 +176,7 @@ func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input
 // stored.
 func check(in Input) error {
 	bad := func(field, format string, a ...any) error {
-		return fmt.Errorf("%w: %s: %s", toolplane.ErrInvalid, field, fmt.Sprintf(format, a...))
+		return &InvalidError{Field: field, Why: fmt.Sprintf(format, a...)}
 	}
 	if !names.MatchString(in.Name) {
 		return bad("name", "%q: use lower-case letters, digits, '.', '_' and '-', at most 63", in.Name)

@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
@@ -75,6 +76,10 @@ type Server struct {
 	// UpstreamSettings, when set, serves the runtime settings of upstream
 	// tools under /v1/upstreams.
 	UpstreamSettings *upstream.Settings
+	// Connections, when set, serves the organization's connections under
+	// /v1/connections and the authorization a person completes in a
+	// browser to connect their own account; without it they answer 404.
+	Connections *connection.Service
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -196,6 +201,14 @@ func (s *Server) routes() []route {
 		{"PUT", "/v1/bundles/{name}", s.registryRoute(s.putBundle)},
 		{"GET", "/v1/bundles", s.registryRoute(s.listBundles)},
 		{"GET", "/v1/changes", s.registryRoute(s.listChanges)},
+		{"POST", "/v1/connections", s.connectionRoute(s.createConnection)},
+		{"GET", "/v1/connections", s.connectionRoute(s.listConnections)},
+		{"GET", "/v1/connections/{id}", s.connectionRoute(s.getConnection)},
+		{"POST", "/v1/connections/{id}/revoke", s.connectionRoute(s.revokeConnection)},
+		{"POST", "/v1/connections/{id}/authorize", s.connectionRoute(s.authorizeConnection)},
+		// The browser's routes carry no API key: see oauthRoute.
+		{"GET", connection.StartPath, s.oauthRoute(s.oauthStart)},
+		{"GET", connection.CallbackPath, s.oauthRoute(s.oauthCallback)},
 		{"GET", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.getUpstreamSettings)},
 		{"PUT", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.putUpstreamSettings)},
 		{"DELETE", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.resetUpstreamSettings)},
