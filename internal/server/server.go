@@ -509,7 +509,7 @@ func (s *Server) doors(svc *services) error {
 	// What every door does (authentication, rate limits, what a key is
 	// shown, calls and the run budget) is set once, for both doors.
 	doors := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents}
-	api := &httpapi.Server{Door: doors, Store: b.Store, Log: log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings}
+	api := &httpapi.Server{Door: doors, Store: b.Store, Log: log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections}
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door it comes through.
 		doors.Limiter = ratelimit.New(cfg.RateLimit, time.Minute)
