@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/toolplane/toolplane/connection"
@@ -73,6 +74,17 @@ func TestRotateKeyWhileReleasing(t *testing.T) {
 				mu.Unlock()
 			}
 		})
+	}
+	// The rotation starts once calls are under way, so it runs beside
+	// them however the machine schedules the goroutines.
+	for {
+		mu.Lock()
+		going := calls >= 8
+		mu.Unlock()
+		if going || t.Failed() {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	r, err := secret.RewrapAll(t.Context(), e.store, during, nil)
 	stop()
