@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/secret"
