@@ -128,7 +128,7 @@ func (r *Runtime) open(c *toolplane.Connection, d dialect, dsn toolplane.SecretS
 		}
 		p = &pool{dialect: d, db: db}
 	case dialectSQLite:
-		path, err := sqlitePath(r.cfg.SQLiteDir, dsn.Reveal())
+		path, err := sqlitePath(organizationDir(r.cfg.SQLiteDir, c.OrganizationID), dsn.Reveal())
 		if err != nil {
 			return nil, &refusal{msg: "connection " + id + ": " + err.Error()}
 		}
@@ -299,6 +299,18 @@ func sqliteDSN(path string, readOnly bool) string {
 // sets itself. An empty dir refuses every SQLite connection: an
 // organization must never open the platform's own database, nor any other
 // file. The error never repeats the path.
+// organizationDir answers the directory of one organization's SQLite
+// files under the deployment's: its ID, as one path element. An ID that is
+// not one (empty, ".", "..", or holding a separator) has none, so a
+// connection never reaches another organization's files or the
+// directory's parent.
+func organizationDir(root, org string) string {
+	if root == "" || org == "" || org == "." || org == ".." || strings.ContainsAny(org, `/\`+"\x00") || filepath.Base(org) != org {
+		return ""
+	}
+	return filepath.Join(root, org)
+}
+
 func sqlitePath(dir, dsn string) (string, error) {
 	if dir == "" {
 		return "", errors.New("this deployment runs no SQLite connections")

@@ -52,9 +52,24 @@ func randomName() string {
 	return "tp_" + hex.EncodeToString(b)
 }
 
+// testOrg is the organization of the tests' connections.
+const testOrg = "acme"
+
+// orgDir answers a SQLite directory for the tests (the runtime's
+// SQLiteDir) and, inside it, the test organization's own directory, where
+// its files must be.
+func orgDir(t testing.TB) (root, org string) {
+	root = t.TempDir()
+	org = filepath.Join(root, testOrg)
+	if err := os.Mkdir(org, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return root, org
+}
+
 func released(id, driver, dsn string) *toolplane.Released {
 	return &toolplane.Released{
-		Connection: &toolplane.Connection{ID: id, Version: 1, Config: toolplane.ConnectionConfig{Driver: driver}},
+		Connection: &toolplane.Connection{ID: id, OrganizationID: testOrg, Version: 1, Config: toolplane.ConnectionConfig{Driver: driver}},
 		Secrets:    toolplane.Secrets{DSN: toolplane.SecretString(dsn)},
 	}
 }
@@ -118,7 +133,7 @@ var backends = []backend{
 		sleepWrite: `UPDATE items SET note = (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c)`,
 		nul:        true,
 		open: func(t testing.TB, cfg Config) (*Runtime, *toolplane.Released, *sql.DB) {
-			dir := t.TempDir()
+			root, dir := orgDir(t)
 			path := filepath.Join(dir, "org.db")
 			admin, err := sql.Open("sqlite", path)
 			if err != nil {
@@ -128,7 +143,7 @@ var backends = []backend{
 			if _, err := admin.Exec("PRAGMA journal_mode=WAL"); err != nil {
 				t.Fatal(err)
 			}
-			cfg.SQLiteDir = dir
+			cfg.SQLiteDir = root
 			return newRuntime(t, cfg), released("con_lite_"+randomName(), DriverSQLite, "org.db"), admin
 		},
 	},
@@ -504,8 +519,16 @@ var cases = []struct {
 
 func TestSQLitePathsOutsideTheDirectoryAreRefused(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	root, dir := orgDir(t)
 	outside := t.TempDir()
+	// Another organization's file, beside this one's directory.
+	other := filepath.Join(root, "globex")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "theirs.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	secret := filepath.Join(outside, "platform.db")
 	for _, p := range []string{secret, filepath.Join(dir, "inside.db")} {
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
@@ -523,21 +546,23 @@ func TestSQLitePathsOutsideTheDirectoryAreRefused(t *testing.T) {
 		dir, dsn string
 		ok       bool
 	}{
-		{dir, "inside.db", true},
-		{dir, filepath.Join(dir, "inside.db"), true},
-		{dir, "file:" + filepath.Join(dir, "inside.db"), true},
-		{dir, "sub/../inside.db", true},
-		{dir, secret, false},
-		{dir, "file:" + secret, false},
-		{dir, "../" + filepath.Base(outside) + "/platform.db", false},
-		{dir, "link.db", false},
-		{dir, "sub", false},
-		{dir, "missing.db", false},
-		{dir, "inside.db?_pragma=journal_mode(DELETE)", false},
-		{dir, "file:inside.db?vfs=unix-none", false},
-		{dir, "file://host/inside.db", false},
-		{dir, ":memory:", false},
-		{dir, "", false},
+		{root, "inside.db", true},
+		{root, "../globex/theirs.db", false},
+		{root, filepath.Join(other, "theirs.db"), false},
+		{root, filepath.Join(dir, "inside.db"), true},
+		{root, "file:" + filepath.Join(dir, "inside.db"), true},
+		{root, "sub/../inside.db", true},
+		{root, secret, false},
+		{root, "file:" + secret, false},
+		{root, "../../" + filepath.Base(outside) + "/platform.db", false},
+		{root, "link.db", false},
+		{root, "sub", false},
+		{root, "missing.db", false},
+		{root, "inside.db?_pragma=journal_mode(DELETE)", false},
+		{root, "file:inside.db?vfs=unix-none", false},
+		{root, "file://host/inside.db", false},
+		{root, ":memory:", false},
+		{root, "", false},
 		{"", filepath.Join(dir, "inside.db"), false},
 	} {
 		t.Run(tc.dsn, func(t *testing.T) {
@@ -631,7 +656,7 @@ func TestMySQLCredentialsRefusedWithoutTheSecret(t *testing.T) {
 
 func TestRotatedConnectionOpensANewPool(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	root, dir := orgDir(t)
 	for i, name := range []string{"old.db", "new.db"} {
 		db, err := sql.Open("sqlite", filepath.Join(dir, name))
 		if err != nil {
@@ -642,7 +667,7 @@ func TestRotatedConnectionOpensANewPool(t *testing.T) {
 		}
 		db.Close()
 	}
-	rt := newRuntime(t, Config{SQLiteDir: dir})
+	rt := newRuntime(t, Config{SQLiteDir: root})
 	b, err := rt.Bind(tool(toolplane.EffectRead, `SELECT n FROM v`, 0))
 	if err != nil {
 		t.Fatal(err)

@@ -60,9 +60,12 @@ type Config struct {
 	// connection's egress rules when it dials. The dial is handed the
 	// host the connection names, not an address the driver resolved.
 	Dial func(c *toolplane.Connection) (func(ctx context.Context, network, addr string) (net.Conn, error), error)
-	// SQLiteDir is the directory SQLite connections' files must be inside,
-	// after cleaning and resolving symbolic links. Empty refuses every
-	// SQLite connection. It must not hold the platform's own database.
+	// SQLiteDir holds the SQLite files connections may open: each
+	// organization's in a directory of its own, named by its ID
+	// (SQLiteDir/<organization>/shop.db), so one organization never opens
+	// another's. Paths are checked after cleaning and resolving symbolic
+	// links. Empty refuses every SQLite connection. It must not hold the
+	// platform's own database.
 	SQLiteDir string
 	// StatementTimeout bounds one statement; zero is
 	// DefaultStatementTimeout. A call's own deadline shortens it.

@@ -71,7 +71,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
 	kekFile := fs.String("kek-file", "", "a file of the keys connection secrets are sealed under, one \"ID BASE64-KEY\" a line, the first current, readable by its owner alone (or $TOOLPLANE_KEK); default: a key created in the data directory at first start. Nodes sharing a database share it")
-	sqliteDir := fs.String("sqlite-dir", "", "the directory SQLite connections' database files must be in (sql tools); default: SQLite connections are refused")
+	sqliteDir := fs.String("sqlite-dir", "", "where SQL connections' SQLite files are, each organization's in a directory named by its ID (DIR/default/shop.db); default: the data directory's sql/")
 	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
 	var upstreamFlags stringList
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")

@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,9 +98,11 @@ type Config struct {
 	// TOOLPLANE_KEK may give them instead. Nodes sharing a database share
 	// their keys.
 	KEKFile string
-	// SQLiteDir is the directory SQLite connections' database files must
-	// be in; empty refuses SQLite connections, so no organization opens a
-	// file of the platform's (its own database among them).
+	// SQLiteDir holds the SQLite files SQL connections may open, each
+	// organization's in a directory named by its ID (SQLiteDir/default/
+	// for a single-tenant install); default the data directory's sql/. No
+	// connection opens a file outside its organization's directory, the
+	// platform's own database among them.
 	SQLiteDir string
 	// ToolsDir, when set, is a directory of tool definitions (*.yaml,
 	// *.yml, *.json) to load.
@@ -462,7 +465,14 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err != nil {
 		return nil, err
 	}
-	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: cfg.SQLiteDir, Dial: egressDial})
+	sqliteDir := cfg.SQLiteDir
+	if sqliteDir == "" {
+		sqliteDir = filepath.Join(dataDirOf(cfg.Database, cfg.DataDir), "sql")
+	}
+	if err := os.MkdirAll(filepath.Join(sqliteDir, DefaultOrganization), 0o700); err != nil {
+		return nil, &ConfigError{Field: "SQLiteDir", Err: err}
+	}
+	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: sqliteDir, Dial: egressDial})
 	s.closers = append(s.closers, func() { sqlRuntime.Close() })
 	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
