@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,14 +20,17 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/oauth/oauthtest"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
+	"github.com/toolplane/toolplane/toolfile"
 )
 
 // connFixture is a server with the connections service over a SQLite
@@ -563,5 +567,103 @@ func TestCallbackPagesEscapeWhatTheyQuote(t *testing.T) {
 		if status, page, _ := br.get(t, f.base+connection.StartPath+"?"+q); status != http.StatusBadRequest || !strings.Contains(page, "<p>") {
 			t.Errorf("start ?%.20s: %d %s", q, status, page)
 		}
+	}
+}
+
+// connectionBindings resolves the one test tool's references: it binds no
+// handler and names no remote connection.
+type connectionBindings struct{}
+
+func (connectionBindings) Handler(string) (bool, bool) { return false, false }
+func (connectionBindings) Connection(string) bool      { return false }
+func (connectionBindings) FactResolver(string) bool    { return false }
+
+// unreachedRuntime binds the HTTP tool to a body that fails the test: a
+// call without its connection must end before it is dispatched.
+type unreachedRuntime struct{ t *testing.T }
+
+func (u unreachedRuntime) Binding(d *toolplane.Definition) (*handler.Binding, error) {
+	return handler.BindFunc("http "+d.Name, func(context.Context, handler.Call, any) (any, error) {
+		u.t.Error("the call was dispatched without its connection")
+		return nil, errors.New("no connection")
+	}, nil)
+}
+
+const lookupTool = `name: crm.lookup
+version: 1.0.0
+description: Look up one contact in the CRM by its id, as the person the call is made for sees it.
+kind: internal
+connection: crm
+binding:
+  http: {method: GET, url: 'https://api.crm.test/contacts/{id}'}
+effect: read
+retry: safe
+timeout: 5s
+owner: crm-team
+input_schema:
+  type: object
+  additionalProperties: false
+  required: [id]
+  properties:
+    id: {type: string, maxLength: 64, description: The contact's id.}
+output_schema:
+  type: object
+`
+
+func TestACallWithoutItsConnectionAnswersTheAuthorizationLink(t *testing.T) {
+	t.Parallel()
+	def, _, err := toolfile.Parse([]byte(lookupTool), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _, err := registry.Build([]toolplane.Definition{def}, registry.Options{Bindings: connectionBindings{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := sqlitetest.NewDB(t)
+	quiet := slog.New(slog.DiscardHandler)
+	srv := httptest.NewUnstartedServer(nil)
+	base := "http://" + srv.Listener.Addr().String()
+	conns, err := connection.New(connection.Config{Store: store, Keys: testKeyring(t), BaseURL: base, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{},
+		Runtimes: unreachedRuntime{t}, Broker: conns, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &httpapi.Server{Door: &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}, Store: store, Log: quiet, Connections: conns}
+	srv.Config.Handler = api.Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+	f := &connFixture{store: store, srv: srv, base: base,
+		admin: mint(t, store, toolplane.CredentialPerson, "root", []string{toolplane.RolePlatformAdmin}, nil, false)}
+	agent := mint(t, store, toolplane.CredentialAgent, "agent-crm", []string{toolplane.RoleActForUsers}, []string{"crm.*"}, false)
+	// The organization's application people connect their CRM accounts to.
+	f.create(t, `{"name":"crm-app","provider":"crm","kind":"oauth2_authorization_code",
+		"config":{"issuer":"http://127.0.0.1:1","client_id":"toolplane","egress":{"hosts":["127.0.0.1"],"allow_cidrs":["127.0.0.1/32"]}},"secrets":{"client_secret":"s"}}`)
+
+	status, b := f.do(t, "POST", "/v1/tools/crm.lookup/invoke", agent, `{"arguments":{"id":"c-1"},"on_behalf_of":"ada"}`)
+	res := decode(t, b)
+	e, _ := res["error"].(map[string]any)
+	link, _ := e["authorization_url"].(string)
+	if status != http.StatusOK || res["ok"] != false || e["code"] != string(toolplane.CodeConnectionRequired) ||
+		!strings.HasPrefix(link, base+connection.StartPath+"?state=") {
+		t.Fatalf("invoke: %d %s", status, b)
+	}
+	// The link is a live start link: its state is found, and the provider
+	// asked for its endpoints. Nothing answers at the issuer here, which is
+	// the platform's fault, a 500 page (an unknown state would be a 400).
+	status, page, _ := newBrowser(t).get(t, link)
+	if status != http.StatusInternalServerError || !strings.Contains(page, "could not be completed") {
+		t.Errorf("the link: %d %s", status, page)
+	}
+
+	// A call made for nobody has no one to send a link to.
+	status, b = f.do(t, "POST", "/v1/tools/crm.lookup/invoke", agent, `{"arguments":{"id":"c-1"}}`)
+	e, _ = decode(t, b)["error"].(map[string]any)
+	if status != http.StatusOK || e["code"] != string(toolplane.CodeConnectionRequired) || e["authorization_url"] != nil {
+		t.Errorf("invoke for nobody: %d %s", status, b)
 	}
 }

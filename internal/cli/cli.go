@@ -115,8 +115,8 @@ func newRoot(a *app) *cobra.Command {
 		Short: "the control plane every agent tool call passes through",
 		Long: `toolplane is the control plane every agent tool call passes through.
 
-serve runs it; migrate and lint work offline; every other command is a
-client of a running server's REST API. The server and key come from
+serve runs it; migrate, lint and keys rotate-kek work offline; every other
+command is a client of a running server's REST API. The server and key come from
 --server/--key, then $TOOLPLANE_SERVER/$TOOLPLANE_KEY, then the current
 context of the config file (toolplane login), then http://localhost:8080.`,
 		SilenceErrors: true,
@@ -134,6 +134,7 @@ context of the config file (toolplane login), then http://localhost:8080.`,
 		newBundlesCmd(a),
 		newApprovalsCmd(a),
 		newKeysCmd(a),
+		newConnectionsCmd(a),
 		newAuditCmd(a),
 		newUncertainCmd(a),
 		newUpstreamsCmd(a),

@@ -153,7 +153,14 @@ func newKeysCmd(a *app) *cobra.Command {
 		func(_ *cobra.Command, args []string) (request, error) {
 			return request{method: "POST", path: "/v1/keys/" + esc(args[0]) + "/revoke"}, nil
 		})
-	return group(&cobra.Command{Use: "keys", Short: "API keys of agents and people"}, create, list, revoke)
+	return group(&cobra.Command{Use: "keys", Short: "API keys of agents and people; rotate-kek, the operator's rotation of the key sealing connection secrets",
+		Long: `keys manages the API keys agents and people call the server with (create,
+list, revoke: clients of the REST API).
+
+rotate-kek is another key altogether: the key-encryption key that seals
+connection secrets in the database. It is an operator's offline command,
+run on a host that reaches the database (--database), never through the
+API.`}, create, list, revoke, newRotateKEKCmd(a))
 }
 
 var auditColumns = []string{"id", "created_at", "run_id", "agent_id", "tool", "outcome", "approval_id", "replayed"}
