@@ -336,6 +336,11 @@ func (s *Service) reviewReasons(ctx context.Context, org string, d *toolplane.De
 			reasons = append(reasons, "tag:"+tag)
 		}
 	}
+	if why, err := s.newRequest(ctx, org, d); err != nil {
+		return nil, err
+	} else if why != "" {
+		reasons = append(reasons, why)
+	}
 	// Any active version counts, an earlier one of this tool included: a
 	// new version of a tool already trusted does not start over.
 	active, _, err := s.store.ListToolVersions(ctx, org, toolplane.VersionFilter{Owner: d.Owner, States: []toolplane.VersionState{toolplane.StateActive}}, "", 1)
@@ -346,6 +351,54 @@ func (s *Service) reviewReasons(ctx context.Context, org string, d *toolplane.De
 		reasons = append(reasons, "first tool of team "+d.Owner)
 	}
 	return reasons, nil
+}
+
+// newRequest answers why a tool the platform runs itself (an HTTP
+// request, a SQL statement) needs review: it makes a request through the
+// organization's connection to the provider it names, with the secret
+// that connection holds, so a request no person has looked at — a first
+// version, or one whose request or provider differs from every active
+// version's — is reviewed. "" when an active version already makes the
+// same request.
+func (s *Service) newRequest(ctx context.Context, org string, d *toolplane.Definition) (string, error) {
+	if d.Binding.HTTP == nil && d.Binding.SQL == nil {
+		return "", nil
+	}
+	want, err := json.Marshal(struct {
+		B toolplane.Binding
+		C string
+		E toolplane.Effect
+	}{d.Binding, d.Connection, d.Effect})
+	if err != nil {
+		return "", err
+	}
+	active, _, err := s.store.ListToolVersions(ctx, org, toolplane.VersionFilter{Name: d.Name, States: []toolplane.VersionState{toolplane.StateActive, toolplane.StateDeprecated}}, "", 100)
+	if err != nil {
+		return "", fmt.Errorf("active versions of %s: %w", d.Name, err)
+	}
+	for _, v := range active {
+		var old toolplane.Definition
+		if json.Unmarshal(v.Definition, &old) != nil {
+			continue
+		}
+		have, err := json.Marshal(struct {
+			B toolplane.Binding
+			C string
+			E toolplane.Effect
+		}{old.Binding, old.Connection, old.Effect})
+		if err == nil && string(have) == string(want) {
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("a new request through connection %s (its %s binding)", d.Connection, runtimeOf(d)), nil
+}
+
+// runtimeOf names the runtime a definition binds.
+func runtimeOf(d *toolplane.Definition) string {
+	if d.Binding.SQL != nil {
+		return "sql"
+	}
+	return "http"
 }
 
 // PlatformNamespace is the namespace of tools ingested from MCP servers;

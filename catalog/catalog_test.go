@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -503,5 +504,45 @@ func TestChangesAreAuthorizedByTheService(t *testing.T) {
 	}
 	if _, _, err := f.svc.Changes(f.ctx, "", "", "not-a-cursor", 10, auditor); !errors.Is(err, toolplane.ErrBadCursor) {
 		t.Errorf("Changes after a garbage cursor = %v, want toolplane.ErrBadCursor", err)
+	}
+}
+
+// TestARequestThroughAConnectionIsReviewed: a tool the platform runs
+// itself spends the organization's connection on whatever request it
+// names, so a request no person has looked at is reviewed, even from a
+// trusted team; a new version making the same request is not.
+func TestARequestThroughAConnectionIsReviewed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	httpOrder := func(version, url string) toolplane.Definition {
+		return getOrder(version, func(d *toolplane.Definition) {
+			d.Connection = "orders"
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "GET", URL: url}}
+		})
+	}
+	const reason = "a new request through connection orders (its http binding)"
+	p, err := f.svc.Publish(f.ctx, httpOrder("1.0.0", "https://orders.example/orders/{order_id}"), owner)
+	if err != nil || p.Version.State != toolplane.StateInReview || len(p.Version.ReviewReasons) != 1 || p.Version.ReviewReasons[0] != reason {
+		t.Fatalf("first http version: %+v %v", p, err)
+	}
+	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", admin); err != nil {
+		t.Fatal(err)
+	}
+	// The same request, described better: self-service.
+	p, err = f.svc.Publish(f.ctx, getOrder("1.0.1", func(d *toolplane.Definition) {
+		*d = httpOrder("1.0.1", "https://orders.example/orders/{order_id}")
+		d.Description = "Read one order by its id, such as ord_1."
+	}), owner)
+	if err != nil || p.Version.State != toolplane.StateActive {
+		t.Fatalf("same request: %+v %v", p.Version, err)
+	}
+	// Another request through the same connection: reviewed again.
+	p, err = f.svc.Publish(f.ctx, httpOrder("1.1.0", "https://orders.example/admin/orders/{order_id}"), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version.State != toolplane.StateInReview || !slices.Contains(p.Version.ReviewReasons, reason) {
+		t.Fatalf("changed request: %+v", p.Version)
 	}
 }

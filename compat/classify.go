@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -166,15 +169,55 @@ func sameSet(a, b []string) bool {
 
 // binding: a remote binding names the server that receives the arguments,
 // so moving it is a change of trust; a handler key names code in the same
-// deployment under the same contract.
+// deployment under the same contract. An HTTP binding's scheme, host or
+// method decide who receives the arguments and what the request means;
+// the rest of its request, and a SQL binding's statement, are the same
+// party serving the same contract in another way (publishing them is
+// reviewed: see catalog).
 func binding(m *meta, a, b toolplane.Binding) {
+	kind := func(x toolplane.Binding) int {
+		switch {
+		case x.Handler != nil:
+			return 1
+		case x.Remote != nil:
+			return 2
+		case x.HTTP != nil:
+			return 3
+		case x.SQL != nil:
+			return 4
+		}
+		return 0
+	}
 	switch {
-	case (a.Handler != nil) != (b.Handler != nil) || (a.Remote != nil) != (b.Remote != nil):
-		m.add("binding", KindBehaviourChanged, Major, "moved between a handler and a remote tool: a different party executes the call")
+	case kind(a) != kind(b):
+		m.add("binding", KindBehaviourChanged, Major, "moved between a handler, a remote tool, an HTTP request and a SQL statement: a different party executes the call")
 	case a.Remote != nil && *a.Remote != *b.Remote:
 		m.add("binding.remote", KindBehaviourChanged, Major, "changed from %s/%s to %s/%s: a different server receives the arguments", a.Remote.ConnectionID, a.Remote.RemoteName, b.Remote.ConnectionID, b.Remote.RemoteName)
 	case a.Handler != nil && a.Handler.Key != b.Handler.Key:
 		m.add("binding.handler.key", KindBehaviourChanged, Minor, "changed from %q to %q: other code in the same deployment serves the same contract", a.Handler.Key, b.Handler.Key)
+	case a.HTTP != nil:
+		httpBinding(m, a.HTTP, b.HTTP)
+	case a.SQL != nil && !reflect.DeepEqual(a.SQL, b.SQL):
+		m.add("binding.sql", KindBehaviourChanged, Minor, "the statement or its row cap changed: the same database serves the same contract another way")
+	}
+}
+
+// httpBinding classifies a change of an HTTP request.
+func httpBinding(m *meta, a, b *toolplane.HTTPBinding) {
+	origin := func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return raw
+		}
+		return strings.ToLower(u.Scheme + "://" + u.Host)
+	}
+	switch {
+	case origin(a.URL) != origin(b.URL):
+		m.add("binding.http.url", KindBehaviourChanged, Major, "changed from %s to %s: a different server receives the arguments", origin(a.URL), origin(b.URL))
+	case !strings.EqualFold(a.Method, b.Method):
+		m.add("binding.http.method", KindBehaviourChanged, Major, "changed from %s to %s: the request means something else", a.Method, b.Method)
+	case !reflect.DeepEqual(a, b):
+		m.add("binding.http", KindBehaviourChanged, Minor, "the request's path, parameters, body or answer mapping changed: the same server serves the same contract another way")
 	}
 }
 
@@ -390,6 +433,9 @@ var knownFields = fields{
 	"binding": {
 		"handler": {"key": nil},
 		"remote":  {"connection_id": nil, "remote_name": nil},
+		"http": {"method": nil, "url": nil, "query": nil, "headers": nil, "body": nil, "output": nil,
+			"status_field": nil, "idempotency_header": nil, "max_response_bytes": nil},
+		"sql": {"statement": nil, "max_rows": nil},
 	},
 	"annotations": {"destructive": nil, "idempotent": nil, "requires_approval": nil, "long_running": nil, "open_world": nil},
 	"approval":    {"chain": nil, "on_timeout": nil, "ttl": nil},

@@ -62,6 +62,35 @@ func TestClassifyMetadata(t *testing.T) {
 			d.Binding = toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: "c2", RemoteName: "refund"}}
 		}, []string{"behaviour_changed binding.remote MAJOR"}},
 
+		{"handler to http", nil, func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "POST", URL: "https://pay.example/refunds"}}
+		}, []string{"behaviour_changed binding MAJOR"}},
+		{"http to sql", func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "POST", URL: "https://pay.example/refunds"}}
+		}, func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{SQL: &toolplane.SQLBinding{Statement: "INSERT INTO refunds VALUES (:order_id)"}}
+		}, []string{"behaviour_changed binding MAJOR"}},
+		{"http host", func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "POST", URL: "https://pay.example/refunds"}}
+		}, func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "POST", URL: "https://PAY.other.example/refunds"}}
+		}, []string{"behaviour_changed binding.http.url MAJOR"}},
+		{"http method", func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "POST", URL: "https://pay.example/refunds"}}
+		}, func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "PUT", URL: "https://pay.example/refunds"}}
+		}, []string{"behaviour_changed binding.http.method MAJOR"}},
+		{"http path and header", func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "POST", URL: "https://pay.example/refunds"}}
+		}, func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "post", URL: "https://Pay.Example/v2/refunds", Headers: map[string]string{"X-Team": "support"}}}
+		}, []string{"behaviour_changed binding.http MINOR"}},
+		{"sql statement", func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{SQL: &toolplane.SQLBinding{Statement: "UPDATE orders SET refunded = true WHERE id = :order_id"}}
+		}, func(d *toolplane.Definition) {
+			d.Binding = toolplane.Binding{SQL: &toolplane.SQLBinding{Statement: "UPDATE orders SET refunded = true WHERE id = :order_id", MaxRows: 5}}
+		}, []string{"behaviour_changed binding.sql MINOR"}},
+
 		{"read to write", func(d *toolplane.Definition) { d.Effect = toolplane.EffectRead }, nil, []string{"behaviour_changed effect MAJOR"}},
 		{"write to read", nil, func(d *toolplane.Definition) { d.Effect = toolplane.EffectRead }, []string{"behaviour_changed effect MAJOR"}},
 		{"write to send", nil, func(d *toolplane.Definition) { d.Effect = toolplane.EffectSend }, []string{"behaviour_changed effect MAJOR"}},
