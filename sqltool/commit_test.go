@@ -146,7 +146,9 @@ func TestCommitBoundary(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					t.Parallel()
 					proxy := newCutProxy(t, target, tc.trigger, tc.answer)
-					f := open(t, be, Config{Dial: func(*toolplane.Connection) (func(context.Context, string, string) (net.Conn, error), error) { return proxy.dial, nil }})
+					f := open(t, be, Config{Dial: func(*toolplane.Connection) (func(context.Context, string, string) (net.Conn, error), error) {
+						return proxy.dial, nil
+					}})
 					d := tool(toolplane.EffectWrite, `INSERT INTO items (name) VALUES (:name)`, 0, "name")
 					b, err := f.rt.Bind(d)
 					if err != nil {
