@@ -454,3 +454,49 @@ func secretSeal(s *Service, c *toolplane.Connection, sec toolplane.Secrets) ([]b
 	}
 	return b, nil
 }
+
+// The broker is told of refused credentials.
+var _ invoke.Refusals = (*Service)(nil)
+
+// refusedReason is the reason stored on a person's connection whose token
+// the service it was released for refused.
+const refusedReason = "the service a call went to refused its access token"
+
+// Refused is told that the downstream refused the credential released for
+// a call, before acting on it (invoke.Refusals). The broker renews a token
+// before it expires, so a token refused is one the service no longer
+// takes (revoked, or short of the scopes it wants): a person's
+// authorization-code connection still holding it is stored as needing a
+// new consent, and the call's answer, connection_expired, links to that
+// consent. Another connection is left to its administrator; its call
+// answers connection_expired naming it. A connection revoked meanwhile
+// answers connection_revoked.
+func (s *Service) Refused(ctx context.Context, r invoke.Release, released *toolplane.Connection) *toolplane.ConnectionError {
+	inv, d := r.Invocation, r.Tool
+	c, err := s.cfg.Store.GetConnection(ctx, inv.OrganizationID, released.ID)
+	if err != nil {
+		s.log.WarnContext(ctx, "refused credential not recorded: read the connection", "connection", released.ID, "err", err)
+		return nil
+	}
+	if c.State == toolplane.ConnectionRevoked {
+		var ce *toolplane.ConnectionError
+		errors.As(usable(c, ""), &ce)
+		return ce
+	}
+	personal := c.Kind == toolplane.ConnectionAuthorizationCode && c.UserID != ""
+	if personal && c.State == toolplane.ConnectionActive && c.Version == released.Version {
+		// Still the token refused: a renewed one (another version) may
+		// be taken, and is not thrown away.
+		c.State, c.Reason, c.UpdatedAt = toolplane.ConnectionNeedsReauth, refusedReason, s.now()
+		c.RefreshOwner, c.RefreshUntil = "", time.Time{}
+		if _, err := s.cfg.Store.UpdateConnection(ctx, c, s.change(c, "connection.needs_reauth", "broker", refusedReason)); err != nil {
+			s.log.WarnContext(ctx, "refused credential not recorded", "connection", c.ID, "err", err)
+		}
+	}
+	ce := &toolplane.ConnectionError{Code: toolplane.CodeConnectionExpired,
+		Message: fmt.Sprintf("the service behind %s refused the credential of connection %s (%s); nothing was done. Ask its owner to reconnect, then call again.", d.Name, c.ID, c.Name)}
+	if personal {
+		ce.AuthorizationURL = s.authorizeLink(ctx, inv, d)
+	}
+	return ce
+}

@@ -10,6 +10,10 @@
 //   - the neutral upstream errors RetryableUpstream and Unavailable: nothing
 //     happened downstream, the claim is released, the model reads
 //     retryable_upstream or unavailable;
+//   - CredentialRefused: the downstream refused the credential the broker
+//     released for the call before doing anything, the claim is released,
+//     the model reads connection_expired (the broker may add where the
+//     person connects again);
 //   - the declared business errors NotFound, Invalid and Conflict (matched
 //     by their exact type): a definite answer, the claim completes, the
 //     model reads not_found, invalid_input or conflict;
@@ -65,6 +69,20 @@ type Unavailable struct{ Err error }
 
 func (e *Unavailable) Error() string { return "upstream unavailable: " + errString(e.Err) }
 func (e *Unavailable) Unwrap() error { return e.Err }
+
+// CredentialRefused reports that the downstream refused the credential
+// of the connection the broker released for the call (an HTTP 401, or a
+// 403 for want of scope) before it acted on the request. Nothing
+// happened; the claim is released and the call answers
+// connection_expired: the connection must be authorized again before a
+// call through it can succeed. Err says what the downstream answered; it
+// never holds the credential.
+type CredentialRefused struct{ Err error }
+
+func (e *CredentialRefused) Error() string {
+	return "the downstream refused the connection's credential: " + errString(e.Err)
+}
+func (e *CredentialRefused) Unwrap() error { return e.Err }
 
 // NotFound is a business answer: the thing asked for does not exist.
 type NotFound struct{ Message string }
@@ -171,17 +189,20 @@ const (
 // documentation gives.
 func (b *Binding) Classify(err error) Outcome {
 	var (
-		retry *RetryableUpstream
-		unav  *Unavailable
-		nf    *NotFound
-		inv   *Invalid
-		conf  *Conflict
+		retry   *RetryableUpstream
+		unav    *Unavailable
+		refused *CredentialRefused
+		nf      *NotFound
+		inv     *Invalid
+		conf    *Conflict
 	)
 	switch {
 	case errors.As(err, &retry):
 		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeRetryableUpstream, "the upstream service failed temporarily and nothing was done; try again shortly")}
 	case errors.As(err, &unav):
 		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, "the upstream service is unavailable and nothing was done; try again later or use another tool")}
+	case errors.As(err, &refused):
+		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeConnectionExpired, "the service refused the credential of the connection this call went out with, and nothing was done; the connection must be authorized again. Ask the user to reconnect, then call again.")}
 	case errors.As(err, &nf):
 		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeNotFound, clean(nf.Message)), Quoted: true}
 	case errors.As(err, &inv):

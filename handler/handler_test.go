@@ -50,6 +50,7 @@ func TestHandlerClassification(t *testing.T) {
 		{"retryable upstream releases", &RetryableUpstream{Err: errors.New("429")}, Release, toolplane.CodeRetryableUpstream},
 		{"wrapped retryable upstream releases", fmt.Errorf("call vendor: %w", &RetryableUpstream{}), Release, toolplane.CodeRetryableUpstream},
 		{"unavailable releases", &Unavailable{Err: errors.New("503")}, Release, toolplane.CodeUnavailable},
+		{"a refused credential releases as connection_expired", fmt.Errorf("call: %w", &CredentialRefused{Err: errors.New("HTTP 401")}), Release, toolplane.CodeConnectionExpired},
 		{"not found is a definite value", &NotFound{Message: "no order ord_1"}, Definite, toolplane.CodeNotFound},
 		{"invalid is a definite value", &Invalid{Message: "amount above the order total", FieldPath: "/amount_cents"}, Definite, toolplane.CodeInvalidInput},
 		{"conflict is a definite value", &Conflict{Message: "already refunded"}, Definite, toolplane.CodeConflict},

@@ -123,7 +123,9 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Result{}, fmt.Errorf("%w: handler %s panicked: %v", ErrFault, b.Key, r.panic)
 	}
 	if r.err != nil {
-		return c.ended(ctx, b.Classify(r.err), r.err)
+		o := b.Classify(r.err)
+		c.refused(ctx, &o, r.err)
+		return c.ended(ctx, o, r.err)
 	}
 	res, violations := c.tool.Output(r.out)
 	if len(violations) > 0 {
@@ -149,10 +151,13 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 }
 
 // needsRelease reports whether the call runs on a connection the broker
-// must release: a tool one of the platform's runtimes runs.
+// must release: a tool one of the platform's runtimes runs, or a remote
+// tool whose server takes a connection's token (its definition declares
+// the provider), which the call presents as its own.
 func (c *call) needsRelease() bool {
-	b := &c.tool.Def.Binding
-	return b.HTTP != nil || b.SQL != nil
+	d := &c.tool.Def
+	b := &d.Binding
+	return b.HTTP != nil || b.SQL != nil || b.Remote != nil && d.Connection != ""
 }
 
 // releaseConnection asks the broker for the call's connection, after the
@@ -179,6 +184,27 @@ func (c *call) releaseConnection(ctx context.Context) (toolplane.Result, error, 
 	c.released = rel
 	c.audit.ConnectionID = rel.Connection.ID
 	return toolplane.Result{}, nil, false
+}
+
+// refused tells the broker of a credential the downstream refused, when
+// the handler says so of the connection released for the call, and takes
+// its answer (where the person connects again) for the call's.
+func (c *call) refused(ctx context.Context, o *handler.Outcome, cause error) {
+	var cr *handler.CredentialRefused
+	if c.released == nil || !errors.As(cause, &cr) {
+		return
+	}
+	rb, ok := c.iv.cfg.Broker.(Refusals)
+	if !ok {
+		return
+	}
+	ce := rb.Refused(context.WithoutCancel(ctx), Release{Invocation: c.inv, Tool: &c.tool.Def, Arguments: c.args}, c.released.Connection)
+	if ce == nil {
+		return
+	}
+	res := toolplane.Fail(ce.Code, ce.Message)
+	res.Error.AuthorizationURL = ce.AuthorizationURL
+	o.Result, o.Quoted = res, false
 }
 
 // invokeHere runs the handler on this goroutine, a panic included in its

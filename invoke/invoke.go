@@ -202,6 +202,16 @@ type Broker interface {
 	Release(ctx context.Context, r Release) (*toolplane.Released, error)
 }
 
+// Refusals is a Broker that is told when the downstream refused the
+// credential it released for a call (the handler answered
+// handler.CredentialRefused): it may record that the connection needs a
+// new consent, and answers the call's refusal, a connection_expired
+// naming where the person connects again. Nil keeps the handler's
+// ending.
+type Refusals interface {
+	Refused(ctx context.Context, r Release, c *toolplane.Connection) *toolplane.ConnectionError
+}
+
 // Release is what a broker is told of the call it releases a connection
 // for.
 type Release struct {

@@ -618,6 +618,12 @@ func (c *call) resolveRemote(rb *toolplane.RemoteBinding) *toolplane.Result {
 		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s is served by a remote server this deployment does not connect to", model))
 		return &r
 	}
+	if c.tool.Def.Connection != "" && c.iv.cfg.Broker == nil {
+		// Its calls carry a connection's token, and nothing here
+		// releases one.
+		r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("%s needs a connection this deployment does not release", model))
+		return &r
+	}
 	b, err := c.iv.cfg.Remotes.Binding(rb)
 	switch {
 	case errors.Is(err, toolplane.ErrNotFound):

@@ -42,7 +42,18 @@ type Config struct {
 	URL string `yaml:"url,omitempty"`
 	// Headers are sent with every request to URL (an Authorization header,
 	// say); values expand ${NAME} like Env. The model never sees them.
+	// With Connection, they authorize only what toolplane does on its own
+	// account: connecting to list the tools and follow their changes.
 	Headers map[string]string `yaml:"headers,omitempty"`
+	// Connection names the connection provider (an
+	// oauth2_authorization_code one, typically) whose connections
+	// authorize calls to a URL server that needs OAuth. Every tool of the
+	// server then declares it, the broker releases the connection of the
+	// person a call is made for, and the call goes out with that
+	// connection's access token as its bearer token, on a session of that
+	// token alone: no call ever carries another person's token, nor the
+	// Headers' credential.
+	Connection string `yaml:"connection,omitempty"`
 	// Owner is recorded on every ingested tool.
 	Owner string `yaml:"owner,omitempty"`
 	// Timeout bounds each call; zero is the platform default.
@@ -90,6 +101,9 @@ type File struct {
 var ErrConfig = toolplane.Refine(toolplane.ErrInvalid, "upstream configuration")
 
 var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
+
+// providerRE is the grammar of a connection provider named by Connection.
+var providerRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // ReadFile reads and checks an upstreams file (YAML or JSON). Unknown
 // fields are errors: a misspelt relaxation must not leave a tool at
@@ -154,6 +168,12 @@ func Check(cs []Config) error {
 		}
 		if len(c.Headers) > 0 && c.URL == "" {
 			problems = append(problems, where+": headers apply to a url upstream only")
+		}
+		if c.Connection != "" && len(c.Command) > 0 {
+			problems = append(problems, where+": connection applies to a url upstream only: a stdio server is not called over HTTP, so there is no request to carry a token")
+		}
+		if c.Connection != "" && !providerRE.MatchString(c.Connection) {
+			problems = append(problems, where+": connection must name a provider: lowercase letters, digits, '.', '_' or '-', at most 63")
 		}
 		if c.Timeout < 0 {
 			problems = append(problems, where+": timeout is negative")

@@ -146,3 +146,30 @@ func TestIdempotentDownstreamIsChecked(t *testing.T) {
 		})
 	}
 }
+
+// A connection provider authorizes calls over HTTP: it is refused for a
+// stdio server, and must be a provider's name.
+func TestConnectionIsChecked(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  upstream.Config
+		want string
+	}{
+		{"url", upstream.Config{Slug: "up", URL: "http://127.0.0.1:1", Connection: "notes"}, ""},
+		{"command", upstream.Config{Slug: "up", Command: []string{"server"}, Connection: "notes"}, "connection applies to a url upstream only"},
+		{"not a provider", upstream.Config{Slug: "up", URL: "http://127.0.0.1:1", Connection: "Notes App"}, "connection must name a provider"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := upstream.Check([]upstream.Config{tt.cfg})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Check = %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Check = %v; want %q", err, tt.want)
+			}
+		})
+	}
+}

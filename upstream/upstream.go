@@ -91,6 +91,9 @@ type upstream struct {
 	// mask hides the secrets of the server's URL in error text (nil when
 	// it has none); see scrub.
 	mask *strings.Replacer
+	// personal is the sessions opened with people's tokens, for a server
+	// bound to a connection provider (see personal.go).
+	personal *personal
 }
 
 // maxIdlePerServer is how many idle connections to one server are kept
@@ -135,7 +138,8 @@ func New(cfgs []Config, opt Options) (*Set, error) {
 	for _, c := range cfgs {
 		s.ups[c.Slug] = &upstream{set: s, cfg: c, sync: make(chan struct{}, 1),
 			contracts: map[string]contract{}, bindings: map[string]*handler.Binding{}, steering: map[string]string{},
-			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}, transport: newTransport(), mask: urlMasker(c.URL)}
+			relay: relay{subs: map[string]int{}, listeners: map[int]func(string){}}, transport: newTransport(), mask: urlMasker(c.URL),
+			personal: newPersonal()}
 	}
 	return s, nil
 }
@@ -193,6 +197,7 @@ func (s *Set) Close() {
 	}
 	s.wg.Wait()
 	for _, u := range s.ups {
+		u.personal.closeAll()
 		u.transport.CloseIdleConnections()
 	}
 }
@@ -223,7 +228,9 @@ func (s *Set) Binding(r *toolplane.RemoteBinding) (*handler.Binding, error) {
 		}
 		return nil, fmt.Errorf("%s on %s: %w", r.RemoteName, r.ConnectionID, toolplane.ErrNotFound)
 	}
-	if u.session == nil {
+	if u.session == nil && u.cfg.Connection == "" {
+		// A server bound to a connection provider is called on the
+		// sessions of people's tokens: the shared one only lists.
 		return nil, fmt.Errorf("connection %s: %w", r.ConnectionID, ErrNotConnected)
 	}
 	// Listed is not ingested: a tool ingestion refused (a schema over a
@@ -252,7 +259,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 	backoff := time.Second
 	announced := false
 	for ctx.Err() == nil {
-		cs, hc, err := u.connect(ctx)
+		cs, hc, err := u.connect(ctx, nil)
 		if err != nil {
 			log.Warn("upstream connection failed", "err", u.scrub(err), "retry_in", backoff)
 			if !announced {
@@ -327,6 +334,7 @@ func (u *upstream) drop(cs *mcp.ClientSession) {
 // notices a lost session on its own requests; a call sent by the lean path
 // must report it.
 func (u *upstream) lose(cs *mcp.ClientSession) {
+	u.personal.drop(cs)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.session != cs {
@@ -370,8 +378,9 @@ func (u *upstream) notified(method string, params json.RawMessage) {
 
 // connect opens a session. For an HTTP server it also answers the HTTP
 // client the session uses, which the lean call path shares (the same
-// configured headers, the same pooled transport).
-func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, *http.Client, error) {
+// configured headers, the same pooled transport); hc, when given, is that
+// client instead (one presenting a person's token).
+func (u *upstream) connect(ctx context.Context, hc *http.Client) (*mcp.ClientSession, *http.Client, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolplane", Version: u.set.opt.Version}, &mcp.ClientOptions{
 		Logger:                     u.set.log,
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { u.requestSync() },
@@ -386,8 +395,10 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, *http.Clien
 		// arrive on a call's stream: see notified.)
 	})
 	var t mcp.Transport
-	var hc *http.Client
-	if u.cfg.URL != "" {
+	switch {
+	case u.cfg.URL != "" && hc != nil:
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
+	case u.cfg.URL != "":
 		headers := http.Header{}
 		for k, v := range u.cfg.Headers {
 			ev, err := expand(v)
@@ -398,7 +409,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, *http.Clien
 		}
 		hc = &http.Client{Transport: headerTransport{headers, u.transport}}
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
-	} else {
+	default:
 		cmd := exec.CommandContext(ctx, u.cfg.Command[0], u.cfg.Command[1:]...)
 		cmd.Env = os.Environ()
 		for k, v := range u.cfg.Env {
@@ -543,6 +554,9 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 		InputSchema: in, OutputSchema: out, Owner: u.cfg.Owner, Tags: []string{"mcp", u.cfg.Slug},
 		Binding: toolplane.Binding{Remote: &toolplane.RemoteBinding{ConnectionID: u.cfg.Slug, RemoteName: t.Name}},
 		Timeout: toolplane.Duration(u.cfg.Timeout),
+		// The broker releases a connection of this provider for every
+		// call, whose token the call presents.
+		Connection: u.cfg.Connection,
 	}
 	registry.RemoteDefault(&d)
 	if r, ok := u.relaxation(t.Name); ok {
@@ -652,6 +666,11 @@ func cut(s string, n int) string {
 // lean path (call.go) on an HTTP server's session, through the SDK client
 // otherwise.
 func (u *upstream) caller(name string) handler.Func {
+	if u.cfg.Connection != "" {
+		return func(ctx context.Context, call handler.Call, args any) (any, error) {
+			return u.callAs(ctx, call, name, args)
+		}
+	}
 	return func(ctx context.Context, call handler.Call, args any) (any, error) {
 		// One look under the lock: the session to send on, and whether the
 		// tool as last listed declares an output schema.
