@@ -224,6 +224,13 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 			d.Connection = f.Connection
 		}
 	}
+	if f.Connection != "" && d.Connection != f.Connection {
+		// The binding's own calls go through its provider's connection
+		// (a person's token, for an upstream bound to one): a definition
+		// naming another, or none, would call it without.
+		weaker("connection", fmt.Sprintf("connection %q where the binding goes through %q", d.Connection, f.Connection), "set connection: "+f.Connection)
+		d.Connection = f.Connection
+	}
 	if f.Destructive && !d.Annotations.Destructive {
 		weaker("annotations.destructive", "not destructive", "set annotations.destructive: true")
 		d.Annotations.Destructive = true

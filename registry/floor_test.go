@@ -95,6 +95,7 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 	platform.Replay = &toolplane.Replay{MaxAttempts: 2}
 	platform.BatchArgument, platform.MaxBatchSize = "ids", 10
 	platform.PolicyFacts = []string{"recipient_is_new"}
+	platform.Connection = "hubspot"
 	r, _, err := Build([]toolplane.Definition{platform}, Options{Bindings: deployment})
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +125,8 @@ func TestFloorHoldNamesEveryWeakerField(t *testing.T) {
 		{"a larger batch", func(d *toolplane.Definition) { d.MaxBatchSize = 500 }, []string{"max_batch_size"}},
 		{"a smaller batch", func(d *toolplane.Definition) { d.MaxBatchSize = 3 }, nil},
 		{"no policy facts", func(d *toolplane.Definition) { d.PolicyFacts = nil }, []string{"policy_facts"}},
+		{"another connection", func(d *toolplane.Definition) { d.Connection = "elsewhere" }, []string{"connection"}},
+		{"no connection", func(d *toolplane.Definition) { d.Connection = "" }, []string{"connection"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
