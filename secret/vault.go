@@ -188,6 +188,12 @@ func (v *Vault) do(ctx context.Context, op, method, mount, path string, body any
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := &VaultError{Op: op, Mount: mount, Path: path, Status: resp.StatusCode, Errors: vaultErrors(raw)}
+		// Vault's messages are shown in errors and logs; one that quotes
+		// the token (a proxy in front of Vault echoing the request, say)
+		// must not carry it there.
+		for i, m := range e.Errors {
+			e.Errors[i] = strings.ReplaceAll(m, v.token.Reveal(), "[secret]")
+		}
 		switch {
 		case resp.StatusCode == http.StatusNotFound:
 			e.kind = toolplane.ErrNotFound
