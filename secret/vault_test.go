@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -308,4 +309,58 @@ func TestVaultDevServer(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	checkKV(t, root, nil, fmt.Sprintf("t%d", time.Now().UnixNano()))
+}
+
+func TestLoadVaultToken(t *testing.T) {
+	t.Parallel()
+	const tok = "hvs.loaded-token-5e1d"
+	file := func(text string, mode os.FileMode) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "vault-token")
+			if err := os.WriteFile(p, []byte(text), mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, mode); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+	}
+	none := func(*testing.T) string { return "" }
+	tests := []struct {
+		name string
+		env  string
+		path func(*testing.T) string
+		ok   bool
+	}{
+		{name: "env", env: " " + tok + "\n", path: none, ok: true},
+		{name: "file", path: file(tok+"\n", 0o600), ok: true},
+		{name: "both", env: tok, path: file(tok, 0o600)},
+		{name: "neither", path: none},
+		{name: "env with two lines", env: tok + "\nX-Evil: " + tok, path: none},
+		{name: "file readable by others", path: file(tok, 0o644)},
+		{name: "empty file", path: file("\n", 0o600)},
+		{name: "file of two lines", path: file(tok+"\n"+tok+"\n", 0o600)},
+		{name: "file too large", path: file(strings.Repeat(tok, 1000), 0o600)},
+		{name: "missing file", path: func(t *testing.T) string { return filepath.Join(t.TempDir(), "absent") }},
+		{name: "a directory", path: func(t *testing.T) string { return t.TempDir() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := secret.LoadVaultToken(tt.env, tt.path(t))
+			if tt.ok {
+				if err != nil || got.Reveal() != tok {
+					t.Fatalf("LoadVaultToken = %v; want the token", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("LoadVaultToken accepted it")
+			}
+			if strings.Contains(err.Error(), "loaded-token") {
+				t.Errorf("error %q shows the token", err)
+			}
+		})
+	}
 }
