@@ -127,7 +127,24 @@ type ConnectionConfig struct {
 	// organization's connection holding the OAuth application (client) it
 	// was consented through; its client secret renews the person's token.
 	App string `json:"app,omitempty"`
+	// Vault, when set, is where a static or client credentials
+	// connection's secret material lives instead of sealed in the store:
+	// an entry of Vault's KV version 2 engine holding the keys token,
+	// username, password, dsn and client_secret. The broker reads it when
+	// a call needs it, so a secret rotated in Vault is used without
+	// touching the connection.
+	Vault *VaultRef `json:"vault,omitempty"`
 }
+
+// VaultRef names an entry of a KV version 2 secrets engine: the engine's
+// mount (secret) and the entry's path under it (crm/api).
+type VaultRef struct {
+	Mount string `json:"mount"`
+	Path  string `json:"path"`
+}
+
+// String answers the entry as Vault's CLI names it: mount/path.
+func (r VaultRef) String() string { return r.Mount + "/" + r.Path }
 
 // EgressRules say where a runtime may connect for a connection, checked
 // when it dials, after name resolution, and again on every redirect.

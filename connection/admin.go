@@ -100,6 +100,7 @@ func (s *Service) Revoke(ctx context.Context, by *toolplane.Credential, id, reas
 		}
 		if ok {
 			s.cache.Delete(c.ID)
+			s.vaulted.Delete(c.ID)
 			s.revokeAtProvider(ctx, c, sealed)
 			return shown(c), nil
 		}

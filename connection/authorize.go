@@ -304,6 +304,16 @@ func (s *Service) revokeAtProvider(ctx context.Context, c *toolplane.Connection,
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		app, appSec := c, sec
+		if c.Config.Vault != nil {
+			// The client's secret, to authenticate the revocation, is
+			// Vault's.
+			kept, err := s.fromVault(ctx, c)
+			if err != nil {
+				s.log.WarnContext(ctx, "provider not told of a revocation", "connection", c.ID, "err", err)
+				return
+			}
+			appSec.ClientSecret = kept.ClientSecret
+		}
 		if c.Config.App != "" {
 			a, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.Config.App)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/oauth"
 	"github.com/toolplane/toolplane/secret"
 )
 
@@ -268,7 +269,7 @@ func amount(v any) (*big.Int, bool) {
 // secrets answers c's secrets in clear, the OAuth access token minted or
 // refreshed when it is due, and c as it is stored after that.
 func (s *Service) secrets(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, *toolplane.Connection, error) {
-	sec, err := s.open(c)
+	sec, err := s.material(ctx, c)
 	if err != nil {
 		return toolplane.Secrets{}, nil, err
 	}
@@ -341,7 +342,7 @@ func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane
 			return toolplane.Secrets{}, nil, err
 		}
 		c = fresh
-		sec, err := s.open(c)
+		sec, err := s.material(ctx, c)
 		if err != nil {
 			return toolplane.Secrets{}, nil, err
 		}
@@ -354,7 +355,7 @@ func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane
 // refresh asks the provider for a new access token under the lease c
 // holds, and stores it (or the connection's need of a new consent).
 func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, *toolplane.Connection, error) {
-	sec, err := s.open(c)
+	sec, err := s.material(ctx, c)
 	if err != nil {
 		return toolplane.Secrets{}, nil, err
 	}
@@ -378,7 +379,22 @@ func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolpla
 	}
 	c.RefreshOwner, c.RefreshUntil = "", time.Time{}
 	var ge *grantError
+	if err != nil && c.Config.Vault != nil {
+		// What the provider refused may be Vault's, and is corrected
+		// there: the next call reads Vault again rather than wait out
+		// the cache.
+		s.vaulted.Delete(c.ID)
+	}
+	var pe *oauth.ProviderError
 	switch {
+	case c.Config.Vault != nil && (errors.As(err, &ge) || errors.As(err, &pe) && pe.Code == "invalid_client"):
+		// The connection stays as it is: its client secret is Vault's.
+		if _, uerr := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, nil); uerr != nil {
+			s.log.WarnContext(ctx, "refresh lease not released", "connection", c.ID, "err", uerr)
+		}
+		s.log.WarnContext(ctx, "provider refused the client secret kept in Vault", "connection", c.ID, "vault", c.Config.Vault.String(), "err", err)
+		return toolplane.Secrets{}, nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionExpired,
+			Message: fmt.Sprintf("the provider of connection %s refused the client secret kept in Vault at %s; nothing was done. Ask an administrator to correct it there.", c.ID, c.Config.Vault)}
 	case errors.As(err, &ge):
 		c.State, c.Reason, c.UpdatedAt = toolplane.ConnectionNeedsReauth, "the provider refused the grant: "+ge.reason, s.now()
 		if _, uerr := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, s.change(c, "connection.needs_reauth", "broker", c.Reason)); uerr != nil {
@@ -397,7 +413,9 @@ func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolpla
 	if tok.refresh != "" {
 		sec.RefreshToken = tok.refresh
 	}
-	if c.Secret, err = secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, sec); err != nil {
+	// What Vault keeps is never sealed here too: only the token.
+	kept := minted(c, sec)
+	if c.Secret, err = secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, kept); err != nil {
 		return toolplane.Secrets{}, nil, fmt.Errorf("seal the token of connection %s: %w", c.ID, err)
 	}
 	c.TokenExpiresAt, c.UpdatedAt = tok.expiry, s.now()
@@ -420,7 +438,7 @@ func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolpla
 		}
 		return s.secrets(ctx, fresh)
 	}
-	s.cache.Store(c.ID, &opened{version: c.Version, secrets: sec})
+	s.cache.Store(c.ID, &opened{version: c.Version, secrets: kept})
 	return sec, c, nil
 }
 

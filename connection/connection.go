@@ -17,6 +17,25 @@
 // store on every call, so a revocation takes effect on the next call on
 // every node; only the decrypted secret of an unchanged connection version
 // is kept in memory.
+//
+// # Secrets kept in Vault
+//
+// A static or client credentials connection may keep its secret material
+// in Vault (or OpenBao) instead of sealed here: its config names a KV
+// version 2 entry (ConnectionConfig.Vault) and it is created with no
+// secrets. The broker reads that entry when a call needs it and keeps
+// what it read for Config.VaultTTL (30 seconds by default), so a secret
+// rotated in Vault takes effect within that time, on every node, with
+// nothing to do here. Revocation is not delayed by it: the connection is
+// still read from the store on every call, and only the Vault read is
+// kept. An entry that is gone (deleted, or never written) answers
+// connection_expired; Vault refusing toolplane's token, answering an
+// error, or not answering at all answers unavailable, which a caller may
+// try again. Neither names anything but the connection and the entry.
+// A client credentials connection's access token is toolplane's: it is
+// minted from Vault's client secret and sealed here, never written to
+// Vault. Authorization-code connections keep their tokens here, as the
+// platform is what they are issued to.
 package connection
 
 import (
@@ -29,6 +48,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/secret"
@@ -83,6 +104,15 @@ type Config struct {
 	// RefreshBefore is how long before its expiry an access token is
 	// refreshed; default one minute.
 	RefreshBefore time.Duration
+	// Vault reads the secrets of the connections that keep them in Vault
+	// (ConnectionConfig.Vault). Nil: this deployment has no Vault; such a
+	// connection is refused at creation, and one created elsewhere
+	// answers unavailable.
+	Vault *secret.Vault
+	// VaultTTL is how long a secret read from Vault is used before it is
+	// read again, so a secret rotated in Vault is used within that long;
+	// default DefaultVaultTTL.
+	VaultTTL time.Duration
 }
 
 // Service is the connections service and the credential broker.
@@ -92,6 +122,10 @@ type Service struct {
 	log   *slog.Logger
 	cache sync.Map // connection id -> *opened
 	oauth oauthClient
+	// vaulted holds what was read from Vault, by connection id
+	// (*fetched); reading is one request per connection at a time.
+	vaulted sync.Map
+	reading singleflight.Group
 }
 
 // opened is a connection version's secrets in clear, kept so an unchanged
@@ -111,6 +145,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.RefreshBefore <= 0 {
 		cfg.RefreshBefore = time.Minute
+	}
+	if cfg.VaultTTL <= 0 {
+		cfg.VaultTTL = DefaultVaultTTL
 	}
 	if cfg.Client == nil {
 		cfg.Client = func(toolplane.EgressRules) (*http.Client, error) { return &http.Client{Timeout: 30 * time.Second}, nil }
@@ -134,7 +171,8 @@ type Input struct {
 	Config   toolplane.ConnectionConfig `json:"config"`
 	Scope    toolplane.ConnectionScope  `json:"scope"`
 	// Secrets are the secret material: a static connection's token, user
-	// name and password or DSN; an OAuth client's secret.
+	// name and password or DSN; an OAuth client's secret. None for a
+	// connection keeping its secret in Vault (Config.Vault).
 	Secrets toolplane.Secrets `json:"-"`
 }
 
@@ -152,17 +190,26 @@ func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input
 	if err := check(in); err != nil {
 		return nil, err
 	}
+	if in.Config.Vault != nil && s.cfg.Vault == nil {
+		return nil, &InvalidError{Field: "config.vault", Why: "this deployment has no Vault: keep the secret here (secrets), or have the operator configure Vault (--vault-addr)"}
+	}
 	now := s.now()
 	c := &toolplane.Connection{
 		ID: toolplane.NewID("con_"), OrganizationID: by.OrganizationID, Name: in.Name, Provider: in.Provider,
 		Kind: in.Kind, State: toolplane.ConnectionActive, Config: in.Config, Scope: in.Scope,
 		Owner: by.Subject, CreatedAt: now, UpdatedAt: now,
 	}
-	sealed, err := secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, in.Secrets)
-	if err != nil {
-		return nil, fmt.Errorf("seal connection secret: %w", err)
+	if in.Config.Vault != nil {
+		// Nothing secret is kept here: Vault holds it.
+		v := *in.Config.Vault
+		c.Config.Vault, c.Secret = &v, []byte{}
+	} else {
+		sealed, err := secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, in.Secrets)
+		if err != nil {
+			return nil, fmt.Errorf("seal connection secret: %w", err)
+		}
+		c.Secret = sealed
 	}
-	c.Secret = sealed
 	if err := s.cfg.Store.InsertConnection(ctx, c, s.change(c, "connection.create", by.Subject, "")); err != nil {
 		if errors.Is(err, toolplane.ErrExists) {
 			return nil, fmt.Errorf("%w: a connection named %q exists; revoke it or choose another name", toolplane.ErrExists, in.Name)
@@ -188,31 +235,45 @@ func check(in Input) error {
 	if err := checkEgress(cfg.Egress); err != nil {
 		return err
 	}
+	// A connection keeping its secret in Vault is given none here: Vault
+	// is where it is read, so one given here would be kept nowhere.
+	vault := cfg.Vault != nil
+	if vault {
+		if err := checkVaultRef(*cfg.Vault); err != nil {
+			return err
+		}
+		if in.Kind == toolplane.ConnectionAuthorizationCode {
+			return bad("config.vault", "an authorization-code connection's tokens are issued to toolplane and kept here; keep a static or client credentials connection's secret in Vault")
+		}
+		if sec != (toolplane.Secrets{}) {
+			return bad("secrets", "a connection keeping its secret in Vault (config.vault) takes no secrets here: write them to %s", cfg.Vault)
+		}
+	}
 	switch in.Kind {
 	case toolplane.ConnectionStatic:
 		if cfg.Driver != "" {
 			if !slices.Contains([]string{"postgres", "sqlite", "mysql"}, cfg.Driver) {
 				return bad("config.driver", "%q: use postgres, sqlite or mysql", cfg.Driver)
 			}
-			if sec.DSN == "" {
+			if sec.DSN == "" && !vault {
 				return bad("secrets.dsn", "a SQL connection needs its connection string")
 			}
 			return nil
 		}
 		switch cfg.Auth {
 		case "", toolplane.AuthBearer:
-			if sec.Token == "" {
+			if sec.Token == "" && !vault {
 				return bad("secrets.token", "a bearer connection needs its token")
 			}
 		case toolplane.AuthHeader:
 			if !validHeader(cfg.Header) {
 				return bad("config.header", "%q is not a header name", cfg.Header)
 			}
-			if sec.Token == "" {
+			if sec.Token == "" && !vault {
 				return bad("secrets.token", "a header connection needs its key")
 			}
 		case toolplane.AuthBasic:
-			if sec.Username == "" {
+			if sec.Username == "" && !vault {
 				return bad("secrets.username", "a basic connection needs a user name")
 			}
 		default:

@@ -179,8 +179,16 @@ func (e *env) service(node string) *connection.Service {
 // requests go through the connection's egress rules, and are counted.
 func (e *env) serviceWith(node string, store connection.Store, keys *secret.Keyring) *connection.Service {
 	e.t.Helper()
+	return e.serviceOf(connection.Config{Store: store, Keys: keys, Node: node})
+}
+
+// serviceOf answers a Service of cfg, completed as serviceWith does.
+func (e *env) serviceOf(cfg connection.Config) *connection.Service {
+	e.t.Helper()
+	cfg.BaseURL, cfg.Now = baseURL, e.clock.Now
 	s, err := connection.New(connection.Config{
-		Store: store, Keys: keys, BaseURL: baseURL, Node: node, Now: e.clock.Now,
+		Store: cfg.Store, Keys: cfg.Keys, BaseURL: cfg.BaseURL, Node: cfg.Node, Now: cfg.Now,
+		Vault: cfg.Vault, VaultTTL: cfg.VaultTTL,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Client: func(rules toolplane.EgressRules) (*http.Client, error) {
 			p, err := egress.Compile(rules)

@@ -49,4 +49,9 @@
 // A connection's secret may live in Vault (or OpenBao) instead of the
 // store: Vault reads and writes the KV version 2 secrets engine over its
 // HTTP API, and ReadSecrets maps an entry's keys onto toolplane.Secrets.
+// The connection broker reads a connection's entry through it, keeping
+// what it read for a short while (see package connection). Package
+// vaulttest imitates the documented KV version 2 API for tests; it is not
+// a real Vault, and TestVaultDevServer holds a real dev server, when one
+// is installed, to the same checks.
 package secret

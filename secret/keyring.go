@@ -212,7 +212,7 @@ func loadFile(path string) (*Keyring, error) {
 	if !info.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: key file %s is not a regular file", ErrKeyring, path)
 	}
-	if err := checkPrivate(path, uint32(info.Mode().Perm())); err != nil {
+	if err := checkPrivate(ErrKeyring, "key file", path, uint32(info.Mode().Perm())); err != nil {
 		return nil, err
 	}
 	// A keyring is a few lines; the bound keeps a wrong path (a device, a

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -188,6 +189,12 @@ func (v *Vault) do(ctx context.Context, op, method, mount, path string, body any
 	}
 	if resp.StatusCode != http.StatusOK {
 		e := &VaultError{Op: op, Mount: mount, Path: path, Status: resp.StatusCode, Errors: vaultErrors(raw)}
+		// Vault's messages are shown in errors and logs; one that quotes
+		// the token (a proxy in front of Vault echoing the request, say)
+		// must not carry it there.
+		for i, m := range e.Errors {
+			e.Errors[i] = strings.ReplaceAll(m, v.token.Reveal(), "[secret]")
+		}
 		switch {
 		case resp.StatusCode == http.StatusNotFound:
 			e.kind = toolplane.ErrNotFound
@@ -327,4 +334,59 @@ func (v *Vault) WriteSecrets(ctx context.Context, mount, path string, s toolplan
 		}
 	}
 	return v.Put(ctx, mount, path, data, cas)
+}
+
+// maxTokenFile bounds what is read of a Vault token file: a token is a
+// line, and a wrong path (a device, a log) must not be read whole.
+const maxTokenFile = 4096
+
+// LoadVaultToken answers the token toolplane reads Vault with: env, the
+// value of TOOLPLANE_VAULT_TOKEN, when it is set, otherwise the one line
+// of the file at path, which must be readable by its owner only (mode
+// 0600), as a key file. Setting both, or neither, is refused. No error
+// shows the token, or any of the file's text.
+func LoadVaultToken(env, path string) (toolplane.SecretString, error) {
+	env = strings.TrimSpace(env)
+	switch {
+	case env != "" && path != "":
+		return "", fmt.Errorf("%w: both TOOLPLANE_VAULT_TOKEN and a vault token file (%s) are given: keep one", toolplane.ErrInvalid, path)
+	case env != "":
+		if strings.ContainsAny(env, "\r\n") {
+			return "", fmt.Errorf("%w: TOOLPLANE_VAULT_TOKEN holds a line break", toolplane.ErrInvalid)
+		}
+		return toolplane.SecretString(env), nil
+	case path == "":
+		return "", fmt.Errorf("%w: no vault token: set TOOLPLANE_VAULT_TOKEN or name a token file", toolplane.ErrInvalid)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("vault token file: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("vault token file: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: vault token file %s is not a regular file", toolplane.ErrInvalid, path)
+	}
+	if err := checkPrivate(toolplane.ErrInvalid, "vault token file", path, uint32(info.Mode().Perm())); err != nil {
+		return "", err
+	}
+	raw, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	defer clear(raw)
+	if err != nil {
+		return "", fmt.Errorf("vault token file %s: %w", path, err)
+	}
+	if len(raw) > maxTokenFile {
+		return "", fmt.Errorf("%w: vault token file %s is larger than %d bytes: it holds one token", toolplane.ErrInvalid, path, maxTokenFile)
+	}
+	tok := strings.TrimSpace(string(raw))
+	switch {
+	case tok == "":
+		return "", fmt.Errorf("%w: vault token file %s is empty", toolplane.ErrInvalid, path)
+	case strings.ContainsAny(tok, "\r\n"):
+		return "", fmt.Errorf("%w: vault token file %s holds more than one line: it holds one token", toolplane.ErrInvalid, path)
+	}
+	return toolplane.SecretString(tok), nil
 }

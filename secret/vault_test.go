@@ -1,25 +1,13 @@
 package secret_test
 
-// The Vault tests run the client against kvServer below, a loopback HTTP
-// server that REPRODUCES THE DOCUMENTED KV VERSION 2 API; it is not a
-// real Vault or OpenBao. It answers exactly the documented request and
-// response shapes the client relies on:
-//
-//	GET  /v1/{mount}/data/{path}  200 {"data":{"data":{...},"metadata":{"version":N,...}}}
-//	                              404 {"errors":[]} when the entry does not exist
-//	                              404 with data null and a deletion_time when
-//	                              its newest version was deleted
-//	POST /v1/{mount}/data/{path}  {"options":{"cas":N},"data":{...}}
-//	                              200 {"data":{"version":N,...}}
-//	                              400 {"errors":["check-and-set parameter did not match the current version"]}
-//	any, token without access     403 {"errors":["permission denied"]}
-//
-// TestVaultDevServer runs the same checks against a real dev server when
-// a bao or vault binary is on PATH, and is skipped otherwise.
+// The Vault tests run the client against vaulttest.Server, a loopback
+// server IMITATING THE DOCUMENTED KV VERSION 2 API (see that package); it
+// is not a real Vault or OpenBao. TestVaultDevServer runs the same checks
+// against a real dev server when a bao or vault binary is on PATH, and is
+// skipped otherwise.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -34,112 +23,15 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/secret/vaulttest"
 )
 
+// The tokens the tests use: the imitation's, which a dev server is
+// started with too.
 const (
-	testToken  = "hvs.test-token-3f9a1c"
-	readerOnly = "hvs.reader-token-77b2"
+	testToken  = vaulttest.RootToken
+	readerOnly = vaulttest.ReaderToken
 )
-
-// kvEntry is one entry's versions; deleted marks a deleted newest version.
-type kvEntry struct {
-	versions []map[string]any
-	deleted  bool
-}
-
-// kvServer reproduces the documented KV version 2 API of one mount,
-// "secret", with a root token (testToken) and a token that may only read
-// (readerOnly).
-type kvServer struct {
-	mu         sync.Mutex
-	entries    map[string]*kvEntry
-	namespaces []string
-}
-
-func newKVServer(t *testing.T) (*kvServer, *httptest.Server) {
-	s := &kvServer{entries: map[string]*kvEntry{}}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	return s, srv
-}
-
-func kvAnswer(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
-}
-
-func kvErrors(w http.ResponseWriter, status int, msgs ...string) {
-	kvAnswer(w, status, map[string]any{"errors": append([]string{}, msgs...)})
-}
-
-func kvMeta(version int, deleted bool) map[string]any {
-	m := map[string]any{"created_time": "2026-01-02T03:04:05.123456Z", "custom_metadata": nil,
-		"deletion_time": "", "destroyed": false, "version": version}
-	if deleted {
-		m["deletion_time"] = "2026-01-02T04:00:00.000000Z"
-	}
-	return m
-}
-
-func (s *kvServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ns := r.Header.Get("X-Vault-Namespace"); ns != "" {
-		s.namespaces = append(s.namespaces, ns)
-	}
-	token := r.Header.Get("X-Vault-Token")
-	if token != testToken && (token != readerOnly || r.Method != http.MethodGet) {
-		kvErrors(w, http.StatusForbidden, "permission denied")
-		return
-	}
-	path, ok := strings.CutPrefix(r.URL.Path, "/v1/secret/data/")
-	if !ok || path == "" {
-		kvErrors(w, http.StatusNotFound, "no handler for route \""+r.URL.Path+"\". route entry not found.")
-		return
-	}
-	e := s.entries[path]
-	switch r.Method {
-	case http.MethodGet:
-		if e == nil {
-			kvErrors(w, http.StatusNotFound)
-			return
-		}
-		n := len(e.versions)
-		if e.deleted {
-			kvAnswer(w, http.StatusNotFound, map[string]any{"data": map[string]any{"data": nil, "metadata": kvMeta(n, true)}})
-			return
-		}
-		kvAnswer(w, http.StatusOK, map[string]any{"request_id": "r1", "lease_id": "", "renewable": false, "lease_duration": 0,
-			"data": map[string]any{"data": e.versions[n-1], "metadata": kvMeta(n, false)}, "wrap_info": nil, "warnings": nil, "auth": nil})
-	case http.MethodPost, http.MethodPut:
-		var body struct {
-			Options map[string]any `json:"options"`
-			Data    map[string]any `json:"data"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Data == nil {
-			kvErrors(w, http.StatusBadRequest, "no data provided")
-			return
-		}
-		current := 0
-		if e != nil {
-			current = len(e.versions)
-		}
-		if cas, ok := body.Options["cas"]; ok && int(cas.(float64)) != current {
-			kvErrors(w, http.StatusBadRequest, "check-and-set parameter did not match the current version")
-			return
-		}
-		if e == nil {
-			e = &kvEntry{}
-			s.entries[path] = e
-		}
-		e.versions = append(e.versions, body.Data)
-		e.deleted = false
-		kvAnswer(w, http.StatusOK, map[string]any{"request_id": "r2", "data": kvMeta(len(e.versions), false)})
-	default:
-		kvErrors(w, http.StatusMethodNotAllowed, "unsupported operation")
-	}
-}
 
 // vaultFor answers a client of addr with token.
 func vaultFor(t *testing.T, addr, token string) *secret.Vault {
@@ -226,13 +118,13 @@ func checkKV(t *testing.T, root, reader *secret.Vault, prefix string) {
 
 func TestVault(t *testing.T) {
 	t.Parallel()
-	_, srv := newKVServer(t)
+	srv := vaulttest.New(t)
 	checkKV(t, vaultFor(t, srv.URL, testToken), vaultFor(t, srv.URL, readerOnly), "app")
 }
 
 func TestVaultRefusals(t *testing.T) {
 	t.Parallel()
-	kv, srv := newKVServer(t)
+	srv := vaulttest.New(t)
 	ctx := t.Context()
 	root := vaultFor(t, srv.URL, testToken)
 
@@ -249,17 +141,13 @@ func TestVaultRefusals(t *testing.T) {
 	if _, err := root.Put(ctx, "secret", "gone", map[string]string{"token": "t"}, secret.NoCAS); err != nil {
 		t.Fatal(err)
 	}
-	kv.mu.Lock()
-	kv.entries["gone"].deleted = true
-	kv.mu.Unlock()
+	srv.Delete("gone")
 	if _, _, err := root.Get(ctx, "secret", "gone"); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Errorf("Get of a deleted version = %v, want ErrNotFound", err)
 	}
 
 	// A value that is not a string is refused by its key, not shown.
-	kv.mu.Lock()
-	kv.entries["num"] = &kvEntry{versions: []map[string]any{{"port": 5432.0, "token": "tok-num"}}}
-	kv.mu.Unlock()
+	srv.Put("num", map[string]any{"port": 5432.0, "token": "tok-num"})
 	_, _, err = root.Get(ctx, "secret", "num")
 	if err == nil || !strings.Contains(err.Error(), `"port"`) || strings.Contains(err.Error(), "5432") {
 		t.Errorf("Get of a number = %v, want a refusal naming the key", err)
@@ -284,7 +172,7 @@ func TestVaultRefusals(t *testing.T) {
 
 func TestVaultNamespace(t *testing.T) {
 	t.Parallel()
-	kv, srv := newKVServer(t)
+	srv := vaulttest.New(t)
 	v, err := secret.NewVault(secret.VaultConfig{Addr: srv.URL + "/", Token: testToken, Namespace: "team-a/"})
 	if err != nil {
 		t.Fatal(err)
@@ -292,10 +180,8 @@ func TestVaultNamespace(t *testing.T) {
 	if _, err := v.Put(t.Context(), "secret", "x", map[string]string{"k": "v"}, secret.NoCAS); err != nil {
 		t.Fatal(err)
 	}
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	if len(kv.namespaces) != 1 || kv.namespaces[0] != "team-a/" {
-		t.Errorf("namespaces sent %v, want [team-a/]", kv.namespaces)
+	if ns := srv.Namespaces(); len(ns) != 1 || ns[0] != "team-a/" {
+		t.Errorf("namespaces sent %v, want [team-a/]", ns)
 	}
 }
 
@@ -304,7 +190,7 @@ func TestVaultRedirectElsewhere(t *testing.T) {
 	var leaked sync.Map
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		leaked.Store("token", r.Header.Get("X-Vault-Token"))
-		kvErrors(w, http.StatusNotFound)
+		http.Error(w, `{"errors":[]}`, http.StatusNotFound)
 	}))
 	t.Cleanup(other.Close)
 	// The same address by another name is another server to a client.
@@ -319,6 +205,25 @@ func TestVaultRedirectElsewhere(t *testing.T) {
 	}
 	if tok, ok := leaked.Load("token"); ok {
 		t.Errorf("the token reached the other server (%d bytes)", len(tok.(string)))
+	}
+}
+
+func TestVaultErrorHidesAnEchoedToken(t *testing.T) {
+	t.Parallel()
+	// A server (or a proxy before it) quoting the request's token in its
+	// refusal: the error shows its message, never the token.
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, `{"errors":["token %s is not allowed here"]}`, r.Header.Get("X-Vault-Token"))
+	}))
+	t.Cleanup(echo.Close)
+	_, _, err := vaultFor(t, echo.URL, testToken).Get(t.Context(), "secret", "x")
+	if !errors.Is(err, toolplane.ErrForbidden) || !strings.Contains(err.Error(), "is not allowed here") {
+		t.Fatalf("Get = %v, want ErrForbidden with the server's message", err)
+	}
+	if strings.Contains(err.Error(), testToken) {
+		t.Errorf("error %q shows the token", err)
 	}
 }
 
@@ -404,4 +309,58 @@ func TestVaultDevServer(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	checkKV(t, root, nil, fmt.Sprintf("t%d", time.Now().UnixNano()))
+}
+
+func TestLoadVaultToken(t *testing.T) {
+	t.Parallel()
+	const tok = "hvs.loaded-token-5e1d"
+	file := func(text string, mode os.FileMode) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "vault-token")
+			if err := os.WriteFile(p, []byte(text), mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, mode); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+	}
+	none := func(*testing.T) string { return "" }
+	tests := []struct {
+		name string
+		env  string
+		path func(*testing.T) string
+		ok   bool
+	}{
+		{name: "env", env: " " + tok + "\n", path: none, ok: true},
+		{name: "file", path: file(tok+"\n", 0o600), ok: true},
+		{name: "both", env: tok, path: file(tok, 0o600)},
+		{name: "neither", path: none},
+		{name: "env with two lines", env: tok + "\nX-Evil: " + tok, path: none},
+		{name: "file readable by others", path: file(tok, 0o644)},
+		{name: "empty file", path: file("\n", 0o600)},
+		{name: "file of two lines", path: file(tok+"\n"+tok+"\n", 0o600)},
+		{name: "file too large", path: file(strings.Repeat(tok, 1000), 0o600)},
+		{name: "missing file", path: func(t *testing.T) string { return filepath.Join(t.TempDir(), "absent") }},
+		{name: "a directory", path: func(t *testing.T) string { return t.TempDir() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := secret.LoadVaultToken(tt.env, tt.path(t))
+			if tt.ok {
+				if err != nil || got.Reveal() != tok {
+					t.Fatalf("LoadVaultToken = %v; want the token", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("LoadVaultToken accepted it")
+			}
+			if strings.Contains(err.Error(), "loaded-token") {
+				t.Errorf("error %q shows the token", err)
+			}
+		})
+	}
 }

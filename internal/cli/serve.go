@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/internal/server"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/mcpserver"
@@ -71,6 +72,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
 	kekFile := fs.String("kek-file", "", "a file of the keys connection secrets are sealed under, one \"ID BASE64-KEY\" a line, the first current, readable by its owner alone (or $TOOLPLANE_KEK); default: a key created in the data directory at first start. Nodes sharing a database share it")
+	vaultAddr := fs.String("vault-addr", os.Getenv("TOOLPLANE_VAULT_ADDR"), "the Vault (or OpenBao) server connections may keep their secrets in, https://vault.example:8200 (plain http only to loopback) ($TOOLPLANE_VAULT_ADDR); empty: no Vault, and a connection naming a Vault entry is refused")
+	vaultTokenFile := fs.String("vault-token-file", "", "a file holding the token toolplane reads Vault with, on one line, readable by its owner alone (or $"+server.VaultTokenEnv+"); it needs read access to the entries connections name, and no more")
+	vaultNamespace := fs.String("vault-namespace", os.Getenv("TOOLPLANE_VAULT_NAMESPACE"), "the Vault Enterprise or OpenBao namespace the entries are in ($TOOLPLANE_VAULT_NAMESPACE)")
+	vaultCAFile := fs.String("vault-ca-file", "", "a PEM file of the certificate authorities Vault's certificate is checked against, instead of the system's")
+	vaultCacheTTL := fs.Duration("vault-cache-ttl", connection.DefaultVaultTTL, "how long a secret read from Vault is used before it is read again: a secret rotated in Vault is used within that long")
 	sqliteDir := fs.String("sqlite-dir", "", "where SQL connections' SQLite files are, each organization's in a directory named by its ID (DIR/default/shop.db); default: the data directory's sql/")
 	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
 	var upstreamFlags stringList
@@ -121,6 +127,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr,
 		Node: *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
+		Vault:  server.VaultConfig{Addr: *vaultAddr, TokenFile: *vaultTokenFile, Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
 	for _, v := range upstreamFlags {
 		c, err := upstream.ParseFlag(v)
@@ -160,6 +167,8 @@ var serveFlags = map[string]string{
 	"MCPSessions": "--mcp-sessions", "PublicURL": "--public-url", "MetricsToken": "--metrics-token",
 	"RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",
+	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
+	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
 }
 
 // serveFlagOf answers the flag of a server.Config field, or the field's

@@ -151,6 +151,8 @@ func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
 		{[]string{"--jwt-issuer", "https://issuer.example", "--jwt-audience", "toolplane"}, "toolplane serve: --jwt-issuer needs --jwt-audience and --jwt-jwks-url\n"},
 		{[]string{"--heartbeat", "-1s"}, "toolplane serve: --heartbeat: -1s is negative (zero takes the default)\n"},
 		{[]string{"--sweep-every", "-2s"}, "toolplane serve: --sweep-every: -2s is negative (zero takes the default)\n"},
+		{[]string{"--vault-token-file", "/x"}, "toolplane serve: --vault-token-file needs --vault-addr\n"},
+		{[]string{"--vault-cache-ttl", "-1s"}, "toolplane serve: --vault-cache-ttl: -1s is negative (zero takes the default)\n"},
 	}
 	for _, tt := range tests {
 		dir := t.TempDir()
@@ -180,7 +182,16 @@ func TestServeFlagsNameConfigFields(t *testing.T) {
 		}
 	}
 	for field, flag := range serveFlags {
-		if _, ok := fields.FieldByName(field); !ok {
+		// A dotted name is a field of a field: Vault.Addr.
+		typ, ok := fields, true
+		for name := range strings.SplitSeq(field, ".") {
+			var f reflect.StructField
+			if f, ok = typ.FieldByName(name); !ok {
+				break
+			}
+			typ = f.Type
+		}
+		if !ok {
 			t.Errorf("serveFlags names %s, which server.Config lacks", field)
 		}
 		if !flags[flag] {

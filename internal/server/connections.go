@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
@@ -55,6 +58,68 @@ func (s *Server) keyring() (*secret.Keyring, error) {
 		return nil, &ConfigError{Field: "KEKFile", Err: err}
 	}
 	return k, nil
+}
+
+// VaultTokenEnv is the environment variable that may hold the token
+// toolplane reads Vault with (see secret.LoadVaultToken).
+const VaultTokenEnv = "TOOLPLANE_VAULT_TOKEN"
+
+// vaultTimeout bounds one read of a secret from Vault: a call waits on
+// it, and a Vault that does not answer must not hold calls for long.
+const vaultTimeout = 10 * time.Second
+
+// VaultConfig says how a node reaches the Vault (or OpenBao) server that
+// connections may keep their secrets in.
+type VaultConfig struct {
+	// Addr is the server's address, https://vault.example:8200; plain
+	// http only to a loopback address. Empty: no Vault.
+	Addr string
+	// TokenFile is a file holding the token toolplane reads with, on one
+	// line, readable by its owner only; TOOLPLANE_VAULT_TOKEN may give it
+	// instead. The token needs read access to the entries connections
+	// name, and no more.
+	TokenFile string
+	// Namespace, when set, is the Vault Enterprise or OpenBao namespace
+	// the entries are in.
+	Namespace string
+	// CAFile, when set, is a PEM file of the certificate authorities
+	// Vault's certificate is checked against, instead of the system's.
+	CAFile string
+	// CacheTTL is how long a secret read from Vault is used before it is
+	// read again: a secret rotated in Vault is used within that long;
+	// default connection.DefaultVaultTTL.
+	CacheTTL time.Duration
+}
+
+// vault answers the client of Config.Vault, nil when none is set.
+func (s *Server) vault() (*secret.Vault, error) {
+	vc := s.cfg.Vault
+	if vc.Addr == "" {
+		return nil, nil
+	}
+	tok, err := secret.LoadVaultToken(os.Getenv(VaultTokenEnv), vc.TokenFile)
+	if err != nil {
+		return nil, &ConfigError{Field: "Vault.TokenFile", Err: err}
+	}
+	client := &http.Client{Timeout: vaultTimeout}
+	if vc.CAFile != "" {
+		pem, err := os.ReadFile(vc.CAFile)
+		if err != nil {
+			return nil, &ConfigError{Field: "Vault.CAFile", Err: err}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &ConfigError{Field: "Vault.CAFile", Err: fmt.Errorf("%s holds no PEM certificate", vc.CAFile)}
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		client.Transport = tr
+	}
+	v, err := secret.NewVault(secret.VaultConfig{Addr: vc.Addr, Token: tok, Namespace: vc.Namespace, Client: client})
+	if err != nil {
+		return nil, &ConfigError{Field: "Vault.Addr", Err: err}
+	}
+	return v, nil
 }
 
 // egressClients answers the HTTP client of each set of egress rules: the

@@ -98,6 +98,11 @@ type Config struct {
 	// TOOLPLANE_KEK may give them instead. Nodes sharing a database share
 	// their keys.
 	KEKFile string
+	// Vault, with its Addr set, is the Vault (or OpenBao) server
+	// connections may keep their secrets in (ConnectionConfig.Vault).
+	// Without it such a connection is refused at creation, and one made
+	// elsewhere answers unavailable.
+	Vault VaultConfig
 	// SQLiteDir holds the SQLite files SQL connections may open, each
 	// organization's in a directory named by its ID (SQLiteDir/default/
 	// for a single-tenant install); default the data directory's sql/. No
@@ -214,10 +219,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.JWTIssuer != "" && (c.JWTAudience == "" || c.JWTJWKSURL == "") {
 		return c, &ConfigError{Field: "JWTIssuer", Needs: []string{"JWTAudience", "JWTJWKSURL"}}
 	}
+	if v := c.Vault; v.Addr == "" {
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"Vault.TokenFile", v.TokenFile != ""}, {"Vault.Namespace", v.Namespace != ""}, {"Vault.CAFile", v.CAFile != ""}} {
+			if f.set {
+				return c, &ConfigError{Field: f.field, Needs: []string{"Vault.Addr"}}
+			}
+		}
+	}
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}} {
+	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}, {"Vault.CacheTTL", c.Vault.CacheTTL}} {
 		if d.v < 0 {
 			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
 		}
@@ -459,9 +474,13 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err != nil {
 		return nil, err
 	}
+	vault, err := s.vault()
+	if err != nil {
+		return nil, err
+	}
 	clients := &egressClients{}
 	conns, err := connection.New(connection.Config{Store: b.Store, Keys: keys, Node: self.ID, Logger: log,
-		BaseURL: s.public, Client: clients.forRules})
+		BaseURL: s.public, Client: clients.forRules, Vault: vault, VaultTTL: cfg.Vault.CacheTTL})
 	if err != nil {
 		return nil, err
 	}
