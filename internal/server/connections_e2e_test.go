@@ -389,6 +389,7 @@ func startE2E(t *testing.T) *e2e {
 	toolFile(t, tools, "metadata", httpTool("shop.metadata", "read", "orders", map[string]any{"method": "GET", "url": "http://169.254.169.254/latest/meta-data/{id}"}))
 	toolFile(t, tools, "elsewhere", httpTool("shop.elsewhere", "read", "orders", map[string]any{"method": "GET", "url": "http://localhost.invalid:1/orders/{id}"}))
 	toolFile(t, tools, "balance", httpTool("shop.balance", "read", "ledger", map[string]any{"method": "GET", "url": e.api.url + "/ledger/{id}"}))
+	toolFile(t, tools, "ship", httpTool("shop.ship", "read", "shipping", map[string]any{"method": "GET", "url": e.api.url + "/orders/{id}"}))
 	toolFile(t, tools, "find_orders", map[string]any{
 		"name": "shop.find_orders", "version": "1.0.0", "description": "Find orders in a status.", "kind": "internal", "effect": "read",
 		"connection": "shopdb", "owner": "shop", "timeout": "2s",
@@ -592,9 +593,16 @@ func (e *e2e) mcpSession(t *testing.T, key string) *mcp.ClientSession {
 // mcpCall calls a tool over MCP and answers its result's text.
 func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
 	t.Helper()
+	return mcpCallMeta(t, cs, tool, args, nil)
+}
+
+// mcpCallMeta is mcpCall with the call's _meta (a run, an idempotency
+// key).
+func mcpCallMeta(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, meta mcp.Meta) (string, bool) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: strings.ReplaceAll(tool, ".", "_"), Arguments: args})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: strings.ReplaceAll(tool, ".", "_"), Arguments: args, Meta: meta})
 	if err != nil {
 		t.Fatalf("MCP %s: %v", tool, err)
 	}
