@@ -389,6 +389,7 @@ func startE2E(t *testing.T) *e2e {
 	toolFile(t, tools, "metadata", httpTool("shop.metadata", "read", "orders", map[string]any{"method": "GET", "url": "http://169.254.169.254/latest/meta-data/{id}"}))
 	toolFile(t, tools, "elsewhere", httpTool("shop.elsewhere", "read", "orders", map[string]any{"method": "GET", "url": "http://localhost.invalid:1/orders/{id}"}))
 	toolFile(t, tools, "balance", httpTool("shop.balance", "read", "ledger", map[string]any{"method": "GET", "url": e.api.url + "/ledger/{id}"}))
+	toolFile(t, tools, "by_name", httpTool("shop.by_name", "read", "named", map[string]any{"method": "GET", "url": strings.Replace(e.api.url, "127.0.0.1", "localhost", 1) + "/orders/{id}"}))
 	toolFile(t, tools, "ship", httpTool("shop.ship", "read", "shipping", map[string]any{"method": "GET", "url": e.api.url + "/orders/{id}"}))
 	toolFile(t, tools, "find_orders", map[string]any{
 		"name": "shop.find_orders", "version": "1.0.0", "description": "Find orders in a status.", "kind": "internal", "effect": "read",
@@ -438,6 +439,12 @@ func startE2E(t *testing.T) *e2e {
 		"config": map[string]any{"auth": "bearer", "egress": loopback}, "secrets": map[string]any{"token": e.token}})
 	e.createConnection(t, e.admin, map[string]any{"name": "ledger-main", "provider": "ledger", "kind": "static",
 		"config": map[string]any{"auth": "basic", "egress": loopback}, "secrets": map[string]any{"username": e.user, "password": e.pass}})
+	// A connection whose rules allow a host name but no range its
+	// address is in: the release admits the host, and the dialer refuses
+	// the address it resolves to.
+	e.createConnection(t, e.admin, map[string]any{"name": "named-main", "provider": "named", "kind": "static",
+		"config":  map[string]any{"auth": "header", "header": "X-Api-Key", "egress": map[string]any{"hosts": []string{"localhost"}}},
+		"secrets": map[string]any{"token": e.token}})
 	e.createConnection(t, e.admin, map[string]any{"name": "shop-db", "provider": "shopdb", "kind": "static",
 		"config": map[string]any{"driver": "sqlite"}, "secrets": map[string]any{"dsn": "shop.db"}})
 	if dsn, ok := pgtest.LookupDSN(); ok {
@@ -816,6 +823,7 @@ func TestConnectionSecretsLeakNowhere(t *testing.T) {
 		{"shop.refund", map[string]any{"id": "echo-500", "amount_cents": 100}, "uncertain", true},
 		{"shop.metadata", map[string]any{"id": "iam"}, "denied", false},
 		{"shop.elsewhere", map[string]any{"id": "ord_1"}, "denied", false},
+		{"shop.by_name", map[string]any{"id": "ord_1"}, "unavailable", true},
 		{"shop.lookup", map[string]any{"id": "ord_1\r\nX-Injected: " + e.token}, "invalid_input", true},
 		{"shop.lookup", map[string]any{"id": "ord_1"}, "ok", true},
 		{"shop.balance", map[string]any{"id": "acct_1"}, "ok", true},
