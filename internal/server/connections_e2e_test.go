@@ -856,8 +856,7 @@ func TestConnectionSecretsLeakNowhere(t *testing.T) {
 	// call in hand ends as it ends, and the next one is refused.
 	slow := make(chan result, 1)
 	go func() {
-		// Recorded by the shared recorder; t is not used off the test's
-		// goroutine but through do's Fatal on transport failure only.
+		// Off the test's goroutine: no t method is called here.
 		status, got, err := sendRecorded(e, "/v1/tools/shop.get_order/invoke", e.agent, `{"arguments":{"id":"slow"},"run_id":"run-revoke"}`)
 		var r result
 		r.status, r.raw = status, got
@@ -885,6 +884,15 @@ func TestConnectionSecretsLeakNowhere(t *testing.T) {
 	events := e.waitAudit(t, e.admin, func(evs []toolplane.AuditEvent) bool { return len(evs) >= 2*len(calls)+3 })
 	if len(events) < 2*len(calls)+3 {
 		t.Errorf("%d audit events for %d calls", len(events), 2*len(calls)+3)
+	}
+	// The REST calls' events name the connection released, and only
+	// then.
+	for i, c := range calls {
+		for _, ev := range events {
+			if ev.RunID == fmt.Sprintf("run-%d", i) && ev.Tool == c.tool && (ev.ConnectionID != "") != c.released {
+				t.Errorf("%s %v: audited with connection %q; released: %t", c.tool, c.args, ev.ConnectionID, c.released)
+			}
+		}
 	}
 
 	// Everything the server shows.
