@@ -321,7 +321,7 @@ func toolFile(t *testing.T, dir, name string, def map[string]any) {
 func httpTool(name, effect, provider string, binding map[string]any) map[string]any {
 	d := map[string]any{
 		"name": name, "version": "1.0.0", "description": "A tool of the end-to-end test: " + name + ".",
-		"kind": "internal", "effect": effect, "connection": provider, "timeout": "1s", "owner": "shop",
+		"kind": "internal", "effect": effect, "connection": provider, "timeout": "3s", "owner": "shop",
 		"binding":       map[string]any{"http": binding},
 		"input_schema":  map[string]any{"type": "object", "additionalProperties": false, "required": []string{"id"}, "properties": map[string]any{"id": map[string]any{"type": "string"}, "connection_id": map[string]any{"type": "string"}, "amount_cents": map[string]any{"type": "integer"}}},
 		"output_schema": map[string]any{"type": "object"},
@@ -677,7 +677,7 @@ func (e *e2e) changes(t *testing.T, key string) []string {
 // satisfies done, and answers it (as it last was, when it never does).
 func (e *e2e) waitAudit(t *testing.T, key string, done func([]toolplane.AuditEvent) bool) []toolplane.AuditEvent {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		events := e.auditEvents(t, key)
 		if done(events) || time.Now().After(deadline) {
