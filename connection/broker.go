@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ import (
 // among several connections of its provider: the connection's ID, never
 // a credential.
 const ChoiceArgument = "connection_id"
+
+// connectionIDs is the shape of a connection's ID (see toolplane.NewID).
+var connectionIDs = regexp.MustCompile(`^con_[0-9a-z]{1,64}$`)
 
 // maxCandidates bounds how many connections of one provider a call looks
 // through; an organization with more must have the model choose.
@@ -71,8 +75,15 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 		case c.Provider == provider && usableBy(c, user):
 			return c, usable(c, s.authorizeLink(ctx, inv, d))
 		}
+		// The model reads the refusal as the platform's words: the value
+		// it sent is repeated only when it has a connection ID's shape,
+		// never as text of its choosing.
+		named := "the connection_id given"
+		if connectionIDs.MatchString(id) {
+			named = id
+		}
 		return nil, &toolplane.ConnectionError{Code: toolplane.CodeConnectionRequired,
-			Message: fmt.Sprintf("%s is not a connection of %s this call may use; call again with one of the connection_id values you were shown, or without connection_id", id, provider)}
+			Message: fmt.Sprintf("%s is not a connection of %s this call may use; call again with one of the connection_id values you were shown, or without connection_id", named, provider)}
 	}
 	// Revoked connections stay in the store for good, and an
 	// organization rotating a connection piles them up: the ones a call

@@ -250,3 +250,38 @@ func TestReleaseAfterManyRevoked(t *testing.T) {
 		t.Errorf("released %s, want %s", r.Connection.ID, c.ID)
 	}
 }
+
+// TestReleaseQuotesOnlyAConnectionID: a connection_id that names no
+// connection the call may use is refused, and the refusal the model reads
+// as the platform's own words quotes it only when it is a connection's
+// ID: any other text (a line break, a value the model was tricked into
+// sending) is not repeated back.
+func TestReleaseQuotesOnlyAConnectionID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.service("n1")
+	other := e.create(s, admin, static("erp", "erp", secretToken("erp")))
+	e.create(s, admin, static("crm", "crm", secretToken("crm")))
+	planted := secretToken("argument")
+	e.plant(planted)
+	for _, tt := range []struct {
+		name, id string
+		quoted   bool
+	}{
+		{"another provider's connection", other.ID, true},
+		{"an unknown connection", "con_0123456789abcdef", true},
+		{"a line break and a header", "con_x\r\nAuthorization: Bearer " + planted, false},
+		{"a value that is no ID", planted, false},
+		{"a long value", "con_" + strings.Repeat("a", 300), false},
+	} {
+		_, err := e.release(s, call(""), tool("crm.read", "crm"), map[string]any{connection.ChoiceArgument: tt.id})
+		ce := connErr(t, err, toolplane.CodeConnectionRequired)
+		if got := strings.Contains(ce.Message, tt.id); got != tt.quoted {
+			t.Errorf("%s: quoted %t, want %t: %q", tt.name, got, tt.quoted, ce.Message)
+		}
+		if strings.ContainsAny(ce.Message, "\r\n") {
+			t.Errorf("%s: the message holds a line break: %q", tt.name, ce.Message)
+		}
+	}
+	e.scan()
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -122,8 +123,16 @@ func newScrubber(rel *toolplane.Released) *scrubber {
 	s := &scrubber{}
 	sec := rel.Secrets
 	for _, v := range []toolplane.SecretString{sec.Token, sec.Password, sec.AccessToken, sec.RefreshToken, sec.ClientSecret, sec.DSN} {
-		if v != "" {
-			s.secrets = append(s.secrets, v.Reveal())
+		if v == "" {
+			continue
+		}
+		// A downstream that put the value in a URL or a form before
+		// quoting it back quotes it encoded.
+		s.secrets = append(s.secrets, v.Reveal())
+		for _, enc := range []string{url.QueryEscape(v.Reveal()), url.PathEscape(v.Reveal())} {
+			if enc != v.Reveal() {
+				s.secrets = append(s.secrets, enc)
+			}
 		}
 	}
 	if sec.Username != "" || sec.Password != "" {
