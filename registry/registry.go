@@ -221,6 +221,11 @@ func newTool(c checked) (*Tool, error) {
 	}
 	if d.Retry == "" {
 		d.Retry = toolplane.RetryNone
+		if d.Binding.HTTP != nil && !d.Writes() {
+			// A read the platform makes itself is safe to repeat within
+			// its deadline; `retry: none` keeps it to one attempt.
+			d.Retry = toolplane.RetrySafe
+		}
 	}
 	t := &Tool{Def: d, Model: modelname.Derive(d.Name), State: toolplane.StateActive, input: c.input, output: c.output}
 	t.spec = boundary.SpecFor(&t.Def)

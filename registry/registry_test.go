@@ -448,3 +448,38 @@ func TestOutputRedactsCredentials(t *testing.T) {
 		t.Fatalf("credential reached the result: %s", b)
 	}
 }
+
+// TestAnHTTPReadRetriesByDefault: a read the platform makes itself is
+// safe to repeat within its deadline, unless it says retry: none; a
+// write never is.
+func TestAnHTTPReadRetriesByDefault(t *testing.T) {
+	t.Parallel()
+	httpDef := func(name string, effect toolplane.Effect, retry toolplane.Retry) toolplane.Definition {
+		d := base()
+		d.Name, d.Effect, d.Retry, d.Connection = name, effect, retry, "crm"
+		if !effect.Writes() {
+			d.Repeatable = nil
+		}
+		d.Binding = toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "POST", URL: "https://crm.example/companies/{company_id}"}}
+		return d
+	}
+	handlerRead := readDef()
+	r, _, err := Build([]toolplane.Definition{
+		httpDef("crm.read_default", toolplane.EffectRead, ""),
+		httpDef("crm.read_once", toolplane.EffectRead, toolplane.RetryNone),
+		httpDef("crm.write_default", toolplane.EffectWrite, ""),
+		handlerRead,
+	}, Options{Bindings: deployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]toolplane.Retry{
+		"crm.read_default": toolplane.RetrySafe, "crm.read_once": toolplane.RetryNone,
+		"crm.write_default": toolplane.RetryNone, handlerRead.Name: toolplane.RetryNone,
+	} {
+		tool, ok := r.Get("org-a", name)
+		if !ok || tool.Def.Retry != want {
+			t.Errorf("%s: retry %q, want %q", name, tool.Def.Retry, want)
+		}
+	}
+}
