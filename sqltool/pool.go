@@ -3,6 +3,7 @@ package sqltool
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"net"
 	"net/url"
@@ -44,6 +45,43 @@ func (p *pool) reader() *sql.DB {
 		return p.ro
 	}
 	return p.db
+}
+
+// sessionResets are what ends, on a pooled session, whatever a call's
+// statement left on it beyond its transaction: locks a session holds
+// until it releases them (PostgreSQL's advisory locks, MySQL's named
+// locks), settings, a role, temporary tables, listeners. A read's
+// read-only transaction does not stop a statement from taking them, and
+// left in place they would block other clients of the database and
+// change how the next call through the pool runs. Each is fixed text,
+// run without arguments. SQLite keeps nothing of the kind: its
+// authorizer refuses PRAGMA and temporary objects.
+var sessionResets = map[dialect]string{
+	// DISCARD ALL without DEALLOCATE ALL and DISCARD PLANS, which would
+	// drop the statements the driver keeps prepared on the session.
+	dialectPostgres: `CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; ` +
+		`SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES`,
+	dialectMySQL: `SELECT RELEASE_ALL_LOCKS()`,
+}
+
+// resetTimeout bounds a session's reset; a session that does not answer
+// in it is closed instead.
+const resetTimeout = 5 * time.Second
+
+// reset ends what a call left on conn's session, once its transaction
+// has ended, before conn goes back to the pool. A session whose reset
+// fails is closed rather than pooled: database/sql discards a connection
+// whose Raw answers driver.ErrBadConn.
+func (p *pool) reset(ctx context.Context, conn *sql.Conn) {
+	stmt, ok := sessionResets[p.dialect]
+	if !ok {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resetTimeout)
+	defer cancel()
+	if _, err := conn.ExecContext(rctx, stmt); err != nil {
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
 }
 
 func (p *pool) close() error {

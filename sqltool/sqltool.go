@@ -267,6 +267,7 @@ func (x *exec) read(ctx context.Context) (any, error) {
 		return nil, x.unsent(err)
 	}
 	defer conn.Close()
+	defer x.p.reset(ctx, conn)
 	tx, err := conn.BeginTx(sctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, x.unsent(err)
@@ -296,6 +297,7 @@ func (x *exec) write(ctx context.Context) (any, error) {
 		return nil, x.unsent(err)
 	}
 	defer conn.Close()
+	defer x.p.reset(ctx, conn)
 	// The transaction's own context outlives the call's deadline by the
 	// commit grace: database/sql rolls a transaction back when its context
 	// ends, which must not happen between COMMIT sent and answered.

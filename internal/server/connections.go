@@ -122,10 +122,11 @@ func (s *Server) vault() (*secret.Vault, error) {
 	return v, nil
 }
 
-// egressClients answers the HTTP client of each set of egress rules: the
-// client of one connection's rules dials only where they allow, and is
-// shared by every call through that connection (its pool of connections
-// with it).
+// egressClients answers the HTTP client of each set of egress rules and
+// key header: the client of one connection's rules dials only where they
+// allow, drops the connection's secret headers on a redirect that leaves
+// the request's host, and is shared by every call through a connection
+// of those rules and that header (its pool of connections with it).
 type egressClients struct {
 	mu sync.Mutex
 	m  map[string]*http.Client
@@ -135,9 +136,20 @@ type egressClients struct {
 // deployment with that many distinct rule sets pays a new pool each).
 const maxClients = 1024
 
-// forRules answers the client of rules.
+// forRules answers the client of rules for a connection presenting its
+// secret in Authorization (bearer, basic, or an OAuth token).
 func (e *egressClients) forRules(rules toolplane.EgressRules) (*http.Client, error) {
-	key, err := json.Marshal(rules)
+	return e.client(rules, "")
+}
+
+// client answers the client of rules whose redirects also drop header,
+// the connection's own key header when it names one.
+func (e *egressClients) client(rules toolplane.EgressRules, header string) (*http.Client, error) {
+	header = http.CanonicalHeaderKey(header)
+	key, err := json.Marshal(struct {
+		Rules  toolplane.EgressRules `json:"rules"`
+		Header string                `json:"header"`
+	}{rules, header})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +158,11 @@ func (e *egressClients) forRules(rules toolplane.EgressRules) (*http.Client, err
 	if c, ok := e.m[string(key)]; ok {
 		return c, nil
 	}
-	p, err := egress.Compile(rules)
+	var opts []egress.Option
+	if header != "" {
+		opts = append(opts, egress.WithSecretHeaders(header))
+	}
+	p, err := egress.Compile(rules, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -159,12 +175,20 @@ func (e *egressClients) forRules(rules toolplane.EgressRules) (*http.Client, err
 	return c, nil
 }
 
-// forReleased answers the client of a released connection.
+// forReleased answers the client of a released connection. A connection
+// presenting its key in a header of its own has that header dropped on a
+// redirect leaving the request's host, as Authorization is: net/http
+// forwards any other header to wherever a redirect leads.
 func (e *egressClients) forReleased(rel *toolplane.Released) (*http.Client, error) {
 	if rel == nil || rel.Connection == nil {
 		return nil, fmt.Errorf("no connection was released for the call")
 	}
-	return e.forRules(rel.Connection.Config.Egress)
+	cfg := rel.Connection.Config
+	header := ""
+	if cfg.Auth == toolplane.AuthHeader {
+		header = cfg.Header
+	}
+	return e.client(cfg.Egress, header)
 }
 
 // runtimes runs tools bound to an HTTP request or a SQL statement
