@@ -364,11 +364,7 @@ func (s *Service) newRequest(ctx context.Context, org string, d *toolplane.Defin
 	if d.Binding.HTTP == nil && d.Binding.SQL == nil {
 		return "", nil
 	}
-	want, err := json.Marshal(struct {
-		B toolplane.Binding
-		C string
-		E toolplane.Effect
-	}{d.Binding, d.Connection, d.Effect})
+	want, err := json.Marshal(requestOf(d))
 	if err != nil {
 		return "", err
 	}
@@ -381,16 +377,37 @@ func (s *Service) newRequest(ctx context.Context, org string, d *toolplane.Defin
 		if json.Unmarshal(v.Definition, &old) != nil {
 			continue
 		}
-		have, err := json.Marshal(struct {
-			B toolplane.Binding
-			C string
-			E toolplane.Effect
-		}{old.Binding, old.Connection, old.Effect})
+		have, err := json.Marshal(requestOf(&old))
 		if err == nil && string(have) == string(want) {
 			return "", nil
 		}
 	}
 	return fmt.Sprintf("a new request through connection %s (its %s binding)", d.Connection, runtimeOf(d)), nil
+}
+
+// request is what a tool the platform runs sends through its connection:
+// the binding, the provider, the effect and, for an HTTP request, the
+// arguments it accepts (they reach the request's path, query, headers
+// and body, so a wider input is a new request). A SQL statement binds only
+// the parameters its text names, so its input schema is left out.
+type request struct {
+	Binding    toolplane.Binding
+	Connection string
+	Effect     toolplane.Effect
+	Input      json.RawMessage `json:",omitempty"`
+}
+
+// requestOf answers the request d makes.
+func requestOf(d *toolplane.Definition) request {
+	r := request{Binding: d.Binding, Connection: d.Connection, Effect: d.Effect}
+	if d.Binding.HTTP != nil {
+		var v any
+		if json.Unmarshal(d.InputSchema, &v) == nil {
+			// Compared by content, not by how the file spelled it.
+			r.Input, _ = json.Marshal(v)
+		}
+	}
+	return r
 }
 
 // runtimeOf names the runtime a definition binds.

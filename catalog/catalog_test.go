@@ -545,4 +545,16 @@ func TestARequestThroughAConnectionIsReviewed(t *testing.T) {
 	if p.Version.State != toolplane.StateInReview || !slices.Contains(p.Version.ReviewReasons, reason) {
 		t.Fatalf("changed request: %+v", p.Version)
 	}
+	// The same request taking a new argument sends it downstream (in the
+	// body, the query...): reviewed too.
+	p, err = f.svc.Publish(f.ctx, getOrder("1.2.0", func(d *toolplane.Definition) {
+		*d = httpOrder("1.2.0", "https://orders.example/orders/{order_id}")
+		d.InputSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","maxLength":40},"expand":{"type":"string"}},"required":["order_id"]}`)
+	}), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version.State != toolplane.StateInReview || !slices.Contains(p.Version.ReviewReasons, reason) {
+		t.Fatalf("wider input: %+v", p.Version)
+	}
 }
