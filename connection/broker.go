@@ -35,7 +35,7 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 	if cerr != nil {
 		return nil, cerr
 	}
-	if err := admits(c, inv, d, r.Arguments); err != nil {
+	if err := s.admits(c, inv, d, r.Arguments); err != nil {
 		return nil, err
 	}
 	if err := s.consented(ctx, c, inv, d); err != nil {
@@ -200,7 +200,7 @@ func usable(c *toolplane.Connection, link string) error {
 // admits checks the connection's scope for the call, a second enforcement
 // point beside the policy: the tool, the agent, the amount, and the host
 // an HTTP tool sends to.
-func admits(c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition, args any) error {
+func (s *Service) admits(c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition, args any) error {
 	deny := func(format string, a ...any) error {
 		return &toolplane.ConnectionError{Code: toolplane.CodeDenied, Message: fmt.Sprintf(format, a...) + "; nothing was done"}
 	}
@@ -230,15 +230,32 @@ func admits(c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Def
 		if err != nil {
 			return deny("the tool's URL does not parse")
 		}
-		p, err := egress.Compile(c.Config.Egress)
+		p, err := s.egress(c)
 		if err != nil {
-			return fmt.Errorf("connection %s: egress rules: %w", c.ID, err)
+			return err
 		}
 		if err := p.CheckHost(u.Hostname()); err != nil {
 			return deny("%s sends to %s, which connection %s does not allow", d.Name, u.Hostname(), c.ID)
 		}
 	}
 	return nil
+}
+
+// egress answers c's compiled egress rules, compiling them once per
+// connection version: a policy carries a transport of its own, too much
+// to build on every call for one host check.
+func (s *Service) egress(c *toolplane.Connection) (*egress.Policy, error) {
+	if v, ok := s.hosts.Load(c.ID); ok {
+		if x := v.(*compiled); x.version == c.Version {
+			return x.policy, nil
+		}
+	}
+	p, err := egress.Compile(c.Config.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("connection %s: egress rules: %w", c.ID, err)
+	}
+	s.hosts.Store(c.ID, &compiled{version: c.Version, policy: p})
+	return p, nil
 }
 
 // amount reads an argument as a whole number of cents.

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/secret"
 )
 
@@ -91,7 +92,16 @@ type Service struct {
 	now   func() time.Time
 	log   *slog.Logger
 	cache sync.Map // connection id -> *opened
+	// hosts holds each connection version's compiled egress rules, which
+	// the scope check reads on every call of an HTTP tool.
+	hosts sync.Map // connection id -> *compiled
 	oauth oauthClient
+}
+
+// compiled is a connection version's egress rules, compiled.
+type compiled struct {
+	version int64
+	policy  *egress.Policy
 }
 
 // opened is a connection version's secrets in clear, kept so an unchanged
