@@ -77,7 +77,18 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 	// organization rotating a connection piles them up: the ones a call
 	// may use are read by state, never from a page where revoked ones
 	// could crowd them out.
-	all, err := s.candidates(ctx, org, provider, toolplane.ConnectionActive, toolplane.ConnectionNeedsReauth)
+	//
+	// A call made for no person takes the one active shared connection
+	// whatever waits beside it, so the connections waiting for a new
+	// consent are read only when none is active: one read per call, not
+	// two. A person's own connection waiting for consent must be seen
+	// whenever the call is a person's, since it keeps the shared one
+	// from being borrowed.
+	states := []toolplane.ConnectionState{toolplane.ConnectionActive, toolplane.ConnectionNeedsReauth}
+	if user == "" {
+		states = states[:1]
+	}
+	all, err := s.candidates(ctx, org, provider, states...)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +119,13 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 		} else {
 			waiting = append(waiting, c)
 		}
+	}
+	if user == "" && len(active) == 0 {
+		more, err := s.candidates(ctx, org, provider, toolplane.ConnectionNeedsReauth)
+		if err != nil {
+			return nil, err
+		}
+		waiting = candidates(more)
 	}
 	switch len(active) {
 	case 1:

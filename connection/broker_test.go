@@ -129,6 +129,16 @@ func TestRelease(t *testing.T) {
 			w.add(admin, "crm", "crm", nil)
 			w.setState("crm", toolplane.ConnectionNeedsReauth)
 		}, code: toolplane.CodeConnectionExpired, names: []string{"crm"}},
+		{name: "one active beside one needing reauthorization", setup: func(w *world) {
+			w.add(admin, "crm-a", "crm", nil)
+			w.add(admin, "crm-b", "crm", nil)
+			w.setState("crm-a", toolplane.ConnectionNeedsReauth)
+		}, want: "crm-b"},
+		{name: "the person's own needing reauthorization before the shared", setup: func(w *world) {
+			w.add(admin, "crm", "crm", nil)
+			w.own("sam", "crm-sam", "crm")
+			w.setState("crm-sam", toolplane.ConnectionNeedsReauth)
+		}, user: "sam", code: toolplane.CodeConnectionExpired, names: []string{"crm-sam"}},
 		{name: "revoked", setup: func(w *world) {
 			w.add(admin, "crm", "crm", nil)
 			w.setState("crm", toolplane.ConnectionRevoked)
