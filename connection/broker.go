@@ -40,7 +40,7 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 	if cerr != nil {
 		return nil, cerr
 	}
-	if err := admits(c, inv, d, r.Arguments); err != nil {
+	if err := s.admits(c, inv, d, r.Arguments); err != nil {
 		return nil, err
 	}
 	if err := s.consented(ctx, c, inv, d); err != nil {
@@ -89,7 +89,18 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 	// organization rotating a connection piles them up: the ones a call
 	// may use are read by state, never from a page where revoked ones
 	// could crowd them out.
-	all, err := s.candidates(ctx, org, provider, toolplane.ConnectionActive, toolplane.ConnectionNeedsReauth)
+	//
+	// A call made for no person takes the one active shared connection
+	// whatever waits beside it, so the connections waiting for a new
+	// consent are read only when none is active: one read per call, not
+	// two. A person's own connection waiting for consent must be seen
+	// whenever the call is a person's, since it keeps the shared one
+	// from being borrowed.
+	states := []toolplane.ConnectionState{toolplane.ConnectionActive, toolplane.ConnectionNeedsReauth}
+	if user == "" {
+		states = states[:1]
+	}
+	all, err := s.candidates(ctx, org, provider, states...)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +131,13 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 		} else {
 			waiting = append(waiting, c)
 		}
+	}
+	if user == "" && len(active) == 0 {
+		more, err := s.candidates(ctx, org, provider, toolplane.ConnectionNeedsReauth)
+		if err != nil {
+			return nil, err
+		}
+		waiting = candidates(more)
 	}
 	switch len(active) {
 	case 1:
@@ -212,7 +230,7 @@ func usable(c *toolplane.Connection, link string) error {
 // admits checks the connection's scope for the call, a second enforcement
 // point beside the policy: the tool, the agent, the amount, and the host
 // an HTTP tool sends to.
-func admits(c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition, args any) error {
+func (s *Service) admits(c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition, args any) error {
 	deny := func(format string, a ...any) error {
 		return &toolplane.ConnectionError{Code: toolplane.CodeDenied, Message: fmt.Sprintf(format, a...) + "; nothing was done"}
 	}
@@ -242,15 +260,32 @@ func admits(c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Def
 		if err != nil {
 			return deny("the tool's URL does not parse")
 		}
-		p, err := egress.Compile(c.Config.Egress)
+		p, err := s.egress(c)
 		if err != nil {
-			return fmt.Errorf("connection %s: egress rules: %w", c.ID, err)
+			return err
 		}
 		if err := p.CheckHost(u.Hostname()); err != nil {
 			return deny("%s sends to %s, which connection %s does not allow", d.Name, u.Hostname(), c.ID)
 		}
 	}
 	return nil
+}
+
+// egress answers c's compiled egress rules, compiling them once per
+// connection version: a policy carries a transport of its own, too much
+// to build on every call for one host check.
+func (s *Service) egress(c *toolplane.Connection) (*egress.Policy, error) {
+	if v, ok := s.hosts.Load(c.ID); ok {
+		if x := v.(*compiled); x.version == c.Version {
+			return x.policy, nil
+		}
+	}
+	p, err := egress.Compile(c.Config.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("connection %s: egress rules: %w", c.ID, err)
+	}
+	s.hosts.Store(c.ID, &compiled{version: c.Version, policy: p})
+	return p, nil
 }
 
 // amount reads an argument as a whole number of cents.

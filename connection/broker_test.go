@@ -129,6 +129,16 @@ func TestRelease(t *testing.T) {
 			w.add(admin, "crm", "crm", nil)
 			w.setState("crm", toolplane.ConnectionNeedsReauth)
 		}, code: toolplane.CodeConnectionExpired, names: []string{"crm"}},
+		{name: "one active beside one needing reauthorization", setup: func(w *world) {
+			w.add(admin, "crm-a", "crm", nil)
+			w.add(admin, "crm-b", "crm", nil)
+			w.setState("crm-a", toolplane.ConnectionNeedsReauth)
+		}, want: "crm-b"},
+		{name: "the person's own needing reauthorization before the shared", setup: func(w *world) {
+			w.add(admin, "crm", "crm", nil)
+			w.own("sam", "crm-sam", "crm")
+			w.setState("crm-sam", toolplane.ConnectionNeedsReauth)
+		}, user: "sam", code: toolplane.CodeConnectionExpired, names: []string{"crm-sam"}},
 		{name: "revoked", setup: func(w *world) {
 			w.add(admin, "crm", "crm", nil)
 			w.setState("crm", toolplane.ConnectionRevoked)
@@ -284,4 +294,47 @@ func TestReleaseQuotesOnlyAConnectionID(t *testing.T) {
 		}
 	}
 	e.scan()
+}
+
+// TestReleaseEgressChangedOnAnotherNode: the hosts a connection allows are
+// read from the stored connection's version on every call, so rules
+// narrowed on another node refuse this node's next call, and widened ones
+// admit it, though this node checked the old rules many times.
+func TestReleaseEgressChangedOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.service("n1")
+	b := e.serviceWith("n2", sqlitetest.Open(t, e.path), e.keys)
+	c := e.create(a, admin, static("crm", "crm", secretToken("crm")))
+	d := tool("crm.send", "crm")
+	d.Binding.HTTP = &toolplane.HTTPBinding{Method: "POST", URL: "https://api.crm.test/v1/messages"}
+	setHosts := func(hosts ...string) {
+		t.Helper()
+		stored, _ := e.stored(org, c.ID)
+		stored.Config.Egress.Hosts = hosts
+		if ok, err := e.store.UpdateConnection(t.Context(), stored, nil); !ok || err != nil {
+			t.Fatalf("update the egress rules: %t, %v", ok, err)
+		}
+	}
+	for _, tt := range []struct {
+		hosts []string
+		code  toolplane.Code // "" when released
+	}{
+		{nil, ""}, // as created: api.crm.test
+		{[]string{"other.crm.test"}, toolplane.CodeDenied},
+		{[]string{"*.crm.test"}, ""},
+	} {
+		if tt.hosts != nil {
+			setHosts(tt.hosts...)
+		}
+		for range 3 {
+			_, err := e.release(b, call(""), d, nil)
+			if tt.code == "" && err != nil {
+				t.Fatalf("hosts %v: Release = %v, want the connection", tt.hosts, err)
+			}
+			if tt.code != "" {
+				connErr(t, err, tt.code)
+			}
+		}
+	}
 }

@@ -52,6 +52,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/secret"
 )
 
@@ -121,11 +122,20 @@ type Service struct {
 	now   func() time.Time
 	log   *slog.Logger
 	cache sync.Map // connection id -> *opened
+	// hosts holds each connection version's compiled egress rules, which
+	// the scope check reads on every call of an HTTP tool.
+	hosts sync.Map // connection id -> *compiled
 	oauth oauthClient
 	// vaulted holds what was read from Vault, by connection id
 	// (*fetched); reading is one request per connection at a time.
 	vaulted sync.Map
 	reading singleflight.Group
+}
+
+// compiled is a connection version's egress rules, compiled.
+type compiled struct {
+	version int64
+	policy  *egress.Policy
 }
 
 // opened is a connection version's secrets in clear, kept so an unchanged

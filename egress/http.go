@@ -6,17 +6,25 @@ import (
 	"time"
 )
 
+// maxIdlePerHost is how many idle connections to one host the transport
+// keeps.
+const maxIdlePerHost = 64
+
 // newTransport answers the Policy's HTTP transport: every connection
 // dialed through DialContext, and no proxy, so neither HTTP_PROXY in the
 // environment nor a proxy's own name resolution decides where a request
 // goes.
 func (p *Policy) newTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           p.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   8,
+		Proxy:             nil,
+		DialContext:       p.DialContext,
+		ForceAttemptHTTP2: true,
+		// A connection's calls to its API go to one host, as many at
+		// once as the node serves; with fewer idle connections kept than
+		// that, every call past them dials and closes a connection of its
+		// own, and the host is left with sockets in TIME_WAIT.
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   maxIdlePerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,

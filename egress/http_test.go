@@ -3,12 +3,14 @@ package egress_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,5 +255,67 @@ func TestClientTransport(t *testing.T) {
 	}
 	if p.Client(0).Timeout != 0 {
 		t.Error("a zero timeout is not kept")
+	}
+}
+
+// TestTransportKeepsConnectionsOfConcurrentCalls: calls made at once to
+// one host, wave after wave, reuse the connections of the first wave
+// instead of dialing new ones.
+func TestTransportKeepsConnectionsOfConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	const calls = 32
+	var (
+		mu     sync.Mutex
+		opened int
+		wave   sync.WaitGroup
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every call of a wave is in flight at once: none answers
+		// before all have arrived, so none can reuse another's
+		// connection within the wave.
+		wave.Done()
+		wave.Wait()
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	p, err := egress.Compile(toolplane.EgressRules{Hosts: []string{"127.0.0.1"}, AllowCIDRs: []string{"127.0.0.1/32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := p.Client(10 * time.Second)
+	defer p.CloseIdleConnections()
+	for w := range 3 {
+		wave.Add(calls)
+		var done sync.WaitGroup
+		errs := make(chan error, calls)
+		for range calls {
+			done.Go(func() {
+				resp, err := hc.Get(srv.URL)
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			})
+		}
+		done.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("wave %d: %v", w+1, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if opened != calls {
+		t.Errorf("three waves of %d calls opened %d connections, want %d", calls, opened, calls)
 	}
 }

@@ -116,7 +116,9 @@ func (s *Store) unlockWrite() { <-s.writer }
 // The pool keeps up to maxIdleConns connections between uses: one closed
 // and opened again costs its pragmas and every statement prepared anew, and
 // the default of two is less than a write, the background audit writer and
-// a checkpoint hold at once.
+// a checkpoint hold at once, or than the reads of the calls a node serves
+// at once (the broker reads a connection on every call of an HTTP or SQL
+// tool).
 //
 // The caller closes the pool.
 func Open(ctx context.Context, path string) (*sql.DB, error) {
@@ -171,8 +173,11 @@ func private(path string) error {
 	return nil
 }
 
-// maxIdleConns is how many connections Open's pool keeps between uses.
-const maxIdleConns = 8
+// maxIdleConns is how many connections Open's pool keeps between uses:
+// enough for 16 calls' reads at once beside the writer, the audit writer
+// and a checkpoint, with room to spare. An idle connection holds little
+// until its page cache fills.
+const maxIdleConns = 32
 
 // dsn answers the file: URI for path with the pool's settings. The path is
 // escaped so that '?', '#' and '%' in a file name stay in the file name.

@@ -144,6 +144,32 @@ func TestOpenSetsPragmasOnEveryConnection(t *testing.T) {
 	}
 }
 
+// TestOpenKeepsConnectionsOfConcurrentReads: connections held at once by
+// as many reads as a node serves calls go back to the pool, not closed, so
+// the next reads do not reopen them and prepare their statements anew.
+func TestOpenKeepsConnectionsOfConcurrentReads(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openTest(t)
+	const n = 20
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := db.Stats(); st.Idle != n || st.MaxIdleClosed != 0 {
+		t.Errorf("after %d reads at once the pool keeps %d idle connections and closed %d, want %d kept", n, st.Idle, st.MaxIdleClosed, n)
+	}
+}
+
 func TestOpenPaths(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

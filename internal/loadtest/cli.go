@@ -2,6 +2,8 @@ package loadtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -33,9 +35,21 @@ const (
 	// TargetFederated: the plain server through toolplane's federation;
 	// needs -federated.
 	TargetFederated = "federated"
+	// TargetAPI: GET of an item straight from the JSON API (APIHandler),
+	// the direct baseline of TargetHTTPRead.
+	TargetAPI = "api"
+	// TargetAPIProxy: the same GET through a bare httputil.ReverseProxy
+	// in front of the API.
+	TargetAPIProxy = "apiproxy"
+	// TargetHTTPRead: REST invoke of an http runtime read tool through
+	// toolplane, which GETs the same item from the API.
+	TargetHTTPRead = "httpread"
+	// TargetHTTPWrite: REST invoke of an http runtime write tool, each
+	// call with an idempotency key of its own, which POSTs to the API.
+	TargetHTTPWrite = "httpwrite"
 )
 
-var allTargets = []string{TargetREST, TargetMCP, TargetPlain, TargetProxy, TargetFederated}
+var allTargets = []string{TargetREST, TargetMCP, TargetPlain, TargetProxy, TargetFederated, TargetAPI, TargetAPIProxy, TargetHTTPRead, TargetHTTPWrite}
 
 // stringList is a repeatable flag.
 type stringList []string
@@ -49,7 +63,21 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	toolplane-load [flags]           measure and print the table
 //	toolplane-load upstream [-addr]  serve the plain server and proxy (helper process)
 //	toolplane-load proxy -to URL     serve a bare reverse proxy (helper process)
+//	toolplane-load api [-addr]       serve the JSON API (helper process)
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "api" {
+		fs := flag.NewFlagSet("api", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		addr := fs.String("addr", "127.0.0.1:0", "where the JSON API listens")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		if err := ServeAPI(ctx, *addr, stdout); err != nil {
+			fmt.Fprintln(stderr, "toolplane-load api:", err)
+			return 1
+		}
+		return 0
+	}
 	if len(args) > 0 && args[0] == "proxy" {
 		fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -92,7 +120,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var serveArgs, serveEnv stringList
 	fs.Var(&serveArgs, "serve-arg", "an extra argument for `toolplane serve` (repeatable); {upstream} becomes the plain server's MCP URL")
 	fs.Var(&serveEnv, "serve-env", "NAME=value added to the started toolplane's environment (repeatable)")
-	hosting := fs.String("upstream", "subprocess", "where the plain server and proxy run: subprocess (a helper process of their own, like toolplane) or inprocess")
+	hosting := fs.String("upstream", "subprocess", "where the plain server, the JSON API and their proxies run: subprocess (helper processes of their own, like toolplane) or inprocess")
+	apiAddr := fs.String("api-addr", "127.0.0.1:0", "where the JSON API of the api, apiproxy, httpread and httpwrite targets listens")
 	proxyHosting := fs.String("proxy", "own", "with -upstream subprocess, where the proxy runs: own (a process of its own in front of the upstream's, as toolplane is) or shared (in the upstream's process)")
 	upstreamAddr := fs.String("upstream-addr", "127.0.0.1:0", "where the plain server listens (fix it to point a toolplane's federation at it)")
 	federated := fs.String("federated", "", "toolplane's MCP endpoint for the upstream: a URL, or a path on toolplane's URL such as /mcp/upstreams/plain")
@@ -132,6 +161,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("the %s target needs -federated", TargetFederated)
 	}
 
+	if *baseURL != "" && (slices.Contains(targets, TargetHTTPRead) || slices.Contains(targets, TargetHTTPWrite)) {
+		return fail("the %s and %s targets need a toolplane this run starts (no -url)", TargetHTTPRead, TargetHTTPWrite)
+	}
+
 	// The upstream comes first, so a started toolplane can be pointed at it.
 	var up *Upstream
 	if needsUpstream(targets) || slices.ContainsFunc(serveArgs, func(a string) bool { return strings.Contains(a, "{upstream}") }) {
@@ -169,8 +202,47 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// The JSON API comes before toolplane too: the http tools' definitions
+	// name its address.
+	var api *API
+	var apiToken string
+	if needsAPI(targets) {
+		if *hosting != "inprocess" && *hosting != "subprocess" {
+			return fail("-upstream is subprocess or inprocess, not %q", *hosting)
+		}
+		if apiToken, err = randomToken(); err != nil {
+			return fail("%v", err)
+		}
+		if *hosting == "inprocess" {
+			api, err = StartAPI(ctx, *apiAddr, apiToken)
+		} else {
+			exe, xerr := os.Executable()
+			if xerr != nil {
+				return fail("find this program to run its api helper: %v", xerr)
+			}
+			api, err = StartAPIProcess(ctx, stderr, apiToken, exe, []string{"api", "-addr", *apiAddr}, []string{"proxy"})
+		}
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer api.Close()
+	}
+	httpTools := slices.Contains(targets, TargetHTTPRead) || slices.Contains(targets, TargetHTTPWrite)
+	if httpTools {
+		dir, err := os.MkdirTemp("", "toolplane-load-tools-")
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer os.RemoveAll(dir)
+		if err := WriteHTTPTools(dir, api.URL); err != nil {
+			return fail("%v", err)
+		}
+		serveArgs = append(serveArgs, "--tools", dir)
+	}
+
 	started := "given"
 	var toolplanePID int
+	var httpKey string
 	if *baseURL == "" && needsToolplane(targets) {
 		tp, err := StartToolplane(ctx, ToolplaneOptions{Binary: *binary, Source: *src, Args: serveArgs, Env: serveEnv})
 		if err != nil {
@@ -181,6 +253,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		*baseURL, *key, started = tp.URL, tp.AgentKey, "started by this run, rate limit off (--rate-limit 0)"
 		if slices.Contains(targets, TargetFederated) && *federatedKey == "" {
 			if *federatedKey, err = MintAgentKey(ctx, tp.URL, tp.AdminKey, "toolplane-load", splitList(*federatedGrant)); err != nil {
+				return fail("%v", err)
+			}
+		}
+		if httpTools {
+			if httpKey, err = SetUpHTTPTools(ctx, tp.URL, tp.AdminKey, apiToken); err != nil {
 				return fail("%v", err)
 			}
 		}
@@ -216,6 +293,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				tool = model
 			}
 			byName[name] = &MCP{Label: name, Endpoint: endpoint, Key: k, Tool: tool, Arguments: args0, Expect: *expect}
+		case TargetAPI:
+			byName[name] = &HTTPGet{Label: name, URL: api.URL + itemPath + ItemID, Key: apiToken, Expect: ItemID}
+		case TargetAPIProxy:
+			byName[name] = &HTTPGet{Label: name, URL: api.ProxyURL + itemPath + ItemID, Key: apiToken, Expect: ItemID}
+		case TargetHTTPRead, TargetHTTPWrite:
+			tool := map[string]string{TargetHTTPRead: HTTPReadTool, TargetHTTPWrite: HTTPWriteTool}[name]
+			byName[name] = &REST{Label: name, BaseURL: *baseURL, Key: httpKey, Tool: tool, Arguments: json.RawMessage(`{"id":"` + ItemID + `"}`),
+				Expect: ItemID, Write: name == TargetHTTPWrite}
 		}
 	}
 
@@ -231,6 +316,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "plain MCP server at %s, bare proxy at %s (%s)\n", up.URL, up.ProxyURL, where)
 	}
+	if api != nil {
+		fmt.Fprintf(stdout, "JSON API at %s, bare proxy at %s (%s)\n", api.URL, api.ProxyURL, map[string]string{
+			"subprocess": "each in a process of its own", "inprocess": "in this process"}[*hosting])
+	}
 	profiled := splitList(*pprofTargets)
 	runs := map[string][]Result{}
 	cell := func(target string, n int) string { return target + "/" + strconv.Itoa(n) }
@@ -244,7 +333,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		for _, n := range clients {
 			for _, name := range order {
-				opts := Options{Clients: n, Warmup: *warmup, Duration: *duration, ServerCPU: serverCPU(name, toolplanePID, up)}
+				opts := Options{Clients: n, Warmup: *warmup, Duration: *duration, ServerCPU: serverCPU(name, toolplanePID, up, api)}
 				if *pprofURL != "" && slices.Contains(profiled, name) {
 					path := filepath.Join(*pprofDir, fmt.Sprintf("%s-%d.pprof", name, n))
 					if *rounds > 1 {
@@ -293,6 +382,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, pair := range []struct{ label, a, b string }{
 			{"(b) MCP to plain", TargetMCP, TargetPlain},
 			{"(c) federated to proxy", TargetFederated, TargetProxy},
+			{"http read tool to the API's proxy", TargetHTTPRead, TargetAPIProxy},
 		} {
 			for _, n := range clients {
 				a, b := runs[cell(pair.a, n)], runs[cell(pair.b, n)]
@@ -348,6 +438,25 @@ func Summary(table []Result, clients []int) []string {
 			}
 		}
 	}
+	for _, n := range clients {
+		h, ok1 := Find(table, TargetHTTPRead, n)
+		p, ok2 := Find(table, TargetAPIProxy, n)
+		if ok1 && ok2 && p.Rate() > 0 {
+			out = append(out, fmt.Sprintf("- http read tool at %d client(s): %.0f%% of the bare proxy's throughput (target at 16 ≥ 70%%)", n, 100*h.Rate()/p.Rate()))
+		}
+	}
+	if direct, ok := Find(table, TargetAPI, 1); ok {
+		for _, name := range []string{TargetAPIProxy, TargetHTTPRead} {
+			if r, ok := Find(table, name, 1); ok {
+				out = append(out, fmt.Sprintf("- %s at 1 client adds %s to the JSON API's direct p50 (target for the http read tool ≤ 0.300 ms)", name, ms(r.P50-direct.P50)))
+			}
+		}
+	}
+	for _, n := range clients {
+		if r, ok := Find(table, TargetHTTPWrite, n); ok {
+			out = append(out, fmt.Sprintf("- http write tool at %d client(s): %s calls/s (target at 16 ≥ 2,000)", n, thousands(int64(r.Rate()+0.5))))
+		}
+	}
 	return out
 }
 
@@ -378,8 +487,25 @@ func RoundRatios(a, b []Result) (ratios []float64, median float64) {
 // proxy, or both), or nil when one of them is not a process of its own
 // this run knows: a toolplane given by -url, or baselines in this process,
 // whose CPU would include the load generator's.
-func serverCPU(target string, toolplanePID int, up *Upstream) func() (time.Duration, error) {
+func serverCPU(target string, toolplanePID int, up *Upstream, api *API) func() (time.Duration, error) {
 	var pids []int
+	switch target {
+	case TargetAPI, TargetAPIProxy, TargetHTTPRead, TargetHTTPWrite:
+		pids = api.PIDs()
+		if target == TargetAPIProxy {
+			pids = api.ProxyPIDs()
+		}
+		if pids == nil {
+			return nil
+		}
+		if target == TargetHTTPRead || target == TargetHTTPWrite {
+			if toolplanePID == 0 {
+				return nil
+			}
+			pids = append(pids, toolplanePID)
+		}
+		return func() (time.Duration, error) { return ProcessCPU(pids...) }
+	}
 	if target != TargetPlain && target != TargetProxy {
 		if toolplanePID == 0 {
 			return nil
@@ -406,7 +532,24 @@ func needsUpstream(targets []string) bool {
 }
 
 func needsToolplane(targets []string) bool {
-	return slices.Contains(targets, TargetREST) || slices.Contains(targets, TargetMCP) || slices.Contains(targets, TargetFederated)
+	return slices.ContainsFunc(targets, func(t string) bool {
+		return t == TargetREST || t == TargetMCP || t == TargetFederated || t == TargetHTTPRead || t == TargetHTTPWrite
+	})
+}
+
+func needsAPI(targets []string) bool {
+	return slices.ContainsFunc(targets, func(t string) bool {
+		return t == TargetAPI || t == TargetAPIProxy || t == TargetHTTPRead || t == TargetHTTPWrite
+	})
+}
+
+// randomToken answers a fresh bearer token for the JSON API.
+func randomToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func splitList(s string) []string {

@@ -30,6 +30,17 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(helperEnv) == "main" {
+		// Run as toolplane-load itself, with the arguments after the
+		// test binary's own flags: its api and proxy subcommands.
+		args := os.Args[1:]
+		for len(args) > 0 && strings.HasPrefix(args[0], "-test.") {
+			args = args[1:]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		os.Exit(Main(ctx, args, os.Stdout, os.Stderr))
+	}
 	if os.Getenv(helperEnv) == "1" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -133,6 +144,12 @@ func TestSummary(t *testing.T) {
 		{Target: TargetPlain, Clients: 1, Calls: 100, Window: time.Second, P50: 300 * time.Microsecond},
 		{Target: TargetProxy, Clients: 1, Calls: 100, Window: time.Second, P50: 450 * time.Microsecond},
 		{Target: TargetFederated, Clients: 1, Calls: 95, Window: time.Second, P50: 500 * time.Microsecond},
+		{Target: TargetAPI, Clients: 1, Calls: 100, Window: time.Second, P50: 100 * time.Microsecond},
+		{Target: TargetAPIProxy, Clients: 1, Calls: 100, Window: time.Second, P50: 200 * time.Microsecond},
+		{Target: TargetHTTPRead, Clients: 1, Calls: 100, Window: time.Second, P50: 350 * time.Microsecond},
+		{Target: TargetAPIProxy, Clients: 16, Calls: 4000, Window: time.Second},
+		{Target: TargetHTTPRead, Clients: 16, Calls: 3000, Window: time.Second},
+		{Target: TargetHTTPWrite, Clients: 16, Calls: 10500, Window: 5 * time.Second},
 	}
 	got := strings.Join(Summary(table, []int{1, 16}), "\n")
 	for _, want := range []string{
@@ -141,6 +158,10 @@ func TestSummary(t *testing.T) {
 		"(a) REST at 16 client(s): 9,000 calls/s",
 		"(b) toolplane MCP at 16 client(s): 90% of the plain server's throughput",
 		"(c) proxy at 1 client adds 0.150 ms to the direct p50",
+		"http read tool at 16 client(s): 75% of the bare proxy's throughput",
+		"httpread at 1 client adds 0.250 ms to the JSON API's direct p50",
+		"apiproxy at 1 client adds 0.100 ms to the JSON API's direct p50",
+		"http write tool at 16 client(s): 2,100 calls/s",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
@@ -215,6 +236,9 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 	if got, err := parseTargets("rest,federated"); err != nil || len(got) != 2 {
+		t.Errorf("parseTargets = %v, %v", got, err)
+	}
+	if got, err := parseTargets("api,apiproxy,httpread,httpwrite"); err != nil || len(got) != 4 {
 		t.Errorf("parseTargets = %v, %v", got, err)
 	}
 	if _, err := parseTargets("rest,grpc"); err == nil {
@@ -365,7 +389,7 @@ func TestUpstreamProcess(t *testing.T) {
 	}
 	defer up.Close()
 	target := &MCP{Label: "plain", Endpoint: up.ProxyURL, Tool: "demo_search_tickets", Arguments: []byte(`{"query":"cracked"}`), Expect: "t-1001"}
-	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, ServerCPU: serverCPU(TargetProxy, 0, up)})
+	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, ServerCPU: serverCPU(TargetProxy, 0, up, nil)})
 	if err != nil || res.Calls == 0 || res.Errors != 0 {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
@@ -397,7 +421,7 @@ func TestProxyProcess(t *testing.T) {
 		t.Fatalf("the proxy is not a process of its own: %s (shared %s), pids %v", up.ProxyURL, shared, up.ProxyPIDs())
 	}
 	target := &MCP{Label: "proxy", Endpoint: up.ProxyURL, Tool: "demo_search_tickets", Arguments: []byte(`{"query":"cracked"}`), Expect: "t-1001"}
-	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, ServerCPU: serverCPU(TargetProxy, 0, up)})
+	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, ServerCPU: serverCPU(TargetProxy, 0, up, nil)})
 	if err != nil || res.Calls == 0 || res.Errors != 0 {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
@@ -441,6 +465,9 @@ func TestMainRefusesBadFlags(t *testing.T) {
 		{"-rounds", "0"},
 		{"-arguments", "{"},
 		{"-target", "plain", "-upstream", "elsewhere"},
+		{"-target", "api", "-upstream", "elsewhere"},
+		{"-target", "httpread", "-url", "http://127.0.0.1:1", "-key", "k"},
+		{"-target", "httpwrite", "-url", "http://127.0.0.1:1", "-key", "k"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := Main(t.Context(), args, &out, &errOut); code == 0 {

@@ -136,7 +136,7 @@ func (u *Upstream) Close() error { return u.stop() }
 // process would cross one process boundary less per call than toolplane
 // does.
 func (u *Upstream) UseProxyProcess(ctx context.Context, stderr io.Writer, name string, args ...string) error {
-	h, err := startHelper(ctx, stderr, proxyLine, name, args...)
+	h, err := startHelper(ctx, stderr, proxyLine, nil, name, args...)
 	if err != nil {
 		return fmt.Errorf("proxy process: %w", err)
 	}
@@ -255,7 +255,7 @@ func ServeUpstream(ctx context.Context, addr string, stdout io.Writer) error {
 // ServeUpstream (toolplane-load's "upstream" subcommand), and answers once
 // it serves. Its stderr goes to stderr.
 func StartUpstreamProcess(ctx context.Context, stderr io.Writer, name string, args ...string) (*Upstream, error) {
-	h, err := startHelper(ctx, stderr, upstreamLine, name, args...)
+	h, err := startHelper(ctx, stderr, upstreamLine, nil, name, args...)
 	if err != nil {
 		return nil, fmt.Errorf("upstream process: %w", err)
 	}
@@ -269,11 +269,14 @@ type helper struct {
 	stop  func() error
 }
 
-// startHelper runs name with args and answers once it prints a line
-// matching line.
-func startHelper(ctx context.Context, stderr io.Writer, line *regexp.Regexp, name string, args ...string) (*helper, error) {
+// startHelper runs name with args, env added to this process's
+// environment, and answers once it prints a line matching line.
+func startHelper(ctx context.Context, stderr io.Writer, line *regexp.Regexp, env []string, name string, args ...string) (*helper, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Stderr = stderr
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
