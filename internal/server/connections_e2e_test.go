@@ -364,11 +364,13 @@ func startE2E(t *testing.T) *e2e {
 		token: planted("tok"), user: "ledger-bot", pass: planted("pw/x+y=z"), sqlDir: filepath.Join(dir, "sql")}
 	e.api = newOrdersAPI(t, e.token, e.user, e.pass)
 
-	// The SQL tool's database, in the directory SQLite connections may use.
-	if err := os.MkdirAll(e.sqlDir, 0o700); err != nil {
+	// The SQL tool's database, in the organization's own directory under
+	// the one SQLite connections may use.
+	orgDir := filepath.Join(e.sqlDir, DefaultOrganization)
+	if err := os.MkdirAll(orgDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	shop, err := sql.Open("sqlite", filepath.Join(e.sqlDir, "shop.db"))
+	shop, err := sql.Open("sqlite", filepath.Join(orgDir, "shop.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
