@@ -348,8 +348,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The listener comes first: the address it is given is the public
-	// URL's default, which the services build links from.
+	// First start writes the admin's credentials before the port
+	// listens: whoever sees the port open may read them.
+	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout); err != nil {
+		return nil, fmt.Errorf("first start: %w", err)
+	}
+	// The listener comes before the services: the address it is given is
+	// the public URL's default, which the services build links from.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -367,9 +372,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	svc, err := s.services(ctx, self, handlers, defs, upstreams)
 	if err != nil {
 		return nil, err
-	}
-	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout); err != nil {
-		return nil, fmt.Errorf("first start: %w", err)
 	}
 	if err := s.doors(svc); err != nil {
 		return nil, err
