@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -650,32 +649,13 @@ func testCatalogRevision(t *testing.T, s toolplane.Store) {
 // exactly one is stored.
 func testCatalogConcurrentInsert(t *testing.T, s toolplane.Store) {
 	org, p, owner := newOrg(), newToolPrefix(), newOwner()
-	var wins atomic.Int64
-	var winner atomic.Pointer[toolplane.ToolVersion]
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			v := fullVersion(org, p+".refund", "2.1.0", owner, base)
-			v.PublishedBy = fmt.Sprintf("user-%d", i)
-			v.Definition = fmt.Appendf(nil, `{"writer":%d}`, i)
-			<-start
-			err := s.InsertToolVersion(t.Context(), v)
-			switch {
-			case err == nil:
-				wins.Add(1)
-				winner.Store(v)
-			case !errors.Is(err, toolplane.ErrExists):
-				t.Errorf("InsertToolVersion(writer %d) = %v, want nil or ErrExists", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("%d of %d concurrent InsertToolVersion calls won, want exactly 1", n, writers)
-	}
-	wantVersion(t, s, winner.Load())
+	w := race(t, "InsertToolVersion", func(i int) *toolplane.ToolVersion {
+		v := fullVersion(org, p+".refund", "2.1.0", owner, base)
+		v.PublishedBy = fmt.Sprintf("user-%d", i)
+		v.Definition = fmt.Appendf(nil, `{"writer":%d}`, i)
+		return v
+	}, func(v *toolplane.ToolVersion) (bool, error) { return inserted(s.InsertToolVersion(t.Context(), v)) })
+	wantVersion(t, s, w)
 }
 
 func testCatalogConcurrentUpdate(t *testing.T, s toolplane.Store) {
@@ -683,33 +663,12 @@ func testCatalogConcurrentUpdate(t *testing.T, s toolplane.Store) {
 	orig := fullVersion(org, p+".refund", "2.1.0", owner, base)
 	insertVersion(t, s, orig)
 
-	var wins atomic.Int64
-	var winner atomic.Pointer[toolplane.ToolVersion]
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			v := *orig
-			v.ReviewedBy = fmt.Sprintf("user-%d", i)
-			v.ReviewReasons = []string{fmt.Sprintf("reason-%d", i)}
-			<-start
-			ok, err := s.UpdateToolVersion(t.Context(), &v)
-			if err != nil {
-				t.Errorf("UpdateToolVersion(writer %d) = %v", i, err)
-				return
-			}
-			if ok {
-				wins.Add(1)
-				winner.Store(&v)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("%d of %d concurrent UpdateToolVersion calls from one revision won, want exactly 1", n, writers)
-	}
-	w := winner.Load()
+	w := race(t, "UpdateToolVersion", func(i int) *toolplane.ToolVersion {
+		v := *orig
+		v.ReviewedBy = fmt.Sprintf("user-%d", i)
+		v.ReviewReasons = []string{fmt.Sprintf("reason-%d", i)}
+		return &v
+	}, func(v *toolplane.ToolVersion) (bool, error) { return s.UpdateToolVersion(t.Context(), v) })
 	if w.Revision != orig.Revision+1 {
 		t.Errorf("winner's Revision = %d, want %d", w.Revision, orig.Revision+1)
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -482,32 +480,12 @@ func testClaimListPagingWithInserts(t *testing.T, s toolplane.Store) {
 
 func testClaimConcurrentInsert(t *testing.T, s toolplane.Store) {
 	org := newOrg()
-	var wins atomic.Int64
-	var winner atomic.Pointer[toolplane.Claim]
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			c := fullClaim(org, "payments.refund_order", "contended", base)
-			c.Owner = fmt.Sprintf("worker-%d", i)
-			<-start
-			ok, err := s.InsertClaim(t.Context(), c)
-			if err != nil {
-				t.Errorf("InsertClaim(worker %d) = %v", i, err)
-				return
-			}
-			if ok {
-				wins.Add(1)
-				winner.Store(c)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("%d of %d concurrent InsertClaim calls won, want exactly 1", n, writers)
-	}
-	wantClaim(t, s, winner.Load())
+	w := race(t, "InsertClaim", func(i int) *toolplane.Claim {
+		c := fullClaim(org, "payments.refund_order", "contended", base)
+		c.Owner = fmt.Sprintf("worker-%d", i)
+		return c
+	}, func(c *toolplane.Claim) (bool, error) { return s.InsertClaim(t.Context(), c) })
+	wantClaim(t, s, w)
 }
 
 func testClaimConcurrentUpdate(t *testing.T, s toolplane.Store) {
@@ -515,33 +493,12 @@ func testClaimConcurrentUpdate(t *testing.T, s toolplane.Store) {
 	orig := fullClaim(org, "payments.refund_order", "contended", base)
 	insertClaim(t, s, orig)
 
-	var wins atomic.Int64
-	var winner atomic.Pointer[toolplane.Claim]
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			c := *orig
-			c.Owner = fmt.Sprintf("worker-%d", i)
-			c.Attempts = i
-			<-start
-			ok, err := s.UpdateClaim(t.Context(), &c)
-			if err != nil {
-				t.Errorf("UpdateClaim(worker %d) = %v", i, err)
-				return
-			}
-			if ok {
-				wins.Add(1)
-				winner.Store(&c)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("%d of %d concurrent UpdateClaim calls from one version won, want exactly 1", n, writers)
-	}
-	w := winner.Load()
+	w := race(t, "UpdateClaim", func(i int) *toolplane.Claim {
+		c := *orig
+		c.Owner = fmt.Sprintf("worker-%d", i)
+		c.Attempts = i
+		return &c
+	}, func(c *toolplane.Claim) (bool, error) { return s.UpdateClaim(t.Context(), c) })
 	if w.Version != orig.Version+1 {
 		t.Errorf("winner's Version = %d, want %d", w.Version, orig.Version+1)
 	}

@@ -498,37 +498,21 @@ func testConnectionConcurrentUpdate(t *testing.T, s toolplane.Store) {
 	orig := fullConnection(org, "con-1", base)
 	insertConnection(t, s, orig)
 
-	var wins atomic.Int64
-	var winner atomic.Pointer[toolplane.Connection]
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			c := *orig
-			c.RefreshOwner = fmt.Sprintf("node-%d", i)
-			c.Secret = fmt.Appendf(nil, "secret-%d", i)
-			var ch *toolplane.Change
-			if i%2 == 0 {
-				ch = newChange(org)
-			}
-			<-start
-			ok, err := s.UpdateConnection(t.Context(), &c, ch)
-			if err != nil {
-				t.Errorf("UpdateConnection(writer %d) = %v", i, err)
-				return
-			}
-			if ok {
-				wins.Add(1)
-				winner.Store(&c)
-			}
-		})
+	// Half the writers record a change with their update, half do not.
+	type update struct {
+		c  toolplane.Connection
+		ch *toolplane.Change
 	}
-	close(start)
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("%d of %d concurrent UpdateConnection calls from one version won, want exactly 1", n, writers)
-	}
-	w := winner.Load()
+	won := race(t, "UpdateConnection", func(i int) *update {
+		u := &update{c: *orig}
+		u.c.RefreshOwner = fmt.Sprintf("node-%d", i)
+		u.c.Secret = fmt.Appendf(nil, "secret-%d", i)
+		if i%2 == 0 {
+			u.ch = newChange(org)
+		}
+		return u
+	}, func(u *update) (bool, error) { return s.UpdateConnection(t.Context(), &u.c, u.ch) })
+	w := &won.c
 	if w.Version != orig.Version+1 {
 		t.Errorf("winner's Version = %d, want %d", w.Version, orig.Version+1)
 	}

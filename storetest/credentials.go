@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -568,31 +567,12 @@ func testCredentialIsolation(t *testing.T, s toolplane.Store) {
 // once, exactly one gets it.
 func testCredentialConcurrentInsert(t *testing.T, s toolplane.Store) {
 	id := credentialID(newOrg(), "contended")
-	var wins atomic.Int64
-	var winner atomic.Pointer[toolplane.Credential]
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			c := fullCredential(newOrg(), id, base)
-			c.Subject = fmt.Sprintf("agent-%d", i)
-			<-start
-			err := s.InsertCredential(t.Context(), c)
-			switch {
-			case err == nil:
-				wins.Add(1)
-				winner.Store(c)
-			case !errors.Is(err, toolplane.ErrExists):
-				t.Errorf("InsertCredential(writer %d) = %v, want nil or ErrExists", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("%d of %d concurrent InsertCredential calls won, want exactly 1", n, writers)
-	}
-	wantCredential(t, s, winner.Load())
+	w := race(t, "InsertCredential", func(i int) *toolplane.Credential {
+		c := fullCredential(newOrg(), id, base)
+		c.Subject = fmt.Sprintf("agent-%d", i)
+		return c
+	}, func(c *toolplane.Credential) (bool, error) { return inserted(s.InsertCredential(t.Context(), c)) })
+	wantCredential(t, s, w)
 }
 
 func testCredentialConcurrentUpdate(t *testing.T, s toolplane.Store) {
@@ -600,33 +580,12 @@ func testCredentialConcurrentUpdate(t *testing.T, s toolplane.Store) {
 	orig := fullCredential(org, credentialID(org, "contended"), base)
 	insertCredential(t, s, orig)
 
-	var wins atomic.Int64
-	var winner atomic.Pointer[toolplane.Credential]
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			c := *orig
-			c.Label = fmt.Sprintf("writer-%d", i)
-			c.Tools = []string{fmt.Sprintf("tool-%d", i)}
-			<-start
-			ok, err := s.UpdateCredential(t.Context(), &c)
-			if err != nil {
-				t.Errorf("UpdateCredential(writer %d) = %v", i, err)
-				return
-			}
-			if ok {
-				wins.Add(1)
-				winner.Store(&c)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if n := wins.Load(); n != 1 {
-		t.Fatalf("%d of %d concurrent UpdateCredential calls from one version won, want exactly 1", n, writers)
-	}
-	w := winner.Load()
+	w := race(t, "UpdateCredential", func(i int) *toolplane.Credential {
+		c := *orig
+		c.Label = fmt.Sprintf("writer-%d", i)
+		c.Tools = []string{fmt.Sprintf("tool-%d", i)}
+		return &c
+	}, func(c *toolplane.Credential) (bool, error) { return s.UpdateCredential(t.Context(), c) })
 	if w.Version != orig.Version+1 {
 		t.Errorf("winner's Version = %d, want %d", w.Version, orig.Version+1)
 	}

@@ -107,6 +107,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,4 +273,47 @@ func pageAll[T any](t *testing.T, what string, limit int, between func(), list f
 			between()
 		}
 	}
+}
+
+// race prepares writers values of one contended row (prepare(i) is
+// writer i's), then stores them all at once with attempt, and answers
+// the one that won, failing the test unless exactly one did. attempt
+// answers false for a loss the contract allows (a stale version, a row
+// that exists) and an error for anything else, which is reported against
+// op.
+func race[T any](t *testing.T, op string, prepare func(i int) *T, attempt func(v *T) (bool, error)) *T {
+	t.Helper()
+	var wins atomic.Int64
+	var winner atomic.Pointer[T]
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			v := prepare(i)
+			<-start
+			ok, err := attempt(v)
+			switch {
+			case err != nil:
+				t.Errorf("%s(writer %d) = %v", op, i, err)
+			case ok:
+				wins.Add(1)
+				winner.Store(v)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("%d of %d concurrent %s calls won, want exactly 1", n, writers, op)
+	}
+	return winner.Load()
+}
+
+// inserted reads an insert's answer for race: stored, or lost to a row
+// that exists.
+func inserted(err error) (bool, error) {
+	if errors.Is(err, toolplane.ErrExists) {
+		return false, nil
+	}
+	return err == nil, err
 }
