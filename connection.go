@@ -302,4 +302,8 @@ type ConnectionStore interface {
 	// (its ExpiresAt not after now) is deleted and answers ErrNotFound
 	// too.
 	TakeOAuthState(ctx context.Context, id string, now time.Time) (*OAuthState, error)
+	// DeleteExpiredOAuthStates removes up to limit states, of any
+	// organization, that expired at or before now (authorizations nobody
+	// completed), and answers how many. A limit below 1 is ErrInvalid.
+	DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error)
 }

@@ -331,3 +331,21 @@ func (s *Service) revokeAtProvider(ctx context.Context, c *toolplane.Connection,
 		}
 	}()
 }
+
+// SweepStates removes authorizations nobody completed once they expired,
+// a bounded batch a time, and answers how many it removed. A state taken
+// after its expiry is refused anyway; the sweep only keeps the table from
+// growing with links nobody opened.
+func (s *Service) SweepStates(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := s.cfg.Store.DeleteExpiredOAuthStates(ctx, s.now(), sweepBatch)
+		total += n
+		if err != nil || n < sweepBatch {
+			return total, err
+		}
+	}
+}
+
+// sweepBatch bounds one delete of expired states.
+const sweepBatch = 500

@@ -241,6 +241,14 @@ func TestAuthorizationCode(t *testing.T) {
 	_, err = e.release(s, call("kim"), crmRead, nil)
 	state, code, nonce = p.login(s, connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
 	e.clock.Advance(11 * time.Minute)
+	// The sweep removes them (the start link and the callback's state at
+	// least), and finds nothing the second time.
+	if n, err := s.SweepStates(ctx); err != nil || n < 2 {
+		t.Errorf("SweepStates = %d, %v; want the two expired states at least", n, err)
+	}
+	if n, err := s.SweepStates(ctx); err != nil || n != 0 {
+		t.Errorf("SweepStates again = %d, %v; want 0", n, err)
+	}
 	if _, _, err := s.Start(ctx, startState(t, expiredLink)); !errors.Is(err, connection.ErrState) {
 		t.Errorf("Start after the state's expiry = %v, want ErrState", err)
 	}

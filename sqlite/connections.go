@@ -319,3 +319,21 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 	}
 	return &st, nil
 }
+
+// DeleteExpiredOAuthStates removes up to limit states of any organization
+// that expired at or before now.
+func (s *Store) DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, fmt.Errorf("delete expired oauth states: %w", err)
+	}
+	res, err := s.exec(ctx, `DELETE FROM oauth_states WHERE id IN
+		(SELECT id FROM oauth_states WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`, micros(now), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired oauth states: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete expired oauth states: %w", err)
+	}
+	return int(n), nil
+}

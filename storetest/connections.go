@@ -33,6 +33,7 @@ var connectionCases = []suiteCase{
 	{"OAuthStateTake", testOAuthStateTake},
 	{"OAuthStateDuplicate", testOAuthStateDuplicate},
 	{"OAuthStateExpired", testOAuthStateExpired},
+	{"OAuthStateSweep", testOAuthStateSweep},
 	{"OAuthStateTakeMissing", testOAuthStateTakeMissing},
 	{"OAuthStateConcurrentTake", testOAuthStateConcurrentTake},
 }
@@ -763,6 +764,38 @@ func testOAuthStateExpired(t *testing.T, s toolplane.Store) {
 			}
 		})
 	}
+}
+
+// testOAuthStateSweep: states nobody took are removed once expired, at
+// most limit at a time, and those still waiting stay. The suite's other
+// states were made long after these expire, so the sweep, which crosses
+// organizations, leaves them alone.
+func testOAuthStateSweep(t *testing.T, s toolplane.Store) {
+	org, other := newOrg(), newOrg()
+	long := time.Date(2001, 3, 1, 12, 0, 0, 0, time.UTC)
+	var gone []*toolplane.OAuthState
+	for i, o := range []string{org, other, org} {
+		st := fullOAuthState(o, oauthStateID(o, fmt.Sprint("old", i)), long.Add(time.Duration(i)*time.Minute))
+		insertOAuthState(t, s, st)
+		gone = append(gone, st)
+	}
+	waiting := fullOAuthState(org, oauthStateID(org, "waiting"), long.Add(time.Hour))
+	insertOAuthState(t, s, waiting)
+	sweep := stored(gone[2].ExpiresAt) // the last one expires exactly then
+
+	if _, err := s.DeleteExpiredOAuthStates(t.Context(), sweep, 0); !errors.Is(err, toolplane.ErrInvalid) {
+		t.Errorf("DeleteExpiredOAuthStates(limit 0) = %v, want ErrInvalid", err)
+	}
+	if n, err := s.DeleteExpiredOAuthStates(t.Context(), sweep, 2); err != nil || n != 2 {
+		t.Fatalf("DeleteExpiredOAuthStates(limit 2) = %d, %v; want 2", n, err)
+	}
+	if n, err := s.DeleteExpiredOAuthStates(t.Context(), sweep, 10); err != nil || n != 1 {
+		t.Fatalf("DeleteExpiredOAuthStates(the rest) = %d, %v; want 1", n, err)
+	}
+	for _, st := range gone {
+		wantNotTaken(t, s, st.ID, long)
+	}
+	wantTaken(t, s, waiting.ID, long, waiting)
 }
 
 // testOAuthStateTakeMissing: the state parameter comes from the provider's

@@ -1120,6 +1120,20 @@ func (m *memStore) TakeOAuthState(_ context.Context, id string, now time.Time) (
 	return &st, nil
 }
 
+func (m *memStore) DeleteExpiredOAuthStates(_ context.Context, now time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	expired := pick(m.oauthStates, func(st toolplane.OAuthState) bool { return !st.ExpiresAt.After(now) },
+		func(a, b toolplane.OAuthState) int { return a.ExpiresAt.Compare(b.ExpiresAt) }, limit)
+	for _, st := range expired {
+		delete(m.oauthStates, st.ID)
+	}
+	return len(expired), nil
+}
+
 // The maintenance reads cross organizations; each is the contract's
 // sentence in jobs.Maintenance written as a filter. A zero lease or
 // resolution time is "none", never "long ago".

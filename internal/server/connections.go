@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/toolplane/toolplane/connection"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -233,4 +235,24 @@ func egressDial(c *toolplane.Connection) (func(ctx context.Context, network, add
 		return nil, err
 	}
 	return p.Dialer(), nil
+}
+
+// stateSweepEvery is how often expired authorizations are removed.
+const stateSweepEvery = 5 * time.Minute
+
+// sweepStates removes expired authorizations every stateSweepEvery until
+// ctx ends.
+func sweepStates(ctx context.Context, conns *connection.Service, log *slog.Logger) {
+	t := time.NewTicker(stateSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := conns.SweepStates(ctx); err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, "expired authorizations not removed", "err", err)
+			}
+		}
+	}
 }

@@ -486,6 +486,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err != nil {
 		return nil, err
 	}
+	s.loops.Go(func() { sweepStates(s.bg, conns, log) })
 	sqliteDir := cfg.SQLiteDir
 	if sqliteDir == "" {
 		sqliteDir = filepath.Join(dataDirOf(cfg.Database, cfg.DataDir), "sql")
