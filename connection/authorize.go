@@ -150,11 +150,14 @@ func (s *Service) Start(ctx context.Context, startID string) (redirect, nonce st
 	return link, nonce, nil
 }
 
-// Callback completes an authorization: it takes the state (single use),
-// checks that the browser holds the nonce its start gave, exchanges the
-// code with the PKCE verifier, and stores the person's connection, active
-// again if it needed a new consent.
-func (s *Service) Callback(ctx context.Context, stateID, code, nonce string) (*toolplane.Connection, error) {
+// Callback completes an authorization from the query of the provider's
+// redirect (state, code, and iss when the provider sends it): it takes
+// the state (single use), checks that the browser holds the nonce its
+// start gave and that the answer comes from the application's issuer
+// (RFC 9207), exchanges the code with the PKCE verifier, and stores the
+// person's connection, active again if it needed a new consent.
+func (s *Service) Callback(ctx context.Context, back url.Values, nonce string) (*toolplane.Connection, error) {
+	stateID, code := back.Get("state"), back.Get("code")
 	st, err := s.cfg.Store.TakeOAuthState(ctx, stateID, s.now())
 	if err != nil {
 		if errors.Is(err, toolplane.ErrNotFound) {
@@ -186,6 +189,10 @@ func (s *Service) Callback(ctx context.Context, stateID, code, nonce string) (*t
 	}
 	if err := usable(app, ""); err != nil {
 		return nil, fmt.Errorf("%w: %v", toolplane.ErrConflict, err)
+	}
+	if iss := back.Get("iss"); iss != "" && app.Config.Issuer != "" && iss != app.Config.Issuer {
+		// A mix-up: the answer is another authorization server's.
+		return nil, fmt.Errorf("%w: the authorization answer comes from another issuer than the application's; start again", ErrState)
 	}
 	appSec, err := s.open(app)
 	if err != nil {

@@ -136,7 +136,7 @@ func (p *provider) consent(s *connection.Service, user string) *toolplane.Connec
 	_, err := p.e.release(s, call(user), tool("crm.read", "crm"), nil)
 	ce := connErr(t, err, toolplane.CodeConnectionRequired)
 	state, code, nonce := p.login(s, ce.AuthorizationURL)
-	c, err := s.Callback(t.Context(), state, code, nonce)
+	c, err := s.Callback(t.Context(), returned(state, code), nonce)
 	p.e.saw(err)
 	p.e.saw(c)
 	if err != nil {
@@ -185,7 +185,23 @@ func TestAuthorizationCode(t *testing.T) {
 		t.Fatalf("second Start = %v, want ErrState", err)
 	}
 
-	c, err := s.Callback(ctx, state, code, nonce)
+	// An answer naming another issuer (RFC 9207) is a mix-up: refused,
+	// and nothing stored.
+	_, err = e.release(s, call("sam"), crmRead, nil)
+	mixState, mixCode, mixNonce := p.login(s, connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
+	mixed := returned(mixState, mixCode)
+	mixed.Set("iss", "https://other-issuer.example")
+	if _, err := s.Callback(ctx, mixed, mixNonce); !errors.Is(err, connection.ErrState) {
+		t.Fatalf("Callback from another issuer = %v, want ErrState", err)
+	}
+	if cs, _, _ := e.store.ListConnections(ctx, org, toolplane.ConnectionFilter{UserID: "sam"}, "", 10); len(cs) != 0 {
+		t.Fatalf("a mixed-up callback stored a connection for sam")
+	}
+
+	// The application's own issuer is accepted.
+	back := returned(state, code)
+	back.Set("iss", p.app.Config.Issuer)
+	c, err := s.Callback(ctx, back, nonce)
 	e.saw(err)
 	e.saw(c)
 	if err != nil {
@@ -195,7 +211,7 @@ func TestAuthorizationCode(t *testing.T) {
 		c.Config.App != p.app.ID || c.Provider != "crm" || c.Secret != nil || c.Owner != "sam" {
 		t.Fatalf("Callback answered %+v", c)
 	}
-	if _, err := s.Callback(ctx, state, code, nonce); !errors.Is(err, connection.ErrState) {
+	if _, err := s.Callback(ctx, returned(state, code), nonce); !errors.Is(err, connection.ErrState) {
 		t.Fatalf("replayed Callback = %v, want ErrState", err)
 	}
 
@@ -226,7 +242,7 @@ func TestAuthorizationCode(t *testing.T) {
 	// provider is refused, and stores nothing.
 	_, err = e.release(s, call("kim"), crmRead, nil)
 	state, code, _ = p.login(s, connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
-	_, err = s.Callback(ctx, state, code, "another browser's nonce")
+	_, err = s.Callback(ctx, returned(state, code), "another browser's nonce")
 	e.saw(err)
 	if !errors.Is(err, connection.ErrState) {
 		t.Fatalf("Callback with another nonce = %v, want ErrState", err)
@@ -252,7 +268,7 @@ func TestAuthorizationCode(t *testing.T) {
 	if _, _, err := s.Start(ctx, startState(t, expiredLink)); !errors.Is(err, connection.ErrState) {
 		t.Errorf("Start after the state's expiry = %v, want ErrState", err)
 	}
-	if _, err := s.Callback(ctx, state, code, nonce); !errors.Is(err, connection.ErrState) {
+	if _, err := s.Callback(ctx, returned(state, code), nonce); !errors.Is(err, connection.ErrState) {
 		t.Errorf("Callback after the state's expiry = %v, want ErrState", err)
 	}
 	if cs, _, _ := e.store.ListConnections(ctx, org, toolplane.ConnectionFilter{UserID: "kim"}, "", 10); len(cs) != 0 {
@@ -353,7 +369,7 @@ func TestRefresh(t *testing.T) {
 	// sam consents again: the same connection is active again.
 	_, err = e.release(b, call("sam"), crmRead, nil)
 	state, code, nonce := p.login(b, connErr(t, err, toolplane.CodeConnectionExpired).AuthorizationURL)
-	again, err := b.Callback(ctx, state, code, nonce)
+	again, err := b.Callback(ctx, returned(state, code), nonce)
 	e.saw(again)
 	e.saw(err)
 	if err != nil || again.ID != c.ID || again.State != toolplane.ConnectionActive || again.Reason != "" {
@@ -464,7 +480,7 @@ func TestScopeGrowth(t *testing.T) {
 	}
 	// Consenting again grants the grown scopes.
 	state, code, nonce := p.login(s, ce.AuthorizationURL)
-	again, err := s.Callback(t.Context(), state, code, nonce)
+	again, err := s.Callback(t.Context(), returned(state, code), nonce)
 	e.saw(err)
 	if err != nil || again.ID != c.ID {
 		t.Fatalf("consent again = %v, %v", again, err)
@@ -526,4 +542,9 @@ func TestSecretsNeverShown(t *testing.T) {
 	list, _, err := s.List(t.Context(), admin, toolplane.ConnectionFilter{}, "", 10)
 	e.saw(list)
 	e.saw(err)
+}
+
+// returned is the query of the provider's redirect to the callback.
+func returned(state, code string) url.Values {
+	return url.Values{"state": {state}, "code": {code}}
 }

@@ -268,8 +268,7 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		s.page(w, httperr.InvalidRequest.Status(), "Not connected", msg)
 		return
 	}
-	state, code := q.Get("state"), q.Get("code")
-	if state == "" || len(state) > toolplane.MaxRefLen {
+	if state := q.Get("state"); state == "" || len(state) > toolplane.MaxRefLen {
 		s.page(w, httperr.InvalidRequest.Status(), "Not connected", "The provider's answer names no authorization; start again.")
 		return
 	}
@@ -281,7 +280,7 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 			"This browser did not start this authorization (or its cookie expired); open the authorization link again in this browser.")
 		return
 	}
-	conn, err := s.Connections.Callback(r.Context(), state, code, cookie.Value)
+	conn, err := s.Connections.Callback(r.Context(), q, cookie.Value)
 	if err != nil {
 		s.failPage(w, r, err)
 		return

@@ -268,7 +268,7 @@ func (w *oauthWorld) consent(link string) *toolplane.Connection {
 	if err != nil {
 		w.t.Fatalf("Login: %v", err)
 	}
-	c, err := w.svc.Callback(ctx, back.Query().Get("state"), back.Query().Get("code"), nonce)
+	c, err := w.svc.Callback(ctx, back.Query(), nonce)
 	if err != nil {
 		w.t.Fatalf("Callback: %v", err)
 	}
