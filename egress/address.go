@@ -18,6 +18,62 @@ type class struct {
 	// IPv4-compatible form) that is checked in its stead; the carrier is
 	// refused only when the address it carries is.
 	embeds func(netip.Addr) netip.Addr
+
+	// The prefix as masks, so the check is a few integer comparisons
+	// per class: base and mask of an IPv4 class, hi and lo of IPv6.
+	base4, mask4                   uint32
+	baseHi, baseLo, maskHi, maskLo uint64
+}
+
+// contains4 reports whether the class holds the IPv4 address x.
+func (c *class) contains4(x uint32) bool { return x&c.mask4 == c.base4 }
+
+// contains6 reports whether the class holds the IPv6 address hi:lo.
+func (c *class) contains6(hi, lo uint64) bool {
+	return hi&c.maskHi == c.baseHi && lo&c.maskLo == c.baseLo
+}
+
+func init() {
+	for i := range classesV4 {
+		c := &classesV4[i]
+		c.base4 = be32(c.prefix.Addr().As4())
+		c.mask4 = ^uint32(0) << (32 - c.prefix.Bits())
+		if c.prefix.Bits() == 0 {
+			c.mask4 = 0
+		}
+	}
+	for i := range classesV6 {
+		c := &classesV6[i]
+		c.baseHi, c.baseLo = be128(c.prefix.Addr().As16())
+		c.maskHi, c.maskLo = mask128(c.prefix.Bits())
+	}
+}
+
+func be32(b [4]byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func be128(b [16]byte) (hi, lo uint64) {
+	for i := range 8 {
+		hi = hi<<8 | uint64(b[i])
+		lo = lo<<8 | uint64(b[8+i])
+	}
+	return hi, lo
+}
+
+// mask128 answers the mask of a prefix of bits bits, as two halves.
+func mask128(bits int) (hi, lo uint64) {
+	switch {
+	case bits >= 128:
+		return ^uint64(0), ^uint64(0)
+	case bits > 64:
+		return ^uint64(0), ^uint64(0) << (128 - bits)
+	case bits == 64:
+		return ^uint64(0), 0
+	case bits > 0:
+		return ^uint64(0) << (64 - bits), 0
+	}
+	return 0, 0
 }
 
 // classesV4 are the refused IPv4 classes, the most specific first so a
@@ -79,9 +135,10 @@ func classify(a netip.Addr) (c, inner *class, carried netip.Addr) {
 	if a.Is4() {
 		return classify4(a), nil, netip.Addr{}
 	}
+	hi, lo := be128(a.As16())
 	for i := range classesV6 {
 		k := &classesV6[i]
-		if !k.prefix.Contains(a) {
+		if !k.contains6(hi, lo) {
 			continue
 		}
 		if k.embeds == nil {
@@ -98,8 +155,9 @@ func classify(a netip.Addr) (c, inner *class, carried netip.Addr) {
 }
 
 func classify4(a netip.Addr) *class {
+	x := be32(a.As4())
 	for i := range classesV4 {
-		if classesV4[i].prefix.Contains(a) {
+		if classesV4[i].contains4(x) {
 			return &classesV4[i]
 		}
 	}

@@ -150,4 +150,18 @@ func TestAllowedRangeIsNoWiderThanWritten(t *testing.T) {
 			t.Errorf("CheckAddr(%s) = %v; want refused", addr, err)
 		}
 	}
+	// Every IPv6 address is no IPv4 address: IPv4-mapped addresses are
+	// checked unmapped, as IPv4.
+	v6, err := egress.Compile(toolplane.EgressRules{AllowCIDRs: []string{"::/0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"127.0.0.1", "::ffff:127.0.0.1", "10.0.0.1"} {
+		if err := v6.CheckAddr("h.example", netip.MustParseAddr(addr)); !errors.Is(err, toolplane.ErrForbidden) {
+			t.Errorf("::/0 allowed: CheckAddr(%s) = %v; want refused", addr, err)
+		}
+	}
+	if err := v6.CheckAddr("h.example", netip.MustParseAddr("::1")); err != nil {
+		t.Errorf("::/0 allowed: CheckAddr(::1) = %v", err)
+	}
 }

@@ -260,8 +260,8 @@ func (p *Policy) CheckAddr(host string, a netip.Addr) error {
 	return &RefusedError{Host: host, Addr: a.String(), Rule: v.rule()}
 }
 
-// LookupHost answers host itself, unresolved, when it is on the host list,
-// and a *RefusedError otherwise. It is the lookup for a driver that
+// LookupHost answers host itself, unresolved, when it is on the host list
+// (and, an IP address, is not refused), and a *RefusedError otherwise. It is the lookup for a driver that
 // resolves a name before calling its dial hook (pgconn.Config.LookupFunc):
 // the name must reach DialContext, which resolves and checks it itself.
 func (p *Policy) LookupHost(_ context.Context, host string) ([]string, error) {

@@ -59,6 +59,11 @@ func (p *Policy) Client(timeout time.Duration) *http.Client {
 // to be sent, via the requests already sent, oldest first.
 func (p *Policy) checkRedirect(req *http.Request, via []*http.Request) error {
 	host := req.URL.Hostname()
+	if host == "" {
+		// A file: or other URL without a host is named whole, so the
+		// refusal says where the redirect pointed.
+		host = req.URL.Redacted()
+	}
 	if len(via) > maxRedirects {
 		return &RefusedError{Host: host, Rule: "more than " + strconv.Itoa(maxRedirects) + " redirects"}
 	}

@@ -149,7 +149,7 @@ func TestClientRedirects(t *testing.T) {
 			if !errors.As(err, &urlErr) || !errors.As(err, &refused) || !errors.Is(err, toolplane.ErrForbidden) {
 				t.Fatalf("error %v (%T); want a *RefusedError inside a *url.Error", err, err)
 			}
-			if !strings.Contains(refused.Rule, tt.rule) || refused.Addr != tt.addr {
+			if !strings.Contains(refused.Rule, tt.rule) || refused.Addr != tt.addr || refused.Host == "" {
 				t.Errorf("refusal %+v; want rule %q at %q", refused, tt.rule, tt.addr)
 			}
 			if strings.Contains(err.Error(), "sk-live-123") || strings.Contains(err.Error(), "key-456") {
