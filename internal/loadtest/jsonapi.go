@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -125,40 +124,11 @@ func (a *API) ProxyPIDs() []int {
 // StartAPI serves the JSON API on addr and a bare reverse proxy to it on
 // another loopback port, in this process, until ctx ends or Close.
 func StartAPI(ctx context.Context, addr, token string) (*API, error) {
-	ln, err := net.Listen("tcp", addr)
+	base, proxy, stop, err := serveWithProxy(ctx, addr, "api", APIHandler(token))
 	if err != nil {
-		return nil, fmt.Errorf("api: listen on %s: %w", addr, err)
+		return nil, err
 	}
-	base := &url.URL{Scheme: "http", Host: ln.Addr().String()}
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("api proxy: listen: %w", err)
-	}
-	servers := []*http.Server{
-		{Handler: APIHandler(token), ReadHeaderTimeout: 10 * time.Second},
-		{Handler: ProxyHandler(base), ReadHeaderTimeout: 10 * time.Second},
-	}
-	go servers[0].Serve(ln)
-	go servers[1].Serve(pln)
-	stopped := make(chan struct{})
-	stop := func() error {
-		select {
-		case <-stopped:
-			return nil
-		default:
-			close(stopped)
-		}
-		return errors.Join(servers[0].Close(), servers[1].Close())
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			stop()
-		case <-stopped:
-		}
-	}()
-	return &API{URL: base.String(), ProxyURL: "http://" + pln.Addr().String(), stop: stop}, nil
+	return &API{URL: base.String(), ProxyURL: proxy, stop: stop}, nil
 }
 
 // apiLine is what ServeAPI prints once it serves.

@@ -185,35 +185,43 @@ func StartUpstream(ctx context.Context, addr string) (*Upstream, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(upstreamPath, plain)
+	base, proxy, stop, err := serveWithProxy(ctx, addr, "upstream", mux)
+	if err != nil {
+		return nil, err
+	}
+	return &Upstream{URL: base.String() + upstreamPath, ProxyURL: proxy + upstreamPath, stop: stop}, nil
+}
+
+// serveWithProxy serves h on addr and a bare reverse proxy to it on
+// another loopback port, in this process, until ctx ends or stop: a
+// baseline and the same baseline behind a proxy, to measure beside
+// toolplane. what names the server in errors.
+func serveWithProxy(ctx context.Context, addr, what string, h http.Handler) (base *url.URL, proxy string, stop func() error, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("upstream: listen on %s: %w", addr, err)
+		return nil, "", nil, fmt.Errorf("%s: listen on %s: %w", what, addr, err)
 	}
-	base := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	base = &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("proxy: listen: %w", err)
+		return nil, "", nil, fmt.Errorf("%s proxy: listen: %w", what, err)
 	}
 	servers := []*http.Server{
-		{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		{Handler: h, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: ProxyHandler(base), ReadHeaderTimeout: 10 * time.Second},
 	}
 	go servers[0].Serve(ln)
 	go servers[1].Serve(pln)
 	stopped := make(chan struct{})
-	stop := func() error {
+	stop = func() error {
 		select {
 		case <-stopped:
 			return nil
 		default:
 			close(stopped)
 		}
-		var errs []error
-		for _, s := range servers {
-			errs = append(errs, s.Close())
-		}
-		return errors.Join(errs...)
+		return errors.Join(servers[0].Close(), servers[1].Close())
 	}
 	go func() {
 		select {
@@ -222,11 +230,7 @@ func StartUpstream(ctx context.Context, addr string) (*Upstream, error) {
 		case <-stopped:
 		}
 	}()
-	return &Upstream{
-		URL:      base.String() + upstreamPath,
-		ProxyURL: "http://" + pln.Addr().String() + upstreamPath,
-		stop:     stop,
-	}, nil
+	return base, "http://" + pln.Addr().String(), stop, nil
 }
 
 // upstreamLine is what ServeUpstream prints once it serves, and
