@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
@@ -132,8 +133,13 @@ func (s *Service) change(c *toolplane.Connection, kind, actor, reason string) *t
 // bounded keeps a person's reason to a line's worth.
 func bounded(s string) string {
 	const max = 500
+	s = strings.ToValidUTF8(s, "")
 	if len(s) > max {
-		return s[:max]
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
 	}
 	return s
 }

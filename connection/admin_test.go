@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/connection"
@@ -273,5 +274,23 @@ func TestRevokeAuthorization(t *testing.T) {
 	}
 	if _, err := s.Release(t.Context(), releaseOf(call(""), tool("crm.read", "crm"), nil)); err == nil {
 		t.Errorf("a revoked connection was released")
+	}
+}
+
+// TestRevokeReasonIsBoundedAsText: a long reason is cut to its bound at a
+// character, never inside one: a store that keeps only valid UTF-8
+// (PostgreSQL's TEXT) would otherwise refuse the revocation itself.
+func TestRevokeReasonIsBoundedAsText(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.service("n1")
+	c := e.create(s, admin, static("crm", "crm", secretToken("crm")))
+	reason := strings.Repeat("a", 499) + strings.Repeat("é", 10) + "\xff"
+	got, err := s.Revoke(t.Context(), admin, c.ID, reason)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(got.Reason) || len(got.Reason) > 500 || !strings.HasPrefix(got.Reason, strings.Repeat("a", 499)) {
+		t.Fatalf("reason %q (%d bytes)", got.Reason, len(got.Reason))
 	}
 }
