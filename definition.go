@@ -75,10 +75,14 @@ type Definition struct {
 	// it turns a Dropped marker into one that carries a ResourceRef.
 	ItemKind string `json:"item_kind,omitempty"`
 
-	Tags       []string `json:"tags,omitempty"`
-	Owner      string   `json:"owner,omitempty"`
-	OnCall     string   `json:"on_call,omitempty"`
-	CostCenter string   `json:"cost_center,omitempty"`
+	Tags []string `json:"tags,omitempty"`
+	// Classification is the data classification of what the tool
+	// touches: public, internal, confidential or restricted. Policy rules
+	// read it.
+	Classification string `json:"classification,omitempty"`
+	Owner          string `json:"owner,omitempty"`
+	OnCall         string `json:"on_call,omitempty"`
+	CostCenter     string `json:"cost_center,omitempty"`
 
 	// Mode is sync unless the tool is long running.
 	Mode Mode `json:"mode,omitempty"`
@@ -154,6 +158,11 @@ type Annotations struct {
 	RequiresApproval bool `json:"requires_approval,omitempty"`
 	LongRunning      bool `json:"long_running,omitempty"`
 	OpenWorld        bool `json:"open_world,omitempty"`
+	// FailOpen lets a read tool be decided from the last known good rules
+	// and grants, for a short while, when the store cannot be read; every
+	// such decision is marked in the audit trail. A write or send tool is
+	// always decided fail closed, whatever this says.
+	FailOpen bool `json:"fail_open,omitempty"`
 }
 
 // Binding says what executes a tool: a handler registered under a key in the

@@ -32,6 +32,18 @@ func (e Effect) String() string {
 type Decision struct {
 	Effect Effect
 	Reason string
+	// Rule names the rule that decided, when an organization's rules did
+	// ("" for the built-in grants check): what explain shows and the audit
+	// event records.
+	Rule string
+	// Bundle is the version of the organization's rules that decided, 0
+	// when none was published.
+	Bundle int64
+	// Approval routes a RequireApproval decision: who must approve.
+	Approval *Approval
+	// Degraded marks a decision taken from the last known good rules
+	// while the store could not be read (a fail-open read-only tool).
+	Degraded bool
 }
 
 // Input is what a policy decides on.
