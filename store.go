@@ -2,6 +2,7 @@ package toolplane
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -144,7 +145,16 @@ type Approval struct {
 	Level         int
 	ApproverGroup string
 	EscalatedFrom string
-	ExpiresAt     time.Time
+	// Rule names the policy rule that asked for the approval ("" when the
+	// tool's own requires_approval did). Approvers is how many distinct
+	// people must approve (0 and 1 are one); ApprovedBy who has so far,
+	// while the approval stays pending. Approver, when set, is the one
+	// person who must answer (the requester's manager).
+	Rule       string
+	Approvers  int
+	Approver   string
+	ApprovedBy []string
+	ExpiresAt  time.Time
 	CreatedAt     time.Time
 	ResolvedAt    time.Time
 	ResolvedBy    string
@@ -231,8 +241,23 @@ type AuditEvent struct {
 	AuthorizedBy string `json:"authorized_by,omitempty"`
 	// ConnectionID names the connection whose secret the broker released
 	// for the call: by ID, never by value.
-	ConnectionID  string    `json:"connection_id,omitempty"`
-	Replayed      bool      `json:"replayed"`
+	ConnectionID string `json:"connection_id,omitempty"`
+	// PolicyDecision is what the policy step decided (allow, deny,
+	// require_approval; "" when the call ended before it); PolicyBundle
+	// and PolicyRule the organization's rules version and the rule that
+	// decided (0 and "" when the grants alone did). PolicyDegraded marks
+	// a decision taken from the last known good rules while the store
+	// could not be read.
+	PolicyDecision string `json:"policy_decision,omitempty"`
+	PolicyBundle   int64  `json:"policy_bundle,omitempty"`
+	PolicyRule     string `json:"policy_rule,omitempty"`
+	PolicyDegraded bool   `json:"policy_degraded,omitempty"`
+	// PolicyInput is the document the rules decided on (or would have,
+	// when none were published), credentials redacted as in a span: what
+	// a shadow run replays a candidate bundle against. Empty when the
+	// grants refused the call, or the document was too large to keep.
+	PolicyInput   json.RawMessage `json:"policy_input,omitempty"`
+	Replayed      bool            `json:"replayed"`
 	LatencyMicros int64     `json:"latency_micros"`
 	CreatedAt     time.Time `json:"created_at"`
 }
@@ -348,4 +373,5 @@ type Store interface {
 	NodeStore
 	UpstreamSettingStore
 	ConnectionStore
+	PolicyBundleStore
 }

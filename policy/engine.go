@@ -102,6 +102,10 @@ type Approval struct {
 	Approvers int `json:"approvers,omitempty"`
 	// Manager asks the requesting user's manager.
 	Manager bool `json:"manager,omitempty"`
+	// Person is the one person who must answer, resolved by the deciding
+	// policy (the requesting user's manager when Manager is set); rules
+	// leave it empty.
+	Person string `json:"person,omitempty"`
 }
 
 // Engine compiles bundles written in one rule language.

@@ -7,6 +7,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path"
 
@@ -67,6 +68,11 @@ type Decision struct {
 	// Degraded marks a decision taken from the last known good rules
 	// while the store could not be read (a fail-open read-only tool).
 	Degraded bool
+	// Input is the document the organization's rules decided on (or
+	// would have, had any been published), credentials redacted, as the
+	// call's audit event keeps it for a shadow run to replay; nil when
+	// the grants refused the call.
+	Input json.RawMessage
 }
 
 // Input is what a policy decides on.

@@ -15,7 +15,7 @@ import (
 const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
 	arguments_hash, arguments, invocation, principal_id, preview, status,
 	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
-	level, approver_group, escalated_from`
+	level, approver_group, escalated_from, rule, approvers, approver, approved_by`
 
 func scanApproval(r scanner) (toolplane.Approval, error) {
 	var (
@@ -26,7 +26,10 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 	err := r.Scan(&a.OrganizationID, &a.ID, &a.RunID, &a.StepPath, &a.Tool, &a.ToolVersion, byteString{&a.Key},
 		byteString{&a.ArgumentsHash}, &a.Arguments, &a.Invocation, &a.PrincipalID, &a.Preview, &a.Status,
 		&a.DefaultOnTimeout, &expires, &created, &resolved, &a.ResolvedBy, &a.Reason, &a.Version,
-		&a.Level, &a.ApproverGroup, &a.EscalatedFrom)
+		&a.Level, &a.ApproverGroup, &a.EscalatedFrom, &a.Rule, &a.Approvers, &a.Approver, &a.ApprovedBy)
+	if len(a.ApprovedBy) == 0 {
+		a.ApprovedBy = nil
+	}
 	a.ExpiresAt = fromOptMicros(expires)
 	a.CreatedAt = fromMicros(created)
 	a.ResolvedAt = fromOptMicros(resolved)
@@ -36,12 +39,16 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 // InsertApproval stores a, or answers an error wrapping toolplane.ErrExists
 // when its organization already has an approval with that ID.
 func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
+	approvedBy, err := names("approved_by", a.ApprovedBy)
+	if err != nil {
+		return fmt.Errorf("insert approval %s: %w", a.ID, err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`,
 		a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
 		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
 		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version,
-		a.Level, a.ApproverGroup, a.EscalatedFrom)
+		a.Level, a.ApproverGroup, a.EscalatedFrom, a.Rule, a.Approvers, a.Approver, approvedBy)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert approval %s: %w", a.ID, toolplane.ErrExists)
 	}
@@ -86,14 +93,16 @@ const updateApproval = `UPDATE approvals SET
 			arguments_hash = $6, arguments = $7, invocation = $8, principal_id = $9, preview = $10,
 			status = $11, default_on_timeout = $12, expires_at = $13, resolved_at = $14,
 			resolved_by = $15, reason = $16, level = $17, approver_group = $18, escalated_from = $19,
+			rule = $20, approvers = $21, approver = $22, approved_by = $23,
 			version = version + 1
-		WHERE organization_id = $20 AND id = $21 AND version = $22`
+		WHERE organization_id = $24 AND id = $25 AND version = $26`
 
 func updateApprovalArgs(a *toolplane.Approval) []any {
 	return []any{a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
 		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview,
 		string(a.Status), a.DefaultOnTimeout, optMicros(a.ExpiresAt), optMicros(a.ResolvedAt),
 		a.ResolvedBy, a.Reason, a.Level, a.ApproverGroup, a.EscalatedFrom,
+		a.Rule, a.Approvers, a.Approver, approvedBy(a),
 		a.OrganizationID, a.ID, a.Version}
 }
 
@@ -101,7 +110,7 @@ func updateApprovalArgs(a *toolplane.Approval) []any {
 // statement, as updateClaimAudited.
 var updateApprovalAudited = `WITH updated AS (` + updateApproval + ` RETURNING 1)
 	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT ` + placeholders(23, auditArgCount) + ` FROM updated`
+	SELECT ` + placeholders(27, auditArgCount) + ` FROM updated`
 
 // UpdateApprovalAudited is UpdateApproval and AppendAudit in one
 // transaction; a stale version stores neither, and an event that cannot be
@@ -216,4 +225,14 @@ func (s *Store) CountApprovals(ctx context.Context, status toolplane.ApprovalSta
 		return nil, fmt.Errorf("count approvals: %w", err)
 	}
 	return out, nil
+}
+
+// approvedBy answers a's ApprovedBy as its column takes it; nil (which
+// the NOT NULL column refuses) for a name that cannot be stored as given.
+func approvedBy(a *toolplane.Approval) any {
+	v, err := names("approved_by", a.ApprovedBy)
+	if err != nil {
+		return nil
+	}
+	return v
 }

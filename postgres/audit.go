@@ -14,16 +14,22 @@ import (
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
 	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason, connection_id`
+	replayed, latency_micros, created_at, key, reason, connection_id,
+	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
 		e       toolplane.AuditEvent
 		created int64
+		input   []byte
 	)
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, byteString{&e.ArgumentsHash}, &e.ApprovalID, &e.AuthorizedBy,
-		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason, &e.ConnectionID)
+		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason, &e.ConnectionID,
+		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input)
+	if len(input) > 0 {
+		e.PolicyInput = input
+	}
 	e.CreatedAt = fromMicros(created)
 	return e, err
 }
@@ -57,7 +63,8 @@ func placeholders(from, n int) string {
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, bytea(e.ArgumentsHash), e.ApprovalID, e.AuthorizedBy,
-		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason, e.ConnectionID}
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason, e.ConnectionID,
+		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput)}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {

@@ -14,18 +14,25 @@ import (
 const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
 	arguments_hash, arguments, invocation, principal_id, preview, status,
 	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
-	level, approver_group, escalated_from`
+	level, approver_group, escalated_from, rule, approvers, approver, approved_by`
 
 func scanApproval(r scanner) (toolplane.Approval, error) {
 	var (
 		a                 toolplane.Approval
 		expires, resolved sql.NullInt64
 		created           int64
+		approvedBy        string
 	)
 	err := r.Scan(&a.OrganizationID, &a.ID, &a.RunID, &a.StepPath, &a.Tool, &a.ToolVersion, &a.Key,
 		&a.ArgumentsHash, &a.Arguments, &a.Invocation, &a.PrincipalID, &a.Preview, &a.Status,
 		&a.DefaultOnTimeout, &expires, &created, &resolved, &a.ResolvedBy, &a.Reason, &a.Version,
-		&a.Level, &a.ApproverGroup, &a.EscalatedFrom)
+		&a.Level, &a.ApproverGroup, &a.EscalatedFrom, &a.Rule, &a.Approvers, &a.Approver, &approvedBy)
+	if err != nil {
+		return a, err
+	}
+	if a.ApprovedBy, err = fromNames(approvedBy); err != nil {
+		return a, fmt.Errorf("approved_by: %w", err)
+	}
 	a.ExpiresAt = fromOptMicros(expires)
 	a.CreatedAt = fromMicros(created)
 	a.ResolvedAt = fromOptMicros(resolved)
@@ -35,12 +42,16 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 // InsertApproval stores a, or answers an error wrapping toolplane.ErrExists
 // when its organization already has an approval with that ID.
 func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
-	_, err := s.exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	approvedBy, err := names("approved_by", a.ApprovedBy)
+	if err != nil {
+		return fmt.Errorf("insert approval %s: %w", a.ID, err)
+	}
+	_, err = s.exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, a.Key,
 		a.ArgumentsHash, blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
 		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version,
-		a.Level, a.ApproverGroup, a.EscalatedFrom)
+		a.Level, a.ApproverGroup, a.EscalatedFrom, a.Rule, a.Approvers, a.Approver, approvedBy)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert approval %s: %w", a.ID, toolplane.ErrExists)
 	}
@@ -78,6 +89,7 @@ const updateApproval = `UPDATE approvals SET
 			arguments_hash = ?, arguments = ?, invocation = ?, principal_id = ?, preview = ?,
 			status = ?, default_on_timeout = ?, expires_at = ?, resolved_at = ?,
 			resolved_by = ?, reason = ?, level = ?, approver_group = ?, escalated_from = ?,
+			rule = ?, approvers = ?, approver = ?, approved_by = ?,
 			version = version + 1
 		WHERE organization_id = ? AND id = ? AND version = ?`
 
@@ -86,6 +98,7 @@ func updateApprovalArgs(a *toolplane.Approval) []any {
 		a.ArgumentsHash, blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview,
 		string(a.Status), a.DefaultOnTimeout, optMicros(a.ExpiresAt), optMicros(a.ResolvedAt),
 		a.ResolvedBy, a.Reason, a.Level, a.ApproverGroup, a.EscalatedFrom,
+		a.Rule, a.Approvers, a.Approver, approvedBy(a),
 		a.OrganizationID, a.ID, a.Version}
 }
 
@@ -241,4 +254,14 @@ func (s *Store) CountApprovals(ctx context.Context, status toolplane.ApprovalSta
 		return nil, fmt.Errorf("count approvals: %w", err)
 	}
 	return out, nil
+}
+
+// approvedBy answers a's ApprovedBy as its column takes it; nil (which
+// the NOT NULL column refuses) for a name that cannot be stored as given.
+func approvedBy(a *toolplane.Approval) any {
+	v, err := names("approved_by", a.ApprovedBy)
+	if err != nil {
+		return nil
+	}
+	return v
 }

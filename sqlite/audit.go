@@ -11,16 +11,22 @@ import (
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
 	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason, connection_id`
+	replayed, latency_micros, created_at, key, reason, connection_id,
+	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
 		e       toolplane.AuditEvent
 		created int64
+		input   []byte
 	)
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, &e.ArgumentsHash, &e.ApprovalID, &e.AuthorizedBy,
-		&e.Replayed, &e.LatencyMicros, &created, &e.Key, &e.Reason, &e.ConnectionID)
+		&e.Replayed, &e.LatencyMicros, &created, &e.Key, &e.Reason, &e.ConnectionID,
+		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input)
+	if len(input) > 0 {
+		e.PolicyInput = input
+	}
 	e.CreatedAt = fromMicros(created)
 	return e, err
 }
@@ -33,12 +39,13 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 }
 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, e.ArgumentsHash, e.ApprovalID, e.AuthorizedBy,
-		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), e.Key, e.Reason, e.ConnectionID}
+		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), e.Key, e.Reason, e.ConnectionID,
+		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput)}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {

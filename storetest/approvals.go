@@ -51,6 +51,10 @@ func fullApproval(org, id, runID, key string, created time.Time) *toolplane.Appr
 		Level:            1,
 		ApproverGroup:    "finance-leads",
 		EscalatedFrom:    "apr-earlier",
+		Rule:             "refunds-over-500",
+		Approvers:        2,
+		Approver:         "user-manager",
+		ApprovedBy:       []string{"user-bob"},
 	}
 }
 

@@ -29,6 +29,7 @@ var isolationCases = []suiteCase{
 	{"Sessions", testIsolationSessions},
 	{"Connections", testIsolationConnections},
 	{"OAuthStates", testIsolationOAuthStates},
+	{"PolicyBundles", testIsolationPolicyBundles},
 }
 
 func testIsolationClaims(t *testing.T, s toolplane.Store) {

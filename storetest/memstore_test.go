@@ -65,6 +65,8 @@ type memStore struct {
 	nodes            map[string]toolplane.Node
 	upstreamSettings map[[2]string]toolplane.UpstreamToolSetting
 	connections      map[[2]string]toolplane.Connection
+	// policyBundles are keyed by organization and version.
+	policyBundles map[string]map[int64]toolplane.PolicyBundle
 	// oauthStates are keyed by ID alone: a state's ID is unique across
 	// organizations.
 	oauthStates map[string]toolplane.OAuthState
@@ -90,6 +92,7 @@ func newMemStore() *memStore {
 		nodes:            make(map[string]toolplane.Node),
 		upstreamSettings: make(map[[2]string]toolplane.UpstreamToolSetting),
 		connections:      make(map[[2]string]toolplane.Connection),
+		policyBundles:    make(map[string]map[int64]toolplane.PolicyBundle),
 		oauthStates:      make(map[string]toolplane.OAuthState),
 	}
 }
@@ -1228,4 +1231,67 @@ func (m *memStore) DeleteDeadNodes(_ context.Context, before time.Time, limit in
 		}
 	}
 	return prune(m.nodes, func(n toolplane.Node) bool { return !busy[n.ID] && m.deadLocked(n.ID, before) }, limit), nil
+}
+
+func (m *memStore) InsertPolicyBundle(_ context.Context, b *toolplane.PolicyBundle) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	org := m.policyBundles[b.OrganizationID]
+	if org == nil {
+		org = map[int64]toolplane.PolicyBundle{}
+		m.policyBundles[b.OrganizationID] = org
+	}
+	if _, ok := org[b.Version]; ok {
+		return fmt.Errorf("insert policy bundle %d: %w", b.Version, toolplane.ErrExists)
+	}
+	c := *b
+	c.Files = maps.Clone(b.Files)
+	c.PublishedAt = stored(b.PublishedAt).UTC()
+	org[b.Version] = c
+	return nil
+}
+
+func (m *memStore) GetPolicyBundle(_ context.Context, org string, version int64) (*toolplane.PolicyBundle, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.policyBundles[org][version]
+	if !ok {
+		return nil, fmt.Errorf("get policy bundle %d: %w", version, toolplane.ErrNotFound)
+	}
+	b.Files = maps.Clone(b.Files)
+	if b.Files == nil {
+		b.Files = map[string]string{}
+	}
+	return &b, nil
+}
+
+func (m *memStore) PolicyBundleVersion(_ context.Context, org string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var v int64
+	for n := range m.policyBundles[org] {
+		v = max(v, n)
+	}
+	return v, nil
+}
+
+func (m *memStore) ListPolicyBundles(_ context.Context, org string, before int64, limit int) ([]toolplane.PolicyBundle, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.PolicyBundle
+	for v, b := range m.policyBundles[org] {
+		if before > 0 && v >= before {
+			continue
+		}
+		b.Files = nil
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b toolplane.PolicyBundle) int { return cmp.Compare(b.Version, a.Version) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

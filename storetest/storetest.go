@@ -153,6 +153,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Nodes", nodeCases},
 		{"UpstreamSettings", upstreamSettingCases},
 		{"Connections", connectionCases},
+		{"PolicyBundles", policyBundleCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

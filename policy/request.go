@@ -1,0 +1,63 @@
+package policy
+
+import (
+	"time"
+)
+
+// NewRequest answers the document an organization's rules decide in on:
+// who calls (the agent, its key's roles), the person it acts for, the tool
+// as its definition describes it, the validated arguments, the resolved
+// facts, and the context: now in zone (UTC when nil) and the run tree's
+// cost so far. It is the one place an Input becomes a Request, so what a
+// rule may read grows here (a resolved user's attributes, a team) and
+// every engine sees it at once.
+func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64) *Request {
+	inv, d := in.Invocation, in.Tool
+	if zone == nil {
+		zone = time.UTC
+	}
+	t := now.In(zone)
+	r := &Request{
+		Principal: Principal{
+			Agent: inv.AgentID, Key: inv.CredentialID, Tenant: inv.TenantID,
+			Roles: []string{}, Attributes: map[string]any{},
+		},
+		Tool: Tool{
+			Name: d.Name, Version: d.Version, Effect: string(d.Effect),
+			Destructive: d.Annotations.Destructive, ReadOnly: !d.Writes(),
+			Tags: nonNil(d.Tags), Classification: d.Classification, Owner: d.Owner,
+			Sensitive: []string{},
+		},
+		Arguments: map[string]any{},
+		Facts:     map[string]any{},
+		Context: Context{
+			Time: t, Hour: t.Hour(), Weekday: int(t.Weekday()),
+			RunCostCents: runCostCents, Source: string(inv.Source),
+		},
+	}
+	if c := inv.Credential; c != nil {
+		r.Principal.Roles = nonNil(c.Roles)
+		if r.Principal.Key == "" {
+			r.Principal.Key = c.ID
+		}
+	}
+	if inv.UserID != "" {
+		r.User = &Person{ID: inv.UserID, Roles: []string{}, Groups: []string{}, Attributes: map[string]any{}}
+	}
+	if args, ok := in.Arguments.(map[string]any); ok && args != nil {
+		r.Arguments = args
+	}
+	for k, v := range in.Facts {
+		r.Facts[k] = v
+	}
+	return r
+}
+
+// nonNil answers list, or an empty list for nil: a rule reads an absent
+// list as empty, never as null.
+func nonNil(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
+}
