@@ -36,3 +36,30 @@ func BenchmarkReadSQLite(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadMySQL runs one parameterised read of ten rows on a warm
+// MariaDB pool over loopback, with the session's reset after it.
+func BenchmarkReadMySQL(b *testing.B) {
+	rt, rel, admin := backends[1].open(b, Config{})
+	if _, err := admin.Exec(backends[1].ddl); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 50 {
+		if _, err := admin.Exec(`INSERT INTO items (name, qty, price) VALUES (?, ?, 1.5)`, fmt.Sprintf("item%d", i), i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bind, err := rt.Bind(tool(toolplane.EffectRead, `SELECT id, name, qty, price FROM items WHERE qty >= :min ORDER BY id`, 10, "min"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := handler.Call{Released: rel}
+	args := map[string]any{"min": json.Number("5")}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := bind.Invoke(ctx, call, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sqltool
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +43,45 @@ var sessionVerbs = map[string]bool{
 	"ATTACH": true, "DETACH": true, "PRAGMA": true, "VACUUM": true, "COPY": true, "LOAD": true,
 	"LISTEN": true, "UNLISTEN": true, "NOTIFY": true, "PREPARE": true, "EXECUTE": true, "DEALLOCATE": true,
 	"LOCK": true, "UNLOCK": true, "HANDLER": true,
+}
+
+// outsideClauses are clauses by which a statement reaches outside the
+// database: each names what it does there. They are refused whatever the
+// tool's effect, since neither database refuses them in a read-only
+// transaction (MariaDB writes INTO OUTFILE's file, PostgreSQL runs
+// lo_export), and only the database user's privileges (MySQL's FILE,
+// PostgreSQL's pg_write_server_files) would stop them otherwise.
+var outsideClauses = map[string]string{
+	"INTO OUTFILE":  "writes a file on the database server",
+	"INTO DUMPFILE": "writes a file on the database server",
+}
+
+// outsideCalls are functions by which a statement reaches outside the
+// database, the way COPY, LOAD and NOTIFY do as statements: the database
+// server's files, other sessions, the server's administration, another
+// database. Each names what it does there.
+var outsideCalls = map[string]string{
+	"lo_export":            "writes a file on the database server",
+	"lo_import":            "reads a file on the database server",
+	"pg_file_write":        "writes a file on the database server",
+	"pg_file_rename":       "renames a file on the database server",
+	"pg_file_unlink":       "removes a file on the database server",
+	"pg_file_sync":         "touches a file on the database server",
+	"pg_read_file":         "reads a file on the database server",
+	"pg_read_binary_file":  "reads a file on the database server",
+	"pg_ls_dir":            "lists a directory on the database server",
+	"pg_stat_file":         "reads a file's status on the database server",
+	"load_file":            "reads a file on the database server",
+	"pg_notify":            "notifies other sessions, as NOTIFY does",
+	"pg_cancel_backend":    "cancels another session's statement",
+	"pg_terminate_backend": "ends another session",
+	"pg_reload_conf":       "reloads the server's configuration",
+	"pg_rotate_logfile":    "rotates the server's log",
+	"dblink":               "connects to another database, past the connection's egress rules",
+	"dblink_exec":          "connects to another database, past the connection's egress rules",
+	"dblink_connect":       "connects to another database, past the connection's egress rules",
+	"dblink_connect_u":     "connects to another database, past the connection's egress rules",
+	"dblink_send_query":    "connects to another database, past the connection's egress rules",
 }
 
 // Check answers the problems that keep d's SQL binding from running, for
@@ -93,12 +133,31 @@ func Check(d *toolplane.Definition) []Problem {
 		}
 		if s.first == "" || s.first == "-" {
 			add(field, "the statement does not start with a SQL keyword", "start the statement with its verb (SELECT, INSERT, ...)")
+		} else if s.first == "DO" {
+			add(field, "DO runs a block of procedural code, whose statements the check cannot read",
+				"run one query or change; put procedural code in a function the database's owner defines")
 		} else if sessionVerbs[s.first] {
 			add(field, s.first+" controls the session or transaction the runtime owns, or reaches outside the database",
 				"run a query or a change (SELECT, INSERT, UPDATE, DELETE); the runtime opens and ends the transaction")
 		} else if !d.Writes() && !readVerbs[s.first] {
 			add(field, "a read tool's statement starts with "+s.first+", which is not a query",
 				"start a read with SELECT, WITH, VALUES, SHOW or EXPLAIN, or declare the tool a write")
+		}
+		for _, clause := range slices.Sorted(maps.Keys(outsideClauses)) {
+			if s.words[clause] {
+				add(field, clause+" "+outsideClauses[clause]+", outside the database",
+					"drop the "+clause+" clause; the tool's answer carries the rows")
+			}
+		}
+		for _, fn := range slices.Sorted(maps.Keys(s.calls)) {
+			if what, ok := outsideCalls[fn]; ok {
+				add(field, fn+"() "+what+", outside the database",
+					"drop the call to "+fn+"; a tool reads and changes the database's own data only")
+			}
+		}
+		if s.executable {
+			add(field, "a /*! */ comment is run as SQL by MySQL, and the check cannot read it",
+				"write the SQL plainly, outside the comment")
 		}
 		if propsErr != nil {
 			continue

@@ -74,13 +74,27 @@ type scanned struct {
 	// whitespace, comments and opening parentheses.
 	first string
 	// words holds the upper-cased keywords of interest seen outside
-	// strings, identifiers and comments.
+	// strings, identifiers and comments, and the clauses of two keywords
+	// ("INTO OUTFILE").
 	words map[string]bool
+	// calls holds the lower-cased names of the functions the statement
+	// calls: a name, bare or quoted, followed by an opening parenthesis.
+	calls map[string]bool
+	// executable is true when a MySQL comment that MySQL runs as SQL
+	// (/*! ... */, /*M! ... */) is in the text.
+	executable bool
+	// prev is the keyword just before the current token, "" when another
+	// token came between.
+	prev string
 }
 
 // interesting are the keywords whose presence says whether a statement
 // answers rows.
 var interesting = map[string]bool{"RETURNING": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "REPLACE": true}
+
+// intoClauses are the words that, after INTO, make a MySQL query write a
+// file on the database server.
+var intoClauses = map[string]bool{"OUTFILE": true, "DUMPFILE": true}
 
 // errUnterminated: a string, quoted identifier or comment never ends, so
 // where the parameters are cannot be told.
@@ -114,6 +128,7 @@ func scan(text string, d dialect) (scanned, error) {
 				return s, err
 			}
 			s.note(top)
+			s.call(top, text, text[i+1:j-1], j, d)
 			i = j
 		case c == '`' && d != dialectPostgres:
 			j, err := skipQuoted(text, i, '`', false)
@@ -121,6 +136,7 @@ func scan(text string, d dialect) (scanned, error) {
 				return s, err
 			}
 			s.note(top)
+			s.call(top, text, text[i+1:j-1], j, d)
 			i = j
 		case c == '-' && i+1 < n && text[i+1] == '-' && (d != dialectMySQL || i+2 == n || text[i+2] <= ' '):
 			i = skipLine(text, i)
@@ -130,6 +146,9 @@ func scan(text string, d dialect) (scanned, error) {
 			j, err := skipBlock(text, i, d == dialectPostgres)
 			if err != nil {
 				return s, err
+			}
+			if d == dialectMySQL && (strings.HasPrefix(text[i:], "/*!") || strings.HasPrefix(text[i:], "/*M!")) {
+				s.executable = true
 			}
 			i = j
 		case c == '$' && d == dialectPostgres:
@@ -183,13 +202,17 @@ func scan(text string, d dialect) (scanned, error) {
 					s.first = w
 				}
 				if interesting[w] {
-					if s.words == nil {
-						s.words = make(map[string]bool)
-					}
-					s.words[w] = true
+					s.word(w)
+				}
+				if s.prev == "INTO" && intoClauses[w] {
+					s.word("INTO " + w)
 				}
 			}
 			s.note(top)
+			if top && nameStart(c) {
+				s.prev = strings.ToUpper(text[i:j])
+				s.call(top, text, text[i:j], j, d)
+			}
 			i = j
 		case c == '(' || c <= ' ':
 			i++
@@ -205,6 +228,7 @@ func scan(text string, d dialect) (scanned, error) {
 // it is a second statement. Before it, a token other than a keyword ends
 // the search for the first keyword.
 func (s *scanned) note(top bool) {
+	s.prev = ""
 	if !top {
 		s.trailing = true
 		return
@@ -212,6 +236,53 @@ func (s *scanned) note(top bool) {
 	if s.first == "" {
 		s.first = "-"
 	}
+}
+
+// word records a keyword or clause of interest.
+func (s *scanned) word(w string) {
+	if s.words == nil {
+		s.words = make(map[string]bool)
+	}
+	s.words[w] = true
+}
+
+// call records name as a function the statement calls when the token
+// ending at j is followed, past whitespace and comments, by an opening
+// parenthesis. Names are compared lower-cased: the functions the checks
+// look for are lower-case in PostgreSQL, and MySQL ignores case.
+func (s *scanned) call(top bool, text, name string, j int, d dialect) {
+	if !top || !opensParen(text, j, d) {
+		return
+	}
+	if s.calls == nil {
+		s.calls = make(map[string]bool)
+	}
+	s.calls[strings.ToLower(name)] = true
+}
+
+// opensParen reports whether the next token at or after i, past
+// whitespace and comments, is an opening parenthesis.
+func opensParen(text string, i int, d dialect) bool {
+	for i < len(text) {
+		c := text[i]
+		switch {
+		case c <= ' ':
+			i++
+		case c == '-' && i+1 < len(text) && text[i+1] == '-' && (d != dialectMySQL || i+2 == len(text) || text[i+2] <= ' '):
+			i = skipLine(text, i)
+		case c == '#' && d == dialectMySQL:
+			i = skipLine(text, i)
+		case c == '/' && i+1 < len(text) && text[i+1] == '*':
+			j, err := skipBlock(text, i, d == dialectPostgres)
+			if err != nil {
+				return false
+			}
+			i = j
+		default:
+			return c == '('
+		}
+	}
+	return false
 }
 
 func nameStart(c byte) bool {

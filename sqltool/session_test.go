@@ -46,6 +46,13 @@ func TestStatementLeavesNothingOnThePooledSession(t *testing.T) {
 			func(t *testing.T, f *fixture) bool { return !f.scanBool(`SELECT IS_FREE_LOCK(?)`, lockName) }},
 		{"mysql", "write takes a named lock", toolplane.EffectWrite, `SELECT GET_LOCK(:name, 0) AS got`,
 			func(t *testing.T, f *fixture) bool { return !f.scanBool(`SELECT IS_FREE_LOCK(?)`, lockName) }},
+		{"mysql", "read sets a user variable", toolplane.EffectRead, `SELECT @tp_left := :name AS v`, userVariableLeft},
+		{"mysql", "write sets a user variable", toolplane.EffectWrite, `SELECT @tp_left := :name AS v`, userVariableLeft},
+		{"mysql", "write creates a temporary table", toolplane.EffectWrite, `CREATE TEMPORARY TABLE tp_left (v INT)`,
+			func(t *testing.T, f *fixture) bool {
+				_, err := f.call(tool(toolplane.EffectRead, `SELECT count(*) AS n FROM tp_left`, 0), nil, 5*time.Second)
+				return err == nil
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.backend+"/"+tc.name, func(t *testing.T) {
@@ -69,13 +76,25 @@ func TestStatementLeavesNothingOnThePooledSession(t *testing.T) {
 			if tc.held(t, f) {
 				t.Fatal("what the statement set on its session outlived the call")
 			}
-			// The session was reset, not thrown away: the pool keeps
-			// serving calls on it.
-			if after := f.sessionID(); after != before {
-				t.Fatalf("the call ran on session %s and the next on %s: the session was not reset but closed", before, after)
+			// A PostgreSQL session is reset, not thrown away: the pool
+			// keeps serving calls on it. A MySQL session cannot be reset
+			// through its driver and is closed instead.
+			after := f.sessionID()
+			if kept := tc.backend == "postgres"; kept != (after == before) {
+				t.Fatalf("the call ran on session %s and the next on %s; want the session kept: %v", before, after, kept)
 			}
 		})
 	}
+}
+
+// userVariableLeft answers whether the next call through the pool still
+// sees the user variable @tp_left.
+func userVariableLeft(t *testing.T, f *fixture) bool {
+	out, err := f.call(tool(toolplane.EffectRead, `SELECT @tp_left IS NOT NULL AS v`, 0), nil, 5*time.Second)
+	if err != nil {
+		t.Fatalf("read the user variable: %v", err)
+	}
+	return fmt.Sprint(rowsOf(t, out)[0]["v"]) != "0"
 }
 
 // sessionID answers the database session the runtime's next call runs
