@@ -307,3 +307,35 @@ type ConnectionStore interface {
 	// completed), and answers how many. A limit below 1 is ErrInvalid.
 	DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error)
 }
+
+// ConnectionFeed is a store that tells of the connections it changes, so
+// that a node may keep connections in memory between calls and still
+// refuse a revoked one on the next call.
+type ConnectionFeed interface {
+	// WatchConnections tells w of every change to a connection committed
+	// while it runs (InsertConnection, UpdateConnection, or any other
+	// writer of the store's connections), until ctx ends; it answers
+	// ctx's error then. w must not block.
+	WatchConnections(ctx context.Context, w ConnectionWatcher) error
+	// ConnectionSettle is how long after a change to a connection commits
+	// every watcher of the store, on every node, has been told of it or no
+	// longer trusts what it kept (see ConnectionWatcher.ConnectionsCurrent):
+	// zero for a store that tells its watchers before a write returns.
+	ConnectionSettle() time.Duration
+}
+
+// ConnectionWatcher is told of changed connections by a ConnectionFeed.
+// Its methods may be called from several goroutines at once.
+type ConnectionWatcher interface {
+	// ConnectionChanged tells that the organization's connection id was
+	// created or changed.
+	ConnectionChanged(org, id string)
+	// ConnectionsCurrent tells that every change committed so far has been
+	// told, and that what the watcher kept may be trusted until the time
+	// given (a real-time instant of this process), unless told more.
+	ConnectionsCurrent(until time.Time)
+	// ConnectionsLost tells that changes may have been missed (the feed
+	// lost its connection to the store): nothing kept may be trusted until
+	// ConnectionsCurrent says so again.
+	ConnectionsLost()
+}

@@ -95,14 +95,16 @@ func (s *Service) Revoke(ctx context.Context, by *toolplane.Credential, id, reas
 		sealed := c.Secret
 		c.State, c.Reason, c.RevokedAt, c.UpdatedAt = toolplane.ConnectionRevoked, bounded(reason), s.now(), s.now()
 		c.Secret = []byte{} // nothing of a revoked connection is kept to open
-		ok, err := s.cfg.Store.UpdateConnection(ctx, c, s.change(c, "connection.revoke", by.Subject, c.Reason))
+		ok, err := s.update(ctx, c, s.change(c, "connection.revoke", by.Subject, c.Reason))
 		if err != nil {
 			return nil, fmt.Errorf("revoke connection %s: %w", id, err)
 		}
 		if ok {
-			s.cache.Delete(c.ID)
 			s.vaulted.Delete(c.ID)
 			s.revokeAtProvider(ctx, c, sealed)
+			// The revocation answers once no node may still use the
+			// connection: every call after this answer is refused.
+			s.settle(ctx)
 			return shown(c), nil
 		}
 	}

@@ -228,14 +228,13 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 		}
 		c.State, c.Reason, c.Scopes, c.TokenExpiresAt, c.UpdatedAt = toolplane.ConnectionActive, "", tok.scopes, tok.expiry, now
 		c.RefreshOwner, c.RefreshUntil = "", time.Time{}
-		ok, err := s.cfg.Store.UpdateConnection(ctx, c, s.change(c, "connection.consent", user, ""))
+		ok, err := s.update(ctx, c, s.change(c, "connection.consent", user, ""))
 		if err != nil {
 			return nil, fmt.Errorf("store connection %s: %w", c.ID, err)
 		}
 		if !ok {
 			return nil, fmt.Errorf("%w: connection %s changed while it was authorized; authorize again", toolplane.ErrConflict, c.ID)
 		}
-		s.cache.Delete(c.ID)
 		return shown(c), nil
 	}
 	cfg := app.Config
@@ -249,7 +248,7 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 	if c.Secret, err = secretSeal(s, c, sec); err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Store.InsertConnection(ctx, c, s.change(c, "connection.consent", user, "")); err != nil {
+	if err := s.insert(ctx, c, s.change(c, "connection.consent", user, "")); err != nil {
 		return nil, fmt.Errorf("store connection: %w", err)
 	}
 	return shown(c), nil

@@ -36,14 +36,17 @@ const maxCandidates = 50
 // policy allowed (invoke.Broker). See the package documentation.
 func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Released, error) {
 	inv, d := r.Invocation, r.Tool
-	c, cerr := s.choose(ctx, inv, d, r.Arguments)
-	if cerr != nil {
-		return nil, cerr
+	c, err := s.pick(ctx, r, s.mem)
+	var refused *toolplane.ConnectionError
+	if errors.As(err, &refused) {
+		// What memory answered may lag a change another node just made
+		// (a connection created, consented to, or widened): a refusal is
+		// the store's to make. Memory only ever lags toward allowing
+		// what was revoked within ConnectionSettle, which the revocation
+		// waits out.
+		c, err = s.pick(ctx, r, nil)
 	}
-	if err := s.admits(c, inv, d, r.Arguments); err != nil {
-		return nil, err
-	}
-	if err := s.consented(ctx, c, inv, d); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	sec, released, err := s.secrets(ctx, c)
@@ -60,14 +63,31 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 	return &toolplane.Released{Connection: shown(released), Secrets: sec}, nil
 }
 
+// pick answers the call's connection, checked against its scope and its
+// application's consent, reading through mem (nil: the store).
+func (s *Service) pick(ctx context.Context, r invoke.Release, mem *memory) (*toolplane.Connection, error) {
+	inv, d := r.Invocation, r.Tool
+	c, err := s.choose(ctx, mem, inv, d, r.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.admits(c, inv, d, r.Arguments); err != nil {
+		return nil, err
+	}
+	if err := s.consented(ctx, mem, c, inv, d); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // choose picks the call's connection among the organization's connections
 // of the tool's provider: the one the model named by connection_id, or
 // else the person's own (for a call made for a person), or else the
 // organization's shared one, when there is exactly one usable.
-func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *toolplane.Definition, args any) (*toolplane.Connection, error) {
+func (s *Service) choose(ctx context.Context, mem *memory, inv *toolplane.Invocation, d *toolplane.Definition, args any) (*toolplane.Connection, error) {
 	org, provider, user := inv.OrganizationID, d.Connection, inv.UserID
 	if id, ok := chosen(args); ok {
-		c, err := s.cfg.Store.GetConnection(ctx, org, id)
+		c, err := mem.get(ctx, s.cfg.Store, org, id)
 		switch {
 		case errors.Is(err, toolplane.ErrNotFound):
 		case err != nil:
@@ -100,7 +120,7 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 	if user == "" {
 		states = states[:1]
 	}
-	all, err := s.candidates(ctx, org, provider, states...)
+	all, err := s.candidates(ctx, mem, org, provider, states...)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +153,7 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 		}
 	}
 	if user == "" && len(active) == 0 {
-		more, err := s.candidates(ctx, org, provider, toolplane.ConnectionNeedsReauth)
+		more, err := s.candidates(ctx, mem, org, provider, toolplane.ConnectionNeedsReauth)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +168,7 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 		}
 		// Nothing usable: a revoked connection, when the call would
 		// have had one, says why better than none.
-		revoked, err := s.candidates(ctx, org, provider, toolplane.ConnectionRevoked)
+		revoked, err := s.candidates(ctx, mem, org, provider, toolplane.ConnectionRevoked)
 		if err != nil {
 			return nil, err
 		}
@@ -169,14 +189,18 @@ func (s *Service) choose(ctx context.Context, inv *toolplane.Invocation, d *tool
 
 // candidates answers the organization's connections of provider in the
 // states given, at most maxCandidates of each.
-func (s *Service) candidates(ctx context.Context, org, provider string, states ...toolplane.ConnectionState) ([]toolplane.Connection, error) {
+func (s *Service) candidates(ctx context.Context, mem *memory, org, provider string, states ...toolplane.ConnectionState) ([]toolplane.Connection, error) {
 	var all []toolplane.Connection
 	for _, st := range states {
-		cs, _, err := s.cfg.Store.ListConnections(ctx, org, toolplane.ConnectionFilter{Provider: provider, State: st}, "", maxCandidates)
+		cs, _, err := mem.list(ctx, s.cfg.Store, org, listQuery{provider: provider, state: st}, maxCandidates)
 		if err != nil {
 			return nil, fmt.Errorf("list connections of %s: %w", provider, err)
 		}
-		all = append(all, cs...)
+		if all == nil {
+			all = cs // shared with memory, and clipped: appending copies
+		} else {
+			all = append(all, cs...)
+		}
 	}
 	return all, nil
 }
@@ -275,16 +299,14 @@ func (s *Service) admits(c *toolplane.Connection, inv *toolplane.Invocation, d *
 // connection version: a policy carries a transport of its own, too much
 // to build on every call for one host check.
 func (s *Service) egress(c *toolplane.Connection) (*egress.Policy, error) {
-	if v, ok := s.hosts.Load(c.ID); ok {
-		if x := v.(*compiled); x.version == c.Version {
-			return x.policy, nil
-		}
+	if d, ok := s.mem.version(c); ok && d.policy != nil {
+		return d.policy, nil
 	}
 	p, err := egress.Compile(c.Config.Egress)
 	if err != nil {
 		return nil, fmt.Errorf("connection %s: egress rules: %w", c.ID, err)
 	}
-	s.hosts.Store(c.ID, &compiled{version: c.Version, policy: p})
+	s.mem.keepVersion(c, func(d *derived) { d.policy = p })
 	return p, nil
 }
 
@@ -330,16 +352,14 @@ func (s *Service) secrets(ctx context.Context, c *toolplane.Connection) (toolpla
 
 // open answers c's secrets, opening its seal once per connection version.
 func (s *Service) open(c *toolplane.Connection) (toolplane.Secrets, error) {
-	if v, ok := s.cache.Load(c.ID); ok {
-		if o := v.(*opened); o.version == c.Version {
-			return o.secrets, nil
-		}
+	if d, ok := s.mem.version(c); ok && d.opened != nil {
+		return *d.opened, nil
 	}
 	sec, err := secret.OpenSecrets(s.cfg.Keys, c.OrganizationID, c.ID, c.Secret)
 	if err != nil {
 		return toolplane.Secrets{}, fmt.Errorf("open the secret of connection %s: %w", c.ID, err)
 	}
-	s.cache.Store(c.ID, &opened{version: c.Version, secrets: sec})
+	s.mem.keepVersion(c, func(d *derived) { d.opened = &sec })
 	return sec, nil
 }
 
@@ -353,6 +373,10 @@ const refreshLease = 30 * time.Second
 // the refresh lease asks the provider; any other waits for its answer and
 // reads the new token from the store.
 func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, *toolplane.Connection, error) {
+	// c may be what the broker's memory keeps, which calls share: the
+	// lease and the new token are written on a copy.
+	own := *c
+	c = &own
 	deadline := s.now().Add(refreshLease)
 	for {
 		now := s.now()
@@ -363,7 +387,7 @@ func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane
 		leased := c.RefreshOwner != "" && c.RefreshUntil.After(now)
 		if !leased {
 			c.RefreshOwner, c.RefreshUntil = s.cfg.Node, now.Add(refreshLease)
-			ok, err := s.cfg.Store.UpdateConnection(ctx, c, nil)
+			ok, err := s.update(ctx, c, nil)
 			if err != nil {
 				return toolplane.Secrets{}, nil, fmt.Errorf("lease the refresh of connection %s: %w", c.ID, err)
 			}
@@ -435,7 +459,7 @@ func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolpla
 	switch {
 	case c.Config.Vault != nil && (errors.As(err, &ge) || errors.As(err, &pe) && pe.Code == "invalid_client"):
 		// The connection stays as it is: its client secret is Vault's.
-		if _, uerr := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, nil); uerr != nil {
+		if _, uerr := s.update(context.WithoutCancel(ctx), c, nil); uerr != nil {
 			s.log.WarnContext(ctx, "refresh lease not released", "connection", c.ID, "err", uerr)
 		}
 		s.log.WarnContext(ctx, "provider refused the client secret kept in Vault", "connection", c.ID, "vault", c.Config.Vault.String(), "err", err)
@@ -443,12 +467,12 @@ func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolpla
 			Message: fmt.Sprintf("the provider of connection %s refused the client secret kept in Vault at %s; nothing was done. Ask an administrator to correct it there.", c.ID, c.Config.Vault)}
 	case errors.As(err, &ge):
 		c.State, c.Reason, c.UpdatedAt = toolplane.ConnectionNeedsReauth, "the provider refused the grant: "+ge.reason, s.now()
-		if _, uerr := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, s.change(c, "connection.needs_reauth", "broker", c.Reason)); uerr != nil {
+		if _, uerr := s.update(context.WithoutCancel(ctx), c, s.change(c, "connection.needs_reauth", "broker", c.Reason)); uerr != nil {
 			return toolplane.Secrets{}, nil, fmt.Errorf("store connection %s needing a new consent: %w", c.ID, uerr)
 		}
 		return toolplane.Secrets{}, nil, usable(c, "")
 	case err != nil:
-		if _, uerr := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, nil); uerr != nil {
+		if _, uerr := s.update(context.WithoutCancel(ctx), c, nil); uerr != nil {
 			s.log.WarnContext(ctx, "refresh lease not released", "connection", c.ID, "err", uerr)
 		}
 		s.log.WarnContext(ctx, "token renewal failed", "connection", c.ID, "err", err)
@@ -468,7 +492,7 @@ func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolpla
 	if len(tok.scopes) > 0 {
 		c.Scopes = tok.scopes
 	}
-	ok, err := s.cfg.Store.UpdateConnection(context.WithoutCancel(ctx), c, nil)
+	ok, err := s.update(context.WithoutCancel(ctx), c, nil)
 	if err != nil {
 		return toolplane.Secrets{}, nil, fmt.Errorf("store the token of connection %s: %w", c.ID, err)
 	}
@@ -484,18 +508,18 @@ func (s *Service) refresh(ctx context.Context, c *toolplane.Connection) (toolpla
 		}
 		return s.secrets(ctx, fresh)
 	}
-	s.cache.Store(c.ID, &opened{version: c.Version, secrets: kept})
+	s.mem.keepVersion(c, func(d *derived) { d.opened = &kept })
 	return sec, c, nil
 }
 
 // consented refuses a person's connection whose application now asks for
 // scopes the person did not grant: scope creep is never absorbed silently;
 // the person consents again.
-func (s *Service) consented(ctx context.Context, c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition) error {
+func (s *Service) consented(ctx context.Context, mem *memory, c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition) error {
 	if c.Kind != toolplane.ConnectionAuthorizationCode || c.Config.App == "" {
 		return nil
 	}
-	app, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.Config.App)
+	app, err := mem.get(ctx, s.cfg.Store, c.OrganizationID, c.Config.App)
 	if err != nil {
 		return fmt.Errorf("read the application of connection %s: %w", c.ID, err)
 	}
@@ -553,7 +577,7 @@ func (s *Service) Refused(ctx context.Context, r invoke.Release, released *toolp
 		// be taken, and is not thrown away.
 		c.State, c.Reason, c.UpdatedAt = toolplane.ConnectionNeedsReauth, refusedReason, s.now()
 		c.RefreshOwner, c.RefreshUntil = "", time.Time{}
-		if _, err := s.cfg.Store.UpdateConnection(ctx, c, s.change(c, "connection.needs_reauth", "broker", refusedReason)); err != nil {
+		if _, err := s.update(ctx, c, s.change(c, "connection.needs_reauth", "broker", refusedReason)); err != nil {
 			s.log.WarnContext(ctx, "refused credential not recorded", "connection", c.ID, "err", err)
 		}
 	}

@@ -13,10 +13,35 @@
 // model chose by connection_id among those it may use), checks the
 // connection's scope again (tool, agent, amounts, hosts), and answers the
 // secret in clear for that call only, minting or refreshing an OAuth access
-// token when it is due, once across nodes. It reads the connection from the
-// store on every call, so a revocation takes effect on the next call on
-// every node; only the decrypted secret of an unchanged connection version
-// is kept in memory.
+// token when it is due, once across nodes.
+//
+// # What the broker keeps in memory
+//
+// A call does not read the store when the broker may trust what it read
+// before: while Service.Watch follows the store's changes
+// (toolplane.ConnectionFeed), the broker keeps its reads of each
+// organization's connections, and every change told forgets that
+// organization's. A read that a change overtook is not kept. Each
+// connection version's secret, opened, and egress rules, compiled, are
+// kept too, bounded, and dropped when the connection changes, so a revoked
+// connection's secret does not stay in memory. A refusal is never made
+// from memory: a call memory would refuse (a connection created or
+// consented to on another node an instant ago) reads the store again.
+//
+// Revocation takes effect on the next call on every node. "Next" means a
+// call whose release starts after Revoke answered: Revoke answers only
+// once the store's ConnectionSettle has passed since the revocation
+// committed, and by then every node has been told of it or has stopped
+// trusting its memory. On the embedded SQLite store (one node) the broker
+// is told before the write returns, and the settle time is zero. On
+// PostgreSQL a trigger announces each change in its own transaction, and
+// each node's listener trusts its memory only up to a second after the
+// last sync point it heard come back through the same channel (see
+// postgres.Store.WatchConnections); a node whose listener is not
+// connected reads the store on every call. A call whose release started
+// before the revocation answered may still use the connection, as a call
+// that had read the row just before the revocation committed always
+// could: a credential already released is not recalled.
 //
 // # Secrets kept in Vault
 //
@@ -52,7 +77,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/secret"
 )
 
@@ -118,31 +142,17 @@ type Config struct {
 
 // Service is the connections service and the credential broker.
 type Service struct {
-	cfg   Config
-	now   func() time.Time
-	log   *slog.Logger
-	cache sync.Map // connection id -> *opened
-	// hosts holds each connection version's compiled egress rules, which
-	// the scope check reads on every call of an HTTP tool.
-	hosts sync.Map // connection id -> *compiled
+	cfg Config
+	now func() time.Time
+	log *slog.Logger
+	// mem keeps what calls read of the store, and each connection
+	// version's secrets opened and egress rules compiled.
+	mem   *memory
 	oauth oauthClient
 	// vaulted holds what was read from Vault, by connection id
 	// (*fetched); reading is one request per connection at a time.
 	vaulted sync.Map
 	reading singleflight.Group
-}
-
-// compiled is a connection version's egress rules, compiled.
-type compiled struct {
-	version int64
-	policy  *egress.Policy
-}
-
-// opened is a connection version's secrets in clear, kept so an unchanged
-// connection is not opened again on every call.
-type opened struct {
-	version int64
-	secrets toolplane.Secrets
 }
 
 // New returns a Service.
@@ -162,7 +172,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Client == nil {
 		cfg.Client = func(toolplane.EgressRules) (*http.Client, error) { return &http.Client{Timeout: 30 * time.Second}, nil }
 	}
-	s := &Service{cfg: cfg, now: cfg.Now, log: cfg.Logger}
+	s := &Service{cfg: cfg, now: cfg.Now, log: cfg.Logger, mem: newMemory()}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -220,7 +230,7 @@ func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input
 		}
 		c.Secret = sealed
 	}
-	if err := s.cfg.Store.InsertConnection(ctx, c, s.change(c, "connection.create", by.Subject, "")); err != nil {
+	if err := s.insert(ctx, c, s.change(c, "connection.create", by.Subject, "")); err != nil {
 		if errors.Is(err, toolplane.ErrExists) {
 			return nil, fmt.Errorf("%w: a connection named %q exists; revoke it or choose another name", toolplane.ErrExists, in.Name)
 		}

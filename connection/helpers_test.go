@@ -203,7 +203,34 @@ func (e *env) serviceOf(cfg connection.Config) *connection.Service {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	watch(e.t, s, cfg.Store)
 	return s
+}
+
+// watch has s follow store's changes until t ends, as a server does, and
+// waits until s trusts what it keeps: the calls of the test run against
+// the broker's memory of the store. A store that tells no changes leaves
+// s reading it on every call.
+func watch(t testing.TB, s *connection.Service, store connection.Store) {
+	t.Helper()
+	if _, ok := store.(toolplane.ConnectionFeed); !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Watch(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	for deadline := time.Now().Add(10 * time.Second); !s.Remembering(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker never trusted its memory of the store")
+		}
+	}
 }
 
 // count answers how many requests the services sent to path.

@@ -14,7 +14,6 @@ import (
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/oauth"
 	"github.com/toolplane/toolplane/oauth/oauthtest"
-	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // provider is the OpenID provider of a test with its endpoints, and the
@@ -281,7 +280,7 @@ func TestRefresh(t *testing.T) {
 	e := newEnv(t)
 	p := startProvider(t, e)
 	a := e.service("n1")
-	b := e.serviceWith("n2", sqlitetest.Open(t, e.path), e.keys)
+	b := e.service("n2")
 	p.registerApp(a)
 	ctx := t.Context()
 	crmRead := tool("crm.read", "crm")

@@ -73,6 +73,7 @@ const insertConnection = `INSERT INTO connections (` + connectionColumns + `)
 // or a duplicate change ID answers an error wrapping toolplane.ErrExists,
 // and stores neither.
 func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) error {
+	defer s.changed(c.OrganizationID, c.ID)
 	config, scope, scopes, err := connectionJSON(c)
 	if err != nil {
 		return fmt.Errorf("insert connection %s: %w", c.ID, err)
@@ -179,6 +180,7 @@ var errStale = errors.New("stale version")
 // is not revoked, or a duplicate change ID, answers an error wrapping
 // toolplane.ErrExists and writes nothing.
 func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
+	defer s.changed(c.OrganizationID, c.ID)
 	config, scope, scopes, err := connectionJSON(c)
 	if err != nil {
 		return false, fmt.Errorf("update connection %s: %w", c.ID, err)

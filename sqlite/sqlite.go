@@ -56,6 +56,10 @@ type Store struct {
 	// committed).
 	commits       atomic.Int64
 	checkpointing atomic.Bool
+	// watchers are told of every connection the store writes
+	// (WatchConnections).
+	watchMu  sync.RWMutex
+	watchers map[*watcher]struct{}
 }
 
 var _ toolplane.Store = (*Store)(nil)

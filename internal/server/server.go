@@ -487,6 +487,13 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, err
 	}
 	s.loops.Go(func() { sweepStates(s.bg, conns, log) })
+	// The broker keeps connections in memory while it is told of their
+	// changes; without the watch every call reads the store.
+	s.loops.Go(func() {
+		if err := conns.Watch(s.bg); err != nil && s.bg.Err() == nil {
+			log.Error("connections are read from the store on every call", "err", err)
+		}
+	})
 	sqliteDir := cfg.SQLiteDir
 	if sqliteDir == "" {
 		sqliteDir = filepath.Join(dataDirOf(cfg.Database, cfg.DataDir), "sql")

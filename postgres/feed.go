@@ -1,0 +1,156 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+)
+
+var _ toolplane.ConnectionFeed = (*Store)(nil)
+
+// The change feed of connections (see WatchConnections).
+const (
+	// changesChannel is where a trigger announces every change to a
+	// connection, in the changing transaction (migration 0011).
+	changesChannel = "toolplane_connections"
+	// feedTrust is how long after a sync point was sent a watcher may
+	// trust what it kept, and so how long a change takes to settle on
+	// every node (ConnectionSettle).
+	feedTrust = time.Second
+	// feedPing is how often a sync point is sent: several per feedTrust,
+	// so a healthy watcher never stops trusting.
+	feedPing = 150 * time.Millisecond
+	// feedSilence is how long the listening connection may go without a
+	// sync point before it is taken for dead and opened again.
+	feedSilence = 5 * time.Second
+)
+
+// ConnectionSettle is how long a change to a connection takes to reach
+// every node's watcher, or to make it stop trusting what it kept: the
+// trust a sync point gives.
+func (s *Store) ConnectionSettle() time.Duration { return feedTrust }
+
+// WatchConnections tells w of every change to a connection of this
+// store's schema, on every node, until ctx ends.
+//
+// It listens on a connection of its own (not the pool's), for the
+// announcements of migration 0011's trigger, sent in the transaction of
+// each change, so they come in commit order. To know it is caught up it
+// sends itself sync points: a notification, through the pool, on a channel
+// only this listener hears. PostgreSQL delivers notifications in the order
+// their transactions committed, so once a sync point sent at T arrives,
+// every change committed before T has arrived before it; w may then trust
+// what it kept until T + ConnectionSettle. A change committed at C is
+// therefore told to every watcher, or no watcher trusts its memory any
+// longer, by C + ConnectionSettle, whatever the network does: a listener
+// cut off (or a pool too busy to send sync points) just stops trusting.
+//
+// While the listener is not connected (at start, after a fault, while it
+// connects again) w is told ConnectionsLost; on each new connection, once
+// listening, it is told ConnectionsLost again, since changes may have gone
+// unheard between.
+func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatcher) error {
+	w.ConnectionsLost()
+	wait := 50 * time.Millisecond
+	for {
+		err := s.listen(ctx, w)
+		w.ConnectionsLost()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = err // a listener lost is connected again; nothing kept is trusted meanwhile
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// listen runs one listening connection until it fails or ctx ends.
+func (s *Store) listen(ctx context.Context, w toolplane.ConnectionWatcher) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect the listener: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// The schema the connections table is in, as the trigger names it.
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT n.nspname FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.oid = 'connections'::regclass`).Scan(&schema); err != nil {
+		return fmt.Errorf("find the connections table: %w", err)
+	}
+	b := make([]byte, 8)
+	rand.Read(b)
+	syncChannel := "toolplane_sync_" + hex.EncodeToString(b)
+	for _, ch := range []string{changesChannel, syncChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	// Listening from here on: what was kept before may have missed
+	// changes, and is dropped.
+	w.ConnectionsLost()
+
+	start := time.Now()
+	var heard atomic.Int64 // the latest sync point heard, as time since start
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(feedPing)
+		defer t.Stop()
+		for {
+			sent := time.Since(start)
+			if sent-time.Duration(heard.Load()) > feedSilence {
+				cancel() // the listener hears nothing: connect again
+				return
+			}
+			// A sync point that fails to go just leaves the trust to
+			// lapse; the next tick tries again.
+			_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, syncChannel, strconv.FormatInt(int64(sent), 10))
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for notifications: %w", err)
+		}
+		switch n.Channel {
+		case syncChannel:
+			sent, err := strconv.ParseInt(n.Payload, 10, 64)
+			if err != nil || sent < heard.Load() {
+				continue
+			}
+			heard.Store(sent)
+			w.ConnectionsCurrent(start.Add(time.Duration(sent) + feedTrust))
+		case changesChannel:
+			// schema, organization and ID; neither the schema nor the
+			// ID holds a space.
+			sch, rest, ok := strings.Cut(n.Payload, " ")
+			i := strings.LastIndexByte(rest, ' ')
+			if !ok || i < 0 || sch != schema {
+				continue
+			}
+			w.ConnectionChanged(rest[:i], rest[i+1:])
+		}
+	}
+}
