@@ -122,14 +122,6 @@ func approvalUpdated(a *toolplane.Approval, res sql.Result, err error) (bool, er
 // transaction; a stale version stores neither, and neither does an event
 // that cannot be stored.
 func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
-	ok, err := s.updateApprovalAudited(ctx, a, e)
-	if ok {
-		s.committed(ctx)
-	}
-	return ok, err
-}
-
-func (s *Store) updateApprovalAudited(ctx context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
 	upd, err := s.prepared(ctx, updateApproval)
 	if err != nil {
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
@@ -138,29 +130,27 @@ func (s *Store) updateApprovalAudited(ctx context.Context, a *toolplane.Approval
 	if err != nil {
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
 	}
-	if err := s.lockWrite(ctx); err != nil {
-		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
-	}
-	defer s.unlockWrite()
-	tx, err := s.db.BeginTx(ctx, nil)
+	var ok bool
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, updateApprovalArgs(a)...)
+		if err != nil {
+			return err
+		}
+		if ok, err = affected(res); err != nil || !ok {
+			return err
+		}
+		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+			return auditErr(e, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
 	}
-	defer tx.Rollback()
-	version := a.Version
-	res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, updateApprovalArgs(a)...)
-	if ok, err := approvalUpdated(a, res, err); err != nil || !ok {
-		return false, err
+	if ok {
+		a.Version++
 	}
-	if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
-		a.Version = version
-		return false, auditErr(e, err)
-	}
-	if err := tx.Commit(); err != nil {
-		a.Version = version
-		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
-	}
-	return true, nil
+	return ok, nil
 }
 
 // FindApprovals answers the approvals filed for a run and key, newest first

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -62,14 +63,6 @@ func auditErr(e *toolplane.AuditEvent, err error) error {
 // events is what lets a background writer keep up with the calls it
 // records. Either every event is stored or none is.
 func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
-	if err := s.appendAuditBatch(ctx, events); err != nil {
-		return err
-	}
-	s.committed(ctx)
-	return nil
-}
-
-func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditEvent) error {
 	// One row per statement: a statement of many rows measured slower in
 	// a long-lived database, writing pages while it ran (see
 	// BENCHMARKS.md).
@@ -77,22 +70,16 @@ func (s *Store) appendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 	if err != nil {
 		return fmt.Errorf("append audit batch: %w", err)
 	}
-	if err := s.lockWrite(ctx); err != nil {
-		return fmt.Errorf("append audit batch: %w", err)
-	}
-	defer s.unlockWrite()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("append audit batch: %w", err)
-	}
-	defer tx.Rollback()
-	txst := tx.StmtContext(ctx, st)
-	for _, e := range events {
-		if _, err := txst.ExecContext(ctx, auditArgs(e)...); err != nil {
-			return auditErr(e, err)
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		txst := tx.StmtContext(ctx, st)
+		for _, e := range events {
+			if _, err := txst.ExecContext(ctx, auditArgs(e)...); err != nil {
+				return auditErr(e, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("append audit batch: %w", err)
 	}
 	return nil

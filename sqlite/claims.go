@@ -75,16 +75,8 @@ func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane
 // assigns none of them and matches only when status, lease and node already
 // are the ones written: the commit appends the row's page alone to the WAL,
 // not the index pages besides. When that statement matches no row, the full one
-// decides, on the version as always; both run under one write lock.
+// decides, on the version as always; both run in one write.
 func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	ok, err := s.updateClaim(ctx, c)
-	if ok {
-		s.committed(ctx)
-	}
-	return ok, err
-}
-
-func (s *Store) updateClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
 	full, err := s.prepared(ctx, updateClaim)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
@@ -95,16 +87,23 @@ func (s *Store) updateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 			return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 		}
 	}
-	if err := s.lockWrite(ctx); err != nil {
+	var ok bool
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if inPlace != nil {
+			if ok, err = applyClaimUpdateInPlace(ctx, tx.StmtContext(ctx, inPlace), c); err != nil || ok {
+				return err
+			}
+		}
+		ok, err = applyClaimUpdate(ctx, tx.StmtContext(ctx, full), c)
+		return err
+	})
+	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
-	defer s.unlockWrite()
-	if inPlace != nil {
-		if ok, err := applyClaimUpdateInPlace(ctx, inPlace, c); err != nil || ok {
-			return ok, err
-		}
+	if ok {
+		c.Version++
 	}
-	return applyClaimUpdate(ctx, full, c)
+	return ok, nil
 }
 
 const updateClaim = `UPDATE claims SET
@@ -132,7 +131,7 @@ func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bo
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation), c.Node,
 		c.OrganizationID, c.Tool, c.Key, c.Version)
-	return claimUpdated(c, res, err)
+	return claimUpdated(res, err)
 }
 
 func applyClaimUpdateInPlace(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
@@ -142,36 +141,21 @@ func applyClaimUpdateInPlace(ctx context.Context, st *sql.Stmt, c *toolplane.Cla
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
 		c.OrganizationID, c.Tool, c.Key, c.Version,
 		string(c.Status), optMicros(c.LeaseUntil), c.Node)
-	return claimUpdated(c, res, err)
+	return claimUpdated(res, err)
 }
 
-// claimUpdated answers whether an update of c wrote its row, and on success
-// moves c.Version to the version stored.
-func claimUpdated(c *toolplane.Claim, res sql.Result, err error) (bool, error) {
+// claimUpdated answers whether an update wrote its row. The caller moves
+// the claim's version to the version stored once the write is committed.
+func claimUpdated(res sql.Result, err error) (bool, error) {
 	if err != nil {
-		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
+		return false, err
 	}
-	ok, err := affected(res)
-	if err != nil {
-		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
-	}
-	if ok {
-		c.Version++
-	}
-	return ok, nil
+	return affected(res)
 }
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither.
 func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
-	ok, err := s.updateClaimAudited(ctx, c, e)
-	if ok {
-		s.committed(ctx)
-	}
-	return ok, err
-}
-
-func (s *Store) updateClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
 	upd, err := s.prepared(ctx, updateClaim)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
@@ -180,29 +164,23 @@ func (s *Store) updateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
-	if err := s.lockWrite(ctx); err != nil {
-		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
-	}
-	defer s.unlockWrite()
-	tx, err := s.db.BeginTx(ctx, nil)
+	var ok bool
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if ok, err = applyClaimUpdate(ctx, tx.StmtContext(ctx, upd), c); err != nil || !ok {
+			return err
+		}
+		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+			return auditErr(e, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
-	defer tx.Rollback()
-	version := c.Version
-	ok, err := applyClaimUpdate(ctx, tx.StmtContext(ctx, upd), c)
-	if err != nil || !ok {
-		return false, err
+	if ok {
+		c.Version++
 	}
-	if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
-		c.Version = version
-		return false, auditErr(e, err)
-	}
-	if err := tx.Commit(); err != nil {
-		c.Version = version
-		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
-	}
-	return true, nil
+	return ok, nil
 }
 
 // DeleteClaim removes the claim where the stored version is version, in one
@@ -225,14 +203,6 @@ const deleteClaim = `DELETE FROM claims
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither.
 func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
-	ok, err := s.deleteClaimAudited(ctx, org, tool, key, version, e)
-	if ok {
-		s.committed(ctx)
-	}
-	return ok, err
-}
-
-func (s *Store) deleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
 	del, err := s.prepared(ctx, deleteClaim)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
@@ -241,29 +211,24 @@ func (s *Store) deleteClaimAudited(ctx context.Context, org, tool, key string, v
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
-	if err := s.lockWrite(ctx); err != nil {
-		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
-	}
-	defer s.unlockWrite()
-	tx, err := s.db.BeginTx(ctx, nil)
+	var ok bool
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, del).ExecContext(ctx, org, tool, key, version)
+		if err != nil {
+			return err
+		}
+		if ok, err = affected(res); err != nil || !ok {
+			return err
+		}
+		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+			return auditErr(e, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
-	defer tx.Rollback()
-	res, err := tx.StmtContext(ctx, del).ExecContext(ctx, org, tool, key, version)
-	if err != nil {
-		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
-	}
-	if ok, err := affected(res); err != nil || !ok {
-		return false, err
-	}
-	if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
-		return false, auditErr(e, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
-	}
-	return true, nil
+	return ok, nil
 }
 
 // ListClaims answers claims in status, oldest first (ties by tool, then key,

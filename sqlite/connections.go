@@ -78,7 +78,7 @@ func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, c
 	if err != nil {
 		return fmt.Errorf("insert connection %s: %w", c.ID, err)
 	}
-	err = s.recorded(ctx, ch, func(tx *sql.Tx) error {
+	err = s.recorded(ctx, ch, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, insertConnection,
 			c.OrganizationID, c.ID, c.Name, c.Provider, string(c.Kind), c.UserID, string(c.State), c.Reason,
 			config, scope, scopes, blob(c.Secret), optMicros(c.TokenExpiresAt), c.RefreshOwner, optMicros(c.RefreshUntil),
@@ -202,7 +202,7 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 			return false, fmt.Errorf("update connection %s: %w", c.ID, err)
 		}
 	} else {
-		err := s.recorded(ctx, ch, func(tx *sql.Tx) error {
+		err := s.recorded(ctx, ch, func(ctx context.Context, tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, updateConnection, args...)
 			if isDuplicate(err) {
 				return toolplane.ErrExists
@@ -298,23 +298,20 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 	if err != nil {
 		return nil, fmt.Errorf("take oauth state: %w", err)
 	}
-	if err := s.lockWrite(ctx); err != nil {
-		return nil, fmt.Errorf("take oauth state: %w", err)
-	}
 	var (
 		st               toolplane.OAuthState
 		created, expires int64
 	)
-	err = q.QueryRowContext(ctx, id).Scan(&st.ID, &st.OrganizationID, &st.ConnectionID, &st.UserID,
-		&st.Verifier, &st.RedirectURI, &created, &expires)
-	s.unlockWrite()
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return tx.StmtContext(ctx, q).QueryRowContext(ctx, id).Scan(&st.ID, &st.OrganizationID, &st.ConnectionID, &st.UserID,
+			&st.Verifier, &st.RedirectURI, &created, &expires)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take oauth state: %w", err)
 	}
-	s.committed(ctx)
 	st.CreatedAt, st.ExpiresAt = fromMicros(created), fromMicros(expires)
 	if !st.ExpiresAt.After(now) {
 		return nil, fmt.Errorf("take oauth state: expired: %w", toolplane.ErrNotFound)

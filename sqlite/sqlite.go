@@ -51,6 +51,8 @@ type Store struct {
 	// writer holds a token while one of the store's writes runs (see
 	// lockWrite).
 	writer chan struct{}
+	// groups queues the writes that run as one transaction (see write).
+	groups groups
 	// commits counts the store's commits since it last looked at the WAL;
 	// checkpointing is set while a background checkpoint runs (see
 	// committed).
@@ -80,9 +82,9 @@ func New(db *sql.DB) *Store {
 // take it, and a writer on another pool (River's) still meets the store's
 // at SQLite's lock, as before.
 //
-// Every write of the store takes it: exec does, and a transaction takes it
-// before BEGIN and runs no exec inside (the lock is not reentrant). The
-// last pass of a checkpoint takes it too (see checkpoint).
+// The leader of a group of writes takes it for the group (see write), and
+// the last pass of a checkpoint takes it too (see checkpoint). It is not
+// reentrant.
 func (s *Store) lockWrite(ctx context.Context) error {
 	select {
 	case s.writer <- struct{}{}:
@@ -218,20 +220,18 @@ func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// exec runs a write, one statement committed on its own.
+// exec runs a write of one statement, committed on its own or with the
+// group it joins (see write).
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	st, err := s.prepared(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.lockWrite(ctx); err != nil {
-		return nil, err
-	}
-	res, err := st.ExecContext(ctx, args...)
-	s.unlockWrite()
-	if err == nil {
-		s.committed(ctx)
-	}
+	var res sql.Result
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		return err
+	})
 	return res, err
 }
 
@@ -294,15 +294,13 @@ const (
 	checkpointLookEvery = 16
 )
 
-// committed counts a commit made by ctx's caller. Every checkpointLookEvery
+// committed counts a commit made on conn. Every checkpointLookEvery
 // commits it looks at the WAL, and starts a checkpoint when checkpointPages
-// wait and none runs. The look is one PRAGMA on the connection the caller
-// just committed on: database/sql hands back the connection released last,
-// and another connection's page cache is stale after this one's commits, so
-// looking from a goroutine of its own would move the caller's next
-// statement to a cold cache. A pool of one or two connections gets no
-// background checkpoint: it would hold a connection the callers queue for.
-func (s *Store) committed(ctx context.Context) {
+// wait and none runs. The look is one PRAGMA on the connection that just
+// committed, whose page cache is warm; looking from another would load a
+// stale cache anew. A pool of one or two connections gets no background
+// checkpoint: it would hold a connection the callers queue for.
+func (s *Store) committed(ctx context.Context, conn rowQuerier) {
 	if s.commits.Add(1) < checkpointLookEvery {
 		return
 	}
@@ -310,7 +308,7 @@ func (s *Store) committed(ctx context.Context) {
 	if s.checkpointing.Load() {
 		return
 	}
-	if waiting, err := s.walWaiting(ctx, "NOOP"); err != nil || waiting < checkpointPages {
+	if waiting, err := walWaiting(ctx, conn, "NOOP"); err != nil || waiting < checkpointPages {
 		return
 	}
 	if n := s.db.Stats().MaxOpenConnections; n == 1 || n == 2 {
@@ -329,11 +327,11 @@ func (s *Store) checkpoint() {
 	defer s.checkpointing.Store(false)
 	ctx := context.Background()
 	for range checkpointPasses {
-		if _, err := s.walWaiting(ctx, "PASSIVE"); err != nil {
+		if _, err := walWaiting(ctx, s.db, "PASSIVE"); err != nil {
 			return
 		}
 		// PASSIVE answers what it left, not what was appended meanwhile.
-		waiting, err := s.walWaiting(ctx, "NOOP")
+		waiting, err := walWaiting(ctx, s.db, "NOOP")
 		if err != nil {
 			return
 		}
@@ -345,14 +343,19 @@ func (s *Store) checkpoint() {
 		return
 	}
 	defer s.unlockWrite()
-	_, _ = s.walWaiting(ctx, "PASSIVE")
+	_, _ = walWaiting(ctx, s.db, "PASSIVE")
 }
 
-// walWaiting runs PRAGMA wal_checkpoint in mode (NOOP only looks) and
+// A rowQuerier is a *sql.DB or a *sql.Conn.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// walWaiting runs PRAGMA wal_checkpoint in mode (NOOP only looks) on q and
 // answers how many pages of the WAL are not yet in the database file.
-func (s *Store) walWaiting(ctx context.Context, mode string) (int, error) {
+func walWaiting(ctx context.Context, q rowQuerier, mode string) (int, error) {
 	var busy, wal, copied int
-	if err := s.queryRow(ctx, `PRAGMA wal_checkpoint(`+mode+`)`).Scan(&busy, &wal, &copied); err != nil {
+	if err := q.QueryRowContext(ctx, `PRAGMA wal_checkpoint(`+mode+`)`).Scan(&busy, &wal, &copied); err != nil {
 		return 0, err
 	}
 	return wal - copied, nil

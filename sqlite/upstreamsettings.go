@@ -22,7 +22,7 @@ const (
 // change that cannot be recorded (an error wrapping toolplane.ErrExists for
 // a duplicate ID) is not stored either.
 func (s *Store) PutUpstreamToolSettingRecorded(ctx context.Context, us *toolplane.UpstreamToolSetting, c *toolplane.Change) error {
-	err := s.recorded(ctx, c, func(tx *sql.Tx) error {
+	err := s.recorded(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, putUpstreamToolSetting,
 			us.Upstream, us.Tool, us.Settings, us.UpdatedBy, micros(us.UpdatedAt))
 		return err
@@ -38,7 +38,7 @@ func (s *Store) PutUpstreamToolSettingRecorded(ctx context.Context, us *toolplan
 // an error wrapping toolplane.ErrNotFound, and records nothing, when the
 // tool has no setting; a change that cannot be recorded deletes nothing.
 func (s *Store) DeleteUpstreamToolSettingRecorded(ctx context.Context, upstream, tool string, c *toolplane.Change) error {
-	err := s.recorded(ctx, c, func(tx *sql.Tx) error {
+	err := s.recorded(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, deleteUpstreamToolSetting, upstream, tool)
 		if err != nil {
 			return err
@@ -61,32 +61,21 @@ func changeArgs(c *toolplane.Change) []any {
 }
 
 // recorded runs write and appends c in one transaction, committed only
-// when both succeed.
-func (s *Store) recorded(ctx context.Context, c *toolplane.Change, write func(*sql.Tx) error) error {
-	if err := s.lockWrite(ctx); err != nil {
-		return err
-	}
-	defer s.unlockWrite()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // a no-op after Commit
-	if err := write(tx); err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, insertChange, changeArgs(c)...)
-	if isDuplicate(err) {
-		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
-	}
-	if err != nil {
-		return fmt.Errorf("append change %s: %w", c.ID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	s.committed(ctx)
-	return nil
+// when both succeed. write runs as the fn of Store.write, under its rules.
+func (s *Store) recorded(ctx context.Context, c *toolplane.Change, write func(context.Context, *sql.Tx) error) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := write(ctx, tx); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, insertChange, changeArgs(c)...)
+		if isDuplicate(err) {
+			return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
+		}
+		if err != nil {
+			return fmt.Errorf("append change %s: %w", c.ID, err)
+		}
+		return nil
+	})
 }
 
 // ListUpstreamToolSettings answers every setting, by upstream then tool.

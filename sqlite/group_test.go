@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+// queued waits until n writes wait in the store's queue (the leader among
+// them, held at the write lock the test holds).
+func queued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s.groups.mu.Lock()
+		got := len(s.groups.queue)
+		s.groups.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupKeepsEachWriteAtomic: writes that queue while another commits
+// run as one group, and still each is all or nothing: a completion whose
+// audit event cannot be stored stores neither the event nor the claim's
+// change, and the others of its group are stored whole.
+func TestGroupKeepsEachWriteAtomic(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const n = 8
+	claims := make([]*toolplane.Claim, n)
+	for i := range claims {
+		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
+		if ok, err := s.InsertClaim(ctx, claims[i]); !ok || err != nil {
+			t.Fatalf("InsertClaim = %v, %v", ok, err)
+		}
+	}
+	event := func(id string) *toolplane.AuditEvent {
+		return &toolplane.AuditEvent{ID: id, OrganizationID: "org", Tool: "crm.update", Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: now}
+	}
+	if err := s.AppendAudit(ctx, event("ev-taken")); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.lockWrite(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, n)
+	oks := make([]bool, n)
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		wg.Go(func() {
+			next := *c
+			next.Status, next.Result, next.Owner, next.UpdatedAt = toolplane.ClaimCompleted, []byte(`{"ok":true}`), "", now.Add(time.Second)
+			id := fmt.Sprint("ev-", i)
+			if i%2 == 1 {
+				id = "ev-taken" // a duplicate: this write must store nothing
+			}
+			oks[i], errs[i] = s.UpdateClaimAudited(ctx, &next, event(id))
+			*c = next
+		})
+		queued(t, s, i+1) // in order, so the group runs them in order
+	}
+	s.unlockWrite()
+	wg.Wait()
+
+	for i, c := range claims {
+		stored, err := s.GetClaim(ctx, "org", c.Tool, c.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			if !errors.Is(errs[i], toolplane.ErrExists) || oks[i] {
+				t.Errorf("write %d with a taken event ID = %v, %v; want ErrExists", i, oks[i], errs[i])
+			}
+			if stored.Status != toolplane.ClaimProcessing || stored.Version != 7 || c.Version != 7 {
+				t.Errorf("write %d failed but stored %s version %d (caller's %d); want processing, 7", i, stored.Status, stored.Version, c.Version)
+			}
+			continue
+		}
+		if errs[i] != nil || !oks[i] {
+			t.Errorf("write %d = %v, %v; want stored", i, oks[i], errs[i])
+		}
+		if stored.Status != toolplane.ClaimCompleted || stored.Version != 8 || c.Version != 8 {
+			t.Errorf("write %d stored %s version %d (caller's %d); want completed, 8", i, stored.Status, stored.Version, c.Version)
+		}
+	}
+	evs, _, err := s.ListAudit(ctx, "org", toolplane.AuditFilter{}, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1+n/2 {
+		t.Errorf("%d audit events stored, want %d (the taken one and the stored writes')", len(evs), 1+n/2)
+	}
+}
+
+// TestGroupCommitsOnce: dispatch marks queued together are one commit, so
+// their claims' shared page is appended to the WAL once, not once each.
+func TestGroupCommitsOnce(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	const n = 8
+	claims := make([]*toolplane.Claim, n)
+	for i := range claims {
+		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
+		if ok, err := s.InsertClaim(ctx, claims[i]); !ok || err != nil {
+			t.Fatalf("InsertClaim = %v, %v", ok, err)
+		}
+	}
+	before, _ := walPages(t, s)
+	if err := s.lockWrite(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		wg.Go(func() {
+			c.Dispatched, c.Attempts, c.UpdatedAt = true, 1, now.Add(time.Millisecond)
+			if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+				t.Errorf("UpdateClaim(dispatch) = %v, %v", ok, err)
+			}
+		})
+		queued(t, s, i+1)
+	}
+	s.unlockWrite()
+	wg.Wait()
+	if after, _ := walPages(t, s); after-before != 1 {
+		t.Errorf("%d dispatch marks queued together appended %d pages, want 1 (their claims' page, once)", n, after-before)
+	}
+	for _, c := range claims {
+		stored, err := s.GetClaim(ctx, "org", c.Tool, c.Key)
+		if err != nil || !stored.Dispatched || stored.Version != c.Version {
+			t.Errorf("claim %s after its dispatch mark: %+v, %v", c.Key, stored, err)
+		}
+	}
+}
+
+// TestQueuedWriteLeavesWithItsContext: a write whose context ends while it
+// waits in the queue answers the context's error and stores nothing, and
+// the writes around it are stored.
+func TestQueuedWriteLeavesWithItsContext(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := s.lockWrite(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(ctx context.Context, key string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.InsertClaim(ctx, testClaim("org", key, now))
+			done <- err
+		}()
+		return done
+	}
+	first := insert(ctx, "first")
+	queued(t, s, 1)
+	gone, cancel := context.WithCancel(ctx)
+	left := insert(gone, "left")
+	queued(t, s, 2)
+	last := insert(ctx, "last")
+	queued(t, s, 3)
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("the write whose context ended = %v, want context.Canceled", err)
+	}
+	s.unlockWrite()
+	for _, done := range []chan error{first, last} {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	for key, want := range map[string]error{"first": nil, "left": toolplane.ErrNotFound, "last": nil} {
+		if _, err := s.GetClaim(ctx, "org", "crm.update", key); !errors.Is(err, want) && err != want {
+			t.Errorf("GetClaim(%s) = %v, want %v", key, err, want)
+		}
+	}
+}

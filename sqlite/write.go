@@ -1,0 +1,249 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Group commit. SQLite takes one writer at a time, and under load most of
+// a write's cost is its commit: the pages it changed appended to the WAL
+// one by one, the WAL index updated, the locks taken and given back. Calls
+// made at once change the same pages again and again (the end of the audit
+// table and of its indexes, of the claims table and of its sweep indexes),
+// so the store runs the writes that queue while one commits as one
+// transaction, each inside a savepoint of its own, and commits them once:
+// a page written by several of them is appended to the WAL once.
+//
+// Each write stays atomic and isolated from the others of its group: one
+// that fails is rolled back to its savepoint and answers its error, and
+// the others go on. A write answers only after the group's commit, so
+// nothing a caller is told about is less durable than before; when the
+// commit fails, every write of the group answers the error, and none of
+// them is stored. Writes of a group run in the order they queued, and each
+// sees those before it, as if each had committed on its own.
+//
+// No goroutine of the store's own runs the groups: the first write to find
+// none running leads, and when its group is committed hands the lead to the
+// first write that queued meanwhile (which leads the next group with every
+// write queued by then), so an idle store holds nothing. The leader holds
+// the store's write lock (lockWrite) for its group, so transactions that
+// do not go through here, a migration and a checkpoint's last pass, still
+// exclude it.
+
+// maxGroup bounds the writes of one group: a long group makes its first
+// writer wait for the last one's statements.
+const maxGroup = 64
+
+// A writeReq is one write waiting for, or in, a group.
+type writeReq struct {
+	ctx context.Context
+	fn  func(context.Context, *sql.Tx) error
+	err error
+	// done receives true when the write must lead the next group, false
+	// when its group is over and err is its answer.
+	done chan bool
+	// taken is set, under the store's group lock, once a leader took the
+	// write into its group or made it the next leader; until then a write
+	// whose context ends leaves the queue without running.
+	taken bool
+}
+
+// groups is the group commit's state, guarded by mu.
+type groups struct {
+	mu      sync.Mutex
+	queue   []*writeReq
+	leading bool
+	// conn is the connection the groups run on, held from one group to the
+	// next while writes keep queueing, so its page cache, which only its
+	// own commits leave valid, stays warm; it goes back to the pool when
+	// the queue empties. Only the leader touches it.
+	conn *sql.Conn
+}
+
+// write runs fn as one atomic write: fn's statements, run on the tx it is
+// given with the ctx it is given, commit together or not at all, and
+// write answers fn's error, or the commit's. fn may run in a transaction
+// with other writes, so it must not commit or roll back tx, must use the
+// ctx it is given (which is not cancelled mid-group: an interrupted
+// statement would roll back the writes before it), and must keep its
+// effects on the caller's values until write answers nil.
+//
+// A write whose ctx ends before its group runs it answers ctx's error and
+// stores nothing.
+func (s *Store) write(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
+	r := &writeReq{ctx: ctx, fn: fn, done: make(chan bool, 1)}
+	g := &s.groups
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	if !g.leading {
+		g.leading, r.taken = true, true
+		g.mu.Unlock()
+		s.lead(r)
+		return r.err
+	}
+	g.mu.Unlock()
+	select {
+	case lead := <-r.done:
+		if lead {
+			s.lead(r)
+		}
+		return r.err
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	if !r.taken {
+		for i, q := range g.queue {
+			if q == r {
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				break
+			}
+		}
+		g.mu.Unlock()
+		return ctx.Err()
+	}
+	g.mu.Unlock()
+	if <-r.done {
+		s.lead(r)
+	}
+	return r.err
+}
+
+// lead runs one group, which holds r (the queue's first write), then hands
+// the lead on. r's answer is in r.err when it returns.
+func (s *Store) lead(r *writeReq) {
+	g := &s.groups
+	if err := s.lockWrite(r.ctx); err != nil {
+		// r waited in vain: it leaves, and the next write leads.
+		r.err = err
+		g.mu.Lock()
+		g.queue = g.queue[1:]
+		s.handOn()
+		return
+	}
+	g.mu.Lock()
+	n := min(len(g.queue), maxGroup)
+	batch := g.queue[:n:n]
+	g.queue = g.queue[n:]
+	for _, q := range batch {
+		q.taken = true
+	}
+	g.mu.Unlock()
+
+	s.runGroup(batch)
+	s.unlockWrite()
+	for _, q := range batch {
+		if q != r {
+			q.done <- false
+		}
+	}
+	g.mu.Lock()
+	s.handOn()
+}
+
+// handOn, called with the group lock held and released by it, makes the
+// first queued write the next leader, or, with none queued, ends the lead
+// and gives the groups' connection back to the pool.
+func (s *Store) handOn() {
+	g := &s.groups
+	if len(g.queue) == 0 {
+		g.leading = false
+		conn := g.conn
+		g.conn = nil
+		g.mu.Unlock()
+		if conn != nil {
+			conn.Close()
+		}
+		return
+	}
+	next := g.queue[0]
+	next.taken = true
+	g.mu.Unlock()
+	next.done <- true
+}
+
+// errGroupAborted is the answer of the writes of a group SQLite rolled
+// back whole (a full disk, an I/O error): none of them was stored.
+var errGroupAborted = errors.New("the transaction of this write and others was rolled back")
+
+// runGroup runs batch as one transaction, under the write lock, and sets
+// each write's answer. A group of one runs without a savepoint.
+func (s *Store) runGroup(batch []*writeReq) {
+	g := &s.groups
+	ctx := context.WithoutCancel(batch[0].ctx)
+	fail := func(err error) {
+		for _, q := range batch {
+			if q.err == nil {
+				q.err = err
+			}
+		}
+		if g.conn != nil {
+			// The connection's state is not known: do not keep it.
+			g.conn.Close()
+			g.conn = nil
+		}
+	}
+	if g.conn == nil {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
+		g.conn = conn
+	}
+	tx, err := g.conn.BeginTx(ctx, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	alone := len(batch) == 1
+	stored := 0
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.err = err
+			continue
+		}
+		qctx := context.WithoutCancel(q.ctx)
+		if alone {
+			if q.err = q.fn(qctx, tx); q.err != nil {
+				tx.Rollback()
+				return
+			}
+			stored++
+			break
+		}
+		if _, err := tx.ExecContext(qctx, `SAVEPOINT write`); err != nil {
+			tx.Rollback()
+			fail(fmt.Errorf("%w: savepoint: %w", errGroupAborted, err))
+			return
+		}
+		if q.err = q.fn(qctx, tx); q.err != nil {
+			// Some errors roll back the whole transaction; then the
+			// savepoint is gone, and so are the writes before this one.
+			if _, err := tx.ExecContext(qctx, `ROLLBACK TO write`); err != nil {
+				tx.Rollback()
+				fail(fmt.Errorf("%w: %w", errGroupAborted, q.err))
+				return
+			}
+		}
+		if _, err := tx.ExecContext(qctx, `RELEASE write`); err != nil {
+			tx.Rollback()
+			fail(fmt.Errorf("%w: release: %w", errGroupAborted, err))
+			return
+		}
+		if q.err == nil {
+			stored++
+		}
+	}
+	if stored == 0 {
+		tx.Rollback()
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		fail(fmt.Errorf("commit: %w", err))
+		return
+	}
+	s.committed(ctx, g.conn)
+}
