@@ -236,8 +236,9 @@ type Config struct {
 	Broker Broker
 	Store  toolplane.Store
 	Policy policy.Policy
-	// Facts resolve the policy facts tools declare, before each decision;
-	// FactTimeout bounds each fact (default policy.DefaultFactTimeout). A
+	// Facts resolve the policy facts tools declare, before each decision,
+	// beside those the handlers registered (handler.WithFact); FactTimeout
+	// bounds each fact (default policy.DefaultFactTimeout). A
 	// fact that fails or runs past it answers internal_error, and nothing
 	// runs.
 	Facts       policy.Facts

@@ -131,6 +131,19 @@ func spanArgs(args any) string {
 	return string(boundary.Encode(nil, v))
 }
 
+// resolvers answers the resolvers of a tool's facts: the invoker's own
+// (Config.Facts) and those the compiled-in handlers registered with them.
+func (iv *Invoker) resolvers(d *toolplane.Definition) policy.Facts {
+	if len(d.PolicyFacts) == 0 {
+		return nil
+	}
+	out := iv.cfg.Handlers.Facts()
+	for name, r := range iv.cfg.Facts {
+		out[name] = r
+	}
+	return out
+}
+
 // spanFacts renders the resolved facts for the span: redacted by the
 // credential rule, and with every value the tool's input schema marks
 // x-sensitive (which a resolver may have echoed) replaced, then bounded.
@@ -329,7 +342,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 
-	facts, err := iv.cfg.Facts.ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
+	facts, err := iv.resolvers(d).ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
 	if err != nil {
 		// Neither an allow nor a denial: the call is not decided, and
 		// nothing (no claim, no approval, no effect) is left behind.
