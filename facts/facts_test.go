@@ -53,7 +53,7 @@ func TestBuiltinFacts(t *testing.T) {
 	def := &toolplane.Definition{Name: "payments.refund", Version: "1.0.0", Tags: []string{"finance", "pii"}, Classification: "confidential",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"},"card":{"type":"string","x-sensitive":true},"note":{"type":"string","x-sensitive":true}}}`)}
 	agentInv := &toolplane.Invocation{OrganizationID: "org-a", RunID: "run-1.child", RootRunID: "run-1", AgentID: "agent-support", CredentialID: "tpk_1",
-		Credential: &toolplane.Credential{Kind: toolplane.CredentialAgent, Roles: []string{toolplane.RoleActForUsers}},
+		Credential:      &toolplane.Credential{Kind: toolplane.CredentialAgent, Roles: []string{toolplane.RoleActForUsers}},
 		AgentAttributes: map[string]any{"tier": "l1"}}
 	userInv := *agentInv
 	userInv.UserID, userInv.User = "sam", &toolplane.User{Roles: []string{"support"}, Groups: []string{"emea"}, Manager: "kim", Attributes: map[string]any{"clearance": "pii"}}
