@@ -48,6 +48,17 @@ type Credential struct {
 	// beside the agent identity's grants. None leaves the key every tool
 	// the identity is granted. A person's credential has none.
 	Tools []string
+	// ActsFor, on an agent's credential, is the person every call made
+	// with it acts for: a token the person's identity provider issued to
+	// the agent on the person's behalf (its subject the person, its actor
+	// the agent). User is what the token's claims say of that person.
+	// Neither is stored: an API key names its person per call
+	// (on_behalf_of), when it may.
+	ActsFor string `json:"-"`
+	User    *User  `json:"-"`
+	// Attributes are the caller's attributes read from a token's claims
+	// (the deployment names which); an API key has none.
+	Attributes map[string]any `json:"-"`
 	// Hash is the salted hash of the key's secret part, with its
 	// parameters (see apikey.Hash).
 	Hash  []byte

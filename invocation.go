@@ -47,6 +47,14 @@ type Invocation struct {
 	// for the same call in another session is offered to this one instead
 	// of a new filing (see approval.Service.Open).
 	SessionRun bool `json:",omitempty"`
+	// User is what the person the call acts for (UserID) is known by
+	// beyond their id: their identity provider's claims, as the
+	// deployment maps them. Nil when the call names no person, or the
+	// person was named without claims (an on_behalf_of).
+	User *User `json:",omitempty"`
+	// AgentAttributes are the calling agent's attributes from its
+	// credential (a token's mapped claims); a rule reads them.
+	AgentAttributes map[string]any `json:",omitempty"`
 	// Hops is how many more tool-to-tool calls this call may make.
 	Hops int
 	// Contracts freezes what the run was shown: tool name to the
@@ -141,3 +149,15 @@ const (
 	// SourceReconcile: a person reconciled an uncertain action.
 	SourceReconcile Source = "reconcile"
 )
+
+// User is what the platform knows of a person a call acts for beyond
+// their id, read from their identity provider's claims as the deployment
+// maps them (a claim name to roles, to groups, to the manager, to
+// attributes). Rules read it; the grants of each group in Groups stand
+// for the person beside their own.
+type User struct {
+	Roles      []string       `json:"roles,omitempty"`
+	Groups     []string       `json:"groups,omitempty"`
+	Manager    string         `json:"manager,omitempty"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}

@@ -25,7 +25,6 @@ import (
 type demoBindings struct{ *handler.Registry }
 
 func (demoBindings) Connection(id string) bool { return id == "web" }
-func (demoBindings) FactResolver(string) bool  { return false }
 
 // demoPlatform is the demo catalogue served on a SQLite store, with the
 // catalogue service publishing beside it and the invoker calling both.
@@ -155,7 +154,7 @@ func TestRebindingAGuardedHandlerCannotSkipApproval(t *testing.T) {
 			t.Errorf("problem does not name the binding: %s", pr)
 		}
 	}
-	if got := strings.Join(fields, ","); got != "annotations.destructive,annotations.requires_approval,approval_preview" {
+	if got := strings.Join(fields, ","); got != "annotations.destructive,annotations.requires_approval,approval_preview,policy_facts" {
 		t.Errorf("weaker fields %s", got)
 	}
 	if r, _ := p.iv.InvokeJSON(p.ctx, fast.Name, []byte(refund400), agent("run-2", fast.Name)); r.OK || r.Error.Code != toolplane.CodeToolUnavailable {
@@ -167,6 +166,7 @@ func TestRebindingAGuardedHandlerCannotSkipApproval(t *testing.T) {
 	// refunds wait for a person too.
 	fast.Annotations = toolplane.Annotations{Destructive: true, RequiresApproval: true}
 	fast.ApprovalPreview = true
+	fast.PolicyFacts = []string{demo.OrderAccountFact}
 	pub, err := p.svc.Publish(p.ctx, fast, teamaOwner)
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +221,7 @@ func TestARebindingKeepsTheHandlersPreview(t *testing.T) {
 	p := newDemoPlatform(t)
 	fast := bound("teama.refund_fast", "demo.refund_order", toolplane.EffectWrite)
 	fast.Annotations = toolplane.Annotations{Destructive: true, RequiresApproval: true}
+	fast.PolicyFacts = []string{demo.OrderAccountFact}
 
 	// Dropping the preview is weaker than the binding: refused, naming it.
 	_, err := p.svc.Publish(p.ctx, fast, teamaOwner)

@@ -35,6 +35,7 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/policy"
 )
 
 // Call is what a handler learns about the call besides its input.
@@ -272,6 +273,8 @@ type Binding struct {
 	settleWithin time.Duration
 	// contextBound: the handler returns once its context ends.
 	contextBound bool
+	// facts are the policy facts registered with the handler.
+	facts policy.Facts
 }
 
 // Option configures a Binding.
@@ -291,6 +294,20 @@ func WithSettlement(d time.Duration) Option { return func(b *Binding) { b.settle
 // deadline alone stops it, instead of handing it to a goroutine of its own
 // so that a handler which ignores the deadline cannot hold the caller.
 func WithContextBound() Option { return func(b *Binding) { b.contextBound = true } }
+
+// WithFact registers, with the handler, the resolver of a policy fact the
+// handler's tool declares (policy_facts): a value its organization's
+// rules need that only the handler's domain knows (the account an order
+// belongs to, say). Registry.Register registers it with the binding, as
+// Registry.RegisterFact would; a name registered twice is refused there.
+func WithFact(name string, r policy.FactResolver) Option {
+	return func(b *Binding) {
+		if b.facts == nil {
+			b.facts = policy.Facts{}
+		}
+		b.facts[name] = r
+	}
+}
 
 // ContextBound reports whether the binding was declared WithContextBound.
 func (b *Binding) ContextBound() bool { return b.contextBound }

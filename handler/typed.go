@@ -17,6 +17,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/policy"
 )
 
 // Define fills d's input and output schemas from the Go types In and Out,
@@ -246,20 +247,77 @@ func setBounds(s map[string]any, lo, hi string) {
 type Registry struct {
 	mu       sync.RWMutex
 	bindings map[string]*Binding
+	facts    policy.Facts
 }
 
 // NewRegistry answers an empty registry.
-func NewRegistry() *Registry { return &Registry{bindings: map[string]*Binding{}} }
+func NewRegistry() *Registry {
+	return &Registry{bindings: map[string]*Binding{}, facts: policy.Facts{}}
+}
 
-// Register adds bindings; a key registered twice is refused.
+// RegisterFact adds the resolver of a policy fact the deployment's own
+// tools declare (policy_facts): a value a rule needs that neither the
+// arguments nor the platform know, such as the account an order belongs
+// to. It is compiled in beside the handlers, as trusted as they are; the
+// invoker runs it before each decision of a tool declaring it, under the
+// fact's deadline, and its error makes the call a fault. A name
+// registered twice is refused.
+func (r *Registry) RegisterFact(name string, fn policy.FactResolver) error {
+	if fn == nil {
+		return fmt.Errorf("fact %q: nil resolver", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.facts[name]; dup {
+		return fmt.Errorf("fact %q registered twice", name)
+	}
+	r.facts[name] = fn
+	return nil
+}
+
+// FactResolver reports whether a resolver is registered for the fact name.
+func (r *Registry) FactResolver(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.facts[name]
+	return ok
+}
+
+// Facts answers a copy of the fact resolvers registered.
+func (r *Registry) Facts() policy.Facts {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(policy.Facts, len(r.facts))
+	for k, v := range r.facts {
+		out[k] = v
+	}
+	return out
+}
+
+// Register adds bindings, with the policy facts each registers
+// (WithFact); a key or a fact registered twice is refused, and nothing of
+// the refused call is added.
 func (r *Registry) Register(bs ...*Binding) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	keys, facts := map[string]bool{}, map[string]bool{}
 	for _, b := range bs {
-		if _, dup := r.bindings[b.Key]; dup {
+		if _, dup := r.bindings[b.Key]; dup || keys[b.Key] {
 			return fmt.Errorf("handler %q registered twice", b.Key)
 		}
+		keys[b.Key] = true
+		for name, fn := range b.facts {
+			if _, dup := r.facts[name]; dup || facts[name] || fn == nil {
+				return fmt.Errorf("handler %q: fact %q registered twice, or without a resolver", b.Key, name)
+			}
+			facts[name] = true
+		}
+	}
+	for _, b := range bs {
 		r.bindings[b.Key] = b
+		for name, fn := range b.facts {
+			r.facts[name] = fn
+		}
 	}
 	return nil
 }

@@ -233,11 +233,17 @@ type Config struct {
 	Runtimes Runtimes
 	// Broker releases the connection of a tool the platform runs itself;
 	// without one, such a tool is unavailable.
-	Broker    Broker
-	Store     toolplane.Store
-	Policy    policy.Policy
-	Facts     policy.Facts
-	Approvals *approval.Service
+	Broker Broker
+	Store  toolplane.Store
+	Policy policy.Policy
+	// Facts resolve the policy facts tools declare, before each decision,
+	// beside those the handlers registered (handler.WithFact); FactTimeout
+	// bounds each fact (default policy.DefaultFactTimeout). A
+	// fact that fails or runs past it answers internal_error, and nothing
+	// runs.
+	Facts       policy.Facts
+	FactTimeout time.Duration
+	Approvals   *approval.Service
 	// Observer, when set, is told of every call's outcome and latency (the
 	// metrics).
 	Observer Observer

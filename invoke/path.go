@@ -22,6 +22,7 @@ import (
 	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // maxSpanArgs bounds the arguments a span carries.
@@ -128,6 +129,58 @@ func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolpl
 func spanArgs(args any) string {
 	v, _ := boundary.Bound(boundary.Redact(boundary.Normalize(args)), maxSpanArgs)
 	return string(boundary.Encode(nil, v))
+}
+
+// resolvers answers the resolvers of a tool's facts: the invoker's own
+// (Config.Facts) and those the compiled-in handlers registered with them.
+func (iv *Invoker) resolvers(d *toolplane.Definition) policy.Facts {
+	if len(d.PolicyFacts) == 0 {
+		return nil
+	}
+	out := iv.cfg.Handlers.Facts()
+	for name, r := range iv.cfg.Facts {
+		out[name] = r
+	}
+	return out
+}
+
+// spanFacts renders the resolved facts for the span: redacted by the
+// credential rule, and with every value the tool's input schema marks
+// x-sensitive (which a resolver may have echoed) replaced, then bounded.
+func spanFacts(facts map[string]any, tool *registry.Tool, args any) string {
+	v := boundary.Redact(boundary.Normalize(facts))
+	if secret := schema.SensitiveValues(args, tool.Input().Sensitive()); len(secret) > 0 {
+		v = hideValues(v, secret)
+	}
+	v, _ = boundary.Bound(v, maxSpanArgs)
+	return string(boundary.Encode(nil, v))
+}
+
+// hideValues answers v with every string containing one of secret
+// replaced by the redaction marker.
+func hideValues(v any, secret []string) any {
+	switch x := v.(type) {
+	case string:
+		for _, s := range secret {
+			if strings.Contains(x, s) {
+				return boundary.Redacted
+			}
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = hideValues(e, secret)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = hideValues(e, secret)
+		}
+		return out
+	}
+	return v
 }
 
 // run runs the call and, when the version called is deprecated, says so
@@ -289,9 +342,18 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 
-	facts, err := iv.cfg.Facts.Resolve(ctx, inv, d, args)
+	facts, err := iv.resolvers(d).ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
 	if err != nil {
-		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
+		// Neither an allow nor a denial: the call is not decided, and
+		// nothing (no claim, no approval, no effect) is left behind.
+		iv.log.ErrorContext(ctx, "policy fact could not be resolved", "tool", d.Name, "err", err)
+		c.span.RecordError(err)
+		r := toolplane.Fail(toolplane.CodeInternalError, "the platform could not establish what it needs to decide this call; nothing was done, and it has been reported")
+		r.Stop = toolplane.StopFault
+		return r, nil
+	}
+	if len(facts) > 0 && c.span.IsRecording() {
+		c.span.SetAttributes(attribute.String("policy.facts", spanFacts(facts, tool, args)))
 	}
 	dec, err := iv.cfg.Policy.Decide(ctx, policy.Input{Invocation: inv, Tool: d, Arguments: args, Facts: facts})
 	if err != nil {

@@ -8,8 +8,10 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
+	"time"
 
 	"github.com/toolplane/toolplane"
 )
@@ -122,7 +124,10 @@ func (g Grants) Decide(_ context.Context, in Input) (Decision, error) {
 	return Decision{Effect: Allow, Reason: "granted"}, nil
 }
 
-// FactResolver answers the value of one policy fact for a call.
+// FactResolver answers the value of one policy fact for a call. It is
+// given a context that ends at the fact's deadline and must return by
+// then; an error is a fault of the platform (the call is not decided, and
+// nothing runs), never an answer a rule could read as "no".
 type FactResolver func(ctx context.Context, inv *toolplane.Invocation, tool *toolplane.Definition, args any) (any, error)
 
 // Facts is the set of fact resolvers a deployment registers.
@@ -132,22 +137,91 @@ type Facts map[string]FactResolver
 // registry checks a tool's policy_facts against it).
 func (f Facts) FactResolver(name string) bool { _, ok := f[name]; return ok }
 
-// Resolve answers the values of the tool's declared facts.
+// DefaultFactTimeout bounds the resolution of each fact when the caller
+// names no bound: a fact is read on every call of its tool, before the
+// decision, so a slow one delays every such call.
+const DefaultFactTimeout = time.Second
+
+// ErrFactTimeout is the cause of a FactError whose resolver did not
+// answer within its deadline.
+var ErrFactTimeout = errors.New("the resolver did not answer within its deadline")
+
+// FactError is a fact that could not be resolved: its resolver failed,
+// panicked, or ran past its deadline (Err wraps ErrFactTimeout). The call
+// it was resolved for is a fault, decided neither way.
+type FactError struct {
+	Fact string
+	Err  error
+}
+
+func (e *FactError) Error() string { return fmt.Sprintf("policy fact %q: %v", e.Fact, e.Err) }
+
+// Unwrap answers the cause.
+func (e *FactError) Unwrap() error { return e.Err }
+
+// Resolve answers the values of the tool's declared facts, each bounded by
+// DefaultFactTimeout.
 func (f Facts) Resolve(ctx context.Context, inv *toolplane.Invocation, tool *toolplane.Definition, args any) (map[string]any, error) {
+	return f.ResolveWithin(ctx, DefaultFactTimeout, inv, tool, args)
+}
+
+// ResolveWithin answers the values of the tool's declared facts, each
+// given limit (<= 0: DefaultFactTimeout) to answer. The first that fails
+// answers a *FactError and the rest are not asked. A resolver that
+// ignores its context is not waited for past its deadline: it is left to
+// finish on its own, and its late answer is dropped.
+func (f Facts) ResolveWithin(ctx context.Context, limit time.Duration, inv *toolplane.Invocation, tool *toolplane.Definition, args any) (map[string]any, error) {
 	if len(tool.PolicyFacts) == 0 {
 		return nil, nil
+	}
+	if limit <= 0 {
+		limit = DefaultFactTimeout
 	}
 	out := make(map[string]any, len(tool.PolicyFacts))
 	for _, name := range tool.PolicyFacts {
 		r, ok := f[name]
 		if !ok {
-			return nil, fmt.Errorf("policy fact %q has no resolver", name)
+			return nil, &FactError{Fact: name, Err: errors.New("no resolver is registered")}
 		}
-		v, err := r(ctx, inv, tool, args)
+		v, err := resolveOne(ctx, limit, r, inv, tool, args)
 		if err != nil {
-			return nil, fmt.Errorf("policy fact %q: %w", name, err)
+			return nil, &FactError{Fact: name, Err: err}
 		}
 		out[name] = v
 	}
 	return out, nil
+}
+
+// resolveOne runs one resolver under its deadline, a panic counted as its
+// failure.
+func resolveOne(ctx context.Context, limit time.Duration, r FactResolver, inv *toolplane.Invocation, tool *toolplane.Definition, args any) (any, error) {
+	fctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	type answer struct {
+		v   any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- answer{err: fmt.Errorf("the resolver panicked: %v", p)}
+			}
+		}()
+		v, err := r(fctx, inv, tool, args)
+		ch <- answer{v, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil && fctx.Err() != nil && ctx.Err() == nil {
+			// It gave up because its deadline passed.
+			return nil, fmt.Errorf("%w (%v): %v", ErrFactTimeout, limit, a.err)
+		}
+		return a.v, a.err
+	case <-fctx.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w (%v)", ErrFactTimeout, limit)
+	}
 }

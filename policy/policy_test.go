@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/policy"
@@ -205,7 +206,7 @@ func TestFactsResolve(t *testing.T) {
 		{
 			name: "an unregistered fact is an error", facts: policy.Facts{"order_total": constant(1)},
 			declared: []string{"order_total", "fraud_score"},
-			wantErr:  `policy fact "fraud_score" has no resolver`,
+			wantErr:  `policy fact "fraud_score": no resolver is registered`,
 		},
 		{
 			name: "a resolver error is wrapped", facts: policy.Facts{"order_total": constant(1), "fraud_score": failing},
@@ -266,5 +267,54 @@ func TestFactsFactResolverReportsRegistration(t *testing.T) {
 	}
 	if policy.Facts(nil).FactResolver("order_total") {
 		t.Error("nil Facts reports a resolver")
+	}
+}
+
+// A fact is bounded in time: a resolver that runs past its deadline, one
+// that ignores its context altogether, one that panics and one that fails
+// each answer a *FactError, never a value a rule could decide on.
+func TestFactsResolveWithinBoundsEachFact(t *testing.T) {
+	t.Parallel()
+	inv := &toolplane.Invocation{OrganizationID: "org-a"}
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	tests := []struct {
+		name    string
+		r       policy.FactResolver
+		timeout bool
+	}{
+		{"honours its context", func(ctx context.Context, _ *toolplane.Invocation, _ *toolplane.Definition, _ any) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, true},
+		{"ignores its context", func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) {
+			<-block
+			return "late", nil
+		}, true},
+		{"panics", func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) {
+			panic("lookup table missing")
+		}, false},
+		{"fails", func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) {
+			return nil, errors.New("crm unreachable")
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			def := tool("payments.refund_order", true)
+			def.PolicyFacts = []string{"order_account"}
+			start := time.Now()
+			got, err := policy.Facts{"order_account": tt.r}.ResolveWithin(context.Background(), 20*time.Millisecond, inv, def, nil)
+			var fe *policy.FactError
+			if !errors.As(err, &fe) || fe.Fact != "order_account" || got != nil {
+				t.Fatalf("ResolveWithin = %v, %v; want a *FactError for order_account and no facts", got, err)
+			}
+			if errors.Is(err, policy.ErrFactTimeout) != tt.timeout {
+				t.Fatalf("error %v: timeout = %v, want %v", err, !tt.timeout, tt.timeout)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("the deadline of 20ms was kept for %v", took)
+			}
+		})
 	}
 }

@@ -117,6 +117,8 @@ type Schema struct {
 	cost     *costNode
 	maxWork  int64
 	maxRegex int64
+	// sensitive are the pointers of the properties marked x-sensitive.
+	sensitive []string
 }
 
 // Doc returns the decoded schema document (plain JSON values with
@@ -229,7 +231,8 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 		}
 		return nil, &CompileError{Reason: reason, Detail: compileDetail(err)}
 	}
-	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc, progs), cost: cost, maxWork: lim.MaxWork, maxRegex: lim.MaxRegexWork}, nil
+	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc, progs), cost: cost, maxWork: lim.MaxWork, maxRegex: lim.MaxRegexWork,
+		sensitive: sensitivePaths(doc)}, nil
 }
 
 // compileDetail shortens the compiler's message: it names our internal

@@ -83,6 +83,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
 	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
+	timeZone := fs.String("time-zone", "", "the organization's time zone (IANA name, such as Europe/Paris), in which the org_time policy fact reads a call's time (default UTC)")
 	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
 	logLevel := fs.String("log-level", "info", "the least severe log records written: debug, info, warn or error (debug adds every MCP session's opening and end)")
@@ -125,7 +126,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := server.Config{Addr: *addr, Database: *database, DataDir: *dataDir, KEKFile: *kekFile, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
-		PublicURL: *publicURL, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr,
+		PublicURL: *publicURL, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		Node: *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
 		Vault:  server.VaultConfig{Addr: *vaultAddr, TokenFile: *vaultTokenFile, Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
@@ -165,7 +166,7 @@ var serveFlags = map[string]string{
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "PublicURL": "--public-url", "MetricsToken": "--metrics-token",
-	"RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
+	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",

@@ -49,7 +49,10 @@ type Note struct {
 
 // Order is a paid order that can be refunded.
 type Order struct {
-	ID            string
+	ID string
+	// Account is the customer account the order was paid from, where a
+	// refund goes back to.
+	Account       string
 	TotalCents    int64
 	RefundedCents int64
 }
@@ -65,8 +68,8 @@ func New() *Helpdesk {
 		},
 		notes: map[string][]Note{},
 		orders: map[string]*Order{
-			"o-501": {ID: "o-501", TotalCents: 49900},
-			"o-502": {ID: "o-502", TotalCents: 1250},
+			"o-501": {ID: "o-501", Account: "acct-ada", TotalCents: 49900},
+			"o-502": {ID: "o-502", Account: "acct-alan", TotalCents: 1250},
 		},
 	}
 }
@@ -88,6 +91,7 @@ type RefundIn struct {
 	OrderID     string `json:"order_id" jsonschema:"the order to refund, such as o-501"`
 	AmountCents int64  `json:"amount_cents" jsonschema:"how much to refund, in cents; at most what is left on the order"`
 	Reason      string `json:"reason" jsonschema:"why, in a few words"`
+	ToAccount   string `json:"to_account,omitempty" jsonschema:"the account to refund to; the order's own account when omitted"`
 }
 
 // Refund is what demo.refund_order answers.
@@ -95,6 +99,7 @@ type Refund struct {
 	RefundID      string `json:"refund_id"`
 	OrderID       string `json:"order_id"`
 	AmountCents   int64  `json:"amount_cents"`
+	ToAccount     string `json:"to_account"`
 	RemainingCent int64  `json:"remaining_cents"`
 }
 
@@ -155,13 +160,42 @@ func (h *Helpdesk) refund(_ context.Context, call handler.Call, in RefundIn) (Re
 	if in.AmountCents > left {
 		return Refund{}, &handler.Invalid{Message: fmt.Sprintf("only %d cents are left to refund on %s", left, in.OrderID), FieldPath: "/amount_cents"}
 	}
+	to := in.ToAccount
+	if to == "" {
+		to = o.Account
+	}
 	o.RefundedCents += in.AmountCents
 	h.seq++
-	return Refund{RefundID: fmt.Sprintf("r-%d", h.seq), OrderID: o.ID, AmountCents: in.AmountCents, RemainingCent: o.TotalCents - o.RefundedCents}, nil
+	return Refund{RefundID: fmt.Sprintf("r-%d", h.seq), OrderID: o.ID, AmountCents: in.AmountCents, ToAccount: to, RemainingCent: o.TotalCents - o.RefundedCents}, nil
+}
+
+// OrderAccountFact names the policy fact demo.refund_order declares: the
+// account the order being refunded was paid from, so a rule can compare
+// it with the account the refund is asked to go to. An agent misled by
+// what it read (a ticket asking to refund "to this other account") names
+// another account; the arguments alone cannot show that, the order can.
+const OrderAccountFact = "order_account"
+
+// orderAccount resolves OrderAccountFact: the order's account, or null
+// for an order that does not exist (the refund itself then answers
+// not_found).
+func (h *Helpdesk) orderAccount(_ context.Context, _ *toolplane.Invocation, _ *toolplane.Definition, args any) (any, error) {
+	a, _ := args.(map[string]any)
+	id, _ := a["order_id"].(string)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if o, ok := h.orders[id]; ok {
+		return o.Account, nil
+	}
+	return nil, nil
 }
 
 func (h *Helpdesk) refundPreview(_ context.Context, _ handler.Call, in RefundIn) (string, error) {
-	return fmt.Sprintf("Refund %d.%02d on order %s (%s)", in.AmountCents/100, in.AmountCents%100, in.OrderID, in.Reason), nil
+	to := ""
+	if in.ToAccount != "" {
+		to = " to account " + in.ToAccount
+	}
+	return fmt.Sprintf("Refund %d.%02d on order %s%s (%s)", in.AmountCents/100, in.AmountCents%100, in.OrderID, to, in.Reason), nil
 }
 
 func analyze(ctx context.Context, _ handler.Call, in AnalyzeIn) (Analysis, error) {
@@ -249,8 +283,10 @@ func (h *Helpdesk) Catalogue() ([]toolplane.Definition, []*handler.Binding, erro
 			Description: "Refund part or all of an order. A person approves every refund before it is made; the call waits for them.",
 			Effect:      toolplane.EffectWrite, Repeatable: &no, Timeout: toolplane.Duration(5 * time.Second), ApprovalPreview: true,
 			Annotations: toolplane.Annotations{Destructive: true, RequiresApproval: true},
+			PolicyFacts: []string{OrderAccountFact},
 		}, defineRefund, func() (*handler.Binding, error) {
-			return handler.Bind("demo.refund_order", h.refund, nil, handler.WithPreview(handler.TypedPreview(h.refundPreview)))
+			return handler.Bind("demo.refund_order", h.refund, nil, handler.WithPreview(handler.TypedPreview(h.refundPreview)),
+				handler.WithFact(OrderAccountFact, h.orderAccount))
 		}},
 		{toolplane.Definition{
 			Name: "demo.analyze_text", Version: "1.0.0", Kind: toolplane.KindInternal, Binding: bind("demo.analyze_text"),

@@ -30,6 +30,7 @@ import (
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/httptool"
@@ -142,6 +143,10 @@ type Config struct {
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string
+	// TimeZone is the IANA name of the organization's time zone
+	// ("Europe/Paris"), in which the org_time policy fact reads the time
+	// of a call; default UTC.
+	TimeZone string
 	// RunBudgetCents, when positive, caps every run's cost, on every door;
 	// a caller may ask for a lower cap, never a higher one.
 	RunBudgetCents int64
@@ -295,6 +300,9 @@ type Server struct {
 	// so none of them reads the database after it closes.
 	loops sync.WaitGroup
 
+	// zone is Config.TimeZone, loaded.
+	zone *time.Location
+
 	b        *backend.Backend
 	reg      *registry.Registry
 	iv       *invoke.Invoker
@@ -327,8 +335,14 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	zone := time.UTC
+	if cfg.TimeZone != "" {
+		if zone, err = time.LoadLocation(cfg.TimeZone); err != nil {
+			return nil, &ConfigError{Field: "TimeZone", Err: err}
+		}
+	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Server{cfg: cfg, log: cfg.Logger, bg: bg, stopBG: stopBG}
+	s := &Server{cfg: cfg, log: cfg.Logger, bg: bg, stopBG: stopBG, zone: zone}
 	defer func() {
 		if err != nil {
 			s.release()
@@ -435,7 +449,12 @@ type services struct {
 // and the background work, and starts the work; the node is self.
 func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *handler.Registry, defs []toolplane.Definition, upstreams *upstream.Set) (*services, error) {
 	cfg, b, log := s.cfg, s.b, s.log
-	bindings := serveBindings{handlers, upstreams}
+	builtin := facts.Builtin(facts.Config{Spend: b.Store, Zone: func(string) *time.Location { return s.zone }})
+	resolvers, err := policyFacts(builtin, handlers)
+	if err != nil {
+		return nil, err
+	}
+	bindings := serveBindings{handlers, upstreams, resolvers}
 	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings})
 	if err != nil {
 		var ce *registry.CheckError
@@ -505,7 +524,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	s.closers = append(s.closers, func() { sqlRuntime.Close() })
 	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
-		Runtimes: run, Broker: conns,
+		Runtimes: run, Broker: conns, Facts: resolvers,
 		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
 		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
 		// An approved call or a replay runs on the grants and the key as

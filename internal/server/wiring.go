@@ -13,6 +13,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httperr"
+	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/toolfile"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -42,15 +43,34 @@ func loadTools(dir string, stderr io.Writer) ([]toolplane.Definition, error) {
 }
 
 // serveBindings resolves definitions against the handlers compiled into
-// this binary and the configured upstream servers; it holds no fact
-// resolvers yet.
+// this binary, the configured upstream servers and the policy facts the
+// node resolves (the built-in ones and the handlers' own).
 type serveBindings struct {
 	*handler.Registry
 	upstreams *upstream.Set
+	facts     policy.Facts
 }
 
-func (b serveBindings) Connection(id string) bool { return b.upstreams.Connection(id) }
-func (serveBindings) FactResolver(string) bool    { return false }
+func (b serveBindings) Connection(id string) bool     { return b.upstreams.Connection(id) }
+func (b serveBindings) FactResolver(name string) bool { return b.facts.FactResolver(name) }
+
+// policyFacts answers the facts this node resolves: the built-in ones
+// (package facts) and those the compiled-in handlers registered. A
+// handler's fact may not take a built-in's name: a rule reading it must
+// know which it reads.
+func policyFacts(builtin policy.Facts, handlers *handler.Registry) (policy.Facts, error) {
+	out := make(policy.Facts, len(builtin))
+	for name, r := range builtin {
+		out[name] = r
+	}
+	for name, r := range handlers.Facts() {
+		if _, taken := out[name]; taken {
+			return nil, fmt.Errorf("policy fact %q is built in; a handler's resolver needs another name", name)
+		}
+		out[name] = r
+	}
+	return out, nil
+}
 
 // bearerOnly requires Authorization: Bearer token on next, compared in
 // constant time; an empty token leaves next open.

@@ -13,16 +13,13 @@ import (
 
 // Bindings answers the registry's binding checks from a handler registry
 // alone: the test catalogues bind handlers only, so no tool may name a
-// connection or a fact resolver, and Build refuses one that does.
+// connection, and a fact resolver only when a handler registered it
+// (handler.WithFact).
 type Bindings struct{ *handler.Registry }
 
 // Connection reports that no connection exists, because test catalogues
 // built on Bindings run without a credential broker.
 func (Bindings) Connection(string) bool { return false }
-
-// FactResolver reports that no fact resolver exists, because test catalogues
-// built on Bindings decide policy without resolved facts.
-func (Bindings) FactResolver(string) bool { return false }
 
 // Registry builds a fresh demo helpdesk's catalogue into a published
 // registry and the handler registry its tools are bound to. Each call has

@@ -1,0 +1,41 @@
+package schema_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/toolplane/toolplane/schema"
+)
+
+func TestSensitiveFindsMarkedValues(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Compile([]byte(`{"type":"object","properties":{
+		"order_id":{"type":"string"},
+		"card":{"type":"object","x-sensitive":true,"properties":{"number":{"type":"string"}}},
+		"to~account":{"type":"string","x-sensitive":true},
+		"people":{"type":"array","items":{"type":"object","properties":{"ssn":{"type":"string","x-sensitive":true}}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/card", "/people/*/ssn", "/to~0account"}
+	if got := s.Sensitive(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Sensitive = %v, want %v", got, want)
+	}
+	args := map[string]any{"order_id": "o-1", "card": map[string]any{"number": "4111"}, "to~account": "acct-9",
+		"people": []any{map[string]any{"ssn": "123"}, map[string]any{"ssn": ""}}}
+	tests := []struct {
+		paths []string
+		want  []string
+	}{
+		{want: nil},
+		{paths: []string{"/card"}, want: []string{"4111"}},
+		{paths: []string{"/people/*/ssn"}, want: []string{"123"}},
+		{paths: []string{"/to~0account"}, want: []string{"acct-9"}},
+		{paths: []string{"/missing"}, want: nil},
+	}
+	for _, tt := range tests {
+		if got := schema.SensitiveValues(args, tt.paths); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("SensitiveValues(%v) = %v, want %v", tt.paths, got, tt.want)
+		}
+	}
+}
