@@ -348,4 +348,5 @@ type Store interface {
 	NodeStore
 	UpstreamSettingStore
 	ConnectionStore
+	BrowserSessionStore
 }
