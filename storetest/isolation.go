@@ -27,6 +27,7 @@ var isolationCases = []suiteCase{
 	{"Changes", testIsolationChanges},
 	{"Catalog", testIsolationCatalog},
 	{"Sessions", testIsolationSessions},
+	{"BrowserSessions", testIsolationBrowserSessions},
 	{"Connections", testIsolationConnections},
 	{"OAuthStates", testIsolationOAuthStates},
 	{"PolicyBundles", testIsolationPolicyBundles},

@@ -70,6 +70,9 @@ type memStore struct {
 	// oauthStates are keyed by ID alone: a state's ID is unique across
 	// organizations.
 	oauthStates map[string]toolplane.OAuthState
+	// browserSessions are keyed by organization and ID; the token hash is
+	// unique across organizations besides.
+	browserSessions map[[2]string]toolplane.BrowserSession
 }
 
 func newMemStore() *memStore {
@@ -94,6 +97,7 @@ func newMemStore() *memStore {
 		connections:      make(map[[2]string]toolplane.Connection),
 		policyBundles:    make(map[string]map[int64]toolplane.PolicyBundle),
 		oauthStates:      make(map[string]toolplane.OAuthState),
+		browserSessions:  make(map[[2]string]toolplane.BrowserSession),
 	}
 }
 
@@ -1294,4 +1298,104 @@ func (m *memStore) ListPolicyBundles(_ context.Context, org string, before int64
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+func storedBrowserSession(b toolplane.BrowserSession) toolplane.BrowserSession {
+	b.CreatedAt, b.IdleUntil, b.ExpiresAt = keep(b.CreatedAt), keep(b.IdleUntil), keep(b.ExpiresAt)
+	if len(b.Roles) == 0 {
+		b.Roles = nil
+	} else {
+		b.Roles = slices.Clone(b.Roles)
+	}
+	return b
+}
+
+func (m *memStore) InsertBrowserSession(_ context.Context, b *toolplane.BrowserSession) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{b.OrganizationID, b.ID}
+	if _, ok := m.browserSessions[k]; ok {
+		return toolplane.ErrExists
+	}
+	for _, have := range m.browserSessions {
+		if have.TokenHash == b.TokenHash {
+			return toolplane.ErrExists
+		}
+	}
+	m.browserSessions[k] = storedBrowserSession(*b)
+	return nil
+}
+
+func (m *memStore) FindBrowserSession(_ context.Context, hash string) (*toolplane.BrowserSession, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.browserSessions {
+		if b.TokenHash == hash {
+			b = storedBrowserSession(b)
+			return &b, nil
+		}
+	}
+	return nil, toolplane.ErrNotFound
+}
+
+func (m *memStore) TouchBrowserSession(_ context.Context, org, id string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{org, id}
+	b, ok := m.browserSessions[k]
+	if !ok {
+		return toolplane.ErrNotFound
+	}
+	if until = keep(until); until.After(b.IdleUntil) {
+		b.IdleUntil = until
+		if b.IdleUntil.After(b.ExpiresAt) {
+			b.IdleUntil = b.ExpiresAt
+		}
+		m.browserSessions[k] = b
+	}
+	return nil
+}
+
+func (m *memStore) DeleteBrowserSession(_ context.Context, org, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{org, id}
+	_, ok := m.browserSessions[k]
+	delete(m.browserSessions, k)
+	return ok, nil
+}
+
+func (m *memStore) DeleteBrowserSessionsOf(_ context.Context, org, subject string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k, b := range m.browserSessions {
+		if b.OrganizationID == org && b.Subject == subject {
+			delete(m.browserSessions, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (m *memStore) DeleteExpiredBrowserSessions(_ context.Context, now time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ended []toolplane.BrowserSession
+	for _, b := range m.browserSessions {
+		if b.IdleUntil.Before(keep(now)) {
+			ended = append(ended, b)
+		}
+	}
+	slices.SortFunc(ended, func(a, b toolplane.BrowserSession) int { return a.IdleUntil.Compare(b.IdleUntil) })
+	if len(ended) > limit {
+		ended = ended[:limit]
+	}
+	for _, b := range ended {
+		delete(m.browserSessions, [2]string{b.OrganizationID, b.ID})
+	}
+	return len(ended), nil
 }

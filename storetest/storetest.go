@@ -150,6 +150,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Bundles", bundleCases},
 		{"Changes", changeCases},
 		{"Sessions", sessionCases},
+		{"BrowserSessions", browserSessionCases},
 		{"Nodes", nodeCases},
 		{"UpstreamSettings", upstreamSettingCases},
 		{"Connections", connectionCases},

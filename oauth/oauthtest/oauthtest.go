@@ -52,7 +52,51 @@ type Provider struct {
 	Password string
 
 	store *store
+	users *userStore
 	srv   *httptest.Server
+}
+
+// Person is one more person who can log in, added with AddPerson.
+type Person struct {
+	// ID is the person's subject (the ID token's sub).
+	ID       string
+	Username string
+	Password string
+}
+
+// AddPerson adds a person who can log in, whose ID tokens carry claims
+// besides the standard ones (an organization, roles, groups: whatever
+// the test maps), and answers them. It is safe while the provider serves.
+func (p *Provider) AddPerson(claims map[string]any) Person {
+	id := "user-" + rand.Text()
+	pp := Person{ID: id, Username: id + "@toolplane.test", Password: rand.Text()}
+	p.users.add(person(pp.ID, pp.Username, pp.Password), claims)
+	return pp
+}
+
+// SetClaims sets the claims the ID tokens of the person subject carry
+// besides the standard ones (the provider's own person included).
+func (p *Provider) SetClaims(subject string, claims map[string]any) {
+	p.users.mu.Lock()
+	defer p.users.mu.Unlock()
+	if p.users.claims == nil {
+		p.users.claims = map[string]map[string]any{}
+	}
+	p.users.claims[subject] = claims
+}
+
+// person answers the example storage's user.
+func person(id, username, password string) *storage.User {
+	return &storage.User{
+		ID:                id,
+		Username:          username,
+		Password:          password,
+		FirstName:         "Test",
+		LastName:          "Person",
+		Email:             username,
+		EmailVerified:     true,
+		PreferredLanguage: language.English,
+	}
 }
 
 // Start runs a provider until t ends. Its one person has a random
@@ -67,21 +111,14 @@ func Start(t testing.TB) *Provider {
 	srv := httptest.NewUnstartedServer(nil)
 	p.srv = srv
 	p.Issuer = "http://" + srv.Listener.Addr().String()
-	users := userStore{p.UserID: {
-		ID:                p.UserID,
-		Username:          p.Username,
-		Password:          p.Password,
-		FirstName:         "Test",
-		LastName:          "Person",
-		Email:             p.Username,
-		EmailVerified:     true,
-		PreferredLanguage: language.English,
-	}}
+	users := &userStore{people: map[string]*storage.User{p.UserID: person(p.UserID, p.Username, p.Password)}}
+	p.users = users
 	p.store = &store{
 		// The example storage's client table is consulted under its own
 		// lock, which RegisterClient cannot take: the clients live here.
 		Storage: storage.NewStorageWithClients(users, map[string]*storage.Client{}),
 		clients: map[string]client{},
+		users:   users,
 	}
 	srv.Config.Handler = exampleop.SetupServer(p.Issuer, p.store, nil, false)
 	srv.Start()
@@ -220,6 +257,8 @@ type store struct {
 	clients map[string]client
 
 	refresh sync.RWMutex
+
+	users *userStore
 }
 
 // GetClientByClientID implements op.Storage over the registered clients.
@@ -273,14 +312,49 @@ func (s *store) TerminateSession(ctx context.Context, userID, clientID string) e
 	return s.Storage.TerminateSession(ctx, userID, clientID)
 }
 
-// userStore is the example storage's UserStore over a fixed set of
-// people.
-type userStore map[string]*storage.User
+// SetUserinfoFromRequest implements op.CanSetUserinfoFromRequest: an ID
+// token carries the example's claims and the person's own (AddPerson,
+// SetClaims).
+func (s *store) SetUserinfoFromRequest(ctx context.Context, userinfo *oidc.UserInfo, token op.IDTokenRequest, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromRequest(ctx, userinfo, token, scopes); err != nil {
+		return err
+	}
+	s.users.mu.Lock()
+	defer s.users.mu.Unlock()
+	for k, v := range s.users.claims[token.GetSubject()] {
+		userinfo.AppendClaims(k, v)
+	}
+	return nil
+}
 
-func (u userStore) GetUserByID(id string) *storage.User { return u[id] }
+// userStore is the example storage's UserStore over the people the test
+// made, with the claims their ID tokens carry besides the standard ones.
+type userStore struct {
+	mu     sync.Mutex
+	people map[string]*storage.User
+	claims map[string]map[string]any
+}
 
-func (u userStore) GetUserByUsername(name string) *storage.User {
-	for _, p := range u {
+func (u *userStore) add(p *storage.User, claims map[string]any) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.people[p.ID] = p
+	if u.claims == nil {
+		u.claims = map[string]map[string]any{}
+	}
+	u.claims[p.ID] = claims
+}
+
+func (u *userStore) GetUserByID(id string) *storage.User {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.people[id]
+}
+
+func (u *userStore) GetUserByUsername(name string) *storage.User {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, p := range u.people {
 		if p.Username == name {
 			return p
 		}
@@ -288,4 +362,4 @@ func (u userStore) GetUserByUsername(name string) *storage.User {
 	return nil
 }
 
-func (u userStore) ExampleClientID() string { return storage.ServiceUserID }
+func (u *userStore) ExampleClientID() string { return storage.ServiceUserID }
