@@ -3,8 +3,8 @@ package rego_test
 import (
 	"testing"
 
-	"github.com/toolplane/toolplane/policy/rego"
 	"github.com/toolplane/toolplane/policy/policytest"
+	"github.com/toolplane/toolplane/policy/rego"
 )
 
 func TestConformance(t *testing.T) {
