@@ -52,7 +52,7 @@ func Combine(denies, approvals, permits []Finding) Decision {
 // first rule.
 func MergeApprovals(approvals []Finding) Decision {
 	sorted := slices.Clone(approvals)
-	slices.SortFunc(sorted, func(a, b Finding) int { return cmp.Compare(a.Rule, b.Rule) })
+	slices.SortFunc(sorted, byRule)
 	var route Approval
 	var reasons []string
 	for _, a := range sorted {
@@ -76,9 +76,16 @@ func MergeApprovals(approvals []Finding) Decision {
 	}
 }
 
-func first(fs []Finding) Finding {
-	return slices.MinFunc(fs, func(a, b Finding) int { return cmp.Compare(a.Rule, b.Rule) })
+// byRule orders findings by rule id, then reason (two reasons of one rule,
+// or rules without ids, as Rego's plain deny strings are).
+func byRule(a, b Finding) int {
+	if c := cmp.Compare(a.Rule, b.Rule); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Reason, b.Reason)
 }
+
+func first(fs []Finding) Finding { return slices.MinFunc(fs, byRule) }
 
 func reasonOr(f Finding, fallback string) string {
 	if f.Reason != "" {

@@ -52,7 +52,7 @@ const Language = "cedar"
 // zero. A Cedar evaluation is bounded by its policies' size (the language
 // has no loops), so the budget only catches a pathological bundle or a
 // starved process.
-const DefaultBudget = 50 * time.Millisecond
+const DefaultBudget = 100 * time.Millisecond
 
 // maxApprovers bounds @approvers: more distinct people than any real
 // approver group holds is a mistake in the bundle.

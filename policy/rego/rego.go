@@ -10,7 +10,8 @@
 //	                         {"rule": id, "reason": msg}
 //	approval contains a      a = {"rule", "reason", "group", "approvers",
 //	                         "manager"}: ask a person
-//	allow if { ... }         or allow contains id: the call is permitted
+//	allow if { ... }         the call is permitted; or allow contains id,
+//	                         or {"rule": id, "reason": msg}, to name the rule
 //
 // policy.Combine decides from the three, as for Cedar: a deny wins, an
 // approval tightens a permitted call, and nothing permitted is denied.
@@ -48,7 +49,7 @@ const Language = "rego"
 
 // DefaultBudget is the time an evaluation may take when Engine.Budget is
 // zero.
-const DefaultBudget = 50 * time.Millisecond
+const DefaultBudget = 100 * time.Millisecond
 
 // maxApprovers bounds an approval's approvers, as for Cedar.
 const maxApprovers = 10
@@ -188,6 +189,10 @@ func (e Engine) compile(files map[string]string) (*Rules, error) {
 		return nil, bundleErr("", err)
 	}
 	r.query = pq
+	// The first evaluations of a prepared query pay for OPA's lazy set-up
+	// (milliseconds); paying it here, within the budget, keeps it out of
+	// the first calls' budgets. The answer does not matter.
+	_, _ = r.Evaluate(context.Background(), &policy.Request{})
 	return r, nil
 }
 
@@ -349,8 +354,8 @@ func finding(kind string, m map[string]any, allowed ...string) (policy.Finding, 
 	return f, nil
 }
 
-// permitted reads allow: a boolean, or a set of the ids of the rules that
-// permit.
+// permitted reads allow: a boolean, or a set of the rules that permit,
+// each a rule id or a {"rule", "reason"} object.
 func permitted(v any) ([]policy.Finding, error) {
 	switch v := v.(type) {
 	case bool:
@@ -361,15 +366,22 @@ func permitted(v any) ([]policy.Finding, error) {
 	case []any:
 		out := make([]policy.Finding, 0, len(v))
 		for _, it := range v {
-			id, ok := it.(string)
-			if !ok {
-				return nil, fmt.Errorf("rego: allow holds a %T, want rule ids", it)
+			switch it := it.(type) {
+			case string:
+				out = append(out, policy.Finding{Rule: it})
+			case map[string]any:
+				f, err := finding("permit", it, "rule", "reason")
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, f)
+			default:
+				return nil, fmt.Errorf("rego: allow holds a %T, want rule ids or objects", it)
 			}
-			out = append(out, policy.Finding{Rule: id})
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("rego: allow is a %T, want a boolean or a set of rule ids", v)
+	return nil, fmt.Errorf("rego: allow is a %T, want a boolean or a set", v)
 }
 
 // Test implements policy.Rules: the bundle's test tables, then its
