@@ -155,11 +155,11 @@ type Approval struct {
 	Approver   string
 	ApprovedBy []string
 	ExpiresAt  time.Time
-	CreatedAt     time.Time
-	ResolvedAt    time.Time
-	ResolvedBy    string
-	Reason        string
-	Version       int64
+	CreatedAt  time.Time
+	ResolvedAt time.Time
+	ResolvedBy string
+	Reason     string
+	Version    int64
 }
 
 // MaxOpenApprovals bounds the rows FindOpenApprovals answers: more than one
@@ -258,8 +258,8 @@ type AuditEvent struct {
 	// grants refused the call, or the document was too large to keep.
 	PolicyInput   json.RawMessage `json:"policy_input,omitempty"`
 	Replayed      bool            `json:"replayed"`
-	LatencyMicros int64     `json:"latency_micros"`
-	CreatedAt     time.Time `json:"created_at"`
+	LatencyMicros int64           `json:"latency_micros"`
+	CreatedAt     time.Time       `json:"created_at"`
 }
 
 // AuditStore is the append-only audit trail.
