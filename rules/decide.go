@@ -181,13 +181,18 @@ func (s *Service) evaluate(ctx context.Context, rules policy.Rules, req *policy.
 }
 
 // combine answers the stricter of stage 1's decision d1 and stage 2's d2:
-// deny over require_approval over allow. Stage 2's rule, bundle and route
-// are kept whenever it ran; a manager route is resolved to the requesting
+// deny over require_approval over allow. Stage 2's bundle is kept whenever
+// it ran, its rule and route when it decided (a rule allowing a call the
+// tool's own requires_approval sends to a person did not decide it, and
+// is not the rule that asked); a manager route is resolved to the requesting
 // user's manager, and a route to a manager no one knows is a denial, not a
 // call anyone may approve.
 func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 	out := d1
 	out.Bundle, out.Rule = d2.Bundle, d2.Rule
+	if d1.Effect == policy.RequireApproval && d2.Effect == policy.Allow {
+		out.Rule = ""
+	}
 	switch {
 	case d2.Effect == policy.Deny:
 		out.Effect, out.Reason = policy.Deny, d2.Reason
