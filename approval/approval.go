@@ -376,7 +376,9 @@ func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolpl
 		next.Status = toolplane.ApprovalApproved
 		// An approval a rule gave to several people stays pending until
 		// that many distinct people approved; one rejection ends it.
-		next.ApprovedBy = append(slices.Clone(a.ApprovedBy), by.Subject)
+		if a.Approvers > 1 {
+			next.ApprovedBy = append(slices.Clone(a.ApprovedBy), by.Subject)
+		}
 		if len(next.ApprovedBy) < a.Approvers {
 			next.Status = toolplane.ApprovalPending
 			ok, err := s.store.UpdateApproval(ctx, &next)

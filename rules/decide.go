@@ -231,3 +231,40 @@ func record(grants policy.Effect, req *policy.Request) string {
 	}
 	return string(b)
 }
+
+// Explanation is what decides one call of a tool: the effect, why, the
+// rule and bundle version that decided (none when the grants alone did),
+// and the route of an approval.
+type Explanation struct {
+	Agent    string           `json:"agent_id"`
+	Tool     string           `json:"tool"`
+	Version  string           `json:"version"`
+	Effect   string           `json:"effect"`
+	Reason   string           `json:"reason"`
+	Rule     string           `json:"rule,omitempty"`
+	Bundle   int64            `json:"bundle,omitempty"`
+	Approval *policy.Approval `json:"approval,omitempty"`
+}
+
+// Explain answers how agent's call of tool with args, acting for user
+// when set, would be decided now: the grants, then the organization's
+// rules, as Decide decides it, with a key that admits the tool. Nothing
+// is recorded and nothing runs. It needs the role that reads bundles.
+func (s *Service) Explain(ctx context.Context, agent, user string, tool *toolplane.Definition, args map[string]any, by *toolplane.Credential) (*Explanation, error) {
+	if err := MayRead(by); err != nil {
+		return nil, err
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	in := policy.Input{Tool: tool, Arguments: args, Invocation: &toolplane.Invocation{
+		OrganizationID: by.OrganizationID, AgentID: agent, UserID: user, RunID: "explain",
+		Principal: toolplane.Principal{ID: agent, Tools: []string{tool.Name}}, Source: toolplane.SourceREST,
+	}}
+	d, err := s.Decide(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("explain %s for %s: %w", tool.Name, agent, err)
+	}
+	return &Explanation{Agent: agent, Tool: tool.Name, Version: tool.Version, Effect: d.Effect.String(), Reason: d.Reason,
+		Rule: d.Rule, Bundle: d.Bundle, Approval: d.Approval}, nil
+}
