@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/internal/policytest"
 	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
@@ -128,7 +129,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	svc := rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{toy{}}, Now: clock.Now,
+	svc := rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytest.Toy{}}, Now: clock.Now,
 		Budget: 50 * time.Millisecond})
 	return &fixture{store: st, clock: clock, grants: g, svc: svc}
 }

@@ -1,4 +1,13 @@
-package rules_test
+// Package policytest is a small rule language for tests of what decides
+// with policy bundles (the rules service, the server), a real
+// policy.Engine that needs no Cedar or Rego: the tests say what a bundle
+// decides in a few lines of JSON.
+//
+// A bundle's *.toy files hold JSON rules, its *.tests.json files tests. A
+// forbid that matches denies; else an approve that matches asks a person;
+// else a permit that matches allows; else the call is denied (as Cedar
+// denies what no rule permits).
+package policytest
 
 import (
 	"bytes"
@@ -12,12 +21,8 @@ import (
 	"github.com/toolplane/toolplane/policy"
 )
 
-// toy is a small rule language for these tests, a real policy.Engine: a
-// bundle's *.toy files hold JSON rules, its *.tests.json files tests. A
-// forbid that matches denies; else an approve that matches asks a person;
-// else a permit that matches allows; else the call is denied (as Cedar
-// denies what no rule permits).
-type toy struct{}
+// Toy is the engine of the language "toy".
+type Toy struct{}
 
 type toyRule struct {
 	ID     string `json:"id"`
@@ -46,9 +51,13 @@ type toyRules struct {
 	tests []toyTest
 }
 
-func (toy) Language() string { return "toy" }
+// Language implements policy.Engine.
+func (Toy) Language() string { return "toy" }
 
-func (toy) Compile(files map[string]string) (policy.Rules, error) {
+// Compile implements policy.Engine: rules from *.toy files, tests from
+// *.tests.json files; a file that does not parse is a *policy.BundleError
+// with its line.
+func (Toy) Compile(files map[string]string) (policy.Rules, error) {
 	var r toyRules
 	names := make([]string, 0, len(files))
 	for n := range files {
