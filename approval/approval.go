@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,14 +65,23 @@ func MayAnswer(by *toolplane.Credential) error {
 // one (membership is the role "group:<name>", see toolplane.InGroup); and
 // the requester — the principal that asked, or the person it asked on
 // behalf of — since an approval is a second person's judgement (four
-// eyes), never the asker's own. An approval whose stored invocation cannot
-// be read names no one it could be checked against, and is refused.
+// eyes), never the asker's own; anyone but the one person named, when a
+// rule named one (the requester's manager); and one who already approved
+// an approval that needs several distinct people. An approval whose
+// stored invocation cannot be read names no one it could be checked
+// against, and is refused.
 func MayDecide(by *toolplane.Credential, a *toolplane.Approval) error {
 	if err := MayAnswer(by); err != nil {
 		return err
 	}
 	if a.ApproverGroup != "" && !by.InGroup(a.ApproverGroup) {
 		return toolplane.Refuse(by, ErrNotAuthorized, "this approval is for the group "+a.ApproverGroup)
+	}
+	if a.Approver != "" && by.Subject != a.Approver {
+		return toolplane.Refuse(by, ErrNotAuthorized, "this approval is for "+a.Approver+" to answer")
+	}
+	if slices.Contains(a.ApprovedBy, by.Subject) {
+		return toolplane.Refuse(by, ErrNotAuthorized, fmt.Sprintf("you have approved this call already; it needs %d distinct approvers", a.Approvers))
 	}
 	inv, err := DecodeInvocation(a.Invocation)
 	if by.OrganizationID != a.OrganizationID || by.Subject == "" || by.Subject == a.PrincipalID || err != nil || by.Subject == inv.UserID {
@@ -364,6 +374,22 @@ func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolpl
 	next.Status = toolplane.ApprovalRejected
 	if d.Approve {
 		next.Status = toolplane.ApprovalApproved
+		// An approval a rule gave to several people stays pending until
+		// that many distinct people approved; one rejection ends it.
+		if a.Approvers > 1 {
+			next.ApprovedBy = append(slices.Clone(a.ApprovedBy), by.Subject)
+		}
+		if len(next.ApprovedBy) < a.Approvers {
+			next.Status = toolplane.ApprovalPending
+			ok, err := s.store.UpdateApproval(ctx, &next)
+			if err != nil {
+				return nil, fmt.Errorf("resolve approval %s: %w", id, err)
+			}
+			if !ok {
+				return nil, fmt.Errorf("resolve approval %s: %w (answered concurrently; answer again)", id, ErrNotPending)
+			}
+			return &next, nil
+		}
 	}
 	next.ResolvedAt, next.ResolvedBy, next.Reason = now, by.Subject, d.Reason
 	ok, err := s.store.UpdateApproval(ctx, &next)
@@ -423,6 +449,9 @@ func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group str
 	next.Status = toolplane.ApprovalPending
 	next.CreatedAt, next.ExpiresAt = now, now.Add(ttl)
 	next.ResolvedAt, next.ResolvedBy, next.Reason, next.Version = time.Time{}, "", "", 0
+	// The next group judges afresh: the approvals given at this level,
+	// and a person a rule named, stay with it.
+	next.ApprovedBy, next.Approver = nil, ""
 
 	if a.Status == toolplane.ApprovalPending {
 		old := *a

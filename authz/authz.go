@@ -508,11 +508,36 @@ type Policy struct {
 
 // Decide implements policy.Policy.
 func (p Policy) Decide(ctx context.Context, in policy.Input) (policy.Decision, error) {
-	inv, name := in.Invocation, in.Tool.Name
-	v, err := p.Service.load(ctx, inv.OrganizationID)
+	v, err := p.Service.load(ctx, in.Invocation.OrganizationID)
 	if err != nil {
 		return policy.Decision{}, err
 	}
+	return p.decide(v, in)
+}
+
+// ErrNoLastKnown is DecideLastKnown's answer when this node holds no view
+// of the organization's grants read recently enough.
+var ErrNoLastKnown = errors.New("authz: no recent view of the grants on this node")
+
+// DecideLastKnown decides as Decide does, from this node's last view of
+// the organization's grants and without reading the store, provided that
+// view was read (or confirmed current) within maxAge; otherwise it
+// answers ErrNoLastKnown. It is what a fail-open read-only tool is decided
+// by while the store cannot be read.
+func (p Policy) DecideLastKnown(in policy.Input, maxAge time.Duration) (policy.Decision, error) {
+	s := p.Service
+	s.mu.Lock()
+	v := s.cache[in.Invocation.OrganizationID]
+	ok := v != nil && s.now().Sub(v.checked) <= maxAge
+	s.mu.Unlock()
+	if !ok {
+		return policy.Decision{}, ErrNoLastKnown
+	}
+	return p.decide(v, in)
+}
+
+func (p Policy) decide(v *view, in policy.Input) (policy.Decision, error) {
+	inv, name := in.Invocation, in.Tool.Name
 	allow, deny := p.Service.match(v, inv.AgentID, inv.TenantID, name)
 	switch {
 	case deny != nil:

@@ -32,6 +32,7 @@ import (
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -80,6 +81,10 @@ type Server struct {
 	// /v1/connections and the authorization a person completes in a
 	// browser to connect their own account; without it they answer 404.
 	Connections *connection.Service
+	// Rules, when set, serves the organization's policy bundles under
+	// /v1/policy (list, show, test, publish, shadow, rollback, disable,
+	// explain); without it they answer 404.
+	Rules *rules.Service
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -212,6 +217,14 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.getUpstreamSettings)},
 		{"PUT", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.putUpstreamSettings)},
 		{"DELETE", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.resetUpstreamSettings)},
+		{"GET", "/v1/policy/bundles", s.policyRoute(s.listPolicyBundles)},
+		{"POST", "/v1/policy/bundles", s.policyRoute(s.publishPolicyBundle)},
+		{"GET", "/v1/policy/bundles/{version}", s.policyRoute(s.getPolicyBundle)},
+		{"POST", "/v1/policy/bundles/{version}/rollback", s.policyRoute(s.rollbackPolicyBundle)},
+		{"POST", "/v1/policy/test", s.policyRoute(s.testPolicyBundle)},
+		{"POST", "/v1/policy/shadow", s.policyRoute(s.shadowPolicyBundle)},
+		{"POST", "/v1/policy/disable", s.policyRoute(s.disablePolicy)},
+		{"POST", "/v1/policy/explain", s.policyRoute(s.explainPolicy)},
 	}
 }
 

@@ -409,6 +409,9 @@ func (iv *Invoker) Resolve(ctx context.Context, id string, d approval.Decision, 
 	if err != nil {
 		return a, err
 	}
+	if a.Status == toolplane.ApprovalPending {
+		return a, nil // approved by one of several: nothing runs yet
+	}
 	if iv.sched != nil {
 		if err := iv.sched.ApprovalResolved(ctx, a); err != nil {
 			// The answer is recorded; the periodic sweep schedules the

@@ -59,6 +59,9 @@ type call struct {
 	// asked holds the one tool a fresh call from a door asks for: the
 	// principal's Tools, without an allocation of their own.
 	asked [1]string
+	// decision is the policy's answer: its rule and approval route reach
+	// the approval filed.
+	decision policy.Decision
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -362,7 +365,15 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		r.Stop = toolplane.StopFault
 		return r, nil
 	}
+	c.decision = dec
+	c.audit.PolicyDecision, c.audit.PolicyBundle, c.audit.PolicyRule, c.audit.PolicyDegraded = dec.Effect.String(), dec.Bundle, dec.Rule, dec.Degraded
+	if dec.Input != "" {
+		c.audit.PolicyInput = json.RawMessage(dec.Input)
+	}
 	c.span.SetAttributes(attribute.String("policy.decision", dec.Effect.String()), attribute.String("policy.reason", dec.Reason))
+	if dec.Bundle > 0 || dec.Degraded {
+		c.span.SetAttributes(attribute.Int64("policy.bundle", dec.Bundle), attribute.String("policy.rule", dec.Rule), attribute.Bool("policy.degraded", dec.Degraded))
+	}
 	switch dec.Effect {
 	case policy.Deny:
 		return toolplane.Fail(toolplane.CodeDenied, fmt.Sprintf("%s is not allowed for this caller: %s. Do not retry it; choose another way or tell the user.", tool.Model, dec.Reason)), nil
@@ -630,6 +641,15 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 		if p.TTL > 0 {
 			a.ExpiresAt = iv.now().Add(p.TTL.Std())
 		}
+	}
+	// A rule that asked for the approval routes it: its group in place of
+	// the chain's first, how many distinct people, the one person named.
+	a.Rule = c.decision.Rule
+	if r := c.decision.Approval; r != nil {
+		if r.Group != "" {
+			a.ApproverGroup = r.Group
+		}
+		a.Approvers, a.Approver = r.Approvers, r.Person
 	}
 	if err := iv.cfg.Approvals.File(ctx, a); err != nil {
 		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)

@@ -7,7 +7,6 @@ package policy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -73,8 +72,9 @@ type Decision struct {
 	// Input is the document the organization's rules decided on (or
 	// would have, had any been published), credentials redacted, as the
 	// call's audit event keeps it for a shadow run to replay; nil when
-	// the grants refused the call.
-	Input json.RawMessage
+	// the grants refused the call. A string (JSON text) keeps a Decision
+	// comparable.
+	Input string
 }
 
 // Input is what a policy decides on.

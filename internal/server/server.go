@@ -41,8 +41,10 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -81,6 +83,11 @@ const (
 // DefaultAddr like `toolplane serve` with no flags; a limit that has a
 // default is turned off with a negative value.
 type Config struct {
+	// PolicyEngines are the rule languages an organization's policy
+	// bundles may be written in (Cedar, Rego); a bundle in a language
+	// without an engine is refused at publish. With none, no bundle can
+	// be published and the grants alone decide.
+	PolicyEngines []policy.Engine
 	// Addr is where the API (REST under /v1, MCP at /mcp) listens;
 	// default DefaultAddr. With port 0 a free port is chosen: Server.Addr
 	// answers it.
@@ -441,6 +448,7 @@ type services struct {
 	upstreamSettings *upstream.Settings
 	cat              *catalog.Service
 	grants           *authz.Service
+	rules            *rules.Service
 	meters           *metrics.Metrics
 	connections      *connection.Service
 }
@@ -523,7 +531,12 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: sqliteDir, Dial: egressDial})
 	s.closers = append(s.closers, func() { sqlRuntime.Close() })
 	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
+	// Every call is decided in the invoker's policy step, whichever door
+	// it came through (REST, MCP, an approved call resumed): the grants,
+	// then the organization's latest policy bundle.
+	decider := rules.New(rules.Config{Store: b.Store, Grants: authz.Policy{Service: grants}, Engines: cfg.PolicyEngines,
+		RunCost: b.Store.RunTreeCost, Logger: log})
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: decider,
 		Runtimes: run, Broker: conns, Facts: resolvers,
 		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
 		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
@@ -552,7 +565,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, fmt.Errorf("background work: %w", err)
 	}
 	s.running = true
-	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, meters: meters, connections: conns}, nil
+	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, rules: decider, meters: meters, connections: conns}, nil
 }
 
 // doors listens and builds the REST and MCP doors over svc, the metrics
@@ -567,7 +580,8 @@ func (s *Server) doors(svc *services) error {
 	// What every door does (authentication, rate limits, what a key is
 	// shown, calls and the run budget) is set once, for both doors.
 	doors := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents}
-	api := &httpapi.Server{Door: doors, Store: b.Store, Log: log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections}
+	api := &httpapi.Server{Door: doors, Store: b.Store, Log: log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
+		Rules: svc.rules}
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door it comes through.
 		doors.Limiter = ratelimit.New(cfg.RateLimit, time.Minute)

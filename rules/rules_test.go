@@ -1,0 +1,522 @@
+package rules_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/internal/policytest"
+	"github.com/toolplane/toolplane/internal/testclock"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/rules"
+	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
+)
+
+const org = "org-1"
+
+func person(subject string, roles ...string) *toolplane.Credential {
+	return &toolplane.Credential{ID: "tpk_" + subject, OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: subject, Roles: roles}
+}
+
+var (
+	admin    = person("ada", toolplane.RolePlatformAdmin)
+	operator = person("opal", toolplane.RoleAgentOperator)
+	auditor  = person("aud", toolplane.RoleAuditor)
+	nobody   = person("nob")
+)
+
+func def(name string, effect toolplane.Effect, failOpen bool) toolplane.Definition {
+	d := toolplane.Definition{
+		Name: name, Version: "1.0.0", Kind: toolplane.KindInternal, Description: "A tool.",
+		InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Effect: effect, Annotations: toolplane.Annotations{FailOpen: failOpen},
+		Tags: []string{"finance"}, Classification: "confidential", Owner: "team-payments",
+		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: name}},
+	}
+	if d.Writes() {
+		d.Repeatable = new(false)
+	}
+	return d
+}
+
+var tools = map[string]toolplane.Definition{
+	"payments.refund_order": def("payments.refund_order", toolplane.EffectWrite, false),
+	"payments.get_order":    def("payments.get_order", toolplane.EffectRead, true),
+	"crm.lookup":            def("crm.lookup", toolplane.EffectRead, false),
+}
+
+// bundle is the toy bundle most tests publish: reads and refunds
+// permitted, refunds over 500.00 routed to two finance approvers, payments
+// forbidden outside 09:00-18:00 in the rules' zone.
+func bundle() map[string]string {
+	return map[string]string{
+		"refunds.toy": `[
+			{"id": "night", "effect": "forbid", "tool": "payments.*", "outside_hours": [9, 18]},
+			{"id": "reads", "effect": "permit", "tool": "*.get_*"},
+			{"id": "refunds", "effect": "permit", "tool": "payments.refund_order"},
+			{"id": "big-refunds", "effect": "approve", "tool": "payments.refund_order", "arg": "amount_cents", "over": 50000,
+			 "approval": {"group": "finance", "approvers": 2}}
+		]`,
+		"refunds.tests.json": `[
+			{"name": "a small refund is allowed", "expect": "allow", "rule": "refunds",
+			 "request": {"tool": {"name": "payments.refund_order"}, "arguments": {"amount_cents": 100}, "context": {"hour": 10}}},
+			{"name": "a big refund asks finance", "expect": "require_approval", "rule": "big-refunds",
+			 "request": {"tool": {"name": "payments.refund_order"}, "arguments": {"amount_cents": 90000}, "context": {"hour": 10}}},
+			{"name": "no refund at night", "expect": "deny", "rule": "night",
+			 "request": {"tool": {"name": "payments.refund_order"}, "arguments": {"amount_cents": 100}, "context": {"hour": 3}}}
+		]`,
+		"README.md": "Refund rules.",
+	}
+}
+
+// flaky is a real SQLite store whose reads of grants and bundles fail
+// while down is set: the store unreachable.
+type flaky struct {
+	*sqlite.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("store unreachable")
+
+func (f *flaky) AuthzRevision(ctx context.Context, o string) (int64, error) {
+	if f.down.Load() {
+		return 0, errDown
+	}
+	return f.Store.AuthzRevision(ctx, o)
+}
+
+func (f *flaky) PolicyBundleVersion(ctx context.Context, o string) (int64, error) {
+	if f.down.Load() {
+		return 0, errDown
+	}
+	return f.Store.PolicyBundleVersion(ctx, o)
+}
+
+type fixture struct {
+	store  *flaky
+	clock  *testclock.Clock
+	grants *authz.Service
+	svc    *rules.Service
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	st := &flaky{Store: sqlitetest.New(t)}
+	hs := map[string]bool{}
+	var defs []toolplane.Definition
+	for n, d := range tools {
+		hs[n] = false
+		defs = append(defs, d)
+	}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: registry.Static{Handlers: hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10:00 UTC: inside the rules' business hours in UTC.
+	clock := testclock.New(time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC))
+	g := authz.New(authz.Config{Store: st, Registry: reg, Now: clock.Now})
+	for _, pat := range []string{"payments.*", "crm.lookup"} {
+		if err := g.AddGrant(t.Context(), &toolplane.Grant{AgentID: "agent-1", Pattern: pat}, operator); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytest.Toy{}}, Now: clock.Now,
+		Budget: 50 * time.Millisecond})
+	return &fixture{store: st, clock: clock, grants: g, svc: svc}
+}
+
+// input answers the policy input of agent calling tool with args.
+func input(agent, tool string, args map[string]any) policy.Input {
+	d := tools[tool]
+	return policy.Input{
+		Invocation: &toolplane.Invocation{OrganizationID: org, AgentID: agent, RunID: "run-1", UserID: "user-sam",
+			Principal: toolplane.Principal{ID: agent, Tools: []string{tool}}, Source: toolplane.SourceREST},
+		Tool: &d, Arguments: args,
+	}
+}
+
+func (f *fixture) publish(t *testing.T, files map[string]string, opt rules.PublishOptions) *toolplane.PolicyBundle {
+	t.Helper()
+	b, err := f.svc.Publish(t.Context(), files, opt, admin)
+	if err != nil {
+		t.Fatalf("Publish = %v", err)
+	}
+	return b
+}
+
+func TestPublishRefusesAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	with := func(change func(files map[string]string)) map[string]string {
+		files := bundle()
+		change(files)
+		return files
+	}
+	many := map[string]string{}
+	for i := range rules.MaxFiles + 1 {
+		many[fmt.Sprintf("f%d.toy", i)] = "[]"
+	}
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		opt   rules.PublishOptions
+		by    *toolplane.Credential
+		want  error
+		says  []string
+	}{
+		{"an operator", bundle(), rules.PublishOptions{}, operator, toolplane.ErrForbidden, []string{"platform_admin"}},
+		{"an auditor", bundle(), rules.PublishOptions{}, auditor, toolplane.ErrForbidden, nil},
+		{"no files", map[string]string{}, rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"no files"}},
+		{"no rule file", map[string]string{"README.md": "x"}, rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"no rule file"}},
+		{"mixed languages", with(func(f map[string]string) { f["extra.cedar"] = "permit (principal, action, resource);" }),
+			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"mixes languages", "extra.cedar", "refunds.toy"}},
+		{"too many files", many, rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"65 files"}},
+		{"a file too large", with(func(f map[string]string) { f["big.md"] = strings.Repeat("x", rules.MaxFileBytes+1) }),
+			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"big.md"}},
+		{"a directory in a name", with(func(f map[string]string) { f["../x.toy"] = "[]" }),
+			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"no directories"}},
+		{"not parsing", with(func(f map[string]string) { f["refunds.toy"] = "[\n{\"id\": \"a\",\n oops}]" }),
+			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"refunds.toy:3:"}},
+		{"a failing test", with(func(f map[string]string) {
+			f["more.tests.json"] = `[{"name": "crm is allowed", "expect": "allow", "request": {"tool": {"name": "crm.lookup"}}},
+				{"name": "reads are allowed", "expect": "allow", "request": {"tool": {"name": "payments.get_order"}, "context": {"hour": 10}}}]`
+		}), rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"1 of the bundle's tests fail", "crm is allowed", "expected allow"}},
+		{"no tests", map[string]string{"a.toy": `[{"id": "all", "effect": "permit"}]`}, rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"no tests"}},
+		{"an unknown zone", bundle(), rules.PublishOptions{TimeZone: "Mars/Olympus"}, admin, toolplane.ErrInvalid, []string{"Mars/Olympus"}},
+		{"a cedar bundle without a cedar engine", map[string]string{"a.cedar": "permit (principal, action, resource);"},
+			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"no cedar engine"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			_, err := f.svc.Publish(t.Context(), c.files, c.opt, c.by)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("Publish = %v; want %v", err, c.want)
+			}
+			for _, s := range c.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("Publish = %q; want it to say %q", err, s)
+				}
+			}
+			if v, err := f.store.PolicyBundleVersion(t.Context(), org); err != nil || v != 0 {
+				t.Errorf("after a refused publish the version is %d, %v; want 0", v, err)
+			}
+		})
+	}
+}
+
+func TestTestsFailedListsEveryFailingTest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	files := bundle()
+	files["refunds.tests.json"] = strings.ReplaceAll(files["refunds.tests.json"], `"expect": "allow"`, `"expect": "deny"`)
+	files["refunds.tests.json"] = strings.ReplaceAll(files["refunds.tests.json"], `"expect": "require_approval"`, `"expect": "allow"`)
+	_, err := f.svc.Publish(t.Context(), files, rules.PublishOptions{}, admin)
+	tf, ok := errors.AsType[*rules.TestsFailedError](err)
+	if !ok {
+		t.Fatalf("Publish = %v; want a *TestsFailedError", err)
+	}
+	var names []string
+	for _, r := range tf.Failed {
+		names = append(names, r.Name)
+	}
+	if got := strings.Join(names, ","); got != "a small refund is allowed,a big refund asks finance" {
+		t.Errorf("failing tests = %s", got)
+	}
+	res, err := f.svc.Test(t.Context(), files, operator)
+	if err != nil || len(res) != 3 {
+		t.Fatalf("Test = %v, %v; want three results", res, err)
+	}
+	if _, err := f.svc.Test(t.Context(), files, nobody); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Test by a caller with no role = %v; want ErrForbidden", err)
+	}
+}
+
+func TestVersionsRollbackDisableAndChangeLog(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	v1 := f.publish(t, bundle(), rules.PublishOptions{Note: "first", TimeZone: "Europe/Paris"})
+	second := bundle()
+	second["refunds.toy"] = strings.Replace(second["refunds.toy"], `"over": 50000`, `"over": 10000`, 1)
+	second["refunds.tests.json"] = strings.Replace(second["refunds.tests.json"], `"amount_cents": 90000`, `"amount_cents": 20000`, 1)
+	v2 := f.publish(t, second, rules.PublishOptions{Note: "stricter"})
+	if v1.Version != 1 || v2.Version != 2 || v2.TimeZone != "Europe/Paris" || v1.Digest == v2.Digest {
+		t.Fatalf("versions %d, %d (zone %q, digests %s, %s); want 1 and 2, the zone kept, digests differing", v1.Version, v2.Version, v2.TimeZone, v1.Digest, v2.Digest)
+	}
+	if _, err := f.svc.Rollback(ctx, 1, "", operator); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Rollback by an operator = %v; want ErrForbidden", err)
+	}
+	v3, err := f.svc.Rollback(ctx, 1, "", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v3.Version != 3 || v3.Digest != v1.Digest || v3.Note != "rollback to version 1" {
+		t.Errorf("rollback = version %d digest %s note %q; want 3, version 1's digest", v3.Version, v3.Digest, v3.Note)
+	}
+	if _, err := f.svc.Disable(ctx, "", admin); !errors.Is(err, toolplane.ErrInvalid) {
+		t.Errorf("Disable without a note = %v; want ErrInvalid", err)
+	}
+	if _, err := f.svc.Disable(ctx, "incident 42", operator); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Disable by an operator = %v; want ErrForbidden", err)
+	}
+	v4, err := f.svc.Disable(ctx, "incident 42", admin)
+	if err != nil || !v4.Disabled || v4.Version != 4 {
+		t.Fatalf("Disable = %+v, %v", v4, err)
+	}
+
+	list, err := f.svc.List(ctx, 0, 10, auditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range list {
+		got = append(got, fmt.Sprintf("%d:%s", b.Version, b.Note))
+	}
+	if want := "4:incident 42,3:rollback to version 1,2:stricter,1:first"; strings.Join(got, ",") != want {
+		t.Errorf("List = %s; want %s", strings.Join(got, ","), want)
+	}
+	shown, err := f.svc.Show(ctx, 2, operator)
+	if err != nil || shown.Files["refunds.toy"] != second["refunds.toy"] {
+		t.Errorf("Show(2) = %v, %v; want version 2's files", shown, err)
+	}
+	if _, err := f.svc.Show(ctx, 0, nobody); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Show by a caller with no role = %v; want ErrForbidden", err)
+	}
+	changes, _, err := f.store.ListChanges(ctx, org, "", "", "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, c := range changes {
+		if strings.HasPrefix(c.Kind, "policy.") {
+			kinds = append(kinds, c.Kind+" "+c.Subject+" by "+c.Actor)
+		}
+	}
+	if want := "policy.disable v4 by ada,policy.publish v3 by ada,policy.publish v2 by ada,policy.publish v1 by ada"; strings.Join(kinds, ",") != want {
+		t.Errorf("change log = %s; want %s", strings.Join(kinds, ","), want)
+	}
+}
+
+func TestDecideGrantsThenRules(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		effect policy.Effect
+		rule   string
+		bundle int64
+		route  *policy.Approval
+	}
+	for _, c := range []struct {
+		name    string
+		publish []map[string]string // nil: none; an empty map: the break-glass
+		agent   string
+		tool    string
+		args    map[string]any
+		want    want
+	}{
+		{"no bundle: the grants alone allow", nil, "agent-1", "crm.lookup", nil, want{policy.Allow, "", 0, nil}},
+		{"no grant: denied whatever the rules", []map[string]string{bundle()}, "agent-2", "payments.get_order", nil, want{policy.Deny, "", 0, nil}},
+		{"a rule permits", []map[string]string{bundle()}, "agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0}, want{policy.Allow, "refunds", 1, nil}},
+		{"a rule routes to approval", []map[string]string{bundle()}, "agent-1", "payments.refund_order", map[string]any{"amount_cents": 90000.0},
+			want{policy.RequireApproval, "big-refunds", 1, &policy.Approval{Group: "finance", Approvers: 2}}},
+		{"no rule permits", []map[string]string{bundle()}, "agent-1", "crm.lookup", nil, want{policy.Deny, "", 1, nil}},
+		{"the break-glass: the grants alone again", []map[string]string{bundle(), {}}, "agent-1", "crm.lookup", nil, want{policy.Allow, "", 0, nil}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			for _, files := range c.publish {
+				if len(files) == 0 {
+					if _, err := f.svc.Disable(t.Context(), "incident", admin); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				f.publish(t, files, rules.PublishOptions{})
+			}
+			d, err := f.svc.Decide(t.Context(), input(c.agent, c.tool, c.args))
+			if err != nil {
+				t.Fatalf("Decide = %v", err)
+			}
+			if d.Effect != c.want.effect || d.Rule != c.want.rule || d.Bundle != c.want.bundle || d.Degraded {
+				t.Errorf("Decide = %s rule %q bundle %d degraded %v (%s); want %s rule %q bundle %d",
+					d.Effect, d.Rule, d.Bundle, d.Degraded, d.Reason, c.want.effect, c.want.rule, c.want.bundle)
+			}
+			if fmt.Sprint(d.Approval) != fmt.Sprint(c.want.route) {
+				t.Errorf("route = %+v; want %+v", d.Approval, c.want.route)
+			}
+			if c.want.effect != policy.Deny || c.want.bundle > 0 {
+				var rec struct {
+					Grants  string          `json:"grants"`
+					Request *policy.Request `json:"request"`
+				}
+				if err := json.Unmarshal([]byte(d.Input), &rec); err != nil || rec.Request == nil || rec.Request.Tool.Name != c.tool {
+					t.Errorf("recorded input = %s, %v; want the request of %s", d.Input, err, c.tool)
+				}
+			} else if d.Input != "" {
+				t.Errorf("a call the grants refused recorded %s", d.Input)
+			}
+		})
+	}
+}
+
+func TestTimeIsReadInTheRulesZone(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		zone string
+		want policy.Effect
+	}{
+		{"", policy.Allow},                // 10:00 UTC: business hours
+		{"America/New_York", policy.Deny}, // 05:00: night
+		{"Asia/Tokyo", policy.Deny},       // 19:00: evening
+		{"Europe/Berlin", policy.Allow},   // 11:00
+	} {
+		t.Run(c.zone, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.publish(t, bundle(), rules.PublishOptions{TimeZone: c.zone})
+			d, err := f.svc.Decide(t.Context(), input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0}))
+			if err != nil || d.Effect != c.want {
+				t.Errorf("Decide in %q = %s (%s), %v; want %s", c.zone, d.Effect, d.Reason, err, c.want)
+			}
+		})
+	}
+}
+
+func TestEvaluationPastItsBudgetIsAFault(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	files := bundle()
+	f.publish(t, files, rules.PublishOptions{})
+	// A bundle that slows down only on crm (its tests never reach it).
+	files["slow.toy"] = `[{"id": "slow", "effect": "permit", "tool": "crm.*", "slow": true}]`
+	files["refunds.toy"] = strings.Replace(files["refunds.toy"], `[`, `[{"id": "crm", "effect": "permit", "tool": "x.none"},`, 1)
+	// The slow rule sorts before the others: every evaluation spends the
+	// budget, so it is published straight to the store.
+	ctx := t.Context()
+	err := f.store.InsertPolicyBundle(ctx, &toolplane.PolicyBundle{OrganizationID: org, Version: 2, Language: "toy", Files: files,
+		Digest: toolplane.PolicyBundleDigest(files), PublishedBy: "ada", PublishedAt: f.clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(2 * time.Second)
+	_, err = f.svc.Decide(ctx, input("agent-1", "crm.lookup", nil))
+	if !errors.Is(err, policy.ErrBudget) {
+		t.Errorf("Decide with a rule that runs past its budget = %v; want ErrBudget", err)
+	}
+}
+
+func TestFailClosedAndFailOpen(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{})
+	read := input("agent-1", "payments.get_order", nil)
+	write := input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0})
+	for _, in := range []policy.Input{read, write} {
+		if d, err := f.svc.Decide(ctx, in); err != nil || d.Effect != policy.Allow {
+			t.Fatalf("Decide while the store answers = %s, %v", d.Effect, err)
+		}
+	}
+	f.store.down.Store(true)
+	f.clock.Advance(2 * time.Second) // past the recheck: the store is read again
+
+	if _, err := f.svc.Decide(ctx, write); !errors.Is(err, errDown) {
+		t.Errorf("a write decided while the store is down = %v; want the store's error (a fault)", err)
+	}
+	d, err := f.svc.Decide(ctx, read)
+	if err != nil || d.Effect != policy.Allow || !d.Degraded || d.Bundle != 1 || d.Rule != "reads" {
+		t.Errorf("a fail_open read while the store is down = %+v, %v; want allowed by rule reads of bundle 1, degraded", d, err)
+	}
+	if d, err := f.svc.Decide(ctx, input("agent-1", "crm.lookup", nil)); err == nil {
+		t.Errorf("a read not annotated fail_open = %+v; want a fault", d)
+	}
+	f.clock.Advance(rules.FailOpenFor)
+	if d, err := f.svc.Decide(ctx, read); err == nil {
+		t.Errorf("a fail_open read %s after the last good read = %+v; want a fault", rules.FailOpenFor+2*time.Second, d)
+	}
+	f.store.down.Store(false)
+	if d, err := f.svc.Decide(ctx, read); err != nil || d.Degraded {
+		t.Errorf("once the store answers again = %+v, %v; want a decision not degraded", d, err)
+	}
+}
+
+func TestShadowReportsWhatACandidateDecidesDifferently(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{})
+	calls := []policy.Input{
+		input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0, "api_key": "sk_live_abcdefghijklmnopqrstuvwx"}),
+		input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 90000.0}),
+		input("agent-1", "payments.get_order", nil),
+		input("agent-2", "payments.get_order", nil), // no grant
+	}
+	for i, in := range calls {
+		d, err := f.svc.Decide(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the invoker records of the decision.
+		e := &toolplane.AuditEvent{ID: fmt.Sprint("aud-", i), OrganizationID: org, RunID: "run-1", AgentID: in.Invocation.AgentID,
+			Tool: in.Tool.Name, Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: f.clock.Now(),
+			PolicyDecision: d.Effect.String(), PolicyBundle: d.Bundle, PolicyRule: d.Rule, PolicyInput: []byte(d.Input)}
+		if err := f.store.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(d.Input, "sk_live") {
+			t.Errorf("the recorded input keeps a credential: %s", d.Input)
+		}
+		f.clock.Advance(time.Minute)
+	}
+	// One call recorded before documents were kept, one before the policy step.
+	for i, e := range []toolplane.AuditEvent{
+		{ID: "aud-old", PolicyDecision: "allow"},
+		{ID: "aud-invalid", Outcome: "invalid_input"},
+	} {
+		e.OrganizationID, e.Tool, e.Source, e.CreatedAt = org, "crm.lookup", toolplane.SourceREST, f.clock.Now().Add(time.Duration(i)*time.Second)
+		if err := f.store.AppendAudit(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := f.clock.Now().Add(-time.Hour)
+
+	same, err := f.svc.Shadow(ctx, bundle(), since, operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.Examined != 5 || same.Replayed != 3 || same.Unchanged != 4 || same.Unreplayable != 1 || same.Changed != 0 {
+		t.Errorf("shadow of the bundle in force = %+v; want 5 examined, 3 replayed, 4 unchanged, 1 unreplayable, none changed", same)
+	}
+
+	denyAll := map[string]string{"all.toy": `[{"id": "everything", "effect": "forbid"}]`}
+	rep, err := f.svc.Shadow(ctx, denyAll, since, auditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Changed != 3 || len(rep.Differences) != 3 {
+		t.Fatalf("shadow of a deny-everything bundle = %+v; want the three calls allowed or routed then", rep)
+	}
+	var got []string
+	for _, d := range rep.Differences {
+		got = append(got, fmt.Sprintf("%s %s->%s (%s)", d.Tool, d.Then, d.Now, d.NowRule))
+	}
+	want := "payments.get_order allow->deny (everything),payments.refund_order require_approval->deny (everything),payments.refund_order allow->deny (everything)"
+	if strings.Join(got, ",") != want {
+		t.Errorf("differences = %s; want %s", strings.Join(got, ","), want)
+	}
+	if _, err := f.svc.Shadow(ctx, denyAll, since, nobody); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Shadow by a caller with no role = %v; want ErrForbidden", err)
+	}
+	if _, err := f.svc.Shadow(ctx, denyAll, f.clock.Now().Add(-100*24*time.Hour), operator); !errors.Is(err, toolplane.ErrInvalid) {
+		t.Errorf("Shadow over 100 days = %v; want ErrInvalid", err)
+	}
+}
