@@ -140,6 +140,7 @@ type oauthWorld struct {
 	keys  *secret.Keyring
 	store interface {
 		GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error)
+		UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error)
 	}
 	appID, appSecret string
 }
@@ -446,5 +447,57 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 		if sub != w.p.UserID {
 			t.Fatalf("a call reached the server with subject %q", sub)
 		}
+	}
+}
+
+// A call made with a person's token goes out under the egress rules of the
+// person's connection, as an http tool's does, though the server's URL is
+// the operator's: rules that do not list the server's host refuse the
+// call before anything is sent, naming the host and the rule, and rules
+// that list it again serve the next call.
+func TestUpstreamPersonalSessionKeepsTheConnectionsEgressRules(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t)
+	sam := w.consent(w.refused(w.call("sam"), toolplane.CodeConnectionRequired))
+	if r := w.call("sam"); !r.OK {
+		t.Fatalf("sam's call: %+v", r.Error)
+	}
+	setEgress := func(rules toolplane.EgressRules) {
+		c, err := w.store.GetConnection(t.Context(), oauthOrg, sam.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Config.Egress = rules
+		if ok, err := w.store.UpdateConnection(t.Context(), c, nil); err != nil || !ok {
+			t.Fatalf("update the egress rules: %v %v", ok, err)
+		}
+	}
+	tests := []struct {
+		name  string
+		rules toolplane.EgressRules
+		rule  string
+	}{
+		{"host not listed", toolplane.EgressRules{Hosts: []string{"notes.example.com"}, AllowCIDRs: []string{"127.0.0.1/32"}}, "not on the connection's host list"},
+		{"loopback not allowed", toolplane.EgressRules{Hosts: []string{"127.0.0.1"}}, "loopback"},
+	}
+	for _, tc := range tests {
+		setEgress(tc.rules)
+		r := w.call("sam")
+		if r.OK || r.Error == nil || r.Error.Code != toolplane.CodeUnavailable {
+			t.Fatalf("%s: result %+v (%+v), want unavailable", tc.name, r, r.Error)
+		}
+		if msg := r.Error.Message; !strings.Contains(msg, "127.0.0.1") || !strings.Contains(msg, tc.rule) {
+			t.Fatalf("%s: the refusal %q names neither the host nor the rule %q", tc.name, msg, tc.rule)
+		}
+		if n := len(w.up.called()); n != 1 {
+			t.Fatalf("%s: the server ran %d calls, want the one before the rules changed", tc.name, n)
+		}
+		if got := w.state(sam.ID); got != toolplane.ConnectionActive {
+			t.Fatalf("%s: sam's connection is %s after an egress refusal", tc.name, got)
+		}
+	}
+	setEgress(toolplane.EgressRules{Hosts: []string{"127.0.0.1"}, AllowCIDRs: []string{"127.0.0.1/32"}})
+	if r := w.call("sam"); !r.OK {
+		t.Fatalf("sam's call once the rules list the server again: %+v", r.Error)
 	}
 }
