@@ -344,10 +344,16 @@ func (s *Service) secrets(ctx context.Context, c *toolplane.Connection) (toolpla
 	switch c.Kind {
 	case toolplane.ConnectionClientCredentials, toolplane.ConnectionAuthorizationCode:
 		if sec.AccessToken == "" || !c.TokenExpiresAt.IsZero() && s.now().Add(s.cfg.RefreshBefore).After(c.TokenExpiresAt) {
-			return s.renew(ctx, c)
+			return s.renew(ctx, c, s.unexpired)
 		}
 	}
 	return sec, c, nil
+}
+
+// unexpired reports whether c's access token sec serves a call as it is:
+// it is not due to be renewed.
+func (s *Service) unexpired(c *toolplane.Connection, sec toolplane.Secrets) bool {
+	return sec.AccessToken != "" && s.now().Add(s.cfg.RefreshBefore).Before(c.TokenExpiresAt)
 }
 
 // open answers c's secrets, opening its seal once per connection version.
@@ -371,8 +377,9 @@ const refreshLease = 30 * time.Second
 // renew mints (client credentials) or refreshes (authorization code) c's
 // access token, once across nodes: the node whose compare-and-swap takes
 // the refresh lease asks the provider; any other waits for its answer and
-// reads the new token from the store.
-func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, *toolplane.Connection, error) {
+// reads the new token from the store, until renewed says the stored token
+// is one the renewal was for.
+func (s *Service) renew(ctx context.Context, c *toolplane.Connection, renewed func(*toolplane.Connection, toolplane.Secrets) bool) (toolplane.Secrets, *toolplane.Connection, error) {
 	// c may be what the broker's memory keeps, which calls share: the
 	// lease and the new token are written on a copy.
 	own := *c
@@ -416,7 +423,7 @@ func (s *Service) renew(ctx context.Context, c *toolplane.Connection) (toolplane
 		if err != nil {
 			return toolplane.Secrets{}, nil, err
 		}
-		if sec.AccessToken != "" && s.now().Add(s.cfg.RefreshBefore).Before(c.TokenExpiresAt) {
+		if renewed(c, sec) {
 			return sec, c, nil // another node renewed it
 		}
 	}
@@ -543,8 +550,62 @@ func secretSeal(s *Service, c *toolplane.Connection, sec toolplane.Secrets) ([]b
 	return b, nil
 }
 
-// The broker is told of refused credentials.
-var _ invoke.Refusals = (*Service)(nil)
+// The broker is told of refused credentials, and renews them.
+var (
+	_ invoke.Refusals = (*Service)(nil)
+	_ invoke.Renewals = (*Service)(nil)
+)
+
+// Renew answers the connection released for a call with its OAuth access
+// token renewed, once the downstream refused the token released
+// (invoke.Renewals): a provider may end a token before the expiry it
+// stated, and a refresh then serves the call without asking the person
+// anything. The renewal is the one the broker makes before expiry, under
+// the same lease, so a refusal seen on many calls or nodes at once costs
+// one refresh: a call that finds the stored token already other than the
+// refused one takes it as it is. A connection that is not an OAuth one,
+// or holds no refresh token to renew with, answers nil: the refusal
+// stands. A provider refusing the refresh marks the connection as
+// needing a new consent, and the answer links to it.
+func (s *Service) Renew(ctx context.Context, r invoke.Release, refused *toolplane.Released) (*toolplane.Released, error) {
+	inv, d := r.Invocation, r.Tool
+	c, err := s.cfg.Store.GetConnection(ctx, inv.OrganizationID, refused.Connection.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read connection %s: %w", refused.Connection.ID, err)
+	}
+	if err := usable(c, ""); err != nil {
+		return nil, err
+	}
+	sec, err := s.material(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Kind {
+	case toolplane.ConnectionClientCredentials:
+	case toolplane.ConnectionAuthorizationCode:
+		if sec.RefreshToken == "" {
+			return nil, nil
+		}
+	default:
+		return nil, nil
+	}
+	stale := refused.Secrets.AccessToken
+	other := func(_ *toolplane.Connection, sec toolplane.Secrets) bool {
+		return sec.AccessToken != "" && sec.AccessToken != stale
+	}
+	renewed := c
+	if !other(c, sec) {
+		sec, renewed, err = s.renew(ctx, c, other)
+	}
+	if err != nil {
+		var ce *toolplane.ConnectionError
+		if errors.As(err, &ce) && ce.Code == toolplane.CodeConnectionExpired && c.UserID != "" && ce.AuthorizationURL == "" {
+			ce.AuthorizationURL = s.authorizeLink(ctx, inv, d)
+		}
+		return nil, err
+	}
+	return &toolplane.Released{Connection: shown(renewed), Secrets: sec}, nil
+}
 
 // refusedReason is the reason stored on a person's connection whose token
 // the service it was released for refused.

@@ -18,6 +18,11 @@ type ret struct {
 	out   any
 	err   error
 	panic any
+	// released is the connection the handler last ran with, when the
+	// broker renewed its credential (see runHandler); renewal is the
+	// broker's answer when it could not.
+	released *toolplane.Released
+	renewal  *toolplane.ConnectionError
 }
 
 // execute claims the key (for a write or send), runs the handler and ends
@@ -105,8 +110,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 					done <- ret{panic: p}
 				}
 			}()
-			out, err := b.Invoke(hctx, c.handlerCall(attempt), c.args)
-			done <- ret{out: out, err: err}
+			done <- c.runHandler(hctx, b, attempt)
 		}()
 		select {
 		case r = <-done:
@@ -124,7 +128,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	}
 	if r.err != nil {
 		o := b.Classify(r.err)
-		c.refused(ctx, &o, r.err)
+		c.refused(ctx, &o, r)
 		return c.ended(ctx, o, r.err)
 	}
 	res, violations := c.tool.Output(r.out)
@@ -187,20 +191,30 @@ func (c *call) releaseConnection(ctx context.Context) (toolplane.Result, error, 
 }
 
 // refused tells the broker of a credential the downstream refused, when
-// the handler says so of the connection released for the call, and takes
-// its answer (where the person connects again) for the call's.
-func (c *call) refused(ctx context.Context, o *handler.Outcome, cause error) {
+// the handler says so of the connection released for the call (after the
+// broker renewed it, if it did), and takes its answer (where the person
+// connects again) for the call's. A renewal the broker could not make
+// answers the call instead: the refused credential's connection is not
+// marked, since the provider, not the person, is what failed.
+func (c *call) refused(ctx context.Context, o *handler.Outcome, r ret) {
 	var cr *handler.CredentialRefused
-	if c.released == nil || !errors.As(cause, &cr) {
+	if c.released == nil || !errors.As(r.err, &cr) {
 		return
 	}
-	rb, ok := c.iv.cfg.Broker.(Refusals)
-	if !ok {
-		return
-	}
-	ce := rb.Refused(context.WithoutCancel(ctx), Release{Invocation: c.inv, Tool: &c.tool.Def, Arguments: c.args}, c.released.Connection)
+	ce := r.renewal
 	if ce == nil {
-		return
+		rb, ok := c.iv.cfg.Broker.(Refusals)
+		if !ok {
+			return
+		}
+		rel := c.released
+		if r.released != nil {
+			rel = r.released
+		}
+		ce = rb.Refused(context.WithoutCancel(ctx), Release{Invocation: c.inv, Tool: &c.tool.Def, Arguments: c.args}, rel.Connection)
+		if ce == nil {
+			return
+		}
 	}
 	res := toolplane.Fail(ce.Code, ce.Message)
 	res.Error.AuthorizationURL = ce.AuthorizationURL
@@ -215,8 +229,37 @@ func (c *call) invokeHere(ctx context.Context, b *handler.Binding, attempt int) 
 			r = ret{panic: p}
 		}
 	}()
+	return c.runHandler(ctx, b, attempt)
+}
+
+// runHandler calls the handler and, when the downstream refused the
+// credential released for the call, asks the broker to renew it and calls
+// the handler once more with the renewed one. The retry is safe for a
+// write too: a refused credential is the downstream's answer before it
+// acted (handler.CredentialRefused), so the first call made no effect,
+// and the second carries the same key. A second refusal stands.
+func (c *call) runHandler(ctx context.Context, b *handler.Binding, attempt int) ret {
 	out, err := b.Invoke(ctx, c.handlerCall(attempt), c.args)
-	return ret{out: out, err: err}
+	var cr *handler.CredentialRefused
+	rb, ok := c.iv.cfg.Broker.(Renewals)
+	if err == nil || !ok || c.released == nil || !errors.As(err, &cr) {
+		return ret{out: out, err: err}
+	}
+	rel, rerr := rb.Renew(ctx, Release{Invocation: c.inv, Tool: &c.tool.Def, Arguments: c.args}, c.released)
+	var ce *toolplane.ConnectionError
+	switch {
+	case errors.As(rerr, &ce):
+		return ret{err: err, renewal: ce}
+	case rerr != nil:
+		c.iv.log.WarnContext(ctx, "refused credential not renewed", "tool", c.tool.Def.Name, "connection", c.released.Connection.ID, "err", rerr)
+		return ret{out: out, err: err}
+	case rel == nil:
+		return ret{out: out, err: err}
+	}
+	call := c.handlerCall(attempt)
+	call.Released = rel
+	out, err = b.Invoke(ctx, call, c.args)
+	return ret{out: out, err: err, released: rel}
 }
 
 // ended ends a call whose handler answered an error.

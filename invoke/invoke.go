@@ -212,6 +212,20 @@ type Refusals interface {
 	Refused(ctx context.Context, r Release, c *toolplane.Connection) *toolplane.ConnectionError
 }
 
+// Renewals is a Broker that can renew the credential it released for a
+// call once the downstream refused it (the handler answered
+// handler.CredentialRefused, which says the downstream did nothing with
+// the request): a token the provider ended early, or one a refresh would
+// replace, need not cost the person a new consent. Renew answers the
+// connection with a credential other than the refused one, for the
+// handler to be called once more; nil and no error when it has none to
+// offer (the connection's credential is not one it renews), so that the
+// refusal stands; or a *toolplane.ConnectionError that is the call's
+// answer (the provider refused the renewal, or cannot be reached).
+type Renewals interface {
+	Renew(ctx context.Context, r Release, refused *toolplane.Released) (*toolplane.Released, error)
+}
+
 // Release is what a broker is told of the call it releases a connection
 // for.
 type Release struct {

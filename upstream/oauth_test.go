@@ -140,6 +140,7 @@ type oauthWorld struct {
 	keys  *secret.Keyring
 	store interface {
 		GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error)
+		UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error)
 	}
 	appID, appSecret string
 }
@@ -275,9 +276,11 @@ func (w *oauthWorld) consent(link string) *toolplane.Connection {
 	return c
 }
 
-// revokeAtProvider has the provider revoke the access token connection id
-// holds, as a person revoking toolplane's access there does.
-func (w *oauthWorld) revokeAtProvider(id string) {
+// revokeAtProvider has the provider revoke the token connection id holds:
+// its access token, as a provider ending a token early does, or with
+// refresh its refresh token (and the access token with it), as a person
+// revoking toolplane's access there does.
+func (w *oauthWorld) revokeAtProvider(id string, refresh bool) {
 	w.t.Helper()
 	c, err := w.store.GetConnection(w.t.Context(), oauthOrg, id)
 	if err != nil {
@@ -299,7 +302,11 @@ func (w *oauthWorld) revokeAtProvider(id string) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, md.Revocation, strings.NewReader(url.Values{"token": {sec.AccessToken.Reveal()}, "token_type_hint": {"access_token"}}.Encode()))
+	form := url.Values{"token": {sec.AccessToken.Reveal()}, "token_type_hint": {"access_token"}}
+	if refresh {
+		form = url.Values{"token": {sec.RefreshToken.Reveal()}, "token_type_hint": {"refresh_token"}}
+	}
+	req, _ := http.NewRequest(http.MethodPost, md.Revocation, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(w.appID, w.appSecret)
 	resp, err = http.DefaultClient.Do(req)
@@ -310,6 +317,20 @@ func (w *oauthWorld) revokeAtProvider(id string) {
 	if resp.StatusCode != http.StatusOK {
 		w.t.Fatalf("revocation answered %d", resp.StatusCode)
 	}
+}
+
+// accessToken answers the access token connection id holds.
+func (w *oauthWorld) accessToken(id string) string {
+	w.t.Helper()
+	c, err := w.store.GetConnection(w.t.Context(), oauthOrg, id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sec, err := secret.OpenSecrets(w.keys, oauthOrg, id, c.Secret)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return sec.AccessToken.Reveal()
 }
 
 func (w *oauthWorld) state(id string) toolplane.ConnectionState {
@@ -356,18 +377,37 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 		t.Fatalf("the server's calls came with %v, want sam's alone", got)
 	}
 
-	// The provider revokes sam's token: the server refuses it, the call
-	// did nothing, and sam is asked to consent again.
-	w.revokeAtProvider(sam.ID)
+	// The provider ends sam's access token early: the server refuses it,
+	// the broker refreshes it once, and the call, which the server did
+	// not run, is made again with the new token. sam is asked nothing.
+	before := w.accessToken(sam.ID)
+	w.revokeAtProvider(sam.ID, false)
+	if r := w.call("sam"); !r.OK {
+		t.Fatalf("sam's call after his access token was refused: %+v", r.Error)
+	}
+	if got := w.state(sam.ID); got != toolplane.ConnectionActive {
+		t.Fatalf("sam's connection is %s after a refresh served the call", got)
+	}
+	if w.accessToken(sam.ID) == before {
+		t.Fatal("the refused token was not refreshed")
+	}
+	if n := len(w.up.called()); n != 2 {
+		t.Fatalf("the server ran %d calls, want 2: the refused one was not run", n)
+	}
+
+	// sam revokes toolplane's access at the provider: the refresh is
+	// refused too, the call did nothing, and sam is asked to consent
+	// again.
+	w.revokeAtProvider(sam.ID, true)
 	link = w.refused(w.call("sam"), toolplane.CodeConnectionExpired)
 	if link == "" {
 		t.Fatal("connection_expired without an authorization link")
 	}
 	if got := w.state(sam.ID); got != toolplane.ConnectionNeedsReauth {
-		t.Fatalf("sam's connection is %s after its token was refused", got)
+		t.Fatalf("sam's connection is %s after its token and its refresh were refused", got)
 	}
-	if n := len(w.up.called()); n != 1 {
-		t.Fatalf("the server ran %d calls, want the one before the refusal", n)
+	if n := len(w.up.called()); n != 2 {
+		t.Fatalf("the server ran %d calls, want the two before the refusal", n)
 	}
 	// His new consent serves the next call, on a new token.
 	if again := w.consent(link); again.ID != sam.ID {
@@ -377,10 +417,19 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 		t.Fatalf("sam's call after consenting again: %+v", r.Error)
 	}
 
-	// The server wants a scope sam's token lacks: 403, connection_expired.
+	// The server wants a scope sam's token lacks: 403. A refreshed token
+	// lacks it too and is refused again: connection_expired, and no third
+	// try.
 	w.up.scoped.Store(true)
+	before = w.accessToken(sam.ID)
 	link = w.refused(w.call("sam"), toolplane.CodeConnectionExpired)
 	w.up.scoped.Store(false)
+	if got := w.state(sam.ID); got != toolplane.ConnectionNeedsReauth {
+		t.Fatalf("sam's connection is %s after its refreshed token was refused", got)
+	}
+	if w.accessToken(sam.ID) == before {
+		t.Fatal("the token refused for want of scope was not refreshed first")
+	}
 	w.consent(link)
 	if r := w.call("sam"); !r.OK {
 		t.Fatalf("sam's call after the scope refusal and a new consent: %+v", r.Error)
@@ -391,12 +440,64 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.refused(w.call("sam"), toolplane.CodeConnectionRevoked)
-	if got := w.up.called(); len(got) != 3 {
-		t.Fatalf("the server ran %d calls, want 3", len(got))
+	if got := w.up.called(); len(got) != 4 {
+		t.Fatalf("the server ran %d calls, want 4", len(got))
 	}
 	for _, sub := range w.up.called() {
 		if sub != w.p.UserID {
 			t.Fatalf("a call reached the server with subject %q", sub)
 		}
+	}
+}
+
+// A call made with a person's token goes out under the egress rules of the
+// person's connection, as an http tool's does, though the server's URL is
+// the operator's: rules that do not list the server's host refuse the
+// call before anything is sent, naming the host and the rule, and rules
+// that list it again serve the next call.
+func TestUpstreamPersonalSessionKeepsTheConnectionsEgressRules(t *testing.T) {
+	t.Parallel()
+	w := newOAuthWorld(t)
+	sam := w.consent(w.refused(w.call("sam"), toolplane.CodeConnectionRequired))
+	if r := w.call("sam"); !r.OK {
+		t.Fatalf("sam's call: %+v", r.Error)
+	}
+	setEgress := func(rules toolplane.EgressRules) {
+		c, err := w.store.GetConnection(t.Context(), oauthOrg, sam.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Config.Egress = rules
+		if ok, err := w.store.UpdateConnection(t.Context(), c, nil); err != nil || !ok {
+			t.Fatalf("update the egress rules: %v %v", ok, err)
+		}
+	}
+	tests := []struct {
+		name  string
+		rules toolplane.EgressRules
+		rule  string
+	}{
+		{"host not listed", toolplane.EgressRules{Hosts: []string{"notes.example.com"}, AllowCIDRs: []string{"127.0.0.1/32"}}, "not on the connection's host list"},
+		{"loopback not allowed", toolplane.EgressRules{Hosts: []string{"127.0.0.1"}}, "loopback"},
+	}
+	for _, tc := range tests {
+		setEgress(tc.rules)
+		r := w.call("sam")
+		if r.OK || r.Error == nil || r.Error.Code != toolplane.CodeUnavailable {
+			t.Fatalf("%s: result %+v (%+v), want unavailable", tc.name, r, r.Error)
+		}
+		if msg := r.Error.Message; !strings.Contains(msg, "127.0.0.1") || !strings.Contains(msg, tc.rule) {
+			t.Fatalf("%s: the refusal %q names neither the host nor the rule %q", tc.name, msg, tc.rule)
+		}
+		if n := len(w.up.called()); n != 1 {
+			t.Fatalf("%s: the server ran %d calls, want the one before the rules changed", tc.name, n)
+		}
+		if got := w.state(sam.ID); got != toolplane.ConnectionActive {
+			t.Fatalf("%s: sam's connection is %s after an egress refusal", tc.name, got)
+		}
+	}
+	setEgress(toolplane.EgressRules{Hosts: []string{"127.0.0.1"}, AllowCIDRs: []string{"127.0.0.1/32"}})
+	if r := w.call("sam"); !r.OK {
+		t.Fatalf("sam's call once the rules list the server again: %+v", r.Error)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/handler"
 )
 
@@ -27,6 +30,13 @@ import (
 // person to another. The shared session, opened with the configured
 // headers, only lists the tools and follows their changes; a call never
 // goes out on it.
+//
+// A session opened with a person's token goes out under the egress rules
+// of the person's connection, as an http tool's request does: the
+// server's URL is the operator's, but the token is the connection's, and
+// its rules say where it may be sent. Each session dials through a policy
+// compiled from the rules it was opened under, and rules that change open
+// a new session.
 
 // maxPersonal bounds the sessions a server keeps open with people's
 // tokens. The least recently used is closed to make room: the next call
@@ -49,9 +59,9 @@ type personal struct {
 // tokenSession is a session opened with one access token of one
 // connection.
 type tokenSession struct {
-	// key is the connection's ID and a hash of the token: a renewed token
-	// is another session, and the token itself is kept only by the
-	// transport presenting it.
+	// key is the connection's ID and a hash of the token and the egress
+	// rules: a renewed token, or changed rules, is another session, and
+	// the token itself is kept only by the transport presenting it.
 	key, conn string
 	// ready is closed once the session is open, or failed to (err).
 	ready chan struct{}
@@ -68,18 +78,51 @@ func newPersonal() *personal {
 	return &personal{order: list.New(), byKey: map[string]*list.Element{}, byConn: map[string]*list.Element{}}
 }
 
-// tokenKey answers the cache key of a connection's token.
-func tokenKey(conn, token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return conn + ":" + hex.EncodeToString(sum[:])
+// tokenKey answers the cache key of a connection's token under its
+// egress rules.
+func tokenKey(conn, token string, rules toolplane.EgressRules) (string, error) {
+	r, err := json.Marshal(rules)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte(token))
+	h.Write([]byte{0})
+	h.Write(r)
+	return conn + ":" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// egressRefused is a call the egress rules of its connection refused
+// before anything was sent to the server.
+type egressRefused struct {
+	conn string
+	err  *egress.RefusedError
+}
+
+func (e *egressRefused) Error() string {
+	return "the egress rules of connection " + e.conn + " refuse the server: " + e.err.Error() + "; nothing was sent"
+}
+
+// refusedByEgress answers err as an egressRefused when the connection's
+// egress rules refused a dial or a redirect in it.
+func refusedByEgress(conn string, err error) (*egressRefused, bool) {
+	var re *egress.RefusedError
+	if !errors.As(err, &re) {
+		return nil, false
+	}
+	return &egressRefused{conn: conn, err: re}, true
 }
 
 // acquire answers the session of the connection's token, opening it when
 // there is none; release must be called once the call is done with it. A
 // session of another token of the same connection is closed: the
 // connection's token changed.
-func (p *personal) acquire(ctx context.Context, u *upstream, conn, token string) (*tokenSession, error) {
-	key := tokenKey(conn, token)
+func (p *personal) acquire(ctx context.Context, u *upstream, c *toolplane.Connection, token string) (*tokenSession, error) {
+	conn := c.ID
+	key, err := tokenKey(conn, token, c.Config.Egress)
+	if err != nil {
+		return nil, &handler.Unavailable{Err: fmt.Errorf("connection %s: egress rules: %w", conn, err)}
+	}
 	p.mu.Lock()
 	el, ok := p.byKey[key]
 	if ok {
@@ -103,7 +146,7 @@ func (p *personal) acquire(ctx context.Context, u *upstream, conn, token string)
 		// Opened apart from the call that asked first: every call waiting
 		// for it is bounded by its own context, and the session outlives
 		// them.
-		go p.open(context.WithoutCancel(ctx), u, s, token)
+		go p.open(context.WithoutCancel(ctx), u, s, token, c.Config.Egress)
 	}
 	s := el.Value.(*tokenSession)
 	s.refs++
@@ -121,18 +164,31 @@ func (p *personal) acquire(ctx context.Context, u *upstream, conn, token string)
 	return s, nil
 }
 
-// open connects s with token and tells its waiters. A session that fails
-// to open is forgotten, so the next call tries again.
-func (p *personal) open(ctx context.Context, u *upstream, s *tokenSession, token string) {
-	rec := &answered{}
-	cs, hc, err := u.connect(withAnswered(ctx, rec), personalClient(token, u.transport))
-	if err != nil {
-		if code, ok := rec.refusal(); ok {
-			err = &handler.CredentialRefused{Err: fmt.Errorf("%s refused the token opening a session: HTTP %d", u.cfg.Slug, code)}
-		} else {
-			// The call was not sent.
-			err = &handler.Unavailable{Err: u.scrub(err)}
+// open connects s with token, under rules, and tells its waiters. A
+// session that fails to open is forgotten, so the next call tries again.
+func (p *personal) open(ctx context.Context, u *upstream, s *tokenSession, token string, rules toolplane.EgressRules) {
+	var (
+		cs  *mcp.ClientSession
+		hc  *http.Client
+		err error
+	)
+	policy, err := egress.Compile(rules)
+	if err == nil {
+		rec := &answered{}
+		cs, hc, err = u.connect(withAnswered(ctx, rec), personalClient(token, policy))
+		if err != nil {
+			policy.CloseIdleConnections()
+			if refused, ok := refusedByEgress(s.conn, err); ok {
+				err = refused
+			} else if code, ok := rec.refusal(); ok {
+				err = &handler.CredentialRefused{Err: fmt.Errorf("%s refused the token opening a session: HTTP %d", u.cfg.Slug, code)}
+			} else {
+				// The call was not sent.
+				err = &handler.Unavailable{Err: u.scrub(err)}
+			}
 		}
+	} else {
+		err = &handler.Unavailable{Err: fmt.Errorf("connection %s: egress rules: %w", s.conn, err)}
 	}
 	p.mu.Lock()
 	s.cs, s.hc, s.err = cs, hc, err
@@ -151,9 +207,11 @@ func (p *personal) open(ctx context.Context, u *upstream, s *tokenSession, token
 	}
 	go func() {
 		// The server ended the session (or it was closed here): it is
-		// forgotten, and the next call with the token opens another.
+		// forgotten, and the next call with the token opens another. Its
+		// policy's connections serve no other session.
 		_ = cs.Wait()
 		p.drop(cs)
+		policy.CloseIdleConnections()
 	}()
 }
 
@@ -249,11 +307,14 @@ func closeSession(cs *mcp.ClientSession) {
 
 // personalClient answers the HTTP client of a session opened with token:
 // every request carries the token as its bearer, and nothing of the
-// configured headers, whose credential is toolplane's own.
-func personalClient(token string, base http.RoundTripper) *http.Client {
+// configured headers, whose credential is toolplane's own. It dials, and
+// follows redirects, only where the connection's egress policy allows.
+func personalClient(token string, policy *egress.Policy) *http.Client {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
-	return &http.Client{Transport: answerTransport{headerTransport{h, base}}}
+	hc := policy.Client(0)
+	hc.Transport = answerTransport{headerTransport{h, hc.Transport}}
+	return hc
 }
 
 // answered records the status of the first response to a request made
@@ -270,6 +331,13 @@ type answeredKey struct{}
 
 func withAnswered(ctx context.Context, a *answered) context.Context {
 	return context.WithValue(ctx, answeredKey{}, a)
+}
+
+// answered answers the first response's status, 0 before any.
+func (a *answered) answered() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
 }
 
 // refusal answers the first response's status when it refused the
@@ -309,7 +377,7 @@ func (u *upstream) callAs(ctx context.Context, call handler.Call, name string, a
 	t, listed := u.remote[name]
 	structured := listed && t.OutputSchema != nil
 	u.mu.Unlock()
-	s, err := u.personal.acquire(ctx, u, rel.Connection.ID, rel.Secrets.AccessToken.Reveal())
+	s, err := u.personal.acquire(ctx, u, rel.Connection, rel.Secrets.AccessToken.Reveal())
 	if err != nil {
 		return nil, err
 	}
@@ -323,6 +391,12 @@ func (u *upstream) callAs(ctx context.Context, call handler.Call, name string, a
 		out, err = u.callSDK(cctx, s.cs, name, call.Key, args, structured)
 	}
 	if err != nil {
+		if refused, ok := refusedByEgress(rel.Connection.ID, err); ok && rec.answered() == 0 {
+			// Refused at a dial, before any answer to the call's request:
+			// nothing reached the server. (A redirect refused was an
+			// answer to a request the server had.)
+			return nil, refused
+		}
 		if code, ok := rec.refusal(); ok {
 			// The call's own request was refused before the server
 			// did anything with it: the token is no good here.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane"
 )
 
 // sessionLog is what a server saw of sessions: the bearer each session was
@@ -72,7 +74,10 @@ func TestSessionsPerToken(t *testing.T) {
 	t.Cleanup(u.personal.closeAll)
 	use := func(conn, token string) *mcp.ClientSession {
 		t.Helper()
-		s, err := u.personal.acquire(ctx, u, conn, token)
+		// The test server is on loopback, which rules must allow.
+		c := &toolplane.Connection{ID: conn, Config: toolplane.ConnectionConfig{
+			Egress: toolplane.EgressRules{Hosts: []string{"127.0.0.1"}, AllowCIDRs: []string{"127.0.0.1/32"}}}}
+		s, err := u.personal.acquire(ctx, u, c, token)
 		if err != nil {
 			t.Fatalf("acquire %s: %v", conn, err)
 		}

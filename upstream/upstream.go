@@ -794,6 +794,10 @@ func contentText(cs []mcp.Content) string {
 // reached the server: the effect may have happened, so a write is held as
 // an uncertain action rather than sent again.
 func classify(err error) handler.Ending {
+	var er *egressRefused
+	if errors.As(err, &er) {
+		return handler.Explain(toolplane.CodeUnavailable, er.Error())
+	}
 	return handler.Uncertain("the server did not answer the call: " + err.Error())
 }
 
