@@ -32,6 +32,7 @@ import (
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -80,6 +81,10 @@ type Server struct {
 	// /v1/connections and the authorization a person completes in a
 	// browser to connect their own account; without it they answer 404.
 	Connections *connection.Service
+	// People tells who is signed in to the browser that opens a person's
+	// authorization link (the start refuses anyone but the person it is
+	// for); without it the start answers that nobody can sign in here.
+	People People
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -87,6 +92,17 @@ type Server struct {
 	// built by Handler.
 	keys  *apikey.Keys
 	trail *audit.Trail
+}
+
+// People is the browser sign-in a page acting for a person relies on
+// (*signin.Service).
+type People interface {
+	// Session answers who is signed in on r, or an error wrapping
+	// toolplane.ErrUnauthenticated when nobody is.
+	Session(r *http.Request) (*signin.Session, error)
+	// SignInURL answers the sign-in page that sends the browser back to
+	// returnTo once signed in.
+	SignInURL(returnTo string) string
 }
 
 // caller is who a request authenticated as.

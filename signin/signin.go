@@ -266,10 +266,10 @@ func (s *Service) secure() bool { return s.base.Scheme == "https" }
 
 // returnPath answers the path the browser goes back to after sign-in:
 // back when it is a path on this server, under its public path, and the
-// public path's root otherwise, so the parameter never redirects off the
-// server.
+// sign-in page (which shows who is signed in) otherwise, so the parameter
+// never redirects off the server.
 func (s *Service) returnPath(back string) string {
-	home := s.base.Path + "/"
+	home := s.path(Path)
 	if back == "" || len(back) > 2048 || !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.ContainsAny(back, "\\\r\n\t") {
 		return home
 	}

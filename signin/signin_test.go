@@ -424,7 +424,7 @@ func TestReturnStaysOnTheServer(t *testing.T) {
 	for _, back := range []string{"https://evil.example/x", "//evil.example/x", "/\\evil.example", "javascript:alert(1)", "whoami"} {
 		b := w.browser()
 		cb := w.login(b.start(back), w.p.Username, w.p.Password)
-		if pg := b.get(cb); pg.url != w.base+"/" {
+		if pg := b.get(cb); pg.url != w.base+"/signin" || !strings.Contains(pg.body, "Signed in as") {
 			t.Errorf("return %q: the browser ended at %s", back, pg.url)
 		}
 	}

@@ -252,15 +252,16 @@ func (w *oauthWorld) refused(r toolplane.Result, code toolplane.Code) string {
 }
 
 // consent has the provider's person complete the consent link leads to,
-// as the user the link was made for, and answers their connection.
-func (w *oauthWorld) consent(link string) *toolplane.Connection {
+// signed in as user, the user the link was made for, and answers their
+// connection.
+func (w *oauthWorld) consent(user, link string) *toolplane.Connection {
 	w.t.Helper()
 	ctx := w.t.Context()
 	u, err := url.Parse(link)
 	if err != nil || !strings.HasPrefix(link, oauthBaseURL+connection.StartPath) {
 		w.t.Fatalf("authorization link %q", link)
 	}
-	redirect, nonce, err := w.svc.Start(ctx, u.Query().Get("state"))
+	redirect, nonce, err := w.svc.Start(ctx, &toolplane.Credential{ID: "oidc:idp:" + user, OrganizationID: oauthOrg, Kind: toolplane.CredentialPerson, Subject: user}, u.Query().Get("state"))
 	if err != nil {
 		w.t.Fatalf("Start: %v", err)
 	}
@@ -339,7 +340,7 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 	}
 
 	// sam consents; his call reaches the server with his token.
-	sam := w.consent(link)
+	sam := w.consent("sam", link)
 	r := w.call("sam")
 	if !r.OK {
 		t.Fatalf("sam's call after consent: %+v", r.Error)
@@ -370,7 +371,7 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 		t.Fatalf("the server ran %d calls, want the one before the refusal", n)
 	}
 	// His new consent serves the next call, on a new token.
-	if again := w.consent(link); again.ID != sam.ID {
+	if again := w.consent("sam", link); again.ID != sam.ID {
 		t.Fatalf("the new consent made connection %s, not %s again", again.ID, sam.ID)
 	}
 	if r := w.call("sam"); !r.OK {
@@ -381,7 +382,7 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 	w.up.scoped.Store(true)
 	link = w.refused(w.call("sam"), toolplane.CodeConnectionExpired)
 	w.up.scoped.Store(false)
-	w.consent(link)
+	w.consent("sam", link)
 	if r := w.call("sam"); !r.OK {
 		t.Fatalf("sam's call after the scope refusal and a new consent: %+v", r.Error)
 	}
