@@ -615,3 +615,26 @@ func (w *world) noSecrets() {
 		}
 	}
 }
+
+// TestSignInAgainEndsTheEarlierSession: a browser signed in that signs in
+// again holds one session, and the earlier token opens nothing.
+func TestSignInAgainEndsTheEarlierSession(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	b := w.browser()
+	b.signIn()
+	first := b.cookie("toolplane_session").Value
+	b.signIn()
+	if second := b.cookie("toolplane_session").Value; second == first {
+		t.Fatal("signing in again kept the session token")
+	}
+	old := w.browser()
+	u, _ := url.Parse(w.base)
+	old.jar.SetCookies(u, []*http.Cookie{{Name: "toolplane_session", Value: first, Path: "/"}})
+	if old.whoami().status != http.StatusUnauthorized {
+		t.Error("the earlier session still opens after signing in again")
+	}
+	if b.whoami().status != http.StatusOK {
+		t.Error("the new session does not open")
+	}
+}
