@@ -57,7 +57,7 @@ func (l *lockedBuffer) String() string {
 // in-process OpenID provider, served on loopback with a page that shows
 // who is signed in (/whoami) and a state-changing form (/act).
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	store   *sqlite.Store
 	dbPath  string
 	p       *oauthtest.Provider
@@ -69,7 +69,7 @@ type world struct {
 	planted []string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	dbPath := filepath.Join(t.TempDir(), "toolplane.db")
 	store := sqlitetest.Open(t, dbPath)
