@@ -26,17 +26,22 @@ const (
 )
 
 // An authorization goes through two single-use states. The start state is
-// what a link names: whoever opens it first is sent to the provider, and
-// their browser is given a nonce (a cookie the door sets) that the
-// callback state is bound to. The callback state is the OAuth state
-// parameter: it carries the PKCE verifier and the hash of that nonce,
-// sealed, so a callback completed in another browser than the one that
-// was sent to the provider (a stolen or replayed callback URL) is refused.
+// what a link names: only the person it is for, signed in to a browser
+// session, can open it; they are sent to the provider, and their browser
+// is given a nonce (a cookie the door sets) that the callback state is
+// bound to. The callback state is the OAuth state parameter: it carries
+// the PKCE verifier, the hash of that nonce and who started it, sealed,
+// so a callback completed in another browser than the one that was sent
+// to the provider (a stolen or replayed callback URL) is refused.
 
 // pending is the sealed content of a callback state.
 type pending struct {
 	Verifier  string `json:"v"`
 	NonceHash string `json:"n"`
+	// StartedBy is the credential of the signed-in person who started
+	// the authorization (an API key's ID, or "oidc:<issuer>:<subject>"):
+	// the consent's record names it.
+	StartedBy string `json:"s,omitempty"`
 }
 
 // Authorize starts the consent of the person by to the OAuth application
@@ -103,10 +108,17 @@ func (s *Service) startLink(ctx context.Context, app *toolplane.Connection, user
 	return s.cfg.BaseURL + StartPath + "?" + url.Values{"state": {st.ID}}.Encode(), nil
 }
 
-// Start takes a start state (single use) and answers where the browser
-// goes (the provider's consent page) and the nonce the door sets as the
-// browser's cookie for the callback.
-func (s *Service) Start(ctx context.Context, startID string) (redirect, nonce string, err error) {
+// Start takes a start state (single use) for the person by, signed in to
+// the browser that opened the link, and answers where the browser goes
+// (the provider's consent page) and the nonce the door sets as the
+// browser's cookie for the callback. A link for anyone else is refused
+// with ErrNotYours and stays usable by its own person: a link forwarded,
+// or shown to someone it was not meant for, connects nobody else's
+// account.
+func (s *Service) Start(ctx context.Context, by *toolplane.Credential, startID string) (redirect, nonce string, err error) {
+	if by == nil || by.Kind != toolplane.CredentialPerson || by.Subject == "" {
+		return "", "", toolplane.Refuse(by, ErrNotYours, "connecting an account needs the person signed in")
+	}
 	st, err := s.cfg.Store.TakeOAuthState(ctx, startID, s.now())
 	if err != nil {
 		if errors.Is(err, toolplane.ErrNotFound) {
@@ -114,8 +126,17 @@ func (s *Service) Start(ctx context.Context, startID string) (redirect, nonce st
 		}
 		return "", "", fmt.Errorf("take authorization state: %w", err)
 	}
-	if len(st.Verifier) != 0 {
+	if len(st.Verifier) != 0 || st.ConnectionID == "" {
 		return "", "", fmt.Errorf("%w: this is not an authorization link", ErrState)
+	}
+	if st.OrganizationID != by.OrganizationID || st.UserID != by.Subject {
+		// Put back for its person, who may still open it; the take made
+		// sure two people never both hold it meanwhile.
+		if err := s.cfg.Store.InsertOAuthState(context.WithoutCancel(ctx), st); err != nil {
+			s.log.WarnContext(ctx, "authorization link opened by another person is lost", "connection", st.ConnectionID, "err", err)
+		}
+		s.log.WarnContext(ctx, "authorization link opened by another person", "connection", st.ConnectionID, "by", by.ID)
+		return "", "", toolplane.Refuse(by, ErrNotYours, "this authorization link is for another person; sign in as that person, or ask for a link of your own")
 	}
 	app, err := s.cfg.Store.GetConnection(ctx, st.OrganizationID, st.ConnectionID)
 	if err != nil {
@@ -135,7 +156,7 @@ func (s *Service) Start(ctx context.Context, startID string) (redirect, nonce st
 	}
 	nonce = randomToken()
 	sum := sha256.Sum256([]byte(nonce))
-	plain, _ := json.Marshal(pending{Verifier: verifier, NonceHash: hex.EncodeToString(sum[:])})
+	plain, _ := json.Marshal(pending{Verifier: verifier, NonceHash: hex.EncodeToString(sum[:]), StartedBy: by.ID})
 	now := s.now()
 	cb := &toolplane.OAuthState{
 		ID: state, OrganizationID: st.OrganizationID, ConnectionID: app.ID, UserID: st.UserID,
@@ -165,7 +186,9 @@ func (s *Service) Callback(ctx context.Context, back url.Values, nonce string) (
 		}
 		return nil, fmt.Errorf("take authorization state: %w", err)
 	}
-	if len(st.Verifier) == 0 {
+	if len(st.Verifier) == 0 || st.ConnectionID == "" {
+		// A sign-in's state names no connection: it is not this
+		// callback's to complete.
 		return nil, fmt.Errorf("%w: the state is not a callback's", ErrState)
 	}
 	plain, err := s.cfg.Keys.Open(st.Verifier, secret.StateAAD(st.ID))
@@ -206,12 +229,18 @@ func (s *Service) Callback(ctx context.Context, back url.Values, nonce string) (
 	case err != nil:
 		return nil, fmt.Errorf("complete the authorization: %w", err)
 	}
-	return s.storeConsent(ctx, app, st.UserID, tok)
+	startedBy := p.StartedBy
+	if startedBy == "" {
+		startedBy = st.UserID // started before starts were signed in
+	}
+	return s.storeConsent(ctx, app, st.UserID, startedBy, tok)
 }
 
 // storeConsent stores user's tokens on their connection through app: the
 // one they hold (active again, with the scopes granted now), or a new one.
-func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, user string, tok token) (*toolplane.Connection, error) {
+// The change names the person as its actor and, in its detail, the
+// signed-in credential that started the consent (started_by).
+func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, user, startedBy string, tok token) (*toolplane.Connection, error) {
 	sec := toolplane.Secrets{AccessToken: tok.access, RefreshToken: tok.refresh}
 	now := s.now()
 	held, _, err := s.cfg.Store.ListConnections(ctx, app.OrganizationID, toolplane.ConnectionFilter{Provider: app.Provider, UserID: user}, "", maxCandidates)
@@ -228,7 +257,7 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 		}
 		c.State, c.Reason, c.Scopes, c.TokenExpiresAt, c.UpdatedAt = toolplane.ConnectionActive, "", tok.scopes, tok.expiry, now
 		c.RefreshOwner, c.RefreshUntil = "", time.Time{}
-		ok, err := s.update(ctx, c, s.change(c, "connection.consent", user, ""))
+		ok, err := s.update(ctx, c, s.consentChange(c, user, startedBy))
 		if err != nil {
 			return nil, fmt.Errorf("store connection %s: %w", c.ID, err)
 		}
@@ -248,10 +277,22 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 	if c.Secret, err = secretSeal(s, c, sec); err != nil {
 		return nil, err
 	}
-	if err := s.insert(ctx, c, s.change(c, "connection.consent", user, "")); err != nil {
+	if err := s.insert(ctx, c, s.consentChange(c, user, startedBy)); err != nil {
 		return nil, fmt.Errorf("store connection: %w", err)
 	}
 	return shown(c), nil
+}
+
+// consentChange is the change record of a consent: the person's, started
+// from the session of the credential startedBy.
+func (s *Service) consentChange(c *toolplane.Connection, user, startedBy string) *toolplane.Change {
+	ch := s.change(c, "connection.consent", user, "")
+	var detail map[string]any
+	if json.Unmarshal(ch.Detail, &detail) == nil {
+		detail["started_by"] = startedBy
+		ch.Detail, _ = json.Marshal(detail)
+	}
+	return ch
 }
 
 // missingScopes answers the scopes wanted that granted lacks: a person's

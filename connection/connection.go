@@ -84,6 +84,10 @@ import (
 // administer the connection.
 var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized for connections")
 
+// ErrNotYours refines toolplane.ErrForbidden: an authorization link was
+// opened by someone other than the person it is for.
+var ErrNotYours = toolplane.Refine(toolplane.ErrForbidden, "the authorization is for another person")
+
 // ErrState refines toolplane.ErrInvalid: an authorization's state is
 // unknown, used, expired, or was started in another browser.
 var ErrState = toolplane.Refine(toolplane.ErrInvalid, "authorization state is not valid")

@@ -100,13 +100,19 @@ func startState(t *testing.T, link string) string {
 	return u.Query().Get("state")
 }
 
-// login runs the start of link on s and the person's login at the
-// provider, and answers the callback's state and code and the browser's
-// nonce.
-func (p *provider) login(s *connection.Service, link string) (state, code, nonce string) {
+// signedIn answers the credential of user signed in to a browser
+// session, as the consent start is given it.
+func signedIn(user string) *toolplane.Credential {
+	return &toolplane.Credential{ID: "oidc:idp:" + user, OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: user}
+}
+
+// login runs the start of link on s for user, signed in, and the person's
+// login at the provider, and answers the callback's state and code and
+// the browser's nonce.
+func (p *provider) login(s *connection.Service, user, link string) (state, code, nonce string) {
 	t := p.e.t
 	t.Helper()
-	redirect, nonce, err := s.Start(t.Context(), startState(t, link))
+	redirect, nonce, err := s.Start(t.Context(), signedIn(user), startState(t, link))
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -134,7 +140,7 @@ func (p *provider) consent(s *connection.Service, user string) *toolplane.Connec
 	t.Helper()
 	_, err := p.e.release(s, call(user), tool("crm.read", "crm"), nil)
 	ce := connErr(t, err, toolplane.CodeConnectionRequired)
-	state, code, nonce := p.login(s, ce.AuthorizationURL)
+	state, code, nonce := p.login(s, user, ce.AuthorizationURL)
 	c, err := s.Callback(t.Context(), returned(state, code), nonce)
 	p.e.saw(err)
 	p.e.saw(c)
@@ -177,8 +183,8 @@ func TestAuthorizationCode(t *testing.T) {
 	link := ce.AuthorizationURL
 
 	// A start state is single use.
-	state, code, nonce := p.login(s, link)
-	_, _, err = s.Start(ctx, startState(t, link))
+	state, code, nonce := p.login(s, "sam", link)
+	_, _, err = s.Start(ctx, signedIn("sam"), startState(t, link))
 	e.saw(err)
 	if !errors.Is(err, connection.ErrState) {
 		t.Fatalf("second Start = %v, want ErrState", err)
@@ -187,7 +193,7 @@ func TestAuthorizationCode(t *testing.T) {
 	// An answer naming another issuer (RFC 9207) is a mix-up: refused,
 	// and nothing stored.
 	_, err = e.release(s, call("sam"), crmRead, nil)
-	mixState, mixCode, mixNonce := p.login(s, connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
+	mixState, mixCode, mixNonce := p.login(s, "sam", connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
 	mixed := returned(mixState, mixCode)
 	mixed.Set("iss", "https://other-issuer.example")
 	if _, err := s.Callback(ctx, mixed, mixNonce); !errors.Is(err, connection.ErrState) {
@@ -240,7 +246,7 @@ func TestAuthorizationCode(t *testing.T) {
 	// A callback completed in another browser than the one sent to the
 	// provider is refused, and stores nothing.
 	_, err = e.release(s, call("kim"), crmRead, nil)
-	state, code, _ = p.login(s, connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
+	state, code, _ = p.login(s, "kim", connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
 	_, err = s.Callback(ctx, returned(state, code), "another browser's nonce")
 	e.saw(err)
 	if !errors.Is(err, connection.ErrState) {
@@ -254,7 +260,7 @@ func TestAuthorizationCode(t *testing.T) {
 	_, err = e.release(s, call("kim"), crmRead, nil)
 	expiredLink := connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL
 	_, err = e.release(s, call("kim"), crmRead, nil)
-	state, code, nonce = p.login(s, connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
+	state, code, nonce = p.login(s, "kim", connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL)
 	e.clock.Advance(11 * time.Minute)
 	// The sweep removes them (the start link and the callback's state at
 	// least), and finds nothing the second time.
@@ -264,7 +270,7 @@ func TestAuthorizationCode(t *testing.T) {
 	if n, err := s.SweepStates(ctx); err != nil || n != 0 {
 		t.Errorf("SweepStates again = %d, %v; want 0", n, err)
 	}
-	if _, _, err := s.Start(ctx, startState(t, expiredLink)); !errors.Is(err, connection.ErrState) {
+	if _, _, err := s.Start(ctx, signedIn("kim"), startState(t, expiredLink)); !errors.Is(err, connection.ErrState) {
 		t.Errorf("Start after the state's expiry = %v, want ErrState", err)
 	}
 	if _, err := s.Callback(ctx, returned(state, code), nonce); !errors.Is(err, connection.ErrState) {
@@ -367,7 +373,7 @@ func TestRefresh(t *testing.T) {
 
 	// sam consents again: the same connection is active again.
 	_, err = e.release(b, call("sam"), crmRead, nil)
-	state, code, nonce := p.login(b, connErr(t, err, toolplane.CodeConnectionExpired).AuthorizationURL)
+	state, code, nonce := p.login(b, "sam", connErr(t, err, toolplane.CodeConnectionExpired).AuthorizationURL)
 	again, err := b.Callback(ctx, returned(state, code), nonce)
 	e.saw(again)
 	e.saw(err)
@@ -478,7 +484,7 @@ func TestScopeGrowth(t *testing.T) {
 		t.Errorf("message %q does not name the connection and the scope", ce.Message)
 	}
 	// Consenting again grants the grown scopes.
-	state, code, nonce := p.login(s, ce.AuthorizationURL)
+	state, code, nonce := p.login(s, "sam", ce.AuthorizationURL)
 	again, err := s.Callback(t.Context(), returned(state, code), nonce)
 	e.saw(err)
 	if err != nil || again.ID != c.ID {
@@ -546,4 +552,51 @@ func TestSecretsNeverShown(t *testing.T) {
 // returned is the query of the provider's redirect to the callback.
 func returned(state, code string) url.Values {
 	return url.Values{"state": {state}, "code": {code}}
+}
+
+// TestStartIsThePersonsOwn: an authorization link opened by anyone but
+// the person it is for, signed in, is refused and stays usable by that
+// person; the consent records who started it.
+func TestStartIsThePersonsOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startProvider(t, e)
+	s := e.service("n1")
+	p.registerApp(s)
+	ctx := t.Context()
+	_, err := e.release(s, call("sam"), tool("crm.read", "crm"), nil)
+	link := connErr(t, err, toolplane.CodeConnectionRequired).AuthorizationURL
+	state := startState(t, link)
+
+	otherOrg := signedIn("sam")
+	otherOrg.OrganizationID = "org-elsewhere"
+	agent := signedIn("sam")
+	agent.Kind = toolplane.CredentialAgent
+	for name, by := range map[string]*toolplane.Credential{
+		"another person": signedIn("kim"),
+		"the same subject in another organization": otherOrg,
+		"an agent": agent,
+		"nobody":   nil,
+	} {
+		_, _, err := s.Start(ctx, by, state)
+		e.saw(err)
+		if !errors.Is(err, connection.ErrNotYours) || !errors.Is(err, toolplane.ErrForbidden) {
+			t.Errorf("Start by %s = %v, want ErrNotYours", name, err)
+		}
+	}
+
+	// The link still works for sam, once.
+	st, code, nonce := p.login(s, "sam", link)
+	c, err := s.Callback(ctx, returned(st, code), nonce)
+	if err != nil {
+		t.Fatalf("Callback = %v", err)
+	}
+	chs, _, err := e.store.ListChanges(ctx, org, "connection.consent", c.ID, "", 10)
+	if err != nil || len(chs) != 1 {
+		t.Fatalf("consent changes = %d, %v; want 1", len(chs), err)
+	}
+	var detail map[string]any
+	if err := json.Unmarshal(chs[0].Detail, &detail); err != nil || chs[0].Actor != "sam" || detail["started_by"] != signedIn("sam").ID {
+		t.Errorf("consent change: actor %q, detail %s; want sam, started by %s", chs[0].Actor, chs[0].Detail, signedIn("sam").ID)
+	}
 }

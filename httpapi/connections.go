@@ -222,11 +222,16 @@ func (s *Server) failPage(w http.ResponseWriter, r *http.Request, err error) {
 // cookiePath is where the browser sends the nonce: the authorization's
 // two routes only, under the public URL's path when it has one.
 func (s *Server) cookiePath() string {
-	const under = "/v1/connections/oauth"
+	return s.publicPath() + "/v1/connections/oauth"
+}
+
+// publicPath answers the public URL's path, "" at its root: where a proxy
+// serves the routes this server answers at /.
+func (s *Server) publicPath() string {
 	if u, err := url.Parse(s.PublicURL); err == nil && s.PublicURL != "" {
-		return strings.TrimSuffix(u.Path, "/") + under
+		return strings.TrimSuffix(u.Path, "/")
 	}
-	return under
+	return ""
 }
 
 // secureCookie reports whether the browser reaches the server over
@@ -241,7 +246,28 @@ func (s *Server) oauthStart(w http.ResponseWriter, r *http.Request) {
 		s.page(w, httperr.InvalidRequest.Status(), "Not connected", "This authorization link is not complete; ask for a new one.")
 		return
 	}
-	link, nonce, err := s.Connections.Start(r.Context(), state)
+	if s.People == nil {
+		s.page(w, http.StatusServiceUnavailable, "Not connected", "This server signs nobody in, so nobody can start an authorization here.")
+		return
+	}
+	// Only the person the link is for may open it: whoever opens it is
+	// asked to sign in first, and comes back to the same link after.
+	sess, err := s.People.Session(r)
+	switch {
+	case errors.Is(err, toolplane.ErrUnauthenticated):
+		http.Redirect(w, r, s.People.SignInURL(s.publicPath()+r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	case err != nil:
+		s.failPage(w, r, err)
+		return
+	}
+	link, nonce, err := s.Connections.Start(r.Context(), sess.Credential, state)
+	if errors.Is(err, connection.ErrNotYours) {
+		s.page(w, http.StatusForbidden, "Not your authorization",
+			"You are signed in as "+bound(sess.Credential.Subject)+", and this authorization link is for another person. "+
+				"Nothing was connected. Sign out and sign in as the person it is for, or ask for a link of your own.")
+		return
+	}
 	if err != nil {
 		s.failPage(w, r, err)
 		return

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,7 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 	"github.com/toolplane/toolplane/toolfile"
@@ -72,9 +75,9 @@ func newConnFixture(t *testing.T, publicURL string) *connFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &httpapi.Server{Door: &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}, Store: store, Log: quiet,
-		Connections: conns, PublicURL: publicURL}
-	srv.Config.Handler = api.Handler()
+	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	api := &httpapi.Server{Door: layer, Store: store, Log: quiet, Connections: conns, PublicURL: publicURL}
+	srv.Config.Handler = withSignIn(t, api, store, layer, cmp.Or(publicURL, base))
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &connFixture{
@@ -399,6 +402,47 @@ func TestConnectionRoutesNeedTheService(t *testing.T) {
 	}
 }
 
+// withSignIn answers api's routes with the browser sign-in of people
+// beside them, as serve wires them: people sign in at /signin with their
+// own key, checked through layer.
+func withSignIn(t *testing.T, api *httpapi.Server, store *sqlite.Store, layer *door.Door, publicURL string) http.Handler {
+	t.Helper()
+	people, err := signin.New(signin.Config{Store: store, Keys: testKeyring(t), Gate: layer, PublicURL: publicURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.People = people
+	mux := http.NewServeMux()
+	mux.Handle("/signin", people.Handler())
+	mux.Handle("/signin/", people.Handler())
+	mux.Handle("/", api.Handler())
+	return mux
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// signIn signs the person of key in on b, through the sign-in page's key
+// form, at the server base.
+func (b browser) signIn(t *testing.T, base, key string) {
+	t.Helper()
+	_, page, _ := b.get(t, base+"/signin")
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no key form on the sign-in page: %s", page)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/signin/key", strings.NewReader(url.Values{"csrf": {m[1]}, "key": {key}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	resp, err := b.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in with a key: %d", resp.StatusCode)
+	}
+}
+
 // browser is a person's browser: it keeps cookies, and is told of
 // redirects rather than following them.
 type browser struct {
@@ -462,8 +506,23 @@ func TestConnectAnAccountInABrowser(t *testing.T) {
 	link := f.authorize(t, f.ada, app)
 	br := newBrowser(t)
 
-	// Start: to the provider, with the nonce cookie.
+	// Nobody signed in: the link sends the browser to sign in, and back
+	// to the link after.
 	status, _, h := br.get(t, link)
+	if want := "/signin?return=" + url.QueryEscape(strings.TrimPrefix(link, f.base)); status != http.StatusSeeOther || h.Get("Location") != want {
+		t.Fatalf("start before sign-in: %d to %q, want %q", status, h.Get("Location"), want)
+	}
+	// Another person of the organization, signed in, is refused, and the
+	// link stays ada's.
+	grace := newBrowser(t)
+	grace.signIn(t, f.base, f.auditor)
+	if status, page, _ := grace.get(t, link); status != http.StatusForbidden || !strings.Contains(page, "You are signed in as grace, and this authorization link is for another person") {
+		t.Fatalf("start by another person: %d %s", status, page)
+	}
+
+	// Start, signed in as ada: to the provider, with the nonce cookie.
+	br.signIn(t, f.base, f.ada)
+	status, _, h = br.get(t, link)
 	to := h.Get("Location")
 	if status != http.StatusFound || !strings.HasPrefix(to, p.Issuer) {
 		t.Fatalf("start: %d to %q", status, to)
@@ -482,7 +541,9 @@ func TestConnectAnAccountInABrowser(t *testing.T) {
 		t.Errorf("start's headers: %v", h)
 	}
 	// The link is single use.
-	if status, page, _ := newBrowser(t).get(t, link); status != http.StatusBadRequest || !strings.Contains(page, "already used") {
+	again := newBrowser(t)
+	again.signIn(t, f.base, f.ada)
+	if status, page, _ := again.get(t, link); status != http.StatusBadRequest || !strings.Contains(page, "already used") {
 		t.Errorf("start again: %d %s", status, page)
 	}
 
@@ -563,10 +624,16 @@ func TestCallbackPagesEscapeWhatTheyQuote(t *testing.T) {
 			t.Errorf("%s: Set-Cookie %q", c.name, sc)
 		}
 	}
-	for _, q := range []string{"", "state=" + strings.Repeat("s", 300), "state=unknown"} {
+	for _, q := range []string{"", "state=" + strings.Repeat("s", 300)} {
 		if status, page, _ := br.get(t, f.base+connection.StartPath+"?"+q); status != http.StatusBadRequest || !strings.Contains(page, "<p>") {
 			t.Errorf("start ?%.20s: %d %s", q, status, page)
 		}
+	}
+	// A link opened before sign-in goes to the sign-in page under the
+	// public URL's path, and comes back to itself there.
+	status, _, h := br.get(t, f.base+connection.StartPath+"?state=unknown")
+	if want := "/toolplane/signin?return=" + url.QueryEscape("/toolplane"+connection.StartPath+"?state=unknown"); status != http.StatusSeeOther || h.Get("Location") != want {
+		t.Errorf("start before sign-in: %d to %q, want %q", status, h.Get("Location"), want)
 	}
 }
 
@@ -633,8 +700,9 @@ func TestACallWithoutItsConnectionAnswersTheAuthorizationLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &httpapi.Server{Door: &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}, Store: store, Log: quiet, Connections: conns}
-	srv.Config.Handler = api.Handler()
+	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	api := &httpapi.Server{Door: layer, Store: store, Log: quiet, Connections: conns}
+	srv.Config.Handler = withSignIn(t, api, store, layer, base)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	f := &connFixture{store: store, srv: srv, base: base,
@@ -655,7 +723,9 @@ func TestACallWithoutItsConnectionAnswersTheAuthorizationLink(t *testing.T) {
 	// The link is a live start link: its state is found, and the provider
 	// asked for its endpoints. Nothing answers at the issuer here, which is
 	// the platform's fault, a 500 page (an unknown state would be a 400).
-	status, page, _ := newBrowser(t).get(t, link)
+	ada := newBrowser(t)
+	ada.signIn(t, base, mint(t, store, toolplane.CredentialPerson, "ada", nil, nil, false))
+	status, page, _ := ada.get(t, link)
 	if status != http.StatusInternalServerError || !strings.Contains(page, "could not be completed") {
 		t.Errorf("the link: %d %s", status, page)
 	}

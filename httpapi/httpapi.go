@@ -33,6 +33,7 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
+	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -85,6 +86,10 @@ type Server struct {
 	// /v1/policy (list, show, test, publish, shadow, rollback, disable,
 	// explain); without it they answer 404.
 	Rules *rules.Service
+	// People tells who is signed in to the browser that opens a person's
+	// authorization link (the start refuses anyone but the person it is
+	// for); without it the start answers that nobody can sign in here.
+	People People
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -92,6 +97,17 @@ type Server struct {
 	// built by Handler.
 	keys  *apikey.Keys
 	trail *audit.Trail
+}
+
+// People is the browser sign-in a page acting for a person relies on
+// (*signin.Service).
+type People interface {
+	// Session answers who is signed in on r, or an error wrapping
+	// toolplane.ErrUnauthenticated when nobody is.
+	Session(r *http.Request) (*signin.Session, error)
+	// SignInURL answers the sign-in page that sends the browser back to
+	// returnTo once signed in.
+	SignInURL(returnTo string) string
 }
 
 // caller is who a request authenticated as.

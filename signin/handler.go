@@ -169,7 +169,7 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.newSession(r.Context(), w, cred, toolplane.SignInOIDC, cred.Roles, time.Time{}); err != nil {
+	if err := s.newSession(w, r, cred, toolplane.SignInOIDC, cred.Roles, time.Time{}); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -215,7 +215,7 @@ func (s *Service) key(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.clear(w, formCookie, s.path(Path))
-	if err := s.newSession(r.Context(), w, cred, toolplane.SignInAPIKey, nil, cred.ExpiresAt); err != nil {
+	if err := s.newSession(w, r, cred, toolplane.SignInAPIKey, nil, cred.ExpiresAt); err != nil {
 		s.fail(w, r, err)
 		return
 	}

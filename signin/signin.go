@@ -46,7 +46,7 @@ var ErrNotSignedIn = fmt.Errorf("not signed in: %w", toolplane.ErrUnauthenticate
 
 // ErrForged: a state-changing request did not come from this server's own
 // pages (another origin, or no CSRF token of the session).
-var ErrForged = fmt.Errorf("the request did not come from this server's own page: %w", toolplane.ErrUnauthenticated)
+var ErrForged = fmt.Errorf("the request did not come from this server's own page: %w", toolplane.ErrForbidden)
 
 // The defaults of a zero Config field.
 const (
@@ -266,10 +266,10 @@ func (s *Service) secure() bool { return s.base.Scheme == "https" }
 
 // returnPath answers the path the browser goes back to after sign-in:
 // back when it is a path on this server, under its public path, and the
-// public path's root otherwise, so the parameter never redirects off the
-// server.
+// sign-in page (which shows who is signed in) otherwise, so the parameter
+// never redirects off the server.
 func (s *Service) returnPath(back string) string {
-	home := s.base.Path + "/"
+	home := s.path(Path)
 	if back == "" || len(back) > 2048 || !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.ContainsAny(back, "\\\r\n\t") {
 		return home
 	}
@@ -283,8 +283,16 @@ func (s *Service) returnPath(back string) string {
 	return back
 }
 
-// newSession stores a session for cred and sets its cookie on w.
-func (s *Service) newSession(ctx context.Context, w http.ResponseWriter, cred *toolplane.Credential, method string, roles []string, notAfter time.Time) error {
+// newSession stores a session for cred and sets its cookie on w. A
+// session the browser held already ends: a sign-in never leaves a second
+// session behind in the same browser.
+func (s *Service) newSession(w http.ResponseWriter, r *http.Request, cred *toolplane.Credential, method string, roles []string, notAfter time.Time) error {
+	ctx := r.Context()
+	if old, err := s.Session(r); err == nil {
+		if _, err := s.cfg.Store.DeleteBrowserSession(ctx, old.Credential.OrganizationID, old.ID); err != nil {
+			return fmt.Errorf("end the browser's earlier session: %w", err)
+		}
+	}
 	token := randomToken()
 	now := s.now()
 	expires := now.Add(s.cfg.MaxAge)

@@ -57,7 +57,7 @@ func (l *lockedBuffer) String() string {
 // in-process OpenID provider, served on loopback with a page that shows
 // who is signed in (/whoami) and a state-changing form (/act).
 type world struct {
-	t       *testing.T
+	t       testing.TB
 	store   *sqlite.Store
 	dbPath  string
 	p       *oauthtest.Provider
@@ -69,7 +69,7 @@ type world struct {
 	planted []string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	dbPath := filepath.Join(t.TempDir(), "toolplane.db")
 	store := sqlitetest.Open(t, dbPath)
@@ -424,7 +424,7 @@ func TestReturnStaysOnTheServer(t *testing.T) {
 	for _, back := range []string{"https://evil.example/x", "//evil.example/x", "/\\evil.example", "javascript:alert(1)", "whoami"} {
 		b := w.browser()
 		cb := w.login(b.start(back), w.p.Username, w.p.Password)
-		if pg := b.get(cb); pg.url != w.base+"/" {
+		if pg := b.get(cb); pg.url != w.base+"/signin" || !strings.Contains(pg.body, "Signed in as") {
 			t.Errorf("return %q: the browser ended at %s", back, pg.url)
 		}
 	}
@@ -613,5 +613,28 @@ func (w *world) noSecrets() {
 		if s != "" && strings.Contains(logs, s) {
 			w.t.Errorf("a secret (%.6s…) is in the log", s)
 		}
+	}
+}
+
+// TestSignInAgainEndsTheEarlierSession: a browser signed in that signs in
+// again holds one session, and the earlier token opens nothing.
+func TestSignInAgainEndsTheEarlierSession(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	b := w.browser()
+	b.signIn()
+	first := b.cookie("toolplane_session").Value
+	b.signIn()
+	if second := b.cookie("toolplane_session").Value; second == first {
+		t.Fatal("signing in again kept the session token")
+	}
+	old := w.browser()
+	u, _ := url.Parse(w.base)
+	old.jar.SetCookies(u, []*http.Cookie{{Name: "toolplane_session", Value: first, Path: "/"}})
+	if old.whoami().status != http.StatusUnauthorized {
+		t.Error("the earlier session still opens after signing in again")
+	}
+	if b.whoami().status != http.StatusOK {
+		t.Error("the new session does not open")
 	}
 }

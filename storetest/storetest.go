@@ -61,6 +61,9 @@
 //     every subtest mints credential IDs of its own, as it does
 //     organization ids. An OAuth state is the same: found by its ID alone,
 //     which TakeOAuthState's caller holds before the organization is known.
+//     A browser session is found by its token hash alone, for the same
+//     reason (a cookie names no organization); the hash is unique across
+//     organizations, the session ID only within one.
 //   - Connections: UpdateConnection writes every field but the identity,
 //     Provider, Kind, UserID, Owner and CreatedAt, and a stored revocation
 //     (the revoked state and its RevokedAt) stays. A name is unique among

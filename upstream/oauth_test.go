@@ -253,15 +253,16 @@ func (w *oauthWorld) refused(r toolplane.Result, code toolplane.Code) string {
 }
 
 // consent has the provider's person complete the consent link leads to,
-// as the user the link was made for, and answers their connection.
-func (w *oauthWorld) consent(link string) *toolplane.Connection {
+// signed in as user, the user the link was made for, and answers their
+// connection.
+func (w *oauthWorld) consent(user, link string) *toolplane.Connection {
 	w.t.Helper()
 	ctx := w.t.Context()
 	u, err := url.Parse(link)
 	if err != nil || !strings.HasPrefix(link, oauthBaseURL+connection.StartPath) {
 		w.t.Fatalf("authorization link %q", link)
 	}
-	redirect, nonce, err := w.svc.Start(ctx, u.Query().Get("state"))
+	redirect, nonce, err := w.svc.Start(ctx, &toolplane.Credential{ID: "oidc:idp:" + user, OrganizationID: oauthOrg, Kind: toolplane.CredentialPerson, Subject: user}, u.Query().Get("state"))
 	if err != nil {
 		w.t.Fatalf("Start: %v", err)
 	}
@@ -360,7 +361,7 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 	}
 
 	// sam consents; his call reaches the server with his token.
-	sam := w.consent(link)
+	sam := w.consent("sam", link)
 	r := w.call("sam")
 	if !r.OK {
 		t.Fatalf("sam's call after consent: %+v", r.Error)
@@ -410,7 +411,7 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 		t.Fatalf("the server ran %d calls, want the two before the refusal", n)
 	}
 	// His new consent serves the next call, on a new token.
-	if again := w.consent(link); again.ID != sam.ID {
+	if again := w.consent("sam", link); again.ID != sam.ID {
 		t.Fatalf("the new consent made connection %s, not %s again", again.ID, sam.ID)
 	}
 	if r := w.call("sam"); !r.OK {
@@ -430,7 +431,7 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 	if w.accessToken(sam.ID) == before {
 		t.Fatal("the token refused for want of scope was not refreshed first")
 	}
-	w.consent(link)
+	w.consent("sam", link)
 	if r := w.call("sam"); !r.OK {
 		t.Fatalf("sam's call after the scope refusal and a new consent: %+v", r.Error)
 	}
@@ -458,7 +459,7 @@ func TestUpstreamCalledWithEachPersonsToken(t *testing.T) {
 func TestUpstreamPersonalSessionKeepsTheConnectionsEgressRules(t *testing.T) {
 	t.Parallel()
 	w := newOAuthWorld(t)
-	sam := w.consent(w.refused(w.call("sam"), toolplane.CodeConnectionRequired))
+	sam := w.consent("sam", w.refused(w.call("sam"), toolplane.CodeConnectionRequired))
 	if r := w.call("sam"); !r.OK {
 		t.Fatalf("sam's call: %+v", r.Error)
 	}

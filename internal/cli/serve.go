@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/internal/server"
 	"github.com/toolplane/toolplane/invoke"
@@ -66,6 +67,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	jwtIssuer := fs.String("jwt-issuer", "", "accept JWTs from this issuer (iss) besides API keys; needs --jwt-audience and --jwt-jwks-url")
 	jwtAudience := fs.String("jwt-audience", "", "the audience (aud) accepted JWTs must name")
 	jwtJWKS := fs.String("jwt-jwks-url", "", "where the issuer publishes its signing keys (JWKS)")
+	signInClient := fs.String("signin-client-id", os.Getenv("TOOLPLANE_SIGNIN_CLIENT_ID"), "let people sign in to a browser session (at /signin) through --jwt-issuer, as its OpenID Connect client with this id and the secret in $TOOLPLANE_SIGNIN_CLIENT_SECRET; register the redirect URI <public URL>/signin/callback ($TOOLPLANE_SIGNIN_CLIENT_ID; empty: people sign in with their own API key)")
+	sessionIdle := fs.Duration("session-idle-timeout", 0, "end a browser session unused for this long (0: 30m)")
+	sessionMaxAge := fs.Duration("session-max-age", 0, "end a browser session this long after sign-in (0: 12h)")
 	rateLimit := fs.Int("rate-limit", server.DefaultRateLimit, "requests per minute each API key may make on this node, counting only requests that authenticated as it (0: no limit)")
 	authFailures := fs.Int("auth-failure-limit", server.DefaultAuthFailureLimit, "failed authentications per minute allowed on this node from one client address (its connection's address; an IPv6 /64), and for one key id; past it failures answer 429, and an address past it is refused before its key is checked (0: no limit)")
 	sessionsPerKey := fs.Int("mcp-sessions-per-key", mcpserver.DefaultMaxSessionsPerKey, "MCP sessions one key may hold open on this node; past it, opening one answers 429 until one ends (DELETE) or idles out")
@@ -125,6 +129,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := server.Config{Addr: *addr, Database: *database, DataDir: *dataDir, KEKFile: *kekFile, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
+		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
+		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		Node: *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
@@ -164,6 +170,7 @@ var serveFlags = map[string]string{
 	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "SQLiteDir": "--sqlite-dir",
 	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
+	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
 	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "PublicURL": "--public-url", "MetricsToken": "--metrics-token",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",

@@ -45,6 +45,8 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
+	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -131,6 +133,20 @@ type Config struct {
 	// it needs JWTAudience (the aud they must name) and JWTJWKSURL (where
 	// the issuer publishes its signing keys).
 	JWTIssuer, JWTAudience, JWTJWKSURL string
+	// SignInClientID, when set, lets people sign in to a browser session
+	// (at /signin) through JWTIssuer, as an OpenID Connect client of it
+	// with this id and SignInClientSecret; the redirect URI to register
+	// is PublicURL + /signin/callback. ID tokens are read with the
+	// claims SignInClaims names (by default jwtauth's: org,
+	// toolplane_roles, and groups), and a token naming no organization
+	// signs its person in to DefaultOrganization. Without it people sign
+	// in by pasting their own API key.
+	SignInClientID     string
+	SignInClientSecret toolplane.SecretString
+	SignInClaims       signin.Claims
+	// SessionIdleTimeout and SessionMaxAge end browser sessions; zero
+	// takes signin.DefaultIdleTimeout and signin.DefaultMaxAge.
+	SessionIdleTimeout, SessionMaxAge time.Duration
 	// RateLimit is the requests per minute each API key may make on this
 	// node, counting only requests that authenticated as it; default
 	// DefaultRateLimit, negative: no limit.
@@ -231,6 +247,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.JWTIssuer != "" && (c.JWTAudience == "" || c.JWTJWKSURL == "") {
 		return c, &ConfigError{Field: "JWTIssuer", Needs: []string{"JWTAudience", "JWTJWKSURL"}}
 	}
+	if c.SignInClientID != "" && c.JWTIssuer == "" {
+		return c, &ConfigError{Field: "SignInClientID", Needs: []string{"JWTIssuer"}}
+	}
 	if v := c.Vault; v.Addr == "" {
 		for _, f := range []struct {
 			field string
@@ -244,7 +263,8 @@ func (c Config) withDefaults() (Config, error) {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}, {"Vault.CacheTTL", c.Vault.CacheTTL}} {
+	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}, {"Vault.CacheTTL", c.Vault.CacheTTL},
+		{"SessionIdleTimeout", c.SessionIdleTimeout}, {"SessionMaxAge", c.SessionMaxAge}} {
 		if d.v < 0 {
 			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
 		}
@@ -451,6 +471,7 @@ type services struct {
 	rules            *rules.Service
 	meters           *metrics.Metrics
 	connections      *connection.Service
+	keys             *secret.Keyring
 }
 
 // services builds the registry, the services over the store, the invoker
@@ -565,7 +586,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, fmt.Errorf("background work: %w", err)
 	}
 	s.running = true
-	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, rules: decider, meters: meters, connections: conns}, nil
+	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, rules: decider, meters: meters, connections: conns, keys: keys}, nil
 }
 
 // doors listens and builds the REST and MCP doors over svc, the metrics
@@ -580,8 +601,12 @@ func (s *Server) doors(svc *services) error {
 	// What every door does (authentication, rate limits, what a key is
 	// shown, calls and the run budget) is set once, for both doors.
 	doors := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents}
+	people, err := s.signIn(doors, svc.keys)
+	if err != nil {
+		return err
+	}
 	api := &httpapi.Server{Door: doors, Store: b.Store, Log: log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
-		Rules: svc.rules}
+		Rules: svc.rules, People: people}
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door it comes through.
 		doors.Limiter = ratelimit.New(cfg.RateLimit, time.Minute)
@@ -617,6 +642,8 @@ func (s *Server) doors(svc *services) error {
 		mux.Handle("/mcp/"+slug, endOnShutdown(streams, mcpDoor.UpstreamHandler(slug)))
 	}
 	mux.Handle("GET /metrics", bearerOnly(cfg.MetricsToken, svc.meters.Handler()))
+	mux.Handle(signin.Path+"/", people.Handler())
+	mux.Handle(signin.Path, people.Handler())
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}

@@ -1,0 +1,51 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/signin"
+)
+
+// signIn builds the browser sign-in of people: by their own API key,
+// checked through the doors' gate, always; through the issuer bearer
+// JWTs come from, when a client id for it is configured. Sessions that
+// ended are swept in the background.
+func (s *Server) signIn(doors *door.Door, keys *secret.Keyring) (*signin.Service, error) {
+	cfg := s.cfg
+	var provider *signin.OIDC
+	if cfg.SignInClientID != "" {
+		provider = &signin.OIDC{Issuer: cfg.JWTIssuer, ClientID: cfg.SignInClientID, ClientSecret: cfg.SignInClientSecret,
+			Claims: cfg.SignInClaims, DefaultOrganization: DefaultOrganization}
+	}
+	people, err := signin.New(signin.Config{Store: s.b.Store, Keys: keys, Gate: doors, PublicURL: s.public, OIDC: provider,
+		IdleTimeout: cfg.SessionIdleTimeout, MaxAge: cfg.SessionMaxAge, Logger: s.log})
+	if err != nil {
+		return nil, &ConfigError{Field: "PublicURL", Err: err}
+	}
+	s.loops.Go(func() { sweepSessions(s.bg, people, s.log) })
+	return people, nil
+}
+
+// sessionSweepEvery is how often each node removes ended browser
+// sessions. An ended session is refused when presented anyway; the sweep
+// keeps the table from growing with sessions nobody signed out of.
+const sessionSweepEvery = 5 * time.Minute
+
+func sweepSessions(ctx context.Context, people *signin.Service, log *slog.Logger) {
+	t := time.NewTicker(sessionSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := people.Sweep(ctx); err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, "ended browser sessions not removed", "err", err)
+			}
+		}
+	}
+}
