@@ -315,7 +315,9 @@ type ConnectionFeed interface {
 	// WatchConnections tells w of every change to a connection committed
 	// while it runs (InsertConnection, UpdateConnection, or any other
 	// writer of the store's connections), until ctx ends; it answers
-	// ctx's error then. w must not block.
+	// ctx's error then. Once it hears changes, and before it says w is
+	// current, it tells w ConnectionsLost: what w kept before may have
+	// missed changes. w must not block.
 	WatchConnections(ctx context.Context, w ConnectionWatcher) error
 	// ConnectionSettle is how long after a change to a connection commits
 	// every watcher of the store, on every node, has been told of it or no

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/connection"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // world is what a broker case set up: connections by name, with the
@@ -352,4 +353,33 @@ func TestReleaseEgressChangedOnAnotherNode(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReleaseKeptBeforeTheWatch: what the broker read before it followed
+// the store's changes is not trusted once it does, since a change may
+// have come between: a connection revoked meanwhile is refused.
+func TestReleaseKeptBeforeTheWatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	admin0 := e.service("n0")
+	c := e.create(admin0, admin, static("crm", "crm", secretToken("crm")))
+	s, err := connection.New(connection.Config{Store: e.store, Keys: e.keys, BaseURL: baseURL, Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // read, and kept though not trusted yet
+		if _, err := e.release(s, call(""), tool("crm.read", "crm"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Revoked where s is not told: by a store s does not watch yet.
+	other := sqlitetest.Open(t, e.path)
+	stored, _ := e.stored(org, c.ID)
+	stored.State, stored.RevokedAt, stored.Secret = toolplane.ConnectionRevoked, e.clock.Now(), []byte{}
+	if ok, err := other.UpdateConnection(t.Context(), stored, nil); !ok || err != nil {
+		t.Fatalf("revoke: %t, %v", ok, err)
+	}
+	watch(t, s, e.store)
+	_, err = e.release(s, call(""), tool("crm.read", "crm"), nil)
+	connErr(t, err, toolplane.CodeConnectionRevoked)
 }

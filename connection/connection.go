@@ -52,8 +52,7 @@
 // what it read for Config.VaultTTL (30 seconds by default), so a secret
 // rotated in Vault takes effect within that time, on every node, with
 // nothing to do here. Revocation is not delayed by it: the connection is
-// still read from the store on every call, and only the Vault read is
-// kept. An entry that is gone (deleted, or never written) answers
+// forgotten on its change, and only the Vault read is kept. An entry that is gone (deleted, or never written) answers
 // connection_expired; Vault refusing toolplane's token, answering an
 // error, or not answering at all answers unavailable, which a caller may
 // try again. Neither names anything but the connection and the entry.

@@ -28,6 +28,8 @@ func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatc
 	}
 	s.watchers[me] = struct{}{}
 	s.watchMu.Unlock()
+	// What w kept before it was told of changes may have missed some.
+	w.ConnectionsLost()
 	w.ConnectionsCurrent(forever)
 	<-ctx.Done()
 	s.watchMu.Lock()

@@ -1,0 +1,142 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/postgres/pgtest"
+)
+
+// recorder is a watcher noting what it is told.
+type recorder struct {
+	mu      sync.Mutex
+	changed []string
+	lost    int
+	until   time.Time
+}
+
+func (r *recorder) ConnectionChanged(org, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed = append(r.changed, org+"/"+id)
+}
+
+func (r *recorder) ConnectionsCurrent(until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.until = until
+}
+
+func (r *recorder) ConnectionsLost() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lost++
+	r.until = time.Time{}
+}
+
+// await waits until ok holds of r, or fails t.
+func (r *recorder) await(t *testing.T, what string, ok func(r *recorder) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		done := ok(r)
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never %s", what)
+		}
+	}
+}
+
+func current(r *recorder) bool { return time.Now().Before(r.until) }
+
+// TestWatchConnections: a change to a connection of the store's schema is
+// told, whoever writes it (another node's store, or a statement of an
+// operator's), one of another schema is not; the watcher is trusted only
+// while the listener hears its sync points, and when the listener's
+// connection is cut it is told that changes may be lost, then the
+// listener connects again and what is changed meanwhile is told.
+func TestWatchConnections(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listener's connection is configured as the pool's: named so,
+	// this test cuts its own and no other test's.
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = "feed_" + schema
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := New(pool)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other := newTestStore(t)
+	node2 := New(openPool(t, schema))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &recorder{}
+	done := make(chan error, 1)
+	go func() { done <- s.WatchConnections(ctx, r) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("WatchConnections = %v, want context.Canceled", err)
+		}
+		if current(r) {
+			t.Error("trusted after the watch ended")
+		}
+	}()
+	r.await(t, "trusted", current)
+	if settle := s.ConnectionSettle(); !r.until.Before(time.Now().Add(settle)) {
+		t.Errorf("trusted until %v, more than the settle time %v from now", r.until, settle)
+	}
+
+	now := time.Now()
+	c := &toolplane.Connection{ID: "con_1", OrganizationID: "org_a", Name: "crm", Provider: "crm",
+		Kind: toolplane.ConnectionStatic, State: toolplane.ConnectionActive, CreatedAt: now, UpdatedAt: now}
+	record := func() *toolplane.Change {
+		return &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: "org_a", Kind: "connection.create", Subject: c.ID, CreatedAt: now}
+	}
+	if err := other.InsertConnection(t.Context(), c, record()); err != nil {
+		t.Fatal(err)
+	}
+	if err := node2.InsertConnection(t.Context(), c, record()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(t.Context(), `UPDATE connections SET reason = 'by hand' WHERE id = 'con_1'`); err != nil {
+		t.Fatal(err)
+	}
+	r.await(t, "told of two changes", func(r *recorder) bool { return len(r.changed) >= 2 })
+	time.Sleep(2 * feedPing) // a change of the other schema would be told by now
+	r.mu.Lock()
+	if len(r.changed) != 2 || r.changed[0] != "org_a/con_1" || r.changed[1] != "org_a/con_1" {
+		t.Errorf("told %v, want org_a/con_1 twice", r.changed)
+	}
+	lost := r.lost
+	r.mu.Unlock()
+
+	// The listener's connection cut: lost, then listening again.
+	var cut int
+	if err := s.pool.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND query LIKE 'LISTEN %'`, "feed_"+schema).Scan(&cut); err != nil || cut != 1 {
+		t.Fatalf("cut %d listeners: %v", cut, err)
+	}
+	r.await(t, "told of the loss", func(r *recorder) bool { return r.lost > lost })
+	r.await(t, "trusted again", current)
+	if ok, err := node2.UpdateConnection(t.Context(), c, nil); !ok || err != nil {
+		t.Fatalf("update: %t, %v", ok, err)
+	}
+	r.await(t, "told of the change after connecting again", func(r *recorder) bool { return len(r.changed) == 3 })
+}
