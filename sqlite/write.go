@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -178,18 +179,7 @@ var errGroupAborted = errors.New("the transaction of this write and others was r
 func (s *Store) runGroup(batch []*writeReq) {
 	g := &s.groups
 	ctx := context.WithoutCancel(batch[0].ctx)
-	fail := func(err error) {
-		for _, q := range batch {
-			if q.err == nil {
-				q.err = err
-			}
-		}
-		if g.conn != nil {
-			// The connection's state is not known: do not keep it.
-			g.conn.Close()
-			g.conn = nil
-		}
-	}
+	fail := func(err error) { s.groupFailed(batch, err) }
 	if g.conn == nil {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
@@ -203,46 +193,19 @@ func (s *Store) runGroup(batch []*writeReq) {
 		fail(err)
 		return
 	}
-	alone := len(batch) == 1
-	stored := 0
-	for _, q := range batch {
-		if err := q.ctx.Err(); err != nil {
-			q.err = err
-			continue
+	if len(batch) == 1 {
+		q := batch[0]
+		if q.err = q.ctx.Err(); q.err == nil {
+			q.err = run(q, tx)
 		}
-		qctx := context.WithoutCancel(q.ctx)
-		if alone {
-			if q.err = q.fn(qctx, tx); q.err != nil {
-				tx.Rollback()
-				return
-			}
-			stored++
-			break
-		}
-		if _, err := tx.ExecContext(qctx, `SAVEPOINT write`); err != nil {
+		if q.err != nil {
 			tx.Rollback()
-			fail(fmt.Errorf("%w: savepoint: %w", errGroupAborted, err))
 			return
 		}
-		if q.err = q.fn(qctx, tx); q.err != nil {
-			// Some errors roll back the whole transaction; then the
-			// savepoint is gone, and so are the writes before this one.
-			if _, err := tx.ExecContext(qctx, `ROLLBACK TO write`); err != nil {
-				tx.Rollback()
-				fail(fmt.Errorf("%w: %w", errGroupAborted, q.err))
-				return
-			}
-		}
-		if _, err := tx.ExecContext(qctx, `RELEASE write`); err != nil {
-			tx.Rollback()
-			fail(fmt.Errorf("%w: release: %w", errGroupAborted, err))
-			return
-		}
-		if q.err == nil {
-			stored++
-		}
+	} else if !s.runSavepoints(ctx, tx, batch) {
+		return // the group failed, and its connection is gone
 	}
-	if stored == 0 {
+	if stored := slices.ContainsFunc(batch, func(q *writeReq) bool { return q.err == nil }); !stored {
 		tx.Rollback()
 		return
 	}
@@ -251,4 +214,74 @@ func (s *Store) runGroup(batch []*writeReq) {
 		return
 	}
 	s.committed(ctx, g.conn)
+}
+
+// runSavepoints runs the writes of batch in tx, each in a savepoint of its
+// own, and sets the answer of each that fails. It reports false when the
+// transaction could not go on, having rolled it back and set every write's
+// answer.
+func (s *Store) runSavepoints(ctx context.Context, tx *sql.Tx, batch []*writeReq) bool {
+	fail := func(err error) bool {
+		tx.Rollback()
+		s.groupFailed(batch, err)
+		return false
+	}
+	var savepoint, rollbackTo, release *sql.Stmt
+	for _, st := range []struct {
+		query string
+		to    **sql.Stmt
+	}{{`SAVEPOINT write`, &savepoint}, {`ROLLBACK TO write`, &rollbackTo}, {`RELEASE write`, &release}} {
+		prepared, err := s.prepared(ctx, st.query)
+		if err != nil {
+			return fail(fmt.Errorf("%w: %w", errGroupAborted, err))
+		}
+		*st.to = tx.StmtContext(ctx, prepared)
+	}
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.err = err
+			continue
+		}
+		if _, err := savepoint.ExecContext(ctx); err != nil {
+			return fail(fmt.Errorf("%w: savepoint: %w", errGroupAborted, err))
+		}
+		if q.err = run(q, tx); q.err != nil {
+			// Some errors roll back the whole transaction; then the
+			// savepoint is gone, and so are the writes before this one.
+			if _, err := rollbackTo.ExecContext(ctx); err != nil {
+				return fail(fmt.Errorf("%w: %w", errGroupAborted, q.err))
+			}
+		}
+		if _, err := release.ExecContext(ctx); err != nil {
+			return fail(fmt.Errorf("%w: release: %w", errGroupAborted, err))
+		}
+	}
+	return true
+}
+
+// run runs q's write in tx. A write that panics answers an error instead,
+// so that its leader still ends the group and hands the lead on: a panic
+// recovered further up (net/http recovers a handler's) would otherwise
+// leave every later write of the store waiting.
+func run(q *writeReq, tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return q.fn(context.WithoutCancel(q.ctx), tx)
+}
+
+// groupFailed sets the answer of every write of batch not yet answered to
+// err, and gives up the groups' connection, whose state is not known.
+func (s *Store) groupFailed(batch []*writeReq, err error) {
+	for _, q := range batch {
+		if q.err == nil {
+			q.err = err
+		}
+	}
+	if g := &s.groups; g.conn != nil {
+		g.conn.Close()
+		g.conn = nil
+	}
 }
