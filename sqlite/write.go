@@ -61,8 +61,10 @@ type groups struct {
 	// conn is the connection the groups run on, held from one group to the
 	// next while writes keep queueing, so its page cache, which only its
 	// own commits leave valid, stays warm; it goes back to the pool when
-	// the queue empties. Only the leader touches it.
+	// the queue empties. Only the leader touches it, and last.
 	conn *sql.Conn
+	// last is how many writes the last group ran.
+	last int
 }
 
 // write runs fn as one atomic write: fn's statements, run on the tx it is
@@ -125,10 +127,14 @@ func (s *Store) lead(r *writeReq) {
 		s.handOn()
 		return
 	}
-	// The writes of calls running now are moments away: yield once, so the
-	// goroutines ready to run reach the queue before the group is taken.
-	// On an idle store nothing else is ready, and this costs nothing.
-	runtime.Gosched()
+	// Under load the writes of calls running now are moments away: yield
+	// once, so the goroutines ready to run reach the queue before the group
+	// is taken. A lone writer does not yield: a goroutine that yields may
+	// resume on another thread, and on a busy machine that thread may wait
+	// for a core.
+	if g.last > 1 {
+		runtime.Gosched()
+	}
 	g.mu.Lock()
 	n := min(len(g.queue), maxGroup)
 	batch := g.queue[:n:n]
@@ -137,6 +143,7 @@ func (s *Store) lead(r *writeReq) {
 		q.taken = true
 	}
 	g.mu.Unlock()
+	g.last = n
 
 	s.runGroup(batch)
 	s.unlockWrite()
