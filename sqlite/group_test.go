@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -188,5 +189,68 @@ func TestQueuedWriteLeavesWithItsContext(t *testing.T) {
 		if _, err := s.GetClaim(ctx, "org", "crm.update", key); !errors.Is(err, want) && err != want {
 			t.Errorf("GetClaim(%s) = %v, want %v", key, err, want)
 		}
+	}
+}
+
+// TestPanickingWriteEndsItsGroup: a write that panics answers an error and
+// stores nothing, the writes grouped with it are stored, and the store
+// goes on taking writes (its leader handed the lead on).
+func TestPanickingWriteEndsItsGroup(t *testing.T) {
+	t.Parallel()
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprint("grouped=", grouped), func(t *testing.T) {
+			t.Parallel()
+			s := newTestStore(t)
+			ctx := t.Context()
+			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			if err := s.lockWrite(ctx); err != nil {
+				t.Fatal(err)
+			}
+			insert := func(key string) chan error {
+				done := make(chan error, 1)
+				go func() {
+					_, err := s.InsertClaim(ctx, testClaim("org", key, now))
+					done <- err
+				}()
+				return done
+			}
+			var before chan error
+			if grouped {
+				before = insert("before")
+				queued(t, s, 1)
+			}
+			panicked := make(chan error, 1)
+			go func() {
+				panicked <- s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO claims (`+claimColumns+`)
+						SELECT 'org', tool, 'panicked', request_hash, status, result, owner, lease_until, dispatched,
+							attempts, run_id, step_path, arguments, reason, reconciled_by, note, version, created_at,
+							updated_at, invocation, node FROM claims WHERE key = 'before'`); err != nil {
+						return err
+					}
+					panic("a bug")
+				})
+			}()
+			if grouped {
+				queued(t, s, 2)
+			} else {
+				queued(t, s, 1)
+			}
+			s.unlockWrite()
+			if err := <-panicked; err == nil {
+				t.Error("a write that panicked answered no error")
+			}
+			if grouped {
+				if err := <-before; err != nil {
+					t.Errorf("the write grouped with it = %v", err)
+				}
+			}
+			if err := <-insert("after"); err != nil {
+				t.Errorf("a write after it = %v", err)
+			}
+			if _, err := s.GetClaim(ctx, "org", "crm.update", "panicked"); !errors.Is(err, toolplane.ErrNotFound) {
+				t.Errorf("the panicked write's row: %v, want none", err)
+			}
+		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -59,8 +61,10 @@ type groups struct {
 	// conn is the connection the groups run on, held from one group to the
 	// next while writes keep queueing, so its page cache, which only its
 	// own commits leave valid, stays warm; it goes back to the pool when
-	// the queue empties. Only the leader touches it.
+	// the queue empties. Only the leader touches it, and last.
 	conn *sql.Conn
+	// last is how many writes the last group ran.
+	last int
 }
 
 // write runs fn as one atomic write: fn's statements, run on the tx it is
@@ -123,6 +127,14 @@ func (s *Store) lead(r *writeReq) {
 		s.handOn()
 		return
 	}
+	// Under load the writes of calls running now are moments away: yield
+	// once, so the goroutines ready to run reach the queue before the group
+	// is taken. A lone writer does not yield: a goroutine that yields may
+	// resume on another thread, and on a busy machine that thread may wait
+	// for a core.
+	if g.last > 1 {
+		runtime.Gosched()
+	}
 	g.mu.Lock()
 	n := min(len(g.queue), maxGroup)
 	batch := g.queue[:n:n]
@@ -131,6 +143,7 @@ func (s *Store) lead(r *writeReq) {
 		q.taken = true
 	}
 	g.mu.Unlock()
+	g.last = n
 
 	s.runGroup(batch)
 	s.unlockWrite()
@@ -173,18 +186,7 @@ var errGroupAborted = errors.New("the transaction of this write and others was r
 func (s *Store) runGroup(batch []*writeReq) {
 	g := &s.groups
 	ctx := context.WithoutCancel(batch[0].ctx)
-	fail := func(err error) {
-		for _, q := range batch {
-			if q.err == nil {
-				q.err = err
-			}
-		}
-		if g.conn != nil {
-			// The connection's state is not known: do not keep it.
-			g.conn.Close()
-			g.conn = nil
-		}
-	}
+	fail := func(err error) { s.groupFailed(batch, err) }
 	if g.conn == nil {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
@@ -198,46 +200,19 @@ func (s *Store) runGroup(batch []*writeReq) {
 		fail(err)
 		return
 	}
-	alone := len(batch) == 1
-	stored := 0
-	for _, q := range batch {
-		if err := q.ctx.Err(); err != nil {
-			q.err = err
-			continue
+	if len(batch) == 1 {
+		q := batch[0]
+		if q.err = q.ctx.Err(); q.err == nil {
+			q.err = run(q, tx)
 		}
-		qctx := context.WithoutCancel(q.ctx)
-		if alone {
-			if q.err = q.fn(qctx, tx); q.err != nil {
-				tx.Rollback()
-				return
-			}
-			stored++
-			break
-		}
-		if _, err := tx.ExecContext(qctx, `SAVEPOINT write`); err != nil {
+		if q.err != nil {
 			tx.Rollback()
-			fail(fmt.Errorf("%w: savepoint: %w", errGroupAborted, err))
 			return
 		}
-		if q.err = q.fn(qctx, tx); q.err != nil {
-			// Some errors roll back the whole transaction; then the
-			// savepoint is gone, and so are the writes before this one.
-			if _, err := tx.ExecContext(qctx, `ROLLBACK TO write`); err != nil {
-				tx.Rollback()
-				fail(fmt.Errorf("%w: %w", errGroupAborted, q.err))
-				return
-			}
-		}
-		if _, err := tx.ExecContext(qctx, `RELEASE write`); err != nil {
-			tx.Rollback()
-			fail(fmt.Errorf("%w: release: %w", errGroupAborted, err))
-			return
-		}
-		if q.err == nil {
-			stored++
-		}
+	} else if !s.runSavepoints(ctx, tx, batch) {
+		return // the group failed, and its connection is gone
 	}
-	if stored == 0 {
+	if stored := slices.ContainsFunc(batch, func(q *writeReq) bool { return q.err == nil }); !stored {
 		tx.Rollback()
 		return
 	}
@@ -246,4 +221,74 @@ func (s *Store) runGroup(batch []*writeReq) {
 		return
 	}
 	s.committed(ctx, g.conn)
+}
+
+// runSavepoints runs the writes of batch in tx, each in a savepoint of its
+// own, and sets the answer of each that fails. It reports false when the
+// transaction could not go on, having rolled it back and set every write's
+// answer.
+func (s *Store) runSavepoints(ctx context.Context, tx *sql.Tx, batch []*writeReq) bool {
+	fail := func(err error) bool {
+		tx.Rollback()
+		s.groupFailed(batch, err)
+		return false
+	}
+	var savepoint, rollbackTo, release *sql.Stmt
+	for _, st := range []struct {
+		query string
+		to    **sql.Stmt
+	}{{`SAVEPOINT write`, &savepoint}, {`ROLLBACK TO write`, &rollbackTo}, {`RELEASE write`, &release}} {
+		prepared, err := s.prepared(ctx, st.query)
+		if err != nil {
+			return fail(fmt.Errorf("%w: %w", errGroupAborted, err))
+		}
+		*st.to = tx.StmtContext(ctx, prepared)
+	}
+	for _, q := range batch {
+		if err := q.ctx.Err(); err != nil {
+			q.err = err
+			continue
+		}
+		if _, err := savepoint.ExecContext(ctx); err != nil {
+			return fail(fmt.Errorf("%w: savepoint: %w", errGroupAborted, err))
+		}
+		if q.err = run(q, tx); q.err != nil {
+			// Some errors roll back the whole transaction; then the
+			// savepoint is gone, and so are the writes before this one.
+			if _, err := rollbackTo.ExecContext(ctx); err != nil {
+				return fail(fmt.Errorf("%w: %w", errGroupAborted, q.err))
+			}
+		}
+		if _, err := release.ExecContext(ctx); err != nil {
+			return fail(fmt.Errorf("%w: release: %w", errGroupAborted, err))
+		}
+	}
+	return true
+}
+
+// run runs q's write in tx. A write that panics answers an error instead,
+// so that its leader still ends the group and hands the lead on: a panic
+// recovered further up (net/http recovers a handler's) would otherwise
+// leave every later write of the store waiting.
+func run(q *writeReq, tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return q.fn(context.WithoutCancel(q.ctx), tx)
+}
+
+// groupFailed sets the answer of every write of batch not yet answered to
+// err, and gives up the groups' connection, whose state is not known.
+func (s *Store) groupFailed(batch []*writeReq, err error) {
+	for _, q := range batch {
+		if q.err == nil {
+			q.err = err
+		}
+	}
+	if g := &s.groups; g.conn != nil {
+		g.conn.Close()
+		g.conn = nil
+	}
 }
