@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
@@ -164,6 +166,12 @@ type Config struct {
 	// SweepEvery is how often the sweep decides lost claims and schedules
 	// approved calls; default DefaultSweepEvery.
 	SweepEvery time.Duration
+	// TracerProvider, when set, receives the span of every call (a test's
+	// recorder, or a provider the embedding program configured). Nil: an
+	// OTLP/HTTP exporter when the standard OpenTelemetry environment names
+	// one (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=otlp, ...),
+	// and otherwise no spans at all.
+	TracerProvider trace.TracerProvider
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
 	// Stdout receives the lines an operator reads at start and stop (where
@@ -435,6 +443,17 @@ type services struct {
 // and the background work, and starts the work; the node is self.
 func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *handler.Registry, defs []toolplane.Definition, upstreams *upstream.Set) (*services, error) {
 	cfg, b, log := s.cfg, s.b, s.log
+	tp, stopTracing, err := tracing(ctx, cfg, os.Getenv)
+	if err != nil {
+		return nil, &ConfigError{Field: "TracerProvider", Err: err}
+	}
+	if stopTracing != nil {
+		s.closers = append(s.closers, stopTracing)
+	}
+	var tracer trace.Tracer
+	if tp != nil {
+		tracer = tp.Tracer("github.com/toolplane/toolplane/invoke")
+	}
 	bindings := serveBindings{handlers, upstreams}
 	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings})
 	if err != nil {
@@ -499,7 +518,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: authz.Policy{Service: grants},
 		Runtimes: run, Broker: conns,
-		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
+		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters, Tracer: tracer,
 		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
 		// An approved call or a replay runs on the grants and the key as
 		// they are when it runs, not as they were when it was filed.
