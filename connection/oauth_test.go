@@ -600,3 +600,64 @@ func TestStartIsThePersonsOwn(t *testing.T) {
 		t.Errorf("consent change: actor %q, detail %s; want sam, started by %s", chs[0].Actor, chs[0].Detail, signedIn("sam").ID)
 	}
 }
+
+// TestRenewARefusedToken renews a token a downstream refused though it
+// was not due: calls refused at once on two nodes cost the provider one
+// refresh, each gets a working token other than the refused one, and a
+// call still holding the refused token once it was renewed takes the
+// renewed one without another refresh.
+func TestRenewARefusedToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startProvider(t, e)
+	a := e.service("n1")
+	b := e.serviceWith("n2", sqlitetest.Open(t, e.path), e.keys)
+	p.registerApp(a)
+	c := p.consent(a, "sam")
+	crmRead := tool("crm.read", "crm")
+	refused, err := e.release(a, call("sam"), crmRead, nil)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	requests := e.count(p.token)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		toks  = map[toolplane.SecretString]bool{}
+		start = make(chan struct{})
+	)
+	for i := range 6 {
+		s := []*connection.Service{a, b}[i%2]
+		wg.Go(func() {
+			<-start
+			r, err := s.Renew(t.Context(), releaseOf(call("sam"), crmRead, nil), refused)
+			e.saw(err)
+			if err != nil || r == nil {
+				t.Errorf("Renew = %v, %v", r, err)
+				return
+			}
+			e.saw(r.Connection)
+			mu.Lock()
+			toks[r.Secrets.AccessToken] = true
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := e.count(p.token) - requests; n != 1 {
+		t.Errorf("%d refresh requests reached the provider, want 1", n)
+	}
+	for tok := range toks {
+		if tok == refused.Secrets.AccessToken || !p.works(tok) {
+			t.Error("a renewal answered the refused token, or one the provider refuses")
+		}
+	}
+	if _, sec := e.stored(org, c.ID); !toks[sec.AccessToken] {
+		t.Error("the renewed token answered is not the one stored")
+	}
+	// A call that held the refused token all along takes the renewed one.
+	late, err := b.Renew(t.Context(), releaseOf(call("sam"), crmRead, nil), refused)
+	if err != nil || late == nil || !toks[late.Secrets.AccessToken] || e.count(p.token)-requests != 1 {
+		t.Errorf("a late renewal = %v, %v, after %d refreshes; want the renewed token and no refresh", late, err, e.count(p.token)-requests)
+	}
+}

@@ -25,9 +25,6 @@ import (
 	"github.com/toolplane/toolplane/schema"
 )
 
-// maxSpanArgs bounds the arguments a span carries.
-const maxSpanArgs = 4 << 10
-
 // call is the state of one invocation on its way down the path.
 type call struct {
 	iv    *Invoker
@@ -107,16 +104,12 @@ func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolpl
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
 	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
 	if c.span.IsRecording() {
-		// Rendering the arguments (normalised, redacted, bounded) costs a
-		// walk of them; a span nobody records (no tracer, or one that
-		// sampled this call out) would discard it.
 		c.span.SetAttributes(
 			attribute.String("tool.name", name),
 			attribute.String("toolplane.organization", inv.OrganizationID),
 			attribute.String("toolplane.run", inv.RunID),
 			attribute.String("toolplane.step_path", inv.StepPath),
 			attribute.String("toolplane.source", string(inv.Source)),
-			attribute.String("tool.arguments", spanArgs(args)),
 		)
 	}
 	c.audit = toolplane.AuditEvent{
@@ -127,11 +120,26 @@ func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolpl
 	return ctx, c
 }
 
-// spanArgs renders the redacted, bounded arguments: the span recorder must
-// never receive a credential the model wrote.
-func spanArgs(args any) string {
-	v, _ := boundary.Bound(boundary.Redact(boundary.Normalize(args)), maxSpanArgs)
-	return string(boundary.Encode(nil, v))
+// spanArgs marks the span with the hash of the validated arguments, the
+// one the audit event names for a write: a trace and the audit trail meet
+// on it. The arguments themselves are never on a span. Redaction finds a
+// credential by its key's name or its shape, and an argument may hold one
+// that has neither (a connection's password pasted into a free-text
+// field); the audit trail keeps only the hash for the same reason.
+func (c *call) spanArgs(args any) {
+	if !c.span.IsRecording() {
+		// Hashing walks the arguments; a span nobody records (no tracer,
+		// or one that sampled this call out) would discard it.
+		return
+	}
+	h := c.hash
+	if h == "" {
+		var err error
+		if h, err = canonical.Hash(args); err != nil {
+			return
+		}
+	}
+	c.span.SetAttributes(attribute.String("tool.arguments_hash", h))
 }
 
 // resolvers answers the resolvers of a tool's facts: the invoker's own
@@ -147,6 +155,9 @@ func (iv *Invoker) resolvers(d *toolplane.Definition) policy.Facts {
 	return out
 }
 
+// maxSpanFacts bounds the facts a span carries.
+const maxSpanFacts = 4 << 10
+
 // spanFacts renders the resolved facts for the span: redacted by the
 // credential rule, and with every value the tool's input schema marks
 // x-sensitive (which a resolver may have echoed) replaced, then bounded.
@@ -155,7 +166,7 @@ func spanFacts(facts map[string]any, tool *registry.Tool, args any) string {
 	if secret := schema.SensitiveValues(args, tool.Input().Sensitive()); len(secret) > 0 {
 		v = hideValues(v, secret)
 	}
-	v, _ = boundary.Bound(v, maxSpanArgs)
+	v, _ = boundary.Bound(v, maxSpanFacts)
 	return string(boundary.Encode(nil, v))
 }
 
@@ -272,6 +283,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		return *refusal, nil
 	}
 	c.args = args
+	c.spanArgs(args)
 
 	if d.Writes() {
 		if iv.journal == nil {

@@ -22,6 +22,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	_ "modernc.org/sqlite"
 
 	"github.com/toolplane/toolplane"
@@ -353,6 +356,8 @@ type e2e struct {
 	pgDSN                     string
 	// conns are the connections created, by provider.
 	conns map[string]string
+	// spans records every span the server ends.
+	spans *tracetest.SpanRecorder
 }
 
 // startE2E starts a server over a fresh SQLite database with the test's
@@ -360,7 +365,7 @@ type e2e struct {
 func startE2E(t *testing.T) *e2e {
 	t.Helper()
 	dir := t.TempDir()
-	e := &e2e{log: &lockedBuffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{},
+	e := &e2e{log: &lockedBuffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}, spans: tracetest.NewSpanRecorder(),
 		token: planted("tok"), user: "ledger-bot", pass: planted("pw/x+y=z"), sqlDir: filepath.Join(dir, "sql")}
 	e.api = newOrdersAPI(t, e.token, e.user, e.pass)
 
@@ -416,7 +421,8 @@ func startE2E(t *testing.T) *e2e {
 	})
 
 	e.cfg = Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), ToolsDir: tools, SQLiteDir: e.sqlDir,
-		Logger: slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:         slog.New(slog.NewJSONHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(e.spans)),
 		// The sweep decides lost claims quickly, so a held call is
 		// observed held, not merely in flight.
 		SweepEvery: 200 * time.Millisecond, LeaseMargin: 500 * time.Millisecond}
@@ -917,6 +923,8 @@ func TestConnectionSecretsLeakNowhere(t *testing.T) {
 	e.shutdown(t)
 	surfaces["the server's log"] = []string{e.log.String()}
 	surfaces["every answer a client received"] = e.seen.all()
+	spans := spanTexts(e.spans.Ended())
+	surfaces["the spans"] = spans
 	needles := e.needles()
 	var found []string
 	for where, texts := range surfaces {
@@ -936,6 +944,35 @@ func TestConnectionSecretsLeakNowhere(t *testing.T) {
 	if len(e.log.String()) == 0 || len(e.seen.all()) < 2*len(calls) {
 		t.Errorf("the log holds %d bytes and %d answers were recorded: nothing to scan", len(e.log.String()), len(e.seen.all()))
 	}
+	if n := len(e.spans.Ended()); n < 2*len(calls) {
+		t.Errorf("%d spans were recorded for %d calls: nothing to scan", n, 2*len(calls))
+	}
+}
+
+// spanTexts answers, for each span, everything it carries as text: its
+// name, status, attributes, events with their attributes, and links.
+func spanTexts(spans []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range spans {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s status=%s %q", s.Name(), s.Status().Code, s.Status().Description)
+		attrs := func(kvs []attribute.KeyValue) {
+			for _, kv := range kvs {
+				fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+			}
+		}
+		attrs(s.Attributes())
+		for _, ev := range s.Events() {
+			fmt.Fprintf(&b, " event %s", ev.Name)
+			attrs(ev.Attributes)
+		}
+		for _, l := range s.Links() {
+			fmt.Fprintf(&b, " link %s", l.SpanContext.SpanID())
+			attrs(l.Attributes)
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // sendRecorded is send through the recorder, for a goroutine of the test.

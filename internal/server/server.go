@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
@@ -192,6 +194,12 @@ type Config struct {
 	// SweepEvery is how often the sweep decides lost claims and schedules
 	// approved calls; default DefaultSweepEvery.
 	SweepEvery time.Duration
+	// TracerProvider, when set, receives the span of every call (a test's
+	// recorder, or a provider the embedding program configured). Nil: an
+	// OTLP/HTTP exporter when the standard OpenTelemetry environment names
+	// one (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=otlp, ...),
+	// and otherwise no spans at all.
+	TracerProvider trace.TracerProvider
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
 	// Stdout receives the lines an operator reads at start and stop (where
@@ -478,6 +486,17 @@ type services struct {
 // and the background work, and starts the work; the node is self.
 func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *handler.Registry, defs []toolplane.Definition, upstreams *upstream.Set) (*services, error) {
 	cfg, b, log := s.cfg, s.b, s.log
+	tp, stopTracing, err := tracing(ctx, cfg, os.Getenv)
+	if err != nil {
+		return nil, &ConfigError{Field: "TracerProvider", Err: err}
+	}
+	if stopTracing != nil {
+		s.closers = append(s.closers, stopTracing)
+	}
+	var tracer trace.Tracer
+	if tp != nil {
+		tracer = tp.Tracer("github.com/toolplane/toolplane/invoke")
+	}
 	builtin := facts.Builtin(facts.Config{Spend: b.Store, Zone: func(string) *time.Location { return s.zone }})
 	resolvers, err := policyFacts(builtin, handlers)
 	if err != nil {
@@ -559,7 +578,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		RunCost: b.Store.RunTreeCost, Logger: log})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: decider,
 		Runtimes: run, Broker: conns, Facts: resolvers,
-		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters,
+		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters, Tracer: tracer,
 		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
 		// An approved call or a replay runs on the grants and the key as
 		// they are when it runs, not as they were when it was filed.
