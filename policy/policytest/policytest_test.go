@@ -28,7 +28,7 @@ func TestEnginesAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := rego.Engine{}.Compile(rf)
+	r, err := rego.Engine{Budget: time.Minute}.Compile(rf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package rego_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/policy/rego"
@@ -16,7 +17,7 @@ func TestExampleBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := rego.Engine{}.Compile(files)
+	rules, err := rego.Engine{Budget: 10 * time.Second}.Compile(files)
 	if err != nil {
 		t.Fatal(err)
 	}
