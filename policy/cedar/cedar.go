@@ -160,7 +160,7 @@ func (Engine) compile(files map[string]string) (*Rules, error) {
 		return nil, &policy.BundleError{File: SchemaFile, Msg: err.Error()}
 	}
 	for _, pp := range all {
-		if err := v.Policy(string(pp.id), (*xast.Policy)(pp.p.AST())); err != nil {
+		if err := v.check(string(pp.id), (*xast.Policy)(pp.p.AST())); err != nil {
 			return nil, &policy.BundleError{File: pp.file, Line: pp.p.Position().Line, Msg: err.Error()}
 		}
 	}
