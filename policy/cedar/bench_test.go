@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/policy/cedar"
+	"github.com/toolplane/toolplane/policy/policytest"
 )
 
 // benchCases are the example bundle's requests the benchmarks decide: a
@@ -54,10 +55,16 @@ func fiftyRules() string {
 func benchDecide(b *testing.B, rules policy.Rules, req *policy.Request) {
 	ctx := context.Background()
 	b.ReportAllocs()
+	cpu := policytest.CPUTime()
 	for b.Loop() {
 		if _, err := rules.Evaluate(ctx, req); err != nil {
 			b.Fatal(err)
 		}
+	}
+	// CPU time per decision (the process's, so GC included): on a shared
+	// machine wall time also counts the waits for a core.
+	if used := policytest.CPUTime() - cpu; used > 0 {
+		b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
 

@@ -37,7 +37,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	cedargo "github.com/cedar-policy/cedar-go"
 	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
@@ -48,21 +47,20 @@ import (
 // Language is the name of the rule language.
 const Language = "cedar"
 
-// DefaultBudget is the time an evaluation may take when Engine.Budget is
-// zero. A Cedar evaluation is bounded by its policies' size (the language
-// has no loops), so the budget only catches a pathological bundle or a
-// starved process.
-const DefaultBudget = 100 * time.Millisecond
+// maxPolicies bounds a bundle. A Cedar evaluation has no loops and no
+// recursion: its cost grows with the number of policies and nothing else,
+// so bounding the bundle bounds every decision. No clock is read around an
+// evaluation: a deadline would only fault decisions whose goroutine the
+// scheduler preempted, never stop a runaway rule (there can be none). A
+// context already past its deadline is ErrBudget, as for every engine.
+const maxPolicies = 10000
 
 // maxApprovers bounds @approvers: more distinct people than any real
 // approver group holds is a mistake in the bundle.
 const maxApprovers = 10
 
 // Engine compiles Cedar bundles. The zero value is ready to use.
-type Engine struct {
-	// Budget bounds one evaluation; zero is DefaultBudget.
-	Budget time.Duration
-}
+type Engine struct{}
 
 // Language implements policy.Engine.
 func (Engine) Language() string { return Language }
@@ -82,7 +80,6 @@ type Rules struct {
 	approve *cedargo.PolicySet
 	rules   map[cedargo.PolicyID]rule
 	cases   []policy.Case
-	budget  time.Duration
 }
 
 // Compile implements policy.Engine. Files ending in .cedar hold policies;
@@ -92,12 +89,11 @@ func (e Engine) Compile(files map[string]string) (policy.Rules, error) {
 	return e.compile(files)
 }
 
-func (e Engine) compile(files map[string]string) (*Rules, error) {
+func (Engine) compile(files map[string]string) (*Rules, error) {
 	r := &Rules{
 		decide:  cedargo.NewPolicySet(),
 		approve: cedargo.NewPolicySet(),
 		rules:   map[cedargo.PolicyID]rule{},
-		budget:  cmpOr(e.Budget, DefaultBudget),
 	}
 	type parsed struct {
 		file string
@@ -147,6 +143,9 @@ func (e Engine) compile(files map[string]string) (*Rules, error) {
 	if len(all) == 0 {
 		return nil, &policy.BundleError{Msg: "the bundle holds no Cedar policy"}
 	}
+	if len(all) > maxPolicies {
+		return nil, &policy.BundleError{Msg: fmt.Sprintf("the bundle holds %d policies, over the %d a bundle may hold", len(all), maxPolicies)}
+	}
 	var bundleSchema string
 	for _, name := range names {
 		if path.Base(name) == SchemaFile {
@@ -161,7 +160,7 @@ func (e Engine) compile(files map[string]string) (*Rules, error) {
 		return nil, &policy.BundleError{File: SchemaFile, Msg: err.Error()}
 	}
 	for _, pp := range all {
-		if err := v.Policy(string(pp.id), (*xast.Policy)(pp.p.AST())); err != nil {
+		if err := v.check(string(pp.id), (*xast.Policy)(pp.p.AST())); err != nil {
 			return nil, &policy.BundleError{File: pp.file, Line: pp.p.Position().Line, Msg: err.Error()}
 		}
 	}
@@ -220,7 +219,6 @@ func (r *Rules) Evaluate(ctx context.Context, req *policy.Request) (policy.Decis
 	if err := ctx.Err(); err != nil {
 		return policy.Decision{}, budgetErr(err)
 	}
-	start := time.Now()
 	entities, creq, err := mapRequest(req)
 	if err != nil {
 		return policy.Decision{}, fmt.Errorf("cedar: %w", err)
@@ -246,9 +244,6 @@ func (r *Rules) Evaluate(ctx context.Context, req *policy.Request) (policy.Decis
 		for _, reason := range adiag.Reasons {
 			approvals = append(approvals, r.finding(reason.PolicyID))
 		}
-	}
-	if time.Since(start) > r.budget {
-		return policy.Decision{}, fmt.Errorf("cedar: %w (%s)", policy.ErrBudget, r.budget)
 	}
 	return policy.Combine(denies, approvals, permits), nil
 }
@@ -285,11 +280,4 @@ func budgetErr(err error) error {
 // tables.
 func (r *Rules) Test(ctx context.Context) ([]policy.TestResult, error) {
 	return policy.RunCases(ctx, r, r.cases), nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }

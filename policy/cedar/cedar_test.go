@@ -46,6 +46,14 @@ func TestCompileRefuses(t *testing.T) {
 			file: "a.cedar", line: 1, msg: "amount",
 		},
 		{
+			name: "a misspelt argument behind its has test (a forbid that never forbids)",
+			files: map[string]string{
+				"a.cedar":            permitAll + "\n" + `forbid (principal, action, resource) when { context.arguments has amont && context.arguments.amont > 5 };`,
+				"schema.cedarschema": `type Arguments = { amount?: Long };`,
+			},
+			file: "a.cedar", line: 2, msg: "has amont",
+		},
+		{
 			name: "an argument compared as the wrong type",
 			files: map[string]string{
 				"a.cedar":            `permit (principal, action, resource) when { context.arguments has amount && context.arguments.amount == "5" };`,

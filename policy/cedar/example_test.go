@@ -2,6 +2,7 @@ package cedar_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/toolplane/toolplane/policy"
@@ -31,5 +32,21 @@ func TestExampleBundle(t *testing.T) {
 		if !r.Pass {
 			t.Errorf("%s: %s", r.Name, r.Message)
 		}
+	}
+}
+
+// TestExampleBundleRefusesMisspeltArgument: the example declares the
+// arguments it reads, so a rule reading one nobody declared never compiles.
+func TestExampleBundleRefusesMisspeltArgument(t *testing.T) {
+	t.Parallel()
+	files, err := policy.ReadBundleDir("../../examples/policy/cedar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["typo.cedar"] = "\n@id(\"x\")\npermit (principal, action, resource) when { context.arguments has amount && context.arguments.amount > 5 };\n"
+	_, err = cedar.Engine{}.Compile(files)
+	var be *policy.BundleError
+	if !errors.As(err, &be) || be.File != "typo.cedar" || be.Line != 2 {
+		t.Errorf("Compile = %v, want a BundleError at typo.cedar:2", err)
 	}
 }

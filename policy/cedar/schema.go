@@ -5,7 +5,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cedar-policy/cedar-go/types"
+	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
 	"github.com/cedar-policy/cedar-go/x/exp/schema"
+	sast "github.com/cedar-policy/cedar-go/x/exp/schema/ast"
 	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
 )
 
@@ -65,10 +68,54 @@ var openTypes = []string{"Arguments", "Facts", "AgentAttributes", "UserAttribute
 // Request.
 const SchemaFile = "schema.cedarschema"
 
-// validator builds the validator of a bundle from its schema file ("" when
+// checker is what a bundle's policies are checked against: Cedar's
+// validator, and every attribute name the schema declares anywhere.
+type checker struct {
+	validator *validate.Validator
+	declared  map[types.String]bool
+}
+
+// check validates one policy. Beside Cedar's validation it refuses a `has`
+// test of an attribute declared nowhere: the validator types such a test
+// false and accepts it, so a misspelt attribute would make a forbid that
+// never forbids (`context.arguments has amont && ...`).
+func (c *checker) check(id string, p *xast.Policy) error {
+	if err := c.validator.Policy(id, p); err != nil {
+		return err
+	}
+	var unknown []string
+	for _, cond := range p.Conditions {
+		xast.Inspect(xast.NewNode(cond.Body), func(n xast.IsNode) bool {
+			if h, ok := n.(xast.NodeTypeHas); ok && !c.declared[h.Value] {
+				unknown = append(unknown, string(h.Value))
+			}
+			return true
+		})
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return fmt.Errorf("for policy `%s`, `has %s` tests an attribute the Request and the bundle's schema never declare: the test can never hold", id, strings.Join(slices.Compact(unknown), "`, `has "))
+	}
+	return nil
+}
+
+// attributeNames adds every attribute name a type declares, at any depth.
+func attributeNames(t sast.IsType, into map[types.String]bool) {
+	switch t := t.(type) {
+	case sast.RecordType:
+		for name, a := range t {
+			into[name] = true
+			attributeNames(a.Type, into)
+		}
+	case sast.SetType:
+		attributeNames(t.Element, into)
+	}
+}
+
+// validator builds the checker of a bundle from its schema file ("" when
 // the bundle has none). The bundle's file may declare common types only:
 // the entities and the action are the Request's, fixed by toolplane.
-func validator(bundleSchema string) (*validate.Validator, error) {
+func validator(bundleSchema string) (*checker, error) {
 	declared := map[string]bool{}
 	if bundleSchema != "" {
 		var s schema.Schema
@@ -107,5 +154,18 @@ func validator(bundleSchema string) (*validate.Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	return validate.New(r), nil
+	full := s.AST()
+	names := map[types.String]bool{}
+	for _, e := range full.Entities {
+		attributeNames(e.Shape, names)
+	}
+	for _, act := range full.Actions {
+		if act.AppliesTo != nil {
+			attributeNames(act.AppliesTo.Context, names)
+		}
+	}
+	for _, ct := range full.CommonTypes {
+		attributeNames(ct.Type, names)
+	}
+	return &checker{validator: validate.New(r), declared: names}, nil
 }

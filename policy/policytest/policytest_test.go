@@ -2,8 +2,11 @@ package policytest_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/policy/cedar"
 	"github.com/toolplane/toolplane/policy/policytest"
 	"github.com/toolplane/toolplane/policy/rego"
@@ -25,7 +28,7 @@ func TestEnginesAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := rego.Engine{}.Compile(rf)
+	r, err := rego.Engine{Budget: time.Minute}.Compile(rf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,5 +38,46 @@ func TestEnginesAgree(t *testing.T) {
 	}
 	for _, d := range diffs {
 		t.Error(d)
+	}
+}
+
+// TestConcurrentDecisions decides the table from several goroutines at once
+// on one compiled bundle of each engine (run it with -race): compiled rules
+// are shared by every call on a node.
+func TestConcurrentDecisions(t *testing.T) {
+	t.Parallel()
+	cases, err := policytest.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	engines := []policy.Engine{cedar.Engine{}, rego.Engine{Budget: time.Minute}}
+	for _, e := range engines {
+		t.Run(e.Language(), func(t *testing.T) {
+			t.Parallel()
+			files, err := policytest.Bundle(e.Language())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules, err := e.Compile(files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for i := range cases {
+						d, err := rules.Evaluate(context.Background(), &cases[i].Request)
+						if err != nil {
+							t.Errorf("%s: %v", cases[i].Name, err)
+							continue
+						}
+						if msg := cases[i].Check(d); msg != "" {
+							t.Errorf("%s: %s", cases[i].Name, msg)
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }

@@ -48,8 +48,10 @@ import (
 const Language = "rego"
 
 // DefaultBudget is the time an evaluation may take when Engine.Budget is
-// zero.
-const DefaultBudget = 100 * time.Millisecond
+// zero. It is wall time, so it also counts the waits of a starved node:
+// generous enough that a busy node does not fault sound decisions, short
+// enough that a runaway rule costs a fraction of a core-second.
+const DefaultBudget = 250 * time.Millisecond
 
 // maxApprovers bounds an approval's approvers, as for Cedar.
 const maxApprovers = 10

@@ -161,7 +161,7 @@ func TestEvaluateFaults(t *testing.T) {
 
 func TestTestRunsOPATests(t *testing.T) {
 	t.Parallel()
-	rules, err := rego.Engine{}.Compile(map[string]string{
+	rules, err := rego.Engine{Budget: 10 * time.Second}.Compile(map[string]string{
 		"a.rego": allowAll,
 		"a_test.rego": "package toolplane.authz_test\n\nimport data.toolplane.authz\n\n" +
 			"test_allows if authz.allow\n\ntest_wrong if not authz.allow\n",
