@@ -611,7 +611,7 @@ func TestRenewARefusedToken(t *testing.T) {
 	e := newEnv(t)
 	p := startProvider(t, e)
 	a := e.service("n1")
-	b := e.serviceWith("n2", sqlitetest.Open(t, e.path), e.keys)
+	b := e.service("n2")
 	p.registerApp(a)
 	c := p.consent(a, "sam")
 	crmRead := tool("crm.read", "crm")
