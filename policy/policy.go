@@ -27,6 +27,29 @@ func (e Effect) String() string {
 	return [...]string{"deny", "allow", "require_approval"}[e]
 }
 
+// MarshalText writes the effect's name, the form bundle tests expect.
+func (e Effect) MarshalText() ([]byte, error) {
+	if e < Deny || e > RequireApproval {
+		return nil, fmt.Errorf("policy: unknown effect %d", int(e))
+	}
+	return []byte(e.String()), nil
+}
+
+// UnmarshalText reads an effect's name.
+func (e *Effect) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "deny":
+		*e = Deny
+	case "allow":
+		*e = Allow
+	case "require_approval":
+		*e = RequireApproval
+	default:
+		return fmt.Errorf("policy: unknown effect %q (want allow, deny or require_approval)", b)
+	}
+	return nil
+}
+
 // Decision is a policy's answer, with the reason recorded in the audit trail
 // and, for a denial, shown to the model.
 type Decision struct {

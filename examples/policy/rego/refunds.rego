@@ -1,0 +1,43 @@
+# Refunds: support agents may refund, but a person in finance approves a
+# refund over $500, and one that would pay an account other than the
+# order's. The second rule asks for a person whenever it cannot confirm the
+# recipient, so a missing fact never lets a refund through unseen.
+package toolplane.authz
+
+refund := "payments.refund_order"
+
+allow contains "support-may-refund" if {
+	"support" in input.principal.roles
+	input.tool.name == refund
+}
+
+approval contains {
+	"rule": "refund-over-500",
+	"reason": "refunds over $500 need approval by finance",
+	"group": "finance",
+} if {
+	input.tool.name == refund
+	input.arguments.amount_cents > 50000
+}
+
+approval contains {
+	"rule": "refund-to-another-account",
+	"reason": "the refund would pay an account that is not the order's",
+	"group": "finance",
+} if {
+	input.tool.name == refund
+	not recipient_is_the_orders
+}
+
+recipient_is_the_orders if input.arguments.account == input.facts.order.account
+
+# An agent acting for a person may refund only when that person may:
+# delegated authority needs both.
+deny contains {
+	"rule": "user-may-not-refund",
+	"reason": "the person this agent acts for is not in support",
+} if {
+	input.tool.name == refund
+	input.user
+	not "support" in input.user.groups
+}

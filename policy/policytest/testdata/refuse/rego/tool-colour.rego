@@ -1,0 +1,3 @@
+package toolplane.authz
+
+allow contains "x" if input.tool.colour == "red"
