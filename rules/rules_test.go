@@ -182,7 +182,7 @@ func TestPublishRefusesAndChangesNothing(t *testing.T) {
 		{"a file too large", with(func(f map[string]string) { f["big.md"] = strings.Repeat("x", rules.MaxFileBytes+1) }),
 			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"big.md"}},
 		{"a directory in a name", with(func(f map[string]string) { f["../x.toy"] = "[]" }),
-			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"no directories"}},
+			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"relative slash-separated path"}},
 		{"not parsing", with(func(f map[string]string) { f["refunds.toy"] = "[\n{\"id\": \"a\",\n oops}]" }),
 			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"refunds.toy:3:"}},
 		{"a failing test", with(func(f map[string]string) {

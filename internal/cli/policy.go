@@ -4,42 +4,30 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/policy/cedar"
+	"github.com/toolplane/toolplane/policy/rego"
 	"github.com/toolplane/toolplane/rules"
 )
 
 // policyEngines are the rule languages a policy bundle may be written in:
 // the engines serve decides with and the offline policy test compiles
 // with. A language added here is one serve accepts and the CLI tests.
-var policyEngines []policy.Engine
+var policyEngines = []policy.Engine{cedar.Engine{}, rego.Engine{}}
 
-// readBundle reads a bundle's files from dir: its regular files, not
-// hidden, not in subdirectories.
+// readBundle reads a bundle's files from dir (see policy.ReadBundleDir),
+// refusing more files than a bundle may hold before any is sent.
 func readBundle(dir string) (map[string]string, error) {
-	entries, err := os.ReadDir(dir)
+	files, err := policy.ReadBundleDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	files := map[string]string{}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() {
-			continue
-		}
-		if len(files) == rules.MaxFiles {
-			return nil, fmt.Errorf("%s holds more than %d files; a bundle has at most %d", dir, rules.MaxFiles, rules.MaxFiles)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		files[e.Name()] = string(b)
+	if len(files) > rules.MaxFiles {
+		return nil, fmt.Errorf("%s holds %d files; a bundle has at most %d", dir, len(files), rules.MaxFiles)
 	}
 	return files, nil
 }
