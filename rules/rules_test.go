@@ -108,7 +108,7 @@ type fixture struct {
 	svc    *rules.Service
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	st := &flaky{Store: sqlitetest.New(t)}
 	hs := map[string]bool{}
@@ -144,7 +144,7 @@ func input(agent, tool string, args map[string]any) policy.Input {
 	}
 }
 
-func (f *fixture) publish(t *testing.T, files map[string]string, opt rules.PublishOptions) *toolplane.PolicyBundle {
+func (f *fixture) publish(t testing.TB, files map[string]string, opt rules.PublishOptions) *toolplane.PolicyBundle {
 	t.Helper()
 	b, err := f.svc.Publish(t.Context(), files, opt, admin)
 	if err != nil {
