@@ -511,7 +511,8 @@ func (s *Server) approvals() *approval.Service {
 func approvalView(a toolplane.Approval) map[string]any {
 	a = approval.Shown(a)
 	return map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
-		"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt}
+		"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt,
+		"rule": a.Rule, "approvers": max(a.Approvers, 1), "approver": a.Approver, "approved_by": nonNilNames(a.ApprovedBy)}
 }
 
 // getApproval answers one approval of the caller's organization, to whom
@@ -662,4 +663,13 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 		evs = []toolplane.AuditEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": evs, "next_cursor": next})
+}
+
+// nonNilNames answers list, or an empty list for nil, so a JSON answer
+// holds [] rather than null.
+func nonNilNames(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }

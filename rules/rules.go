@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path"
 	"slices"
@@ -166,8 +167,8 @@ func Language(engines []policy.Engine, files map[string]string) (string, error) 
 	total := 0
 	langs := map[string][]string{}
 	for name, content := range files {
-		if name == "" || len(name) > 255 || strings.ContainsAny(name, "/\\\x00") || !utf8.ValidString(name) {
-			return "", fmt.Errorf("%w: file name %q: a plain file name, no directories", toolplane.ErrInvalid, name)
+		if len(name) > 255 || !fs.ValidPath(name) || name == "." || !utf8.ValidString(name) || strings.ContainsAny(name, "\\\x00") {
+			return "", fmt.Errorf("%w: file name %q: a relative slash-separated path inside the bundle", toolplane.ErrInvalid, name)
 		}
 		if len(content) > MaxFileBytes {
 			return "", fmt.Errorf("%w: %s is %d bytes; at most %d", toolplane.ErrInvalid, name, len(content), MaxFileBytes)

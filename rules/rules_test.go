@@ -108,7 +108,7 @@ type fixture struct {
 	svc    *rules.Service
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	st := &flaky{Store: sqlitetest.New(t)}
 	hs := map[string]bool{}
@@ -144,7 +144,7 @@ func input(agent, tool string, args map[string]any) policy.Input {
 	}
 }
 
-func (f *fixture) publish(t *testing.T, files map[string]string, opt rules.PublishOptions) *toolplane.PolicyBundle {
+func (f *fixture) publish(t testing.TB, files map[string]string, opt rules.PublishOptions) *toolplane.PolicyBundle {
 	t.Helper()
 	b, err := f.svc.Publish(t.Context(), files, opt, admin)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestPublishRefusesAndChangesNothing(t *testing.T) {
 		{"a file too large", with(func(f map[string]string) { f["big.md"] = strings.Repeat("x", rules.MaxFileBytes+1) }),
 			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"big.md"}},
 		{"a directory in a name", with(func(f map[string]string) { f["../x.toy"] = "[]" }),
-			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"no directories"}},
+			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"relative slash-separated path"}},
 		{"not parsing", with(func(f map[string]string) { f["refunds.toy"] = "[\n{\"id\": \"a\",\n oops}]" }),
 			rules.PublishOptions{}, admin, toolplane.ErrInvalid, []string{"refunds.toy:3:"}},
 		{"a failing test", with(func(f map[string]string) {

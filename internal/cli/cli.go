@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/toolplane/toolplane/policy"
 )
 
 // Main runs the command line with args (without the program name) and
@@ -20,7 +22,7 @@ import (
 // failed, 2 when it was not understood (unknown command, bad flag, wrong
 // arguments).
 func Main(args []string, stdout, stderr io.Writer) int {
-	return execute(&app{stdout: stdout, stderr: stderr, getenv: os.Getenv, signals: true}, args)
+	return execute(&app{stdout: stdout, stderr: stderr, getenv: os.Getenv, signals: true, engines: policyEngines}, args)
 }
 
 // app is what every command shares: where it writes and how it reads the
@@ -31,6 +33,8 @@ type app struct {
 	// signals makes serve stop on SIGINT and SIGTERM; off when a test
 	// runs serve inside its own process.
 	signals bool
+	// engines are the rule languages the offline policy test compiles.
+	engines []policy.Engine
 }
 
 // exitError ends a command with a status; err, when set, is printed.
@@ -132,6 +136,7 @@ context of the config file (toolplane login), then http://localhost:8080.`,
 		newToolsCmd(a),
 		newGrantsCmd(a),
 		newBundlesCmd(a),
+		newPolicyCmd(a),
 		newApprovalsCmd(a),
 		newKeysCmd(a),
 		newConnectionsCmd(a),
