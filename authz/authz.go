@@ -1,8 +1,8 @@
 // Package authz decides which tools each agent identity may call, and
 // which a person may have an agent call for them: grants (to an agent, a
 // person or a group of people; patterns or bundles, with optional version
-// ranges, tenant scope and expiry), denies that always win (one agent's, or every agent's at once
-// during an incident), and bundles. Every change is role-checked and
+// ranges, tenant scope and expiry), denies that always win (one agent's,
+// or every agent's at once during an incident), and bundles. Every change is role-checked and
 // recorded in the change log. Decisions read the grants as they are at
 // the moment of the decision, so a grant removed while a call waited
 // refuses it.
