@@ -77,6 +77,8 @@ func checkList(field string, list []string, max int) error {
 func (g *Grant) CheckBounds() error {
 	return firstOf(
 		CheckLen("agent_id", g.AgentID, MaxRefLen),
+		CheckLen("user_id", g.UserID, MaxRefLen),
+		CheckLen("group", g.Group, MaxNameLen),
 		CheckLen("pattern", g.Pattern, MaxPatternLen),
 		CheckLen("bundle", g.Bundle, MaxNameLen),
 		checkList("tenant_scope", g.TenantScope, MaxRefLen),

@@ -112,12 +112,22 @@ type CatalogStore interface {
 }
 
 // Grant lets an agent identity of an organization call tools: those
-// matching a pattern, or those of a bundle.
+// matching a pattern, or those of a bundle. A grant to a person (UserID)
+// or to a group of people (Group) says what an agent acting for them may
+// do: a call made for a person needs both the agent's grant and one of
+// the person's. At most one of AgentID, UserID and Group is set (the
+// grant service requires exactly one).
 type Grant struct {
 	ID             string
 	OrganizationID string
 	// AgentID is the agent identity (an agent credential's subject).
 	AgentID string
+	// UserID is the person granted (a token's subject, or the
+	// on_behalf_of a trusted key names).
+	UserID string
+	// Group grants every person whose identity provider's claims place
+	// them in the group (toolplane.User.Groups).
+	Group string
 	// Pattern is a glob over platform names ("payments.*"), optionally
 	// pinned to a version range ("payments.refund_order@^2.1.0"). Exactly
 	// one of Pattern and Bundle is set.
@@ -157,6 +167,26 @@ type Deny struct {
 	CreatedBy string
 	CreatedAt time.Time
 }
+
+// CheckSubject refuses a grant that names more than one of an agent, a
+// person and a group: the rule every store holds a grant to. The grant
+// service also refuses one that names none.
+func (g *Grant) CheckSubject() error {
+	n := 0
+	for _, s := range []string{g.AgentID, g.UserID, g.Group} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("a grant names exactly one of an agent (agent_id), a person (user_id) and a group (group), not agent %q, person %q and group %q", g.AgentID, g.UserID, g.Group)
+	}
+	return nil
+}
+
+// ForPeople reports whether g grants a person or a group rather than an
+// agent.
+func (g *Grant) ForPeople() bool { return g.UserID != "" || g.Group != "" }
 
 // EveryAgent is the AgentID of a deny that applies to every agent.
 const EveryAgent = "*"

@@ -1,7 +1,8 @@
-// Package authz decides which tools each agent identity may call: grants
-// (patterns or bundles, with optional version ranges, tenant scope and
-// expiry), denies that always win (one agent's, or every agent's at once
-// during an incident), and bundles. Every change is role-checked and
+// Package authz decides which tools each agent identity may call, and
+// which a person may have an agent call for them: grants (to an agent, a
+// person or a group of people; patterns or bundles, with optional version
+// ranges, tenant scope and expiry), denies that always win (one agent's,
+// or every agent's at once during an incident), and bundles. Every change is role-checked and
 // recorded in the change log. Decisions read the grants as they are at
 // the moment of the decision, so a grant removed while a call waited
 // refuses it.
@@ -65,6 +66,10 @@ type view struct {
 	grants  map[string][]toolplane.Grant
 	denies  []toolplane.Deny
 	bundles map[string]toolplane.Bundle
+	// users and groups are the grants to people, by person and by group;
+	// people counts them all.
+	users, groups map[string][]toolplane.Grant
+	people        int
 }
 
 // Config is what a Service is built from. Store and Registry are
@@ -181,9 +186,12 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 	if err := g.CheckTarget(); err != nil {
 		return fmt.Errorf("%w: %v", toolplane.ErrInvalid, err)
 	}
+	if err := g.CheckSubject(); err != nil {
+		return fmt.Errorf("%w: %v", toolplane.ErrInvalid, err)
+	}
 	switch {
-	case g.AgentID == "" || g.AgentID == toolplane.EveryAgent:
-		return fmt.Errorf("%w: agent_id: name one agent identity", toolplane.ErrInvalid)
+	case !g.ForPeople() && (g.AgentID == "" || g.AgentID == toolplane.EveryAgent):
+		return fmt.Errorf("%w: agent_id: name one agent identity (or, to grant a person, user_id or group)", toolplane.ErrInvalid)
 	case g.Pattern != "":
 		if err := checkPattern(g.Pattern, true); err != nil {
 			return err
@@ -208,8 +216,20 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 	if err := s.store.InsertGrant(ctx, g); err != nil {
 		return fmt.Errorf("grant %s: %w", g.AgentID, err)
 	}
-	s.changed(ctx, by, "grant.add", g.AgentID, g)
+	s.changed(ctx, by, "grant.add", grantSubject(g), g)
 	return nil
+}
+
+// grantSubject names whom a grant is for in the change log: an agent by
+// its id, a person as "user:<id>", a group as "group:<name>".
+func grantSubject(g *toolplane.Grant) string {
+	switch {
+	case g.UserID != "":
+		return "user:" + g.UserID
+	case g.Group != "":
+		return "group:" + g.Group
+	}
+	return g.AgentID
 }
 
 // RevokeGrant ends a grant.
@@ -344,9 +364,19 @@ func (s *Service) load(ctx context.Context, org string) (*view, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundles: %w", err)
 	}
-	nv := &view{rev: rev, checked: now, grants: map[string][]toolplane.Grant{}, denies: denies, bundles: map[string]toolplane.Bundle{}}
+	nv := &view{rev: rev, checked: now, grants: map[string][]toolplane.Grant{}, denies: denies, bundles: map[string]toolplane.Bundle{},
+		users: map[string][]toolplane.Grant{}, groups: map[string][]toolplane.Grant{}}
 	for _, g := range grants {
-		nv.grants[g.AgentID] = append(nv.grants[g.AgentID], g)
+		switch {
+		case g.UserID != "":
+			nv.users[g.UserID] = append(nv.users[g.UserID], g)
+			nv.people++
+		case g.Group != "":
+			nv.groups[g.Group] = append(nv.groups[g.Group], g)
+			nv.people++
+		default:
+			nv.grants[g.AgentID] = append(nv.grants[g.AgentID], g)
+		}
 	}
 	for _, b := range bundles {
 		nv.bundles[b.Name] = b
@@ -377,9 +407,13 @@ type Why struct {
 // match answers what in v allows (or denies) tool name to agent for tenant
 // now. allow is nil when nothing allows it.
 func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *toolplane.Deny) {
+	return s.matchIn(v, v.grants[agent], tenant, name), v.deny(agent, name)
+}
+
+// matchIn answers the grant of grants that allows tool name for tenant
+// now (a pinned one over an unpinned one), or nil.
+func (s *Service) matchIn(v *view, grants []toolplane.Grant, tenant, name string) (allow *Why) {
 	now := s.now()
-	deny = v.deny(agent, name)
-	grants := v.grants[agent]
 	for i := range grants {
 		g := &grants[i]
 		if !g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt) {
@@ -404,7 +438,7 @@ func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *
 			}
 		}
 	}
-	return allow, deny
+	return allow
 }
 
 // Pin answers whether the agent's grants allow the tool named now, denies
@@ -500,8 +534,10 @@ func (s *Service) Explain(ctx context.Context, agent string, by *toolplane.Crede
 // (the agent's or every agent's) refuses; so does a tool no grant of the
 // agent allows, a version outside the range the grant pins, or a tool the
 // calling key does not admit (the principal, which the invoker computed as
-// the grants intersected with the key's rights, see Principals); a tool
-// annotated requires_approval then needs a person.
+// the grants intersected with the key's rights, see Principals). A call
+// made for a person (Invocation.UserID) also needs a grant of that person
+// or of one of their groups (delegated authority: only what both may do).
+// A tool annotated requires_approval then needs a person's approval.
 type Policy struct {
 	Service *Service
 }
@@ -547,15 +583,57 @@ func (p Policy) decide(v *view, in policy.Input) (policy.Decision, error) {
 	case !inv.Principal.Holds(name):
 		return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("the calling key's rights do not include %s", name)}, nil
 	}
-	if allow.Range != "" {
+	if !inRange(allow.Range, in.Tool.Version) {
 		// A grant pinned to a range allows only the versions in it.
-		r, err := semver.ParseRange(allow.Range)
-		if ver, perr := semver.Parse(in.Tool.Version); err != nil || perr != nil || !r.Contains(ver) {
-			return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("%s %s is outside the granted range %s", name, in.Tool.Version, allow.Range)}, nil
+		return policy.Decision{Effect: policy.Deny, Reason: fmt.Sprintf("%s %s is outside the granted range %s", name, in.Tool.Version, allow.Range)}, nil
+	}
+	if inv.UserID != "" {
+		if why := p.Service.userMay(v, inv, name, in.Tool.Version); why != "" {
+			return policy.Decision{Effect: policy.Deny, Reason: why}, nil
 		}
 	}
 	if in.Tool.Annotations.RequiresApproval {
 		return policy.Decision{Effect: policy.RequireApproval, Reason: fmt.Sprintf("%s requires a person's approval", name)}, nil
 	}
 	return policy.Decision{Effect: policy.Allow, Reason: "granted"}, nil
+}
+
+// inRange reports whether version is within rng ("" is any).
+func inRange(rng, version string) bool {
+	if rng == "" {
+		return true
+	}
+	r, err := semver.ParseRange(rng)
+	ver, perr := semver.Parse(version)
+	return err == nil && perr == nil && r.Contains(ver)
+}
+
+// userMay answers why the person a delegated call acts for may not call
+// the tool at this version, or "" when they may: one of their own grants,
+// or of a group their claims place them in, allows it (tenant scope,
+// expiry and pinned range applied as for an agent's).
+//
+// An organization that grants people nothing refuses every delegated
+// call: "only what the person may do" is then nothing the platform can
+// vouch for, and calling as the agent alone would let whoever names a
+// person borrow the agent's wider rights in that person's name. The
+// refusal says what to configure.
+func (s *Service) userMay(v *view, inv *toolplane.Invocation, name, version string) string {
+	if v.people == 0 {
+		return fmt.Sprintf("this call acts for %s, and this organization grants people no tools yet, so what %s may do is unknown: grant the person (user_id) or a group of theirs (group) %s", inv.UserID, inv.UserID, name)
+	}
+	grants := v.users[inv.UserID]
+	if u := inv.User; u != nil {
+		for _, g := range u.Groups {
+			grants = append(slices.Clip(grants), v.groups[g]...)
+		}
+	}
+	allow := s.matchIn(v, grants, inv.TenantID, name)
+	switch {
+	case allow == nil:
+		return fmt.Sprintf("this call acts for %s, who is not granted %s; an agent acting for a person may do only what both may", inv.UserID, name)
+	case !inRange(allow.Range, version):
+		return fmt.Sprintf("this call acts for %s, whose grant of %s allows only %s, not %s", inv.UserID, name, allow.Range, version)
+	}
+	return ""
 }

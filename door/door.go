@@ -338,8 +338,15 @@ type Call struct {
 // principal carries only the identity: what the key and the grants allow
 // is the invoker's to compute, at the call.
 func (d *Door) Invocation(cred *toolplane.Credential, call Call) *toolplane.Invocation {
+	user, claims := call.OnBehalfOf, (*toolplane.User)(nil)
+	if cred.ActsFor != "" {
+		// A token issued to the agent for a person: that person, with
+		// what their identity provider says of them.
+		user, claims = cred.ActsFor, cred.User
+	}
 	return &toolplane.Invocation{
-		OrganizationID: cred.OrganizationID, UserID: call.OnBehalfOf, RunID: call.RunID, AgentID: cred.Subject,
+		OrganizationID: cred.OrganizationID, UserID: user, User: claims, AgentAttributes: cred.Attributes,
+		RunID: call.RunID, AgentID: cred.Subject,
 		CredentialID: cred.ID, Credential: cred, TenantID: call.TenantID, StepPath: call.StepPath,
 		Principal: toolplane.Principal{ID: cred.Subject}, Contracts: call.Contracts,
 		Ceilings: toolplane.Ceilings{MaxCostCents: toolplane.CostCeiling(call.MaxCostCents, d.RunBudgetCents)},
@@ -398,7 +405,12 @@ func (d *Door) Call(ctx context.Context, c Caller, call Call) Answer {
 	if err := CallsTools(cred); err != nil {
 		return Answer{Kind: Denied, Message: err.Error()}
 	}
-	if call.OnBehalfOf != "" && !cred.ActsForUsers() {
+	if call.OnBehalfOf != "" && cred.ActsFor != "" && call.OnBehalfOf != cred.ActsFor {
+		// The token already names the person; another is not the
+		// caller's to choose.
+		return Answer{Kind: Denied, Field: "on_behalf_of", Message: "this token acts for " + cred.ActsFor + " and only for them; call without on_behalf_of, or with theirs"}
+	}
+	if call.OnBehalfOf != "" && cred.ActsFor == "" && !cred.ActsForUsers() {
 		// Refused rather than ignored: a caller that named a person would
 		// otherwise believe the call was recorded as made for them.
 		return Answer{Kind: Denied, Field: "on_behalf_of", Message: "on_behalf_of names the person a call acts for, which only a key allowed to act for users (role " +

@@ -255,7 +255,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, c caller) {
 // grantView is a grant as the API shows it.
 type grantView struct {
 	ID          string     `json:"id"`
-	AgentID     string     `json:"agent_id"`
+	AgentID     string     `json:"agent_id,omitempty"`
+	UserID      string     `json:"user_id,omitempty"`
+	Group       string     `json:"group,omitempty"`
 	Pattern     string     `json:"pattern,omitempty"`
 	Bundle      string     `json:"bundle,omitempty"`
 	TenantScope []string   `json:"tenant_scope,omitempty"`
@@ -267,7 +269,7 @@ type grantView struct {
 }
 
 func grantOf(g *toolplane.Grant) grantView {
-	return grantView{ID: g.ID, AgentID: g.AgentID, Pattern: g.Pattern, Bundle: g.Bundle, TenantScope: g.TenantScope,
+	return grantView{ID: g.ID, AgentID: g.AgentID, UserID: g.UserID, Group: g.Group, Pattern: g.Pattern, Bundle: g.Bundle, TenantScope: g.TenantScope,
 		ExpiresAt: opt(g.ExpiresAt), GrantedBy: g.GrantedBy, CreatedAt: g.CreatedAt, RevokedAt: opt(g.RevokedAt), RevokedBy: g.RevokedBy}
 }
 
@@ -278,6 +280,8 @@ func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	var body struct {
 		AgentID     string    `json:"agent_id"`
+		UserID      string    `json:"user_id"`
+		Group       string    `json:"group"`
 		Pattern     string    `json:"pattern"`
 		Bundle      string    `json:"bundle"`
 		TenantScope []string  `json:"tenant_scope"`
@@ -287,7 +291,7 @@ func (s *Server) addGrant(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
-	g := &toolplane.Grant{AgentID: body.AgentID, Pattern: body.Pattern, Bundle: body.Bundle, TenantScope: body.TenantScope, ExpiresAt: body.ExpiresAt}
+	g := &toolplane.Grant{AgentID: body.AgentID, UserID: body.UserID, Group: body.Group, Pattern: body.Pattern, Bundle: body.Bundle, TenantScope: body.TenantScope, ExpiresAt: body.ExpiresAt}
 	if err := s.Door.Authz.AddGrant(r.Context(), g, c.cred); err != nil {
 		s.registryFail(w, r, err)
 		return

@@ -8,6 +8,13 @@
 // minute of leeway), sub (the subject), and the private claims org,
 // toolplane_kind ("agent" or "person"), toolplane_tools and toolplane_roles
 // (a person's roles; of an agent's, only act_for_users is kept).
+//
+// A token the issuer minted for an agent on a person's behalf (token
+// exchange, RFC 8693) names the person as sub and the agent as act.sub:
+// it becomes the agent's credential, acting for that person on every call
+// (Credential.ActsFor). What the deployment maps from the person's claims
+// (Claims: roles, groups, manager, attributes) travels with it; the
+// groups decide which group grants stand for the person.
 package jwtauth
 
 import (
@@ -47,6 +54,9 @@ type Verifier struct {
 	Refresh    time.Duration
 	MinRefresh time.Duration
 	Now        func() time.Time
+	// Claims maps the person's claims of a delegated token (and the
+	// attributes of any token) to what rules read.
+	Claims Claims
 
 	mu      sync.Mutex
 	keys    *jose.JSONWebKeySet
@@ -64,6 +74,69 @@ type claims struct {
 	Kind  string   `json:"toolplane_kind"`
 	Tools []string `json:"toolplane_tools"`
 	Roles []string `json:"toolplane_roles"`
+	// Act is the actor of a delegated token: the agent acting for sub.
+	Act *struct {
+		Subject string `json:"sub"`
+	} `json:"act"`
+}
+
+// Claims names the claims a deployment maps from its identity provider's
+// tokens: each is a claim name, "" for none. Roles and Groups read a
+// string or a list of strings; Manager a string; Attributes are copied as
+// they are, under their names.
+type Claims struct {
+	Roles, Groups, Manager string
+	Attributes             []string
+}
+
+// Configured reports whether any claim is mapped.
+func (m Claims) Configured() bool {
+	return m.Roles != "" || m.Groups != "" || m.Manager != "" || len(m.Attributes) > 0
+}
+
+// user answers what raw says of the person, as m maps it.
+func (m Claims) user(raw map[string]any) *toolplane.User {
+	u := &toolplane.User{Roles: stringsOf(raw[m.Roles]), Groups: stringsOf(raw[m.Groups]), Attributes: m.attributes(raw)}
+	if m.Manager != "" {
+		u.Manager, _ = raw[m.Manager].(string)
+	}
+	return u
+}
+
+// attributes answers the mapped attributes raw holds, nil for none.
+func (m Claims) attributes(raw map[string]any) map[string]any {
+	var out map[string]any
+	for _, name := range m.Attributes {
+		if v, ok := raw[name]; ok {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// maxClaimValues bounds a roles or groups claim: the issuer signed it,
+// which says who sent it, not that it is small.
+const maxClaimValues = 256
+
+func stringsOf(v any) []string {
+	switch x := v.(type) {
+	case string:
+		if x != "" {
+			return []string{x}
+		}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := e.(string); ok && s != "" && len(s) <= toolplane.MaxRefLen && len(out) < maxClaimValues {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // Verify answers the credential a token stands for.
@@ -76,8 +149,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	if err != nil {
 		return nil, err
 	}
-	var c claims
-	if err := tok.Claims(key, &c); err != nil {
+	var (
+		c   claims
+		raw map[string]any
+	)
+	if err := tok.Claims(key, &c, &raw); err != nil {
 		return nil, ErrInvalid
 	}
 	now := v.now()
@@ -92,7 +168,23 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	if err := errors.Join(toolplane.CheckLen("sub", c.Subject, toolplane.MaxRefLen), toolplane.CheckLen("org", c.Org, toolplane.MaxRefLen)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	cred := &toolplane.Credential{ID: "jwt:" + v.Issuer + ":" + c.Subject, OrganizationID: c.Org, Subject: c.Subject}
+	cred := &toolplane.Credential{ID: "jwt:" + v.Issuer + ":" + c.Subject, OrganizationID: c.Org, Subject: c.Subject,
+		Attributes: v.Claims.attributes(raw)}
+	if c.Act != nil {
+		// A person's token handed to an agent: the agent calls, for the
+		// person, within the tools the token lists (if any).
+		agent := c.Act.Subject
+		if agent == "" || c.Kind == string(toolplane.CredentialAgent) {
+			return nil, fmt.Errorf("%w: act names the agent (act.sub) of a person's token", ErrInvalid)
+		}
+		if err := toolplane.CheckLen("act.sub", agent, toolplane.MaxRefLen); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		cred.ID = "jwt:" + v.Issuer + ":" + agent + ":for:" + c.Subject
+		cred.Kind, cred.Subject, cred.Tools = toolplane.CredentialAgent, agent, c.Tools
+		cred.ActsFor, cred.User = c.Subject, v.Claims.user(raw)
+		return cred, nil
+	}
 	switch toolplane.CredentialKind(c.Kind) {
 	case toolplane.CredentialAgent:
 		cred.Kind, cred.Tools = toolplane.CredentialAgent, c.Tools

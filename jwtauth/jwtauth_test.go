@@ -177,3 +177,42 @@ func TestUnknownKeyIDsDoNotHammerTheIssuer(t *testing.T) {
 		t.Fatalf("50 unknown key ids made %d reads of the key set", n)
 	}
 }
+
+// A person's token handed to an agent (sub the person, act.sub the agent)
+// is the agent's credential acting for that person, carrying what the
+// deployment maps from the person's claims; one that names no agent, or
+// is an agent's own, is refused.
+func TestVerifyDelegatedToken(t *testing.T) {
+	t.Parallel()
+	is := newIssuer(t)
+	v := &Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: is.srv.URL, Now: func() time.Time { return now },
+		Claims: Claims{Roles: "roles", Groups: "groups", Manager: "manager", Attributes: []string{"department"}}}
+	delegated := func(mut func(map[string]any)) string {
+		c := good()
+		c["sub"], c["toolplane_kind"] = "sam", "person"
+		c["act"] = map[string]any{"sub": "agent-support"}
+		c["roles"], c["groups"], c["manager"], c["department"] = []string{"support"}, "finance", "kim", "emea"
+		if mut != nil {
+			mut(c)
+		}
+		return is.sign(t, c, jose.ES256, is.key)
+	}
+	cred, err := v.Verify(context.Background(), delegated(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred.Kind != toolplane.CredentialAgent || cred.Subject != "agent-support" || cred.ActsFor != "sam" || !cred.Grants("demo.search_tickets") {
+		t.Fatalf("delegated credential %+v", cred)
+	}
+	if u := cred.User; u == nil || len(u.Roles) != 1 || u.Roles[0] != "support" || len(u.Groups) != 1 || u.Groups[0] != "finance" || u.Manager != "kim" || u.Attributes["department"] != "emea" {
+		t.Fatalf("the person's claims: %+v", cred.User)
+	}
+	for name, mut := range map[string]func(map[string]any){
+		"no agent named":   func(c map[string]any) { c["act"] = map[string]any{} },
+		"an agent's token": func(c map[string]any) { c["toolplane_kind"] = "agent" },
+	} {
+		if cred, err := v.Verify(context.Background(), delegated(mut)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %+v, %v; want ErrInvalid", name, cred, err)
+		}
+	}
+}

@@ -422,4 +422,8 @@ const (
 	metaRunID          = "toolplane/run_id"
 	metaIdempotencyKey = "toolplane/idempotency_key"
 	metaAuthorizedBy   = "toolplane/authorized_by"
+	// metaOnBehalfOf names the person a call acts for, as the REST
+	// door's on_behalf_of does: only a key allowed to act for users may
+	// name one.
+	metaOnBehalfOf = "toolplane/on_behalf_of"
 )

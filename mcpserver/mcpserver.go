@@ -748,6 +748,15 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 		if id, ok := m[metaAuthorizedBy].(string); ok {
 			call.AuthorizedBy = id
 		}
+		if who, present := m[metaOnBehalfOf]; present {
+			// Refused when not a name, never ignored: the caller would
+			// believe the call was made for the person.
+			str, ok := who.(string)
+			if !ok || str == "" {
+				return refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", metaOnBehalfOf))), nil
+			}
+			call.OnBehalfOf = str
+		}
 		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
 			call.MaxCostCents = int64(n)
 		}

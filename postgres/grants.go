@@ -19,7 +19,7 @@ import (
 // migration puts on those tables; no method here bumps it itself.
 
 const grantColumns = `organization_id, id, agent_id, pattern, bundle, tenant_scope,
-	expires_at, granted_by, created_at, revoked_at, revoked_by`
+	expires_at, granted_by, created_at, revoked_at, revoked_by, user_id, user_group`
 
 func scanGrant(r scanner) (toolplane.Grant, error) {
 	var (
@@ -28,7 +28,7 @@ func scanGrant(r scanner) (toolplane.Grant, error) {
 		expires, revoked *int64
 	)
 	err := r.Scan(&g.OrganizationID, &g.ID, &g.AgentID, &g.Pattern, &g.Bundle, &g.TenantScope,
-		&expires, &g.GrantedBy, &created, &revoked, &g.RevokedBy)
+		&expires, &g.GrantedBy, &created, &revoked, &g.RevokedBy, &g.UserID, &g.Group)
 	if len(g.TenantScope) == 0 {
 		g.TenantScope = nil
 	}
@@ -41,7 +41,7 @@ func scanGrant(r scanner) (toolplane.Grant, error) {
 // InsertGrant stores g, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a grant with that ID.
 func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
-	if err := g.CheckTarget(); err != nil {
+	if err := errors.Join(g.CheckTarget(), g.CheckSubject()); err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
 	scope, err := names("tenant scope", g.TenantScope)
@@ -49,9 +49,9 @@ func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO grants (`+grantColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
-		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy)
+		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy, g.UserID, g.Group)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert grant %s: %w", g.ID, toolplane.ErrExists)
 	}

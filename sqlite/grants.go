@@ -17,7 +17,7 @@ import (
 // migration puts on those tables; no method here bumps it itself.
 
 const grantColumns = `organization_id, id, agent_id, pattern, bundle, tenant_scope,
-	expires_at, granted_by, created_at, revoked_at, revoked_by`
+	expires_at, granted_by, created_at, revoked_at, revoked_by, user_id, user_group`
 
 func scanGrant(r scanner) (toolplane.Grant, error) {
 	var (
@@ -27,7 +27,7 @@ func scanGrant(r scanner) (toolplane.Grant, error) {
 		expires, revoked sql.NullInt64
 	)
 	err := r.Scan(&g.OrganizationID, &g.ID, &g.AgentID, &g.Pattern, &g.Bundle, &scope,
-		&expires, &g.GrantedBy, &created, &revoked, &g.RevokedBy)
+		&expires, &g.GrantedBy, &created, &revoked, &g.RevokedBy, &g.UserID, &g.Group)
 	if err != nil {
 		return g, err
 	}
@@ -43,7 +43,7 @@ func scanGrant(r scanner) (toolplane.Grant, error) {
 // InsertGrant stores g, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a grant with that ID.
 func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
-	if err := g.CheckTarget(); err != nil {
+	if err := errors.Join(g.CheckTarget(), g.CheckSubject()); err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
 	scope, err := names("tenant scope", g.TenantScope)
@@ -51,9 +51,9 @@ func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
 	_, err = s.exec(ctx, `INSERT INTO grants (`+grantColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
-		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy)
+		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy, g.UserID, g.Group)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert grant %s: %w", g.ID, toolplane.ErrExists)
 	}

@@ -42,6 +42,7 @@ var (
 		{"InsertRoundTrip", testGrantInsertRoundTrip},
 		{"InsertDuplicate", testGrantInsertDuplicate},
 		{"PatternOrBundle", testGrantPatternOrBundle},
+		{"People", testGrantPeople},
 		{"List", testGrantList},
 		{"Revoke", testGrantRevoke},
 		{"Revision", testGrantRevision},
@@ -183,6 +184,35 @@ func testGrantPatternOrBundle(t *testing.T, s toolplane.Store) {
 	if rows := listGrants(t, s, org, "", true); len(rows) != 0 {
 		t.Errorf("after refused inserts, ListGrants = %d rows, want none", len(rows))
 	}
+}
+
+// testGrantPeople: a grant to a person or to a group round-trips with its
+// subject, is listed with the organization's grants (never as an
+// agent's), and one naming two subjects is refused.
+func testGrantPeople(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	person := fullGrant(org, "grt-sam", "", base)
+	person.UserID = "sam@example.com"
+	group := fullGrant(org, "grt-finance", "", at(time.Second))
+	group.Group, group.Pattern, group.Bundle = "finance", "", "finance-basics"
+	agent := fullGrant(org, "grt-agent", "agent-billing", at(2*time.Second))
+	for _, g := range []*toolplane.Grant{person, group, agent} {
+		insertGrant(t, s, g)
+	}
+	wantRows(t, "ListGrants", listGrants(t, s, org, "", false), []toolplane.Grant{*person, *group, *agent}, grantID)
+	wantRows(t, "ListGrants(agent)", listGrants(t, s, org, "agent-billing", false), []toolplane.Grant{*agent}, grantID)
+	if rows := listGrants(t, s, org, person.UserID, false); len(rows) != 0 {
+		t.Errorf("ListGrants(%q) = %d rows; a person's grant is listed as an agent's", person.UserID, len(rows))
+	}
+	two := fullGrant(org, "grt-two", "agent-billing", at(3*time.Second))
+	two.UserID = "sam@example.com"
+	if err := s.InsertGrant(t.Context(), two); err == nil {
+		t.Error("InsertGrant of a grant to an agent and a person = nil, want an error")
+	}
+	if err := s.RevokeGrant(t.Context(), org, person.ID, "user-grace", at(time.Hour)); err != nil {
+		t.Fatalf("RevokeGrant(person) = %v", err)
+	}
+	wantRows(t, "ListGrants(standing)", listGrants(t, s, org, "", false), []toolplane.Grant{*group, *agent}, grantID)
 }
 
 func testGrantList(t *testing.T, s toolplane.Store) {

@@ -173,6 +173,17 @@ func testIsolationGrants(t *testing.T, s toolplane.Store) {
 	orgA, orgB := newOrg(), newOrg()
 	a := fullGrant(orgA, "grt-1", "agent-billing", base)
 	insertGrant(t, s, a)
+	// A grant to a person of A is A's alone too.
+	p := fullGrant(orgA, "grt-p", "", at(time.Second))
+	p.UserID = "sam"
+	insertGrant(t, s, p)
+	if err := s.RevokeGrant(ctx, orgB, p.ID, "intruder", at(time.Hour)); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("RevokeGrant(person) as B = %v, want ErrNotFound", err)
+	}
+	if err := s.RevokeGrant(ctx, orgA, p.ID, "admin", at(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	p.RevokedAt, p.RevokedBy = at(2*time.Second), "admin"
 
 	for _, agent := range []string{"", a.AgentID} {
 		if rows := listGrants(t, s, orgB, agent, true); len(rows) != 0 {
@@ -193,7 +204,7 @@ func testIsolationGrants(t *testing.T, s toolplane.Store) {
 		t.Fatalf("RevokeGrant as B of its own = %v", err)
 	}
 	b.RevokedAt, b.RevokedBy = at(time.Hour), "user-b"
-	wantRows(t, "ListGrants as A", listGrants(t, s, orgA, "", true), []toolplane.Grant{*a}, grantID)
+	wantRows(t, "ListGrants as A", listGrants(t, s, orgA, "", true), []toolplane.Grant{*a, *p}, grantID)
 	wantRows(t, "ListGrants as B", listGrants(t, s, orgB, "", true), []toolplane.Grant{*b}, grantID)
 }
 

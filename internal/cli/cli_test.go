@@ -385,7 +385,7 @@ func TestOutputFormats(t *testing.T) {
 		t.Errorf("single-dash flags: %d %s %s", code, out, errOut)
 	}
 	code, out, _ = runIn(nil, base...)
-	if code != 0 || !regexp.MustCompile(`(?m)^ID\s+AGENT_ID\s+PATTERN.*\ngrt_first_demo\s+demo-agent\s+demo\.\*`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^ID\s+AGENT_ID\s+USER_ID\s+GROUP\s+PATTERN.*\ngrt_first_demo\s+demo-agent\s+-\s+-\s+demo\.\*`).MatchString(out) {
 		t.Errorf("table: %d\n%s", code, out)
 	}
 	// -o field=PATH: one value a line, for a shell to capture.

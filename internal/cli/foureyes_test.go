@@ -34,6 +34,14 @@ func TestApprovalsAnsweredThroughTheCommandLineByAnotherPersonOfTheGroup(t *test
 		t.Fatalf("the front desk key: %d %v", resp.StatusCode, err)
 	}
 	resp.Body.Close()
+	// An agent acting for ada may do only what ada may: she is granted
+	// the demo's tools.
+	req, _ = http.NewRequest("POST", r.base+"/v1/grants", strings.NewReader(`{"user_id":"ada","pattern":"demo.*"}`))
+	req.Header.Set("Authorization", "Bearer "+r.admin)
+	if resp, err = http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("granting ada: %v %v", resp, err)
+	}
+	resp.Body.Close()
 	file := func(key, run, forWhom string) string {
 		t.Helper()
 		call := `{"arguments":{"order_id":"o-601","amount_cents":900,"reason":"late"},"run_id":"` + run + `","on_behalf_of":"` + forWhom + `"}`

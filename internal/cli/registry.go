@@ -167,17 +167,25 @@ func newDiffCmd(a *app) *cobra.Command {
 	}
 }
 
-var grantColumns = []string{"id", "agent_id", "pattern", "bundle", "expires_at", "revoked_at"}
+var grantColumns = []string{"id", "agent_id", "user_id", "group", "pattern", "bundle", "expires_at", "revoked_at"}
 
 func newGrantsCmd(a *app) *cobra.Command {
-	var pattern, bundle, expires string
+	var pattern, bundle, expires, user, toGroup string
 	var tenants []string
-	add := apiCmd(a, "add AGENT (--pattern P | --bundle B)", "grant an agent identity tools", exactArgs(1, "AGENT"), grantColumns,
+	add := apiCmd(a, "add (AGENT | --user PERSON | --group GROUP) (--pattern P | --bundle B)", "grant an agent identity, a person or a group of people tools",
+		rangeArgs(0, 1, "at most one AGENT"), grantColumns,
 		func(_ *cobra.Command, args []string) (request, error) {
 			if tenants == nil {
 				tenants = []string{}
 			}
-			body := map[string]any{"agent_id": args[0], "pattern": pattern, "bundle": bundle, "tenant_scope": tenants}
+			agent := ""
+			if len(args) == 1 {
+				agent = args[0]
+			}
+			if n := len(agent) + len(user) + len(toGroup); n == 0 || (agent != "" && n != len(agent)) || (user != "" && n != len(user)) {
+				return request{}, usageErr("name exactly one of AGENT, --user and --group")
+			}
+			body := map[string]any{"agent_id": agent, "user_id": user, "group": toGroup, "pattern": pattern, "bundle": bundle, "tenant_scope": tenants}
 			if expires != "" {
 				t, err := parseTime(expires)
 				if err != nil {
@@ -191,7 +199,10 @@ func newGrantsCmd(a *app) *cobra.Command {
 	add.Flags().StringVar(&bundle, "bundle", "", "a bundle to grant")
 	add.Flags().StringArrayVar(&tenants, "tenant", nil, "limit the grant to this tenant (repeatable)")
 	add.Flags().StringVar(&expires, "expires", "", "when the grant ends, YYYY-MM-DD or RFC 3339")
+	add.Flags().StringVar(&user, "user", "", "grant a person: what an agent acting for them may do (with the agent's own grant)")
+	add.Flags().StringVar(&toGroup, "group", "", "grant every person whose identity provider's groups claim names this group")
 	add.MarkFlagsMutuallyExclusive("pattern", "bundle")
+	add.MarkFlagsMutuallyExclusive("user", "group")
 
 	var revoked bool
 	list := apiCmd(a, "list [AGENT]", "list grants, of one agent or all", rangeArgs(0, 1, "at most one AGENT"), grantColumns,

@@ -17,6 +17,7 @@ import (
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/internal/server"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -87,6 +88,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
 	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
+	claimRoles := fs.String("jwt-roles-claim", "", "the claim of a person's token listing their roles, which rules read")
+	claimGroups := fs.String("jwt-groups-claim", "", "the claim of a person's token listing their groups: rules read them, and group grants stand for the person")
+	claimManager := fs.String("jwt-manager-claim", "", "the claim of a person's token naming their manager")
+	claimAttrs := fs.String("jwt-attribute-claims", "", "comma-separated claims copied as the caller's attributes, which rules read")
 	timeZone := fs.String("time-zone", "", "the organization's time zone (IANA name, such as Europe/Paris), in which the org_time policy fact reads a call's time (default UTC)")
 	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
@@ -133,7 +138,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
-		Node: *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
+		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
+		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
 		Vault:  server.VaultConfig{Addr: *vaultAddr, TokenFile: *vaultTokenFile, Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
 	for _, v := range upstreamFlags {
@@ -194,3 +200,15 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ", ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 func (l *stringList) Type() string       { return "stringList" }
+
+// splitList answers the non-empty, trimmed items of a comma-separated
+// flag value.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

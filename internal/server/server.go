@@ -149,6 +149,11 @@ type Config struct {
 	// SessionIdleTimeout and SessionMaxAge end browser sessions; zero
 	// takes signin.DefaultIdleTimeout and signin.DefaultMaxAge.
 	SessionIdleTimeout, SessionMaxAge time.Duration
+	// JWTClaims names the claims of the issuer's tokens that carry a
+	// person's roles, groups, manager and attributes (see
+	// jwtauth.Claims): what rules read of the person a delegated token
+	// acts for, and which group grants stand for them.
+	JWTClaims jwtauth.Claims
 	// RateLimit is the requests per minute each API key may make on this
 	// node, counting only requests that authenticated as it; default
 	// DefaultRateLimit, negative: no limit.
@@ -614,7 +619,7 @@ func (s *Server) doors(svc *services) error {
 	cfg, b, log := s.cfg, s.b, s.log
 	var tokens apikey.TokenVerifier
 	if cfg.JWTIssuer != "" {
-		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL}
+		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL, Claims: cfg.JWTClaims}
 	}
 	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
 	// What every door does (authentication, rate limits, what a key is
