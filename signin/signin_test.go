@@ -638,3 +638,32 @@ func TestSignInAgainEndsTheEarlierSession(t *testing.T) {
 		t.Error("the new session does not open")
 	}
 }
+
+// TestSignOutEverywhere ends the person's sessions in every browser, and
+// no one else's.
+func TestSignOutEverywhere(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	laptop, phone := w.browser(), w.browser()
+	laptop.signIn()
+	phone.signIn()
+	other := w.browser()
+	key := w.mint(toolplane.CredentialPerson, "kim", nil)
+	w.planted = append(w.planted, key)
+	other.post("/signin/key", url.Values{"csrf": {other.csrf("/signin")}, "key": {key}}, w.base)
+	if other.whoami().status != http.StatusOK {
+		t.Fatal("kim is not signed in")
+	}
+	if pg := laptop.post("/signin/out", url.Values{"csrf": {laptop.csrf("/signin")}, "everywhere": {"1"}}, w.base); pg.status != http.StatusOK {
+		t.Fatalf("sign out everywhere = %d: %s", pg.status, pg.body)
+	}
+	for name, b := range map[string]*browser{"laptop": laptop, "phone": phone} {
+		if b.whoami().status != http.StatusUnauthorized {
+			t.Errorf("the %s is still signed in", name)
+		}
+	}
+	if other.whoami().status != http.StatusOK {
+		t.Error("another person's session ended too")
+	}
+	w.noSecrets()
+}
