@@ -238,7 +238,11 @@ func (s *Service) out(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusForbidden, view{Title: "Still signed in", Message: "The sign-out did not come from this server's own page; sign out from it."})
 		return
 	}
-	if err := s.SignOut(w, r, sess); err != nil {
+	end := s.SignOut
+	if r.PostFormValue("everywhere") != "" {
+		end = s.SignOutEverywhere
+	}
+	if err := end(w, r, sess); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -332,6 +332,19 @@ func (s *Service) SignOut(w http.ResponseWriter, r *http.Request, sess *Session)
 	return nil
 }
 
+// SignOutEverywhere ends every session of the person signed in on sess,
+// in every browser, and forgets this browser's cookie.
+func (s *Service) SignOutEverywhere(w http.ResponseWriter, r *http.Request, sess *Session) error {
+	s.clear(w, sessionCookie, s.path("/"))
+	c := sess.Credential
+	n, err := s.cfg.Store.DeleteBrowserSessionsOf(r.Context(), c.OrganizationID, c.Subject)
+	if err != nil {
+		return fmt.Errorf("end sessions: %w", err)
+	}
+	s.log.InfoContext(r.Context(), "signed out everywhere", "session", sess.ID, "ended", n)
+	return nil
+}
+
 // clear forgets cookie name at path.
 func (s *Service) clear(w http.ResponseWriter, name, path string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: path, MaxAge: -1, HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode})

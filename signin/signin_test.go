@@ -65,6 +65,7 @@ type world struct {
 	base    string
 	clock   *testclock.Clock
 	log     *lockedBuffer
+	answers *lockedBuffer
 	secret  string // the OIDC client's secret
 	planted []string
 }
@@ -123,7 +124,7 @@ func newWorld(t testing.TB) *world {
 	srv.Config.Handler = mux
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &world{t: t, store: store, dbPath: dbPath, p: p, svc: svc, base: base, clock: clock, log: logs, secret: clientSecret,
+	return &world{t: t, store: store, dbPath: dbPath, p: p, svc: svc, base: base, clock: clock, log: logs, answers: &lockedBuffer{}, secret: clientSecret,
 		planted: []string{clientSecret}}
 }
 
@@ -164,6 +165,18 @@ func (b *browser) do(req *http.Request) page {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	// Every answer is kept for the secret scan: its body and its headers
+	// but the session cookie's own Set-Cookie, the one place its token
+	// belongs.
+	fmt.Fprintf(b.w.answers, "%s\n", body)
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			if k == "Set-Cookie" && strings.HasPrefix(v, "toolplane_session=") {
+				continue
+			}
+			fmt.Fprintf(b.w.answers, "%s: %s\n", k, v)
+		}
+	}
 	return page{status: resp.StatusCode, body: string(body), header: resp.Header, url: resp.Request.URL.String(), location: resp.Header.Get("Location")}
 }
 
@@ -605,13 +618,16 @@ func (w *world) mint(kind toolplane.CredentialKind, subject string, roles []stri
 }
 
 // noSecrets fails the test when a session token, a pasted key or the
-// client's secret is in the log.
+// client's secret is in the log or in an answer the browser got.
 func (w *world) noSecrets() {
 	w.t.Helper()
-	logs := w.log.String()
+	logs, answers := w.log.String(), w.answers.String()
 	for _, s := range w.planted {
 		if s != "" && strings.Contains(logs, s) {
 			w.t.Errorf("a secret (%.6s…) is in the log", s)
+		}
+		if s != "" && strings.Contains(answers, s) {
+			w.t.Errorf("a secret (%.6s…) is in an answer", s)
 		}
 	}
 }
@@ -637,4 +653,33 @@ func TestSignInAgainEndsTheEarlierSession(t *testing.T) {
 	if b.whoami().status != http.StatusOK {
 		t.Error("the new session does not open")
 	}
+}
+
+// TestSignOutEverywhere ends the person's sessions in every browser, and
+// no one else's.
+func TestSignOutEverywhere(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	laptop, phone := w.browser(), w.browser()
+	laptop.signIn()
+	phone.signIn()
+	other := w.browser()
+	key := w.mint(toolplane.CredentialPerson, "kim", nil)
+	w.planted = append(w.planted, key)
+	other.post("/signin/key", url.Values{"csrf": {other.csrf("/signin")}, "key": {key}}, w.base)
+	if other.whoami().status != http.StatusOK {
+		t.Fatal("kim is not signed in")
+	}
+	if pg := laptop.post("/signin/out", url.Values{"csrf": {laptop.csrf("/signin")}, "everywhere": {"1"}}, w.base); pg.status != http.StatusOK {
+		t.Fatalf("sign out everywhere = %d: %s", pg.status, pg.body)
+	}
+	for name, b := range map[string]*browser{"laptop": laptop, "phone": phone} {
+		if b.whoami().status != http.StatusUnauthorized {
+			t.Errorf("the %s is still signed in", name)
+		}
+	}
+	if other.whoami().status != http.StatusOK {
+		t.Error("another person's session ended too")
+	}
+	w.noSecrets()
 }

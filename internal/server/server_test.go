@@ -292,6 +292,8 @@ func TestNewRefusesABadConfig(t *testing.T) {
 		{"issuer without keys", Config{JWTIssuer: "https://issuer.example", JWTAudience: "toolplane"}, "JWTIssuer", "JWTIssuer needs JWTAudience and JWTJWKSURL", false},
 		{"negative heartbeat", Config{Heartbeat: -time.Second}, "Heartbeat", "Heartbeat: -1s is negative (zero takes the default)", false},
 		{"negative sweep", Config{SweepEvery: -time.Second}, "SweepEvery", "SweepEvery: -1s is negative (zero takes the default)", false},
+		{"sign-in without an issuer", Config{SignInClientID: "toolplane"}, "SignInClientID", "SignInClientID needs JWTIssuer", false},
+		{"negative session idle timeout", Config{SessionIdleTimeout: -time.Second}, "SessionIdleTimeout", "SessionIdleTimeout: -1s is negative", false},
 		{"profiles on a bad address", Config{PprofAddr: "127.0.0.1:99999"}, "PprofAddr", "PprofAddr: listen tcp", true},
 	}
 	for _, tt := range tests {
