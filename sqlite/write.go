@@ -33,7 +33,8 @@ import (
 // write queued by then), so an idle store holds nothing. The leader holds
 // the store's write lock (lockWrite) for its group, so transactions that
 // do not go through here, a migration and a checkpoint's last pass, still
-// exclude it.
+// exclude it. A write that finds itself alone on an idle store, the one
+// caller's case, runs as it would without groups when it can (writeSolo).
 
 // maxGroup bounds the writes of one group: a long group makes its first
 // writer wait for the last one's statements.
