@@ -88,14 +88,21 @@ func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 		}
 	}
 	var ok bool
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	update := func(ctx context.Context, stmt func(*sql.Stmt) *sql.Stmt) error {
 		if inPlace != nil {
-			if ok, err = applyClaimUpdateInPlace(ctx, tx.StmtContext(ctx, inPlace), c); err != nil || ok {
+			if ok, err = applyClaimUpdateInPlace(ctx, stmt(inPlace), c); err != nil || ok {
 				return err
 			}
 		}
-		ok, err = applyClaimUpdate(ctx, tx.StmtContext(ctx, full), c)
+		ok, err = applyClaimUpdate(ctx, stmt(full), c)
 		return err
+	}
+	// Alone, the two statements commit each on its own: the first changes
+	// the row only when the second then is not run.
+	err = s.writeSolo(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return update(ctx, func(st *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, st) })
+	}, func(ctx context.Context) error {
+		return update(ctx, func(st *sql.Stmt) *sql.Stmt { return st })
 	})
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)

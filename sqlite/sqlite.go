@@ -228,8 +228,11 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 		return nil, err
 	}
 	var res sql.Result
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.writeSolo(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		return err
+	}, func(ctx context.Context) error {
+		res, err = st.ExecContext(ctx, args...)
 		return err
 	})
 	return res, err

@@ -33,7 +33,8 @@ import (
 // write queued by then), so an idle store holds nothing. The leader holds
 // the store's write lock (lockWrite) for its group, so transactions that
 // do not go through here, a migration and a checkpoint's last pass, still
-// exclude it.
+// exclude it. A write that finds itself alone on an idle store, the one
+// caller's case, runs as it would without groups when it can (writeSolo).
 
 // maxGroup bounds the writes of one group: a long group makes its first
 // writer wait for the last one's statements.
@@ -51,6 +52,9 @@ type writeReq struct {
 	// write into its group or made it the next leader; until then a write
 	// whose context ends leaves the queue without running.
 	taken bool
+	// solo, when set, is the same write made outside any transaction of the
+	// store's, for when it runs alone on an idle store (see writeSolo).
+	solo func(context.Context) error
 }
 
 // groups is the group commit's state, guarded by mu.
@@ -78,7 +82,16 @@ type groups struct {
 // A write whose ctx ends before its group runs it answers ctx's error and
 // stores nothing.
 func (s *Store) write(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
-	r := &writeReq{ctx: ctx, fn: fn, done: make(chan bool, 1)}
+	return s.writeSolo(ctx, fn, nil)
+}
+
+// writeSolo is write, with solo the same write made by statements that
+// each commit on their own (on a pool connection, under the write lock),
+// which is what a write that runs alone on an idle store makes: a
+// transaction around a single statement, and a connection taken for it,
+// cost a lone caller more than the statement itself.
+func (s *Store) writeSolo(ctx context.Context, fn func(context.Context, *sql.Tx) error, solo func(context.Context) error) error {
+	r := &writeReq{ctx: ctx, fn: fn, solo: solo, done: make(chan bool, 1)}
 	g := &s.groups
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
@@ -186,6 +199,15 @@ var errGroupAborted = errors.New("the transaction of this write and others was r
 func (s *Store) runGroup(batch []*writeReq) {
 	g := &s.groups
 	ctx := context.WithoutCancel(batch[0].ctx)
+	if q := batch[0]; len(batch) == 1 && q.solo != nil && g.conn == nil {
+		if q.err = q.ctx.Err(); q.err == nil {
+			q.err = runSolo(ctx, q.solo)
+		}
+		if q.err == nil {
+			s.committed(ctx, s.db)
+		}
+		return
+	}
 	fail := func(err error) { s.groupFailed(batch, err) }
 	if g.conn == nil {
 		conn, err := s.db.Conn(ctx)
@@ -277,6 +299,17 @@ func run(q *writeReq, tx *sql.Tx) (err error) {
 		}
 	}()
 	return q.fn(context.WithoutCancel(q.ctx), tx)
+}
+
+// runSolo runs a write's solo form, a panic included in its answer as in
+// run.
+func runSolo(ctx context.Context, solo func(context.Context) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return solo(ctx)
 }
 
 // groupFailed sets the answer of every write of batch not yet answered to
