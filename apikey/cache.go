@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -255,5 +256,9 @@ func clone(cred *toolplane.Credential) *toolplane.Credential {
 	c.Roles = slices.Clone(cred.Roles)
 	c.Tools = slices.Clone(cred.Tools)
 	c.Hash = slices.Clone(cred.Hash)
+	c.Attributes = maps.Clone(cred.Attributes)
+	if u := cred.User; u != nil {
+		c.User = &toolplane.User{Roles: slices.Clone(u.Roles), Groups: slices.Clone(u.Groups), Manager: u.Manager, Attributes: maps.Clone(u.Attributes)}
+	}
 	return &c
 }

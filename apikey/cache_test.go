@@ -253,7 +253,7 @@ func TestCacheAnswersACopy(t *testing.T) {
 // shares memory on copy, which clone would then share between callers.
 func TestCloneCoversCredential(t *testing.T) {
 	t.Parallel()
-	cloned := map[string]bool{"Roles": true, "Tools": true, "Hash": true}
+	cloned := map[string]bool{"Roles": true, "Tools": true, "Hash": true, "User": true, "Attributes": true}
 	typ := reflect.TypeFor[toolplane.Credential]()
 	for f := range typ.Fields() {
 		switch f.Type.Kind() {

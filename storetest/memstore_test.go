@@ -687,6 +687,9 @@ func (m *memStore) InsertGrant(_ context.Context, g *toolplane.Grant) error {
 	if err := g.CheckTarget(); err != nil {
 		return err
 	}
+	if err := g.CheckSubject(); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := [2]string{g.OrganizationID, g.ID}
