@@ -2,6 +2,8 @@ package rules
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -214,15 +216,19 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 	return out
 }
 
-// record answers the audit form of what a call was decided on: the
-// arguments and facts redacted as a span's are, nil when it is too large
-// to keep.
+// record answers the audit form of what a call was decided on, nil when
+// it is too large to keep. Numbers, booleans and structure are kept as
+// they were; every text value of the arguments and facts is kept only as
+// its digest (see digestText): text is what a caller can put anything in,
+// a secret included, and the audit trail keeps no secret, while two texts
+// equal then (a recipient and the order's account) still compare equal in
+// a shadow run.
 func record(grants policy.Effect, req *policy.Request) string {
 	r := *req
-	if args, ok := boundary.Redact(req.Arguments).(map[string]any); ok {
+	if args, ok := digestText(boundary.Redact(req.Arguments)).(map[string]any); ok {
 		r.Arguments = args
 	}
-	if facts, ok := boundary.Redact(req.Facts).(map[string]any); ok {
+	if facts, ok := digestText(boundary.Redact(req.Facts)).(map[string]any); ok {
 		r.Facts = facts
 	}
 	b, err := json.Marshal(recorded{Grants: grants.String(), Request: &r})
@@ -230,6 +236,32 @@ func record(grants policy.Effect, req *policy.Request) string {
 		return ""
 	}
 	return string(b)
+}
+
+// digestPrefix marks a text value the audit trail keeps as its digest.
+const digestPrefix = "sha256:"
+
+// digestText answers v with every string replaced by digestPrefix and the
+// first 128 bits of its SHA-256, in hex.
+func digestText(v any) any {
+	switch x := v.(type) {
+	case string:
+		sum := sha256.Sum256([]byte(x))
+		return digestPrefix + hex.EncodeToString(sum[:16])
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = digestText(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = digestText(e)
+		}
+		return out
+	}
+	return v
 }
 
 // Explanation is what decides one call of a tool: the effect, why, the

@@ -128,6 +128,11 @@ func newFixture(t testing.TB) *fixture {
 		if err := g.AddGrant(t.Context(), &toolplane.Grant{AgentID: "agent-1", Pattern: pat}, operator); err != nil {
 			t.Fatal(err)
 		}
+		// The calls act for user-sam: a delegated call needs the
+		// person's grant beside the agent's.
+		if err := g.AddGrant(t.Context(), &toolplane.Grant{UserID: "user-sam", Pattern: pat}, operator); err != nil {
+			t.Fatal(err)
+		}
 	}
 	svc := rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytest.Toy{}}, Now: clock.Now,
 		Budget: 50 * time.Millisecond})
