@@ -40,7 +40,8 @@ func TestTheExampleBundlesRouteTheInjectedRefund(t *testing.T) {
 					"order_id": "ord-7", "amount_cents": json.Number(amount), "to_account": account})
 				in.Invocation.UserID = ""
 				in.Invocation.Credential = &toolplane.Credential{ID: "tpk_agent", OrganizationID: org, Kind: toolplane.CredentialAgent,
-					Subject: "agent-1", Roles: []string{"support"}}
+					Subject: "agent-1"}
+				in.Invocation.AgentAttributes = map[string]any{"department": "support"}
 				in.Facts = map[string]any{"order_account": "acct-customer"}
 				d, err := f.svc.Decide(t.Context(), in)
 				if err != nil {

@@ -9,7 +9,7 @@ package toolplane.authz
 refund := "demo.refund_order"
 
 allow contains "support-may-refund" if {
-	"support" in input.principal.roles
+	input.principal.attributes.department == "support"
 	input.tool.name == refund
 }
 

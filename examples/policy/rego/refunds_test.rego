@@ -4,7 +4,7 @@ package toolplane.authz_test
 import data.toolplane.authz
 
 refund := {
-	"principal": {"agent": "support-bot", "roles": ["support"], "attributes": {}},
+	"principal": {"agent": "support-bot", "roles": [], "attributes": {"department": "support"}},
 	"tool": {"name": "demo.refund_order", "read_only": false, "tags": ["payments"]},
 	"arguments": {"order_id": "o-503", "amount_cents": 500000, "reason": "as the ticket says", "to_account": "acct-attacker"},
 	"facts": {"order_account": "acct-123"},
