@@ -278,6 +278,10 @@ func (h *Helpdesk) Catalogue() ([]toolplane.Definition, []*handler.Binding, erro
 			Name: "demo.search_tickets", Version: "1.0.0", Kind: toolplane.KindInternal, Binding: bind("demo.search_tickets"),
 			Description: "Find helpdesk tickets whose subject or customer matches the query. Answers at most 20 tickets. Use it before acting on a ticket.",
 			Effect:      toolplane.EffectRead, Retry: toolplane.RetrySafe, Timeout: toolplane.Duration(5 * time.Second), MaxResults: 20, ItemKind: "demo.ticket",
+			// Tickets are the company's own records, not public: rules
+			// that gate reads by classification (the example bundle's) can
+			// tell.
+			Classification: "internal",
 		}, handler.Define[SearchIn, []Ticket], func() (*handler.Binding, error) { return handler.Bind("demo.search_tickets", h.search, nil) }},
 		{toolplane.Definition{
 			Name: "demo.add_note", Version: "1.0.0", Kind: toolplane.KindInternal, Binding: bind("demo.add_note"),
