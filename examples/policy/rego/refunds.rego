@@ -1,6 +1,7 @@
-# Refunds (the demo's demo.refund_order): support agents may refund, but a
-# person in finance approves a refund over $500, and one that names an
-# account (to_account) other than the order's (the order_account fact). A
+# Refunds (the demo's demo.refund_order): support agents (the department
+# their identity provider's token names) may refund, but a person in
+# finance approves a refund over $500, and one that names an account
+# (to_account) other than the order's (the order_account fact). A
 # refund that names no account goes back to the order's own. The second
 # rule asks for a person whenever it cannot confirm a named recipient, so
 # a missing fact never lets a refund to another account through unseen.
