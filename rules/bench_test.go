@@ -46,10 +46,11 @@ func BenchmarkDecide(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			in := input("agent-1", "payments.refund_order", map[string]any{"order_id": "ord-7", "amount_cents": json.Number("1200"), "account": "acct-customer"})
+			in := input("agent-1", "demo.refund_order", map[string]any{"order_id": "ord-7", "amount_cents": json.Number("1200"), "to_account": "acct-customer"})
 			in.Invocation.UserID = ""
-			in.Invocation.Credential = &toolplane.Credential{ID: "tpk_agent", OrganizationID: org, Kind: toolplane.CredentialAgent, Subject: "agent-1", Roles: []string{"support"}}
-			in.Facts = map[string]any{"order": map[string]any{"account": "acct-customer"}}
+			in.Invocation.Credential = &toolplane.Credential{ID: "tpk_agent", OrganizationID: org, Kind: toolplane.CredentialAgent, Subject: "agent-1"}
+			in.Invocation.AgentAttributes = map[string]any{"department": "support"}
+			in.Facts = map[string]any{"order_account": "acct-customer"}
 			if _, err := f.svc.Decide(b.Context(), in); err != nil {
 				b.Fatal(err)
 			}

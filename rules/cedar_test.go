@@ -36,12 +36,13 @@ func TestTheExampleBundlesRouteTheInjectedRefund(t *testing.T) {
 			}
 			refund := func(amount, account string) policy.Decision {
 				t.Helper()
-				in := input("agent-1", "payments.refund_order", map[string]any{
-					"order_id": "ord-7", "amount_cents": json.Number(amount), "account": account})
+				in := input("agent-1", "demo.refund_order", map[string]any{
+					"order_id": "ord-7", "amount_cents": json.Number(amount), "to_account": account})
 				in.Invocation.UserID = ""
 				in.Invocation.Credential = &toolplane.Credential{ID: "tpk_agent", OrganizationID: org, Kind: toolplane.CredentialAgent,
-					Subject: "agent-1", Roles: []string{"support"}}
-				in.Facts = map[string]any{"order": map[string]any{"account": "acct-customer"}}
+					Subject: "agent-1"}
+				in.Invocation.AgentAttributes = map[string]any{"department": "support"}
+				in.Facts = map[string]any{"order_account": "acct-customer"}
 				d, err := f.svc.Decide(t.Context(), in)
 				if err != nil {
 					t.Fatalf("Decide = %v", err)

@@ -52,6 +52,8 @@ var tools = map[string]toolplane.Definition{
 	"payments.refund_order": def("payments.refund_order", toolplane.EffectWrite, false),
 	"payments.get_order":    def("payments.get_order", toolplane.EffectRead, true),
 	"crm.lookup":            def("crm.lookup", toolplane.EffectRead, false),
+	// The demo's refund, which the shipped example bundle rules on.
+	"demo.refund_order": def("demo.refund_order", toolplane.EffectWrite, false),
 }
 
 // bundle is the toy bundle most tests publish: reads and refunds
@@ -124,7 +126,7 @@ func newFixture(t testing.TB) *fixture {
 	// 10:00 UTC: inside the rules' business hours in UTC.
 	clock := testclock.New(time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC))
 	g := authz.New(authz.Config{Store: st, Registry: reg, Now: clock.Now})
-	for _, pat := range []string{"payments.*", "crm.lookup"} {
+	for _, pat := range []string{"payments.*", "crm.lookup", "demo.refund_order"} {
 		if err := g.AddGrant(t.Context(), &toolplane.Grant{AgentID: "agent-1", Pattern: pat}, operator); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,7 @@
 package toolplane.authz
 
 allow contains "support-reads-open-data" if {
-	"support" in input.principal.roles
+	input.principal.attributes.department == "support"
 	input.tool.read_only
 	input.tool.classification in {"public", "internal"}
 }

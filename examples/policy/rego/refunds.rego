@@ -1,13 +1,16 @@
-# Refunds: support agents may refund, but a person in finance approves a
-# refund over $500, and one that would pay an account other than the
-# order's. The second rule asks for a person whenever it cannot confirm the
-# recipient, so a missing fact never lets a refund through unseen.
+# Refunds (the demo's demo.refund_order): support agents (the department
+# their identity provider's token names) may refund, but a person in
+# finance approves a refund over $500, and one that names an account
+# (to_account) other than the order's (the order_account fact). A
+# refund that names no account goes back to the order's own. The second
+# rule asks for a person whenever it cannot confirm a named recipient, so
+# a missing fact never lets a refund to another account through unseen.
 package toolplane.authz
 
-refund := "payments.refund_order"
+refund := "demo.refund_order"
 
 allow contains "support-may-refund" if {
-	"support" in input.principal.roles
+	input.principal.attributes.department == "support"
 	input.tool.name == refund
 }
 
@@ -26,10 +29,11 @@ approval contains {
 	"group": "finance",
 } if {
 	input.tool.name == refund
+	input.arguments.to_account
 	not recipient_is_the_orders
 }
 
-recipient_is_the_orders if input.arguments.account == input.facts.order.account
+recipient_is_the_orders if input.arguments.to_account == input.facts.order_account
 
 # An agent acting for a person may refund only when that person may:
 # delegated authority needs both.

@@ -4,10 +4,10 @@ package toolplane.authz_test
 import data.toolplane.authz
 
 refund := {
-	"principal": {"agent": "support-bot", "roles": ["support"], "attributes": {}},
-	"tool": {"name": "payments.refund_order", "read_only": false, "tags": ["payments"]},
-	"arguments": {"order_id": "ord-7", "amount_cents": 500000, "account": "acct-attacker"},
-	"facts": {"order": {"account": "acct-123", "amount_cents": 9900}},
+	"principal": {"agent": "support-bot", "roles": [], "attributes": {"department": "support"}},
+	"tool": {"name": "demo.refund_order", "read_only": false, "tags": ["payments"]},
+	"arguments": {"order_id": "o-503", "amount_cents": 500000, "reason": "as the ticket says", "to_account": "acct-attacker"},
+	"facts": {"order_account": "acct-123"},
 	"context": {"time": "2026-03-03T10:15:00Z", "hour": 10, "weekday": 2, "run_cost_cents": 0, "source": "mcp"},
 }
 
@@ -21,5 +21,5 @@ test_injected_refund_is_not_denied_outright if {
 }
 
 test_recipient_on_the_order_is_confirmed if {
-	authz.recipient_is_the_orders with input as object.union(refund, {"arguments": {"account": "acct-123"}})
+	authz.recipient_is_the_orders with input as object.union(refund, {"arguments": {"to_account": "acct-123"}})
 }
