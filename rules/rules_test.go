@@ -125,8 +125,12 @@ func newFixture(t testing.TB) *fixture {
 	clock := testclock.New(time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC))
 	g := authz.New(authz.Config{Store: st, Registry: reg, Now: clock.Now})
 	for _, pat := range []string{"payments.*", "crm.lookup"} {
-		if err := g.AddGrant(t.Context(), &toolplane.Grant{AgentID: "agent-1", Pattern: pat}, operator); err != nil {
-			t.Fatal(err)
+		// The calls act for user-sam (input): delegated authority needs
+		// the person's grant beside the agent's.
+		for _, gr := range []toolplane.Grant{{AgentID: "agent-1", Pattern: pat}, {UserID: "user-sam", Pattern: pat}} {
+			if err := g.AddGrant(t.Context(), &gr, operator); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	svc := rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytest.Toy{}}, Now: clock.Now,
