@@ -26,7 +26,7 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 			Name: d.Name, Version: d.Version, Effect: string(d.Effect),
 			Destructive: d.Annotations.Destructive, ReadOnly: !d.Writes(),
 			Tags: nonNil(d.Tags), Classification: d.Classification, Owner: d.Owner,
-			Sensitive: []string{},
+			Sensitive: nonNil(in.Sensitive),
 		},
 		Arguments: map[string]any{},
 		Facts:     map[string]any{},

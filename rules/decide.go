@@ -10,6 +10,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // recheck is how stale a node's compiled rules may be before the
@@ -215,14 +216,16 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 }
 
 // record answers the audit form of what a call was decided on: the
-// arguments and facts redacted as a span's are, nil when it is too large
-// to keep.
+// arguments and facts redacted as a span's are (credentials by name and
+// shape, and every value at a pointer tool.sensitive lists, wherever a
+// fact echoed it), nil when it is too large to keep.
 func record(grants policy.Effect, req *policy.Request) string {
 	r := *req
-	if args, ok := boundary.Redact(req.Arguments).(map[string]any); ok {
+	secret := schema.SensitiveValues(req.Arguments, req.Tool.Sensitive)
+	if args, ok := boundary.Hide(boundary.Redact(req.Arguments), secret).(map[string]any); ok {
 		r.Arguments = args
 	}
-	if facts, ok := boundary.Redact(req.Facts).(map[string]any); ok {
+	if facts, ok := boundary.Hide(boundary.Redact(req.Facts), secret).(map[string]any); ok {
 		r.Facts = facts
 	}
 	b, err := json.Marshal(recorded{Grants: grants.String(), Request: &r})

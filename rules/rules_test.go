@@ -524,3 +524,36 @@ func TestShadowReportsWhatACandidateDecidesDifferently(t *testing.T) {
 		t.Errorf("Shadow over 100 days = %v; want ErrInvalid", err)
 	}
 }
+
+// The document a call's audit event keeps of its decision never holds a
+// value the tool's input schema marks x-sensitive, in the arguments or
+// echoed by a resolved fact: an auditor reading the trail, or a shadow
+// run, sees where such a value was and never the value. The rules read
+// where the sensitive arguments are (tool.sensitive).
+func TestRecordedInputHidesSensitiveArguments(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, bundle(), rules.PublishOptions{})
+	in := input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0, "to_account": "acct-evil-7781"})
+	in.Sensitive = []string{"/to_account"}
+	in.Facts = map[string]any{"order_account": map[string]any{"asked": "refund to acct-evil-7781", "account": "acct-o-501"}}
+	d, err := f.svc.Decide(t.Context(), in)
+	if err != nil {
+		t.Fatalf("Decide = %v", err)
+	}
+	if d.Effect != policy.Allow || d.Input == "" {
+		t.Fatalf("Decide = %s (%s), input %q; want allow with a recorded input", d.Effect, d.Reason, d.Input)
+	}
+	if strings.Contains(d.Input, "acct-evil-7781") {
+		t.Errorf("the recorded input keeps the sensitive argument: %s", d.Input)
+	}
+	var rec struct {
+		Request *policy.Request `json:"request"`
+	}
+	if err := json.Unmarshal([]byte(d.Input), &rec); err != nil || rec.Request == nil {
+		t.Fatalf("recorded input = %s, %v", d.Input, err)
+	}
+	if fmt.Sprint(rec.Request.Tool.Sensitive) != "[/to_account]" || !strings.Contains(d.Input, "acct-o-501") || rec.Request.Arguments["amount_cents"] != 100.0 {
+		t.Errorf("recorded input = %s; want tool.sensitive [/to_account], and the other arguments and facts as they were", d.Input)
+	}
+}
