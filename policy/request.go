@@ -41,8 +41,20 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 			r.Principal.Key = c.ID
 		}
 	}
+	if inv.AgentAttributes != nil {
+		r.Principal.Attributes = inv.AgentAttributes
+	}
 	if inv.UserID != "" {
 		r.User = &Person{ID: inv.UserID, Roles: []string{}, Groups: []string{}, Attributes: map[string]any{}}
+		// What the person's identity provider says of them, as the
+		// deployment maps its claims: a rule on a group or the manager
+		// reads it here.
+		if u := inv.User; u != nil {
+			r.User.Roles, r.User.Groups, r.User.Manager = nonNil(u.Roles), nonNil(u.Groups), u.Manager
+			if u.Attributes != nil {
+				r.User.Attributes = u.Attributes
+			}
+		}
 	}
 	if args, ok := in.Arguments.(map[string]any); ok && args != nil {
 		r.Arguments = args
