@@ -557,3 +557,78 @@ func TestRecordedInputHidesSensitiveArguments(t *testing.T) {
 		t.Errorf("recorded input = %s; want tool.sensitive [/to_account], and the other arguments and facts as they were", d.Input)
 	}
 }
+
+// A shadow run spends at most its run budget evaluating, whatever the
+// candidate: one whose every decision runs to the evaluation budget,
+// replayed over many past calls, stops when the run's time is spent and
+// says the older calls were not examined, rather than holding a core for
+// events × budget. The caller needs only the role that reads bundles.
+func TestShadowRunTimeIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+		Now: f.clock.Now, Budget: 20 * time.Millisecond, RunBudget: 200 * time.Millisecond})
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{})
+	const calls = 40 // 40 × 20ms: four times the run budget
+	for i := range calls {
+		d, err := f.svc.Decide(ctx, input("agent-1", "payments.get_order", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &toolplane.AuditEvent{ID: fmt.Sprint("aud-", i), OrganizationID: org, RunID: "run-1", AgentID: "agent-1",
+			Tool: "payments.get_order", Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: f.clock.Now(),
+			PolicyDecision: d.Effect.String(), PolicyBundle: d.Bundle, PolicyRule: d.Rule, PolicyInput: []byte(d.Input)}
+		if err := f.store.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Second)
+	}
+	slow := map[string]string{"slow.toy": `[{"id": "slow", "effect": "permit", "tool": "*", "slow": true}]`}
+	start := time.Now()
+	rep, err := f.svc.Shadow(ctx, slow, f.clock.Now().Add(-time.Hour), auditor)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Truncated || rep.Examined >= calls || took > 600*time.Millisecond {
+		t.Errorf("a shadow run of a candidate that spends every budget took %v: examined %d, truncated %v; want it stopped near 200ms, truncated",
+			took, rep.Examined, rep.Truncated)
+	}
+}
+
+// Running a bundle's tests (the test endpoint, which needs only the role
+// that reads bundles, and publishing) spends at most the run budget: a
+// bundle whose tests never finish is answered, not run forever.
+func TestBundleTestsRunTimeIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+		Now: f.clock.Now, RunBudget: 200 * time.Millisecond})
+	slow := bundle()
+	slow["slow.toy"] = `[{"id": "slow", "effect": "permit", "tool": "*", "slow": true}]`
+	for name, run := range map[string]func(context.Context) error{
+		"test": func(ctx context.Context) error { _, err := f.svc.Test(ctx, slow, auditor); return err },
+		"publish": func(ctx context.Context) error {
+			_, err := f.svc.Publish(ctx, slow, rules.PublishOptions{}, admin)
+			if err == nil {
+				return errors.New("published")
+			}
+			return nil
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- run(t.Context()) }()
+		select {
+		case err := <-done:
+			if name == "publish" && err != nil {
+				t.Errorf("publish of a bundle whose tests never finish: %v", err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s of a bundle whose tests never finish did not answer within 3s", name)
+		}
+	}
+	if v, err := f.store.PolicyBundleVersion(t.Context(), org); err != nil || v != 0 {
+		t.Errorf("version in force = %d, %v; want none", v, err)
+	}
+}
