@@ -144,6 +144,17 @@ func MayRead(by *toolplane.Credential) error {
 	return nil
 }
 
+// MayShadow refuses a caller who may not shadow a candidate: an
+// auditor's or a platform_admin's. A shadow run reads the organization's
+// audit trail, which is the auditor's, and a candidate's decisions and
+// reasons can carry what the recorded calls held.
+func MayShadow(by *toolplane.Credential) error {
+	if by == nil || !by.HasAnyRole(toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, nil, "a shadow run reads the audit trail, and needs the auditor or platform_admin role")
+	}
+	return nil
+}
+
 // TestsFailedError is a bundle whose own tests fail: it is not published.
 type TestsFailedError struct {
 	Failed []policy.TestResult

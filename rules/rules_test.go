@@ -493,7 +493,7 @@ func TestShadowReportsWhatACandidateDecidesDifferently(t *testing.T) {
 	}
 	since := f.clock.Now().Add(-time.Hour)
 
-	same, err := f.svc.Shadow(ctx, bundle(), since, operator)
+	same, err := f.svc.Shadow(ctx, bundle(), since, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,14 @@ func TestShadowReportsWhatACandidateDecidesDifferently(t *testing.T) {
 	if _, err := f.svc.Shadow(ctx, denyAll, since, nobody); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("Shadow by a caller with no role = %v; want ErrForbidden", err)
 	}
-	if _, err := f.svc.Shadow(ctx, denyAll, f.clock.Now().Add(-100*24*time.Hour), operator); !errors.Is(err, toolplane.ErrInvalid) {
+	// A shadow run reads the audit trail, which is the auditor's: an
+	// agent_operator, who may read and test bundles, would otherwise read
+	// past calls' events, and their arguments through a candidate's
+	// reasons or its decisions.
+	if _, err := f.svc.Shadow(ctx, denyAll, since, operator); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Shadow by an agent_operator = %v; want ErrForbidden", err)
+	}
+	if _, err := f.svc.Shadow(ctx, denyAll, f.clock.Now().Add(-100*24*time.Hour), auditor); !errors.Is(err, toolplane.ErrInvalid) {
 		t.Errorf("Shadow over 100 days = %v; want ErrInvalid", err)
 	}
 }

@@ -75,12 +75,13 @@ type Difference struct {
 
 // Shadow replays the calls recorded since (at most MaxShadowDays ago)
 // against files as a candidate bundle, without publishing it, and reports
-// those it would decide differently. files must compile; its tests are not
+// those it would decide differently, for a caller MayShadow allows. files
+// must compile; its tests are not
 // run (Test and Publish do). The run reads at most MaxShadowEvents events
 // and spends at most the service's run budget; past either it stops, the
 // report Truncated.
 func (s *Service) Shadow(ctx context.Context, files map[string]string, since time.Time, by *toolplane.Credential) (*ShadowReport, error) {
-	if err := MayRead(by); err != nil {
+	if err := MayShadow(by); err != nil {
 		return nil, err
 	}
 	r, lang, err := Compile(s.languages(), files)
