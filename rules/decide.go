@@ -218,7 +218,8 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 // record answers the audit form of what a call was decided on: the
 // arguments and facts redacted as a span's are (credentials by name and
 // shape, and every value at a pointer tool.sensitive lists, wherever a
-// fact echoed it), nil when it is too large to keep.
+// fact echoed it), the claimed attributes by name and shape; nil when it
+// is too large to keep.
 func record(grants policy.Effect, req *policy.Request) string {
 	r := *req
 	secret := schema.SensitiveValues(req.Arguments, req.Tool.Sensitive)
@@ -227,6 +228,18 @@ func record(grants policy.Effect, req *policy.Request) string {
 	}
 	if facts, ok := boundary.Hide(boundary.Redact(req.Facts), secret).(map[string]any); ok {
 		r.Facts = facts
+	}
+	// The person's and the agent's attributes are claims the deployment
+	// maps from tokens, and are redacted by the same rule.
+	if attrs, ok := boundary.Redact(req.Principal.Attributes).(map[string]any); ok {
+		r.Principal.Attributes = attrs
+	}
+	if req.User != nil {
+		u := *req.User
+		if attrs, ok := boundary.Redact(u.Attributes).(map[string]any); ok {
+			u.Attributes = attrs
+		}
+		r.User = &u
 	}
 	b, err := json.Marshal(recorded{Grants: grants.String(), Request: &r})
 	if err != nil || len(b) > maxInput {

@@ -639,3 +639,25 @@ func TestBundleTestsRunTimeIsBounded(t *testing.T) {
 		t.Errorf("version in force = %d, %v; want none", v, err)
 	}
 }
+
+// What the identity provider's claims say of the person and the agent
+// reaches the rules, and the recorded document keeps it with every
+// credential-named attribute redacted, as it keeps the arguments.
+func TestRecordedInputRedactsClaimedAttributes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, bundle(), rules.PublishOptions{})
+	in := input("agent-1", "payments.get_order", nil)
+	in.Invocation.User = &toolplane.User{Groups: []string{"support"}, Attributes: map[string]any{"region": "eu", "session_token": "idp-tok-0193"}}
+	in.Invocation.AgentAttributes = map[string]any{"team": "ops", "api_key": "agent-key-7f31"}
+	d, err := f.svc.Decide(t.Context(), in)
+	if err != nil || d.Effect != policy.Allow || d.Input == "" {
+		t.Fatalf("Decide = %s (%s), %v; want allow with a recorded input", d.Effect, d.Reason, err)
+	}
+	if strings.Contains(d.Input, "idp-tok-0193") || strings.Contains(d.Input, "agent-key-7f31") {
+		t.Errorf("the recorded input keeps a claimed credential: %s", d.Input)
+	}
+	if !strings.Contains(d.Input, `"region":"eu"`) || !strings.Contains(d.Input, `"team":"ops"`) || !strings.Contains(d.Input, `"support"`) {
+		t.Errorf("the recorded input lost the claims rules read: %s", d.Input)
+	}
+}
