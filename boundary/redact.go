@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -240,4 +241,43 @@ func RedactJSON(raw []byte) []byte {
 		return Encode(nil, Redacted)
 	}
 	return Encode(nil, Redact(v))
+}
+
+// Hide answers v with every string that contains one of values replaced
+// by [Redacted], at any depth; v itself is left as it was. It is how a
+// recorder keeps out values known to be secret by where they came from
+// (an argument a tool's input schema marks x-sensitive) rather than by
+// their name or shape, wherever they were copied to. Empty values are
+// ignored.
+func Hide(v any, values []string) any {
+	values = slices.DeleteFunc(slices.Clone(values), func(s string) bool { return s == "" })
+	if len(values) == 0 {
+		return v
+	}
+	return hide(v, values)
+}
+
+func hide(v any, values []string) any {
+	switch x := v.(type) {
+	case string:
+		for _, s := range values {
+			if strings.Contains(x, s) {
+				return Redacted
+			}
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = hide(e, values)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = hide(e, values)
+		}
+		return out
+	}
+	return v
 }

@@ -47,8 +47,13 @@ type memory struct {
 	// says more; the zero time trusts nothing.
 	until    time.Time
 	orgs     map[string]*orgReads
-	versions map[string]*derived // by connection ID
+	versions map[versionKey]*derived
 }
+
+// versionKey names a connection in versions: its organization and ID, so
+// that what is kept of one organization's connection (its opened secrets)
+// is never answered for another's, whatever their IDs.
+type versionKey struct{ org, id string }
 
 // orgReads are one organization's reads of the store.
 type orgReads struct {
@@ -79,7 +84,7 @@ type derived struct {
 }
 
 func newMemory() *memory {
-	return &memory{now: time.Now, orgs: map[string]*orgReads{}, versions: map[string]*derived{}}
+	return &memory{now: time.Now, orgs: map[string]*orgReads{}, versions: map[versionKey]*derived{}}
 }
 
 var _ toolplane.ConnectionWatcher = (*memory)(nil)
@@ -91,7 +96,7 @@ func (m *memory) ConnectionChanged(org, id string) {
 	defer m.mu.Unlock()
 	m.gen++
 	delete(m.orgs, org)
-	delete(m.versions, id)
+	delete(m.versions, versionKey{org, id})
 }
 
 // ConnectionsCurrent trusts the kept reads until the time given.
@@ -201,7 +206,7 @@ func (m *memory) keep(gen uint64, org string, put func(*orgReads)) {
 func (m *memory) version(c *toolplane.Connection) (derived, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	d, ok := m.versions[c.ID]
+	d, ok := m.versions[versionKey{c.OrganizationID, c.ID}]
 	if !ok || d.version != c.Version {
 		return derived{}, false
 	}
@@ -213,7 +218,8 @@ func (m *memory) version(c *toolplane.Connection) (derived, bool) {
 func (m *memory) keepVersion(c *toolplane.Connection, add func(*derived)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d, ok := m.versions[c.ID]
+	k := versionKey{c.OrganizationID, c.ID}
+	d, ok := m.versions[k]
 	if !ok || d.version != c.Version {
 		if !ok && len(m.versions) >= maxKeptVersions {
 			evictOne(m.versions)
@@ -224,7 +230,7 @@ func (m *memory) keepVersion(c *toolplane.Connection, add func(*derived)) {
 		d = &v
 	}
 	add(d)
-	m.versions[c.ID] = d
+	m.versions[k] = d
 }
 
 // forget drops what is kept of the connection, as a change told does: a

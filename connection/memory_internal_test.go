@@ -140,3 +140,28 @@ func TestMemoryBounds(t *testing.T) {
 		t.Error("a changed connection's opened secret stays in memory")
 	}
 }
+
+// What is kept of a connection version (its opened secrets, its compiled
+// egress rules) is one organization's: another organization's connection
+// of the same ID and version is never answered it.
+func TestMemoryVersionsAreOneOrganizations(t *testing.T) {
+	t.Parallel()
+	m := newMemory()
+	a := &toolplane.Connection{ID: "con_1", OrganizationID: "org_a", Version: 1}
+	b := &toolplane.Connection{ID: "con_1", OrganizationID: "org_b", Version: 1}
+	m.keepVersion(a, func(d *derived) { d.opened = &toolplane.Secrets{AccessToken: "org-a-token"} })
+	if d, ok := m.version(b); ok {
+		t.Fatalf("org_b's connection was answered what org_a's keeps: %+v", d.opened)
+	}
+	if d, ok := m.version(a); !ok || d.opened == nil || d.opened.AccessToken != "org-a-token" {
+		t.Fatalf("org_a's own version = %+v, %v", d, ok)
+	}
+	m.ConnectionChanged("org_b", "con_1")
+	if _, ok := m.version(a); !ok {
+		t.Fatal("a change to org_b's connection forgot org_a's")
+	}
+	m.ConnectionChanged("org_a", "con_1")
+	if _, ok := m.version(a); ok {
+		t.Fatal("a change to org_a's connection left what was kept of it")
+	}
+}

@@ -19,13 +19,15 @@ import (
 
 // recording is a policy that keeps the facts it was given.
 type recording struct {
-	mu    sync.Mutex
-	facts []map[string]any
+	mu        sync.Mutex
+	facts     []map[string]any
+	sensitive [][]string
 }
 
 func (p *recording) Decide(_ context.Context, in policy.Input) (policy.Decision, error) {
 	p.mu.Lock()
 	p.facts = append(p.facts, in.Facts)
+	p.sensitive = append(p.sensitive, in.Sensitive)
 	p.mu.Unlock()
 	return policy.Decision{Effect: policy.Allow, Reason: "recorded"}, nil
 }
@@ -139,5 +141,21 @@ func TestPolicyFactsInTheSpanRedacted(t *testing.T) {
 	}
 	if !strings.Contains(got, "acct-o-501") || strings.Contains(got, "acct-evil") || strings.Contains(got, "sk-live-1") {
 		t.Fatalf("policy.facts = %s; want the account, and neither the sensitive argument nor the key", got)
+	}
+}
+
+// The policy is told where the tool's x-sensitive arguments are, so that
+// what records its decision (the audit event's policy document) keeps
+// none of their values.
+func TestThePolicyIsToldWhereSensitiveArgumentsAre(t *testing.T) {
+	t.Parallel()
+	pol := &recording{}
+	e := newEnvWith(t, newStore(t), func(c *invoke.Config) {
+		c.Policy = pol
+		c.Facts = policy.Facts{"order_account": func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) { return "acct-o-501", nil }}
+	}, tool{def: refundDef("payments.refund", toolplane.EffectWrite), fn: ok(map[string]any{})})
+	must(t).OK(e.iv.Invoke(context.Background(), "payments.refund", map[string]any{"order_id": "o-501", "to_account": "acct-evil"}, inv("payments.refund")))
+	if len(pol.sensitive) != 1 || strings.Join(pol.sensitive[0], ",") != "/to_account" {
+		t.Fatalf("the policy was told sensitive arguments %v; want [/to_account]", pol.sensitive)
 	}
 }

@@ -163,38 +163,9 @@ const maxSpanFacts = 4 << 10
 // x-sensitive (which a resolver may have echoed) replaced, then bounded.
 func spanFacts(facts map[string]any, tool *registry.Tool, args any) string {
 	v := boundary.Redact(boundary.Normalize(facts))
-	if secret := schema.SensitiveValues(args, tool.Input().Sensitive()); len(secret) > 0 {
-		v = hideValues(v, secret)
-	}
+	v = boundary.Hide(v, schema.SensitiveValues(args, tool.Input().Sensitive()))
 	v, _ = boundary.Bound(v, maxSpanFacts)
 	return string(boundary.Encode(nil, v))
-}
-
-// hideValues answers v with every string containing one of secret
-// replaced by the redaction marker.
-func hideValues(v any, secret []string) any {
-	switch x := v.(type) {
-	case string:
-		for _, s := range secret {
-			if strings.Contains(x, s) {
-				return boundary.Redacted
-			}
-		}
-		return x
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = hideValues(e, secret)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = hideValues(e, secret)
-		}
-		return out
-	}
-	return v
 }
 
 // run runs the call and, when the version called is deprecated, says so
@@ -370,7 +341,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	if len(facts) > 0 && c.span.IsRecording() {
 		c.span.SetAttributes(attribute.String("policy.facts", spanFacts(facts, tool, args)))
 	}
-	dec, err := iv.cfg.Policy.Decide(ctx, policy.Input{Invocation: inv, Tool: d, Arguments: args, Facts: facts})
+	dec, err := iv.cfg.Policy.Decide(ctx, policy.Input{Invocation: inv, Tool: d, Arguments: args, Facts: facts, Sensitive: tool.Input().Sensitive()})
 	if err != nil {
 		iv.log.ErrorContext(ctx, "policy could not decide", "tool", d.Name, "err", err)
 		r := toolplane.Fail(toolplane.CodeInternalError, "the platform could not decide this call; it has been reported")

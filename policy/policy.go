@@ -86,6 +86,11 @@ type Input struct {
 	// Facts holds the values of the tool's policy_facts, resolved before the
 	// decision because a policy may not query domain data itself.
 	Facts map[string]any
+	// Sensitive lists the JSON pointers of the arguments the tool's input
+	// schema marks x-sensitive (as schema.Schema.Sensitive answers them):
+	// rules read where such values are, and whatever records the decision
+	// keeps none of them.
+	Sensitive []string
 }
 
 // Policy decides calls. An error is a fault of the policy (it could not

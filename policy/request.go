@@ -26,7 +26,7 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 			Name: d.Name, Version: d.Version, Effect: string(d.Effect),
 			Destructive: d.Annotations.Destructive, ReadOnly: !d.Writes(),
 			Tags: nonNil(d.Tags), Classification: d.Classification, Owner: d.Owner,
-			Sensitive: []string{},
+			Sensitive: nonNil(in.Sensitive),
 		},
 		Arguments: map[string]any{},
 		Facts:     map[string]any{},
@@ -46,6 +46,9 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 	}
 	if inv.UserID != "" {
 		r.User = &Person{ID: inv.UserID, Roles: []string{}, Groups: []string{}, Attributes: map[string]any{}}
+		// What the person's identity provider says of them, as the
+		// deployment maps its claims: a rule on a group or the manager
+		// reads it here.
 		if u := inv.User; u != nil {
 			r.User.Roles, r.User.Groups, r.User.Manager = nonNil(u.Roles), nonNil(u.Groups), u.Manager
 			if u.Attributes != nil {

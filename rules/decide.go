@@ -12,6 +12,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // recheck is how stale a node's compiled rules may be before the
@@ -217,19 +218,34 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 }
 
 // record answers the audit form of what a call was decided on, nil when
-// it is too large to keep. Numbers, booleans and structure are kept as
-// they were; every text value of the arguments and facts is kept only as
-// its digest (see digestText): text is what a caller can put anything in,
-// a secret included, and the audit trail keeps no secret, while two texts
-// equal then (a recipient and the order's account) still compare equal in
-// a shadow run.
+// it is too large to keep: the arguments and facts redacted as a span's
+// are (credentials by name and shape, and every value at a pointer
+// tool.sensitive lists, wherever a fact echoed it), and then every text
+// value of theirs kept only as its digest (see digestText): text is what
+// a caller can put anything in, a secret included, and the audit trail
+// keeps no secret, while two texts equal then (a recipient and the
+// order's account) still compare equal in a shadow run. The claimed
+// attributes are redacted by name and shape.
 func record(grants policy.Effect, req *policy.Request) string {
 	r := *req
-	if args, ok := digestText(boundary.Redact(req.Arguments)).(map[string]any); ok {
+	secret := schema.SensitiveValues(req.Arguments, req.Tool.Sensitive)
+	if args, ok := digestText(boundary.Hide(boundary.Redact(req.Arguments), secret)).(map[string]any); ok {
 		r.Arguments = args
 	}
-	if facts, ok := digestText(boundary.Redact(req.Facts)).(map[string]any); ok {
+	if facts, ok := digestText(boundary.Hide(boundary.Redact(req.Facts), secret)).(map[string]any); ok {
 		r.Facts = facts
+	}
+	// The person's and the agent's attributes are claims the deployment
+	// maps from tokens, and are redacted by the same rule.
+	if attrs, ok := boundary.Redact(req.Principal.Attributes).(map[string]any); ok {
+		r.Principal.Attributes = attrs
+	}
+	if req.User != nil {
+		u := *req.User
+		if attrs, ok := boundary.Redact(u.Attributes).(map[string]any); ok {
+			u.Attributes = attrs
+		}
+		r.User = &u
 	}
 	b, err := json.Marshal(recorded{Grants: grants.String(), Request: &r})
 	if err != nil || len(b) > maxInput {
@@ -242,10 +258,14 @@ func record(grants policy.Effect, req *policy.Request) string {
 const digestPrefix = "sha256:"
 
 // digestText answers v with every string replaced by digestPrefix and the
-// first 128 bits of its SHA-256, in hex.
+// first 128 bits of its SHA-256, in hex; the redaction marker stays as it
+// is.
 func digestText(v any) any {
 	switch x := v.(type) {
 	case string:
+		if x == boundary.Redacted {
+			return x // already nothing of the value
+		}
 		sum := sha256.Sum256([]byte(x))
 		return digestPrefix + hex.EncodeToString(sum[:16])
 	case map[string]any:

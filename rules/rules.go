@@ -66,6 +66,9 @@ type Config struct {
 	RunCost func(ctx context.Context, org, rootRunID string) (int64, error)
 	// Budget bounds one evaluation of the rules; zero is DefaultBudget.
 	Budget time.Duration
+	// RunBudget bounds the time a shadow run, or a run of a bundle's
+	// tests, spends; zero is DefaultRunBudget.
+	RunBudget time.Duration
 	// Logger reports changes the change log did not take; nil is
 	// slog.Default().
 	Logger *slog.Logger
@@ -77,6 +80,13 @@ type Config struct {
 // take before it is a fault.
 const DefaultBudget = 100 * time.Millisecond
 
+// DefaultRunBudget is how long one shadow run, or one run of a bundle's
+// tests, may spend: each decision is bounded by the evaluation budget (or
+// needs none), but a candidate that spends it on every one of
+// MaxShadowEvents past calls, or of the cases a bundle's bytes hold,
+// would hold a core for hours.
+const DefaultRunBudget = 30 * time.Second
+
 // Service keeps bundles and decides calls with them.
 type Service struct {
 	store   Store
@@ -84,8 +94,11 @@ type Service struct {
 	engines map[string]policy.Engine
 	runCost func(ctx context.Context, org, rootRunID string) (int64, error)
 	budget  time.Duration
-	log     *slog.Logger
-	now     func() time.Time
+	// runBudget bounds a shadow run and a test run (see
+	// DefaultRunBudget).
+	runBudget time.Duration
+	log       *slog.Logger
+	now       func() time.Time
 
 	mu    sync.Mutex
 	cache map[string]*compiled
@@ -93,10 +106,13 @@ type Service struct {
 
 // New answers a service built from cfg.
 func New(cfg Config) *Service {
-	s := &Service{store: cfg.Store, grants: cfg.Grants, runCost: cfg.RunCost, budget: cfg.Budget,
+	s := &Service{store: cfg.Store, grants: cfg.Grants, runCost: cfg.RunCost, budget: cfg.Budget, runBudget: cfg.RunBudget,
 		log: cfg.Logger, now: cfg.Now, engines: map[string]policy.Engine{}, cache: map[string]*compiled{}}
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
+	}
+	if s.runBudget <= 0 {
+		s.runBudget = DefaultRunBudget
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -124,6 +140,17 @@ func MayPublish(by *toolplane.Credential) error {
 func MayRead(by *toolplane.Credential) error {
 	if by == nil || !by.HasAnyRole(toolplane.RoleAgentOperator, toolplane.RoleAuditor) {
 		return toolplane.Refuse(by, nil, "reading policy bundles needs the agent_operator, auditor or platform_admin role")
+	}
+	return nil
+}
+
+// MayShadow refuses a caller who may not shadow a candidate: an
+// auditor's or a platform_admin's. A shadow run reads the organization's
+// audit trail, which is the auditor's, and a candidate's decisions and
+// reasons can carry what the recorded calls held.
+func MayShadow(by *toolplane.Credential) error {
+	if by == nil || !by.HasAnyRole(toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, nil, "a shadow run reads the audit trail, and needs the auditor or platform_admin role")
 	}
 	return nil
 }
@@ -254,7 +281,27 @@ func (s *Service) Test(ctx context.Context, files map[string]string, by *toolpla
 	if err := MayRead(by); err != nil {
 		return nil, err
 	}
-	return Test(ctx, s.languages(), files)
+	r, _, err := Compile(s.languages(), files)
+	if err != nil {
+		return nil, err
+	}
+	return s.runTests(ctx, r)
+}
+
+// runTests runs a compiled bundle's tests within the run budget: a bundle
+// whose tests do not finish by then is refused as invalid, so that a
+// request cannot hold a core for as long as its tests would take.
+func (s *Service) runTests(ctx context.Context, r policy.Rules) ([]policy.TestResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.runBudget)
+	defer cancel()
+	res, err := r.Test(ctx)
+	if ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded {
+		return nil, fmt.Errorf("%w: the bundle's tests did not finish within %s", toolplane.ErrInvalid, s.runBudget)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run the bundle's tests: %w", err)
+	}
+	return res, nil
 }
 
 func (s *Service) languages() []policy.Engine {
@@ -287,9 +334,9 @@ func (s *Service) Publish(ctx context.Context, files map[string]string, opt Publ
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.Test(ctx)
+	res, err := s.runTests(ctx, r)
 	if err != nil {
-		return nil, fmt.Errorf("run the bundle's tests: %w", err)
+		return nil, err
 	}
 	if len(res) == 0 {
 		return nil, fmt.Errorf("%w: the bundle has no tests; a bundle is published with tests that show what it decides", toolplane.ErrInvalid)

@@ -2,6 +2,8 @@ package rules_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/internal/policytest"
 	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/policy"
@@ -496,7 +499,7 @@ func TestShadowReportsWhatACandidateDecidesDifferently(t *testing.T) {
 	}
 	since := f.clock.Now().Add(-time.Hour)
 
-	same, err := f.svc.Shadow(ctx, bundle(), since, operator)
+	same, err := f.svc.Shadow(ctx, bundle(), since, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +526,148 @@ func TestShadowReportsWhatACandidateDecidesDifferently(t *testing.T) {
 	if _, err := f.svc.Shadow(ctx, denyAll, since, nobody); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("Shadow by a caller with no role = %v; want ErrForbidden", err)
 	}
-	if _, err := f.svc.Shadow(ctx, denyAll, f.clock.Now().Add(-100*24*time.Hour), operator); !errors.Is(err, toolplane.ErrInvalid) {
+	// A shadow run reads the audit trail, which is the auditor's: an
+	// agent_operator, who may read and test bundles, would otherwise read
+	// past calls' events, and their arguments through a candidate's
+	// reasons or its decisions.
+	if _, err := f.svc.Shadow(ctx, denyAll, since, operator); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("Shadow by an agent_operator = %v; want ErrForbidden", err)
+	}
+	if _, err := f.svc.Shadow(ctx, denyAll, f.clock.Now().Add(-100*24*time.Hour), auditor); !errors.Is(err, toolplane.ErrInvalid) {
 		t.Errorf("Shadow over 100 days = %v; want ErrInvalid", err)
+	}
+}
+
+// The document a call's audit event keeps of its decision never holds a
+// value the tool's input schema marks x-sensitive, in the arguments or
+// echoed by a resolved fact: an auditor reading the trail, or a shadow
+// run, sees where such a value was and never the value. The rules read
+// where the sensitive arguments are (tool.sensitive).
+func TestRecordedInputHidesSensitiveArguments(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, bundle(), rules.PublishOptions{})
+	in := input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0, "to_account": "acct-evil-7781"})
+	in.Sensitive = []string{"/to_account"}
+	in.Facts = map[string]any{"order_account": map[string]any{"asked": "refund to acct-evil-7781", "account": "acct-o-501"}}
+	d, err := f.svc.Decide(t.Context(), in)
+	if err != nil {
+		t.Fatalf("Decide = %v", err)
+	}
+	if d.Effect != policy.Allow || d.Input == "" {
+		t.Fatalf("Decide = %s (%s), input %q; want allow with a recorded input", d.Effect, d.Reason, d.Input)
+	}
+	if strings.Contains(d.Input, "acct-evil-7781") {
+		t.Errorf("the recorded input keeps the sensitive argument: %s", d.Input)
+	}
+	var rec struct {
+		Request *policy.Request `json:"request"`
+	}
+	if err := json.Unmarshal([]byte(d.Input), &rec); err != nil || rec.Request == nil {
+		t.Fatalf("recorded input = %s, %v", d.Input, err)
+	}
+	// Text is kept as its digest, numbers as they were.
+	sum := sha256.Sum256([]byte("acct-o-501"))
+	account := "sha256:" + hex.EncodeToString(sum[:16])
+	if fmt.Sprint(rec.Request.Tool.Sensitive) != "[/to_account]" || !strings.Contains(d.Input, account) || strings.Contains(d.Input, "acct-o-501") ||
+		rec.Request.Arguments["amount_cents"] != 100.0 || rec.Request.Arguments["to_account"] != boundary.Redacted {
+		t.Errorf("recorded input = %s; want tool.sensitive [/to_account], the sensitive argument redacted, the fact's text as its digest %s and the amount as it was", d.Input, account)
+	}
+}
+
+// A shadow run spends at most its run budget evaluating, whatever the
+// candidate: one whose every decision runs to the evaluation budget,
+// replayed over many past calls, stops when the run's time is spent and
+// says the older calls were not examined, rather than holding a core for
+// events × budget. The caller needs only the role that reads bundles.
+func TestShadowRunTimeIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+		Now: f.clock.Now, Budget: 20 * time.Millisecond, RunBudget: 200 * time.Millisecond})
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{})
+	const calls = 40 // 40 × 20ms: four times the run budget
+	for i := range calls {
+		d, err := f.svc.Decide(ctx, input("agent-1", "payments.get_order", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &toolplane.AuditEvent{ID: fmt.Sprint("aud-", i), OrganizationID: org, RunID: "run-1", AgentID: "agent-1",
+			Tool: "payments.get_order", Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: f.clock.Now(),
+			PolicyDecision: d.Effect.String(), PolicyBundle: d.Bundle, PolicyRule: d.Rule, PolicyInput: []byte(d.Input)}
+		if err := f.store.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Second)
+	}
+	slow := map[string]string{"slow.toy": `[{"id": "slow", "effect": "permit", "tool": "*", "slow": true}]`}
+	start := time.Now()
+	rep, err := f.svc.Shadow(ctx, slow, f.clock.Now().Add(-time.Hour), auditor)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Truncated || rep.Examined >= calls || took > 600*time.Millisecond {
+		t.Errorf("a shadow run of a candidate that spends every budget took %v: examined %d, truncated %v; want it stopped near 200ms, truncated",
+			took, rep.Examined, rep.Truncated)
+	}
+}
+
+// Running a bundle's tests (the test endpoint, which needs only the role
+// that reads bundles, and publishing) spends at most the run budget: a
+// bundle whose tests never finish is answered, not run forever.
+func TestBundleTestsRunTimeIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+		Now: f.clock.Now, RunBudget: 200 * time.Millisecond})
+	slow := bundle()
+	slow["slow.toy"] = `[{"id": "slow", "effect": "permit", "tool": "*", "slow": true}]`
+	for name, run := range map[string]func(context.Context) error{
+		"test": func(ctx context.Context) error { _, err := f.svc.Test(ctx, slow, auditor); return err },
+		"publish": func(ctx context.Context) error {
+			_, err := f.svc.Publish(ctx, slow, rules.PublishOptions{}, admin)
+			if err == nil {
+				return errors.New("published")
+			}
+			return nil
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- run(t.Context()) }()
+		select {
+		case err := <-done:
+			if name == "publish" && err != nil {
+				t.Errorf("publish of a bundle whose tests never finish: %v", err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s of a bundle whose tests never finish did not answer within 3s", name)
+		}
+	}
+	if v, err := f.store.PolicyBundleVersion(t.Context(), org); err != nil || v != 0 {
+		t.Errorf("version in force = %d, %v; want none", v, err)
+	}
+}
+
+// What the identity provider's claims say of the person and the agent
+// reaches the rules, and the recorded document keeps it with every
+// credential-named attribute redacted, as it keeps the arguments.
+func TestRecordedInputRedactsClaimedAttributes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, bundle(), rules.PublishOptions{})
+	in := input("agent-1", "payments.get_order", nil)
+	in.Invocation.User = &toolplane.User{Groups: []string{"support"}, Attributes: map[string]any{"region": "eu", "session_token": "idp-tok-0193"}}
+	in.Invocation.AgentAttributes = map[string]any{"team": "ops", "api_key": "agent-key-7f31"}
+	d, err := f.svc.Decide(t.Context(), in)
+	if err != nil || d.Effect != policy.Allow || d.Input == "" {
+		t.Fatalf("Decide = %s (%s), %v; want allow with a recorded input", d.Effect, d.Reason, err)
+	}
+	if strings.Contains(d.Input, "idp-tok-0193") || strings.Contains(d.Input, "agent-key-7f31") {
+		t.Errorf("the recorded input keeps a claimed credential: %s", d.Input)
+	}
+	if !strings.Contains(d.Input, `"region":"eu"`) || !strings.Contains(d.Input, `"team":"ops"`) || !strings.Contains(d.Input, `"support"`) {
+		t.Errorf("the recorded input lost the claims rules read: %s", d.Input)
 	}
 }

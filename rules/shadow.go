@@ -50,8 +50,9 @@ type ShadowReport struct {
 	// Faults counts calls the candidate could not decide (an error, a
 	// budget spent): a bundle with faults fails calls.
 	Faults int `json:"faults"`
-	// Truncated says the window held more events than a run reads: the
-	// oldest were not examined.
+	// Truncated says the oldest events of the window were not examined:
+	// the window held more events than a run reads, or the run spent its
+	// time (the candidate's decisions are slow).
 	Truncated bool `json:"truncated"`
 }
 
@@ -74,10 +75,13 @@ type Difference struct {
 
 // Shadow replays the calls recorded since (at most MaxShadowDays ago)
 // against files as a candidate bundle, without publishing it, and reports
-// those it would decide differently. files must compile; its tests are not
-// run (Test and Publish do).
+// those it would decide differently, for a caller MayShadow allows. files
+// must compile; its tests are not
+// run (Test and Publish do). The run reads at most MaxShadowEvents events
+// and spends at most the service's run budget; past either it stops, the
+// report Truncated.
 func (s *Service) Shadow(ctx context.Context, files map[string]string, since time.Time, by *toolplane.Credential) (*ShadowReport, error) {
-	if err := MayRead(by); err != nil {
+	if err := MayShadow(by); err != nil {
 		return nil, err
 	}
 	r, lang, err := Compile(s.languages(), files)
@@ -90,6 +94,7 @@ func (s *Service) Shadow(ctx context.Context, files map[string]string, since tim
 	}
 	rep := &ShadowReport{Since: since, Until: now, Language: lang, Digest: toolplane.PolicyBundleDigest(files), Differences: []Difference{}}
 	after, read := "", 0
+	deadline := time.Now().Add(s.runBudget) // wall time, whatever clock decides
 	for {
 		page, next, err := s.store.ListAudit(ctx, by.OrganizationID, toolplane.AuditFilter{}, after, 1000)
 		if err != nil {
@@ -100,7 +105,7 @@ func (s *Service) Shadow(ctx context.Context, files map[string]string, since tim
 			if e.CreatedAt.Before(since) {
 				return rep, nil
 			}
-			if read++; read > MaxShadowEvents {
+			if read++; read > MaxShadowEvents || !time.Now().Before(deadline) {
 				rep.Truncated = true
 				return rep, nil
 			}
