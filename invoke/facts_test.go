@@ -152,7 +152,9 @@ func TestThePolicyIsToldWhereSensitiveArgumentsAre(t *testing.T) {
 	pol := &recording{}
 	e := newEnvWith(t, newStore(t), func(c *invoke.Config) {
 		c.Policy = pol
-		c.Facts = policy.Facts{"order_account": func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) { return "acct-o-501", nil }}
+		c.Facts = policy.Facts{"order_account": func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) {
+			return "acct-o-501", nil
+		}}
 	}, tool{def: refundDef("payments.refund", toolplane.EffectWrite), fn: ok(map[string]any{})})
 	must(t).OK(e.iv.Invoke(context.Background(), "payments.refund", map[string]any{"order_id": "o-501", "to_account": "acct-evil"}, inv("payments.refund")))
 	if len(pol.sensitive) != 1 || strings.Join(pol.sensitive[0], ",") != "/to_account" {
