@@ -64,9 +64,10 @@ type Spend interface {
 
 // Config is what the built-in resolvers read.
 type Config struct {
-	// Zone answers an organization's time zone; nil, or a nil answer, is
-	// UTC.
-	Zone func(org string) *time.Location
+	// Zone answers an organization's time zone (the one its policy
+	// bundle reads time in, so a fact and a rule never disagree on the
+	// hour); nil, or a nil answer, is UTC. An error is the fact's.
+	Zone func(ctx context.Context, org string) (*time.Location, error)
 	// Spend reads a run tree's spend; without it run_spend_cents is not
 	// registered.
 	Spend Spend
@@ -105,10 +106,14 @@ type builtin struct {
 	sensitive sync.Map // schema hash -> []string
 }
 
-func (b *builtin) orgTime(_ context.Context, inv *toolplane.Invocation, _ *toolplane.Definition, _ any) (any, error) {
+func (b *builtin) orgTime(ctx context.Context, inv *toolplane.Invocation, _ *toolplane.Definition, _ any) (any, error) {
 	loc := time.UTC
 	if b.cfg.Zone != nil {
-		if z := b.cfg.Zone(inv.OrganizationID); z != nil {
+		z, err := b.cfg.Zone(ctx, inv.OrganizationID)
+		if err != nil {
+			return nil, fmt.Errorf("time zone of %s: %w", inv.OrganizationID, err)
+		}
+		if z != nil {
 			loc = z
 		}
 	}

@@ -44,11 +44,11 @@ func TestBuiltinFacts(t *testing.T) {
 	// Tuesday 1 December 2026, 22:30 UTC: 23:30 in Paris.
 	now := time.Date(2026, 12, 1, 22, 30, 0, 0, time.UTC)
 	f := facts.Builtin(facts.Config{Spend: store, Now: func() time.Time { return now },
-		Zone: func(org string) *time.Location {
+		Zone: func(_ context.Context, org string) (*time.Location, error) {
 			if org == "org-a" {
-				return paris
+				return paris, nil
 			}
-			return nil
+			return nil, nil
 		}})
 	def := &toolplane.Definition{Name: "payments.refund", Version: "1.0.0", Tags: []string{"finance", "pii"}, Classification: "confidential",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"},"card":{"type":"string","x-sensitive":true},"note":{"type":"string","x-sensitive":true}}}`)}
@@ -108,5 +108,19 @@ func TestRunSpendFailureIsAFault(t *testing.T) {
 	}
 	if facts.Builtin(facts.Config{}).FactResolver(facts.RunSpendCents) {
 		t.Error("run_spend_cents is registered without a meter")
+	}
+}
+
+// TestZoneFailureIsAFault: an organization's zone that cannot be read (its
+// rules unreadable) makes org_time a fault, never a time in another zone.
+func TestZoneFailureIsAFault(t *testing.T) {
+	t.Parallel()
+	unreadable := errors.New("policy bundle version: the store is down")
+	f := facts.Builtin(facts.Config{Zone: func(context.Context, string) (*time.Location, error) { return nil, unreadable }})
+	d := &toolplane.Definition{Name: "x.y", PolicyFacts: []string{facts.OrgTime}}
+	_, err := f.Resolve(context.Background(), &toolplane.Invocation{OrganizationID: "o"}, d, nil)
+	var fe *policy.FactError
+	if !errors.As(err, &fe) || fe.Fact != facts.OrgTime || !errors.Is(err, unreadable) {
+		t.Fatalf("err = %v, want org_time's FactError wrapping the store's", err)
 	}
 }

@@ -65,14 +65,16 @@ func (s *Service) load(ctx context.Context, org string) (*compiled, error) {
 		s.mu.Unlock()
 		return c, nil
 	}
-	nc := &compiled{version: v, zone: time.UTC, checked: now}
+	nc := &compiled{version: v, zone: s.zone, checked: now}
 	if v > 0 {
 		b, err := s.store.GetPolicyBundle(ctx, org, v)
 		if err != nil {
 			return nil, fmt.Errorf("policy bundle %d: %w", v, err)
 		}
-		if nc.zone, err = zone(b.TimeZone); err != nil {
-			return nil, fmt.Errorf("policy bundle %d: %w", v, err)
+		if b.TimeZone != "" {
+			if nc.zone, err = zone(b.TimeZone); err != nil {
+				return nil, fmt.Errorf("policy bundle %d: %w", v, err)
+			}
 		}
 		if !b.Disabled {
 			r, _, err := Compile(s.languages(), b.Files)
@@ -98,6 +100,18 @@ func (s *Service) lastKnown(org string) *compiled {
 		return nil
 	}
 	return c
+}
+
+// Zone answers the time zone org's rules read time in: its bundle's, or
+// the deployment's (Config.Zone) when the bundle names none or there is
+// none. The org_time fact reads it, so a fact and a rule never disagree
+// on the hour.
+func (s *Service) Zone(ctx context.Context, org string) (*time.Location, error) {
+	c, err := s.load(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	return c.zone, nil
 }
 
 // failOpen reports whether a tool may be decided from the last known good

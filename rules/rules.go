@@ -72,6 +72,10 @@ type Config struct {
 	// Logger reports changes the change log did not take; nil is
 	// slog.Default().
 	Logger *slog.Logger
+	// Zone is the deployment's time zone: what an organization's rules
+	// read time in when its bundle names none, and its zone while it has
+	// no bundle; nil is UTC.
+	Zone *time.Location
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -99,6 +103,8 @@ type Service struct {
 	runBudget time.Duration
 	log       *slog.Logger
 	now       func() time.Time
+	// zone is the deployment's time zone (Config.Zone).
+	zone *time.Location
 
 	mu    sync.Mutex
 	cache map[string]*compiled
@@ -107,7 +113,10 @@ type Service struct {
 // New answers a service built from cfg.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, grants: cfg.Grants, runCost: cfg.RunCost, budget: cfg.Budget, runBudget: cfg.RunBudget,
-		log: cfg.Logger, now: cfg.Now, engines: map[string]policy.Engine{}, cache: map[string]*compiled{}}
+		log: cfg.Logger, now: cfg.Now, zone: cfg.Zone, engines: map[string]policy.Engine{}, cache: map[string]*compiled{}}
+	if s.zone == nil {
+		s.zone = time.UTC
+	}
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
 	}

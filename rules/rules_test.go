@@ -671,3 +671,43 @@ func TestRecordedInputRedactsClaimedAttributes(t *testing.T) {
 		t.Errorf("the recorded input lost the claims rules read: %s", d.Input)
 	}
 }
+
+// TestTheDeploymentZoneIsTheDefault: an organization whose bundle names no
+// zone, or that has no bundle, reads time in the deployment's zone; a
+// bundle's own zone wins. Zone answers the same zone the rules read, which
+// the org_time fact reads too.
+func TestTheDeploymentZoneIsTheDefault(t *testing.T) {
+	t.Parallel()
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	for _, c := range []struct {
+		name, bundleZone string
+		publish          bool
+		wantZone         string
+		want             policy.Effect
+	}{
+		{"no bundle", "", false, "Asia/Tokyo", policy.Allow},
+		{"a bundle naming no zone", "", true, "Asia/Tokyo", policy.Deny}, // 19:00 in Tokyo: evening
+		{"a bundle naming its zone", "Europe/Berlin", true, "Europe/Berlin", policy.Allow},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+				Now: f.clock.Now, Budget: 50 * time.Millisecond, Zone: tokyo})
+			if c.publish {
+				f.publish(t, bundle(), rules.PublishOptions{TimeZone: c.bundleZone})
+			}
+			z, err := f.svc.Zone(t.Context(), org)
+			if err != nil || z.String() != c.wantZone {
+				t.Fatalf("Zone = %v, %v; want %s", z, err, c.wantZone)
+			}
+			d, err := f.svc.Decide(t.Context(), input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0}))
+			if err != nil || d.Effect != c.want {
+				t.Errorf("Decide = %s (%s), %v; want %s", d.Effect, d.Reason, err, c.want)
+			}
+		})
+	}
+}

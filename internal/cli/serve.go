@@ -92,7 +92,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	claimGroups := fs.String("jwt-groups-claim", "", "the claim of a person's token listing their groups: rules read them, and group grants stand for the person")
 	claimManager := fs.String("jwt-manager-claim", "", "the claim of a person's token naming their manager")
 	claimAttrs := fs.String("jwt-attribute-claims", "", "comma-separated claims copied as the caller's attributes, which rules read")
-	timeZone := fs.String("time-zone", "", "the organization's time zone (IANA name, such as Europe/Paris), in which the org_time policy fact reads a call's time (default UTC)")
+	timeZone := fs.String("time-zone", "", "the deployment's time zone (IANA name, such as Europe/Paris), in which policy rules and the org_time fact read a call's time unless the organization's bundle names another (default UTC)")
 	runBudget := fs.Int64("run-budget-cents", 0, "cap every run's cost, in cents: a metered call past it answers budget_exhausted (0: no cap; a caller may ask for a lower one)")
 	gcPercent := fs.Int("gc-percent", 300, "the garbage collector's target (GOGC) when GOGC is not set: a server's live heap is small and every call allocates, so collecting at 3x the live heap spends far less CPU for a few more megabytes")
 	logLevel := fs.String("log-level", "info", "the least severe log records written: debug, info, warn or error (debug adds every MCP session's opening and end)")

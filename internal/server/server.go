@@ -173,9 +173,10 @@ type Config struct {
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string
-	// TimeZone is the IANA name of the organization's time zone
-	// ("Europe/Paris"), in which the org_time policy fact reads the time
-	// of a call; default UTC.
+	// TimeZone is the IANA name of the deployment's time zone
+	// ("Europe/Paris"): the one an organization's rules read time in, and
+	// the org_time policy fact with them, unless its policy bundle names
+	// another; default UTC.
 	TimeZone string
 	// RunBudgetCents, when positive, caps every run's cost, on every door;
 	// a caller may ask for a lower cap, never a higher one.
@@ -502,7 +503,12 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if tp != nil {
 		tracer = tp.Tracer("github.com/toolplane/toolplane/invoke")
 	}
-	builtin := facts.Builtin(facts.Config{Spend: b.Store, Zone: func(string) *time.Location { return s.zone }})
+	// The org_time fact reads the zone the organization's rules read time
+	// in; decider is built below, before any call.
+	var decider *rules.Service
+	builtin := facts.Builtin(facts.Config{Spend: b.Store, Zone: func(ctx context.Context, org string) (*time.Location, error) {
+		return decider.Zone(ctx, org)
+	}})
 	resolvers, err := policyFacts(builtin, handlers)
 	if err != nil {
 		return nil, err
@@ -579,7 +585,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	// Every call is decided in the invoker's policy step, whichever door
 	// it came through (REST, MCP, an approved call resumed): the grants,
 	// then the organization's latest policy bundle.
-	decider := rules.New(rules.Config{Store: b.Store, Grants: authz.Policy{Service: grants}, Engines: cfg.PolicyEngines,
+	decider = rules.New(rules.Config{Store: b.Store, Grants: authz.Policy{Service: grants}, Engines: cfg.PolicyEngines, Zone: s.zone,
 		RunCost: b.Store.RunTreeCost, Logger: log})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: decider,
 		Runtimes: run, Broker: conns, Facts: resolvers,
