@@ -43,6 +43,11 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 	}
 	if inv.AgentAttributes != nil {
 		r.Principal.Attributes = inv.AgentAttributes
+		// The agent's team is its "team" attribute, as the deployment
+		// maps its token's claims.
+		if team, ok := inv.AgentAttributes["team"].(string); ok {
+			r.Principal.Team = team
+		}
 	}
 	if inv.UserID != "" {
 		r.User = &Person{ID: inv.UserID, Roles: []string{}, Groups: []string{}, Attributes: map[string]any{}}

@@ -22,13 +22,13 @@ func TestNewRequestCarriesWhoCalls(t *testing.T) {
 		inv  toolplane.Invocation
 		want func(t *testing.T, r *policy.Request)
 	}{
-		{"agent alone", toolplane.Invocation{AgentID: "support-bot", AgentAttributes: map[string]any{"tier": "gold"}},
+		{"agent alone", toolplane.Invocation{AgentID: "support-bot", AgentAttributes: map[string]any{"tier": "gold", "team": "oncall"}},
 			func(t *testing.T, r *policy.Request) {
 				if r.User != nil {
 					t.Errorf("user = %+v, want none", r.User)
 				}
-				if r.Principal.Attributes["tier"] != "gold" {
-					t.Errorf("principal attributes = %v", r.Principal.Attributes)
+				if r.Principal.Attributes["tier"] != "gold" || r.Principal.Team != "oncall" {
+					t.Errorf("principal = %+v, want tier gold and team oncall", r.Principal)
 				}
 			}},
 		{"for a person the token describes", toolplane.Invocation{AgentID: "support-bot", UserID: "sam",
