@@ -56,8 +56,9 @@ type Credential struct {
 	// (on_behalf_of), when it may.
 	ActsFor string `json:"-"`
 	User    *User  `json:"-"`
-	// Attributes are the caller's attributes read from a token's claims
-	// (the deployment names which); an API key has none.
+	// Attributes are what the organization's rules read of the caller
+	// (principal.attributes; "team" is its team): an API key's, set when
+	// it was minted, or a token's claims as the deployment maps them.
 	Attributes map[string]any `json:"-"`
 	// Hash is the salted hash of the key's secret part, with its
 	// parameters (see apikey.Hash).

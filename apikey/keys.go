@@ -95,7 +95,14 @@ type NewKey struct {
 	Tools     []string
 	Label     string
 	ExpiresAt time.Time
+	// Attributes are what the organization's rules read of the caller
+	// (principal.attributes; "team" is its team): at most MaxAttributes
+	// names of lowercase letters, digits and underscores, each to a text.
+	Attributes map[string]string
 }
+
+// MaxAttributes bounds the attributes a key carries.
+const MaxAttributes = 16
 
 // check answers what is wrong with k: an *InvalidError, or a
 // *toolplane.TooLongError for a part past its bound.
@@ -137,6 +144,20 @@ func (k *NewKey) check() error {
 			return &InvalidError{Field: t.field, Why: t.field[1:] + " is plain text: UTF-8 without NUL bytes"}
 		}
 	}
+	if len(k.Attributes) > MaxAttributes {
+		return &InvalidError{Field: "/attributes", Why: fmt.Sprintf("a key carries at most %d attributes", MaxAttributes)}
+	}
+	for name, v := range k.Attributes {
+		if !attributeName(name) {
+			return &InvalidError{Field: "/attributes", Why: fmt.Sprintf("attribute name %q is not 1 to 64 lowercase letters, digits and underscores, starting with a letter", name)}
+		}
+		if err := toolplane.CheckLen("attributes."+name, v, toolplane.MaxRefLen); err != nil {
+			return err
+		}
+		if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			return &InvalidError{Field: "/attributes/" + name, Why: "attributes." + name + " is plain text: UTF-8 without NUL bytes"}
+		}
+	}
 	for i, p := range k.Tools {
 		// A pattern that cannot match would narrow the key to nothing,
 		// silently: refuse it where it is written.
@@ -145,6 +166,20 @@ func (k *NewKey) check() error {
 		}
 	}
 	return nil
+}
+
+// attributeName reports whether name may name a key's attribute: a rule
+// reads it as principal.attributes.<name>, in Cedar and in Rego alike.
+func attributeName(name string) bool {
+	if name == "" || len(name) > 64 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for _, r := range name {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // Create mints a key for k in the caller's organization, recorded as
@@ -164,6 +199,12 @@ func (s *Keys) Create(ctx context.Context, k NewKey, by *toolplane.Credential) (
 	cred = &toolplane.Credential{ID: id, OrganizationID: by.OrganizationID, Kind: k.Kind, Subject: k.Subject,
 		Roles: k.Roles, Tools: k.Tools, Hash: Hash(secret), Label: k.Label, CreatedAt: s.now(),
 		ExpiresAt: k.ExpiresAt, CreatedBy: by.Subject}
+	if len(k.Attributes) > 0 {
+		cred.Attributes = make(map[string]any, len(k.Attributes))
+		for name, v := range k.Attributes {
+			cred.Attributes[name] = v
+		}
+	}
 	if err := s.store.InsertCredential(ctx, cred); err != nil {
 		if errors.Is(err, toolplane.ErrInvalid) {
 			return "", nil, fmt.Errorf("%w: %w", ErrNotStored, err)

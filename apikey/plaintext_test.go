@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
@@ -56,5 +58,47 @@ func TestCreateAnswersAnOutageAsAFault(t *testing.T) {
 	_, _, err = keys.Create(ctx, apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "bot"}, admin)
 	if err == nil || errors.Is(err, apikey.ErrNotStored) || errors.Is(err, toolplane.ErrInvalid) {
 		t.Fatalf("Create with the database closed = %v, want a fault that is not ErrNotStored", err)
+	}
+}
+
+// TestKeyAttributes: a key carries the attributes it was minted with,
+// which rules read of its caller; a name a rule could not read, too many
+// of them, or a value no store holds is refused at /attributes before
+// the store is asked.
+func TestKeyAttributes(t *testing.T) {
+	t.Parallel()
+	keys, store, cache := newKeys(t)
+	ctx := context.Background()
+	agent := func(attrs map[string]string) apikey.NewKey {
+		return apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "bot", Attributes: attrs}
+	}
+	many := map[string]string{}
+	for i := range apikey.MaxAttributes + 1 {
+		many[string(rune('a'+i))] = "x"
+	}
+	for name, attrs := range map[string]map[string]string{
+		"a capital":        {"Team": "billing"},
+		"a dot":            {"team.name": "billing"},
+		"a leading digit":  {"1team": "billing"},
+		"empty":            {"": "billing"},
+		"too many":         many,
+		"a NUL in a value": {"team": "bill\x00ing"},
+	} {
+		_, _, err := keys.Create(ctx, agent(attrs), admin)
+		var invalid *apikey.InvalidError
+		if !errors.As(err, &invalid) || !strings.HasPrefix(invalid.Field, "/attributes") {
+			t.Errorf("%s: Create = %v, want an InvalidError at /attributes", name, err)
+		}
+	}
+	key, cred, err := keys.Create(ctx, agent(map[string]string{"team": "oncall", "tier": "gold"}), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred.Attributes["team"] != "oncall" || cred.Attributes["tier"] != "gold" {
+		t.Errorf("minted attributes = %v", cred.Attributes)
+	}
+	got, err := cache.Authenticate(ctx, store, key, time.Now())
+	if err != nil || got.Attributes["team"] != "oncall" || len(got.Attributes) != 2 {
+		t.Errorf("authenticated attributes = %v, %v; want team oncall and tier gold", got, err)
 	}
 }

@@ -23,6 +23,7 @@ type keyView struct {
 	ExpiresAt  *time.Time               `json:"expires_at,omitempty"`
 	RevokedAt  *time.Time               `json:"revoked_at,omitempty"`
 	LastUsedAt *time.Time               `json:"last_used_at,omitempty"`
+	Attributes map[string]any           `json:"attributes,omitempty"`
 }
 
 func opt(t time.Time) *time.Time {
@@ -34,7 +35,7 @@ func opt(t time.Time) *time.Time {
 
 func keyOf(c *toolplane.Credential) keyView {
 	return keyView{ID: c.ID, Kind: c.Kind, Subject: c.Subject, Roles: c.Roles, Tools: c.Tools, Label: c.Label,
-		CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy, ExpiresAt: opt(c.ExpiresAt), RevokedAt: opt(c.RevokedAt), LastUsedAt: opt(c.LastUsedAt)}
+		CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy, ExpiresAt: opt(c.ExpiresAt), RevokedAt: opt(c.RevokedAt), LastUsedAt: opt(c.LastUsedAt), Attributes: c.Attributes}
 }
 
 // keysFail answers a key operation's failure: a request it cannot mint
@@ -56,19 +57,20 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	var body struct {
-		Kind      toolplane.CredentialKind `json:"kind"`
-		Subject   string                   `json:"subject"`
-		Roles     []string                 `json:"roles"`
-		Tools     []string                 `json:"tools"`
-		Label     string                   `json:"label"`
-		ExpiresAt time.Time                `json:"expires_at"`
+		Kind       toolplane.CredentialKind `json:"kind"`
+		Subject    string                   `json:"subject"`
+		Roles      []string                 `json:"roles"`
+		Tools      []string                 `json:"tools"`
+		Label      string                   `json:"label"`
+		ExpiresAt  time.Time                `json:"expires_at"`
+		Attributes map[string]string        `json:"attributes"`
 	}
 	if err := decodeBody(r, &body); err != nil {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	key, cred, err := s.keys.Create(r.Context(), apikey.NewKey{Kind: body.Kind, Subject: body.Subject, Roles: body.Roles,
-		Tools: body.Tools, Label: body.Label, ExpiresAt: body.ExpiresAt}, c.cred)
+		Tools: body.Tools, Label: body.Label, ExpiresAt: body.ExpiresAt, Attributes: body.Attributes}, c.cred)
 	if err != nil {
 		s.keysFail(w, r, err)
 		return

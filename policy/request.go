@@ -43,8 +43,8 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 	}
 	if inv.AgentAttributes != nil {
 		r.Principal.Attributes = inv.AgentAttributes
-		// The agent's team is its "team" attribute, as the deployment
-		// maps its token's claims.
+		// The agent's team is its "team" attribute: its key's, or its
+		// token's claim as the deployment maps it.
 		if team, ok := inv.AgentAttributes["team"].(string); ok {
 			r.Principal.Team = team
 		}

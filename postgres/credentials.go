@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,16 +16,23 @@ import (
 )
 
 const credentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
-	created_at, expires_at, revoked_at, last_used_at, created_by, version`
+	created_at, expires_at, revoked_at, last_used_at, created_by, version, attributes`
 
 func scanCredential(r scanner) (toolplane.Credential, error) {
 	var (
 		c                          toolplane.Credential
 		created                    int64
 		expires, revoked, lastUsed *int64
+		attrs                      []byte
 	)
 	err := r.Scan(&c.ID, &c.OrganizationID, &c.Kind, &c.Subject, &c.Roles, &c.Tools, &c.Hash, &c.Label,
-		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version)
+		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version, &attrs)
+	if err != nil {
+		return c, err
+	}
+	if c.Attributes, err = fromAttributes(attrs); err != nil {
+		return c, fmt.Errorf("attributes: %w", err)
+	}
 	if len(c.Roles) == 0 {
 		c.Roles = nil
 	}
@@ -66,10 +74,14 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 	if err != nil {
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
+	attrs, err := attributes(c.Attributes)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
-		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version)
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, attrs)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert credential %s: %w", c.ID, toolplane.ErrExists)
 	}
@@ -186,4 +198,26 @@ func (s *Store) TouchCredential(ctx context.Context, org, id string, at time.Tim
 		return fmt.Errorf("touch credential %s: %w", id, toolplane.ErrNotFound)
 	}
 	return nil
+}
+
+// attributes answers a credential's attributes as their column takes
+// them: a JSON object, "{}" when there are none.
+func attributes(a map[string]any) (json.RawMessage, error) {
+	if len(a) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	b, err := json.Marshal(a)
+	return b, err
+}
+
+// fromAttributes answers an attributes column's object, nil when empty.
+func fromAttributes(b []byte) (map[string]any, error) {
+	var a map[string]any
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, err
+	}
+	if len(a) == 0 {
+		return nil, nil
+	}
+	return a, nil
 }

@@ -15,19 +15,22 @@ import (
 )
 
 const credentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
-	created_at, expires_at, revoked_at, last_used_at, created_by, version`
+	created_at, expires_at, revoked_at, last_used_at, created_by, version, attributes`
 
 func scanCredential(r scanner) (toolplane.Credential, error) {
 	var (
 		c                          toolplane.Credential
-		roles, tools               string
+		roles, tools, attrs        string
 		created                    int64
 		expires, revoked, lastUsed sql.NullInt64
 	)
 	err := r.Scan(&c.ID, &c.OrganizationID, &c.Kind, &c.Subject, &roles, &tools, &c.Hash, &c.Label,
-		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version)
+		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version, &attrs)
 	if err != nil {
 		return c, err
+	}
+	if c.Attributes, err = fromAttributes([]byte(attrs)); err != nil {
+		return c, fmt.Errorf("attributes: %w", err)
 	}
 	if c.Roles, err = fromNames(roles); err != nil {
 		return c, fmt.Errorf("roles: %w", err)
@@ -84,10 +87,14 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 	if err != nil {
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
+	attrs, err := attributes(c.Attributes)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
 	_, err = s.exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
-		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version)
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, string(attrs))
 	if isDuplicate(err) {
 		return fmt.Errorf("insert credential %s: %w", c.ID, toolplane.ErrExists)
 	}
@@ -204,4 +211,25 @@ func (s *Store) TouchCredential(ctx context.Context, org, id string, at time.Tim
 		return fmt.Errorf("touch credential %s: %w", id, toolplane.ErrNotFound)
 	}
 	return nil
+}
+
+// attributes answers a credential's attributes as their column holds
+// them: a JSON object, "{}" when there are none.
+func attributes(a map[string]any) ([]byte, error) {
+	if len(a) == 0 {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(a)
+}
+
+// fromAttributes answers an attributes column's object, nil when empty.
+func fromAttributes(b []byte) (map[string]any, error) {
+	var a map[string]any
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, err
+	}
+	if len(a) == 0 {
+		return nil, nil
+	}
+	return a, nil
 }

@@ -60,6 +60,7 @@ func fullCredential(org, id string, created time.Time) *toolplane.Credential {
 		LastUsedAt:     created.Add(time.Hour + 1*time.Nanosecond),
 		CreatedBy:      "user-ada",
 		Version:        1,
+		Attributes:     map[string]any{"team": "billing", "region": "eu-west ünïcødé", "quoted": `"a\b"`},
 	}
 }
 
@@ -140,7 +141,7 @@ func testCredentialGetRoundTrip(t *testing.T, s toolplane.Store) {
 		}},
 		{"empty slices", func() *toolplane.Credential {
 			c := fullCredential(org, credentialID(org, "empty"), base)
-			c.Roles, c.Tools, c.Hash = []string{}, []string{}, []byte{}
+			c.Roles, c.Tools, c.Hash, c.Attributes = []string{}, []string{}, []byte{}, map[string]any{}
 			return c
 		}()},
 		{"names a list format must quote", func() *toolplane.Credential {

@@ -213,6 +213,11 @@ func diff(got, want any) string {
 			if !slices.Equal(g.([]string), w) {
 				out = append(out, fmt.Sprintf("%s = %q, want %q", name, g, w))
 			}
+		case map[string]any:
+			// An empty object reads back as none.
+			if g := g.(map[string]any); (len(g) > 0 || len(w) > 0) && !reflect.DeepEqual(g, w) {
+				out = append(out, fmt.Sprintf("%s = %v, want %v", name, g, w))
+			}
 		default:
 			if gv.Field(i).Kind() == reflect.Struct {
 				// A nested struct (a connection's config) is held to

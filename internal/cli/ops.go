@@ -120,12 +120,16 @@ var keyColumns = []string{"id", "kind", "subject", "roles", "tools", "label", "c
 func newKeysCmd(a *app) *cobra.Command {
 	var kind, label, expires string
 	var roles, tools []string
+	var attrs map[string]string
 	create := apiCmd(a, "create SUBJECT --kind agent|person", "mint a key for an agent identity or a person (platform_admin); shown once", exactArgs(1, "SUBJECT"), nil,
 		func(_ *cobra.Command, args []string) (request, error) {
 			if kind != "agent" && kind != "person" {
 				return request{}, usageErr("--kind: want agent or person, got %q", kind)
 			}
 			body := map[string]any{"kind": kind, "subject": args[0], "roles": roles, "tools": tools, "label": label}
+			if len(attrs) > 0 {
+				body["attributes"] = attrs
+			}
 			if expires != "" {
 				t, err := parseTime(expires)
 				if err != nil {
@@ -139,6 +143,7 @@ func newKeysCmd(a *app) *cobra.Command {
 	create.Flags().StringArrayVar(&roles, "role", nil, "a person's role: approver, auditor, platform_admin, tool_owner:TEAM, group:NAME (repeatable)")
 	create.Flags().StringArrayVar(&tools, "tool", nil, "an agent key's narrowing: a tool name or glob it may call, within its identity's grants (repeatable)")
 	create.Flags().StringVar(&label, "label", "", "a note naming where the key is used")
+	create.Flags().StringToStringVar(&attrs, "attribute", nil, "NAME=VALUE: what policy rules read of the caller, as principal.attributes.NAME (team=NAME is its team; repeatable)")
 	create.Flags().StringVar(&expires, "expires", "", "when the key stops working, YYYY-MM-DD or RFC 3339")
 	_ = create.MarkFlagRequired("kind")
 	_ = create.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions([]string{"agent", "person"}, cobra.ShellCompDirectiveNoFileComp))
