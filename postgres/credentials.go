@@ -200,14 +200,15 @@ func (s *Store) TouchCredential(ctx context.Context, org, id string, at time.Tim
 	return nil
 }
 
-// attributes answers a credential's attributes as their column takes
-// them: a JSON object, "{}" when there are none.
-func attributes(a map[string]any) (json.RawMessage, error) {
+// attributes answers a credential's attributes as their JSONB column
+// takes them: JSON text (a string, which the simple protocol sends as
+// text, where bytes would go as bytea), "{}" when there are none.
+func attributes(a map[string]any) (string, error) {
 	if len(a) == 0 {
-		return json.RawMessage("{}"), nil
+		return "{}", nil
 	}
 	b, err := json.Marshal(a)
-	return b, err
+	return string(b), err
 }
 
 // fromAttributes answers an attributes column's object, nil when empty.

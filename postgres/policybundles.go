@@ -42,7 +42,7 @@ func (s *Store) InsertPolicyBundle(ctx context.Context, b *toolplane.PolicyBundl
 	_, err = s.pool.Exec(ctx, `INSERT INTO policy_bundles (`+policyBundleColumns+`, files)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		b.OrganizationID, b.Version, b.Language, b.Digest, b.TimeZone, b.Disabled,
-		b.PublishedBy, micros(b.PublishedAt), b.Note, body)
+		b.PublishedBy, micros(b.PublishedAt), b.Note, string(body))
 	if isDuplicate(err) {
 		return fmt.Errorf("insert policy bundle %d: %w", b.Version, toolplane.ErrExists)
 	}

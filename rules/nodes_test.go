@@ -50,8 +50,11 @@ func TestANewBundleTakesEffectOnEveryNodeWithinTwoSeconds(t *testing.T) {
 	stA, a := node()
 	_, b := node()
 	g := authz.New(authz.Config{Store: stA, Registry: nil})
-	if err := g.AddGrant(ctx, &toolplane.Grant{AgentID: "agent-1", Pattern: "crm.lookup"}, operator); err != nil {
-		t.Fatal(err)
+	// The call acts for user-sam (input): the person needs the grant too.
+	for _, gr := range []toolplane.Grant{{AgentID: "agent-1", Pattern: "crm.lookup"}, {UserID: "user-sam", Pattern: "crm.lookup"}} {
+		if err := g.AddGrant(ctx, &gr, operator); err != nil {
+			t.Fatal(err)
+		}
 	}
 	call := input("agent-1", "crm.lookup", nil)
 	effect := func(s *rules.Service) policy.Effect {
