@@ -1,7 +1,6 @@
 package cedar_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -52,22 +51,6 @@ func fiftyRules() string {
 	return sb.String()
 }
 
-func benchDecide(b *testing.B, rules policy.Rules, req *policy.Request) {
-	ctx := context.Background()
-	b.ReportAllocs()
-	cpu := policytest.CPUTime()
-	for b.Loop() {
-		if _, err := rules.Evaluate(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// CPU time per decision (the process's, so GC included): on a shared
-	// machine wall time also counts the waits for a core.
-	if used := policytest.CPUTime() - cpu; used > 0 {
-		b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
-	}
-}
-
 // BenchmarkDecide is the cost of one decision on the example bundle (8
 // rules), and on it with 50 more grants.
 func BenchmarkDecide(b *testing.B) {
@@ -79,8 +62,8 @@ func BenchmarkDecide(b *testing.B) {
 		{"example+50", map[string]string{"fifty.cedar": fiftyRules()}},
 	} {
 		rules, reqs := exampleRules(b, size.extra)
-		b.Run(size.name+"/read", func(b *testing.B) { benchDecide(b, rules, reqs[benchCases[0]]) })
-		b.Run(size.name+"/injected-refund", func(b *testing.B) { benchDecide(b, rules, reqs[benchCases[1]]) })
+		b.Run(size.name+"/read", func(b *testing.B) { policytest.BenchDecide(b, rules, reqs[benchCases[0]]) })
+		b.Run(size.name+"/injected-refund", func(b *testing.B) { policytest.BenchDecide(b, rules, reqs[benchCases[1]]) })
 	}
 }
 
