@@ -317,28 +317,9 @@ func TestRefresh(t *testing.T) {
 	// refresh, and every call a working token.
 	p.due(c.ID)
 	requests = e.count(p.token)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		toks  = map[toolplane.SecretString]bool{}
-		start = make(chan struct{})
-	)
-	for i := range 6 {
-		s := []*connection.Service{a, b}[i%2]
-		wg.Go(func() {
-			<-start
-			r, err := e.release(s, call("sam"), crmRead, nil)
-			if err != nil {
-				t.Errorf("Release at once: %v", err)
-				return
-			}
-			mu.Lock()
-			toks[r.Secrets.AccessToken] = true
-			mu.Unlock()
-		})
-	}
-	close(start)
-	wg.Wait()
+	toks := atOnce(t, 6, []*connection.Service{a, b}, func(s *connection.Service) (*toolplane.Released, error) {
+		return e.release(s, call("sam"), crmRead, nil)
+	})
 	if n := e.count(p.token) - requests; n != 1 {
 		t.Errorf("%d refresh requests reached the provider, want 1", n)
 	}
@@ -400,25 +381,16 @@ func TestRefreshOnceOnANode(t *testing.T) {
 	for round := range 3 {
 		p.due(c.ID)
 		requests := e.count(p.token)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 8 {
-			wg.Go(func() {
-				<-start
-				r, err := e.release(s, call("sam"), tool("crm.read", "crm"), nil)
-				if err != nil {
-					t.Errorf("round %d: Release: %v", round, err)
-					return
-				}
-				if !p.works(r.Secrets.AccessToken) {
-					t.Errorf("round %d: a call was given a token the provider refuses", round)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		toks := atOnce(t, 8, []*connection.Service{s}, func(s *connection.Service) (*toolplane.Released, error) {
+			return e.release(s, call("sam"), tool("crm.read", "crm"), nil)
+		})
 		if n := e.count(p.token) - requests; n != 1 {
 			t.Fatalf("round %d: %d refresh requests reached the provider, want 1", round, n)
+		}
+		for tok := range toks {
+			if !p.works(tok) {
+				t.Errorf("round %d: a call was given a token the provider refuses", round)
+			}
 		}
 	}
 }
@@ -620,30 +592,17 @@ func TestRenewARefusedToken(t *testing.T) {
 		t.Fatalf("Release: %v", err)
 	}
 	requests := e.count(p.token)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		toks  = map[toolplane.SecretString]bool{}
-		start = make(chan struct{})
-	)
-	for i := range 6 {
-		s := []*connection.Service{a, b}[i%2]
-		wg.Go(func() {
-			<-start
-			r, err := s.Renew(t.Context(), releaseOf(call("sam"), crmRead, nil), refused)
-			e.saw(err)
-			if err != nil || r == nil {
-				t.Errorf("Renew = %v, %v", r, err)
-				return
-			}
+	toks := atOnce(t, 6, []*connection.Service{a, b}, func(s *connection.Service) (*toolplane.Released, error) {
+		r, err := s.Renew(t.Context(), releaseOf(call("sam"), crmRead, nil), refused)
+		e.saw(err)
+		if err == nil && r == nil {
+			err = errors.New("Renew answered neither a token nor an error")
+		}
+		if r != nil {
 			e.saw(r.Connection)
-			mu.Lock()
-			toks[r.Secrets.AccessToken] = true
-			mu.Unlock()
-		})
-	}
-	close(start)
-	wg.Wait()
+		}
+		return r, err
+	})
 	if n := e.count(p.token) - requests; n != 1 {
 		t.Errorf("%d refresh requests reached the provider, want 1", n)
 	}
@@ -660,4 +619,35 @@ func TestRenewARefusedToken(t *testing.T) {
 	if err != nil || late == nil || !toks[late.Secrets.AccessToken] || e.count(p.token)-requests != 1 {
 		t.Errorf("a late renewal = %v, %v, after %d refreshes; want the renewed token and no refresh", late, err, e.count(p.token)-requests)
 	}
+}
+
+// atOnce runs get n times at once, spread over the nodes in turn, and
+// answers the distinct access tokens the calls were given: a refresh
+// raced by many calls must reach the provider once and hand every call
+// a token that works.
+func atOnce(t *testing.T, n int, nodes []*connection.Service, get func(*connection.Service) (*toolplane.Released, error)) map[toolplane.SecretString]bool {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		toks  = map[toolplane.SecretString]bool{}
+		start = make(chan struct{})
+	)
+	for i := range n {
+		s := nodes[i%len(nodes)]
+		wg.Go(func() {
+			<-start
+			r, err := get(s)
+			if err != nil {
+				t.Errorf("a call at once: %v", err)
+				return
+			}
+			mu.Lock()
+			toks[r.Secrets.AccessToken] = true
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return toks
 }
