@@ -426,19 +426,7 @@ func startE2E(t *testing.T) *e2e {
 		// The sweep decides lost claims quickly, so a held call is
 		// observed held, not merely in flight.
 		SweepEvery: 200 * time.Millisecond, LeaseMargin: 500 * time.Millisecond}
-	s, err := New(context.Background(), e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.s, e.base = s, "http://"+s.Addr()
-	ctx, stop := context.WithCancel(context.Background())
-	e.stop = stop
-	go func() { e.ran <- s.Run(ctx) }()
-	t.Cleanup(func() { e.shutdown(t) })
-	e.admin = readCreds(t, dir)["TOOLPLANE_ADMIN_KEY"]
-	if e.admin == "" {
-		t.Fatal("first start wrote no admin key")
-	}
+	e.start(t, dir)
 	e.agent = e.mintKey(t, e.admin, `{"kind":"agent","subject":"shop-agent","label":"e2e agent"}`)
 	e.must(t, "POST", "/v1/grants", e.admin, `{"agent_id":"shop-agent","pattern":"shop.*"}`, http.StatusCreated)
 
@@ -988,4 +976,23 @@ func sendRecorded(e *e2e, path, key, body string) (int, string, error) {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(raw), err
+}
+
+// start serves e.cfg until the test ends and reads the admin key its
+// first start wrote into dir.
+func (e *e2e) start(t *testing.T, dir string) {
+	t.Helper()
+	s, err := New(context.Background(), e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s, e.base = s, "http://"+s.Addr()
+	ctx, stop := context.WithCancel(context.Background())
+	e.stop = stop
+	go func() { e.ran <- s.Run(ctx) }()
+	t.Cleanup(func() { e.shutdown(t) })
+	e.admin = readCreds(t, dir)["TOOLPLANE_ADMIN_KEY"]
+	if e.admin == "" {
+		t.Fatal("first start wrote no admin key")
+	}
 }

@@ -39,19 +39,7 @@ func TestTheInjectedRefundWaitsForFinance(t *testing.T) {
 	e.cfg = Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), DataDir: dir, Demo: true,
 		PolicyEngines: []policy.Engine{cedar.Engine{}},
 		JWTIssuer:     "https://idp.test", JWTAudience: "toolplane", JWTJWKSURL: is.url, JWTClaims: jwtauth.Claims{Attributes: []string{"department"}}}
-	s, err := New(context.Background(), e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.s, e.base = s, "http://"+s.Addr()
-	ctx, stop := context.WithCancel(context.Background())
-	e.stop = stop
-	go func() { e.ran <- s.Run(ctx) }()
-	t.Cleanup(func() { e.shutdown(t) })
-	e.admin = readCreds(t, dir)["TOOLPLANE_ADMIN_KEY"]
-	if e.admin == "" {
-		t.Fatal("first start wrote no admin key")
-	}
+	e.start(t, dir)
 
 	// The organization's rules: the example bundle, published over REST
 	// by the platform admin.
