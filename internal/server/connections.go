@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"github.com/toolplane/toolplane/connection"
 	"log/slog"
 	"net"
 	"net/http"
@@ -240,18 +239,19 @@ func egressDial(c *toolplane.Connection) (func(ctx context.Context, network, add
 // stateSweepEvery is how often expired authorizations are removed.
 const stateSweepEvery = 5 * time.Minute
 
-// sweepStates removes expired authorizations every stateSweepEvery until
-// ctx ends.
-func sweepStates(ctx context.Context, conns *connection.Service, log *slog.Logger) {
-	t := time.NewTicker(stateSweepEvery)
+// sweepEvery runs sweep every period until ctx ends, logging a failure
+// as what was not removed: a sweep only tidies rows that are refused
+// anyway, so a failed round waits for the next.
+func sweepEvery(ctx context.Context, period time.Duration, log *slog.Logger, what string, sweep func(context.Context) (int, error)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := conns.SweepStates(ctx); err != nil && ctx.Err() == nil {
-				log.WarnContext(ctx, "expired authorizations not removed", "err", err)
+			if _, err := sweep(ctx); err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, what+" not removed", "err", err)
 			}
 		}
 	}
