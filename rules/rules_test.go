@@ -711,3 +711,24 @@ func TestTheDeploymentZoneIsTheDefault(t *testing.T) {
 		})
 	}
 }
+
+// The zone is kept through the break-glass: while the rules are disabled
+// the org_time fact still reads the organization's zone, and the bundle
+// published after it, naming no zone, keeps the one set before.
+func TestTheZoneOutlivesTheBreakGlass(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{TimeZone: "Europe/Paris"})
+	off, err := f.svc.Disable(ctx, "incident 42", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z, err := f.svc.Zone(ctx, org); err != nil || z.String() != "Europe/Paris" || off.TimeZone != "Europe/Paris" {
+		t.Fatalf("while disabled: Zone = %v, %v, the version's zone %q; want Europe/Paris", z, err, off.TimeZone)
+	}
+	again := f.publish(t, bundle(), rules.PublishOptions{Note: "incident over"})
+	if again.TimeZone != "Europe/Paris" {
+		t.Errorf("the bundle published after the break-glass reads time in %q; want Europe/Paris", again.TimeZone)
+	}
+}
