@@ -732,3 +732,29 @@ func TestTheZoneOutlivesTheBreakGlass(t *testing.T) {
 		t.Errorf("the bundle published after the break-glass reads time in %q; want Europe/Paris", again.TimeZone)
 	}
 }
+
+// A call a bundle denied with no rule named ("no rule allows this call")
+// whose document was too large to keep cannot be replayed: it is not
+// counted as the grants' refusal, which no candidate could change.
+func TestShadowDoesNotTakeABundlesDenialForTheGrants(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{})
+	for _, e := range []toolplane.AuditEvent{
+		{ID: "aud-grants", PolicyDecision: "deny"},
+		{ID: "aud-bundle", PolicyDecision: "deny", PolicyBundle: 1},
+	} {
+		e.OrganizationID, e.Tool, e.Source, e.Outcome, e.CreatedAt = org, "crm.lookup", toolplane.SourceREST, "denied", f.clock.Now()
+		if err := f.store.AppendAudit(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := f.svc.Shadow(ctx, bundle(), f.clock.Now().Add(-time.Hour), auditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 2 || rep.Unchanged != 1 || rep.Unreplayable != 1 {
+		t.Errorf("shadow = %+v; want 2 examined: the grants' denial unchanged, the bundle's not replayable", rep)
+	}
+}

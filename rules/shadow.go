@@ -125,7 +125,10 @@ func (s *Service) replay(ctx context.Context, r policy.Rules, e *toolplane.Audit
 	}
 	rep.Examined++
 	if len(e.PolicyInput) == 0 {
-		if e.PolicyDecision == policy.Deny.String() && e.PolicyRule == "" {
+		// A denial no bundle decided is the grants' (a bundle's denial
+		// names its version, even one no rule id names: "no rule allows
+		// this call").
+		if e.PolicyDecision == policy.Deny.String() && e.PolicyBundle == 0 {
 			rep.Unchanged++ // the grants refused it: so would they now
 			return
 		}
