@@ -163,7 +163,7 @@ func (s *Server) publishPolicyBundle(w http.ResponseWriter, r *http.Request, c c
 }
 
 func (s *Server) shadowPolicyBundle(w http.ResponseWriter, r *http.Request, c caller) {
-	if err := rules.MayRead(c.cred); err != nil {
+	if err := rules.MayShadow(c.cred); err != nil {
 		s.policyFail(w, r, err)
 		return
 	}
