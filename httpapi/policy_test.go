@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,33 @@ func policyFixture(t *testing.T, zone *time.Location) *fixture {
 	f.api, f.srv = api, httptest.NewServer(api.Handler())
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// A version that names no zone reads time in the deployment's, and the
+// API shows that zone, not UTC.
+func TestABundleShowsTheZoneItsRulesReadTimeIn(t *testing.T) {
+	t.Parallel()
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	f := policyFixture(t, tokyo)
+	admin := mint(t, f.store, toolplane.CredentialPerson, "root", []string{toolplane.RolePlatformAdmin}, nil, false)
+	files, err := policy.ReadBundleDir("../examples/policy/cedar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ zone, want string }{{"", "Asia/Tokyo"}, {"Europe/Paris", "Europe/Paris"}} {
+		body, _ := json.Marshal(map[string]any{"files": files, "time_zone": c.zone})
+		status, got := f.do(t, "POST", "/v1/policy/bundles", admin, string(body))
+		if status != http.StatusCreated || got["time_zone"] != c.want {
+			t.Fatalf("publish naming zone %q = %d %v; want time_zone %s", c.zone, status, got, c.want)
+		}
+	}
+	status, got := f.do(t, "GET", "/v1/policy/bundles/1", admin, "")
+	if status != http.StatusOK || got["time_zone"] != "Asia/Tokyo" {
+		t.Fatalf("GET version 1 = %d %v; want time_zone Asia/Tokyo", status, got)
+	}
 }
 
 // The door refuses a shadow run to whoever the service would, before it

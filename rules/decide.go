@@ -114,6 +114,15 @@ func (s *Service) Zone(ctx context.Context, org string) (*time.Location, error) 
 	return c.zone, nil
 }
 
+// TimeZone answers the name of the zone version b's rules read time in:
+// its own, or the deployment's (Config.Zone) when it names none.
+func (s *Service) TimeZone(b *toolplane.PolicyBundle) string {
+	if b.TimeZone != "" {
+		return b.TimeZone
+	}
+	return s.zone.String()
+}
+
 // failOpen reports whether a tool may be decided from the last known good
 // rules while the store cannot be read: a read-only tool annotated
 // fail_open, never one that writes, is destructive or needs a person.
