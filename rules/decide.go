@@ -171,9 +171,11 @@ func (s *Service) Decide(ctx context.Context, in policy.Input) (policy.Decision,
 		}
 		degraded = true
 	}
+	// A call outside any run has spent nothing: the usage of every such
+	// call shares the empty root, and is no one call's spend.
 	var cost int64
-	if s.runCost != nil && c.rules != nil && !degraded {
-		if cost, err = s.runCost(ctx, org, in.Invocation.EffectiveRootRunID()); err != nil {
+	if root := in.Invocation.EffectiveRootRunID(); s.runCost != nil && c.rules != nil && !degraded && root != "" {
+		if cost, err = s.runCost(ctx, org, root); err != nil {
 			return policy.Decision{}, fmt.Errorf("run cost: %w", err)
 		}
 	}

@@ -758,3 +758,42 @@ func TestShadowDoesNotTakeABundlesDenialForTheGrants(t *testing.T) {
 		t.Errorf("shadow = %+v; want 2 examined: the grants' denial unchanged, the bundle's not replayable", rep)
 	}
 }
+
+// The rules read what the call's run tree has spent; a call outside any
+// run has spent nothing, whatever the organization's other run-less calls
+// cost (their usage shares the empty root), as the run_spend_cents fact
+// answers.
+func TestACallOutsideARunHasSpentNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+		Now: f.clock.Now, Budget: 50 * time.Millisecond, RunCost: f.store.RunTreeCost})
+	f.publish(t, bundle(), rules.PublishOptions{})
+	for i, u := range []toolplane.Usage{{RunID: "run-1", RootRunID: "run-1", CostCents: 700}, {CostCents: 5000}} {
+		u.ID, u.OrganizationID, u.Tool, u.CreatedAt = fmt.Sprint("use-", i), org, "payments.get_order", f.clock.Now()
+		if err := f.store.InsertUsage(ctx, &u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		run  string
+		want int64
+	}{{"run-1", 700}, {"", 0}} {
+		in := input("agent-1", "payments.get_order", nil)
+		in.Invocation.RunID = c.run
+		d, err := f.svc.Decide(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Request policy.Request `json:"request"`
+		}
+		if err := json.Unmarshal([]byte(d.Input), &rec); err != nil {
+			t.Fatalf("recorded input %q: %v", d.Input, err)
+		}
+		if got := rec.Request.Context.RunCostCents; got != c.want {
+			t.Errorf("run %q: the rules read a run cost of %d; want %d", c.run, got, c.want)
+		}
+	}
+}
