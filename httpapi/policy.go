@@ -258,7 +258,19 @@ func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, c caller)
 		httperr.Send(w, r, httperr.NotFound, "no tool named "+body.Tool, "tool")
 		return
 	}
-	ex, err := s.Rules.Explain(r.Context(), body.AgentID, body.UserID, &t.Def, body.Arguments, c.cred)
+	// The rules read the arguments a call would carry to them: validated
+	// (and coerced) by the tool's input schema, as the invoker's are.
+	var in any = body.Arguments
+	if body.Arguments == nil {
+		in = map[string]any{}
+	}
+	args, _, bad := t.Arguments(in)
+	if bad != nil {
+		httperr.Send(w, r, httperr.InvalidRequest, "arguments: "+bad.Error.Message, "arguments"+bad.Error.FieldPath)
+		return
+	}
+	valid, _ := args.(map[string]any)
+	ex, err := s.Rules.Explain(r.Context(), body.AgentID, body.UserID, &t.Def, valid, t.Input().Sensitive(), c.cred)
 	if err != nil {
 		s.policyFail(w, r, err)
 		return

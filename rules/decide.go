@@ -323,18 +323,20 @@ type Explanation struct {
 	Approval *policy.Approval `json:"approval,omitempty"`
 }
 
-// Explain answers how agent's call of tool with args, acting for user
-// when set, would be decided now: the grants, then the organization's
-// rules, as Decide decides it, with a key that admits the tool. Nothing
-// is recorded and nothing runs. It needs the role that reads bundles.
-func (s *Service) Explain(ctx context.Context, agent, user string, tool *toolplane.Definition, args map[string]any, by *toolplane.Credential) (*Explanation, error) {
+// Explain answers how agent's call of tool with args (validated by the
+// tool's input schema, whose x-sensitive pointers sensitive lists), acting
+// for user when set, would be decided now: the grants, then the
+// organization's rules, as Decide decides it, with a key that admits the
+// tool. Nothing is recorded and nothing runs. It needs the role that reads
+// bundles.
+func (s *Service) Explain(ctx context.Context, agent, user string, tool *toolplane.Definition, args map[string]any, sensitive []string, by *toolplane.Credential) (*Explanation, error) {
 	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	if args == nil {
 		args = map[string]any{}
 	}
-	in := policy.Input{Tool: tool, Arguments: args, Invocation: &toolplane.Invocation{
+	in := policy.Input{Tool: tool, Arguments: args, Sensitive: sensitive, Invocation: &toolplane.Invocation{
 		OrganizationID: by.OrganizationID, AgentID: agent, UserID: user, RunID: "explain",
 		Principal: toolplane.Principal{ID: agent, Tools: []string{tool.Name}}, Source: toolplane.SourceREST,
 	}}
