@@ -29,7 +29,8 @@ type PolicyBundle struct {
 	// digest decide alike.
 	Digest string `json:"digest"`
 	// TimeZone is the IANA zone the rules read time in (the time, hour
-	// and weekday a rule sees); "" is UTC. It is the organization's zone
+	// and weekday a rule sees); "" is the deployment's (serve --time-zone,
+	// UTC by default). It is the organization's zone
 	// for its rules, versioned with them, so a rule and the clock it was
 	// written for are published together.
 	TimeZone string `json:"time_zone,omitempty"`

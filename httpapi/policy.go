@@ -51,14 +51,12 @@ func (s *Server) policyFail(w http.ResponseWriter, r *http.Request, err error) {
 	httperr.Fail(w, r, s.Log, err)
 }
 
-// bundleView is a bundle as the API shows it; files only when shown one
+// bundleView is a bundle as the API shows it, with the zone its rules read
+// time in (the deployment's when it names none); files only when shown one
 // by one.
-func bundleView(b *toolplane.PolicyBundle) map[string]any {
-	out := map[string]any{"version": b.Version, "language": b.Language, "digest": b.Digest, "time_zone": b.TimeZone,
+func (s *Server) bundleView(b *toolplane.PolicyBundle) map[string]any {
+	out := map[string]any{"version": b.Version, "language": b.Language, "digest": b.Digest, "time_zone": s.Rules.TimeZone(b),
 		"disabled": b.Disabled, "published_by": b.PublishedBy, "published_at": b.PublishedAt, "note": b.Note}
-	if out["time_zone"] == "" {
-		out["time_zone"] = "UTC"
-	}
 	if b.Files != nil {
 		out["files"] = b.Files
 	}
@@ -85,7 +83,7 @@ func (s *Server) listPolicyBundles(w http.ResponseWriter, r *http.Request, c cal
 	}
 	items := make([]map[string]any, len(list))
 	for i := range list {
-		items[i] = bundleView(&list[i])
+		items[i] = s.bundleView(&list[i])
 	}
 	next := ""
 	if len(list) == limit {
@@ -109,7 +107,7 @@ func (s *Server) getPolicyBundle(w http.ResponseWriter, r *http.Request, c calle
 		s.policyFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, bundleView(b))
+	writeJSON(w, http.StatusOK, s.bundleView(b))
 }
 
 // filesBody is the body of a request carrying a candidate bundle.
@@ -159,11 +157,11 @@ func (s *Server) publishPolicyBundle(w http.ResponseWriter, r *http.Request, c c
 		return
 	}
 	b.Files = nil
-	writeJSON(w, http.StatusCreated, bundleView(b))
+	writeJSON(w, http.StatusCreated, s.bundleView(b))
 }
 
 func (s *Server) shadowPolicyBundle(w http.ResponseWriter, r *http.Request, c caller) {
-	if err := rules.MayRead(c.cred); err != nil {
+	if err := rules.MayShadow(c.cred); err != nil {
 		s.policyFail(w, r, err)
 		return
 	}
@@ -213,7 +211,7 @@ func (s *Server) rollbackPolicyBundle(w http.ResponseWriter, r *http.Request, c 
 		return
 	}
 	b.Files = nil
-	writeJSON(w, http.StatusCreated, bundleView(b))
+	writeJSON(w, http.StatusCreated, s.bundleView(b))
 }
 
 func (s *Server) disablePolicy(w http.ResponseWriter, r *http.Request, c caller) {
@@ -233,7 +231,7 @@ func (s *Server) disablePolicy(w http.ResponseWriter, r *http.Request, c caller)
 		s.policyFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, bundleView(b))
+	writeJSON(w, http.StatusCreated, s.bundleView(b))
 }
 
 func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, c caller) {
@@ -260,7 +258,19 @@ func (s *Server) explainPolicy(w http.ResponseWriter, r *http.Request, c caller)
 		httperr.Send(w, r, httperr.NotFound, "no tool named "+body.Tool, "tool")
 		return
 	}
-	ex, err := s.Rules.Explain(r.Context(), body.AgentID, body.UserID, &t.Def, body.Arguments, c.cred)
+	// The rules read the arguments a call would carry to them: validated
+	// (and coerced) by the tool's input schema, as the invoker's are.
+	var in any = body.Arguments
+	if body.Arguments == nil {
+		in = map[string]any{}
+	}
+	args, _, bad := t.Arguments(in)
+	if bad != nil {
+		httperr.Send(w, r, httperr.InvalidRequest, "arguments: "+bad.Error.Message, "arguments"+bad.Error.FieldPath)
+		return
+	}
+	valid, _ := args.(map[string]any)
+	ex, err := s.Rules.Explain(r.Context(), body.AgentID, body.UserID, &t.Def, valid, t.Input().Sensitive(), c.cred)
 	if err != nil {
 		s.policyFail(w, r, err)
 		return

@@ -114,6 +114,15 @@ func (s *Service) Zone(ctx context.Context, org string) (*time.Location, error) 
 	return c.zone, nil
 }
 
+// TimeZone answers the name of the zone version b's rules read time in:
+// its own, or the deployment's (Config.Zone) when it names none.
+func (s *Service) TimeZone(b *toolplane.PolicyBundle) string {
+	if b.TimeZone != "" {
+		return b.TimeZone
+	}
+	return s.zone.String()
+}
+
 // failOpen reports whether a tool may be decided from the last known good
 // rules while the store cannot be read: a read-only tool annotated
 // fail_open, never one that writes, is destructive or needs a person.
@@ -162,9 +171,11 @@ func (s *Service) Decide(ctx context.Context, in policy.Input) (policy.Decision,
 		}
 		degraded = true
 	}
+	// A call outside any run has spent nothing: the usage of every such
+	// call shares the empty root, and is no one call's spend.
 	var cost int64
-	if s.runCost != nil && c.rules != nil && !degraded {
-		if cost, err = s.runCost(ctx, org, in.Invocation.EffectiveRootRunID()); err != nil {
+	if root := in.Invocation.EffectiveRootRunID(); s.runCost != nil && c.rules != nil && !degraded && root != "" {
+		if cost, err = s.runCost(ctx, org, root); err != nil {
 			return policy.Decision{}, fmt.Errorf("run cost: %w", err)
 		}
 	}
@@ -312,18 +323,20 @@ type Explanation struct {
 	Approval *policy.Approval `json:"approval,omitempty"`
 }
 
-// Explain answers how agent's call of tool with args, acting for user
-// when set, would be decided now: the grants, then the organization's
-// rules, as Decide decides it, with a key that admits the tool. Nothing
-// is recorded and nothing runs. It needs the role that reads bundles.
-func (s *Service) Explain(ctx context.Context, agent, user string, tool *toolplane.Definition, args map[string]any, by *toolplane.Credential) (*Explanation, error) {
+// Explain answers how agent's call of tool with args (validated by the
+// tool's input schema, whose x-sensitive pointers sensitive lists), acting
+// for user when set, would be decided now: the grants, then the
+// organization's rules, as Decide decides it, with a key that admits the
+// tool. Nothing is recorded and nothing runs. It needs the role that reads
+// bundles.
+func (s *Service) Explain(ctx context.Context, agent, user string, tool *toolplane.Definition, args map[string]any, sensitive []string, by *toolplane.Credential) (*Explanation, error) {
 	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	if args == nil {
 		args = map[string]any{}
 	}
-	in := policy.Input{Tool: tool, Arguments: args, Invocation: &toolplane.Invocation{
+	in := policy.Input{Tool: tool, Arguments: args, Sensitive: sensitive, Invocation: &toolplane.Invocation{
 		OrganizationID: by.OrganizationID, AgentID: agent, UserID: user, RunID: "explain",
 		Principal: toolplane.Principal{ID: agent, Tools: []string{tool.Name}}, Source: toolplane.SourceREST,
 	}}

@@ -407,7 +407,10 @@ func (s *Service) insert(ctx context.Context, b *toolplane.PolicyBundle, kind st
 		if err != nil {
 			return nil, fmt.Errorf("publish: %w", err)
 		}
-		if b.TimeZone == "" && latest > 0 && !b.Disabled {
+		// The zone versions with the rules, and a disabled version keeps
+		// it too: the org_time fact reads it through the break-glass, and
+		// the next publish that names none takes it from there.
+		if b.TimeZone == "" && latest > 0 {
 			prev, err := s.store.GetPolicyBundle(ctx, org, latest)
 			if err != nil {
 				return nil, fmt.Errorf("publish: %w", err)

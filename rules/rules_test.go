@@ -711,3 +711,89 @@ func TestTheDeploymentZoneIsTheDefault(t *testing.T) {
 		})
 	}
 }
+
+// The zone is kept through the break-glass: while the rules are disabled
+// the org_time fact still reads the organization's zone, and the bundle
+// published after it, naming no zone, keeps the one set before.
+func TestTheZoneOutlivesTheBreakGlass(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{TimeZone: "Europe/Paris"})
+	off, err := f.svc.Disable(ctx, "incident 42", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z, err := f.svc.Zone(ctx, org); err != nil || z.String() != "Europe/Paris" || off.TimeZone != "Europe/Paris" {
+		t.Fatalf("while disabled: Zone = %v, %v, the version's zone %q; want Europe/Paris", z, err, off.TimeZone)
+	}
+	again := f.publish(t, bundle(), rules.PublishOptions{Note: "incident over"})
+	if again.TimeZone != "Europe/Paris" {
+		t.Errorf("the bundle published after the break-glass reads time in %q; want Europe/Paris", again.TimeZone)
+	}
+}
+
+// A call a bundle denied with no rule named ("no rule allows this call")
+// whose document was too large to keep cannot be replayed: it is not
+// counted as the grants' refusal, which no candidate could change.
+func TestShadowDoesNotTakeABundlesDenialForTheGrants(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.publish(t, bundle(), rules.PublishOptions{})
+	for _, e := range []toolplane.AuditEvent{
+		{ID: "aud-grants", PolicyDecision: "deny"},
+		{ID: "aud-bundle", PolicyDecision: "deny", PolicyBundle: 1},
+	} {
+		e.OrganizationID, e.Tool, e.Source, e.Outcome, e.CreatedAt = org, "crm.lookup", toolplane.SourceREST, "denied", f.clock.Now()
+		if err := f.store.AppendAudit(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := f.svc.Shadow(ctx, bundle(), f.clock.Now().Add(-time.Hour), auditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examined != 2 || rep.Unchanged != 1 || rep.Unreplayable != 1 {
+		t.Errorf("shadow = %+v; want 2 examined: the grants' denial unchanged, the bundle's not replayable", rep)
+	}
+}
+
+// The rules read what the call's run tree has spent; a call outside any
+// run has spent nothing, whatever the organization's other run-less calls
+// cost (their usage shares the empty root), as the run_spend_cents fact
+// answers.
+func TestACallOutsideARunHasSpentNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+		Now: f.clock.Now, Budget: 50 * time.Millisecond, RunCost: f.store.RunTreeCost})
+	f.publish(t, bundle(), rules.PublishOptions{})
+	for i, u := range []toolplane.Usage{{RunID: "run-1", RootRunID: "run-1", CostCents: 700}, {CostCents: 5000}} {
+		u.ID, u.OrganizationID, u.Tool, u.CreatedAt = fmt.Sprint("use-", i), org, "payments.get_order", f.clock.Now()
+		if err := f.store.InsertUsage(ctx, &u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		run  string
+		want int64
+	}{{"run-1", 700}, {"", 0}} {
+		in := input("agent-1", "payments.get_order", nil)
+		in.Invocation.RunID = c.run
+		d, err := f.svc.Decide(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Request policy.Request `json:"request"`
+		}
+		if err := json.Unmarshal([]byte(d.Input), &rec); err != nil {
+			t.Fatalf("recorded input %q: %v", d.Input, err)
+		}
+		if got := rec.Request.Context.RunCostCents; got != c.want {
+			t.Errorf("run %q: the rules read a run cost of %d; want %d", c.run, got, c.want)
+		}
+	}
+}

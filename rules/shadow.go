@@ -22,14 +22,15 @@ const (
 // organization's past calls, beside what was decided then.
 //
 // A call is replayed from its audit event's recorded document: the
-// arguments as the audit keeps them (credentials redacted, so a rule on a
-// secret-shaped value reads the redaction), the facts resolved then, the
-// time then (in the zone in force then) and the run's cost then, with
-// stage 1 (the grants) as it answered then. A grant or deny changed since
-// is not replayed, nor is a call whose grants refused it (the candidate
-// could not have allowed it either: it counts as unchanged). A call
-// recorded before documents were kept, or whose document was too large,
-// cannot be replayed and is counted apart.
+// arguments and the facts resolved then, as the audit keeps them
+// (credentials redacted, and every text value kept as its digest, so a
+// rule comparing two texts replays exactly and one comparing a text with
+// a literal reads the digest), the time then (in the zone in force then)
+// and the run's cost then, with stage 1 (the grants) as it answered then.
+// A grant or deny changed since is not replayed, nor is a call whose
+// grants refused it (the candidate could not have allowed it either: it
+// counts as unchanged). A call recorded before documents were kept, or
+// whose document was too large, cannot be replayed and is counted apart.
 type ShadowReport struct {
 	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
@@ -125,7 +126,10 @@ func (s *Service) replay(ctx context.Context, r policy.Rules, e *toolplane.Audit
 	}
 	rep.Examined++
 	if len(e.PolicyInput) == 0 {
-		if e.PolicyDecision == policy.Deny.String() && e.PolicyRule == "" {
+		// A denial no bundle decided is the grants' (a bundle's denial
+		// names its version, even one no rule id names: "no rule allows
+		// this call").
+		if e.PolicyDecision == policy.Deny.String() && e.PolicyBundle == 0 {
 			rep.Unchanged++ // the grants refused it: so would they now
 			return
 		}

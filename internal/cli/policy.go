@@ -109,7 +109,7 @@ a bundle whose tests fail.`,
 	publish.Flags().IntVar(&days, "shadow-days", 7, "shadow the bundle against this many days of past calls first (0: skip)")
 	publish.Flags().BoolVar(&yes, "yes", false, "publish even when the shadow run reports differences")
 	publish.Flags().StringVar(&note, "note", "", "why, for the change log")
-	publish.Flags().StringVar(&zone, "time-zone", "", "IANA zone the rules read time in (default: the version in force's, UTC at first)")
+	publish.Flags().StringVar(&zone, "time-zone", "", "IANA zone the rules read time in (default: the version in force's, the deployment's at first)")
 
 	shadow := &cobra.Command{
 		Use:   "shadow DIR",

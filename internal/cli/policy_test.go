@@ -83,7 +83,8 @@ func TestPolicyThroughTheCommandLine(t *testing.T) {
 		{"list shows it", operator, []string{"policy", "list"}, 0, `"note": "search only"`},
 		{"show has its files", operator, []string{"policy", "show", "1"}, 0, `"search.toy"`},
 		{"explain names the rule", operator, []string{"policy", "explain", "demo-agent", "demo.search_tickets", "--args", `{"query":"x"}`}, 0, `"rule": "search"`},
-		{"explain of a call no rule permits", operator, []string{"policy", "explain", "demo-agent", "demo.add_note"}, 0, `"effect": "deny"`},
+		{"explain of a call no rule permits", operator, []string{"policy", "explain", "demo-agent", "demo.add_note", "--args", `{"ticket_id":"t-1001","text":"again"}`}, 0, `"effect": "deny"`},
+		{"explain of arguments a call would refuse", operator, []string{"policy", "explain", "demo-agent", "demo.add_note"}, 1, "arguments"},
 	}
 	for _, st := range steps {
 		c, o, e := r.run(t, st.key, st.args...)

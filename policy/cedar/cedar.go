@@ -75,9 +75,11 @@ type rule struct {
 // Rules is a compiled Cedar bundle.
 type Rules struct {
 	// decide holds the permits and the plain forbids; approve the forbids
-	// carrying @approval, asked only when decide permits.
+	// carrying @approval, asked only when decide permits and asks is set
+	// (the set counts nothing without a copy of itself).
 	decide  *cedargo.PolicySet
 	approve *cedargo.PolicySet
+	asks    bool
 	rules   map[cedargo.PolicyID]rule
 	cases   []policy.Case
 }
@@ -132,6 +134,7 @@ func (Engine) compile(files map[string]string) (*Rules, error) {
 				all = append(all, parsed{file: name, p: p, id: id})
 				if ru.approval != nil {
 					r.approve.Add(id, p)
+					r.asks = true
 				} else {
 					r.decide.Add(id, p)
 				}
@@ -235,7 +238,7 @@ func (r *Rules) Evaluate(ctx context.Context, req *policy.Request) (policy.Decis
 			permits = append(permits, r.finding(reason.PolicyID))
 		}
 	}
-	if d == cedargo.Allow && len(r.approve.Map()) > 0 {
+	if d == cedargo.Allow && r.asks {
 		// Every approval rule is a forbid: Deny here means some matched.
 		_, adiag := cedargo.Authorize(r.approve, entities, creq)
 		if err := diagErr(adiag); err != nil {

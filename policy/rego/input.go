@@ -69,9 +69,7 @@ func inputValue(req *policy.Request) (ast.Value, error) {
 // converted when the object is built, where its error can be returned.
 type member struct {
 	key   string
-	term  *ast.Term
 	value map[string]any
-	isMap bool
 }
 
 func str(k, v string) [2]*ast.Term { return [2]*ast.Term{ast.StringTerm(k), ast.StringTerm(v)} }
@@ -88,7 +86,7 @@ func strs(k string, vs []string) [2]*ast.Term {
 	return [2]*ast.Term{ast.StringTerm(k), ast.ArrayTerm(ts...)}
 }
 
-func anyMap(k string, m map[string]any) member { return member{key: k, value: m, isMap: true} }
+func anyMap(k string, m map[string]any) member { return member{key: k, value: m} }
 
 // object builds an object of members and pairs.
 func object(parts ...any) (ast.Object, error) {
