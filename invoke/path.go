@@ -348,6 +348,9 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		r.Stop = toolplane.StopFault
 		return r, nil
 	}
+	if reason := movesTheToolsApproval(d, dec); reason != "" {
+		dec.Effect, dec.Reason, dec.Approval = policy.Deny, reason, nil
+	}
 	c.decision = dec
 	c.audit.PolicyDecision, c.audit.PolicyBundle, c.audit.PolicyRule, c.audit.PolicyDegraded = dec.Effect.String(), dec.Bundle, dec.Rule, dec.Degraded
 	if dec.Input != "" {
@@ -534,6 +537,22 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 	return toolplane.Result{}, false
 }
 
+// movesTheToolsApproval answers why dec cannot stand, or "": a rule that
+// routes its approval to a group other than the one the tool's own
+// approval chain names would take the call away from the people the
+// tool's definition (reviewed, and held by its binding's floor) requires.
+// A rule may only add to a tool's approval (more people, the manager, a
+// group where the tool names none), so such a call is denied, loudly,
+// rather than given to either group alone.
+func movesTheToolsApproval(d *toolplane.Definition, dec policy.Decision) string {
+	if dec.Effect != policy.RequireApproval || dec.Approval == nil || dec.Approval.Group == "" ||
+		d.Approval == nil || len(d.Approval.Chain) == 0 || dec.Approval.Group == d.Approval.Chain[0] {
+		return ""
+	}
+	return fmt.Sprintf("rule %s routes the approval to the group %s, but the tool's approval is the group %s's; a rule cannot move a tool's approval to other people (change the rule or the tool's approval chain)",
+		dec.Rule, dec.Approval.Group, d.Approval.Chain[0])
+}
+
 // fileApproval files the approval of the call, or finds the one filed
 // before: a prior rejection answers it, a pending approval (or a new one)
 // answers ApprovalRequired, and a person's approval of this exact call
@@ -625,8 +644,9 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 			a.ExpiresAt = iv.now().Add(p.TTL.Std())
 		}
 	}
-	// A rule that asked for the approval routes it: its group in place of
-	// the chain's first, how many distinct people, the one person named.
+	// A rule that asked for the approval routes it: its group where the
+	// tool names none (movesTheToolsApproval denied any other), how many
+	// distinct people, the one person named.
 	a.Rule = c.decision.Rule
 	if r := c.decision.Approval; r != nil {
 		if r.Group != "" {

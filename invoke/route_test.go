@@ -122,3 +122,53 @@ func TestARuleNamingAPersonLetsOnlyThemAnswer(t *testing.T) {
 		t.Fatalf("the manager's approval = %+v, %v", a, err)
 	}
 }
+
+// TestARuleCannotMoveTheToolsApproval: a tool whose approval chain names
+// a group keeps it. A rule routing the approval to another group is
+// denied (nothing filed, nothing run), since either group alone would
+// skip the people one of them requires; a rule naming the tool's own
+// group, or adding approvers, files as usual.
+func TestARuleCannotMoveTheToolsApproval(t *testing.T) {
+	t.Parallel()
+	chained := func(name string) toolplane.Definition {
+		d := gated(name)
+		d.Approval = &toolplane.ApprovalPolicy{Chain: []string{"support"}}
+		return d
+	}
+	for _, tc := range []struct {
+		name      string
+		route     *policy.Approval
+		wantGroup string // "" wants a denial
+	}{
+		{"another group", &policy.Approval{Group: "finance"}, ""},
+		{"another group, more people", &policy.Approval{Group: "finance", Approvers: 2}, ""},
+		{"the tool's group", &policy.Approval{Group: "support", Approvers: 2}, "support"},
+		{"more people only", &policy.Approval{Approvers: 2}, "support"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := newStore(t)
+			e := newEnvWith(t, store, func(c *invoke.Config) { c.Policy = routing{route: tc.route} },
+				tool{def: chained("payments.refund"), fn: ok(map[string]any{"id": "r1"})})
+			ctx := context.Background()
+			r, err := e.iv.Invoke(ctx, "payments.refund", args("to", "ord_1"), inv("payments.refund"))
+			if tc.wantGroup == "" {
+				if err != nil || r.OK || r.Error == nil || r.Error.Code != toolplane.CodeDenied {
+					t.Fatalf("result = %+v, %v; want denied", r, err)
+				}
+				if as, _, err := store.ListApprovals(ctx, "org-1", toolplane.ApprovalPending, "", 10); err != nil || len(as) != 0 {
+					t.Fatalf("approvals filed = %d, %v; want none", len(as), err)
+				}
+				if e.count("payments.refund") != 0 {
+					t.Fatal("a denied call ran")
+				}
+				return
+			}
+			ar := must(t).Approval(r, err)
+			a, err := store.GetApproval(ctx, "org-1", ar.ID)
+			if err != nil || a.ApproverGroup != tc.wantGroup || a.Approvers != tc.route.Approvers {
+				t.Fatalf("approval = %+v, %v; want group %s, %d approvers", a, err, tc.wantGroup, tc.route.Approvers)
+			}
+		})
+	}
+}
