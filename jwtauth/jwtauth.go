@@ -96,7 +96,7 @@ func (m Claims) Configured() bool {
 
 // user answers what raw says of the person, as m maps it.
 func (m Claims) user(raw map[string]any) *toolplane.User {
-	u := &toolplane.User{Roles: stringsOf(raw[m.Roles]), Groups: stringsOf(raw[m.Groups]), Attributes: m.attributes(raw)}
+	u := &toolplane.User{Roles: ClaimStrings(raw[m.Roles]), Groups: ClaimStrings(raw[m.Groups]), Attributes: m.attributes(raw)}
 	if m.Manager != "" {
 		u.Manager, _ = raw[m.Manager].(string)
 	}
@@ -117,11 +117,15 @@ func (m Claims) attributes(raw map[string]any) map[string]any {
 	return out
 }
 
-// maxClaimValues bounds a roles or groups claim: the issuer signed it,
+// MaxClaimValues bounds a roles or groups claim: the issuer signed it,
 // which says who sent it, not that it is small.
-const maxClaimValues = 256
+const MaxClaimValues = 256
 
-func stringsOf(v any) []string {
+// ClaimStrings answers a claim's string values: one string, or the
+// strings of a list, each at most toolplane.MaxRefLen long and at most
+// MaxClaimValues of them. Anything else is none. Sign-in reads an ID
+// token's roles and groups with it, as tokens' are read here.
+func ClaimStrings(v any) []string {
 	switch x := v.(type) {
 	case string:
 		if x != "" {
@@ -130,7 +134,7 @@ func stringsOf(v any) []string {
 	case []any:
 		var out []string
 		for _, e := range x {
-			if s, ok := e.(string); ok && s != "" && len(s) <= toolplane.MaxRefLen && len(out) < maxClaimValues {
+			if s, ok := e.(string); ok && s != "" && len(s) <= toolplane.MaxRefLen && len(out) < MaxClaimValues {
 				out = append(out, s)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/internal/testclock"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/oauth/oauthtest"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
@@ -312,6 +314,29 @@ func TestSignInThroughTheProvider(t *testing.T) {
 		t.Errorf("signed-in sign-in page with a return ended at %s", pg.url)
 	}
 	w.noSecrets()
+}
+
+// TestIDTokenClaimsAreBounded: an ID token's roles and groups claims are
+// read as a bearer token's are (jwtauth.ClaimStrings), so a provider that
+// signs thousands of groups makes a session of a bounded number of roles,
+// not a row of every one of them.
+func TestIDTokenClaimsAreBounded(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	groups := make([]string, 4*jwtauth.MaxClaimValues)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("g%04d", i)
+	}
+	w.p.SetClaims(w.p.UserID, map[string]any{"org": org, "toolplane_roles": []string{toolplane.RoleApprover}, "groups": groups})
+	pg := w.browser().signIn()
+	fields := strings.Fields(pg.body)
+	if len(fields) < 3 || fields[1] != w.p.UserID {
+		t.Fatalf("whoami = %.200q", pg.body)
+	}
+	roles := strings.Split(fields[2], ",")
+	if len(roles) != 1+jwtauth.MaxClaimValues || !slices.Contains(roles, toolplane.RoleApprover) || !slices.Contains(roles, toolplane.GroupRolePrefix+"g0000") {
+		t.Errorf("a session of %d roles from %d groups; want the approver role and the first %d groups", len(roles), len(groups), jwtauth.MaxClaimValues)
+	}
 }
 
 // TestSessionCookie reads the Set-Cookie the callback answers: HttpOnly,
