@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"github.com/toolplane/toolplane/connection"
 	"log/slog"
 	"net"
 	"net/http"
@@ -240,18 +239,19 @@ func egressDial(c *toolplane.Connection) (func(ctx context.Context, network, add
 // stateSweepEvery is how often expired authorizations are removed.
 const stateSweepEvery = 5 * time.Minute
 
-// sweepStates removes expired authorizations every stateSweepEvery until
-// ctx ends.
-func sweepStates(ctx context.Context, conns *connection.Service, log *slog.Logger) {
-	t := time.NewTicker(stateSweepEvery)
+// sweepEvery calls sweep every interval until ctx ends, logging a failed
+// sweep as what failed. The rows a sweep removes are refused when read
+// anyway; sweeping only keeps their tables from growing.
+func sweepEvery(ctx context.Context, every time.Duration, sweep func(context.Context) (int, error), log *slog.Logger, failed string) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := conns.SweepStates(ctx); err != nil && ctx.Err() == nil {
-				log.WarnContext(ctx, "expired authorizations not removed", "err", err)
+			if _, err := sweep(ctx); err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, failed, "err", err)
 			}
 		}
 	}

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"log/slog"
 	"time"
 
 	"github.com/toolplane/toolplane/door"
@@ -26,7 +24,7 @@ func (s *Server) signIn(doors *door.Door, keys *secret.Keyring) (*signin.Service
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
-	s.loops.Go(func() { sweepSessions(s.bg, people, s.log) })
+	s.loops.Go(func() { sweepEvery(s.bg, sessionSweepEvery, people.Sweep, s.log, "ended browser sessions not removed") })
 	return people, nil
 }
 
@@ -34,18 +32,3 @@ func (s *Server) signIn(doors *door.Door, keys *secret.Keyring) (*signin.Service
 // sessions. An ended session is refused when presented anyway; the sweep
 // keeps the table from growing with sessions nobody signed out of.
 const sessionSweepEvery = 5 * time.Minute
-
-func sweepSessions(ctx context.Context, people *signin.Service, log *slog.Logger) {
-	t := time.NewTicker(sessionSweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := people.Sweep(ctx); err != nil && ctx.Err() == nil {
-				log.WarnContext(ctx, "ended browser sessions not removed", "err", err)
-			}
-		}
-	}
-}
