@@ -111,6 +111,14 @@ func TestPersonGrantsAreRoleCheckedAndLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The agent may, so the person's grant alone decides: allowed while it
+	// stands, refused once it is revoked.
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "agent-x", Pattern: "crm.*"}, operator); err != nil {
+		t.Fatal(err)
+	}
+	if d := f.decideFor(t, "agent-x", "sam", nil, "crm.lookup"); d.Effect != policy.Allow {
+		t.Fatalf("before the revocation: %v (%q)", d.Effect, d.Reason)
+	}
 	if err := f.svc.RevokeGrant(f.ctx, sam.ID, operator); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +133,7 @@ func TestPersonGrantsAreRoleCheckedAndLogged(t *testing.T) {
 	if !subjects["user:sam"] || !subjects["group:finance"] {
 		t.Fatalf("change log subjects %v, want user:sam and group:finance", subjects)
 	}
-	if d := f.decideFor(t, "agent-x", "sam", nil, "crm.lookup"); d.Effect != policy.Deny {
-		t.Fatalf("after the revocation: %v", d.Effect)
+	if d := f.decideFor(t, "agent-x", "sam", nil, "crm.lookup"); d.Effect != policy.Deny || !strings.Contains(d.Reason, "not granted") {
+		t.Fatalf("after the revocation: %v (%q)", d.Effect, d.Reason)
 	}
 }
