@@ -58,7 +58,9 @@ type Credential struct {
 	User    *User  `json:"-"`
 	// Attributes are what the organization's rules read of the caller
 	// (principal.attributes; "team" is its team): an API key's, set when
-	// it was minted, or a token's claims as the deployment maps them.
+	// it was minted, or its own token's claims as the deployment maps
+	// them. A token issued for a person gives the agent none: its claims
+	// are the person's (User).
 	Attributes map[string]any `json:"-"`
 	// Hash is the salted hash of the key's secret part, with its
 	// parameters (see apikey.Hash).

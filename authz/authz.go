@@ -622,10 +622,12 @@ func (s *Service) userMay(v *view, inv *toolplane.Invocation, name, version stri
 	if v.people == 0 {
 		return fmt.Sprintf("this call acts for %s, and this organization grants people no tools yet, so what %s may do is unknown: grant the person (user_id) or a group of theirs (group) %s", inv.UserID, inv.UserID, name)
 	}
-	grants := v.users[inv.UserID]
+	// Clipped once, so the first append copies out of the shared view and
+	// the rest grow that copy: not a new copy per group.
+	grants := slices.Clip(v.users[inv.UserID])
 	if u := inv.User; u != nil {
 		for _, g := range u.Groups {
-			grants = append(slices.Clip(grants), v.groups[g]...)
+			grants = append(grants, v.groups[g]...)
 		}
 	}
 	allow := s.matchIn(v, grants, inv.TenantID, name)

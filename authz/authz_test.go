@@ -36,7 +36,7 @@ type fixture struct {
 	clock *testclock.Clock
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	store := sqlitetest.New(t)

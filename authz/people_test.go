@@ -2,6 +2,7 @@ package authz_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -111,6 +112,14 @@ func TestPersonGrantsAreRoleCheckedAndLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The agent may, so the person's grant alone decides: allowed while it
+	// stands, refused once it is revoked.
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "agent-x", Pattern: "crm.*"}, operator); err != nil {
+		t.Fatal(err)
+	}
+	if d := f.decideFor(t, "agent-x", "sam", nil, "crm.lookup"); d.Effect != policy.Allow {
+		t.Fatalf("before the revocation: %v (%q)", d.Effect, d.Reason)
+	}
 	if err := f.svc.RevokeGrant(f.ctx, sam.ID, operator); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +134,37 @@ func TestPersonGrantsAreRoleCheckedAndLogged(t *testing.T) {
 	if !subjects["user:sam"] || !subjects["group:finance"] {
 		t.Fatalf("change log subjects %v, want user:sam and group:finance", subjects)
 	}
-	if d := f.decideFor(t, "agent-x", "sam", nil, "crm.lookup"); d.Effect != policy.Deny {
-		t.Fatalf("after the revocation: %v", d.Effect)
+	if d := f.decideFor(t, "agent-x", "sam", nil, "crm.lookup"); d.Effect != policy.Deny || !strings.Contains(d.Reason, "not granted") {
+		t.Fatalf("after the revocation: %v (%q)", d.Effect, d.Reason)
+	}
+}
+
+// BenchmarkDelegatedDecision is the decision of a call made for a person
+// whose claims place them in many groups, each granted the tool: what a
+// delegated call adds to every decision.
+func BenchmarkDelegatedDecision(b *testing.B) {
+	f := newFixture(b)
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "agent-support", Pattern: "crm.*"}, operator); err != nil {
+		b.Fatal(err)
+	}
+	groups := make([]string, 64)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("g%02d", i)
+		if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{Group: groups[i], Pattern: "crm.lookup"}, operator); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tl, ok := f.reg.Get("org-1", "crm.lookup")
+	if !ok {
+		b.Fatal("no crm.lookup")
+	}
+	in := policy.Input{Tool: &tl.Def, Invocation: &toolplane.Invocation{OrganizationID: "org-1", AgentID: "agent-support",
+		UserID: "sam", User: &toolplane.User{Groups: groups}, Principal: toolplane.Principal{ID: "agent-support", Tools: []string{"crm.lookup"}}}}
+	pol := authz.Policy{Service: f.svc}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, err := pol.Decide(f.ctx, in); err != nil || d.Effect != policy.Allow {
+			b.Fatalf("%v %q %v", d.Effect, d.Reason, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -122,10 +123,17 @@ func shown(c *toolplane.Connection) *toolplane.Connection {
 // change is the change-log record of an operation on c. Its detail names
 // the connection and never its secret.
 func (s *Service) change(c *toolplane.Connection, kind, actor, reason string) *toolplane.Change {
-	detail, _ := json.Marshal(map[string]any{
+	return s.changeWith(c, kind, actor, reason, nil)
+}
+
+// changeWith is change with more entries in its detail.
+func (s *Service) changeWith(c *toolplane.Connection, kind, actor, reason string, more map[string]any) *toolplane.Change {
+	d := map[string]any{
 		"name": c.Name, "provider": c.Provider, "kind": c.Kind, "state": c.State,
 		"user_id": c.UserID, "reason": reason,
-	})
+	}
+	maps.Copy(d, more)
+	detail, _ := json.Marshal(d)
 	return &toolplane.Change{
 		ID: toolplane.NewID("chg_"), OrganizationID: c.OrganizationID, Kind: kind,
 		Subject: c.ID, Actor: actor, Detail: detail, CreatedAt: s.now(),

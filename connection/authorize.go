@@ -286,13 +286,7 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 // consentChange is the change record of a consent: the person's, started
 // from the session of the credential startedBy.
 func (s *Service) consentChange(c *toolplane.Connection, user, startedBy string) *toolplane.Change {
-	ch := s.change(c, "connection.consent", user, "")
-	var detail map[string]any
-	if json.Unmarshal(ch.Detail, &detail) == nil {
-		detail["started_by"] = startedBy
-		ch.Detail, _ = json.Marshal(detail)
-	}
-	return ch
+	return s.changeWith(c, "connection.consent", user, "", map[string]any{"started_by": startedBy})
 }
 
 // missingScopes answers the scopes wanted that granted lacks: a person's

@@ -13,8 +13,9 @@
 // exchange, RFC 8693) names the person as sub and the agent as act.sub:
 // it becomes the agent's credential, acting for that person on every call
 // (Credential.ActsFor). What the deployment maps from the person's claims
-// (Claims: roles, groups, manager, attributes) travels with it; the
-// groups decide which group grants stand for the person.
+// (Claims: roles, groups, manager, attributes) travels with it as the
+// person's, never as the agent's; the groups decide which group grants
+// stand for the person.
 package jwtauth
 
 import (
@@ -96,7 +97,7 @@ func (m Claims) Configured() bool {
 
 // user answers what raw says of the person, as m maps it.
 func (m Claims) user(raw map[string]any) *toolplane.User {
-	u := &toolplane.User{Roles: stringsOf(raw[m.Roles]), Groups: stringsOf(raw[m.Groups]), Attributes: m.attributes(raw)}
+	u := &toolplane.User{Roles: ClaimStrings(raw[m.Roles]), Groups: ClaimStrings(raw[m.Groups]), Attributes: m.attributes(raw)}
 	if m.Manager != "" {
 		u.Manager, _ = raw[m.Manager].(string)
 	}
@@ -117,11 +118,15 @@ func (m Claims) attributes(raw map[string]any) map[string]any {
 	return out
 }
 
-// maxClaimValues bounds a roles or groups claim: the issuer signed it,
+// MaxClaimValues bounds a roles or groups claim: the issuer signed it,
 // which says who sent it, not that it is small.
-const maxClaimValues = 256
+const MaxClaimValues = 256
 
-func stringsOf(v any) []string {
+// ClaimStrings answers a claim's string values: one string, or the
+// strings of a list, each at most toolplane.MaxRefLen long and at most
+// MaxClaimValues of them. Anything else is none. Sign-in reads an ID
+// token's roles and groups with it, as tokens' are read here.
+func ClaimStrings(v any) []string {
 	switch x := v.(type) {
 	case string:
 		if x != "" {
@@ -130,7 +135,7 @@ func stringsOf(v any) []string {
 	case []any:
 		var out []string
 		for _, e := range x {
-			if s, ok := e.(string); ok && s != "" && len(s) <= toolplane.MaxRefLen && len(out) < maxClaimValues {
+			if s, ok := e.(string); ok && s != "" && len(s) <= toolplane.MaxRefLen && len(out) < MaxClaimValues {
 				out = append(out, s)
 			}
 		}
@@ -168,8 +173,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	if err := errors.Join(toolplane.CheckLen("sub", c.Subject, toolplane.MaxRefLen), toolplane.CheckLen("org", c.Org, toolplane.MaxRefLen)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	cred := &toolplane.Credential{ID: "jwt:" + v.Issuer + ":" + c.Subject, OrganizationID: c.Org, Subject: c.Subject,
-		Attributes: v.Claims.attributes(raw)}
+	cred := &toolplane.Credential{ID: "jwt:" + v.Issuer + ":" + c.Subject, OrganizationID: c.Org, Subject: c.Subject}
 	if c.Act != nil {
 		// A person's token handed to an agent: the agent calls, for the
 		// person, within the tools the token lists (if any).
@@ -182,9 +186,15 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 		}
 		cred.ID = "jwt:" + v.Issuer + ":" + agent + ":for:" + c.Subject
 		cred.Kind, cred.Subject, cred.Tools = toolplane.CredentialAgent, agent, c.Tools
+		// The claims describe the person (sub), not the agent: they are
+		// the person's attributes (User), never the agent's. Read as the
+		// agent's, a person's department or team would let any agent
+		// acting for them pass a rule written for that team's agents.
 		cred.ActsFor, cred.User = c.Subject, v.Claims.user(raw)
 		return cred, nil
 	}
+	// The token is its subject's own: its claims are the caller's.
+	cred.Attributes = v.Claims.attributes(raw)
 	switch toolplane.CredentialKind(c.Kind) {
 	case toolplane.CredentialAgent:
 		cred.Kind, cred.Tools = toolplane.CredentialAgent, c.Tools

@@ -207,6 +207,12 @@ func TestVerifyDelegatedToken(t *testing.T) {
 	if u := cred.User; u == nil || len(u.Roles) != 1 || u.Roles[0] != "support" || len(u.Groups) != 1 || u.Groups[0] != "finance" || u.Manager != "kim" || u.Attributes["department"] != "emea" {
 		t.Fatalf("the person's claims: %+v", cred.User)
 	}
+	// The claims are the person's: none of them is the agent's, so a rule
+	// on the agent's attributes (principal.attributes, its team) does not
+	// read the person's department as the agent's.
+	if len(cred.Attributes) != 0 {
+		t.Errorf("the agent of a delegated token carries attributes %v, the person's", cred.Attributes)
+	}
 	for name, mut := range map[string]func(map[string]any){
 		"no agent named":   func(c map[string]any) { c["act"] = map[string]any{} },
 		"an agent's token": func(c map[string]any) { c["toolplane_kind"] = "agent" },

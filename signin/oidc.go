@@ -16,6 +16,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/secret"
 )
 
@@ -222,31 +223,12 @@ func (s *Service) person(c *oidc.IDTokenClaims) (*toolplane.Credential, error) {
 	if err := errors.Join(toolplane.CheckLen("sub", c.Subject, toolplane.MaxRefLen), toolplane.CheckLen("org", org, toolplane.MaxRefLen)); err != nil {
 		return nil, fmt.Errorf("%w: %v", toolplane.ErrUnauthenticated, err)
 	}
-	roles := claimStrings(c.Claims[names.Roles])
-	for _, g := range claimStrings(c.Claims[names.Groups]) {
+	roles := jwtauth.ClaimStrings(c.Claims[names.Roles])
+	for _, g := range jwtauth.ClaimStrings(c.Claims[names.Groups]) {
 		roles = append(roles, toolplane.GroupRolePrefix+g)
 	}
 	slices.Sort(roles)
 	roles = slices.Compact(roles)
 	return &toolplane.Credential{ID: "oidc:" + o.Issuer + ":" + c.Subject, OrganizationID: org, Kind: toolplane.CredentialPerson,
 		Subject: c.Subject, Roles: roles}, nil
-}
-
-// claimStrings answers a claim's string values: a list of strings, or one.
-func claimStrings(v any) []string {
-	switch v := v.(type) {
-	case string:
-		if v != "" {
-			return []string{v}
-		}
-	case []any:
-		var out []string
-		for _, e := range v {
-			if s, ok := e.(string); ok && s != "" && len(s) <= toolplane.MaxRefLen {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
 }

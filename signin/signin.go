@@ -215,8 +215,9 @@ func (s *Service) Session(r *http.Request) (*Session, error) {
 		cred = key
 	}
 	// Touched when a tenth of the idle time has passed since the last
-	// touch: a page's every request does not write.
-	if until := now.Add(s.cfg.IdleTimeout); until.Sub(b.IdleUntil) > s.cfg.IdleTimeout/10 {
+	// touch: a page's every request does not write. A session whose idle
+	// end reached its absolute end has nothing left to move.
+	if until := now.Add(s.cfg.IdleTimeout); b.IdleUntil.Before(b.ExpiresAt) && until.Sub(b.IdleUntil) > s.cfg.IdleTimeout/10 {
 		if err := s.cfg.Store.TouchBrowserSession(ctx, b.OrganizationID, b.ID, until); err != nil && !errors.Is(err, toolplane.ErrNotFound) {
 			s.log.WarnContext(ctx, "session touch failed", "session", b.ID, "err", err)
 		}

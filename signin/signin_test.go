@@ -17,8 +17,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/internal/testclock"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/oauth/oauthtest"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
@@ -312,6 +315,29 @@ func TestSignInThroughTheProvider(t *testing.T) {
 		t.Errorf("signed-in sign-in page with a return ended at %s", pg.url)
 	}
 	w.noSecrets()
+}
+
+// TestIDTokenClaimsAreBounded: an ID token's roles and groups claims are
+// read as a bearer token's are (jwtauth.ClaimStrings), so a provider that
+// signs thousands of groups makes a session of a bounded number of roles,
+// not a row of every one of them.
+func TestIDTokenClaimsAreBounded(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	groups := make([]string, 4*jwtauth.MaxClaimValues)
+	for i := range groups {
+		groups[i] = fmt.Sprintf("g%04d", i)
+	}
+	w.p.SetClaims(w.p.UserID, map[string]any{"org": org, "toolplane_roles": []string{toolplane.RoleApprover}, "groups": groups})
+	pg := w.browser().signIn()
+	fields := strings.Fields(pg.body)
+	if len(fields) < 3 || fields[1] != w.p.UserID {
+		t.Fatalf("whoami = %.200q", pg.body)
+	}
+	roles := strings.Split(fields[2], ",")
+	if len(roles) != 1+jwtauth.MaxClaimValues || !slices.Contains(roles, toolplane.RoleApprover) || !slices.Contains(roles, toolplane.GroupRolePrefix+"g0000") {
+		t.Errorf("a session of %d roles from %d groups; want the approver role and the first %d groups", len(roles), len(groups), jwtauth.MaxClaimValues)
+	}
 }
 
 // TestSessionCookie reads the Set-Cookie the callback answers: HttpOnly,
@@ -682,4 +708,60 @@ func TestSignOutEverywhere(t *testing.T) {
 		t.Error("another person's session ended too")
 	}
 	w.noSecrets()
+}
+
+// touchCounter is the store, counting the touches asked of it.
+type touchCounter struct {
+	*sqlite.Store
+	n atomic.Int64
+}
+
+func (c *touchCounter) TouchBrowserSession(ctx context.Context, org, id string, until time.Time) error {
+	c.n.Add(1)
+	return c.Store.TouchBrowserSession(ctx, org, id, until)
+}
+
+// TestSessionAtItsEndIsNotTouched: a session whose idle end has reached
+// its absolute end (here a key's session, ending when the key expires in
+// 20 minutes, sooner than the idle timeout) has nothing left to move, so
+// using it writes nothing; it is still the person's until it ends.
+func TestSessionAtItsEndIsNotTouched(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	id, sec, err := apikey.New(toolplane.CredentialPerson)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.store.InsertCredential(t.Context(), &toolplane.Credential{ID: id, OrganizationID: org, Kind: toolplane.CredentialPerson,
+		Subject: "ada", Hash: apikey.Hash(sec), CreatedAt: time.Now(), ExpiresAt: w.clock.Now().Add(20 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	b := w.browser()
+	if pg := b.post("/signin/key", url.Values{"csrf": {b.csrf("/signin")}, "key": {apikey.Key(id, sec)}}, w.base); pg.status != http.StatusOK {
+		t.Fatalf("sign-in with a key: %d %s", pg.status, pg.body)
+	}
+	c := b.cookie("toolplane_session")
+	if c == nil {
+		t.Fatal("not signed in")
+	}
+	counted := &touchCounter{Store: w.store}
+	keys, err := secret.ParseKeyring("k1 " + base64.StdEncoding.EncodeToString(make([]byte, secret.KeySize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := signin.New(signin.Config{Store: counted, Keys: keys, PublicURL: w.base, Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, w.base+"/whoami", nil)
+	req.AddCookie(c)
+	for range 5 {
+		w.clock.Advance(time.Minute)
+		if sess, err := svc.Session(req); err != nil || sess.Credential.Subject != "ada" {
+			t.Fatalf("Session = %+v, %v", sess, err)
+		}
+	}
+	if n := counted.n.Load(); n != 0 {
+		t.Errorf("%d touches of a session whose idle end is its absolute end; want none", n)
+	}
 }

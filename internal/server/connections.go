@@ -239,11 +239,11 @@ func egressDial(c *toolplane.Connection) (func(ctx context.Context, network, add
 // stateSweepEvery is how often expired authorizations are removed.
 const stateSweepEvery = 5 * time.Minute
 
-// sweepEvery runs sweep every period until ctx ends, logging a failure
-// as what was not removed: a sweep only tidies rows that are refused
-// anyway, so a failed round waits for the next.
-func sweepEvery(ctx context.Context, period time.Duration, log *slog.Logger, what string, sweep func(context.Context) (int, error)) {
-	t := time.NewTicker(period)
+// sweepEvery calls sweep every interval until ctx ends, logging a failed
+// sweep as what failed. The rows a sweep removes are refused when read
+// anyway; sweeping only keeps their tables from growing.
+func sweepEvery(ctx context.Context, every time.Duration, sweep func(context.Context) (int, error), log *slog.Logger, failed string) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -251,7 +251,7 @@ func sweepEvery(ctx context.Context, period time.Duration, log *slog.Logger, wha
 			return
 		case <-t.C:
 			if _, err := sweep(ctx); err != nil && ctx.Err() == nil {
-				log.WarnContext(ctx, what+" not removed", "err", err)
+				log.WarnContext(ctx, failed, "err", err)
 			}
 		}
 	}

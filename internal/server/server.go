@@ -564,7 +564,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err != nil {
 		return nil, err
 	}
-	s.loops.Go(func() { sweepEvery(s.bg, stateSweepEvery, log, "expired authorizations", conns.SweepStates) })
+	s.loops.Go(func() {
+		sweepEvery(s.bg, stateSweepEvery, conns.SweepStates, log, "expired authorizations not removed")
+	})
 	// The broker keeps connections in memory while it is told of their
 	// changes; without the watch every call reads the store.
 	s.loops.Go(func() {

@@ -24,7 +24,7 @@ func (s *Server) signIn(doors *door.Door, keys *secret.Keyring) (*signin.Service
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
-	s.loops.Go(func() { sweepEvery(s.bg, sessionSweepEvery, s.log, "ended browser sessions", people.Sweep) })
+	s.loops.Go(func() { sweepEvery(s.bg, sessionSweepEvery, people.Sweep, s.log, "ended browser sessions not removed") })
 	return people, nil
 }
 
