@@ -1,9 +1,6 @@
 package schema
 
-import (
-	"slices"
-	"strings"
-)
+import "slices"
 
 // Sensitive answers the JSON pointers of the values the schema marks
 // "x-sensitive": true, sorted: object members as "/name", every element of
@@ -55,29 +52,12 @@ func walkSensitive(v any, at string, depth int, out *[]string) {
 func SensitiveValues(args any, paths []string) []string {
 	var out []string
 	for _, p := range paths {
-		collectAt(args, strings.Split(strings.TrimPrefix(p, "/"), "/"), &out)
+		valuesAt(args, tokens(p), func(v any) bool {
+			collectStrings(v, &out)
+			return true
+		})
 	}
 	return out
-}
-
-func collectAt(v any, toks []string, out *[]string) {
-	if len(toks) == 0 {
-		collectStrings(v, out)
-		return
-	}
-	tok := toks[0]
-	switch x := v.(type) {
-	case map[string]any:
-		if sub, ok := x[unescape(tok)]; ok {
-			collectAt(sub, toks[1:], out)
-		}
-	case []any:
-		if tok == "*" {
-			for _, e := range x {
-				collectAt(e, toks[1:], out)
-			}
-		}
-	}
 }
 
 // collectStrings gathers every non-empty string under v: a sensitive

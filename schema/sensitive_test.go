@@ -39,3 +39,28 @@ func TestSensitiveFindsMarkedValues(t *testing.T) {
 		}
 	}
 }
+
+func TestHolds(t *testing.T) {
+	t.Parallel()
+	args := map[string]any{"card": map[string]any{"number": "4111"}, "to~account": "acct-9", "none": nil,
+		"people": []any{map[string]any{"ssn": nil}, map[string]any{"ssn": "123"}}, "nobody": []any{map[string]any{"ssn": nil}}}
+	tests := []struct {
+		pointer string
+		want    bool
+	}{
+		{"/card", true},
+		{"/card/number", true},
+		{"/card/cvc", false},
+		{"/to~0account", true},
+		{"/none", false},
+		{"/missing", false},
+		{"/people/*/ssn", true},
+		{"/nobody/*/ssn", false},
+		{"/people/0/ssn", false}, // an element is named by "*" only
+	}
+	for _, tt := range tests {
+		if got := schema.Holds(args, tt.pointer); got != tt.want {
+			t.Errorf("Holds(%s) = %v, want %v", tt.pointer, got, tt.want)
+		}
+	}
+}
