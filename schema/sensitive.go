@@ -1,6 +1,9 @@
 package schema
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Sensitive answers the JSON pointers of the values the schema marks
 // "x-sensitive": true, sorted: object members as "/name", every element of
@@ -77,4 +80,40 @@ func collectStrings(v any, out *[]string) {
 			collectStrings(e, out)
 		}
 	}
+}
+
+// Mask answers args with every value at the pointers paths (as Sensitive
+// answers them) replaced by with, whatever its type: a number or a boolean
+// there is as secret as text, though SensitiveValues leaves it out (it
+// cannot be told apart where it was copied to). args itself is left as it
+// was; what Mask does not change, the answer shares with it.
+func Mask(args any, paths []string, with any) any {
+	for _, p := range paths {
+		args = maskAt(args, tokens(p), with)
+	}
+	return args
+}
+
+func maskAt(v any, toks []string, with any) any {
+	if len(toks) == 0 {
+		return with
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		name := unescape(toks[0])
+		if sub, ok := x[name]; ok {
+			out := maps.Clone(x)
+			out[name] = maskAt(sub, toks[1:], with)
+			return out
+		}
+	case []any:
+		if toks[0] == "*" {
+			out := make([]any, len(x))
+			for i, e := range x {
+				out[i] = maskAt(e, toks[1:], with)
+			}
+			return out
+		}
+	}
+	return v
 }

@@ -64,3 +64,32 @@ func TestHolds(t *testing.T) {
 		}
 	}
 }
+
+func TestMask(t *testing.T) {
+	t.Parallel()
+	args := func() map[string]any {
+		return map[string]any{"order_id": "o-1", "card": map[string]any{"number": 4111111111111111.0, "pin": "12"},
+			"to~account": true, "people": []any{map[string]any{"ssn": 123.0, "name": "a"}, "x"}}
+	}
+	tests := []struct {
+		paths []string
+		want  map[string]any
+	}{
+		{paths: nil, want: args()},
+		{paths: []string{"/card/number", "/to~0account"}, want: map[string]any{"order_id": "o-1",
+			"card": map[string]any{"number": "*", "pin": "12"}, "to~account": "*",
+			"people": []any{map[string]any{"ssn": 123.0, "name": "a"}, "x"}}},
+		{paths: []string{"/card", "/people/*/ssn"}, want: map[string]any{"order_id": "o-1", "card": "*", "to~account": true,
+			"people": []any{map[string]any{"ssn": "*", "name": "a"}, "x"}}},
+		{paths: []string{"/missing", "/card/cvc", "/people/0/ssn"}, want: args()},
+	}
+	for _, tt := range tests {
+		in := args()
+		if got := schema.Mask(in, tt.paths, "*"); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Mask(%v) = %v, want %v", tt.paths, got, tt.want)
+		}
+		if !reflect.DeepEqual(in, args()) {
+			t.Errorf("Mask(%v) changed its argument: %v", tt.paths, in)
+		}
+	}
+}
