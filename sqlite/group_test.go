@@ -203,6 +203,12 @@ func TestPanickingWriteEndsItsGroup(t *testing.T) {
 			s := newTestStore(t)
 			ctx := t.Context()
 			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			// The panicking write copies this row before it panics, so
+			// that a row of its is there to be rolled back, alone or
+			// grouped.
+			if ok, err := s.InsertClaim(ctx, testClaim("org", "seed", now)); !ok || err != nil {
+				t.Fatalf("InsertClaim = %v, %v", ok, err)
+			}
 			if err := s.lockWrite(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -225,7 +231,7 @@ func TestPanickingWriteEndsItsGroup(t *testing.T) {
 					if _, err := tx.ExecContext(ctx, `INSERT INTO claims (`+claimColumns+`)
 						SELECT 'org', tool, 'panicked', request_hash, status, result, owner, lease_until, dispatched,
 							attempts, run_id, step_path, arguments, reason, reconciled_by, note, version, created_at,
-							updated_at, invocation, node FROM claims WHERE key = 'before'`); err != nil {
+							updated_at, invocation, node FROM claims WHERE key = 'seed'`); err != nil {
 						return err
 					}
 					panic("a bug")
