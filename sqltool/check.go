@@ -163,6 +163,10 @@ func Check(d *toolplane.Definition) []Problem {
 					"drop the call to "+fn+"; a tool reads and changes the database's own data only")
 			}
 		}
+		if s.escapedName {
+			add(field, `a U&"..." identifier spells its name in Unicode escapes, which the check cannot compare (a function it refuses may hide there)`,
+				"write the identifier plainly")
+		}
 		if s.executable {
 			add(field, "a /*! */ comment is run as SQL by MySQL, and the check cannot read it",
 				"write the SQL plainly, outside the comment")
