@@ -92,6 +92,13 @@ var outsideCalls = map[string]string{
 	"dblink_send_query":       "connects to another database, past the connection's egress rules",
 }
 
+// textCalls are PostgreSQL functions that run the SQL text they are given,
+// as DO runs its block: the check cannot read that text, so a function
+// outsideCalls names could hide in it.
+var textCalls = map[string]bool{
+	"query_to_xml": true, "query_to_xmlschema": true, "query_to_xml_and_xmlschema": true,
+}
+
 // Check answers the problems that keep d's SQL binding from running, for
 // the registry to refuse it at publish time. The driver is the
 // connection's, known only at a call, so the statement is read as every
@@ -161,6 +168,10 @@ func Check(d *toolplane.Definition) []Problem {
 			if what, ok := outsideCalls[fn]; ok {
 				add(field, fn+"() "+what+", outside the database",
 					"drop the call to "+fn+"; a tool reads and changes the database's own data only")
+			}
+			if textCalls[fn] {
+				add(field, fn+"() runs the SQL text it is given, which the check cannot read",
+					"run the query itself; the tool's answer carries its rows")
 			}
 		}
 		if s.escapedName {

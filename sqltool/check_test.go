@@ -53,6 +53,8 @@ func TestCheck(t *testing.T) {
 		{"a unicode-escaped function name", tool(toolplane.EffectRead, `SELECT U&"pg_read_\0066ile"('/etc/passwd')`, 0), "binding.sql.statement", `U&"..."`},
 		{"a unicode-escaped name with its own escape", tool(toolplane.EffectRead, `SELECT * FROM u&"pg_ls_!0064ir" UESCAPE '!' ('.')`, 0), "binding.sql.statement", `U&"..."`},
 		{"a column and-ed with a quoted one", tool(toolplane.EffectRead, `SELECT menu&"flags" FROM t`, 0), "", ""},
+		{"sql in a string", tool(toolplane.EffectRead, `SELECT query_to_xml('SELECT pg_read_file(''/etc/passwd'')', true, true, '')`, 0), "binding.sql.statement", "query_to_xml() runs the SQL text"},
+		{"a table as xml is the table's data", tool(toolplane.EffectRead, `SELECT table_to_xml('t', true, true, '')`, 0), "", ""},
 		{"mysql reads a file", tool(toolplane.EffectRead, "SELECT LOAD_FILE('/etc/passwd') AS f", 0), "binding.sql.statement", "load_file() reads a file"},
 		{"notify as a function", tool(toolplane.EffectRead, "SELECT pg_notify('c', 'x')", 0), "binding.sql.statement", "pg_notify() notifies"},
 		{"another database", tool(toolplane.EffectWrite, "SELECT * FROM dblink('host=10.0.0.1', 'SELECT 1') AS t(a int)", 0), "binding.sql.statement", "dblink() connects"},
