@@ -31,6 +31,20 @@ func queued(t *testing.T, s *Store, n int) {
 	}
 }
 
+// insertClaims stores n processing claims of the organization "org",
+// keyed k0, k1, ...
+func insertClaims(t *testing.T, s *Store, n int, now time.Time) []*toolplane.Claim {
+	t.Helper()
+	claims := make([]*toolplane.Claim, n)
+	for i := range claims {
+		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
+		if ok, err := s.InsertClaim(t.Context(), claims[i]); !ok || err != nil {
+			t.Fatalf("InsertClaim = %v, %v", ok, err)
+		}
+	}
+	return claims
+}
+
 // TestGroupKeepsEachWriteAtomic: writes that queue while another commits
 // run as one group, and still each is all or nothing: a completion whose
 // audit event cannot be stored stores neither the event nor the claim's
@@ -41,13 +55,7 @@ func TestGroupKeepsEachWriteAtomic(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	const n = 8
-	claims := make([]*toolplane.Claim, n)
-	for i := range claims {
-		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
-		if ok, err := s.InsertClaim(ctx, claims[i]); !ok || err != nil {
-			t.Fatalf("InsertClaim = %v, %v", ok, err)
-		}
-	}
+	claims := insertClaims(t, s, n, now)
 	event := func(id string) *toolplane.AuditEvent {
 		return &toolplane.AuditEvent{ID: id, OrganizationID: "org", Tool: "crm.update", Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: now}
 	}
@@ -115,13 +123,7 @@ func TestGroupCommitsOnce(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	const n = 8
-	claims := make([]*toolplane.Claim, n)
-	for i := range claims {
-		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
-		if ok, err := s.InsertClaim(ctx, claims[i]); !ok || err != nil {
-			t.Fatalf("InsertClaim = %v, %v", ok, err)
-		}
-	}
+	claims := insertClaims(t, s, n, now)
 	before, _ := walPages(t, s)
 	if err := s.lockWrite(ctx); err != nil {
 		t.Fatal(err)
