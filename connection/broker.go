@@ -51,16 +51,20 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 	}
 	sec, released, err := s.secrets(ctx, c)
 	if err != nil {
-		// A person's grant the provider refused on renewal: the answer
-		// links to their new consent, as it does once the state is
-		// stored.
-		var ce *toolplane.ConnectionError
-		if errors.As(err, &ce) && ce.Code == toolplane.CodeConnectionExpired && c.UserID != "" && ce.AuthorizationURL == "" {
-			ce.AuthorizationURL = s.authorizeLink(ctx, inv, d)
-		}
-		return nil, err
+		return nil, s.consentLink(ctx, err, c, inv, d)
 	}
 	return &toolplane.Released{Connection: shown(released), Secrets: sec}, nil
+}
+
+// consentLink answers err, linked to the person's new consent when it
+// says c, a person's connection, needs one (connection_expired): the
+// provider refused its grant on renewal, or the state is stored already.
+func (s *Service) consentLink(ctx context.Context, err error, c *toolplane.Connection, inv *toolplane.Invocation, d *toolplane.Definition) error {
+	var ce *toolplane.ConnectionError
+	if errors.As(err, &ce) && ce.Code == toolplane.CodeConnectionExpired && c.UserID != "" && ce.AuthorizationURL == "" {
+		ce.AuthorizationURL = s.authorizeLink(ctx, inv, d)
+	}
+	return err
 }
 
 // pick answers the call's connection, checked against its scope and its
@@ -574,7 +578,7 @@ func (s *Service) Renew(ctx context.Context, r invoke.Release, refused *toolplan
 		return nil, fmt.Errorf("read connection %s: %w", refused.Connection.ID, err)
 	}
 	if err := usable(c, ""); err != nil {
-		return nil, err
+		return nil, s.consentLink(ctx, err, c, inv, d)
 	}
 	sec, err := s.material(ctx, c)
 	if err != nil {
@@ -598,11 +602,7 @@ func (s *Service) Renew(ctx context.Context, r invoke.Release, refused *toolplan
 		sec, renewed, err = s.renew(ctx, c, other)
 	}
 	if err != nil {
-		var ce *toolplane.ConnectionError
-		if errors.As(err, &ce) && ce.Code == toolplane.CodeConnectionExpired && c.UserID != "" && ce.AuthorizationURL == "" {
-			ce.AuthorizationURL = s.authorizeLink(ctx, inv, d)
-		}
-		return nil, err
+		return nil, s.consentLink(ctx, err, c, inv, d)
 	}
 	return &toolplane.Released{Connection: shown(renewed), Secrets: sec}, nil
 }

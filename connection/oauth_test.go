@@ -651,3 +651,30 @@ func atOnce(t *testing.T, n int, nodes []*connection.Service, get func(*connecti
 	wg.Wait()
 	return toks
 }
+
+// TestRenewOfAConnectionAwaitingConsentLinksToIt: a renewal asked for a
+// person's connection that another call meanwhile found refused (and
+// stored as needing a new consent) answers connection_expired with the
+// link to that consent, as a release of it does.
+func TestRenewOfAConnectionAwaitingConsentLinksToIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := startProvider(t, e)
+	a := e.service("n1")
+	p.registerApp(a)
+	p.consent(a, "sam")
+	crmRead := tool("crm.read", "crm")
+	refused, err := e.release(a, call("sam"), crmRead, nil)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	marked := a.Refused(t.Context(), releaseOf(call("sam"), crmRead, nil), refused.Connection)
+	if marked == nil || marked.Code != toolplane.CodeConnectionExpired || marked.AuthorizationURL == "" {
+		t.Fatalf("Refused = %+v; want connection_expired with a link", marked)
+	}
+	r, err := a.Renew(t.Context(), releaseOf(call("sam"), crmRead, nil), refused)
+	e.saw(err)
+	if ce := connErr(t, err, toolplane.CodeConnectionExpired); r != nil || ce.AuthorizationURL == "" {
+		t.Errorf("Renew = %v, %+v; want connection_expired linking to the new consent", r, ce)
+	}
+}

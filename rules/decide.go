@@ -254,7 +254,10 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 func record(grants policy.Effect, req *policy.Request) string {
 	r := *req
 	secret := schema.SensitiveValues(req.Arguments, req.Tool.Sensitive)
-	if args, ok := digestText(boundary.Hide(boundary.Redact(req.Arguments), secret)).(map[string]any); ok {
+	// The values at the sensitive pointers go whatever their type; Hide
+	// then finds the text ones wherever else they were copied.
+	masked := schema.Mask(req.Arguments, req.Tool.Sensitive, boundary.Redacted)
+	if args, ok := digestText(boundary.Hide(boundary.Redact(masked), secret)).(map[string]any); ok {
 		r.Arguments = args
 	}
 	if facts, ok := digestText(boundary.Hide(boundary.Redact(req.Facts), secret)).(map[string]any); ok {

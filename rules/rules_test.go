@@ -575,6 +575,41 @@ func TestRecordedInputHidesSensitiveArguments(t *testing.T) {
 	}
 }
 
+// A value at a pointer the input schema marks x-sensitive is kept out of
+// the recorded input whatever its type: a number or a boolean there (a
+// card number, a PIN, sent as JSON numbers) is as secret as text, though
+// only text can be looked for where a fact echoed it.
+func TestRecordedInputHidesSensitiveNumbers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, bundle(), rules.PublishOptions{})
+	in := input("agent-1", "payments.refund_order", map[string]any{"amount_cents": 100.0,
+		"card": map[string]any{"number": 4111111111111111.0, "pin": 4321.0, "debit": true}})
+	in.Sensitive = []string{"/card/number", "/card/pin", "/card/debit"}
+	d, err := f.svc.Decide(t.Context(), in)
+	if err != nil || d.Input == "" {
+		t.Fatalf("Decide = %v, input %q; want a recorded input", err, d.Input)
+	}
+	var rec struct {
+		Request *policy.Request `json:"request"`
+	}
+	if err := json.Unmarshal([]byte(d.Input), &rec); err != nil || rec.Request == nil {
+		t.Fatalf("recorded input = %s, %v", d.Input, err)
+	}
+	card, _ := rec.Request.Arguments["card"].(map[string]any)
+	for _, name := range []string{"number", "pin", "debit"} {
+		if card[name] != boundary.Redacted {
+			t.Errorf("recorded card %s = %v, want %q", name, card[name], boundary.Redacted)
+		}
+	}
+	if rec.Request.Arguments["amount_cents"] != 100.0 {
+		t.Errorf("recorded amount = %v, want 100 as it was", rec.Request.Arguments["amount_cents"])
+	}
+	if in.Arguments.(map[string]any)["card"].(map[string]any)["pin"] != 4321.0 {
+		t.Errorf("recording changed the caller's arguments: %v", in.Arguments)
+	}
+}
+
 // A shadow run spends at most its run budget evaluating, whatever the
 // candidate: one whose every decision runs to the evaluation budget,
 // replayed over many past calls, stops when the run's time is spent and

@@ -1,8 +1,8 @@
 package schema
 
 import (
+	"maps"
 	"slices"
-	"strings"
 )
 
 // Sensitive answers the JSON pointers of the values the schema marks
@@ -55,29 +55,12 @@ func walkSensitive(v any, at string, depth int, out *[]string) {
 func SensitiveValues(args any, paths []string) []string {
 	var out []string
 	for _, p := range paths {
-		collectAt(args, strings.Split(strings.TrimPrefix(p, "/"), "/"), &out)
+		valuesAt(args, tokens(p), func(v any) bool {
+			collectStrings(v, &out)
+			return true
+		})
 	}
 	return out
-}
-
-func collectAt(v any, toks []string, out *[]string) {
-	if len(toks) == 0 {
-		collectStrings(v, out)
-		return
-	}
-	tok := toks[0]
-	switch x := v.(type) {
-	case map[string]any:
-		if sub, ok := x[unescape(tok)]; ok {
-			collectAt(sub, toks[1:], out)
-		}
-	case []any:
-		if tok == "*" {
-			for _, e := range x {
-				collectAt(e, toks[1:], out)
-			}
-		}
-	}
 }
 
 // collectStrings gathers every non-empty string under v: a sensitive
@@ -97,4 +80,40 @@ func collectStrings(v any, out *[]string) {
 			collectStrings(e, out)
 		}
 	}
+}
+
+// Mask answers args with every value at the pointers paths (as Sensitive
+// answers them) replaced by with, whatever its type: a number or a boolean
+// there is as secret as text, though SensitiveValues leaves it out (it
+// cannot be told apart where it was copied to). args itself is left as it
+// was; what Mask does not change, the answer shares with it.
+func Mask(args any, paths []string, with any) any {
+	for _, p := range paths {
+		args = maskAt(args, tokens(p), with)
+	}
+	return args
+}
+
+func maskAt(v any, toks []string, with any) any {
+	if len(toks) == 0 {
+		return with
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		name := unescape(toks[0])
+		if sub, ok := x[name]; ok {
+			out := maps.Clone(x)
+			out[name] = maskAt(sub, toks[1:], with)
+			return out
+		}
+	case []any:
+		if toks[0] == "*" {
+			out := make([]any, len(x))
+			for i, e := range x {
+				out[i] = maskAt(e, toks[1:], with)
+			}
+			return out
+		}
+	}
+	return v
 }

@@ -39,3 +39,57 @@ func TestSensitiveFindsMarkedValues(t *testing.T) {
 		}
 	}
 }
+
+func TestHolds(t *testing.T) {
+	t.Parallel()
+	args := map[string]any{"card": map[string]any{"number": "4111"}, "to~account": "acct-9", "none": nil,
+		"people": []any{map[string]any{"ssn": nil}, map[string]any{"ssn": "123"}}, "nobody": []any{map[string]any{"ssn": nil}}}
+	tests := []struct {
+		pointer string
+		want    bool
+	}{
+		{"/card", true},
+		{"/card/number", true},
+		{"/card/cvc", false},
+		{"/to~0account", true},
+		{"/none", false},
+		{"/missing", false},
+		{"/people/*/ssn", true},
+		{"/nobody/*/ssn", false},
+		{"/people/0/ssn", false}, // an element is named by "*" only
+	}
+	for _, tt := range tests {
+		if got := schema.Holds(args, tt.pointer); got != tt.want {
+			t.Errorf("Holds(%s) = %v, want %v", tt.pointer, got, tt.want)
+		}
+	}
+}
+
+func TestMask(t *testing.T) {
+	t.Parallel()
+	args := func() map[string]any {
+		return map[string]any{"order_id": "o-1", "card": map[string]any{"number": 4111111111111111.0, "pin": "12"},
+			"to~account": true, "people": []any{map[string]any{"ssn": 123.0, "name": "a"}, "x"}}
+	}
+	tests := []struct {
+		paths []string
+		want  map[string]any
+	}{
+		{paths: nil, want: args()},
+		{paths: []string{"/card/number", "/to~0account"}, want: map[string]any{"order_id": "o-1",
+			"card": map[string]any{"number": "*", "pin": "12"}, "to~account": "*",
+			"people": []any{map[string]any{"ssn": 123.0, "name": "a"}, "x"}}},
+		{paths: []string{"/card", "/people/*/ssn"}, want: map[string]any{"order_id": "o-1", "card": "*", "to~account": true,
+			"people": []any{map[string]any{"ssn": "*", "name": "a"}, "x"}}},
+		{paths: []string{"/missing", "/card/cvc", "/people/0/ssn"}, want: args()},
+	}
+	for _, tt := range tests {
+		in := args()
+		if got := schema.Mask(in, tt.paths, "*"); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Mask(%v) = %v, want %v", tt.paths, got, tt.want)
+		}
+		if !reflect.DeepEqual(in, args()) {
+			t.Errorf("Mask(%v) changed its argument: %v", tt.paths, in)
+		}
+	}
+}

@@ -122,28 +122,7 @@ func approvalUpdated(a *toolplane.Approval, res sql.Result, err error) (bool, er
 // transaction; a stale version stores neither, and neither does an event
 // that cannot be stored.
 func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval, e *toolplane.AuditEvent) (bool, error) {
-	upd, err := s.prepared(ctx, updateApproval)
-	if err != nil {
-		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
-	}
-	ins, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
-	}
-	var ok bool
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, updateApprovalArgs(a)...)
-		if err != nil {
-			return err
-		}
-		if ok, err = affected(res); err != nil || !ok {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
-			return auditErr(e, err)
-		}
-		return nil
-	})
+	ok, err := s.writeAudited(ctx, updateApproval, updateApprovalArgs(a), e)
 	if err != nil {
 		return false, fmt.Errorf("update approval %s: %w", a.ID, err)
 	}

@@ -49,6 +49,37 @@ func auditArgs(e *toolplane.AuditEvent) []any {
 		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput)}
 }
 
+// writeAudited runs query, a conditional change of one row, with args,
+// and appends e when it changed the row, in one write (see Store.write):
+// a change that matches no row (a stale version) stores neither, and
+// neither does an event that cannot be stored. It answers whether the row
+// changed.
+func (s *Store) writeAudited(ctx context.Context, query string, args []any, e *toolplane.AuditEvent) (bool, error) {
+	change, err := s.prepared(ctx, query)
+	if err != nil {
+		return false, err
+	}
+	ins, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, change).ExecContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		if ok, err = affected(res); err != nil || !ok {
+			return err
+		}
+		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+			return auditErr(e, err)
+		}
+		return nil
+	})
+	return ok && err == nil, err
+}
+
 func auditErr(e *toolplane.AuditEvent, err error) error {
 	if isDuplicate(err) {
 		return fmt.Errorf("append audit %s: %w", e.ID, toolplane.ErrExists)

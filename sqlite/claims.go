@@ -133,12 +133,16 @@ const updateClaimInPlace = `UPDATE claims SET
 			AND status = ? AND lease_until IS ? AND node = ?`
 
 func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
-	res, err := st.ExecContext(ctx,
-		c.RequestHash, string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
+	res, err := st.ExecContext(ctx, updateClaimArgs(c)...)
+	return claimUpdated(res, err)
+}
+
+// updateClaimArgs are updateClaim's arguments for c.
+func updateClaimArgs(c *toolplane.Claim) []any {
+	return []any{c.RequestHash, string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation), c.Node,
-		c.OrganizationID, c.Tool, c.Key, c.Version)
-	return claimUpdated(res, err)
+		c.OrganizationID, c.Tool, c.Key, c.Version}
 }
 
 func applyClaimUpdateInPlace(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
@@ -163,24 +167,7 @@ func claimUpdated(res sql.Result, err error) (bool, error) {
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither.
 func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
-	upd, err := s.prepared(ctx, updateClaim)
-	if err != nil {
-		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
-	}
-	ins, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
-	}
-	var ok bool
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if ok, err = applyClaimUpdate(ctx, tx.StmtContext(ctx, upd), c); err != nil || !ok {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
-			return auditErr(e, err)
-		}
-		return nil
-	})
+	ok, err := s.writeAudited(ctx, updateClaim, updateClaimArgs(c), e)
 	if err != nil {
 		return false, fmt.Errorf("update claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -210,28 +197,7 @@ const deleteClaim = `DELETE FROM claims
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither.
 func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
-	del, err := s.prepared(ctx, deleteClaim)
-	if err != nil {
-		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
-	}
-	ins, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
-	}
-	var ok bool
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, del).ExecContext(ctx, org, tool, key, version)
-		if err != nil {
-			return err
-		}
-		if ok, err = affected(res); err != nil || !ok {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
-			return auditErr(e, err)
-		}
-		return nil
-	})
+	ok, err := s.writeAudited(ctx, deleteClaim, []any{org, tool, key, version}, e)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}

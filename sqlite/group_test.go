@@ -31,6 +31,20 @@ func queued(t *testing.T, s *Store, n int) {
 	}
 }
 
+// insertClaims stores n processing claims of the organization "org",
+// keyed k0, k1, ...
+func insertClaims(t *testing.T, s *Store, n int, now time.Time) []*toolplane.Claim {
+	t.Helper()
+	claims := make([]*toolplane.Claim, n)
+	for i := range claims {
+		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
+		if ok, err := s.InsertClaim(t.Context(), claims[i]); !ok || err != nil {
+			t.Fatalf("InsertClaim = %v, %v", ok, err)
+		}
+	}
+	return claims
+}
+
 // TestGroupKeepsEachWriteAtomic: writes that queue while another commits
 // run as one group, and still each is all or nothing: a completion whose
 // audit event cannot be stored stores neither the event nor the claim's
@@ -41,13 +55,7 @@ func TestGroupKeepsEachWriteAtomic(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	const n = 8
-	claims := make([]*toolplane.Claim, n)
-	for i := range claims {
-		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
-		if ok, err := s.InsertClaim(ctx, claims[i]); !ok || err != nil {
-			t.Fatalf("InsertClaim = %v, %v", ok, err)
-		}
-	}
+	claims := insertClaims(t, s, n, now)
 	event := func(id string) *toolplane.AuditEvent {
 		return &toolplane.AuditEvent{ID: id, OrganizationID: "org", Tool: "crm.update", Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: now}
 	}
@@ -115,13 +123,7 @@ func TestGroupCommitsOnce(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	const n = 8
-	claims := make([]*toolplane.Claim, n)
-	for i := range claims {
-		claims[i] = testClaim("org", fmt.Sprint("k", i), now)
-		if ok, err := s.InsertClaim(ctx, claims[i]); !ok || err != nil {
-			t.Fatalf("InsertClaim = %v, %v", ok, err)
-		}
-	}
+	claims := insertClaims(t, s, n, now)
 	before, _ := walPages(t, s)
 	if err := s.lockWrite(ctx); err != nil {
 		t.Fatal(err)
@@ -203,6 +205,12 @@ func TestPanickingWriteEndsItsGroup(t *testing.T) {
 			s := newTestStore(t)
 			ctx := t.Context()
 			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			// The panicking write copies this row before it panics, so
+			// that a row of its is there to be rolled back, alone or
+			// grouped.
+			if ok, err := s.InsertClaim(ctx, testClaim("org", "seed", now)); !ok || err != nil {
+				t.Fatalf("InsertClaim = %v, %v", ok, err)
+			}
 			if err := s.lockWrite(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -225,7 +233,7 @@ func TestPanickingWriteEndsItsGroup(t *testing.T) {
 					if _, err := tx.ExecContext(ctx, `INSERT INTO claims (`+claimColumns+`)
 						SELECT 'org', tool, 'panicked', request_hash, status, result, owner, lease_until, dispatched,
 							attempts, run_id, step_path, arguments, reason, reconciled_by, note, version, created_at,
-							updated_at, invocation, node FROM claims WHERE key = 'before'`); err != nil {
+							updated_at, invocation, node FROM claims WHERE key = 'seed'`); err != nil {
 						return err
 					}
 					panic("a bug")

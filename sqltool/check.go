@@ -61,27 +61,42 @@ var outsideClauses = map[string]string{
 // server's files, other sessions, the server's administration, another
 // database. Each names what it does there.
 var outsideCalls = map[string]string{
-	"lo_export":            "writes a file on the database server",
-	"lo_import":            "reads a file on the database server",
-	"pg_file_write":        "writes a file on the database server",
-	"pg_file_rename":       "renames a file on the database server",
-	"pg_file_unlink":       "removes a file on the database server",
-	"pg_file_sync":         "touches a file on the database server",
-	"pg_read_file":         "reads a file on the database server",
-	"pg_read_binary_file":  "reads a file on the database server",
-	"pg_ls_dir":            "lists a directory on the database server",
-	"pg_stat_file":         "reads a file's status on the database server",
-	"load_file":            "reads a file on the database server",
-	"pg_notify":            "notifies other sessions, as NOTIFY does",
-	"pg_cancel_backend":    "cancels another session's statement",
-	"pg_terminate_backend": "ends another session",
-	"pg_reload_conf":       "reloads the server's configuration",
-	"pg_rotate_logfile":    "rotates the server's log",
-	"dblink":               "connects to another database, past the connection's egress rules",
-	"dblink_exec":          "connects to another database, past the connection's egress rules",
-	"dblink_connect":       "connects to another database, past the connection's egress rules",
-	"dblink_connect_u":     "connects to another database, past the connection's egress rules",
-	"dblink_send_query":    "connects to another database, past the connection's egress rules",
+	"lo_export":           "writes a file on the database server",
+	"lo_import":           "reads a file on the database server",
+	"pg_file_write":       "writes a file on the database server",
+	"pg_file_rename":      "renames a file on the database server",
+	"pg_file_unlink":      "removes a file on the database server",
+	"pg_file_sync":        "touches a file on the database server",
+	"pg_read_file":        "reads a file on the database server",
+	"pg_read_binary_file": "reads a file on the database server",
+	"pg_ls_dir":           "lists a directory on the database server",
+	// pg_ls_dir's siblings, each for one of the server's own directories.
+	"pg_ls_logdir":            "lists a directory on the database server",
+	"pg_ls_waldir":            "lists a directory on the database server",
+	"pg_ls_tmpdir":            "lists a directory on the database server",
+	"pg_ls_archive_statusdir": "lists a directory on the database server",
+	"pg_ls_logicalmapdir":     "lists a directory on the database server",
+	"pg_ls_logicalsnapdir":    "lists a directory on the database server",
+	"pg_ls_replslotdir":       "lists a directory on the database server",
+	"pg_stat_file":            "reads a file's status on the database server",
+	"load_file":               "reads a file on the database server",
+	"pg_notify":               "notifies other sessions, as NOTIFY does",
+	"pg_cancel_backend":       "cancels another session's statement",
+	"pg_terminate_backend":    "ends another session",
+	"pg_reload_conf":          "reloads the server's configuration",
+	"pg_rotate_logfile":       "rotates the server's log",
+	"dblink":                  "connects to another database, past the connection's egress rules",
+	"dblink_exec":             "connects to another database, past the connection's egress rules",
+	"dblink_connect":          "connects to another database, past the connection's egress rules",
+	"dblink_connect_u":        "connects to another database, past the connection's egress rules",
+	"dblink_send_query":       "connects to another database, past the connection's egress rules",
+}
+
+// textCalls are PostgreSQL functions that run the SQL text they are given,
+// as DO runs its block: the check cannot read that text, so a function
+// outsideCalls names could hide in it.
+var textCalls = map[string]bool{
+	"query_to_xml": true, "query_to_xmlschema": true, "query_to_xml_and_xmlschema": true,
 }
 
 // Check answers the problems that keep d's SQL binding from running, for
@@ -154,6 +169,14 @@ func Check(d *toolplane.Definition) []Problem {
 				add(field, fn+"() "+what+", outside the database",
 					"drop the call to "+fn+"; a tool reads and changes the database's own data only")
 			}
+			if textCalls[fn] {
+				add(field, fn+"() runs the SQL text it is given, which the check cannot read",
+					"run the query itself; the tool's answer carries its rows")
+			}
+		}
+		if s.escapedName {
+			add(field, `a U&"..." identifier spells its name in Unicode escapes, which the check cannot compare (a function it refuses may hide there)`,
+				"write the identifier plainly")
 		}
 		if s.executable {
 			add(field, "a /*! */ comment is run as SQL by MySQL, and the check cannot read it",

@@ -83,6 +83,9 @@ type scanned struct {
 	// executable is true when a MySQL comment that MySQL runs as SQL
 	// (/*! ... */, /*M! ... */) is in the text.
 	executable bool
+	// escapedName is true when a PostgreSQL identifier is written with
+	// Unicode escapes (U&"..."), whose name the text does not show.
+	escapedName bool
 	// prev is the keyword just before the current token, "" when another
 	// token came between.
 	prev string
@@ -126,6 +129,9 @@ func scan(text string, d dialect) (scanned, error) {
 			j, err := skipQuoted(text, i, '"', d == dialectMySQL)
 			if err != nil {
 				return s, err
+			}
+			if d == dialectPostgres && unicodeIdent(text, i) {
+				s.escapedName = true
 			}
 			s.note(top)
 			s.call(top, text, text[i+1:j-1], j, d)
@@ -283,6 +289,14 @@ func opensParen(text string, i int, d dialect) bool {
 		}
 	}
 	return false
+}
+
+// unicodeIdent reports whether the double quote at i opens a PostgreSQL
+// identifier with Unicode escapes: U& (either case) right before it, the
+// U starting a token of its own.
+func unicodeIdent(text string, i int) bool {
+	return i >= 2 && text[i-1] == '&' && (text[i-2] == 'U' || text[i-2] == 'u') &&
+		(i == 2 || !nameChar(text[i-3]) && text[i-3] != '$')
 }
 
 func nameStart(c byte) bool {

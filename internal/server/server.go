@@ -674,8 +674,9 @@ func (s *Server) doors(svc *services) error {
 		mux.Handle("/mcp/"+slug, endOnShutdown(streams, mcpDoor.UpstreamHandler(slug)))
 	}
 	mux.Handle("GET /metrics", bearerOnly(cfg.MetricsToken, svc.meters.Handler()))
-	mux.Handle(signin.Path+"/", people.Handler())
-	mux.Handle(signin.Path, people.Handler())
+	signIn := people.Handler()
+	mux.Handle(signin.Path+"/", signIn)
+	mux.Handle(signin.Path, signIn)
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
