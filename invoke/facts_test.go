@@ -60,17 +60,18 @@ func TestPolicyFactsResolvedBeforeTheDecision(t *testing.T) {
 		resolver policy.FactResolver
 		effect   toolplane.Effect
 		fault    bool
+		slow     bool // the resolver waits out its deadline
 	}{
-		{"a write, resolved", account, toolplane.EffectWrite, false},
-		{"a read, resolved", account, toolplane.EffectRead, false},
-		{"a write, the resolver times out", slow, toolplane.EffectWrite, true},
-		{"a read, the resolver times out", slow, toolplane.EffectRead, true},
+		{"a write, resolved", account, toolplane.EffectWrite, false, false},
+		{"a read, resolved", account, toolplane.EffectRead, false, false},
+		{"a write, the resolver times out", slow, toolplane.EffectWrite, true, true},
+		{"a read, the resolver times out", slow, toolplane.EffectRead, true, true},
 		{"a write, the resolver fails", func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) {
 			return nil, errors.New("orders database unreachable")
-		}, toolplane.EffectWrite, true},
+		}, toolplane.EffectWrite, true, false},
 		{"a write, the resolver panics", func(context.Context, *toolplane.Invocation, *toolplane.Definition, any) (any, error) {
 			panic("nil map")
-		}, toolplane.EffectWrite, true},
+		}, toolplane.EffectWrite, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +81,12 @@ func TestPolicyFactsResolvedBeforeTheDecision(t *testing.T) {
 			e := newEnvWith(t, store, func(c *invoke.Config) {
 				c.Policy = pol
 				c.Facts = policy.Facts{"order_account": tt.resolver}
-				c.FactTimeout = 30 * time.Millisecond
+				// Only the slow resolver should meet the deadline: the
+				// others are given one no loaded machine reaches.
+				c.FactTimeout = 10 * time.Second
+				if tt.slow {
+					c.FactTimeout = 30 * time.Millisecond
+				}
 			}, tool{def: refundDef("payments.refund", tt.effect), fn: ok(map[string]any{"done": true})})
 			in := inv("payments.refund")
 			a := map[string]any{"order_id": "o-501", "to_account": "acct-evil"}
