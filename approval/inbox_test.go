@@ -42,7 +42,9 @@ func TestInboxHoldsWhatThePersonMayAnswerNewestFirst(t *testing.T) {
 	own := file(func(a *toolplane.Approval) { a.Invocation = []byte(`{"OrganizationID":"org-1","UserID":"fin"}`) })
 	named := file(func(a *toolplane.Approval) { a.Approver = "bob" })
 	twice := file(func(a *toolplane.Approval) { a.Approvers, a.ApprovedBy = 2, []string{"fin"} })
-	soon := file(func(a *toolplane.Approval) { a.ApproverGroup, a.ExpiresAt = "finance", f.clock.Now().Add(30*time.Second) })
+	soon := file(func(a *toolplane.Approval) {
+		a.ApproverGroup, a.ExpiresAt = "finance", f.clock.Now().Add(30*time.Second)
+	})
 	f.clock.Advance(time.Minute) // soon is past its expiry, still pending
 
 	want := func(by *toolplane.Credential) []string {
