@@ -11,6 +11,7 @@
 package approval
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // Errors a resolution is refused with.
@@ -154,6 +156,38 @@ func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
 func Shown(a toolplane.Approval) toolplane.Approval {
 	a.Arguments = boundary.RedactJSON(a.Arguments)
 	a.Preview, _ = boundary.RedactSecrets(a.Preview)
+	return a
+}
+
+// ShownWith is Shown, with every value the tool's input schema marks
+// x-sensitive hidden too: sensitive are the schema's pointers
+// (schema.Schema.Sensitive). Each such value is replaced wherever it
+// appears, in the arguments and in the preview (which may quote it), so a
+// secret the tool declares is masked even when its name and shape look
+// harmless.
+func ShownWith(a toolplane.Approval, sensitive []string) toolplane.Approval {
+	var values []string
+	if len(sensitive) > 0 && len(a.Arguments) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(a.Arguments))
+		dec.UseNumber()
+		var args any
+		if dec.Decode(&args) == nil {
+			values = slices.DeleteFunc(schema.SensitiveValues(args, sensitive), func(v string) bool { return v == "" })
+		}
+	}
+	a = Shown(a)
+	if len(values) == 0 {
+		return a
+	}
+	dec := json.NewDecoder(bytes.NewReader(a.Arguments))
+	dec.UseNumber()
+	var shown any
+	if dec.Decode(&shown) == nil {
+		a.Arguments = boundary.Encode(nil, boundary.Hide(shown, values))
+	}
+	for _, v := range values {
+		a.Preview = strings.ReplaceAll(a.Preview, v, boundary.Redacted)
+	}
 	return a
 }
 

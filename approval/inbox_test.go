@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,30 @@ func idsOf(as []toolplane.Approval) []string {
 		out[i] = a.ID
 	}
 	return out
+}
+
+// A value the tool's schema marks x-sensitive is hidden from a person
+// wherever it appears, though neither its name nor its shape gives it
+// away, and the stored approval keeps it.
+func TestShownWithHidesTheSchemasSensitiveValues(t *testing.T) {
+	t.Parallel()
+	a := toolplane.Approval{
+		Arguments: []byte(`{"account":"NL91ABNA0417164300","memo":"pay NL91ABNA0417164300","amount":12,"password":"hunter2"}`),
+		Preview:   "Pay 12 to NL91ABNA0417164300",
+	}
+	got := approval.ShownWith(a, []string{"/account"})
+	for _, s := range []string{string(got.Arguments), got.Preview} {
+		if strings.Contains(s, "NL91ABNA0417164300") || strings.Contains(s, "hunter2") {
+			t.Errorf("shown: %s", s)
+		}
+	}
+	if !strings.Contains(string(got.Arguments), `"amount":12`) || !strings.Contains(got.Preview, "Pay 12 to") {
+		t.Errorf("shown too little: %s / %s", got.Arguments, got.Preview)
+	}
+	if !strings.Contains(string(a.Arguments), "NL91ABNA0417164300") {
+		t.Error("the stored arguments were changed")
+	}
+	if plain := approval.ShownWith(a, nil); !strings.Contains(string(plain.Arguments), "NL91ABNA0417164300") || strings.Contains(string(plain.Arguments), "hunter2") {
+		t.Errorf("without sensitive pointers it is Shown: %s", plain.Arguments)
+	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -53,7 +54,7 @@ type approvalView struct {
 
 func (c *Console) viewOf(a toolplane.Approval) approvalView {
 	org := a.OrganizationID
-	a = approval.Shown(a)
+	a = approval.ShownWith(a, c.cfg.Registry.Sensitive(org, a.Tool, a.ToolVersion))
 	v := approvalView{Approval: a, Approvers: max(a.Approvers, 1)}
 	var out bytes.Buffer
 	if json.Indent(&out, a.Arguments, "", "  ") == nil {
@@ -94,13 +95,19 @@ func (c *Console) approvalList(w http.ResponseWriter, r *http.Request, sess *sig
 	if !slices.Contains(statuses, status) {
 		return fmt.Errorf("%w: no approval state %q", toolplane.ErrInvalid, status)
 	}
-	as, next, err := svc.List(r.Context(), status, q.Get("cursor"), pageSize, sess.Credential)
+	// A person who may answer approvals is shown theirs; one who may only
+	// read them (an auditor) every pending one, as the history shows the
+	// other states. The services decide either way.
+	list, title := svc.Recent, "Approvals "+string(status)
+	if status == toolplane.ApprovalPending && approval.MayAnswer(sess.Credential) == nil {
+		title = "Approvals waiting for you"
+		list = func(ctx context.Context, _ toolplane.ApprovalStatus, after string, limit int, by *toolplane.Credential) ([]toolplane.Approval, string, error) {
+			return svc.Inbox(ctx, after, limit, by)
+		}
+	}
+	as, next, err := list(r.Context(), status, q.Get("cursor"), pageSize, sess.Credential)
 	if err != nil {
 		return err
-	}
-	title := "Approvals waiting for you"
-	if status != toolplane.ApprovalPending {
-		title = "Approvals " + string(status)
 	}
 	v := listPage{frame: c.frameFor(sess, title, "approvals"), Status: status, Statuses: statuses}
 	for _, a := range as {

@@ -491,7 +491,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	items := make([]map[string]any, len(as))
 	for i, a := range as {
-		items[i] = approvalView(a)
+		items[i] = s.approvalView(a)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
@@ -507,9 +507,10 @@ func (s *Server) approvals() *approval.Service {
 }
 
 // approvalView is an approval as the API shows it: redacted by
-// approval.Shown, the same in the list and alone.
-func approvalView(a toolplane.Approval) map[string]any {
-	a = approval.Shown(a)
+// approval.ShownWith, with the values its tool's input schema marks
+// x-sensitive, the same in the list and alone (and in the console).
+func (s *Server) approvalView(a toolplane.Approval) map[string]any {
+	a = approval.ShownWith(a, s.Door.Registry.Sensitive(a.OrganizationID, a.Tool, a.ToolVersion))
 	return map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
 		"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt,
 		"rule": a.Rule, "approvers": max(a.Approvers, 1), "approver": a.Approver, "approved_by": nonNilNames(a.ApprovedBy)}
@@ -534,7 +535,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
 		s.Log.ErrorContext(r.Context(), "approval lookup failed", "err", err)
 		httperr.Send(w, r, httperr.Internal, "the approval could not be read", "")
 	default:
-		writeJSON(w, http.StatusOK, approvalView(*a))
+		writeJSON(w, http.StatusOK, s.approvalView(*a))
 	}
 }
 
