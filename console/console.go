@@ -213,6 +213,13 @@ func (c *Console) action(h handlerFunc) http.Handler {
 	})
 }
 
+// ApprovalURL answers where a person opens approval id in the console of
+// the server reached at publicURL: the address an agent's answer, an MCP
+// elicitation and a notification show.
+func ApprovalURL(publicURL, id string) string {
+	return strings.TrimRight(publicURL, "/") + Path + "/approvals/" + url.PathEscape(id)
+}
+
 // path answers p under the console, under the public URL's path.
 func (c *Console) path(p string) string { return c.base + Path + p }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/connection"
+	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
@@ -447,6 +448,10 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		ar := a.Approval
 		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
 			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"}
+		if s.PublicURL != "" {
+			// Where a person opens it: its page in the console.
+			body["approval"].(map[string]any)["url"] = console.ApprovalURL(s.PublicURL, ar.ID)
+		}
 		if ar.Ignored != "" {
 			// The authorized_by sent did not authorize the call: say why.
 			body["authorized_by_ignored"] = ar.Ignored
