@@ -58,11 +58,13 @@ type payIn struct {
 // world is the console, the sign-in and the REST API of one server over a
 // SQLite file, on loopback, with the people and agents the tests act as.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	store *sqlite.Store
 	iv    *invoke.Invoker
 	base  string
 	links *links
+	// handler is the server's: a benchmark calls it without the network.
+	handler http.Handler
 	paid  sync.Map // the accounts xss.pay's handler was called for
 	// keys by name: agent (xssAgent), frontDesk (an agent acting for
 	// users), fin (approver in group finance), ada (approver in no
@@ -71,7 +73,7 @@ type world struct {
 	keys map[string]string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t, links: &links{used: map[string]bool{}}, keys: map[string]string{}}
 	w.store = sqlitetest.Open(t, filepath.Join(t.TempDir(), "toolplane.db"))
@@ -150,6 +152,7 @@ func newWorld(t *testing.T) *world {
 	mux.Handle(console.Path+"/", web.Handler())
 	mux.Handle("/", api.Handler())
 	srv.Config.Handler = mux
+	w.handler = mux
 	srv.Start()
 	t.Cleanup(srv.Close)
 
@@ -164,7 +167,7 @@ func newWorld(t *testing.T) *world {
 
 // markSensitive answers the input schema with property name marked
 // x-sensitive.
-func markSensitive(t *testing.T, raw json.RawMessage, name string) json.RawMessage {
+func markSensitive(t testing.TB, raw json.RawMessage, name string) json.RawMessage {
 	t.Helper()
 	var s map[string]any
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -285,7 +288,7 @@ func (b *browser) post(path, origin string, form url.Values) page {
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf answers the CSRF token a page's form carries.
-func (p page) csrf(t *testing.T) string {
+func (p page) csrf(t testing.TB) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(p.body)
 	if m == nil {
