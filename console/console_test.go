@@ -65,7 +65,7 @@ type world struct {
 	links *links
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
-	paid  sync.Map // the accounts xss.pay's handler was called for
+	paid    sync.Map // the accounts xss.pay's handler was called for
 	// keys by name: agent (xssAgent), frontDesk (an agent acting for
 	// users), fin (approver in group finance), ada (approver in no
 	// group), bob (approver, the person a call is asked for), grace
