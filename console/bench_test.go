@@ -19,10 +19,16 @@ import (
 // (the session read, the approval service's inbox, the page rendered)
 // with 10,000 approvals pending in the organization, a fifth of them
 // routed to the approver's group and a fifth to no group, on the embedded
-// store (a SQLite file). It reports the median and the 99th percentile
-// of the page's time besides the mean.
+// store (a SQLite file), and on PostgreSQL when the test server is set. It
+// reports the median and the 99th percentile of the page's time besides
+// the mean.
 func BenchmarkInbox(b *testing.B) {
-	w := newWorld(b)
+	for _, backend := range backends() {
+		b.Run(backend, func(b *testing.B) { benchInbox(b, newWorldOn(b, backend)) })
+	}
+}
+
+func benchInbox(b *testing.B, w *world) {
 	const pending = 10_000
 	ctx := context.Background()
 	groups := []string{"finance", "", "ops", "legal", "support"}

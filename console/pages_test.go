@@ -80,13 +80,15 @@ func TestFormsFromElsewhereAreRefused(t *testing.T) {
 	b := w.browser()
 	b.signIn("fin")
 	token := b.get("/console/approvals/" + id).csrf(t)
+	other := w.browser()
+	otherToken := other.signIn("fin").csrf(t)
 	tests := []struct {
 		name   string
 		origin string
 		form   url.Values
 	}{
 		{"no CSRF token", w.base, url.Values{"decision": {"approve"}}},
-		{"another session's token", w.base, url.Values{"decision": {"approve"}, "csrf": {"x" + token[1:]}}},
+		{"another session's token", w.base, url.Values{"decision": {"approve"}, "csrf": {otherToken}}},
 		{"another origin", "https://evil.example", url.Values{"decision": {"approve"}, "csrf": {token}}},
 	}
 	for _, tt := range tests {
@@ -120,7 +122,15 @@ func refusal(t *testing.T, body map[string]any) string {
 // for. Neither is shown it in their inbox; a member of the group is.
 func TestTheConsoleRefusesWhomTheAPIRefuses(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testRefusals(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func testRefusals(t *testing.T, w *world) {
 	forBob := w.file("frontDesk", "run-bob", "bob")
 	tests := []struct {
 		name, who, id string
@@ -222,7 +232,15 @@ func TestPayloadsAreRenderedInert(t *testing.T) {
 // agent's call with the approval runs, once, with the real arguments.
 func TestApprovingInTheConsoleCompletesTheCall(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testApproving(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func testApproving(t *testing.T, w *world) {
 	id := w.file("agent", "run-1", "")
 	b := w.browser()
 	b.signIn("fin")
