@@ -381,6 +381,12 @@ func (l *links) mint(approvalID string) string {
 	return token
 }
 
+func (l *links) wasUsed(token string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used[token]
+}
+
 func (l *links) Check(_ context.Context, token, approvalID string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

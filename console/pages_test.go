@@ -303,10 +303,19 @@ func TestOneClickLinksOpenAConfirmation(t *testing.T) {
 			t.Errorf("a %s link: %s", name, p.body)
 		}
 	}
+	// An approver outside the approval's group is refused as without the
+	// link, and does not use it up.
+	ada := w.browser()
+	ada.signIn("ada")
+	adaCard := ada.get("/console/approvals/" + id + "?link=" + token)
+	refused := ada.post("/console/approvals/"+id, w.base, url.Values{"csrf": {adaCard.csrf(t)}, "decision": {"approve"}, "link": {token}})
+	if refused.status != http.StatusForbidden || w.links.wasUsed(token) {
+		t.Fatalf("an approver outside the group with the link: %d, used %v", refused.status, w.links.wasUsed(token))
+	}
 	if p := b.decide(id, "approve", "", url.Values{"link": {token}}); p.status != http.StatusSeeOther {
 		t.Fatalf("the decision with the link: %d %s", p.status, p.body)
 	}
-	if !w.links.used[token] {
+	if !w.links.wasUsed(token) {
 		t.Error("the link was not used up")
 	}
 	// Replayed, on another approval the person may answer: refused, and
