@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -63,6 +64,8 @@ type payIn struct {
 type world struct {
 	t     testing.TB
 	store toolplane.Store
+	// db is the SQLite store's database (nil on PostgreSQL).
+	db *sql.DB
 	iv    *invoke.Invoker
 	base  string
 	links *links
@@ -105,7 +108,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 		}
 		w.store = pg
 	default:
-		w.store = sqlitetest.Open(t, filepath.Join(t.TempDir(), "toolplane.db"))
+		w.store, w.db = sqlitetest.OpenDB(t, filepath.Join(t.TempDir(), "toolplane.db"))
 	}
 
 	pay, err := handler.Define[payIn, map[string]any](toolplane.Definition{

@@ -2,10 +2,14 @@ package console_test
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/console"
@@ -374,5 +378,70 @@ func TestUncertainActionsAreReconciled(t *testing.T) {
 	cs, _, err := w.iv.Uncertain(context.Background(), "", 10, &toolplane.Credential{OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: "x", Roles: []string{toolplane.RoleAuditor}})
 	if err != nil || len(cs) != 0 {
 		t.Errorf("still uncertain: %d %v", len(cs), err)
+	}
+}
+
+// A fault is a page with the stable code and the request's id, naming
+// nothing of its cause.
+func TestAFaultNamesNothingOfItsCause(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	b := w.browser()
+	b.signIn("fin")
+	if err := w.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/console/approvals")
+	if p.status != http.StatusInternalServerError || !strings.Contains(p.body, "internal_error") || !strings.Contains(p.body, "Request req_") {
+		t.Fatalf("a closed database: %d %s", p.status, p.body)
+	}
+	for _, cause := range []string{"sql", "closed", "database", "sqlite", ".go:"} {
+		if strings.Contains(strings.ToLower(p.body), cause) {
+			t.Errorf("the page names %q: %s", cause, p.body)
+		}
+	}
+	wantHeaders(t, "a fault", p)
+}
+
+// The inbox pages newest first, by the cursor the service answers, and
+// the history shows another state; an unknown state is the caller's
+// mistake.
+func TestTheInboxPages(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var ids []string
+	for i := range 53 {
+		a := &toolplane.Approval{
+			ID: fmt.Sprintf("apr_page_%02d", i), OrganizationID: org, RunID: "run-1", Tool: "xss.pay", ToolVersion: "1.2.0",
+			Key: fmt.Sprintf("k%d", i), Arguments: []byte(`{}`), Invocation: []byte(`{}`), PrincipalID: "agent-x",
+			Status: toolplane.ApprovalPending, ApproverGroup: "finance",
+			CreatedAt: time.Now().Add(time.Duration(i-100) * time.Second), ExpiresAt: time.Now().Add(time.Hour),
+		}
+		if err := w.store.InsertApproval(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+	}
+	b := w.browser()
+	first := b.signIn("fin")
+	if n := strings.Count(first.body, `<article class="card">`); n != 50 || !strings.Contains(first.body, ids[52]) || strings.Contains(first.body, ids[2]+"<") {
+		t.Fatalf("first page: %d approvals: %s", n, first.body)
+	}
+	m := regexp.MustCompile(`href="([^"]+)">Older`).FindStringSubmatch(first.body)
+	if m == nil {
+		t.Fatalf("no link to the next page: %s", first.body)
+	}
+	second := b.get(html.UnescapeString(m[1]))
+	if n := strings.Count(second.body, `<article class="card">`); n != 3 || !strings.Contains(second.body, ids[0]) || strings.Contains(second.body, ">Older<") {
+		t.Errorf("second page: %d approvals: %s", n, second.body)
+	}
+	if p := b.get("/console/approvals?status=expired"); p.status != http.StatusOK || !strings.Contains(p.body, "No approvals expired") {
+		t.Errorf("the history of expired approvals: %d %s", p.status, p.body)
+	}
+	if p := b.get("/console/approvals?status=bogus"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "invalid_request") {
+		t.Errorf("an unknown state: %d %s", p.status, p.body)
+	}
+	if p := b.get("/console/approvals?cursor=bogus"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "invalid_request") {
+		t.Errorf("a bad cursor: %d %s", p.status, p.body)
 	}
 }
