@@ -13,8 +13,9 @@
 // strict Content-Security-Policy, and the pages work without the script.
 //
 // Pages come in groups, one file each (approvals.go, uncertain.go, ...):
-// a group registers its routes in routes, and its templates live in
-// assets/<group>.html, parsed with the layout into one set.
+// a group registers its routes in routes and its entry of the navigation
+// in sections, and its templates live in assets/<group>.html, parsed with
+// the layout (assets/layout.html: "top" and "bottom") into one set.
 package console
 
 import (
