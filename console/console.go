@@ -205,13 +205,10 @@ func (c *Console) action(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		sess, err := c.cfg.People.Session(r)
-		switch {
-		case errors.Is(err, toolplane.ErrUnauthenticated):
-			// A POST cannot be replayed after sign-in: the person signs
-			// in and sends the form again from its page.
-			c.fail(w, r, nil, err)
-			return
-		case err != nil:
+		if err != nil {
+			// Signed out, the page answers with a link to sign in: a POST
+			// is not carried through the sign-in, so the person sends the
+			// form again from its page.
 			c.fail(w, r, nil, err)
 			return
 		}
