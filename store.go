@@ -167,6 +167,11 @@ type Approval struct {
 // were matched across runs, and the newest are the ones that matter.
 const MaxOpenApprovals = 10
 
+// MaxApprovalGroups bounds the groups ListApprovalsNewest filters by: a
+// person in more groups is shown their inbox unfiltered by the store and
+// judged approval by approval.
+const MaxApprovalGroups = 32
+
 // ApprovalStore is the storage of approvals, scoped to one organization.
 type ApprovalStore interface {
 	InsertApproval(ctx context.Context, a *Approval) error
@@ -191,6 +196,12 @@ type ApprovalStore interface {
 	// ListApprovals answers approvals in a state, oldest first, after the
 	// cursor.
 	ListApprovals(ctx context.Context, org string, status ApprovalStatus, after string, limit int) ([]Approval, string, error)
+	// ListApprovalsNewest answers approvals in a state, newest first (ties
+	// by ID, descending), after the cursor: the inbox and history a person
+	// reads. With groups not nil it answers only the approvals routed to
+	// one of them (ApproverGroup; "" names the approvals routed to no
+	// group), at most MaxApprovalGroups; an empty groups answers none.
+	ListApprovalsNewest(ctx context.Context, org string, status ApprovalStatus, groups []string, after string, limit int) ([]Approval, string, error)
 	// CountApprovals answers how many approvals are in a state, by
 	// organization, across the whole deployment: the operator's view (the
 	// metrics), never an organization's. Organizations with none are

@@ -11,17 +11,20 @@
 package approval
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/canonical"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // Errors a resolution is refused with.
@@ -156,6 +159,38 @@ func Shown(a toolplane.Approval) toolplane.Approval {
 	return a
 }
 
+// ShownWith is Shown, with every value the tool's input schema marks
+// x-sensitive hidden too: sensitive are the schema's pointers
+// (schema.Schema.Sensitive). Each such value is replaced wherever it
+// appears, in the arguments and in the preview (which may quote it), so a
+// secret the tool declares is masked even when its name and shape look
+// harmless.
+func ShownWith(a toolplane.Approval, sensitive []string) toolplane.Approval {
+	var values []string
+	if len(sensitive) > 0 && len(a.Arguments) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(a.Arguments))
+		dec.UseNumber()
+		var args any
+		if dec.Decode(&args) == nil {
+			values = slices.DeleteFunc(schema.SensitiveValues(args, sensitive), func(v string) bool { return v == "" })
+		}
+	}
+	a = Shown(a)
+	if len(values) == 0 {
+		return a
+	}
+	dec := json.NewDecoder(bytes.NewReader(a.Arguments))
+	dec.UseNumber()
+	var shown any
+	if dec.Decode(&shown) == nil {
+		a.Arguments = boundary.Encode(nil, boundary.Hide(shown, values))
+	}
+	for _, v := range values {
+		a.Preview = strings.ReplaceAll(a.Preview, v, boundary.Redacted)
+	}
+	return a
+}
+
 // Get answers an approval of the caller's organization, to a caller who
 // may read approvals (MayRead); another organization's is not found.
 func (s *Service) Get(ctx context.Context, id string, by *toolplane.Credential) (*toolplane.Approval, error) {
@@ -176,6 +211,83 @@ func (s *Service) List(ctx context.Context, status toolplane.ApprovalStatus, aft
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
 	return as, next, nil
+}
+
+// Recent answers the caller's organization's approvals in a state, newest
+// first, to a caller who may read approvals (MayRead): the history a person
+// reads.
+func (s *Service) Recent(ctx context.Context, status toolplane.ApprovalStatus, after string, limit int, by *toolplane.Credential) ([]toolplane.Approval, string, error) {
+	if err := MayRead(by, "listing approvals"); err != nil {
+		return nil, "", err
+	}
+	as, next, err := s.store.ListApprovalsNewest(ctx, by.OrganizationID, status, nil, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	return as, next, nil
+}
+
+// inboxReads bounds the store reads one page of an inbox makes: a page
+// whose reads found fewer approvals the person may answer than it asks
+// for ends short, with a cursor to go on from.
+const inboxReads = 4
+
+// Inbox answers the pending approvals by may answer (MayDecide) and that
+// are not past their expiry, newest first, after the cursor: a person's
+// inbox. A caller who may answer no approval (MayAnswer) is refused. The
+// store reads only the approvals routed to no group or to one of by's
+// (see groupsOf); MayDecide then judges each, so an approval the person
+// asked for themselves, one named for another person to answer, or one
+// they approved already is not shown. A page may hold fewer than limit
+// approvals and still have a next cursor.
+func (s *Service) Inbox(ctx context.Context, after string, limit int, by *toolplane.Credential) ([]toolplane.Approval, string, error) {
+	if err := MayAnswer(by); err != nil {
+		return nil, "", err
+	}
+	groups := groupsOf(by)
+	now := s.now()
+	var out []toolplane.Approval
+	next := after
+	for range inboxReads {
+		// Each read asks for what the page still lacks, so a full page
+		// ends where a read did, at a cursor the store made.
+		as, cur, err := s.store.ListApprovalsNewest(ctx, by.OrganizationID, toolplane.ApprovalPending, groups, next, limit-len(out))
+		if err != nil {
+			return nil, "", fmt.Errorf("list the inbox of %s: %w", by.Subject, err)
+		}
+		for i := range as {
+			if now.Before(as[i].ExpiresAt) && MayDecide(by, &as[i]) == nil {
+				out = append(out, as[i])
+			}
+		}
+		next = cur
+		if next == "" || len(out) == limit {
+			break
+		}
+	}
+	return out, next, nil
+}
+
+// groupsOf answers the approver groups whose approvals by may answer, as
+// the store filters by them: "" (an approval routed to no group) and each
+// group by is a member of (MayDecide's rule, toolplane.InGroup). nil (every
+// group) for a credential that holds every group's role (platform_admin)
+// or is in more groups than the store filters by; MayDecide judges each
+// approval either way.
+func groupsOf(by *toolplane.Credential) []string {
+	if by.HasAnyRole(toolplane.RolePlatformAdmin) {
+		return nil // it holds every role, every group's among them
+	}
+	groups := []string{""}
+	for _, r := range by.Roles {
+		if g, ok := strings.CutPrefix(r, toolplane.GroupRolePrefix); ok && g != "" && by.InGroup(g) && !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	if len(groups) > toolplane.MaxApprovalGroups {
+		return nil
+	}
+	return groups
 }
 
 // Find answers an approval of the organization, to the platform itself

@@ -48,6 +48,10 @@ const (
 	// connections by ID; its cursor carries the organization too, and no
 	// time.
 	EveryConnection byte = 'x'
+	// NewestApprovals is one organization's approvals newest first (a
+	// person's inbox and history); its cursor is not one of the
+	// oldest-first list.
+	NewestApprovals byte = 'A'
 )
 
 // Encode answers the cursor after a row of list ordered by createdAt, with

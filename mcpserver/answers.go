@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/invoke"
 )
 
@@ -47,12 +48,12 @@ func (s *Server) approvalResult(ar *invoke.ApprovalRequired) *mcp.CallToolResult
 		details["authorized_by_ignored"] = ar.Ignored
 	}
 	if base := strings.TrimRight(s.PublicURL, "/"); base != "" {
-		// The REST API is where a person answers: the approval's own
-		// address and the approve action.
+		// The console is where a person answers; the REST action stays
+		// for a person's key.
 		show := s.approvalURL(ar.ID)
-		approve := show + "/approve"
+		approve := base + "/v1/approvals/" + url.PathEscape(ar.ID) + "/approve"
 		details["url"], details["approve"] = show, "POST "+approve
-		fmt.Fprintf(&b, " A person with an approver's key finds it at GET %s and approves it with POST %s (or rejects it with .../reject).", show, approve)
+		fmt.Fprintf(&b, " A person who may answer it opens it in the console at %s (or, with an approver's key, approves it with POST %s or rejects it with .../reject).", show, approve)
 	}
 	if ar.Preview != "" {
 		fmt.Fprintf(&b, " The person sees: %s.", strings.TrimSuffix(ar.Preview, "."))
@@ -70,8 +71,8 @@ func (s *Server) approvalResult(ar *invoke.ApprovalRequired) *mcp.CallToolResult
 	}
 }
 
-// approvalURL answers where a person finds approval id: its REST address
-// (it needs an approver's or an auditor's key).
+// approvalURL answers where a person finds approval id: its page in the
+// console, which shows it to whoever signs in with the right to read it.
 func (s *Server) approvalURL(id string) string {
-	return strings.TrimRight(s.PublicURL, "/") + "/v1/approvals/" + url.PathEscape(id)
+	return console.ApprovalURL(s.PublicURL, id)
 }

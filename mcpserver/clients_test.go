@@ -161,7 +161,7 @@ func approvalOf(t *testing.T, client string, a clientAnswer) string {
 	if !a.IsError || id == "" || !strings.Contains(a.Text, id) || details["expires_at"] == nil || details["status"] != "pending" {
 		t.Fatalf("%s was not shown an approval: %+v", client, a)
 	}
-	if !strings.Contains(a.Text, `"toolplane/authorized_by"`) || !strings.Contains(a.Text, "https://toolplane.example/v1/approvals") {
+	if !strings.Contains(a.Text, `"toolplane/authorized_by"`) || !strings.Contains(a.Text, "https://toolplane.example/console/approvals/"+id) {
 		t.Errorf("%s: the text does not say where the person answers and what to do next: %s", client, a.Text)
 	}
 	return id

@@ -79,8 +79,9 @@ func TestApprovalIsElicitedByURLWhereTheClientSupportsIt(t *testing.T) {
 		t.Fatalf("no approval: %+v", r)
 	}
 	// The answer and the elicitation name the approval's own address.
-	want := "https://toolplane.example/v1/approvals/" + id
-	if details, _ := r.Meta["toolplane/approval"].(map[string]any); details["url"] != want || details["approve"] != "POST "+want+"/approve" {
+	want := "https://toolplane.example/console/approvals/" + id
+	approve := "POST https://toolplane.example/v1/approvals/" + id + "/approve"
+	if details, _ := r.Meta["toolplane/approval"].(map[string]any); details["url"] != want || details["approve"] != approve {
 		t.Errorf("approval details %v, want url %s", details, want)
 	}
 	select {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -202,6 +204,80 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	out = out[:limit]
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Approvals, micros(last.CreatedAt), last.ID), nil
+}
+
+// ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
+// reads approvals_by_status backwards; by groups, one bounded read of
+// approvals_by_group per group, each already in order, merged: the page
+// costs limit rows a group however many approvals wait elsewhere.
+func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	if len(groups) > toolplane.MaxApprovalGroups {
+		return nil, "", fmt.Errorf("list approvals: %w: more than %d groups", toolplane.ErrInvalid, toolplane.MaxApprovalGroups)
+	}
+	var createdAt int64
+	var afterID string
+	if after != "" {
+		at, parts, err := cursor.Decode(after, cursor.NewestApprovals, 1)
+		if err == nil {
+			err = checkTextPart(parts[0])
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list approvals: %w", err)
+		}
+		createdAt, afterID = at, parts[0]
+	}
+	if groups != nil {
+		// A group that is not text names no stored group: it matches
+		// nothing, and PostgreSQL would refuse it as a parameter.
+		groups = slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return checkTextPart(g) != nil })
+		if len(groups) == 0 {
+			return nil, "", nil
+		}
+	}
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	// one is the read of one group (or of all, for group nil).
+	one := func(group *string) string {
+		q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = ` + arg(org) + ` AND status = ` + arg(string(status))
+		if group != nil {
+			q += ` AND approver_group = ` + arg(*group)
+		}
+		if after != "" {
+			q += ` AND (created_at, id) < (` + arg(createdAt) + `, ` + arg(afterID) + `)`
+		}
+		// one more, to know whether a page follows
+		return q + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
+	}
+	var q string
+	if groups == nil {
+		q = one(nil)
+	} else {
+		reads := make([]string, len(groups))
+		for i := range groups {
+			reads[i] = fmt.Sprintf(`SELECT * FROM (%s) AS g%d`, one(&groups[i]), i)
+		}
+		q = strings.Join(reads, ` UNION ALL `) + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	out, err := collect(rows, scanApproval)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.NewestApprovals, micros(last.CreatedAt), last.ID), nil
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index

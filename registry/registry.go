@@ -406,6 +406,26 @@ func (r *Registry) Versions(org, name string) []*Tool {
 	return r.state.Load().view(org).versions[name]
 }
 
+// Sensitive answers the JSON pointers of the arguments that version of
+// org's tool name marks x-sensitive (see schema.Schema.Sensitive), or the
+// served version's when that one is no longer served; nil when the tool
+// is not served at all (a nil Registry serves nothing). A page showing a
+// call's stored arguments masks these.
+func (r *Registry) Sensitive(org, name, version string) []string {
+	if r == nil {
+		return nil
+	}
+	for _, t := range r.Versions(org, name) {
+		if t.Def.Version == version && t.input != nil {
+			return t.input.Sensitive()
+		}
+	}
+	if t, ok := r.Get(org, name); ok && t.input != nil {
+		return t.input.Sensitive()
+	}
+	return nil
+}
+
 // Resolve answers the version of name that a caller of org pinned to a
 // range ("^2.1.0", "~2.1.0", "2.1.0"; "" or "*" for any) is given: the
 // newest active version the range contains, or the newest deprecated one

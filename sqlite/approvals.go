@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -221,6 +222,72 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	out = out[:limit]
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Approvals, micros(last.CreatedAt), last.ID), nil
+}
+
+// ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
+// reads approvals_by_status backwards; by groups, one bounded read of
+// approvals_by_group per group, each already in order, merged: the page
+// costs limit rows a group however many approvals wait elsewhere.
+func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	if len(groups) > toolplane.MaxApprovalGroups {
+		return nil, "", fmt.Errorf("list approvals: %w: more than %d groups", toolplane.ErrInvalid, toolplane.MaxApprovalGroups)
+	}
+	var createdAt int64
+	var afterID string
+	if after != "" {
+		at, parts, err := cursor.Decode(after, cursor.NewestApprovals, 1)
+		if err != nil {
+			return nil, "", fmt.Errorf("list approvals: %w", err)
+		}
+		createdAt, afterID = at, parts[0]
+	}
+	if groups != nil && len(groups) == 0 {
+		return nil, "", nil
+	}
+	// one is the read of one group (or of all, for group nil).
+	var args []any
+	one := func(group *string) string {
+		q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = ? AND status = ?`
+		args = append(args, org, string(status))
+		if group != nil {
+			q += ` AND approver_group = ?`
+			args = append(args, *group)
+		}
+		if after != "" {
+			q += ` AND (created_at, id) < (?, ?)`
+			args = append(args, createdAt, afterID)
+		}
+		args = append(args, limit+1) // one more, to know whether a page follows
+		return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	}
+	var q string
+	if groups == nil {
+		q = one(nil)
+	} else {
+		reads := make([]string, len(groups))
+		for i := range groups {
+			reads[i] = `SELECT * FROM (` + one(&groups[i]) + `)`
+		}
+		q = strings.Join(reads, ` UNION ALL `) + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+		args = append(args, limit+1)
+	}
+	rows, err := s.query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	out, err := collect(rows, scanApproval)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(cursor.NewestApprovals, micros(last.CreatedAt), last.ID), nil
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index

@@ -21,6 +21,7 @@ var approvalCases = []suiteCase{
 	{"FindOpenAcrossRuns", testApprovalFindOpen},
 	{"FindOpenSkipsExpired", testApprovalFindOpenSkipsExpired},
 	{"ListByStatus", testApprovalListByStatus},
+	{"ListNewestByGroup", testApprovalListNewest},
 	{"CountByOrganization", testApprovalCountByOrganization},
 	{"UpdateAuditedIsOneTransaction", testApprovalUpdateAudited},
 }
@@ -470,4 +471,97 @@ func testApprovalUpdateAudited(t *testing.T, s toolplane.Store) {
 	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 2 || got[0].ID != "ev-1" {
 		t.Fatalf("events = %+v", got)
 	}
+}
+
+// testApprovalListNewest: the newest-first list answers a state's
+// approvals in reverse list order, the whole of it or only those routed to
+// the groups asked for ("" naming the approvals routed to none), and paging
+// by its cursor loses and repeats none, with ties in time broken by ID.
+func testApprovalListNewest(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	groupOf := []string{"", "finance", "ops", "finance-leads"}
+	var pending []toolplane.Approval
+	const n = 30
+	for _, i := range shuffled(n) {
+		// Pairs share a time: the ID breaks the tie.
+		a := fullApproval(org, fmt.Sprintf("apr-%03d", i), "run-1", fmt.Sprintf("k%d", i), at(time.Duration(i/2)*time.Second))
+		a.ApproverGroup = groupOf[i%len(groupOf)]
+		insertApproval(t, s, a)
+		pending = append(pending, *a)
+	}
+	done := fullApproval(org, "apr-approved", "run-1", "k", at(time.Hour))
+	done.Status, done.ApproverGroup = toolplane.ApprovalApproved, "finance"
+	insertApproval(t, s, done)
+	newest := func(a, b toolplane.Approval) int { return compareApprovals(b, a) }
+	slices.SortFunc(pending, newest)
+	only := func(groups ...string) []toolplane.Approval {
+		var out []toolplane.Approval
+		for _, a := range pending {
+			if slices.Contains(groups, a.ApproverGroup) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+
+	tests := []struct {
+		name   string
+		groups []string
+		want   []toolplane.Approval
+	}{
+		{"every group", nil, pending},
+		{"one group, not a prefix of another", []string{"finance"}, only("finance")},
+		{"no group and two groups", []string{"", "finance", "ops"}, only("", "finance", "ops")},
+		{"a group nobody routed to", []string{"legal"}, nil},
+		{"no groups at all", []string{}, nil},
+	}
+	for _, tt := range tests {
+		for _, limit := range []int{1, 4, maxLimit} {
+			got := pageAll(t, "ListApprovalsNewest", limit, nil, func(after string) ([]toolplane.Approval, string, error) {
+				return s.ListApprovalsNewest(t.Context(), org, toolplane.ApprovalPending, tt.groups, after, limit)
+			})
+			if len(got) != len(tt.want) {
+				t.Fatalf("%s (limit %d): listed %d approvals, want %d", tt.name, limit, len(got), len(tt.want))
+			}
+			for i := range got {
+				if d := diff(got[i], tt.want[i]); d != "" {
+					t.Errorf("%s (limit %d) row %d (%s): %s", tt.name, limit, i, tt.want[i].ID, d)
+				}
+			}
+		}
+	}
+
+	// A newer approval filed between pages is not in the pages after the
+	// cursor (it is newer than every one of them), and nothing repeats.
+	first, next, err := s.ListApprovalsNewest(t.Context(), org, toolplane.ApprovalPending, nil, "", 5)
+	if err != nil || len(first) != 5 || next == "" {
+		t.Fatalf("first page = %d rows, %q, %v", len(first), next, err)
+	}
+	insertApproval(t, s, fullApproval(org, "apr-late", "run-2", "k-late", at(2*time.Hour)))
+	rest := pageAll(t, "ListApprovalsNewest", 7, nil, func(after string) ([]toolplane.Approval, string, error) {
+		if after == "" {
+			after = next
+		}
+		return s.ListApprovalsNewest(t.Context(), org, toolplane.ApprovalPending, nil, after, 7)
+	})
+	if len(rest) != n-5 || rest[0].ID != pending[5].ID {
+		t.Errorf("after the first page: %d rows from %v, want %d from %s", len(rest), idsOf(rest[:min(1, len(rest))]), n-5, pending[5].ID)
+	}
+
+	if _, _, err := s.ListApprovalsNewest(t.Context(), org, toolplane.ApprovalPending, make([]string, toolplane.MaxApprovalGroups+1), "", 10); !errors.Is(err, toolplane.ErrInvalid) {
+		t.Errorf("ListApprovalsNewest(%d groups) = %v; want ErrInvalid", toolplane.MaxApprovalGroups+1, err)
+	}
+	approved, next, err := s.ListApprovalsNewest(t.Context(), org, toolplane.ApprovalApproved, []string{"finance"}, "", 10)
+	if err != nil || len(approved) != 1 || approved[0].ID != done.ID || next != "" {
+		t.Errorf("ListApprovalsNewest(approved) = %v, %q, %v; want %s alone", idsOf(approved), next, err, done.ID)
+	}
+}
+
+// idsOf answers the IDs of as, for a failure's message.
+func idsOf(as []toolplane.Approval) []string {
+	ids := make([]string, len(as))
+	for i, a := range as {
+		ids[i] = a.ID
+	}
+	return ids
 }

@@ -32,6 +32,10 @@ var listers = []lister{
 		_, _, err := s.ListApprovals(t.Context(), org, toolplane.ApprovalPending, after, limit)
 		return err
 	}},
+	{"ListApprovalsNewest", func(t *testing.T, s toolplane.Store, org, after string, limit int) error {
+		_, _, err := s.ListApprovalsNewest(t.Context(), org, toolplane.ApprovalPending, []string{""}, after, limit)
+		return err
+	}},
 	{"ListAudit", func(t *testing.T, s toolplane.Store, org, after string, limit int) error {
 		_, _, err := s.ListAudit(t.Context(), org, toolplane.AuditFilter{}, after, limit)
 		return err

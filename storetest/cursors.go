@@ -37,6 +37,10 @@ var pagedLists = []pagedList{
 		_, next, err := s.ListApprovals(t.Context(), org, toolplane.ApprovalPending, after, 1)
 		return next, err
 	}},
+	{"ListApprovalsNewest", func(t *testing.T, s toolplane.Store, org, after string) (string, error) {
+		_, next, err := s.ListApprovalsNewest(t.Context(), org, toolplane.ApprovalPending, []string{"", "finance-leads"}, after, 1)
+		return next, err
+	}},
 	{"ListAudit", func(t *testing.T, s toolplane.Store, org, after string) (string, error) {
 		_, next, err := s.ListAudit(t.Context(), org, toolplane.AuditFilter{}, after, 1)
 		return next, err

@@ -94,6 +94,11 @@ func testIsolationApprovals(t *testing.T, s toolplane.Store) {
 	if rows, next, err := s.ListApprovals(ctx, orgB, a.Status, "", maxLimit); err != nil || len(rows) != 0 || next != "" {
 		t.Errorf("ListApprovals as B = %d rows, %q, %v; want none", len(rows), next, err)
 	}
+	for _, groups := range [][]string{nil, {a.ApproverGroup}} {
+		if rows, next, err := s.ListApprovalsNewest(ctx, orgB, a.Status, groups, "", maxLimit); err != nil || len(rows) != 0 || next != "" {
+			t.Errorf("ListApprovalsNewest(groups %q) as B = %d rows, %q, %v; want none", groups, len(rows), next, err)
+		}
+	}
 
 	asB := *a
 	asB.OrganizationID = orgB
@@ -127,6 +132,13 @@ func testIsolationApprovals(t *testing.T, s toolplane.Store) {
 		}
 		if d := diff(listed[0], *org.want); d != "" {
 			t.Errorf("ListApprovals as %s: %s", org.name, d)
+		}
+		newest, _, err := s.ListApprovalsNewest(ctx, org.id, a.Status, []string{a.ApproverGroup}, "", maxLimit)
+		if err != nil || len(newest) != 1 {
+			t.Fatalf("ListApprovalsNewest as %s = %d rows, %v; want its one approval", org.name, len(newest), err)
+		}
+		if d := diff(newest[0], *org.want); d != "" {
+			t.Errorf("ListApprovalsNewest as %s: %s", org.name, d)
 		}
 	}
 }

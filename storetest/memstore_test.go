@@ -433,6 +433,21 @@ func (m *memStore) ListApprovals(_ context.Context, org string, status toolplane
 	return page(cursor.Approvals, rows, approvalKey, false, after, limit)
 }
 
+func (m *memStore) ListApprovalsNewest(_ context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
+	if len(groups) > toolplane.MaxApprovalGroups {
+		return nil, "", toolplane.ErrInvalid
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Approval
+	for _, a := range m.approvals {
+		if a.OrganizationID == org && a.Status == status && (groups == nil || slices.Contains(groups, a.ApproverGroup)) {
+			rows = append(rows, storedApproval(a))
+		}
+	}
+	return page(cursor.NewestApprovals, rows, approvalKey, true, after, limit)
+}
+
 func (m *memStore) CountApprovals(_ context.Context, status toolplane.ApprovalStatus) (map[string]int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

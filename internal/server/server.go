@@ -31,6 +31,7 @@ import (
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/connection"
+	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
@@ -674,6 +675,12 @@ func (s *Server) doors(svc *services) error {
 	mux.Handle("GET /metrics", bearerOnly(cfg.MetricsToken, svc.meters.Handler()))
 	mux.Handle(signin.Path+"/", people.Handler())
 	mux.Handle(signin.Path, people.Handler())
+	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, PublicURL: public, Logger: log})
+	if err != nil {
+		return &ConfigError{Field: "PublicURL", Err: err}
+	}
+	mux.Handle(console.Path+"/", web.Handler())
+	mux.Handle(console.Path, web.Handler())
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}

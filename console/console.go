@@ -1,0 +1,338 @@
+// Package console is the web console people govern agents with: server-
+// rendered pages under /console for approvers, auditors, tool owners and
+// administrators. It is a door like the REST API: every page reads and
+// acts through the same services with the signed-in person's credential,
+// so each service's own role checks decide what a person sees and may do,
+// and the console holds no rule of its own.
+//
+// A page needs a browser session (package signin); without one the
+// browser is sent to sign in and brought back. Every state change is a
+// form POST that signin.CheckForm accepts (the server's own origin and the
+// session's CSRF token). Pages run no inline script: the stylesheet and
+// one small script are embedded and served from the console itself under a
+// strict Content-Security-Policy, and the pages work without the script.
+//
+// Pages come in groups, one file each (approvals.go, uncertain.go, ...):
+// a group registers its routes in routes, and its templates live in
+// assets/<group>.html, parsed with the layout into one set.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/httperr"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/signin"
+)
+
+// Path is where the console is served, under the public URL's path.
+const Path = "/console"
+
+// CSP is the Content-Security-Policy of every console page: sign-in's
+// (nothing from elsewhere, forms posting only here, no framing), with the
+// console's own script file allowed. No inline script runs.
+const CSP = signin.CSP + "; script-src 'self'"
+
+//go:embed assets
+var assets embed.FS
+
+// People is the browser sign-in the console relies on (*signin.Service).
+type People interface {
+	// Session answers who is signed in on r, or an error wrapping
+	// toolplane.ErrUnauthenticated when nobody is.
+	Session(r *http.Request) (*signin.Session, error)
+	// SignInURL answers the sign-in page that sends the browser back to
+	// returnTo once signed in.
+	SignInURL(returnTo string) string
+	// CheckForm answers nil when the state-changing request r may act for
+	// sess (its origin and CSRF token).
+	CheckForm(r *http.Request, sess *signin.Session) error
+}
+
+// Config is what a Console is built from.
+type Config struct {
+	// People tells who is signed in; required.
+	People People
+	// Invoker answers approvals and uncertain actions, through the
+	// approval service it files approvals with; required.
+	Invoker *invoke.Invoker
+	// Registry describes the tool an approval or an uncertain action is
+	// of; required.
+	Registry *registry.Registry
+	// PublicURL is where people reach the server; the console's links
+	// are under its path.
+	PublicURL string
+	// Links, when set, checks and uses the signed one-click links
+	// notifications carry (see Links); without it a link is ignored.
+	Links Links
+	// Now is the clock time left is read by; nil is time.Now.
+	Now func() time.Time
+	// Logger receives what a page does not show (a platform fault); nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// Console serves the console's pages.
+type Console struct {
+	cfg   Config
+	log   *slog.Logger
+	base  string // the public URL's path, "" at the root
+	pages *template.Template
+}
+
+// New answers the console cfg describes.
+func New(cfg Config) (*Console, error) {
+	if cfg.People == nil || cfg.Invoker == nil || cfg.Registry == nil {
+		return nil, errors.New("console: People, Invoker and Registry are required")
+	}
+	u, err := url.Parse(cfg.PublicURL)
+	if err != nil {
+		return nil, fmt.Errorf("console: public URL %q: %w", cfg.PublicURL, err)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{cfg: cfg, log: cfg.Logger, base: strings.TrimSuffix(u.Path, "/")}
+	c.pages, err = template.New("console").Funcs(c.funcs()).ParseFS(assets, "assets/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("console: templates: %w", err)
+	}
+	return c, nil
+}
+
+// Handler answers the console's routes, at Path. Like sign-in's, they are
+// served at /console and reached at the public URL's path: the links and
+// redirects the pages make name it.
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	sub, _ := fs.Sub(assets, "assets")
+	static := http.StripPrefix(Path+"/assets/", http.FileServerFS(sub))
+	mux.Handle("GET "+Path+"/assets/console.css", static)
+	mux.Handle("GET "+Path+"/assets/console.js", static)
+	mux.Handle("GET "+Path+"/{$}", c.page(func(w http.ResponseWriter, r *http.Request, _ *signin.Session) error {
+		http.Redirect(w, r, c.path("/approvals"), http.StatusSeeOther)
+		return nil
+	}))
+	mux.Handle("GET "+Path, http.RedirectHandler(c.path("/"), http.StatusSeeOther))
+	c.routes(mux)
+	mux.Handle(Path+"/", c.page(func(http.ResponseWriter, *http.Request, *signin.Session) error {
+		return fmt.Errorf("no such page: %w", toolplane.ErrNotFound)
+	}))
+	return headers(mux)
+}
+
+// routes registers every page group's routes. A new group adds its line.
+func (c *Console) routes(mux *http.ServeMux) {
+	c.approvalRoutes(mux)
+	c.uncertainRoutes(mux)
+}
+
+// headers sets what every console answer carries: nobody caches it (the
+// pages show an organization's data), no other site frames it, and only
+// the console's own files run or style it.
+func headers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("Content-Security-Policy", CSP)
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		// same-origin, as sign-in's: no-referrer would make a form's POST
+		// carry "Origin: null", which the origin check refuses.
+		hd.Set("Referrer-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// handlerFunc is a page's handler: it runs for a signed-in person and
+// answers an error the console renders as an error page.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, sess *signin.Session) error
+
+// page answers GET requests of a signed-in person; anyone else is sent to
+// sign in and brought back to the same address.
+func (c *Console) page(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sess, err := c.cfg.People.Session(r)
+		switch {
+		case errors.Is(err, toolplane.ErrUnauthenticated):
+			http.Redirect(w, r, c.cfg.People.SignInURL(c.base+r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		case err != nil:
+			c.fail(w, r, nil, err)
+			return
+		}
+		if err := h(w, r, sess); err != nil {
+			c.fail(w, r, sess, err)
+		}
+	})
+}
+
+// maxForm bounds a form's body.
+const maxForm = 64 << 10
+
+// action answers a form's POST: the person must be signed in, and the
+// request must come from the console's own page (signin.CheckForm)
+// before anything of it is read further.
+func (c *Console) action(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		sess, err := c.cfg.People.Session(r)
+		switch {
+		case errors.Is(err, toolplane.ErrUnauthenticated):
+			// A POST cannot be replayed after sign-in: the person signs
+			// in and sends the form again from its page.
+			c.fail(w, r, nil, err)
+			return
+		case err != nil:
+			c.fail(w, r, nil, err)
+			return
+		}
+		if err := c.cfg.People.CheckForm(r, sess); err != nil {
+			c.fail(w, r, sess, err)
+			return
+		}
+		if err := h(w, r, sess); err != nil {
+			c.fail(w, r, sess, err)
+		}
+	})
+}
+
+// ApprovalURL answers where a person opens approval id in the console of
+// the server reached at publicURL: the address an agent's answer, an MCP
+// elicitation and a notification show.
+func ApprovalURL(publicURL, id string) string {
+	return strings.TrimRight(publicURL, "/") + Path + "/approvals/" + url.PathEscape(id)
+}
+
+// path answers p under the console, under the public URL's path.
+func (c *Console) path(p string) string { return c.base + Path + p }
+
+// frame is what the layout shows around every page.
+type frame struct {
+	Title   string
+	Session *signin.Session
+	// Nav is the section the page belongs to ("approvals", ...).
+	Nav string
+	// Base is the console's root path, Assets its files', SignOut the
+	// sign-out form's action.
+	Base, Assets, SignOut string
+	// Notice is a line shown above the page (what an action did).
+	Notice string
+}
+
+// frameFor answers the frame of a page titled title in section nav.
+func (c *Console) frameFor(sess *signin.Session, title, nav string) frame {
+	return frame{Title: title, Session: sess, Nav: nav, Base: c.path(""), Assets: c.path("/assets"),
+		SignOut: c.base + signin.Path + "/out"}
+}
+
+// render answers the page template name with v.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v any) {
+	var b strings.Builder
+	if err := c.pages.ExecuteTemplate(&b, name, v); err != nil {
+		// Rendered to a buffer first: a failing template answers an
+		// error page, not half a page.
+		c.log.ErrorContext(r.Context(), "console page not rendered", "page", name, "err", err)
+		http.Error(w, "the page could not be shown", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// errorPage is what an error page shows: the stable code a client of
+// the API would have been answered, the words, and the request's id to
+// quote to an operator.
+type errorPage struct {
+	frame
+	Code      httperr.Code
+	Message   string
+	RequestID string
+	SignIn    string
+}
+
+// fail renders err as an error page. A refusal is shown in its service's
+// words under its stable code, as the API answers it; anything else is the
+// platform's fault, logged, and named by nothing of its cause.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, sess *signin.Session, err error) {
+	p := problem(err)
+	if p.Code == httperr.Internal {
+		c.log.ErrorContext(r.Context(), "console request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	v := errorPage{frame: c.frameFor(sess, "Not done", ""), Code: p.Code, Message: p.Message, RequestID: httperr.RequestID(r)}
+	if p.Code == httperr.Unauthenticated {
+		v.Title = "Not signed in"
+		v.SignIn = c.cfg.People.SignInURL(c.path("/"))
+	}
+	c.render(w, r, p.Code.Status(), "error", v)
+}
+
+// problem answers what a page says of err: the code and words the REST API
+// answers the same error with.
+func problem(err error) httperr.Problem {
+	var d *toolplane.DeniedError
+	switch {
+	case errors.As(err, &d):
+		return httperr.Problem{Code: httperr.Denied, Message: d.Why}
+	case errors.Is(err, signin.ErrForged):
+		return httperr.Problem{Code: httperr.Denied, Message: "This form did not come from this console's own page; open the page again and send it from there."}
+	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired),
+		errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
+		return httperr.Problem{Code: httperr.Conflict, Message: err.Error()}
+	case errors.Is(err, invoke.ErrBadReconciliation):
+		return httperr.Problem{Code: httperr.InvalidRequest, Message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return httperr.Problem{Code: httperr.Unavailable, Message: "the request ended before it was answered"}
+	}
+	if p, ok := httperr.Classify(err); ok {
+		return p
+	}
+	return httperr.Problem{Code: httperr.Internal, Message: "The console could not complete this request. Try again later."}
+}
+
+// funcs are the templates' helpers.
+func (c *Console) funcs() template.FuncMap {
+	return template.FuncMap{
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02 15:04:05 UTC")
+		},
+		"left": func(t time.Time) string { return timeLeft(t, c.cfg.Now()) },
+	}
+}
+
+// timeLeft says how long until t, from now, in words a person reads at a
+// glance.
+func timeLeft(t, now time.Time) string {
+	d := t.Sub(now)
+	switch {
+	case d <= 0:
+		return "expired"
+	case d < time.Minute:
+		return "under a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+}
