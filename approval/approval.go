@@ -166,29 +166,48 @@ func Shown(a toolplane.Approval) toolplane.Approval {
 // secret the tool declares is masked even when its name and shape look
 // harmless.
 func ShownWith(a toolplane.Approval, sensitive []string) toolplane.Approval {
-	var values []string
-	if len(sensitive) > 0 && len(a.Arguments) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(a.Arguments))
-		dec.UseNumber()
-		var args any
-		if dec.Decode(&args) == nil {
-			values = slices.DeleteFunc(schema.SensitiveValues(args, sensitive), func(v string) bool { return v == "" })
-		}
-	}
-	a = Shown(a)
-	if len(values) == 0 {
-		return a
-	}
-	dec := json.NewDecoder(bytes.NewReader(a.Arguments))
-	dec.UseNumber()
-	var shown any
-	if dec.Decode(&shown) == nil {
-		a.Arguments = boundary.Encode(nil, boundary.Hide(shown, values))
-	}
+	values := sensitiveValues(a.Arguments, sensitive)
+	a.Arguments = ShownArguments(a.Arguments, sensitive)
+	a.Preview, _ = boundary.RedactSecrets(a.Preview)
 	for _, v := range values {
 		a.Preview = strings.ReplaceAll(a.Preview, v, boundary.Redacted)
 	}
 	return a
+}
+
+// ShownArguments answers a call's stored arguments as a person is shown
+// them (an approval's, an uncertain action's): every credential redacted
+// by the boundary's rule (boundary.RedactJSON), and every value the tool's
+// input schema marks x-sensitive (the pointers sensitive) hidden wherever
+// it appears.
+func ShownArguments(args []byte, sensitive []string) []byte {
+	values := sensitiveValues(args, sensitive)
+	shown := boundary.RedactJSON(args)
+	if len(values) == 0 {
+		return shown
+	}
+	dec := json.NewDecoder(bytes.NewReader(shown))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return shown
+	}
+	return boundary.Encode(nil, boundary.Hide(v, values))
+}
+
+// sensitiveValues answers the non-empty string values args (JSON) holds
+// at the pointers sensitive.
+func sensitiveValues(args []byte, sensitive []string) []string {
+	if len(sensitive) == 0 || len(args) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	return slices.DeleteFunc(schema.SensitiveValues(v, sensitive), func(s string) bool { return s == "" })
 }
 
 // Get answers an approval of the caller's organization, to a caller who

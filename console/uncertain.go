@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
@@ -59,7 +59,8 @@ func (c *Console) uncertainList(w http.ResponseWriter, r *http.Request, sess *si
 		v.Notice = "The action was reconciled: identical calls now answer what you recorded."
 	}
 	for _, cl := range cs {
-		u := uncertainView{Claim: cl, Arguments: indent(boundary.RedactJSON(cl.Arguments))}
+		shown := approval.ShownArguments(cl.Arguments, c.cfg.Registry.Sensitive(cl.OrganizationID, cl.Tool, ""))
+		u := uncertainView{Claim: cl, Arguments: indent(shown)}
 		if inv, err := decodeInvocation(cl.Invocation); err == nil {
 			u.Agent, u.User = inv.AgentID, inv.UserID
 		}

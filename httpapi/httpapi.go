@@ -597,7 +597,7 @@ func (s *Server) listUncertain(w http.ResponseWriter, r *http.Request, c caller)
 	items := make([]map[string]any, len(cs))
 	for i, cl := range cs {
 		items[i] = map[string]any{"tool": cl.Tool, "key": cl.Key, "run_id": cl.RunID, "reason": cl.Reason, "owner": cl.Owner,
-			"arguments": json.RawMessage(boundary.RedactJSON(cl.Arguments)), "since": cl.UpdatedAt}
+			"arguments": json.RawMessage(approval.ShownArguments(cl.Arguments, s.Door.Registry.Sensitive(cl.OrganizationID, cl.Tool, ""))), "since": cl.UpdatedAt}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items, "next_cursor": next})
 }
