@@ -81,9 +81,10 @@ func TestSignInWithAPastedKeyAndSignOut(t *testing.T) {
 }
 
 // A page of another origin cannot act with the person's session: its
-// form posting to toolplane's sign-out, or signing the browser in with
-// a key of the other site's choosing, is refused with 403, and the
-// person stays signed in as themselves. The other page is served on
+// form posting to toolplane's sign-out, signing the browser in with a
+// key of the other site's choosing, or approving a refund in the
+// console (even with the session's CSRF token) is refused, the person
+// stays signed in as themselves, and the refund still waits. The other page is served on
 // another port of the same loopback address: another origin of the same
 // site, so the browser sends the session's SameSite=Lax cookie with its
 // POST, and only the server's origin and CSRF checks stand in the way;
@@ -99,6 +100,20 @@ func TestFormsFromAnotherOriginAreRefused(t *testing.T) {
 	b.do(t, "paste ada's key", chromedp.SendKeys(chromedp.CSS("#key"), ada))
 	b.submit(t, "form button[type=submit]")
 	b.waitText(t, "main", "Signed in as ada")
+	// A refund waits for a person: the console's decision form is the
+	// prize of a forged POST.
+	filed := s.call(t, s.agent, "demo.refund_order", "run-forged", map[string]any{"order_id": "o-501", "amount_cents": 4990, "reason": "screen cracked"})
+	if filed.Approval == nil {
+		t.Fatalf("the refund answered %d %s, want an approval", filed.status, filed.code())
+	}
+	decide := s.base + "/console/approvals/" + filed.Approval.ID
+	b.open(t, decide, "#reason")
+	// The session's own CSRF token, as if the other site had learned
+	// it: the origin check alone must refuse the POST.
+	token := eval[string](t, b, `document.querySelector("form.card input[name=csrf]").value`)
+	if token == "" {
+		t.Fatal("the decision form carries no CSRF token")
+	}
 
 	// The other origin's pages: each a form aimed at toolplane, with
 	// whatever fields the other site can make up.
@@ -106,9 +121,11 @@ func TestFormsFromAnotherOriginAreRefused(t *testing.T) {
 		action string
 		fields map[string]string
 	}{
-		"/sign-out":  {s.base + "/signin/out", map[string]string{"csrf": "guessed"}},
-		"/sign-in":   {s.base + "/signin/key", map[string]string{"csrf": "guessed", "key": mallory, "return": "/signin"}},
-		"/sign-out2": {s.base + "/signin/out", map[string]string{}},
+		"/sign-out":      {s.base + "/signin/out", map[string]string{"csrf": "guessed"}},
+		"/sign-in":       {s.base + "/signin/key", map[string]string{"csrf": "guessed", "key": mallory, "return": "/signin"}},
+		"/sign-out2":     {s.base + "/signin/out", map[string]string{}},
+		"/approve":       {decide, map[string]string{"csrf": "guessed", "decision": "approve", "reason": "forged"}},
+		"/approve-token": {decide, map[string]string{"csrf": token, "decision": "approve", "reason": "forged"}},
 	}
 	page := template.Must(template.New("evil").Parse(`<!doctype html><title>another site</title>
 <form method="post" action="{{.action}}">{{range $k, $v := .fields}}<input type="hidden" name="{{$k}}" value="{{$v}}">{{end}}
@@ -132,18 +149,24 @@ func TestFormsFromAnotherOriginAreRefused(t *testing.T) {
 		// host is the other page's host: 127.0.0.1 is the same site
 		// (the cookie goes along), localhost another site (it stays
 		// home, and the sign-out must not clear it either).
-		host, path, want string
+		host, path string
+		status     int64
+		want       string
 	}{
-		{"sign-out with a guessed token", "127.0.0.1", "/sign-out", "did not come from this server's own page"},
-		{"sign-out with no token", "127.0.0.1", "/sign-out2", "did not come from this server's own page"},
-		{"sign-in with the other site's key", "127.0.0.1", "/sign-in", "did not come from this server's sign-in page"},
-		{"sign-out from another site", "localhost", "/sign-out", "did not come from this server's own page"},
+		{"sign-out with a guessed token", "127.0.0.1", "/sign-out", http.StatusForbidden, "did not come from this server's own page"},
+		{"sign-out with no token", "127.0.0.1", "/sign-out2", http.StatusForbidden, "did not come from this server's own page"},
+		{"sign-in with the other site's key", "127.0.0.1", "/sign-in", http.StatusForbidden, "did not come from this server's sign-in page"},
+		{"sign-out from another site", "localhost", "/sign-out", http.StatusForbidden, "did not come from this server's own page"},
+		{"approve with a guessed token", "127.0.0.1", "/approve", http.StatusForbidden, "did not come from this console's own page"},
+		{"approve with the session's token", "127.0.0.1", "/approve-token", http.StatusForbidden, "did not come from this console's own page"},
+		// Without the cookie the POST is nobody's.
+		{"approve from another site", "localhost", "/approve", http.StatusUnauthorized, "Not signed in"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			at := strings.Replace(other.URL, "127.0.0.1", tc.host, 1)
 			b.open(t, at+tc.path, "#go")
-			if got := b.submit(t, "#go"); got != http.StatusForbidden {
-				t.Errorf("the cross-origin POST answered %d, want 403", got)
+			if got := b.submit(t, "#go"); got != tc.status {
+				t.Errorf("the cross-origin POST answered %d, want %d", got, tc.status)
 			}
 			b.waitText(t, "main", tc.want)
 			b.open(t, s.base+"/signin", "main")
@@ -151,6 +174,9 @@ func TestFormsFromAnotherOriginAreRefused(t *testing.T) {
 				t.Fatalf("after the cross-origin POST the browser is not ada's any more:\n%s", got)
 			}
 		})
+	}
+	if v := s.must(t, "GET", "/v1/approvals/"+filed.Approval.ID, s.admin, "", http.StatusOK); v["status"] != "pending" {
+		t.Errorf("after the forged decisions the refund is %v, want still pending", v["status"])
 	}
 	// The browser's own page still signs out: the refusals above were
 	// the origin's, not a broken form.
