@@ -147,13 +147,20 @@ func (b *browser) signIn(t *testing.T, page, key, sel string) {
 // reason; the approved call then runs in the background and the test
 // sees it complete over REST. A write whose answer was lost is then
 // reconciled through the console, and the agent's identical call answers
-// what the person recorded, the downstream never asked twice.
+// what the person recorded, the downstream never asked twice. An
+// approver outside the group a wire waits for neither sees it in their
+// inbox nor is offered a decision on its page.
 func TestConsoleApprovesARefundAndReconcilesAnUncertainAction(t *testing.T) {
 	t.Parallel()
 	s := startShop(t, "Wire money to a supplier.")
 	ada := s.mint(t, "person", "ada", "approver", "group:finance")
 
-	// The agent asks for a refund: it waits for a person.
+	// The agent asks for a wire, which waits for the finance group, and
+	// a refund, which waits for any approver.
+	wire := s.call(t, s.agent, "shop.wire", "run-console", map[string]any{"id": "sup-7", "amount_cents": 250000, "memo": "invoice 2026-114"})
+	if wire.Approval == nil {
+		t.Fatalf("the wire answered %d %s, want an approval", wire.status, wire.code())
+	}
 	args := map[string]any{"order_id": "o-502", "amount_cents": float64(1250), "reason": "charged twice"}
 	filed := s.call(t, s.agent, "demo.refund_order", "run-console", args)
 	if filed.status != http.StatusAccepted || filed.Approval == nil || filed.Approval.ID == "" {
@@ -248,6 +255,25 @@ func TestConsoleApprovesARefundAndReconcilesAnUncertainAction(t *testing.T) {
 	}
 	if v := s.must(t, "GET", "/v1/uncertain", ada, "", http.StatusOK); len(v["items"].([]any)) != 0 {
 		t.Errorf("uncertain actions left over REST: %v", v["items"])
+	}
+
+	// An approver outside the finance group, signed in after ada signs
+	// out, is not shown the wire, and its page offers no decision.
+	bob := s.mint(t, "person", "bob", "approver")
+	if got := b.submit(t, "form.who button[type=submit]"); got != http.StatusOK {
+		t.Fatalf("signing out answered %d", got)
+	}
+	b.waitText(t, "main", "You are signed out.")
+	b.signIn(t, inbox, bob, "main")
+	if got := b.text(t, "main"); !strings.Contains(got, "Nothing waits for you.") || strings.Contains(got, wire.Approval.ID) {
+		t.Errorf("bob's inbox:\n%s", got)
+	}
+	b.open(t, s.base+"/console/approvals/"+wire.Approval.ID, "main article")
+	if got := b.text(t, "main"); !strings.Contains(got, "You cannot answer this approval") || !strings.Contains(got, "finance") {
+		t.Errorf("the wire's page for bob does not say why he may not answer:\n%s", got)
+	}
+	if eval[bool](t, b, `!!document.querySelector("#reason, button[name=decision]")`) {
+		t.Error("the wire's page offers bob a decision")
 	}
 }
 
