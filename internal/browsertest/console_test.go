@@ -173,6 +173,7 @@ func TestConsoleApprovesARefundAndReconcilesAnUncertainAction(t *testing.T) {
 	b.signIn(t, inbox, ada, "main")
 	card := fmt.Sprintf(`article.card:has(a[href$=%s])`, jsString("/approvals/"+id))
 	b.waitFor(t, "the refund in the inbox", fmt.Sprintf(`document.querySelector(%s)`, jsString(card)))
+	b.checkCSP(t)
 	if got := b.text(t, "main h1"); got != "Approvals waiting for you" {
 		t.Errorf("the inbox's title is %q", got)
 	}
@@ -207,6 +208,7 @@ func TestConsoleApprovesARefundAndReconcilesAnUncertainAction(t *testing.T) {
 	b.waitText(t, "p.notice", "Your answer was recorded.")
 	b.waitText(t, "p.decision", "approved by ada")
 	b.waitText(t, "p.decision", "confirmed with the customer by phone")
+	b.checkCSP(t)
 
 	// The approved call runs in the background, without the agent asking
 	// again: its audit event appears.
@@ -243,6 +245,7 @@ func TestConsoleApprovesARefundAndReconcilesAnUncertainAction(t *testing.T) {
 		t.Fatalf("reconciling answered %d\n%s", got, b.describe())
 	}
 	b.waitText(t, "p.notice", "The action was reconciled")
+	b.checkCSP(t)
 	if still := eval[bool](t, b, fmt.Sprintf(`!!document.querySelector(%s)`, jsString(action))); still {
 		t.Error("the reconciled action is still listed")
 	}
@@ -275,6 +278,7 @@ func TestConsoleApprovesARefundAndReconcilesAnUncertainAction(t *testing.T) {
 	if eval[bool](t, b, `!!document.querySelector("#reason, button[name=decision]")`) {
 		t.Error("the wire's page offers bob a decision")
 	}
+	b.checkCSP(t)
 }
 
 // pollREST waits until done answers true, within stepTimeout.

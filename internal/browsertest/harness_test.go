@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -356,8 +357,31 @@ func newBrowser(t *testing.T) *browser {
 	case <-time.After(startTimeout):
 		t.Fatalf("%s did not start within %v\n%s", exe, startTimeout, b.out.String())
 	}
+	// Every document records what its Content-Security-Policy refused
+	// (a script or style of its own the policy does not admit is a
+	// broken page); the recorder runs before the page's own code, and
+	// CSP does not apply to it.
+	sctx, scancel := context.WithTimeout(ctx, stepTimeout)
+	defer scancel()
+	if _, err := chromedp.Call(sctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspRecorder}); err != nil {
+		t.Fatal(err)
+	}
 	b.ctx = ctx
 	return b
+}
+
+// cspRecorder collects the page's CSP violations in window.__csp.
+const cspRecorder = `window.__csp = [];
+document.addEventListener("securitypolicyviolation", e => window.__csp.push(e.violatedDirective + " " + (e.blockedURI || "inline")));`
+
+// checkCSP fails the test when the page in the tab broke its
+// Content-Security-Policy since it loaded: something the page itself
+// uses (its stylesheet, its script, an inline style) was refused.
+func (b *browser) checkCSP(t *testing.T) {
+	t.Helper()
+	if got := eval[[]string](t, b, `window.__csp || []`); len(got) > 0 {
+		t.Errorf("the page at %s broke its Content-Security-Policy: %v", eval[string](t, b, "location.href"), got)
+	}
 }
 
 // do runs steps in the tab, each run bounded by stepTimeout, and fails

@@ -39,6 +39,7 @@ func TestSignInWithAPastedKeyAndSignOut(t *testing.T) {
 		}
 		b.waitText(t, "main", tc.want)
 	}
+	b.checkCSP(t)
 	// The key never shows on the page it was pasted on.
 	if page := b.text(t, "body"); strings.Contains(page, ada) {
 		t.Fatal("the signed-in page shows the key")
