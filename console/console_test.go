@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
@@ -31,10 +34,11 @@ import (
 	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
-	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
@@ -58,12 +62,16 @@ type payIn struct {
 // world is the console, the sign-in and the REST API of one server over a
 // SQLite file, on loopback, with the people and agents the tests act as.
 type world struct {
-	t     *testing.T
-	store *sqlite.Store
+	t     testing.TB
+	store toolplane.Store
+	// db is the SQLite store's database (nil on PostgreSQL).
+	db *sql.DB
 	iv    *invoke.Invoker
 	base  string
 	links *links
-	paid  sync.Map // the accounts xss.pay's handler was called for
+	// handler is the server's: a benchmark calls it without the network.
+	handler http.Handler
+	paid    sync.Map // the accounts xss.pay's handler was called for
 	// keys by name: agent (xssAgent), frontDesk (an agent acting for
 	// users), fin (approver in group finance), ada (approver in no
 	// group), bob (approver, the person a call is asked for), grace
@@ -71,10 +79,37 @@ type world struct {
 	keys map[string]string
 }
 
-func newWorld(t *testing.T) *world {
+// backends are the stores a test runs the console on: a SQLite file
+// always, PostgreSQL when the test server is set.
+func backends() []string {
+	if _, ok := pgtest.LookupDSN(); ok {
+		return []string{"sqlite", "postgres"}
+	}
+	return []string{"sqlite"}
+}
+
+func newWorld(t testing.TB) *world { return newWorldOn(t, "sqlite") }
+
+// newWorldOn is newWorld on backend ("sqlite" or "postgres", a schema of
+// the test's own).
+func newWorldOn(t testing.TB, backend string) *world {
 	t.Helper()
 	w := &world{t: t, links: &links{used: map[string]bool{}}, keys: map[string]string{}}
-	w.store = sqlitetest.Open(t, filepath.Join(t.TempDir(), "toolplane.db"))
+	switch backend {
+	case "postgres":
+		pool, err := pgxpool.New(context.Background(), pgtest.SchemaDSN(t, pgtest.DSN(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		pg := postgres.New(pool)
+		if err := pg.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.store = pg
+	default:
+		w.store, w.db = sqlitetest.OpenDB(t, filepath.Join(t.TempDir(), "toolplane.db"))
+	}
 
 	pay, err := handler.Define[payIn, map[string]any](toolplane.Definition{
 		Name: "xss.pay", Version: "1.2.0", Description: xssDescription, Kind: toolplane.KindInternal,
@@ -150,6 +185,7 @@ func newWorld(t *testing.T) *world {
 	mux.Handle(console.Path+"/", web.Handler())
 	mux.Handle("/", api.Handler())
 	srv.Config.Handler = mux
+	w.handler = mux
 	srv.Start()
 	t.Cleanup(srv.Close)
 
@@ -164,7 +200,7 @@ func newWorld(t *testing.T) *world {
 
 // markSensitive answers the input schema with property name marked
 // x-sensitive.
-func markSensitive(t *testing.T, raw json.RawMessage, name string) json.RawMessage {
+func markSensitive(t testing.TB, raw json.RawMessage, name string) json.RawMessage {
 	t.Helper()
 	var s map[string]any
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -189,7 +225,7 @@ func keyring(t testing.TB) *secret.Keyring {
 	return keys
 }
 
-func mint(t testing.TB, s *sqlite.Store, kind toolplane.CredentialKind, subject string, roles, tools []string) string {
+func mint(t testing.TB, s toolplane.Store, kind toolplane.CredentialKind, subject string, roles, tools []string) string {
 	t.Helper()
 	id, sec, err := apikey.New(kind)
 	if err != nil {
@@ -285,7 +321,7 @@ func (b *browser) post(path, origin string, form url.Values) page {
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf answers the CSRF token a page's form carries.
-func (p page) csrf(t *testing.T) string {
+func (p page) csrf(t testing.TB) string {
 	t.Helper()
 	m := csrfField.FindStringSubmatch(p.body)
 	if m == nil {
@@ -346,6 +382,12 @@ func (l *links) mint(approvalID string) string {
 	token := rand.Text()
 	l.for_[token] = approvalID
 	return token
+}
+
+func (l *links) wasUsed(token string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used[token]
 }
 
 func (l *links) Check(_ context.Context, token, approvalID string) error {
