@@ -110,8 +110,7 @@ type server struct {
 	// base is where it listens, http://127.0.0.1:PORT: its public URL,
 	// the one origin its forms are accepted from.
 	base string
-	// data is its data directory; tools the directory of extra tool
-	// definitions it loaded.
+	// data is its data directory (credentials.env, the SQLite file).
 	data string
 	// admin is the admin key first start wrote; agent the demo agent's.
 	admin, agent string
