@@ -65,7 +65,7 @@ type world struct {
 	t     testing.TB
 	store toolplane.Store
 	// db is the SQLite store's database (nil on PostgreSQL).
-	db *sql.DB
+	db    *sql.DB
 	iv    *invoke.Invoker
 	base  string
 	links *links
