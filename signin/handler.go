@@ -224,6 +224,13 @@ func (s *Service) key(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) out(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	// Another site's form arrives without the session's cookie (it is
+	// SameSite), so it looks signed out; the origin is checked first, or
+	// answering it would clear the cookie and sign the person out.
+	if s.cop.Check(r) != nil {
+		s.render(w, http.StatusForbidden, view{Title: "Not signed out", Message: "The sign-out did not come from this server's own page; sign out from it."})
+		return
+	}
 	sess, err := s.Session(r)
 	switch {
 	case errors.Is(err, ErrNotSignedIn):

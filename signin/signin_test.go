@@ -549,6 +549,20 @@ func TestSignOut(t *testing.T) {
 	if pg := b.post("/act", url.Values{"csrf": {csrf}}, w.base); pg.status != http.StatusOK {
 		t.Errorf("the page's own form = %d: %s", pg.status, pg.body)
 	}
+	// Another site's form reaches the sign-out without the session's
+	// cookie (SameSite keeps it home): refused, and the answer leaves the
+	// browser's cookie alone.
+	req, _ := http.NewRequest(http.MethodPost, w.base+"/signin/out", strings.NewReader(""))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Errorf("a cross-site sign-out without the cookie = %d, setting %v", resp.StatusCode, resp.Cookies())
+	}
 
 	// The page's own sign-out.
 	if pg := b.post("/signin/out", url.Values{"csrf": {csrf}}, w.base); pg.status != http.StatusOK || !strings.Contains(pg.body, "signed out") {
