@@ -682,8 +682,9 @@ func (s *Server) doors(svc *services) error {
 	if err != nil {
 		return &ConfigError{Field: "PublicURL", Err: err}
 	}
-	mux.Handle(console.Path+"/", web.Handler())
-	mux.Handle(console.Path, web.Handler())
+	pages := web.Handler()
+	mux.Handle(console.Path+"/", pages)
+	mux.Handle(console.Path, pages)
 	mux.Handle("/", api.Handler())
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
