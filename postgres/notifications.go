@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-		"encoding/json"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
