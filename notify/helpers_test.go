@@ -62,3 +62,8 @@ func fileApproval(t testing.TB, st *sqlite.Store, group string) *toolplane.Appro
 	}
 	return a
 }
+
+func newStoreOnly(t testing.TB) *sqlite.Store {
+	t.Helper()
+	return sqlitetest.New(t)
+}

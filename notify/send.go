@@ -288,16 +288,21 @@ func scrub(err error, secret string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), secret, "[secret]"))
 }
 
-// headerText answers s fit for a mail header: one line (CR, LF and every
-// other control character replaced, so nothing from outside can add a
-// header), encoded as RFC 2047 words when it is not ASCII.
-func headerText(s string) string {
-	s = strings.Map(func(r rune) rune {
+// oneLine answers s with every control character a space.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return ' '
 		}
 		return r
 	}, s)
+}
+
+// headerText answers s fit for a mail header: one line (CR, LF and every
+// other control character replaced, so nothing from outside can add a
+// header), encoded as RFC 2047 words when it is not ASCII.
+func headerText(s string) string {
+	s = oneLine(s)
 	if len(s) > 200 {
 		s = s[:200]
 	}
@@ -317,7 +322,9 @@ func Mail(from string, to []string, p *Payload) []byte {
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n")
 	qp := quotedprintable.NewWriter(&b)
 	for _, f := range fields(p) {
-		qp.Write([]byte(f.name + ": " + f.value + "\r\n"))
+		// One line a field: text from outside neither starts a line of
+		// its own nor imitates another field.
+		qp.Write([]byte(f.name + ": " + oneLine(f.value) + "\r\n"))
 	}
 	if p.Link != "" {
 		qp.Write([]byte("\r\nOpen in the console (works once): " + p.Link + "\r\n"))
