@@ -292,3 +292,17 @@ func shownJSON(raw []byte) json.RawMessage {
 }
 
 func urlPathEscape(s string) string { return url.PathEscape(s) }
+
+// Prune forgets used links that have expired: an expired link is refused
+// by its expiry, so its nonce need not be kept.
+func (s *Service) Prune(ctx context.Context) error {
+	for {
+		n, err := s.store.DeleteExpiredLinkNonces(ctx, s.now(), sweepBatch)
+		if err != nil {
+			return fmt.Errorf("prune used links: %w", err)
+		}
+		if n < sweepBatch {
+			return nil
+		}
+	}
+}
