@@ -21,7 +21,10 @@
 //     with the same key, those of tools safe to replay with attempts left,
 //     and turns the rest into uncertain actions;
 //   - retention: completed journal rows past their TTL are removed, and so
-//     are node instances silent as long that hold no claim.
+//     are node instances silent as long that hold no claim;
+//   - notifications (see notify.go): one job per event, subject and
+//     channel on a queue of its own, and a sweep that enqueues what a node
+//     lost between a commit and its enqueueing.
 package jobs
 
 import (
@@ -101,8 +104,14 @@ type Options struct {
 	NotifyBackoff  time.Duration
 	NotifyTimeout  time.Duration
 	NotifyWorkers  int
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// NotifyPoll is how often a node looks for due notifications when it
+	// hears nothing; default 250ms. River tells a node of a new job, but
+	// only once per cooldown per queue (on SQLite by a table it polls),
+	// so a burst of filings leaves some to the poll: this bound is what
+	// keeps a notification within a second of its filing.
+	NotifyPoll time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // Deps are the parts of the platform the jobs act through.
@@ -170,6 +179,9 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if opt.NotifyWorkers <= 0 {
 		opt.NotifyWorkers = 5
 	}
+	if opt.NotifyPoll <= 0 {
+		opt.NotifyPoll = 250 * time.Millisecond
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -189,7 +201,8 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if deps.Notifier != nil {
 		river.AddWorker(workers, &notifyWorker{w: w})
 		river.AddWorker(workers, &sweepNotifyWorker{w: w})
-		queues[notifyQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers}
+		queues[notifyQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers, FetchPollInterval: opt.NotifyPoll,
+			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
 	}
 	cfg := &river.Config{
 		Queues:                      queues,
