@@ -81,7 +81,7 @@ func (s *Server) deleteChannel(w http.ResponseWriter, r *http.Request, c caller)
 		httperr.Fail(w, r, s.Log, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 }
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, c caller) {
