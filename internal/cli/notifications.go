@@ -16,11 +16,11 @@ var channelKinds = []string{"webhook", "slack", "email"}
 func newNotificationsCmd(a *app) *cobra.Command {
 	var (
 		name, grp, kind, url, secondary string
-		host, from, username, caFile      string
-		port                              int
-		to                                []string
-		insecure                          bool
-		hmacKey, slackURL, password       *secretSource
+		host, from, username, caFile    string
+		port                            int
+		to                              []string
+		insecure                        bool
+		hmacKey, slackURL, password     *secretSource
 	)
 	add := apiCmd(a, "add --name NAME --kind KIND [flags]",
 		"add a notification channel for an approver group, its secrets sealed (platform_admin)", exactArgs(0, "no arguments"), nil,
