@@ -44,6 +44,13 @@ type notifyNode struct {
 
 func startNotifyNode(t *testing.T, database string, keys *secret.Keyring, tune ...func(*jobs.Options)) *notifyNode {
 	t.Helper()
+	return startNotifyNodeWith(t, database, keys, sendDef(), nil, tune...)
+}
+
+// startNotifyNodeWith is startNotifyNode serving def, whose handler fails
+// with fail when it is set; the binding calls that failure uncertain.
+func startNotifyNodeWith(t *testing.T, database string, keys *secret.Keyring, def toolplane.Definition, fail error, tune ...func(*jobs.Options)) *notifyNode {
+	t.Helper()
 	ctx := context.Background()
 	b, err := backend.Open(ctx, database)
 	if err != nil {
@@ -56,10 +63,13 @@ func startNotifyNode(t *testing.T, database string, keys *secret.Keyring, tune .
 	store := b.Store
 	hs := handler.NewRegistry()
 	hb, _ := handler.BindFunc("email.send", func(context.Context, handler.Call, any) (any, error) {
+		if fail != nil {
+			return nil, fail
+		}
 		return map[string]any{"message_id": "m-1"}, nil
-	}, nil)
+	}, func(err error) handler.Ending { return handler.Uncertain("the mail server stopped answering after DATA") })
 	_ = hs.Register(hb)
-	reg, _, err := registry.Build([]toolplane.Definition{sendDef()}, registry.Options{Bindings: bindings{hs}})
+	reg, _, err := registry.Build([]toolplane.Definition{def}, registry.Options{Bindings: bindings{hs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,11 +281,70 @@ func TestSweepTellsWhatACrashLost(t *testing.T) {
 	if err := approval.New(approval.Config{Store: n.store}).File(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
+	// And a claim a lost node left uncertain, its notice never sent.
+	now := time.Now()
+	lost := &toolplane.Claim{OrganizationID: "org-1", Tool: "email.send", Key: "k-uncertain\x00\xff", RequestHash: "h",
+		Status: toolplane.ClaimUncertain, Dispatched: true, Attempts: 1, RunID: "run-lost", Reason: "worker lost",
+		Arguments: []byte(`{"to":"jo"}`), Version: 1, CreatedAt: now, UpdatedAt: now}
+	if ok, err := n.store.InsertClaim(context.Background(), lost); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	uncertain := func() int {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		k := 0
+		for _, p := range rcv.got {
+			if p.Event == notify.CallUncertain && p.Call != nil && p.Call.RunID == "run-lost" {
+				k++
+			}
+		}
+		return k
+	}
 	n.start(t)
 	eventually(t, "the sweep to tell the filing", func() bool { return len(rcv.events(a.ID)) == 1 })
+	eventually(t, "the sweep to tell the uncertain call", func() bool { return uncertain() == 1 })
 	time.Sleep(500 * time.Millisecond) // several more sweeps
-	if got := rcv.events(a.ID); len(got) != 1 {
-		t.Fatalf("told %v, want once", got)
+	if got := rcv.events(a.ID); len(got) != 1 || uncertain() != 1 {
+		t.Fatalf("told %v and %d uncertain, want each once", got, uncertain())
+	}
+}
+
+// TestUncertainCallIsNotified: the invoker holding a claim uncertain tells
+// the organization's default channel.
+func TestUncertainCallIsNotified(t *testing.T) {
+	def := sendDef()
+	def.Annotations.RequiresApproval = false
+	n := startNotifyNodeWith(t, databases(t)["sqlite"], testKeys(t), def, errors.New("connection reset after DATA"))
+	var got []notify.Payload
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if notify.VerifyWebhook([]byte(webhookKey), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute) != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		var p notify.Payload
+		_ = json.Unmarshal(body, &p)
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	addHook(t, n, "ops", srv.URL, "")
+	n.start(t)
+	r, err := n.iv.Invoke(context.Background(), "email.send", map[string]any{"to": "jo@acme.test"}, callInv())
+	if err != nil || r.OK || r.Error.Code != toolplane.CodeUncertain {
+		t.Fatalf("call = %+v, %v; want uncertain", r, err)
+	}
+	eventually(t, "the uncertain call to be told", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 1
+	})
+	p := got[0]
+	if p.Event != notify.CallUncertain || p.Call == nil || p.Call.Tool != "email.send" || p.Call.RunID != "run-1" ||
+		p.Call.Reason == "" || string(p.Call.Arguments) != `{"to":"jo@acme.test"}` || p.Link != "" {
+		t.Errorf("payload = %+v %+v", p, p.Call)
 	}
 }
 
