@@ -67,7 +67,9 @@ func startNotifyNodeWith(t *testing.T, database string, keys *secret.Keyring, de
 			return nil, fail
 		}
 		return map[string]any{"message_id": "m-1"}, nil
-	}, func(err error) handler.Ending { return handler.Uncertain("the mail server stopped answering after DATA") })
+	}, func(err error) handler.Ending {
+		return handler.Uncertain("the mail server stopped answering after DATA")
+	})
 	_ = hs.Register(hb)
 	reg, _, err := registry.Build([]toolplane.Definition{def}, registry.Options{Bindings: bindings{hs}})
 	if err != nil {
