@@ -44,12 +44,12 @@ type notifyNode struct {
 
 func startNotifyNode(t *testing.T, database string, keys *secret.Keyring, tune ...func(*jobs.Options)) *notifyNode {
 	t.Helper()
-	return startNotifyNodeWith(t, database, keys, sendDef(), nil, tune...)
+	return startNotifyNodeWith(t, database, keys, sendDef(), nil, 0, tune...)
 }
 
 // startNotifyNodeWith is startNotifyNode serving def, whose handler fails
 // with fail when it is set; the binding calls that failure uncertain.
-func startNotifyNodeWith(t *testing.T, database string, keys *secret.Keyring, def toolplane.Definition, fail error, tune ...func(*jobs.Options)) *notifyNode {
+func startNotifyNodeWith(t *testing.T, database string, keys *secret.Keyring, def toolplane.Definition, fail error, lead time.Duration, tune ...func(*jobs.Options)) *notifyNode {
 	t.Helper()
 	ctx := context.Background()
 	b, err := backend.Open(ctx, database)
@@ -81,7 +81,7 @@ func startNotifyNodeWith(t *testing.T, database string, keys *secret.Keyring, de
 	if err != nil {
 		t.Fatal(err)
 	}
-	notes, err := notify.New(notify.Config{Store: store, Keys: keys, PublicURL: "https://toolplane.example", Timeout: 5 * time.Second})
+	notes, err := notify.New(notify.Config{Store: store, Keys: keys, PublicURL: "https://toolplane.example", Timeout: 5 * time.Second, ExpiryLead: lead})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestSweepTellsWhatACrashLost(t *testing.T) {
 func TestUncertainCallIsNotified(t *testing.T) {
 	def := sendDef()
 	def.Annotations.RequiresApproval = false
-	n := startNotifyNodeWith(t, databases(t)["sqlite"], testKeys(t), def, errors.New("connection reset after DATA"))
+	n := startNotifyNodeWith(t, databases(t)["sqlite"], testKeys(t), def, errors.New("connection reset after DATA"), 0)
 	var got []notify.Payload
 	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -348,6 +348,64 @@ func TestUncertainCallIsNotified(t *testing.T) {
 		p.Call.Reason == "" || string(p.Call.Arguments) != `{"to":"jo@acme.test"}` || p.Link != "" {
 		t.Errorf("payload = %+v %+v", p, p.Call)
 	}
+}
+
+// TestEscalationChainIsNotified: each group of an approval chain hears of
+// its approval (filed or escalated), is reminded before it expires, and
+// hears how it ended.
+func TestEscalationChainIsNotified(t *testing.T) {
+	ctx := context.Background()
+	def := sendDef()
+	def.Approval = &toolplane.ApprovalPolicy{Chain: []string{"leads", "directors"}, OnTimeout: toolplane.OnTimeoutEscalate, TTL: toolplane.Duration(time.Hour)}
+	// Reminded a second after filing: the hour's wait less the lead.
+	n := startNotifyNodeWith(t, databases(t)["sqlite"], testKeys(t), def, nil, time.Hour-time.Second, func(o *jobs.Options) { o.Poll = 50 * time.Millisecond })
+	leads, leadsURL := newHookReceiver(t)
+	directors, directorsURL := newHookReceiver(t)
+	addGroupHook(t, n, "leads", "leads", leadsURL, "")
+	addGroupHook(t, n, "directors", "directors", directorsURL, "")
+	n.start(t)
+	_, err := n.iv.Invoke(ctx, "email.send", map[string]any{"to": "jo"}, callInv())
+	var ar *invoke.ApprovalRequired
+	if !errors.As(err, &ar) {
+		t.Fatalf("err = %v", err)
+	}
+	told := func(r *hookReceiver) []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var out []string
+		for _, p := range r.got {
+			out = append(out, string(p.Event)+":"+p.Approval.Status)
+		}
+		slices.Sort(out)
+		return out
+	}
+	// expire brings an approval's expiry forward, as an hour passing would.
+	expire := func(id string) {
+		a, err := n.store.GetApproval(ctx, "org-1", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.ExpiresAt = time.Now().Add(-time.Second)
+		if ok, err := n.store.UpdateApproval(ctx, a); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if err := n.runner.ApprovalFiled(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"approval_expiring:pending", "approval_filed:pending"}
+	eventually(t, "the leads to hear of the filing and the reminder", func() bool { return slices.Equal(told(leads), want) })
+	expire(ar.ID)
+	want = []string{"approval_escalated:pending", "approval_expiring:pending"}
+	eventually(t, "the directors to hear of the escalation and the reminder", func() bool { return slices.Equal(told(directors), want) })
+	want = []string{"approval_decided:expired", "approval_expiring:pending", "approval_filed:pending"}
+	eventually(t, "the leads to hear their approval went on", func() bool { return slices.Equal(told(leads), want) })
+	directors.mu.Lock()
+	second := directors.got[0].Approval.ID
+	directors.mu.Unlock()
+	expire(second)
+	want = []string{"approval_decided:expired", "approval_escalated:pending", "approval_expiring:pending"}
+	eventually(t, "the directors to hear the end", func() bool { return slices.Equal(told(directors), want) })
 }
 
 // TestNotificationLatency files approvals one after another on the

@@ -82,6 +82,11 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 			return err
 		}
 		x.w.notifyApproval(ctx, next, notify.ApprovalEscalated, notify.ApprovalExpiring)
+		// The first group hears that its approval expired and went on to
+		// the next, as the sweep would tell it.
+		if old, err := x.w.deps.Approvals.Find(ctx, a.OrganizationID, a.ID); err == nil {
+			x.w.notifyApproval(ctx, old, notify.ApprovalDecided)
+		}
 		return nil
 	}
 	// Expire stores the approval_expired event with the change.
