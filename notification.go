@@ -136,10 +136,12 @@ type NotificationStore interface {
 	// organization, whose links expired before now, and answers how many.
 	DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limit int) (int, error)
 	// ApprovalsSince answers approvals of every organization created or
-	// resolved at or after since, oldest first, at most limit: what the
-	// notification sweep looks over.
+	// resolved at or after since, ordered by the later of the two
+	// (ChangedAt), oldest first, at most limit: what the notification
+	// sweep looks over, page after page.
 	ApprovalsSince(ctx context.Context, since time.Time, limit int) ([]Approval, error)
 	// UncertainClaimsSince answers uncertain claims of every organization
-	// updated at or after since, oldest first, at most limit.
+	// updated at or after since, by UpdatedAt, oldest first, at most
+	// limit.
 	UncertainClaimsSince(ctx context.Context, since time.Time, limit int) ([]Claim, error)
 }

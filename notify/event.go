@@ -151,28 +151,50 @@ const sweepBatch = 500
 // enqueueing of its notifications. Enqueueing them again is safe, since
 // a delivery's job is unique.
 func (s *Service) Missed(ctx context.Context, since time.Time) ([]Delivery, error) {
-	as, err := s.store.ApprovalsSince(ctx, since, sweepBatch)
-	if err != nil {
-		return nil, fmt.Errorf("notification sweep: %w", err)
-	}
 	var all []Delivery
-	for i := range as {
-		ds, err := s.ForApproval(ctx, &as[i], approvalEvents(&as[i])...)
+	for from := since; ; {
+		as, err := s.store.ApprovalsSince(ctx, from, sweepBatch)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("notification sweep: %w", err)
 		}
-		all = append(all, ds...)
+		for i := range as {
+			ds, err := s.ForApproval(ctx, &as[i], approvalEvents(&as[i])...)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, ds...)
+		}
+		if len(as) < sweepBatch {
+			break
+		}
+		// Rows of the last instant are read again; their deliveries are
+		// unique, so that costs a lookup, not a message.
+		last := as[len(as)-1]
+		next := last.CreatedAt
+		if last.ResolvedAt.After(next) {
+			next = last.ResolvedAt
+		}
+		if !next.After(from) {
+			break
+		}
+		from = next
 	}
-	cs, err := s.store.UncertainClaimsSince(ctx, since, sweepBatch)
-	if err != nil {
-		return nil, fmt.Errorf("notification sweep: %w", err)
-	}
-	for i := range cs {
-		ds, err := s.ForClaim(ctx, &cs[i])
+	for from := since; ; {
+		cs, err := s.store.UncertainClaimsSince(ctx, from, sweepBatch)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("notification sweep: %w", err)
 		}
-		all = append(all, ds...)
+		for i := range cs {
+			ds, err := s.ForClaim(ctx, &cs[i])
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, ds...)
+		}
+		if len(cs) < sweepBatch || !cs[len(cs)-1].UpdatedAt.After(from) {
+			break
+		}
+		from = cs[len(cs)-1].UpdatedAt
 	}
 	out := all[:0]
 	for _, d := range all {

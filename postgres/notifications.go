@@ -176,7 +176,7 @@ func (s *Store) DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limi
 }
 
 // ApprovalsSince answers approvals of every organization created or
-// resolved at or after since, oldest first.
+// resolved at or after since, by the later of the two, oldest first.
 func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("approvals since: %w", err)
@@ -185,7 +185,7 @@ func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) 
 	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE (organization_id, id) IN (
 		SELECT organization_id, id FROM approvals WHERE created_at >= $1
 		UNION SELECT organization_id, id FROM approvals WHERE resolved_at >= $2)
-		ORDER BY created_at, organization_id, id LIMIT $3`, t, t, limit)
+		ORDER BY GREATEST(created_at, COALESCE(resolved_at, 0)), organization_id, id LIMIT $3`, t, t, limit)
 	if err != nil {
 		return nil, fmt.Errorf("approvals since: %w", err)
 	}

@@ -183,7 +183,7 @@ func (s *Store) DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limi
 }
 
 // ApprovalsSince answers approvals of every organization created or
-// resolved at or after since, oldest first.
+// resolved at or after since, by the later of the two, oldest first.
 func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("approvals since: %w", err)
@@ -192,7 +192,7 @@ func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) 
 	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE (organization_id, id) IN (
 		SELECT organization_id, id FROM approvals WHERE created_at >= ?
 		UNION SELECT organization_id, id FROM approvals WHERE resolved_at >= ?)
-		ORDER BY created_at, organization_id, id LIMIT ?`, t, t, limit)
+		ORDER BY MAX(created_at, COALESCE(resolved_at, 0)), organization_id, id LIMIT ?`, t, t, limit)
 	if err != nil {
 		return nil, fmt.Errorf("approvals since: %w", err)
 	}

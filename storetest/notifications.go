@@ -197,8 +197,8 @@ func testNotificationSweeps(t *testing.T, s NotificationStore) {
 			ids = append(ids, a.ID)
 		}
 	}
-	if !slices.Equal(ids, []string{"apr-decided", "apr-new"}) {
-		t.Errorf("ApprovalsSince = %v, want apr-decided, apr-new", ids)
+	if !slices.Equal(ids, []string{"apr-new", "apr-decided"}) {
+		t.Errorf("ApprovalsSince = %v, want apr-new (filed at +1s), apr-decided (resolved at +1m)", ids)
 	}
 	c := fullClaim(org, "payments.refund", "k-1", since.Add(-time.Hour))
 	c.Status, c.UpdatedAt = toolplane.ClaimUncertain, since.Add(time.Minute)

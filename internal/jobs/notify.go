@@ -29,10 +29,13 @@ type Notifier interface {
 // a notification does not wait behind the execution of approved calls.
 const notifyQueue = "notify"
 
-// notifyWindow is how far back the notification sweep looks. River keeps
-// a finished job (which is what makes re-enqueueing a no-op) longer; see
-// completedJobRetention.
-const notifyWindow = 24 * time.Hour
+// notifyWindow is how far back the notification sweep looks. What it
+// recovers is the moment between a commit and its enqueueing, and a node
+// sweeps when it starts, so a node down for less than this loses nothing;
+// a longer window would read every recent approval every sweep. River
+// keeps a finished job (which is what makes re-enqueueing a no-op)
+// longer; see completedJobRetention.
+const notifyWindow = 2 * time.Hour
 
 // NotifyArgs: deliver one event's notification on one channel. The
 // delivery is the job's identity, so an event is told once per channel
