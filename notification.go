@@ -135,6 +135,15 @@ type NotificationStore interface {
 	// DeleteExpiredLinkNonces removes up to limit used nonces, of any
 	// organization, whose links expired before now, and answers how many.
 	DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limit int) (int, error)
+	// ChannelsAfter answers channels of every organization after the
+	// channel (afterOrg, afterID), ordered by organization then ID, at
+	// most limit: the operator's walk when the key-encryption key
+	// changes.
+	ChannelsAfter(ctx context.Context, afterOrg, afterID string, limit int) ([]NotificationChannel, error)
+	// ReplaceChannelSecret sets the channel's Secret to next where it
+	// still holds prev, and reports whether it did: rewrapping a sealed
+	// secret never overwrites one changed meanwhile.
+	ReplaceChannelSecret(ctx context.Context, org, id string, prev, next []byte) (bool, error)
 	// ApprovalsSince answers approvals of every organization created or
 	// resolved at or after since, ordered by the later of the two
 	// (ChangedAt), oldest first, at most limit: what the notification

@@ -213,3 +213,31 @@ func (s *Store) UncertainClaimsSince(ctx context.Context, since time.Time, limit
 	}
 	return cs, nil
 }
+
+// ChannelsAfter answers channels of every organization after (afterOrg,
+// afterID), by organization and ID.
+func (s *Store) ChannelsAfter(ctx context.Context, afterOrg, afterID string, limit int) ([]toolplane.NotificationChannel, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("channels after: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+channelColumns+` FROM notification_channels
+		WHERE organization_id > $1 OR (organization_id = $1 AND id > $2) ORDER BY organization_id, id LIMIT $3`, afterOrg, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("channels after: %w", err)
+	}
+	cs, err := collect(rows, scanChannel)
+	if err != nil {
+		return nil, fmt.Errorf("channels after: %w", err)
+	}
+	return cs, nil
+}
+
+// ReplaceChannelSecret sets the channel's secret to next where it holds
+// prev.
+func (s *Store) ReplaceChannelSecret(ctx context.Context, org, id string, prev, next []byte) (bool, error) {
+	res, err := s.pool.Exec(ctx, `UPDATE notification_channels SET secret = $1 WHERE organization_id = $2 AND id = $3 AND secret = $4`, next, org, id, prev)
+	if err != nil {
+		return false, fmt.Errorf("replace channel secret: %w", err)
+	}
+	return res.RowsAffected() == 1, nil
+}

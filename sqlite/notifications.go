@@ -220,3 +220,35 @@ func (s *Store) UncertainClaimsSince(ctx context.Context, since time.Time, limit
 	}
 	return cs, nil
 }
+
+// ChannelsAfter answers channels of every organization after (afterOrg,
+// afterID), by organization and ID.
+func (s *Store) ChannelsAfter(ctx context.Context, afterOrg, afterID string, limit int) ([]toolplane.NotificationChannel, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("channels after: %w", err)
+	}
+	rows, err := s.query(ctx, `SELECT `+channelColumns+` FROM notification_channels
+		WHERE organization_id > ? OR (organization_id = ? AND id > ?) ORDER BY organization_id, id LIMIT ?`, afterOrg, afterOrg, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("channels after: %w", err)
+	}
+	cs, err := collect(rows, scanChannel)
+	if err != nil {
+		return nil, fmt.Errorf("channels after: %w", err)
+	}
+	return cs, nil
+}
+
+// ReplaceChannelSecret sets the channel's secret to next where it holds
+// prev.
+func (s *Store) ReplaceChannelSecret(ctx context.Context, org, id string, prev, next []byte) (bool, error) {
+	res, err := s.exec(ctx, `UPDATE notification_channels SET secret = ? WHERE organization_id = ? AND id = ? AND secret = ?`, next, org, id, prev)
+	if err != nil {
+		return false, fmt.Errorf("replace channel secret: %w", err)
+	}
+	ok, err := affected(res)
+	if err != nil {
+		return false, fmt.Errorf("replace channel secret: %w", err)
+	}
+	return ok, nil
+}

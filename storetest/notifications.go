@@ -37,6 +37,7 @@ var notificationCases = []struct {
 	{"LinkNonceOnce", testLinkNonceOnce},
 	{"Sweeps", testNotificationSweeps},
 	{"Isolation", testNotificationIsolation},
+	{"RewrapWalk", testChannelRewrapWalk},
 }
 
 // RunNotifications runs the notification storage checks as subtests of t,
@@ -259,5 +260,55 @@ func testNotificationIsolation(t *testing.T, s NotificationStore) {
 	}
 	if err := s.UseLinkNonce(ctx, b, "n-1", exp); err != nil {
 		t.Fatalf("a nonce used in a is used in b: %v", err)
+	}
+}
+
+func testChannelRewrapWalk(t *testing.T, s NotificationStore) {
+	ctx, a, b := t.Context(), newOrg(), newOrg()
+	for _, org := range []string{a, b} {
+		for _, id := range []string{"nch-2", "nch-1", "nch-3"} {
+			if err := s.InsertNotificationChannel(ctx, fullChannel(org, id, "c "+id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Paged two at a time across organizations, every channel of a and b
+	// is met once, in organization then ID order.
+	var seen []string
+	org, id := "", ""
+	for {
+		cs, err := s.ChannelsAfter(ctx, org, id, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c.OrganizationID == a || c.OrganizationID == b {
+				seen = append(seen, c.OrganizationID+"/"+c.ID)
+			}
+		}
+		if len(cs) < 2 {
+			break
+		}
+		org, id = cs[len(cs)-1].OrganizationID, cs[len(cs)-1].ID
+	}
+	first, second := min(a, b), max(a, b)
+	want := []string{first + "/nch-1", first + "/nch-2", first + "/nch-3", second + "/nch-1", second + "/nch-2", second + "/nch-3"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("walk = %v, want %v", seen, want)
+	}
+	prev := fullChannel(a, "nch-1", "").Secret
+	if ok, err := s.ReplaceChannelSecret(ctx, a, "nch-1", []byte("not what it holds"), []byte("x")); ok || err != nil {
+		t.Errorf("replace from a stale secret = %v, %v, want false", ok, err)
+	}
+	if ok, err := s.ReplaceChannelSecret(ctx, b, "nch-9", prev, []byte("x")); ok || err != nil {
+		t.Errorf("replace of a missing channel = %v, %v, want false", ok, err)
+	}
+	if ok, err := s.ReplaceChannelSecret(ctx, a, "nch-1", prev, []byte("rewrapped")); !ok || err != nil {
+		t.Fatalf("replace = %v, %v", ok, err)
+	}
+	got, _ := s.GetNotificationChannel(ctx, a, "nch-1")
+	other, _ := s.GetNotificationChannel(ctx, b, "nch-1")
+	if string(got.Secret) != "rewrapped" || string(other.Secret) != string(prev) {
+		t.Errorf("after replace: a holds %q, b %q", got.Secret, other.Secret)
 	}
 }
