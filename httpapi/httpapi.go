@@ -30,6 +30,7 @@ import (
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
@@ -87,6 +88,11 @@ type Server struct {
 	// /v1/policy (list, show, test, publish, shadow, rollback, disable,
 	// explain); without it they answer 404.
 	Rules *rules.Service
+	// Notifications, when set, serves the organization's notification
+	// channels under /v1/notifications/channels and the notifications
+	// given up under /v1/notifications/dead-letters; without it they
+	// answer 404.
+	Notifications *notify.Service
 	// People tells who is signed in to the browser that opens a person's
 	// authorization link (the start refuses anyone but the person it is
 	// for); without it the start answers that nobody can sign in here.
@@ -223,6 +229,11 @@ func (s *Server) routes() []route {
 		{"PUT", "/v1/bundles/{name}", s.registryRoute(s.putBundle)},
 		{"GET", "/v1/bundles", s.registryRoute(s.listBundles)},
 		{"GET", "/v1/changes", s.registryRoute(s.listChanges)},
+		{"POST", "/v1/notifications/channels", s.notificationRoute(s.createChannel)},
+		{"GET", "/v1/notifications/channels", s.notificationRoute(s.listChannels)},
+		{"GET", "/v1/notifications/channels/{id}", s.notificationRoute(s.getChannel)},
+		{"DELETE", "/v1/notifications/channels/{id}", s.notificationRoute(s.deleteChannel)},
+		{"GET", "/v1/notifications/dead-letters", s.notificationRoute(s.listDeadLetters)},
 		{"POST", "/v1/connections", s.connectionRoute(s.createConnection)},
 		{"GET", "/v1/connections", s.connectionRoute(s.listConnections)},
 		{"GET", "/v1/connections/{id}", s.connectionRoute(s.getConnection)},

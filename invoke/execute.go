@@ -406,6 +406,9 @@ func (c *call) hold(ctx context.Context, reason string) error {
 		c.audited = false
 		return fmt.Errorf("%w: %v", ErrFault, err)
 	}
+	if c.iv.notice != nil {
+		c.iv.notice.CallUncertain(context.WithoutCancel(ctx), c.claim)
+	}
 	return nil
 }
 

@@ -310,6 +310,7 @@ type Invoker struct {
 	reported sync.Map // fault cause -> struct{}
 	settling sync.WaitGroup
 	sched    Scheduler
+	notice   Notice
 	seq      uint64
 	seqMu    sync.Mutex
 }
@@ -397,6 +398,17 @@ type Scheduler interface {
 	ApprovalFiled(ctx context.Context, a *toolplane.Approval) error
 	ApprovalResolved(ctx context.Context, a *toolplane.Approval) error
 }
+
+// Notice is told of calls that went uncertain, so that the people who
+// reconcile them hear of it. It must not block: it hands the news to
+// durable work and returns.
+type Notice interface {
+	CallUncertain(ctx context.Context, c *toolplane.Claim)
+}
+
+// UseNotice sets who is told of uncertain calls; nil tells nobody. It is
+// set once, before the first call.
+func (iv *Invoker) UseNotice(n Notice) { iv.notice = n }
 
 // UseScheduler sets the background work runner. It is set once, before the
 // first call: the runner itself is built over this invoker.

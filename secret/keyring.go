@@ -41,6 +41,9 @@ var ErrKeyring = toolplane.Refine(toolplane.ErrInvalid, "keyring not valid")
 type Keyring struct {
 	current string
 	keys    map[string]cipher.AEAD
+	// roots are what DeriveKey derives from, one per key: a one-way
+	// function of the key, so a derived key never gives the KEK away.
+	roots map[string][]byte
 }
 
 // Current answers the current key's id.
@@ -156,11 +159,15 @@ func (k *Keyring) add(id, encoded string) error {
 		return fmt.Errorf("key %s %w", id, err)
 	}
 	aead, err := newAEAD(key)
-	clear(key)
+	defer clear(key)
 	if err != nil {
 		return fmt.Errorf("key %s: %w", id, err)
 	}
 	k.keys[id] = aead
+	if k.roots == nil {
+		k.roots = map[string][]byte{}
+	}
+	k.roots[id] = deriveRoot(key)
 	if k.current == "" {
 		k.current = id
 	}

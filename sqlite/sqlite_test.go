@@ -311,3 +311,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 		})
 	}
 }
+
+func TestNotifications(t *testing.T) {
+	t.Parallel()
+	storetest.RunNotifications(t, func(t *testing.T) storetest.NotificationStore { return newTestStore(t) })
+}

@@ -25,15 +25,18 @@ import (
 	"github.com/toolplane/toolplane/sqlite"
 )
 
-// Store is a store with the sweeps' maintenance reads.
+// Store is a store with the sweeps' maintenance reads and the
+// notification tables.
 type Store interface {
 	toolplane.Store
 	jobs.Maintenance
+	toolplane.NotificationStore
 }
 
 // Runner is a node's background work runner, whichever driver it uses.
 type Runner interface {
 	invoke.Scheduler
+	invoke.Notice
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	// SettleLost decides, once, the claims whose worker was lost.

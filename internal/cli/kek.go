@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolplane/toolplane/internal/backend"
+	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/secret"
 )
 
@@ -20,7 +21,8 @@ func newRotateKEKCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rotate-kek",
 		Short: "seal every connection secret under the keyring's new current key-encryption key (offline, opens --database; not an API key)",
-		Long: `rotate-kek re-wraps the data key of every connection secret in the database
+		Long: `rotate-kek re-wraps the data key of every connection secret (and of every notification
+channel's secret) in the database
 under the keyring's current key-encryption key (KEK), across every
 organization. It is not about API keys: it opens the database itself
 (--database, as serve does) and needs no server and no API key.
@@ -62,12 +64,22 @@ read. Running it again finishes what a failed run left.`,
 		defer b.Close()
 		missing := &missingKeys{Handler: slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})}
 		report, err := secret.RewrapAll(ctx, b.Store, ring, slog.New(missing))
+		// Notification channels' secrets are sealed under the same ring,
+		// and go with the connections'.
+		channels, cerr := notify.RewrapChannels(ctx, b.Store, ring, slog.New(missing))
+		if err == nil || (errors.Is(err, secret.ErrIncomplete) && cerr != nil && !errors.Is(cerr, secret.ErrIncomplete)) {
+			err = cerr
+		}
 		if perr := printValue(a, out, map[string]any{
 			"database": b.Kind + " " + b.Where, "current_key": ring.Current(),
 			"rewrapped": report.Rewrapped, "current": report.Current, "empty": report.Empty, "gone": report.Gone, "failed": report.Failed,
+			"channels_rewrapped": channels.Rewrapped, "channels_failed": channels.Failed,
 		}); perr != nil {
 			return perr
 		}
+		// What is left under an old key is told as one count, connections
+		// and channels alike: either keeps the old key in the ring.
+		report.Failed += channels.Failed
 		switch {
 		case errors.Is(err, secret.ErrIncomplete):
 			return incomplete(report, ring, missing.ids())
@@ -83,11 +95,11 @@ read. Running it again finishes what a failed run left.`,
 // an old key.
 func incomplete(r secret.Report, ring *secret.Keyring, missing []string) error {
 	if len(missing) > 0 {
-		return fmt.Errorf("%d connection(s) could not be rewrapped: they are sealed under key(s) %s, which the keyring (%s) does not hold. "+
+		return fmt.Errorf("%d connection or notification channel secret(s) could not be rewrapped: they are sealed under key(s) %s, which the keyring (%s) does not hold. "+
 			"Add those keys to the keyring after the new current key %s and run rotate-kek again; remove no key from any node's ring until it reports no failure",
 			r.Failed, strings.Join(missing, ", "), strings.Join(ring.IDs(), ", "), ring.Current())
 	}
-	return fmt.Errorf("%d connection(s) could not be rewrapped (each is named above); keep the old keys in every node's ring and run rotate-kek again", r.Failed)
+	return fmt.Errorf("%d connection or notification channel secret(s) could not be rewrapped (each is named above); keep the old keys in every node's ring and run rotate-kek again", r.Failed)
 }
 
 // missingKeys is a log handler that also collects the ids of the keys a

@@ -21,7 +21,10 @@
 //     with the same key, those of tools safe to replay with attempts left,
 //     and turns the rest into uncertain actions;
 //   - retention: completed journal rows past their TTL are removed, and so
-//     are node instances silent as long that hold no claim.
+//     are node instances silent as long that hold no claim;
+//   - notifications (see notify.go): one job per event, subject and
+//     channel on a queue of its own, and a sweep that enqueues what a node
+//     lost between a commit and its enqueueing.
 package jobs
 
 import (
@@ -39,6 +42,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/notify"
 )
 
 // Maintenance is what the sweeps need of a store beyond toolplane.Store:
@@ -90,8 +94,24 @@ type Options struct {
 	// for a passing fault, short of retrying a call that can never run
 	// for weeks.
 	ExecuteAttempts int
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// NotifyAttempts is how many times a notification is tried on its
+	// channel before it is given up (dead-lettered) and its secondary
+	// channel tried; default 5. NotifyBackoff is the wait after the first
+	// failure, doubling after each; default 2s. NotifyTimeout bounds one
+	// attempt; default 15s. NotifyWorkers is how many deliveries one node
+	// makes at once; default 5.
+	NotifyAttempts int
+	NotifyBackoff  time.Duration
+	NotifyTimeout  time.Duration
+	NotifyWorkers  int
+	// NotifyPoll is how often a node looks for due notifications when it
+	// hears nothing; default 250ms. River tells a node of a new job, but
+	// only once per cooldown per queue (on SQLite by a table it polls),
+	// so a burst of filings leaves some to the poll: this bound is what
+	// keeps a notification within a second of its filing.
+	NotifyPoll time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // Deps are the parts of the platform the jobs act through.
@@ -100,6 +120,8 @@ type Deps struct {
 	Approvals *approval.Service
 	Store     toolplane.Store
 	Maint     Maintenance
+	// Notifier, when set, tells people of approvals and uncertain calls.
+	Notifier Notifier
 	// Sunset, when set, applies the sunset rule to deprecated versions
 	// (retire the uncalled, block and name the callers of the others).
 	Sunset Sunsetter
@@ -145,6 +167,21 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if opt.ExecuteAttempts <= 0 {
 		opt.ExecuteAttempts = 5
 	}
+	if opt.NotifyAttempts <= 0 {
+		opt.NotifyAttempts = 5
+	}
+	if opt.NotifyBackoff <= 0 {
+		opt.NotifyBackoff = 2 * time.Second
+	}
+	if opt.NotifyTimeout <= 0 {
+		opt.NotifyTimeout = 15 * time.Second
+	}
+	if opt.NotifyWorkers <= 0 {
+		opt.NotifyWorkers = 5
+	}
+	if opt.NotifyPoll <= 0 {
+		opt.NotifyPoll = 250 * time.Millisecond
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -160,8 +197,15 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &retentionWorker{w: w})
 	river.AddWorker(workers, &replayWorker{w: w})
 	river.AddWorker(workers, &sunsetWorker{w: w})
+	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}}
+	if deps.Notifier != nil {
+		river.AddWorker(workers, &notifyWorker{w: w})
+		river.AddWorker(workers, &sweepNotifyWorker{w: w})
+		queues[notifyQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers, FetchPollInterval: opt.NotifyPoll,
+			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
+	}
 	cfg := &river.Config{
-		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}},
+		Queues:                      queues,
 		Workers:                     workers,
 		Logger:                      opt.Logger,
 		CompletedJobRetentionPeriod: completedJobRetention,
@@ -184,6 +228,11 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return SunsetArgs{}, nil
 		}, &river.PeriodicJobOpts{ID: "sunset", RunOnStart: true}))
+	}
+	if deps.Notifier != nil {
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
+			return SweepNotifyArgs{}, nil
+		}, &river.PeriodicJobOpts{ID: "sweep_notify", RunOnStart: true}))
 	}
 	if opt.Poll > 0 {
 		cfg.FetchPollInterval = opt.Poll
@@ -224,6 +273,14 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		}
 		return nil
 	}
+	w.notifyOne = func(ctx context.Context, d notify.Delivery) error {
+		_, err := client.Insert(ctx, NotifyArgs{Delivery: d}, &river.InsertOpts{Queue: notifyQueue, MaxAttempts: opt.NotifyAttempts,
+			ScheduledAt: d.At, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: allStates}})
+		if err != nil {
+			return fmt.Errorf("enqueue notification %s of %s: %w", d.Event, d.Subject, err)
+		}
+		return nil
+	}
 	return &Runner[TTx]{client: client, w: w}, nil
 }
 
@@ -235,13 +292,18 @@ func (r *Runner[TTx]) Stop(ctx context.Context) error { return r.client.Stop(ctx
 
 // ApprovalFiled schedules the approval's expiry (invoke.Scheduler).
 func (r *Runner[TTx]) ApprovalFiled(ctx context.Context, a *toolplane.Approval) error {
-	return r.w.expireAt(ctx, a)
+	if err := r.w.expireAt(ctx, a); err != nil {
+		return err
+	}
+	r.w.notifyApproval(ctx, a, firstEvent(a), notify.ApprovalExpiring)
+	return nil
 }
 
 // ApprovalResolved enqueues the execution of an approved call
 // (invoke.Scheduler). A rejection needs no job: the next identical call
 // reads it.
 func (r *Runner[TTx]) ApprovalResolved(ctx context.Context, a *toolplane.Approval) error {
+	r.w.notifyApproval(ctx, a, notify.ApprovalDecided)
 	if a.Status != toolplane.ApprovalApproved {
 		return nil
 	}

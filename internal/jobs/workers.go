@@ -12,6 +12,7 @@ import (
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/journal"
+	"github.com/toolplane/toolplane/notify"
 )
 
 // work is what every worker acts through.
@@ -21,6 +22,8 @@ type work struct {
 	enqueue  func(context.Context, *toolplane.Approval) error
 	expireAt func(context.Context, *toolplane.Approval) error
 	replay   func(context.Context, *toolplane.Claim) error
+	// notifyOne enqueues one delivery, unique by its identity.
+	notifyOne func(context.Context, notify.Delivery) error
 }
 
 // sweepBatch bounds one read of a sweep.
@@ -75,11 +78,26 @@ func (x *expireWorker) Work(ctx context.Context, job *river.Job[ExpireApprovalAr
 			return err
 		}
 		// Escalate stores the approval_escalated event with the change.
-		return x.w.expireAt(ctx, next)
+		if err := x.w.expireAt(ctx, next); err != nil {
+			return err
+		}
+		x.w.notifyApproval(ctx, next, notify.ApprovalEscalated, notify.ApprovalExpiring)
+		// The first group hears that its approval expired and went on to
+		// the next, as the sweep would tell it.
+		if old, err := x.w.deps.Approvals.Find(ctx, a.OrganizationID, a.ID); err == nil {
+			x.w.notifyApproval(ctx, old, notify.ApprovalDecided)
+		}
+		return nil
 	}
 	// Expire stores the approval_expired event with the change.
-	_, err = x.w.deps.Approvals.Expire(ctx, a)
-	return err
+	expired, err := x.w.deps.Approvals.Expire(ctx, a)
+	if err != nil {
+		return err
+	}
+	if expired {
+		x.w.notifyApproval(ctx, a, notify.ApprovalDecided)
+	}
+	return nil
 }
 
 // auditApproval records what became of an approval nobody answered: the
@@ -236,8 +254,12 @@ func (w *work) settleLost(ctx context.Context, c *toolplane.Claim, now time.Time
 		// audited as any call.
 		return w.replay(ctx, c)
 	}
-	if _, err := journal.LoseLease(ctx, w.deps.Store, c, toolplane.SourceSweep, now); err != nil && !errors.Is(err, journal.ErrLeaseLost) {
+	lost, err := journal.LoseLease(ctx, w.deps.Store, c, toolplane.SourceSweep, now)
+	if err != nil && !errors.Is(err, journal.ErrLeaseLost) {
 		return err
+	}
+	if lost != nil {
+		w.notifyClaim(ctx, lost)
 	}
 	return nil
 }
@@ -347,8 +369,12 @@ func (x *replayWorker) Work(ctx context.Context, job *river.Job[ReplayClaimArgs]
 	// leaving it processing for every sweep to enqueue again. The write is
 	// conditional on c's version, so a claim the replay itself took,
 	// completed or released is left as it is.
-	if _, err := journal.LoseLease(ctx, x.w.deps.Store, c, toolplane.SourceSweep, x.w.opt.Now()); err != nil && !errors.Is(err, journal.ErrLeaseLost) {
+	lost, err := journal.LoseLease(ctx, x.w.deps.Store, c, toolplane.SourceSweep, x.w.opt.Now())
+	if err != nil && !errors.Is(err, journal.ErrLeaseLost) {
 		return err
+	}
+	if lost != nil {
+		x.w.notifyClaim(ctx, lost)
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
@@ -487,6 +488,9 @@ type services struct {
 	meters           *metrics.Metrics
 	connections      *connection.Service
 	keys             *secret.Keyring
+	// notes tells people of approvals and uncertain calls; its Links
+	// check the one-click links its messages carry.
+	notes *notify.Service
 }
 
 // services builds the registry, the services over the store, the invoker
@@ -601,13 +605,18 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, err
 	}
 	s.iv = iv
-	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat},
+	notes, err := notify.New(notify.Config{Store: b.Store, Keys: keys, PublicURL: s.public})
+	if err != nil {
+		return nil, err
+	}
+	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat, Notifier: notes},
 		jobs.Options{Logger: log, DeadAfter: cfg.NodeDeadAfter, SweepEvery: cfg.SweepEvery, Node: self.ID})
 	if err != nil {
 		return nil, err
 	}
 	s.runner = runner
 	iv.UseScheduler(runner)
+	iv.UseNotice(runner)
 	s.loops.Go(func() { jobs.Heartbeat(s.bg, b.Store, self, cfg.Heartbeat, nil, log) })
 	// The claims of this node's earlier instance (and of any node that
 	// died meanwhile) are decided before this one serves: its callers'
@@ -619,7 +628,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, fmt.Errorf("background work: %w", err)
 	}
 	s.running = true
-	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, rules: decider, meters: meters, connections: conns, keys: keys}, nil
+	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, rules: decider, meters: meters, connections: conns, keys: keys, notes: notes}, nil
 }
 
 // doors listens and builds the REST and MCP doors over svc, the metrics
@@ -639,7 +648,7 @@ func (s *Server) doors(svc *services) error {
 		return err
 	}
 	api := &httpapi.Server{Door: doors, Store: b.Store, Log: log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
-		Rules: svc.rules, People: people}
+		Rules: svc.rules, People: people, Notifications: svc.notes}
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door it comes through.
 		doors.Limiter = ratelimit.New(cfg.RateLimit, time.Minute)

@@ -1,0 +1,343 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/secret"
+)
+
+// Errors a channel's configuration is refused with.
+var (
+	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not allowed to configure notifications")
+	ErrChannel       = toolplane.Refine(toolplane.ErrInvalid, "notification channel not valid")
+)
+
+// MayConfigure refuses a caller who may not configure the organization's
+// notification channels: a person holding platform_admin. Channels decide
+// where approvals and their one-click links go, so they are the
+// administrator's, as connections are.
+func MayConfigure(by *toolplane.Credential) error {
+	if !by.HasAnyRole(toolplane.RolePlatformAdmin) {
+		return toolplane.Refuse(by, ErrNotAuthorized, "configuring notification channels needs the platform_admin role")
+	}
+	return nil
+}
+
+// MayReadDeliveries refuses a caller who may not read the organization's
+// undelivered notifications: a platform administrator or an auditor.
+func MayReadDeliveries(by *toolplane.Credential) error {
+	if !by.HasAnyRole(toolplane.RolePlatformAdmin, toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, ErrNotAuthorized, "reading notification deliveries needs the platform_admin or auditor role")
+	}
+	return nil
+}
+
+// Store is what the service keeps and reads.
+type Store interface {
+	toolplane.NotificationStore
+	GetApproval(ctx context.Context, org, id string) (*toolplane.Approval, error)
+	GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error)
+}
+
+// Service keeps channels, sends notifications and signs links.
+type Service struct {
+	store  Store
+	keys   *secret.Keyring
+	public string
+	now    func() time.Time
+	send   senders
+	links  *Links
+	lead   time.Duration
+}
+
+// Config is what a Service is built from. Store and Keys are required.
+type Config struct {
+	Store Store
+	Keys  *secret.Keyring
+	// PublicURL is where people reach the console
+	// (https://toolplane.example.com); links are built on it.
+	PublicURL string
+	// LinkTTL is how long a one-click link works; default 24 hours, and
+	// never past the approval's own expiry.
+	LinkTTL time.Duration
+	// Timeout bounds one attempt at a channel when the caller's context
+	// sets no sooner deadline; default 10 seconds.
+	Timeout time.Duration
+	// ExpiryLead is how long before an approval expires its approvers are
+	// reminded; default DefaultExpiryLead.
+	ExpiryLead time.Duration
+	Now        func() time.Time
+}
+
+// New answers a service built from cfg.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Keys == nil {
+		return nil, fmt.Errorf("%w: notify needs a store and a keyring", toolplane.ErrInvalid)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.ExpiryLead <= 0 {
+		cfg.ExpiryLead = DefaultExpiryLead
+	}
+	links, err := NewLinks(cfg.Keys, cfg.Store, cfg.LinkTTL, cfg.Now)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{store: cfg.Store, keys: cfg.Keys, public: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now,
+		send: senders{timeout: cfg.Timeout}, links: links, lead: cfg.ExpiryLead}, nil
+}
+
+// Links answers the service's link signer, which the console checks links
+// with.
+func (s *Service) Links() *Links { return s.links }
+
+// NewChannel is a channel as an administrator asks for it: its settings
+// and its secrets in clear.
+type NewChannel struct {
+	Name      string
+	Group     string
+	Kind      toolplane.ChannelKind
+	Config    toolplane.ChannelConfig
+	Secrets   toolplane.ChannelSecrets
+	Secondary string
+}
+
+// Shown is a channel as it is answered: its settings, and which of its
+// secrets are set, never their values.
+type Shown struct {
+	toolplane.NotificationChannel
+	// SecretsSet names the secrets the channel holds (hmac_key,
+	// slack_url, password).
+	SecretsSet []string `json:"secrets_set,omitempty"`
+}
+
+// channelAAD is the additional data a channel's secrets are sealed with,
+// so sealed bytes copied to another channel do not open there.
+func channelAAD(org, id string) []byte { return []byte("notification-channel\x00" + org + "\x00" + id) }
+
+// Create stores a new channel of the caller's organization.
+func (s *Service) Create(ctx context.Context, n NewChannel, by *toolplane.Credential) (*Shown, error) {
+	if err := MayConfigure(by); err != nil {
+		return nil, err
+	}
+	if err := check(n); err != nil {
+		return nil, err
+	}
+	org := by.OrganizationID
+	if n.Secondary != "" {
+		if _, err := s.store.GetNotificationChannel(ctx, org, n.Secondary); err != nil {
+			return nil, fmt.Errorf("%w: secondary channel %s: %w", ErrChannel, n.Secondary, err)
+		}
+	}
+	c := &toolplane.NotificationChannel{ID: toolplane.NewID("nch_"), OrganizationID: org, Name: n.Name, Group: n.Group,
+		Kind: n.Kind, Config: n.Config, Secondary: n.Secondary, CreatedBy: by.Subject, CreatedAt: s.now()}
+	sealed, err := s.seal(c, n.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	c.Secret = sealed
+	if err := s.store.InsertNotificationChannel(ctx, c); err != nil {
+		return nil, fmt.Errorf("create notification channel %s: %w", n.Name, err)
+	}
+	return shown(c, n.Secrets), nil
+}
+
+// List answers the caller's organization's channels, without secrets.
+func (s *Service) List(ctx context.Context, by *toolplane.Credential) ([]Shown, error) {
+	if err := MayConfigure(by); err != nil {
+		return nil, err
+	}
+	cs, err := s.store.ListNotificationChannels(ctx, by.OrganizationID)
+	if err != nil {
+		return nil, fmt.Errorf("list notification channels: %w", err)
+	}
+	out := make([]Shown, 0, len(cs))
+	for i := range cs {
+		sec, err := s.open(&cs[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *shown(&cs[i], sec))
+	}
+	return out, nil
+}
+
+// Get answers one channel of the caller's organization, without secrets.
+func (s *Service) Get(ctx context.Context, id string, by *toolplane.Credential) (*Shown, error) {
+	if err := MayConfigure(by); err != nil {
+		return nil, err
+	}
+	c, err := s.store.GetNotificationChannel(ctx, by.OrganizationID, id)
+	if err != nil {
+		return nil, fmt.Errorf("notification channel %s: %w", id, err)
+	}
+	sec, err := s.open(c)
+	if err != nil {
+		return nil, err
+	}
+	return shown(c, sec), nil
+}
+
+// Delete removes a channel of the caller's organization. Deliveries under
+// way on it end at their next attempt.
+func (s *Service) Delete(ctx context.Context, id string, by *toolplane.Credential) error {
+	if err := MayConfigure(by); err != nil {
+		return err
+	}
+	ok, err := s.store.DeleteNotificationChannel(ctx, by.OrganizationID, id)
+	if err != nil {
+		return fmt.Errorf("delete notification channel %s: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("notification channel %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+// DeadLetters answers the caller's organization's notifications given up,
+// newest first: what a console page shows.
+func (s *Service) DeadLetters(ctx context.Context, limit int, by *toolplane.Credential) ([]toolplane.NotificationDelivery, error) {
+	if err := MayReadDeliveries(by); err != nil {
+		return nil, err
+	}
+	ds, err := s.store.ListDeliveries(ctx, by.OrganizationID, toolplane.DeliveryDead, limit)
+	if err != nil {
+		return nil, fmt.Errorf("dead letters: %w", err)
+	}
+	return ds, nil
+}
+
+func shown(c *toolplane.NotificationChannel, sec toolplane.ChannelSecrets) *Shown {
+	out := &Shown{NotificationChannel: *c}
+	out.Secret = nil
+	if sec.HMACKey != "" {
+		out.SecretsSet = append(out.SecretsSet, "hmac_key")
+	}
+	if sec.SlackURL != "" {
+		out.SecretsSet = append(out.SecretsSet, "slack_url")
+	}
+	if sec.Password != "" {
+		out.SecretsSet = append(out.SecretsSet, "password")
+	}
+	return out
+}
+
+// plainChannelSecrets is ChannelSecrets in clear, as sealed: its field
+// names are the sealed format.
+type plainChannelSecrets struct {
+	HMACKey  string `json:"hmac_key,omitempty"`
+	SlackURL string `json:"slack_url,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+func (s *Service) seal(c *toolplane.NotificationChannel, sec toolplane.ChannelSecrets) ([]byte, error) {
+	plain, err := json.Marshal(plainChannelSecrets{HMACKey: sec.HMACKey.Reveal(), SlackURL: sec.SlackURL.Reveal(), Password: sec.Password.Reveal()})
+	if err != nil {
+		return nil, fmt.Errorf("seal channel %s: %w", c.ID, err)
+	}
+	defer clear(plain)
+	b, err := s.keys.Seal(plain, channelAAD(c.OrganizationID, c.ID))
+	if err != nil {
+		return nil, fmt.Errorf("seal channel %s: %w", c.ID, err)
+	}
+	return b, nil
+}
+
+func (s *Service) open(c *toolplane.NotificationChannel) (toolplane.ChannelSecrets, error) {
+	if len(c.Secret) == 0 {
+		return toolplane.ChannelSecrets{}, nil
+	}
+	plain, err := s.keys.Open(c.Secret, channelAAD(c.OrganizationID, c.ID))
+	if err != nil {
+		return toolplane.ChannelSecrets{}, fmt.Errorf("open channel %s: %w", c.ID, err)
+	}
+	defer clear(plain)
+	var p plainChannelSecrets
+	if err := json.Unmarshal(plain, &p); err != nil {
+		return toolplane.ChannelSecrets{}, fmt.Errorf("open channel %s: the sealed value is not a secrets object", c.ID)
+	}
+	return toolplane.ChannelSecrets{HMACKey: toolplane.SecretString(p.HMACKey), SlackURL: toolplane.SecretString(p.SlackURL),
+		Password: toolplane.SecretString(p.Password)}, nil
+}
+
+// maxName bounds a channel's name and group.
+const maxName = 128
+
+// check refuses a channel that could not deliver: what each kind needs is
+// there and well formed. Its errors never quote a secret.
+func check(n NewChannel) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %s", ErrChannel, why) }
+	if n.Name == "" || len(n.Name) > maxName || len(n.Group) > maxName || strings.ContainsAny(n.Name+n.Group, "\r\n\x00") {
+		return bad("a name of 1 to 128 characters on one line is required, and a group of at most 128")
+	}
+	switch n.Kind {
+	case toolplane.ChannelWebhook:
+		if err := checkURL(n.Config.URL); err != nil {
+			return bad("url: " + err.Error())
+		}
+		if len(n.Secrets.HMACKey.Reveal()) < 32 {
+			return bad("a webhook needs an hmac_key of at least 32 characters")
+		}
+	case toolplane.ChannelSlack:
+		if err := checkURL(n.Secrets.SlackURL.Reveal()); err != nil {
+			return bad("slack_url is not an http(s) URL")
+		}
+		if n.Config.URL != "" {
+			return bad("a Slack channel's URL is a secret: give it as slack_url")
+		}
+	case toolplane.ChannelEmail:
+		c := n.Config
+		if c.Host == "" || strings.ContainsAny(c.Host, "/:\r\n ") || c.Port < 1 || c.Port > 65535 {
+			return bad("an email channel needs a host name and a port")
+		}
+		if _, err := mail.ParseAddress(c.From); err != nil || strings.ContainsAny(c.From, "\r\n") {
+			return bad("from is not an address")
+		}
+		if len(c.To) == 0 {
+			return bad("an email channel needs at least one address in to")
+		}
+		for _, to := range c.To {
+			if a, err := mail.ParseAddress(to); err != nil || a.Address != to {
+				return bad("to holds something that is not a bare address")
+			}
+		}
+		if c.Insecure && !loopback(c.Host) {
+			return bad("insecure (no STARTTLS) is allowed for a loopback SMTP server only")
+		}
+		if n.Secrets.Password != "" && c.Username == "" {
+			return bad("a password needs a username")
+		}
+	default:
+		return bad("kind must be webhook, slack or email")
+	}
+	return nil
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return fmt.Errorf("not an http(s) URL without credentials")
+	}
+	return nil
+}
+
+// loopback reports whether host is a loopback address or localhost.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,53 @@
+// Package notify tells people when they are needed: an approval filed for
+// their group, escalated to it, about to expire, or decided, and a call
+// that went uncertain. It keeps an organization's channels (a signed
+// webhook, a Slack-compatible incoming webhook, email over SMTP), builds
+// each message from the stored approval or claim, sends it, and signs the
+// one-click links that open an approval in the console.
+//
+// # Channels
+//
+// A channel serves one approver group of one organization; the channels of
+// the group "" are the organization's default, used for a group with none
+// of its own and for what belongs to no group (an uncertain call). A
+// channel's secret material (the webhook's HMAC key, the Slack URL, the
+// SMTP password) is sealed with the deployment's keyring at rest and is
+// never answered: a listing shows which secrets are set, not their
+// values. Who may configure channels is this package's rule (MayConfigure):
+// a platform administrator.
+//
+// # Delivery
+//
+// Sending is one attempt (Send), bounded by its context. The durable part
+// (a job per event, subject and channel, retried with backoff, given up
+// after its attempts) is the background runner's (internal/jobs), which
+// tells this package how each delivery ended: Delivered, or Dead, which
+// records the delivery in the organization's dead-letter list and answers
+// the delivery on the channel's secondary, if it names one.
+//
+// # Verifying a webhook
+//
+// Every webhook request carries two headers beside its JSON body:
+//
+//	X-Toolplane-Timestamp: 1767225600            (Unix seconds)
+//	X-Toolplane-Signature: v1=<hex HMAC-SHA256>  (over "<timestamp>.<body>")
+//
+// A receiver computes HMAC-SHA256 with the channel's key over the
+// timestamp, a dot and the raw body bytes, compares it in constant time
+// with the hex after "v1=", and refuses a timestamp older (or further in
+// the future) than its window, five minutes for example, so a request
+// captured on the way cannot be replayed later. X-Toolplane-Delivery names
+// the event, subject and channel: the same notification retried carries
+// the same value, which lets a receiver drop a repeat inside the window.
+// VerifyWebhook is that check, for Go receivers.
+//
+// # Links
+//
+// A message about an approval carries <public URL>/console/approvals/{id}
+// ?link=TOKEN. The token is signed (HMAC-SHA256 under a key derived from
+// the keyring) and binds the organization, the approval, the channel it
+// was sent on, an expiry and a random nonce. Opening it shows a
+// confirmation; only a signed-in approver's POST decides. Links.Check
+// verifies a token for an approval; Links.Use also consumes its nonce, so
+// a link works once.
+package notify
