@@ -241,7 +241,16 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built) *excha
 		// Unreachable: values are encoded into the path and query only.
 		return &exchange{err: fmt.Errorf("the request's host %q is not the binding's", req.URL.Host)}
 	}
-	req.Header = b.header.Clone()
+	// The header built for the call is sent as it is, by every attempt:
+	// nothing writes to it once the call sends, since net/http writes
+	// into a request's own header only to add a cookie jar's cookies
+	// (a redirect gets a copy of its own). A client with a jar gets a
+	// copy per attempt, so one attempt's cookies are not sent again by
+	// the next.
+	req.Header = b.header
+	if client.Jar != nil {
+		req.Header = b.header.Clone()
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return &exchange{err: err, sent: wrote.Load()}

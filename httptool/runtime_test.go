@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -218,5 +221,66 @@ func TestIdempotentWriteNeedsItsKey(t *testing.T) {
 	}
 	if hits.Load() != 0 {
 		t.Fatalf("%d requests sent without a usable key", hits.Load())
+	}
+}
+
+// Every attempt of a retried call sends the same header: the credential
+// once, and a cookie jar's cookies once, however many attempts went
+// before it over the same built request.
+func TestRetrySendsTheSameHeader(t *testing.T) {
+	t.Parallel()
+	for _, withJar := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no jar", true: "a cookie jar"}[withJar], func(t *testing.T) {
+			t.Parallel()
+			var (
+				hits atomic.Int64
+				seen [2]http.Header
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := hits.Add(1)
+				if n <= 2 {
+					seen[n-1] = r.Header.Clone()
+				}
+				if n == 1 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			}))
+			t.Cleanup(srv.Close)
+			client := &http.Client{Transport: srv.Client().Transport}
+			if withJar {
+				jar, err := cookiejar.New(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u, _ := url.Parse(srv.URL)
+				jar.SetCookies(u, []*http.Cookie{{Name: "s", Value: "1"}})
+				client.Jar = jar
+			}
+			rt := httptool.New(httptool.Config{Client: func(*toolplane.Released) (*http.Client, error) { return client, nil }})
+			d := httpDef("billing.item", toolplane.EffectRead, toolplane.HTTPBinding{Method: http.MethodGet, URL: srv.URL + "/x"}, func(d *toolplane.Definition) {
+				d.Retry = toolplane.RetrySafe
+			})
+			b, err := rt.Bind(&d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Invoke(context.Background(), handler.Call{Released: connection()}, map[string]any{}); err != nil || hits.Load() != 2 {
+				t.Fatalf("err %v after %d requests, want an answer to the second", err, hits.Load())
+			}
+			for i, h := range seen {
+				if got := h.Values("Authorization"); len(got) != 1 || got[0] != "Bearer "+token {
+					t.Errorf("attempt %d: Authorization %q, want the bearer token once", i+1, got)
+				}
+				want := []string(nil)
+				if withJar {
+					want = []string{"s=1"}
+				}
+				if got := h.Values("Cookie"); !slices.Equal(got, want) {
+					t.Errorf("attempt %d: Cookie %q, want %q", i+1, got, want)
+				}
+			}
+		})
 	}
 }
