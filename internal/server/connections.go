@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -147,13 +149,11 @@ func (e *egressClients) forRules(rules toolplane.EgressRules) (*http.Client, err
 // the connection's own key header when it names one.
 func (e *egressClients) client(rules toolplane.EgressRules, header string) (*http.Client, error) {
 	header = http.CanonicalHeaderKey(header)
-	key, err := json.Marshal(struct {
-		Rules  toolplane.EgressRules `json:"rules"`
-		Header string                `json:"header"`
-	}{rules, header})
-	if err != nil {
-		return nil, err
-	}
+	// Every call looks its client up: the key is built in a buffer on the
+	// stack, and indexing the map by it converted in place allocates
+	// nothing.
+	var buf [256]byte
+	key := clientKey(buf[:0], rules, header)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if c, ok := e.m[string(key)]; ok {
@@ -174,6 +174,30 @@ func (e *egressClients) client(rules toolplane.EgressRules, header string) (*htt
 	c := p.Client(0)
 	e.m[string(key)] = c
 	return c, nil
+}
+
+// clientKey appends to dst what tells one client from another: every
+// field of rules, then header, each list led by its length and each text
+// by its length, so that two different rule sets (a host moved to the
+// CIDRs, two hosts joined into one) never share a key. A field added to
+// EgressRules is added here (TestClientKeyCoversTheRules fails until it
+// is).
+func clientKey(dst []byte, rules toolplane.EgressRules, header string) []byte {
+	for _, list := range [...][]string{rules.Hosts, rules.AllowCIDRs} {
+		dst = strconv.AppendInt(dst, int64(len(list)), 10)
+		dst = append(dst, ':')
+		for _, s := range list {
+			dst = appendText(dst, s)
+		}
+	}
+	return appendText(dst, header)
+}
+
+// appendText appends s to dst led by its length.
+func appendText(dst []byte, s string) []byte {
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, ':')
+	return append(dst, s...)
 }
 
 // forReleased answers the client of a released connection. A connection
@@ -197,11 +221,50 @@ func (e *egressClients) forReleased(rel *toolplane.Released) (*http.Client, erro
 type runtimes struct {
 	http  *httptool.Runtime
 	sql   *sqltool.Runtime
-	bound sync.Map // the definition's identity -> *handler.Binding
+	bound sync.Map // the definition's identity and binding spec -> *handler.Binding
+	// byRef answers the binding of a definition by the binding objects
+	// it holds, without encoding them: the registry's tools keep theirs
+	// for as long as they stand, so every call of one tool finds its
+	// binding there. A definition built afresh for a call holds new
+	// objects and falls through to bound, which compares by content;
+	// refs bounds byRef, which starts over past maxRefs.
+	byRef sync.Map // bindingRef -> *handler.Binding
+	refs  atomic.Int64
 }
+
+// bindingRef names a definition's binding by its identity and the binding
+// objects it points to. Definitions are not changed once built (the
+// registry and the catalogue make a new one for every change), so the
+// same objects mean the same spec.
+type bindingRef struct {
+	name, version, schemaHash string
+	http                      *toolplane.HTTPBinding
+	sql                       *toolplane.SQLBinding
+}
+
+// maxRefs bounds runtimes.byRef.
+const maxRefs = 4096
 
 // Binding implements invoke.Runtimes.
 func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
+	ref := bindingRef{d.Name, d.Version, d.SchemaHash, d.Binding.HTTP, d.Binding.SQL}
+	if b, ok := r.byRef.Load(ref); ok {
+		return b.(*handler.Binding), nil
+	}
+	b, err := r.bind(d)
+	if err != nil {
+		return nil, err
+	}
+	if r.refs.Add(1) > maxRefs {
+		r.byRef.Clear()
+		r.refs.Store(1)
+	}
+	r.byRef.Store(ref, b)
+	return b, nil
+}
+
+// bind answers d's binding, built once per identity and binding spec.
+func (r *runtimes) bind(d *toolplane.Definition) (*handler.Binding, error) {
 	spec, err := json.Marshal(d.Binding)
 	if err != nil {
 		return nil, err
