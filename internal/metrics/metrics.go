@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,19 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	// series holds each tool and outcome's counter and latency observer
+	// once looked up: a vector's lookup checks and hashes the label values
+	// on every call, and there are only as many pairs as series.
+	series sync.Map // seriesKey -> *series
+}
+
+// seriesKey names the series one call is recorded in.
+type seriesKey struct{ tool, outcome string }
+
+// series is where one tool's calls of one outcome are recorded.
+type series struct {
+	calls   prometheus.Counter
+	latency prometheus.Observer
 }
 
 // PendingCounter answers how many approvals wait for a person, by
@@ -53,8 +67,14 @@ func New(pending PendingCounter, log *slog.Logger) *Metrics {
 
 // ObserveCall records one call (invoke.Observer).
 func (m *Metrics) ObserveCall(tool, outcome string, took time.Duration) {
-	m.calls.WithLabelValues(tool, outcome).Inc()
-	m.latency.WithLabelValues(tool).Observe(took.Seconds())
+	k := seriesKey{tool, outcome}
+	v, ok := m.series.Load(k)
+	if !ok {
+		v, _ = m.series.LoadOrStore(k, &series{calls: m.calls.WithLabelValues(tool, outcome), latency: m.latency.WithLabelValues(tool)})
+	}
+	s := v.(*series)
+	s.calls.Inc()
+	s.latency.Observe(took.Seconds())
 }
 
 // Handler serves the metrics in the Prometheus text format.

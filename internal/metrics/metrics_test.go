@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -45,5 +46,42 @@ func TestMetricsCountCallsAndPending(t *testing.T) {
 	out = scrape()
 	if strings.Contains(out, "toolplane_approvals_pending{") || !strings.Contains(out, "toolplane_tool_calls_total") {
 		t.Errorf("a failing count: %s", out)
+	}
+}
+
+// Calls recorded at once, first ones of a series among them, are each
+// counted once.
+func TestObserveCallConcurrently(t *testing.T) {
+	t.Parallel()
+	m := New(nil, nil)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 100 {
+				m.ObserveCall("demo.add_note", []string{"ok", "fault"}[i%2], time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := rec.Body.String()
+	for _, want := range []string{
+		`toolplane_tool_calls_total{outcome="ok",tool="demo.add_note"} 400`,
+		`toolplane_tool_calls_total{outcome="fault",tool="demo.add_note"} 400`,
+		`toolplane_tool_call_seconds_count{tool="demo.add_note"} 800`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
+
+// BenchmarkObserveCall is what every call records.
+func BenchmarkObserveCall(b *testing.B) {
+	m := New(nil, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ObserveCall("load.get_item", "ok", 2*time.Millisecond)
 	}
 }
