@@ -1,9 +1,11 @@
 package boundary_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 )
 
@@ -76,5 +78,19 @@ func BenchmarkRedact(b *testing.B) {
 				boundary.Redact(bc.in)
 			}
 		})
+	}
+}
+
+// BenchmarkRenderItem is the answer of one read call of an item: a
+// 327-byte object from outside, marked untrusted.
+func BenchmarkRenderItem(b *testing.B) {
+	var item any
+	if err := json.Unmarshal([]byte(`{"id":"item-42","name":"Item 42","description":"A thing kept in stock, described at some length so the answer has a realistic size.","price_cents":1250,"currency":"EUR","tags":["alpha","beta","gamma"],"stock":17,"updated_at":"2026-12-02T01:00:00Z","warehouse":{"id":"w-1","city":"Lyon"}}`), &item); err != nil {
+		b.Fatal(err)
+	}
+	r := toolplane.Result{OK: true, Data: item, Meta: toolplane.Meta{Untrusted: true}}
+	b.ReportAllocs()
+	for b.Loop() {
+		boundary.Render(r)
 	}
 }
