@@ -160,8 +160,8 @@ func (c *Console) approvalCard(w http.ResponseWriter, r *http.Request, sess *sig
 		}
 	}
 	if token := r.URL.Query().Get("link"); token != "" && c.cfg.Links != nil && v.Decide {
-		if err := c.cfg.Links.Check(r.Context(), token, a.ID); err != nil {
-			v.LinkRefused = "The link you followed is not valid any more (it expired, was used, or is not for this approval). You can still answer here."
+		if err := c.cfg.Links.Check(token, a.ID); err != nil {
+			v.LinkRefused = "The link you followed is not valid any more (it expired, or is not for this approval). You can still answer here."
 		} else {
 			v.Link = token
 		}
