@@ -79,6 +79,10 @@ type Config struct {
 	// Links, when set, checks and uses the signed one-click links
 	// notifications carry (see Links); without it a link is ignored.
 	Links Links
+	// Notifications, when set, shows the deliveries that failed for good
+	// (the dead letters) to those who may read them; without it the page
+	// says notifications are not configured.
+	Notifications Notifications
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil
@@ -143,6 +147,7 @@ func (c *Console) Handler() http.Handler {
 func (c *Console) routes(mux *http.ServeMux) {
 	c.approvalRoutes(mux)
 	c.uncertainRoutes(mux)
+	c.notificationRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -153,6 +158,7 @@ type section struct{ Name, Title string }
 var sections = []section{
 	{"approvals", "Approvals"},
 	{"uncertain", "Uncertain actions"},
+	{"notifications", "Notifications"},
 }
 
 // headers sets what every console answer carries: nobody caches it (the

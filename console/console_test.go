@@ -33,6 +33,7 @@ import (
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/postgres"
 	"github.com/toolplane/toolplane/postgres/pgtest"
@@ -173,7 +174,11 @@ func newWorldOn(t testing.TB, backend string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Logger: quiet})
+	notes, err := notify.New(notify.Config{Store: w.store.(notify.Store), Keys: keyring(t), PublicURL: w.base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -445,3 +445,40 @@ func TestTheInboxPages(t *testing.T) {
 		t.Errorf("a bad cursor: %d %s", p.status, p.body)
 	}
 }
+
+// The notifications page shows the organization's dead letters, with the
+// sender's last failure, to an auditor, as the API's dead-letter list
+// does; another organization's never; an approver is refused as the API
+// refuses them.
+func TestDeadLettersAreShownToThoseWhoMayReadThem(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	store := w.store.(toolplane.NotificationStore)
+	for _, d := range []toolplane.NotificationDelivery{
+		{OrganizationID: org, Event: "approval_filed", Subject: "apr_ours", ChannelID: "nch_ours", State: toolplane.DeliveryDead,
+			Attempts: 5, Error: "the endpoint answered HTTP 503 <script>window.x=1</script>", UpdatedAt: time.Now()},
+		{OrganizationID: org, Event: "approval_filed", Subject: "apr_told", ChannelID: "nch_ours", State: toolplane.DeliveryDelivered,
+			Attempts: 1, UpdatedAt: time.Now()},
+		{OrganizationID: "org-2", Event: "approval_filed", Subject: "apr_theirs", ChannelID: "nch_theirs", State: toolplane.DeliveryDead,
+			Attempts: 5, Error: "refused", UpdatedAt: time.Now()},
+	} {
+		if err := store.RecordDelivery(ctx, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grace := w.browser()
+	grace.signIn("grace")
+	p := grace.get("/console/notifications")
+	if p.status != http.StatusOK || !strings.Contains(p.body, "apr_ours") || !strings.Contains(p.body, "HTTP 503 &lt;script&gt;") {
+		t.Fatalf("the auditor's dead letters: %d %s", p.status, p.body)
+	}
+	if strings.Contains(p.body, "apr_theirs") || strings.Contains(p.body, "apr_told") {
+		t.Errorf("the page shows another organization's or a delivered notification: %s", p.body)
+	}
+	ada := w.browser()
+	ada.signIn("ada")
+	if p := ada.get("/console/notifications"); p.status != http.StatusForbidden || strings.Contains(p.body, "apr_ours") {
+		t.Errorf("an approver's dead letters: %d %s", p.status, p.body)
+	}
+}

@@ -687,7 +687,7 @@ func (s *Server) doors(svc *services) error {
 	signIn := people.Handler()
 	mux.Handle(signin.Path+"/", signIn)
 	mux.Handle(signin.Path, signIn)
-	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), PublicURL: public, Logger: log})
+	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes, PublicURL: public, Logger: log})
 	if err != nil {
 		return &ConfigError{Field: "PublicURL", Err: err}
 	}
