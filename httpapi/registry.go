@@ -240,14 +240,14 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.InvalidRequest, "to: "+err.Error(), "to")
 		return
 	}
-	rep, err := compat.Classify(&from, &to)
+	cmp, err := catalog.Compare(&from, &to, c.cred)
 	if err != nil {
-		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
+		s.registryFail(w, r, err)
 		return
 	}
-	out := map[string]any{"required_bump": rep.Required.String(), "changes": rep.Changes}
-	if err := compat.Gate(&from, &to, rep); err != nil {
-		out["refused"] = err.Error()
+	out := map[string]any{"required_bump": cmp.Required.String(), "changes": cmp.Changes}
+	if cmp.Refused != "" {
+		out["refused"] = cmp.Refused
 	}
 	writeJSON(w, http.StatusOK, out)
 }
