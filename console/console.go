@@ -31,7 +31,11 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
@@ -75,6 +79,14 @@ type Config struct {
 	// PublicURL is where people reach the server; the console's links
 	// are under its path.
 	PublicURL string
+	// Trail, when set, serves the audit pages; Catalog the catalogue's;
+	// Authz and Keys the access pages (grants, denies, bundles and
+	// explain; API keys). A section whose service is not set answers
+	// that it is not enabled on this server, as the API does.
+	Trail   *audit.Trail
+	Catalog *catalog.Service
+	Authz   *authz.Service
+	Keys    *apikey.Keys
 	// Links, when set, checks and uses the signed one-click links
 	// notifications carry (see Links); without it a link is ignored.
 	Links Links
@@ -141,6 +153,9 @@ func (c *Console) Handler() http.Handler {
 func (c *Console) routes(mux *http.ServeMux) {
 	c.approvalRoutes(mux)
 	c.uncertainRoutes(mux)
+	c.auditRoutes(mux)
+	c.catalogRoutes(mux)
+	c.accessRoutes(mux)
 }
 
 // headers sets what every console answer carries: nobody caches it (the
@@ -296,6 +311,9 @@ func problem(err error) httperr.Problem {
 	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired),
 		errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
 		return httperr.Problem{Code: httperr.Conflict, Message: err.Error()}
+	case errors.Is(err, catalog.ErrTransition) && !errors.Is(err, toolplane.ErrInvalid):
+		// As the API tells it: the version's state does not allow it.
+		return httperr.Problem{Code: httperr.InvalidTransition, Message: err.Error()}
 	case errors.Is(err, invoke.ErrBadReconciliation):
 		return httperr.Problem{Code: httperr.InvalidRequest, Message: err.Error()}
 	case errors.Is(err, context.Canceled):

@@ -675,7 +675,12 @@ func (s *Server) doors(svc *services) error {
 	mux.Handle("GET /metrics", bearerOnly(cfg.MetricsToken, svc.meters.Handler()))
 	mux.Handle(signin.Path+"/", people.Handler())
 	mux.Handle(signin.Path, people.Handler())
-	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, PublicURL: public, Logger: log})
+	// The console reads and acts through the services the API does: the
+	// same trail, catalogue, grants, and keys over the same key cache (a
+	// key revoked in either is refused at once on this node).
+	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, PublicURL: public, Logger: log,
+		Trail: audit.NewTrail(b.Store), Catalog: svc.cat, Authz: svc.grants,
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: b.Store, Cache: keys})})
 	if err != nil {
 		return &ConfigError{Field: "PublicURL", Err: err}
 	}
