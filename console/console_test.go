@@ -24,6 +24,9 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
@@ -63,6 +66,8 @@ type world struct {
 	iv    *invoke.Invoker
 	base  string
 	links *links
+	// cat is the catalogue the console's pages read.
+	cat *catalog.Service
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
 	paid    sync.Map // the accounts xss.pay's handler was called for
@@ -140,7 +145,10 @@ func newWorld(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Logger: quiet})
+	w.cat = catalog.New(catalog.Config{Store: w.store, Registry: reg, Logger: quiet})
+	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Logger: quiet,
+		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet}),
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +170,8 @@ func newWorld(t testing.TB) *world {
 	w.keys["ada"] = mint(t, w.store, toolplane.CredentialPerson, "ada", []string{toolplane.RoleApprover}, nil)
 	w.keys["bob"] = mint(t, w.store, toolplane.CredentialPerson, "bob", []string{toolplane.RoleApprover, "group:finance"}, nil)
 	w.keys["grace"] = mint(t, w.store, toolplane.CredentialPerson, "grace", []string{toolplane.RoleAuditor}, nil)
+	w.keys["root"] = mint(t, w.store, toolplane.CredentialPerson, "root", []string{toolplane.RolePlatformAdmin}, nil)
+	w.keys["oliver"] = mint(t, w.store, toolplane.CredentialPerson, "oliver", []string{toolplane.RoleAgentOperator}, nil)
 	return w
 }
 

@@ -1,0 +1,299 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+)
+
+// other is the second organization of the tests: nothing of it may show
+// in org-1's console.
+const other = "org-2"
+
+// seed stores, in org-1 and in the other organization, an audit event,
+// a tool version and a grant whose names carry payloads, and answers the
+// ID of org-1's event.
+func (w *world) seed(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	def, _ := json.Marshal(map[string]any{"name": "xss.pay", "version": "1.2.0", "description": xssDescription})
+	for _, o := range []struct{ org, tag string }{{org, "mine"}, {other, "theirs"}} {
+		ev := &toolplane.AuditEvent{ID: "aud_" + o.tag, OrganizationID: o.org, RunID: "run-" + o.tag, AgentID: xssAgent + o.tag,
+			UserID: "user-" + o.tag, Tool: "xss.pay", ToolVersion: "1.2.0", Source: toolplane.SourceREST, Outcome: "denied",
+			Reason: xssNote, CreatedAt: time.Now()}
+		if err := w.store.AppendAudit(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []struct {
+			version string
+			state   toolplane.VersionState
+		}{{"1.0.0", toolplane.StateActive}, {"1.1.0", toolplane.StateDeprecated}, {"1.2.0", toolplane.StateInReview}} {
+			tv := &toolplane.ToolVersion{OrganizationID: o.org, Name: "xss.pay" + o.tag, Version: v.version, State: v.state, Definition: def,
+				SchemaHash: "sha256:" + o.tag, Owner: "team-" + o.tag, PublishedBy: "pub", PublishedAt: time.Now(), SunsetAt: time.Now().Add(time.Hour)}
+			if err := w.store.InsertToolVersion(ctx, tv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g := &toolplane.Grant{ID: "grt_" + o.tag, OrganizationID: o.org, AgentID: xssAgent + o.tag, Pattern: "xss.*", GrantedBy: "root", CreatedAt: time.Now()}
+		if err := w.store.InsertGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, sec, _ := apikey.New(toolplane.CredentialPerson)
+	if err := w.store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: other, Kind: toolplane.CredentialPerson,
+		Subject: "subject-theirs", Roles: []string{toolplane.RolePlatformAdmin}, Hash: apikey.Hash(sec), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	return "aud_mine"
+}
+
+// The audit, catalogue and access pages need a session, as every page.
+func TestSectionsNeedASession(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	b := w.browser()
+	for _, path := range []string{"/console/audit", "/console/audit/aud_1", "/console/catalog", "/console/catalog/xss.pay/1.2.0",
+		"/console/access", "/console/access/explain?agent=a", "/console/access/keys"} {
+		p := b.get(path)
+		wantHeaders(t, path, p)
+		want := "/signin?" + url.Values{"return": {path}}.Encode()
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != want {
+			t.Errorf("GET %s without a session: %d to %q", path, p.status, p.header.Get("Location"))
+		}
+	}
+	for _, path := range []string{"/console/catalog/xss.pay/1.2.0", "/console/access/keys", "/console/access/keys/revoke"} {
+		if p := b.post(path, w.base, url.Values{"action": {"retire"}}); p.status != http.StatusUnauthorized {
+			t.Errorf("POST %s without a session: %d", path, p.status)
+		}
+	}
+}
+
+// A person the API refuses is refused by the console, in the API's words,
+// and a form from elsewhere changes nothing.
+func TestSectionsRefuseWhomTheAPIRefuses(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.seed(t)
+	tests := []struct {
+		name, who, apiMethod, apiPath, page string
+	}{
+		{"an approver reads no audit trail", "fin", "GET", "/v1/audit/events", "/console/audit"},
+		{"an approver reads no audit event", "fin", "GET", "/v1/audit/events", "/console/audit/aud_mine"},
+		{"an approver lists no keys", "fin", "GET", "/v1/keys", "/console/access/keys"},
+	}
+	for _, tt := range tests {
+		status, body := w.api(tt.apiMethod, tt.apiPath, w.keys[tt.who], "")
+		if status != http.StatusForbidden {
+			t.Fatalf("%s: the API answered %d %v", tt.name, status, body)
+		}
+		said := refusal(t, body)
+		b := w.browser()
+		b.signIn(tt.who)
+		if p := b.get(tt.page); p.status != http.StatusForbidden || !strings.Contains(p.body, ">denied<") || !strings.Contains(p.body, escape(said)) {
+			t.Errorf("%s: %d; want the API's refusal %q: %s", tt.name, p.status, said, p.body)
+		}
+	}
+
+	// An auditor lists keys and mints none: the form is not offered, and
+	// sent anyway it is refused as the API refuses it.
+	status, body := w.api("POST", "/v1/keys", w.keys["grace"], `{"kind":"person","subject":"x"}`)
+	if status != http.StatusForbidden {
+		t.Fatalf("the API let an auditor mint: %d %v", status, body)
+	}
+	said := refusal(t, body)
+	grace := w.browser()
+	grace.signIn("grace")
+	keys := grace.get("/console/access/keys")
+	if keys.status != http.StatusOK || strings.Contains(keys.body, "Mint a key") || strings.Contains(keys.body, ">Revoke<") {
+		t.Fatalf("the auditor's keys page: %d %s", keys.status, keys.body)
+	}
+	p := grace.post("/console/access/keys", w.base, url.Values{"csrf": {keys.csrf(t)}, "kind": {"person"}, "subject": {"x"}})
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, escape(said)) {
+		t.Errorf("an auditor minting: %d %s; want %q", p.status, p.body, said)
+	}
+	// Reviews are a platform_admin's: an auditor's approval is refused
+	// in the catalogue service's words, and the version stays in review.
+	card := grace.get("/console/catalog/xss.paymine/1.2.0")
+	p = grace.post("/console/catalog/xss.paymine/1.2.0", w.base, url.Values{"csrf": {card.csrf(t)}, "action": {"approve"}})
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, "versions are reviewed by a platform_admin") {
+		t.Errorf("an auditor approving a version: %d %s", p.status, p.body)
+	}
+	// Changing grants is not the auditor's, reading them is.
+	if p := grace.get("/console/access"); p.status != http.StatusOK || !strings.Contains(p.body, escape(xssAgent+"mine")) {
+		t.Errorf("the auditor's access page: %d %s", p.status, p.body)
+	}
+	// An approver reads no grants.
+	fin := w.browser()
+	fin.signIn("fin")
+	if p := fin.get("/console/access"); p.status != http.StatusForbidden {
+		t.Errorf("an approver's access page: %d", p.status)
+	}
+	// A form from another origin is refused before anything is done.
+	root := w.browser()
+	root.signIn("root")
+	keys = root.get("/console/access/keys")
+	if p := root.post("/console/access/keys", "https://evil.example", url.Values{"csrf": {keys.csrf(t)}, "kind": {"person"}, "subject": {"x"}}); p.status != http.StatusForbidden {
+		t.Errorf("a mint from elsewhere: %d %s", p.status, p.body)
+	}
+	if p := root.post("/console/access/keys", w.base, url.Values{"csrf": {"forged"}, "kind": {"person"}, "subject": {"x"}}); p.status != http.StatusForbidden {
+		t.Errorf("a mint with a forged token: %d %s", p.status, p.body)
+	}
+}
+
+// Nothing of another organization shows on any page, and its event is
+// not found; what a tool's author, an agent or a caller wrote is shown as
+// text.
+func TestSectionsShowOnlyTheOrganizationAsText(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	id := w.seed(t)
+	root := w.browser()
+	root.signIn("root")
+	pages := map[string]string{
+		"audit": "/console/audit", "event": "/console/audit/" + id, "search": "/console/audit?outcome=error&agent=" + url.QueryEscape(xssAgent+"mine"),
+		"catalog": "/console/catalog", "queue": "/console/catalog?state=in_review", "version": "/console/catalog/xss.paymine/1.2.0?against=1.0.0",
+		"access": "/console/access", "explain": "/console/access/explain?agent=" + url.QueryEscape(xssAgent+"mine"), "keys": "/console/access/keys",
+	}
+	for name, path := range pages {
+		p := root.get(path)
+		if p.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", name, p.status, p.body)
+		}
+		wantHeaders(t, name, p)
+		for _, theirs := range []string{"theirs", other} {
+			if strings.Contains(p.body, theirs) {
+				t.Errorf("%s shows %q of the other organization", name, theirs)
+			}
+		}
+		for _, raw := range []string{"<script>alert", "<img"} {
+			if strings.Contains(p.body, raw) {
+				t.Errorf("%s holds %q unescaped", name, raw)
+			}
+		}
+		if name != "keys" && name != "queue" && !strings.Contains(p.body, "mine") {
+			t.Errorf("%s does not show the organization's own: %s", name, p.body)
+		}
+	}
+	if p := root.get("/console/audit/" + id); !strings.Contains(p.body, escape(xssAgent+"mine")) || !strings.Contains(p.body, escape(xssNote)) {
+		t.Errorf("the event does not show its agent and reason as text: %s", p.body)
+	}
+	if p := root.get("/console/catalog/xss.paymine/1.2.0?against=1.0.0"); !strings.Contains(p.body, "needs") {
+		t.Errorf("the version page shows no compatibility report: %s", p.body)
+	}
+	for _, path := range []string{"/console/audit/aud_theirs", "/console/catalog/xss.paytheirs/1.2.0"} {
+		if p := root.get(path); p.status != http.StatusNotFound {
+			t.Errorf("%s of the other organization: %d", path, p.status)
+		}
+	}
+	// The search narrows as the trail does: no event of the user, none
+	// before the range.
+	if p := root.get("/console/audit?user=nobody"); strings.Contains(p.body, id) {
+		t.Errorf("a search for another user shows the event")
+	}
+	if p := root.get("/console/audit?until=2000-01-01T00:00"); strings.Contains(p.body, id) {
+		t.Errorf("a search before the event shows it")
+	}
+	if p := root.get("/console/audit?since=yesterday"); p.status != http.StatusBadRequest {
+		t.Errorf("a time that is not one: %d", p.status)
+	}
+}
+
+// A version moves through its lifecycle from its page: a platform_admin
+// approves it out of the review queue, then deprecates it with a sunset
+// and a replacement, then retires it.
+func TestVersionsAreReviewedDeprecatedAndRetired(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.seed(t)
+	root := w.browser()
+	root.signIn("root")
+	const at = "/console/catalog/xss.paymine/1.2.0"
+	step := func(form url.Values, want toolplane.VersionState) {
+		t.Helper()
+		card := root.get(at)
+		form.Set("csrf", card.csrf(t))
+		if p := root.post(at, w.base, form); p.status != http.StatusSeeOther {
+			t.Fatalf("%v: %d %s", form, p.status, p.body)
+		}
+		v, err := w.store.GetToolVersion(context.Background(), org, "xss.paymine", "1.2.0")
+		if err != nil || v.State != want {
+			t.Fatalf("%v: the version is %v (%v), want %s", form, v.State, err, want)
+		}
+	}
+	step(url.Values{"action": {"approve"}}, toolplane.StateActive)
+	step(url.Values{"action": {"deprecate"}, "sunset": {"2030-01-01T00:00"}, "replacement": {"1.0.0"}}, toolplane.StateDeprecated)
+	step(url.Values{"action": {"retire"}}, toolplane.StateRetired)
+	card := root.get(at)
+	form := url.Values{"csrf": {card.csrf(t)}, "action": {"retire"}}
+	if p := root.post(at, w.base, form); p.status != http.StatusConflict || !strings.Contains(p.body, "invalid_transition") {
+		t.Errorf("retiring a retired version: %d %s", p.status, p.body)
+	}
+}
+
+var secretShown = regexp.MustCompile(`<pre class="secret">([^<]+)</pre>`)
+
+// A key minted in the console is shown once, on the answer to the form,
+// never stored and never cached, and not on any later page; revoked, the
+// API refuses it.
+func TestAMintedKeyIsShownOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	root := w.browser()
+	root.signIn("root")
+	keys := root.get("/console/access/keys")
+	p := root.post("/console/access/keys", w.base, url.Values{"csrf": {keys.csrf(t)}, "kind": {"person"}, "subject": {"newcomer"},
+		"roles": {toolplane.RoleAuditor}, "label": {"laptop"}})
+	m := secretShown.FindStringSubmatch(p.body)
+	if p.status != http.StatusCreated || m == nil {
+		t.Fatalf("mint: %d %s", p.status, p.body)
+	}
+	if p.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("the minted key's page may be cached: %q", p.header.Get("Cache-Control"))
+	}
+	secret := htmlUnescape(m[1])
+	status, body := w.api("GET", "/v1/audit/events", secret, "")
+	if status != http.StatusOK {
+		t.Fatalf("the minted key does not work: %d %v", status, body)
+	}
+	later := map[string]page{"keys": root.get("/console/access/keys"), "audit": root.get("/console/audit")}
+	for name, lp := range later {
+		if strings.Contains(lp.body, secret) || secretShown.MatchString(lp.body) {
+			t.Errorf("the %s page shows the secret again", name)
+		}
+	}
+	if !strings.Contains(later["keys"].body, "newcomer") {
+		t.Errorf("the keys page does not list the new key: %s", later["keys"].body)
+	}
+	creds, _, err := w.store.ListCredentials(context.Background(), org, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var credID string
+	for _, c := range creds {
+		if c.Subject == "newcomer" {
+			credID = c.ID
+			if strings.Contains(string(c.Hash), secret) {
+				t.Errorf("the secret is stored")
+			}
+		}
+	}
+	keys = root.get("/console/access/keys")
+	p = root.post("/console/access/keys/revoke", w.base, url.Values{"csrf": {keys.csrf(t)}, "id": {credID}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("revoke: %d %s", p.status, p.body)
+	}
+	if status, _ := w.api("GET", "/v1/audit/events", secret, ""); status != http.StatusUnauthorized {
+		t.Errorf("the revoked key still works: %d", status)
+	}
+	if p := root.get(p.header.Get("Location")); !strings.Contains(p.body, "is revoked") || strings.Contains(p.body, secret) {
+		t.Errorf("after revoking: %s", p.body)
+	}
+}
