@@ -74,7 +74,7 @@ type world struct {
 	// keys by name: agent (xssAgent), frontDesk (an agent acting for
 	// users), fin (approver in group finance), ada (approver in no
 	// group), bob (approver, the person a call is asked for), grace
-	// (auditor).
+	// (auditor), root (platform_admin), oliver (agent_operator).
 	keys map[string]string
 }
 
