@@ -67,6 +67,7 @@ type explainPage struct {
 	frame
 	Agent string
 	Lines []authz.Why
+	Keys  []authz.AgentKey
 	Asked bool
 }
 
@@ -82,6 +83,11 @@ func (c *Console) explainPage(w http.ResponseWriter, r *http.Request, sess *sign
 		}
 		if v.Lines, err = svc.Explain(r.Context(), v.Agent, sess.Credential); err != nil {
 			return err
+		}
+		if c.cfg.Credentials != nil {
+			if v.Keys, err = authz.ExplainKeys(r.Context(), c.cfg.Credentials, v.Agent, c.cfg.Now(), sess.Credential); err != nil {
+				return err
+			}
 		}
 		v.Asked = true
 	} else if err := authz.MayExplain(sess.Credential); err != nil {

@@ -87,6 +87,9 @@ type Config struct {
 	Catalog *catalog.Service
 	Authz   *authz.Service
 	Keys    *apikey.Keys
+	// Credentials is where an explanation reads the agent's live keys
+	// (authz.ExplainKeys); without it the keys are not named.
+	Credentials authz.KeyLister
 	// Links, when set, checks and uses the signed one-click links
 	// notifications carry (see Links); without it a link is ignored.
 	Links Links

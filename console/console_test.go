@@ -148,7 +148,7 @@ func newWorld(t testing.TB) *world {
 	w.cat = catalog.New(catalog.Config{Store: w.store, Registry: reg, Logger: quiet})
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet}),
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store})})
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store})
 	if err != nil {
 		t.Fatal(err)
 	}

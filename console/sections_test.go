@@ -52,6 +52,12 @@ func (w *world) seed(t *testing.T) string {
 		Subject: "subject-theirs", Roles: []string{toolplane.RolePlatformAdmin}, Hash: apikey.Hash(sec), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	// The other organization's key of an agent of the same name.
+	id, sec, _ = apikey.New(toolplane.CredentialAgent)
+	if err := w.store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: other, Kind: toolplane.CredentialAgent,
+		Subject: xssAgent, Tools: []string{"theirs.*"}, Hash: apikey.Hash(sec), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
 	return "aud_mine"
 }
 
@@ -161,6 +167,7 @@ func TestSectionsShowOnlyTheOrganizationAsText(t *testing.T) {
 		"audit": "/console/audit", "event": "/console/audit/" + id, "search": "/console/audit?outcome=error&agent=" + url.QueryEscape(xssAgent+"mine"),
 		"catalog": "/console/catalog", "queue": "/console/catalog?state=in_review", "version": "/console/catalog/xss.paymine/1.2.0?against=1.0.0",
 		"access": "/console/access", "explain": "/console/access/explain?agent=" + url.QueryEscape(xssAgent+"mine"), "keys": "/console/access/keys",
+		"explain keys": "/console/access/explain?agent=" + url.QueryEscape(xssAgent),
 	}
 	for name, path := range pages {
 		p := root.get(path)
@@ -178,12 +185,17 @@ func TestSectionsShowOnlyTheOrganizationAsText(t *testing.T) {
 				t.Errorf("%s holds %q unescaped", name, raw)
 			}
 		}
-		if name != "keys" && name != "queue" && !strings.Contains(p.body, "mine") {
+		if name != "keys" && name != "queue" && name != "explain keys" && !strings.Contains(p.body, "mine") {
 			t.Errorf("%s does not show the organization's own: %s", name, p.body)
 		}
 	}
 	if p := root.get("/console/audit/" + id); !strings.Contains(p.body, escape(xssAgent+"mine")) || !strings.Contains(p.body, escape(xssNote)) {
 		t.Errorf("the event does not show its agent and reason as text: %s", p.body)
+	}
+	// The agent's own key narrows it to xss.*; the other organization's
+	// agent of the same name is not this one.
+	if p := root.get("/console/access/explain?agent=" + url.QueryEscape(xssAgent)); !strings.Contains(p.body, ": xss.*</li>") {
+		t.Errorf("the explanation does not name the agent's key: %s", p.body)
 	}
 	if p := root.get("/console/catalog/xss.paymine/1.2.0?against=1.0.0"); !strings.Contains(p.body, "needs") {
 		t.Errorf("the version page shows no compatibility report: %s", p.body)

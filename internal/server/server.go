@@ -680,7 +680,7 @@ func (s *Server) doors(svc *services) error {
 	// key revoked in either is refused at once on this node).
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, PublicURL: public, Logger: log,
 		Trail: audit.NewTrail(b.Store), Catalog: svc.cat, Authz: svc.grants,
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: b.Store, Cache: keys})})
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: b.Store, Cache: keys}), Credentials: b.Store})
 	if err != nil {
 		return &ConfigError{Field: "PublicURL", Err: err}
 	}
