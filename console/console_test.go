@@ -66,6 +66,8 @@ type world struct {
 	iv    *invoke.Invoker
 	base  string
 	links *links
+	// logs is what the server logged.
+	logs lockedBuffer
 	// cat is the catalogue the console's pages read.
 	cat *catalog.Service
 	// handler is the server's: a benchmark calls it without the network.
@@ -131,7 +133,9 @@ func newWorld(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.DiscardHandler)
+	// Everything the server logs is kept, so a test can tell a secret
+	// never reached a log.
+	quiet := slog.New(slog.NewTextHandler(&w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	approvals := approval.New(approval.Config{Store: w.store, TTL: time.Hour})
 	w.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: w.store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {

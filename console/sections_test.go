@@ -1,12 +1,14 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -305,7 +307,29 @@ func TestAMintedKeyIsShownOnce(t *testing.T) {
 	if status, _ := w.api("GET", "/v1/audit/events", secret, ""); status != http.StatusUnauthorized {
 		t.Errorf("the revoked key still works: %d", status)
 	}
+	// Neither the minting, nor its use, nor its refusal logged it.
+	if logs := w.logs.String(); strings.Contains(logs, secret) || !strings.Contains(logs, "level=") {
+		t.Errorf("the logs hold the secret, or nothing was logged at all (the test would prove nothing): %s", logs)
+	}
 	if p := root.get(p.header.Get("Location")); !strings.Contains(p.body, "is revoked") || strings.Contains(p.body, secret) {
 		t.Errorf("after revoking: %s", p.body)
 	}
+}
+
+// lockedBuffer is a log's destination that many goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
