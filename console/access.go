@@ -15,6 +15,7 @@ import (
 
 func (c *Console) accessRoutes(mux *http.ServeMux) {
 	mux.Handle("GET "+Path+"/access", c.page(c.accessPage))
+	mux.Handle("POST "+Path+"/access", c.action(c.accessAction))
 	mux.Handle("GET "+Path+"/access/explain", c.page(c.explainPage))
 	mux.Handle("GET "+Path+"/access/keys", c.page(c.keysPage))
 	mux.Handle("POST "+Path+"/access/keys", c.action(c.mintKey))
@@ -42,6 +43,11 @@ type accessPage struct {
 	Grants  []toolplane.Grant
 	Denies  []toolplane.Deny
 	Bundles []toolplane.Bundle
+	// Grant is set when the person may change grants and bundles
+	// (authz.MayGrant), Deny when they may add and lift denies
+	// (authz.MayDeny); the service decides again on each action.
+	Grant, Deny  bool
+	Action, CSRF string
 }
 
 func (c *Console) accessPage(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
@@ -49,7 +55,11 @@ func (c *Console) accessPage(w http.ResponseWriter, r *http.Request, sess *signi
 	if err != nil {
 		return err
 	}
-	v := accessPage{frame: c.frameFor(sess, "Access", "access")}
+	v := accessPage{frame: c.frameFor(sess, "Access", "access"), Action: c.path("/access"), CSRF: sess.CSRF,
+		Grant: authz.MayGrant(sess.Credential) == nil, Deny: authz.MayDeny(sess.Credential) == nil}
+	if done := r.URL.Query().Get("done"); done != "" {
+		v.Notice = "Done: the change is in force."
+	}
 	if v.Grants, err = svc.Grants(r.Context(), "", false, sess.Credential); err != nil {
 		return err
 	}
@@ -184,5 +194,41 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, sess *signin
 		return err
 	}
 	http.Redirect(w, r, c.path("/access/keys")+"?"+url.Values{"revoked": {cred.ID}}.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+// accessAction changes grants, denies and bundles, each through the
+// grants service, which decides who may.
+func (c *Console) accessAction(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
+	svc, err := c.grants()
+	if err != nil {
+		return err
+	}
+	ctx, by, field := r.Context(), sess.Credential, func(name string) string { return strings.TrimSpace(r.PostFormValue(name)) }
+	switch r.PostFormValue("action") {
+	case "grant":
+		g := &toolplane.Grant{AgentID: field("agent"), UserID: field("user"), Group: field("group"), Pattern: field("pattern"),
+			Bundle: field("bundle"), TenantScope: list(r.PostFormValue("tenants"))}
+		if s := field("expires"); s != "" {
+			if g.ExpiresAt, err = time.Parse(timeForm, s); err != nil {
+				return fmt.Errorf("%w: the expiry is a date and time, YYYY-MM-DDTHH:MM (UTC)", toolplane.ErrInvalid)
+			}
+		}
+		err = svc.AddGrant(ctx, g, by)
+	case "revoke-grant":
+		err = svc.RevokeGrant(ctx, field("id"), by)
+	case "deny":
+		err = svc.AddDeny(ctx, &toolplane.Deny{AgentID: field("agent"), Pattern: field("pattern"), Reason: field("reason")}, by)
+	case "lift-deny":
+		err = svc.LiftDeny(ctx, field("id"), by)
+	case "bundle":
+		err = svc.PutBundle(ctx, &toolplane.Bundle{Name: field("name"), Refs: list(r.PostFormValue("refs"))}, by)
+	default:
+		return fmt.Errorf("%w: the action is grant, revoke-grant, deny, lift-deny or bundle", toolplane.ErrInvalid)
+	}
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, c.path("/access")+"?done=1", http.StatusSeeOther)
 	return nil
 }

@@ -333,3 +333,67 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// Grants, denies and bundles change from the access page, through the
+// grants service: an agent_operator grants, revokes and saves bundles
+// but adds no deny; a platform_admin denies and lifts; an auditor reads
+// and is offered nothing.
+func TestAccessChangesGoThroughTheGrantsService(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	send := func(b *browser, form url.Values) page {
+		t.Helper()
+		p := b.get("/console/access")
+		form.Set("csrf", p.csrf(t))
+		return b.post("/console/access", w.base, form)
+	}
+	oliver, root, grace := w.browser(), w.browser(), w.browser()
+	oliver.signIn("oliver")
+	root.signIn("root")
+	grace.signIn("grace")
+
+	if p := send(oliver, url.Values{"action": {"grant"}, "agent": {"agent-new"}, "pattern": {"xss.*"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("grant: %d %s", p.status, p.body)
+	}
+	gs, err := w.store.ListGrants(ctx, org, "agent-new", false)
+	if err != nil || len(gs) != 1 || gs[0].GrantedBy != "oliver" {
+		t.Fatalf("the grant: %v %v", gs, err)
+	}
+	if p := send(oliver, url.Values{"action": {"bundle"}, "name": {"payments"}, "refs": {"xss.pay@^1.0.0, xss.slow@^1.0.0"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("bundle: %d %s", p.status, p.body)
+	}
+	if p := send(oliver, url.Values{"action": {"deny"}, "agent": {"*"}, "pattern": {"xss.pay"}, "reason": {"incident"}}); p.status != http.StatusForbidden ||
+		!strings.Contains(p.body, escape("denies are a platform_admin's")) {
+		t.Errorf("an agent_operator's deny: %d %s", p.status, p.body)
+	}
+	if p := send(root, url.Values{"action": {"deny"}, "agent": {"*"}, "pattern": {"xss.pay"}, "reason": {xssNote}}); p.status != http.StatusSeeOther {
+		t.Fatalf("deny: %d %s", p.status, p.body)
+	}
+	ds, err := w.store.ListDenies(ctx, org)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("the deny: %v %v", ds, err)
+	}
+	page := grace.get("/console/access")
+	if page.status != http.StatusOK || strings.Contains(page.body, `name="action"`) || !strings.Contains(page.body, escape(xssNote)) || strings.Contains(page.body, "<img") {
+		t.Errorf("the auditor's access page offers a change, or does not show the deny as text: %s", page.body)
+	}
+	if p := grace.post("/console/access", w.base, url.Values{"csrf": {page.csrf(t)}, "action": {"revoke-grant"}, "id": {gs[0].ID}}); p.status != http.StatusForbidden {
+		t.Errorf("an auditor's revoke: %d %s", p.status, p.body)
+	}
+	if p := send(root, url.Values{"action": {"lift-deny"}, "id": {ds[0].ID}}); p.status != http.StatusSeeOther {
+		t.Fatalf("lift: %d %s", p.status, p.body)
+	}
+	if p := send(oliver, url.Values{"action": {"revoke-grant"}, "id": {gs[0].ID}}); p.status != http.StatusSeeOther {
+		t.Fatalf("revoke: %d %s", p.status, p.body)
+	}
+	if gs, _ := w.store.ListGrants(ctx, org, "agent-new", false); len(gs) != 0 {
+		t.Errorf("the revoked grant is live: %v", gs)
+	}
+	if ds, _ := w.store.ListDenies(ctx, org); len(ds) != 0 {
+		t.Errorf("the lifted deny stays: %v", ds)
+	}
+	if bs, _ := w.store.ListBundles(ctx, org); len(bs) != 1 || len(bs[0].Refs) != 2 {
+		t.Errorf("the bundle: %v", bs)
+	}
+}
