@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,9 @@ func (c *Console) catalogList(w http.ResponseWriter, r *http.Request, sess *sign
 	v := catalogPage{frame: c.frameFor(sess, "Catalogue", "catalog"), Name: strings.TrimSpace(q.Get("name")),
 		State: toolplane.VersionState(q.Get("state")), States: versionStates}
 	f := toolplane.VersionFilter{Name: v.Name}
+	if v.State != "" && !slices.Contains(versionStates, v.State) {
+		return fmt.Errorf("%w: no version state %q", toolplane.ErrInvalid, v.State)
+	}
 	if v.State != "" {
 		f.States = []toolplane.VersionState{v.State}
 		if v.State == toolplane.StateInReview {
