@@ -147,6 +147,11 @@ func (c *Console) catalogAction(w http.ResponseWriter, r *http.Request, sess *si
 	if err != nil {
 		return err
 	}
+	// As the API: a person who can change no version is refused before
+	// the form is read, in the catalogue's words for that.
+	if err := catalog.MayChange(sess.Credential); err != nil {
+		return err
+	}
 	ctx, name, version := r.Context(), r.PathValue("name"), r.PathValue("version")
 	note := strings.TrimSpace(r.PostFormValue("note"))
 	if len(note) > maxNote {

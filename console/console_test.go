@@ -68,8 +68,11 @@ type world struct {
 	links *links
 	// logs is what the server logged.
 	logs lockedBuffer
-	// cat is the catalogue the console's pages read.
-	cat *catalog.Service
+	// reg, cat and grants are the registry, the catalogue and the grants
+	// the console's pages read.
+	reg    *registry.Registry
+	cat    *catalog.Service
+	grants *authz.Service
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
 	paid    sync.Map // the accounts xss.pay's handler was called for
@@ -149,9 +152,11 @@ func newWorld(t testing.TB) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.reg = reg
 	w.cat = catalog.New(catalog.Config{Store: w.store, Registry: reg, Logger: quiet})
+	w.grants = authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet})
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Logger: quiet,
-		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet}),
+		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store})
 	if err != nil {
 		t.Fatal(err)

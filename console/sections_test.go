@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/httpapi"
 )
 
 // other is the second organization of the tests: nothing of it may show
@@ -128,10 +132,10 @@ func TestSectionsRefuseWhomTheAPIRefuses(t *testing.T) {
 		t.Errorf("an auditor minting: %d %s; want %q", p.status, p.body, said)
 	}
 	// Reviews are a platform_admin's: an auditor's approval is refused
-	// in the catalogue service's words, and the version stays in review.
+	// (in the API's words: TestCatalogueAndGrantsRefuseAsTheAPIDoes).
 	card := grace.get("/console/catalog/xss.paymine/1.2.0")
 	p = grace.post("/console/catalog/xss.paymine/1.2.0", w.base, url.Values{"csrf": {card.csrf(t)}, "action": {"approve"}})
-	if p.status != http.StatusForbidden || !strings.Contains(p.body, "versions are reviewed by a platform_admin") {
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, ">denied<") {
 		t.Errorf("an auditor approving a version: %d %s", p.status, p.body)
 	}
 	// Changing grants is not the auditor's, reading them is.
@@ -395,5 +399,90 @@ func TestAccessChangesGoThroughTheGrantsService(t *testing.T) {
 	}
 	if bs, _ := w.store.ListBundles(ctx, org); len(bs) != 1 || len(bs[0].Refs) != 2 {
 		t.Errorf("the bundle: %v", bs)
+	}
+}
+
+// registryAPI answers the REST API of the world's server with the
+// catalogue and grants routes, which the world's own API serves without:
+// the answers the console's are held to.
+func (w *world) registryAPI(t *testing.T) func(method, path, key, body string) (int, map[string]any) {
+	t.Helper()
+	layer := &door.Door{Invoker: w.iv, Registry: w.reg, Store: w.store, Log: slog.New(slog.DiscardHandler), Authz: w.grants}
+	api := &httpapi.Server{Door: layer, Store: w.store, Catalog: w.cat, Log: slog.New(slog.DiscardHandler)}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return func(method, path, key, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+}
+
+// The catalogue's and the grants' refusals are the API's, in its words:
+// an auditor approving a version, an agent_operator adding a deny, an
+// approver reading the catalogue.
+func TestCatalogueAndGrantsRefuseAsTheAPIDoes(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.seed(t)
+	rest := w.registryAPI(t)
+	tests := []struct {
+		name, who         string
+		method, apiPath   string
+		apiBody           string
+		page              string // a GET page, or the page whose form is sent
+		form              url.Values
+		wantConsoleStatus int
+	}{
+		{"an auditor approves a version", "grace", "POST", "/v1/registry/tools/xss.paymine/versions/1.2.0/approve", "",
+			"/console/catalog/xss.paymine/1.2.0", url.Values{"action": {"approve"}}, http.StatusForbidden},
+		{"an agent_operator denies", "oliver", "POST", "/v1/denies", `{"agent_id":"*","pattern":"xss.pay","reason":"incident"}`,
+			"/console/access", url.Values{"action": {"deny"}, "agent": {"*"}, "pattern": {"xss.pay"}, "reason": {"incident"}}, http.StatusForbidden},
+		{"an auditor revokes a grant", "grace", "POST", "/v1/grants/grt_mine/revoke", "",
+			"/console/access", url.Values{"action": {"revoke-grant"}, "id": {"grt_mine"}}, http.StatusForbidden},
+		{"an approver reads the grants", "fin", "GET", "/v1/grants", "", "/console/access", nil, http.StatusForbidden},
+		{"an auditor explains nothing wrong", "grace", "GET", "/v1/agents/x/explain", "", "/console/access/explain?agent=x", nil, http.StatusOK},
+		{"an approver explains", "fin", "GET", "/v1/agents/x/explain", "", "/console/access/explain?agent=x", nil, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		status, body := rest(tt.method, tt.apiPath, w.keys[tt.who], tt.apiBody)
+		if status != tt.wantConsoleStatus {
+			t.Fatalf("%s: the API answered %d %v", tt.name, status, body)
+		}
+		b := w.browser()
+		b.signIn(tt.who)
+		var p page
+		if tt.form == nil {
+			p = b.get(tt.page)
+		} else {
+			// The form as the page would send it, offered or not.
+			form := url.Values{"csrf": {b.get(tt.page).csrf(t)}}
+			for k, v := range tt.form {
+				form[k] = v
+			}
+			p = b.post(tt.page, w.base, form)
+		}
+		if p.status != tt.wantConsoleStatus {
+			t.Errorf("%s: the console answered %d, the API %d: %s", tt.name, p.status, status, p.body)
+			continue
+		}
+		if status == http.StatusForbidden {
+			e, _ := body["error"].(map[string]any)
+			said, _ := e["message"].(string)
+			if said == "" || !strings.Contains(p.body, escape(said)) {
+				t.Errorf("%s: the console does not say the API's %q: %s", tt.name, said, p.body)
+			}
+		}
+	}
+	if v, err := w.store.GetToolVersion(context.Background(), org, "xss.paymine", "1.2.0"); err != nil || v.State != toolplane.StateInReview {
+		t.Errorf("a refused review changed the version: %v %v", v, err)
 	}
 }
