@@ -194,8 +194,21 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, sess *signin.Se
 		return fmt.Errorf("%w: the reason is longer than %d bytes", toolplane.ErrInvalid, maxReason)
 	}
 	if token := r.PostFormValue("link"); token != "" && c.cfg.Links != nil {
-		// The link is used up before the answer is recorded: a replayed
-		// link is refused even when its first use was refused later.
+		// A person the service would refuse does not use the link up:
+		// the refusal is the same without it.
+		svc, err := c.approvals()
+		if err != nil {
+			return err
+		}
+		a, err := svc.Get(r.Context(), id, sess.Credential)
+		if err != nil {
+			return err
+		}
+		if err := approval.MayDecide(sess.Credential, a); err != nil {
+			return err
+		}
+		// The link is used up before the answer is recorded, so two
+		// answers sent with one link record one.
 		if err := c.cfg.Links.Use(r.Context(), token, id); err != nil {
 			return fmt.Errorf("%w: the link was used already, expired, or is not for this approval; open the approval from the inbox", toolplane.ErrConflict)
 		}

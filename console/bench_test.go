@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/canonical"
 )
 
@@ -19,10 +20,16 @@ import (
 // (the session read, the approval service's inbox, the page rendered)
 // with 10,000 approvals pending in the organization, a fifth of them
 // routed to the approver's group and a fifth to no group, on the embedded
-// store (a SQLite file). It reports the median and the 99th percentile
-// of the page's time besides the mean.
+// store (a SQLite file), and on PostgreSQL when the test server is set. It
+// reports the median and the 99th percentile of the page's time besides
+// the mean.
 func BenchmarkInbox(b *testing.B) {
-	w := newWorld(b)
+	for _, backend := range backends() {
+		b.Run(backend, func(b *testing.B) { benchInbox(b, newWorldOn(b, backend)) })
+	}
+}
+
+func benchInbox(b *testing.B, w *world) {
 	const pending = 10_000
 	ctx := context.Background()
 	groups := []string{"finance", "", "ops", "legal", "support"}
@@ -87,7 +94,7 @@ func BenchmarkAuditSearch(b *testing.B) {
 			Outcome: outcomes[i%len(outcomes)], ArgumentsHash: "sha256:0f3a", LatencyMicros: 900,
 			PolicyInput: []byte(`{"arguments":{"account":"[redacted]"},"tool":{"name":"xss.pay"}}`), CreatedAt: start.Add(time.Duration(i) * 500 * time.Millisecond)})
 		if len(batch) == cap(batch) {
-			if err := w.store.AppendAuditBatch(ctx, batch); err != nil {
+			if err := w.store.(audit.Batcher).AppendAuditBatch(ctx, batch); err != nil {
 				b.Fatal(err)
 			}
 			batch = batch[:0]

@@ -13,8 +13,9 @@
 // strict Content-Security-Policy, and the pages work without the script.
 //
 // Pages come in groups, one file each (approvals.go, uncertain.go, ...):
-// a group registers its routes in routes, and its templates live in
-// assets/<group>.html, parsed with the layout into one set.
+// a group registers its routes in routes and its entry of the navigation
+// in sections, and its templates live in assets/<group>.html, parsed with
+// the layout (assets/layout.html: "top" and "bottom") into one set.
 package console
 
 import (
@@ -152,13 +153,27 @@ func (c *Console) Handler() http.Handler {
 	return headers(mux)
 }
 
-// routes registers every page group's routes. A new group adds its line.
+// routes registers every page group's routes. A new group adds its line
+// here and its section to sections.
 func (c *Console) routes(mux *http.ServeMux) {
 	c.approvalRoutes(mux)
 	c.uncertainRoutes(mux)
 	c.auditRoutes(mux)
 	c.catalogRoutes(mux)
 	c.accessRoutes(mux)
+}
+
+// section is an entry of the navigation: a page group's name (its path
+// under the console, and the Nav its pages name) and title.
+type section struct{ Name, Title string }
+
+// sections are the navigation, in order.
+var sections = []section{
+	{"approvals", "Approvals"},
+	{"uncertain", "Uncertain actions"},
+	{"audit", "Audit"},
+	{"catalog", "Catalogue"},
+	{"access", "Access"},
 }
 
 // headers sets what every console answer carries: nobody caches it (the
@@ -211,13 +226,10 @@ func (c *Console) action(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		sess, err := c.cfg.People.Session(r)
-		switch {
-		case errors.Is(err, toolplane.ErrUnauthenticated):
-			// A POST cannot be replayed after sign-in: the person signs
-			// in and sends the form again from its page.
-			c.fail(w, r, nil, err)
-			return
-		case err != nil:
+		if err != nil {
+			// Signed out, the page answers with a link to sign in: a POST
+			// is not carried through the sign-in, so the person sends the
+			// form again from its page.
 			c.fail(w, r, nil, err)
 			return
 		}
@@ -245,8 +257,10 @@ func (c *Console) path(p string) string { return c.base + Path + p }
 type frame struct {
 	Title   string
 	Session *signin.Session
-	// Nav is the section the page belongs to ("approvals", ...).
-	Nav string
+	// Nav is the section the page belongs to ("approvals", ...), among
+	// Sections.
+	Nav      string
+	Sections []section
 	// Base is the console's root path, Assets its files', SignOut the
 	// sign-out form's action.
 	Base, Assets, SignOut string
@@ -256,7 +270,7 @@ type frame struct {
 
 // frameFor answers the frame of a page titled title in section nav.
 func (c *Console) frameFor(sess *signin.Session, title, nav string) frame {
-	return frame{Title: title, Session: sess, Nav: nav, Base: c.path(""), Assets: c.path("/assets"),
+	return frame{Title: title, Session: sess, Nav: nav, Sections: sections, Base: c.path(""), Assets: c.path("/assets"),
 		SignOut: c.base + signin.Path + "/out"}
 }
 

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
@@ -34,10 +37,11 @@ import (
 	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
-	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
@@ -62,7 +66,9 @@ type payIn struct {
 // SQLite file, on loopback, with the people and agents the tests act as.
 type world struct {
 	t     testing.TB
-	store *sqlite.Store
+	store toolplane.Store
+	// db is the SQLite store's database (nil on PostgreSQL).
+	db    *sql.DB
 	iv    *invoke.Invoker
 	base  string
 	links *links
@@ -83,10 +89,37 @@ type world struct {
 	keys map[string]string
 }
 
-func newWorld(t testing.TB) *world {
+// backends are the stores a test runs the console on: a SQLite file
+// always, PostgreSQL when the test server is set.
+func backends() []string {
+	if _, ok := pgtest.LookupDSN(); ok {
+		return []string{"sqlite", "postgres"}
+	}
+	return []string{"sqlite"}
+}
+
+func newWorld(t testing.TB) *world { return newWorldOn(t, "sqlite") }
+
+// newWorldOn is newWorld on backend ("sqlite" or "postgres", a schema of
+// the test's own).
+func newWorldOn(t testing.TB, backend string) *world {
 	t.Helper()
 	w := &world{t: t, links: &links{used: map[string]bool{}}, keys: map[string]string{}}
-	w.store = sqlitetest.Open(t, filepath.Join(t.TempDir(), "toolplane.db"))
+	switch backend {
+	case "postgres":
+		pool, err := pgxpool.New(context.Background(), pgtest.SchemaDSN(t, pgtest.DSN(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		pg := postgres.New(pool)
+		if err := pg.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		w.store = pg
+	default:
+		w.store, w.db = sqlitetest.OpenDB(t, filepath.Join(t.TempDir(), "toolplane.db"))
+	}
 
 	pay, err := handler.Define[payIn, map[string]any](toolplane.Definition{
 		Name: "xss.pay", Version: "1.2.0", Description: xssDescription, Kind: toolplane.KindInternal,
@@ -211,7 +244,7 @@ func keyring(t testing.TB) *secret.Keyring {
 	return keys
 }
 
-func mint(t testing.TB, s *sqlite.Store, kind toolplane.CredentialKind, subject string, roles, tools []string) string {
+func mint(t testing.TB, s toolplane.Store, kind toolplane.CredentialKind, subject string, roles, tools []string) string {
 	t.Helper()
 	id, sec, err := apikey.New(kind)
 	if err != nil {
@@ -368,6 +401,12 @@ func (l *links) mint(approvalID string) string {
 	token := rand.Text()
 	l.for_[token] = approvalID
 	return token
+}
+
+func (l *links) wasUsed(token string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.used[token]
 }
 
 func (l *links) Check(_ context.Context, token, approvalID string) error {

@@ -2,10 +2,14 @@ package console_test
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/console"
@@ -80,13 +84,15 @@ func TestFormsFromElsewhereAreRefused(t *testing.T) {
 	b := w.browser()
 	b.signIn("fin")
 	token := b.get("/console/approvals/" + id).csrf(t)
+	other := w.browser()
+	otherToken := other.signIn("fin").csrf(t)
 	tests := []struct {
 		name   string
 		origin string
 		form   url.Values
 	}{
 		{"no CSRF token", w.base, url.Values{"decision": {"approve"}}},
-		{"another session's token", w.base, url.Values{"decision": {"approve"}, "csrf": {"x" + token[1:]}}},
+		{"another session's token", w.base, url.Values{"decision": {"approve"}, "csrf": {otherToken}}},
 		{"another origin", "https://evil.example", url.Values{"decision": {"approve"}, "csrf": {token}}},
 	}
 	for _, tt := range tests {
@@ -120,7 +126,15 @@ func refusal(t *testing.T, body map[string]any) string {
 // for. Neither is shown it in their inbox; a member of the group is.
 func TestTheConsoleRefusesWhomTheAPIRefuses(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testRefusals(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func testRefusals(t *testing.T, w *world) {
 	forBob := w.file("frontDesk", "run-bob", "bob")
 	tests := []struct {
 		name, who, id string
@@ -222,7 +236,15 @@ func TestPayloadsAreRenderedInert(t *testing.T) {
 // agent's call with the approval runs, once, with the real arguments.
 func TestApprovingInTheConsoleCompletesTheCall(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testApproving(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func testApproving(t *testing.T, w *world) {
 	id := w.file("agent", "run-1", "")
 	b := w.browser()
 	b.signIn("fin")
@@ -285,10 +307,19 @@ func TestOneClickLinksOpenAConfirmation(t *testing.T) {
 			t.Errorf("a %s link: %s", name, p.body)
 		}
 	}
+	// An approver outside the approval's group is refused as without the
+	// link, and does not use it up.
+	ada := w.browser()
+	ada.signIn("ada")
+	adaCard := ada.get("/console/approvals/" + id + "?link=" + token)
+	refused := ada.post("/console/approvals/"+id, w.base, url.Values{"csrf": {adaCard.csrf(t)}, "decision": {"approve"}, "link": {token}})
+	if refused.status != http.StatusForbidden || w.links.wasUsed(token) {
+		t.Fatalf("an approver outside the group with the link: %d, used %v", refused.status, w.links.wasUsed(token))
+	}
 	if p := b.decide(id, "approve", "", url.Values{"link": {token}}); p.status != http.StatusSeeOther {
 		t.Fatalf("the decision with the link: %d %s", p.status, p.body)
 	}
-	if !w.links.used[token] {
+	if !w.links.wasUsed(token) {
 		t.Error("the link was not used up")
 	}
 	// Replayed, on another approval the person may answer: refused, and
@@ -347,5 +378,70 @@ func TestUncertainActionsAreReconciled(t *testing.T) {
 	cs, _, err := w.iv.Uncertain(context.Background(), "", 10, &toolplane.Credential{OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: "x", Roles: []string{toolplane.RoleAuditor}})
 	if err != nil || len(cs) != 0 {
 		t.Errorf("still uncertain: %d %v", len(cs), err)
+	}
+}
+
+// A fault is a page with the stable code and the request's id, naming
+// nothing of its cause.
+func TestAFaultNamesNothingOfItsCause(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	b := w.browser()
+	b.signIn("fin")
+	if err := w.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/console/approvals")
+	if p.status != http.StatusInternalServerError || !strings.Contains(p.body, "internal_error") || !strings.Contains(p.body, "Request req_") {
+		t.Fatalf("a closed database: %d %s", p.status, p.body)
+	}
+	for _, cause := range []string{"sql", "closed", "database", "sqlite", ".go:"} {
+		if strings.Contains(strings.ToLower(p.body), cause) {
+			t.Errorf("the page names %q: %s", cause, p.body)
+		}
+	}
+	wantHeaders(t, "a fault", p)
+}
+
+// The inbox pages newest first, by the cursor the service answers, and
+// the history shows another state; an unknown state is the caller's
+// mistake.
+func TestTheInboxPages(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var ids []string
+	for i := range 53 {
+		a := &toolplane.Approval{
+			ID: fmt.Sprintf("apr_page_%02d", i), OrganizationID: org, RunID: "run-1", Tool: "xss.pay", ToolVersion: "1.2.0",
+			Key: fmt.Sprintf("k%d", i), Arguments: []byte(`{}`), Invocation: []byte(`{}`), PrincipalID: "agent-x",
+			Status: toolplane.ApprovalPending, ApproverGroup: "finance",
+			CreatedAt: time.Now().Add(time.Duration(i-100) * time.Second), ExpiresAt: time.Now().Add(time.Hour),
+		}
+		if err := w.store.InsertApproval(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+	}
+	b := w.browser()
+	first := b.signIn("fin")
+	if n := strings.Count(first.body, `<article class="card">`); n != 50 || !strings.Contains(first.body, ids[52]) || strings.Contains(first.body, ids[2]+"<") {
+		t.Fatalf("first page: %d approvals: %s", n, first.body)
+	}
+	m := regexp.MustCompile(`href="([^"]+)">Older`).FindStringSubmatch(first.body)
+	if m == nil {
+		t.Fatalf("no link to the next page: %s", first.body)
+	}
+	second := b.get(html.UnescapeString(m[1]))
+	if n := strings.Count(second.body, `<article class="card">`); n != 3 || !strings.Contains(second.body, ids[0]) || strings.Contains(second.body, ">Older<") {
+		t.Errorf("second page: %d approvals: %s", n, second.body)
+	}
+	if p := b.get("/console/approvals?status=expired"); p.status != http.StatusOK || !strings.Contains(p.body, "No approvals expired") {
+		t.Errorf("the history of expired approvals: %d %s", p.status, p.body)
+	}
+	if p := b.get("/console/approvals?status=bogus"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "invalid_request") {
+		t.Errorf("an unknown state: %d %s", p.status, p.body)
+	}
+	if p := b.get("/console/approvals?cursor=bogus"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "invalid_request") {
+		t.Errorf("a bad cursor: %d %s", p.status, p.body)
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
@@ -42,10 +44,9 @@ type uncertainPage struct {
 	Codes []toolplane.Code
 }
 
-// failureCodes are the codes a definite failure may carry (a tool's own
-// codes, as invoke.Reconcile accepts them).
-var failureCodes = []toolplane.Code{toolplane.CodeNotFound, toolplane.CodeConflict, toolplane.CodeInvalidInput,
-	toolplane.CodeUnavailable, toolplane.CodeRetryableUpstream}
+// failureCodes are the codes a definite failure may carry: a tool's own
+// codes (handler.ToolCode), which invoke.Reconcile accepts.
+var failureCodes = slices.DeleteFunc(slices.Clone(toolplane.Codes), func(c toolplane.Code) bool { return !handler.ToolCode(c) })
 
 func (c *Console) uncertainList(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
 	cs, next, err := c.cfg.Invoker.Uncertain(r.Context(), r.URL.Query().Get("cursor"), pageSize, sess.Credential)
