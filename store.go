@@ -278,15 +278,29 @@ type AuditStore interface {
 	AppendAudit(ctx context.Context, e *AuditEvent) error
 	// ListAudit answers events newest first, before the cursor.
 	ListAudit(ctx context.Context, org string, filter AuditFilter, after string, limit int) ([]AuditEvent, string, error)
+	// GetAudit answers the organization's event with that ID, or an
+	// error wrapping ErrNotFound (another organization's event included).
+	GetAudit(ctx context.Context, org, id string) (*AuditEvent, error)
 }
 
 // AuditFilter narrows an audit query; empty fields match everything.
 type AuditFilter struct {
 	RunID   string
 	AgentID string
+	UserID  string
 	Tool    string
 	Outcome string
+	// Outcomes, when set, matches an event whose outcome is any of them
+	// (every error code, say), beside Outcome.
+	Outcomes []string
+	// Since and Until bound when the event happened: at or after Since,
+	// before Until; a zero time does not bound.
+	Since, Until time.Time
 }
+
+// MaxAuditOutcomes bounds AuditFilter.Outcomes: a query's conditions are
+// the server's choice, never a caller's list of any length.
+const MaxAuditOutcomes = 64
 
 // CredentialStore is the storage of API keys' stored forms (Credential).
 //

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
 )
@@ -244,6 +246,7 @@ var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized 
 // Reader is where the trail is read from.
 type Reader interface {
 	ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error)
+	GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error)
 }
 
 // Trail reads the audit trail for the people who may read it, so every
@@ -272,9 +275,62 @@ func (t *Trail) List(ctx context.Context, f toolplane.AuditFilter, after string,
 	if err := MayRead(by); err != nil {
 		return nil, "", err
 	}
+	if err := checkFilter(f); err != nil {
+		return nil, "", err
+	}
 	evs, next, err := t.store.ListAudit(ctx, by.OrganizationID, f, after, limit)
 	if err != nil {
 		return nil, "", fmt.Errorf("list the audit trail: %w", err)
 	}
 	return evs, next, nil
+}
+
+// checkFilter refuses a filter no stored event could match the way it
+// reads: a value longer than any stored one, text a store cannot hold (a
+// database would answer an error, not "no events"), more outcomes than a
+// query takes, or a time range ending before it starts.
+func checkFilter(f toolplane.AuditFilter) error {
+	fields := []struct {
+		name, v string
+		max     int
+	}{{"run_id", f.RunID, toolplane.MaxRunLen}, {"agent_id", f.AgentID, toolplane.MaxRefLen}, {"user_id", f.UserID, toolplane.MaxRefLen},
+		{"tool", f.Tool, toolplane.MaxNameLen}, {"outcome", f.Outcome, toolplane.MaxRefLen}}
+	if len(f.Outcomes) > toolplane.MaxAuditOutcomes {
+		return fmt.Errorf("%w: at most %d outcomes", toolplane.ErrInvalid, toolplane.MaxAuditOutcomes)
+	}
+	for _, o := range f.Outcomes {
+		fields = append(fields, struct {
+			name, v string
+			max     int
+		}{"outcomes", o, toolplane.MaxRefLen})
+	}
+	for _, fd := range fields {
+		if err := toolplane.CheckLen(fd.name, fd.v, fd.max); err != nil {
+			return err
+		}
+		if !utf8.ValidString(fd.v) || strings.ContainsRune(fd.v, 0) {
+			return fmt.Errorf("%w: %s is plain text: UTF-8 without NUL bytes", toolplane.ErrInvalid, fd.name)
+		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
+		return fmt.Errorf("%w: the time range ends before it starts", toolplane.ErrInvalid)
+	}
+	return nil
+}
+
+// Get answers one event of the caller's organization, to an auditor
+// (MayRead); an event of another organization is not found
+// (toolplane.ErrNotFound), so its existence is not disclosed.
+func (t *Trail) Get(ctx context.Context, id string, by *toolplane.Credential) (*toolplane.AuditEvent, error) {
+	if err := MayRead(by); err != nil {
+		return nil, err
+	}
+	if err := toolplane.CheckLen("event id", id, toolplane.MaxRefLen); err != nil {
+		return nil, err
+	}
+	ev, err := t.store.GetAudit(ctx, by.OrganizationID, id)
+	if err != nil {
+		return nil, fmt.Errorf("audit event %s: %w", id, err)
+	}
+	return ev, nil
 }

@@ -32,7 +32,11 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
@@ -76,6 +80,17 @@ type Config struct {
 	// PublicURL is where people reach the server; the console's links
 	// are under its path.
 	PublicURL string
+	// Trail, when set, serves the audit pages; Catalog the catalogue's;
+	// Authz and Keys the access pages (grants, denies, bundles and
+	// explain; API keys). A section whose service is not set answers
+	// that it is not enabled on this server, as the API does.
+	Trail   *audit.Trail
+	Catalog *catalog.Service
+	Authz   *authz.Service
+	Keys    *apikey.Keys
+	// Credentials is where an explanation reads the agent's live keys
+	// (authz.ExplainKeys); without it the keys are not named.
+	Credentials authz.KeyLister
 	// Links, when set, checks and uses the signed one-click links
 	// notifications carry (see Links); without it a link is ignored.
 	Links Links
@@ -147,6 +162,9 @@ func (c *Console) Handler() http.Handler {
 func (c *Console) routes(mux *http.ServeMux) {
 	c.approvalRoutes(mux)
 	c.uncertainRoutes(mux)
+	c.auditRoutes(mux)
+	c.catalogRoutes(mux)
+	c.accessRoutes(mux)
 	c.notificationRoutes(mux)
 }
 
@@ -158,6 +176,9 @@ type section struct{ Name, Title string }
 var sections = []section{
 	{"approvals", "Approvals"},
 	{"uncertain", "Uncertain actions"},
+	{"audit", "Audit"},
+	{"catalog", "Catalogue"},
+	{"access", "Access"},
 	{"notifications", "Notifications"},
 }
 
@@ -313,6 +334,9 @@ func problem(err error) httperr.Problem {
 	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired),
 		errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
 		return httperr.Problem{Code: httperr.Conflict, Message: err.Error()}
+	case errors.Is(err, catalog.ErrTransition) && !errors.Is(err, toolplane.ErrInvalid):
+		// As the API tells it: the version's state does not allow it.
+		return httperr.Problem{Code: httperr.InvalidTransition, Message: err.Error()}
 	case errors.Is(err, invoke.ErrBadReconciliation):
 		return httperr.Problem{Code: httperr.InvalidRequest, Message: err.Error()}
 	case errors.Is(err, context.Canceled):

@@ -27,6 +27,9 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
@@ -70,13 +73,20 @@ type world struct {
 	iv    *invoke.Invoker
 	base  string
 	links *links
+	// logs is what the server logged.
+	logs lockedBuffer
+	// reg, cat and grants are the registry, the catalogue and the grants
+	// the console's pages read.
+	reg    *registry.Registry
+	cat    *catalog.Service
+	grants *authz.Service
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
 	paid    sync.Map // the accounts xss.pay's handler was called for
 	// keys by name: agent (xssAgent), frontDesk (an agent acting for
 	// users), fin (approver in group finance), ada (approver in no
 	// group), bob (approver, the person a call is asked for), grace
-	// (auditor).
+	// (auditor), root (platform_admin), oliver (agent_operator).
 	keys map[string]string
 }
 
@@ -160,7 +170,9 @@ func newWorldOn(t testing.TB, backend string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.DiscardHandler)
+	// Everything the server logs is kept, so a test can tell a secret
+	// never reached a log.
+	quiet := slog.New(slog.NewTextHandler(&w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	approvals := approval.New(approval.Config{Store: w.store, TTL: time.Hour})
 	w.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: w.store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
@@ -178,7 +190,12 @@ func newWorldOn(t testing.TB, backend string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet})
+	w.reg = reg
+	w.cat = catalog.New(catalog.Config{Store: w.store, Registry: reg, Logger: quiet})
+	w.grants = authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet})
+	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
+		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +217,8 @@ func newWorldOn(t testing.TB, backend string) *world {
 	w.keys["ada"] = mint(t, w.store, toolplane.CredentialPerson, "ada", []string{toolplane.RoleApprover}, nil)
 	w.keys["bob"] = mint(t, w.store, toolplane.CredentialPerson, "bob", []string{toolplane.RoleApprover, "group:finance"}, nil)
 	w.keys["grace"] = mint(t, w.store, toolplane.CredentialPerson, "grace", []string{toolplane.RoleAuditor}, nil)
+	w.keys["root"] = mint(t, w.store, toolplane.CredentialPerson, "root", []string{toolplane.RolePlatformAdmin}, nil)
+	w.keys["oliver"] = mint(t, w.store, toolplane.CredentialPerson, "oliver", []string{toolplane.RoleAgentOperator}, nil)
 	return w
 }
 

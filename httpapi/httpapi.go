@@ -211,6 +211,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/uncertain", s.auth(s.listUncertain)},
 		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
 		{"GET", "/v1/audit/events", s.auth(s.listAudit)},
+		{"GET", "/v1/audit/events/{id}", s.auth(s.getAudit)},
 		{"POST", "/v1/keys", s.auth(s.createKey)},
 		{"GET", "/v1/keys", s.auth(s.listKeys)},
 		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},
@@ -670,7 +671,20 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	q := r.URL.Query()
-	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
+	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), UserID: q.Get("user_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
+	for _, t := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := q.Get(t.name); v != "" {
+			at, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				httperr.Send(w, r, httperr.InvalidRequest, t.name+" is a time in RFC 3339, such as 2026-07-01T08:00:00Z", t.name)
+				return
+			}
+			*t.to = at
+		}
+	}
 	evs, next, err := s.trail.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {
 		httperr.Fail(w, r, s.Log, err)
@@ -680,6 +694,18 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 		evs = []toolplane.AuditEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": evs, "next_cursor": next})
+}
+
+func (s *Server) getAudit(w http.ResponseWriter, r *http.Request, c caller) {
+	ev, err := s.trail.Get(r.Context(), r.PathValue("id"), c.cred)
+	if s.refused(w, r, err) {
+		return
+	}
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ev)
 }
 
 // nonNilNames answers list, or an empty list for nil, so a JSON answer

@@ -240,14 +240,14 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.InvalidRequest, "to: "+err.Error(), "to")
 		return
 	}
-	rep, err := compat.Classify(&from, &to)
+	cmp, err := catalog.Compare(&from, &to, c.cred)
 	if err != nil {
-		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
+		s.registryFail(w, r, err)
 		return
 	}
-	out := map[string]any{"required_bump": rep.Required.String(), "changes": rep.Changes}
-	if err := compat.Gate(&from, &to, rep); err != nil {
-		out["refused"] = err.Error()
+	out := map[string]any{"required_bump": cmp.Required.String(), "changes": cmp.Changes}
+	if cmp.Refused != "" {
+		out["refused"] = cmp.Refused
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -331,7 +331,7 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
-	ctx, org, agent := r.Context(), c.cred.OrganizationID, r.PathValue("agent")
+	ctx, agent := r.Context(), r.PathValue("agent")
 	lines, err := s.Door.Authz.Explain(ctx, agent, c.cred)
 	if err != nil {
 		s.registryFail(w, r, err)
@@ -340,35 +340,10 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, c caller) {
 	// Each live key of the agent narrows what it may call below the
 	// grants (or not, when it lists no tools): the answer names them, so
 	// "why can this key not call X" is answered here too.
-	type keyView struct {
-		ID    string   `json:"id"`
-		Label string   `json:"label"`
-		Tools []string `json:"tools"`
-	}
-	keys := []keyView{}
-	now := s.Now()
-	after := ""
-	for {
-		creds, next, err := s.Store.ListCredentials(ctx, org, after, 500)
-		if err != nil {
-			s.registryFail(w, r, err)
-			return
-		}
-		for i := range creds {
-			k := &creds[i]
-			if k.Kind != toolplane.CredentialAgent || k.Subject != agent || !k.RevokedAt.IsZero() || (!k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt)) {
-				continue
-			}
-			tools := k.Tools
-			if tools == nil {
-				tools = []string{}
-			}
-			keys = append(keys, keyView{ID: k.ID, Label: k.Label, Tools: tools})
-		}
-		if next == "" {
-			break
-		}
-		after = next
+	keys, err := authz.ExplainKeys(ctx, s.Store, agent, s.Now(), c.cred)
+	if err != nil {
+		s.registryFail(w, r, err)
+		return
 	}
 	if lines == nil {
 		lines = []authz.Why{}

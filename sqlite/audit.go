@@ -132,6 +132,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	for _, f := range []struct{ column, value string }{
 		{"run_id", filter.RunID},
 		{"agent_id", filter.AgentID},
+		{"user_id", filter.UserID},
 		{"tool", filter.Tool},
 		{"outcome", filter.Outcome},
 	} {
@@ -139,6 +140,23 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 			q.WriteString(` AND ` + f.column + ` = ?`)
 			args = append(args, f.value)
 		}
+	}
+	if len(filter.Outcomes) > toolplane.MaxAuditOutcomes {
+		return nil, "", fmt.Errorf("list audit: %w: at most %d outcomes", toolplane.ErrInvalid, toolplane.MaxAuditOutcomes)
+	}
+	if len(filter.Outcomes) > 0 {
+		q.WriteString(` AND outcome IN (?` + strings.Repeat(`, ?`, len(filter.Outcomes)-1) + `)`)
+		for _, o := range filter.Outcomes {
+			args = append(args, o)
+		}
+	}
+	if !filter.Since.IsZero() {
+		q.WriteString(` AND created_at >= ?`)
+		args = append(args, micros(filter.Since))
+	}
+	if !filter.Until.IsZero() {
+		q.WriteString(` AND created_at < ?`)
+		args = append(args, micros(filter.Until))
 	}
 	if after != "" {
 		createdAt, parts, err := cursor.Decode(after, cursor.Audit, 1)
@@ -165,4 +183,21 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 	out = out[:limit]
 	last := out[limit-1]
 	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
+}
+
+// GetAudit answers the organization's event with that ID, or an error
+// wrapping toolplane.ErrNotFound.
+func (s *Store) GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error) {
+	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE organization_id = ? AND id = ?`, org, id)
+	if err != nil {
+		return nil, fmt.Errorf("get audit %s: %w", id, err)
+	}
+	out, err := collect(rows, scanEvent)
+	if err != nil {
+		return nil, fmt.Errorf("get audit %s: %w", id, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("get audit %s: %w", id, toolplane.ErrNotFound)
+	}
+	return &out[0], nil
 }

@@ -17,6 +17,7 @@ var auditCases = []suiteCase{
 	{"AppendDuplicate", testAuditAppendDuplicate},
 	{"ListNewestFirst", testAuditListNewestFirst},
 	{"ListFilter", testAuditListFilter},
+	{"Get", testAuditGet},
 	{"PagingUnderConcurrentAppends", testAuditPagingUnderConcurrentAppends},
 }
 
@@ -141,8 +142,11 @@ func testAuditListFilter(t *testing.T, s toolplane.Store) {
 		for _, agent := range []string{"agent-a", "agent-b"} {
 			for _, tool := range []string{"crm.read", "crm.write"} {
 				for _, outcome := range []string{"ok", "denied", "approval_required"} {
-					e := fullEvent(org, fmt.Sprintf("ev-%02d", i), at(time.Duration(i%5)*time.Second))
+					// Some events only a microsecond apart, so a time
+					// bound is exact to the microsecond.
+					e := fullEvent(org, fmt.Sprintf("ev-%02d", i), at(time.Duration(i%5)*time.Second+time.Duration(i%2)*time.Microsecond))
 					e.RunID, e.AgentID, e.Tool, e.Outcome = run, agent, tool, outcome
+					e.UserID = []string{"user-ada", "user-bob", ""}[i%3]
 					appendAudit(t, s, e)
 					all = append(all, *e)
 					i++
@@ -165,16 +169,32 @@ func testAuditListFilter(t *testing.T, s toolplane.Store) {
 		{"every field", toolplane.AuditFilter{RunID: "run-1", AgentID: "agent-b", Tool: "crm.read", Outcome: "ok"}},
 		{"no match", toolplane.AuditFilter{RunID: "run-3"}},
 		{"no combination", toolplane.AuditFilter{Tool: "crm.read", Outcome: "ok", AgentID: "agent-c"}},
+		{"user", toolplane.AuditFilter{UserID: "user-bob"}},
+		{"user and tool", toolplane.AuditFilter{UserID: "user-ada", Tool: "crm.write"}},
+		{"any of outcomes", toolplane.AuditFilter{Outcomes: []string{"denied", "approval_required"}}},
+		{"one of outcomes", toolplane.AuditFilter{Outcomes: []string{"denied"}, AgentID: "agent-b"}},
+		{"outcome and outcomes", toolplane.AuditFilter{Outcome: "ok", Outcomes: []string{"denied"}}},
+		{"since", toolplane.AuditFilter{Since: at(3 * time.Second)}},
+		{"since a microsecond", toolplane.AuditFilter{Since: at(2*time.Second + time.Microsecond)}},
+		{"until", toolplane.AuditFilter{Until: at(2 * time.Second)}},
+		{"until a microsecond", toolplane.AuditFilter{Until: at(time.Second + time.Microsecond)}},
+		{"between", toolplane.AuditFilter{Since: at(time.Second), Until: at(3 * time.Second), Tool: "crm.read"}},
+		{"empty range", toolplane.AuditFilter{Since: at(3 * time.Second), Until: at(3 * time.Second)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var want []toolplane.AuditEvent
 			for _, e := range all {
-				f := tt.filter
+				f, when := tt.filter, stored(e.CreatedAt)
 				if (f.RunID == "" || f.RunID == e.RunID) && (f.AgentID == "" || f.AgentID == e.AgentID) &&
-					(f.Tool == "" || f.Tool == e.Tool) && (f.Outcome == "" || f.Outcome == e.Outcome) {
+					(f.UserID == "" || f.UserID == e.UserID) && (f.Tool == "" || f.Tool == e.Tool) &&
+					(f.Outcome == "" || f.Outcome == e.Outcome) && (len(f.Outcomes) == 0 || slices.Contains(f.Outcomes, e.Outcome)) &&
+					(f.Since.IsZero() || !when.Before(stored(f.Since))) && (f.Until.IsZero() || when.Before(stored(f.Until))) {
 					want = append(want, e)
 				}
+			}
+			if len(want) == 0 && !strings.HasPrefix(tt.name, "no ") && tt.name != "empty range" && tt.name != "outcome and outcomes" {
+				t.Fatalf("the case matches nothing: it tests nothing")
 			}
 			wantEvents(t, listAudit(t, s, org, tt.filter, 5), want)
 		})
@@ -229,6 +249,26 @@ func testAuditPagingUnderConcurrentAppends(t *testing.T, s toolplane.Store) {
 	for _, e := range seeded {
 		if seen[e.ID] != 1 {
 			t.Errorf("event %s skipped", e.ID)
+		}
+	}
+}
+
+func testAuditGet(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	full := fullEvent(org, "ev-full", at(time.Second))
+	zero := &toolplane.AuditEvent{ID: "ev-zero", OrganizationID: org, CreatedAt: base}
+	appendAudit(t, s, full)
+	appendAudit(t, s, zero)
+	for _, want := range []*toolplane.AuditEvent{full, zero} {
+		got, err := s.GetAudit(t.Context(), org, want.ID)
+		if err != nil {
+			t.Fatalf("GetAudit(%s) = %v", want.ID, err)
+		}
+		wantEvents(t, []toolplane.AuditEvent{*got}, []toolplane.AuditEvent{*want})
+	}
+	for _, id := range []string{"ev-none", "", "ev-\x00", "\xff"} {
+		if _, err := s.GetAudit(t.Context(), org, id); !errors.Is(err, toolplane.ErrNotFound) {
+			t.Errorf("GetAudit(%q) = %v, want ErrNotFound", id, err)
 		}
 	}
 }

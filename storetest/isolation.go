@@ -166,11 +166,17 @@ func testIsolationAudit(t *testing.T, s toolplane.Store) {
 		{Tool: a.Tool},
 		{Outcome: a.Outcome},
 		{RunID: a.RunID, AgentID: a.AgentID, Tool: a.Tool, Outcome: a.Outcome},
+		{UserID: a.UserID},
+		{Outcomes: []string{a.Outcome}},
+		{Since: base.Add(-time.Hour), Until: base.Add(time.Hour)},
 	}
 	for _, f := range filters {
 		if rows, next, err := s.ListAudit(t.Context(), orgB, f, "", maxLimit); err != nil || len(rows) != 0 || next != "" {
 			t.Errorf("ListAudit(%+v) as B = %d rows, %q, %v; want none", f, len(rows), next, err)
 		}
+	}
+	if e, err := s.GetAudit(t.Context(), orgB, a.ID); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("GetAudit(%s) as B = %v, %v; want ErrNotFound", a.ID, e, err)
 	}
 
 	b := fullEvent(orgB, a.ID, at(1))
@@ -178,6 +184,14 @@ func testIsolationAudit(t *testing.T, s toolplane.Store) {
 	appendAudit(t, s, b)
 	wantEvents(t, listAudit(t, s, orgA, toolplane.AuditFilter{}, maxLimit), []toolplane.AuditEvent{*a})
 	wantEvents(t, listAudit(t, s, orgB, toolplane.AuditFilter{}, maxLimit), []toolplane.AuditEvent{*b})
+	// The same ID in each organization is each one's own event.
+	for _, want := range []*toolplane.AuditEvent{a, b} {
+		got, err := s.GetAudit(t.Context(), want.OrganizationID, want.ID)
+		if err != nil {
+			t.Fatalf("GetAudit(%s) in %s = %v", want.ID, want.OrganizationID, err)
+		}
+		wantEvents(t, []toolplane.AuditEvent{*got}, []toolplane.AuditEvent{*want})
+	}
 }
 
 func testIsolationGrants(t *testing.T, s toolplane.Store) {

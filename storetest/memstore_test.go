@@ -502,13 +502,25 @@ func (m *memStore) ListAudit(_ context.Context, org string, f toolplane.AuditFil
 	var rows []toolplane.AuditEvent
 	for _, e := range m.audit {
 		if e.OrganizationID == org && (f.RunID == "" || f.RunID == e.RunID) && (f.AgentID == "" || f.AgentID == e.AgentID) &&
-			(f.Tool == "" || f.Tool == e.Tool) && (f.Outcome == "" || f.Outcome == e.Outcome) {
+			(f.UserID == "" || f.UserID == e.UserID) && (f.Tool == "" || f.Tool == e.Tool) && (f.Outcome == "" || f.Outcome == e.Outcome) &&
+			(len(f.Outcomes) == 0 || slices.Contains(f.Outcomes, e.Outcome)) &&
+			(f.Since.IsZero() || e.CreatedAt.UnixMicro() >= f.Since.UnixMicro()) && (f.Until.IsZero() || e.CreatedAt.UnixMicro() < f.Until.UnixMicro()) {
 			rows = append(rows, e)
 		}
 	}
 	return page(cursor.Audit, rows, func(e toolplane.AuditEvent) memCursor {
 		return memCursor{e.CreatedAt.UnixMicro(), e.ID, ""}
 	}, true, after, limit)
+}
+
+func (m *memStore) GetAudit(_ context.Context, org, id string) (*toolplane.AuditEvent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.audit[[2]string{org, id}]
+	if !ok {
+		return nil, toolplane.ErrNotFound
+	}
+	return &e, nil
 }
 
 func cloneNames(n []string) []string {

@@ -687,7 +687,12 @@ func (s *Server) doors(svc *services) error {
 	signIn := people.Handler()
 	mux.Handle(signin.Path+"/", signIn)
 	mux.Handle(signin.Path, signIn)
-	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes, PublicURL: public, Logger: log})
+	// The console reads and acts through the services the API does: the
+	// same trail, catalogue, grants, and keys over the same key cache (a
+	// key revoked in either is refused at once on this node).
+	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes, PublicURL: public, Logger: log,
+		Trail: audit.NewTrail(b.Store), Catalog: svc.cat, Authz: svc.grants,
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: b.Store, Cache: keys}), Credentials: b.Store})
 	if err != nil {
 		return &ConfigError{Field: "PublicURL", Err: err}
 	}
