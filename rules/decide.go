@@ -243,7 +243,10 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 func record(grants policy.Effect, req *policy.Request) string {
 	r := *req
 	secret := schema.SensitiveValues(req.Arguments, req.Tool.Sensitive)
-	if args, ok := digestText(boundary.Hide(boundary.Redact(req.Arguments), secret)).(map[string]any); ok {
+	// At their own pointers, sensitive values of every type are redacted
+	// (a number is not digested); copies elsewhere, as strings, are hidden.
+	own := schema.ReplaceAt(req.Arguments, req.Tool.Sensitive, boundary.Redacted)
+	if args, ok := digestText(boundary.Hide(boundary.Redact(own), secret)).(map[string]any); ok {
 		r.Arguments = args
 	}
 	if facts, ok := digestText(boundary.Hide(boundary.Redact(req.Facts), secret)).(map[string]any); ok {

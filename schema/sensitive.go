@@ -98,3 +98,46 @@ func collectStrings(v any, out *[]string) {
 		}
 	}
 }
+
+// ReplaceAt answers args with the value at each of the pointers paths (as
+// Sensitive answers them) replaced by with, whatever its type: a number,
+// a flag or a whole object marked x-sensitive is as secret as a string.
+// args itself is left as it was; only the maps and arrays on the way to a
+// replaced value are copied.
+func ReplaceAt(args any, paths []string, with any) any {
+	for _, p := range paths {
+		args = replaceAt(args, strings.Split(strings.TrimPrefix(p, "/"), "/"), with)
+	}
+	return args
+}
+
+func replaceAt(v any, toks []string, with any) any {
+	if len(toks) == 0 {
+		return with
+	}
+	tok := toks[0]
+	switch x := v.(type) {
+	case map[string]any:
+		name := unescape(tok)
+		sub, ok := x[name]
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = e
+		}
+		out[name] = replaceAt(sub, toks[1:], with)
+		return out
+	case []any:
+		if tok != "*" {
+			return v
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = replaceAt(e, toks[1:], with)
+		}
+		return out
+	}
+	return v
+}
