@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane/policy"
-	"github.com/toolplane/toolplane/policy/rego"
+	"github.com/toolplane/toolplane/policy/cedar"
 )
 
 // An approved call made in the background is decided on the same caller
@@ -23,7 +23,7 @@ func TestApprovedCallIsDecidedOnTheCallersRoles(t *testing.T) {
 	dir := t.TempDir()
 	e := &e2e{log: &lockedBuffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}}
 	e.cfg = Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), DataDir: dir, Demo: true,
-		PolicyEngines: []policy.Engine{rego.Engine{}}}
+		PolicyEngines: []policy.Engine{cedar.Engine{}}}
 	s, err := New(context.Background(), e.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -35,16 +35,14 @@ func TestApprovedCallIsDecidedOnTheCallersRoles(t *testing.T) {
 	t.Cleanup(func() { e.shutdown(t) })
 	e.admin = readCreds(t, dir)["TOOLPLANE_ADMIN_KEY"]
 
-	rules := `package toolplane.authz
+	rules := `@id("delegating-agents-note")
+permit (principal, action == Action::"call", resource == Tool::"demo.add_note")
+when { principal.roles.contains("act_for_users") };
 
-allow contains "delegating-agents-note" if {
-	input.tool.name == "demo.add_note"
-	"act_for_users" in input.principal.roles
-}
-
-approval contains {"rule": "notes-need-a-person", "reason": "a person reads every note first", "group": "editors"} if {
-	input.tool.name == "demo.add_note"
-}
+@id("notes-need-a-person")
+@reason("a person reads every note first")
+@approval("editors")
+forbid (principal, action, resource == Tool::"demo.add_note");
 `
 	tests := `tests:
   - name: a delegating agent's note waits for a person
@@ -57,7 +55,7 @@ approval contains {"rule": "notes-need-a-person", "reason": "a person reads ever
     expect: require_approval
     rule: notes-need-a-person
 `
-	body, _ := json.Marshal(map[string]any{"files": map[string]string{"notes.rego": rules, "tests.yaml": tests}})
+	body, _ := json.Marshal(map[string]any{"files": map[string]string{"notes.cedar": rules, "tests.yaml": tests}})
 	e.must(t, "POST", "/v1/policy/bundles", e.admin, string(body), http.StatusCreated)
 	agent := e.mintKey(t, e.admin, `{"kind":"agent","subject":"demo-agent","roles":["act_for_users"]}`)
 	editor := e.mintKey(t, e.admin, `{"kind":"person","subject":"eda","roles":["approver","group:editors"]}`)
