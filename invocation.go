@@ -55,6 +55,11 @@ type Invocation struct {
 	// AgentAttributes are the calling agent's attributes from its
 	// credential (a token's mapped claims); a rule reads them.
 	AgentAttributes map[string]any `json:",omitempty"`
+	// AgentRoles are the roles of the credential the call was made with
+	// (an agent's: act_for_users), kept with the call as AgentAttributes
+	// are: a call run later from storage (an approved call, a replay) has
+	// no Credential, and its rules must read the caller the call had.
+	AgentRoles []string `json:",omitempty"`
 	// Hops is how many more tool-to-tool calls this call may make.
 	Hops int
 	// Contracts freezes what the run was shown: tool name to the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -182,8 +183,14 @@ func redact(v any) (any, bool) {
 		}
 		return v, false
 	case map[string]any:
-		var out map[string]any
+		var (
+			out     map[string]any
+			renamed []string
+		)
 		for k, val := range t {
+			if _, changed := RedactSecrets(k); changed {
+				renamed = append(renamed, k)
+			}
 			var nv any
 			if IsCredentialKey(k) {
 				if s, ok := val.(string); ok && s == Redacted {
@@ -200,6 +207,12 @@ func redact(v any) (any, bool) {
 				out = maps.Clone(t)
 			}
 			out[k] = nv
+		}
+		if len(renamed) > 0 {
+			if out == nil {
+				out = maps.Clone(t)
+			}
+			renameKeys(out, renamed, func(k string) string { s, _ := RedactSecrets(k); return s })
 		}
 		if out == nil {
 			return v, false
@@ -268,9 +281,14 @@ func hide(v any, values []string) any {
 		return x
 	case map[string]any:
 		out := make(map[string]any, len(x))
+		var renamed []string
 		for k, e := range x {
 			out[k] = hide(e, values)
+			if hide(k, values) != k {
+				renamed = append(renamed, k)
+			}
 		}
+		renameKeys(out, renamed, func(string) string { return Redacted })
 		return out
 	case []any:
 		out := make([]any, len(x))
@@ -280,4 +298,26 @@ func hide(v any, values []string) any {
 		return out
 	}
 	return v
+}
+
+// renameKeys gives each key of m in keys the name rename answers for it:
+// a key can hold a secret as well as a value can (an object whose keys a
+// caller or a downstream chooses), and a secret is no more shown as a
+// name than as a value. Keys are renamed in sorted order, and a name
+// already taken gets " (2)", " (3)", ..., so no entry is lost and the same
+// tree is always renamed alike.
+func renameKeys(m map[string]any, keys []string, rename func(string) string) {
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := m[k]
+		delete(m, k)
+		name := rename(k)
+		for n := 2; ; n++ {
+			if _, taken := m[name]; !taken {
+				break
+			}
+			name = rename(k) + " (" + strconv.Itoa(n) + ")"
+		}
+		m[name] = v
+	}
 }

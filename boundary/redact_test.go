@@ -152,6 +152,16 @@ func TestRedactionByKeyNameAnyDepth(t *testing.T) {
 			`{"log":["Authorization: Bearer [redacted] sent"],"note":"key [redacted] here"}`,
 		},
 		{
+			"a secret's shape in a key, which a free-form object lets a caller or a downstream choose",
+			`{"labels":{"ghp_0123456789abcdefghijABCDEFGHIJ012345":"x","env":"prod"}}`,
+			`{"labels":{"[redacted]":"x","env":"prod"}}`,
+		},
+		{
+			"two such keys in one object keep both entries",
+			`{"ghp_0123456789abcdefghijABCDEFGHIJ012345":1,"ghp_9876543210abcdefghijABCDEFGHIJ012345":2}`,
+			`{"[redacted]":1,"[redacted] (2)":2}`,
+		},
+		{
 			"scalars pass through",
 			`"password"`,
 			`"password"`,
@@ -295,5 +305,16 @@ func TestRedactJSON(t *testing.T) {
 		if got := string(boundary.RedactJSON([]byte(in))); got != want {
 			t.Errorf("RedactJSON(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// A value known to be secret (an x-sensitive argument) is hidden wherever
+// it was copied to, a key included.
+func TestHideReachesKeys(t *testing.T) {
+	t.Parallel()
+	in := tree(t, `{"echo":{"4111111111111111":"card","note":"paid with 4111111111111111"},"n":1}`)
+	got := string(boundary.Encode(nil, boundary.Hide(in, []string{"4111111111111111"})))
+	if want := `{"echo":{"[redacted]":"card","note":"[redacted]"},"n":1}`; got != want {
+		t.Fatalf("Hide = %s, want %s", got, want)
 	}
 }

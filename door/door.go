@@ -345,7 +345,7 @@ func (d *Door) Invocation(cred *toolplane.Credential, call Call) *toolplane.Invo
 		user, claims = cred.ActsFor, cred.User
 	}
 	return &toolplane.Invocation{
-		OrganizationID: cred.OrganizationID, UserID: user, User: claims, AgentAttributes: cred.Attributes,
+		OrganizationID: cred.OrganizationID, UserID: user, User: claims, AgentAttributes: cred.Attributes, AgentRoles: cred.Roles,
 		RunID: call.RunID, AgentID: cred.Subject,
 		CredentialID: cred.ID, Credential: cred, TenantID: call.TenantID, StepPath: call.StepPath,
 		Principal: toolplane.Principal{ID: cred.Subject}, Contracts: call.Contracts,

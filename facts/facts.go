@@ -141,6 +141,8 @@ func agentAttributes(_ context.Context, inv *toolplane.Invocation, _ *toolplane.
 		"roles": []any{}, "attributes": attributes(inv.AgentAttributes)}
 	if c := inv.Credential; c != nil {
 		out["roles"] = strings(c.Roles)
+	} else if inv.AgentRoles != nil {
+		out["roles"] = strings(inv.AgentRoles)
 	}
 	return out, nil
 }

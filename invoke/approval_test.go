@@ -345,3 +345,35 @@ func TestSameCallAfterApprovalBeforeItsExecutionRunsOnceAndFilesNothing(t *testi
 	// Other arguments are another call: that one waits for a person.
 	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "al@acme.test"), in))
 }
+
+// A person's approval is of the call made for that person: the same agent
+// making the same call in the same run for another person is another
+// call, which waits for an approval of its own, whether it names the
+// first one in authorized_by or not, and a rejection for one person does
+// not answer for another.
+func TestApprovalForOnePersonDoesNotCoverAnother(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: gated("email.send"), fn: ok(map[string]any{"id": "m1"})})
+	forSam, forAnn := inv("email.send"), inv("email.send")
+	forSam.UserID, forAnn.UserID = "sam", "ann"
+	sams := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), forSam))
+	e.resolve(sams.ID, true)
+	// Before the approval's own execution ran: ann's call is not sam's.
+	anns := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), forAnn))
+	if anns.ID == sams.ID || e.count("email.send") != 0 {
+		t.Fatalf("ann's call was taken for sam's: approval %s (sam's %s), runs=%d", anns.ID, sams.ID, e.count("email.send"))
+	}
+	naming := *forAnn
+	naming.AuthorizedBy = sams.ID
+	if ar := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "jo@acme.test"), &naming)); ar.ID != anns.ID || e.count("email.send") != 0 {
+		t.Fatalf("ann's call naming sam's approval: approval %s, runs=%d", ar.ID, e.count("email.send"))
+	}
+	// Sam's rejected call does not answer for ann's.
+	lee := inv("email.send")
+	lee.UserID = "lee"
+	lees := must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "kim@acme.test"), lee))
+	e.resolve(lees.ID, false)
+	kit := inv("email.send")
+	kit.UserID = "kit"
+	must(t).Approval(e.iv.Invoke(context.Background(), "email.send", args("to", "kim@acme.test"), kit))
+}

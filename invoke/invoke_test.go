@@ -568,6 +568,48 @@ func TestAnotherPrincipalNeverReadsBackAnEffect(t *testing.T) {
 	}
 }
 
+// The person a call acts for, and the tenant, are part of what the call
+// is: an agent making the same write in one run for one person and then
+// for another (each through their own connection), or for two tenants,
+// makes two effects, and never answers the second from the first's
+// result, whether the key is derived or the caller's own.
+func TestAnotherPersonOrTenantNeverReadsBackAnEffect(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		first   func(*toolplane.Invocation)
+		second  func(*toolplane.Invocation)
+		replays bool
+	}{
+		{"another person", func(i *toolplane.Invocation) { i.UserID = "sam" }, func(i *toolplane.Invocation) { i.UserID = "ann" }, false},
+		{"a person, then the agent alone", func(i *toolplane.Invocation) { i.UserID = "sam" }, func(*toolplane.Invocation) {}, false},
+		{"another tenant", func(i *toolplane.Invocation) { i.TenantID = "t-1" }, func(i *toolplane.Invocation) { i.TenantID = "t-2" }, false},
+		{"another person, the caller's key", func(i *toolplane.Invocation) { i.UserID, i.IdempotencyKey = "sam", "k-1" },
+			func(i *toolplane.Invocation) { i.UserID, i.IdempotencyKey = "ann", "k-1" }, false},
+		{"the same person again", func(i *toolplane.Invocation) { i.UserID = "sam" }, func(i *toolplane.Invocation) { i.UserID = "sam" }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, newStore(t), tool{def: def("crm.update", toolplane.EffectWrite), fn: func(_ context.Context, c handler.Call, _ any) (any, error) {
+				return map[string]any{"for": c.Invocation.UserID + "/" + c.Invocation.TenantID}, nil
+			}})
+			a, b := inv("crm.update"), inv("crm.update")
+			tt.first(a)
+			tt.second(b)
+			must(t).OK(e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), a))
+			r := must(t).OK(e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), b))
+			runs := int64(2)
+			if tt.replays {
+				runs = 1
+			}
+			if r.Meta.Replayed != tt.replays || e.count("crm.update") != runs {
+				t.Fatalf("replayed=%v runs=%d, want replayed=%v runs=%d (answer %v)", r.Meta.Replayed, e.count("crm.update"), tt.replays, runs, r.Data)
+			}
+		})
+	}
+}
+
 // A read whose handler its deadline stops runs on the caller's goroutine;
 // it must end exactly as it would on a goroutine of its own.
 func TestContextBoundReadEndsAsAnyRead(t *testing.T) {

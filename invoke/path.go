@@ -488,16 +488,25 @@ func (c *call) identify() error {
 //
 // The principal is part of the key: two agents naming the same run id or
 // the same caller key are two actions, and one never reads back (or
-// pre-empts) the other's effect.
+// pre-empts) the other's effect. So are the person the call acts for and
+// the tenant, when set: the same arguments for another person (through
+// that person's own connection) or on another tenant's data are another
+// effect, and one person's result is never answered to a call made for
+// another. A call naming neither keeps the key it always had; one naming
+// either has more parts, so the two never collide.
 func Key(inv *toolplane.Invocation, argsHash string) string {
+	var who []string
+	if inv.UserID != "" || inv.TenantID != "" {
+		who = []string{"for", inv.UserID, inv.TenantID}
+	}
 	if inv.IdempotencyKey != "" {
-		return canonical.Key("caller", inv.Principal.ID, inv.IdempotencyKey)
+		return canonical.Key(append(append([]string{"caller", inv.Principal.ID}, who...), inv.IdempotencyKey)...)
 	}
 	step := inv.StepPath
 	if step == "" {
 		step = "agent"
 	}
-	return canonical.Key("run", inv.Principal.ID, inv.RunID, step, argsHash)
+	return canonical.Key(append(append([]string{"run", inv.Principal.ID}, who...), inv.RunID, step, argsHash)...)
 }
 
 // timeout answers how long the handler may run: the tool's timeout, cut to

@@ -40,6 +40,9 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 		if r.Principal.Key == "" {
 			r.Principal.Key = c.ID
 		}
+	} else if inv.AgentRoles != nil {
+		// A call run later from storage: the roles the caller had.
+		r.Principal.Roles = inv.AgentRoles
 	}
 	if inv.AgentAttributes != nil {
 		r.Principal.Attributes = inv.AgentAttributes

@@ -610,6 +610,41 @@ func TestRecordedInputHidesSensitiveNumbers(t *testing.T) {
 	}
 }
 
+// A value at an x-sensitive pointer is redacted from the recorded input
+// whatever its type: a PIN or a card number sent as a number, a flag, an
+// object of numbers. Only strings are hidden wherever they were copied
+// to; at its own place, every value is.
+func TestRecordedInputRedactsSensitiveValuesOfEveryType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    map[string]any
+		pointer string
+		leak    string
+	}{
+		{"a number", map[string]any{"amount_cents": 100.0, "pin": 4921.0}, "/pin", "4921"},
+		{"a long number", map[string]any{"amount_cents": 100.0, "card": 4111111111111111.0}, "/card", "4111111111111111"},
+		{"an object of numbers", map[string]any{"amount_cents": 100.0, "card": map[string]any{"number": 5500000000000004.0, "cvc": 737.0}}, "/card", "737"},
+		{"each element of an array", map[string]any{"amount_cents": 100.0, "codes": []any{8812.0, 9923.0}}, "/codes/*", "8812"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.publish(t, bundle(), rules.PublishOptions{})
+			in := input("agent-1", "payments.refund_order", tt.args)
+			in.Sensitive = []string{tt.pointer}
+			d, err := f.svc.Decide(t.Context(), in)
+			if err != nil {
+				t.Fatalf("Decide = %v", err)
+			}
+			if d.Input == "" || strings.Contains(d.Input, tt.leak) || !strings.Contains(d.Input, `"amount_cents":100`) {
+				t.Errorf("recorded input = %s; want %s redacted and the amount kept", d.Input, tt.pointer)
+			}
+		})
+	}
+}
+
 // A shadow run spends at most its run budget evaluating, whatever the
 // candidate: one whose every decision runs to the evaluation budget,
 // replayed over many past calls, stops when the run's time is spent and
