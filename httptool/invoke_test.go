@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/httptool"
 )
 
 // A write whose answer is lost is held uncertain, and an identical call
@@ -84,8 +85,15 @@ func TestIdempotentWriteIsRetriedWithTheSameKey(t *testing.T) {
 		t.Fatalf("%d effects, want 1", len(effects))
 	}
 	c := e.claim(t, d.Name, args)
-	if c == nil || c.Status != toolplane.ClaimCompleted || c.Key != keys[0] {
-		t.Fatalf("claim %+v, want completed under the key sent %q", c, keys[0])
+	if c == nil || c.Status != toolplane.ClaimCompleted || httptool.DownstreamKey(c.Key) != keys[0] {
+		t.Fatalf("claim %+v, want completed under the key whose digest was sent, %q", c, keys[0])
+	}
+	// The downstream learns nothing of who called: the key names the
+	// agent and the run, the digest sent neither.
+	for _, who := range []string{"agent-1", "run-1", c.Key} {
+		if strings.Contains(keys[0], who) {
+			t.Errorf("the key sent %q holds %q", keys[0], who)
+		}
 	}
 }
 

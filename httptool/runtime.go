@@ -30,8 +30,8 @@
 // A read whose definition says retry: safe is tried up to three times
 // within its deadline, after a short jittered pause or the Retry-After the
 // downstream asked for. A write is never sent twice, unless its binding
-// names an idempotency_header: the call's idempotency key then goes in
-// that header on every attempt, the downstream recognises a repeat, and
+// names an idempotency_header: a digest of the call's idempotency key
+// (DownstreamKey) then goes in that header on every attempt, the downstream recognises a repeat, and
 // the write is retried like a read; an answer it finally gives (2xx or a
 // definite 4xx) ends the call, and one it never gives leaves it uncertain.
 //
@@ -43,7 +43,9 @@ package httptool
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -184,7 +186,7 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 		if call.Key == "" || strings.ContainsFunc(call.Key, control) {
 			return nil, errors.New("http runtime: the call has no idempotency key that can be sent in a header")
 		}
-		b.header.Set(c.plan.idempotent, call.Key)
+		b.header.Set(c.plan.idempotent, DownstreamKey(call.Key))
 	}
 	b.header.Set(authName, authValue)
 
@@ -445,4 +447,15 @@ func credential(rel *toolplane.Released) (name, value string, err error) {
 		return "", "", fmt.Errorf("connection %s holds a secret that cannot be sent in a header", con.ID)
 	}
 	return name, value, nil
+}
+
+// DownstreamKey answers what a downstream is sent as a call's idempotency
+// key: a digest of it, the same on every attempt and every node, so the
+// downstream still recognises a repeat. The key itself names the agent,
+// the run and the person a call acts for, which are nobody else's
+// business; the digest names none of them, and its 64 characters fit
+// every API's limit on such a header.
+func DownstreamKey(key string) string {
+	sum := sha256.Sum256([]byte("toolplane idempotency key\x00" + key))
+	return hex.EncodeToString(sum[:])
 }
