@@ -1,7 +1,6 @@
 package connection_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -19,6 +18,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/egress"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/sqlite"
@@ -99,24 +99,6 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
-// syncBuffer is a log sink several goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // env is one test's world: a SQLite store on a file of its own, a
 // keyring, a clock, and what the services answered and logged. When the
 // test ends it checks that no secret the test planted or was given
@@ -127,7 +109,7 @@ type env struct {
 	store *sqlite.Store
 	keys  *secret.Keyring
 	clock *clock
-	logs  *syncBuffer
+	logs  *syncbuf.Buffer
 
 	requests *counts
 
@@ -140,7 +122,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{
 		t: t, path: filepath.Join(t.TempDir(), "toolplane.db"), keys: ring(t, "k1"),
-		clock: &clock{}, logs: &syncBuffer{}, requests: &counts{n: map[string]int{}},
+		clock: &clock{}, logs: &syncbuf.Buffer{}, requests: &counts{n: map[string]int{}},
 	}
 	e.store = sqlitetest.Open(t, e.path)
 	t.Cleanup(e.scan)

@@ -35,6 +35,7 @@ import (
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/policy"
@@ -74,7 +75,7 @@ type world struct {
 	base  string
 	links *links
 	// logs is what the server logged.
-	logs lockedBuffer
+	logs syncbuf.Buffer
 	// reg, cat and grants are the registry, the catalogue and the grants
 	// the console's pages read.
 	reg    *registry.Registry

@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -318,24 +316,6 @@ func TestAMintedKeyIsShownOnce(t *testing.T) {
 	if p := root.get(p.header.Get("Location")); !strings.Contains(p.body, "is revoked") || strings.Contains(p.body, secret) {
 		t.Errorf("after revoking: %s", p.body)
 	}
-}
-
-// lockedBuffer is a log's destination that many goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Grants, denies and bundles change from the access page, through the

@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/oauth/oauthtest"
@@ -37,24 +37,6 @@ import (
 )
 
 const org = "org-1"
-
-// lockedBuffer is a log sink tests write to from the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // world is a sign-in service over a SQLite file, in front of the real
 // in-process OpenID provider, served on loopback with a page that shows
@@ -67,8 +49,8 @@ type world struct {
 	svc     *signin.Service
 	base    string
 	clock   *testclock.Clock
-	log     *lockedBuffer
-	answers *lockedBuffer
+	log     *syncbuf.Buffer
+	answers *syncbuf.Buffer
 	secret  string // the OIDC client's secret
 	planted []string
 }
@@ -88,7 +70,7 @@ func newWorld(t testing.TB) *world {
 	base := "http://" + srv.Listener.Addr().String()
 	id, clientSecret := p.RegisterClient(base + "/signin/callback")
 	p.SetClaims(p.UserID, map[string]any{"org": org, "toolplane_roles": []string{toolplane.RoleApprover}, "groups": []string{"finance"}})
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	clock := testclock.New(time.Now())
 	svc, err := signin.New(signin.Config{
@@ -127,7 +109,7 @@ func newWorld(t testing.TB) *world {
 	srv.Config.Handler = mux
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &world{t: t, store: store, dbPath: dbPath, p: p, svc: svc, base: base, clock: clock, log: logs, answers: &lockedBuffer{}, secret: clientSecret,
+	return &world{t: t, store: store, dbPath: dbPath, p: p, svc: svc, base: base, clock: clock, log: logs, answers: &syncbuf.Buffer{}, secret: clientSecret,
 		planted: []string{clientSecret}}
 }
 

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
 
 // chaosNode is one `toolplane serve` process that the chaos test kills
@@ -27,7 +29,7 @@ type chaosNode struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan error
-	out     *syncBuffer
+	out     *syncbuf.Buffer
 	starts  int
 	history strings.Builder // the output of earlier lives, for a failure's log
 }
@@ -52,7 +54,7 @@ func (n *chaosNode) start(bin string) error {
 		return fmt.Errorf("%s is running", n.name)
 	}
 	args := append([]string{"serve", "--addr", n.addr, "--database", n.database, "--data", n.dataDir}, n.args...)
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

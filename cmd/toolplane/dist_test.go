@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
 
 // versionFlag is how a release stamps the version serve reports; the
@@ -68,7 +70,7 @@ func TestReleaseBuild(t *testing.T) {
 	}
 
 	data := filepath.Join(dir, "data")
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	cmd := exec.Command(bin, "serve", "--addr", "0.0.0.0:0", "--database", filepath.Join(data, "toolplane.db"), "--demo")
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {

@@ -25,25 +25,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // server is one running toolplane process and the keys its first start
 // minted.
@@ -52,7 +36,7 @@ type server struct {
 	admin    string // a person with platform_admin, approver, auditor
 	agent    string // the demo agent, granted demo.*
 	dir      string
-	out, err *syncBuffer
+	out, err *syncbuf.Buffer
 }
 
 // binDir holds the built binary; it lives outside any test's TempDir
@@ -114,7 +98,7 @@ func start(t *testing.T, extra ...string) *server {
 	if err != nil {
 		t.Fatalf("go build: %v", err)
 	}
-	s := &server{dir: t.TempDir(), out: &syncBuffer{}, err: &syncBuffer{}}
+	s := &server{dir: t.TempDir(), out: &syncbuf.Buffer{}, err: &syncbuf.Buffer{}}
 	cmd := exec.Command(bin, append([]string{"serve", "--demo", "--addr", "127.0.0.1:0",
 		"--database", filepath.Join(s.dir, "toolplane.db"), "--data", s.dir}, extra...)...)
 	cmd.Stdout, cmd.Stderr = s.out, s.err

@@ -20,6 +20,8 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
 
 // The bounds of a test's waits. A loaded CI machine builds, starts
@@ -114,7 +116,7 @@ type server struct {
 	data string
 	// admin is the admin key first start wrote; agent the demo agent's.
 	admin, agent string
-	out          *syncBuffer
+	out          *syncbuf.Buffer
 }
 
 // startServer builds toolplane (once), starts `serve --demo` on a free
@@ -128,7 +130,7 @@ func startServer(t *testing.T, extra ...string) *server {
 	args := append([]string{"serve", "--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(data, "toolplane.db"), "--log-format", "text"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = cleanEnv()
-	s := &server{data: data, out: &syncBuffer{}}
+	s := &server{data: data, out: &syncbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -304,7 +306,7 @@ func (s *server) mint(t *testing.T, kind, subject string, roles ...string) strin
 // own, closed when the test ends.
 type browser struct {
 	ctx context.Context
-	out *syncBuffer
+	out *syncbuf.Buffer
 }
 
 // newBrowser starts Chromium. The flags keep it from reaching anything
@@ -313,7 +315,7 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	exe := chromium(t)
-	b := &browser{out: &syncBuffer{}}
+	b := &browser{out: &syncbuf.Buffer{}}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
 		chromedp.Headless,
@@ -479,22 +481,4 @@ func (b *browser) describe() string {
 func jsString(s string) string {
 	raw, _ := json.Marshal(s)
 	return string(raw)
-}
-
-// syncBuffer is a buffer a process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

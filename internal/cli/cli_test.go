@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/internal/backend"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -194,7 +195,7 @@ func TestServeKeepsSingleDashFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- serve(ctx, []string{"-demo", "-addr", "127.0.0.1:0", "-database=" + filepath.Join(dir, "toolplane.db"), "-rate-limit", "0"}, &out, &errOut)

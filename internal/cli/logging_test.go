@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
 
 // TestServeLogLevel checks --log-level and --log-format: an MCP session's
@@ -66,7 +68,7 @@ func TestServeLogLevel(t *testing.T) {
 func TestServeRefusesAnUnknownLogLevel(t *testing.T) {
 	t.Parallel()
 	for _, flags := range [][]string{{"--log-level", "verbose"}, {"--log-format", "xml"}} {
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		dir := t.TempDir()
 		code := serve(context.Background(), append([]string{"--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "t.db")}, flags...), &out, &errOut)
 		if code != 2 || !strings.Contains(errOut.String(), flags[0]) {

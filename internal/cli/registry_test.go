@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
 
 // running is a server started by serve, with its first-start keys.
@@ -20,7 +22,7 @@ type running struct {
 	// database is the server's SQLite file.
 	database string
 	// stderr is what the server writes to its standard error (its log).
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 }
 
 // startServe runs serve --demo with flags on a loopback port, on a fresh
@@ -30,8 +32,8 @@ func startServe(t *testing.T, flags ...string) running {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	errOut := &syncBuffer{}
+	var out syncbuf.Buffer
+	errOut := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	args := append([]string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, flags...)
 	go func() { done <- serve(ctx, args, &out, errOut) }()

@@ -10,36 +10,18 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane/internal/server"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
-
-// syncBuffer is a buffer the server writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestServeDemoEndToEnd(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- serve(ctx, []string{"--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "data", "toolplane.db")}, &out, &errOut)
@@ -132,7 +114,7 @@ func TestServeDemoEndToEnd(t *testing.T) {
 func TestServeRefusesToolsWithoutAHandler(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	code := serve(context.Background(), []string{"--tools", "../../examples/tools", "--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "no handler is registered") {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -156,7 +138,7 @@ func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		dir := t.TempDir()
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		code := serve(context.Background(), append([]string{"--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, tt.flags...), &out, &errOut)
 		if code != 1 || errOut.String() != tt.want {
 			t.Errorf("%q: exit %d, stderr %q; want 1, %q", tt.flags, code, errOut.String(), tt.want)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 )
 
@@ -38,25 +39,6 @@ import (
 // doors that succeed and fail every way a downstream can make them fail,
 // and then every surface the server exposes or writes scanned for the
 // secrets in every form they could take.
-
-// lockedBuffer is a buffer the server's log writes into from many
-// goroutines while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // traffic records every answer a client of the server received: status
 // line, headers and body, whichever door it came through.
@@ -344,7 +326,7 @@ type e2e struct {
 	admin  string
 	agent  string
 	api    *ordersAPI
-	log    *lockedBuffer
+	log    *syncbuf.Buffer
 	seen   *traffic
 	stop   context.CancelFunc
 	ran    chan error
@@ -365,7 +347,7 @@ type e2e struct {
 func startE2E(t *testing.T) *e2e {
 	t.Helper()
 	dir := t.TempDir()
-	e := &e2e{log: &lockedBuffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}, spans: tracetest.NewSpanRecorder(),
+	e := &e2e{log: &syncbuf.Buffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}, spans: tracetest.NewSpanRecorder(),
 		token: planted("tok"), user: "ledger-bot", pass: planted("pw/x+y=z"), sqlDir: filepath.Join(dir, "sql")}
 	e.api = newOrdersAPI(t, e.token, e.user, e.pass)
 

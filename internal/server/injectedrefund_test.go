@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/policy/cedar"
@@ -32,7 +33,7 @@ import (
 func TestTheInjectedRefundWaitsForFinance(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	e := &e2e{log: &lockedBuffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}}
+	e := &e2e{log: &syncbuf.Buffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}}
 	is := newTestIssuer(t)
 	// The agent's department comes from its token, as a deployment maps
 	// the identity provider's claims for the rules to read.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/policy/cedar"
 )
@@ -21,7 +22,7 @@ import (
 func TestApprovedCallIsDecidedOnTheCallersRoles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	e := &e2e{log: &lockedBuffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}}
+	e := &e2e{log: &syncbuf.Buffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}}
 	e.cfg = Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), DataDir: dir, Demo: true,
 		PolicyEngines: []policy.Engine{cedar.Engine{}}}
 	s, err := New(context.Background(), e.cfg)

@@ -19,6 +19,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/connection"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/oauth/oauthtest"
 )
 
@@ -87,7 +88,7 @@ func TestPeopleSignInAndConnectTheirOwnAccounts(t *testing.T) {
 	appID, appSecret := p.RegisterClient(base + connection.CallbackPath)
 
 	dir := t.TempDir()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	s, err := New(context.Background(), Config{Addr: addr, Database: filepath.Join(dir, "toolplane.db"), Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		JWTIssuer: p.Issuer, JWTAudience: "toolplane", JWTJWKSURL: p.Issuer + "/keys",
 		SignInClientID: signInID, SignInClientSecret: toolplane.SecretString(signInSecret)})
