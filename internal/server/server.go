@@ -142,7 +142,8 @@ type Config struct {
 	// with this id and SignInClientSecret; the redirect URI to register
 	// is PublicURL + /signin/callback. ID tokens are read with the
 	// claims SignInClaims names (by default jwtauth's: org,
-	// toolplane_roles, and groups), and a token naming no organization
+	// toolplane_roles, and JWTClaims.Groups or else groups), and a token
+	// naming no organization
 	// signs its person in to DefaultOrganization. Without it people sign
 	// in by pasting their own API key.
 	SignInClientID     string

@@ -20,7 +20,9 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/internal/syncbuf"
+	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/oauth/oauthtest"
+	"github.com/toolplane/toolplane/signin"
 )
 
 // pageBrowser is a person's browser against a served node: it keeps
@@ -213,4 +215,24 @@ func mintPerson(t *testing.T, s *Server, subject string) string {
 		t.Fatal(err)
 	}
 	return apikey.Key(id, sec)
+}
+
+// A browser sign-in reads a person's groups where their tokens carry
+// them, unless told otherwise: the console routes approvals by the same
+// groups as the API.
+func TestSignInReadsTheTokensGroupsClaim(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want signin.Claims
+	}{
+		{"neither names one", Config{}, signin.Claims{}},
+		{"the tokens' claim", Config{JWTClaims: jwtauth.Claims{Groups: "teams", Roles: "idp_roles"}}, signin.Claims{Groups: "teams"}},
+		{"sign-in's own wins", Config{JWTClaims: jwtauth.Claims{Groups: "teams"}, SignInClaims: signin.Claims{Groups: "squads"}}, signin.Claims{Groups: "squads"}},
+	} {
+		if got := signInClaims(tc.cfg); got != tc.want {
+			t.Errorf("%s: claims %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
 }
