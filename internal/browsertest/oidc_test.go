@@ -20,12 +20,14 @@ import (
 // in as the person the ID token names. Their roles and groups are the
 // token's claims under the names the deployment reads: the approver role
 // and the finance group, for whom an agent's wire waits. They find the
-// wire and approve it, and it runs.
+// wire and approve it, and it runs; an approver of another group, signed
+// in the same way, is shown nothing to decide.
 func TestSignInThroughTheProviderAndApproveForAGroup(t *testing.T) {
 	t.Parallel()
 	chromium(t) // skip before starting anything
 	p := oauthtest.Start(t)
 	person := p.AddPerson(map[string]any{"toolplane_roles": []string{"approver"}, "groups": []string{"finance"}})
+	outsider := p.AddPerson(map[string]any{"toolplane_roles": []string{"approver"}, "groups": []string{"support"}})
 	// The provider must know the redirect URI before toolplane starts
 	// with its client id: the address is chosen first.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -51,35 +53,64 @@ func TestSignInThroughTheProviderAndApproveForAGroup(t *testing.T) {
 	b := newBrowser(t)
 	inbox := s.base + "/console/approvals"
 	const toProvider = `main a.button[href*="/signin/start"]`
-	b.open(t, inbox, toProvider)
-	if where := eval[string](t, b, "location.href"); !strings.HasPrefix(where, s.base+"/signin?") {
-		t.Fatalf("the inbox before sign-in is at %s, want the sign-in page", where)
+	// toLogin opens the inbox signed out and follows the sign-in page's
+	// link to the provider's login page.
+	toLogin := func() {
+		t.Helper()
+		b.open(t, inbox, toProvider)
+		if where := eval[string](t, b, "location.href"); !strings.HasPrefix(where, s.base+"/signin?") {
+			t.Fatalf("the inbox before sign-in is at %s, want the sign-in page", where)
+		}
+		b.checkCSP(t)
+		b.do(t, "follow the provider's link", chromedp.Click(chromedp.CSS(toProvider)), chromedp.WaitVisible(chromedp.CSS("#password")))
+		if where := eval[string](t, b, "location.href"); !strings.HasPrefix(where, p.Issuer+"/login/") {
+			t.Fatalf("the provider's link led to %s, want the provider's login page at %s", where, p.Issuer)
+		}
 	}
-	b.checkCSP(t)
-	b.do(t, "follow the provider's link", chromedp.Click(chromedp.CSS(toProvider)), chromedp.WaitVisible(chromedp.CSS("#password")))
-	if where := eval[string](t, b, "location.href"); !strings.HasPrefix(where, p.Issuer+"/login/") {
-		t.Fatalf("the provider's link led to %s, want the provider's login page at %s", where, p.Issuer)
-	}
-
-	// The provider refuses a wrong password on its own page.
-	login := func(password string) {
+	login := func(who oauthtest.Person, password string) {
 		t.Helper()
 		b.do(t, "fill the provider's login form",
-			chromedp.SendKeys(chromedp.CSS("#username"), person.Username),
+			chromedp.SendKeys(chromedp.CSS("#username"), who.Username),
 			chromedp.SendKeys(chromedp.CSS("#password"), password),
 			chromedp.Click(chromedp.CSS("form button[type=submit]")))
 	}
-	login("not-" + person.Password)
+	// signedIn waits for the browser back in the inbox, signed in as who.
+	signedIn := func(who oauthtest.Person) {
+		t.Helper()
+		b.waitFor(t, "back in the inbox, signed in", fmt.Sprintf(`location.href === %s && document.querySelector("form.who")`, jsString(inbox)))
+		if got := b.text(t, "form.who span"); !strings.Contains(got, who.ID) {
+			t.Errorf("the console names %q, want the person %s", got, who.ID)
+		}
+	}
+
+	// An approver of another group signs in the same way, and is neither
+	// shown the wire nor offered a decision on its page.
+	toLogin()
+	login(outsider, outsider.Password)
+	signedIn(outsider)
+	b.waitText(t, "main", "Nothing waits for you.")
+	b.open(t, s.base+"/console/approvals/"+wire.Approval.ID, "main article")
+	if got := b.text(t, "main"); !strings.Contains(got, "You cannot answer this approval") {
+		t.Errorf("the wire's page for an approver outside finance does not say they may not answer:\n%s", got)
+	}
+	if eval[bool](t, b, `!!document.querySelector("#reason, button[name=decision]")`) {
+		t.Error("the wire's page offers an approver outside finance a decision")
+	}
+	if got := b.submit(t, "form.who button[type=submit]"); got != http.StatusOK {
+		t.Fatalf("signing out answered %d", got)
+	}
+	b.waitText(t, "main", "You are signed out.")
+
+	// The provider refuses a wrong password on its own page.
+	toLogin()
+	login(person, "not-"+person.Password)
 	b.waitFor(t, "the provider refusing the wrong password",
 		fmt.Sprintf(`location.href.startsWith(%s) && document.body.innerText.includes("username or password wrong")`, jsString(p.Issuer)))
 	b.do(t, "the login form again", chromedp.WaitVisible(chromedp.CSS("#password")))
 
 	// The right one: back in the inbox, signed in as the person.
-	login(person.Password)
-	b.waitFor(t, "back in the inbox, signed in", fmt.Sprintf(`location.href === %s && document.querySelector("form.who")`, jsString(inbox)))
-	if who := b.text(t, "form.who span"); !strings.Contains(who, person.ID) {
-		t.Errorf("the console names %q, want the person %s", who, person.ID)
-	}
+	login(person, person.Password)
+	signedIn(person)
 	b.checkSessionCookie(t, s.base)
 	b.checkCSP(t)
 
@@ -106,7 +137,7 @@ func TestSignInThroughTheProviderAndApproveForAGroup(t *testing.T) {
 	})
 	// Neither the client secret nor the person's password is in
 	// toolplane's output.
-	for _, secret := range []string{clientSecret, person.Password} {
+	for _, secret := range []string{clientSecret, person.Password, outsider.Password} {
 		if strings.Contains(s.out.String(), secret) {
 			t.Errorf("a secret (%.6s…) is in toolplane's output", secret)
 		}
