@@ -31,6 +31,13 @@ type shop struct {
 // that waits for the finance group's approval.
 func startShop(t *testing.T, wireDescription string) *shop {
 	t.Helper()
+	return startShopEnv(t, wireDescription, nil)
+}
+
+// startShopEnv is startShop with env added to toolplane's environment
+// and extra flags given to it (startServerEnv).
+func startShopEnv(t *testing.T, wireDescription string, env []string, extra ...string) *shop {
+	t.Helper()
 	chromium(t) // skip before starting anything
 	refunds := &atomic.Int32{}
 	mux := http.NewServeMux()
@@ -66,7 +73,7 @@ func startShop(t *testing.T, wireDescription string) *shop {
 		"binding":      map[string]any{"http": map[string]any{"method": "POST", "url": down.URL + "/wires"}},
 		"input_schema": schema, "output_schema": map[string]any{"type": "object"},
 	})
-	s := &shop{server: startServer(t, "--tools", tools, "--sweep-every", "1s"), refunds: refunds}
+	s := &shop{server: startServerEnv(t, env, append([]string{"--tools", tools, "--sweep-every", "1s"}, extra...)...), refunds: refunds}
 	conn, _ := json.Marshal(map[string]any{"name": "orders-main", "provider": "orders", "kind": "static",
 		"config":  map[string]any{"auth": "bearer", "egress": map[string]any{"hosts": []string{"127.0.0.1"}, "allow_cidrs": []string{"127.0.0.0/8"}}},
 		"secrets": map[string]any{"token": "orders-token"}})

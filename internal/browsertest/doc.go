@@ -2,7 +2,9 @@
 // (sign-in, the console) in a real headless Chromium against a real
 // toolplane binary: built from ./cmd/toolplane, started with `serve
 // --demo` on a free port, and reached only over HTTP, as a person's
-// browser and an agent's client reach it.
+// browser and an agent's client reach it. Sign-in through an OpenID
+// provider runs against oauthtest's provider in the test's process, on
+// loopback, whose own login page the browser fills.
 //
 // The tests run when $TOOLPLANE_TEST_CHROMIUM names a Chromium (or
 // Chrome) executable; .ci/run installs Debian's chromium and sets it.

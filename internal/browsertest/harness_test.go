@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -124,12 +125,20 @@ type server struct {
 // test ends. Its output is logged when the test fails.
 func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
+	return startServerEnv(t, nil, extra...)
+}
+
+// startServerEnv is startServer with env (NAME=VALUE) added to the
+// server's environment: the settings serve reads only from there, such
+// as secrets. A later --addr in extra overrides the free port.
+func startServerEnv(t *testing.T, env []string, extra ...string) *server {
+	t.Helper()
 	chromium(t) // a test without a browser builds nothing
 	bin := binary(t)
 	data := filepath.Join(t.TempDir(), "data")
 	args := append([]string{"serve", "--demo", "--addr", "127.0.0.1:0", "--database", filepath.Join(data, "toolplane.db"), "--log-format", "text"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), env...)
 	s := &server{data: data, out: &syncbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
@@ -459,6 +468,34 @@ func (b *browser) waitText(t *testing.T, sel, text string) {
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
 	return eval[string](t, b, fmt.Sprintf(`document.querySelector(%s)?.innerText ?? ""`, jsString(sel)))
+}
+
+// checkSessionCookie fails the test unless the browser holds a session
+// cookie for base that is HttpOnly (no script reads it, and a script of
+// the page does not see it), SameSite=Lax and for the whole server.
+func (b *browser) checkSessionCookie(t *testing.T, base string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/"}})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session *network.Cookie
+	for _, c := range cookies.Cookies {
+		if c.Name == "toolplane_session" {
+			session = c
+		}
+	}
+	if session == nil {
+		t.Fatalf("no session cookie after sign-in: %+v", cookies.Cookies)
+	}
+	if !session.HTTPOnly || session.SameSite != network.CookieSameSiteLax || session.Path != "/" {
+		t.Errorf("session cookie: HttpOnly %v, SameSite %q, Path %q; want HttpOnly, Lax, /", session.HTTPOnly, session.SameSite, session.Path)
+	}
+	if got := eval[string](t, b, "document.cookie"); strings.Contains(got, "toolplane_session") {
+		t.Errorf("a script reads the session cookie: %q", got)
+	}
 }
 
 // describe answers where the tab is and what it shows, for a failure's

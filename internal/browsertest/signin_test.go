@@ -1,14 +1,12 @@
 package browsertest
 
 import (
-	"context"
 	"html/template"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -47,27 +45,7 @@ func TestSignInWithAPastedKeyAndSignOut(t *testing.T) {
 
 	// The session cookie: HttpOnly (no script reads it), SameSite, and
 	// the only cookie a signed-in browser holds for the server.
-	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
-	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{s.base + "/"}})
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var session *network.Cookie
-	for _, c := range cookies.Cookies {
-		if c.Name == "toolplane_session" {
-			session = c
-		}
-	}
-	if session == nil {
-		t.Fatalf("no session cookie after sign-in: %+v", cookies.Cookies)
-	}
-	if !session.HTTPOnly || session.SameSite != network.CookieSameSiteLax || session.Path != "/" {
-		t.Errorf("session cookie: HttpOnly %v, SameSite %q, Path %q; want HttpOnly, Lax, /", session.HTTPOnly, session.SameSite, session.Path)
-	}
-	if got := eval[string](t, b, "document.cookie"); strings.Contains(got, "toolplane_session") {
-		t.Errorf("a script reads the session cookie: %q", got)
-	}
+	b.checkSessionCookie(t, s.base)
 
 	// Sign out: the session ends, and the sign-in form is back.
 	b.open(t, s.base+"/signin", "main form button")
