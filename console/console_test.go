@@ -83,6 +83,9 @@ type world struct {
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
 	paid    sync.Map // the accounts xss.pay's handler was called for
+	// meter is the usage store the approval service reads cost estimates
+	// from: the store, counting its reads.
+	meter *countingMeter
 	// keys by name: agent (xssAgent), frontDesk (an agent acting for
 	// users), fin (approver in group finance), ada (approver in no
 	// group), bob (approver, the person a call is asked for), grace
@@ -187,7 +190,8 @@ func newWorldOn(t testing.TB, backend string) *world {
 	// Everything the server logs is kept, so a test can tell a secret
 	// never reached a log.
 	quiet := slog.New(slog.NewTextHandler(&w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	approvals := approval.New(approval.Config{Store: w.store, Usage: w.store, TTL: time.Hour})
+	w.meter = &countingMeter{UsageStore: w.store}
+	approvals := approval.New(approval.Config{Store: w.store, Usage: w.meter, TTL: time.Hour})
 	w.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: w.store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,29 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane"
 )
+
+// countingMeter is a usage store that counts the reads a page makes of
+// it.
+type countingMeter struct {
+	toolplane.UsageStore
+	estimates, spends atomic.Int64
+}
+
+func (m *countingMeter) ToolUsage(ctx context.Context, org, tool string, since time.Time) (toolplane.UsageStats, error) {
+	m.estimates.Add(1)
+	return m.UsageStore.ToolUsage(ctx, org, tool, since)
+}
+
+func (m *countingMeter) RunTreeCost(ctx context.Context, org, root string) (int64, error) {
+	m.spends.Add(1)
+	return m.UsageStore.RunTreeCost(ctx, org, root)
+}
 
 // A metered tool's card, in the inbox and on its own page, shows what the
 // tool's calls of the last 30 days cost, from the organization's usage rows
@@ -39,7 +57,12 @@ func testCosts(t *testing.T, w *world) {
 		Invocation: fmt.Appendf(nil, `{"OrganizationID":%q,"AgentID":"agent-x","RunID":"run-p"}`, org),
 		CreatedAt:  now.Add(-2 * time.Minute), ExpiresAt: now.Add(time.Hour),
 	}
-	for _, a := range []*toolplane.Approval{metered, plain} {
+	// A second call of the tool in the same run tree: the inbox reads the
+	// tool's estimate and the tree's spend once for both cards.
+	again := *metered
+	again.ID, again.Key, again.RunID, again.CreatedAt = "apr_cost_again", "k-again", "run-c2", now.Add(-3*time.Minute)
+	again.Invocation = fmt.Appendf(nil, `{"OrganizationID":%q,"AgentID":"agent-x","RunID":"run-c2","RootRunID":"root-c","Ceilings":{"MaxCostCents":500}}`, org)
+	for _, a := range []*toolplane.Approval{metered, plain, &again} {
 		if err := w.store.InsertApproval(ctx, a); err != nil {
 			t.Fatal(err)
 		}
@@ -58,6 +81,15 @@ func testCosts(t *testing.T, w *world) {
 				t.Errorf("%s before any call: no %q in\n%s", name, want, body)
 			}
 		}
+	}
+
+	w.meter.estimates.Store(0)
+	w.meter.spends.Store(0)
+	if body := b.get("/console/approvals").body; strings.Count(body, "no calls measured yet") != 2 {
+		t.Errorf("the inbox does not show both metered cards' estimates:\n%s", body)
+	}
+	if e, s := w.meter.estimates.Load(), w.meter.spends.Load(); e != 1 || s != 1 {
+		t.Errorf("the inbox read %d estimates and %d spends, want one of each for one tool in one run tree", e, s)
 	}
 
 	usage := func(id, organization, tool, root string, cents int64, at time.Time) {
