@@ -221,12 +221,31 @@ type Usage struct {
 	CreatedAt      time.Time
 }
 
+// UsageStats is what the meter recorded of one tool's calls: how many rows,
+// and their average and largest CostCents. Zero Calls means none were
+// measured, and the costs are then zero too.
+type UsageStats struct {
+	Calls        int
+	AverageCents float64
+	MaxCents     int64
+}
+
+// MaxUsageSample bounds the usage rows ToolUsage reads: an estimate of a
+// call's cost needs the recent calls, not every call of a busy tool, and a
+// person waiting for an approval card must not wait for a scan of them.
+const MaxUsageSample = 1000
+
 // UsageStore is the canonical meter.
 type UsageStore interface {
 	InsertUsage(ctx context.Context, u *Usage) error
 	// RunTreeCost answers the total cost of a run tree, read from the rows
 	// themselves (never a rollup, which lags).
 	RunTreeCost(ctx context.Context, org, rootRunID string) (int64, error)
+	// ToolUsage answers the count, the average and the largest CostCents
+	// of the organization's usage rows of tool created at or after since,
+	// reading at most the newest MaxUsageSample of them (Calls is then
+	// MaxUsageSample). No rows answer zero stats, not an error.
+	ToolUsage(ctx context.Context, org, tool string, since time.Time) (UsageStats, error)
 }
 
 // AuditEvent records one call's outcome.

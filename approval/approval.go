@@ -96,6 +96,7 @@ func MayDecide(by *toolplane.Credential, a *toolplane.Approval) error {
 // Service files and resolves approvals.
 type Service struct {
 	store toolplane.ApprovalStore
+	usage toolplane.UsageStore
 	now   func() time.Time
 	ttl   time.Duration
 }
@@ -104,6 +105,10 @@ type Service struct {
 // have defaults.
 type Config struct {
 	Store toolplane.ApprovalStore
+	// Usage is the meter a card's cost estimate is read from; nil answers
+	// ErrNoMeter to Estimate and Spend, and files and answers approvals
+	// all the same.
+	Usage toolplane.UsageStore
 	// Now is the clock approvals are filed, expired and answered by;
 	// nil is time.Now.
 	Now func() time.Time
@@ -121,7 +126,7 @@ func New(cfg Config) *Service {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Service{store: cfg.Store, now: now, ttl: ttl}
+	return &Service{store: cfg.Store, usage: cfg.Usage, now: now, ttl: ttl}
 }
 
 // File stores a new pending approval. ID, status and creation time are
@@ -244,6 +249,49 @@ func (s *Service) Recent(ctx context.Context, status toolplane.ApprovalStatus, a
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
 	return as, next, nil
+}
+
+// EstimateWindow is how far back a cost estimate looks: recent calls, so a
+// provider's new prices show within a month.
+const EstimateWindow = 30 * 24 * time.Hour
+
+// ErrNoMeter: the service was built without a meter to read.
+var ErrNoMeter = errors.New("no meter is wired to estimate costs")
+
+// Estimate answers what the meter recorded of tool's calls in the caller's
+// organization over the last EstimateWindow (at most the newest
+// toolplane.MaxUsageSample of them), to a caller who may read approvals
+// (MayRead): what a person deciding a metered call is told it will likely
+// cost.
+func (s *Service) Estimate(ctx context.Context, tool string, by *toolplane.Credential) (toolplane.UsageStats, error) {
+	if err := MayRead(by, "reading cost estimates"); err != nil {
+		return toolplane.UsageStats{}, err
+	}
+	if s.usage == nil {
+		return toolplane.UsageStats{}, ErrNoMeter
+	}
+	st, err := s.usage.ToolUsage(ctx, by.OrganizationID, tool, s.now().Add(-EstimateWindow))
+	if err != nil {
+		return toolplane.UsageStats{}, fmt.Errorf("estimate the cost of %s: %w", tool, err)
+	}
+	return st, nil
+}
+
+// Spend answers what a run tree of the caller's organization has spent so
+// far, to a caller who may read approvals (MayRead): beside an estimate, it
+// tells how close an approved call brings the run to its ceiling.
+func (s *Service) Spend(ctx context.Context, rootRunID string, by *toolplane.Credential) (int64, error) {
+	if err := MayRead(by, "reading a run's spend"); err != nil {
+		return 0, err
+	}
+	if s.usage == nil {
+		return 0, ErrNoMeter
+	}
+	total, err := s.usage.RunTreeCost(ctx, by.OrganizationID, rootRunID)
+	if err != nil {
+		return 0, fmt.Errorf("spend of run tree %s: %w", rootRunID, err)
+	}
+	return total, nil
 }
 
 // inboxReads bounds the store reads one page of an inbox makes: a page

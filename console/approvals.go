@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
@@ -48,11 +50,14 @@ type approvalView struct {
 	// Description and Metered come from the tool's definition.
 	Description string
 	Metered     bool
+	// Cost is what the meter tells of a metered call; nil for a tool that
+	// is not metered.
+	Cost *costView
 	// Approvers is how many distinct people must approve.
 	Approvers int
 }
 
-func (c *Console) viewOf(a toolplane.Approval) approvalView {
+func (c *Console) viewOf(a toolplane.Approval, cs *costs) approvalView {
 	org := a.OrganizationID
 	a = approval.ShownWith(a, c.cfg.Registry.Sensitive(org, a.Tool, a.ToolVersion))
 	v := approvalView{Approval: a, Approvers: max(a.Approvers, 1)}
@@ -62,11 +67,96 @@ func (c *Console) viewOf(a toolplane.Approval) approvalView {
 	} else {
 		v.Arguments = string(a.Arguments)
 	}
-	if inv, err := approval.DecodeInvocation(a.Invocation); err == nil {
+	inv, err := approval.DecodeInvocation(a.Invocation)
+	if err == nil {
 		v.Agent, v.User, v.Tenant, v.RootRun = inv.AgentID, inv.UserID, inv.TenantID, inv.RootRunID
 	}
 	if t, ok := c.cfg.Registry.Get(org, a.Tool); ok {
 		v.Description, v.Metered = t.Def.Description, t.Def.Metered
+	}
+	if v.Metered {
+		// The run tree's spend is what the meter charges the run with:
+		// its root's, or the run's own when it has no parent.
+		var root string
+		var ceiling int64
+		if err == nil {
+			root, ceiling = inv.EffectiveRootRunID(), inv.Ceilings.MaxCostCents
+		}
+		v.Cost = cs.of(a.Tool, root, ceiling)
+	}
+	return v
+}
+
+// costView is what a card says of a metered call's cost: what the tool's
+// recent calls cost, and what its run tree has spent against its ceiling.
+type costView struct {
+	// Read is false when the meter could not be read: the card says so,
+	// rather than tell a person no calls were measured.
+	Read bool
+	// Calls is how many calls the estimate averages, over the last Days;
+	// Average and Max are in cents, Average rounded.
+	Calls        int
+	Days         int
+	Average, Max int64
+	// Spent is the run tree's spend so far in cents, when SpentRead;
+	// Ceiling the run's cost ceiling from its invocation, 0 for none.
+	SpentRead bool
+	Spent     int64
+	Ceiling   int64
+}
+
+// costs reads the cost facts of the approvals one page shows, through the
+// approval service: each tool's estimate once and each run tree's spend
+// once, however many cards name them, so an inbox of fifty cards of one
+// tool makes one estimate query, not fifty.
+type costs struct {
+	ctx   context.Context
+	log   func(msg string, args ...any)
+	svc   *approval.Service
+	by    *toolplane.Credential
+	tools map[string]*toolplane.UsageStats // nil: the meter was not read
+	spent map[string]*int64
+}
+
+func (c *Console) costsFor(ctx context.Context, svc *approval.Service, by *toolplane.Credential) *costs {
+	return &costs{ctx: ctx, svc: svc, by: by, tools: map[string]*toolplane.UsageStats{}, spent: map[string]*int64{},
+		log: func(msg string, args ...any) { c.log.ErrorContext(ctx, msg, args...) }}
+}
+
+// of answers the cost view of a call of tool in run tree root ("" when the
+// invocation names none) under ceiling. A read that fails is logged once
+// and shown as not read: a card is still worth showing without its
+// estimate, and the decision is the person's either way.
+func (cs *costs) of(tool, root string, ceiling int64) *costView {
+	st, ok := cs.tools[tool]
+	if !ok {
+		got, err := cs.svc.Estimate(cs.ctx, tool, cs.by)
+		if err != nil {
+			cs.log("cost estimate not read", "tool", tool, "err", err)
+		} else {
+			st = &got
+		}
+		cs.tools[tool] = st
+	}
+	v := &costView{Days: int(approval.EstimateWindow / (24 * time.Hour)), Ceiling: ceiling}
+	if st != nil {
+		v.Read, v.Calls, v.Average, v.Max = true, st.Calls, int64(math.Round(st.AverageCents)), st.MaxCents
+	}
+	if root == "" {
+		return v
+	}
+	spent, ok := cs.spent[root]
+	if !ok {
+		got, err := cs.svc.Spend(cs.ctx, root, cs.by)
+		if err != nil {
+			cs.log("run spend not read", "run", root, "err", err)
+		} else {
+			spent = &got
+		}
+		cs.spent[root] = spent
+	}
+	if spent != nil {
+		v.SpentRead, v.Spent = true, *spent
 	}
 	return v
 }
@@ -110,8 +200,9 @@ func (c *Console) approvalList(w http.ResponseWriter, r *http.Request, sess *sig
 		return err
 	}
 	v := listPage{frame: c.frameFor(sess, title, "approvals"), Status: status, Statuses: statuses}
+	cs := c.costsFor(r.Context(), svc, sess.Credential)
 	for _, a := range as {
-		v.Items = append(v.Items, c.viewOf(a))
+		v.Items = append(v.Items, c.viewOf(a, cs))
 	}
 	if next != "" {
 		v.Next = c.path("/approvals") + "?" + url.Values{"status": {string(status)}, "cursor": {next}}.Encode()
@@ -150,7 +241,7 @@ func (c *Console) approvalCard(w http.ResponseWriter, r *http.Request, sess *sig
 	if err != nil {
 		return err
 	}
-	v := cardPage{frame: c.frameFor(sess, "Approval "+a.ID, "approvals"), A: c.viewOf(*a), CSRF: sess.CSRF,
+	v := cardPage{frame: c.frameFor(sess, "Approval "+a.ID, "approvals"), A: c.viewOf(*a, c.costsFor(r.Context(), svc, sess.Credential)), CSRF: sess.CSRF,
 		Action: c.path("/approvals/" + url.PathEscape(a.ID))}
 	if a.Status == toolplane.ApprovalPending {
 		if err := approval.MayDecide(sess.Credential, a); err != nil {

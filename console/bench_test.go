@@ -19,7 +19,9 @@ import (
 // BenchmarkInbox measures the server time of an approver's inbox page
 // (the session read, the approval service's inbox, the page rendered)
 // with 10,000 approvals pending in the organization, a fifth of them
-// routed to the approver's group and a fifth to no group, on the embedded
+// routed to the approver's group and a fifth to no group, half of them
+// calls of a metered tool (each card then shows the tool's cost estimate
+// and its own run's spend, read from 2,000 usage rows), on the embedded
 // store (a SQLite file), and on PostgreSQL when the test server is set. It
 // reports the median and the 99th percentile of the page's time besides
 // the mean.
@@ -39,10 +41,22 @@ func benchInbox(b *testing.B, w *world) {
 		b.Fatal(err)
 	}
 	start := time.Now().Add(-time.Hour)
+	const used = 2_000
+	for i := range used {
+		u := &toolplane.Usage{ID: fmt.Sprintf("use_bench_%05d", i), OrganizationID: org, RunID: fmt.Sprintf("run-%d", i*5),
+			RootRunID: fmt.Sprintf("run-%d", i*5), Tool: "xss.meter", CostCents: int64(i % 40), Units: 1, CreatedAt: start.Add(time.Duration(i) * time.Millisecond)}
+		if err := w.store.InsertUsage(ctx, u); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for i := range pending {
+		tool, version := "xss.pay", "1.2.0"
+		if i%2 == 1 {
+			tool, version = "xss.meter", "1.0.0"
+		}
 		a := &toolplane.Approval{
 			ID: fmt.Sprintf("apr_bench_%05d", i), OrganizationID: org, RunID: fmt.Sprintf("run-%d", i), StepPath: "agent",
-			Tool: "xss.pay", ToolVersion: "1.2.0", Key: fmt.Sprintf("key-%d", i), ArgumentsHash: hash, Arguments: args,
+			Tool: tool, ToolVersion: version, Key: fmt.Sprintf("key-%d", i), ArgumentsHash: hash, Arguments: args,
 			Invocation:  fmt.Appendf(nil, `{"OrganizationID":%q,"AgentID":"agent-billing","RunID":"run-%d"}`, org, i),
 			PrincipalID: "agent-billing", Preview: "Pay to " + account, Status: toolplane.ApprovalPending, DefaultOnTimeout: "deny",
 			ApproverGroup: groups[i%len(groups)], CreatedAt: start.Add(time.Duration(i) * time.Millisecond), ExpiresAt: start.Add(24 * time.Hour),

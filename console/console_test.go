@@ -84,6 +84,9 @@ type world struct {
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
 	paid    sync.Map // the accounts xss.pay's handler was called for
+	// meter is the usage store the approval service reads cost estimates
+	// from: the store, counting its reads.
+	meter *countingMeter
 	// keys by name: agent (xssAgent), frontDesk (an agent acting for
 	// users), fin (approver in group finance), ada (approver in no
 	// group), bob (approver, the person a call is asked for), grace
@@ -145,6 +148,14 @@ func newWorldOn(t testing.TB, backend string) *world {
 	}
 	slow.Repeatable = &no
 	slow.InputSchema = markSensitive(t, slow.InputSchema, "account")
+	// xss.meter is metered: its cards show what its calls cost.
+	meter, err := handler.Define[payIn, map[string]any](toolplane.Definition{
+		Name: "xss.meter", Version: "1.0.0", Description: "Looks an account up, at a price.", Kind: toolplane.KindInternal,
+		Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "xss.meter"}}, Effect: toolplane.EffectRead, Metered: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	hs := handler.NewRegistry()
 	payB, err := handler.Bind("xss.pay", func(_ context.Context, _ handler.Call, in payIn) (map[string]any, error) {
 		w.paid.Store(in.Account, in.Note)
@@ -162,19 +173,26 @@ func newWorldOn(t testing.TB, backend string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []*handler.Binding{payB, slowB} {
+	meterB, err := handler.Bind("xss.meter", func(ctx context.Context, _ handler.Call, _ payIn) (map[string]any, error) {
+		return map[string]any{"found": true}, handler.ReportUsage(ctx, 3, 1)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*handler.Binding{payB, slowB, meterB} {
 		if err := hs.Register(b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reg, _, err := registry.Build([]toolplane.Definition{pay, slow}, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
+	reg, _, err := registry.Build([]toolplane.Definition{pay, slow, meter}, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Everything the server logs is kept, so a test can tell a secret
 	// never reached a log.
 	quiet := slog.New(slog.NewTextHandler(&w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	approvals := approval.New(approval.Config{Store: w.store, TTL: time.Hour})
+	w.meter = &countingMeter{UsageStore: w.store}
+	approvals := approval.New(approval.Config{Store: w.store, Usage: w.meter, TTL: time.Hour})
 	w.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: w.store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

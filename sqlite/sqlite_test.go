@@ -272,6 +272,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ? AND status IN ('pending', 'approved') AND expires_at > ? ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", "h", 0}},
 		{"ListApprovals page", `SELECT * FROM approvals WHERE organization_id = ? AND status = ? AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT 10`, []any{"o", "s", 0, "i"}},
 		{"RunTreeCost", `SELECT COALESCE(SUM(cost_cents), 0) FROM usage WHERE organization_id = ? AND root_run_id = ?`, []any{"o", "r"}},
+		{"ToolUsage", `SELECT cost_cents FROM usage WHERE organization_id = ? AND tool = ? AND created_at >= ? ORDER BY created_at DESC LIMIT 1000`, []any{"o", "t", 0}},
 		{"ListAudit page", `SELECT * FROM audit_events WHERE organization_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", 0, "i"}},
 		{"ListAudit by run", `SELECT * FROM audit_events WHERE organization_id = ? AND run_id = ? ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "r"}},
 		{"ExpiredClaims", `SELECT * FROM claims WHERE status = 'processing' AND lease_until < ? ORDER BY lease_until LIMIT 10`, []any{0}},

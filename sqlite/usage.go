@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/toolplane/toolplane"
 )
@@ -35,4 +36,21 @@ func (s *Store) RunTreeCost(ctx context.Context, org, rootRunID string) (int64, 
 		return 0, fmt.Errorf("run tree cost %s: %w", rootRunID, err)
 	}
 	return total, nil
+}
+
+// ToolUsage answers the count, the average and the largest cost of the
+// newest usage rows (at most toolplane.MaxUsageSample) of the
+// organization's tool since then, read from the index usage_by_tool.
+func (s *Store) ToolUsage(ctx context.Context, org, tool string, since time.Time) (toolplane.UsageStats, error) {
+	var st toolplane.UsageStats
+	var calls int64
+	err := s.queryRow(ctx, `SELECT COUNT(*), COALESCE(AVG(cost_cents), 0), COALESCE(MAX(cost_cents), 0) FROM (
+		SELECT cost_cents FROM usage
+		WHERE organization_id = ? AND tool = ? AND created_at >= ?
+		ORDER BY created_at DESC LIMIT ?)`, org, tool, micros(since), toolplane.MaxUsageSample).Scan(&calls, &st.AverageCents, &st.MaxCents)
+	if err != nil {
+		return toolplane.UsageStats{}, fmt.Errorf("usage of %s: %w", tool, err)
+	}
+	st.Calls = int(calls)
+	return st, nil
 }

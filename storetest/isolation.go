@@ -152,6 +152,11 @@ func testIsolationUsage(t *testing.T, s toolplane.Store) {
 	insertUsage(t, s, usage(orgB, "u1", "root-1", 7))
 	wantCost(t, s, orgA, "root-1", 500)
 	wantCost(t, s, orgB, "root-1", 7)
+
+	// A tool's estimate counts its organization's calls alone.
+	wantToolUsage(t, s, orgA, "search.web", base, toolplane.UsageStats{Calls: 1, AverageCents: 500, MaxCents: 500})
+	wantToolUsage(t, s, orgB, "search.web", base, toolplane.UsageStats{Calls: 1, AverageCents: 7, MaxCents: 7})
+	wantToolUsage(t, s, newOrg(), "search.web", base, toolplane.UsageStats{})
 }
 
 func testIsolationAudit(t *testing.T, s toolplane.Store) {

@@ -483,6 +483,30 @@ func (m *memStore) RunTreeCost(_ context.Context, org, rootRunID string) (int64,
 	return total, nil
 }
 
+func (m *memStore) ToolUsage(_ context.Context, org, tool string, since time.Time) (toolplane.UsageStats, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Usage
+	for _, u := range m.usage {
+		if u.OrganizationID == org && u.Tool == tool && !u.CreatedAt.Before(since) {
+			rows = append(rows, u)
+		}
+	}
+	slices.SortFunc(rows, func(a, b toolplane.Usage) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	rows = rows[:min(len(rows), toolplane.MaxUsageSample)]
+	var st toolplane.UsageStats
+	var sum float64
+	for _, u := range rows {
+		st.Calls++
+		sum += float64(u.CostCents)
+		st.MaxCents = max(st.MaxCents, u.CostCents)
+	}
+	if st.Calls > 0 {
+		st.AverageCents = sum / float64(st.Calls)
+	}
+	return st, nil
+}
+
 func (m *memStore) AppendAudit(_ context.Context, e *toolplane.AuditEvent) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -535,7 +535,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 
 	writer := audit.NewWriter(audit.WriterConfig{Store: b.Store, Logger: log})
 	s.closers = append(s.closers, writer.Close)
-	approvals := approval.New(approval.Config{Store: b.Store})
+	approvals := approval.New(approval.Config{Store: b.Store, Usage: b.Store})
 	meters := metrics.New(metrics.Pending(b.Store), log)
 	upstreams.UseRegistry(reg)
 	// The operator's stored settings are applied before the first tool
