@@ -190,20 +190,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args)+1)
 	args = append(args, limit+1) // one more, to know whether a page follows
 
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	out, err := collect(rows, scanApproval)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Approvals, micros(last.CreatedAt), last.ID), nil
+	return s.approvalPage(ctx, q, args, limit, cursor.Approvals)
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -264,20 +251,7 @@ func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status tool
 		}
 		q = strings.Join(reads, ` UNION ALL `) + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	out, err := collect(rows, scanApproval)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.NewestApprovals, micros(last.CreatedAt), last.ID), nil
+	return s.approvalPage(ctx, q, args, limit, cursor.NewestApprovals)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index
@@ -311,4 +285,24 @@ func approvedBy(a *toolplane.Approval) any {
 		return nil
 	}
 	return v
+}
+
+// approvalPage runs q, which asks for one row more than limit, and
+// answers the page of limit approvals and, when that row came, the cursor
+// of kind after the page's last.
+func (s *Store) approvalPage(ctx context.Context, q string, args []any, limit int, kind byte) ([]toolplane.Approval, string, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	out, err := collect(rows, scanApproval)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, cursor.Encode(kind, micros(last.CreatedAt), last.ID), nil
 }
