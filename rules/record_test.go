@@ -84,3 +84,45 @@ func TestRecordBytes(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkRecord measures the document of one decided call and its
+// record, as Decide builds them: a read of one item by an agent's key (the
+// load generator's http read), the demo's refund with a fact, and a call
+// acting for a person with claims and an x-sensitive argument.
+func BenchmarkRecord(b *testing.B) {
+	now := time.Date(2026, 12, 1, 22, 30, 0, 0, time.UTC)
+	key := &toolplane.Credential{ID: "tpk_agent", Roles: []string{}}
+	for _, c := range []struct {
+		name string
+		in   policy.Input
+	}{
+		{"get-item", policy.Input{
+			Invocation: &toolplane.Invocation{AgentID: "toolplane-load-http", Source: toolplane.SourceREST, Credential: key},
+			Tool:       &toolplane.Definition{Name: "load.get_item", Version: "1.0.0", Effect: toolplane.EffectRead, Owner: "load"},
+			Arguments:  map[string]any{"id": "item_0042"},
+		}},
+		{"refund", policy.Input{
+			Invocation: &toolplane.Invocation{AgentID: "agent-1", Source: toolplane.SourceREST, Credential: key,
+				AgentAttributes: map[string]any{"department": "support"}},
+			Tool:      &toolplane.Definition{Name: "demo.refund_order", Version: "1.0.0", Effect: toolplane.EffectWrite, Tags: []string{"finance"}},
+			Arguments: map[string]any{"order_id": "ord-7", "amount_cents": json.Number("1200"), "to_account": "acct-customer"},
+			Facts:     map[string]any{"order_account": "acct-customer"},
+		}},
+		{"for-a-person", policy.Input{
+			Invocation: &toolplane.Invocation{AgentID: "agent-1", UserID: "user-sam", Source: toolplane.SourceMCP, Credential: key,
+				User: &toolplane.User{Groups: []string{"finance"}, Manager: "user-max", Attributes: map[string]any{"region": "eu"}}},
+			Tool:      &toolplane.Definition{Name: "payments.pay", Version: "1.0.0", Effect: toolplane.EffectWrite},
+			Arguments: map[string]any{"to_account": "acct-evil-7781", "amount_cents": json.Number("100"), "memo": "rent"},
+			Sensitive: []string{"/to_account"},
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if record(policy.Allow, policy.NewRequest(c.in, now, time.UTC, 0)) == "" {
+					b.Fatal("nothing recorded")
+				}
+			}
+		})
+	}
+}
