@@ -339,6 +339,9 @@ func (d *digester) text(v any) any {
 		d.b.Write(h[:])
 		return d.b.String()[start:]
 	case map[string]any:
+		if len(x) == 0 {
+			return x // nothing to replace, and nothing to copy
+		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
 			out[k] = d.text(e)
