@@ -266,12 +266,15 @@ func record(grants policy.Effect, req *policy.Request) string {
 	// The values at the sensitive pointers go whatever their type; Hide
 	// then finds the text ones wherever else they were copied.
 	masked := schema.Mask(req.Arguments, req.Tool.Sensitive, boundary.Redacted)
+	args := boundary.Hide(boundary.Redact(masked), secret)
+	facts := boundary.Hide(boundary.Redact(req.Facts), secret)
 	var d digester
-	if args, ok := d.text(boundary.Hide(boundary.Redact(masked), secret)).(map[string]any); ok {
-		r.Arguments = args
+	d.b.Grow(digestLen * (texts(args) + texts(facts)))
+	if m, ok := d.text(args).(map[string]any); ok {
+		r.Arguments = m
 	}
-	if facts, ok := d.text(boundary.Hide(boundary.Redact(req.Facts), secret)).(map[string]any); ok {
-		r.Facts = facts
+	if m, ok := d.text(facts).(map[string]any); ok {
+		r.Facts = m
 	}
 	// The person's and the agent's attributes are claims the deployment
 	// maps from tokens, and are redacted by the same rule.
@@ -331,9 +334,6 @@ func (d *digester) text(v any) any {
 		sum := sha256.Sum256([]byte(x))
 		var h [32]byte
 		hex.Encode(h[:], sum[:16])
-		if d.b.Cap() == 0 {
-			d.b.Grow(4 * digestLen)
-		}
 		start := d.b.Len()
 		d.b.WriteString(digestPrefix)
 		d.b.Write(h[:])
@@ -355,6 +355,30 @@ func (d *digester) text(v any) any {
 		return out
 	}
 	return v
+}
+
+// texts counts the strings digester.text replaces in v, so that one
+// buffer holds every digest of a record.
+func texts(v any) int {
+	switch x := v.(type) {
+	case string:
+		if x != boundary.Redacted {
+			return 1
+		}
+	case map[string]any:
+		n := 0
+		for _, e := range x {
+			n += texts(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += texts(e)
+		}
+		return n
+	}
+	return 0
 }
 
 // Explanation is what decides one call of a tool: the effect, why, the
