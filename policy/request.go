@@ -10,7 +10,8 @@ import (
 // facts, and the context: now in zone (UTC when nil) and the run tree's
 // cost so far. It is the one place an Input becomes a Request, so what a
 // rule may read grows here (a resolved user's attributes, a team) and
-// every engine sees it at once.
+// every engine sees it at once. The request shares in's arguments, facts
+// and attributes, which no engine and no record changes.
 func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64) *Request {
 	inv, d := in.Invocation, in.Tool
 	if zone == nil {
@@ -20,7 +21,7 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 	r := &Request{
 		Principal: Principal{
 			Agent: inv.AgentID, Key: inv.CredentialID, Tenant: inv.TenantID,
-			Roles: []string{}, Attributes: map[string]any{},
+			Roles: []string{}, Attributes: inv.AgentAttributes,
 		},
 		Tool: Tool{
 			Name: d.Name, Version: d.Version, Effect: string(d.Effect),
@@ -28,8 +29,7 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 			Tags: nonNil(d.Tags), Classification: d.Classification, Owner: d.Owner,
 			Sensitive: nonNil(in.Sensitive),
 		},
-		Arguments: map[string]any{},
-		Facts:     map[string]any{},
+		Facts: in.Facts,
 		Context: Context{
 			Time: t, Hour: t.Hour(), Weekday: int(t.Weekday()),
 			RunCostCents: runCostCents, Source: string(inv.Source),
@@ -44,31 +44,37 @@ func NewRequest(in Input, now time.Time, zone *time.Location, runCostCents int64
 		// A call run later from storage: the roles the caller had.
 		r.Principal.Roles = inv.AgentRoles
 	}
-	if inv.AgentAttributes != nil {
-		r.Principal.Attributes = inv.AgentAttributes
-		// The agent's team is its "team" attribute: its key's, or its
-		// token's claim as the deployment maps it.
-		if team, ok := inv.AgentAttributes["team"].(string); ok {
-			r.Principal.Team = team
-		}
+	// The agent's team is its "team" attribute: its key's, or its token's
+	// claim as the deployment maps it.
+	if team, ok := inv.AgentAttributes["team"].(string); ok {
+		r.Principal.Team = team
 	}
 	if inv.UserID != "" {
-		r.User = &Person{ID: inv.UserID, Roles: []string{}, Groups: []string{}, Attributes: map[string]any{}}
+		r.User = &Person{ID: inv.UserID, Roles: []string{}, Groups: []string{}}
 		// What the person's identity provider says of them, as the
 		// deployment maps its claims: a rule on a group or the manager
 		// reads it here.
 		if u := inv.User; u != nil {
 			r.User.Roles, r.User.Groups, r.User.Manager = nonNil(u.Roles), nonNil(u.Groups), u.Manager
-			if u.Attributes != nil {
-				r.User.Attributes = u.Attributes
-			}
+			r.User.Attributes = u.Attributes
+		}
+		if r.User.Attributes == nil {
+			r.User.Attributes = map[string]any{}
 		}
 	}
-	if args, ok := in.Arguments.(map[string]any); ok && args != nil {
+	if args, ok := in.Arguments.(map[string]any); ok {
 		r.Arguments = args
 	}
-	for k, v := range in.Facts {
-		r.Facts[k] = v
+	// A rule reads an absent object as empty, never as null; an empty one
+	// is made only when there is none to share.
+	if r.Principal.Attributes == nil {
+		r.Principal.Attributes = map[string]any{}
+	}
+	if r.Arguments == nil {
+		r.Arguments = map[string]any{}
+	}
+	if r.Facts == nil {
+		r.Facts = map[string]any{}
 	}
 	return r
 }

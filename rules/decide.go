@@ -1,12 +1,15 @@
 package rules
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -246,22 +249,32 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 // it is too large to keep: the arguments and facts redacted as a span's
 // are (credentials by name and shape, and every value at a pointer
 // tool.sensitive lists, wherever a fact echoed it), and then every text
-// value of theirs kept only as its digest (see digestText): text is what
+// value of theirs kept only as its digest (see digester.text): text is what
 // a caller can put anything in, a secret included, and the audit trail
 // keeps no secret, while two texts equal then (a recipient and the
 // order's account) still compare equal in a shadow run. The claimed
 // attributes are redacted by name and shape.
 func record(grants policy.Effect, req *policy.Request) string {
-	r := *req
+	// One allocation holds the document and the request it carries; it
+	// encodes as recorded does.
+	doc := &struct {
+		Grants  string         `json:"grants"`
+		Request policy.Request `json:"request"`
+	}{Grants: grants.String(), Request: *req}
+	r := &doc.Request
 	secret := schema.SensitiveValues(req.Arguments, req.Tool.Sensitive)
 	// The values at the sensitive pointers go whatever their type; Hide
 	// then finds the text ones wherever else they were copied.
 	masked := schema.Mask(req.Arguments, req.Tool.Sensitive, boundary.Redacted)
-	if args, ok := digestText(boundary.Hide(boundary.Redact(masked), secret)).(map[string]any); ok {
-		r.Arguments = args
+	args := boundary.Hide(boundary.Redact(masked), secret)
+	facts := boundary.Hide(boundary.Redact(req.Facts), secret)
+	var d digester
+	d.b.Grow(digestLen * (texts(args) + texts(facts)))
+	if m, ok := d.text(args).(map[string]any); ok {
+		r.Arguments = m
 	}
-	if facts, ok := digestText(boundary.Hide(boundary.Redact(req.Facts), secret)).(map[string]any); ok {
-		r.Facts = facts
+	if m, ok := d.text(facts).(map[string]any); ok {
+		r.Facts = m
 	}
 	// The person's and the agent's attributes are claims the deployment
 	// maps from tokens, and are redacted by the same rule.
@@ -275,41 +288,97 @@ func record(grants policy.Effect, req *policy.Request) string {
 		}
 		r.User = &u
 	}
-	b, err := json.Marshal(recorded{Grants: grants.String(), Request: &r})
-	if err != nil || len(b) > maxInput {
+	buf := encodeBuffers.Get().(*bytes.Buffer)
+	defer putEncodeBuffer(buf)
+	buf.Reset()
+	// Encode is Marshal with a newline after, written into a buffer kept
+	// from call to call: the text is copied once, into the answer.
+	if err := json.NewEncoder(buf).Encode(doc); err != nil || buf.Len()-1 > maxInput {
 		return ""
 	}
-	return string(b)
+	return string(buf.Bytes()[:buf.Len()-1])
+}
+
+// encodeBuffers holds the buffers records are encoded in.
+var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putEncodeBuffer gives buf back to encodeBuffers unless it grew past
+// what a record may keep: one call's large arguments do not stay held.
+func putEncodeBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= 2*maxInput {
+		encodeBuffers.Put(buf)
+	}
 }
 
 // digestPrefix marks a text value the audit trail keeps as its digest.
 const digestPrefix = "sha256:"
 
-// digestText answers v with every string replaced by digestPrefix and the
-// first 128 bits of its SHA-256, in hex; the redaction marker stays as it
-// is.
-func digestText(v any) any {
+// digestLen is the length of a digest: digestPrefix and 128 bits in hex.
+const digestLen = len(digestPrefix) + 32
+
+// digester writes the digests of one record into one buffer: a
+// strings.Builder never changes what it has written, even as it grows, so
+// each digest is a slice of its text rather than a string of its own.
+type digester struct {
+	b strings.Builder
+}
+
+// text answers v with every string replaced by digestPrefix and the first
+// 128 bits of its SHA-256, in hex; the redaction marker stays as it is.
+func (d *digester) text(v any) any {
 	switch x := v.(type) {
 	case string:
 		if x == boundary.Redacted {
 			return x // already nothing of the value
 		}
 		sum := sha256.Sum256([]byte(x))
-		return digestPrefix + hex.EncodeToString(sum[:16])
+		var h [32]byte
+		hex.Encode(h[:], sum[:16])
+		start := d.b.Len()
+		d.b.WriteString(digestPrefix)
+		d.b.Write(h[:])
+		return d.b.String()[start:]
 	case map[string]any:
+		if len(x) == 0 {
+			return x // nothing to replace, and nothing to copy
+		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = digestText(e)
+			out[k] = d.text(e)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = digestText(e)
+			out[i] = d.text(e)
 		}
 		return out
 	}
 	return v
+}
+
+// texts counts the strings digester.text replaces in v, so that one
+// buffer holds every digest of a record.
+func texts(v any) int {
+	switch x := v.(type) {
+	case string:
+		if x != boundary.Redacted {
+			return 1
+		}
+	case map[string]any:
+		n := 0
+		for _, e := range x {
+			n += texts(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += texts(e)
+		}
+		return n
+	}
+	return 0
 }
 
 // Explanation is what decides one call of a tool: the effect, why, the
