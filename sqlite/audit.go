@@ -42,11 +42,52 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
+// auditArgCount is how many arguments insertAudit takes.
+const auditArgCount = 24
+
 func auditArgs(e *toolplane.AuditEvent) []any {
-	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
-		e.ToolVersion, string(e.Source), e.Outcome, e.ArgumentsHash, e.ApprovalID, e.AuthorizedBy,
-		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), e.Key, e.Reason, e.ConnectionID,
-		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput)}
+	args := make([]any, auditArgCount)
+	setAuditArgs(args, e)
+	return args
+}
+
+// setAuditArgs makes args insertAudit's arguments for e, in place. A
+// value equal to the one args holds keeps it: rows of a batch share one
+// argument slice, and the fields their events share (the organization,
+// agent, tool, source, outcome) are then boxed once a batch, not once a
+// row.
+func setAuditArgs(args []any, e *toolplane.AuditEvent) {
+	setArg(args, 0, e.OrganizationID)
+	setArg(args, 1, e.ID)
+	setArg(args, 2, e.RunID)
+	setArg(args, 3, e.AgentID)
+	setArg(args, 4, e.PrincipalID)
+	setArg(args, 5, e.UserID)
+	setArg(args, 6, e.Tool)
+	setArg(args, 7, e.ToolVersion)
+	setArg(args, 8, string(e.Source))
+	setArg(args, 9, e.Outcome)
+	setArg(args, 10, e.ArgumentsHash)
+	setArg(args, 11, e.ApprovalID)
+	setArg(args, 12, e.AuthorizedBy)
+	setArg(args, 13, e.Replayed)
+	setArg(args, 14, e.LatencyMicros)
+	setArg(args, 15, micros(e.CreatedAt))
+	setArg(args, 16, e.Key)
+	setArg(args, 17, e.Reason)
+	setArg(args, 18, e.ConnectionID)
+	setArg(args, 19, e.PolicyDecision)
+	setArg(args, 20, e.PolicyBundle)
+	setArg(args, 21, e.PolicyRule)
+	setArg(args, 22, e.PolicyDegraded)
+	args[23] = blob(e.PolicyInput)
+}
+
+// setArg sets args[i] to v unless it already holds a T equal to v.
+func setArg[T comparable](args []any, i int, v T) {
+	if old, ok := args[i].(T); !ok || old != v {
+		args[i] = v
+	}
 }
 
 // writeAudited runs query, a conditional change of one row, with args,
@@ -103,8 +144,12 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 	}
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		txst := tx.StmtContext(ctx, st)
+		// database/sql copies the arguments before a statement runs, so
+		// one slice serves every row (see setAuditArgs).
+		args := make([]any, auditArgCount)
 		for _, e := range events {
-			if _, err := txst.ExecContext(ctx, auditArgs(e)...); err != nil {
+			setAuditArgs(args, e)
+			if _, err := txst.ExecContext(ctx, args...); err != nil {
 				return auditErr(e, err)
 			}
 		}
