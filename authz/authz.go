@@ -411,9 +411,12 @@ func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *
 }
 
 // matchIn answers the grant of grants that allows tool name for tenant
-// now (a pinned one over an unpinned one), or nil.
-func (s *Service) matchIn(v *view, grants []toolplane.Grant, tenant, name string) (allow *Why) {
+// now (a pinned one over an unpinned one), or nil. The answer is built
+// once, for the grant that wins, not for each grant that matches.
+func (s *Service) matchIn(v *view, grants []toolplane.Grant, tenant, name string) *Why {
 	now := s.now()
+	var best *toolplane.Grant
+	var bestRange string
 	for i := range grants {
 		g := &grants[i]
 		if !g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt) {
@@ -422,23 +425,29 @@ func (s *Service) matchIn(v *view, grants []toolplane.Grant, tenant, name string
 		if len(g.TenantScope) > 0 && !slices.Contains(g.TenantScope, tenant) {
 			continue
 		}
-		refs, via := []string{g.Pattern}, g.Pattern
+		refs := []string{g.Pattern}
 		if g.Bundle != "" {
-			refs, via = v.bundles[g.Bundle].Refs, "bundle "+g.Bundle
+			refs = v.bundles[g.Bundle].Refs
 		}
 		for _, r := range refs {
 			pat, rng := semver.SplitRef(r)
 			if ok, _ := path.Match(pat, name); ok {
-				w := &Why{Tool: name, Range: rng, Grant: g.ID, Via: via, GrantedBy: g.GrantedBy, ExpiresAt: g.ExpiresAt}
 				// The most specific allowing grant wins: a pinned one
 				// over an unpinned one.
-				if allow == nil || (allow.Range == "" && rng != "") {
-					allow = w
+				if best == nil || (bestRange == "" && rng != "") {
+					best, bestRange = g, rng
 				}
 			}
 		}
 	}
-	return allow
+	if best == nil {
+		return nil
+	}
+	via := best.Pattern
+	if best.Bundle != "" {
+		via = "bundle " + best.Bundle
+	}
+	return &Why{Tool: name, Range: bestRange, Grant: best.ID, Via: via, GrantedBy: best.GrantedBy, ExpiresAt: best.ExpiresAt}
 }
 
 // Pin answers whether the agent's grants allow the tool named now, denies
