@@ -38,8 +38,7 @@ const maxCandidates = 50
 func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Released, error) {
 	inv, d := r.Invocation, r.Tool
 	c, err := s.pick(ctx, r, s.mem)
-	var refused *toolplane.ConnectionError
-	if errors.As(err, &refused) {
+	if err != nil && isRefusal(err) {
 		// What memory answered may lag a change another node just made
 		// (a connection created, consented to, or widened): a refusal is
 		// the store's to make. Memory only ever lags toward allowing
@@ -55,6 +54,14 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 		return nil, s.consentLink(ctx, err, c, inv, d)
 	}
 	return &toolplane.Released{Connection: s.shownOnce(released), Secrets: sec}, nil
+}
+
+// isRefusal reports whether err is a *toolplane.ConnectionError. It is a
+// function of its own so that the target errors.As needs is allocated
+// only when there is an error to inspect, not on every release.
+func isRefusal(err error) bool {
+	var refused *toolplane.ConnectionError
+	return errors.As(err, &refused)
 }
 
 // shownOnce answers shown(c), made once for each row memory keeps rather
