@@ -143,9 +143,10 @@ func (s itemSource) item(n *normalizer, i int) any {
 }
 
 // boundItems is Bound for an array whose first length items n produces
-// from src on demand. It answers the items it kept as they were before bounding (the
-// part of the answer AttachRefs pairs with), the bounded array, and whether
-// bounding changed anything. Items past the cut are never produced.
+// from src on demand. It answers the items it kept as they were before
+// bounding (the part of the answer AttachRefs pairs with), the bounded
+// array, and whether bounding changed anything. Items past the cut are
+// never produced.
 func boundItems(length int, n *normalizer, src itemSource, limit int) (original, bounded []any, changed bool) {
 	var fill arrayFill
 	fill.start(limit)
