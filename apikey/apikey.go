@@ -93,7 +93,12 @@ func Parse(key string) (id, secret string, err error) {
 		return "", "", fmt.Errorf("%w: no separator after the id", ErrMalformed)
 	}
 	id, secret = key[:idLen], key[idLen+1:]
-	if b, err := secretEncoding.DecodeString(secret); err != nil || len(b) != secretBytes {
+	// Decoded on the stack: DecodeString allocates its answer, and every
+	// request presenting a key is parsed.
+	var src [secretLen]byte
+	var dst [secretLen * 6 / 8]byte // DecodedLen(secretLen)
+	copy(src[:], secret)
+	if n, err := secretEncoding.Decode(dst[:], src[:]); err != nil || n != secretBytes {
 		return "", "", fmt.Errorf("%w: secret is not %d bytes of base64url", ErrMalformed, secretBytes)
 	}
 	return id, secret, nil

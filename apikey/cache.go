@@ -98,7 +98,7 @@ func (c *Cache) Authenticate(ctx context.Context, store Getter, key string, now 
 	if c == nil {
 		return verify(ctx, store, id, secret, now)
 	}
-	digest := sha256.Sum256([]byte(key))
+	digest := keyDigest(key)
 	if cred, ok := c.lookup(id, &digest, now); ok {
 		if expired(&cred, now) {
 			return nil, ErrInvalid
@@ -129,7 +129,7 @@ func (c *Cache) Cached(key string, now time.Time) (*toolplane.Credential, bool) 
 	if err != nil {
 		return nil, false
 	}
-	digest := sha256.Sum256([]byte(key))
+	digest := keyDigest(key)
 	cred, ok := c.lookup(id, &digest, now)
 	if !ok || expired(&cred, now) {
 		return nil, false
@@ -247,6 +247,18 @@ func (c *Cache) dropStale(id string, now time.Time) {
 
 func expired(cred *toolplane.Credential, now time.Time) bool {
 	return !cred.ExpiresAt.IsZero() && !now.Before(cred.ExpiresAt)
+}
+
+// keyDigest is the SHA-256 of key, hashed from a copy on the stack: a key
+// is longer than the bytes a conversion may keep there, so []byte(key)
+// would allocate on every request.
+func keyDigest(key string) [sha256.Size]byte {
+	if len(key) != keyLen {
+		return sha256.Sum256([]byte(key))
+	}
+	var b [keyLen]byte
+	copy(b[:], key)
+	return sha256.Sum256(b[:])
 }
 
 // clone copies cred deeply enough that no two callers, nor a caller and the

@@ -410,10 +410,28 @@ func (s *Service) match(v *view, agent, tenant, name string) (allow *Why, deny *
 	return s.matchIn(v, v.grants[agent], tenant, name), v.deny(agent, name)
 }
 
-// matchIn answers the grant of grants that allows tool name for tenant
-// now (a pinned one over an unpinned one), or nil.
-func (s *Service) matchIn(v *view, grants []toolplane.Grant, tenant, name string) (allow *Why) {
+// matchIn answers why the grant of grants that allows tool name for
+// tenant now (see grantFor) allows it, or nil.
+func (s *Service) matchIn(v *view, grants []toolplane.Grant, tenant, name string) *Why {
+	g, rng := s.grantFor(v, grants, tenant, name)
+	if g == nil {
+		return nil
+	}
+	via := g.Pattern
+	if g.Bundle != "" {
+		via = "bundle " + g.Bundle
+	}
+	return &Why{Tool: name, Range: rng, Grant: g.ID, Via: via, GrantedBy: g.GrantedBy, ExpiresAt: g.ExpiresAt}
+}
+
+// grantFor answers the grant of grants that allows tool name for tenant
+// now (a pinned one over an unpinned one) and the range it pins, or nil.
+// It builds nothing: a call's decision needs only the range, and an
+// explanation (matchIn) is built once, for the grant that wins.
+func (s *Service) grantFor(v *view, grants []toolplane.Grant, tenant, name string) (*toolplane.Grant, string) {
 	now := s.now()
+	var best *toolplane.Grant
+	var bestRange string
 	for i := range grants {
 		g := &grants[i]
 		if !g.ExpiresAt.IsZero() && !now.Before(g.ExpiresAt) {
@@ -422,23 +440,22 @@ func (s *Service) matchIn(v *view, grants []toolplane.Grant, tenant, name string
 		if len(g.TenantScope) > 0 && !slices.Contains(g.TenantScope, tenant) {
 			continue
 		}
-		refs, via := []string{g.Pattern}, g.Pattern
+		refs := []string{g.Pattern}
 		if g.Bundle != "" {
-			refs, via = v.bundles[g.Bundle].Refs, "bundle "+g.Bundle
+			refs = v.bundles[g.Bundle].Refs
 		}
 		for _, r := range refs {
 			pat, rng := semver.SplitRef(r)
 			if ok, _ := path.Match(pat, name); ok {
-				w := &Why{Tool: name, Range: rng, Grant: g.ID, Via: via, GrantedBy: g.GrantedBy, ExpiresAt: g.ExpiresAt}
 				// The most specific allowing grant wins: a pinned one
 				// over an unpinned one.
-				if allow == nil || (allow.Range == "" && rng != "") {
-					allow = w
+				if best == nil || (bestRange == "" && rng != "") {
+					best, bestRange = g, rng
 				}
 			}
 		}
 	}
-	return allow
+	return best, bestRange
 }
 
 // Pin answers whether the agent's grants allow the tool named now, denies
@@ -448,11 +465,11 @@ func (s *Service) Pin(ctx context.Context, org, agent, tenant, name string) (str
 	if err != nil {
 		return "", false, err
 	}
-	allow, deny := s.match(v, agent, tenant, name)
-	if allow == nil || deny != nil {
+	g, rng := s.grantFor(v, v.grants[agent], tenant, name)
+	if g == nil || v.deny(agent, name) != nil {
 		return "", false, nil
 	}
-	return allow.Range, true, nil
+	return rng, true, nil
 }
 
 // Pins answers the tools the agent's grants allow now, each with the range
@@ -464,8 +481,8 @@ func (s *Service) Pins(ctx context.Context, org, agent, tenant string) (map[stri
 	}
 	out := map[string]string{}
 	for _, t := range s.reg.Tools(org) {
-		if allow, deny := s.match(v, agent, tenant, t.Def.Name); allow != nil && deny == nil {
-			out[t.Def.Name] = allow.Range
+		if g, rng := s.grantFor(v, v.grants[agent], tenant, t.Def.Name); g != nil && v.deny(agent, t.Def.Name) == nil {
+			out[t.Def.Name] = rng
 		}
 	}
 	return out, nil
@@ -630,12 +647,12 @@ func (s *Service) userMay(v *view, inv *toolplane.Invocation, name, version stri
 			grants = append(grants, v.groups[g]...)
 		}
 	}
-	allow := s.matchIn(v, grants, inv.TenantID, name)
+	g, rng := s.grantFor(v, grants, inv.TenantID, name)
 	switch {
-	case allow == nil:
+	case g == nil:
 		return fmt.Sprintf("this call acts for %s, who is not granted %s; an agent acting for a person may do only what both may", inv.UserID, name)
-	case !inRange(allow.Range, version):
-		return fmt.Sprintf("this call acts for %s, whose grant of %s allows only %s, not %s", inv.UserID, name, allow.Range, version)
+	case !inRange(rng, version):
+		return fmt.Sprintf("this call acts for %s, whose grant of %s allows only %s, not %s", inv.UserID, name, rng, version)
 	}
 	return ""
 }

@@ -168,3 +168,22 @@ func BenchmarkDelegatedDecision(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPin is what a call's principal asks of the grants for each
+// tool its key names: whether the agent is granted the tool, and at which
+// range.
+func BenchmarkPin(b *testing.B) {
+	f := newFixture(b)
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "agent-support", Pattern: "crm.*"}, operator); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.svc.AddGrant(f.ctx, &toolplane.Grant{AgentID: "agent-support", Pattern: "crm.lookup@^1.0.0"}, operator); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if rng, ok, err := f.svc.Pin(f.ctx, "org-1", "agent-support", "", "crm.lookup"); err != nil || !ok || rng == "" {
+			b.Fatalf("Pin = %q, %v, %v", rng, ok, err)
+		}
+	}
+}

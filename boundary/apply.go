@@ -58,11 +58,11 @@ func Apply(out any, spec Spec) (data any, meta toolplane.Meta) {
 	var original, bounded any
 	var truncated, changed bool
 	n := normalizer{redact: true}
-	if length, item, ok := n.items(out); ok {
+	if length, src, ok := n.items(out); ok {
 		if spec.MaxResults > 0 && length > spec.MaxResults {
 			length, truncated = spec.MaxResults, true
 		}
-		original, bounded, changed = boundItems(length, item, limit)
+		original, bounded, changed = boundItems(length, &n, src, limit)
 	} else {
 		original, _ = n.value(out, 0)
 		if rows, ok := original.([]any); ok && spec.MaxResults > 0 && len(rows) > spec.MaxResults {
@@ -90,50 +90,69 @@ func Apply(out any, spec Spec) (data any, meta toolplane.Meta) {
 }
 
 // items reports whether v is a non-empty array answer that Normalize would
-// turn into []any item by item, and if so gives its length and a function
+// turn into []any item by item, and if so gives its length and the source
 // that normalises and redacts item i as Normalize would in place.
 //
 // This is what lets Apply stop early. A list tool may return thousands of
 // rows of which a model reads a few hundred; normalising an item can cost a
 // json.Marshal, and none of that is needed for an item past the cut.
-func (n *normalizer) items(v any) (int, func(int) any, bool) {
+func (n *normalizer) items(v any) (int, itemSource, bool) {
 	if a, ok := v.([]any); ok {
 		if len(a) == 0 {
-			return 0, nil, false
+			return 0, itemSource{}, false
 		}
 		n.enter(visit{ptr: reflect.ValueOf(v).Pointer(), n: len(a)})
-		return len(a), func(i int) any { e, _ := n.value(a[i], 1); return e }, true
+		return len(a), itemSource{a: a}, true
 	}
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() || marshals(rv.Type()) {
-		return 0, nil, false
+		return 0, itemSource{}, false
 	}
 	switch rv.Kind() {
 	case reflect.Slice:
 		if rv.Len() == 0 || rv.Type().Elem().Kind() == reflect.Uint8 {
-			return 0, nil, false
+			return 0, itemSource{}, false
 		}
 		n.enter(visit{ptr: rv.Pointer(), n: rv.Len()})
 	case reflect.Array:
 		if rv.Len() == 0 {
-			return 0, nil, false
+			return 0, itemSource{}, false
 		}
 	default:
-		return 0, nil, false
+		return 0, itemSource{}, false
 	}
-	return rv.Len(), func(i int) any { return n.reflectValue(rv.Index(i), 1) }, true
+	return rv.Len(), itemSource{rv: rv}, true
 }
 
-// boundItems is Bound for an array whose first length items item produces
-// on demand. It answers the items it kept as they were before bounding (the
-// part of the answer AttachRefs pairs with), the bounded array, and whether
-// bounding changed anything. Items past the cut are never produced.
-func boundItems(length int, item func(int) any, limit int) (original, bounded []any, changed bool) {
+// itemSource is an array answer whose items are produced one at a time.
+// It is not a closure over the normalizer, nor does it hold one, so that
+// the normalizer (a kilobyte of path) stays on Apply's stack: the items
+// reach the heap, and a pointer held beside them would go along.
+type itemSource struct {
+	a  []any         // the answer, when it is a []any
+	rv reflect.Value // else the answer, a slice or an array
+}
+
+// item normalises and redacts item i with n.
+func (s itemSource) item(n *normalizer, i int) any {
+	if s.a != nil {
+		e, _ := n.value(s.a[i], 1)
+		return e
+	}
+	return n.reflectValue(s.rv.Index(i), 1)
+}
+
+// boundItems is Bound for an array whose first length items n produces
+// from src on demand. It answers the items it kept as they were before
+// bounding (the part of the answer AttachRefs pairs with), the bounded
+// array, and whether bounding changed anything. Items past the cut are
+// never produced.
+func boundItems(length int, n *normalizer, src itemSource, limit int) (original, bounded []any, changed bool) {
 	var fill arrayFill
 	fill.start(limit)
 	var out []any // bounded, once it differs from original
 	for i := range length {
-		e := item(i)
+		e := src.item(n, i)
 		ne, replaced, ok := fill.add(e)
 		if !ok {
 			changed = true
@@ -158,21 +177,27 @@ func boundItems(length int, item func(int) any, limit int) (original, bounded []
 // names of toolplane.Result's JSON form, leaving out what that form leaves
 // out, and never Stop. Data is written with Encode, so the bytes rendered are
 // the bytes that were bounded.
+//
+// The answer is written in a pooled buffer and copied out at its exact
+// length: one allocation, and no walk of the data to size it beforehand.
 func Render(r toolplane.Result) []byte {
-	b := make([]byte, 0, 64+Size(r.Data))
-	b = append(b, `{"ok":`...)
-	b = strconv.AppendBool(b, r.OK)
+	e := getEncoder()
+	e.buf = append(e.buf[:0], `{"ok":`...)
+	e.buf = strconv.AppendBool(e.buf, r.OK)
 	if r.Data != nil {
-		b = append(b, `,"data":`...)
-		b = Encode(b, r.Data)
+		e.buf = append(e.buf, `,"data":`...)
+		e.value(r.Data)
 	}
 	if r.Error != nil {
-		b = append(b, `,"error":`...)
-		b = appendJSON(b, r.Error)
+		e.buf = append(e.buf, `,"error":`...)
+		e.buf = appendJSON(e.buf, r.Error)
 	}
-	b = append(b, `,"meta":`...)
-	b = appendMeta(b, &r.Meta)
-	return append(b, '}')
+	e.buf = append(e.buf, `,"meta":`...)
+	e.buf = appendMeta(e.buf, &r.Meta)
+	e.buf = append(e.buf, '}')
+	out := bytes.Clone(e.buf)
+	putEncoder(e)
+	return out
 }
 
 // appendMeta writes m as appendJSON does, field by field: every answer

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -14,9 +15,15 @@ import (
 // met on the way is normalised first, so the output is always valid JSON.
 // v must not contain itself; no tree Normalize returns does.
 func Encode(dst []byte, v any) []byte {
-	e := encoder{buf: dst}
+	e := getEncoder()
+	own := e.buf
+	e.buf = dst
 	e.value(v)
-	return e.buf
+	out := e.buf
+	// The pooled encoder keeps its own buffer, never the caller's.
+	e.buf = own
+	putEncoder(e)
+	return out
 }
 
 // Size returns exactly len(Encode(nil, v)) without building the output. It
@@ -68,6 +75,34 @@ func Size(v any) int {
 type encoder struct {
 	buf  []byte
 	keys []string
+}
+
+// encoders keeps encoders between answers, so that the scratch of keys
+// (and Render's buffer) is allocated once per pooled encoder, not grown
+// afresh for every answer.
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// The most a pooled encoder keeps: room for an answer at the platform's
+// limit, and keys for objects nested that many deep. A rare larger answer
+// is not worth holding on to.
+const (
+	maxPooledBuffer = 2 * PlatformLimit
+	maxPooledKeys   = 1024
+)
+
+func getEncoder() *encoder { return encoders.Get().(*encoder) }
+
+// putEncoder returns e to the pool. Its keys were cleared object by
+// object, so it holds no string of an answer, only bytes in its buffer
+// that the next use overwrites.
+func putEncoder(e *encoder) {
+	if cap(e.buf) > maxPooledBuffer {
+		e.buf = nil
+	}
+	if cap(e.keys) > maxPooledKeys {
+		e.keys = nil
+	}
+	encoders.Put(e)
 }
 
 func (e *encoder) value(v any) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -33,12 +32,13 @@ var connectionIDs = regexp.MustCompile(`^con_[0-9a-z]{1,64}$`)
 const maxCandidates = 50
 
 // Release answers the connection, with its secret, for one call the
-// policy allowed (invoke.Broker). See the package documentation.
+// policy allowed (invoke.Broker). See the package documentation. The
+// connection answered may be shared with other calls: it is read, never
+// changed.
 func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Released, error) {
 	inv, d := r.Invocation, r.Tool
 	c, err := s.pick(ctx, r, s.mem)
-	var refused *toolplane.ConnectionError
-	if errors.As(err, &refused) {
+	if err != nil && isRefusal(err) {
 		// What memory answered may lag a change another node just made
 		// (a connection created, consented to, or widened): a refusal is
 		// the store's to make. Memory only ever lags toward allowing
@@ -53,7 +53,28 @@ func (s *Service) Release(ctx context.Context, r invoke.Release) (*toolplane.Rel
 	if err != nil {
 		return nil, s.consentLink(ctx, err, c, inv, d)
 	}
-	return &toolplane.Released{Connection: shown(released), Secrets: sec}, nil
+	return &toolplane.Released{Connection: s.shownOnce(released), Secrets: sec}, nil
+}
+
+// isRefusal reports whether err is a *toolplane.ConnectionError. It is a
+// function of its own so that the target errors.As needs is allocated
+// only when there is an error to inspect, not on every release.
+func isRefusal(err error) bool {
+	var refused *toolplane.ConnectionError
+	return errors.As(err, &refused)
+}
+
+// shownOnce answers shown(c), made once for each row memory keeps rather
+// than on every call: the row kept is never changed, so neither is what
+// it shows, and calls share it as they share the row. A row read afresh
+// from the store replaces what was kept of its version.
+func (s *Service) shownOnce(c *toolplane.Connection) *toolplane.Connection {
+	if d, ok := s.mem.version(c); ok && d.from == c {
+		return d.shown
+	}
+	v := shown(c)
+	s.mem.keepVersion(c, func(d *derived) { d.shown, d.from = v, c })
+	return v
 }
 
 // consentLink answers err, linked to the person's new consent when it
@@ -284,16 +305,16 @@ func (s *Service) admits(c *toolplane.Connection, inv *toolplane.Invocation, d *
 		}
 	}
 	if h := d.Binding.HTTP; h != nil {
-		u, err := url.Parse(h.URL)
-		if err != nil {
+		host, ok := s.hosts.host(h.URL)
+		if !ok {
 			return deny("the tool's URL does not parse")
 		}
 		p, err := s.egress(c)
 		if err != nil {
 			return err
 		}
-		if err := p.CheckHost(u.Hostname()); err != nil {
-			return deny("%s sends to %s, which connection %s does not allow", d.Name, u.Hostname(), c.ID)
+		if err := p.CheckHost(host); err != nil {
+			return deny("%s sends to %s, which connection %s does not allow", d.Name, host, c.ID)
 		}
 	}
 	return nil

@@ -151,6 +151,7 @@ type Service struct {
 	// mem keeps what calls read of the store, and each connection
 	// version's secrets opened and egress rules compiled.
 	mem   *memory
+	hosts hosts
 	oauth oauthClient
 	// vaulted holds what was read from Vault, by connection id
 	// (*fetched); reading is one request per connection at a time.

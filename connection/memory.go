@@ -3,6 +3,7 @@ package connection
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ const (
 	maxKeptOrgs     = 1024 // organizations whose reads are kept
 	maxKeptReads    = 64   // reads kept per organization
 	maxKeptVersions = 4096 // connection versions opened and compiled
+	maxKeptHosts    = 4096 // HTTP tool URLs whose host is kept
 )
 
 // memory is what a node keeps of connections between calls: the broker's
@@ -81,6 +83,10 @@ type derived struct {
 	version int64
 	opened  *toolplane.Secrets
 	policy  *egress.Policy
+	// shown is what a call is answered of the row from (see shown). Calls
+	// that read the very row memory keeps, which is never changed, share
+	// it instead of copying the row each.
+	shown, from *toolplane.Connection
 }
 
 func newMemory() *memory {
@@ -292,4 +298,37 @@ func (s *Service) insert(ctx context.Context, c *toolplane.Connection, ch *toolp
 func (s *Service) update(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
 	defer s.mem.forget(c.OrganizationID, c.ID)
 	return s.cfg.Store.UpdateConnection(ctx, c, ch)
+}
+
+// hosts keeps the host of each HTTP tool URL the broker checked against a
+// connection's egress rules: a tool's URL is its definition's, the same
+// on every call, and parsing it is most of what the check costs.
+type hosts struct {
+	mu   sync.RWMutex
+	kept map[string]string
+}
+
+// host answers the host name of rawURL, false when it does not parse.
+func (h *hosts) host(rawURL string) (string, bool) {
+	h.mu.RLock()
+	name, ok := h.kept[rawURL]
+	h.mu.RUnlock()
+	if ok {
+		return name, true
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", false
+	}
+	name = u.Hostname()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.kept == nil {
+		h.kept = map[string]string{}
+	}
+	if len(h.kept) >= maxKeptHosts {
+		evictOne(h.kept)
+	}
+	h.kept[rawURL] = name
+	return name, true
 }

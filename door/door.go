@@ -185,19 +185,8 @@ func (d *Door) Authenticate(ctx context.Context, authorization, client string, h
 	if dec.Limit > 0 {
 		dec.Header(h, now)
 	}
-	var (
-		limited *apikey.LimitedError
-		refused *apikey.RefusedError
-	)
-	switch {
-	case errors.As(err, &limited):
-		return Caller{}, &Refusal{Kind: RateLimited, Failures: limited.Failures, Message: limited.Error()}
-	case errors.As(err, &refused):
-		// What was presented, not why it failed.
-		return Caller{}, &Refusal{Kind: Unauthenticated, Presented: true, Message: refused.Error()}
-	case err != nil:
-		d.log().ErrorContext(ctx, "credential lookup failed", "err", err)
-		return Caller{}, &Refusal{Kind: CredentialsUnavailable, Err: err}
+	if err != nil {
+		return Caller{}, d.refusal(ctx, err)
 	}
 	if t, ok := d.Store.(toucher); ok && strings.HasPrefix(cred.ID, apikey.Prefix) && d.Keys.TouchDue(cred.ID, now) {
 		// Recorded even when the caller goes away: the key was used.
@@ -206,6 +195,25 @@ func (d *Door) Authenticate(ctx context.Context, authorization, client string, h
 		}
 	}
 	return Caller{Credential: cred, At: now}, nil
+}
+
+// refusal answers the Refusal of a key the gate did not admit. It is apart
+// from Authenticate so that the targets errors.As needs, which escape, are
+// allocated only for a key refused, not for every key admitted.
+func (d *Door) refusal(ctx context.Context, err error) *Refusal {
+	var (
+		limited *apikey.LimitedError
+		refused *apikey.RefusedError
+	)
+	switch {
+	case errors.As(err, &limited):
+		return &Refusal{Kind: RateLimited, Failures: limited.Failures, Message: limited.Error()}
+	case errors.As(err, &refused):
+		// What was presented, not why it failed.
+		return &Refusal{Kind: Unauthenticated, Presented: true, Message: refused.Error()}
+	}
+	d.log().ErrorContext(ctx, "credential lookup failed", "err", err)
+	return &Refusal{Kind: CredentialsUnavailable, Err: err}
 }
 
 // NotAgentError refuses a call made with a key that is not an agent's:

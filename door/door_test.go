@@ -29,7 +29,7 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // openStore answers a migrated store on a fresh SQLite file, closed when
 // the test ends, and its database.
-func openStore(t *testing.T) *sqlite.Store {
+func openStore(t testing.TB) *sqlite.Store {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "door.db"))
@@ -72,7 +72,7 @@ type fixture struct {
 // newFixture answers the fixture; with grants, the door and the invoker
 // read an authz service (the invoker computing each call's principal
 // through authz.Principals), otherwise each key's own tools are its grant.
-func newFixture(t *testing.T, grants bool) *fixture {
+func newFixture(t testing.TB, grants bool) *fixture {
 	t.Helper()
 	store := openStore(t)
 	hs := handler.NewRegistry()
@@ -115,7 +115,7 @@ func newFixture(t *testing.T, grants bool) *fixture {
 }
 
 // mint stores a key of kind for subject and answers it.
-func (f *fixture) mint(t *testing.T, kind toolplane.CredentialKind, subject string, roles, tools []string, change func(*toolplane.Credential)) string {
+func (f *fixture) mint(t testing.TB, kind toolplane.CredentialKind, subject string, roles, tools []string, change func(*toolplane.Credential)) string {
 	t.Helper()
 	id, secret, err := apikey.New(kind)
 	if err != nil {
