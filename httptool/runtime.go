@@ -231,28 +231,40 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built) *excha
 		// either way bytes may have left, and the downstream may act.
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	})
-	var body io.Reader
-	if b.body != nil {
-		body = bytes.NewReader(b.body)
+	if strings.HasSuffix(b.url.Host, ":") {
+		// Read back from its text, the URL would lose its empty port
+		// and name another host than the binding's.
+		return &exchange{err: fmt.Errorf("the request's host %q is not the binding's", strings.TrimSuffix(b.url.Host, ":"))}
 	}
-	req, err := http.NewRequestWithContext(tctx, c.plan.method, b.url.String(), body)
-	if err != nil {
-		return &exchange{err: err}
+	// The request is made from the URL build made, as
+	// http.NewRequestWithContext would make it from that URL's text,
+	// without writing the text out and parsing it back.
+	r := http.Request{
+		Method: c.plan.method, URL: b.url, Host: b.url.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		// The header built for the call is sent as it is, by every
+		// attempt: nothing writes to it once the call sends, since
+		// net/http writes into a request's own header only to add a
+		// cookie jar's cookies (a redirect gets a copy of its own).
+		Header: b.header,
 	}
-	if req.URL.Host != c.plan.target.host {
-		// Unreachable: values are encoded into the path and query only.
-		return &exchange{err: fmt.Errorf("the request's host %q is not the binding's", req.URL.Host)}
-	}
-	// The header built for the call is sent as it is, by every attempt:
-	// nothing writes to it once the call sends, since net/http writes
-	// into a request's own header only to add a cookie jar's cookies
-	// (a redirect gets a copy of its own). A client with a jar gets a
-	// copy per attempt, so one attempt's cookies are not sent again by
-	// the next.
-	req.Header = b.header
 	if client.Jar != nil {
-		req.Header = b.header.Clone()
+		// A copy per attempt, so one attempt's cookies are not sent
+		// again by the next.
+		r.Header = b.header.Clone()
 	}
+	if b.body != nil {
+		body := b.body
+		r.ContentLength = int64(len(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		// A redirect that keeps the body (307, 308) sends it again.
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if len(body) == 0 {
+			r.Body = http.NoBody
+			r.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		}
+	}
+	req := r.WithContext(tctx)
 	resp, err := client.Do(req)
 	if err != nil {
 		return &exchange{err: err, sent: wrote.Load()}
