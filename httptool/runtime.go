@@ -54,6 +54,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -197,6 +198,8 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	for attempt := 1; ; attempt++ {
 		x := c.send(ctx, client, b)
 		v = c.judge(ctx, x, rel, s)
+		// What the verdict holds of the body is copied out of it.
+		x.release()
 		maybe = maybe || v.unknown
 		if !v.again || attempt == maxAttempts || !c.pause(ctx, attempt, v.wait) {
 			break
@@ -221,6 +224,51 @@ type exchange struct {
 	// sent: the request was written, in part or whole, so the downstream
 	// may have acted on it.
 	sent bool
+	// buf is the pooled buffer body was read into, if any.
+	buf *[]byte
+}
+
+// bodyBufs are the buffers answers are read into, pooled: an answer is
+// decoded (or quoted) into values of its own, and its bytes are not
+// needed once the attempt is judged.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// keptBody bounds a buffer pooled again: one grown by a rare large
+// answer is left to the collector rather than kept.
+const keptBody = 64 << 10
+
+// read reads r to its end, or to limit bytes, into a pooled buffer, as
+// io.ReadAll of an io.LimitReader would.
+func (x *exchange) read(r io.Reader, limit int) {
+	x.buf = bodyBufs.Get().(*[]byte)
+	b := (*x.buf)[:0]
+	for len(b) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):min(cap(b), limit)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err != io.EOF {
+				x.err = err
+			}
+			break
+		}
+	}
+	*x.buf, x.body = b, b
+}
+
+// release gives the buffer the body was read into back, once nothing
+// reads the body any more.
+func (x *exchange) release() {
+	if x.buf == nil {
+		return
+	}
+	if cap(*x.buf) <= keptBody {
+		*x.buf = (*x.buf)[:0]
+		bodyBufs.Put(x.buf)
+	}
+	x.buf, x.body = nil, nil
 }
 
 // send makes one attempt.
@@ -275,7 +323,7 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built) *excha
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		limit = errorBodyBytes
 	}
-	x.body, x.err = io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	x.read(resp.Body, limit+1)
 	if len(x.body) > limit {
 		x.body, x.over = x.body[:limit], true
 	}
