@@ -39,6 +39,9 @@ type plan struct {
 // param is one query parameter or header: a literal, or an argument.
 type param struct {
 	name, lit, arg string
+	// vals is a literal header's value as every call sends it, shared:
+	// net/http reads a request's header values and never writes them.
+	vals []string
 }
 
 // compile checks d and answers its plan.
@@ -81,7 +84,11 @@ func compile(d *toolplane.Definition) (*plan, error) {
 		p.query = append(p.query, templated(name, b.Query[name]))
 	}
 	for _, name := range sortedKeys(b.Headers) {
-		p.header = append(p.header, templated(http.CanonicalHeaderKey(name), b.Headers[name]))
+		hp := templated(http.CanonicalHeaderKey(name), b.Headers[name])
+		if hp.arg == "" {
+			hp.vals = []string{hp.lit}
+		}
+		p.header = append(p.header, hp)
 	}
 	switch body := effectiveBody(b); body {
 	case BodyArguments, BodyNone:
@@ -154,22 +161,22 @@ func (p *plan) build(args any) (*built, error) {
 
 	h := make(http.Header, len(p.header)+4)
 	for _, hp := range p.header {
-		v := hp.lit
-		if hp.arg != "" {
-			a, present := m[hp.arg]
-			if !present || a == nil {
-				continue
-			}
-			s, ok := scalar(a)
-			if !ok {
-				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must be a string, number or boolean", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
-			}
-			if strings.ContainsFunc(s, control) {
-				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must not hold a control character (a line break, a NUL)", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
-			}
-			v = s
+		if hp.arg == "" {
+			h[hp.name] = hp.vals
+			continue
 		}
-		h[hp.name] = []string{v}
+		a, present := m[hp.arg]
+		if !present || a == nil {
+			continue
+		}
+		s, ok := scalar(a)
+		if !ok {
+			return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must be a string, number or boolean", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
+		}
+		if strings.ContainsFunc(s, control) {
+			return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must not hold a control character (a line break, a NUL)", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
+		}
+		h[hp.name] = []string{s}
 	}
 
 	var body []byte

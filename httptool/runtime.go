@@ -132,6 +132,13 @@ func uncertain(reason string) error {
 	return &ending{end: handler.Uncertain(reason), text: reason}
 }
 
+// The values of the headers every call sends, shared by all calls:
+// net/http reads a request's header values and never writes them.
+var (
+	userAgent = []string{"toolplane"}
+	jsonType  = []string{"application/json"}
+)
+
 // caller runs one binding's calls.
 type caller struct {
 	cfg  *Config
@@ -176,10 +183,10 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	if err != nil {
 		return nil, explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("connection %s cannot be used now: %v; nothing was sent", rel.Connection.ID, err)))
 	}
-	b.header.Set("User-Agent", "toolplane")
-	b.header.Set("Accept", "application/json")
+	b.header["User-Agent"] = userAgent
+	b.header["Accept"] = jsonType
 	if b.body != nil && b.header.Get("Content-Type") == "" {
-		b.header.Set("Content-Type", "application/json")
+		b.header["Content-Type"] = jsonType
 	}
 	if c.plan.idempotent != "" {
 		// The key is what makes a second attempt safe: without one the
