@@ -118,23 +118,31 @@ func (p *plan) build(args any) (*built, error) {
 		return nil, &handler.Invalid{Message: "the arguments must be a JSON object"}
 	}
 	u := &url.URL{Scheme: p.target.scheme, Host: p.target.host}
-	var raw, plain strings.Builder
+	// The placeholders' values, as they are and escaped, in order; the
+	// path is then written at its length, and its escaped form only when
+	// it differs from it (an id that needs no escaping, most often).
+	var held [8]string
+	vals, size, same := held[:0], 0, true
 	for _, pc := range p.target.path {
 		if pc.arg == "" {
-			raw.WriteString(pc.raw)
-			plain.WriteString(pc.plain)
+			size += len(pc.raw)
+			same = same && pc.raw == pc.plain
 			continue
 		}
 		s, err := segment(pc.arg, m)
 		if err != nil {
 			return nil, err
 		}
-		raw.WriteString(url.PathEscape(s))
-		plain.WriteString(s)
+		esc := url.PathEscape(s)
+		vals = append(vals, s, esc)
+		size += len(esc)
+		same = same && esc == s
 	}
-	u.Path, u.RawPath = plain.String(), raw.String()
-	if u.RawPath == u.Path {
-		u.RawPath = ""
+	u.Path = p.target.joinPath(vals, size, false)
+	if !same {
+		if u.RawPath = p.target.joinPath(vals, size, true); u.RawPath == u.Path {
+			u.RawPath = ""
+		}
 	}
 
 	q := p.target.query
@@ -204,6 +212,31 @@ func (p *plan) build(args any) (*built, error) {
 		body = b
 	}
 	return &built{url: u, header: h, body: body}, nil
+}
+
+// joinPath writes the path from its literal pieces and vals, the
+// placeholders' values each followed by its escaped form: escaped, the
+// pieces as written and the values escaped; else both as they read.
+// size is at least the escaped path's length.
+func (t *target) joinPath(vals []string, size int, escaped bool) string {
+	var b strings.Builder
+	b.Grow(size)
+	for _, pc := range t.path {
+		switch {
+		case pc.arg != "":
+			if escaped {
+				b.WriteString(vals[1])
+			} else {
+				b.WriteString(vals[0])
+			}
+			vals = vals[2:]
+		case escaped:
+			b.WriteString(pc.raw)
+		default:
+			b.WriteString(pc.plain)
+		}
+	}
+	return b.String()
 }
 
 // segment answers the value of a path placeholder: a scalar's string form,
