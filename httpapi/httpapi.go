@@ -29,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
+	"github.com/toolplane/toolplane/internal/jsondec"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/projection"
@@ -338,11 +339,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) { httperr.WriteJSON(w, 
 // maxBody bounds a request body.
 const maxBody = 1 << 20
 
+// bodyDecoders decode request bodies strictly (an unknown field is
+// refused) with numbers kept exact, reusing their decoders from one
+// request to the next.
+var bodyDecoders = jsondec.New(jsondec.Options{UseNumber: true, DisallowUnknownFields: true})
+
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
+	if err := bodyDecoders.Decode(http.MaxBytesReader(nil, r.Body, maxBody), v); err != nil {
 		return fmt.Errorf("the request body is not valid: %v", err)
 	}
 	return nil

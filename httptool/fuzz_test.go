@@ -66,6 +66,11 @@ func FuzzBuild(f *testing.F) {
 		if u.Host != "api.example.com:8443" || u.Fragment != "" {
 			t.Fatalf("%s reads back as host %q, fragment %q", b.url, u.Host, u.Fragment)
 		}
+		// The request is sent from the URL itself, not its text read
+		// back: both must write the same request line.
+		if b.url.RequestURI() != u.RequestURI() {
+			t.Fatalf("%s writes %q, and read back %q", b.url, b.url.RequestURI(), u.RequestURI())
+		}
 		segs := strings.Split(u.EscapedPath(), "/")
 		if len(segs) != 5 || segs[1] != "v1" || segs[2] != "items" {
 			t.Fatalf("path %s has the wrong segments", u.EscapedPath())

@@ -39,6 +39,9 @@ type plan struct {
 // param is one query parameter or header: a literal, or an argument.
 type param struct {
 	name, lit, arg string
+	// vals is a literal header's value as every call sends it, shared:
+	// net/http reads a request's header values and never writes them.
+	vals []string
 }
 
 // compile checks d and answers its plan.
@@ -81,7 +84,11 @@ func compile(d *toolplane.Definition) (*plan, error) {
 		p.query = append(p.query, templated(name, b.Query[name]))
 	}
 	for _, name := range sortedKeys(b.Headers) {
-		p.header = append(p.header, templated(http.CanonicalHeaderKey(name), b.Headers[name]))
+		hp := templated(http.CanonicalHeaderKey(name), b.Headers[name])
+		if hp.arg == "" {
+			hp.vals = []string{hp.lit}
+		}
+		p.header = append(p.header, hp)
 	}
 	switch body := effectiveBody(b); body {
 	case BodyArguments, BodyNone:
@@ -111,23 +118,31 @@ func (p *plan) build(args any) (*built, error) {
 		return nil, &handler.Invalid{Message: "the arguments must be a JSON object"}
 	}
 	u := &url.URL{Scheme: p.target.scheme, Host: p.target.host}
-	var raw, plain strings.Builder
+	// The placeholders' values, as they are and escaped, in order; the
+	// path is then written at its length, and its escaped form only when
+	// it differs from it (an id that needs no escaping, most often).
+	var held [8]string
+	vals, size, same := held[:0], 0, true
 	for _, pc := range p.target.path {
 		if pc.arg == "" {
-			raw.WriteString(pc.raw)
-			plain.WriteString(pc.plain)
+			size += len(pc.raw)
+			same = same && pc.raw == pc.plain
 			continue
 		}
 		s, err := segment(pc.arg, m)
 		if err != nil {
 			return nil, err
 		}
-		raw.WriteString(url.PathEscape(s))
-		plain.WriteString(s)
+		esc := url.PathEscape(s)
+		vals = append(vals, s, esc)
+		size += len(esc)
+		same = same && esc == s
 	}
-	u.Path, u.RawPath = plain.String(), raw.String()
-	if u.RawPath == u.Path {
-		u.RawPath = ""
+	u.Path = p.target.joinPath(vals, size, false)
+	if !same {
+		if u.RawPath = p.target.joinPath(vals, size, true); u.RawPath == u.Path {
+			u.RawPath = ""
+		}
 	}
 
 	q := p.target.query
@@ -154,22 +169,22 @@ func (p *plan) build(args any) (*built, error) {
 
 	h := make(http.Header, len(p.header)+4)
 	for _, hp := range p.header {
-		v := hp.lit
-		if hp.arg != "" {
-			a, present := m[hp.arg]
-			if !present || a == nil {
-				continue
-			}
-			s, ok := scalar(a)
-			if !ok {
-				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must be a string, number or boolean", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
-			}
-			if strings.ContainsFunc(s, control) {
-				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must not hold a control character (a line break, a NUL)", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
-			}
-			v = s
+		if hp.arg == "" {
+			h[hp.name] = hp.vals
+			continue
 		}
-		h[hp.name] = []string{v}
+		a, present := m[hp.arg]
+		if !present || a == nil {
+			continue
+		}
+		s, ok := scalar(a)
+		if !ok {
+			return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must be a string, number or boolean", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
+		}
+		if strings.ContainsFunc(s, control) {
+			return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must not hold a control character (a line break, a NUL)", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
+		}
+		h[hp.name] = []string{s}
 	}
 
 	var body []byte
@@ -197,6 +212,31 @@ func (p *plan) build(args any) (*built, error) {
 		body = b
 	}
 	return &built{url: u, header: h, body: body}, nil
+}
+
+// joinPath writes the path from its literal pieces and vals, the
+// placeholders' values each followed by its escaped form: escaped, the
+// pieces as written and the values escaped; else both as they read.
+// size is at least the escaped path's length.
+func (t *target) joinPath(vals []string, size int, escaped bool) string {
+	var b strings.Builder
+	b.Grow(size)
+	for _, pc := range t.path {
+		switch {
+		case pc.arg != "":
+			if escaped {
+				b.WriteString(vals[1])
+			} else {
+				b.WriteString(vals[0])
+			}
+			vals = vals[2:]
+		case escaped:
+			b.WriteString(pc.raw)
+		default:
+			b.WriteString(pc.plain)
+		}
+	}
+	return b.String()
 }
 
 // segment answers the value of a path placeholder: a scalar's string form,

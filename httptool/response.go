@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/jsondec"
 )
 
 // answer reads a 2xx body as the tool's output. A JSON body is decoded
@@ -42,15 +42,14 @@ func (c *caller) answer(x *exchange, s *scrubber) any {
 	return s.value(v)
 }
 
+// answerDecoders decode answers with numbers kept exact, reusing their
+// decoders from one call to the next.
+var answerDecoders = jsondec.New(jsondec.Options{UseNumber: true})
+
 // decode reads one JSON value and nothing after it.
 func decode(b []byte) (any, bool) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if err := answerDecoders.DecodeOnly(b, &v); err != nil {
 		return nil, false
 	}
 	return v, true

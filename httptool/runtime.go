@@ -54,6 +54,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -131,6 +132,13 @@ func uncertain(reason string) error {
 	return &ending{end: handler.Uncertain(reason), text: reason}
 }
 
+// The values of the headers every call sends, shared by all calls:
+// net/http reads a request's header values and never writes them.
+var (
+	userAgent = []string{"toolplane"}
+	jsonType  = []string{"application/json"}
+)
+
 // caller runs one binding's calls.
 type caller struct {
 	cfg  *Config
@@ -175,10 +183,10 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	if err != nil {
 		return nil, explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("connection %s cannot be used now: %v; nothing was sent", rel.Connection.ID, err)))
 	}
-	b.header.Set("User-Agent", "toolplane")
-	b.header.Set("Accept", "application/json")
+	b.header["User-Agent"] = userAgent
+	b.header["Accept"] = jsonType
 	if b.body != nil && b.header.Get("Content-Type") == "" {
-		b.header.Set("Content-Type", "application/json")
+		b.header["Content-Type"] = jsonType
 	}
 	if c.plan.idempotent != "" {
 		// The key is what makes a second attempt safe: without one the
@@ -197,6 +205,8 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	for attempt := 1; ; attempt++ {
 		x := c.send(ctx, client, b)
 		v = c.judge(ctx, x, rel, s)
+		// What the verdict holds of the body is copied out of it.
+		x.release()
 		maybe = maybe || v.unknown
 		if !v.again || attempt == maxAttempts || !c.pause(ctx, attempt, v.wait) {
 			break
@@ -221,6 +231,51 @@ type exchange struct {
 	// sent: the request was written, in part or whole, so the downstream
 	// may have acted on it.
 	sent bool
+	// buf is the pooled buffer body was read into, if any.
+	buf *[]byte
+}
+
+// bodyBufs are the buffers answers are read into, pooled: an answer is
+// decoded (or quoted) into values of its own, and its bytes are not
+// needed once the attempt is judged.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// keptBody bounds a buffer pooled again: one grown by a rare large
+// answer is left to the collector rather than kept.
+const keptBody = 64 << 10
+
+// read reads r to its end, or to limit bytes, into a pooled buffer, as
+// io.ReadAll of an io.LimitReader would.
+func (x *exchange) read(r io.Reader, limit int) {
+	x.buf = bodyBufs.Get().(*[]byte)
+	b := (*x.buf)[:0]
+	for len(b) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):min(cap(b), limit)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err != io.EOF {
+				x.err = err
+			}
+			break
+		}
+	}
+	*x.buf, x.body = b, b
+}
+
+// release gives the buffer the body was read into back, once nothing
+// reads the body any more.
+func (x *exchange) release() {
+	if x.buf == nil {
+		return
+	}
+	if cap(*x.buf) <= keptBody {
+		*x.buf = (*x.buf)[:0]
+		bodyBufs.Put(x.buf)
+	}
+	x.buf, x.body = nil, nil
 }
 
 // send makes one attempt.
@@ -231,28 +286,40 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built) *excha
 		// either way bytes may have left, and the downstream may act.
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	})
-	var body io.Reader
-	if b.body != nil {
-		body = bytes.NewReader(b.body)
+	if strings.HasSuffix(b.url.Host, ":") {
+		// Read back from its text, the URL would lose its empty port
+		// and name another host than the binding's.
+		return &exchange{err: fmt.Errorf("the request's host %q is not the binding's", strings.TrimSuffix(b.url.Host, ":"))}
 	}
-	req, err := http.NewRequestWithContext(tctx, c.plan.method, b.url.String(), body)
-	if err != nil {
-		return &exchange{err: err}
+	// The request is made from the URL build made, as
+	// http.NewRequestWithContext would make it from that URL's text,
+	// without writing the text out and parsing it back.
+	r := http.Request{
+		Method: c.plan.method, URL: b.url, Host: b.url.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		// The header built for the call is sent as it is, by every
+		// attempt: nothing writes to it once the call sends, since
+		// net/http writes into a request's own header only to add a
+		// cookie jar's cookies (a redirect gets a copy of its own).
+		Header: b.header,
 	}
-	if req.URL.Host != c.plan.target.host {
-		// Unreachable: values are encoded into the path and query only.
-		return &exchange{err: fmt.Errorf("the request's host %q is not the binding's", req.URL.Host)}
-	}
-	// The header built for the call is sent as it is, by every attempt:
-	// nothing writes to it once the call sends, since net/http writes
-	// into a request's own header only to add a cookie jar's cookies
-	// (a redirect gets a copy of its own). A client with a jar gets a
-	// copy per attempt, so one attempt's cookies are not sent again by
-	// the next.
-	req.Header = b.header
 	if client.Jar != nil {
-		req.Header = b.header.Clone()
+		// A copy per attempt, so one attempt's cookies are not sent
+		// again by the next.
+		r.Header = b.header.Clone()
 	}
+	if b.body != nil {
+		body := b.body
+		r.ContentLength = int64(len(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		// A redirect that keeps the body (307, 308) sends it again.
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if len(body) == 0 {
+			r.Body = http.NoBody
+			r.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		}
+	}
+	req := r.WithContext(tctx)
 	resp, err := client.Do(req)
 	if err != nil {
 		return &exchange{err: err, sent: wrote.Load()}
@@ -263,7 +330,7 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built) *excha
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		limit = errorBodyBytes
 	}
-	x.body, x.err = io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	x.read(resp.Body, limit+1)
 	if len(x.body) > limit {
 		x.body, x.over = x.body[:limit], true
 	}

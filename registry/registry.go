@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sort"
@@ -9,10 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/internal/jsondec"
 	"github.com/toolplane/toolplane/modelname"
 	"github.com/toolplane/toolplane/schema"
 	"github.com/toolplane/toolplane/semver"
@@ -573,11 +571,16 @@ func (r *Registry) Platform() []*Tool {
 	return out
 }
 
+// argumentDecoders decode argument texts as jsonschema.UnmarshalJSON does
+// (numbers as json.Number, one value and only white space after it), with
+// the same errors, reusing their decoders from one call to the next.
+var argumentDecoders = jsondec.New(jsondec.Options{UseNumber: true})
+
 // DecodeArguments reads a JSON argument text the way validation expects it
 // (numbers kept exact). Invalid JSON answers an invalid_input result.
 func DecodeArguments(raw []byte) (any, *toolplane.Result) {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
+	var v any
+	if err := argumentDecoders.DecodeOnly(raw, &v); err != nil {
 		r := toolplane.Invalid([]toolplane.Violation{{
 			FieldPath: "", Constraint: "json",
 			Message:      "the arguments are not valid JSON: " + err.Error(),
