@@ -215,7 +215,9 @@ func (s SecretString) MarshalJSON() ([]byte, error) { return json.Marshal(secret
 
 // Released is what the broker hands a runtime for one call: the connection
 // (its settings, never its sealed secret) and the secret material in
-// clear. It lives for the call and is never stored.
+// clear. It lives for the call and is never stored. Its Connection may be
+// shared by calls released the same connection version at once: a runtime
+// reads it and never changes it.
 type Released struct {
 	Connection *Connection
 	Secrets    Secrets
