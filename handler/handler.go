@@ -53,7 +53,7 @@ type Call struct {
 	// Released is the connection, with its secret, the broker released
 	// for this call, for a tool that runs on one; nil otherwise. A handler
 	// presents it to the downstream only: it never answers, logs or
-	// stores it.
+	// stores it, and never changes it (calls share its Connection).
 	Released *toolplane.Released
 }
 

@@ -339,8 +339,11 @@ func (d *digester) text(v any) any {
 		d.b.Write(h[:])
 		return d.b.String()[start:]
 	case map[string]any:
-		if len(x) == 0 {
-			return x // nothing to replace, and nothing to copy
+		if x != nil && len(x) == 0 {
+			// Nothing to replace, and nothing to copy. A nil map is
+			// copied: it would encode as null, and the record has always
+			// said {} for it.
+			return x
 		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {

@@ -41,6 +41,11 @@ func TestRecordBytes(t *testing.T) {
 			Invocation: &toolplane.Invocation{AgentID: "agent-2", Source: toolplane.SourceMCP},
 			Tool:       &toolplane.Definition{Name: "crm.get", Version: "2.0.0", Effect: toolplane.EffectRead},
 		}, `{"grants":"deny","request":{"principal":{"agent":"agent-2","roles":[],"attributes":{}},"tool":{"name":"crm.get","version":"2.0.0","effect":"read","destructive":false,"read_only":true,"tags":[],"sensitive":[]},"arguments":{},"facts":{},"context":{"time":"2026-12-02T00:30:00.123456789+02:00","hour":0,"weekday":3,"run_cost_cents":250,"source":"mcp"}}}`},
+		{"a fact resolved to a nil map", policy.Deny, policy.Input{
+			Invocation: &toolplane.Invocation{AgentID: "agent-2", Source: toolplane.SourceMCP},
+			Tool:       &toolplane.Definition{Name: "crm.get", Version: "2.0.0", Effect: toolplane.EffectRead},
+			Facts:      map[string]any{"none": map[string]any(nil), "list": []any{map[string]any(nil)}},
+		}, `{"grants":"deny","request":{"principal":{"agent":"agent-2","roles":[],"attributes":{}},"tool":{"name":"crm.get","version":"2.0.0","effect":"read","destructive":false,"read_only":true,"tags":[],"sensitive":[]},"arguments":{},"facts":{"list":[{}],"none":{}},"context":{"time":"2026-12-02T00:30:00.123456789+02:00","hour":0,"weekday":3,"run_cost_cents":250,"source":"mcp"}}}`},
 		{"a person with claims", policy.RequireApproval, policy.Input{
 			Invocation: &toolplane.Invocation{AgentID: "agent-1", UserID: "user-sam", TenantID: "tenant-a", Source: toolplane.SourceREST,
 				AgentRoles:      []string{"a", "b"},

@@ -107,13 +107,14 @@ func openSQLite(ctx context.Context, path string) (*Backend, error) {
 }
 
 // inProcess is River's SQLite driver without its listener. The driver
-// emulates LISTEN by querying a notification table every 50 ms, and River's
-// job fetches without it, each a statement parsed afresh: on an idle node
-// that was half of its CPU, and under load a few µs of every call. One
-// process owns an embedded file (nodes that scale out share PostgreSQL),
-// and toolplane inserts its jobs outside transactions, so River's own
-// in-process wake-up of its producers on insert serves instead; what
-// another process inserts is found by the queues' fetch polls.
+// emulates LISTEN by querying a notification table every 50 ms, a
+// statement parsed afresh each time: about a third of an idle node's CPU,
+// and under load a few µs of every call. One process owns an embedded file
+// (nodes that scale out share PostgreSQL), and toolplane inserts its jobs
+// outside transactions, so River's own in-process wake-up of its producers
+// on insert serves instead. Jobs that become due later (a scheduled expiry,
+// a retry) and whatever another process inserts are found by the queues'
+// fetch polls, within a poll interval.
 type inProcess struct{ *riversqlite.Driver }
 
 // SupportsListener reports false: River then neither starts the polling

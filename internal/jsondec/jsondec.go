@@ -68,17 +68,23 @@ func (s *source) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// fresh answers a decoder over r configured as the pool's, never pooled.
+func (p *Pool) fresh(r io.Reader) *json.Decoder {
+	dec := json.NewDecoder(r)
+	if p.useNumber {
+		dec.UseNumber()
+	}
+	if p.disallowUnknown {
+		dec.DisallowUnknownFields()
+	}
+	return dec
+}
+
 func (p *Pool) get(r io.Reader) *decoder {
 	d, _ := p.pool.Get().(*decoder)
 	if d == nil {
 		d = &decoder{}
-		d.dec = json.NewDecoder(&d.src)
-		if p.useNumber {
-			d.dec.UseNumber()
-		}
-		if p.disallowUnknown {
-			d.dec.DisallowUnknownFields()
-		}
+		d.dec = p.fresh(&d.src)
 	}
 	d.src.r, d.src.n = r, 0
 	return d
@@ -96,9 +102,10 @@ func (p *Pool) put(d *decoder, start int64) {
 }
 
 // Decode reads the first JSON value of r into v, answering what the first
-// Decode of a json.Decoder over r configured as the pool's would, and
-// reading no more of r than it would. What follows the value is left
-// unread or ignored.
+// Decode of a json.Decoder over r configured as the pool's would. What
+// follows the value is ignored; a reused decoder may read more of it than
+// a fresh one would (its buffer has grown), so r must hold nothing that
+// another reader needs.
 func (p *Pool) Decode(r io.Reader, v any) error {
 	d := p.get(r)
 	start := d.dec.InputOffset()
@@ -114,15 +121,21 @@ func (p *Pool) Decode(r io.Reader, v any) error {
 // White space may follow the value, and nothing else: anything else
 // answers ErrTrailing.
 func (p *Pool) DecodeOnly(b []byte, v any) error {
-	// White space at the end changes neither the value nor any error (a
-	// value cut short is cut short either way), and without it a decoder
-	// that read the value has nothing left over, so it can be pooled.
-	b = bytes.TrimRight(b, " \t\r\n")
+	// White space at the end does not change the value, and without it a
+	// decoder that read the value has nothing left over, so it can be
+	// pooled.
+	trimmed := bytes.TrimRight(b, " \t\r\n")
 	d := p.get(nil)
-	d.in.Reset(b)
+	d.in.Reset(trimmed)
 	d.src.r = &d.in
 	start := d.dec.InputOffset()
 	if err := d.dec.Decode(v); err != nil {
+		if len(trimmed) < len(b) {
+			// A value cut short by the white space itself ("tru ", a
+			// newline in a string) is refused with another text when
+			// the white space is gone: the text is the whole input's.
+			return p.fresh(bytes.NewReader(b)).Decode(v)
+		}
 		return err
 	}
 	if _, err := d.dec.Token(); err != io.EOF {

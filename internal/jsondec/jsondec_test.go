@@ -34,6 +34,11 @@ var inputs = []string{
 	`123 `,
 	`"s"`,
 	`nul`,
+	// Cut short by the white space itself: the error names it.
+	`nul `,
+	`{"a": tru ` + "\n",
+	"-\n",
+	"\"abc\n",
 	`{"x":{"y":[true,false,null,-0.1]}}`,
 	"\xff",
 	`{"a":"\u00e9\ud800"}`,
