@@ -21,22 +21,29 @@ func BenchmarkStore(b *testing.B) {
 // read calls' events in one transaction. ns/op and cpu-µs/op are per batch.
 func BenchmarkAppendAuditBatch(b *testing.B) {
 	s := newTestStore(b)
-	ctx := b.Context()
 	now := time.Now()
+	appendBatches(b, s, func(n int) *toolplane.AuditEvent {
+		return &toolplane.AuditEvent{
+			ID: "ev-" + strconv.Itoa(n), OrganizationID: "org-bench", RunID: "mcp:tpk_1:SESSION", AgentID: "agent-billing",
+			PrincipalID: "agent-billing", Tool: "demo.search_tickets", ToolVersion: "1.0.0", Source: toolplane.SourceMCP,
+			Outcome: "ok", ArgumentsHash: "sha256:4f2a9c0e7b1d3e5f", LatencyMicros: 234, CreatedAt: now.Add(time.Duration(n) * time.Microsecond),
+		}
+	})
+}
+
+// appendBatches appends batches of 32 events, event n made by event(n),
+// for as long as b runs, and reports the process's CPU per batch.
+func appendBatches(b *testing.B, s *Store, event func(n int) *toolplane.AuditEvent) {
 	b.ReportAllocs()
 	cpu0 := processCPU(b)
 	n := 0
 	for b.Loop() {
 		evs := make([]*toolplane.AuditEvent, 32)
 		for j := range evs {
-			evs[j] = &toolplane.AuditEvent{
-				ID: "ev-" + strconv.Itoa(n), OrganizationID: "org-bench", RunID: "mcp:tpk_1:SESSION", AgentID: "agent-billing",
-				PrincipalID: "agent-billing", Tool: "demo.search_tickets", ToolVersion: "1.0.0", Source: toolplane.SourceMCP,
-				Outcome: "ok", ArgumentsHash: "sha256:4f2a9c0e7b1d3e5f", LatencyMicros: 234, CreatedAt: now.Add(time.Duration(n) * time.Microsecond),
-			}
+			evs[j] = event(n)
 			n++
 		}
-		if err := s.AppendAuditBatch(ctx, evs); err != nil {
+		if err := s.AppendAuditBatch(b.Context(), evs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,25 +78,14 @@ func BenchmarkAppendAuditBatchFilled(b *testing.B) {
 	for i := range runs {
 		runs[i] = fmt.Sprintf("run-%02d", i)
 	}
-	b.ReportAllocs()
-	cpu0 := processCPU(b)
-	n := 0
-	for b.Loop() {
-		evs := make([]*toolplane.AuditEvent, 32)
-		for j := range evs {
-			evs[j] = &toolplane.AuditEvent{
-				ID: toolplane.NewID("aud_"), OrganizationID: "org-bench", RunID: runs[n%len(runs)], AgentID: "agent-billing",
-				PrincipalID: "agent-billing", Tool: "demo.search_tickets", ToolVersion: "1.0.0", Source: toolplane.SourceREST,
-				Outcome: "ok", ArgumentsHash: "sha256:4f2a9c0e7b1d3e5f", LatencyMicros: 234, CreatedAt: time.Now(),
-				PolicyDecision: "allow", PolicyInput: benchPolicyInput,
-			}
-			n++
+	appendBatches(b, s, func(n int) *toolplane.AuditEvent {
+		return &toolplane.AuditEvent{
+			ID: toolplane.NewID("aud_"), OrganizationID: "org-bench", RunID: runs[n%len(runs)], AgentID: "agent-billing",
+			PrincipalID: "agent-billing", Tool: "demo.search_tickets", ToolVersion: "1.0.0", Source: toolplane.SourceREST,
+			Outcome: "ok", ArgumentsHash: "sha256:4f2a9c0e7b1d3e5f", LatencyMicros: 234, CreatedAt: time.Now(),
+			PolicyDecision: "allow", PolicyInput: benchPolicyInput,
 		}
-		if err := s.AppendAuditBatch(ctx, evs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	})
 }
 
 // benchPolicyInput is a read call's policy document in the shape the
