@@ -227,6 +227,7 @@ func TestRateLimitHeaders(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.door.Limiter = ratelimit.New(2, time.Minute)
+	f.door.Now = frozen()
 	for i := range 3 {
 		req, _ := http.NewRequest("GET", f.srv.URL+"/v1/tools", nil)
 		req.Header.Set("Authorization", "Bearer "+f.agent)

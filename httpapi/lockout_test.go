@@ -22,6 +22,15 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 )
 
+// frozen answers a clock stopped at the test's start, so that a flood's
+// failures all fall in one of the budget's fixed windows, whenever the
+// test runs; on the wall clock a window may end mid-flood and refill the
+// budget.
+func frozen() func() time.Time {
+	at := time.Now()
+	return func() time.Time { return at }
+}
+
 // from answers a client whose connections leave from the loopback address
 // ip, so a test can play two callers at two addresses on one machine.
 func from(t *testing.T, ip string) *http.Client {
@@ -70,6 +79,7 @@ func TestWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 			f := newFixture(t)
 			f.door.Limiter = ratelimit.New(5, time.Minute)
 			f.door.Failures = ratelimit.NewFailures(3, time.Minute)
+			f.door.Now = frozen()
 			if tt.cached {
 				f.door.Keys = apikey.NewCache(0, time.Hour)
 			}
@@ -136,6 +146,7 @@ func TestJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
 	f := newFixture(t)
 	f.door.Limiter = ratelimit.New(5, time.Minute)
 	f.door.Failures = ratelimit.NewFailures(3, time.Minute)
+	f.door.Now = frozen()
 	f.door.Keys = apikey.NewCache(0, time.Hour)
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -100,6 +100,7 @@ func TestWrongSecretsAreRateLimited(t *testing.T) {
 	f := newFixture(t)
 	f.door.Limiter = ratelimit.New(2, time.Minute)
 	f.door.Failures = ratelimit.NewFailures(2, time.Minute)
+	f.door.Now = frozen()
 	id, _, err := apikey.Parse(f.agent)
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,15 @@ import (
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
+// frozen answers a clock stopped at the test's start, so that a flood's
+// failures all fall in one of the budget's fixed windows, whenever the
+// test runs; on the wall clock a window may end mid-flood and refill the
+// budget.
+func frozen() func() time.Time {
+	at := time.Now()
+	return func() time.Time { return at }
+}
+
 // from answers a client whose connections leave from the loopback address
 // ip, so a test can play two callers at two addresses on one machine.
 func from(ip string) *http.Client {
@@ -68,6 +77,7 @@ func TestMCPWrongSecretsNeverLockOutTheHolder(t *testing.T) {
 	}
 	d := mcpserver.NewTestDoor(iv, reg, store)
 	d.Limiter, d.Failures = ratelimit.New(5, time.Minute), ratelimit.NewFailures(3, time.Minute)
+	d.Now = frozen()
 	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 
@@ -124,6 +134,7 @@ func TestMCPJunkFromASharedAddressNeverLocksOutValidCredentials(t *testing.T) {
 	d.Tokens = &jwtauth.Verifier{Issuer: "https://idp.example", Audience: "toolplane", JWKSURL: jwks.URL}
 	d.Keys = apikey.NewCache(0, time.Hour)
 	d.Limiter, d.Failures = ratelimit.New(5, time.Minute), ratelimit.NewFailures(3, time.Minute)
+	d.Now = frozen()
 	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 

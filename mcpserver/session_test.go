@@ -147,6 +147,7 @@ func TestMCPRequestsAreRateLimitedPerKey(t *testing.T) {
 	}
 	d := mcpserver.NewTestDoor(iv, reg, store)
 	d.Limiter = ratelimit.New(2, time.Minute)
+	d.Now = frozen()
 	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
 	t.Cleanup(srv.Close)
 	statuses := []int{}
