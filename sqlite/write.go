@@ -16,12 +16,16 @@ import (
 // made at once change the same pages again and again (the end of the audit
 // table and of its indexes, of the claims table and of its sweep indexes),
 // so the store runs the writes that queue while one commits as one
-// transaction, each inside a savepoint of its own, and commits them once:
-// a page written by several of them is appended to the WAL once.
+// transaction and commits them once: a page written by several of them is
+// appended to the WAL once.
 //
-// Each write stays atomic and isolated from the others of its group: one
-// that fails is rolled back to its savepoint and answers its error, and
-// the others go on. A write answers only after the group's commit, so
+// Each write stays atomic and isolated from the others of its group: when
+// one fails, the group's transaction is rolled back and the group runs
+// again with each write inside a savepoint of its own, so the one that
+// fails is rolled back to its savepoint and answers its error, and the
+// others go on. (A savepoint per write from the start would cost every
+// group two statements a write and a copy of each page it changes, for
+// the rare group with a failure.) A write answers only after the group's commit, so
 // nothing a caller is told about is less durable than before; when the
 // commit fails, every write of the group answers the error, and none of
 // them is stored. Writes of a group run in the order they queued, and each
@@ -77,7 +81,9 @@ type groups struct {
 // with other writes, so it must not commit or roll back tx, must use the
 // ctx it is given (which is not cancelled mid-group: an interrupted
 // statement would roll back the writes before it), and must keep its
-// effects on the caller's values until write answers nil.
+// effects on the caller's values until write answers nil. fn may run more
+// than once, each run but the last rolled back (a write of its group
+// failed): each run must set what the caller reads anew.
 //
 // A write whose ctx ends before its group runs it answers ctx's error and
 // stores nothing.
@@ -231,8 +237,24 @@ func (s *Store) runGroup(batch []*writeReq) {
 			tx.Rollback()
 			return
 		}
-	} else if !s.runSavepoints(ctx, tx, batch) {
-		return // the group failed, and its connection is gone
+	} else if !runAll(tx, batch) {
+		// A write failed, and its statements before the failure are in
+		// tx with the others': only a savepoint of its own could take them
+		// out alone. The group runs again, each write in a savepoint.
+		if err := tx.Rollback(); err != nil {
+			fail(fmt.Errorf("%w: rollback: %w", errGroupAborted, err))
+			return
+		}
+		for _, q := range batch {
+			q.err = nil
+		}
+		if tx, err = g.conn.BeginTx(ctx, nil); err != nil {
+			fail(err)
+			return
+		}
+		if !s.runSavepoints(ctx, tx, batch) {
+			return // the group failed, and its connection is gone
+		}
 	}
 	if stored := slices.ContainsFunc(batch, func(q *writeReq) bool { return q.err == nil }); !stored {
 		tx.Rollback()
@@ -243,6 +265,23 @@ func (s *Store) runGroup(batch []*writeReq) {
 		return
 	}
 	s.committed(ctx, g.conn)
+}
+
+// runAll runs the writes of batch in tx one after the other, and reports
+// whether none failed; it stops at the first that does. Writes rarely
+// fail, and a savepoint around each costs two statements more and a copy
+// of every page it changes first (SQLite's statement journal), so a group
+// runs without them first (see runGroup).
+func runAll(tx *sql.Tx, batch []*writeReq) bool {
+	for _, q := range batch {
+		if q.err = q.ctx.Err(); q.err != nil {
+			continue
+		}
+		if q.err = run(q, tx); q.err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // runSavepoints runs the writes of batch in tx, each in a savepoint of its
@@ -267,8 +306,7 @@ func (s *Store) runSavepoints(ctx context.Context, tx *sql.Tx, batch []*writeReq
 		*st.to = tx.StmtContext(ctx, prepared)
 	}
 	for _, q := range batch {
-		if err := q.ctx.Err(); err != nil {
-			q.err = err
+		if q.err = q.ctx.Err(); q.err != nil {
 			continue
 		}
 		if _, err := savepoint.ExecContext(ctx); err != nil {
