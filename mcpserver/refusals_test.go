@@ -65,6 +65,8 @@ func TestMCPAnswersEachDoorRefusalWithItsCode(t *testing.T) {
 		{"over the key's budget", func(t *testing.T, d *door.Door) string {
 			key := mint(t, d.Store.(*sqlite.Store), toolplane.CredentialAgent)
 			d.Limiter = ratelimit.New(1, time.Minute)
+			// One instant for both requests: the budget's window cannot end between them.
+			d.Now = frozen()
 			_, err := d.Authenticate(ctx, "Bearer "+key, "127.0.0.1", http.Header{}) // the budget's one request
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	modernc "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // queued waits until n writes wait in the store's queue (the leader among
@@ -260,5 +262,104 @@ func TestPanickingWriteEndsItsGroup(t *testing.T) {
 				t.Errorf("the panicked write's row: %v, want none", err)
 			}
 		})
+	}
+}
+
+// groupOf queues writes while the test holds the write lock, so that they
+// run as one group, in order; it answers each write's answer once the
+// group has run.
+func groupOf(t *testing.T, s *Store, writes ...func() error) []error {
+	t.Helper()
+	if err := s.lockWrite(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Go(func() { errs[i] = w() })
+		queued(t, s, i+1)
+	}
+	s.unlockWrite()
+	wg.Wait()
+	return errs
+}
+
+// TestGroupRolledBackWholeAnswersEveryWrite: a write whose failure makes
+// SQLite roll back the whole transaction (here a trigger's RAISE(ROLLBACK),
+// as a full disk would) takes the writes of its group with it: each
+// answers an error, none is stored, and the store goes on taking writes.
+func TestGroupRolledBackWholeAnswersEveryWrite(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE boom (x INTEGER);
+		CREATE TRIGGER boom_rolls_back BEFORE INSERT ON boom BEGIN SELECT RAISE(ROLLBACK, 'boom'); END`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(key string) func() error {
+		return func() error {
+			_, err := s.InsertClaim(ctx, testClaim("org", key, now))
+			return err
+		}
+	}
+	errs := groupOf(t, s, insert("before"), func() error {
+		return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO boom (x) VALUES (1)`)
+			return err
+		})
+	}, insert("after"))
+	if errs[1] == nil {
+		t.Error("the write rolled back whole answered no error")
+	}
+	for _, i := range []int{0, 2} {
+		// Each says why: the failure that rolled the group back.
+		var cause *modernc.Error
+		if !errors.Is(errs[i], errGroupAborted) || !errors.As(errs[i], &cause) || cause.Code() != sqlite3.SQLITE_CONSTRAINT_TRIGGER {
+			t.Errorf("write %d of the group = %v, want errGroupAborted with the trigger's error", i, errs[i])
+		}
+	}
+	for _, key := range []string{"before", "after"} {
+		if _, err := s.GetClaim(ctx, "org", "crm.update", key); !errors.Is(err, toolplane.ErrNotFound) {
+			t.Errorf("GetClaim(%s) = %v, want ErrNotFound", key, err)
+		}
+	}
+	if err := insert("later")(); err != nil {
+		t.Errorf("a write after the group = %v", err)
+	}
+}
+
+// TestWriteWhoseContextEndsBeforeTheSecondRun: a write that ran in its
+// group's first run, rolled back because another write of the group
+// failed, answers its context's error and stores nothing when that
+// context ended before the group ran again; the rest are stored.
+func TestWriteWhoseContextEndsBeforeTheSecondRun(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	gone, cancel := context.WithCancel(ctx)
+	defer cancel()
+	refused := errors.New("refused")
+	errs := groupOf(t, s, func() error {
+		_, err := s.InsertClaim(gone, testClaim("org", "gone", now))
+		return err
+	}, func() error {
+		return s.write(ctx, func(context.Context, *sql.Tx) error {
+			cancel() // after the first write ran
+			return refused
+		})
+	}, func() error {
+		_, err := s.InsertClaim(ctx, testClaim("org", "kept", now))
+		return err
+	})
+	if !errors.Is(errs[0], context.Canceled) || !errors.Is(errs[1], refused) || errs[2] != nil {
+		t.Errorf("the group answered %v; want context.Canceled, refused, nil", errs)
+	}
+	if _, err := s.GetClaim(ctx, "org", "crm.update", "gone"); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("the write whose context ended: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetClaim(ctx, "org", "crm.update", "kept"); err != nil {
+		t.Errorf("the write after the failing one: %v", err)
 	}
 }

@@ -83,10 +83,13 @@ type groups struct {
 // statement would roll back the writes before it), and must keep its
 // effects on the caller's values until write answers nil. fn may run more
 // than once, each run but the last rolled back (a write of its group
-// failed): each run must set what the caller reads anew.
+// failed): each run must set what the caller reads anew. An error from fn
+// makes its whole group run again, so an answer a write gives often (a
+// row not there, a row changed meanwhile) is better set in a value of
+// the caller's than returned as an error.
 //
-// A write whose ctx ends before its group runs it answers ctx's error and
-// stores nothing.
+// A write whose ctx ends before its group runs it, or before the group's
+// second run when there is one, answers ctx's error and stores nothing.
 func (s *Store) write(ctx context.Context, fn func(context.Context, *sql.Tx) error) error {
 	return s.writeSolo(ctx, fn, nil)
 }
@@ -201,7 +204,8 @@ func (s *Store) handOn() {
 var errGroupAborted = errors.New("the transaction of this write and others was rolled back")
 
 // runGroup runs batch as one transaction, under the write lock, and sets
-// each write's answer. A group of one runs without a savepoint.
+// each write's answer: the writes one after the other, and, when one of a
+// group of several fails, all of them again, each in a savepoint.
 func (s *Store) runGroup(batch []*writeReq) {
 	g := &s.groups
 	ctx := context.WithoutCancel(batch[0].ctx)
@@ -237,12 +241,14 @@ func (s *Store) runGroup(batch []*writeReq) {
 			tx.Rollback()
 			return
 		}
-	} else if !runAll(tx, batch) {
+	} else if failed := runAll(tx, batch); failed != nil {
 		// A write failed, and its statements before the failure are in
 		// tx with the others': only a savepoint of its own could take them
 		// out alone. The group runs again, each write in a savepoint.
 		if err := tx.Rollback(); err != nil {
-			fail(fmt.Errorf("%w: rollback: %w", errGroupAborted, err))
+			// The failure rolled back the whole transaction (a full disk,
+			// an I/O error), and with it every write of the group.
+			fail(fmt.Errorf("%w: %w", errGroupAborted, errors.Join(failed.err, err)))
 			return
 		}
 		for _, q := range batch {
@@ -267,21 +273,21 @@ func (s *Store) runGroup(batch []*writeReq) {
 	s.committed(ctx, g.conn)
 }
 
-// runAll runs the writes of batch in tx one after the other, and reports
-// whether none failed; it stops at the first that does. Writes rarely
-// fail, and a savepoint around each costs two statements more and a copy
-// of every page it changes first (SQLite's statement journal), so a group
-// runs without them first (see runGroup).
-func runAll(tx *sql.Tx, batch []*writeReq) bool {
+// runAll runs the writes of batch in tx one after the other, stopping at
+// the first that fails, which it answers (nil when none did). Writes
+// rarely fail, and a savepoint around each costs two statements more and
+// a copy of every page it changes first (SQLite's statement journal), so a
+// group runs without them first (see runGroup).
+func runAll(tx *sql.Tx, batch []*writeReq) *writeReq {
 	for _, q := range batch {
 		if q.err = q.ctx.Err(); q.err != nil {
 			continue
 		}
 		if q.err = run(q, tx); q.err != nil {
-			return false
+			return q
 		}
 	}
-	return true
+	return nil
 }
 
 // runSavepoints runs the writes of batch in tx, each in a savepoint of its
