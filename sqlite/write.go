@@ -25,11 +25,11 @@ import (
 // fails is rolled back to its savepoint and answers its error, and the
 // others go on. (A savepoint per write from the start would cost every
 // group two statements a write and a copy of each page it changes, for
-// the rare group with a failure.) A write answers only after the group's commit, so
-// nothing a caller is told about is less durable than before; when the
-// commit fails, every write of the group answers the error, and none of
-// them is stored. Writes of a group run in the order they queued, and each
-// sees those before it, as if each had committed on its own.
+// the rare group with a failure.) A write answers only after the group's
+// commit, so nothing a caller is told about is less durable than before;
+// when the commit fails, every write of the group answers the error, and
+// none of them is stored. Writes of a group run in the order they queued,
+// and each sees those before it, as if each had committed on its own.
 //
 // No goroutine of the store's own runs the groups: the first write to find
 // none running leads, and when its group is committed hands the lead to the
