@@ -302,11 +302,20 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 		st               toolplane.OAuthState
 		created, expires int64
 	)
+	found := false
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return tx.StmtContext(ctx, q).QueryRowContext(ctx, id).Scan(&st.ID, &st.OrganizationID, &st.ConnectionID, &st.UserID,
+		err := tx.StmtContext(ctx, q).QueryRowContext(ctx, id).Scan(&st.ID, &st.OrganizationID, &st.ConnectionID, &st.UserID,
 			&st.Verifier, &st.RedirectURI, &created, &expires)
+		// A state not there is an answer, not a failure: a failure would
+		// run the writes grouped with this one again, and anyone can
+		// send a callback with a made-up state.
+		found = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
+	if err == nil && !found {
 		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
 	}
 	if err != nil {

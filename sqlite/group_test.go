@@ -363,3 +363,28 @@ func TestWriteWhoseContextEndsBeforeTheSecondRun(t *testing.T) {
 		t.Errorf("the write after the failing one: %v", err)
 	}
 }
+
+// TestUnknownOAuthStateRunsItsGroupOnce: a callback's state that is not
+// there (anyone can send one) is an answer, not a failed write, so the
+// writes grouped with it run once.
+func TestUnknownOAuthStateRunsItsGroupOnce(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	runs := 0
+	errs := groupOf(t, s, func() error {
+		return s.write(ctx, func(context.Context, *sql.Tx) error {
+			runs++
+			return nil
+		})
+	}, func() error {
+		_, err := s.TakeOAuthState(ctx, "made-up", time.Now())
+		return err
+	})
+	if errs[0] != nil || !errors.Is(errs[1], toolplane.ErrNotFound) {
+		t.Errorf("the group answered %v; want nil, ErrNotFound", errs)
+	}
+	if runs != 1 {
+		t.Errorf("the write grouped with the unknown state ran %d times, want 1", runs)
+	}
+}
