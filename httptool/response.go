@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
@@ -112,8 +113,13 @@ func upstreamMessage(body []byte) string {
 // redacts credentials by their shape; this catches them by their value,
 // whatever their shape.
 type scrubber struct {
+	// secrets are the values to remove, the longest first, so a secret
+	// holding another is replaced whole.
 	secrets []string
-	r       *strings.Replacer
+	// r replaces them; it is built the first time a text holds one,
+	// which most answers never do.
+	r     *strings.Replacer
+	build sync.Once
 }
 
 const redacted = "[redacted]"
@@ -137,16 +143,7 @@ func newScrubber(rel *toolplane.Released) *scrubber {
 	if sec.Username != "" || sec.Password != "" {
 		s.secrets = append(s.secrets, base64.StdEncoding.EncodeToString([]byte(sec.Username.Reveal()+":"+sec.Password.Reveal())))
 	}
-	if len(s.secrets) > 0 {
-		// The longest first, so a secret holding another is replaced
-		// whole.
-		sortLongestFirst(s.secrets)
-		pairs := make([]string, 0, 2*len(s.secrets))
-		for _, v := range s.secrets {
-			pairs = append(pairs, v, redacted)
-		}
-		s.r = strings.NewReplacer(pairs...)
-	}
+	sortLongestFirst(s.secrets)
 	return s
 }
 
@@ -160,9 +157,16 @@ func sortLongestFirst(ss []string) {
 
 // scrub answers str without the secrets.
 func (s *scrubber) scrub(str string) string {
-	if s.r == nil || !s.holds(str) {
+	if !s.holds(str) {
 		return str
 	}
+	s.build.Do(func() {
+		pairs := make([]string, 0, 2*len(s.secrets))
+		for _, v := range s.secrets {
+			pairs = append(pairs, v, redacted)
+		}
+		s.r = strings.NewReplacer(pairs...)
+	})
 	return s.r.Replace(str)
 }
 
@@ -178,20 +182,41 @@ func (s *scrubber) holds(str string) bool {
 // value scrubs every string of a decoded JSON value, keys included, in
 // place.
 func (s *scrubber) value(v any) any {
-	if s.r == nil {
+	if len(s.secrets) == 0 {
 		return v
 	}
+	if str, ok := v.(string); ok {
+		return s.scrub(str)
+	}
+	s.inside(v)
+	return v
+}
+
+// inside scrubs the strings a decoded array or object holds, in place. A
+// string is stored again only when scrubbing changed it: storing it back
+// unchanged would box it anew, once for every string of every answer.
+func (s *scrubber) inside(v any) {
 	switch t := v.(type) {
-	case string:
-		return s.scrub(t)
 	case []any:
 		for i, item := range t {
-			t[i] = s.value(item)
+			if str, ok := item.(string); ok {
+				if clean := s.scrub(str); clean != str {
+					t[i] = clean
+				}
+				continue
+			}
+			s.inside(item)
 		}
 	case map[string]any:
 		var renamed []string
 		for k, item := range t {
-			t[k] = s.value(item)
+			if str, ok := item.(string); ok {
+				if clean := s.scrub(str); clean != str {
+					t[k] = clean
+				}
+			} else {
+				s.inside(item)
+			}
 			if s.holds(k) {
 				renamed = append(renamed, k)
 			}
@@ -202,5 +227,4 @@ func (s *scrubber) value(v any) any {
 			t[s.scrub(k)] = item
 		}
 	}
-	return v
 }
