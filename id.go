@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -20,5 +21,22 @@ func NewID(prefix string) string {
 	if _, err := rand.Read(r[:]); err != nil {
 		panic(fmt.Sprintf("crypto/rand: %v", err)) // the runtime's source never fails
 	}
-	return fmt.Sprintf("%s%013x%06x%s", prefix, time.Now().UnixMicro(), idSeq.Add(1)&0xffffff, hex.EncodeToString(r[:]))
+	// Written as fmt's "%s%013x%06x%x" would write it, without boxing
+	// each part on the way: an id is minted for every call's audit event.
+	b := make([]byte, 0, len(prefix)+13+6+2*len(r))
+	b = append(b, prefix...)
+	b = appendHex(b, uint64(time.Now().UnixMicro()), 13)
+	b = appendHex(b, idSeq.Add(1)&0xffffff, 6)
+	b = hex.AppendEncode(b, r[:])
+	return string(b)
+}
+
+// appendHex appends v in lower-case hex, padded with zeros to width digits.
+func appendHex(dst []byte, v uint64, width int) []byte {
+	var buf [16]byte
+	digits := strconv.AppendUint(buf[:0], v, 16)
+	for range width - len(digits) {
+		dst = append(dst, '0')
+	}
+	return append(dst, digits...)
 }

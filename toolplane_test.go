@@ -2,6 +2,7 @@ package toolplane
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,26 @@ func TestNewIDSortsByCreationAndIsUnique(t *testing.T) {
 	}
 }
 
+func TestAppendHexWritesAsFmtDoes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		v     uint64
+		width int
+	}{
+		{0, 13}, {1, 6}, {0xffffff, 6}, {0x1000000, 6}, {1796203862684263, 13}, {1<<64 - 1, 13}, {0xabc, 0},
+	}
+	for _, tt := range tests {
+		want := fmt.Sprintf("%0*x", tt.width, tt.v)
+		if got := string(appendHex([]byte("id_"), tt.v, tt.width)); got != "id_"+want {
+			t.Errorf("appendHex(%#x, %d) = %q, want %q", tt.v, tt.width, got, "id_"+want)
+		}
+	}
+	id := NewID("aud_")
+	if len(id) != len("aud_")+13+6+16 || strings.Trim(id[len("aud_"):], "0123456789abcdef") != "" {
+		t.Errorf("NewID = %q, want aud_ and 35 hex digits", id)
+	}
+}
+
 func TestCostCeilingTakesTheLower(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ asked, cap, want int64 }{
@@ -177,5 +198,12 @@ func TestHasRoleInAnyTeam(t *testing.T) {
 		if got := tt.c.HasRoleInAnyTeam(tt.ask...); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func BenchmarkNewID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		NewID("aud_")
 	}
 }
