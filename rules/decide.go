@@ -1,11 +1,9 @@
 package rules
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -255,13 +253,10 @@ func combine(d1, d2 policy.Decision, req *policy.Request) policy.Decision {
 // order's account) still compare equal in a shadow run. The claimed
 // attributes are redacted by name and shape.
 func record(grants policy.Effect, req *policy.Request) string {
-	// One allocation holds the document and the request it carries; it
-	// encodes as recorded does.
-	doc := &struct {
-		Grants  string         `json:"grants"`
-		Request policy.Request `json:"request"`
-	}{Grants: grants.String(), Request: *req}
-	r := &doc.Request
+	// A copy of the request, its values replaced by what the trail keeps
+	// of them; it is written as {"grants": ..., "request": r}.
+	rec := *req
+	r := &rec
 	secret := schema.SensitiveValues(req.Arguments, req.Tool.Sensitive)
 	// The values at the sensitive pointers go whatever their type; Hide
 	// then finds the text ones wherever else they were copied.
@@ -288,24 +283,25 @@ func record(grants policy.Effect, req *policy.Request) string {
 		}
 		r.User = &u
 	}
-	buf := encodeBuffers.Get().(*bytes.Buffer)
+	// Written into a buffer kept from call to call: the text is copied
+	// once, into the answer.
+	buf := encodeBuffers.Get().(*[]byte)
 	defer putEncodeBuffer(buf)
-	buf.Reset()
-	// Encode is Marshal with a newline after, written into a buffer kept
-	// from call to call: the text is copied once, into the answer.
-	if err := json.NewEncoder(buf).Encode(doc); err != nil || buf.Len()-1 > maxInput {
+	b, err := appendRecord((*buf)[:0], grants.String(), r)
+	*buf = b
+	if err != nil || len(b) > maxInput {
 		return ""
 	}
-	return string(buf.Bytes()[:buf.Len()-1])
+	return string(b)
 }
 
 // encodeBuffers holds the buffers records are encoded in.
-var encodeBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // putEncodeBuffer gives buf back to encodeBuffers unless it grew past
 // what a record may keep: one call's large arguments do not stay held.
-func putEncodeBuffer(buf *bytes.Buffer) {
-	if buf.Cap() <= 2*maxInput {
+func putEncodeBuffer(buf *[]byte) {
+	if cap(*buf) <= 2*maxInput {
 		encodeBuffers.Put(buf)
 	}
 }
