@@ -112,6 +112,12 @@ func TestCheckpointStartsTheWALAgain(t *testing.T) {
 		for i := range 200 {
 			insertPage(t, s, now, round*1000+i)
 		}
+		// Those inserts may have started a background checkpoint, which
+		// would hold SQLite's checkpoint lock against the one under test:
+		// wait for it to end, and keep another from starting.
+		for !s.checkpointing.CompareAndSwap(false, true) {
+			time.Sleep(time.Millisecond)
+		}
 		var written atomic.Int64
 		stop, stopped := make(chan struct{}), make(chan struct{})
 		started := make(chan struct{})
@@ -135,7 +141,6 @@ func TestCheckpointStartsTheWALAgain(t *testing.T) {
 		}()
 		<-started
 		before, _ := walPages(t, s)
-		s.checkpointing.Store(true)
 		from := written.Load()
 		s.checkpoint()
 		during := written.Load() - from
