@@ -15,13 +15,24 @@ import (
 
 // walPages answers how many pages the WAL holds and how many of them a
 // checkpoint has copied into the database file, without checkpointing.
+// While a writer commits, the look can answer busy (and -1 for both); it
+// is taken again until it is not.
 func walPages(t *testing.T, s *Store) (wal, copied int) {
 	t.Helper()
-	var busy int
-	if err := s.db.QueryRowContext(t.Context(), `PRAGMA wal_checkpoint(NOOP)`).Scan(&busy, &wal, &copied); err != nil {
-		t.Fatal(err)
+	for {
+		var busy int
+		if err := s.db.QueryRowContext(t.Context(), `PRAGMA wal_checkpoint(NOOP)`).Scan(&busy, &wal, &copied); err != nil {
+			t.Fatal(err)
+		}
+		if busy == 0 {
+			return wal, copied
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the WAL stayed busy until the test ended")
+		case <-time.After(time.Millisecond):
+		}
 	}
-	return wal, copied
 }
 
 func testClaim(org, key string, now time.Time) *toolplane.Claim {
