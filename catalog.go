@@ -68,10 +68,34 @@ type ToolVersion struct {
 	// RetireBlocked says why the sunset job did not retire the version
 	// (the agents that still call it); empty when nothing blocks it.
 	RetireBlocked string
+	// Source is where a version comes from: SourcePublished for one
+	// published here and stored, SourceBuiltIn or SourceUpstream for the
+	// platform's own tools, which a listing shows beside the published
+	// ones but nobody publishes, reviews or retires.
+	Source VersionSource
+	// Upstream names the upstream MCP server a SourceUpstream tool was
+	// ingested from.
+	Upstream string
 	// Revision increments on every update; updates are conditional on it.
 	Revision  int64
 	UpdatedAt time.Time
 }
+
+// VersionSource is where a tool version comes from.
+type VersionSource string
+
+// The sources of a version.
+const (
+	// SourcePublished: published to the catalogue and stored ("" reads
+	// as this).
+	SourcePublished VersionSource = "published"
+	// SourceBuiltIn: one of the tools the server was built with (Go
+	// handlers, the demo's).
+	SourceBuiltIn VersionSource = "builtin"
+	// SourceUpstream: ingested from an upstream MCP server the operator
+	// configured.
+	SourceUpstream VersionSource = "upstream"
+)
 
 // VersionFilter narrows a listing of versions; empty fields match
 // everything.

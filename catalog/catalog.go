@@ -21,6 +21,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/compat"
+	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/semver"
 )
@@ -119,13 +121,92 @@ func (s *Service) List(ctx context.Context, f toolplane.VersionFilter, after str
 	if err := MayRead(by); err != nil {
 		return nil, "", err
 	}
-	vs, next, err := s.store.ListToolVersions(ctx, orgOf(by), f, after, limit)
+	org := orgOf(by)
+	if name, ok := strings.CutPrefix(after, platformCursor); ok {
+		// The published versions are behind: page on through the
+		// platform's tools.
+		last, err := base64.RawURLEncoding.DecodeString(name)
+		if err != nil {
+			return nil, "", fmt.Errorf("list versions: %w", cursor.ErrMalformed)
+		}
+		vs, next := s.platform(org, f, string(last), limit)
+		return vs, next, nil
+	}
+	vs, next, err := s.store.ListToolVersions(ctx, org, f, after, limit)
 	if err != nil {
 		// A cursor the store could not decode stays a
 		// toolplane.ErrBadCursor: the caller's mistake.
 		return nil, "", fmt.Errorf("list versions: %w", err)
 	}
-	return vs, next, nil
+	for i := range vs {
+		vs[i].Source = toolplane.SourcePublished
+	}
+	if next != "" || (limit > 0 && len(vs) >= limit) {
+		if more, _ := s.platform(org, f, "", 1); next == "" && len(more) > 0 {
+			// A full last page of published versions: the platform's
+			// tools start on the next.
+			next = platformCursor
+		}
+		return vs, next, nil
+	}
+	more, next := s.platform(org, f, "", limit-len(vs))
+	return append(vs, more...), next, nil
+}
+
+// platformCursor starts the cursor of a listing's pages of platform
+// tools. The stores' cursors are base64url, which holds no '.', so the two
+// are never taken for each other.
+const platformCursor = "platform."
+
+// platform answers, as versions, the platform's own tools (built-in and
+// ingested from upstreams) org is served that f matches, by name after
+// after, at most limit (none when limit is not positive), and the cursor
+// of the next page ("" after the last). A listing shows them after the
+// published versions, so a catalogue serving only the platform's tools
+// does not look empty; they are active, have no review and no owner
+// unless their definition names one.
+func (s *Service) platform(org string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string) {
+	if s.reg == nil || limit <= 0 {
+		return nil, ""
+	}
+	if len(f.States) > 0 && !slices.Contains(f.States, toolplane.StateActive) {
+		return nil, ""
+	}
+	var out []toolplane.ToolVersion
+	for _, t := range s.reg.Tools(org) {
+		if t.Def.Name <= after || (f.Name != "" && t.Def.Name != f.Name) || (f.Owner != "" && t.Def.Owner != f.Owner) {
+			continue
+		}
+		v, ok := s.platformVersion(org, t)
+		if !ok {
+			continue
+		}
+		if len(out) == limit {
+			return out, platformCursor + base64.RawURLEncoding.EncodeToString([]byte(out[len(out)-1].Name))
+		}
+		out = append(out, v)
+	}
+	return out, ""
+}
+
+// platformVersion answers t as a version when it is one of the platform's
+// own tools in org's view, not a published version.
+func (s *Service) platformVersion(org string, t *registry.Tool) (toolplane.ToolVersion, bool) {
+	group := s.reg.GroupOf(org, t.Def.Name)
+	if group == Group {
+		return toolplane.ToolVersion{}, false
+	}
+	def, err := json.Marshal(t.Def)
+	if err != nil {
+		// A definition the registry checked always encodes.
+		def = nil
+	}
+	v := toolplane.ToolVersion{OrganizationID: org, Name: t.Def.Name, Version: t.Def.Version, State: t.State, Definition: def,
+		SchemaHash: t.Def.SchemaHash, Owner: t.Def.Owner, Source: toolplane.SourceBuiltIn}
+	if group != "" {
+		v.Source, v.Upstream = toolplane.SourceUpstream, group
+	}
+	return v, true
 }
 
 // Get answers one version of the caller's organization, or
@@ -135,9 +216,19 @@ func (s *Service) Get(ctx context.Context, name, version string, by *toolplane.C
 		return nil, err
 	}
 	v, err := s.store.GetToolVersion(ctx, orgOf(by), name, version)
+	if errors.Is(err, toolplane.ErrNotFound) && s.reg != nil {
+		// Not published: one of the platform's own tools, when it serves
+		// the organization that version.
+		if t, ok := s.reg.Get(orgOf(by), name); ok && t.Def.Version == version {
+			if pv, ok := s.platformVersion(orgOf(by), t); ok {
+				return &pv, nil
+			}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", name, version, err)
 	}
+	v.Source = toolplane.SourcePublished
 	return v, nil
 }
 

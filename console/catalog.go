@@ -115,6 +115,11 @@ func (c *Console) catalogVersion(w http.ResponseWriter, r *http.Request, sess *s
 	v := versionPage{frame: c.frameFor(sess, tv.Name+" "+tv.Version, "catalog"), V: tv, Def: indent(tv.Definition),
 		Action: c.path("/catalog/" + url.PathEscape(tv.Name) + "/" + url.PathEscape(tv.Version)), CSRF: sess.CSRF,
 		Review: tv.State == toolplane.StateInReview, Deprecate: tv.State == toolplane.StateActive, Retire: tv.State == toolplane.StateDeprecated}
+	if tv.Source != toolplane.SourcePublished {
+		// The platform's own tools are the operator's: nobody reviews,
+		// deprecates or retires them here.
+		v.Review, v.Deprecate, v.Retire = false, false, false
+	}
 	others, _, err := svc.List(r.Context(), toolplane.VersionFilter{Name: tv.Name}, "", pageSize, sess.Credential)
 	if err != nil {
 		return err

@@ -98,6 +98,10 @@ type Server struct {
 	// authorization link (the start refuses anyone but the person it is
 	// for); without it the start answers that nobody can sign in here.
 	People People
+	// Console, when set, is the path of the web console (under the public
+	// URL's): a browser that opens / is sent there, and the index an API
+	// client is answered at / links it.
+	Console string
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -152,7 +156,12 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.path, rt.h)
+		pattern := rt.path
+		if pattern == "/" {
+			// The index is / itself, not the catch-all below.
+			pattern = "/{$}"
+		}
+		mux.Handle(rt.method+" "+pattern, rt.h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// This catch-all takes every method, so the mux never answers 405
@@ -182,6 +191,40 @@ func allowed(mux *http.ServeMux, r *http.Request) string {
 	return strings.Join(out, ", ")
 }
 
+// index answers /: a browser (one that asks for HTML) is sent to the
+// console, where people start; an API client is answered where the API,
+// the MCP endpoint and the OpenAPI document are, so neither meets a bare
+// 404 at the server's own address.
+func (s *Server) index(w http.ResponseWriter, r *http.Request) {
+	if s.Console != "" && acceptsHTML(r) {
+		http.Redirect(w, r, s.link(s.Console), http.StatusSeeOther)
+		return
+	}
+	links := map[string]string{"api": s.link("/v1"), "openapi": s.link("/v1/openapi.json"), "mcp": s.link("/mcp"), "health": s.link("/healthz")}
+	if s.Console != "" {
+		links["console"] = s.link(s.Console)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": "toolplane", "links": links})
+}
+
+// acceptsHTML reports whether r asks for a page (a browser's navigation
+// names text/html), not JSON.
+func acceptsHTML(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		media, _, _ := strings.Cut(part, ";")
+		if strings.EqualFold(strings.TrimSpace(media), "text/html") {
+			return true
+		}
+	}
+	return false
+}
+
+// link answers path under the public URL, or path itself when none is
+// set.
+func (s *Server) link(path string) string {
+	return strings.TrimRight(s.PublicURL, "/") + path
+}
+
 // route is one of the API's routes. The mux is built from this table, and
 // a test checks the OpenAPI document against it, so the two cannot drift.
 type route struct {
@@ -194,6 +237,7 @@ var openAPI []byte
 
 func (s *Server) routes() []route {
 	return []route{
+		{"GET", "/", http.HandlerFunc(s.index)},
 		{"GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })},
 		{"GET", "/readyz", http.HandlerFunc(s.ready)},
 		{"GET", "/v1/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -244,6 +288,7 @@ func (s *Server) routes() []route {
 		// The browser's routes carry no API key: see oauthRoute.
 		{"GET", connection.StartPath, s.oauthRoute(s.oauthStart)},
 		{"GET", connection.CallbackPath, s.oauthRoute(s.oauthCallback)},
+		{"GET", "/v1/upstreams", s.upstreamRoute(s.listUpstreams)},
 		{"GET", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.getUpstreamSettings)},
 		{"PUT", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.putUpstreamSettings)},
 		{"DELETE", "/v1/upstreams/{slug}/tools/{tool}/settings", s.upstreamRoute(s.resetUpstreamSettings)},

@@ -21,23 +21,25 @@ import (
 
 // versionView is a published version as the API shows it.
 type versionView struct {
-	Name          string                 `json:"name"`
-	Version       string                 `json:"version"`
-	State         toolplane.VersionState `json:"state"`
-	Owner         string                 `json:"owner"`
-	SchemaHash    string                 `json:"schema_hash"`
-	ReviewReasons []string               `json:"review_reasons,omitempty"`
-	PublishedBy   string                 `json:"published_by"`
-	PublishedAt   time.Time              `json:"published_at"`
-	ReviewedBy    string                 `json:"reviewed_by,omitempty"`
-	ReviewedAt    *time.Time             `json:"reviewed_at,omitempty"`
-	ReviewNote    string                 `json:"review_note,omitempty"`
-	SunsetAt      *time.Time             `json:"sunset_at,omitempty"`
-	Replacement   string                 `json:"replacement,omitempty"`
-	RetireBlocked string                 `json:"retire_blocked,omitempty"`
-	Definition    json.RawMessage        `json:"definition,omitempty"`
-	Dependencies  []toolplane.Dependency `json:"dependencies,omitempty"`
-	Compatibility *compatView            `json:"compatibility,omitempty"`
+	Name          string                  `json:"name"`
+	Version       string                  `json:"version"`
+	State         toolplane.VersionState  `json:"state"`
+	Owner         string                  `json:"owner"`
+	SchemaHash    string                  `json:"schema_hash"`
+	ReviewReasons []string                `json:"review_reasons,omitempty"`
+	PublishedBy   string                  `json:"published_by"`
+	PublishedAt   *time.Time              `json:"published_at,omitempty"`
+	ReviewedBy    string                  `json:"reviewed_by,omitempty"`
+	ReviewedAt    *time.Time              `json:"reviewed_at,omitempty"`
+	ReviewNote    string                  `json:"review_note,omitempty"`
+	SunsetAt      *time.Time              `json:"sunset_at,omitempty"`
+	Replacement   string                  `json:"replacement,omitempty"`
+	RetireBlocked string                  `json:"retire_blocked,omitempty"`
+	Source        toolplane.VersionSource `json:"source"`
+	Upstream      string                  `json:"upstream,omitempty"`
+	Definition    json.RawMessage         `json:"definition,omitempty"`
+	Dependencies  []toolplane.Dependency  `json:"dependencies,omitempty"`
+	Compatibility *compatView             `json:"compatibility,omitempty"`
 }
 
 type compatView struct {
@@ -47,9 +49,9 @@ type compatView struct {
 
 func versionOf(v *toolplane.ToolVersion, withDefinition bool) versionView {
 	out := versionView{Name: v.Name, Version: v.Version, State: v.State, Owner: v.Owner, SchemaHash: v.SchemaHash,
-		ReviewReasons: v.ReviewReasons, PublishedBy: v.PublishedBy, PublishedAt: v.PublishedAt, ReviewedBy: v.ReviewedBy,
+		ReviewReasons: v.ReviewReasons, PublishedBy: v.PublishedBy, PublishedAt: opt(v.PublishedAt), ReviewedBy: v.ReviewedBy,
 		ReviewedAt: opt(v.ReviewedAt), ReviewNote: v.ReviewNote, SunsetAt: opt(v.SunsetAt), Replacement: v.Replacement,
-		RetireBlocked: v.RetireBlocked}
+		RetireBlocked: v.RetireBlocked, Source: v.Source, Upstream: v.Upstream}
 	var d toolplane.Definition
 	if json.Unmarshal(v.Definition, &d) == nil {
 		out.Dependencies = d.Dependencies

@@ -19,6 +19,17 @@ func (s *Server) upstreamRoute(h func(http.ResponseWriter, *http.Request, caller
 	})
 }
 
+// listUpstreams answers the upstream MCP servers the deployment fronts, to
+// its operator.
+func (s *Server) listUpstreams(w http.ResponseWriter, r *http.Request, c caller) {
+	ups, err := s.UpstreamSettings.List(c.cred)
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": ups})
+}
+
 func (s *Server) getUpstreamSettings(w http.ResponseWriter, r *http.Request, c caller) {
 	st, err := s.UpstreamSettings.Get(r.Context(), c.cred, r.PathValue("slug"), r.PathValue("tool"))
 	if err != nil {

@@ -32,6 +32,9 @@ type view struct {
 	// posting to Out.
 	Session *Session
 	Out     string
+	// Home links the signed-in page to where people go next (the
+	// console), when the server serves one.
+	Home string
 	// SignIn shows the ways to sign in: the provider's link, the key
 	// form.
 	SignIn   bool
@@ -100,7 +103,11 @@ func (s *Service) index(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	case err == nil:
-		s.render(w, http.StatusOK, view{Title: "Signed in", Session: sess, Out: s.path(Path + "/out")})
+		v := view{Title: "Signed in", Session: sess, Out: s.path(Path + "/out")}
+		if s.cfg.Home != "" {
+			v.Home = s.home()
+		}
+		s.render(w, http.StatusOK, v)
 		return
 	case !errors.Is(err, ErrNotSignedIn):
 		s.fail(w, r, err)

@@ -89,6 +89,10 @@ type Config struct {
 	PublicURL string
 	// OIDC, when set, signs people in through the provider.
 	OIDC *OIDC
+	// Home is the path (under PublicURL's) a sign-in goes to when it
+	// names no page to return to, and the signed-in page links to: the
+	// console's, where one is served. Empty: the sign-in page itself.
+	Home string
 	// IdleTimeout and MaxAge end sessions; zero takes DefaultIdleTimeout
 	// and DefaultMaxAge.
 	IdleTimeout, MaxAge time.Duration
@@ -265,12 +269,20 @@ func (s *Service) path(p string) string { return s.base.Path + p }
 // are not.
 func (s *Service) secure() bool { return s.base.Scheme == "https" }
 
+// home answers where a sign-in goes when it names no page to return to.
+func (s *Service) home() string {
+	if s.cfg.Home != "" {
+		return s.path(s.cfg.Home)
+	}
+	return s.path(Path)
+}
+
 // returnPath answers the path the browser goes back to after sign-in:
-// back when it is a path on this server, under its public path, and the
-// sign-in page (which shows who is signed in) otherwise, so the parameter
-// never redirects off the server.
+// back when it is a path on this server, under its public path, and home
+// (the console, or the sign-in page, which shows who is signed in)
+// otherwise, so the parameter never redirects off the server.
 func (s *Service) returnPath(back string) string {
-	home := s.path(Path)
+	home := s.home()
 	if back == "" || len(back) > 2048 || !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.ContainsAny(back, "\\\r\n\t") {
 		return home
 	}

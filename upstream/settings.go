@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/boundary"
 )
 
 // Settings changes the relaxation of one upstream tool at runtime. The
@@ -280,4 +282,46 @@ func (s *Settings) Watch(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// Server is one upstream MCP server as the operator reads it: where it is
+// reached (a URL without its credentials, or the program it runs), whether
+// this node holds a session to it now, and how many tools it listed.
+type Server struct {
+	Slug string `json:"slug"`
+	// Transport is "http" (Streamable HTTP) or "stdio".
+	Transport string `json:"transport"`
+	// Endpoint is the URL with its secrets redacted (as error text shows
+	// it), or the command's program for stdio.
+	Endpoint string `json:"endpoint"`
+	// Path is where toolplane serves the governed copy of the server.
+	Path      string `json:"path"`
+	Connected bool   `json:"connected"`
+	Tools     int    `json:"tools"`
+	// Connection names the connection provider that authorizes its calls.
+	Connection string `json:"connection,omitempty"`
+	Owner      string `json:"owner,omitempty"`
+}
+
+// List answers the configured servers, by slug, to the operator (as the
+// settings are: the servers are the deployment's).
+func (s *Settings) List(by *toolplane.Credential) ([]Server, error) {
+	if err := s.mayChange(by); err != nil {
+		return nil, err
+	}
+	out := make([]Server, 0, len(s.set.ups))
+	for slug, u := range s.set.ups {
+		v := Server{Slug: slug, Path: "/mcp/" + slug, Connection: u.cfg.Connection, Owner: u.cfg.Owner}
+		if u.cfg.URL != "" {
+			v.Transport, v.Endpoint = "http", boundary.RedactURL(u.cfg.URL)
+		} else if len(u.cfg.Command) > 0 {
+			v.Transport, v.Endpoint = "stdio", filepath.Base(u.cfg.Command[0])
+		}
+		u.mu.Lock()
+		v.Connected, v.Tools = u.session != nil, len(u.remote)
+		u.mu.Unlock()
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Slug, b.Slug) })
+	return out, nil
 }

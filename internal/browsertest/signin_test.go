@@ -28,7 +28,8 @@ func TestSignInWithAPastedKeyAndSignOut(t *testing.T) {
 		{"an agent's key", s.agent, http.StatusForbidden, "That key is an agent's"},
 		{"a key of no toolplane", "sk_live_not-ours", http.StatusUnauthorized, "That is not a toolplane API key."},
 		{"ada's key with a wrong secret", wrongSecret(ada), http.StatusUnauthorized, "The API key is not valid."},
-		{"the person's key", ada, http.StatusOK, "Signed in as ada"},
+		// Signed in, the person lands in the console.
+		{"the person's key", ada, http.StatusOK, "Approvals waiting for you"},
 	} {
 		b.open(t, s.base+"/signin", "#key")
 		b.do(t, "paste "+tc.name, chromedp.SendKeys(chromedp.CSS("#key"), tc.key))
@@ -78,7 +79,7 @@ func TestFormsFromAnotherOriginAreRefused(t *testing.T) {
 	b.open(t, s.base+"/signin", "#key")
 	b.do(t, "paste ada's key", chromedp.SendKeys(chromedp.CSS("#key"), ada))
 	b.submit(t, "form button[type=submit]")
-	b.waitText(t, "main", "Signed in as ada")
+	b.waitText(t, "header", "ada")
 	// A refund waits for a person: the console's decision form is the
 	// prize of a forged POST.
 	filed := s.call(t, s.agent, "demo.refund_order", "run-forged", map[string]any{"order_id": "o-501", "amount_cents": 4990, "reason": "screen cracked"})

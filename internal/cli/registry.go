@@ -63,7 +63,7 @@ func query(kv ...string) string {
 	return "?" + q.Encode()
 }
 
-var versionColumns = []string{"name", "version", "state", "owner", "published_by", "published_at"}
+var versionColumns = []string{"name", "version", "state", "source", "owner", "published_by", "published_at"}
 
 func newToolsCmd(a *app) *cobra.Command {
 	publish := apiCmd(a, "publish FILE", "publish a version of a definition (YAML or JSON)", exactArgs(1, "FILE"), versionColumns,

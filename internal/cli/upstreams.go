@@ -56,6 +56,11 @@ func newUpstreamsCmd(a *app) *cobra.Command {
 		func(_ *cobra.Command, args []string) (request, error) {
 			return request{method: "DELETE", path: path(args)}, nil
 		})
+	list := apiCmd(a, "list", "list the upstream MCP servers: where each is, whether this node is connected, how many tools it listed (platform_admin)", exactArgs(0, "no arguments"),
+		[]string{"slug", "transport", "endpoint", "path", "connected", "tools"},
+		func(*cobra.Command, []string) (request, error) {
+			return request{method: "GET", path: "/v1/upstreams"}, nil
+		})
 	settings := group(&cobra.Command{Use: "settings", Short: "an upstream tool's settings at runtime: effect, destructiveness, approval, replay"}, get, set, reset)
-	return group(&cobra.Command{Use: "upstreams", Short: "the upstream MCP servers toolplane fronts"}, settings)
+	return group(&cobra.Command{Use: "upstreams", Short: "the upstream MCP servers toolplane fronts"}, list, settings)
 }

@@ -664,7 +664,7 @@ func (s *Server) doors(svc *services) error {
 		allowedHosts = append(allowedHosts, u.Hostname())
 	}
 	public := s.public
-	api.PublicURL = public
+	api.PublicURL, api.Console = public, console.Path
 	mcpDoor := &mcpserver.Server{Door: doors, Log: log, Version: cfg.Version, PublicURL: public, AllowedHosts: allowedHosts, Upstreams: svc.upstreams,
 		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
 		// Sessions live in the database, so any node (and this one after a

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
@@ -20,7 +21,7 @@ func (s *Server) signIn(doors *door.Door, keys *secret.Keyring) (*signin.Service
 			Claims: signInClaims(cfg), DefaultOrganization: DefaultOrganization}
 	}
 	people, err := signin.New(signin.Config{Store: s.b.Store, Keys: keys, Gate: doors, PublicURL: s.public, OIDC: provider,
-		IdleTimeout: cfg.SessionIdleTimeout, MaxAge: cfg.SessionMaxAge, Logger: s.log})
+		Home: console.Path, IdleTimeout: cfg.SessionIdleTimeout, MaxAge: cfg.SessionMaxAge, Logger: s.log})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}

@@ -139,7 +139,7 @@ func TestPeopleSignInAndConnectTheirOwnAccounts(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, base+"/signin/key", strings.NewReader(url.Values{"csrf": {m[1]}, "key": {kimKey}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", base)
-	if status, page, _, _ := kim.open(req); status != http.StatusOK || !strings.Contains(page, "Signed in") {
+	if status, page, _, _ := kim.open(req); status != http.StatusOK || !strings.Contains(page, "Sign out") {
 		t.Fatalf("kim's sign-in: %d %s", status, page)
 	}
 	theirs := link()
