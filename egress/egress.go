@@ -20,6 +20,10 @@
 // Policy checks every redirect again (scheme, host list, count) and dials
 // its target through the same check.
 //
+// A Policy compiled with AnyHost has no host list: any name passes the
+// first step and the addresses decide, which is how the destinations of
+// notification channels are checked.
+//
 // A refusal is a *RefusedError, which errors.Is reports as
 // toolplane.ErrForbidden.
 package egress
