@@ -294,3 +294,27 @@ func TestRevokeReasonIsBoundedAsText(t *testing.T) {
 		t.Fatalf("reason %q (%d bytes)", got.Reason, len(got.Reason))
 	}
 }
+
+// A connection that reaches the network with no host on its egress list
+// is warned about (every call through it would be refused); one naming a
+// host, or a SQLite connection, which opens a file, is not.
+func TestWarningsOfAConnectionWithoutHosts(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		cfg  toolplane.ConnectionConfig
+		warn bool
+	}{
+		{"http without hosts", toolplane.ConnectionConfig{Auth: toolplane.AuthBearer}, true},
+		{"only allowed ranges", toolplane.ConnectionConfig{Egress: toolplane.EgressRules{AllowCIDRs: []string{"10.0.0.0/8"}}}, true},
+		{"postgres without hosts", toolplane.ConnectionConfig{Driver: "postgres"}, true},
+		{"a host", toolplane.ConnectionConfig{Egress: toolplane.EgressRules{Hosts: []string{"api.example.com"}}}, false},
+		{"sqlite", toolplane.ConnectionConfig{Driver: "sqlite"}, false},
+	}
+	for _, c := range cases {
+		got := connection.Warnings(&toolplane.Connection{Config: c.cfg})
+		if (len(got) > 0) != c.warn {
+			t.Errorf("%s: warnings %q, want a warning: %t", c.name, got, c.warn)
+		}
+	}
+}

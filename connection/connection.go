@@ -243,6 +243,21 @@ func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input
 	return shown(c), nil
 }
 
+// Warnings answers what an administrator should be told of connection c
+// without its being refused: egress rules that allow no host, under
+// which every call through c that reaches the network (an HTTP request, a
+// PostgreSQL or MySQL connection, a token request) is refused. A SQLite
+// connection opens a file and needs no host. A connection may be created
+// this way on purpose, to be given its hosts later, so this is a warning,
+// not a refusal.
+func Warnings(c *toolplane.Connection) []string {
+	if c == nil || len(c.Config.Egress.Hosts) > 0 || c.Config.Driver == "sqlite" {
+		return nil
+	}
+	return []string{"config.egress.hosts is empty: every call through this connection will be refused by egress " +
+		"until it names the hosts its calls may reach (--host on the command line)"}
+}
+
 // check refuses a connection that could not work, before anything is
 // stored.
 func check(in Input) error {

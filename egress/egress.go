@@ -20,6 +20,10 @@
 // Policy checks every redirect again (scheme, host list, count) and dials
 // its target through the same check.
 //
+// A Policy compiled with AnyHost has no host list: any name passes the
+// first step and the addresses decide, which is how the destinations of
+// notification channels are checked.
+//
 // A refusal is a *RefusedError, which errors.Is reports as
 // toolplane.ErrForbidden.
 package egress
@@ -70,6 +74,15 @@ func WithSecretHeaders(names ...string) Option {
 	}
 }
 
+// AnyHost admits every host name, leaving the decision to the address
+// rules alone: the refused classes and the allow_cidrs ranges. It is for
+// destinations that are named one by one by an administrator rather than
+// listed on a connection (a notification channel's webhook or SMTP
+// server), where a host list would only repeat the destination.
+func AnyHost() Option {
+	return func(p *Policy) { p.anyHost = true }
+}
+
 // Policy is one connection's compiled egress rules. It is safe for
 // concurrent use. Its HTTP transport and connection pool are its own, so a
 // connection dialed under one Policy never carries another's requests.
@@ -78,6 +91,7 @@ type Policy struct {
 	suffixes []string            // ".example.com" for the pattern *.example.com
 	ips      map[netip.Addr]struct{}
 	allow    []netip.Prefix
+	anyHost  bool
 
 	resolver      Resolver
 	dialer        *net.Dialer
@@ -217,6 +231,9 @@ func validName(name string) bool {
 // hostListed reports whether host (a name, or an IP literal) is on the
 // host list.
 func (p *Policy) hostListed(host string) bool {
+	if p.anyHost {
+		return hostShaped(host)
+	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
 			return false
@@ -240,7 +257,7 @@ func (p *Policy) hostListed(host string) bool {
 // literal whose address is refused.
 func (p *Policy) checkHost(host string) error {
 	if !p.hostListed(host) {
-		return &RefusedError{Host: host, Rule: ruleNotListed}
+		return p.notListed(host)
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		return p.CheckAddr(host, a)
@@ -303,28 +320,9 @@ func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, fmt.Errorf("egress: dial %s: port is not a number: %w", quote(addr), toolplane.ErrInvalid)
 	}
-	if !p.hostListed(host) {
-		return nil, &RefusedError{Host: host, Rule: ruleNotListed}
-	}
-	var addrs []netip.Addr
-	if a, err := netip.ParseAddr(host); err == nil {
-		addrs = []netip.Addr{a}
-	} else {
-		addrs, err = p.resolver.LookupNetIP(ctx, ipNetwork, normalize(host))
-		if err != nil {
-			return nil, fmt.Errorf("egress: resolve %s: %w", host, err)
-		}
-		if len(addrs) == 0 {
-			return nil, fmt.Errorf("egress: resolve %s: no address", host)
-		}
-	}
-	// Every address is checked before any is dialed: a name with one
-	// refused address among allowed ones is refused outright, so which
-	// address answers first never decides whether a call is allowed.
-	for _, a := range addrs {
-		if err := p.CheckAddr(host, a); err != nil {
-			return nil, err
-		}
+	addrs, err := p.resolve(ctx, ipNetwork, host)
+	if err != nil {
+		return nil, err
 	}
 	var errs []error
 	for _, a := range addrs {
@@ -341,8 +339,76 @@ func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Con
 	return nil, fmt.Errorf("egress: dial %s: %w", host, errors.Join(errs...))
 }
 
+// CheckName makes the decision DialContext would make for host, without
+// dialing: the host on the host list, and every address it resolves to
+// now allowed. It answers a *RefusedError when the policy refuses host,
+// another error when host does not resolve, and nil otherwise. A dial
+// later checks again, so an answer that changes meanwhile is still
+// caught; this is for refusing a destination early, when it is
+// configured.
+func (p *Policy) CheckName(ctx context.Context, host string) error {
+	_, err := p.resolve(ctx, "ip", host)
+	return err
+}
+
+// resolve answers host's addresses, each checked, or the refusal of host
+// or of one of its addresses: a name with one refused address among
+// allowed ones is refused outright, so which address answers first never
+// decides whether a call is allowed.
+func (p *Policy) resolve(ctx context.Context, ipNetwork, host string) ([]netip.Addr, error) {
+	if !p.hostListed(host) {
+		return nil, p.notListed(host)
+	}
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{a}
+	} else {
+		addrs, err = p.resolver.LookupNetIP(ctx, ipNetwork, normalize(host))
+		if err != nil {
+			return nil, fmt.Errorf("egress: resolve %s: %w", host, err)
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("egress: resolve %s: no address", host)
+		}
+	}
+	for _, a := range addrs {
+		if err := p.CheckAddr(host, a); err != nil {
+			return nil, err
+		}
+	}
+	return addrs, nil
+}
+
 // ruleNotListed is the rule of a host that is not on the host list.
 const ruleNotListed = "not on the connection's host list"
+
+// ruleNotAHost is the rule, under AnyHost, of a host that is neither an
+// IP address nor a DNS name.
+const ruleNotAHost = "not a DNS name or an IP address"
+
+// notListed answers the refusal of a host hostListed refused.
+func (p *Policy) notListed(host string) error {
+	if p.anyHost {
+		return &RefusedError{Host: host, Rule: ruleNotAHost}
+	}
+	return &RefusedError{Host: host, Rule: ruleNotListed}
+}
+
+// hostShaped reports whether host is an IP address (without a zone) or a
+// DNS name whose last label is not a number: 2130706433 or 0x7f.1 are
+// other spellings of an address that some resolvers read as one, never a
+// name.
+func hostShaped(host string) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Zone() == ""
+	}
+	name := normalize(host)
+	if !validName(name) {
+		return false
+	}
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	return strings.Trim(last, "0123456789") != "" && !strings.HasPrefix(last, "0x")
+}
 
 // RefusedError is a connection the policy refused: Host as the caller
 // named it, Addr the address refused when the refusal was of an address,

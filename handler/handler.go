@@ -7,6 +7,10 @@
 // stable codes belong to the platform. How an error ends the call is
 // decided here, in order:
 //
+//   - DestinationRefused: the platform's egress rules refused where the
+//     call was to go, before anything was sent; the claim is released, the
+//     model reads unavailable and only that the destination is not
+//     allowed, and the host and rule go to the operator (Outcome.Detail);
 //   - the neutral upstream errors RetryableUpstream and Unavailable: nothing
 //     happened downstream, the claim is released, the model reads
 //     retryable_upstream or unavailable;
@@ -70,6 +74,36 @@ type Unavailable struct{ Err error }
 
 func (e *Unavailable) Error() string { return "upstream unavailable: " + errString(e.Err) }
 func (e *Unavailable) Unwrap() error { return e.Err }
+
+// DestinationRefused reports that the platform's egress rules refused the
+// destination a runtime was to reach for the call (a host not on its
+// connection's list, an address the rules refuse), so nothing was sent.
+// Host, Addr and Rule are the operator's to read: the invoker logs them
+// and writes them in the call's audit event. A model is told only that the
+// destination is not allowed, since which addresses a deployment refuses,
+// and what a name resolves to inside it, are the deployment's own.
+type DestinationRefused struct {
+	// Host is the destination as the call named it; Addr the address
+	// refused, when the refusal was of an address.
+	Host, Addr string
+	// Rule says what refused it.
+	Rule string
+}
+
+func (e *DestinationRefused) Error() string { return "destination refused: " + e.Detail() }
+
+// Detail is the refusal as the operator reads it: the host, the address
+// when it is another, and the rule.
+func (e *DestinationRefused) Detail() string {
+	if e.Addr == "" || e.Addr == e.Host {
+		return "egress refused " + e.Host + ": " + e.Rule
+	}
+	return "egress refused " + e.Host + " at " + e.Addr + ": " + e.Rule
+}
+
+// DestinationNotAllowed is all a model reads of a DestinationRefused.
+const DestinationNotAllowed = "the destination of this call is not allowed by the egress rules of its connection, and nothing was sent; " +
+	"calling again will not help: tell the user an administrator must allow it"
 
 // CredentialRefused reports that the downstream refused the credential
 // of the connection the broker released for the call (an HTTP 401, or a
@@ -164,6 +198,10 @@ type Outcome struct {
 	Kind   OutcomeKind
 	// Reason explains an Uncertain outcome to the person reconciling it.
 	Reason string
+	// Detail, when set, is what the operator reads of the ending and the
+	// model does not (the host and rule of a DestinationRefused): the
+	// invoker logs it and records it as the audit event's reason.
+	Detail string
 	// Quoted is true when Result's message or Reason holds the handler's
 	// own text (a business error's message, a classify function's
 	// explanation) rather than the platform's. For a tool whose answers
@@ -192,12 +230,15 @@ func (b *Binding) Classify(err error) Outcome {
 	var (
 		retry   *RetryableUpstream
 		unav    *Unavailable
+		dest    *DestinationRefused
 		refused *CredentialRefused
 		nf      *NotFound
 		inv     *Invalid
 		conf    *Conflict
 	)
 	switch {
+	case errors.As(err, &dest):
+		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, DestinationNotAllowed), Detail: dest.Detail()}
 	case errors.As(err, &retry):
 		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeRetryableUpstream, "the upstream service failed temporarily and nothing was done; try again shortly")}
 	case errors.As(err, &unav):

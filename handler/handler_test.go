@@ -50,6 +50,8 @@ func TestHandlerClassification(t *testing.T) {
 		{"retryable upstream releases", &RetryableUpstream{Err: errors.New("429")}, Release, toolplane.CodeRetryableUpstream},
 		{"wrapped retryable upstream releases", fmt.Errorf("call vendor: %w", &RetryableUpstream{}), Release, toolplane.CodeRetryableUpstream},
 		{"unavailable releases", &Unavailable{Err: errors.New("503")}, Release, toolplane.CodeUnavailable},
+		{"a destination refused by egress releases as unavailable", fmt.Errorf("dial: %w", &DestinationRefused{Host: "db.internal", Addr: "10.0.0.5", Rule: "private address"}), Release, toolplane.CodeUnavailable},
+		{"a refused destination wrapped in a neutral error is still refused", &Unavailable{Err: &DestinationRefused{Host: "h", Rule: "r"}}, Release, toolplane.CodeUnavailable},
 		{"a refused credential releases as connection_expired", fmt.Errorf("call: %w", &CredentialRefused{Err: errors.New("HTTP 401")}), Release, toolplane.CodeConnectionExpired},
 		{"not found is a definite value", &NotFound{Message: "no order ord_1"}, Definite, toolplane.CodeNotFound},
 		{"invalid is a definite value", &Invalid{Message: "amount above the order total", FieldPath: "/amount_cents"}, Definite, toolplane.CodeInvalidInput},
@@ -69,6 +71,27 @@ func TestHandlerClassification(t *testing.T) {
 				t.Fatalf("result = %+v, want code %s", o.Result, tt.code)
 			}
 		})
+	}
+}
+
+// A destination refused by egress tells the model only that it is not
+// allowed, in the platform's words, and the operator the host, address
+// and rule.
+func TestDestinationRefusedDetailIsTheOperators(t *testing.T) {
+	t.Parallel()
+	b, err := BindFunc("crm.lookup", func(context.Context, Call, any) (any, error) { return nil, nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := b.Classify(&Unavailable{Err: &DestinationRefused{Host: "crm.internal", Addr: "10.0.0.5", Rule: "private address 10.0.0.5 is refused"}})
+	if o.Result.Error == nil || o.Result.Error.Message != DestinationNotAllowed || o.Quoted {
+		t.Fatalf("outcome %+v, want only that the destination is not allowed", o)
+	}
+	if strings.Contains(o.Result.Error.Message, "crm.internal") || strings.Contains(o.Result.Error.Message, "10.0.0.5") {
+		t.Errorf("the model reads where: %s", o.Result.Error.Message)
+	}
+	if o.Detail != "egress refused crm.internal at 10.0.0.5: private address 10.0.0.5 is refused" {
+		t.Errorf("detail = %q", o.Detail)
 	}
 }
 

@@ -77,7 +77,11 @@ func (s *Server) createConnection(w http.ResponseWriter, r *http.Request, c call
 		s.connectionFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"connection": conn})
+	answer := map[string]any{"connection": conn}
+	if warn := connection.Warnings(conn); len(warn) > 0 {
+		answer["warnings"] = warn
+	}
+	writeJSON(w, http.StatusCreated, answer)
 }
 
 // connectionStates are the states a listing may be narrowed to.

@@ -69,6 +69,14 @@ func TestNotificationChannelsAPI(t *testing.T) {
 	if code, b := do("POST", "/v1/notifications/channels", admin, `{"name":"bad","kind":"pager"}`); code != http.StatusBadRequest {
 		t.Fatalf("an unknown kind: %d %s", code, b)
 	}
+	// A destination egress refuses is the channel's fault, named by its
+	// field, and not a refusal of the caller.
+	for _, url := range []string{"http://169.254.169.254/latest/meta-data/", "http://127.0.0.1:6379/", "http://[::ffff:10.0.0.1]/"} {
+		code, b := do("POST", "/v1/notifications/channels", admin, `{"name":"probe","kind":"webhook","config":{"url":"`+url+`"},"secrets":{"hmac_key":"`+hmacKey+`"}}`)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), `"invalid_request"`) || !strings.Contains(string(b), "config.url: the destination is not allowed") {
+			t.Errorf("a channel to %s: %d %s", url, code, b)
+		}
+	}
 	code, list := do("GET", "/v1/notifications/channels", admin, "")
 	if code != http.StatusOK || len(decode(t, list)["items"].([]any)) != 2 {
 		t.Fatalf("list: %d %s", code, list)

@@ -23,6 +23,10 @@
 //	5xx, a lost answer     a read: retried, then retryable_upstream;
 //	                       a write: uncertain (held)
 //	not sent at all        unavailable; released
+//	refused by egress      unavailable, saying only that the destination
+//	                       is not allowed (the host and rule go to the
+//	                       operator's log and the audit event); released.
+//	                       A write's redirect refused: uncertain (held)
 //	a body past the cap    a read: unavailable, stating the cap; a write:
 //	                       uncertain (held: it acted, and its answer is
 //	                       unread, so it must not run again)
@@ -59,6 +63,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/handler"
 )
 
@@ -215,7 +220,12 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	if maybe && !v.definite && !v.unknown {
 		// The last attempt was refused (a 429, say) but an earlier one
 		// reached the downstream and never heard back.
-		v.out, v.err = nil, uncertain(s.scrub("an earlier attempt was sent and its answer lost; the last was refused: "+v.err.Error()))
+		last := v.err.Error()
+		var dr *handler.DestinationRefused
+		if errors.As(v.err, &dr) {
+			last = "its destination is not allowed"
+		}
+		v.out, v.err = nil, uncertain(s.scrub("an earlier attempt was sent and its answer lost; the last was refused: "+last))
 	}
 	return v.out, v.err
 }
@@ -358,7 +368,17 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 	// A write is sent again only with its key, which lets the downstream
 	// tell a repeat from a new request.
 	retry := p.retry || p.writes && p.idempotent != ""
+	var refused *egress.RefusedError
 	switch {
+	case x.status == 0 && errors.As(x.err, &refused) && (!x.sent || !p.writes):
+		// Refused by the connection's egress rules: when dialing (nothing
+		// was sent), or a read's redirect (the read changed nothing).
+		// The model is told only that; the host and rule are the
+		// operator's.
+		return verdict{definite: x.sent, err: &handler.DestinationRefused{Host: refused.Host, Addr: refused.Addr, Rule: refused.Rule}}
+	case x.status == 0 && errors.As(x.err, &refused):
+		return verdict{unknown: true, err: uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
+			"the request had been sent, so its effect may have happened")}
 	case x.status == 0 && !x.sent:
 		if ctx.Err() != nil {
 			return verdict{err: explain(toolplane.CodeUnavailable, "the call's time ran out before its request was sent; nothing was done")}

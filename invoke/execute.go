@@ -265,6 +265,17 @@ func (c *call) runHandler(ctx context.Context, b *handler.Binding, attempt int) 
 // ended ends a call whose handler answered an error.
 func (c *call) ended(ctx context.Context, o handler.Outcome, cause error) (toolplane.Result, error) {
 	o.Result = quoting(c.tool, o.Result, o.Quoted)
+	if o.Detail != "" {
+		// What the model is not told is the operator's: in the log, and
+		// as the reason of the call's audit event.
+		c.audit.Reason = o.Detail
+		conn := ""
+		if c.released != nil {
+			conn = c.released.Connection.ID
+		}
+		c.iv.log.WarnContext(ctx, "destination refused by egress", "tool", c.tool.Def.Name, "connection", conn,
+			"run", c.inv.RunID, "detail", o.Detail)
+	}
 	switch o.Kind {
 	case handler.Definite:
 		if err := c.complete(ctx, o.Result); err != nil {

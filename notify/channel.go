@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/mail"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/secret"
 )
 
@@ -56,6 +58,10 @@ type Service struct {
 	send   senders
 	links  *Links
 	lead   time.Duration
+	// dest decides where a channel may send: every host name, but only
+	// to addresses the egress rules allow (public ones, and the
+	// operator's AllowCIDRs).
+	dest *egress.Policy
 }
 
 // Config is what a Service is built from. Store and Keys are required.
@@ -74,7 +80,17 @@ type Config struct {
 	// ExpiryLead is how long before an approval expires its approvers are
 	// reminded; default DefaultExpiryLead.
 	ExpiryLead time.Duration
-	Now        func() time.Time
+	// AllowCIDRs are the address ranges (or single addresses) channels
+	// may reach besides public addresses: the operator's switch for an
+	// internal webhook receiver or mail relay. Without it a channel whose
+	// host is, or resolves to, a loopback, private, link-local, cloud
+	// metadata or other address egress refuses is refused at creation and
+	// at every send, as a connection without allow_cidrs is; a metadata
+	// address is admitted only by an entry of that single address.
+	AllowCIDRs []string
+	// Resolver resolves channels' host names; nil is the system's.
+	Resolver egress.Resolver
+	Now      func() time.Time
 }
 
 // New answers a service built from cfg.
@@ -95,8 +111,16 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts := []egress.Option{egress.AnyHost()}
+	if cfg.Resolver != nil {
+		opts = append(opts, egress.WithResolver(cfg.Resolver))
+	}
+	dest, err := egress.Compile(toolplane.EgressRules{AllowCIDRs: cfg.AllowCIDRs}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("notify: the ranges channels may reach: %w", err)
+	}
 	return &Service{store: cfg.Store, keys: cfg.Keys, public: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now,
-		send: senders{timeout: cfg.Timeout}, links: links, lead: cfg.ExpiryLead}, nil
+		send: senders{timeout: cfg.Timeout, dest: dest}, links: links, lead: cfg.ExpiryLead, dest: dest}, nil
 }
 
 // Links answers the service's link signer, which the console checks links
@@ -133,6 +157,9 @@ func (s *Service) Create(ctx context.Context, n NewChannel, by *toolplane.Creden
 		return nil, err
 	}
 	if err := check(n); err != nil {
+		return nil, err
+	}
+	if err := s.checkDestination(ctx, n); err != nil {
 		return nil, err
 	}
 	org := by.OrganizationID
@@ -323,6 +350,50 @@ func check(n NewChannel) error {
 		return bad("kind must be webhook, slack or email")
 	}
 	return nil
+}
+
+// resolveWithin bounds the name resolution of a channel's host at
+// creation.
+const resolveWithin = 5 * time.Second
+
+// checkDestination refuses a channel whose host egress refuses: an
+// address (in any spelling) that is not public and not in the operator's
+// allowed ranges, or a name resolving to one. A name that does not
+// resolve now is not refused: DNS may not know it yet, and every send
+// resolves and checks it again, which is also what catches a name that
+// changes its answer after this check. The error names the field and the
+// rule, never a Slack URL's secret path.
+func (s *Service) checkDestination(ctx context.Context, n NewChannel) error {
+	var field, host string
+	switch n.Kind {
+	case toolplane.ChannelWebhook:
+		field, host = "config.url", urlHost(n.Config.URL)
+	case toolplane.ChannelSlack:
+		field, host = "secrets.slack_url", urlHost(n.Secrets.SlackURL.Reveal())
+	case toolplane.ChannelEmail:
+		field, host = "config.host", n.Config.Host
+	default:
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveWithin)
+	defer cancel()
+	var re *egress.RefusedError
+	if err := s.dest.CheckName(ctx, host); errors.As(err, &re) {
+		// The refusal's text, not the refusal itself: it is the
+		// channel that is not valid, not the caller who is forbidden.
+		return fmt.Errorf("%w: %s: the destination is not allowed: %s (an operator admits an internal receiver with toolplane serve --notify-allow-cidr)",
+			ErrChannel, field, re.Error())
+	}
+	return nil
+}
+
+// urlHost answers the host of a URL check accepted, without its port.
+func urlHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 func checkURL(raw string) error {

@@ -16,6 +16,15 @@
 // values. Who may configure channels is this package's rule (MayConfigure):
 // a platform administrator.
 //
+// # Destinations
+//
+// Where a channel sends is decided by the egress package, as where a
+// connection's calls go is: any host name, but only addresses egress
+// allows (public ones, and the operator's Config.AllowCIDRs). A channel
+// whose host is or resolves to another is refused at creation, and every
+// send resolves the host again and dials only the addresses it checked,
+// so a name that changes its answer later reaches nothing.
+//
 // # Delivery
 //
 // Sending is one attempt (Send), bounded by its context. The durable part

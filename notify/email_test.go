@@ -210,7 +210,7 @@ func TestEmailRefusesWithoutSTARTTLS(t *testing.T) {
 func TestHangingEndpointBounded(t *testing.T) {
 	t.Parallel()
 	st := newStoreOnly(t)
-	s, err := notify.New(notify.Config{Store: st, Keys: keyring(t), Timeout: 300 * time.Millisecond})
+	s, err := notify.New(notify.Config{Store: st, Keys: keyring(t), Timeout: 300 * time.Millisecond, AllowCIDRs: testReceivers})
 	if err != nil {
 		t.Fatal(err)
 	}

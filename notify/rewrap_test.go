@@ -30,7 +30,7 @@ func TestRewrapChannelsUnderANewKey(t *testing.T) {
 		return k
 	}
 	service := func(k *secret.Keyring) *notify.Service {
-		s, err := notify.New(notify.Config{Store: st, Keys: k})
+		s, err := notify.New(notify.Config{Store: st, Keys: k, AllowCIDRs: testReceivers})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 )
 
 // Header names of a webhook request.
@@ -109,11 +110,7 @@ func (s *Service) Send(ctx context.Context, d Delivery, attempt int) error {
 // in the organization's dead-letter list, and answers the delivery on the
 // channel's secondary, when it names one that exists.
 func (s *Service) Dead(ctx context.Context, d Delivery, attempts int, last error) (*Delivery, error) {
-	msg := ""
-	if last != nil {
-		msg = last.Error()
-	}
-	if err := s.record(ctx, d, toolplane.DeliveryDead, attempts, msg); err != nil {
+	if err := s.record(ctx, d, toolplane.DeliveryDead, attempts, reasonOf(last)); err != nil {
 		return nil, err
 	}
 	ch, err := s.store.GetNotificationChannel(ctx, d.Org, d.Channel)
@@ -143,9 +140,58 @@ func (s *Service) record(ctx context.Context, d Delivery, state toolplane.Delive
 	return nil
 }
 
+// failure is an attempt that never reached a channel's endpoint. What
+// the organization's dead-letter list keeps is reason, which is coarse:
+// the destination refused by egress, or the connection failed, never
+// whether it was refused, reset, timed out or failed its TLS handshake,
+// which would tell the ports of an address apart and make a channel a
+// port scanner. err, which the operator's log reads, says which.
+type failure struct {
+	reason string
+	err    error
+}
+
+func (f *failure) Error() string { return f.reason + ": " + f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// The reasons a failure keeps.
+const (
+	reasonRefused = "destination not allowed by egress"
+	reasonFailed  = "connection failed"
+)
+
+// unreached answers the failure of an attempt that did not reach its
+// endpoint because of err.
+func unreached(err error) error {
+	var re *egress.RefusedError
+	if errors.As(err, &re) {
+		return &failure{reason: reasonRefused, err: err}
+	}
+	return &failure{reason: reasonFailed, err: err}
+}
+
+// reasonOf answers what the dead-letter list keeps of a last attempt's
+// error: a failure's coarse reason, or the error's text, which is the
+// sender's words or an endpoint's answer and never holds a secret.
+func reasonOf(err error) string {
+	var f *failure
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &f):
+		return f.reason
+	}
+	return err.Error()
+}
+
 // senders hold what every attempt shares.
 type senders struct {
 	timeout time.Duration
+	// dest is the egress policy every attempt dials through: the host
+	// resolved and each of its addresses checked at every send, and the
+	// checked address the one dialed, so a name that changes its answer
+	// after the channel was created reaches no refused address.
+	dest *egress.Policy
 }
 
 // maxAnswer bounds what is read of an endpoint's answer.
@@ -165,14 +211,15 @@ func (x senders) post(ctx context.Context, target string, body []byte, header ht
 	req.Header.Set("User-Agent", "toolplane-notify")
 	// No redirects: a signed request is for the URL configured, and a
 	// redirect could carry it elsewhere.
-	client := &http.Client{Timeout: x.timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := &http.Client{Transport: x.dest.Transport(), Timeout: x.timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("POST: %w", err)
+		return fmt.Errorf("POST: %w", unreached(err))
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
@@ -214,10 +261,9 @@ func (x senders) email(ctx context.Context, ch *toolplane.NotificationChannel, s
 		return fmt.Errorf("%w: insecure SMTP is allowed to a loopback server only", ErrGone)
 	}
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := x.dest.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("SMTP: %w", err)
+		return fmt.Errorf("SMTP: %w", unreached(err))
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -227,13 +273,15 @@ func (x senders) email(ctx context.Context, ch *toolplane.NotificationChannel, s
 	// conversation, so a server that stops answering holds no worker.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	// Until the server has greeted and answered EHLO, what failed says
+	// what listens on the port: it is kept as coarse as a failed dial.
 	c, err := smtp.NewClient(conn, cfg.Host)
 	if err != nil {
-		return fmt.Errorf("SMTP greeting: %w", err)
+		return fmt.Errorf("SMTP greeting: %w", unreached(err))
 	}
 	defer c.Close()
 	if err := c.Hello("toolplane"); err != nil {
-		return fmt.Errorf("SMTP EHLO: %w", err)
+		return fmt.Errorf("SMTP EHLO: %w", unreached(err))
 	}
 	if ok, _ := c.Extension("STARTTLS"); ok {
 		tc := &tls.Config{ServerName: cfg.Host, MinVersion: tls.VersionTLS12}

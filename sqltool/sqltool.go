@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/handler"
 )
 
@@ -219,6 +220,9 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 	case errors.As(err, &ref):
 		return nil, &explained{toolplane.CodeUnavailable, ref.msg + "; nothing was done"}
 	case err != nil:
+		if dr := destinationRefused(err); dr != nil {
+			return nil, dr
+		}
 		return nil, &handler.Unavailable{Err: err}
 	}
 	defer done()
@@ -375,6 +379,9 @@ func (x *exec) limit(ctx context.Context, tx *sql.Tx) error {
 // unsent ends a call that failed before its statement was sent: nothing
 // happened.
 func (x *exec) unsent(err error) error {
+	if dr := destinationRefused(err); dr != nil {
+		return dr
+	}
 	e := inspect(err, x.secrets)
 	switch e.kind {
 	case failTimeout:
@@ -385,6 +392,17 @@ func (x *exec) unsent(err error) error {
 		return &explained{toolplane.CodeUnavailable, "the database behind connection " + x.id + " refused the connection's credentials; nothing was done"}
 	}
 	return &handler.Unavailable{Err: fmt.Errorf("connection %s: cannot reach the database (%s)", x.id, e.kind)}
+}
+
+// destinationRefused answers the handler's refusal of a destination when
+// the connection's egress rules refused the database's address as the
+// pool dialed it, and nil otherwise.
+func destinationRefused(err error) error {
+	var re *egress.RefusedError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	return &handler.DestinationRefused{Host: re.Host, Addr: re.Addr, Rule: re.Rule}
 }
 
 // failed ends a call whose statement failed before any COMMIT was sent:

@@ -150,6 +150,9 @@ func TestConnectionsThroughTheCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	acme := created.Connection
+	if strings.Contains(errOut, "warning") {
+		t.Errorf("a connection naming its hosts is warned about: %s", errOut)
+	}
 	if acme.Config.Egress.Hosts[0] != "api.acme.test" || acme.Config.Egress.AllowCIDRs[0] != "127.0.0.1/32" ||
 		acme.Scope.Tools[0] != "acme.*" || acme.Scope.Agents[0] != "agent-support" || acme.Scope.MaxAmountCentsPerCall != 5000 {
 		t.Errorf("created %+v", acme)
@@ -167,6 +170,19 @@ func TestConnectionsThroughTheCommandLine(t *testing.T) {
 	warehouse := strings.TrimSpace(out)
 	if got := s.opened(t, warehouse); got.DSN.Reveal() != dsn {
 		t.Errorf("the stored DSN is not the file's")
+	}
+
+	// A connection whose egress allows no host is created, and the
+	// administrator is warned, apart from the answer, that every call
+	// through it will be refused.
+	code, out, errOut = cli("connections", "create", "--name", "nowhere", "--provider", "nowhere", "--kind", "static",
+		"--token-env", "ACME_TOKEN", "-o", "field=connection.id")
+	if code != 0 || !strings.HasPrefix(out, "con_") || !strings.Contains(errOut, "warning: config.egress.hosts is empty: every call through this connection will be refused") {
+		t.Errorf("create without --host: %d %q %q, want the connection and a warning", code, out, errOut)
+	}
+	if code, out, errOut := cli("connections", "create", "--name", "local-db", "--provider", "localdb", "--kind", "static",
+		"--driver", "sqlite", "--dsn-file", dsnFile, "-o", "field=connection.id"); code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("a SQLite connection, which needs no host: %d %q %q", code, out, errOut)
 	}
 
 	// An OAuth application people connect their accounts to.
@@ -206,7 +222,7 @@ func TestConnectionsThroughTheCommandLine(t *testing.T) {
 	// list, show, revoke, authorize.
 	code, out, errOut = cli("connections", "list")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 4 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "PROVIDER") || !strings.Contains(out, acme.ID) {
+	if code != 0 || len(lines) != 6 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "PROVIDER") || !strings.Contains(out, acme.ID) {
 		t.Errorf("list: %d %q %q", code, out, errOut)
 	}
 	code, out, _ = cli("connections", "list", "--provider", "warehouse", "-o", "field=id")

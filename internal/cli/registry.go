@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -41,9 +43,25 @@ func apiCmd(a *app, use, short string, args cobra.PositionalArgs, columns []stri
 		if err != nil {
 			return err
 		}
+		warn(a.stderr, data)
 		return out.print(a.stdout, data)
 	})
 	return cmd
+}
+
+// warn writes the warnings an answer carries (its "warnings", such as a
+// connection's egress allowing no host) to w, one a line, apart from the
+// answer itself so that a script reading the answer is not disturbed.
+func warn(w io.Writer, data []byte) {
+	var answer struct {
+		Warnings []string `json:"warnings"`
+	}
+	if json.Unmarshal(data, &answer) != nil {
+		return
+	}
+	for _, m := range answer.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", m)
+	}
 }
 
 // esc escapes one path segment.

@@ -81,7 +81,10 @@ func startNotifyNodeWith(t *testing.T, database string, keys *secret.Keyring, de
 	if err != nil {
 		t.Fatal(err)
 	}
-	notes, err := notify.New(notify.Config{Store: store, Keys: keys, PublicURL: "https://toolplane.example", Timeout: 5 * time.Second, ExpiryLead: lead})
+	notes, err := notify.New(notify.Config{Store: store, Keys: keys, PublicURL: "https://toolplane.example", Timeout: 5 * time.Second, ExpiryLead: lead,
+		// The test receivers listen on loopback: the operator's switch
+		// admits them.
+		AllowCIDRs: []string{"127.0.0.0/8"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,5 +454,48 @@ func TestNotificationLatency(t *testing.T) {
 	t.Logf("filing to receipt over %d approvals: p50 %s, p90 %s, p99 %s, max %s", total, p(0.5), p(0.9), p(0.99), lat[len(lat)-1])
 	if p(0.99) > time.Second {
 		t.Errorf("p99 %s, want at most 1s", p(0.99))
+	}
+}
+
+// TestChannelToARefusedAddressIsDeadLetteredCoarsely: a channel stored
+// before channels were checked (or whose name now resolves elsewhere)
+// pointing at the cloud metadata service or a private address is never
+// dialed: every attempt is refused by egress, and the dead letter the
+// organization reads says only that, not what answered where.
+func TestChannelToARefusedAddressIsDeadLetteredCoarsely(t *testing.T) {
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			n := startNotifyNode(t, path, testKeys(t), func(o *jobs.Options) { o.NotifyAttempts = 2 })
+			var ids []string
+			for _, url := range []string{"http://169.254.169.254/latest/meta-data/", "http://10.0.0.1:22/"} {
+				c := &toolplane.NotificationChannel{ID: toolplane.NewID("nch_"), OrganizationID: "org-1", Name: url, Kind: toolplane.ChannelWebhook,
+					Config: toolplane.ChannelConfig{URL: url}, CreatedBy: "root", CreatedAt: time.Now()}
+				if err := n.store.InsertNotificationChannel(context.Background(), c); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, c.ID)
+			}
+			n.start(t)
+			_, err := n.iv.Invoke(context.Background(), "email.send", map[string]any{"to": "jo@acme.test"}, callInv())
+			var ar *invoke.ApprovalRequired
+			if !errors.As(err, &ar) {
+				t.Fatalf("err = %v", err)
+			}
+			for _, id := range ids {
+				eventually(t, "the refused channel to be dead-lettered", func() bool {
+					d, err := n.store.GetDelivery(context.Background(), "org-1", string(notify.ApprovalFiled), ar.ID, id)
+					return err == nil && d.State == toolplane.DeliveryDead
+				})
+			}
+			dead, err := n.notes.DeadLetters(context.Background(), 10, platformAdmin)
+			if err != nil || len(dead) != 2 {
+				t.Fatalf("dead letters = %+v, %v", dead, err)
+			}
+			for _, d := range dead {
+				if d.Error != "destination not allowed by egress" || d.Attempts != 2 {
+					t.Errorf("dead letter on %s: %q after %d attempts", d.ChannelID, d.Error, d.Attempts)
+				}
+			}
+		})
 	}
 }

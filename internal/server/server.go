@@ -173,6 +173,12 @@ type Config struct {
 	// served OpenAPI document's servers); default http:// and the bound
 	// address.
 	PublicURL string
+	// NotifyAllowCIDRs are the address ranges (or single addresses)
+	// notification channels may reach besides public addresses: an
+	// internal webhook receiver or mail relay. Every other loopback,
+	// private, link-local or metadata destination is refused when a
+	// channel is created and at every send (notify.Config.AllowCIDRs).
+	NotifyAllowCIDRs []string
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string
@@ -606,9 +612,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 		return nil, err
 	}
 	s.iv = iv
-	notes, err := notify.New(notify.Config{Store: b.Store, Keys: keys, PublicURL: s.public})
+	notes, err := notify.New(notify.Config{Store: b.Store, Keys: keys, PublicURL: s.public, AllowCIDRs: cfg.NotifyAllowCIDRs})
 	if err != nil {
-		return nil, err
+		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
 	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat, Notifier: notes},
 		jobs.Options{Logger: log, DeadAfter: cfg.NodeDeadAfter, SweepEvery: cfg.SweepEvery, Node: self.ID})
