@@ -107,8 +107,9 @@ func identify(ctx context.Context, db *sql.DB, d dialect) (identity, error) {
 		if err := db.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
 			return identity{}, err
 		}
-		p, err := mysqlPowers(ctx, db)
-		return identity{powers: p, mariadb: strings.Contains(strings.ToLower(version), "mariadb")}, err
+		mariadb := strings.Contains(strings.ToLower(version), "mariadb")
+		p, err := mysqlPowers(ctx, db, mariadb)
+		return identity{powers: p, mariadb: mariadb}, err
 	}
 	return identity{}, nil
 }
@@ -164,11 +165,29 @@ func postgresPowers(ctx context.Context, db *sql.DB) ([]string, error) {
 
 // mysqlPowers answers the MySQL/MariaDB role's powers beyond its data,
 // read from SHOW GRANTS: the session's user, its current role (and the
-// roles granted to that role) and PUBLIC. Only each grant's privileges
-// and target are read; what follows TO (the grantee, a password hash) is
-// never kept.
-func mysqlPowers(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SHOW GRANTS`)
+// roles granted to that role) and PUBLIC. MariaDB lists the current
+// role's grants by itself; MySQL 8 lists them only when asked USING the
+// roles active in the session (a new session's are its default roles),
+// as CURRENT_ROLE() names them, already quoted. Only each grant's
+// privileges and target are read; what follows TO (the grantee, a
+// password hash) is never kept.
+func mysqlPowers(ctx context.Context, db *sql.DB, mariadb bool) ([]string, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	show := `SHOW GRANTS`
+	if !mariadb {
+		var active sql.NullString
+		if err := conn.QueryRowContext(ctx, `SELECT CURRENT_ROLE()`).Scan(&active); err != nil {
+			return nil, err
+		}
+		if active.Valid && active.String != "" && active.String != "NONE" {
+			show = `SHOW GRANTS FOR CURRENT_USER() USING ` + active.String
+		}
+	}
+	rows, err := conn.QueryContext(ctx, show)
 	if err != nil {
 		return nil, err
 	}
