@@ -110,6 +110,13 @@ type ConnectionConfig struct {
 	// Driver names the database of a SQL connection: postgres, sqlite or
 	// mysql. The connection string itself is secret.
 	Driver string `json:"driver,omitempty"`
+	// AllowPrivilegedRole, on a SQL connection, is the operator's
+	// explicit acceptance of a database role holding powers beyond its
+	// data (a superuser, PostgreSQL's pg_read_server_files, MySQL's FILE,
+	// and the like; see package sqltool). Without it such a role is
+	// refused when the connection is created and before its first call.
+	// It is recorded in the change log and shown with the connection.
+	AllowPrivilegedRole bool `json:"allow_privileged_role,omitempty"`
 	// OAuth endpoints and client of the OAuth kinds. Issuer, when set,
 	// lets the endpoints be discovered (RFC 8414 / OpenID discovery).
 	Issuer       string   `json:"issuer,omitempty"`

@@ -56,6 +56,8 @@ func TestCreateValidation(t *testing.T) {
 		{"header without key", connection.Input{Name: "crm", Provider: "crm", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Auth: toolplane.AuthHeader, Header: "X-API-Key"}}, false},
 		{"basic without user", connection.Input{Name: "crm", Provider: "crm", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Auth: toolplane.AuthBasic}, Secrets: toolplane.Secrets{Password: "pw"}}, false},
 		{"sql", connection.Input{Name: "db", Provider: "db", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Driver: "postgres"}, Secrets: toolplane.Secrets{DSN: "postgres://u:p@db/x"}}, true},
+		{"sql allowing a privileged role", connection.Input{Name: "db", Provider: "db", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Driver: "postgres", AllowPrivilegedRole: true}, Secrets: toolplane.Secrets{DSN: "postgres://u:p@db/x"}}, true},
+		{"a privileged role without a database", connection.Input{Name: "crm", Provider: "crm", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{AllowPrivilegedRole: true}, Secrets: tok}, false},
 		{"sql driver unknown", connection.Input{Name: "db", Provider: "db", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Driver: "oracle"}, Secrets: toolplane.Secrets{DSN: "x"}}, false},
 		{"sql without dsn", connection.Input{Name: "db", Provider: "db", Kind: toolplane.ConnectionStatic, Config: toolplane.ConnectionConfig{Driver: "sqlite"}}, false},
 		{"client credentials", connection.Input{Name: "m2m", Provider: "crm", Kind: toolplane.ConnectionClientCredentials, Config: oauthCfg}, true},

@@ -70,6 +70,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,6 +142,20 @@ type Config struct {
 	// read again, so a secret rotated in Vault is used within that long;
 	// default DefaultVaultTTL.
 	VaultTTL time.Duration
+	// Roles inspects the database role of a SQL connection being created
+	// (the sql runtime does): a role holding powers beyond its data is
+	// refused unless the connection allows it. Nil: roles are not
+	// inspected at creation; the runtime still inspects each before its
+	// first call.
+	Roles RoleInspector
+}
+
+// RoleInspector answers the powers beyond its data of the database role a
+// SQL connection's connection string logs in as (none for a
+// least-privilege role), connecting as a call would. An error says the
+// role could not be inspected, and never holds the connection string.
+type RoleInspector interface {
+	Inspect(ctx context.Context, c *toolplane.Connection, dsn toolplane.SecretString) ([]string, error)
 }
 
 // Service is the connections service and the credential broker.
@@ -223,6 +238,10 @@ func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input
 		Kind: in.Kind, State: toolplane.ConnectionActive, Config: in.Config, Scope: in.Scope,
 		Owner: by.Subject, CreatedAt: now, UpdatedAt: now,
 	}
+	role, err := s.inspectRole(ctx, c, in.Secrets.DSN)
+	if err != nil {
+		return nil, err
+	}
 	if in.Config.Vault != nil {
 		// Nothing secret is kept here: Vault holds it.
 		v := *in.Config.Vault
@@ -234,7 +253,7 @@ func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input
 		}
 		c.Secret = sealed
 	}
-	if err := s.insert(ctx, c, s.change(c, "connection.create", by.Subject, "")); err != nil {
+	if err := s.insert(ctx, c, s.changeWith(c, "connection.create", by.Subject, "", role)); err != nil {
 		if errors.Is(err, toolplane.ErrExists) {
 			return nil, fmt.Errorf("%w: a connection named %q exists; revoke it or choose another name", toolplane.ErrExists, in.Name)
 		}
@@ -256,6 +275,47 @@ func Warnings(c *toolplane.Connection) []string {
 	}
 	return []string{"config.egress.hosts is empty: every call through this connection will be refused by egress " +
 		"until it names the hosts its calls may reach (--host on the command line)"}
+}
+
+// inspectRole inspects the database role of a SQL connection being
+// created, and answers what the change log records of it: whether it was
+// inspected, the operator's acceptance of a privileged role, and the
+// powers accepted. A role holding powers beyond its data is refused,
+// naming them, unless the connection allows it. A role that cannot be
+// inspected now (the database is not reachable yet, or the secret is in
+// Vault) does not stop the creation: the runtime inspects it before the
+// connection's first call and refuses the call then.
+func (s *Service) inspectRole(ctx context.Context, c *toolplane.Connection, dsn toolplane.SecretString) (map[string]any, error) {
+	if c.Config.Driver == "" || s.cfg.Roles == nil {
+		return nil, nil
+	}
+	rec := map[string]any{"role_checked": false}
+	if c.Config.AllowPrivilegedRole {
+		rec["allow_privileged_role"] = true
+	}
+	if c.Config.Vault != nil {
+		return rec, nil
+	}
+	powers, err := s.cfg.Roles.Inspect(ctx, c, dsn)
+	if err != nil {
+		s.log.Warn("a SQL connection's database role could not be inspected at its creation; it is inspected before its first call",
+			"connection", c.ID, "organization", c.OrganizationID, "err", err)
+		return rec, nil
+	}
+	rec["role_checked"] = true
+	if len(powers) == 0 {
+		return rec, nil
+	}
+	if !c.Config.AllowPrivilegedRole {
+		return nil, &InvalidError{Field: "secrets.dsn", Why: "the database role this connection logs in as holds powers beyond its data (" +
+			strings.Join(powers, "; ") + "), through which a tool could reach the database server's files or programs: " +
+			"connect with a least-privilege role (docs/connections.md), or, to accept this role, set config.allow_privileged_role " +
+			"(--allow-privileged-role), which is recorded on the connection"}
+	}
+	rec["privileged_powers"] = powers
+	s.log.Warn("a SQL connection was created with a privileged database role, as its creator allowed (allow_privileged_role)",
+		"connection", c.ID, "organization", c.OrganizationID, "powers", powers)
+	return rec, nil
 }
 
 // check refuses a connection that could not work, before anything is
@@ -287,6 +347,9 @@ func check(in Input) error {
 		if sec != (toolplane.Secrets{}) {
 			return bad("secrets", "a connection keeping its secret in Vault (config.vault) takes no secrets here: write them to %s", cfg.Vault)
 		}
+	}
+	if cfg.AllowPrivilegedRole && cfg.Driver == "" {
+		return bad("config.allow_privileged_role", "only a SQL connection (config.driver) logs in as a database role")
 	}
 	switch in.Kind {
 	case toolplane.ConnectionStatic:

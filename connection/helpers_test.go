@@ -170,7 +170,7 @@ func (e *env) serviceOf(cfg connection.Config) *connection.Service {
 	cfg.BaseURL, cfg.Now = baseURL, e.clock.Now
 	s, err := connection.New(connection.Config{
 		Store: cfg.Store, Keys: cfg.Keys, BaseURL: cfg.BaseURL, Node: cfg.Node, Now: cfg.Now,
-		Vault: cfg.Vault, VaultTTL: cfg.VaultTTL,
+		Vault: cfg.Vault, VaultTTL: cfg.VaultTTL, Roles: cfg.Roles,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Client: func(rules toolplane.EgressRules) (*http.Client, error) {
 			p, err := egress.Compile(rules)

@@ -483,3 +483,41 @@ func TestAnHTTPReadRetriesByDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishingRefusesSQLThatMakesCode proves a SQL tool that creates a
+// function, procedure, trigger or event is refused at registration: the
+// code it makes is a quoted body the statement check cannot read, which
+// another tool could then call (the route to the server's files through
+// CREATE FUNCTION ... pg_read_file). A plain change publishes.
+func TestPublishingRefusesSQLThatMakesCode(t *testing.T) {
+	t.Parallel()
+	sqlDef := func(stmt string) toolplane.Definition {
+		d := base()
+		d.Name, d.Connection = "crm.sql_tool", "warehouse"
+		d.Binding = toolplane.Binding{SQL: &toolplane.SQLBinding{Statement: stmt}}
+		return d
+	}
+	for _, tc := range []struct{ stmt, want string }{
+		{`CREATE FUNCTION f() RETURNS text LANGUAGE sql AS 'SELECT pg_read_file(''PG_VERSION'')'`, "CREATE FUNCTION"},
+		{`CREATE OR REPLACE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'COPY t TO PROGRAM ''id''' END $$`, "CREATE PROCEDURE"},
+		{`CREATE TRIGGER t BEFORE UPDATE ON companies FOR EACH ROW SET NEW.name = 'x'`, "CREATE TRIGGER"},
+		{`CREATE EVENT e ON SCHEDULE EVERY 1 MINUTE DO DELETE FROM companies`, "CREATE EVENT"},
+		{`DO 'BEGIN PERFORM 1; END'`, "DO runs"},
+		{`UPDATE companies SET name = :filter WHERE id = :company_id`, ""},
+	} {
+		ps := problems(t, []toolplane.Definition{sqlDef(tc.stmt)}, Options{Bindings: deployment})
+		if tc.want == "" {
+			if len(ps) != 0 {
+				t.Errorf("%s: problems %v", tc.stmt, ps)
+			}
+			continue
+		}
+		found := false
+		for _, p := range ps {
+			found = found || p.Field == "binding.sql.statement" && strings.Contains(p.Message, tc.want)
+		}
+		if !found {
+			t.Errorf("%s: problems %v, want one saying %q", tc.stmt, ps, tc.want)
+		}
+	}
+}

@@ -92,6 +92,45 @@ var outsideCalls = map[string]string{
 	"dblink_send_query":       "connects to another database, past the connection's egress rules",
 }
 
+// outsideRelations are the views and catalogues by which a statement reads
+// outside the database's data: the server's configuration files and the
+// roles' password hashes. Each names what it shows. Only a privileged role
+// may read them, and such a role is refused when the connection is
+// created and before its first call; the check names them at publish time
+// as well, where the author reads it.
+var outsideRelations = map[string]string{
+	"pg_hba_file_rules":      "shows the server's pg_hba.conf file",
+	"pg_ident_file_mappings": "shows the server's pg_ident.conf file",
+	"pg_file_settings":       "shows the server's configuration files",
+	"pg_authid":              "shows the roles' password hashes",
+	"pg_shadow":              "shows the roles' password hashes",
+	"pg_user_mapping":        "shows the passwords of foreign servers",
+}
+
+// routineObjects are what a CREATE or ALTER may make that holds code the
+// database runs later, out of this check's sight: a function's quoted
+// body, a trigger's, an event's, a rule's, an extension's or a language's
+// functions. A tool that makes one lets another tool (or a later call of
+// its own) run what was never checked, with whatever the role may do.
+var routineObjects = map[string]bool{
+	"FUNCTION": true, "PROCEDURE": true, "ROUTINE": true, "AGGREGATE": true, "TRIGGER": true,
+	"EVENT": true, "RULE": true, "EXTENSION": true, "LANGUAGE": true, "PACKAGE": true,
+}
+
+// routine answers what the statement's CREATE or ALTER makes that holds
+// code (FUNCTION, TRIGGER, ...), "" when it makes none.
+func (s scanned) routine() string {
+	if len(s.lead) == 0 || (s.lead[0] != "CREATE" && s.lead[0] != "ALTER") {
+		return ""
+	}
+	for _, w := range s.lead[1:] {
+		if routineObjects[w] {
+			return w
+		}
+	}
+	return ""
+}
+
 // textCalls are PostgreSQL functions that run the SQL text they are given,
 // as DO runs its block: the check cannot read that text, so a function
 // outsideCalls names could hide in it.
@@ -151,6 +190,9 @@ func Check(d *toolplane.Definition) []Problem {
 		} else if s.first == "DO" {
 			add(field, "DO runs a block of procedural code, whose statements the check cannot read",
 				"run one query or change; put procedural code in a function the database's owner defines")
+		} else if obj := s.routine(); obj != "" {
+			add(field, s.lead[0]+" "+obj+" makes code the database runs later, which the check cannot read and another call could run",
+				"run one query or change; functions, procedures, triggers and events are the database owner's to define, outside toolplane")
 		} else if sessionVerbs[s.first] {
 			add(field, s.first+" controls the session or transaction the runtime owns, or reaches outside the database",
 				"run a query or a change (SELECT, INSERT, UPDATE, DELETE); the runtime opens and ends the transaction")
@@ -172,6 +214,12 @@ func Check(d *toolplane.Definition) []Problem {
 			if textCalls[fn] {
 				add(field, fn+"() runs the SQL text it is given, which the check cannot read",
 					"run the query itself; the tool's answer carries its rows")
+			}
+		}
+		for _, rel := range slices.Sorted(maps.Keys(outsideRelations)) {
+			if s.names[rel] {
+				add(field, rel+" "+outsideRelations[rel]+", outside the database's data",
+					"read the database's own tables; the server's files are its administrator's")
 			}
 		}
 		if s.escapedName {

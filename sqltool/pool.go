@@ -37,6 +37,16 @@ type pool struct {
 	// query_only), which is what a read runs on: SQLite has no read-only
 	// transaction to ask for.
 	ro *sql.DB
+	// ctl, for MySQL, is a pool of its own for KILL QUERY: a statement
+	// whose call ran out of time is stopped from another session, and
+	// must not wait for one behind the very calls it stops.
+	ctl *sql.DB
+
+	// vetMu guards vetted and mariadb: the role is inspected before the
+	// pool's first call, once it is found acceptable (see role.go).
+	vetMu   sync.Mutex
+	vetted  bool
+	mariadb bool
 }
 
 // reader answers the pool a read runs on.
@@ -99,8 +109,10 @@ func (p *pool) reset(ctx context.Context, conn *sql.Conn) {
 
 func (p *pool) close() error {
 	err := p.db.Close()
-	if p.ro != nil {
-		err = errors.Join(err, p.ro.Close())
+	for _, db := range []*sql.DB{p.ro, p.ctl} {
+		if db != nil {
+			err = errors.Join(err, db.Close())
+		}
 	}
 	return err
 }
@@ -173,11 +185,14 @@ func (r *Runtime) open(c *toolplane.Connection, d dialect, dsn toolplane.SecretS
 		}
 		p = &pool{dialect: d, db: db}
 	case dialectMySQL:
-		db, err := r.openMySQL(c, dsn.Reveal())
+		db, ctl, err := r.openMySQL(c, dsn.Reveal())
 		if err != nil {
 			return nil, err
 		}
-		p = &pool{dialect: d, db: db}
+		ctl.SetMaxOpenConns(2)
+		ctl.SetMaxIdleConns(1)
+		ctl.SetConnMaxIdleTime(time.Minute)
+		p = &pool{dialect: d, db: db, ctl: ctl}
 	case dialectSQLite:
 		path, err := sqlitePath(organizationDir(r.cfg.SQLiteDir, c.OrganizationID), dsn.Reveal())
 		if err != nil {
@@ -255,12 +270,13 @@ func (r *Runtime) openPostgres(c *toolplane.Connection, dsn string) (*sql.DB, er
 // openMySQL opens a pool on a go-sql-driver DSN. Whatever the DSN says,
 // arguments are sent as bound values (never interpolated into the text),
 // one statement runs per call, and LOAD DATA LOCAL cannot read the
-// platform's files.
-func (r *Runtime) openMySQL(c *toolplane.Connection, dsn string) (*sql.DB, error) {
+// platform's files. It answers the calls' pool and a second one on the
+// same connector, for stopping their statements.
+func (r *Runtime) openMySQL(c *toolplane.Connection, dsn string) (*sql.DB, *sql.DB, error) {
 	id := c.ID
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, &refusal{msg: "connection " + id + ": the MySQL connection string cannot be read"}
+		return nil, nil, &refusal{msg: "connection " + id + ": the MySQL connection string cannot be read"}
 	}
 	cfg.InterpolateParams = false
 	cfg.MultiStatements = false
@@ -269,19 +285,19 @@ func (r *Runtime) openMySQL(c *toolplane.Connection, dsn string) (*sql.DB, error
 	cfg.Loc = time.UTC
 	if r.cfg.Dial != nil {
 		if cfg.Net != "tcp" && cfg.Net != "tcp4" && cfg.Net != "tcp6" {
-			return nil, &refusal{msg: "connection " + id + ": a MySQL connection over " + cfg.Net + " is outside what the connection's egress rules can allow"}
+			return nil, nil, &refusal{msg: "connection " + id + ": a MySQL connection over " + cfg.Net + " is outside what the connection's egress rules can allow"}
 		}
 		dial, err := r.cfg.Dial(c)
 		if err != nil {
-			return nil, &refusal{msg: "connection " + id + ": its egress rules cannot be used: " + err.Error()}
+			return nil, nil, &refusal{msg: "connection " + id + ": its egress rules cannot be used: " + err.Error()}
 		}
 		cfg.DialFunc = dial
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, &refusal{msg: "connection " + id + ": the MySQL connection string cannot be used"}
+		return nil, nil, &refusal{msg: "connection " + id + ": the MySQL connection string cannot be used"}
 	}
-	return sql.OpenDB(conn), nil
+	return sql.OpenDB(conn), sql.OpenDB(conn), nil
 }
 
 // sqliteDriverName is the name the runtime's own SQLite driver is

@@ -67,9 +67,13 @@ func orgDir(t testing.TB) (root, org string) {
 	return root, org
 }
 
+// released answers the connection a call releases. The backends log in
+// as the servers' administrators (to create and drop what each test
+// needs), so their connections accept a privileged role; role_test.go
+// tests the refusal of one, and the acceptance of a least-privilege role.
 func released(id, driver, dsn string) *toolplane.Released {
 	return &toolplane.Released{
-		Connection: &toolplane.Connection{ID: id, OrganizationID: testOrg, Version: 1, Config: toolplane.ConnectionConfig{Driver: driver}},
+		Connection: &toolplane.Connection{ID: id, OrganizationID: testOrg, Version: 1, Config: toolplane.ConnectionConfig{Driver: driver, AllowPrivilegedRole: true}},
 		Secrets:    toolplane.Secrets{DSN: toolplane.SecretString(dsn)},
 	}
 }

@@ -89,7 +89,22 @@ type scanned struct {
 	// prev is the keyword just before the current token, "" when another
 	// token came between.
 	prev string
+	// lead holds the statement's first keywords, upper-cased, outside
+	// parentheses and before AS (at most maxLead): what a CREATE or ALTER
+	// makes (CREATE OR REPLACE FUNCTION, CREATE DEFINER = x TRIGGER), and
+	// not the name of a column it declares.
+	lead     []string
+	leadDone bool
+	// depth is the parentheses' nesting at the current token.
+	depth int
+	// names holds the lower-cased bare and quoted identifiers of the
+	// statement (every keyword among them), for the relations a statement
+	// may not read.
+	names map[string]bool
 }
+
+// maxLead bounds scanned.lead.
+const maxLead = 8
 
 // interesting are the keywords whose presence says whether a statement
 // answers rows.
@@ -133,6 +148,9 @@ func scan(text string, d dialect) (scanned, error) {
 			if d == dialectPostgres && unicodeIdent(text, i) {
 				s.escapedName = true
 			}
+			if top && d != dialectMySQL {
+				s.name(text[i+1 : j-1])
+			}
 			s.note(top)
 			s.call(top, text, text[i+1:j-1], j, d)
 			i = j
@@ -140,6 +158,9 @@ func scan(text string, d dialect) (scanned, error) {
 			j, err := skipQuoted(text, i, '`', false)
 			if err != nil {
 				return s, err
+			}
+			if top {
+				s.name(text[i+1 : j-1])
 			}
 			s.note(top)
 			s.call(top, text, text[i+1:j-1], j, d)
@@ -207,6 +228,8 @@ func scan(text string, d dialect) (scanned, error) {
 				if s.first == "" {
 					s.first = w
 				}
+				s.leading(w)
+				s.name(text[i:j])
 				if interesting[w] {
 					s.word(w)
 				}
@@ -220,7 +243,16 @@ func scan(text string, d dialect) (scanned, error) {
 				s.call(top, text, text[i:j], j, d)
 			}
 			i = j
-		case c == '(' || c <= ' ':
+		case c == '(':
+			if top {
+				s.depth++
+			}
+			i++
+		case c == ')' && top:
+			s.depth--
+			s.note(top)
+			i++
+		case c <= ' ':
 			i++
 		default:
 			s.note(top)
@@ -242,6 +274,27 @@ func (s *scanned) note(top bool) {
 	if s.first == "" {
 		s.first = "-"
 	}
+}
+
+// leading records w as one of the statement's first keywords, until AS,
+// outside parentheses.
+func (s *scanned) leading(w string) {
+	if s.leadDone || s.depth > 0 {
+		return
+	}
+	if w == "AS" || len(s.lead) == maxLead {
+		s.leadDone = true
+		return
+	}
+	s.lead = append(s.lead, w)
+}
+
+// name records an identifier, lower-cased.
+func (s *scanned) name(n string) {
+	if s.names == nil {
+		s.names = make(map[string]bool)
+	}
+	s.names[strings.ToLower(n)] = true
 }
 
 // word records a keyword or clause of interest.

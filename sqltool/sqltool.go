@@ -44,6 +44,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -76,6 +77,10 @@ type Config struct {
 	MaxOpenConns int
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Logger tells the operator of connections refused or allowed for
+	// their database role's powers, and of statements that could not be
+	// stopped; nil discards.
+	Logger *slog.Logger
 }
 
 // The defaults of Config.
@@ -111,6 +116,9 @@ func New(cfg Config) *Runtime {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Runtime{cfg: cfg, pools: map[poolKey]*pool{}, latest: map[string]int64{}}
 }
@@ -231,6 +239,16 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 		return nil, &explained{toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done"}
 	}
 	x := &exec{b: b, p: p, id: id, secrets: secretsOf(d, rel.Secrets.DSN), st: st, values: values, timeout: timeout}
+	vctx, vcancel := context.WithTimeout(ctx, timeout)
+	err = b.rt.vet(vctx, p, rel.Connection)
+	vcancel()
+	var priv *PrivilegedRoleError
+	switch {
+	case errors.As(err, &priv):
+		return nil, &explained{toolplane.CodeUnavailable, "the database role behind connection " + id + " holds powers beyond its data, which toolplane refuses until an operator connects it with a least-privilege role; nothing was done"}
+	case err != nil:
+		return nil, x.unsent(err)
+	}
 	if b.writes {
 		return x.write(ctx)
 	}
@@ -277,14 +295,18 @@ func (x *exec) read(ctx context.Context) (any, error) {
 		return nil, x.unsent(err)
 	}
 	defer tx.Rollback() // a read commits nothing
-	if err := x.limit(sctx, tx); err != nil {
-		return nil, x.failed(err, false)
-	}
-	rows, err := tx.QueryContext(sctx, x.st.text, x.values...)
+	text, stop, err := x.limit(sctx, tx)
 	if err != nil {
 		return nil, x.failed(err, false)
 	}
+	defer stop()
+	rows, err := tx.QueryContext(sctx, text, x.values...)
+	if err != nil {
+		stop()
+		return nil, x.failed(err, false)
+	}
 	out, n, cut, err := collect(rows, x.b.maxRows, false)
+	stop()
 	if err != nil {
 		return nil, x.failed(err, false)
 	}
@@ -317,12 +339,14 @@ func (x *exec) write(ctx context.Context) (any, error) {
 			tx.Rollback()
 		}
 	}()
-	if err := x.limit(sctx, tx); err != nil {
+	text, stop, err := x.limit(sctx, tx)
+	if err != nil {
 		return nil, x.failed(err, true)
 	}
+	defer stop()
 	answer := map[string]any{}
 	if x.st.returnsRows {
-		rows, err := tx.QueryContext(sctx, x.st.text, x.values...)
+		rows, err := tx.QueryContext(sctx, text, x.values...)
 		if err != nil {
 			return nil, x.failed(err, true)
 		}
@@ -335,7 +359,7 @@ func (x *exec) write(ctx context.Context) (any, error) {
 			answer["truncated"] = true
 		}
 	} else {
-		res, err := tx.ExecContext(sctx, x.st.text, x.values...)
+		res, err := tx.ExecContext(sctx, text, x.values...)
 		if err != nil {
 			return nil, x.failed(err, true)
 		}
@@ -346,7 +370,10 @@ func (x *exec) write(ctx context.Context) (any, error) {
 		answer["rows_affected"] = json64(n)
 	}
 	// Past this line COMMIT may be sent. Before it, a call whose time ran
-	// out is rolled back: nothing was committed, and that is certain.
+	// out is rolled back: nothing was committed, and that is certain. No
+	// KILL QUERY may be sent from here on: one that began has ended, and
+	// then the time ran out.
+	stop()
 	if err := sctx.Err(); err != nil {
 		return nil, x.failed(err, true)
 	}
@@ -363,17 +390,79 @@ func (x *exec) write(ctx context.Context) (any, error) {
 	return answer, nil
 }
 
-// limit sets the server's own statement timeout where the driver has one
-// to set per transaction (PostgreSQL). The number is the platform's, never
-// an argument's. Elsewhere the statement's context stops it: the MySQL
-// driver closes the connection, and SQLite interrupts the statement.
-func (x *exec) limit(ctx context.Context, tx *sql.Tx) error {
-	if x.p.dialect != dialectPostgres {
-		return nil
+// limit bounds the statement on the server itself, with the platform's
+// number, never an argument's, and answers the text to run and a stop
+// for what it set up. A statement's context alone does not stop it on
+// every server: the MySQL driver closes its connection when the context
+// ends, and the server goes on running the statement until it next
+// writes to the lost client (a SLEEP, a long scan: for as long as it
+// runs). So:
+//
+//   - PostgreSQL: the transaction's statement_timeout (and pgx sends a
+//     cancel request when the context ends);
+//   - MariaDB: SET STATEMENT max_statement_time=... FOR the statement;
+//   - MySQL: the session's max_execution_time, which bounds a SELECT
+//     (the session is closed after the call, so it lasts for this one);
+//   - MySQL and MariaDB both: when the context ends first, KILL QUERY
+//     from another session, which the call waits for (bounded by
+//     killTimeout) before it answers;
+//   - SQLite: the driver interrupts the statement when the context ends.
+//
+// stop must be called once the statement's answer is read, and, for a
+// write, before COMMIT is sent: a kill must never reach a COMMIT.
+func (x *exec) limit(ctx context.Context, tx *sql.Tx) (text string, stop func(), err error) {
+	text, stop = x.st.text, func() {}
+	switch x.p.dialect {
+	case dialectPostgres:
+		ms := max(x.timeout.Milliseconds(), 1)
+		_, err = tx.ExecContext(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10))
+		return text, stop, err
+	case dialectMySQL:
+		var id int64
+		if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			return "", nil, err
+		}
+		if x.p.mariadb {
+			secs := strconv.FormatFloat(max(x.timeout.Seconds(), 0.001), 'f', 3, 64)
+			text = "SET STATEMENT max_statement_time=" + secs + " FOR " + text
+		} else {
+			ms := max(x.timeout.Milliseconds(), 1)
+			if _, err := tx.ExecContext(ctx, "SET SESSION max_execution_time = "+strconv.FormatInt(ms, 10)); err != nil {
+				return "", nil, err
+			}
+		}
+		return text, x.killOnEnd(ctx, id), nil
 	}
-	ms := max(x.timeout.Milliseconds(), 1)
-	_, err := tx.ExecContext(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10))
-	return err
+	return text, stop, nil
+}
+
+// killTimeout bounds a KILL QUERY, and how long a call waits for it.
+const killTimeout = 3 * time.Second
+
+// killOnEnd sends KILL QUERY for the session id from the pool's control
+// session when ctx ends before the returned stop is called. stop cancels
+// it, or, when it already began, waits for it to end, so a call answers
+// only once its statement was told to stop. It is safe to call twice.
+func (x *exec) killOnEnd(ctx context.Context, id int64) (stop func()) {
+	done := make(chan struct{})
+	cancel := context.AfterFunc(ctx, func() {
+		defer close(done)
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+		defer kcancel()
+		if _, err := x.p.ctl.ExecContext(kctx, "KILL QUERY "+strconv.FormatInt(id, 10)); err != nil {
+			// An unknown thread (1094) is a statement that ended first.
+			x.b.rt.cfg.Logger.Warn("a SQL statement that ran out of time could not be stopped on the server",
+				"connection", x.id, "tool", x.b.tool, "err", inspect(err, x.secrets).kind.String())
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !cancel() {
+				<-done
+			}
+		})
+	}
 }
 
 // unsent ends a call that failed before its statement was sent: nothing

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-var connectionColumns = []string{"id", "name", "provider", "kind", "user_id", "state", "reason", "created_at"}
+var connectionColumns = []string{"id", "name", "provider", "kind", "user_id", "state", "reason", "config.allow_privileged_role", "created_at"}
 
 // secretSource is a secret's pair of flags: the name of an environment
 // variable holding it, or a file holding it. A secret is never a flag's
@@ -63,6 +63,7 @@ func newConnectionsCmd(a *app) *cobra.Command {
 		clientID, resource, username, amountArgument string
 		scopes, hosts, allowCIDRs, tools, agents     []string
 		maxAmount                                    int64
+		allowPrivileged                              bool
 		token, password, dsn, clientSecret           *secretSource
 	)
 	create := apiCmd(a, "create --name NAME --provider PROVIDER --kind KIND [flags]",
@@ -92,6 +93,9 @@ func newConnectionsCmd(a *app) *cobra.Command {
 				"token_url": tokenURL, "revoke_url": revokeURL, "client_id": clientID, "request_scopes": scopes, "resource": resource,
 				"egress": map[string]any{"hosts": hosts, "allow_cidrs": allowCIDRs},
 			}
+			if allowPrivileged {
+				config["allow_privileged_role"] = true
+			}
 			scope := map[string]any{"tools": tools, "agents": agents, "max_amount_cents_per_call": maxAmount, "amount_argument": amountArgument}
 			return request{method: "POST", path: "/v1/connections", body: map[string]any{
 				"name": name, "provider": provider, "kind": kind, "config": config, "scope": scope, "secrets": secrets}}, nil
@@ -103,6 +107,7 @@ func newConnectionsCmd(a *app) *cobra.Command {
 	f.StringVar(&auth, "auth", "", "how a static secret is presented over HTTP: bearer (the default), basic or header")
 	f.StringVar(&header, "header", "", "the header of --auth header, such as X-API-Key")
 	f.StringVar(&driver, "driver", "", "a SQL connection's database: postgres, sqlite or mysql (its DSN is --dsn-env or --dsn-file)")
+	f.BoolVar(&allowPrivileged, "allow-privileged-role", false, "accept a SQL connection whose database role holds powers beyond its data (a superuser, server file access, FILE, ...), which is refused otherwise; recorded on the connection and in the change log")
 	f.StringVar(&issuer, "issuer", "", "the OAuth provider's issuer URL; its endpoints are discovered")
 	f.StringVar(&authorizeURL, "authorize-url", "", "the OAuth provider's authorization endpoint, without --issuer")
 	f.StringVar(&tokenURL, "token-url", "", "the OAuth provider's token endpoint, without --issuer")

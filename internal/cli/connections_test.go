@@ -163,13 +163,20 @@ func TestConnectionsThroughTheCommandLine(t *testing.T) {
 
 	// A SQL connection, its DSN from a file (its newline dropped).
 	code, out, errOut = cli("connections", "create", "--name", "warehouse", "--provider", "warehouse", "--kind", "static",
-		"--driver", "postgres", "--dsn-file", dsnFile, "--host", "db.test", "-o", "field=connection.id")
+		"--driver", "postgres", "--dsn-file", dsnFile, "--host", "db.test", "--allow-privileged-role", "-o", "field=connection.id")
 	if code != 0 {
 		t.Fatalf("create sql: %d %s %s", code, out, errOut)
 	}
 	warehouse := strings.TrimSpace(out)
 	if got := s.opened(t, warehouse); got.DSN.Reveal() != dsn {
 		t.Errorf("the stored DSN is not the file's")
+	}
+	// The operator's acceptance of a privileged database role is shown.
+	if code, out, errOut := cli("connections", "show", warehouse, "-o", "field=connection.config.allow_privileged_role"); code != 0 || strings.TrimSpace(out) != "true" {
+		t.Errorf("show: %d %q %q, want the acceptance shown", code, out, errOut)
+	}
+	if code, out, _ := cli("connections", "list", "--provider", "warehouse"); code != 0 || !strings.Contains(out, "ALLOW_PRIVILEGED_ROLE") || !strings.Contains(out, "true") {
+		t.Errorf("list: %d %q, want the acceptance in its column", code, out)
 	}
 
 	// A connection whose egress allows no host is created, and the

@@ -430,13 +430,38 @@ func startE2E(t *testing.T) *e2e {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The connection logs in as a least-privilege role, as the README
+		// tells: a superuser is refused (TestPrivilegedSQLConnectionOverREST).
 		e.pgPass = planted("pg/pw+x")
-		u.User = url.UserPassword(u.User.Username(), e.pgPass)
+		u.User = url.UserPassword(leastPrivilegeRole(t, dsn), e.pgPass)
 		e.pgDSN = u.String()
 		e.createConnection(t, e.admin, map[string]any{"name": "pg-main", "provider": "pgdb", "kind": "static",
 			"config": map[string]any{"driver": "postgres", "egress": loopback}, "secrets": map[string]any{"dsn": e.pgDSN}})
 	}
 	return e
+}
+
+// leastPrivilegeRole creates a PostgreSQL role of a unique name on dsn's
+// server that may log in and nothing more, dropped when t ends, and
+// answers its name.
+func leastPrivilegeRole(t *testing.T, dsn string) string {
+	t.Helper()
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "tp_" + strings.ToLower(rand.Text()[:12])
+	if _, err := admin.Exec(`CREATE ROLE ` + name + ` LOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, name)
+		if _, err := admin.Exec(`DROP ROLE ` + name); err != nil {
+			t.Errorf("drop role %s: %v", name, err)
+		}
+	})
+	return name
 }
 
 // shutdown stops the server, once, and waits for Run.
@@ -976,5 +1001,38 @@ func (e *e2e) start(t *testing.T, dir string) {
 	e.admin = readCreds(t, dir)["TOOLPLANE_ADMIN_KEY"]
 	if e.admin == "" {
 		t.Fatal("first start wrote no admin key")
+	}
+}
+
+// TestPrivilegedSQLConnectionOverREST proves the REST door answers a SQL
+// connection whose role is a PostgreSQL superuser with a refusal at
+// secrets.dsn naming the power and the way out, stores nothing, and that
+// the operator's explicit acceptance creates it and is shown with it.
+func TestPrivilegedSQLConnectionOverREST(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	e := startE2E(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), planted("pg/super"))
+	body := map[string]any{"name": "pg-super", "provider": "pgsuper", "kind": "static",
+		"config":  map[string]any{"driver": "postgres", "egress": map[string]any{"hosts": []string{"127.0.0.1"}, "allow_cidrs": []string{"127.0.0.0/8"}}},
+		"secrets": map[string]any{"dsn": u.String()}}
+	raw, _ := json.Marshal(body)
+	status, answer := e.do(t, "POST", "/v1/connections", e.admin, string(raw))
+	if status != http.StatusBadRequest || !strings.Contains(answer, "secrets.dsn") || !strings.Contains(answer, "superuser") ||
+		!strings.Contains(answer, "allow_privileged_role") {
+		t.Fatalf("creating a superuser's connection: %d %s; want 400 at secrets.dsn naming superuser and allow_privileged_role", status, answer)
+	}
+	if strings.Contains(answer, "pg/super") || strings.Contains(answer, url.QueryEscape("pg/super")) {
+		t.Fatalf("the refusal shows the password: %s", answer)
+	}
+	body["config"].(map[string]any)["allow_privileged_role"] = true
+	id := e.createConnection(t, e.admin, body)
+	got := e.must(t, "GET", "/v1/connections/"+id, e.admin, "", http.StatusOK)
+	if cfg, _ := got["connection"].(map[string]any)["config"].(map[string]any); cfg["allow_privileged_role"] != true {
+		t.Fatalf("the connection does not show the acceptance: %v", got)
 	}
 }

@@ -570,9 +570,20 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err != nil {
 		return nil, err
 	}
+	sqliteDir := cfg.SQLiteDir
+	if sqliteDir == "" {
+		sqliteDir = filepath.Join(dataDirOf(cfg.Database, cfg.DataDir), "sql")
+	}
+	if err := os.MkdirAll(filepath.Join(sqliteDir, DefaultOrganization), 0o700); err != nil {
+		return nil, &ConfigError{Field: "SQLiteDir", Err: err}
+	}
+	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: sqliteDir, Dial: egressDial, Logger: log})
+	s.closers = append(s.closers, func() { sqlRuntime.Close() })
 	clients := &egressClients{}
+	// A SQL connection's database role is inspected when it is created,
+	// as the runtime inspects it again before its first call.
 	conns, err := connection.New(connection.Config{Store: b.Store, Keys: keys, Node: self.ID, Logger: log,
-		BaseURL: s.public, Client: clients.forRules, Vault: vault, VaultTTL: cfg.Vault.CacheTTL})
+		BaseURL: s.public, Client: clients.forRules, Vault: vault, VaultTTL: cfg.Vault.CacheTTL, Roles: sqlRuntime})
 	if err != nil {
 		return nil, err
 	}
@@ -586,15 +597,6 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 			log.Error("connections are read from the store on every call", "err", err)
 		}
 	})
-	sqliteDir := cfg.SQLiteDir
-	if sqliteDir == "" {
-		sqliteDir = filepath.Join(dataDirOf(cfg.Database, cfg.DataDir), "sql")
-	}
-	if err := os.MkdirAll(filepath.Join(sqliteDir, DefaultOrganization), 0o700); err != nil {
-		return nil, &ConfigError{Field: "SQLiteDir", Err: err}
-	}
-	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: sqliteDir, Dial: egressDial})
-	s.closers = append(s.closers, func() { sqlRuntime.Close() })
 	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
 	// Every call is decided in the invoker's policy step, whichever door
 	// it came through (REST, MCP, an approved call resumed): the grants,
