@@ -970,3 +970,73 @@ func TestExpiryIsAuditedWithTheChange(t *testing.T) {
 		})
 	}
 }
+
+// TestFileAnswersTheCallsPendingApproval: a call (organization, tool,
+// key) that already waits for a person is not filed again: File answers
+// its pending approval, in whichever run it was asked. A pending one past
+// its expiry whose default is deny is expired there and then (with its
+// audit event) and the call filed anew; one whose default is escalate is
+// the expiry job's to replace, and answers. The key with other arguments
+// is another call under a reused key, refused with ErrKeyReused.
+func TestFileAnswersTheCallsPendingApproval(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		onTimeout string
+		advance   time.Duration
+		mutate    func(a *toolplane.Approval)
+		existing  bool  // the first approval answers
+		wantErr   error // File's error
+		expired   bool  // the first approval is expired, audited
+	}{
+		{name: "the same call", existing: true},
+		{name: "the same call in another run", mutate: func(a *toolplane.Approval) { a.RunID = "run-2" }, existing: true},
+		{name: "the same key with other arguments", mutate: func(a *toolplane.Approval) { a.Arguments, a.ArgumentsHash = []byte(`{}`), hashOf(t, `{}`) }, wantErr: approval.ErrKeyReused},
+		{name: "past its expiry, denied by default", advance: ttl, expired: true},
+		{name: "past its expiry, escalated by default", onTimeout: toolplane.OnTimeoutEscalate, advance: ttl, existing: true},
+		{name: "another key", mutate: func(a *toolplane.Approval) { a.Key = "key-2" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			p := proposal(t)
+			p.DefaultOnTimeout = tt.onTimeout
+			first := f.file(t, p)
+			f.clock.Advance(tt.advance)
+			again := proposal(t)
+			again.DefaultOnTimeout = tt.onTimeout
+			if tt.mutate != nil {
+				tt.mutate(again)
+			}
+			existing, err := f.svc.File(context.Background(), again)
+			if !errors.Is(err, tt.wantErr) || (err != nil) != (tt.wantErr != nil) {
+				t.Fatalf("File again = %v, want %v", err, tt.wantErr)
+			}
+			if existing != tt.existing || (existing && again.ID != first.ID) || (!existing && err == nil && again.ID == first.ID) {
+				t.Fatalf("File again = existing %v, ID %s (first %s); want existing %v", existing, again.ID, first.ID, tt.existing)
+			}
+			pending, _, err := f.svc.List(context.Background(), toolplane.ApprovalPending, "", 10, as("alice"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 1
+			if !tt.existing && tt.wantErr == nil && !tt.expired {
+				want = 2 // another call
+			}
+			if len(pending) != want {
+				t.Fatalf("%d pending approvals, want %d", len(pending), want)
+			}
+			stored := f.get(t, first.ID)
+			if got := stored.Status == toolplane.ApprovalExpired; got != tt.expired {
+				t.Fatalf("the first approval is %s; want expired %v", stored.Status, tt.expired)
+			}
+			if tt.expired {
+				events, _, err := f.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 10)
+				if err != nil || len(events) != 1 || events[0].Outcome != approval.ExpiredOutcome || events[0].ApprovalID != first.ID {
+					t.Fatalf("audit events = %+v, %v; want the first approval's expiry", events, err)
+				}
+			}
+		})
+	}
+}
