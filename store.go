@@ -173,8 +173,21 @@ const MaxOpenApprovals = 10
 const MaxApprovalGroups = 32
 
 // ApprovalStore is the storage of approvals, scoped to one organization.
+//
+// One call (an organization's tool and idempotency key) has at most one
+// pending approval, and the store enforces it: a person is asked once
+// for a call however many sessions, runs or concurrent requests ask.
 type ApprovalStore interface {
+	// InsertApproval stores a, or answers an error wrapping ErrExists
+	// when the organization already has an approval with its ID or, a
+	// being pending, a pending approval of the same tool and key.
 	InsertApproval(ctx context.Context, a *Approval) error
+	// FileApproval stores a, a pending approval, unless the organization
+	// already has a pending approval of the same tool and key: then it
+	// stores nothing and answers that one. It answers a when it stored
+	// it. Concurrent filings of one call all answer the one approval
+	// stored. An ID already taken is an error wrapping ErrExists.
+	FileApproval(ctx context.Context, a *Approval) (*Approval, error)
 	GetApproval(ctx context.Context, org, id string) (*Approval, error)
 	// UpdateApproval is compare-and-swap on Version, like UpdateClaim.
 	UpdateApproval(ctx context.Context, a *Approval) (bool, error)
@@ -183,9 +196,9 @@ type ApprovalStore interface {
 	// without a person (its expiry) and its audit event are stored
 	// together or not at all.
 	UpdateApprovalAudited(ctx context.Context, a *Approval, e *AuditEvent) (bool, error)
-	// FindApprovals answers the approvals filed for a run and key, newest
-	// first.
-	FindApprovals(ctx context.Context, org, runID, key string) ([]Approval, error)
+	// FindApprovals answers the approvals filed for one call, tool and
+	// key, in any run and state, newest first.
+	FindApprovals(ctx context.Context, org, tool, key string) ([]Approval, error)
 	// FindOpenApprovals answers the pending and approved approvals of one
 	// principal's call of tool with arguments hash argsHash, in any run,
 	// that expire after now, newest first, at most MaxOpenApprovals: what a

@@ -36,6 +36,16 @@ var (
 	ErrStale         = errors.New("the tool changed since the approval was filed")
 )
 
+// ErrKeyReused refuses a filing whose idempotency key already names
+// another call of the same tool (other arguments) that waits for a
+// person: a key is one call, and one call has one pending approval. It
+// is a toolplane.ErrConflict; the error names the approval.
+var ErrKeyReused = toolplane.Refine(toolplane.ErrConflict, "the idempotency key names another call that waits for approval")
+
+// fileTries bounds File's tries: each one after the first follows an
+// approval of the call that expired while it waited, applied here.
+const fileTries = 4
+
 // DefaultTTL is how long an approval waits before its default applies.
 const DefaultTTL = 24 * time.Hour
 
@@ -129,11 +139,23 @@ func New(cfg Config) *Service {
 	return &Service{store: cfg.Store, usage: cfg.Usage, now: now, ttl: ttl}
 }
 
-// File stores a new pending approval. ID, status and creation time are
-// filled in; the expiry too (the service's wait) when a leaves it empty.
-// The default on timeout is escalate only when a asks for it; anything else
-// is deny, so no caller can file an approval that allows on silence.
-func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
+// File stores a new pending approval, unless the call (its organization,
+// tool and key) already waits for a person: one call has one pending
+// approval, which the store enforces, so identical calls filed at the
+// same moment, or from another session or run under the caller's key, are
+// all answered the one approval. existing reports that case; a is then
+// that approval. Otherwise ID, status and creation time are filled in, and
+// the expiry too (the service's wait) when a leaves it empty. The default
+// on timeout is escalate only when a asks for it; anything else is deny,
+// so no caller can file an approval that allows on silence.
+//
+// A pending approval of the call past its expiry, with the default deny,
+// is expired here (its audit event with it) and a is filed in its place:
+// past its expiry the same call is a new proposal. One whose default is
+// escalate is answered as it is: the expiry job replaces it with the next
+// group's. One of other arguments under the same key is refused with
+// ErrKeyReused.
+func (s *Service) File(ctx context.Context, a *toolplane.Approval) (existing bool, err error) {
 	now := s.now()
 	a.ID = toolplane.NewID("apr_")
 	a.Status = toolplane.ApprovalPending
@@ -147,10 +169,27 @@ func (s *Service) File(ctx context.Context, a *toolplane.Approval) error {
 	if a.ExpiresAt.IsZero() {
 		a.ExpiresAt = now.Add(s.ttl)
 	}
-	if err := s.store.InsertApproval(ctx, a); err != nil {
-		return fmt.Errorf("file approval for %s: %w", a.Tool, err)
+	for range fileTries {
+		got, err := s.store.FileApproval(ctx, a)
+		if err != nil {
+			return false, fmt.Errorf("file approval for %s: %w", a.Tool, err)
+		}
+		if got.ID == a.ID {
+			return false, nil
+		}
+		if !now.Before(got.ExpiresAt) && got.DefaultOnTimeout != toolplane.OnTimeoutEscalate {
+			if _, err := s.Expire(ctx, got); err != nil {
+				return false, fmt.Errorf("file approval for %s: %w", a.Tool, err)
+			}
+			continue
+		}
+		if got.ArgumentsHash != a.ArgumentsHash {
+			return false, fmt.Errorf("file approval for %s: %w (approval %s)", a.Tool, ErrKeyReused, got.ID)
+		}
+		*a = *got
+		return true, nil
 	}
-	return nil
+	return false, fmt.Errorf("file approval for %s: %w: its pending approval kept expiring while filing", a.Tool, toolplane.ErrConflict)
 }
 
 // Shown returns a as it is shown to a person (in a listing, a console, an
@@ -365,11 +404,14 @@ func (s *Service) Find(ctx context.Context, org, id string) (*toolplane.Approval
 }
 
 // Covers reports whether approval a covers a call: the same organization,
-// run, tool, arguments hash and idempotency key. An approval of another
-// proposal, even in the same run with the same arguments (another step, or
-// another caller key), covers nothing: one approval is one effect.
-func Covers(a *toolplane.Approval, org, run, tool, argsHash, key string) bool {
-	return a.OrganizationID == org && a.RunID == run && a.Tool == tool && a.ArgumentsHash == argsHash && a.Key == key
+// tool, arguments hash and idempotency key. The key names the call: one
+// derived from the run holds the run (and step), and a caller's own key
+// names the same call in whichever run or session repeats it, as the
+// journal takes it. An approval of another proposal, even in the same run
+// with the same arguments (another step, or another caller key), covers
+// nothing: one approval is one effect.
+func Covers(a *toolplane.Approval, org, tool, argsHash, key string) bool {
+	return a.OrganizationID == org && a.Tool == tool && a.ArgumentsHash == argsHash && a.Key == key
 }
 
 // Mismatch says why approval a, of another run, is not the call inv makes
@@ -462,23 +504,31 @@ type Earlier struct {
 	// the background execution of the approval runs it first), so it is
 	// not filed again to wait for a second person.
 	Approved *toolplane.Approval
+	// Reused: the key names another call of the tool (other arguments)
+	// that waits for a person; this one is a conflict, not a filing.
+	Reused *toolplane.Approval
 }
 
 // Prior answers what earlier approvals say about a call about to be
 // filed: a rejection of this exact call (same key, tool and arguments
-// hash), an approval of it, or a pending approval still waiting for it. The
+// hash), an approval of it, or a pending approval still waiting for it,
+// in whichever run or session it was asked (the key names the call). The
 // key alone is never trusted: two tools can share a key, so the tool and
-// hash are compared.
-func (s *Service) Prior(ctx context.Context, org, run, key, tool, argsHash string) (Earlier, error) {
+// hash are compared; a pending approval of the key and tool with other
+// arguments is answered as Reused.
+func (s *Service) Prior(ctx context.Context, org, key, tool, argsHash string) (Earlier, error) {
 	var e Earlier
-	as, err := s.store.FindApprovals(ctx, org, run, key)
+	as, err := s.store.FindApprovals(ctx, org, tool, key)
 	if err != nil {
 		return e, fmt.Errorf("prior approvals of %s: %w", key, err)
 	}
 	now := s.now()
 	for i := range as {
 		a := &as[i]
-		if !Covers(a, org, run, tool, argsHash, key) {
+		if !Covers(a, org, tool, argsHash, key) {
+			if a.OrganizationID == org && a.Tool == tool && a.Key == key && a.Status == toolplane.ApprovalPending && now.Before(a.ExpiresAt) && e.Reused == nil {
+				e.Reused = a
+			}
 			continue
 		}
 		switch {
@@ -646,7 +696,10 @@ func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group str
 		}
 		*a = old
 	}
-	err := s.store.InsertApproval(ctx, &next)
+	// Filed as any approval is: should the agent have asked again since
+	// a expired and a new approval of the call wait already, that one
+	// stands for the call and no second is filed beside it.
+	got, err := s.store.FileApproval(ctx, &next)
 	if errors.Is(err, toolplane.ErrExists) {
 		existing, gerr := s.store.GetApproval(ctx, a.OrganizationID, next.ID)
 		if gerr != nil {
@@ -657,7 +710,7 @@ func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group str
 	if err != nil {
 		return nil, fmt.Errorf("escalate approval %s: file the next approval: %w", a.ID, err)
 	}
-	return &next, nil
+	return got, nil
 }
 
 func verifyHash(a *toolplane.Approval) error {

@@ -81,8 +81,9 @@ func proposal(t *testing.T) *toolplane.Approval {
 
 func (f *fixture) file(t *testing.T, a *toolplane.Approval) *toolplane.Approval {
 	t.Helper()
-	if err := f.svc.File(context.Background(), a); err != nil {
-		t.Fatalf("File: %v", err)
+	existing, err := f.svc.File(context.Background(), a)
+	if err != nil || existing {
+		t.Fatalf("File = existing %v, %v; want a new approval", existing, err)
 	}
 	return a
 }
@@ -115,8 +116,8 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 			svc := approval.New(approval.Config{Store: s, Now: c.Now, TTL: tt.ttl})
 			a := proposal(t)
 			a.ID, a.Status, a.DefaultOnTimeout = "caller-id", toolplane.ApprovalApproved, "allow"
-			if err := svc.File(context.Background(), a); err != nil {
-				t.Fatal(err)
+			if existing, err := svc.File(context.Background(), a); err != nil || existing {
+				t.Fatal(existing, err)
 			}
 			hexPart, ok := strings.CutPrefix(a.ID, "apr_")
 			if !ok || hexPart == "" || strings.Trim(hexPart, "0123456789abcdef") != "" {
@@ -135,13 +136,20 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 			if !reflect.DeepEqual(got, a) {
 				t.Fatalf("stored %+v\nfiled  %+v", got, a)
 			}
-			// Another filing is another approval.
+			// Another call's filing is another approval.
 			b := proposal(t)
-			if err := svc.File(context.Background(), b); err != nil {
-				t.Fatal(err)
+			b.Key = "key-2"
+			if existing, err := svc.File(context.Background(), b); err != nil || existing {
+				t.Fatal(existing, err)
 			}
 			if b.ID == a.ID {
 				t.Fatalf("two filings share the ID %s", a.ID)
+			}
+			// The same call filed again is the approval it has.
+			same := proposal(t)
+			same.RunID = "run-2"
+			if existing, err := svc.File(context.Background(), same); err != nil || !existing || !reflect.DeepEqual(same, got) {
+				t.Fatalf("filing the same call again = existing %v, %v, %+v; want %s", existing, err, same, a.ID)
 			}
 			pending, _, err := svc.List(context.Background(), toolplane.ApprovalPending, "", 10, as("alice"))
 			if err != nil || len(pending) != 2 {
@@ -151,27 +159,29 @@ func TestFileFillsIDStatusDefaultAndExpiry(t *testing.T) {
 	}
 }
 
-func TestCoversOnlyTheSameOrgRunToolHashAndKey(t *testing.T) {
+// TestCoversOnlyTheSameOrgToolHashAndKey: the key names the call (a
+// derived one holds its run and step; a caller's own names the call in any
+// run), so the run is not compared.
+func TestCoversOnlyTheSameOrgToolHashAndKey(t *testing.T) {
 	t.Parallel()
 	a := &toolplane.Approval{OrganizationID: "org-1", RunID: "run-1", Tool: "email.send", ArgumentsHash: "h1", Key: "key-1"}
 	tests := []struct {
-		name                       string
-		org, run, tool, hashV, key string
-		want                       bool
+		name                  string
+		org, tool, hashV, key string
+		want                  bool
 	}{
-		{"the same call", "org-1", "run-1", "email.send", "h1", "key-1", true},
-		{"another organization", "org-2", "run-1", "email.send", "h1", "key-1", false},
-		{"another run", "org-1", "run-2", "email.send", "h1", "key-1", false},
-		{"another tool", "org-1", "run-1", "email.draft", "h1", "key-1", false},
-		{"other arguments", "org-1", "run-1", "email.send", "h2", "key-1", false},
-		{"empty hash", "org-1", "run-1", "email.send", "", "key-1", false},
-		{"another key (another step or caller key)", "org-1", "run-1", "email.send", "h1", "key-2", false},
+		{"the same call", "org-1", "email.send", "h1", "key-1", true},
+		{"another organization", "org-2", "email.send", "h1", "key-1", false},
+		{"another tool", "org-1", "email.draft", "h1", "key-1", false},
+		{"other arguments", "org-1", "email.send", "h2", "key-1", false},
+		{"empty hash", "org-1", "email.send", "", "key-1", false},
+		{"another key (another run, step or caller key)", "org-1", "email.send", "h1", "key-2", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := approval.Covers(a, tt.org, tt.run, tt.tool, tt.hashV, tt.key); got != tt.want {
-				t.Fatalf("Covers(%s, %s, %s, %s, %s) = %v, want %v", tt.org, tt.run, tt.tool, tt.hashV, tt.key, got, tt.want)
+			if got := approval.Covers(a, tt.org, tt.tool, tt.hashV, tt.key); got != tt.want {
+				t.Fatalf("Covers(%s, %s, %s, %s) = %v, want %v", tt.org, tt.tool, tt.hashV, tt.key, got, tt.want)
 			}
 		})
 	}
@@ -310,6 +320,7 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 		wantRejected string
 		wantPending  string
 		wantApproved string
+		wantReused   string
 	}{
 		{name: "nothing filed"},
 		{
@@ -335,18 +346,30 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 			},
 		},
 		{
-			name: "same key, other arguments",
+			name: "same key, other arguments: the key is reused",
 			filed: []filed{
 				{name: "r", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }, status: toolplane.ApprovalRejected},
 				{name: "p", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }},
 			},
+			wantReused: "p",
 		},
 		{
-			name: "another run or key is not looked at",
+			name: "another key is not looked at",
 			filed: []filed{
-				{name: "r", mutate: func(a *toolplane.Approval) { a.RunID = "run-2" }, status: toolplane.ApprovalRejected},
+				{name: "r", mutate: func(a *toolplane.Approval) { a.Key = "key-2" }, status: toolplane.ApprovalRejected},
 				{name: "p", mutate: func(a *toolplane.Approval) { a.Key = "key-2" }},
 			},
+		},
+		{
+			// A caller's key names the call in whichever run or session
+			// repeats it.
+			name: "the same key in another run is the same call",
+			filed: []filed{
+				{name: "r", mutate: func(a *toolplane.Approval) { a.RunID = "run-2" }, status: toolplane.ApprovalRejected},
+				{name: "p", mutate: func(a *toolplane.Approval) { a.RunID = "run-3" }},
+			},
+			wantRejected: "r",
+			wantPending:  "p",
 		},
 		{
 			name:    "an expired pending approval is ignored",
@@ -364,7 +387,7 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 			filed: []filed{
 				{name: "r-other-tool", mutate: func(a *toolplane.Approval) { a.Tool = "email.draft" }, status: toolplane.ApprovalRejected},
 				{name: "r", status: toolplane.ApprovalRejected},
-				{name: "p-other-args", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }},
+				{name: "a-other-args", mutate: func(a *toolplane.Approval) { a.ArgumentsHash = otherHash }, status: toolplane.ApprovalApproved},
 				{name: "p"},
 			},
 			wantRejected: "r",
@@ -377,7 +400,7 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 		},
 		{
 			name:         "the newest of each",
-			filed:        []filed{{name: "r-old", status: toolplane.ApprovalRejected}, {name: "p-old"}, {name: "r-new", status: toolplane.ApprovalRejected}, {name: "p-new"}},
+			filed:        []filed{{name: "r-old", status: toolplane.ApprovalRejected}, {name: "e-old", status: toolplane.ApprovalExpired}, {name: "r-new", status: toolplane.ApprovalRejected}, {name: "p-new"}},
 			wantRejected: "r-new",
 			wantPending:  "p-new",
 		},
@@ -404,7 +427,7 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 			}
 			f.clock.Advance(-time.Second) // the last filing's instant
 			f.clock.Advance(tt.advance)
-			e, err := f.svc.Prior(context.Background(), "org-1", "run-1", "key-1", "email.send", hashOf(t, sendArgs))
+			e, err := f.svc.Prior(context.Background(), "org-1", "key-1", "email.send", hashOf(t, sendArgs))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,6 +440,9 @@ func TestPriorFindsOnlyTheExactCall(t *testing.T) {
 					return ""
 				}
 				return ids[a.ID]
+			}
+			if name(e.Reused) != tt.wantReused {
+				t.Fatalf("Prior reused %q, want %q", name(e.Reused), tt.wantReused)
 			}
 			if name(rejected) != tt.wantRejected || name(pending) != tt.wantPending {
 				t.Fatalf("Prior = rejected %q, pending %q; want %q, %q", name(rejected), name(pending), tt.wantRejected, tt.wantPending)
@@ -940,6 +966,76 @@ func TestExpiryIsAuditedWithTheChange(t *testing.T) {
 			if e.Outcome != approval.ExpiredOutcome || e.ApprovalID != a.ID || e.Key != a.Key || e.RunID != "run-1" ||
 				e.Tool != "email.send" || e.ArgumentsHash != a.ArgumentsHash || e.Reason == "" {
 				t.Fatalf("event = %+v", e)
+			}
+		})
+	}
+}
+
+// TestFileAnswersTheCallsPendingApproval: a call (organization, tool,
+// key) that already waits for a person is not filed again: File answers
+// its pending approval, in whichever run it was asked. A pending one past
+// its expiry whose default is deny is expired there and then (with its
+// audit event) and the call filed anew; one whose default is escalate is
+// the expiry job's to replace, and answers. The key with other arguments
+// is another call under a reused key, refused with ErrKeyReused.
+func TestFileAnswersTheCallsPendingApproval(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		onTimeout string
+		advance   time.Duration
+		mutate    func(a *toolplane.Approval)
+		existing  bool  // the first approval answers
+		wantErr   error // File's error
+		expired   bool  // the first approval is expired, audited
+	}{
+		{name: "the same call", existing: true},
+		{name: "the same call in another run", mutate: func(a *toolplane.Approval) { a.RunID = "run-2" }, existing: true},
+		{name: "the same key with other arguments", mutate: func(a *toolplane.Approval) { a.Arguments, a.ArgumentsHash = []byte(`{}`), hashOf(t, `{}`) }, wantErr: approval.ErrKeyReused},
+		{name: "past its expiry, denied by default", advance: ttl, expired: true},
+		{name: "past its expiry, escalated by default", onTimeout: toolplane.OnTimeoutEscalate, advance: ttl, existing: true},
+		{name: "another key", mutate: func(a *toolplane.Approval) { a.Key = "key-2" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			p := proposal(t)
+			p.DefaultOnTimeout = tt.onTimeout
+			first := f.file(t, p)
+			f.clock.Advance(tt.advance)
+			again := proposal(t)
+			again.DefaultOnTimeout = tt.onTimeout
+			if tt.mutate != nil {
+				tt.mutate(again)
+			}
+			existing, err := f.svc.File(context.Background(), again)
+			if !errors.Is(err, tt.wantErr) || (err != nil) != (tt.wantErr != nil) {
+				t.Fatalf("File again = %v, want %v", err, tt.wantErr)
+			}
+			if existing != tt.existing || (existing && again.ID != first.ID) || (!existing && err == nil && again.ID == first.ID) {
+				t.Fatalf("File again = existing %v, ID %s (first %s); want existing %v", existing, again.ID, first.ID, tt.existing)
+			}
+			pending, _, err := f.svc.List(context.Background(), toolplane.ApprovalPending, "", 10, as("alice"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 1
+			if !tt.existing && tt.wantErr == nil && !tt.expired {
+				want = 2 // another call
+			}
+			if len(pending) != want {
+				t.Fatalf("%d pending approvals, want %d", len(pending), want)
+			}
+			stored := f.get(t, first.ID)
+			if got := stored.Status == toolplane.ApprovalExpired; got != tt.expired {
+				t.Fatalf("the first approval is %s; want expired %v", stored.Status, tt.expired)
+			}
+			if tt.expired {
+				events, _, err := f.store.ListAudit(context.Background(), "org-1", toolplane.AuditFilter{}, "", 10)
+				if err != nil || len(events) != 1 || events[0].Outcome != approval.ExpiredOutcome || events[0].ApprovalID != first.ID {
+					t.Fatalf("audit events = %+v, %v; want the first approval's expiry", events, err)
+				}
 			}
 		})
 	}

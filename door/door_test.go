@@ -61,7 +61,8 @@ func def(name, version string, effect toolplane.Effect, change func(*toolplane.D
 
 // fixture is a door over a real store, registry and invoker: crm.lookup
 // (a read, published at 1.0.0 and 2.0.0), crm.note (a write), crm.refund
-// (a write that needs a person's approval) and crm.score (metered).
+// (a write that needs a person's approval), crm.score (metered) and
+// crm.export (a read that needs a person's approval).
 type fixture struct {
 	store  *sqlite.Store
 	reg    *registry.Registry
@@ -76,7 +77,7 @@ func newFixture(t testing.TB, grants bool) *fixture {
 	t.Helper()
 	store := openStore(t)
 	hs := handler.NewRegistry()
-	for _, name := range []string{"crm.lookup", "crm.note", "crm.refund", "crm.score"} {
+	for _, name := range []string{"crm.lookup", "crm.note", "crm.refund", "crm.score", "crm.export"} {
 		b, err := handler.BindFunc(name, func(context.Context, handler.Call, any) (any, error) { return map[string]any{"done": name}, nil }, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -87,6 +88,7 @@ func newFixture(t testing.TB, grants bool) *fixture {
 		def("crm.note", "1.0.0", toolplane.EffectWrite, nil),
 		def("crm.refund", "1.0.0", toolplane.EffectWrite, func(d *toolplane.Definition) { d.Annotations.RequiresApproval = true }),
 		def("crm.score", "1.0.0", toolplane.EffectRead, func(d *toolplane.Definition) { d.Metered = true }),
+		def("crm.export", "1.0.0", toolplane.EffectRead, func(d *toolplane.Definition) { d.Annotations.RequiresApproval = true }),
 	}
 	reg, _, err := registry.Build(defs, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
 	if err != nil {
@@ -289,7 +291,7 @@ func TestShown(t *testing.T) {
 		tools []string
 		want  []string // name@version
 	}{
-		{"a person, the catalogue", plain, toolplane.CredentialPerson, nil, []string{"crm.lookup@2.0.0", "crm.note@1.0.0", "crm.refund@1.0.0", "crm.score@1.0.0"}},
+		{"a person, the catalogue", plain, toolplane.CredentialPerson, nil, []string{"crm.export@1.0.0", "crm.lookup@2.0.0", "crm.note@1.0.0", "crm.refund@1.0.0", "crm.score@1.0.0"}},
 		{"no grants: the key's own tools", plain, toolplane.CredentialAgent, []string{"crm.lookup", "crm.note"}, []string{"crm.lookup@2.0.0", "crm.note@1.0.0"}},
 		{"no grants, a key of no tools: nothing", plain, toolplane.CredentialAgent, nil, nil},
 		{"grants, at the pinned version", granted, toolplane.CredentialAgent, nil, []string{"crm.lookup@1.0.0", "crm.note@1.0.0", "crm.score@1.0.0"}},
@@ -363,6 +365,12 @@ func TestCall(t *testing.T) {
 		{"a person's key", person, door.Call{Tool: "crm.lookup"}, door.Denied, "", ""},
 		{"a person named without act_for_users", agent, door.Call{Tool: "crm.lookup", OnBehalfOf: "ada"}, door.Denied, "", "on_behalf_of"},
 		{"a call that needs a person", agent, door.Call{Tool: "crm.refund", RunID: "run-1"}, door.ApprovalRequired, "", ""},
+		// The caller's key scopes the approval as a run would.
+		{"a call that needs a person, with a key alone", agent, door.Call{Tool: "crm.refund", IdempotencyKey: "k-3"}, door.ApprovalRequired, "", ""},
+		{"a read that needs a person, with a key alone", agent, door.Call{Tool: "crm.export", IdempotencyKey: "k-4"}, door.ApprovalRequired, "", ""},
+		// Neither: an approval keyed by no run would cover every later
+		// identical call, so the caller is told to name one.
+		{"a read that needs a person, without run or key", agent, door.Call{Tool: "crm.export"}, door.Invalid, "", "run_id"},
 		{"an unknown tool", agent, door.Call{Tool: "crm.nothing"}, door.Answered, toolplane.CodeToolUnavailable, ""},
 		{"arguments that are not JSON", agent, door.Call{Tool: "crm.lookup", Arguments: json.RawMessage(`{`)}, door.Answered, toolplane.CodeInvalidInput, ""},
 	}

@@ -136,11 +136,19 @@ type RunRequiredError struct {
 	// Metered is set when the tool is metered (and so needs a run, which
 	// a key does not replace).
 	Metered bool
+	// Approval is set when the call waits for a person: its approval is
+	// scoped by the run or the caller's key, so that asking again is the
+	// same call, not a new approval (nor one approval covering every
+	// later call).
+	Approval bool
 }
 
 func (e *RunRequiredError) Error() string {
 	if e.Metered {
 		return "a metered tool is called within a run (run_id), whose budget it is counted against"
+	}
+	if e.Approval {
+		return "a call that waits for a person's approval names its run (run_id) or carries an idempotency_key, so that asking again is the same call"
 	}
 	return "a write names its run (run_id) or carries an idempotency_key, so a retry is the same action"
 }

@@ -288,7 +288,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 			c.ignored = fmt.Sprintf("no approval %s exists in this organization", inv.AuthorizedBy)
 		case err != nil:
 			return toolplane.Result{}, fmt.Errorf("%w: read approval %s: %v", ErrFault, inv.AuthorizedBy, err)
-		case approval.Covers(a, inv.OrganizationID, inv.RunID, d.Name, c.hash, c.key):
+		case approval.Covers(a, inv.OrganizationID, d.Name, c.hash, c.key):
 			switch a.Status {
 			case toolplane.ApprovalApproved:
 				c.audit.ApprovalID = a.ID
@@ -571,13 +571,21 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	if iv.cfg.Approvals == nil {
 		return iv.fault(ctx, "policy asked for an approval and no approval service is wired", d.Name), false, nil
 	}
-	if inv.RunID == "" {
-		return iv.fault(ctx, "an approval needs a run and the call carried none", d.Name), false, nil
+	if inv.RunID == "" && inv.IdempotencyKey == "" {
+		// The approval is scoped by the call's key: one derived from no
+		// run would make every later identical call the approved one.
+		err := &RunRequiredError{Tool: d.Name, Approval: true}
+		if inv.Credential != nil {
+			return toolplane.Result{}, false, err
+		}
+		return iv.fault(ctx, err.Error(), d.Name), false, nil
 	}
 	if err := c.identify(); err != nil {
 		return toolplane.Result{}, false, err
 	}
-	prior, err := iv.cfg.Approvals.Prior(ctx, inv.OrganizationID, inv.RunID, c.key, d.Name, c.hash)
+	// The key names the call: a caller's key finds the approval filed in
+	// another run or session, and a derived one holds its run.
+	prior, err := iv.cfg.Approvals.Prior(ctx, inv.OrganizationID, c.key, d.Name, c.hash)
 	if err != nil {
 		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 	}
@@ -585,6 +593,10 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	if rej != nil {
 		c.audit.ApprovalID = rej.ID
 		return rejected(c.tool, rej), false, nil
+	}
+	if o := prior.Reused; o != nil && pending == nil && prior.Approved == nil {
+		c.audit.ApprovalID = o.ID
+		return keyReused(c.tool, o.ID), false, nil
 	}
 	if prior.Approved == nil && pending == nil && inv.SessionRun {
 		// Nothing in this session, which the caller did not name as its
@@ -663,16 +675,36 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 		}
 		a.Approvers, a.Approver = r.Approvers, r.Person
 	}
-	if err := iv.cfg.Approvals.File(ctx, a); err != nil {
+	// The store holds one call to one pending approval: an identical call
+	// that filed first (at the same moment, or in another session under
+	// the same key) is answered here instead of a second one.
+	existing, err := iv.cfg.Approvals.File(ctx, a)
+	if errors.Is(err, approval.ErrKeyReused) {
+		return keyReused(c.tool, ""), false, nil
+	}
+	if err != nil {
 		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 	}
 	c.audit.ApprovalID = a.ID
 	if iv.sched != nil {
+		// Idempotent for an existing one, as above.
 		if err := iv.sched.ApprovalFiled(ctx, a); err != nil {
 			return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
 		}
 	}
-	return toolplane.Result{}, false, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview, Ignored: c.ignored}
+	return toolplane.Result{}, false, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview, Existing: existing, Ignored: c.ignored}
+}
+
+// keyReused answers a call whose idempotency key already names another
+// call of the tool, with other arguments, that waits for a person
+// (approval id, when known): a key is one call, so this one is a
+// conflict, and nothing is filed.
+func keyReused(t *registry.Tool, id string) toolplane.Result {
+	waits := "waits for a person's approval"
+	if id != "" {
+		waits = "waits for approval " + id
+	}
+	return toolplane.Fail(toolplane.CodeConflict, fmt.Sprintf("this idempotency key already names another %s call, with other arguments, that %s; nothing was filed. Use a new key for a new call, or repeat that call with its own arguments.", t.Model, waits))
 }
 
 // adopt makes the call the one approval a holds, the same call filed by

@@ -74,7 +74,7 @@ func (iv *Invoker) ExecuteApproved(ctx context.Context, org, id string) (toolpla
 
 // escalatedTo answers the approval that replaced a, if any.
 func (iv *Invoker) escalatedTo(ctx context.Context, a *toolplane.Approval) (string, error) {
-	as, err := iv.cfg.Store.FindApprovals(ctx, a.OrganizationID, a.RunID, a.Key)
+	as, err := iv.cfg.Store.FindApprovals(ctx, a.OrganizationID, a.Tool, a.Key)
 	if err != nil {
 		return "", fmt.Errorf("%w: approvals of %s: %v", ErrFault, a.Key, err)
 	}

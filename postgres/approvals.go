@@ -38,19 +38,35 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 	return a, err
 }
 
-// InsertApproval stores a, or answers an error wrapping toolplane.ErrExists
-// when its organization already has an approval with that ID.
-func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
+const insertApproval = `INSERT INTO approvals (` + approvalColumns + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`
+
+// fileApproval is insertApproval that stores nothing when the call
+// already has a pending approval (approvals_one_pending). A concurrent
+// filing of the same call waits for the other's transaction, then
+// stores nothing if it committed.
+const fileApproval = insertApproval + ` ON CONFLICT (organization_id, tool, key) WHERE status = 'pending' DO NOTHING`
+
+func insertApprovalArgs(a *toolplane.Approval) ([]any, error) {
 	approvedBy, err := names("approved_by", a.ApprovedBy)
+	if err != nil {
+		return nil, err
+	}
+	return []any{a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
+		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
+		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version,
+		a.Level, a.ApproverGroup, a.EscalatedFrom, a.Rule, a.Approvers, a.Approver, approvedBy}, nil
+}
+
+// InsertApproval stores a, or answers an error wrapping toolplane.ErrExists
+// when its organization already has an approval with that ID, or (a being
+// pending) a pending approval of the same tool and key.
+func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error {
+	args, err := insertApprovalArgs(a)
 	if err != nil {
 		return fmt.Errorf("insert approval %s: %w", a.ID, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO approvals (`+approvalColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`,
-		a.OrganizationID, a.ID, a.RunID, a.StepPath, a.Tool, a.ToolVersion, bytea(a.Key),
-		bytea(a.ArgumentsHash), blob(a.Arguments), blob(a.Invocation), a.PrincipalID, a.Preview, string(a.Status),
-		a.DefaultOnTimeout, optMicros(a.ExpiresAt), micros(a.CreatedAt), optMicros(a.ResolvedAt), a.ResolvedBy, a.Reason, a.Version,
-		a.Level, a.ApproverGroup, a.EscalatedFrom, a.Rule, a.Approvers, a.Approver, approvedBy)
+	_, err = s.pool.Exec(ctx, insertApproval, args...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert approval %s: %w", a.ID, toolplane.ErrExists)
 	}
@@ -58,6 +74,48 @@ func (s *Store) InsertApproval(ctx context.Context, a *toolplane.Approval) error
 		return fmt.Errorf("insert approval %s: %w", a.ID, err)
 	}
 	return nil
+}
+
+// fileAttempts bounds FileApproval's tries: each lost one saw the call's
+// pending approval answered between its insert and its read, which a
+// person does at human speed.
+const fileAttempts = 8
+
+// FileApproval implements toolplane.ApprovalStore: an insert that stores
+// nothing when the call has a pending approval, then the read of that
+// one. One answered between the two (no longer pending) is filed for
+// again.
+func (s *Store) FileApproval(ctx context.Context, a *toolplane.Approval) (*toolplane.Approval, error) {
+	if a.Status != toolplane.ApprovalPending {
+		return nil, fmt.Errorf("file approval %s: %w: it is %s, not pending", a.ID, toolplane.ErrInvalid, a.Status)
+	}
+	args, err := insertApprovalArgs(a)
+	if err != nil {
+		return nil, fmt.Errorf("file approval %s: %w", a.ID, err)
+	}
+	for range fileAttempts {
+		tag, err := s.pool.Exec(ctx, fileApproval, args...)
+		if isDuplicate(err) {
+			return nil, fmt.Errorf("file approval %s: %w", a.ID, toolplane.ErrExists)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("file approval %s: %w", a.ID, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return a, nil
+		}
+		row := s.pool.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
+			WHERE organization_id = $1 AND tool = $2 AND key = $3 AND status = 'pending'`, a.OrganizationID, a.Tool, bytea(a.Key))
+		existing, err := scanApproval(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("file approval %s: read the pending one: %w", a.ID, err)
+		}
+		return &existing, nil
+	}
+	return nil, fmt.Errorf("file approval %s: %w: the call's pending approval was answered %d times while filing", a.ID, toolplane.ErrConflict, fileAttempts)
 }
 
 // GetApproval answers the approval, or an error wrapping
@@ -133,18 +191,18 @@ func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval
 	return ok, nil
 }
 
-// FindApprovals answers the approvals filed for a run and key, newest first
-// (ties by ID, descending).
-func (s *Store) FindApprovals(ctx context.Context, org, runID, key string) ([]toolplane.Approval, error) {
+// FindApprovals answers the approvals filed for one call, tool and key, in
+// any run and state, newest first (ties by ID, descending).
+func (s *Store) FindApprovals(ctx context.Context, org, tool, key string) ([]toolplane.Approval, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals
-		WHERE organization_id = $1 AND run_id = $2 AND key = $3
-		ORDER BY created_at DESC, id DESC`, org, runID, bytea(key))
+		WHERE organization_id = $1 AND tool = $2 AND key = $3
+		ORDER BY created_at DESC, id DESC`, org, tool, bytea(key))
 	if err != nil {
-		return nil, fmt.Errorf("find approvals for run %s: %w", runID, err)
+		return nil, fmt.Errorf("find approvals of %s: %w", tool, err)
 	}
 	out, err := collect(rows, scanApproval)
 	if err != nil {
-		return nil, fmt.Errorf("find approvals for run %s: %w", runID, err)
+		return nil, fmt.Errorf("find approvals of %s: %w", tool, err)
 	}
 	return out, nil
 }

@@ -135,6 +135,18 @@ func TestMigrations(t *testing.T) {
 			}
 			return n
 		},
+		Before: func(t *testing.T, version int) storetest.MigratingStore {
+			t.Helper()
+			s := New(openPool(t, newSchema(t)))
+			for _, m := range embedded {
+				if m.Version < version {
+					if err := s.apply(t.Context(), m); err != nil {
+						t.Fatalf("apply %04d: %v", m.Version, err)
+					}
+				}
+			}
+			return s
+		},
 		BeforeCatalogOrganizations: func(t *testing.T) storetest.MigratingStore {
 			t.Helper()
 			ctx := t.Context()
@@ -396,7 +408,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 	}{
 		{"GetClaim", `SELECT * FROM claims WHERE organization_id = $1 AND tool = $2 AND key = $3`, []any{"o", "t", k}},
 		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = $1 AND status = $2 AND (created_at, tool, key) > ($3, $4, $5) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", k}},
-		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND run_id = $2 AND key = $3 ORDER BY created_at DESC, id DESC`, []any{"o", "r", k}},
+		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND tool = $2 AND key = $3 ORDER BY created_at DESC, id DESC`, []any{"o", "t", k}},
+		{"FileApproval pending", `SELECT * FROM approvals WHERE organization_id = $1 AND tool = $2 AND key = $3 AND status = 'pending'`, []any{"o", "t", k}},
 		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = $1 AND principal_id = $2 AND tool = $3 AND arguments_hash = $4 AND status IN ('pending', 'approved') AND expires_at > $5 ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", []byte("h"), 0}},
 		{"ListApprovals page", `SELECT * FROM approvals WHERE organization_id = $1 AND status = $2 AND (created_at, id) > ($3, $4) ORDER BY created_at, id LIMIT 10`, []any{"o", "s", 0, "i"}},
 		{"RunTreeCost", `SELECT COALESCE(SUM(cost_cents), 0) FROM usage WHERE organization_id = $1 AND root_run_id = $2`, []any{"o", "r"}},

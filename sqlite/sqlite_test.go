@@ -72,6 +72,21 @@ func TestMigrations(t *testing.T) {
 			}
 			return n
 		},
+		Before: func(t *testing.T, version int) storetest.MigratingStore {
+			t.Helper()
+			s := New(openTest(t))
+			if _, err := s.db.ExecContext(t.Context(), createMigrationsTable); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range embedded {
+				if m.Version < version {
+					if err := s.apply(t.Context(), m); err != nil {
+						t.Fatalf("apply %04d: %v", m.Version, err)
+					}
+				}
+			}
+			return s
+		},
 		BeforeCatalogOrganizations: func(t *testing.T) storetest.MigratingStore {
 			t.Helper()
 			ctx := t.Context()
@@ -268,7 +283,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 	}{
 		{"GetClaim", `SELECT * FROM claims WHERE organization_id = ? AND tool = ? AND key = ?`, []any{"o", "t", "k"}},
 		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = ? AND status = ? AND (created_at, tool, key) > (?, ?, ?) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", "k"}},
-		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND run_id = ? AND key = ? ORDER BY created_at DESC, id DESC`, []any{"o", "r", "k"}},
+		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND tool = ? AND key = ? ORDER BY created_at DESC, id DESC`, []any{"o", "t", "k"}},
+		{"FileApproval pending", `SELECT * FROM approvals WHERE organization_id = ? AND tool = ? AND key = ? AND status = 'pending'`, []any{"o", "t", "k"}},
 		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ? AND status IN ('pending', 'approved') AND expires_at > ? ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", "h", 0}},
 		{"ListApprovals page", `SELECT * FROM approvals WHERE organization_id = ? AND status = ? AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT 10`, []any{"o", "s", 0, "i"}},
 		{"RunTreeCost", `SELECT COALESCE(SUM(cost_cents), 0) FROM usage WHERE organization_id = ? AND root_run_id = ?`, []any{"o", "r"}},

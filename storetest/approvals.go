@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +25,9 @@ var approvalCases = []suiteCase{
 	{"ListNewestByGroup", testApprovalListNewest},
 	{"CountByOrganization", testApprovalCountByOrganization},
 	{"UpdateAuditedIsOneTransaction", testApprovalUpdateAudited},
+	{"OnePendingPerCall", testApprovalOnePendingPerCall},
+	{"ConcurrentFile", testApprovalConcurrentFile},
+	{"ConcurrentInsertPending", testApprovalConcurrentInsertPending},
 }
 
 // fullApproval answers an approval with every field set.
@@ -110,7 +114,7 @@ func testApprovalGetRoundTrip(t *testing.T, s toolplane.Store) {
 			ID: "apr-zero", OrganizationID: org, Status: toolplane.ApprovalPending, CreatedAt: base,
 		}},
 		{"empty byte slices", func() *toolplane.Approval {
-			a := fullApproval(org, "apr-empty", "run-1", "k", base)
+			a := fullApproval(org, "apr-empty", "run-1", "k-empty", base)
 			a.Arguments, a.Invocation = []byte{}, []byte{}
 			return a
 		}()},
@@ -194,6 +198,9 @@ func testApprovalUpdateMissing(t *testing.T, s toolplane.Store) {
 	}
 }
 
+// testApprovalFindNewestFirst: FindApprovals answers one call's
+// approvals, its tool and key, in every run and state, newest first, and
+// no other call's.
 func testApprovalFindNewestFirst(t *testing.T, s toolplane.Store) {
 	org := newOrg()
 	var want []toolplane.Approval
@@ -203,34 +210,41 @@ func testApprovalFindNewestFirst(t *testing.T, s toolplane.Store) {
 		fullApproval(org, "apr-c", "run-1", "k1", at(time.Hour)),
 		fullApproval(org, "apr-d", "run-1", "k1", base),
 		fullApproval(org, "apr-e", "run-1", "k2", at(2*time.Hour)),
-		fullApproval(org, "apr-f", "run-2", "k1", at(2*time.Hour)),
+		fullApproval(org, "apr-f", "run-2", "k1", at(2*time.Hour)), // another run: the key names the call
+		fullApproval(org, "apr-g", "run-1", "k1", at(3*time.Hour)),
 	}
-	rows[2].Status = toolplane.ApprovalRejected // any status is found
+	// Any status is found; one call has one pending approval at most.
+	rows[0].Status = toolplane.ApprovalExpired
+	rows[1].Status = toolplane.ApprovalApproved
+	rows[2].Status = toolplane.ApprovalRejected
+	rows[3].Status = toolplane.ApprovalExpired
+	rows[6].Tool = "payments.void_order" // the same key for another tool is another call
 	for _, a := range rows {
 		insertApproval(t, s, a)
-		if a.RunID == "run-1" && a.Key == "k1" {
+		if a.Tool == "payments.refund_order" && a.Key == "k1" {
 			want = append(want, *a)
 		}
 	}
 	slices.SortFunc(want, func(a, b toolplane.Approval) int { return compareApprovals(b, a) })
 
 	tests := []struct {
-		name, run, key string
-		want           []toolplane.Approval
+		name, tool, key string
+		want            []toolplane.Approval
 	}{
-		{"several", "run-1", "k1", want},
-		{"one", "run-1", "k2", []toolplane.Approval{*rows[4]}},
-		{"none for the key", "run-2", "k2", nil},
-		{"none for the run", "run-3", "k1", nil},
+		{"several, across runs", "payments.refund_order", "k1", want},
+		{"one", "payments.refund_order", "k2", []toolplane.Approval{*rows[4]}},
+		{"another tool with the key", "payments.void_order", "k1", []toolplane.Approval{*rows[6]}},
+		{"none for the key", "payments.refund_order", "k3", nil},
+		{"none for the tool", "payments.other", "k1", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.FindApprovals(t.Context(), org, tt.run, tt.key)
+			got, err := s.FindApprovals(t.Context(), org, tt.tool, tt.key)
 			if err != nil {
 				t.Fatalf("FindApprovals = %v", err)
 			}
 			if len(got) != len(tt.want) {
-				t.Fatalf("FindApprovals answered %d approvals, want %d", len(got), len(tt.want))
+				t.Fatalf("FindApprovals answered %d approvals (%v), want %d", len(got), idsOf(got), len(tt.want))
 			}
 			for i := range got {
 				if d := diff(got[i], tt.want[i]); d != "" {
@@ -362,7 +376,7 @@ func testApprovalListByStatus(t *testing.T, s toolplane.Store) {
 	extra := 0
 	between := func() {
 		extra++
-		a := fullApproval(org, fmt.Sprintf("apr-late-%03d", extra), "run-2", "k", at(time.Hour+time.Duration(extra)*time.Second))
+		a := fullApproval(org, fmt.Sprintf("apr-late-%03d", extra), "run-2", fmt.Sprintf("k-late-%d", extra), at(time.Hour+time.Duration(extra)*time.Second))
 		insertApproval(t, s, a)
 		pending = append(pending, *a)
 	}
@@ -564,4 +578,133 @@ func idsOf(as []toolplane.Approval) []string {
 		ids[i] = a.ID
 	}
 	return ids
+}
+
+// pendingApproval answers a with the fields a filing sets: pending and
+// unresolved.
+func pendingApproval(org, id, runID, key string, created time.Time) *toolplane.Approval {
+	a := fullApproval(org, id, runID, key, created)
+	a.Status, a.ResolvedAt, a.ResolvedBy, a.Reason, a.ApprovedBy = toolplane.ApprovalPending, time.Time{}, "", "", nil
+	return a
+}
+
+// testApprovalOnePendingPerCall: one call (organization, tool, key) has at
+// most one pending approval. FileApproval answers the one already
+// pending and stores nothing; InsertApproval refuses a second pending one;
+// approvals in other states, of another tool, or of another organization
+// are other rows; once the pending one is answered, the call may be filed
+// for again.
+func testApprovalOnePendingPerCall(t *testing.T, s toolplane.Store) {
+	ctx := t.Context()
+	org, other := newOrg(), newOrg()
+	first := pendingApproval(org, "apr-1", "run-1", "k", base)
+	got, err := s.FileApproval(ctx, first)
+	if err != nil || got == nil || got.ID != first.ID {
+		t.Fatalf("FileApproval(new call) = %+v, %v; want it stored", got, err)
+	}
+	wantApproval(t, s, first)
+
+	// The same call again, from another run (a caller's key names the
+	// call across runs): the first answers, nothing is stored.
+	again := pendingApproval(org, "apr-2", "run-2", "k", at(time.Minute))
+	again.ArgumentsHash = "sha256:other"
+	got, err = s.FileApproval(ctx, again)
+	if err != nil || got == nil {
+		t.Fatalf("FileApproval(same call) = %+v, %v", got, err)
+	}
+	if d := diff(*got, *first); d != "" {
+		t.Errorf("FileApproval(same call) answered another approval: %s", d)
+	}
+	if _, err := s.GetApproval(ctx, org, again.ID); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Errorf("FileApproval(same call) stored %s: %v", again.ID, err)
+	}
+	if err := s.InsertApproval(ctx, again); !errors.Is(err, toolplane.ErrExists) {
+		t.Errorf("InsertApproval(a second pending approval of the call) = %v, want ErrExists", err)
+	}
+
+	// Other rows: another state, another tool, another organization.
+	decided := fullApproval(org, "apr-3", "run-3", "k", at(2*time.Minute))
+	decided.Status = toolplane.ApprovalRejected
+	insertApproval(t, s, decided)
+	otherTool := pendingApproval(org, "apr-4", "run-1", "k", at(3*time.Minute))
+	otherTool.Tool = "payments.void_order"
+	otherOrg := pendingApproval(other, "apr-1", "run-1", "k", at(3*time.Minute))
+	for _, a := range []*toolplane.Approval{otherTool, otherOrg} {
+		if got, err := s.FileApproval(ctx, a); err != nil || got == nil || got.ID != a.ID || got.OrganizationID != a.OrganizationID {
+			t.Errorf("FileApproval(%s in %s, tool %s) = %+v, %v; want its own row", a.ID, a.OrganizationID, a.Tool, got, err)
+		}
+		wantApproval(t, s, a)
+	}
+
+	// An ID already taken is refused, even for another call; so is a
+	// filing that is not pending.
+	taken := pendingApproval(org, "apr-1", "run-9", "k-taken", at(4*time.Minute))
+	if got, err := s.FileApproval(ctx, taken); !errors.Is(err, toolplane.ErrExists) {
+		t.Errorf("FileApproval(taken ID) = %+v, %v; want ErrExists", got, err)
+	}
+	approved := pendingApproval(org, "apr-5", "run-1", "k-approved", at(4*time.Minute))
+	approved.Status = toolplane.ApprovalApproved
+	if got, err := s.FileApproval(ctx, approved); !errors.Is(err, toolplane.ErrInvalid) {
+		t.Errorf("FileApproval(approved) = %+v, %v; want ErrInvalid", got, err)
+	}
+
+	// Answered, the call's approval is no longer pending: the next filing
+	// is a new approval.
+	cur := *first
+	cur.Status, cur.ResolvedAt, cur.ResolvedBy = toolplane.ApprovalRejected, at(5*time.Minute), "user-ada"
+	if ok, err := s.UpdateApproval(ctx, &cur); !ok || err != nil {
+		t.Fatalf("UpdateApproval(reject) = %v, %v", ok, err)
+	}
+	next := pendingApproval(org, "apr-6", "run-1", "k", at(6*time.Minute))
+	if got, err := s.FileApproval(ctx, next); err != nil || got == nil || got.ID != next.ID {
+		t.Fatalf("FileApproval(after the answer) = %+v, %v; want a new approval", got, err)
+	}
+	all, err := s.FindApprovals(ctx, org, first.Tool, first.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := idsOf(all); !slices.Equal(ids, []string{"apr-6", "apr-3", "apr-1"}) {
+		t.Errorf("FindApprovals = %v, want [apr-6 apr-3 apr-1]", ids)
+	}
+}
+
+// testApprovalConcurrentFile: identical calls filed at the same moment
+// (each with an ID of its own) all answer the one approval stored.
+func testApprovalConcurrentFile(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	start := make(chan struct{})
+	ids := make([]string, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			a := pendingApproval(org, fmt.Sprintf("apr-%02d", i), fmt.Sprintf("run-%d", i%3), "contended", base)
+			<-start
+			got, err := s.FileApproval(t.Context(), a)
+			if err != nil || got == nil {
+				t.Errorf("FileApproval(writer %d) = %+v, %v", i, got, err)
+				return
+			}
+			ids[i] = got.ID
+		})
+	}
+	close(start)
+	wg.Wait()
+	answered := slices.Compact(slices.Sorted(slices.Values(ids)))
+	if len(answered) != 1 || answered[0] == "" {
+		t.Fatalf("%d concurrent filings of one call answered the approvals %q; want one", writers, answered)
+	}
+	stored, err := s.FindApprovals(t.Context(), org, "payments.refund_order", "contended")
+	if err != nil || len(stored) != 1 || stored[0].ID != answered[0] {
+		t.Fatalf("FindApprovals = %v, %v; want %s alone", idsOf(stored), err, answered[0])
+	}
+}
+
+// testApprovalConcurrentInsertPending: of pending approvals of one call
+// inserted at the same moment, exactly one is stored.
+func testApprovalConcurrentInsertPending(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	w := race(t, "InsertApproval", func(i int) *toolplane.Approval {
+		return pendingApproval(org, fmt.Sprintf("apr-%02d", i), "run-1", "contended", base)
+	}, func(a *toolplane.Approval) (bool, error) { return inserted(s.InsertApproval(t.Context(), a)) })
+	wantApproval(t, s, w)
 }

@@ -88,7 +88,7 @@ func testIsolationApprovals(t *testing.T, s toolplane.Store) {
 	if got, err := s.GetApproval(ctx, orgB, a.ID); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Errorf("GetApproval as B = %+v, %v; want ErrNotFound", got, err)
 	}
-	if rows, err := s.FindApprovals(ctx, orgB, a.RunID, a.Key); err != nil || len(rows) != 0 {
+	if rows, err := s.FindApprovals(ctx, orgB, a.Tool, a.Key); err != nil || len(rows) != 0 {
 		t.Errorf("FindApprovals as B = %d rows, %v; want none", len(rows), err)
 	}
 	if rows, next, err := s.ListApprovals(ctx, orgB, a.Status, "", maxLimit); err != nil || len(rows) != 0 || next != "" {
@@ -119,7 +119,7 @@ func testIsolationApprovals(t *testing.T, s toolplane.Store) {
 		id   string
 		want *toolplane.Approval
 	}{{"A", orgA, a}, {"B", orgB, b}} {
-		found, err := s.FindApprovals(ctx, org.id, a.RunID, a.Key)
+		found, err := s.FindApprovals(ctx, org.id, a.Tool, a.Key)
 		if err != nil || len(found) != 1 {
 			t.Fatalf("FindApprovals as %s = %d rows, %v; want its one approval", org.name, len(found), err)
 		}

@@ -338,8 +338,40 @@ func (m *memStore) InsertApproval(_ context.Context, a *toolplane.Approval) erro
 	if _, ok := m.approvals[k]; ok {
 		return toolplane.ErrExists
 	}
+	if a.Status == toolplane.ApprovalPending && m.pendingApproval(a) != nil {
+		return toolplane.ErrExists
+	}
 	m.approvals[k] = storedApproval(*a)
 	return nil
+}
+
+// pendingApproval answers the pending approval of a's call (its tool and
+// key), or nil; m.mu is held.
+func (m *memStore) pendingApproval(a *toolplane.Approval) *toolplane.Approval {
+	for _, p := range m.approvals {
+		if p.Status == toolplane.ApprovalPending && p.OrganizationID == a.OrganizationID && p.Tool == a.Tool && p.Key == a.Key {
+			p = storedApproval(p)
+			return &p
+		}
+	}
+	return nil
+}
+
+func (m *memStore) FileApproval(_ context.Context, a *toolplane.Approval) (*toolplane.Approval, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a.Status != toolplane.ApprovalPending {
+		return nil, toolplane.ErrInvalid
+	}
+	k := [2]string{a.OrganizationID, a.ID}
+	if _, ok := m.approvals[k]; ok {
+		return nil, toolplane.ErrExists
+	}
+	if p := m.pendingApproval(a); p != nil {
+		return p, nil
+	}
+	m.approvals[k] = storedApproval(*a)
+	return a, nil
 }
 
 func (m *memStore) GetApproval(_ context.Context, org, id string) (*toolplane.Approval, error) {
@@ -394,12 +426,12 @@ func approvalKey(a toolplane.Approval) memCursor {
 	return memCursor{a.CreatedAt.UnixMicro(), a.ID, ""}
 }
 
-func (m *memStore) FindApprovals(_ context.Context, org, runID, key string) ([]toolplane.Approval, error) {
+func (m *memStore) FindApprovals(_ context.Context, org, tool, key string) ([]toolplane.Approval, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []toolplane.Approval
 	for _, a := range m.approvals {
-		if a.OrganizationID == org && a.RunID == runID && a.Key == key {
+		if a.OrganizationID == org && a.Tool == tool && a.Key == key {
 			out = append(out, storedApproval(a))
 		}
 	}

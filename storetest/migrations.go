@@ -44,6 +44,11 @@ type Migrations struct {
 	// review reason, published by olga, revision 3), published in that
 	// order.
 	BeforeCatalogOrganizations func(t *testing.T) MigratingStore
+	// Before answers a store on a fresh database with every migration
+	// before version applied and recorded, and no later one: what a binary
+	// of that time left behind, for the checks of a migration that
+	// rewrites data.
+	Before func(t *testing.T, version int) MigratingStore
 	// AfterCatalogOrganizations, when set, runs the backend's own checks
 	// of that upgrade's schema once the suite's have passed and another
 	// organization has published its own 1.0.0.
@@ -60,6 +65,7 @@ var migrationCases = []struct {
 	{"Idempotent", testMigrateIdempotent},
 	{"Concurrent", testMigrateConcurrently},
 	{"CatalogOrganizations", testMigrationCatalogOrganizations},
+	{"OnePendingApproval", testMigrationOnePendingApproval},
 }
 
 // RunMigrations runs the schema history checks as subtests of t, named
@@ -69,8 +75,8 @@ var migrationCases = []struct {
 // that rewrites data keeps it.
 func RunMigrations(t *testing.T, m Migrations) {
 	t.Helper()
-	if m.Open == nil || m.Reopen == nil || m.Exec == nil || m.Count == nil || m.BeforeCatalogOrganizations == nil {
-		t.Fatal("RunMigrations needs Open, Reopen, Exec, Count and BeforeCatalogOrganizations")
+	if m.Open == nil || m.Reopen == nil || m.Exec == nil || m.Count == nil || m.BeforeCatalogOrganizations == nil || m.Before == nil {
+		t.Fatal("RunMigrations needs Open, Reopen, Exec, Count, Before and BeforeCatalogOrganizations")
 	}
 	if len(m.Embedded) == 0 {
 		t.Fatal("no migrations embedded")
@@ -269,5 +275,75 @@ func testMigrationCatalogOrganizations(t *testing.T, m Migrations) {
 	}
 	if m.AfterCatalogOrganizations != nil {
 		m.AfterCatalogOrganizations(t, s)
+	}
+}
+
+// onePendingApprovalVersion is the migration after which one call (an
+// organization's tool and key) has at most one pending approval.
+const onePendingApprovalVersion = 17
+
+// testMigrationOnePendingApproval: a database where one call was filed
+// for several times (identical calls at once, a key repeated in a new
+// session) still migrates. The oldest pending approval of each call stays
+// pending; each later one is expired, naming the one kept, with its
+// approval_expired audit event; approvals of other calls, other states
+// and other organizations are untouched; and the call is then filed for
+// once.
+func testMigrationOnePendingApproval(t *testing.T, m Migrations) {
+	ctx := t.Context()
+	s := m.Before(t, onePendingApprovalVersion)
+	org, other := newOrg(), newOrg()
+	kept := pendingApproval(org, "apr-b-kept", "run-1", "k", base)
+	later := pendingApproval(org, "apr-a-later", "run-2", "k", at(time.Second))
+	tie := pendingApproval(org, "apr-c-tie", "run-3", "k", base) // same time: the ID orders it after kept
+	decided := fullApproval(org, "apr-decided", "run-0", "k", at(-time.Hour))
+	decided.Status = toolplane.ApprovalRejected
+	otherCall := pendingApproval(org, "apr-other-call", "run-1", "k2", at(2*time.Second))
+	otherTool := pendingApproval(org, "apr-other-tool", "run-1", "k", at(3*time.Second))
+	otherTool.Tool = "payments.void_order"
+	otherOrg := pendingApproval(other, "apr-z-other-org", "run-1", "k", at(4*time.Second))
+	for _, a := range []*toolplane.Approval{later, tie, kept, decided, otherCall, otherTool, otherOrg} {
+		if err := s.InsertApproval(ctx, a); err != nil {
+			t.Fatalf("InsertApproval(%s) before the migration: %v", a.ID, err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate over duplicate pending approvals: %v", err)
+	}
+
+	for _, a := range []*toolplane.Approval{kept, decided, otherCall, otherTool, otherOrg} {
+		wantApproval(t, s, a)
+	}
+	for _, a := range []*toolplane.Approval{later, tie} {
+		got, err := s.GetApproval(ctx, org, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != toolplane.ApprovalExpired || !strings.Contains(got.Reason, kept.ID) || got.ResolvedAt.IsZero() || got.Version != a.Version+1 {
+			t.Errorf("%s after the migration: status %s, reason %q, resolved %v, version %d; want expired naming %s", a.ID, got.Status, got.Reason, got.ResolvedAt, got.Version, kept.ID)
+		}
+	}
+	events := listAudit(t, s, org, toolplane.AuditFilter{}, 10)
+	byApproval := map[string]toolplane.AuditEvent{}
+	for _, e := range events {
+		byApproval[e.ApprovalID] = e
+	}
+	if len(events) != 2 {
+		t.Errorf("audit events after the migration: %d, want 2 (one a superseded approval)", len(events))
+	}
+	for _, a := range []*toolplane.Approval{later, tie} {
+		e, ok := byApproval[a.ID]
+		if !ok || e.Outcome != "approval_expired" || e.AuthorizedBy != kept.ID || e.Tool != a.Tool || e.Key != a.Key || e.RunID != a.RunID || e.PrincipalID != a.PrincipalID {
+			t.Errorf("audit event of %s = %+v; want approval_expired naming %s", a.ID, e, kept.ID)
+		}
+	}
+	if got := listAudit(t, s, other, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Errorf("the other organization has audit events: %+v", got)
+	}
+
+	// From now on the store holds the call to one pending approval.
+	again := pendingApproval(org, "apr-again", "run-4", "k", at(time.Minute))
+	if got, err := s.FileApproval(ctx, again); err != nil || got == nil || got.ID != kept.ID {
+		t.Fatalf("FileApproval after the migration = %+v, %v; want %s", got, err, kept.ID)
 	}
 }

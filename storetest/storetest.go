@@ -75,6 +75,10 @@
 //     same ID in the organization with ErrExists, so a retried write never
 //     counts twice. InsertCredential refuses a second credential with the
 //     same ID in any organization.
+//   - One call (organization, tool and key) has at most one pending
+//     approval: InsertApproval refuses a second one with ErrExists, and
+//     FileApproval answers the one pending instead of storing, so
+//     concurrent filings of one call all answer the same approval.
 //   - UpdateCredential writes Roles, Tools, Label, ExpiresAt and RevokedAt
 //     only, and keeps a stored RevokedAt; TouchCredential moves LastUsedAt
 //     forward only and never changes Version (see toolplane.CredentialStore).

@@ -283,7 +283,7 @@ func TestSweepTellsWhatACrashLost(t *testing.T) {
 	// happened.
 	a := &toolplane.Approval{RunID: "run-lost", Tool: "email.send", Key: "k-lost", ArgumentsHash: "h",
 		Arguments: []byte(`{"to":"jo"}`), Invocation: []byte(`{}`), PrincipalID: "agent-1", OrganizationID: "org-1"}
-	if err := approval.New(approval.Config{Store: n.store}).File(context.Background(), a); err != nil {
+	if _, err := approval.New(approval.Config{Store: n.store}).File(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
 	// And a claim a lost node left uncertain, its notice never sent.

@@ -1,0 +1,46 @@
+-- One call (an organization's tool and idempotency key) has at most one
+-- pending approval: a person is asked once, and rejecting it stops the
+-- call whichever session, run or concurrent request asked.
+--
+-- FindApprovals reads one call's approvals in any state by this index; the
+-- run and key index it replaces is no longer read (a derived key holds its
+-- run, a caller's key names the call across runs).
+CREATE INDEX approvals_by_call_key ON approvals (organization_id, tool, key, created_at, id);
+
+-- Approvals a binary before this one filed twice for one call (identical
+-- calls at the same moment, or a caller's key repeated in a new MCP
+-- session) are settled before the index can hold: the oldest pending one
+-- of each call stays (it is the one the first asker was answered with and
+-- people were told of first), and each later one is expired, superseded
+-- by it, with its approval_expired audit event naming it in
+-- authorized_by, written in this same transaction.
+INSERT INTO audit_events (organization_id, id, run_id, agent_id, principal_id, user_id, tool, tool_version,
+	source, outcome, arguments_hash, approval_id, authorized_by, replayed, latency_micros, created_at, key, reason)
+SELECT a.organization_id, 'aud_approval_expired_' || a.id, a.run_id, a.principal_id, a.principal_id, '', a.tool, a.tool_version,
+	'worker', 'approval_expired', a.arguments_hash, a.id, kept.id, 0, 0, CAST(unixepoch('subsec') * 1000000 AS INTEGER), a.key,
+	'expired: superseded by ' || kept.id || ', the pending approval of the same call'
+FROM approvals a
+JOIN approvals kept ON kept.organization_id = a.organization_id AND kept.tool = a.tool AND kept.key = a.key
+	AND kept.status = 'pending' AND kept.id = (
+		SELECT b.id FROM approvals b
+		WHERE b.organization_id = a.organization_id AND b.tool = a.tool AND b.key = a.key AND b.status = 'pending'
+		ORDER BY b.created_at, b.id LIMIT 1)
+WHERE a.status = 'pending' AND kept.id <> a.id
+ON CONFLICT DO NOTHING;
+
+UPDATE approvals AS a SET
+	status = 'expired',
+	resolved_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER),
+	reason = 'expired: superseded by ' || (
+		SELECT b.id FROM approvals b
+		WHERE b.organization_id = a.organization_id AND b.tool = a.tool AND b.key = a.key AND b.status = 'pending'
+		ORDER BY b.created_at, b.id LIMIT 1) || ', the pending approval of the same call',
+	version = version + 1
+WHERE a.status = 'pending' AND EXISTS (
+	SELECT 1 FROM approvals b
+	WHERE b.organization_id = a.organization_id AND b.tool = a.tool AND b.key = a.key AND b.status = 'pending'
+		AND (b.created_at, b.id) < (a.created_at, a.id));
+
+CREATE UNIQUE INDEX approvals_one_pending ON approvals (organization_id, tool, key) WHERE status = 'pending';
+
+DROP INDEX approvals_by_run_key;
