@@ -1,0 +1,117 @@
+package rules_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/policy/cedar"
+	"github.com/toolplane/toolplane/policy/policytest"
+	"github.com/toolplane/toolplane/policy/rego"
+	"github.com/toolplane/toolplane/rules"
+)
+
+// hostileLimit is what a hostile call's decision, or a hostile bundle's
+// test run, may take here: far below the seconds each took unbounded,
+// and generous for a loaded two-core machine under the race detector.
+const hostileLimit = 1500 * time.Millisecond
+
+// The hostile request of issue 27 through the service, on a real Cedar
+// bundle whose rules read the array: a call whose arguments hold 20,000
+// integers and 20,000 colliding decimals is denied by the input bound in
+// milliseconds (it held a core for seconds and answered internal_error),
+// and the same array in a case of the bundle's tests, run by an
+// agent_operator, is decided as quickly.
+func TestAHostileArgumentArrayIsRefusedQuickly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants},
+		Engines: []policy.Engine{cedar.Engine{}, rego.Engine{}}, Now: f.clock.Now})
+	files := map[string]string{
+		"a.cedar": `@id("all") permit (principal, action, resource);
+@id("no-zero") forbid (principal, action, resource) when { context.arguments has values && context.arguments.values.contains(0) };`,
+		"schema.cedarschema": `type Arguments = { values?: Set<Long> };`,
+		"tests.yaml": `tests:
+  - name: a sum is allowed
+    expect: allow
+    request: {tool: {name: crm.lookup}, arguments: {values: [1, 2, 3]}}
+`,
+	}
+	f.publish(t, files, rules.PublishOptions{Note: "reads values"})
+
+	in := input("agent-1", "crm.lookup", map[string]any{"values": policytest.CollidingNumbers(20000)})
+	start := time.Now()
+	d, err := f.svc.Decide(t.Context(), in)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Decide = %v; want a denial", err)
+	}
+	if d.Effect != policy.Deny || d.Rule != policy.RuleInputBound || !strings.Contains(d.Reason, "arguments.values") || d.Bundle != 1 {
+		t.Errorf("Decide = %s by %q in bundle %d (%s); want a denial by %s naming arguments.values", d.Effect, d.Rule, d.Bundle, d.Reason, policy.RuleInputBound)
+	}
+	if took > hostileLimit {
+		t.Errorf("the decision took %v; want under %v", took, hostileLimit)
+	}
+
+	hostile := map[string]string{"a.cedar": files["a.cedar"], "schema.cedarschema": files["schema.cedarschema"],
+		"tests.json": fmt.Sprintf(`{"tests": [{"name": "hostile", "expect": "allow",
+			"request": {"tool": {"name": "crm.lookup"}, "arguments": {"values": %s}}}]}`, policytest.CollidingNumbersJSON(20000))}
+	start = time.Now()
+	res, err := f.svc.Test(t.Context(), hostile, operator)
+	took = time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Pass || !strings.Contains(res[0].Message, policy.RuleInputBound) {
+		t.Errorf("Test = %+v; want the hostile case failed, denied by %s", res, policy.RuleInputBound)
+	}
+	if took > hostileLimit {
+		t.Errorf("the bundle's test took %v; want under %v", took, hostileLimit)
+	}
+}
+
+// A Rego bundle test that builds a range of two billion numbers (it ran
+// 2.5 s and grew the server by 1.1 GiB) is stopped by its memory bound,
+// through the endpoint an agent_operator may call; a bundle of many such
+// tests is stopped by the test budget.
+func TestAHostileRegoBundleTestIsStopped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants},
+		Engines: []policy.Engine{cedar.Engine{}, rego.Engine{}}, Now: f.clock.Now, TestBudget: time.Second})
+	base := map[string]string{"a.rego": "package toolplane.authz\n\nallow := true\n"}
+	var many strings.Builder
+	many.WriteString("package toolplane.authz_test\n\n")
+	for i := range 50 {
+		// No allocation to stop: each spends its time limit counting.
+		fmt.Fprintf(&many, "test_spin_%d if { every x in numbers.range(1, 3000) { every y in numbers.range(1, 3000) { x + y > 0 } } }\n", i)
+	}
+	for name, tests := range map[string]string{
+		"range": "package toolplane.authz_test\n\ntest_range if count(numbers.range(1, 2000000000)) > 0\n",
+		"many":  many.String(),
+	} {
+		files := map[string]string{"a.rego": base["a.rego"], "a_test.rego": tests}
+		start := time.Now()
+		res, err := f.svc.Test(t.Context(), files, operator)
+		took := time.Since(start)
+		failed := err != nil
+		for _, r := range res {
+			failed = failed || !r.Pass
+		}
+		if !failed {
+			t.Errorf("%s: Test = %+v; want a failure", name, res)
+		}
+		if err != nil && (!errors.Is(err, toolplane.ErrInvalid) || !strings.Contains(err.Error(), "did not finish")) {
+			t.Errorf("%s: Test = %v; want the bound named, as invalid", name, err)
+		}
+		if took > 2*time.Second+hostileLimit {
+			t.Errorf("%s: the run took %v; want it stopped near its 1s budget", name, took)
+		}
+		t.Logf("%s: %v, %v, %+v", name, took, err, res)
+	}
+}
