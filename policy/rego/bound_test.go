@@ -128,3 +128,15 @@ func TestAnArgumentArrayPastTheBoundIsDenied(t *testing.T) {
 		t.Errorf("Evaluate within the bound = %+v, %v; want allow", d, err)
 	}
 }
+
+// BenchmarkHostileDecide is the cost of deciding the colliding array of
+// 2×20,000 numbers: refused by the input bound, after counting it.
+func BenchmarkHostileDecide(b *testing.B) {
+	rules, err := rego.Engine{}.Compile(map[string]string{"a.rego": allowAll})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := request()
+	req.Arguments = map[string]any{"values": policytest.CollidingNumbers(20000)}
+	policytest.BenchDecide(b, rules, req)
+}

@@ -428,10 +428,15 @@ func (r *Rules) Test(ctx context.Context) ([]policy.TestResult, error) {
 		return nil, fmt.Errorf("rego: tests: %w", bundleErr("", err))
 	}
 	var opa []policy.TestResult
+	stoppedAt := ""
 	for res := range ch {
 		tr := policy.TestResult{Name: strings.TrimPrefix(res.Package, "data.") + "." + res.Name, Pass: res.Pass()}
 		switch {
+		case stoppedAt != "":
+			// Begun as the run was stopped: it did not run.
+			tr.Pass, tr.Message = false, "not run: the run stopped at "+stoppedAt
 		case errors.Is(context.Cause(ctx), errMemory) && (res.Error != nil || res.Fail):
+			stoppedAt = tr.Name
 			tr.Pass, tr.Message = false, fmt.Sprintf("stopped: it %v; the run ends here", context.Cause(ctx))
 		case res.Error != nil:
 			tr.Pass, tr.Message = false, res.Error.Error()
