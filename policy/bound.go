@@ -167,17 +167,13 @@ func (b *InputBudget) Check(v any) error {
 // CheckOpenParts counts every open part of r whole: what an engine whose
 // rules may read any member of them (Rego's) converts.
 func (b *InputBudget) CheckOpenParts(r *Request) error {
-	parts := []struct {
+	type part struct {
 		name string
 		v    map[string]any
-	}{
-		{"arguments", r.Arguments}, {"facts", r.Facts}, {"principal.attributes", r.Principal.Attributes},
 	}
+	parts := []part{{"arguments", r.Arguments}, {"facts", r.Facts}, {"principal.attributes", r.Principal.Attributes}}
 	if r.User != nil {
-		parts = append(parts, struct {
-			name string
-			v    map[string]any
-		}{"user.attributes", r.User.Attributes})
+		parts = append(parts, part{"user.attributes", r.User.Attributes})
 	}
 	for _, p := range parts {
 		if p.v == nil {
