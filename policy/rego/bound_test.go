@@ -58,7 +58,7 @@ func TestRulesThatBuildWithoutBoundAreStopped(t *testing.T) {
 			}
 			var d policy.Decision
 			took, alloc := measure(func() { d, err = rules.Evaluate(context.Background(), request()) })
-			t.Logf("the decision took %v and allocated %d MiB: %v", took, alloc>>20, err)
+			t.Logf("figures: %s %v %d MiB (%v)", t.Name(), took.Round(time.Millisecond), alloc>>20, err)
 			if err == nil {
 				t.Errorf("Evaluate = %+v; want a fault", d)
 			}
@@ -76,7 +76,7 @@ func TestRulesThatBuildWithoutBoundAreStopped(t *testing.T) {
 			}
 			var res []policy.TestResult
 			took, alloc := measure(func() { res, err = rules.Test(context.Background()) })
-			t.Logf("the test took %v and allocated %d MiB: %+v", took, alloc>>20, res)
+			t.Logf("figures: %s %v %d MiB (%+v)", t.Name(), took.Round(time.Millisecond), alloc>>20, res)
 			if err != nil {
 				t.Fatal(err)
 			}
