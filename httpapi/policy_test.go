@@ -14,6 +14,7 @@ import (
 	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/policy/cedar"
+	"github.com/toolplane/toolplane/policy/policytest"
 	"github.com/toolplane/toolplane/rules"
 )
 
@@ -113,5 +114,31 @@ when { context.arguments has amount_cents && context.arguments.amount_cents > 50
 		if status != c.status || (c.rule != "" && got["rule"] != c.rule) {
 			t.Errorf("%s: explain = %d %v; want %d, rule %q", c.name, status, got, c.status, c.rule)
 		}
+	}
+}
+
+// The hostile array of issue 27 in a bundle's test table, sent by an
+// agent_operator to the test endpoint: answered in well under a second
+// (it took seconds), the case decided by the input bound.
+func TestAHostileBundleTestIsAnsweredQuickly(t *testing.T) {
+	t.Parallel()
+	f := policyFixture(t, nil)
+	operator := mint(t, f.store, toolplane.CredentialPerson, "opal", []string{toolplane.RoleAgentOperator}, nil, false)
+	files := map[string]string{
+		"a.cedar": `@id("all") permit (principal, action, resource);
+@id("no-zero") forbid (principal, action, resource) when { context.arguments has values && context.arguments.values.contains(0) };`,
+		"schema.cedarschema": `type Arguments = { values?: Set<Long> };`,
+		"tests.json": `{"tests": [{"name": "hostile", "expect": "deny", "rule": "` + policy.RuleInputBound + `",
+			"request": {"tool": {"name": "stats.sum"}, "arguments": {"values": ` + policytest.CollidingNumbersJSON(20000) + `}}}]}`,
+	}
+	body, _ := json.Marshal(map[string]any{"files": files})
+	start := time.Now()
+	status, got := f.do(t, "POST", "/v1/policy/test", operator, string(body))
+	took := time.Since(start)
+	if status != http.StatusOK || got["passed"] != true {
+		t.Errorf("test = %d %v; want 200, the hostile case decided by the bound", status, got)
+	}
+	if took > 1500*time.Millisecond {
+		t.Errorf("the test endpoint took %v; want under 1.5s", took)
 	}
 }
