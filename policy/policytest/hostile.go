@@ -24,12 +24,28 @@ func CollidingNumbers(n int) []any {
 	return out
 }
 
+// PlainNumbers answers the integers 1..2n: an array as long as
+// CollidingNumbers(n) whose hashes do not collide, what a hostile
+// request's cost is compared with.
+func PlainNumbers(n int) []any {
+	out := make([]any, 0, 2*n)
+	for i := 1; i <= 2*n; i++ {
+		out = append(out, json.Number(fmt.Sprint(i)))
+	}
+	return out
+}
+
 // CollidingNumbersJSON is CollidingNumbers written as a JSON array, the
 // form a test table or a request body holds it in.
-func CollidingNumbersJSON(n int) string {
+func CollidingNumbersJSON(n int) string { return arrayJSON(CollidingNumbers(n)) }
+
+// PlainNumbersJSON is PlainNumbers written as a JSON array.
+func PlainNumbersJSON(n int) string { return arrayJSON(PlainNumbers(n)) }
+
+func arrayJSON(vs []any) string {
 	var b strings.Builder
 	b.WriteByte('[')
-	for i, v := range CollidingNumbers(n) {
+	for i, v := range vs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
