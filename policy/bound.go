@@ -19,8 +19,14 @@ const (
 	// MaxInputValues bounds the values the rules read of one request's
 	// open parts: every member, element and scalar counts one.
 	MaxInputValues = 10000
-	// MaxInputArray bounds the elements of one array the rules read.
-	MaxInputArray = 1000
+	// MaxInputArray bounds the elements of one array a Cedar rule reads:
+	// cedar-go builds a set in time quadratic in its size when its
+	// members' hashes collide (a Long's hash is the number, a decimal's
+	// its ten-thousandths, a set's the sum of its members'), so the
+	// costliest request within the bounds is decided in milliseconds
+	// (BenchmarkWorstWithinBounds). Rego's arrays cost no more than their
+	// elements, and only MaxInputValues bounds them.
+	MaxInputArray = 256
 	// MaxInputText bounds the bytes of all the text the rules read.
 	MaxInputText = 1 << 20
 )
@@ -79,6 +85,9 @@ func AsBound(err error) (Decision, bool) {
 // InputBudget counts what an engine converts of one request against the
 // bounds. The zero value is a full budget.
 type InputBudget struct {
+	// Array, when positive, bounds one array instead of MaxInputArray.
+	Array int
+
 	values int
 	text   int
 }
@@ -92,11 +101,16 @@ func (b *InputBudget) Value() error {
 	return nil
 }
 
-// Array takes an array of n elements: it may hold at most MaxInputArray.
+// List takes an array of n elements: it may hold at most MaxInputArray
+// (or b.Array).
 // Its elements are counted as they are converted.
-func (b *InputBudget) Array(n int) error {
-	if n > MaxInputArray {
-		return &InputBoundError{What: fmt.Sprintf("holds %d elements; the rules read at most %d in one array", n, MaxInputArray)}
+func (b *InputBudget) List(n int) error {
+	limit := MaxInputArray
+	if b.Array > 0 {
+		limit = b.Array
+	}
+	if n > limit {
+		return &InputBoundError{What: fmt.Sprintf("holds %d elements; the rules read at most %d in one array", n, limit)}
 	}
 	return b.Value()
 }
@@ -127,7 +141,7 @@ func (b *InputBudget) Check(v any) error {
 	case string:
 		return b.Text(len(v))
 	case []string:
-		if err := b.Array(len(v)); err != nil {
+		if err := b.List(len(v)); err != nil {
 			return err
 		}
 		for i, s := range v {
@@ -137,7 +151,7 @@ func (b *InputBudget) Check(v any) error {
 		}
 		return nil
 	case []any:
-		if err := b.Array(len(v)); err != nil {
+		if err := b.List(len(v)); err != nil {
 			return err
 		}
 		for i, e := range v {

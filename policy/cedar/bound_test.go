@@ -51,7 +51,7 @@ func TestACollidingArrayIsDecidedQuickly(t *testing.T) {
 	}{
 		{name: "no rule reads it", files: map[string]string{"a.cedar": permitAll}, values: hostile, effect: policy.Allow, rule: "all"},
 		{name: "a rule reads it", files: valuesBundle, values: hostile, effect: policy.Deny, rule: policy.RuleInputBound},
-		{name: "a rule reads it, within the bound", files: valuesBundle, values: policytest.CollidingNumbers(400), effect: policy.Allow, rule: "all"},
+		{name: "a rule reads it, within the bound", files: valuesBundle, values: policytest.CollidingNumbers(policy.MaxInputArray / 2), effect: policy.Allow, rule: "all"},
 		{name: "a rule reads it and decides", files: valuesBundle, values: []any{1, 0}, effect: policy.Deny, rule: "no-zero"},
 	}
 	for _, tt := range tests {
@@ -193,4 +193,56 @@ func TestAnArgumentOfTheWrongTypeIsStillAFault(t *testing.T) {
 	if d, err := rules.Evaluate(context.Background(), req); err == nil {
 		t.Errorf("Evaluate with a text where a set is declared = %+v; want a fault", d)
 	}
+}
+
+// worstWithinBounds is the costliest request the bounds let a rule read:
+// as many declared arrays of MaxInputArray colliding numbers as
+// MaxInputValues holds, and a rule on each comparing it with the next,
+// whose set operations probe the colliding runs.
+func worstWithinBounds() (map[string]string, *policy.Request) {
+	var schema, rules strings.Builder
+	args := map[string]any{}
+	schema.WriteString("type Arguments = {")
+	rules.WriteString(permitAll + "\n")
+	n := policy.MaxInputValues / (policy.MaxInputArray + 1)
+	for i := range n {
+		fmt.Fprintf(&schema, " v%d?: Set<Long>,", i)
+		args[fmt.Sprint("v", i)] = policytest.CollidingNumbers(policy.MaxInputArray / 2)
+		fmt.Fprintf(&rules, "@id(\"f%d\") forbid (principal, action, resource) when { context.arguments has v%d && context.arguments has v%d && "+
+			"context.arguments.v%d.containsAll(context.arguments.v%d) && !context.arguments.v%d.contains(0) && context.arguments.v%d == context.arguments.v%d };\n",
+			i, i, (i+1)%n, i, (i+1)%n, i, i, (i+1)%n)
+	}
+	schema.WriteString(" };")
+	req := hostileRequest(nil)
+	req.Arguments = args
+	return map[string]string{"a.cedar": rules.String(), "schema.cedarschema": schema.String()}, req
+}
+
+// The costliest request within the bounds is decided in milliseconds:
+// cedar-go cannot stop an evaluation, so the bounds are what keep it short.
+func TestTheWorstRequestWithinTheBoundsIsShort(t *testing.T) {
+	files, req := worstWithinBounds()
+	rules, err := cedar.Engine{}.Compile(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	d, err := rules.Evaluate(context.Background(), req)
+	took := time.Since(start)
+	if err != nil || d.Effect != policy.Deny || d.Rule == policy.RuleInputBound {
+		t.Errorf("Evaluate = %+v, %v; want a denial by the bundle's rules", d, err)
+	}
+	if took > hostileLimit {
+		t.Errorf("the decision took %v; want under %v", took, hostileLimit)
+	}
+}
+
+// BenchmarkWorstWithinBounds is the cost of that request.
+func BenchmarkWorstWithinBounds(b *testing.B) {
+	files, req := worstWithinBounds()
+	rules, err := cedar.Engine{}.Compile(files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	policytest.BenchDecide(b, rules, req)
 }

@@ -207,7 +207,7 @@ func (c *converter) typed(v any, t resolved.IsType) (cedargo.Value, error) {
 		}
 	case resolved.SetType:
 		if list, ok := v.([]any); ok {
-			if err := c.budget.Array(len(list)); err != nil {
+			if err := c.budget.List(len(list)); err != nil {
 				return nil, err
 			}
 			vs := make([]cedargo.Value, 0, len(list))
@@ -262,7 +262,7 @@ func (c *converter) value(v any) (cedargo.Value, error) {
 		}
 		return number(f)
 	case []string:
-		if err := c.budget.Array(len(v)); err != nil {
+		if err := c.budget.List(len(v)); err != nil {
 			return nil, err
 		}
 		vs := make([]cedargo.Value, len(v))
@@ -274,7 +274,7 @@ func (c *converter) value(v any) (cedargo.Value, error) {
 		}
 		return cedargo.NewSet(vs...), nil
 	case []any:
-		if err := c.budget.Array(len(v)); err != nil {
+		if err := c.budget.List(len(v)); err != nil {
 			return nil, err
 		}
 		vs := make([]cedargo.Value, 0, len(v))

@@ -234,8 +234,9 @@ func (r *Rules) Evaluate(ctx context.Context, req *policy.Request) (policy.Decis
 		return policy.Decision{}, budgetErr(err)
 	}
 	// A rule may read any member of the open parts, so all of them are
-	// counted before any is converted.
-	var budget policy.InputBudget
+	// counted before any is converted. An array costs OPA no more than
+	// its elements: only the count of values bounds it.
+	budget := policy.InputBudget{Array: policy.MaxInputValues}
 	if err := budget.CheckOpenParts(req); err != nil {
 		if d, ok := policy.AsBound(err); ok {
 			return d, nil
