@@ -44,8 +44,16 @@ type InputBoundError struct {
 	What string
 }
 
+// maxPathText bounds the path a reason shows: member names are the
+// caller's, and one may be long.
+const maxPathText = 120
+
 func (e *InputBoundError) Error() string {
-	return fmt.Sprintf("%s %s", e.Path, e.What)
+	p := e.Path
+	if len(p) > maxPathText {
+		p = strings.ToValidUTF8(p[:maxPathText], "") + "…"
+	}
+	return fmt.Sprintf("%s %s", p, e.What)
 }
 
 // Within answers e with its path prefixed by the member or part the
@@ -102,8 +110,7 @@ func (b *InputBudget) Value() error {
 }
 
 // List takes an array of n elements: it may hold at most MaxInputArray
-// (or b.Array).
-// Its elements are counted as they are converted.
+// (or b.Array). Its elements are counted as they are converted.
 func (b *InputBudget) List(n int) error {
 	limit := MaxInputArray
 	if b.Array > 0 {

@@ -39,6 +39,8 @@ func TestInputBounds(t *testing.T) {
 			path: "arguments.a", what: "10000 values"},
 		{name: "too much text", req: policy.Request{User: &policy.Person{Attributes: map[string]any{"bio": strings.Repeat("x", policy.MaxInputText+1)}}},
 			path: "user.attributes.bio", what: "bytes of text"},
+		{name: "a long member name, shortened in the reason", req: policy.Request{Arguments: map[string]any{strings.Repeat("n", 500): many(policy.MaxInputArray+1, 1)}},
+			path: "arguments." + strings.Repeat("n", 120-len("arguments.")) + "… holds", what: "elements"},
 		{name: "attributes counted", req: policy.Request{Principal: policy.Principal{Attributes: wide}},
 			path: "principal.attributes", what: "values"},
 	}
