@@ -140,3 +140,37 @@ func BenchmarkHostileDecide(b *testing.B) {
 	req.Arguments = map[string]any{"values": policytest.CollidingNumbers(20000)}
 	policytest.BenchDecide(b, rules, req)
 }
+
+// A large bundle's own tests are not stopped by the memory bound: what
+// the tester allocates compiling it is no test's. Not parallel: the
+// bound counts the process's allocations.
+func TestALargeBundlesTestsPass(t *testing.T) {
+	const nTests = 3
+	var rules, tests strings.Builder
+	rules.WriteString("package toolplane.authz\n\n")
+	tests.WriteString("package toolplane.authz_test\n\nimport data.toolplane.authz\n\n")
+	for i := range 9000 {
+		fmt.Fprintf(&rules, "allow contains \"r%d\" if input.tool.name == \"svc-%d.read\"\n", i, i)
+	}
+	for i := range nTests {
+		fmt.Fprintf(&tests, "test_r%d if \"r%d\" in authz.allow with input as {\"tool\": {\"name\": \"svc-%d.read\"}}\n", i, i, i)
+	}
+	compiled, err := rego.Engine{}.Compile(map[string]string{"a.rego": rules.String(), "a_test.rego": tests.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res []policy.TestResult
+	took, alloc := measure(func() { res, err = compiled.Test(context.Background()) })
+	t.Logf("the run took %v and allocated %d MiB", took, alloc>>20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != nTests {
+		t.Errorf("ran %d tests; want %d", len(res), nTests)
+	}
+	for _, r := range res {
+		if !r.Pass {
+			t.Errorf("%s: %s", r.Name, r.Message)
+		}
+	}
+}

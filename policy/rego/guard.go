@@ -57,15 +57,23 @@ type watch struct {
 	stopped bool
 }
 
-// watchMemory answers ctx under a watch of limit bytes; the caller stops
-// the watch when the evaluation ends.
+// watchMemory answers ctx under a watch of limit bytes, which counts from
+// when it is armed; the caller stops the watch when the evaluation ends.
 func watchMemory(ctx context.Context, limit uint64) (context.Context, *watch) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watch{limit: limit, cancel: cancel, start: allocated()}
+	return ctx, &watch{limit: limit, cancel: cancel}
+}
+
+// arm starts counting.
+func (w *watch) arm() {
+	now := allocated()
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.timer != nil {
+		return
+	}
+	w.start = now
 	w.timer = time.AfterFunc(watchTick, w.check)
-	w.mu.Unlock()
-	return ctx, w
 }
 
 func (w *watch) check() {
@@ -95,7 +103,9 @@ func (w *watch) restart() {
 func (w *watch) stop() {
 	w.mu.Lock()
 	w.stopped = true
-	w.timer.Stop()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 	w.mu.Unlock()
 	w.cancel(nil)
 }

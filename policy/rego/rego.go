@@ -251,6 +251,7 @@ func (r *Rules) Evaluate(ctx context.Context, req *policy.Request) (policy.Decis
 	defer cancel()
 	ctx, w := watchMemory(ctx, r.memory)
 	defer w.stop()
+	w.arm()
 	rs, err := r.query.Eval(ctx, oparego.EvalParsedInput(input))
 	if err != nil {
 		if topdown.IsCancel(err) || ctx.Err() != nil {
@@ -428,6 +429,9 @@ func (r *Rules) Test(ctx context.Context) ([]policy.TestResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rego: tests: %w", bundleErr("", err))
 	}
+	// Armed once the tester has compiled the bundle: what the compiler
+	// allocates is no test's.
+	w.arm()
 	var opa []policy.TestResult
 	stoppedAt := ""
 	for res := range ch {
