@@ -14,6 +14,7 @@ import (
 	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/policy/cedar"
+	"github.com/toolplane/toolplane/policy/policytest"
 	"github.com/toolplane/toolplane/rules"
 )
 
@@ -113,5 +114,39 @@ when { context.arguments has amount_cents && context.arguments.amount_cents > 50
 		if status != c.status || (c.rule != "" && got["rule"] != c.rule) {
 			t.Errorf("%s: explain = %d %v; want %d, rule %q", c.name, status, got, c.status, c.rule)
 		}
+	}
+}
+
+// The hostile array of issue 27 in a bundle's test table, sent by an
+// agent_operator to the test endpoint: answered about as fast as an
+// array of as many plain integers (it took seconds, against the plain
+// array's milliseconds), the case decided by the input bound. The time is
+// compared with the plain array's, not a clock, so that a loaded machine
+// slows both alike.
+func TestAHostileBundleTestIsAnsweredQuickly(t *testing.T) {
+	t.Parallel()
+	f := policyFixture(t, nil)
+	operator := mint(t, f.store, toolplane.CredentialPerson, "opal", []string{toolplane.RoleAgentOperator}, nil, false)
+	run := func(values string) time.Duration {
+		files := map[string]string{
+			"a.cedar": `@id("all") permit (principal, action, resource);
+@id("no-zero") forbid (principal, action, resource) when { context.arguments has values && context.arguments.values.contains(0) };`,
+			"schema.cedarschema": `type Arguments = { values?: Set<Long> };`,
+			"tests.json": `{"tests": [{"name": "hostile", "expect": "deny", "rule": "` + policy.RuleInputBound + `",
+			"request": {"tool": {"name": "stats.sum"}, "arguments": {"values": ` + values + `}}}]}`,
+		}
+		body, _ := json.Marshal(map[string]any{"files": files})
+		start := time.Now()
+		status, got := f.do(t, "POST", "/v1/policy/test", operator, string(body))
+		took := time.Since(start)
+		if status != http.StatusOK || got["passed"] != true {
+			t.Errorf("test = %d %v; want 200, the case decided by the bound", status, got)
+		}
+		return took
+	}
+	plain := run(policytest.PlainNumbersJSON(20000))
+	hostile := run(policytest.CollidingNumbersJSON(20000))
+	if hostile > 3*plain+300*time.Millisecond {
+		t.Errorf("the test endpoint took %v for the colliding array, %v for the plain one; want them alike", hostile, plain)
 	}
 }

@@ -89,8 +89,32 @@ func ParseCases(file string, data []byte) ([]Case, error) {
 			return nil, &BundleError{File: file, Msg: fmt.Sprintf("test %q is listed twice", c.Name)}
 		}
 		seen[c.Name] = true
+		if msg := c.Request.longList(); msg != "" {
+			return nil, &BundleError{File: file, Msg: fmt.Sprintf("test %q: %s", c.Name, msg)}
+		}
 	}
 	return cases, nil
+}
+
+// longList names a list of a test's request longer than MaxInputArray. In
+// a served request the roles, groups, tags and sensitive pointers come
+// from the deployment; in a test table from its writer, and an engine
+// turns each into a set, so they are bounded as the open parts are.
+func (r *Request) longList() string {
+	type list struct {
+		name string
+		l    []string
+	}
+	lists := []list{{"principal.roles", r.Principal.Roles}, {"tool.tags", r.Tool.Tags}, {"tool.sensitive", r.Tool.Sensitive}}
+	if r.User != nil {
+		lists = append(lists, list{"user.roles", r.User.Roles}, list{"user.groups", r.User.Groups})
+	}
+	for _, l := range lists {
+		if len(l.l) > MaxInputArray {
+			return fmt.Sprintf("%s lists %d entries; a test's request may list at most %d", l.name, len(l.l), MaxInputArray)
+		}
+	}
+	return ""
 }
 
 // yamlCase reads one case through its JSON form, so YAML and JSON tables

@@ -62,6 +62,11 @@ func TestParseCases(t *testing.T) {
 			name: "not yaml", file: "tests.yaml", msg: "test table",
 			table: "tests: [\n",
 		},
+		{
+			name: "a list longer than a request may hold", file: "tests.json", msg: "user.groups lists 1001 entries",
+			table: `{"tests": [{"name": "a", "expect": "deny", "request": {"user": {"id": "u", "groups": [` +
+				strings.Repeat(`"g",`, 1000) + `"g"]}}}]}`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -122,7 +122,9 @@ type Engine interface {
 type Rules interface {
 	// Evaluate decides one request. The Decision's Rule names the rule
 	// that decided. An error is a fault (the rules could not decide,
-	// including a time budget spent), never a denial.
+	// including a time or memory budget spent), never a denial. A
+	// request past the input bounds (MaxInputValues) is not a fault: it
+	// is denied by RuleInputBound.
 	Evaluate(ctx context.Context, r *Request) (Decision, error)
 	// Test runs the bundle's own tests and answers one result per test.
 	Test(ctx context.Context) ([]TestResult, error)
@@ -154,5 +156,7 @@ func (e *BundleError) Error() string {
 	return e.File + ": " + e.Msg
 }
 
-// ErrBudget is the fault of an evaluation that ran past its time budget.
-var ErrBudget = errors.New("policy: evaluation exceeded its time budget")
+// ErrBudget is the fault of an evaluation that ran past its time budget,
+// or allocated past its memory bound: the rules did not decide, and the
+// call is stopped, never allowed.
+var ErrBudget = errors.New("policy: evaluation exceeded its budget")

@@ -691,7 +691,7 @@ func TestBundleTestsRunTimeIsBounded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
-		Now: f.clock.Now, RunBudget: 200 * time.Millisecond})
+		Now: f.clock.Now, TestBudget: 200 * time.Millisecond})
 	slow := bundle()
 	slow["slow.toy"] = `[{"id": "slow", "effect": "permit", "tool": "*", "slow": true}]`
 	for name, run := range map[string]func(context.Context) error{

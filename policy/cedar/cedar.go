@@ -48,12 +48,19 @@ import (
 const Language = "cedar"
 
 // maxPolicies bounds a bundle. A Cedar evaluation has no loops and no
-// recursion: its cost grows with the number of policies and nothing else,
-// so bounding the bundle bounds every decision. No clock is read around an
-// evaluation: a deadline would only fault decisions whose goroutine the
-// scheduler preempted, never stop a runaway rule (there can be none). A
-// context already past its deadline is ErrBudget, as for every engine.
+// recursion: its cost grows with the number of policies and the size of
+// the values they read, and both are bounded (the values by
+// policy.MaxInputValues and policy.MaxInputArray, counted as the request
+// is converted, before any rule runs), so every decision is short.
+// cedar-go cannot stop an evaluation part way, so a bundle's policies are
+// decided in slices of sliceSize and the context is read before each: a
+// deadline stops the decision at the next slice, as an error wrapping
+// policy.ErrBudget, never as a decision.
 const maxPolicies = 10000
+
+// sliceSize is the number of policies decided between two readings of the
+// context.
+const sliceSize = 64
 
 // maxApprovers bounds @approvers: more distinct people than any real
 // approver group holds is a mistake in the bundle.
@@ -75,13 +82,15 @@ type rule struct {
 // Rules is a compiled Cedar bundle.
 type Rules struct {
 	// decide holds the permits and the plain forbids; approve the forbids
-	// carrying @approval, asked only when decide permits and asks is set
-	// (the set counts nothing without a copy of itself).
-	decide  *cedargo.PolicySet
-	approve *cedargo.PolicySet
-	asks    bool
+	// carrying @approval, asked only when decide permits. Each is cut in
+	// slices of at most sliceSize policies.
+	decide  []*cedargo.PolicySet
+	approve []*cedargo.PolicySet
 	rules   map[cedargo.PolicyID]rule
-	cases   []policy.Case
+	// shapes are the declared types of the open parts: what a decision
+	// converts of a request.
+	shapes shapes
+	cases  []policy.Case
 }
 
 // Compile implements policy.Engine. Files ending in .cedar hold policies;
@@ -92,11 +101,7 @@ func (e Engine) Compile(files map[string]string) (policy.Rules, error) {
 }
 
 func (Engine) compile(files map[string]string) (*Rules, error) {
-	r := &Rules{
-		decide:  cedargo.NewPolicySet(),
-		approve: cedargo.NewPolicySet(),
-		rules:   map[cedargo.PolicyID]rule{},
-	}
+	r := &Rules{rules: map[cedargo.PolicyID]rule{}}
 	type parsed struct {
 		file string
 		p    *cedargo.Policy
@@ -133,10 +138,9 @@ func (Engine) compile(files map[string]string) (*Rules, error) {
 				r.rules[id] = ru
 				all = append(all, parsed{file: name, p: p, id: id})
 				if ru.approval != nil {
-					r.approve.Add(id, p)
-					r.asks = true
+					r.approve = add(r.approve, id, p)
 				} else {
-					r.decide.Add(id, p)
+					r.decide = add(r.decide, id, p)
 				}
 			}
 		default:
@@ -167,7 +171,26 @@ func (Engine) compile(files map[string]string) (*Rules, error) {
 			return nil, &policy.BundleError{File: pp.file, Line: pp.p.Position().Line, Msg: err.Error()}
 		}
 	}
+	r.shapes = v.shapes
 	return r, nil
+}
+
+// add adds a policy to the last slice of sets, or to a new one when the
+// last is full.
+func add(sets []*cedargo.PolicySet, id cedargo.PolicyID, p *cedargo.Policy) []*cedargo.PolicySet {
+	full := len(sets) == 0
+	if !full {
+		n := 0
+		for range sets[len(sets)-1].All() {
+			n++
+		}
+		full = n >= sliceSize
+	}
+	if full {
+		sets = append(sets, cedargo.NewPolicySet())
+	}
+	sets[len(sets)-1].Add(id, p)
+	return sets
 }
 
 // readAnnotations reads a policy's id, reason and approval route.
@@ -217,35 +240,52 @@ func readAnnotations(file string, p *cedargo.Policy) (rule, error) {
 	return ru, nil
 }
 
-// Evaluate implements policy.Rules.
+// Evaluate implements policy.Rules. A request whose open parts hold more
+// than the rules may read is denied by policy.RuleInputBound, before any
+// rule runs.
 func (r *Rules) Evaluate(ctx context.Context, req *policy.Request) (policy.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return policy.Decision{}, budgetErr(err)
 	}
-	entities, creq, err := mapRequest(req)
+	entities, creq, err := mapRequest(req, &r.shapes)
 	if err != nil {
+		if d, ok := policy.AsBound(err); ok {
+			return d, nil
+		}
 		return policy.Decision{}, fmt.Errorf("cedar: %w", err)
 	}
-	d, diag := cedargo.Authorize(r.decide, entities, creq)
-	if err := diagErr(diag); err != nil {
-		return policy.Decision{}, err
-	}
 	var denies, permits, approvals []policy.Finding
-	for _, reason := range diag.Reasons {
-		if d == cedargo.Deny {
-			denies = append(denies, r.finding(reason.PolicyID))
-		} else {
-			permits = append(permits, r.finding(reason.PolicyID))
+	for _, set := range r.decide {
+		if err := ctx.Err(); err != nil {
+			return policy.Decision{}, budgetErr(err)
 		}
-	}
-	if d == cedargo.Allow && r.asks {
-		// Every approval rule is a forbid: Deny here means some matched.
-		_, adiag := cedargo.Authorize(r.approve, entities, creq)
-		if err := diagErr(adiag); err != nil {
+		d, diag := cedargo.Authorize(set, entities, creq)
+		if err := diagErr(diag); err != nil {
 			return policy.Decision{}, err
 		}
-		for _, reason := range adiag.Reasons {
-			approvals = append(approvals, r.finding(reason.PolicyID))
+		// A slice that denies names the forbids that matched; one that
+		// allows, the permits. A slice where nothing matched names none.
+		for _, reason := range diag.Reasons {
+			if d == cedargo.Deny {
+				denies = append(denies, r.finding(reason.PolicyID))
+			} else {
+				permits = append(permits, r.finding(reason.PolicyID))
+			}
+		}
+	}
+	if len(denies) == 0 && len(permits) > 0 {
+		for _, set := range r.approve {
+			if err := ctx.Err(); err != nil {
+				return policy.Decision{}, budgetErr(err)
+			}
+			// Every approval rule is a forbid: a reason is one that matched.
+			_, adiag := cedargo.Authorize(set, entities, creq)
+			if err := diagErr(adiag); err != nil {
+				return policy.Decision{}, err
+			}
+			for _, reason := range adiag.Reasons {
+				approvals = append(approvals, r.finding(reason.PolicyID))
+			}
 		}
 	}
 	return policy.Combine(denies, approvals, permits), nil
@@ -271,7 +311,7 @@ func diagErr(diag cedargo.Diagnostic) error {
 	return fmt.Errorf("cedar: the rules could not decide: %s", strings.Join(msgs, "; "))
 }
 
-// budgetErr names a context that ended before the evaluation began.
+// budgetErr names a context that ended before the evaluation finished.
 func budgetErr(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("cedar: %w: %w", policy.ErrBudget, err)

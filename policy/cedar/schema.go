@@ -9,6 +9,7 @@ import (
 	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
 	"github.com/cedar-policy/cedar-go/x/exp/schema"
 	sast "github.com/cedar-policy/cedar-go/x/exp/schema/ast"
+	"github.com/cedar-policy/cedar-go/x/exp/schema/resolved"
 	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
 )
 
@@ -73,6 +74,9 @@ const SchemaFile = "schema.cedarschema"
 type checker struct {
 	validator *validate.Validator
 	declared  map[types.String]bool
+	// shapes are the resolved types of the open parts: what a decision
+	// converts of them.
+	shapes shapes
 }
 
 // check validates one policy. Beside Cedar's validation it refuses a `has`
@@ -167,5 +171,37 @@ func validator(bundleSchema string) (*checker, error) {
 	for _, ct := range full.CommonTypes {
 		attributeNames(ct.Type, names)
 	}
-	return &checker{validator: validate.New(r), declared: names}, nil
+	sh, err := openShapes(r)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return &checker{validator: validate.New(r), declared: names, shapes: sh}, nil
+}
+
+// openShapes reads the resolved types of the Request's open parts: the
+// context's arguments and facts, and the agent's and the user's
+// attributes.
+func openShapes(r *resolved.Schema) (shapes, error) {
+	var sh shapes
+	call, ok := r.Actions[actionCall]
+	if !ok || call.AppliesTo == nil {
+		return sh, fmt.Errorf("no action %s", actionCall)
+	}
+	for _, p := range []struct {
+		name  string
+		into  *resolved.RecordType
+		attrs resolved.RecordType
+	}{
+		{"arguments", &sh.arguments, call.AppliesTo.Context},
+		{"facts", &sh.facts, call.AppliesTo.Context},
+		{"attributes", &sh.agentAttributes, r.Entities[typeAgent].Shape},
+		{"attributes", &sh.userAttributes, r.Entities[typeUser].Shape},
+	} {
+		rt, ok := p.attrs[types.String(p.name)].Type.(resolved.RecordType)
+		if !ok {
+			return sh, fmt.Errorf("%s is not a record", p.name)
+		}
+		*p.into = rt
+	}
+	return sh, nil
 }

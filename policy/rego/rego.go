@@ -21,10 +21,14 @@
 // rand.intn, uuid.rfc4122, opa.runtime and the like: time comes from
 // input.context), recurse (OPA's compiler refuses it), read an attribute
 // the Request does not have (the type checker refuses it), or run past its
-// time budget (the evaluation is cancelled and answers policy.ErrBudget).
+// time budget or its memory bound (the evaluation is cancelled and answers
+// policy.ErrBudget). A request whose open parts hold more than the rules
+// may read (policy.MaxInputValues) is denied by policy.RuleInputBound
+// before it is converted.
 package rego
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,8 +82,12 @@ decision := {"deny": deny, "approval": approval, "allow": allow}
 
 // Engine compiles Rego bundles. The zero value is ready to use.
 type Engine struct {
-	// Budget bounds one evaluation; zero is DefaultBudget.
+	// Budget bounds one evaluation; zero is DefaultBudget. One of a
+	// bundle's `opa test` tests may take twice as long.
 	Budget time.Duration
+	// Memory bounds what one evaluation, or one of a bundle's tests, may
+	// allocate; zero is DefaultMemory.
+	Memory uint64
 }
 
 // Language implements policy.Engine.
@@ -89,6 +97,7 @@ func (Engine) Language() string { return Language }
 type Rules struct {
 	query   oparego.PreparedEvalQuery
 	budget  time.Duration
+	memory  uint64
 	schemas *ast.SchemaSet
 	// modules are the parsed rule and test modules, compiled again for a
 	// test run (OPA's tester adds stages of its own).
@@ -125,7 +134,7 @@ func (e Engine) Compile(files map[string]string) (policy.Rules, error) {
 }
 
 func (e Engine) compile(files map[string]string) (*Rules, error) {
-	r := &Rules{budget: cmpOr(e.Budget, DefaultBudget), modules: map[string]*ast.Module{}}
+	r := &Rules{budget: cmpOr(e.Budget, DefaultBudget), memory: cmp.Or(e.Memory, DefaultMemory), modules: map[string]*ast.Module{}}
 	var bundleSchema string
 	hasRules := false
 	for _, name := range slices.Sorted(maps.Keys(files)) {
@@ -224,16 +233,29 @@ func (r *Rules) Evaluate(ctx context.Context, req *policy.Request) (policy.Decis
 	if err := ctx.Err(); err != nil {
 		return policy.Decision{}, budgetErr(err)
 	}
+	// A rule may read any member of the open parts, so all of them are
+	// counted before any is converted. An array costs OPA no more than
+	// its elements: only the count of values bounds it.
+	budget := policy.InputBudget{Array: policy.MaxInputValues}
+	if err := budget.CheckOpenParts(req); err != nil {
+		if d, ok := policy.AsBound(err); ok {
+			return d, nil
+		}
+		return policy.Decision{}, fmt.Errorf("rego: input: %w", err)
+	}
 	input, err := inputValue(req)
 	if err != nil {
 		return policy.Decision{}, fmt.Errorf("rego: input: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.budget)
 	defer cancel()
+	ctx, w := watchMemory(ctx, r.memory)
+	defer w.stop()
+	w.arm()
 	rs, err := r.query.Eval(ctx, oparego.EvalParsedInput(input))
 	if err != nil {
-		if topdown.IsCancel(err) {
-			return policy.Decision{}, budgetErr(ctx.Err())
+		if topdown.IsCancel(err) || ctx.Err() != nil {
+			return policy.Decision{}, stoppedBy(ctx)
 		}
 		return policy.Decision{}, fmt.Errorf("rego: the rules could not decide: %w", err)
 	}
@@ -387,25 +409,40 @@ func permitted(v any) ([]policy.Finding, error) {
 }
 
 // Test implements policy.Rules: the bundle's test tables, then its
-// `opa test`-style tests (test_ rules in _test.rego files).
+// `opa test`-style tests (test_ rules in _test.rego files), one at a time,
+// each within twice the evaluation budget and within the memory bound. A
+// test stopped by its memory bound fails, and the run stops there.
 func (r *Rules) Test(ctx context.Context) ([]policy.TestResult, error) {
 	out := policy.RunCases(ctx, r, r.cases)
 	if !r.hasTest {
 		return out, nil
 	}
+	ctx, w := watchMemory(ctx, r.memory)
+	defer w.stop()
 	ch, err := tester.NewRunner().
 		SetCompiler(Engine{}.compiler(r.schemas)).
 		SetModules(r.modules).
 		RaiseBuiltinErrors(true).
-		SetTimeout(10*r.budget).
+		SetParallel(1).
+		SetTimeout(2*r.budget).
 		RunTests(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("rego: tests: %w", bundleErr("", err))
 	}
+	// Armed once the tester has compiled the bundle: what the compiler
+	// allocates is no test's.
+	w.arm()
 	var opa []policy.TestResult
+	stoppedAt := ""
 	for res := range ch {
 		tr := policy.TestResult{Name: strings.TrimPrefix(res.Package, "data.") + "." + res.Name, Pass: res.Pass()}
 		switch {
+		case stoppedAt != "":
+			// Begun as the run was stopped: it did not run.
+			tr.Pass, tr.Message = false, "not run: the run stopped at "+stoppedAt
+		case errors.Is(context.Cause(ctx), errMemory) && (res.Error != nil || res.Fail):
+			stoppedAt = tr.Name
+			tr.Pass, tr.Message = false, fmt.Sprintf("stopped: it %v; the run ends here", context.Cause(ctx))
 		case res.Error != nil:
 			tr.Pass, tr.Message = false, res.Error.Error()
 		case res.Fail:
@@ -415,6 +452,7 @@ func (r *Rules) Test(ctx context.Context) ([]policy.TestResult, error) {
 			}
 		}
 		opa = append(opa, tr)
+		w.restart()
 	}
 	slices.SortFunc(opa, func(a, b policy.TestResult) int { return strings.Compare(a.Name, b.Name) })
 	return append(out, opa...), nil
