@@ -12,8 +12,8 @@ import (
 
 // LimitedError refuses a request for its rate; Decision says when the
 // caller may try again. Failures tells which budget was spent: the failed
-// authentications of the caller's address or of the key id it presented
-// (true), or the authenticated credential's own requests (false).
+// authentications of the caller's address (true), or the authenticated
+// credential's own requests (false).
 type LimitedError struct {
 	Decision ratelimit.Decision
 	Failures bool
@@ -64,29 +64,29 @@ func (g Gate) refused(token string) *RefusedError {
 //
 //  1. A key the node verified within the cache's TTL is recognised at once
 //     (a digest compared in constant time).
-//  2. Otherwise, an API key is refused before it is checked when both the
-//     client address and its key id have spent their failure budgets
-//     (ratelimit.Failures.Blocked): so a flood costs each key id at most
-//     its budget of Argon2id runs per window. Anything else is checked,
+//  2. Otherwise, an API key is refused before it is checked when its
+//     client address has spent its failure budget and its key id already
+//     failed from that address (ratelimit.Failures.Blocked): so a flood
+//     from one address costs its budget of Argon2id runs per window, and
+//     then one per live key id it names. Anything else is checked,
 //     whatever others sent from the same address: a JWT costs no Argon2id
-//     run, and a key id nobody floods costs at most one, so a holder
-//     sharing an address (NAT, proxy) with a flooder is not locked out.
+//     run, and a key id that did not fail there costs at most one, so a
+//     holder sharing an address (a NAT) with a flooder is not locked out.
 //  3. The credential is checked. A failure is counted against the client
-//     address and the key id it names (Failures); past either budget the
-//     caller is told to slow down (LimitedError) instead of that the key is
-//     not valid.
+//     address (Failures); past its budget the caller is told to slow down
+//     (LimitedError) instead of that the key is not valid.
 //  4. A credential that authenticated spends its own budget (Limiter).
 //
-// So the per-key budget is spent only by its holder, and a right secret
-// authenticates while wrong ones for the same id are refused. The one
-// credential a flood can hold back is an API key that is not cached, whose
-// own key id the flood names with wrong secrets, from the flooder's address.
+// So the per-key budget is spent only by its holder, and wrong secrets for
+// a key's id, however many, limit only the addresses that sent them. The
+// one credential a flood can hold back is an API key that is not cached,
+// presented under the id the flood named from the flooding address itself.
 type Gate struct {
 	Authenticator
 	// Limiter, when set, limits each authenticated credential's requests.
 	Limiter *ratelimit.Limiter
 	// Failures, when set, limits failed authentications per client
-	// address and per key id.
+	// address.
 	Failures *ratelimit.Failures
 }
 
@@ -130,7 +130,8 @@ func (g Gate) Admit(ctx context.Context, token, client string, now time.Time) (*
 }
 
 // keyID answers the key id token names, or "" for a token that is not a
-// well-formed API key (a JWT, junk): the id its failures are counted under.
+// well-formed API key (a JWT, junk): the id its failures are marked with at
+// the client's address.
 func keyID(token string) string {
 	id, _, err := Parse(token)
 	if err != nil {

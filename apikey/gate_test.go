@@ -11,9 +11,10 @@ import (
 )
 
 // The gate's order, step by step: failures never spend a key's budget, an
-// address past its failure budget is refused without a store read unless
-// its key is one the cache recognises, and a right secret authenticates
-// while the key id's failure budget is spent.
+// address past its failure budget is refused without a store read for the
+// key id it failed with unless its key is one the cache recognises, and a
+// right secret from any other address authenticates however many wrong
+// ones were sent for its id.
 func TestGateKeepsTheHolderOutOfTheFloodersReach(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -30,7 +31,8 @@ func TestGateKeepsTheHolderOutOfTheFloodersReach(t *testing.T) {
 		{"a wrong secret", wrong, "10.0.0.9", "401", true},
 		{"a second wrong secret", wrong, "10.0.0.9", "401", true},
 		{"the flooder's address is spent: refused unread", wrong, "10.0.0.9", "429 failures", false},
-		{"the key id's budget is spent: its failures are told to slow down", wrong, "10.0.0.8", "429 failures", true},
+		{"the key id has no budget to spend: a wrong secret from elsewhere is only not valid", wrong, "10.0.0.8", "401", true},
+		{"the holder, uncached, at the flooder's address: refused unread", key, "10.0.0.9", "429 failures", false},
 		{"the holder, from elsewhere, still authenticates", key, "10.0.0.1", "ok", true},
 		{"the holder at the flooder's address, recognised by the cache", key, "10.0.0.9", "ok", false},
 		{"the holder's third request", key, "10.0.0.1", "ok", false},
@@ -69,8 +71,8 @@ func TestGateKeepsTheHolderOutOfTheFloodersReach(t *testing.T) {
 
 // An address that spent its failure budget on junk (tokens that are not
 // keys, keys of ids nobody holds) still has a valid key checked and
-// admitted: a key is refused unchecked only where its own key id has
-// spent its budget too, which is what bounds the Argon2id work of a flood.
+// admitted: a key is refused unchecked only where its own key id failed
+// from that address, which is what bounds the Argon2id work of a flood.
 func TestGateChecksAValidKeyFromAFloodedAddress(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -127,5 +129,46 @@ func TestGateChecksAValidKeyFromAFloodedAddress(t *testing.T) {
 		if read := store.readCount() > before; read != s.storeRead {
 			t.Errorf("%s: store read %v, want %v", s.name, read, s.storeRead)
 		}
+	}
+}
+
+// A flood of wrong secrets for a real key id from one address, far past
+// the budget, limits that address only: the real key, presented from an
+// address that shares nothing with the flood but its own budget spent on
+// other failures (a NAT's other users), is checked and admitted; wrong
+// secrets for the id from elsewhere are answered as not valid, not told to
+// slow down; and the flooding address is refused unread.
+func TestGateLimitsAFloodByItsAddressNotByTheKeyID(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	store := &memStore{}
+	id, key := store.stored(t, time.Time{})
+	wrong := Key(id, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+	g := Gate{Authenticator: Authenticator{Store: store, Cache: NewCache(0, time.Hour)},
+		Limiter: ratelimit.New(600, time.Minute), Failures: ratelimit.NewFailures(30, time.Minute)}
+	const flooder, office = "203.0.113.9", "198.51.100.4"
+	for range 620 {
+		if _, _, err := g.Admit(context.Background(), wrong, flooder, now); err == nil {
+			t.Fatal("a wrong secret admitted")
+		}
+	}
+	// The office spends its own budget on junk.
+	for range 40 {
+		g.Admit(context.Background(), "not-a-key", office, now)
+	}
+	if _, _, err := g.Admit(context.Background(), wrong, "192.0.2.1", now); !errors.Is(err, toolplane.ErrUnauthenticated) {
+		t.Errorf("a wrong secret for the flooded id from a fresh address: %v, want not valid", err)
+	}
+	cred, _, err := g.Admit(context.Background(), key, office, now)
+	if err != nil || cred.ID != id {
+		t.Fatalf("the real key from another address: %v", err)
+	}
+	before := store.readCount()
+	var limited *LimitedError
+	if _, _, err := g.Admit(context.Background(), wrong, flooder, now); !errors.As(err, &limited) || !limited.Failures {
+		t.Errorf("the flooding address: %v, want limited", err)
+	}
+	if store.readCount() != before {
+		t.Error("the flooding address's next wrong secret was read from the store")
 	}
 }

@@ -52,9 +52,13 @@ type Door struct {
 	// door they come by. Only requests that authenticated as the key spend
 	// its budget.
 	Limiter *ratelimit.Limiter
-	// Failures, when set, limits failed authentications per client address
-	// and per key id, apart from any key's own budget (see apikey.Gate).
+	// Failures, when set, limits failed authentications per client
+	// address, apart from any key's own budget (see apikey.Gate).
 	Failures *ratelimit.Failures
+	// Proxies are the reverse proxies whose X-Forwarded-For names the
+	// client address failures are counted under (see ClientAddr); nil
+	// trusts none.
+	Proxies *ratelimit.Proxies
 	// Authz, when set, is where an agent identity's grants are read for
 	// what it is shown: the tools they allow (at the versions they pin)
 	// that its key admits. Without it a key's own tools are its grant.
@@ -166,8 +170,16 @@ type toucher interface {
 	TouchCredential(ctx context.Context, org, id string, at time.Time) error
 }
 
+// ClientAddr answers the client address of r that failed authentications
+// are counted under: its connection's peer, or, when that is one of the
+// trusted Proxies, the client their X-Forwarded-For names (see
+// ratelimit.Proxies.ClientAddr). Every door passes it to Authenticate.
+func (d *Door) ClientAddr(r *http.Request) string {
+	return d.Proxies.ClientAddr(r)
+}
+
 // Authenticate admits a request whose Authorization header value is
-// authorization, from the client address client (ratelimit.ClientAddr),
+// authorization, from the client address client (ClientAddr),
 // through the gate every door shares (apikey.Gate): one bearer rule, the
 // failure and per-key limits, the key cache. The rate-limit decision is
 // written to h (the X-RateLimit headers) whenever a limit applied, refused

@@ -33,7 +33,6 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/projection"
-	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/signin"
@@ -329,7 +328,7 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		// it is shown, the approvals of its organization): no cache, shared
 		// or not, may keep it and hand it to another.
 		w.Header().Set("Cache-Control", "private, no-store")
-		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), s.Door.ClientAddr(r), w.Header())
 		var refusal *door.Refusal
 		switch {
 		case errors.As(err, &refusal) && refusal.Kind == door.Unauthenticated:

@@ -29,7 +29,6 @@ import (
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/projection"
-	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -288,7 +287,7 @@ type admittedKey struct{}
 // be checked (see refuse). Only an admitted agent's request reaches next.
 func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), ratelimit.ClientAddr(r), w.Header())
+		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), s.Door.ClientAddr(r), w.Header())
 		if err == nil {
 			err = door.CallsTools(c.Credential)
 		}

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -66,10 +67,10 @@ func TestPeekCountsNothing(t *testing.T) {
 	}
 }
 
-// Failures are counted per address and per key id; Blocked refuses an
-// unchecked key only when both its address and its key id are spent, and
-// never a token without a key id.
-func TestFailuresPerAddressAndKeyID(t *testing.T) {
+// Failures are counted per client address alone: wrong secrets under a key
+// id, however many and from however many addresses, never refuse that id
+// from an address that did not send them.
+func TestFailuresPerAddress(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)
 	f := NewFailures(2, time.Minute)
@@ -78,27 +79,27 @@ func TestFailuresPerAddressAndKeyID(t *testing.T) {
 		allowed  bool
 		// blocked: after the failure, is the same key id from the same
 		// address refused unchecked; fresh: is another key id from there;
-		// jwt: is a token without a key id from there.
-		blocked, fresh, jwt bool
+		// jwt: is a token without a key id from there; elsewhere: is the
+		// same key id from an address that sent nothing.
+		blocked, fresh, jwt, elsewhere bool
 	}{
-		{"10.0.0.1", "tpk_a", true, false, false, false},
-		{"10.0.0.1", "tpk_a", true, true, false, false},
-		// Another address, the same id: the id's budget is spent.
-		{"10.0.0.2", "tpk_a", false, false, false, false},
-		// Another id from that address: the address is spent, but tpk_b
-		// is not, so neither it nor an unseen id is blocked.
-		{"10.0.0.2", "tpk_b", true, false, false, false},
+		{"10.0.0.1", "tpk_a", true, false, false, false, false},
+		{"10.0.0.1", "tpk_a", true, true, false, false, false},
+		{"10.0.0.1", "tpk_a", false, true, false, false, false},
+		// Another address, the same id: a budget of its own.
+		{"10.0.0.2", "tpk_a", true, false, false, false, false},
+		{"10.0.0.2", "tpk_b", true, true, false, false, false},
 		// A token without an id (a JWT) counts against the address only.
-		{"10.0.0.3", "", true, false, false, false},
-		{"10.0.0.3", "", true, false, false, false},
-		// tpk_a from this spent address is blocked; a JWT never is.
-		{"10.0.0.3", "tpk_a", false, true, false, false},
+		{"10.0.0.3", "", true, false, false, false, false},
+		{"10.0.0.3", "", true, false, false, false, false},
+		// The address is spent, but tpk_a never failed from it: checked.
+		{"10.0.0.3", "", false, false, false, false, false},
 	}
 	for i, s := range steps {
 		if d := f.Fail(s.addr, s.id, now); d.Allowed != s.allowed {
 			t.Errorf("step %d: allowed %v, want %v", i, d.Allowed, s.allowed)
 		}
-		if _, blocked := f.Blocked(s.addr, s.id, now); blocked != s.blocked {
+		if _, blocked := f.Blocked(s.addr, "tpk_a", now); s.id == "tpk_a" && blocked != s.blocked {
 			t.Errorf("step %d: blocked %v, want %v", i, blocked, s.blocked)
 		}
 		if _, blocked := f.Blocked(s.addr, "tpk_unseen", now); blocked != s.fresh {
@@ -107,9 +108,37 @@ func TestFailuresPerAddressAndKeyID(t *testing.T) {
 		if _, blocked := f.Blocked(s.addr, "", now); blocked != s.jwt {
 			t.Errorf("step %d: a token without a key id blocked %v, want %v", i, blocked, s.jwt)
 		}
+		if _, blocked := f.Blocked("192.0.2.1", s.id, now); blocked != s.elsewhere {
+			t.Errorf("step %d: the key id from an address that sent nothing blocked %v, want %v", i, blocked, s.elsewhere)
+		}
+	}
+	if _, blocked := f.Blocked("10.0.0.3", "tpk_a", now); blocked {
+		t.Error("a key id that never failed from a spent address is blocked there")
 	}
 	if _, blocked := f.Blocked("10.0.0.1", "tpk_a", now.Add(time.Minute)); blocked {
 		t.Error("a spent address stays blocked past its window")
+	}
+}
+
+// A flood of wrong secrets for a real key id, from one address, with many
+// more failures than the budget: the flooding address is limited, and the
+// key id is not, from any other address, for its wrong secrets or its
+// right one.
+func TestAFloodLimitsTheFloodersAddressNotTheKeyID(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)
+	f := NewFailures(30, time.Minute)
+	for range 620 {
+		f.Fail("203.0.113.9", "tpk_real", now)
+	}
+	if _, blocked := f.Blocked("203.0.113.9", "tpk_real", now); !blocked {
+		t.Error("the flooding address is not limited")
+	}
+	if _, blocked := f.Blocked("198.51.100.4", "tpk_real", now); blocked {
+		t.Error("the key id is refused unchecked from another address")
+	}
+	if d := f.Fail("198.51.100.4", "tpk_real", now); !d.Allowed {
+		t.Error("another address's first failure for the flooded id is told to slow down")
 	}
 }
 
@@ -133,6 +162,64 @@ func TestClientAddrIsTheConnections(t *testing.T) {
 		if got := ClientAddr(r); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.remote, got, tt.want)
 		}
+	}
+}
+
+// X-Forwarded-For is read only from a trusted proxy, from its right end:
+// the rightmost address that is not a trusted proxy is the client's, and
+// what a client wrote to the left of it is never read.
+func TestClientAddrBehindTrustedProxies(t *testing.T) {
+	t.Parallel()
+	p, err := ParseProxies([]string{"10.0.0.0/8", "192.0.2.10", "fd00::/8", "::ffff:172.16.0.0/108"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, remote string
+		forwarded    []string // X-Forwarded-For values, in order
+		want         string
+	}{
+		{"a direct client's header is ignored", "198.51.100.7:1", []string{"203.0.113.1"}, "198.51.100.7"},
+		{"a trusted proxy names its client", "10.1.2.3:1", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"a client's forged entries are left of its address", "10.1.2.3:1", []string{"1.2.3.4, 5.6.7.8, 203.0.113.1"}, "203.0.113.1"},
+		{"a chain of trusted proxies", "10.1.2.3:1", []string{"203.0.113.1, 192.0.2.10", "10.9.9.9"}, "203.0.113.1"},
+		{"an untrusted proxy in the chain is the client", "10.1.2.3:1", []string{"203.0.113.1, 198.51.100.99"}, "198.51.100.99"},
+		{"only trusted proxies: the leftmost", "10.1.2.3:1", []string{"10.0.0.1, 192.0.2.10"}, "10.0.0.1"},
+		{"no header: the proxy", "10.1.2.3:1", nil, "10.1.2.3"},
+		{"junk ends the chain at the last trusted hop", "10.1.2.3:1", []string{"203.0.113.1, not-an-ip"}, "10.1.2.3"},
+		{"an address with a port", "10.1.2.3:1", []string{"203.0.113.1:5555"}, "203.0.113.1"},
+		{"an IPv6 client, as its /64", "[fd00::1]:1", []string{"2001:db8:1:2::99"}, "2001:db8:1:2::/64"},
+		{"a mapped trusted peer", "[::ffff:10.0.0.5]:1", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"a trusted prefix given mapped", "172.16.0.9:1", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"empty entries are skipped", "10.1.2.3:1", []string{"203.0.113.1, ,"}, "203.0.113.1"},
+	}
+	for _, tt := range tests {
+		r, _ := http.NewRequest("GET", "http://x/", nil)
+		r.RemoteAddr = tt.remote
+		for _, v := range tt.forwarded {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := p.ClientAddr(r); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	var none *Proxies
+	r, _ := http.NewRequest("GET", "http://x/", nil)
+	r.RemoteAddr, r.Header["X-Forwarded-For"] = "10.1.2.3:1", []string{"203.0.113.1"}
+	if got := none.ClientAddr(r); got != "10.1.2.3" {
+		t.Errorf("no trusted proxy: %s", got)
+	}
+}
+
+func TestParseProxies(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"", "10.0.0.0/33", "proxy.internal", "10.0.0.1:80"} {
+		if _, err := ParseProxies([]string{bad}); !errors.Is(err, ErrProxy) {
+			t.Errorf("%q: %v, want ErrProxy", bad, err)
+		}
+	}
+	if _, err := ParseProxies([]string{" 10.0.0.1 ", "::1", "10.0.0.0/8"}); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/door"
-	"github.com/toolplane/toolplane/ratelimit"
 )
 
 //go:embed assets
@@ -203,7 +202,7 @@ func (s *Service) key(w http.ResponseWriter, r *http.Request) {
 		s.signInPage(w, r, http.StatusUnauthorized, "That is not a toolplane API key.", back)
 		return
 	}
-	caller, err := s.cfg.Gate.Authenticate(r.Context(), "Bearer "+key, ratelimit.ClientAddr(r), w.Header())
+	caller, err := s.cfg.Gate.Authenticate(r.Context(), "Bearer "+key, s.cfg.Gate.ClientAddr(r), w.Header())
 	var refused *door.Refusal
 	switch {
 	case errors.As(err, &refused) && refused.Kind == door.RateLimited:

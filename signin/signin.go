@@ -72,6 +72,9 @@ type Store interface {
 // bearer token (*door.Door): the same failure budgets, the same cache.
 type Gate interface {
 	Authenticate(ctx context.Context, authorization, client string, h http.Header) (door.Caller, error)
+	// ClientAddr answers the client address a request's failures are
+	// counted under, as the doors count them.
+	ClientAddr(r *http.Request) string
 }
 
 // Config is what a Service is built from.

@@ -154,12 +154,35 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 // its -wal and -shm files with the database file's mode, so the file is
 // created 0600 here before SQLite sees it; files an earlier version left
 // readable to others are narrowed to 0600.
+//
+// A file that exists is never opened here, only looked at and narrowed by
+// name. SQLite's locks are POSIX advisory locks, which belong to the
+// process, and closing any descriptor of a file drops every lock the
+// process holds on it. A node opens its file twice (the store's pool and
+// River's), and a descriptor opened and closed here by the second Open
+// dropped the lock the first pool's connections hold on the database file
+// to say that the file is in use, while SQLite, which counts its locks per
+// process, went on as if it held it. The next sqlite3 command an operator
+// ran on the file then took it for unused: on closing it checkpointed the
+// WAL and deleted the -wal and -shm files under the live node, whose
+// connections went on committing into the deleted -wal, writes a restart
+// never saw (TestLookingWithSQLite3KeepsCommittedWrites).
+//
+// A -wal or -shm another user owns, or this process cannot write, is
+// refused before SQLite opens it (see checkSideFiles).
 func private(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		// Only this call knows the file: no lock of SQLite's is on it yet.
+		if err := f.Close(); err != nil {
+			return err
+		}
+	case errors.Is(err, fs.ErrExist):
+	default:
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := checkSideFiles(path); err != nil {
 		return err
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
@@ -178,6 +201,14 @@ func private(path string) error {
 	}
 	return nil
 }
+
+// ErrSideFile is the refusal of a database whose -wal or -shm file this
+// process cannot share safely: one another user owns, or one it cannot
+// write. The -wal holds commits not yet copied into the database file and
+// the -shm indexes them; a node that cannot write both could serve stale
+// data or lose the commits another process left there, so Open refuses
+// and says which file to give back.
+var ErrSideFile = errors.New("a file beside the database cannot be shared safely")
 
 // maxIdleConns is how many connections Open's pool keeps between uses:
 // enough for 16 calls' reads at once beside the writer, the audit writer

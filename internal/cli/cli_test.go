@@ -271,6 +271,19 @@ func TestOperationsThroughTheCommandLine(t *testing.T) {
 		t.Fatalf("pending approvals: %v %v", pending, err)
 	}
 	approvalID := pending.Items[0].ID
+	// The refund's approval_required event is stored by the background
+	// audit writer after the call answered: the steps below read it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var filed struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if json.Unmarshal(r.api(t, r.admin, "/v1/audit/events?tool=demo.refund_order&outcome=approval_required"), &filed) == nil && len(filed.Items) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the refund's approval_required audit event was never stored")
+		}
+	}
 	seedUncertain(t, r, "demo.add_note", "cli-uncertain-1")
 	auditor := mintPerson(t, r, "ada", "auditor")
 

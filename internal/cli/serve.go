@@ -72,7 +72,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sessionIdle := fs.Duration("session-idle-timeout", 0, "end a browser session unused for this long (0: 30m)")
 	sessionMaxAge := fs.Duration("session-max-age", 0, "end a browser session this long after sign-in (0: 12h)")
 	rateLimit := fs.Int("rate-limit", server.DefaultRateLimit, "requests per minute each API key may make on this node, counting only requests that authenticated as it (0: no limit)")
-	authFailures := fs.Int("auth-failure-limit", server.DefaultAuthFailureLimit, "failed authentications per minute allowed on this node from one client address (its connection's address; an IPv6 /64), and for one key id; past it failures answer 429, and an address past it is refused before its key is checked (0: no limit)")
+	authFailures := fs.Int("auth-failure-limit", server.DefaultAuthFailureLimit, "failed authentications per minute allowed on this node from one client address (its connection's address, or the client a --trusted-proxy names; an IPv6 /64); past it failures answer 429, and a key id that failed from that address is refused there before its key is checked (0: no limit)")
+	var trustedProxies stringList
+	fs.Var(&trustedProxies, "trusted-proxy", "a reverse proxy (IP address or CIDR prefix, repeatable or comma-separated) whose X-Forwarded-For names the client: failed authentications are counted under the rightmost address in it that is not a trusted proxy; default none, every request counts under its connection's address")
 	sessionsPerKey := fs.Int("mcp-sessions-per-key", mcpserver.DefaultMaxSessionsPerKey, "MCP sessions one key may hold open on this node; past it, opening one answers 429 until one ends (DELETE) or idles out")
 	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
@@ -138,7 +140,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
-		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
+		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, NotifyAllowCIDRs: notifyAllow, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
 		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
@@ -179,7 +181,7 @@ var serveFlags = map[string]string{
 	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
-	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "MCPSessionsPerKey": "--mcp-sessions-per-key",
+	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "MetricsToken": "--metrics-token",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",

@@ -135,6 +135,7 @@ func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
 		{[]string{"--sweep-every", "-2s"}, "toolplane serve: --sweep-every: -2s is negative (zero takes the default)\n"},
 		{[]string{"--vault-token-file", "/x"}, "toolplane serve: --vault-token-file needs --vault-addr\n"},
 		{[]string{"--vault-cache-ttl", "-1s"}, "toolplane serve: --vault-cache-ttl: -1s is negative (zero takes the default)\n"},
+		{[]string{"--trusted-proxy", "10.0.0.0/8,proxy.internal"}, "toolplane serve: --trusted-proxy: a trusted proxy is an IP address or a CIDR prefix (10.0.0.0/8, fd00::/8), not \"proxy.internal\"\n"},
 	}
 	for _, tt := range tests {
 		dir := t.TempDir()

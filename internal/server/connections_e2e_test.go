@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -680,14 +681,18 @@ func (e *e2e) changes(t *testing.T, key string) []string {
 // satisfies done, and answers it (as it last was, when it never does).
 func (e *e2e) waitAudit(t *testing.T, key string, done func([]toolplane.AuditEvent) bool) []toolplane.AuditEvent {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		events := e.auditEvents(t, key)
-		if done(events) || time.Now().After(deadline) {
-			return events
+	return awaitAudit(t, func() []toolplane.AuditEvent { return e.auditEvents(t, key) }, done)
+}
+
+// hasRuns reports whether events hold an event of each run, of the tool
+// runs names for it.
+func hasRuns(events []toolplane.AuditEvent, runs map[string]string) bool {
+	for run, tool := range runs {
+		if !slices.ContainsFunc(events, func(ev toolplane.AuditEvent) bool { return ev.RunID == run && ev.Tool == tool }) {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return true
 }
 
 // dbTexts answers every value of every row of every table of the SQLite
@@ -884,9 +889,17 @@ func TestConnectionSecretsLeakNowhere(t *testing.T) {
 
 	// The audit events are written off the call's path: wait for them
 	// all (two doors, and the two calls after the revocation).
-	events := e.waitAudit(t, e.admin, func(evs []toolplane.AuditEvent) bool { return len(evs) >= 2*len(calls)+3 })
-	if len(events) < 2*len(calls)+3 {
-		t.Errorf("%d audit events for %d calls", len(events), 2*len(calls)+3)
+	// A count alone is reached early when the trail holds other events:
+	// each REST call's run is waited for too.
+	runs := map[string]string{"run-revoke": "shop.get_order", "run-after-revoke": "shop.get_order"}
+	for i, c := range calls {
+		runs[fmt.Sprintf("run-%d", i)] = c.tool
+	}
+	events := e.waitAudit(t, e.admin, func(evs []toolplane.AuditEvent) bool {
+		return len(evs) >= 2*len(calls)+3 && hasRuns(evs, runs)
+	})
+	if len(events) < 2*len(calls)+3 || !hasRuns(events, runs) {
+		t.Errorf("%d audit events for %d calls, not all of the REST calls' runs among them", len(events), 2*len(calls)+3)
 	}
 	// The REST calls' events name the connection released, and only
 	// then.

@@ -240,7 +240,11 @@ func TestEveryReleaseIsAudited(t *testing.T) {
 			t.Errorf("%s %v: %s, want %s", c.tool, c.args, r.raw, c.want)
 		}
 	}
-	events := e.waitAudit(t, e.admin, func(evs []toolplane.AuditEvent) bool { return len(evs) >= len(calls) })
+	runs := map[string]string{}
+	for i, c := range calls {
+		runs["audit-run-"+string(rune('a'+i))] = c.tool
+	}
+	events := e.waitAudit(t, e.admin, func(evs []toolplane.AuditEvent) bool { return hasRuns(evs, runs) })
 	for i, c := range calls {
 		run := "audit-run-" + string(rune('a'+i))
 		var mine []toolplane.AuditEvent

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,23 +184,32 @@ func TestDelegatedAuthorityThroughBothDoors(t *testing.T) {
 			}
 
 			// The audit trail names the person each decided call acted for.
+			// The events of calls that changed nothing are stored by the
+			// background writer after the call answered: wait for them.
 			b, err := backend.Open(context.Background(), cfg.Database)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			events, _, err := b.Store.ListAudit(context.Background(), DefaultOrganization, toolplane.AuditFilter{}, "", 200)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen := map[string]bool{}
-			for _, e := range events {
-				seen[e.UserID+"/"+e.AgentID+"/"+e.Tool+"/"+e.Outcome] = true
-			}
-			for _, k := range []string{
+			wanted := []string{
 				"sam/demo-agent/demo.search_tickets/ok", "lee/demo-agent/demo.search_tickets/denied",
 				"sam/agent-narrow/demo.add_note/denied", "lee/demo-agent/demo.analyze_text/ok",
-			} {
+			}
+			seen := map[string]bool{}
+			awaitAudit(t, func() []toolplane.AuditEvent {
+				events, _, err := b.Store.ListAudit(context.Background(), DefaultOrganization, toolplane.AuditFilter{}, "", 200)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return events
+			}, func(events []toolplane.AuditEvent) bool {
+				clear(seen)
+				for _, e := range events {
+					seen[e.UserID+"/"+e.AgentID+"/"+e.Tool+"/"+e.Outcome] = true
+				}
+				return !slices.ContainsFunc(wanted, func(k string) bool { return !seen[k] })
+			})
+			for _, k := range wanted {
 				if !seen[k] {
 					t.Errorf("no audit event %s among %v", k, seen)
 				}

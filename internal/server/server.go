@@ -70,7 +70,7 @@ const (
 	// node.
 	DefaultRateLimit = 600
 	// DefaultAuthFailureLimit is the failed authentications per minute
-	// allowed on a node from one client address, and for one key id.
+	// allowed on a node from one client address.
 	DefaultAuthFailureLimit = 30
 	// DefaultHeartbeat is how often a node tells the others it is alive.
 	DefaultHeartbeat = 2 * time.Second
@@ -162,9 +162,14 @@ type Config struct {
 	// DefaultRateLimit, negative: no limit.
 	RateLimit int
 	// AuthFailureLimit is the failed authentications per minute allowed on
-	// this node from one client address and for one key id; default
-	// DefaultAuthFailureLimit, negative: no limit.
+	// this node from one client address; default DefaultAuthFailureLimit,
+	// negative: no limit.
 	AuthFailureLimit int
+	// TrustedProxies are the reverse proxies (IP addresses or CIDR
+	// prefixes) whose X-Forwarded-For names the client address failed
+	// authentications are counted under; none: every request counts under
+	// its connection's address (see ratelimit.Proxies).
+	TrustedProxies []string
 	// MCPSessionsPerKey and MCPSessions cap the MCP sessions one key, and
 	// all keys together, hold open on this node; zero or negative: the
 	// mcpserver defaults.
@@ -282,6 +287,9 @@ func (c Config) withDefaults() (Config, error) {
 				return c, &ConfigError{Field: f.field, Needs: []string{"Vault.Addr"}}
 			}
 		}
+	}
+	if _, err := ratelimit.ParseProxies(c.TrustedProxies); err != nil {
+		return c, &ConfigError{Field: "TrustedProxies", Err: err}
 	}
 	for _, d := range []struct {
 		field string
@@ -667,6 +675,8 @@ func (s *Server) doors(svc *services) error {
 		// by the doors, so nobody without a key's secret spends its.
 		doors.Failures = ratelimit.NewFailures(cfg.AuthFailureLimit, time.Minute)
 	}
+	// Checked by withDefaults.
+	doors.Proxies, _ = ratelimit.ParseProxies(cfg.TrustedProxies)
 	var allowedHosts []string
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
 		allowedHosts = append(allowedHosts, u.Hostname())

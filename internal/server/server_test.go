@@ -190,6 +190,27 @@ func (r *running) stopWhileHeld(t *testing.T) {
 	}
 }
 
+// auditWait bounds how long a test waits for audit events the background
+// writer stores after their calls answered.
+const auditWait = 30 * time.Second
+
+// awaitAudit reads the audit trail with read until done holds of what it
+// read, or auditWait passes, and answers what it read last. A call that
+// changed nothing answers before its audit event is stored (a background
+// writer stores it, within milliseconds, or later on a loaded machine), so
+// a test that reads the trail once after such calls races that writer.
+func awaitAudit(t *testing.T, read func() []toolplane.AuditEvent, done func([]toolplane.AuditEvent) bool) []toolplane.AuditEvent {
+	t.Helper()
+	deadline := time.Now().Add(auditWait)
+	for {
+		events := read()
+		if done(events) || time.Now().After(deadline) {
+			return events
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // audit answers the outcomes of tool's audit events, newest first, read
 // from the database after the server closed it.
 func (r *running) audit(t *testing.T, tool string) []string {
