@@ -58,9 +58,12 @@ func Heartbeat(ctx context.Context, nodes toolplane.NodeStore, n *toolplane.Node
 
 // SettleLost decides now, once, every claim whose worker was lost: leases
 // ended, and (with Options.DeadAfter) claims of nodes known dead,
-// including the earlier instances Register retired. A node runs it at
-// start, before it serves, so a restarted node's undispatched claims are
-// released before its callers retry them.
+// including the earlier instances Register retired; and it makes the jobs
+// those nodes were running available again. A node runs it at start,
+// before it serves, so a restarted node's undispatched claims are
+// released before its callers retry them, and the work its earlier
+// instance had started (an approved call, a notification) runs again as
+// soon as it works jobs.
 func (r *Runner[TTx]) SettleLost(ctx context.Context) error {
 	return r.w.sweepLeases(ctx)
 }
