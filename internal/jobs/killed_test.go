@@ -537,65 +537,93 @@ func riverExecutor(t *testing.T, database string) riverdriver.Executor {
 	return riversqlite.New(db).GetExecutor()
 }
 
-// A job River holds running for a process nobody knows is gone (its
-// client is no registered node) is taken back once it has run longer
-// than the largest worker timeout plus a margin, not after River's
-// default hour; a job running on a node that heartbeats is left to it,
-// however long the lease sweep looks.
-func TestJobStuckOnAnUnknownClientIsRescuedAfterItsTimeout(t *testing.T) {
+// How a node's background work takes back executions River holds
+// running: a job of a client no node registered once it has run longer
+// than the largest worker timeout plus a margin (not after River's
+// default hour); a job of a node retired by a restart at once, even one
+// that used its attempts (it gets that one run), unless it was killed past
+// them; a job of a node that heartbeats only once it has run past its
+// timeout, however often the lease sweep looks.
+func TestStuckJobsAreTakenBackByWhoRanThem(t *testing.T) {
 	for name, database := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			stuckJobRescued(t, database)
+			stuckJobsTakenBack(t, database)
 		})
 	}
 }
 
-func stuckJobRescued(t *testing.T, database string) {
+func stuckJobsTakenBack(t *testing.T, database string) {
 	ctx := context.Background()
 	var effects atomic.Int64
 	filer := startNode(t, database, time.Hour, &effects)
-	approver := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}
-	approve := func(to string) {
-		_, err := filer.iv.Invoke(ctx, "email.send", map[string]any{"to": to}, callInv())
-		var ar *invoke.ApprovalRequired
-		if !errors.As(err, &ar) {
-			t.Fatalf("err = %v", err)
-		}
-		if _, err := filer.iv.Resolve(ctx, ar.ID, approval.Decision{Approve: true}, approver); err != nil {
-			t.Fatal(err)
-		}
-	}
-	approve("stuck@acme.test")
-	approve("live@acme.test")
+	quiet := slog.New(slog.DiscardHandler)
 
-	// A live node, heartbeating.
 	live, err := jobs.Register(ctx, filer.store, "node-live", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	beat, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
-	go jobs.Heartbeat(beat, filer.store, live, 100*time.Millisecond, nil, slog.New(slog.DiscardHandler))
-
-	// Both executions were taken: one two minutes ago by a client no node
-	// registered, one five seconds ago by the live node.
-	exec := riverExecutor(t, database)
-	execs, err := exec.JobGetByKindMany(ctx, &riverdriver.JobGetByKindManyParams{Kind: []string{"toolplane_execute_approved"}})
-	if err != nil || len(execs) != 2 {
-		t.Fatalf("execution jobs = %d, %v; want 2", len(execs), err)
+	go jobs.Heartbeat(beat, filer.store, live, 100*time.Millisecond, nil, quiet)
+	retired, err := jobs.Register(ctx, filer.store, "node-old", time.Now())
+	if err != nil {
+		t.Fatal(err)
 	}
-	taken := map[int64]string{}
-	for i, j := range execs {
-		at, by := time.Now().Add(-2*time.Minute), "gone-client"
-		if i == 1 {
-			at, by = time.Now().Add(-5*time.Second), live.ID
+	if _, err := jobs.Register(ctx, filer.store, "node-old", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	const maxAttempts = 5 // Options.ExecuteAttempts' default
+	cases := []struct {
+		to      string
+		by      string
+		ago     time.Duration
+		attempt int
+		want    rivertype.JobState // once the node has worked
+		runs    bool
+	}{
+		{"unknown@acme.test", "gone-client", 2 * time.Minute, 1, rivertype.JobStateCompleted, true},
+		{"unknown-recent@acme.test", "gone-client", 5 * time.Second, 1, rivertype.JobStateRunning, false},
+		{"retired@acme.test", retired.ID, 5 * time.Second, 1, rivertype.JobStateCompleted, true},
+		{"retired-last@acme.test", retired.ID, 5 * time.Second, maxAttempts, rivertype.JobStateCompleted, true},
+		{"retired-past@acme.test", retired.ID, 5 * time.Second, maxAttempts + 1, rivertype.JobStateDiscarded, false},
+		{"live@acme.test", live.ID, 10 * time.Second, 1, rivertype.JobStateRunning, false},
+		// A worker of a live node that hung past its timeout.
+		{"live-hung@acme.test", live.ID, 2 * time.Minute, 1, rivertype.JobStateCompleted, true},
+	}
+	approver := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}
+	exec := riverExecutor(t, database)
+	ids := map[string]int64{}
+	for _, c := range cases {
+		_, err := filer.iv.Invoke(ctx, "email.send", map[string]any{"to": c.to}, callInv())
+		var ar *invoke.ApprovalRequired
+		if !errors.As(err, &ar) {
+			t.Fatalf("%s: err = %v", c.to, err)
 		}
-		if _, err := exec.JobUpdateFull(ctx, &riverdriver.JobUpdateFullParams{ID: j.ID, StateDoUpdate: true, State: rivertype.JobStateRunning,
-			AttemptDoUpdate: true, Attempt: 1, AttemptedAtDoUpdate: true, AttemptedAt: &at, AttemptedByDoUpdate: true, AttemptedBy: []string{by}}); err != nil {
+		if _, err := filer.iv.Resolve(ctx, ar.ID, approval.Decision{Approve: true}, approver); err != nil {
 			t.Fatal(err)
 		}
-		taken[j.ID] = by
+		// The execution was taken by c.by, c.ago, and is still running.
+		execs, err := exec.JobGetByKindMany(ctx, &riverdriver.JobGetByKindManyParams{Kind: []string{"toolplane_execute_approved"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range execs {
+			if j.State != rivertype.JobStateAvailable {
+				continue
+			}
+			at := time.Now().Add(-c.ago)
+			if _, err := exec.JobUpdateFull(ctx, &riverdriver.JobUpdateFullParams{ID: j.ID, StateDoUpdate: true, State: rivertype.JobStateRunning,
+				AttemptDoUpdate: true, Attempt: c.attempt, AttemptedAtDoUpdate: true, AttemptedAt: &at,
+				AttemptedByDoUpdate: true, AttemptedBy: []string{c.by}}); err != nil {
+				t.Fatal(err)
+			}
+			ids[c.to] = j.ID
+		}
+	}
+	if len(ids) != len(cases) {
+		t.Fatalf("executions = %v; want one per case", ids)
 	}
 
 	n := startNode(t, database, time.Hour, &effects, func(o *jobs.Options) {
@@ -606,8 +634,6 @@ func stuckJobRescued(t *testing.T, database string) {
 	}
 	n.start(t)
 	began := time.Now()
-	eventually(t, "the stuck execution to run", func() bool { return effects.Load() >= 1 })
-	t.Logf("the stuck execution ran %.1fs after a node started", time.Since(began).Seconds())
 	state := func(id int64) rivertype.JobState {
 		j, err := exec.JobGetByID(ctx, &riverdriver.JobGetByIDParams{ID: id})
 		if err != nil {
@@ -615,19 +641,23 @@ func stuckJobRescued(t *testing.T, database string) {
 		}
 		return j.State
 	}
-	for id, by := range taken {
-		if by != live.ID {
-			eventually(t, "the stuck job to complete", func() bool { return state(id) == rivertype.JobStateCompleted })
-			t.Logf("the stuck job completed %.1fs after a node started", time.Since(began).Seconds())
+	want := 0
+	for _, c := range cases {
+		if c.want != rivertype.JobStateRunning {
+			eventually(t, c.to+" to be "+string(c.want), func() bool { return state(ids[c.to]) == c.want })
+			t.Logf("%s: %s %.1fs after the node started", c.to, c.want, time.Since(began).Seconds())
+		}
+		if c.runs {
+			want++
 		}
 	}
 	time.Sleep(time.Second) // sweeps come by
-	if effects.Load() != 1 {
-		t.Fatalf("effects = %d; want the stuck one's alone", effects.Load())
+	if int(effects.Load()) != want {
+		t.Errorf("effects = %d; want %d", effects.Load(), want)
 	}
-	for id, by := range taken {
-		if s := state(id); by == live.ID && s != rivertype.JobStateRunning {
-			t.Errorf("the live node's job is %s; want left running", s)
+	for _, c := range cases {
+		if got := state(ids[c.to]); got != c.want {
+			t.Errorf("%s: %s; want %s", c.to, got, c.want)
 		}
 	}
 }
