@@ -21,7 +21,7 @@
 //     with the same key, those of tools safe to replay with attempts left,
 //     and turns the rest into uncertain actions;
 //   - recovery: every worker declares a timeout, and River takes back a
-//     job still running past the largest one plus a margin (RescueAfter);
+//     job still running past the largest one plus a margin;
 //     the lease sweep takes back at once the jobs of nodes known dead (a
 //     node's River client is named by its instance id, which it
 //     heartbeats under), so work a killed node had started runs again

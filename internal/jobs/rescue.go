@@ -41,11 +41,6 @@ func rescueAfter(opt Options) time.Duration {
 	return max(jobTimeout, executeTimeout, opt.NotifyTimeout) + rescueMargin
 }
 
-// RescueAfter answers how long a job may run before River takes it back
-// and runs it again, whichever node ran it (see rescueAfter): the bound
-// for work a node started that nobody can tell is gone.
-func (r *Runner[TTx]) RescueAfter() time.Duration { return rescueAfter(r.w.opt) }
-
 // lostReason is the error a job taken back from a dead node records.
 const lostReason = "the node running this job stopped (no heartbeat); job taken back by toolplane's lease sweep"
 
