@@ -451,12 +451,14 @@ func takenUpAfterKill(t *testing.T, kind, database string) {
 	at := time.Now()
 	h.release()
 
-	// SQLite: the node restarts under its name. PostgreSQL: another node
-	// takes the work up.
+	// SQLite: the node restarts under its name and takes the work up as
+	// it starts (the bound leaves a loaded machine time to start it).
+	// PostgreSQL: another node takes it up once the killed one is dead
+	// and River's lead has passed to it, then sweeps.
 	bound := killedDeadAfter + killedSweep + leaderFailover + 4*time.Second
 	name := "node-p"
 	if kind == "sqlite" {
-		name, bound = killedName, 5*time.Second
+		name, bound = killedName, 8*time.Second
 	}
 	next := newKilledNode(t, database, hold, keyring, name, logs)
 	next.serve(t)
