@@ -102,7 +102,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "the least severe log records written: debug, info, warn or error (debug adds every MCP session's opening and end)")
 	logFormat := fs.String("log-format", "json", "the log's format on stderr: json (one object a line) or text (key=value)")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's address")
-	nodeName := fs.String("node", "", "this node's name, unique in the deployment and kept across restarts: a node that restarts under its name releases its earlier instance's claims at start (default: HOST:PORT of --addr, or HOST-PID when the port is 0)")
+	nodeName := fs.String("node", "", "this node's name (at most 76 bytes), unique in the deployment and kept across restarts: a node that restarts under its name releases its earlier instance's claims at start (default: HOST:PORT of --addr, or HOST-PID when the port is 0)")
 	leaseMargin := fs.Duration("lease-margin", invoke.DefaultLeaseMargin, "added to a tool's timeout to form a write's claim lease: a live call must never outlast its lease (pauses, slow commits), and a dead node's claims are decided by heartbeats long before it ends")
 	heartbeatEvery := fs.Duration("heartbeat", server.DefaultHeartbeat, "how often this node tells the others it is alive")
 	deadAfter := fs.Duration("node-dead-after", server.DefaultNodeDeadAfter, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")

@@ -20,6 +20,12 @@
 //     before dispatch (nothing happened), runs again, from a worker and
 //     with the same key, those of tools safe to replay with attempts left,
 //     and turns the rest into uncertain actions;
+//   - recovery: every worker declares a timeout, and River takes back a
+//     job still running past the largest one plus a margin;
+//     the lease sweep takes back at once the jobs of nodes known dead (a
+//     node's River client is named by its instance id, which it
+//     heartbeats under), so work a killed node had started runs again
+//     within the node's dead-after and a sweep period (rescue.go);
 //   - retention: completed journal rows past their TTL are removed, and so
 //     are node instances silent as long that hold no claim;
 //   - notifications (see notify.go): one job per event, subject and
@@ -205,6 +211,15 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
 	}
 	cfg := &river.Config{
+		// River names the client that takes a job in the job's
+		// attempted_by: naming it by this node's instance id lets the
+		// lease sweep tell a dead node's running jobs (see rescueLost).
+		ID: riverID(opt.Node),
+		// Every worker declares its timeout; a job still running past the
+		// largest, plus a margin, is taken back and run again (River's
+		// default is an hour).
+		JobTimeout:                  jobTimeout,
+		RescueStuckJobsAfter:        rescueAfter(opt),
 		Queues:                      queues,
 		Workers:                     workers,
 		Logger:                      opt.Logger,
@@ -215,7 +230,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return SweepLeasesArgs{}, nil
-			}, &river.PeriodicJobOpts{ID: "sweep_leases"}),
+			}, &river.PeriodicJobOpts{ID: "sweep_leases", RunOnStart: true}),
 			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
 				return SweepApprovedArgs{}, nil
 			}, &river.PeriodicJobOpts{ID: "sweep_approved", RunOnStart: true}),
@@ -242,6 +257,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
+	w.exec = driver.GetExecutor()
 	w.expireAt = func(ctx context.Context, a *toolplane.Approval) error {
 		_, err := client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID, At: a.ExpiresAt.UnixMicro()},
 			&river.InsertOpts{ScheduledAt: a.ExpiresAt, UniqueOpts: river.UniqueOpts{ByArgs: true}})
@@ -282,6 +298,17 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		return nil
 	}
 	return &Runner[TTx]{client: client, w: w}, nil
+}
+
+// riverID answers the River client id of the node instance node: the
+// instance id itself, which River allows up to 100 bytes. A longer one
+// (a node name near that length) leaves River to choose; that node's jobs
+// are then taken back by River's rescuer alone.
+func riverID(node string) string {
+	if len(node) > 100 {
+		return ""
+	}
+	return node
 }
 
 // Start begins working jobs on this node.

@@ -591,3 +591,29 @@ func TestNodeHeartbeatsAndARestartRetiresItsEarlierInstance(t *testing.T) {
 		})
 	}
 }
+
+// A node name whose instance id River could not take as its client's name
+// is refused with a clear error; the longest one taken makes an id River
+// takes.
+func TestRegisterRefusesANodeNameRiverCannotName(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, err := backend.Open(ctx, filepath.Join(t.TempDir(), "toolplane.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := jobs.Register(ctx, b.Store, strings.Repeat("n", jobs.MaxNodeName), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.ID) > 100 {
+		t.Errorf("instance id of %d bytes; River takes at most 100", len(n.ID))
+	}
+	if _, err := jobs.Register(ctx, b.Store, strings.Repeat("n", jobs.MaxNodeName+1), time.Now()); !errors.Is(err, jobs.ErrNodeName) {
+		t.Errorf("a name one byte longer: %v; want ErrNodeName", err)
+	}
+}

@@ -4,12 +4,23 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/toolplane/toolplane"
 )
+
+// MaxNodeName is the longest node name Register takes. The instance id it
+// makes (the name, "@", Unix seconds, "-", 12 hex digits: 24 bytes more)
+// names the node's River client, which River takes up to 100 bytes; a
+// River client named otherwise cannot be told dead by its heartbeat, and
+// its jobs would wait for River's rescuer.
+const MaxNodeName = 76
+
+// ErrNodeName answers a node name Register cannot take.
+var ErrNodeName = errors.New("node name too long")
 
 // Register records a new instance of the node named name, started at now,
 // and retires the node's earlier instances: a node that restarts knows its
@@ -19,6 +30,9 @@ import (
 // its claims decided as a dead node's (no effect is ever doubled by that,
 // but its calls in flight end uncertain or refused).
 func Register(ctx context.Context, nodes toolplane.NodeStore, name string, now time.Time) (*toolplane.Node, error) {
+	if len(name) > MaxNodeName {
+		return nil, fmt.Errorf("register node %.20q…: %w (%d bytes; at most %d)", name, ErrNodeName, len(name), MaxNodeName)
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	n := &toolplane.Node{ID: fmt.Sprintf("%s@%d-%s", name, now.Unix(), hex.EncodeToString(b[:])), Name: name, StartedAt: now, HeartbeatAt: now}
@@ -58,9 +72,12 @@ func Heartbeat(ctx context.Context, nodes toolplane.NodeStore, n *toolplane.Node
 
 // SettleLost decides now, once, every claim whose worker was lost: leases
 // ended, and (with Options.DeadAfter) claims of nodes known dead,
-// including the earlier instances Register retired. A node runs it at
-// start, before it serves, so a restarted node's undispatched claims are
-// released before its callers retry them.
+// including the earlier instances Register retired; and it makes the jobs
+// those nodes were running available again. A node runs it at start,
+// before it serves, so a restarted node's undispatched claims are
+// released before its callers retry them, and the work its earlier
+// instance had started (an approved call, a notification) runs again as
+// soon as it works jobs.
 func (r *Runner[TTx]) SettleLost(ctx context.Context) error {
 	return r.w.sweepLeases(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
@@ -22,6 +23,8 @@ type work struct {
 	enqueue  func(context.Context, *toolplane.Approval) error
 	expireAt func(context.Context, *toolplane.Approval) error
 	replay   func(context.Context, *toolplane.Claim) error
+	// exec reads and rescues River's jobs directly (rescueLost).
+	exec riverdriver.Executor
 	// notifyOne enqueues one delivery, unique by its identity.
 	notifyOne func(context.Context, notify.Delivery) error
 }
@@ -125,6 +128,9 @@ type executeWorker struct {
 	w *work
 }
 
+// Timeout bounds one attempt (see executeTimeout).
+func (x *executeWorker) Timeout(*river.Job[ExecuteApprovedArgs]) time.Duration { return executeTimeout }
+
 func (x *executeWorker) Work(ctx context.Context, job *river.Job[ExecuteApprovedArgs]) error {
 	_, err := x.w.deps.Invoker.ExecuteApproved(ctx, job.Args.Org, job.Args.ID)
 	switch {
@@ -206,7 +212,8 @@ func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesAr
 	return x.w.sweepLeases(ctx)
 }
 
-// sweepLeases decides one batch of the claims whose worker was lost.
+// sweepLeases decides one batch of the claims whose worker was lost, then
+// takes back the jobs that were running on nodes known dead.
 func (w *work) sweepLeases(ctx context.Context) error {
 	now := w.opt.Now()
 	cs, err := w.deps.Maint.ExpiredClaims(ctx, now, sweepBatch)
@@ -231,7 +238,9 @@ func (w *work) sweepLeases(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	// The claims first: an execution taken back from a dead node then
+	// finds its undispatched claim released, not in flight.
+	return w.rescueLost(ctx, now)
 }
 
 // settleLost decides a processing claim whose worker was lost (its lease
@@ -339,6 +348,9 @@ type replayWorker struct {
 	river.WorkerDefaults[ReplayClaimArgs]
 	w *work
 }
+
+// Timeout bounds one attempt (see executeTimeout).
+func (x *replayWorker) Timeout(*river.Job[ReplayClaimArgs]) time.Duration { return executeTimeout }
 
 func (x *replayWorker) Work(ctx context.Context, job *river.Job[ReplayClaimArgs]) error {
 	c, err := x.w.deps.Store.GetClaim(ctx, job.Args.Org, job.Args.Tool, job.Args.Key)
