@@ -178,7 +178,7 @@ func serveTakesUp(t *testing.T, bin, kind, dsn string) {
 `, heldSlug, w.upstream, countingTool), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"--upstreams", upstreams, "--heartbeat", "200ms", "--node-dead-after", "2s", "--sweep-every", "1s"}
+	flags := []string{"--upstreams", upstreams, "--heartbeat", "200ms", "--node-dead-after", "2s", "--sweep-every", "1s", "--notify-allow-cidr", "127.0.0.0/8"}
 	database := filepath.Join(dir, "data", "toolplane.db")
 	if kind == "postgres" {
 		database = dsn
