@@ -31,6 +31,7 @@ import (
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/internal/jsondec"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/modelname"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -374,12 +375,31 @@ type toolView struct {
 	Annotations  toolplane.Annotations `json:"annotations"`
 	InputSchema  json.RawMessage       `json:"input_schema"`
 	OutputSchema json.RawMessage       `json:"output_schema"`
+	Deprecated   *deprecatedView       `json:"deprecated,omitempty"`
 }
 
+// deprecatedView tells an agent that the version it is shown is
+// deprecated: until when it may be called, and what replaces it, by
+// platform and model-facing name.
+type deprecatedView struct {
+	SunsetAt             *time.Time `json:"sunset_at,omitempty"`
+	Replacement          string     `json:"replacement,omitempty"`
+	ReplacementModelName string     `json:"replacement_model_name,omitempty"`
+}
+
+// view answers a tool as an agent is shown it; the description is the
+// model-facing one, which says when the version is deprecated.
 func view(t *registry.Tool) toolView {
 	d := &t.Def
-	return toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: d.Description, Effect: d.Effect,
+	v := toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: t.ModelDescription(), Effect: d.Effect,
 		Annotations: d.Annotations, InputSchema: projection.InputSchema(d), OutputSchema: projection.OutputSchema(d)}
+	if t.State == toolplane.StateDeprecated {
+		v.Deprecated = &deprecatedView{SunsetAt: opt(t.SunsetAt), Replacement: t.Replacement}
+		if name, _ := t.ReplacementRef(); name != "" {
+			v.Deprecated.ReplacementModelName = modelname.Derive(name)
+		}
+	}
+	return v
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
@@ -407,12 +427,15 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.NotFound, "no tool named "+r.PathValue("name"), "")
 		return
 	}
-	out := map[string]any{"tool": view(t), "mcp": projection.MCP(&t.Def)}
+	mcpTool := projection.MCP(&t.Def)
+	mcpTool.Description = t.ModelDescription()
+	tv := view(t)
+	out := map[string]any{"tool": tv, "mcp": mcpTool}
 	if len(t.Def.Dependencies) > 0 {
 		out["dependencies"] = t.Def.Dependencies
 	}
-	if t.State == toolplane.StateDeprecated {
-		out["deprecated"] = map[string]any{"sunset_at": opt(t.SunsetAt), "replacement": t.Replacement}
+	if tv.Deprecated != nil {
+		out["deprecated"] = tv.Deprecated
 	}
 	writeJSON(w, http.StatusOK, out)
 }

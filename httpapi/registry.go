@@ -34,6 +34,7 @@ type versionView struct {
 	ReviewNote    string                 `json:"review_note,omitempty"`
 	SunsetAt      *time.Time             `json:"sunset_at,omitempty"`
 	Replacement   string                 `json:"replacement,omitempty"`
+	Note          string                 `json:"deprecation_note,omitempty"`
 	RetireBlocked string                 `json:"retire_blocked,omitempty"`
 	Definition    json.RawMessage        `json:"definition,omitempty"`
 	Dependencies  []toolplane.Dependency `json:"dependencies,omitempty"`
@@ -49,7 +50,7 @@ func versionOf(v *toolplane.ToolVersion, withDefinition bool) versionView {
 	out := versionView{Name: v.Name, Version: v.Version, State: v.State, Owner: v.Owner, SchemaHash: v.SchemaHash,
 		ReviewReasons: v.ReviewReasons, PublishedBy: v.PublishedBy, PublishedAt: v.PublishedAt, ReviewedBy: v.ReviewedBy,
 		ReviewedAt: opt(v.ReviewedAt), ReviewNote: v.ReviewNote, SunsetAt: opt(v.SunsetAt), Replacement: v.Replacement,
-		RetireBlocked: v.RetireBlocked}
+		Note: v.DeprecationNote, RetireBlocked: v.RetireBlocked}
 	var d toolplane.Definition
 	if json.Unmarshal(v.Definition, &d) == nil {
 		out.Dependencies = d.Dependencies
@@ -199,11 +200,11 @@ func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller)
 	case "reject":
 		v, err = s.Catalog.Review(ctx, name, version, false, body.Note, c.cred)
 	case "submit":
-		v, err = s.Catalog.Submit(ctx, name, version, c.cred)
+		v, err = s.Catalog.Submit(ctx, name, version, body.Note, c.cred)
 	case "deprecate":
-		v, err = s.Catalog.Deprecate(ctx, name, version, body.SunsetAt, body.Replacement, c.cred)
+		v, err = s.Catalog.Deprecate(ctx, name, version, body.SunsetAt, body.Replacement, body.Note, c.cred)
 	case "retire":
-		v, err = s.Catalog.Retire(ctx, name, version, c.cred)
+		v, err = s.Catalog.Retire(ctx, name, version, body.Note, c.cred)
 	default:
 		httperr.Send(w, r, httperr.NotFound, "the action is one of approve, reject, submit, deprecate, retire", "action")
 		return
