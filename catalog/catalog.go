@@ -482,31 +482,43 @@ func (s *Service) holdsBinding(d *toolplane.Definition) error {
 
 // Review decides a version in review: approved, it is active; rejected,
 // it goes back to its owner (pending_approval) with the note. Reviews are
-// a platform_admin's.
+// a platform_admin's, and the publisher of a version never approves it.
 func (s *Service) Review(ctx context.Context, name, version string, approve bool, note string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	kind, decide, err := s.reviewer(approve, note, by)
+	if err != nil {
+		return nil, err
+	}
+	return s.transition(ctx, name, version, kind, note, by, decide(name, version))
+}
+
+// reviewer checks what every review decision by by needs (the role, the
+// note) and answers the change's kind and the edit deciding one version.
+func (s *Service) reviewer(approve bool, note string, by *toolplane.Credential) (string, func(name, version string) func(*toolplane.ToolVersion) error, error) {
 	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
-		return nil, fmt.Errorf("%w: versions are reviewed by a platform_admin", toolplane.ErrForbidden)
+		return "", nil, fmt.Errorf("%w: versions are reviewed by a platform_admin", toolplane.ErrForbidden)
 	}
 	if err := toolplane.CheckLen("note", note, toolplane.MaxReasonLen); err != nil {
-		return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
+		return "", nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	if !approve && strings.TrimSpace(note) == "" {
-		return nil, fmt.Errorf("%w: a rejection says why (note)", toolplane.ErrInvalid)
+		return "", nil, fmt.Errorf("%w: a rejection says why (note)", toolplane.ErrInvalid)
 	}
 	kind, to := "version.approve", toolplane.StateActive
 	if !approve {
 		kind, to = "version.reject", toolplane.StatePendingApproval
 	}
-	return s.transition(ctx, name, version, kind, note, by, func(v *toolplane.ToolVersion) error {
-		if v.State != toolplane.StateInReview {
-			return fmt.Errorf("%w: %s %s is %s; only a version in review is approved or rejected", ErrTransition, name, version, v.State)
+	return kind, func(name, version string) func(*toolplane.ToolVersion) error {
+		return func(v *toolplane.ToolVersion) error {
+			if v.State != toolplane.StateInReview {
+				return fmt.Errorf("%w: %s %s is %s; only a version in review is approved or rejected", ErrTransition, name, version, v.State)
+			}
+			if by.Subject == v.PublishedBy && approve {
+				return fmt.Errorf("%w: %s %s was published by %s, who does not approve it", toolplane.ErrForbidden, name, version, by.Subject)
+			}
+			v.State, v.ReviewedBy, v.ReviewedAt, v.ReviewNote = to, by.Subject, s.now(), note
+			return nil
 		}
-		if by.Subject == v.PublishedBy && approve {
-			return fmt.Errorf("%w: the publisher of a version does not approve it", toolplane.ErrForbidden)
-		}
-		v.State, v.ReviewedBy, v.ReviewedAt, v.ReviewNote = to, by.Subject, s.now(), note
-		return nil
-	})
+	}, nil
 }
 
 // Submit sends a version its reviewer sent back to review again; its
@@ -736,37 +748,45 @@ func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since t
 // transition reads a version of the caller's organization, lets change
 // edit it, and writes it back conditionally on its revision, recording
 // the change with the note given with it. Another organization's version
-// is not found.
+// is not found. The registry is refreshed when what agents are shown
+// changed.
 func (s *Service) transition(ctx context.Context, name, version, kind, note string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (*toolplane.ToolVersion, error) {
-	if err := MayChange(by); err != nil {
-		return nil, err
+	v, shown, err := s.apply(ctx, name, version, kind, note, by, change)
+	if err != nil || !shown {
+		return v, err
 	}
-	v, err := s.store.GetToolVersion(ctx, orgOf(by), name, version)
+	return v, s.Refresh(ctx)
+}
+
+// apply is transition without the refresh: shown reports whether the
+// change moved the version into or out of what agents are shown, so the
+// registry needs a refresh.
+func (s *Service) apply(ctx context.Context, name, version, kind, note string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (v *toolplane.ToolVersion, shown bool, err error) {
+	if err := MayChange(by); err != nil {
+		return nil, false, err
+	}
+	v, err = s.store.GetToolVersion(ctx, orgOf(by), name, version)
 	if errors.Is(err, toolplane.ErrNotFound) {
-		return nil, fmt.Errorf("%s %s: %w", name, version, toolplane.ErrNotFound)
+		return nil, false, fmt.Errorf("%s %s: %w", name, version, toolplane.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", name, version, err)
+		return nil, false, fmt.Errorf("read %s %s: %w", name, version, err)
 	}
 	from := v.State
 	if err := change(v); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	v.UpdatedAt = s.now()
 	ok, err := s.store.UpdateToolVersion(ctx, v)
 	if err != nil {
-		return nil, fmt.Errorf("update %s %s: %w", name, version, err)
+		return nil, false, fmt.Errorf("update %s %s: %w", name, version, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s changed meanwhile; read it again", toolplane.ErrConflict, name, version)
+		return nil, false, fmt.Errorf("%w: %s %s changed meanwhile; read it again", toolplane.ErrConflict, name, version)
 	}
 	s.record(ctx, by, kind, v, map[string]any{"from": from, "to": v.State, "note": note, "sunset_at": v.SunsetAt, "replacement": v.Replacement, "retire_blocked": v.RetireBlocked})
-	if !from.Callable() && !v.State.Callable() {
-		// Nothing agents are shown changed (a submission, a rejection):
-		// the registry stays as it is.
-		return v, nil
-	}
-	return v, s.Refresh(ctx)
+	// Nothing agents are shown changed by a submission or a rejection.
+	return v, from.Callable() || v.State.Callable(), nil
 }
 
 // record appends a change to the log; a failure is logged, not returned:

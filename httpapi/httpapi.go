@@ -221,6 +221,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/registry/tools", s.registryRoute(s.listVersions)},
 		{"GET", "/v1/registry/tools/{name}/versions/{version}", s.registryRoute(s.getVersion)},
 		{"POST", "/v1/registry/tools/{name}/versions/{version}/{action}", s.registryRoute(s.versionAction)},
+		{"POST", "/v1/registry/reviews", s.registryRoute(s.reviewMany)},
 		{"POST", "/v1/registry/diff", s.registryRoute(s.diff)},
 		{"POST", "/v1/grants", s.registryRoute(s.addGrant)},
 		{"GET", "/v1/grants", s.registryRoute(s.listGrants)},
