@@ -441,6 +441,17 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// approvalMessage says what a caller whose call waits for approval id does
+// next. The approved call runs by itself; the identical call repeated in
+// the same run (same run_id, or same idempotency_key) answers its result
+// without naming the approval, and only a call from another run names it
+// in authorized_by.
+func approvalMessage(id string) string {
+	return "the call waits for a person's approval (" + id + "); nothing was done yet. Once it is approved the call runs by itself: " +
+		"call again with the same arguments and the same run_id (or idempotency_key) to get its result, with no authorized_by needed; " +
+		"a call from another run names the approval in authorized_by"
+}
+
 // invokeRequest is the body of an invocation.
 type invokeRequest struct {
 	Arguments      json.RawMessage `json:"arguments"`
@@ -486,7 +497,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	case door.ApprovalRequired:
 		ar := a.Approval
 		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
-			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"}
+			"message": approvalMessage(ar.ID)}
 		if s.PublicURL != "" {
 			// Where a person opens it: its page in the console.
 			body["approval"].(map[string]any)["url"] = console.ApprovalURL(s.PublicURL, ar.ID)
