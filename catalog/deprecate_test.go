@@ -30,6 +30,7 @@ func TestDeprecationKeepsItsNoteAndNamesAnotherTool(t *testing.T) {
 		{"another tool at a version", "payments.get_order@1.1.0", "payments.get_order@1.1.0", "", "use payments_get_order instead"},
 		{"another version of the same tool", "2.0.0", "payments.refund_order@2.0.0", "", "version 2.0.0 of this tool replaces it"},
 		{"a range of the same tool", "^2.0.0", "payments.refund_order@^2.0.0", "", "version ^2.0.0 of this tool replaces it"},
+		{"the same tool by name", "payments.refund_order", "payments.refund_order", "", "another version of this tool replaces it"},
 		{"no replacement", "", "", "", "Deprecated: it may be retired from 2026-12-01."},
 		{"a tool that does not exist", "payments.nope", "", "replacement payments.nope not found: no tool named payments.nope", ""},
 		{"another tool outside its versions", "payments.get_order@^3.0.0", "",

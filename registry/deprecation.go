@@ -53,6 +53,8 @@ func (t *Tool) ModelDescription() string {
 	}
 	switch name, rng := t.ReplacementRef(); {
 	case name == "":
+	case name == t.Def.Name && rng == "":
+		line += "; another version of this tool replaces it"
 	case name == t.Def.Name:
 		line += fmt.Sprintf("; version %s of this tool replaces it", rng)
 	default:
