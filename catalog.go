@@ -62,9 +62,15 @@ type ToolVersion struct {
 	ReviewedAt time.Time
 	ReviewNote string
 	// SunsetAt and Replacement are set when the version is deprecated: the
-	// earliest retirement, and the version callers should move to.
+	// earliest retirement, and what callers should move to, a reference
+	// "name@range" (another tool, or another version of this one; "name"
+	// alone is any version of it). Versions deprecated before references
+	// named a tool hold a bare version of this tool.
 	SunsetAt    time.Time
 	Replacement string
+	// DeprecationNote is the owner's word on the deprecation, for people;
+	// it is kept apart from the review's note.
+	DeprecationNote string
 	// RetireBlocked says why the sunset job did not retire the version
 	// (the agents that still call it); empty when nothing blocks it.
 	RetireBlocked string

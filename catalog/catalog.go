@@ -573,34 +573,52 @@ func (s *Service) holdsBinding(d *toolplane.Definition) error {
 
 // Review decides a version in review: approved, it is active; rejected,
 // it goes back to its owner (pending_approval) with the note. Reviews are
-// a platform_admin's.
+// a platform_admin's, and the publisher of a version never approves it.
 func (s *Service) Review(ctx context.Context, name, version string, approve bool, note string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	kind, decide, err := s.reviewer(approve, note, by)
+	if err != nil {
+		return nil, err
+	}
+	return s.transition(ctx, name, version, kind, note, by, decide(name, version))
+}
+
+// reviewer checks what every review decision by by needs (the role, the
+// note) and answers the change's kind and the edit deciding one version.
+func (s *Service) reviewer(approve bool, note string, by *toolplane.Credential) (string, func(name, version string) func(*toolplane.ToolVersion) error, error) {
 	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
-		return nil, fmt.Errorf("%w: versions are reviewed by a platform_admin", toolplane.ErrForbidden)
+		return "", nil, fmt.Errorf("%w: versions are reviewed by a platform_admin", toolplane.ErrForbidden)
+	}
+	if err := toolplane.CheckLen("note", note, toolplane.MaxReasonLen); err != nil {
+		return "", nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	if !approve && strings.TrimSpace(note) == "" {
-		return nil, fmt.Errorf("%w: a rejection says why (note)", toolplane.ErrInvalid)
+		return "", nil, fmt.Errorf("%w: a rejection says why (note)", toolplane.ErrInvalid)
 	}
 	kind, to := "version.approve", toolplane.StateActive
 	if !approve {
 		kind, to = "version.reject", toolplane.StatePendingApproval
 	}
-	return s.transition(ctx, name, version, kind, by, func(v *toolplane.ToolVersion) error {
-		if v.State != toolplane.StateInReview {
-			return fmt.Errorf("%w: %s %s is %s; only a version in review is approved or rejected", ErrTransition, name, version, v.State)
+	return kind, func(name, version string) func(*toolplane.ToolVersion) error {
+		return func(v *toolplane.ToolVersion) error {
+			if v.State != toolplane.StateInReview {
+				return fmt.Errorf("%w: %s %s is %s; only a version in review is approved or rejected", ErrTransition, name, version, v.State)
+			}
+			if by.Subject == v.PublishedBy && approve {
+				return fmt.Errorf("%w: %s %s was published by %s, who does not approve it", toolplane.ErrForbidden, name, version, by.Subject)
+			}
+			v.State, v.ReviewedBy, v.ReviewedAt, v.ReviewNote = to, by.Subject, s.now(), note
+			return nil
 		}
-		if by.Subject == v.PublishedBy && approve {
-			return fmt.Errorf("%w: the publisher of a version does not approve it", toolplane.ErrForbidden)
-		}
-		v.State, v.ReviewedBy, v.ReviewedAt, v.ReviewNote = to, by.Subject, s.now(), note
-		return nil
-	})
+	}, nil
 }
 
 // Submit sends a version its reviewer sent back to review again; its
-// owner's.
-func (s *Service) Submit(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
-	return s.transition(ctx, name, version, "version.submit", by, func(v *toolplane.ToolVersion) error {
+// owner's. note (what changed) is kept in the change log.
+func (s *Service) Submit(ctx context.Context, name, version, note string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	if err := toolplane.CheckLen("note", note, toolplane.MaxReasonLen); err != nil {
+		return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
+	}
+	return s.transition(ctx, name, version, "version.submit", note, by, func(v *toolplane.ToolVersion) error {
 		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
 			return fmt.Errorf("%w: a version is submitted by a tool_owner of %s", toolplane.ErrForbidden, v.Owner)
 		}
@@ -613,42 +631,113 @@ func (s *Service) Submit(ctx context.Context, name, version string, by *toolplan
 }
 
 // Deprecate marks an active version deprecated: still called, with a
-// warning on every result, until its sunset. The owner's.
-func (s *Service) Deprecate(ctx context.Context, name, version string, sunset time.Time, replacement string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+// warning on every result, until its sunset. The owner's. replacement is
+// what callers should move to ("" for nothing): another version of the
+// same tool ("2.0.0", "^2.0.0"), or another tool, at any version
+// ("billing.get_invoice") or at a version or range
+// ("billing.get_invoice@^1.2.0"). It must name something the organization
+// has: a version it published that is not retired, or a platform tool it
+// is served; it is stored as a reference "name@range" (or "name"). note
+// is the owner's word on it, kept with the version and in the change log.
+func (s *Service) Deprecate(ctx context.Context, name, version string, sunset time.Time, replacement, note string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
 	if err := MayChange(by); err != nil {
 		return nil, err
+	}
+	if err := errors.Join(toolplane.CheckLen("replacement", replacement, toolplane.MaxPatternLen),
+		toolplane.CheckLen("note", note, toolplane.MaxReasonLen)); err != nil {
+		return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
 	}
 	if sunset.IsZero() {
 		return nil, fmt.Errorf("%w: a deprecation names its sunset (sunset_at)", toolplane.ErrInvalid)
 	}
+	ref := ""
 	if replacement != "" {
-		// Only a replacement that does not exist is the caller's mistake;
-		// a store that does not answer is the platform's, and its text is
-		// not the caller's to read.
-		_, err := s.store.GetToolVersion(ctx, orgOf(by), name, replacement)
-		switch {
-		case errors.Is(err, toolplane.ErrNotFound):
-			return nil, fmt.Errorf("%w: replacement %s %s does not exist", toolplane.ErrInvalid, name, replacement)
-		case err != nil:
-			return nil, fmt.Errorf("deprecate %s %s: replacement %s: %w", name, version, replacement, err)
+		var err error
+		if ref, err = s.replacement(ctx, orgOf(by), name, version, replacement); err != nil {
+			return nil, err
 		}
 	}
-	return s.transition(ctx, name, version, "version.deprecate", by, func(v *toolplane.ToolVersion) error {
+	return s.transition(ctx, name, version, "version.deprecate", note, by, func(v *toolplane.ToolVersion) error {
 		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
 			return fmt.Errorf("%w: a version is deprecated by a tool_owner of %s", toolplane.ErrForbidden, v.Owner)
 		}
 		if v.State != toolplane.StateActive {
 			return fmt.Errorf("%w: %s %s is %s; only an active version is deprecated", ErrTransition, name, version, v.State)
 		}
-		v.State, v.SunsetAt, v.Replacement = toolplane.StateDeprecated, sunset, replacement
+		v.State, v.SunsetAt, v.Replacement, v.DeprecationNote = toolplane.StateDeprecated, sunset, ref, note
 		return nil
 	})
 }
 
+// replacement reads what a deprecation of name's version names as its
+// replacement and answers it as a reference, "name@range" or "name". A
+// version or range alone names the same tool; anything else is a tool
+// name, with an optional "@range". The reference must reach something the
+// organization has other than the version deprecated: a version it
+// published and has not retired, or a platform tool it is served. Only a
+// replacement that reaches nothing is the caller's mistake, refused
+// naming what was not found; a store that does not answer is the
+// platform's, and its text is not the caller's to read.
+func (s *Service) replacement(ctx context.Context, org, name, version, text string) (string, error) {
+	tool, rngText := semver.SplitRef(text)
+	if !strings.Contains(text, "@") {
+		if _, err := semver.ParseRange(text); err == nil {
+			tool, rngText = name, text
+		}
+	}
+	rng, err := semver.ParseRange(rngText)
+	if err != nil {
+		return "", fmt.Errorf("%w: replacement %s: %v", toolplane.ErrInvalid, text, err)
+	}
+	ref := tool
+	if rngText != "" && rngText != "*" {
+		ref = tool + "@" + rng.String()
+	}
+	if tool == "" {
+		return "", fmt.Errorf("%w: replacement %s names no tool; write name, name@range or a version of %s", toolplane.ErrInvalid, text, name)
+	}
+	rows, err := s.versions(ctx, org, tool)
+	if err != nil {
+		return "", fmt.Errorf("deprecate %s %s: replacement %s: %w", name, version, ref, err)
+	}
+	var have []string
+	for _, row := range rows {
+		if row.State == toolplane.StateRetired || (tool == name && row.Version == version) {
+			continue
+		}
+		if rng.Contains(row.ver) {
+			return ref, nil
+		}
+		have = append(have, row.Version)
+	}
+	if s.reg.GroupOf(org, tool) != Group {
+		if _, ok := s.reg.Resolve(org, tool, rngText); ok {
+			return ref, nil
+		}
+		for _, t := range s.reg.Versions(org, tool) {
+			have = append(have, t.Def.Version)
+		}
+	}
+	switch {
+	case len(have) == 0 && tool == name:
+		return "", fmt.Errorf("%w: replacement %s not found: %s has no other version that is not retired", toolplane.ErrInvalid, ref, name)
+	case len(have) == 0:
+		return "", fmt.Errorf("%w: replacement %s not found: no tool named %s is published (and not retired) in this organization or served to it", toolplane.ErrInvalid, ref, tool)
+	}
+	if len(have) > 10 {
+		have = append(have[:10], "...")
+	}
+	return "", fmt.Errorf("%w: replacement %s not found: no version of %s within %s (it has %s)", toolplane.ErrInvalid, ref, tool, rng, strings.Join(have, ", "))
+}
+
 // Retire retires a deprecated version now, whoever still calls it: the
-// owner's or a platform_admin's, and never undone.
-func (s *Service) Retire(ctx context.Context, name, version string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
-	return s.transition(ctx, name, version, "version.retire", by, func(v *toolplane.ToolVersion) error {
+// owner's or a platform_admin's, and never undone. note (why) is kept in
+// the change log.
+func (s *Service) Retire(ctx context.Context, name, version, note string, by *toolplane.Credential) (*toolplane.ToolVersion, error) {
+	if err := toolplane.CheckLen("note", note, toolplane.MaxReasonLen); err != nil {
+		return nil, fmt.Errorf("%w: %w", toolplane.ErrInvalid, err)
+	}
+	return s.transition(ctx, name, version, "version.retire", note, by, func(v *toolplane.ToolVersion) error {
 		if !by.HasRole(toolplane.RoleToolOwner, v.Owner) {
 			return fmt.Errorf("%w: a version is retired by a tool_owner of %s or a platform_admin", toolplane.ErrForbidden, v.Owner)
 		}
@@ -690,7 +779,7 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 		if len(agents) == 0 {
 			// A version changed meanwhile is left for the next sweep; one
 			// whose state no longer allows retiring it is reported.
-			if _, err := s.Retire(ctx, v.Name, v.Version, system); err != nil && (!errors.Is(err, toolplane.ErrConflict) || errors.Is(err, ErrTransition)) {
+			if _, err := s.Retire(ctx, v.Name, v.Version, "past its sunset and not called in the window", system); err != nil && (!errors.Is(err, toolplane.ErrConflict) || errors.Is(err, ErrTransition)) {
 				return retired, blocked, err
 			}
 			retired = append(retired, ref)
@@ -698,7 +787,7 @@ func (s *Service) Sunset(ctx context.Context) (retired, blocked []string, err er
 		}
 		why := fmt.Sprintf("called in the last %d days by %s", int(SunsetWindow/(24*time.Hour)), strings.Join(agents, ", "))
 		if v.RetireBlocked != why {
-			if _, err := s.transition(ctx, v.Name, v.Version, "version.retire_blocked", system, func(w *toolplane.ToolVersion) error {
+			if _, err := s.transition(ctx, v.Name, v.Version, "version.retire_blocked", "", system, func(w *toolplane.ToolVersion) error {
 				if w.State != toolplane.StateDeprecated {
 					return fmt.Errorf("%w: %s", ErrTransition, w.State)
 				}
@@ -748,38 +837,47 @@ func (s *Service) callers(ctx context.Context, v *toolplane.ToolVersion, since t
 }
 
 // transition reads a version of the caller's organization, lets change
-// edit it, and writes it back conditionally on its revision. Another
-// organization's version is not found.
-func (s *Service) transition(ctx context.Context, name, version, kind string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (*toolplane.ToolVersion, error) {
-	if err := MayChange(by); err != nil {
-		return nil, err
+// edit it, and writes it back conditionally on its revision, recording
+// the change with the note given with it. Another organization's version
+// is not found. The registry is refreshed when what agents are shown
+// changed.
+func (s *Service) transition(ctx context.Context, name, version, kind, note string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (*toolplane.ToolVersion, error) {
+	v, shown, err := s.apply(ctx, name, version, kind, note, by, change)
+	if err != nil || !shown {
+		return v, err
 	}
-	v, err := s.store.GetToolVersion(ctx, orgOf(by), name, version)
+	return v, s.Refresh(ctx)
+}
+
+// apply is transition without the refresh: shown reports whether the
+// change moved the version into or out of what agents are shown, so the
+// registry needs a refresh.
+func (s *Service) apply(ctx context.Context, name, version, kind, note string, by *toolplane.Credential, change func(*toolplane.ToolVersion) error) (v *toolplane.ToolVersion, shown bool, err error) {
+	if err := MayChange(by); err != nil {
+		return nil, false, err
+	}
+	v, err = s.store.GetToolVersion(ctx, orgOf(by), name, version)
 	if errors.Is(err, toolplane.ErrNotFound) {
-		return nil, fmt.Errorf("%s %s: %w", name, version, toolplane.ErrNotFound)
+		return nil, false, fmt.Errorf("%s %s: %w", name, version, toolplane.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", name, version, err)
+		return nil, false, fmt.Errorf("read %s %s: %w", name, version, err)
 	}
 	from := v.State
 	if err := change(v); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	v.UpdatedAt = s.now()
 	ok, err := s.store.UpdateToolVersion(ctx, v)
 	if err != nil {
-		return nil, fmt.Errorf("update %s %s: %w", name, version, err)
+		return nil, false, fmt.Errorf("update %s %s: %w", name, version, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s %s changed meanwhile; read it again", toolplane.ErrConflict, name, version)
+		return nil, false, fmt.Errorf("%w: %s %s changed meanwhile; read it again", toolplane.ErrConflict, name, version)
 	}
-	s.record(ctx, by, kind, v, map[string]any{"from": from, "to": v.State, "note": v.ReviewNote, "sunset_at": v.SunsetAt, "replacement": v.Replacement, "retire_blocked": v.RetireBlocked})
-	if !from.Callable() && !v.State.Callable() {
-		// Nothing agents are shown changed (a submission, a rejection):
-		// the registry stays as it is.
-		return v, nil
-	}
-	return v, s.Refresh(ctx)
+	s.record(ctx, by, kind, v, map[string]any{"from": from, "to": v.State, "note": note, "sunset_at": v.SunsetAt, "replacement": v.Replacement, "retire_blocked": v.RetireBlocked})
+	// Nothing agents are shown changed by a submission or a rejection.
+	return v, from.Callable() || v.State.Callable(), nil
 }
 
 // record appends a change to the log; a failure is logged, not returned:

@@ -178,7 +178,7 @@ func TestRolesAreEnforced(t *testing.T) {
 	if _, err := f.svc.Review(f.ctx, "payments.get_order", "1.0.0", true, "", owner); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("an owner reviewing: %v", err)
 	}
-	if _, err := f.svc.Deprecate(f.ctx, "payments.get_order", "1.0.0", f.clock.Now(), "", outsider); !errors.Is(err, toolplane.ErrForbidden) {
+	if _, err := f.svc.Deprecate(f.ctx, "payments.get_order", "1.0.0", f.clock.Now(), "", "", outsider); !errors.Is(err, toolplane.ErrForbidden) {
 		t.Errorf("another team deprecating: %v", err)
 	}
 	self := person("olga", "tool_owner:payments", "platform_admin")
@@ -200,21 +200,21 @@ func TestLifecycleTransitions(t *testing.T) {
 		wantErr error
 		state   toolplane.VersionState
 	}{
-		{"submit an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Submit(f.ctx, name, "1.0.0", owner) }, catalog.ErrTransition, ""},
+		{"submit an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Submit(f.ctx, name, "1.0.0", "", owner) }, catalog.ErrTransition, ""},
 		{"review an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Review(f.ctx, name, "1.0.0", true, "", admin) }, catalog.ErrTransition, ""},
-		{"retire an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", owner) }, catalog.ErrTransition, ""},
+		{"retire an active version", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", "", owner) }, catalog.ErrTransition, ""},
 		{"deprecate without a sunset", func() (*toolplane.ToolVersion, error) {
-			return f.svc.Deprecate(f.ctx, name, "1.0.0", time.Time{}, "", owner)
+			return f.svc.Deprecate(f.ctx, name, "1.0.0", time.Time{}, "", "", owner)
 		}, toolplane.ErrInvalid, ""},
 		{"deprecate", func() (*toolplane.ToolVersion, error) {
-			return f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", owner)
+			return f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", "", owner)
 		}, nil, toolplane.StateDeprecated},
 		{"deprecate again", func() (*toolplane.ToolVersion, error) {
-			return f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", owner)
+			return f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", "", owner)
 		}, catalog.ErrTransition, ""},
-		{"retire", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", owner) }, nil, toolplane.StateRetired},
-		{"retire again", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", owner) }, catalog.ErrTransition, ""},
-		{"unknown version", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "9.9.9", owner) }, toolplane.ErrNotFound, ""},
+		{"retire", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", "", owner) }, nil, toolplane.StateRetired},
+		{"retire again", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "1.0.0", "", owner) }, catalog.ErrTransition, ""},
+		{"unknown version", func() (*toolplane.ToolVersion, error) { return f.svc.Retire(f.ctx, name, "9.9.9", "", owner) }, toolplane.ErrNotFound, ""},
 	}
 	for _, st := range steps {
 		v, err := st.do()
@@ -241,7 +241,7 @@ func TestLifecycleTransitions(t *testing.T) {
 	if err != nil || v.State != toolplane.StatePendingApproval || v.ReviewedBy != "ada" {
 		t.Fatalf("reject: %+v %v", v, err)
 	}
-	if v, err = f.svc.Submit(f.ctx, "payments.get_order", "1.0.0", owner); err != nil || v.State != toolplane.StateInReview {
+	if v, err = f.svc.Submit(f.ctx, "payments.get_order", "1.0.0", "", owner); err != nil || v.State != toolplane.StateInReview {
 		t.Fatalf("submit: %+v %v", v, err)
 	}
 	changes, _, err := f.store.ListChanges(f.ctx, "default", "", "", "", 100)
@@ -290,7 +290,7 @@ func TestSunsetRetiresUncalledAndBlocksCalled(t *testing.T) {
 	}
 	sunset := f.clock.Now().Add(24 * time.Hour)
 	for _, name := range []string{"payments.refund_order", "payments.get_order"} {
-		if _, err := f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", owner); err != nil {
+		if _, err := f.svc.Deprecate(f.ctx, name, "1.0.0", sunset, "", "", owner); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -378,16 +378,16 @@ func TestAnotherOrganizationReachesNoneOfAnOrganizationsVersions(t *testing.T) {
 			return f.svc.Review(f.ctx, "payments.get_order", "1.0.0", false, "no", bAdmin)
 		}},
 		{"submit", func() (*toolplane.ToolVersion, error) {
-			return f.svc.Submit(f.ctx, "payments.get_order", "1.0.0", bOwner)
+			return f.svc.Submit(f.ctx, "payments.get_order", "1.0.0", "", bOwner)
 		}},
 		{"deprecate", func() (*toolplane.ToolVersion, error) {
-			return f.svc.Deprecate(f.ctx, "payments.refund_order", "1.0.0", sunset, "", bOwner)
+			return f.svc.Deprecate(f.ctx, "payments.refund_order", "1.0.0", sunset, "", "", bOwner)
 		}},
 		{"deprecate as admin", func() (*toolplane.ToolVersion, error) {
-			return f.svc.Deprecate(f.ctx, "payments.refund_order", "1.0.0", sunset, "", bAdmin)
+			return f.svc.Deprecate(f.ctx, "payments.refund_order", "1.0.0", sunset, "", "", bAdmin)
 		}},
 		{"retire", func() (*toolplane.ToolVersion, error) {
-			return f.svc.Retire(f.ctx, "payments.refund_order", "1.0.0", bAdmin)
+			return f.svc.Retire(f.ctx, "payments.refund_order", "1.0.0", "", bAdmin)
 		}},
 		{"read", func() (*toolplane.ToolVersion, error) {
 			return f.svc.Get(f.ctx, "payments.refund_order", "1.0.0", bAdmin)

@@ -175,12 +175,12 @@ func (c *Console) catalogAction(w http.ResponseWriter, r *http.Request, sess *si
 			}
 		}
 		replacement := strings.TrimSpace(r.PostFormValue("replacement"))
-		if err := toolplane.CheckLen("replacement", replacement, toolplane.MaxRefLen); err != nil {
+		if err := toolplane.CheckLen("replacement", replacement, toolplane.MaxPatternLen); err != nil {
 			return err
 		}
-		_, err = svc.Deprecate(ctx, name, version, sunset, replacement, sess.Credential)
+		_, err = svc.Deprecate(ctx, name, version, sunset, replacement, note, sess.Credential)
 	case "retire":
-		_, err = svc.Retire(ctx, name, version, sess.Credential)
+		_, err = svc.Retire(ctx, name, version, note, sess.Credential)
 	default:
 		return fmt.Errorf("%w: the action is approve, reject, deprecate or retire", toolplane.ErrInvalid)
 	}

@@ -136,3 +136,37 @@ func TestApprovalIsShownRedactedAndRunsWithTheRealArguments(t *testing.T) {
 		t.Errorf("the approved call ran with %+v, want %+v", in, want)
 	}
 }
+
+// The 202 says what the caller does next, and it holds: once the approval
+// is answered, the identical call in the same run answers the result with
+// no authorized_by; authorized_by is only for another run.
+func TestApprovalAnswerSaysTheSameRunNeedsNoAuthorizedBy(t *testing.T) {
+	t.Parallel()
+	var got sync.Map
+	f := secretFixture(t, &got)
+	call := `{"arguments":{"user":"ada","password":"pw-1","note":"n"},"run_id":"run-9"}`
+	status, body := f.do(t, "POST", "/v1/tools/vault.rotate/invoke", f.agent, call)
+	if status != http.StatusAccepted {
+		t.Fatalf("rotate: %d %v", status, body)
+	}
+	id := body["approval"].(map[string]any)["id"].(string)
+	msg, _ := body["message"].(string)
+	if !strings.Contains(msg, id) || !strings.Contains(msg, "same run_id") || !strings.Contains(msg, "no authorized_by needed") ||
+		!strings.Contains(msg, "another run names the approval in authorized_by") {
+		t.Errorf("the 202 says %q", msg)
+	}
+	if status, body = f.do(t, "POST", "/v1/approvals/"+id+"/approve", f.person, ""); status != 200 {
+		t.Fatalf("approve: %d %v", status, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body = f.do(t, "POST", "/v1/tools/vault.rotate/invoke", f.agent, call)
+		if status == http.StatusOK && body["ok"] == true {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the same call in the same run, without authorized_by: %d %v", status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

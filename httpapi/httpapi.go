@@ -31,6 +31,7 @@ import (
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/internal/jsondec"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/modelname"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/registry"
@@ -263,6 +264,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/registry/tools", s.registryRoute(s.listVersions)},
 		{"GET", "/v1/registry/tools/{name}/versions/{version}", s.registryRoute(s.getVersion)},
 		{"POST", "/v1/registry/tools/{name}/versions/{version}/{action}", s.registryRoute(s.versionAction)},
+		{"POST", "/v1/registry/reviews", s.registryRoute(s.reviewMany)},
 		{"POST", "/v1/registry/diff", s.registryRoute(s.diff)},
 		{"POST", "/v1/grants", s.registryRoute(s.addGrant)},
 		{"GET", "/v1/grants", s.registryRoute(s.listGrants)},
@@ -418,12 +420,31 @@ type toolView struct {
 	Annotations  toolplane.Annotations `json:"annotations"`
 	InputSchema  json.RawMessage       `json:"input_schema"`
 	OutputSchema json.RawMessage       `json:"output_schema"`
+	Deprecated   *deprecatedView       `json:"deprecated,omitempty"`
 }
 
+// deprecatedView tells an agent that the version it is shown is
+// deprecated: until when it may be called, and what replaces it, by
+// platform and model-facing name.
+type deprecatedView struct {
+	SunsetAt             *time.Time `json:"sunset_at,omitempty"`
+	Replacement          string     `json:"replacement,omitempty"`
+	ReplacementModelName string     `json:"replacement_model_name,omitempty"`
+}
+
+// view answers a tool as an agent is shown it; the description is the
+// model-facing one, which says when the version is deprecated.
 func view(t *registry.Tool) toolView {
 	d := &t.Def
-	return toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: d.Description, Effect: d.Effect,
+	v := toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: t.ModelDescription(), Effect: d.Effect,
 		Annotations: d.Annotations, InputSchema: projection.InputSchema(d), OutputSchema: projection.OutputSchema(d)}
+	if t.State == toolplane.StateDeprecated {
+		v.Deprecated = &deprecatedView{SunsetAt: opt(t.SunsetAt), Replacement: t.Replacement}
+		if name, _ := t.ReplacementRef(); name != "" {
+			v.Deprecated.ReplacementModelName = modelname.Derive(name)
+		}
+	}
+	return v
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
@@ -451,14 +472,28 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.NotFound, "no tool named "+r.PathValue("name"), "")
 		return
 	}
-	out := map[string]any{"tool": view(t), "mcp": projection.MCP(&t.Def)}
+	mcpTool := projection.MCP(&t.Def)
+	mcpTool.Description = t.ModelDescription()
+	tv := view(t)
+	out := map[string]any{"tool": tv, "mcp": mcpTool}
 	if len(t.Def.Dependencies) > 0 {
 		out["dependencies"] = t.Def.Dependencies
 	}
-	if t.State == toolplane.StateDeprecated {
-		out["deprecated"] = map[string]any{"sunset_at": opt(t.SunsetAt), "replacement": t.Replacement}
+	if tv.Deprecated != nil {
+		out["deprecated"] = tv.Deprecated
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// approvalMessage says what a caller whose call waits for approval id does
+// next. The approved call runs by itself; the identical call repeated in
+// the same run (same run_id, or same idempotency_key) answers its result
+// without naming the approval, and only a call from another run names it
+// in authorized_by.
+func approvalMessage(id string) string {
+	return "the call waits for a person's approval (" + id + "); nothing was done yet. Once it is approved the call runs by itself: " +
+		"call again with the same arguments and the same run_id (or idempotency_key) to get its result, with no authorized_by needed; " +
+		"a call from another run names the approval in authorized_by"
 }
 
 // invokeRequest is the body of an invocation.
@@ -506,7 +541,7 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 	case door.ApprovalRequired:
 		ar := a.Approval
 		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
-			"message": "the call waits for a person's approval; call again with the same arguments (and authorized_by) once it is answered"}
+			"message": approvalMessage(ar.ID)}
 		if s.PublicURL != "" {
 			// Where a person opens it: its page in the console.
 			body["approval"].(map[string]any)["url"] = console.ApprovalURL(s.PublicURL, ar.ID)

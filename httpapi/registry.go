@@ -34,6 +34,7 @@ type versionView struct {
 	ReviewNote    string                  `json:"review_note,omitempty"`
 	SunsetAt      *time.Time              `json:"sunset_at,omitempty"`
 	Replacement   string                  `json:"replacement,omitempty"`
+	Note          string                  `json:"deprecation_note,omitempty"`
 	RetireBlocked string                  `json:"retire_blocked,omitempty"`
 	Source        toolplane.VersionSource `json:"source"`
 	Upstream      string                  `json:"upstream,omitempty"`
@@ -51,7 +52,7 @@ func versionOf(v *toolplane.ToolVersion, withDefinition bool) versionView {
 	out := versionView{Name: v.Name, Version: v.Version, State: v.State, Owner: v.Owner, SchemaHash: v.SchemaHash,
 		ReviewReasons: v.ReviewReasons, PublishedBy: v.PublishedBy, PublishedAt: opt(v.PublishedAt), ReviewedBy: v.ReviewedBy,
 		ReviewedAt: opt(v.ReviewedAt), ReviewNote: v.ReviewNote, SunsetAt: opt(v.SunsetAt), Replacement: v.Replacement,
-		RetireBlocked: v.RetireBlocked, Source: v.Source, Upstream: v.Upstream}
+		Note: v.DeprecationNote, RetireBlocked: v.RetireBlocked, Source: v.Source, Upstream: v.Upstream}
 	var d toolplane.Definition
 	if json.Unmarshal(v.Definition, &d) == nil {
 		out.Dependencies = d.Dependencies
@@ -201,11 +202,11 @@ func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller)
 	case "reject":
 		v, err = s.Catalog.Review(ctx, name, version, false, body.Note, c.cred)
 	case "submit":
-		v, err = s.Catalog.Submit(ctx, name, version, c.cred)
+		v, err = s.Catalog.Submit(ctx, name, version, body.Note, c.cred)
 	case "deprecate":
-		v, err = s.Catalog.Deprecate(ctx, name, version, body.SunsetAt, body.Replacement, c.cred)
+		v, err = s.Catalog.Deprecate(ctx, name, version, body.SunsetAt, body.Replacement, body.Note, c.cred)
 	case "retire":
-		v, err = s.Catalog.Retire(ctx, name, version, c.cred)
+		v, err = s.Catalog.Retire(ctx, name, version, body.Note, c.cred)
 	default:
 		httperr.Send(w, r, httperr.NotFound, "the action is one of approve, reject, submit, deprecate, retire", "action")
 		return
@@ -215,6 +216,81 @@ func (s *Server) versionAction(w http.ResponseWriter, r *http.Request, c caller)
 		return
 	}
 	writeJSON(w, http.StatusOK, versionOf(v, false))
+}
+
+// reviewMany decides a set of versions in review at once: those listed,
+// or every one a publisher published or a connection brought. Each
+// version is decided, refused and recorded on its own; the answer lists
+// each outcome, 200 even when some were refused (the request was done;
+// its items say what became of each).
+func (s *Server) reviewMany(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := catalog.MayChange(c.cred); err != nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	var body struct {
+		Decision string `json:"decision"`
+		Note     string `json:"note"`
+		Versions []struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"versions"`
+		PublishedBy string `json:"published_by"`
+		Connection  string `json:"connection"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
+		return
+	}
+	if body.Decision != "approve" && body.Decision != "reject" {
+		httperr.Send(w, r, httperr.InvalidRequest, "decision is approve or reject", "decision")
+		return
+	}
+	sel := catalog.Selection{PublishedBy: body.PublishedBy, Connection: body.Connection}
+	for _, v := range body.Versions {
+		sel.Versions = append(sel.Versions, catalog.Ref{Name: v.Name, Version: v.Version})
+	}
+	ds, err := s.Catalog.ReviewMany(r.Context(), sel, body.Decision == "approve", body.Note, c.cred)
+	if err != nil && ds == nil {
+		s.registryFail(w, r, err)
+		return
+	}
+	if err != nil {
+		// Every decision is stored; only this node's registry lags until
+		// its next refresh.
+		s.Log.WarnContext(r.Context(), "catalogue refresh after a bulk review failed", "err", err)
+	}
+	done := "approved"
+	if body.Decision == "reject" {
+		done = "rejected"
+	}
+	items := make([]map[string]any, len(ds))
+	decided := 0
+	for i, d := range ds {
+		item := map[string]any{"name": d.Name, "version": d.Version}
+		if d.Err == nil {
+			decided++
+			item["outcome"], item["state"] = done, d.Version.State
+		} else {
+			item["outcome"], item["error"] = "refused", s.itemError(r, d.Err)
+		}
+		items[i] = item
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"decision": body.Decision, "decided": decided, "refused": len(ds) - decided, "items": items})
+}
+
+// itemError answers one item's refusal as the error envelope's detail
+// would carry it: a refusal by its code and message, a platform fault
+// logged and answered without its cause.
+func (s *Server) itemError(r *http.Request, err error) map[string]any {
+	if errors.Is(err, catalog.ErrTransition) {
+		return map[string]any{"code": httperr.InvalidTransition, "message": err.Error()}
+	}
+	if p, ok := httperr.Classify(err); ok {
+		return map[string]any{"code": p.Code, "message": p.Message}
+	}
+	s.Log.ErrorContext(r.Context(), "bulk review item failed", "err", err)
+	return map[string]any{"code": httperr.Internal, "message": "the decision could not be made; try this version again"}
 }
 
 // diff answers the compatibility report between two definitions: a tool

@@ -173,14 +173,7 @@ func spanFacts(facts map[string]any, tool *registry.Tool, args any) string {
 func (c *call) run(ctx context.Context) (toolplane.Result, error) {
 	res, err := c.runVersion(ctx)
 	if t := c.tool; err == nil && t != nil && t.State == toolplane.StateDeprecated {
-		w := fmt.Sprintf("%s %s is deprecated", t.Def.Name, t.Def.Version)
-		if !t.SunsetAt.IsZero() {
-			w += " and may be retired from " + t.SunsetAt.UTC().Format(time.DateOnly)
-		}
-		if t.Replacement != "" {
-			w += "; move to " + t.Replacement
-		}
-		res.Meta.DeprecationWarning = w
+		res.Meta.DeprecationWarning = t.DeprecationWarning()
 	}
 	return res, err
 }

@@ -33,7 +33,7 @@ func TestCallsResolveToThePinnedVersionAndWarnWhenDeprecated(t *testing.T) {
 		wantCode               toolplane.Code
 	}{
 		{"no pin: the newest active version", "", "", ""},
-		{"pinned to the deprecated major", "^1.0.0", "crm.find 1.0.0 is deprecated and may be retired from 2027-03-01; move to 2.0.0", ""},
+		{"pinned to the deprecated major", "^1.0.0", "crm.find 1.0.0 is deprecated and may be retired from 2027-03-01; move to crm.find@2.0.0", ""},
 		{"pinned to the active major", "^2.0.0", "", ""},
 		{"pinned to a range nothing callable is in", "^3.0.0", "", toolplane.CodeToolUnavailable},
 	}

@@ -352,6 +352,9 @@ type listed struct {
 	// an upstream tool changes without a new version.
 	effect      toolplane.Effect
 	annotations toolplane.Annotations
+	// description is the model-facing one, which a deprecation changes
+	// without a new version.
+	description string
 }
 
 // serverFor builds the MCP server a session of cred sees.
@@ -478,11 +481,13 @@ func (sess *session) sync() {
 	}
 	sess.syncRelayed(len(want) > 0)
 	for name, t := range want {
-		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version, effect: t.Def.Effect, annotations: t.Def.Annotations}
+		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version, effect: t.Def.Effect, annotations: t.Def.Annotations,
+			description: t.ModelDescription()}
 		if sess.onServer[name] == l {
 			continue
 		}
 		tool := projection.MCP(&t.Def)
+		tool.Description = l.description
 		if sess.upstream != "" {
 			tool.Name = t.Def.Binding.Remote.RemoteName
 		}

@@ -58,6 +58,41 @@ func (s *Server) ResourceMetadataHandler() http.Handler {
 	return httperr.JSON(h, false, 0)
 }
 
+// RegistrationPath is where an OAuth client registers itself (RFC 7591)
+// with an authorization server that published no metadata: the MCP
+// TypeScript SDK (behind mcp-remote, Claude Code and most applications)
+// answers any 401 by starting OAuth, and when the resource names no
+// authorization server it takes the resource's own origin for one and
+// registers at this path. There is nothing to register with until toolplane
+// has an authorization server: the answer is the reason and what to do
+// instead, which such a client shows as it stands, rather than a bare 404
+// that says only that registration failed.
+const RegistrationPath = "/register"
+
+// noRegistrationMessage is why no OAuth client registers here, and how a
+// client authenticates instead.
+const noRegistrationMessage = "toolplane has no OAuth authorization server, so no client registers here: it takes an agent's API key. " +
+	"Send it as Authorization: Bearer <key> (mcp-remote: --header \"Authorization:Bearer ${TOOLPLANE_KEY}\"); " +
+	"`toolplane client config claude-desktop|cursor|vscode` prints a client's configuration with it."
+
+// RegistrationHandler answers POST RegistrationPath: 404 in the form of
+// an RFC 7591 error (what a registering client reads), saying why no
+// client registers and what to do instead. Where an authorization server
+// is configured, clients register with it, never here: the path is then
+// an ordinary unknown route.
+func (s *Server) RegistrationHandler() http.Handler {
+	return http.HandlerFunc(s.noRegistration)
+}
+
+func (s *Server) noRegistration(w http.ResponseWriter, r *http.Request) {
+	if s.AuthorizationServer != "" {
+		httperr.Send(w, r, httperr.NotFound, "no such route: "+r.Method+" "+r.URL.Path+"; clients register with the authorization server "+s.AuthorizationServer, "")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	httperr.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "registration_not_supported", "error_description": noRegistrationMessage})
+}
+
 // resource reports whether path names a resource this server serves: the
 // server itself, its MCP endpoint, or a governed upstream's.
 func (s *Server) resource(path string) bool {

@@ -18,7 +18,7 @@ import (
 
 const toolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
 	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
-	replacement, retire_blocked, revision, updated_at`
+	replacement, retire_blocked, revision, updated_at, deprecation_note`
 
 // scanToolVersion scans toolVersionColumns and then extra, which only a
 // listing passes (the seq its cursor needs).
@@ -30,7 +30,7 @@ func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 	)
 	err := r.Scan(append([]any{&v.OrganizationID, &v.Name, &v.Version, &v.State, &v.Definition, &v.SchemaHash, &v.Owner, &v.ReviewReasons,
 		&v.PublishedBy, &published, &v.ReviewedBy, &reviewed, &v.ReviewNote, &sunset,
-		&v.Replacement, &v.RetireBlocked, &v.Revision, &updated}, extra...)...)
+		&v.Replacement, &v.RetireBlocked, &v.Revision, &updated, &v.DeprecationNote}, extra...)...)
 	if len(v.ReviewReasons) == 0 {
 		v.ReviewReasons = nil
 	}
@@ -53,10 +53,10 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
 		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
-		v.Replacement, v.RetireBlocked, v.Revision, micros(v.UpdatedAt))
+		v.Replacement, v.RetireBlocked, v.Revision, micros(v.UpdatedAt), v.DeprecationNote)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, toolplane.ErrExists)
 	}
@@ -223,11 +223,11 @@ func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE tool_versions SET
 			state = $1, review_reasons = $2, reviewed_by = $3, reviewed_at = $4, review_note = $5,
-			sunset_at = $6, replacement = $7, retire_blocked = $8, updated_at = $9,
+			sunset_at = $6, replacement = $7, retire_blocked = $8, updated_at = $9, deprecation_note = $10,
 			revision = revision + 1
-		WHERE organization_id = $10 AND name = $11 AND version = $12 AND revision = $13`,
+		WHERE organization_id = $11 AND name = $12 AND version = $13 AND revision = $14`,
 		string(v.State), reasons, v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote,
-		optMicros(v.SunsetAt), v.Replacement, v.RetireBlocked, micros(v.UpdatedAt),
+		optMicros(v.SunsetAt), v.Replacement, v.RetireBlocked, micros(v.UpdatedAt), v.DeprecationNote,
 		v.OrganizationID, v.Name, v.Version, v.Revision)
 	if err != nil {
 		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,9 @@ type Tool struct {
 	// ingested tools, active or deprecated for published versions (no
 	// other state is ever in the registry).
 	State toolplane.VersionState
-	// SunsetAt and Replacement describe a deprecated version.
+	// SunsetAt and Replacement describe a deprecated version: its
+	// earliest retirement, and what its callers should move to, a
+	// reference "name@range" or "name" (see Version.Replacement).
 	SunsetAt    time.Time
 	Replacement string
 	// Raised lists the fields of a published version the platform's
@@ -260,7 +263,11 @@ type Version struct {
 	Def          toolplane.Definition
 	State        toolplane.VersionState
 	SunsetAt     time.Time
-	Replacement  string
+	// Replacement is what a deprecated version's callers should move to:
+	// a reference "name@range" or "name" (any version), or a bare version
+	// of this tool, as versions deprecated before a replacement could name
+	// another tool hold it (read as "name@version").
+	Replacement string
 }
 
 // SetVersions replaces the tools of one group, in every organization,
@@ -338,7 +345,7 @@ func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Proble
 			problems = append(problems, Problem{Tool: d.Name, Field: "schema_hash", Message: err.Error()})
 			continue
 		}
-		t.State, t.SunsetAt, t.Replacement = v.State, v.SunsetAt, v.Replacement
+		t.State, t.SunsetAt, t.Replacement = v.State, v.SunsetAt, replacementRef(d.Name, v.Replacement)
 		if versioned {
 			own := t.Def
 			t.published = &own
@@ -365,6 +372,18 @@ func (r *Registry) setGroup(group string, vs []Version, versioned bool) []Proble
 		r.notify()
 	}
 	return problems
+}
+
+// replacementRef answers a version's replacement as a reference: a bare
+// version is a version of the tool itself.
+func replacementRef(name, replacement string) string {
+	if replacement == "" || strings.Contains(replacement, "@") {
+		return replacement
+	}
+	if _, err := semver.Parse(replacement); err == nil {
+		return name + "@" + replacement
+	}
+	return replacement
 }
 
 func without(names []string, name string) []string {
@@ -499,7 +518,7 @@ func sameTools(a, b *view) bool {
 func sameTool(t, u *Tool) bool {
 	return t.Def.Name == u.Def.Name && t.Def.Version == u.Def.Version && t.Def.SchemaHash == u.Def.SchemaHash &&
 		t.Def.Description == u.Def.Description && t.Def.Effect == u.Def.Effect && t.Def.Annotations == u.Def.Annotations &&
-		t.State == u.State
+		t.State == u.State && t.SunsetAt.Equal(u.SunsetAt) && t.Replacement == u.Replacement
 }
 
 // Watch calls fn after every change to the catalogue, in any

@@ -17,7 +17,7 @@ import (
 
 const toolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
 	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
-	replacement, retire_blocked, revision, updated_at`
+	replacement, retire_blocked, revision, updated_at, deprecation_note`
 
 // scanToolVersion scans toolVersionColumns and then seq, which only a
 // listing selects (its cursor needs it); extra is nil otherwise.
@@ -30,7 +30,7 @@ func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 	)
 	err := r.Scan(append([]any{&v.OrganizationID, &v.Name, &v.Version, &v.State, &v.Definition, &v.SchemaHash, &v.Owner, &reasons,
 		&v.PublishedBy, &published, &v.ReviewedBy, &reviewed, &v.ReviewNote, &sunset,
-		&v.Replacement, &v.RetireBlocked, &v.Revision, &updated}, extra...)...)
+		&v.Replacement, &v.RetireBlocked, &v.Revision, &updated, &v.DeprecationNote}, extra...)...)
 	if err != nil {
 		return v, err
 	}
@@ -56,10 +56,10 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
 	_, err = s.exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
 		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
-		v.Replacement, v.RetireBlocked, v.Revision, micros(v.UpdatedAt))
+		v.Replacement, v.RetireBlocked, v.Revision, micros(v.UpdatedAt), v.DeprecationNote)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, toolplane.ErrExists)
 	}
@@ -201,11 +201,11 @@ func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	}
 	res, err := s.exec(ctx, `UPDATE tool_versions SET
 			state = ?, review_reasons = ?, reviewed_by = ?, reviewed_at = ?, review_note = ?,
-			sunset_at = ?, replacement = ?, retire_blocked = ?, updated_at = ?,
+			sunset_at = ?, replacement = ?, retire_blocked = ?, updated_at = ?, deprecation_note = ?,
 			revision = revision + 1
 		WHERE organization_id = ? AND name = ? AND version = ? AND revision = ?`,
 		string(v.State), reasons, v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote,
-		optMicros(v.SunsetAt), v.Replacement, v.RetireBlocked, micros(v.UpdatedAt),
+		optMicros(v.SunsetAt), v.Replacement, v.RetireBlocked, micros(v.UpdatedAt), v.DeprecationNote,
 		v.OrganizationID, v.Name, v.Version, v.Revision)
 	if err != nil {
 		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)

@@ -31,7 +31,8 @@ import (
 //     stores Revision+1 and sets the argument's Revision to it, an
 //     unsuccessful one changes neither.
 //   - UpdateToolVersion writes State, ReviewReasons, ReviewedBy, ReviewedAt,
-//     ReviewNote, SunsetAt, Replacement, RetireBlocked and UpdatedAt, and
+//     ReviewNote, SunsetAt, Replacement, DeprecationNote, RetireBlocked and
+//     UpdatedAt, and
 //     nothing else. A stale revision answers false with a nil error; a
 //     version that is not there answers ErrNotFound.
 //   - ListToolVersions orders by name (bytewise), then PublishedAt as
@@ -70,24 +71,25 @@ func newOwner() string { return "team-" + rand.Text() }
 // sub-microsecond times in a foreign zone, reasons a list format must quote.
 func fullVersion(org, name, version, owner string, published time.Time) *toolplane.ToolVersion {
 	return &toolplane.ToolVersion{
-		OrganizationID: org,
-		Name:           name,
-		Version:        version,
-		State:          toolplane.StateDeprecated,
-		Definition:     []byte(`{"name": "` + name + `",  "version":"` + version + `", "a": [ ], "z": "\u00e9"}`),
-		SchemaHash:     "sha256:" + name + "@" + version,
-		Owner:          owner,
-		ReviewReasons:  []string{"destructive", "tag:finance", "first tool of its team", `"quoted", {braces}`},
-		PublishedBy:    "user-ada",
-		PublishedAt:    published,
-		ReviewedBy:     "user-grace",
-		ReviewedAt:     published.Add(time.Hour + 7*time.Nanosecond),
-		ReviewNote:     "approved for the finance agents",
-		SunsetAt:       published.Add(90*24*time.Hour + 999*time.Nanosecond),
-		Replacement:    "3.0.0",
-		RetireBlocked:  "agent-billing still calls it",
-		Revision:       1,
-		UpdatedAt:      published.Add(2*time.Hour + 1*time.Nanosecond),
+		OrganizationID:  org,
+		Name:            name,
+		Version:         version,
+		State:           toolplane.StateDeprecated,
+		Definition:      []byte(`{"name": "` + name + `",  "version":"` + version + `", "a": [ ], "z": "\u00e9"}`),
+		SchemaHash:      "sha256:" + name + "@" + version,
+		Owner:           owner,
+		ReviewReasons:   []string{"destructive", "tag:finance", "first tool of its team", `"quoted", {braces}`},
+		PublishedBy:     "user-ada",
+		PublishedAt:     published,
+		ReviewedBy:      "user-grace",
+		ReviewedAt:      published.Add(time.Hour + 7*time.Nanosecond),
+		ReviewNote:      "approved for the finance agents",
+		SunsetAt:        published.Add(90*24*time.Hour + 999*time.Nanosecond),
+		Replacement:     "billing.get_invoice@^3.0.0",
+		DeprecationNote: "replaced by billing.get_invoice; 'quoted', {braces}",
+		RetireBlocked:   "agent-billing still calls it",
+		Revision:        1,
+		UpdatedAt:       published.Add(2*time.Hour + 1*time.Nanosecond),
 	}
 }
 
@@ -305,7 +307,7 @@ func testCatalogUpdateWritesOnlyLifecycle(t *testing.T, s toolplane.Store) {
 	upd.State = toolplane.StateRetired
 	upd.ReviewReasons = nil
 	upd.ReviewedBy, upd.ReviewedAt, upd.ReviewNote = "", time.Time{}, ""
-	upd.SunsetAt, upd.Replacement, upd.RetireBlocked = time.Time{}, "", ""
+	upd.SunsetAt, upd.Replacement, upd.RetireBlocked, upd.DeprecationNote = time.Time{}, "", "", ""
 	upd.UpdatedAt = at(48*time.Hour + 11*time.Nanosecond)
 	if ok, err := s.UpdateToolVersion(t.Context(), &upd); !ok || err != nil {
 		t.Fatalf("UpdateToolVersion = %v, %v; want true, nil", ok, err)
@@ -314,7 +316,7 @@ func testCatalogUpdateWritesOnlyLifecycle(t *testing.T, s toolplane.Store) {
 	want.State = upd.State
 	want.ReviewReasons = nil
 	want.ReviewedBy, want.ReviewedAt, want.ReviewNote = "", time.Time{}, ""
-	want.SunsetAt, want.Replacement, want.RetireBlocked = time.Time{}, "", ""
+	want.SunsetAt, want.Replacement, want.RetireBlocked, want.DeprecationNote = time.Time{}, "", "", ""
 	want.UpdatedAt = upd.UpdatedAt
 	want.Revision = orig.Revision + 1
 	wantVersion(t, s, &want)
@@ -325,6 +327,7 @@ func testCatalogUpdateWritesOnlyLifecycle(t *testing.T, s toolplane.Store) {
 	upd.ReviewReasons = []string{"tag:finance"}
 	upd.ReviewedBy, upd.ReviewedAt, upd.ReviewNote = "user-grace", at(3*time.Hour), "sunset agreed"
 	upd.SunsetAt, upd.Replacement, upd.RetireBlocked = at(30*24*time.Hour), "3.0.0", "agent-billing"
+	upd.DeprecationNote = "moved to 3.0.0"
 	upd.UpdatedAt = at(72 * time.Hour)
 	if ok, err := s.UpdateToolVersion(t.Context(), &upd); !ok || err != nil {
 		t.Fatalf("second UpdateToolVersion = %v, %v; want true, nil", ok, err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -93,15 +94,31 @@ func rangeArgs(min, max int, what string) cobra.PositionalArgs {
 	}
 }
 
+// synonyms are the names people type for a subcommand from other tools
+// (kubectl get, docker inspect): an unknown one is answered with the
+// subcommand meant.
+var synonyms = map[string][]string{
+	"show": {"get", "describe", "view", "inspect", "info"},
+	"list": {"ls", "get-all", "all"},
+}
+
 // group makes cmd a command that only holds subcommands: bare, it prints
 // its help and exits 2 (nothing was done); with an unknown subcommand it
-// says so and exits 2; with --help it exits 0.
+// says so, with the subcommands meant (by spelling or by synonyms), and
+// exits 2; with --help it exits 0.
 func group(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
 	cmd.Args = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
+			if meant := slices.Compact(c.SuggestionsFor(args[0])); len(meant) > 0 {
+				return usageErr("unknown command %q for %q; did you mean %s?", args[0], c.CommandPath(), strings.Join(meant, " or "))
+			}
 			return usageErr("unknown command %q for %q", args[0], c.CommandPath())
 		}
 		return nil
+	}
+	cmd.SuggestionsMinimumDistance = 2
+	for _, sub := range subs {
+		sub.SuggestFor = append(sub.SuggestFor, synonyms[sub.Name()]...)
 	}
 	cmd.RunE = func(c *cobra.Command, _ []string) error {
 		c.SetOut(c.ErrOrStderr())

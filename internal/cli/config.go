@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,17 +124,22 @@ func maskKey(key string) string {
 
 func newLoginCmd(a *app) *cobra.Command {
 	var server, key, name string
+	var noVerify bool
 	cmd := &cobra.Command{
-		Use:   "login --server URL --key KEY [--context NAME]",
-		Short: "save a server and key as a context of the config file, and make it current",
-		Long: `login saves a server and the key to use there as a context of the config file
+		Use:   "login --server URL --key KEY [--context NAME] [--no-verify]",
+		Short: "check a server and key, save them as a context of the config file, and make it current",
+		Long: `login asks the server to authenticate the key (GET /v1/tools) and, when it does,
+saves the server and the key as a context of the config file
 ($XDG_CONFIG_HOME/toolplane/config.yaml, readable by you only) and makes it the
-current context, so later commands need neither --server nor --key.`,
+current context, so later commands need neither --server nor --key. A server
+that cannot be reached, that is not toolplane, or that refuses the key leaves
+the config file as it was. --no-verify saves without asking (offline).`,
 		Args: exactArgs(0, "no arguments"),
 	}
 	cmd.Flags().StringVar(&server, "server", "", "the toolplane server (default "+DefaultServer+")")
 	cmd.Flags().StringVar(&key, "key", "", "the API key to use there (required)")
 	cmd.Flags().StringVar(&name, "context", "default", "the context's name")
+	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "save without checking that the server answers and accepts the key (offline)")
 	cmd.RunE = action(func(cmd *cobra.Command, _ []string) error {
 		if strings.TrimSpace(key) == "" {
 			return usageErr("--key is required and must not be empty")
@@ -149,6 +157,13 @@ current context, so later commands need neither --server nor --key.`,
 		if err != nil {
 			return err
 		}
+		verified := ""
+		if !noVerify {
+			if err := verifyLogin(cmd.Context(), strings.TrimRight(server, "/"), key); err != nil {
+				return err
+			}
+			verified = ", key accepted,"
+		}
 		if c := cfg.find(name); c != nil {
 			c.Server, c.Key = strings.TrimRight(server, "/"), key
 		} else {
@@ -158,10 +173,40 @@ current context, so later commands need neither --server nor --key.`,
 		if err := cfg.save(file); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "context %q (%s) saved in %s and made current\n", name, server, file)
+		fmt.Fprintf(a.stdout, "context %q (%s)%s saved in %s and made current\n", name, server, verified, file)
 		return nil
 	})
 	return cmd
+}
+
+// verifyLogin checks that server is a toolplane server that accepts key:
+// one authenticated read every credential may make. An answer of the
+// server refusing the key, or of something that is not toolplane, is an
+// error saying which; a key the server knows but whose roles do not allow
+// the read (403) is accepted, since it authenticated.
+func verifyLogin(ctx context.Context, server, key string) error {
+	t := target{server: server, serverFrom: "--server", key: key, keyFrom: "--key"}
+	data, err := t.call(ctx, "GET", "/v1/tools", nil, "")
+	var ae *APIError
+	switch {
+	case err == nil:
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if json.Unmarshal(data, &list) != nil || list.Items == nil {
+			return fmt.Errorf("not saved: %s does not answer as a toolplane server (GET /v1/tools is not a tool list; or save it anyway with --no-verify)", server)
+		}
+		return nil
+	case errors.As(err, &ae) && ae.Status == http.StatusForbidden:
+		return nil
+	case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
+		return fmt.Errorf("not saved: %w (or save it anyway with --no-verify)", err)
+	case errors.As(err, &ae):
+		return fmt.Errorf("not saved: %s does not answer as a toolplane server: %w (or save it anyway with --no-verify)", server, err)
+	case errors.Is(err, ErrUnreachable):
+		return fmt.Errorf("not saved: %w (or save it anyway, offline, with --no-verify)", err)
+	}
+	return fmt.Errorf("not saved: %s does not answer as a toolplane server: %w (or save it anyway with --no-verify)", server, err)
 }
 
 func newConfigCmd(a *app) *cobra.Command {

@@ -90,15 +90,27 @@ func (o *output) print(w io.Writer, data []byte) error {
 
 // fields prints the value at o.field: of each item, one a line, for a list
 // answer; of the answer itself otherwise. A field the answer lacks is an
-// error, so a script capturing it never goes on with an empty value.
+// error, so a script capturing it never goes on with an empty value: for a
+// list, a field no item has (an empty list prints nothing and is no
+// error, since there is nothing to ask about; an item without an optional
+// field the others have is skipped).
 func (o *output) fields(w io.Writer, v any) error {
 	obj, _ := v.(map[string]any)
 	if items, ok := obj[o.list].([]any); ok {
+		found := false
+		have := map[string]bool{}
 		for _, it := range items {
 			row, _ := it.(map[string]any)
+			for k := range row {
+				have[k] = true
+			}
 			if x := lookup(row, o.field); x != nil {
+				found = true
 				fmt.Fprintln(w, cell(x))
 			}
+		}
+		if !found && len(items) > 0 {
+			return fmt.Errorf("no item of the answer has a field %q; the items have %s", o.field, strings.Join(keysOf(toAny(have)), ", "))
 		}
 		return nil
 	}
@@ -212,4 +224,13 @@ func printValue(a *app, o *output, v any) error {
 		return err
 	}
 	return o.print(a.stdout, b)
+}
+
+// toAny answers a set as the map keysOf reads.
+func toAny(set map[string]bool) map[string]any {
+	m := make(map[string]any, len(set))
+	for k := range set {
+		m[k] = true
+	}
+	return m
 }

@@ -144,11 +144,97 @@ func newToolsCmd(a *app) *cobra.Command {
 	return group(&cobra.Command{Use: "tools", Short: "the registry's versions and their lifecycle"},
 		publish, newDiffCmd(a), list, show,
 		lifecycle("submit", "send a rejected version back to review", "what changed", nil),
-		lifecycle("approve", "approve a version in review (platform_admin)", "why", nil),
-		lifecycle("reject", "reject a version in review (platform_admin)", "why (a rejection needs one)", nil),
+		newReviewCmd(a, "approve", "approve versions in review (platform_admin; never your own)", "why"),
+		newReviewCmd(a, "reject", "reject versions in review (platform_admin)", "why (a rejection needs one)"),
 		deprecate,
 		lifecycle("retire", "retire a version: it is no longer called", "why", nil),
 	)
+}
+
+// newReviewCmd decides versions in review: one (NAME VERSION), several
+// (NAME@VERSION...), or every one a person published (--published-by) or
+// a connection brought (--connection). A set is decided by one request
+// in which each version is decided and recorded on its own; the command
+// prints each outcome and exits 1 when any version was refused.
+func newReviewCmd(a *app, verb, short, noteHelp string) *cobra.Command {
+	var note, publishedBy, connection string
+	cmd := &cobra.Command{
+		Use:   verb + " (NAME VERSION | NAME@VERSION... | --published-by PERSON | --connection CONNECTION)",
+		Short: short,
+		Example: "  toolplane tools " + verb + " billing.list_invoices 2.1.0 --note ok\n" +
+			"  toolplane tools " + verb + " billing.list_invoices@2.1.0 billing.get_invoice@1.0.0 --note ok\n" +
+			"  toolplane tools " + verb + " --connection billing --note 'reviewed the billing API tools'",
+	}
+	r := addRemote(a, cmd)
+	single := addOutput(cmd, versionColumns...)
+	cmd.Flags().StringVar(&note, "note", "", noteHelp)
+	cmd.Flags().StringVar(&publishedBy, "published-by", "", "every version in review this person published")
+	cmd.Flags().StringVar(&connection, "connection", "", "every version in review that needs this connection (a provider, or a remote tool's connection id)")
+	cmd.RunE = action(func(cmd *cobra.Command, args []string) error {
+		if err := single.check(); err != nil {
+			return err
+		}
+		body := map[string]any{}
+		if note != "" {
+			body["note"] = note
+		}
+		filtered := publishedBy != "" || connection != ""
+		if len(args) == 2 && !filtered && !strings.Contains(args[0], "@") && !strings.Contains(args[1], "@") {
+			data, err := r.call(cmd, "POST", "/v1/registry/tools/"+esc(args[0])+"/versions/"+esc(args[1])+"/"+verb, body, "")
+			if err != nil {
+				return err
+			}
+			return single.print(a.stdout, data)
+		}
+		if filtered && len(args) > 0 {
+			return usageErr("name versions or --published-by/--connection, not both")
+		}
+		if !filtered && len(args) == 0 {
+			return usageErr("want NAME VERSION, NAME@VERSION... or --published-by/--connection")
+		}
+		versions := make([]map[string]string, 0, len(args))
+		for _, arg := range args {
+			name, version, ok := strings.Cut(arg, "@")
+			if !ok || name == "" || version == "" {
+				return usageErr("%q: name each version as NAME@VERSION (or give one as NAME VERSION)", arg)
+			}
+			versions = append(versions, map[string]string{"name": name, "version": version})
+		}
+		body["decision"] = verb
+		if len(versions) > 0 {
+			body["versions"] = versions
+		}
+		if publishedBy != "" {
+			body["published_by"] = publishedBy
+		}
+		if connection != "" {
+			body["connection"] = connection
+		}
+		data, err := r.call(cmd, "POST", "/v1/registry/reviews", body, "")
+		if err != nil {
+			return err
+		}
+		bulk := &output{format: single.format, field: single.field, list: "items",
+			columns: []string{"name", "version", "outcome", "state", "error.code", "error.message"}}
+		if err := bulk.print(a.stdout, data); err != nil {
+			return err
+		}
+		var answer struct {
+			Decided int `json:"decided"`
+			Refused int `json:"refused"`
+		}
+		if err := json.Unmarshal(data, &answer); err != nil {
+			return fmt.Errorf("the answer is not JSON: %w", err)
+		}
+		if bulk.format == "table" {
+			fmt.Fprintf(a.stderr, "%d %s, %d refused\n", answer.Decided, map[string]string{"approve": "approved", "reject": "rejected"}[verb], answer.Refused)
+		}
+		if answer.Refused > 0 {
+			return silent(1)
+		}
+		return nil
+	})
+	return cmd
 }
 
 // newDiffCmd prints the compatibility report between two definition files

@@ -699,6 +699,7 @@ func (s *Server) doors(svc *services) error {
 	s.closers = append(s.closers, endStreams)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", endOnShutdown(streams, mcpDoor.Handler()))
+	mux.Handle("POST "+mcpserver.RegistrationPath, mcpDoor.RegistrationHandler())
 	for _, slug := range svc.upstreams.Slugs() {
 		mux.Handle("/mcp/"+slug, endOnShutdown(streams, mcpDoor.UpstreamHandler(slug)))
 	}
