@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/boundary"
 )
 
 // Floor is the platform's own declaration of one binding (a handler key or
@@ -401,6 +400,6 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 	for _, p := range problems {
 		nt.Raised = append(nt.Raised, p.Field)
 	}
-	nt.spec = boundary.SpecFor(&nt.Def)
+	nt.spec = nt.boundarySpec()
 	return &nt
 }
