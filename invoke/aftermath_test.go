@@ -27,7 +27,9 @@ func TestAftermathFollowsTheApprovedCall(t *testing.T) {
 	send.Effect = toolplane.EffectWrite
 	read := def("crm.lookup", toolplane.EffectRead, func(d *toolplane.Definition) { d.Annotations.RequiresApproval = true })
 	e := newEnv(t, newStore(t),
-		tool{def: send, fn: func(context.Context, handler.Call, any) (any, error) { return nil, errors.New("socket closed after write") },
+		tool{def: send, fn: func(context.Context, handler.Call, any) (any, error) {
+			return nil, errors.New("socket closed after write")
+		},
 			classify: func(error) handler.Ending { return handler.Uncertain("the connection dropped") }},
 		tool{def: read, fn: ok(map[string]any{})})
 	after := func(id string) *invoke.Aftermath {
