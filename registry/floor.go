@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // Floor is the platform's own declaration of one binding (a handler key or
@@ -35,7 +37,12 @@ type Floor struct {
 	// Untrusted: a declaring tool's answers come from outside the platform
 	// (vendor, MCP or open-world), so they are labelled untrusted.
 	Untrusted bool
-	Metered   bool
+	// OutsideText is every field a declaring tool's output schema marks
+	// x-outside-text, sorted: a definition bound to the same handler
+	// answers the same text from outside, fenced and labelled wherever it
+	// is published.
+	OutsideText []string
+	Metered     bool
 	// Preview: a declaring tool has its approval line rendered by the
 	// handler's preview, which reads the arguments as the handler does
 	// and so refuses, before anyone is asked, what the handler cannot
@@ -155,6 +162,12 @@ func (f *Floor) declare(d *toolplane.Definition) {
 	f.Destructive = f.Destructive || d.Annotations.Destructive
 	f.RequiresApproval = f.RequiresApproval || d.Annotations.RequiresApproval
 	f.Untrusted = f.Untrusted || d.Untrusted()
+	for _, p := range outsideText(d) {
+		if !slices.Contains(f.OutsideText, p) {
+			f.OutsideText = append(f.OutsideText, p)
+		}
+	}
+	slices.Sort(f.OutsideText)
 	f.Metered = f.Metered || d.Metered
 	f.Preview = f.Preview || d.ApprovalPreview
 	if f.Approval == nil && d.Approval != nil {
@@ -182,6 +195,30 @@ func (f *Floor) declare(d *toolplane.Definition) {
 	case f.Replay != nil && d.Replay.MaxAttempts < f.Replay.MaxAttempts:
 		f.Replay.MaxAttempts = d.Replay.MaxAttempts
 	}
+}
+
+// outsideText answers the fields d's output schema marks x-outside-text;
+// none when it does not compile (the registration checks say why).
+func outsideText(d *toolplane.Definition) []string {
+	s, err := schema.Compile(d.OutputSchema)
+	if err != nil {
+		return nil
+	}
+	return s.OutsideText()
+}
+
+// unmarked answers the fields of want that have is missing.
+func unmarked(want, have []string) []string {
+	var out []string
+	for _, p := range want {
+		if !slices.Contains(have, p) {
+			if p == "" {
+				p = "the whole answer"
+			}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func cloneApproval(p *toolplane.ApprovalPolicy) *toolplane.ApprovalPolicy {
@@ -253,6 +290,11 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 	if f.Untrusted && !d.Untrusted() {
 		weaker("annotations.open_world", "answers would not be labelled untrusted", "set annotations.open_world: true")
 		d.Annotations.OpenWorld = true
+	}
+	if missing := unmarked(f.OutsideText, outsideText(&d)); len(missing) > 0 {
+		// The schema is the publisher's to change; the registry serves
+		// the held tool with those fields fenced all the same (Tool.held).
+		weaker("output_schema", "does not mark "+strings.Join(missing, ", ")+" as outside text", "mark each "+strconv.Quote(schema.OutsideTextKeyword)+": true")
 	}
 	if f.Metered && !d.Metered {
 		weaker("metered", "not metered", "set metered: true")
@@ -401,5 +443,11 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 		nt.Raised = append(nt.Raised, p.Field)
 	}
 	nt.spec = nt.boundarySpec()
+	if f != nil {
+		if missing := unmarked(f.OutsideText, nt.spec.OutsideText); len(missing) > 0 {
+			nt.spec.OutsideText = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(nt.spec.OutsideText), f.OutsideText...))))
+			nt.spec.Source, nt.spec.Untrusted = nt.Def.Name, true
+		}
+	}
 	return &nt
 }
