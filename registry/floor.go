@@ -207,14 +207,36 @@ func outsideText(d *toolplane.Definition) []string {
 	return s.OutsideText()
 }
 
+// unfencedText answers the fields of outside that d's output schema
+// describes as text and does not mark x-outside-text: free text left
+// unmarked, or marked the platform's own. A field it does not describe
+// is fenced by the floor without a word (Tool.held): the schema says
+// nothing to the contrary.
+func unfencedText(outside []string, d *toolplane.Definition) []string {
+	if len(outside) == 0 {
+		return nil
+	}
+	s, err := schema.Compile(d.OutputSchema)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range outside {
+		if slices.Contains(s.FreeText(), p) || slices.Contains(s.OwnText(), p) {
+			if p == "" {
+				p = "the whole answer"
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // unmarked answers the fields of want that have is missing.
 func unmarked(want, have []string) []string {
 	var out []string
 	for _, p := range want {
 		if !slices.Contains(have, p) {
-			if p == "" {
-				p = "the whole answer"
-			}
 			out = append(out, p)
 		}
 	}
@@ -291,10 +313,10 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 		weaker("annotations.open_world", "answers would not be labelled untrusted", "set annotations.open_world: true")
 		d.Annotations.OpenWorld = true
 	}
-	if missing := unmarked(f.OutsideText, outsideText(&d)); len(missing) > 0 {
+	if unfenced := unfencedText(f.OutsideText, &d); len(unfenced) > 0 {
 		// The schema is the publisher's to change; the registry serves
 		// the held tool with those fields fenced all the same (Tool.held).
-		weaker("output_schema", "does not mark "+strings.Join(missing, ", ")+" as outside text", "mark each "+strconv.Quote(schema.OutsideTextKeyword)+": true")
+		weaker("output_schema", "describes "+strings.Join(unfenced, ", ")+" as text of its own", "mark each "+strconv.Quote(schema.OutsideTextKeyword)+": true")
 	}
 	if f.Metered && !d.Metered {
 		weaker("metered", "not metered", "set metered: true")
@@ -429,7 +451,16 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 	if f != nil {
 		d, problems = f.Hold(own)
 	}
-	if len(problems) == 0 && len(t.Raised) == 0 {
+	// The fields its answers are fenced at: its own schema's marks, and
+	// the floor's (output schemas are not raised, answers are).
+	var fence []string
+	if t.output != nil {
+		fence = t.output.OutsideText()
+	}
+	if f != nil && len(unmarked(f.OutsideText, fence)) > 0 {
+		fence = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(fence), f.OutsideText...))))
+	}
+	if len(problems) == 0 && len(t.Raised) == 0 && slices.Equal(fence, t.spec.OutsideText) {
 		return t
 	}
 	if len(problems) == 0 {
@@ -443,11 +474,8 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 		nt.Raised = append(nt.Raised, p.Field)
 	}
 	nt.spec = nt.boundarySpec()
-	if f != nil {
-		if missing := unmarked(f.OutsideText, nt.spec.OutsideText); len(missing) > 0 {
-			nt.spec.OutsideText = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(nt.spec.OutsideText), f.OutsideText...))))
-			nt.spec.Source, nt.spec.Untrusted = nt.Def.Name, true
-		}
+	if len(fence) > len(nt.spec.OutsideText) {
+		nt.spec.OutsideText, nt.spec.Source, nt.spec.Untrusted = fence, nt.Def.Name, true
 	}
 	return &nt
 }

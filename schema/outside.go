@@ -23,6 +23,10 @@ func (s *Schema) OutsideText() []string { return s.text.outside }
 // true or false: its author said which of its strings come from outside.
 func (s *Schema) DeclaresText() bool { return s.text.declared }
 
+// OwnText answers the pointers of the string fields the schema marks
+// "x-outside-text": false: the platform's own text, by its author's word.
+func (s *Schema) OwnText() []string { return s.text.own }
+
 // FreeText answers the pointers of the string fields the schema leaves
 // unmarked that could hold any text: no enum, const, pattern or format
 // constrains them, and no maxLength of at most MaxPlainText bytes. They
@@ -36,6 +40,7 @@ const MaxPlainText = 64
 // textMarks is what a schema says of the text its strings hold.
 type textMarks struct {
 	outside  []string
+	own      []string
 	free     []string
 	declared bool
 }
@@ -60,6 +65,8 @@ func readTextMarks(doc any) (textMarks, error) {
 	tm.outside = slices.Compact(tm.outside)
 	slices.Sort(tm.free)
 	tm.free = slices.Compact(tm.free)
+	slices.Sort(tm.own)
+	tm.own = slices.Compact(tm.own)
 	return tm, nil
 }
 
@@ -83,7 +90,9 @@ func walkText(v any, at, sp string, depth int, tm *textMarks, reached map[string
 			return &CompileError{Pointer: sp + "/" + OutsideTextKeyword, Reason: ErrInvalid, Detail: fmt.Sprintf("%s is true or false, not %v", OutsideTextKeyword, mark)}
 		case b && !stringType(m):
 			return &CompileError{Pointer: sp, Reason: ErrInvalid, Detail: OutsideTextKeyword + " marks a string field (type: string); mark each string of an object or an array where it is"}
-		case b:
+		case !b:
+			tm.own = append(tm.own, at)
+		default:
 			for _, k := range textConstraints {
 				if _, has := m[k]; has {
 					return &CompileError{Pointer: sp, Reason: ErrInvalid, Detail: fmt.Sprintf("a field marked %s is free text, fenced before a model reads it; %s would not hold for its fenced form: remove %s or the mark", OutsideTextKeyword, k, k)}
