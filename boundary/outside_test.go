@@ -96,3 +96,17 @@ func TestFencedTextIsBoundWhole(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBound5000RowsFenced is BenchmarkBound5000Rows for a tool whose
+// rows' notes are outside text: every row kept has its notes fenced.
+func BenchmarkBound5000RowsFenced(b *testing.B) {
+	in := rows(5000)
+	spec := boundary.Spec{ItemKind: "crm.person", OutsideText: []string{"/*/notes"}, Source: "crm.search_people"}
+	b.ReportAllocs()
+	for b.Loop() {
+		data, _ := boundary.Apply(in, spec)
+		if boundary.Size(data) > boundary.PlatformLimit {
+			b.Fatal("over the limit")
+		}
+	}
+}

@@ -123,9 +123,7 @@ func (iv *Invoker) Aftermath(ctx context.Context, a *toolplane.Approval, by *too
 	}
 	switch cl.Status {
 	case toolplane.ClaimProcessing:
-		if ran == nil || out.State != AfterRefused {
-			out.State, out.Code, out.Message = AfterRunning, "", ""
-		}
+		out.State, out.Code, out.Message = AfterRunning, "", ""
 	case toolplane.ClaimUncertain:
 		out.State, out.Code, out.Message = AfterUncertain, toolplane.CodeUncertain, cl.Reason
 	case toolplane.ClaimCompleted:
