@@ -50,10 +50,15 @@ type Aftermath struct {
 	At      time.Time
 }
 
-// maxAftermathEvents bounds the audit events of one approval read to find
-// the call it let through: its filing, the calls answered while it waited,
-// the run, its repeats. More are repeats of a call already answered.
-const maxAftermathEvents = 50
+// The audit events of one approval are read in pages of
+// aftermathPage, at most aftermathPages of them, to find the call it let
+// through: its filing, the calls answered while it waited, the run, and
+// its repeats, of which an agent polling for its answer leaves many. Past
+// that the outcome is still read from the journal, without its event.
+const (
+	aftermathPage  = 100
+	aftermathPages = 10
+)
 
 // Aftermath answers what became of the call approval a let through, to by,
 // who may read approvals (approval.MayRead): nil for an approval that was
@@ -80,22 +85,9 @@ func (iv *Invoker) Aftermath(ctx context.Context, a *toolplane.Approval, by *too
 	if a.Status != toolplane.ApprovalApproved || iv.cfg.Store == nil {
 		return nil, nil
 	}
-	evs, _, err := iv.cfg.Store.ListAudit(ctx, a.OrganizationID, toolplane.AuditFilter{RunID: a.RunID, Tool: a.Tool, ApprovalID: a.ID}, "", maxAftermathEvents)
+	ran, err := iv.ranUnder(ctx, a)
 	if err != nil {
-		return nil, fmt.Errorf("the audit events of approval %s: %w", a.ID, err)
-	}
-	var ran *toolplane.AuditEvent
-	for i := range evs { // newest first: the last call that ran decides
-		if !ranUnder(&evs[i]) {
-			continue
-		}
-		// The repeats of an uncertain action answer uncertain too, none
-		// of them run: the call that ran is the first of them.
-		for i+1 < len(evs) && evs[i].Outcome == string(toolplane.CodeUncertain) && evs[i+1].Outcome == evs[i].Outcome && !evs[i+1].Replayed {
-			i++
-		}
-		ran = &evs[i]
-		break
+		return nil, err
 	}
 	out := &Aftermath{State: AfterNotRun}
 	if ran != nil {
@@ -144,12 +136,44 @@ func (iv *Invoker) Aftermath(ctx context.Context, a *toolplane.Approval, by *too
 	return out, nil
 }
 
-// ranUnder reports whether ev records a call that ran under its approval:
+// ranUnder answers the audit event of the call approval a let through
+// that ended last, or nil when none is found.
+func (iv *Invoker) ranUnder(ctx context.Context, a *toolplane.Approval) (*toolplane.AuditEvent, error) {
+	f := toolplane.AuditFilter{RunID: a.RunID, Tool: a.Tool, ApprovalID: a.ID}
+	var ran *toolplane.AuditEvent
+	after := ""
+	for range aftermathPages {
+		evs, next, err := iv.cfg.Store.ListAudit(ctx, a.OrganizationID, f, after, aftermathPage)
+		if err != nil {
+			return nil, fmt.Errorf("the audit events of approval %s: %w", a.ID, err)
+		}
+		for i := range evs { // newest first: the last call that ran decides
+			switch {
+			case ran != nil && ran.Outcome == string(toolplane.CodeUncertain) && evs[i].Outcome == ran.Outcome && !evs[i].Replayed:
+				// The repeats of an uncertain action answer uncertain
+				// too, none of them run: the call that ran is the
+				// first of them.
+				ran = &evs[i]
+			case ran != nil:
+				return ran, nil
+			case callRan(&evs[i]):
+				ran = &evs[i]
+			}
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	return ran, nil
+}
+
+// callRan reports whether ev records a call that ran under its approval:
 // an answer or a refusal of its own, not the filing (approval_required), a
 // repeat answered from the journal, a call that found another in flight,
 // a rejection, or a state the approval itself reached (expired,
 // escalated), none of which is a call's code.
-func ranUnder(ev *toolplane.AuditEvent) bool {
+func callRan(ev *toolplane.AuditEvent) bool {
 	if ev.Replayed {
 		return false
 	}
