@@ -202,7 +202,11 @@ func TestLintWarnsOfUndeclaredOutsideText(t *testing.T) {
 			}
 		})
 	}
-	if _, _, errOut := run(append([]string{"lint"}, examples(t)...)...); strings.Contains(errOut, warning) {
-		t.Fatalf("an example declares no outside text: %s", errOut)
+	// The examples that answer free text declare it.
+	_, _, errOut := run(append([]string{"lint"}, examples(t)...)...)
+	for _, tool := range []string{"crm.search_people", "research.web_search"} {
+		if strings.Contains(errOut, tool+": "+warning) {
+			t.Errorf("the example %s declares no outside text: %s", tool, errOut)
+		}
 	}
 }
