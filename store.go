@@ -322,6 +322,10 @@ type AuditFilter struct {
 	UserID  string
 	Tool    string
 	Outcome string
+	// ApprovalID matches the events that name an approval: its filing,
+	// the calls it let through, their repeats (see invoke.Aftermath).
+	// Set it beside RunID, whose index then serves the query.
+	ApprovalID string
 	// Outcomes, when set, matches an event whose outcome is any of them
 	// (every error code, say), beside Outcome.
 	Outcomes []string

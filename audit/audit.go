@@ -294,7 +294,7 @@ func checkFilter(f toolplane.AuditFilter) error {
 		name, v string
 		max     int
 	}{{"run_id", f.RunID, toolplane.MaxRunLen}, {"agent_id", f.AgentID, toolplane.MaxRefLen}, {"user_id", f.UserID, toolplane.MaxRefLen},
-		{"tool", f.Tool, toolplane.MaxNameLen}, {"outcome", f.Outcome, toolplane.MaxRefLen}}
+		{"tool", f.Tool, toolplane.MaxNameLen}, {"outcome", f.Outcome, toolplane.MaxRefLen}, {"approval_id", f.ApprovalID, toolplane.MaxRefLen}}
 	if len(f.Outcomes) > toolplane.MaxAuditOutcomes {
 		return fmt.Errorf("%w: at most %d outcomes", toolplane.ErrInvalid, toolplane.MaxAuditOutcomes)
 	}

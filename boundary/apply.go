@@ -25,6 +25,15 @@ type Spec struct {
 	// Untrusted marks answers that carry content from outside the platform;
 	// it is copied to the answer's meta so the caller labels the content.
 	Untrusted bool
+	// OutsideText are the pointers of the answer's fields that hold text
+	// from outside the platform (the output schema's x-outside-text, in
+	// schema.Schema.OutsideText's form: "/*" for every element of an
+	// array, "" for the whole answer). Each string there is fenced (see
+	// Fence) before anything is bounded, whatever runs the tool, so a
+	// model reads it as data however it was written. Source names the
+	// tool in each fence.
+	OutsideText []string
+	Source      string
 }
 
 // SpecFor returns the Spec a tool definition declares. A nil definition
@@ -58,13 +67,16 @@ func Apply(out any, spec Spec) (data any, meta toolplane.Meta) {
 	var original, bounded any
 	var truncated, changed bool
 	n := normalizer{redact: true}
+	fences := spec.fences()
 	if length, src, ok := n.items(out); ok {
+		src.fences = fences
 		if spec.MaxResults > 0 && length > spec.MaxResults {
 			length, truncated = spec.MaxResults, true
 		}
 		original, bounded, changed = boundItems(length, &n, src, limit)
 	} else {
 		original, _ = n.value(out, 0)
+		original = fences.apply(original, false)
 		if rows, ok := original.([]any); ok && spec.MaxResults > 0 && len(rows) > spec.MaxResults {
 			original, truncated = rows[:spec.MaxResults:spec.MaxResults], true
 		}
@@ -131,15 +143,19 @@ func (n *normalizer) items(v any) (int, itemSource, bool) {
 type itemSource struct {
 	a  []any         // the answer, when it is a []any
 	rv reflect.Value // else the answer, a slice or an array
+	// fences are the answer's outside-text fields, fenced in each item.
+	fences fences
 }
 
-// item normalises and redacts item i with n.
+// item normalises, redacts and fences item i with n.
 func (s itemSource) item(n *normalizer, i int) any {
+	var e any
 	if s.a != nil {
-		e, _ := n.value(s.a[i], 1)
-		return e
+		e, _ = n.value(s.a[i], 1)
+	} else {
+		e = n.reflectValue(s.rv.Index(i), 1)
 	}
-	return n.reflectValue(s.rv.Index(i), 1)
+	return s.fences.apply(e, true)
 }
 
 // boundItems is Bound for an array whose first length items n produces

@@ -278,10 +278,10 @@ func TestSpecFor(t *testing.T) {
 	t.Parallel()
 	d := &toolplane.Definition{MaxResults: 5, MaxOutputBytes: 1024, ItemKind: "crm.person", Kind: toolplane.KindVendor}
 	want := boundary.Spec{MaxResults: 5, MaxOutputBytes: 1024, ItemKind: "crm.person", Untrusted: true}
-	if got := boundary.SpecFor(d); got != want {
+	if got := boundary.SpecFor(d); !reflect.DeepEqual(got, want) {
 		t.Fatalf("SpecFor = %+v, want %+v", got, want)
 	}
-	if got := boundary.SpecFor(nil); got != (boundary.Spec{}) {
+	if got := boundary.SpecFor(nil); !reflect.DeepEqual(got, boundary.Spec{}) {
 		t.Fatalf("SpecFor(nil) = %+v", got)
 	}
 }

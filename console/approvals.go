@@ -226,6 +226,12 @@ type cardPage struct {
 	Link, LinkRefused string
 	CSRF              string
 	Action            string
+	// After is what became of the call an approved approval let through
+	// (nil otherwise); AfterUnread says it could not be read; AuditLink
+	// is the console's page of the audit event of the call that ran.
+	After       *invoke.Aftermath
+	AfterUnread bool
+	AuditLink   string
 }
 
 func (c *Console) approvalCard(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
@@ -259,6 +265,17 @@ func (c *Console) approvalCard(w http.ResponseWriter, r *http.Request, sess *sig
 	}
 	if done := r.URL.Query().Get("done"); done != "" {
 		v.Notice = "Your answer was recorded."
+	}
+	// What the approval led to: a card worth showing without it, so a
+	// read that fails is said on the card rather than failing the page.
+	if after, err := c.cfg.Invoker.Aftermath(r.Context(), a, sess.Credential); err != nil {
+		c.log.ErrorContext(r.Context(), "approval outcome not read", "approval", a.ID, "err", err)
+		v.AfterUnread = true
+	} else if after != nil {
+		v.After = after
+		if after.AuditID != "" {
+			v.AuditLink = c.path("/audit/" + url.PathEscape(after.AuditID))
+		}
 	}
 	c.render(w, r, http.StatusOK, "approval", v)
 	return nil

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -634,8 +635,42 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, c caller) {
 		s.Log.ErrorContext(r.Context(), "approval lookup failed", "err", err)
 		httperr.Send(w, r, httperr.Internal, "the approval could not be read", "")
 	default:
-		writeJSON(w, http.StatusOK, s.approvalView(*a))
+		view := s.approvalView(*a)
+		after, err := s.Door.Invoker.Aftermath(r.Context(), a, c.cred)
+		if err != nil {
+			s.Log.ErrorContext(r.Context(), "approval outcome lookup failed", "approval", a.ID, "err", err)
+			httperr.Send(w, r, httperr.Internal, "what became of the approved call could not be read", "")
+			return
+		}
+		if after != nil {
+			view["outcome"] = aftermathView(after)
+		}
+		writeJSON(w, http.StatusOK, view)
 	}
+}
+
+// aftermathView is what became of an approved call as the API shows it:
+// its state, the refusal's code and message (the agent's words, or why it
+// is uncertain), who reconciled it, and the audit event of the call that
+// ran with where to read it.
+func aftermathView(a *invoke.Aftermath) map[string]any {
+	out := map[string]any{"state": a.State}
+	if a.Code != "" {
+		out["code"] = a.Code
+	}
+	if a.Message != "" {
+		out["message"] = a.Message
+		out["untrusted"] = a.Untrusted
+	}
+	if a.ReconciledBy != "" {
+		out["reconciled_by"] = a.ReconciledBy
+	}
+	if a.AuditID != "" {
+		out["audit_event_id"] = a.AuditID
+		out["audit_event"] = "/v1/audit/events/" + url.PathEscape(a.AuditID)
+		out["at"] = a.At
+	}
+	return out
 }
 
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {

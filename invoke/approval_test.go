@@ -2,6 +2,7 @@ package invoke_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -195,8 +196,22 @@ func TestApprovalResolutionChecks(t *testing.T) {
 	}
 }
 
+// The preview rules, seed 000's "a preview timeout or invalid result files
+// the approval" and "a failing preview still creates the approval, with
+// the generic render": a line the tool renders is folded and filed; a
+// preview that fails, runs out of time, or answers an empty or over-long
+// line still files the approval, whose line says the preview is
+// unavailable and why (in the platform's words, never the preview's
+// error) over the arguments, credentials redacted and x-sensitive values
+// masked; only arguments the preview cannot read are refused, at their
+// field, with nothing filed.
 func TestPreviewRules(t *testing.T) {
 	t.Parallel()
+	const secret = "crm-down: token=sk_live_0123456789abcdefghij"
+	// The arguments as the generic render shows them: the password
+	// redacted by its name, the body masked as the schema marks it
+	// x-sensitive, the recipient as it is.
+	const shown = `email.send {"body":"[redacted]","password":"[redacted]","to":"jo"}`
 	tests := []struct {
 		name    string
 		preview handler.PreviewFunc
@@ -206,13 +221,19 @@ func TestPreviewRules(t *testing.T) {
 		{"one line", func(context.Context, handler.Call, any) (string, error) {
 			return "  send one message\n\tto   jo  ", nil
 		}, "send one message to jo", ""},
-		{"failure files nothing", func(context.Context, handler.Call, any) (string, error) { return "", errors.New("crm down") }, "", toolplane.CodeUnavailable},
-		{"empty files nothing", func(context.Context, handler.Call, any) (string, error) { return " \n ", nil }, "", toolplane.CodeInvalidOutput},
-		{"over 512 bytes files nothing", func(context.Context, handler.Call, any) (string, error) { return strings.Repeat("é", 300), nil }, "", toolplane.CodeInvalidOutput},
-		{"timeout files nothing", func(ctx context.Context, _ handler.Call, _ any) (string, error) {
+		{"a failure files the generic render", func(context.Context, handler.Call, any) (string, error) { return "", errors.New(secret) },
+			"preview unavailable: the tool's preview failed; " + shown, ""},
+		{"a panic files the generic render", func(context.Context, handler.Call, any) (string, error) { panic(secret) },
+			"preview unavailable: the tool's preview failed; " + shown, ""},
+		{"an empty line files the generic render", func(context.Context, handler.Call, any) (string, error) { return " \n ", nil },
+			"preview unavailable: the tool's preview was empty; " + shown, ""},
+		{"over 512 bytes files the generic render", func(context.Context, handler.Call, any) (string, error) { return strings.Repeat("é", 300), nil },
+			"preview unavailable: the tool's preview was longer than 512 bytes; " + shown, ""},
+		{"a timeout files the generic render", func(ctx context.Context, _ handler.Call, _ any) (string, error) {
 			<-ctx.Done()
+			time.Sleep(20 * time.Millisecond) // answers after the invoker stopped waiting
 			return "late", nil
-		}, "", toolplane.CodeUnavailable},
+		}, "preview unavailable: the tool's preview did not answer in time; " + shown, ""},
 		{"arguments it cannot read file nothing", func(context.Context, handler.Call, any) (string, error) {
 			return "", &handler.Invalid{Message: "to: not an address", FieldPath: "/to"}
 		}, "", toolplane.CodeInvalidInput},
@@ -223,15 +244,17 @@ func TestPreviewRules(t *testing.T) {
 			d := gated("email.send")
 			d.ApprovalPreview = true
 			d.Timeout = toolplane.Duration(50 * time.Millisecond)
+			d.InputSchema = json.RawMessage(strings.Replace(objectIn, `"body":{"type":"string"}`, `"body":{"type":"string","x-sensitive":true}`, 1))
 			e := newEnv(t, newStore(t), tool{def: d, fn: ok(map[string]any{}), opts: []handler.Option{handler.WithPreview(tt.preview)}})
-			r, err := e.iv.Invoke(context.Background(), "email.send", args("to", "jo"), inv("email.send"))
+			call := args("to", "jo", "body", "the quarterly numbers", "password", "hunter2-hunter2")
+			r, err := e.iv.Invoke(context.Background(), "email.send", call, inv("email.send"))
 			if tt.refused != "" {
 				code(t, r, err, tt.refused)
 				pending, _, lerr := e.store.ListApprovals(context.Background(), "org-1", toolplane.ApprovalPending, "", 10)
 				if lerr != nil || len(pending) != 0 || e.count("email.send") != 0 {
-					t.Fatalf("a failed preview filed %d approvals (%v), ran %d times", len(pending), lerr, e.count("email.send"))
+					t.Fatalf("unreadable arguments filed %d approvals (%v), ran %d times", len(pending), lerr, e.count("email.send"))
 				}
-				if tt.refused == toolplane.CodeInvalidInput && r.Error.FieldPath != "/to" {
+				if r.Error.FieldPath != "/to" {
 					t.Fatalf("field_path = %q", r.Error.FieldPath)
 				}
 				return
@@ -244,8 +267,23 @@ func TestPreviewRules(t *testing.T) {
 			if stored.Preview != tt.want || a.Preview != tt.want {
 				t.Fatalf("preview = %q, want %q", stored.Preview, tt.want)
 			}
-			if stored.ArgumentsHash != hashOf(t, args("to", "jo")) || stored.Status != toolplane.ApprovalPending || stored.DefaultOnTimeout != "deny" {
+			for _, leak := range []string{"sk_live", "crm-down", "quarterly", "hunter2"} {
+				if strings.Contains(stored.Preview, leak) {
+					t.Fatalf("the preview shows %q: %q", leak, stored.Preview)
+				}
+			}
+			if stored.ArgumentsHash != hashOf(t, call) || stored.Status != toolplane.ApprovalPending || stored.DefaultOnTimeout != "deny" {
 				t.Fatalf("approval = %+v", stored)
+			}
+			if e.count("email.send") != 0 {
+				t.Fatal("the call ran before anyone approved it")
+			}
+			// The person decides as for any approval: approved, the call
+			// runs once.
+			e.resolve(a.ID, true)
+			must(t).OK(e.iv.ExecuteApproved(context.Background(), "org-1", a.ID))
+			if e.count("email.send") != 1 {
+				t.Fatalf("ran %d times after the approval", e.count("email.send"))
 			}
 		})
 	}

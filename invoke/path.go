@@ -639,7 +639,7 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	}
 	line, refused := c.preview(ctx)
 	if refused != nil {
-		// A person is never asked to approve a call they cannot read:
+		// Arguments the tool cannot read: the model's to fix, and
 		// nothing is filed.
 		return *refused, false, nil
 	}
@@ -778,19 +778,30 @@ func (c *call) resolveRuntime() *toolplane.Result {
 // maxPreview bounds the approval line, in UTF-8 bytes.
 const maxPreview = 512
 
+// The reasons an approval line says the tool's own preview is unavailable.
+// They are the platform's words, short and stable: never the preview's
+// error, which may quote a provider's exception or a secret it was given.
+const (
+	previewFailed  = "the tool's preview failed"
+	previewLate    = "the tool's preview did not answer in time"
+	previewEmpty   = "the tool's preview was empty"
+	previewTooLong = "the tool's preview was longer than 512 bytes"
+)
+
 // preview renders the approval line under the preview rules: it runs under
 // the call's timeout, on the coerced arguments the handler will receive,
-// and its answer is folded to one line of at most 512 bytes. A tool that
-// declares a preview gets an approval only with one: a preview that fails
-// answers the refusal the call ends with, and no approval is filed. The
-// arguments the preview cannot read are the model's to fix
-// (invalid_input); an error or a timeout is the tool's, for now
-// (unavailable); an empty or over-long line breaks the preview's contract
-// (invalid_output).
+// and its answer is folded to one line of at most 512 bytes. A preview that
+// fails (an error, a panic, a timeout, an empty or over-long line) does not
+// stop the approval: the person still decides, from the generic render of
+// the arguments under a "preview unavailable: REASON" line (see
+// unavailablePreview). Only arguments the preview cannot read answer a
+// refusal (invalid_input at the field, nothing filed): the handler would
+// refuse them the same way once approved, so a person is not asked to
+// approve a call that cannot run.
 func (c *call) preview(ctx context.Context) (string, *toolplane.Result) {
 	d := &c.tool.Def
 	if r := d.Binding.Remote; r != nil {
-		return remotePreview(r.RemoteName, c.args), nil
+		return genericPreview(r.RemoteName, c.args, c.tool.Input().Sensitive()), nil
 	}
 	if !d.ApprovalPreview || d.Binding.Handler == nil {
 		return "", nil
@@ -816,38 +827,56 @@ func (c *call) preview(ctx context.Context) (string, *toolplane.Result) {
 		ch <- answer{s, err}
 	}()
 	var a answer
+	late := false
 	select {
 	case a = <-ch:
 	case <-pctx.Done():
-		a.err = pctx.Err()
+		a.err, late = pctx.Err(), true
 	}
 	line := strings.Join(strings.FieldsFunc(a.s, unicode.IsSpace), " ")
 	var bad *handler.Invalid
+	reason := ""
 	switch {
 	case errors.As(a.err, &bad):
 		r := b.Classify(bad).Result // invalid_input at the field, its message cleaned
 		return "", &r
+	case a.err != nil && (late || errors.Is(a.err, context.DeadlineExceeded)):
+		reason = previewLate
 	case a.err != nil:
-		c.iv.log.WarnContext(ctx, "approval preview failed; nothing filed", "tool", d.Name, "err", a.err)
-		r := toolplane.Fail(toolplane.CodeUnavailable, fmt.Sprintf("%s could not describe this call for the person who approves it, so no approval was asked for and nothing was done; try again later", c.tool.Model))
-		return "", &r
-	case line == "" || len(line) > maxPreview:
-		c.iv.log.WarnContext(ctx, "approval preview empty or over 512 bytes; nothing filed", "tool", d.Name, "bytes", len(line))
-		r := toolplane.Fail(toolplane.CodeInvalidOutput, fmt.Sprintf("%s described this call for its approver in a form that breaks its own contract, so no approval was asked for and nothing was done. This is a fault of the tool, not of your arguments; do not retry the same call.", c.tool.Model))
-		return "", &r
+		reason = previewFailed
+	case line == "":
+		reason = previewEmpty
+	case len(line) > maxPreview:
+		reason = previewTooLong
+	default:
+		return line, nil
 	}
-	return line, nil
+	c.iv.log.WarnContext(ctx, "approval preview unavailable; filing the approval with the generic render", "tool", d.Name, "reason", reason, "err", a.err, "bytes", len(line))
+	return c.unavailablePreview(reason), nil
 }
 
-// remotePreview renders the approval line of a call to a remote MCP tool,
-// whose server offers no preview of its own: the remote name and the
-// arguments as compact JSON, credentials redacted by the boundary's rule
-// (the person reads it; the stored arguments stay whole for the call), cut
-// to maxPreview bytes on a character boundary, and folded to one line.
-func remotePreview(name string, args any) string {
+// unavailablePreview is the approval line of a call whose tool's preview
+// failed for reason: "preview unavailable: REASON", then the generic
+// render of the arguments (the tool's name and its arguments as compact
+// JSON, credentials redacted and the values the input schema marks
+// x-sensitive masked), within the line's bound. The person reads what the
+// call would do, in the platform's words, and still decides.
+func (c *call) unavailablePreview(reason string) string {
+	return genericPreview("preview unavailable: "+reason+"; "+c.tool.Def.Name, c.args, c.tool.Input().Sensitive())
+}
+
+// genericPreview renders an approval line from the arguments alone, for a
+// call whose tool offers no preview of its own (a remote MCP tool) or
+// whose preview failed: head, then the arguments as compact JSON with
+// credentials redacted by the boundary's rule and every value at the
+// pointers sensitive (the input schema's x-sensitive) masked (the person
+// reads it; the stored arguments stay whole for the call), cut to
+// maxPreview bytes on a character boundary, and folded to one line.
+func genericPreview(head string, args any, sensitive []string) string {
+	shown := schema.Mask(boundary.Redact(args), sensitive, boundary.Redacted)
 	// Folded as a handler's preview is: JSON escapes control characters,
 	// not the other separators (U+2028, say) a reader would break on.
-	line := strings.Join(strings.FieldsFunc(name+" "+string(boundary.Encode(nil, boundary.Redact(args))), unicode.IsSpace), " ")
+	line := strings.Join(strings.FieldsFunc(head+" "+string(boundary.Encode(nil, shown)), unicode.IsSpace), " ")
 	if len(line) <= maxPreview {
 		return line
 	}

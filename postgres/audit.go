@@ -136,6 +136,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 		{"user_id", filter.UserID},
 		{"tool", filter.Tool},
 		{"outcome", filter.Outcome},
+		{"approval_id", filter.ApprovalID},
 	} {
 		if f.value != "" {
 			q.WriteString(` AND ` + f.column + ` = ` + param(f.value))

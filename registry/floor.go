@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // Floor is the platform's own declaration of one binding (a handler key or
@@ -36,7 +37,12 @@ type Floor struct {
 	// Untrusted: a declaring tool's answers come from outside the platform
 	// (vendor, MCP or open-world), so they are labelled untrusted.
 	Untrusted bool
-	Metered   bool
+	// OutsideText is every field a declaring tool's output schema marks
+	// x-outside-text, sorted: a definition bound to the same handler
+	// answers the same text from outside, fenced and labelled wherever it
+	// is published.
+	OutsideText []string
+	Metered     bool
 	// Preview: a declaring tool has its approval line rendered by the
 	// handler's preview, which reads the arguments as the handler does
 	// and so refuses, before anyone is asked, what the handler cannot
@@ -156,6 +162,12 @@ func (f *Floor) declare(d *toolplane.Definition) {
 	f.Destructive = f.Destructive || d.Annotations.Destructive
 	f.RequiresApproval = f.RequiresApproval || d.Annotations.RequiresApproval
 	f.Untrusted = f.Untrusted || d.Untrusted()
+	for _, p := range outsideText(d) {
+		if !slices.Contains(f.OutsideText, p) {
+			f.OutsideText = append(f.OutsideText, p)
+		}
+	}
+	slices.Sort(f.OutsideText)
 	f.Metered = f.Metered || d.Metered
 	f.Preview = f.Preview || d.ApprovalPreview
 	if f.Approval == nil && d.Approval != nil {
@@ -183,6 +195,52 @@ func (f *Floor) declare(d *toolplane.Definition) {
 	case f.Replay != nil && d.Replay.MaxAttempts < f.Replay.MaxAttempts:
 		f.Replay.MaxAttempts = d.Replay.MaxAttempts
 	}
+}
+
+// outsideText answers the fields d's output schema marks x-outside-text;
+// none when it does not compile (the registration checks say why).
+func outsideText(d *toolplane.Definition) []string {
+	s, err := schema.Compile(d.OutputSchema)
+	if err != nil {
+		return nil
+	}
+	return s.OutsideText()
+}
+
+// unfencedText answers the fields of outside that d's output schema
+// describes as text and does not mark x-outside-text: free text left
+// unmarked, or marked the platform's own. A field it does not describe
+// is fenced by the floor without a word (Tool.held): the schema says
+// nothing to the contrary.
+func unfencedText(outside []string, d *toolplane.Definition) []string {
+	if len(outside) == 0 {
+		return nil
+	}
+	s, err := schema.Compile(d.OutputSchema)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range outside {
+		if slices.Contains(s.FreeText(), p) || slices.Contains(s.OwnText(), p) {
+			if p == "" {
+				p = "the whole answer"
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// unmarked answers the fields of want that have is missing.
+func unmarked(want, have []string) []string {
+	var out []string
+	for _, p := range want {
+		if !slices.Contains(have, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func cloneApproval(p *toolplane.ApprovalPolicy) *toolplane.ApprovalPolicy {
@@ -254,6 +312,11 @@ func (f *Floor) Hold(d toolplane.Definition) (toolplane.Definition, []Problem) {
 	if f.Untrusted && !d.Untrusted() {
 		weaker("annotations.open_world", "answers would not be labelled untrusted", "set annotations.open_world: true")
 		d.Annotations.OpenWorld = true
+	}
+	if unfenced := unfencedText(f.OutsideText, &d); len(unfenced) > 0 {
+		// The schema is the publisher's to change; the registry serves
+		// the held tool with those fields fenced all the same (Tool.held).
+		weaker("output_schema", "describes "+strings.Join(unfenced, ", ")+" as text of its own", "mark each "+strconv.Quote(schema.OutsideTextKeyword)+": true")
 	}
 	if f.Metered && !d.Metered {
 		weaker("metered", "not metered", "set metered: true")
@@ -388,7 +451,16 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 	if f != nil {
 		d, problems = f.Hold(own)
 	}
-	if len(problems) == 0 && len(t.Raised) == 0 {
+	// The fields its answers are fenced at: its own schema's marks, and
+	// the floor's (output schemas are not raised, answers are).
+	var fence []string
+	if t.output != nil {
+		fence = t.output.OutsideText()
+	}
+	if f != nil && len(unmarked(f.OutsideText, fence)) > 0 {
+		fence = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(fence), f.OutsideText...))))
+	}
+	if len(problems) == 0 && len(t.Raised) == 0 && slices.Equal(fence, t.spec.OutsideText) {
 		return t
 	}
 	if len(problems) == 0 {
@@ -401,6 +473,9 @@ func (t *Tool) held(floors map[string]*Floor) *Tool {
 	for _, p := range problems {
 		nt.Raised = append(nt.Raised, p.Field)
 	}
-	nt.spec = boundary.SpecFor(&nt.Def)
+	nt.spec = nt.boundarySpec()
+	if len(fence) > len(nt.spec.OutsideText) {
+		nt.spec.OutsideText, nt.spec.Source, nt.spec.Untrusted = fence, nt.Def.Name, true
+	}
 	return &nt
 }

@@ -229,7 +229,7 @@ func newTool(c checked) (*Tool, error) {
 		}
 	}
 	t := &Tool{Def: d, Model: modelname.Derive(d.Name), State: toolplane.StateActive, input: c.input, output: c.output}
-	t.spec = boundary.SpecFor(&t.Def)
+	t.spec = t.boundarySpec()
 	// The checks refused any version that is not semantic.
 	t.version, _ = semver.Parse(d.Version)
 	return t, nil
@@ -658,6 +658,20 @@ func (t *Tool) Output(out any) (toolplane.Result, []toolplane.Violation) {
 	}
 	data, meta := boundary.Apply(plain, t.spec)
 	return toolplane.Result{OK: true, Data: data, Meta: meta}, nil
+}
+
+// boundarySpec answers what the result boundary is told of t's answers:
+// its definition's bounds and label, and the fields its output schema
+// marks x-outside-text, which are fenced, and make the whole answer
+// labelled untrusted, whatever runs the tool.
+func (t *Tool) boundarySpec() boundary.Spec {
+	spec := boundary.SpecFor(&t.Def)
+	if t.output != nil {
+		if outside := t.output.OutsideText(); len(outside) > 0 {
+			spec.OutsideText, spec.Source, spec.Untrusted = outside, t.Def.Name, true
+		}
+	}
+	return spec
 }
 
 // Input answers the compiled input schema.

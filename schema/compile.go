@@ -119,6 +119,8 @@ type Schema struct {
 	maxRegex int64
 	// sensitive are the pointers of the properties marked x-sensitive.
 	sensitive []string
+	// text is what the schema's x-outside-text marks say.
+	text textMarks
 }
 
 // Doc returns the decoded schema document (plain JSON values with
@@ -231,8 +233,12 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 		}
 		return nil, &CompileError{Reason: reason, Detail: compileDetail(err)}
 	}
+	text, err := readTextMarks(doc)
+	if err != nil {
+		return nil, err
+	}
 	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc, progs), cost: cost, maxWork: lim.MaxWork, maxRegex: lim.MaxRegexWork,
-		sensitive: sensitivePaths(doc)}, nil
+		sensitive: sensitivePaths(doc), text: text}, nil
 }
 
 // compileDetail shortens the compiler's message: it names our internal

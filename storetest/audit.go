@@ -147,6 +147,7 @@ func testAuditListFilter(t *testing.T, s toolplane.Store) {
 					e := fullEvent(org, fmt.Sprintf("ev-%02d", i), at(time.Duration(i%5)*time.Second+time.Duration(i%2)*time.Microsecond))
 					e.RunID, e.AgentID, e.Tool, e.Outcome = run, agent, tool, outcome
 					e.UserID = []string{"user-ada", "user-bob", ""}[i%3]
+					e.ApprovalID = []string{"apr_1", "", "apr_2", ""}[i%4]
 					appendAudit(t, s, e)
 					all = append(all, *e)
 					i++
@@ -171,6 +172,8 @@ func testAuditListFilter(t *testing.T, s toolplane.Store) {
 		{"no combination", toolplane.AuditFilter{Tool: "crm.read", Outcome: "ok", AgentID: "agent-c"}},
 		{"user", toolplane.AuditFilter{UserID: "user-bob"}},
 		{"user and tool", toolplane.AuditFilter{UserID: "user-ada", Tool: "crm.write"}},
+		{"approval", toolplane.AuditFilter{ApprovalID: "apr_2"}},
+		{"run and approval", toolplane.AuditFilter{RunID: "run-1", ApprovalID: "apr_1"}},
 		{"any of outcomes", toolplane.AuditFilter{Outcomes: []string{"denied", "approval_required"}}},
 		{"one of outcomes", toolplane.AuditFilter{Outcomes: []string{"denied"}, AgentID: "agent-b"}},
 		{"outcome and outcomes", toolplane.AuditFilter{Outcome: "ok", Outcomes: []string{"denied"}}},
@@ -188,7 +191,7 @@ func testAuditListFilter(t *testing.T, s toolplane.Store) {
 				f, when := tt.filter, stored(e.CreatedAt)
 				if (f.RunID == "" || f.RunID == e.RunID) && (f.AgentID == "" || f.AgentID == e.AgentID) &&
 					(f.UserID == "" || f.UserID == e.UserID) && (f.Tool == "" || f.Tool == e.Tool) &&
-					(f.Outcome == "" || f.Outcome == e.Outcome) && (len(f.Outcomes) == 0 || slices.Contains(f.Outcomes, e.Outcome)) &&
+					(f.Outcome == "" || f.Outcome == e.Outcome) && (f.ApprovalID == "" || f.ApprovalID == e.ApprovalID) && (len(f.Outcomes) == 0 || slices.Contains(f.Outcomes, e.Outcome)) &&
 					(f.Since.IsZero() || !when.Before(stored(f.Since))) && (f.Until.IsZero() || when.Before(stored(f.Until))) {
 					want = append(want, e)
 				}

@@ -173,6 +173,7 @@ func testIsolationAudit(t *testing.T, s toolplane.Store) {
 		{RunID: a.RunID, AgentID: a.AgentID, Tool: a.Tool, Outcome: a.Outcome},
 		{UserID: a.UserID},
 		{Outcomes: []string{a.Outcome}},
+		{RunID: a.RunID, ApprovalID: a.ApprovalID},
 		{Since: base.Add(-time.Hour), Until: base.Add(time.Hour)},
 	}
 	for _, f := range filters {

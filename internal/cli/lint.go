@@ -108,6 +108,12 @@ func lint(o lintOptions, files []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	for _, t := range reg.Tools("") {
+		if w := outsideTextWarning(t); w != "" {
+			fmt.Fprintln(stderr, w)
+		}
+	}
+
 	if *argsJSON != "" || *outputJSON != "" {
 		if len(reg.Tools("")) != 1 {
 			fmt.Fprintln(stderr, "toolplane lint: --args and --output take exactly one definition file")
@@ -135,6 +141,39 @@ func lint(o lintOptions, files []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "%d tool(s) ok\n", len(reg.Tools("")))
 	return 0
+}
+
+// maxWarnedFields bounds the fields a warning lists.
+const maxWarnedFields = 5
+
+// outsideTextWarning warns of a read tool whose answers hold free-text
+// fields (strings no enum, const, pattern, format or short maxLength
+// constrains) while its output schema says of none whether it holds text
+// from outside the platform: a handler's answer is labelled untrusted only
+// where its definition says so, and a ticket, an email or a web page
+// reaches a model unlabelled otherwise. "" when there is nothing to say.
+func outsideTextWarning(t *registry.Tool) string {
+	out := t.OutputSchema()
+	if t.Def.Writes() || out == nil || out.DeclaresText() {
+		return ""
+	}
+	free := out.FreeText()
+	if len(free) == 0 {
+		return ""
+	}
+	var shown []string
+	for _, f := range free[:min(len(free), maxWarnedFields)] {
+		if f == "" {
+			f = "the whole answer"
+		}
+		shown = append(shown, f)
+	}
+	fields := strings.Join(shown, ", ")
+	if len(free) > len(shown) {
+		fields += fmt.Sprintf(" and %d more", len(free)-len(shown))
+	}
+	return fmt.Sprintf("%s: warning: output_schema: a read tool answering free text (%s) declares none of it as outside text; mark each field a customer, a web page, an email or a ticket wrote with %q: true (fenced and labelled untrusted for the model), and the platform's own with %q: false",
+		t.Def.Name, fields, schema.OutsideTextKeyword, schema.OutsideTextKeyword)
 }
 
 // lintArgs prints what the model would receive for args: the coerced

@@ -156,3 +156,57 @@ func TestUsage(t *testing.T) {
 		t.Error("help")
 	}
 }
+
+// lint warns of a read tool whose answers hold free text while its output
+// schema says of none of it whether it came from outside (a handler's
+// answer is labelled untrusted only where its definition says so); a
+// declaration, true or false, quiets it, a write is not asked, and the
+// examples declare theirs. A warning does not fail the lint.
+func TestLintWarnsOfUndeclaredOutsideText(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, effect, subject string) string {
+		t.Helper()
+		d := `{"name":"help.` + name + `","version":"1.0.0","description":"Tickets.","kind":"internal",
+			"binding":{"handler":{"key":"help.` + name + `"}},"effect":"` + effect + `",` + map[bool]string{true: `"repeatable":false,`}[effect != "read"] + `
+			"input_schema":{"type":"object"},
+			"output_schema":{"type":"array","items":{"type":"object","properties":{"id":{"type":"string","maxLength":20},"status":{"type":"string","enum":["open","closed"]},"subject":` + subject + `}}}}`
+		f := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(f, []byte(d), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	const warning = "warning: output_schema: a read tool answering free text"
+	tests := []struct {
+		name, file string
+		warned     bool
+	}{
+		{"a read answering undeclared free text", write("search", "read", `{"type":"string"}`), true},
+		{"a read declaring it outside text", write("search_marked", "read", `{"type":"string","x-outside-text":true}`), false},
+		{"a read declaring it its own", write("search_own", "read", `{"type":"string","x-outside-text":false}`), false},
+		{"a write", write("close", "write", `{"type":"string"}`), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, errOut := run("lint", tt.file)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if got := strings.Contains(errOut, warning); got != tt.warned {
+				t.Fatalf("warned = %v, want %v: %s", got, tt.warned, errOut)
+			}
+			if tt.warned && (!strings.Contains(errOut, "(/*/subject)") || strings.Contains(errOut, "/*/id") || strings.Contains(errOut, "/*/status")) {
+				t.Fatalf("the warning should name the free-text field alone: %s", errOut)
+			}
+		})
+	}
+	// The examples that answer free text declare it.
+	_, _, errOut := run(append([]string{"lint"}, examples(t)...)...)
+	for _, tool := range []string{"crm.search_people", "research.web_search"} {
+		if strings.Contains(errOut, tool+": "+warning) {
+			t.Errorf("the example %s declares no outside text: %s", tool, errOut)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/schema"
 )
 
 // Helpdesk is the demo's state.
@@ -261,6 +262,36 @@ func defineRefund(d toolplane.Definition) (toolplane.Definition, error) {
 	return d, nil
 }
 
+// defineSearch derives demo.search_tickets's schemas from its types and
+// then says which of a ticket's fields are the customer's own words: the
+// subject and the name are what the customer wrote (ticket t-1005 shows
+// why it matters), so the boundary fences them and labels the answer
+// untrusted, though a handler of the platform's answers it; the id, the
+// status and the order are the helpdesk's own.
+func defineSearch(d toolplane.Definition) (toolplane.Definition, error) {
+	d, err := handler.Define[SearchIn, []Ticket](d)
+	if err != nil {
+		return d, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(d.OutputSchema, &out); err != nil {
+		return d, fmt.Errorf("define %s: %w", d.Name, err)
+	}
+	items, _ := out["items"].(map[string]any)
+	props, _ := items["properties"].(map[string]any)
+	for field, outside := range map[string]bool{"subject": true, "customer": true, "id": false, "status": false, "order_id": false} {
+		p, ok := props[field].(map[string]any)
+		if !ok {
+			return d, fmt.Errorf("define %s: the derived schema has no ticket %s", d.Name, field)
+		}
+		p[schema.OutsideTextKeyword] = outside
+	}
+	if d.OutputSchema, err = json.Marshal(out); err != nil {
+		return d, fmt.Errorf("define %s: %w", d.Name, err)
+	}
+	return d, nil
+}
+
 // Catalogue answers the demo's tool definitions and the handlers bound to
 // them, over h.
 func (h *Helpdesk) Catalogue() ([]toolplane.Definition, []*handler.Binding, error) {
@@ -282,7 +313,7 @@ func (h *Helpdesk) Catalogue() ([]toolplane.Definition, []*handler.Binding, erro
 			// that gate reads by classification (the example bundle's) can
 			// tell.
 			Classification: "internal",
-		}, handler.Define[SearchIn, []Ticket], func() (*handler.Binding, error) { return handler.Bind("demo.search_tickets", h.search, nil) }},
+		}, defineSearch, func() (*handler.Binding, error) { return handler.Bind("demo.search_tickets", h.search, nil) }},
 		{toolplane.Definition{
 			Name: "demo.add_note", Version: "1.0.0", Kind: toolplane.KindInternal, Binding: bind("demo.add_note"),
 			Description: "Add a note to a ticket. Calling it twice with the same note in one run adds it once.",
