@@ -107,6 +107,11 @@ type ConnectionConfig struct {
 	Auth string `json:"auth,omitempty"`
 	// Header names the header of the header scheme (X-API-Key).
 	Header string `json:"header,omitempty"`
+	// BaseURL, on an HTTP connection, is the absolute http(s) URL a tool
+	// whose binding URL is a path (/orders/{order_id}) is sent under: its
+	// scheme, host and leading path. A service that moves (another port,
+	// host or prefix) then changes on its connection, not in every tool.
+	BaseURL string `json:"base_url,omitempty"`
 	// Driver names the database of a SQL connection: postgres, sqlite or
 	// mysql. The connection string itself is secret.
 	Driver string `json:"driver,omitempty"`

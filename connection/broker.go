@@ -305,7 +305,14 @@ func (s *Service) admits(c *toolplane.Connection, inv *toolplane.Invocation, d *
 		}
 	}
 	if h := d.Binding.HTTP; h != nil {
-		host, ok := s.hosts.host(h.URL)
+		sent := h.URL
+		if strings.HasPrefix(sent, "/") && !strings.HasPrefix(sent, "//") {
+			// A path is sent under the connection's base URL.
+			if sent = c.Config.BaseURL; sent == "" {
+				return deny("%s's URL is a path, and connection %s has no base_url to send it under", d.Name, c.ID)
+			}
+		}
+		host, ok := s.hosts.host(sent)
 		if !ok {
 			return deny("the tool's URL does not parse")
 		}

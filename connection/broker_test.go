@@ -72,6 +72,9 @@ func TestRelease(t *testing.T) {
 		d.Binding.HTTP = &toolplane.HTTPBinding{Method: "POST", URL: "https://" + host + "/v1/messages"}
 		return d
 	}
+	// pathTool's URL is a path, sent under its connection's base URL.
+	pathTool := tool("crm.send", "crm")
+	pathTool.Binding.HTTP = &toolplane.HTTPBinding{Method: "POST", URL: "/messages"}
 	for _, tc := range []struct {
 		name  string
 		setup func(*world)
@@ -170,6 +173,13 @@ func TestRelease(t *testing.T) {
 		}, code: toolplane.CodeDenied},
 		{name: "host allowed", setup: func(w *world) { w.add(admin, "crm", "crm", nil) }, tool: httpTool("api.crm.test"), want: "crm"},
 		{name: "host not allowed", setup: func(w *world) { w.add(admin, "crm", "crm", nil) }, tool: httpTool("evil.test"), code: toolplane.CodeDenied},
+		{name: "a path under an allowed base URL", setup: func(w *world) {
+			w.add(admin, "crm", "crm", func(in *connection.Input) { in.Config.BaseURL = "https://api.crm.test/v2" })
+		}, tool: pathTool, want: "crm"},
+		{name: "a path under a base URL not allowed", setup: func(w *world) {
+			w.add(admin, "crm", "crm", func(in *connection.Input) { in.Config.BaseURL = "https://evil.test" })
+		}, tool: pathTool, code: toolplane.CodeDenied},
+		{name: "a path without a base URL", setup: func(w *world) { w.add(admin, "crm", "crm", nil) }, tool: pathTool, code: toolplane.CodeDenied},
 		{name: "metadata address", setup: func(w *world) {
 			w.add(admin, "crm", "crm", func(in *connection.Input) { in.Config.Egress.Hosts = []string{"169.254.169.254"} })
 		}, tool: httpTool("169.254.169.254"), code: toolplane.CodeDenied},

@@ -68,6 +68,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -320,6 +321,23 @@ func (s *Service) inspectRole(ctx context.Context, c *toolplane.Connection, dsn 
 
 // check refuses a connection that could not work, before anything is
 // stored.
+// checkBaseURL refuses a base URL an HTTP tool's path could not be sent
+// under: it is an absolute http(s) URL with a host, and nothing a path
+// would be appended after or that would carry a secret (a user, a query,
+// a fragment).
+func checkBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "":
+		return fmt.Errorf("%q is not an absolute http or https URL (http://127.0.0.1:9090, https://api.example.com/v2)", raw)
+	case u.User != nil:
+		return fmt.Errorf("%q carries user information; the connection's secret is its credential", raw)
+	case u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "#"):
+		return fmt.Errorf("%q has a query or a fragment; a tool's path and query are added to it", raw)
+	}
+	return nil
+}
+
 func check(in Input) error {
 	bad := func(field, format string, a ...any) error {
 		return &InvalidError{Field: field, Why: fmt.Sprintf(format, a...)}
@@ -346,6 +364,14 @@ func check(in Input) error {
 		}
 		if sec != (toolplane.Secrets{}) {
 			return bad("secrets", "a connection keeping its secret in Vault (config.vault) takes no secrets here: write them to %s", cfg.Vault)
+		}
+	}
+	if cfg.BaseURL != "" {
+		if cfg.Driver != "" {
+			return bad("config.base_url", "a SQL connection reaches its database by its connection string; base_url is an HTTP connection's")
+		}
+		if err := checkBaseURL(cfg.BaseURL); err != nil {
+			return bad("config.base_url", "%v", err)
 		}
 	}
 	if cfg.AllowPrivilegedRole && cfg.Driver == "" {

@@ -80,7 +80,7 @@ func Check(d *toolplane.Definition) []Problem {
 		add("binding.http.method", fmt.Sprintf("%q is not a method an http tool uses", b.Method), "use GET, POST, PUT, PATCH or DELETE")
 	}
 	if _, err := parseURL(b.URL, isProp); err != nil {
-		add("binding.http.url", err.Error(), "give an absolute http(s) URL whose {argument} placeholders are whole values in its path")
+		add("binding.http.url", err.Error(), "give an absolute http(s) URL, or a path (/orders/{order_id}) under the connection's base_url, whose {argument} placeholders are whole values in its path")
 	}
 	for _, name := range sortedKeys(b.Query) {
 		field := "binding.http.query." + name
@@ -278,8 +278,13 @@ type piece struct {
 }
 
 // parseURL parses a URL template. Placeholders may stand only in the
-// path, and isProp must know each.
+// path, and isProp must know each. A template that is a path alone
+// (/orders/{id}) is relative: the base URL of the connection a call goes
+// through gives its scheme, host and leading path (see relative).
 func parseURL(raw string, isProp func(string) bool) (*target, error) {
+	if strings.HasPrefix(raw, "/") && !strings.HasPrefix(raw, "//") {
+		return parseRelative(raw, isProp)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Parse refuses a brace in the host with its own words; say
@@ -315,37 +320,65 @@ func parseURL(raw string, isProp func(string) bool) (*target, error) {
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
 		path, _, _ = strings.Cut(rest[i:], "?")
 	}
+	return t, t.parsePath(raw, path, isProp)
+}
+
+// parseRelative parses a URL template that is a path, with its query.
+func parseRelative(raw string, isProp func(string) bool) (*target, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%q is not a URL path: %v", raw, unwrapURLError(err))
+	case strings.Contains(raw, "#"):
+		return nil, fmt.Errorf("%q has a fragment, which is never sent", raw)
+	case strings.ContainsAny(u.RawQuery, "{}"):
+		return nil, fmt.Errorf("%q has a placeholder in its query; name query parameters in query", raw)
+	}
+	t := &target{}
+	if t.query, err = url.ParseQuery(u.RawQuery); err != nil {
+		return nil, fmt.Errorf("%q has a query that cannot be read: %v", raw, err)
+	}
+	path, _, _ := strings.Cut(raw, "?")
+	return t, t.parsePath(raw, path, isProp)
+}
+
+// relative reports whether t is a path the connection's base URL
+// completes.
+func (t *target) relative() bool { return t.host == "" }
+
+// parsePath reads the path of template raw into t's pieces.
+func (t *target) parsePath(raw, path string, isProp func(string) bool) error {
 	for path != "" {
 		open := strings.IndexByte(path, '{')
 		if close := strings.IndexByte(path, '}'); close >= 0 && (open < 0 || close < open) {
-			return nil, fmt.Errorf("%q has a } with no {", raw)
+			return fmt.Errorf("%q has a } with no {", raw)
 		}
 		if open < 0 {
 			if err := t.literal(path); err != nil {
-				return nil, fmt.Errorf("%q: %v", raw, err)
+				return fmt.Errorf("%q: %v", raw, err)
 			}
 			break
 		}
 		if open > 0 {
 			if err := t.literal(path[:open]); err != nil {
-				return nil, fmt.Errorf("%q: %v", raw, err)
+				return fmt.Errorf("%q: %v", raw, err)
 			}
 		}
 		end := strings.IndexByte(path[open:], '}')
 		if end < 0 {
-			return nil, fmt.Errorf("%q has a { with no }", raw)
+			return fmt.Errorf("%q has a { with no }", raw)
 		}
 		name := path[open+1 : open+end]
 		switch {
 		case name == "" || strings.ContainsAny(name, "{/"):
-			return nil, fmt.Errorf("%q has a placeholder without a name", raw)
+			return fmt.Errorf("%q has a placeholder without a name", raw)
 		case !isProp(name):
-			return nil, fmt.Errorf("{%s} in the path is not a property of the input schema", name)
+			return fmt.Errorf("{%s} in the path is not a property of the input schema", name)
 		}
 		t.path = append(t.path, piece{arg: name})
 		path = path[open+end+1:]
 	}
-	return t, nil
+	return nil
 }
 
 func (t *target) literal(raw string) error {

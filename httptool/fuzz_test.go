@@ -47,7 +47,7 @@ func FuzzBuild(f *testing.F) {
 				args[name] = v
 			}
 		}
-		b, err := p.build(args)
+		b, err := p.build(args, nil)
 		if err != nil {
 			var inv *handler.Invalid
 			if !errors.As(err, &inv) || inv.FieldPath == "" {

@@ -3,6 +3,7 @@ package httptool
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -112,12 +113,22 @@ type built struct {
 // the request encoded (one path segment, a query value, a header value, the
 // JSON body); an argument that cannot be encoded so answers *handler.Invalid
 // naming it, and nothing is sent.
-func (p *plan) build(args any) (*built, error) {
+func (p *plan) build(args any, base *url.URL) (*built, error) {
 	m, _ := args.(map[string]any)
 	if args != nil && m == nil {
 		return nil, &handler.Invalid{Message: "the arguments must be a JSON object"}
 	}
 	u := &url.URL{Scheme: p.target.scheme, Host: p.target.host}
+	// A path is sent under the connection's base URL: its scheme, host
+	// and leading path.
+	prefix, rawPrefix := "", ""
+	if p.target.relative() {
+		if base == nil {
+			return nil, errors.New("http runtime: a relative URL needs the connection's base URL")
+		}
+		u.Scheme, u.Host = base.Scheme, base.Host
+		prefix, rawPrefix = strings.TrimSuffix(base.Path, "/"), strings.TrimSuffix(base.EscapedPath(), "/")
+	}
 	// The placeholders' values, as they are and escaped, in order; the
 	// path is then written at its length, and its escaped form only when
 	// it differs from it (an id that needs no escaping, most often).
@@ -138,9 +149,9 @@ func (p *plan) build(args any) (*built, error) {
 		size += len(esc)
 		same = same && esc == s
 	}
-	u.Path = p.target.joinPath(vals, size, false)
-	if !same {
-		if u.RawPath = p.target.joinPath(vals, size, true); u.RawPath == u.Path {
+	u.Path = prefix + p.target.joinPath(vals, size, false)
+	if !same || rawPrefix != prefix {
+		if u.RawPath = rawPrefix + p.target.joinPath(vals, size, true); u.RawPath == u.Path {
 			u.RawPath = ""
 		}
 	}

@@ -56,6 +56,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,14 +169,34 @@ const (
 	maxQuoted = 512
 )
 
+// baseOf answers the base URL of connection con, which a tool whose URL
+// is a path is sent under. The connection checked it when it was made.
+func baseOf(con *toolplane.Connection) (*url.URL, error) {
+	if con.Config.BaseURL == "" {
+		return nil, fmt.Errorf("connection %s has no base_url, which this tool's URL (a path) is sent under; an administrator must give it one", con.ID)
+	}
+	u, err := url.Parse(con.Config.BaseURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("connection %s has a base_url that is not an absolute URL", con.ID)
+	}
+	return u, nil
+}
+
 // call is the handler body: build the request, send it (again, where that
 // is safe), and read the answer.
 func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, error) {
+	var err error
 	rel := call.Released
 	if rel == nil || rel.Connection == nil {
 		return nil, errors.New("http runtime: no connection was released for the call")
 	}
-	b, err := c.plan.build(args)
+	var base *url.URL
+	if c.plan.target.relative() {
+		if base, err = baseOf(rel.Connection); err != nil {
+			return nil, explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent")
+		}
+	}
+	b, err := c.plan.build(args, base)
 	if err != nil {
 		return nil, err
 	}

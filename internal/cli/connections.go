@@ -59,6 +59,7 @@ var connectionKinds = []string{"static", "oauth2_client_credentials", "oauth2_au
 func newConnectionsCmd(a *app) *cobra.Command {
 	var (
 		name, provider, kind, auth, header, driver   string
+		baseURL                                      string
 		issuer, authorizeURL, tokenURL, revokeURL    string
 		clientID, resource, username, amountArgument string
 		scopes, hosts, allowCIDRs, tools, agents     []string
@@ -89,7 +90,7 @@ func newConnectionsCmd(a *app) *cobra.Command {
 				return request{}, usageErr("--max-amount-cents: want a positive number of cents, got %d", maxAmount)
 			}
 			config := map[string]any{
-				"auth": auth, "header": header, "driver": driver, "issuer": issuer, "authorize_url": authorizeURL,
+				"auth": auth, "header": header, "base_url": baseURL, "driver": driver, "issuer": issuer, "authorize_url": authorizeURL,
 				"token_url": tokenURL, "revoke_url": revokeURL, "client_id": clientID, "request_scopes": scopes, "resource": resource,
 				"egress": map[string]any{"hosts": hosts, "allow_cidrs": allowCIDRs},
 			}
@@ -106,6 +107,7 @@ func newConnectionsCmd(a *app) *cobra.Command {
 	f.StringVar(&kind, "kind", "", "static, oauth2_client_credentials or oauth2_authorization_code (required)")
 	f.StringVar(&auth, "auth", "", "how a static secret is presented over HTTP: bearer (the default), basic or header")
 	f.StringVar(&header, "header", "", "the header of --auth header, such as X-API-Key")
+	f.StringVar(&baseURL, "base-url", "", "an HTTP connection's base URL (http://127.0.0.1:9090), under which tools whose URL is a path (/orders/{order_id}) are sent")
 	f.StringVar(&driver, "driver", "", "a SQL connection's database: postgres, sqlite or mysql (its DSN is --dsn-env or --dsn-file)")
 	f.BoolVar(&allowPrivileged, "allow-privileged-role", false, "accept a SQL connection whose database role holds powers beyond its data (a superuser, server file access, FILE, ...), which is refused otherwise; recorded on the connection and in the change log")
 	f.StringVar(&issuer, "issuer", "", "the OAuth provider's issuer URL; its endpoints are discovered")
