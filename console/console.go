@@ -145,8 +145,15 @@ func (c *Console) Handler() http.Handler {
 	static := http.StripPrefix(Path+"/assets/", http.FileServerFS(sub))
 	mux.Handle("GET "+Path+"/assets/console.css", static)
 	mux.Handle("GET "+Path+"/assets/console.js", static)
-	mux.Handle("GET "+Path+"/{$}", c.page(func(w http.ResponseWriter, r *http.Request, _ *signin.Session) error {
-		http.Redirect(w, r, c.path("/approvals"), http.StatusSeeOther)
+	mux.Handle("GET "+Path+"/{$}", c.page(func(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
+		// Home is the inbox of a person who may read approvals, and the
+		// catalogue (which every person may read) of anyone else: signing
+		// in never lands on a refusal.
+		home := "/approvals"
+		if approval.MayRead(sess.Credential, "listing approvals") != nil {
+			home = "/catalog"
+		}
+		http.Redirect(w, r, c.path(home), http.StatusSeeOther)
 		return nil
 	}))
 	mux.Handle("GET "+Path, http.RedirectHandler(c.path("/"), http.StatusSeeOther))

@@ -460,3 +460,27 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestHomeIsAPageThePersonMayOpen: the console's own address, where a
+// sign-in with no page to return to lands, is the inbox of a person who
+// may read approvals and the catalogue of anyone else, never a refusal.
+func TestHomeIsAPageThePersonMayOpen(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	for _, tt := range []struct{ who, home string }{
+		{"ada", "/approvals"},
+		{"grace", "/approvals"},
+		{"oliver", "/catalog"},
+		{"root", "/approvals"}, // platform_admin holds every role
+	} {
+		b := w.browser()
+		b.signIn(tt.who)
+		p := b.get(console.Path + "/")
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != console.Path+tt.home {
+			t.Fatalf("%s's home: %d to %q, want %s", tt.who, p.status, p.header.Get("Location"), console.Path+tt.home)
+		}
+		if landed := b.get(p.header.Get("Location")); landed.status != http.StatusOK {
+			t.Errorf("%s lands on %s: %d", tt.who, tt.home, landed.status)
+		}
+	}
+}
