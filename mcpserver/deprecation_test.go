@@ -4,21 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/apikey"
-	"github.com/toolplane/toolplane/authz"
-	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/demo/demotest"
-	"github.com/toolplane/toolplane/invoke"
-	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // When a listed version is deprecated, a session is told the list changed
@@ -27,34 +19,11 @@ import (
 func TestDeprecatedToolTellsTheModelItsReplacement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := sqlitetest.New(t)
-	hs := handler.NewRegistry()
-	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
-	_ = hs.Register(b)
-	reg, _, err := registry.Build(nil, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v1 := `{"type":"object","properties":{"id":{"type":"string"}}}`
 	find := lookup("1.0.0", v1)
 	find.Def.Name = "crm.find"
-	if ps := reg.SetVersions("published", []registry.Version{lookup("1.0.0", v1), find}); len(ps) != 0 {
-		t.Fatal(ps)
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
-	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
-		Principals: authz.Principals{Grants: grants, Keys: store}})
-	id, secret, _ := apikey.New(toolplane.CredentialAgent)
-	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot",
-		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	d := mcpserver.NewTestDoor(iv, reg, store)
-	d.Authz = grants
-	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
-	t.Cleanup(srv.Close)
-	operator := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "opal", Roles: []string{"agent_operator"}}
+	f := newCRMDoor(t, slog.New(slog.DiscardHandler), lookup("1.0.0", v1), find)
+	reg, grants, srv, operator := f.reg, f.grants, f.srv, f.operator
 	if err := grants.AddGrant(ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.*"}, operator); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +31,7 @@ func TestDeprecatedToolTellsTheModelItsReplacement(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{apikey.Key(id, secret), http.DefaultTransport}}}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{f.key, http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

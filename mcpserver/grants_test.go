@@ -31,12 +31,21 @@ func lookup(version, input string) registry.Version {
 	}}
 }
 
-// The tools a session lists follow the grants and the published versions
-// live; a session that listed one contract is refused a call shaped for it
-// once the version it resolves to changed, until it lists again.
-func TestListsFollowGrantsAndVersions(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// crmDoor is an MCP door the tests list and call through: a SQLite store,
+// the crm.lookup handler, a registry publishing vs, the grants deciding
+// what the agent bot is shown, bot's key, and an agent_operator to grant
+// with.
+type crmDoor struct {
+	reg      *registry.Registry
+	grants   *authz.Service
+	srv      *httptest.Server
+	key      string
+	operator *toolplane.Credential
+}
+
+// newCRMDoor serves a crmDoor, logging to log.
+func newCRMDoor(t *testing.T, log *slog.Logger, vs ...registry.Version) *crmDoor {
+	t.Helper()
 	store := sqlitetest.New(t)
 	hs := handler.NewRegistry()
 	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
@@ -45,25 +54,35 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := `{"type":"object","properties":{"id":{"type":"string"}}}`
-	v2 := `{"type":"object","properties":{"id":{"type":"string"},"region":{"type":"string"}}}`
-	if ps := reg.SetVersions("published", []registry.Version{lookup("1.0.0", v1)}); len(ps) != 0 {
+	if ps := reg.SetVersions("published", vs); len(ps) != 0 {
 		t.Fatal(ps)
 	}
-	quiet := slog.New(slog.DiscardHandler)
-	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
-	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
+	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: log})
+	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: log,
 		Principals: authz.Principals{Grants: grants, Keys: store}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
-	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot",
+	if err := store.InsertCredential(context.Background(), &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot",
 		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	d := mcpserver.NewTestDoor(iv, reg, store)
 	d.Authz = grants
-	srv := httptest.NewServer((&mcpserver.Server{Door: d}).Handler())
+	srv := httptest.NewServer((&mcpserver.Server{Door: d, Log: log}).Handler())
 	t.Cleanup(srv.Close)
-	operator := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "opal", Roles: []string{"agent_operator"}}
+	return &crmDoor{reg: reg, grants: grants, srv: srv, key: apikey.Key(id, secret),
+		operator: &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "opal", Roles: []string{"agent_operator"}}}
+}
+
+// The tools a session lists follow the grants and the published versions
+// live; a session that listed one contract is refused a call shaped for it
+// once the version it resolves to changed, until it lists again.
+func TestListsFollowGrantsAndVersions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v1 := `{"type":"object","properties":{"id":{"type":"string"}}}`
+	v2 := `{"type":"object","properties":{"id":{"type":"string"},"region":{"type":"string"}}}`
+	f := newCRMDoor(t, slog.New(slog.DiscardHandler), lookup("1.0.0", v1))
+	reg, grants, srv, operator := f.reg, f.grants, f.srv, f.operator
 	g := &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup@^1.0.0"}
 	if err := grants.AddGrant(ctx, g, operator); err != nil {
 		t.Fatal(err)
@@ -73,7 +92,7 @@ func TestListsFollowGrantsAndVersions(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{apikey.Key(id, secret), http.DefaultTransport}}}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{f.key, http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

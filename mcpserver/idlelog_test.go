@@ -5,21 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/apikey"
-	"github.com/toolplane/toolplane/authz"
-	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/demo/demotest"
 	"github.com/toolplane/toolplane/internal/syncbuf"
-	"github.com/toolplane/toolplane/invoke"
-	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
 // A session that keeps no stream open (a client between calls, as most
@@ -29,31 +21,11 @@ import (
 func TestListChangedToIdleSessionsIsNoWarning(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := sqlitetest.New(t)
-	hs := handler.NewRegistry()
-	b, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) { return map[string]any{"name": "Ada"}, nil }, nil)
-	_ = hs.Register(b)
-	reg, _, err := registry.Build(nil, registry.Options{Bindings: demotest.Bindings{Registry: hs}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	v1 := `{"type":"object","properties":{"id":{"type":"string"}}}`
-	reg.SetVersions("published", []registry.Version{lookup("1.0.0", v1)})
 	var logs syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: log})
-	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: log,
-		Principals: authz.Principals{Grants: grants, Keys: store}})
-	id, secret, _ := apikey.New(toolplane.CredentialAgent)
-	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "bot",
-		Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	d := mcpserver.NewTestDoor(iv, reg, store)
-	d.Authz = grants
-	srv := httptest.NewServer((&mcpserver.Server{Door: d, Log: log}).Handler())
-	t.Cleanup(srv.Close)
-	operator := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "opal", Roles: []string{"agent_operator"}}
+	f := newCRMDoor(t, log, lookup("1.0.0", v1))
+	reg, grants, srv, operator := f.reg, f.grants, f.srv, f.operator
 	if err := grants.AddGrant(ctx, &toolplane.Grant{AgentID: "bot", Pattern: "crm.*"}, operator); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +34,7 @@ func TestListChangedToIdleSessionsIsNoWarning(t *testing.T) {
 	post := func(session, body string) (string, string) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+apikey.Key(id, secret))
+		req.Header.Set("Authorization", "Bearer "+f.key)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		if session != "" {
