@@ -58,7 +58,9 @@ func TestTimedOutStatementStopsOnTheServer(t *testing.T) {
 			if o := outcome(t, b, err); o.Result.Error == nil || o.Result.Error.Code != toolplane.CodeRetryableUpstream {
 				t.Fatalf("outcome %+v (%v)", o, err)
 			}
-			if took > 3*time.Second {
+			// The deadline, then at most the kill's own bound (3 s): a
+			// loaded machine stops a statement slowly, never not at all.
+			if took > 5*time.Second {
 				t.Fatalf("the call answered after %v", took)
 			}
 			// The statement is gone from the server within a second of the

@@ -747,7 +747,7 @@ func (m *memStore) UpdateToolVersion(_ context.Context, v *toolplane.ToolVersion
 	next := old
 	next.State, next.ReviewReasons = v.State, v.ReviewReasons
 	next.ReviewedBy, next.ReviewedAt, next.ReviewNote = v.ReviewedBy, v.ReviewedAt, v.ReviewNote
-	next.SunsetAt, next.Replacement, next.RetireBlocked = v.SunsetAt, v.Replacement, v.RetireBlocked
+	next.SunsetAt, next.Replacement, next.RetireBlocked, next.DeprecationNote = v.SunsetAt, v.Replacement, v.RetireBlocked, v.DeprecationNote
 	next.Revision, next.UpdatedAt = v.Revision, v.UpdatedAt
 	m.versions[k] = storedVersion(next)
 	m.catalogRevision++
