@@ -85,6 +85,10 @@ func TestCheckOfARelativeURL(t *testing.T) {
 		{"/orders#top", "fragment"},
 		{"/orders?x={id}", "placeholder in its query"},
 		{"//evil.example/orders", "not an absolute"},
+		{"/../../admin/{id}", `".." segment`},
+		{"/orders/%2e%2e/admin", `".." segment`},
+		{"/orders/./{id}", `"." segment`},
+		{"/orders/..x/{id}", ""},
 		{"orders/{id}", "not an absolute"},
 	} {
 		ps := httptool.Check(ptr(httpDef("billing.item", toolplane.EffectRead, toolplane.HTTPBinding{Method: http.MethodGet, URL: tt.url})))

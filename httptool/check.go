@@ -339,6 +339,14 @@ func parseRelative(raw string, isProp func(string) bool) (*target, error) {
 		return nil, fmt.Errorf("%q has a query that cannot be read: %v", raw, err)
 	}
 	path, _, _ := strings.Cut(raw, "?")
+	// A path stays under the base URL's leading path: a connection given
+	// https://api.example.com/tenants/acme is not climbed out of by the
+	// tool's own text (an argument is one escaped segment already).
+	for _, seg := range strings.Split(path, "/") {
+		if plain, err := url.PathUnescape(seg); err == nil && (plain == "." || plain == "..") {
+			return nil, fmt.Errorf("%q has a %q segment; a path is sent under the connection's base URL and cannot climb out of it", raw, plain)
+		}
+	}
 	return t, t.parsePath(raw, path, isProp)
 }
 
