@@ -27,13 +27,17 @@ import (
 	"github.com/toolplane/toolplane/schema"
 )
 
-// Errors a resolution is refused with.
+// Errors a resolution is refused with. Each refines a kind of toolplane's
+// vocabulary, so every door answers it by that kind (httperr.Classify)
+// without knowing this package: the approval's state, or the call's, no
+// longer allows the answer, which is a conflict; a caller who may not
+// answer is forbidden.
 var (
-	ErrNotPending    = errors.New("approval is not pending")
-	ErrExpired       = errors.New("approval expired")
+	ErrNotPending    = toolplane.Refine(toolplane.ErrConflict, "approval is not pending")
+	ErrExpired       = toolplane.Refine(toolplane.ErrConflict, "approval expired")
 	ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not an authorised approver")
-	ErrTampered      = errors.New("approval arguments do not match their hash")
-	ErrStale         = errors.New("the tool changed since the approval was filed")
+	ErrTampered      = toolplane.Refine(toolplane.ErrConflict, "approval arguments do not match their hash")
+	ErrStale         = toolplane.Refine(toolplane.ErrConflict, "the tool changed since the approval was filed")
 )
 
 // ErrKeyReused refuses a filing whose idempotency key already names

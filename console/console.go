@@ -338,14 +338,9 @@ func problem(err error) httperr.Problem {
 		return httperr.Problem{Code: httperr.Denied, Message: d.Why}
 	case errors.Is(err, signin.ErrForged):
 		return httperr.Problem{Code: httperr.Denied, Message: "This form did not come from this console's own page; open the page again and send it from there."}
-	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired),
-		errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
-		return httperr.Problem{Code: httperr.Conflict, Message: err.Error()}
 	case errors.Is(err, catalog.ErrTransition) && !errors.Is(err, toolplane.ErrInvalid):
 		// As the API tells it: the version's state does not allow it.
 		return httperr.Problem{Code: httperr.InvalidTransition, Message: err.Error()}
-	case errors.Is(err, invoke.ErrBadReconciliation):
-		return httperr.Problem{Code: httperr.InvalidRequest, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return httperr.Problem{Code: httperr.Unavailable, Message: "the request ended before it was answered"}
 	}

@@ -695,12 +695,14 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 	}
 	a, err := s.Door.Invoker.Resolve(r.Context(), r.PathValue("id"), approval.Decision{Approve: decision == "approve", Reason: body.Reason}, c.cred)
-	switch {
+	switch p, refusal := httperr.Classify(err); {
 	case s.refused(w, r, err):
 	case errors.Is(err, toolplane.ErrNotFound):
 		httperr.Send(w, r, httperr.NotFound, "no approval "+r.PathValue("id"), "")
-	case errors.Is(err, approval.ErrNotPending), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrTampered):
-		httperr.Send(w, r, httperr.Conflict, err.Error(), "")
+	case refusal:
+		// Not pending, expired, tampered with, or its tool changed: each
+		// a conflict, answered by its kind.
+		httperr.Send(w, r, p.Code, p.Message, p.Field)
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "approval resolution fault", "err", err)
 		httperr.Send(w, r, httperr.Internal, "the approval could not be recorded", "")
@@ -761,15 +763,15 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 	res, err := s.Door.Invoker.Reconcile(r.Context(), body.Tool, body.Key, rec, c.cred)
 	switch {
 	case s.refused(w, r, err):
-	case errors.Is(err, invoke.ErrBadReconciliation):
-		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 	case errors.Is(err, toolplane.ErrNotFound):
 		httperr.Send(w, r, httperr.NotFound, "no such uncertain action", "")
 	case errors.Is(err, toolplane.ErrConflict):
 		// journal.ErrNotUncertain, or the claim changed under the settling.
 		httperr.Send(w, r, httperr.Conflict, "the action is not uncertain (it was settled already), or it changed meanwhile", "")
 	case err != nil:
-		// Anything else (the store not answering) is the platform's.
+		// A reconciliation refused (invoke.ErrBadReconciliation) is
+		// answered by its kind; anything else (the store not answering)
+		// is the platform's.
 		httperr.Fail(w, r, s.Log, err)
 	default:
 		w.Header().Set("Content-Type", "application/json")

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/httperr"
@@ -122,6 +123,40 @@ func TestClassify(t *testing.T) {
 		if p, ok := httperr.Classify(err); ok {
 			t.Errorf("Classify(%v) = %+v; want no refusal", err, p)
 		}
+	}
+}
+
+// An approval refused for its state (not pending, expired, arguments
+// tampered with, its tool changed) is a conflict, and a caller who may not
+// answer it is denied: Classify answers each as the REST API's resolve and
+// the console answered it when each mapped the approval errors itself, at
+// the same status, code and message, wrapped as approval.Service.Resolve
+// and invoke's recheck wrap it.
+func TestClassifyApprovalRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		err    error
+		code   httperr.Code
+		status int
+		msg    string
+	}{
+		{"not pending", fmt.Errorf("resolve approval ap_1: %w (it is approved)", approval.ErrNotPending), httperr.Conflict, http.StatusConflict, "resolve approval ap_1: approval is not pending (it is approved)"},
+		{"answered concurrently", fmt.Errorf("resolve approval ap_1: %w (resolved concurrently)", approval.ErrNotPending), httperr.Conflict, http.StatusConflict, "resolve approval ap_1: approval is not pending (resolved concurrently)"},
+		{"expired", fmt.Errorf("resolve approval ap_1: %w at 2026-01-02T03:04:05Z", approval.ErrExpired), httperr.Conflict, http.StatusConflict, "resolve approval ap_1: approval expired at 2026-01-02T03:04:05Z"},
+		{"tampered", fmt.Errorf("resolve approval ap_1: %w", approval.ErrTampered), httperr.Conflict, http.StatusConflict, "resolve approval ap_1: approval arguments do not match their hash"},
+		{"tampered, unreadable", fmt.Errorf("resolve approval ap_1: %w", fmt.Errorf("%w: %v", approval.ErrTampered, errors.New("unexpected end of JSON input"))), httperr.Conflict, http.StatusConflict, "resolve approval ap_1: approval arguments do not match their hash: unexpected end of JSON input"},
+		{"stale", fmt.Errorf("resolve approval ap_1: %w", fmt.Errorf("%w: refund is no longer registered", approval.ErrStale)), httperr.Conflict, http.StatusConflict, "resolve approval ap_1: the tool changed since the approval was filed: refund is no longer registered"},
+		{"not an approver", fmt.Errorf("resolve approval ap_1: %w", approval.ErrNotAuthorized), httperr.Denied, http.StatusForbidden, "resolve approval ap_1: not an authorised approver"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, ok := httperr.Classify(tt.err)
+			if !ok || p.Code != tt.code || p.Code.Status() != tt.status || p.Message != tt.msg || p.Field != "" {
+				t.Errorf("Classify(%v) = %+v, %v (status %d); want %s (%d) saying %q", tt.err, p, ok, p.Code.Status(), tt.code, tt.status, tt.msg)
+			}
+		})
 	}
 }
 
