@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -99,7 +98,7 @@ func (s *Service) authorizeLink(ctx context.Context, inv *toolplane.Invocation, 
 func (s *Service) startLink(ctx context.Context, app *toolplane.Connection, user string) (string, error) {
 	now := s.now()
 	st := &toolplane.OAuthState{
-		ID: randomToken(), OrganizationID: app.OrganizationID, ConnectionID: app.ID, UserID: user,
+		ID: rand.Text(), OrganizationID: app.OrganizationID, ConnectionID: app.ID, UserID: user,
 		CreatedAt: now, ExpiresAt: now.Add(s.cfg.StateTTL),
 	}
 	if err := s.cfg.Store.InsertOAuthState(ctx, st); err != nil {
@@ -154,7 +153,7 @@ func (s *Service) Start(ctx context.Context, by *toolplane.Credential, startID s
 	if err != nil {
 		return "", "", err
 	}
-	nonce = randomToken()
+	nonce = rand.Text()
 	sum := sha256.Sum256([]byte(nonce))
 	plain, _ := json.Marshal(pending{Verifier: verifier, NonceHash: hex.EncodeToString(sum[:]), StartedBy: by.ID})
 	now := s.now()
@@ -310,16 +309,6 @@ func personalName(app, user string) string {
 		name = name[:50]
 	}
 	return name + "-" + hex.EncodeToString(sum[:])[:12]
-}
-
-// randomToken answers 32 random bytes, base64url: an unguessable state,
-// verifier or nonce.
-func randomToken() string {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // the runtime's source never fails
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // revokeAtProvider asks the provider to revoke the tokens of a connection

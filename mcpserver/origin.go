@@ -47,7 +47,7 @@ func ProtectHost(next http.Handler, allowed ...string) http.Handler {
 	}
 	ok := func(host string) bool {
 		h := hostOf(host)
-		return isLoopbackName(h) || names[h]
+		return loopbackHeaderHost(h) || names[h]
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if arrivedOnLoopback(r) && !ok(r.Host) {
@@ -116,7 +116,12 @@ func normalizeHost(h string) string {
 	return strings.TrimSuffix(h, ".")
 }
 
-func isLoopbackName(h string) bool {
+// loopbackHeaderHost reports whether h, the host of a Host or Origin
+// header as normalizeHost left it, names this machine: localhost or a
+// loopback IP literal. Unlike egress.LoopbackHost it takes a zoned IPv6
+// literal (::1%lo0) as loopback, so it stays its own function: one of the
+// two would otherwise change its answer.
+func loopbackHeaderHost(h string) bool {
 	if h == "localhost" {
 		return true
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/mail"
 	"net/url"
 	"strings"
@@ -340,7 +339,7 @@ func check(n NewChannel) error {
 				return bad("to holds something that is not a bare address")
 			}
 		}
-		if c.Insecure && !loopback(c.Host) {
+		if c.Insecure && !egress.LoopbackHost(c.Host) {
 			return bad("insecure (no STARTTLS) is allowed for a loopback SMTP server only")
 		}
 		if n.Secrets.Password != "" && c.Username == "" {
@@ -402,13 +401,4 @@ func checkURL(raw string) error {
 		return fmt.Errorf("not an http(s) URL without credentials")
 	}
 	return nil
-}
-
-// loopback reports whether host is a loopback address or localhost.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

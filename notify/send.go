@@ -257,7 +257,7 @@ func (x senders) slack(ctx context.Context, sec toolplane.ChannelSecrets, p *Pay
 // a loopback relay its operator marked insecure.
 func (x senders) email(ctx context.Context, ch *toolplane.NotificationChannel, sec toolplane.ChannelSecrets, p *Payload) error {
 	cfg := ch.Config
-	if cfg.Insecure && !loopback(cfg.Host) {
+	if cfg.Insecure && !egress.LoopbackHost(cfg.Host) {
 		return fmt.Errorf("%w: insecure SMTP is allowed to a loopback server only", ErrGone)
 	}
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))

@@ -285,15 +285,19 @@ func secureURL(s string) (*url.URL, error) {
 	switch {
 	case u.Scheme == "https":
 		return u, nil
-	case u.Scheme == "http" && loopback(u.Hostname()):
+	case u.Scheme == "http" && loopbackOrLocalhostDomain(u.Hostname()):
 		return u, nil
 	}
 	return nil, ErrInsecureEndpoint
 }
 
-// loopback reports whether host is a loopback address or localhost, by
-// its name alone: nothing is resolved.
-func loopback(host string) bool {
+// loopbackOrLocalhostDomain reports whether host is a loopback address,
+// localhost, or a name under .localhost (RFC 6761 keeps them on this
+// machine), in any case, by its name alone: nothing is resolved. It is
+// wider than egress.LoopbackHost, which takes only "localhost" and IP
+// literals: an authorization server's URL may be any name RFC 6761
+// reserves for this machine.
+func loopbackOrLocalhostDomain(host string) bool {
 	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
 		return true
 	}

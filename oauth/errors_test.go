@@ -438,19 +438,3 @@ func TestConfigRefused(t *testing.T) {
 		t.Errorf("Refresh without a token = %v, want ErrInvalid", err)
 	}
 }
-
-func TestMissingScopes(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		granted, wanted, want []string
-	}{
-		{nil, nil, nil},
-		{[]string{"a", "b"}, []string{"a"}, nil},
-		{[]string{"a"}, []string{"c", "a", "b", "c", ""}, []string{"c", "b"}},
-		{nil, []string{"a"}, []string{"a"}},
-	} {
-		if got := oauth.MissingScopes(tc.granted, tc.wanted); strings.Join(got, " ") != strings.Join(tc.want, " ") || (got == nil) != (tc.want == nil) {
-			t.Errorf("MissingScopes(%v, %v) = %v, want %v", tc.granted, tc.wanted, got, tc.want)
-		}
-	}
-}

@@ -2,8 +2,6 @@ package oauth
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,14 +17,6 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-// random answers 32 bytes from crypto/rand, base64url without padding:
-// 256 bits nobody can guess, within what a URL carries as is.
-func random() string {
-	b := make([]byte, 32)
-	rand.Read(b) // never fails: crypto/rand crashes the process instead
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // Start begins an authorization code grant: it answers the URL the person
 // consents at, the state the provider hands back to the redirect URI, and
 // the PKCE verifier Exchange needs. The challenge is S256, the only method
@@ -39,7 +29,10 @@ func Start(cfg Config, redirectURI string, scopes []string) (authURL, state, ver
 	if scopes == nil {
 		scopes = cfg.Scopes
 	}
-	state, verifier = random(), random()
+	// Both are oauth2's 32 random bytes, base64url: RFC 7636 wants a
+	// verifier of 43 to 128 characters (rand.Text has 26), and the state
+	// keeps the same documented form.
+	state, verifier = oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
 	conf := cfg.oauth2(redirectURI, scopes)
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
 	if cfg.Resource != "" {

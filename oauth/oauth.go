@@ -115,17 +115,3 @@ type Token struct {
 	// names none they are nil: the grant's scopes are unchanged.
 	Scopes []string
 }
-
-// MissingScopes answers the scopes of wanted that granted lacks, in
-// wanted's order and each once: when it is not empty, the connection must
-// be consented to again before a tool needing them can use it.
-func MissingScopes(granted, wanted []string) []string {
-	var missing []string
-	for _, w := range wanted {
-		if w == "" || slices.Contains(granted, w) || slices.Contains(missing, w) {
-			continue
-		}
-		missing = append(missing, w)
-	}
-	return missing
-}

@@ -1,13 +1,14 @@
 package rules
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/policy/policytest"
 )
 
 // marshalRecord is what appendRecord must write: encoding/json's text of
@@ -32,7 +33,7 @@ func TestAppendRecordWritesAsEncodingJSON(t *testing.T) {
 		fails bool
 	}{
 		{name: "the zero request", r: &policy.Request{}},
-		{name: "every field set", r: filled(reflect.TypeFor[policy.Request]()).Interface().(*policy.Request)},
+		{name: "every field set", r: policytest.FilledRequest()},
 		{name: "text to escape", r: &policy.Request{
 			Principal: policy.Principal{Agent: `a"b\c`, Key: "<k>", Roles: []string{"r&d", "\u2028", "é"}, Team: "t\x00", Tenant: "\xff",
 				Attributes: map[string]any{"<key>": "v\u2029", "tab\t": "\x7f", "": ""}},
@@ -73,6 +74,13 @@ func TestAppendRecordWritesAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestAppendRecordMapsEveryField: a field added to policy.Request that
+// appendRecord does not write fails here.
+func TestAppendRecordMapsEveryField(t *testing.T) {
+	t.Parallel()
+	policytest.MapsEveryField(t, func(r *policy.Request) ([]byte, error) { return appendRecord(nil, "allow", r) }, bytes.Equal)
+}
+
 // deep answers n objects nested in one another.
 func deep(n int) any {
 	var v any = "bottom"
@@ -80,52 +88,6 @@ func deep(n int) any {
 		v = map[string]any{"in": v}
 	}
 	return v
-}
-
-// filled answers a pointer to a value of type t with every field set, so a
-// field appendRecord does not know is one encoding/json writes and it
-// does not.
-func filled(t reflect.Type) reflect.Value {
-	p := reflect.New(t)
-	fill(p.Elem())
-	return p
-}
-
-func fill(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString("set")
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int64:
-		v.SetInt(7)
-	case reflect.Slice:
-		s := reflect.MakeSlice(v.Type(), 1, 1)
-		fill(s.Index(0))
-		v.Set(s)
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		e := reflect.New(v.Type().Elem()).Elem()
-		if e.Kind() == reflect.Interface {
-			e.Set(reflect.ValueOf("set"))
-		} else {
-			fill(e)
-		}
-		m.SetMapIndex(reflect.ValueOf("key"), e)
-		v.Set(m)
-	case reflect.Pointer:
-		v.Set(filled(v.Type().Elem()))
-	case reflect.Struct:
-		if v.Type() == reflect.TypeFor[time.Time]() {
-			v.Set(reflect.ValueOf(time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)))
-			return
-		}
-		for i := range v.NumField() {
-			fill(v.Field(i))
-		}
-	default:
-		panic("fill: no value for a field of kind " + v.Kind().String() + "; teach fill and appendRecord about it")
-	}
 }
 
 // FuzzAppendRecord feeds arbitrary text and numbers to the places a

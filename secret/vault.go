@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
 )
 
 // NoCAS is the cas of a Put that writes whatever version is stored.
@@ -83,7 +83,7 @@ func NewVault(cfg VaultConfig) (*Vault, error) {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("%w: vault address holds user information, a query or a fragment", toolplane.ErrInvalid)
 	}
-	if u.Scheme == "http" && !loopback(u.Hostname()) {
+	if u.Scheme == "http" && !egress.LoopbackHost(u.Hostname()) {
 		return nil, fmt.Errorf("%w: vault address %s is plain http to a host that is not loopback: use https", toolplane.ErrInvalid, u.Redacted())
 	}
 	if cfg.Token == "" {
@@ -112,15 +112,6 @@ func NewVault(cfg VaultConfig) (*Vault, error) {
 		return nil
 	}
 	return &Vault{base: u, token: cfg.Token, namespace: cfg.Namespace, client: client}, nil
-}
-
-// loopback reports whether host is a loopback name or address.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // dataURL answers the URL of the entry path under the KV version 2 mount:

@@ -1,6 +1,7 @@
 package signin
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
 	"errors"
@@ -124,7 +125,7 @@ func (s *Service) signInPage(w http.ResponseWriter, r *http.Request, status int,
 	if s.cfg.Gate != nil {
 		// The key form's CSRF token is a cookie's double: a page of
 		// another site can neither read the cookie nor set the field.
-		token := randomToken()
+		token := rand.Text()
 		http.SetCookie(w, &http.Cookie{Name: formCookie, Value: token, Path: s.path(Path), MaxAge: int(pendingTTL.Seconds()),
 			HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteStrictMode})
 		v.KeyForm = &keyForm{Action: s.path(Path + "/key"), CSRF: token, Return: back}

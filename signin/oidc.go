@@ -2,6 +2,7 @@ package signin
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/zitadel/oidc/v3/pkg/client/rp"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"golang.org/x/oauth2"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/jwtauth"
@@ -134,7 +136,9 @@ func (s *Service) startOIDC(ctx context.Context, back string) (link, browser str
 	if err != nil {
 		return "", "", err
 	}
-	state, nonce, verifier, browser := randomToken(), randomToken(), randomToken(), randomToken()
+	// The PKCE verifier is oauth2's: RFC 7636 wants at least 43
+	// characters, more than rand.Text's 26.
+	state, nonce, verifier, browser := rand.Text(), rand.Text(), oauth2.GenerateVerifier(), rand.Text()
 	plain, _ := json.Marshal(pending{Verifier: verifier, Nonce: nonce, Browser: hashToken(browser), Return: back})
 	now := s.now()
 	// A sign-in is an authorization under way like a connection's, kept

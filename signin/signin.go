@@ -309,7 +309,7 @@ func (s *Service) newSession(w http.ResponseWriter, r *http.Request, cred *toolp
 			return fmt.Errorf("end the browser's earlier session: %w", err)
 		}
 	}
-	token := randomToken()
+	token := rand.Text()
 	now := s.now()
 	expires := now.Add(s.cfg.MaxAge)
 	if !notAfter.IsZero() && notAfter.Before(expires) {
@@ -380,15 +380,6 @@ func csrfToken(token string) string {
 	m := hmac.New(sha256.New, []byte(token))
 	m.Write([]byte("toolplane signin csrf"))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// randomToken answers 32 random bytes, base64url.
-func randomToken() string {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // the runtime's source never fails
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Sweep removes sessions that ended, a bounded batch a time, and answers
