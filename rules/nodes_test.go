@@ -9,7 +9,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/authz"
-	"github.com/toolplane/toolplane/internal/policytest"
+	"github.com/toolplane/toolplane/internal/policytoy"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/postgres"
 	"github.com/toolplane/toolplane/postgres/pgtest"
@@ -45,7 +45,7 @@ func TestANewBundleTakesEffectOnEveryNodeWithinTwoSeconds(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := authz.New(authz.Config{Store: st, Registry: reg})
-		return st, rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytest.Toy{}}})
+		return st, rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytoy.Toy{}}})
 	}
 	stA, a := node()
 	_, b := node()

@@ -15,7 +15,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/boundary"
-	"github.com/toolplane/toolplane/internal/policytest"
+	"github.com/toolplane/toolplane/internal/policytoy"
 	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
@@ -139,7 +139,7 @@ func newFixture(t testing.TB) *fixture {
 			t.Fatal(err)
 		}
 	}
-	svc := rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytest.Toy{}}, Now: clock.Now,
+	svc := rules.New(rules.Config{Store: st, Grants: authz.Policy{Service: g}, Engines: []policy.Engine{policytoy.Toy{}}, Now: clock.Now,
 		Budget: 50 * time.Millisecond})
 	return &fixture{store: st, clock: clock, grants: g, svc: svc}
 }
@@ -653,7 +653,7 @@ func TestRecordedInputRedactsSensitiveValuesOfEveryType(t *testing.T) {
 func TestShadowRunTimeIsBounded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytoy.Toy{}},
 		Now: f.clock.Now, Budget: 20 * time.Millisecond, RunBudget: 200 * time.Millisecond})
 	ctx := t.Context()
 	f.publish(t, bundle(), rules.PublishOptions{})
@@ -690,7 +690,7 @@ func TestShadowRunTimeIsBounded(t *testing.T) {
 func TestBundleTestsRunTimeIsBounded(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytoy.Toy{}},
 		Now: f.clock.Now, TestBudget: 200 * time.Millisecond})
 	slow := bundle()
 	slow["slow.toy"] = `[{"id": "slow", "effect": "permit", "tool": "*", "slow": true}]`
@@ -765,7 +765,7 @@ func TestTheDeploymentZoneIsTheDefault(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
-			f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+			f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytoy.Toy{}},
 				Now: f.clock.Now, Budget: 50 * time.Millisecond, Zone: tokyo})
 			if c.publish {
 				f.publish(t, bundle(), rules.PublishOptions{TimeZone: c.bundleZone})
@@ -837,7 +837,7 @@ func TestACallOutsideARunHasSpentNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytest.Toy{}},
+	f.svc = rules.New(rules.Config{Store: f.store, Grants: authz.Policy{Service: f.grants}, Engines: []policy.Engine{policytoy.Toy{}},
 		Now: f.clock.Now, Budget: 50 * time.Millisecond, RunCost: f.store.RunTreeCost})
 	f.publish(t, bundle(), rules.PublishOptions{})
 	for i, u := range []toolplane.Usage{{RunID: "run-1", RootRunID: "run-1", CostCents: 700}, {CostCents: 5000}} {

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolplane/toolplane/internal/policytest"
+	"github.com/toolplane/toolplane/internal/policytoy"
 )
 
 // The tests' servers and the offline policy test know the test rule
 // language as well as the deployment's.
-func init() { policyEngines = append(policyEngines, policytest.Toy{}) }
+func init() { policyEngines = append(policyEngines, policytoy.Toy{}) }
 
 // writeBundle writes files into a fresh directory and answers it.
 func writeBundle(t *testing.T, files map[string]string) string {

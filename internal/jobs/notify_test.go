@@ -275,7 +275,7 @@ func TestHangingEndpointIsDeadLetteredAndTheSecondaryUsed(t *testing.T) {
 // before enqueueing its notification is told by the sweep, once however
 // often the sweep runs.
 func TestSweepTellsWhatACrashLost(t *testing.T) {
-	path := databases(t)["sqlite"]
+	path := sqliteFile(t)
 	n := startNotifyNode(t, path, testKeys(t), func(o *jobs.Options) { o.SweepEvery = 100 * time.Millisecond })
 	rcv, url := newHookReceiver(t)
 	addHook(t, n, "hook", url, "")
@@ -319,7 +319,7 @@ func TestSweepTellsWhatACrashLost(t *testing.T) {
 func TestUncertainCallIsNotified(t *testing.T) {
 	def := sendDef()
 	def.Annotations.RequiresApproval = false
-	n := startNotifyNodeWith(t, databases(t)["sqlite"], testKeys(t), def, errors.New("connection reset after DATA"), 0)
+	n := startNotifyNodeWith(t, sqliteFile(t), testKeys(t), def, errors.New("connection reset after DATA"), 0)
 	var got []notify.Payload
 	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -361,7 +361,7 @@ func TestEscalationChainIsNotified(t *testing.T) {
 	def := sendDef()
 	def.Approval = &toolplane.ApprovalPolicy{Chain: []string{"leads", "directors"}, OnTimeout: toolplane.OnTimeoutEscalate, TTL: toolplane.Duration(time.Hour)}
 	// Reminded a second after filing: the hour's wait less the lead.
-	n := startNotifyNodeWith(t, databases(t)["sqlite"], testKeys(t), def, nil, time.Hour-time.Second, func(o *jobs.Options) { o.Poll = 50 * time.Millisecond })
+	n := startNotifyNodeWith(t, sqliteFile(t), testKeys(t), def, nil, time.Hour-time.Second, func(o *jobs.Options) { o.Poll = 50 * time.Millisecond })
 	leads, leadsURL := newHookReceiver(t)
 	directors, directorsURL := newHookReceiver(t)
 	addGroupHook(t, n, "leads", "leads", leadsURL, "")
@@ -420,7 +420,7 @@ func TestNotificationLatency(t *testing.T) {
 	if v := os.Getenv("NOTIFY_LATENCY_N"); v != "" {
 		fmt.Sscan(v, &total)
 	}
-	path := databases(t)["sqlite"]
+	path := sqliteFile(t)
 	n := startNotifyNode(t, path, testKeys(t))
 	rcv, url := newHookReceiver(t)
 	addHook(t, n, "hook", url, "")

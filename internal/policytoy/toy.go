@@ -1,13 +1,17 @@
-// Package policytest is a small rule language for tests of what decides
-// with policy bundles (the rules service, the server), a real
-// policy.Engine that needs no Cedar or Rego: the tests say what a bundle
-// decides in a few lines of JSON.
+// Package policytoy is a small rule language for tests of what decides
+// with policy bundles (the rules service, the CLI): a real policy.Engine
+// that needs no Cedar or Rego, so a test says what a bundle decides in a
+// few lines of JSON. It is not the engines' conformance table, which is
+// policy/policytest.
 //
-// A bundle's *.toy files hold JSON rules, its *.tests.json files tests. A
-// forbid that matches denies; else an approve that matches asks a person;
-// else a permit that matches allows; else the call is denied (as Cedar
-// denies what no rule permits).
-package policytest
+// A bundle's *.toy files hold JSON rules, its *.tests.json files tests.
+// Like the real engines, the toy engine only reports which rules matched
+// (forbids, approves, permits) and policy.Combine decides from them, so a
+// test driving it through the rules service checks the same combining the
+// Cedar and Rego engines use: a matching forbid denies; an approve asks a
+// person only when some permit allows the call, its routes merged with
+// the other approves'; a permit allows; nothing permitted is denied.
+package policytoy
 
 import (
 	"bytes"
@@ -132,8 +136,10 @@ func (x toyRule) matches(r *policy.Request) bool {
 	return true
 }
 
+// Evaluate implements policy.Rules: it reports the rules that match and
+// leaves the decision to policy.Combine, as the real engines do.
 func (t *toyRules) Evaluate(ctx context.Context, r *policy.Request) (policy.Decision, error) {
-	var approve, permit *toyRule
+	var denies, approvals, permits []policy.Finding
 	for i := range t.rules {
 		x := &t.rules[i]
 		if x.Slow {
@@ -143,28 +149,21 @@ func (t *toyRules) Evaluate(ctx context.Context, r *policy.Request) (policy.Deci
 		if !x.matches(r) {
 			continue
 		}
+		f := policy.Finding{Rule: x.ID}
 		switch x.Effect {
 		case "forbid":
-			return policy.Decision{Effect: policy.Deny, Rule: x.ID, Reason: "forbidden by " + x.ID}, nil
+			denies = append(denies, f)
 		case "approve":
-			if approve == nil {
-				approve = x
-			}
+			f.Approval = x.Approval
+			approvals = append(approvals, f)
 		case "permit":
-			if permit == nil {
-				permit = x
-			}
+			permits = append(permits, f)
 		}
 	}
-	switch {
-	case approve != nil:
-		return policy.Decision{Effect: policy.RequireApproval, Rule: approve.ID, Reason: approve.ID + " asks a person", Approval: approve.Approval}, nil
-	case permit != nil:
-		return policy.Decision{Effect: policy.Allow, Rule: permit.ID, Reason: "permitted by " + permit.ID}, nil
-	}
-	return policy.Decision{Effect: policy.Deny, Reason: "no rule permits this call"}, nil
+	return policy.Combine(denies, approvals, permits), nil
 }
 
+// Test implements policy.Rules: it decides each of the bundle's tests.
 func (t *toyRules) Test(ctx context.Context) ([]policy.TestResult, error) {
 	var out []policy.TestResult
 	for _, c := range t.tests {
