@@ -112,14 +112,18 @@ func TestSilentHolderIsToldOnBothDoorsAndDecidedBeforeItsLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	takeovers := 0
+	// Each call is decided once, with its audit event: by the caller that
+	// found its holder dead, or by the lease sweep, which also runs each
+	// time a node becomes River's leader (a loaded machine can hand the
+	// leadership over within the test).
+	decided := map[string]int{}
 	for _, e := range evs {
-		if e.Source == toolplane.SourceTakeover {
-			takeovers++
+		if e.Source == toolplane.SourceTakeover || e.Source == toolplane.SourceSweep {
+			decided[e.Key]++
 		}
 	}
-	if takeovers != 2 {
-		t.Fatalf("takeover events = %d of %+v; want one per call", takeovers, evs)
+	if len(decided) != 2 || decided[held[0].Key] != 1 || decided[held[1].Key] != 1 {
+		t.Fatalf("decided = %v of %+v; want one event per call, by a takeover or the sweep", decided, evs)
 	}
 }
 
