@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/invoke"
 )
 
@@ -245,7 +247,16 @@ func TestPreviewRules(t *testing.T) {
 			d.ApprovalPreview = true
 			d.Timeout = toolplane.Duration(50 * time.Millisecond)
 			d.InputSchema = json.RawMessage(strings.Replace(objectIn, `"body":{"type":"string"}`, `"body":{"type":"string","x-sensitive":true}`, 1))
-			e := newEnv(t, newStore(t), tool{def: d, fn: ok(map[string]any{}), opts: []handler.Option{handler.WithPreview(tt.preview)}})
+			var logs syncbuf.Buffer
+			e := newEnvWith(t, newStore(t), func(c *invoke.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) },
+				tool{def: d, fn: ok(map[string]any{}), opts: []handler.Option{handler.WithPreview(tt.preview)}})
+			// The operator's log says why the preview failed, never with
+			// the secret its error quoted.
+			defer func() {
+				if strings.Contains(logs.String(), "sk_live_0123456789abcdefghij") {
+					t.Errorf("the log shows the preview error's secret:\n%s", logs.String())
+				}
+			}()
 			call := args("to", "jo", "body", "the quarterly numbers", "password", "hunter2-hunter2")
 			r, err := e.iv.Invoke(context.Background(), "email.send", call, inv("email.send"))
 			if tt.refused != "" {

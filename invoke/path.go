@@ -851,7 +851,13 @@ func (c *call) preview(ctx context.Context) (string, *toolplane.Result) {
 	default:
 		return line, nil
 	}
-	c.iv.log.WarnContext(ctx, "approval preview unavailable; filing the approval with the generic render", "tool", d.Name, "reason", reason, "err", a.err, "bytes", len(line))
+	// The operator reads what failed, with anything shaped like a secret
+	// redacted: a preview's error may quote a provider's exception.
+	errText := ""
+	if a.err != nil {
+		errText, _ = boundary.RedactSecrets(a.err.Error())
+	}
+	c.iv.log.WarnContext(ctx, "approval preview unavailable; filing the approval with the generic render", "tool", d.Name, "reason", reason, "err", errText, "bytes", len(line))
 	return c.unavailablePreview(reason), nil
 }
 
