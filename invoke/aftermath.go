@@ -139,7 +139,10 @@ func (iv *Invoker) Aftermath(ctx context.Context, a *toolplane.Approval, by *too
 // ranUnder answers the audit event of the call approval a let through
 // that ended last, or nil when none is found.
 func (iv *Invoker) ranUnder(ctx context.Context, a *toolplane.Approval) (*toolplane.AuditEvent, error) {
-	f := toolplane.AuditFilter{RunID: a.RunID, Tool: a.Tool, ApprovalID: a.ID}
+	// By approval alone, not its run: a caller's key scopes an approval
+	// across runs and sessions, and the call it let through is recorded in
+	// the run it ran in (an index on the approval serves the read).
+	f := toolplane.AuditFilter{Tool: a.Tool, ApprovalID: a.ID}
 	var ran *toolplane.AuditEvent
 	after := ""
 	for range aftermathPages {

@@ -109,6 +109,23 @@ func TestAftermathFollowsTheApprovedCall(t *testing.T) {
 		t.Fatalf("a read refused live: %+v", out)
 	}
 
+	// A read approved under a caller's key, then made in another run (a
+	// new session) with that key: the call it let through is found in
+	// the run it ran in.
+	keyed := inv("crm.lookup")
+	keyed.IdempotencyKey = "lookup-o-2"
+	kr := must(t).Approval(e.iv.Invoke(ctx, "crm.lookup", args("to", "o-2"), keyed))
+	e.resolve(kr.ID, true)
+	elsewhere := inv("crm.lookup")
+	elsewhere.RunID, elsewhere.IdempotencyKey, elsewhere.AuthorizedBy = "run-2", "lookup-o-2", kr.ID
+	r, err = e.iv.Invoke(ctx, "crm.lookup", args("to", "o-2"), elsewhere)
+	if err != nil || !r.OK {
+		t.Fatalf("the keyed read in another run: %+v %v", r, err)
+	}
+	if out := after(kr.ID); out == nil || out.State != invoke.AfterOK || out.AuditID == "" {
+		t.Fatalf("a read run in another run under its approval: %+v", out)
+	}
+
 	// Who is told.
 	for name, by := range map[string]*toolplane.Credential{
 		"an agent":              {OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-1"},
