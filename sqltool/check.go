@@ -117,15 +117,29 @@ var routineObjects = map[string]bool{
 	"EVENT": true, "RULE": true, "EXTENSION": true, "LANGUAGE": true, "PACKAGE": true,
 }
 
+// plainObjects are what a CREATE or ALTER makes that holds no code: the
+// first of them in a statement names its object, so a table, column or
+// index named like a routine (CREATE TABLE event, ALTER TABLE t RENAME
+// COLUMN trigger) is not one.
+var plainObjects = map[string]bool{
+	"TABLE": true, "INDEX": true, "VIEW": true, "MATERIALIZED": true, "SCHEMA": true, "SEQUENCE": true,
+	"TYPE": true, "DOMAIN": true, "DATABASE": true, "UNIQUE": true, "COLLATION": true, "STATISTICS": true,
+}
+
 // routine answers what the statement's CREATE or ALTER makes that holds
-// code (FUNCTION, TRIGGER, ...), "" when it makes none.
+// code (FUNCTION, TRIGGER, ...), "" when it makes none: the first object
+// keyword after the modifiers (OR REPLACE, a MySQL DEFINER, TEMPORARY)
+// decides.
 func (s scanned) routine() string {
 	if len(s.lead) == 0 || (s.lead[0] != "CREATE" && s.lead[0] != "ALTER") {
 		return ""
 	}
 	for _, w := range s.lead[1:] {
-		if routineObjects[w] {
+		switch {
+		case routineObjects[w]:
 			return w
+		case plainObjects[w]:
+			return ""
 		}
 	}
 	return ""
