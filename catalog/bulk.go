@@ -37,8 +37,9 @@ type Selection struct {
 // for that version alone).
 type Decision struct {
 	Ref
-	Version *toolplane.ToolVersion
-	Err     error
+	// Result is the version as decided, nil when it was refused.
+	Result *toolplane.ToolVersion
+	Err    error
 }
 
 // ReviewMany decides every version sel names, approving or rejecting it
@@ -63,7 +64,7 @@ func (s *Service) ReviewMany(ctx context.Context, sel Selection, approve bool, n
 	refresh := false
 	for i, ref := range refs {
 		v, shown, err := s.apply(ctx, ref.Name, ref.Version, kind, note, by, decide(ref.Name, ref.Version))
-		out[i] = Decision{Ref: ref, Version: v, Err: err}
+		out[i] = Decision{Ref: ref, Result: v, Err: err}
 		refresh = refresh || shown
 	}
 	if refresh {

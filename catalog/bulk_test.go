@@ -84,8 +84,8 @@ func TestReviewManyDecidesAndRecordsEachVersionOnItsOwn(t *testing.T) {
 					t.Errorf("%s decided twice", ref)
 				}
 				got[ref] = d.Err
-				if d.Err == nil && (d.Version == nil || d.Version.State != toolplane.StateActive || d.Version.ReviewedBy != "ada") {
-					t.Errorf("%s: %+v", ref, d.Version)
+				if d.Err == nil && (d.Result == nil || d.Result.State != toolplane.StateActive || d.Result.ReviewedBy != "ada") {
+					t.Errorf("%s: %+v", ref, d.Result)
 				}
 			}
 			if len(got) != len(tt.want) {

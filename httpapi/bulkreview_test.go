@@ -54,6 +54,11 @@ func TestBulkReviewAnswersEachVersionsOutcome(t *testing.T) {
 		if item["outcome"] != want {
 			t.Errorf("%v, want %s", item, want)
 		}
+		// The version named, as the request named it, and nothing else of
+		// the stored record.
+		if item["version"] != "1.0.0" {
+			t.Errorf("%v: version is %v, want 1.0.0", item["name"], item["version"])
+		}
 	}
 	changes := f.mustChanges(t, admin, "version.approve")
 	if len(changes) != 2 {

@@ -267,10 +267,10 @@ func (s *Server) reviewMany(w http.ResponseWriter, r *http.Request, c caller) {
 	items := make([]map[string]any, len(ds))
 	decided := 0
 	for i, d := range ds {
-		item := map[string]any{"name": d.Name, "version": d.Version}
+		item := map[string]any{"name": d.Name, "version": d.Ref.Version}
 		if d.Err == nil {
 			decided++
-			item["outcome"], item["state"] = done, d.Version.State
+			item["outcome"], item["state"] = done, d.Result.State
 		} else {
 			item["outcome"], item["error"] = "refused", s.itemError(r, d.Err)
 		}
