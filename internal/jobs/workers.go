@@ -213,9 +213,20 @@ func (x *sweepLeasesWorker) Work(ctx context.Context, _ *river.Job[SweepLeasesAr
 }
 
 // sweepLeases decides one batch of the claims whose worker was lost, then
-// takes back the jobs that were running on nodes known dead.
+// takes back the jobs that were running on nodes known dead. The jobs are
+// taken back even when a claim could not be decided: one claim that keeps
+// failing must not hold a dead node's notifications and executions past
+// their bound.
 func (w *work) sweepLeases(ctx context.Context) error {
 	now := w.opt.Now()
+	// The claims first: an execution taken back from a dead node then
+	// finds its undispatched claim released, not in flight.
+	settled := w.settleLostClaims(ctx, now)
+	return errors.Join(settled, w.rescueLost(ctx, now))
+}
+
+// settleLostClaims decides one batch of the claims whose worker was lost.
+func (w *work) settleLostClaims(ctx context.Context, now time.Time) error {
 	cs, err := w.deps.Maint.ExpiredClaims(ctx, now, sweepBatch)
 	if err != nil {
 		return err
@@ -238,9 +249,7 @@ func (w *work) sweepLeases(ctx context.Context) error {
 			return err
 		}
 	}
-	// The claims first: an execution taken back from a dead node then
-	// finds its undispatched claim released, not in flight.
-	return w.rescueLost(ctx, now)
+	return nil
 }
 
 // settleLost decides a processing claim whose worker was lost (its lease
