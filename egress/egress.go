@@ -126,7 +126,7 @@ func Compile(r toolplane.EgressRules, opts ...Option) (*Policy, error) {
 		}
 	}
 	for _, c := range r.AllowCIDRs {
-		prefix, err := parseAllow(c)
+		prefix, err := ParseRange(c)
 		if err != nil {
 			return nil, err
 		}
@@ -163,10 +163,12 @@ func (p *Policy) addHost(h string) error {
 	return nil
 }
 
-// parseAllow reads one AllowCIDRs entry. An IPv4-mapped IPv6 range is
-// read as the IPv4 range it maps, since addresses are unmapped before they
-// are checked and would otherwise never match it.
-func parseAllow(c string) (netip.Prefix, error) {
+// ParseRange reads an address range as an allow list names it: a CIDR
+// prefix (10.0.0.0/8, fd00::/8) or one IP address (10.0.0.7, ::1), not
+// zoned. An IPv4-mapped range is answered as the IPv4 range it is; a wider
+// IPv6 range that only begins in the mapped space stays IPv6 and so
+// admits no IPv4 address. Its error wraps toolplane.ErrInvalid.
+func ParseRange(c string) (netip.Prefix, error) {
 	prefix, err := netip.ParsePrefix(c)
 	if err != nil {
 		a, aerr := netip.ParseAddr(c)

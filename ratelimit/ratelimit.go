@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolplane/toolplane/egress"
 )
 
 // Limiter admits up to Limit requests per key per Window.
@@ -218,20 +220,13 @@ var ErrProxy = errors.New("a trusted proxy is an IP address or a CIDR prefix (10
 func ParseProxies(list []string) (*Proxies, error) {
 	p := &Proxies{}
 	for _, e := range list {
-		e = strings.TrimSpace(e)
-		if pre, err := netip.ParsePrefix(e); err == nil {
-			if pre.Addr().Is4In6() {
-				pre = netip.PrefixFrom(pre.Addr().Unmap(), max(pre.Bits()-96, 0))
-			}
-			p.nets = append(p.nets, pre.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(e)
+		// Read as egress reads its allowed ranges, so a range written in
+		// the IPv4-mapped space is never wider than it says.
+		pre, err := egress.ParseRange(strings.TrimSpace(e))
 		if err != nil {
 			return nil, fmt.Errorf("%w, not %q", ErrProxy, e)
 		}
-		a = a.Unmap()
-		p.nets = append(p.nets, netip.PrefixFrom(a, a.BitLen()))
+		p.nets = append(p.nets, pre)
 	}
 	return p, nil
 }

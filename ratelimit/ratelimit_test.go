@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
@@ -220,6 +221,30 @@ func TestParseProxies(t *testing.T) {
 	}
 	if _, err := ParseProxies([]string{" 10.0.0.1 ", "::1", "10.0.0.0/8"}); err != nil {
 		t.Error(err)
+	}
+	if _, err := ParseProxies([]string{"fe80::1%eth0"}); !errors.Is(err, ErrProxy) {
+		t.Errorf("a zoned address: %v, want ErrProxy", err)
+	}
+	// A range written in the IPv4-mapped space trusts what it says and no
+	// more: a prefix shorter than the mapped space's /96 is an IPv6 range,
+	// which trusts no IPv4 peer (read otherwise, it trusted every one, and
+	// every client named its own address).
+	for _, tt := range []struct {
+		entry, peer string
+		trusted     bool
+	}{
+		{"::ffff:10.0.0.0/104", "10.0.0.9", true},
+		{"::ffff:10.0.0.0/104", "11.0.0.9", false},
+		{"::ffff:10.0.0.0/90", "203.0.113.7", false},
+		{"::ffff:0:0/80", "203.0.113.7", false},
+	} {
+		p, err := ParseProxies([]string{tt.entry})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.entry, err)
+		}
+		if got := p.trusts(netip.MustParseAddr(tt.peer)); got != tt.trusted {
+			t.Errorf("%s trusts %s: %v, want %v", tt.entry, tt.peer, got, tt.trusted)
+		}
 	}
 }
 
