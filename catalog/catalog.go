@@ -702,7 +702,7 @@ func (s *Service) replacement(ctx context.Context, org, name, version, text stri
 	}
 	var have []string
 	for _, row := range rows {
-		if row.State == toolplane.StateRetired || (tool == name && row.Version == version) {
+		if !row.State.Callable() || (tool == name && row.Version == version) {
 			continue
 		}
 		if rng.Contains(row.ver) {

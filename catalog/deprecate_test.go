@@ -39,6 +39,7 @@ func TestDeprecationKeepsItsNoteAndNamesAnotherTool(t *testing.T) {
 		{"the version deprecated itself", "1.0.0", "", "replacement payments.refund_order@1.0.0 not found", ""},
 		{"a range that is not one", "payments.get_order@>=1.0.0", "", "replacement payments.get_order@>=1.0.0", ""},
 		{"a retired tool", "payments.old", "", "replacement payments.old not found", ""},
+		{"a tool only in review", "payments.pending", "", "replacement payments.pending not found", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,6 +60,16 @@ func TestDeprecationKeepsItsNoteAndNamesAnotherTool(t *testing.T) {
 				if p, err := f.svc.Publish(f.ctx, def, owner); err != nil || p.Version.State != toolplane.StateActive {
 					t.Fatalf("publish %s %s: %v", def.Name, def.Version, err)
 				}
+			}
+			// A version in review is nothing an agent can call: no
+			// replacement.
+			pending := getOrder("1.0.0", func(d *toolplane.Definition) {
+				d.Name, d.Effect, d.Annotations.Destructive = "payments.pending", toolplane.EffectWrite, true
+				no := false
+				d.Repeatable = &no
+			})
+			if p, err := f.svc.Publish(f.ctx, pending, owner); err != nil || p.Version.State != toolplane.StateInReview {
+				t.Fatalf("publish payments.pending: %v", err)
 			}
 			sunset := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 			if _, err := f.svc.Deprecate(f.ctx, "payments.old", "1.0.0", sunset, "", "", owner); err != nil {
