@@ -3,6 +3,7 @@ package toolplane
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -184,9 +185,9 @@ type Binding struct {
 type HTTPBinding struct {
 	// Method is GET, POST, PUT, PATCH or DELETE.
 	Method string `json:"method"`
-	// URL is an absolute http(s) URL whose path may hold {argument}
-	// placeholders, each replaced by that argument's value as one
-	// percent-encoded path segment.
+	// URL is an absolute http(s) URL, or a path (see RelativeURL), whose
+	// path may hold {argument} placeholders, each replaced by that
+	// argument's value as one percent-encoded path segment.
 	URL string `json:"url"`
 	// Query maps query parameter names to a value template: "{argument}"
 	// (omitted when the argument is absent) or a literal.
@@ -213,6 +214,14 @@ type HTTPBinding struct {
 	// MaxResponseBytes caps the response body read (default 1 MiB); a
 	// larger body is refused before it is decoded.
 	MaxResponseBytes int `json:"max_response_bytes,omitempty"`
+}
+
+// RelativeURL reports whether an HTTP binding's URL is a path
+// (/orders/{id}), sent under the base URL of the connection a call goes
+// through, rather than an absolute URL. A URL beginning with // names a
+// host and is neither.
+func RelativeURL(url string) bool {
+	return strings.HasPrefix(url, "/") && !strings.HasPrefix(url, "//")
 }
 
 // SQLBinding is a tool answered by one parameterised statement run on the

@@ -306,7 +306,7 @@ func (s *Service) admits(c *toolplane.Connection, inv *toolplane.Invocation, d *
 	}
 	if h := d.Binding.HTTP; h != nil {
 		sent := h.URL
-		if strings.HasPrefix(sent, "/") && !strings.HasPrefix(sent, "//") {
+		if toolplane.RelativeURL(h.URL) {
 			// A path is sent under the connection's base URL.
 			if sent = c.Config.BaseURL; sent == "" {
 				return deny("%s's URL is a path, and connection %s has no base_url to send it under", d.Name, c.ID)

@@ -319,8 +319,6 @@ func (s *Service) inspectRole(ctx context.Context, c *toolplane.Connection, dsn 
 	return rec, nil
 }
 
-// check refuses a connection that could not work, before anything is
-// stored.
 // checkBaseURL refuses a base URL an HTTP tool's path could not be sent
 // under: it is an absolute http(s) URL with a host, and nothing a path
 // would be appended after or that would carry a secret (a user, a query,
@@ -338,6 +336,8 @@ func checkBaseURL(raw string) error {
 	return nil
 }
 
+// check refuses a connection that could not work, before anything is
+// stored.
 func check(in Input) error {
 	bad := func(field, format string, a ...any) error {
 		return &InvalidError{Field: field, Why: fmt.Sprintf(format, a...)}

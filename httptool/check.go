@@ -282,7 +282,7 @@ type piece struct {
 // (/orders/{id}) is relative: the base URL of the connection a call goes
 // through gives its scheme, host and leading path (see relative).
 func parseURL(raw string, isProp func(string) bool) (*target, error) {
-	if strings.HasPrefix(raw, "/") && !strings.HasPrefix(raw, "//") {
+	if toolplane.RelativeURL(raw) {
 		return parseRelative(raw, isProp)
 	}
 	u, err := url.Parse(raw)
