@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -42,10 +43,11 @@ type pool struct {
 	// must not wait for one behind the very calls it stops.
 	ctl *sql.DB
 
-	// vetMu guards vetted and mariadb: the role is inspected before the
-	// pool's first call, once it is found acceptable (see role.go).
+	// vetMu serialises the inspection of the role before the pool's first
+	// call (see role.go); vetted, set once the role was found acceptable
+	// and after mariadb, lets every later call pass without the lock.
 	vetMu   sync.Mutex
-	vetted  bool
+	vetted  atomic.Bool
 	mariadb bool
 }
 

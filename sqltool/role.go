@@ -343,12 +343,12 @@ func likeMatch(pattern, name string) bool {
 // were revoked is accepted without a restart. Any other error is the
 // database's, not yet any statement's.
 func (r *Runtime) vet(ctx context.Context, p *pool, c *toolplane.Connection) error {
-	if p.dialect == dialectSQLite {
+	if p.dialect == dialectSQLite || p.vetted.Load() {
 		return nil
 	}
 	p.vetMu.Lock()
 	defer p.vetMu.Unlock()
-	if p.vetted {
+	if p.vetted.Load() {
 		return nil
 	}
 	db := p.db
@@ -368,6 +368,7 @@ func (r *Runtime) vet(ctx context.Context, p *pool, c *toolplane.Connection) err
 		r.cfg.Logger.Warn("a SQL connection runs with a privileged database role, as its operator allowed (allow_privileged_role)",
 			"connection", c.ID, "organization", c.OrganizationID, "powers", id.powers)
 	}
-	p.vetted, p.mariadb = true, id.mariadb
+	p.mariadb = id.mariadb
+	p.vetted.Store(true)
 	return nil
 }

@@ -239,15 +239,24 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 		return nil, &explained{toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done"}
 	}
 	x := &exec{b: b, p: p, id: id, secrets: secretsOf(d, rel.Secrets.DSN), st: st, values: values, timeout: timeout}
-	vctx, vcancel := context.WithTimeout(ctx, timeout)
-	err = b.rt.vet(vctx, p, rel.Connection)
-	vcancel()
-	var priv *PrivilegedRoleError
-	switch {
-	case errors.As(err, &priv):
-		return nil, &explained{toolplane.CodeUnavailable, "the database role behind connection " + id + " holds powers beyond its data, which toolplane refuses until an operator connects it with a least-privilege role; nothing was done"}
-	case err != nil:
-		return nil, x.unsent(err)
+	if !p.vetted.Load() {
+		// The pool's first call inspects its role, within the call's time;
+		// a role accepted once is not inspected again, and later calls
+		// pay nothing for it.
+		vctx, vcancel := context.WithTimeout(ctx, timeout)
+		err = b.rt.vet(vctx, p, rel.Connection)
+		vcancel()
+		var priv *PrivilegedRoleError
+		switch {
+		case errors.As(err, &priv):
+			return nil, &explained{toolplane.CodeUnavailable, "the database role behind connection " + id + " holds powers beyond its data, which toolplane refuses until an operator connects it with a least-privilege role; nothing was done"}
+		case err != nil:
+			return nil, x.unsent(err)
+		}
+		// The statement runs in what the inspection left of the call's time.
+		if x.timeout = b.rt.budget(ctx); x.timeout <= 0 {
+			return nil, &explained{toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done"}
+		}
 	}
 	if b.writes {
 		return x.write(ctx)
