@@ -51,10 +51,12 @@ type watch struct {
 	limit  uint64
 	cancel context.CancelCauseFunc
 
-	mu      sync.Mutex
-	start   uint64
-	timer   *time.Timer
-	stopped bool
+	mu    sync.Mutex
+	start uint64
+	// counting is set once start holds the count the watch measures from.
+	counting bool
+	timer    *time.Timer
+	stopped  bool
 }
 
 // watchMemory answers ctx under a watch of limit bytes, which counts from
@@ -64,15 +66,16 @@ func watchMemory(ctx context.Context, limit uint64) (context.Context, *watch) {
 	return ctx, &watch{limit: limit, cancel: cancel}
 }
 
-// arm starts counting.
+// arm starts the watch. The count begins at its first tick, not here:
+// most decisions end within a tick and never read the runtime's
+// allocations (a read takes a lock every decision would wait on), at the
+// cost of one more tick of allocations before a runaway one is stopped.
 func (w *watch) arm() {
-	now := allocated()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped || w.timer != nil {
 		return
 	}
-	w.start = now
 	w.timer = time.AfterFunc(watchTick, w.check)
 }
 
@@ -81,6 +84,11 @@ func (w *watch) check() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped {
+		return
+	}
+	if !w.counting {
+		w.start, w.counting = now, true
+		w.timer.Reset(watchTick)
 		return
 	}
 	if now-w.start > w.limit {
@@ -95,7 +103,7 @@ func (w *watch) check() {
 func (w *watch) restart() {
 	now := allocated()
 	w.mu.Lock()
-	w.start = now
+	w.start, w.counting = now, true
 	w.mu.Unlock()
 }
 
