@@ -206,7 +206,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		}
 		// Every node has ingested the upstream before the run starts.
 		for _, n := range c.nodes {
-			waitForTool(t, n.addr, c.keys["rest"][0])
+			waitForTool(t, n.addr, c.keys["rest"][0], chaosPlatform)
 		}
 	}
 
@@ -683,13 +683,12 @@ func chaosAgentKeys(t *testing.T, addr, admin, subject string, n int) []string {
 	return keys
 }
 
-// waitForTool waits until the node at addr shows the counting tool: it has
-// ingested the upstream's tool list.
-func waitForTool(t *testing.T, addr, key string) {
+// waitForTool waits until the node at addr shows tool: it has ingested
+// its upstream's tool list.
+func waitForTool(t *testing.T, addr, key, tool string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/tools/"+chaosPlatform, nil)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/tools/"+tool, nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
@@ -699,9 +698,8 @@ func waitForTool(t *testing.T, addr, key string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s does not show %s within 30s", addr, chaosPlatform)
+			t.Fatalf("%s does not show %s within 30s", addr, tool)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

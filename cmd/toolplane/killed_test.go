@@ -237,7 +237,7 @@ func serveTakesUp(t *testing.T, bin, kind, dsn string) {
 		t.Fatalf("POST /v1/keys: %d %s", status, raw)
 	}
 	agent := minted.Key
-	waitForToolNamed(t, killed.addr, agent, heldTool)
+	waitForTool(t, killed.addr, agent, heldTool)
 
 	status, raw = call(killed.addr, agent, "POST", "/v1/tools/"+heldTool+"/invoke",
 		map[string]any{"arguments": map[string]any{"id": "a1"}, "idempotency_key": "k-a1", "run_id": "run-held"})
@@ -323,25 +323,5 @@ func serveTakesUp(t *testing.T, bin, kind, dsn string) {
 	w.mu.Unlock()
 	if n != 1 {
 		t.Errorf("the upstream applied the approved call %d times; want once", n)
-	}
-}
-
-// waitForToolNamed waits until the node at addr shows tool: it has
-// ingested its upstream's tool list.
-func waitForToolNamed(t *testing.T, addr, key, tool string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/tools/"+tool, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not show %s within 30s", addr, tool)
-		}
 	}
 }
