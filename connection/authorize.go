@@ -46,7 +46,7 @@ type pending struct {
 // Authorize starts the consent of the person by to the OAuth application
 // app (a connection of kind oauth2_authorization_code held by the
 // organization): it answers the link the person opens in their browser.
-func (s *Service) Authorize(ctx context.Context, by *toolplane.Credential, appID string) (string, error) {
+func (s *Admin) Authorize(ctx context.Context, by *toolplane.Credential, appID string) (string, error) {
 	if by == nil || by.Kind != toolplane.CredentialPerson || by.Subject == "" {
 		return "", toolplane.Refuse(by, ErrNotAuthorized, "connecting an account needs the person's own key")
 	}
@@ -57,7 +57,7 @@ func (s *Service) Authorize(ctx context.Context, by *toolplane.Credential, appID
 	if !isApp(app) {
 		return "", fmt.Errorf("%w: connection %s is not an OAuth application people connect their accounts to", toolplane.ErrInvalid, appID)
 	}
-	if err := usable(app, ""); err != nil {
+	if err := checkUsable(app); err != nil {
 		return "", fmt.Errorf("%w: %v", toolplane.ErrConflict, err)
 	}
 	return s.startLink(ctx, app, by.Subject)
@@ -72,7 +72,7 @@ func isApp(c *toolplane.Connection) bool {
 // authorizeLink answers the link where the person a call is made for
 // connects their account to the tool's provider, or "" when the call names
 // no person or the organization holds no application for the provider.
-func (s *Service) authorizeLink(ctx context.Context, inv *toolplane.Invocation, d *toolplane.Definition) string {
+func (s *core) authorizeLink(ctx context.Context, inv *toolplane.Invocation, d *toolplane.Definition) string {
 	if inv.UserID == "" || s.cfg.BaseURL == "" {
 		return ""
 	}
@@ -95,7 +95,7 @@ func (s *Service) authorizeLink(ctx context.Context, inv *toolplane.Invocation, 
 }
 
 // startLink stores a start state for user and app and answers its link.
-func (s *Service) startLink(ctx context.Context, app *toolplane.Connection, user string) (string, error) {
+func (s *core) startLink(ctx context.Context, app *toolplane.Connection, user string) (string, error) {
 	now := s.now()
 	st := &toolplane.OAuthState{
 		ID: rand.Text(), OrganizationID: app.OrganizationID, ConnectionID: app.ID, UserID: user,
@@ -114,7 +114,7 @@ func (s *Service) startLink(ctx context.Context, app *toolplane.Connection, user
 // with ErrNotYours and stays usable by its own person: a link forwarded,
 // or shown to someone it was not meant for, connects nobody else's
 // account.
-func (s *Service) Start(ctx context.Context, by *toolplane.Credential, startID string) (redirect, nonce string, err error) {
+func (s *Admin) Start(ctx context.Context, by *toolplane.Credential, startID string) (redirect, nonce string, err error) {
 	if by == nil || by.Kind != toolplane.CredentialPerson || by.Subject == "" {
 		return "", "", toolplane.Refuse(by, ErrNotYours, "connecting an account needs the person signed in")
 	}
@@ -141,7 +141,7 @@ func (s *Service) Start(ctx context.Context, by *toolplane.Credential, startID s
 	if err != nil {
 		return "", "", fmt.Errorf("read connection %s: %w", st.ConnectionID, err)
 	}
-	if err := usable(app, ""); err != nil {
+	if err := checkUsable(app); err != nil {
 		return "", "", fmt.Errorf("%w: %v", toolplane.ErrConflict, err)
 	}
 	appSec, err := s.open(app)
@@ -176,7 +176,7 @@ func (s *Service) Start(ctx context.Context, by *toolplane.Credential, startID s
 // start gave and that the answer comes from the application's issuer
 // (RFC 9207), exchanges the code with the PKCE verifier, and stores the
 // person's connection, active again if it needed a new consent.
-func (s *Service) Callback(ctx context.Context, back url.Values, nonce string) (*toolplane.Connection, error) {
+func (s *Admin) Callback(ctx context.Context, back url.Values, nonce string) (*toolplane.Connection, error) {
 	stateID, code := back.Get("state"), back.Get("code")
 	st, err := s.cfg.Store.TakeOAuthState(ctx, stateID, s.now())
 	if err != nil {
@@ -209,7 +209,7 @@ func (s *Service) Callback(ctx context.Context, back url.Values, nonce string) (
 	if err != nil {
 		return nil, fmt.Errorf("read connection %s: %w", st.ConnectionID, err)
 	}
-	if err := usable(app, ""); err != nil {
+	if err := checkUsable(app); err != nil {
 		return nil, fmt.Errorf("%w: %v", toolplane.ErrConflict, err)
 	}
 	if iss := back.Get("iss"); iss != "" && app.Config.Issuer != "" && iss != app.Config.Issuer {
@@ -239,7 +239,7 @@ func (s *Service) Callback(ctx context.Context, back url.Values, nonce string) (
 // one they hold (active again, with the scopes granted now), or a new one.
 // The change names the person as its actor and, in its detail, the
 // signed-in credential that started the consent (started_by).
-func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, user, startedBy string, tok token) (*toolplane.Connection, error) {
+func (s *Admin) storeConsent(ctx context.Context, app *toolplane.Connection, user, startedBy string, tok token) (*toolplane.Connection, error) {
 	sec := toolplane.Secrets{AccessToken: tok.access, RefreshToken: tok.refresh}
 	now := s.now()
 	held, _, err := s.cfg.Store.ListConnections(ctx, app.OrganizationID, toolplane.ConnectionFilter{Provider: app.Provider, UserID: user}, "", maxCandidates)
@@ -251,7 +251,7 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 		if c.Config.App != app.ID || c.State == toolplane.ConnectionRevoked {
 			continue
 		}
-		if c.Secret, err = secretSeal(s, c, sec); err != nil {
+		if c.Secret, err = s.seal(c, sec); err != nil {
 			return nil, err
 		}
 		c.State, c.Reason, c.Scopes, c.TokenExpiresAt, c.UpdatedAt = toolplane.ConnectionActive, "", tok.scopes, tok.expiry, now
@@ -273,7 +273,7 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 		State: toolplane.ConnectionActive, Config: cfg, Scope: app.Scope, Scopes: tok.scopes,
 		TokenExpiresAt: tok.expiry, Owner: user, CreatedAt: now, UpdatedAt: now,
 	}
-	if c.Secret, err = secretSeal(s, c, sec); err != nil {
+	if c.Secret, err = s.seal(c, sec); err != nil {
 		return nil, err
 	}
 	if err := s.insert(ctx, c, s.consentChange(c, user, startedBy)); err != nil {
@@ -284,7 +284,7 @@ func (s *Service) storeConsent(ctx context.Context, app *toolplane.Connection, u
 
 // consentChange is the change record of a consent: the person's, started
 // from the session of the credential startedBy.
-func (s *Service) consentChange(c *toolplane.Connection, user, startedBy string) *toolplane.Change {
+func (s *Admin) consentChange(c *toolplane.Connection, user, startedBy string) *toolplane.Change {
 	return s.changeWith(c, "connection.consent", user, "", map[string]any{"started_by": startedBy})
 }
 
@@ -314,7 +314,7 @@ func personalName(app, user string) string {
 // revokeAtProvider asks the provider to revoke the tokens of a connection
 // just revoked here, in the background: the revocation here is what calls
 // obey, and a provider that does not answer must not hold it up.
-func (s *Service) revokeAtProvider(ctx context.Context, c *toolplane.Connection, sealed []byte) {
+func (s *Admin) revokeAtProvider(ctx context.Context, c *toolplane.Connection, sealed []byte) {
 	if c.Kind == toolplane.ConnectionStatic || len(sealed) == 0 {
 		return
 	}
@@ -333,7 +333,7 @@ func (s *Service) revokeAtProvider(ctx context.Context, c *toolplane.Connection,
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		app, appSec := c, sec
+		appSec := sec
 		if c.Config.Vault != nil {
 			// The client's secret, to authenticate the revocation, is
 			// Vault's.
@@ -344,17 +344,10 @@ func (s *Service) revokeAtProvider(ctx context.Context, c *toolplane.Connection,
 			}
 			appSec.ClientSecret = kept.ClientSecret
 		}
-		if c.Config.App != "" {
-			a, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.Config.App)
-			if err != nil {
-				s.log.WarnContext(ctx, "provider not told of a revocation", "connection", c.ID, "err", err)
-				return
-			}
-			if appSec, err = s.open(a); err != nil {
-				s.log.WarnContext(ctx, "provider not told of a revocation", "connection", c.ID, "err", err)
-				return
-			}
-			app = a
+		app, appSec, err := s.application(ctx, c, appSec)
+		if err != nil {
+			s.log.WarnContext(ctx, "provider not told of a revocation", "connection", c.ID, "err", err)
+			return
 		}
 		if err := s.oauth.revoke(ctx, app, appSec, tok); err != nil {
 			s.log.WarnContext(ctx, "provider did not revoke the token", "connection", c.ID, "err", err)
@@ -366,7 +359,7 @@ func (s *Service) revokeAtProvider(ctx context.Context, c *toolplane.Connection,
 // a bounded batch a time, and answers how many it removed. A state taken
 // after its expiry is refused anyway; the sweep only keeps the table from
 // growing with links nobody opened.
-func (s *Service) SweepStates(ctx context.Context) (int, error) {
+func (s *Admin) SweepStates(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n, err := s.cfg.Store.DeleteExpiredOAuthStates(ctx, s.now(), sweepBatch)

@@ -15,7 +15,7 @@ import (
 // token each holds.
 type world struct {
 	e    *env
-	s    *connection.Service
+	s    *service
 	ids  map[string]string
 	toks map[string]string
 }
@@ -373,10 +373,7 @@ func TestReleaseKeptBeforeTheWatch(t *testing.T) {
 	e := newEnv(t)
 	admin0 := e.service("n0")
 	c := e.create(admin0, admin, static("crm", "crm", secretToken("crm")))
-	s, err := connection.New(connection.Config{Store: e.store, Keys: e.keys, BaseURL: baseURL, Node: "n1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newService(t, connection.Config{Store: e.store, Keys: e.keys, BaseURL: baseURL, Node: "n1"})
 	for range 3 { // read, and kept though not trusted yet
 		if _, err := e.release(s, call(""), tool("crm.read", "crm"), nil); err != nil {
 			t.Fatal(err)
@@ -389,7 +386,7 @@ func TestReleaseKeptBeforeTheWatch(t *testing.T) {
 	if ok, err := other.UpdateConnection(t.Context(), stored, nil); !ok || err != nil {
 		t.Fatalf("revoke: %t, %v", ok, err)
 	}
-	watch(t, s, e.store)
-	_, err = e.release(s, call(""), tool("crm.read", "crm"), nil)
+	watch(t, s.Broker, e.store)
+	_, err := e.release(s, call(""), tool("crm.read", "crm"), nil)
 	connErr(t, err, toolplane.CodeConnectionRevoked)
 }

@@ -2,12 +2,13 @@
 //
 // A connection is how an organization's tools reach one downstream system:
 // its settings, its sealed secret, where its calls may go and which calls
-// may use it. The service creates, lists, shows (never the secret) and
-// revokes connections, each operation authorized from the credential it is
-// given, and runs the OAuth authorization a person completes to connect
-// their own account.
+// may use it. The service has two sides over one store, keyring and
+// memory (New). Its administration (Admin) creates, lists, shows (never
+// the secret) and revokes connections, each operation authorized from the
+// credential it is given, and runs the OAuth authorization a person
+// completes to connect their own account.
 //
-// The broker (Service.Release) is the one place a secret leaves its seal:
+// The broker (Broker.Release) is the one place a secret leaves its seal:
 // for one call the policy allowed, it picks the connection of the tool's
 // provider (the person's own for a call made for a person, or one the
 // model chose by connection_id among those it may use), checks the
@@ -18,7 +19,7 @@
 // # What the broker keeps in memory
 //
 // A call does not read the store when the broker may trust what it read
-// before: while Service.Watch follows the store's changes
+// before: while Broker.Watch follows the store's changes
 // (toolplane.ConnectionFeed), the broker keeps its reads of each
 // organization's connections, and every change told forgets that
 // organization's. A read that a change overtook is not kept. Each
@@ -64,14 +65,12 @@ package connection
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
-	"net/url"
-	"regexp"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -112,7 +111,7 @@ type Store interface {
 	toolplane.ConnectionStore
 }
 
-// Config wires a Service.
+// Config wires a connections service (New).
 type Config struct {
 	Store Store
 	// Keys seals and opens connection secrets.
@@ -159,15 +158,31 @@ type RoleInspector interface {
 	Inspect(ctx context.Context, c *toolplane.Connection, dsn toolplane.SecretString) ([]string, error)
 }
 
-// Service is the connections service and the credential broker.
-type Service struct {
+// Admin is the connections service as people use it, through the API,
+// the console and the command line: it creates, lists, shows and revokes
+// connections, and runs the OAuth authorization a person completes to
+// connect their own account. Each operation is authorized from the
+// credential it is given.
+type Admin struct{ *core }
+
+// Broker is the connections service as calls use it (invoke.Broker): it
+// releases a call's connection with its secret, and renews a token a
+// downstream refused. See the package documentation.
+type Broker struct {
+	*core
+	hosts hosts
+}
+
+// core is what the two sides of the service share: the store, the keys,
+// what a node keeps in memory of connections and of Vault, and the OAuth
+// client. A change either side writes is forgotten at once by both.
+type core struct {
 	cfg Config
 	now func() time.Time
 	log *slog.Logger
 	// mem keeps what calls read of the store, and each connection
 	// version's secrets opened and egress rules compiled.
 	mem   *memory
-	hosts hosts
 	oauth oauthClient
 	// vaulted holds what was read from Vault, by connection id
 	// (*fetched); reading is one request per connection at a time.
@@ -175,10 +190,12 @@ type Service struct {
 	reading singleflight.Group
 }
 
-// New returns a Service.
-func New(cfg Config) (*Service, error) {
+// New returns the two sides of one connections service: its
+// administration and its broker, sharing the store, the keys and what the
+// node keeps in memory.
+func New(cfg Config) (*Admin, *Broker, error) {
 	if cfg.Store == nil || cfg.Keys == nil {
-		return nil, errors.New("connection: a store and a keyring are required")
+		return nil, nil, errors.New("connection: a store and a keyring are required")
 	}
 	if cfg.StateTTL <= 0 {
 		cfg.StateTTL = 10 * time.Minute
@@ -192,233 +209,92 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Client == nil {
 		cfg.Client = func(toolplane.EgressRules) (*http.Client, error) { return &http.Client{Timeout: 30 * time.Second}, nil }
 	}
-	s := &Service{cfg: cfg, now: cfg.Now, log: cfg.Logger, mem: newMemory()}
+	s := &core{cfg: cfg, now: cfg.Now, log: cfg.Logger, mem: newMemory(), oauth: oauthClient{client: cfg.Client}}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.oauth = oauthClient{client: cfg.Client}
-	return s, nil
+	return &Admin{s}, &Broker{core: s}, nil
 }
 
-// Input is a new connection as an administrator describes it.
-type Input struct {
-	Name     string                     `json:"name"`
-	Provider string                     `json:"provider"`
-	Kind     toolplane.ConnectionKind   `json:"kind"`
-	Config   toolplane.ConnectionConfig `json:"config"`
-	Scope    toolplane.ConnectionScope  `json:"scope"`
-	// Secrets are the secret material: a static connection's token, user
-	// name and password or DSN; an OAuth client's secret. None for a
-	// connection keeping its secret in Vault (Config.Vault).
-	Secrets toolplane.Secrets `json:"-"`
+// shown is c as an answer shows it: never its sealed secret, never its
+// refresh lease.
+func shown(c *toolplane.Connection) *toolplane.Connection {
+	v := *c
+	v.Secret, v.RefreshOwner, v.RefreshUntil = nil, "", time.Time{}
+	return &v
 }
 
-// names is the grammar of providers and connection names: what a tool
-// declares and an administrator types.
-var names = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+// change is the change-log record of an operation on c. Its detail names
+// the connection and never its secret.
+func (s *core) change(c *toolplane.Connection, kind, actor, reason string) *toolplane.Change {
+	return s.changeWith(c, kind, actor, reason, nil)
+}
 
-// Create stores a new connection of the credential's organization. Only a
-// platform administrator creates one: a connection holds the
-// organization's secret for a whole system.
-func (s *Service) Create(ctx context.Context, by *toolplane.Credential, in Input) (*toolplane.Connection, error) {
-	if !by.HasAnyRole(toolplane.RolePlatformAdmin) {
-		return nil, toolplane.Refuse(by, ErrNotAuthorized, "creating a connection needs the platform_admin role")
+// changeWith is change with more entries in its detail.
+func (s *core) changeWith(c *toolplane.Connection, kind, actor, reason string, more map[string]any) *toolplane.Change {
+	d := map[string]any{
+		"name": c.Name, "provider": c.Provider, "kind": c.Kind, "state": c.State,
+		"user_id": c.UserID, "reason": reason,
 	}
-	if err := check(in); err != nil {
+	maps.Copy(d, more)
+	detail, _ := json.Marshal(d)
+	return &toolplane.Change{
+		ID: toolplane.NewID("chg_"), OrganizationID: c.OrganizationID, Kind: kind,
+		Subject: c.ID, Actor: actor, Detail: detail, CreatedAt: s.now(),
+	}
+}
+
+// open answers c's secrets, opening its seal once per connection version.
+func (s *core) open(c *toolplane.Connection) (toolplane.Secrets, error) {
+	if d, ok := s.mem.version(c); ok && d.opened != nil {
+		return *d.opened, nil
+	}
+	sec, err := secret.OpenSecrets(s.cfg.Keys, c.OrganizationID, c.ID, c.Secret)
+	if err != nil {
+		return toolplane.Secrets{}, fmt.Errorf("open the secret of connection %s: %w", c.ID, err)
+	}
+	s.mem.keepVersion(c, func(d *derived) { d.opened = &sec })
+	return sec, nil
+}
+
+// seal seals sec as c's secret.
+func (s *core) seal(c *toolplane.Connection, sec toolplane.Secrets) ([]byte, error) {
+	b, err := secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, sec)
+	if err != nil {
+		return nil, fmt.Errorf("seal the secret of connection %s: %w", c.ID, err)
+	}
+	return b, nil
+}
+
+// current reads c again from the store, refused unless it is active.
+func (s *core) current(ctx context.Context, c *toolplane.Connection) (*toolplane.Connection, error) {
+	fresh, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read connection %s: %w", c.ID, err)
+	}
+	if err := checkUsable(fresh); err != nil {
 		return nil, err
 	}
-	if in.Config.Vault != nil && s.cfg.Vault == nil {
-		return nil, &InvalidError{Field: "config.vault", Why: "this deployment has no Vault: keep the secret here (secrets), or have the operator configure Vault (--vault-addr)"}
+	return fresh, nil
+}
+
+// application answers the OAuth client c's tokens are requested through,
+// with its secrets: the organization's application a person's connection
+// was consented through (Config.App), or else c itself, with sec.
+func (s *core) application(ctx context.Context, c *toolplane.Connection, sec toolplane.Secrets) (*toolplane.Connection, toolplane.Secrets, error) {
+	if c.Config.App == "" {
+		return c, sec, nil
 	}
-	now := s.now()
-	c := &toolplane.Connection{
-		ID: toolplane.NewID("con_"), OrganizationID: by.OrganizationID, Name: in.Name, Provider: in.Provider,
-		Kind: in.Kind, State: toolplane.ConnectionActive, Config: in.Config, Scope: in.Scope,
-		Owner: by.Subject, CreatedAt: now, UpdatedAt: now,
-	}
-	role, err := s.inspectRole(ctx, c, in.Secrets.DSN)
+	app, err := s.cfg.Store.GetConnection(ctx, c.OrganizationID, c.Config.App)
 	if err != nil {
-		return nil, err
+		return nil, toolplane.Secrets{}, fmt.Errorf("read the application of connection %s: %w", c.ID, err)
 	}
-	if in.Config.Vault != nil {
-		// Nothing secret is kept here: Vault holds it.
-		v := *in.Config.Vault
-		c.Config.Vault, c.Secret = &v, []byte{}
-	} else {
-		sealed, err := secret.SealSecrets(s.cfg.Keys, c.OrganizationID, c.ID, in.Secrets)
-		if err != nil {
-			return nil, fmt.Errorf("seal connection secret: %w", err)
-		}
-		c.Secret = sealed
-	}
-	if err := s.insert(ctx, c, s.changeWith(c, "connection.create", by.Subject, "", role)); err != nil {
-		if errors.Is(err, toolplane.ErrExists) {
-			return nil, fmt.Errorf("%w: a connection named %q exists; revoke it or choose another name", toolplane.ErrExists, in.Name)
-		}
-		return nil, fmt.Errorf("store connection: %w", err)
-	}
-	return shown(c), nil
-}
-
-// Warnings answers what an administrator should be told of connection c
-// without its being refused: egress rules that allow no host, under
-// which every call through c that reaches the network (an HTTP request, a
-// PostgreSQL or MySQL connection, a token request) is refused. A SQLite
-// connection opens a file and needs no host. A connection may be created
-// this way on purpose, to be given its hosts later, so this is a warning,
-// not a refusal.
-func Warnings(c *toolplane.Connection) []string {
-	if c == nil || len(c.Config.Egress.Hosts) > 0 || c.Config.Driver == "sqlite" {
-		return nil
-	}
-	return []string{"config.egress.hosts is empty: every call through this connection will be refused by egress " +
-		"until it names the hosts its calls may reach (--host on the command line)"}
-}
-
-// inspectRole inspects the database role of a SQL connection being
-// created, and answers what the change log records of it: whether it was
-// inspected, the operator's acceptance of a privileged role, and the
-// powers accepted. A role holding powers beyond its data is refused,
-// naming them, unless the connection allows it. A role that cannot be
-// inspected now (the database is not reachable yet, or the secret is in
-// Vault) does not stop the creation: the runtime inspects it before the
-// connection's first call and refuses the call then.
-func (s *Service) inspectRole(ctx context.Context, c *toolplane.Connection, dsn toolplane.SecretString) (map[string]any, error) {
-	if c.Config.Driver == "" || s.cfg.Roles == nil {
-		return nil, nil
-	}
-	rec := map[string]any{"role_checked": false}
-	if c.Config.AllowPrivilegedRole {
-		rec["allow_privileged_role"] = true
-	}
-	if c.Config.Vault != nil {
-		return rec, nil
-	}
-	powers, err := s.cfg.Roles.Inspect(ctx, c, dsn)
+	appSec, err := s.open(app)
 	if err != nil {
-		s.log.Warn("a SQL connection's database role could not be inspected at its creation; it is inspected before its first call",
-			"connection", c.ID, "organization", c.OrganizationID, "err", err)
-		return rec, nil
+		return nil, toolplane.Secrets{}, err
 	}
-	rec["role_checked"] = true
-	if len(powers) == 0 {
-		return rec, nil
-	}
-	if !c.Config.AllowPrivilegedRole {
-		return nil, &InvalidError{Field: "secrets.dsn", Why: "the database role this connection logs in as holds powers beyond its data (" +
-			strings.Join(powers, "; ") + "), through which a tool could reach the database server's files or programs: " +
-			"connect with a least-privilege role (docs/connections.md), or, to accept this role, set config.allow_privileged_role " +
-			"(--allow-privileged-role), which is recorded on the connection"}
-	}
-	rec["privileged_powers"] = powers
-	s.log.Warn("a SQL connection was created with a privileged database role, as its creator allowed (allow_privileged_role)",
-		"connection", c.ID, "organization", c.OrganizationID, "powers", powers)
-	return rec, nil
-}
-
-// checkBaseURL refuses a base URL an HTTP tool's path could not be sent
-// under: it is an absolute http(s) URL with a host, and nothing a path
-// would be appended after or that would carry a secret (a user, a query,
-// a fragment).
-func checkBaseURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "":
-		return fmt.Errorf("%q is not an absolute http or https URL (http://127.0.0.1:9090, https://api.example.com/v2)", raw)
-	case u.User != nil:
-		return fmt.Errorf("%q carries user information; the connection's secret is its credential", raw)
-	case u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "#"):
-		return fmt.Errorf("%q has a query or a fragment; a tool's path and query are added to it", raw)
-	}
-	return nil
-}
-
-// check refuses a connection that could not work, before anything is
-// stored.
-func check(in Input) error {
-	bad := func(field, format string, a ...any) error {
-		return &InvalidError{Field: field, Why: fmt.Sprintf(format, a...)}
-	}
-	if !names.MatchString(in.Name) {
-		return bad("name", "%q: use lower-case letters, digits, '.', '_' and '-', at most 63", in.Name)
-	}
-	if !names.MatchString(in.Provider) {
-		return bad("provider", "%q: use lower-case letters, digits, '.', '_' and '-', at most 63", in.Provider)
-	}
-	cfg, sec := in.Config, in.Secrets
-	if err := checkEgress(cfg.Egress); err != nil {
-		return err
-	}
-	// A connection keeping its secret in Vault is given none here: Vault
-	// is where it is read, so one given here would be kept nowhere.
-	vault := cfg.Vault != nil
-	if vault {
-		if err := checkVaultRef(*cfg.Vault); err != nil {
-			return err
-		}
-		if in.Kind == toolplane.ConnectionAuthorizationCode {
-			return bad("config.vault", "an authorization-code connection's tokens are issued to toolplane and kept here; keep a static or client credentials connection's secret in Vault")
-		}
-		if sec != (toolplane.Secrets{}) {
-			return bad("secrets", "a connection keeping its secret in Vault (config.vault) takes no secrets here: write them to %s", cfg.Vault)
-		}
-	}
-	if cfg.BaseURL != "" {
-		if cfg.Driver != "" {
-			return bad("config.base_url", "a SQL connection reaches its database by its connection string; base_url is an HTTP connection's")
-		}
-		if err := checkBaseURL(cfg.BaseURL); err != nil {
-			return bad("config.base_url", "%v", err)
-		}
-	}
-	if cfg.AllowPrivilegedRole && cfg.Driver == "" {
-		return bad("config.allow_privileged_role", "only a SQL connection (config.driver) logs in as a database role")
-	}
-	switch in.Kind {
-	case toolplane.ConnectionStatic:
-		if cfg.Driver != "" {
-			if !slices.Contains([]string{"postgres", "sqlite", "mysql"}, cfg.Driver) {
-				return bad("config.driver", "%q: use postgres, sqlite or mysql", cfg.Driver)
-			}
-			if sec.DSN == "" && !vault {
-				return bad("secrets.dsn", "a SQL connection needs its connection string")
-			}
-			return nil
-		}
-		switch cfg.Auth {
-		case "", toolplane.AuthBearer:
-			if sec.Token == "" && !vault {
-				return bad("secrets.token", "a bearer connection needs its token")
-			}
-		case toolplane.AuthHeader:
-			if !validHeader(cfg.Header) {
-				return bad("config.header", "%q is not a header name", cfg.Header)
-			}
-			if sec.Token == "" && !vault {
-				return bad("secrets.token", "a header connection needs its key")
-			}
-		case toolplane.AuthBasic:
-			if sec.Username == "" && !vault {
-				return bad("secrets.username", "a basic connection needs a user name")
-			}
-		default:
-			return bad("config.auth", "%q: use bearer, basic or header", cfg.Auth)
-		}
-	case toolplane.ConnectionClientCredentials, toolplane.ConnectionAuthorizationCode:
-		if cfg.ClientID == "" {
-			return bad("config.client_id", "an OAuth connection needs its client id")
-		}
-		if cfg.Issuer == "" && (cfg.TokenURL == "" || in.Kind == toolplane.ConnectionAuthorizationCode && cfg.AuthorizeURL == "") {
-			return bad("config", "name the provider's issuer (its endpoints are discovered) or its authorize_url and token_url")
-		}
-		if cfg.Driver != "" {
-			return bad("config.driver", "an OAuth connection is not a database's")
-		}
-	default:
-		return bad("kind", "%q: use static, oauth2_client_credentials or oauth2_authorization_code", in.Kind)
-	}
-	return nil
+	return app, appSec, nil
 }

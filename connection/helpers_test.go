@@ -150,25 +150,42 @@ func newKey() string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// service answers a Service on e's store, as the node named, with e's
+// service is one node's connections service: its administration and its
+// broker, sharing what the node keeps.
+type service struct {
+	*connection.Admin
+	*connection.Broker
+}
+
+// newService answers the service of cfg.
+func newService(t testing.TB, cfg connection.Config) *service {
+	t.Helper()
+	a, b, err := connection.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &service{a, b}
+}
+
+// service answers a service on e's store, as the node named, with e's
 // keys.
-func (e *env) service(node string) *connection.Service {
+func (e *env) service(node string) *service {
 	e.t.Helper()
 	return e.serviceWith(node, e.store, e.keys)
 }
 
-// serviceWith answers a Service on the store and keys given. Its token
+// serviceWith answers a service on the store and keys given. Its token
 // requests go through the connection's egress rules, and are counted.
-func (e *env) serviceWith(node string, store connection.Store, keys *secret.Keyring) *connection.Service {
+func (e *env) serviceWith(node string, store connection.Store, keys *secret.Keyring) *service {
 	e.t.Helper()
 	return e.serviceOf(connection.Config{Store: store, Keys: keys, Node: node})
 }
 
-// serviceOf answers a Service of cfg, completed as serviceWith does.
-func (e *env) serviceOf(cfg connection.Config) *connection.Service {
+// serviceOf answers a service of cfg, completed as serviceWith does.
+func (e *env) serviceOf(cfg connection.Config) *service {
 	e.t.Helper()
 	cfg.BaseURL, cfg.Now = baseURL, e.clock.Now
-	s, err := connection.New(connection.Config{
+	s := newService(e.t, connection.Config{
 		Store: cfg.Store, Keys: cfg.Keys, BaseURL: cfg.BaseURL, Node: cfg.Node, Now: cfg.Now,
 		Vault: cfg.Vault, VaultTTL: cfg.VaultTTL, Roles: cfg.Roles,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -182,10 +199,7 @@ func (e *env) serviceOf(cfg connection.Config) *connection.Service {
 			return hc, nil
 		},
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	watch(e.t, s, cfg.Store)
+	watch(e.t, s.Broker, cfg.Store)
 	return s
 }
 
@@ -193,7 +207,7 @@ func (e *env) serviceOf(cfg connection.Config) *connection.Service {
 // waits until s trusts what it keeps: the calls of the test run against
 // the broker's memory of the store. A store that tells no changes leaves
 // s reading it on every call.
-func watch(t testing.TB, s *connection.Service, store connection.Store) {
+func watch(t testing.TB, s *connection.Broker, store connection.Store) {
 	t.Helper()
 	if _, ok := store.(toolplane.ConnectionFeed); !ok {
 		return
@@ -297,7 +311,7 @@ func (e *env) scan() {
 }
 
 // create creates a connection that must be created.
-func (e *env) create(s *connection.Service, by *toolplane.Credential, in connection.Input) *toolplane.Connection {
+func (e *env) create(s *service, by *toolplane.Credential, in connection.Input) *toolplane.Connection {
 	e.t.Helper()
 	e.plant(in.Secrets.Token.Reveal(), in.Secrets.Password.Reveal(), in.Secrets.DSN.Reveal(), in.Secrets.ClientSecret.Reveal())
 	c, err := s.Create(e.t.Context(), by, in)
@@ -311,7 +325,7 @@ func (e *env) create(s *connection.Service, by *toolplane.Credential, in connect
 
 // release asks s for the connection of a call of tool made by inv with
 // args, noting what it answered.
-func (e *env) release(s *connection.Service, inv *toolplane.Invocation, tool *toolplane.Definition, args any) (*toolplane.Released, error) {
+func (e *env) release(s *service, inv *toolplane.Invocation, tool *toolplane.Definition, args any) (*toolplane.Released, error) {
 	e.t.Helper()
 	r, err := s.Release(e.t.Context(), invoke.Release{Invocation: inv, Tool: tool, Arguments: args})
 	e.saw(err)

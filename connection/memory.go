@@ -256,7 +256,7 @@ func evictOne[K comparable, V any](m map[K]V) {
 // documentation); it answers ctx's error then. A store that tells no
 // changes (one that is not a toolplane.ConnectionFeed) makes Watch
 // answer nil at once: every call reads the store.
-func (s *Service) Watch(ctx context.Context) error {
+func (s *Broker) Watch(ctx context.Context) error {
 	feed, ok := s.cfg.Store.(toolplane.ConnectionFeed)
 	if !ok {
 		return nil
@@ -272,7 +272,7 @@ func (s *Service) Watch(ctx context.Context) error {
 // settle waits, after a change to a connection is committed, until every
 // node has been told of it or trusts nothing it kept: from then on, no
 // call on any node uses what it kept from before the change.
-func (s *Service) settle(ctx context.Context) {
+func (s *core) settle(ctx context.Context) {
 	feed, ok := s.cfg.Store.(toolplane.ConnectionFeed)
 	if !ok || feed.ConnectionSettle() <= 0 {
 		return
@@ -287,7 +287,7 @@ func (s *Service) settle(ctx context.Context) {
 
 // insert stores c, and forgets at once what this node kept of its
 // organization's connections, whatever the feed's delay.
-func (s *Service) insert(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) error {
+func (s *core) insert(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) error {
 	defer s.mem.forget(c.OrganizationID, c.ID)
 	return s.cfg.Store.InsertConnection(ctx, c, ch)
 }
@@ -295,7 +295,7 @@ func (s *Service) insert(ctx context.Context, c *toolplane.Connection, ch *toolp
 // update writes c, and forgets at once what this node kept of it. It
 // forgets even when the write failed: a commit whose answer was lost may
 // have written.
-func (s *Service) update(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
+func (s *core) update(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
 	defer s.mem.forget(c.OrganizationID, c.ID)
 	return s.cfg.Store.UpdateConnection(ctx, c, ch)
 }

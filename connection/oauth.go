@@ -78,6 +78,18 @@ func (o oauthClient) clientCredentials(ctx context.Context, c *toolplane.Connect
 	return tokenOf(t, err)
 }
 
+// renew asks the provider for a new access token of c, and stores
+// nothing: one minted from c's client secret in sec (client credentials),
+// or one refreshed with the refresh token sec holds, through app, the
+// application c was consented through, with its secrets appSec
+// (authorization code).
+func (o oauthClient) renew(ctx context.Context, c *toolplane.Connection, sec toolplane.Secrets, app *toolplane.Connection, appSec toolplane.Secrets) (token, error) {
+	if c.Kind == toolplane.ConnectionClientCredentials {
+		return o.clientCredentials(ctx, c, sec)
+	}
+	return o.refresh(ctx, app, appSec, sec.RefreshToken)
+}
+
 func (o oauthClient) refresh(ctx context.Context, app *toolplane.Connection, appSec toolplane.Secrets, refresh toolplane.SecretString) (token, error) {
 	if refresh == "" {
 		return token{}, &grantError{reason: "no refresh token is held"}

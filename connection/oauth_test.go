@@ -60,7 +60,7 @@ func startProvider(t *testing.T, e *env) *provider {
 
 // registerApp registers the application at the provider and creates the
 // organization's connection holding it.
-func (p *provider) registerApp(s *connection.Service) {
+func (p *provider) registerApp(s *service) {
 	p.e.t.Helper()
 	p.appID, p.appSecret = p.RegisterClient(baseURL + connection.CallbackPath)
 	p.app = p.e.create(s, admin, connection.Input{
@@ -109,7 +109,7 @@ func signedIn(user string) *toolplane.Credential {
 // login runs the start of link on s for user, signed in, and the person's
 // login at the provider, and answers the callback's state and code and
 // the browser's nonce.
-func (p *provider) login(s *connection.Service, user, link string) (state, code, nonce string) {
+func (p *provider) login(s *service, user, link string) (state, code, nonce string) {
 	t := p.e.t
 	t.Helper()
 	redirect, nonce, err := s.Start(t.Context(), signedIn(user), startState(t, link))
@@ -135,7 +135,7 @@ func (p *provider) login(s *connection.Service, user, link string) (state, code,
 
 // consent has user connect through the link a call of theirs is
 // answered, and answers their connection.
-func (p *provider) consent(s *connection.Service, user string) *toolplane.Connection {
+func (p *provider) consent(s *service, user string) *toolplane.Connection {
 	t := p.e.t
 	t.Helper()
 	_, err := p.e.release(s, call(user), tool("crm.read", "crm"), nil)
@@ -317,7 +317,7 @@ func TestRefresh(t *testing.T) {
 	// refresh, and every call a working token.
 	p.due(c.ID)
 	requests = e.count(p.token)
-	toks := atOnce(t, 6, []*connection.Service{a, b}, func(s *connection.Service) (*toolplane.Released, error) {
+	toks := atOnce(t, 6, []*service{a, b}, func(s *service) (*toolplane.Released, error) {
 		return e.release(s, call("sam"), crmRead, nil)
 	})
 	if n := e.count(p.token) - requests; n != 1 {
@@ -337,7 +337,7 @@ func TestRefresh(t *testing.T) {
 		t.Fatalf("revoke at the provider: %v", err)
 	}
 	p.due(c.ID)
-	for _, s := range []*connection.Service{a, b} { // the refusal, then the state it left
+	for _, s := range []*service{a, b} { // the refusal, then the state it left
 		_, err = e.release(s, call("sam"), crmRead, nil)
 		ce := connErr(t, err, toolplane.CodeConnectionExpired)
 		if ce.AuthorizationURL == "" {
@@ -361,7 +361,7 @@ func TestRefresh(t *testing.T) {
 	if err != nil || again.ID != c.ID || again.State != toolplane.ConnectionActive || again.Reason != "" {
 		t.Fatalf("consent again = %+v, %v; want %s active", again, err, c.ID)
 	}
-	for _, s := range []*connection.Service{a, b} {
+	for _, s := range []*service{a, b} {
 		r, err := e.release(s, call("sam"), crmRead, nil)
 		if err != nil || r.Connection.ID != c.ID || !p.works(r.Secrets.AccessToken) {
 			t.Fatalf("Release after consenting again = %v", err)
@@ -381,7 +381,7 @@ func TestRefreshOnceOnANode(t *testing.T) {
 	for round := range 3 {
 		p.due(c.ID)
 		requests := e.count(p.token)
-		toks := atOnce(t, 8, []*connection.Service{s}, func(s *connection.Service) (*toolplane.Released, error) {
+		toks := atOnce(t, 8, []*service{s}, func(s *service) (*toolplane.Released, error) {
 			return e.release(s, call("sam"), tool("crm.read", "crm"), nil)
 		})
 		if n := e.count(p.token) - requests; n != 1 {
@@ -419,7 +419,7 @@ func TestClientCredentials(t *testing.T) {
 		t.Errorf("the minted token was not kept with its expiry")
 	}
 	// Cached: on this node, and on a node that starts now.
-	for _, s := range []*connection.Service{s, e.service("n2")} {
+	for _, s := range []*service{s, e.service("n2")} {
 		r, err = e.release(s, call(""), crmRead, nil)
 		if err != nil || r.Secrets.AccessToken != minted || e.count(p.token) != 1 {
 			t.Fatalf("Release of a fresh token = %v, %d token requests; want the cached one", err, e.count(p.token))
@@ -592,7 +592,7 @@ func TestRenewARefusedToken(t *testing.T) {
 		t.Fatalf("Release: %v", err)
 	}
 	requests := e.count(p.token)
-	toks := atOnce(t, 6, []*connection.Service{a, b}, func(s *connection.Service) (*toolplane.Released, error) {
+	toks := atOnce(t, 6, []*service{a, b}, func(s *service) (*toolplane.Released, error) {
 		r, err := s.Renew(t.Context(), releaseOf(call("sam"), crmRead, nil), refused)
 		e.saw(err)
 		if err == nil && r == nil {
@@ -625,7 +625,7 @@ func TestRenewARefusedToken(t *testing.T) {
 // answers the distinct access tokens the calls were given: a refresh
 // raced by many calls must reach the provider once and hand every call
 // a token that works.
-func atOnce(t *testing.T, n int, nodes []*connection.Service, get func(*connection.Service) (*toolplane.Released, error)) map[toolplane.SecretString]bool {
+func atOnce(t *testing.T, n int, nodes []*service, get func(*service) (*toolplane.Released, error)) map[toolplane.SecretString]bool {
 	t.Helper()
 	var (
 		wg    sync.WaitGroup

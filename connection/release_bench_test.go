@@ -27,7 +27,7 @@ func BenchmarkRelease(b *testing.B) {
 		Binding: toolplane.Binding{HTTP: &toolplane.HTTPBinding{Method: "GET", URL: "http://127.0.0.1:9090/v1/contacts/{id}"}}}
 	inv := call("")
 	args := map[string]any{"id": "c-1"}
-	admin0, err := connection.New(connection.Config{Store: store, Keys: keys, BaseURL: baseURL, Node: "n0"})
+	admin0, _, err := connection.New(connection.Config{Store: store, Keys: keys, BaseURL: baseURL, Node: "n0"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkRelease(b *testing.B) {
 		{"memory", store},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			s, err := connection.New(connection.Config{Store: bc.store, Keys: keys, BaseURL: baseURL, Node: "n1",
+			_, s, err := connection.New(connection.Config{Store: bc.store, Keys: keys, BaseURL: baseURL, Node: "n1",
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				b.Fatal(err)

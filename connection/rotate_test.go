@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
@@ -41,11 +40,11 @@ func TestRotateKeyWhileReleasing(t *testing.T) {
 		ids[i] = e.create(creator, admin, static(fmt.Sprint("crm-", i), fmt.Sprint("crm", i), toks[i])).ID
 	}
 	e.keys = during
-	nodes := []*connection.Service{
+	nodes := []*service{
 		e.serviceWith("n1", e.store, during),
 		e.serviceWith("n2", sqlitetest.Open(t, e.path), during),
 	}
-	releaseAll := func(s *connection.Service, i int) error {
+	releaseAll := func(s *service, i int) error {
 		r, err := s.Release(context.Background(), releaseOf(call(""), tool("crm.read", fmt.Sprint("crm", i)), nil))
 		e.saw(err)
 		if err != nil {

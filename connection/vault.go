@@ -77,7 +77,7 @@ type fetched struct {
 // material answers c's secret material in clear: what is sealed here,
 // and, for a connection keeping its secret in Vault, Vault's, beside the
 // access token toolplane minted (which is toolplane's, sealed here).
-func (s *Service) material(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, error) {
+func (s *core) material(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, error) {
 	sealed, err := s.open(c)
 	if err != nil || c.Config.Vault == nil {
 		return sealed, err
@@ -103,7 +103,7 @@ func minted(c *toolplane.Connection, sec toolplane.Secrets) toolplane.Secrets {
 // VaultTTL ago, or read now. Concurrent calls through one connection
 // share one read. A refusal is a *ConnectionError naming the connection
 // and the entry, never the token.
-func (s *Service) fromVault(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, error) {
+func (s *core) fromVault(ctx context.Context, c *toolplane.Connection) (toolplane.Secrets, error) {
 	ref := *c.Config.Vault
 	if s.cfg.Vault == nil {
 		return toolplane.Secrets{}, &toolplane.ConnectionError{Code: toolplane.CodeUnavailable,
@@ -132,7 +132,7 @@ func (s *Service) fromVault(ctx context.Context, c *toolplane.Connection) (toolp
 
 // readVault reads c's secrets from the entry ref, keeps them for
 // VaultTTL, and answers them.
-func (s *Service) readVault(ctx context.Context, c *toolplane.Connection, ref toolplane.VaultRef) (*fetched, error) {
+func (s *core) readVault(ctx context.Context, c *toolplane.Connection, ref toolplane.VaultRef) (*fetched, error) {
 	sec, version, err := s.cfg.Vault.ReadSecrets(ctx, ref.Mount, ref.Path)
 	if err != nil {
 		s.log.WarnContext(ctx, "connection secret not read from Vault", "connection", c.ID, "vault", ref.String(), "err", err)

@@ -21,9 +21,9 @@ import (
 // vaultTTL is the Vault cache's lifetime in these tests.
 const vaultTTL = 30 * time.Second
 
-// withVault starts a Vault imitation and answers it with a Service of e
+// withVault starts a Vault imitation and answers it with a service of e
 // reading it as vaulttest.RootToken, whose value e then watches for.
-func withVault(t *testing.T, e *env) (*vaulttest.Server, *connection.Service) {
+func withVault(t *testing.T, e *env) (*vaulttest.Server, *service) {
 	t.Helper()
 	vs := vaulttest.New(t)
 	e.plant(vaulttest.RootToken)

@@ -71,7 +71,7 @@ func newConnFixture(t *testing.T, publicURL string) *connFixture {
 	}
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
-	conns, err := connection.New(connection.Config{Store: store, Keys: testKeyring(t), BaseURL: base, Node: "node-1", Logger: quiet})
+	conns, _, err := connection.New(connection.Config{Store: store, Keys: testKeyring(t), BaseURL: base, Node: "node-1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,12 +691,12 @@ func TestACallWithoutItsConnectionAnswersTheAuthorizationLink(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
-	conns, err := connection.New(connection.Config{Store: store, Keys: testKeyring(t), BaseURL: base, Logger: quiet})
+	conns, broker, err := connection.New(connection.Config{Store: store, Keys: testKeyring(t), BaseURL: base, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handler.NewRegistry(), Store: store, Policy: policy.Grants{},
-		Runtimes: unreachedRuntime{t}, Broker: conns, Logger: quiet})
+		Runtimes: unreachedRuntime{t}, Broker: broker, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ type Server struct {
 	// Connections, when set, serves the organization's connections under
 	// /v1/connections and the authorization a person completes in a
 	// browser to connect their own account; without it they answer 404.
-	Connections *connection.Service
+	Connections *connection.Admin
 	// Rules, when set, serves the organization's policy bundles under
 	// /v1/policy (list, show, test, publish, shadow, rollback, disable,
 	// explain); without it they answer 404.

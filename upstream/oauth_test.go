@@ -135,7 +135,7 @@ type oauthWorld struct {
 	t     *testing.T
 	p     *oauthtest.Provider
 	up    *protected
-	svc   *connection.Service
+	svc   *connection.Admin
 	iv    *invoke.Invoker
 	keys  *secret.Keyring
 	store interface {
@@ -187,7 +187,7 @@ func newOAuthWorld(t *testing.T) *oauthWorld {
 	}()
 	store := sqlitetest.Open(t, filepath.Join(t.TempDir(), "toolplane.db"))
 	quiet := slog.New(slog.DiscardHandler)
-	svc, err := connection.New(connection.Config{Store: store, Keys: keys, BaseURL: oauthBaseURL, Node: "n1", Logger: quiet})
+	svc, broker, err := connection.New(connection.Config{Store: store, Keys: keys, BaseURL: oauthBaseURL, Node: "n1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func newOAuthWorld(t *testing.T) *oauthWorld {
 	set.UseRegistry(reg)
 	set.Start(ctx, 20*time.Second)
 	t.Cleanup(set.Close)
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Remotes: set, Broker: svc, Store: store, Policy: policy.Grants{},
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Remotes: set, Broker: broker, Store: store, Policy: policy.Grants{},
 		Approvals: approval.New(approval.Config{Store: store, TTL: time.Hour}), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

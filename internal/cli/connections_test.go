@@ -81,7 +81,7 @@ func startConnServer(t *testing.T) connServer {
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
 	ring := parseRing(t, "k1 "+keyText(t))
-	conns, err := connection.New(connection.Config{Store: store, Keys: ring, BaseURL: base, Logger: quiet})
+	conns, _, err := connection.New(connection.Config{Store: store, Keys: ring, BaseURL: base, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func sealedUnder(t *testing.T, database string, ring *secret.Keyring, token stri
 	if err := b.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := connection.New(connection.Config{Store: b.Store, Keys: ring})
+	svc, _, err := connection.New(connection.Config{Store: b.Store, Keys: ring})
 	if err != nil {
 		t.Fatal(err)
 	}

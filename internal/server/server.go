@@ -501,7 +501,7 @@ type services struct {
 	grants           *authz.Service
 	rules            *rules.Service
 	meters           *metrics.Metrics
-	connections      *connection.Service
+	connections      *connection.Admin
 	keys             *secret.Keyring
 	// notes tells people of approvals and uncertain calls; its Links
 	// check the one-click links its messages carry.
@@ -590,7 +590,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	clients := &egressClients{}
 	// A SQL connection's database role is inspected when it is created,
 	// as the runtime inspects it again before its first call.
-	conns, err := connection.New(connection.Config{Store: b.Store, Keys: keys, Node: self.ID, Logger: log,
+	conns, broker, err := connection.New(connection.Config{Store: b.Store, Keys: keys, Node: self.ID, Logger: log,
 		BaseURL: s.public, Client: clients.forRules, Vault: vault, VaultTTL: cfg.Vault.CacheTTL, Roles: sqlRuntime})
 	if err != nil {
 		return nil, err
@@ -601,7 +601,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	// The broker keeps connections in memory while it is told of their
 	// changes; without the watch every call reads the store.
 	s.loops.Go(func() {
-		if err := conns.Watch(s.bg); err != nil && s.bg.Err() == nil {
+		if err := broker.Watch(s.bg); err != nil && s.bg.Err() == nil {
 			log.Error("connections are read from the store on every call", "err", err)
 		}
 	})
@@ -612,7 +612,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	decider = rules.New(rules.Config{Store: b.Store, Grants: authz.Policy{Service: grants}, Engines: cfg.PolicyEngines, Zone: s.zone,
 		RunCost: b.Store.RunTreeCost, Logger: log})
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: decider,
-		Runtimes: run, Broker: conns, Facts: resolvers,
+		Runtimes: run, Broker: broker, Facts: resolvers,
 		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters, Tracer: tracer,
 		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
 		// An approved call or a replay runs on the grants and the key as
