@@ -2,10 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/internal/backend"
 )
 
@@ -28,13 +29,18 @@ const firstStartChange = "chg_first_start"
 // firstDemoGrantID is the demo agent's grant of the demo tools.
 const firstDemoGrantID = "grt_first_demo"
 
+// firstStarter is whom first start grants as: an agent operator of the
+// default organization, recorded as "first start".
+var firstStarter = &toolplane.Credential{OrganizationID: DefaultOrganization, Kind: toolplane.CredentialPerson,
+	Subject: "first start", Roles: []string{toolplane.RoleAgentOperator}}
+
 // firstStart mints an admin credential (and, with the demo, an agent's) the
 // first time the database is served. The keys are written to a file only
 // the operator can read before they are stored, so a key never exists that
 // nobody holds; the file is created exclusively and never through a
 // symbolic link, so a file planted in the data directory cannot capture
 // them.
-func firstStart(ctx context.Context, b *backend.Backend, database, dataDir string, withDemo bool, stdout io.Writer) error {
+func firstStart(ctx context.Context, b *backend.Backend, database, dataDir string, withDemo bool, stdout io.Writer, log *slog.Logger) error {
 	existing, _, err := b.Store.ListCredentials(ctx, DefaultOrganization, "", 1)
 	if err != nil {
 		return err
@@ -118,16 +124,13 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	if withDemo {
 		// The demo agent's key narrows nothing: what it may call is what
 		// its identity is granted, so the identity gets the demo
-		// catalogue, recorded like any grant (and revocable like one).
-		g := &toolplane.Grant{ID: firstDemoGrantID, OrganizationID: DefaultOrganization, AgentID: "demo-agent", Pattern: "demo.*",
-			GrantedBy: "first start", CreatedAt: now}
-		if err := b.Store.InsertGrant(ctx, g); err != nil {
+		// catalogue, granted like any grant (and revocable like one).
+		// Adding a grant resolves no tool, so this service needs no
+		// registry.
+		grants := authz.New(authz.Config{Store: b.Store, Logger: log})
+		g := &toolplane.Grant{AgentID: "demo-agent", Pattern: "demo.*"}
+		if err := grants.AddGrantWithID(ctx, firstDemoGrantID, g, firstStarter); err != nil {
 			return fmt.Errorf("grant the demo agent the demo tools (the keys in %s are valid): %w", file, err)
-		}
-		detail, _ := json.Marshal(g)
-		if err := b.Store.AppendChange(ctx, &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: DefaultOrganization,
-			Kind: "grant.add", Subject: g.AgentID, Actor: "first start", Detail: detail, CreatedAt: now}); err != nil {
-			return fmt.Errorf("record the demo agent's grant: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)

@@ -422,7 +422,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	// First start writes the admin's credentials before the port
 	// listens: whoever sees the port open may read them.
-	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout); err != nil {
+	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout, s.log); err != nil {
 		return nil, fmt.Errorf("first start: %w", err)
 	}
 	// The listener comes before the services: the address it is given is
