@@ -72,11 +72,13 @@ type view struct {
 	people        int
 }
 
-// Config is what a Service is built from. Store and Registry are
-// required; the rest have defaults.
+// Config is what a Service is built from. Store is required, and so is
+// Registry to decide; the rest have defaults.
 type Config struct {
 	Store toolplane.GrantStore
-	// Registry is what grant and deny patterns are resolved against.
+	// Registry is what grant and deny patterns are resolved against
+	// when a call is decided or a grant explained; a service that only
+	// adds grants needs none.
 	Registry *registry.Registry
 	// Logger reports changes the change log did not take; nil is
 	// slog.Default().
@@ -176,6 +178,14 @@ func (s *Service) Bundles(ctx context.Context, by *toolplane.Credential) ([]tool
 // AddGrant grants an agent identity a pattern or a bundle: an
 // agent_operator's or a platform_admin's.
 func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplane.Credential) error {
+	return s.AddGrantWithID(ctx, toolplane.NewID("grt_"), g, by)
+}
+
+// AddGrantWithID is AddGrant giving the grant the ID id, for a grant
+// named before it exists (the demo agent's, which first start makes); a
+// caller's grant gets a fresh one from AddGrant. An ID already taken is
+// refused by the store.
+func (s *Service) AddGrantWithID(ctx context.Context, id string, g *toolplane.Grant, by *toolplane.Credential) error {
 	if err := MayGrant(by); err != nil {
 		return err
 	}
@@ -211,7 +221,7 @@ func (s *Service) AddGrant(ctx context.Context, g *toolplane.Grant, by *toolplan
 	if !g.ExpiresAt.IsZero() && !g.ExpiresAt.After(s.now()) {
 		return fmt.Errorf("%w: expires_at is already past", toolplane.ErrInvalid)
 	}
-	g.ID, g.OrganizationID, g.GrantedBy, g.CreatedAt = toolplane.NewID("grt_"), by.OrganizationID, by.Subject, s.now()
+	g.ID, g.OrganizationID, g.GrantedBy, g.CreatedAt = id, by.OrganizationID, by.Subject, s.now()
 	g.RevokedAt, g.RevokedBy = time.Time{}, ""
 	if err := s.store.InsertGrant(ctx, g); err != nil {
 		return fmt.Errorf("grant %s: %w", g.AgentID, err)

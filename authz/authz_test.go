@@ -469,3 +469,27 @@ func TestExplainIsAuthorizedByTheService(t *testing.T) {
 		}
 	}
 }
+
+// A grant named before it exists keeps its name, and is role-checked and
+// recorded like any other.
+func TestGrantWithANamedID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := f.svc.AddGrantWithID(f.ctx, "grt_named", &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup"}, auditor); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Errorf("by an auditor: %v, want forbidden", err)
+	}
+	g := &toolplane.Grant{AgentID: "bot", Pattern: "crm.lookup"}
+	if err := f.svc.AddGrantWithID(f.ctx, "grt_named", g, operator); err != nil || g.ID != "grt_named" {
+		t.Fatalf("AddGrantWithID: %v, id %q", err, g.ID)
+	}
+	if got := f.decide(t, "bot", "", "crm.lookup"); got != policy.Allow {
+		t.Errorf("granted: %v", got)
+	}
+	changes, _, err := f.store.ListChanges(f.ctx, "org-1", "grant.add", "", "", 10)
+	if err != nil || len(changes) != 1 || changes[0].Actor != operator.Subject || !strings.Contains(string(changes[0].Detail), `"grt_named"`) {
+		t.Errorf("changes: %+v, %v; want the grant recorded once, by its granter", changes, err)
+	}
+	if err := f.svc.AddGrantWithID(f.ctx, "grt_named", &toolplane.Grant{AgentID: "bot", Pattern: "crm.*"}, operator); err == nil {
+		t.Error("a second grant took the same ID")
+	}
+}

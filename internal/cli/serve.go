@@ -136,7 +136,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolplane serve: %v\n", err)
 		return 1
 	}
-	cfg := server.Config{PolicyEngines: policyEngines, Addr: *addr, Database: *database, DataDir: *dataDir, KEKFile: *kekFile, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
+	// The environment is read here, never by the server: a Config says
+	// all a node is built from.
+	cfg := server.Config{PolicyEngines: policyEngines, Addr: *addr, Database: *database, DataDir: *dataDir,
+		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
@@ -144,8 +147,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		PublicURL: *publicURL, NotifyAllowCIDRs: notifyAllow, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
 		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
-		Vault:  server.VaultConfig{Addr: *vaultAddr, TokenFile: *vaultTokenFile, Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
-		Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
+		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
+			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
+		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
 	for _, v := range upstreamFlags {
 		c, err := upstream.ParseFlag(v)
 		if err != nil {

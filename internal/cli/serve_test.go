@@ -182,3 +182,32 @@ func TestServeFlagsNameConfigFields(t *testing.T) {
 		}
 	}
 }
+
+// serve reads the environment the server is configured by (the server
+// reads none): each variable below reaches the server, which refuses it
+// beside the flag that gives the same thing, or as a value it cannot use.
+func TestServePassesTheEnvironment(t *testing.T) {
+	tests := []struct {
+		env, value string
+		flags      []string
+		want       string
+	}{
+		{server.KEKEnv, "k1 AAAA", []string{"--kek-file", "kek"}, "--kek-file: TOOLPLANE_KEK is set too; give the keys one way"},
+		{server.VaultTokenEnv, "token", []string{"--vault-addr", "https://vault.example", "--vault-token-file", "token"}, "both TOOLPLANE_VAULT_TOKEN and a vault token file"},
+		{"OTEL_TRACES_EXPORTER", "zipkin", nil, `OTEL_TRACES_EXPORTER="zipkin"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Setenv(tt.env, tt.value)
+			dir := t.TempDir()
+			// A server that starts anyway stops, and answers 0.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var out, errOut syncbuf.Buffer
+			code := serve(ctx, append([]string{"--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db")}, tt.flags...), &out, &errOut)
+			if code != 1 || !strings.Contains(errOut.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, errOut.String(), tt.want)
+			}
+		})
+	}
+}

@@ -31,6 +31,24 @@
 //   - notifications (see notify.go): one job per event, subject and
 //     channel on a queue of its own, and a sweep that enqueues what a node
 //     lost between a commit and its enqueueing.
+//
+// The periodic work is a table (periodicJobs): River enqueues each entry
+// on one node of the deployment, its leader, every period.
+//
+// A River job or a node's own loop: work on the deployment's shared state
+// that must get done (it acts on a call, an approval, a claim or a
+// notification, or keeps the journal's size across organizations) is a
+// River job here, so it happens once across the nodes, is retried until
+// done, and survives the node that started it. Work a node does for
+// itself is a loop the server runs beside the runner (internal/server):
+// its heartbeat, reloading its caches from the store's feed (catalogue,
+// upstream settings, connections), its links to upstream servers, and
+// the light removal of expired rows that are refused when read anyway
+// (ended browser sessions, authorizations nobody completed), which every
+// node may repeat harmlessly and whose miss costs only a table's growth.
+// Heartbeat is defined here, beside the lease sweep that judges nodes by
+// it, but is such a loop: a node beats whether or not River is working
+// its jobs.
 package jobs
 
 import (
@@ -156,44 +174,69 @@ func Migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx]) error
 	return nil
 }
 
+// withDefaults answers o with every unset field given its default (see
+// Options).
+func (o Options) withDefaults() Options {
+	orDefault(&o.Retention, 7*24*time.Hour)
+	orDefault(&o.SweepEvery, 30*time.Second)
+	orDefault(&o.Workers, 10)
+	orDefault(&o.ExecuteAttempts, 5)
+	orDefault(&o.NotifyAttempts, 5)
+	orDefault(&o.NotifyBackoff, 2*time.Second)
+	orDefault(&o.NotifyTimeout, 15*time.Second)
+	orDefault(&o.NotifyWorkers, 5)
+	orDefault(&o.NotifyPoll, 250*time.Millisecond)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// periodicJobs answers the work River enqueues on a schedule: on one
+// node of the deployment (River's leader) every period, and once at
+// start. A job whose dependency is not configured is left out.
+func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
+	table := []struct {
+		id    string
+		every time.Duration
+		args  river.JobArgs
+		on    bool
+	}{
+		{"sweep_leases", opt.SweepEvery, SweepLeasesArgs{}, true},
+		{"sweep_approved", opt.SweepEvery, SweepApprovedArgs{}, true},
+		{"retention", time.Hour, RetentionArgs{}, true},
+		{"sunset", time.Hour, SunsetArgs{}, deps.Sunset != nil},
+		{"sweep_notify", opt.SweepEvery, SweepNotifyArgs{}, deps.Notifier != nil},
+	}
+	var jobs []*river.PeriodicJob
+	for _, p := range table {
+		if !p.on {
+			continue
+		}
+		args := p.args
+		jobs = append(jobs, river.NewPeriodicJob(river.PeriodicInterval(p.every), func() (river.JobArgs, *river.InsertOpts) {
+			return args, nil
+		}, &river.PeriodicJobOpts{ID: p.id, RunOnStart: true}))
+	}
+	return jobs
+}
+
 // New builds a node's runner; Start begins working jobs.
 func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runner[TTx], error) {
 	if deps.Invoker == nil || deps.Approvals == nil || deps.Store == nil || deps.Maint == nil {
 		return nil, errors.New("jobs: invoker, approvals, store and maintenance are required")
 	}
-	if opt.Retention <= 0 {
-		opt.Retention = 7 * 24 * time.Hour
-	}
-	if opt.SweepEvery <= 0 {
-		opt.SweepEvery = 30 * time.Second
-	}
-	if opt.Workers <= 0 {
-		opt.Workers = 10
-	}
-	if opt.ExecuteAttempts <= 0 {
-		opt.ExecuteAttempts = 5
-	}
-	if opt.NotifyAttempts <= 0 {
-		opt.NotifyAttempts = 5
-	}
-	if opt.NotifyBackoff <= 0 {
-		opt.NotifyBackoff = 2 * time.Second
-	}
-	if opt.NotifyTimeout <= 0 {
-		opt.NotifyTimeout = 15 * time.Second
-	}
-	if opt.NotifyWorkers <= 0 {
-		opt.NotifyWorkers = 5
-	}
-	if opt.NotifyPoll <= 0 {
-		opt.NotifyPoll = 250 * time.Millisecond
-	}
-	if opt.Logger == nil {
-		opt.Logger = slog.Default()
-	}
-	if opt.Now == nil {
-		opt.Now = time.Now
-	}
+	opt = opt.withDefaults()
 	w := &work{deps: deps, opt: opt}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &expireWorker{w: w})
@@ -227,27 +270,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		// A cancelled execution (one given up) is kept as long as a
 		// completed one, so the approved sweep does not start it again.
 		CancelledJobRetentionPeriod: completedJobRetention,
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
-				return SweepLeasesArgs{}, nil
-			}, &river.PeriodicJobOpts{ID: "sweep_leases", RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
-				return SweepApprovedArgs{}, nil
-			}, &river.PeriodicJobOpts{ID: "sweep_approved", RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
-				return RetentionArgs{}, nil
-			}, &river.PeriodicJobOpts{ID: "retention", RunOnStart: true}),
-		},
-	}
-	if deps.Sunset != nil {
-		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
-			return SunsetArgs{}, nil
-		}, &river.PeriodicJobOpts{ID: "sunset", RunOnStart: true}))
-	}
-	if deps.Notifier != nil {
-		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(opt.SweepEvery), func() (river.JobArgs, *river.InsertOpts) {
-			return SweepNotifyArgs{}, nil
-		}, &river.PeriodicJobOpts{ID: "sweep_notify", RunOnStart: true}))
+		PeriodicJobs:                periodicJobs(deps, opt),
 	}
 	if opt.Poll > 0 {
 		cfg.FetchPollInterval = opt.Poll
@@ -258,6 +281,14 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	w.exec = driver.GetExecutor()
+	enqueueThrough(w, client)
+	return &Runner[TTx]{client: client, w: w}, nil
+}
+
+// enqueueThrough gives w the ways it enqueues work, each through client
+// and unique as its job must be.
+func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
+	opt := w.opt
 	w.expireAt = func(ctx context.Context, a *toolplane.Approval) error {
 		_, err := client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID, At: a.ExpiresAt.UnixMicro()},
 			&river.InsertOpts{ScheduledAt: a.ExpiresAt, UniqueOpts: river.UniqueOpts{ByArgs: true}})
@@ -297,7 +328,6 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		}
 		return nil
 	}
-	return &Runner[TTx]{client: client, w: w}, nil
 }
 
 // riverID answers the River client id of the node instance node: the

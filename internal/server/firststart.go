@@ -2,10 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/internal/backend"
 )
 
@@ -28,13 +29,18 @@ const firstStartChange = "chg_first_start"
 // firstDemoGrantID is the demo agent's grant of the demo tools.
 const firstDemoGrantID = "grt_first_demo"
 
+// firstStarter is whom first start grants as: an agent operator of the
+// default organization, recorded as "first start".
+var firstStarter = &toolplane.Credential{OrganizationID: DefaultOrganization, Kind: toolplane.CredentialPerson,
+	Subject: "first start", Roles: []string{toolplane.RoleAgentOperator}}
+
 // firstStart mints an admin credential (and, with the demo, an agent's) the
 // first time the database is served. The keys are written to a file only
 // the operator can read before they are stored, so a key never exists that
 // nobody holds; the file is created exclusively and never through a
 // symbolic link, so a file planted in the data directory cannot capture
 // them.
-func firstStart(ctx context.Context, b *backend.Backend, database, dataDir string, withDemo bool, stdout io.Writer) error {
+func firstStart(ctx context.Context, b *backend.Backend, database, dataDir string, withDemo bool, stdout io.Writer, log *slog.Logger) error {
 	existing, _, err := b.Store.ListCredentials(ctx, DefaultOrganization, "", 1)
 	if err != nil {
 		return err
@@ -46,47 +52,21 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
-	type minted struct {
-		cred *toolplane.Credential
-		line string
-	}
-	mint := func(kind toolplane.CredentialKind, subject, label string, roles, tools []string) (minted, error) {
-		id, secret, err := apikey.New(kind)
-		if err != nil {
-			return minted{}, err
-		}
-		c := &toolplane.Credential{ID: id, OrganizationID: DefaultOrganization, Kind: kind, Subject: subject, Roles: roles,
-			Tools: tools, Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
-		return minted{c, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret))}, nil
-	}
-	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", []string{toolplane.RolePlatformAdmin, toolplane.RoleApprover, toolplane.RoleAuditor}, nil)
+	admin, err := mint(toolplane.CredentialPerson, "admin", "TOOLPLANE_ADMIN_KEY", toolplane.RolePlatformAdmin, toolplane.RoleApprover, toolplane.RoleAuditor)
 	if err != nil {
 		return err
 	}
 	keys := []minted{admin}
 	if withDemo {
-		agent, err := mint(toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY", nil, nil)
+		agent, err := mint(toolplane.CredentialAgent, "demo-agent", "TOOLPLANE_DEMO_AGENT_KEY")
 		if err != nil {
 			return err
 		}
 		keys = append(keys, agent)
 	}
-	var text strings.Builder
-	for _, k := range keys {
-		text.WriteString(k.line + "\n")
-	}
-	file := filepath.Join(dataDir, "credentials.env")
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("%s already exists but the database holds no credentials: move it away (it may hold another database's keys) or choose another --data directory", file)
-	}
+	file, err := writeCredentials(dataDir, keys)
 	if err != nil {
 		return err
-	}
-	_, werr := f.WriteString(text.String())
-	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-		os.Remove(file)
-		return fmt.Errorf("write %s: %w", file, err)
 	}
 	if err := b.Store.InsertCredential(ctx, admin.cred); err != nil {
 		os.Remove(file) // nothing was stored
@@ -118,20 +98,61 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	if withDemo {
 		// The demo agent's key narrows nothing: what it may call is what
 		// its identity is granted, so the identity gets the demo
-		// catalogue, recorded like any grant (and revocable like one).
-		g := &toolplane.Grant{ID: firstDemoGrantID, OrganizationID: DefaultOrganization, AgentID: "demo-agent", Pattern: "demo.*",
-			GrantedBy: "first start", CreatedAt: now}
-		if err := b.Store.InsertGrant(ctx, g); err != nil {
+		// catalogue, granted like any grant (and revocable like one).
+		// Adding a grant resolves no tool, so this service needs no
+		// registry.
+		grants := authz.New(authz.Config{Store: b.Store, Logger: log})
+		g := &toolplane.Grant{AgentID: "demo-agent", Pattern: "demo.*"}
+		if err := grants.AddGrantWithID(ctx, firstDemoGrantID, g, firstStarter); err != nil {
 			return fmt.Errorf("grant the demo agent the demo tools (the keys in %s are valid): %w", file, err)
-		}
-		detail, _ := json.Marshal(g)
-		if err := b.Store.AppendChange(ctx, &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: DefaultOrganization,
-			Kind: "grant.add", Subject: g.AgentID, Actor: "first start", Detail: detail, CreatedAt: now}); err != nil {
-			return fmt.Errorf("record the demo agent's grant: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)
 	return nil
+}
+
+// minted is a key first start made: its credential, and the line of the
+// credentials file that holds its secret.
+type minted struct {
+	cred *toolplane.Credential
+	line string
+}
+
+// mint makes a key of kind for subject with roles, named label in the
+// credentials file.
+func mint(kind toolplane.CredentialKind, subject, label string, roles ...string) (minted, error) {
+	id, secret, err := apikey.New(kind)
+	if err != nil {
+		return minted{}, err
+	}
+	c := &toolplane.Credential{ID: id, OrganizationID: DefaultOrganization, Kind: kind, Subject: subject, Roles: roles,
+		Hash: apikey.Hash(secret), Label: label, CreatedAt: time.Now(), CreatedBy: "first start"}
+	return minted{c, fmt.Sprintf("%s=%s", label, apikey.Key(id, secret))}, nil
+}
+
+// writeCredentials writes the keys' lines to dataDir's credentials.env,
+// readable by its owner only, and answers the file. The file is created
+// exclusively and never through a symbolic link; one that cannot be
+// written whole is removed.
+func writeCredentials(dataDir string, keys []minted) (string, error) {
+	var text strings.Builder
+	for _, k := range keys {
+		text.WriteString(k.line + "\n")
+	}
+	file := filepath.Join(dataDir, "credentials.env")
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("%s already exists but the database holds no credentials: move it away (it may hold another database's keys) or choose another --data directory", file)
+	}
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.WriteString(text.String())
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		os.Remove(file)
+		return "", fmt.Errorf("write %s: %w", file, err)
+	}
+	return file, nil
 }
 
 // dataDirOf answers the data directory: the one configured, or else the

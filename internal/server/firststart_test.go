@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,7 +42,7 @@ func TestFirstStartRefusesAPlantedCredentialsFile(t *testing.T) {
 		if err := tt.plant(filepath.Join(data, "credentials.env")); err != nil {
 			t.Fatal(err)
 		}
-		if err := firstStart(ctx, b, filepath.Join(dir, "t.db"), data, true, io.Discard); err == nil {
+		if err := firstStart(ctx, b, filepath.Join(dir, "t.db"), data, true, io.Discard, slog.New(slog.DiscardHandler)); err == nil {
 			t.Errorf("%s: first start wrote its keys through what was planted", tt.name)
 		}
 		if creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10); len(creds) != 0 {
@@ -73,7 +74,7 @@ func TestFirstStartOnOneDatabaseByManyNodesMintsOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = firstStart(ctx, b, db, filepath.Join(dir, fmt.Sprint("node", i)), true, io.Discard)
+			errs[i] = firstStart(ctx, b, db, filepath.Join(dir, fmt.Sprint("node", i)), true, io.Discard, slog.New(slog.DiscardHandler))
 		}()
 	}
 	wg.Wait()
@@ -130,7 +131,7 @@ func TestFirstStartIDsAreNotPredictable(t *testing.T) {
 		if err := b.Migrate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := firstStart(ctx, b, db, filepath.Join(dir, "data"), true, io.Discard); err != nil {
+		if err := firstStart(ctx, b, db, filepath.Join(dir, "data"), true, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
 		creds, _, _ := b.Store.ListCredentials(ctx, DefaultOrganization, "", 10)

@@ -13,8 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,33 +23,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/apikey"
-	"github.com/toolplane/toolplane/approval"
-	"github.com/toolplane/toolplane/audit"
-	"github.com/toolplane/toolplane/authz"
-	"github.com/toolplane/toolplane/catalog"
-	"github.com/toolplane/toolplane/connection"
-	"github.com/toolplane/toolplane/console"
-	"github.com/toolplane/toolplane/door"
-	"github.com/toolplane/toolplane/facts"
-	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/httpapi"
-	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/internal/backend"
-	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/internal/jobs"
-	"github.com/toolplane/toolplane/internal/metrics"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
-	"github.com/toolplane/toolplane/mcpserver"
-	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
-	"github.com/toolplane/toolplane/rules"
-	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
-	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -102,15 +81,18 @@ type Config struct {
 	// default DefaultDatabase.
 	Database string
 	// DataDir is where first start writes the admin credential (and,
-	// unless KEKFile or TOOLPLANE_KEK names one, the key connection
-	// secrets are sealed under); default the SQLite file's directory, or
+	// unless KEK or KEKFile gives them, the key connection secrets are
+	// sealed under); default the SQLite file's directory, or
 	// toolplane-data for PostgreSQL.
 	DataDir string
-	// KEKFile is a file of key-encryption keys connection secrets are
-	// sealed under, one "<id> <base64 key>" per line, the first current
-	// (see secret.ParseKeyring); it must be readable by its owner alone.
-	// TOOLPLANE_KEK may give them instead. Nodes sharing a database share
-	// their keys.
+	// KEK holds the key-encryption keys connection secrets are sealed
+	// under, as TOOLPLANE_KEK (KEKEnv) gives them to `toolplane serve`:
+	// one "<id> <base64 key>" per line, the first current, or one bare
+	// key (see secret.LoadKeyring). KEKFile may give them instead, never
+	// both. Nodes sharing a database share their keys.
+	KEK toolplane.SecretString
+	// KEKFile is a file of the key-encryption keys, in KEK's form; it
+	// must be readable by its owner alone.
 	KEKFile string
 	// Vault, with its Addr set, is the Vault (or OpenBao) server
 	// connections may keep their secrets in (ConnectionConfig.Vault).
@@ -216,10 +198,16 @@ type Config struct {
 	SweepEvery time.Duration
 	// TracerProvider, when set, receives the span of every call (a test's
 	// recorder, or a provider the embedding program configured). Nil: an
-	// OTLP/HTTP exporter when the standard OpenTelemetry environment names
-	// one (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=otlp, ...),
-	// and otherwise no spans at all.
+	// OTLP/HTTP exporter when TracingEnv names one
+	// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER=otlp, ...), and
+	// otherwise no spans at all.
 	TracerProvider trace.TracerProvider
+	// TracingEnv reads the standard OpenTelemetry environment (OTEL_*)
+	// that chooses the exporter when TracerProvider is nil; `toolplane
+	// serve` gives os.Getenv. The exporter it builds reads the rest of its
+	// settings (headers, timeout, TLS) from the process's environment
+	// itself. Nil: no exporter.
+	TracingEnv func(name string) string
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
 	// Stdout receives the lines an operator reads at start and stop (where
@@ -287,6 +275,9 @@ func (c Config) withDefaults() (Config, error) {
 				return c, &ConfigError{Field: f.field, Needs: []string{"Vault.Addr"}}
 			}
 		}
+	}
+	if c.KEK != "" && c.KEKFile != "" {
+		return c, &ConfigError{Field: "KEKFile", Err: fmt.Errorf("%s is set too; give the keys one way", KEKEnv)}
 	}
 	if _, err := ratelimit.ParseProxies(c.TrustedProxies); err != nil {
 		return c, &ConfigError{Field: "TrustedProxies", Err: err}
@@ -377,12 +368,13 @@ type Server struct {
 	stop sync.Once
 }
 
-// New builds the node cfg describes: it opens and migrates the database,
-// registers the node, loads the catalogue (demo, tools directory,
-// upstreams), builds the services and the background work, settles the
-// claims a lost node left, mints the first credentials on an empty
-// database, and listens. ctx bounds the start only; the server runs until
-// Run's context ends, or Close.
+// New builds the node cfg describes, in this order: it makes the node's
+// directories, opens and migrates the database, registers the node,
+// mints the first credentials on an empty database, listens, loads the
+// catalogue (demo, tools directory, upstreams), builds the services and
+// the background work (settling the claims a lost node left), and the
+// doors. ctx bounds the start only; the server runs until Run's context
+// ends, or Close.
 //
 // An error says what failed; a Config field that cannot be used is a
 // *ConfigError, and tool definitions that do not pass registration's
@@ -407,6 +399,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 
+	d, err := makeDirs(cfg)
+	if err != nil {
+		return nil, err
+	}
 	b, err := backend.Open(ctx, cfg.Database)
 	if err != nil {
 		return nil, err
@@ -422,7 +418,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	// First start writes the admin's credentials before the port
 	// listens: whoever sees the port open may read them.
-	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout); err != nil {
+	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout, s.log); err != nil {
 		return nil, fmt.Errorf("first start: %w", err)
 	}
 	// The listener comes before the services: the address it is given is
@@ -437,11 +433,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if s.public == "" {
 		s.public = "http://" + ln.Addr().String()
 	}
-	handlers, defs, upstreams, err := s.catalogue()
+	src, err := s.catalogue()
 	if err != nil {
 		return nil, err
 	}
-	svc, err := s.services(ctx, self, handlers, defs, upstreams)
+	svc, err := s.services(ctx, self, d, src)
 	if err != nil {
 		return nil, err
 	}
@@ -451,298 +447,37 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	return s, nil
 }
 
-// catalogue answers the handlers compiled in (the demo's, when asked), the
-// definitions to register (the demo's, then the tools directory's), and
-// the upstream servers (the file's, then the listed ones).
-func (s *Server) catalogue() (*handler.Registry, []toolplane.Definition, *upstream.Set, error) {
-	cfg := s.cfg
-	handlers := handler.NewRegistry()
-	var defs []toolplane.Definition
-	if cfg.Demo {
-		ds, bs, err := demo.New().Catalogue()
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("demo catalogue: %w", err)
-		}
-		if err := handlers.Register(bs...); err != nil {
-			return nil, nil, nil, fmt.Errorf("demo catalogue: %w", err)
-		}
-		defs = append(defs, ds...)
-	}
-	if cfg.ToolsDir != "" {
-		loaded, err := loadTools(cfg.ToolsDir, cfg.Stderr)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		defs = append(defs, loaded...)
-	}
-	var upstreamCfgs []upstream.Config
-	if cfg.UpstreamsFile != "" {
-		cs, err := upstream.ReadFile(cfg.UpstreamsFile)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		upstreamCfgs = append(upstreamCfgs, cs...)
-	}
-	upstreamCfgs = append(upstreamCfgs, cfg.Upstreams...)
-	upstreams, err := upstream.New(upstreamCfgs, upstream.Options{Logger: s.log, Version: cfg.Version})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return handlers, defs, upstreams, nil
+// disk is where a node keeps its own files.
+type disk struct {
+	// sqliteDir holds the SQLite files SQL connections may open, each
+	// organization's in a directory named by its ID.
+	sqliteDir string
+	// keyFile is the file of the key-encryption keys: Config.KEKFile, or
+	// the data directory's kek when neither it nor Config.KEK gives them;
+	// empty when Config.KEK does.
+	keyFile string
 }
 
-// services are what the doors serve, built in one place.
-type services struct {
-	reg              *registry.Registry
-	iv               *invoke.Invoker
-	upstreams        *upstream.Set
-	upstreamSettings *upstream.Settings
-	cat              *catalog.Service
-	grants           *authz.Service
-	rules            *rules.Service
-	meters           *metrics.Metrics
-	connections      *connection.Admin
-	keys             *secret.Keyring
-	// notes tells people of approvals and uncertain calls; its Links
-	// check the one-click links its messages carry.
-	notes *notify.Service
-}
-
-// services builds the registry, the services over the store, the invoker
-// and the background work, and starts the work; the node is self.
-func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *handler.Registry, defs []toolplane.Definition, upstreams *upstream.Set) (*services, error) {
-	cfg, b, log := s.cfg, s.b, s.log
-	tp, stopTracing, err := tracing(ctx, cfg, os.Getenv)
-	if err != nil {
-		return nil, &ConfigError{Field: "TracerProvider", Err: err}
+// makeDirs answers where the node's files are and makes the directories
+// they need, before anything is opened: a directory that cannot be made
+// fails the start before the database is touched, and no later step
+// creates one.
+func makeDirs(cfg Config) (disk, error) {
+	d := disk{sqliteDir: cfg.SQLiteDir, keyFile: cfg.KEKFile}
+	dataDir := dataDirOf(cfg.Database, cfg.DataDir)
+	if d.sqliteDir == "" {
+		d.sqliteDir = filepath.Join(dataDir, "sql")
 	}
-	if stopTracing != nil {
-		s.closers = append(s.closers, stopTracing)
+	if err := os.MkdirAll(filepath.Join(d.sqliteDir, DefaultOrganization), 0o700); err != nil {
+		return d, &ConfigError{Field: "SQLiteDir", Err: err}
 	}
-	var tracer trace.Tracer
-	if tp != nil {
-		tracer = tp.Tracer("github.com/toolplane/toolplane/invoke")
-	}
-	// The org_time fact reads the zone the organization's rules read time
-	// in; decider is built below, before any call.
-	var decider *rules.Service
-	builtin := facts.Builtin(facts.Config{Spend: b.Store, Zone: func(ctx context.Context, org string) (*time.Location, error) {
-		return decider.Zone(ctx, org)
-	}})
-	resolvers, err := policyFacts(builtin, handlers)
-	if err != nil {
-		return nil, err
-	}
-	bindings := serveBindings{handlers, upstreams, resolvers}
-	reg, _, err := registry.Build(defs, registry.Options{Bindings: bindings})
-	if err != nil {
-		var ce *registry.CheckError
-		if errors.As(err, &ce) {
-			for _, p := range ce.Problems {
-				fmt.Fprintln(cfg.Stderr, p.String())
-			}
-			return nil, &DefinitionsError{Check: ce, Handlers: handlers.Keys()}
+	if cfg.KEK == "" && cfg.KEKFile == "" {
+		d.keyFile = filepath.Join(dataDir, "kek")
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return d, fmt.Errorf("data directory: %w", err)
 		}
-		return nil, err
 	}
-	s.reg = reg
-
-	writer := audit.NewWriter(audit.WriterConfig{Store: b.Store, Logger: log})
-	s.closers = append(s.closers, writer.Close)
-	approvals := approval.New(approval.Config{Store: b.Store, Usage: b.Store})
-	meters := metrics.New(metrics.Pending(b.Store), log)
-	upstreams.UseRegistry(reg)
-	// The operator's stored settings are applied before the first tool
-	// list is ingested: a tool tightened at runtime is never served under
-	// the file's relaxation, not even while the node starts.
-	upstreamSettings := upstream.NewSettings(b.Store, upstreams, DefaultOrganization, log)
-	if err := upstreamSettings.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	s.loops.Go(func() { upstreamSettings.Watch(s.bg, 2*time.Second) })
-	upstreams.Start(s.bg, 30*time.Second)
-	s.closers = append(s.closers, upstreams.Close)
-	// Published versions join the registry from the store, on every node.
-	cat := catalog.New(catalog.Config{Store: b.Store, Registry: reg, Options: registry.Options{Bindings: bindings},
-		Logger: log})
-	if err := cat.Refresh(ctx); err != nil {
-		return nil, fmt.Errorf("load the published catalogue: %w", err)
-	}
-	s.loops.Go(func() { cat.Watch(s.bg, 2*time.Second) })
-	grants := authz.New(authz.Config{Store: b.Store, Registry: reg, Logger: log})
-	keys, err := s.keyring()
-	if err != nil {
-		return nil, err
-	}
-	vault, err := s.vault()
-	if err != nil {
-		return nil, err
-	}
-	sqliteDir := cfg.SQLiteDir
-	if sqliteDir == "" {
-		sqliteDir = filepath.Join(dataDirOf(cfg.Database, cfg.DataDir), "sql")
-	}
-	if err := os.MkdirAll(filepath.Join(sqliteDir, DefaultOrganization), 0o700); err != nil {
-		return nil, &ConfigError{Field: "SQLiteDir", Err: err}
-	}
-	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: sqliteDir, Dial: egressDial, Logger: log})
-	s.closers = append(s.closers, func() { sqlRuntime.Close() })
-	clients := &egressClients{}
-	// A SQL connection's database role is inspected when it is created,
-	// as the runtime inspects it again before its first call.
-	conns, broker, err := connection.New(connection.Config{Store: b.Store, Keys: keys, Node: self.ID, Logger: log,
-		BaseURL: s.public, Client: clients.forRules, Vault: vault, VaultTTL: cfg.Vault.CacheTTL, Roles: sqlRuntime})
-	if err != nil {
-		return nil, err
-	}
-	s.loops.Go(func() {
-		sweepEvery(s.bg, stateSweepEvery, conns.SweepStates, log, "expired authorizations not removed")
-	})
-	// The broker keeps connections in memory while it is told of their
-	// changes; without the watch every call reads the store.
-	s.loops.Go(func() {
-		if err := broker.Watch(s.bg); err != nil && s.bg.Err() == nil {
-			log.Error("connections are read from the store on every call", "err", err)
-		}
-	})
-	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
-	// Every call is decided in the invoker's policy step, whichever door
-	// it came through (REST, MCP, an approved call resumed): the grants,
-	// then the organization's latest policy bundle.
-	decider = rules.New(rules.Config{Store: b.Store, Grants: authz.Policy{Service: grants}, Engines: cfg.PolicyEngines, Zone: s.zone,
-		RunCost: b.Store.RunTreeCost, Logger: log})
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Remotes: upstreams, Store: b.Store, Policy: decider,
-		Runtimes: run, Broker: broker, Facts: resolvers,
-		Approvals: approvals, Audit: writer, Logger: log, Node: self.ID, Observer: meters, Tracer: tracer,
-		LeaseMargin: cfg.LeaseMargin, NodeDeadAfter: cfg.NodeDeadAfter,
-		// An approved call or a replay runs on the grants and the key as
-		// they are when it runs, not as they were when it was filed.
-		Principals: authz.Principals{Grants: grants, Keys: b.Store}})
-	if err != nil {
-		return nil, err
-	}
-	s.iv = iv
-	notes, err := notify.New(notify.Config{Store: b.Store, Keys: keys, PublicURL: s.public, AllowCIDRs: cfg.NotifyAllowCIDRs})
-	if err != nil {
-		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
-	}
-	runner, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: b.Store, Maint: b.Store, Sunset: cat, Notifier: notes},
-		jobs.Options{Logger: log, DeadAfter: cfg.NodeDeadAfter, SweepEvery: cfg.SweepEvery, Node: self.ID})
-	if err != nil {
-		return nil, err
-	}
-	s.runner = runner
-	iv.UseScheduler(runner)
-	iv.UseNotice(runner)
-	s.loops.Go(func() { jobs.Heartbeat(s.bg, b.Store, self, cfg.Heartbeat, nil, log) })
-	// The claims of this node's earlier instance (and of any node that
-	// died meanwhile) are decided before this one serves: its callers'
-	// retries find their never-dispatched keys free, not in flight.
-	if err := runner.SettleLost(ctx); err != nil {
-		return nil, fmt.Errorf("settle lost claims: %w", err)
-	}
-	if err := runner.Start(s.bg); err != nil {
-		return nil, fmt.Errorf("background work: %w", err)
-	}
-	s.running = true
-	return &services{reg: reg, iv: iv, upstreams: upstreams, upstreamSettings: upstreamSettings, cat: cat, grants: grants, rules: decider, meters: meters, connections: conns, keys: keys, notes: notes}, nil
-}
-
-// doors listens and builds the REST and MCP doors over svc, the metrics
-// route and, when asked, the profiles' own listener.
-func (s *Server) doors(svc *services) error {
-	cfg, b, log := s.cfg, s.b, s.log
-	var tokens apikey.TokenVerifier
-	if cfg.JWTIssuer != "" {
-		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL, Claims: cfg.JWTClaims}
-	}
-	keys := apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
-	// What every door does (authentication, rate limits, what a key is
-	// shown, calls and the run budget) is set once, for both doors.
-	doors := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: b.Store, Log: log, Tokens: tokens, Keys: keys, Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents}
-	people, err := s.signIn(doors, svc.keys)
-	if err != nil {
-		return err
-	}
-	api := &httpapi.Server{Door: doors, Store: b.Store, Log: log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
-		Rules: svc.rules, People: people, Notifications: svc.notes}
-	if cfg.RateLimit > 0 {
-		// One budget per key, whichever door it comes through.
-		doors.Limiter = ratelimit.New(cfg.RateLimit, time.Minute)
-	}
-	if cfg.AuthFailureLimit > 0 {
-		// Failed authentications have a budget of their own, also shared
-		// by the doors, so nobody without a key's secret spends its.
-		doors.Failures = ratelimit.NewFailures(cfg.AuthFailureLimit, time.Minute)
-	}
-	// Checked by withDefaults.
-	doors.Proxies, _ = ratelimit.ParseProxies(cfg.TrustedProxies)
-	var allowedHosts []string
-	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
-		allowedHosts = append(allowedHosts, u.Hostname())
-	}
-	public := s.public
-	api.PublicURL, api.Console = public, console.Path
-	mcpDoor := &mcpserver.Server{Door: doors, Log: log, Version: cfg.Version, PublicURL: public, AllowedHosts: allowedHosts, Upstreams: svc.upstreams,
-		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
-		// Sessions live in the database, so any node (and this one after a
-		// restart) continues a session a client holds.
-		Sessions: b.Store, AuthorizationServer: cfg.JWTIssuer}
-	// OAuth protected resource metadata (RFC 9728): the server's, which
-	// the REST door's 401s name, and each MCP endpoint's.
-	api.ResourceMetadata, api.Metadata = mcpDoor.ResourceMetadataURL(""), mcpDoor.ResourceMetadataHandler()
-	// An MCP client's notification stream (a GET) carries no call, and
-	// stays open as long as the client does: it ends when shutdown begins,
-	// so an idle client does not hold the server for the grace meant for
-	// calls in flight.
-	streams, endStreams := context.WithCancel(context.Background())
-	s.closers = append(s.closers, endStreams)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", endOnShutdown(streams, mcpDoor.Handler()))
-	mux.Handle("POST "+mcpserver.RegistrationPath, mcpDoor.RegistrationHandler())
-	for _, slug := range svc.upstreams.Slugs() {
-		mux.Handle("/mcp/"+slug, endOnShutdown(streams, mcpDoor.UpstreamHandler(slug)))
-	}
-	mux.Handle("GET /metrics", bearerOnly(cfg.MetricsToken, svc.meters.Handler()))
-	signIn := people.Handler()
-	mux.Handle(signin.Path+"/", signIn)
-	mux.Handle(signin.Path, signIn)
-	// The console reads and acts through the services the API does: the
-	// same trail, catalogue, grants, and keys over the same key cache (a
-	// key revoked in either is refused at once on this node).
-	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes, PublicURL: public, Logger: log,
-		Trail: audit.NewTrail(b.Store), Catalog: svc.cat, Authz: svc.grants,
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: b.Store, Cache: keys}), Credentials: b.Store})
-	if err != nil {
-		return &ConfigError{Field: "PublicURL", Err: err}
-	}
-	pages := web.Handler()
-	mux.Handle(console.Path+"/", pages)
-	mux.Handle(console.Path, pages)
-	mux.Handle("/", api.Handler())
-	// No WriteTimeout: MCP answers over long-lived event streams.
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	s.srv.RegisterOnShutdown(endStreams)
-
-	if cfg.PprofAddr != "" {
-		// On an address of its own: profiles show internals no API caller
-		// should reach.
-		pl, err := net.Listen("tcp", cfg.PprofAddr)
-		if err != nil {
-			return &ConfigError{Field: "PprofAddr", Err: err}
-		}
-		s.pprofLn = pl
-		pm := http.NewServeMux()
-		pm.HandleFunc("/debug/pprof/", pprof.Index)
-		pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		ps := &http.Server{Handler: pm, ReadHeaderTimeout: 10 * time.Second}
-		s.pprofSrv = ps
-		s.closers = append(s.closers, func() { ps.Close(); pl.Close() })
-	}
-	return nil
+	return d, nil
 }
 
 // Addr answers the address the API listens on: Config.Addr with the port

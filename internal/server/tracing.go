@@ -15,9 +15,9 @@ import (
 
 // tracing answers where the invoker's spans go: cfg.TracerProvider when
 // set; otherwise an OTLP exporter when the standard OpenTelemetry
-// environment, read through env, asks for one; otherwise nil, and no span
-// is recorded. stop flushes and stops a provider built here (nil for
-// none).
+// environment, read through env (nil reads none), asks for one;
+// otherwise nil, and no span is recorded. stop flushes and stops a
+// provider built here (nil for none).
 //
 // The environment is the SDKs' own: OTEL_TRACES_EXPORTER (otlp or none;
 // unset means otlp once an endpoint is given), OTEL_EXPORTER_OTLP_ENDPOINT
@@ -28,6 +28,9 @@ import (
 func tracing(ctx context.Context, cfg Config, env func(string) string) (tp trace.TracerProvider, stop func(), err error) {
 	if cfg.TracerProvider != nil {
 		return cfg.TracerProvider, nil, nil
+	}
+	if env == nil {
+		return nil, nil, nil
 	}
 	if strings.EqualFold(env("OTEL_SDK_DISABLED"), "true") {
 		return nil, nil, nil

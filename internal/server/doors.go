@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	"time"
+
+	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/console"
+	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/jwtauth"
+	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/ratelimit"
+	"github.com/toolplane/toolplane/signin"
+)
+
+// doors builds the REST and MCP doors over svc, the console, the sign-in
+// and the metrics route on the API's listener, and, when asked, the
+// profiles' own listener.
+func (s *Server) doors(svc *services) error {
+	gate := s.gate(svc)
+	people, err := s.signIn(gate, svc.keys)
+	if err != nil {
+		return err
+	}
+	mcp := s.mcpDoor(gate, svc)
+	web, err := s.console(gate, svc, people)
+	if err != nil {
+		return err
+	}
+	// An MCP client's notification stream (a GET) carries no call, and
+	// stays open as long as the client does: it ends when shutdown begins,
+	// so an idle client does not hold the server for the grace meant for
+	// calls in flight.
+	streams, endStreams := context.WithCancel(context.Background())
+	s.closers = append(s.closers, endStreams)
+	mux := s.routes(streams, svc, mcp, s.apiDoor(gate, svc, people, mcp), people.Handler(), web.Handler())
+	// No WriteTimeout: MCP answers over long-lived event streams.
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	s.srv.RegisterOnShutdown(endStreams)
+	return s.pprof()
+}
+
+// gate answers what every door does (authentication, rate limits, what a
+// key is shown, calls and the run budget), set once for all of them.
+func (s *Server) gate(svc *services) *door.Door {
+	cfg := s.cfg
+	var tokens apikey.TokenVerifier
+	if cfg.JWTIssuer != "" {
+		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL, Claims: cfg.JWTClaims}
+	}
+	gate := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: s.b.Store, Log: s.log, Tokens: tokens,
+		Keys: apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL), Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents}
+	if cfg.RateLimit > 0 {
+		// One budget per key, whichever door it comes through.
+		gate.Limiter = ratelimit.New(cfg.RateLimit, time.Minute)
+	}
+	if cfg.AuthFailureLimit > 0 {
+		// Failed authentications have a budget of their own, also shared
+		// by the doors, so nobody without a key's secret spends its.
+		gate.Failures = ratelimit.NewFailures(cfg.AuthFailureLimit, time.Minute)
+	}
+	// Checked by withDefaults.
+	gate.Proxies, _ = ratelimit.ParseProxies(cfg.TrustedProxies)
+	return gate
+}
+
+// mcpDoor answers the MCP door: the platform's tools at /mcp and each
+// upstream server's at /mcp/<slug>.
+func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
+	cfg := s.cfg
+	var allowedHosts []string
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		allowedHosts = append(allowedHosts, u.Hostname())
+	}
+	return &mcpserver.Server{Door: gate, Log: s.log, Version: cfg.Version, PublicURL: s.public, AllowedHosts: allowedHosts, Upstreams: svc.upstreams,
+		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
+		// Sessions live in the database, so any node (and this one after a
+		// restart) continues a session a client holds.
+		Sessions: s.b.Store, AuthorizationServer: cfg.JWTIssuer}
+}
+
+// apiDoor answers the REST door. Its 401s name the OAuth protected
+// resource metadata (RFC 9728) the MCP door publishes.
+func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server) *httpapi.Server {
+	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
+		Rules: svc.rules, People: people, Notifications: svc.notes, PublicURL: s.public, Console: console.Path,
+		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler()}
+}
+
+// console answers the web console. It reads and acts through the
+// services the API does: the same trail, catalogue, grants, and keys over
+// the doors' key cache (a key revoked in either is refused at once on
+// this node).
+func (s *Server) console(gate *door.Door, svc *services, people *signin.Service) (*console.Console, error) {
+	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
+		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store})
+	if err != nil {
+		return nil, &ConfigError{Field: "PublicURL", Err: err}
+	}
+	return web, nil
+}
+
+// routes answers the API listener's routes: MCP (its GET streams ended
+// when streams ends, see endOnShutdown), dynamic client registration,
+// metrics, sign-in, the console, and the REST door for everything else.
+func (s *Server) routes(streams context.Context, svc *services, mcp *mcpserver.Server, api *httpapi.Server, signIn, pages http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", endOnShutdown(streams, mcp.Handler()))
+	mux.Handle("POST "+mcpserver.RegistrationPath, mcp.RegistrationHandler())
+	for _, slug := range svc.upstreams.Slugs() {
+		mux.Handle("/mcp/"+slug, endOnShutdown(streams, mcp.UpstreamHandler(slug)))
+	}
+	mux.Handle("GET /metrics", bearerOnly(s.cfg.MetricsToken, svc.meters.Handler()))
+	mux.Handle(signin.Path+"/", signIn)
+	mux.Handle(signin.Path, signIn)
+	mux.Handle(console.Path+"/", pages)
+	mux.Handle(console.Path, pages)
+	mux.Handle("/", api.Handler())
+	return mux
+}
+
+// pprof listens for Go's runtime profiles on Config.PprofAddr, when set:
+// on an address of its own, since profiles show internals no API caller
+// should reach.
+func (s *Server) pprof() error {
+	if s.cfg.PprofAddr == "" {
+		return nil
+	}
+	pl, err := net.Listen("tcp", s.cfg.PprofAddr)
+	if err != nil {
+		return &ConfigError{Field: "PprofAddr", Err: err}
+	}
+	s.pprofLn = pl
+	pm := http.NewServeMux()
+	pm.HandleFunc("/debug/pprof/", pprof.Index)
+	pm.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	pm.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	pm.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	pm.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ps := &http.Server{Handler: pm, ReadHeaderTimeout: 10 * time.Second}
+	s.pprofSrv = ps
+	s.closers = append(s.closers, func() { ps.Close(); pl.Close() })
+	return nil
+}

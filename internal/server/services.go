@@ -1,0 +1,318 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/connection"
+	"github.com/toolplane/toolplane/facts"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/httptool"
+	"github.com/toolplane/toolplane/internal/backend"
+	"github.com/toolplane/toolplane/internal/demo"
+	"github.com/toolplane/toolplane/internal/jobs"
+	"github.com/toolplane/toolplane/internal/metrics"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/notify"
+	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/rules"
+	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/sqltool"
+	"github.com/toolplane/toolplane/upstream"
+)
+
+// sources are what a node serves tools from: the handlers compiled in,
+// the definitions to register, and the upstream MCP servers.
+type sources struct {
+	handlers  *handler.Registry
+	defs      []toolplane.Definition
+	upstreams *upstream.Set
+}
+
+// catalogue answers the node's sources: the handlers compiled in (the
+// demo's, when asked), the definitions to register (the demo's, then the
+// tools directory's), and the upstream servers (the file's, then the
+// listed ones).
+func (s *Server) catalogue() (sources, error) {
+	cfg := s.cfg
+	src := sources{handlers: handler.NewRegistry()}
+	if cfg.Demo {
+		ds, bs, err := demo.New().Catalogue()
+		if err != nil {
+			return src, fmt.Errorf("demo catalogue: %w", err)
+		}
+		if err := src.handlers.Register(bs...); err != nil {
+			return src, fmt.Errorf("demo catalogue: %w", err)
+		}
+		src.defs = append(src.defs, ds...)
+	}
+	if cfg.ToolsDir != "" {
+		loaded, err := loadTools(cfg.ToolsDir, cfg.Stderr)
+		if err != nil {
+			return src, err
+		}
+		src.defs = append(src.defs, loaded...)
+	}
+	var upstreamCfgs []upstream.Config
+	if cfg.UpstreamsFile != "" {
+		cs, err := upstream.ReadFile(cfg.UpstreamsFile)
+		if err != nil {
+			return src, err
+		}
+		upstreamCfgs = append(upstreamCfgs, cs...)
+	}
+	upstreamCfgs = append(upstreamCfgs, cfg.Upstreams...)
+	upstreams, err := upstream.New(upstreamCfgs, upstream.Options{Logger: s.log, Version: cfg.Version})
+	if err != nil {
+		return src, err
+	}
+	src.upstreams = upstreams
+	return src, nil
+}
+
+// services are what the doors serve, built in one place.
+type services struct {
+	reg              *registry.Registry
+	iv               *invoke.Invoker
+	upstreams        *upstream.Set
+	upstreamSettings *upstream.Settings
+	cat              *catalog.Service
+	grants           *authz.Service
+	rules            *rules.Service
+	approvals        *approval.Service
+	meters           *metrics.Metrics
+	connections      *connection.Admin
+	broker           *connection.Broker
+	keys             *secret.Keyring
+	// notes tells people of approvals and uncertain calls; its Links
+	// check the one-click links its messages carry.
+	notes *notify.Service
+}
+
+// services builds, in this order, what decides calls (policy), what keeps
+// the registry current (the catalogue's watches), the connections and the
+// runtimes they are released to, the invoker, the notifications, and the
+// background work, which it starts last. The node is self; its files are
+// in d.
+func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src sources) (*services, error) {
+	tracer, err := s.tracer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := s.buildPolicy(src)
+	if err != nil {
+		return nil, err
+	}
+	s.reg = pol.reg
+	svc := &services{reg: pol.reg, grants: pol.grants, rules: pol.rules, upstreams: src.upstreams,
+		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store}),
+		meters:    metrics.New(metrics.Pending(s.b.Store), s.log)}
+	if svc.cat, svc.upstreamSettings, err = s.watchCatalogue(ctx, pol, src.upstreams); err != nil {
+		return nil, err
+	}
+	clients := &egressClients{}
+	run := s.buildRuntimes(d, clients)
+	if svc.keys, svc.connections, svc.broker, err = s.buildConnections(self, d, clients, run.sql); err != nil {
+		return nil, err
+	}
+	if svc.iv, err = s.buildInvoker(self, src, pol, svc, run, tracer); err != nil {
+		return nil, err
+	}
+	s.iv = svc.iv
+	svc.notes, err = notify.New(notify.Config{Store: s.b.Store, Keys: svc.keys, PublicURL: s.public, AllowCIDRs: s.cfg.NotifyAllowCIDRs})
+	if err != nil {
+		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
+	}
+	if s.runner, err = s.buildBackground(ctx, self, svc); err != nil {
+		return nil, err
+	}
+	s.running = true
+	return svc, nil
+}
+
+// tracer answers the invoker's tracer (see tracing), nil when no span is
+// recorded.
+func (s *Server) tracer(ctx context.Context) (trace.Tracer, error) {
+	tp, stop, err := tracing(ctx, s.cfg, s.cfg.TracingEnv)
+	if err != nil {
+		return nil, &ConfigError{Field: "TracerProvider", Err: err}
+	}
+	if stop != nil {
+		s.closers = append(s.closers, stop)
+	}
+	if tp == nil {
+		return nil, nil
+	}
+	return tp.Tracer("github.com/toolplane/toolplane/invoke"), nil
+}
+
+// policyParts are the registry and what decides every call over it.
+type policyParts struct {
+	reg *registry.Registry
+	// bindings resolve definitions, the registry's and the catalogue's
+	// published ones alike.
+	bindings serveBindings
+	// facts are the policy facts the node resolves.
+	facts  policy.Facts
+	grants *authz.Service
+	// rules decide every call, whichever door it came through (REST,
+	// MCP, an approved call resumed), in the invoker's policy step: the
+	// grants, then the organization's latest policy bundle.
+	rules *rules.Service
+}
+
+// buildPolicy registers src's definitions against the handlers, the
+// upstream servers and the policy facts, and builds the grants and the
+// rules over that registry.
+func (s *Server) buildPolicy(src sources) (*policyParts, error) {
+	zones := &ruleZones{}
+	builtin := facts.Builtin(facts.Config{Spend: s.b.Store, Zone: zones.Zone})
+	resolvers, err := policyFacts(builtin, src.handlers)
+	if err != nil {
+		return nil, err
+	}
+	bindings := serveBindings{src.handlers, src.upstreams, resolvers}
+	reg, _, err := registry.Build(src.defs, registry.Options{Bindings: bindings})
+	if err != nil {
+		var ce *registry.CheckError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(s.cfg.Stderr, p.String())
+			}
+			return nil, &DefinitionsError{Check: ce, Handlers: src.handlers.Keys()}
+		}
+		return nil, err
+	}
+	grants := authz.New(authz.Config{Store: s.b.Store, Registry: reg, Logger: s.log})
+	decider := rules.New(rules.Config{Store: s.b.Store, Grants: authz.Policy{Service: grants}, Engines: s.cfg.PolicyEngines, Zone: s.zone,
+		RunCost: s.b.Store.RunTreeCost, Logger: s.log})
+	zones.rules = decider
+	return &policyParts{reg: reg, bindings: bindings, facts: resolvers, grants: grants, rules: decider}, nil
+}
+
+// ruleZones answers an organization's time zone from its rules, so the
+// org_time fact and the rules never disagree on the hour. The facts are
+// built before the rules (the registry checks definitions against the
+// facts, and the rules decide over that registry's grants), so rules is
+// set once built, before any call.
+type ruleZones struct{ rules *rules.Service }
+
+// Zone answers the zone org's rules read time in.
+func (z *ruleZones) Zone(ctx context.Context, org string) (*time.Location, error) {
+	return z.rules.Zone(ctx, org)
+}
+
+// watchCatalogue keeps the registry current on this node: the
+// operator's stored upstream settings, the upstream servers' tool lists,
+// and the versions published in the store.
+func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams *upstream.Set) (*catalog.Service, *upstream.Settings, error) {
+	upstreams.UseRegistry(pol.reg)
+	// The operator's stored settings are applied before the first tool
+	// list is ingested: a tool tightened at runtime is never served under
+	// the file's relaxation, not even while the node starts.
+	settings := upstream.NewSettings(s.b.Store, upstreams, DefaultOrganization, s.log)
+	if err := settings.Refresh(ctx); err != nil {
+		return nil, nil, err
+	}
+	s.loops.Go(func() { settings.Watch(s.bg, 2*time.Second) })
+	upstreams.Start(s.bg, 30*time.Second)
+	s.closers = append(s.closers, upstreams.Close)
+	// Published versions join the registry from the store, on every node.
+	cat := catalog.New(catalog.Config{Store: s.b.Store, Registry: pol.reg, Options: registry.Options{Bindings: pol.bindings},
+		Logger: s.log})
+	if err := cat.Refresh(ctx); err != nil {
+		return nil, nil, fmt.Errorf("load the published catalogue: %w", err)
+	}
+	s.loops.Go(func() { cat.Watch(s.bg, 2*time.Second) })
+	return cat, settings, nil
+}
+
+// buildRuntimes answers the runtimes of tools bound to an HTTP request or
+// a SQL statement; an HTTP call goes out through the client of its
+// connection's egress rules.
+func (s *Server) buildRuntimes(d disk, clients *egressClients) *runtimes {
+	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: d.sqliteDir, Dial: egressDial, Logger: s.log})
+	s.closers = append(s.closers, func() { sqlRuntime.Close() })
+	return &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
+}
+
+// buildConnections answers the keyring connection secrets are sealed
+// under and the connections' admin side and broker over it, whose loops
+// it starts. roles
+// inspects a SQL connection's database role when it is created, as the
+// runtime inspects it again before its first call.
+func (s *Server) buildConnections(self *toolplane.Node, d disk, clients *egressClients, roles connection.RoleInspector) (*secret.Keyring, *connection.Admin, *connection.Broker, error) {
+	keys, err := s.keyring(d)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	vault, err := s.vault()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conns, broker, err := connection.New(connection.Config{Store: s.b.Store, Keys: keys, Node: self.ID, Logger: s.log,
+		BaseURL: s.public, Client: clients.forRules, Vault: vault, VaultTTL: s.cfg.Vault.CacheTTL, Roles: roles})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s.loops.Go(func() {
+		sweepEvery(s.bg, stateSweepEvery, conns.SweepStates, s.log, "expired authorizations not removed")
+	})
+	// The broker keeps connections in memory while it is told of their
+	// changes; without the watch every call reads the store.
+	s.loops.Go(func() {
+		if err := broker.Watch(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Error("connections are read from the store on every call", "err", err)
+		}
+	})
+	return keys, conns, broker, nil
+}
+
+// buildInvoker answers the invoker every door and job calls through, and
+// the audit writer it records with.
+func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyParts, svc *services, run *runtimes, tracer trace.Tracer) (*invoke.Invoker, error) {
+	writer := audit.NewWriter(audit.WriterConfig{Store: s.b.Store, Logger: s.log})
+	s.closers = append(s.closers, writer.Close)
+	return invoke.New(invoke.Config{Registry: pol.reg, Handlers: src.handlers, Remotes: src.upstreams, Store: s.b.Store, Policy: pol.rules,
+		Runtimes: run, Broker: svc.broker, Facts: pol.facts,
+		Approvals: svc.approvals, Audit: writer, Logger: s.log, Node: self.ID, Observer: svc.meters, Tracer: tracer,
+		LeaseMargin: s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter,
+		// An approved call or a replay runs on the grants and the key as
+		// they are when it runs, not as they were when it was filed.
+		Principals: authz.Principals{Grants: pol.grants, Keys: s.b.Store}})
+}
+
+// buildBackground answers the node's runner of background work (see
+// package jobs), started: the invoker schedules through it, the node's
+// heartbeat runs beside it, and the claims a lost node left are settled
+// before it starts.
+func (s *Server) buildBackground(ctx context.Context, self *toolplane.Node, svc *services) (backend.Runner, error) {
+	runner, err := s.b.Runner(jobs.Deps{Invoker: svc.iv, Approvals: svc.approvals, Store: s.b.Store, Maint: s.b.Store, Sunset: svc.cat, Notifier: svc.notes},
+		jobs.Options{Logger: s.log, DeadAfter: s.cfg.NodeDeadAfter, SweepEvery: s.cfg.SweepEvery, Node: self.ID})
+	if err != nil {
+		return nil, err
+	}
+	svc.iv.UseScheduler(runner)
+	svc.iv.UseNotice(runner)
+	s.loops.Go(func() { jobs.Heartbeat(s.bg, s.b.Store, self, s.cfg.Heartbeat, nil, s.log) })
+	// The claims of this node's earlier instance (and of any node that
+	// died meanwhile) are decided before this one serves: its callers'
+	// retries find their never-dispatched keys free, not in flight.
+	if err := runner.SettleLost(ctx); err != nil {
+		return nil, fmt.Errorf("settle lost claims: %w", err)
+	}
+	if err := runner.Start(s.bg); err != nil {
+		return nil, fmt.Errorf("background work: %w", err)
+	}
+	return runner, nil
+}
