@@ -248,9 +248,8 @@ func (s *Server) buildRuntimes(d disk, clients *egressClients) *runtimes {
 
 // buildConnections answers the keyring connection secrets are sealed
 // under and the connections' admin side and broker over it, whose loops
-// it starts. roles
-// inspects a SQL connection's database role when it is created, as the
-// runtime inspects it again before its first call.
+// it starts. roles inspects a SQL connection's database role when it is
+// created, as the runtime inspects it again before its first call.
 func (s *Server) buildConnections(self *toolplane.Node, d disk, clients *egressClients, roles connection.RoleInspector) (*secret.Keyring, *connection.Admin, *connection.Broker, error) {
 	keys, err := s.keyring(d)
 	if err != nil {
