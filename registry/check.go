@@ -21,11 +21,11 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/canonical"
-	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/modelname"
+	httpruntime "github.com/toolplane/toolplane/runtime/http"
+	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/schema"
 	"github.com/toolplane/toolplane/semver"
-	"github.com/toolplane/toolplane/sqltool"
 )
 
 // Ceilings are the platform limits a definition's own limits must stay
@@ -528,11 +528,11 @@ func runtimeProblems(d *toolplane.Definition) []Problem {
 	var out []Problem
 	switch {
 	case d.Binding.HTTP != nil:
-		for _, p := range httptool.Check(d) {
+		for _, p := range httpruntime.Check(d) {
 			out = append(out, Problem{Field: p.Field, Message: p.Message, Fix: p.Fix})
 		}
 	case d.Binding.SQL != nil:
-		for _, p := range sqltool.Check(d) {
+		for _, p := range sqlruntime.Check(d) {
 			out = append(out, Problem{Field: p.Field, Message: p.Message, Fix: p.Fix})
 		}
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/httptool"
+	httpruntime "github.com/toolplane/toolplane/runtime/http"
+	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
-	"github.com/toolplane/toolplane/sqltool"
 )
 
 // KEKEnv is the environment variable that may hold the key-encryption
@@ -219,8 +219,8 @@ func (e *egressClients) forReleased(rel *toolplane.Released) (*http.Client, erro
 // runtimes runs tools bound to an HTTP request or a SQL statement
 // (invoke.Runtimes), building each definition's binding once.
 type runtimes struct {
-	http  *httptool.Runtime
-	sql   *sqltool.Runtime
+	http  *httpruntime.Runtime
+	sql   *sqlruntime.Runtime
 	bound sync.Map // the definition's identity and binding spec -> *handler.Binding
 	// byRef answers the binding of a definition by the binding objects
 	// it holds, without encoding them: the registry's tools keep theirs

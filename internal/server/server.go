@@ -36,7 +36,6 @@ import (
 	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
-	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/internal/jobs"
@@ -49,9 +48,10 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
+	httpruntime "github.com/toolplane/toolplane/runtime/http"
+	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
-	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -585,7 +585,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 	if err := os.MkdirAll(filepath.Join(sqliteDir, DefaultOrganization), 0o700); err != nil {
 		return nil, &ConfigError{Field: "SQLiteDir", Err: err}
 	}
-	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: sqliteDir, Dial: egressDial, Logger: log})
+	sqlRuntime := sqlruntime.New(sqlruntime.Config{SQLiteDir: sqliteDir, Dial: egressDial, Logger: log})
 	s.closers = append(s.closers, func() { sqlRuntime.Close() })
 	clients := &egressClients{}
 	// A SQL connection's database role is inspected when it is created,
@@ -605,7 +605,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 			log.Error("connections are read from the store on every call", "err", err)
 		}
 	})
-	run := &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
+	run := &runtimes{http: httpruntime.New(httpruntime.Config{Client: clients.forReleased}), sql: sqlRuntime}
 	// Every call is decided in the invoker's policy step, whichever door
 	// it came through (REST, MCP, an approved call resumed): the grants,
 	// then the organization's latest policy bundle.
