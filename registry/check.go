@@ -71,18 +71,9 @@ type Bindings interface {
 	FactResolver(name string) bool
 }
 
-// Problem is one failed check.
-type Problem struct {
-	Tool  string `json:"tool"`
-	Field string `json:"field"`
-	// Message says what is wrong; Fix says what to change.
-	Message string `json:"message"`
-	Fix     string `json:"fix"`
-}
-
-func (p Problem) String() string {
-	return fmt.Sprintf("%s: %s: %s; fix: %s", p.Tool, p.Field, p.Message, p.Fix)
-}
+// Problem is one failed check: toolplane.Problem, with the tool it
+// concerns always named.
+type Problem = toolplane.Problem
 
 // CheckError lists every problem found in a set of definitions.
 type CheckError struct {
@@ -216,7 +207,7 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map,
 	if err != nil {
 		var me *modelname.Error
 		if errors.As(err, &me) {
-			for _, p := range me.Problems {
+			for _, p := range me.Refused {
 				if p.Platform == "" || p.Err == modelname.ErrDuplicate {
 					continue
 				}

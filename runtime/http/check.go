@@ -13,18 +13,6 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-// Problem is one thing wrong with a definition's HTTP binding, found when
-// the definition is published: the field it concerns, what is wrong, and
-// what to change.
-type Problem struct {
-	Field   string
-	Message string
-	Fix     string
-}
-
-// String answers the problem as one line: field, message and fix.
-func (p Problem) String() string { return p.Field + ": " + p.Message + "; fix: " + p.Fix }
-
 // The body forms a binding names.
 const (
 	BodyArguments = "arguments"
@@ -59,9 +47,9 @@ var reservedHeaders = map[string]bool{
 // report when d is published; nil means the binding can run. It reads the
 // definition only: which hosts a connection may reach is the connection's
 // egress rules' business, checked when a call dials.
-func Check(d *toolplane.Definition) []Problem {
-	var ps []Problem
-	add := func(field, msg, fix string) { ps = append(ps, Problem{Field: field, Message: msg, Fix: fix}) }
+func Check(d *toolplane.Definition) []toolplane.Problem {
+	var ps []toolplane.Problem
+	add := func(field, msg, fix string) { ps = append(ps, toolplane.Problem{Field: field, Message: msg, Fix: fix}) }
 	b := d.Binding.HTTP
 	if b == nil {
 		add("binding.http", "missing", "describe the request: method and url")

@@ -11,18 +11,6 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-// Problem is one reason a definition's SQL binding cannot be published.
-type Problem struct {
-	// Field is the definition field at fault (binding.sql.statement).
-	Field string `json:"field"`
-	// Message says what is wrong; Fix says what to change.
-	Message string `json:"message"`
-	Fix     string `json:"fix"`
-}
-
-// String renders the problem on one line.
-func (p Problem) String() string { return p.Field + ": " + p.Message + "; fix: " + p.Fix }
-
 // MaxRowsLimit is the most rows a binding may ask a read to answer.
 const MaxRowsLimit = 10000
 
@@ -156,19 +144,19 @@ var textCalls = map[string]bool{
 // the registry to refuse it at publish time. The driver is the
 // connection's, known only at a call, so the statement is read as every
 // driver would read it. A definition without binding.sql has none.
-func Check(d *toolplane.Definition) []Problem {
+func Check(d *toolplane.Definition) []toolplane.Problem {
 	b := d.Binding.SQL
 	if b == nil {
 		return nil
 	}
-	var out []Problem
+	var out []toolplane.Problem
 	add := func(field, msg, fix string) {
 		for _, p := range out {
 			if p.Field == field && p.Message == msg {
 				return
 			}
 		}
-		out = append(out, Problem{Field: field, Message: msg, Fix: fix})
+		out = append(out, toolplane.Problem{Field: field, Message: msg, Fix: fix})
 	}
 	if d.Connection == "" {
 		add("connection", "a SQL tool runs on a connection, and none is named",
