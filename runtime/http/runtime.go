@@ -109,33 +109,7 @@ func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 		return nil, fmt.Errorf("http runtime: %w", err)
 	}
 	c := &caller{cfg: &r.cfg, plan: p}
-	return handler.BindFunc(Key(d), c.call, classify, handler.WithContextBound())
-}
-
-// ending is how the runtime ends a call that handler's own error types do
-// not cover: its Ending, and the text the error reads as.
-type ending struct {
-	end  handler.Ending
-	text string
-}
-
-func (e *ending) Error() string { return e.text }
-
-// classify is every binding's classify function.
-func classify(err error) handler.Ending {
-	var e *ending
-	if errors.As(err, &e) {
-		return e.end
-	}
-	return handler.Raise()
-}
-
-func explain(code toolplane.Code, msg string) error {
-	return &ending{end: handler.Explain(code, msg), text: msg}
-}
-
-func uncertain(reason string) error {
-	return &ending{end: handler.Uncertain(reason), text: reason}
+	return handler.BindFunc(Key(d), c.call, nil, handler.WithContextBound())
 }
 
 // The values of the headers every call sends, shared by all calls:
@@ -193,7 +167,7 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	var base *url.URL
 	if c.plan.target.relative() {
 		if base, err = baseOf(rel.Connection); err != nil {
-			return nil, explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent")
+			return nil, handler.Explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent").Err()
 		}
 	}
 	b, err := c.plan.build(args, base)
@@ -203,11 +177,11 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	s := newScrubber(rel)
 	authName, authValue, err := credential(rel)
 	if err != nil {
-		return nil, explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent")
+		return nil, handler.Explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent").Err()
 	}
 	client, err := c.cfg.Client(rel)
 	if err != nil {
-		return nil, explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("connection %s cannot be used now: %v; nothing was sent", rel.Connection.ID, err)))
+		return nil, handler.Explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("connection %s cannot be used now: %v; nothing was sent", rel.Connection.ID, err))).Err()
 	}
 	b.header["User-Agent"] = userAgent
 	b.header["Accept"] = jsonType
@@ -246,7 +220,7 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 		if errors.As(v.err, &dr) {
 			last = "its destination is not allowed"
 		}
-		v.out, v.err = nil, uncertain(s.scrub("an earlier attempt was sent and its answer lost; the last was refused: "+last))
+		v.out, v.err = nil, handler.Uncertain(s.scrub("an earlier attempt was sent and its answer lost; the last was refused: "+last)).Err()
 	}
 	return v.out, v.err
 }
@@ -398,13 +372,13 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 		// operator's.
 		return verdict{definite: x.sent, err: &handler.DestinationRefused{Host: refused.Host, Addr: refused.Addr, Rule: refused.Rule}}
 	case x.status == 0 && errors.As(x.err, &refused):
-		return verdict{unknown: true, err: uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
-			"the request had been sent, so its effect may have happened")}
+		return verdict{unknown: true, err: handler.Uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
+			"the request had been sent, so its effect may have happened").Err()}
 	case x.status == 0 && !x.sent:
 		if ctx.Err() != nil {
-			return verdict{err: explain(toolplane.CodeUnavailable, "the call's time ran out before its request was sent; nothing was done")}
+			return verdict{err: handler.Explain(toolplane.CodeUnavailable, "the call's time ran out before its request was sent; nothing was done").Err()}
 		}
-		return verdict{err: explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("the request was not sent: %v; nothing was done", x.err)))}
+		return verdict{err: handler.Explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("the request was not sent: %v; nothing was done", x.err))).Err()}
 	case x.status == 0:
 		return c.lost(ctx, s.scrub(fmt.Sprintf("the request was sent and its answer lost: %v", x.err)), retry)
 	}
@@ -418,9 +392,9 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 			// The downstream acted; its answer is unread. Holding the
 			// claim keeps the write from running again while a person
 			// settles what it answered.
-			return verdict{definite: true, err: uncertain(fmt.Sprintf("the downstream took the request (HTTP %d), but its answer is larger than the %d-byte cap and was not read", code, p.maxBytes))}
+			return verdict{definite: true, err: handler.Uncertain(fmt.Sprintf("the downstream took the request (HTTP %d), but its answer is larger than the %d-byte cap and was not read", code, p.maxBytes)).Err()}
 		case x.over:
-			return verdict{definite: true, err: explain(toolplane.CodeUnavailable, fmt.Sprintf("the downstream's answer is larger than the %d-byte cap of this tool and was not read", p.maxBytes))}
+			return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf("the downstream's answer is larger than the %d-byte cap of this tool and was not read", p.maxBytes)).Err()}
 		}
 		return verdict{definite: true, out: c.answer(x, s)}
 	}
@@ -439,8 +413,8 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 	case http.StatusConflict, http.StatusPreconditionFailed:
 		return verdict{definite: true, err: &handler.Conflict{Message: said}}
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return verdict{definite: true, err: explain(toolplane.CodeUnavailable, fmt.Sprintf(
-			"the downstream refused the credential of connection %s (%s); nothing was done. An administrator must check the connection", rel.Connection.ID, said))}
+		return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf(
+			"the downstream refused the credential of connection %s (%s); nothing was done. An administrator must check the connection", rel.Connection.ID, said)).Err()}
 	case http.StatusRequestTimeout, http.StatusTooManyRequests:
 		return verdict{again: retry, wait: c.retryAfter(x.header), err: &handler.RetryableUpstream{Err: errors.New(said)}}
 	}
@@ -450,19 +424,19 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
 		// The downstream will not serve this request however often it is
 		// sent, and did not act on it.
-		return verdict{definite: true, err: explain(toolplane.CodeUnavailable, said)}
+		return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, said).Err()}
 	case code >= 500 && p.writes:
 		return verdict{unknown: true, again: retry, wait: c.retryAfter(x.header),
-			err: uncertain(said + "; the request had been sent, so its effect may have happened")}
+			err: handler.Uncertain(said + "; the request had been sent, so its effect may have happened").Err()}
 	case code >= 500:
 		return verdict{again: retry, wait: c.retryAfter(x.header), err: &handler.RetryableUpstream{Err: errors.New(said)}}
 	}
 	// A redirect not followed, or an informational status: what it says
 	// about the request is not an answer.
 	if p.writes {
-		return verdict{unknown: true, err: uncertain(said + ", which is not an answer; the request had been sent, so its effect may have happened")}
+		return verdict{unknown: true, err: handler.Uncertain(said + ", which is not an answer; the request had been sent, so its effect may have happened").Err()}
 	}
-	return verdict{err: explain(toolplane.CodeUnavailable, said+", which is not an answer this tool reads")}
+	return verdict{err: handler.Explain(toolplane.CodeUnavailable, said+", which is not an answer this tool reads").Err()}
 }
 
 // lost decides an attempt that was sent and whose answer never arrived.
@@ -471,7 +445,7 @@ func (c *caller) lost(ctx context.Context, why string, retry bool) verdict {
 		if ctx.Err() != nil {
 			why = "the request was sent and no answer came before the call's deadline"
 		}
-		return verdict{unknown: true, again: retry, err: uncertain(why + "; its effect may have happened")}
+		return verdict{unknown: true, again: retry, err: handler.Uncertain(why + "; its effect may have happened").Err()}
 	}
 	return verdict{again: retry, err: &handler.RetryableUpstream{Err: errors.New(why)}}
 }

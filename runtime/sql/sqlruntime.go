@@ -179,34 +179,7 @@ func (r *Runtime) bind(d *toolplane.Definition) (*handler.Binding, error) {
 	if b.writes {
 		opts = append(opts, handler.WithSettlement(commitGrace+time.Second))
 	}
-	return handler.BindFunc("sql:"+d.Name+"@"+d.Version, b.call, classify, opts...)
-}
-
-// explained is a failure the model reads under a tool code.
-type explained struct {
-	code toolplane.Code
-	msg  string
-}
-
-func (e *explained) Error() string { return string(e.code) + ": " + e.msg }
-
-// uncertain is a write whose COMMIT was sent and whose answer was lost.
-type uncertain struct{ reason string }
-
-func (e *uncertain) Error() string { return "uncertain: " + e.reason }
-
-// classify ends the calls the handler's own error types describe; any
-// other error is a platform fault.
-func classify(err error) handler.Ending {
-	var ex *explained
-	var un *uncertain
-	switch {
-	case errors.As(err, &ex):
-		return handler.Explain(ex.code, ex.msg)
-	case errors.As(err, &un):
-		return handler.Uncertain(un.reason)
-	}
-	return handler.Raise()
+	return handler.BindFunc("sql:"+d.Name+"@"+d.Version, b.call, nil, opts...)
 }
 
 // call is the handler body.
@@ -218,7 +191,7 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 	id := rel.Connection.ID
 	d, ok := dialectOf(rel.Connection.Config.Driver)
 	if !ok {
-		return nil, &explained{toolplane.CodeUnavailable, "connection " + id + " names no database driver this deployment runs (postgres, sqlite or mysql); nothing was done"}
+		return nil, handler.Explain(toolplane.CodeUnavailable, "connection "+id+" names no database driver this deployment runs (postgres, sqlite or mysql); nothing was done").Err()
 	}
 	st := b.byDialect[d]
 	values := bindValues(st.binds, args)
@@ -226,7 +199,7 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 	var ref *refusal
 	switch {
 	case errors.As(err, &ref):
-		return nil, &explained{toolplane.CodeUnavailable, ref.msg + "; nothing was done"}
+		return nil, handler.Explain(toolplane.CodeUnavailable, ref.msg+"; nothing was done").Err()
 	case err != nil:
 		if dr := destinationRefused(err); dr != nil {
 			return nil, dr
@@ -236,7 +209,7 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 	defer done()
 	timeout := b.rt.budget(ctx)
 	if timeout <= 0 {
-		return nil, &explained{toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done"}
+		return nil, handler.Explain(toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done").Err()
 	}
 	x := &exec{b: b, p: p, id: id, secrets: secretsOf(d, rel.Secrets.DSN), st: st, values: values, timeout: timeout}
 	if !p.vetted.Load() {
@@ -249,13 +222,13 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 		var priv *PrivilegedRoleError
 		switch {
 		case errors.As(err, &priv):
-			return nil, &explained{toolplane.CodeUnavailable, "the database role behind connection " + id + " holds powers beyond its data, which toolplane refuses until an operator connects it with a least-privilege role; nothing was done"}
+			return nil, handler.Explain(toolplane.CodeUnavailable, "the database role behind connection "+id+" holds powers beyond its data, which toolplane refuses until an operator connects it with a least-privilege role; nothing was done").Err()
 		case err != nil:
 			return nil, x.unsent(err)
 		}
 		// The statement runs in what the inspection left of the call's time.
 		if x.timeout = b.rt.budget(ctx); x.timeout <= 0 {
-			return nil, &explained{toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done"}
+			return nil, handler.Explain(toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done").Err()
 		}
 	}
 	if b.writes {
@@ -394,7 +367,7 @@ func (x *exec) write(ctx context.Context) (any, error) {
 		if e := inspect(err, x.secrets); e.answered {
 			return nil, x.ending(e, "the database refused to commit the change; nothing was committed")
 		}
-		return nil, &uncertain{reason: "the change was sent to commit on connection " + x.id + " and the database's answer was lost; it may have been made"}
+		return nil, handler.Uncertain("the change was sent to commit on connection " + x.id + " and the database's answer was lost; it may have been made").Err()
 	}
 	return answer, nil
 }
@@ -483,11 +456,11 @@ func (x *exec) unsent(err error) error {
 	e := inspect(err, x.secrets)
 	switch e.kind {
 	case failTimeout:
-		return &explained{toolplane.CodeRetryableUpstream, "the database behind connection " + x.id + " did not answer in time; nothing was done"}
+		return handler.Explain(toolplane.CodeRetryableUpstream, "the database behind connection "+x.id+" did not answer in time; nothing was done").Err()
 	case failRetry:
-		return &explained{toolplane.CodeRetryableUpstream, "the database behind connection " + x.id + " is busy; nothing was done; try again shortly"}
+		return handler.Explain(toolplane.CodeRetryableUpstream, "the database behind connection "+x.id+" is busy; nothing was done; try again shortly").Err()
 	case failDenied:
-		return &explained{toolplane.CodeUnavailable, "the database behind connection " + x.id + " refused the connection's credentials; nothing was done"}
+		return handler.Explain(toolplane.CodeUnavailable, "the database behind connection "+x.id+" refused the connection's credentials; nothing was done").Err()
 	}
 	return &handler.Unavailable{Err: fmt.Errorf("connection %s: cannot reach the database (%s)", x.id, e.kind)}
 }
@@ -528,20 +501,20 @@ func (x *exec) ending(e dbError, nothing string) error {
 	case failInvalid:
 		return &handler.Invalid{Message: quote("the database refused the values")}
 	case failTimeout:
-		return &explained{toolplane.CodeRetryableUpstream, fmt.Sprintf("the statement ran past its time limit of %v and was stopped; %s", x.timeout.Round(time.Millisecond), nothing)}
+		return handler.Explain(toolplane.CodeRetryableUpstream, fmt.Sprintf("the statement ran past its time limit of %v and was stopped; %s", x.timeout.Round(time.Millisecond), nothing)).Err()
 	case failRetry:
-		return &explained{toolplane.CodeRetryableUpstream, quote("the database could not run the statement now")}
+		return handler.Explain(toolplane.CodeRetryableUpstream, quote("the database could not run the statement now")).Err()
 	case failReadOnly:
 		if !x.b.writes {
-			return &explained{toolplane.CodeUnavailable, "the tool's statement tried to change data, which a read tool may not do; " + nothing}
+			return handler.Explain(toolplane.CodeUnavailable, "the tool's statement tried to change data, which a read tool may not do; "+nothing).Err()
 		}
-		return &explained{toolplane.CodeUnavailable, quote("the database behind connection " + x.id + " is read-only")}
+		return handler.Explain(toolplane.CodeUnavailable, quote("the database behind connection "+x.id+" is read-only")).Err()
 	case failDenied:
-		return &explained{toolplane.CodeUnavailable, quote("the database behind connection " + x.id + " does not allow the statement")}
+		return handler.Explain(toolplane.CodeUnavailable, quote("the database behind connection "+x.id+" does not allow the statement")).Err()
 	case failDefinition:
-		return &explained{toolplane.CodeUnavailable, quote("the tool's statement does not fit the database behind connection " + x.id)}
+		return handler.Explain(toolplane.CodeUnavailable, quote("the tool's statement does not fit the database behind connection "+x.id)).Err()
 	case failConnection:
 		return &handler.Unavailable{Err: fmt.Errorf("connection %s: the connection to the database was lost; %s", x.id, nothing)}
 	}
-	return &explained{toolplane.CodeUnavailable, quote("the database behind connection " + x.id + " failed the statement")}
+	return handler.Explain(toolplane.CodeUnavailable, quote("the database behind connection "+x.id+" failed the statement")).Err()
 }
