@@ -96,17 +96,21 @@ func New(cfg Config) *Runtime {
 // Key answers the handler key of d's binding.
 func Key(d *toolplane.Definition) string { return "http:" + d.Name + "@" + d.Version }
 
-// Bind builds the binding that answers d with its HTTP request. It checks d
-// again and compiles its request once; the caller keeps the binding for as
-// long as the definition stands. An error wraps toolplane.ErrInvalid when d
-// does not pass Check.
+// Bind builds the binding that answers d with its HTTP request. It
+// compiles d's request once, checking it as Check does; the caller keeps
+// the binding for as long as the definition stands. An error wraps
+// toolplane.ErrInvalid when d does not pass Check.
 func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 	if r.cfg.Client == nil {
 		return nil, fmt.Errorf("http runtime: no client is configured for %s@%s", d.Name, d.Version)
 	}
-	p, err := compile(d)
-	if err != nil {
-		return nil, fmt.Errorf("http runtime: %w", err)
+	p, ps := compile(d)
+	if len(ps) > 0 {
+		msgs := make([]string, len(ps))
+		for i, pr := range ps {
+			msgs[i] = pr.String()
+		}
+		return nil, fmt.Errorf("http runtime: %w: %s@%s: %s", toolplane.ErrInvalid, d.Name, d.Version, strings.Join(msgs, "; "))
 	}
 	c := &caller{cfg: &r.cfg, plan: p}
 	return handler.BindFunc(Key(d), c.call, nil, handler.WithContextBound())
