@@ -73,7 +73,10 @@ func TestClientKeyCoversTheRules(t *testing.T) {
 // version and schema hash whose request differs gets a binding of its own.
 func TestBindingFollowsTheSpec(t *testing.T) {
 	t.Parallel()
-	r := &runtimes{http: httpruntime.New(httpruntime.Config{Client: func(*toolplane.Released) (*http.Client, error) { return http.DefaultClient, nil }})}
+	r, err := newRuntimes(httpruntime.New(httpruntime.Config{Client: func(*toolplane.Released) (*http.Client, error) { return http.DefaultClient, nil }}).Contract())
+	if err != nil {
+		t.Fatal(err)
+	}
 	def := func(url string) *toolplane.Definition {
 		return &toolplane.Definition{
 			Name: "billing.item", Version: "1.0.0", SchemaHash: "sha256:same", Description: "An item.",

@@ -605,7 +605,10 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, handlers *h
 			log.Error("connections are read from the store on every call", "err", err)
 		}
 	})
-	run := &runtimes{http: httpruntime.New(httpruntime.Config{Client: clients.forReleased}), sql: sqlRuntime}
+	run, err := newRuntimes(httpruntime.New(httpruntime.Config{Client: clients.forReleased}).Contract(), sqlRuntime.Contract())
+	if err != nil {
+		return nil, err
+	}
 	// Every call is decided in the invoker's policy step, whichever door
 	// it came through (REST, MCP, an approved call resumed): the grants,
 	// then the organization's latest policy bundle.
