@@ -1,7 +1,9 @@
 // Package handler is how Go code becomes a tool: a typed definition whose
 // schemas are derived from Go input and output types, and a binding of a
-// handler function to it, registered by key in a trusted Registry. The
-// invoker is the only caller of a bound handler.
+// handler function to it, registered by key in a trusted Registry; and
+// the contract of a runtime (Runtime), which builds such a binding from
+// what a definition's binding describes. The invoker is the only caller
+// of a bound handler.
 //
 // A handler answers its output, or an error. It never builds a Result: the
 // stable codes belong to the platform. How an error ends the call is
