@@ -32,6 +32,13 @@ type Runtime struct {
 	Bind func(d *toolplane.Definition) (*Binding, error)
 }
 
+// BindWith answers r binding with bind: a runtime's contract, from its
+// checks and the Bind of one configured runtime.
+func (r Runtime) BindWith(bind func(d *toolplane.Definition) (*Binding, error)) Runtime {
+	r.Bind = bind
+	return r
+}
+
 // Runtimes are runtimes by kind: where a definition's binding finds the
 // runtime that checks it and the one that runs it.
 type Runtimes struct {

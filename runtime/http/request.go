@@ -8,11 +8,9 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
 )
 
@@ -44,132 +42,6 @@ type param struct {
 	// vals is a literal header's value as every call sends it, shared:
 	// net/http reads a request's header values and never writes them.
 	vals []string
-}
-
-// compile checks d's binding and answers its plan, or every problem
-// that keeps it from running (and no plan). Each part of the binding is
-// read once: what the checks parse is what the plan holds.
-func compile(d *toolplane.Definition) (*plan, []toolplane.Problem) {
-	var ps []toolplane.Problem
-	add := func(field, msg, fix string) { ps = append(ps, toolplane.Problem{Field: field, Message: msg, Fix: fix}) }
-	b := d.Binding.HTTP
-	if b == nil {
-		add("binding.http", "missing", "describe the request: method and url")
-		return nil, ps
-	}
-	if d.Connection == "" {
-		add("connection", "an http tool declares no connection", "name the provider whose connection the request goes through (connection: payments)")
-	}
-	props, err := properties(d.InputSchema)
-	if err != nil {
-		add("input_schema", "cannot be read for its properties: "+err.Error(), "give an object schema whose properties name the arguments")
-	}
-	isProp := func(name string) bool { return props[name] }
-	p := &plan{
-		method: b.Method, consumed: map[string]bool{},
-		status: b.StatusField, idempotent: http.CanonicalHeaderKey(b.IdempotencyHeader),
-		maxBytes: b.MaxResponseBytes, writes: d.Writes(), retry: d.Retry == toolplane.RetrySafe && !d.Writes(),
-	}
-	if p.maxBytes == 0 {
-		p.maxBytes = DefaultMaxResponseBytes
-	}
-
-	if !slices.Contains(methods, b.Method) {
-		add("binding.http.method", fmt.Sprintf("%q is not a method an http tool uses", b.Method), "use GET, POST, PUT, PATCH or DELETE")
-	}
-	if p.target, err = parseURL(b.URL, isProp); err != nil {
-		add("binding.http.url", err.Error(), "give an absolute http(s) URL, or a path (/orders/{order_id}) under the connection's base_url, whose {argument} placeholders are whole values in its path")
-	} else {
-		for _, pc := range p.target.path {
-			if pc.arg != "" {
-				p.consumed[pc.arg] = true
-			}
-		}
-	}
-	// templated answers a query parameter or header: an argument, which
-	// the body then leaves out, or a literal.
-	templated := func(name, v string) param {
-		if isPlaceholder(v) {
-			arg := v[1 : len(v)-1]
-			p.consumed[arg] = true
-			return param{name: name, arg: arg}
-		}
-		return param{name: name, lit: v}
-	}
-	for _, name := range sortedKeys(b.Query) {
-		field := "binding.http.query." + name
-		if name == "" {
-			add("binding.http.query", "a query parameter has no name", "name every query parameter")
-		}
-		if err := checkTemplate(b.Query[name], isProp); err != nil {
-			add(field, err.Error(), `give "{argument}" naming an input property, or a literal without braces`)
-		}
-		p.query = append(p.query, templated(name, b.Query[name]))
-	}
-	for _, name := range sortedKeys(b.Headers) {
-		field := "binding.http.headers." + name
-		canon := http.CanonicalHeaderKey(name)
-		switch {
-		case !token(name):
-			add(field, fmt.Sprintf("%q is not a header name", name), "use letters, digits and - only")
-		case reservedHeaders[canon]:
-			add(field, fmt.Sprintf("%s is set by the platform, not by a binding", canon), "remove it: the connection presents the credential, the transport frames the request, and idempotency_header names the idempotency key's header")
-		case b.IdempotencyHeader != "" && canon == http.CanonicalHeaderKey(b.IdempotencyHeader):
-			add(field, fmt.Sprintf("%s is the idempotency header, which carries the call's key", canon), "remove it from headers")
-		}
-		if err := checkTemplate(b.Headers[name], isProp); err != nil {
-			add(field, err.Error(), `give "{argument}" naming an input property, or a literal without braces`)
-		} else if strings.ContainsFunc(b.Headers[name], control) {
-			add(field, "holds a control character", "remove it")
-		}
-		hp := templated(canon, b.Headers[name])
-		if hp.arg == "" {
-			hp.vals = []string{hp.lit}
-		}
-		p.header = append(p.header, hp)
-	}
-	body := effectiveBody(b)
-	switch {
-	case body == BodyArguments || body == BodyNone:
-		p.body = body
-	case isPlaceholder(body):
-		if p.bodyArg = body[1 : len(body)-1]; !isProp(p.bodyArg) {
-			add("binding.http.body", fmt.Sprintf("%s is not a property of the input schema", p.bodyArg), "name an input property, or use \"arguments\" or \"none\"")
-		}
-	default:
-		add("binding.http.body", fmt.Sprintf("%q is not a body form", b.Body), `use "arguments", "none" or "{argument}"`)
-	}
-	if d.Effect.Writes() && b.Method == http.MethodGet {
-		// net/http sends a GET again on its own when a kept-alive
-		// connection fails under it: a write must not be one.
-		add("binding.http.method", "a write or send is not a GET, which the transport may send twice", "use POST, PUT, PATCH or DELETE")
-	}
-	if body != BodyNone && b.Method == http.MethodGet {
-		add("binding.http.body", "a GET request carries no body", `set body: none, or pass the arguments in the query`)
-	} else if body == BodyArguments && d.Effect == toolplane.EffectRead && b.Method != http.MethodPost {
-		add("binding.http.body", fmt.Sprintf("a read sends its arguments as a body with %s", b.Method), "use POST for a read that sends a body (a search), or pass the arguments in the path and query")
-	}
-	if p.output, err = pointer(b.Output); err != nil {
-		add("binding.http.output", err.Error(), "give a JSON pointer such as /data, or leave it empty for the whole body")
-	}
-	p.hasOutput = b.Output != ""
-	if h := b.IdempotencyHeader; h != "" {
-		switch {
-		case !d.Effect.Writes():
-			add("binding.http.idempotency_header", "a read has no idempotency key to send", "remove it, or declare the tool's effect write or send")
-		case !token(h):
-			add("binding.http.idempotency_header", fmt.Sprintf("%q is not a header name", h), "use letters, digits and - only, such as Idempotency-Key")
-		case reservedHeaders[http.CanonicalHeaderKey(h)] && !idempotencyNames[http.CanonicalHeaderKey(h)]:
-			add("binding.http.idempotency_header", fmt.Sprintf("%s is set by the platform", http.CanonicalHeaderKey(h)), "name the header the downstream reads its idempotency key from, such as Idempotency-Key")
-		}
-	}
-	if b.MaxResponseBytes < 0 || b.MaxResponseBytes > MaxResponseBytes {
-		add("binding.http.max_response_bytes", fmt.Sprintf("%d is outside 0..%d", b.MaxResponseBytes, MaxResponseBytes), "give a cap of at most 16 MiB, or 0 for the 1 MiB default")
-	}
-	if len(ps) > 0 {
-		return nil, ps
-	}
-	return p, nil
 }
 
 // built is a call's request in the parts every attempt sends again.

@@ -93,23 +93,6 @@ func New(cfg Config) *Runtime {
 	return &Runtime{cfg: cfg}
 }
 
-// Kind is the kind of binding the runtime runs: binding.http.
-const Kind = "http"
-
-// Checks answers the runtime's contract as the registry reads it: its
-// kind, the binding it runs and its checks, binding nothing (see
-// Runtime.Contract).
-func Checks() handler.Runtime {
-	return handler.Runtime{Kind: Kind, Check: Check, Spec: func(b *toolplane.Binding) (any, bool) { return b.HTTP, b.HTTP != nil }}
-}
-
-// Contract answers the runtime's contract, binding with r.
-func (r *Runtime) Contract() handler.Runtime {
-	c := Checks()
-	c.Bind = r.Bind
-	return c
-}
-
 // Key answers the handler key of d's binding.
 func Key(d *toolplane.Definition) string { return "http:" + d.Name + "@" + d.Version }
 
@@ -132,6 +115,9 @@ func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 	c := &caller{cfg: &r.cfg, plan: p}
 	return handler.BindFunc(Key(d), c.call, nil, handler.WithContextBound())
 }
+
+// Contract answers the runtime's contract: Checks, binding with r.
+func (r *Runtime) Contract() handler.Runtime { return Checks().BindWith(r.Bind) }
 
 // The values of the headers every call sends, shared by all calls:
 // net/http reads a request's header values and never writes them.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/handler"
 )
 
 // MaxRowsLimit is the most rows a binding may ask a read to answer.
@@ -138,6 +139,16 @@ func (s scanned) routine() string {
 // outsideCalls names could hide in it.
 var textCalls = map[string]bool{
 	"query_to_xml": true, "query_to_xmlschema": true, "query_to_xml_and_xmlschema": true,
+}
+
+// Kind is the kind of binding the runtime runs: binding.sql.
+const Kind = "sql"
+
+// Checks answers the runtime's contract as the registry reads it: its
+// kind, the binding it runs and its checks, binding nothing (see
+// Runtime.Contract).
+func Checks() handler.Runtime {
+	return handler.Runtime{Kind: Kind, Check: Check, Spec: func(b *toolplane.Binding) (any, bool) { return b.SQL, b.SQL != nil }}
 }
 
 // Check answers the problems that keep d's SQL binding from running, for

@@ -137,23 +137,6 @@ func (r *Runtime) Close() error {
 	return err
 }
 
-// Kind is the kind of binding the runtime runs: binding.sql.
-const Kind = "sql"
-
-// Checks answers the runtime's contract as the registry reads it: its
-// kind, the binding it runs and its checks, binding nothing (see
-// Runtime.Contract).
-func Checks() handler.Runtime {
-	return handler.Runtime{Kind: Kind, Check: Check, Spec: func(b *toolplane.Binding) (any, bool) { return b.SQL, b.SQL != nil }}
-}
-
-// Contract answers the runtime's contract, binding with r.
-func (r *Runtime) Contract() handler.Runtime {
-	c := Checks()
-	c.Bind = r.Bind
-	return c
-}
-
 // binding is one definition's statement, ready for every driver.
 type binding struct {
 	rt      *Runtime
@@ -176,6 +159,9 @@ func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 	}
 	return r.bind(d)
 }
+
+// Contract answers the runtime's contract: Checks, binding with r.
+func (r *Runtime) Contract() handler.Runtime { return Checks().BindWith(r.Bind) }
 
 // bind builds the binding of a definition whose statement scans, checked
 // or not: the runtime's own defences (the read-only transaction, the
