@@ -118,7 +118,7 @@ type ConnectionConfig struct {
 	// AllowPrivilegedRole, on a SQL connection, is the operator's
 	// explicit acceptance of a database role holding powers beyond its
 	// data (a superuser, PostgreSQL's pg_read_server_files, MySQL's FILE,
-	// and the like; see package sqltool). Without it such a role is
+	// and the like; see package runtime/sql). Without it such a role is
 	// refused when the connection is created and before its first call.
 	// It is recorded in the change log and shown with the connection.
 	AllowPrivilegedRole bool `json:"allow_privileged_role,omitempty"`

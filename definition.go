@@ -170,7 +170,9 @@ type Annotations struct {
 // deployment's trusted registry, a tool on a remote (MCP) connection, or a
 // request the platform makes itself (an HTTP request, a SQL statement)
 // through the connection the definition names. Exactly one is set. It
-// never carries code, and it is never one string to parse.
+// never carries code, and it is never one string to parse. The part a
+// platform runtime runs (HTTP, SQL) is what that runtime's contract
+// (handler.Runtime) finds, checks and binds.
 type Binding struct {
 	Handler *HandlerBinding `json:"handler,omitempty"`
 	Remote  *RemoteBinding  `json:"remote,omitempty"`

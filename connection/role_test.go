@@ -16,7 +16,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/postgres/pgtest"
-	"github.com/toolplane/toolplane/sqltool"
+	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 )
 
 // dbRole is a database role created for one test on a real server: the
@@ -126,7 +126,7 @@ func TestCreateRefusesAPrivilegedDatabaseRole(t *testing.T) {
 			t.Parallel()
 			role := tc.role(t)
 			e := newEnv(t)
-			rt := sqltool.New(sqltool.Config{})
+			rt := sqlruntime.New(sqlruntime.Config{})
 			t.Cleanup(func() { rt.Close() })
 			s := e.serviceOf(connection.Config{Store: e.store, Keys: e.keys, Node: "n1", Roles: rt})
 			in := connection.Input{Name: "db", Provider: "db", Kind: toolplane.ConnectionStatic,
@@ -186,7 +186,7 @@ func TestCreateRefusesAPrivilegedDatabaseRole(t *testing.T) {
 func TestCreateWithAnUnreachableDatabaseRecordsTheRoleUnchecked(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	rt := sqltool.New(sqltool.Config{})
+	rt := sqlruntime.New(sqlruntime.Config{})
 	t.Cleanup(func() { rt.Close() })
 	s := e.serviceOf(connection.Config{Store: e.store, Keys: e.keys, Node: "n1", Roles: rt})
 	pw := secretToken("pw")

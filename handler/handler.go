@@ -1,7 +1,9 @@
 // Package handler is how Go code becomes a tool: a typed definition whose
 // schemas are derived from Go input and output types, and a binding of a
-// handler function to it, registered by key in a trusted Registry. The
-// invoker is the only caller of a bound handler.
+// handler function to it, registered by key in a trusted Registry; and
+// the contract of a runtime (Runtime), which builds such a binding from
+// what a definition's binding describes. The invoker is the only caller
+// of a bound handler.
 //
 // A handler answers its output, or an error. It never builds a Result: the
 // stable codes belong to the platform. How an error ends the call is
@@ -21,9 +23,11 @@
 //   - the declared business errors NotFound, Invalid and Conflict (matched
 //     by their exact type): a definite answer, the claim completes, the
 //     model reads not_found, invalid_input or conflict;
-//   - otherwise the binding's classify function: Explain (a definite
-//     failure the model reads), Uncertain (the effect may have happened: the
-//     claim is held until a reconciliation), or Raise;
+//   - an error carrying its own Ending (an *EndingError, as the platform's
+//     runtimes answer), or otherwise the binding's classify function:
+//     Explain (a definite failure the model reads), Uncertain (the effect
+//     may have happened: the claim is held until a reconciliation), or
+//     Raise;
 //   - anything left raises: a platform fault that stops the caller, never a
 //     confident answer.
 package handler
@@ -145,7 +149,8 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// Ending is what a classify function decides about an error.
+// Ending is how a handler's error ends the call: what a classify function
+// decides of it, or what an EndingError carries.
 type Ending struct {
 	kind    endingKind
 	code    toolplane.Code
@@ -189,6 +194,23 @@ func Uncertain(reason string) Ending { return Ending{kind: endUncertain, message
 
 // Raise ends the call as a platform fault.
 func Raise() Ending { return Ending{} }
+
+// Err answers the ending as an error a handler returns: Classify ends the
+// call as the ending says, whatever the binding's classify function, so a
+// runtime needs none of its own.
+func (e Ending) Err() error { return &EndingError{Ending: e} }
+
+// EndingError is an error that says how it ends the call (see Ending.Err).
+type EndingError struct{ Ending Ending }
+
+// Error answers the ending's message or reason, as the model reads it:
+// a runtime may quote one attempt's ending in the next's.
+func (e *EndingError) Error() string {
+	if e.Ending.kind == endRaise {
+		return "the call ended in a platform fault"
+	}
+	return e.Ending.message
+}
 
 // Outcome is how the invoker must end a call, derived from a handler's
 // error by Classify.
@@ -235,6 +257,7 @@ func (b *Binding) Classify(err error) Outcome {
 		nf      *NotFound
 		inv     *Invalid
 		conf    *Conflict
+		ended   *EndingError
 	)
 	switch {
 	case errors.As(err, &dest):
@@ -253,11 +276,16 @@ func (b *Binding) Classify(err error) Outcome {
 		return Outcome{Kind: Definite, Result: r, Quoted: true}
 	case errors.As(err, &conf):
 		return Outcome{Kind: Definite, Result: toolplane.Fail(toolplane.CodeConflict, clean(conf.Message)), Quoted: true}
-	}
-	if b.classify == nil {
+	case errors.As(err, &ended):
+		return ended.Ending.outcome()
+	case b.classify == nil:
 		return Outcome{Kind: Fault}
 	}
-	e := b.classify(err)
+	return b.classify(err).outcome()
+}
+
+// outcome is how the ending a handler's error was given ends the call.
+func (e Ending) outcome() Outcome {
 	switch e.kind {
 	case endExplain:
 		if !toolCodes[e.code] {

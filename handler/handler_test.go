@@ -121,6 +121,51 @@ func TestHandlerCannotProducePlatformCode(t *testing.T) {
 	}
 }
 
+// An error carrying its Ending ends the call as the ending says, with no
+// classify function and whatever the binding's own says, wrapped or not;
+// it answers no platform code either.
+func TestEndingErrorEndsTheCall(t *testing.T) {
+	t.Parallel()
+	fn := func(context.Context, Call, any) (any, error) { return nil, nil }
+	none, _ := BindFunc("x.none", fn, nil)
+	other, _ := BindFunc("x.other", fn, func(error) Ending { return Uncertain("the binding's own") })
+	tests := []struct {
+		name string
+		err  error
+		kind OutcomeKind
+		code toolplane.Code
+		text string
+	}{
+		{"explained", Explain(toolplane.CodeConflict, "the order is closed").Err(), Definite, toolplane.CodeConflict, "the order is closed"},
+		{"explained retryable releases", Explain(toolplane.CodeUnavailable, "the database is read-only").Err(), Release, toolplane.CodeUnavailable, "the database is read-only"},
+		{"wrapped", fmt.Errorf("run: %w", Explain(toolplane.CodeRetryableUpstream, "busy").Err()), Release, toolplane.CodeRetryableUpstream, "busy"},
+		{"uncertain holds", Uncertain("the commit's answer was lost").Err(), Held, "", "the commit's answer was lost"},
+		{"a platform code raises", Explain(toolplane.CodeDenied, "no").Err(), Fault, "", "no"},
+		{"raise raises", Raise().Err(), Fault, "", "the call ended in a platform fault"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, b := range []*Binding{none, other} {
+				o := b.Classify(tt.err)
+				if o.Kind != tt.kind {
+					t.Fatalf("%s: kind = %v, want %v", b.Key, o.Kind, tt.kind)
+				}
+				if tt.code != "" && (o.Result.Error == nil || o.Result.Error.Code != tt.code || o.Result.Error.Message != tt.text) {
+					t.Fatalf("%s: result = %+v, want %s %q", b.Key, o.Result, tt.code, tt.text)
+				}
+				if tt.kind == Held && o.Reason != tt.text {
+					t.Fatalf("%s: reason = %q, want %q", b.Key, o.Reason, tt.text)
+				}
+			}
+			var e *EndingError
+			if !errors.As(tt.err, &e) || e.Error() != tt.text {
+				t.Errorf("the error reads %q, want %q", tt.err, tt.text)
+			}
+		})
+	}
+}
+
 func TestNilClassifyRaises(t *testing.T) {
 	t.Parallel()
 	b, _ := BindFunc("x.y", func(context.Context, Call, any) (any, error) { return nil, nil }, nil)

@@ -72,18 +72,21 @@ type Map struct {
 
 // Error reports every name a Map refused.
 type Error struct {
-	Problems []Problem
+	Refused []Refusal
 }
 
-// Problem is one refused name.
-type Problem struct {
+// Refusal is one refused name and why, as an error of one of the
+// sentinel kinds. It is not a toolplane.Problem: a name is refused by
+// what the other names derive, and the registry, which knows the
+// definition, words the problem and its fix.
+type Refusal struct {
 	Platform string // the platform name refused
 	Model    string // its derived name
 	Other    string // for a collision, the platform name it collides with
 	Err      error  // ErrCollision, ErrTooLong, ErrEmpty or ErrDuplicate
 }
 
-func (p Problem) Error() string {
+func (p Refusal) Error() string {
 	switch {
 	case errors.Is(p.Err, ErrCollision):
 		return fmt.Sprintf("%s: derives %q, which %s also derives; rename one of them (names are never truncated or suffixed)", p.Platform, p.Model, p.Other)
@@ -96,8 +99,8 @@ func (p Problem) Error() string {
 }
 
 func (e *Error) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
+	parts := make([]string, len(e.Refused))
+	for i, p := range e.Refused {
 		parts[i] = p.Error()
 	}
 	return strings.Join(parts, "; ")
@@ -105,7 +108,7 @@ func (e *Error) Error() string {
 
 // Is lets errors.Is find the kind of any refused name.
 func (e *Error) Is(target error) bool {
-	for _, p := range e.Problems {
+	for _, p := range e.Refused {
 		if errors.Is(p.Err, target) {
 			return true
 		}
@@ -120,27 +123,27 @@ func New(names []string) (*Map, error) {
 	sorted := append([]string(nil), names...)
 	sort.Strings(sorted)
 	m := &Map{toModel: make(map[string]string, len(names)), toPlatform: make(map[string]string, len(names))}
-	var problems []Problem
+	var refused []Refusal
 	for i, n := range sorted {
 		d := Derive(n)
 		switch {
 		case n == "":
-			problems = append(problems, Problem{Platform: n, Err: ErrEmpty})
+			refused = append(refused, Refusal{Platform: n, Err: ErrEmpty})
 		case i > 0 && sorted[i-1] == n:
-			problems = append(problems, Problem{Platform: n, Model: d, Err: ErrDuplicate})
+			refused = append(refused, Refusal{Platform: n, Model: d, Err: ErrDuplicate})
 		case len(d) > MaxLength:
-			problems = append(problems, Problem{Platform: n, Model: d, Err: ErrTooLong})
+			refused = append(refused, Refusal{Platform: n, Model: d, Err: ErrTooLong})
 		default:
 			if other, taken := m.toPlatform[d]; taken {
-				problems = append(problems, Problem{Platform: n, Model: d, Other: other, Err: ErrCollision})
+				refused = append(refused, Refusal{Platform: n, Model: d, Other: other, Err: ErrCollision})
 				continue
 			}
 			m.toModel[n] = d
 			m.toPlatform[d] = n
 		}
 	}
-	if problems != nil {
-		return nil, &Error{Problems: problems}
+	if refused != nil {
+		return nil, &Error{Refused: refused}
 	}
 	return m, nil
 }

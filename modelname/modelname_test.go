@@ -33,10 +33,10 @@ func TestNameCollisionsRefusedNeverTruncated(t *testing.T) {
 	if !errors.As(err, &e) || !errors.Is(err, ErrCollision) {
 		t.Fatalf("err = %v, want collisions", err)
 	}
-	if len(e.Problems) != 2 {
-		t.Fatalf("problems = %v, want both collisions", e.Problems)
+	if len(e.Refused) != 2 {
+		t.Fatalf("problems = %v, want both collisions", e.Refused)
 	}
-	for _, p := range e.Problems {
+	for _, p := range e.Refused {
 		if !strings.Contains(p.Error(), "rename") || p.Other == "" {
 			t.Errorf("problem does not name the other tool and the fix: %v", p)
 		}

@@ -21,11 +21,12 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/canonical"
-	"github.com/toolplane/toolplane/httptool"
+	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/modelname"
+	httpruntime "github.com/toolplane/toolplane/runtime/http"
+	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/schema"
 	"github.com/toolplane/toolplane/semver"
-	"github.com/toolplane/toolplane/sqltool"
 )
 
 // Ceilings are the platform limits a definition's own limits must stay
@@ -71,18 +72,9 @@ type Bindings interface {
 	FactResolver(name string) bool
 }
 
-// Problem is one failed check.
-type Problem struct {
-	Tool  string `json:"tool"`
-	Field string `json:"field"`
-	// Message says what is wrong; Fix says what to change.
-	Message string `json:"message"`
-	Fix     string `json:"fix"`
-}
-
-func (p Problem) String() string {
-	return fmt.Sprintf("%s: %s: %s; fix: %s", p.Tool, p.Field, p.Message, p.Fix)
-}
+// Problem is one failed check: toolplane.Problem, with the tool it
+// concerns always named.
+type Problem = toolplane.Problem
 
 // CheckError lists every problem found in a set of definitions.
 type CheckError struct {
@@ -109,7 +101,21 @@ type Options struct {
 	// Registered names tools already in the catalogue, so a new definition
 	// that collides with one (by platform or model-facing name) is refused.
 	Registered []string
+	// Runtimes are the runtimes a definition may be bound to instead of a
+	// handler or a remote tool; a definition bound to one is checked with
+	// that runtime's own checks. Nil means the platform's, http and sql.
+	Runtimes *handler.Runtimes
 }
+
+// platformRuntimes are the platform's runtimes, as the registry checks the
+// definitions bound to them.
+var platformRuntimes = func() *handler.Runtimes {
+	rs, err := handler.NewRuntimes(httpruntime.Checks(), sqlruntime.Checks())
+	if err != nil {
+		panic(err) // two fixed runtimes of distinct kinds: a defect here
+	}
+	return rs
+}()
 
 // Report is what Check found beyond problems.
 type Report struct {
@@ -188,6 +194,10 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map,
 	if c == (Ceilings{}) {
 		c = DefaultCeilings
 	}
+	runtimes := opt.Runtimes
+	if runtimes == nil {
+		runtimes = platformRuntimes
+	}
 	var rep Report
 	var problems []Problem
 	out := make([]checked, 0, len(defs))
@@ -198,7 +208,7 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map,
 	var names []string
 	for i := range defs {
 		d := &defs[i]
-		ch := &checker{d: d, c: c, b: opt.Bindings, rep: &rep}
+		ch := &checker{d: d, c: c, b: opt.Bindings, runtimes: runtimes, rep: &rep}
 		ch.run()
 		if d.Name != "" {
 			if seen[d.Name] {
@@ -216,7 +226,7 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map,
 	if err != nil {
 		var me *modelname.Error
 		if errors.As(err, &me) {
-			for _, p := range me.Problems {
+			for _, p := range me.Refused {
 				if p.Platform == "" || p.Err == modelname.ErrDuplicate {
 					continue
 				}
@@ -253,6 +263,7 @@ type checker struct {
 	d        *toolplane.Definition
 	c        Ceilings
 	b        Bindings
+	runtimes *handler.Runtimes
 	rep      *Report
 	problems []Problem
 	input    *schema.Schema
@@ -449,8 +460,8 @@ func (ch *checker) binding() {
 	default:
 		ch.add("kind", fmt.Sprintf("%s is not a kind", quote(d.Kind)), "set kind to internal, vendor or mcp")
 	}
-	sides := 0
-	for _, set := range []bool{h != nil, r != nil, d.Binding.HTTP != nil, d.Binding.SQL != nil} {
+	sides := ch.runtimes.Count(&d.Binding)
+	for _, set := range []bool{h != nil, r != nil} {
 		if set {
 			sides++
 		}
@@ -516,27 +527,12 @@ func (ch *checker) runtime() {
 	if d.ApprovalPreview {
 		ch.add("approval_preview", "an http or sql tool has no handler to render a preview", "set approval_preview: false")
 	}
-	for _, p := range runtimeProblems(d) {
+	// The checks are the runtime's own, so what publishing accepts is
+	// what the runtime can run.
+	rt, _, _ := ch.runtimes.For(&d.Binding)
+	for _, p := range rt.Check(d) {
 		ch.add(p.Field, p.Message, p.Fix)
 	}
-}
-
-// runtimeProblems answers what the runtime of a definition's binding
-// finds wrong with it: the checks are the runtime's own, so what
-// publishing accepts is what the runtime can run.
-func runtimeProblems(d *toolplane.Definition) []Problem {
-	var out []Problem
-	switch {
-	case d.Binding.HTTP != nil:
-		for _, p := range httptool.Check(d) {
-			out = append(out, Problem{Field: p.Field, Message: p.Message, Fix: p.Fix})
-		}
-	case d.Binding.SQL != nil:
-		for _, p := range sqltool.Check(d) {
-			out = append(out, Problem{Field: p.Field, Message: p.Message, Fix: p.Fix})
-		}
-	}
-	return out
 }
 
 func (ch *checker) effect() {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/sqltool"
+	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/toolfile"
 )
 
@@ -31,10 +31,10 @@ func TestExampleSQLToolRunsOnTheCatalogue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if problems := sqltool.Check(&d); len(problems) > 0 {
+	if problems := sqlruntime.Check(&d); len(problems) > 0 {
 		t.Fatalf("the example does not pass the check: %v", problems)
 	}
-	rt := sqltool.New(sqltool.Config{SQLiteDir: root})
+	rt := sqlruntime.New(sqlruntime.Config{SQLiteDir: root})
 	t.Cleanup(func() { rt.Close() })
 	b, err := rt.Bind(&d)
 	if err != nil {
@@ -42,7 +42,7 @@ func TestExampleSQLToolRunsOnTheCatalogue(t *testing.T) {
 	}
 	rel := &toolplane.Released{
 		Connection: &toolplane.Connection{ID: "con_catalog", OrganizationID: "default", Version: 1, Provider: d.Connection,
-			Config: toolplane.ConnectionConfig{Driver: sqltool.DriverSQLite}},
+			Config: toolplane.ConnectionConfig{Driver: sqlruntime.DriverSQLite}},
 		Secrets: toolplane.Secrets{DSN: "catalog.db"},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -15,8 +15,6 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/httptool"
-	"github.com/toolplane/toolplane/sqltool"
 )
 
 // egressClients answers the HTTP client of each set of egress rules and
@@ -110,14 +108,14 @@ func (e *egressClients) forReleased(rel *toolplane.Released) (*http.Client, erro
 	return e.client(cfg.Egress, header)
 }
 
-// runtimes runs tools bound to an HTTP request or a SQL statement
-// (invoke.Runtimes), building each definition's binding once.
+// runtimes runs tools bound to one of the platform's runtimes (an HTTP
+// request, a SQL statement: invoke.Runtimes), dispatching through the
+// runtimes' contract and building each definition's binding once.
 type runtimes struct {
-	http  *httptool.Runtime
-	sql   *sqltool.Runtime
+	set   *handler.Runtimes
 	bound sync.Map // the definition's identity and binding spec -> *handler.Binding
-	// byRef answers the binding of a definition by the binding objects
-	// it holds, without encoding them: the registry's tools keep theirs
+	// byRef answers the binding of a definition by the binding object
+	// it holds, without encoding it: the registry's tools keep theirs
 	// for as long as they stand, so every call of one tool finds its
 	// binding there. A definition built afresh for a call holds new
 	// objects and falls through to bound, which compares by content;
@@ -126,14 +124,22 @@ type runtimes struct {
 	refs  atomic.Int64
 }
 
-// bindingRef names a definition's binding by its identity and the binding
-// objects it points to. Definitions are not changed once built (the
+// newRuntimes answers the runtimes of the contracts rs.
+func newRuntimes(rs ...handler.Runtime) (*runtimes, error) {
+	set, err := handler.NewRuntimes(rs...)
+	if err != nil {
+		return nil, err
+	}
+	return &runtimes{set: set}, nil
+}
+
+// bindingRef names a definition's binding by its identity and the spec
+// object its runtime runs. Definitions are not changed once built (the
 // registry and the catalogue make a new one for every change), so the
-// same objects mean the same spec.
+// same object means the same spec.
 type bindingRef struct {
 	name, version, schemaHash string
-	http                      *toolplane.HTTPBinding
-	sql                       *toolplane.SQLBinding
+	spec                      any
 }
 
 // maxRefs bounds runtimes.byRef.
@@ -141,11 +147,15 @@ const maxRefs = 4096
 
 // Binding implements invoke.Runtimes.
 func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
-	ref := bindingRef{d.Name, d.Version, d.SchemaHash, d.Binding.HTTP, d.Binding.SQL}
+	rt, spec, ok := r.set.For(&d.Binding)
+	if !ok || rt.Bind == nil {
+		return nil, fmt.Errorf("%s is not bound to a runtime this deployment runs", d.Name)
+	}
+	ref := bindingRef{d.Name, d.Version, d.SchemaHash, spec}
 	if b, ok := r.byRef.Load(ref); ok {
 		return b.(*handler.Binding), nil
 	}
-	b, err := r.bind(d)
+	b, err := r.bind(rt, d)
 	if err != nil {
 		return nil, err
 	}
@@ -157,8 +167,9 @@ func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
 	return b, nil
 }
 
-// bind answers d's binding, built once per identity and binding spec.
-func (r *runtimes) bind(d *toolplane.Definition) (*handler.Binding, error) {
+// bind answers d's binding by rt, built once per identity and binding
+// spec.
+func (r *runtimes) bind(rt *handler.Runtime, d *toolplane.Definition) (*handler.Binding, error) {
 	spec, err := json.Marshal(d.Binding)
 	if err != nil {
 		return nil, err
@@ -167,15 +178,7 @@ func (r *runtimes) bind(d *toolplane.Definition) (*handler.Binding, error) {
 	if b, ok := r.bound.Load(key); ok {
 		return b.(*handler.Binding), nil
 	}
-	var b *handler.Binding
-	switch {
-	case d.Binding.HTTP != nil:
-		b, err = r.http.Bind(d)
-	case d.Binding.SQL != nil:
-		b, err = r.sql.Bind(d)
-	default:
-		err = fmt.Errorf("%s is not bound to an http request or a sql statement", d.Name)
-	}
+	b, err := rt.Bind(d)
 	if err != nil {
 		return nil, err
 	}

@@ -7,14 +7,17 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/httptool"
+	httpruntime "github.com/toolplane/toolplane/runtime/http"
 )
 
 // BenchmarkCallLookups is what every call through an http tool looks up
 // in the wiring: the definition's binding and the connection's egress
 // client.
 func BenchmarkCallLookups(b *testing.B) {
-	r := &runtimes{http: httptool.New(httptool.Config{Client: func(*toolplane.Released) (*http.Client, error) { return http.DefaultClient, nil }})}
+	r, err := newRuntimes(httpruntime.New(httpruntime.Config{Client: func(*toolplane.Released) (*http.Client, error) { return http.DefaultClient, nil }}).Contract())
+	if err != nil {
+		b.Fatal(err)
+	}
 	d := &toolplane.Definition{
 		Name: "load.get_item", Version: "1.0.0", SchemaHash: "sha256:0123456789abcdef0123456789abcdef", Description: "An item.",
 		InputSchema:  json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),

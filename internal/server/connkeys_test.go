@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/httptool"
+	httpruntime "github.com/toolplane/toolplane/runtime/http"
 )
 
 // TestClientKeyCoversTheRules proves that two connections share an egress
@@ -73,7 +73,10 @@ func TestClientKeyCoversTheRules(t *testing.T) {
 // version and schema hash whose request differs gets a binding of its own.
 func TestBindingFollowsTheSpec(t *testing.T) {
 	t.Parallel()
-	r := &runtimes{http: httptool.New(httptool.Config{Client: func(*toolplane.Released) (*http.Client, error) { return http.DefaultClient, nil }})}
+	r, err := newRuntimes(httpruntime.New(httpruntime.Config{Client: func(*toolplane.Released) (*http.Client, error) { return http.DefaultClient, nil }}).Contract())
+	if err != nil {
+		t.Fatal(err)
+	}
 	def := func(url string) *toolplane.Definition {
 		return &toolplane.Definition{
 			Name: "billing.item", Version: "1.0.0", SchemaHash: "sha256:same", Description: "An item.",

@@ -16,7 +16,6 @@ import (
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/httptool"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/internal/jobs"
@@ -26,8 +25,9 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
+	httpruntime "github.com/toolplane/toolplane/runtime/http"
+	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
-	"github.com/toolplane/toolplane/sqltool"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -109,7 +109,12 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	if err != nil {
 		return nil, err
 	}
-	pol, err := s.buildPolicy(src)
+	clients := &egressClients{}
+	run, sqlRuntime, err := s.buildRuntimes(d, clients)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := s.buildPolicy(src, run)
 	if err != nil {
 		return nil, err
 	}
@@ -120,9 +125,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	if svc.cat, svc.upstreamSettings, err = s.watchCatalogue(ctx, pol, src.upstreams); err != nil {
 		return nil, err
 	}
-	clients := &egressClients{}
-	run := s.buildRuntimes(d, clients)
-	if svc.keys, svc.connections, svc.broker, err = s.buildConnections(self, d, clients, run.sql); err != nil {
+	if svc.keys, svc.connections, svc.broker, err = s.buildConnections(self, d, clients, sqlRuntime); err != nil {
 		return nil, err
 	}
 	if svc.iv, err = s.buildInvoker(self, src, pol, svc, run, tracer); err != nil {
@@ -159,9 +162,9 @@ func (s *Server) tracer(ctx context.Context) (trace.Tracer, error) {
 // policyParts are the registry and what decides every call over it.
 type policyParts struct {
 	reg *registry.Registry
-	// bindings resolve definitions, the registry's and the catalogue's
-	// published ones alike.
-	bindings serveBindings
+	// options check definitions, the registry's and the catalogue's
+	// published ones alike: their bindings and the runtimes they run on.
+	options registry.Options
 	// facts are the policy facts the node resolves.
 	facts  policy.Facts
 	grants *authz.Service
@@ -174,15 +177,16 @@ type policyParts struct {
 // buildPolicy registers src's definitions against the handlers, the
 // upstream servers and the policy facts, and builds the grants and the
 // rules over that registry.
-func (s *Server) buildPolicy(src sources) (*policyParts, error) {
+func (s *Server) buildPolicy(src sources, run *runtimes) (*policyParts, error) {
 	zones := &ruleZones{}
 	builtin := facts.Builtin(facts.Config{Spend: s.b.Store, Zone: zones.Zone})
 	resolvers, err := policyFacts(builtin, src.handlers)
 	if err != nil {
 		return nil, err
 	}
-	bindings := serveBindings{src.handlers, src.upstreams, resolvers}
-	reg, _, err := registry.Build(src.defs, registry.Options{Bindings: bindings})
+	// A definition is checked by the runtimes this node binds it with.
+	opts := registry.Options{Bindings: serveBindings{src.handlers, src.upstreams, resolvers}, Runtimes: run.set}
+	reg, _, err := registry.Build(src.defs, opts)
 	if err != nil {
 		var ce *registry.CheckError
 		if errors.As(err, &ce) {
@@ -197,7 +201,7 @@ func (s *Server) buildPolicy(src sources) (*policyParts, error) {
 	decider := rules.New(rules.Config{Store: s.b.Store, Grants: authz.Policy{Service: grants}, Engines: s.cfg.PolicyEngines, Zone: s.zone,
 		RunCost: s.b.Store.RunTreeCost, Logger: s.log})
 	zones.rules = decider
-	return &policyParts{reg: reg, bindings: bindings, facts: resolvers, grants: grants, rules: decider}, nil
+	return &policyParts{reg: reg, options: opts, facts: resolvers, grants: grants, rules: decider}, nil
 }
 
 // ruleZones answers an organization's time zone from its rules, so the
@@ -228,7 +232,7 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	upstreams.Start(s.bg, 30*time.Second)
 	s.closers = append(s.closers, upstreams.Close)
 	// Published versions join the registry from the store, on every node.
-	cat := catalog.New(catalog.Config{Store: s.b.Store, Registry: pol.reg, Options: registry.Options{Bindings: pol.bindings},
+	cat := catalog.New(catalog.Config{Store: s.b.Store, Registry: pol.reg, Options: pol.options,
 		Logger: s.log})
 	if err := cat.Refresh(ctx); err != nil {
 		return nil, nil, fmt.Errorf("load the published catalogue: %w", err)
@@ -238,12 +242,17 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 }
 
 // buildRuntimes answers the runtimes of tools bound to an HTTP request or
-// a SQL statement; an HTTP call goes out through the client of its
-// connection's egress rules.
-func (s *Server) buildRuntimes(d disk, clients *egressClients) *runtimes {
-	sqlRuntime := sqltool.New(sqltool.Config{SQLiteDir: d.sqliteDir, Dial: egressDial, Logger: s.log})
+// a SQL statement, each registered through its contract, and the SQL
+// runtime itself, which also inspects a connection's database role; an
+// HTTP call goes out through the client of its connection's egress rules.
+func (s *Server) buildRuntimes(d disk, clients *egressClients) (*runtimes, *sqlruntime.Runtime, error) {
+	sqlRuntime := sqlruntime.New(sqlruntime.Config{SQLiteDir: d.sqliteDir, Dial: egressDial, Logger: s.log})
 	s.closers = append(s.closers, func() { sqlRuntime.Close() })
-	return &runtimes{http: httptool.New(httptool.Config{Client: clients.forReleased}), sql: sqlRuntime}
+	run, err := newRuntimes(httpruntime.New(httpruntime.Config{Client: clients.forReleased}).Contract(), sqlRuntime.Contract())
+	if err != nil {
+		return nil, nil, err
+	}
+	return run, sqlRuntime, nil
 }
 
 // buildConnections answers the keyring connection secrets are sealed

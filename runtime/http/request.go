@@ -1,0 +1,282 @@
+package httpruntime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/toolplane/toolplane/handler"
+)
+
+// plan is a binding compiled once: everything about the request that does
+// not depend on the call.
+type plan struct {
+	method string
+	target *target
+	query  []param
+	header []param
+	// body is BodyArguments, BodyNone, or the name of the argument that
+	// is the body.
+	body, bodyArg string
+	// consumed names the arguments the path, query and headers use: the
+	// arguments body leaves out.
+	consumed   map[string]bool
+	output     []string
+	hasOutput  bool
+	status     string
+	idempotent string
+	maxBytes   int
+	writes     bool
+	retry      bool
+}
+
+// param is one query parameter or header: a literal, or an argument.
+type param struct {
+	name, lit, arg string
+	// vals is a literal header's value as every call sends it, shared:
+	// net/http reads a request's header values and never writes them.
+	vals []string
+}
+
+// built is a call's request in the parts every attempt sends again.
+type built struct {
+	url    *url.URL
+	header http.Header
+	body   []byte
+}
+
+// build encodes a call's arguments into its request. Every value reaches
+// the request encoded (one path segment, a query value, a header value, the
+// JSON body); an argument that cannot be encoded so answers *handler.Invalid
+// naming it, and nothing is sent.
+func (p *plan) build(args any, base *url.URL) (*built, error) {
+	m, _ := args.(map[string]any)
+	if args != nil && m == nil {
+		return nil, &handler.Invalid{Message: "the arguments must be a JSON object"}
+	}
+	u := &url.URL{Scheme: p.target.scheme, Host: p.target.host}
+	// A path is sent under the connection's base URL: its scheme, host
+	// and leading path.
+	prefix, rawPrefix := "", ""
+	if p.target.relative() {
+		if base == nil {
+			return nil, errors.New("http runtime: a relative URL needs the connection's base URL")
+		}
+		u.Scheme, u.Host = base.Scheme, base.Host
+		prefix, rawPrefix = strings.TrimSuffix(base.Path, "/"), strings.TrimSuffix(base.EscapedPath(), "/")
+	}
+	// The placeholders' values, as they are and escaped, in order; the
+	// path is then written at its length, and its escaped form only when
+	// it differs from it (an id that needs no escaping, most often).
+	var held [8]string
+	vals, size, same := held[:0], 0, true
+	for _, pc := range p.target.path {
+		if pc.arg == "" {
+			size += len(pc.raw)
+			same = same && pc.raw == pc.plain
+			continue
+		}
+		s, err := segment(pc.arg, m)
+		if err != nil {
+			return nil, err
+		}
+		esc := url.PathEscape(s)
+		vals = append(vals, s, esc)
+		size += len(esc)
+		same = same && esc == s
+	}
+	u.Path = prefix + p.target.joinPath(vals, size, false)
+	if !same || rawPrefix != prefix {
+		if u.RawPath = rawPrefix + p.target.joinPath(vals, size, true); u.RawPath == u.Path {
+			u.RawPath = ""
+		}
+	}
+
+	q := p.target.query
+	if len(p.query) > 0 {
+		q = make(url.Values, len(p.target.query)+len(p.query))
+		for k, v := range p.target.query {
+			q[k] = v
+		}
+		for _, qp := range p.query {
+			if qp.arg == "" {
+				q.Add(qp.name, qp.lit)
+				continue
+			}
+			vs, err := queryValues(qp.arg, m[qp.arg])
+			if err != nil {
+				return nil, err
+			}
+			for _, v := range vs {
+				q.Add(qp.name, v)
+			}
+		}
+	}
+	u.RawQuery = q.Encode()
+
+	h := make(http.Header, len(p.header)+4)
+	for _, hp := range p.header {
+		if hp.arg == "" {
+			h[hp.name] = hp.vals
+			continue
+		}
+		a, present := m[hp.arg]
+		if !present || a == nil {
+			continue
+		}
+		s, ok := scalar(a)
+		if !ok {
+			return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must be a string, number or boolean", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
+		}
+		if strings.ContainsFunc(s, control) {
+			return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent as a header and must not hold a control character (a line break, a NUL)", quoteName(hp.arg)), FieldPath: fieldPath(hp.arg)}
+		}
+		h[hp.name] = []string{s}
+	}
+
+	var body []byte
+	switch {
+	case p.bodyArg != "":
+		v, present := m[p.bodyArg]
+		if present {
+			b, err := encode(v)
+			if err != nil {
+				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s cannot be sent as JSON: %v", quoteName(p.bodyArg), err), FieldPath: fieldPath(p.bodyArg)}
+			}
+			body = b
+		}
+	case p.body == BodyArguments:
+		rest := make(map[string]any, len(m))
+		for k, v := range m {
+			if !p.consumed[k] {
+				rest[k] = v
+			}
+		}
+		b, err := encode(rest)
+		if err != nil {
+			return nil, &handler.Invalid{Message: fmt.Sprintf("the arguments cannot be sent as JSON: %v", err)}
+		}
+		body = b
+	}
+	return &built{url: u, header: h, body: body}, nil
+}
+
+// joinPath writes the path from its literal pieces and vals, the
+// placeholders' values each followed by its escaped form: escaped, the
+// pieces as written and the values escaped; else both as they read.
+// size is at least the escaped path's length.
+func (t *target) joinPath(vals []string, size int, escaped bool) string {
+	var b strings.Builder
+	b.Grow(size)
+	for _, pc := range t.path {
+		switch {
+		case pc.arg != "":
+			if escaped {
+				b.WriteString(vals[1])
+			} else {
+				b.WriteString(vals[0])
+			}
+			vals = vals[2:]
+		case escaped:
+			b.WriteString(pc.raw)
+		default:
+			b.WriteString(pc.plain)
+		}
+	}
+	return b.String()
+}
+
+// segment answers the value of a path placeholder: a scalar's string form,
+// never empty, "." or "..", which a server would read as path structure
+// even encoded.
+func segment(name string, m map[string]any) (string, error) {
+	v, present := m[name]
+	if !present || v == nil {
+		return "", &handler.Invalid{Message: fmt.Sprintf("argument %s is required: it is part of the request's path", quoteName(name)), FieldPath: fieldPath(name)}
+	}
+	s, ok := scalar(v)
+	if !ok {
+		return "", &handler.Invalid{Message: fmt.Sprintf("argument %s is part of the request's path and must be a string, number or boolean", quoteName(name)), FieldPath: fieldPath(name)}
+	}
+	switch s {
+	case "", ".", "..":
+		return "", &handler.Invalid{Message: fmt.Sprintf("argument %s is part of the request's path and cannot be %q", quoteName(name), s), FieldPath: fieldPath(name)}
+	}
+	return s, nil
+}
+
+// queryValues answers the values of a query placeholder: none when the
+// argument is absent or null, one for a scalar, one per item for an array
+// of scalars.
+func queryValues(name string, v any) ([]string, error) {
+	switch t := v.(type) {
+	case nil:
+		return nil, nil
+	case []any:
+		out := make([]string, 0, len(t))
+		for _, item := range t {
+			s, ok := scalar(item)
+			if !ok {
+				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent in the query, so its items must be strings, numbers or booleans", quoteName(name)), FieldPath: fieldPath(name)}
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	s, ok := scalar(v)
+	if !ok {
+		return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent in the query and must be a string, number, boolean or array of them", quoteName(name)), FieldPath: fieldPath(name)}
+	}
+	return []string{s}, nil
+}
+
+// scalar answers the string form of a JSON scalar. A number keeps its
+// exact text: validation hands numbers over as json.Number, and 1e400 or
+// 0.1 must reach the downstream as the caller wrote them.
+func scalar(v any) (string, bool) {
+	switch t := v.(type) {
+	case string:
+		return t, true
+	case json.Number:
+		return t.String(), true
+	case bool:
+		return strconv.FormatBool(t), true
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			return "", false
+		}
+		return strconv.FormatFloat(t, 'f', -1, 64), true
+	case float32:
+		if math.IsInf(float64(t), 0) || math.IsNaN(float64(t)) {
+			return "", false
+		}
+		return strconv.FormatFloat(float64(t), 'f', -1, 32), true
+	case int:
+		return strconv.Itoa(t), true
+	case int64:
+		return strconv.FormatInt(t, 10), true
+	case int32:
+		return strconv.FormatInt(int64(t), 10), true
+	case uint64:
+		return strconv.FormatUint(t, 10), true
+	}
+	return "", false
+}
+
+// encode writes v as JSON: numbers as their text, and <, > and & as they
+// are, since the body is the downstream's and not a page.
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,550 @@
+// Package httpruntime is the http runtime: a tool whose definition binds an
+// HTTP request (binding.http) is answered by one request the platform
+// makes itself, through the connection the broker released for the call.
+//
+// Arguments reach the request only encoded: a path placeholder becomes one
+// percent-encoded segment, a query or header value an encoded value, the
+// body JSON. A value that cannot be encoded so (an object in the path, a
+// line break in a header) is refused as invalid input naming the argument,
+// and nothing is sent.
+//
+// How a call ends follows from what the downstream can have done:
+//
+//	2xx                    the answer (a body that is not JSON answers its
+//	                       text, which an object output schema refuses as
+//	                       invalid_output: the claim completes)
+//	400, 422, other 4xx    invalid_input        definite
+//	404, 410               not_found            definite
+//	409, 412               conflict             definite
+//	401, 403               unavailable, naming the connection; released
+//	408, 429               retryable_upstream, after a read's retries;
+//	                       released
+//	501, 505               unavailable; released
+//	5xx, a lost answer     a read: retried, then retryable_upstream;
+//	                       a write: uncertain (held)
+//	not sent at all        unavailable; released
+//	refused by egress      unavailable, saying only that the destination
+//	                       is not allowed (the host and rule go to the
+//	                       operator's log and the audit event); released.
+//	                       A write's redirect refused: uncertain (held)
+//	a body past the cap    a read: unavailable, stating the cap; a write:
+//	                       uncertain (held: it acted, and its answer is
+//	                       unread, so it must not run again)
+//
+// A read whose definition says retry: safe is tried up to three times
+// within its deadline, after a short jittered pause or the Retry-After the
+// downstream asked for. A write is never sent twice, unless its binding
+// names an idempotency_header: a digest of the call's idempotency key
+// (DownstreamKey) then goes in that header on every attempt, the downstream recognises a repeat, and
+// the write is retried like a read; an answer it finally gives (2xx or a
+// definite 4xx) ends the call, and one it never gives leaves it uncertain.
+//
+// Every upstream text a model may read (an error's message, a body) is
+// bounded, stripped of the released secret values, and, being the
+// downstream's, labelled untrusted by the invoker.
+package httpruntime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/egress"
+	"github.com/toolplane/toolplane/handler"
+)
+
+// Config wires a Runtime.
+type Config struct {
+	// Client answers the HTTP client a call through rel's connection
+	// uses. The deployment's client enforces the connection's egress
+	// rules when it dials and on every redirect; the runtime adds no
+	// rules of its own. Required.
+	Client func(rel *toolplane.Released) (*http.Client, error)
+	// Now is the clock Retry-After dates are read against; nil is
+	// time.Now. Deadlines are the context's.
+	Now func() time.Time
+}
+
+// Runtime builds the bindings of HTTP tools.
+type Runtime struct {
+	cfg Config
+}
+
+// New answers a runtime.
+func New(cfg Config) *Runtime {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Runtime{cfg: cfg}
+}
+
+// Key answers the handler key of d's binding.
+func Key(d *toolplane.Definition) string { return "http:" + d.Name + "@" + d.Version }
+
+// Bind builds the binding that answers d with its HTTP request. It
+// compiles d's request once, checking it as Check does; the caller keeps
+// the binding for as long as the definition stands. An error wraps
+// toolplane.ErrInvalid when d does not pass Check.
+func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
+	if r.cfg.Client == nil {
+		return nil, fmt.Errorf("http runtime: no client is configured for %s@%s", d.Name, d.Version)
+	}
+	p, ps := compile(d)
+	if len(ps) > 0 {
+		msgs := make([]string, len(ps))
+		for i, pr := range ps {
+			msgs[i] = pr.String()
+		}
+		return nil, fmt.Errorf("http runtime: %w: %s@%s: %s", toolplane.ErrInvalid, d.Name, d.Version, strings.Join(msgs, "; "))
+	}
+	c := &caller{cfg: &r.cfg, plan: p}
+	return handler.BindFunc(Key(d), c.call, nil, handler.WithContextBound())
+}
+
+// Contract answers the runtime's contract: Checks, binding with r.
+func (r *Runtime) Contract() handler.Runtime { return Checks().BindWith(r.Bind) }
+
+// The values of the headers every call sends, shared by all calls:
+// net/http reads a request's header values and never writes them.
+var (
+	userAgent = []string{"toolplane"}
+	jsonType  = []string{"application/json"}
+)
+
+// caller runs one binding's calls.
+type caller struct {
+	cfg  *Config
+	plan *plan
+}
+
+// Retry bounds.
+const (
+	maxAttempts = 3
+	// backoff is the first pause between attempts; each later one
+	// doubles, and each is jittered by half either way.
+	backoff = 50 * time.Millisecond
+	// nextAttempt is the least time an attempt after a pause must have
+	// before the deadline for the pause to be worth taking.
+	nextAttempt = 50 * time.Millisecond
+	// maxRetryAfter caps a Retry-After honoured without a deadline.
+	maxRetryAfter = 30 * time.Second
+	// errorBodyBytes bounds what is read of a failure's body: its message
+	// is bounded again before a model reads it.
+	errorBodyBytes = 4 << 10
+	// maxQuoted bounds the upstream's message inside the runtime's own.
+	maxQuoted = 512
+)
+
+// baseOf answers the base URL of connection con, which a tool whose URL
+// is a path is sent under. The connection checked it when it was made.
+func baseOf(con *toolplane.Connection) (*url.URL, error) {
+	if con.Config.BaseURL == "" {
+		return nil, fmt.Errorf("connection %s has no base_url, which this tool's URL (a path) is sent under; an administrator must give it one", con.ID)
+	}
+	u, err := url.Parse(con.Config.BaseURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("connection %s has a base_url that is not an absolute URL", con.ID)
+	}
+	return u, nil
+}
+
+// call is the handler body: build the request, send it (again, where that
+// is safe), and read the answer.
+func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, error) {
+	var err error
+	rel := call.Released
+	if rel == nil || rel.Connection == nil {
+		return nil, errors.New("http runtime: no connection was released for the call")
+	}
+	var base *url.URL
+	if c.plan.target.relative() {
+		if base, err = baseOf(rel.Connection); err != nil {
+			return nil, handler.Explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent").Err()
+		}
+	}
+	b, err := c.plan.build(args, base)
+	if err != nil {
+		return nil, err
+	}
+	s := newScrubber(rel)
+	authName, authValue, err := credential(rel)
+	if err != nil {
+		return nil, handler.Explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent").Err()
+	}
+	client, err := c.cfg.Client(rel)
+	if err != nil {
+		return nil, handler.Explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("connection %s cannot be used now: %v; nothing was sent", rel.Connection.ID, err))).Err()
+	}
+	b.header["User-Agent"] = userAgent
+	b.header["Accept"] = jsonType
+	if b.body != nil && b.header.Get("Content-Type") == "" {
+		b.header["Content-Type"] = jsonType
+	}
+	if c.plan.idempotent != "" {
+		// The key is what makes a second attempt safe: without one the
+		// request is not sent at all.
+		if call.Key == "" || strings.ContainsFunc(call.Key, control) {
+			return nil, errors.New("http runtime: the call has no idempotency key that can be sent in a header")
+		}
+		b.header.Set(c.plan.idempotent, DownstreamKey(call.Key))
+	}
+	b.header.Set(authName, authValue)
+
+	var (
+		v     verdict
+		maybe bool // an earlier attempt may have taken effect unanswered
+	)
+	for attempt := 1; ; attempt++ {
+		x := c.send(ctx, client, b)
+		v = c.judge(ctx, x, rel, s)
+		// What the verdict holds of the body is copied out of it.
+		x.release()
+		maybe = maybe || v.unknown
+		if !v.again || attempt == maxAttempts || !c.pause(ctx, attempt, v.wait) {
+			break
+		}
+	}
+	if maybe && !v.definite && !v.unknown {
+		// The last attempt was refused (a 429, say) but an earlier one
+		// reached the downstream and never heard back.
+		last := v.err.Error()
+		var dr *handler.DestinationRefused
+		if errors.As(v.err, &dr) {
+			last = "its destination is not allowed"
+		}
+		v.out, v.err = nil, handler.Uncertain(s.scrub("an earlier attempt was sent and its answer lost; the last was refused: "+last)).Err()
+	}
+	return v.out, v.err
+}
+
+// exchange is one attempt: what came back, or why nothing did.
+type exchange struct {
+	status int
+	header http.Header
+	body   []byte
+	// over: the body ran past the cap and was not read whole.
+	over bool
+	err  error
+	// sent: the request was written, in part or whole, so the downstream
+	// may have acted on it.
+	sent bool
+	// buf is the pooled buffer body was read into, if any.
+	buf *[]byte
+}
+
+// bodyBufs are the buffers answers are read into, pooled: an answer is
+// decoded (or quoted) into values of its own, and its bytes are not
+// needed once the attempt is judged.
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// keptBody bounds a buffer pooled again: one grown by a rare large
+// answer is left to the collector rather than kept.
+const keptBody = 64 << 10
+
+// read reads r to its end, or to limit bytes, into a pooled buffer, as
+// io.ReadAll of an io.LimitReader would.
+func (x *exchange) read(r io.Reader, limit int) {
+	x.buf = bodyBufs.Get().(*[]byte)
+	b := (*x.buf)[:0]
+	for len(b) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):min(cap(b), limit)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err != io.EOF {
+				x.err = err
+			}
+			break
+		}
+	}
+	*x.buf, x.body = b, b
+}
+
+// release gives the buffer the body was read into back, once nothing
+// reads the body any more.
+func (x *exchange) release() {
+	if x.buf == nil {
+		return
+	}
+	if cap(*x.buf) <= keptBody {
+		*x.buf = (*x.buf)[:0]
+		bodyBufs.Put(x.buf)
+	}
+	x.buf, x.body = nil, nil
+}
+
+// send makes one attempt.
+func (c *caller) send(ctx context.Context, client *http.Client, b *built) *exchange {
+	var wrote atomic.Bool
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// Called once the request is written or its writing failed:
+		// either way bytes may have left, and the downstream may act.
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	})
+	if strings.HasSuffix(b.url.Host, ":") {
+		// Read back from its text, the URL would lose its empty port
+		// and name another host than the binding's.
+		return &exchange{err: fmt.Errorf("the request's host %q is not the binding's", strings.TrimSuffix(b.url.Host, ":"))}
+	}
+	// The request is made from the URL build made, as
+	// http.NewRequestWithContext would make it from that URL's text,
+	// without writing the text out and parsing it back.
+	r := http.Request{
+		Method: c.plan.method, URL: b.url, Host: b.url.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		// The header built for the call is sent as it is, by every
+		// attempt: nothing writes to it once the call sends, since
+		// net/http writes into a request's own header only to add a
+		// cookie jar's cookies (a redirect gets a copy of its own).
+		Header: b.header,
+	}
+	if client.Jar != nil {
+		// A copy per attempt, so one attempt's cookies are not sent
+		// again by the next.
+		r.Header = b.header.Clone()
+	}
+	if b.body != nil {
+		body := b.body
+		r.ContentLength = int64(len(body))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		// A redirect that keeps the body (307, 308) sends it again.
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if len(body) == 0 {
+			r.Body = http.NoBody
+			r.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+		}
+	}
+	req := r.WithContext(tctx)
+	resp, err := client.Do(req)
+	if err != nil {
+		return &exchange{err: err, sent: wrote.Load()}
+	}
+	defer resp.Body.Close()
+	x := &exchange{status: resp.StatusCode, header: resp.Header, sent: true}
+	limit := c.plan.maxBytes
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		limit = errorBodyBytes
+	}
+	x.read(resp.Body, limit+1)
+	if len(x.body) > limit {
+		x.body, x.over = x.body[:limit], true
+	}
+	return x
+}
+
+// verdict is what an attempt decides.
+type verdict struct {
+	out any
+	err error
+	// again: another attempt may answer differently, and is safe.
+	again bool
+	// wait is the pause the downstream asked for (Retry-After).
+	wait time.Duration
+	// unknown: the attempt may have taken effect, and no answer says.
+	unknown bool
+	// definite: the downstream answered for the request (2xx, or a 4xx
+	// other than 408 and 429).
+	definite bool
+}
+
+// judge decides what an attempt means for the call.
+func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released, s *scrubber) verdict {
+	p := c.plan
+	// A write is sent again only with its key, which lets the downstream
+	// tell a repeat from a new request.
+	retry := p.retry || p.writes && p.idempotent != ""
+	var refused *egress.RefusedError
+	switch {
+	case x.status == 0 && errors.As(x.err, &refused) && (!x.sent || !p.writes):
+		// Refused by the connection's egress rules: when dialing (nothing
+		// was sent), or a read's redirect (the read changed nothing).
+		// The model is told only that; the host and rule are the
+		// operator's.
+		return verdict{definite: x.sent, err: &handler.DestinationRefused{Host: refused.Host, Addr: refused.Addr, Rule: refused.Rule}}
+	case x.status == 0 && errors.As(x.err, &refused):
+		return verdict{unknown: true, err: handler.Uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
+			"the request had been sent, so its effect may have happened").Err()}
+	case x.status == 0 && !x.sent:
+		if ctx.Err() != nil {
+			return verdict{err: handler.Explain(toolplane.CodeUnavailable, "the call's time ran out before its request was sent; nothing was done").Err()}
+		}
+		return verdict{err: handler.Explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("the request was not sent: %v; nothing was done", x.err))).Err()}
+	case x.status == 0:
+		return c.lost(ctx, s.scrub(fmt.Sprintf("the request was sent and its answer lost: %v", x.err)), retry)
+	}
+	code := x.status
+	switch {
+	case code >= 200 && code <= 299:
+		switch {
+		case x.err != nil:
+			return c.lost(ctx, s.scrub(fmt.Sprintf("the downstream answered HTTP %d and its body was lost: %v", code, x.err)), retry)
+		case x.over && p.writes:
+			// The downstream acted; its answer is unread. Holding the
+			// claim keeps the write from running again while a person
+			// settles what it answered.
+			return verdict{definite: true, err: handler.Uncertain(fmt.Sprintf("the downstream took the request (HTTP %d), but its answer is larger than the %d-byte cap and was not read", code, p.maxBytes)).Err()}
+		case x.over:
+			return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf("the downstream's answer is larger than the %d-byte cap of this tool and was not read", p.maxBytes)).Err()}
+		}
+		return verdict{definite: true, out: c.answer(x, s)}
+	}
+	// A refusal whose body was cut short is still a refusal: its message
+	// is what arrived.
+	msg := s.scrub(upstreamMessage(x.body))
+	said := fmt.Sprintf("the downstream answered HTTP %d", code)
+	if msg != "" {
+		said += ": " + msg
+	}
+	switch code {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return verdict{definite: true, err: &handler.Invalid{Message: said}}
+	case http.StatusNotFound, http.StatusGone:
+		return verdict{definite: true, err: &handler.NotFound{Message: said}}
+	case http.StatusConflict, http.StatusPreconditionFailed:
+		return verdict{definite: true, err: &handler.Conflict{Message: said}}
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf(
+			"the downstream refused the credential of connection %s (%s); nothing was done. An administrator must check the connection", rel.Connection.ID, said)).Err()}
+	case http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return verdict{again: retry, wait: c.retryAfter(x.header), err: &handler.RetryableUpstream{Err: errors.New(said)}}
+	}
+	switch {
+	case code >= 400 && code <= 499:
+		return verdict{definite: true, err: &handler.Invalid{Message: said}}
+	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
+		// The downstream will not serve this request however often it is
+		// sent, and did not act on it.
+		return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, said).Err()}
+	case code >= 500 && p.writes:
+		return verdict{unknown: true, again: retry, wait: c.retryAfter(x.header),
+			err: handler.Uncertain(said + "; the request had been sent, so its effect may have happened").Err()}
+	case code >= 500:
+		return verdict{again: retry, wait: c.retryAfter(x.header), err: &handler.RetryableUpstream{Err: errors.New(said)}}
+	}
+	// A redirect not followed, or an informational status: what it says
+	// about the request is not an answer.
+	if p.writes {
+		return verdict{unknown: true, err: handler.Uncertain(said + ", which is not an answer; the request had been sent, so its effect may have happened").Err()}
+	}
+	return verdict{err: handler.Explain(toolplane.CodeUnavailable, said+", which is not an answer this tool reads").Err()}
+}
+
+// lost decides an attempt that was sent and whose answer never arrived.
+func (c *caller) lost(ctx context.Context, why string, retry bool) verdict {
+	if c.plan.writes {
+		if ctx.Err() != nil {
+			why = "the request was sent and no answer came before the call's deadline"
+		}
+		return verdict{unknown: true, again: retry, err: handler.Uncertain(why + "; its effect may have happened").Err()}
+	}
+	return verdict{again: retry, err: &handler.RetryableUpstream{Err: errors.New(why)}}
+}
+
+// pause waits before attempt+1, and reports whether that attempt should
+// be made: the wait (the downstream's Retry-After, or a jittered backoff)
+// must leave it time before the deadline.
+func (c *caller) pause(ctx context.Context, attempt int, wait time.Duration) bool {
+	if wait <= 0 {
+		d := backoff << (attempt - 1)
+		wait = d/2 + rand.N(d)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		if time.Until(deadline)-nextAttempt < wait {
+			return false
+		}
+	} else if wait > maxRetryAfter {
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func (c *caller) retryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(min(n, int(maxRetryAfter/time.Second)+1)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, t.Sub(c.cfg.Now()))
+	}
+	return 0
+}
+
+// credential answers the header that presents rel's secret to the
+// downstream, under the connection's scheme. Its errors name the
+// connection, never the secret.
+func credential(rel *toolplane.Released) (name, value string, err error) {
+	con, sec := rel.Connection, rel.Secrets
+	tok := sec.Token.Reveal()
+	if con.Kind == toolplane.ConnectionClientCredentials || con.Kind == toolplane.ConnectionAuthorizationCode {
+		tok = sec.AccessToken.Reveal()
+	}
+	switch con.Config.Auth {
+	case "", toolplane.AuthBearer:
+		name, value = "Authorization", "Bearer "+tok
+		if tok == "" {
+			return "", "", fmt.Errorf("connection %s holds no token to present", con.ID)
+		}
+	case toolplane.AuthBasic:
+		user, pass := sec.Username.Reveal(), sec.Password.Reveal()
+		if user == "" && pass == "" {
+			return "", "", fmt.Errorf("connection %s holds no user name or password to present", con.ID)
+		}
+		name, value = "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+	case toolplane.AuthHeader:
+		name, value = http.CanonicalHeaderKey(con.Config.Header), tok
+		switch {
+		case !token(name) || reservedHeaders[name] && name != "Authorization":
+			return "", "", fmt.Errorf("connection %s names %q as its key header, which cannot carry a key", con.ID, con.Config.Header)
+		case tok == "":
+			return "", "", fmt.Errorf("connection %s holds no token to present", con.ID)
+		}
+	default:
+		return "", "", fmt.Errorf("connection %s presents its secret by %q, which the http runtime does not know", con.ID, con.Config.Auth)
+	}
+	if strings.ContainsFunc(value, control) {
+		return "", "", fmt.Errorf("connection %s holds a secret that cannot be sent in a header", con.ID)
+	}
+	return name, value, nil
+}
+
+// DownstreamKey answers what a downstream is sent as a call's idempotency
+// key: a digest of it, the same on every attempt and every node, so the
+// downstream still recognises a repeat. The key itself names the agent,
+// the run and the person a call acts for, which are nobody else's
+// business; the digest names none of them, and its 64 characters fit
+// every API's limit on such a header.
+func DownstreamKey(key string) string {
+	sum := sha256.Sum256([]byte("toolplane idempotency key\x00" + key))
+	return hex.EncodeToString(sum[:])
+}
