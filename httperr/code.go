@@ -119,11 +119,12 @@ type Problem struct {
 
 // Classify answers the problem a service's or a store's error is answered
 // with, by its kind in toolplane's vocabulary: ErrUnauthenticated, a
-// *DeniedError (in its Why), ErrForbidden, a *TooLongError (at its field), ErrBadCursor (at cursor),
-// ErrInvalid, ErrTransition (invalid_transition, a conflict of its own
-// code), ErrConflict, ErrNotFound, checked in that order, so an error of
-// two kinds is answered as the first. ok is false for an error of no kind:
-// a platform fault (a database outage, a bug), which the caller logs and
+// *DeniedError (in its service's words, Why), ErrForbidden, a
+// *TooLongError (at its field), ErrBadCursor (at cursor), ErrInvalid,
+// ErrTransition (invalid_transition, a conflict with its own code),
+// ErrConflict, ErrNotFound, checked in that order, so an error of two
+// kinds is answered as the first. ok is false for an error of no kind: a
+// platform fault (a database outage, a bug), which the caller logs and
 // answers 500 (see Fail), never as a refusal the client would take for its
 // own mistake.
 func Classify(err error) (p Problem, ok bool) {
