@@ -11,7 +11,23 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/notify"
+	"github.com/toolplane/toolplane/sqlite"
 )
+
+// hookDelivery creates a webhook channel to url, files a pending approval
+// and answers the one delivery of event about it.
+func hookDelivery(t *testing.T, s *notify.Service, st *sqlite.Store, url string, event notify.Event) notify.Delivery {
+	t.Helper()
+	if _, err := s.Create(t.Context(), notify.NewChannel{Name: "hook", Kind: toolplane.ChannelWebhook,
+		Config: toolplane.ChannelConfig{URL: url}, Secrets: toolplane.ChannelSecrets{HMACKey: hmacKey}}, admin); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.ForApproval(t.Context(), fileApproval(t, st, ""), event)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("ForApproval = %v, %v; want one delivery", ds, err)
+	}
+	return ds[0]
+}
 
 // A receiver refuses a request stamped too far in the future as it
 // refuses one too old: a clock set ahead would otherwise sign requests
@@ -46,15 +62,7 @@ func TestAnEndpointThatFailsOrRedirectsIsNotDelivered(t *testing.T) {
 	for _, path := range []string{"/fail", "/moved"} {
 		t.Run(path, func(t *testing.T) {
 			s, st := newService(t)
-			if _, err := s.Create(t.Context(), notify.NewChannel{Name: "hook", Kind: toolplane.ChannelWebhook,
-				Config: toolplane.ChannelConfig{URL: srv.URL + path}, Secrets: toolplane.ChannelSecrets{HMACKey: hmacKey}}, admin); err != nil {
-				t.Fatal(err)
-			}
-			ds, err := s.ForApproval(t.Context(), fileApproval(t, st, ""), notify.ApprovalFiled)
-			if err != nil || len(ds) != 1 {
-				t.Fatalf("ForApproval = %v, %v", ds, err)
-			}
-			if err := s.Send(t.Context(), ds[0], 1); err == nil {
+			if err := s.Send(t.Context(), hookDelivery(t, s, st, srv.URL+path, notify.ApprovalFiled), 1); err == nil {
 				t.Fatalf("a send to %s succeeded", path)
 			}
 		})
@@ -72,15 +80,7 @@ func TestAnExpiringNoticeIsSentWhileThePersonCanAct(t *testing.T) {
 	rcv := &receiver{key: []byte(hmacKey)}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
-	if _, err := s.Create(t.Context(), notify.NewChannel{Name: "hook", Kind: toolplane.ChannelWebhook,
-		Config: toolplane.ChannelConfig{URL: srv.URL}, Secrets: toolplane.ChannelSecrets{HMACKey: hmacKey}}, admin); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := s.ForApproval(t.Context(), fileApproval(t, st, ""), notify.ApprovalExpiring)
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("ForApproval = %v, %v", ds, err)
-	}
-	if err := s.Send(t.Context(), ds[0], 1); err != nil {
+	if err := s.Send(t.Context(), hookDelivery(t, s, st, srv.URL, notify.ApprovalExpiring), 1); err != nil {
 		t.Fatal(err)
 	}
 	if len(rcv.got) != 1 || rcv.got[0].Event != notify.ApprovalExpiring {
