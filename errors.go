@@ -31,6 +31,12 @@ var (
 	// ErrExists: a row with that identity already exists. It is a
 	// conflict.
 	ErrExists = Refine(ErrConflict, "already exists")
+	// ErrTransition: the row's lifecycle state does not allow the
+	// operation (a version retired before it was deprecated). It is a
+	// conflict, told apart because sending the request again does not
+	// help until someone changes the state; a door answers it with its
+	// own code.
+	ErrTransition = Refine(ErrConflict, "transition not allowed")
 	// ErrUnauthenticated: a presented credential (an API key, a token) is
 	// not valid. Every authenticator wraps it, whatever the reason, so a
 	// door answers 401 the same way and a prober learns nothing.

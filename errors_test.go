@@ -33,6 +33,9 @@ func TestErrorVocabulary(t *testing.T) {
 	if !errors.Is(ErrExists, ErrConflict) || ErrExists.Error() != "already exists" {
 		t.Errorf("ErrExists = %q, want a conflict reading \"already exists\"", ErrExists)
 	}
+	if !errors.Is(ErrTransition, ErrConflict) || errors.Is(ErrConflict, ErrTransition) || errors.Is(ErrExists, ErrTransition) || ErrTransition.Error() != "transition not allowed" {
+		t.Errorf("ErrTransition = %q, want a conflict of its own reading \"transition not allowed\"", ErrTransition)
+	}
 	var tooLong *TooLongError
 	err := fmt.Errorf("grant: %w", CheckLen("agent_id", "abcd", 3))
 	if !errors.Is(err, ErrInvalid) || !errors.As(err, &tooLong) || tooLong.Field != "agent_id" || errors.Is(err, ErrConflict) {

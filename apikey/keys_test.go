@@ -65,6 +65,8 @@ func TestKeysCreate(t *testing.T) {
 		{"of no kind", apikey.NewKey{Kind: "robot", Subject: "x"}, admin, "", "/kind"},
 		{"for no subject", apikey.NewKey{Kind: toolplane.CredentialAgent}, admin, "", "/subject"},
 		{"an agent's key with a role", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Roles: []string{"approver"}}, admin, "", "/roles"},
+		{"an agent's key acting for users", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Roles: []string{toolplane.RoleActForUsers}}, admin, "", ""},
+		{"an agent's key acting for users with a role besides", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Roles: []string{toolplane.RoleActForUsers, toolplane.RolePlatformAdmin}}, admin, "", "/roles"},
 		{"a person's key with tools", apikey.NewKey{Kind: toolplane.CredentialPerson, Subject: "x", Tools: []string{"demo.*"}}, admin, "", "/tools"},
 		{"a pattern that cannot match", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Tools: []string{"demo.*", "["}}, admin, "", "/tools/1"},
 		{"an overlong subject", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: strings.Repeat("x", toolplane.MaxRefLen+1)}, admin, "", "subject"},

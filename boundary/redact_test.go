@@ -2,6 +2,7 @@ package boundary_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/toolplane/toolplane/boundary"
@@ -315,6 +316,28 @@ func TestHideReachesKeys(t *testing.T) {
 	in := tree(t, `{"echo":{"4111111111111111":"card","note":"paid with 4111111111111111"},"n":1}`)
 	got := string(boundary.Encode(nil, boundary.Hide(in, []string{"4111111111111111"})))
 	if want := `{"echo":{"[redacted]":"card","note":"[redacted]"},"n":1}`; got != want {
+		t.Fatalf("Hide = %s, want %s", got, want)
+	}
+}
+
+// A secret anywhere in an array is redacted, not only in its first
+// element, and the elements before it are kept as they were.
+func TestRedactionReachesEveryElement(t *testing.T) {
+	t.Parallel()
+	in := tree(t, `{"log":["started","then Authorization: Bearer abcdef0123456789 sent",{"token":"t-1"}],"n":[1,2]}`)
+	got := string(boundary.Encode(nil, boundary.Redact(in)))
+	if strings.Contains(got, "abcdef0123456789") || strings.Contains(got, "t-1") || !strings.Contains(got, `"started"`) || !strings.Contains(got, `"n":[1,2]`) {
+		t.Fatalf("Redact = %s; want the second and third elements redacted, the rest kept", got)
+	}
+}
+
+// Hide ignores an empty value, which every string contains: it would
+// otherwise hide everything.
+func TestHideIgnoresEmptyValues(t *testing.T) {
+	t.Parallel()
+	in := tree(t, `{"note":"paid","card":"4111111111111111"}`)
+	got := string(boundary.Encode(nil, boundary.Hide(in, []string{"", "4111111111111111"})))
+	if want := `{"card":"[redacted]","note":"paid"}`; got != want {
 		t.Fatalf("Hide = %s, want %s", got, want)
 	}
 }

@@ -40,9 +40,10 @@ import (
 )
 
 // ErrTransition: the version's lifecycle state does not allow the
-// operation. It is a toolplane.ErrConflict, told apart so a door can say
-// which conflict it was.
-var ErrTransition = toolplane.Refine(toolplane.ErrConflict, "transition not allowed")
+// operation. It refines toolplane.ErrTransition (a conflict), so every
+// door answers it with the code of a refused transition without knowing
+// the catalogue.
+var ErrTransition = toolplane.Refine(toolplane.ErrTransition, "transition not allowed")
 
 // Group is the registry group published versions are served in, each in
 // its own organization.

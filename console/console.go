@@ -332,15 +332,9 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, sess *signin.Sess
 // problem answers what a page says of err: the code and words the REST API
 // answers the same error with.
 func problem(err error) httperr.Problem {
-	var d *toolplane.DeniedError
 	switch {
-	case errors.As(err, &d):
-		return httperr.Problem{Code: httperr.Denied, Message: d.Why}
 	case errors.Is(err, signin.ErrForged):
 		return httperr.Problem{Code: httperr.Denied, Message: "This form did not come from this console's own page; open the page again and send it from there."}
-	case errors.Is(err, catalog.ErrTransition) && !errors.Is(err, toolplane.ErrInvalid):
-		// As the API tells it: the version's state does not allow it.
-		return httperr.Problem{Code: httperr.InvalidTransition, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return httperr.Problem{Code: httperr.Unavailable, Message: "the request ended before it was answered"}
 	}

@@ -113,7 +113,7 @@ func readSeen(t *testing.T, resp *http.Response) seen {
 
 func TestClientRedirects(t *testing.T) {
 	t.Parallel()
-	port := redirectServer(t)
+	port, otherPort := redirectServer(t), redirectServer(t)
 	p := redirectPolicy(t)
 	client := p.Client(10 * time.Second)
 	at := func(host, path string) string { return "http://" + net.JoinHostPort(host, port) + path }
@@ -170,6 +170,8 @@ func TestClientRedirects(t *testing.T) {
 		{"a redirect to another listed host", via(at("b.test", "/echo")), "b.test", false},
 		{"a redirect to a subdomain", via(at("sub.a.test", "/echo")), "sub.a.test", false},
 		{"a redirect away and back", via(at("b.test", "/redirect?to="+url.QueryEscape(at("a.test", "/echo")))), "a.test", false},
+		// Another port of the same host may be another party's service.
+		{"a redirect to another port of the same host", via("http://" + net.JoinHostPort("a.test", otherPort) + "/echo"), "a.test", false},
 	}
 	for _, tt := range allowed {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,22 +3,15 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/approval"
-	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
-	"github.com/toolplane/toolplane/invoke"
-	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
@@ -64,19 +57,7 @@ func secretFixture(t *testing.T, got *sync.Map) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.DiscardHandler)
-	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}
-	api := &httpapi.Server{Door: layer, Store: store, Log: quiet}
-	f := &fixture{store: store, door: layer, api: api, srv: httptest.NewServer(api.Handler())}
-	t.Cleanup(f.srv.Close)
-	f.agent = mint(t, store, toolplane.CredentialAgent, "agent-ops", nil, []string{"vault.rotate"}, false)
-	f.person = mint(t, store, toolplane.CredentialPerson, "ada", []string{"approver"}, nil, false)
-	return f
+	return serve(t, store, reg, hs, "vault.rotate")
 }
 
 // A person is shown an approval's arguments and preview with the

@@ -368,15 +368,10 @@ func (s *Server) refused(w http.ResponseWriter, r *http.Request, errs ...error) 
 			d       *toolplane.DeniedError
 			tooLong *toolplane.TooLongError
 		)
-		switch {
-		case errors.As(err, &d):
-			httperr.Send(w, r, httperr.Denied, d.Why, "")
-		case errors.Is(err, toolplane.ErrForbidden), errors.As(err, &tooLong):
+		if errors.As(err, &d) || errors.Is(err, toolplane.ErrForbidden) || errors.As(err, &tooLong) {
 			httperr.Fail(w, r, s.Log, err)
-		default:
-			continue
+			return true
 		}
-		return true
 	}
 	return false
 }

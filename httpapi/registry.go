@@ -65,9 +65,9 @@ func versionOf(v *toolplane.ToolVersion, withDefinition bool) versionView {
 
 // registryFail answers an error of the catalogue or grants services: the
 // refusals only they make (a definition failing registration, a version
-// bump below its changes, a lifecycle transition) with their own codes,
-// every other by its kind (httperr.Fail), so a store failure is a logged
-// 500, never a refusal.
+// bump below its changes) with their own codes, every other by its kind
+// (httperr.Fail: a lifecycle transition is invalid_transition there), so a
+// store failure is a logged 500, never a refusal.
 func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		ce      *registry.CheckError
@@ -90,9 +90,6 @@ func (s *Server) registryFail(w http.ResponseWriter, r *http.Request, err error)
 		return
 	case errors.As(err, &cv):
 		httperr.Send(w, r, httperr.Incompatible, cv.Error(), "version")
-		return
-	case errors.Is(err, catalog.ErrTransition) && !errors.Is(err, toolplane.ErrInvalid):
-		httperr.Send(w, r, httperr.InvalidTransition, err.Error(), "")
 		return
 	}
 	httperr.Fail(w, r, s.Log, err)
@@ -283,9 +280,6 @@ func (s *Server) reviewMany(w http.ResponseWriter, r *http.Request, c caller) {
 // would carry it: a refusal by its code and message, a platform fault
 // logged and answered without its cause.
 func (s *Server) itemError(r *http.Request, err error) map[string]any {
-	if errors.Is(err, catalog.ErrTransition) {
-		return map[string]any{"code": httperr.InvalidTransition, "message": err.Error()}
-	}
 	if p, ok := httperr.Classify(err); ok {
 		return map[string]any{"code": p.Code, "message": p.Message}
 	}

@@ -118,20 +118,28 @@ type Problem struct {
 }
 
 // Classify answers the problem a service's or a store's error is answered
-// with, by its kind in toolplane's vocabulary: ErrUnauthenticated,
-// ErrForbidden, a *TooLongError (at its field), ErrBadCursor (at cursor),
-// ErrInvalid, ErrConflict, ErrNotFound, checked in that order, so an
-// error of two kinds is answered as the first. ok is false for an error of
-// no kind: a platform fault (a database outage, a bug), which the caller
-// logs and answers 500 (see Fail), never as a refusal the client would
-// take for its own mistake.
+// with, by its kind in toolplane's vocabulary: ErrUnauthenticated, a
+// *DeniedError (in its service's words, Why), ErrForbidden, a
+// *TooLongError (at its field), ErrBadCursor (at cursor), ErrInvalid,
+// ErrTransition (invalid_transition, a conflict with its own code),
+// ErrConflict, ErrNotFound, checked in that order, so an error of two
+// kinds is answered as the first. ok is false for an error of no kind: a
+// platform fault (a database outage, a bug), which the caller logs and
+// answers 500 (see Fail), never as a refusal the client would take for its
+// own mistake.
 func Classify(err error) (p Problem, ok bool) {
-	var tooLong *toolplane.TooLongError
+	var (
+		denied  *toolplane.DeniedError
+		tooLong *toolplane.TooLongError
+	)
 	switch {
 	case err == nil:
 		return Problem{}, false
 	case errors.Is(err, toolplane.ErrUnauthenticated):
 		return Problem{Code: Unauthenticated, Message: err.Error()}, true
+	case errors.As(err, &denied):
+		// A service's refusal is shown in its words, whatever wrapped it.
+		return Problem{Code: Denied, Message: denied.Why}, true
 	case errors.Is(err, toolplane.ErrForbidden):
 		return Problem{Code: Denied, Message: err.Error()}, true
 	case errors.As(err, &tooLong):
@@ -141,6 +149,8 @@ func Classify(err error) (p Problem, ok bool) {
 		return Problem{Code: InvalidRequest, Message: "the cursor is not valid", Field: "cursor"}, true
 	case errors.Is(err, toolplane.ErrInvalid):
 		return Problem{Code: InvalidRequest, Message: err.Error()}, true
+	case errors.Is(err, toolplane.ErrTransition):
+		return Problem{Code: InvalidTransition, Message: err.Error()}, true
 	case errors.Is(err, toolplane.ErrConflict):
 		return Problem{Code: Conflict, Message: err.Error()}, true
 	case errors.Is(err, toolplane.ErrNotFound):

@@ -84,6 +84,7 @@ var kinds = []struct {
 	{&toolplane.TooLongError{Field: "run_id", Len: 300, Max: 256}, httperr.InvalidRequest, "run_id"},
 	{toolplane.ErrBadCursor, httperr.InvalidRequest, "cursor"},
 	{toolplane.ErrInvalid, httperr.InvalidRequest, ""},
+	{toolplane.ErrTransition, httperr.InvalidTransition, ""},
 	{toolplane.ErrConflict, httperr.Conflict, ""},
 	{toolplane.ErrNotFound, httperr.NotFound, ""},
 }
@@ -106,11 +107,16 @@ func TestClassify(t *testing.T) {
 		{"a malformed cursor", fmt.Errorf("list: %w", fmt.Errorf("%w: not base64url", cursor.ErrMalformed)), httperr.InvalidRequest, "cursor", "the cursor is not valid"},
 		{"not found", fmt.Errorf("grant g-1: %w", toolplane.ErrNotFound), httperr.NotFound, "", "grant g-1: not found"},
 		{"exists", fmt.Errorf("insert: %w", toolplane.ErrExists), httperr.Conflict, "", "insert: already exists"},
-		{"a transition", fmt.Errorf("%w: x is active", catalog.ErrTransition), httperr.Conflict, "", "transition not allowed: x is active"},
+		{"a transition", fmt.Errorf("%w: x is active", catalog.ErrTransition), httperr.InvalidTransition, "", "transition not allowed: x is active"},
+		{"a transition, wrapped again", fmt.Errorf("retire x 1.0.0: %w", fmt.Errorf("%w: x is active", catalog.ErrTransition)), httperr.InvalidTransition, "", "retire x 1.0.0: transition not allowed: x is active"},
+		{"a transition also invalid", fmt.Errorf("%w: %w", toolplane.ErrInvalid, catalog.ErrTransition), httperr.InvalidRequest, "", "invalid: transition not allowed"},
+		{"forbidden before a transition", fmt.Errorf("%w: %w", catalog.ErrTransition, toolplane.ErrForbidden), httperr.Denied, "", "transition not allowed: forbidden"},
 		{"unauthenticated", fmt.Errorf("token not valid: %w", toolplane.ErrUnauthenticated), httperr.Unauthenticated, "", "token not valid: not authenticated"},
 		{"a claim not uncertain", fmt.Errorf("settle k: %w (it is completed)", journal.ErrNotUncertain), httperr.Conflict, "", "settle k: claim is not an uncertain action (it is completed)"},
 		{"a bad reconciliation", fmt.Errorf("%w: no tool x", invoke.ErrBadReconciliation), httperr.InvalidRequest, "", "invalid reconciliation: no tool x"},
 		{"an upstream setting", fmt.Errorf("%w: effect", upstream.ErrConfig), httperr.InvalidRequest, "", "upstream configuration: effect"},
+		{"a service's refusal, in its words", fmt.Errorf("resolve approval ap_1: %w", toolplane.Refuse(&toolplane.Credential{Kind: toolplane.CredentialPerson}, approval.ErrNotAuthorized, "answering approvals needs approver")), httperr.Denied, "", "answering approvals needs approver"},
+		{"a refusal naming no sentinel", &toolplane.DeniedError{Why: "reading the audit needs auditor"}, httperr.Denied, "", "reading the audit needs auditor"},
 		{"forbidden before invalid", fmt.Errorf("%w: %w", toolplane.ErrInvalid, toolplane.ErrForbidden), httperr.Denied, "", "invalid: forbidden"},
 	}
 	for _, tt := range tests {

@@ -89,7 +89,7 @@ func wantEvent(t *testing.T, evs []toolplane.AuditEvent, r journal.Request, outc
 	}
 	e := evs[0]
 	if e.OrganizationID != r.OrganizationID || e.Tool != r.Tool || e.Key != r.Key || e.RunID != r.RunID ||
-		e.ArgumentsHash != r.RequestHash || e.AgentID != "agent-7" || e.UserID != "user-3" ||
+		e.ArgumentsHash != r.RequestHash || e.AgentID != "agent-7" || e.UserID != "user-3" || e.PrincipalID != "agent-7" ||
 		e.Outcome != outcome || e.Source != source || e.Reason != reason {
 		t.Fatalf("audit event = %+v; want %s by %s (%q) about %s", e, outcome, source, reason, r.Key)
 	}

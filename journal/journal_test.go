@@ -333,6 +333,32 @@ func TestReclaimKeepsTheAttemptsOfEarlierWorkers(t *testing.T) {
 	}
 }
 
+// A claim reclaimed after its worker was lost before dispatch runs under
+// the invocation of the caller who reclaimed it (whose agent and user its
+// audit events name), and keeps the lost one's when the new caller sends
+// none.
+func TestReclaimRunsUnderItsOwnCallersInvocation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := req("k", "w1")
+	r.Invocation = []byte(`{"agent_id":"agent-1"}`)
+	f.claimed(t, r)
+	f.clock.Advance(2 * lease)
+	r.Owner, r.Invocation = "w2", []byte(`{"agent_id":"agent-2"}`)
+	o, c := f.claim(t, r)
+	wantOutcome(t, "Claim by w2", o, journal.Claimed)
+	if got := f.stored(t, r); string(c.Invocation) != `{"agent_id":"agent-2"}` || string(got.Invocation) != string(c.Invocation) {
+		t.Fatalf("reclaimed claim runs under %s (stored %s); want agent-2's invocation", c.Invocation, got.Invocation)
+	}
+	f.clock.Advance(2 * lease)
+	r.Owner, r.Invocation = "w3", nil
+	o, c = f.claim(t, r)
+	wantOutcome(t, "Claim by w3", o, journal.Claimed)
+	if string(c.Invocation) != `{"agent_id":"agent-2"}` {
+		t.Fatalf("a reclaim sending no invocation runs under %s; want the one stored", c.Invocation)
+	}
+}
+
 func TestExpiredLeaseAfterDispatch(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -730,6 +756,45 @@ func TestSettleCompletesOnlyAnUncertainClaim(t *testing.T) {
 			if _, err := f.j.Settle(context.Background(), r.OrganizationID, r.Tool, r.Key, result, "bob", "", settleEvent("bob")); !errors.Is(err, journal.ErrNotUncertain) {
 				t.Fatalf("second Settle: %v, want ErrNotUncertain", err)
 			}
+		})
+	}
+}
+
+// Drop removes only an uncertain claim: a claim still processing or
+// completed is refused and left as it was, so a completed call's answer is
+// never dropped and its next identical call answers it rather than running
+// it again.
+func TestDropRemovesOnlyAnUncertainClaim(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		settle func(t *testing.T, f *fixture, c *toolplane.Claim)
+		want   journal.Outcome
+	}{
+		{"processing", func(*testing.T, *fixture, *toolplane.Claim) {}, journal.Processing},
+		{"completed", func(t *testing.T, f *fixture, c *toolplane.Claim) {
+			if err := f.j.Complete(context.Background(), c, []byte(`{"first":true}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}, journal.Completed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			r := req("k", "w1")
+			tt.settle(t, f, f.claimed(t, r))
+			before := f.stored(t, r)
+			if err := f.j.Drop(context.Background(), r.OrganizationID, r.Tool, r.Key, settleEvent("alice")); !errors.Is(err, journal.ErrNotUncertain) {
+				t.Fatalf("Drop of a %s claim: %v, want ErrNotUncertain", tt.name, err)
+			}
+			if after := f.stored(t, r); after.Version != before.Version || after.Status != before.Status {
+				t.Fatalf("a refused drop changed the row: %+v", after)
+			}
+			if ids := f.auditIDs(t); len(ids) != 0 {
+				t.Fatalf("a refused drop stored audit events %v", ids)
+			}
+			o, _ := f.claim(t, req("k", "w2"))
+			wantOutcome(t, "Claim after a refused drop", o, tt.want)
 		})
 	}
 }

@@ -63,6 +63,19 @@ func TestCombine(t *testing.T) {
 			},
 		},
 		{
+			// An engine may emit one rule's findings in any order: the
+			// decision is the same whichever it emits first.
+			name:   "one rule's denies are read in their reasons' order",
+			denies: []policy.Finding{{Rule: "y", Reason: "y: over the limit"}, {Rule: "y", Reason: "y: at night"}},
+			want:   policy.Decision{Effect: policy.Deny, Rule: "y", Reason: "y: at night"},
+		},
+		{
+			name:      "one rule's approvals are read in their reasons' order",
+			permits:   []policy.Finding{{Rule: "a"}},
+			approvals: []policy.Finding{{Rule: "m", Reason: "m: weekend"}, {Rule: "m", Reason: "m: big"}},
+			want:      policy.Decision{Effect: policy.RequireApproval, Rule: "m", Reason: "m: big; m: weekend", Approval: &policy.Approval{}},
+		},
+		{
 			name:      "an approval with no route is the tool's own approvers",
 			permits:   []policy.Finding{{Rule: "a"}},
 			approvals: []policy.Finding{{Rule: "m"}},

@@ -294,3 +294,40 @@ func TestRepeatedMovesARequestToTheRetryBudget(t *testing.T) {
 		t.Error("Repeated moved a request of a window that ended")
 	}
 }
+
+// Repeated moves only what was counted: with nothing left in the window's
+// request count, it moves nothing, so no budget is made of thin air and a
+// key is still allowed at most twice the limit in a window.
+func TestRepeatedMovesOnlyWhatWasCounted(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	l := New(2, time.Minute)
+	if !l.Allow("k", now).Allowed || !l.Repeated("k", now) {
+		t.Fatal("the first request was not counted and moved")
+	}
+	if l.Repeated("k", now) {
+		t.Fatal("Repeated moved a request that was not counted")
+	}
+	allowed := 0
+	for range 5 {
+		if l.Allow("k", now).Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("%d new requests allowed after the repeat, want the limit, 2", allowed)
+	}
+}
+
+// A limiter of no requests allows none, a key it never saw included.
+func TestAZeroLimitAllowsNothing(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	l := New(0, time.Minute)
+	if d := l.Peek("k", now); d.Allowed {
+		t.Fatalf("Peek = %+v, want refused", d)
+	}
+	if d := l.Allow("k", now); d.Allowed {
+		t.Fatalf("Allow = %+v, want refused", d)
+	}
+}

@@ -93,3 +93,22 @@ func TestMask(t *testing.T) {
 		}
 	}
 }
+
+// A value marked x-sensitive in any branch of allOf, anyOf or oneOf is
+// sensitive: a schema that offers alternative shapes hides its secret in
+// each.
+func TestSensitiveFindsMarksInEveryCombinator(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Compile([]byte(`{"type":"object","properties":{
+		"pay":{"oneOf":[{"type":"object","properties":{"card":{"type":"string","x-sensitive":true}}},
+			{"type":"object","properties":{"iban":{"type":"string","x-sensitive":true}}}]},
+		"auth":{"anyOf":[{"type":"string","x-sensitive":true},{"type":"null"}]},
+		"who":{"allOf":[{"type":"object","properties":{"pin":{"type":"string","x-sensitive":true}}}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/auth", "/pay/card", "/pay/iban", "/who/pin"}
+	if got := s.Sensitive(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Sensitive = %v, want %v", got, want)
+	}
+}

@@ -138,6 +138,11 @@ func TestOpenTampered(t *testing.T) {
 		{name: "ciphertext", change: flip(start[ct]), want: secret.ErrAuthentication},
 		{name: "tag", change: flip(len(sealed) - 1), want: secret.ErrAuthentication},
 		{name: "truncated", change: func(b []byte) []byte { return b[:len(b)-1] }, want: secret.ErrMalformed},
+		{name: "a ciphertext shorter than its tag", change: func(b []byte) []byte {
+			b = b[:start[ct]+15]
+			b[prefix[ct]] = 15 // its length, one byte below the tag's
+			return b
+		}, want: secret.ErrMalformed},
 		{name: "trailing byte", change: func(b []byte) []byte { return append(b, 0) }, want: secret.ErrMalformed},
 		{name: "empty", change: func([]byte) []byte { return nil }, want: secret.ErrMalformed},
 		{name: "only version", change: func(b []byte) []byte { return b[:1] }, want: secret.ErrMalformed},

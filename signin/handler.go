@@ -17,6 +17,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/httperr"
 )
 
 //go:embed assets
@@ -263,14 +264,14 @@ func (s *Service) out(w http.ResponseWriter, r *http.Request) {
 	s.signInPage(w, r, http.StatusOK, "You are signed out.", s.returnPath(""))
 }
 
-// fail answers err as a page: a refusal in its words, anything else as
-// the server's fault, logged and named by nothing of its cause.
+// fail answers err as a page: the person's own mistake (a request not
+// valid, ErrState among them, or a credential that is not) in its words at
+// its status from httperr's table, anything else as the server's fault,
+// logged and named by nothing of its cause.
 func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, ErrState), errors.Is(err, toolplane.ErrInvalid):
-		s.signInPage(w, r, http.StatusBadRequest, bound(err.Error()), s.returnPath(""))
-	case errors.Is(err, toolplane.ErrUnauthenticated):
-		s.signInPage(w, r, http.StatusUnauthorized, bound(err.Error()), s.returnPath(""))
+	switch p, ok := httperr.Classify(err); {
+	case ok && (p.Code == httperr.InvalidRequest || p.Code == httperr.Unauthenticated):
+		s.signInPage(w, r, p.Code.Status(), bound(err.Error()), s.returnPath(""))
 	default:
 		s.log.ErrorContext(r.Context(), "sign-in failed", "path", r.URL.Path, "err", err)
 		s.render(w, http.StatusInternalServerError, view{Title: "Not signed in", Message: "Signing in failed on the server. Try again later."})

@@ -159,8 +159,9 @@ func (s *Service) startOIDC(ctx context.Context, back string) (link, browser str
 }
 
 // ErrState: the sign-in's state is unknown, used, expired, or was started
-// in another browser.
-var ErrState = errors.New("sign-in state not valid")
+// in another browser. It is a toolplane.ErrInvalid: the person's to start
+// again, never the server's fault.
+var ErrState = toolplane.Refine(toolplane.ErrInvalid, "sign-in state not valid")
 
 // finishOIDC takes the state (single use), checks the browser, exchanges
 // the code with the PKCE verifier, verifies the ID token (signature,
