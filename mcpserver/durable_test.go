@@ -48,6 +48,9 @@ type cluster struct {
 	// input, when set, is the write tool's input schema on the nodes
 	// started after (a contract changed by a deploy).
 	input json.RawMessage
+	// endpoint, when set, is the upstream endpoint the nodes started
+	// after serve instead of /mcp.
+	endpoint string
 }
 
 // sessionTouch is the nodes' touch interval: short, so a session ended on
@@ -128,7 +131,11 @@ func (c *cluster) node(t *testing.T, opts ...func(*mcpserver.Server)) (string, f
 	for _, o := range opts {
 		o(door)
 	}
-	srv := httptest.NewServer(door.Handler())
+	h := door.Handler()
+	if c.endpoint != "" {
+		h = door.UpstreamHandler(c.endpoint)
+	}
+	srv := httptest.NewServer(h)
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -277,6 +284,35 @@ func TestSessionContinuesAcrossNodes(t *testing.T) {
 			if n := c.effects.Load(); n != 3 {
 				t.Errorf("effects after the DELETE = %d, want 3", n)
 			}
+		})
+	}
+}
+
+// A session belongs to the endpoint that opened it: presented at another
+// endpoint of a node that does not hold it, it is not found there, and
+// nothing runs.
+func TestSessionStaysAtItsEndpointOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, backend)
+			urlA, _ := c.node(t)
+			rt := &router{key: c.keyA}
+			rt.to(t, urlA+"/mcp")
+			cs := connect(t, rt)
+			post(t, cs, 10, nil)
+			c.endpoint = "other"
+			urlB, _ := c.node(t)
+			call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ledger_post","arguments":{"amount":40}}}`
+			if code := raw(t, urlB, c.keyA, cs.ID(), call); code != http.StatusNotFound {
+				t.Errorf("the session of /mcp at another node's upstream endpoint = %d, want 404", code)
+			}
+			if n := c.effects.Load(); n != 1 {
+				t.Errorf("effects = %d, want 1", n)
+			}
+			// Its own endpoint still continues it.
+			post(t, cs, 20, nil)
 		})
 	}
 }
