@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
@@ -229,7 +230,7 @@ func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, a
 // ListApprovals answers approvals in status, oldest first (ties by ID), after
 // the cursor. The next cursor is "" when no approval follows.
 func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
 	q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = $1 AND status = $2`
@@ -256,7 +257,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 // approvals_by_group per group, each already in order, merged: the page
 // costs limit rows a group however many approvals wait elsewhere.
 func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
 	if len(groups) > toolplane.MaxApprovalGroups {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
@@ -156,7 +157,7 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // ListClaims answers claims in status, oldest first (ties by tool, then key,
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}
 	q := `SELECT ` + claimColumns + ` FROM claims WHERE organization_id = $1 AND status = $2`

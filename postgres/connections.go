@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 const connectionColumns = `organization_id, id, name, provider, kind, user_id, state, reason,
@@ -123,7 +124,7 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // oldest first (ties by ID), after the cursor. The next cursor is "" when
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list connections: %w", err)
 	}
 	var q strings.Builder
@@ -235,7 +236,7 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // by organization), after the cursor. The next cursor is "" when no
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list all connections: %w", err)
 	}
 	q := `SELECT ` + connectionColumns + ` FROM connections`
@@ -324,7 +325,7 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 // DeleteExpiredOAuthStates removes up to limit states of any organization
 // that expired at or before now.
 func (s *Store) DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired oauth states: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM oauth_states WHERE id IN

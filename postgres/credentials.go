@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 const credentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
@@ -114,7 +115,7 @@ func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Creden
 // (ties by ID), after the cursor. The next cursor is "" when no credential
 // follows.
 func (s *Store) ListCredentials(ctx context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list credentials: %w", err)
 	}
 	q := `SELECT ` + credentialColumns + ` FROM credentials WHERE organization_id = $1`

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 // Every write to grants, denies and bundles moves the organization's
@@ -276,7 +277,7 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // when set), newest first (ties by ID, descending), before the cursor, like
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
 	var q strings.Builder

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 // The maintenance reads and deletes below cross organizations on purpose:
@@ -15,7 +16,7 @@ import (
 // ExpiredClaims answers processing claims whose lease ended before before,
 // oldest lease first.
 func (s *Store) ExpiredClaims(ctx context.Context, before time.Time, limit int) ([]toolplane.Claim, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, fmt.Errorf("expired claims: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+claimColumns+` FROM claims
@@ -36,7 +37,7 @@ func (s *Store) ExpiredClaims(ctx context.Context, before time.Time, limit int) 
 // the delete is re-checked as it is after that update, never deleted for
 // what it was.
 func (s *Store) DeleteCompletedClaims(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete completed claims: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM claims
@@ -52,7 +53,7 @@ func (s *Store) DeleteCompletedClaims(ctx context.Context, before time.Time, lim
 // ApprovedApprovals answers approvals resolved approved at or after since,
 // oldest resolution first.
 func (s *Store) ApprovedApprovals(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, fmt.Errorf("approved approvals: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals

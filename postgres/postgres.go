@@ -23,8 +23,8 @@
 package postgres
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +33,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 // Store is a toolplane.Store on one PostgreSQL database. It is safe for
@@ -50,23 +51,9 @@ func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool}
 }
 
-// maxLimit is the largest page a list answers.
-const maxLimit = 1000
-
-// errLimit and errCursor describe bad arguments, an invalid request and a
-// bad cursor of toolplane's vocabulary; they are wrapped with the call
-// they came from.
-var (
-	errLimit  = toolplane.Refine(toolplane.ErrInvalid, "limit must be between 1 and 1000")
-	errCursor = cursor.ErrMalformed
-)
-
-func checkLimit(limit int) error {
-	if limit < 1 || limit > maxLimit {
-		return fmt.Errorf("%w, not %d", errLimit, limit)
-	}
-	return nil
-}
+// errCursor is a cursor this store could not have answered, wrapped with
+// the call it came to.
+var errCursor = cursor.ErrMalformed
 
 // uniqueViolation is PostgreSQL's SQLSTATE for a duplicate primary key or
 // unique index entry.
@@ -82,6 +69,22 @@ func isDuplicate(err error) bool {
 // A scanner is a pgx.Row or pgx.Rows.
 type scanner interface {
 	Scan(dest ...any) error
+}
+
+// page runs q, a list that asks for one row more than limit (see
+// sqlq.Query.Page), and answers the page of rows scan reads with the
+// cursor next makes of its last row, "" when no row follows.
+func page[T any](ctx context.Context, s *Store, q *sqlq.Query, limit int, scan func(scanner) (T, error), next func(*T) string) ([]T, string, error) {
+	rows, err := s.pool.Query(ctx, q.String(), q.Args()...)
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := collect(rows, scan)
+	if err != nil {
+		return nil, "", err
+	}
+	out, after := sqlq.Page(out, limit, next)
+	return out, after, nil
 }
 
 // collect scans rows with scan and closes them.

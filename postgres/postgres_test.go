@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/storetest"
@@ -103,7 +104,7 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 
 func TestMaintenance(t *testing.T) {
 	t.Parallel()
-	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, errLimit)
+	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, sqlq.ErrLimit)
 }
 
 func TestMigrations(t *testing.T) {
@@ -225,7 +226,7 @@ func TestAppendAuditBatch(t *testing.T) {
 
 	ids := func(org string) []string {
 		t.Helper()
-		events, _, err := s.ListAudit(ctx, org, toolplane.AuditFilter{}, "", maxLimit)
+		events, _, err := s.ListAudit(ctx, org, toolplane.AuditFilter{}, "", sqlq.MaxLimit)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
@@ -166,69 +166,38 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 // events appended meanwhile (newer ones) never shift a page. The next cursor
 // is "" when no event follows.
 func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + auditColumns + ` FROM audit_events WHERE organization_id = ?`)
-	args := []any{org}
-	// Only the fields set become conditions, so each query can use the
-	// index that fits it.
-	for _, f := range []struct{ column, value string }{
-		{"run_id", filter.RunID},
-		{"agent_id", filter.AgentID},
-		{"user_id", filter.UserID},
-		{"tool", filter.Tool},
-		{"outcome", filter.Outcome},
-		{"approval_id", filter.ApprovalID},
-	} {
-		if f.value != "" {
-			q.WriteString(` AND ` + f.column + ` = ?`)
-			args = append(args, f.value)
-		}
-	}
-	if len(filter.Outcomes) > toolplane.MaxAuditOutcomes {
-		return nil, "", fmt.Errorf("list audit: %w: at most %d outcomes", toolplane.ErrInvalid, toolplane.MaxAuditOutcomes)
-	}
-	if len(filter.Outcomes) > 0 {
-		q.WriteString(` AND outcome IN (?` + strings.Repeat(`, ?`, len(filter.Outcomes)-1) + `)`)
-		for _, o := range filter.Outcomes {
-			args = append(args, o)
-		}
-	}
+	q := sqlq.New(sqlq.SQLite, `SELECT `+auditColumns+` FROM audit_events WHERE organization_id = ?`, org)
+	q.Eq("run_id", filter.RunID)
+	q.Eq("agent_id", filter.AgentID)
+	q.Eq("user_id", filter.UserID)
+	q.Eq("tool", filter.Tool)
+	q.Eq("outcome", filter.Outcome)
+	q.Eq("approval_id", filter.ApprovalID)
+	q.In("outcome", filter.Outcomes)
 	if !filter.Since.IsZero() {
-		q.WriteString(` AND created_at >= ?`)
-		args = append(args, micros(filter.Since))
+		q.Add(` AND created_at >= ?`, micros(filter.Since))
 	}
 	if !filter.Until.IsZero() {
-		q.WriteString(` AND created_at < ?`)
-		args = append(args, micros(filter.Until))
+		q.Add(` AND created_at < ?`, micros(filter.Until))
 	}
 	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Audit, 1)
+		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Audit, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list audit: %w", err)
 		}
-		q.WriteString(` AND (created_at, id) < (?, ?)`)
-		args = append(args, createdAt, parts[0])
+		q.After("created_at, id", "<", createdAt, parts[0])
 	}
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q.String(), args...)
+	q.Page("created_at DESC, id DESC", limit)
+	out, next, err := page(ctx, s, q, limit, scanEvent, func(e *toolplane.AuditEvent) string {
+		return cursor.Encode(cursor.Audit, micros(e.CreatedAt), e.ID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
-	out, err := collect(rows, scanEvent)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
+	return out, next, nil
 }
 
 // GetAudit answers the organization's event with that ID, or an error

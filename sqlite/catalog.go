@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlq"
 )
 
 // Every query here is scoped to one organization, except
@@ -103,7 +104,7 @@ func (s *Store) ListEveryToolVersion(ctx context.Context, f toolplane.VersionFil
 // listToolVersions lists one organization's versions, or every
 // organization's when org is nil.
 func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
-	if err := checkLimit(limit); err != nil {
+	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
 	var q strings.Builder
