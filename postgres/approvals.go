@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -233,23 +232,16 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = $1 AND status = $2`
-	args := []any{org, string(status)}
+	q := sqlq.New(sqlq.Postgres, `SELECT `+approvalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
 	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Approvals, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
+		createdAt, parts, err := sqlq.Postgres.Cursor(after, cursor.Approvals, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list approvals: %w", err)
 		}
-		q += ` AND (created_at, id) > ($3, $4)`
-		args = append(args, createdAt, parts[0])
+		q.After("created_at, id", ">", createdAt, parts[0])
 	}
-	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args)+1)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	return s.approvalPage(ctx, q, args, limit, cursor.Approvals)
+	q.Page("created_at, id", limit)
+	return s.approvalPage(ctx, q, limit, cursor.Approvals)
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -266,10 +258,7 @@ func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status tool
 	var createdAt int64
 	var afterID string
 	if after != "" {
-		at, parts, err := cursor.Decode(after, cursor.NewestApprovals, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
+		at, parts, err := sqlq.Postgres.Cursor(after, cursor.NewestApprovals, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list approvals: %w", err)
 		}
@@ -277,40 +266,37 @@ func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status tool
 	}
 	if groups != nil {
 		// A group that is not text names no stored group: it matches
-		// nothing, and PostgreSQL would refuse it as a parameter.
-		groups = slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return checkTextPart(g) != nil })
-		if len(groups) == 0 {
+		// nothing, and the database would refuse it as a parameter.
+		if groups = sqlq.Postgres.Texts(groups); len(groups) == 0 {
 			return nil, "", nil
 		}
 	}
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
+	q := sqlq.New(sqlq.Postgres, ``)
 	// one is the read of one group (or of all, for group nil).
-	one := func(group *string) string {
-		q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = ` + arg(org) + ` AND status = ` + arg(string(status))
+	one := func(group *string) {
+		q.Add(`SELECT `+approvalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
 		if group != nil {
-			q += ` AND approver_group = ` + arg(*group)
+			q.Add(` AND approver_group = ?`, *group)
 		}
 		if after != "" {
-			q += ` AND (created_at, id) < (` + arg(createdAt) + `, ` + arg(afterID) + `)`
+			q.After("created_at, id", "<", createdAt, afterID)
 		}
-		// one more, to know whether a page follows
-		return q + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
+		q.Page("created_at DESC, id DESC", limit)
 	}
-	var q string
 	if groups == nil {
-		q = one(nil)
+		one(nil)
 	} else {
-		reads := make([]string, len(groups))
 		for i := range groups {
-			reads[i] = fmt.Sprintf(`SELECT * FROM (%s) AS g%d`, one(&groups[i]), i)
+			if i > 0 {
+				q.Add(` UNION ALL `)
+			}
+			q.Add(`SELECT * FROM (`)
+			one(&groups[i])
+			q.Add(`) AS g` + strconv.Itoa(i))
 		}
-		q = strings.Join(reads, ` UNION ALL `) + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
+		q.Page("created_at DESC, id DESC", limit)
 	}
-	return s.approvalPage(ctx, q, args, limit, cursor.NewestApprovals)
+	return s.approvalPage(ctx, q, limit, cursor.NewestApprovals)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index
@@ -349,19 +335,12 @@ func approvedBy(a *toolplane.Approval) any {
 // approvalPage runs q, which asks for one row more than limit, and
 // answers the page of limit approvals and, when that row came, the cursor
 // of kind after the page's last.
-func (s *Store) approvalPage(ctx context.Context, q string, args []any, limit int, kind byte) ([]toolplane.Approval, string, error) {
-	rows, err := s.pool.Query(ctx, q, args...)
+func (s *Store) approvalPage(ctx context.Context, q *sqlq.Query, limit int, kind byte) ([]toolplane.Approval, string, error) {
+	out, next, err := page(ctx, s, q, limit, scanApproval, func(a *toolplane.Approval) string {
+		return cursor.Encode(kind, micros(a.CreatedAt), a.ID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	out, err := collect(rows, scanApproval)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(kind, micros(last.CreatedAt), last.ID), nil
+	return out, next, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -280,45 +278,22 @@ func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after strin
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + changeColumns + ` FROM changes WHERE organization_id = $1`)
-	args := []any{org}
-	// param appends v to the arguments and answers its placeholder.
-	param := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if kind != "" {
-		q.WriteString(` AND kind = ` + param(kind))
-	}
-	if subject != "" {
-		q.WriteString(` AND subject = ` + param(subject))
-	}
+	q := sqlq.New(sqlq.Postgres, `SELECT `+changeColumns+` FROM changes WHERE organization_id = ?`, org)
+	q.Eq("kind", kind)
+	q.Eq("subject", subject)
 	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Changes, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
+		createdAt, parts, err := sqlq.Postgres.Cursor(after, cursor.Changes, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list changes: %w", err)
 		}
-		q.WriteString(` AND (created_at, id) < (` + param(createdAt) + `, ` + param(parts[0]) + `)`)
+		q.After("created_at, id", "<", createdAt, parts[0])
 	}
-	// One more than the page, to know whether a page follows.
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ` + param(limit+1))
-
-	rows, err := s.pool.Query(ctx, q.String(), args...)
+	q.Page("created_at DESC, id DESC", limit)
+	out, next, err := page(ctx, s, q, limit, scanChange, func(c *toolplane.Change) string {
+		return cursor.Encode(cursor.Changes, micros(c.CreatedAt), c.ID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
-	out, err := collect(rows, scanChange)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Changes, micros(last.CreatedAt), last.ID), nil
+	return out, next, nil
 }

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -235,20 +235,16 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = ? AND status = ?`
-	args := []any{org, string(status)}
+	q := sqlq.New(sqlq.SQLite, `SELECT `+approvalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
 	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Approvals, 1)
+		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Approvals, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list approvals: %w", err)
 		}
-		q += ` AND (created_at, id) > (?, ?)`
-		args = append(args, createdAt, parts[0])
+		q.After("created_at, id", ">", createdAt, parts[0])
 	}
-	q += ` ORDER BY created_at, id LIMIT ?`
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	return s.approvalPage(ctx, q, args, limit, cursor.Approvals)
+	q.Page("created_at, id", limit)
+	return s.approvalPage(ctx, q, limit, cursor.Approvals)
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -265,43 +261,45 @@ func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status tool
 	var createdAt int64
 	var afterID string
 	if after != "" {
-		at, parts, err := cursor.Decode(after, cursor.NewestApprovals, 1)
+		at, parts, err := sqlq.SQLite.Cursor(after, cursor.NewestApprovals, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list approvals: %w", err)
 		}
 		createdAt, afterID = at, parts[0]
 	}
-	if groups != nil && len(groups) == 0 {
-		return nil, "", nil
+	if groups != nil {
+		// A group that is not text names no stored group: it matches
+		// nothing, and the database would refuse it as a parameter.
+		if groups = sqlq.SQLite.Texts(groups); len(groups) == 0 {
+			return nil, "", nil
+		}
 	}
+	q := sqlq.New(sqlq.SQLite, ``)
 	// one is the read of one group (or of all, for group nil).
-	var args []any
-	one := func(group *string) string {
-		q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = ? AND status = ?`
-		args = append(args, org, string(status))
+	one := func(group *string) {
+		q.Add(`SELECT `+approvalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
 		if group != nil {
-			q += ` AND approver_group = ?`
-			args = append(args, *group)
+			q.Add(` AND approver_group = ?`, *group)
 		}
 		if after != "" {
-			q += ` AND (created_at, id) < (?, ?)`
-			args = append(args, createdAt, afterID)
+			q.After("created_at, id", "<", createdAt, afterID)
 		}
-		args = append(args, limit+1) // one more, to know whether a page follows
-		return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+		q.Page("created_at DESC, id DESC", limit)
 	}
-	var q string
 	if groups == nil {
-		q = one(nil)
+		one(nil)
 	} else {
-		reads := make([]string, len(groups))
 		for i := range groups {
-			reads[i] = `SELECT * FROM (` + one(&groups[i]) + `)`
+			if i > 0 {
+				q.Add(` UNION ALL `)
+			}
+			q.Add(`SELECT * FROM (`)
+			one(&groups[i])
+			q.Add(`) AS g` + strconv.Itoa(i))
 		}
-		q = strings.Join(reads, ` UNION ALL `) + ` ORDER BY created_at DESC, id DESC LIMIT ?`
-		args = append(args, limit+1)
+		q.Page("created_at DESC, id DESC", limit)
 	}
-	return s.approvalPage(ctx, q, args, limit, cursor.NewestApprovals)
+	return s.approvalPage(ctx, q, limit, cursor.NewestApprovals)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index
@@ -340,19 +338,12 @@ func approvedBy(a *toolplane.Approval) any {
 // approvalPage runs q, which asks for one row more than limit, and
 // answers the page of limit approvals and, when that row came, the cursor
 // of kind after the page's last.
-func (s *Store) approvalPage(ctx context.Context, q string, args []any, limit int, kind byte) ([]toolplane.Approval, string, error) {
-	rows, err := s.query(ctx, q, args...)
+func (s *Store) approvalPage(ctx context.Context, q *sqlq.Query, limit int, kind byte) ([]toolplane.Approval, string, error) {
+	out, next, err := page(ctx, s, q, limit, scanApproval, func(a *toolplane.Approval) string {
+		return cursor.Encode(kind, micros(a.CreatedAt), a.ID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	out, err := collect(rows, scanApproval)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(kind, micros(last.CreatedAt), last.ID), nil
+	return out, next, nil
 }

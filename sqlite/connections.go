@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -117,46 +116,28 @@ func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.Con
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list connections: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + connectionColumns + ` FROM connections WHERE organization_id = ?`)
-	args := []any{org}
-	// Only the fields set become conditions, so each query can use the
-	// index that fits it.
-	for _, c := range []struct{ column, value string }{
-		{"provider", f.Provider},
-		{"user_id", f.UserID},
-		{"state", string(f.State)},
-	} {
-		if c.value != "" {
-			q.WriteString(` AND ` + c.column + ` = ?`)
-			args = append(args, c.value)
-		}
-	}
+	q := sqlq.New(sqlq.SQLite, `SELECT `+connectionColumns+` FROM connections WHERE organization_id = ?`, org)
+	q.Eq("provider", f.Provider)
+	q.Eq("user_id", f.UserID)
+	q.Eq("state", string(f.State))
 	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Connections, 1)
+		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Connections, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list connections: %w", err)
 		}
-		q.WriteString(` AND (created_at, id) > (?, ?)`)
-		args = append(args, createdAt, parts[0])
+		q.After("created_at, id", ">", createdAt, parts[0])
 	}
-	q.WriteString(` ORDER BY created_at, id LIMIT ?`)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q.String(), args...)
+	if q.Unbindable() {
+		return nil, "", nil // a value no stored connection holds
+	}
+	q.Page("created_at, id", limit)
+	out, next, err := page(ctx, s, q, limit, scanConnection, func(c *toolplane.Connection) string {
+		return cursor.Encode(cursor.Connections, micros(c.CreatedAt), c.ID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list connections: %w", err)
 	}
-	out, err := collect(rows, scanConnection)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Connections, micros(last.CreatedAt), last.ID), nil
+	return out, next, nil
 }
 
 // updateConnection writes what an update may write where the stored
@@ -239,36 +220,25 @@ func (s *Store) ListAllConnections(ctx context.Context, after string, limit int)
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list all connections: %w", err)
 	}
-	q := `SELECT ` + connectionColumns + ` FROM connections`
-	var args []any
+	q := sqlq.New(sqlq.SQLite, `SELECT `+connectionColumns+` FROM connections`)
 	if after != "" {
-		at, parts, err := cursor.Decode(after, cursor.EveryConnection, 2)
+		at, parts, err := sqlq.SQLite.Cursor(after, cursor.EveryConnection, 2)
 		if err == nil && at != 0 {
 			err = fmt.Errorf("%w: a time where none belongs", errCursor)
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("list all connections: %w", err)
 		}
-		q += ` WHERE (id, organization_id) > (?, ?)`
-		args = append(args, parts[0], parts[1])
+		q.WhereAfter("id, organization_id", ">", parts[0], parts[1])
 	}
-	q += ` ORDER BY id, organization_id LIMIT ?`
-	args = append(args, limit+1)
-
-	rows, err := s.query(ctx, q, args...)
+	q.Page("id, organization_id", limit)
+	out, next, err := page(ctx, s, q, limit, scanConnection, func(c *toolplane.Connection) string {
+		return cursor.Encode(cursor.EveryConnection, 0, c.ID, c.OrganizationID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list all connections: %w", err)
 	}
-	out, err := collect(rows, scanConnection)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.EveryConnection, 0, last.ID, last.OrganizationID), nil
+	return out, next, nil
 }
 
 const oauthStateColumns = `id, organization_id, connection_id, user_id, verifier, redirect_uri,

@@ -126,33 +126,22 @@ func (s *Store) ListCredentials(ctx context.Context, org, after string, limit in
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list credentials: %w", err)
 	}
-	q := `SELECT ` + credentialColumns + ` FROM credentials WHERE organization_id = ?`
-	args := []any{org}
+	q := sqlq.New(sqlq.SQLite, `SELECT `+credentialColumns+` FROM credentials WHERE organization_id = ?`, org)
 	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Credentials, 1)
+		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Credentials, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list credentials: %w", err)
 		}
-		q += ` AND (created_at, id) > (?, ?)`
-		args = append(args, createdAt, parts[0])
+		q.After("created_at, id", ">", createdAt, parts[0])
 	}
-	q += ` ORDER BY created_at, id LIMIT ?`
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q, args...)
+	q.Page("created_at, id", limit)
+	out, next, err := page(ctx, s, q, limit, scanCredential, func(c *toolplane.Credential) string {
+		return cursor.Encode(cursor.Credentials, micros(c.CreatedAt), c.ID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list credentials: %w", err)
 	}
-	out, err := collect(rows, scanCredential)
-	if err != nil {
-		return nil, "", fmt.Errorf("list credentials: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Credentials, micros(last.CreatedAt), last.ID), nil
+	return out, next, nil
 }
 
 // UpdateCredential writes c's roles, tools, label, expiry and revocation

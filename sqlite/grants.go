@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -283,40 +282,22 @@ func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after strin
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + changeColumns + ` FROM changes WHERE organization_id = ?`)
-	args := []any{org}
-	if kind != "" {
-		q.WriteString(` AND kind = ?`)
-		args = append(args, kind)
-	}
-	if subject != "" {
-		q.WriteString(` AND subject = ?`)
-		args = append(args, subject)
-	}
+	q := sqlq.New(sqlq.SQLite, `SELECT `+changeColumns+` FROM changes WHERE organization_id = ?`, org)
+	q.Eq("kind", kind)
+	q.Eq("subject", subject)
 	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Changes, 1)
+		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Changes, 1)
 		if err != nil {
 			return nil, "", fmt.Errorf("list changes: %w", err)
 		}
-		q.WriteString(` AND (created_at, id) < (?, ?)`)
-		args = append(args, createdAt, parts[0])
+		q.After("created_at, id", "<", createdAt, parts[0])
 	}
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q.String(), args...)
+	q.Page("created_at DESC, id DESC", limit)
+	out, next, err := page(ctx, s, q, limit, scanChange, func(c *toolplane.Change) string {
+		return cursor.Encode(cursor.Changes, micros(c.CreatedAt), c.ID)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
-	out, err := collect(rows, scanChange)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Changes, micros(last.CreatedAt), last.ID), nil
+	return out, next, nil
 }

@@ -55,6 +55,24 @@ func (d Dialect) Text(s string) bool {
 	return !d.strictText || (strings.IndexByte(s, 0) < 0 && utf8.ValidString(s))
 }
 
+// Texts answers the values of vs that d can bind as text (see Text): vs
+// itself when all can, else a copy without the others.
+func (d Dialect) Texts(vs []string) []string {
+	for i, v := range vs {
+		if d.Text(v) {
+			continue
+		}
+		out := append([]string(nil), vs[:i]...)
+		for _, v := range vs[i+1:] {
+			if d.Text(v) {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	return vs
+}
+
 // Placeholders answers n placeholders for arguments from (counted from 1):
 // "$5, $6, $7" in a numbered dialect, "?, ?, ?" otherwise. It is for a
 // statement written once, such as an insert of every column.
