@@ -168,9 +168,7 @@ func updateApprovalArgs(a *toolplane.Approval) []any {
 
 // updateApprovalAudited is updateApproval and the audit insert as one
 // statement, as updateClaimAudited.
-var updateApprovalAudited = `WITH updated AS (` + updateApproval + ` RETURNING 1)
-	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT ` + placeholders(27, auditArgCount) + ` FROM updated`
+var updateApprovalAudited = sqlq.Postgres.Guarded(updateApproval, 26, "audit_events", auditColumns, auditArgCount)
 
 // UpdateApprovalAudited is UpdateApproval and AppendAudit in one
 // transaction; a stale version stores neither, and an event that cannot be

@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -45,21 +43,10 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 // insertAudit is a var, like every statement built from placeholders:
 // the placeholders are counted from auditArgs, not written out.
 var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (` + placeholders(1, auditArgCount) + `)`
+		VALUES (` + sqlq.Postgres.Placeholders(1, auditArgCount) + `)`
 
 // auditArgCount is how many arguments auditArgs answers.
 var auditArgCount = len(auditArgs(&toolplane.AuditEvent{}))
-
-// placeholders answers n placeholders numbered from $from: "$5, $6, ...",
-// where an event's columns follow the arguments of the write it is
-// stored with.
-func placeholders(from, n int) string {
-	p := make([]string, n)
-	for i := range p {
-		p[i] = "$" + strconv.Itoa(from+i)
-	}
-	return strings.Join(p, ", ")
-}
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,

@@ -99,9 +99,7 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // inserts nothing, and a statement is atomic, so an event that cannot be
 // stored undoes the update. One statement is one round trip, where an
 // explicit transaction would take four.
-var updateClaimAudited = `WITH updated AS (` + updateClaim + ` RETURNING 1)
-	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT ` + placeholders(21, auditArgCount) + ` FROM updated`
+var updateClaimAudited = sqlq.Postgres.Guarded(updateClaim, 20, "audit_events", auditColumns, auditArgCount)
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -122,11 +120,13 @@ func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 	return ok, nil
 }
 
+const deleteClaim = `DELETE FROM claims
+		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4`
+
 // DeleteClaim removes the claim where the stored version is version, in one
 // conditional statement.
 func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM claims
-		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4`, org, tool, bytea(key), version)
+	tag, err := s.pool.Exec(ctx, deleteClaim, org, tool, bytea(key), version)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
@@ -135,10 +135,7 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 
 // deleteClaimAudited is the conditional delete and the audit insert as one
 // statement, as updateClaimAudited: a stale version inserts nothing.
-var deleteClaimAudited = `WITH deleted AS (DELETE FROM claims
-		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4 RETURNING 1)
-	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT ` + placeholders(5, auditArgCount) + ` FROM deleted`
+var deleteClaimAudited = sqlq.Postgres.Guarded(deleteClaim, 4, "audit_events", auditColumns, auditArgCount)
 
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an

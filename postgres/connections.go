@@ -68,12 +68,8 @@ func connectionJSON(c *toolplane.Connection) (config, scope string, scopes []str
 
 // insertConnectionRecorded is the insert of a connection and of its change
 // record as one statement, atomic as a transaction and one round trip.
-var insertConnectionRecorded = `WITH inserted AS (
-		INSERT INTO connections (` + connectionColumns + `)
-		VALUES (` + placeholders(1, 20) + `)
-		RETURNING 1)
-	INSERT INTO changes (` + changeColumns + `)
-	SELECT ` + placeholders(21, 7) + ` FROM inserted`
+var insertConnectionRecorded = sqlq.Postgres.Guarded(`INSERT INTO connections (`+connectionColumns+`)
+		VALUES (`+sqlq.Postgres.Placeholders(1, 20)+`)`, 20, "changes", changeColumns, changeArgCount)
 
 // InsertConnection stores c and appends ch in one statement. A duplicate
 // ID, a name held by a connection of the organization that is not revoked,
@@ -163,9 +159,7 @@ const updateConnection = `UPDATE connections SET
 // updateConnectionRecorded is the update and the insert of its change
 // record as one statement: a stale version inserts no change, and a change
 // that cannot be stored undoes the update.
-var updateConnectionRecorded = `WITH updated AS (` + updateConnection + ` RETURNING 1)
-	INSERT INTO changes (` + changeColumns + `)
-	SELECT ` + placeholders(16, 7) + ` FROM updated`
+var updateConnectionRecorded = sqlq.Postgres.Guarded(updateConnection, 15, "changes", changeColumns, changeArgCount)
 
 // UpdateConnection writes c where the stored organization, ID and version
 // are c's, in one conditional statement, and on success sets c.Version to

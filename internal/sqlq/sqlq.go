@@ -97,11 +97,12 @@ func (d Dialect) placeholder(b *strings.Builder, n int) {
 	b.Write(strconv.AppendInt(digits[:0], int64(n), 10))
 }
 
-// Guarded answers write, a conditional change of at most one row with
-// placeholders numbered from 1 to writeArgs, and an insert into table of n
-// columns as one statement that inserts only when write changed a row: a
-// write that matched nothing (a stale version) stores no record, and a
-// record that cannot be stored undoes the write. The insert's arguments
+// Guarded answers write, a change of at most one row (an update or delete
+// guarded by the expected version, an insert, an upsert) with placeholders
+// numbered from 1 to writeArgs, and an insert into table of n columns (an
+// audit event, a change record) as one statement that inserts only when
+// write changed a row: a write that matched nothing (a stale version)
+// stores no record, and a record that cannot be stored undoes the write. The insert's arguments
 // follow write's.
 //
 // It is PostgreSQL's data-modifying WITH, which SQLite has not: there the
