@@ -142,7 +142,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 // GetAudit answers the organization's event with that ID, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error) {
-	if checkTextPart(id) != nil {
+	if !sqlq.Postgres.Text(id) {
 		// No stored ID is such text; asking would answer a database error.
 		return nil, fmt.Errorf("get audit: %w", toolplane.ErrNotFound)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -70,7 +69,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 // GetToolVersion answers the organization's version, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetToolVersion(ctx context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
-	if checkTextPart(org) != nil || checkTextPart(name) != nil || checkTextPart(version) != nil {
+	if !sqlq.Postgres.Text(org) || !sqlq.Postgres.Text(name) || !sqlq.Postgres.Text(version) {
 		// No TEXT value holds it, so no version has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get tool version %q@%q: %w", name, version, toolplane.ErrNotFound)
@@ -109,18 +108,12 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + toolVersionColumns + `, seq FROM tool_versions WHERE true`)
-	var args []any
-	// param appends v to the arguments and answers its placeholder.
-	param := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	q := sqlq.New(sqlq.Postgres, `SELECT `+toolVersionColumns+`, seq FROM tool_versions WHERE 1 = 1`)
 	list, parts := cursor.EveryToolVersion, 3
 	if org != nil {
-		if checkTextPart(*org) != nil {
-			// No TEXT value holds it, so no organization has it.
+		if !sqlq.Postgres.Text(*org) {
+			// No TEXT value holds it, so no organization has it; the
+			// cursor is still read.
 			if after != "" {
 				if _, _, err := cursor.Decode(after, cursor.ToolVersions, 2); err != nil {
 					return nil, "", fmt.Errorf("list tool versions: %w", err)
@@ -128,31 +121,20 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 			}
 			return nil, "", nil
 		}
-		q.WriteString(` AND organization_id = ` + param(*org))
+		q.Add(` AND organization_id = ?`, *org)
 		list, parts = cursor.ToolVersions, 2
 	}
-	// Only the fields set become conditions, so the query can use the index
-	// that fits it.
-	if f.Name != "" {
-		q.WriteString(` AND name = ` + param(f.Name))
-	}
-	if f.Owner != "" {
-		q.WriteString(` AND owner = ` + param(f.Owner))
-	}
+	q.Eq("name", f.Name)
+	q.Eq("owner", f.Owner)
 	if len(f.States) > 0 {
 		states := make([]string, len(f.States))
 		for i, st := range f.States {
 			states[i] = string(st)
 		}
-		q.WriteString(` AND state = ANY (` + param(states) + `::text[])`)
+		q.In("state", states)
 	}
 	if after != "" {
-		published, at, err := cursor.Decode(after, list, parts)
-		for _, p := range at {
-			if err == nil {
-				err = checkTextPart(p)
-			}
-		}
+		published, at, err := sqlq.Postgres.Cursor(after, list, parts)
 		if err != nil {
 			return nil, "", fmt.Errorf("list tool versions: %w", err)
 		}
@@ -161,19 +143,18 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
 		}
 		if org != nil {
-			q.WriteString(` AND (name, published_at, seq) > (` + param(at[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
+			q.After("name, published_at, seq", ">", at[0], published, seq)
 		} else {
-			q.WriteString(` AND (organization_id, name, published_at, seq) > (` + param(at[2]) + `, ` + param(at[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
+			q.After("organization_id, name, published_at, seq", ">", at[2], at[0], published, seq)
 		}
 	}
-	// One more than the page, to know whether a page follows.
 	if org == nil {
-		q.WriteString(` ORDER BY organization_id, name, published_at, seq LIMIT ` + param(limit+1))
+		q.Page("organization_id, name, published_at, seq", limit)
 	} else {
-		q.WriteString(` ORDER BY name, published_at, seq LIMIT ` + param(limit+1))
+		q.Page("name, published_at, seq", limit)
 	}
 
-	rows, err := s.pool.Query(ctx, q.String(), args...)
+	rows, err := s.pool.Query(ctx, q.String(), q.Args()...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
@@ -215,7 +196,7 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 // toolplane.ErrNotFound, told apart by a second read only when the update
 // wrote nothing (versions are never deleted, so the answer cannot go stale).
 func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion) (bool, error) {
-	if checkTextPart(v.OrganizationID) != nil || checkTextPart(v.Name) != nil || checkTextPart(v.Version) != nil {
+	if !sqlq.Postgres.Text(v.OrganizationID) || !sqlq.Postgres.Text(v.Name) || !sqlq.Postgres.Text(v.Version) {
 		return false, fmt.Errorf("update tool version %q@%q: %w", v.Name, v.Version, toolplane.ErrNotFound)
 	}
 	reasons, err := names("review reasons", v.ReviewReasons)

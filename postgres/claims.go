@@ -157,34 +157,23 @@ func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.Cla
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}
-	q := `SELECT ` + claimColumns + ` FROM claims WHERE organization_id = $1 AND status = $2`
-	args := []any{org, string(status)}
+	q := sqlq.New(sqlq.Postgres, `SELECT `+claimColumns+` FROM claims WHERE organization_id = ? AND status = ?`, org, string(status))
 	if after != "" {
 		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
 		if err == nil {
-			err = checkTextPart(parts[0])
+			err = sqlq.Postgres.CursorText(parts[0]) // the tool; a key is bytes
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("list claims: %w", err)
 		}
-		q += ` AND (created_at, tool, key) > ($3, $4, $5)`
-		args = append(args, createdAt, parts[0], bytea(parts[1]))
+		q.After("created_at, tool, key", ">", createdAt, parts[0], bytea(parts[1]))
 	}
-	q += fmt.Sprintf(` ORDER BY created_at, tool, key LIMIT $%d`, len(args)+1)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.pool.Query(ctx, q, args...)
+	q.Page("created_at, tool, key", limit)
+	out, next, err := page(ctx, s, q, limit, scanClaim, func(c *toolplane.Claim) string {
+		return cursor.Encode(cursor.Claims, micros(c.CreatedAt), c.Tool, c.Key)
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}
-	out, err := collect(rows, scanClaim)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Claims, micros(last.CreatedAt), last.Tool, last.Key), nil
+	return out, next, nil
 }

@@ -97,7 +97,7 @@ func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, c
 // GetConnection answers the organization's connection, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error) {
-	if checkTextPart(org) != nil || checkTextPart(id) != nil {
+	if !sqlq.Postgres.Text(org) || !sqlq.Postgres.Text(id) {
 		// No TEXT value holds it, so no connection has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get connection %q: %w", id, toolplane.ErrNotFound)
@@ -168,7 +168,7 @@ var updateConnectionRecorded = sqlq.Postgres.Guarded(updateConnection, 15, "chan
 // not revoked, or a duplicate change ID, answers an error wrapping
 // toolplane.ErrExists and writes nothing.
 func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
-	if checkTextPart(c.OrganizationID) != nil || checkTextPart(c.ID) != nil {
+	if !sqlq.Postgres.Text(c.OrganizationID) || !sqlq.Postgres.Text(c.ID) {
 		return false, nil // no stored connection has it
 	}
 	config, scope, scopes, err := connectionJSON(c)
@@ -249,7 +249,7 @@ func (s *Store) InsertOAuthState(ctx context.Context, st *toolplane.OAuthState) 
 // toolplane.ErrNotFound. Errors never name the ID: it is the bearer's
 // proof of the authorization under way.
 func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*toolplane.OAuthState, error) {
-	if checkTextPart(id) != nil {
+	if !sqlq.Postgres.Text(id) {
 		// No TEXT value holds it, so no state has it.
 		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
 	}

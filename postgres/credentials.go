@@ -95,7 +95,7 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 // GetCredential answers the credential with that ID, in whichever
 // organization holds it, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Credential, error) {
-	if checkTextPart(id) != nil {
+	if !sqlq.Postgres.Text(id) {
 		// No TEXT value holds it, so no credential has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get credential %q: %w", id, toolplane.ErrNotFound)

@@ -96,7 +96,7 @@ func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Tim
 	if at.IsZero() {
 		return fmt.Errorf("revoke grant %s: zero time", id)
 	}
-	if checkTextPart(id) != nil {
+	if !sqlq.Postgres.Text(id) {
 		return fmt.Errorf("revoke grant %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE grants SET revoked_at = $1, revoked_by = $2
@@ -153,7 +153,7 @@ func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, e
 // DeleteDeny lifts the deny, or answers an error wrapping
 // toolplane.ErrNotFound when org has none with that ID.
 func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
-	if checkTextPart(id) != nil {
+	if !sqlq.Postgres.Text(id) {
 		return fmt.Errorf("delete deny %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM denies WHERE organization_id = $1 AND id = $2`, org, id)
@@ -203,7 +203,7 @@ func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
 
 // GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetBundle(ctx context.Context, org, name string) (*toolplane.Bundle, error) {
-	if checkTextPart(name) != nil {
+	if !sqlq.Postgres.Text(name) {
 		return nil, fmt.Errorf("get bundle %q: %w", name, toolplane.ErrNotFound)
 	}
 	row := s.pool.QueryRow(ctx, `SELECT `+bundleColumns+` FROM bundles

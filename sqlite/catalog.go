@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
@@ -107,33 +106,33 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 	if err := sqlq.CheckLimit(limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + toolVersionColumns + `, seq FROM tool_versions WHERE 1 = 1`)
-	var args []any
+	q := sqlq.New(sqlq.SQLite, `SELECT `+toolVersionColumns+`, seq FROM tool_versions WHERE 1 = 1`)
 	list, parts := cursor.EveryToolVersion, 3
 	if org != nil {
-		q.WriteString(` AND organization_id = ?`)
-		args = append(args, *org)
+		if !sqlq.SQLite.Text(*org) {
+			// No TEXT value holds it, so no organization has it; the
+			// cursor is still read.
+			if after != "" {
+				if _, _, err := cursor.Decode(after, cursor.ToolVersions, 2); err != nil {
+					return nil, "", fmt.Errorf("list tool versions: %w", err)
+				}
+			}
+			return nil, "", nil
+		}
+		q.Add(` AND organization_id = ?`, *org)
 		list, parts = cursor.ToolVersions, 2
 	}
-	// Only the fields set become conditions, so the query can use the index
-	// that fits it.
-	if f.Name != "" {
-		q.WriteString(` AND name = ?`)
-		args = append(args, f.Name)
-	}
-	if f.Owner != "" {
-		q.WriteString(` AND owner = ?`)
-		args = append(args, f.Owner)
-	}
+	q.Eq("name", f.Name)
+	q.Eq("owner", f.Owner)
 	if len(f.States) > 0 {
-		q.WriteString(` AND state IN (?` + strings.Repeat(`, ?`, len(f.States)-1) + `)`)
-		for _, st := range f.States {
-			args = append(args, string(st))
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = string(st)
 		}
+		q.In("state", states)
 	}
 	if after != "" {
-		published, at, err := cursor.Decode(after, list, parts)
+		published, at, err := sqlq.SQLite.Cursor(after, list, parts)
 		if err != nil {
 			return nil, "", fmt.Errorf("list tool versions: %w", err)
 		}
@@ -142,21 +141,18 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
 		}
 		if org != nil {
-			q.WriteString(` AND (name, published_at, seq) > (?, ?, ?)`)
-			args = append(args, at[0], published, seq)
+			q.After("name, published_at, seq", ">", at[0], published, seq)
 		} else {
-			q.WriteString(` AND (organization_id, name, published_at, seq) > (?, ?, ?, ?)`)
-			args = append(args, at[2], at[0], published, seq)
+			q.After("organization_id, name, published_at, seq", ">", at[2], at[0], published, seq)
 		}
 	}
 	if org == nil {
-		q.WriteString(` ORDER BY organization_id, name, published_at, seq LIMIT ?`)
+		q.Page("organization_id, name, published_at, seq", limit)
 	} else {
-		q.WriteString(` ORDER BY name, published_at, seq LIMIT ?`)
+		q.Page("name, published_at, seq", limit)
 	}
-	args = append(args, limit+1) // one more, to know whether a page follows
 
-	rows, err := s.query(ctx, q.String(), args...)
+	rows, err := s.query(ctx, q.String(), q.Args()...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}

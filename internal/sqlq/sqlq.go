@@ -273,19 +273,30 @@ func CheckLimit(limit int) error {
 }
 
 // Cursor decodes after, a cursor of list with n parts (see cursor.Decode),
-// each bound for a TEXT column: a part d cannot bind as text is refused as
-// malformed, since no row it names could have made it.
+// each bound for a TEXT column (see CursorText).
 func (d Dialect) Cursor(after string, list byte, n int) (int64, []string, error) {
 	at, parts, err := cursor.Decode(after, list, n)
+	if err == nil {
+		err = d.CursorText(parts...)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
+	return at, parts, nil
+}
+
+// CursorText refuses cursor parts bound for TEXT columns that d cannot bind
+// as text: no row could have made such a cursor, so it is malformed (an
+// error wrapping cursor.ErrMalformed), where sending it would answer a
+// database error. A part bound for a bytes column (a claim's key) takes
+// any byte and is not checked.
+func (d Dialect) CursorText(parts ...string) error {
 	for _, p := range parts {
 		if !d.Text(p) {
-			return 0, nil, fmt.Errorf("%w: not text", cursor.ErrMalformed)
+			return fmt.Errorf("%w: not text", cursor.ErrMalformed)
 		}
 	}
-	return at, parts, nil
+	return nil
 }
 
 // Page answers the page of rows, which a query asked with one row more
