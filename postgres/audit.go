@@ -7,14 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
-	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason, connection_id,
-	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
@@ -42,8 +36,8 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 
 // insertAudit is a var, like every statement built from placeholders:
 // the placeholders are counted from auditArgs, not written out.
-var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (` + sqlq.Postgres.Placeholders(1, auditArgCount) + `)`
+var insertAudit = `INSERT INTO audit_events (` + sqlstore.AuditColumns + `)
+		VALUES (` + sqlstore.Postgres.Placeholders(1, auditArgCount) + `)`
 
 // auditArgCount is how many arguments auditArgs answers.
 var auditArgCount = len(auditArgs(&toolplane.AuditEvent{}))
@@ -105,34 +99,11 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 // events appended meanwhile (newer ones) never shift a page. The next cursor
 // is "" when no event follows.
 func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListAudit(dialect, org, filter, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
-	q := sqlq.New(sqlq.Postgres, `SELECT `+auditColumns+` FROM audit_events WHERE organization_id = ?`, org)
-	q.Eq("run_id", filter.RunID)
-	q.Eq("agent_id", filter.AgentID)
-	q.Eq("user_id", filter.UserID)
-	q.Eq("tool", filter.Tool)
-	q.Eq("outcome", filter.Outcome)
-	q.Eq("approval_id", filter.ApprovalID)
-	q.In("outcome", filter.Outcomes)
-	if !filter.Since.IsZero() {
-		q.Add(` AND created_at >= ?`, micros(filter.Since))
-	}
-	if !filter.Until.IsZero() {
-		q.Add(` AND created_at < ?`, micros(filter.Until))
-	}
-	if after != "" {
-		createdAt, parts, err := sqlq.Postgres.Cursor(after, cursor.Audit, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list audit: %w", err)
-		}
-		q.After("created_at, id", "<", createdAt, parts[0])
-	}
-	q.Page("created_at DESC, id DESC", limit)
-	out, next, err := page(ctx, s, q, limit, scanEvent, func(e *toolplane.AuditEvent) string {
-		return cursor.Encode(cursor.Audit, micros(e.CreatedAt), e.ID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanEvent, sqlstore.AuditCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
@@ -142,11 +113,11 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 // GetAudit answers the organization's event with that ID, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error) {
-	if !sqlq.Postgres.Text(id) {
+	if !sqlstore.Postgres.Text(id) {
 		// No stored ID is such text; asking would answer a database error.
 		return nil, fmt.Errorf("get audit: %w", toolplane.ErrNotFound)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE organization_id = $1 AND id = $2`, org, id)
+	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.AuditColumns+` FROM audit_events WHERE organization_id = $1 AND id = $2`, org, id)
 	if err != nil {
 		return nil, fmt.Errorf("get audit %s: %w", id, err)
 	}

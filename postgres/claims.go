@@ -8,13 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
-	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at, invocation, node`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -36,7 +31,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // number of concurrent inserts, from any number of nodes, exactly one
 // answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO claims (`+claimColumns+`)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO claims (`+sqlstore.ClaimColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, bytea(c.Key), bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner,
@@ -50,7 +45,7 @@ func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 
 // GetClaim answers the claim, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims
+	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims
 		WHERE organization_id = $1 AND tool = $2 AND key = $3`, org, tool, bytea(key))
 	c, err := scanClaim(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -99,7 +94,7 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // inserts nothing, and a statement is atomic, so an event that cannot be
 // stored undoes the update. One statement is one round trip, where an
 // explicit transaction would take four.
-var updateClaimAudited = sqlq.Postgres.Guarded(updateClaim, 20, "audit_events", auditColumns, auditArgCount)
+var updateClaimAudited = sqlstore.Postgres.Guarded(updateClaim, 20, "audit_events", sqlstore.AuditColumns, auditArgCount)
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -135,7 +130,7 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 
 // deleteClaimAudited is the conditional delete and the audit insert as one
 // statement, as updateClaimAudited: a stale version inserts nothing.
-var deleteClaimAudited = sqlq.Postgres.Guarded(deleteClaim, 4, "audit_events", auditColumns, auditArgCount)
+var deleteClaimAudited = sqlstore.Postgres.Guarded(deleteClaim, 4, "audit_events", sqlstore.AuditColumns, auditArgCount)
 
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -154,24 +149,11 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // ListClaims answers claims in status, oldest first (ties by tool, then key,
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListClaims(dialect, org, status, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}
-	q := sqlq.New(sqlq.Postgres, `SELECT `+claimColumns+` FROM claims WHERE organization_id = ? AND status = ?`, org, string(status))
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
-		if err == nil {
-			err = sqlq.Postgres.CursorText(parts[0]) // the tool; a key is bytes
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list claims: %w", err)
-		}
-		q.After("created_at, tool, key", ">", createdAt, parts[0], bytea(parts[1]))
-	}
-	q.Page("created_at, tool, key", limit)
-	out, next, err := page(ctx, s, q, limit, scanClaim, func(c *toolplane.Claim) string {
-		return cursor.Encode(cursor.Claims, micros(c.CreatedAt), c.Tool, c.Key)
-	})
+	out, next, err := page(ctx, s, q, limit, scanClaim, sqlstore.ClaimCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}

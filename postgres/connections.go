@@ -10,13 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const connectionColumns = `organization_id, id, name, provider, kind, user_id, state, reason,
-	config, scope, scopes, secret, token_expires_at, refresh_owner, refresh_until,
-	owner, created_at, updated_at, revoked_at, version`
 
 func scanConnection(r scanner) (toolplane.Connection, error) {
 	var (
@@ -68,8 +63,8 @@ func connectionJSON(c *toolplane.Connection) (config, scope string, scopes []str
 
 // insertConnectionRecorded is the insert of a connection and of its change
 // record as one statement, atomic as a transaction and one round trip.
-var insertConnectionRecorded = sqlq.Postgres.Guarded(`INSERT INTO connections (`+connectionColumns+`)
-		VALUES (`+sqlq.Postgres.Placeholders(1, 20)+`)`, 20, "changes", changeColumns, changeArgCount)
+var insertConnectionRecorded = sqlstore.Postgres.Guarded(`INSERT INTO connections (`+sqlstore.ConnectionColumns+`)
+		VALUES (`+sqlstore.Postgres.Placeholders(1, 20)+`)`, 20, "changes", sqlstore.ChangeColumns, changeArgCount)
 
 // InsertConnection stores c and appends ch in one statement. A duplicate
 // ID, a name held by a connection of the organization that is not revoked,
@@ -97,12 +92,12 @@ func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, c
 // GetConnection answers the organization's connection, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error) {
-	if !sqlq.Postgres.Text(org) || !sqlq.Postgres.Text(id) {
+	if !sqlstore.Postgres.Text(org) || !sqlstore.Postgres.Text(id) {
 		// No TEXT value holds it, so no connection has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get connection %q: %w", id, toolplane.ErrNotFound)
 	}
-	row := s.pool.QueryRow(ctx, `SELECT `+connectionColumns+` FROM connections
+	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.ConnectionColumns+` FROM connections
 		WHERE organization_id = $1 AND id = $2`, org, id)
 	c, err := scanConnection(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -118,27 +113,11 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // oldest first (ties by ID), after the cursor. The next cursor is "" when
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListConnections(dialect, org, f, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list connections: %w", err)
 	}
-	q := sqlq.New(sqlq.Postgres, `SELECT `+connectionColumns+` FROM connections WHERE organization_id = ?`, org)
-	q.Eq("provider", f.Provider)
-	q.Eq("user_id", f.UserID)
-	q.Eq("state", string(f.State))
-	if after != "" {
-		createdAt, parts, err := sqlq.Postgres.Cursor(after, cursor.Connections, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list connections: %w", err)
-		}
-		q.After("created_at, id", ">", createdAt, parts[0])
-	}
-	if q.Unbindable() {
-		return nil, "", nil // a value no stored connection holds
-	}
-	q.Page("created_at, id", limit)
-	out, next, err := page(ctx, s, q, limit, scanConnection, func(c *toolplane.Connection) string {
-		return cursor.Encode(cursor.Connections, micros(c.CreatedAt), c.ID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.ConnectionCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list connections: %w", err)
 	}
@@ -159,7 +138,7 @@ const updateConnection = `UPDATE connections SET
 // updateConnectionRecorded is the update and the insert of its change
 // record as one statement: a stale version inserts no change, and a change
 // that cannot be stored undoes the update.
-var updateConnectionRecorded = sqlq.Postgres.Guarded(updateConnection, 15, "changes", changeColumns, changeArgCount)
+var updateConnectionRecorded = sqlstore.Postgres.Guarded(updateConnection, 15, "changes", sqlstore.ChangeColumns, changeArgCount)
 
 // UpdateConnection writes c where the stored organization, ID and version
 // are c's, in one conditional statement, and on success sets c.Version to
@@ -168,7 +147,7 @@ var updateConnectionRecorded = sqlq.Postgres.Guarded(updateConnection, 15, "chan
 // not revoked, or a duplicate change ID, answers an error wrapping
 // toolplane.ErrExists and writes nothing.
 func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
-	if !sqlq.Postgres.Text(c.OrganizationID) || !sqlq.Postgres.Text(c.ID) {
+	if !sqlstore.Postgres.Text(c.OrganizationID) || !sqlstore.Postgres.Text(c.ID) {
 		return false, nil // no stored connection has it
 	}
 	config, scope, scopes, err := connectionJSON(c)
@@ -200,24 +179,11 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // by organization), after the cursor. The next cursor is "" when no
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListAllConnections(dialect, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list all connections: %w", err)
 	}
-	q := sqlq.New(sqlq.Postgres, `SELECT `+connectionColumns+` FROM connections`)
-	if after != "" {
-		at, parts, err := sqlq.Postgres.Cursor(after, cursor.EveryConnection, 2)
-		if err == nil && at != 0 {
-			err = fmt.Errorf("%w: a time where none belongs", errCursor)
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list all connections: %w", err)
-		}
-		q.WhereAfter("id, organization_id", ">", parts[0], parts[1])
-	}
-	q.Page("id, organization_id", limit)
-	out, next, err := page(ctx, s, q, limit, scanConnection, func(c *toolplane.Connection) string {
-		return cursor.Encode(cursor.EveryConnection, 0, c.ID, c.OrganizationID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.EveryConnectionCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list all connections: %w", err)
 	}
@@ -249,7 +215,7 @@ func (s *Store) InsertOAuthState(ctx context.Context, st *toolplane.OAuthState) 
 // toolplane.ErrNotFound. Errors never name the ID: it is the bearer's
 // proof of the authorization under way.
 func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*toolplane.OAuthState, error) {
-	if !sqlq.Postgres.Text(id) {
+	if !sqlstore.Postgres.Text(id) {
 		// No TEXT value holds it, so no state has it.
 		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
 	}
@@ -275,7 +241,7 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 // DeleteExpiredOAuthStates removes up to limit states of any organization
 // that expired at or before now.
 func (s *Store) DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	if err := sqlstore.CheckLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired oauth states: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM oauth_states WHERE id IN

@@ -12,12 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const credentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
-	created_at, expires_at, revoked_at, last_used_at, created_by, version, attributes`
 
 func scanCredential(r scanner) (toolplane.Credential, error) {
 	var (
@@ -79,7 +75,7 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 	if err != nil {
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
+	_, err = s.pool.Exec(ctx, `INSERT INTO credentials (`+sqlstore.CredentialColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
 		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, attrs)
@@ -95,12 +91,12 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 // GetCredential answers the credential with that ID, in whichever
 // organization holds it, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Credential, error) {
-	if !sqlq.Postgres.Text(id) {
+	if !sqlstore.Postgres.Text(id) {
 		// No TEXT value holds it, so no credential has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get credential %q: %w", id, toolplane.ErrNotFound)
 	}
-	row := s.pool.QueryRow(ctx, `SELECT `+credentialColumns+` FROM credentials WHERE id = $1`, id)
+	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.CredentialColumns+` FROM credentials WHERE id = $1`, id)
 	c, err := scanCredential(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get credential %s: %w", id, toolplane.ErrNotFound)
@@ -115,21 +111,11 @@ func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Creden
 // (ties by ID), after the cursor. The next cursor is "" when no credential
 // follows.
 func (s *Store) ListCredentials(ctx context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListCredentials(dialect, org, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list credentials: %w", err)
 	}
-	q := sqlq.New(sqlq.Postgres, `SELECT `+credentialColumns+` FROM credentials WHERE organization_id = ?`, org)
-	if after != "" {
-		createdAt, parts, err := sqlq.Postgres.Cursor(after, cursor.Credentials, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list credentials: %w", err)
-		}
-		q.After("created_at, id", ">", createdAt, parts[0])
-	}
-	q.Page("created_at, id", limit)
-	out, next, err := page(ctx, s, q, limit, scanCredential, func(c *toolplane.Credential) string {
-		return cursor.Encode(cursor.Credentials, micros(c.CreatedAt), c.ID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanCredential, sqlstore.CredentialCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list credentials: %w", err)
 	}

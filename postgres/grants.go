@@ -9,8 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Every write to grants, denies and bundles moves the organization's
@@ -96,7 +95,7 @@ func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Tim
 	if at.IsZero() {
 		return fmt.Errorf("revoke grant %s: zero time", id)
 	}
-	if !sqlq.Postgres.Text(id) {
+	if !sqlstore.Postgres.Text(id) {
 		return fmt.Errorf("revoke grant %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE grants SET revoked_at = $1, revoked_by = $2
@@ -153,7 +152,7 @@ func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, e
 // DeleteDeny lifts the deny, or answers an error wrapping
 // toolplane.ErrNotFound when org has none with that ID.
 func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
-	if !sqlq.Postgres.Text(id) {
+	if !sqlstore.Postgres.Text(id) {
 		return fmt.Errorf("delete deny %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM denies WHERE organization_id = $1 AND id = $2`, org, id)
@@ -203,7 +202,7 @@ func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
 
 // GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetBundle(ctx context.Context, org, name string) (*toolplane.Bundle, error) {
-	if !sqlq.Postgres.Text(name) {
+	if !sqlstore.Postgres.Text(name) {
 		return nil, fmt.Errorf("get bundle %q: %w", name, toolplane.ErrNotFound)
 	}
 	row := s.pool.QueryRow(ctx, `SELECT `+bundleColumns+` FROM bundles
@@ -246,8 +245,6 @@ func (s *Store) AuthzRevision(ctx context.Context, org string) (int64, error) {
 	return rev, nil
 }
 
-const changeColumns = `organization_id, id, kind, subject, actor, detail, created_at`
-
 func scanChange(r scanner) (toolplane.Change, error) {
 	var (
 		c       toolplane.Change
@@ -261,7 +258,7 @@ func scanChange(r scanner) (toolplane.Change, error) {
 // AppendChange stores c, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a change with that ID.
 func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO changes (`+changeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`, changeArgs(c)...)
+	_, err := s.pool.Exec(ctx, `INSERT INTO changes (`+sqlstore.ChangeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`, changeArgs(c)...)
 	if isDuplicate(err) {
 		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
 	}
@@ -275,23 +272,11 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // when set), newest first (ties by ID, descending), before the cursor, like
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListChanges(dialect, org, kind, subject, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
-	q := sqlq.New(sqlq.Postgres, `SELECT `+changeColumns+` FROM changes WHERE organization_id = ?`, org)
-	q.Eq("kind", kind)
-	q.Eq("subject", subject)
-	if after != "" {
-		createdAt, parts, err := sqlq.Postgres.Cursor(after, cursor.Changes, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list changes: %w", err)
-		}
-		q.After("created_at, id", "<", createdAt, parts[0])
-	}
-	q.Page("created_at DESC, id DESC", limit)
-	out, next, err := page(ctx, s, q, limit, scanChange, func(c *toolplane.Change) string {
-		return cursor.Encode(cursor.Changes, micros(c.CreatedAt), c.ID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanChange, sqlstore.ChangeCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}

@@ -33,7 +33,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Store is a toolplane.Store on one PostgreSQL database. It is safe for
@@ -71,10 +71,17 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// dialect is how this store's statements are written (see sqlstore).
+var dialect = sqlstore.Postgres
+
 // page runs q, a list that asks for one row more than limit (see
-// sqlq.Query.Page), and answers the page of rows scan reads with the
-// cursor next makes of its last row, "" when no row follows.
-func page[T any](ctx context.Context, s *Store, q *sqlq.Query, limit int, scan func(scanner) (T, error), next func(*T) string) ([]T, string, error) {
+// sqlstore.Query.Page), and answers the page of rows scan reads with the
+// cursor next makes of its last row, "" when no row follows. A nil q is a
+// list no row can match: the page is empty.
+func page[T any](ctx context.Context, s *Store, q *sqlstore.Query, limit int, scan func(scanner) (T, error), next func(*T) string) ([]T, string, error) {
+	if q == nil {
+		return nil, "", nil
+	}
 	rows, err := s.pool.Query(ctx, q.String(), q.Args()...)
 	if err != nil {
 		return nil, "", err
@@ -83,7 +90,7 @@ func page[T any](ctx context.Context, s *Store, q *sqlq.Query, limit int, scan f
 	if err != nil {
 		return nil, "", err
 	}
-	out, after := sqlq.Page(out, limit, next)
+	out, after := sqlstore.Page(out, limit, next)
 	return out, after, nil
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/storetest"
@@ -104,7 +104,7 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 
 func TestMaintenance(t *testing.T) {
 	t.Parallel()
-	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, sqlq.ErrLimit)
+	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, sqlstore.ErrLimit)
 }
 
 func TestMigrations(t *testing.T) {
@@ -226,7 +226,7 @@ func TestAppendAuditBatch(t *testing.T) {
 
 	ids := func(org string) []string {
 		t.Helper()
-		events, _, err := s.ListAudit(ctx, org, toolplane.AuditFilter{}, "", sqlq.MaxLimit)
+		events, _, err := s.ListAudit(ctx, org, toolplane.AuditFilter{}, "", sqlstore.MaxLimit)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,18 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
-	arguments_hash, arguments, invocation, principal_id, preview, status,
-	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
-	level, approver_group, escalated_from, rule, approvers, approver, approved_by`
 
 func scanApproval(r scanner) (toolplane.Approval, error) {
 	var (
@@ -41,7 +34,7 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 	return a, err
 }
 
-const insertApproval = `INSERT INTO approvals (` + approvalColumns + `)
+const insertApproval = `INSERT INTO approvals (` + sqlstore.ApprovalColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // fileApproval is insertApproval that stores nothing when the call
@@ -109,7 +102,7 @@ func (s *Store) FileApproval(ctx context.Context, a *toolplane.Approval) (*toolp
 		if stored {
 			return a, nil
 		}
-		row := s.queryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
+		row := s.queryRow(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
 			WHERE organization_id = ? AND tool = ? AND key = ? AND status = 'pending'`, a.OrganizationID, a.Tool, a.Key)
 		existing, err := scanApproval(row)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -126,7 +119,7 @@ func (s *Store) FileApproval(ctx context.Context, a *toolplane.Approval) (*toolp
 // GetApproval answers the approval, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.Approval, error) {
-	row := s.queryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
+	row := s.queryRow(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
 		WHERE organization_id = ? AND id = ?`, org, id)
 	a, err := scanApproval(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -197,7 +190,7 @@ func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval
 // FindApprovals answers the approvals filed for one call, tool and key, in
 // any run and state, newest first (ties by ID, descending).
 func (s *Store) FindApprovals(ctx context.Context, org, tool, key string) ([]toolplane.Approval, error) {
-	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
+	rows, err := s.query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
 		WHERE organization_id = ? AND tool = ? AND key = ?
 		ORDER BY created_at DESC, id DESC`, org, tool, key)
 	if err != nil {
@@ -215,7 +208,7 @@ func (s *Store) FindApprovals(ctx context.Context, org, tool, key string) ([]too
 // first (ties by ID, descending), at most toolplane.MaxOpenApprovals, of
 // those that expire after now.
 func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string, now time.Time) ([]toolplane.Approval, error) {
-	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
+	rows, err := s.query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
 		WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ?
 		AND status IN ('pending', 'approved') AND expires_at > ?
 		ORDER BY created_at DESC, id DESC LIMIT ?`, org, principalID, tool, argsHash, micros(now), toolplane.MaxOpenApprovals)
@@ -232,19 +225,15 @@ func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, a
 // ListApprovals answers approvals in status, oldest first (ties by ID), after
 // the cursor. The next cursor is "" when no approval follows.
 func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListApprovals(dialect, org, status, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	q := sqlq.New(sqlq.SQLite, `SELECT `+approvalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
-	if after != "" {
-		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Approvals, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list approvals: %w", err)
-		}
-		q.After("created_at, id", ">", createdAt, parts[0])
+	out, next, err := page(ctx, s, q, limit, scanApproval, sqlstore.ApprovalCursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	q.Page("created_at, id", limit)
-	return s.approvalPage(ctx, q, limit, cursor.Approvals)
+	return out, next, nil
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -252,54 +241,15 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 // approvals_by_group per group, each already in order, merged: the page
 // costs limit rows a group however many approvals wait elsewhere.
 func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListApprovalsNewest(dialect, org, status, groups, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	if len(groups) > toolplane.MaxApprovalGroups {
-		return nil, "", fmt.Errorf("list approvals: %w: more than %d groups", toolplane.ErrInvalid, toolplane.MaxApprovalGroups)
+	out, next, err := page(ctx, s, q, limit, scanApproval, sqlstore.NewestApprovalCursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
 	}
-	var createdAt int64
-	var afterID string
-	if after != "" {
-		at, parts, err := sqlq.SQLite.Cursor(after, cursor.NewestApprovals, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list approvals: %w", err)
-		}
-		createdAt, afterID = at, parts[0]
-	}
-	if groups != nil {
-		// A group that is not text names no stored group: it matches
-		// nothing, and the database would refuse it as a parameter.
-		if groups = sqlq.SQLite.Texts(groups); len(groups) == 0 {
-			return nil, "", nil
-		}
-	}
-	q := sqlq.New(sqlq.SQLite, ``)
-	// one is the read of one group (or of all, for group nil).
-	one := func(group *string) {
-		q.Add(`SELECT `+approvalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
-		if group != nil {
-			q.Add(` AND approver_group = ?`, *group)
-		}
-		if after != "" {
-			q.After("created_at, id", "<", createdAt, afterID)
-		}
-		q.Page("created_at DESC, id DESC", limit)
-	}
-	if groups == nil {
-		one(nil)
-	} else {
-		for i := range groups {
-			if i > 0 {
-				q.Add(` UNION ALL `)
-			}
-			q.Add(`SELECT * FROM (`)
-			one(&groups[i])
-			q.Add(`) AS g` + strconv.Itoa(i))
-		}
-		q.Page("created_at DESC, id DESC", limit)
-	}
-	return s.approvalPage(ctx, q, limit, cursor.NewestApprovals)
+	return out, next, nil
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index
@@ -333,17 +283,4 @@ func approvedBy(a *toolplane.Approval) any {
 		return nil
 	}
 	return v
-}
-
-// approvalPage runs q, which asks for one row more than limit, and
-// answers the page of limit approvals and, when that row came, the cursor
-// of kind after the page's last.
-func (s *Store) approvalPage(ctx context.Context, q *sqlq.Query, limit int, kind byte) ([]toolplane.Approval, string, error) {
-	out, next, err := page(ctx, s, q, limit, scanApproval, func(a *toolplane.Approval) string {
-		return cursor.Encode(kind, micros(a.CreatedAt), a.ID)
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	return out, next, nil
 }

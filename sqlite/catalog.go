@@ -5,21 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Every query here is scoped to one organization, except
 // ListEveryToolVersion (the deployment's own read) and CatalogRevision.
 
-const toolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
-	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
-	replacement, retire_blocked, revision, updated_at, deprecation_note`
-
-// scanToolVersion scans toolVersionColumns and then seq, which only a
+// scanToolVersion scans sqlstore.ToolVersionColumns and then seq, which only a
 // listing selects (its cursor needs it); extra is nil otherwise.
 func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 	var (
@@ -55,7 +49,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	if err != nil {
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
+	_, err = s.exec(ctx, `INSERT INTO tool_versions (`+sqlstore.ToolVersionColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
 		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
@@ -72,7 +66,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 // GetToolVersion answers the organization's version, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetToolVersion(ctx context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
-	row := s.queryRow(ctx, `SELECT `+toolVersionColumns+` FROM tool_versions
+	row := s.queryRow(ctx, `SELECT `+sqlstore.ToolVersionColumns+` FROM tool_versions
 		WHERE organization_id = ? AND name = ? AND version = ?`, org, name, version)
 	v, err := scanToolVersion(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -103,55 +97,13 @@ func (s *Store) ListEveryToolVersion(ctx context.Context, f toolplane.VersionFil
 // listToolVersions lists one organization's versions, or every
 // organization's when org is nil.
 func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListToolVersions(dialect, org, f, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	q := sqlq.New(sqlq.SQLite, `SELECT `+toolVersionColumns+`, seq FROM tool_versions WHERE 1 = 1`)
-	list, parts := cursor.EveryToolVersion, 3
-	if org != nil {
-		if !sqlq.SQLite.Text(*org) {
-			// No TEXT value holds it, so no organization has it; the
-			// cursor is still read.
-			if after != "" {
-				if _, _, err := cursor.Decode(after, cursor.ToolVersions, 2); err != nil {
-					return nil, "", fmt.Errorf("list tool versions: %w", err)
-				}
-			}
-			return nil, "", nil
-		}
-		q.Add(` AND organization_id = ?`, *org)
-		list, parts = cursor.ToolVersions, 2
+	if q == nil {
+		return nil, "", nil
 	}
-	q.Eq("name", f.Name)
-	q.Eq("owner", f.Owner)
-	if len(f.States) > 0 {
-		states := make([]string, len(f.States))
-		for i, st := range f.States {
-			states[i] = string(st)
-		}
-		q.In("state", states)
-	}
-	if after != "" {
-		published, at, err := sqlq.SQLite.Cursor(after, list, parts)
-		if err != nil {
-			return nil, "", fmt.Errorf("list tool versions: %w", err)
-		}
-		seq, err := strconv.ParseInt(at[1], 10, 64)
-		if err != nil {
-			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
-		}
-		if org != nil {
-			q.After("name, published_at, seq", ">", at[0], published, seq)
-		} else {
-			q.After("organization_id, name, published_at, seq", ">", at[2], at[0], published, seq)
-		}
-	}
-	if org == nil {
-		q.Page("organization_id, name, published_at, seq", limit)
-	} else {
-		q.Page("name, published_at, seq", limit)
-	}
-
 	rows, err := s.query(ctx, q.String(), q.Args()...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
@@ -173,15 +125,10 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	if org != nil {
-		return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
-	}
-	return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10), last.OrganizationID), nil
+	out, next := sqlstore.Page(out, limit, func(last *toolplane.ToolVersion) string {
+		return sqlstore.ToolVersionCursor(last, seqs[limit-1], org == nil)
+	})
+	return out, next, nil
 }
 
 // UpdateToolVersion writes v's lifecycle fields where the organization's

@@ -7,13 +7,8 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
-	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at, invocation, node`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -34,7 +29,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // tool and key. The conflict is resolved inside the one statement, so of any
 // number of concurrent inserts exactly one answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
+	res, err := s.exec(ctx, `INSERT INTO claims (`+sqlstore.ClaimColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, c.Key, c.RequestHash, string(c.Status), blob(c.Result), c.Owner,
@@ -52,7 +47,7 @@ func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 
 // GetClaim answers the claim, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
-	row := s.queryRow(ctx, `SELECT `+claimColumns+` FROM claims
+	row := s.queryRow(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims
 		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, key)
 	c, err := scanClaim(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -208,24 +203,11 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // ListClaims answers claims in status, oldest first (ties by tool, then key,
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListClaims(dialect, org, status, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}
-	q := sqlq.New(sqlq.SQLite, `SELECT `+claimColumns+` FROM claims WHERE organization_id = ? AND status = ?`, org, string(status))
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
-		if err == nil {
-			err = sqlq.SQLite.CursorText(parts[0]) // the tool; a key is bytes
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list claims: %w", err)
-		}
-		q.After("created_at, tool, key", ">", createdAt, parts[0], parts[1])
-	}
-	q.Page("created_at, tool, key", limit)
-	out, next, err := page(ctx, s, q, limit, scanClaim, func(c *toolplane.Claim) string {
-		return cursor.Encode(cursor.Claims, micros(c.CreatedAt), c.Tool, c.Key)
-	})
+	out, next, err := page(ctx, s, q, limit, scanClaim, sqlstore.ClaimCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list claims: %w", err)
 	}

@@ -9,13 +9,8 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const connectionColumns = `organization_id, id, name, provider, kind, user_id, state, reason,
-	config, scope, scopes, secret, token_expires_at, refresh_owner, refresh_until,
-	owner, created_at, updated_at, revoked_at, version`
 
 func scanConnection(r scanner) (toolplane.Connection, error) {
 	var (
@@ -65,7 +60,7 @@ func connectionJSON(c *toolplane.Connection) (config, scope, scopes string, err 
 	return config, scope, scopes, nil
 }
 
-const insertConnection = `INSERT INTO connections (` + connectionColumns + `)
+const insertConnection = `INSERT INTO connections (` + sqlstore.ConnectionColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // InsertConnection stores c and appends ch in one transaction. A duplicate
@@ -97,7 +92,7 @@ func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, c
 // GetConnection answers the organization's connection, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error) {
-	row := s.queryRow(ctx, `SELECT `+connectionColumns+` FROM connections
+	row := s.queryRow(ctx, `SELECT `+sqlstore.ConnectionColumns+` FROM connections
 		WHERE organization_id = ? AND id = ?`, org, id)
 	c, err := scanConnection(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -113,27 +108,11 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // oldest first (ties by ID), after the cursor. The next cursor is "" when
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListConnections(dialect, org, f, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list connections: %w", err)
 	}
-	q := sqlq.New(sqlq.SQLite, `SELECT `+connectionColumns+` FROM connections WHERE organization_id = ?`, org)
-	q.Eq("provider", f.Provider)
-	q.Eq("user_id", f.UserID)
-	q.Eq("state", string(f.State))
-	if after != "" {
-		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Connections, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list connections: %w", err)
-		}
-		q.After("created_at, id", ">", createdAt, parts[0])
-	}
-	if q.Unbindable() {
-		return nil, "", nil // a value no stored connection holds
-	}
-	q.Page("created_at, id", limit)
-	out, next, err := page(ctx, s, q, limit, scanConnection, func(c *toolplane.Connection) string {
-		return cursor.Encode(cursor.Connections, micros(c.CreatedAt), c.ID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.ConnectionCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list connections: %w", err)
 	}
@@ -217,24 +196,11 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // by organization), after the cursor. The next cursor is "" when no
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListAllConnections(dialect, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list all connections: %w", err)
 	}
-	q := sqlq.New(sqlq.SQLite, `SELECT `+connectionColumns+` FROM connections`)
-	if after != "" {
-		at, parts, err := sqlq.SQLite.Cursor(after, cursor.EveryConnection, 2)
-		if err == nil && at != 0 {
-			err = fmt.Errorf("%w: a time where none belongs", errCursor)
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list all connections: %w", err)
-		}
-		q.WhereAfter("id, organization_id", ">", parts[0], parts[1])
-	}
-	q.Page("id, organization_id", limit)
-	out, next, err := page(ctx, s, q, limit, scanConnection, func(c *toolplane.Connection) string {
-		return cursor.Encode(cursor.EveryConnection, 0, c.ID, c.OrganizationID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.EveryConnectionCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list all connections: %w", err)
 	}
@@ -302,7 +268,7 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 // DeleteExpiredOAuthStates removes up to limit states of any organization
 // that expired at or before now.
 func (s *Store) DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	if err := sqlstore.CheckLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired oauth states: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM oauth_states WHERE id IN

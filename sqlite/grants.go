@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
-	"github.com/toolplane/toolplane/internal/sqlq"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Every write to grants, denies and bundles moves the organization's
@@ -260,8 +259,6 @@ func (s *Store) AuthzRevision(ctx context.Context, org string) (int64, error) {
 	return rev, nil
 }
 
-const changeColumns = `organization_id, id, kind, subject, actor, detail, created_at`
-
 // AppendChange stores c, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a change with that ID.
 func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
@@ -279,23 +276,11 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // when set), newest first (ties by ID, descending), before the cursor, like
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
-	if err := sqlq.CheckLimit(limit); err != nil {
+	q, err := sqlstore.ListChanges(dialect, org, kind, subject, after, limit)
+	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}
-	q := sqlq.New(sqlq.SQLite, `SELECT `+changeColumns+` FROM changes WHERE organization_id = ?`, org)
-	q.Eq("kind", kind)
-	q.Eq("subject", subject)
-	if after != "" {
-		createdAt, parts, err := sqlq.SQLite.Cursor(after, cursor.Changes, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list changes: %w", err)
-		}
-		q.After("created_at, id", "<", createdAt, parts[0])
-	}
-	q.Page("created_at DESC, id DESC", limit)
-	out, next, err := page(ctx, s, q, limit, scanChange, func(c *toolplane.Change) string {
-		return cursor.Encode(cursor.Changes, micros(c.CreatedAt), c.ID)
-	})
+	out, next, err := page(ctx, s, q, limit, scanChange, sqlstore.ChangeCursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("list changes: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 const (
@@ -14,7 +15,7 @@ const (
 		ON CONFLICT (upstream, tool) DO UPDATE SET settings = excluded.settings,
 			updated_by = excluded.updated_by, updated_at = excluded.updated_at`
 	deleteUpstreamToolSetting = `DELETE FROM upstream_tool_settings WHERE upstream = ? AND tool = ?`
-	insertChange              = `INSERT INTO changes (` + changeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	insertChange              = `INSERT INTO changes (` + sqlstore.ChangeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
 )
 
 // PutUpstreamToolSettingRecorded creates or replaces the setting of one

@@ -1,20 +1,21 @@
-// Package sqlq builds the statements the SQLite and PostgreSQL stores
-// share the shape of: a WHERE clause grown from optional filters, a
-// keyset page after a cursor that asks for one row more than the page,
-// and a guarded write that stores its record in the same statement.
+// Package sqlstore is what the SQLite and PostgreSQL stores share: the
+// columns of the tables both read, the statements of their lists (a page
+// after a cursor, filtered by the conditions a caller set), the guarded
+// writes stored with their record, and the builder they are written with.
 //
 // A Dialect carries what really differs between the two databases where
 // these shapes are concerned: how a placeholder is written (? or $n), how a
-// list is bound (one placeholder per value, or one array), and which
-// strings a text parameter may hold. Everything else a store writes out
-// itself, in its own SQL: the builder takes text with ? placeholders and
-// numbers them for the dialect, so a store's query reads the same in both.
+// list is bound (one placeholder per value, or one array), which strings a
+// text parameter may hold, and how bytes are bound. The statements are
+// written once, with ? placeholders, and numbered for the dialect.
 //
-// The builder only writes text and collects arguments; it never runs a
+// The package only writes text and collects arguments; it never runs a
 // statement, so each store keeps its own driver (database/sql, pgx), its
-// own statement cache and its own encoding of values (a key as BLOB or as
-// BYTEA).
-package sqlq
+// own statement cache, its own scanning of rows, and what is written out
+// because the databases differ: SQLite's transactions where PostgreSQL
+// writes one statement, upserts, locks and the hot writes of the journal
+// and the audit trail.
+package sqlstore
 
 import (
 	"fmt"
@@ -37,6 +38,9 @@ type Dialect struct {
 	// strictText: a text parameter must be UTF-8 without NUL, which is
 	// all a TEXT column of the database holds; otherwise any string binds.
 	strictText bool
+	// byteSlices: a bytes column (BYTEA) takes a non-nil []byte; otherwise
+	// (BLOB) a string binds as it is.
+	byteSlices bool
 }
 
 // SQLite and Postgres are the dialects of the two stores.
@@ -45,8 +49,18 @@ var (
 	SQLite = Dialect{}
 	// Postgres binds $n placeholders and a list as one array; its text is
 	// UTF-8 without NUL.
-	Postgres = Dialect{numbered: true, arrays: true, strictText: true}
+	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true}
 )
+
+// Bytes answers s as d binds it to a bytes column (a claim's key): a
+// string holds any bytes, so the conversion loses none, and for "" it is
+// never nil, which a driver would send as NULL.
+func (d Dialect) Bytes(s string) any {
+	if !d.byteSlices {
+		return s
+	}
+	return append([]byte{}, s...)
+}
 
 // Text reports whether s can be bound as text in d: whether a TEXT column
 // could hold it. A value that cannot matches no stored row, and a database
@@ -111,7 +125,7 @@ func (d Dialect) placeholder(b *strings.Builder, n int) {
 // at package initialization.
 func (d Dialect) Guarded(write string, writeArgs int, table, columns string, n int) string {
 	if !d.numbered || strings.Contains(write, "RETURNING") {
-		panic("sqlq: Guarded needs PostgreSQL and a write without RETURNING")
+		panic("sqlstore: Guarded needs PostgreSQL and a write without RETURNING")
 	}
 	return `WITH changed AS (` + write + ` RETURNING 1)
 	INSERT INTO ` + table + ` (` + columns + `)
@@ -144,7 +158,7 @@ func New(d Dialect, text string, args ...any) *Query {
 // differ in number: the statement is the store's own, never the caller's.
 func (q *Query) Add(text string, args ...any) {
 	if strings.Count(text, "?") != len(args) {
-		panic(fmt.Sprintf("sqlq: %d arguments for the placeholders of %q", len(args), text))
+		panic(fmt.Sprintf("sqlstore: %d arguments for the placeholders of %q", len(args), text))
 	}
 	if !q.d.numbered {
 		q.text.WriteString(text)
