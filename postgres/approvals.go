@@ -31,7 +31,7 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 	return a, err
 }
 
-const insertApproval = `INSERT INTO approvals (` + sqlstore.ApprovalColumns + `)
+const insertApproval = `INSERT INTO approvals (` + approvalColumns + `)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`
 
 // fileApproval is insertApproval that stores nothing when the call
@@ -97,7 +97,7 @@ func (s *Store) FileApproval(ctx context.Context, a *toolplane.Approval) (*toolp
 		if tag.RowsAffected() == 1 {
 			return a, nil
 		}
-		row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+		row := s.pool.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
 			WHERE organization_id = $1 AND tool = $2 AND key = $3 AND status = 'pending'`, a.OrganizationID, a.Tool, bytea(a.Key))
 		existing, err := scanApproval(row)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -114,7 +114,7 @@ func (s *Store) FileApproval(ctx context.Context, a *toolplane.Approval) (*toolp
 // GetApproval answers the approval, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.Approval, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+	row := s.pool.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = $1 AND id = $2`, org, id)
 	a, err := scanApproval(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -161,7 +161,7 @@ func updateApprovalArgs(a *toolplane.Approval) []any {
 
 // updateApprovalAudited is updateApproval and the audit insert as one
 // statement, as updateClaimAudited.
-var updateApprovalAudited = sqlstore.Postgres.Guarded(updateApproval, 26, "audit_events", sqlstore.AuditColumns, auditArgCount)
+var updateApprovalAudited = dialect.Guarded(updateApproval, 26, "audit_events", auditColumns, auditArgCount)
 
 // UpdateApprovalAudited is UpdateApproval and AppendAudit in one
 // transaction; a stale version stores neither, and an event that cannot be
@@ -185,7 +185,7 @@ func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval
 // FindApprovals answers the approvals filed for one call, tool and key, in
 // any run and state, newest first (ties by ID, descending).
 func (s *Store) FindApprovals(ctx context.Context, org, tool, key string) ([]toolplane.Approval, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = $1 AND tool = $2 AND key = $3
 		ORDER BY created_at DESC, id DESC`, org, tool, bytea(key))
 	if err != nil {
@@ -203,7 +203,7 @@ func (s *Store) FindApprovals(ctx context.Context, org, tool, key string) ([]too
 // first (ties by ID, descending), at most toolplane.MaxOpenApprovals, of
 // those that expire after now.
 func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string, now time.Time) ([]toolplane.Approval, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = $1 AND principal_id = $2 AND tool = $3 AND arguments_hash = $4
 		AND status IN ('pending', 'approved') AND expires_at > $5
 		ORDER BY created_at DESC, id DESC LIMIT $6`, org, principalID, tool, bytea(argsHash), micros(now), toolplane.MaxOpenApprovals)
@@ -221,14 +221,7 @@ func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, a
 // the cursor. The next cursor is "" when no approval follows.
 func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
 	q, err := sqlstore.ListApprovals(dialect, org, status, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanApproval, sqlstore.ApprovalCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list approvals", q, err, limit, scanApproval, sqlstore.ApprovalCursor)
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -237,14 +230,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 // costs limit rows a group however many approvals wait elsewhere.
 func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
 	q, err := sqlstore.ListApprovalsNewest(dialect, org, status, groups, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanApproval, sqlstore.NewestApprovalCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list approvals", q, err, limit, scanApproval, sqlstore.NewestApprovalCursor)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index

@@ -36,8 +36,8 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 
 // insertAudit is a var, like every statement built from placeholders:
 // the placeholders are counted from auditArgs, not written out.
-var insertAudit = `INSERT INTO audit_events (` + sqlstore.AuditColumns + `)
-		VALUES (` + sqlstore.Postgres.Placeholders(1, auditArgCount) + `)`
+var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + dialect.Placeholders(1, auditArgCount) + `)`
 
 // auditArgCount is how many arguments auditArgs answers.
 var auditArgCount = len(auditArgs(&toolplane.AuditEvent{}))
@@ -100,24 +100,17 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 // is "" when no event follows.
 func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
 	q, err := sqlstore.ListAudit(dialect, org, filter, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanEvent, sqlstore.AuditCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list audit", q, err, limit, scanEvent, sqlstore.AuditCursor)
 }
 
 // GetAudit answers the organization's event with that ID, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error) {
-	if !sqlstore.Postgres.Text(id) {
+	if !dialect.Text(id) {
 		// No stored ID is such text; asking would answer a database error.
 		return nil, fmt.Errorf("get audit: %w", toolplane.ErrNotFound)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.AuditColumns+` FROM audit_events WHERE organization_id = $1 AND id = $2`, org, id)
+	rows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE organization_id = $1 AND id = $2`, org, id)
 	if err != nil {
 		return nil, fmt.Errorf("get audit %s: %w", id, err)
 	}

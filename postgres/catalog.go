@@ -14,7 +14,7 @@ import (
 // Every query here is scoped to one organization, except
 // ListEveryToolVersion (the deployment's own read) and CatalogRevision.
 
-// scanToolVersion scans sqlstore.ToolVersionColumns and then extra, which only a
+// scanToolVersion scans toolVersionColumns and then extra, which only a
 // listing passes (the seq its cursor needs).
 func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 	var (
@@ -46,7 +46,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	if err != nil {
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO tool_versions (`+sqlstore.ToolVersionColumns+`)
+	_, err = s.pool.Exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
 		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
 		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
@@ -63,12 +63,12 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 // GetToolVersion answers the organization's version, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetToolVersion(ctx context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
-	if !sqlstore.Postgres.Text(org) || !sqlstore.Postgres.Text(name) || !sqlstore.Postgres.Text(version) {
+	if !dialect.Text(org) || !dialect.Text(name) || !dialect.Text(version) {
 		// No TEXT value holds it, so no version has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get tool version %q@%q: %w", name, version, toolplane.ErrNotFound)
 	}
-	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.ToolVersionColumns+` FROM tool_versions
+	row := s.pool.QueryRow(ctx, `SELECT `+toolVersionColumns+` FROM tool_versions
 		WHERE organization_id = $1 AND name = $2 AND version = $3`, org, name, version)
 	v, err := scanToolVersion(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -143,7 +143,7 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 // toolplane.ErrNotFound, told apart by a second read only when the update
 // wrote nothing (versions are never deleted, so the answer cannot go stale).
 func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion) (bool, error) {
-	if !sqlstore.Postgres.Text(v.OrganizationID) || !sqlstore.Postgres.Text(v.Name) || !sqlstore.Postgres.Text(v.Version) {
+	if !dialect.Text(v.OrganizationID) || !dialect.Text(v.Name) || !dialect.Text(v.Version) {
 		return false, fmt.Errorf("update tool version %q@%q: %w", v.Name, v.Version, toolplane.ErrNotFound)
 	}
 	reasons, err := names("review reasons", v.ReviewReasons)

@@ -31,7 +31,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // number of concurrent inserts, from any number of nodes, exactly one
 // answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO claims (`+sqlstore.ClaimColumns+`)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO claims (`+claimColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, bytea(c.Key), bytea(c.RequestHash), string(c.Status), blob(c.Result), c.Owner,
@@ -45,7 +45,7 @@ func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 
 // GetClaim answers the claim, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
-	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims
+	row := s.pool.QueryRow(ctx, `SELECT `+claimColumns+` FROM claims
 		WHERE organization_id = $1 AND tool = $2 AND key = $3`, org, tool, bytea(key))
 	c, err := scanClaim(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -94,7 +94,7 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // inserts nothing, and a statement is atomic, so an event that cannot be
 // stored undoes the update. One statement is one round trip, where an
 // explicit transaction would take four.
-var updateClaimAudited = sqlstore.Postgres.Guarded(updateClaim, 20, "audit_events", sqlstore.AuditColumns, auditArgCount)
+var updateClaimAudited = dialect.Guarded(updateClaim, 20, "audit_events", auditColumns, auditArgCount)
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -130,7 +130,7 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 
 // deleteClaimAudited is the conditional delete and the audit insert as one
 // statement, as updateClaimAudited: a stale version inserts nothing.
-var deleteClaimAudited = sqlstore.Postgres.Guarded(deleteClaim, 4, "audit_events", sqlstore.AuditColumns, auditArgCount)
+var deleteClaimAudited = dialect.Guarded(deleteClaim, 4, "audit_events", auditColumns, auditArgCount)
 
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -150,12 +150,5 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
 	q, err := sqlstore.ListClaims(dialect, org, status, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanClaim, sqlstore.ClaimCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list claims", q, err, limit, scanClaim, sqlstore.ClaimCursor)
 }

@@ -63,8 +63,8 @@ func connectionJSON(c *toolplane.Connection) (config, scope string, scopes []str
 
 // insertConnectionRecorded is the insert of a connection and of its change
 // record as one statement, atomic as a transaction and one round trip.
-var insertConnectionRecorded = sqlstore.Postgres.Guarded(`INSERT INTO connections (`+sqlstore.ConnectionColumns+`)
-		VALUES (`+sqlstore.Postgres.Placeholders(1, 20)+`)`, 20, "changes", sqlstore.ChangeColumns, changeArgCount)
+var insertConnectionRecorded = dialect.Guarded(`INSERT INTO connections (`+connectionColumns+`)
+		VALUES (`+dialect.Placeholders(1, 20)+`)`, 20, "changes", changeColumns, changeArgCount)
 
 // InsertConnection stores c and appends ch in one statement. A duplicate
 // ID, a name held by a connection of the organization that is not revoked,
@@ -92,12 +92,12 @@ func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, c
 // GetConnection answers the organization's connection, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error) {
-	if !sqlstore.Postgres.Text(org) || !sqlstore.Postgres.Text(id) {
+	if !dialect.Text(org) || !dialect.Text(id) {
 		// No TEXT value holds it, so no connection has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get connection %q: %w", id, toolplane.ErrNotFound)
 	}
-	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.ConnectionColumns+` FROM connections
+	row := s.pool.QueryRow(ctx, `SELECT `+connectionColumns+` FROM connections
 		WHERE organization_id = $1 AND id = $2`, org, id)
 	c, err := scanConnection(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -114,14 +114,7 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
 	q, err := sqlstore.ListConnections(dialect, org, f, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.ConnectionCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list connections", q, err, limit, scanConnection, sqlstore.ConnectionCursor)
 }
 
 // updateConnection writes what an update may write where the stored
@@ -138,7 +131,7 @@ const updateConnection = `UPDATE connections SET
 // updateConnectionRecorded is the update and the insert of its change
 // record as one statement: a stale version inserts no change, and a change
 // that cannot be stored undoes the update.
-var updateConnectionRecorded = sqlstore.Postgres.Guarded(updateConnection, 15, "changes", sqlstore.ChangeColumns, changeArgCount)
+var updateConnectionRecorded = dialect.Guarded(updateConnection, 15, "changes", changeColumns, changeArgCount)
 
 // UpdateConnection writes c where the stored organization, ID and version
 // are c's, in one conditional statement, and on success sets c.Version to
@@ -147,7 +140,7 @@ var updateConnectionRecorded = sqlstore.Postgres.Guarded(updateConnection, 15, "
 // not revoked, or a duplicate change ID, answers an error wrapping
 // toolplane.ErrExists and writes nothing.
 func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
-	if !sqlstore.Postgres.Text(c.OrganizationID) || !sqlstore.Postgres.Text(c.ID) {
+	if !dialect.Text(c.OrganizationID) || !dialect.Text(c.ID) {
 		return false, nil // no stored connection has it
 	}
 	config, scope, scopes, err := connectionJSON(c)
@@ -180,14 +173,7 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
 	q, err := sqlstore.ListAllConnections(dialect, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.EveryConnectionCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list all connections", q, err, limit, scanConnection, sqlstore.EveryConnectionCursor)
 }
 
 const oauthStateColumns = `id, organization_id, connection_id, user_id, verifier, redirect_uri,
@@ -215,7 +201,7 @@ func (s *Store) InsertOAuthState(ctx context.Context, st *toolplane.OAuthState) 
 // toolplane.ErrNotFound. Errors never name the ID: it is the bearer's
 // proof of the authorization under way.
 func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*toolplane.OAuthState, error) {
-	if !sqlstore.Postgres.Text(id) {
+	if !dialect.Text(id) {
 		// No TEXT value holds it, so no state has it.
 		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
 	}
@@ -241,7 +227,7 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 // DeleteExpiredOAuthStates removes up to limit states of any organization
 // that expired at or before now.
 func (s *Store) DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired oauth states: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM oauth_states WHERE id IN

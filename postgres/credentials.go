@@ -75,7 +75,7 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 	if err != nil {
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO credentials (`+sqlstore.CredentialColumns+`)
+	_, err = s.pool.Exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
 		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, attrs)
@@ -91,12 +91,12 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 // GetCredential answers the credential with that ID, in whichever
 // organization holds it, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Credential, error) {
-	if !sqlstore.Postgres.Text(id) {
+	if !dialect.Text(id) {
 		// No TEXT value holds it, so no credential has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get credential %q: %w", id, toolplane.ErrNotFound)
 	}
-	row := s.pool.QueryRow(ctx, `SELECT `+sqlstore.CredentialColumns+` FROM credentials WHERE id = $1`, id)
+	row := s.pool.QueryRow(ctx, `SELECT `+credentialColumns+` FROM credentials WHERE id = $1`, id)
 	c, err := scanCredential(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get credential %s: %w", id, toolplane.ErrNotFound)
@@ -112,14 +112,7 @@ func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Creden
 // follows.
 func (s *Store) ListCredentials(ctx context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
 	q, err := sqlstore.ListCredentials(dialect, org, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list credentials: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanCredential, sqlstore.CredentialCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list credentials: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list credentials", q, err, limit, scanCredential, sqlstore.CredentialCursor)
 }
 
 // UpdateCredential writes c's roles, tools, label, expiry and revocation

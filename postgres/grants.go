@@ -95,7 +95,7 @@ func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Tim
 	if at.IsZero() {
 		return fmt.Errorf("revoke grant %s: zero time", id)
 	}
-	if !sqlstore.Postgres.Text(id) {
+	if !dialect.Text(id) {
 		return fmt.Errorf("revoke grant %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE grants SET revoked_at = $1, revoked_by = $2
@@ -152,7 +152,7 @@ func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, e
 // DeleteDeny lifts the deny, or answers an error wrapping
 // toolplane.ErrNotFound when org has none with that ID.
 func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
-	if !sqlstore.Postgres.Text(id) {
+	if !dialect.Text(id) {
 		return fmt.Errorf("delete deny %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM denies WHERE organization_id = $1 AND id = $2`, org, id)
@@ -202,7 +202,7 @@ func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
 
 // GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetBundle(ctx context.Context, org, name string) (*toolplane.Bundle, error) {
-	if !sqlstore.Postgres.Text(name) {
+	if !dialect.Text(name) {
 		return nil, fmt.Errorf("get bundle %q: %w", name, toolplane.ErrNotFound)
 	}
 	row := s.pool.QueryRow(ctx, `SELECT `+bundleColumns+` FROM bundles
@@ -258,7 +258,7 @@ func scanChange(r scanner) (toolplane.Change, error) {
 // AppendChange stores c, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a change with that ID.
 func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO changes (`+sqlstore.ChangeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`, changeArgs(c)...)
+	_, err := s.pool.Exec(ctx, `INSERT INTO changes (`+changeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`, changeArgs(c)...)
 	if isDuplicate(err) {
 		return fmt.Errorf("append change %s: %w", c.ID, toolplane.ErrExists)
 	}
@@ -273,12 +273,5 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
 	q, err := sqlstore.ListChanges(dialect, org, kind, subject, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanChange, sqlstore.ChangeCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list changes", q, err, limit, scanChange, sqlstore.ChangeCursor)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 var _ toolplane.NotificationStore = (*Store)(nil)
@@ -133,7 +132,7 @@ func (s *Store) GetDelivery(ctx context.Context, org, event, subject, channel st
 // ListDeliveries answers the organization's deliveries in a state, most
 // recently updated first.
 func (s *Store) ListDeliveries(ctx context.Context, org string, state toolplane.DeliveryState, limit int) ([]toolplane.NotificationDelivery, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM notification_deliveries
@@ -165,7 +164,7 @@ func (s *Store) UseLinkNonce(ctx context.Context, org, nonce string, expires tim
 // DeleteExpiredLinkNonces removes up to limit nonces, of any
 // organization, whose links expired before now.
 func (s *Store) DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired link nonces: %w", err)
 	}
 	res, err := s.pool.Exec(ctx, `DELETE FROM notification_link_nonces WHERE (organization_id, nonce) IN
@@ -179,11 +178,11 @@ func (s *Store) DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limi
 // ApprovalsSince answers approvals of every organization created or
 // resolved at or after since, by the later of the two, oldest first.
 func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("approvals since: %w", err)
 	}
 	t := micros(since)
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals WHERE (organization_id, id) IN (
+	rows, err := s.pool.Query(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE (organization_id, id) IN (
 		SELECT organization_id, id FROM approvals WHERE created_at >= $1
 		UNION SELECT organization_id, id FROM approvals WHERE resolved_at >= $2)
 		ORDER BY GREATEST(created_at, COALESCE(resolved_at, 0)), organization_id, id LIMIT $3`, t, t, limit)
@@ -200,10 +199,10 @@ func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) 
 // UncertainClaimsSince answers uncertain claims of every organization
 // updated at or after since, oldest first.
 func (s *Store) UncertainClaimsSince(ctx context.Context, since time.Time, limit int) ([]toolplane.Claim, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("uncertain claims since: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims WHERE status = 'uncertain' AND updated_at >= $1
+	rows, err := s.pool.Query(ctx, `SELECT `+claimColumns+` FROM claims WHERE status = 'uncertain' AND updated_at >= $1
 		ORDER BY updated_at, organization_id, tool, key LIMIT $2`, micros(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("uncertain claims since: %w", err)
@@ -218,7 +217,7 @@ func (s *Store) UncertainClaimsSince(ctx context.Context, since time.Time, limit
 // ChannelsAfter answers channels of every organization after (afterOrg,
 // afterID), by organization and ID.
 func (s *Store) ChannelsAfter(ctx context.Context, afterOrg, afterID string, limit int) ([]toolplane.NotificationChannel, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("channels after: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+channelColumns+` FROM notification_channels

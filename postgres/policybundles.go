@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 const policyBundleColumns = `organization_id, version, language, digest, time_zone, disabled,
@@ -86,7 +85,7 @@ func (s *Store) PolicyBundleVersion(ctx context.Context, org string) (int64, err
 // ListPolicyBundles answers the bundles older than before (all when 0),
 // newest first, without their files.
 func (s *Store) ListPolicyBundles(ctx context.Context, org string, before int64, limit int) ([]toolplane.PolicyBundle, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("list policy bundles: %w", err)
 	}
 	if before <= 0 {

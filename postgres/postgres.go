@@ -25,6 +25,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,24 +72,42 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// checkLimit refuses a page size no list answers (see sqlstore.CheckLimit).
+func checkLimit(limit int) error { return sqlstore.CheckLimit(limit) }
+
+// The columns of the tables both stores read (see sqlstore).
+const (
+	approvalColumns    = sqlstore.ApprovalColumns
+	auditColumns       = sqlstore.AuditColumns
+	changeColumns      = sqlstore.ChangeColumns
+	claimColumns       = sqlstore.ClaimColumns
+	connectionColumns  = sqlstore.ConnectionColumns
+	credentialColumns  = sqlstore.CredentialColumns
+	toolVersionColumns = sqlstore.ToolVersionColumns
+)
+
 // dialect is how this store's statements are written (see sqlstore).
 var dialect = sqlstore.Postgres
 
 // page runs q, a list that asks for one row more than limit (see
 // sqlstore.Query.Page), and answers the page of rows scan reads with the
-// cursor next makes of its last row, "" when no row follows. A nil q is a
-// list no row can match: the page is empty.
-func page[T any](ctx context.Context, s *Store, q *sqlstore.Query, limit int, scan func(scanner) (T, error), next func(*T) string) ([]T, string, error) {
+// cursor next makes of its last row, "" when no row follows. q and err
+// are what sqlstore answered for the list: err, or an error running q, is
+// wrapped with op; a nil q is a list no row can match, an empty page.
+func page[T any](ctx context.Context, s *Store, op string, q *sqlstore.Query, err error, limit int, scan func(scanner) (T, error), next func(*T) string) ([]T, string, error) {
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", op, err)
+	}
 	if q == nil {
 		return nil, "", nil
 	}
 	rows, err := s.pool.Query(ctx, q.String(), q.Args()...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("%s: %w", op, err)
 	}
 	out, err := collect(rows, scan)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("%s: %w", op, err)
 	}
 	out, after := sqlstore.Page(out, limit, next)
 	return out, after, nil

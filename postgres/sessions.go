@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 const sessionColumns = `organization_id, id, credential_id, door, protocol_version, client, run_id,
@@ -75,7 +74,7 @@ func (s *Store) InsertSession(ctx context.Context, sess *toolplane.Session) erro
 // sending it would answer a database error (SQLSTATE 22021) where the
 // caller must see not-found, as SQLite answers.
 func sessionIDText(id string) bool {
-	return sqlstore.Postgres.Text(id)
+	return dialect.Text(id)
 }
 
 // GetSession answers the organization's session with that id, or an error
@@ -145,7 +144,7 @@ func (s *Store) DeleteSession(ctx context.Context, org, id string) (bool, error)
 // DeleteExpiredSessions removes up to limit sessions of any organization
 // that expired before now.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM mcp_sessions WHERE (organization_id, id) IN

@@ -34,7 +34,7 @@ func scanApproval(r scanner) (toolplane.Approval, error) {
 	return a, err
 }
 
-const insertApproval = `INSERT INTO approvals (` + sqlstore.ApprovalColumns + `)
+const insertApproval = `INSERT INTO approvals (` + approvalColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // fileApproval is insertApproval that stores nothing when the call
@@ -102,7 +102,7 @@ func (s *Store) FileApproval(ctx context.Context, a *toolplane.Approval) (*toolp
 		if stored {
 			return a, nil
 		}
-		row := s.queryRow(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+		row := s.queryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
 			WHERE organization_id = ? AND tool = ? AND key = ? AND status = 'pending'`, a.OrganizationID, a.Tool, a.Key)
 		existing, err := scanApproval(row)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -119,7 +119,7 @@ func (s *Store) FileApproval(ctx context.Context, a *toolplane.Approval) (*toolp
 // GetApproval answers the approval, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetApproval(ctx context.Context, org, id string) (*toolplane.Approval, error) {
-	row := s.queryRow(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+	row := s.queryRow(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = ? AND id = ?`, org, id)
 	a, err := scanApproval(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -190,7 +190,7 @@ func (s *Store) UpdateApprovalAudited(ctx context.Context, a *toolplane.Approval
 // FindApprovals answers the approvals filed for one call, tool and key, in
 // any run and state, newest first (ties by ID, descending).
 func (s *Store) FindApprovals(ctx context.Context, org, tool, key string) ([]toolplane.Approval, error) {
-	rows, err := s.query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = ? AND tool = ? AND key = ?
 		ORDER BY created_at DESC, id DESC`, org, tool, key)
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *Store) FindApprovals(ctx context.Context, org, tool, key string) ([]too
 // first (ties by ID, descending), at most toolplane.MaxOpenApprovals, of
 // those that expire after now.
 func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, argsHash string, now time.Time) ([]toolplane.Approval, error) {
-	rows, err := s.query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ?
 		AND status IN ('pending', 'approved') AND expires_at > ?
 		ORDER BY created_at DESC, id DESC LIMIT ?`, org, principalID, tool, argsHash, micros(now), toolplane.MaxOpenApprovals)
@@ -226,14 +226,7 @@ func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, a
 // the cursor. The next cursor is "" when no approval follows.
 func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
 	q, err := sqlstore.ListApprovals(dialect, org, status, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanApproval, sqlstore.ApprovalCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list approvals", q, err, limit, scanApproval, sqlstore.ApprovalCursor)
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -242,14 +235,7 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 // costs limit rows a group however many approvals wait elsewhere.
 func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
 	q, err := sqlstore.ListApprovalsNewest(dialect, org, status, groups, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanApproval, sqlstore.NewestApprovalCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list approvals", q, err, limit, scanApproval, sqlstore.NewestApprovalCursor)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index

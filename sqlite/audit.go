@@ -33,7 +33,7 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 	return auditErr(e, err)
 }
 
-const insertAudit = `INSERT INTO audit_events (` + sqlstore.AuditColumns + `)
+const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // auditArgCount is how many arguments insertAudit takes.
@@ -161,20 +161,13 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 // is "" when no event follows.
 func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
 	q, err := sqlstore.ListAudit(dialect, org, filter, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanEvent, sqlstore.AuditCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list audit", q, err, limit, scanEvent, sqlstore.AuditCursor)
 }
 
 // GetAudit answers the organization's event with that ID, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error) {
-	rows, err := s.query(ctx, `SELECT `+sqlstore.AuditColumns+` FROM audit_events WHERE organization_id = ? AND id = ?`, org, id)
+	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE organization_id = ? AND id = ?`, org, id)
 	if err != nil {
 		return nil, fmt.Errorf("get audit %s: %w", id, err)
 	}

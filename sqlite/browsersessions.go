@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 const browserSessionColumns = `organization_id, id, token_hash, subject, method, credential_id, roles,
@@ -103,7 +102,7 @@ func (s *Store) DeleteBrowserSessionsOf(ctx context.Context, org, subject string
 // DeleteExpiredBrowserSessions removes up to limit sessions of any
 // organization whose idle end is before now.
 func (s *Store) DeleteExpiredBrowserSessions(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired browser sessions: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM browser_sessions WHERE (organization_id, id) IN

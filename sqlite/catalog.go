@@ -13,7 +13,7 @@ import (
 // Every query here is scoped to one organization, except
 // ListEveryToolVersion (the deployment's own read) and CatalogRevision.
 
-// scanToolVersion scans sqlstore.ToolVersionColumns and then seq, which only a
+// scanToolVersion scans toolVersionColumns and then seq, which only a
 // listing selects (its cursor needs it); extra is nil otherwise.
 func scanToolVersion(r scanner, extra ...any) (toolplane.ToolVersion, error) {
 	var (
@@ -49,7 +49,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	if err != nil {
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO tool_versions (`+sqlstore.ToolVersionColumns+`)
+	_, err = s.exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
 		v.PublishedBy, micros(v.PublishedAt), v.ReviewedBy, optMicros(v.ReviewedAt), v.ReviewNote, optMicros(v.SunsetAt),
@@ -66,7 +66,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 // GetToolVersion answers the organization's version, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetToolVersion(ctx context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
-	row := s.queryRow(ctx, `SELECT `+sqlstore.ToolVersionColumns+` FROM tool_versions
+	row := s.queryRow(ctx, `SELECT `+toolVersionColumns+` FROM tool_versions
 		WHERE organization_id = ? AND name = ? AND version = ?`, org, name, version)
 	v, err := scanToolVersion(row)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -29,7 +29,7 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // tool and key. The conflict is resolved inside the one statement, so of any
 // number of concurrent inserts exactly one answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
-	res, err := s.exec(ctx, `INSERT INTO claims (`+sqlstore.ClaimColumns+`)
+	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, c.Key, c.RequestHash, string(c.Status), blob(c.Result), c.Owner,
@@ -47,7 +47,7 @@ func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 
 // GetClaim answers the claim, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
-	row := s.queryRow(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims
+	row := s.queryRow(ctx, `SELECT `+claimColumns+` FROM claims
 		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, key)
 	c, err := scanClaim(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -204,14 +204,7 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
 	q, err := sqlstore.ListClaims(dialect, org, status, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanClaim, sqlstore.ClaimCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list claims", q, err, limit, scanClaim, sqlstore.ClaimCursor)
 }
 
 // affected answers whether the statement changed a row.

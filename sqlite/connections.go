@@ -60,7 +60,7 @@ func connectionJSON(c *toolplane.Connection) (config, scope, scopes string, err 
 	return config, scope, scopes, nil
 }
 
-const insertConnection = `INSERT INTO connections (` + sqlstore.ConnectionColumns + `)
+const insertConnection = `INSERT INTO connections (` + connectionColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // InsertConnection stores c and appends ch in one transaction. A duplicate
@@ -92,7 +92,7 @@ func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, c
 // GetConnection answers the organization's connection, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error) {
-	row := s.queryRow(ctx, `SELECT `+sqlstore.ConnectionColumns+` FROM connections
+	row := s.queryRow(ctx, `SELECT `+connectionColumns+` FROM connections
 		WHERE organization_id = ? AND id = ?`, org, id)
 	c, err := scanConnection(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -109,14 +109,7 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
 	q, err := sqlstore.ListConnections(dialect, org, f, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.ConnectionCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list connections", q, err, limit, scanConnection, sqlstore.ConnectionCursor)
 }
 
 // updateConnection writes what an update may write where the stored
@@ -197,14 +190,7 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
 	q, err := sqlstore.ListAllConnections(dialect, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanConnection, sqlstore.EveryConnectionCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list all connections", q, err, limit, scanConnection, sqlstore.EveryConnectionCursor)
 }
 
 const oauthStateColumns = `id, organization_id, connection_id, user_id, verifier, redirect_uri,
@@ -268,7 +254,7 @@ func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*
 // DeleteExpiredOAuthStates removes up to limit states of any organization
 // that expired at or before now.
 func (s *Store) DeleteExpiredOAuthStates(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired oauth states: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM oauth_states WHERE id IN

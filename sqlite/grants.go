@@ -277,12 +277,5 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
 	q, err := sqlstore.ListChanges(dialect, org, kind, subject, after, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	out, next, err := page(ctx, s, q, limit, scanChange, sqlstore.ChangeCursor)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	return out, next, nil
+	return page(ctx, s, "list changes", q, err, limit, scanChange, sqlstore.ChangeCursor)
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -233,7 +232,7 @@ func TestPanickingWriteEndsItsGroup(t *testing.T) {
 			panicked := make(chan error, 1)
 			go func() {
 				panicked <- s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-					if _, err := tx.ExecContext(ctx, `INSERT INTO claims (`+sqlstore.ClaimColumns+`)
+					if _, err := tx.ExecContext(ctx, `INSERT INTO claims (`+claimColumns+`)
 						SELECT 'org', tool, 'panicked', request_hash, status, result, owner, lease_until, dispatched,
 							attempts, run_id, step_path, arguments, reason, reconciled_by, note, version, created_at,
 							updated_at, invocation, node FROM claims WHERE key = 'seed'`); err != nil {

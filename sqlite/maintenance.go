@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // The maintenance reads and deletes below cross organizations on purpose:
@@ -16,10 +15,10 @@ import (
 // ExpiredClaims answers processing claims whose lease ended before before,
 // oldest lease first.
 func (s *Store) ExpiredClaims(ctx context.Context, before time.Time, limit int) ([]toolplane.Claim, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("expired claims: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims
+	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims
 		WHERE status = 'processing' AND lease_until < ? ORDER BY lease_until LIMIT ?`, micros(before), limit)
 	if err != nil {
 		return nil, fmt.Errorf("expired claims: %w", err)
@@ -34,7 +33,7 @@ func (s *Store) ExpiredClaims(ctx context.Context, before time.Time, limit int) 
 // DeleteCompletedClaims removes at most limit completed claims last updated
 // before before, and answers how many it removed.
 func (s *Store) DeleteCompletedClaims(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete completed claims: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM claims WHERE rowid IN (
@@ -52,10 +51,10 @@ func (s *Store) DeleteCompletedClaims(ctx context.Context, before time.Time, lim
 // ApprovedApprovals answers approvals resolved approved at or after since,
 // oldest resolution first.
 func (s *Store) ApprovedApprovals(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("approved approvals: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals
 		WHERE status = 'approved' AND resolved_at >= ? ORDER BY resolved_at LIMIT ?`, micros(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("approved approvals: %w", err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // InsertNode stores a new instance n, or answers an error wrapping
@@ -74,10 +73,10 @@ func (s *Store) RetireNodes(ctx context.Context, name, except string) (int, erro
 // It finds the dead instances first (nodes_by_heartbeat), then their
 // processing claims (claims_by_node), so it reads no claim of a live node.
 func (s *Store) OrphanedClaims(ctx context.Context, deadBefore time.Time, limit int) ([]toolplane.Claim, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("orphaned claims: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims
+	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims
 		WHERE status = 'processing' AND node IN (SELECT id FROM nodes WHERE heartbeat_at < ?)
 		LIMIT ?`, micros(deadBefore), limit)
 	if err != nil {
@@ -94,7 +93,7 @@ func (s *Store) OrphanedClaims(ctx context.Context, deadBefore time.Time, limit 
 // heartbeat is before before and that hold no processing claim, and
 // answers how many it removed.
 func (s *Store) DeleteDeadNodes(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete dead nodes: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM nodes WHERE id IN (

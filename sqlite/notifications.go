@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 var _ toolplane.NotificationStore = (*Store)(nil)
@@ -136,7 +135,7 @@ func (s *Store) GetDelivery(ctx context.Context, org, event, subject, channel st
 // ListDeliveries answers the organization's deliveries in a state, most
 // recently updated first.
 func (s *Store) ListDeliveries(ctx context.Context, org string, state toolplane.DeliveryState, limit int) ([]toolplane.NotificationDelivery, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
 	rows, err := s.query(ctx, `SELECT `+deliveryColumns+` FROM notification_deliveries
@@ -168,7 +167,7 @@ func (s *Store) UseLinkNonce(ctx context.Context, org, nonce string, expires tim
 // DeleteExpiredLinkNonces removes up to limit nonces, of any
 // organization, whose links expired before now.
 func (s *Store) DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired link nonces: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM notification_link_nonces WHERE (organization_id, nonce) IN
@@ -186,11 +185,11 @@ func (s *Store) DeleteExpiredLinkNonces(ctx context.Context, now time.Time, limi
 // ApprovalsSince answers approvals of every organization created or
 // resolved at or after since, by the later of the two, oldest first.
 func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) ([]toolplane.Approval, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("approvals since: %w", err)
 	}
 	t := micros(since)
-	rows, err := s.query(ctx, `SELECT `+sqlstore.ApprovalColumns+` FROM approvals WHERE (organization_id, id) IN (
+	rows, err := s.query(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE (organization_id, id) IN (
 		SELECT organization_id, id FROM approvals WHERE created_at >= ?
 		UNION SELECT organization_id, id FROM approvals WHERE resolved_at >= ?)
 		ORDER BY MAX(created_at, COALESCE(resolved_at, 0)), organization_id, id LIMIT ?`, t, t, limit)
@@ -207,10 +206,10 @@ func (s *Store) ApprovalsSince(ctx context.Context, since time.Time, limit int) 
 // UncertainClaimsSince answers uncertain claims of every organization
 // updated at or after since, oldest first.
 func (s *Store) UncertainClaimsSince(ctx context.Context, since time.Time, limit int) ([]toolplane.Claim, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("uncertain claims since: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+sqlstore.ClaimColumns+` FROM claims WHERE status = 'uncertain' AND updated_at >= ?
+	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims WHERE status = 'uncertain' AND updated_at >= ?
 		ORDER BY updated_at, organization_id, tool, key LIMIT ?`, micros(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("uncertain claims since: %w", err)
@@ -225,7 +224,7 @@ func (s *Store) UncertainClaimsSince(ctx context.Context, since time.Time, limit
 // ChannelsAfter answers channels of every organization after (afterOrg,
 // afterID), by organization and ID.
 func (s *Store) ChannelsAfter(ctx context.Context, afterOrg, afterID string, limit int) ([]toolplane.NotificationChannel, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("channels after: %w", err)
 	}
 	rows, err := s.query(ctx, `SELECT `+channelColumns+` FROM notification_channels

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 const sessionColumns = `organization_id, id, credential_id, door, protocol_version, client, run_id,
@@ -143,7 +142,7 @@ func (s *Store) DeleteSession(ctx context.Context, org, id string) (bool, error)
 // DeleteExpiredSessions removes up to limit sessions of any organization
 // that expired before now.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := sqlstore.CheckLimit(limit); err != nil {
+	if err := checkLimit(limit); err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}
 	res, err := s.exec(ctx, `DELETE FROM mcp_sessions WHERE (organization_id, id) IN

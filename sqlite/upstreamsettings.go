@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 const (
@@ -15,7 +14,7 @@ const (
 		ON CONFLICT (upstream, tool) DO UPDATE SET settings = excluded.settings,
 			updated_by = excluded.updated_by, updated_at = excluded.updated_at`
 	deleteUpstreamToolSetting = `DELETE FROM upstream_tool_settings WHERE upstream = ? AND tool = ?`
-	insertChange              = `INSERT INTO changes (` + sqlstore.ChangeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	insertChange              = `INSERT INTO changes (` + changeColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
 )
 
 // PutUpstreamToolSettingRecorded creates or replaces the setting of one
