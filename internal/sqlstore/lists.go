@@ -63,12 +63,8 @@ func ListAudit(d Dialect, org string, f toolplane.AuditFilter, after string, lim
 	if !f.Until.IsZero() {
 		q.Add(` AND created_at < ?`, f.Until.UnixMicro())
 	}
-	if after != "" {
-		createdAt, parts, err := d.Cursor(after, cursor.Audit, 1)
-		if err != nil {
-			return nil, err
-		}
-		q.After("created_at, id", "<", createdAt, parts[0])
+	if err := q.AfterCursor(after, cursor.Audit, "<"); err != nil {
+		return nil, err
 	}
 	q.Page("created_at DESC, id DESC", limit)
 	return q, nil
@@ -89,12 +85,8 @@ func ListChanges(d Dialect, org, kind, subject, after string, limit int) (*Query
 	q := New(d, `SELECT `+ChangeColumns+` FROM changes WHERE organization_id = ?`, org)
 	q.Eq("kind", kind)
 	q.Eq("subject", subject)
-	if after != "" {
-		createdAt, parts, err := d.Cursor(after, cursor.Changes, 1)
-		if err != nil {
-			return nil, err
-		}
-		q.After("created_at, id", "<", createdAt, parts[0])
+	if err := q.AfterCursor(after, cursor.Changes, "<"); err != nil {
+		return nil, err
 	}
 	q.Page("created_at DESC, id DESC", limit)
 	return q, nil
@@ -112,12 +104,8 @@ func ListCredentials(d Dialect, org, after string, limit int) (*Query, error) {
 		return nil, err
 	}
 	q := New(d, `SELECT `+CredentialColumns+` FROM credentials WHERE organization_id = ?`, org)
-	if after != "" {
-		createdAt, parts, err := d.Cursor(after, cursor.Credentials, 1)
-		if err != nil {
-			return nil, err
-		}
-		q.After("created_at, id", ">", createdAt, parts[0])
+	if err := q.AfterCursor(after, cursor.Credentials, ">"); err != nil {
+		return nil, err
 	}
 	q.Page("created_at, id", limit)
 	return q, nil
@@ -139,12 +127,8 @@ func ListConnections(d Dialect, org string, f toolplane.ConnectionFilter, after 
 	q.Eq("provider", f.Provider)
 	q.Eq("user_id", f.UserID)
 	q.Eq("state", string(f.State))
-	if after != "" {
-		createdAt, parts, err := d.Cursor(after, cursor.Connections, 1)
-		if err != nil {
-			return nil, err
-		}
-		q.After("created_at, id", ">", createdAt, parts[0])
+	if err := q.AfterCursor(after, cursor.Connections, ">"); err != nil {
+		return nil, err
 	}
 	if q.Unbindable() {
 		return nil, nil
@@ -217,12 +201,8 @@ func ListApprovals(d Dialect, org string, status toolplane.ApprovalStatus, after
 		return nil, err
 	}
 	q := New(d, `SELECT `+ApprovalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
-	if after != "" {
-		createdAt, parts, err := d.Cursor(after, cursor.Approvals, 1)
-		if err != nil {
-			return nil, err
-		}
-		q.After("created_at, id", ">", createdAt, parts[0])
+	if err := q.AfterCursor(after, cursor.Approvals, ">"); err != nil {
+		return nil, err
 	}
 	q.Page("created_at, id", limit)
 	return q, nil

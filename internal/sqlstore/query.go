@@ -216,13 +216,18 @@ func (q *Query) In(column string, values []string) {
 	}
 	q.text.WriteString(` AND ` + column + ` IN (`)
 	for i, v := range values {
-		if i > 0 {
-			q.text.WriteString(", ")
-		}
-		q.arg(v)
-		q.d.placeholder(&q.text, len(q.args))
+		q.bind(i, v)
 	}
 	q.text.WriteByte(')')
+}
+
+// bind appends v and its placeholder, the i-th of a parenthesized list.
+func (q *Query) bind(i int, v any) {
+	if i > 0 {
+		q.text.WriteString(", ")
+	}
+	q.arg(v)
+	q.d.placeholder(&q.text, len(q.args))
 }
 
 // After appends the keyset condition of a page after a cursor: "AND
@@ -244,13 +249,26 @@ func (q *Query) WhereAfter(keys, op string, values ...any) {
 func (q *Query) tuple(keys, op string, values []any) {
 	q.text.WriteString(keys + `) ` + op + ` (`)
 	for i, v := range values {
-		if i > 0 {
-			q.text.WriteString(", ")
-		}
-		q.arg(v)
-		q.d.placeholder(&q.text, len(q.args))
+		q.bind(i, v)
 	}
 	q.text.WriteByte(')')
+}
+
+// AfterCursor appends the keyset condition of a page after the cursor
+// after, of a list ordered by created_at and then an ID (keys "created_at,
+// id"), with op as After takes it; nothing when after is "" (the first
+// page). A cursor that is not one of list, or whose ID the dialect cannot
+// bind, is an error wrapping cursor.ErrMalformed.
+func (q *Query) AfterCursor(after string, list byte, op string) error {
+	if after == "" {
+		return nil
+	}
+	createdAt, parts, err := q.d.Cursor(after, list, 1)
+	if err != nil {
+		return err
+	}
+	q.After("created_at, id", op, createdAt, parts[0])
+	return nil
 }
 
 // Page appends "ORDER BY order LIMIT ?" taking limit+1: one row more than

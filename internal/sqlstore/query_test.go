@@ -323,3 +323,35 @@ func TestPage(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterCursor: the first page has no condition; a cursor of the list
+// becomes the keyset condition in the dialect's placeholders; another
+// list's cursor, or one whose ID the dialect cannot bind, is malformed.
+func TestAfterCursor(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		d    Dialect
+		want string
+	}{
+		{SQLite, `SELECT a FROM t WHERE org = ? AND (created_at, id) > (?, ?)`},
+		{Postgres, `SELECT a FROM t WHERE org = $1 AND (created_at, id) > ($2, $3)`},
+	} {
+		first := New(tt.d, `SELECT a FROM t WHERE org = ?`, "o")
+		if err := first.AfterCursor("", cursor.Changes, ">"); err != nil || first.String() != `SELECT a FROM t WHERE org = `+tt.d.Placeholders(1, 1) {
+			t.Errorf("AfterCursor(first page) = %v, %s", err, first.String())
+		}
+		q := New(tt.d, `SELECT a FROM t WHERE org = ?`, "o")
+		if err := q.AfterCursor(cursor.Encode(cursor.Changes, 9, "ch-1"), cursor.Changes, ">"); err != nil {
+			t.Fatalf("AfterCursor = %v", err)
+		}
+		if q.String() != tt.want || !reflect.DeepEqual(q.Args(), []any{"o", int64(9), "ch-1"}) {
+			t.Errorf("AfterCursor: %s %#v; want %s", q.String(), q.Args(), tt.want)
+		}
+		if err := New(tt.d, `SELECT a FROM t`).AfterCursor(cursor.Encode(cursor.Audit, 9, "ev-1"), cursor.Changes, ">"); !errors.Is(err, cursor.ErrMalformed) {
+			t.Errorf("AfterCursor(another list's) = %v, want ErrMalformed", err)
+		}
+	}
+	if err := New(Postgres, `SELECT a FROM t`).AfterCursor(cursor.Encode(cursor.Changes, 9, "\xff"), cursor.Changes, ">"); !errors.Is(err, cursor.ErrMalformed) {
+		t.Errorf("Postgres AfterCursor(not text) = %v, want ErrMalformed", err)
+	}
+}
