@@ -220,8 +220,9 @@ func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, a
 // ListApprovals answers approvals in status, oldest first (ties by ID), after
 // the cursor. The next cursor is "" when no approval follows.
 func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
-	q, err := sqlstore.ListApprovals(dialect, org, status, after, limit)
-	return page(ctx, s, "list approvals", q, err, limit, scanApproval, sqlstore.ApprovalCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListApprovals(&q, dialect, org, status, after, limit)
+	return page(ctx, s, "list approvals", &q, err, limit, scanApproval, sqlstore.ApprovalCursor)
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -229,8 +230,9 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 // approvals_by_group per group, each already in order, merged: the page
 // costs limit rows a group however many approvals wait elsewhere.
 func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
-	q, err := sqlstore.ListApprovalsNewest(dialect, org, status, groups, after, limit)
-	return page(ctx, s, "list approvals", q, err, limit, scanApproval, sqlstore.NewestApprovalCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListApprovalsNewest(&q, dialect, org, status, groups, after, limit)
+	return page(ctx, s, "list approvals", &q, err, limit, scanApproval, sqlstore.NewestApprovalCursor)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index

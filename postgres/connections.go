@@ -113,8 +113,9 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // oldest first (ties by ID), after the cursor. The next cursor is "" when
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	q, err := sqlstore.ListConnections(dialect, org, f, after, limit)
-	return page(ctx, s, "list connections", q, err, limit, scanConnection, sqlstore.ConnectionCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListConnections(&q, dialect, org, f, after, limit)
+	return page(ctx, s, "list connections", &q, err, limit, scanConnection, sqlstore.ConnectionCursor)
 }
 
 // updateConnection writes what an update may write where the stored
@@ -172,8 +173,9 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // by organization), after the cursor. The next cursor is "" when no
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
-	q, err := sqlstore.ListAllConnections(dialect, after, limit)
-	return page(ctx, s, "list all connections", q, err, limit, scanConnection, sqlstore.EveryConnectionCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListAllConnections(&q, dialect, after, limit)
+	return page(ctx, s, "list all connections", &q, err, limit, scanConnection, sqlstore.EveryConnectionCursor)
 }
 
 const oauthStateColumns = `id, organization_id, connection_id, user_id, verifier, redirect_uri,

@@ -160,8 +160,9 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 // events appended meanwhile (newer ones) never shift a page. The next cursor
 // is "" when no event follows.
 func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
-	q, err := sqlstore.ListAudit(dialect, org, filter, after, limit)
-	return page(ctx, s, "list audit", q, err, limit, scanEvent, sqlstore.AuditCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListAudit(&q, dialect, org, filter, after, limit)
+	return page(ctx, s, "list audit", &q, err, limit, scanEvent, sqlstore.AuditCursor)
 }
 
 // GetAudit answers the organization's event with that ID, or an error

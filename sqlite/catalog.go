@@ -97,11 +97,11 @@ func (s *Store) ListEveryToolVersion(ctx context.Context, f toolplane.VersionFil
 // listToolVersions lists one organization's versions, or every
 // organization's when org is nil.
 func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
-	q, err := sqlstore.ListToolVersions(dialect, org, f, after, limit)
-	if err != nil {
+	var q sqlstore.Query
+	if err := sqlstore.ListToolVersions(&q, dialect, org, f, after, limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	if q == nil {
+	if q.Empty() {
 		return nil, "", nil
 	}
 	rows, err := s.query(ctx, q.String(), q.Args()...)

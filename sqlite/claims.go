@@ -203,8 +203,9 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // ListClaims answers claims in status, oldest first (ties by tool, then key,
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
-	q, err := sqlstore.ListClaims(dialect, org, status, after, limit)
-	return page(ctx, s, "list claims", q, err, limit, scanClaim, sqlstore.ClaimCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListClaims(&q, dialect, org, status, after, limit)
+	return page(ctx, s, "list claims", &q, err, limit, scanClaim, sqlstore.ClaimCursor)
 }
 
 // affected answers whether the statement changed a row.

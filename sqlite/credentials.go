@@ -119,8 +119,9 @@ func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Creden
 // (ties by ID), after the cursor. The next cursor is "" when no credential
 // follows.
 func (s *Store) ListCredentials(ctx context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
-	q, err := sqlstore.ListCredentials(dialect, org, after, limit)
-	return page(ctx, s, "list credentials", q, err, limit, scanCredential, sqlstore.CredentialCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListCredentials(&q, dialect, org, after, limit)
+	return page(ctx, s, "list credentials", &q, err, limit, scanCredential, sqlstore.CredentialCursor)
 }
 
 // UpdateCredential writes c's roles, tools, label, expiry and revocation

@@ -276,6 +276,7 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // when set), newest first (ties by ID, descending), before the cursor, like
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
-	q, err := sqlstore.ListChanges(dialect, org, kind, subject, after, limit)
-	return page(ctx, s, "list changes", q, err, limit, scanChange, sqlstore.ChangeCursor)
+	var q sqlstore.Query
+	err := sqlstore.ListChanges(&q, dialect, org, kind, subject, after, limit)
+	return page(ctx, s, "list changes", &q, err, limit, scanChange, sqlstore.ChangeCursor)
 }

@@ -446,12 +446,12 @@ var dialect = sqlstore.SQLite
 // sqlstore.Query.Page), and answers the page of rows scan reads with the
 // cursor next makes of its last row, "" when no row follows. q and err
 // are what sqlstore answered for the list: err, or an error running q, is
-// wrapped with op; a nil q is a list no row can match, an empty page.
+// wrapped with op; an Empty q is a list no row can match, an empty page.
 func page[T any](ctx context.Context, s *Store, op string, q *sqlstore.Query, err error, limit int, scan func(scanner) (T, error), next func(*T) string) ([]T, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", op, err)
 	}
-	if q == nil {
+	if q.Empty() {
 		return nil, "", nil
 	}
 	rows, err := s.query(ctx, q.String(), q.Args()...)

@@ -34,22 +34,23 @@ const (
 	replacement, retire_blocked, revision, updated_at, deprecation_note`
 )
 
-// The lists below answer the statement of one page of a store's list, in
-// a dialect, after checking the limit and reading the cursor: a store runs
-// it, scans the rows and cuts the page with Page and the list's cursor
-// function. An error wraps ErrLimit or cursor.ErrMalformed. A nil Query
-// with no error is a list no stored row can match (a filter value the
-// dialect cannot bind as text): the page is empty.
+// The lists below write into q the statement of one page of a store's
+// list, in a dialect, after checking the limit and reading the cursor: a
+// store runs it, scans the rows and cuts the page with Page and the list's
+// cursor function. The store owns q (a Query on its stack costs no
+// allocation). An error wraps ErrLimit or cursor.ErrMalformed. A list no
+// stored row can match (a filter value the dialect cannot bind as text)
+// leaves q Empty: the page is empty, and nothing is to run.
 
 // ListAudit is the page of an organization's audit events f matches,
 // newest first (ties by ID, descending), before the cursor. Only the
 // fields set become conditions, so each query can use the index that fits
 // it.
-func ListAudit(d Dialect, org string, f toolplane.AuditFilter, after string, limit int) (*Query, error) {
+func ListAudit(q *Query, d Dialect, org string, f toolplane.AuditFilter, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+AuditColumns+` FROM audit_events WHERE organization_id = ?`, org)
+	q.Start(d, `SELECT `+AuditColumns+` FROM audit_events WHERE organization_id = ?`, org)
 	q.Eq("run_id", f.RunID)
 	q.Eq("agent_id", f.AgentID)
 	q.Eq("user_id", f.UserID)
@@ -64,10 +65,10 @@ func ListAudit(d Dialect, org string, f toolplane.AuditFilter, after string, lim
 		q.Add(` AND created_at < ?`, f.Until.UnixMicro())
 	}
 	if err := q.AfterCursor(after, cursor.Audit, "<"); err != nil {
-		return nil, err
+		return err
 	}
 	q.Page("created_at DESC, id DESC", limit)
-	return q, nil
+	return nil
 }
 
 // AuditCursor is the cursor of ListAudit after e.
@@ -78,18 +79,18 @@ func AuditCursor(e *toolplane.AuditEvent) string {
 // ListChanges is the page of an organization's changes of kind and
 // subject (each when set), newest first (ties by ID, descending), before
 // the cursor.
-func ListChanges(d Dialect, org, kind, subject, after string, limit int) (*Query, error) {
+func ListChanges(q *Query, d Dialect, org, kind, subject, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+ChangeColumns+` FROM changes WHERE organization_id = ?`, org)
+	q.Start(d, `SELECT `+ChangeColumns+` FROM changes WHERE organization_id = ?`, org)
 	q.Eq("kind", kind)
 	q.Eq("subject", subject)
 	if err := q.AfterCursor(after, cursor.Changes, "<"); err != nil {
-		return nil, err
+		return err
 	}
 	q.Page("created_at DESC, id DESC", limit)
-	return q, nil
+	return nil
 }
 
 // ChangeCursor is the cursor of ListChanges after c.
@@ -99,16 +100,16 @@ func ChangeCursor(c *toolplane.Change) string {
 
 // ListCredentials is the page of an organization's credentials, oldest
 // first (ties by ID), after the cursor.
-func ListCredentials(d Dialect, org, after string, limit int) (*Query, error) {
+func ListCredentials(q *Query, d Dialect, org, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+CredentialColumns+` FROM credentials WHERE organization_id = ?`, org)
+	q.Start(d, `SELECT `+CredentialColumns+` FROM credentials WHERE organization_id = ?`, org)
 	if err := q.AfterCursor(after, cursor.Credentials, ">"); err != nil {
-		return nil, err
+		return err
 	}
 	q.Page("created_at, id", limit)
-	return q, nil
+	return nil
 }
 
 // CredentialCursor is the cursor of ListCredentials after c.
@@ -119,22 +120,23 @@ func CredentialCursor(c *toolplane.Credential) string {
 // ListConnections is the page of an organization's connections f
 // matches, oldest first (ties by ID), after the cursor; nil when a value
 // of f or org is one no stored connection holds.
-func ListConnections(d Dialect, org string, f toolplane.ConnectionFilter, after string, limit int) (*Query, error) {
+func ListConnections(q *Query, d Dialect, org string, f toolplane.ConnectionFilter, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+ConnectionColumns+` FROM connections WHERE organization_id = ?`, org)
+	q.Start(d, `SELECT `+ConnectionColumns+` FROM connections WHERE organization_id = ?`, org)
 	q.Eq("provider", f.Provider)
 	q.Eq("user_id", f.UserID)
 	q.Eq("state", string(f.State))
 	if err := q.AfterCursor(after, cursor.Connections, ">"); err != nil {
-		return nil, err
+		return err
 	}
 	if q.Unbindable() {
-		return nil, nil
+		q.empty = true
+		return nil
 	}
 	q.Page("created_at, id", limit)
-	return q, nil
+	return nil
 }
 
 // ConnectionCursor is the cursor of ListConnections after c.
@@ -144,23 +146,23 @@ func ConnectionCursor(c *toolplane.Connection) string {
 
 // ListAllConnections is the page of every organization's connections by
 // ID (ties by organization), after the cursor.
-func ListAllConnections(d Dialect, after string, limit int) (*Query, error) {
+func ListAllConnections(q *Query, d Dialect, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+ConnectionColumns+` FROM connections`)
+	q.Start(d, `SELECT `+ConnectionColumns+` FROM connections`)
 	if after != "" {
 		at, parts, err := d.Cursor(after, cursor.EveryConnection, 2)
 		if err == nil && at != 0 {
 			err = fmt.Errorf("%w: a time where none belongs", cursor.ErrMalformed)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		q.WhereAfter("id, organization_id", ">", parts[0], parts[1])
 	}
 	q.Page("id, organization_id", limit)
-	return q, nil
+	return nil
 }
 
 // EveryConnectionCursor is the cursor of ListAllConnections after c.
@@ -170,23 +172,23 @@ func EveryConnectionCursor(c *toolplane.Connection) string {
 
 // ListClaims is the page of an organization's claims in status, oldest
 // first (ties by tool, then key, bytewise), after the cursor.
-func ListClaims(d Dialect, org string, status toolplane.ClaimStatus, after string, limit int) (*Query, error) {
+func ListClaims(q *Query, d Dialect, org string, status toolplane.ClaimStatus, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+ClaimColumns+` FROM claims WHERE organization_id = ? AND status = ?`, org, string(status))
+	q.Start(d, `SELECT `+ClaimColumns+` FROM claims WHERE organization_id = ? AND status = ?`, org, string(status))
 	if after != "" {
 		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
 		if err == nil {
 			err = d.CursorText(parts[0]) // the tool; a key is bytes
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		q.After("created_at, tool, key", ">", createdAt, parts[0], d.Bytes(parts[1]))
 	}
 	q.Page("created_at, tool, key", limit)
-	return q, nil
+	return nil
 }
 
 // ClaimCursor is the cursor of ListClaims after c.
@@ -196,16 +198,16 @@ func ClaimCursor(c *toolplane.Claim) string {
 
 // ListApprovals is the page of an organization's approvals in status,
 // oldest first (ties by ID), after the cursor.
-func ListApprovals(d Dialect, org string, status toolplane.ApprovalStatus, after string, limit int) (*Query, error) {
+func ListApprovals(q *Query, d Dialect, org string, status toolplane.ApprovalStatus, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+ApprovalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
+	q.Start(d, `SELECT `+ApprovalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
 	if err := q.AfterCursor(after, cursor.Approvals, ">"); err != nil {
-		return nil, err
+		return err
 	}
 	q.Page("created_at, id", limit)
-	return q, nil
+	return nil
 }
 
 // ApprovalCursor is the cursor of ListApprovals after a.
@@ -220,19 +222,19 @@ func ApprovalCursor(a *toolplane.Approval) string {
 // in order, merged: the page costs limit rows a group however many
 // approvals wait elsewhere. More than toolplane.MaxApprovalGroups groups
 // are refused (toolplane.ErrInvalid); an empty groups matches nothing.
-func ListApprovalsNewest(d Dialect, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) (*Query, error) {
+func ListApprovalsNewest(q *Query, d Dialect, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
 	if len(groups) > toolplane.MaxApprovalGroups {
-		return nil, fmt.Errorf("%w: more than %d groups", toolplane.ErrInvalid, toolplane.MaxApprovalGroups)
+		return fmt.Errorf("%w: more than %d groups", toolplane.ErrInvalid, toolplane.MaxApprovalGroups)
 	}
 	var createdAt int64
 	var afterID string
 	if after != "" {
 		at, parts, err := d.Cursor(after, cursor.NewestApprovals, 1)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		createdAt, afterID = at, parts[0]
 	}
@@ -240,10 +242,11 @@ func ListApprovalsNewest(d Dialect, org string, status toolplane.ApprovalStatus,
 		// A group that is not text names no stored group: it matches
 		// nothing, and the database would refuse it as a parameter.
 		if groups = d.Texts(groups); len(groups) == 0 {
-			return nil, nil
+			q.empty = true
+			return nil
 		}
 	}
-	q := New(d, ``)
+	q.Start(d, ``)
 	// one is the read of one group (or of all, for group nil).
 	one := func(group *string) {
 		q.Add(`SELECT `+ApprovalColumns+` FROM approvals WHERE organization_id = ? AND status = ?`, org, string(status))
@@ -257,7 +260,7 @@ func ListApprovalsNewest(d Dialect, org string, status toolplane.ApprovalStatus,
 	}
 	if groups == nil {
 		one(nil)
-		return q, nil
+		return nil
 	}
 	for i := range groups {
 		if i > 0 {
@@ -268,7 +271,7 @@ func ListApprovalsNewest(d Dialect, org string, status toolplane.ApprovalStatus,
 		q.Add(`) AS g` + strconv.Itoa(i))
 	}
 	q.Page("created_at DESC, id DESC", limit)
-	return q, nil
+	return nil
 }
 
 // NewestApprovalCursor is the cursor of ListApprovalsNewest after a.
@@ -281,21 +284,22 @@ func NewestApprovalCursor(a *toolplane.Approval) string {
 // when every, then by name, publication and sequence, after the cursor; nil
 // when org is one no stored version holds. The statement selects seq after
 // ToolVersionColumns: the cursor carries it (see ToolVersionCursor).
-func ListToolVersions(d Dialect, org *string, f toolplane.VersionFilter, after string, limit int) (*Query, error) {
+func ListToolVersions(q *Query, d Dialect, org *string, f toolplane.VersionFilter, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
-		return nil, err
+		return err
 	}
-	q := New(d, `SELECT `+ToolVersionColumns+`, seq FROM tool_versions WHERE 1 = 1`)
+	q.Start(d, `SELECT `+ToolVersionColumns+`, seq FROM tool_versions WHERE 1 = 1`)
 	list, parts := cursor.EveryToolVersion, 3
 	if org != nil {
 		if !d.Text(*org) {
 			// No organization has it; the cursor is still read.
 			if after != "" {
 				if _, _, err := cursor.Decode(after, cursor.ToolVersions, 2); err != nil {
-					return nil, err
+					return err
 				}
 			}
-			return nil, nil
+			q.empty = true
+			return nil
 		}
 		q.Add(` AND organization_id = ?`, *org)
 		list, parts = cursor.ToolVersions, 2
@@ -312,11 +316,11 @@ func ListToolVersions(d Dialect, org *string, f toolplane.VersionFilter, after s
 	if after != "" {
 		published, at, err := d.Cursor(after, list, parts)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		seq, err := strconv.ParseInt(at[1], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: bad sequence", cursor.ErrMalformed)
+			return fmt.Errorf("%w: bad sequence", cursor.ErrMalformed)
 		}
 		if org != nil {
 			q.After("name, published_at, seq", ">", at[0], published, seq)
@@ -329,7 +333,7 @@ func ListToolVersions(d Dialect, org *string, f toolplane.VersionFilter, after s
 	} else {
 		q.Page("name, published_at, seq", limit)
 	}
-	return q, nil
+	return nil
 }
 
 // ToolVersionCursor is the cursor of ListToolVersions after v, whose row

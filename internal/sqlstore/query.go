@@ -142,14 +142,24 @@ type Query struct {
 	// unbindable is set when an argument is a string d cannot bind as
 	// text (see Unbindable).
 	unbindable bool
+	// empty is set by a list no stored row can match (see Empty).
+	empty bool
 }
 
 // New answers a query of d starting with text, whose ? placeholders take
 // args in order.
 func New(d Dialect, text string, args ...any) *Query {
-	q := &Query{d: d, args: make([]any, 0, len(args)+8)}
-	q.Add(text, args...)
+	q := new(Query)
+	q.Start(d, text, args...)
 	return q
+}
+
+// Start makes q a new query of d starting with text, whose ? placeholders
+// take args in order, as New does, in a Query the caller holds: one on the
+// caller's stack costs no allocation, where New's is on the heap.
+func (q *Query) Start(d Dialect, text string, args ...any) {
+	*q = Query{d: d, args: make([]any, 0, len(args)+8)}
+	q.Add(text, args...)
 }
 
 // Add appends text, whose ? placeholders take args in order. ? is a
@@ -287,6 +297,10 @@ func (q *Query) Args() []any { return q.args }
 // bind as text (see Dialect.Text). No stored row holds such a value, so a
 // list filtered by one is empty; sent, it would answer a database error.
 func (q *Query) Unbindable() bool { return q.unbindable }
+
+// Empty reports whether the query is of a list no stored row can match
+// (see the lists): its page is empty, and nothing is to run.
+func (q *Query) Empty() bool { return q.empty }
 
 // MaxLimit is the largest page a list answers.
 const MaxLimit = 1000
