@@ -118,8 +118,8 @@ func CredentialCursor(c *toolplane.Credential) string {
 }
 
 // ListConnections is the page of an organization's connections f
-// matches, oldest first (ties by ID), after the cursor; nil when a value
-// of f or org is one no stored connection holds.
+// matches, oldest first (ties by ID), after the cursor; Empty when a
+// value of f or org is one no stored connection holds.
 func ListConnections(q *Query, d Dialect, org string, f toolplane.ConnectionFilter, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
 		return err
@@ -281,8 +281,8 @@ func NewestApprovalCursor(a *toolplane.Approval) string {
 
 // ListToolVersions is the page of the tool versions f matches, of one
 // organization (org) or of every organization (org nil), by organization
-// when every, then by name, publication and sequence, after the cursor; nil
-// when org is one no stored version holds. The statement selects seq after
+// when every, then by name, publication and sequence, after the cursor;
+// Empty when org is one no stored version holds. The statement selects seq after
 // ToolVersionColumns: the cursor carries it (see ToolVersionCursor).
 func ListToolVersions(q *Query, d Dialect, org *string, f toolplane.VersionFilter, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {

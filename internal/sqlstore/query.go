@@ -41,6 +41,9 @@ type Dialect struct {
 	// byteSlices: a bytes column (BYTEA) takes a non-nil []byte; otherwise
 	// (BLOB) a string binds as it is.
 	byteSlices bool
+	// writingWith: a WITH query may write (PostgreSQL's data-modifying
+	// WITH), so a write and its record can be one statement (Guarded).
+	writingWith bool
 }
 
 // SQLite and Postgres are the dialects of the two stores.
@@ -49,7 +52,7 @@ var (
 	SQLite = Dialect{}
 	// Postgres binds $n placeholders and a list as one array; its text is
 	// UTF-8 without NUL.
-	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true}
+	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true, writingWith: true}
 )
 
 // Bytes answers s as d binds it to a bytes column (a claim's key): a
@@ -116,15 +119,15 @@ func (d Dialect) placeholder(b *strings.Builder, n int) {
 // numbered from 1 to writeArgs, and an insert into table of n columns (an
 // audit event, a change record) as one statement that inserts only when
 // write changed a row: a write that matched nothing (a stale version)
-// stores no record, and a record that cannot be stored undoes the write. The insert's arguments
-// follow write's.
+// stores no record, and a record that cannot be stored undoes the write.
+// The insert's arguments follow write's.
 //
 // It is PostgreSQL's data-modifying WITH, which SQLite has not: there the
 // two statements run in one transaction, and Guarded panics, as it does for
 // a write that already says RETURNING. Stores build these statements once,
 // at package initialization.
 func (d Dialect) Guarded(write string, writeArgs int, table, columns string, n int) string {
-	if !d.numbered || strings.Contains(write, "RETURNING") {
+	if !d.writingWith || strings.Contains(write, "RETURNING") {
 		panic("sqlstore: Guarded needs PostgreSQL and a write without RETURNING")
 	}
 	return `WITH changed AS (` + write + ` RETURNING 1)
