@@ -33,7 +33,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
@@ -51,10 +50,6 @@ var _ toolplane.Store = (*Store)(nil)
 func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool}
 }
-
-// errCursor is a cursor this store could not have answered, wrapped with
-// the call it came to.
-var errCursor = cursor.ErrMalformed
 
 // uniqueViolation is PostgreSQL's SQLSTATE for a duplicate primary key or
 // unique index entry.

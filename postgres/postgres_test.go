@@ -279,14 +279,14 @@ func TestCursorPartsTextColumnsCannotHold(t *testing.T) {
 	s := newTestStore(t)
 	ctx := t.Context()
 	for _, bad := range []string{"a\x00b", "\xff"} {
-		if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, cursor.Encode(cursor.Claims, 0, bad, "k"), 10); !errors.Is(err, errCursor) {
-			t.Errorf("ListClaims(tool %q) err = %v, want errCursor", bad, err)
+		if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, cursor.Encode(cursor.Claims, 0, bad, "k"), 10); !errors.Is(err, cursor.ErrMalformed) {
+			t.Errorf("ListClaims(tool %q) err = %v, want cursor.ErrMalformed", bad, err)
 		}
-		if _, _, err := s.ListApprovals(ctx, "org", toolplane.ApprovalPending, cursor.Encode(cursor.Approvals, 0, bad), 10); !errors.Is(err, errCursor) {
-			t.Errorf("ListApprovals(id %q) err = %v, want errCursor", bad, err)
+		if _, _, err := s.ListApprovals(ctx, "org", toolplane.ApprovalPending, cursor.Encode(cursor.Approvals, 0, bad), 10); !errors.Is(err, cursor.ErrMalformed) {
+			t.Errorf("ListApprovals(id %q) err = %v, want cursor.ErrMalformed", bad, err)
 		}
-		if _, _, err := s.ListAudit(ctx, "org", toolplane.AuditFilter{}, cursor.Encode(cursor.Audit, 0, bad), 10); !errors.Is(err, errCursor) {
-			t.Errorf("ListAudit(id %q) err = %v, want errCursor", bad, err)
+		if _, _, err := s.ListAudit(ctx, "org", toolplane.AuditFilter{}, cursor.Encode(cursor.Audit, 0, bad), 10); !errors.Is(err, cursor.ErrMalformed) {
+			t.Errorf("ListAudit(id %q) err = %v, want cursor.ErrMalformed", bad, err)
 		}
 	}
 }

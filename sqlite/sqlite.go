@@ -32,7 +32,6 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
 	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
@@ -401,10 +400,6 @@ func walWaiting(ctx context.Context, q rowQuerier, mode string) (int, error) {
 type errScanner struct{ err error }
 
 func (e errScanner) Scan(...any) error { return e.err }
-
-// errCursor is a cursor this store could not have answered, wrapped with
-// the call it came to.
-var errCursor = cursor.ErrMalformed
 
 // isDuplicate reports whether err is a primary key or unique constraint
 // violation, by SQLite's extended result code.
