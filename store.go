@@ -327,16 +327,13 @@ type AuditFilter struct {
 	// Set it beside RunID, whose index then serves the query.
 	ApprovalID string
 	// Outcomes, when set, matches an event whose outcome is any of them
-	// (every error code, say), beside Outcome.
+	// (every error code, say), beside Outcome. How many a caller may ask
+	// for is audit.Trail's rule (audit.MaxOutcomes), not a store's.
 	Outcomes []string
 	// Since and Until bound when the event happened: at or after Since,
 	// before Until; a zero time does not bound.
 	Since, Until time.Time
 }
-
-// MaxAuditOutcomes bounds AuditFilter.Outcomes: a query's conditions are
-// the server's choice, never a caller's list of any length.
-const MaxAuditOutcomes = 64
 
 // CredentialStore is the storage of API keys' stored forms (Credential).
 //

@@ -285,6 +285,12 @@ func (t *Trail) List(ctx context.Context, f toolplane.AuditFilter, after string,
 	return evs, next, nil
 }
 
+// MaxOutcomes bounds the outcomes of a filter a Trail lists by
+// (AuditFilter.Outcomes): a query's conditions are the server's choice,
+// never a caller's list of any length. A store takes any number; the
+// trail, which serves callers, refuses more.
+const MaxOutcomes = 64
+
 // checkFilter refuses a filter no stored event could match the way it
 // reads: a value longer than any stored one, text a store cannot hold (a
 // database would answer an error, not "no events"), more outcomes than a
@@ -295,8 +301,8 @@ func checkFilter(f toolplane.AuditFilter) error {
 		max     int
 	}{{"run_id", f.RunID, toolplane.MaxRunLen}, {"agent_id", f.AgentID, toolplane.MaxRefLen}, {"user_id", f.UserID, toolplane.MaxRefLen},
 		{"tool", f.Tool, toolplane.MaxNameLen}, {"outcome", f.Outcome, toolplane.MaxRefLen}, {"approval_id", f.ApprovalID, toolplane.MaxRefLen}}
-	if len(f.Outcomes) > toolplane.MaxAuditOutcomes {
-		return fmt.Errorf("%w: at most %d outcomes", toolplane.ErrInvalid, toolplane.MaxAuditOutcomes)
+	if len(f.Outcomes) > MaxOutcomes {
+		return fmt.Errorf("%w: at most %d outcomes", toolplane.ErrInvalid, MaxOutcomes)
 	}
 	for _, o := range f.Outcomes {
 		fields = append(fields, struct {

@@ -130,7 +130,7 @@ func TestTrailRefusesAFilterNoStoreReads(t *testing.T) {
 		{"a NUL byte", toolplane.AuditFilter{AgentID: "agent\x00"}},
 		{"not UTF-8", toolplane.AuditFilter{UserID: "\xff"}},
 		{"a long tool", toolplane.AuditFilter{Tool: string(make([]byte, toolplane.MaxNameLen+1))}},
-		{"too many outcomes", toolplane.AuditFilter{Outcomes: make([]string, toolplane.MaxAuditOutcomes+1)}},
+		{"too many outcomes", toolplane.AuditFilter{Outcomes: make([]string, MaxOutcomes+1)}},
 		{"a range ending before it starts", toolplane.AuditFilter{Since: base, Until: base.Add(-time.Second)}},
 	}
 	for _, tt := range tests {

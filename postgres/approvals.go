@@ -4,20 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const approvalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
-	arguments_hash, arguments, invocation, principal_id, preview, status,
-	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
-	level, approver_group, escalated_from, rule, approvers, approver, approved_by`
 
 func scanApproval(r scanner) (toolplane.Approval, error) {
 	var (
@@ -168,9 +161,7 @@ func updateApprovalArgs(a *toolplane.Approval) []any {
 
 // updateApprovalAudited is updateApproval and the audit insert as one
 // statement, as updateClaimAudited.
-var updateApprovalAudited = `WITH updated AS (` + updateApproval + ` RETURNING 1)
-	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT ` + placeholders(27, auditArgCount) + ` FROM updated`
+var updateApprovalAudited = dialect.Guarded(updateApproval, 26, "audit_events", auditColumns, auditArgCount)
 
 // UpdateApprovalAudited is UpdateApproval and AppendAudit in one
 // transaction; a stale version stores neither, and an event that cannot be
@@ -229,26 +220,9 @@ func (s *Store) FindOpenApprovals(ctx context.Context, org, principalID, tool, a
 // ListApprovals answers approvals in status, oldest first (ties by ID), after
 // the cursor. The next cursor is "" when no approval follows.
 func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, after string, limit int) ([]toolplane.Approval, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = $1 AND status = $2`
-	args := []any{org, string(status)}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Approvals, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list approvals: %w", err)
-		}
-		q += ` AND (created_at, id) > ($3, $4)`
-		args = append(args, createdAt, parts[0])
-	}
-	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args)+1)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	return s.approvalPage(ctx, q, args, limit, cursor.Approvals)
+	var q sqlstore.Query
+	err := sqlstore.ListApprovals(&q, dialect, org, status, after, limit)
+	return page(ctx, s, "list approvals", &q, err, limit, scanApproval, sqlstore.ApprovalCursor)
 }
 
 // ListApprovalsNewest implements toolplane.ApprovalStore. Unfiltered, it
@@ -256,60 +230,9 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 // approvals_by_group per group, each already in order, merged: the page
 // costs limit rows a group however many approvals wait elsewhere.
 func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	if len(groups) > toolplane.MaxApprovalGroups {
-		return nil, "", fmt.Errorf("list approvals: %w: more than %d groups", toolplane.ErrInvalid, toolplane.MaxApprovalGroups)
-	}
-	var createdAt int64
-	var afterID string
-	if after != "" {
-		at, parts, err := cursor.Decode(after, cursor.NewestApprovals, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list approvals: %w", err)
-		}
-		createdAt, afterID = at, parts[0]
-	}
-	if groups != nil {
-		// A group that is not text names no stored group: it matches
-		// nothing, and PostgreSQL would refuse it as a parameter.
-		groups = slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return checkTextPart(g) != nil })
-		if len(groups) == 0 {
-			return nil, "", nil
-		}
-	}
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	// one is the read of one group (or of all, for group nil).
-	one := func(group *string) string {
-		q := `SELECT ` + approvalColumns + ` FROM approvals WHERE organization_id = ` + arg(org) + ` AND status = ` + arg(string(status))
-		if group != nil {
-			q += ` AND approver_group = ` + arg(*group)
-		}
-		if after != "" {
-			q += ` AND (created_at, id) < (` + arg(createdAt) + `, ` + arg(afterID) + `)`
-		}
-		// one more, to know whether a page follows
-		return q + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
-	}
-	var q string
-	if groups == nil {
-		q = one(nil)
-	} else {
-		reads := make([]string, len(groups))
-		for i := range groups {
-			reads[i] = fmt.Sprintf(`SELECT * FROM (%s) AS g%d`, one(&groups[i]), i)
-		}
-		q = strings.Join(reads, ` UNION ALL `) + ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
-	}
-	return s.approvalPage(ctx, q, args, limit, cursor.NewestApprovals)
+	var q sqlstore.Query
+	err := sqlstore.ListApprovalsNewest(&q, dialect, org, status, groups, after, limit)
+	return page(ctx, s, "list approvals", &q, err, limit, scanApproval, sqlstore.NewestApprovalCursor)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index
@@ -343,24 +266,4 @@ func approvedBy(a *toolplane.Approval) any {
 		return nil
 	}
 	return v
-}
-
-// approvalPage runs q, which asks for one row more than limit, and
-// answers the page of limit approvals and, when that row came, the cursor
-// of kind after the page's last.
-func (s *Store) approvalPage(ctx context.Context, q string, args []any, limit int, kind byte) ([]toolplane.Approval, string, error) {
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	out, err := collect(rows, scanApproval)
-	if err != nil {
-		return nil, "", fmt.Errorf("list approvals: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(kind, micros(last.CreatedAt), last.ID), nil
 }

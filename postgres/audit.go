@@ -3,19 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
-	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason, connection_id,
-	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
@@ -44,21 +37,10 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 // insertAudit is a var, like every statement built from placeholders:
 // the placeholders are counted from auditArgs, not written out.
 var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (` + placeholders(1, auditArgCount) + `)`
+		VALUES (` + dialect.Placeholders(1, auditArgCount) + `)`
 
 // auditArgCount is how many arguments auditArgs answers.
 var auditArgCount = len(auditArgs(&toolplane.AuditEvent{}))
-
-// placeholders answers n placeholders numbered from $from: "$5, $6, ...",
-// where an event's columns follow the arguments of the write it is
-// stored with.
-func placeholders(from, n int) string {
-	p := make([]string, n)
-	for i := range p {
-		p[i] = "$" + strconv.Itoa(from+i)
-	}
-	return strings.Join(p, ", ")
-}
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
@@ -117,76 +99,15 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 // events appended meanwhile (newer ones) never shift a page. The next cursor
 // is "" when no event follows.
 func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + auditColumns + ` FROM audit_events WHERE organization_id = $1`)
-	args := []any{org}
-	// param appends v to the arguments and answers its placeholder.
-	param := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	// Only the fields set become conditions, so each query can use the
-	// index that fits it.
-	for _, f := range []struct{ column, value string }{
-		{"run_id", filter.RunID},
-		{"agent_id", filter.AgentID},
-		{"user_id", filter.UserID},
-		{"tool", filter.Tool},
-		{"outcome", filter.Outcome},
-		{"approval_id", filter.ApprovalID},
-	} {
-		if f.value != "" {
-			q.WriteString(` AND ` + f.column + ` = ` + param(f.value))
-		}
-	}
-	if len(filter.Outcomes) > toolplane.MaxAuditOutcomes {
-		return nil, "", fmt.Errorf("list audit: %w: at most %d outcomes", toolplane.ErrInvalid, toolplane.MaxAuditOutcomes)
-	}
-	if len(filter.Outcomes) > 0 {
-		q.WriteString(` AND outcome = ANY(` + param(filter.Outcomes) + `)`)
-	}
-	if !filter.Since.IsZero() {
-		q.WriteString(` AND created_at >= ` + param(micros(filter.Since)))
-	}
-	if !filter.Until.IsZero() {
-		q.WriteString(` AND created_at < ` + param(micros(filter.Until)))
-	}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Audit, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list audit: %w", err)
-		}
-		q.WriteString(` AND (created_at, id) < (` + param(createdAt) + `, ` + param(parts[0]) + `)`)
-	}
-	// One more than the page, to know whether a page follows.
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ` + param(limit+1))
-
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	out, err := collect(rows, scanEvent)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListAudit(&q, dialect, org, filter, after, limit)
+	return page(ctx, s, "list audit", &q, err, limit, scanEvent, sqlstore.AuditCursor)
 }
 
 // GetAudit answers the organization's event with that ID, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error) {
-	if checkTextPart(id) != nil {
+	if !dialect.Text(id) {
 		// No stored ID is such text; asking would answer a database error.
 		return nil, fmt.Errorf("get audit: %w", toolplane.ErrNotFound)
 	}

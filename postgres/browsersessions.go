@@ -55,7 +55,7 @@ func (s *Store) InsertBrowserSession(ctx context.Context, b *toolplane.BrowserSe
 func (s *Store) FindBrowserSession(ctx context.Context, hash string) (*toolplane.BrowserSession, error) {
 	// The hash comes from a cookie and may hold any byte; TEXT cannot, and
 	// no session has such a hash.
-	if checkTextPart(hash) != nil {
+	if !dialect.Text(hash) {
 		return nil, fmt.Errorf("find browser session: %w", toolplane.ErrNotFound)
 	}
 	b, err := scanBrowserSession(s.pool.QueryRow(ctx, `SELECT `+browserSessionColumns+` FROM browser_sessions WHERE token_hash = $1`, hash))
@@ -71,7 +71,7 @@ func (s *Store) FindBrowserSession(ctx context.Context, hash string) (*toolplane
 // TouchBrowserSession moves the session's idle end to until, unless the
 // stored one is later, and never past its absolute end, in one statement.
 func (s *Store) TouchBrowserSession(ctx context.Context, org, id string, until time.Time) error {
-	if checkTextPart(org) != nil || checkTextPart(id) != nil {
+	if !dialect.Text(org) || !dialect.Text(id) {
 		return fmt.Errorf("touch browser session: %w", toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE browser_sessions SET idle_until = LEAST(expires_at, GREATEST(idle_until, $1))
@@ -81,7 +81,7 @@ func (s *Store) TouchBrowserSession(ctx context.Context, org, id string, until t
 
 // DeleteBrowserSession removes the organization's session with that id.
 func (s *Store) DeleteBrowserSession(ctx context.Context, org, id string) (bool, error) {
-	if checkTextPart(org) != nil || checkTextPart(id) != nil {
+	if !dialect.Text(org) || !dialect.Text(id) {
 		return false, nil
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM browser_sessions WHERE organization_id = $1 AND id = $2`, org, id)
@@ -93,7 +93,7 @@ func (s *Store) DeleteBrowserSession(ctx context.Context, org, id string) (bool,
 
 // DeleteBrowserSessionsOf removes every session of subject in org.
 func (s *Store) DeleteBrowserSessionsOf(ctx context.Context, org, subject string) (int, error) {
-	if checkTextPart(org) != nil || checkTextPart(subject) != nil {
+	if !dialect.Text(org) || !dialect.Text(subject) {
 		return 0, nil
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM browser_sessions WHERE organization_id = $1 AND subject = $2`, org, subject)

@@ -4,21 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Every query here is scoped to one organization, except
 // ListEveryToolVersion (the deployment's own read) and CatalogRevision.
-
-const toolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
-	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
-	replacement, retire_blocked, revision, updated_at, deprecation_note`
 
 // scanToolVersion scans toolVersionColumns and then extra, which only a
 // listing passes (the seq its cursor needs).
@@ -69,7 +63,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 // GetToolVersion answers the organization's version, or an error wrapping
 // toolplane.ErrNotFound.
 func (s *Store) GetToolVersion(ctx context.Context, org, name, version string) (*toolplane.ToolVersion, error) {
-	if checkTextPart(org) != nil || checkTextPart(name) != nil || checkTextPart(version) != nil {
+	if !dialect.Text(org) || !dialect.Text(name) || !dialect.Text(version) {
 		// No TEXT value holds it, so no version has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get tool version %q@%q: %w", name, version, toolplane.ErrNotFound)
@@ -105,74 +99,14 @@ func (s *Store) ListEveryToolVersion(ctx context.Context, f toolplane.VersionFil
 // listToolVersions lists one organization's versions, or every
 // organization's when org is nil.
 func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
-	if err := checkLimit(limit); err != nil {
+	var q sqlstore.Query
+	if err := sqlstore.ListToolVersions(&q, dialect, org, f, after, limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + toolVersionColumns + `, seq FROM tool_versions WHERE true`)
-	var args []any
-	// param appends v to the arguments and answers its placeholder.
-	param := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
+	if q.Empty() {
+		return nil, "", nil
 	}
-	list, parts := cursor.EveryToolVersion, 3
-	if org != nil {
-		if checkTextPart(*org) != nil {
-			// No TEXT value holds it, so no organization has it.
-			if after != "" {
-				if _, _, err := cursor.Decode(after, cursor.ToolVersions, 2); err != nil {
-					return nil, "", fmt.Errorf("list tool versions: %w", err)
-				}
-			}
-			return nil, "", nil
-		}
-		q.WriteString(` AND organization_id = ` + param(*org))
-		list, parts = cursor.ToolVersions, 2
-	}
-	// Only the fields set become conditions, so the query can use the index
-	// that fits it.
-	if f.Name != "" {
-		q.WriteString(` AND name = ` + param(f.Name))
-	}
-	if f.Owner != "" {
-		q.WriteString(` AND owner = ` + param(f.Owner))
-	}
-	if len(f.States) > 0 {
-		states := make([]string, len(f.States))
-		for i, st := range f.States {
-			states[i] = string(st)
-		}
-		q.WriteString(` AND state = ANY (` + param(states) + `::text[])`)
-	}
-	if after != "" {
-		published, at, err := cursor.Decode(after, list, parts)
-		for _, p := range at {
-			if err == nil {
-				err = checkTextPart(p)
-			}
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list tool versions: %w", err)
-		}
-		seq, err := strconv.ParseInt(at[1], 10, 64)
-		if err != nil {
-			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
-		}
-		if org != nil {
-			q.WriteString(` AND (name, published_at, seq) > (` + param(at[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
-		} else {
-			q.WriteString(` AND (organization_id, name, published_at, seq) > (` + param(at[2]) + `, ` + param(at[0]) + `, ` + param(published) + `, ` + param(seq) + `)`)
-		}
-	}
-	// One more than the page, to know whether a page follows.
-	if org == nil {
-		q.WriteString(` ORDER BY organization_id, name, published_at, seq LIMIT ` + param(limit+1))
-	} else {
-		q.WriteString(` ORDER BY name, published_at, seq LIMIT ` + param(limit+1))
-	}
-
-	rows, err := s.pool.Query(ctx, q.String(), args...)
+	rows, err := s.pool.Query(ctx, q.String(), q.Args()...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
@@ -193,15 +127,10 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	if org != nil {
-		return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
-	}
-	return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10), last.OrganizationID), nil
+	out, next := sqlstore.Page(out, limit, func(last *toolplane.ToolVersion) string {
+		return sqlstore.ToolVersionCursor(last, seqs[limit-1], org == nil)
+	})
+	return out, next, nil
 }
 
 // UpdateToolVersion writes v's lifecycle fields where the organization's
@@ -214,7 +143,7 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 // toolplane.ErrNotFound, told apart by a second read only when the update
 // wrote nothing (versions are never deleted, so the answer cannot go stale).
 func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion) (bool, error) {
-	if checkTextPart(v.OrganizationID) != nil || checkTextPart(v.Name) != nil || checkTextPart(v.Version) != nil {
+	if !dialect.Text(v.OrganizationID) || !dialect.Text(v.Name) || !dialect.Text(v.Version) {
 		return false, fmt.Errorf("update tool version %q@%q: %w", v.Name, v.Version, toolplane.ErrNotFound)
 	}
 	reasons, err := names("review reasons", v.ReviewReasons)

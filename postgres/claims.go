@@ -8,12 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
-	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at, invocation, node`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -98,9 +94,7 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // inserts nothing, and a statement is atomic, so an event that cannot be
 // stored undoes the update. One statement is one round trip, where an
 // explicit transaction would take four.
-var updateClaimAudited = `WITH updated AS (` + updateClaim + ` RETURNING 1)
-	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT ` + placeholders(21, auditArgCount) + ` FROM updated`
+var updateClaimAudited = dialect.Guarded(updateClaim, 20, "audit_events", auditColumns, auditArgCount)
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -121,11 +115,13 @@ func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 	return ok, nil
 }
 
+const deleteClaim = `DELETE FROM claims
+		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4`
+
 // DeleteClaim removes the claim where the stored version is version, in one
 // conditional statement.
 func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM claims
-		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4`, org, tool, bytea(key), version)
+	tag, err := s.pool.Exec(ctx, deleteClaim, org, tool, bytea(key), version)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
@@ -134,10 +130,7 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 
 // deleteClaimAudited is the conditional delete and the audit insert as one
 // statement, as updateClaimAudited: a stale version inserts nothing.
-var deleteClaimAudited = `WITH deleted AS (DELETE FROM claims
-		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4 RETURNING 1)
-	INSERT INTO audit_events (` + auditColumns + `)
-	SELECT ` + placeholders(5, auditArgCount) + ` FROM deleted`
+var deleteClaimAudited = dialect.Guarded(deleteClaim, 4, "audit_events", auditColumns, auditArgCount)
 
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -156,37 +149,7 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // ListClaims answers claims in status, oldest first (ties by tool, then key,
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	q := `SELECT ` + claimColumns + ` FROM claims WHERE organization_id = $1 AND status = $2`
-	args := []any{org, string(status)}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list claims: %w", err)
-		}
-		q += ` AND (created_at, tool, key) > ($3, $4, $5)`
-		args = append(args, createdAt, parts[0], bytea(parts[1]))
-	}
-	q += fmt.Sprintf(` ORDER BY created_at, tool, key LIMIT $%d`, len(args)+1)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	out, err := collect(rows, scanClaim)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Claims, micros(last.CreatedAt), last.Tool, last.Key), nil
+	var q sqlstore.Query
+	err := sqlstore.ListClaims(&q, dialect, org, status, after, limit)
+	return page(ctx, s, "list claims", &q, err, limit, scanClaim, sqlstore.ClaimCursor)
 }

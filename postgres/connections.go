@@ -5,19 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const connectionColumns = `organization_id, id, name, provider, kind, user_id, state, reason,
-	config, scope, scopes, secret, token_expires_at, refresh_owner, refresh_until,
-	owner, created_at, updated_at, revoked_at, version`
 
 func scanConnection(r scanner) (toolplane.Connection, error) {
 	var (
@@ -69,12 +63,8 @@ func connectionJSON(c *toolplane.Connection) (config, scope string, scopes []str
 
 // insertConnectionRecorded is the insert of a connection and of its change
 // record as one statement, atomic as a transaction and one round trip.
-var insertConnectionRecorded = `WITH inserted AS (
-		INSERT INTO connections (` + connectionColumns + `)
-		VALUES (` + placeholders(1, 20) + `)
-		RETURNING 1)
-	INSERT INTO changes (` + changeColumns + `)
-	SELECT ` + placeholders(21, 7) + ` FROM inserted`
+var insertConnectionRecorded = dialect.Guarded(`INSERT INTO connections (`+connectionColumns+`)
+		VALUES (`+dialect.Placeholders(1, 20)+`)`, 20, "changes", changeColumns, changeArgCount)
 
 // InsertConnection stores c and appends ch in one statement. A duplicate
 // ID, a name held by a connection of the organization that is not revoked,
@@ -102,7 +92,7 @@ func (s *Store) InsertConnection(ctx context.Context, c *toolplane.Connection, c
 // GetConnection answers the organization's connection, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.Connection, error) {
-	if checkTextPart(org) != nil || checkTextPart(id) != nil {
+	if !dialect.Text(org) || !dialect.Text(id) {
 		// No TEXT value holds it, so no connection has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get connection %q: %w", id, toolplane.ErrNotFound)
@@ -123,59 +113,9 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // oldest first (ties by ID), after the cursor. The next cursor is "" when
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + connectionColumns + ` FROM connections WHERE organization_id = $1`)
-	args := []any{org}
-	param := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	// Only the fields set become conditions, so each query can use the
-	// index that fits it. A value no TEXT holds matches nothing.
-	matchesNone := checkTextPart(org) != nil
-	for _, c := range []struct{ column, value string }{
-		{"provider", f.Provider},
-		{"user_id", f.UserID},
-		{"state", string(f.State)},
-	} {
-		if c.value != "" {
-			matchesNone = matchesNone || checkTextPart(c.value) != nil
-			q.WriteString(` AND ` + c.column + ` = ` + param(c.value))
-		}
-	}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Connections, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list connections: %w", err)
-		}
-		q.WriteString(` AND (created_at, id) > (` + param(createdAt) + `, ` + param(parts[0]) + `)`)
-	}
-	if matchesNone {
-		return nil, "", nil
-	}
-	// One more than the page, to know whether a page follows.
-	q.WriteString(` ORDER BY created_at, id LIMIT ` + param(limit+1))
-
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	out, err := collect(rows, scanConnection)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Connections, micros(last.CreatedAt), last.ID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListConnections(&q, dialect, org, f, after, limit)
+	return page(ctx, s, "list connections", &q, err, limit, scanConnection, sqlstore.ConnectionCursor)
 }
 
 // updateConnection writes what an update may write where the stored
@@ -192,9 +132,7 @@ const updateConnection = `UPDATE connections SET
 // updateConnectionRecorded is the update and the insert of its change
 // record as one statement: a stale version inserts no change, and a change
 // that cannot be stored undoes the update.
-var updateConnectionRecorded = `WITH updated AS (` + updateConnection + ` RETURNING 1)
-	INSERT INTO changes (` + changeColumns + `)
-	SELECT ` + placeholders(16, 7) + ` FROM updated`
+var updateConnectionRecorded = dialect.Guarded(updateConnection, 15, "changes", changeColumns, changeArgCount)
 
 // UpdateConnection writes c where the stored organization, ID and version
 // are c's, in one conditional statement, and on success sets c.Version to
@@ -203,7 +141,7 @@ var updateConnectionRecorded = `WITH updated AS (` + updateConnection + ` RETURN
 // not revoked, or a duplicate change ID, answers an error wrapping
 // toolplane.ErrExists and writes nothing.
 func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, ch *toolplane.Change) (bool, error) {
-	if checkTextPart(c.OrganizationID) != nil || checkTextPart(c.ID) != nil {
+	if !dialect.Text(c.OrganizationID) || !dialect.Text(c.ID) {
 		return false, nil // no stored connection has it
 	}
 	config, scope, scopes, err := connectionJSON(c)
@@ -235,42 +173,9 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // by organization), after the cursor. The next cursor is "" when no
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	q := `SELECT ` + connectionColumns + ` FROM connections`
-	var args []any
-	if after != "" {
-		at, parts, err := cursor.Decode(after, cursor.EveryConnection, 2)
-		if err == nil && at != 0 {
-			err = fmt.Errorf("%w: a time where none belongs", errCursor)
-		}
-		for i := 0; err == nil && i < len(parts); i++ {
-			err = checkTextPart(parts[i])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list all connections: %w", err)
-		}
-		q += ` WHERE (id, organization_id) > ($1, $2)`
-		args = append(args, parts[0], parts[1])
-	}
-	q += ` ORDER BY id, organization_id LIMIT $` + strconv.Itoa(len(args)+1)
-	args = append(args, limit+1)
-
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	out, err := collect(rows, scanConnection)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.EveryConnection, 0, last.ID, last.OrganizationID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListAllConnections(&q, dialect, after, limit)
+	return page(ctx, s, "list all connections", &q, err, limit, scanConnection, sqlstore.EveryConnectionCursor)
 }
 
 const oauthStateColumns = `id, organization_id, connection_id, user_id, verifier, redirect_uri,
@@ -298,7 +203,7 @@ func (s *Store) InsertOAuthState(ctx context.Context, st *toolplane.OAuthState) 
 // toolplane.ErrNotFound. Errors never name the ID: it is the bearer's
 // proof of the authorization under way.
 func (s *Store) TakeOAuthState(ctx context.Context, id string, now time.Time) (*toolplane.OAuthState, error) {
-	if checkTextPart(id) != nil {
+	if !dialect.Text(id) {
 		// No TEXT value holds it, so no state has it.
 		return nil, fmt.Errorf("take oauth state: %w", toolplane.ErrNotFound)
 	}

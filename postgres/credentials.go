@@ -12,11 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const credentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
-	created_at, expires_at, revoked_at, last_used_at, created_by, version, attributes`
 
 func scanCredential(r scanner) (toolplane.Credential, error) {
 	var (
@@ -94,7 +91,7 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 // GetCredential answers the credential with that ID, in whichever
 // organization holds it, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Credential, error) {
-	if checkTextPart(id) != nil {
+	if !dialect.Text(id) {
 		// No TEXT value holds it, so no credential has it; asking would
 		// answer a database error.
 		return nil, fmt.Errorf("get credential %q: %w", id, toolplane.ErrNotFound)
@@ -114,39 +111,9 @@ func (s *Store) GetCredential(ctx context.Context, id string) (*toolplane.Creden
 // (ties by ID), after the cursor. The next cursor is "" when no credential
 // follows.
 func (s *Store) ListCredentials(ctx context.Context, org, after string, limit int) ([]toolplane.Credential, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list credentials: %w", err)
-	}
-	q := `SELECT ` + credentialColumns + ` FROM credentials WHERE organization_id = $1`
-	args := []any{org}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Credentials, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list credentials: %w", err)
-		}
-		q += ` AND (created_at, id) > ($2, $3)`
-		args = append(args, createdAt, parts[0])
-	}
-	q += fmt.Sprintf(` ORDER BY created_at, id LIMIT $%d`, len(args)+1)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list credentials: %w", err)
-	}
-	out, err := collect(rows, scanCredential)
-	if err != nil {
-		return nil, "", fmt.Errorf("list credentials: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Credentials, micros(last.CreatedAt), last.ID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListCredentials(&q, dialect, org, after, limit)
+	return page(ctx, s, "list credentials", &q, err, limit, scanCredential, sqlstore.CredentialCursor)
 }
 
 // UpdateCredential writes c's roles, tools, label, expiry and revocation

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Every write to grants, denies and bundles moves the organization's
@@ -97,7 +95,7 @@ func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Tim
 	if at.IsZero() {
 		return fmt.Errorf("revoke grant %s: zero time", id)
 	}
-	if checkTextPart(id) != nil {
+	if !dialect.Text(id) {
 		return fmt.Errorf("revoke grant %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE grants SET revoked_at = $1, revoked_by = $2
@@ -154,7 +152,7 @@ func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, e
 // DeleteDeny lifts the deny, or answers an error wrapping
 // toolplane.ErrNotFound when org has none with that ID.
 func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
-	if checkTextPart(id) != nil {
+	if !dialect.Text(id) {
 		return fmt.Errorf("delete deny %q: %w", id, toolplane.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM denies WHERE organization_id = $1 AND id = $2`, org, id)
@@ -204,7 +202,7 @@ func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
 
 // GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.
 func (s *Store) GetBundle(ctx context.Context, org, name string) (*toolplane.Bundle, error) {
-	if checkTextPart(name) != nil {
+	if !dialect.Text(name) {
 		return nil, fmt.Errorf("get bundle %q: %w", name, toolplane.ErrNotFound)
 	}
 	row := s.pool.QueryRow(ctx, `SELECT `+bundleColumns+` FROM bundles
@@ -247,8 +245,6 @@ func (s *Store) AuthzRevision(ctx context.Context, org string) (int64, error) {
 	return rev, nil
 }
 
-const changeColumns = `organization_id, id, kind, subject, actor, detail, created_at`
-
 func scanChange(r scanner) (toolplane.Change, error) {
 	var (
 		c       toolplane.Change
@@ -276,48 +272,7 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // when set), newest first (ties by ID, descending), before the cursor, like
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + changeColumns + ` FROM changes WHERE organization_id = $1`)
-	args := []any{org}
-	// param appends v to the arguments and answers its placeholder.
-	param := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if kind != "" {
-		q.WriteString(` AND kind = ` + param(kind))
-	}
-	if subject != "" {
-		q.WriteString(` AND subject = ` + param(subject))
-	}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Changes, 1)
-		if err == nil {
-			err = checkTextPart(parts[0])
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list changes: %w", err)
-		}
-		q.WriteString(` AND (created_at, id) < (` + param(createdAt) + `, ` + param(parts[0]) + `)`)
-	}
-	// One more than the page, to know whether a page follows.
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ` + param(limit+1))
-
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	out, err := collect(rows, scanChange)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Changes, micros(last.CreatedAt), last.ID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListChanges(&q, dialect, org, kind, subject, after, limit)
+	return page(ctx, s, "list changes", &q, err, limit, scanChange, sqlstore.ChangeCursor)
 }

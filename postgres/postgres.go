@@ -23,6 +23,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -32,7 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Store is a toolplane.Store on one PostgreSQL database. It is safe for
@@ -50,24 +51,6 @@ func New(pool *pgxpool.Pool) *Store {
 	return &Store{pool: pool}
 }
 
-// maxLimit is the largest page a list answers.
-const maxLimit = 1000
-
-// errLimit and errCursor describe bad arguments, an invalid request and a
-// bad cursor of toolplane's vocabulary; they are wrapped with the call
-// they came from.
-var (
-	errLimit  = toolplane.Refine(toolplane.ErrInvalid, "limit must be between 1 and 1000")
-	errCursor = cursor.ErrMalformed
-)
-
-func checkLimit(limit int) error {
-	if limit < 1 || limit > maxLimit {
-		return fmt.Errorf("%w, not %d", errLimit, limit)
-	}
-	return nil
-}
-
 // uniqueViolation is PostgreSQL's SQLSTATE for a duplicate primary key or
 // unique index entry.
 const uniqueViolation = "23505"
@@ -82,6 +65,47 @@ func isDuplicate(err error) bool {
 // A scanner is a pgx.Row or pgx.Rows.
 type scanner interface {
 	Scan(dest ...any) error
+}
+
+// checkLimit refuses a page size no list answers (see sqlstore.CheckLimit).
+func checkLimit(limit int) error { return sqlstore.CheckLimit(limit) }
+
+// The columns of the tables both stores read (see sqlstore).
+const (
+	approvalColumns    = sqlstore.ApprovalColumns
+	auditColumns       = sqlstore.AuditColumns
+	changeColumns      = sqlstore.ChangeColumns
+	claimColumns       = sqlstore.ClaimColumns
+	connectionColumns  = sqlstore.ConnectionColumns
+	credentialColumns  = sqlstore.CredentialColumns
+	toolVersionColumns = sqlstore.ToolVersionColumns
+)
+
+// dialect is how this store's statements are written (see sqlstore).
+var dialect = sqlstore.Postgres
+
+// page runs q, a list that asks for one row more than limit (see
+// sqlstore.Query.Page), and answers the page of rows scan reads with the
+// cursor next makes of its last row, "" when no row follows. q and err
+// are what sqlstore answered for the list: err, or an error running q, is
+// wrapped with op; an Empty q is a list no row can match, an empty page.
+func page[T any](ctx context.Context, s *Store, op string, q *sqlstore.Query, err error, limit int, scan func(scanner) (T, error), next func(*T) string) ([]T, string, error) {
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", op, err)
+	}
+	if q.Empty() {
+		return nil, "", nil
+	}
+	rows, err := s.pool.Query(ctx, q.String(), q.Args()...)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", op, err)
+	}
+	out, err := collect(rows, scan)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", op, err)
+	}
+	out, after := sqlstore.Page(out, limit, next)
+	return out, after, nil
 }
 
 // collect scans rows with scan and closes them.

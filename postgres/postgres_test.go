@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/storetest"
@@ -103,7 +104,7 @@ func TestConformanceSimpleProtocol(t *testing.T) {
 
 func TestMaintenance(t *testing.T) {
 	t.Parallel()
-	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, errLimit)
+	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, sqlstore.ErrLimit)
 }
 
 func TestMigrations(t *testing.T) {
@@ -225,7 +226,7 @@ func TestAppendAuditBatch(t *testing.T) {
 
 	ids := func(org string) []string {
 		t.Helper()
-		events, _, err := s.ListAudit(ctx, org, toolplane.AuditFilter{}, "", maxLimit)
+		events, _, err := s.ListAudit(ctx, org, toolplane.AuditFilter{}, "", sqlstore.MaxLimit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,14 +279,14 @@ func TestCursorPartsTextColumnsCannotHold(t *testing.T) {
 	s := newTestStore(t)
 	ctx := t.Context()
 	for _, bad := range []string{"a\x00b", "\xff"} {
-		if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, cursor.Encode(cursor.Claims, 0, bad, "k"), 10); !errors.Is(err, errCursor) {
-			t.Errorf("ListClaims(tool %q) err = %v, want errCursor", bad, err)
+		if _, _, err := s.ListClaims(ctx, "org", toolplane.ClaimProcessing, cursor.Encode(cursor.Claims, 0, bad, "k"), 10); !errors.Is(err, cursor.ErrMalformed) {
+			t.Errorf("ListClaims(tool %q) err = %v, want cursor.ErrMalformed", bad, err)
 		}
-		if _, _, err := s.ListApprovals(ctx, "org", toolplane.ApprovalPending, cursor.Encode(cursor.Approvals, 0, bad), 10); !errors.Is(err, errCursor) {
-			t.Errorf("ListApprovals(id %q) err = %v, want errCursor", bad, err)
+		if _, _, err := s.ListApprovals(ctx, "org", toolplane.ApprovalPending, cursor.Encode(cursor.Approvals, 0, bad), 10); !errors.Is(err, cursor.ErrMalformed) {
+			t.Errorf("ListApprovals(id %q) err = %v, want cursor.ErrMalformed", bad, err)
 		}
-		if _, _, err := s.ListAudit(ctx, "org", toolplane.AuditFilter{}, cursor.Encode(cursor.Audit, 0, bad), 10); !errors.Is(err, errCursor) {
-			t.Errorf("ListAudit(id %q) err = %v, want errCursor", bad, err)
+		if _, _, err := s.ListAudit(ctx, "org", toolplane.AuditFilter{}, cursor.Encode(cursor.Audit, 0, bad), 10); !errors.Is(err, cursor.ErrMalformed) {
+			t.Errorf("ListAudit(id %q) err = %v, want cursor.ErrMalformed", bad, err)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func (s *Store) InsertSession(ctx context.Context, sess *toolplane.Session) erro
 // sending it would answer a database error (SQLSTATE 22021) where the
 // caller must see not-found, as SQLite answers.
 func sessionIDText(id string) bool {
-	return checkTextPart(id) == nil
+	return dialect.Text(id)
 }
 
 // GetSession answers the organization's session with that id, or an error

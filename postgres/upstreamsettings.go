@@ -10,21 +10,18 @@ import (
 // putUpstreamToolSettingRecorded is the upsert of a setting and the insert
 // of its change record as one statement, atomic as a transaction and one
 // round trip.
-const putUpstreamToolSettingRecorded = `WITH put AS (
-		INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
+var putUpstreamToolSettingRecorded = dialect.Guarded(`INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (upstream, tool) DO UPDATE SET settings = excluded.settings,
-			updated_by = excluded.updated_by, updated_at = excluded.updated_at
-		RETURNING 1)
-	INSERT INTO changes (` + changeColumns + `)
-	SELECT $6, $7, $8, $9, $10, $11, $12 FROM put`
+			updated_by = excluded.updated_by, updated_at = excluded.updated_at`, 5, "changes", changeColumns, changeArgCount)
 
 // deleteUpstreamToolSettingRecorded is the delete and the change insert as
 // one statement: a setting that is not there inserts no change.
-const deleteUpstreamToolSettingRecorded = `WITH deleted AS (
-		DELETE FROM upstream_tool_settings WHERE upstream = $1 AND tool = $2 RETURNING 1)
-	INSERT INTO changes (` + changeColumns + `)
-	SELECT $3, $4, $5, $6, $7, $8, $9 FROM deleted`
+var deleteUpstreamToolSettingRecorded = dialect.Guarded(`DELETE FROM upstream_tool_settings WHERE upstream = $1 AND tool = $2`,
+	2, "changes", changeColumns, changeArgCount)
+
+// changeArgCount is how many arguments changeArgs answers.
+var changeArgCount = len(changeArgs(&toolplane.Change{}))
 
 func changeArgs(c *toolplane.Change) []any {
 	return []any{c.OrganizationID, c.ID, c.Kind, c.Subject, c.Actor, blob(c.Detail), micros(c.CreatedAt)}

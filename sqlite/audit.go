@@ -4,16 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const auditColumns = `organization_id, id, run_id, agent_id, principal_id, user_id, tool,
-	tool_version, source, outcome, arguments_hash, approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason, connection_id,
-	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input`
 
 func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	var (
@@ -166,69 +160,9 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 // events appended meanwhile (newer ones) never shift a page. The next cursor
 // is "" when no event follows.
 func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + auditColumns + ` FROM audit_events WHERE organization_id = ?`)
-	args := []any{org}
-	// Only the fields set become conditions, so each query can use the
-	// index that fits it.
-	for _, f := range []struct{ column, value string }{
-		{"run_id", filter.RunID},
-		{"agent_id", filter.AgentID},
-		{"user_id", filter.UserID},
-		{"tool", filter.Tool},
-		{"outcome", filter.Outcome},
-		{"approval_id", filter.ApprovalID},
-	} {
-		if f.value != "" {
-			q.WriteString(` AND ` + f.column + ` = ?`)
-			args = append(args, f.value)
-		}
-	}
-	if len(filter.Outcomes) > toolplane.MaxAuditOutcomes {
-		return nil, "", fmt.Errorf("list audit: %w: at most %d outcomes", toolplane.ErrInvalid, toolplane.MaxAuditOutcomes)
-	}
-	if len(filter.Outcomes) > 0 {
-		q.WriteString(` AND outcome IN (?` + strings.Repeat(`, ?`, len(filter.Outcomes)-1) + `)`)
-		for _, o := range filter.Outcomes {
-			args = append(args, o)
-		}
-	}
-	if !filter.Since.IsZero() {
-		q.WriteString(` AND created_at >= ?`)
-		args = append(args, micros(filter.Since))
-	}
-	if !filter.Until.IsZero() {
-		q.WriteString(` AND created_at < ?`)
-		args = append(args, micros(filter.Until))
-	}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Audit, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list audit: %w", err)
-		}
-		q.WriteString(` AND (created_at, id) < (?, ?)`)
-		args = append(args, createdAt, parts[0])
-	}
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	out, err := collect(rows, scanEvent)
-	if err != nil {
-		return nil, "", fmt.Errorf("list audit: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Audit, micros(last.CreatedAt), last.ID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListAudit(&q, dialect, org, filter, after, limit)
+	return page(ctx, s, "list audit", &q, err, limit, scanEvent, sqlstore.AuditCursor)
 }
 
 // GetAudit answers the organization's event with that ID, or an error

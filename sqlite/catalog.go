@@ -5,19 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Every query here is scoped to one organization, except
 // ListEveryToolVersion (the deployment's own read) and CatalogRevision.
-
-const toolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
-	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
-	replacement, retire_blocked, revision, updated_at, deprecation_note`
 
 // scanToolVersion scans toolVersionColumns and then seq, which only a
 // listing selects (its cursor needs it); extra is nil otherwise.
@@ -103,59 +97,14 @@ func (s *Store) ListEveryToolVersion(ctx context.Context, f toolplane.VersionFil
 // listToolVersions lists one organization's versions, or every
 // organization's when org is nil.
 func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.VersionFilter, after string, limit int) ([]toolplane.ToolVersion, string, error) {
-	if err := checkLimit(limit); err != nil {
+	var q sqlstore.Query
+	if err := sqlstore.ListToolVersions(&q, dialect, org, f, after, limit); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + toolVersionColumns + `, seq FROM tool_versions WHERE 1 = 1`)
-	var args []any
-	list, parts := cursor.EveryToolVersion, 3
-	if org != nil {
-		q.WriteString(` AND organization_id = ?`)
-		args = append(args, *org)
-		list, parts = cursor.ToolVersions, 2
+	if q.Empty() {
+		return nil, "", nil
 	}
-	// Only the fields set become conditions, so the query can use the index
-	// that fits it.
-	if f.Name != "" {
-		q.WriteString(` AND name = ?`)
-		args = append(args, f.Name)
-	}
-	if f.Owner != "" {
-		q.WriteString(` AND owner = ?`)
-		args = append(args, f.Owner)
-	}
-	if len(f.States) > 0 {
-		q.WriteString(` AND state IN (?` + strings.Repeat(`, ?`, len(f.States)-1) + `)`)
-		for _, st := range f.States {
-			args = append(args, string(st))
-		}
-	}
-	if after != "" {
-		published, at, err := cursor.Decode(after, list, parts)
-		if err != nil {
-			return nil, "", fmt.Errorf("list tool versions: %w", err)
-		}
-		seq, err := strconv.ParseInt(at[1], 10, 64)
-		if err != nil {
-			return nil, "", fmt.Errorf("list tool versions: %w: bad sequence", errCursor)
-		}
-		if org != nil {
-			q.WriteString(` AND (name, published_at, seq) > (?, ?, ?)`)
-			args = append(args, at[0], published, seq)
-		} else {
-			q.WriteString(` AND (organization_id, name, published_at, seq) > (?, ?, ?, ?)`)
-			args = append(args, at[2], at[0], published, seq)
-		}
-	}
-	if org == nil {
-		q.WriteString(` ORDER BY organization_id, name, published_at, seq LIMIT ?`)
-	} else {
-		q.WriteString(` ORDER BY name, published_at, seq LIMIT ?`)
-	}
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q.String(), args...)
+	rows, err := s.query(ctx, q.String(), q.Args()...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
@@ -176,15 +125,10 @@ func (s *Store) listToolVersions(ctx context.Context, org *string, f toolplane.V
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("list tool versions: %w", err)
 	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	if org != nil {
-		return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10)), nil
-	}
-	return out, cursor.Encode(list, micros(last.PublishedAt), last.Name, strconv.FormatInt(seqs[limit-1], 10), last.OrganizationID), nil
+	out, next := sqlstore.Page(out, limit, func(last *toolplane.ToolVersion) string {
+		return sqlstore.ToolVersionCursor(last, seqs[limit-1], org == nil)
+	})
+	return out, next, nil
 }
 
 // UpdateToolVersion writes v's lifecycle fields where the organization's

@@ -7,12 +7,8 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const claimColumns = `organization_id, tool, key, request_hash, status, result, owner,
-	lease_until, dispatched, attempts, run_id, step_path, arguments, reason,
-	reconciled_by, note, version, created_at, updated_at, invocation, node`
 
 func scanClaim(r scanner) (toolplane.Claim, error) {
 	var (
@@ -207,36 +203,9 @@ func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, v
 // ListClaims answers claims in status, oldest first (ties by tool, then key,
 // bytewise), after the cursor. The next cursor is "" when no claim follows.
 func (s *Store) ListClaims(ctx context.Context, org string, status toolplane.ClaimStatus, after string, limit int) ([]toolplane.Claim, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	q := `SELECT ` + claimColumns + ` FROM claims WHERE organization_id = ? AND status = ?`
-	args := []any{org, string(status)}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
-		if err != nil {
-			return nil, "", fmt.Errorf("list claims: %w", err)
-		}
-		q += ` AND (created_at, tool, key) > (?, ?, ?)`
-		args = append(args, createdAt, parts[0], parts[1])
-	}
-	q += ` ORDER BY created_at, tool, key LIMIT ?`
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	out, err := collect(rows, scanClaim)
-	if err != nil {
-		return nil, "", fmt.Errorf("list claims: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Claims, micros(last.CreatedAt), last.Tool, last.Key), nil
+	var q sqlstore.Query
+	err := sqlstore.ListClaims(&q, dialect, org, status, after, limit)
+	return page(ctx, s, "list claims", &q, err, limit, scanClaim, sqlstore.ClaimCursor)
 }
 
 // affected answers whether the statement changed a row.

@@ -6,16 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
-
-const connectionColumns = `organization_id, id, name, provider, kind, user_id, state, reason,
-	config, scope, scopes, secret, token_expires_at, refresh_owner, refresh_until,
-	owner, created_at, updated_at, revoked_at, version`
 
 func scanConnection(r scanner) (toolplane.Connection, error) {
 	var (
@@ -113,49 +108,9 @@ func (s *Store) GetConnection(ctx context.Context, org, id string) (*toolplane.C
 // oldest first (ties by ID), after the cursor. The next cursor is "" when
 // no connection follows.
 func (s *Store) ListConnections(ctx context.Context, org string, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + connectionColumns + ` FROM connections WHERE organization_id = ?`)
-	args := []any{org}
-	// Only the fields set become conditions, so each query can use the
-	// index that fits it.
-	for _, c := range []struct{ column, value string }{
-		{"provider", f.Provider},
-		{"user_id", f.UserID},
-		{"state", string(f.State)},
-	} {
-		if c.value != "" {
-			q.WriteString(` AND ` + c.column + ` = ?`)
-			args = append(args, c.value)
-		}
-	}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Connections, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list connections: %w", err)
-		}
-		q.WriteString(` AND (created_at, id) > (?, ?)`)
-		args = append(args, createdAt, parts[0])
-	}
-	q.WriteString(` ORDER BY created_at, id LIMIT ?`)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	out, err := collect(rows, scanConnection)
-	if err != nil {
-		return nil, "", fmt.Errorf("list connections: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Connections, micros(last.CreatedAt), last.ID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListConnections(&q, dialect, org, f, after, limit)
+	return page(ctx, s, "list connections", &q, err, limit, scanConnection, sqlstore.ConnectionCursor)
 }
 
 // updateConnection writes what an update may write where the stored
@@ -235,39 +190,9 @@ func (s *Store) UpdateConnection(ctx context.Context, c *toolplane.Connection, c
 // by organization), after the cursor. The next cursor is "" when no
 // connection follows.
 func (s *Store) ListAllConnections(ctx context.Context, after string, limit int) ([]toolplane.Connection, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	q := `SELECT ` + connectionColumns + ` FROM connections`
-	var args []any
-	if after != "" {
-		at, parts, err := cursor.Decode(after, cursor.EveryConnection, 2)
-		if err == nil && at != 0 {
-			err = fmt.Errorf("%w: a time where none belongs", errCursor)
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("list all connections: %w", err)
-		}
-		q += ` WHERE (id, organization_id) > (?, ?)`
-		args = append(args, parts[0], parts[1])
-	}
-	q += ` ORDER BY id, organization_id LIMIT ?`
-	args = append(args, limit+1)
-
-	rows, err := s.query(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	out, err := collect(rows, scanConnection)
-	if err != nil {
-		return nil, "", fmt.Errorf("list all connections: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.EveryConnection, 0, last.ID, last.OrganizationID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListAllConnections(&q, dialect, after, limit)
+	return page(ctx, s, "list all connections", &q, err, limit, scanConnection, sqlstore.EveryConnectionCursor)
 }
 
 const oauthStateColumns = `id, organization_id, connection_id, user_id, verifier, redirect_uri,

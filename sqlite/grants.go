@@ -5,11 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/cursor"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // Every write to grants, denies and bundles moves the organization's
@@ -260,8 +259,6 @@ func (s *Store) AuthzRevision(ctx context.Context, org string) (int64, error) {
 	return rev, nil
 }
 
-const changeColumns = `organization_id, id, kind, subject, actor, detail, created_at`
-
 // AppendChange stores c, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a change with that ID.
 func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
@@ -279,43 +276,7 @@ func (s *Store) AppendChange(ctx context.Context, c *toolplane.Change) error {
 // when set), newest first (ties by ID, descending), before the cursor, like
 // ListAudit. The next cursor is "" when no change follows.
 func (s *Store) ListChanges(ctx context.Context, org, kind, subject, after string, limit int) ([]toolplane.Change, string, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT ` + changeColumns + ` FROM changes WHERE organization_id = ?`)
-	args := []any{org}
-	if kind != "" {
-		q.WriteString(` AND kind = ?`)
-		args = append(args, kind)
-	}
-	if subject != "" {
-		q.WriteString(` AND subject = ?`)
-		args = append(args, subject)
-	}
-	if after != "" {
-		createdAt, parts, err := cursor.Decode(after, cursor.Changes, 1)
-		if err != nil {
-			return nil, "", fmt.Errorf("list changes: %w", err)
-		}
-		q.WriteString(` AND (created_at, id) < (?, ?)`)
-		args = append(args, createdAt, parts[0])
-	}
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
-	args = append(args, limit+1) // one more, to know whether a page follows
-
-	rows, err := s.query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	out, err := collect(rows, scanChange)
-	if err != nil {
-		return nil, "", fmt.Errorf("list changes: %w", err)
-	}
-	if len(out) <= limit {
-		return out, "", nil
-	}
-	out = out[:limit]
-	last := out[limit-1]
-	return out, cursor.Encode(cursor.Changes, micros(last.CreatedAt), last.ID), nil
+	var q sqlstore.Query
+	err := sqlstore.ListChanges(&q, dialect, org, kind, subject, after, limit)
+	return page(ctx, s, "list changes", &q, err, limit, scanChange, sqlstore.ChangeCursor)
 }

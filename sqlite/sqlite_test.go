@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 	"github.com/toolplane/toolplane/storetest"
 )
 
@@ -42,7 +43,7 @@ func TestConformance(t *testing.T) {
 
 func TestMaintenance(t *testing.T) {
 	t.Parallel()
-	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, errLimit)
+	storetest.RunMaintenance(t, func(t *testing.T) storetest.MaintenanceStore { return newTestStore(t) }, sqlstore.ErrLimit)
 }
 
 func TestMigrations(t *testing.T) {

@@ -11,7 +11,8 @@ import (
 
 // Benchmark runs the hot-path store benchmarks every backend reports in
 // BENCHMARKS.md, each on a fresh store from newStore: one write call's
-// journal traffic, the journal read, and the audit append.
+// journal traffic, the journal read, the audit append, and a filtered page
+// of the audit trail (a query built from the filter's set fields).
 func Benchmark(b *testing.B, newStore func(b *testing.B) toolplane.Store) {
 	for _, bm := range []struct {
 		name string
@@ -20,6 +21,7 @@ func Benchmark(b *testing.B, newStore func(b *testing.B) toolplane.Store) {
 		{"ClaimLifecycle", benchClaimLifecycle},
 		{"GetClaim", benchGetClaim},
 		{"AppendAudit", benchAppendAudit},
+		{"ListAudit", benchListAudit},
 	} {
 		b.Run(bm.name, func(b *testing.B) { bm.run(b, newStore(b)) })
 	}
@@ -111,6 +113,35 @@ func benchAppendAudit(b *testing.B, s toolplane.Store) {
 		i++
 		if err := s.AppendAudit(ctx, e); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// benchListAudit is one filtered page of the audit trail after a cursor:
+// the query built from the filter's set fields, the cursor condition and
+// the page one row longer than asked.
+func benchListAudit(b *testing.B, s toolplane.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 200 {
+		e := &toolplane.AuditEvent{
+			ID: "ev-" + strconv.Itoa(i), OrganizationID: "org-bench", RunID: "run-01JQ8Z6W3X", AgentID: "agent-billing",
+			PrincipalID: "principal-7", Tool: "payments.refund_order", ToolVersion: "2.1.0", Source: toolplane.SourceMCP,
+			Outcome: []string{"ok", "denied"}[i%2], CreatedAt: now.Add(time.Duration(i) * time.Microsecond),
+		}
+		if err := s.AppendAudit(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f := toolplane.AuditFilter{AgentID: "agent-billing", Tool: "payments.refund_order", Outcomes: []string{"ok", "denied"}, Since: now}
+	_, after, err := s.ListAudit(ctx, "org-bench", f, "", 20)
+	if err != nil || after == "" {
+		b.Fatalf("ListAudit = %q, %v; want a next page", after, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if evs, _, err := s.ListAudit(ctx, "org-bench", f, after, 20); err != nil || len(evs) != 20 {
+			b.Fatalf("ListAudit = %d events, %v", len(evs), err)
 		}
 	}
 }
