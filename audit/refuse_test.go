@@ -23,12 +23,12 @@ func (u unread) GetAudit(context.Context, string, string) (*toolplane.AuditEvent
 
 // The trail itself refuses a filter past its bounds, whatever the store
 // would make of it: a store is never asked to read more outcomes than
-// toolplane.MaxAuditOutcomes, nor an event id past its bound.
+// MaxOutcomes, nor an event id past its bound.
 func TestTrailRefusesBeforeTheStoreIsRead(t *testing.T) {
 	t.Parallel()
 	trail := NewTrail(unread{t})
 	by := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "p", Roles: []string{toolplane.RoleAuditor}}
-	outcomes := make([]string, toolplane.MaxAuditOutcomes+1)
+	outcomes := make([]string, MaxOutcomes+1)
 	for i := range outcomes {
 		outcomes[i] = "ok"
 	}
