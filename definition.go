@@ -180,6 +180,41 @@ type Binding struct {
 	SQL     *SQLBinding     `json:"sql,omitempty"`
 }
 
+// The kinds of binding, as Binding.Kind names them. A platform runtime's
+// kind (handler.Runtime.Kind) is the name of the part it runs.
+const (
+	BindingHandler = "handler"
+	BindingRemote  = "remote"
+	BindingHTTP    = "http"
+	BindingSQL     = "sql"
+)
+
+// Kind names the part of b that is set, "" when none is: what executes
+// the tool, for the code that treats every tool of one kind alike (a
+// runtime's own checks and binding go through its handler.Runtime).
+func (b *Binding) Kind() string {
+	switch {
+	case b.Handler != nil:
+		return BindingHandler
+	case b.Remote != nil:
+		return BindingRemote
+	case b.HTTP != nil:
+		return BindingHTTP
+	case b.SQL != nil:
+		return BindingSQL
+	}
+	return ""
+}
+
+// Platform reports whether one of the platform's own runtimes runs the
+// tool (an HTTP request, a SQL statement): its calls go out through the
+// connection the definition names, released by the broker, and its
+// answers are what a downstream system holds.
+func (b *Binding) Platform() bool {
+	k := b.Kind()
+	return k == BindingHTTP || k == BindingSQL
+}
+
 // HTTPBinding is a tool answered by one HTTP request to the system behind
 // the definition's connection. Argument values reach the request only
 // encoded (a path segment, a query value, a header value, the JSON body):
@@ -314,5 +349,5 @@ func (d *Definition) Writes() bool { return d.Effect.Writes() }
 // what a downstream system or its data holds.
 func (d *Definition) Untrusted() bool {
 	b := &d.Binding
-	return d.Kind == KindVendor || d.Kind == KindMCP || d.Annotations.OpenWorld || b.Remote != nil || b.HTTP != nil || b.SQL != nil
+	return d.Kind == KindVendor || d.Kind == KindMCP || d.Annotations.OpenWorld || b.Remote != nil || b.Platform()
 }

@@ -207,3 +207,28 @@ func BenchmarkNewID(b *testing.B) {
 		NewID("aud_")
 	}
 }
+
+// Kind names the one part of a binding that is set, and Platform says
+// whether the platform runs it itself.
+func TestBindingKind(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		b        Binding
+		kind     string
+		platform bool
+	}{
+		{Binding{}, "", false},
+		{Binding{Handler: &HandlerBinding{Key: "k"}}, BindingHandler, false},
+		{Binding{Remote: &RemoteBinding{}}, BindingRemote, false},
+		{Binding{HTTP: &HTTPBinding{}}, BindingHTTP, true},
+		{Binding{SQL: &SQLBinding{}}, BindingSQL, true},
+	}
+	for _, tt := range tests {
+		if got := tt.b.Kind(); got != tt.kind {
+			t.Errorf("Kind(%+v) = %q, want %q", tt.b, got, tt.kind)
+		}
+		if got := tt.b.Platform(); got != tt.platform {
+			t.Errorf("Platform(%+v) = %v, want %v", tt.b, got, tt.platform)
+		}
+	}
+}

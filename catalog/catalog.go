@@ -453,7 +453,7 @@ func (s *Service) reviewReasons(ctx context.Context, org string, d *toolplane.De
 // version's — is reviewed. "" when an active version already makes the
 // same request.
 func (s *Service) newRequest(ctx context.Context, org string, d *toolplane.Definition) (string, error) {
-	if d.Binding.HTTP == nil && d.Binding.SQL == nil {
+	if !d.Binding.Platform() {
 		return "", nil
 	}
 	want, err := json.Marshal(requestOf(d))
@@ -474,7 +474,7 @@ func (s *Service) newRequest(ctx context.Context, org string, d *toolplane.Defin
 			return "", nil
 		}
 	}
-	return fmt.Sprintf("a new request through connection %s (its %s binding)", d.Connection, runtimeOf(d)), nil
+	return fmt.Sprintf("a new request through connection %s (its %s binding)", d.Connection, d.Binding.Kind()), nil
 }
 
 // request is what a tool the platform runs sends through its connection:
@@ -500,14 +500,6 @@ func requestOf(d *toolplane.Definition) request {
 		}
 	}
 	return r
-}
-
-// runtimeOf names the runtime a definition binds.
-func runtimeOf(d *toolplane.Definition) string {
-	if d.Binding.SQL != nil {
-		return "sql"
-	}
-	return "http"
 }
 
 // PlatformNamespace is the namespace of tools ingested from MCP servers;

@@ -175,21 +175,8 @@ func sameSet(a, b []string) bool {
 // party serving the same contract in another way (publishing them is
 // reviewed: see catalog).
 func binding(m *meta, a, b toolplane.Binding) {
-	kind := func(x toolplane.Binding) int {
-		switch {
-		case x.Handler != nil:
-			return 1
-		case x.Remote != nil:
-			return 2
-		case x.HTTP != nil:
-			return 3
-		case x.SQL != nil:
-			return 4
-		}
-		return 0
-	}
 	switch {
-	case kind(a) != kind(b):
+	case a.Kind() != b.Kind():
 		m.add("binding", KindBehaviourChanged, Major, "moved between a handler, a remote tool, an HTTP request and a SQL statement: a different party executes the call")
 	case a.Remote != nil && *a.Remote != *b.Remote:
 		m.add("binding.remote", KindBehaviourChanged, Major, "changed from %s/%s to %s/%s: a different server receives the arguments", a.Remote.ConnectionID, a.Remote.RemoteName, b.Remote.ConnectionID, b.Remote.RemoteName)

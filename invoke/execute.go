@@ -161,7 +161,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 func (c *call) needsRelease() bool {
 	d := &c.tool.Def
 	b := &d.Binding
-	return b.HTTP != nil || b.SQL != nil || b.Remote != nil && d.Connection != ""
+	return b.Platform() || b.Remote != nil && d.Connection != ""
 }
 
 // releaseConnection asks the broker for the call's connection, after the

@@ -231,7 +231,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 			return *refusal, nil
 		}
 	}
-	if d.Binding.HTTP != nil || d.Binding.SQL != nil {
+	if d.Binding.Platform() {
 		if refusal := c.resolveRuntime(); refusal != nil {
 			return *refusal, nil
 		}

@@ -45,7 +45,7 @@ var reservedHeaders = map[string]bool{
 }
 
 // Kind is the kind of binding the runtime runs: binding.http.
-const Kind = "http"
+const Kind = toolplane.BindingHTTP
 
 // Checks answers the runtime's contract as the registry reads it: its
 // kind, the binding it runs and its checks, binding nothing (see

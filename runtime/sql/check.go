@@ -142,7 +142,7 @@ var textCalls = map[string]bool{
 }
 
 // Kind is the kind of binding the runtime runs: binding.sql.
-const Kind = "sql"
+const Kind = toolplane.BindingSQL
 
 // Checks answers the runtime's contract as the registry reads it: its
 // kind, the binding it runs and its checks, binding nothing (see
