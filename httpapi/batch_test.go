@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
@@ -45,7 +47,7 @@ func (p countingPolicy) Decide(ctx context.Context, in policy.Input) (policy.Dec
 // countingCatalogue is the demo catalogue with every handler and preview
 // counted in n: each binding is the demo's, run through a wrapper that
 // counts it.
-func countingCatalogue(t *testing.T, n *counted) (*registry.Registry, *handler.Registry) {
+func countingCatalogue(t testing.TB, n *counted) (*registry.Registry, *handler.Registry) {
 	t.Helper()
 	defs, bs, err := demo.New().Catalogue()
 	if err != nil {
@@ -91,7 +93,7 @@ func countingCatalogue(t *testing.T, n *counted) (*registry.Registry, *handler.R
 
 // newBatchFixture is newFixture over the counting catalogue and policy,
 // with batches of at most maxBatch calls.
-func newBatchFixture(t *testing.T, maxBatch int) (*fixture, *counted) {
+func newBatchFixture(t testing.TB, maxBatch int) (*fixture, *counted) {
 	t.Helper()
 	n := &counted{}
 	store, db := sqlitetest.NewDB(t)
@@ -326,4 +328,49 @@ func TestABatchOfTheLimitRuns(t *testing.T) {
 			t.Errorf("MaxBatch %d: a batch of %d: %d %v", max, want+1, status, got)
 		}
 	}
+}
+
+// BenchmarkBatch compares fifty read calls sent as fifty requests with the
+// same fifty sent as one batch, on the embedded store: an op is the fifty
+// calls either way.
+func BenchmarkBatch(b *testing.B) {
+	const n = 50
+	f, _ := newBatchFixture(b, n)
+	// The key cache a server runs with: a request then costs its key's
+	// digest, not an Argon2id run.
+	f.door.Keys = apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL)
+	// The single call's body: the batch call's fields but its tool.
+	single := search()
+	delete(single, "tool")
+	one := toJSON(single)
+	calls := make([]any, n)
+	for i := range calls {
+		calls[i] = search()
+	}
+	batch := toJSON(map[string]any{"calls": calls})
+	send := func(path, body string) {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+f.agent)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	b.Run("requests", func(b *testing.B) {
+		for b.Loop() {
+			for range n {
+				send("/v1/tools/demo.search_tickets/invoke", one)
+			}
+		}
+	})
+	b.Run("batch", func(b *testing.B) {
+		for b.Loop() {
+			send("/v1/invoke:batch", batch)
+		}
+	})
 }
