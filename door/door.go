@@ -209,6 +209,26 @@ func (d *Door) Authenticate(ctx context.Context, authorization, client string, h
 	return Caller{Credential: cred, At: now}, nil
 }
 
+// Spend charges one more call to the budget of a key whose request
+// Authenticate already admitted as c: a request that carries several calls
+// (a batch) spends what as many requests would, so no door lets a key run
+// past its per-call budget by packing its calls together. The decision is
+// written to h as Authenticate writes it. It answers the caller to make
+// the call as (admitted now), or a *Refusal of kind RateLimited; without
+// a Limiter every call is admitted.
+func (d *Door) Spend(ctx context.Context, c Caller, h http.Header) (Caller, error) {
+	now := d.now()
+	if d.Limiter == nil {
+		return Caller{Credential: c.Credential, At: now}, nil
+	}
+	dec := d.Limiter.Allow(c.Credential.ID, now)
+	dec.Header(h, now)
+	if !dec.Allowed {
+		return c, d.refusal(ctx, &apikey.LimitedError{Decision: dec})
+	}
+	return Caller{Credential: c.Credential, At: now}, nil
+}
+
 // refusal answers the Refusal of a key the gate did not admit. It is apart
 // from Authenticate so that the targets errors.As needs, which escape, are
 // allocated only for a key refused, not for every key admitted.

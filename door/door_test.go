@@ -444,3 +444,47 @@ func TestCallIsDecidedOnTheLiveGrants(t *testing.T) {
 		t.Fatalf("after the grant was revoked: %+v", a)
 	}
 }
+
+// Spend charges a further call of an admitted request to its key's
+// budget, as a request of its own would be, and says so in the headers;
+// past the budget it refuses the call as rate limited, with when to
+// retry, and spends nothing of another key's. Without a limiter every
+// call is admitted.
+func TestSpend(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 7, 1, 8, 0, 0, 0, time.UTC)
+	cred := &toolplane.Credential{ID: "tpk_a", Kind: toolplane.CredentialAgent}
+	other := &toolplane.Credential{ID: "tpk_b", Kind: toolplane.CredentialAgent}
+	d := &door.Door{Limiter: ratelimit.New(2, time.Minute), Now: func() time.Time { return now }, Log: quiet}
+	admitted := door.Caller{Credential: cred, At: now.Add(-time.Second)}
+	tests := []struct {
+		name      string
+		who       door.Caller
+		refused   bool
+		remaining string
+	}{
+		{"the first further call", admitted, false, "1"},
+		{"the second", admitted, false, "0"},
+		{"one past the budget", admitted, true, "0"},
+		{"another key's call", door.Caller{Credential: other, At: now}, false, "1"},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		at, err := d.Spend(context.Background(), tt.who, h)
+		var refusal *door.Refusal
+		switch {
+		case tt.refused && (!errors.As(err, &refusal) || refusal.Kind != door.RateLimited || refusal.Failures || h.Get("Retry-After") == ""):
+			t.Errorf("%s: %v (Retry-After %q); want a rate-limited refusal saying when to retry", tt.name, err, h.Get("Retry-After"))
+		case !tt.refused && (err != nil || at.Credential != tt.who.Credential || !at.At.Equal(now)):
+			t.Errorf("%s: %+v, %v; want the caller admitted now", tt.name, at, err)
+		}
+		if got := h.Get("X-RateLimit-Remaining"); got != tt.remaining {
+			t.Errorf("%s: X-RateLimit-Remaining %q, want %q", tt.name, got, tt.remaining)
+		}
+	}
+	unlimited := &door.Door{Now: func() time.Time { return now }}
+	h := http.Header{}
+	if at, err := unlimited.Spend(context.Background(), admitted, h); err != nil || !at.At.Equal(now) || len(h) != 0 {
+		t.Errorf("without a limiter: %+v, %v, headers %v; want the call admitted, nothing said", at, err, h)
+	}
+}

@@ -103,6 +103,9 @@ type Server struct {
 	// URL's): a browser that opens / is sent there, and the index an API
 	// client is answered at / links it.
 	Console string
+	// MaxBatch is how many calls a batch (POST /v1/invoke:batch) may
+	// carry; zero or less is DefaultMaxBatch.
+	MaxBatch int
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -251,6 +254,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/tools", s.auth(s.listTools)},
 		{"GET", "/v1/tools/{name}", s.auth(s.getTool)},
 		{"POST", "/v1/tools/{name}/invoke", s.auth(s.invoke)},
+		{"POST", "/v1/invoke:batch", s.auth(s.invokeBatch)},
 		{"GET", "/v1/approvals", s.auth(s.listApprovals)},
 		{"GET", "/v1/approvals/{id}", s.auth(s.getApproval)},
 		{"POST", "/v1/approvals/{id}/{decision}", s.auth(s.resolve)},
@@ -523,17 +527,45 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
-	name := r.PathValue("name")
-	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, door.Call{
+	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, body.call(r.PathValue("name")))
+	s.answerOf(r, "", a).write(w)
+}
+
+// call answers the call body asks for of the tool named.
+func (body *invokeRequest) call(name string) door.Call {
+	return door.Call{
 		Tool: name, Arguments: body.Arguments, Source: toolplane.SourceREST,
 		RunID: body.RunID, StepPath: body.StepPath, IdempotencyKey: body.IdempotencyKey, AuthorizedBy: body.AuthorizedBy,
 		OnBehalfOf: body.OnBehalfOf, TenantID: body.TenantID, Contracts: body.Contracts, MaxCostCents: body.MaxCostCents,
-	})
+	}
+}
+
+// callAnswer is how the REST door answers one call: alone as the answer
+// to its request, or as one of a batch's results.
+type callAnswer struct {
+	status int
+	// retryAfter is how many seconds to wait before calling again; 0 when
+	// the answer says none.
+	retryAfter int
+	// body is the result's JSON (a json.RawMessage), the approval to wait
+	// for, or the error envelope.
+	body any
+}
+
+// answerOf answers how the door's answer a to a call of r is told. An
+// error envelope carries requestID, or r's own id when it is "".
+func (s *Server) answerOf(r *http.Request, requestID string, a door.Answer) callAnswer {
+	problem := func(code httperr.Code, msg, field string) callAnswer {
+		if requestID == "" {
+			requestID = httperr.RequestID(r)
+		}
+		return callAnswer{status: code.Status(), body: httperr.Problem{Code: code, Message: msg, Field: field}.Envelope(requestID)}
+	}
 	switch a.Kind {
 	case door.Invalid:
-		httperr.Send(w, r, httperr.InvalidRequest, a.Message, a.Field)
+		return problem(httperr.InvalidRequest, a.Message, a.Field)
 	case door.Denied:
-		httperr.Send(w, r, httperr.Denied, a.Message, a.Field)
+		return problem(httperr.Denied, a.Message, a.Field)
 	case door.ApprovalRequired:
 		ar := a.Approval
 		body := map[string]any{"approval": map[string]any{"id": ar.ID, "expires_at": ar.ExpiresAt, "preview": ar.Preview},
@@ -546,24 +578,37 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 			// The authorized_by sent did not authorize the call: say why.
 			body["authorized_by_ignored"] = ar.Ignored
 		}
-		writeJSON(w, http.StatusAccepted, body)
+		return callAnswer{status: http.StatusAccepted, body: body}
 	case door.InFlight:
-		msg := "an identical call is running; try again shortly"
 		if a.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(door.RetryAfterSeconds(a.RetryAfter)))
-			msg = a.Message
+			ans := problem(httperr.InFlight, a.Message, "")
+			ans.retryAfter = door.RetryAfterSeconds(a.RetryAfter)
+			return ans
 		}
-		httperr.Send(w, r, httperr.InFlight, msg, "")
+		return problem(httperr.InFlight, "an identical call is running; try again shortly", "")
 	case door.Unavailable:
-		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
+		return problem(httperr.Unavailable, "grants cannot be read right now", "")
 	case door.Fault:
-		httperr.Send(w, r, httperr.Internal, "the platform could not complete this call", "")
-	default:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write(boundary.Render(a.Result))
-		w.Write([]byte("\n"))
+		return problem(httperr.Internal, "the platform could not complete this call", "")
 	}
+	return callAnswer{status: http.StatusOK, body: json.RawMessage(boundary.Render(a.Result))}
+}
+
+// write answers the request with ans alone.
+func (ans callAnswer) write(w http.ResponseWriter) {
+	if ans.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ans.retryAfter))
+	}
+	raw, ok := ans.body.(json.RawMessage)
+	if !ok {
+		writeJSON(w, ans.status, ans.body)
+		return
+	}
+	// A result is written as rendered, not encoded again.
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ans.status)
+	w.Write(raw)
+	w.Write([]byte("\n"))
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {

@@ -44,13 +44,13 @@ type fixture struct {
 	revoked, auditor string
 }
 
-func mint(t *testing.T, s *sqlite.Store, kind toolplane.CredentialKind, subject string, roles, tools []string, revoked bool) string {
+func mint(t testing.TB, s *sqlite.Store, kind toolplane.CredentialKind, subject string, roles, tools []string, revoked bool) string {
 	t.Helper()
 	return mintIn(t, s, "org-1", kind, subject, roles, tools, revoked)
 }
 
 // mintIn is mint in another organization.
-func mintIn(t *testing.T, s *sqlite.Store, org string, kind toolplane.CredentialKind, subject string, roles, tools []string, revoked bool) string {
+func mintIn(t testing.TB, s *sqlite.Store, org string, kind toolplane.CredentialKind, subject string, roles, tools []string, revoked bool) string {
 	t.Helper()
 	id, secret, err := apikey.New(kind)
 	if err != nil {

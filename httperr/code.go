@@ -181,5 +181,12 @@ func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 // Send answers r with code's status (from the table) and the error
 // envelope.
 func Send(w http.ResponseWriter, r *http.Request, code Code, msg, field string) {
-	write(w, r, code.Status(), string(code), msg, field)
+	WriteJSON(w, code.Status(), Problem{Code: code, Message: msg, Field: field}.Envelope(RequestID(r)))
+}
+
+// Envelope answers the error envelope that says p, for the request whose
+// id is requestID (see RequestID): what Send writes, for an answer that
+// carries several (a batch's, one per call, under the one request's id).
+func (p Problem) Envelope(requestID string) Body {
+	return Body{Detail{Code: string(p.Code), Message: p.Message, FieldPath: p.Field, Retryable: Retryable(p.Code.Status()), RequestID: requestID}}
 }

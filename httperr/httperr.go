@@ -54,13 +54,6 @@ func Retryable(status int) bool {
 	return status >= 500 || status == http.StatusConflict || status == http.StatusTooManyRequests
 }
 
-// write answers r with status and the error envelope. Handlers name a
-// Code and let Send find its status in the table, so no door writes a
-// status of its own.
-func write(w http.ResponseWriter, r *http.Request, status int, code, msg, field string) {
-	WriteJSON(w, status, Body{Detail{Code: code, Message: msg, FieldPath: field, Retryable: Retryable(status), RequestID: RequestID(r)}})
-}
-
 // WriteJSON answers status with v as JSON.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

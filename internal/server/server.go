@@ -156,6 +156,9 @@ type Config struct {
 	// all keys together, hold open on this node; zero or negative: the
 	// mcpserver defaults.
 	MCPSessionsPerKey, MCPSessions int
+	// MaxBatchCalls is how many calls one batch (POST /v1/invoke:batch)
+	// may carry; zero or negative: httpapi.DefaultMaxBatch.
+	MaxBatchCalls int
 	// PublicURL is where people reach this server (approval links, the
 	// served OpenAPI document's servers); default http:// and the bound
 	// address.

@@ -1,0 +1,167 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/httperr"
+)
+
+// DefaultMaxBatch is how many calls a batch may carry when
+// Server.MaxBatch is not set.
+const DefaultMaxBatch = 50
+
+// batchRequest is the body of a batch: its calls, each decoded on its own
+// (batchCall) so that a malformed one is named by its index.
+type batchRequest struct {
+	Calls []json.RawMessage `json:"calls"`
+}
+
+// batchCall is one call of a batch: the tool's name beside what the body
+// of a single invocation holds, read by the same rules.
+type batchCall struct {
+	Tool string `json:"tool"`
+	invokeRequest
+}
+
+// batchResult is the answer to one call of a batch: the status and body
+// the call alone would have been answered with, and the seconds its
+// Retry-After would have said.
+type batchResult struct {
+	Status     int `json:"status"`
+	RetryAfter int `json:"retry_after,omitempty"`
+	Body       any `json:"body"`
+}
+
+// batchError refuses a batch whole, before any of its calls ran: Field
+// names the call at fault by its index (calls[2].run_id), or calls itself.
+type batchError struct {
+	Field, Message string
+}
+
+func (e *batchError) Error() string { return e.Message }
+
+// maxBatch answers how many calls a batch may carry.
+func (s *Server) maxBatch() int {
+	if s.MaxBatch > 0 {
+		return s.MaxBatch
+	}
+	return DefaultMaxBatch
+}
+
+// invokeBatch runs a batch of calls, one after the other in their order,
+// each through the door exactly as a single invocation is: decided,
+// journalled and answered on its own, so a call refused or failed does
+// not stop the one beside it. The batch is answered 200 with one result
+// per call, in order.
+//
+// Calls run sequentially rather than concurrently: the results keep the
+// order of the calls without a second bound to configure, two calls of a
+// batch under the same key replay (the second answers the first's result)
+// instead of racing for the key as in_flight, and a batch holds no more of
+// the node than one request does.
+//
+// The whole batch is read and checked before its first call runs: one too
+// many calls, a body past the bound, or one malformed call refuses the
+// batch whole, 400, and nothing of it reaches the journal, the policy, a
+// claim, a handler, a preview or the meter. The request authenticates
+// once and spends the key's budget once; each further call spends it as a
+// request would (door.Door.Spend), and a call past it is answered
+// rate_limited in its place while the batch goes on.
+func (s *Server) invokeBatch(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := door.CallsTools(c.cred); err != nil {
+		// Before the body is read, as for a single call.
+		httperr.Send(w, r, httperr.Denied, err.Error(), "")
+		return
+	}
+	who := door.Caller{Credential: c.cred, At: c.at}
+	calls, err := s.decodeBatch(r, who)
+	if err != nil {
+		var bad *batchError
+		if errors.As(err, &bad) {
+			httperr.Send(w, r, httperr.InvalidRequest, bad.Message, bad.Field)
+			return
+		}
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
+		return
+	}
+	// Every envelope of the batch names the one request it came in.
+	requestID := httperr.RequestID(r)
+	results := make([]batchResult, len(calls))
+	for i, call := range calls {
+		at := who
+		if i > 0 {
+			var retryAfter int
+			if at, retryAfter, err = s.spend(r, w.Header(), who); err != nil {
+				// Answered as the request itself would have been.
+				results[i] = batchResult{Status: httperr.RateLimited.Status(), RetryAfter: retryAfter,
+					Body: httperr.Problem{Code: httperr.RateLimited, Message: err.Error()}.Envelope(requestID)}
+				continue
+			}
+		}
+		ans := s.answerOf(r, requestID, s.Door.Call(r.Context(), at, call))
+		results[i] = batchResult{Status: ans.status, RetryAfter: ans.retryAfter, Body: ans.body}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": results})
+}
+
+// decodeBatch reads r's batch into the calls to make as who, refusing it
+// whole (a *batchError, or the body's own error) when it carries no call,
+// more than maxBatch, or a call that is malformed or names an identifier
+// past its bound.
+func (s *Server) decodeBatch(r *http.Request, who door.Caller) ([]door.Call, error) {
+	var body batchRequest
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	switch n := len(body.Calls); {
+	case n == 0:
+		return nil, &batchError{Field: "calls", Message: "a batch carries at least one call"}
+	case n > s.maxBatch():
+		return nil, &batchError{Field: "calls", Message: fmt.Sprintf("a batch carries at most %d calls; this one carries %d", s.maxBatch(), n)}
+	}
+	calls := make([]door.Call, len(body.Calls))
+	for i, raw := range body.Calls {
+		at := "calls[" + strconv.Itoa(i) + "]"
+		var bc batchCall
+		if err := bodyDecoders.DecodeOnly(raw, &bc); err != nil {
+			return nil, &batchError{Field: at, Message: fmt.Sprintf("call %d is not valid: %v", i, err)}
+		}
+		if bc.Tool == "" {
+			return nil, &batchError{Field: at + ".tool", Message: fmt.Sprintf("call %d names no tool", i)}
+		}
+		calls[i] = bc.call(bc.Tool)
+		// The invoker checks these bounds again at each call; checked here
+		// too so that a call past one refuses the batch before any runs.
+		var tooLong *toolplane.TooLongError
+		if err := s.Door.Invocation(who.Credential, calls[i]).Check(bc.Tool); errors.As(err, &tooLong) {
+			return nil, &batchError{Field: at + "." + tooLong.Field, Message: fmt.Sprintf("call %d: %v", i, tooLong)}
+		}
+	}
+	return calls, nil
+}
+
+// spend charges one more call of the batch to who's key, answering the
+// caller to make it as, or, past the budget, the door's refusal and the
+// seconds its Retry-After would have said. The rate limit's headers in h
+// say the budget left after it.
+func (s *Server) spend(r *http.Request, h http.Header, who door.Caller) (door.Caller, int, error) {
+	// Retry-After belongs to the call refused, not to the batch's answer.
+	scratch := http.Header{}
+	at, err := s.Door.Spend(r.Context(), who, scratch)
+	for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		if v := scratch.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	if err != nil {
+		retryAfter, _ := strconv.Atoi(scratch.Get("Retry-After"))
+		return at, retryAfter, err
+	}
+	return at, 0, nil
+}
