@@ -156,11 +156,18 @@ func Checks() handler.Runtime {
 // connection's, known only at a call, so the statement is read as every
 // driver would read it. A definition without binding.sql has none.
 func Check(d *toolplane.Definition) []toolplane.Problem {
+	_, out := compile(d)
+	return out
+}
+
+// compile reads d's statement once for each dialect: the scans a binding
+// translates, and the problems that keep it from running (Check's). One
+// reading serves both, so what is bound is what was checked.
+func compile(d *toolplane.Definition) (scans map[dialect]scanned, out []toolplane.Problem) {
 	b := d.Binding.SQL
 	if b == nil {
-		return nil
+		return nil, nil
 	}
-	var out []toolplane.Problem
 	add := func(field, msg, fix string) {
 		for _, p := range out {
 			if p.Field == field && p.Message == msg {
@@ -180,7 +187,7 @@ func Check(d *toolplane.Definition) []toolplane.Problem {
 	const field = "binding.sql.statement"
 	if strings.TrimSpace(b.Statement) == "" {
 		add(field, "the statement is empty", "write the one SQL statement the tool runs")
-		return out
+		return nil, out
 	}
 	props, propsErr := properties(d.InputSchema)
 	if propsErr != nil {
@@ -188,12 +195,14 @@ func Check(d *toolplane.Definition) []toolplane.Problem {
 			"declare the statement's parameters as properties of an object schema")
 	}
 	var unscanned []string
+	scans = make(map[dialect]scanned, len(dialects))
 	for _, dl := range dialects {
 		s, err := scan(b.Statement, dl)
 		if err != nil {
 			unscanned = append(unscanned, dl.String())
 			continue
 		}
+		scans[dl] = s
 		if s.trailing {
 			add(field, "the statement holds more than one statement (a ; is followed by more SQL)",
 				"keep one statement; a tool runs exactly one")
@@ -264,7 +273,7 @@ func Check(d *toolplane.Definition) []toolplane.Problem {
 		add(field, "read as "+strings.Join(unscanned, ", ")+", "+errUnterminated.Error(),
 			"close every string, quoted identifier and comment")
 	}
-	return out
+	return scans, out
 }
 
 // properties answers the names of the top-level properties an input

@@ -154,10 +154,11 @@ func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 	if d.Binding.SQL == nil {
 		return nil, fmt.Errorf("%w: %s binds no SQL statement", toolplane.ErrInvalid, d.Name)
 	}
-	if problems := Check(d); len(problems) > 0 {
+	scans, problems := compile(d)
+	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %s: %s", toolplane.ErrInvalid, d.Name, problems[0])
 	}
-	return r.bind(d)
+	return r.bindScanned(d, scans)
 }
 
 // Contract answers the runtime's contract: Checks, binding with r.
@@ -167,14 +168,28 @@ func (r *Runtime) Contract() handler.Runtime { return Checks().BindWith(r.Bind) 
 // or not: the runtime's own defences (the read-only transaction, the
 // SQLite authorizer) hold without Check.
 func (r *Runtime) bind(d *toolplane.Definition) (*handler.Binding, error) {
+	scans := make(map[dialect]scanned, len(dialects))
+	for _, dl := range dialects {
+		s, err := scan(d.Binding.SQL.Statement, dl)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", toolplane.ErrInvalid, d.Name, err)
+		}
+		scans[dl] = s
+	}
+	return r.bindScanned(d, scans)
+}
+
+// bindScanned builds the binding of d from its statement as scanned for
+// every dialect.
+func (r *Runtime) bindScanned(d *toolplane.Definition, scans map[dialect]scanned) (*handler.Binding, error) {
 	b := &binding{rt: r, tool: d.Name, writes: d.Writes(), maxRows: d.Binding.SQL.MaxRows, byDialect: map[dialect]translated{}}
 	if b.maxRows == 0 {
 		b.maxRows = DefaultMaxRows
 	}
 	for _, dl := range dialects {
-		s, err := scan(d.Binding.SQL.Statement, dl)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", toolplane.ErrInvalid, d.Name, err)
+		s, ok := scans[dl]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: the statement was not read as %s", toolplane.ErrInvalid, d.Name, dl)
 		}
 		b.byDialect[dl] = translate(d.Binding.SQL.Statement, s, dl)
 	}
