@@ -395,6 +395,20 @@ type Node struct {
 	HeartbeatAt time.Time
 }
 
+// Dead reports whether the instance is known dead at now: retired by a
+// restart under its name (its HeartbeatAt at the Unix epoch, see
+// RetireNodes), or silent for after or longer. A positive after is the
+// deployment's heartbeat timeout; with none, only retirement tells. The
+// journal (a claim's holder) and the background work (a running job's
+// node) judge a node by this one rule, so they never disagree at the
+// boundary.
+func (n *Node) Dead(now time.Time, after time.Duration) bool {
+	if n.HeartbeatAt.UnixMicro() <= 0 {
+		return true
+	}
+	return after > 0 && !now.Before(n.HeartbeatAt.Add(after))
+}
+
 // NodeStore is the storage of the deployment's nodes. Nodes belong to the
 // operator, not to an organization: no method takes one.
 type NodeStore interface {

@@ -232,3 +232,32 @@ func TestBindingKind(t *testing.T) {
 		}
 	}
 }
+
+// A node is dead once retired, or at the moment its silence reaches the
+// timeout (not a tick later); without a timeout only retirement tells.
+func TestNodeDead(t *testing.T) {
+	t.Parallel()
+	beat := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	const after = 30 * time.Second
+	tests := []struct {
+		name  string
+		beat  time.Time
+		now   time.Time
+		after time.Duration
+		dead  bool
+	}{
+		{"just beat", beat, beat, after, false},
+		{"a tick before the timeout", beat, beat.Add(after - time.Microsecond), after, false},
+		{"at the timeout", beat, beat.Add(after), after, true},
+		{"past the timeout", beat, beat.Add(time.Hour), after, true},
+		{"retired", time.Unix(0, 0), beat, after, true},
+		{"retired, no timeout", time.Unix(0, 0), beat, 0, true},
+		{"silent, no timeout", beat, beat.Add(time.Hour), 0, false},
+	}
+	for _, tt := range tests {
+		n := &Node{ID: "n@1", Name: "n", HeartbeatAt: tt.beat}
+		if got := n.Dead(tt.now, tt.after); got != tt.dead {
+			t.Errorf("%s: Dead = %v, want %v", tt.name, got, tt.dead)
+		}
+	}
+}

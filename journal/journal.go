@@ -114,10 +114,10 @@ func (j *Journal) holder(ctx context.Context, c *toolplane.Claim, self string, n
 		// nodes heartbeated.
 		return false, h
 	}
-	deadAt := n.HeartbeatAt.Add(j.deadAfter)
-	if !now.Before(deadAt) {
+	if n.Dead(now, j.deadAfter) {
 		return true, h
 	}
+	deadAt := n.HeartbeatAt.Add(j.deadAfter)
 	// A node heartbeats several times within deadAfter; one silent for
 	// half of it has missed more than one beat.
 	if now.Sub(n.HeartbeatAt) > j.deadAfter/2 {

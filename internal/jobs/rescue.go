@@ -111,10 +111,7 @@ func (w *work) nodeGone(ctx context.Context, id string, now time.Time) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("node of a running job: %w", err)
 	}
-	if n.HeartbeatAt.UnixMicro() <= 0 {
-		return true, nil // retired
-	}
-	return w.opt.DeadAfter > 0 && n.HeartbeatAt.Before(now.Add(-w.opt.DeadAfter)), nil
+	return n.Dead(now, w.opt.DeadAfter), nil
 }
 
 // rescueJob makes job, running on the dead node, available again now. A
