@@ -472,10 +472,8 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.NotFound, "no tool named "+r.PathValue("name"), "")
 		return
 	}
-	mcpTool := projection.MCP(&t.Def)
-	mcpTool.Description = t.ModelDescription()
 	tv := view(t)
-	out := map[string]any{"tool": tv, "mcp": mcpTool}
+	out := map[string]any{"tool": tv, "mcp": projection.Shown(t)}
 	if len(t.Def.Dependencies) > 0 {
 		out["dependencies"] = t.Def.Dependencies
 	}

@@ -486,8 +486,7 @@ func (sess *session) sync() {
 		if sess.onServer[name] == l {
 			continue
 		}
-		tool := projection.MCP(&t.Def)
-		tool.Description = l.description
+		tool := projection.Shown(t)
 		if sess.upstream != "" {
 			tool.Name = t.Def.Binding.Remote.RemoteName
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/modelname"
+	"github.com/toolplane/toolplane/registry"
 )
 
 // Metadata keys toolplane writes into an MCP tool's _meta.
@@ -22,6 +23,16 @@ const (
 	MetaRequiresApproval = "toolplane/requires_approval"
 	MetaEffect           = "toolplane/effect"
 )
+
+// Shown projects a registered tool as an agent is shown it: the MCP entry
+// of its definition, described as a model reads it (a deprecated version
+// says so: registry.Tool.ModelDescription). Every door that shows a tool
+// to a model projects it here, so none can drop the deprecation's line.
+func Shown(t *registry.Tool) *mcp.Tool {
+	tool := MCP(&t.Def)
+	tool.Description = t.ModelDescription()
+	return tool
+}
 
 // MCP projects d to an MCP tools/list entry. Annotation hints follow the
 // definition: a read is readOnly; a write or send carries destructiveHint as

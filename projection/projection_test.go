@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/registry"
 )
 
 func def(effect toolplane.Effect, out string) *toolplane.Definition {
@@ -116,5 +118,36 @@ func TestProjectionsShowNoVendorKeywordsNorContentSchema(t *testing.T) {
 	d.OutputSchema = json.RawMessage(`{"type":"object","x-v":1}`)
 	if got := string(MCP(d).OutputSchema.(json.RawMessage)); got != `{"type":"object"}` {
 		t.Errorf("declared output schema shown as %s", got)
+	}
+}
+
+// A tool is shown to a model with its model-facing description: a
+// deprecated version says so, and names its sunset and its replacement;
+// an active one is described as its definition is.
+func TestShownSaysADeprecation(t *testing.T) {
+	t.Parallel()
+	sunset := time.Date(2027, 1, 31, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		tool registry.Tool
+		want []string
+	}{
+		{"active", registry.Tool{Def: *def(toolplane.EffectWrite, `{"type":"object"}`), State: toolplane.StateActive}, []string{"Refund an order."}},
+		{"deprecated", registry.Tool{Def: *def(toolplane.EffectWrite, `{"type":"object"}`), State: toolplane.StateDeprecated, SunsetAt: sunset,
+			Replacement: "payments.refund"}, []string{"Refund an order.", "Deprecated", "2027-01-31", "payments_refund"}},
+	}
+	for _, tt := range tests {
+		got := Shown(&tt.tool)
+		for _, w := range tt.want {
+			if !strings.Contains(got.Description, w) {
+				t.Errorf("%s: description %q lacks %q", tt.name, got.Description, w)
+			}
+		}
+		if tt.tool.State == toolplane.StateActive && got.Description != tt.tool.Def.Description {
+			t.Errorf("%s: description %q, want the definition's", tt.name, got.Description)
+		}
+		if got.Name != "payments_refund_order" {
+			t.Errorf("%s: name %q", tt.name, got.Name)
+		}
 	}
 }

@@ -132,7 +132,7 @@ func lint(o lintOptions, files []string, stdout, stderr io.Writer) int {
 
 	for _, t := range reg.Tools("") {
 		fmt.Fprintf(stdout, "%s  (model-facing name: %s, version %s, %s)\n", t.Def.Name, t.Model, t.Def.Version, t.Def.Effect)
-		b, err := json.MarshalIndent(projection.MCP(&t.Def), "", "  ")
+		b, err := json.MarshalIndent(projection.Shown(t), "", "  ")
 		if err != nil {
 			fmt.Fprintf(stderr, "toolplane lint: %s: MCP projection: %v\n", t.Def.Name, err)
 			return 1
