@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"maps"
 	"slices"
 )
 
@@ -88,32 +87,9 @@ func collectStrings(v any, out *[]string) {
 // cannot be told apart where it was copied to). args itself is left as it
 // was; what Mask does not change, the answer shares with it.
 func Mask(args any, paths []string, with any) any {
+	replace := func(any) any { return with }
 	for _, p := range paths {
-		args = maskAt(args, tokens(p), with)
+		args = ParsePointer(p).Rewrite(args, replace)
 	}
 	return args
-}
-
-func maskAt(v any, toks []string, with any) any {
-	if len(toks) == 0 {
-		return with
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		name := unescape(toks[0])
-		if sub, ok := x[name]; ok {
-			out := maps.Clone(x)
-			out[name] = maskAt(sub, toks[1:], with)
-			return out
-		}
-	case []any:
-		if toks[0] == "*" {
-			out := make([]any, len(x))
-			for i, e := range x {
-				out[i] = maskAt(e, toks[1:], with)
-			}
-			return out
-		}
-	}
-	return v
 }
