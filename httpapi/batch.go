@@ -94,6 +94,12 @@ func (s *Server) invokeBatch(w http.ResponseWriter, r *http.Request, c caller) {
 	requestID := httperr.RequestID(r)
 	results := make([]batchResult, len(calls))
 	for i, call := range calls {
+		if r.Context().Err() != nil {
+			// The caller is gone: nobody reads the rest of the answer, and
+			// the calls not yet made are not made, nor charged to the key,
+			// nor audited one by one as ended before they began.
+			return
+		}
 		at := who
 		if i > 0 {
 			var retryAfter int

@@ -31,6 +31,8 @@ import (
 // demo's handlers and previews, and the policy.
 type counted struct {
 	handlers, previews, asked atomic.Int64
+	// ran, when set, is called after each handler returns.
+	ran func()
 }
 
 // countingPolicy is the grants policy, counting every question asked.
@@ -75,6 +77,11 @@ func countingCatalogue(t testing.TB, n *counted) (*registry.Registry, *handler.R
 		}
 		counting, err := handler.BindFunc(b.Key, func(ctx context.Context, call handler.Call, args any) (any, error) {
 			n.handlers.Add(1)
+			defer func() {
+				if n.ran != nil {
+					n.ran()
+				}
+			}()
 			return b.Invoke(ctx, call, args)
 		}, nil, opts...)
 		if err != nil {
@@ -373,4 +380,28 @@ func BenchmarkBatch(b *testing.B) {
 			send("/v1/invoke:batch", batch)
 		}
 	})
+}
+
+// A caller that goes away mid-batch ends it: the call under way finishes
+// as any call does, and the calls after it are not made, nor recorded as
+// refused one by one.
+func TestABatchEndsWithItsCaller(t *testing.T) {
+	t.Parallel()
+	f, n := newBatchFixture(t, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n.ran = cancel
+	body := toJSON(map[string]any{"calls": []map[string]any{addNote("k-1"), addNote("k-2"), addNote("k-3")}})
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/invoke:batch", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+f.agent)
+	f.api.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	if got := n.handlers.Load(); got != 1 {
+		t.Fatalf("handlers run = %d, want 1: the calls after the caller left ran", got)
+	}
+	if rows := f.rows(t, "claims"); rows != 1 {
+		t.Errorf("claims = %d, want the one call's", rows)
+	}
+	if rows := f.rows(t, "audit_events"); rows != 1 {
+		t.Errorf("audit events = %d, want the one call's (none for calls never made)", rows)
+	}
 }
