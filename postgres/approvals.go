@@ -161,7 +161,7 @@ func updateApprovalArgs(a *toolplane.Approval) []any {
 
 // updateApprovalAudited is updateApproval and the audit insert as one
 // statement, as updateClaimAudited.
-var updateApprovalAudited = dialect.Guarded(updateApproval, 26, "audit_events", auditColumns, auditArgCount)
+var updateApprovalAudited = guarded(updateApproval, 26, "audit_events", auditColumns, auditArgCount)
 
 // UpdateApprovalAudited is UpdateApproval and AppendAudit in one
 // transaction; a stale version stores neither, and an event that cannot be

@@ -94,7 +94,7 @@ func updateClaimArgs(c *toolplane.Claim) []any {
 // inserts nothing, and a statement is atomic, so an event that cannot be
 // stored undoes the update. One statement is one round trip, where an
 // explicit transaction would take four.
-var updateClaimAudited = dialect.Guarded(updateClaim, 20, "audit_events", auditColumns, auditArgCount)
+var updateClaimAudited = guarded(updateClaim, 20, "audit_events", auditColumns, auditArgCount)
 
 // UpdateClaimAudited is UpdateClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an
@@ -130,7 +130,7 @@ func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version 
 
 // deleteClaimAudited is the conditional delete and the audit insert as one
 // statement, as updateClaimAudited: a stale version inserts nothing.
-var deleteClaimAudited = dialect.Guarded(deleteClaim, 4, "audit_events", auditColumns, auditArgCount)
+var deleteClaimAudited = guarded(deleteClaim, 4, "audit_events", auditColumns, auditArgCount)
 
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither, and an event that cannot be stored (an

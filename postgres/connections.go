@@ -63,7 +63,7 @@ func connectionJSON(c *toolplane.Connection) (config, scope string, scopes []str
 
 // insertConnectionRecorded is the insert of a connection and of its change
 // record as one statement, atomic as a transaction and one round trip.
-var insertConnectionRecorded = dialect.Guarded(`INSERT INTO connections (`+connectionColumns+`)
+var insertConnectionRecorded = guarded(`INSERT INTO connections (`+connectionColumns+`)
 		VALUES (`+dialect.Placeholders(1, 20)+`)`, 20, "changes", changeColumns, changeArgCount)
 
 // InsertConnection stores c and appends ch in one statement. A duplicate
@@ -132,7 +132,7 @@ const updateConnection = `UPDATE connections SET
 // updateConnectionRecorded is the update and the insert of its change
 // record as one statement: a stale version inserts no change, and a change
 // that cannot be stored undoes the update.
-var updateConnectionRecorded = dialect.Guarded(updateConnection, 15, "changes", changeColumns, changeArgCount)
+var updateConnectionRecorded = guarded(updateConnection, 15, "changes", changeColumns, changeArgCount)
 
 // UpdateConnection writes c where the stored organization, ID and version
 // are c's, in one conditional statement, and on success sets c.Version to

@@ -10,14 +10,14 @@ import (
 // putUpstreamToolSettingRecorded is the upsert of a setting and the insert
 // of its change record as one statement, atomic as a transaction and one
 // round trip.
-var putUpstreamToolSettingRecorded = dialect.Guarded(`INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
+var putUpstreamToolSettingRecorded = guarded(`INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (upstream, tool) DO UPDATE SET settings = excluded.settings,
 			updated_by = excluded.updated_by, updated_at = excluded.updated_at`, 5, "changes", changeColumns, changeArgCount)
 
 // deleteUpstreamToolSettingRecorded is the delete and the change insert as
 // one statement: a setting that is not there inserts no change.
-var deleteUpstreamToolSettingRecorded = dialect.Guarded(`DELETE FROM upstream_tool_settings WHERE upstream = $1 AND tool = $2`,
+var deleteUpstreamToolSettingRecorded = guarded(`DELETE FROM upstream_tool_settings WHERE upstream = $1 AND tool = $2`,
 	2, "changes", changeColumns, changeArgCount)
 
 // changeArgCount is how many arguments changeArgs answers.

@@ -41,9 +41,6 @@ type Dialect struct {
 	// byteSlices: a bytes column (BYTEA) takes a non-nil []byte; otherwise
 	// (BLOB) a string binds as it is.
 	byteSlices bool
-	// writingWith: a WITH query may write (PostgreSQL's data-modifying
-	// WITH), so a write and its record can be one statement (Guarded).
-	writingWith bool
 }
 
 // SQLite and Postgres are the dialects of the two stores.
@@ -52,7 +49,7 @@ var (
 	SQLite = Dialect{}
 	// Postgres binds $n placeholders and a list as one array; its text is
 	// UTF-8 without NUL.
-	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true, writingWith: true}
+	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true}
 )
 
 // Bytes answers s as d binds it to a bytes column (a claim's key): a
@@ -114,27 +111,6 @@ func (d Dialect) placeholder(b *strings.Builder, n int) {
 	b.Write(strconv.AppendInt(digits[:0], int64(n), 10))
 }
 
-// Guarded answers write, a change of at most one row (an update or delete
-// guarded by the expected version, an insert, an upsert) with placeholders
-// numbered from 1 to writeArgs, and an insert into table of n columns (an
-// audit event, a change record) as one statement that inserts only when
-// write changed a row: a write that matched nothing (a stale version)
-// stores no record, and a record that cannot be stored undoes the write.
-// The insert's arguments follow write's.
-//
-// It is PostgreSQL's data-modifying WITH, which SQLite has not: there the
-// two statements run in one transaction, and Guarded panics, as it does for
-// a write that already says RETURNING. Stores build these statements once,
-// at package initialization.
-func (d Dialect) Guarded(write string, writeArgs int, table, columns string, n int) string {
-	if !d.writingWith || strings.Contains(write, "RETURNING") {
-		panic("sqlstore: Guarded needs PostgreSQL and a write without RETURNING")
-	}
-	return `WITH changed AS (` + write + ` RETURNING 1)
-	INSERT INTO ` + table + ` (` + columns + `)
-	SELECT ` + d.Placeholders(writeArgs+1, n) + ` FROM changed`
-}
-
 // A Query is a statement being written: its text and its arguments, in
 // order. The zero Query is empty and writes SQLite's placeholders; a
 // Query is used once, by one goroutine.
@@ -158,8 +134,8 @@ func New(d Dialect, text string, args ...any) *Query {
 }
 
 // Start makes q a new query of d starting with text, whose ? placeholders
-// take args in order, as New does, in a Query the caller holds: one on the
-// caller's stack costs no allocation, where New's is on the heap.
+// take args in order, as New does, in a Query the caller holds: the Query
+// itself then need not be allocated (its text and arguments still are).
 func (q *Query) Start(d Dialect, text string, args ...any) {
 	*q = Query{d: d, args: make([]any, 0, len(args)+8)}
 	q.Add(text, args...)

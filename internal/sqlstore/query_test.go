@@ -236,34 +236,6 @@ func TestPlaceholders(t *testing.T) {
 	}
 }
 
-func TestGuarded(t *testing.T) {
-	t.Parallel()
-	got := Postgres.Guarded(`UPDATE t SET a = $1 WHERE id = $2 AND version = $3`, 3, "audit_events", "id, outcome", 2)
-	want := `WITH changed AS (UPDATE t SET a = $1 WHERE id = $2 AND version = $3 RETURNING 1)
-	INSERT INTO audit_events (id, outcome)
-	SELECT $4, $5 FROM changed`
-	if got != want {
-		t.Errorf("Guarded =\n%s\nwant\n%s", got, want)
-	}
-	for _, tt := range []struct {
-		name  string
-		d     Dialect
-		write string
-	}{
-		{"sqlite", SQLite, `UPDATE t SET a = ? WHERE id = ?`},
-		{"returning", Postgres, `UPDATE t SET a = $1 WHERE id = $2 RETURNING id`},
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Guarded(%s) did not panic", tt.name)
-				}
-			}()
-			tt.d.Guarded(tt.write, 2, "audit_events", "id", 1)
-		}()
-	}
-}
-
 func TestCheckLimit(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
