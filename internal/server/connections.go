@@ -139,7 +139,12 @@ func newRuntimes(rs ...handler.Runtime) (*runtimes, error) {
 // same object means the same spec.
 type bindingRef struct {
 	name, version, schemaHash string
-	spec                      any
+	// What else of the definition a runtime builds its binding from: a
+	// write is never retried on a lost answer and settles as a write.
+	effect     toolplane.Effect
+	retry      toolplane.Retry
+	connection string
+	spec       any
 }
 
 // maxRefs bounds runtimes.byRef.
@@ -151,7 +156,7 @@ func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
 	if !ok || rt.Bind == nil {
 		return nil, fmt.Errorf("%s is not bound to a runtime this deployment runs", d.Name)
 	}
-	ref := bindingRef{d.Name, d.Version, d.SchemaHash, spec}
+	ref := bindingRef{d.Name, d.Version, d.SchemaHash, d.Effect, d.Retry, d.Connection, spec}
 	if b, ok := r.byRef.Load(ref); ok {
 		return b.(*handler.Binding), nil
 	}
@@ -167,14 +172,17 @@ func (r *runtimes) Binding(d *toolplane.Definition) (*handler.Binding, error) {
 	return b, nil
 }
 
-// bind answers d's binding by rt, built once per identity and binding
-// spec.
+// bind answers d's binding by rt, built once per definition. The key is
+// the whole definition, not its name, version and binding: two
+// organizations may publish one name and version with the same request,
+// one a read and the other a write, and a read's binding (retried on a
+// lost answer) must never run the write.
 func (r *runtimes) bind(rt *handler.Runtime, d *toolplane.Definition) (*handler.Binding, error) {
-	spec, err := json.Marshal(d.Binding)
+	whole, err := json.Marshal(d)
 	if err != nil {
 		return nil, err
 	}
-	key := d.Name + "@" + d.Version + "#" + d.SchemaHash + string(spec)
+	key := string(whole)
 	if b, ok := r.bound.Load(key); ok {
 		return b.(*handler.Binding), nil
 	}

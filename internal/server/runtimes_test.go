@@ -94,3 +94,44 @@ func TestRuntimeContractIsTheOneDispatch(t *testing.T) {
 		}
 	}
 }
+
+// Two organizations may publish the same name and version with the same
+// request, one a read and the other a write: each is bound as what it
+// is, never with the binding the other's first call built (a read's
+// binding retries a lost answer, which a write must never do).
+func TestBindingsAreTheDefinitionsOwn(t *testing.T) {
+	t.Parallel()
+	probe := handler.Runtime{
+		Kind:  "probe",
+		Spec:  func(b *toolplane.Binding) (any, bool) { return b.SQL, b.SQL != nil },
+		Check: func(*toolplane.Definition) []toolplane.Problem { return nil },
+		Bind: func(d *toolplane.Definition) (*handler.Binding, error) {
+			return handler.BindFunc("probe:"+string(d.Effect), func(context.Context, handler.Call, any) (any, error) { return nil, nil }, nil)
+		},
+	}
+	run, err := newRuntimes(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := func(effect toolplane.Effect) *toolplane.Definition {
+		// A binding of its own, as each organization's published version
+		// is decoded into: only the pointer-free key can tell them apart.
+		return &toolplane.Definition{Name: "orders.sync", Version: "1.0.0", SchemaHash: "h", Connection: "erp", Effect: effect,
+			Binding: toolplane.Binding{SQL: &toolplane.SQLBinding{Statement: "UPDATE orders SET synced = true"}}}
+	}
+	read, err := run.Binding(def(toolplane.EffectRead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write, err := run.Binding(def(toolplane.EffectWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read == write || write.Key != "probe:write" {
+		t.Fatalf("the write was bound as %q, the read as %q: one binding served both", write.Key, read.Key)
+	}
+	again, err := run.Binding(def(toolplane.EffectWrite))
+	if err != nil || again != write {
+		t.Fatalf("the same write again: %v, a binding of its own; want the one built", err)
+	}
+}
