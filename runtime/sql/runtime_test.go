@@ -714,3 +714,11 @@ func TestUnknownDriverIsUnavailable(t *testing.T) {
 		t.Fatalf("outcome %+v", o)
 	}
 }
+
+// bind builds the binding of a definition whose statement scans, checked
+// or not, for the tests of the runtime's own defences (the read-only
+// transaction, the SQLite authorizer), which hold without Check.
+func (r *Runtime) bind(d *toolplane.Definition) (*handler.Binding, error) {
+	scans, _ := compile(d)
+	return r.bindScanned(d, scans)
+}

@@ -164,21 +164,6 @@ func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 // Contract answers the runtime's contract: Checks, binding with r.
 func (r *Runtime) Contract() handler.Runtime { return Checks().BindWith(r.Bind) }
 
-// bind builds the binding of a definition whose statement scans, checked
-// or not: the runtime's own defences (the read-only transaction, the
-// SQLite authorizer) hold without Check.
-func (r *Runtime) bind(d *toolplane.Definition) (*handler.Binding, error) {
-	scans := make(map[dialect]scanned, len(dialects))
-	for _, dl := range dialects {
-		s, err := scan(d.Binding.SQL.Statement, dl)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %v", toolplane.ErrInvalid, d.Name, err)
-		}
-		scans[dl] = s
-	}
-	return r.bindScanned(d, scans)
-}
-
 // bindScanned builds the binding of d from its statement as scanned for
 // every dialect.
 func (r *Runtime) bindScanned(d *toolplane.Definition, scans map[dialect]scanned) (*handler.Binding, error) {
