@@ -95,11 +95,12 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 	}
 }
 
-// nodeGone reports whether the node instance id is known dead: retired by
-// a restart under its name, or silent longer than Options.DeadAfter. This
-// node is never gone to itself, and an id no node registered (a River
-// client of another program, or a node retention removed long ago) is not
-// known dead: River's rescuer decides its jobs.
+// nodeGone reports whether the node instance id is known dead
+// (toolplane.Node.Dead): retired by a restart under its name, or silent
+// for Options.DeadAfter or longer. This node is never gone to itself, and
+// an id no node registered (a River client of another program, or a node
+// retention removed long ago) is not known dead: River's rescuer decides
+// its jobs.
 func (w *work) nodeGone(ctx context.Context, id string, now time.Time) (bool, error) {
 	if id == w.opt.Node {
 		return false, nil

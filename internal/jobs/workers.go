@@ -233,8 +233,11 @@ func (w *work) settleLostClaims(ctx context.Context, now time.Time) error {
 	}
 	if w.opt.DeadAfter > 0 {
 		// Claims of nodes known dead are decided now, not at the end of
-		// their leases.
-		orphans, err := w.deps.Maint.OrphanedClaims(ctx, now.Add(-w.opt.DeadAfter), sweepBatch)
+		// their leases. A node is dead once its silence reaches
+		// DeadAfter (toolplane.Node.Dead): its last heartbeat is at or
+		// before now-DeadAfter, which is before one microsecond later,
+		// the store's resolution.
+		orphans, err := w.deps.Maint.OrphanedClaims(ctx, now.Add(-w.opt.DeadAfter+time.Microsecond), sweepBatch)
 		if err != nil {
 			return err
 		}
