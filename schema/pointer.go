@@ -50,3 +50,27 @@ func (p Pointer) Rewrite(v any, f func(any) any) any {
 	}
 	return v
 }
+
+// Each calls yield with each value p reaches in v, every element of an
+// array at "*", until yield answers false; it answers false when yield
+// stopped it.
+func (p Pointer) Each(v any, yield func(any) bool) bool {
+	if len(p) == 0 {
+		return yield(v)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if sub, ok := x[p[0]]; ok {
+			return p[1:].Each(sub, yield)
+		}
+	case []any:
+		if p[0] == "*" {
+			for _, e := range x {
+				if !p[1:].Each(e, yield) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

@@ -50,3 +50,22 @@ func mustCompact(t *testing.T, s string) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Each visits what a pointer reaches, every element of an array at "*",
+// and stops when told to.
+func TestPointerEach(t *testing.T) {
+	t.Parallel()
+	var in any
+	if err := json.Unmarshal([]byte(`{"rows":[{"n":1},{"m":2},{"n":3}],"n":4}`), &in); err != nil {
+		t.Fatal(err)
+	}
+	var seen []any
+	all := ParsePointer("/rows/*/n").Each(in, func(v any) bool { seen = append(seen, v); return true })
+	if !all || len(seen) != 2 || seen[0] != 1.0 || seen[1] != 3.0 {
+		t.Fatalf("Each = %v, %v; want [1 3], not stopped", seen, all)
+	}
+	seen = nil
+	if ParsePointer("/rows/*/n").Each(in, func(v any) bool { seen = append(seen, v); return false }) || len(seen) != 1 {
+		t.Fatalf("a stopped walk saw %v", seen)
+	}
+}

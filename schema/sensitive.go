@@ -54,7 +54,7 @@ func walkSensitive(v any, at string, depth int, out *[]string) {
 func SensitiveValues(args any, paths []string) []string {
 	var out []string
 	for _, p := range paths {
-		valuesAt(args, tokens(p), func(v any) bool {
+		ParsePointer(p).Each(args, func(v any) bool {
 			collectStrings(v, &out)
 			return true
 		})
