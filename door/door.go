@@ -222,7 +222,9 @@ func (d *Door) Spend(ctx context.Context, c Caller, h http.Header) (Caller, erro
 		return Caller{Credential: c.Credential, At: now}, nil
 	}
 	dec := d.Limiter.Allow(c.Credential.ID, now)
-	dec.Header(h, now)
+	if dec.Limit > 0 {
+		dec.Header(h, now)
+	}
 	if !dec.Allowed {
 		return c, d.refusal(ctx, &apikey.LimitedError{Decision: dec})
 	}

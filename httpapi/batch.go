@@ -160,13 +160,12 @@ func (s *Server) spend(r *http.Request, h http.Header, who door.Caller) (door.Ca
 	// Retry-After belongs to the call refused, not to the batch's answer.
 	scratch := http.Header{}
 	at, err := s.Door.Spend(r.Context(), who, scratch)
-	for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
-		if v := scratch.Get(k); v != "" {
-			h.Set(k, v)
-		}
+	retryAfter, _ := strconv.Atoi(scratch.Get("Retry-After"))
+	scratch.Del("Retry-After")
+	for k, v := range scratch {
+		h[k] = v
 	}
 	if err != nil {
-		retryAfter, _ := strconv.Atoi(scratch.Get("Retry-After"))
 		return at, retryAfter, err
 	}
 	return at, 0, nil
