@@ -65,6 +65,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 )
@@ -134,8 +135,19 @@ type Options struct {
 	// so a burst of filings leaves some to the poll: this bound is what
 	// keeps a notification within a second of its filing.
 	NotifyPoll time.Duration
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// AsyncAttempts is how many times the run of an asynchronous call is
+	// tried when it meets a platform fault before the call ends failed;
+	// default 5. Waiting for an approval or an identical call in flight
+	// is not an attempt.
+	AsyncAttempts int
+	// CallbackAttempts is how many times a callback is posted before it is
+	// given up (expired); default 15. CallbackBackoff is the wait after
+	// the first failure, doubling after each, at most an hour; default
+	// 5s: fifteen attempts span about six hours.
+	CallbackAttempts int
+	CallbackBackoff  time.Duration
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // Deps are the parts of the platform the jobs act through.
@@ -146,6 +158,9 @@ type Deps struct {
 	Maint     Maintenance
 	// Notifier, when set, tells people of approvals and uncertain calls.
 	Notifier Notifier
+	// Async, when set, runs asynchronous calls and delivers their
+	// callbacks.
+	Async *async.Service
 	// Sunset, when set, applies the sunset rule to deprecated versions
 	// (retire the uncalled, block and name the callers of the others).
 	Sunset Sunsetter
@@ -186,6 +201,9 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.NotifyTimeout, 15*time.Second)
 	orDefault(&o.NotifyWorkers, 5)
 	orDefault(&o.NotifyPoll, 250*time.Millisecond)
+	orDefault(&o.AsyncAttempts, 5)
+	orDefault(&o.CallbackAttempts, 15)
+	orDefault(&o.CallbackBackoff, 5*time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -217,6 +235,7 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		{"retention", time.Hour, RetentionArgs{}, true},
 		{"sunset", time.Hour, SunsetArgs{}, deps.Sunset != nil},
 		{"sweep_notify", opt.SweepEvery, SweepNotifyArgs{}, deps.Notifier != nil},
+		{"sweep_async", opt.SweepEvery, SweepAsyncArgs{}, deps.Async != nil},
 	}
 	var jobs []*river.PeriodicJob
 	for _, p := range table {
@@ -252,6 +271,11 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		river.AddWorker(workers, &sweepNotifyWorker{w: w})
 		queues[notifyQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers, FetchPollInterval: opt.NotifyPoll,
 			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
+	}
+	if deps.Async != nil {
+		river.AddWorker(workers, &asyncRunWorker{w: w})
+		river.AddWorker(workers, &asyncCallbackWorker{w: w})
+		river.AddWorker(workers, &sweepAsyncWorker{w: w})
 	}
 	cfg := &river.Config{
 		// River names the client that takes a job in the job's
@@ -317,6 +341,22 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 			}}})
 		if err != nil {
 			return fmt.Errorf("enqueue execution of %s: %w", a.ID, err)
+		}
+		return nil
+	}
+	w.asyncRun = func(ctx context.Context, c *toolplane.AsyncCall) error {
+		_, err := client.Insert(ctx, AsyncRunArgs{Org: c.OrganizationID, ID: c.ID},
+			&river.InsertOpts{MaxAttempts: opt.AsyncAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
+		if err != nil {
+			return fmt.Errorf("enqueue the run of %s: %w", c.ID, err)
+		}
+		return nil
+	}
+	w.asyncCallback = func(ctx context.Context, c *toolplane.AsyncCall) error {
+		_, err := client.Insert(ctx, AsyncCallbackArgs{Org: c.OrganizationID, ID: c.ID},
+			&river.InsertOpts{MaxAttempts: opt.CallbackAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
+		if err != nil {
+			return fmt.Errorf("enqueue the callback of %s: %w", c.ID, err)
 		}
 		return nil
 	}
