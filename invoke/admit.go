@@ -82,3 +82,12 @@ func (iv *Invoker) InvokeStored(ctx context.Context, name string, raw []byte, in
 func (iv *Invoker) Escalation(ctx context.Context, a *toolplane.Approval) (string, error) {
 	return iv.escalatedTo(ctx, a)
 }
+
+// Mode answers how org's tool named name runs by its definition (its
+// default version's): async for a tool that answers later.
+func (iv *Invoker) Mode(org, name string) toolplane.Mode {
+	if t, ok := iv.cfg.Registry.Get(org, name); ok && t.Def.Mode == toolplane.ModeAsync {
+		return toolplane.ModeAsync
+	}
+	return toolplane.ModeSync
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/internal/jobs"
+	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/migrate"
 	"github.com/toolplane/toolplane/postgres"
@@ -37,6 +38,7 @@ type Store interface {
 type Runner interface {
 	invoke.Scheduler
 	invoke.Notice
+	async.Scheduler
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	// SettleLost decides, once, the claims whose worker was lost.
