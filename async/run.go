@@ -75,32 +75,30 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		return nil // cancelled (or ended) since it was read
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	// asked ends when a cancel is asked for: on this node by Cancel, on
+	// another by the watch of the record. It stops the handler, not the
+	// call's own steps (its journal and audit writes).
+	asked, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	k := [2]string{org, id}
 	s.mu.Lock()
-	s.running[k] = stop
+	s.running[k] = cancel
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.running, k)
 		s.mu.Unlock()
 	}()
-	cancelled := make(chan struct{})
+	watch, unwatch := context.WithCancel(ctx)
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
-		s.watchCancel(runCtx, org, id, stop, cancelled)
+		s.watchCancel(watch, org, id, cancel)
 	}()
-	res, err := s.iv.InvokeStored(runCtx, c.Tool, c.Arguments, inv)
-	stop()
+	res, err := s.iv.InvokeStored(invoke.Cancellable(ctx, asked), c.Tool, c.Arguments, inv)
+	unwatch()
 	<-watching
-	wasCancelled := false
-	select {
-	case <-cancelled:
-		wasCancelled = true
-	default:
-	}
+	wasCancelled := asked.Err() != nil
 
 	var ar *invoke.ApprovalRequired
 	switch {
@@ -141,26 +139,19 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 	return s.end(ctx, c, res)
 }
 
-// watchCancel ends a running call's context when a cancel is requested on
-// another node (this node's Cancel calls stop itself), reading the record
-// every Config.Poll until ctx ends; it closes cancelled when it saw one.
-func (s *Service) watchCancel(ctx context.Context, org, id string, stop context.CancelFunc, cancelled chan<- struct{}) {
+// watchCancel calls cancel when a cancel of the call is asked for on
+// another node (this node's Cancel calls it itself), reading the record
+// every Config.Poll until ctx ends.
+func (s *Service) watchCancel(ctx context.Context, org, id string, cancel context.CancelFunc) {
 	tick := time.NewTicker(s.cfg.Poll)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			// Ended by the run finishing, or by a local Cancel: which one
-			// the record says.
-			if c, err := s.store.GetAsyncCall(context.WithoutCancel(ctx), org, id); err == nil && c.CancelRequested {
-				close(cancelled)
-			}
 			return
 		case <-tick.C:
-			c, err := s.store.GetAsyncCall(ctx, org, id)
-			if err == nil && c.CancelRequested {
-				close(cancelled)
-				stop()
+			if c, err := s.store.GetAsyncCall(ctx, org, id); err == nil && c.CancelRequested {
+				cancel()
 				return
 			}
 		}

@@ -91,3 +91,17 @@ func (iv *Invoker) Mode(org, name string) toolplane.Mode {
 	}
 	return toolplane.ModeSync
 }
+
+// cancelKey is the context key of Cancellable's signal.
+type cancelKey struct{}
+
+// Cancellable answers ctx marked so that the handler of a call made with
+// it is stopped (its context ends) once stop is done: a cancel its caller
+// asked for, as an asynchronous call's caller does. Without it a handler
+// never stops for its caller: a caller that goes away (a client that
+// disconnects) does not abandon an effect half way. A handler stopped
+// this way ends as one that ran out of time: a read answers timeout, and
+// a write that reached its downstream is held uncertain.
+func Cancellable(ctx, stop context.Context) context.Context {
+	return context.WithValue(ctx, cancelKey{}, stop)
+}
