@@ -12,6 +12,12 @@ import (
 	"github.com/toolplane/toolplane/async"
 )
 
+// The queues of asynchronous calls and of their callbacks.
+const (
+	asyncQueue    = "async"
+	callbackQueue = "callbacks"
+)
+
 // AsyncRunArgs: run an accepted asynchronous call.
 type AsyncRunArgs struct {
 	Org string `json:"org" river:"unique"`

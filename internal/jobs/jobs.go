@@ -140,6 +140,9 @@ type Options struct {
 	// default 5. Waiting for an approval or an identical call in flight
 	// is not an attempt.
 	AsyncAttempts int
+	// AsyncWorkers is how many asynchronous calls one node runs at once;
+	// default 20.
+	AsyncWorkers int
 	// CallbackAttempts is how many times a callback is posted before it is
 	// given up (expired); default 15. CallbackBackoff is the wait after
 	// the first failure, doubling after each, at most an hour; default
@@ -202,6 +205,7 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.NotifyWorkers, 5)
 	orDefault(&o.NotifyPoll, 250*time.Millisecond)
 	orDefault(&o.AsyncAttempts, 5)
+	orDefault(&o.AsyncWorkers, 20)
 	orDefault(&o.CallbackAttempts, 15)
 	orDefault(&o.CallbackBackoff, 5*time.Second)
 	if o.Logger == nil {
@@ -276,6 +280,13 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		river.AddWorker(workers, &asyncRunWorker{w: w})
 		river.AddWorker(workers, &asyncCallbackWorker{w: w})
 		river.AddWorker(workers, &sweepAsyncWorker{w: w})
+		// A queue of their own, so a burst of long calls never holds up
+		// approvals and sweeps (nor they the calls), fetched as soon as a
+		// call is accepted on this node: River tells its own producer of
+		// an insert, at most once per cooldown.
+		queues[asyncQueue] = river.QueueConfig{MaxWorkers: opt.AsyncWorkers, FetchPollInterval: opt.NotifyPoll, FetchCooldown: time.Millisecond}
+		queues[callbackQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers, FetchPollInterval: opt.NotifyPoll,
+			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
 	}
 	cfg := &river.Config{
 		// River names the client that takes a job in the job's
@@ -346,7 +357,7 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 	}
 	w.asyncRun = func(ctx context.Context, c *toolplane.AsyncCall) error {
 		_, err := client.Insert(ctx, AsyncRunArgs{Org: c.OrganizationID, ID: c.ID},
-			&river.InsertOpts{MaxAttempts: opt.AsyncAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
+			&river.InsertOpts{Queue: asyncQueue, MaxAttempts: opt.AsyncAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
 		if err != nil {
 			return fmt.Errorf("enqueue the run of %s: %w", c.ID, err)
 		}
@@ -354,7 +365,7 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 	}
 	w.asyncCallback = func(ctx context.Context, c *toolplane.AsyncCall) error {
 		_, err := client.Insert(ctx, AsyncCallbackArgs{Org: c.OrganizationID, ID: c.ID},
-			&river.InsertOpts{MaxAttempts: opt.CallbackAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
+			&river.InsertOpts{Queue: callbackQueue, MaxAttempts: opt.CallbackAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
 		if err != nil {
 			return fmt.Errorf("enqueue the callback of %s: %w", c.ID, err)
 		}
