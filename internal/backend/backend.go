@@ -18,8 +18,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/async"
+	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/migrate"
 	"github.com/toolplane/toolplane/postgres"
