@@ -169,6 +169,10 @@ type Config struct {
 	// private, link-local or metadata destination is refused when a
 	// channel is created and at every send (notify.Config.AllowCIDRs).
 	NotifyAllowCIDRs []string
+	// WebhookSecretGrace is how long an organization's callback signing
+	// secret keeps signing beside the one a rotation made; zero:
+	// signing.DefaultGrace (a day).
+	WebhookSecretGrace time.Duration
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string

@@ -28,6 +28,7 @@ import (
 	httpruntime "github.com/toolplane/toolplane/runtime/http"
 	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/signing"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -97,6 +98,8 @@ type services struct {
 	// notes tells people of approvals and uncertain calls; its Links
 	// check the one-click links its messages carry.
 	notes *notify.Service
+	// webhookSecrets keeps the organizations' callback signing secrets.
+	webhookSecrets *signing.Secrets
 }
 
 // services builds, in this order, what decides calls (policy), what keeps
@@ -135,6 +138,10 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	svc.notes, err = notify.New(notify.Config{Store: s.b.Store, Keys: svc.keys, PublicURL: s.public, AllowCIDRs: s.cfg.NotifyAllowCIDRs})
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
+	}
+	svc.webhookSecrets, err = signing.New(signing.Config{Store: s.b.Store, Keys: svc.keys, Grace: s.cfg.WebhookSecretGrace})
+	if err != nil {
+		return nil, &ConfigError{Field: "WebhookSecretGrace", Err: err}
 	}
 	if s.runner, err = s.buildBackground(ctx, self, svc); err != nil {
 		return nil, err
