@@ -173,8 +173,11 @@ func Check(keys [][]byte, timestamp, signature string, body []byte, now time.Tim
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
 	}
-	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
-		return fmt.Errorf("%w: the timestamp is %s from now, the tolerance %s", ErrStale, d.Round(time.Second), tolerance)
+	switch d := now.Sub(time.Unix(ts, 0)); {
+	case d > tolerance:
+		return fmt.Errorf("%w: the timestamp is %s old, past the tolerance of %s", ErrStale, d.Round(time.Second), tolerance)
+	case d < -tolerance:
+		return fmt.Errorf("%w: the timestamp is %s ahead of this clock, past the tolerance of %s", ErrStale, (-d).Round(time.Second), tolerance)
 	}
 	ok := false
 	for _, k := range keys {
