@@ -135,7 +135,9 @@ func (v *Verifier) Forget(ctx context.Context, h http.Header, body []byte) error
 // Middleware answers a handler that verifies each request before next
 // sees it: the body (at most maxBody bytes; 1 MiB when zero) read whole
 // and given to next again, a refusal answered 401 (400 when malformed),
-// a replay 200 with nothing done, and a Memory failure 503.
+// a replay 200 with nothing done, and a Memory failure 503. When next
+// answers 5xx the request is forgotten, so the sender's retry reaches
+// next again.
 func (v *Verifier) Middleware(maxBody int64, next http.Handler) http.Handler {
 	if maxBody <= 0 {
 		maxBody = 1 << 20
@@ -150,7 +152,13 @@ func (v *Verifier) Middleware(maxBody int64, next http.Handler) http.Handler {
 		switch {
 		case err == nil:
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			next.ServeHTTP(w, r)
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			if sw.status >= 500 {
+				// Nothing to do if this fails too: the retry is
+				// then answered as a replay, as it would have been.
+				_ = v.Forget(context.WithoutCancel(r.Context()), r.Header, body)
+			}
 		case errors.Is(err, ErrReplay):
 			// The sender repeats only what it does not know arrived.
 			w.WriteHeader(http.StatusOK)
@@ -163,6 +171,20 @@ func (v *Verifier) Middleware(maxBody int64, next http.Handler) http.Handler {
 		}
 	})
 }
+
+// statusWriter notes the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the writer beneath.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // checkDelivery refuses a missing, overlong or control-character
 // delivery id.

@@ -306,6 +306,37 @@ func TestMiddleware(t *testing.T) {
 	}
 }
 
+// A request the next handler failed (5xx) is forgotten: the sender's
+// retry of it reaches the handler again, and once it succeeds a further
+// retry is a replay.
+func TestMiddlewareForgetsWhatFailed(t *testing.T) {
+	t.Parallel()
+	v, _ := webhook.NewVerifier(webhook.Config{Secrets: [][]byte{oldKey}})
+	var calls atomic.Int64
+	srv := httptest.NewServer(v.Middleware(0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			http.Error(w, "database down", http.StatusInternalServerError)
+		}
+	})))
+	defer srv.Close()
+	h := signed([][]byte{oldKey}, "dlv_1", time.Now())
+	for i, want := range []int{500, 200, 200} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(string(body)))
+		req.Header = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("attempt %d: %d; want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if calls.Load() != 2 {
+		t.Errorf("the handler ran %d times; want twice (the failure, then the retry)", calls.Load())
+	}
+}
+
 func TestCheckName(t *testing.T) {
 	t.Parallel()
 	for err, want := range map[error]string{
