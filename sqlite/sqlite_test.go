@@ -334,3 +334,8 @@ func TestNotifications(t *testing.T) {
 	t.Parallel()
 	storetest.RunNotifications(t, func(t *testing.T) storetest.NotificationStore { return newTestStore(t) })
 }
+
+func TestProviderJobs(t *testing.T) {
+	t.Parallel()
+	storetest.RunProviderJobs(t, func(t *testing.T) storetest.ProviderJobStore { return newTestStore(t) })
+}
