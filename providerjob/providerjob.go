@@ -416,3 +416,21 @@ func (s *Service) wake(id string) {
 		}
 	}
 }
+
+// Unsettled answers jobs their vendor ended whose cost is not counted,
+// across organizations: the settlement sweep's read.
+func (s *Service) Unsettled(ctx context.Context, limit int) ([]toolplane.ProviderJob, error) {
+	return s.cfg.Store.AllUnsettledProviderJobs(ctx, limit)
+}
+
+// UnsettledOf answers the organization's jobs whose cost is spent and not
+// yet counted: a person's view of what a meter outage left owed.
+func (s *Service) UnsettledOf(ctx context.Context, org string, limit int) ([]toolplane.ProviderJob, error) {
+	return s.cfg.Store.UnsettledProviderJobs(ctx, org, limit)
+}
+
+// Overdue answers unfinished jobs past their deadline at now, across
+// organizations: the expiry sweep's read.
+func (s *Service) Overdue(ctx context.Context, now time.Time, limit int) ([]toolplane.ProviderJob, error) {
+	return s.cfg.Store.OverdueProviderJobs(ctx, now, limit)
+}

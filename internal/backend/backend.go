@@ -31,6 +31,7 @@ type Store interface {
 	toolplane.Store
 	jobs.Maintenance
 	toolplane.NotificationStore
+	toolplane.ProviderJobStore
 }
 
 // Runner is a node's background work runner, whichever driver it uses.
@@ -41,6 +42,9 @@ type Runner interface {
 	Stop(ctx context.Context) error
 	// SettleLost decides, once, the claims whose worker was lost.
 	SettleLost(ctx context.Context) error
+	// EnqueueSettlement asks for a provider job's settlement
+	// (providerjob.Settler).
+	EnqueueSettlement(ctx context.Context, org, jobID string) error
 }
 
 // Migration is one schema migration and whether it is applied.
