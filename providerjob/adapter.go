@@ -248,7 +248,9 @@ func SignSHA1(secret string, body []byte) []byte {
 }
 
 // DeliveryID implements Adapter: the body's digest.
-func (a *BodySigned) DeliveryID(body []byte, _ http.Header) string { return "sha256:" + bodyDigest(body) }
+func (a *BodySigned) DeliveryID(body []byte, _ http.Header) string {
+	return "sha256:" + bodyDigest(body)
+}
 
 type batch struct {
 	ID     string `json:"id"`

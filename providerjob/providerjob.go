@@ -252,9 +252,10 @@ type Collected struct {
 	State     string   `json:"state"`
 	Confirmed bool     `json:"confirmed"`
 	Refs      []string `json:"refs,omitempty"`
-	// Result is the vendor's result, once the job ended (partial success
-	// of a failed or cancelled job included); absent while it runs.
-	Result json.RawMessage `json:"result,omitempty"`
+	// Result is the vendor's result (any JSON value), once the job ended
+	// (partial success of a failed or cancelled job included); absent
+	// while it runs.
+	Result any `json:"result,omitempty"`
 	// Settled is true once the job's cost is counted.
 	Settled bool `json:"settled"`
 }
@@ -277,8 +278,14 @@ func (s *Service) Collect(ctx context.Context, call handler.Call, provider, jobI
 	out := &Collected{JobID: j.ID, Provider: j.Provider, State: string(collectState(j.State)), Confirmed: j.ProviderJobID != "",
 		Refs: j.Refs, Settled: j.UsageID != ""}
 	if j.State.Terminal() {
-		if out.Result, err = s.Result(ctx, j); err != nil {
+		raw, err := s.Result(ctx, j)
+		if err != nil {
 			return nil, fmt.Errorf("collect: %w", err)
+		}
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &out.Result); err != nil {
+				return nil, fmt.Errorf("collect: result of job %s: %w", j.ID, err)
+			}
 		}
 	}
 	return out, nil

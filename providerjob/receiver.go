@@ -43,9 +43,10 @@ const (
 	// it takes no claim and asks for no settlement.
 	DropNotTerminal = "not_terminal"
 	// DropStaleState: an ending that moved nothing, the job having
-	// reached an ending already.
+	// reached another ending already.
 	DropStaleState = "stale_state"
-	// DropDuplicate: a delivery received before (its claim is complete).
+	// DropDuplicate: a repeat of a delivery received before, or being
+	// handled (its claim is taken).
 	DropDuplicate = "duplicate"
 )
 
@@ -74,9 +75,10 @@ type Settler interface {
 //  6. a large result stored apart, then the conditional transition with
 //     its audit event;
 //  7. a progress report ends here (drop not_terminal, ACK);
-//  8. an ending takes the webhook.<provider> claim of the delivery (its
-//     body's digest as the request hash; a completed claim: drop
-//     duplicate, ACK);
+//  8. an ending that moved nothing because another ending was stored
+//     first stops (drop stale_state, ACK); otherwise it takes the
+//     webhook.<provider> claim of the delivery (its body's digest as the
+//     request hash; a claim taken already: drop duplicate, ACK);
 //  9. the settlement is enqueued, and the claim completes;
 //  10. ACK.
 //
@@ -212,6 +214,18 @@ func (rv *Receiver) apply(ctx context.Context, a Adapter, jobID string, u *Updat
 	if !u.State.Reported() {
 		return DropNotTerminal, nil
 	}
+	if !moved {
+		// Another ending came first, or this one did: only a repeat of
+		// the stored ending goes on to its claim, which makes sure its
+		// settlement was asked for (a node lost after the transition).
+		now, err := store.GetProviderJob(ctx, j.OrganizationID, j.ID)
+		if err != nil {
+			return "", err
+		}
+		if now.State != u.State {
+			return DropStaleState, nil
+		}
+	}
 	sum := sha256.Sum256(body)
 	out, cl, err := rv.Journal.Claim(ctx, journal.Request{OrganizationID: j.OrganizationID, Tool: "webhook." + provider,
 		Key: a.DeliveryID(body, header), RequestHash: hex.EncodeToString(sum[:]), MaxAttempts: 1,
@@ -220,14 +234,12 @@ func (rv *Receiver) apply(ctx context.Context, a Adapter, jobID string, u *Updat
 		return "", err
 	}
 	if out != journal.Claimed {
-		// Received before (completed), being handled (processing), or a
-		// body under a known delivery id that differs from it: the
-		// conditional transition already made this one change nothing
-		// twice, and the settlement sweep finds whatever is unsettled.
-		if out == journal.Completed {
-			return DropDuplicate, nil
-		}
-		return DropStaleState, nil
+		// Received before (completed) or being handled (processing) by a
+		// twin, whose claim asks for the settlement; a body under a known
+		// delivery id that differs from it (conflict) asks for nothing
+		// the stored ending needs. The settlement sweep finds whatever is
+		// left unsettled.
+		return DropDuplicate, nil
 	}
 	if err := rv.Settler.EnqueueSettlement(ctx, j.OrganizationID, j.ID); err != nil {
 		_ = rv.Journal.Release(context.WithoutCancel(ctx), cl)
@@ -236,9 +248,6 @@ func (rv *Receiver) apply(ctx context.Context, a Adapter, jobID string, u *Updat
 	answer, _ := json.Marshal(map[string]string{"job_id": j.ID, "state": string(u.State)})
 	if err := rv.Journal.Complete(context.WithoutCancel(ctx), cl, answer, nil); err != nil {
 		return "", err
-	}
-	if !moved {
-		return DropStaleState, nil
 	}
 	return "", nil
 }
