@@ -57,7 +57,7 @@ func BenchmarkWebhookSettle(b *testing.B) {
 			mux := http.NewServeMux()
 			mux.Handle(providerjob.Route, &providerjob.Receiver{Jobs: svc, Journal: journal.New(be.Store, time.Now), Settler: inline{svc},
 				Adapters: map[string]providerjob.Adapter{enrich: &providerjob.BodySigned{Name: enrich, Secret: enrichKey, CentsPerCredit: 10}},
-				Node: "bench", Log: slog.New(slog.DiscardHandler)})
+				Node:     "bench", Log: slog.New(slog.DiscardHandler)})
 			type delivery struct {
 				path string
 				body []byte
