@@ -200,26 +200,34 @@ func (s *Store) GetProviderJobResult(ctx context.Context, org, jobID, digest str
 // SettleProviderJob stamps the usage row's ID where none is, stores the
 // row and the event, all in one transaction.
 func (s *Store) SettleProviderJob(ctx context.Context, jobID string, u *toolplane.Usage, e *toolplane.AuditEvent) (bool, error) {
+	stamp, err := s.prepared(ctx, stampUsage)
+	if err != nil {
+		return false, fmt.Errorf("settle provider job %s: %w", jobID, err)
+	}
+	meter, err := s.prepared(ctx, insertJobUsage)
+	if err != nil {
+		return false, fmt.Errorf("settle provider job %s: %w", jobID, err)
+	}
+	audit, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return false, fmt.Errorf("settle provider job %s: %w", jobID, err)
+	}
 	var ok bool
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ok = false
-		res, err := tx.ExecContext(ctx, `UPDATE provider_jobs SET usage_id = ?
-			WHERE organization_id = ? AND id = ? AND usage_id IS NULL AND state IN ('completed', 'failed', 'cancelled')`,
-			u.ID, u.OrganizationID, jobID)
+		res, err := tx.StmtContext(ctx, stamp).ExecContext(ctx, u.ID, u.OrganizationID, jobID)
 		if err != nil {
 			return err
 		}
 		if ok, err = affected(res); err != nil || !ok {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage
-			(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (organization_id, id) DO NOTHING`,
+		if _, err := tx.StmtContext(ctx, meter).ExecContext(ctx,
 			u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt)); err != nil {
 			return err
 		}
 		if e != nil {
-			if _, err := tx.ExecContext(ctx, insertAudit, auditArgs(e)...); err != nil {
+			if _, err := tx.StmtContext(ctx, audit).ExecContext(ctx, auditArgs(e)...); err != nil {
 				return auditErr(e, err)
 			}
 		}
@@ -230,6 +238,17 @@ func (s *Store) SettleProviderJob(ctx context.Context, jobID string, u *toolplan
 	}
 	return ok, nil
 }
+
+// stampUsage stamps a job's usage row where none is and its vendor ended
+// it; insertJobUsage is the meter's insert, a row already there (an
+// earlier attempt's) kept.
+const (
+	stampUsage = `UPDATE provider_jobs SET usage_id = ?
+		WHERE organization_id = ? AND id = ? AND usage_id IS NULL AND state IN ('completed', 'failed', 'cancelled')`
+	insertJobUsage = `INSERT INTO usage
+		(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (organization_id, id) DO NOTHING`
+)
 
 // UnsettledProviderJobs answers the organization's unsettled ended jobs.
 func (s *Store) UnsettledProviderJobs(ctx context.Context, org string, limit int) ([]toolplane.ProviderJob, error) {
