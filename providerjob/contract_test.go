@@ -1,16 +1,23 @@
 package providerjob_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/backend"
+	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/providerjob"
+	"github.com/toolplane/toolplane/ratelimit"
 )
 
 // usageRows answers how many usage rows the organization's submit tool
@@ -568,4 +575,57 @@ func TestTimestampedVendor(t *testing.T) {
 			t.Errorf("the replayed event was not a duplicate")
 		}
 	})
+}
+
+// Deliveries are rate limited by client address before their signature is
+// checked: past the budget the route answers 429 and reads nothing.
+func TestWebhookRateLimitedByAddress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	be, err := backend.Open(ctx, filepath.Join(t.TempDir(), "toolplane.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if err := be.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := providerjob.New(providerjob.Config{Store: be.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var limited atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle(providerjob.Route, &providerjob.Receiver{Jobs: svc, Journal: journal.New(be.Store, time.Now), Limiter: ratelimit.New(2, time.Minute),
+		Adapters: map[string]providerjob.Adapter{enrich: &providerjob.BodySigned{Name: enrich, Secret: enrichKey}},
+		Dropped: func(_, reason string) {
+			if reason == providerjob.DropRateLimited {
+				limited.Add(1)
+			}
+		}})
+	body := batchBody("v-1", "pj_missing", "FINISHED", 1, `[]`)
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/webhooks/enrich/pj_missing", bytes.NewReader(body))
+		req.RemoteAddr = "192.0.2.7:4000"
+		sha1Signed(enrichKey, body)(req.Header)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("delivery %d = %d, want %d", i, rec.Code, want)
+		}
+		if want == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v1/webhooks/enrich/pj_missing", bytes.NewReader(body))
+	req.RemoteAddr = "198.51.100.9:4000"
+	sha1Signed(enrichKey, body)(req.Header)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("another address = %d, want 200", rec.Code)
+	}
+	if limited.Load() != 1 {
+		t.Errorf("rate_limited counted %d, want 1", limited.Load())
+	}
 }
