@@ -82,6 +82,20 @@ func TestReplayedSubmitMakesNoSecondVendorCall(t *testing.T) {
 			t.Errorf("callback URL = %q, want %q", hook, want)
 		}
 
+		// A caller's own idempotency key: the same job from another run.
+		keyed := call(org, "run-k1")
+		keyed.IdempotencyKey = "enrich-batch-42"
+		k1, r := h.submit(t, keyed, "k1")
+		keyed2 := call(org, "run-k2")
+		keyed2.IdempotencyKey = "enrich-batch-42"
+		k2, r2 := h.submit(t, keyed2, "k1")
+		if !r.OK || !r2.OK || k1.JobID != k2.JobID || k1.JobID == first.JobID {
+			t.Errorf("keyed submits = %+v, %+v; want one job of their own", k1, k2)
+		}
+		if n := h.vendor.posts.Load(); n != 2 {
+			t.Errorf("vendor called %d times, want 2 (one per job)", n)
+		}
+
 		// A lost answer: the vendor took the batch and its answer failed.
 		h.vendor.refuse.Store(true)
 		inv2 := call(org, "run-2")
@@ -94,16 +108,16 @@ func TestReplayedSubmitMakesNoSecondVendorCall(t *testing.T) {
 		if !r.OK || retried.Confirmed {
 			t.Fatalf("retry = %+v, %+v; want the reserved job, unconfirmed", retried, r.Error)
 		}
-		if n := h.vendor.posts.Load(); n != 2 {
-			t.Errorf("vendor called %d times, want 2 (one per job)", n)
+		if n := h.vendor.posts.Load(); n != 3 {
+			t.Errorf("vendor called %d times, want 3 (one per job)", n)
 		}
 		// The callback recovers the reservation: its signed batch name
 		// binds the vendor's id.
-		body := batchBody("v-2", retried.JobID, "FINISHED", 1, `[{"ref":"c9","email":"a@b.example"}]`)
+		body := batchBody("v-3", retried.JobID, "FINISHED", 1, `[{"ref":"c9","email":"a@b.example"}]`)
 		if code := h.deliver(t, enrich, retried.JobID, body, sha1Signed(enrichKey, body)); code != http.StatusOK {
 			t.Fatalf("callback = %d", code)
 		}
-		if j := h.settled(t, org, retried.JobID); j.ProviderJobID != "v-2" || j.State != toolplane.JobCompleted {
+		if j := h.settled(t, org, retried.JobID); j.ProviderJobID != "v-3" || j.State != toolplane.JobCompleted {
 			t.Errorf("recovered job = %+v", j)
 		}
 	})
