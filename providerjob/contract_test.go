@@ -16,6 +16,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/journal"
+	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/ratelimit"
 )
@@ -641,5 +642,43 @@ func TestWebhookRateLimitedByAddress(t *testing.T) {
 	}
 	if limited.Load() != 1 {
 		t.Errorf("rate_limited counted %d, want 1", limited.Load())
+	}
+}
+
+// Two nodes on one PostgreSQL receive the same ending at once, many times
+// over: one transition, one usage row, one settlement event.
+func TestTwoNodesSettleOnce(t *testing.T) {
+	t.Parallel()
+	dsn, ok := pgtest.LookupDSN()
+	if !ok {
+		t.Skip("PostgreSQL not tested: set " + pgtest.DSNVariable)
+	}
+	database := pgtest.SchemaDSN(t, dsn)
+	a, b := newHarness(t, database), newHarness(t, database)
+	job, org, _ := a.submitted(t, "x")
+	body := batchBody(vendorID(t, a, org, job.JobID), job.JobID, "FINISHED", 5, `[{"ref":"x"}]`)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		node := a
+		if i%2 == 1 {
+			node = b
+		}
+		wg.Go(func() {
+			if code := node.deliver(t, enrich, job.JobID, body, sha1Signed(enrichKey, body)); code != http.StatusOK {
+				t.Errorf("delivery = %d", code)
+			}
+		})
+	}
+	wg.Wait()
+	a.settled(t, org, job.JobID)
+	b.sweepSettles(t)
+	if n := a.audited(t, org, "provider_job_completed"); n != 1 {
+		t.Errorf("%d transitions, want 1", n)
+	}
+	if n := a.audited(t, org, "provider_job_settled"); n != 1 {
+		t.Errorf("%d settlements, want 1", n)
+	}
+	if c := a.cost(t, org, "run-1"); c != 50 {
+		t.Errorf("run tree cost %d, want 50", c)
 	}
 }
