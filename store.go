@@ -447,4 +447,5 @@ type Store interface {
 	ConnectionStore
 	PolicyBundleStore
 	BrowserSessionStore
+	AsyncCallStore
 }

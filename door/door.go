@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -67,6 +68,9 @@ type Door struct {
 	// an authz.Principals over this service), or it would decide calls on
 	// the keys' own tools.
 	Authz *authz.Service
+	// Async, when set, accepts calls to run later (Submit), reads and
+	// cancels them; without it every call runs in its request.
+	Async *async.Service
 	// RunBudgetCents, when positive, caps every run's cost: a caller may
 	// name a lower ceiling, never a higher one.
 	RunBudgetCents int64
@@ -373,6 +377,12 @@ type Call struct {
 	// SessionRun is set when RunID is the door's session rather than a
 	// run the caller named (see toolplane.Invocation.SessionRun).
 	SessionRun bool
+	// Async asks for the call to run later (answered Accepted); a tool
+	// whose definition runs async always does.
+	Async bool
+	// CallbackURL, when set, receives an asynchronous call's result,
+	// signed; naming one asks for the call to run later.
+	CallbackURL string
 }
 
 // Invocation answers the invocation of call made by cred: who calls (the
@@ -424,6 +434,8 @@ const (
 	// Fault: the platform could not complete the call (already logged);
 	// the caller must not treat it as an answer.
 	Fault
+	// Accepted: the call was accepted to run later: Answer.Async.
+	Accepted
 )
 
 // Answer is the door-neutral answer to a call.
@@ -437,26 +449,23 @@ type Answer struct {
 	Message, Field string
 	// Err is the cause of Unavailable and Fault.
 	Err error
+	// Async is the call accepted to run later (Accepted); Existing says it
+	// was accepted before, by an identical request.
+	Async    *toolplane.AsyncCall
+	Existing bool
 }
 
 // Call runs call for the caller c through the invoker and answers the
-// outcome. A retry of an answered call (invoke.Repeated) is charged to the
+// outcome; a call that runs later (it asks to, or its tool runs async) is
+// accepted instead (Accepted), or answered now when it would be refused. A retry of an answered call (invoke.Repeated) is charged to the
 // key's retry budget, whichever door it came by.
 func (d *Door) Call(ctx context.Context, c Caller, call Call) Answer {
 	cred := c.Credential
-	if err := CallsTools(cred); err != nil {
-		return Answer{Kind: Denied, Message: err.Error()}
+	if refused := callerRefusal(cred, call); refused != nil {
+		return *refused
 	}
-	if call.OnBehalfOf != "" && cred.ActsFor != "" && call.OnBehalfOf != cred.ActsFor {
-		// The token already names the person; another is not the
-		// caller's to choose.
-		return Answer{Kind: Denied, Field: "on_behalf_of", Message: "this token acts for " + cred.ActsFor + " and only for them; call without on_behalf_of, or with theirs"}
-	}
-	if call.OnBehalfOf != "" && cred.ActsFor == "" && !cred.ActsForUsers() {
-		// Refused rather than ignored: a caller that named a person would
-		// otherwise believe the call was recorded as made for them.
-		return Answer{Kind: Denied, Field: "on_behalf_of", Message: "on_behalf_of names the person a call acts for, which only a key allowed to act for users (role " +
-			toolplane.RoleActForUsers + ") may do; call without it, as the agent alone"}
+	if call.Async || call.CallbackURL != "" || d.Asynchronous(cred, call.Tool) {
+		return d.submit(ctx, c, call)
 	}
 	raw := call.Arguments
 	if len(raw) == 0 {
@@ -465,9 +474,34 @@ func (d *Door) Call(ctx context.Context, c Caller, call Call) Answer {
 	res, err := d.Invoker.InvokeJSON(ctx, call.Tool, raw, d.Invocation(cred, call))
 	if invoke.Repeated(res, err) {
 		// A retry of an answered call: charged to the retry budget.
-		apikey.Gate{Limiter: d.Limiter}.Repeated(cred, c.At)
+		d.spendRetry(c)
 	}
 	return d.answer(ctx, call.Tool, res, err)
+}
+
+// spendRetry charges a retry of an answered call to the caller's retry
+// budget rather than its request budget.
+func (d *Door) spendRetry(c Caller) { apikey.Gate{Limiter: d.Limiter}.Repeated(c.Credential, c.At) }
+
+// callerRefusal answers why cred may not make call at all, before it is
+// decided: a key that calls no tools, or a person named who is not the
+// caller's to name; nil when it may.
+func callerRefusal(cred *toolplane.Credential, call Call) *Answer {
+	if err := CallsTools(cred); err != nil {
+		return &Answer{Kind: Denied, Message: err.Error()}
+	}
+	if call.OnBehalfOf != "" && cred.ActsFor != "" && call.OnBehalfOf != cred.ActsFor {
+		// The token already names the person; another is not the
+		// caller's to choose.
+		return &Answer{Kind: Denied, Field: "on_behalf_of", Message: "this token acts for " + cred.ActsFor + " and only for them; call without on_behalf_of, or with theirs"}
+	}
+	if call.OnBehalfOf != "" && cred.ActsFor == "" && !cred.ActsForUsers() {
+		// Refused rather than ignored: a caller that named a person would
+		// otherwise believe the call was recorded as made for them.
+		return &Answer{Kind: Denied, Field: "on_behalf_of", Message: "on_behalf_of names the person a call acts for, which only a key allowed to act for users (role " +
+			toolplane.RoleActForUsers + ") may do; call without it, as the agent alone"}
+	}
+	return nil
 }
 
 // answer maps the invoker's outcome to an Answer.

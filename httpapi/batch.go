@@ -141,6 +141,9 @@ func (s *Server) decodeBatch(r *http.Request, who door.Caller) ([]door.Call, err
 		if bc.Tool == "" {
 			return nil, &batchError{Field: at + ".tool", Message: fmt.Sprintf("call %d names no tool", i)}
 		}
+		if err := bc.checkMode(); err != nil {
+			return nil, &batchError{Field: at + ".mode", Message: fmt.Sprintf("call %d: %v", i, err)}
+		}
 		calls[i] = bc.call(bc.Tool)
 		// The invoker checks these bounds again at each call; checked here
 		// too so that a call past one refuses the batch before any runs.

@@ -255,6 +255,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/tools/{name}", s.auth(s.getTool)},
 		{"POST", "/v1/tools/{name}/invoke", s.auth(s.invoke)},
 		{"POST", "/v1/invoke:batch", s.auth(s.invokeBatch)},
+		{"GET", "/v1/invocations/{id}", s.auth(s.getInvocation)},
+		{"POST", "/v1/invocations/{id}/cancel", s.auth(s.cancelInvocation)},
 		{"GET", "/v1/approvals", s.auth(s.listApprovals)},
 		{"GET", "/v1/approvals/{id}", s.auth(s.getApproval)},
 		{"POST", "/v1/approvals/{id}/{decision}", s.auth(s.resolve)},
@@ -512,6 +514,13 @@ type invokeRequest struct {
 	// schema_hash it listed. A call on a tool whose contract changed since
 	// answers tool_changed instead of running a call shaped for the old.
 	Contracts map[string]string `json:"contracts"`
+	// Mode "async" asks for the call to run later: it is answered 202
+	// with the invocation to poll. A tool whose definition runs async
+	// always does; "sync" or empty runs the others in the request.
+	Mode toolplane.Mode `json:"mode"`
+	// CallbackURL, when set, receives the result, signed, once the call
+	// ends; naming one asks for the call to run later.
+	CallbackURL string `json:"callback_url"`
 }
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
@@ -525,7 +534,13 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
-	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, body.call(r.PathValue("name")))
+	if err := body.checkMode(); err != nil {
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "mode")
+		return
+	}
+	call := body.call(r.PathValue("name"))
+	call.Async = call.Async || preferAsync(r.Header)
+	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, call)
 	s.answerOf(r, "", a).write(w)
 }
 
@@ -535,7 +550,30 @@ func (body *invokeRequest) call(name string) door.Call {
 		Tool: name, Arguments: body.Arguments, Source: toolplane.SourceREST,
 		RunID: body.RunID, StepPath: body.StepPath, IdempotencyKey: body.IdempotencyKey, AuthorizedBy: body.AuthorizedBy,
 		OnBehalfOf: body.OnBehalfOf, TenantID: body.TenantID, Contracts: body.Contracts, MaxCostCents: body.MaxCostCents,
+		Async: body.Mode == toolplane.ModeAsync, CallbackURL: body.CallbackURL,
 	}
+}
+
+// checkMode refuses a mode that is neither sync nor async.
+func (body *invokeRequest) checkMode() error {
+	switch body.Mode {
+	case "", toolplane.ModeSync, toolplane.ModeAsync:
+		return nil
+	}
+	return fmt.Errorf("mode is sync or async, not %q", body.Mode)
+}
+
+// preferAsync reports whether h asks for an asynchronous answer (RFC 7240
+// Prefer: respond-async).
+func preferAsync(h http.Header) bool {
+	for _, v := range h.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // callAnswer is how the REST door answers one call: alone as the answer
@@ -548,6 +586,9 @@ type callAnswer struct {
 	// body is the result's JSON (a json.RawMessage), the approval to wait
 	// for, or the error envelope.
 	body any
+	// location, when set, is the status URL of a call accepted to run
+	// later.
+	location string
 }
 
 // answerOf answers how the door's answer a to a call of r is told. An
@@ -588,6 +629,8 @@ func (s *Server) answerOf(r *http.Request, requestID string, a door.Answer) call
 		return problem(httperr.Unavailable, "grants cannot be read right now", "")
 	case door.Fault:
 		return problem(httperr.Internal, "the platform could not complete this call", "")
+	case door.Accepted:
+		return callAnswer{status: http.StatusAccepted, body: s.asyncView(a.Async, a.Existing), location: s.statusPath(a.Async.ID)}
 	}
 	return callAnswer{status: http.StatusOK, body: json.RawMessage(boundary.Render(a.Result))}
 }
@@ -596,6 +639,9 @@ func (s *Server) answerOf(r *http.Request, requestID string, a door.Answer) call
 func (ans callAnswer) write(w http.ResponseWriter) {
 	if ans.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ans.retryAfter))
+	}
+	if ans.location != "" {
+		w.Header().Set("Location", ans.location)
 	}
 	raw, ok := ans.body.(json.RawMessage)
 	if !ok {

@@ -87,6 +87,11 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	}
 
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout())
+	if asked, ok := ctx.Value(cancelKey{}).(context.Context); ok {
+		// The caller asked, cooperatively, that the handler stop: unlike
+		// the caller leaving, this ends the handler's context.
+		defer context.AfterFunc(asked, cancel)()
+	}
 	var readUsage func() (int64, int64, bool)
 	if d.Metered {
 		hctx, readUsage = handler.WithUsage(hctx)
@@ -117,7 +122,13 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			cancel()
 		case <-hctx.Done():
 			cancel()
-			return c.timedOut(ctx, b, done)
+			select {
+			case r = <-done:
+				// It answered as its time ran out (or it was told to
+				// stop): its answer stands.
+			default:
+				return c.timedOut(ctx, b, done)
+			}
 		}
 	}
 	if r.panic != nil {

@@ -199,17 +199,22 @@ func (c *call) resolve() (*registry.Tool, *toolplane.Result) {
 	return nil, &r
 }
 
-func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
+// admit runs the checks that need nothing recorded: the caller's live
+// principal, the tool at the version it is given, run or key, the
+// binding's presence, the frozen contract, and the arguments against the
+// schema. It leaves c.tool and c.args set when the call may go on; a
+// refusal is the call's answer, an error the door's.
+func (c *call) admit(ctx context.Context) (*toolplane.Result, error) {
 	iv, inv := c.iv, c.inv
 	if inv.Credential != nil {
 		c.asked[0] = c.name
 		if err := iv.callerPrincipal(ctx, c.asked[:], inv); err != nil {
-			return toolplane.Result{}, err
+			return nil, err
 		}
 	}
 	tool, refusal := c.resolve()
 	if refusal != nil {
-		return *refusal, nil
+		return refusal, nil
 	}
 	c.tool = tool
 	d := &tool.Def
@@ -218,36 +223,50 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if inv.Credential != nil {
 			// A caller from outside sent a malformed request: its door
 			// tells it which field to add.
-			return toolplane.Result{}, err
+			return nil, err
 		}
 		// An in-process call site that names no run is a defect of the
 		// code making the call, reported as one.
-		return iv.fault(ctx, err.Error(), d.Name), nil
+		r := iv.fault(ctx, err.Error(), d.Name)
+		return &r, nil
 	}
 	c.audit.ToolVersion = d.Version
 	c.span.SetAttributes(attribute.String("tool.version", d.Version), attribute.String("tool.model_name", tool.Model))
 	if rb := d.Binding.Remote; rb != nil {
 		if refusal := c.resolveRemote(rb); refusal != nil {
-			return *refusal, nil
+			return refusal, nil
 		}
 	}
 	if d.Binding.Platform() {
 		if refusal := c.resolveRuntime(); refusal != nil {
-			return *refusal, nil
+			return refusal, nil
 		}
 	}
 	if want, frozen := inv.Contracts[d.Name]; frozen && want != d.SchemaHash {
-		return toolplane.Fail(toolplane.CodeToolChanged, fmt.Sprintf("%s changed after this run was shown its contract; the call was not sent. Finish without it, or start a new run to use the new contract.", tool.Model)), nil
+		r := toolplane.Fail(toolplane.CodeToolChanged, fmt.Sprintf("%s changed after this run was shown its contract; the call was not sent. Finish without it, or start a new run to use the new contract.", tool.Model))
+		return &r, nil
 	}
 	args, _, refusal := tool.Arguments(c.argsIn)
 	if refusal != nil {
-		return *refusal, nil
+		return refusal, nil
 	}
 	if refusal := tool.CheckBatch(args); refusal != nil {
-		return *refusal, nil
+		return refusal, nil
 	}
 	c.args = args
 	c.spanArgs(args)
+	return nil, nil
+}
+
+func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
+	iv, inv := c.iv, c.inv
+	if refusal, err := c.admit(ctx); refusal != nil || err != nil {
+		if refusal != nil {
+			return *refusal, nil
+		}
+		return toolplane.Result{}, err
+	}
+	tool, d, args := c.tool, &c.tool.Def, c.args
 
 	if d.Writes() {
 		if iv.journal == nil {

@@ -179,9 +179,18 @@ func parseCall(body []byte) (toolCall, bool) {
 		if _, stateless := c.meta["io.modelcontextprotocol/protocolVersion"]; stateless {
 			return toolCall{}, false
 		}
+		if _, progress := c.meta[progressToken]; progress {
+			// The client hears progress on the request's own stream,
+			// which the SDK keeps open.
+			return toolCall{}, false
+		}
 	}
 	return c, true
 }
+
+// progressToken is the _meta member a client names its progress
+// notifications by.
+const progressToken = "progressToken"
 
 // isString reports whether raw is the JSON string want.
 func isString(raw json.RawMessage, want string) bool {

@@ -792,6 +792,8 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 	call.SessionRun = call.RunID == run && call.IdempotencyKey == ""
 	a := s.Door.Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
 	switch a.Kind {
+	case door.Accepted:
+		return sess.awaitAsync(ctx, ss, cred, a.Async, meta[progressToken])
 	case door.ApprovalRequired:
 		s.elicitApproval(sess.life, ss, a.Approval)
 		return s.approvalResult(a.Approval), nil

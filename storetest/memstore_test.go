@@ -73,6 +73,8 @@ type memStore struct {
 	// browserSessions are keyed by organization and ID; the token hash is
 	// unique across organizations besides.
 	browserSessions map[[2]string]toolplane.BrowserSession
+	// asyncCalls are keyed by organization and ID.
+	asyncCalls map[[2]string]toolplane.AsyncCall
 }
 
 func newMemStore() *memStore {
@@ -96,6 +98,7 @@ func newMemStore() *memStore {
 		upstreamSettings: make(map[[2]string]toolplane.UpstreamToolSetting),
 		connections:      make(map[[2]string]toolplane.Connection),
 		policyBundles:    make(map[string]map[int64]toolplane.PolicyBundle),
+		asyncCalls:       make(map[[2]string]toolplane.AsyncCall),
 		oauthStates:      make(map[string]toolplane.OAuthState),
 		browserSessions:  make(map[[2]string]toolplane.BrowserSession),
 	}

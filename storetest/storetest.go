@@ -162,6 +162,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"UpstreamSettings", upstreamSettingCases},
 		{"Connections", connectionCases},
 		{"PolicyBundles", policyBundleCases},
+		{"AsyncCalls", asyncCallCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/migrate"
@@ -38,6 +39,7 @@ type Store interface {
 type Runner interface {
 	invoke.Scheduler
 	invoke.Notice
+	async.Scheduler
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	// SettleLost decides, once, the claims whose worker was lost.

@@ -69,6 +69,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 )
@@ -142,8 +143,22 @@ type Options struct {
 	// tried before it is given up to the sweep; default 4 (three
 	// retries, as every metered path).
 	SettleAttempts int
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// AsyncAttempts is how many times the run of an asynchronous call is
+	// tried when it meets a platform fault before the call ends failed;
+	// default 5. Waiting for an approval or an identical call in flight
+	// is not an attempt.
+	AsyncAttempts int
+	// AsyncWorkers is how many asynchronous calls one node runs at once;
+	// default 20.
+	AsyncWorkers int
+	// CallbackAttempts is how many times a callback is posted before it is
+	// given up (expired); default 15. CallbackBackoff is the wait after
+	// the first failure, doubling after each, at most an hour; default
+	// 5s: fifteen attempts span about six hours.
+	CallbackAttempts int
+	CallbackBackoff  time.Duration
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // Deps are the parts of the platform the jobs act through.
@@ -154,6 +169,9 @@ type Deps struct {
 	Maint     Maintenance
 	// Notifier, when set, tells people of approvals and uncertain calls.
 	Notifier Notifier
+	// Async, when set, runs asynchronous calls and delivers their
+	// callbacks.
+	Async *async.Service
 	// Sunset, when set, applies the sunset rule to deprecated versions
 	// (retire the uncalled, block and name the callers of the others).
 	Sunset Sunsetter
@@ -197,6 +215,10 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.NotifyWorkers, 5)
 	orDefault(&o.NotifyPoll, 250*time.Millisecond)
 	orDefault(&o.SettleAttempts, 4)
+	orDefault(&o.AsyncAttempts, 5)
+	orDefault(&o.AsyncWorkers, 20)
+	orDefault(&o.CallbackAttempts, 15)
+	orDefault(&o.CallbackBackoff, 5*time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -229,6 +251,7 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		{"sunset", time.Hour, SunsetArgs{}, deps.Sunset != nil},
 		{"sweep_notify", opt.SweepEvery, SweepNotifyArgs{}, deps.Notifier != nil},
 		{"sweep_provider_jobs", opt.SweepEvery, SweepProviderJobsArgs{}, deps.ProviderJobs != nil},
+		{"sweep_async", opt.SweepEvery, SweepAsyncArgs{}, deps.Async != nil},
 	}
 	var jobs []*river.PeriodicJob
 	for _, p := range table {
@@ -267,6 +290,18 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		river.AddWorker(workers, &notifyWorker{w: w})
 		river.AddWorker(workers, &sweepNotifyWorker{w: w})
 		queues[notifyQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers, FetchPollInterval: opt.NotifyPoll,
+			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
+	}
+	if deps.Async != nil {
+		river.AddWorker(workers, &asyncRunWorker{w: w})
+		river.AddWorker(workers, &asyncCallbackWorker{w: w})
+		river.AddWorker(workers, &sweepAsyncWorker{w: w})
+		// A queue of their own, so a burst of long calls never holds up
+		// approvals and sweeps (nor they the calls), fetched as soon as a
+		// call is accepted on this node: River tells its own producer of
+		// an insert, at most once per cooldown.
+		queues[asyncQueue] = river.QueueConfig{MaxWorkers: opt.AsyncWorkers, FetchPollInterval: opt.NotifyPoll, FetchCooldown: time.Millisecond}
+		queues[callbackQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers, FetchPollInterval: opt.NotifyPoll,
 			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
 	}
 	cfg := &river.Config{
@@ -334,6 +369,22 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 			}}})
 		if err != nil {
 			return fmt.Errorf("enqueue execution of %s: %w", a.ID, err)
+		}
+		return nil
+	}
+	w.asyncRun = func(ctx context.Context, c *toolplane.AsyncCall) error {
+		_, err := client.Insert(ctx, AsyncRunArgs{Org: c.OrganizationID, ID: c.ID},
+			&river.InsertOpts{Queue: asyncQueue, MaxAttempts: opt.AsyncAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
+		if err != nil {
+			return fmt.Errorf("enqueue the run of %s: %w", c.ID, err)
+		}
+		return nil
+	}
+	w.asyncCallback = func(ctx context.Context, c *toolplane.AsyncCall) error {
+		_, err := client.Insert(ctx, AsyncCallbackArgs{Org: c.OrganizationID, ID: c.ID},
+			&river.InsertOpts{Queue: callbackQueue, MaxAttempts: opt.CallbackAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
+		if err != nil {
+			return fmt.Errorf("enqueue the callback of %s: %w", c.ID, err)
 		}
 		return nil
 	}

@@ -29,6 +29,9 @@ type work struct {
 	notifyOne func(context.Context, notify.Delivery) error
 	// settle enqueues a provider job's settlement, unique by the job.
 	settle func(ctx context.Context, org, jobID string) error
+	// asyncRun and asyncCallback enqueue an asynchronous call's run and
+	// its callback's delivery, each unique while live.
+	asyncRun, asyncCallback func(context.Context, *toolplane.AsyncCall) error
 }
 
 // sweepBatch bounds one read of a sweep.
@@ -309,6 +312,17 @@ func (x *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	before := x.w.opt.Now().Add(-x.w.opt.Retention)
 	for {
 		n, err := x.w.deps.Maint.DeleteCompletedClaims(ctx, before, sweepBatch)
+		if err != nil {
+			return err
+		}
+		if n < sweepBatch {
+			break
+		}
+	}
+	for x.w.deps.Async != nil {
+		// Ended asynchronous calls are kept as long as completed claims:
+		// a caller polls a result within that, or its callback got it.
+		n, err := x.w.deps.Store.DeleteEndedAsyncCalls(ctx, before, sweepBatch)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
@@ -97,6 +98,9 @@ type services struct {
 	// notes tells people of approvals and uncertain calls; its Links
 	// check the one-click links its messages carry.
 	notes *notify.Service
+	// async accepts calls to run later, runs them on the background work
+	// and posts their callbacks.
+	async *async.Service
 }
 
 // services builds, in this order, what decides calls (policy), what keeps
@@ -133,6 +137,11 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	}
 	s.iv = svc.iv
 	svc.notes, err = notify.New(notify.Config{Store: s.b.Store, Keys: svc.keys, PublicURL: s.public, AllowCIDRs: s.cfg.NotifyAllowCIDRs})
+	if err != nil {
+		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
+	}
+	svc.async, err = async.New(async.Config{Store: s.b.Store, Invoker: svc.iv, Signer: s.cfg.CallbackSigner,
+		AllowCIDRs: s.cfg.NotifyAllowCIDRs, Log: s.log})
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
@@ -305,7 +314,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 // heartbeat runs beside it, and the claims a lost node left are settled
 // before it starts.
 func (s *Server) buildBackground(ctx context.Context, self *toolplane.Node, svc *services) (backend.Runner, error) {
-	runner, err := s.b.Runner(jobs.Deps{Invoker: svc.iv, Approvals: svc.approvals, Store: s.b.Store, Maint: s.b.Store, Sunset: svc.cat, Notifier: svc.notes,
+	runner, err := s.b.Runner(jobs.Deps{Invoker: svc.iv, Approvals: svc.approvals, Store: s.b.Store, Maint: s.b.Store, Sunset: svc.cat, Notifier: svc.notes, Async: svc.async,
 		ProviderJobs: s.pj},
 		jobs.Options{Logger: s.log, DeadAfter: s.cfg.NodeDeadAfter, SweepEvery: s.cfg.SweepEvery, Node: self.ID})
 	if err != nil {
@@ -313,6 +322,7 @@ func (s *Server) buildBackground(ctx context.Context, self *toolplane.Node, svc 
 	}
 	svc.iv.UseScheduler(runner)
 	svc.iv.UseNotice(runner)
+	svc.async.UseScheduler(runner)
 	s.loops.Go(func() { jobs.Heartbeat(s.bg, s.b.Store, self, s.cfg.Heartbeat, nil, s.log) })
 	// The claims of this node's earlier instance (and of any node that
 	// died meanwhile) are decided before this one serves: its callers'

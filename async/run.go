@@ -1,0 +1,320 @@
+package async
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
+	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/invoke"
+)
+
+// Again is how a run asks to be tried again later without counting as a
+// failed attempt: the call waits for a person's approval, or for an
+// identical call another worker holds.
+type Again struct{ After time.Duration }
+
+func (a *Again) Error() string { return fmt.Sprintf("run again in %s", a.After) }
+
+// approvalPoll is how often a call waiting for a person's approval looks
+// at it again.
+const (
+	approvalPoll    = 2 * time.Second
+	maxApprovalPoll = 15 * time.Second
+)
+
+// Run moves call id of org on: a live call is taken (running) and run
+// through the invoker under its stored invocation, and its answer stored
+// as its terminal state, once. It answers nil when the call needs nothing
+// more (ended, by this run or before), an *Again when it waits (for an
+// approval, or a call in flight elsewhere), and a platform fault
+// otherwise, which the worker retries; last says this is the worker's
+// last attempt, after which a fault ends the call failed rather than
+// leave it running forever.
+//
+// A worker that died mid-call is replaced by another running the same
+// call again: the journal answers a write that completed from its
+// record, and holds one whose outcome is unknown as uncertain, so the
+// effect happens at most once.
+func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
+	c, err := s.store.GetAsyncCall(ctx, org, id)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return nil // removed by retention: nothing to run
+	}
+	if err != nil {
+		return err
+	}
+	if c.Status.Terminal() {
+		return nil
+	}
+	inv, err := approval.DecodeInvocation(c.Invocation)
+	if err != nil {
+		return s.end(ctx, c, failed(fmt.Sprintf("the stored call could not be read: %v", err)))
+	}
+	if c.ApprovalID != "" {
+		if again, res, err := s.approvalState(ctx, c); err != nil || again != nil || res != nil {
+			if res != nil {
+				return s.end(ctx, c, *res)
+			}
+			if again != nil {
+				return again
+			}
+			return err
+		}
+		inv.AuthorizedBy = c.ApprovalID
+	}
+	moved, err := s.store.MoveAsyncCall(ctx, org, id, toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, At: s.cfg.Now()})
+	if err != nil {
+		return err
+	}
+	if !moved {
+		return nil // cancelled (or ended) since it was read
+	}
+
+	// asked ends when a cancel is asked for: on this node by Cancel, on
+	// another by the watch of the record. It stops the handler, not the
+	// call's own steps (its journal and audit writes).
+	asked, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := [2]string{org, id}
+	s.mu.Lock()
+	s.running[k] = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, k)
+		s.mu.Unlock()
+	}()
+	watch, unwatch := context.WithCancel(ctx)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		s.watchCancel(watch, org, id, cancel)
+	}()
+	res, err := s.iv.InvokeStored(invoke.Cancellable(ctx, asked), c.Tool, c.Arguments, inv)
+	unwatch()
+	<-watching
+	wasCancelled := asked.Err() != nil
+
+	var ar *invoke.ApprovalRequired
+	switch {
+	case errors.As(err, &ar):
+		// Waiting for a person: queued again, with the approval named.
+		if _, merr := s.store.MoveAsyncCall(ctx, org, id, []toolplane.AsyncStatus{toolplane.AsyncRunning},
+			toolplane.AsyncMove{To: toolplane.AsyncQueued, ApprovalID: ar.ID, At: s.cfg.Now()}); merr != nil {
+			return merr
+		}
+		return &Again{After: approvalPoll}
+	case errors.Is(err, invoke.ErrInFlight):
+		var ife *invoke.InFlightError
+		wait := time.Second
+		if errors.As(err, &ife) {
+			wait = ife.RetryAfter()
+		}
+		return &Again{After: wait}
+	case err != nil && wasCancelled:
+		return s.end(ctx, c, cancelledResult())
+	case err != nil:
+		var tooLong *toolplane.TooLongError
+		var needsRun *invoke.RunRequiredError
+		if errors.As(err, &tooLong) || errors.As(err, &needsRun) {
+			return s.end(ctx, c, toolplane.Fail(toolplane.CodeInvalidInput, err.Error()))
+		}
+		if last {
+			s.cfg.Log.ErrorContext(ctx, "asynchronous call given up", "call", id, "err", err)
+			return s.end(ctx, c, failed("the platform could not run this call; it has been reported"))
+		}
+		return err
+	}
+	if wasCancelled && !res.OK && res.Error != nil && res.Error.Code != toolplane.CodeUncertain {
+		// The handler stopped because it was told to: the call is
+		// cancelled, not failed. One that finished anyway keeps its
+		// answer, and one whose effect may have happened stays uncertain.
+		return s.end(ctx, c, cancelledResult())
+	}
+	return s.end(ctx, c, res)
+}
+
+// watchCancel calls cancel when a cancel of the call is asked for on
+// another node (this node's Cancel calls it itself), reading the record
+// every Config.Poll until ctx ends.
+func (s *Service) watchCancel(ctx context.Context, org, id string, cancel context.CancelFunc) {
+	tick := time.NewTicker(s.cfg.Poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if c, err := s.store.GetAsyncCall(ctx, org, id); err == nil && c.CancelRequested {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+// approvalState answers what a call waiting for approval c.ApprovalID
+// does now: wait again (pending, or escalated to another approval), end
+// with res (the approval expired and its default denied), or run (all
+// nil: approved or rejected, which the invoker answers under
+// authorized_by).
+func (s *Service) approvalState(ctx context.Context, c *toolplane.AsyncCall) (*Again, *toolplane.Result, error) {
+	svc := s.iv.Approvals()
+	if svc == nil {
+		return nil, nil, nil
+	}
+	a, err := svc.Find(ctx, c.OrganizationID, c.ApprovalID)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return nil, nil, nil // decided live, again
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	switch a.Status {
+	case toolplane.ApprovalPending:
+		// Looked at often while a person is likely answering, then less:
+		// a tenth of the time waited so far, from 2 to 15 seconds.
+		waited := s.cfg.Now().Sub(c.UpdatedAt)
+		return &Again{After: min(max(waited/10, approvalPoll), maxApprovalPoll)}, nil, nil
+	case toolplane.ApprovalExpired:
+		next, err := s.iv.Escalation(ctx, a)
+		if err != nil {
+			return nil, nil, err
+		}
+		if next != "" {
+			if _, err := s.store.MoveAsyncCall(ctx, c.OrganizationID, c.ID, toolplane.AsyncLive,
+				toolplane.AsyncMove{To: toolplane.AsyncQueued, ApprovalID: next, At: s.cfg.Now()}); err != nil {
+				return nil, nil, err
+			}
+			return &Again{After: approvalPoll}, nil, nil
+		}
+		r := toolplane.Fail(toolplane.CodeRejected, "the approval for this call expired before anyone answered it, so it was denied; do not retry it without asking the user")
+		return nil, &r, nil
+	}
+	return nil, nil, nil
+}
+
+// end stores res as the call's terminal state, once: a call cancelled or
+// ended meanwhile keeps the state it reached first.
+func (s *Service) end(ctx context.Context, c *toolplane.AsyncCall, res toolplane.Result) error {
+	status, code, body := toolplane.AsyncSucceeded, "", boundary.Render(res)
+	switch {
+	case res.OK:
+	case res.Error != nil && res.Error.Code == toolplane.CodeUncertain:
+		status, code = toolplane.AsyncUncertain, string(toolplane.CodeUncertain)
+	case res.Error != nil && res.Error.Code == codeCancelled:
+		status, code, body = toolplane.AsyncCancelled, "", nil
+	default:
+		status = toolplane.AsyncFailed
+		if res.Error != nil {
+			code = string(res.Error.Code)
+		}
+	}
+	moved, err := s.store.MoveAsyncCall(context.WithoutCancel(ctx), c.OrganizationID, c.ID, toolplane.AsyncLive,
+		toolplane.AsyncMove{To: status, Result: body, Code: code, At: s.cfg.Now()})
+	if err != nil {
+		return err
+	}
+	if moved {
+		s.ended(context.WithoutCancel(ctx), c.OrganizationID, c.ID)
+	}
+	return nil
+}
+
+// codeCancelled marks the internal answer of a cancelled call; it is never
+// stored or shown (a cancelled call has no result).
+const codeCancelled toolplane.Code = "cancelled"
+
+func cancelledResult() toolplane.Result { return toolplane.Fail(codeCancelled, "cancelled") }
+
+// failed answers the failure of a call the platform could not run.
+func failed(msg string) toolplane.Result {
+	r := toolplane.Fail(toolplane.CodeInternalError, msg)
+	r.Stop = toolplane.StopFault
+	return r
+}
+
+// Callback is the body posted to a call's callback URL: what its status
+// URL answers once it ended.
+type Callback struct {
+	ID        string                `json:"id"`
+	Tool      string                `json:"tool"`
+	Status    toolplane.AsyncStatus `json:"status"`
+	Result    json.RawMessage       `json:"result,omitempty"`
+	CreatedAt time.Time             `json:"created_at"`
+	EndedAt   time.Time             `json:"ended_at"`
+}
+
+// maxCallbackAnswer bounds what is read of a receiver's answer.
+const maxCallbackAnswer = 64 << 10
+
+// Deliver makes one attempt to post call id's result to its callback URL,
+// signed, and records it delivered on a 2xx answer. An error means the
+// attempt failed and the worker tries again later; on the last attempt
+// the callback is recorded expired instead (the result stays readable by
+// its status URL). attempt counts from 1.
+func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last bool) error {
+	c, err := s.store.GetAsyncCall(ctx, org, id)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.CallbackState != toolplane.CallbackPending || !c.Status.Terminal() {
+		return nil
+	}
+	if err := s.post(ctx, c, attempt); err != nil {
+		if last {
+			s.cfg.Log.WarnContext(ctx, "callback given up", "call", id, "attempts", attempt, "err", err)
+			return s.store.RecordCallback(ctx, org, id, toolplane.CallbackExpired, attempt, s.cfg.Now())
+		}
+		return err
+	}
+	return s.store.RecordCallback(ctx, org, id, toolplane.CallbackDelivered, attempt, s.cfg.Now())
+}
+
+// post sends c's callback once. The delivery id is the call's id and the
+// attempt: a receiver refusing replays refuses a resent copy of one
+// attempt, never the next attempt.
+func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall, attempt int) error {
+	if s.cfg.Signer == nil {
+		return errors.New("no signer is configured")
+	}
+	body, err := json.Marshal(Callback{ID: c.ID, Tool: c.Tool, Status: c.Status, Result: c.Result, CreatedAt: c.CreatedAt, EndedAt: c.EndedAt})
+	if err != nil {
+		return err
+	}
+	delivery := fmt.Sprintf("%s.%d", c.ID, attempt)
+	h, err := s.cfg.Signer.Headers(ctx, c.OrganizationID, delivery, body, s.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.CallbackURL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "toolplane-callback")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxCallbackAnswer))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("the receiver answered %s", resp.Status)
+	}
+	return nil
+}

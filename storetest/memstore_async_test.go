@@ -1,0 +1,139 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+func (m *memStore) InsertAsyncCall(_ context.Context, c *toolplane.AsyncCall) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.asyncCalls[[2]string{c.OrganizationID, c.ID}]; ok {
+		return fmt.Errorf("insert async call %s: %w", c.ID, toolplane.ErrExists)
+	}
+	if c.Key != "" {
+		for _, o := range m.asyncCalls {
+			if o.OrganizationID == c.OrganizationID && o.Tool == c.Tool && o.Key == c.Key {
+				return fmt.Errorf("insert async call %s: %w", c.ID, toolplane.ErrExists)
+			}
+		}
+	}
+	v := *c
+	v.CreatedAt, v.UpdatedAt, v.StartedAt, v.EndedAt = keep(v.CreatedAt), keep(v.UpdatedAt), keep(v.StartedAt), keep(v.EndedAt)
+	m.asyncCalls[[2]string{c.OrganizationID, c.ID}] = v
+	return nil
+}
+
+func (m *memStore) GetAsyncCall(_ context.Context, org, id string) (*toolplane.AsyncCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.asyncCalls[[2]string{org, id}]
+	if !ok {
+		return nil, fmt.Errorf("get async call %s: %w", id, toolplane.ErrNotFound)
+	}
+	return &c, nil
+}
+
+func (m *memStore) FindAsyncCall(_ context.Context, org, tool, key string) (*toolplane.AsyncCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.asyncCalls {
+		if key != "" && c.OrganizationID == org && c.Tool == tool && c.Key == key {
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("find async call of %s: %w", tool, toolplane.ErrNotFound)
+}
+
+func (m *memStore) MoveAsyncCall(_ context.Context, org, id string, from []toolplane.AsyncStatus, mv toolplane.AsyncMove) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.asyncCalls[[2]string{org, id}]
+	if !ok || !slices.Contains(from, c.Status) {
+		return false, nil
+	}
+	at := keep(mv.At)
+	c.Status, c.UpdatedAt = mv.To, at
+	if mv.To == toolplane.AsyncRunning && c.StartedAt.IsZero() {
+		c.StartedAt = at
+	}
+	if mv.To.Terminal() {
+		c.EndedAt, c.Result, c.Code = at, mv.Result, mv.Code
+		if c.CallbackURL != "" {
+			c.CallbackState = toolplane.CallbackPending
+		}
+	}
+	if mv.ApprovalID != "" {
+		c.ApprovalID = mv.ApprovalID
+	}
+	m.asyncCalls[[2]string{org, id}] = c
+	return true, nil
+}
+
+func (m *memStore) RequestAsyncCancel(_ context.Context, org, id string, at time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.asyncCalls[[2]string{org, id}]
+	if !ok || c.Status != toolplane.AsyncRunning {
+		return false, nil
+	}
+	c.CancelRequested, c.UpdatedAt = true, keep(at)
+	m.asyncCalls[[2]string{org, id}] = c
+	return true, nil
+}
+
+func (m *memStore) RecordCallback(_ context.Context, org, id string, state toolplane.CallbackState, attempts int, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.asyncCalls[[2]string{org, id}]
+	if !ok {
+		return fmt.Errorf("record callback of %s: %w", id, toolplane.ErrNotFound)
+	}
+	c.CallbackState, c.CallbackAttempts, c.UpdatedAt = state, attempts, keep(at)
+	m.asyncCalls[[2]string{org, id}] = c
+	return nil
+}
+
+func (m *memStore) StaleAsyncCalls(_ context.Context, before time.Time, limit int) ([]toolplane.AsyncCall, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.AsyncCall
+	for _, c := range m.asyncCalls {
+		if (!c.Status.Terminal() || c.CallbackState == toolplane.CallbackPending) && c.UpdatedAt.Before(keep(before)) {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b toolplane.AsyncCall) int {
+		if c := a.UpdatedAt.Compare(b.UpdatedAt); c != 0 {
+			return c
+		}
+		if a.OrganizationID != b.OrganizationID {
+			return map[bool]int{true: -1, false: 1}[a.OrganizationID < b.OrganizationID]
+		}
+		return map[bool]int{true: -1, false: 1}[a.ID < b.ID]
+	})
+	return out[:min(limit, len(out))], nil
+}
+
+func (m *memStore) DeleteEndedAsyncCalls(_ context.Context, before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for k, c := range m.asyncCalls {
+		if n < limit && !c.EndedAt.IsZero() && c.EndedAt.Before(keep(before)) && c.CallbackState != toolplane.CallbackPending {
+			delete(m.asyncCalls, k)
+			n++
+		}
+	}
+	return n, nil
+}
