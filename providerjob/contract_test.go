@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -681,4 +682,38 @@ func TestTwoNodesSettleOnce(t *testing.T) {
 	if c := a.cost(t, org, "run-1"); c != 50 {
 		t.Errorf("run tree cost %d, want 50", c)
 	}
+}
+
+// The unsettled list is a person's with the approver or auditor role, and
+// their organization's alone.
+func TestListUnsettledNeedsItsRole(t *testing.T) {
+	t.Parallel()
+	onEach(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		job, org, _ := h.submitted(t, "a")
+		h.settleFails.Store(1 << 30) // the meter is down
+		body := batchBody(vendorID(t, h, org, job.JobID), job.JobID, "FINISHED", 2, `[]`)
+		if code := h.deliver(t, enrich, job.JobID, body, sha1Signed(enrichKey, body)); code != http.StatusOK {
+			t.Fatal(code)
+		}
+		auditor := &toolplane.Credential{OrganizationID: org, Kind: toolplane.CredentialPerson, Roles: []string{toolplane.RoleAuditor}}
+		got, err := h.svc.ListUnsettled(ctx, auditor, 10)
+		if err != nil || len(got) != 1 || got[0].ID != job.JobID {
+			t.Errorf("ListUnsettled = %v, %v; want the job", got, err)
+		}
+		other := *auditor
+		other.OrganizationID = newOrg()
+		if got, err := h.svc.ListUnsettled(ctx, &other, 10); err != nil || len(got) != 0 {
+			t.Errorf("another organization's auditor = %v, %v; want none", got, err)
+		}
+		for _, c := range []*toolplane.Credential{
+			{OrganizationID: org, Kind: toolplane.CredentialAgent, Roles: []string{toolplane.RoleAuditor}},
+			{OrganizationID: org, Kind: toolplane.CredentialPerson},
+		} {
+			if _, err := h.svc.ListUnsettled(ctx, c, 10); !errors.Is(err, toolplane.ErrForbidden) {
+				t.Errorf("%+v listed unsettled jobs: %v", c, err)
+			}
+		}
+		h.settleFails.Store(0)
+	})
 }

@@ -441,3 +441,23 @@ func (s *Service) UnsettledOf(ctx context.Context, org string, limit int) ([]too
 func (s *Service) Overdue(ctx context.Context, now time.Time, limit int) ([]toolplane.ProviderJob, error) {
 	return s.cfg.Store.OverdueProviderJobs(ctx, now, limit)
 }
+
+// MayListUnsettled refuses a caller who may not read what the
+// organization owes its vendors: it needs the approver or auditor role, as
+// the uncertain actions do.
+func MayListUnsettled(by *toolplane.Credential) error {
+	if by == nil || !by.HasAnyRole(toolplane.RoleApprover, toolplane.RoleAuditor) {
+		return toolplane.Refuse(by, toolplane.ErrForbidden, "listing unsettled provider jobs needs the approver or auditor role")
+	}
+	return nil
+}
+
+// ListUnsettled answers the caller's organization's jobs whose cost is
+// spent and not yet counted, oldest ending first, for by, who may
+// (MayListUnsettled).
+func (s *Service) ListUnsettled(ctx context.Context, by *toolplane.Credential, limit int) ([]toolplane.ProviderJob, error) {
+	if err := MayListUnsettled(by); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.UnsettledProviderJobs(ctx, by.OrganizationID, limit)
+}

@@ -129,6 +129,23 @@ func TestServedProviderJob(t *testing.T) {
 	if cost, err := r.s.b.Store.RunTreeCost(context.Background(), DefaultOrganization, "run-1"); err != nil || cost != 30 {
 		t.Errorf("run tree cost %d, %v; want 30", cost, err)
 	}
+	get := func(key string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, r.base+"/v1/provider-jobs/unsettled?limit=10", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	if status, got := get(r.admin); status != http.StatusOK || got != `{"items":[]}`+"\n" {
+		t.Errorf("unsettled jobs, settled all: %d %q", status, got)
+	}
+	if status, _ := get(r.agent); status != http.StatusForbidden {
+		t.Errorf("an agent listed unsettled jobs: %d", status)
+	}
 	resp, err := http.Get(r.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
