@@ -541,7 +541,7 @@ func TestMeterFailureRetriesSettlement(t *testing.T) {
 func TestLargeResultStoredApart(t *testing.T) {
 	t.Parallel()
 	onEach(t, func(t *testing.T, h *harness) {
-		job, org, inv := h.submitted(t, "a")
+		job, org, _ := h.submitted(t, "a")
 		data := `[{"ref":"a","note":"` + strings.Repeat("n", toolplane.MaxInlineJobResult) + `"}]`
 		body := batchBody(vendorID(t, h, org, job.JobID), job.JobID, "FINISHED", 1, data)
 		if code := h.deliver(t, enrich, job.JobID, body, sha1Signed(enrichKey, body)); code != http.StatusOK {
@@ -555,7 +555,6 @@ func TestLargeResultStoredApart(t *testing.T) {
 		if err != nil || string(got) != data {
 			t.Errorf("stored result = %d bytes, %v; want %d", len(got), err, len(data))
 		}
-		_ = inv
 	})
 }
 
