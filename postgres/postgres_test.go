@@ -464,3 +464,8 @@ func TestProviderJobs(t *testing.T) {
 	pgtest.DSN(t)
 	storetest.RunProviderJobs(t, func(t *testing.T) storetest.ProviderJobStore { return newTestStore(t) })
 }
+
+func TestWebhookSecrets(t *testing.T) {
+	t.Parallel()
+	storetest.RunWebhookSecrets(t, func(t *testing.T) storetest.WebhookSecretStore { return newTestStore(t) })
+}
