@@ -95,7 +95,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
 	var providerHooks stringList
 	fs.Var(&providerHooks, "provider-webhook", "a vendor whose job callbacks POST /v1/webhooks/NAME/JOB_ID accepts, NAME=SCHEME or NAME=body-sha1:CENTS_PER_CREDIT (repeatable); SCHEME is timestamped (a Stripe-style t=…,v1=… HMAC-SHA256 header) or body-sha1 (a FullEnrich-style X-Signature-SHA1 over the body); the signing secret is read from $"+server.ProviderSecretEnvPrefix+"NAME (upper-cased, other characters as _), and never logged")
-	webhookRate := fs.Int("webhook-rate-limit", server.DefaultWebhookRateLimit, "vendor deliveries per minute one client address may make to the webhook route on this node (0: no limit)")
+	webhookRate := fs.Int("provider-webhook-rate-limit", server.DefaultProviderWebhookRateLimit, "vendor deliveries per minute one client address may make to the webhook route on this node (0: no limit)")
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
 	var notifyAllow stringList
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
@@ -158,9 +158,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
 			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
-	cfg.WebhookRateLimit = *webhookRate
-	if cfg.WebhookRateLimit <= 0 {
-		cfg.WebhookRateLimit = -1
+	cfg.ProviderWebhookRateLimit = *webhookRate
+	if cfg.ProviderWebhookRateLimit <= 0 {
+		cfg.ProviderWebhookRateLimit = -1
 	}
 	for _, v := range providerHooks {
 		h, err := parseProviderWebhook(v, os.Getenv)
@@ -210,7 +210,7 @@ var serveFlags = map[string]string{
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
-	"ProviderWebhooks": "--provider-webhook", "WebhookRateLimit": "--webhook-rate-limit",
+	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",
 }
 
 // parseProviderWebhook reads one --provider-webhook, NAME=SCHEME or

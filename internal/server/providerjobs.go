@@ -29,9 +29,9 @@ const (
 // made "_" (TOOLPLANE_PROVIDER_SECRET_FULLENRICH).
 const ProviderSecretEnvPrefix = "TOOLPLANE_PROVIDER_SECRET_"
 
-// DefaultWebhookRateLimit is how many vendor deliveries one client
-// address may make a minute when Config.WebhookRateLimit is zero.
-const DefaultWebhookRateLimit = 600
+// DefaultProviderWebhookRateLimit is how many vendor deliveries one client
+// address may make a minute when Config.ProviderWebhookRateLimit is zero.
+const DefaultProviderWebhookRateLimit = 600
 
 // ProviderWebhook is one vendor whose callbacks the webhook route
 // (POST /v1/webhooks/{provider}/{job_id}) accepts.
@@ -140,9 +140,9 @@ func (s *Server) receiver(svc *services) (*providerjob.Receiver, error) {
 	rv := &providerjob.Receiver{Jobs: s.pj, Adapters: as, Journal: journal.New(s.b.Store, time.Now), Settler: s.runner,
 		Dropped: svc.meters.WebhookDropped, Node: s.self, Log: s.log}
 	rv.Proxies, _ = ratelimit.ParseProxies(s.cfg.TrustedProxies) // checked by withDefaults
-	if limit := s.cfg.WebhookRateLimit; limit >= 0 {
+	if limit := s.cfg.ProviderWebhookRateLimit; limit >= 0 {
 		if limit == 0 {
-			limit = DefaultWebhookRateLimit
+			limit = DefaultProviderWebhookRateLimit
 		}
 		rv.Limiter = ratelimit.New(limit, time.Minute)
 	}

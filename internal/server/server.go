@@ -119,10 +119,10 @@ type Config struct {
 	// ProviderWebhooks are the vendors whose callbacks the webhook route
 	// accepts, each with its signing secret (docs/provider-jobs.md).
 	ProviderWebhooks []ProviderWebhook
-	// WebhookRateLimit is how many deliveries one client address may make
-	// to the webhook route a minute; default DefaultWebhookRateLimit,
-	// negative for no limit.
-	WebhookRateLimit int
+	// ProviderWebhookRateLimit is how many deliveries one client address
+	// may make to the webhook route a minute; default
+	// DefaultProviderWebhookRateLimit, negative for no limit.
+	ProviderWebhookRateLimit int
 	// ProviderJobTools, when set, adds the compiled-in tools that submit
 	// and collect provider jobs.
 	ProviderJobTools ProviderJobTools
