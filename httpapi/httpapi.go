@@ -271,6 +271,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/approvals/{id}/{decision}", s.auth(s.resolve)},
 		{"GET", "/v1/uncertain", s.auth(s.listUncertain)},
 		{"GET", "/v1/provider-jobs/unsettled", s.auth(s.listUnsettledJobs)},
+		{"GET", "/v1/provider-jobs/{id}", s.auth(s.getProviderJob)},
 		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
 		{"GET", "/v1/audit/events", s.auth(s.listAudit)},
 		{"GET", "/v1/audit/events/{id}", s.auth(s.getAudit)},

@@ -461,3 +461,15 @@ func (s *Service) ListUnsettled(ctx context.Context, by *toolplane.Credential, l
 	}
 	return s.cfg.Store.UnsettledProviderJobs(ctx, by.OrganizationID, limit)
 }
+
+// Watch answers the caller's organization's job for by, who may read the
+// organization's provider jobs (the approver or auditor role, as
+// MayListUnsettled), once it ended or when wait passes (Wait): the
+// long-poll a person or an operator's tool follows a job by. Another
+// organization's job is not found.
+func (s *Service) Watch(ctx context.Context, by *toolplane.Credential, jobID string, wait time.Duration) (*toolplane.ProviderJob, error) {
+	if err := MayListUnsettled(by); err != nil {
+		return nil, err
+	}
+	return s.Wait(ctx, by.OrganizationID, jobID, wait)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -95,12 +96,35 @@ func TestServedProviderJob(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	// A person long-polls the job before its vendor calls back: the
+	// callback ends the wait, long before it runs out.
+	waited := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, r.base+"/v1/provider-jobs/"+id+"?wait=30s", nil)
+		req.Header.Set("Authorization", "Bearer "+r.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waited <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		waited <- fmt.Sprint(resp.StatusCode, " ", string(raw))
+	}()
 	sig := hex.EncodeToString(providerjob.SignSHA1("whsec", []byte(body)))
 	if code := callback("/v1/webhooks/fullenrich/"+id, body, "00"+sig[2:]); code != http.StatusUnauthorized {
 		t.Errorf("forged callback = %d, want 401", code)
 	}
 	if code := callback("/v1/webhooks/fullenrich/"+id, body, sig); code != http.StatusOK {
 		t.Fatalf("callback = %d", code)
+	}
+	select {
+	case got := <-waited:
+		if !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"state":"completed"`) {
+			t.Errorf("the long-poll: %s", got)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the callback did not end the long-poll")
 	}
 	if code := callback("/v1/webhooks/fullenrich/pj_unknown", body, sig); code != http.StatusOK {
 		t.Errorf("unknown job = %d, want an ACK", code)
