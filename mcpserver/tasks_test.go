@@ -9,7 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -507,5 +511,97 @@ func TestLongAsyncCallSendsProgress(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the call never answered")
+	}
+}
+
+// tsTaskAnswer is what ts_task.cjs printed.
+type tsTaskAnswer struct {
+	IsTask     bool           `json:"isTask"`
+	TaskID     string         `json:"taskId"`
+	Created    string         `json:"created"`
+	Statuses   []string       `json:"statuses"`
+	IsError    bool           `json:"isError"`
+	Text       string         `json:"text"`
+	Meta       map[string]any `json:"meta"`
+	Structured any            `json:"structured"`
+	Error      string         `json:"error"`
+	Cancelled  string         `json:"cancelled"`
+	After      string         `json:"after"`
+}
+
+func (c nodeClients) tsTask(t *testing.T, url, key, tool, args, mode string) tsTaskAnswer {
+	t.Helper()
+	script, _ := filepath.Abs("testdata/ts_task.cjs")
+	cmd := exec.CommandContext(t.Context(), c.node, script, url, key, tool, args, mode)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+c.sdk)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the TypeScript client failed on %s: %v\n%s", tool, err, stderr.String())
+	}
+	var a tsTaskAnswer
+	if err := json.Unmarshal(out, &a); err != nil {
+		t.Fatalf("the TypeScript client printed %q: %v", out, err)
+	}
+	return a
+}
+
+// The TypeScript SDK's tasks API drives the door's tasks: it sees from
+// the capability and the tool listing that a tool may run as a task, calls
+// it as one, polls the task to its end and reads its result (validated
+// against the tool's output schema); a call waiting for a person is
+// answered once approved; and a task it cancels is cancelled.
+func TestTasksThroughTheTypeScriptSDK(t *testing.T) {
+	t.Parallel()
+	clients := findNodeClients(t)
+	rig := newTaskRig(t)
+
+	got := clients.tsTask(t, rig.url, rig.key, "demo_search_tickets", `{"query":"cracked"}`, "stream")
+	if !got.IsTask || !strings.HasPrefix(got.TaskID, "inv_") || got.Created != "working" || got.Error != "" || got.IsError ||
+		!strings.Contains(got.Text, "t-1001") || len(got.Statuses) == 0 || got.Statuses[len(got.Statuses)-1] != "completed" {
+		t.Fatalf("a read as a task: %+v", got)
+	}
+	if rel, _ := got.Meta["io.modelcontextprotocol/related-task"].(map[string]any); rel["taskId"] != got.TaskID {
+		t.Errorf("the result names task %v, want %s", got.Meta, got.TaskID)
+	}
+
+	// A refund: the client, told input is required, waits in tasks/result,
+	// which answers once a person approves.
+	answered := make(chan tsTaskAnswer, 1)
+	go func() {
+		answered <- clients.tsTask(t, rig.url, rig.key, "demo_refund_order", `{"order_id":"o-502","amount_cents":1250,"reason":"charged twice"}`, "stream")
+	}()
+	var approvalID string
+	for range 200 {
+		list, _, err := rig.store.ListApprovals(t.Context(), "org-1", toolplane.ApprovalPending, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) > 0 {
+			approvalID = list[0].ID
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if approvalID == "" {
+		t.Fatal("the refund never waited for an approval")
+	}
+	if _, err := rig.iv.Resolve(t.Context(), approvalID, approval.Decision{Approve: true}, &toolplane.Credential{OrganizationID: "org-1",
+		Kind: toolplane.CredentialPerson, Subject: "ada", Roles: []string{toolplane.RoleApprover}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case paid := <-answered:
+		if paid.Error != "" || paid.IsError || paid.Structured == nil || !strings.Contains(paid.Text, "remaining_cents") || !slices.Contains(paid.Statuses, "input_required") {
+			t.Fatalf("the approved refund: %+v", paid)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the refund's task never answered")
+	}
+
+	cancelled := clients.tsTask(t, rig.url, rig.key, "demo_slow_report", `{"topic":"tides"}`, "cancel")
+	if cancelled.Cancelled != "cancelled" || cancelled.After != "cancelled" {
+		t.Fatalf("a cancelled task: %+v", cancelled)
 	}
 }
