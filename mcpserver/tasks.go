@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -54,7 +55,11 @@ const (
 	methodTasksGet    = "tasks/get"
 	methodTasksResult = "tasks/result"
 	methodTasksCancel = "tasks/cancel"
+	methodTasksList   = "tasks/list"
 )
+
+// taskPage is how many tasks one tasks/list answers.
+const taskPage = 50
 
 // tasksOn reports whether the session serves tasks: the deployment runs
 // calls asynchronously and the session negotiated a protocol with tasks.
@@ -71,6 +76,19 @@ func versionHasTasks(v string) bool { return v >= tasksProtocol && v < stateless
 type taskParams struct {
 	mcp.ParamsBase
 	TaskID string `json:"taskId"`
+}
+
+// listParams are the params of tasks/list.
+type listParams struct {
+	mcp.ParamsBase
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// listResult answers tasks/list.
+type listResult struct {
+	mcp.ResultBase
+	Tasks      []task `json:"tasks"`
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // task is the protocol's Task: where a call stands.
@@ -115,6 +133,12 @@ func (sess *session) serveTasks(srv *mcp.Server) {
 			panic(err)
 		}
 	}
+	err := mcp.AddReceivingCustomMethod(srv, methodTasksList, func(context.Context, *mcp.ServerSession, *listParams) (*listResult, error) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task methods are answered before this handler"}
+	})
+	if err != nil {
+		panic(err)
+	}
 	srv.AddReceivingMiddleware(sess.tasks)
 }
 
@@ -125,7 +149,7 @@ func (sess *session) serveTasks(srv *mcp.Server) {
 func (sess *session) tasks(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
-		case methodTasksGet, methodTasksResult, methodTasksCancel:
+		case methodTasksGet, methodTasksResult, methodTasksCancel, methodTasksList:
 			return sess.taskMethod(ctx, method, req)
 		}
 		res, err := next(ctx, method, req)
@@ -147,8 +171,7 @@ func (sess *session) tasks(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // initializeWithTasks is an initialize answer that declares the tasks
-// capability: task-augmented tools/call, and tasks/cancel. (tasks/list is
-// not declared: a client reads the calls it made, by id.)
+// capability: task-augmented tools/call, tasks/cancel and tasks/list.
 type initializeWithTasks struct{ *mcp.InitializeResult }
 
 // MarshalJSON writes the SDK's answer with capabilities.tasks added.
@@ -163,7 +186,7 @@ func (r *initializeWithTasks) MarshalJSON() ([]byte, error) {
 		if caps == nil {
 			caps = map[string]json.RawMessage{}
 		}
-		caps["tasks"] = json.RawMessage(`{"cancel":{},"requests":{"tools":{"call":{}}}}`)
+		caps["tasks"] = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
 		b, err := json.Marshal(caps)
 		m["capabilities"] = b
 		return err
@@ -218,15 +241,19 @@ func (sess *session) taskMethod(ctx context.Context, method string, req mcp.Requ
 	if !sess.tasksOn() {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not available: the session's protocol version has no tasks", method)}
 	}
-	p, _ := req.GetParams().(*taskParams)
-	if p == nil || p.TaskID == "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.taskId is required"}
-	}
 	cred := sess.cred
 	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
 		if c, ok := extra.TokenInfo.Extra["credential"].(*toolplane.Credential); ok {
 			cred = c
 		}
+	}
+	if method == methodTasksList {
+		lp, _ := req.GetParams().(*listParams)
+		return sess.listTasks(ctx, cred, lp)
+	}
+	p, _ := req.GetParams().(*taskParams)
+	if p == nil || p.TaskID == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.taskId is required"}
 	}
 	svc := sess.s.Door.Async
 	org := cred.OrganizationID
@@ -290,6 +317,31 @@ func (sess *session) cancelTask(ctx context.Context, cred *toolplane.Credential,
 	t := sess.taskOf(c)
 	t.StatusMessage = "cancellation requested: the tool's handler was told to stop and has not stopped yet; the task ends cancelled unless the call finishes first"
 	return &taskResult{task: t}, nil
+}
+
+// listTasks answers tasks/list: the tasks cred may read (see
+// async.Service.List), oldest first, a page at a time. The cursor is the
+// last task id of the page before.
+func (sess *session) listTasks(ctx context.Context, cred *toolplane.Credential, p *listParams) (mcp.Result, error) {
+	after := ""
+	if p != nil {
+		after = p.Cursor
+	}
+	if after != "" && (!strings.HasPrefix(after, "inv_") || len(after) > toolplane.MaxNameLen) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.cursor is not a cursor this server answered"}
+	}
+	calls, err := sess.s.Door.Async.List(ctx, cred.OrganizationID, cred, after, taskPage+1)
+	if err != nil {
+		return nil, sess.taskError(ctx, "list", err)
+	}
+	out := &listResult{Tasks: []task{}}
+	for i := range calls[:min(len(calls), taskPage)] {
+		out.Tasks = append(out.Tasks, sess.taskOf(&calls[i]))
+	}
+	if len(calls) > taskPage {
+		out.NextCursor = calls[taskPage-1].ID
+	}
+	return out, nil
 }
 
 // terminalTask refuses a cancel of an ended task.

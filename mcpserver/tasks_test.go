@@ -212,6 +212,38 @@ type taskOut struct {
 	PollInterval  int64  `json:"pollInterval"`
 }
 
+type listIn struct {
+	mcp.ParamsBase
+	Cursor string `json:"cursor,omitempty"`
+}
+
+type listOut struct {
+	mcp.ResultBase
+	Tasks      []taskOut `json:"tasks"`
+	NextCursor string    `json:"nextCursor"`
+}
+
+// list answers the ids of every task tasks/list pages through.
+func (c *taskClient) list(t *testing.T) []string {
+	t.Helper()
+	var ids []string
+	cursor := ""
+	for range 100 {
+		page, err := mcp.CallCustomMethod[*listIn, *listOut](t.Context(), c.cs, "tasks/list", &listIn{Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range page.Tasks {
+			ids = append(ids, tk.TaskID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			return ids
+		}
+	}
+	t.Fatal("tasks/list never ended")
+	return nil
+}
+
 // taskClient is a go-sdk client session of one key, able to send the task
 // methods, with the answers it read recorded.
 type taskClient struct {
@@ -231,6 +263,9 @@ func (rig *taskRig) connect(t *testing.T, key string, opts *mcp.ClientOptions) *
 		}
 	}
 	if err := mcp.AddSendingCustomMethod[*taskIDParams, *mcp.CallToolResult](client, "tasks/result"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mcp.AddSendingCustomMethod[*listIn, *listOut](client, "tasks/list"); err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
@@ -324,7 +359,7 @@ func TestTasksThroughTheGoSDKClient(t *testing.T) {
 	if v := c.cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 		t.Fatalf("negotiated %s; the test needs 2025-11-25", v)
 	}
-	if init := c.rec.find(`"protocolVersion"`); !strings.Contains(init, `"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}`) {
+	if init := c.rec.find(`"protocolVersion"`); !strings.Contains(init, `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`) {
 		t.Fatalf("initialize declares no tasks: %s", init)
 	}
 	var listing struct {
@@ -440,6 +475,35 @@ func TestTasksThroughTheGoSDKClient(t *testing.T) {
 	if err != nil || paid.IsError || !strings.Contains(mustJSON(paid.Content), "remaining_cents") {
 		t.Fatalf("the approved refund's result: %s, %v", mustJSON(paid), err)
 	}
+
+	// tasks/list answers the agent's tasks, oldest first; the others'
+	// lists hold none of them.
+	if got, want := c.list(t), []string{tk.TaskID, slow.TaskID, refund.TaskID}; mustJSON(got) != mustJSON(want) {
+		t.Fatalf("tasks/list = %v, want %v", got, want)
+	}
+	for _, key := range []string{rig.other, rig.stranger} {
+		if got := rig.connect(t, key, nil).list(t); len(got) != 0 {
+			t.Fatalf("another caller lists %v", got)
+		}
+	}
+}
+
+// tasks/list pages: a cursor leads to the next page and no task is
+// listed twice or missed; a cursor the server never answered is refused.
+func TestTasksListPages(t *testing.T) {
+	t.Parallel()
+	rig := newTaskRig(t)
+	c := rig.connect(t, rig.key, nil)
+	var want []string
+	for range 53 {
+		want = append(want, created(t, c.callAsTask(t, "demo_search_tickets", `{"query":"cracked"}`)).TaskID)
+	}
+	if got := c.list(t); mustJSON(got) != mustJSON(want) {
+		t.Fatalf("listed %d tasks %v, want %d", len(got), got, len(want))
+	}
+	if _, err := mcp.CallCustomMethod[*listIn, *listOut](t.Context(), c.cs, "tasks/list", &listIn{Cursor: "nonsense"}); !invalidParams(err) {
+		t.Fatalf("a made-up cursor: %v", err)
+	}
 }
 
 // A session of a protocol before tasks is told of none, and a call that
@@ -536,6 +600,7 @@ type tsTaskAnswer struct {
 	Error      string         `json:"error"`
 	Cancelled  string         `json:"cancelled"`
 	After      string         `json:"after"`
+	Listed     []string       `json:"listed"`
 }
 
 func (c nodeClients) tsTask(t *testing.T, url, key, tool, args, mode string) tsTaskAnswer {
@@ -560,7 +625,8 @@ func (c nodeClients) tsTask(t *testing.T, url, key, tool, args, mode string) tsT
 // the capability and the tool listing that a tool may run as a task, calls
 // it as one, polls the task to its end and reads its result (validated
 // against the tool's output schema); a call waiting for a person is
-// answered once approved; and a task it cancels is cancelled.
+// answered once approved; a task it cancels is cancelled; and it lists
+// the tasks it made.
 func TestTasksThroughTheTypeScriptSDK(t *testing.T) {
 	t.Parallel()
 	clients := findNodeClients(t)
@@ -610,7 +676,8 @@ func TestTasksThroughTheTypeScriptSDK(t *testing.T) {
 	}
 
 	cancelled := clients.tsTask(t, rig.url, rig.key, "demo_slow_report", `{"topic":"tides"}`, "cancel")
-	if cancelled.Cancelled != "cancelled" || cancelled.After != "cancelled" {
+	if cancelled.Cancelled != "cancelled" || cancelled.After != "cancelled" || len(cancelled.Listed) != 3 ||
+		cancelled.Listed[0] != got.TaskID || cancelled.Listed[2] != cancelled.TaskID {
 		t.Fatalf("a cancelled task: %+v", cancelled)
 	}
 }

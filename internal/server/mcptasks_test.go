@@ -53,7 +53,7 @@ func TestMCPTasksOnEachStore(t *testing.T) {
 				return msg
 			}
 			init := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
-			if !strings.Contains(string(init["result"]), `"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}`) || sid == "" {
+			if !strings.Contains(string(init["result"]), `"tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`) || sid == "" {
 				t.Fatalf("initialize: %s", init["result"])
 			}
 			post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)

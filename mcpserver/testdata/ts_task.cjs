@@ -9,6 +9,7 @@
 //           status read, and the result (or the error the stream ended on);
 //   cancel  call the tool as a task, cancel the task once created, and read
 //           it again.
+// Either way it then lists the tasks (tasks/list) by their ids.
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
 
@@ -46,6 +47,7 @@ async function main() {
       out.error = String(m.error && m.error.message);
     }
   }
+  out.listed = (await client.experimental.tasks.listTasks()).tasks.map((t) => t.taskId);
   process.stdout.write(JSON.stringify(out) + '\n');
   await transport.terminateSession();
   await client.close();
