@@ -233,8 +233,8 @@ func withMember(v any, change func(map[string]json.RawMessage) error) ([]byte, e
 	return json.Marshal(m)
 }
 
-// taskMethod answers tasks/get, tasks/result or tasks/cancel for the
-// credential the request was admitted with. A task the caller may not
+// taskMethod answers tasks/get, tasks/result, tasks/cancel or tasks/list
+// for the credential the request was admitted with. A task the caller may not
 // read (another organization's, another agent's) is not found, as one
 // that does not exist.
 func (sess *session) taskMethod(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
