@@ -133,6 +133,10 @@ type AsyncCallStore interface {
 	// running sets StartedAt once; to a terminal state sets EndedAt and,
 	// when the call names a callback URL, its CallbackState pending.
 	MoveAsyncCall(ctx context.Context, org, id string, from []AsyncStatus, m AsyncMove) (bool, error)
+	// ListAsyncCalls answers org's calls, agent's alone when agent is not
+	// empty, in id order (which is creation order) after the id after
+	// ("" from the first), at most limit.
+	ListAsyncCalls(ctx context.Context, org, agent, after string, limit int) ([]AsyncCall, error)
 	// RequestAsyncCancel marks a running call's CancelRequested and
 	// reports whether it did (false: the call is not running).
 	RequestAsyncCancel(ctx context.Context, org, id string, at time.Time) (bool, error)

@@ -111,7 +111,7 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 		// use: an open stream alone does not keep a session.
 		sess.begin()
 		defer sess.end()
-		if s.StreamResponses || !sess.accepts(r) {
+		if !sess.accepts(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -129,7 +129,13 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 		// handler detached from its caller anyway, so that an effect is
 		// never abandoned half-way, on either path.)
 		c, ok := parseCall(body)
-		if !ok {
+		if ok && c.task && sess.tasksOn() {
+			// A task-augmented call, which the SDK would run as a plain
+			// one: answered here, on either response mode.
+			sess.answerTask(w, r, c)
+			return
+		}
+		if !ok || s.StreamResponses || c.progress {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return
@@ -144,6 +150,9 @@ type toolCall struct {
 	name      string
 	arguments json.RawMessage
 	meta      mcp.Meta
+	// task is set when the call asks to run as a task (params.task);
+	// progress when it names a progress token.
+	task, progress bool
 }
 
 // parseCall reads body as one tools/call request, with the SDK's reading:
@@ -179,11 +188,15 @@ func parseCall(body []byte) (toolCall, bool) {
 		if _, stateless := c.meta["io.modelcontextprotocol/protocolVersion"]; stateless {
 			return toolCall{}, false
 		}
-		if _, progress := c.meta[progressToken]; progress {
-			// The client hears progress on the request's own stream,
-			// which the SDK keeps open.
+		// The client hears progress on the request's own stream, which
+		// the SDK keeps open (unless the call runs as a task).
+		_, c.progress = c.meta[progressToken]
+	}
+	if t, ok := params["task"]; ok {
+		if firstByte(t) != '{' {
 			return toolCall{}, false
 		}
+		c.task = true
 	}
 	return c, true
 }

@@ -83,6 +83,10 @@ type Server struct {
 	// 30 minutes); a request in flight keeps it, an open stream alone does
 	// not (as with the SDK's own timeout).
 	SessionIdle time.Duration
+	// TaskRetention is how long an ended asynchronous call is kept (the
+	// platform's retention of ended calls): a task's ttl says it. Zero
+	// leaves every task's ttl null.
+	TaskRetention time.Duration
 
 	// MaxSessionsPerKey caps the MCP sessions one credential holds on this
 	// node, and MaxSessions those of all credentials together (zero: the
@@ -401,6 +405,7 @@ func (s *Server) build(cred *toolplane.Credential, upstream string, row *toolpla
 	}
 	sess.sync()
 	srv.AddReceivingMiddleware(sess.register, sess.recordListing, sess.unknownTool)
+	sess.serveTasks(srv)
 	s.sweep()
 	if row == nil {
 		s.sweepStored()
@@ -730,67 +735,18 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 	if cred == nil {
 		cred = sess.cred
 	}
-	run := sess.runID
-	if run == "" {
-		id := "session"
-		if ss != nil {
-			id = ss.ID()
-		}
-		run = runOf(sess.cred, id)
+	call, refused := sess.doorCall(ss, name, raw, meta)
+	if refused != nil {
+		return refused, nil
 	}
-	// shown is replaced, never changed in place, so the call reads the
-	// contracts of this moment without copying them.
-	sess.mu.Lock()
-	var contracts map[string]string
-	if len(sess.shown) > 0 {
-		contracts = sess.shown
-	}
-	sess.mu.Unlock()
-	call := door.Call{Tool: name, Arguments: raw, Source: toolplane.SourceMCP, RunID: run, StepPath: "agent", Contracts: contracts}
-	if m := meta; m != nil {
-		if id, ok := m[metaAuthorizedBy].(string); ok {
-			call.AuthorizedBy = id
-		}
-		if who, present := m[metaOnBehalfOf]; present {
-			// Refused when not a name, never ignored: the caller would
-			// believe the call was made for the person.
-			str, ok := who.(string)
-			if !ok || str == "" {
-				return refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", metaOnBehalfOf))), nil
-			}
-			call.OnBehalfOf = str
-		}
-		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
-			call.MaxCostCents = int64(n)
-		}
-		// A run and an idempotency key the client keeps across sessions,
-		// as the REST door takes them: a retry after a reconnect (a new
-		// session) is then the same action. The invoker scopes both to
-		// the agent, and the journal to the organization. A value that is
-		// not a string is refused, never ignored: the client would believe
-		// its retry protected.
-		for i, key := range [...]string{metaRunID, metaIdempotencyKey} {
-			v, present := m[key]
-			if !present {
-				continue
-			}
-			str, ok := v.(string)
-			if !ok || str == "" {
-				return refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", key))), nil
-			}
-			if i == 0 {
-				call.RunID = str
-			} else {
-				call.IdempotencyKey = str
-			}
-		}
-	}
-	// A session the client did not name as its run (nor the call by a key
-	// of its own) is no boundary it chose: clients open one per call, so
-	// the same agent's approval of the same call in another session is
-	// offered to this one (see approval.Service.Open).
-	call.SessionRun = call.RunID == run && call.IdempotencyKey == ""
 	a := s.Door.Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
+	return sess.answer(ctx, ss, cred, name, a, meta)
+}
+
+// answer answers a, the door's answer to a call of the tool named name
+// made by cred with meta, as a tools/call result.
+func (sess *session) answer(ctx context.Context, ss *mcp.ServerSession, cred *toolplane.Credential, name string, a door.Answer, meta mcp.Meta) (*mcp.CallToolResult, error) {
+	s := sess.s
 	switch a.Kind {
 	case door.Accepted:
 		return sess.awaitAsync(ctx, ss, cred, a.Async, meta[progressToken])
@@ -819,6 +775,82 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 	if res.Error != nil && res.Error.AuthorizationURL != "" {
 		s.elicitConnection(sess.life, ss, res.Error.AuthorizationURL)
 	}
+	return sess.render(cred, name, res), nil
+}
+
+// doorCall answers the door's call of the tool named name (its platform
+// name) in session ss, with what the client's _meta names, or the refusal
+// of a _meta the client sent wrong.
+func (sess *session) doorCall(ss *mcp.ServerSession, name string, raw json.RawMessage, meta mcp.Meta) (door.Call, *mcp.CallToolResult) {
+	run := sess.runID
+	if run == "" {
+		id := "session"
+		if ss != nil {
+			id = ss.ID()
+		}
+		run = runOf(sess.cred, id)
+	}
+	// shown is replaced, never changed in place, so the call reads the
+	// contracts of this moment without copying them.
+	sess.mu.Lock()
+	var contracts map[string]string
+	if len(sess.shown) > 0 {
+		contracts = sess.shown
+	}
+	sess.mu.Unlock()
+	call := door.Call{Tool: name, Arguments: raw, Source: toolplane.SourceMCP, RunID: run, StepPath: "agent", Contracts: contracts}
+	if m := meta; m != nil {
+		if id, ok := m[metaAuthorizedBy].(string); ok {
+			call.AuthorizedBy = id
+		}
+		if who, present := m[metaOnBehalfOf]; present {
+			// Refused when not a name, never ignored: the caller would
+			// believe the call was made for the person.
+			str, ok := who.(string)
+			if !ok || str == "" {
+				return call, refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", metaOnBehalfOf)))
+			}
+			call.OnBehalfOf = str
+		}
+		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
+			call.MaxCostCents = int64(n)
+		}
+		// A run and an idempotency key the client keeps across sessions,
+		// as the REST door takes them: a retry after a reconnect (a new
+		// session) is then the same action. The invoker scopes both to
+		// the agent, and the journal to the organization. A value that is
+		// not a string is refused, never ignored: the client would believe
+		// its retry protected.
+		for i, key := range [...]string{metaRunID, metaIdempotencyKey} {
+			v, present := m[key]
+			if !present {
+				continue
+			}
+			str, ok := v.(string)
+			if !ok || str == "" {
+				return call, refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a non-empty string when sent", key)))
+			}
+			if i == 0 {
+				call.RunID = str
+			} else {
+				call.IdempotencyKey = str
+			}
+		}
+	}
+	// A session the client did not name as its run (nor the call by a key
+	// of its own) is no boundary it chose: clients open one per call, so
+	// the same agent's approval of the same call in another session is
+	// offered to this one (see approval.Service.Open).
+	call.SessionRun = call.RunID == run && call.IdempotencyKey == ""
+	return call, nil
+}
+
+// render answers res, the answer of a call of the tool named name made by
+// cred, as the session answers a tools/call: the rendered envelope, the
+// structured content of an object answer, an upstream's own form on its
+// governed copy, the untrusted label.
+func (sess *session) render(cred *toolplane.Credential, name string, res toolplane.Result) *mcp.CallToolResult {
+	s := sess.s
 	var lifted []mcp.Content
 	if res.OK && (sess.upstream != "" || strings.HasPrefix(name, "mcp.")) {
 		// Only a tool bound to an upstream answers in the server's form;
@@ -828,7 +860,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 			switch {
 			case sess.upstream != "":
 				if out, ok := copyAnswer(&t.Def, res, sess.upstream); ok {
-					return out, nil
+					return out
 				}
 			case upstream.ContentOutput(&t.Def):
 				// On /mcp the model reads toolplane's envelope; an image or
@@ -858,7 +890,7 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 		// protocol's.
 		out.Meta = untrustedMeta()
 	}
-	return out, nil
+	return out
 }
 
 // copyAnswer answers a successful call on the governed copy of upstream

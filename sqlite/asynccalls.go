@@ -118,6 +118,24 @@ func (s *Store) RecordCallback(ctx context.Context, org, id string, state toolpl
 	return nil
 }
 
+// ListAsyncCalls implements toolplane.AsyncCallStore.
+func (s *Store) ListAsyncCalls(ctx context.Context, org, agent, after string, limit int) ([]toolplane.AsyncCall, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.query(ctx, `SELECT `+asyncCallColumns+` FROM async_calls
+		WHERE organization_id = ? AND (? = '' OR agent_id = ?) AND id > ?
+		ORDER BY id LIMIT ?`, org, agent, agent, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list async calls: %w", err)
+	}
+	out, err := collect(rows, scanAsyncCall)
+	if err != nil {
+		return nil, fmt.Errorf("list async calls: %w", err)
+	}
+	return out, nil
+}
+
 // StaleAsyncCalls implements toolplane.AsyncCallStore.
 func (s *Store) StaleAsyncCalls(ctx context.Context, before time.Time, limit int) ([]toolplane.AsyncCall, error) {
 	if err := checkLimit(limit); err != nil {

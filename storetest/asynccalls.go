@@ -18,6 +18,7 @@ var asyncCallCases = []suiteCase{
 	{"CallbackRecorded", testAsyncCallback},
 	{"StaleAndRetention", testAsyncStale},
 	{"OrganizationsApart", testAsyncIsolation},
+	{"ListedByAgentInIDOrder", testAsyncList},
 }
 
 // asyncCall answers a queued call of org's tool "crm.update" with key.
@@ -276,3 +277,54 @@ func testAsyncIsolation(t *testing.T, s toolplane.Store) {
 
 // atMicros answers at(d) as a microsecond store keeps it.
 func atMicros(d time.Duration) time.Time { return at(d).Truncate(time.Microsecond) }
+
+// testAsyncList: an organization's calls are listed in id order, page by
+// page after the last id read; naming an agent lists its calls alone;
+// another organization's calls are never listed.
+func testAsyncList(t *testing.T, s toolplane.Store) {
+	ctx := t.Context()
+	for i, agent := range []string{"agent-1", "agent-2", "agent-1", "agent-1"} {
+		c := asyncCall("org", fmt.Sprintf("inv_%d", i), "")
+		c.AgentID = agent
+		if err := s.InsertAsyncCall(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.InsertAsyncCall(ctx, asyncCall("other", "inv_9", "")); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(cs []toolplane.AsyncCall, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ""
+		for _, c := range cs {
+			out += c.ID + " "
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		agent, after string
+		limit        int
+		want         string
+	}{
+		{"", "", 10, "inv_0 inv_1 inv_2 inv_3 "},
+		{"", "", 2, "inv_0 inv_1 "},
+		{"", "inv_1", 2, "inv_2 inv_3 "},
+		{"agent-1", "", 10, "inv_0 inv_2 inv_3 "},
+		{"agent-1", "inv_0", 1, "inv_2 "},
+		{"agent-2", "inv_1", 10, ""},
+		{"agent-3", "", 10, ""},
+	} {
+		if got := ids(s.ListAsyncCalls(ctx, "org", tc.agent, tc.after, tc.limit)); got != tc.want {
+			t.Errorf("list (agent %q, after %q, limit %d) = %q, want %q", tc.agent, tc.after, tc.limit, got, tc.want)
+		}
+	}
+	if got := ids(s.ListAsyncCalls(ctx, "other", "", "", 10)); got != "inv_9 " {
+		t.Errorf("the other organization's list = %q", got)
+	}
+	if _, err := s.ListAsyncCalls(ctx, "org", "", "", 0); err == nil {
+		t.Error("a list without a limit was answered")
+	}
+}

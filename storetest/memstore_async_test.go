@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -136,4 +137,20 @@ func (m *memStore) DeleteEndedAsyncCalls(_ context.Context, before time.Time, li
 		}
 	}
 	return n, nil
+}
+
+func (m *memStore) ListAsyncCalls(_ context.Context, org, agent, after string, limit int) ([]toolplane.AsyncCall, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.AsyncCall
+	for _, c := range m.asyncCalls {
+		if c.OrganizationID == org && (agent == "" || c.AgentID == agent) && c.ID > after {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b toolplane.AsyncCall) int { return strings.Compare(a.ID, b.ID) })
+	return out[:min(limit, len(out))], nil
 }

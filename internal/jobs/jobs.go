@@ -94,9 +94,14 @@ type Maintenance interface {
 	DeleteDeadNodes(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
+// DefaultRetention is how long a completed journal row, and an ended
+// asynchronous call, is kept unless Options say otherwise.
+const DefaultRetention = 7 * 24 * time.Hour
+
 // Options tune the background work.
 type Options struct {
-	// Retention is how long a completed journal row is kept; default 7 days.
+	// Retention is how long a completed journal row is kept; default
+	// DefaultRetention.
 	Retention time.Duration
 	// SweepEvery is the period of the lease and approval sweeps; default 30s.
 	SweepEvery time.Duration
@@ -205,7 +210,7 @@ func Migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx]) error
 // withDefaults answers o with every unset field given its default (see
 // Options).
 func (o Options) withDefaults() Options {
-	orDefault(&o.Retention, 7*24*time.Hour)
+	orDefault(&o.Retention, DefaultRetention)
 	orDefault(&o.SweepEvery, 30*time.Second)
 	orDefault(&o.Workers, 10)
 	orDefault(&o.ExecuteAttempts, 5)

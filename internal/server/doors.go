@@ -13,6 +13,7 @@ import (
 	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httpapi"
+	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/providerjob"
@@ -90,7 +91,9 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
-		Sessions: s.b.Store, AuthorizationServer: cfg.JWTIssuer}
+		Sessions: s.b.Store, AuthorizationServer: cfg.JWTIssuer,
+		// A task's ttl is how long its ended call is kept.
+		TaskRetention: jobs.DefaultRetention}
 }
 
 // apiDoor answers the REST door. Its 401s name the OAuth protected
