@@ -25,7 +25,10 @@ func (a *Again) Error() string { return fmt.Sprintf("run again in %s", a.After) 
 
 // approvalPoll is how often a call waiting for a person's approval looks
 // at it again.
-const approvalPoll = 2 * time.Second
+const (
+	approvalPoll    = 2 * time.Second
+	maxApprovalPoll = 15 * time.Second
+)
 
 // Run moves call id of org on: a live call is taken (running) and run
 // through the invoker under its stored invocation, and its answer stored
@@ -180,7 +183,10 @@ func (s *Service) approvalState(ctx context.Context, c *toolplane.AsyncCall) (*A
 	}
 	switch a.Status {
 	case toolplane.ApprovalPending:
-		return &Again{After: approvalPoll}, nil, nil
+		// Looked at often while a person is likely answering, then less:
+		// a tenth of the time waited so far, from 2 to 15 seconds.
+		waited := s.cfg.Now().Sub(c.UpdatedAt)
+		return &Again{After: min(max(waited/10, approvalPoll), maxApprovalPoll)}, nil, nil
 	case toolplane.ApprovalExpired:
 		next, err := s.iv.Escalation(ctx, a)
 		if err != nil {

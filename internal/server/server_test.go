@@ -24,7 +24,7 @@ import (
 )
 
 // readCreds answers the keys first start wrote to dir.
-func readCreds(t *testing.T, dir string) map[string]string {
+func readCreds(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, "credentials.env"))
 	if err != nil {
