@@ -275,7 +275,7 @@ func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last
 	if c.CallbackState != toolplane.CallbackPending || !c.Status.Terminal() {
 		return nil
 	}
-	if err := s.post(ctx, c, attempt); err != nil {
+	if err := s.post(ctx, c); err != nil {
 		if last {
 			s.cfg.Log.WarnContext(ctx, "callback given up", "call", id, "attempts", attempt, "err", err)
 			return s.store.RecordCallback(ctx, org, id, toolplane.CallbackExpired, attempt, s.cfg.Now())
@@ -285,10 +285,11 @@ func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last
 	return s.store.RecordCallback(ctx, org, id, toolplane.CallbackDelivered, attempt, s.cfg.Now())
 }
 
-// post sends c's callback once. The delivery id is the call's id and the
-// attempt: a receiver refusing replays refuses a resent copy of one
-// attempt, never the next attempt.
-func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall, attempt int) error {
+// post sends c's callback once. The delivery id is the call's id, the
+// same on every attempt: a receiver that acted on an attempt whose answer
+// was lost refuses the next as a replay (and acknowledges it), while one
+// that failed to act forgets it (webhook.Verifier) and takes the next.
+func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall) error {
 	if s.cfg.Signer == nil {
 		return errors.New("no signer is configured")
 	}
@@ -296,8 +297,7 @@ func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall, attempt int)
 	if err != nil {
 		return err
 	}
-	delivery := fmt.Sprintf("%s.%d", c.ID, attempt)
-	h, err := s.cfg.Signer.Headers(ctx, c.OrganizationID, delivery, body, s.cfg.Now())
+	h, err := s.cfg.Signer.Headers(ctx, c.OrganizationID, c.ID, body, s.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}
