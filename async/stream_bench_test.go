@@ -2,6 +2,7 @@ package async_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,6 +27,21 @@ func BenchmarkStreamChunk(b *testing.B) {
 			}
 		}
 	})
+	b.Run("boundary", func(b *testing.B) {
+		// The chunk shaped and bounded, handed to a sink that keeps
+		// nothing: the invoker's share of a chunk's cost.
+		r := newFeedRig(b, stores(b)["sqlite"], invoke.StreamLimits{Chunks: b.N + 1, TotalBytes: 1 << 40})
+		cred := feedAgent("org", "agent-1")
+		args := []byte(fmt.Sprintf(`{"n":%d,"note":"a row of a large query"}`, b.N))
+		ctx := invoke.Streamed(context.Background(), discard{})
+		b.ReportAllocs()
+		b.ResetTimer()
+		res, err := r.iv.InvokeJSON(ctx, "feed.rows", args, &toolplane.Invocation{OrganizationID: "org", RunID: "run-1", StepPath: "agent",
+			AgentID: cred.Subject, CredentialID: cred.ID, Credential: cred, Principal: toolplane.Principal{ID: cred.Subject}, Source: toolplane.SourceREST})
+		if err != nil || !res.OK {
+			b.Fatalf("%+v, %v", res, err)
+		}
+	})
 	for name, s := range stores(b) {
 		b.Run(name, func(b *testing.B) {
 			r := newFeedRig(b, s, invoke.StreamLimits{Chunks: b.N + 1, TotalBytes: 1 << 40})
@@ -43,3 +59,8 @@ func BenchmarkStreamChunk(b *testing.B) {
 		})
 	}
 }
+
+// discard is a sink that keeps nothing.
+type discard struct{}
+
+func (discard) Chunk(context.Context, *toolplane.StreamChunk) error { return nil }
