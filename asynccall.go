@@ -150,6 +150,6 @@ type AsyncCallStore interface {
 	StaleAsyncCalls(ctx context.Context, before time.Time, limit int) ([]AsyncCall, error)
 	// DeleteEndedAsyncCalls removes, across organizations, terminal calls
 	// ended before before whose callback is not pending, at most limit,
-	// and answers how many.
+	// with their streamed chunks (StreamStore), and answers how many.
 	DeleteEndedAsyncCalls(ctx context.Context, before time.Time, limit int) (int, error)
 }

@@ -448,4 +448,5 @@ type Store interface {
 	PolicyBundleStore
 	BrowserSessionStore
 	AsyncCallStore
+	StreamStore
 }

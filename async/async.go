@@ -91,6 +91,8 @@ type Service struct {
 	waiters map[[2]string][]chan struct{}
 	// running are the cancel functions of the calls this node runs now.
 	running map[[2]string]context.CancelFunc
+	// readers are the local readers of calls' streams (see listen).
+	readers map[[2]string]map[chan struct{}]struct{}
 }
 
 // New answers a service; Store and Invoker are required.
@@ -406,6 +408,7 @@ func (s *Service) Cancel(ctx context.Context, org, id string, who *toolplane.Cre
 // ended wakes the call's waiters and hands its callback to a worker.
 func (s *Service) ended(ctx context.Context, org, id string) {
 	s.wake(org, id)
+	s.poke(org, id)
 	c, err := s.store.GetAsyncCall(ctx, org, id)
 	if err != nil {
 		s.cfg.Log.ErrorContext(ctx, "could not read an ended asynchronous call; the sweep will deliver its callback", "call", id, "err", err)

@@ -49,7 +49,7 @@ type rig struct {
 
 // stores answers a fresh store on each database: SQLite always,
 // PostgreSQL when TOOLPLANE_TEST_POSTGRES is set.
-func stores(t *testing.T) map[string]toolplane.Store {
+func stores(t testing.TB) map[string]toolplane.Store {
 	t.Helper()
 	dsns := map[string]string{"sqlite": filepath.Join(t.TempDir(), "toolplane.db")}
 	if dsn, ok := pgtest.LookupDSN(); ok {

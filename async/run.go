@@ -98,7 +98,10 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		defer close(watching)
 		s.watchCancel(watch, org, id, cancel)
 	}()
-	res, err := s.iv.InvokeStored(invoke.Cancellable(ctx, asked), c.Tool, c.Arguments, inv)
+	// What the handler emits while it runs is stored as the call's
+	// stream, which its readers follow (Events).
+	run := invoke.Streamed(invoke.Cancellable(ctx, asked), sink{s: s, org: org, id: id})
+	res, err := s.iv.InvokeStored(run, c.Tool, c.Arguments, inv)
 	unwatch()
 	<-watching
 	wasCancelled := asked.Err() != nil

@@ -115,6 +115,9 @@ type Server struct {
 	// ProviderJobs, when set, serves the organization's unsettled provider
 	// jobs under /v1/provider-jobs/unsettled; without it that answers 404.
 	ProviderJobs *providerjob.Service
+	// Heartbeat is how often an idle event stream (an invocation's
+	// events) sends a comment; zero or less is DefaultHeartbeat.
+	Heartbeat time.Duration
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -266,6 +269,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/invoke:batch", s.auth(s.invokeBatch)},
 		{"GET", "/v1/invocations/{id}", s.auth(s.getInvocation)},
 		{"POST", "/v1/invocations/{id}/cancel", s.auth(s.cancelInvocation)},
+		{"GET", "/v1/invocations/{id}/events", s.auth(s.invocationEvents)},
 		{"GET", "/v1/approvals", s.auth(s.listApprovals)},
 		{"GET", "/v1/approvals/{id}", s.auth(s.getApproval)},
 		{"POST", "/v1/approvals/{id}/{decision}", s.auth(s.resolve)},
@@ -552,8 +556,16 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	call := body.call(r.PathValue("name"))
-	call.Async = call.Async || preferAsync(r.Header)
+	streamed := acceptsEvents(r)
+	call.Async = call.Async || streamed || preferAsync(r.Header)
 	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, call)
+	if streamed && a.Kind == door.Accepted {
+		// A streamed call is an asynchronous one whose events this
+		// response carries; a call answered now (refused, say) is
+		// answered as any other.
+		s.streamEvents(w, r, c, a.Async, 0, true)
+		return
+	}
 	s.answerOf(r, "", a).write(w)
 }
 

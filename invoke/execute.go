@@ -92,6 +92,10 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		// the caller leaving, this ends the handler's context.
 		defer context.AfterFunc(asked, cancel)()
 	}
+	if st := c.newStream(ctx); st != nil {
+		hctx = handler.WithEmitter(hctx, st.emit)
+		defer st.close()
+	}
 	var readUsage func() (int64, int64, bool)
 	if d.Metered {
 		hctx, readUsage = handler.WithUsage(hctx)

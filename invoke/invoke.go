@@ -297,6 +297,8 @@ type Config struct {
 	// caller waiting on one is told the node stopped answering. Node must
 	// then name this node's registered instance (see jobs.Register).
 	NodeDeadAfter time.Duration
+	// Stream bounds what a streamed call (see Streamed) streams.
+	Stream StreamLimits
 }
 
 // DefaultLeaseMargin is the default LeaseMargin. A lease must outlast

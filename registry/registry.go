@@ -660,6 +660,23 @@ func (t *Tool) Output(out any) (toolplane.Result, []toolplane.Violation) {
 	return toolplane.Result{OK: true, Data: data, Meta: meta}, nil
 }
 
+// Chunk answers a piece of partial output t's handler emitted while its
+// call ran (handler.Emit), through the result boundary as t's answers go:
+// redacted, outside text fenced, labelled untrusted when t's answers
+// come from outside, and bounded to limit bytes (never beyond t's own
+// bound; zero or less means t's bound). A chunk is not checked against
+// the output schema: it is a part of an answer, not the answer, and
+// max_results, a bound on the answer's items, does not apply to it.
+func (t *Tool) Chunk(out any, limit int) (any, toolplane.Meta) {
+	spec := t.spec
+	spec.MaxResults = 0
+	if own := boundary.Limit(spec.MaxOutputBytes); limit <= 0 || limit > own {
+		limit = own
+	}
+	spec.MaxOutputBytes = limit
+	return boundary.Apply(out, spec)
+}
+
 // boundarySpec answers what the result boundary is told of t's answers:
 // its definition's bounds and label, and the fields its output schema
 // marks x-outside-text, which are fenced, and make the whole answer

@@ -133,6 +133,7 @@ func (m *memStore) DeleteEndedAsyncCalls(_ context.Context, before time.Time, li
 	for k, c := range m.asyncCalls {
 		if n < limit && !c.EndedAt.IsZero() && c.EndedAt.Before(keep(before)) && c.CallbackState != toolplane.CallbackPending {
 			delete(m.asyncCalls, k)
+			delete(m.streams, k)
 			n++
 		}
 	}
@@ -153,4 +154,38 @@ func (m *memStore) ListAsyncCalls(_ context.Context, org, agent, after string, l
 	}
 	slices.SortFunc(out, func(a, b toolplane.AsyncCall) int { return strings.Compare(a.ID, b.ID) })
 	return out[:min(limit, len(out))], nil
+}
+
+func (m *memStore) AppendStreamChunk(_ context.Context, c *toolplane.StreamChunk) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{c.OrganizationID, c.CallID}
+	if _, ok := m.asyncCalls[k]; !ok {
+		return fmt.Errorf("append a chunk to async call %s: %w", c.CallID, toolplane.ErrNotFound)
+	}
+	v := *c
+	v.Seq = int64(len(m.streams[k])) + 1
+	v.CreatedAt = keep(v.CreatedAt)
+	if len(v.Data) == 0 {
+		v.Data = []byte("null")
+	}
+	v.Data = slices.Clone(v.Data)
+	m.streams[k] = append(m.streams[k], v)
+	c.Seq = v.Seq
+	return nil
+}
+
+func (m *memStore) StreamChunks(_ context.Context, org, callID string, after int64, limit int) ([]toolplane.StreamChunk, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []toolplane.StreamChunk
+	for _, c := range m.streams[[2]string{org, callID}] {
+		if c.Seq > after && len(out) < limit {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }

@@ -75,6 +75,9 @@ type memStore struct {
 	browserSessions map[[2]string]toolplane.BrowserSession
 	// asyncCalls are keyed by organization and ID.
 	asyncCalls map[[2]string]toolplane.AsyncCall
+	// streams are the chunks of each async call, in order, keyed as the
+	// call.
+	streams map[[2]string][]toolplane.StreamChunk
 }
 
 func newMemStore() *memStore {
@@ -99,6 +102,7 @@ func newMemStore() *memStore {
 		connections:      make(map[[2]string]toolplane.Connection),
 		policyBundles:    make(map[string]map[int64]toolplane.PolicyBundle),
 		asyncCalls:       make(map[[2]string]toolplane.AsyncCall),
+		streams:          make(map[[2]string][]toolplane.StreamChunk),
 		oauthStates:      make(map[string]toolplane.OAuthState),
 		browserSessions:  make(map[[2]string]toolplane.BrowserSession),
 	}

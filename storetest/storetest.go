@@ -163,6 +163,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Connections", connectionCases},
 		{"PolicyBundles", policyBundleCases},
 		{"AsyncCalls", asyncCallCases},
+		{"Streams", streamCases},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -123,7 +123,20 @@ type Analysis struct {
 	TopWords   []string `json:"top_words"`
 }
 
-func (h *Helpdesk) search(_ context.Context, _ handler.Call, in SearchIn) ([]Ticket, error) {
+func (h *Helpdesk) search(ctx context.Context, _ handler.Call, in SearchIn) ([]Ticket, error) {
+	out := h.find(in)
+	// A streamed call (an asynchronous one) hears each ticket as it is
+	// found, before the answer; any other call emits nothing.
+	for _, t := range out {
+		if err := handler.Emit(ctx, t); err != nil {
+			break
+		}
+	}
+	return out, nil
+}
+
+// find answers the tickets in matches.
+func (h *Helpdesk) find(in SearchIn) []Ticket {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := strings.ToLower(strings.TrimSpace(in.Query))
@@ -136,7 +149,7 @@ func (h *Helpdesk) search(_ context.Context, _ handler.Call, in SearchIn) ([]Tic
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (h *Helpdesk) addNote(_ context.Context, _ handler.Call, in AddNoteIn) (Note, error) {

@@ -124,6 +124,8 @@ func (r *Runtime) Contract() handler.Runtime { return Checks().BindWith(r.Bind) 
 var (
 	userAgent = []string{"toolplane"}
 	jsonType  = []string{"application/json"}
+	// streamTypes is the Accept of a streamed call (see passThrough).
+	streamTypes = []string{"application/json, text/event-stream;q=0.9"}
 )
 
 // caller runs one binding's calls.
@@ -192,6 +194,11 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	}
 	b.header["User-Agent"] = userAgent
 	b.header["Accept"] = jsonType
+	if handler.Streaming(ctx) {
+		// The caller reads the call's stream: a downstream that can
+		// answer in pieces may.
+		b.header["Accept"] = streamTypes
+	}
 	if b.body != nil && b.header.Get("Content-Type") == "" {
 		b.header["Content-Type"] = jsonType
 	}
@@ -210,7 +217,7 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 		maybe bool // an earlier attempt may have taken effect unanswered
 	)
 	for attempt := 1; ; attempt++ {
-		x := c.send(ctx, client, b)
+		x := c.send(ctx, client, b, s)
 		v = c.judge(ctx, x, rel, s)
 		// What the verdict holds of the body is copied out of it.
 		x.release()
@@ -291,7 +298,7 @@ func (x *exchange) release() {
 }
 
 // send makes one attempt.
-func (c *caller) send(ctx context.Context, client *http.Client, b *built) *exchange {
+func (c *caller) send(ctx context.Context, client *http.Client, b *built, s *scrubber) *exchange {
 	var wrote atomic.Bool
 	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		// Called once the request is written or its writing failed:
@@ -342,7 +349,14 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built) *excha
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		limit = errorBodyBytes
 	}
-	x.read(resp.Body, limit+1)
+	var body io.Reader = resp.Body
+	if p := passThrough(ctx, resp, s); p != nil {
+		// The answer streams: its pieces reach the call's stream as
+		// they arrive, while the whole is read as the answer, as ever.
+		body = io.TeeReader(resp.Body, p)
+		defer p.end()
+	}
+	x.read(body, limit+1)
 	if len(x.body) > limit {
 		x.body, x.over = x.body[:limit], true
 	}
