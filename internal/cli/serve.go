@@ -109,6 +109,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	heartbeatEvery := fs.Duration("heartbeat", server.DefaultHeartbeat, "how often this node tells the others it is alive")
 	deadAfter := fs.Duration("node-dead-after", server.DefaultNodeDeadAfter, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")
 	sweepEvery := fs.Duration("sweep-every", server.DefaultSweepEvery, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
+	asyncStale := fs.Duration("async-stale-after", 0, "how long an asynchronous call still queued or running, or a callback still due, goes untouched before the sweep hands it to a worker again, in case its hand-off was lost with a node (0: 1m)")
 	if err := fs.Parse(longDashesIn(fs, args)); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stdout, "usage: toolplane serve [flags]\n\nflags:\n%s", fs.FlagUsages())
@@ -148,7 +149,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
-		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
+		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
 			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
@@ -190,7 +191,7 @@ var serveFlags = map[string]string{
 	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "MetricsToken": "--metrics-token",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
-	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",
+	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
 }
