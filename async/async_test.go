@@ -522,7 +522,7 @@ func TestCallbacksAreSignedRetriedAndGuarded(t *testing.T) {
 		if err := json.Unmarshal([]byte(bodies[1]), &cb); err != nil || cb.ID != id || cb.Status != toolplane.AsyncSucceeded || len(cb.Result) == 0 {
 			t.Fatalf("callback body %s: %v", bodies[1], err)
 		}
-		if h := heads[1]; h.Get("X-Test-Org") != "org-1" || h.Get("X-Test-Delivery") != id+".2" || h.Get("X-Test-Length") != strconv.Itoa(len(bodies[1])) {
+		if h := heads[1]; h.Get("X-Test-Org") != "org-1" || h.Get("X-Test-Delivery") != id || h.Get("X-Test-Length") != strconv.Itoa(len(bodies[1])) {
 			t.Fatalf("callback headers %v", h)
 		}
 

@@ -25,7 +25,10 @@ func (a *Again) Error() string { return fmt.Sprintf("run again in %s", a.After) 
 
 // approvalPoll is how often a call waiting for a person's approval looks
 // at it again.
-const approvalPoll = 2 * time.Second
+const (
+	approvalPoll    = 2 * time.Second
+	maxApprovalPoll = 15 * time.Second
+)
 
 // Run moves call id of org on: a live call is taken (running) and run
 // through the invoker under its stored invocation, and its answer stored
@@ -177,7 +180,10 @@ func (s *Service) approvalState(ctx context.Context, c *toolplane.AsyncCall) (*A
 	}
 	switch a.Status {
 	case toolplane.ApprovalPending:
-		return &Again{After: approvalPoll}, nil, nil
+		// Looked at often while a person is likely answering, then less:
+		// a tenth of the time waited so far, from 2 to 15 seconds.
+		waited := s.cfg.Now().Sub(c.UpdatedAt)
+		return &Again{After: min(max(waited/10, approvalPoll), maxApprovalPoll)}, nil, nil
 	case toolplane.ApprovalExpired:
 		next, err := s.iv.Escalation(ctx, a)
 		if err != nil {
@@ -266,7 +272,7 @@ func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last
 	if c.CallbackState != toolplane.CallbackPending || !c.Status.Terminal() {
 		return nil
 	}
-	if err := s.post(ctx, c, attempt); err != nil {
+	if err := s.post(ctx, c); err != nil {
 		if last {
 			s.cfg.Log.WarnContext(ctx, "callback given up", "call", id, "attempts", attempt, "err", err)
 			return s.store.RecordCallback(ctx, org, id, toolplane.CallbackExpired, attempt, s.cfg.Now())
@@ -276,10 +282,11 @@ func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last
 	return s.store.RecordCallback(ctx, org, id, toolplane.CallbackDelivered, attempt, s.cfg.Now())
 }
 
-// post sends c's callback once. The delivery id is the call's id and the
-// attempt: a receiver refusing replays refuses a resent copy of one
-// attempt, never the next attempt.
-func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall, attempt int) error {
+// post sends c's callback once. The delivery id is the call's id, the
+// same on every attempt: a receiver that acted on an attempt whose answer
+// was lost refuses the next as a replay (and acknowledges it), while one
+// that failed to act forgets it (webhook.Verifier) and takes the next.
+func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall) error {
 	if s.cfg.Signer == nil {
 		return errors.New("no signer is configured")
 	}
@@ -287,8 +294,7 @@ func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall, attempt int)
 	if err != nil {
 		return err
 	}
-	delivery := fmt.Sprintf("%s.%d", c.ID, attempt)
-	h, err := s.cfg.Signer.Headers(ctx, c.OrganizationID, delivery, body, s.cfg.Now())
+	h, err := s.cfg.Signer.Headers(ctx, c.OrganizationID, c.ID, body, s.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/signin"
+	"github.com/toolplane/toolplane/signing"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -95,6 +96,10 @@ type Server struct {
 	// given up under /v1/notifications/dead-letters; without it they
 	// answer 404.
 	Notifications *notify.Service
+	// WebhookSecrets, when set, serves the organization's callback
+	// signing secret under /v1/webhook-secret (its metadata, and its
+	// rotation); without it they answer 404.
+	WebhookSecrets *signing.Secrets
 	// People tells who is signed in to the browser that opens a person's
 	// authorization link (the start refuses anyone but the person it is
 	// for); without it the start answers that nobody can sign in here.
@@ -288,6 +293,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/notifications/channels/{id}", s.notificationRoute(s.getChannel)},
 		{"DELETE", "/v1/notifications/channels/{id}", s.notificationRoute(s.deleteChannel)},
 		{"GET", "/v1/notifications/dead-letters", s.notificationRoute(s.listDeadLetters)},
+		{"GET", "/v1/webhook-secret", s.webhookSecretRoute(s.getWebhookSecret)},
+		{"POST", "/v1/webhook-secret:rotate", s.webhookSecretRoute(s.rotateWebhookSecret)},
 		{"POST", "/v1/connections", s.connectionRoute(s.createConnection)},
 		{"GET", "/v1/connections", s.connectionRoute(s.listConnections)},
 		{"GET", "/v1/connections/{id}", s.connectionRoute(s.getConnection)},

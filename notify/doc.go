@@ -36,19 +36,13 @@
 //
 // # Verifying a webhook
 //
-// Every webhook request carries two headers beside its JSON body:
-//
-//	X-Toolplane-Timestamp: 1767225600            (Unix seconds)
-//	X-Toolplane-Signature: v1=<hex HMAC-SHA256>  (over "<timestamp>.<body>")
-//
-// A receiver computes HMAC-SHA256 with the channel's key over the
-// timestamp, a dot and the raw body bytes, compares it in constant time
-// with the hex after "v1=", and refuses a timestamp older (or further in
-// the future) than its window, five minutes for example, so a request
-// captured on the way cannot be replayed later. X-Toolplane-Delivery names
+// A webhook request is signed by the webhook package's scheme with the
+// channel's HMAC key (X-Toolplane-Timestamp, X-Toolplane-Signature,
+// X-Toolplane-Delivery, and X-Toolplane-Event naming the event); a
+// receiver checks it with webhook.Verifier. X-Toolplane-Delivery names
 // the event, subject and channel: the same notification retried carries
-// the same value, which lets a receiver drop a repeat inside the window.
-// VerifyWebhook is that check, for Go receivers.
+// the same value, which the Verifier refuses a second time within its
+// window.
 //
 // # Links
 //

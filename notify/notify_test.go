@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/notify"
+	"github.com/toolplane/toolplane/webhook"
 )
 
 // receiver is a webhook endpoint that checks every request as a careful
@@ -44,12 +45,12 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	if err := notify.VerifyWebhook(r.key, req.Header.Get(notify.HeaderTimestamp), req.Header.Get(notify.HeaderSignature), body, now, 5*time.Minute); err != nil {
+	if err := webhook.Check([][]byte{r.key}, req.Header.Get(webhook.HeaderTimestamp), req.Header.Get(webhook.HeaderSignature), body, now, 5*time.Minute); err != nil {
 		r.refused = append(r.refused, err.Error())
 		http.Error(w, "refused", http.StatusUnauthorized)
 		return
 	}
-	id := req.Header.Get(notify.HeaderDelivery) + "|" + req.Header.Get(notify.HeaderTimestamp)
+	id := req.Header.Get(webhook.HeaderDelivery) + "|" + req.Header.Get(webhook.HeaderTimestamp)
 	if r.seen[id] {
 		r.refused = append(r.refused, "replay")
 		http.Error(w, "replay", http.StatusConflict)

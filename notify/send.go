@@ -3,7 +3,6 @@ package notify
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -24,45 +23,8 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
+	"github.com/toolplane/toolplane/webhook"
 )
-
-// Header names of a webhook request.
-const (
-	HeaderTimestamp = "X-Toolplane-Timestamp"
-	HeaderSignature = "X-Toolplane-Signature"
-	HeaderEvent     = "X-Toolplane-Event"
-	HeaderDelivery  = "X-Toolplane-Delivery"
-)
-
-// ErrSignature: a webhook request's signature or timestamp is refused.
-var ErrSignature = errors.New("webhook signature not valid")
-
-// Sign answers the X-Toolplane-Signature value of body sent at ts.
-func Sign(key []byte, ts int64, body []byte) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(strconv.FormatInt(ts, 10)))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return "v1=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// VerifyWebhook is a receiver's check of a request: the signature over
-// the timestamp and body under key, and a timestamp within window of now
-// either way. A request older than the window is refused even when its
-// signature holds: that is what stops a captured request being replayed.
-func VerifyWebhook(key []byte, timestamp, signature string, body []byte, now time.Time, window time.Duration) error {
-	ts, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: timestamp is not Unix seconds", ErrSignature)
-	}
-	if d := now.Sub(time.Unix(ts, 0)); d > window || d < -window {
-		return fmt.Errorf("%w: timestamp outside the window", ErrSignature)
-	}
-	if !hmac.Equal([]byte(signature), []byte(Sign(key, ts, body))) {
-		return fmt.Errorf("%w: signature does not match", ErrSignature)
-	}
-	return nil
-}
 
 // Send makes one attempt at delivery d, bounded by ctx and the service's
 // timeout, and records it delivered when it succeeds; attempt is its
@@ -234,14 +196,10 @@ func (x senders) webhook(ctx context.Context, ch *toolplane.NotificationChannel,
 	if err != nil {
 		return err
 	}
-	ts := time.Now().Unix()
 	key := []byte(sec.HMACKey.Reveal())
 	defer clear(key)
-	h := http.Header{}
-	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderSignature, Sign(key, ts, body))
-	h.Set(HeaderEvent, string(p.Event))
-	h.Set(HeaderDelivery, p.Delivery)
+	h := webhook.Headers([][]byte{key}, p.Delivery, body, time.Now())
+	h.Set(webhook.HeaderEvent, string(p.Event))
 	return x.post(ctx, ch.Config.URL, body, h)
 }
 

@@ -458,3 +458,8 @@ func TestNotifications(t *testing.T) {
 	t.Parallel()
 	storetest.RunNotifications(t, func(t *testing.T) storetest.NotificationStore { return newTestStore(t) })
 }
+
+func TestWebhookSecrets(t *testing.T) {
+	t.Parallel()
+	storetest.RunWebhookSecrets(t, func(t *testing.T) storetest.WebhookSecretStore { return newTestStore(t) })
+}

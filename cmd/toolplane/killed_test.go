@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/postgres/pgtest"
+	"github.com/toolplane/toolplane/webhook"
 )
 
 const (
@@ -99,7 +100,7 @@ func (w *heldWorld) write(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 
 func (w *heldWorld) receive(rw http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
-	if notify.VerifyWebhook([]byte(heldKey), req.Header.Get(notify.HeaderTimestamp), req.Header.Get(notify.HeaderSignature), body, time.Now(), 5*time.Minute) != nil {
+	if webhook.Check([][]byte{[]byte(heldKey)}, req.Header.Get(webhook.HeaderTimestamp), req.Header.Get(webhook.HeaderSignature), body, time.Now(), 5*time.Minute) != nil {
 		http.Error(rw, "bad signature", http.StatusUnauthorized)
 		return
 	}

@@ -26,12 +26,13 @@ import (
 	"github.com/toolplane/toolplane/sqlite"
 )
 
-// Store is a store with the sweeps' maintenance reads and the
-// notification tables.
+// Store is a store with the sweeps' maintenance reads, the notification
+// tables and the callback signing secrets.
 type Store interface {
 	toolplane.Store
 	jobs.Maintenance
 	toolplane.NotificationStore
+	toolplane.WebhookSecretStore
 }
 
 // Runner is a node's background work runner, whichever driver it uses.

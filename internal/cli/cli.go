@@ -29,6 +29,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // app is what every command shares: where it writes and how it reads the
 // environment (a function, so tests can run in parallel with their own).
 type app struct {
+	// stdin is what a command reads its input from; nil is the process's.
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	// signals makes serve stop on SIGINT and SIGTERM; off when a test
@@ -136,12 +138,16 @@ func newRoot(a *app) *cobra.Command {
 		Short: "the control plane every agent tool call passes through",
 		Long: `toolplane is the control plane every agent tool call passes through.
 
-serve runs it; migrate, lint and keys rotate-kek work offline; every other
-command is a client of a running server's REST API. The server and key come from
---server/--key, then $TOOLPLANE_SERVER/$TOOLPLANE_KEY, then the current
-context of the config file (toolplane login), then http://localhost:8080.`,
+serve runs it; migrate, lint, keys rotate-kek and webhooks verify work
+offline; every other command is a client of a running server's REST API. The
+server and key come from --server/--key, then $TOOLPLANE_SERVER/$TOOLPLANE_KEY,
+then the current context of the config file (toolplane login), then
+http://localhost:8080.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+	}
+	if a.stdin != nil {
+		root.SetIn(a.stdin)
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
@@ -158,6 +164,7 @@ context of the config file (toolplane login), then http://localhost:8080.`,
 		newKeysCmd(a),
 		newConnectionsCmd(a),
 		newNotificationsCmd(a),
+		newWebhooksCmd(a),
 		newAuditCmd(a),
 		newUncertainCmd(a),
 		newUpstreamsCmd(a),

@@ -15,6 +15,7 @@ import (
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/signing"
 )
 
 func newRotateKEKCmd(a *app) *cobra.Command {
@@ -67,19 +68,21 @@ read. Running it again finishes what a failed run left.`,
 		// Notification channels' secrets are sealed under the same ring,
 		// and go with the connections'.
 		channels, cerr := notify.RewrapChannels(ctx, b.Store, ring, slog.New(missing))
-		if err == nil || (errors.Is(err, secret.ErrIncomplete) && cerr != nil && !errors.Is(cerr, secret.ErrIncomplete)) {
-			err = cerr
-		}
+		err = worse(err, cerr)
+		// So are the organizations' callback signing secrets.
+		signers, werr := signing.Rewrap(ctx, b.Store, ring, slog.New(missing))
+		err = worse(err, werr)
 		if perr := printValue(a, out, map[string]any{
 			"database": b.Kind + " " + b.Where, "current_key": ring.Current(),
 			"rewrapped": report.Rewrapped, "current": report.Current, "empty": report.Empty, "gone": report.Gone, "failed": report.Failed,
 			"channels_rewrapped": channels.Rewrapped, "channels_failed": channels.Failed,
+			"webhook_secrets_rewrapped": signers.Rewrapped, "webhook_secrets_failed": signers.Failed,
 		}); perr != nil {
 			return perr
 		}
 		// What is left under an old key is told as one count, connections
 		// and channels alike: either keeps the old key in the ring.
-		report.Failed += channels.Failed
+		report.Failed += channels.Failed + signers.Failed
 		switch {
 		case errors.Is(err, secret.ErrIncomplete):
 			return incomplete(report, ring, missing.ids())
@@ -91,15 +94,24 @@ read. Running it again finishes what a failed run left.`,
 	return cmd
 }
 
+// worse answers the error of two steps that says more: a failure over
+// an incomplete rewrap (which running again finishes), either over none.
+func worse(a, b error) error {
+	if a == nil || (errors.Is(a, secret.ErrIncomplete) && b != nil && !errors.Is(b, secret.ErrIncomplete)) {
+		return b
+	}
+	return a
+}
+
 // incomplete answers what to do after a run that left connections under
 // an old key.
 func incomplete(r secret.Report, ring *secret.Keyring, missing []string) error {
 	if len(missing) > 0 {
-		return fmt.Errorf("%d connection or notification channel secret(s) could not be rewrapped: they are sealed under key(s) %s, which the keyring (%s) does not hold. "+
+		return fmt.Errorf("%d connection, notification channel or callback signing secret(s) could not be rewrapped: they are sealed under key(s) %s, which the keyring (%s) does not hold. "+
 			"Add those keys to the keyring after the new current key %s and run rotate-kek again; remove no key from any node's ring until it reports no failure",
 			r.Failed, strings.Join(missing, ", "), strings.Join(ring.IDs(), ", "), ring.Current())
 	}
-	return fmt.Errorf("%d connection or notification channel secret(s) could not be rewrapped (each is named above); keep the old keys in every node's ring and run rotate-kek again", r.Failed)
+	return fmt.Errorf("%d connection, notification channel or callback signing secret(s) could not be rewrapped (each is named above); keep the old keys in every node's ring and run rotate-kek again", r.Failed)
 }
 
 // missingKeys is a log handler that also collects the ids of the keys a

@@ -20,6 +20,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/signing"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -78,6 +79,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&trustedProxies, "trusted-proxy", "a reverse proxy (IP address or CIDR prefix, repeatable or comma-separated) whose X-Forwarded-For names the client: failed authentications are counted under the rightmost address in it that is not a trusted proxy; default none, every request counts under its connection's address")
 	sessionsPerKey := fs.Int("mcp-sessions-per-key", mcpserver.DefaultMaxSessionsPerKey, "MCP sessions one key may hold open on this node; past it, opening one answers 429 until one ends (DELETE) or idles out")
 	maxBatch := fs.Int("max-batch-calls", httpapi.DefaultMaxBatch, "calls one batch (POST /v1/invoke:batch) may carry; a batch with more is refused whole, before any of its calls runs")
+	webhookGrace := fs.Duration("webhook-secret-grace", signing.DefaultGrace, "how long an organization's callback signing secret keeps signing beside the new one after a rotation, so receivers can update their copy")
 	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
 	kekFile := fs.String("kek-file", "", "a file of the keys connection secrets are sealed under, one \"ID BASE64-KEY\" a line, the first current, readable by its owner alone (or $TOOLPLANE_KEK); default: a key created in the data directory at first start. Nodes sharing a database share it")
@@ -147,7 +149,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
-		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
+		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
 		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
@@ -189,7 +191,7 @@ var serveFlags = map[string]string{
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
 	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
-	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "MetricsToken": "--metrics-token",
+	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",

@@ -38,6 +38,7 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/sqlite"
+	"github.com/toolplane/toolplane/webhook"
 )
 
 // The environment of a node process the test kills.
@@ -271,7 +272,7 @@ func (h *holds) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	case "/hook":
 		body, _ := io.ReadAll(req.Body)
-		if err := notify.VerifyWebhook([]byte(webhookKey), req.Header.Get(notify.HeaderTimestamp), req.Header.Get(notify.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
+		if err := webhook.Check([][]byte{[]byte(webhookKey)}, req.Header.Get(webhook.HeaderTimestamp), req.Header.Get(webhook.HeaderSignature), body, time.Now(), 5*time.Minute); err != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
@@ -287,7 +288,7 @@ func (h *holds) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			subject = p.Call.Tool
 		}
 		h.mu.Lock()
-		h.deliverID[subject+" "+string(p.Event)] = append(h.deliverID[subject+" "+string(p.Event)], req.Header.Get(notify.HeaderDelivery))
+		h.deliverID[subject+" "+string(p.Event)] = append(h.deliverID[subject+" "+string(p.Event)], req.Header.Get(webhook.HeaderDelivery))
 		hold := p.Event == notify.ApprovalFiled && p.Approval != nil && p.Approval.Tool == h.holdFiled && !h.held
 		if hold {
 			h.held = true

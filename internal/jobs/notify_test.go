@@ -29,6 +29,7 @@ import (
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/webhook"
 )
 
 const webhookKey = "whsec-jobs-0123456789abcdef0123456789"
@@ -132,7 +133,7 @@ func newHookReceiver(t *testing.T) (*hookReceiver, string) {
 func (r *hookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
 	body, _ := io.ReadAll(req.Body)
-	if notify.VerifyWebhook([]byte(webhookKey), req.Header.Get(notify.HeaderTimestamp), req.Header.Get(notify.HeaderSignature), body, now, 5*time.Minute) != nil {
+	if webhook.Check([][]byte{[]byte(webhookKey)}, req.Header.Get(webhook.HeaderTimestamp), req.Header.Get(webhook.HeaderSignature), body, now, 5*time.Minute) != nil {
 		r.refused.Add(1)
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
@@ -324,7 +325,7 @@ func TestUncertainCallIsNotified(t *testing.T) {
 	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if notify.VerifyWebhook([]byte(webhookKey), r.Header.Get(notify.HeaderTimestamp), r.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute) != nil {
+		if webhook.Check([][]byte{[]byte(webhookKey)}, r.Header.Get(webhook.HeaderTimestamp), r.Header.Get(webhook.HeaderSignature), body, time.Now(), time.Minute) != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}

@@ -3,11 +3,15 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane/internal/syncbuf"
+	"github.com/toolplane/toolplane/webhook"
 )
 
 // TestAsyncCallsOnEachStore drives asynchronous calls through the REST
@@ -23,7 +27,7 @@ func TestAsyncCallsOnEachStore(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			e := &e2e{log: &syncbuf.Buffer{}, seen: &traffic{}, ran: make(chan error, 1), conns: map[string]string{}}
-			e.cfg = Config{Addr: "127.0.0.1:0", Database: database(t, dir), DataDir: dir, Demo: true}
+			e.cfg = Config{Addr: "127.0.0.1:0", Database: database(t, dir), DataDir: dir, Demo: true, NotifyAllowCIDRs: []string{"127.0.0.1/32"}}
 			e.start(t, dir)
 			agent := readCreds(t, dir)["TOOLPLANE_DEMO_AGENT_KEY"]
 			invoke := func(tool string, body map[string]any, want int) map[string]any {
@@ -85,6 +89,44 @@ func TestAsyncCallsOnEachStore(t *testing.T) {
 			}
 			if got := invoke("demo.analyze_text", map[string]any{"arguments": map[string]any{"text": "hi"}, "mode": "later"}, http.StatusBadRequest); got["error"] == nil {
 				t.Fatalf("an unknown mode: %v", got)
+			}
+
+			// A callback, signed with the organization's secret: the
+			// receiver verifies it with the secret a rotation answered.
+			rotated := e.must(t, "POST", "/v1/webhook-secret:rotate", e.admin, "", http.StatusOK)
+			secret, _ := rotated["secret"].(string)
+			verifier, err := webhook.NewVerifier(webhook.Config{Secrets: [][]byte{[]byte(secret)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan string, 4)
+			recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if err := verifier.Verify(r.Context(), r.Header, body); err != nil {
+					got <- "refused: " + err.Error()
+					http.Error(w, err.Error(), http.StatusUnauthorized)
+					return
+				}
+				got <- string(body)
+			}))
+			defer recv.Close()
+			hooked := invoke("demo.search_tickets", map[string]any{"arguments": map[string]any{"query": "cracked"}, "run_id": "run-async", "callback_url": recv.URL + "/hook"}, http.StatusAccepted)
+			select {
+			case body := <-got:
+				if !strings.Contains(body, `"id":"`+hooked["id"].(string)+`"`) || !strings.Contains(body, `"status":"succeeded"`) {
+					t.Fatalf("the callback: %s", body)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no callback in 30s")
+			}
+			for range 100 {
+				if cb, _ := e.must(t, "GET", "/v1/invocations/"+hooked["id"].(string), agent, "", http.StatusOK)["callback"].(map[string]any); cb["state"] == "delivered" {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if cb, _ := e.must(t, "GET", "/v1/invocations/"+hooked["id"].(string), agent, "", http.StatusOK)["callback"].(map[string]any); cb["state"] != "delivered" || cb["attempts"] != 1.0 {
+				t.Fatalf("the callback's state: %v", cb)
 			}
 
 			// Nobody else reads it: another agent, another organization.

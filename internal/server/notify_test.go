@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/upstream"
+	"github.com/toolplane/toolplane/webhook"
 )
 
 // A served node tells the organization's webhook of a refund waiting for
@@ -26,7 +27,7 @@ func TestServedApprovalIsNotified(t *testing.T) {
 	var got []notify.Payload
 	hook := serveLoopback(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		if err := notify.VerifyWebhook([]byte(key), req.Header.Get(notify.HeaderTimestamp), req.Header.Get(notify.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+		if err := webhook.Check([][]byte{[]byte(key)}, req.Header.Get(webhook.HeaderTimestamp), req.Header.Get(webhook.HeaderSignature), body, time.Now(), time.Minute); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}

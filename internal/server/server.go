@@ -23,7 +23,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolplane/toolplane"
-	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
@@ -170,9 +169,10 @@ type Config struct {
 	// private, link-local or metadata destination is refused when a
 	// channel is created and at every send (notify.Config.AllowCIDRs).
 	NotifyAllowCIDRs []string
-	// CallbackSigner signs the callbacks of asynchronous calls; nil
-	// refuses a call that names a callback URL (its result is polled).
-	CallbackSigner async.Signer
+	// WebhookSecretGrace is how long an organization's callback signing
+	// secret keeps signing beside the one a rotation made; zero:
+	// signing.DefaultGrace (a day).
+	WebhookSecretGrace time.Duration
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string

@@ -29,6 +29,7 @@ import (
 	httpruntime "github.com/toolplane/toolplane/runtime/http"
 	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/signing"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -98,8 +99,10 @@ type services struct {
 	// notes tells people of approvals and uncertain calls; its Links
 	// check the one-click links its messages carry.
 	notes *notify.Service
+	// webhookSecrets keeps the organizations' callback signing secrets.
+	webhookSecrets *signing.Secrets
 	// async accepts calls to run later, runs them on the background work
-	// and posts their callbacks.
+	// and posts their callbacks, signed with webhookSecrets.
 	async *async.Service
 }
 
@@ -140,7 +143,11 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
-	svc.async, err = async.New(async.Config{Store: s.b.Store, Invoker: svc.iv, Signer: s.cfg.CallbackSigner,
+	svc.webhookSecrets, err = signing.New(signing.Config{Store: s.b.Store, Keys: svc.keys, Grace: s.cfg.WebhookSecretGrace})
+	if err != nil {
+		return nil, &ConfigError{Field: "WebhookSecretGrace", Err: err}
+	}
+	svc.async, err = async.New(async.Config{Store: s.b.Store, Invoker: svc.iv, Signer: svc.webhookSecrets,
 		AllowCIDRs: s.cfg.NotifyAllowCIDRs, Log: s.log})
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
