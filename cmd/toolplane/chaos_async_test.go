@@ -5,12 +5,15 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/webhook"
 )
 
 // asyncRecord is what one asynchronous action went through, beside its
@@ -261,25 +265,34 @@ func (d *asyncDoor) do(method, path string, body any, timeout time.Duration) (in
 	return resp.StatusCode, raw, nil
 }
 
-// callbackDelivery is one callback the receiver acknowledged.
+// callbackDelivery is one callback the receiver acted on.
 type callbackDelivery struct {
 	delivery string // X-Toolplane-Delivery
 	status   toolplane.AsyncStatus
 	result   string
-	signed   bool // the signature and timestamp headers were there
 }
 
-// callbackReceiver is the agents' callback endpoint, in the test process
-// (never killed): it acknowledges every delivery but a share it refuses
-// with 503, so deliveries are retried too, and keeps what it acknowledged
-// by invocation.
+// callbackReceiver is one cluster's callback endpoint, in the test process
+// (never killed), as a careful receiver writes it: it checks every
+// delivery with the shipped verifier (webhook.Verifier) under the
+// organization's secret, acts on a delivery once, and acknowledges a
+// replay of one it acted on (the same delivery id, sent again after a
+// node died between the post and its record) without acting again. It
+// refuses a share of deliveries with 503 before reading them, so
+// deliveries are retried too.
 type callbackReceiver struct {
 	URL string
 
-	mu        sync.Mutex
-	delivered map[string][]callbackDelivery
-	refused   int
-	malformed int
+	mu       sync.Mutex
+	verifier *webhook.Verifier
+	acted    map[string][]callbackDelivery // by invocation id
+	replays  map[string]int                // by invocation id
+	refused  int
+	// rejected counts deliveries the verifier refused, by check
+	// (malformed, stale, signature); unreadable those whose body is not a
+	// callback.
+	rejected   map[string]int
+	unreadable int
 }
 
 // refuseRate is the share of deliveries the receiver answers 503.
@@ -287,49 +300,109 @@ const refuseRate = 0.1
 
 func newCallbackReceiver(t *testing.T) *callbackReceiver {
 	t.Helper()
-	r := &callbackReceiver{delivered: map[string][]callbackDelivery{}}
+	r := &callbackReceiver{acted: map[string][]callbackDelivery{}, replays: map[string]int{}, rejected: map[string]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(srv.Close)
 	r.URL = srv.URL + "/callback"
 	return r
 }
 
-func (r *callbackReceiver) serve(w http.ResponseWriter, req *http.Request) {
-	raw, err := io.ReadAll(req.Body)
-	var body struct {
-		ID     string                `json:"id"`
-		Status toolplane.AsyncStatus `json:"status"`
-		Result json.RawMessage       `json:"result"`
+// useSecret makes the receiver verify deliveries under secret.
+func (r *callbackReceiver) useSecret(t *testing.T, secret string) {
+	t.Helper()
+	v, err := webhook.NewVerifier(webhook.Config{Secrets: [][]byte{[]byte(secret)}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	r.mu.Lock()
+	r.verifier = v
+	r.mu.Unlock()
+}
+
+func (r *callbackReceiver) serve(w http.ResponseWriter, req *http.Request) {
+	raw, err := io.ReadAll(req.Body)
+	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil || json.Unmarshal(raw, &body) != nil || body.ID == "" {
-		r.malformed++
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
 	if rand.Float64() < refuseRate {
 		r.refused++
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	r.delivered[body.ID] = append(r.delivered[body.ID], callbackDelivery{
-		delivery: req.Header.Get("X-Toolplane-Delivery"), status: body.Status, result: string(body.Result),
-		signed: req.Header.Get("X-Toolplane-Signature") != "" && req.Header.Get("X-Toolplane-Timestamp") != "",
-	})
+	if r.verifier == nil {
+		r.rejected["no_secret"]++
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	var body struct {
+		ID     string                `json:"id"`
+		Status toolplane.AsyncStatus `json:"status"`
+		Result json.RawMessage       `json:"result"`
+	}
+	if err != nil || json.Unmarshal(raw, &body) != nil || body.ID == "" {
+		r.unreadable++
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	switch err := r.verifier.Verify(req.Context(), req.Header, raw); {
+	case errors.Is(err, webhook.ErrReplay):
+		r.replays[body.ID]++
+		w.WriteHeader(http.StatusOK)
+		return
+	case err != nil:
+		r.rejected[webhook.CheckName(err)]++
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	r.acted[body.ID] = append(r.acted[body.ID], callbackDelivery{
+		delivery: req.Header.Get(webhook.HeaderDelivery), status: body.Status, result: string(body.Result)})
+	r.mu.Unlock()
+	// Acted on, and answered a moment later: a SIGKILL of the posting
+	// node lands, often enough, between the two, and the delivery is
+	// posted again by another node.
+	time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
+	r.mu.Lock()
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// Delivered answers a copy of what the receiver acknowledged, and how many
-// deliveries it refused and found malformed.
-func (r *callbackReceiver) Delivered() (map[string][]callbackDelivery, int, int) {
+// receiverFigures is what a receiver saw.
+type receiverFigures struct {
+	acted               map[string][]callbackDelivery
+	replays             map[string]int
+	refused, unreadable int
+	rejected            map[string]int
+}
+
+// Figures answers a copy of what the receiver saw.
+func (r *callbackReceiver) Figures() receiverFigures {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string][]callbackDelivery, len(r.delivered))
-	for id, ds := range r.delivered {
-		out[id] = append([]callbackDelivery(nil), ds...)
+	f := receiverFigures{acted: map[string][]callbackDelivery{}, replays: maps.Clone(r.replays), refused: r.refused,
+		unreadable: r.unreadable, rejected: maps.Clone(r.rejected)}
+	for id, ds := range r.acted {
+		f.acted[id] = slices.Clone(ds)
 	}
-	return out, r.refused, r.malformed
+	return f
+}
+
+// rotateCallbackSecret makes a new callback signing secret for the
+// organization of the node at addr, as its administrator, and answers it.
+func rotateCallbackSecret(t *testing.T, addr, admin string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/webhook-secret:rotate", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Secret string `json:"secret"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &out) != nil || out.Secret == "" {
+		t.Fatalf("POST /v1/webhook-secret:rotate: %d %s", resp.StatusCode, raw)
+	}
+	return out.Secret
 }
 
 // callbacksAccepted reports whether the node at addr accepts a callback
@@ -432,86 +505,87 @@ func asyncRows(ctx context.Context, pg *pgxpool.Pool, sq *sql.DB) (map[string][]
 // callbackTally is what the callbacks of one cluster's calls came to.
 type callbackTally struct {
 	named, delivered, expired, pending int
-	// deliveries the receiver acknowledged; duplicates are those past
-	// the first of a call, sameDelivery those of them repeating an
-	// earlier delivery id (a resent attempt) rather than naming a later
-	// attempt.
-	deliveries, duplicates, sameDelivery, maxAttempts int
+	// acted are the deliveries the receiver acted on; replays those it
+	// acknowledged as repeats of a delivery it acted on (the same
+	// delivery id).
+	acted, replays, maxAttempts int
 }
 
-// judgeCallbacks holds the callbacks the receiver acknowledged to the
-// asynchronous calls stored, once the settle time is over: every call
-// that named the callback URL has it delivered at least once, or expired;
-// every delivery is of an ended call, carries the call's state and result
-// and is signed; and none reaches the receiver for a call that did not
-// name it. It answers the figures per cluster and the broken rules.
-func judgeCallbacks(byAction map[string][]asyncRow, delivered map[string][]callbackDelivery) (map[string]*callbackTally, []string) {
+// judgeCallbacks holds what a cluster's receiver saw to that cluster's
+// asynchronous calls as stored once the settle time is over: every call
+// that named the callback URL has it delivered (acted on once) or
+// expired, never pending; every delivery acted on is of an ended call,
+// with its state and result; a call is acted on at most once (a repeat
+// carries the delivery id already acted on, and is refused as a replay);
+// and nothing reaches the receiver for a call that did not name it. It
+// answers the figures and the broken rules.
+func judgeCallbacks(cluster string, byAction map[string][]asyncRow, f receiverFigures) (*callbackTally, []string) {
 	var violations []string
-	tallies := map[string]*callbackTally{}
+	tl := &callbackTally{}
 	rows := map[string]*asyncRow{}
 	for _, rs := range byAction {
 		for i := range rs {
-			rows[rs[i].id] = &rs[i]
+			if rs[i].cluster == cluster {
+				rows[rs[i].id] = &rs[i]
+			}
 		}
 	}
 	for _, row := range rows {
 		if row.callbackURL == "" {
 			continue
 		}
-		tl := tallies[row.cluster]
-		if tl == nil {
-			tl = &callbackTally{}
-			tallies[row.cluster] = tl
-		}
 		tl.named++
 		tl.maxAttempts = max(tl.maxAttempts, row.callbackAttempts)
-		ds := delivered[row.id]
-		tl.deliveries += len(ds)
+		ds := f.acted[row.id]
+		tl.acted += len(ds)
+		tl.replays += f.replays[row.id]
 		switch row.callbackState {
 		case toolplane.CallbackDelivered:
 			tl.delivered++
 			if len(ds) == 0 {
-				violations = append(violations, fmt.Sprintf("callback: %s (%s over %s): recorded delivered after %d attempt(s), never received",
-					row.action, row.id, row.cluster, row.callbackAttempts))
+				violations = append(violations, fmt.Sprintf("callback: %s (%s over %s): recorded delivered after %d attempt(s), never acted on",
+					row.action, row.id, cluster, row.callbackAttempts))
 			}
 		case toolplane.CallbackExpired:
 			tl.expired++
 		default:
 			tl.pending++
 			violations = append(violations, fmt.Sprintf("callback: %s (%s over %s): callback %q after %d attempt(s) once the settle time was over, call %s",
-				row.action, row.id, row.cluster, row.callbackState, row.callbackAttempts, row.status))
+				row.action, row.id, cluster, row.callbackState, row.callbackAttempts, row.status))
 		}
-		seen := map[string]bool{}
-		for i, d := range ds {
-			if i > 0 {
-				tl.duplicates++
-				if seen[d.delivery] {
-					tl.sameDelivery++
-				}
+		if len(ds) > 1 {
+			var ids []string
+			for _, d := range ds {
+				ids = append(ids, d.delivery)
 			}
-			seen[d.delivery] = true
+			violations = append(violations, fmt.Sprintf("callback_twice: %s (%s over %s): acted on %d times, delivery ids %v", row.action, row.id, cluster, len(ds), ids))
+		}
+		for _, d := range ds {
 			if d.status != row.status || !sameJSON(d.result, string(row.result)) {
 				violations = append(violations, fmt.Sprintf("callback_mismatch: %s (%s over %s): delivery %s says %s %s, the call is %s %s",
-					row.action, row.id, row.cluster, d.delivery, d.status, d.result, row.status, row.result))
-			}
-			if !d.signed {
-				violations = append(violations, fmt.Sprintf("callback_unsigned: %s (%s over %s): delivery %s carries no signature", row.action, row.id, row.cluster, d.delivery))
+					row.action, row.id, cluster, d.delivery, d.status, d.result, row.status, row.result))
 			}
 		}
 	}
-	for id, ds := range delivered {
+	for id, ds := range f.acted {
 		row := rows[id]
 		if row == nil || row.callbackURL == "" {
-			violations = append(violations, fmt.Sprintf("callback_stray: %d delivery(ies) for %s, which no stored call that named the callback URL is", len(ds), id))
+			violations = append(violations, fmt.Sprintf("callback_stray: %d delivery(ies) over %s for %s, which no stored call that named the callback URL is", len(ds), cluster, id))
 			continue
 		}
 		for _, d := range ds {
 			if !d.status.Terminal() {
-				violations = append(violations, fmt.Sprintf("callback_mismatch: %s (%s over %s): delivery %s of a call %s, not ended", row.action, id, row.cluster, d.delivery, d.status))
+				violations = append(violations, fmt.Sprintf("callback_mismatch: %s (%s over %s): delivery %s of a call %s, not ended", row.action, id, cluster, d.delivery, d.status))
 			}
 		}
 	}
-	return tallies, violations
+	for check, n := range f.rejected {
+		violations = append(violations, fmt.Sprintf("callback_unverified: %d delivery(ies) over %s refused by the verifier (%s)", n, cluster, check))
+	}
+	if f.unreadable > 0 {
+		violations = append(violations, fmt.Sprintf("callback_unreadable: %d delivery(ies) over %s are not a callback", f.unreadable, cluster))
+	}
+	return tl, violations
 }
 
 // sameJSON reports whether a and b are the same JSON value (or both
