@@ -48,7 +48,11 @@ really works; --database names a PostgreSQL DSN for a node of many.`,
 				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 			}
-			if code := serve(ctx, args, a.stdout, a.stderr); code != 0 {
+			var tune []func(*server.Config)
+			if a.tune != nil {
+				tune = append(tune, a.tune)
+			}
+			if code := serve(ctx, args, a.stdout, a.stderr, tune...); code != 0 {
 				return silent(code)
 			}
 			return nil
@@ -58,8 +62,9 @@ really works; --database names a PostgreSQL DSN for a node of many.`,
 
 // serve runs the server until ctx ends, then shuts down gracefully: the
 // listener stops, calls in flight finish (or hold their claims), background
-// jobs in hand finish, and queued audit events are stored.
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// jobs in hand finish, and queued audit events are stored. Each of tune
+// completes the configuration the flags made (MainWith).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ...func(*server.Config)) int {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -172,6 +177,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.NodeDeadAfter <= 0 {
 		cfg.NodeDeadAfter = -1
+	}
+	for _, f := range tune {
+		f(&cfg)
 	}
 	s, err := server.New(ctx, cfg)
 	if err != nil {
