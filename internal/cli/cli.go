@@ -29,10 +29,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // MainWith runs the command line as Main does, and hands `serve`'s
 // configuration, built from its flags and environment, to tune before the
-// server is built from it: how a Go program that compiles its own tools
-// into toolplane (what only Go can give a server.Config, such as the
-// tools that submit provider jobs) keeps every flag and command of the
-// toolplane binary.
+// server is built from it: how a program built in this module that
+// compiles its own tools into toolplane (what only Go can give a
+// server.Config, such as tools that submit provider jobs) keeps every
+// flag and command of the toolplane binary. The chaos test's nodes are
+// such a program.
 func MainWith(args []string, stdout, stderr io.Writer, tune func(*server.Config)) int {
 	return execute(&app{stdout: stdout, stderr: stderr, getenv: os.Getenv, signals: true, engines: policyEngines, tune: tune}, args)
 }
