@@ -122,13 +122,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			cancel()
 		case <-hctx.Done():
 			cancel()
-			select {
-			case r = <-done:
-				// It answered as its time ran out (or it was told to
-				// stop): its answer stands.
-			default:
-				return c.timedOut(ctx, b, done)
-			}
+			return c.timedOut(ctx, b, done)
 		}
 	}
 	if r.panic != nil {
