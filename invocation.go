@@ -156,6 +156,9 @@ const (
 	SourceSettlement Source = "settlement"
 	// SourceReconcile: a person reconciled an uncertain action.
 	SourceReconcile Source = "reconcile"
+	// SourceWebhook: a vendor's verified callback reached the state (a
+	// provider job's ending).
+	SourceWebhook Source = "webhook"
 )
 
 // User is what the platform knows of a person a call acts for beyond

@@ -35,6 +35,7 @@ import (
 	"github.com/toolplane/toolplane/modelname"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/projection"
+	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/signin"
@@ -111,6 +112,9 @@ type Server struct {
 	// MaxBatch is how many calls a batch (POST /v1/invoke:batch) may
 	// carry; zero or less is DefaultMaxBatch.
 	MaxBatch int
+	// ProviderJobs, when set, serves the organization's unsettled provider
+	// jobs under /v1/provider-jobs/unsettled; without it that answers 404.
+	ProviderJobs *providerjob.Service
 
 	// document is the OpenAPI document served, built by Handler.
 	document []byte
@@ -266,6 +270,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/approvals/{id}", s.auth(s.getApproval)},
 		{"POST", "/v1/approvals/{id}/{decision}", s.auth(s.resolve)},
 		{"GET", "/v1/uncertain", s.auth(s.listUncertain)},
+		{"GET", "/v1/provider-jobs/unsettled", s.auth(s.listUnsettledJobs)},
+		{"GET", "/v1/provider-jobs/{id}", s.auth(s.getProviderJob)},
 		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
 		{"GET", "/v1/audit/events", s.auth(s.listAudit)},
 		{"GET", "/v1/audit/events/{id}", s.auth(s.getAudit)},

@@ -335,6 +335,11 @@ func TestNotifications(t *testing.T) {
 	storetest.RunNotifications(t, func(t *testing.T) storetest.NotificationStore { return newTestStore(t) })
 }
 
+func TestProviderJobs(t *testing.T) {
+	t.Parallel()
+	storetest.RunProviderJobs(t, func(t *testing.T) storetest.ProviderJobStore { return newTestStore(t) })
+}
+
 func TestWebhookSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunWebhookSecrets(t, func(t *testing.T) storetest.WebhookSecretStore { return newTestStore(t) })

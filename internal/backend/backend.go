@@ -32,6 +32,7 @@ type Store interface {
 	toolplane.Store
 	jobs.Maintenance
 	toolplane.NotificationStore
+	toolplane.ProviderJobStore
 	toolplane.WebhookSecretStore
 }
 
@@ -44,6 +45,9 @@ type Runner interface {
 	Stop(ctx context.Context) error
 	// SettleLost decides, once, the claims whose worker was lost.
 	SettleLost(ctx context.Context) error
+	// EnqueueSettlement asks for a provider job's settlement
+	// (providerjob.Settler).
+	EnqueueSettlement(ctx context.Context, org, jobID string) error
 }
 
 // Migration is one schema migration and whether it is applied.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -97,6 +98,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	upstreamsFile := fs.String("upstreams", "", "a file of upstream MCP servers to ingest and govern (see docs/upstreams.md)")
 	var upstreamFlags stringList
 	fs.Var(&upstreamFlags, "upstream", "an upstream MCP server, slug=URL or slug=COMMAND ARGS (repeatable)")
+	var providerHooks stringList
+	fs.Var(&providerHooks, "provider-webhook", "a vendor whose job callbacks POST /v1/webhooks/NAME/JOB_ID accepts, NAME=SCHEME or NAME=body-sha1:CENTS_PER_CREDIT (repeatable); SCHEME is timestamped (a Stripe-style t=…,v1=… HMAC-SHA256 header) or body-sha1 (a FullEnrich-style X-Signature-SHA1 over the body); the signing secret is read from $"+server.ProviderSecretEnvPrefix+"NAME (upper-cased, other characters as _), and never logged")
+	webhookRate := fs.Int("provider-webhook-rate-limit", server.DefaultProviderWebhookRateLimit, "vendor deliveries per minute one client address may make to the webhook route on this node (0: no limit)")
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
 	var notifyAllow stringList
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
@@ -160,6 +164,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
 			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
+	cfg.ProviderWebhookRateLimit = *webhookRate
+	if cfg.ProviderWebhookRateLimit <= 0 {
+		cfg.ProviderWebhookRateLimit = -1
+	}
+	for _, v := range providerHooks {
+		h, err := parseProviderWebhook(v, os.Getenv)
+		if err != nil {
+			return fail(fmt.Errorf("--provider-webhook: %w", err))
+		}
+		cfg.ProviderWebhooks = append(cfg.ProviderWebhooks, h)
+	}
 	for _, v := range upstreamFlags {
 		c, err := upstream.ParseFlag(v)
 		if err != nil {
@@ -204,6 +219,32 @@ var serveFlags = map[string]string{
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
+	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",
+}
+
+// parseProviderWebhook reads one --provider-webhook, NAME=SCHEME or
+// NAME=SCHEME:CENTS_PER_CREDIT, and the vendor's signing secret from the
+// environment variable its name gives (server.ProviderSecretEnvPrefix):
+// a secret is never a flag, which any user of the host may list.
+func parseProviderWebhook(v string, getenv func(string) string) (server.ProviderWebhook, error) {
+	name, scheme, ok := strings.Cut(v, "=")
+	if !ok || name == "" || scheme == "" {
+		return server.ProviderWebhook{}, fmt.Errorf("%q is not NAME=SCHEME", v)
+	}
+	h := server.ProviderWebhook{Provider: name, Scheme: scheme}
+	if s, price, ok := strings.Cut(scheme, ":"); ok {
+		cents, err := strconv.ParseInt(price, 10, 64)
+		if err != nil || cents < 0 {
+			return server.ProviderWebhook{}, fmt.Errorf("%q: the price of a credit is not a number of cents", v)
+		}
+		h.Scheme, h.CentsPerCredit = s, cents
+	}
+	env := server.ProviderSecretEnvPrefix + server.ProviderSecretEnv(name)
+	h.Secret = toolplane.SecretString(getenv(env))
+	if h.Secret == "" {
+		return server.ProviderWebhook{}, fmt.Errorf("%s: $%s holds no signing secret", name, env)
+	}
+	return h, nil
 }
 
 // serveFlagOf answers the flag of a server.Config field, or the field's

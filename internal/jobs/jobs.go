@@ -28,6 +28,10 @@
 //     within the node's dead-after and a sweep period (rescue.go);
 //   - retention: completed journal rows past their TTL are removed, and so
 //     are node instances silent as long that hold no claim;
+//   - provider jobs (see providerjobs.go): the settlement of a job's cost
+//     once its vendor ended it, retried on a meter failure, and a sweep
+//     that enqueues every settlement still owed and expires the jobs past
+//     their deadline;
 //   - notifications (see notify.go): one job per event, subject and
 //     channel on a queue of its own, and a sweep that enqueues what a node
 //     lost between a commit and its enqueueing.
@@ -135,6 +139,10 @@ type Options struct {
 	// so a burst of filings leaves some to the poll: this bound is what
 	// keeps a notification within a second of its filing.
 	NotifyPoll time.Duration
+	// SettleAttempts is how many times a provider job's settlement is
+	// tried before it is given up to the sweep; default 4 (three
+	// retries, as every metered path).
+	SettleAttempts int
 	// AsyncAttempts is how many times the run of an asynchronous call is
 	// tried when it meets a platform fault before the call ends failed;
 	// default 5. Waiting for an approval or an identical call in flight
@@ -174,6 +182,8 @@ type Deps struct {
 	// Sunset, when set, applies the sunset rule to deprecated versions
 	// (retire the uncalled, block and name the callers of the others).
 	Sunset Sunsetter
+	// ProviderJobs, when set, settles and expires provider jobs.
+	ProviderJobs ProviderJobs
 }
 
 // Sunsetter applies the sunset rule (catalog.Service).
@@ -211,6 +221,7 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.NotifyTimeout, 15*time.Second)
 	orDefault(&o.NotifyWorkers, 5)
 	orDefault(&o.NotifyPoll, 250*time.Millisecond)
+	orDefault(&o.SettleAttempts, 4)
 	orDefault(&o.AsyncAttempts, 5)
 	orDefault(&o.AsyncWorkers, 20)
 	orDefault(&o.AsyncStaleAfter, defaultAsyncStale)
@@ -247,6 +258,7 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		{"retention", time.Hour, RetentionArgs{}, true},
 		{"sunset", time.Hour, SunsetArgs{}, deps.Sunset != nil},
 		{"sweep_notify", opt.SweepEvery, SweepNotifyArgs{}, deps.Notifier != nil},
+		{"sweep_provider_jobs", opt.SweepEvery, SweepProviderJobsArgs{}, deps.ProviderJobs != nil},
 		{"sweep_async", opt.SweepEvery, SweepAsyncArgs{}, deps.Async != nil},
 	}
 	var jobs []*river.PeriodicJob
@@ -278,6 +290,10 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &replayWorker{w: w})
 	river.AddWorker(workers, &sunsetWorker{w: w})
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}}
+	if deps.ProviderJobs != nil {
+		river.AddWorker(workers, &settleWorker{w: w})
+		river.AddWorker(workers, &sweepProviderJobsWorker{w: w})
+	}
 	if deps.Notifier != nil {
 		river.AddWorker(workers, &notifyWorker{w: w})
 		river.AddWorker(workers, &sweepNotifyWorker{w: w})
@@ -325,6 +341,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	}
 	w.exec = driver.GetExecutor()
 	enqueueThrough(w, client)
+	enqueueSettlementThrough(w, client)
 	return &Runner[TTx]{client: client, w: w}, nil
 }
 

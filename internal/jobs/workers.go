@@ -27,6 +27,8 @@ type work struct {
 	exec riverdriver.Executor
 	// notifyOne enqueues one delivery, unique by its identity.
 	notifyOne func(context.Context, notify.Delivery) error
+	// settle enqueues a provider job's settlement, unique by the job.
+	settle func(ctx context.Context, org, jobID string) error
 	// asyncRun and asyncCallback enqueue an asynchronous call's run and
 	// its callback's delivery, each unique while live.
 	asyncRun, asyncCallback func(context.Context, *toolplane.AsyncCall) error

@@ -23,6 +23,9 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	// drops counts the vendor deliveries the webhook route answered
+	// without moving a job, by provider and reason.
+	drops *prometheus.CounterVec
 	// series holds each tool and outcome's counter and latency observer
 	// once looked up: a vector's lookup checks and hashes the label values
 	// on every call, and there are only as many pairs as series.
@@ -56,8 +59,12 @@ func New(pending PendingCounter, log *slog.Logger) *Metrics {
 			Help:    "Tool call latency, platform overhead and handler together.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"tool"}),
+		drops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolplane_webhook_drops_total",
+			Help: "Vendor webhook deliveries answered without moving a provider job, by provider and reason (unknown_job, job_mismatch, not_terminal, duplicate, bad_signature, ...).",
+		}, []string{"provider", "reason"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.calls, m.latency, m.drops, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if pending != nil {
 		m.reg.MustRegister(&pendingCollector{count: pending, log: log, desc: prometheus.NewDesc("toolplane_approvals_pending",
 			"Approvals waiting for a person, by organization (an organization with none has no series).", []string{"organization"}, nil)})
@@ -75,6 +82,12 @@ func (m *Metrics) ObserveCall(tool, outcome string, took time.Duration) {
 	s := v.(*series)
 	s.calls.Inc()
 	s.latency.Observe(took.Seconds())
+}
+
+// WebhookDropped counts one vendor delivery the webhook route dropped
+// (providerjob.Receiver.Dropped).
+func (m *Metrics) WebhookDropped(provider, reason string) {
+	m.drops.WithLabelValues(provider, reason).Inc()
 }
 
 // Handler serves the metrics in the Prometheus text format.

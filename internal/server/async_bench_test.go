@@ -22,7 +22,7 @@ import (
 // user and system) per call.
 func BenchmarkAsyncSubmitToDone(b *testing.B) {
 	dir := b.TempDir()
-	s, err := New(context.Background(), Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), DataDir: dir, Demo: true})
+	s, err := New(context.Background(), Config{Addr: "127.0.0.1:0", Database: filepath.Join(dir, "toolplane.db"), DataDir: dir, Demo: true, RateLimit: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/signin"
 )
@@ -39,7 +40,14 @@ func (s *Server) doors(svc *services) error {
 	// calls in flight.
 	streams, endStreams := context.WithCancel(context.Background())
 	s.closers = append(s.closers, endStreams)
+	hooks, err := s.receiver(svc)
+	if err != nil {
+		return err
+	}
 	mux := s.routes(streams, svc, mcp, s.apiDoor(gate, svc, people, mcp), people.Handler(), web.Handler())
+	// A vendor's callback door: authenticated by the vendor's signature,
+	// not by a key, so it is not behind the API's gate.
+	mux.Handle(providerjob.Route, hooks)
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	s.srv.RegisterOnShutdown(endStreams)
@@ -89,7 +97,7 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 // resource metadata (RFC 9728) the MCP door publishes.
 func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server) *httpapi.Server {
 	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
-		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls,
+		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
 		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler()}
 }
 

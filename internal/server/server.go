@@ -28,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
@@ -115,6 +116,16 @@ type Config struct {
 	// and govern; Upstreams are more, after the file's.
 	UpstreamsFile string
 	Upstreams     []upstream.Config
+	// ProviderWebhooks are the vendors whose callbacks the webhook route
+	// accepts, each with its signing secret (docs/provider-jobs.md).
+	ProviderWebhooks []ProviderWebhook
+	// ProviderWebhookRateLimit is how many deliveries one client address
+	// may make to the webhook route a minute; default
+	// DefaultProviderWebhookRateLimit, negative for no limit.
+	ProviderWebhookRateLimit int
+	// ProviderJobTools, when set, adds the compiled-in tools that submit
+	// and collect provider jobs.
+	ProviderJobTools ProviderJobTools
 	// JWTIssuer, when set, accepts JWTs from this issuer besides API keys;
 	// it needs JWTAudience (the aud they must name) and JWTJWKSURL (where
 	// the issuer publishes its signing keys).
@@ -293,6 +304,9 @@ func (c Config) withDefaults() (Config, error) {
 	if _, err := ratelimit.ParseProxies(c.TrustedProxies); err != nil {
 		return c, &ConfigError{Field: "TrustedProxies", Err: err}
 	}
+	if _, err := adapters(c.ProviderWebhooks); err != nil {
+		return c, err
+	}
 	for _, d := range []struct {
 		field string
 		v     time.Duration
@@ -363,10 +377,13 @@ type Server struct {
 	// zone is Config.TimeZone, loaded.
 	zone *time.Location
 
-	b        *backend.Backend
-	reg      *registry.Registry
-	iv       *invoke.Invoker
-	runner   backend.Runner
+	b      *backend.Backend
+	reg    *registry.Registry
+	iv     *invoke.Invoker
+	runner backend.Runner
+	// pj is the node's provider jobs service; self its instance id.
+	pj       *providerjob.Service
+	self     string
 	running  bool // the runner started, so stopping must stop it
 	ln       net.Listener
 	srv      *http.Server
@@ -446,6 +463,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	src, err := s.catalogue()
 	if err != nil {
+		return nil, err
+	}
+	s.self = self.ID
+	if err := s.providerJobs(&src); err != nil {
 		return nil, err
 	}
 	svc, err := s.services(ctx, self, d, src)
