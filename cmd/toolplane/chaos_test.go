@@ -7,12 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -72,6 +74,8 @@ type chaosCluster struct {
 	admin string
 	// keys are the agents' keys: door → one per worker.
 	keys map[string][]string
+	// vendor takes the cluster's provider jobs and calls them back.
+	vendor *chaosVendor
 	// receiver takes the callbacks of the cluster's asynchronous calls,
 	// verified under the organization's secret; callbacks is whether the
 	// nodes accept a callback URL, and when they do not, noCallbacks says
@@ -82,8 +86,9 @@ type chaosCluster struct {
 }
 
 // chaosDoors are the doors the agents call through: REST and MCP in the
-// request, and REST asynchronous calls polled (some with a callback).
-var chaosDoors = []string{"rest", "mcp", "async"}
+// request, REST asynchronous calls polled (some with a callback), and
+// provider jobs submitted over REST (the vendor calls them back).
+var chaosDoors = []string{"rest", "mcp", "async", "provider"}
 
 const (
 	// asyncCallbackRate is the share of asynchronous calls submitted with
@@ -164,6 +169,18 @@ type okEvent struct {
 // duplicate_deliveries); only an ended call's, with its state and result
 // (callback_mismatch); and only to a call that named it (callback_stray).
 //
+// Provider jobs: the nodes are the toolplane binary with a submit tool
+// compiled in (internal/chaosnode), whose agents submit over REST under an
+// idempotency key; a vendor in the test process counts its submissions
+// (they are the effects the rules above hold: one per action at most) and
+// calls each job back, signed, during the kills, at random nodes,
+// sometimes twice, sometimes after a progress report, until acknowledged.
+// Afterwards every job the vendor ended is in that state and settled
+// once: usage_id set to its one usage row, at the reported cost
+// (unsettled); no other usage row of the tool (usage_doubled); every
+// delivery acknowledged, none refused (webhook_refused); one audit event
+// of its ending and one of its settlement (job_audit).
+//
 // The figures are logged as "chaos door=… cluster=…", "chaos kills:" and
 // "chaos figures:" lines of key=value pairs. Each broken guarantee is an
 // error of its own.
@@ -173,7 +190,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		t.Skip("the chaos test runs four nodes for about a minute and a half; it is left out of -short")
 	}
 	plan := chaosPlanFor(*chaosLong || os.Getenv("TOOLPLANE_CHAOS_LONG") != "")
-	bin, err := build()
+	bin, err := buildChaosNode()
 	if err != nil {
 		t.Fatalf("go build: %v", err)
 	}
@@ -203,7 +220,10 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		"--mcp-sessions-per-key", "100000",
 		// The callback receiver is the test process, on loopback.
 		"--notify-allow-cidr", "127.0.0.1/32",
-		"--async-stale-after", asyncStaleAfter}
+		"--async-stale-after", asyncStaleAfter,
+		// The vendor of the compiled-in submit tool, and its deliveries,
+		// all from loopback.
+		"--provider-webhook", vendorName + "=body-sha1:" + strconv.Itoa(centsPerCredit), "--provider-webhook-rate-limit", "0"}
 	flags = append(flags, strings.Fields(os.Getenv(chaosFlagsEnv))...)
 
 	pg := &chaosCluster{name: "postgres"}
@@ -215,6 +235,16 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		database: filepath.Join(dir, "sqlite", "toolplane.db"), dataDir: filepath.Join(dir, "sqlite"), args: flags}}}
 	clusters := []*chaosCluster{pg, sq}
 	all := append(slices.Clone(pg.nodes), sq.nodes...)
+	for _, c := range clusters {
+		var addrs []string
+		for _, n := range c.nodes {
+			addrs = append(addrs, n.addr)
+		}
+		c.vendor = newChaosVendor(t, addrs)
+		for _, n := range c.nodes {
+			n.env = []string{vendorEnv + "=" + c.vendor.URL, vendorSecretEv + "=" + vendorSecret}
+		}
+	}
 	t.Cleanup(func() {
 		for _, n := range all {
 			if err := n.stop(); err != nil {
@@ -252,7 +282,11 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		c.proxy = newRRProxy(t, addrs...)
 		c.keys = map[string][]string{}
 		for _, door := range chaosDoors {
-			c.keys[door] = chaosAgentKeys(t, c.nodes[0].addr, c.admin, "chaos-"+door, plan.workers)
+			pattern := "mcp." + chaosSlug + ".*"
+			if door == "provider" {
+				pattern = "vendor.*"
+			}
+			c.keys[door] = chaosAgentKeys(t, c.nodes[0].addr, c.admin, "chaos-"+door, pattern, plan.workers)
 		}
 		// Every node has ingested the upstream before the run starts.
 		for _, n := range c.nodes {
@@ -277,6 +311,10 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	began := time.Now()
 	windowEnd := began.Add(plan.window)
 	answerBy := windowEnd.Add(plan.answerBy)
+	for _, c := range clusters {
+		// A vendor retries a delivery as long as an agent may wait.
+		c.vendor.until = answerBy
+	}
 
 	// The agents.
 	var wg sync.WaitGroup
@@ -305,6 +343,8 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 						}
 					case "rest":
 						call = (&restDoor{base: c.proxy.URL(), key: key, tool: chaosPlatform, client: hc}).call
+					case "provider":
+						call = (&restDoor{base: c.proxy.URL(), key: key, tool: vendorTool, client: hc}).call
 					case "mcp":
 						d := &mcpDoor{endpoint: c.proxy.URL() + "/mcp", tool: chaosModel,
 							client:     mcp.NewClient(&mcp.Implementation{Name: "chaos-agent", Version: "1"}, nil),
@@ -394,11 +434,29 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	defer sqDB.Close()
 	stores := map[string]toolplane.Store{"postgres": postgres.New(pgPool), "sqlite": sqlite.New(sqDB)}
 	// The same for asynchronous calls still moving and callbacks still
-	// due: an abandoned call is moved on only by the platform.
+	// due: an abandoned call is moved on only by the platform; and for
+	// provider jobs, once their vendor's deliveries were acknowledged.
 	settleStart := time.Now()
-	var processing, asyncLive, callbacksDue int
+	vendorsDone := true
+	for _, c := range clusters {
+		vendorsDone = c.vendor.Wait(time.Until(answerBy.Add(15*time.Second))) && vendorsDone
+	}
+	queries := map[string]rowQuery{"postgres": pgQuery(pgPool), "sqlite": sqliteQuery(sqDB)}
+	var processing, asyncLive, callbacksDue, unsettledJobs int
 	for {
-		processing, asyncLive, callbacksDue = 0, 0, 0
+		processing, asyncLive, callbacksDue, unsettledJobs = 0, 0, 0, 0
+		for _, q := range queries {
+			err := q(ctx, `SELECT count(*) FROM provider_jobs WHERE usage_id IS NULL AND state IN ('completed', 'failed', 'cancelled')`,
+				func(scan func(...any) error) error {
+					var n int
+					err := scan(&n)
+					unsettledJobs += n
+					return err
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, st := range stores {
 			cs, _, err := st.ListClaims(ctx, chaosOrg, toolplane.ClaimProcessing, "", 1000)
 			if err != nil {
@@ -419,7 +477,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 				}
 			}
 		}
-		if processing+asyncLive+callbacksDue == 0 || time.Since(settleStart) > plan.settleBy {
+		if processing+asyncLive+callbacksDue+unsettledJobs == 0 || time.Since(settleStart) > plan.settleBy {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -461,7 +519,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range cs {
-				if id, ok := idOfHash[c.RequestHash]; ok && c.Tool == chaosPlatform {
+				if id, ok := idOfHash[c.RequestHash]; ok && (c.Tool == chaosPlatform || c.Tool == vendorTool) {
 					completed[id] = true
 				}
 			}
@@ -474,44 +532,60 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	type auditCount struct{ ok, replayed, uncertain, other int }
 	audits := map[string]*auditCount{}
 	strayEvents := 0
+	// The provider jobs' own events (their transitions and settlement),
+	// by job and outcome.
+	jobEvents := map[string]map[string]int{}
 	for _, st := range stores {
-		after := ""
-		for {
-			evs, next, err := st.ListAudit(ctx, chaosOrg, toolplane.AuditFilter{Tool: chaosPlatform}, after, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range evs {
-				id, ok := idOfHash[ev.ArgumentsHash]
-				if !ok {
-					strayEvents++
-					continue
+		for _, tool := range []string{chaosPlatform, vendorTool} {
+			after := ""
+			for {
+				evs, next, err := st.ListAudit(ctx, chaosOrg, toolplane.AuditFilter{Tool: tool}, after, 1000)
+				if err != nil {
+					t.Fatal(err)
 				}
-				a := audits[id]
-				if a == nil {
-					a = &auditCount{}
-					audits[id] = a
+				for _, ev := range evs {
+					if job, ok := strings.CutPrefix(ev.Reason, "provider job "); ok && strings.HasPrefix(ev.Outcome, "provider_job_") {
+						if jobEvents[job] == nil {
+							jobEvents[job] = map[string]int{}
+						}
+						jobEvents[job][ev.Outcome]++
+						continue
+					}
+					id, ok := idOfHash[ev.ArgumentsHash]
+					if !ok {
+						strayEvents++
+						continue
+					}
+					a := audits[id]
+					if a == nil {
+						a = &auditCount{}
+						audits[id] = a
+					}
+					switch {
+					case ev.Outcome == "ok" && ev.Replayed:
+						a.replayed++
+					case ev.Outcome == "ok":
+						a.ok++
+					case ev.Outcome == string(toolplane.CodeUncertain):
+						a.uncertain++
+					default:
+						a.other++
+					}
 				}
-				switch {
-				case ev.Outcome == "ok" && ev.Replayed:
-					a.replayed++
-				case ev.Outcome == "ok":
-					a.ok++
-				case ev.Outcome == string(toolplane.CodeUncertain):
-					a.uncertain++
-				default:
-					a.other++
+				if next == "" {
+					break
 				}
+				after = next
 			}
-			if next == "" {
-				break
-			}
-			after = next
 		}
 	}
 
-	// The verdicts, per action.
+	// The verdicts, per action: the effects of the actions' writes are
+	// the counting upstream's and the vendors' submissions.
 	effects := up.Effects()
+	for _, c := range clusters {
+		maps.Copy(effects, c.vendor.Effects())
+	}
 	type tally struct {
 		keys, ok, replayed, uncertain, failed, abandoned, unanswered                                            int
 		doubled, lost, unlisted, unaudited, interruptedKeys, inFlight, rateLimited, lostSession, sessionMissing int
@@ -692,6 +766,16 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		return percentile(ds, 0.5), percentile(ds, 1), never
 	}
 
+	pjTallies := map[string]*providerTally{}
+	for _, c := range clusters {
+		rows, usage, err := providerJobsOf(ctx, queries[c.name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, vs := judgeProviderJobs(c.name, c.vendor.Jobs(), c.vendor.Effects(), rows, usage, jobEvents)
+		pjTallies[c.name] = tl
+		violations = append(violations, vs...)
+	}
 	cbTallies := map[string]*callbackTally{}
 	refusedDeliveries := 0
 	for _, c := range clusters {
@@ -727,6 +811,11 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 			switch door {
 			case "mcp":
 				sessions = fmt.Sprintf(" sessions=%d session_missing_answers=%d", mcpSess[c.name], tl.sessionMissing)
+			case "provider":
+				pj := pjTallies[c.name]
+				sessions = fmt.Sprintf(" jobs=%d vendor_posts=%d webhook_deliveries=%d duplicate_webhooks=%d progress_webhooks=%d webhook_retries=%d webhook_refused=%d settled=%d unsettled=%d usage_rows=%d usage_doubled=%d reserved_unsent=%d job_events=%d job_audit=%d",
+					pj.jobs, pj.vendorPosts, pj.deliveries, pj.duplicates, pj.progress, pj.retries, pj.refused, pj.settled, pj.unsettled, pj.usageRows, pj.doubled, pj.unsent,
+					pj.events, pj.unaudited)
 			case "async":
 				cb := cbTallies[c.name]
 				sessions = fmt.Sprintf(" accepted=%d succeeded=%d async_failed=%d async_uncertain=%d cancelled=%d cancel_asked=%d existing_answers=%d not_found_reads=%d forked=%d lost_invocations=%d stuck=%d changed=%d callbacks=%v callbacks_named=%d callbacks_delivered=%d callbacks_expired=%d callbacks_pending=%d callbacks_acted=%d duplicate_deliveries=%d callback_max_attempts=%d",
@@ -776,15 +865,18 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		killed = append(killed, fmt.Sprintf("%s@%s", k.node, k.at.Sub(began).Round(100*time.Millisecond)))
 	}
 	t.Logf("chaos kills: %s", strings.Join(killed, " "))
-	t.Logf("chaos figures: keys=%d kills=%d effects=%d doubled=%d lost=%d uncertain=%d answered_uncertain=%d unlisted=%d unaudited=%d abandoned=%d unanswered=%d failed=%d recovery_p50=%s recovery_max=%s key_recovery_p50=%s key_recovery_max=%s load=%s settle=%s still_processing=%d stray_audit_events=%d async_accepted=%d forked=%d lost_invocations=%d stuck=%d changed=%d async_still_live=%d callbacks_still_due=%d callbacks_refused_by_receiver=%d stray_async=%d",
+	t.Logf("chaos figures: keys=%d kills=%d effects=%d doubled=%d lost=%d uncertain=%d answered_uncertain=%d unlisted=%d unaudited=%d abandoned=%d unanswered=%d failed=%d recovery_p50=%s recovery_max=%s key_recovery_p50=%s key_recovery_max=%s load=%s settle=%s still_processing=%d stray_audit_events=%d async_accepted=%d forked=%d lost_invocations=%d stuck=%d changed=%d async_still_live=%d callbacks_still_due=%d callbacks_refused_by_receiver=%d stray_async=%d unsettled_jobs=%d vendors_done=%v",
 		sum.keys, len(kills), nEffects, sum.doubled, sum.lost, len(listed), sum.uncertain, sum.unlisted, sum.unaudited, sum.abandoned, sum.unanswered, sum.failed,
 		percentile(allRecovery, 0.5).Round(time.Millisecond), percentile(allRecovery, 1).Round(time.Millisecond),
 		percentile(sum.keyRecovery, 0.5).Round(time.Millisecond), percentile(sum.keyRecovery, 1).Round(time.Millisecond),
 		loadTime.Round(time.Second), settleTime.Round(time.Second), processing, strayEvents,
-		sum.accepted, sum.forked, sum.lostInvocations, sum.stuck, sum.changed, asyncLive, callbacksDue, refusedDeliveries, strayAsync)
+		sum.accepted, sum.forked, sum.lostInvocations, sum.stuck, sum.changed, asyncLive, callbacksDue, refusedDeliveries, strayAsync, unsettledJobs, vendorsDone)
 
 	if len(kills) == 0 {
 		t.Fatal("no node was killed: the run proves nothing")
+	}
+	if !vendorsDone {
+		violations = append(violations, "webhook_refused: a vendor's deliveries were still being retried after the agents' time")
 	}
 	if processing > 0 {
 		violations = append(violations, fmt.Sprintf("settle: %d claim(s) still processing %s after the load ended", processing, plan.settleBy))
@@ -829,7 +921,7 @@ func chaosAct(rec *keyRecord, call func(context.Context, string) attempt, abando
 // chaosAgentKeys grants the agent identity the counting tool and mints it
 // n keys, one per agent worker: the rate limit is per key, and each
 // worker is one agent.
-func chaosAgentKeys(t *testing.T, addr, admin, subject string, n int) []string {
+func chaosAgentKeys(t *testing.T, addr, admin, subject, pattern string, n int) []string {
 	t.Helper()
 	post := func(path string, body any) []byte {
 		b, _ := json.Marshal(body)
@@ -847,7 +939,7 @@ func chaosAgentKeys(t *testing.T, addr, admin, subject string, n int) []string {
 		}
 		return raw
 	}
-	post("/v1/grants", map[string]any{"agent_id": subject, "pattern": "mcp." + chaosSlug + ".*"})
+	post("/v1/grants", map[string]any{"agent_id": subject, "pattern": pattern})
 	var keys []string
 	for range n {
 		var k struct {
@@ -910,7 +1002,7 @@ func chaosUncertainList(t *testing.T, base, admin string) []string {
 			var args struct {
 				ID string `json:"id"`
 			}
-			if it.Tool == chaosPlatform && json.Unmarshal(it.Arguments, &args) == nil {
+			if (it.Tool == chaosPlatform || it.Tool == vendorTool) && json.Unmarshal(it.Arguments, &args) == nil {
 				ids = append(ids, args.ID)
 			}
 		}
