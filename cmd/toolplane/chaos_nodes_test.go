@@ -25,6 +25,7 @@ type chaosNode struct {
 	database string // a SQLite file or a PostgreSQL DSN
 	dataDir  string
 	args     []string // further serve flags
+	env      []string // further environment, KEY=value
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -56,6 +57,7 @@ func (n *chaosNode) start(bin string) error {
 	args := append([]string{"serve", "--addr", n.addr, "--database", n.database, "--data", n.dataDir}, n.args...)
 	out := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return err

@@ -7,12 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -72,7 +74,32 @@ type chaosCluster struct {
 	admin string
 	// keys are the agents' keys: door → one per worker.
 	keys map[string][]string
+	// vendor takes the cluster's provider jobs and calls them back.
+	vendor *chaosVendor
+	// receiver takes the callbacks of the cluster's asynchronous calls,
+	// verified under the organization's secret; callbacks is whether the
+	// nodes accept a callback URL, and when they do not, noCallbacks says
+	// why.
+	receiver    *callbackReceiver
+	callbacks   bool
+	noCallbacks string
 }
+
+// chaosDoors are the doors the agents call through: REST and MCP in the
+// request, REST asynchronous calls polled (some with a callback), and
+// provider jobs submitted over REST (the vendor calls them back).
+var chaosDoors = []string{"rest", "mcp", "async", "provider"}
+
+const (
+	// asyncCallbackRate is the share of asynchronous calls submitted with
+	// the test's callback URL; asyncCancelRate those the agent asks to
+	// cancel once accepted.
+	asyncCallbackRate = 0.5
+	asyncCancelRate   = 0.1
+	// asyncStaleAfter is the nodes' --async-stale-after: short, so a
+	// hand-off lost with a killed node is found within the settle time.
+	asyncStaleAfter = "15s"
+)
 
 // keyRecord is what one action (one idempotency key) went through.
 type keyRecord struct {
@@ -86,6 +113,7 @@ type keyRecord struct {
 	answered          time.Time
 	retries           map[string]int // retry answers by code
 	lastRetry         string         // the last retry answer's detail
+	async             *asyncRecord   // the async door's submissions and reads
 }
 
 // killEvent is one SIGKILL.
@@ -101,9 +129,12 @@ type okEvent struct {
 	cluster, door string
 }
 
-// TestChaosExactlyOnceAcrossDoors drives write actions through both doors
+// TestChaosExactlyOnceAcrossDoors drives write actions through three doors
 // (REST with an idempotency key; MCP with the SDK client, reconnecting
-// after each failure, with the key in _meta) against three `toolplane
+// after each failure, with the key in _meta; REST asynchronous calls under
+// an idempotency key, submitted again after a lost answer and polled
+// until they end, half with a callback URL the test receives, a few
+// cancelled) against three `toolplane
 // serve` nodes on one PostgreSQL behind a round-robin proxy with no
 // stickiness, and one node on SQLite, while nodes are SIGKILLed at random
 // and started again. Every write reaches a counting upstream MCP server.
@@ -121,6 +152,35 @@ type okEvent struct {
 // rule where it is checked); no claim is left processing once the sweeps
 // had their time (settle).
 //
+// Asynchronous actions are judged by their record as the store holds it
+// after the settle time, abandoned ones included (only the platform moved
+// those on): one invocation per key, and every submission of the key
+// answered its id (forked); every accepted invocation still stored
+// (lost_invocation) and ended (stuck), in the state the agent read
+// (changed); an ended call succeeded has exactly one effect, and one
+// failed or cancelled none (lost, doubled as above); one ended uncertain
+// is listed (unlisted). Each cluster's callbacks reach a receiver that
+// checks them with the shipped verifier under the organization's secret
+// (a rotation made at the start): a callback is delivered, or expired,
+// never pending once the settle time is over (callback); every delivery
+// verifies (callback_unverified); a call is acted on once, any repeat
+// carrying the delivery id already acted on, which the verifier refuses
+// as a replay (callback_twice; the replays are counted as
+// duplicate_deliveries); only an ended call's, with its state and result
+// (callback_mismatch); and only to a call that named it (callback_stray).
+//
+// Provider jobs: the nodes are the toolplane binary with a submit tool
+// compiled in (internal/chaosnode), whose agents submit over REST under an
+// idempotency key; a vendor in the test process counts its submissions
+// (they are the effects the rules above hold: one per action at most) and
+// calls each job back, signed, during the kills, at random nodes,
+// sometimes twice, sometimes after a progress report, until acknowledged.
+// Afterwards every job the vendor ended is in that state and settled
+// once: usage_id set to its one usage row, at the reported cost
+// (unsettled); no other usage row of the tool (usage_doubled); every
+// delivery acknowledged, none refused (webhook_refused); one audit event
+// of its ending and one of its settlement (job_audit).
+//
 // The figures are logged as "chaos door=… cluster=…", "chaos kills:" and
 // "chaos figures:" lines of key=value pairs. Each broken guarantee is an
 // error of its own.
@@ -130,7 +190,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		t.Skip("the chaos test runs four nodes for about a minute and a half; it is left out of -short")
 	}
 	plan := chaosPlanFor(*chaosLong || os.Getenv("TOOLPLANE_CHAOS_LONG") != "")
-	bin, err := build()
+	bin, err := buildChaosNode()
 	if err != nil {
 		t.Fatalf("go build: %v", err)
 	}
@@ -157,7 +217,13 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	flags := []string{"--upstreams", upstreams,
 		// Sessions a client abandons on a live node stay until they idle
 		// out; the cap is not what this test measures.
-		"--mcp-sessions-per-key", "100000"}
+		"--mcp-sessions-per-key", "100000",
+		// The callback receiver is the test process, on loopback.
+		"--notify-allow-cidr", "127.0.0.1/32",
+		"--async-stale-after", asyncStaleAfter,
+		// The vendor of the compiled-in submit tool, and its deliveries,
+		// all from loopback.
+		"--provider-webhook", vendorName + "=body-sha1:" + strconv.Itoa(centsPerCredit), "--provider-webhook-rate-limit", "0"}
 	flags = append(flags, strings.Fields(os.Getenv(chaosFlagsEnv))...)
 
 	pg := &chaosCluster{name: "postgres"}
@@ -169,6 +235,16 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		database: filepath.Join(dir, "sqlite", "toolplane.db"), dataDir: filepath.Join(dir, "sqlite"), args: flags}}}
 	clusters := []*chaosCluster{pg, sq}
 	all := append(slices.Clone(pg.nodes), sq.nodes...)
+	for _, c := range clusters {
+		var addrs []string
+		for _, n := range c.nodes {
+			addrs = append(addrs, n.addr)
+		}
+		c.vendor = newChaosVendor(t, addrs)
+		for _, n := range c.nodes {
+			n.env = []string{vendorEnv + "=" + c.vendor.URL, vendorSecretEv + "=" + vendorSecret}
+		}
+	}
 	t.Cleanup(func() {
 		for _, n := range all {
 			if err := n.stop(); err != nil {
@@ -191,6 +267,10 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		}
 		c.admin = creds["TOOLPLANE_ADMIN_KEY"]
 		for _, n := range c.nodes[1:] {
+			// Nodes sharing a database share the keys its secrets (the
+			// callback signing secret among them) are sealed under, as a
+			// deployment of several nodes must: the first node's.
+			n.args = append(slices.Clone(n.args), "--kek-file", filepath.Join(c.nodes[0].dataDir, "kek"))
 			if err := n.start(bin); err != nil {
 				t.Fatal(err)
 			}
@@ -201,12 +281,23 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		}
 		c.proxy = newRRProxy(t, addrs...)
 		c.keys = map[string][]string{}
-		for _, door := range []string{"rest", "mcp"} {
-			c.keys[door] = chaosAgentKeys(t, c.nodes[0].addr, c.admin, "chaos-"+door, plan.workers)
+		for _, door := range chaosDoors {
+			pattern := "mcp." + chaosSlug + ".*"
+			if door == "provider" {
+				pattern = "vendor.*"
+			}
+			c.keys[door] = chaosAgentKeys(t, c.nodes[0].addr, c.admin, "chaos-"+door, pattern, plan.workers)
 		}
 		// Every node has ingested the upstream before the run starts.
 		for _, n := range c.nodes {
 			waitForTool(t, n.addr, c.keys["rest"][0], chaosPlatform)
+		}
+		c.receiver = newCallbackReceiver(t)
+		c.callbacks, c.noCallbacks = callbacksAccepted(t, c.nodes[0].addr, c.keys["async"][0], c.receiver.URL)
+		if c.callbacks {
+			c.receiver.useSecret(t, rotateCallbackSecret(t, c.nodes[0].addr, c.admin))
+		} else {
+			t.Logf("chaos callbacks cluster=%s off: %s", c.name, c.noCallbacks)
 		}
 	}
 
@@ -220,11 +311,15 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	began := time.Now()
 	windowEnd := began.Add(plan.window)
 	answerBy := windowEnd.Add(plan.answerBy)
+	for _, c := range clusters {
+		// A vendor retries a delivery as long as an agent may wait.
+		c.vendor.until = answerBy
+	}
 
 	// The agents.
 	var wg sync.WaitGroup
 	for _, c := range clusters {
-		for _, door := range []string{"rest", "mcp"} {
+		for _, door := range chaosDoors {
 			for w, key := range c.keys[door] {
 				wg.Add(1)
 				go func() {
@@ -238,9 +333,18 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 					hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableKeepAlives: perRequest}}
 					defer hc.CloseIdleConnections()
 					var call func(context.Context, string) attempt
+					var async *asyncDoor
 					switch door {
+					case "async":
+						async = &asyncDoor{base: c.proxy.URL(), key: key, tool: chaosPlatform, client: hc,
+							callbackRate: asyncCallbackRate, cancelRate: asyncCancelRate}
+						if c.callbacks {
+							async.callbackURL = c.receiver.URL
+						}
 					case "rest":
 						call = (&restDoor{base: c.proxy.URL(), key: key, tool: chaosPlatform, client: hc}).call
+					case "provider":
+						call = (&restDoor{base: c.proxy.URL(), key: key, tool: vendorTool, client: hc}).call
 					case "mcp":
 						d := &mcpDoor{endpoint: c.proxy.URL() + "/mcp", tool: chaosModel,
 							client:     mcp.NewClient(&mcp.Implementation{Name: "chaos-agent", Version: "1"}, nil),
@@ -255,7 +359,11 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 					}
 					for n := 0; time.Now().Before(windowEnd); n++ {
 						rec := &keyRecord{id: fmt.Sprintf("%s-%s-w%d-%d", c.name, door, w, n), cluster: c.name, door: door, retries: map[string]int{}}
-						chaosAct(rec, call, plan.abandonRate, answerBy)
+						if async != nil {
+							async.act(rec, plan.abandonRate, answerBy)
+						} else {
+							chaosAct(rec, call, plan.abandonRate, answerBy)
+						}
 						mu.Lock()
 						records = append(records, rec)
 						if rec.final == answerOK || rec.final == answerReplayed {
@@ -325,18 +433,51 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	}
 	defer sqDB.Close()
 	stores := map[string]toolplane.Store{"postgres": postgres.New(pgPool), "sqlite": sqlite.New(sqDB)}
+	// The same for asynchronous calls still moving and callbacks still
+	// due: an abandoned call is moved on only by the platform; and for
+	// provider jobs, once their vendor's deliveries were acknowledged.
 	settleStart := time.Now()
-	var processing int
+	vendorsDone := true
+	for _, c := range clusters {
+		vendorsDone = c.vendor.Wait(time.Until(answerBy.Add(15*time.Second))) && vendorsDone
+	}
+	queries := map[string]rowQuery{"postgres": pgQuery(pgPool), "sqlite": sqliteQuery(sqDB)}
+	var processing, asyncLive, callbacksDue, unsettledJobs int
 	for {
-		processing = 0
+		processing, asyncLive, callbacksDue, unsettledJobs = 0, 0, 0, 0
+		for _, q := range queries {
+			err := q(ctx, `SELECT count(*) FROM provider_jobs WHERE usage_id IS NULL AND state IN ('completed', 'failed', 'cancelled')`,
+				func(scan func(...any) error) error {
+					var n int
+					err := scan(&n)
+					unsettledJobs += n
+					return err
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, st := range stores {
 			cs, _, err := st.ListClaims(ctx, chaosOrg, toolplane.ClaimProcessing, "", 1000)
 			if err != nil {
 				t.Fatal(err)
 			}
 			processing += len(cs)
+			// Every call still moving or owed a callback, however recently
+			// touched.
+			stale, err := st.StaleAsyncCalls(ctx, time.Now().Add(time.Hour), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range stale {
+				if c.Status.Terminal() {
+					callbacksDue++
+				} else {
+					asyncLive++
+				}
+			}
 		}
-		if processing == 0 || time.Since(settleStart) > plan.settleBy {
+		if processing+asyncLive+callbacksDue+unsettledJobs == 0 || time.Since(settleStart) > plan.settleBy {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -357,6 +498,10 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	asyncByAction, err := asyncRows(ctx, pgPool, sqDB)
+	if err != nil {
+		t.Fatalf("asynchronous calls: %v", err)
+	}
 	idOfHash := map[string]string{}
 	for _, r := range records {
 		h, _ := canonical.Hash(map[string]any{"id": r.id})
@@ -374,7 +519,7 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range cs {
-				if id, ok := idOfHash[c.RequestHash]; ok && c.Tool == chaosPlatform {
+				if id, ok := idOfHash[c.RequestHash]; ok && (c.Tool == chaosPlatform || c.Tool == vendorTool) {
 					completed[id] = true
 				}
 			}
@@ -387,48 +532,68 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 	type auditCount struct{ ok, replayed, uncertain, other int }
 	audits := map[string]*auditCount{}
 	strayEvents := 0
+	// The provider jobs' own events (their transitions and settlement),
+	// by job and outcome.
+	jobEvents := map[string]map[string]int{}
 	for _, st := range stores {
-		after := ""
-		for {
-			evs, next, err := st.ListAudit(ctx, chaosOrg, toolplane.AuditFilter{Tool: chaosPlatform}, after, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range evs {
-				id, ok := idOfHash[ev.ArgumentsHash]
-				if !ok {
-					strayEvents++
-					continue
+		for _, tool := range []string{chaosPlatform, vendorTool} {
+			after := ""
+			for {
+				evs, next, err := st.ListAudit(ctx, chaosOrg, toolplane.AuditFilter{Tool: tool}, after, 1000)
+				if err != nil {
+					t.Fatal(err)
 				}
-				a := audits[id]
-				if a == nil {
-					a = &auditCount{}
-					audits[id] = a
+				for _, ev := range evs {
+					if job, ok := strings.CutPrefix(ev.Reason, "provider job "); ok && strings.HasPrefix(ev.Outcome, "provider_job_") {
+						if jobEvents[job] == nil {
+							jobEvents[job] = map[string]int{}
+						}
+						jobEvents[job][ev.Outcome]++
+						continue
+					}
+					id, ok := idOfHash[ev.ArgumentsHash]
+					if !ok {
+						strayEvents++
+						continue
+					}
+					a := audits[id]
+					if a == nil {
+						a = &auditCount{}
+						audits[id] = a
+					}
+					switch {
+					case ev.Outcome == "ok" && ev.Replayed:
+						a.replayed++
+					case ev.Outcome == "ok":
+						a.ok++
+					case ev.Outcome == string(toolplane.CodeUncertain):
+						a.uncertain++
+					default:
+						a.other++
+					}
 				}
-				switch {
-				case ev.Outcome == "ok" && ev.Replayed:
-					a.replayed++
-				case ev.Outcome == "ok":
-					a.ok++
-				case ev.Outcome == string(toolplane.CodeUncertain):
-					a.uncertain++
-				default:
-					a.other++
+				if next == "" {
+					break
 				}
+				after = next
 			}
-			if next == "" {
-				break
-			}
-			after = next
 		}
 	}
 
-	// The verdicts, per action.
+	// The verdicts, per action: the effects of the actions' writes are
+	// the counting upstream's and the vendors' submissions.
 	effects := up.Effects()
+	for _, c := range clusters {
+		maps.Copy(effects, c.vendor.Effects())
+	}
 	type tally struct {
 		keys, ok, replayed, uncertain, failed, abandoned, unanswered                                            int
 		doubled, lost, unlisted, unaudited, interruptedKeys, inFlight, rateLimited, lostSession, sessionMissing int
 		keyRecovery                                                                                             []time.Duration
+		// The async door's: calls accepted, by the state their record
+		// ended in; submissions answered existing; and the broken rules.
+		accepted, succeeded, asyncFailed, asyncUncertain, cancelled, cancelAsked, existing, notFound int
+		forked, lostInvocations, stuck, changed                                                      int
 	}
 	tallies := map[string]*tally{}
 	var violations []string
@@ -468,6 +633,55 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		}
 		es := effects[r.id]
 		answeredOK := !r.abandoned && !r.unanswered && (r.final == answerOK || r.final == answerReplayed)
+		// An asynchronous action is judged by its record, which the
+		// platform ends whether or not the agent is still there.
+		var row *asyncRow
+		if ar := r.async; ar != nil {
+			rows := asyncByAction[r.id]
+			if ar.cancel {
+				tl.cancelAsked++
+			}
+			tl.existing += ar.existing
+			tl.notFound += ar.notFound
+			if len(rows) > 1 || len(ar.forked) > 0 {
+				tl.forked++
+				var ids []string
+				for _, w := range rows {
+					ids = append(ids, w.id)
+				}
+				violate("forked", r, "one key, invocations %v stored and %v answered to a submission after %s", ids, ar.forked, ar.invocation)
+			}
+			for i := range rows {
+				if ar.invocation == "" || rows[i].id == ar.invocation {
+					row = &rows[i]
+				}
+			}
+			switch {
+			case ar.invocation != "" && row == nil:
+				tl.lostInvocations++
+				violate("lost_invocation", r, "invocation %s was accepted (202) and is not stored", ar.invocation)
+			case row != nil && !row.status.Terminal():
+				tl.stuck++
+				violate("stuck", r, "invocation %s still %s %s after the load ended", row.id, row.status, plan.settleBy)
+			case row != nil && ar.status != "" && ar.status != row.status:
+				tl.changed++
+				violate("changed", r, "invocation %s read %s, stored %s", row.id, ar.status, row.status)
+			}
+			if row != nil {
+				tl.accepted++
+				switch row.status {
+				case toolplane.AsyncSucceeded:
+					tl.succeeded++
+				case toolplane.AsyncFailed:
+					tl.asyncFailed++
+				case toolplane.AsyncUncertain:
+					tl.asyncUncertain++
+				case toolplane.AsyncCancelled:
+					tl.cancelled++
+				}
+				answeredOK = row.status == toolplane.AsyncSucceeded
+			}
+		}
 		if len(es) > 1 {
 			tl.doubled++
 			keys := map[string]bool{}
@@ -480,12 +694,18 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		case answeredOK && len(es) == 0:
 			tl.lost++
 			violate("lost", r, "answered %s without an effect", r.final)
-		case len(es) > 0 && !answeredOK && !listed[r.id] && !(r.abandoned && completed[r.id]):
+		case len(es) > 0 && row != nil && !answeredOK && !listed[r.id]:
+			tl.lost++
+			violate("lost", r, "%d effect(s), invocation %s ended %s (%s), not listed uncertain", len(es), row.id, row.status, row.code)
+		case len(es) > 0 && row == nil && !answeredOK && !listed[r.id] && !(r.abandoned && completed[r.id]):
 			tl.lost++
 			violate("lost", r, "%d effect(s), answered %s (abandoned %v, unanswered %v, claim completed %v), not listed uncertain",
 				len(es), r.final, r.abandoned, r.unanswered, completed[r.id])
 		}
-		if !r.abandoned && !r.unanswered && r.final == answerUncertain && !listed[r.id] {
+		if row != nil && row.status == toolplane.AsyncUncertain && !listed[r.id] {
+			tl.unlisted++
+			violate("unlisted", r, "invocation %s ended uncertain but missing from /v1/uncertain", row.id)
+		} else if row == nil && !r.abandoned && !r.unanswered && r.final == answerUncertain && !listed[r.id] {
 			tl.unlisted++
 			violate("unlisted", r, "answered uncertain but missing from /v1/uncertain")
 		}
@@ -507,7 +727,9 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		if len(es) > 0 || a.ok > 0 {
 			var bad string
 			switch {
-			case r.abandoned && a.ok+a.uncertain != len(es):
+			// An asynchronous call's worker, run again after a kill, reads
+			// the journal again: its events are a retry's.
+			case r.abandoned && r.async == nil && a.ok+a.uncertain != len(es):
 				bad = fmt.Sprintf("%d effect(s) but %d ok and %d uncertain event(s); abandoned, so no answer of a retry is among them", len(es), a.ok, a.uncertain)
 			case a.ok > len(es):
 				bad = fmt.Sprintf("%d ok event(s) for %d effect(s)", a.ok, len(es))
@@ -544,8 +766,35 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		return percentile(ds, 0.5), percentile(ds, 1), never
 	}
 
+	pjTallies := map[string]*providerTally{}
+	for _, c := range clusters {
+		rows, usage, err := providerJobsOf(ctx, queries[c.name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, vs := judgeProviderJobs(c.name, c.vendor.Jobs(), c.vendor.Effects(), rows, usage, jobEvents)
+		pjTallies[c.name] = tl
+		violations = append(violations, vs...)
+	}
+	cbTallies := map[string]*callbackTally{}
+	refusedDeliveries := 0
+	for _, c := range clusters {
+		f := c.receiver.Figures()
+		tl, vs := judgeCallbacks(c.name, asyncByAction, f)
+		cbTallies[c.name] = tl
+		refusedDeliveries += f.refused
+		violations = append(violations, vs...)
+	}
+	strayAsync := 0
+	for action, rows := range asyncByAction {
+		if !slices.ContainsFunc(records, func(r *keyRecord) bool { return r.id == action && r.async != nil }) {
+			strayAsync += len(rows)
+			violations = append(violations, fmt.Sprintf("stray_async: %d asynchronous call(s) for %s, which no agent submitted asynchronously", len(rows), action))
+		}
+	}
+
 	var sum tally
-	for _, door := range []string{"rest", "mcp"} {
+	for _, door := range chaosDoors {
 		for _, c := range clusters {
 			tl := tallies[door+"/"+c.name]
 			if tl == nil {
@@ -559,8 +808,20 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 				}
 			}
 			sessions := ""
-			if door == "mcp" {
+			switch door {
+			case "mcp":
 				sessions = fmt.Sprintf(" sessions=%d session_missing_answers=%d", mcpSess[c.name], tl.sessionMissing)
+			case "provider":
+				pj := pjTallies[c.name]
+				sessions = fmt.Sprintf(" jobs=%d vendor_posts=%d webhook_deliveries=%d duplicate_webhooks=%d progress_webhooks=%d webhook_retries=%d webhook_refused=%d settled=%d unsettled=%d usage_rows=%d usage_doubled=%d reserved_unsent=%d job_events=%d job_audit=%d",
+					pj.jobs, pj.vendorPosts, pj.deliveries, pj.duplicates, pj.progress, pj.retries, pj.refused, pj.settled, pj.unsettled, pj.usageRows, pj.doubled, pj.unsent,
+					pj.events, pj.unaudited)
+			case "async":
+				cb := cbTallies[c.name]
+				sessions = fmt.Sprintf(" accepted=%d succeeded=%d async_failed=%d async_uncertain=%d cancelled=%d cancel_asked=%d existing_answers=%d not_found_reads=%d forked=%d lost_invocations=%d stuck=%d changed=%d callbacks=%v callbacks_named=%d callbacks_delivered=%d callbacks_expired=%d callbacks_pending=%d callbacks_acted=%d duplicate_deliveries=%d callback_max_attempts=%d",
+					tl.accepted, tl.succeeded, tl.asyncFailed, tl.asyncUncertain, tl.cancelled, tl.cancelAsked, tl.existing, tl.notFound,
+					tl.forked, tl.lostInvocations, tl.stuck, tl.changed, c.callbacks, cb.named, cb.delivered, cb.expired, cb.pending,
+					cb.acted, cb.replays, cb.maxAttempts)
 			}
 			t.Logf("chaos door=%s cluster=%s keys=%d ok=%d replayed=%d uncertain=%d failed=%d abandoned=%d unanswered=%d doubled=%d lost=%d unlisted=%d unaudited=%d interrupted_keys=%d in_flight_answers=%d rate_limited_answers=%d lost_connections=%d%s kills=%d recovery_p50=%s recovery_max=%s recovery_never=%d key_recovery_p50=%s key_recovery_max=%s",
 				door, c.name, tl.keys, tl.ok, tl.replayed, tl.uncertain, tl.failed, tl.abandoned, tl.unanswered, tl.doubled, tl.lost, tl.unlisted, tl.unaudited,
@@ -575,6 +836,11 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 			sum.abandoned += tl.abandoned
 			sum.unanswered += tl.unanswered
 			sum.failed += tl.failed
+			sum.accepted += tl.accepted
+			sum.forked += tl.forked
+			sum.lostInvocations += tl.lostInvocations
+			sum.stuck += tl.stuck
+			sum.changed += tl.changed
 			sum.keyRecovery = append(sum.keyRecovery, tl.keyRecovery...)
 		}
 	}
@@ -599,14 +865,18 @@ func TestChaosExactlyOnceAcrossDoors(t *testing.T) {
 		killed = append(killed, fmt.Sprintf("%s@%s", k.node, k.at.Sub(began).Round(100*time.Millisecond)))
 	}
 	t.Logf("chaos kills: %s", strings.Join(killed, " "))
-	t.Logf("chaos figures: keys=%d kills=%d effects=%d doubled=%d lost=%d uncertain=%d answered_uncertain=%d unlisted=%d unaudited=%d abandoned=%d unanswered=%d failed=%d recovery_p50=%s recovery_max=%s key_recovery_p50=%s key_recovery_max=%s load=%s settle=%s still_processing=%d stray_audit_events=%d",
+	t.Logf("chaos figures: keys=%d kills=%d effects=%d doubled=%d lost=%d uncertain=%d answered_uncertain=%d unlisted=%d unaudited=%d abandoned=%d unanswered=%d failed=%d recovery_p50=%s recovery_max=%s key_recovery_p50=%s key_recovery_max=%s load=%s settle=%s still_processing=%d stray_audit_events=%d async_accepted=%d forked=%d lost_invocations=%d stuck=%d changed=%d async_still_live=%d callbacks_still_due=%d callbacks_refused_by_receiver=%d stray_async=%d unsettled_jobs=%d vendors_done=%v",
 		sum.keys, len(kills), nEffects, sum.doubled, sum.lost, len(listed), sum.uncertain, sum.unlisted, sum.unaudited, sum.abandoned, sum.unanswered, sum.failed,
 		percentile(allRecovery, 0.5).Round(time.Millisecond), percentile(allRecovery, 1).Round(time.Millisecond),
 		percentile(sum.keyRecovery, 0.5).Round(time.Millisecond), percentile(sum.keyRecovery, 1).Round(time.Millisecond),
-		loadTime.Round(time.Second), settleTime.Round(time.Second), processing, strayEvents)
+		loadTime.Round(time.Second), settleTime.Round(time.Second), processing, strayEvents,
+		sum.accepted, sum.forked, sum.lostInvocations, sum.stuck, sum.changed, asyncLive, callbacksDue, refusedDeliveries, strayAsync, unsettledJobs, vendorsDone)
 
 	if len(kills) == 0 {
 		t.Fatal("no node was killed: the run proves nothing")
+	}
+	if !vendorsDone {
+		violations = append(violations, "webhook_refused: a vendor's deliveries were still being retried after the agents' time")
 	}
 	if processing > 0 {
 		violations = append(violations, fmt.Sprintf("settle: %d claim(s) still processing %s after the load ended", processing, plan.settleBy))
@@ -651,7 +921,7 @@ func chaosAct(rec *keyRecord, call func(context.Context, string) attempt, abando
 // chaosAgentKeys grants the agent identity the counting tool and mints it
 // n keys, one per agent worker: the rate limit is per key, and each
 // worker is one agent.
-func chaosAgentKeys(t *testing.T, addr, admin, subject string, n int) []string {
+func chaosAgentKeys(t *testing.T, addr, admin, subject, pattern string, n int) []string {
 	t.Helper()
 	post := func(path string, body any) []byte {
 		b, _ := json.Marshal(body)
@@ -669,7 +939,7 @@ func chaosAgentKeys(t *testing.T, addr, admin, subject string, n int) []string {
 		}
 		return raw
 	}
-	post("/v1/grants", map[string]any{"agent_id": subject, "pattern": "mcp." + chaosSlug + ".*"})
+	post("/v1/grants", map[string]any{"agent_id": subject, "pattern": pattern})
 	var keys []string
 	for range n {
 		var k struct {
@@ -732,7 +1002,7 @@ func chaosUncertainList(t *testing.T, base, admin string) []string {
 			var args struct {
 				ID string `json:"id"`
 			}
-			if it.Tool == chaosPlatform && json.Unmarshal(it.Arguments, &args) == nil {
+			if (it.Tool == chaosPlatform || it.Tool == vendorTool) && json.Unmarshal(it.Arguments, &args) == nil {
 				ids = append(ids, args.ID)
 			}
 		}

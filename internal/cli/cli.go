@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/toolplane/toolplane/internal/server"
 	"github.com/toolplane/toolplane/policy"
 )
 
@@ -24,6 +25,17 @@ import (
 // arguments).
 func Main(args []string, stdout, stderr io.Writer) int {
 	return execute(&app{stdout: stdout, stderr: stderr, getenv: os.Getenv, signals: true, engines: policyEngines}, args)
+}
+
+// MainWith runs the command line as Main does, and hands `serve`'s
+// configuration, built from its flags and environment, to tune before the
+// server is built from it: how a program built in this module that
+// compiles its own tools into toolplane (what only Go can give a
+// server.Config, such as tools that submit provider jobs) keeps every
+// flag and command of the toolplane binary. The chaos test's nodes are
+// such a program.
+func MainWith(args []string, stdout, stderr io.Writer, tune func(*server.Config)) int {
+	return execute(&app{stdout: stdout, stderr: stderr, getenv: os.Getenv, signals: true, engines: policyEngines, tune: tune}, args)
 }
 
 // app is what every command shares: where it writes and how it reads the
@@ -38,6 +50,8 @@ type app struct {
 	signals bool
 	// engines are the rule languages the offline policy test compiles.
 	engines []policy.Engine
+	// tune, when set, completes serve's configuration (MainWith).
+	tune func(*server.Config)
 }
 
 // exitError ends a command with a status; err, when set, is printed.

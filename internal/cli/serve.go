@@ -49,7 +49,11 @@ really works; --database names a PostgreSQL DSN for a node of many.`,
 				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 				defer stop()
 			}
-			if code := serve(ctx, args, a.stdout, a.stderr); code != 0 {
+			var tune []func(*server.Config)
+			if a.tune != nil {
+				tune = append(tune, a.tune)
+			}
+			if code := serve(ctx, args, a.stdout, a.stderr, tune...); code != 0 {
 				return silent(code)
 			}
 			return nil
@@ -59,8 +63,9 @@ really works; --database names a PostgreSQL DSN for a node of many.`,
 
 // serve runs the server until ctx ends, then shuts down gracefully: the
 // listener stops, calls in flight finish (or hold their claims), background
-// jobs in hand finish, and queued audit events are stored.
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// jobs in hand finish, and queued audit events are stored. Each of tune
+// completes the configuration the flags made (MainWith).
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ...func(*server.Config)) int {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -115,6 +120,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	heartbeatEvery := fs.Duration("heartbeat", server.DefaultHeartbeat, "how often this node tells the others it is alive")
 	deadAfter := fs.Duration("node-dead-after", server.DefaultNodeDeadAfter, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")
 	sweepEvery := fs.Duration("sweep-every", server.DefaultSweepEvery, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
+	asyncStale := fs.Duration("async-stale-after", 0, "how long an asynchronous call still queued or running, or a callback still due, goes untouched before the sweep hands it to a worker again, in case its hand-off was lost with a node (0: 1m)")
 	if err := fs.Parse(longDashesIn(fs, args)); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stdout, "usage: toolplane serve [flags]\n\nflags:\n%s", fs.FlagUsages())
@@ -154,7 +160,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
-		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery,
+		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
 			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
@@ -187,6 +193,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.NodeDeadAfter <= 0 {
 		cfg.NodeDeadAfter = -1
 	}
+	for _, f := range tune {
+		f(&cfg)
+	}
 	s, err := server.New(ctx, cfg)
 	if err != nil {
 		return fail(err)
@@ -207,7 +216,7 @@ var serveFlags = map[string]string{
 	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
-	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every",
+	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
 	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",

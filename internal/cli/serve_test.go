@@ -121,6 +121,26 @@ func TestServeRefusesToolsWithoutAHandler(t *testing.T) {
 	}
 }
 
+// A program embedding toolplane (MainWith) completes the configuration
+// serve's flags made, before the server is built from it.
+func TestServeHandsItsConfigurationToTune(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var out, errOut syncbuf.Buffer
+	var seen time.Duration
+	code := serve(context.Background(), []string{"--addr", "127.0.0.1:0", "--database", filepath.Join(dir, "toolplane.db"), "--sweep-every", "7s"}, &out, &errOut,
+		func(c *server.Config) {
+			seen = c.SweepEvery
+			c.Heartbeat = -time.Second // refused by the server, so the run stops before it opens anything
+		})
+	if seen != 7*time.Second {
+		t.Errorf("tune saw SweepEvery %v, want the flag's 7s", seen)
+	}
+	if code != 1 || !strings.Contains(errOut.String(), "--heartbeat: -1s is negative") {
+		t.Errorf("exit %d, stderr %q: the server was not built from the tuned configuration", code, errOut.String())
+	}
+}
+
 // A setting the server cannot use is reported by the flag that set it,
 // before the database is opened.
 func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
@@ -133,6 +153,7 @@ func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
 		{[]string{"--jwt-issuer", "https://issuer.example", "--jwt-audience", "toolplane"}, "toolplane serve: --jwt-issuer needs --jwt-audience and --jwt-jwks-url\n"},
 		{[]string{"--heartbeat", "-1s"}, "toolplane serve: --heartbeat: -1s is negative (zero takes the default)\n"},
 		{[]string{"--sweep-every", "-2s"}, "toolplane serve: --sweep-every: -2s is negative (zero takes the default)\n"},
+		{[]string{"--async-stale-after", "-3s"}, "toolplane serve: --async-stale-after: -3s is negative (zero takes the default)\n"},
 		{[]string{"--vault-token-file", "/x"}, "toolplane serve: --vault-token-file needs --vault-addr\n"},
 		{[]string{"--vault-cache-ttl", "-1s"}, "toolplane serve: --vault-cache-ttl: -1s is negative (zero takes the default)\n"},
 		{[]string{"--trusted-proxy", "10.0.0.0/8,proxy.internal"}, "toolplane serve: --trusted-proxy: a trusted proxy is an IP address or a CIDR prefix (10.0.0.0/8, fd00::/8), not \"proxy.internal\"\n"},

@@ -52,10 +52,11 @@ var liveStates = []rivertype.JobState{
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
 }
 
-// asyncStale is how long a live call or a due callback goes untouched
-// before the sweep hands it out again; a job that exists for it makes the
-// hand-off a no-op (the jobs are unique while live).
-const asyncStale = time.Minute
+// defaultAsyncStale is how long a live call or a due callback goes
+// untouched before the sweep hands it out again (Options.AsyncStaleAfter);
+// a job that exists for it makes the hand-off a no-op (the jobs are unique
+// while live).
+const defaultAsyncStale = time.Minute
 
 type asyncRunWorker struct {
 	river.WorkerDefaults[AsyncRunArgs]
@@ -102,7 +103,7 @@ type sweepAsyncWorker struct {
 }
 
 func (x *sweepAsyncWorker) Work(ctx context.Context, _ *river.Job[SweepAsyncArgs]) error {
-	cs, err := x.w.deps.Async.Stale(ctx, x.w.opt.Now().Add(-asyncStale), sweepBatch)
+	cs, err := x.w.deps.Async.Stale(ctx, x.w.opt.Now().Add(-x.w.opt.AsyncStaleAfter), sweepBatch)
 	if err != nil {
 		return err
 	}

@@ -156,6 +156,13 @@ type Options struct {
 	// AsyncWorkers is how many asynchronous calls one node runs at once;
 	// default 20.
 	AsyncWorkers int
+	// AsyncStaleAfter is how long an asynchronous call still moving, or
+	// a callback still due, goes untouched before the sweep hands it to a
+	// worker again; default a minute. The jobs are unique while live, so
+	// a hand-off that was not lost is a no-op: a shorter bound costs only
+	// the sweep's reads, and finds a hand-off lost between a commit and
+	// its enqueueing sooner.
+	AsyncStaleAfter time.Duration
 	// CallbackAttempts is how many times a callback is posted before it is
 	// given up (expired); default 15. CallbackBackoff is the wait after
 	// the first failure, doubling after each, at most an hour; default
@@ -222,6 +229,7 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.SettleAttempts, 4)
 	orDefault(&o.AsyncAttempts, 5)
 	orDefault(&o.AsyncWorkers, 20)
+	orDefault(&o.AsyncStaleAfter, defaultAsyncStale)
 	orDefault(&o.CallbackAttempts, 15)
 	orDefault(&o.CallbackBackoff, 5*time.Second)
 	if o.Logger == nil {

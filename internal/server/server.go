@@ -214,6 +214,10 @@ type Config struct {
 	// SweepEvery is how often the sweep decides lost claims and schedules
 	// approved calls; default DefaultSweepEvery.
 	SweepEvery time.Duration
+	// AsyncStaleAfter is how long an asynchronous call still moving, or a
+	// callback still due, goes untouched before the sweep hands it to a
+	// worker again (jobs.Options.AsyncStaleAfter); default a minute.
+	AsyncStaleAfter time.Duration
 	// TracerProvider, when set, receives the span of every call (a test's
 	// recorder, or a provider the embedding program configured). Nil: an
 	// OTLP/HTTP exporter when TracingEnv names one
@@ -306,7 +310,7 @@ func (c Config) withDefaults() (Config, error) {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}, {"Vault.CacheTTL", c.Vault.CacheTTL},
+	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}, {"AsyncStaleAfter", c.AsyncStaleAfter}, {"Vault.CacheTTL", c.Vault.CacheTTL},
 		{"SessionIdleTimeout", c.SessionIdleTimeout}, {"SessionMaxAge", c.SessionMaxAge}} {
 		if d.v < 0 {
 			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
