@@ -88,6 +88,10 @@ type AsyncCall struct {
 	Code   string
 	// ApprovalID is the approval the call waits for (or waited for).
 	ApprovalID string
+	// Runner is the node instance that last took the call (running): a
+	// worker finding it running on a node that still heartbeats leaves it
+	// to that node.
+	Runner string
 	// CancelRequested is set when a caller asked to cancel a running call:
 	// its worker ends the handler's context, and the call ends cancelled
 	// unless it finished first.
@@ -113,7 +117,10 @@ type AsyncMove struct {
 	Code   string
 	// ApprovalID, when set, is stored: the approval the call waits for.
 	ApprovalID string
-	At         time.Time
+	// Runner is stored with a move to running: the node instance taking
+	// the call.
+	Runner string
+	At     time.Time
 }
 
 // AsyncCallStore is the storage of asynchronous calls, scoped to one
@@ -130,7 +137,7 @@ type AsyncCallStore interface {
 	// MoveAsyncCall moves the call to m.To if its state is one of from,
 	// and reports whether it did: the compare-and-set that makes a cancel
 	// racing completion end in exactly one terminal state. Moving to
-	// running sets StartedAt once; to a terminal state sets EndedAt and,
+	// running sets StartedAt once and Runner; to a terminal state sets EndedAt and,
 	// when the call names a callback URL, its CallbackState pending.
 	MoveAsyncCall(ctx context.Context, org, id string, from []AsyncStatus, m AsyncMove) (bool, error)
 	// ListAsyncCalls answers org's calls, agent's alone when agent is not

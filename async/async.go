@@ -73,8 +73,17 @@ type Config struct {
 	Poll time.Duration
 	// MaxWait bounds how long one read of a call may wait; default 60s.
 	MaxWait time.Duration
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Node is this node's instance id, recorded as the runner of the calls
+	// it takes; NodeDeadAfter, when set, is how long a node may go
+	// without a heartbeat before it is known dead. With both, a worker
+	// that finds a call running on a node that still heartbeats leaves it
+	// to that node rather than run it a second time (River takes back a
+	// job that runs longer than its rescue horizon, and an asynchronous
+	// tool's call may run for hours); without them it takes the call.
+	Node          string
+	NodeDeadAfter time.Duration
+	Log           *slog.Logger
+	Now           func() time.Time
 }
 
 // Service accepts, runs, cancels and reports asynchronous calls.

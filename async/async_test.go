@@ -544,3 +544,39 @@ func TestCallbacksAreSignedRetriedAndGuarded(t *testing.T) {
 		}
 	})
 }
+
+// A worker that finds a call running on a node that still heartbeats (a
+// job River took back while its first run went on) leaves it to that
+// node; once that node is known dead, the call is taken over, and its
+// write happens once.
+func TestACallRunningOnALiveNodeIsLeftToIt(t *testing.T) {
+	t.Parallel()
+	onEach(t, func(t *testing.T, s toolplane.Store) {
+		r := newRig(t, s, async.Config{Node: "node-self", NodeDeadAfter: 10 * time.Second})
+		now := time.Now()
+		other := &toolplane.Node{ID: "node-other-" + strconv.FormatInt(now.UnixNano(), 36), Name: "other", StartedAt: now, HeartbeatAt: now}
+		if err := s.InsertNode(t.Context(), other); err != nil {
+			t.Fatal(err)
+		}
+		sub := r.submit(t, "crm.add_note", "org-1", "runner-1")
+		if ok, err := s.MoveAsyncCall(t.Context(), "org-1", sub.Call.ID, toolplane.AsyncLive,
+			toolplane.AsyncMove{To: toolplane.AsyncRunning, Runner: other.ID, At: now}); err != nil || !ok {
+			t.Fatalf("taken by the other node: %v, %v", ok, err)
+		}
+		var again *async.Again
+		if err := r.svc.Run(t.Context(), "org-1", sub.Call.ID, false); !errors.As(err, &again) || r.effects.Load() != 0 {
+			t.Fatalf("a call running on a live node: %v, %d effects", err, r.effects.Load())
+		}
+		// The other node restarts: its instance is retired, known dead.
+		if _, err := s.RetireNodes(t.Context(), other.Name, "node-next"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.svc.Run(t.Context(), "org-1", sub.Call.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		got := r.get(t, "org-1", sub.Call.ID)
+		if got.Status != toolplane.AsyncSucceeded || got.Runner != "node-self" || r.effects.Load() != 1 {
+			t.Fatalf("taken over from a dead node: %+v, %d effects", got, r.effects.Load())
+		}
+	})
+}

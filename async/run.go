@@ -54,6 +54,13 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 	if c.Status.Terminal() {
 		return nil
 	}
+	if c.Status == toolplane.AsyncRunning {
+		if busy, err := s.runningElsewhere(ctx, c); err != nil {
+			return err
+		} else if busy {
+			return &Again{After: runnerPoll}
+		}
+	}
 	inv, err := approval.DecodeInvocation(c.Invocation)
 	if err != nil {
 		return s.end(ctx, c, failed(fmt.Sprintf("the stored call could not be read: %v", err)))
@@ -70,7 +77,7 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		}
 		inv.AuthorizedBy = c.ApprovalID
 	}
-	moved, err := s.store.MoveAsyncCall(ctx, org, id, toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, At: s.cfg.Now()})
+	moved, err := s.store.MoveAsyncCall(ctx, org, id, toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, Runner: s.cfg.Node, At: s.cfg.Now()})
 	if err != nil {
 		return err
 	}
@@ -143,6 +150,35 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		return s.end(ctx, c, cancelledResult())
 	}
 	return s.end(ctx, c, res)
+}
+
+// runnerPoll is how often a worker looks again at a call another live
+// worker runs.
+const runnerPoll = 5 * time.Second
+
+// runningElsewhere reports whether c, running, is being run by another
+// worker now: one on this node (River put the job back while its first run
+// went on), or one on a node that still heartbeats. A call whose runner is
+// dead, unknown or this node's finished attempt is taken over: the journal
+// keeps its effect to at most once.
+func (s *Service) runningElsewhere(ctx context.Context, c *toolplane.AsyncCall) (bool, error) {
+	s.mu.Lock()
+	_, here := s.running[[2]string{c.OrganizationID, c.ID}]
+	s.mu.Unlock()
+	if here {
+		return true, nil
+	}
+	if c.Runner == "" || c.Runner == s.cfg.Node || s.cfg.NodeDeadAfter <= 0 {
+		return false, nil
+	}
+	n, err := s.store.GetNode(ctx, c.Runner)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !n.Dead(s.cfg.Now(), s.cfg.NodeDeadAfter), nil
 }
 
 // watchCancel calls cancel when a cancel of the call is asked for on

@@ -71,7 +71,7 @@ func testAsyncInsertGetFind(t *testing.T, s toolplane.Store) {
 // testAsyncMoves: a move happens only from a state named; running sets
 // StartedAt once; a terminal state sets EndedAt, the result and code, and
 // a pending callback when the call names a URL; a terminal call moves no
-// more.
+// more. A move to running records its runner, the latest taker's.
 func testAsyncMoves(t *testing.T, s toolplane.Store) {
 	ctx := t.Context()
 	c := asyncCall("org", "inv_1", "")
@@ -98,14 +98,14 @@ func testAsyncMoves(t *testing.T, s toolplane.Store) {
 	if got.Status != toolplane.AsyncQueued || !got.EndedAt.IsZero() {
 		t.Fatalf("a refused move changed the call: %+v", got)
 	}
-	got = move(toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, At: at(time.Second)}, true)
-	if got.Status != toolplane.AsyncRunning || !got.StartedAt.Equal(atMicros(time.Second)) {
+	got = move(toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, Runner: "node-a", At: at(time.Second)}, true)
+	if got.Status != toolplane.AsyncRunning || !got.StartedAt.Equal(atMicros(time.Second)) || got.Runner != "node-a" {
 		t.Fatalf("running: %+v", got)
 	}
 	// A worker taking a running call again (its first worker died) keeps
 	// the first start.
-	got = move(toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, At: at(2 * time.Second), ApprovalID: "apr_1"}, true)
-	if !got.StartedAt.Equal(atMicros(time.Second)) || got.ApprovalID != "apr_1" || !got.UpdatedAt.Equal(atMicros(2*time.Second)) {
+	got = move(toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, Runner: "node-b", At: at(2 * time.Second), ApprovalID: "apr_1"}, true)
+	if !got.StartedAt.Equal(atMicros(time.Second)) || got.ApprovalID != "apr_1" || !got.UpdatedAt.Equal(atMicros(2*time.Second)) || got.Runner != "node-b" {
 		t.Fatalf("running again: %+v", got)
 	}
 	got = move(toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncFailed, Result: []byte(`{"ok":false}`), Code: "denied", At: at(3 * time.Second)}, true)

@@ -59,8 +59,11 @@ func (m *memStore) MoveAsyncCall(_ context.Context, org, id string, from []toolp
 	}
 	at := keep(mv.At)
 	c.Status, c.UpdatedAt = mv.To, at
-	if mv.To == toolplane.AsyncRunning && c.StartedAt.IsZero() {
-		c.StartedAt = at
+	if mv.To == toolplane.AsyncRunning {
+		if c.StartedAt.IsZero() {
+			c.StartedAt = at
+		}
+		c.Runner = mv.Runner
 	}
 	if mv.To.Terminal() {
 		c.EndedAt, c.Result, c.Code = at, mv.Result, mv.Code

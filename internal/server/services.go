@@ -148,6 +148,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		return nil, &ConfigError{Field: "WebhookSecretGrace", Err: err}
 	}
 	svc.async, err = async.New(async.Config{Store: s.b.Store, Invoker: svc.iv, Signer: svc.webhookSecrets,
+		Node: self.ID, NodeDeadAfter: s.cfg.NodeDeadAfter,
 		AllowCIDRs: s.cfg.NotifyAllowCIDRs, Log: s.log})
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
