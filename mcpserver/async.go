@@ -52,7 +52,7 @@ func (sess *session) awaitAsync(ctx context.Context, ss *mcp.ServerSession, cred
 			continue
 		}
 		if cur.Status.Terminal() {
-			return asyncResult(cur), nil
+			return sess.asyncResult(cred, cur), nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -100,14 +100,12 @@ func chunkProgress(token any, progress float64, c *toolplane.AsyncCall, ch toolp
 }
 
 // asyncResult answers an ended asynchronous call as a tool result: its
-// stored answer, rendered as every other result is.
-func asyncResult(c *toolplane.AsyncCall) *mcp.CallToolResult {
-	meta := mcp.Meta{"toolplane/invocation_id": c.ID, "toolplane/status": string(c.Status)}
-	if c.Status == toolplane.AsyncCancelled {
-		r := refusal(toolplane.Fail(toolplane.CodeUnavailable, "the call was cancelled before it ended; nothing more will happen for it"))
-		r.Meta = meta
-		return r
-	}
-	return &mcp.CallToolResult{IsError: c.Status != toolplane.AsyncSucceeded, Meta: meta,
-		Content: []mcp.Content{&mcp.TextContent{Text: string(c.Result)}}}
+// stored answer rendered as a synchronous call's is (its untrusted label,
+// structured content and lifted media included), naming the invocation.
+func (sess *session) asyncResult(cred *toolplane.Credential, c *toolplane.AsyncCall) *mcp.CallToolResult {
+	out := sess.taskPayload(cred, c)
+	delete(out.Meta, metaRelatedTask)
+	out.Meta["toolplane/invocation_id"] = c.ID
+	out.Meta["toolplane/status"] = string(c.Status)
+	return out
 }

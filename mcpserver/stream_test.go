@@ -109,6 +109,16 @@ func TestAStreamedCallSendsItsChunksAsProgress(t *testing.T) {
 	if err != nil || r.IsError {
 		t.Fatalf("the call: %+v, %v", r, err)
 	}
+	// The client's SDK hands notifications to their handler on its own
+	// goroutine: the last may be handled just after the answer.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(heard)
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	var seqs []int64
