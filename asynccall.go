@@ -73,8 +73,11 @@ type AsyncCall struct {
 	// idempotency key (each such submission is a call of its own).
 	Key string
 	// AgentID is the agent that submitted it: the agent that may read and
-	// cancel it, beside the organization's administrators.
+	// cancel it, beside the organization's administrators. UserID is the
+	// person it was made for, if any: a token the agent holds for another
+	// person does not read it.
 	AgentID string
+	UserID  string
 	// Arguments are the caller's arguments, as sent.
 	Arguments []byte
 	// Invocation is the encoded invocation the call runs under (see
@@ -118,7 +121,7 @@ type AsyncMove struct {
 	// ApprovalID, when set, is stored: the approval the call waits for.
 	ApprovalID string
 	// Runner is stored with a move to running: the node instance taking
-	// the call.
+	// the call; a move back to queued clears it.
 	Runner string
 	At     time.Time
 }

@@ -142,9 +142,6 @@ const (
 	SourceSDK    Source = "sdk"
 	SourceResume Source = "resume"
 	SourceWorker Source = "worker"
-	// SourceAsync: a call accepted earlier and run by a background worker
-	// (an asynchronous call).
-	SourceAsync Source = "async"
 	// SourceSweep: the background sweep of claims whose holder was lost
 	// reached the state, not a call.
 	SourceSweep Source = "sweep"

@@ -199,8 +199,10 @@ func (s *Service) Submit(ctx context.Context, r Request) (*Submission, error) {
 		}
 	}
 	stored := *inv
+	// The credential is read again when the call runs; the door it came
+	// by stays its source, so a rule on the door (context.source) decides
+	// the call run later as it would have decided it now.
 	stored.Credential = nil
-	stored.Source = toolplane.SourceAsync
 	enc, err := approval.EncodeInvocation(&stored)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode the invocation: %v", invoke.ErrFault, err)
@@ -211,7 +213,7 @@ func (s *Service) Submit(ctx context.Context, r Request) (*Submission, error) {
 		args = json.RawMessage(`{}`)
 	}
 	c := &toolplane.AsyncCall{OrganizationID: inv.OrganizationID, ID: toolplane.NewID("inv_"), Tool: r.Tool, Key: adm.Key,
-		AgentID: inv.AgentID, Arguments: args, Invocation: enc, Status: toolplane.AsyncQueued,
+		AgentID: inv.AgentID, UserID: inv.UserID, Arguments: args, Invocation: enc, Status: toolplane.AsyncQueued,
 		CallbackURL: r.CallbackURL, CreatedAt: now, UpdatedAt: now}
 	if err := s.store.InsertAsyncCall(ctx, c); errors.Is(err, toolplane.ErrExists) && adm.Key != "" {
 		// A concurrent submission of the same call stored it first.
@@ -283,9 +285,15 @@ func (s *Service) Get(ctx context.Context, org, id string, who *toolplane.Creden
 }
 
 // mayRead reports whether who may read c: the agent that submitted it,
-// and the people who run agents, administer the platform or audit it.
+// and the people who run agents, administer the platform or audit it; a
+// token acting for a person reads only the calls made for that person.
 func mayRead(who *toolplane.Credential, c *toolplane.AsyncCall) bool {
 	if who == nil || who.OrganizationID != c.OrganizationID {
+		return false
+	}
+	if who.ActsFor != "" && who.ActsFor != c.UserID {
+		// A token the agent holds for one person never reads what it did
+		// for another.
 		return false
 	}
 	if who.Subject == c.AgentID {
@@ -399,17 +407,32 @@ func (s *Service) Cancel(ctx context.Context, org, id string, who *toolplane.Cre
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", invoke.ErrFault, err)
 	}
+	for try := 0; !moved && try < 3; try++ {
+		// Running: marked, and stopped where it runs. A call that went
+		// back to queued meanwhile (it waits for an approval) is cancelled
+		// as a queued one; one that ended stays as it ended.
+		marked, err := s.store.RequestAsyncCancel(ctx, org, id, now)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", invoke.ErrFault, err)
+		}
+		if marked {
+			s.mu.Lock()
+			stop := s.running[[2]string{org, id}]
+			s.mu.Unlock()
+			if stop != nil {
+				stop()
+			}
+			break
+		}
+		if moved, err = s.store.MoveAsyncCall(ctx, org, id, []toolplane.AsyncStatus{toolplane.AsyncQueued}, toolplane.AsyncMove{To: toolplane.AsyncCancelled, At: now}); err != nil {
+			return nil, fmt.Errorf("%w: %v", invoke.ErrFault, err)
+		}
+		if !moved {
+			break // ended
+		}
+	}
 	if moved {
 		s.ended(ctx, org, id)
-	} else if _, err := s.store.RequestAsyncCancel(ctx, org, id, now); err != nil {
-		return nil, fmt.Errorf("%w: %v", invoke.ErrFault, err)
-	} else {
-		s.mu.Lock()
-		stop := s.running[[2]string{org, id}]
-		s.mu.Unlock()
-		if stop != nil {
-			stop()
-		}
 	}
 	return s.store.GetAsyncCall(ctx, org, id)
 }

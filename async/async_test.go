@@ -87,6 +87,12 @@ func (bindings) FactResolver(string) bool { return false }
 
 func newRig(t *testing.T, s toolplane.Store, cfg async.Config) *rig {
 	t.Helper()
+	return newRigWith(t, s, cfg, policy.Grants{})
+}
+
+// newRigWith is newRig deciding calls with pol.
+func newRigWith(t *testing.T, s toolplane.Store, cfg async.Config, pol policy.Policy) *rig {
+	t.Helper()
 	r := &rig{store: s, started: make(chan struct{}, 16), release: make(chan struct{})}
 	no := false
 	def := func(name string, effect toolplane.Effect) toolplane.Definition {
@@ -135,7 +141,7 @@ func newRig(t *testing.T, s toolplane.Store, cfg async.Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Store: s, Policy: policy.Grants{}})
+	r.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: handlers, Store: s, Policy: pol})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,6 +583,107 @@ func TestACallRunningOnALiveNodeIsLeftToIt(t *testing.T) {
 		got := r.get(t, "org-1", sub.Call.ID)
 		if got.Status != toolplane.AsyncSucceeded || got.Runner != "node-self" || r.effects.Load() != 1 {
 			t.Fatalf("taken over from a dead node: %+v, %d effects", got, r.effects.Load())
+		}
+	})
+}
+
+// noMCP denies every call that comes by the MCP door (a rule on
+// context.source) and decides the others by their grants.
+type noMCP struct{}
+
+func (noMCP) Decide(ctx context.Context, in policy.Input) (policy.Decision, error) {
+	if in.Invocation.Source == toolplane.SourceMCP {
+		return policy.Decision{Effect: policy.Deny, Reason: "no calls over MCP"}, nil
+	}
+	return policy.Grants{}.Decide(ctx, in)
+}
+
+// A call run later is decided on the door it came by: a rule on the door
+// that denies it now denies it when it runs, so asking for async is no
+// way around the rule.
+func TestAnAsyncCallIsDecidedOnItsDoor(t *testing.T) {
+	t.Parallel()
+	onEach(t, func(t *testing.T, s toolplane.Store) {
+		r := newRigWith(t, s, async.Config{}, noMCP{})
+		in := inv("org-1", "run-1", "door-1")
+		in.Source = toolplane.SourceMCP
+		sub, err := r.svc.Submit(t.Context(), async.Request{Tool: "crm.add_note", Arguments: json.RawMessage(`{"text":"x"}`), Invocation: in})
+		if err != nil || sub.Ran {
+			t.Fatalf("submit: %+v, %v", sub, err)
+		}
+		if err := r.svc.Run(t.Context(), "org-1", sub.Call.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.get(t, "org-1", sub.Call.ID); got.Status != toolplane.AsyncFailed || got.Code != string(toolplane.CodeDenied) || r.effects.Load() != 0 {
+			t.Fatalf("a call over MCP run later: %s %s, %d effects", got.Status, got.Code, r.effects.Load())
+		}
+	})
+}
+
+// A token an agent holds for one person never reads, lists or cancels a
+// call the agent made for another person.
+func TestATokenForOnePersonNeverReadsAnothersCalls(t *testing.T) {
+	t.Parallel()
+	onEach(t, func(t *testing.T, s toolplane.Store) {
+		r := newRig(t, s, async.Config{})
+		forWhom := func(person string) *toolplane.Credential {
+			return &toolplane.Credential{ID: "jwt:agent-1:" + person, OrganizationID: "org-1", Subject: "agent-1",
+				Kind: toolplane.CredentialAgent, ActsFor: person, Tools: []string{"crm.read"}}
+		}
+		alice, bob := forWhom("alice"), forWhom("bob")
+		in := &toolplane.Invocation{OrganizationID: "org-1", UserID: "alice", RunID: "run-1", StepPath: "agent", AgentID: "agent-1",
+			CredentialID: alice.ID, Credential: alice, Principal: toolplane.Principal{ID: "agent-1"}, Source: toolplane.SourceREST}
+		sub, err := r.svc.Submit(t.Context(), async.Request{Tool: "crm.read", Arguments: json.RawMessage(`{"text":"alice's"}`), Invocation: in})
+		if err != nil || sub.Ran || sub.Call.UserID != "alice" {
+			t.Fatalf("submit: %+v, %v", sub, err)
+		}
+		if _, err := r.svc.Get(t.Context(), "org-1", sub.Call.ID, bob); !errors.Is(err, toolplane.ErrNotFound) {
+			t.Errorf("bob's token read alice's call: %v", err)
+		}
+		if cs, err := r.svc.List(t.Context(), "org-1", bob, "", 10); err != nil || len(cs) != 0 {
+			t.Errorf("bob's token lists %d calls, %v", len(cs), err)
+		}
+		if _, err := r.svc.Cancel(t.Context(), "org-1", sub.Call.ID, bob); !errors.Is(err, toolplane.ErrNotFound) {
+			t.Errorf("bob's token cancelled alice's call: %v", err)
+		}
+		if _, err := r.svc.Get(t.Context(), "org-1", sub.Call.ID, alice); err != nil {
+			t.Errorf("alice's token reads her call: %v", err)
+		}
+		if cs, err := r.svc.List(t.Context(), "org-1", alice, "", 10); err != nil || len(cs) != 1 {
+			t.Errorf("alice's token lists %d calls, %v", len(cs), err)
+		}
+	})
+}
+
+// A cancel asked while the call is being decided holds even when the
+// decision sends the call back to wait for a person: once approved, it
+// does not run.
+func TestACancelAskedWhileDecidingHolds(t *testing.T) {
+	t.Parallel()
+	onEach(t, func(t *testing.T, s toolplane.Store) {
+		r := newRig(t, s, async.Config{})
+		sub := r.submit(t, "crm.add_note", "org-1", "decide-1")
+		ctx, org, id := t.Context(), "org-1", sub.Call.ID
+		now := r.get(t, org, id).CreatedAt
+		if ok, err := s.MoveAsyncCall(ctx, org, id, toolplane.AsyncLive, toolplane.AsyncMove{To: toolplane.AsyncRunning, Runner: "node-x", At: now}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if c, err := r.svc.Cancel(ctx, org, id, agent(org)); err != nil || !c.CancelRequested {
+			t.Fatalf("cancel: %+v, %v", c, err)
+		}
+		// The decision: wait for a person, back to queued.
+		if ok, err := s.MoveAsyncCall(ctx, org, id, []toolplane.AsyncStatus{toolplane.AsyncRunning},
+			toolplane.AsyncMove{To: toolplane.AsyncQueued, ApprovalID: "apr_1", At: now}); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if got := r.get(t, org, id); got.Runner != "" {
+			t.Fatalf("back to queued, its runner stays: %+v", got)
+		}
+		if err := r.svc.Run(ctx, org, id, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.get(t, org, id); got.Status != toolplane.AsyncCancelled || r.effects.Load() != 0 {
+			t.Fatalf("a call cancelled while it was decided: %s, %d effects", got.Status, r.effects.Load())
 		}
 	})
 }

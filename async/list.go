@@ -24,9 +24,31 @@ func (s *Service) List(ctx context.Context, org string, who *toolplane.Credentia
 		// A credential without a subject has no calls of its own.
 		return nil, nil
 	}
-	cs, err := s.store.ListAsyncCalls(ctx, org, agent, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", invoke.ErrFault, err)
+	if who.ActsFor == "" {
+		cs, err := s.store.ListAsyncCalls(ctx, org, agent, after, limit)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", invoke.ErrFault, err)
+		}
+		return cs, nil
 	}
-	return cs, nil
+	// A token acting for a person lists only the calls made for them:
+	// pages of the agent's calls are read until limit of theirs are found
+	// or the calls run out.
+	var out []toolplane.AsyncCall
+	for len(out) < limit {
+		cs, err := s.store.ListAsyncCalls(ctx, org, agent, after, limit)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", invoke.ErrFault, err)
+		}
+		for i := range cs {
+			if mayRead(who, &cs[i]) && len(out) < limit {
+				out = append(out, cs[i])
+			}
+		}
+		if len(cs) < limit {
+			break
+		}
+		after = cs[len(cs)-1].ID
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -60,6 +61,11 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		} else if busy {
 			return &Again{After: runnerPoll}
 		}
+	}
+	if c.CancelRequested {
+		// Asked while it was being decided (it went back to wait for an
+		// approval): it is not started again.
+		return s.end(ctx, c, cancelledResult())
 	}
 	inv, err := approval.DecodeInvocation(c.Invocation)
 	if err != nil {
@@ -115,6 +121,8 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 
 	var ar *invoke.ApprovalRequired
 	switch {
+	case errors.As(err, &ar) && wasCancelled:
+		return s.end(ctx, c, cancelledResult())
 	case errors.As(err, &ar):
 		// Waiting for a person: queued again, with the approval named.
 		if _, merr := s.store.MoveAsyncCall(ctx, org, id, []toolplane.AsyncStatus{toolplane.AsyncRunning},
@@ -128,7 +136,7 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		if errors.As(err, &ife) {
 			wait = ife.RetryAfter()
 		}
-		return &Again{After: wait}
+		return s.requeue(ctx, c, &Again{After: wait})
 	case err != nil && wasCancelled:
 		return s.end(ctx, c, cancelledResult())
 	case err != nil:
@@ -141,7 +149,7 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 			s.cfg.Log.ErrorContext(ctx, "asynchronous call given up", "call", id, "err", err)
 			return s.end(ctx, c, failed("the platform could not run this call; it has been reported"))
 		}
-		return err
+		return s.requeue(ctx, c, err)
 	}
 	if wasCancelled && !res.OK && res.Error != nil && res.Error.Code != toolplane.CodeUncertain {
 		// The handler stopped because it was told to: the call is
@@ -150,6 +158,18 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		return s.end(ctx, c, cancelledResult())
 	}
 	return s.end(ctx, c, res)
+}
+
+// requeue moves a running call this worker let go of (a fault it retries,
+// an identical call in flight elsewhere) back to queued, with no runner,
+// so that whichever worker tries next takes it rather than wait for this
+// node; and answers why, the worker's error.
+func (s *Service) requeue(ctx context.Context, c *toolplane.AsyncCall, why error) error {
+	if _, err := s.store.MoveAsyncCall(context.WithoutCancel(ctx), c.OrganizationID, c.ID, []toolplane.AsyncStatus{toolplane.AsyncRunning},
+		toolplane.AsyncMove{To: toolplane.AsyncQueued, At: s.cfg.Now()}); err != nil {
+		return errors.Join(why, err)
+	}
+	return why
 }
 
 // runnerPoll is how often a worker looks again at a call another live
@@ -348,7 +368,13 @@ func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall) error {
 	req.Header.Set("User-Agent", "toolplane-callback")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return err
+		// Not the URL itself, which may carry a receiver's token in its
+		// query: the error is logged and kept with the job.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("post to %s: %w", ShownURL(c.CallbackURL), err)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxCallbackAnswer))
@@ -356,4 +382,16 @@ func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall) error {
 		return fmt.Errorf("the receiver answered %s", resp.Status)
 	}
 	return nil
+}
+
+// ShownURL answers raw without its query, fragment or credentials: how a
+// callback URL is shown and logged, since a receiver may put a token in
+// its query.
+func ShownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a callback URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }

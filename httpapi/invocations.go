@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/httperr"
 )
 
@@ -52,7 +53,7 @@ func (s *Server) asyncView(c *toolplane.AsyncCall, existing bool) asyncView {
 		v.Approval = &asyncApproval{ID: c.ApprovalID}
 	}
 	if c.CallbackURL != "" {
-		v.Callback = &asyncCallback{URL: c.CallbackURL, State: c.CallbackState, Attempts: c.CallbackAttempts}
+		v.Callback = &asyncCallback{URL: async.ShownURL(c.CallbackURL), State: c.CallbackState, Attempts: c.CallbackAttempts}
 	}
 	if !c.StartedAt.IsZero() {
 		v.StartedAt = &c.StartedAt

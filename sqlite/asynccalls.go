@@ -21,7 +21,7 @@ func scanAsyncCall(r scanner) (toolplane.AsyncCall, error) {
 		status, cb       string
 	)
 	err := r.Scan(&c.OrganizationID, &c.ID, &c.Tool, &c.Key, &c.AgentID, &c.Arguments, &c.Invocation, &status, &c.Result, &c.Code,
-		&c.ApprovalID, &c.CancelRequested, &c.CallbackURL, &cb, &c.CallbackAttempts, &created, &updated, &started, &ended, &c.Runner)
+		&c.ApprovalID, &c.CancelRequested, &c.CallbackURL, &cb, &c.CallbackAttempts, &created, &updated, &started, &ended, &c.Runner, &c.UserID)
 	c.Status, c.CallbackState = toolplane.AsyncStatus(status), toolplane.CallbackState(cb)
 	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
 	c.StartedAt, c.EndedAt = fromOptMicros(started), fromOptMicros(ended)
@@ -31,10 +31,10 @@ func scanAsyncCall(r scanner) (toolplane.AsyncCall, error) {
 // InsertAsyncCall implements toolplane.AsyncCallStore.
 func (s *Store) InsertAsyncCall(ctx context.Context, c *toolplane.AsyncCall) error {
 	_, err := s.exec(ctx, `INSERT INTO async_calls (`+asyncCallColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.OrganizationID, c.ID, c.Tool, c.Key, c.AgentID, blob(c.Arguments), blob(c.Invocation), string(c.Status), blob(c.Result), c.Code,
 		c.ApprovalID, c.CancelRequested, c.CallbackURL, string(c.CallbackState), c.CallbackAttempts,
-		micros(c.CreatedAt), micros(c.UpdatedAt), optMicros(c.StartedAt), optMicros(c.EndedAt), c.Runner)
+		micros(c.CreatedAt), micros(c.UpdatedAt), optMicros(c.StartedAt), optMicros(c.EndedAt), c.Runner, c.UserID)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert async call %s: %w", c.ID, toolplane.ErrExists)
 	}

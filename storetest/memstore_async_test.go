@@ -65,6 +65,9 @@ func (m *memStore) MoveAsyncCall(_ context.Context, org, id string, from []toolp
 		}
 		c.Runner = mv.Runner
 	}
+	if mv.To == toolplane.AsyncQueued {
+		c.Runner = ""
+	}
 	if mv.To.Terminal() {
 		c.EndedAt, c.Result, c.Code = at, mv.Result, mv.Code
 		if c.CallbackURL != "" {
