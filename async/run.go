@@ -65,7 +65,7 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 	if c.CancelRequested {
 		// Asked while it was being decided (it went back to wait for an
 		// approval): it is not started again.
-		return s.end(ctx, c, cancelledResult())
+		return s.move(ctx, c, toolplane.AsyncMove{To: toolplane.AsyncCancelled})
 	}
 	inv, err := approval.DecodeInvocation(c.Invocation)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 	var ar *invoke.ApprovalRequired
 	switch {
 	case errors.As(err, &ar) && wasCancelled:
-		return s.end(ctx, c, cancelledResult())
+		return s.move(ctx, c, toolplane.AsyncMove{To: toolplane.AsyncCancelled})
 	case errors.As(err, &ar):
 		// Waiting for a person: queued again, with the approval named.
 		if _, merr := s.store.MoveAsyncCall(ctx, org, id, []toolplane.AsyncStatus{toolplane.AsyncRunning},
@@ -138,7 +138,7 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		}
 		return s.requeue(ctx, c, &Again{After: wait})
 	case err != nil && wasCancelled:
-		return s.end(ctx, c, cancelledResult())
+		return s.move(ctx, c, toolplane.AsyncMove{To: toolplane.AsyncCancelled})
 	case err != nil:
 		var tooLong *toolplane.TooLongError
 		var needsRun *invoke.RunRequiredError
@@ -155,7 +155,7 @@ func (s *Service) Run(ctx context.Context, org, id string, last bool) error {
 		// The handler stopped because it was told to: the call is
 		// cancelled, not failed. One that finished anyway keeps its
 		// answer, and one whose effect may have happened stays uncertain.
-		return s.end(ctx, c, cancelledResult())
+		return s.move(ctx, c, toolplane.AsyncMove{To: toolplane.AsyncCancelled})
 	}
 	return s.end(ctx, c, res)
 }
@@ -261,24 +261,28 @@ func (s *Service) approvalState(ctx context.Context, c *toolplane.AsyncCall) (*A
 	return nil, nil, nil
 }
 
-// end stores res as the call's terminal state, once: a call cancelled or
-// ended meanwhile keeps the state it reached first.
+// end stores res as the call's terminal state (see move).
 func (s *Service) end(ctx context.Context, c *toolplane.AsyncCall, res toolplane.Result) error {
-	status, code, body := toolplane.AsyncSucceeded, "", boundary.Render(res)
+	m := toolplane.AsyncMove{To: toolplane.AsyncSucceeded, Result: boundary.Render(res)}
 	switch {
 	case res.OK:
 	case res.Error != nil && res.Error.Code == toolplane.CodeUncertain:
-		status, code = toolplane.AsyncUncertain, string(toolplane.CodeUncertain)
-	case res.Error != nil && res.Error.Code == codeCancelled:
-		status, code, body = toolplane.AsyncCancelled, "", nil
+		m.To, m.Code = toolplane.AsyncUncertain, string(toolplane.CodeUncertain)
 	default:
-		status = toolplane.AsyncFailed
+		m.To = toolplane.AsyncFailed
 		if res.Error != nil {
-			code = string(res.Error.Code)
+			m.Code = string(res.Error.Code)
 		}
 	}
-	moved, err := s.store.MoveAsyncCall(context.WithoutCancel(ctx), c.OrganizationID, c.ID, toolplane.AsyncLive,
-		toolplane.AsyncMove{To: status, Result: body, Code: code, At: s.cfg.Now()})
+	return s.move(ctx, c, m)
+}
+
+// move stores m, a terminal state (a cancelled call's has no result),
+// once: a call cancelled or ended meanwhile keeps the state it reached
+// first.
+func (s *Service) move(ctx context.Context, c *toolplane.AsyncCall, m toolplane.AsyncMove) error {
+	m.At = s.cfg.Now()
+	moved, err := s.store.MoveAsyncCall(context.WithoutCancel(ctx), c.OrganizationID, c.ID, toolplane.AsyncLive, m)
 	if err != nil {
 		return err
 	}
@@ -287,12 +291,6 @@ func (s *Service) end(ctx context.Context, c *toolplane.AsyncCall, res toolplane
 	}
 	return nil
 }
-
-// codeCancelled marks the internal answer of a cancelled call; it is never
-// stored or shown (a cancelled call has no result).
-const codeCancelled toolplane.Code = "cancelled"
-
-func cancelledResult() toolplane.Result { return toolplane.Fail(codeCancelled, "cancelled") }
 
 // failed answers the failure of a call the platform could not run.
 func failed(msg string) toolplane.Result {
