@@ -25,6 +25,17 @@ const (
 	CodeConnectionRevoked   Code = "connection_revoked"
 	CodeConnectionAmbiguous Code = "connection_ambiguous"
 	CodeInternalError       Code = "internal_error"
+	// CodeDeadlineExceeded: the time the caller (or the call that made
+	// this one) left was too short for the call to be sent; nothing was
+	// claimed or sent.
+	CodeDeadlineExceeded Code = "deadline_exceeded"
+	// CodeMaxHopsExceeded: the call was made by a tool call that had no
+	// tool-to-tool hops left; a chain of calls calling calls is cut here.
+	CodeMaxHopsExceeded Code = "max_hops_exceeded"
+	// CodeRateLimited: a rate or an in-flight cap of the tool, the agent,
+	// the organization or the downstream refused the call before it was
+	// sent; Error.RetryAfter says when to try again.
+	CodeRateLimited Code = "rate_limited"
 )
 
 // Codes lists every stable code in a fixed order, for documentation and for
@@ -35,7 +46,7 @@ var Codes = []Code{
 	CodeRetryableUpstream, CodeConflict, CodeTimeout, CodeUncertain,
 	CodeBatchTooLarge, CodeBudgetExhausted, CodeConnectionRequired,
 	CodeConnectionExpired, CodeConnectionRevoked, CodeConnectionAmbiguous,
-	CodeInternalError,
+	CodeInternalError, CodeDeadlineExceeded, CodeMaxHopsExceeded, CodeRateLimited,
 }
 
 // Valid reports whether c is one of the stable codes.
@@ -55,7 +66,7 @@ func (c Code) Valid() bool {
 // the refusal.
 func (c Code) Retryable() bool {
 	switch c {
-	case CodeInvalidInput, CodeRetryableUpstream, CodeUnavailable, CodeTimeout, CodeBatchTooLarge:
+	case CodeInvalidInput, CodeRetryableUpstream, CodeUnavailable, CodeTimeout, CodeBatchTooLarge, CodeRateLimited:
 		return true
 	}
 	return false

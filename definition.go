@@ -49,6 +49,10 @@ type Definition struct {
 	// worker), up to MaxAttempts starts in all. Nil: such an attempt becomes
 	// an uncertain action that a person reconciles.
 	Replay *Replay `json:"replay,omitempty"`
+	// Execution shapes the tool's traffic: attempts inside its timeout,
+	// how many of its calls run at once, how many a minute, and what is
+	// shed first. Nil: the platform's defaults.
+	Execution *Execution `json:"execution,omitempty"`
 	// Metered tools write a usage row and pass accrual before they execute.
 	Metered bool `json:"metered,omitempty"`
 	// Repeatable must be stated false for every write and send tool: two
@@ -307,6 +311,46 @@ const (
 type Replay struct {
 	MaxAttempts int `json:"max_attempts"`
 }
+
+// Execution is what a tool's definition says of its traffic. Every field
+// is optional; zero takes the platform's default.
+type Execution struct {
+	// MaxAttempts is the most attempts one call makes inside its timeout,
+	// the first included: a retryable failure is tried again only where a
+	// retry cannot double an effect (a read whose retry is safe, or a
+	// write whose downstream honours the idempotency key sent with it).
+	// 1 never retries.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// AttemptTimeout bounds each attempt; zero gives an attempt whatever
+	// remains of the call's time. Publishing refuses a tool whose attempts,
+	// with their pauses, cannot fit its timeout.
+	AttemptTimeout Duration `json:"attempt_timeout,omitempty"`
+	// Backoff is the ceiling of the pause before the second attempt; each
+	// later ceiling doubles it, up to MaxBackoff. The pause itself is drawn
+	// at random below its ceiling (full jitter).
+	Backoff    Duration `json:"backoff,omitempty"`
+	MaxBackoff Duration `json:"max_backoff,omitempty"`
+	// MaxInFlight caps how many calls of the tool run at once on one
+	// node; a call past it is refused at once with rate_limited.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// RatePerMinute caps how many calls of the tool are admitted a minute,
+	// across the nodes that share a rate-limit store.
+	RatePerMinute int `json:"rate_per_minute,omitempty"`
+	// Priority says what is shed first when a node is near saturation:
+	// low goes first, critical last. Default: normal for a read, and
+	// critical for a write or send, which a person may be waiting on.
+	Priority Priority `json:"priority,omitempty"`
+}
+
+// Priority orders what a saturated node sheds.
+type Priority string
+
+// The priorities, from first shed to last.
+const (
+	PriorityLow      Priority = "low"
+	PriorityNormal   Priority = "normal"
+	PriorityCritical Priority = "critical"
+)
 
 // Duration is a time.Duration whose JSON form is a Go duration string
 // ("3s", "1m30s"); a bare number is read as milliseconds.

@@ -1,6 +1,9 @@
 package toolplane
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // Result is what a call answers: the data a tool produced, or the refusal or
 // failure a model can act on. Every refusal and every tool outcome is a
@@ -75,6 +78,18 @@ type Error struct {
 	// AuthorizationURL is where a person consents to the connection a
 	// call needs, for connection_required and connection_expired.
 	AuthorizationURL string `json:"authorization_url,omitempty"`
+	// RetryAfter is how many seconds to wait before the same call can
+	// succeed, when the platform knows (an open circuit breaker, a rate or
+	// an in-flight cap); the REST door also sends it as Retry-After.
+	RetryAfter int `json:"retry_after_seconds,omitempty"`
+}
+
+// FailAfter builds a failed Result with code and message that may succeed
+// after wait (rounded up to whole seconds, at least one).
+func FailAfter(code Code, message string, wait time.Duration) Result {
+	r := Fail(code, message)
+	r.Error.RetryAfter = max(1, int((wait+time.Second-1)/time.Second))
+	return r
 }
 
 // Violation is one way an argument or an output failed its schema.

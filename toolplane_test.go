@@ -11,7 +11,7 @@ import (
 func TestStableCodes(t *testing.T) {
 	t.Parallel()
 	// The list models and agent runtimes branch on; changing it breaks them.
-	want := "denied rejected invalid_input tool_unavailable tool_changed not_found invalid_output unavailable retryable_upstream conflict timeout uncertain batch_too_large budget_exhausted connection_required connection_expired connection_revoked connection_ambiguous internal_error"
+	want := "denied rejected invalid_input tool_unavailable tool_changed not_found invalid_output unavailable retryable_upstream conflict timeout uncertain batch_too_large budget_exhausted connection_required connection_expired connection_revoked connection_ambiguous internal_error deadline_exceeded max_hops_exceeded rate_limited"
 	var got []string
 	for _, c := range Codes {
 		if !c.Valid() {
@@ -29,7 +29,7 @@ func TestStableCodes(t *testing.T) {
 
 func TestCodeRetryable(t *testing.T) {
 	t.Parallel()
-	retryable := map[Code]bool{CodeInvalidInput: true, CodeRetryableUpstream: true, CodeUnavailable: true, CodeTimeout: true, CodeBatchTooLarge: true}
+	retryable := map[Code]bool{CodeInvalidInput: true, CodeRetryableUpstream: true, CodeUnavailable: true, CodeTimeout: true, CodeBatchTooLarge: true, CodeRateLimited: true}
 	for _, c := range Codes {
 		if c.Retryable() != retryable[c] {
 			t.Errorf("%s: retryable = %v", c, c.Retryable())

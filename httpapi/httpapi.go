@@ -657,7 +657,13 @@ func (s *Server) answerOf(r *http.Request, requestID string, a door.Answer) call
 	case door.Accepted:
 		return callAnswer{status: http.StatusAccepted, body: s.asyncView(a.Async, a.Existing), location: s.statusPath(a.Async.ID)}
 	}
-	return callAnswer{status: http.StatusOK, body: json.RawMessage(boundary.Render(a.Result))}
+	ans := callAnswer{status: http.StatusOK, body: json.RawMessage(boundary.Render(a.Result))}
+	if e := a.Result.Error; e != nil && e.RetryAfter > 0 {
+		// A refusal that knows when the call can succeed (a breaker, a
+		// cap) says so where HTTP clients look, beside the result's field.
+		ans.retryAfter = e.RetryAfter
+	}
+	return ans
 }
 
 // write answers the request with ans alone.
