@@ -337,8 +337,8 @@ type Execution struct {
 	// across the nodes that share a rate-limit store.
 	RatePerMinute int `json:"rate_per_minute,omitempty"`
 	// Priority says what is shed first when a node is near saturation:
-	// low goes first, critical last. Default: normal for a read, and
-	// critical for a write or send, which a person may be waiting on.
+	// low goes first, critical last (a read marked critical keeps serving
+	// while normal work is shed). Default: normal.
 	Priority Priority `json:"priority,omitempty"`
 }
 
