@@ -22,6 +22,7 @@ import (
 	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/schema"
 )
 
@@ -59,6 +60,11 @@ type call struct {
 	// decision is the policy's answer: its rule and approval route reach
 	// the approval filed.
 	decision policy.Decision
+	// ticket is the call's hold on the node's traffic protections (nil
+	// when they are off); handedOff is set once the handler's goroutine
+	// holds the downstream's part of it.
+	ticket    *resilience.Ticket
+	handedOff bool
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the

@@ -1,0 +1,125 @@
+package invoke
+
+import (
+	"context"
+	"errors"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/resilience"
+)
+
+// enter asks the node's traffic protections (Config.Traffic) whether the
+// call may run, before anything is claimed, released or dispatched: a call
+// refused here touched nothing, and its answer is the refusal, with when
+// to try again. An admitted call holds a ticket the call gives back on
+// every ending (see leave and handOff).
+func (c *call) enter(b *handler.Binding) *toolplane.Result {
+	tr := c.iv.cfg.Traffic
+	if tr == nil {
+		return nil
+	}
+	d, inv := &c.tool.Def, c.inv
+	req := resilience.Request{Organization: inv.OrganizationID, Agent: inv.AgentID, Tool: d.Name, Target: b.Target(),
+		Priority: toolplane.PriorityNormal}
+	if req.Agent == "" {
+		req.Agent = "principal:" + inv.Principal.ID
+	}
+	if e := d.Execution; e != nil {
+		req.ToolMaxInFlight = e.MaxInFlight
+		if e.Priority != "" {
+			req.Priority = e.Priority
+		}
+	}
+	tk, ref := tr.Admit(req)
+	if ref != nil {
+		c.audit.Reason = ref.Reason
+		r := toolplane.FailAfter(ref.Code, ref.Message(c.tool.Model), ref.Wait)
+		return &r
+	}
+	c.ticket = tk
+	return nil
+}
+
+// leave gives back the call's hold on the protections as it answers: the
+// caller's slots always, the downstream's unless a handler still running
+// holds them (handOff).
+func (c *call) leave() {
+	if c.ticket == nil {
+		return
+	}
+	c.ticket.EndCall()
+	if !c.handedOff {
+		c.ticket.EndWork()
+	}
+}
+
+// handOff passes the downstream's slots to the goroutine that runs the
+// handler, which gives them back when the handler returns: a handler still
+// running past the call's timeout still holds its downstream, and the
+// caps count it until it ends.
+func (c *call) handOff() func() {
+	if c.ticket == nil {
+		return func() {}
+	}
+	c.handedOff = true
+	return c.ticket.EndWork
+}
+
+// observe counts one handler attempt's ending against the breaker of the
+// tool and its target: a failure when the downstream could not be reached,
+// failed retryably (a 5xx, unavailable) or did not answer in time; a
+// success when it answered, a business failure included; nothing for a
+// refusal (the egress policy, a refused credential), a cancellation, or an
+// ending the downstream did not decide.
+func (c *call) observe(ctx context.Context, b *handler.Binding, err error) {
+	if c.ticket == nil {
+		return
+	}
+	late := ctx.Err() != nil
+	if late && !b.ContextBound() {
+		// The invoker counted the timeout when it stopped waiting
+		// (timedOutHandler); the handler's late return is not counted
+		// again.
+		return
+	}
+	c.ticket.Record(outcome(b, err, ctx))
+}
+
+// timedOutHandler counts a handler the invoker stopped waiting for at its
+// timeout, when the handler does not itself end with its context (and so
+// would be counted only when it finally returns).
+func (c *call) timedOutHandler(b *handler.Binding) {
+	if c.ticket != nil && !b.ContextBound() {
+		c.ticket.Record(resilience.Failure)
+	}
+}
+
+// outcome classifies one attempt's ending for a breaker.
+func outcome(b *handler.Binding, err error, ctx context.Context) resilience.Outcome {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return resilience.Failure
+	case ctx.Err() != nil:
+		return resilience.Neutral // the caller asked it to stop
+	case err == nil:
+		return resilience.Success
+	}
+	var dest *handler.DestinationRefused
+	if errors.As(err, &dest) {
+		return resilience.Neutral // the egress policy refused it: nothing was sent
+	}
+	o := b.Classify(err)
+	switch o.Kind {
+	case handler.Definite:
+		return resilience.Success
+	case handler.Release:
+		if o.Result.Error != nil {
+			switch o.Result.Error.Code {
+			case toolplane.CodeUnavailable, toolplane.CodeRetryableUpstream, toolplane.CodeTimeout:
+				return resilience.Failure
+			}
+		}
+	}
+	return resilience.Neutral
+}
