@@ -391,7 +391,9 @@ func TestStampede(t *testing.T) {
 		var after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		if g := runtime.NumGoroutine(); g > goroutines+5 {
+		// Refused calls leave nothing behind: the growth allowed is a
+		// store's own (its pool), far below one goroutine per call.
+		if g := runtime.NumGoroutine(); g > goroutines+capN {
 			t.Fatalf("goroutines grew from %d to %d with every call refused", goroutines, g)
 		}
 		if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
