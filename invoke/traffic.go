@@ -123,3 +123,15 @@ func outcome(b *handler.Binding, err error, ctx context.Context) resilience.Outc
 	}
 	return resilience.Neutral
 }
+
+// Breakers answers the circuit breakers of org's tool on this node, one
+// per downstream target it has called, and how many of its calls run here
+// now; none when the node's protections are off. Each node keeps its own:
+// another node may see the same downstream otherwise.
+func (iv *Invoker) Breakers(org, tool string) ([]resilience.BreakerView, int) {
+	tr := iv.cfg.Traffic
+	if tr == nil {
+		return nil, 0
+	}
+	return tr.Breakers(org, tool), tr.ToolInFlight(org, tool)
+}
