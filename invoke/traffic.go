@@ -135,3 +135,6 @@ func (iv *Invoker) Breakers(org, tool string) ([]resilience.BreakerView, int) {
 	}
 	return tr.Breakers(org, tool), tr.ToolInFlight(org, tool)
 }
+
+// Protected reports whether the node's traffic protections are on.
+func (iv *Invoker) Protected() bool { return iv.cfg.Traffic != nil }
