@@ -96,10 +96,10 @@ type services struct {
 	meters           *metrics.Metrics
 	// traffic is the node's breakers, bulkheads and load shedder (nil
 	// when off).
-	traffic *resilience.Traffic
-	connections      *connection.Admin
-	broker           *connection.Broker
-	keys             *secret.Keyring
+	traffic     *resilience.Traffic
+	connections *connection.Admin
+	broker      *connection.Broker
+	keys        *secret.Keyring
 	// notes tells people of approvals and uncertain calls; its Links
 	// check the one-click links its messages carry.
 	notes *notify.Service
