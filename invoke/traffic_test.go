@@ -98,11 +98,26 @@ type trafficEnv struct {
 	audit  *audit.Writer
 }
 
-func newTrafficEnv(t *testing.T, store toolplane.Store, cfg resilience.Config, mutate ...func(*toolplane.Definition)) *trafficEnv {
+func newTrafficEnv(t testing.TB, store toolplane.Store, cfg resilience.Config, mutate ...func(*toolplane.Definition)) *trafficEnv {
 	t.Helper()
-	e := &trafficEnv{store: store, clock: newClock(), crm: &downstream{answer: func(context.Context, int64) (any, error) { return map[string]any{}, nil }}, broker: &releases{}}
-	cfg.Now = e.clock.Now
-	e.tr = resilience.New(cfg)
+	clock := newClock()
+	e := newTrafficEnvWith(t, store, &cfg, clock.Now, mutate...)
+	e.clock = clock
+	return e
+}
+
+// newTrafficEnvWith builds the env on a clock; a nil cfg turns the
+// protections off.
+func newTrafficEnvWith(t testing.TB, store toolplane.Store, cfg *resilience.Config, now func() time.Time, mutate ...func(*toolplane.Definition)) *trafficEnv {
+	t.Helper()
+	e := &trafficEnv{store: store, crm: &downstream{answer: func(context.Context, int64) (any, error) { return map[string]any{}, nil }}, broker: &releases{}}
+	if now == nil {
+		now = time.Now
+	}
+	if cfg != nil {
+		cfg.Now = now
+		e.tr = resilience.New(*cfg)
+	}
 	crm, err := handler.BindFunc("crm", e.crm.fn, nil, handler.WithTarget("host:crm.example"))
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +153,7 @@ func newTrafficEnv(t *testing.T, store toolplane.Store, cfg resilience.Config, m
 	e.audit = w
 	t.Cleanup(w.Close)
 	e.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Audit: w,
-		Runtimes: bound, Broker: e.broker, Traffic: e.tr, Now: e.clock.Now, Node: "test", LeaseMargin: time.Second,
+		Runtimes: bound, Broker: e.broker, Traffic: e.tr, Now: now, Node: "test", LeaseMargin: time.Second,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +161,7 @@ func newTrafficEnv(t *testing.T, store toolplane.Store, cfg resilience.Config, m
 	return e
 }
 
-func mustBind(t *testing.T, key string) *handler.Binding {
+func mustBind(t testing.TB, key string) *handler.Binding {
 	b, err := handler.BindFunc(key, func(context.Context, handler.Call, any) (any, error) { return nil, nil }, nil)
 	if err != nil {
 		t.Fatal(err)
