@@ -27,8 +27,8 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/policy"
-	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/ratelimit"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
