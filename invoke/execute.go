@@ -132,7 +132,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			cancel()
 		case <-hctx.Done():
 			cancel()
-			c.timedOutHandler(b)
+			c.timedOutHandler()
 			return c.timedOut(ctx, b, done)
 		}
 	}
@@ -281,6 +281,7 @@ func (c *call) runHandler(ctx context.Context, b *handler.Binding, attempt int) 
 // invokeBinding runs one attempt of the handler and counts its ending
 // against the breaker of its tool and target.
 func (c *call) invokeBinding(ctx context.Context, b *handler.Binding, call handler.Call) (any, error) {
+	c.timeoutCounted.Store(false) // a new attempt: its timeout is not counted yet
 	out, err := b.Invoke(ctx, call, c.args)
 	c.observe(ctx, b, err)
 	return out, err

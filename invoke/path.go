@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -65,6 +66,10 @@ type call struct {
 	// holds the downstream's part of it.
 	ticket    *resilience.Ticket
 	handedOff bool
+	// timeoutCounted is set once the current attempt's timeout was
+	// counted against its breaker, by the invoker or the handler's return,
+	// whichever came first.
+	timeoutCounted atomic.Bool
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the

@@ -76,21 +76,20 @@ func (c *call) observe(ctx context.Context, b *handler.Binding, err error) {
 	if c.ticket == nil {
 		return
 	}
-	late := ctx.Err() != nil
-	if late && !b.ContextBound() {
-		// The invoker counted the timeout when it stopped waiting
-		// (timedOutHandler); the handler's late return is not counted
-		// again.
-		return
+	o := outcome(b, err, ctx)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !c.timeoutCounted.CompareAndSwap(false, true) {
+		return // the invoker counted it when it stopped waiting (timedOutHandler)
 	}
-	c.ticket.Record(outcome(b, err, ctx))
+	c.ticket.Record(o)
 }
 
 // timedOutHandler counts a handler the invoker stopped waiting for at its
-// timeout, when the handler does not itself end with its context (and so
-// would be counted only when it finally returns).
-func (c *call) timedOutHandler(b *handler.Binding) {
-	if c.ticket != nil && !b.ContextBound() {
+// timeout, at once: a handler that ignores its context may return much
+// later, or never, and its breaker must not wait for it. Whichever of this
+// and the handler's own return (observe) sees the timeout first counts it,
+// once.
+func (c *call) timedOutHandler() {
+	if c.ticket != nil && c.timeoutCounted.CompareAndSwap(false, true) {
 		c.ticket.Record(resilience.Failure)
 	}
 }
