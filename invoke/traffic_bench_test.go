@@ -40,12 +40,15 @@ func TestTrafficSideBySide(t *testing.T) {
 	type row struct {
 		name                string
 		calls               int
-		rate, p50, p99      time.Duration
+		p50, p99            time.Duration
 		perSec              float64
 		refused, hangCalls  int64
 		goroutines, heapMiB int
 		cpuPerCall          time.Duration
 		handlerRuns         int64
+		// downstreamOpen is the most calls held open at the hanging
+		// downstream at once.
+		downstreamOpen int64
 	}
 	run := func(name string, protected, hanging bool) row {
 		ctx := context.Background()
@@ -62,7 +65,12 @@ func TestTrafficSideBySide(t *testing.T) {
 			cfg = &resilience.Config{}
 		}
 		e := newTrafficEnvWith(t, b.Store, cfg, time.Now, func(d *toolplane.Definition) { d.Timeout = toolplane.Duration(hang) })
+		var open, peakOpen atomic.Int64
 		e.crm.answer = func(ctx context.Context, _ int64) (any, error) {
+			n := open.Add(1)
+			for p := peakOpen.Load(); n > p && !peakOpen.CompareAndSwap(p, n); p = peakOpen.Load() {
+			}
+			defer open.Add(-1)
 			<-ctx.Done() // the downstream never answers: the call's timeout ends it
 			return nil, ctx.Err()
 		}
@@ -151,7 +159,7 @@ func TestTrafficSideBySide(t *testing.T) {
 		slices.Sort(all)
 		r := row{name: name, calls: len(all), perSec: float64(len(all)) / took.Seconds(),
 			refused: refused.Load(), hangCalls: hangCalls.Load(), goroutines: int(peakG.Load()), heapMiB: int(peakHeap.Load() >> 20),
-			handlerRuns: e.crm.calls.Load()}
+			handlerRuns: e.crm.calls.Load(), downstreamOpen: peakOpen.Load()}
 		if len(all) > 0 {
 			r.p50, r.p99 = all[len(all)/2], all[len(all)*99/100]
 			r.cpuPerCall = cpu / time.Duration(int64(len(all))+r.hangCalls)
@@ -165,11 +173,12 @@ func TestTrafficSideBySide(t *testing.T) {
 	}
 	t.Logf("%d healthy clients of other.read for %v; crm.read fired at %d/s, its downstream hanging until its %v timeout; GOMAXPROCS=%d",
 		healthy, phase, rate, hang, runtime.GOMAXPROCS(0))
-	t.Logf("%-42s %10s %9s %9s %8s %11s %9s %10s %8s %9s", "run", "other/s", "p50", "p99", "vs base", "hang calls", "refused", "handlers", "peak G", "heap MiB")
+	t.Logf("%-42s %10s %9s %9s %8s %11s %9s %10s %10s %8s %9s %9s", "run", "other/s", "p50", "p99", "vs base", "hang calls", "refused", "handlers",
+		"at hang", "peak G", "heap MiB", "cpu/call")
 	for _, r := range rows {
-		t.Logf("%-42s %10.0f %9v %9v %7.0f%% %11d %9d %10d %8d %9d   cpu/call %v",
+		t.Logf("%-42s %10.0f %9v %9v %7.0f%% %11d %9d %10d %10d %8d %9d %9v",
 			r.name, r.perSec, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), 100*r.perSec/rows[0].perSec,
-			r.hangCalls, r.refused, r.handlerRuns, r.goroutines, r.heapMiB, r.cpuPerCall.Round(time.Microsecond))
+			r.hangCalls, r.refused, r.handlerRuns, r.downstreamOpen, r.goroutines, r.heapMiB, r.cpuPerCall.Round(time.Microsecond))
 	}
 }
 
