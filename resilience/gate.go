@@ -2,7 +2,6 @@ package resilience
 
 import (
 	"math"
-	"strings"
 	"sync"
 )
 
@@ -10,16 +9,20 @@ import (
 // holding none is forgotten, so the map is as large as what is in flight.
 type gate struct {
 	mu sync.Mutex
-	n  map[string]int
+	n  map[gateKey]int
 }
+
+// gateKey is a key of two parts (an organization and a name in it, or a
+// name alone), kept apart rather than joined so that no call allocates one.
+type gateKey struct{ scope, name string }
 
 // acquire takes a slot of key, unless it holds limit already (limit 0: no
 // cap).
-func (g *gate) acquire(key string, limit int) bool {
+func (g *gate) acquire(key gateKey, limit int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.n == nil {
-		g.n = map[string]int{}
+		g.n = map[gateKey]int{}
 	}
 	c := g.n[key]
 	if limit > 0 && c >= limit {
@@ -29,7 +32,7 @@ func (g *gate) acquire(key string, limit int) bool {
 	return true
 }
 
-func (g *gate) release(key string) {
+func (g *gate) release(key gateKey) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c := g.n[key]; c <= 1 {
@@ -39,22 +42,30 @@ func (g *gate) release(key string) {
 	}
 }
 
-func (g *gate) count(key string) int {
+func (g *gate) count(key gateKey) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.n[key]
 }
 
-// snapshot copies the counts, a key's NUL separator replaced by sep.
-func (g *gate) snapshot(sep string) map[string]int {
+// size answers how many keys hold calls.
+func (g *gate) size() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.n)
+}
+
+// snapshot copies the counts, a key's parts joined by a slash.
+func (g *gate) snapshot() map[string]int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make(map[string]int, len(g.n))
 	for k, v := range g.n {
-		if sep != "" {
-			k = strings.ReplaceAll(k, "\x00", sep)
+		name := k.name
+		if k.scope != "" {
+			name = k.scope + "/" + k.name
 		}
-		out[k] = v
+		out[name] = v
 	}
 	return out
 }

@@ -192,15 +192,15 @@ func (t *Traffic) Admit(r Request) (*Ticket, *Refusal) {
 	}
 	steps := [...]struct {
 		g      *gate
-		key    string
+		key    gateKey
 		cap    int
 		reason string
 		code   toolplane.Code
 	}{
-		{&t.agents, r.Organization + "\x00" + r.Agent, t.cfg.AgentMaxInFlight, ReasonAgent, toolplane.CodeRateLimited},
-		{&t.orgs, r.Organization, orgCap, ReasonOrg, toolplane.CodeRateLimited},
-		{&t.tools, r.Organization + "\x00" + r.Tool, toolCap, ReasonTool, toolplane.CodeUnavailable},
-		{&t.targets, r.Target, t.cfg.TargetMaxInFlight, ReasonTarget, toolplane.CodeUnavailable},
+		{&t.agents, gateKey{r.Organization, r.Agent}, t.cfg.AgentMaxInFlight, ReasonAgent, toolplane.CodeRateLimited},
+		{&t.orgs, gateKey{"", r.Organization}, orgCap, ReasonOrg, toolplane.CodeRateLimited},
+		{&t.tools, gateKey{r.Organization, r.Tool}, toolCap, ReasonTool, toolplane.CodeUnavailable},
+		{&t.targets, gateKey{"", r.Target}, t.cfg.TargetMaxInFlight, ReasonTarget, toolplane.CodeUnavailable},
 	}
 	for i, s := range steps {
 		if !s.g.acquire(s.key, s.cap) {
@@ -237,8 +237,8 @@ func (k *Ticket) EndCall() {
 		if k.probe.Swap(false) {
 			k.breaker.Record(Neutral, true)
 		}
-		k.t.agents.release(k.req.Organization + "\x00" + k.req.Agent)
-		k.t.orgs.release(k.req.Organization)
+		k.t.agents.release(gateKey{k.req.Organization, k.req.Agent})
+		k.t.orgs.release(gateKey{"", k.req.Organization})
 	})
 }
 
@@ -246,8 +246,8 @@ func (k *Ticket) EndCall() {
 // count). It is safe to call more than once.
 func (k *Ticket) EndWork() {
 	k.work.Do(func() {
-		k.t.tools.release(k.req.Organization + "\x00" + k.req.Tool)
-		k.t.targets.release(k.req.Target)
+		k.t.tools.release(gateKey{k.req.Organization, k.req.Tool})
+		k.t.targets.release(gateKey{"", k.req.Target})
 		k.t.inFlight.Add(-1)
 	})
 }
@@ -314,9 +314,9 @@ type Occupancy struct {
 // Occupancy answers what the bulkheads hold now.
 func (t *Traffic) Occupancy() Occupancy {
 	o := Occupancy{InFlight: t.inFlight.Load(), NodeMax: int64(t.cfg.NodeMaxInFlight),
-		Tools: t.tools.snapshot("/"), Targets: t.targets.snapshot(""), Organizations: t.orgs.snapshot(""),
+		Tools: t.tools.snapshot(), Targets: t.targets.snapshot(), Organizations: t.orgs.snapshot(),
 		Refused: map[string]int64{}, Pressure: t.sampled()}
-	o.Agents = len(t.agents.snapshot(""))
+	o.Agents = t.agents.size()
 	t.refused.Range(func(k, v any) bool {
 		o.Refused[k.(string)] = v.(*atomic.Int64).Load()
 		return true
@@ -326,7 +326,7 @@ func (t *Traffic) Occupancy() Occupancy {
 
 // ToolInFlight answers how many calls of org's tool run on this node.
 func (t *Traffic) ToolInFlight(org, tool string) int {
-	return t.tools.count(org + "\x00" + tool)
+	return t.tools.count(gateKey{org, tool})
 }
 
 // shed refuses work of priority p when the node is too near saturation
