@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/signin"
 )
 
@@ -94,6 +95,16 @@ type versionPage struct {
 	// allows the action; the service decides whether the person may.
 	Review, Deprecate, Retire bool
 	Action, CSRF              string
+	// Health is the tool's traffic on this node (nil when the node's
+	// protections are off).
+	Health *toolHealth
+}
+
+// toolHealth is what this node knows of a tool's traffic: its breakers,
+// one per downstream target, and its calls in flight here.
+type toolHealth struct {
+	InFlight int
+	Breakers []resilience.BreakerView
 }
 
 func (c *Console) catalogVersion(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
@@ -119,6 +130,10 @@ func (c *Console) catalogVersion(w http.ResponseWriter, r *http.Request, sess *s
 		// The platform's own tools are the operator's: nobody reviews,
 		// deprecates or retires them here.
 		v.Review, v.Deprecate, v.Retire = false, false, false
+	}
+	if c.cfg.Invoker.Protected() {
+		bs, n := c.cfg.Invoker.Breakers(sess.Credential.OrganizationID, tv.Name)
+		v.Health = &toolHealth{InFlight: n, Breakers: bs}
 	}
 	others, _, err := svc.List(r.Context(), toolplane.VersionFilter{Name: tv.Name}, "", pageSize, sess.Credential)
 	if err != nil {

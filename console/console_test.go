@@ -42,6 +42,7 @@ import (
 	"github.com/toolplane/toolplane/postgres"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
@@ -193,7 +194,8 @@ func newWorldOn(t testing.TB, backend string) *world {
 	quiet := slog.New(slog.NewTextHandler(&w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w.meter = &countingMeter{UsageStore: w.store}
 	approvals := approval.New(approval.Config{Store: w.store, Usage: w.meter, TTL: time.Hour})
-	w.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: w.store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+	w.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: w.store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet,
+		Traffic: resilience.New(resilience.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,6 +201,9 @@ func TestSectionsShowOnlyTheOrganizationAsText(t *testing.T) {
 	if p := root.get("/console/access/explain?agent=" + url.QueryEscape(xssAgent)); !strings.Contains(p.body, ": xss.*</li>") {
 		t.Errorf("the explanation does not name the agent's key: %s", p.body)
 	}
+	if p := root.get("/console/catalog/xss.paymine/1.2.0"); !strings.Contains(p.body, "Traffic on this node") || !strings.Contains(p.body, "No call of this tool has reached a downstream") {
+		t.Fatalf("the version page shows no traffic: %s", p.body)
+	}
 	if p := root.get("/console/catalog/xss.paymine/1.2.0?against=1.0.0"); !strings.Contains(p.body, "needs") {
 		t.Errorf("the version page shows no compatibility report: %s", p.body)
 	}

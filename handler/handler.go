@@ -344,6 +344,8 @@ type Binding struct {
 	contextBound bool
 	// facts are the policy facts registered with the handler.
 	facts policy.Facts
+	// target names the downstream the handler reaches (see WithTarget).
+	target string
 }
 
 // Option configures a Binding.
@@ -376,6 +378,22 @@ func WithFact(name string, r policy.FactResolver) Option {
 		}
 		b.facts[name] = r
 	}
+}
+
+// WithTarget names the downstream the handler reaches: a host, a
+// database, an upstream server. Calls that fail against one target trip
+// the circuit breaker of (tool, target), and the calls in flight to it are
+// capped together, so one struggling downstream is isolated from the
+// rest. Without it the target is the handler's key.
+func WithTarget(target string) Option { return func(b *Binding) { b.target = target } }
+
+// Target answers the downstream the binding reaches: what WithTarget
+// named, or the handler's key.
+func (b *Binding) Target() string {
+	if b.target != "" {
+		return b.target
+	}
+	return b.Key
 }
 
 // ContextBound reports whether the binding was declared WithContextBound.

@@ -499,6 +499,9 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 	if tv.Deprecated != nil {
 		out["deprecated"] = tv.Deprecated
 	}
+	if h := s.health(c.cred.OrganizationID, t.Def.Name); h != nil {
+		out["health"] = h
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
@@ -73,7 +74,9 @@ func newFixture(t *testing.T) *fixture {
 	reg, hs := demotest.Registry(t)
 	quiet := slog.New(slog.DiscardHandler)
 	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet,
+		// The caller's caps are off: tests here fire many calls as one agent.
+		Traffic: resilience.New(resilience.Config{AgentMaxInFlight: -1, OrgMaxInFlight: -1})})
 	if err != nil {
 		t.Fatal(err)
 	}

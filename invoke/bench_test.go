@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/resilience"
 )
 
 // BenchmarkReadCallNoop measures the platform's own overhead on a read: the
@@ -15,6 +17,27 @@ import (
 func BenchmarkReadCallNoop(b *testing.B) {
 	store := newStore(b)
 	e := newEnvWith(b, store, withAudit(b, store), tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"id": "p1", "name": "Ada"})})
+	in := inv("crm.get")
+	a := args("to", "p1")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, err := e.iv.Invoke(ctx, "crm.get", a, in); err != nil || !r.OK {
+			b.Fatal(r, err)
+		}
+	}
+}
+
+// BenchmarkReadCallProtected is BenchmarkReadCallNoop with the node's
+// traffic protections on: what a breaker, four in-flight caps and the
+// shedder's check add to every call.
+func BenchmarkReadCallProtected(b *testing.B) {
+	store := newStore(b)
+	audited := withAudit(b, store)
+	e := newEnvWith(b, store, func(c *invoke.Config) {
+		audited(c)
+		c.Traffic = resilience.New(resilience.Config{})
+	}, tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"id": "p1", "name": "Ada"})})
 	in := inv("crm.get")
 	a := args("to", "p1")
 	ctx := context.Background()

@@ -40,6 +40,10 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return iv.fault(ctx, "handler "+d.Binding.Handler.Key+" is not registered", d.Name), nil
 		}
 	}
+	if refusal := c.enter(b); refusal != nil {
+		return *refusal, nil
+	}
+	defer c.leave()
 
 	if d.Writes() {
 		out, cl, err := iv.journal.Claim(ctx, c.request(iv.owner()))
@@ -113,7 +117,9 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		}
 	} else {
 		done := make(chan ret, 1)
+		endWork := c.handOff()
 		go func() {
+			defer endWork()
 			defer func() {
 				if p := recover(); p != nil {
 					done <- ret{panic: p}
@@ -126,6 +132,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			cancel()
 		case <-hctx.Done():
 			cancel()
+			c.timedOutHandler()
 			return c.timedOut(ctx, b, done)
 		}
 	}
@@ -248,7 +255,7 @@ func (c *call) invokeHere(ctx context.Context, b *handler.Binding, attempt int) 
 // acted (handler.CredentialRefused), so the first call made no effect,
 // and the second carries the same key. A second refusal stands.
 func (c *call) runHandler(ctx context.Context, b *handler.Binding, attempt int) ret {
-	out, err := b.Invoke(ctx, c.handlerCall(attempt), c.args)
+	out, err := c.invokeBinding(ctx, b, c.handlerCall(attempt))
 	var cr *handler.CredentialRefused
 	rb, ok := c.iv.cfg.Broker.(Renewals)
 	if err == nil || !ok || c.released == nil || !errors.As(err, &cr) {
@@ -267,8 +274,17 @@ func (c *call) runHandler(ctx context.Context, b *handler.Binding, attempt int) 
 	}
 	call := c.handlerCall(attempt)
 	call.Released = rel
-	out, err = b.Invoke(ctx, call, c.args)
+	out, err = c.invokeBinding(ctx, b, call)
 	return ret{out: out, err: err, released: rel}
+}
+
+// invokeBinding runs one attempt of the handler and counts its ending
+// against the breaker of its tool and target.
+func (c *call) invokeBinding(ctx context.Context, b *handler.Binding, call handler.Call) (any, error) {
+	c.timeoutCounted.Store(false) // a new attempt: its timeout is not counted yet
+	out, err := b.Invoke(ctx, call, c.args)
+	c.observe(ctx, b, err)
+	return out, err
 }
 
 // ended ends a call whose handler answered an error.

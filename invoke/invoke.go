@@ -51,6 +51,7 @@ import (
 	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 )
 
 // ErrInFlight: another worker holds a live claim on this call's key. The
@@ -299,6 +300,10 @@ type Config struct {
 	NodeDeadAfter time.Duration
 	// Stream bounds what a streamed call (see Streamed) streams.
 	Stream StreamLimits
+	// Traffic, when set, is the node's circuit breakers, bulkheads and
+	// load shedder, asked before each call is claimed or dispatched; nil
+	// turns them off.
+	Traffic *resilience.Traffic
 }
 
 // DefaultLeaseMargin is the default LeaseMargin. A lease must outlast

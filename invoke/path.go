@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -22,6 +23,7 @@ import (
 	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/schema"
 )
 
@@ -59,6 +61,15 @@ type call struct {
 	// decision is the policy's answer: its rule and approval route reach
 	// the approval filed.
 	decision policy.Decision
+	// ticket is the call's hold on the node's traffic protections (nil
+	// when they are off); handedOff is set once the handler's goroutine
+	// holds the downstream's part of it.
+	ticket    *resilience.Ticket
+	handedOff bool
+	// timeoutCounted is set once the current attempt's timeout was
+	// counted against its breaker, by the invoker or the handler's return,
+	// whichever came first.
+	timeoutCounted atomic.Bool
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the

@@ -244,7 +244,8 @@ func (s *Set) Binding(r *toolplane.RemoteBinding) (*handler.Binding, error) {
 		var err error
 		// Both call paths return once the call's context ends (an HTTP
 		// request bound to it, or the SDK's call awaiting it).
-		b, err = handler.BindFunc("mcp."+u.cfg.Slug+"."+r.RemoteName, u.caller(r.RemoteName), classify, handler.WithContextBound())
+		b, err = handler.BindFunc("mcp."+u.cfg.Slug+"."+r.RemoteName, u.caller(r.RemoteName), classify, handler.WithContextBound(),
+			handler.WithTarget("upstream:"+u.cfg.Slug))
 		if err != nil {
 			return nil, err
 		}

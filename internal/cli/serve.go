@@ -121,6 +121,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	deadAfter := fs.Duration("node-dead-after", server.DefaultNodeDeadAfter, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")
 	sweepEvery := fs.Duration("sweep-every", server.DefaultSweepEvery, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
 	asyncStale := fs.Duration("async-stale-after", 0, "how long an asynchronous call still queued or running, or a callback still due, goes untouched before the sweep hands it to a worker again, in case its hand-off was lost with a node (0: 1m)")
+	traffic := trafficFlags(fs)
 	if err := fs.Parse(longDashesIn(fs, args)); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stdout, "usage: toolplane serve [flags]\n\nflags:\n%s", fs.FlagUsages())
@@ -192,6 +193,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	}
 	if cfg.NodeDeadAfter <= 0 {
 		cfg.NodeDeadAfter = -1
+	}
+	if err := traffic.apply(&cfg); err != nil {
+		return fail(err)
 	}
 	for _, f := range tune {
 		f(&cfg)

@@ -31,6 +31,7 @@ import (
 	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -201,6 +202,11 @@ type Config struct {
 	// Node is this node's name, unique in the deployment and kept across
 	// restarts; default HOST:PORT of Addr, or HOST-PID when the port is 0.
 	Node string
+	// Traffic sets this node's circuit breakers, bulkheads and load
+	// shedding (package resilience; zero fields take its defaults);
+	// TrafficOff turns them all off.
+	Traffic    resilience.Config
+	TrafficOff bool
 	// LeaseMargin is added to a tool's timeout to form a write's claim
 	// lease; default invoke.DefaultLeaseMargin.
 	LeaseMargin time.Duration

@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/rules"
 	httpruntime "github.com/toolplane/toolplane/runtime/http"
 	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
@@ -93,9 +94,12 @@ type services struct {
 	rules            *rules.Service
 	approvals        *approval.Service
 	meters           *metrics.Metrics
-	connections      *connection.Admin
-	broker           *connection.Broker
-	keys             *secret.Keyring
+	// traffic is the node's breakers, bulkheads and load shedder (nil
+	// when off).
+	traffic     *resilience.Traffic
+	connections *connection.Admin
+	broker      *connection.Broker
+	keys        *secret.Keyring
 	// notes tells people of approvals and uncertain calls; its Links
 	// check the one-click links its messages carry.
 	notes *notify.Service
@@ -134,6 +138,10 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	}
 	if svc.keys, svc.connections, svc.broker, err = s.buildConnections(self, d, clients, sqlRuntime); err != nil {
 		return nil, err
+	}
+	if !s.cfg.TrafficOff {
+		svc.traffic = resilience.New(s.cfg.Traffic)
+		svc.meters.WatchTraffic(svc.traffic)
 	}
 	if svc.iv, err = s.buildInvoker(self, src, pol, svc, run, tracer); err != nil {
 		return nil, err
@@ -311,7 +319,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 	return invoke.New(invoke.Config{Registry: pol.reg, Handlers: src.handlers, Remotes: src.upstreams, Store: s.b.Store, Policy: pol.rules,
 		Runtimes: run, Broker: svc.broker, Facts: pol.facts,
 		Approvals: svc.approvals, Audit: writer, Logger: s.log, Node: self.ID, Observer: svc.meters, Tracer: tracer,
-		LeaseMargin: s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter,
+		LeaseMargin: s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter, Traffic: svc.traffic,
 		// An approved call or a replay runs on the grants and the key as
 		// they are when it runs, not as they were when it was filed.
 		Principals: authz.Principals{Grants: pol.grants, Keys: s.b.Store}})

@@ -113,7 +113,23 @@ func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 		return nil, fmt.Errorf("http runtime: %w: %s@%s: %s", toolplane.ErrInvalid, d.Name, d.Version, strings.Join(msgs, "; "))
 	}
 	c := &caller{cfg: &r.cfg, plan: p}
-	return handler.BindFunc(Key(d), c.call, nil, handler.WithContextBound())
+	return handler.BindFunc(Key(d), c.call, nil, handler.WithContextBound(), handler.WithTarget(Target(d)))
+}
+
+// Target answers the downstream d's request reaches, which its breaker
+// and in-flight cap are kept for: the host of an absolute URL, or, for a
+// path sent under the base URL of the connection a call goes through, the
+// connection provider (whose base URL is known only once a connection is
+// released, after the breaker is asked).
+func Target(d *toolplane.Definition) string {
+	h := d.Binding.HTTP
+	if h == nil || toolplane.RelativeURL(h.URL) {
+		return "connection:" + d.Connection
+	}
+	if u, err := url.Parse(h.URL); err == nil && u.Host != "" {
+		return "host:" + u.Host
+	}
+	return Key(d)
 }
 
 // Contract answers the runtime's contract: Checks, binding with r.

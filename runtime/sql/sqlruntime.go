@@ -178,7 +178,10 @@ func (r *Runtime) bindScanned(d *toolplane.Definition, scans map[dialect]scanned
 		}
 		b.byDialect[dl] = translate(d.Binding.SQL.Statement, s, dl)
 	}
-	opts := []handler.Option{handler.WithContextBound()}
+	// The database is behind the connection a call goes through, known
+	// only once it is released, after the breaker is asked: the target is
+	// the connection provider, as for an HTTP tool sent under a base URL.
+	opts := []handler.Option{handler.WithContextBound(), handler.WithTarget("database:" + d.Connection)}
 	if b.writes {
 		opts = append(opts, handler.WithSettlement(commitGrace+time.Second))
 	}
