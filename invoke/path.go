@@ -67,7 +67,14 @@ type call struct {
 // An identifier past its bound (toolplane.Invocation.Check) answers an
 // error wrapping a *toolplane.TooLongError, before anything is recorded: a
 // door translates it as the caller's bad request.
+//
+// Made with the context a handler was given (a tool calling another tool),
+// the call is the handler's call's child, and inv may be nil: see nested.
 func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolplane.Invocation) (toolplane.Result, error) {
+	ctx, inv, err := nested(ctx, inv)
+	if err != nil {
+		return toolplane.Result{}, err
+	}
 	if err := inv.Check(name); err != nil {
 		return toolplane.Result{}, fmt.Errorf("invoke: %w", err)
 	}
@@ -86,6 +93,10 @@ func (iv *Invoker) invoke(ctx context.Context, name string, args any, inv *toolp
 // not JSON answers invalid_input like any other bad argument, with its own
 // span and audit event.
 func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv *toolplane.Invocation) (toolplane.Result, error) {
+	ctx, inv, err := nested(ctx, inv)
+	if err != nil {
+		return toolplane.Result{}, err
+	}
 	if err := inv.Check(name); err != nil {
 		return toolplane.Result{}, fmt.Errorf("invoke: %w", err)
 	}
@@ -115,7 +126,10 @@ func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolpl
 	c.audit = toolplane.AuditEvent{
 		OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID,
 		PrincipalID: inv.Principal.ID, UserID: inv.UserID, Tool: name,
-		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy,
+		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy, ParentID: inv.ParentID,
+		// Known from the start: a tool this call's handler calls names
+		// it as its parent.
+		ID: toolplane.NewID("aud_"),
 	}
 	return ctx, c
 }
@@ -259,6 +273,9 @@ func (c *call) admit(ctx context.Context) (*toolplane.Result, error) {
 }
 
 func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
+	if refusal := c.hopsAndTime(); refusal != nil {
+		return *refusal, nil
+	}
 	iv, inv := c.iv, c.inv
 	if refusal, err := c.admit(ctx); refusal != nil || err != nil {
 		if refusal != nil {
@@ -387,6 +404,9 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if r, stop := c.accrue(ctx); stop {
 			return r, nil
 		}
+	}
+	if refusal := c.inTime(); refusal != nil {
+		return *refusal, nil
 	}
 	return c.execute(ctx)
 }
@@ -652,6 +672,9 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	}
 	stored := *inv
 	stored.AuthorizedBy = ""
+	// The deadline bounded the request that asked; the approved call runs
+	// when a person answers, under the tool's own timeout.
+	stored.Deadline = time.Time{}
 	invJSON, err := approval.EncodeInvocation(&stored)
 	if err != nil {
 		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)
