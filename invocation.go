@@ -183,3 +183,13 @@ type User struct {
 	Manager    string         `json:"manager,omitempty"`
 	Attributes map[string]any `json:"attributes,omitempty"`
 }
+
+// The _meta keys of an MCP tools/call that carry the time and the hops a
+// caller gives a call (a REST call's timeout_ms and remaining_hops): the
+// MCP door reads them, and the platform sends them on a call to an
+// upstream MCP server, so that one calling back into the platform passes
+// on what its call had left.
+const (
+	MetaTimeoutMS     = "toolplane/timeout_ms"
+	MetaRemainingHops = "toolplane/remaining_hops"
+)

@@ -305,8 +305,9 @@ type Config struct {
 	// Stream bounds what a streamed call (see Streamed) streams.
 	Stream StreamLimits
 	// MaxHops is the most tool-to-tool hops below a call from a door
-	// (see toolplane.Invocation.Hops); zero is DefaultMaxHops. A caller
-	// asking for more gets this many.
+	// (see toolplane.Invocation.Hops); zero is DefaultMaxHops, negative
+	// none (no tool calls a tool). A caller asking for more gets this
+	// many.
 	MaxHops int
 	// DeadlineFloor is the least time a call must have left, under its
 	// caller's deadline, to be claimed and sent; a call with less is
@@ -366,8 +367,11 @@ func New(cfg Config) (*Invoker, error) {
 	if iv.cfg.Node == "" {
 		iv.cfg.Node = "node"
 	}
-	if iv.cfg.MaxHops <= 0 {
+	switch {
+	case iv.cfg.MaxHops == 0:
 		iv.cfg.MaxHops = DefaultMaxHops
+	case iv.cfg.MaxHops < 0:
+		iv.cfg.MaxHops = 0
 	}
 	if iv.cfg.DeadlineFloor <= 0 {
 		iv.cfg.DeadlineFloor = DefaultDeadlineFloor
