@@ -338,3 +338,43 @@ func TestInvokeWithoutInvocationOutsideAHandler(t *testing.T) {
 		t.Fatalf("err = %v, want a fault", err)
 	}
 }
+
+// slowClaims is a store whose claims take the time given: the call's
+// deadline passes between its claim and its dispatch.
+type slowClaims struct {
+	toolplane.Store
+	advance func()
+}
+
+func (s slowClaims) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
+	ok, err := s.Store.InsertClaim(ctx, c)
+	s.advance()
+	return ok, err
+}
+
+func TestDeadlinePassedAfterTheClaimReleasesIt(t *testing.T) {
+	t.Parallel()
+	var e *env
+	store := newStore(t)
+	e = newEnvWith(t, store, func(c *invoke.Config) {
+		c.Store = slowClaims{Store: store, advance: func() { e.clock.Advance(time.Second) }}
+	}, tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{})})
+	in := inv("crm.update")
+	in.Deadline = e.clock.Now().Add(500 * time.Millisecond)
+	r, err := e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), in)
+	code(t, r, err, toolplane.CodeDeadlineExceeded)
+	if e.count("crm.update") != 0 {
+		t.Fatal("the handler ran")
+	}
+	if _, err := claimOf(t, store, "crm.update", in, args("to", "x")); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("the claim was kept: %v", err)
+	}
+	// A handler that runs past its time still answers timeout.
+	slow := def("crm.slow", toolplane.EffectRead, func(d *toolplane.Definition) { d.Timeout = toolplane.Duration(20 * time.Millisecond) })
+	e2 := newEnv(t, newStore(t), tool{def: slow, fn: func(ctx context.Context, _ handler.Call, _ any) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}})
+	r, err = e2.iv.Invoke(context.Background(), "crm.slow", args(), inv("crm.slow"))
+	code(t, r, err, toolplane.CodeTimeout)
+}
