@@ -55,7 +55,12 @@ func (c *call) withParent(ctx context.Context) context.Context {
 // deadline are taken. A call made without a handler's context keeps inv.
 // The context answered carries neither the parent's stream nor its
 // parent: the child's handler has its own.
-func nested(ctx context.Context, inv *toolplane.Invocation) (context.Context, *toolplane.Invocation, error) {
+//
+// A child of a call run from storage (an asynchronous or approved call,
+// which holds no credential, only its key's id) is decided on the grants
+// of now for the tool it names (Config.Principals), not on the parent's
+// principal, which holds the parent's tool alone.
+func (iv *Invoker) nested(ctx context.Context, name string, inv *toolplane.Invocation) (context.Context, *toolplane.Invocation, error) {
 	p, ok := ctx.Value(parentKey{}).(*parent)
 	if !ok || p == nil {
 		if inv == nil {
@@ -84,6 +89,12 @@ func nested(ctx context.Context, inv *toolplane.Invocation) (context.Context, *t
 	}
 	ctx = context.WithValue(ctx, parentKey{}, (*parent)(nil))
 	ctx = context.WithValue(ctx, streamKey{}, nil)
+	if child.Credential == nil && child.CredentialID != "" && iv.cfg.Principals != nil {
+		child.Principal = toolplane.Principal{ID: child.Principal.ID, Tools: []string{name}}
+		if err := iv.livePrincipal(ctx, &child); err != nil {
+			return ctx, nil, err
+		}
+	}
 	return ctx, &child, nil
 }
 

@@ -69,9 +69,10 @@ type call struct {
 // door translates it as the caller's bad request.
 //
 // Made with the context a handler was given (a tool calling another tool),
-// the call is the handler's call's child, and inv may be nil: see nested.
+// the call is the handler's call's child, and inv may be nil: see
+// Invoker.nested.
 func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolplane.Invocation) (toolplane.Result, error) {
-	ctx, inv, err := nested(ctx, inv)
+	ctx, inv, err := iv.nested(ctx, name, inv)
 	if err != nil {
 		return toolplane.Result{}, err
 	}
@@ -93,7 +94,7 @@ func (iv *Invoker) invoke(ctx context.Context, name string, args any, inv *toolp
 // not JSON answers invalid_input like any other bad argument, with its own
 // span and audit event.
 func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv *toolplane.Invocation) (toolplane.Result, error) {
-	ctx, inv, err := nested(ctx, inv)
+	ctx, inv, err := iv.nested(ctx, name, inv)
 	if err != nil {
 		return toolplane.Result{}, err
 	}
