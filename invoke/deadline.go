@@ -98,12 +98,11 @@ func (iv *Invoker) nested(ctx context.Context, name string, inv *toolplane.Invoc
 	return ctx, &child, nil
 }
 
-// hopsAndTime refuses, before anything is read or claimed, a call with no
-// hop left (max_hops_exceeded) or whose caller left it less than the
-// floor (deadline_exceeded); nil lets it go on. It caps the call's hops at
+// hops refuses, before anything is read or claimed, a call with no hop
+// left (max_hops_exceeded); nil lets it go on. It caps the call's hops at
 // the platform's maximum first: a count a caller forged upward is never
 // trusted.
-func (c *call) hopsAndTime() *toolplane.Result {
+func (c *call) hops() *toolplane.Result {
 	if c.inv.Hops > c.iv.cfg.MaxHops {
 		inv := *c.inv
 		inv.Hops = c.iv.cfg.MaxHops
@@ -113,17 +112,22 @@ func (c *call) hopsAndTime() *toolplane.Result {
 		r := toolplane.Fail(toolplane.CodeMaxHopsExceeded, fmt.Sprintf("%s was called by a chain of tool calls %d deep, the most this platform allows; it was not called. Do not retry it from within the chain; answer with what the chain has.", c.name, c.iv.cfg.MaxHops))
 		return &r
 	}
-	if d := c.inv.Deadline; !d.IsZero() {
-		if left := d.Sub(c.iv.now()); left < c.iv.cfg.DeadlineFloor {
-			return c.deadlineExceeded(left)
-		}
-	}
 	return nil
 }
 
-// inTime refuses, just before the journal claim, a call whose time left
-// (the tool's timeout cut to its deadline) fell below the floor while it
-// was decided; nil lets it be claimed.
+// lateAlready reports whether the caller's deadline leaves the call less
+// than the floor, before its tool is known: a call to be accepted now and
+// run later is then run now instead, which refuses it (see Admit).
+func (c *call) lateAlready() bool {
+	d := c.inv.Deadline
+	return !d.IsZero() && d.Sub(c.iv.now()) < c.iv.cfg.DeadlineFloor
+}
+
+// inTime refuses a call whose time left (the tool's timeout cut to its
+// deadline) is below the floor; nil lets it go on. It is asked once the
+// journal was read (a write whose answer is stored is answered that,
+// whatever the time: a refusal saying nothing was done would be false)
+// and again just before the claim, for the time spent deciding.
 func (c *call) inTime() *toolplane.Result {
 	if left := c.timeout(); left < c.iv.cfg.DeadlineFloor {
 		return c.deadlineExceeded(left)

@@ -378,3 +378,19 @@ func TestDeadlinePassedAfterTheClaimReleasesIt(t *testing.T) {
 	r, err = e2.iv.Invoke(context.Background(), "crm.slow", args(), inv("crm.slow"))
 	code(t, r, err, toolplane.CodeTimeout)
 }
+
+// A write whose answer the journal holds is answered that, whatever the
+// time left: a refusal saying nothing was done would be false.
+func TestAStoredAnswerIsAnsweredWhateverTheTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, newStore(t), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{})})
+	in := inv("crm.update")
+	if r, err := e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), in); err != nil || !r.OK {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	in.Deadline = e.clock.Now().Add(time.Millisecond)
+	r, err := e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), in)
+	if err != nil || !r.OK || !r.Meta.Replayed || e.count("crm.update") != 1 {
+		t.Fatalf("the repeat with a millisecond left = %+v, %v after %d runs; want the stored answer", r, err, e.count("crm.update"))
+	}
+}

@@ -5,8 +5,7 @@
 //	open the span (arguments redacted); a call made from a handler's
 //	   context is that call's child (its caller, its remaining time, one
 //	   hop fewer, its audit event naming the parent)
-//	-> no hop left (max_hops_exceeded), or less time left than the floor
-//	   (deadline_exceeded): refused before anything is read or claimed
+//	-> no hop left (max_hops_exceeded): refused before anything is read
 //	-> a fresh call from a door: its principal, from the credential the
 //	   door verified (Config.Principals: the grants and the key of now)
 //	-> resolve the tool (at the range the principal's grant pins); a write
@@ -16,6 +15,8 @@
 //	-> write or send: derive the key once, read the journal
 //	     completed -> the stored result, replayed; processing -> ErrInFlight;
 //	     conflict -> conflict; uncertain -> uncertain
+//	-> less time left than the floor (the tool's timeout cut to the
+//	   caller's deadline): deadline_exceeded
 //	-> an authorized_by that covers the call: approved skips only the
 //	   approval step, rejected answers rejected; one that does not cover the
 //	   call is ignored and the call is decided live

@@ -274,7 +274,7 @@ func (c *call) admit(ctx context.Context) (*toolplane.Result, error) {
 }
 
 func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
-	if refusal := c.hopsAndTime(); refusal != nil {
+	if refusal := c.hops(); refusal != nil {
 		return *refusal, nil
 	}
 	iv, inv := c.iv, c.inv
@@ -300,6 +300,9 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if r, err, done := c.answerExisting(ctx, out, cl); done {
 			return r, err
 		}
+	}
+	if refusal := c.inTime(); refusal != nil {
+		return *refusal, nil
 	}
 
 	// authorized_by: an approval covering this call decides the approval
