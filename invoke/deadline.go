@@ -109,7 +109,7 @@ func (c *call) hops() *toolplane.Result {
 		c.inv = &inv
 	}
 	if c.inv.Hops < 0 {
-		r := toolplane.Fail(toolplane.CodeMaxHopsExceeded, fmt.Sprintf("%s was called by a chain of tool calls %d deep, the most this platform allows; it was not called. Do not retry it from within the chain; answer with what the chain has.", c.name, c.iv.cfg.MaxHops))
+		r := toolplane.Fail(toolplane.CodeMaxHopsExceeded, fmt.Sprintf("%s was called with no tool-to-tool hop left (a chain of tools calling tools goes at most %d deep); it was not called and nothing was done. Do not retry it from within the chain; answer with what the chain has.", c.name, c.iv.cfg.MaxHops))
 		return &r
 	}
 	return nil
