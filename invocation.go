@@ -32,7 +32,11 @@ type Invocation struct {
 	StepPath  string
 	Principal Principal
 	Ceilings  Ceilings
-	// Deadline is when the run's time is up; zero means none.
+	// Deadline is when the caller's time is up (the deadline a door's
+	// caller asked for, measured on the node that received it, or the
+	// calling tool's own deadline for a tool-to-tool call); zero means
+	// none. The invoker cuts the tool's timeout to it and refuses a call
+	// left too little time before anything is claimed (deadline_exceeded).
 	Deadline time.Time
 	Source   Source
 	// AuthorizedBy is the approval this call claims to be covered by. An
@@ -60,8 +64,18 @@ type Invocation struct {
 	// are: a call run later from storage (an approved call, a replay) has
 	// no Credential, and its rules must read the caller the call had.
 	AgentRoles []string `json:",omitempty"`
-	// Hops is how many more tool-to-tool calls this call may make.
+	// Hops is how many more tool-to-tool hops this call may start below
+	// it: a call it makes (a handler calling another tool, an upstream MCP
+	// server calling back) has one fewer, and a call whose count is below
+	// zero is refused (max_hops_exceeded). A door starts a call at what
+	// its caller asked, capped by the platform's maximum (invoke.Config.
+	// MaxHops), or at the maximum when it asked nothing; the invoker caps
+	// it again, so a count forged upward is never trusted.
 	Hops int
+	// ParentID is the audit event id of the call that made this one, for
+	// a tool-to-tool call the invoker derived from its parent; "" for a
+	// call from a door. The child's audit event records it.
+	ParentID string `json:",omitempty"`
 	// Contracts freezes what the run was shown: tool name to the
 	// schema_hash of the contract. A call on a tool whose live contract
 	// differs answers tool_changed; a tool absent here is read live.
@@ -169,3 +183,13 @@ type User struct {
 	Manager    string         `json:"manager,omitempty"`
 	Attributes map[string]any `json:"attributes,omitempty"`
 }
+
+// The _meta keys of an MCP tools/call that carry the time and the hops a
+// caller gives a call (a REST call's timeout_ms and remaining_hops): the
+// MCP door reads them, and the platform sends them on a call to an
+// upstream MCP server, so that one calling back into the platform passes
+// on what its call had left.
+const (
+	MetaTimeoutMS     = "toolplane/timeout_ms"
+	MetaRemainingHops = "toolplane/remaining_hops"
+)

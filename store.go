@@ -285,6 +285,10 @@ type AuditEvent struct {
 	// ConnectionID names the connection whose secret the broker released
 	// for the call: by ID, never by value.
 	ConnectionID string `json:"connection_id,omitempty"`
+	// ParentID is the ID of the audit event of the call that made this
+	// one, for a tool-to-tool call (a handler calling another tool): the
+	// trail of a chain of calls links each to its parent.
+	ParentID string `json:"parent_id,omitempty"`
 	// PolicyDecision is what the policy step decided (allow, deny,
 	// require_approval; "" when the call ended before it); PolicyBundle
 	// and PolicyRule the organization's rules version and the rule that

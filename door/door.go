@@ -383,6 +383,16 @@ type Call struct {
 	// CallbackURL, when set, receives an asynchronous call's result,
 	// signed; naming one asks for the call to run later.
 	CallbackURL string
+	// Timeout, when positive, is how long the caller gives the call, from
+	// when the door read it: relative, so that no clock but this node's
+	// is read. It never loosens the tool's own timeout.
+	Timeout time.Duration
+	// Hops, when HopsAsked, is how many tool-to-tool hops the caller
+	// gives the call (toolplane.Invocation.Hops): a tool calling back
+	// into the platform passes what its call had left. The platform's
+	// maximum caps it; unasked, a call starts at the maximum.
+	Hops      int
+	HopsAsked bool
 }
 
 // Invocation answers the invocation of call made by cred: who calls (the
@@ -403,8 +413,31 @@ func (d *Door) Invocation(cred *toolplane.Credential, call Call) *toolplane.Invo
 		Principal: toolplane.Principal{ID: cred.Subject}, Contracts: call.Contracts,
 		Ceilings: toolplane.Ceilings{MaxCostCents: toolplane.CostCeiling(call.MaxCostCents, d.RunBudgetCents)},
 		Source:   call.Source, AuthorizedBy: call.AuthorizedBy, IdempotencyKey: call.IdempotencyKey,
-		SessionRun: call.SessionRun,
+		SessionRun: call.SessionRun, Deadline: d.deadline(call.Timeout), Hops: d.hops(call),
 	}
+}
+
+// deadline answers when a call given timeout (none when not positive) is
+// out of time, read on this node's clock.
+func (d *Door) deadline(timeout time.Duration) time.Time {
+	if timeout <= 0 {
+		return time.Time{}
+	}
+	return d.now().Add(timeout)
+}
+
+// hops answers the hops a call starts with: what its caller asked, capped
+// by the platform's maximum, or the maximum (see Call.Hops). The invoker
+// caps it again.
+func (d *Door) hops(call Call) int {
+	most := invoke.DefaultMaxHops
+	if d.Invoker != nil {
+		most = d.Invoker.MaxHops()
+	}
+	if !call.HopsAsked {
+		return most
+	}
+	return min(call.Hops, most)
 }
 
 // AnswerKind says which kind of answer a call got.

@@ -145,6 +145,9 @@ func (s *Server) decodeBatch(r *http.Request, who door.Caller) ([]door.Call, err
 			return nil, &batchError{Field: at + ".mode", Message: fmt.Sprintf("call %d: %v", i, err)}
 		}
 		calls[i] = bc.call(bc.Tool)
+		if field, err := bc.traffic(&calls[i], ""); err != nil {
+			return nil, &batchError{Field: at + "." + field, Message: fmt.Sprintf("call %d: %v", i, err)}
+		}
 		// The invoker checks these bounds again at each call; checked here
 		// too so that a call past one refuses the batch before any runs.
 		var tooLong *toolplane.TooLongError

@@ -541,6 +541,14 @@ type invokeRequest struct {
 	// CallbackURL, when set, receives the result, signed, once the call
 	// ends; naming one asks for the call to run later.
 	CallbackURL string `json:"callback_url"`
+	// TimeoutMS is how long, in milliseconds, the caller gives the call;
+	// the Request-Timeout header says the same in seconds, and the
+	// tighter wins. Neither loosens the tool's own timeout.
+	TimeoutMS *float64 `json:"timeout_ms"`
+	// RemainingHops is how many tool-to-tool hops the caller gives the
+	// call (a tool calling back passes what its call had left); capped
+	// by the platform's maximum, which absent means.
+	RemainingHops *int `json:"remaining_hops"`
 }
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
@@ -559,6 +567,10 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	call := body.call(r.PathValue("name"))
+	if field, err := body.traffic(&call, r.Header.Get("Request-Timeout")); err != nil {
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), field)
+		return
+	}
 	streamed := acceptsEvents(r)
 	call.Async = call.Async || streamed || preferAsync(r.Header)
 	a := s.Door.Call(r.Context(), door.Caller{Credential: c.cred, At: c.at}, call)
@@ -580,6 +592,30 @@ func (body *invokeRequest) call(name string) door.Call {
 		OnBehalfOf: body.OnBehalfOf, TenantID: body.TenantID, Contracts: body.Contracts, MaxCostCents: body.MaxCostCents,
 		Async: body.Mode == toolplane.ModeAsync, CallbackURL: body.CallbackURL,
 	}
+}
+
+// traffic reads into call the caller's deadline (the body's timeout_ms
+// and header, a Request-Timeout value, the tighter of the two) and hops.
+// A value that cannot be read answers the field (or header) to fix.
+func (body *invokeRequest) traffic(call *door.Call, header string) (string, error) {
+	if body.TimeoutMS != nil {
+		t, err := door.TimeoutMillis(*body.TimeoutMS)
+		if err != nil {
+			return "timeout_ms", fmt.Errorf("timeout_ms: %w", err)
+		}
+		call.Timeout = t
+	}
+	if header != "" {
+		t, err := door.ParseTimeoutSeconds(header)
+		if err != nil {
+			return "Request-Timeout", fmt.Errorf("the Request-Timeout header: %w", err)
+		}
+		call.Timeout = door.Tighter(call.Timeout, t)
+	}
+	if body.RemainingHops != nil {
+		call.Hops, call.HopsAsked = *body.RemainingHops, true
+	}
+	return "", nil
 }
 
 // checkMode refuses a mode that is neither sync nor async.

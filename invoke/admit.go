@@ -48,6 +48,9 @@ func (iv *Invoker) Admit(ctx context.Context, name string, raw []byte, inv *tool
 		return nil, true, nil
 	}
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args, span: trace.SpanFromContext(context.Background())}
+	if c.hops() != nil || c.lateAlready() {
+		return nil, true, nil
+	}
 	refused, err := c.admit(ctx)
 	if err != nil {
 		return nil, false, err

@@ -57,20 +57,21 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		c.claim = cl
 	}
 
-	// A call already past its deadline is refused before dispatch: nothing
-	// outside the platform saw it, so its claim is released.
+	// A call whose deadline passed since it was decided is refused before
+	// dispatch: nothing outside the platform saw it, so its claim is
+	// released.
 	if c.timeout() <= 0 {
 		if c.claim != nil && c.claim.Attempts > 0 {
 			// A reclaimed attempt keeps the count of the attempts before
 			// it: end the lease rather than forget the row.
-			if err := iv.journal.Expire(context.WithoutCancel(ctx), c.claim, c.auditNow(string(toolplane.CodeTimeout))); err != nil {
+			if err := iv.journal.Expire(context.WithoutCancel(ctx), c.claim, c.auditNow(string(toolplane.CodeDeadlineExceeded))); err != nil {
 				c.audited = false
 				return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
 			}
 		} else if err := c.release(ctx); err != nil {
 			return toolplane.Result{}, err
 		}
-		return toolplane.Fail(toolplane.CodeTimeout, "the run's time ran out before this call was sent; nothing was done"), nil
+		return c.lateForDispatch(), nil
 	}
 	if c.needsRelease() {
 		if res, err, done := c.releaseConnection(ctx); done {
@@ -91,6 +92,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	}
 
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout())
+	hctx = c.withParent(hctx)
 	if asked, ok := ctx.Value(cancelKey{}).(context.Context); ok {
 		// The caller asked, cooperatively, that the handler stop: unlike
 		// the caller leaving, this ends the handler's context.

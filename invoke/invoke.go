@@ -2,7 +2,10 @@
 // came in by (REST, MCP, SDK, a resume after approval, a background worker).
 // The order is fixed:
 //
-//	open the span (arguments redacted)
+//	open the span (arguments redacted); a call made from a handler's
+//	   context is that call's child (its caller, its remaining time, one
+//	   hop fewer, its audit event naming the parent)
+//	-> no hop left (max_hops_exceeded): refused before anything is read
 //	-> a fresh call from a door: its principal, from the credential the
 //	   door verified (Config.Principals: the grants and the key of now)
 //	-> resolve the tool (at the range the principal's grant pins); a write
@@ -12,6 +15,8 @@
 //	-> write or send: derive the key once, read the journal
 //	     completed -> the stored result, replayed; processing -> ErrInFlight;
 //	     conflict -> conflict; uncertain -> uncertain
+//	-> less time left than the floor (the tool's timeout cut to the
+//	   caller's deadline): deadline_exceeded
 //	-> an authorized_by that covers the call: approved skips only the
 //	   approval step, rejected answers rejected; one that does not cover the
 //	   call is ignored and the call is decided live
@@ -19,6 +24,7 @@
 //	   a prior rejection of this call answers rejected, otherwise the
 //	   approval is filed and ApprovalRequired returned
 //	-> a metered tool passes accrual against the run tree (budget_exhausted)
+//	-> less time left than the floor after deciding: deadline_exceeded
 //	-> write or send: claim the key (the claim decides again)
 //	-> run the handler under min(timeout, deadline), marked dispatched first
 //	-> classify the ending, validate the output (invalid_output), redact,
@@ -304,6 +310,16 @@ type Config struct {
 	// load shedder, asked before each call is claimed or dispatched; nil
 	// turns them off.
 	Traffic *resilience.Traffic
+	// MaxHops is the most tool-to-tool hops below a call from a door
+	// (see toolplane.Invocation.Hops); zero is DefaultMaxHops, negative
+	// none (no tool calls a tool). A caller asking for more gets this
+	// many.
+	MaxHops int
+	// DeadlineFloor is the least time a call must have left, under its
+	// caller's deadline, to be claimed and sent; a call with less is
+	// refused with deadline_exceeded, nothing claimed. Zero is
+	// DefaultDeadlineFloor.
+	DeadlineFloor time.Duration
 }
 
 // DefaultLeaseMargin is the default LeaseMargin. A lease must outlast
@@ -356,6 +372,15 @@ func New(cfg Config) (*Invoker, error) {
 	}
 	if iv.cfg.Node == "" {
 		iv.cfg.Node = "node"
+	}
+	switch {
+	case iv.cfg.MaxHops == 0:
+		iv.cfg.MaxHops = DefaultMaxHops
+	case iv.cfg.MaxHops < 0:
+		iv.cfg.MaxHops = 0
+	}
+	if iv.cfg.DeadlineFloor <= 0 {
+		iv.cfg.DeadlineFloor = DefaultDeadlineFloor
 	}
 	if cfg.Store != nil {
 		iv.journal = journal.New(cfg.Store, iv.now)

@@ -347,7 +347,7 @@ func TestRefusalBeforeDispatchReleases(t *testing.T) {
 	in := inv("crm.update")
 	in.Deadline = e.clock.Now().Add(-time.Second)
 	r, err := e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), in)
-	code(t, r, err, toolplane.CodeTimeout)
+	code(t, r, err, toolplane.CodeDeadlineExceeded)
 	if e.count("crm.update") != 0 {
 		t.Fatal("handler ran past the deadline")
 	}

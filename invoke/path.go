@@ -78,7 +78,15 @@ type call struct {
 // An identifier past its bound (toolplane.Invocation.Check) answers an
 // error wrapping a *toolplane.TooLongError, before anything is recorded: a
 // door translates it as the caller's bad request.
+//
+// Made with the context a handler was given (a tool calling another tool),
+// the call is the handler's call's child, and inv may be nil: see
+// Invoker.nested.
 func (iv *Invoker) Invoke(ctx context.Context, name string, args any, inv *toolplane.Invocation) (toolplane.Result, error) {
+	ctx, inv, err := iv.nested(ctx, name, inv)
+	if err != nil {
+		return toolplane.Result{}, err
+	}
 	if err := inv.Check(name); err != nil {
 		return toolplane.Result{}, fmt.Errorf("invoke: %w", err)
 	}
@@ -97,6 +105,10 @@ func (iv *Invoker) invoke(ctx context.Context, name string, args any, inv *toolp
 // not JSON answers invalid_input like any other bad argument, with its own
 // span and audit event.
 func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv *toolplane.Invocation) (toolplane.Result, error) {
+	ctx, inv, err := iv.nested(ctx, name, inv)
+	if err != nil {
+		return toolplane.Result{}, err
+	}
 	if err := inv.Check(name); err != nil {
 		return toolplane.Result{}, fmt.Errorf("invoke: %w", err)
 	}
@@ -126,7 +138,10 @@ func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolpl
 	c.audit = toolplane.AuditEvent{
 		OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID,
 		PrincipalID: inv.Principal.ID, UserID: inv.UserID, Tool: name,
-		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy,
+		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy, ParentID: inv.ParentID,
+		// Known from the start: a tool this call's handler calls names
+		// it as its parent.
+		ID: toolplane.NewID("aud_"),
 	}
 	return ctx, c
 }
@@ -270,6 +285,9 @@ func (c *call) admit(ctx context.Context) (*toolplane.Result, error) {
 }
 
 func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
+	if refusal := c.hops(); refusal != nil {
+		return *refusal, nil
+	}
 	iv, inv := c.iv, c.inv
 	if refusal, err := c.admit(ctx); refusal != nil || err != nil {
 		if refusal != nil {
@@ -293,6 +311,9 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if r, err, done := c.answerExisting(ctx, out, cl); done {
 			return r, err
 		}
+	}
+	if refusal := c.inTime(); refusal != nil {
+		return *refusal, nil
 	}
 
 	// authorized_by: an approval covering this call decides the approval
@@ -398,6 +419,9 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if r, stop := c.accrue(ctx); stop {
 			return r, nil
 		}
+	}
+	if refusal := c.inTime(); refusal != nil {
+		return *refusal, nil
 	}
 	return c.execute(ctx)
 }
@@ -663,6 +687,9 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	}
 	stored := *inv
 	stored.AuthorizedBy = ""
+	// The deadline bounded the request that asked; the approved call runs
+	// when a person answers, under the tool's own timeout.
+	stored.Deadline = time.Time{}
 	invJSON, err := approval.EncodeInvocation(&stored)
 	if err != nil {
 		return toolplane.Result{}, false, fmt.Errorf("%w: %v", ErrFault, err)

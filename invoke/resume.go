@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
@@ -230,6 +231,9 @@ func (iv *Invoker) ReplayClaim(ctx context.Context, c *toolplane.Claim) (toolpla
 		return toolplane.Result{}, fmt.Errorf("%w: stored invocation of %s: %v", ErrFault, c.Key, err)
 	}
 	inv.Source = toolplane.SourceWorker
+	// The caller's deadline bounded its request, long over: a replay
+	// finishes an effect the platform started, under the tool's timeout.
+	inv.Deadline = time.Time{}
 	if err := iv.livePrincipal(ctx, &inv); err != nil {
 		return toolplane.Result{}, err
 	}

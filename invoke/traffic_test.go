@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -15,50 +14,12 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
-	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
 )
-
-// trafficStores answers a fresh store on SQLite, and on PostgreSQL when
-// TOOLPLANE_TEST_POSTGRES is set.
-func trafficStores(t *testing.T) map[string]toolplane.Store {
-	t.Helper()
-	ctx := context.Background()
-	dsns := map[string]string{"sqlite": filepath.Join(t.TempDir(), "toolplane.db")}
-	if dsn, ok := pgtest.LookupDSN(); ok {
-		dsns["postgres"] = pgtest.SchemaDSN(t, dsn)
-	} else {
-		t.Log("PostgreSQL not tested: set " + pgtest.DSNVariable)
-	}
-	out := map[string]toolplane.Store{}
-	for name, dsn := range dsns {
-		b, err := backend.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		if err := b.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		out[name] = b.Store
-	}
-	return out
-}
-
-// onStores runs f on each store, in parallel subtests.
-func onStores(t *testing.T, f func(t *testing.T, s toolplane.Store)) {
-	for name, s := range trafficStores(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f(t, s)
-		})
-	}
-}
 
 // downstream is a handler whose every answer a test decides.
 type downstream struct {
@@ -405,9 +366,15 @@ func TestStampede(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		// Refused calls leave nothing behind: the growth allowed is a
-		// store's own (its pool), far below one goroutine per call.
-		if g := runtime.NumGoroutine(); g > goroutines+capN {
-			t.Fatalf("goroutines grew from %d to %d with every call refused", goroutines, g)
+		// store's own (its pool) and what tests running beside this one
+		// start, far below one goroutine per refused call. The count is
+		// the process's, so it is given a moment to settle.
+		settled := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > goroutines+5*capN && time.Now().Before(settled) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if g := runtime.NumGoroutine(); g > goroutines+5*capN {
+			t.Fatalf("goroutines grew from %d to %d with all %d calls refused", goroutines, g, 10*capN)
 		}
 		if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4<<20 {
 			t.Fatalf("heap grew by %d bytes over a stampede of refusals", grew)

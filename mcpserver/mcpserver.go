@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -815,6 +816,23 @@ func (sess *session) doorCall(ss *mcp.ServerSession, name string, raw json.RawMe
 		if n, ok := m["toolplane/max_cost_cents"].(float64); ok && n > 0 {
 			call.MaxCostCents = int64(n)
 		}
+		// The time and the hops the caller gives the call: refused when
+		// not numbers, never ignored, as the REST door refuses them.
+		if v, present := m[toolplane.MetaTimeoutMS]; present {
+			ms, ok := metaNumber(v)
+			t, err := door.TimeoutMillis(ms)
+			if !ok || err != nil {
+				return call, refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a positive number of milliseconds when sent", toolplane.MetaTimeoutMS)))
+			}
+			call.Timeout = t
+		}
+		if v, present := m[toolplane.MetaRemainingHops]; present {
+			n, ok := metaNumber(v)
+			if !ok || n != math.Trunc(n) || math.Abs(n) > 1<<20 {
+				return call, refusal(toolplane.Fail(toolplane.CodeInvalidInput, fmt.Sprintf("_meta[%q] is a whole number when sent", toolplane.MetaRemainingHops)))
+			}
+			call.Hops, call.HopsAsked = int(n), true
+		}
 		// A run and an idempotency key the client keeps across sessions,
 		// as the REST door takes them: a retry after a reconnect (a new
 		// session) is then the same action. The invoker scopes both to
@@ -843,6 +861,19 @@ func (sess *session) doorCall(ss *mcp.ServerSession, name string, raw json.RawMe
 	// offered to this one (see approval.Service.Open).
 	call.SessionRun = call.RunID == run && call.IdempotencyKey == ""
 	return call, nil
+}
+
+// metaNumber reads a _meta value that must be a number: a float64 as JSON
+// decodes it, or a json.Number.
+func metaNumber(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
 }
 
 // render answers res, the answer of a call of the tool named name made by

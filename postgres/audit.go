@@ -19,7 +19,7 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, byteString{&e.ArgumentsHash}, &e.ApprovalID, &e.AuthorizedBy,
 		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason, &e.ConnectionID,
-		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input)
+		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID)
 	if len(input) > 0 {
 		e.PolicyInput = input
 	}
@@ -46,7 +46,7 @@ func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, bytea(e.ArgumentsHash), e.ApprovalID, e.AuthorizedBy,
 		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason, e.ConnectionID,
-		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput)}
+		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput), e.ParentID}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {

@@ -18,7 +18,7 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, &e.ArgumentsHash, &e.ApprovalID, &e.AuthorizedBy,
 		&e.Replayed, &e.LatencyMicros, &created, &e.Key, &e.Reason, &e.ConnectionID,
-		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input)
+		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID)
 	if len(input) > 0 {
 		e.PolicyInput = input
 	}
@@ -34,10 +34,10 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 }
 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // auditArgCount is how many arguments insertAudit takes.
-const auditArgCount = 24
+const auditArgCount = 25
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	args := make([]any, auditArgCount)
@@ -75,6 +75,7 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 21, e.PolicyRule)
 	setArg(args, 22, e.PolicyDegraded)
 	args[23] = blob(e.PolicyInput)
+	setArg(args, 24, e.ParentID)
 }
 
 // setArg sets args[i] to v unless it already holds a T equal to v.

@@ -40,6 +40,7 @@ func fullEvent(org, id string, created time.Time) *toolplane.AuditEvent {
 		ApprovalID:     "apr-1",
 		AuthorizedBy:   "apr-0",
 		ConnectionID:   "con-1",
+		ParentID:       "aud_parent-" + id,
 		PolicyDecision: "require_approval",
 		PolicyBundle:   7,
 		PolicyRule:     "refunds-over-500",

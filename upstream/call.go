@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
 )
 
@@ -87,12 +88,10 @@ func lean(cs *mcp.ClientSession, hc *http.Client) bool {
 
 // callSDK calls a remote tool through the SDK client: the path of a stdio
 // server, and of a session the lean path does not speak.
-func (u *upstream) callSDK(ctx context.Context, cs *mcp.ClientSession, name, key string, args any, structured bool) (any, error) {
+func (u *upstream) callSDK(ctx context.Context, cs *mcp.ClientSession, name string, meta callMeta, args any, structured bool) (any, error) {
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
-	if key != "" {
-		// A server that deduplicates can use the key, so a replay after
-		// a lost worker is one effect there too.
-		params.Meta = mcp.Meta{idempotencyMeta: key}
+	if !meta.empty() {
+		params.Meta = meta.sdk()
 	}
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {
@@ -112,6 +111,25 @@ func (u *upstream) callSDK(ctx context.Context, cs *mcp.ClientSession, name, key
 
 // idempotencyMeta is the _meta key that carries the call's idempotency key.
 const idempotencyMeta = "toolplane/idempotency_key"
+
+// metaOf answers the _meta toolplane sends with call, made with ctx: its
+// idempotency key, so a server that deduplicates makes a replay after a
+// lost worker one effect there too; and the time and hops a call the
+// server makes back into toolplane has (toolplane.MetaTimeoutMS, the
+// time the handler has left; toolplane.MetaRemainingHops, one fewer than
+// the call's), so a server calling back is counted down, never reset.
+func metaOf(ctx context.Context, call handler.Call) callMeta {
+	m := callMeta{Key: call.Key}
+	if call.Invocation != nil {
+		hops := call.Invocation.Hops - 1
+		m.Hops = &hops
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		ms := max(time.Until(dl).Milliseconds(), 1)
+		m.TimeoutMS = &ms
+	}
+	return m
+}
 
 // refused answers the ending of a JSON-RPC error that says the server
 // refused the request before running it (invalid params, no such method),
@@ -145,10 +163,10 @@ type httpCall struct {
 // processing it releases the claim (Unavailable, RetryableUpstream) or is a
 // definite invalid answer (Invalid); anything after the request may have
 // been processed is a plain error, which classify holds as uncertain.
-func (u *upstream) callHTTP(ctx context.Context, cs *mcp.ClientSession, hc *http.Client, name, key string, args any, structured bool) (any, error) {
+func (u *upstream) callHTTP(ctx context.Context, cs *mcp.ClientSession, hc *http.Client, name string, meta callMeta, args any, structured bool) (any, error) {
 	c := &httpCall{u: u, cs: cs, hc: hc, session: cs.ID(), version: cs.InitializeResult().ProtocolVersion,
 		id: "tp-" + strconv.FormatUint(u.ids.Add(1), 10), name: name}
-	body, err := c.request(key, args)
+	body, err := c.request(meta, args)
 	if err != nil {
 		// Nothing was sent: the claim is released.
 		return nil, &handler.Unavailable{Err: c.wrap(err)}
@@ -219,8 +237,29 @@ type callParams struct {
 	Meta      *callMeta `json:"_meta,omitempty"`
 }
 
+// callMeta is the _meta of a call (see metaOf); the keys are
+// idempotencyMeta, toolplane.MetaTimeoutMS and toolplane.MetaRemainingHops.
 type callMeta struct {
-	Key string `json:"toolplane/idempotency_key"`
+	Key       string `json:"toolplane/idempotency_key,omitempty"`
+	TimeoutMS *int64 `json:"toolplane/timeout_ms,omitempty"`
+	Hops      *int   `json:"toolplane/remaining_hops,omitempty"`
+}
+
+func (m callMeta) empty() bool { return m.Key == "" && m.TimeoutMS == nil && m.Hops == nil }
+
+// sdk answers m as the SDK client's _meta.
+func (m callMeta) sdk() mcp.Meta {
+	out := mcp.Meta{}
+	if m.Key != "" {
+		out[idempotencyMeta] = m.Key
+	}
+	if m.TimeoutMS != nil {
+		out[toolplane.MetaTimeoutMS] = *m.TimeoutMS
+	}
+	if m.Hops != nil {
+		out[toolplane.MetaRemainingHops] = *m.Hops
+	}
+	return out
 }
 
 // noArguments is sent for a call without arguments, as the SDK sends {}
@@ -229,15 +268,13 @@ var noArguments = struct{}{}
 
 // request encodes the call. The buffer is not pooled: the transport may
 // read a request body after Do returns.
-func (c *httpCall) request(key string, args any) (*bytes.Buffer, error) {
+func (c *httpCall) request(meta callMeta, args any) (*bytes.Buffer, error) {
 	if args == nil {
 		args = noArguments
 	}
 	r := callRequest{JSONRPC: "2.0", ID: c.id, Method: "tools/call", Params: callParams{Name: c.name, Arguments: args}}
-	if key != "" {
-		// A server that deduplicates can use the key, so a replay after
-		// a lost worker is one effect there too.
-		r.Params.Meta = &callMeta{Key: key}
+	if !meta.empty() {
+		r.Params.Meta = &meta
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -17,9 +17,9 @@ func (s *Set) CallVia(ctx context.Context, slug, name, key string, args any, sdk
 		return nil, ErrNotConnected
 	}
 	if sdk {
-		return u.callSDK(ctx, cs, name, key, args, structured)
+		return u.callSDK(ctx, cs, name, callMeta{Key: key}, args, structured)
 	}
-	return u.callHTTP(ctx, cs, hc, name, key, args, structured)
+	return u.callHTTP(ctx, cs, hc, name, callMeta{Key: key}, args, structured)
 }
 
 // Session answers the ID of slug's current session ("" when none), and

@@ -386,9 +386,9 @@ func (u *upstream) callAs(ctx context.Context, call handler.Call, name string, a
 	cctx := withAnswered(ctx, rec)
 	var out any
 	if lean(s.cs, s.hc) {
-		out, err = u.callHTTP(cctx, s.cs, s.hc, name, call.Key, args, structured)
+		out, err = u.callHTTP(cctx, s.cs, s.hc, name, metaOf(ctx, call), args, structured)
 	} else {
-		out, err = u.callSDK(cctx, s.cs, name, call.Key, args, structured)
+		out, err = u.callSDK(cctx, s.cs, name, metaOf(ctx, call), args, structured)
 	}
 	if err != nil {
 		if refused, ok := refusedByEgress(rel.Connection.ID, err); ok && rec.answered() == 0 {

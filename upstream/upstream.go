@@ -687,9 +687,9 @@ func (u *upstream) caller(name string) handler.Func {
 		var out any
 		var err error
 		if lean(cs, hc) {
-			out, err = u.callHTTP(ctx, cs, hc, name, call.Key, args, structured)
+			out, err = u.callHTTP(ctx, cs, hc, name, metaOf(ctx, call), args, structured)
 		} else {
-			out, err = u.callSDK(ctx, cs, name, call.Key, args, structured)
+			out, err = u.callSDK(ctx, cs, name, metaOf(ctx, call), args, structured)
 		}
 		// A call's error is logged, and its text can reach the model as
 		// an uncertain action's reason.

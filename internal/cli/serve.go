@@ -117,6 +117,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's runtime profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off by default, never on the API's address")
 	nodeName := fs.String("node", "", "this node's name (at most 76 bytes), unique in the deployment and kept across restarts: a node that restarts under its name releases its earlier instance's claims at start (default: HOST:PORT of --addr, or HOST-PID when the port is 0)")
 	leaseMargin := fs.Duration("lease-margin", invoke.DefaultLeaseMargin, "added to a tool's timeout to form a write's claim lease: a live call must never outlast its lease (pauses, slow commits), and a dead node's claims are decided by heartbeats long before it ends")
+	maxHops := fs.Int("max-hops", invoke.DefaultMaxHops, "the most tool-to-tool hops below a call from a door (a tool calling a tool, an upstream MCP server calling back): a chain deeper than this is refused with max_hops_exceeded, and a caller asking for more hops gets this many")
 	heartbeatEvery := fs.Duration("heartbeat", server.DefaultHeartbeat, "how often this node tells the others it is alive")
 	deadAfter := fs.Duration("node-dead-after", server.DefaultNodeDeadAfter, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")
 	sweepEvery := fs.Duration("sweep-every", server.DefaultSweepEvery, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
@@ -161,7 +162,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
-		Node:      *nodeName, LeaseMargin: *leaseMargin, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
+		Node:      *nodeName, LeaseMargin: *leaseMargin, MaxHops: *maxHops, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
 			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
@@ -197,6 +198,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	if err := traffic.apply(&cfg); err != nil {
 		return fail(err)
 	}
+	if cfg.MaxHops <= 0 {
+		cfg.MaxHops = -1 // no tool calls a tool
+	}
 	for _, f := range tune {
 		f(&cfg)
 	}
@@ -219,7 +223,7 @@ var serveFlags = map[string]string{
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
 	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token",
-	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin",
+	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin", "MaxHops": "--max-hops",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",

@@ -210,6 +210,10 @@ type Config struct {
 	// LeaseMargin is added to a tool's timeout to form a write's claim
 	// lease; default invoke.DefaultLeaseMargin.
 	LeaseMargin time.Duration
+	// MaxHops is the most tool-to-tool hops below a call from a door
+	// (a caller asking for more gets this many); default
+	// invoke.DefaultMaxHops, negative: none (a tool calls no tool).
+	MaxHops int
 	// Heartbeat is how often this node tells the others it is alive;
 	// default DefaultHeartbeat.
 	Heartbeat time.Duration

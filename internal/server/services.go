@@ -319,7 +319,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 	return invoke.New(invoke.Config{Registry: pol.reg, Handlers: src.handlers, Remotes: src.upstreams, Store: s.b.Store, Policy: pol.rules,
 		Runtimes: run, Broker: svc.broker, Facts: pol.facts,
 		Approvals: svc.approvals, Audit: writer, Logger: s.log, Node: self.ID, Observer: svc.meters, Tracer: tracer,
-		LeaseMargin: s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter, Traffic: svc.traffic,
+		LeaseMargin: s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter, Traffic: svc.traffic, MaxHops: s.cfg.MaxHops,
 		// An approved call or a replay runs on the grants and the key as
 		// they are when it runs, not as they were when it was filed.
 		Principals: authz.Principals{Grants: pol.grants, Keys: s.b.Store}})
