@@ -51,9 +51,6 @@ type Input struct {
 type View struct {
 	toolplane.VendorCeiling
 	Arithmetic Arithmetic `json:"arithmetic"`
-	// Warnings are what the administrator should know of the ceiling
-	// without its being refused (Warnings).
-	Warnings []string `json:"warnings,omitempty"`
 }
 
 func view(c *toolplane.VendorCeiling) (*View, error) {
@@ -63,7 +60,7 @@ func view(c *toolplane.VendorCeiling) (*View, error) {
 		// longer passes is the store's fault, not the caller's.
 		return nil, fmt.Errorf("vendor ceiling %s as stored: %v", c.Provider, err)
 	}
-	return &View{VendorCeiling: *c, Arithmetic: a, Warnings: Warnings(a)}, nil
+	return &View{VendorCeiling: *c, Arithmetic: a}, nil
 }
 
 // mayRead and mayWrite are the service's rule on who reads and who
@@ -131,7 +128,7 @@ func (s *Service) Set(ctx context.Context, by *toolplane.Credential, provider st
 			return nil, fmt.Errorf("vendor ceiling %s: %w: it changed meanwhile; show it and try again", provider, toolplane.ErrConflict)
 		}
 	}
-	return &View{VendorCeiling: *c, Arithmetic: a, Warnings: Warnings(a)}, nil
+	return &View{VendorCeiling: *c, Arithmetic: a}, nil
 }
 
 // Get answers the credential's organization's ceiling of provider with
