@@ -17,9 +17,15 @@ func node(kind toolplane.ShapeKind, parts ...toolplane.RunShape) toolplane.RunSh
 	return toolplane.RunShape{Kind: kind, Parts: parts}
 }
 
-func seq(parts ...toolplane.RunShape) toolplane.RunShape    { return node(toolplane.ShapeSequence, parts...) }
-func branch(parts ...toolplane.RunShape) toolplane.RunShape { return node(toolplane.ShapeBranch, parts...) }
-func par(parts ...toolplane.RunShape) toolplane.RunShape    { return node(toolplane.ShapeParallel, parts...) }
+func seq(parts ...toolplane.RunShape) toolplane.RunShape {
+	return node(toolplane.ShapeSequence, parts...)
+}
+func branch(parts ...toolplane.RunShape) toolplane.RunShape {
+	return node(toolplane.ShapeBranch, parts...)
+}
+func par(parts ...toolplane.RunShape) toolplane.RunShape {
+	return node(toolplane.ShapeParallel, parts...)
+}
 
 // Vendor arithmetic adds two wide nodes that can run in parallel against
 // one account: reading one node's concurrency would undercount them. In a

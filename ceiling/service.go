@@ -1,6 +1,7 @@
 package ceiling
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,9 +203,13 @@ func (s *Service) change(c *toolplane.VendorCeiling, kind string, a Arithmetic) 
 	if kind != "vendor_ceiling.delete" {
 		d["account_limit"], d["lanes"], d["sum"], d["arithmetic"] = c.AccountLimit, a.Lanes, a.Sum, a.String()
 	}
-	detail, _ := json.Marshal(d)
+	// Unescaped, so the log reads "<=" and ">" as the refusal does.
+	var detail bytes.Buffer
+	enc := json.NewEncoder(&detail)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(d)
 	return &toolplane.Change{
 		ID: toolplane.NewID("chg_"), OrganizationID: c.OrganizationID, Kind: kind,
-		Subject: "vendor:" + c.Provider, Actor: c.UpdatedBy, Detail: detail, CreatedAt: s.now(),
+		Subject: "vendor:" + c.Provider, Actor: c.UpdatedBy, Detail: bytes.TrimSpace(detail.Bytes()), CreatedAt: s.now(),
 	}
 }
