@@ -208,8 +208,8 @@ func CheckForm(c *toolplane.VendorCeiling) error {
 	if c.AccountLimit < 1 || c.AccountLimit > MaxAccountLimit {
 		return &InvalidError{"account_limit", fmt.Sprintf("%d: want the calls the vendor account accepts at once, 1 to %d", c.AccountLimit, MaxAccountLimit)}
 	}
-	if len(c.Note) > MaxNote || !utf8.ValidString(c.Note) {
-		return &InvalidError{"note", fmt.Sprintf("want UTF-8 text of at most %d bytes", MaxNote)}
+	if len(c.Note) > MaxNote || !utf8.ValidString(c.Note) || strings.ContainsRune(c.Note, 0) {
+		return &InvalidError{"note", fmt.Sprintf("want UTF-8 text without NUL, of at most %d bytes", MaxNote)}
 	}
 	if len(c.Lanes) > MaxLanes {
 		return &InvalidError{"lanes", fmt.Sprintf("%d lanes: at most %d", len(c.Lanes), MaxLanes)}

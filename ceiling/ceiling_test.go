@@ -172,6 +172,8 @@ func TestCheckFormRefuses(t *testing.T) {
 		{"zero limit", "account_limit", func(c *toolplane.VendorCeiling) { c.AccountLimit = 0 }},
 		{"huge limit", "account_limit", func(c *toolplane.VendorCeiling) { c.AccountLimit = ceiling.MaxAccountLimit + 1 }},
 		{"long note", "note", func(c *toolplane.VendorCeiling) { c.Note = strings.Repeat("n", ceiling.MaxNote+1) }},
+		{"note with NUL", "note", func(c *toolplane.VendorCeiling) { c.Note = "a\x00b" }},
+		{"note not UTF-8", "note", func(c *toolplane.VendorCeiling) { c.Note = "a\xffb" }},
 		{"too many lanes", "lanes", func(c *toolplane.VendorCeiling) { c.Lanes = lanes }},
 		{"lane name", "lanes[0].name", lane(toolplane.Lane{Name: "Batch", ActiveRuns: 1, Shape: call("exa", 1)})},
 		{"lane twice", "lanes[2].name", func(c *toolplane.VendorCeiling) { c.Lanes = append(c.Lanes, c.Lanes[0]) }},
