@@ -29,6 +29,12 @@ type Input struct {
 // declares and an administrator types.
 var names = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
+// ValidName reports whether s is a valid provider or connection name:
+// lower-case letters, digits, '.', '_' and '-', at most 63, starting with
+// a letter or digit. What is keyed by a provider beside its connections
+// (a vendor ceiling) takes the same names.
+func ValidName(s string) bool { return names.MatchString(s) }
+
 // Create stores a new connection of the credential's organization. Only a
 // platform administrator creates one: a connection holds the
 // organization's secret for a whole system.

@@ -26,6 +26,7 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/ceiling"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
@@ -101,6 +102,9 @@ type Server struct {
 	// signing secret under /v1/webhook-secret (its metadata, and its
 	// rotation); without it they answer 404.
 	WebhookSecrets *signing.Secrets
+	// VendorCeilings, when set, serves the organization's vendor ceilings
+	// under /v1/vendor-ceilings; without it they answer 404.
+	VendorCeilings *ceiling.Service
 	// People tells who is signed in to the browser that opens a person's
 	// authorization link (the start refuses anyone but the person it is
 	// for); without it the start answers that nobody can sign in here.
@@ -305,6 +309,10 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/notifications/dead-letters", s.notificationRoute(s.listDeadLetters)},
 		{"GET", "/v1/webhook-secret", s.webhookSecretRoute(s.getWebhookSecret)},
 		{"POST", "/v1/webhook-secret:rotate", s.webhookSecretRoute(s.rotateWebhookSecret)},
+		{"GET", "/v1/vendor-ceilings", s.vendorCeilingRoute(s.listVendorCeilings)},
+		{"GET", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.getVendorCeiling)},
+		{"PUT", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.putVendorCeiling)},
+		{"DELETE", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.deleteVendorCeiling)},
 		{"POST", "/v1/connections", s.connectionRoute(s.createConnection)},
 		{"GET", "/v1/connections", s.connectionRoute(s.listConnections)},
 		{"GET", "/v1/connections/{id}", s.connectionRoute(s.getConnection)},

@@ -469,3 +469,8 @@ func TestWebhookSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunWebhookSecrets(t, func(t *testing.T) storetest.WebhookSecretStore { return newTestStore(t) })
 }
+
+func TestVendorCeilings(t *testing.T) {
+	t.Parallel()
+	storetest.RunVendorCeilings(t, func(t *testing.T) storetest.VendorCeilingStore { return newTestStore(t) })
+}

@@ -27,13 +27,14 @@ import (
 )
 
 // Store is a store with the sweeps' maintenance reads, the notification
-// tables and the callback signing secrets.
+// tables, the callback signing secrets and the vendor ceilings.
 type Store interface {
 	toolplane.Store
 	jobs.Maintenance
 	toolplane.NotificationStore
 	toolplane.ProviderJobStore
 	toolplane.WebhookSecretStore
+	toolplane.VendorCeilingStore
 }
 
 // Runner is a node's background work runner, whichever driver it uses.

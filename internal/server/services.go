@@ -14,6 +14,7 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/ceiling"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
@@ -105,6 +106,9 @@ type services struct {
 	notes *notify.Service
 	// webhookSecrets keeps the organizations' callback signing secrets.
 	webhookSecrets *signing.Secrets
+	// ceilings keeps the organizations' vendor ceilings, checked before
+	// they are stored.
+	ceilings *ceiling.Service
 	// async accepts calls to run later, runs them on the background work
 	// and posts their callbacks, signed with webhookSecrets.
 	async *async.Service
@@ -132,7 +136,8 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	s.reg = pol.reg
 	svc := &services{reg: pol.reg, grants: pol.grants, rules: pol.rules, upstreams: src.upstreams,
 		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store}),
-		meters:    metrics.New(metrics.Pending(s.b.Store), s.log)}
+		meters:    metrics.New(metrics.Pending(s.b.Store), s.log),
+		ceilings:  ceiling.New(s.b.Store, nil)}
 	if svc.cat, svc.upstreamSettings, err = s.watchCatalogue(ctx, pol, src.upstreams); err != nil {
 		return nil, err
 	}
