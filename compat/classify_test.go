@@ -119,7 +119,9 @@ func TestClassifyMetadata(t *testing.T) {
 		// Attempts inside the call are operational: a second attempt is
 		// made only where it cannot be a second effect.
 		{"attempts raised", nil, func(d *toolplane.Definition) { d.Execution = &toolplane.Execution{MaxAttempts: 5} }, []string{"behaviour_changed execution.max_attempts MINOR"}},
-		{"the default attempts stated", nil, func(d *toolplane.Definition) { d.Execution = &toolplane.Execution{MaxAttempts: toolplane.DefaultMaxAttempts} }, nil},
+		{"the default attempts stated", nil, func(d *toolplane.Definition) {
+			d.Execution = &toolplane.Execution{MaxAttempts: toolplane.DefaultMaxAttempts}
+		}, nil},
 		{"attempt bound and pauses", func(d *toolplane.Definition) {
 			d.Execution = &toolplane.Execution{AttemptTimeout: toolplane.Duration(time.Second)}
 		}, func(d *toolplane.Definition) {
