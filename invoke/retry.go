@@ -117,7 +117,9 @@ func (c *call) dispatch(vctx context.Context, b *handler.Binding, n int, t *trie
 			return a.r, o, nil
 		}
 		o = c.outcome(b, &a, t)
-		if o.Kind == handler.Held && !t.maybe {
+		// A write's attempt that may have acted is remembered; a read has
+		// no effect to double, and its last answer stands.
+		if o.Kind == handler.Held && t.writes && !t.maybe {
 			t.maybe, t.why = true, o.Reason
 		}
 		if a.r.err == errExpired {
@@ -175,8 +177,12 @@ func (c *call) attemptOnce(vctx context.Context, b *handler.Binding, n int, t *t
 	}()
 	select {
 	case a.r = <-done:
-		if a.r.err != nil && actx.Err() != nil {
-			cutShort()
+		// An answer is classified as it stands, even one given as the
+		// call's time ran out (a statement rolled back at the deadline
+		// says nothing was done); one given at the attempt's own bound is
+		// marked so.
+		if a.r.err != nil && own && errors.Is(actx.Err(), context.DeadlineExceeded) {
+			a.expired, a.within = true, t.limit
 		}
 		return a
 	case <-actx.Done():
