@@ -10,14 +10,14 @@ import (
 )
 
 // BenchmarkReadCallRetrySafe is BenchmarkReadCallNoop for a read that may
-// be retried (retry: safe, three attempts of at most a second each) and
+// be retried (retry: safe, three attempts of at most 500ms each) and
 // succeeds on its first: what the retry loop costs a call that never
 // needs it.
 func BenchmarkReadCallRetrySafe(b *testing.B) {
 	store := newStore(b)
 	d := def("crm.get", toolplane.EffectRead, func(d *toolplane.Definition) {
 		d.Retry = toolplane.RetrySafe
-		d.Execution = &toolplane.Execution{MaxAttempts: 3, AttemptTimeout: toolplane.Duration(time.Second)}
+		d.Execution = &toolplane.Execution{MaxAttempts: 3, AttemptTimeout: toolplane.Duration(500 * time.Millisecond)}
 	})
 	e := newEnvWith(b, store, withAudit(b, store), tool{def: d, fn: ok(map[string]any{"id": "p1", "name": "Ada"}),
 		opts: []handler.Option{handler.WithContextBound()}})
@@ -33,12 +33,12 @@ func BenchmarkReadCallRetrySafe(b *testing.B) {
 }
 
 // BenchmarkWriteCallRetryable is BenchmarkWriteCall for a write whose
-// attempts are bounded (three of at most a second each) and which
+// attempts are bounded (three of at most 500ms each) and which
 // succeeds on its first.
 func BenchmarkWriteCallRetryable(b *testing.B) {
 	store := newStore(b)
 	d := def("crm.update", toolplane.EffectWrite, func(d *toolplane.Definition) {
-		d.Execution = &toolplane.Execution{MaxAttempts: 3, AttemptTimeout: toolplane.Duration(time.Second)}
+		d.Execution = &toolplane.Execution{MaxAttempts: 3, AttemptTimeout: toolplane.Duration(500 * time.Millisecond)}
 	})
 	e := newEnvWith(b, store, withAudit(b, store), tool{def: d, fn: ok(map[string]any{"ok": true})})
 	in := inv("crm.update")
