@@ -14,8 +14,10 @@
 //     model reads unavailable and only that the destination is not
 //     allowed, and the host and rule go to the operator (Outcome.Detail);
 //   - the neutral upstream errors RetryableUpstream and Unavailable: nothing
-//     happened downstream, the claim is released, the model reads
-//     retryable_upstream or unavailable;
+//     happened downstream; the invoker may attempt the call again inside
+//     its time (see retry.go), and in the end the claim is released and
+//     the model reads retryable_upstream or unavailable, with the
+//     downstream's Retry-After as its retry hint;
 //   - CredentialRefused: the downstream refused the credential the broker
 //     released for the call before doing anything, the claim is released,
 //     the model reads connection_expired (the broker may add where the
