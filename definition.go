@@ -42,7 +42,11 @@ type Definition struct {
 	Connection string `json:"connection,omitempty"`
 	// Timeout bounds the handler. Zero means the platform default.
 	Timeout Duration `json:"timeout,omitempty"`
-	// Retry is safe only for a read: a write never retries inside the call.
+	// Retry safe lets a read be attempted again after a transient failure,
+	// inside its timeout (Execution says how often). It is never set on a
+	// write: a write is attempted again only when its binding makes that
+	// one effect (a downstream that honours the key it is sent, or a
+	// failure that rolled back), which the invoker reads from the binding.
 	Retry Retry `json:"retry,omitempty"`
 	// Replay lets a tool whose effect is safe to repeat run again after an
 	// attempt ended without an answer of its own (crash, timeout, lost
@@ -318,16 +322,18 @@ type Execution struct {
 	// MaxAttempts is the most attempts one call makes inside its timeout,
 	// the first included: a retryable failure is tried again only where a
 	// retry cannot double an effect (a read whose retry is safe, or a
-	// write whose downstream honours the idempotency key sent with it).
-	// 1 never retries.
+	// write whose downstream honours the idempotency key sent with it, or
+	// whose failures roll back). Default DefaultMaxAttempts where a retry
+	// is safe; 1 never retries. See Attempts.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// AttemptTimeout bounds each attempt; zero gives an attempt whatever
 	// remains of the call's time. Publishing refuses a tool whose attempts,
-	// with their pauses, cannot fit its timeout.
+	// with their pauses, cannot fit its timeout (see Budget).
 	AttemptTimeout Duration `json:"attempt_timeout,omitempty"`
 	// Backoff is the ceiling of the pause before the second attempt; each
-	// later ceiling doubles it, up to MaxBackoff. The pause itself is drawn
-	// at random below its ceiling (full jitter).
+	// later ceiling doubles it, up to MaxBackoff (defaults DefaultBackoff
+	// and DefaultMaxBackoff). The pause itself is drawn at random below its
+	// ceiling (full jitter); a downstream's Retry-After replaces it.
 	Backoff    Duration `json:"backoff,omitempty"`
 	MaxBackoff Duration `json:"max_backoff,omitempty"`
 	// MaxInFlight caps how many calls of the tool run at once on one

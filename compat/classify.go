@@ -283,6 +283,7 @@ func execution(m *meta, a, b *toolplane.Definition) {
 	if ar, br := orDefault(a.Retry, toolplane.RetryNone), orDefault(b.Retry, toolplane.RetryNone); ar != br {
 		m.add("retry", KindBehaviourChanged, Minor, "changed from %s to %s", ar, br)
 	}
+	attempts(m, a.Execution, b.Execution)
 	// Replay starts the effect again after a lost attempt; more starts than
 	// before is a change in what can happen to the world.
 	aa, ba := 0, 0
@@ -320,6 +321,27 @@ func execution(m *meta, a, b *toolplane.Definition) {
 		default:
 			m.add("connection", KindBehaviourChanged, Major, "changed from %q to %q: calls act with other credentials", a.Connection, b.Connection)
 		}
+	}
+}
+
+// attempts classifies the attempts of the execution block. They are
+// operational, like retry: more or fewer attempts, a longer or shorter
+// bound on each, other pauses change how hard a failing downstream is
+// pressed and how long a caller may wait, never what a call does to the
+// world (a second attempt is made only where it cannot be a second
+// effect), so every change needs MINOR.
+func attempts(m *meta, a, b *toolplane.Execution) {
+	if x, y := a.Attempts(true), b.Attempts(true); x != y {
+		m.add("execution.max_attempts", KindBehaviourChanged, Minor, "changed from %d to %d", x, y)
+	}
+	if x, y := a.AttemptLimit(), b.AttemptLimit(); x != y {
+		m.add("execution.attempt_timeout", KindBehaviourChanged, Minor, "changed from %v to %v", x, y)
+	}
+	if x, y := a.PauseCeiling(0), b.PauseCeiling(0); x != y {
+		m.add("execution.backoff", KindBehaviourChanged, Minor, "changed from %v to %v", x, y)
+	}
+	if x, y := a.PauseCeiling(64), b.PauseCeiling(64); x != y {
+		m.add("execution.max_backoff", KindBehaviourChanged, Minor, "changed from %v to %v", x, y)
 	}
 }
 
@@ -427,6 +449,9 @@ var knownFields = fields{
 	"annotations": {"destructive": nil, "idempotent": nil, "requires_approval": nil, "long_running": nil, "open_world": nil},
 	"approval":    {"chain": nil, "on_timeout": nil, "ttl": nil},
 	"replay":      {"max_attempts": nil},
+	// The attempts of the execution block; its other fields are left to
+	// the gate's default (MAJOR) until their rules are written here.
+	"execution": {"max_attempts": nil, "attempt_timeout": nil, "backoff": nil, "max_backoff": nil},
 }
 
 // unknownFields answers the paths of definition fields that differ and

@@ -116,6 +116,17 @@ func TestClassifyMetadata(t *testing.T) {
 		{"replay raised", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 2} }, func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 3} }, []string{"behaviour_changed replay MAJOR"}},
 		{"replay lowered", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 3} }, func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 1} }, []string{"behaviour_changed replay MINOR"}},
 		{"replay disabled", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 3} }, nil, []string{"behaviour_changed replay MINOR"}},
+		// Attempts inside the call are operational: a second attempt is
+		// made only where it cannot be a second effect.
+		{"attempts raised", nil, func(d *toolplane.Definition) { d.Execution = &toolplane.Execution{MaxAttempts: 5} }, []string{"behaviour_changed execution.max_attempts MINOR"}},
+		{"the default attempts stated", nil, func(d *toolplane.Definition) {
+			d.Execution = &toolplane.Execution{MaxAttempts: toolplane.DefaultMaxAttempts}
+		}, nil},
+		{"attempt bound and pauses", func(d *toolplane.Definition) {
+			d.Execution = &toolplane.Execution{AttemptTimeout: toolplane.Duration(time.Second)}
+		}, func(d *toolplane.Definition) {
+			d.Execution = &toolplane.Execution{AttemptTimeout: toolplane.Duration(2 * time.Second), Backoff: toolplane.Duration(time.Second), MaxBackoff: toolplane.Duration(time.Minute)}
+		}, []string{"behaviour_changed execution.attempt_timeout MINOR", "behaviour_changed execution.backoff MINOR", "behaviour_changed execution.max_backoff MINOR"}},
 		{"metered on", nil, func(d *toolplane.Definition) { d.Metered = true }, []string{"behaviour_changed metered MAJOR"}},
 		{"metered off", func(d *toolplane.Definition) { d.Metered = true }, nil, []string{"behaviour_changed metered MINOR"}},
 		{"repeatable unset", nil, func(d *toolplane.Definition) { d.Repeatable = nil }, []string{"behaviour_changed repeatable MAJOR"}},

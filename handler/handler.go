@@ -14,8 +14,10 @@
 //     model reads unavailable and only that the destination is not
 //     allowed, and the host and rule go to the operator (Outcome.Detail);
 //   - the neutral upstream errors RetryableUpstream and Unavailable: nothing
-//     happened downstream, the claim is released, the model reads
-//     retryable_upstream or unavailable;
+//     happened downstream; the invoker may attempt the call again inside
+//     its time (see retry.go), and in the end the claim is released and
+//     the model reads retryable_upstream or unavailable, with the
+//     downstream's Retry-After as its retry hint;
 //   - CredentialRefused: the downstream refused the credential the broker
 //     released for the call before doing anything, the claim is released,
 //     the model reads connection_expired (the broker may add where the
@@ -66,15 +68,31 @@ type Call struct {
 }
 
 // RetryableUpstream reports a transient upstream failure (a 429, a 503)
-// that made no effect. The claim is released; the model may retry.
-type RetryableUpstream struct{ Err error }
+// that made no effect. The invoker may attempt the call again within its
+// time (see WithKeyedDownstream for a write); in the end the claim is
+// released and the model may retry.
+type RetryableUpstream struct {
+	Err error
+	// After is how long the downstream asked to be left alone (its
+	// Retry-After); zero when it said nothing. The invoker waits that
+	// long before another attempt when the call's time allows it, and
+	// otherwise stops and tells the caller.
+	After time.Duration
+}
 
 func (e *RetryableUpstream) Error() string { return "retryable upstream failure: " + errString(e.Err) }
 func (e *RetryableUpstream) Unwrap() error { return e.Err }
 
 // Unavailable reports that the upstream cannot serve the request (down,
-// unsupported target). Nothing happened; the claim is released.
-type Unavailable struct{ Err error }
+// unreachable). Nothing happened: the invoker may attempt the call again
+// within its time, as for RetryableUpstream, and in the end the claim is
+// released. A refusal no second attempt can change (a target the
+// downstream does not serve) is an Explain(CodeUnavailable) instead.
+type Unavailable struct {
+	Err error
+	// After is the downstream's Retry-After, as RetryableUpstream's.
+	After time.Duration
+}
 
 func (e *Unavailable) Error() string { return "upstream unavailable: " + errString(e.Err) }
 func (e *Unavailable) Unwrap() error { return e.Err }
@@ -155,6 +173,9 @@ type Ending struct {
 	kind    endingKind
 	code    toolplane.Code
 	message string
+	// again and after: see Retryable.
+	again bool
+	after time.Duration
 }
 
 type endingKind int
@@ -182,7 +203,9 @@ func ToolCode(code toolplane.Code) bool { return toolCodes[code] }
 // Explain ends the call with a definite failure the model reads: message
 // under code, which must be a tool code (not_found, conflict,
 // invalid_input, unavailable, retryable_upstream). The claim completes,
-// unless the code is retryable, in which case it is released.
+// unless the code is retryable, in which case it is released. An
+// explained retryable_upstream is a transient failure the invoker may
+// attempt again; any other code only when marked Retryable.
 func Explain(code toolplane.Code, message string) Ending {
 	return Ending{kind: endExplain, code: code, message: message}
 }
@@ -194,6 +217,20 @@ func Uncertain(reason string) Ending { return Ending{kind: endUncertain, message
 
 // Raise ends the call as a platform fault.
 func Raise() Ending { return Ending{} }
+
+// Retryable marks an Explain or Uncertain ending as transient: another
+// attempt may answer otherwise (a 5xx, an answer lost on the way back).
+// after is the pause the downstream asked for (its Retry-After), zero
+// when it said nothing. Marking states a fact about the downstream, not
+// a wish: the invoker makes another attempt only where it cannot double
+// an effect, which for an Uncertain ending (an effect that may have
+// happened) is a binding WithKeyedDownstream.
+func (e Ending) Retryable(after time.Duration) Ending {
+	if e.kind != endRaise {
+		e.again, e.after = true, max(after, 0)
+	}
+	return e
+}
 
 // Err answers the ending as an error a handler returns: Classify ends the
 // call as the ending says, whatever the binding's classify function, so a
@@ -229,6 +266,13 @@ type Outcome struct {
 	// explanation) rather than the platform's. For a tool whose answers
 	// come from outside, that text did too, and is labelled untrusted.
 	Quoted bool
+	// Retry is true when another attempt may end otherwise: the failure
+	// was transient (RetryableUpstream, Unavailable, an explained
+	// retryable_upstream, an ending marked Retryable). Whether one is made
+	// is the invoker's decision.
+	Retry bool
+	// After is the pause the downstream asked for before another attempt.
+	After time.Duration
 }
 
 // OutcomeKind says what becomes of the claim.
@@ -263,9 +307,11 @@ func (b *Binding) Classify(err error) Outcome {
 	case errors.As(err, &dest):
 		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, DestinationNotAllowed), Detail: dest.Detail()}
 	case errors.As(err, &retry):
-		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeRetryableUpstream, "the upstream service failed temporarily and nothing was done; try again shortly")}
+		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeRetryableUpstream, "the upstream service failed temporarily and nothing was done; try again shortly"),
+			Retry: true, After: max(retry.After, 0)}
 	case errors.As(err, &unav):
-		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, "the upstream service is unavailable and nothing was done; try again later or use another tool")}
+		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeUnavailable, "the upstream service is unavailable and nothing was done; try again later or use another tool"),
+			Retry: true, After: max(unav.After, 0)}
 	case errors.As(err, &refused):
 		return Outcome{Kind: Release, Result: toolplane.Fail(toolplane.CodeConnectionExpired, "the service refused the credential of the connection this call went out with, and nothing was done; the connection must be authorized again. Ask the user to reconnect, then call again.")}
 	case errors.As(err, &nf):
@@ -292,12 +338,14 @@ func (e Ending) outcome() Outcome {
 			return Outcome{Kind: Fault} // a handler never answers a platform code
 		}
 		r := toolplane.Fail(e.code, clean(e.message))
+		again := e.again || e.code == toolplane.CodeRetryableUpstream
 		if e.code.Retryable() {
-			return Outcome{Kind: Release, Result: r, Quoted: true}
+			return Outcome{Kind: Release, Result: r, Quoted: true, Retry: again, After: e.after}
 		}
+		// A definite answer stands, whatever its ending says of retrying.
 		return Outcome{Kind: Definite, Result: r, Quoted: true}
 	case endUncertain:
-		return Outcome{Kind: Held, Reason: clean(e.message), Quoted: true}
+		return Outcome{Kind: Held, Reason: clean(e.message), Quoted: true, Retry: e.again, After: e.after}
 	}
 	return Outcome{Kind: Fault}
 }
@@ -342,6 +390,9 @@ type Binding struct {
 	settleWithin time.Duration
 	// contextBound: the handler returns once its context ends.
 	contextBound bool
+	// keyed and transactional: see WithKeyedDownstream and
+	// WithTransactionalAttempts.
+	keyed, transactional bool
 	// facts are the policy facts registered with the handler.
 	facts policy.Facts
 	// target names the downstream the handler reaches (see WithTarget).

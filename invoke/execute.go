@@ -91,61 +91,45 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		attempt = c.claim.Attempts
 	}
 
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout())
-	hctx = c.withParent(hctx)
+	// The call's values, without its deadline: each attempt takes its
+	// own (see dispatch), within the call's.
+	vctx := c.withParent(context.WithoutCancel(ctx))
 	if asked, ok := ctx.Value(cancelKey{}).(context.Context); ok {
 		// The caller asked, cooperatively, that the handler stop: unlike
 		// the caller leaving, this ends the handler's context.
-		defer context.AfterFunc(asked, cancel)()
+		var stop context.CancelFunc
+		vctx, stop = context.WithCancel(vctx)
+		defer stop()
+		defer context.AfterFunc(asked, stop)()
 	}
-	if st := c.newStream(ctx); st != nil {
-		hctx = handler.WithEmitter(hctx, st.emit)
+	st := c.newStream(ctx)
+	if st != nil {
+		vctx = handler.WithEmitter(vctx, st.emit)
 		defer st.close()
 	}
 	var readUsage func() (int64, int64, bool)
 	if d.Metered {
-		hctx, readUsage = handler.WithUsage(hctx)
+		vctx, readUsage = handler.WithUsage(vctx)
 	}
-	var r ret
-	if c.claim == nil && b.ContextBound() {
-		// A read of a handler its deadline stops: run it here, saving the
-		// hand-off to a goroutine and back. A read that ran out of time
-		// answers timeout, as it would below.
-		r = c.invokeHere(hctx, b, attempt)
-		late := hctx.Err() != nil && r.err != nil
-		cancel()
-		if late {
-			return c.timedOut(ctx, b, nil)
-		}
-	} else {
-		done := make(chan ret, 1)
-		endWork := c.handOff()
-		go func() {
-			defer endWork()
-			defer func() {
-				if p := recover(); p != nil {
-					done <- ret{panic: p}
-				}
-			}()
-			done <- c.runHandler(hctx, b, attempt)
-		}()
-		select {
-		case r = <-done:
-			cancel()
-		case <-hctx.Done():
-			cancel()
-			c.timedOutHandler()
-			return c.timedOut(ctx, b, done)
-		}
+	t := c.newTries(b, c.timeout())
+	r, o, cut := c.dispatch(vctx, b, attempt, &t, st)
+	if cut != nil {
+		return c.timedOut(ctx, b, cut.done, cut.within)
 	}
 	if r.panic != nil {
+		if t.maybe {
+			// An earlier attempt may have acted: the key stays held.
+			iv.log.ErrorContext(ctx, "handler panicked after an attempt that may have acted", "tool", d.Name, "panic", fmt.Sprint(r.panic))
+			o = handler.Outcome{Kind: handler.Fault}
+			t.settle(&o)
+			return c.ended(ctx, o, nil)
+		}
 		if err := c.release(ctx); err != nil {
 			return toolplane.Result{}, err
 		}
 		return toolplane.Result{}, fmt.Errorf("%w: handler %s panicked: %v", ErrFault, b.Key, r.panic)
 	}
 	if r.err != nil {
-		o := b.Classify(r.err)
 		c.refused(ctx, &o, r)
 		return c.ended(ctx, o, r.err)
 	}
@@ -283,7 +267,6 @@ func (c *call) runHandler(ctx context.Context, b *handler.Binding, attempt int) 
 // invokeBinding runs one attempt of the handler and counts its ending
 // against the breaker of its tool and target.
 func (c *call) invokeBinding(ctx context.Context, b *handler.Binding, call handler.Call) (any, error) {
-	c.timeoutCounted.Store(false) // a new attempt: its timeout is not counted yet
 	out, err := b.Invoke(ctx, call, c.args)
 	c.observe(ctx, b, err)
 	return out, err
@@ -330,11 +313,12 @@ func (c *call) ended(ctx context.Context, o handler.Outcome, cause error) (toolp
 	return toolplane.Result{}, fmt.Errorf("%w: %s: %w", ErrFault, c.tool.Def.Name, cause)
 }
 
-// timedOut ends a call whose handler ran past its time. A read answers
-// timeout. A write may have acted: it becomes an uncertain action, unless
-// the tool is safe to replay and has attempts left, in which case its lease
-// is ended so the next identical call runs it again.
-func (c *call) timedOut(ctx context.Context, b *handler.Binding, done <-chan ret) (toolplane.Result, error) {
+// timedOut ends a call whose handler ran past its time, or past within,
+// the bound of its last attempt. A read answers timeout. A write may have
+// acted: it becomes an uncertain action, unless the tool is safe to
+// replay and has attempts left, in which case its lease is ended so the
+// next identical call runs it again.
+func (c *call) timedOut(ctx context.Context, b *handler.Binding, done <-chan ret, within time.Duration) (toolplane.Result, error) {
 	iv, d := c.iv, &c.tool.Def
 	if c.claim == nil {
 		return toolplane.Fail(toolplane.CodeTimeout, fmt.Sprintf("%s did not answer in time; try again, perhaps with a narrower request", c.tool.Model)), nil
@@ -347,7 +331,7 @@ func (c *call) timedOut(ctx context.Context, b *handler.Binding, done <-chan ret
 		}
 		return toolplane.Fail(toolplane.CodeTimeout, fmt.Sprintf("%s did not answer in time; it is safe to call again with the same arguments", c.tool.Model)), nil
 	}
-	reason := fmt.Sprintf("the call was sent and did not answer within %v", c.timeout())
+	reason := fmt.Sprintf("the call was sent and did not answer within %v", within.Round(time.Millisecond))
 	if err := c.hold(bg, reason); err != nil {
 		return toolplane.Result{}, err
 	}

@@ -26,7 +26,10 @@
 //	-> a metered tool passes accrual against the run tree (budget_exhausted)
 //	-> less time left than the floor after deciding: deadline_exceeded
 //	-> write or send: claim the key (the claim decides again)
-//	-> run the handler under min(timeout, deadline), marked dispatched first
+//	-> run the handler under min(timeout, deadline), marked dispatched first;
+//	   a transient failure is attempted again inside that time where a
+//	   second attempt cannot be a second effect (retry.go), under the
+//	   same claim and key
 //	-> classify the ending, validate the output (invalid_output), redact,
 //	   bound, label -> complete, release or hold the claim
 //	-> usage row, audit event, close the span.

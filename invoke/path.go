@@ -62,14 +62,12 @@ type call struct {
 	// the approval filed.
 	decision policy.Decision
 	// ticket is the call's hold on the node's traffic protections (nil
-	// when they are off); handedOff is set once the handler's goroutine
-	// holds the downstream's part of it.
-	ticket    *resilience.Ticket
-	handedOff bool
-	// timeoutCounted is set once the current attempt's timeout was
-	// counted against its breaker, by the invoker or the handler's return,
-	// whichever came first.
-	timeoutCounted atomic.Bool
+	// when they are off). holds counts what keeps the downstream's part
+	// of it: the call itself until it answers, and each handler goroutine
+	// still running (an attempt left past its bound included); the part
+	// is given back when the last of them ends.
+	ticket *resilience.Ticket
+	holds  atomic.Int32
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the

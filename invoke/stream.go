@@ -134,6 +134,17 @@ func (s *stream) cutHere(ctx context.Context, reason string, limit int) error {
 	return handler.ErrStreamCut
 }
 
+// started reports whether the stream's reader has been sent anything; a
+// nil stream (no reader) never has.
+func (s *stream) started() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n > 0 || s.cut
+}
+
 // close ends the stream when the call ends: a handler still running (one
 // past its timeout) streams nothing more.
 func (s *stream) close() {

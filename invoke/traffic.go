@@ -3,6 +3,7 @@ package invoke
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
@@ -38,32 +39,52 @@ func (c *call) enter(b *handler.Binding) *toolplane.Result {
 		return &r
 	}
 	c.ticket = tk
+	c.holds.Store(1) // the call's own, until it answers (leave)
 	return nil
 }
 
 // leave gives back the call's hold on the protections as it answers: the
-// caller's slots always, the downstream's unless a handler still running
-// holds them (handOff).
+// caller's slots always, the downstream's unless a handler goroutine still
+// running holds them (handOff).
 func (c *call) leave() {
 	if c.ticket == nil {
 		return
 	}
 	c.ticket.EndCall()
-	if !c.handedOff {
-		c.ticket.EndWork()
-	}
+	c.unhold()
 }
 
-// handOff passes the downstream's slots to the goroutine that runs the
-// handler, which gives them back when the handler returns: a handler still
-// running past the call's timeout still holds its downstream, and the
-// caps count it until it ends.
+// handOff gives a goroutine about to run the handler a hold on the
+// downstream's slots, which the func answered gives back when the handler
+// returns: a handler still running past its attempt's bound or the call's
+// timeout still holds its downstream, and the caps count it until it
+// ends, however many attempts the call made meanwhile.
 func (c *call) handOff() func() {
 	if c.ticket == nil {
 		return func() {}
 	}
-	c.handedOff = true
-	return c.ticket.EndWork
+	c.holds.Add(1)
+	return c.unhold
+}
+
+// unhold ends one hold on the downstream's slots, and gives them back
+// with the last.
+func (c *call) unhold() {
+	if c.holds.Add(-1) == 0 {
+		c.ticket.EndWork()
+	}
+}
+
+// counted marks, per attempt, that its timeout was counted against the
+// breaker: by the invoker when it stopped waiting (timedOutHandler) or by
+// the handler's own return (observe), whichever came first.
+type countedKey struct{}
+
+// attemptContext answers ctx marked as one attempt's, for counting its
+// timeout once.
+func attemptContext(ctx context.Context) (context.Context, *atomic.Bool) {
+	counted := new(atomic.Bool)
+	return context.WithValue(ctx, countedKey{}, counted), counted
 }
 
 // observe counts one handler attempt's ending against the breaker of the
@@ -77,7 +98,7 @@ func (c *call) observe(ctx context.Context, b *handler.Binding, err error) {
 		return
 	}
 	o := outcome(b, err, ctx)
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !c.timeoutCounted.CompareAndSwap(false, true) {
+	if counted, ok := ctx.Value(countedKey{}).(*atomic.Bool); ok && errors.Is(ctx.Err(), context.DeadlineExceeded) && !counted.CompareAndSwap(false, true) {
 		return // the invoker counted it when it stopped waiting (timedOutHandler)
 	}
 	c.ticket.Record(o)
@@ -88,8 +109,8 @@ func (c *call) observe(ctx context.Context, b *handler.Binding, err error) {
 // later, or never, and its breaker must not wait for it. Whichever of this
 // and the handler's own return (observe) sees the timeout first counts it,
 // once.
-func (c *call) timedOutHandler() {
-	if c.ticket != nil && c.timeoutCounted.CompareAndSwap(false, true) {
+func (c *call) timedOutHandler(counted *atomic.Bool) {
+	if c.ticket != nil && counted.CompareAndSwap(false, true) {
 		c.ticket.Record(resilience.Failure)
 	}
 }

@@ -314,6 +314,7 @@ func (ch *checker) run() {
 	ch.facts()
 	ch.approval()
 	ch.execution()
+	ch.attempts()
 	ch.dependencies()
 }
 
@@ -568,7 +569,7 @@ func (ch *checker) effect() {
 		ch.add("retry", fmt.Sprintf("%s is not a retry policy", quote(d.Retry)), "set retry to none or safe")
 	}
 	if d.Retry == toolplane.RetrySafe && d.Effect.Writes() {
-		ch.add("retry", "retry: safe on a write or send", "a write never retries inside its call; set retry: none, and declare replay if the tool is idempotent downstream")
+		ch.add("retry", "retry: safe on a write or send", "a write is attempted again only when its downstream honours the idempotency key it is sent (an http idempotency_header, a handler bound WithKeyedDownstream) or its failures roll back (sql); set retry: none")
 	}
 	if d.Replay != nil {
 		switch {

@@ -122,9 +122,16 @@ func fromSeed(js []byte) (toolplane.Definition, []Note, error) {
 		d.Timeout = toolplane.Duration(time.Duration(n) * time.Millisecond)
 	}
 	if r := s.Spec.Execution.Retry; r != nil && r.MaxAttempts > 1 {
+		read := d.Effect == toolplane.EffectRead
 		switch {
-		case d.Effect == toolplane.EffectRead:
+		case read:
+			// A read's attempts inside its timeout: the execution block,
+			// with the form's base delay as the first pause's ceiling.
 			d.Retry = toolplane.RetrySafe
+			d.Execution = &toolplane.Execution{MaxAttempts: r.MaxAttempts}
+			if r.BaseDelayMS > 0 {
+				d.Execution.Backoff = toolplane.Duration(time.Duration(r.BaseDelayMS) * time.Millisecond)
+			}
 		case d.Annotations.Idempotent:
 			// A write retries only by replay with the same key passed
 			// downstream, which is what idempotent: true promises.
@@ -132,8 +139,11 @@ func fromSeed(js []byte) (toolplane.Definition, []Note, error) {
 		default:
 			notes = append(notes, Note{"spec.execution.retry", "a write that is not idempotent never retries; max_attempts is ignored"})
 		}
-		if r.Backoff != "" || r.BaseDelayMS != 0 {
-			notes = append(notes, Note{"spec.execution.retry", "backoff and base_delay_ms are the platform's choice and are ignored"})
+		switch {
+		case read && r.Backoff != "" && r.Backoff != "exponential":
+			notes = append(notes, Note{"spec.execution.retry", fmt.Sprintf("backoff %q is not read: pauses are exponential with full jitter", r.Backoff)})
+		case !read && (r.Backoff != "" || r.BaseDelayMS != 0):
+			notes = append(notes, Note{"spec.execution.retry", "backoff and base_delay_ms are ignored: a write's replay makes no pause"})
 		}
 	}
 	switch len(s.Spec.Credentials) {

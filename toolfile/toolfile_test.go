@@ -214,3 +214,33 @@ func TestSeedRuntimeBindsTheTarget(t *testing.T) {
 		}
 	}
 }
+
+// A read's retry in the toolplatform/v1 form becomes its attempts inside
+// the timeout: retry: safe, execution.max_attempts, and the base delay as
+// the first pause's ceiling.
+func TestSeedReadRetryMapsOntoAttempts(t *testing.T) {
+	t.Parallel()
+	doc := `apiVersion: toolplatform/v1
+kind: Tool
+metadata: {namespace: crm, name: get_person}
+version: 1.0.0
+spec:
+  description: Read one person.
+  annotations: {read_only: true}
+  execution:
+    timeout_ms: 2000
+    retry: {max_attempts: 4, backoff: exponential, base_delay_ms: 150}
+  input_schema: {type: object}
+  output_schema: {type: object}
+`
+	d, notes, err := Parse([]byte(doc), ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Retry != toolplane.RetrySafe || d.Execution == nil || d.Execution.MaxAttempts != 4 || d.Execution.Backoff.Std() != 150*time.Millisecond {
+		t.Fatalf("retry %q, execution %+v", d.Retry, d.Execution)
+	}
+	if len(notes) != 0 {
+		t.Errorf("unexpected notes: %v", notes)
+	}
+}

@@ -330,7 +330,10 @@ func (c *httpCall) status(resp *http.Response) error {
 		c.u.lose(c.cs)
 		return &handler.Unavailable{Err: c.wrap(fmt.Errorf("HTTP %d: %w", code, mcp.ErrSessionMissing))}
 	case code == http.StatusTooManyRequests:
-		return &handler.RetryableUpstream{Err: c.wrap(fmt.Errorf("HTTP %d: %s", code, excerpt(resp.Body)))}
+		// The server refused the request for rate before handling it; the
+		// invoker's retry loop may try a read again after the wait it
+		// asked for.
+		return &handler.RetryableUpstream{Err: c.wrap(fmt.Errorf("HTTP %d: %s", code, excerpt(resp.Body))), After: retryAfter(resp.Header, time.Now())}
 	case refusedBefore[code]:
 		// A status the transport answers before the message is handled.
 		// A JSON-RPC error in the body must say the same (the message
@@ -364,6 +367,25 @@ var refusedBefore = map[int]bool{
 	http.StatusBadRequest: true, http.StatusUnauthorized: true, http.StatusForbidden: true, http.StatusNotFound: true,
 	http.StatusMethodNotAllowed: true, http.StatusNotAcceptable: true, http.StatusRequestEntityTooLarge: true,
 	http.StatusUnsupportedMediaType: true,
+}
+
+// maxRetryAfter caps the wait a server's Retry-After asks for.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter reads a Retry-After header (seconds, or an HTTP date against
+// now); zero when there is none to read.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(min(max(n, 0), int(maxRetryAfter/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), maxRetryAfter)
+	}
+	return 0
 }
 
 // excerpt reads the start of a refusal's body, for its error.

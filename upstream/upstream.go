@@ -793,13 +793,16 @@ func contentText(cs []mcp.Content) string {
 
 // classify ends a call whose transport failed after the request may have
 // reached the server: the effect may have happened, so a write is held as
-// an uncertain action rather than sent again.
+// an uncertain action rather than sent again. The failure is transient,
+// and marked so: the invoker attempts a read whose retry is safe again,
+// never a write (a remote binding declares no keyed downstream, since
+// toolplane cannot know that the server honours the key it is sent).
 func classify(err error) handler.Ending {
 	var er *egressRefused
 	if errors.As(err, &er) {
 		return handler.Explain(toolplane.CodeUnavailable, er.Error())
 	}
-	return handler.Uncertain("the server did not answer the call: " + err.Error())
+	return handler.Uncertain("the server did not answer the call: " + err.Error()).Retryable(0)
 }
 
 // headerTransport adds configured headers to every request.

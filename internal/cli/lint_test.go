@@ -208,3 +208,40 @@ func TestLintWarnsOfUndeclaredOutsideText(t *testing.T) {
 		t.Errorf("an example declares no outside text: %s", errOut)
 	}
 }
+
+// Lint refuses a tool whose retry budget cannot fit its timeout, naming
+// the arithmetic (the seed's "full vendor retry budget fits inside the
+// declared tool timeout"), and accepts the same tool with attempts that
+// fit.
+func TestLintRefusesARetryBudgetPastTheTimeout(t *testing.T) {
+	t.Parallel()
+	def := func(attempt string) string {
+		return `name: payments.get_invoice
+version: 1.0.0
+description: Read one invoice.
+kind: internal
+binding: {handler: {key: payments.get_invoice}}
+effect: read
+retry: safe
+timeout: 10s
+execution: {max_attempts: 3, attempt_timeout: ` + attempt + `, backoff: 200ms}
+input_schema: {type: object}
+output_schema: {type: object}
+`
+	}
+	dir := t.TempDir()
+	tight, fits := filepath.Join(dir, "tight.yaml"), filepath.Join(dir, "fits.yaml")
+	if err := os.WriteFile(tight, []byte(def("4s")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fits, []byte(def("3s")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run("lint", "--handler", "payments.get_invoice", tight)
+	if code != 1 || !strings.Contains(errOut, "3 attempts × 4s + pauses up to 200ms + 400ms = 12.6s, more than the timeout of 10s") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := run("lint", "--handler", "payments.get_invoice", fits); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

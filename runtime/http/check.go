@@ -86,7 +86,7 @@ func compile(d *toolplane.Definition) (*plan, []toolplane.Problem) {
 	p := &plan{
 		method: b.Method, consumed: map[string]bool{},
 		status: b.StatusField, idempotent: http.CanonicalHeaderKey(b.IdempotencyHeader),
-		maxBytes: b.MaxResponseBytes, writes: d.Writes(), retry: d.Retry == toolplane.RetrySafe && !d.Writes(),
+		maxBytes: b.MaxResponseBytes, writes: d.Writes(),
 	}
 	if p.maxBytes == 0 {
 		p.maxBytes = DefaultMaxResponseBytes

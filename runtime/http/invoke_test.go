@@ -382,3 +382,49 @@ func TestTheTokenNeverReachesTheModel(t *testing.T) {
 		})
 	}
 }
+
+// A read whose retry is safe, answered 503 and then 200, answers the
+// second attempt: the runtime sends once per attempt and the invoker's
+// loop sends again; with an attempt timeout, a downstream that hangs on
+// the first attempt is cut at it and the second answers.
+func TestReadRetriedByTheInvoker(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		first func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"503, then an answer", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }},
+		{"a hang past the attempt timeout, then an answer", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					tt.first(w, r)
+					return
+				}
+				_, _ = io.WriteString(w, `{"id":"p1"}`)
+			}))
+			t.Cleanup(srv.Close)
+			d := httpDef("billing.item", toolplane.EffectRead, toolplane.HTTPBinding{Method: http.MethodGet, URL: srv.URL + "/x"}, func(d *toolplane.Definition) {
+				d.Retry = toolplane.RetrySafe
+				d.Execution = &toolplane.Execution{AttemptTimeout: toolplane.Duration(300 * time.Millisecond), Backoff: toolplane.Duration(20 * time.Millisecond)}
+			})
+			e := newEnv(t, d)
+			start := time.Now()
+			r := e.call(t, d.Name, map[string]any{})
+			if !r.OK || n.Load() != 2 {
+				t.Fatalf("result %+v after %d requests, want the second's answer", r.Error, n.Load())
+			}
+			if took := time.Since(start); took > 1500*time.Millisecond {
+				t.Errorf("the call took %v", took)
+			}
+		})
+	}
+}

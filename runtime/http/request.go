@@ -33,7 +33,6 @@ type plan struct {
 	idempotent string
 	maxBytes   int
 	writes     bool
-	retry      bool
 }
 
 // param is one query parameter or header: a literal, or an argument.

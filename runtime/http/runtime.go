@@ -17,11 +17,10 @@
 //	404, 410               not_found            definite
 //	409, 412               conflict             definite
 //	401, 403               unavailable, naming the connection; released
-//	408, 429               retryable_upstream, after a read's retries;
-//	                       released
+//	408, 429               retryable_upstream; released
 //	501, 505               unavailable; released
-//	5xx, a lost answer     a read: retried, then retryable_upstream;
-//	                       a write: uncertain (held)
+//	5xx, a lost answer     a read: retryable_upstream; a write:
+//	                       uncertain (held)
 //	not sent at all        unavailable; released
 //	refused by egress      unavailable, saying only that the destination
 //	                       is not allowed (the host and rule go to the
@@ -31,13 +30,17 @@
 //	                       uncertain (held: it acted, and its answer is
 //	                       unread, so it must not run again)
 //
-// A read whose definition says retry: safe is tried up to three times
-// within its deadline, after a short jittered pause or the Retry-After the
-// downstream asked for. A write is never sent twice, unless its binding
-// names an idempotency_header: a digest of the call's idempotency key
-// (DownstreamKey) then goes in that header on every attempt, the downstream recognises a repeat, and
-// the write is retried like a read; an answer it finally gives (2xx or a
-// definite 4xx) ends the call, and one it never gives leaves it uncertain.
+// Each Invoke sends the request once. The endings another attempt may
+// change (408, 429, a 5xx other than 501 and 505, a lost answer) are
+// marked transient, with the downstream's Retry-After, and the invoker's
+// one retry loop decides whether to send again (see package invoke): a
+// read whose definition says retry: safe, within its deadline. A write is
+// sent again only when its binding names an idempotency_header: a digest
+// of the call's idempotency key (DownstreamKey) then goes in that header
+// on every attempt, the downstream recognises a repeat, and the binding
+// says so (handler.WithKeyedDownstream); an answer the downstream finally
+// gives (2xx or a definite 4xx) ends the call, and one it never gives
+// leaves it uncertain.
 //
 // Every upstream text a model may read (an error's message, a body) is
 // bounded, stripped of the released secret values, and, being the
@@ -53,7 +56,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -113,7 +115,7 @@ func (r *Runtime) Bind(d *toolplane.Definition) (*handler.Binding, error) {
 		return nil, fmt.Errorf("http runtime: %w: %s@%s: %s", toolplane.ErrInvalid, d.Name, d.Version, strings.Join(msgs, "; "))
 	}
 	c := &caller{cfg: &r.cfg, plan: p}
-	return handler.BindFunc(Key(d), c.call, nil, handler.WithContextBound(), handler.WithTarget(Target(d)))
+	return handler.BindFunc(Key(d), c.call, nil, bindingOptions(d, p)...)
 }
 
 // Target answers the downstream d's request reaches, which its breaker
@@ -130,6 +132,17 @@ func Target(d *toolplane.Definition) string {
 		return "host:" + u.Host
 	}
 	return Key(d)
+}
+
+// bindingOptions answers the options of d's binding.
+func bindingOptions(d *toolplane.Definition, p *plan) []handler.Option {
+	opts := []handler.Option{handler.WithContextBound(), handler.WithTarget(Target(d))}
+	if p.writes && p.idempotent != "" {
+		// Every attempt carries the call's key, which the downstream
+		// reads to tell a repeat from a new request.
+		opts = append(opts, handler.WithKeyedDownstream())
+	}
+	return opts
 }
 
 // Contract answers the runtime's contract: Checks, binding with r.
@@ -150,17 +163,11 @@ type caller struct {
 	plan *plan
 }
 
-// Retry bounds.
+// Bounds of what an attempt reads.
 const (
-	maxAttempts = 3
-	// backoff is the first pause between attempts; each later one
-	// doubles, and each is jittered by half either way.
-	backoff = 50 * time.Millisecond
-	// nextAttempt is the least time an attempt after a pause must have
-	// before the deadline for the pause to be worth taking.
-	nextAttempt = 50 * time.Millisecond
-	// maxRetryAfter caps a Retry-After honoured without a deadline.
-	maxRetryAfter = 30 * time.Second
+	// maxRetryAfter caps the Retry-After read: a longer one is passed on
+	// as this.
+	maxRetryAfter = 24 * time.Hour
 	// errorBodyBytes bounds what is read of a failure's body: its message
 	// is bounded again before a model reads it.
 	errorBodyBytes = 4 << 10
@@ -181,8 +188,8 @@ func baseOf(con *toolplane.Connection) (*url.URL, error) {
 	return u, nil
 }
 
-// call is the handler body: build the request, send it (again, where that
-// is safe), and read the answer.
+// call is the handler body: build the request, send it once, and read
+// the answer (the invoker decides whether another attempt is made).
 func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, error) {
 	var err error
 	rel := call.Released
@@ -228,30 +235,10 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	}
 	b.header.Set(authName, authValue)
 
-	var (
-		v     verdict
-		maybe bool // an earlier attempt may have taken effect unanswered
-	)
-	for attempt := 1; ; attempt++ {
-		x := c.send(ctx, client, b, s)
-		v = c.judge(ctx, x, rel, s)
-		// What the verdict holds of the body is copied out of it.
-		x.release()
-		maybe = maybe || v.unknown
-		if !v.again || attempt == maxAttempts || !c.pause(ctx, attempt, v.wait) {
-			break
-		}
-	}
-	if maybe && !v.definite && !v.unknown {
-		// The last attempt was refused (a 429, say) but an earlier one
-		// reached the downstream and never heard back.
-		last := v.err.Error()
-		var dr *handler.DestinationRefused
-		if errors.As(v.err, &dr) {
-			last = "its destination is not allowed"
-		}
-		v.out, v.err = nil, handler.Uncertain(s.scrub("an earlier attempt was sent and its answer lost; the last was refused: "+last)).Err()
-	}
+	x := c.send(ctx, client, b, s)
+	v := c.judge(ctx, x, rel, s)
+	// What the verdict holds of the body is copied out of it.
+	x.release()
 	return v.out, v.err
 }
 
@@ -379,27 +366,16 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built, s *scr
 	return x
 }
 
-// verdict is what an attempt decides.
+// verdict is what an attempt decides: the answer, or the error whose
+// ending (and, for a transient one, whose Retry-After) the invoker reads.
 type verdict struct {
 	out any
 	err error
-	// again: another attempt may answer differently, and is safe.
-	again bool
-	// wait is the pause the downstream asked for (Retry-After).
-	wait time.Duration
-	// unknown: the attempt may have taken effect, and no answer says.
-	unknown bool
-	// definite: the downstream answered for the request (2xx, or a 4xx
-	// other than 408 and 429).
-	definite bool
 }
 
 // judge decides what an attempt means for the call.
 func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released, s *scrubber) verdict {
 	p := c.plan
-	// A write is sent again only with its key, which lets the downstream
-	// tell a repeat from a new request.
-	retry := p.retry || p.writes && p.idempotent != ""
 	var refused *egress.RefusedError
 	switch {
 	case x.status == 0 && errors.As(x.err, &refused) && (!x.sent || !p.writes):
@@ -407,9 +383,9 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 		// was sent), or a read's redirect (the read changed nothing).
 		// The model is told only that; the host and rule are the
 		// operator's.
-		return verdict{definite: x.sent, err: &handler.DestinationRefused{Host: refused.Host, Addr: refused.Addr, Rule: refused.Rule}}
+		return verdict{err: &handler.DestinationRefused{Host: refused.Host, Addr: refused.Addr, Rule: refused.Rule}}
 	case x.status == 0 && errors.As(x.err, &refused):
-		return verdict{unknown: true, err: handler.Uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
+		return verdict{err: handler.Uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
 			"the request had been sent, so its effect may have happened").Err()}
 	case x.status == 0 && !x.sent:
 		if ctx.Err() != nil {
@@ -417,23 +393,23 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 		}
 		return verdict{err: handler.Explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("the request was not sent: %v; nothing was done", x.err))).Err()}
 	case x.status == 0:
-		return c.lost(ctx, s.scrub(fmt.Sprintf("the request was sent and its answer lost: %v", x.err)), retry)
+		return c.lost(ctx, s.scrub(fmt.Sprintf("the request was sent and its answer lost: %v", x.err)))
 	}
 	code := x.status
 	switch {
 	case code >= 200 && code <= 299:
 		switch {
 		case x.err != nil:
-			return c.lost(ctx, s.scrub(fmt.Sprintf("the downstream answered HTTP %d and its body was lost: %v", code, x.err)), retry)
+			return c.lost(ctx, s.scrub(fmt.Sprintf("the downstream answered HTTP %d and its body was lost: %v", code, x.err)))
 		case x.over && p.writes:
 			// The downstream acted; its answer is unread. Holding the
 			// claim keeps the write from running again while a person
 			// settles what it answered.
-			return verdict{definite: true, err: handler.Uncertain(fmt.Sprintf("the downstream took the request (HTTP %d), but its answer is larger than the %d-byte cap and was not read", code, p.maxBytes)).Err()}
+			return verdict{err: handler.Uncertain(fmt.Sprintf("the downstream took the request (HTTP %d), but its answer is larger than the %d-byte cap and was not read", code, p.maxBytes)).Err()}
 		case x.over:
-			return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf("the downstream's answer is larger than the %d-byte cap of this tool and was not read", p.maxBytes)).Err()}
+			return verdict{err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf("the downstream's answer is larger than the %d-byte cap of this tool and was not read", p.maxBytes)).Err()}
 		}
-		return verdict{definite: true, out: c.answer(x, s)}
+		return verdict{out: c.answer(x, s)}
 	}
 	// A refusal whose body was cut short is still a refusal: its message
 	// is what arrived.
@@ -444,72 +420,47 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 	}
 	switch code {
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return verdict{definite: true, err: &handler.Invalid{Message: said}}
+		return verdict{err: &handler.Invalid{Message: said}}
 	case http.StatusNotFound, http.StatusGone:
-		return verdict{definite: true, err: &handler.NotFound{Message: said}}
+		return verdict{err: &handler.NotFound{Message: said}}
 	case http.StatusConflict, http.StatusPreconditionFailed:
-		return verdict{definite: true, err: &handler.Conflict{Message: said}}
+		return verdict{err: &handler.Conflict{Message: said}}
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf(
+		return verdict{err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf(
 			"the downstream refused the credential of connection %s (%s); nothing was done. An administrator must check the connection", rel.Connection.ID, said)).Err()}
 	case http.StatusRequestTimeout, http.StatusTooManyRequests:
-		return verdict{again: retry, wait: c.retryAfter(x.header), err: &handler.RetryableUpstream{Err: errors.New(said)}}
+		return verdict{err: &handler.RetryableUpstream{Err: errors.New(said), After: c.retryAfter(x.header)}}
 	}
 	switch {
 	case code >= 400 && code <= 499:
-		return verdict{definite: true, err: &handler.Invalid{Message: said}}
+		return verdict{err: &handler.Invalid{Message: said}}
 	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
 		// The downstream will not serve this request however often it is
 		// sent, and did not act on it.
-		return verdict{definite: true, err: handler.Explain(toolplane.CodeUnavailable, said).Err()}
+		return verdict{err: handler.Explain(toolplane.CodeUnavailable, said).Err()}
 	case code >= 500 && p.writes:
-		return verdict{unknown: true, again: retry, wait: c.retryAfter(x.header),
-			err: handler.Uncertain(said + "; the request had been sent, so its effect may have happened").Err()}
+		return verdict{err: handler.Uncertain(said + "; the request had been sent, so its effect may have happened").Retryable(c.retryAfter(x.header)).Err()}
 	case code >= 500:
-		return verdict{again: retry, wait: c.retryAfter(x.header), err: &handler.RetryableUpstream{Err: errors.New(said)}}
+		return verdict{err: &handler.RetryableUpstream{Err: errors.New(said), After: c.retryAfter(x.header)}}
 	}
 	// A redirect not followed, or an informational status: what it says
 	// about the request is not an answer.
 	if p.writes {
-		return verdict{unknown: true, err: handler.Uncertain(said + ", which is not an answer; the request had been sent, so its effect may have happened").Err()}
+		return verdict{err: handler.Uncertain(said + ", which is not an answer; the request had been sent, so its effect may have happened").Err()}
 	}
 	return verdict{err: handler.Explain(toolplane.CodeUnavailable, said+", which is not an answer this tool reads").Err()}
 }
 
-// lost decides an attempt that was sent and whose answer never arrived.
-func (c *caller) lost(ctx context.Context, why string, retry bool) verdict {
+// lost decides an attempt that was sent and whose answer never arrived:
+// transient, and for a write an effect that may have happened.
+func (c *caller) lost(ctx context.Context, why string) verdict {
 	if c.plan.writes {
 		if ctx.Err() != nil {
 			why = "the request was sent and no answer came before the call's deadline"
 		}
-		return verdict{unknown: true, again: retry, err: handler.Uncertain(why + "; its effect may have happened").Err()}
+		return verdict{err: handler.Uncertain(why + "; its effect may have happened").Retryable(0).Err()}
 	}
-	return verdict{again: retry, err: &handler.RetryableUpstream{Err: errors.New(why)}}
-}
-
-// pause waits before attempt+1, and reports whether that attempt should
-// be made: the wait (the downstream's Retry-After, or a jittered backoff)
-// must leave it time before the deadline.
-func (c *caller) pause(ctx context.Context, attempt int, wait time.Duration) bool {
-	if wait <= 0 {
-		d := backoff << (attempt - 1)
-		wait = d/2 + rand.N(d)
-	}
-	if deadline, ok := ctx.Deadline(); ok {
-		if time.Until(deadline)-nextAttempt < wait {
-			return false
-		}
-	} else if wait > maxRetryAfter {
-		return false
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return verdict{err: &handler.RetryableUpstream{Err: errors.New(why)}}
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.
@@ -522,10 +473,10 @@ func (c *caller) retryAfter(h http.Header) time.Duration {
 		if n < 0 {
 			return 0
 		}
-		return time.Duration(min(n, int(maxRetryAfter/time.Second)+1)) * time.Second
+		return time.Duration(min(n, int(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(0, t.Sub(c.cfg.Now()))
+		return min(max(0, t.Sub(c.cfg.Now())), maxRetryAfter)
 	}
 	return 0
 }

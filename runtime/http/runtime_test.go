@@ -125,7 +125,8 @@ func TestOutputSelection(t *testing.T) {
 }
 
 // A read honours the downstream's Retry-After when it fits the deadline,
-// and does not wait past it when it does not.
+// and does not wait past it when it does not: the call stops at once with
+// retryable_upstream, passing the wait on as its retry hint.
 func TestRetryAfter(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -135,10 +136,11 @@ func TestRetryAfter(t *testing.T) {
 		wantOK     bool
 		minTook    time.Duration
 		wantHits   int64
+		wantHint   int
 	}{
-		{"seconds that fit", func() string { return "1" }, 3 * time.Second, true, time.Second, 2},
-		{"a date that fits", func() string { return time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat) }, 4 * time.Second, true, time.Second, 2},
-		{"seconds past the deadline", func() string { return "10" }, 2 * time.Second, false, 0, 1},
+		{"seconds that fit", func() string { return "1" }, 3 * time.Second, true, time.Second, 2, 0},
+		{"a date that fits", func() string { return time.Now().Add(2 * time.Second).UTC().Format(http.TimeFormat) }, 4 * time.Second, true, time.Second, 2, 0},
+		{"seconds past the deadline", func() string { return "10" }, 2 * time.Second, false, 0, 1, 10},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -154,15 +156,14 @@ func TestRetryAfter(t *testing.T) {
 			t.Cleanup(srv.Close)
 			d := httpDef("billing.item", toolplane.EffectRead, toolplane.HTTPBinding{Method: http.MethodGet, URL: srv.URL + "/x"}, func(d *toolplane.Definition) {
 				d.Retry = toolplane.RetrySafe
+				d.Timeout = toolplane.Duration(tt.timeout)
 			})
-			b := bind(t, d)
-			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
-			defer cancel()
+			e := newEnv(t, d)
 			start := time.Now()
-			_, err := b.Invoke(ctx, handler.Call{Released: connection()}, map[string]any{})
+			r := e.call(t, d.Name, map[string]any{})
 			took := time.Since(start)
-			if (err == nil) != tt.wantOK || hits.Load() != tt.wantHits {
-				t.Fatalf("err %v after %d requests; want ok %v after %d", err, hits.Load(), tt.wantOK, tt.wantHits)
+			if r.OK != tt.wantOK || hits.Load() != tt.wantHits {
+				t.Fatalf("result %+v after %d requests; want ok %v after %d", r.Error, hits.Load(), tt.wantOK, tt.wantHits)
 			}
 			if took < tt.minTook {
 				t.Errorf("retried after %v, before the %v asked", took, tt.minTook)
@@ -171,9 +172,61 @@ func TestRetryAfter(t *testing.T) {
 				if took > time.Second {
 					t.Errorf("gave up after %v; a wait past the deadline is not taken", took)
 				}
-				if o := b.Classify(err); o.Result.Error == nil || o.Result.Error.Code != toolplane.CodeRetryableUpstream {
-					t.Errorf("outcome %+v, want retryable_upstream", o)
+				if r.Error.Code != toolplane.CodeRetryableUpstream || r.Error.RetryAfter != tt.wantHint {
+					t.Errorf("error %+v, want retryable_upstream with retry_after_seconds %d", r.Error, tt.wantHint)
 				}
+			}
+		})
+	}
+}
+
+// Each Invoke sends the request once and reports what the invoker's retry
+// loop reads: a transient ending, the downstream's Retry-After, and
+// whether the attempt may have acted.
+func TestOneAttemptReportsItsEnding(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		effect toolplane.Effect
+		header string // the binding's idempotency header
+		status int
+		after  string
+		kind   handler.OutcomeKind
+		retry  bool
+		wait   time.Duration
+	}{
+		{"read 503", toolplane.EffectRead, "", 503, "", handler.Release, true, 0},
+		{"read 503 with Retry-After", toolplane.EffectRead, "", 503, "7", handler.Release, true, 7 * time.Second},
+		{"read 429", toolplane.EffectRead, "", 429, "2", handler.Release, true, 2 * time.Second},
+		{"read 404", toolplane.EffectRead, "", 404, "", handler.Definite, false, 0},
+		{"read 501", toolplane.EffectRead, "", 501, "", handler.Release, false, 0},
+		{"write 502", toolplane.EffectWrite, "", 502, "3", handler.Held, true, 3 * time.Second},
+		{"write 429", toolplane.EffectWrite, "", 429, "", handler.Release, true, 0},
+		{"keyed write 503", toolplane.EffectWrite, "Idempotency-Key", 503, "", handler.Held, true, 0},
+		{"write 409", toolplane.EffectWrite, "", 409, "", handler.Definite, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var hits atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				if tt.after != "" {
+					w.Header().Set("Retry-After", tt.after)
+				}
+				w.WriteHeader(tt.status)
+			}))
+			t.Cleanup(srv.Close)
+			b := bind(t, httpDef("billing.item", tt.effect, toolplane.HTTPBinding{Method: http.MethodPost, URL: srv.URL + "/x", IdempotencyHeader: tt.header}))
+			if keyed := tt.header != ""; b.KeyedDownstream() != keyed {
+				t.Errorf("keyed downstream %v, want %v", b.KeyedDownstream(), keyed)
+			}
+			_, err := b.Invoke(context.Background(), handler.Call{Key: "k-1", Released: connection()}, map[string]any{})
+			if err == nil || hits.Load() != 1 {
+				t.Fatalf("err %v after %d requests, want one failed request", err, hits.Load())
+			}
+			o := b.Classify(err)
+			if o.Kind != tt.kind || o.Retry != tt.retry || o.After != tt.wait {
+				t.Errorf("outcome kind %v retry %v after %v, want %v %v %v", o.Kind, o.Retry, o.After, tt.kind, tt.retry, tt.wait)
 			}
 		})
 	}
@@ -186,10 +239,13 @@ func TestNoRetryUnlessSafe(t *testing.T) {
 	srv, hits := serve(t, answer{status: 503})
 	for _, effect := range []toolplane.Effect{toolplane.EffectRead, toolplane.EffectWrite} {
 		hits.Store(0)
-		b := bind(t, httpDef("billing.item", effect, toolplane.HTTPBinding{Method: http.MethodPost, URL: srv.URL + "/x"}))
-		_, err := b.Invoke(context.Background(), handler.Call{Released: connection()}, map[string]any{})
-		if err == nil || hits.Load() != 1 {
-			t.Errorf("%s: err %v after %d requests, want one failed request", effect, err, hits.Load())
+		d := httpDef("billing.item", effect, toolplane.HTTPBinding{Method: http.MethodPost, URL: srv.URL + "/x"}, func(d *toolplane.Definition) {
+			d.Retry = toolplane.RetryNone
+		})
+		e := newEnv(t, d)
+		r := e.call(t, d.Name, map[string]any{"note": "once"})
+		if r.OK || hits.Load() != 1 {
+			t.Errorf("%s: result %+v after %d requests, want one failed request", effect, r.Error, hits.Load())
 		}
 	}
 }
@@ -226,7 +282,7 @@ func TestIdempotentWriteNeedsItsKey(t *testing.T) {
 
 // Every attempt of a retried call sends the same header: the credential
 // once, and a cookie jar's cookies once, however many attempts went
-// before it over the same built request.
+// before it.
 func TestRetrySendsTheSameHeader(t *testing.T) {
 	t.Parallel()
 	for _, withJar := range []bool{false, true} {
@@ -265,6 +321,10 @@ func TestRetrySendsTheSameHeader(t *testing.T) {
 			b, err := rt.Bind(&d)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Two attempts, as the invoker's loop makes them.
+			if _, err := b.Invoke(context.Background(), handler.Call{Released: connection()}, map[string]any{}); err == nil || !b.Classify(err).Retry {
+				t.Fatalf("first attempt: err %v, want a transient failure", err)
 			}
 			if _, err := b.Invoke(context.Background(), handler.Call{Released: connection()}, map[string]any{}); err != nil || hits.Load() != 2 {
 				t.Fatalf("err %v after %d requests, want an answer to the second", err, hits.Load())

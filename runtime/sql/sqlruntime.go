@@ -27,6 +27,14 @@
 //     time ran out): the change may have been made, and the call is
 //     uncertain until a person reconciles it.
 //
+// So a write's transient failures, all rolled back, are declared safe to
+// attempt again within the call (handler.WithTransactionalAttempts): the
+// invoker's retry loop may run the statement again, under the same claim,
+// after a deadlock, a serialization failure, a busy database or a lost
+// connection, when the tool's execution block allows more than one
+// attempt; an uncertain COMMIT never is. A read is attempted again only
+// when its definition says retry: safe.
+//
 // A write's COMMIT is not cut by the call's deadline: it runs under a
 // grace period of its own, and a write binding declares a settlement
 // window, so a commit that answers after the invoker stopped waiting still
@@ -183,7 +191,12 @@ func (r *Runtime) bindScanned(d *toolplane.Definition, scans map[dialect]scanned
 	// the connection provider, as for an HTTP tool sent under a base URL.
 	opts := []handler.Option{handler.WithContextBound(), handler.WithTarget("database:" + d.Connection)}
 	if b.writes {
-		opts = append(opts, handler.WithSettlement(commitGrace+time.Second))
+		// A write's transient failures (a busy database, a deadlock, a
+		// serialization failure, a statement past its time, a connection
+		// lost before COMMIT) end in a rollback, so they made no effect
+		// and the invoker may attempt the write again; a COMMIT whose
+		// answer was lost is uncertain and never attempted again.
+		opts = append(opts, handler.WithSettlement(commitGrace+time.Second), handler.WithTransactionalAttempts())
 	}
 	return handler.BindFunc("sql:"+d.Name+"@"+d.Version, b.call, nil, opts...)
 }
