@@ -43,7 +43,7 @@ func (a *attempts) fn(ctx context.Context, c handler.Call, _ any) (any, error) {
 }
 
 var (
-	err503  = &handler.RetryableUpstream{Err: errors.New("HTTP 503")}
+	err503       = &handler.RetryableUpstream{Err: errors.New("HTTP 503")}
 	mayHaveActed = handler.Uncertain("HTTP 502 after the request was sent").Retryable(0).Err()
 )
 
