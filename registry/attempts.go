@@ -66,7 +66,12 @@ func (ch *checker) attempts() {
 	if total, sum := e.Budget(attempts); total > timeout {
 		ch.add("execution", fmt.Sprintf("the retry budget does not fit the timeout: %s, more than the timeout of %v", sum, timeout),
 			"lower max_attempts, attempt_timeout or backoff, or raise timeout: every attempt and every pause must finish within it")
-	} else if pauses := e.Pauses(attempts); total == 0 && attempts > 1 && pauses >= timeout {
+	} else if pauses := e.Pauses(attempts); total == 0 && e.MaxAttempts > 1 && pauses >= timeout {
+		// Only a budget the definition declares is held to this: the
+		// default attempts take a pause only where it and an attempt
+		// after it fit the call's time left (invoke's retry loop), so a
+		// short timeout with a block naming only, say, max_in_flight is
+		// not refused for pauses it never asked for.
 		ch.add("execution", fmt.Sprintf("the pauses between %d attempts, up to %v, leave no time of the %v timeout for an attempt", attempts, pauses, timeout),
 			"lower backoff or max_attempts, or raise timeout")
 	}
