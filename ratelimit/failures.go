@@ -264,4 +264,3 @@ func budgetAddr(a netip.Addr) string {
 func ClientAddr(r *http.Request) string {
 	return (*Proxies)(nil).ClientAddr(r)
 }
-
