@@ -2,8 +2,13 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/ratelimit/ratelimittest"
@@ -40,5 +45,34 @@ func TestRateLimitsSweep(t *testing.T) {
 	var left int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM rate_limits`).Scan(&left); err != nil || left != 1 {
 		t.Fatalf("rows left = %d, %v; want 1", left, err)
+	}
+}
+
+// With the database gone (a pool on a port nobody listens on), a node
+// limits on its own: never open, and each such decision counted.
+func TestRateLimitsGoneDatabaseFallsBackToTheNodesLimit(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@"+addr+"/test?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var fellBack atomic.Int64
+	sh := ratelimit.NewShared(NewRateLimits(pool), ratelimit.SharedOptions{Name: "postgres", Log: slog.New(slog.DiscardHandler), FellBack: func() { fellBack.Add(1) }})
+	l := sh.Limiter("key", 2, time.Hour)
+	var allowed int
+	for range 5 {
+		if l.Allow("k", time.Now()).Allowed {
+			allowed++
+		}
+	}
+	if allowed != 2 || fellBack.Load() != 5 {
+		t.Fatalf("admitted %d and fell back %d times, want 2 and 5", allowed, fellBack.Load())
 	}
 }
