@@ -299,6 +299,10 @@ type Config struct {
 	NodeDeadAfter time.Duration
 	// Stream bounds what a streamed call (see Streamed) streams.
 	Stream StreamLimits
+	// CallLimits, when set, limits the fresh calls from a door per agent
+	// and per tool (see limits.go); a call past one is answered
+	// rate_limited with its wait.
+	CallLimits CallLimits
 }
 
 // DefaultLeaseMargin is the default LeaseMargin. A lease must outlast
