@@ -36,15 +36,26 @@ var ErrURL = errors.New("a Redis rate-limit store is a URL redis://[user:passwor
 // that fails fast: a rate limit is never worth waiting for (ratelimit.Shared
 // decides on the node's own limit instead). The caller closes it.
 func Open(url string) (*Store, error) {
-	opt, err := redis.ParseURL(url)
+	opt, err := ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrURL, err)
+		return nil, err
 	}
 	opt.ContextTimeoutEnabled = true // a decision's deadline bounds its I/O
 	opt.MaxRetries = -1              // the fallback is the retry
 	opt.DialTimeout = time.Second
 	opt.DialerRetries = 1
 	return New(redis.NewClient(opt), Prefix), nil
+}
+
+// ParseURL reads a store address: redis://[user:password@]host:port/db, or
+// rediss:// for TLS. Its error never repeats the address, which may hold a
+// password.
+func ParseURL(url string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, ErrURL
+	}
+	return opt, nil
 }
 
 // New answers a store on client, every key put under prefix.
