@@ -66,6 +66,11 @@ func Local() *Shared { return &Shared{local: NewMemory()} }
 // NewShared answers a Shared deciding on store, falling back to the node's
 // own memory.
 func NewShared(store Store, opt SharedOptions) *Shared {
+	if m, ok := store.(*Memory); ok {
+		// Memory answers at once and never fails: nothing to bound or
+		// fall back from.
+		return &Shared{local: m}
+	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
