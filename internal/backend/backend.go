@@ -64,10 +64,10 @@ type Backend struct {
 	// share: PostgreSQL's; nil for SQLite, whose one node keeps its
 	// limits in memory.
 	RateLimits ratelimit.Store
-	migrate     func(ctx context.Context) error
-	status      func(ctx context.Context) ([]Migration, error)
-	runner      func(jobs.Deps, jobs.Options) (Runner, error)
-	close       func()
+	migrate    func(ctx context.Context) error
+	status     func(ctx context.Context) ([]Migration, error)
+	runner     func(jobs.Deps, jobs.Options) (Runner, error)
+	close      func()
 }
 
 // IsPostgres reports whether database names a PostgreSQL DSN.

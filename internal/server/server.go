@@ -394,7 +394,7 @@ type Server struct {
 	// zone is Config.TimeZone, loaded.
 	zone *time.Location
 
-	b      *backend.Backend
+	b *backend.Backend
 	// limits keeps the rate limits (Config.RateLimitStore).
 	limits *ratelimit.Shared
 	reg    *registry.Registry
