@@ -71,5 +71,5 @@ func (s *Server) rateLimits(ctx context.Context, m *metrics.Metrics) (*ratelimit
 		}
 		store, name = rs, "redis"
 	}
-	return ratelimit.NewShared(store, ratelimit.SharedOptions{Name: name, Log: s.log, FellBack: m.RateLimitFallback(name)}), nil
+	return ratelimit.NewShared(store, ratelimit.SharedOptions{Name: name, Timeout: s.cfg.RateLimitTimeout, Log: s.log, FellBack: m.RateLimitFallback(name)}), nil
 }

@@ -166,6 +166,10 @@ type Config struct {
 	// PostgreSQL, "memory" otherwise. A shared store that does not answer
 	// leaves each decision to the node's own limit (see ratelimit.Shared).
 	RateLimitStore string
+	// RateLimitTimeout bounds each decision of a shared rate-limit store;
+	// past it the node decides on its own limit. Zero takes
+	// ratelimit.DefaultTimeout.
+	RateLimitTimeout time.Duration
 	// AuthFailureLimit is the failed authentications per minute allowed on
 	// this node from one client address; default DefaultAuthFailureLimit,
 	// negative: no limit.
@@ -328,7 +332,7 @@ func (c Config) withDefaults() (Config, error) {
 		field string
 		v     time.Duration
 	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}, {"AsyncStaleAfter", c.AsyncStaleAfter}, {"Vault.CacheTTL", c.Vault.CacheTTL},
-		{"SessionIdleTimeout", c.SessionIdleTimeout}, {"SessionMaxAge", c.SessionMaxAge}} {
+		{"SessionIdleTimeout", c.SessionIdleTimeout}, {"SessionMaxAge", c.SessionMaxAge}, {"RateLimitTimeout", c.RateLimitTimeout}} {
 		if d.v < 0 {
 			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
 		}
