@@ -64,3 +64,25 @@ func TestCallLimitsPerAgentAndPerTool(t *testing.T) {
 	e.clock.Advance(time.Minute)
 	mustOK(t, call("crm.limited", "agent-a"), nil)
 }
+
+// An asynchronous call is counted when it is accepted: past its rate,
+// Admit answers it refused, for the door to run it now and answer the
+// refusal with its wait.
+func TestCallLimitsCountAnAcceptedCall(t *testing.T) {
+	t.Parallel()
+	limited := def("crm.limited", toolplane.EffectRead, func(d *toolplane.Definition) {
+		d.Execution = &toolplane.Execution{RatePerMinute: 1}
+	})
+	e := newEnvWith(t, newStore(t), func(c *invoke.Config) {
+		c.CallLimits = &ratelimit.Calls{Shared: ratelimit.Local()}
+	}, tool{def: limited, fn: ok(map[string]any{})})
+	ctx := t.Context()
+	if a, refused, err := e.iv.Admit(ctx, "crm.limited", []byte(`{}`), fromDoor("agent-a", "crm.limited")); err != nil || refused || a == nil {
+		t.Fatalf("the first acceptance: %v, %v, %v", a, refused, err)
+	}
+	if _, refused, err := e.iv.Admit(ctx, "crm.limited", []byte(`{}`), fromDoor("agent-a", "crm.limited")); err != nil || !refused {
+		t.Fatalf("the second acceptance in the minute: refused %v, %v; want refused", refused, err)
+	}
+	r, err := e.iv.InvokeJSON(ctx, "crm.limited", []byte(`{}`), fromDoor("agent-a", "crm.limited"))
+	code(t, r, err, toolplane.CodeRateLimited)
+}
