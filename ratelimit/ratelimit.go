@@ -63,8 +63,9 @@ type State struct {
 // Store keeps the GCRA state of keys. Each method is one atomic decision,
 // safe for concurrent use by any number of goroutines (and, for a shared
 // store, nodes). A store with a clock of its own decides on it and ignores
-// now; Memory decides on now. Package ratelimittest is the conformance
-// suite every Store passes.
+// now; Memory decides on now. A key is text without a NUL byte (a
+// PostgreSQL text value holds none). Package ratelimittest is the
+// conformance suite every Store passes.
 type Store interface {
 	// Take decides one request of key under q: admitted, the key's TAT
 	// moves one interval later; refused, nothing changes.
