@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane/ratelimit"
@@ -18,6 +19,18 @@ func TestRateLimitsConformance(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t)
 	rl := NewRateLimits(s.pool)
+	ratelimittest.Run(t, func(*testing.T) ratelimit.Store { return rl })
+}
+
+// The statements hold on the simple protocol too, as a transaction-pooling
+// proxy (PgBouncer) needs: the intervals travel as text.
+func TestRateLimitsConformanceSimpleProtocol(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	if err := New(openPool(t, schema)).Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rl := NewRateLimits(openPoolMode(t, pgx.QueryExecModeSimpleProtocol, schema))
 	ratelimittest.Run(t, func(*testing.T) ratelimit.Store { return rl })
 }
 
