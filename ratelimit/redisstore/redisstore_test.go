@@ -1,9 +1,12 @@
 package redisstore_test
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,5 +74,111 @@ func TestUnreachableRedisFallsBackToTheNodesLimit(t *testing.T) {
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("5 decisions on an unreachable Redis took %v", took)
+	}
+}
+
+// proxy forwards connections from a loopback port to the test Redis,
+// and can drop them all and stop listening, then listen again on the same
+// port: Redis going away and coming back, without touching the real one.
+type proxy struct {
+	t      *testing.T
+	addr   string
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, target: target}
+	p.up("127.0.0.1:0")
+	t.Cleanup(p.down)
+	return p
+}
+
+func (p *proxy) up(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, r)
+			p.mu.Unlock()
+			go func() { io.Copy(r, c); r.Close() }()
+			go func() { io.Copy(c, r); c.Close() }()
+		}
+	}()
+}
+
+func (p *proxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A Redis that goes away leaves decisions to the node's own limit; once it
+// is back, the node decides on it again by itself.
+func TestRedisGoneAndBack(t *testing.T) {
+	t.Parallel()
+	open(t) // skip without the test Redis
+	target := os.Getenv(URLVariable)
+	if target != "" {
+		t.Skip("the proxy forwards to the default test Redis only")
+	}
+	p := newProxy(t, "127.0.0.1:6379")
+	s, err := redisstore.Open("redis://" + p.addr + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var fellBack atomic.Int64
+	sh := ratelimit.NewShared(s, ratelimit.SharedOptions{Name: "redis", RetryAfter: 50 * time.Millisecond, Log: slog.New(slog.DiscardHandler), FellBack: func() { fellBack.Add(1) }})
+	key := fmt.Sprintf("gone-and-back:%d", time.Now().UnixNano())
+	l := sh.Limiter("test", 3, time.Hour)
+	if d := l.Allow(key, time.Now()); !d.Allowed || d.Remaining != 2 || fellBack.Load() != 0 {
+		t.Fatalf("with Redis up: %+v, %d fallbacks", d, fellBack.Load())
+	}
+	p.down()
+	for range 3 {
+		l.Allow(key, time.Now()) // the node's own budget: 3 of its own
+	}
+	if fellBack.Load() != 3 {
+		t.Fatalf("with Redis gone: %d fallbacks, want 3", fellBack.Load())
+	}
+	p.up(p.addr)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		time.Sleep(60 * time.Millisecond)
+		before := fellBack.Load()
+		d := l.Allow(key, time.Now())
+		if fellBack.Load() == before {
+			// Redis decided again: its count of the key went on from
+			// where it was, one spent before it went away.
+			if !d.Allowed || d.Remaining != 1 {
+				t.Fatalf("back on Redis: %+v, want the second of its 3", d)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node never went back to Redis")
+		}
 	}
 }
