@@ -55,7 +55,8 @@ func (iv *Invoker) Admit(ctx context.Context, name string, raw []byte, inv *tool
 	if err != nil {
 		return nil, false, err
 	}
-	if refused != nil {
+	if refused != nil || c.limit(ctx) != nil {
+		// Past its rate, the call is run now to be refused with its wait.
 		return nil, true, nil
 	}
 	a := &Admission{Tool: c.tool}

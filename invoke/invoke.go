@@ -323,6 +323,10 @@ type Config struct {
 	// refused with deadline_exceeded, nothing claimed. Zero is
 	// DefaultDeadlineFloor.
 	DeadlineFloor time.Duration
+	// CallLimits, when set, limits the fresh calls from a door per agent
+	// and per tool (see limits.go); a call past one is answered
+	// rate_limited with its wait.
+	CallLimits CallLimits
 }
 
 // DefaultLeaseMargin is the default LeaseMargin. A lease must outlast

@@ -293,6 +293,9 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 		return toolplane.Result{}, err
 	}
+	if refusal := c.limit(ctx); refusal != nil {
+		return *refusal, nil
+	}
 	tool, d, args := c.tool, &c.tool.Def, c.args
 
 	if d.Writes() {

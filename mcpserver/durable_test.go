@@ -427,7 +427,7 @@ func TestMCPRetriesSpendTheRetryBudget(t *testing.T) {
 	key := mcp.Meta{"toolplane/idempotency_key": "k-1"}
 	post(t, cs, 5, key)
 	id, _, _ := apikey.Parse(c.keyA)
-	before := limiter.Peek(id, time.Now()).Remaining
+	before := limiter.Allow(id, time.Now()).Remaining // spends one
 	// Eight retries: past the budget (8) if each cost a request.
 	for i := range 8 {
 		if got := post(t, cs, 5, key); !strings.Contains(got, `"replayed":true`) {
@@ -437,9 +437,10 @@ func TestMCPRetriesSpendTheRetryBudget(t *testing.T) {
 	if n := c.effects.Load(); n != 1 {
 		t.Fatalf("effects = %d, want 1", n)
 	}
-	// The request budget is as the first call left it.
-	if d := limiter.Peek(id, time.Now()); d.Remaining != before {
-		t.Errorf("remaining = %d, want %d", d.Remaining, before)
+	// The request budget is as the first call left it: the next request
+	// spends one more, no more.
+	if d := limiter.Allow(id, time.Now()); d.Remaining != before-1 {
+		t.Errorf("remaining = %d, want %d", d.Remaining, before-1)
 	}
 }
 

@@ -1,45 +1,81 @@
-// Package ratelimit keeps per-caller request limits on one node: a fixed
-// window per key, which is what the X-RateLimit-Limit, -Remaining and
-// -Reset headers describe. Limits are local by design: a node never waits
-// on another to admit a request, so N nodes admit up to N times a key's
-// limit.
+// Package ratelimit keeps request rates: a key's requests per window, the
+// X-RateLimit-Limit, -Remaining and -Reset headers that describe them, and
+// Retry-After when one is refused.
+//
+// The algorithm is GCRA (the generic cell rate algorithm): a quota of Limit
+// requests per Window admits one request every Window/Limit (the interval),
+// in bursts of up to Limit. Each key keeps one timestamp, its theoretical
+// arrival time (TAT): the moment its budget is whole again. A request is
+// admitted when pushing the TAT one interval later leaves it at most one
+// Window ahead of now. One timestamp per key makes a decision exact (no
+// window edge lets a burst of twice the limit through) and cheap enough to
+// be one statement on a shared store.
+//
+// Where the timestamps live is a Store: Memory on one node (the embedded
+// default), or a store every node shares (package postgres's RateLimits,
+// package redisstore's), so the nodes of a cluster admit a key's limit
+// between them, not each. A shared store decides on its own clock (now()
+// in PostgreSQL, TIME in Redis) and answers durations, never instants, so
+// clock skew between nodes changes nothing.
+//
+// A shared store is off the correctness path (Shared): each decision is
+// bounded by a short timeout, and when the store is slow or unreachable the
+// node decides on its own in-memory limit instead, logged and counted, and
+// goes back to the store by itself once it answers again.
 //
 // Two budgets are kept apart: a credential's requests (Limiter, spent only
 // by requests that authenticated as it) and failed authentications
-// (Failures, spent by wrong keys and tokens, per client address). Nobody
-// who lacks a key's secret can spend its holder's budget, and failures
-// sent from one address never hold back a key presented from another.
+// (Failures, spent by wrong keys and tokens, per client address, on each
+// node). Nobody who lacks a key's secret can spend its holder's budget, and
+// failures sent from one address never hold back a key presented from
+// another.
 package ratelimit
 
 import (
-	"errors"
-	"fmt"
-	"net"
+	"context"
 	"net/http"
-	"net/netip"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
-
-	"github.com/toolplane/toolplane/egress"
 )
 
-// Limiter admits up to Limit requests per key per Window.
-type Limiter struct {
+// Quota is a rate: up to Limit requests per Window, in bursts of up to
+// Limit.
+type Quota struct {
 	Limit  int
 	Window time.Duration
-	mu     sync.Mutex
-	counts map[string]*window
-	swept  time.Time
 }
 
-type window struct {
-	start time.Time
-	n     int
-	// repeats counts the requests of the window moved to its retry
-	// budget (see Repeated).
-	repeats int
+// Interval is the time one request's share of the quota takes to come
+// back: Window/Limit.
+func (q Quota) Interval() time.Duration { return q.Window / time.Duration(q.Limit) }
+
+// valid reports whether q admits anything at all.
+func (q Quota) valid() bool { return q.Limit > 0 && q.Window > 0 && q.Interval() > 0 }
+
+// State is a store's answer to one request, measured on the store's own
+// clock: whether it was admitted, and how far the key's TAT lies ahead of
+// that clock after the decision (zero when its budget is whole).
+type State struct {
+	Allowed bool
+	Ahead   time.Duration
+}
+
+// Store keeps the GCRA state of keys. Each method is one atomic decision,
+// safe for concurrent use by any number of goroutines (and, for a shared
+// store, nodes). A store with a clock of its own decides on it and ignores
+// now; Memory decides on now. A key is text without a NUL byte (a
+// PostgreSQL text value holds none). Package ratelimittest is the
+// conformance suite every Store passes.
+type Store interface {
+	// Take decides one request of key under q: admitted, the key's TAT
+	// moves one interval later; refused, nothing changes.
+	Take(ctx context.Context, key string, q Quota, now time.Time) (State, error)
+	// Repeat moves one request key made from its budget under q to its
+	// retry budget, of the same quota, and reports whether it did: the
+	// key's TAT moves one interval earlier (never before now), its retry
+	// TAT one interval later. Nothing moves when the key has nothing
+	// counted (its TAT is not ahead of now) or its retry budget is spent.
+	Repeat(ctx context.Context, key string, q Quota, now time.Time) (bool, error)
 }
 
 // Decision is the answer for one request.
@@ -47,280 +83,33 @@ type Decision struct {
 	Allowed   bool
 	Limit     int
 	Remaining int
-	// Reset is when the current window ends.
+	// Reset is when the key's whole budget is back.
 	Reset time.Time
+	// Retry, for a refused request, is when one more request would be
+	// admitted (Retry-After); zero reads as Reset.
+	Retry time.Time
 }
 
-// New answers a limiter of limit requests per window.
-func New(limit int, per time.Duration) *Limiter {
-	return &Limiter{Limit: limit, Window: per, counts: map[string]*window{}}
-}
-
-// Allow counts a request of key at now.
-func (l *Limiter) Allow(key string, now time.Time) Decision {
-	return l.take(key, now, true)
-}
-
-// Peek answers what Allow would answer for key at now without counting a
-// request: Allowed reports whether the budget has room for one more.
-func (l *Limiter) Peek(key string, now time.Time) Decision {
-	return l.take(key, now, false)
-}
-
-// Repeated moves one request key made in the window of now from its budget
-// to its retry budget, of the same size, and reports whether it did: the
-// request turned out to repeat a call already answered (see
-// apikey.Gate.Repeated), so a client retrying after a crash spends its
-// retry budget rather than the budget its new work needs. Once the retry
-// budget is spent, a repeat costs what any request costs; so a loop of
-// retries is still bounded, at twice the limit.
-func (l *Limiter) Repeated(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w, ok := l.counts[key]
-	if !ok || now.Sub(w.start) >= l.Window || w.n == 0 || w.repeats >= l.Limit {
-		// A window that ended took its count with it: nothing to move.
-		return false
+// decision reads s, a store's answer under q, as a Decision at now (the
+// node's clock: only durations cross between clocks).
+func (q Quota) decision(s State, now time.Time) Decision {
+	d := Decision{Allowed: s.Allowed, Limit: q.Limit, Reset: now.Add(max(s.Ahead, 0))}
+	if s.Allowed {
+		d.Remaining = min(max(int((q.Window-s.Ahead)/q.Interval()), 0), q.Limit)
+	} else {
+		d.Retry = now.Add(max(s.Ahead+q.Interval()-q.Window, 0))
 	}
-	w.n--
-	w.repeats++
-	return true
-}
-
-func (l *Limiter) take(key string, now time.Time, count bool) Decision {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.swept) > l.Window { // forget windows that ended
-		for k, w := range l.counts {
-			if now.Sub(w.start) >= l.Window {
-				delete(l.counts, k)
-			}
-		}
-		l.swept = now
-	}
-	w, ok := l.counts[key]
-	if !count && (!ok || now.Sub(w.start) >= l.Window) {
-		// An unseen key has its whole budget; nothing is stored for it.
-		start := now.Truncate(l.Window)
-		if now.Sub(start) >= l.Window {
-			start = now
-		}
-		return Decision{Allowed: l.Limit > 0, Limit: l.Limit, Remaining: l.Limit, Reset: start.Add(l.Window)}
-	}
-	if !ok || now.Sub(w.start) >= l.Window {
-		w = &window{start: now.Truncate(l.Window)}
-		if now.Sub(w.start) >= l.Window {
-			w.start = now
-		}
-		l.counts[key] = w
-	}
-	d := Decision{Limit: l.Limit, Reset: w.start.Add(l.Window)}
-	if w.n >= l.Limit {
-		return d
-	}
-	if !count {
-		d.Allowed, d.Remaining = true, l.Limit-w.n
-		return d
-	}
-	w.n++
-	d.Allowed, d.Remaining = true, l.Limit-w.n
 	return d
 }
 
-// Failures limits failed authentications, on a budget of their own per
-// client address, up to the limit per window. It never counts a request
-// that authenticated, so failures only ever refuse further failures'
-// checks, never a credential that proves itself.
-//
-// Failures are counted by address, not by key id. A key's secret is long
-// and random: no budget of guesses per key id makes guessing it any less
-// hopeless, and one only lent itself to locking out the key's holder, who
-// shared the id's budget with whoever sent wrong secrets under it from
-// anywhere. What an address over its budget loses:
-//
-//   - Its further failures are answered with a refusal to retry later
-//     rather than a plain "not valid".
-//   - An API key it presents under a key id that already failed from it in
-//     the window is refused before its secret is checked (see Blocked).
-//     That is what caps the Argon2id work of a flood from one address: its
-//     budget of verifications, and then one per live key id it names.
-//     Every other token is checked, because refusing it unchecked would
-//     let anyone sharing the address (a NAT) lock out its other holders: a
-//     JWT (cheap to verify), a malformed key (refused without the store),
-//     an API key of another id (one store read, and one Argon2id run).
-//
-// So the one credential a flood can hold back is a key not recognised by
-// the key cache, presented from the flooding address itself under the id
-// the flood named; behind a reverse proxy, that address is the client's
-// only when the proxy is trusted (see Proxies).
-type Failures struct {
-	byAddr *Limiter
-	// tried marks, per address and key id, the ids that failed from the
-	// address in the window (a count of them, on the same windows).
-	tried *Limiter
-}
-
-// NewFailures answers a failure budget of limit failed authentications per
-// window for each client address.
-func NewFailures(limit int, per time.Duration) *Failures {
-	return &Failures{byAddr: New(limit, per), tried: New(limit, per)}
-}
-
-// pair is the key of an address and a key id in Failures.tried; no client
-// address holds a NUL.
-func pair(addr, id string) string { return addr + "\x00" + id }
-
-// Blocked reports whether an API key with key id id, presented from the
-// client address addr, is to be refused at now without being checked: the
-// address has spent its failure budget, and the id already failed from it
-// in the window. A token without a key id (id "": a JWT, a malformed key)
-// is never blocked, since checking it costs no Argon2id run. The decision
-// says when the caller may try again.
-func (f *Failures) Blocked(addr, id string, now time.Time) (Decision, bool) {
-	if id == "" {
-		return Decision{}, false
+// Wait answers how long a refused request's caller should wait before
+// trying again (at least a second, as Retry-After says it).
+func (d Decision) Wait(now time.Time) time.Duration {
+	at := d.Retry
+	if at.IsZero() {
+		at = d.Reset
 	}
-	da := f.byAddr.Peek(addr, now)
-	if da.Allowed {
-		return da, false
-	}
-	if dt := f.tried.Peek(pair(addr, id), now); dt.Remaining == dt.Limit {
-		return da, false // this id never failed from here: check it
-	}
-	return da, true
-}
-
-// Fail counts one failed authentication from addr, presenting the key id
-// id ("" when the token names none, as a JWT or a malformed key), and
-// answers whether the address is still within its budget: when Allowed is
-// false the caller is told to slow down rather than that its credential
-// is not valid.
-func (f *Failures) Fail(addr, id string, now time.Time) Decision {
-	da := f.byAddr.Allow(addr, now)
-	if id != "" {
-		f.tried.Allow(pair(addr, id), now)
-	}
-	return da
-}
-
-// Proxies are the reverse proxies a node believes about who their clients
-// are: a request whose connection comes from one of them is counted under
-// the address its X-Forwarded-For names. The zero value, and a nil
-// *Proxies, trust none.
-type Proxies struct {
-	nets []netip.Prefix
-}
-
-// ErrProxy refuses an entry of a trusted-proxy list that is neither an IP
-// address nor a CIDR prefix.
-var ErrProxy = errors.New("a trusted proxy is an IP address or a CIDR prefix (10.0.0.0/8, fd00::/8)")
-
-// ParseProxies answers the proxies list names, each entry an IP address
-// (10.0.0.7, ::1) or a CIDR prefix (10.0.0.0/8, fd00::/8).
-func ParseProxies(list []string) (*Proxies, error) {
-	p := &Proxies{}
-	for _, e := range list {
-		// Read as egress reads its allowed ranges, so a range written in
-		// the IPv4-mapped space is never wider than it says.
-		pre, err := egress.ParseRange(strings.TrimSpace(e))
-		if err != nil {
-			return nil, fmt.Errorf("%w, not %q", ErrProxy, e)
-		}
-		p.nets = append(p.nets, pre)
-	}
-	return p, nil
-}
-
-// trusts reports whether a is one of p's proxies.
-func (p *Proxies) trusts(a netip.Addr) bool {
-	if p == nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, n := range p.nets {
-		if n.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// ClientAddr answers the address a request's failure budget is kept under.
-// It starts from the peer address of the request's connection
-// (RemoteAddr): a client that reaches the node directly is counted there,
-// whatever headers it writes, or a flooder could pick a fresh address per
-// request. Only when that peer is one of p's proxies is X-Forwarded-For
-// read, from its right end, where each proxy appends the address it was
-// reached from: the rightmost address that is not a trusted proxy is the
-// client. What lies left of it was written by the client or by proxies
-// nobody vouches for, and is never read. A chain made only of trusted
-// proxies answers its leftmost address; an entry that is not an address
-// answers the last trusted hop, as if the header ended there. An IPv6
-// address counts as its /64, the block one subscriber is usually given.
-//
-// Behind a proxy that is not trusted every client shares the proxy's
-// address, and so one failure budget.
-func (p *Proxies) ClientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	if p.trusts(a) {
-		a = p.forwardedFor(r.Header.Values("X-Forwarded-For"), a)
-	}
-	return budgetAddr(a)
-}
-
-// forwardedFor walks the X-Forwarded-For values from the right, starting
-// at the trusted peer, and answers the client's address.
-func (p *Proxies) forwardedFor(values []string, peer netip.Addr) netip.Addr {
-	client := peer
-	for i := len(values) - 1; i >= 0; i-- {
-		hops := strings.Split(values[i], ",")
-		for j := len(hops) - 1; j >= 0; j-- {
-			hop := strings.TrimSpace(hops[j])
-			if hop == "" {
-				continue
-			}
-			a, err := netip.ParseAddr(hop)
-			if err != nil {
-				if ap, perr := netip.ParseAddrPort(hop); perr == nil {
-					a, err = ap.Addr(), nil
-				}
-			}
-			if err != nil {
-				return client
-			}
-			client = a
-			if !p.trusts(a) {
-				return client
-			}
-		}
-	}
-	return client
-}
-
-// budgetAddr answers the text a's budget is kept under: the address,
-// unmapped from IPv6, and an IPv6 address's /64.
-func budgetAddr(a netip.Addr) string {
-	a = a.Unmap()
-	if a.Is6() {
-		if p, err := a.Prefix(64); err == nil {
-			return p.String()
-		}
-	}
-	return a.String()
-}
-
-// ClientAddr answers the address a request's failure budget is kept under
-// when no proxy is trusted: the peer address of its connection, never a
-// header a client can write (see Proxies.ClientAddr).
-func ClientAddr(r *http.Request) string {
-	return (*Proxies)(nil).ClientAddr(r)
+	return max(time.Second, at.Sub(now))
 }
 
 // Header describes d in the X-RateLimit headers (and, when the request is
@@ -330,6 +119,42 @@ func (d Decision) Header(h http.Header, now time.Time) {
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
 	if !d.Allowed {
-		h.Set("Retry-After", strconv.Itoa(max(1, int(d.Reset.Sub(now).Seconds()+0.999))))
+		at := d.Retry
+		if at.IsZero() {
+			at = d.Reset
+		}
+		h.Set("Retry-After", strconv.Itoa(max(1, int(at.Sub(now).Seconds()+0.999))))
 	}
+}
+
+// Limiter admits up to Limit requests per key per Window, on a Shared.
+type Limiter struct {
+	Limit  int
+	Window time.Duration
+	// scope prefixes each key in the store, so limiters sharing one never
+	// spend each other's budgets.
+	scope  string
+	shared *Shared
+}
+
+// New answers a limiter of limit requests per window kept in this node's
+// memory.
+func New(limit int, per time.Duration) *Limiter {
+	return Local().Limiter("", limit, per)
+}
+
+// Allow counts a request of key at now.
+func (l *Limiter) Allow(key string, now time.Time) Decision {
+	return l.shared.Take(context.Background(), l.scope+key, Quota{l.Limit, l.Window}, now)
+}
+
+// Repeated moves one request key made from its budget to its retry
+// budget, of the same size, and reports whether it did: the request turned
+// out to repeat a call already answered (see apikey.Gate.Repeated), so a
+// client retrying after a crash spends its retry budget rather than the
+// budget its new work needs. Once the retry budget is spent, a repeat
+// costs what any request costs; so a loop of retries is still bounded, at
+// twice the limit. On a shared store the retry budget is shared too.
+func (l *Limiter) Repeated(key string, now time.Time) bool {
+	return l.shared.Repeat(context.Background(), l.scope+key, Quota{l.Limit, l.Window}, now)
 }

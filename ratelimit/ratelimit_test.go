@@ -9,24 +9,34 @@ import (
 	"time"
 )
 
-func TestFixedWindowPerKey(t *testing.T) {
+// GCRA admits a burst of the limit at once, then one request per interval
+// (window/limit), each key on its own.
+func TestGCRAPerKey(t *testing.T) {
 	t.Parallel()
 	l := New(3, time.Minute)
 	now := time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)
 	for i, want := range []int{2, 1, 0} {
 		d := l.Allow("a", now)
-		if !d.Allowed || d.Remaining != want || d.Limit != 3 || !d.Reset.Equal(time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC)) {
+		if !d.Allowed || d.Remaining != want || d.Limit != 3 || !d.Reset.Equal(now.Add(time.Duration(i+1)*20*time.Second)) {
 			t.Fatalf("request %d: %+v", i, d)
 		}
 	}
-	if d := l.Allow("a", now.Add(time.Second)); d.Allowed || d.Remaining != 0 {
+	d := l.Allow("a", now.Add(time.Second))
+	if d.Allowed || d.Remaining != 0 || !d.Retry.Equal(now.Add(20*time.Second)) || !d.Reset.Equal(now.Add(time.Minute)) {
 		t.Fatalf("over the limit: %+v", d)
 	}
 	if d := l.Allow("b", now); !d.Allowed {
-		t.Fatal("keys share a window")
+		t.Fatal("keys share a budget")
 	}
-	if d := l.Allow("a", now.Add(50*time.Second)); !d.Allowed || d.Remaining != 2 {
-		t.Fatalf("next window: %+v", d)
+	// One interval later, one request is back; a whole window later, all.
+	if d := l.Allow("a", now.Add(20*time.Second)); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("one interval later: %+v", d)
+	}
+	if d := l.Allow("a", now.Add(20*time.Second)); d.Allowed {
+		t.Fatalf("two requests back after one interval: %+v", d)
+	}
+	if d := l.Allow("a", now.Add(2*time.Minute)); !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("a window later: %+v", d)
 	}
 }
 
@@ -41,6 +51,8 @@ func TestDecisionHeader(t *testing.T) {
 		{Decision{Allowed: true, Limit: 5, Remaining: 4, Reset: now.Add(30 * time.Second)}, "4", ""},
 		{Decision{Allowed: false, Limit: 5, Remaining: 0, Reset: now.Add(2500 * time.Millisecond)}, "0", "3"},
 		{Decision{Allowed: false, Limit: 5, Remaining: 0, Reset: now}, "0", "1"},
+		// Retry, when set, is when one more request is admitted.
+		{Decision{Allowed: false, Limit: 5, Remaining: 0, Reset: now.Add(time.Minute), Retry: now.Add(11500 * time.Millisecond)}, "0", "12"},
 	}
 	for _, tt := range tests {
 		h := http.Header{}
@@ -49,22 +61,6 @@ func TestDecisionHeader(t *testing.T) {
 			h.Get("X-RateLimit-Reset") != strconv.FormatInt(tt.d.Reset.Unix(), 10) || h.Get("Retry-After") != tt.retry {
 			t.Errorf("%+v: headers %v", tt.d, h)
 		}
-	}
-}
-
-func TestPeekCountsNothing(t *testing.T) {
-	t.Parallel()
-	l := New(2, time.Minute)
-	now := time.Date(2026, 11, 29, 12, 0, 10, 0, time.UTC)
-	for range 5 {
-		if d := l.Peek("a", now); !d.Allowed || d.Remaining != 2 {
-			t.Fatalf("peek of an unseen key: %+v", d)
-		}
-	}
-	l.Allow("a", now)
-	l.Allow("a", now)
-	if d := l.Peek("a", now); d.Allowed || d.Remaining != 0 {
-		t.Fatalf("peek of a spent key: %+v", d)
 	}
 }
 
@@ -279,8 +275,8 @@ func TestRepeatedMovesARequestToTheRetryBudget(t *testing.T) {
 				t.Fatalf("moved %d repeats to the retry budget, want %d", moved, tt.moved)
 			}
 			// The moved ones left the request budget whole for new work.
-			if d := l.Peek("k", now); d.Remaining != tt.remaining {
-				t.Errorf("remaining = %d, want %d", d.Remaining, tt.remaining)
+			if d := l.Allow("k", now); d.Remaining != max(tt.remaining-1, 0) || d.Allowed != (tt.remaining > 0) {
+				t.Errorf("next request = %+v, want %d remaining before it", d, tt.remaining)
 			}
 		})
 	}
@@ -324,9 +320,6 @@ func TestAZeroLimitAllowsNothing(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
 	l := New(0, time.Minute)
-	if d := l.Peek("k", now); d.Allowed {
-		t.Fatalf("Peek = %+v, want refused", d)
-	}
 	if d := l.Allow("k", now); d.Allowed {
 		t.Fatalf("Allow = %+v, want refused", d)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/migrate"
 	"github.com/toolplane/toolplane/postgres"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/sqlite"
 )
 
@@ -60,10 +61,14 @@ type Backend struct {
 	// never a password.
 	Kind, Where string
 	Store       Store
-	migrate     func(ctx context.Context) error
-	status      func(ctx context.Context) ([]Migration, error)
-	runner      func(jobs.Deps, jobs.Options) (Runner, error)
-	close       func()
+	// RateLimits is the rate-limit store the nodes of this database
+	// share: PostgreSQL's; nil for SQLite, whose one node keeps its
+	// limits in memory.
+	RateLimits ratelimit.Store
+	migrate    func(ctx context.Context) error
+	status     func(ctx context.Context) ([]Migration, error)
+	runner     func(jobs.Deps, jobs.Options) (Runner, error)
+	close      func()
 }
 
 // IsPostgres reports whether database names a PostgreSQL DSN.
@@ -150,6 +155,7 @@ func openPostgres(ctx context.Context, dsn string) (*Backend, error) {
 	driver := riverpgxv5.New(pool)
 	return &Backend{
 		Kind: "postgres", Where: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database), Store: store,
+		RateLimits: postgres.NewRateLimits(pool),
 		migrate: func(ctx context.Context) error {
 			if err := store.Migrate(ctx); err != nil {
 				return err

@@ -21,6 +21,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/signing"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -79,7 +80,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	signInClient := fs.String("signin-client-id", os.Getenv("TOOLPLANE_SIGNIN_CLIENT_ID"), "let people sign in to a browser session (at /signin) through --jwt-issuer, as its OpenID Connect client with this id and the secret in $TOOLPLANE_SIGNIN_CLIENT_SECRET; register the redirect URI <public URL>/signin/callback ($TOOLPLANE_SIGNIN_CLIENT_ID; empty: people sign in with their own API key)")
 	sessionIdle := fs.Duration("session-idle-timeout", 0, "end a browser session unused for this long (0: 30m)")
 	sessionMaxAge := fs.Duration("session-max-age", 0, "end a browser session this long after sign-in (0: 12h)")
-	rateLimit := fs.Int("rate-limit", server.DefaultRateLimit, "requests per minute each API key may make on this node, counting only requests that authenticated as it (0: no limit)")
+	rateLimit := fs.Int("rate-limit", server.DefaultRateLimit, "requests per minute each API key may make, counting only requests that authenticated as it, across the nodes sharing --rate-limit-store (0: no limit)")
+	agentRate := fs.Int("agent-rate-limit", 0, "calls per minute each agent identity may make within its organization, across the nodes sharing --rate-limit-store; past it a call is answered rate_limited with its wait (0: no limit)")
+	rateTimeout := fs.Duration("rate-limit-timeout", ratelimit.DefaultTimeout, "how long a node waits for the shared --rate-limit-store's decision before it decides on its own limit")
+	rateStore := fs.String("rate-limit-store", os.Getenv("TOOLPLANE_RATE_LIMIT_STORE"), "where rate limits are kept: memory (this node alone), postgres (the --database, shared by its nodes) or redis://[user:password@]host:port/db ($TOOLPLANE_RATE_LIMIT_STORE, which keeps a password out of the process list); when it does not answer, each node limits on its own, logged and counted (default: postgres on a PostgreSQL database, memory otherwise)")
 	authFailures := fs.Int("auth-failure-limit", server.DefaultAuthFailureLimit, "failed authentications per minute allowed on this node from one client address (its connection's address, or the client a --trusted-proxy names; an IPv6 /64); past it failures answer 429, and a key id that failed from that address is refused there before its key is checked (0: no limit)")
 	var trustedProxies stringList
 	fs.Var(&trustedProxies, "trusted-proxy", "a reverse proxy (IP address or CIDR prefix, repeatable or comma-separated) whose X-Forwarded-For names the client: failed authentications are counted under the rightmost address in it that is not a trusted proxy; default none, every request counts under its connection's address")
@@ -159,7 +163,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
-		RateLimit: *rateLimit, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
+		RateLimit: *rateLimit, AgentRateLimit: *agentRate, RateLimitStore: *rateStore, RateLimitTimeout: *rateTimeout, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
 		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
 		Node:      *nodeName, LeaseMargin: *leaseMargin, MaxHops: *maxHops, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
@@ -221,7 +225,7 @@ var serveFlags = map[string]string{
 	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
-	"RateLimit": "--rate-limit", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
+	"RateLimit": "--rate-limit", "AgentRateLimit": "--agent-rate-limit", "RateLimitStore": "--rate-limit-store", "RateLimitTimeout": "--rate-limit-timeout", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin", "MaxHops": "--max-hops",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",

@@ -26,6 +26,9 @@ type Metrics struct {
 	// drops counts the vendor deliveries the webhook route answered
 	// without moving a job, by provider and reason.
 	drops *prometheus.CounterVec
+	// limitFallbacks counts the rate-limit decisions a node took on its
+	// own limit because its shared store did not answer.
+	limitFallbacks *prometheus.CounterVec
 	// series holds each tool and outcome's counter and latency observer
 	// once looked up: a vector's lookup checks and hashes the label values
 	// on every call, and there are only as many pairs as series.
@@ -63,8 +66,12 @@ func New(pending PendingCounter, log *slog.Logger) *Metrics {
 			Name: "toolplane_webhook_drops_total",
 			Help: "Vendor webhook deliveries answered without moving a provider job, by provider and reason (unknown_job, job_mismatch, not_terminal, duplicate, bad_signature, ...).",
 		}, []string{"provider", "reason"}),
+		limitFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolplane_ratelimit_fallbacks_total",
+			Help: "Rate-limit decisions this node took on its own in-memory limit because the shared rate-limit store (postgres, redis) did not answer in time.",
+		}, []string{"store"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.drops, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.calls, m.latency, m.drops, m.limitFallbacks, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if pending != nil {
 		m.reg.MustRegister(&pendingCollector{count: pending, log: log, desc: prometheus.NewDesc("toolplane_approvals_pending",
 			"Approvals waiting for a person, by organization (an organization with none has no series).", []string{"organization"}, nil)})
@@ -88,6 +95,14 @@ func (m *Metrics) ObserveCall(tool, outcome string, took time.Duration) {
 // (providerjob.Receiver.Dropped).
 func (m *Metrics) WebhookDropped(provider, reason string) {
 	m.drops.WithLabelValues(provider, reason).Inc()
+}
+
+// RateLimitFallback answers the counter of rate-limit decisions taken on
+// the node's own limit while the shared store named store did not answer
+// (ratelimit.SharedOptions.FellBack).
+func (m *Metrics) RateLimitFallback(store string) func() {
+	c := m.limitFallbacks.WithLabelValues(store)
+	return c.Inc
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -85,3 +85,18 @@ func BenchmarkObserveCall(b *testing.B) {
 		m.ObserveCall("load.get_item", "ok", 2*time.Millisecond)
 	}
 }
+
+// Each rate-limit decision a node took alone, its shared store silent, is
+// counted under the store's name.
+func TestRateLimitFallbacksCounted(t *testing.T) {
+	t.Parallel()
+	m := New(nil, nil)
+	fellBack := m.RateLimitFallback("redis")
+	fellBack()
+	fellBack()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := `toolplane_ratelimit_fallbacks_total{store="redis"} 2`; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("scrape lacks %s", want)
+	}
+}

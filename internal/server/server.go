@@ -151,10 +151,26 @@ type Config struct {
 	// jwtauth.Claims): what rules read of the person a delegated token
 	// acts for, and which group grants stand for them.
 	JWTClaims jwtauth.Claims
-	// RateLimit is the requests per minute each API key may make on this
-	// node, counting only requests that authenticated as it; default
-	// DefaultRateLimit, negative: no limit.
+	// RateLimit is the requests per minute each API key may make,
+	// counting only requests that authenticated as it, across the nodes
+	// sharing RateLimitStore; default DefaultRateLimit, negative: no
+	// limit.
 	RateLimit int
+	// AgentRateLimit is the calls per minute each agent identity may make
+	// within its organization, across the nodes sharing RateLimitStore;
+	// zero or negative: no limit. A tool's own rate is its definition's
+	// execution.rate_per_minute.
+	AgentRateLimit int
+	// RateLimitStore is where the rate limits are kept: "memory" (this
+	// node alone), "postgres" (the database, shared by the nodes on it),
+	// or a redis:// or rediss:// URL; default: "postgres" when Database is
+	// PostgreSQL, "memory" otherwise. A shared store that does not answer
+	// leaves each decision to the node's own limit (see ratelimit.Shared).
+	RateLimitStore string
+	// RateLimitTimeout bounds each decision of a shared rate-limit store;
+	// past it the node decides on its own limit. Zero takes
+	// ratelimit.DefaultTimeout.
+	RateLimitTimeout time.Duration
 	// AuthFailureLimit is the failed authentications per minute allowed on
 	// this node from one client address; default DefaultAuthFailureLimit,
 	// negative: no limit.
@@ -314,6 +330,11 @@ func (c Config) withDefaults() (Config, error) {
 	if _, err := ratelimit.ParseProxies(c.TrustedProxies); err != nil {
 		return c, &ConfigError{Field: "TrustedProxies", Err: err}
 	}
+	if store, err := rateLimitStore(c.RateLimitStore, c.Database); err != nil {
+		return c, &ConfigError{Field: "RateLimitStore", Err: err}
+	} else {
+		c.RateLimitStore = store
+	}
 	if _, err := adapters(c.ProviderWebhooks); err != nil {
 		return c, err
 	}
@@ -321,7 +342,7 @@ func (c Config) withDefaults() (Config, error) {
 		field string
 		v     time.Duration
 	}{{"Heartbeat", c.Heartbeat}, {"SweepEvery", c.SweepEvery}, {"AsyncStaleAfter", c.AsyncStaleAfter}, {"Vault.CacheTTL", c.Vault.CacheTTL},
-		{"SessionIdleTimeout", c.SessionIdleTimeout}, {"SessionMaxAge", c.SessionMaxAge}} {
+		{"SessionIdleTimeout", c.SessionIdleTimeout}, {"SessionMaxAge", c.SessionMaxAge}, {"RateLimitTimeout", c.RateLimitTimeout}} {
 		if d.v < 0 {
 			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
 		}
@@ -387,7 +408,9 @@ type Server struct {
 	// zone is Config.TimeZone, loaded.
 	zone *time.Location
 
-	b      *backend.Backend
+	b *backend.Backend
+	// limits keeps the rate limits (Config.RateLimitStore).
+	limits *ratelimit.Shared
 	reg    *registry.Registry
 	iv     *invoke.Invoker
 	runner backend.Runner

@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/policy"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/rules"
@@ -138,6 +139,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store}),
 		meters:    metrics.New(metrics.Pending(s.b.Store), s.log),
 		ceilings:  ceiling.New(s.b.Store, nil)}
+	if s.limits, err = s.rateLimits(ctx, svc.meters); err != nil {
+		return nil, err
+	}
 	if svc.cat, svc.upstreamSettings, err = s.watchCatalogue(ctx, pol, src.upstreams); err != nil {
 		return nil, err
 	}
@@ -325,6 +329,9 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 		Runtimes: run, Broker: svc.broker, Facts: pol.facts,
 		Approvals: svc.approvals, Audit: writer, Logger: s.log, Node: self.ID, Observer: svc.meters, Tracer: tracer,
 		LeaseMargin: s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter, Traffic: svc.traffic, MaxHops: s.cfg.MaxHops,
+		// A tool's rate and each agent's, across the nodes sharing the
+		// rate-limit store.
+		CallLimits: &ratelimit.Calls{Shared: s.limits, AgentPerMinute: max(s.cfg.AgentRateLimit, 0)},
 		// An approved call or a replay runs on the grants and the key as
 		// they are when it runs, not as they were when it was filed.
 		Principals: authz.Principals{Grants: pol.grants, Keys: s.b.Store}})
