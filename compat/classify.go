@@ -343,6 +343,25 @@ func attempts(m *meta, a, b *toolplane.Execution) {
 	if x, y := a.PauseCeiling(64), b.PauseCeiling(64); x != y {
 		m.add("execution.max_backoff", KindBehaviourChanged, Minor, "changed from %v to %v", x, y)
 	}
+	// The traffic fields are operational too: they decide when a call is
+	// refused at once (an in-flight cap, a rate, what a saturated node
+	// sheds first), never what an admitted call does.
+	var ax, bx toolplane.Execution
+	if a != nil {
+		ax = *a
+	}
+	if b != nil {
+		bx = *b
+	}
+	if ax.MaxInFlight != bx.MaxInFlight {
+		m.add("execution.max_in_flight", KindBehaviourChanged, Minor, "changed from %d to %d", ax.MaxInFlight, bx.MaxInFlight)
+	}
+	if ax.RatePerMinute != bx.RatePerMinute {
+		m.add("execution.rate_per_minute", KindBehaviourChanged, Minor, "changed from %d to %d", ax.RatePerMinute, bx.RatePerMinute)
+	}
+	if ax.Priority != bx.Priority {
+		m.add("execution.priority", KindBehaviourChanged, Minor, "changed from %q to %q", ax.Priority, bx.Priority)
+	}
 }
 
 func equalBoolPtr(a, b *bool) bool {
@@ -449,9 +468,8 @@ var knownFields = fields{
 	"annotations": {"destructive": nil, "idempotent": nil, "requires_approval": nil, "long_running": nil, "open_world": nil},
 	"approval":    {"chain": nil, "on_timeout": nil, "ttl": nil},
 	"replay":      {"max_attempts": nil},
-	// The attempts of the execution block; its other fields are left to
-	// the gate's default (MAJOR) until their rules are written here.
-	"execution": {"max_attempts": nil, "attempt_timeout": nil, "backoff": nil, "max_backoff": nil},
+	"execution": {"max_attempts": nil, "attempt_timeout": nil, "backoff": nil, "max_backoff": nil,
+		"max_in_flight": nil, "rate_per_minute": nil, "priority": nil},
 }
 
 // unknownFields answers the paths of definition fields that differ and

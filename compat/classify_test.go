@@ -127,6 +127,9 @@ func TestClassifyMetadata(t *testing.T) {
 		}, func(d *toolplane.Definition) {
 			d.Execution = &toolplane.Execution{AttemptTimeout: toolplane.Duration(2 * time.Second), Backoff: toolplane.Duration(time.Second), MaxBackoff: toolplane.Duration(time.Minute)}
 		}, []string{"behaviour_changed execution.attempt_timeout MINOR", "behaviour_changed execution.backoff MINOR", "behaviour_changed execution.max_backoff MINOR"}},
+		{"traffic fields", nil, func(d *toolplane.Definition) {
+			d.Execution = &toolplane.Execution{MaxInFlight: 5, RatePerMinute: 60, Priority: toolplane.PriorityCritical}
+		}, []string{"behaviour_changed execution.max_in_flight MINOR", "behaviour_changed execution.priority MINOR", "behaviour_changed execution.rate_per_minute MINOR"}},
 		{"metered on", nil, func(d *toolplane.Definition) { d.Metered = true }, []string{"behaviour_changed metered MAJOR"}},
 		{"metered off", func(d *toolplane.Definition) { d.Metered = true }, nil, []string{"behaviour_changed metered MINOR"}},
 		{"repeatable unset", nil, func(d *toolplane.Definition) { d.Repeatable = nil }, []string{"behaviour_changed repeatable MAJOR"}},

@@ -45,6 +45,20 @@ func (ch *checker) attempts() {
 		ch.add("execution.max_attempts", fmt.Sprintf("%d exceeds the platform limit of %d", e.MaxAttempts, MaxAttempts), fmt.Sprintf("use at most %d", MaxAttempts))
 		bad = true
 	}
+	if e.MaxInFlight < 0 {
+		ch.add("execution.max_in_flight", fmt.Sprintf("%d is negative", e.MaxInFlight), "use a positive cap, or omit it for the node's default")
+		bad = true
+	}
+	if e.RatePerMinute < 0 {
+		ch.add("execution.rate_per_minute", fmt.Sprintf("%d is negative", e.RatePerMinute), "use a positive rate, or omit it for none")
+		bad = true
+	}
+	switch e.Priority {
+	case "", toolplane.PriorityLow, toolplane.PriorityNormal, toolplane.PriorityCritical:
+	default:
+		ch.add("execution.priority", fmt.Sprintf("%q is not a priority", e.Priority), "use low, normal or critical")
+		bad = true
+	}
 	if e.Backoff > 0 && e.MaxBackoff > 0 && e.MaxBackoff < e.Backoff {
 		ch.add("execution.max_backoff", fmt.Sprintf("%v is below backoff %v", e.MaxBackoff.Std(), e.Backoff.Std()), "raise max_backoff to at least backoff, or omit it")
 		bad = true

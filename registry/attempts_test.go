@@ -99,6 +99,10 @@ func TestExecutionAttemptsChecks(t *testing.T) {
 		field string // "" when accepted
 	}{
 		{"negative attempts", with(safeRead, toolplane.Execution{MaxAttempts: -1}), "execution.max_attempts"},
+		{"negative in-flight cap", with(safeRead, toolplane.Execution{MaxInFlight: -1}), "execution.max_in_flight"},
+		{"negative rate", with(safeRead, toolplane.Execution{RatePerMinute: -5}), "execution.rate_per_minute"},
+		{"unknown priority", with(safeRead, toolplane.Execution{Priority: "urgent"}), "execution.priority"},
+		{"traffic fields", with(safeRead, toolplane.Execution{MaxInFlight: 5, RatePerMinute: 60, Priority: toolplane.PriorityCritical}), ""},
 		{"attempts past the limit", with(safeRead, toolplane.Execution{MaxAttempts: MaxAttempts + 1}), "execution.max_attempts"},
 		{"negative attempt timeout", with(safeRead, toolplane.Execution{AttemptTimeout: dur(-time.Second)}), "execution.attempt_timeout"},
 		{"negative backoff", with(safeRead, toolplane.Execution{Backoff: dur(-time.Millisecond)}), "execution.backoff"},
