@@ -25,8 +25,9 @@ import (
 //     explained retryable_upstream, an ending marked Retryable, or an
 //     attempt cut at its own bound, Execution.AttemptTimeout);
 //   - it cannot double an effect: a read whose definition says retry:
-//     safe; a write whose binding is WithKeyedDownstream (every attempt
-//     carries the call's one key); or a write whose binding is
+//     safe; a write whose binding is WithKeyedDownstream, or whose
+//     definition declares replay (every attempt carries the call's one
+//     key, which its downstream honours); or a write whose binding is
 //     WithTransactionalAttempts, when the failure made no effect (never
 //     after an ending that may have acted);
 //   - the budget has an attempt left (Execution.Attempts);
@@ -75,7 +76,12 @@ func (c *call) newTries(b *handler.Binding, total time.Duration) tries {
 	t := tries{exec: d.Execution, limit: d.Execution.AttemptLimit(), total: total, deadline: time.Now().Add(total), writes: d.Writes()}
 	safe := d.Retry == toolplane.RetrySafe
 	if t.writes {
-		t.keyed, t.transactional = b.KeyedDownstream(), b.TransactionalAttempts()
+		// A write that declares replay is safe to repeat by its own
+		// definition (its downstream honours the key it is sent: a
+		// remote server's owner said so, or its handler's author): what
+		// may start it again after a lost worker may also attempt it
+		// again within the call.
+		t.keyed, t.transactional = b.KeyedDownstream() || d.Replay != nil, b.TransactionalAttempts()
 		safe = t.keyed || t.transactional
 	}
 	t.max = d.Execution.Attempts(safe)

@@ -155,6 +155,33 @@ func TestKeyedWriteIsRetriedWithTheSameKey(t *testing.T) {
 	}
 }
 
+// A write whose definition declares replay (its downstream honours the
+// key: a remote server's owner said so, or the handler's author) is
+// attempted again within the call like a keyed one, under the same key.
+func TestWriteDeclaringReplayIsRetriedWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	h := &attempts{script: []error{err503, nil}}
+	d := def("crm.update", toolplane.EffectWrite)
+	d.Replay = &toolplane.Replay{MaxAttempts: 3}
+	d.Annotations.Idempotent = true
+	e := newEnv(t, store, tool{def: d, fn: h.fn})
+	in, a := inv("crm.update"), args("to", "p1")
+	must(t).OK(e.iv.Invoke(context.Background(), "crm.update", a, in))
+	if got := h.n.Load(); got != 2 {
+		t.Fatalf("%d attempts, want 2", got)
+	}
+	cl, err := claimOf(t, store, "crm.update", in, a)
+	if err != nil || cl.Status != toolplane.ClaimCompleted {
+		t.Fatalf("claim %+v (%v), want completed", cl, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.keys) != 2 || h.keys[0] != cl.Key || h.keys[1] != cl.Key {
+		t.Fatalf("keys %q, want the claim's key %q on both attempts", h.keys, cl.Key)
+	}
+}
+
 // A downstream's Retry-After is waited when it fits the call's time; when
 // it does not, the call stops at once with retryable_upstream, and the
 // wait is passed on as its retry hint.

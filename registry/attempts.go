@@ -110,10 +110,13 @@ func retryPossible(d *toolplane.Definition) (bool, string) {
 		return false, "a read whose retry is none; set retry: safe if a second attempt is harmless"
 	}
 	switch {
+	case d.Replay != nil:
+		// Declared safe to repeat: its downstream honours the key.
+		return true, ""
 	case b.HTTP != nil && b.HTTP.IdempotencyHeader == "":
 		return false, "an http write that sends no idempotency_header, so a second attempt could be a second effect; name the header the downstream deduplicates on"
 	case b.Remote != nil:
-		return false, "a remote tool's write, whose server may not honour the idempotency key it is sent"
+		return false, "a remote tool's write, whose server may not honour the idempotency key it is sent (unless its owner says it does: idempotent_downstream, which declares replay)"
 	}
 	return true, ""
 }

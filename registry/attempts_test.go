@@ -114,6 +114,11 @@ func TestExecutionAttemptsChecks(t *testing.T) {
 		{"attempts on an http write with a key", with(httpWrite("Idempotency-Key"), toolplane.Execution{MaxAttempts: 3}), ""},
 		{"attempts on a sql write", with(sqlWrite, toolplane.Execution{MaxAttempts: 3}), ""},
 		{"attempts on a remote write", with(remoteWrite, toolplane.Execution{MaxAttempts: 2}), "execution.max_attempts"},
+		{"attempts on a remote write its owner says is idempotent", func() toolplane.Definition {
+			d := with(remoteWrite, toolplane.Execution{MaxAttempts: 2})
+			d.Replay, d.Annotations.Idempotent = &toolplane.Replay{MaxAttempts: 3}, true
+			return d
+		}(), ""},
 		{"attempts on a handler write", with(base(), toolplane.Execution{MaxAttempts: 3}), ""},
 		{"one attempt on anything", with(readDef(), toolplane.Execution{MaxAttempts: 1}), ""},
 	} {
