@@ -88,9 +88,16 @@ type Error struct {
 // after wait (rounded up to whole seconds, at least one).
 func FailAfter(code Code, message string, wait time.Duration) Result {
 	r := Fail(code, message)
+	// A wait comes from outside too (a downstream's Retry-After, carried
+	// by a handler): bounded, so no answer tells a caller to wait days,
+	// and no huge wait overflows into a short one.
+	wait = min(wait, MaxRetryAfter)
 	r.Error.RetryAfter = max(1, int((wait+time.Second-1)/time.Second))
 	return r
 }
+
+// MaxRetryAfter bounds the wait a refusal's retry hint names.
+const MaxRetryAfter = 24 * time.Hour
 
 // Violation is one way an argument or an output failed its schema.
 type Violation struct {

@@ -261,3 +261,23 @@ func TestNodeDead(t *testing.T) {
 		}
 	}
 }
+
+func TestFailAfterBoundsItsWait(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		wait time.Duration
+		want int
+	}{
+		{0, 1},
+		{time.Millisecond, 1},
+		{1500 * time.Millisecond, 2},
+		{30 * time.Second, 30},
+		{999999999 * time.Second, int(MaxRetryAfter / time.Second)},
+		{time.Duration(1<<63 - 1), int(MaxRetryAfter / time.Second)},
+	} {
+		r := FailAfter(CodeUnavailable, "m", tt.wait)
+		if r.Error.RetryAfter != tt.want || r.Error.Code != CodeUnavailable || !r.Error.Retryable {
+			t.Errorf("FailAfter(%v) = %+v, want retry_after_seconds %d", tt.wait, r.Error, tt.want)
+		}
+	}
+}
