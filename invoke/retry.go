@@ -301,15 +301,20 @@ func jitter(ceiling time.Duration) time.Duration {
 }
 
 // settle shapes the outcome the call ends on: the downstream's
-// Retry-After goes on a refusal, and a failure after an attempt that may
-// have acted leaves the call uncertain.
+// Retry-After goes on a refusal, and any failure after an attempt that
+// may have acted (a business one included) leaves the call uncertain.
 func (t *tries) settle(o *handler.Outcome) {
 	if o.After > 0 && o.Kind == handler.Release && o.Result.Error != nil {
 		o.Result.Error.RetryAfter = toolplane.FailAfter(o.Result.Error.Code, "", o.After).Error.RetryAfter
 	}
-	if !t.maybe || o.Kind == handler.Held || o.Kind == handler.Definite {
+	if !t.maybe || o.Kind == handler.Held {
 		return
 	}
+	// A failure answered after an attempt that may have acted is not the
+	// write's answer either: a downstream honouring the key answers a
+	// repeat of a request it is still processing with a conflict (409),
+	// and some with one for a request already done. Only a person can
+	// tell whether the effect happened; the key stays held.
 	last := "a platform fault"
 	if o.Result.Error != nil {
 		last = o.Result.Error.Message

@@ -98,8 +98,9 @@ func TestIdempotentWriteIsRetriedWithTheSameKey(t *testing.T) {
 }
 
 // With an idempotency header, what the downstream finally answers ends
-// the call when it is an answer for the request (a 2xx, a definite 4xx);
-// when it never is, and an attempt may have acted, the write is uncertain.
+// the call when it is an answer for the request (a 2xx; a definite 4xx
+// when no earlier attempt may have acted); when it never is, and an
+// attempt may have acted, the write is uncertain.
 func TestIdempotentWriteEndsOnTheLastAnswer(t *testing.T) {
 	t.Parallel()
 	const lost = 0
@@ -113,7 +114,13 @@ func TestIdempotentWriteEndsOnTheLastAnswer(t *testing.T) {
 		{"failing throughout", []int{503, 503, 503}, toolplane.CodeUncertain, held},
 		{"lost, then refused for rate", []int{lost, 429, 429}, toolplane.CodeUncertain, held},
 		{"refused for rate throughout", []int{429, 429, 429}, toolplane.CodeRetryableUpstream, released},
-		{"failed, then a conflict", []int{502, 409}, toolplane.CodeConflict, completed},
+		// A 502 may have acted; the 409 that follows may be the
+		// downstream saying the first request is still in progress (the
+		// Idempotency-Key draft's answer): uncertain, never a definite
+		// conflict that would let the model try again under a new key.
+		{"failed, then a conflict", []int{502, 409}, toolplane.CodeUncertain, held},
+		{"lost, then a definite refusal", []int{lost, 422}, toolplane.CodeUncertain, held},
+		{"a definite refusal at once", []int{422}, toolplane.CodeInvalidInput, completed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
