@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/registry"
 )
 
 // The attempts of one call.
@@ -68,12 +69,21 @@ type tries struct {
 	why   string
 	// abandoned: an attempt was left running past its bound.
 	abandoned bool
+	// callerCut: the call's time is shorter than the tool's own timeout,
+	// cut by its caller's deadline or its parent's time left; its end
+	// then says nothing of the downstream (see attemptMark).
+	callerCut bool
 }
 
 // newTries answers the attempt state of c, run by b for total from now.
 func (c *call) newTries(b *handler.Binding, total time.Duration) tries {
 	d := &c.tool.Def
-	t := tries{exec: d.Execution, limit: d.Execution.AttemptLimit(), total: total, deadline: time.Now().Add(total), writes: d.Writes()}
+	own := d.Timeout.Std()
+	if own <= 0 {
+		own = registry.DefaultTimeout
+	}
+	t := tries{exec: d.Execution, limit: d.Execution.AttemptLimit(), total: total, deadline: time.Now().Add(total), writes: d.Writes(),
+		callerCut: total < own}
 	safe := d.Retry == toolplane.RetrySafe
 	if t.writes {
 		// A write that declares replay is safe to repeat by its own
@@ -154,7 +164,7 @@ func (c *call) attemptOnce(vctx context.Context, b *handler.Binding, n int, t *t
 	}
 	actx, cancel := context.WithDeadline(vctx, end)
 	defer cancel()
-	actx, counted := attemptContext(actx)
+	actx, mark := attemptContext(actx, own || !t.callerCut)
 	// cutShort answers how an attempt whose context ended ended: at its
 	// own bound (expired), or with the call.
 	cutShort := func() {
@@ -199,7 +209,7 @@ func (c *call) attemptOnce(vctx context.Context, b *handler.Binding, n int, t *t
 	// The invoker stops waiting: the attempt's timeout counts against
 	// its breaker now, not when (if ever) the handler returns.
 	if errors.Is(actx.Err(), context.DeadlineExceeded) {
-		c.timedOutHandler(counted)
+		c.timedOutHandler(mark)
 	}
 	if cutShort(); a.late {
 		a.done = done

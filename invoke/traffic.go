@@ -75,16 +75,26 @@ func (c *call) unhold() {
 	}
 }
 
-// counted marks, per attempt, that its timeout was counted against the
-// breaker: by the invoker when it stopped waiting (timedOutHandler) or by
-// the handler's own return (observe), whichever came first.
-type countedKey struct{}
+// attemptMark is one attempt's, in its context: whether its timeout was
+// counted against the breaker yet, by the invoker when it stopped
+// waiting (timedOutHandler) or by the handler's own return (observe),
+// whichever came first; and whether a timeout of it counts at all.
+type attemptMark struct {
+	counted atomic.Bool
+	// counts is unset when the attempt's end was set by the call's caller
+	// (a deadline it passed, or the time its parent call had left) rather
+	// than by the tool's own timeout or attempt bound: running out of a
+	// caller's short time says nothing of the downstream, and one agent's
+	// tight deadlines must not open a breaker every caller shares.
+	counts bool
+}
 
-// attemptContext answers ctx marked as one attempt's, for counting its
-// timeout once.
-func attemptContext(ctx context.Context) (context.Context, *atomic.Bool) {
-	counted := new(atomic.Bool)
-	return context.WithValue(ctx, countedKey{}, counted), counted
+type attemptKey struct{}
+
+// attemptContext answers ctx marked as one attempt's.
+func attemptContext(ctx context.Context, counts bool) (context.Context, *attemptMark) {
+	m := &attemptMark{counts: counts}
+	return context.WithValue(ctx, attemptKey{}, m), m
 }
 
 // observe counts one handler attempt's ending against the breaker of the
@@ -98,8 +108,12 @@ func (c *call) observe(ctx context.Context, b *handler.Binding, err error) {
 		return
 	}
 	o := outcome(b, err, ctx)
-	if counted, ok := ctx.Value(countedKey{}).(*atomic.Bool); ok && errors.Is(ctx.Err(), context.DeadlineExceeded) && !counted.CompareAndSwap(false, true) {
-		return // the invoker counted it when it stopped waiting (timedOutHandler)
+	if m, ok := ctx.Value(attemptKey{}).(*attemptMark); ok && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if !m.counts || !m.counted.CompareAndSwap(false, true) {
+			// The caller's own time ran out, or the invoker counted the
+			// timeout when it stopped waiting (timedOutHandler).
+			return
+		}
 	}
 	c.ticket.Record(o)
 }
@@ -109,8 +123,8 @@ func (c *call) observe(ctx context.Context, b *handler.Binding, err error) {
 // later, or never, and its breaker must not wait for it. Whichever of this
 // and the handler's own return (observe) sees the timeout first counts it,
 // once.
-func (c *call) timedOutHandler(counted *atomic.Bool) {
-	if c.ticket != nil && counted.CompareAndSwap(false, true) {
+func (c *call) timedOutHandler(m *attemptMark) {
+	if c.ticket != nil && m.counts && m.counted.CompareAndSwap(false, true) {
 		c.ticket.Record(resilience.Failure)
 	}
 }

@@ -479,3 +479,39 @@ func TestCallerCapsAnswerRateLimited(t *testing.T) {
 		}
 	})
 }
+
+// A caller's own short time (its deadline, or what its parent call had
+// left) that runs out on a healthy downstream is not the downstream's
+// failure: one agent in a hurry never opens the breaker every caller of
+// the tool shares. The tool's own timeout still counts.
+func TestCallersDeadlineIsNotTheDownstreamsFailure(t *testing.T) {
+	t.Parallel()
+	e := newTrafficEnvWith(t, newStore(t), &resilience.Config{}, nil)
+	e.crm.answer = func(ctx context.Context, _ int64) (any, error) {
+		select { // a healthy downstream, answering in 30ms
+		case <-time.After(30 * time.Millisecond):
+			return map[string]any{}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	for i := range 25 {
+		in := inv("crm.read")
+		in.AgentID, in.Principal.ID = "hasty-agent", "hasty-agent"
+		in.Deadline = time.Now().Add(10 * time.Millisecond)
+		r, err := e.iv.Invoke(context.Background(), "crm.read", args("to", "x"), in)
+		if err != nil {
+			t.Fatal(i, err)
+		}
+		if r.OK {
+			t.Fatalf("call %d with 10ms left answered in time; the test needs it cut", i)
+		}
+	}
+	if st := e.tr.Breaker("org-1", "crm.read", "host:crm.example").Status(); st.State != resilience.Closed || st.Failures != 0 {
+		t.Fatalf("after 25 calls cut by their callers' deadlines the breaker is %+v, want closed with no failure", st)
+	}
+	r, err := e.iv.Invoke(context.Background(), "crm.read", args("to", "y"), inv("crm.read"))
+	if err != nil || !r.OK {
+		t.Fatalf("another agent's call to the healthy downstream answered %+v, %v", r.Error, err)
+	}
+}
