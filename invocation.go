@@ -1,6 +1,10 @@
 package toolplane
 
-import "time"
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
 
 // Invocation is the ambient identity of one call: who is calling, for which
 // run and step, under which grants and limits. The model supplies only the
@@ -80,6 +84,24 @@ type Invocation struct {
 	// schema_hash of the contract. A call on a tool whose live contract
 	// differs answers tool_changed; a tool absent here is read live.
 	Contracts map[string]string
+}
+
+// storedHops is what an invocation stored before hops were recorded
+// decodes with: as many as a call may have, which the invoker caps at
+// the platform's maximum. Reading its absence as zero would refuse every
+// tool call the approved or queued call makes.
+const storedHops = math.MaxInt32
+
+// UnmarshalJSON reads a stored invocation. One stored before hops were
+// recorded (no "Hops") gets the platform's maximum, not none.
+func (inv *Invocation) UnmarshalJSON(b []byte) error {
+	type stored Invocation // its fields, without this method
+	s := stored{Hops: storedHops}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*inv = Invocation(s)
+	return nil
 }
 
 // EffectiveRootRunID answers the run tree a ceiling covers.

@@ -3,6 +3,7 @@ package toolplane
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +279,39 @@ func TestFailAfterBoundsItsWait(t *testing.T) {
 		r := FailAfter(CodeUnavailable, "m", tt.wait)
 		if r.Error.RetryAfter != tt.want || r.Error.Code != CodeUnavailable || !r.Error.Retryable {
 			t.Errorf("FailAfter(%v) = %+v, want retry_after_seconds %d", tt.wait, r.Error, tt.want)
+		}
+	}
+}
+
+// An invocation stored before hops were recorded (an approval or an
+// asynchronous call filed before) decodes with as many hops as a call may
+// have, for the invoker to cap; one stored since keeps its own, zero
+// included.
+func TestStoredInvocationHops(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		raw  string
+		want int
+	}{
+		{`{"OrganizationID":"org-1","RunID":"run-1"}`, math.MaxInt32},
+		{`{"OrganizationID":"org-1","Hops":0}`, 0},
+		{`{"OrganizationID":"org-1","Hops":3}`, 3},
+		{`{"OrganizationID":"org-1","Hops":-1}`, -1},
+	} {
+		var inv Invocation
+		if err := json.Unmarshal([]byte(tt.raw), &inv); err != nil {
+			t.Fatal(err)
+		}
+		if inv.Hops != tt.want || inv.OrganizationID != "org-1" {
+			t.Errorf("%s decodes to hops %d (org %q), want %d", tt.raw, inv.Hops, inv.OrganizationID, tt.want)
+		}
+		back, err := json.Marshal(inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var again Invocation
+		if err := json.Unmarshal(back, &again); err != nil || again.Hops != inv.Hops {
+			t.Errorf("%s does not survive a round trip: hops %d, %v", tt.raw, again.Hops, err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/invoke"
@@ -392,5 +393,28 @@ func TestAStoredAnswerIsAnsweredWhateverTheTime(t *testing.T) {
 	r, err := e.iv.Invoke(context.Background(), "crm.update", args("to", "x"), in)
 	if err != nil || !r.OK || !r.Meta.Replayed || e.count("crm.update") != 1 {
 		t.Fatalf("the repeat with a millisecond left = %+v, %v after %d runs; want the stored answer", r, err, e.count("crm.update"))
+	}
+}
+
+// An invocation stored before hops were recorded (an approval, an
+// asynchronous call, a replayable claim filed before) has no hop count:
+// its call may still call tools, up to the platform's maximum, rather
+// than having every tool call it makes refused.
+func TestStoredInvocationFromBeforeHopsMayCallTools(t *testing.T) {
+	t.Parallel()
+	ch := newChain(t, nil, nil, map[string]string{"flow.a": "flow.b", "flow.b": ""})
+	stored := []byte(`{"OrganizationID":"org-1","RunID":"run-1","AgentID":"agent-1","StepPath":"agent","Principal":{"ID":"agent-1","Tools":["flow.a","flow.b"]},"Source":"sdk"}`)
+	in, err := approval.DecodeInvocation(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.e.iv.Invoke(context.Background(), "flow.a", args(), in); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.answers) != 1 || ch.answers[0].Error != nil {
+		t.Fatalf("the stored call's one child call answered %+v (hops seen %v), want it run", ch.answers, ch.hops)
+	}
+	if len(ch.hops) == 0 || ch.hops[0] != invoke.DefaultMaxHops {
+		t.Fatalf("hops seen %v, want the stored call capped at %d", ch.hops, invoke.DefaultMaxHops)
 	}
 }
