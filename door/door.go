@@ -384,9 +384,14 @@ type Call struct {
 	// signed; naming one asks for the call to run later.
 	CallbackURL string
 	// Timeout, when positive, is how long the caller gives the call, from
-	// when the door read it: relative, so that no clock but this node's
-	// is read. It never loosens the tool's own timeout.
+	// when the door read it (ReadAt): relative, so that no clock but this
+	// node's is read. It never loosens the tool's own timeout.
 	Timeout time.Duration
+	// ReadAt is when the door read the request carrying the call, on the
+	// door's clock (Door.Clock); zero is when the invocation is made.
+	// Calls read together (a batch's, made one after the other) share it,
+	// so a later call's Timeout counts the time the earlier ones took.
+	ReadAt time.Time
 	// Hops, when HopsAsked, is how many tool-to-tool hops the caller
 	// gives the call (toolplane.Invocation.Hops): a tool calling back
 	// into the platform passes what its call had left. The platform's
@@ -413,17 +418,25 @@ func (d *Door) Invocation(cred *toolplane.Credential, call Call) *toolplane.Invo
 		Principal: toolplane.Principal{ID: cred.Subject}, Contracts: call.Contracts,
 		Ceilings: toolplane.Ceilings{MaxCostCents: toolplane.CostCeiling(call.MaxCostCents, d.RunBudgetCents)},
 		Source:   call.Source, AuthorizedBy: call.AuthorizedBy, IdempotencyKey: call.IdempotencyKey,
-		SessionRun: call.SessionRun, Deadline: d.deadline(call.Timeout), Hops: d.hops(call),
+		SessionRun: call.SessionRun, Deadline: d.deadline(call), Hops: d.hops(call),
 	}
 }
 
-// deadline answers when a call given timeout (none when not positive) is
-// out of time, read on this node's clock.
-func (d *Door) deadline(timeout time.Duration) time.Time {
-	if timeout <= 0 {
+// Clock answers the time on the door's clock (Door.Now), as a door stamps
+// a request it reads (Call.ReadAt).
+func (d *Door) Clock() time.Time { return d.now() }
+
+// deadline answers when call (given no timeout when not positive) is out
+// of time, read on this node's clock from when its request was read.
+func (d *Door) deadline(call Call) time.Time {
+	if call.Timeout <= 0 {
 		return time.Time{}
 	}
-	return d.now().Add(timeout)
+	from := call.ReadAt
+	if from.IsZero() {
+		from = d.now()
+	}
+	return from.Add(call.Timeout)
 }
 
 // hops answers the hops a call starts with: what its caller asked, capped

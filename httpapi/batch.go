@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/door"
@@ -79,8 +80,12 @@ func (s *Server) invokeBatch(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.Denied, err.Error(), "")
 		return
 	}
+	// Every call's deadline counts from here, not from when its turn
+	// comes: a batch's calls run one after the other, and the time the
+	// caller gave is the request's.
+	read := s.Door.Clock()
 	who := door.Caller{Credential: c.cred, At: c.at}
-	calls, err := s.decodeBatch(r, who)
+	calls, err := s.decodeBatch(r, who, read)
 	if err != nil {
 		var bad *batchError
 		if errors.As(err, &bad) {
@@ -116,11 +121,18 @@ func (s *Server) invokeBatch(w http.ResponseWriter, r *http.Request, c caller) {
 	writeJSON(w, http.StatusOK, map[string]any{"results": results})
 }
 
-// decodeBatch reads r's batch into the calls to make as who, refusing it
+// decodeBatch reads r's batch into the calls to make as who, each timed
+// from read (when the door read r) under r's Request-Timeout, refusing it
 // whole (a *batchError, or the body's own error) when it carries no call,
 // more than maxBatch, or a call that is malformed or names an identifier
 // past its bound.
-func (s *Server) decodeBatch(r *http.Request, who door.Caller) ([]door.Call, error) {
+func (s *Server) decodeBatch(r *http.Request, who door.Caller, read time.Time) ([]door.Call, error) {
+	// The Request-Timeout header bounds every call of the batch, each
+	// also by its own timeout_ms, all counted from read.
+	header, err := requestTimeout(r)
+	if err != nil {
+		return nil, &batchError{Field: "Request-Timeout", Message: err.Error()}
+	}
 	var body batchRequest
 	if err := decodeBody(r, &body); err != nil {
 		return nil, err
@@ -145,7 +157,7 @@ func (s *Server) decodeBatch(r *http.Request, who door.Caller) ([]door.Call, err
 			return nil, &batchError{Field: at + ".mode", Message: fmt.Sprintf("call %d: %v", i, err)}
 		}
 		calls[i] = bc.call(bc.Tool)
-		if field, err := bc.traffic(&calls[i], ""); err != nil {
+		if field, err := bc.traffic(&calls[i], header, read); err != nil {
 			return nil, &batchError{Field: at + "." + field, Message: fmt.Sprintf("call %d: %v", i, err)}
 		}
 		// The invoker checks these bounds again at each call; checked here

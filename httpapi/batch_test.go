@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
+	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -33,6 +35,11 @@ type counted struct {
 	handlers, previews, asked atomic.Int64
 	// ran, when set, is called after each handler returns.
 	ran func()
+
+	mu sync.Mutex
+	// left is the time each handler was given, in order: how long its
+	// context had before its deadline as it started.
+	left []time.Duration
 }
 
 // countingPolicy is the grants policy, counting every question asked.
@@ -77,6 +84,11 @@ func countingCatalogue(t testing.TB, n *counted) (*registry.Registry, *handler.R
 		}
 		counting, err := handler.BindFunc(b.Key, func(ctx context.Context, call handler.Call, args any) (any, error) {
 			n.handlers.Add(1)
+			if d, ok := ctx.Deadline(); ok {
+				n.mu.Lock()
+				n.left = append(n.left, time.Until(d))
+				n.mu.Unlock()
+			}
 			defer func() {
 				if n.ran != nil {
 					n.ran()
@@ -102,16 +114,23 @@ func countingCatalogue(t testing.TB, n *counted) (*registry.Registry, *handler.R
 // with batches of at most maxBatch calls.
 func newBatchFixture(t testing.TB, maxBatch int) (*fixture, *counted) {
 	t.Helper()
+	return newClockedBatchFixture(t, maxBatch, nil)
+}
+
+// newClockedBatchFixture is newBatchFixture whose door and invoker read
+// now (nil is time.Now).
+func newClockedBatchFixture(t testing.TB, maxBatch int, now func() time.Time) (*fixture, *counted) {
+	t.Helper()
 	n := &counted{}
 	store, db := sqlitetest.NewDB(t)
 	reg, hs := countingCatalogue(t, n)
 	quiet := slog.New(slog.DiscardHandler)
 	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
-	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: countingPolicy{n: n}, Approvals: approvals, Logger: quiet})
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: countingPolicy{n: n}, Approvals: approvals, Logger: quiet, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet}
+	layer := &door.Door{Invoker: iv, Registry: reg, Store: store, Log: quiet, Now: now}
 	api := &httpapi.Server{Door: layer, Store: store, Log: quiet, MaxBatch: maxBatch}
 	f := &fixture{db: db, store: store, door: layer, api: api, srv: httptest.NewServer(api.Handler())}
 	t.Cleanup(f.srv.Close)
@@ -403,5 +422,72 @@ func TestABatchEndsWithItsCaller(t *testing.T) {
 	}
 	if rows := f.rows(t, "audit_events"); rows != 1 {
 		t.Errorf("audit events = %d, want the one call's (none for calls never made)", rows)
+	}
+}
+
+// A batch's deadline is its request's: the Request-Timeout header bounds
+// every call of it (with each call's own timeout_ms, the tighter), and
+// every deadline counts from when the door read the request, so a call
+// after a slow one gets only the time left, or is refused for lack of it.
+func TestABatchCallGetsOnlyTheTimeLeft(t *testing.T) {
+	t.Parallel()
+	searchFor := func(q string, timeoutMS int) map[string]any {
+		c := map[string]any{"tool": "demo.search_tickets", "arguments": map[string]any{"query": q}}
+		if timeoutMS > 0 {
+			c["timeout_ms"] = timeoutMS
+		}
+		return c
+	}
+	tests := []struct {
+		name   string
+		header string
+		calls  []map[string]any
+		// code is the second call's error code ("" when it ran); left
+		// bounds the time it was given, when it ran.
+		code string
+		left time.Duration
+	}{
+		{"the header's time is spent", "5", []map[string]any{searchFor("cracked", 0), searchFor("late", 0)}, "deadline_exceeded", 0},
+		{"the calls' own time is spent", "", []map[string]any{searchFor("cracked", 5000), searchFor("late", 5000)}, "deadline_exceeded", 0},
+		{"the header is the tighter", "5", []map[string]any{searchFor("cracked", 60000), searchFor("late", 60000)}, "deadline_exceeded", 0},
+		{"the header's time is left", "8", []map[string]any{searchFor("cracked", 0), searchFor("late", 0)}, "", 2 * time.Second},
+		{"the call's own time is left", "", []map[string]any{searchFor("cracked", 8000), searchFor("late", 8000)}, "", 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := testclock.New(time.Now())
+			f, n := newClockedBatchFixture(t, 10, clock.Now)
+			// The first call takes six seconds of the door's clock.
+			var first atomic.Bool
+			n.ran = func() {
+				if first.CompareAndSwap(false, true) {
+					clock.Advance(6 * time.Second)
+				}
+			}
+			h := map[string]string{}
+			if tt.header != "" {
+				h["Request-Timeout"] = tt.header
+			}
+			status, got := f.doWith(t, "/v1/invoke:batch", f.agent, toJSON(map[string]any{"calls": tt.calls}), h)
+			if status != http.StatusOK {
+				t.Fatalf("%d %v", status, got)
+			}
+			res := batchResults(t, got)
+			if code, _ := field(res[1], "body", "error", "code").(string); code != tt.code {
+				t.Fatalf("the second call: %v, want code %q", res[1], tt.code)
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if tt.code != "" {
+				if len(n.left) != 1 {
+					t.Fatalf("handlers given time: %v, want the first call's alone", n.left)
+				}
+				return
+			}
+			if len(n.left) != 2 || n.left[1] > tt.left || n.left[1] < tt.left/2 {
+				t.Fatalf("handlers given %v, want the second about %v (what the first left)", n.left, tt.left)
+			}
+		})
 	}
 }

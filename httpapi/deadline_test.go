@@ -59,6 +59,7 @@ func TestInvokeDeadlineAndHops(t *testing.T) {
 		{"a body timeout that is not a number", search, `{"arguments":{"query":"x"},"timeout_ms":"1"}`, "", 400, "invalid_request", ""},
 		{"no hop left", search, `{"arguments":{"query":"x"},"remaining_hops":-1}`, "", 200, "max_hops_exceeded", ""},
 		{"hops forged upward", search, `{"arguments":{"query":"x"},"remaining_hops":100000}`, "", 200, "", ""},
+		{"a batch's header that is not seconds", "/v1/invoke:batch", `{"calls":[{"tool":"demo.search_tickets","arguments":{"query":"x"}}]}`, "soon", 400, "invalid_request", "Request-Timeout"},
 		{"a batch call's own timeout", "/v1/invoke:batch", `{"calls":[{"tool":"demo.search_tickets","arguments":{"query":"x"},"timeout_ms":-5}]}`, "", 400, "invalid_request", "calls[0].timeout_ms"},
 	}
 	for _, tt := range tests {

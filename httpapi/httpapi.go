@@ -560,6 +560,7 @@ type invokeRequest struct {
 }
 
 func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
+	read := s.Door.Clock()
 	if err := door.CallsTools(c.cred); err != nil {
 		// Before the body is read: whatever it holds, this key calls nothing.
 		httperr.Send(w, r, httperr.Denied, err.Error(), "")
@@ -575,7 +576,12 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	call := body.call(r.PathValue("name"))
-	if field, err := body.traffic(&call, r.Header.Get("Request-Timeout")); err != nil {
+	header, err := requestTimeout(r)
+	if err != nil {
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "Request-Timeout")
+		return
+	}
+	if field, err := body.traffic(&call, header, read); err != nil {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), field)
 		return
 	}
@@ -602,10 +608,25 @@ func (body *invokeRequest) call(name string) door.Call {
 	}
 }
 
-// traffic reads into call the caller's deadline (the body's timeout_ms
-// and header, a Request-Timeout value, the tighter of the two) and hops.
-// A value that cannot be read answers the field (or header) to fix.
-func (body *invokeRequest) traffic(call *door.Call, header string) (string, error) {
+// requestTimeout answers the time r's Request-Timeout header gives its
+// calls, every one of them on a batch: none (zero) when it is absent.
+func requestTimeout(r *http.Request) (time.Duration, error) {
+	v := r.Header.Get("Request-Timeout")
+	if v == "" {
+		return 0, nil
+	}
+	t, err := door.ParseTimeoutSeconds(v)
+	if err != nil {
+		return 0, fmt.Errorf("the Request-Timeout header: %w", err)
+	}
+	return t, nil
+}
+
+// traffic sets on call what body says of its time and hops: its timeout,
+// the tighter of timeout_ms and header (the request's Request-Timeout,
+// zero when none), counted from read, when the door read the request. It
+// answers the field at fault when body's is not valid.
+func (body *invokeRequest) traffic(call *door.Call, header time.Duration, read time.Time) (string, error) {
 	if body.TimeoutMS != nil {
 		t, err := door.TimeoutMillis(*body.TimeoutMS)
 		if err != nil {
@@ -613,13 +634,8 @@ func (body *invokeRequest) traffic(call *door.Call, header string) (string, erro
 		}
 		call.Timeout = t
 	}
-	if header != "" {
-		t, err := door.ParseTimeoutSeconds(header)
-		if err != nil {
-			return "Request-Timeout", fmt.Errorf("the Request-Timeout header: %w", err)
-		}
-		call.Timeout = door.Tighter(call.Timeout, t)
-	}
+	call.Timeout = door.Tighter(call.Timeout, header)
+	call.ReadAt = read
 	if body.RemainingHops != nil {
 		call.Hops, call.HopsAsked = *body.RemainingHops, true
 	}

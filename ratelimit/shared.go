@@ -104,8 +104,8 @@ func (s *Shared) Take(ctx context.Context, key string, q Quota, now time.Time) D
 		return Decision{Limit: max(q.Limit, 0), Reset: now}
 	}
 	if s.store != nil && s.up() {
-		ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-		st, err := s.store.Take(ctx, key, q, now)
+		sctx, cancel := s.bound(ctx)
+		st, err := s.store.Take(sctx, key, q, now)
 		cancel()
 		if err == nil {
 			return q.decision(st, now)
@@ -123,8 +123,8 @@ func (s *Shared) Repeat(ctx context.Context, key string, q Quota, now time.Time)
 		return false
 	}
 	if s.store != nil && s.up() {
-		ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
-		ok, err := s.store.Repeat(ctx, key, q, now)
+		sctx, cancel := s.bound(ctx)
+		ok, err := s.store.Repeat(sctx, key, q, now)
 		cancel()
 		if err == nil {
 			return ok
@@ -148,7 +148,20 @@ func (s *Shared) up() bool {
 	return true
 }
 
-// failed leaves the store alone for RetryAfter after err.
+// bound answers the context of one decision of the store: ctx's values,
+// never its cancellation, within the Shared timeout. A decision is one
+// short statement, so a caller that leaves (a client hanging up) must not
+// cut it short: a store query failing on the caller's done context would
+// otherwise read as the store being down, send every node's decisions to
+// its own memory for RetryAfter, and admit there what the store had
+// already counted.
+func (s *Shared) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.opt.Timeout)
+}
+
+// failed leaves the store alone for RetryAfter after err. The store was
+// asked under bound, so err is never the caller's context ending: only the
+// store failing or outlasting the Shared timeout.
 func (s *Shared) failed(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -127,4 +128,65 @@ func (slow) Take(ctx context.Context, _ string, _ ratelimit.Quota, _ time.Time) 
 func (slow) Repeat(ctx context.Context, _ string, _ ratelimit.Quota, _ time.Time) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
+}
+
+// doneFails is a store that, like pgx and go-redis, fails at once on a
+// context already done, and otherwise is a Memory.
+type doneFails struct{ *ratelimit.Memory }
+
+func (d doneFails) Take(ctx context.Context, key string, q ratelimit.Quota, now time.Time) (ratelimit.State, error) {
+	if err := ctx.Err(); err != nil {
+		return ratelimit.State{}, fmt.Errorf("query: %w", err)
+	}
+	return d.Memory.Take(ctx, key, q, now)
+}
+
+func (d doneFails) Repeat(ctx context.Context, key string, q ratelimit.Quota, now time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("query: %w", err)
+	}
+	return d.Memory.Repeat(ctx, key, q, now)
+}
+
+// A caller that has left (its context cancelled, a client hanging up) is
+// still decided by the store: it neither marks the store down (no
+// fallback counted, nothing logged) nor lets the node's own memory, which
+// never saw the store's counts, admit the limit again.
+func TestSharedDecidesForACallerThatLeft(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	var fellBack atomic.Int64
+	sh := ratelimit.NewShared(doneFails{ratelimit.NewMemory()}, ratelimit.SharedOptions{Name: "test", RetryAfter: time.Hour,
+		Log: slog.New(slog.NewTextHandler(&logs, nil)), FellBack: func() { fellBack.Add(1) }})
+	q := ratelimit.Quota{Limit: 3, Window: time.Hour}
+	now := time.Now()
+	live := t.Context()
+	left, cancel := context.WithCancel(live)
+	cancel()
+
+	allowed := 0
+	for i := range 10 {
+		ctx := left
+		if i%2 == 0 {
+			ctx = live
+		}
+		if sh.Take(ctx, "k", q, now).Allowed {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Fatalf("admitted %d of 10 with callers leaving, want the store's limit, 3", allowed)
+	}
+	if !sh.Repeat(left, "k", q, now) {
+		t.Fatal("a repeat by a caller that left was not moved to the retry budget")
+	}
+	if d := sh.Take(left, "k", q, now); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after a repeat: %+v, want the one request it gave back", d)
+	}
+	if n := fellBack.Load(); n != 0 {
+		t.Fatalf("counted %d fallbacks for callers that left, want none", n)
+	}
+	if strings.Contains(logs.String(), "did not answer") {
+		t.Fatalf("logged the store as not answering: %s", logs.String())
+	}
 }

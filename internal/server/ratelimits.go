@@ -24,25 +24,49 @@ const (
 var ErrRateLimitStore = errors.New(`the rate-limit store is "memory", "postgres" (when the database is PostgreSQL) or a redis:// URL`)
 
 // rateLimitStore answers the rate-limit store setting v means on
-// database: its default, or v checked.
+// database: its default, or v checked, trimmed. Names and a URL's scheme
+// are read without regard to case, as go-redis reads the scheme. An error
+// names at most v's scheme, never v: a Redis URL may hold a password.
 func rateLimitStore(v, database string) (string, error) {
+	v = strings.TrimSpace(v)
+	scheme, _, isURL := strings.Cut(v, "://")
 	switch {
 	case v == "" && backend.IsPostgres(database):
 		return RateLimitPostgres, nil
-	case v == "" || v == RateLimitMemory:
+	case v == "" || strings.EqualFold(v, RateLimitMemory):
 		return RateLimitMemory, nil
-	case v == RateLimitPostgres:
+	case strings.EqualFold(v, RateLimitPostgres):
 		if !backend.IsPostgres(database) {
 			return "", fmt.Errorf("%w; the database is SQLite, whose one node keeps its limits in memory", ErrRateLimitStore)
 		}
-		return v, nil
-	case strings.HasPrefix(v, "redis://") || strings.HasPrefix(v, "rediss://"):
+		return RateLimitPostgres, nil
+	case isURL && (strings.EqualFold(scheme, "redis") || strings.EqualFold(scheme, "rediss")):
 		if _, err := redisstore.ParseURL(v); err != nil {
 			return "", err
 		}
 		return v, nil
+	case isURL && validScheme(scheme):
+		return "", fmt.Errorf("%w, not a %s:// URL", ErrRateLimitStore, scheme)
 	}
-	return "", fmt.Errorf("%w, not %q", ErrRateLimitStore, v)
+	return "", ErrRateLimitStore
+}
+
+// validScheme reports whether s is a URL scheme (RFC 3986: a letter, then
+// letters, digits, "+", "-" and "."), short enough to be one, so that an
+// error may name it without repeating anything else of a value.
+func validScheme(s string) bool {
+	if s == "" || len(s) > 16 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // rateLimits answers where the node keeps its rate limits: its memory, or

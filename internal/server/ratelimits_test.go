@@ -115,12 +115,29 @@ func TestRateLimitStoreSetting(t *testing.T) {
 		{"redis://127.0.0.1:6379/2", "toolplane.db", "redis://127.0.0.1:6379/2", nil},
 		{"redis://127.0.0.1:6379/notadb", "toolplane.db", "", redisstore.ErrURL},
 		{"etcd://127.0.0.1:2379", "toolplane.db", "", ErrRateLimitStore},
+		// A scheme is read as go-redis reads it, a value trimmed.
+		{"REDIS://:hunter2@10.0.0.5:6379/0", "toolplane.db", "REDIS://:hunter2@10.0.0.5:6379/0", nil},
+		{" redis://:hunter2@10.0.0.5:6379/0\n", "toolplane.db", "redis://:hunter2@10.0.0.5:6379/0", nil},
+		{"Rediss://10.0.0.5:6380/1", "toolplane.db", "Rediss://10.0.0.5:6380/1", nil},
+		{" Memory ", "postgres://db/x", RateLimitMemory, nil},
+		{"POSTGRES", "postgres://db/x", RateLimitPostgres, nil},
+		// An error never repeats a value, which may hold a password.
+		{"redis:/:hunter2@10.0.0.5:6379/0", "toolplane.db", "", ErrRateLimitStore},
+		{"etcd://root:hunter2@10.0.0.5:2379", "toolplane.db", "", ErrRateLimitStore},
+		{"hunter2 redis://10.0.0.5:6379/0", "toolplane.db", "", ErrRateLimitStore},
+		{"redis://:hunter2@10.0.0.5:notaport/0", "toolplane.db", "", redisstore.ErrURL},
 	}
 	for _, tt := range tests {
 		got, err := rateLimitStore(tt.v, tt.database)
 		if got != tt.want || !errors.Is(err, tt.err) {
 			t.Errorf("rateLimitStore(%q, %q) = %q, %v; want %q, %v", tt.v, tt.database, got, err, tt.want, tt.err)
 		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("rateLimitStore(%q): the error repeats the password: %v", tt.v, err)
+		}
+	}
+	if _, err := rateLimitStore("etcd://root:hunter2@10.0.0.5:2379", "toolplane.db"); err == nil || !strings.Contains(err.Error(), "etcd://") {
+		t.Errorf("the error does not name the scheme it refuses: %v", err)
 	}
 	_, err := New(context.Background(), Config{Addr: "127.0.0.1:0", Database: filepath.Join(t.TempDir(), "toolplane.db"), RateLimitStore: "postgres"})
 	var ce *ConfigError
