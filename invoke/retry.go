@@ -33,6 +33,10 @@ import (
 //     after an ending that may have acted);
 //   - the budget has an attempt left (Execution.Attempts);
 //   - nothing was streamed yet to the call's reader;
+//   - the tool's breaker is closed, before the pause and after it: one
+//     that opened meanwhile, or that was half-open with this call as its
+//     probe, ends the call on its last attempt, with the breaker's wait
+//     as its retry hint;
 //   - the pause before it, and a whole attempt after the pause, fit in
 //     the call's time. The pause is what the downstream asked for
 //     (Retry-After) or, when it asked nothing, a draw between zero and
@@ -275,6 +279,8 @@ func (c *call) again(vctx context.Context, t *tries, o *handler.Outcome, st *str
 		// The reader has part of an answer, or may yet get one from an
 		// attempt left running: another attempt would stream it again.
 		return false
+	case !c.passing(o):
+		return false
 	}
 	wait := o.After
 	if wait <= 0 {
@@ -296,10 +302,29 @@ func (c *call) again(vctx context.Context, t *tries, o *handler.Outcome, st *str
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return true
+		// The breaker may have opened during the pause.
+		return c.passing(o)
 	case <-vctx.Done():
 		return false // the caller asked the call to stop
 	}
+}
+
+// passing reports whether the call's breaker still lets calls through, as
+// the call is about to attempt its downstream again. A breaker that opened
+// since the call was admitted (on this call's failures or others'), and a
+// half-open one whose probe this call was (its first attempt decided the
+// breaker), say the downstream is failing: the call ends on the attempt
+// it made, with the breaker's wait as its retry hint, rather than add its
+// remaining attempts to the failing downstream's load.
+func (c *call) passing(o *handler.Outcome) bool {
+	if c.ticket == nil {
+		return true // the protections are off
+	}
+	ok, wait := c.ticket.Passing()
+	if !ok {
+		o.After = max(o.After, wait)
+	}
+	return ok
 }
 
 // jitter draws a pause at random from zero to ceiling.

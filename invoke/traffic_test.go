@@ -474,8 +474,54 @@ func TestCallerCapsAnswerRateLimited(t *testing.T) {
 		code(t, r, err, toolplane.CodeRateLimited)
 		close(free)
 		held.Wait()
-		if o := e.tr.Occupancy(); o.InFlight != 0 || len(o.Organizations) != 0 || len(o.Tools) != 0 {
-			t.Fatalf("slots left after every call ended: %+v", o)
+		// A handler's goroutine gives its downstream slots back just after
+		// its answer, so the last may lag the calls' answers by a moment.
+		waitFor(t, func() bool {
+			o := e.tr.Occupancy()
+			return o.InFlight == 0 && len(o.Organizations) == 0 && len(o.Tools) == 0 && len(o.Targets) == 0
+		})
+	})
+}
+
+// Once a tool's breaker opens, a call in flight makes no further attempt,
+// and the half-open probe call makes only its one: a retry budget is no
+// licence to keep sending a downstream known to be failing. Each call
+// ends on its last attempt's answer, with the breaker's wait as its hint.
+func TestRetriesStopWhenTheBreakerOpens(t *testing.T) {
+	t.Parallel()
+	onStores(t, func(t *testing.T, s toolplane.Store) {
+		e := newTrafficEnv(t, s, resilience.Config{Breaker: resilience.BreakerConfig{MinSamples: 3, Threshold: 0.5, Cooldown: 30 * time.Second}},
+			func(d *toolplane.Definition) {
+				if d.Effect == toolplane.EffectRead {
+					retrySafe(d)
+				}
+			}, withExecution(toolplane.Execution{MaxAttempts: 5, Backoff: toolplane.Duration(time.Millisecond)}))
+		e.crm.answer = unavailable
+		br := e.tr.Breaker("org-1", "crm.read", "host:crm.example")
+
+		r, err := e.call("crm.read", "in-flight")
+		code(t, r, err, toolplane.CodeUnavailable)
+		if got := e.crm.calls.Load(); got != 3 {
+			t.Fatalf("%d attempts, want 3: the third opened the breaker, and the call stops there", got)
+		}
+		if st := br.Status(); st.State != resilience.Open {
+			t.Fatalf("breaker = %v, want open", st.State)
+		}
+		if r.Error.RetryAfter != 30 {
+			t.Fatalf("retry after %d s, want 30 (the time to the probe)", r.Error.RetryAfter)
+		}
+
+		e.clock.Advance(30 * time.Second)
+		r, err = e.call("crm.read", "probe")
+		code(t, r, err, toolplane.CodeUnavailable)
+		if got := e.crm.calls.Load() - 3; got != 1 {
+			t.Fatalf("the probe call made %d attempts, want 1: its failure reopened the breaker", got)
+		}
+		if st := br.Status(); st.State != resilience.Open || st.Trips != 2 {
+			t.Fatalf("breaker = %+v, want open again", st)
+		}
+		if r.Error.RetryAfter != 60 {
+			t.Fatalf("retry after %d s, want 60 (the doubled cooldown)", r.Error.RetryAfter)
 		}
 	})
 }

@@ -165,6 +165,21 @@ func (b *Breaker) Allow() (ok, probe bool, wait time.Duration) {
 	return true, true, 0
 }
 
+// Closed reports whether the breaker is closed, letting every call
+// through; when it is not, wait is how long until it lets a probe through
+// (at least a second: a half-open breaker's probe is in flight, or due).
+func (b *Breaker) Closed() (ok bool, wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case Closed:
+		return true, 0
+	case Open:
+		wait = b.openedAt.Add(b.cooldown).Sub(b.now())
+	}
+	return false, max(wait, time.Second)
+}
+
 // Record counts one attempt's ending. probe says the attempt is the
 // half-open probe Allow let through: only its ending moves a half-open
 // breaker; an attempt admitted before the breaker opened is only counted.

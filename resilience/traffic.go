@@ -23,8 +23,9 @@ const (
 	DefaultAgentMaxInFlight = 20
 	// DefaultOrgMaxInFlight caps one organization's calls on a node.
 	DefaultOrgMaxInFlight = 500
-	// DefaultTargetMaxInFlight caps the calls to one downstream target
-	// (a host, a database, an upstream server, a Go handler) on a node.
+	// DefaultTargetMaxInFlight caps one organization's calls to one
+	// downstream target (a host, a database, an upstream server, a Go
+	// handler) on a node.
 	DefaultTargetMaxInFlight = 200
 	// DefaultNodeMaxInFlight is the node's hard cap on calls in flight:
 	// at it, even critical work is shed.
@@ -50,7 +51,8 @@ type Config struct {
 	// for named organizations.
 	OrgMaxInFlight int
 	OrgOverrides   map[string]int
-	// TargetMaxInFlight caps the calls to each downstream target.
+	// TargetMaxInFlight caps each organization's calls to each downstream
+	// target.
 	TargetMaxInFlight int
 	// NodeMaxInFlight, NodeMaxGoroutines and NodeMaxHeap (bytes; zero:
 	// not watched) say when the node is saturated; the node sheds low work
@@ -200,7 +202,12 @@ func (t *Traffic) Admit(r Request) (*Ticket, *Refusal) {
 		{&t.agents, gateKey{r.Organization, r.Agent}, t.cfg.AgentMaxInFlight, ReasonAgent, toolplane.CodeRateLimited},
 		{&t.orgs, gateKey{"", r.Organization}, orgCap, ReasonOrg, toolplane.CodeRateLimited},
 		{&t.tools, gateKey{r.Organization, r.Tool}, toolCap, ReasonTool, toolplane.CodeUnavailable},
-		{&t.targets, gateKey{"", r.Target}, t.cfg.TargetMaxInFlight, ReasonTarget, toolplane.CodeUnavailable},
+		// A target is counted per organization: a target names a kind of
+		// downstream (database:PROVIDER, connection:PROVIDER) whose real
+		// database or base URL is each organization's own, so one
+		// organization's hanging downstream must not fill the cap another's
+		// healthy one is counted under.
+		{&t.targets, gateKey{r.Organization, r.Target}, t.cfg.TargetMaxInFlight, ReasonTarget, toolplane.CodeUnavailable},
 	}
 	for i, s := range steps {
 		if !s.g.acquire(s.key, s.cap) {
@@ -229,6 +236,16 @@ func (k *Ticket) Record(o Outcome) {
 	k.breaker.Record(o, k.probe.Swap(false))
 }
 
+// Passing reports whether the call may attempt its downstream again: only
+// while its breaker is closed. A breaker that opened since the call was
+// admitted, or that is half-open (this call's own probe attempt has ended,
+// or another call probes), says the downstream is failing, and every
+// further attempt would only add to its load; wait is then when the
+// breaker will let a call through.
+func (k *Ticket) Passing() (ok bool, wait time.Duration) {
+	return k.breaker.Closed()
+}
+
 // EndCall gives back the caller's slots (agent, organization), and the
 // probe of a call that ended without reaching its downstream. It is safe
 // to call more than once.
@@ -247,7 +264,7 @@ func (k *Ticket) EndCall() {
 func (k *Ticket) EndWork() {
 	k.work.Do(func() {
 		k.t.tools.release(gateKey{k.req.Organization, k.req.Tool})
-		k.t.targets.release(gateKey{"", k.req.Target})
+		k.t.targets.release(gateKey{k.req.Organization, k.req.Target})
 		k.t.inFlight.Add(-1)
 	})
 }
@@ -298,8 +315,8 @@ func (t *Traffic) Breakers(org, tool string) []BreakerView {
 type Occupancy struct {
 	// InFlight is the node's calls in flight, of NodeMax.
 	InFlight, NodeMax int64
-	// Tools (by organization and tool, joined by a slash), Targets,
-	// Organizations and Agents count the calls each holds.
+	// Tools and Targets (by organization and tool or target, joined by a
+	// slash), Organizations and Agents count the calls each holds.
 	Tools, Targets, Organizations map[string]int
 	// Agents is only the number of agents with calls in flight: agents
 	// are too many to list.

@@ -21,7 +21,7 @@ func (m *Metrics) WatchTraffic(t *resilience.Traffic) {
 		failures: prometheus.NewDesc("toolplane_breaker_window_failures",
 			"A circuit breaker's failed endings in its trailing window.", []string{"organization", "tool", "target"}, nil),
 		inFlight: prometheus.NewDesc("toolplane_in_flight",
-			"Calls in flight on this node: the node's total (scope node), and by tool (organization/tool), downstream target and organization; a handler still running past its timeout counts until it ends.", []string{"scope", "name"}, nil),
+			"Calls in flight on this node: the node's total (scope node), and by tool (organization/tool), downstream target (organization/target) and organization; a handler still running past its timeout counts until it ends.", []string{"scope", "name"}, nil),
 		nodeMax: prometheus.NewDesc("toolplane_in_flight_node_max",
 			"The node's hard cap on calls in flight.", nil, nil),
 		pressure: prometheus.NewDesc("toolplane_node_pressure",

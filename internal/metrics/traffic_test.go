@@ -37,7 +37,7 @@ func TestMetricsShowTraffic(t *testing.T) {
 		`toolplane_breaker_trips_total{organization="acme",target="host:crm.example",tool="crm.read"} 1`,
 		`toolplane_in_flight{name="",scope="node"} 1`,
 		`toolplane_in_flight{name="acme/other.read",scope="tool"} 1`,
-		`toolplane_in_flight{name="other",scope="target"} 1`,
+		`toolplane_in_flight{name="acme/other",scope="target"} 1`,
 		`toolplane_traffic_refused_total{reason="agent_in_flight"} 1`,
 		`toolplane_in_flight_node_max 2000`,
 	} {
