@@ -153,6 +153,8 @@ type HangRound struct {
 	PeakGoroutines int
 	PeakFDs        int
 	ScrapeErrors   int
+	// BreakerTrips is toolplane_breaker_trips_total at the round's end.
+	BreakerTrips int
 	// Log is the tail of toolplane's log when it said something worth
 	// quoting (a line holding "too many open files").
 	Log string
@@ -237,6 +239,12 @@ func RunHangRound(ctx context.Context, o HangOptions, round int, mode string) (H
 	}
 	wg.Wait()
 	cpu1, cpuErr2 := ProcessCPU(pid)
+	{
+		hc := &http.Client{Transport: newTransport(1), Timeout: 2 * time.Second}
+		// No series yet is no trip yet.
+		res.BreakerTrips, _ = scrapeMetric(ctx, hc, tp.URL, "toolplane_breaker_trips_total", nil)
+		hc.CloseIdleConnections()
+	}
 	stopSampling()
 	<-sampled
 	res.PeakRSSKiB = max(res.PeakRSSKiB, procStatusKiB(pid, "VmHWM"))
@@ -438,6 +446,13 @@ func countFDs(pid int) (int, error) {
 
 // scrapeGoroutines answers go_goroutines from toolplane's /metrics.
 func scrapeGoroutines(ctx context.Context, hc *http.Client, base string) (int, error) {
+	return scrapeMetric(ctx, hc, base, "go_goroutines", nil)
+}
+
+// scrapeMetric answers the sum of the series of the metric name on
+// toolplane's /metrics whose labels hold every one of labels (e.g.
+// `scope="tool"`), and an error if there is none.
+func scrapeMetric(ctx context.Context, hc *http.Client, base, name string, labels []string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return 0, err
@@ -449,19 +464,38 @@ func scrapeGoroutines(ctx context.Context, hc *http.Client, base string) (int, e
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	sum, found := 0.0, false
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return 0, err
-			}
-			return int(f), nil
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest == "" || rest[0] != ' ' && rest[0] != '{') {
+			continue
 		}
+		if !all(labels, func(l string) bool { return strings.Contains(rest, l) }) {
+			continue
+		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		sum, found = sum+f, true
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, errors.New("no go_goroutines in /metrics")
+	if !found {
+		return 0, fmt.Errorf("no %s in /metrics", name)
+	}
+	return int(sum), nil
+}
+
+func all[T any](s []T, f func(T) bool) bool {
+	for _, v := range s {
+		if !f(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // StampedeResult is what a stampede at the hanging tool saw.
@@ -523,7 +557,7 @@ func RunStampede(ctx context.Context, o HangOptions, cap int) (StampedeResult, e
 	// Wait until the cap is full, as /metrics reports it.
 	deadline := time.Now().Add(10 * time.Second)
 	for res.Held < cap && time.Now().Before(deadline) {
-		res.Held, _ = scrapeToolInFlight(ctx, hc, tp.URL, HangTool)
+		res.Held, _ = scrapeMetric(ctx, hc, tp.URL, "toolplane_in_flight", []string{`scope="tool"`, "/" + HangTool + `"`})
 		time.Sleep(50 * time.Millisecond)
 	}
 	if res.Held < cap {
@@ -551,33 +585,6 @@ func RunStampede(ctx context.Context, o HangOptions, cap int) (StampedeResult, e
 	res.PeakRSSKiB = procStatusKiB(pid, "VmHWM")
 	res.GoroutinesAfter, _ = scrapeGoroutines(ctx, hc, tp.URL)
 	return res, nil
-}
-
-// scrapeToolInFlight answers toolplane_in_flight of scope tool for the
-// tool named tool (whatever its organization).
-func scrapeToolInFlight(ctx context.Context, hc *http.Client, base, tool string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "toolplane_in_flight{") && strings.Contains(line, `scope="tool"`) && strings.Contains(line, "/"+tool+`"`) {
-			f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				return 0, err
-			}
-			return int(f), nil
-		}
-	}
-	return 0, sc.Err()
 }
 
 // MainHang is `toolplane-load hang`: the hang scenario's rounds and its
@@ -656,8 +663,10 @@ func MainHang(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			results = append(results, r)
 		}
 	}
-	if err := WriteHangTable(stdout, results); err != nil {
-		return fail("%v", err)
+	if len(results) > 0 {
+		if err := WriteHangTable(stdout, results); err != nil {
+			return fail("%v", err)
+		}
 	}
 	if *stampede {
 		s, err := RunStampede(ctx, o, *hangCap)
@@ -680,8 +689,8 @@ func WriteHangTable(w io.Writer, results []HangRound) error {
 			base[r.Round] = r
 		}
 	}
-	b.WriteString("| round | run | healthy offered/s | ok/s | vs base | p50 | p99 | p99 × base | failed | toolplane CPU/call | peak RSS MiB | peak goroutines | peak fds |\n")
-	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| round | run | healthy offered/s | ok/s | vs base | p50 | p99 | p99 × base | failed | toolplane CPU/call | peak RSS MiB | peak goroutines | peak fds | breaker trips |\n")
+	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range results {
 		ok := r.Healthy.ByOutcome[outcomeOK]
 		vs, px := "–", "–"
@@ -695,10 +704,10 @@ func WriteHangTable(w io.Writer, results []HangRound) error {
 		if r.CPUPerCall > 0 {
 			cpu = fmt.Sprintf("%d µs", r.CPUPerCall.Microseconds())
 		}
-		fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %d | %s | %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %d | %s | %d | %d | %d | %d |\n",
 			r.Round, r.Mode, float64(r.Healthy.Offered)/r.Window.Seconds(), r.HealthyRate(), vs,
 			ms(Percentile(ok, 50)), ms(Percentile(ok, 99)), px, r.Healthy.Failed()+r.Healthy.Unsent, cpu,
-			r.PeakRSSKiB/1024, r.PeakGoroutines, r.PeakFDs)
+			r.PeakRSSKiB/1024, r.PeakGoroutines, r.PeakFDs, r.BreakerTrips)
 	}
 	b.WriteString("\nThe hanging tool's answers (latency from when each call was due):\n\n")
 	b.WriteString("| round | run | sent | outcome | calls | p50 | p99 | max |\n| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |\n")

@@ -184,8 +184,11 @@ func TestSampleProcess(t *testing.T) {
 	if r.PeakGoroutines != 42 || r.PeakRSSKiB <= 0 || r.PeakFDs <= 0 || r.ScrapeErrors != 0 {
 		t.Errorf("sampled %+v", r)
 	}
-	if n, err := scrapeToolInFlight(t.Context(), http.DefaultClient, srv.URL, "t.x"); err != nil || n != 3 {
-		t.Errorf("scrapeToolInFlight = %d, %v", n, err)
+	if n, err := scrapeMetric(t.Context(), http.DefaultClient, srv.URL, "toolplane_in_flight", []string{`scope="tool"`, `/t.x"`}); err != nil || n != 3 {
+		t.Errorf("scrapeMetric(toolplane_in_flight) = %d, %v", n, err)
+	}
+	if _, err := scrapeMetric(t.Context(), http.DefaultClient, srv.URL, "go_goroutines_x", nil); err == nil {
+		t.Error("scrapeMetric found a metric /metrics does not hold")
 	}
 }
 
@@ -208,7 +211,7 @@ func TestWriteHangTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| 1 | hanging, protections on | 4 | 4 | 100% | 1.000 ms | 4.000 ms | 2.00 | 0 | – | 0 | 0 | 250 |",
+		"| 1 | hanging, protections on | 4 | 4 | 100% | 1.000 ms | 4.000 ms | 2.00 | 0 | – | 0 | 0 | 250 | 0 |",
 		"| 1 | hanging, protections on | 8 | not sent (generator's limit) | 2 |",
 		"| 1 | hanging, protections on | 8 | timeout | 1 | 10000.000 ms |",
 		`first "timeout": did not answer`,
