@@ -99,6 +99,9 @@ type HangOptions struct {
 	// HangTimeout is the hanging tool's timeout; a caller waits it and
 	// 10 s more before giving up on a call.
 	HangTimeout time.Duration
+	// APIPID is the JSON API's process, whose CPU a round reports beside
+	// toolplane's and the load generator's; zero leaves it out.
+	APIPID int
 	// MaxOutstanding bounds the calls of one stream the load generator
 	// holds open at once (its own descriptors are limited too); a call
 	// due past it is counted as not sent.
@@ -153,6 +156,10 @@ type HangRound struct {
 	PeakGoroutines int
 	PeakFDs        int
 	ScrapeErrors   int
+	// CPU is the CPU time, over the round, of toolplane, of the JSON API
+	// and of the load generator (this process): on two shared cores they
+	// take from one another.
+	CPU [3]time.Duration
 	// BreakerTrips is toolplane_breaker_trips_total at the round's end.
 	BreakerTrips int
 	// Log is the tail of toolplane's log when it said something worth
@@ -213,6 +220,7 @@ func RunHangRound(ctx context.Context, o HangOptions, round int, mode string) (H
 		sampleProcess(sctx, tp.URL, pid, &res)
 	}()
 	cpu0, cpuErr := ProcessCPU(pid)
+	others0 := otherCPU(o.APIPID)
 	start := time.Now().Add(50 * time.Millisecond)
 	measureFrom := start.Add(o.Warmup)
 	var wg sync.WaitGroup
@@ -239,6 +247,8 @@ func RunHangRound(ctx context.Context, o HangOptions, round int, mode string) (H
 	}
 	wg.Wait()
 	cpu1, cpuErr2 := ProcessCPU(pid)
+	others1 := otherCPU(o.APIPID)
+	res.CPU = [3]time.Duration{cpu1 - cpu0, others1[0] - others0[0], others1[1] - others0[1]}
 	{
 		hc := &http.Client{Transport: newTransport(1), Timeout: 2 * time.Second}
 		// No series yet is no trip yet.
@@ -263,6 +273,17 @@ func RunHangRound(ctx context.Context, o HangOptions, round int, mode string) (H
 		return res, fmt.Errorf("hang round: %w", err)
 	}
 	return res, nil
+}
+
+// otherCPU answers the CPU used so far by the API's process (zero when
+// pid is) and by this one.
+func otherCPU(apiPID int) [2]time.Duration {
+	var out [2]time.Duration
+	if apiPID != 0 {
+		out[0], _ = ProcessCPU(apiPID)
+	}
+	out[1], _ = ProcessCPU(os.Getpid())
+	return out
 }
 
 // invoker sends REST invokes of one tool over a pool of keep-alive
@@ -647,7 +668,7 @@ func MainHang(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	o := HangOptions{Binary: *binary, ToolsDir: tools, APIToken: token, ServeArgs: serveArgs,
 		HealthyRate: *healthyRate, HangRate: *hangRate, Warmup: *warmup, Duration: *duration,
-		HangTimeout: *timeout, MaxOutstanding: *maxOut}
+		HangTimeout: *timeout, MaxOutstanding: *maxOut, APIPID: h.pid}
 	var results []HangRound
 	for i := range *rounds {
 		modes := []string{ModeBaseline, ModeOn, ModeOff}
@@ -689,8 +710,8 @@ func WriteHangTable(w io.Writer, results []HangRound) error {
 			base[r.Round] = r
 		}
 	}
-	b.WriteString("| round | run | healthy offered/s | ok/s | vs base | p50 | p99 | p99 × base | failed | toolplane CPU/call | peak RSS MiB | peak goroutines | peak fds | breaker trips |\n")
-	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| round | run | healthy offered/s | ok/s | vs base | p50 | p99 | p99 × base | failed | toolplane CPU/call | peak RSS MiB | peak goroutines | peak fds | breaker trips | CPU s toolplane / api / generator |\n")
+	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range results {
 		ok := r.Healthy.ByOutcome[outcomeOK]
 		vs, px := "–", "–"
@@ -704,10 +725,10 @@ func WriteHangTable(w io.Writer, results []HangRound) error {
 		if r.CPUPerCall > 0 {
 			cpu = fmt.Sprintf("%d µs", r.CPUPerCall.Microseconds())
 		}
-		fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %d | %s | %d | %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %d | %s | %d | %d | %d | %d | %.1f / %.1f / %.1f |\n",
 			r.Round, r.Mode, float64(r.Healthy.Offered)/r.Window.Seconds(), r.HealthyRate(), vs,
 			ms(Percentile(ok, 50)), ms(Percentile(ok, 99)), px, r.Healthy.Failed()+r.Healthy.Unsent, cpu,
-			r.PeakRSSKiB/1024, r.PeakGoroutines, r.PeakFDs, r.BreakerTrips)
+			r.PeakRSSKiB/1024, r.PeakGoroutines, r.PeakFDs, r.BreakerTrips, r.CPU[0].Seconds(), r.CPU[1].Seconds(), r.CPU[2].Seconds())
 	}
 	b.WriteString("\nThe hanging tool's answers (latency from when each call was due):\n\n")
 	b.WriteString("| round | run | sent | outcome | calls | p50 | p99 | max |\n| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |\n")

@@ -211,7 +211,7 @@ func TestWriteHangTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| 1 | hanging, protections on | 4 | 4 | 100% | 1.000 ms | 4.000 ms | 2.00 | 0 | – | 0 | 0 | 250 | 0 |",
+		"| 1 | hanging, protections on | 4 | 4 | 100% | 1.000 ms | 4.000 ms | 2.00 | 0 | – | 0 | 0 | 250 | 0 | 0.0 / 0.0 / 0.0 |",
 		"| 1 | hanging, protections on | 8 | not sent (generator's limit) | 2 |",
 		"| 1 | hanging, protections on | 8 | timeout | 1 | 10000.000 ms |",
 		`first "timeout": did not answer`,
