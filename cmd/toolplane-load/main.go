@@ -6,7 +6,12 @@
 //
 // builds and starts `toolplane serve --demo --rate-limit 0` in a temporary
 // directory and measures REST, MCP, the plain server and the proxy;
-// -url and -key measure a running toolplane instead. This file only wires
+// -url and -key measure a running toolplane instead, and
+//
+//	go run ./cmd/toolplane-load hang -rounds 3
+//
+// sets a hanging downstream beside a healthy one, with toolplane's traffic
+// protections on and off (see BENCHMARKS.md). This file only wires
 // the process to the package.
 package main
 

@@ -64,19 +64,24 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	toolplane-load upstream [-addr]  serve the plain server and proxy (helper process)
 //	toolplane-load proxy -to URL     serve a bare reverse proxy (helper process)
 //	toolplane-load api [-addr]       serve the JSON API (helper process)
+//	toolplane-load hang [flags]      one hanging downstream beside a healthy one, protections on and off
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "api" {
 		fs := flag.NewFlagSet("api", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		addr := fs.String("addr", "127.0.0.1:0", "where the JSON API listens")
+		hangAddr := fs.String("hang-addr", "", "where, when set, a downstream that accepts every request and never answers listens too")
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}
-		if err := ServeAPI(ctx, *addr, stdout); err != nil {
+		if err := ServeAPIWithHang(ctx, *addr, *hangAddr, stdout); err != nil {
 			fmt.Fprintln(stderr, "toolplane-load api:", err)
 			return 1
 		}
 		return 0
+	}
+	if len(args) > 0 && args[0] == "hang" {
+		return MainHang(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "proxy" {
 		fs := flag.NewFlagSet("proxy", flag.ContinueOnError)

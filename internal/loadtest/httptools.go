@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // The http runtime's tools the http targets call, and the connection and
@@ -25,14 +26,22 @@ const (
 // httpToolFiles answers the definitions of the two tools against the API
 // at base, by file name, in toolplane's own form.
 func httpToolFiles(base string) map[string]string {
-	def := func(name, effect, method, extra string) string {
-		return fmt.Sprintf(`name: %s
+	return map[string]string{
+		"get_item.yaml": httpToolDef(HTTPReadTool, "read", "GET", "", base, 5*time.Second),
+		"put_item.yaml": httpToolDef(HTTPWriteTool, "write", "POST", "repeatable: false\n", base, 5*time.Second),
+	}
+}
+
+// httpToolDef answers the definition of a tool that sends method to the
+// item path of the API at base, with the lines of extra at its top level.
+func httpToolDef(name, effect, method, extra, base string, timeout time.Duration) string {
+	return fmt.Sprintf(`name: %s
 version: 1.0.0
 description: %s the item of the load generator's JSON API.
 kind: internal
 effect: %s
 %sconnection: %s
-timeout: 5s
+timeout: %s
 owner: load
 binding:
   http:
@@ -52,12 +61,7 @@ output_schema:
     name: {type: string}
     price_cents: {type: integer}
     in_stock: {type: boolean}
-`, name, map[string]string{"read": "Read", "write": "Write"}[effect], effect, extra, HTTPProvider, method, base, itemPath)
-	}
-	return map[string]string{
-		"get_item.yaml": def(HTTPReadTool, "read", "GET", ""),
-		"put_item.yaml": def(HTTPWriteTool, "write", "POST", "repeatable: false\n"),
-	}
+`, name, map[string]string{"read": "Read", "write": "Write"}[effect], effect, extra, HTTPProvider, timeout, method, base, itemPath)
 }
 
 // WriteHTTPTools writes the definitions of the http tools, calling the

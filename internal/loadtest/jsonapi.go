@@ -138,6 +138,26 @@ var apiLine = regexp.MustCompile(`^api serving on (http://\S+)$`)
 // printing where it serves to stdout: the body of the API's helper
 // process. The token is $TOOLPLANE_LOAD_API_TOKEN.
 func ServeAPI(ctx context.Context, addr string, stdout io.Writer) error {
+	return ServeAPIWithHang(ctx, addr, "", stdout)
+}
+
+// apiHangLine is what ServeAPIWithHang prints once it serves both.
+var apiHangLine = regexp.MustCompile(`^api serving on (http://\S+) and hanging on (http://\S+)$`)
+
+// HangHandler accepts every request and never answers it, as a
+// downstream stuck on a lock or a dead dependency does: it returns only
+// when the caller gives up (or the server closes).
+func HangHandler() http.Handler {
+	return http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	})
+}
+
+// ServeAPIWithHang is ServeAPI, and, when hangAddr is set, HangHandler on
+// hangAddr as well, in the same process: a downstream of its own (another
+// host:port, so another breaker and another target cap in toolplane)
+// that hangs beside the healthy one.
+func ServeAPIWithHang(ctx context.Context, addr, hangAddr string, stdout io.Writer) error {
 	token := os.Getenv(APITokenEnv)
 	if token == "" {
 		return fmt.Errorf("api: $%s is not set", APITokenEnv)
@@ -149,7 +169,18 @@ func ServeAPI(ctx context.Context, addr string, stdout io.Writer) error {
 	srv := &http.Server{Handler: APIHandler(token), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
-	if _, err := fmt.Fprintf(stdout, "api serving on http://%s\n", ln.Addr()); err != nil {
+	line := fmt.Sprintf("api serving on http://%s", ln.Addr())
+	if hangAddr != "" {
+		hln, err := net.Listen("tcp", hangAddr)
+		if err != nil {
+			return fmt.Errorf("api: listen on %s: %w", hangAddr, err)
+		}
+		hsrv := &http.Server{Handler: HangHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go hsrv.Serve(hln)
+		defer hsrv.Close()
+		line += fmt.Sprintf(" and hanging on http://%s", hln.Addr())
+	}
+	if _, err := fmt.Fprintln(stdout, line); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	<-ctx.Done()
