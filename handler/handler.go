@@ -176,6 +176,8 @@ type Ending struct {
 	// again and after: see Retryable.
 	again bool
 	after time.Duration
+	// answered: see Answered.
+	answered bool
 }
 
 type endingKind int
@@ -232,6 +234,16 @@ func (e Ending) Retryable(after time.Duration) Ending {
 	return e
 }
 
+// Answered marks an ending the downstream itself gave: it was reached
+// and answered, refusing (a credential it will not take, a quota it
+// enforces), so however the model is told (unavailable, say) the ending
+// says nothing against the downstream's health, and no circuit breaker
+// counts it as a failure.
+func (e Ending) Answered() Ending {
+	e.answered = true
+	return e
+}
+
 // Err answers the ending as an error a handler returns: Classify ends the
 // call as the ending says, whatever the binding's classify function, so a
 // runtime needs none of its own.
@@ -273,6 +285,9 @@ type Outcome struct {
 	Retry bool
 	// After is the pause the downstream asked for before another attempt.
 	After time.Duration
+	// Answered is true when the downstream itself gave this ending (see
+	// Ending.Answered): a breaker counts it as the downstream answering.
+	Answered bool
 }
 
 // OutcomeKind says what becomes of the claim.
@@ -340,7 +355,7 @@ func (e Ending) outcome() Outcome {
 		r := toolplane.Fail(e.code, clean(e.message))
 		again := e.again || e.code == toolplane.CodeRetryableUpstream
 		if e.code.Retryable() {
-			return Outcome{Kind: Release, Result: r, Quoted: true, Retry: again, After: e.after}
+			return Outcome{Kind: Release, Result: r, Quoted: true, Retry: again, After: e.after, Answered: e.answered}
 		}
 		// A definite answer stands, whatever its ending says of retrying.
 		return Outcome{Kind: Definite, Result: r, Quoted: true}

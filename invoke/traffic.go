@@ -143,7 +143,18 @@ func outcome(b *handler.Binding, err error, ctx context.Context) resilience.Outc
 	if errors.As(err, &dest) {
 		return resilience.Neutral // the egress policy refused it: nothing was sent
 	}
+	var cred *handler.CredentialRefused
+	if errors.As(err, &cred) {
+		// The downstream answered, refusing the credential it was sent:
+		// the connection needs a person, the downstream is not failing
+		// (a runtime may classify the refusal as unavailable for the
+		// model, which must not open the breaker of every caller).
+		return resilience.Neutral
+	}
 	o := b.Classify(err)
+	if o.Answered {
+		return resilience.Success // the downstream answered, refusing
+	}
 	switch o.Kind {
 	case handler.Definite:
 		return resilience.Success

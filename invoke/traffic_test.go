@@ -196,7 +196,10 @@ func TestBusinessFailuresNeverOpen(t *testing.T) {
 		e := newTrafficEnv(t, s, resilience.Config{})
 		failures := []error{&handler.NotFound{Message: "no such order"}, &handler.Invalid{Message: "bad"}, &handler.Conflict{Message: "taken"},
 			handler.Explain(toolplane.CodeNotFound, "gone").Err(), &handler.CredentialRefused{Err: errors.New("401")},
-			&handler.DestinationRefused{Host: "evil.example"}}
+			&handler.DestinationRefused{Host: "evil.example"},
+			// The downstream answered, refusing, though the model reads
+			// unavailable (a static key it rejects).
+			handler.Explain(toolplane.CodeUnavailable, "the key was refused").Answered().Err()}
 		e.crm.answer = func(_ context.Context, n int64) (any, error) { return nil, failures[int(n)%len(failures)] }
 		for i := range 60 {
 			r, err := e.call("crm.write", "b"+string(rune('A'+i)))

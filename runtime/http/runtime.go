@@ -427,7 +427,7 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 		return verdict{err: &handler.Conflict{Message: said}}
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return verdict{err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf(
-			"the downstream refused the credential of connection %s (%s); nothing was done. An administrator must check the connection", rel.Connection.ID, said)).Err()}
+			"the downstream refused the credential of connection %s (%s); nothing was done. An administrator must check the connection", rel.Connection.ID, said)).Answered().Err()}
 	case http.StatusRequestTimeout, http.StatusTooManyRequests:
 		return verdict{err: &handler.RetryableUpstream{Err: errors.New(said), After: c.retryAfter(x.header)}}
 	}
