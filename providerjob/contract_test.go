@@ -308,7 +308,8 @@ func paymentEvent(id, vendorID, jobID, status string, cents int64) []byte {
 }
 
 // The cost settles once when the run was cancelled before the callback
-// arrived: the run's time ran out (its next call answers timeout), and the
+// arrived: the run's time ran out (its next call answers
+// deadline_exceeded, nothing claimed), and the
 // vendor's cost still lands on its run tree, once.
 func TestCostSettlesOnceAfterCancelledRun(t *testing.T) {
 	t.Parallel()
@@ -316,8 +317,8 @@ func TestCostSettlesOnceAfterCancelledRun(t *testing.T) {
 		job, org, inv := h.submitted(t, "a")
 		ended := *inv
 		ended.Deadline = time.Now().Add(-time.Second)
-		if _, r := h.submit(t, &ended, "z"); r.OK || r.Error.Code != toolplane.CodeTimeout {
-			t.Fatalf("a call of the ended run = %+v, want timeout", r)
+		if _, r := h.submit(t, &ended, "z"); r.OK || r.Error.Code != toolplane.CodeDeadlineExceeded {
+			t.Fatalf("a call of the ended run = %+v, want deadline_exceeded", r)
 		}
 		body := batchBody(vendorID(t, h, org, job.JobID), job.JobID, "CANCELED", 4, `[{"ref":"a","email":"p@q.example"}]`)
 		for range 2 {

@@ -215,7 +215,10 @@ func TestSQLWriteRetriedOnlyWhereRolledBack(t *testing.T) {
 		if err != nil || r.OK || r.Error.Code != toolplane.CodeRetryableUpstream {
 			t.Fatalf("result %+v (%v), want retryable_upstream", r, err)
 		}
-		if took := time.Since(start); took < 900*time.Millisecond || took > 2*time.Second {
+		// Three attempts, each cut at about 300ms by the lock (a statement
+		// may be cut a little early, and the pauses between them may be
+		// drawn near zero); a loaded host adds, never removes, time.
+		if took := time.Since(start); took < 750*time.Millisecond || took > 3*time.Second {
 			t.Errorf("the call took %v, want three attempts of about 300ms", took)
 		}
 		if cl, err := e.claim(t, args); !errors.Is(err, toolplane.ErrNotFound) {
