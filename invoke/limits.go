@@ -29,14 +29,14 @@ func (c *call) limit(ctx context.Context) *toolplane.Result {
 	if ref == nil {
 		return nil
 	}
-	secs := int((ref.Wait + time.Second - 1) / time.Second)
-	var msg string
+	// The wait the model is told is the one its retry hint carries.
+	r := toolplane.FailAfter(toolplane.CodeRateLimited, "", ref.Wait)
+	secs := r.Error.RetryAfter
 	switch ref.Scope {
 	case ratelimit.ScopeAgent:
-		msg = fmt.Sprintf("you have made your %d calls a minute; the call was not sent. Wait %d seconds before calling again.", ref.Limit, secs)
+		r.Error.Message = fmt.Sprintf("you have made your %d calls a minute; the call was not sent. Wait %d seconds before calling again.", ref.Limit, secs)
 	default:
-		msg = fmt.Sprintf("%s takes at most %d calls a minute in this organization; the call was not sent. Wait %d seconds before calling it again.", c.tool.Model, ref.Limit, secs)
+		r.Error.Message = fmt.Sprintf("%s takes at most %d calls a minute in this organization; the call was not sent. Wait %d seconds before calling it again.", c.tool.Model, ref.Limit, secs)
 	}
-	r := toolplane.FailAfter(toolplane.CodeRateLimited, msg, ref.Wait)
 	return &r
 }

@@ -21,6 +21,18 @@ import (
 	"github.com/toolplane/toolplane/resilience"
 )
 
+// holding makes every call of crm wait until free is closed, counting in
+// in the calls that reached it.
+func (e *trafficEnv) holding() (in *atomic.Int64, free chan struct{}) {
+	in, free = new(atomic.Int64), make(chan struct{})
+	e.crm.answer = func(context.Context, int64) (any, error) {
+		in.Add(1)
+		<-free
+		return map[string]any{}, nil
+	}
+	return in, free
+}
+
 // downstream is a handler whose every answer a test decides.
 type downstream struct {
 	calls  atomic.Int64
@@ -314,13 +326,7 @@ func TestStampede(t *testing.T) {
 		e := newTrafficEnv(t, s, resilience.Config{AgentMaxInFlight: -1}, func(d *toolplane.Definition) {
 			d.Execution = &toolplane.Execution{MaxInFlight: capN}
 		})
-		free := make(chan struct{})
-		var in atomic.Int64
-		e.crm.answer = func(context.Context, int64) (any, error) {
-			in.Add(1)
-			<-free
-			return map[string]any{}, nil
-		}
+		in, free := e.holding()
 		var held sync.WaitGroup
 		for i := range capN {
 			held.Add(1)
@@ -399,13 +405,7 @@ func TestShedByPriority(t *testing.T) {
 			func(d *toolplane.Definition) {
 				d.Execution = &toolplane.Execution{Priority: toolplane.PriorityCritical}
 			})
-		free := make(chan struct{})
-		var in atomic.Int64
-		e.crm.answer = func(context.Context, int64) (any, error) {
-			in.Add(1)
-			<-free
-			return map[string]any{}, nil
-		}
+		in, free := e.holding()
 		var held sync.WaitGroup
 		var want int64
 		hold := func(n int) {
@@ -447,13 +447,7 @@ func TestCallerCapsAnswerRateLimited(t *testing.T) {
 	t.Parallel()
 	onStores(t, func(t *testing.T, s toolplane.Store) {
 		e := newTrafficEnv(t, s, resilience.Config{AgentMaxInFlight: 2, OrgMaxInFlight: 100, OrgOverrides: map[string]int{"org-1": 3}})
-		free := make(chan struct{})
-		var in atomic.Int64
-		e.crm.answer = func(context.Context, int64) (any, error) {
-			in.Add(1)
-			<-free
-			return map[string]any{}, nil
-		}
+		in, free := e.holding()
 		var held sync.WaitGroup
 		for range 2 {
 			held.Add(1)
