@@ -65,6 +65,39 @@ func TestCallLimitsPerAgentAndPerTool(t *testing.T) {
 	mustOK(t, call("crm.limited", "agent-a"), nil)
 }
 
+// A write repeated after it was answered (a client retrying after a lost
+// answer) is answered from the journal and spends no rate: past its
+// tool's rate, the repeat still gets the stored result, and only a new
+// call is refused.
+func TestCallLimitsSpareARepeatedWrite(t *testing.T) {
+	t.Parallel()
+	w := def("crm.update", toolplane.EffectWrite, func(d *toolplane.Definition) {
+		d.Execution = &toolplane.Execution{RatePerMinute: 1}
+	})
+	e := newEnvWith(t, newStore(t), func(c *invoke.Config) {
+		c.CallLimits = &ratelimit.Calls{Shared: ratelimit.Local()}
+	}, tool{def: w, fn: ok(map[string]any{"done": true})})
+	call := func(to string) toolplane.Result {
+		t.Helper()
+		in := fromDoor("agent-a", "crm.update")
+		r, err := e.iv.Invoke(t.Context(), "crm.update", args("to", to), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	mustOK(t, call("p1"), nil)
+	if r := call("p1"); !r.OK || !r.Meta.Replayed {
+		t.Fatalf("the repeat past the rate answered %+v, want the stored result replayed", r.Error)
+	}
+	if r := call("p2"); r.OK || r.Error.Code != toolplane.CodeRateLimited {
+		t.Fatalf("a new write past the rate answered %+v, want rate_limited", r)
+	}
+	if n := e.count("crm.update"); n != 1 {
+		t.Fatalf("the handler ran %d times, want 1", n)
+	}
+}
+
 // An asynchronous call is counted when it is accepted: past its rate,
 // Admit answers it refused, for the door to run it now and answer the
 // refusal with its wait.

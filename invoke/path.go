@@ -293,9 +293,6 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 		return toolplane.Result{}, err
 	}
-	if refusal := c.limit(ctx); refusal != nil {
-		return *refusal, nil
-	}
 	tool, d, args := c.tool, &c.tool.Def, c.args
 
 	if d.Writes() {
@@ -312,6 +309,12 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if r, err, done := c.answerExisting(ctx, out, cl); done {
 			return r, err
 		}
+	}
+	// After the journal: a client repeating a write already answered
+	// (after a crash, a lost answer) is answered from the journal and
+	// spends no rate, as it spends no request budget at the door.
+	if refusal := c.limit(ctx); refusal != nil {
+		return *refusal, nil
 	}
 	if refusal := c.inTime(); refusal != nil {
 		return *refusal, nil
