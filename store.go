@@ -261,17 +261,64 @@ type UsageStore interface {
 	ToolUsage(ctx context.Context, org, tool string, since time.Time) (UsageStats, error)
 }
 
-// AuditEvent records one call's outcome.
+// AuditKind says what an audit event records: a call (the call trail), or
+// a change a person or the platform made to what calls may do (the
+// control-plane trail beside it).
+type AuditKind string
+
+// The kinds of audit events. A call's event has the empty kind, so the
+// events stored before kinds existed read as what they are.
+const (
+	AuditCall AuditKind = ""
+	// AuditApproval: a person decided an approval (outcome approved or
+	// rejected), or it expired or escalated without one.
+	AuditApproval AuditKind = "approval"
+	// AuditReconciliation: a person or a handler settled an uncertain
+	// action.
+	AuditReconciliation AuditKind = "reconciliation"
+	// AuditKey: an API key was created, rotated or revoked.
+	AuditKey AuditKind = "key"
+	// AuditGrant: an agent's or a person's grants changed.
+	AuditGrant AuditKind = "grant"
+	// AuditPolicy: a policy bundle was published or rolled back.
+	AuditPolicy AuditKind = "policy"
+)
+
+// AuditEvent records one call's outcome, or one control-plane change
+// (Kind).
 type AuditEvent struct {
 	ID             string `json:"id"`
 	OrganizationID string `json:"organization_id"`
-	RunID          string `json:"run_id"`
-	AgentID        string `json:"agent_id,omitempty"`
-	PrincipalID    string `json:"principal_id,omitempty"`
-	UserID         string `json:"user_id,omitempty"`
-	Tool           string `json:"tool"`
-	ToolVersion    string `json:"tool_version,omitempty"`
-	Source         Source `json:"source"`
+	// Kind is what the event records; empty for a call.
+	Kind AuditKind `json:"kind,omitempty"`
+	// Subject names what a control-plane event is about (the key, the
+	// agent whose grants changed, the bundle's version); empty for a call,
+	// whose subject is its tool.
+	Subject string `json:"subject,omitempty"`
+	// TenantID is the tenant the call acted for, when the deployment
+	// serves tenants.
+	TenantID string `json:"tenant_id,omitempty"`
+	RunID    string `json:"run_id"`
+	// StepPath is the call's place in its run.
+	StepPath    string `json:"step_path,omitempty"`
+	AgentID     string `json:"agent_id,omitempty"`
+	PrincipalID string `json:"principal_id,omitempty"`
+	UserID      string `json:"user_id,omitempty"`
+	// KeyID is the API key (or other credential) the call was made with:
+	// by ID, never its secret.
+	KeyID       string `json:"key_id,omitempty"`
+	Tool        string `json:"tool"`
+	ToolVersion string `json:"tool_version,omitempty"`
+	// Effect and Destructive are what the tool's version declared when
+	// the call was decided, so "every destructive call without an
+	// approval" reads the trail alone, whatever the catalogue says now.
+	Effect      Effect `json:"effect,omitempty"`
+	Destructive bool   `json:"destructive,omitempty"`
+	Source      Source `json:"source"`
+	// TraceID and SpanID are the call's span (hex, W3C trace context),
+	// where a trace and the trail meet; empty when nothing traced it.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 	// Outcome is "ok", "approval_required", or the error code.
 	Outcome       string `json:"outcome"`
 	ArgumentsHash string `json:"arguments_hash,omitempty"`
@@ -282,6 +329,26 @@ type AuditEvent struct {
 	Reason       string `json:"reason,omitempty"`
 	ApprovalID   string `json:"approval_id,omitempty"`
 	AuthorizedBy string `json:"authorized_by,omitempty"`
+	// ApproverID is the person who decided the approval that let the call
+	// through (or that a control-plane event records).
+	ApproverID string `json:"approver_id,omitempty"`
+	// Arguments are the call's validated arguments with every value the
+	// input schema marks x-sensitive, and every credential-shaped value,
+	// replaced, bounded; empty when they could not be kept safely.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// PIIFields are the argument paths the input schema classifies
+	// (x-classification) that the call carried, and Classifications the
+	// distinct classes among them ("pii", "financial"): what makes "every
+	// call that touched a classification" a query.
+	PIIFields       []string `json:"pii_fields_touched,omitempty"`
+	Classifications []string `json:"classifications,omitempty"`
+	// OutputHash is the SHA-256 of the result the caller received (its
+	// one rendering), proof of what was returned without keeping it.
+	OutputHash string `json:"output_hash,omitempty"`
+	// CostCents is what the call cost, as metered; Attempts how many
+	// times the handler ran for it.
+	CostCents int64 `json:"cost_cents,omitempty"`
+	Attempts  int   `json:"attempts,omitempty"`
 	// ConnectionID names the connection whose secret the broker released
 	// for the call: by ID, never by value.
 	ConnectionID string `json:"connection_id,omitempty"`

@@ -15,16 +15,33 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 		e       toolplane.AuditEvent
 		created int64
 		input   []byte
+		args    []byte
+		pii     string
+		classes string
 	)
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, byteString{&e.ArgumentsHash}, &e.ApprovalID, &e.AuthorizedBy,
 		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason, &e.ConnectionID,
-		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID)
+		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID,
+		&e.Kind, &e.Subject, &e.TenantID, &e.StepPath, &e.KeyID, &e.Effect, &e.Destructive, &e.TraceID, &e.SpanID,
+		&e.ApproverID, &args, &pii, &classes, &e.OutputHash, &e.CostCents, &e.Attempts)
+	if err != nil {
+		return e, err
+	}
 	if len(input) > 0 {
 		e.PolicyInput = input
 	}
+	if len(args) > 0 {
+		e.Arguments = args
+	}
+	if e.PIIFields, err = sqlstore.SplitStrings(pii); err != nil {
+		return e, err
+	}
+	if e.Classifications, err = sqlstore.SplitStrings(classes); err != nil {
+		return e, err
+	}
 	e.CreatedAt = fromMicros(created)
-	return e, err
+	return e, nil
 }
 
 // AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
@@ -46,7 +63,10 @@ func auditArgs(e *toolplane.AuditEvent) []any {
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, bytea(e.ArgumentsHash), e.ApprovalID, e.AuthorizedBy,
 		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason, e.ConnectionID,
-		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput), e.ParentID}
+		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput), e.ParentID,
+		string(e.Kind), e.Subject, e.TenantID, e.StepPath, e.KeyID, string(e.Effect), e.Destructive, e.TraceID, e.SpanID,
+		e.ApproverID, blob(e.Arguments), sqlstore.JoinStrings(e.PIIFields), sqlstore.JoinStrings(e.Classifications),
+		e.OutputHash, e.CostCents, e.Attempts}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {

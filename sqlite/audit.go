@@ -14,16 +14,33 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 		e       toolplane.AuditEvent
 		created int64
 		input   []byte
+		args    []byte
+		pii     string
+		classes string
 	)
 	err := r.Scan(&e.OrganizationID, &e.ID, &e.RunID, &e.AgentID, &e.PrincipalID, &e.UserID, &e.Tool,
 		&e.ToolVersion, &e.Source, &e.Outcome, &e.ArgumentsHash, &e.ApprovalID, &e.AuthorizedBy,
 		&e.Replayed, &e.LatencyMicros, &created, &e.Key, &e.Reason, &e.ConnectionID,
-		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID)
+		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID,
+		&e.Kind, &e.Subject, &e.TenantID, &e.StepPath, &e.KeyID, &e.Effect, &e.Destructive, &e.TraceID, &e.SpanID,
+		&e.ApproverID, &args, &pii, &classes, &e.OutputHash, &e.CostCents, &e.Attempts)
+	if err != nil {
+		return e, err
+	}
 	if len(input) > 0 {
 		e.PolicyInput = input
 	}
+	if len(args) > 0 {
+		e.Arguments = args
+	}
+	if e.PIIFields, err = sqlstore.SplitStrings(pii); err != nil {
+		return e, err
+	}
+	if e.Classifications, err = sqlstore.SplitStrings(classes); err != nil {
+		return e, err
+	}
 	e.CreatedAt = fromMicros(created)
-	return e, err
+	return e, nil
 }
 
 // AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
@@ -34,10 +51,11 @@ func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error 
 }
 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // auditArgCount is how many arguments insertAudit takes.
-const auditArgCount = 25
+const auditArgCount = 41
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	args := make([]any, auditArgCount)
@@ -76,6 +94,22 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 22, e.PolicyDegraded)
 	args[23] = blob(e.PolicyInput)
 	setArg(args, 24, e.ParentID)
+	setArg(args, 25, string(e.Kind))
+	setArg(args, 26, e.Subject)
+	setArg(args, 27, e.TenantID)
+	setArg(args, 28, e.StepPath)
+	setArg(args, 29, e.KeyID)
+	setArg(args, 30, string(e.Effect))
+	setArg(args, 31, e.Destructive)
+	setArg(args, 32, e.TraceID)
+	setArg(args, 33, e.SpanID)
+	setArg(args, 34, e.ApproverID)
+	args[35] = blob(e.Arguments)
+	setArg(args, 36, sqlstore.JoinStrings(e.PIIFields))
+	setArg(args, 37, sqlstore.JoinStrings(e.Classifications))
+	setArg(args, 38, e.OutputHash)
+	setArg(args, 39, e.CostCents)
+	setArg(args, 40, e.Attempts)
 }
 
 // setArg sets args[i] to v unless it already holds a T equal to v.
