@@ -51,6 +51,9 @@ const (
 type Store interface {
 	toolplane.PolicyBundleStore
 	AppendChange(ctx context.Context, c *toolplane.Change) error
+	// AppendAudit records each publish, rollback and disable in the
+	// audit trail (kind policy).
+	AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error
 	ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error)
 }
 
@@ -350,6 +353,11 @@ type PublishOptions struct {
 // that does not compile, that has no tests or whose tests fail, and an
 // unknown time zone; nothing changes then.
 func (s *Service) Publish(ctx context.Context, files map[string]string, opt PublishOptions, by *toolplane.Credential) (*toolplane.PolicyBundle, error) {
+	return s.publish(ctx, files, opt, "policy.publish", by)
+}
+
+// publish is Publish, recorded as kind (a publish or a rollback).
+func (s *Service) publish(ctx context.Context, files map[string]string, opt PublishOptions, kind string, by *toolplane.Credential) (*toolplane.PolicyBundle, error) {
 	if err := MayPublish(by); err != nil {
 		return nil, err
 	}
@@ -369,7 +377,7 @@ func (s *Service) Publish(ctx context.Context, files map[string]string, opt Publ
 	}
 	b := &toolplane.PolicyBundle{Language: lang, Files: files, Digest: toolplane.PolicyBundleDigest(files),
 		TimeZone: opt.TimeZone, Note: opt.Note}
-	return s.insert(ctx, b, "policy.publish", by)
+	return s.insert(ctx, b, kind, by)
 }
 
 // Disable is the break-glass: it publishes a version with no rules, so
@@ -405,7 +413,7 @@ func (s *Service) Rollback(ctx context.Context, version int64, note string, by *
 	if old.Disabled {
 		return s.Disable(ctx, note, by)
 	}
-	return s.Publish(ctx, old.Files, PublishOptions{Note: note, TimeZone: old.TimeZone}, by)
+	return s.publish(ctx, old.Files, PublishOptions{Note: note, TimeZone: old.TimeZone}, "policy.rollback", by)
 }
 
 // insert stores b as the organization's next version. Two publishes at
@@ -454,7 +462,22 @@ func (s *Service) insert(ctx context.Context, b *toolplane.PolicyBundle, kind st
 	if err := s.store.AppendChange(ctx, c); err != nil {
 		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "version", b.Version, "err", err)
 	}
+	// A bundle and an event are stored in no one transaction: the event
+	// follows the version, which is in force already, and a failure is
+	// reported as the change log's is.
+	ev := toolplane.ControlEvent(by, toolplane.AuditPolicy, policyOutcomes[kind], c.Subject, b.PublishedAt)
+	ev.PolicyBundle, ev.Reason = b.Version, b.Note
+	if err := s.store.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
+		s.log.ErrorContext(ctx, "policy change not audited", "kind", kind, "version", b.Version, "err", err)
+	}
 	return b, nil
+}
+
+// policyOutcomes are the audit outcomes of the change log's kinds.
+var policyOutcomes = map[string]string{
+	"policy.publish":  "published",
+	"policy.rollback": "rolled_back",
+	"policy.disable":  "disabled",
 }
 
 // zone answers the location named, UTC for "".
