@@ -185,7 +185,9 @@ func TestControlPlaneChangesAreAuditedOnce(t *testing.T) {
 			apr := trailOf(t, store, org, toolplane.AuditApproval)
 			// The expiry and the escalation happen at one instant: their
 			// order in the trail is the IDs'.
-			slices.SortStableFunc(apr, func(a, b toolplane.AuditEvent) int { return strings.Compare(outcomeRank[a.Outcome], outcomeRank[b.Outcome]) })
+			slices.SortStableFunc(apr, func(a, b toolplane.AuditEvent) int {
+				return strings.Compare(outcomeRank[a.Outcome], outcomeRank[b.Outcome])
+			})
 			wantTrail(t, "approval", apr, "rejected "+rejected.ID+" by root with key_root from control",
 				approval.ExpiredOutcome+" "+expiring.ID+" by agent-7 with  from worker",
 				approval.EscalatedOutcome+" "+escalating.ID+" by agent-7 with  from worker")
