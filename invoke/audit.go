@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sync"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
@@ -57,6 +58,27 @@ func outputHash(rendered []byte) string {
 	copy(b[:], "sha256:")
 	hex.Encode(b[len("sha256:"):], sum[:])
 	return string(b[:])
+}
+
+// maxPooledRender bounds the rendering buffers kept for output hashes: a
+// rare large result is not held for the life of the process.
+const maxPooledRender = 64 << 10
+
+// renders are the buffers a result is rendered into to be hashed.
+var renders = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// resultHash answers outputHash of r's rendering (boundary.Render's
+// bytes), rendered into a pooled buffer: a read's event costs its hash,
+// not a copy of its result.
+func resultHash(r toolplane.Result) string {
+	bp := renders.Get().(*[]byte)
+	b := boundary.AppendRender((*bp)[:0], r)
+	h := outputHash(b)
+	if cap(b) <= maxPooledRender {
+		*bp = b
+		renders.Put(bp)
+	}
+	return h
 }
 
 // auditSpan names the call's span on its event (hex trace and span ids),

@@ -1014,7 +1014,7 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 		return
 	}
 	if err == nil {
-		c.audit.OutputHash = outputHash(boundary.Render(res))
+		c.audit.OutputHash = resultHash(res)
 	}
 	c.auditNow(outcome)
 	c.audit.Replayed = res.Meta.Replayed
