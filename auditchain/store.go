@@ -2,7 +2,9 @@ package auditchain
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolplane/toolplane"
 )
@@ -62,4 +64,39 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 		r.From, r.To = 0, 0
 	}
 	return r, nil
+}
+
+// Checkpoint signs a checkpoint at the head of every organization whose
+// chain moved past its newest one, with keys' newest key, made at now,
+// and answers how many it wrote: the periodic job's work. A checkpoint
+// another node wrote meanwhile at the same number is no error.
+func Checkpoint(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, now time.Time) (int, error) {
+	n := 0
+	for after := ""; ; {
+		orgs, err := s.AuditOrganizations(ctx, after, pageSize)
+		if err != nil {
+			return n, fmt.Errorf("audit checkpoints: %w", err)
+		}
+		for _, org := range orgs {
+			head, _, err := s.AuditHead(ctx, org)
+			if err != nil {
+				return n, fmt.Errorf("audit checkpoint of %s: %w", org, err)
+			}
+			cp := &toolplane.AuditCheckpoint{OrganizationID: org, Seq: head.Seq, Hash: head.Hash, CreatedAt: now}
+			if err := keys.Sign(cp); err != nil {
+				return n, err
+			}
+			switch err := s.AppendAuditCheckpoint(ctx, cp); {
+			case errors.Is(err, toolplane.ErrExists):
+			case err != nil:
+				return n, err
+			default:
+				n++
+			}
+		}
+		if len(orgs) < pageSize {
+			return n, nil
+		}
+		after = orgs[len(orgs)-1]
+	}
 }
