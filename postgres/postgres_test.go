@@ -490,7 +490,8 @@ func TestAuditChain(t *testing.T) {
 			`ALTER TABLE audit_events DROP CONSTRAINT audit_events_chained`,
 			`DROP INDEX audit_events_chain`,
 		},
-		Bytes:   func(b []byte) string { return fmt.Sprintf(`'\x%x'::bytea`, b) },
-		Writers: 16,
+		Bytes:     func(b []byte) string { return fmt.Sprintf(`'\x%x'::bytea`, b) },
+		HeadTable: true,
+		Writers:   16,
 	})
 }

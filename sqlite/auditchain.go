@@ -11,16 +11,17 @@ import (
 )
 
 // A chainer assigns events their place in their organizations' chains
-// inside one write transaction: it reads an organization's head once,
-// advances it in memory for each event it seals, and writes the heads it
-// moved back (save) before the transaction commits. SQLite has one writer
-// at a time, so the head read is the head.
+// inside one write transaction: it reads where an organization's chain
+// stands once (readHead), advances it in memory for each event it seals,
+// and records the organizations it saw (save) before the transaction
+// commits. SQLite has one writer at a time, so what the transaction reads
+// is the head.
 type chainer struct {
 	s     *Store
 	ctx   context.Context
 	tx    *sql.Tx
 	heads map[string]*toolplane.AuditHead
-	// order is the organizations whose heads moved, in the order they
+	// order is the organizations whose chains moved, in the order they
 	// first did.
 	order []string
 }
@@ -30,10 +31,32 @@ func (s *Store) newChainer(ctx context.Context, tx *sql.Tx) *chainer {
 }
 
 const (
-	selectAuditHead = `SELECT seq, hash FROM audit_heads WHERE organization_id = ?`
-	upsertAuditHead = `INSERT INTO audit_heads (organization_id, seq, hash) VALUES (?, ?, ?)
-		ON CONFLICT (organization_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`
+	// lastAuditEvent is where a chain stands: its newest event, found by
+	// the (organization_id, seq) index.
+	lastAuditEvent = `SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1`
+	// lastAuditCheckpoint is where it stands when retention dropped every
+	// event: the checkpoint retention wrote at the end of the range.
+	lastAuditCheckpoint = `SELECT seq, hash FROM audit_checkpoints WHERE organization_id = ? ORDER BY seq DESC LIMIT 1`
+	// registerAuditOrganization changes no page once the organization is
+	// known.
+	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
 )
+
+// readHead answers where org's chain stands, reading with q (a
+// transaction's or the database's QueryRowContext).
+func readHead(ctx context.Context, q func(ctx context.Context, query string, args ...any) *sql.Row, org string) (toolplane.AuditHead, error) {
+	var h toolplane.AuditHead
+	for _, query := range []string{lastAuditEvent, lastAuditCheckpoint} {
+		err := q(ctx, query, org).Scan(&h.Seq, &h.Hash)
+		if err == nil {
+			return h, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return h, fmt.Errorf("audit chain head: %w", err)
+		}
+	}
+	return h, nil
+}
 
 // seal sets e's Seq, PrevHash and Hash as the next event of its
 // organization, after normalizing its JSON documents (see
@@ -41,15 +64,11 @@ const (
 func (c *chainer) seal(e *toolplane.AuditEvent) error {
 	h, ok := c.heads[e.OrganizationID]
 	if !ok {
-		st, err := c.s.prepared(c.ctx, selectAuditHead)
+		head, err := readHead(c.ctx, c.tx.QueryRowContext, e.OrganizationID)
 		if err != nil {
-			return fmt.Errorf("audit chain head: %w", err)
+			return err
 		}
-		h = &toolplane.AuditHead{}
-		err = c.tx.StmtContext(c.ctx, st).QueryRowContext(c.ctx, e.OrganizationID).Scan(&h.Seq, &h.Hash)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("audit chain head: %w", err)
-		}
+		h = &head
 		if c.heads == nil {
 			c.heads = make(map[string]*toolplane.AuditHead, 1)
 		}
@@ -62,20 +81,19 @@ func (c *chainer) seal(e *toolplane.AuditEvent) error {
 	return nil
 }
 
-// save writes the heads seal moved.
+// save records the organizations whose chains moved (a new one once).
 func (c *chainer) save() error {
 	if len(c.order) == 0 {
 		return nil
 	}
-	st, err := c.s.prepared(c.ctx, upsertAuditHead)
+	st, err := c.s.prepared(c.ctx, registerAuditOrganization)
 	if err != nil {
-		return fmt.Errorf("audit chain head: %w", err)
+		return fmt.Errorf("audit chain organization: %w", err)
 	}
 	txst := c.tx.StmtContext(c.ctx, st)
 	for _, org := range c.order {
-		h := c.heads[org]
-		if _, err := txst.ExecContext(c.ctx, org, h.Seq, h.Hash); err != nil {
-			return fmt.Errorf("audit chain head: %w", err)
+		if _, err := txst.ExecContext(c.ctx, org); err != nil {
+			return fmt.Errorf("audit chain organization: %w", err)
 		}
 	}
 	return nil
@@ -108,10 +126,9 @@ const maxSeq = int64(1<<63 - 1)
 // AuditHead answers where the organization's chain stands and the lowest
 // Seq of its stored chained events (0: none).
 func (s *Store) AuditHead(ctx context.Context, org string) (toolplane.AuditHead, int64, error) {
-	var h toolplane.AuditHead
-	err := s.db.QueryRowContext(ctx, selectAuditHead, org).Scan(&h.Seq, &h.Hash)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return h, 0, fmt.Errorf("audit head: %w", err)
+	h, err := readHead(ctx, s.db.QueryRowContext, org)
+	if err != nil {
+		return h, 0, err
 	}
 	var first sql.NullInt64
 	if err := s.db.QueryRowContext(ctx, `SELECT MIN(seq) FROM audit_events WHERE organization_id = ? AND seq > 0`, org).Scan(&first); err != nil {
@@ -180,10 +197,11 @@ func (s *Store) AuditOrganizations(ctx context.Context, after string, limit int)
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("audit organizations: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT h.organization_id FROM audit_heads h
-		WHERE h.organization_id > ? AND h.seq > COALESCE(
-			(SELECT MAX(c.seq) FROM audit_checkpoints c WHERE c.organization_id = h.organization_id), 0)
-		ORDER BY h.organization_id LIMIT ?`, after, limit)
+	rows, err := s.query(ctx, `SELECT o.organization_id FROM audit_organizations o
+		WHERE o.organization_id > ? AND COALESCE(
+			(SELECT MAX(e.seq) FROM audit_events e WHERE e.organization_id = o.organization_id AND e.seq > 0), 0) > COALESCE(
+			(SELECT MAX(c.seq) FROM audit_checkpoints c WHERE c.organization_id = o.organization_id), 0)
+		ORDER BY o.organization_id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit organizations: %w", err)
 	}

@@ -33,6 +33,10 @@ type AuditChain struct {
 	// (its append-only triggers, the unique index of sequence numbers), as
 	// such an attacker could, before a case tampers with the rows.
 	Unguard []string
+	// HeadTable says the store keeps where each chain stands in a table of
+	// its own (audit_heads: organization_id, seq, hash), which an attacker
+	// moves too; without it the head is the newest event.
+	HeadTable bool
 	// Bytes answers the dialect's literal of b (X'..' or '\x..'::bytea).
 	Bytes func(b []byte) string
 	// Writers is how many goroutines append at once in the concurrency
@@ -59,6 +63,7 @@ var auditChainCases = []auditChainCase{
 	{"TamperRewrittenUnderCheckpoint", testTamper(auditchain.Rewritten)},
 	{"UpdateAndDeleteRefused", testChainRefusesChange},
 	{"RetentionKeepsVerification", testChainRetention},
+	{"CheckpointsSignMovedChains", testChainCheckpoints},
 }
 
 // RunAuditChain runs the audit chain cases, each on a store of its own
@@ -390,7 +395,9 @@ func testTamper(kind auditchain.Kind) func(t *testing.T, h AuditChain, s AuditCh
 				prev = e.Hash
 				exec(t, h, s, fmt.Sprintf(`UPDATE audit_events SET outcome = '%s', prev_hash = %s, hash = %s`, e.Outcome, h.Bytes(e.PrevHash), h.Bytes(e.Hash))+where(int(e.Seq)))
 			}
-			exec(t, h, s, `UPDATE audit_heads SET hash = `+h.Bytes(prev)+` WHERE organization_id = '`+org+`'`)
+			if h.HeadTable {
+				exec(t, h, s, `UPDATE audit_heads SET hash = `+h.Bytes(prev)+` WHERE organization_id = '`+org+`'`)
+			}
 			want = 2
 		}
 		r := verifyStored(t, s, org)
@@ -408,8 +415,10 @@ func testTamper(kind auditchain.Kind) func(t *testing.T, h AuditChain, s AuditCh
 func testTamperInsertedAtEnd(t *testing.T, h AuditChain, s AuditChainStore) {
 	org := tamperChain(t, h, s)
 	exec(t, h, s, copyRow(org, 2, map[string]string{"id": "'forged'", "seq": "7"}))
-	// The store's own head is moved too, as the attacker would.
-	exec(t, h, s, `UPDATE audit_heads SET seq = 7 WHERE organization_id = '`+org+`'`)
+	if h.HeadTable {
+		// The store's own head is moved too, as the attacker would.
+		exec(t, h, s, `UPDATE audit_heads SET seq = 7 WHERE organization_id = '`+org+`'`)
+	}
 	r := verifyStored(t, s, org)
 	if r.OK || r.Break.Kind != auditchain.Inserted || r.Break.Seq != 7 || r.Break.EventID != "forged" {
 		t.Fatalf("verify = %+v, break %+v; want inserted at 7", r, r.Break)
@@ -475,5 +484,37 @@ func testChainRetention(t *testing.T, _ AuditChain, s AuditChainStore) {
 	wantChain(t, readChain(t, s, other), "ev-001", "ev-002")
 	if got, err := s.AuditCheckpoints(t.Context(), org, 0, 0); err != nil || len(got) != 1 || got[0].Seq != 4 {
 		t.Fatalf("AuditCheckpoints = %+v, %v", got, err)
+	}
+}
+
+// testChainCheckpoints: the checkpoint job signs each chain that moved
+// since its last checkpoint, once, and verification then checks the
+// chain against them.
+func testChainCheckpoints(t *testing.T, _ AuditChain, s AuditChainStore) {
+	a, b := newOrg(), newOrg()
+	appendChain(t, s, a, 3)
+	appendChain(t, s, b, 2)
+	checkpoint := func(want int) {
+		t.Helper()
+		// Other cases' organizations share the store only in their own
+		// cases: each case opens a store of its own.
+		n, err := auditchain.Checkpoint(t.Context(), s, testKeys(), at(time.Hour))
+		if err != nil || n != want {
+			t.Fatalf("Checkpoint = %d, %v; want %d", n, err, want)
+		}
+	}
+	checkpoint(2)
+	checkpoint(0)
+	appendAudit(t, s, chainEvent(a, 4))
+	checkpoint(1)
+	cps, err := s.AuditCheckpoints(t.Context(), a, 0, 0)
+	if err != nil || len(cps) != 2 || cps[0].Seq != 3 || cps[1].Seq != 4 {
+		t.Fatalf("AuditCheckpoints(a) = %+v, %v; want at 3 and 4", cps, err)
+	}
+	if r := wantValid(t, s, a, 4); r.Checkpoints != 2 || r.Matched != 2 {
+		t.Fatalf("verify = %+v; want both checkpoints checked and matched", r)
+	}
+	if r := wantValid(t, s, b, 2); r.Matched != 1 {
+		t.Fatalf("verify = %+v; want b's checkpoint matched", r)
 	}
 }

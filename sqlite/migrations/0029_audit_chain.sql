@@ -7,12 +7,13 @@ ALTER TABLE audit_events ADD COLUMN prev_hash BLOB;
 ALTER TABLE audit_events ADD COLUMN hash BLOB;
 CREATE UNIQUE INDEX audit_events_chain ON audit_events (organization_id, seq) WHERE seq > 0;
 
--- Where each organization's chain stands, read and advanced in the write
--- transaction of every event.
-CREATE TABLE audit_heads (
-	organization_id TEXT NOT NULL PRIMARY KEY,
-	seq             INTEGER NOT NULL,
-	hash            BLOB NOT NULL
+-- The organizations that have a chain, for the checkpoint job. Where a
+-- chain stands is read from its newest event (the unique index below), or
+-- after retention dropped every event, from its newest checkpoint: SQLite
+-- has one writer, and a head row rewritten by every write would add a
+-- page to each commit.
+CREATE TABLE audit_organizations (
+	organization_id TEXT NOT NULL PRIMARY KEY
 ) STRICT;
 
 -- Signed checkpoints: the operator's Ed25519 signature of a chain's hash
