@@ -42,20 +42,35 @@ const (
 	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
 )
 
-// readHead answers where org's chain stands, reading with q (a
-// transaction's or the database's QueryRowContext).
-func readHead(ctx context.Context, q func(ctx context.Context, query string, args ...any) *sql.Row, org string) (toolplane.AuditHead, error) {
+// readHead answers where org's chain stands, and whether its newest event
+// says so (then the organization is registered already: the write that
+// stored that event registered it). query answers a query's row.
+func readHead(ctx context.Context, query func(ctx context.Context, q string, args ...any) (*sql.Row, error), org string) (toolplane.AuditHead, bool, error) {
 	var h toolplane.AuditHead
-	for _, query := range []string{lastAuditEvent, lastAuditCheckpoint} {
-		err := q(ctx, query, org).Scan(&h.Seq, &h.Hash)
+	for i, q := range []string{lastAuditEvent, lastAuditCheckpoint} {
+		row, err := query(ctx, q, org)
+		if err != nil {
+			return h, false, fmt.Errorf("audit chain head: %w", err)
+		}
+		err = row.Scan(&h.Seq, &h.Hash)
 		if err == nil {
-			return h, nil
+			return h, i == 0, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
-			return h, fmt.Errorf("audit chain head: %w", err)
+			return h, false, fmt.Errorf("audit chain head: %w", err)
 		}
 	}
-	return h, nil
+	return h, false, nil
+}
+
+// txRow answers a query's row on tx, by the store's prepared statement:
+// the head is read by every write that records an event.
+func (c *chainer) txRow(ctx context.Context, q string, args ...any) (*sql.Row, error) {
+	st, err := c.s.prepared(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return c.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...), nil
 }
 
 // seal sets e's Seq, PrevHash and Hash as the next event of its
@@ -64,7 +79,7 @@ func readHead(ctx context.Context, q func(ctx context.Context, query string, arg
 func (c *chainer) seal(e *toolplane.AuditEvent) error {
 	h, ok := c.heads[e.OrganizationID]
 	if !ok {
-		head, err := readHead(c.ctx, c.tx.QueryRowContext, e.OrganizationID)
+		head, known, err := readHead(c.ctx, c.txRow, e.OrganizationID)
 		if err != nil {
 			return err
 		}
@@ -73,7 +88,9 @@ func (c *chainer) seal(e *toolplane.AuditEvent) error {
 			c.heads = make(map[string]*toolplane.AuditHead, 1)
 		}
 		c.heads[e.OrganizationID] = h
-		c.order = append(c.order, e.OrganizationID)
+		if !known {
+			c.order = append(c.order, e.OrganizationID)
+		}
 	}
 	auditchain.Normalize(e)
 	auditchain.Seal(e, h.Seq+1, h.Hash)
@@ -81,7 +98,8 @@ func (c *chainer) seal(e *toolplane.AuditEvent) error {
 	return nil
 }
 
-// save records the organizations whose chains moved (a new one once).
+// save registers the organizations whose chains started (or restarted
+// after retention) in this write.
 func (c *chainer) save() error {
 	if len(c.order) == 0 {
 		return nil
@@ -126,7 +144,9 @@ const maxSeq = int64(1<<63 - 1)
 // AuditHead answers where the organization's chain stands and the lowest
 // Seq of its stored chained events (0: none).
 func (s *Store) AuditHead(ctx context.Context, org string) (toolplane.AuditHead, int64, error) {
-	h, err := readHead(ctx, s.db.QueryRowContext, org)
+	h, _, err := readHead(ctx, func(ctx context.Context, q string, args ...any) (*sql.Row, error) {
+		return s.db.QueryRowContext(ctx, q, args...), nil
+	}, org)
 	if err != nil {
 		return h, 0, err
 	}
