@@ -24,6 +24,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/ceiling"
@@ -119,6 +120,10 @@ type Server struct {
 	// ProviderJobs, when set, serves the organization's unsettled provider
 	// jobs under /v1/provider-jobs/unsettled; without it that answers 404.
 	ProviderJobs *providerjob.Service
+	// AuditKeys is the operator's audit signing keys, public halves only
+	// served (at /.well-known/toolplane-audit-keys) and used to check the
+	// chain's checkpoints at /v1/audit/verify; nil serves neither.
+	AuditKeys *auditchain.KeySet
 	// Heartbeat is how often an idle event stream (an invocation's
 	// events) sends a comment; zero or less is DefaultHeartbeat.
 	Heartbeat time.Duration
@@ -283,6 +288,8 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
 		{"GET", "/v1/audit/events", s.auth(s.listAudit)},
 		{"GET", "/v1/audit/events/{id}", s.auth(s.getAudit)},
+		{"GET", "/v1/audit/verify", s.auth(s.verifyAudit)},
+		{"GET", "/.well-known/toolplane-audit-keys", http.HandlerFunc(s.auditKeys)},
 		{"POST", "/v1/keys", s.auth(s.createKey)},
 		{"GET", "/v1/keys", s.auth(s.listKeys)},
 		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},
@@ -956,6 +963,48 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 		w.Write(boundary.Render(res))
 		w.Write([]byte("\n"))
 	}
+}
+
+// verifyAudit answers the verification of the caller's organization's
+// audit chain, from and to being sequence numbers (absent: the whole
+// chain). A broken chain is a 200 whose report names the break.
+func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, c caller) {
+	chain, ok := s.Store.(toolplane.AuditChainStore)
+	if s.AuditKeys == nil || !ok {
+		httperr.Send(w, r, httperr.NotFound, "this server does not verify its audit chain", "")
+		return
+	}
+	var bounds [2]int64
+	for i, name := range []string{"from", "to"} {
+		if v := r.URL.Query().Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				httperr.Send(w, r, httperr.InvalidRequest, name+" is a sequence number of the chain (a whole number from 1)", name)
+				return
+			}
+			bounds[i] = n
+		}
+	}
+	rep, err := audit.NewVerifier(chain, s.AuditKeys).Verify(r.Context(), bounds[0], bounds[1], c.cred)
+	if s.refused(w, r, err) {
+		return
+	}
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// auditKeys publishes the operator's audit public keys: whoever holds
+// them can check a checkpoint's signature, with no account here.
+func (s *Server) auditKeys(w http.ResponseWriter, r *http.Request) {
+	if s.AuditKeys == nil {
+		httperr.Send(w, r, httperr.NotFound, "this server publishes no audit keys", "")
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, s.AuditKeys.Public())
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {

@@ -186,7 +186,7 @@ func newAuditCmd(a *app) *cobra.Command {
 	show := findCmd(a, "show EVENT_ID", "show one audit event (auditor); --run narrows the search", auditColumns,
 		func(string) []string { return []string{"/v1/audit/events" + query("run_id", showRun, "limit", "1000")} })
 	show.Flags().StringVar(&showRun, "run", "", "the event's run, if known: the search reads only its events")
-	return group(&cobra.Command{Use: "audit", Short: "the audit trail of every call's outcome"}, list, show)
+	return group(&cobra.Command{Use: "audit", Short: "the audit trail of every call's outcome"}, list, show, newAuditVerifyCmd(a), newAuditKeygenCmd(a))
 }
 
 func newUncertainCmd(a *app) *cobra.Command {

@@ -92,6 +92,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	webhookGrace := fs.Duration("webhook-secret-grace", signing.DefaultGrace, "how long an organization's callback signing secret keeps signing beside the new one after a rotation, so receivers can update their copy")
 	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
+	auditKey := fs.String("audit-signing-key", "", "the file of the Ed25519 keys that sign the audit chains' checkpoints (the newest signs; `toolplane audit keygen` adds one); default: audit-signing-keys.json in the data directory, made at first start")
 	kekFile := fs.String("kek-file", "", "a file of the keys connection secrets are sealed under, one \"ID BASE64-KEY\" a line, the first current, readable by its owner alone (or $TOOLPLANE_KEK); default: a key created in the data directory at first start. Nodes sharing a database share it")
 	vaultAddr := fs.String("vault-addr", os.Getenv("TOOLPLANE_VAULT_ADDR"), "the Vault (or OpenBao) server connections may keep their secrets in, https://vault.example:8200 (plain http only to loopback) ($TOOLPLANE_VAULT_ADDR); empty: no Vault, and a connection naming a Vault entry is refused")
 	vaultTokenFile := fs.String("vault-token-file", "", "a file holding the token toolplane reads Vault with, on one line, readable by its owner alone (or $"+server.VaultTokenEnv+"); it needs read access to the entries connections name, and no more")
@@ -159,7 +160,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	// The environment is read here, never by the server: a Config says
 	// all a node is built from.
 	cfg := server.Config{PolicyEngines: policyEngines, Addr: *addr, Database: *database, DataDir: *dataDir,
-		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
+		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, AuditSigningKey: *auditKey, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
@@ -221,7 +222,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 // serveFlags names the flag that sets each server.Config field, so a
 // *server.ConfigError reads in the flags the operator typed.
 var serveFlags = map[string]string{
-	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "SQLiteDir": "--sqlite-dir",
+	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "AuditSigningKey": "--audit-signing-key", "SQLiteDir": "--sqlite-dir",
 	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",

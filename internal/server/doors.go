@@ -101,7 +101,7 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server) *httpapi.Server {
 	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
 		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
-		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler()}
+		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler(), AuditKeys: s.publicAuditKeys()}
 }
 
 // console answers the web console. It reads and acts through the

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolplane/toolplane/auditchain"
 	"io"
 	"log/slog"
 	"net"
@@ -96,6 +97,12 @@ type Config struct {
 	// KEKFile is a file of the key-encryption keys, in KEK's form; it
 	// must be readable by its owner alone.
 	KEKFile string
+	// AuditSigningKey is the file of the operator's audit signing keys
+	// (auditchain.KeySet): the newest signs the audit chains' checkpoints,
+	// every one is published at /.well-known/toolplane-audit-keys. Empty
+	// is audit-signing-keys.json in DataDir, made with a fresh key when
+	// absent; with neither, no checkpoint is signed.
+	AuditSigningKey string
 	// Vault, with its Addr set, is the Vault (or OpenBao) server
 	// connections may keep their secrets in (ConnectionConfig.Vault).
 	// Without it such a connection is refused at creation, and one made
@@ -393,6 +400,10 @@ func (c Config) withDefaults() (Config, error) {
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// auditKeys is the audit signing keys (Config.AuditSigningKey), loaded
+	// once; nil when none are configured.
+	auditKeys     *auditchain.KeySet
+	auditKeysOnce sync.Once
 	// public is where people reach the server: Config.PublicURL, or the
 	// listener's address.
 	public string

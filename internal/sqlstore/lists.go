@@ -17,7 +17,8 @@ const (
 	replayed, latency_micros, created_at, key, reason, connection_id,
 	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input, parent_id,
 	kind, subject, tenant_id, step_path, key_id, effect, destructive, trace_id, span_id,
-	approver_id, arguments, pii_fields, classifications, output_hash, cost_cents, attempts`
+	approver_id, arguments, pii_fields, classifications, output_hash, cost_cents, attempts,
+	seq, prev_hash, hash`
 	ApprovalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
 	arguments_hash, arguments, invocation, principal_id, preview, status,
 	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
