@@ -133,4 +133,5 @@ func (s *Store) AuditOutboxLag(ctx context.Context, sink string, org *string) (t
 	}
 	return lag, nil
 }
+
 var _ toolplane.AuditOutboxStore = (*Store)(nil)
