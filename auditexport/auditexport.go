@@ -45,7 +45,7 @@ type Config struct {
 	Sink  Sink
 	// Batch is how many entries one claim takes (zero: 1000).
 	Batch int
-	// Lease is how long a claim holds its entries (zero: 30s): longer
+	// Lease is how long a claim holds its entries (zero: 15s): longer
 	// than a batch takes to send, or another node sends it too.
 	Lease time.Duration
 	// Poll is how long an exporter with nothing to send waits before it
@@ -78,7 +78,7 @@ func New(cfg Config) *Exporter {
 		cfg.Batch = 1000
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 30 * time.Second
+		cfg.Lease = 15 * time.Second
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 250 * time.Millisecond
