@@ -465,6 +465,28 @@ type AuditFilter struct {
 	// Since and Until bound when the event happened: at or after Since,
 	// before Until; a zero time does not bound.
 	Since, Until time.Time
+	// TenantID, Effect and ApproverID match the event's fields of those
+	// names.
+	TenantID   string
+	Effect     Effect
+	ApproverID string
+	// Kinds, when set, matches an event of any of these kinds; AuditCall
+	// (the empty kind) among them matches calls.
+	Kinds []AuditKind
+	// Approved, when set, matches the events that name an approval (true)
+	// or that name none (false).
+	Approved *bool
+	// Destructive, when set, matches the events of destructive tools
+	// (true) or of the others (false).
+	Destructive *bool
+	// Classification matches the events whose call touched a field of
+	// that data class (x-classification: "pii", "financial").
+	Classification string
+	// Person matches every event about one person: the person a call
+	// acted for (UserID), the person who decided its approval
+	// (ApproverID), or the principal that made it (PrincipalID). It is
+	// what a data-subject export reads.
+	Person string
 }
 
 // CredentialStore is the storage of API keys' stored forms (Credential).

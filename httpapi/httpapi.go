@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/auditchain"
+	"github.com/toolplane/toolplane/auditexport"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/ceiling"
@@ -124,6 +125,9 @@ type Server struct {
 	// served (at /.well-known/toolplane-audit-keys) and used to check the
 	// chain's checkpoints at /v1/audit/verify; nil serves neither.
 	AuditKeys *auditchain.KeySet
+	// AuditExports, when set, answers GET /v1/audit/exports (each sink's
+	// lag); without it the list of sinks is empty.
+	AuditExports *auditexport.Exporters
 	// Heartbeat is how often an idle event stream (an invocation's
 	// events) sends a comment; zero or less is DefaultHeartbeat.
 	Heartbeat time.Duration
@@ -290,6 +294,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/audit/events/{id}", s.auth(s.getAudit)},
 		{"GET", "/v1/audit/verify", s.auth(s.verifyAudit)},
 		{"GET", "/.well-known/toolplane-audit-keys", http.HandlerFunc(s.auditKeys)},
+		{"GET", "/v1/audit/reports/{name}", s.auth(s.auditReport)},
+		{"GET", "/v1/audit/subjects/{person}/export", s.auth(s.exportSubject)},
+		{"GET", "/v1/audit/exports", s.auth(s.auditExports)},
 		{"POST", "/v1/keys", s.auth(s.createKey)},
 		{"GET", "/v1/keys", s.auth(s.listKeys)},
 		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},
@@ -1017,19 +1024,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	q := r.URL.Query()
-	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), UserID: q.Get("user_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
-	for _, t := range []struct {
-		name string
-		to   *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		if v := q.Get(t.name); v != "" {
-			at, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				httperr.Send(w, r, httperr.InvalidRequest, t.name+" is a time in RFC 3339, such as 2026-07-01T08:00:00Z", t.name)
-				return
-			}
-			*t.to = at
-		}
+	f, err := auditFilterOf(q)
+	if sendBadQuery(w, r, err) {
+		return
 	}
 	evs, next, err := s.trail.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {

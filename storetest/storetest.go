@@ -147,6 +147,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Approvals", approvalCases},
 		{"Usage", usageCases},
 		{"Audit", auditCases},
+		{"AuditCompliance", complianceCases},
 		{"Isolation", isolationCases},
 		{"Credentials", credentialCases},
 		{"InvalidArguments", invalidArgumentCases},

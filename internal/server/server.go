@@ -208,6 +208,16 @@ type Config struct {
 	// secret keeps signing beside the one a rotation made; zero:
 	// signing.DefaultGrace (a day).
 	WebhookSecretGrace time.Duration
+	// AuditExportNATS, when set with AuditExportNATSStream, exports the
+	// audit trail to that NATS server's JetStream stream (created when
+	// absent), every event on toolplane.audit.<organization>, through the
+	// store's outbox: at least once, deduplicated by event (Nats-Msg-Id).
+	AuditExportNATS       string
+	AuditExportNATSStream string
+	// AuditExportDir, when set, exports the audit trail to JSON Lines
+	// files in that directory, rotated by size and age, through the same
+	// outbox.
+	AuditExportDir string
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string

@@ -12,6 +12,7 @@ import (
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/auditexport"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/ceiling"
@@ -113,6 +114,8 @@ type services struct {
 	// async accepts calls to run later, runs them on the background work
 	// and posts their callbacks, signed with webhookSecrets.
 	async *async.Service
+	// exports ship the audit trail to the configured sinks (none: empty).
+	exports *auditexport.Exporters
 }
 
 // services builds, in this order, what decides calls (policy), what keeps
@@ -146,6 +149,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		return nil, err
 	}
 	if svc.keys, svc.connections, svc.broker, err = s.buildConnections(self, d, clients, sqlRuntime); err != nil {
+		return nil, err
+	}
+	if svc.exports, err = s.auditExports(ctx, svc.meters); err != nil {
 		return nil, err
 	}
 	if !s.cfg.TrafficOff {
