@@ -40,12 +40,14 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return iv.fault(ctx, "handler "+d.Binding.Handler.Key+" is not registered", d.Name), nil
 		}
 	}
+	c.mark(ctx, stageTraffic)
 	if refusal := c.enter(b); refusal != nil {
 		return *refusal, nil
 	}
 	defer c.leave()
 
 	if d.Writes() {
+		c.mark(ctx, stageClaim)
 		out, cl, err := iv.journal.Claim(ctx, c.request(iv.owner()))
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
@@ -74,6 +76,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		return c.lateForDispatch(), nil
 	}
 	if c.needsRelease() {
+		c.mark(ctx, stageCredential)
 		if res, err, done := c.releaseConnection(ctx); done {
 			return res, err
 		}
@@ -112,6 +115,8 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		vctx, readUsage = handler.WithUsage(vctx)
 	}
 	t := c.newTries(b, c.timeout())
+	// Each attempt has its own span (see attemptOnce).
+	c.mark(ctx, "")
 	r, o, cut := c.dispatch(vctx, b, attempt, &t, st)
 	if cut != nil {
 		return c.timedOut(ctx, b, cut.done, cut.within)
@@ -133,6 +138,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		c.refused(ctx, &o, r)
 		return c.ended(ctx, o, r.err)
 	}
+	c.mark(ctx, stageBoundary)
 	res, violations := c.tool.Output(r.out)
 	if len(violations) > 0 {
 		iv.log.ErrorContext(ctx, "tool answered off its output schema", "tool", d.Name, "violations", violations)
@@ -414,6 +420,7 @@ func (c *call) complete(ctx context.Context, res toolplane.Result) error {
 	if c.claim == nil {
 		return nil
 	}
+	c.mark(ctx, stageAudit)
 	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, boundary.Render(res), c.auditNow(outcomeOf(res))); err != nil {
 		c.audited = false
 		return fmt.Errorf("%w: %v", ErrFault, err)
