@@ -33,9 +33,6 @@ type call struct {
 	iv    *Invoker
 	start time.Time
 	span  trace.Span
-	// stageSpan is the span of the stage the call is in (see mark), nil
-	// when none is open or the call is not recorded.
-	stageSpan trace.Span
 	name  string
 	inv   *toolplane.Invocation
 	tool  *registry.Tool
@@ -72,6 +69,10 @@ type call struct {
 	// is given back when the last of them ends.
 	ticket *resilience.Ticket
 	holds  atomic.Int32
+
+	// stageSpan is the span of the stage the call is in (see mark), nil
+	// when none is open or the call is not recorded.
+	stageSpan trace.Span
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
