@@ -54,11 +54,14 @@ func (d *Door) Traced(name string, next http.Handler) http.Handler {
 // own trace context, which may differ from its HTTP request's), with the
 // server span of the tools/call of the tool name, a child of that trace
 // linked to the HTTP request's span; ctx as it was and a span that records
-// nothing when _meta names none (or one that does not parse). The caller
-// ends the span.
+// nothing when _meta names none, one that does not parse, or the trace
+// the request's span is in. The caller ends the span.
 func (d *Door) TraceMeta(ctx context.Context, meta map[string]any, name string) (context.Context, trace.Span) {
 	in := tracectx.FromMeta(ctx, meta)
-	if in == ctx {
+	if in == ctx || trace.SpanContextFromContext(in).TraceID() == trace.SpanContextFromContext(ctx).TraceID() {
+		// None named, or the trace the request's own span continues
+		// already (a client sending both, as toolplane does upstream):
+		// the call stays under the request's span.
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	if d.Tracer == nil {
