@@ -392,6 +392,18 @@ func TestTraceAcrossTwoHops(t *testing.T) {
 	} else if metas[1] != "00-"+traceID+"-"+spanID(h2)+"-01" {
 		t.Errorf("the second upstream call had _meta traceparent %s, want hop 2's handler %s", metas[1], spanID(h2))
 	}
+	// A malformed traceparent, in the header and in _meta, is ignored:
+	// the call is answered, in a trace of its own, which the upstream is
+	// sent.
+	if text, err := callTraced(ctx, base, agent, "00-not-a-trace", mcp.Meta{"traceparent": "00-zz-0-01"}); err != nil || !strings.Contains(text, "bounced") {
+		t.Fatalf("with a malformed traceparent: %q, %v", text, err)
+	}
+	up.mu.Lock()
+	third := up.metas[len(up.metas)-1]
+	up.mu.Unlock()
+	if len(third) != 55 || strings.Contains(third, traceID) || strings.Contains(third, "zz") {
+		t.Errorf("after a malformed traceparent the upstream was sent %q, want a trace of the call's own", third)
+	}
 	// No span of the trace is left without its parent in the trace,
 	// but the one under the client's.
 	ids := map[string]bool{client: true}
