@@ -68,8 +68,8 @@ func (d *Door) TraceMeta(ctx context.Context, meta map[string]any, name string) 
 		return in, trace.SpanFromContext(context.Background())
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
-	if http := trace.SpanContextFromContext(ctx); http.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: http}))
+	if req := trace.SpanContextFromContext(ctx); req.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: req}))
 	}
 	return d.Tracer.Start(in, "tools/call "+name, opts...)
 }
