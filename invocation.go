@@ -80,6 +80,13 @@ type Invocation struct {
 	// a tool-to-tool call the invoker derived from its parent; "" for a
 	// call from a door. The child's audit event records it.
 	ParentID string `json:",omitempty"`
+	// TraceParent and TraceState are the W3C trace context (traceparent,
+	// tracestate) of the caller of a call stored to run later (an
+	// asynchronous call, an approved call's execution): when it runs, its
+	// span continues the caller's trace. Empty for a call made now, whose
+	// context carries its trace.
+	TraceParent string `json:",omitempty"`
+	TraceState  string `json:",omitempty"`
 	// Contracts freezes what the run was shown: tool name to the
 	// schema_hash of the contract. A call on a tool whose live contract
 	// differs answers tool_changed; a tool absent here is read live.

@@ -203,7 +203,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		httperr.Send(w, r, httperr.NotFound, "no such route: "+r.Method+" "+r.URL.Path, "")
 	})
-	return mux
+	// The caller's trace context (traceparent) is every call's parent:
+	// a call, a batch's calls, an asynchronous call run later.
+	return s.Door.Traced("rest", mux)
 }
 
 // allowed answers the methods mux routes r's path for, other than to its

@@ -40,12 +40,14 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return iv.fault(ctx, "handler "+d.Binding.Handler.Key+" is not registered", d.Name), nil
 		}
 	}
+	c.mark(ctx, stageTraffic)
 	if refusal := c.enter(b); refusal != nil {
 		return *refusal, nil
 	}
 	defer c.leave()
 
 	if d.Writes() {
+		c.mark(ctx, stageClaim)
 		out, cl, err := iv.journal.Claim(ctx, c.request(iv.owner()))
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
@@ -74,6 +76,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		return c.lateForDispatch(), nil
 	}
 	if c.needsRelease() {
+		c.mark(ctx, stageCredential)
 		if res, err, done := c.releaseConnection(ctx); done {
 			return res, err
 		}
@@ -112,6 +115,8 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		vctx, readUsage = handler.WithUsage(vctx)
 	}
 	t := c.newTries(b, c.timeout())
+	// Each attempt has its own span (see attemptOnce).
+	c.mark(ctx, "")
 	r, o, cut := c.dispatch(vctx, b, attempt, &t, st)
 	c.audit.Attempts = t.made
 	if cut != nil {
@@ -134,6 +139,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		c.refused(ctx, &o, r)
 		return c.ended(ctx, o, r.err)
 	}
+	c.mark(ctx, stageBoundary)
 	res, violations := c.tool.Output(r.out)
 	if len(violations) > 0 {
 		iv.log.ErrorContext(ctx, "tool answered off its output schema", "tool", d.Name, "violations", violations)
@@ -420,6 +426,7 @@ func (c *call) complete(ctx context.Context, res toolplane.Result) error {
 	if c.claim == nil {
 		return nil
 	}
+	c.mark(ctx, stageAudit)
 	rendered := boundary.Render(res)
 	c.audit.OutputHash = outputHash(rendered)
 	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, rendered, c.auditNow(outcomeOf(res))); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/schema"
+	"github.com/toolplane/toolplane/tracectx"
 )
 
 // call is the state of one invocation on its way down the path.
@@ -71,6 +72,10 @@ type call struct {
 	// is given back when the last of them ends.
 	ticket *resilience.Ticket
 	holds  atomic.Int32
+
+	// stageSpan is the span of the stage the call is in (see mark), nil
+	// when none is open or the call is not recorded.
+	stageSpan trace.Span
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -126,6 +131,7 @@ func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv 
 // in the tree, and starts its audit event.
 func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolplane.Invocation) (context.Context, *call) {
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
+	ctx = storedTrace(ctx, inv)
 	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
 	if c.span.IsRecording() {
 		c.span.SetAttributes(
@@ -293,6 +299,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		return *refusal, nil
 	}
 	iv, inv := c.iv, c.inv
+	c.mark(ctx, stageValidate)
 	if refusal, err := c.admit(ctx); refusal != nil || err != nil {
 		if refusal != nil {
 			return *refusal, nil
@@ -308,6 +315,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if err := c.identify(); err != nil {
 			return toolplane.Result{}, err
 		}
+		c.mark(ctx, stageJournal)
 		out, cl, err := iv.journal.Read(ctx, c.request(""))
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
@@ -319,6 +327,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	// After the journal: a client repeating a write already answered
 	// (after a crash, a lost answer) is answered from the journal and
 	// spends no rate, as it spends no request budget at the door.
+	c.mark(ctx, stageLimit)
 	if refusal := c.limit(ctx); refusal != nil {
 		return *refusal, nil
 	}
@@ -332,6 +341,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	// covering another call is ignored, and the answer says why.
 	approved := false
 	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
+		c.mark(ctx, stageApproval)
 		// A read has no key yet; an approval of it names one all the same.
 		if err := c.identify(); err != nil {
 			return toolplane.Result{}, err
@@ -382,6 +392,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 
+	c.mark(ctx, stagePolicy)
 	facts, err := iv.resolvers(d).ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
 	if err != nil {
 		// Neither an allow nor a denial: the call is not decided, and
@@ -419,6 +430,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Fail(toolplane.CodeDenied, fmt.Sprintf("%s is not allowed for this caller: %s. Do not retry it; choose another way or tell the user.", tool.Model, dec.Reason)), nil
 	case policy.RequireApproval:
 		if !approved {
+			c.mark(ctx, stageApproval)
 			if r, proceed, err := c.fileApproval(ctx); !proceed {
 				return r, err
 			}
@@ -426,6 +438,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	}
 
 	if d.Metered {
+		c.mark(ctx, stageMeter)
 		if r, stop := c.accrue(ctx); stop {
 			return r, nil
 		}
@@ -697,6 +710,9 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	}
 	stored := *inv
 	stored.AuthorizedBy = ""
+	// The approved call, run when a person answers, continues this one's
+	// trace.
+	stored.TraceParent, stored.TraceState = tracectx.Strings(ctx)
 	// The deadline bounded the request that asked; the approved call runs
 	// when a person answers, under the tool's own timeout.
 	stored.Deadline = time.Time{}
@@ -992,7 +1008,9 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	case !res.OK && res.Error != nil:
 		outcome = string(res.Error.Code)
 		c.span.SetAttributes(attribute.String("tool.error_code", outcome))
-		c.span.SetStatus(codes.Error, outcome)
+		if c.span.IsRecording() {
+			refusal(c.span, res.Error.Code)
+		}
 	default:
 		c.span.SetStatus(codes.Ok, "")
 	}
@@ -1000,7 +1018,10 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	if res.Meta.UsageID != "" {
 		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
 	}
-	c.span.End()
+	c.endStages(&res, outcome, err)
+	// The call's span ends after its audit event is appended (a child
+	// stage of it).
+	defer c.span.End()
 	if iv.cfg.Observer != nil {
 		// Only registered names become labels: a name a caller made up
 		// must not grow the metrics without bound.
@@ -1018,6 +1039,8 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	}
 	c.auditNow(outcome)
 	c.audit.Replayed = res.Meta.Replayed
+	c.mark(ctx, stageAudit)
+	defer c.mark(ctx, "")
 	var aerr error
 	if iv.cfg.Audit != nil {
 		// A call that may have made an effect stored its event with its

@@ -64,7 +64,8 @@ func (s *Server) gate(svc *services) *door.Door {
 		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL, Claims: cfg.JWTClaims}
 	}
 	gate := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: s.b.Store, Log: s.log, Tokens: tokens,
-		Keys: apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL), Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents, Async: svc.async}
+		Keys: apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL), Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents, Async: svc.async,
+		Tracer: s.tracerOf}
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door and node it comes through.
 		gate.Limiter = s.limits.Limiter("key", cfg.RateLimit, time.Minute)

@@ -434,7 +434,10 @@ type Server struct {
 	limits *ratelimit.Shared
 	reg    *registry.Registry
 	iv     *invoke.Invoker
-	runner backend.Runner
+	// tracerOf is the tracer of the calls' and the doors' spans (nil when
+	// none is recorded).
+	tracerOf trace.Tracer
+	runner   backend.Runner
 	// pj is the node's provider jobs service; self its instance id.
 	pj       *providerjob.Service
 	self     string

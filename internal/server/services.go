@@ -124,7 +124,7 @@ type services struct {
 // background work, which it starts last. The node is self; its files are
 // in d.
 func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src sources) (*services, error) {
-	tracer, err := s.tracer(ctx)
+	tracer, spans, err := s.tracer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +142,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store}),
 		meters:    metrics.New(metrics.Pending(s.b.Store), s.log),
 		ceilings:  ceiling.New(s.b.Store, nil)}
+	if spans != nil {
+		svc.meters.WatchSpans(spans)
+	}
 	if s.limits, err = s.rateLimits(ctx, svc.meters); err != nil {
 		return nil, err
 	}
@@ -183,20 +186,22 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	return svc, nil
 }
 
-// tracer answers the invoker's tracer (see tracing), nil when no span is
-// recorded.
-func (s *Server) tracer(ctx context.Context) (trace.Tracer, error) {
-	tp, stop, err := tracing(ctx, s.cfg, s.cfg.TracingEnv)
+// tracer answers the invoker's and the doors' tracer (see tracing), nil
+// when no span is recorded, and the queue whose dropped spans /metrics
+// counts (nil for a provider the Config gave).
+func (s *Server) tracer(ctx context.Context) (trace.Tracer, *spanQueue, error) {
+	tp, stop, q, err := tracing(ctx, s.cfg, s.cfg.TracingEnv)
 	if err != nil {
-		return nil, &ConfigError{Field: "TracerProvider", Err: err}
+		return nil, nil, &ConfigError{Field: "TracerProvider", Err: err}
 	}
 	if stop != nil {
 		s.closers = append(s.closers, stop)
 	}
 	if tp == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return tp.Tracer("github.com/toolplane/toolplane/invoke"), nil
+	s.tracerOf = tp.Tracer("github.com/toolplane/toolplane")
+	return s.tracerOf, q, nil
 }
 
 // policyParts are the registry and what decides every call over it.
