@@ -73,6 +73,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		}
 		return c.lateForDispatch(), nil
 	}
+	c.lap(StageHandler)
 	if c.needsRelease() {
 		if res, err, done := c.releaseConnection(ctx); done {
 			return res, err
@@ -113,6 +114,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	}
 	t := c.newTries(b, c.timeout())
 	r, o, cut := c.dispatch(vctx, b, attempt, &t, st)
+	c.lap(StageBoundary)
 	if cut != nil {
 		return c.timedOut(ctx, b, cut.done, cut.within)
 	}
@@ -145,11 +147,13 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 				iv.log.ErrorContext(ctx, "usage row not written", "tool", d.Name, "err", err)
 			} else {
 				res.Meta.UsageID = u.ID
+				c.audit.CostCents = cents
 			}
 		} else {
 			iv.log.WarnContext(ctx, "metered tool reported no usage", "tool", d.Name)
 		}
 	}
+	c.lap(StageClaim)
 	if err := c.complete(ctx, res); err != nil {
 		return toolplane.Result{}, err
 	}

@@ -68,6 +68,11 @@ type call struct {
 	// is given back when the last of them ends.
 	ticket *resilience.Ticket
 	holds  atomic.Int32
+	// obs is what the Observer is told of the call, its stage times
+	// gathered by lap: in is the stage the call is in since lapped.
+	obs    Observation
+	lapped time.Time
+	in     PathStage
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -293,6 +298,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 		return toolplane.Result{}, err
 	}
+	c.lap(StageClaim)
 	tool, d, args := c.tool, &c.tool.Def, c.args
 
 	if d.Writes() {
@@ -324,6 +330,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	// step only; so does an approval of the same call by the same agent in
 	// another run (a session per call), which the call then becomes. One
 	// covering another call is ignored, and the answer says why.
+	c.lap(StageApproval)
 	approved := false
 	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
 		// A read has no key yet; an approval of it names one all the same.
@@ -376,6 +383,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 
+	c.lap(StagePolicy)
 	facts, err := iv.resolvers(d).ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
 	if err != nil {
 		// Neither an allow nor a denial: the call is not decided, and
@@ -413,12 +421,13 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Fail(toolplane.CodeDenied, fmt.Sprintf("%s is not allowed for this caller: %s. Do not retry it; choose another way or tell the user.", tool.Model, dec.Reason)), nil
 	case policy.RequireApproval:
 		if !approved {
+			c.lap(StageApproval)
 			if r, proceed, err := c.fileApproval(ctx); !proceed {
 				return r, err
 			}
 		}
 	}
-
+	c.lap(StageClaim)
 	if d.Metered {
 		if r, stop := c.accrue(ctx); stop {
 			return r, nil
@@ -962,6 +971,7 @@ func (c *call) handlerCall(attempt int) handler.Call {
 // finish records the call: the audit event and the span's end.
 func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	iv := c.iv
+	c.lap(StageAudit)
 	outcome := "ok"
 	var ar *ApprovalRequired
 	switch {
@@ -994,15 +1004,8 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
 	}
 	c.span.End()
-	if iv.cfg.Observer != nil {
-		// Only registered names become labels: a name a caller made up
-		// must not grow the metrics without bound.
-		name := "unknown"
-		if c.tool != nil {
-			name = c.tool.Def.Name
-		}
-		iv.cfg.Observer.ObserveCall(name, outcome, iv.now().Sub(c.start))
-	}
+	// Told after the audit append, whose time is the audit stage's.
+	defer c.observed(outcome)
 	if iv.cfg.Store == nil || c.audited {
 		return
 	}
