@@ -189,3 +189,23 @@ func exercise(t testing.TB) *Metrics {
 	d.m.RateLimitFallback("redis")()
 	return d.m
 }
+
+// Over a real store: the approval a person decided is timed under its
+// decision, the one still waiting and the uncertain action are counted
+// from the store, and the bulkhead in use shows against its cap.
+func TestStoreGaugesAndApprovalWait(t *testing.T) {
+	t.Parallel()
+	out := scrape(t, exercise(t))
+	for _, want := range []string{
+		`toolplane_approval_wait_seconds_count{decision="rejected"} 1`,
+		`toolplane_approvals_pending{organization="acme"} 1`,
+		`toolplane_uncertain_actions_open{organization="acme"} 1`,
+		`toolplane_bulkhead_saturation{name="acme/research.search",scope="tool"} 0.25`,
+		`toolplane_breaker_state{organization="acme",target="search",tool="research.search"} 0`,
+		`toolplane_traffic_refused_total{reason="agent_in_flight"} 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
