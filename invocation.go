@@ -192,6 +192,10 @@ const (
 	// SourceWebhook: a vendor's verified callback reached the state (a
 	// provider job's ending).
 	SourceWebhook Source = "webhook"
+	// SourceControl: a person changed what calls may do (decided an
+	// approval, minted or revoked a key, changed grants, published
+	// rules), through whichever door; the control-plane trail's source.
+	SourceControl Source = "control"
 )
 
 // User is what the platform knows of a person a call acts for beyond

@@ -624,7 +624,11 @@ func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolpl
 		}
 		if len(next.ApprovedBy) < a.Approvers {
 			next.Status = toolplane.ApprovalPending
-			ok, err := s.store.UpdateApproval(ctx, &next)
+			// One person's approval of several is a decision of theirs,
+			// recorded with it; the approval stays pending.
+			ev := DecidedEvent(&next, by, ApprovedOutcome, now)
+			ev.Reason = fmt.Sprintf("%d of %d approvals", len(next.ApprovedBy), a.Approvers)
+			ok, err := s.store.UpdateApprovalAudited(ctx, &next, ev)
 			if err != nil {
 				return nil, fmt.Errorf("resolve approval %s: %w", id, err)
 			}
@@ -635,7 +639,13 @@ func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolpl
 		}
 	}
 	next.ResolvedAt, next.ResolvedBy, next.Reason = now, by.Subject, d.Reason
-	ok, err := s.store.UpdateApproval(ctx, &next)
+	outcome := RejectedOutcome
+	if next.Status == toolplane.ApprovalApproved {
+		outcome = ApprovedOutcome
+	}
+	// The decision and its event are one write: a decision repeated (or
+	// raced) loses the compare-and-swap and records nothing.
+	ok, err := s.store.UpdateApprovalAudited(ctx, &next, DecidedEvent(&next, by, outcome, now))
 	if err != nil {
 		return nil, fmt.Errorf("resolve approval %s: %w", id, err)
 	}
@@ -754,6 +764,26 @@ const ExpiredOutcome = "approval_expired"
 // the same call for the next group.
 const EscalatedOutcome = "approval_escalated"
 
+// The audit outcomes of a person's decision on an approval.
+const (
+	ApprovedOutcome = "approved"
+	RejectedOutcome = "rejected"
+)
+
+// DecidedEvent answers the audit event of by's decision (outcome
+// ApprovedOutcome or RejectedOutcome) on a, at at: a control-plane event
+// (kind approval) whose principal and approver are the person, made with
+// the key by names, about the approval (its subject), naming the call it
+// holds, never its arguments.
+func DecidedEvent(a *toolplane.Approval, by *toolplane.Credential, outcome string, at time.Time) *toolplane.AuditEvent {
+	ev := Event(a, outcome, "", at)
+	ev.ID = toolplane.NewID("aud_")
+	ev.Source = toolplane.SourceControl
+	ev.PrincipalID, ev.ApproverID, ev.KeyID = by.Subject, by.Subject, by.ID
+	ev.Reason = a.Reason
+	return ev
+}
+
 // ExpiredEvent answers the audit event of a, expired.
 func ExpiredEvent(a *toolplane.Approval) *toolplane.AuditEvent {
 	return Event(a, ExpiredOutcome, "", a.ResolvedAt)
@@ -766,13 +796,14 @@ func ExpiredEvent(a *toolplane.Approval) *toolplane.AuditEvent {
 // when set, is the approval that replaced a.
 func Event(a *toolplane.Approval, outcome, next string, at time.Time) *toolplane.AuditEvent {
 	ev := &toolplane.AuditEvent{
-		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
+		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID, StepPath: a.StepPath,
+		Kind: toolplane.AuditApproval, Subject: a.ID,
 		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
 		Outcome: outcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, AuthorizedBy: next, Key: a.Key,
 		Reason: a.Reason, CreatedAt: at,
 	}
 	if inv, err := DecodeInvocation(a.Invocation); err == nil {
-		ev.AgentID, ev.UserID = inv.AgentID, inv.UserID
+		ev.AgentID, ev.UserID, ev.TenantID = inv.AgentID, inv.UserID, inv.TenantID
 	}
 	return ev
 }

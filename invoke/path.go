@@ -52,6 +52,9 @@ type call struct {
 	// audited is set once the audit event was stored with the claim's
 	// answer, in one transaction.
 	audited bool
+	// argsAudited is set once the event says what it keeps of the
+	// arguments (auditInput).
+	argsAudited bool
 	// ignored says why the call's authorized_by did not authorize it, for
 	// the approval-required answer.
 	ignored string
@@ -142,6 +145,7 @@ func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolpl
 		OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID,
 		PrincipalID: inv.Principal.ID, UserID: inv.UserID, Tool: name,
 		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy, ParentID: inv.ParentID,
+		TenantID: inv.TenantID, StepPath: inv.StepPath, KeyID: inv.CredentialID,
 		// Known from the start: a tool this call's handler calls names
 		// it as its parent.
 		ID: toolplane.NewID("aud_"),
@@ -259,7 +263,9 @@ func (c *call) admit(ctx context.Context) (*toolplane.Result, error) {
 		r := iv.fault(ctx, err.Error(), d.Name)
 		return &r, nil
 	}
-	c.audit.ToolVersion = d.Version
+	// What the version declared when the call was decided: the trail
+	// answers "destructive calls" whatever the catalogue says later.
+	c.audit.ToolVersion, c.audit.Effect, c.audit.Destructive = d.Version, d.Effect, d.Annotations.Destructive
 	c.span.SetAttributes(attribute.String("tool.version", d.Version), attribute.String("tool.model_name", tool.Model))
 	if rb := d.Binding.Remote; rb != nil {
 		if refusal := c.resolveRemote(rb); refusal != nil {
@@ -346,7 +352,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		case approval.Covers(a, inv.OrganizationID, d.Name, c.hash, c.key):
 			switch a.Status {
 			case toolplane.ApprovalApproved:
-				c.audit.ApprovalID = a.ID
+				c.approvedBy(a)
 				if r := approvedElsewhere(tool, a); r != nil {
 					return *r, nil
 				}
@@ -373,7 +379,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 				return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview, Existing: true}
 			}
 			if r := approvedElsewhere(tool, a); r != nil && a.Status == toolplane.ApprovalApproved {
-				c.audit.ApprovalID = a.ID
+				c.approvedBy(a)
 				return *r, nil
 			}
 			if r, err, done := c.adopt(ctx, a); done {
@@ -476,7 +482,7 @@ func (c *call) request(owner string) journal.Request {
 			req.Invocation, _ = json.Marshal(toolplane.Invocation{
 				OrganizationID: c.inv.OrganizationID, UserID: c.inv.UserID, RunID: c.inv.RunID,
 				AgentID: c.inv.AgentID, StepPath: c.inv.StepPath, Principal: toolplane.Principal{ID: c.inv.Principal.ID},
-				Source: c.inv.Source,
+				Source: c.inv.Source, TenantID: c.inv.TenantID, CredentialID: c.inv.CredentialID,
 			})
 		}
 	}
@@ -680,7 +686,7 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	if a := prior.Approved; a != nil {
 		// The same call, asked again after a person approved it (before
 		// or after the approval's own execution): it is that call.
-		c.audit.ApprovalID = a.ID
+		c.approvedBy(a)
 		return toolplane.Result{}, true, nil
 	}
 	if pending != nil {
@@ -786,7 +792,8 @@ func (c *call) adopt(ctx context.Context, a *toolplane.Approval) (toolplane.Resu
 	inv.RootRunID = c.inv.EffectiveRootRunID()
 	inv.RunID, inv.StepPath, inv.IdempotencyKey = stored.RunID, stored.StepPath, stored.IdempotencyKey
 	c.inv, c.key = &inv, a.Key
-	c.audit.Key, c.audit.ApprovalID = a.Key, a.ID
+	c.audit.Key = a.Key
+	c.approvedBy(a)
 	c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key), attribute.String("toolplane.approval_id", a.ID))
 	if !c.tool.Def.Writes() {
 		return toolplane.Result{}, nil, false
@@ -1009,6 +1016,9 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	if iv.cfg.Store == nil || c.audited {
 		return
 	}
+	if err == nil {
+		c.audit.OutputHash = resultHash(res)
+	}
 	c.auditNow(outcome)
 	c.audit.Replayed = res.Meta.Replayed
 	var aerr error
@@ -1032,6 +1042,8 @@ func (c *call) auditNow(outcome string) *toolplane.AuditEvent {
 	if c.audit.ID == "" {
 		c.audit.ID = toolplane.NewID("aud_")
 	}
+	c.auditInput()
+	c.auditSpan()
 	c.audited = true
 	return &c.audit
 }
