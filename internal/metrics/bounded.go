@@ -69,7 +69,9 @@ func (b *bounded[T]) get(l labels) T {
 
 // admit is get's slow path: a series not seen before, or one whose values
 // overflowed (which is never cached under its own values, so a flood of
-// them keeps nothing).
+// them keeps nothing). A value past its cap takes this path, a write
+// lock, on each call: a cost only a deployment past its caps pays, and
+// the overflow alert tells it to raise them.
 func (b *bounded[T]) admit(l labels) T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
