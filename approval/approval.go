@@ -113,6 +113,8 @@ type Service struct {
 	usage toolplane.UsageStore
 	now   func() time.Time
 	ttl   time.Duration
+	// decided is Config.Decided, never nil.
+	decided func(*toolplane.Approval)
 }
 
 // Config is what a Service is built from. Store is required; the rest
@@ -129,6 +131,10 @@ type Config struct {
 	// TTL is how long an approval waits when its tool names no wait;
 	// zero is DefaultTTL.
 	TTL time.Duration
+	// Decided, when set, is told of each approval this service decided
+	// (approved, rejected or expired), after the decision is stored: the
+	// metrics time the wait from filing to decision with it.
+	Decided func(*toolplane.Approval)
 }
 
 // New answers a service built from cfg.
@@ -140,7 +146,11 @@ func New(cfg Config) *Service {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Service{store: cfg.Store, usage: cfg.Usage, now: now, ttl: ttl}
+	decided := cfg.Decided
+	if decided == nil {
+		decided = func(*toolplane.Approval) {}
+	}
+	return &Service{store: cfg.Store, usage: cfg.Usage, now: now, ttl: ttl, decided: decided}
 }
 
 // File stores a new pending approval, unless the call (its organization,
@@ -642,6 +652,7 @@ func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolpl
 	if !ok {
 		return nil, fmt.Errorf("resolve approval %s: %w (resolved concurrently)", id, ErrNotPending)
 	}
+	s.decided(&next)
 	return &next, nil
 }
 
@@ -661,6 +672,7 @@ func (s *Service) Expire(ctx context.Context, a *toolplane.Approval) (bool, erro
 	}
 	if ok {
 		*a = next
+		s.decided(a)
 	}
 	return ok, nil
 }
@@ -708,6 +720,7 @@ func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group str
 		if !ok {
 			return nil, fmt.Errorf("escalate approval %s: %w (changed concurrently)", a.ID, ErrNotPending)
 		}
+		s.decided(&old)
 		*a = old
 	}
 	// Filed as any approval is: should the agent have asked again since

@@ -75,6 +75,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		}
 		return c.lateForDispatch(), nil
 	}
+	c.lap(StageHandler)
 	if c.needsRelease() {
 		c.mark(ctx, stageCredential)
 		if res, err, done := c.releaseConnection(ctx); done {
@@ -119,6 +120,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	c.mark(ctx, "")
 	r, o, cut := c.dispatch(vctx, b, attempt, &t, st)
 	c.audit.Attempts = t.made
+	c.lap(StageBoundary)
 	if cut != nil {
 		return c.timedOut(ctx, b, cut.done, cut.within)
 	}
@@ -158,6 +160,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			iv.log.WarnContext(ctx, "metered tool reported no usage", "tool", d.Name)
 		}
 	}
+	c.lap(StageClaim)
 	if err := c.complete(ctx, res); err != nil {
 		return toolplane.Result{}, err
 	}

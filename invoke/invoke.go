@@ -276,8 +276,8 @@ type Config struct {
 	Facts       policy.Facts
 	FactTimeout time.Duration
 	Approvals   *approval.Service
-	// Observer, when set, is told of every call's outcome and latency (the
-	// metrics).
+	// Observer, when set, is told of every call's outcome, latency, stage
+	// times and cost (the metrics).
 	Observer Observer
 	// Principals, when set, answers the live principal of a call: a fresh
 	// call from a door is decided on what its credential's grants allow
@@ -422,11 +422,6 @@ func (iv *Invoker) fault(ctx context.Context, cause, tool string) toolplane.Resu
 	r := toolplane.Fail(toolplane.CodeInternalError, "the platform could not run this call because of a configuration fault; it has been reported, and retrying will not help")
 	r.Stop = toolplane.StopFault
 	return r
-}
-
-// Observer is told of each call as it ends.
-type Observer interface {
-	ObserveCall(tool, outcome string, took time.Duration)
 }
 
 // Principals answers live principals. The invoker asks for every call:

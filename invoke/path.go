@@ -76,6 +76,11 @@ type call struct {
 	// stageSpan is the span of the stage the call is in (see mark), nil
 	// when none is open or the call is not recorded.
 	stageSpan trace.Span
+	// obs is what the Observer is told of the call, its stage times
+	// gathered by lap: in is the stage the call is in since lapped.
+	obs    Observation
+	lapped time.Time
+	in     PathStage
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -306,6 +311,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 		return toolplane.Result{}, err
 	}
+	c.lap(StageClaim)
 	tool, d, args := c.tool, &c.tool.Def, c.args
 
 	if d.Writes() {
@@ -339,6 +345,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	// step only; so does an approval of the same call by the same agent in
 	// another run (a session per call), which the call then becomes. One
 	// covering another call is ignored, and the answer says why.
+	c.lap(StageApproval)
 	approved := false
 	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
 		c.mark(ctx, stageApproval)
@@ -393,6 +400,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	}
 
 	c.mark(ctx, stagePolicy)
+	c.lap(StagePolicy)
 	facts, err := iv.resolvers(d).ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
 	if err != nil {
 		// Neither an allow nor a denial: the call is not decided, and
@@ -431,12 +439,13 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	case policy.RequireApproval:
 		if !approved {
 			c.mark(ctx, stageApproval)
+			c.lap(StageApproval)
 			if r, proceed, err := c.fileApproval(ctx); !proceed {
 				return r, err
 			}
 		}
 	}
-
+	c.lap(StageClaim)
 	if d.Metered {
 		c.mark(ctx, stageMeter)
 		if r, stop := c.accrue(ctx); stop {
@@ -985,6 +994,7 @@ func (c *call) handlerCall(attempt int) handler.Call {
 // finish records the call: the audit event and the span's end.
 func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	iv := c.iv
+	c.lap(StageAudit)
 	outcome := "ok"
 	var ar *ApprovalRequired
 	switch {
@@ -1020,17 +1030,10 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	}
 	c.endStages(&res, outcome, err)
 	// The call's span ends after its audit event is appended (a child
-	// stage of it).
+	// stage of it), and the Observer is told after that append too, whose
+	// time is the audit stage's.
 	defer c.span.End()
-	if iv.cfg.Observer != nil {
-		// Only registered names become labels: a name a caller made up
-		// must not grow the metrics without bound.
-		name := "unknown"
-		if c.tool != nil {
-			name = c.tool.Def.Name
-		}
-		iv.cfg.Observer.ObserveCall(name, outcome, iv.now().Sub(c.start))
-	}
+	defer c.observed(outcome)
 	if iv.cfg.Store == nil || c.audited {
 		return
 	}

@@ -499,6 +499,18 @@ func (m *memStore) CountApprovals(_ context.Context, status toolplane.ApprovalSt
 	return out, nil
 }
 
+func (m *memStore) CountClaims(_ context.Context, status toolplane.ClaimStatus) (map[string]int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range m.claims {
+		if c.Status == status {
+			out[c.OrganizationID]++
+		}
+	}
+	return out, nil
+}
+
 func (m *memStore) InsertUsage(_ context.Context, u *toolplane.Usage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

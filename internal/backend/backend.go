@@ -37,6 +37,7 @@ type Store interface {
 	toolplane.WebhookSecretStore
 	toolplane.VendorCeilingStore
 	toolplane.AuditOutboxStore
+	toolplane.ClaimCounter
 }
 
 // Runner is a node's background work runner, whichever driver it uses.

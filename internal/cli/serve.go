@@ -112,6 +112,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")
 	auditNATSStream := fs.String("audit-export-nats-stream", "", "the JetStream stream the audit trail is exported to (created when absent); events on toolplane.audit.<organization>")
 	auditDir := fs.String("audit-export-dir", "", "export the audit trail to rotating JSON Lines files in this directory")
+	metricsMaxLabels := fs.Int("metrics-max-label-values", 0, "distinct values each metric label keeps (tools, versions, agents, organizations) before new ones count under __overflow__ (0: 1000)")
 	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
 	claimRoles := fs.String("jwt-roles-claim", "", "the claim of a person's token listing their roles, which rules read")
 	claimGroups := fs.String("jwt-groups-claim", "", "the claim of a person's token listing their groups: rules read them, and group grants stand for the person")
@@ -168,7 +169,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
 		RateLimit: *rateLimit, AgentRateLimit: *agentRate, RateLimitStore: *rateStore, RateLimitTimeout: *rateTimeout, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
-		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken,
+		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, MetricsMaxLabelValues: *metricsMaxLabels,
 		AuditExportNATS: *auditNATS, AuditExportNATSStream: *auditNATSStream, AuditExportDir: *auditDir, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
 		Node:      *nodeName, LeaseMargin: *leaseMargin, MaxHops: *maxHops, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
@@ -231,7 +232,7 @@ var serveFlags = map[string]string{
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
 	"RateLimit": "--rate-limit", "AgentRateLimit": "--agent-rate-limit", "RateLimitStore": "--rate-limit-store", "RateLimitTimeout": "--rate-limit-timeout", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
-	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token",
+	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token", "MetricsMaxLabelValues": "--metrics-max-label-values",
 	"AuditExportNATS": "--audit-export-nats", "AuditExportNATSStream": "--audit-export-nats-stream", "AuditExportDir": "--audit-export-dir",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin", "MaxHops": "--max-hops",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",

@@ -221,6 +221,11 @@ type Config struct {
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string
+	// MetricsMaxLabelValues caps the distinct values each label of each
+	// metric family keeps (tools, versions, agents, organizations); past
+	// it, values are counted under __overflow__. Zero:
+	// metrics.DefaultMaxLabelValues.
+	MetricsMaxLabelValues int
 	// TimeZone is the IANA name of the deployment's time zone
 	// ("Europe/Paris"): the one an organization's rules read time in, and
 	// the org_time policy fact with them, unless its policy bundle names

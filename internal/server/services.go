@@ -138,9 +138,11 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		return nil, err
 	}
 	s.reg = pol.reg
+	meters := metrics.NewWith(metrics.Config{Pending: metrics.Pending(s.b.Store), Uncertain: metrics.Uncertain(s.b.Store),
+		MaxLabelValues: s.cfg.MetricsMaxLabelValues, Log: s.log})
 	svc := &services{reg: pol.reg, grants: pol.grants, rules: pol.rules, upstreams: src.upstreams,
-		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store}),
-		meters:    metrics.New(metrics.Pending(s.b.Store), s.log),
+		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store, Decided: meters.ApprovalDecided}),
+		meters:    meters,
 		ceilings:  ceiling.New(s.b.Store, nil)}
 	if spans != nil {
 		svc.meters.WatchSpans(spans)
