@@ -129,7 +129,7 @@ func (s *Store) DeleteAnomalyBaselines(ctx context.Context, before time.Time, li
 
 func scanAnomaly(r scanner) (toolplane.Anomaly, error) {
 	var (
-		a                             toolplane.Anomaly
+		a                            toolplane.Anomaly
 		start, end, acked, made, upd int64
 	)
 	err := r.Scan(&a.OrganizationID, &a.ID, &a.AgentID, &a.Tool, &a.Signal, &a.Observed, &a.Mean, &a.StdDev, &a.Score,
