@@ -36,6 +36,7 @@ type Store interface {
 	toolplane.ProviderJobStore
 	toolplane.WebhookSecretStore
 	toolplane.VendorCeilingStore
+	toolplane.AnomalyStore
 }
 
 // Runner is a node's background work runner, whichever driver it uses.
