@@ -15,6 +15,7 @@ type anomalyOptions struct {
 	mode      *string
 	threshold *float64
 	window    *time.Duration
+	notify    *bool
 }
 
 // anomalyFlags declares serve's anomaly triage flags on fs.
@@ -24,6 +25,7 @@ func anomalyFlags(fs *pflag.FlagSet) *anomalyOptions {
 		threshold: fs.Float64("anomaly-threshold", anomaly.DefaultThreshold,
 			"how many standard deviations above its baseline a window's value must be to be flagged (the deviation is floored so a quiet baseline does not flag a single refusal)"),
 		window: fs.Duration("anomaly-window", anomaly.DefaultWindow, "the width of one anomaly window (at least a minute); the baseline spans 24 of them"),
+		notify: fs.Bool("anomaly-notify", false, "tell of every anomaly item filed on its organization's default notification channels, as an uncertain call is told"),
 	}
 }
 
@@ -37,6 +39,6 @@ func (o *anomalyOptions) apply(cfg *server.Config) error {
 	default:
 		return fmt.Errorf("--anomaly: %q is neither on nor off", *o.mode)
 	}
-	cfg.AnomalyWindow, cfg.AnomalyThreshold = *o.window, *o.threshold
+	cfg.AnomalyWindow, cfg.AnomalyThreshold, cfg.AnomalyNotify = *o.window, *o.threshold, *o.notify
 	return nil
 }

@@ -6,7 +6,9 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/anomaly"
+	"github.com/toolplane/toolplane/notify"
 )
 
 // Anomalies is the anomaly triage's background work (anomaly.Service):
@@ -58,4 +60,27 @@ func (x *anomalyWorker) Work(ctx context.Context, _ *river.Job[AnomalyStepArgs])
 			"filed", len(rep.Filed), "updated", rep.Updated)
 	}
 	return nil
+}
+
+// anomalyNotifier is a Notifier that tells of anomaly items too
+// (notify.Service).
+type anomalyNotifier interface {
+	ForAnomaly(ctx context.Context, a *toolplane.Anomaly) ([]notify.Delivery, error)
+}
+
+// AnomalyFiled enqueues the deliveries telling that the anomaly triage
+// filed item a, on its organization's default channels (the anomaly
+// Service's Notice). Each delivery is a job of its own, retried and
+// dead-lettered as every notification is. Without a notifier that tells
+// of anomalies it does nothing.
+func (r *Runner[TTx]) AnomalyFiled(ctx context.Context, a *toolplane.Anomaly) error {
+	n, ok := r.w.deps.Notifier.(anomalyNotifier)
+	if !ok {
+		return nil
+	}
+	ds, err := n.ForAnomaly(ctx, a)
+	if err != nil {
+		return err
+	}
+	return r.w.notifyAll(ctx, ds)
 }

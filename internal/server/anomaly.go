@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/anomaly"
+	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
 )
 
@@ -25,13 +30,42 @@ func (c Config) checkAnomaly() error {
 	return nil
 }
 
+// anomalyNotice tells of the items the triage files through the node's
+// runner, once it is built (the runner is built after the triage it
+// runs).
+type anomalyNotice struct {
+	mu sync.RWMutex
+	r  backend.Runner
+}
+
+func (n *anomalyNotice) use(r backend.Runner) {
+	n.mu.Lock()
+	n.r = r
+	n.mu.Unlock()
+}
+
+func (n *anomalyNotice) tell(ctx context.Context, a *toolplane.Anomaly) error {
+	n.mu.RLock()
+	r := n.r
+	n.mu.RUnlock()
+	if r == nil {
+		return errors.New("the background work is not running yet")
+	}
+	return r.AnomalyFiled(ctx, a)
+}
+
 // buildAnomalies answers the anomaly triage over the node's store, nil
-// when it is off.
-func (s *Server) buildAnomalies() (*anomaly.Service, error) {
+// when it is off. With AnomalyNotify, each item filed is told through
+// notice.
+func (s *Server) buildAnomalies(notice *anomalyNotice) (*anomaly.Service, error) {
 	if s.cfg.AnomalyOff {
 		return nil, nil
 	}
-	svc, err := anomaly.New(s.b.Store, anomaly.Config{Window: s.cfg.AnomalyWindow, Threshold: s.cfg.AnomalyThreshold, Logger: s.log})
+	cfg := anomaly.Config{Window: s.cfg.AnomalyWindow, Threshold: s.cfg.AnomalyThreshold, Logger: s.log}
+	if s.cfg.AnomalyNotify {
+		cfg.Notice = notice.tell
+	}
+	svc, err := anomaly.New(s.b.Store, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("anomaly triage: %w", err)
 	}

@@ -252,6 +252,10 @@ type Config struct {
 	// score that flags; default anomaly.DefaultThreshold.
 	AnomalyWindow    time.Duration
 	AnomalyThreshold float64
+	// AnomalyNotify tells of every item the triage files on its
+	// organization's default notification channels, as an uncertain
+	// call is told; off by default.
+	AnomalyNotify bool
 	// TracerProvider, when set, receives the span of every call (a test's
 	// recorder, or a provider the embedding program configured). Nil: an
 	// OTLP/HTTP exporter when TracingEnv names one

@@ -173,12 +173,14 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
-	if svc.anomalies, err = s.buildAnomalies(); err != nil {
+	notice := &anomalyNotice{}
+	if svc.anomalies, err = s.buildAnomalies(notice); err != nil {
 		return nil, err
 	}
 	if s.runner, err = s.buildBackground(ctx, self, svc); err != nil {
 		return nil, err
 	}
+	notice.use(s.runner)
 	s.running = true
 	return svc, nil
 }
