@@ -236,7 +236,7 @@ var serveFlags = map[string]string{
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
 	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",
-	"AnomalyWindow": "--anomaly-window", "AnomalyThreshold": "--anomaly-threshold", "AnomalyNotify": "--anomaly-notify",
+	"AnomalyWindow": "--anomaly-window", "AnomalyThreshold": "--anomaly-threshold",
 }
 
 // parseProviderWebhook reads one --provider-webhook, NAME=SCHEME or
