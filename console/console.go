@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/anomaly"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
@@ -98,6 +99,10 @@ type Config struct {
 	// (the dead letters) to those who may read them; without it the page
 	// says notifications are not configured.
 	Notifications Notifications
+	// Anomalies, when set, serves the anomaly triage's items to those
+	// who may read them (anomaly.MayTriage); without it the page says
+	// the triage is off.
+	Anomalies *anomaly.Service
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil
@@ -173,6 +178,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.catalogRoutes(mux)
 	c.accessRoutes(mux)
 	c.notificationRoutes(mux)
+	c.anomalyRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -187,6 +193,7 @@ var sections = []section{
 	{"catalog", "Catalogue"},
 	{"access", "Access"},
 	{"notifications", "Notifications"},
+	{"anomalies", "Anomalies"},
 }
 
 // headers sets what every console answer carries: nobody caches it (the

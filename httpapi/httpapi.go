@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/anomaly"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
@@ -118,6 +119,10 @@ type Server struct {
 	// MaxBatch is how many calls a batch (POST /v1/invoke:batch) may
 	// carry; zero or less is DefaultMaxBatch.
 	MaxBatch int
+	// Anomalies, when set, serves the organization's anomaly triage
+	// items under /v1/anomalies (to auditors); without it they answer
+	// 404.
+	Anomalies *anomaly.Service
 	// ProviderJobs, when set, serves the organization's unsettled provider
 	// jobs under /v1/provider-jobs/unsettled; without it that answers 404.
 	ProviderJobs *providerjob.Service
@@ -325,6 +330,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/notifications/dead-letters", s.notificationRoute(s.listDeadLetters)},
 		{"GET", "/v1/webhook-secret", s.webhookSecretRoute(s.getWebhookSecret)},
 		{"POST", "/v1/webhook-secret:rotate", s.webhookSecretRoute(s.rotateWebhookSecret)},
+		{"GET", "/v1/anomalies", s.anomalyRoute(s.listAnomalies)},
+		{"GET", "/v1/anomalies/{id}", s.anomalyRoute(s.getAnomaly)},
+		{"POST", "/v1/anomalies/{id}/acknowledge", s.anomalyRoute(s.acknowledgeAnomaly)},
 		{"GET", "/v1/vendor-ceilings", s.vendorCeilingRoute(s.listVendorCeilings)},
 		{"GET", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.getVendorCeiling)},
 		{"PUT", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.putVendorCeiling)},

@@ -132,6 +132,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	sweepEvery := fs.Duration("sweep-every", server.DefaultSweepEvery, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
 	asyncStale := fs.Duration("async-stale-after", 0, "how long an asynchronous call still queued or running, or a callback still due, goes untouched before the sweep hands it to a worker again, in case its hand-off was lost with a node (0: 1m)")
 	traffic := trafficFlags(fs)
+	anomalies := anomalyFlags(fs)
 	if err := fs.Parse(longDashesIn(fs, args)); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stdout, "usage: toolplane serve [flags]\n\nflags:\n%s", fs.FlagUsages())
@@ -208,6 +209,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	if err := traffic.apply(&cfg); err != nil {
 		return fail(err)
 	}
+	if err := anomalies.apply(&cfg); err != nil {
+		return fail(err)
+	}
 	if cfg.MaxHops <= 0 {
 		cfg.MaxHops = -1 // no tool calls a tool
 	}
@@ -239,6 +243,7 @@ var serveFlags = map[string]string{
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
 	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",
+	"AnomalyWindow": "--anomaly-window", "AnomalyThreshold": "--anomaly-threshold",
 }
 
 // parseProviderWebhook reads one --provider-webhook, NAME=SCHEME or

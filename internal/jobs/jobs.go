@@ -34,7 +34,9 @@
 //     their deadline;
 //   - notifications (see notify.go): one job per event, subject and
 //     channel on a queue of its own, and a sweep that enqueues what a node
-//     lost between a commit and its enqueueing.
+//     lost between a commit and its enqueueing;
+//   - the anomaly triage (see anomaly.go): a periodic step that folds
+//     the audit trail's settled windows into the baselines.
 //
 // The periodic work is a table (periodicJobs): River enqueues each entry
 // on one node of the deployment, its leader, every period.
@@ -197,6 +199,8 @@ type Deps struct {
 	// checkpoint of every organization's audit chain that moved, every
 	// AuditCheckpointEvery.
 	AuditKeys *auditchain.KeySet
+	// Anomalies, when set, runs the anomaly triage's periodic step.
+	Anomalies Anomalies
 }
 
 // Sunsetter applies the sunset rule (catalog.Service).
@@ -275,6 +279,7 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		{"sweep_provider_jobs", opt.SweepEvery, SweepProviderJobsArgs{}, deps.ProviderJobs != nil},
 		{"sweep_async", opt.SweepEvery, SweepAsyncArgs{}, deps.Async != nil},
 		{"audit_checkpoint", opt.AuditCheckpointEvery, AuditCheckpointArgs{}, deps.AuditKeys != nil && chainStore(deps) != nil},
+		{"anomaly_step", anomalyEvery(deps.Anomalies), AnomalyStepArgs{}, deps.Anomalies != nil},
 	}
 	var jobs []*river.PeriodicJob
 	for _, p := range table {
@@ -309,6 +314,9 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if deps.ProviderJobs != nil {
 		river.AddWorker(workers, &settleWorker{w: w})
 		river.AddWorker(workers, &sweepProviderJobsWorker{w: w})
+	}
+	if deps.Anomalies != nil {
+		river.AddWorker(workers, &anomalyWorker{w: w})
 	}
 	if deps.Notifier != nil {
 		river.AddWorker(workers, &notifyWorker{w: w})

@@ -266,6 +266,18 @@ type Config struct {
 	// callback still due, goes untouched before the sweep hands it to a
 	// worker again (jobs.Options.AsyncStaleAfter); default a minute.
 	AsyncStaleAfter time.Duration
+	// AnomalyOff turns the anomaly triage off: no baseline is kept and
+	// nothing is filed (the items filed before stay readable).
+	AnomalyOff bool
+	// AnomalyWindow is the width of one anomaly window, at least a
+	// minute; default anomaly.DefaultWindow. AnomalyThreshold is the
+	// score that flags; default anomaly.DefaultThreshold.
+	AnomalyWindow    time.Duration
+	AnomalyThreshold float64
+	// AnomalyNotify tells of every item the triage files on its
+	// organization's default notification channels, as an uncertain
+	// call is told; off by default.
+	AnomalyNotify bool
 	// TracerProvider, when set, receives the span of every call (a test's
 	// recorder, or a provider the embedding program configured). Nil: an
 	// OTLP/HTTP exporter when TracingEnv names one
@@ -368,6 +380,9 @@ func (c Config) withDefaults() (Config, error) {
 		if d.v < 0 {
 			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
 		}
+	}
+	if err := c.checkAnomaly(); err != nil {
+		return c, err
 	}
 	if c.Addr == "" {
 		c.Addr = DefaultAddr

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/anomaly"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/audit"
@@ -116,6 +117,8 @@ type services struct {
 	async *async.Service
 	// exports ship the audit trail to the configured sinks (none: empty).
 	exports *auditexport.Exporters
+	// anomalies is the anomaly triage (nil when off).
+	anomalies *anomaly.Service
 }
 
 // services builds, in this order, what decides calls (policy), what keeps
@@ -181,9 +184,14 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
+	notice := &anomalyNotice{}
+	if svc.anomalies, err = s.buildAnomalies(notice); err != nil {
+		return nil, err
+	}
 	if s.runner, err = s.buildBackground(ctx, self, svc); err != nil {
 		return nil, err
 	}
+	notice.use(s.runner)
 	s.running = true
 	return svc, nil
 }
@@ -356,7 +364,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 // before it starts.
 func (s *Server) buildBackground(ctx context.Context, self *toolplane.Node, svc *services) (backend.Runner, error) {
 	runner, err := s.b.Runner(jobs.Deps{Invoker: svc.iv, Approvals: svc.approvals, Store: s.b.Store, Maint: s.b.Store, Sunset: svc.cat, Notifier: svc.notes, Async: svc.async,
-		ProviderJobs: s.pj, AuditKeys: s.signingKeys()},
+		ProviderJobs: s.pj, AuditKeys: s.signingKeys(), Anomalies: anomalyJob(svc.anomalies)},
 		jobs.Options{Logger: s.log, DeadAfter: s.cfg.NodeDeadAfter, SweepEvery: s.cfg.SweepEvery,
 			AsyncStaleAfter: s.cfg.AsyncStaleAfter, Node: self.ID})
 	if err != nil {
