@@ -51,7 +51,11 @@ func TestPublishingChecksPrices(t *testing.T) {
 			d.Metered = false
 			return d
 		}(), "metered"},
-		{"on a handler", func() toolplane.Definition { d := base(); d.Metered, d.Price = true, &toolplane.Price{Cents: 1}; return d }(), "price"},
+		{"on a handler", func() toolplane.Definition {
+			d := base()
+			d.Metered, d.Price = true, &toolplane.Price{Cents: 1}
+			return d
+		}(), "price"},
 		{"sql fixed", sqlDef(`UPDATE companies SET name = :filter WHERE id = :company_id`, &toolplane.Price{Cents: 3}), ""},
 		{"sql column", sqlDef(`UPDATE companies SET name = :filter WHERE id = :company_id RETURNING credits AS cost_cents`, &toolplane.Price{Field: "cost_cents", MaxCents: 50}), ""},
 		{"sql column of no rows", sqlDef(`UPDATE companies SET name = :filter WHERE id = :company_id`, &toolplane.Price{Field: "cost_cents", MaxCents: 50}), "price.field"},
