@@ -71,4 +71,3 @@ func TestPricedStatementsReportTheirCost(t *testing.T) {
 		})
 	}
 }
-
