@@ -100,7 +100,7 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 // resource metadata (RFC 9728) the MCP door publishes.
 func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server) *httpapi.Server {
 	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
-		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
+		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, Spend: svc.spend, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
 		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler()}
 }
 

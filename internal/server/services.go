@@ -33,6 +33,7 @@ import (
 	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signing"
+	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -110,6 +111,9 @@ type services struct {
 	// ceilings keeps the organizations' vendor ceilings, checked before
 	// they are stored.
 	ceilings *ceiling.Service
+	// spend keeps the organizations' daily spend ceilings and reports
+	// their spend.
+	spend *spend.Service
 	// async accepts calls to run later, runs them on the background work
 	// and posts their callbacks, signed with webhookSecrets.
 	async *async.Service
@@ -138,7 +142,8 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	svc := &services{reg: pol.reg, grants: pol.grants, rules: pol.rules, upstreams: src.upstreams,
 		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store}),
 		meters:    metrics.New(metrics.Pending(s.b.Store), s.log),
-		ceilings:  ceiling.New(s.b.Store, nil)}
+		ceilings:  ceiling.New(s.b.Store, nil),
+		spend:     spend.New(s.b.Store, nil)}
 	if s.limits, err = s.rateLimits(ctx, svc.meters); err != nil {
 		return nil, err
 	}
