@@ -41,6 +41,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
+	"github.com/toolplane/toolplane/spend"
 )
 
 // Path is where the console is served, under the public URL's path.
@@ -98,6 +99,10 @@ type Config struct {
 	// (the dead letters) to those who may read them; without it the page
 	// says notifications are not configured.
 	Notifications Notifications
+	// Spend, when set, serves the spend page (reports by day, agent and
+	// tool, and the daily ceiling) to those who may read them; without it
+	// the page says spend is not enabled.
+	Spend *spend.Service
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil
@@ -173,6 +178,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.catalogRoutes(mux)
 	c.accessRoutes(mux)
 	c.notificationRoutes(mux)
+	c.spendRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -187,6 +193,7 @@ var sections = []section{
 	{"catalog", "Catalogue"},
 	{"access", "Access"},
 	{"notifications", "Notifications"},
+	{"spend", "Spend"},
 }
 
 // headers sets what every console answer carries: nobody caches it (the
@@ -353,7 +360,8 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		},
-		"left": func(t time.Time) string { return timeLeft(t, c.cfg.Now()) },
+		"left":  func(t time.Time) string { return timeLeft(t, c.cfg.Now()) },
+		"cents": cents,
 	}
 }
 
