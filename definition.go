@@ -59,6 +59,10 @@ type Definition struct {
 	Execution *Execution `json:"execution,omitempty"`
 	// Metered tools write a usage row and pass accrual before they execute.
 	Metered bool `json:"metered,omitempty"`
+	// Price, on an http or sql tool (which has no handler of its own to
+	// report what a call cost), is what each call that succeeds costs: the
+	// runtime reports it to the meter. A priced tool is metered.
+	Price *Price `json:"price,omitempty"`
 	// Repeatable must be stated false for every write and send tool: two
 	// identical calls in one run are one effect. It is absent for a read, and
 	// true is refused.
@@ -101,6 +105,31 @@ type Definition struct {
 	// called beside it.
 	Dependencies []Dependency `json:"dependencies,omitempty"`
 }
+
+// Price is what one call of an http or sql tool costs, set by the tool's
+// owner when it is published: a fixed amount per call, or an amount the
+// downstream states in its answer (a provider that reports what the call
+// cost, in credits or cents), bounded by the owner.
+type Price struct {
+	// Cents is the fixed cost of each call that succeeds.
+	Cents int64 `json:"cents,omitempty"`
+	// Field, instead, names where the answer states the call's cost in
+	// cents: a JSON pointer into an http response's body (/usage/cost),
+	// or a column of a sql result, summed over the rows it answers. A
+	// fraction of a cent is counted as a whole one, so a call is never
+	// counted below what it cost.
+	Field string `json:"field,omitempty"`
+	// MaxCents bounds a cost read from Field: an answer stating more, or
+	// a negative or missing cost, is a meter fault (the call's answer is
+	// withheld and the fault reported), never a charge the owner did not
+	// expect.
+	MaxCents int64 `json:"max_cents,omitempty"`
+}
+
+// MaxPriceCents bounds any price a tool declares: a thousand dollars a
+// call is past any metered API this platform fronts, so more is a typing
+// mistake (cents taken for micros), not a price.
+const MaxPriceCents int64 = 100_000
 
 // Dependency is one edge from a tool to another.
 type Dependency struct {

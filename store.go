@@ -228,10 +228,13 @@ type Usage struct {
 	OrganizationID string
 	RunID          string
 	RootRunID      string
-	Tool           string
-	CostCents      int64
-	Units          int64
-	CreatedAt      time.Time
+	// AgentID is the agent whose call it was ("" for rows written before
+	// it was recorded): what spend reports group by.
+	AgentID   string
+	Tool      string
+	CostCents int64
+	Units     int64
+	CreatedAt time.Time
 }
 
 // UsageStats is what the meter recorded of one tool's calls: how many rows,
@@ -591,6 +594,7 @@ type Store interface {
 	ClaimStore
 	ApprovalStore
 	UsageStore
+	SpendStore
 	AuditStore
 	CredentialStore
 	CatalogStore

@@ -308,6 +308,15 @@ func execution(m *meta, a, b *toolplane.Definition) {
 	case a.Metered && !b.Metered:
 		m.add("metered", KindBehaviourChanged, Minor, "calls are no longer metered")
 	}
+	// A price is what each call spends of a run's and an organization's
+	// budget: one that can charge more refuses budgets sooner.
+	if !equalPrice(a.Price, b.Price) {
+		if priceBound(b.Price) > priceBound(a.Price) || (a.Price != nil && b.Price != nil && a.Price.Field != b.Price.Field) {
+			m.add("price", KindBehaviourChanged, Minor, "a call can now cost up to %d cents, was %d: budgets are spent sooner", priceBound(b.Price), priceBound(a.Price))
+		} else {
+			m.add("price", KindBehaviourChanged, Patch, "a call now costs at most %d cents, was %d", priceBound(b.Price), priceBound(a.Price))
+		}
+	}
 	// repeatable decides whether two identical calls are one effect or two.
 	if !equalBoolPtr(a.Repeatable, b.Repeatable) {
 		m.add("repeatable", KindBehaviourChanged, Major, "changed from %s to %s: whether two identical calls are one effect or two", showBoolPtr(a.Repeatable), showBoolPtr(b.Repeatable))
@@ -454,7 +463,7 @@ var knownFields = fields{
 	"name": nil, "version": nil, "description": nil,
 	"input_schema": nil, "output_schema": nil, "error_schema": nil, "schema_hash": nil,
 	"kind": nil, "effect": nil, "connection": nil, "timeout": nil, "retry": nil,
-	"metered": nil, "repeatable": nil, "approval_preview": nil, "policy_facts": nil,
+	"metered": nil, "price": nil, "repeatable": nil, "approval_preview": nil, "policy_facts": nil,
 	"batch_argument": nil, "max_batch_size": nil, "max_results": nil, "max_output_bytes": nil,
 	"item_kind": nil, "tags": nil, "owner": nil, "on_call": nil, "cost_center": nil, "mode": nil,
 	"dependencies": nil,
@@ -547,4 +556,20 @@ func sameDependencies(a, b []toolplane.Dependency) bool {
 		seen[d]--
 	}
 	return true
+}
+
+func equalPrice(a, b *toolplane.Price) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// priceBound answers the most one call of a tool priced p can cost: its
+// fixed price, or the bound of the price its answer states.
+func priceBound(p *toolplane.Price) int64 {
+	switch {
+	case p == nil:
+		return 0
+	case p.Field != "":
+		return p.MaxCents
+	}
+	return p.Cents
 }

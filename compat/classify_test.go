@@ -114,6 +114,12 @@ func TestClassifyMetadata(t *testing.T) {
 		}, []string{"behaviour_changed retry MINOR"}},
 		{"replay enabled", nil, func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 3} }, []string{"behaviour_changed replay MAJOR"}},
 		{"replay raised", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 2} }, func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 3} }, []string{"behaviour_changed replay MAJOR"}},
+		{"price added", nil, func(d *toolplane.Definition) { d.Price = &toolplane.Price{Cents: 5} }, []string{"behaviour_changed price MINOR"}},
+		{"price raised", func(d *toolplane.Definition) { d.Price = &toolplane.Price{Cents: 5} }, func(d *toolplane.Definition) { d.Price = &toolplane.Price{Cents: 6} }, []string{"behaviour_changed price MINOR"}},
+		{"price lowered", func(d *toolplane.Definition) { d.Price = &toolplane.Price{Cents: 5} }, func(d *toolplane.Definition) { d.Price = &toolplane.Price{Cents: 2} }, []string{"behaviour_changed price PATCH"}},
+		{"price read from another field", func(d *toolplane.Definition) { d.Price = &toolplane.Price{Field: "/a", MaxCents: 9} },
+			func(d *toolplane.Definition) { d.Price = &toolplane.Price{Field: "/b", MaxCents: 9} }, []string{"behaviour_changed price MINOR"}},
+		{"price unchanged", func(d *toolplane.Definition) { d.Price = &toolplane.Price{Cents: 5} }, func(d *toolplane.Definition) { d.Price = &toolplane.Price{Cents: 5} }, nil},
 		{"replay lowered", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 3} }, func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 1} }, []string{"behaviour_changed replay MINOR"}},
 		{"replay disabled", func(d *toolplane.Definition) { d.Replay = &toolplane.Replay{MaxAttempts: 3} }, nil, []string{"behaviour_changed replay MINOR"}},
 		// Attempts inside the call are operational: a second attempt is

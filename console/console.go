@@ -42,6 +42,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
+	"github.com/toolplane/toolplane/spend"
 )
 
 // Path is where the console is served, under the public URL's path.
@@ -103,6 +104,10 @@ type Config struct {
 	// who may read them (anomaly.MayTriage); without it the page says
 	// the triage is off.
 	Anomalies *anomaly.Service
+	// Spend, when set, serves the spend page (reports by day, agent and
+	// tool, and the daily ceiling) to those who may read them; without it
+	// the page says spend is not enabled.
+	Spend *spend.Service
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil
@@ -179,6 +184,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.accessRoutes(mux)
 	c.notificationRoutes(mux)
 	c.anomalyRoutes(mux)
+	c.spendRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -194,6 +200,7 @@ var sections = []section{
 	{"access", "Access"},
 	{"notifications", "Notifications"},
 	{"anomalies", "Anomalies"},
+	{"spend", "Spend"},
 }
 
 // headers sets what every console answer carries: nobody caches it (the
@@ -360,7 +367,8 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05 UTC")
 		},
-		"left": func(t time.Time) string { return timeLeft(t, c.cfg.Now()) },
+		"left":  func(t time.Time) string { return timeLeft(t, c.cfg.Now()) },
+		"cents": cents,
 	}
 }
 

@@ -508,6 +508,7 @@ type usage struct {
 	mu           sync.Mutex
 	cents, units int64
 	reported     bool
+	fault        error
 }
 
 // ErrNotMetered: ReportUsage was called outside a metered call.
@@ -528,13 +529,42 @@ func ReportUsage(ctx context.Context, cents, units int64) error {
 	return nil
 }
 
+// ReportUsageFault records that the current call could not be priced: its
+// downstream answered, but what it answered does not say what the call
+// cost in a form the meter can count (a price field missing, negative or
+// past its bound). The invoker then treats the call as it treats a meter
+// that failed: the answer is withheld and the call answers a platform
+// fault, since data the run cannot count must not reach it. A fault
+// outranks any usage reported before or after it.
+func ReportUsageFault(ctx context.Context, err error) error {
+	u, ok := ctx.Value(usageKey{}).(*usage)
+	if !ok {
+		return ErrNotMetered
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.fault == nil {
+		u.fault = err
+	}
+	return nil
+}
+
+// Metering is what a metered handler reported of its call: the cost and
+// units (Reported when it said), or the fault that kept it from pricing
+// the call.
+type Metering struct {
+	Cents, Units int64
+	Reported     bool
+	Fault        error
+}
+
 // WithUsage prepares ctx for a metered call; read answers what the handler
 // reported. Only the invoker calls it.
-func WithUsage(ctx context.Context) (_ context.Context, read func() (cents, units int64, reported bool)) {
+func WithUsage(ctx context.Context) (_ context.Context, read func() Metering) {
 	u := &usage{}
-	return context.WithValue(ctx, usageKey{}, u), func() (int64, int64, bool) {
+	return context.WithValue(ctx, usageKey{}, u), func() Metering {
 		u.mu.Lock()
 		defer u.mu.Unlock()
-		return u.cents, u.units, u.reported
+		return Metering{Cents: u.cents, Units: u.units, Reported: u.reported, Fault: u.fault}
 	}
 }

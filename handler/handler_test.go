@@ -271,13 +271,22 @@ func TestReportUsage(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	ctx, read := WithUsage(context.Background())
-	if _, _, ok := read(); ok {
+	if m := read(); m.Reported {
 		t.Fatal("reported before any report")
 	}
 	_ = ReportUsage(ctx, 5, 1)
 	_ = ReportUsage(ctx, 7, 2)
-	if c, u, ok := read(); !ok || c != 7 || u != 2 {
-		t.Fatalf("usage = %d %d %v", c, u, ok)
+	if m := read(); !m.Reported || m.Cents != 7 || m.Units != 2 || m.Fault != nil {
+		t.Fatalf("usage = %+v", m)
+	}
+	first, second := errors.New("no price field"), errors.New("later")
+	_ = ReportUsageFault(ctx, first)
+	_ = ReportUsageFault(ctx, second)
+	if m := read(); !errors.Is(m.Fault, first) {
+		t.Fatalf("fault = %v, want the first one", m.Fault)
+	}
+	if err := ReportUsageFault(context.Background(), first); !errors.Is(err, ErrNotMetered) {
+		t.Fatalf("err = %v", err)
 	}
 }
 

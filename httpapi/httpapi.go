@@ -44,6 +44,7 @@ import (
 	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/signing"
+	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -108,6 +109,10 @@ type Server struct {
 	// VendorCeilings, when set, serves the organization's vendor ceilings
 	// under /v1/vendor-ceilings; without it they answer 404.
 	VendorCeilings *ceiling.Service
+	// Spend, when set, serves the organization's spend reports under
+	// /v1/spend and its daily ceiling under /v1/spend/ceiling; without it
+	// they answer 404.
+	Spend *spend.Service
 	// People tells who is signed in to the browser that opens a person's
 	// authorization link (the start refuses anyone but the person it is
 	// for); without it the start answers that nobody can sign in here.
@@ -337,6 +342,10 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.getVendorCeiling)},
 		{"PUT", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.putVendorCeiling)},
 		{"DELETE", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.deleteVendorCeiling)},
+		{"GET", "/v1/spend", s.spendRoute(s.spendReport)},
+		{"GET", "/v1/spend/ceiling", s.spendRoute(s.getSpendCeiling)},
+		{"PUT", "/v1/spend/ceiling", s.spendRoute(s.putSpendCeiling)},
+		{"DELETE", "/v1/spend/ceiling", s.spendRoute(s.deleteSpendCeiling)},
 		{"POST", "/v1/connections", s.connectionRoute(s.createConnection)},
 		{"GET", "/v1/connections", s.connectionRoute(s.listConnections)},
 		{"GET", "/v1/connections/{id}", s.connectionRoute(s.getConnection)},

@@ -111,7 +111,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		vctx = handler.WithEmitter(vctx, st.emit)
 		defer st.close()
 	}
-	var readUsage func() (int64, int64, bool)
+	var readUsage func() handler.Metering
 	if d.Metered {
 		vctx, readUsage = handler.WithUsage(vctx)
 	}
@@ -147,17 +147,8 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		iv.log.ErrorContext(ctx, "tool answered off its output schema", "tool", d.Name, "violations", violations)
 	}
 	if res.OK && readUsage != nil {
-		if cents, units, reported := readUsage(); reported {
-			u := &toolplane.Usage{ID: toolplane.NewID("use_"), OrganizationID: c.inv.OrganizationID, RunID: c.inv.RunID,
-				RootRunID: c.inv.EffectiveRootRunID(), Tool: d.Name, CostCents: cents, Units: units, CreatedAt: iv.now()}
-			if err := iv.cfg.Store.InsertUsage(context.WithoutCancel(ctx), u); err != nil {
-				iv.log.ErrorContext(ctx, "usage row not written", "tool", d.Name, "err", err)
-			} else {
-				res.Meta.UsageID = u.ID
-				c.audit.CostCents = cents
-			}
-		} else {
-			iv.log.WarnContext(ctx, "metered tool reported no usage", "tool", d.Name)
+		if r, err, done := c.meter(ctx, &res, readUsage()); done {
+			return r, err
 		}
 	}
 	c.lap(StageClaim)
@@ -165,6 +156,56 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Result{}, err
 	}
 	return res, nil
+}
+
+// meter writes the usage row of a metered call that succeeded, and names
+// it in res. When the call cannot be counted (its handler could not price
+// it, or the row was not written) the downstream's answer is withheld and
+// done is reported with a platform fault instead: the run must never hold
+// data its budget did not count. One log line is written per such call;
+// the report of its cause is deduplicated (see Invoker.report).
+//
+// A write's effect happened, so its claim can neither be released (the
+// next identical call would act again) nor completed: completing it with
+// the answer would hand that same uncounted data to the next identical
+// call, and completing it with the fault would store a failure for an
+// effect that took place, with nobody asked to look. It is held as an
+// uncertain action instead: identical calls answer uncertain and a person
+// reconciles it, who can see the effect and its missing usage row.
+func (c *call) meter(ctx context.Context, res *toolplane.Result, m handler.Metering) (toolplane.Result, error, bool) {
+	iv, d := c.iv, &c.tool.Def
+	var cause string
+	var err error
+	switch {
+	case m.Fault != nil:
+		cause, err = "a metered call could not be priced", m.Fault
+	case !m.Reported:
+		iv.log.WarnContext(ctx, "metered tool reported no usage", "tool", d.Name)
+		return toolplane.Result{}, nil, false
+	default:
+		u := &toolplane.Usage{ID: toolplane.NewID("use_"), OrganizationID: c.inv.OrganizationID, RunID: c.inv.RunID,
+			RootRunID: c.inv.EffectiveRootRunID(), AgentID: c.inv.AgentID, Tool: d.Name,
+			CostCents: m.Cents, Units: m.Units, CreatedAt: iv.now()}
+		if err = iv.cfg.Store.InsertUsage(context.WithoutCancel(ctx), u); err == nil {
+			res.Meta.UsageID = u.ID
+			c.audit.CostCents = u.CostCents
+			return toolplane.Result{}, nil, false
+		}
+		cause = "a usage row was not written"
+	}
+	r := iv.faultErr(ctx, cause, d.Name, err)
+	if c.claim == nil {
+		return r, nil, true
+	}
+	const reason = "the downstream answered, but the call could not be metered: its effect happened and no usage row counts it; check the downstream and the meter, then reconcile"
+	if herr := iv.journal.Hold(context.WithoutCancel(ctx), c.claim, reason, c.auditNow(string(toolplane.CodeInternalError))); herr != nil {
+		c.audited = false
+		return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, herr), true
+	}
+	if iv.notice != nil {
+		iv.notice.CallUncertain(context.WithoutCancel(ctx), c.claim)
+	}
+	return r, nil, true
 }
 
 // needsRelease reports whether the call runs on a connection the broker

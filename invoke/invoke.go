@@ -187,8 +187,9 @@ func (e *ApprovalRequired) Error() string {
 }
 
 // Reporter receives platform faults that an operator must see. The invoker
-// reports each cause once for its life and logs every occurrence, so a fan
-// out of calls meeting one wiring fault is one report, not hundreds.
+// reports each cause at most once per ReportEvery and logs every
+// occurrence, so a fan out of calls meeting one wiring fault is one
+// report, not hundreds.
 type Reporter interface {
 	Report(ctx context.Context, cause string, err error)
 }
@@ -345,7 +346,7 @@ type Invoker struct {
 	tracer   trace.Tracer
 	log      *slog.Logger
 	now      func() time.Time
-	reported sync.Map // fault cause -> struct{}
+	reported sync.Map // tool and fault cause -> *faultTally
 	settling sync.WaitGroup
 	sched    Scheduler
 	notice   Notice
@@ -414,14 +415,63 @@ func (iv *Invoker) owner() string {
 // fault answers internal_error with stop fault for a wiring fault, logging
 // every occurrence and reporting each cause once.
 func (iv *Invoker) fault(ctx context.Context, cause, tool string) toolplane.Result {
-	err := fmt.Errorf("%w: %s", ErrFault, cause)
-	iv.log.ErrorContext(ctx, "tool call wiring fault", "tool", tool, "cause", cause)
-	if _, seen := iv.reported.LoadOrStore(tool+"\x00"+cause, struct{}{}); !seen && iv.cfg.Reporter != nil {
-		iv.cfg.Reporter.Report(ctx, cause, err)
+	return iv.faultErr(ctx, cause, tool, nil)
+}
+
+// faultErr is fault for a cause that came with an error: the error is
+// logged with the cause (one line per call) but is no part of what makes
+// two faults the same, since it names what differs between calls (a row,
+// a statement) while the cause names the wiring that failed.
+func (iv *Invoker) faultErr(ctx context.Context, cause, tool string, err error) toolplane.Result {
+	e := fmt.Errorf("%w: %s", ErrFault, cause)
+	if err != nil {
+		e = fmt.Errorf("%w: %s: %w", ErrFault, cause, err)
+		iv.log.ErrorContext(ctx, "tool call wiring fault", "tool", tool, "cause", cause, "err", err)
+	} else {
+		iv.log.ErrorContext(ctx, "tool call wiring fault", "tool", tool, "cause", cause)
 	}
+	iv.report(ctx, tool+"\x00"+cause, cause, e)
 	r := toolplane.Fail(toolplane.CodeInternalError, "the platform could not run this call because of a configuration fault; it has been reported, and retrying will not help")
 	r.Stop = toolplane.StopFault
 	return r
+}
+
+// ReportEvery is how often one cause of a fault is reported again while it
+// lasts: a fan out of calls meeting one wiring fault is one report, and a
+// fault that lasts a day is a report a period, each counting the calls it
+// stands for, not one lost in the first minute.
+const ReportEvery = time.Minute
+
+// faultTally is what the invoker knows of one fault cause's reports.
+type faultTally struct {
+	mu     sync.Mutex
+	at     time.Time // the last report
+	silent int       // occurrences since it, not reported
+}
+
+// report tells the Reporter of err unless its cause (key) was reported
+// less than ReportEvery ago; a report after a quiet period says how many
+// occurrences it stands for.
+func (iv *Invoker) report(ctx context.Context, key, cause string, err error) {
+	v, _ := iv.reported.LoadOrStore(key, &faultTally{})
+	t := v.(*faultTally)
+	now := iv.now()
+	t.mu.Lock()
+	if !t.at.IsZero() && now.Sub(t.at) < ReportEvery {
+		t.silent++
+		t.mu.Unlock()
+		return
+	}
+	silent := t.silent
+	t.at, t.silent = now, 0
+	t.mu.Unlock()
+	if iv.cfg.Reporter == nil {
+		return
+	}
+	if silent > 0 {
+		err = fmt.Errorf("%w (and %d more occurrences since the last report)", err, silent)
+	}
+	iv.cfg.Reporter.Report(ctx, cause, err)
 }
 
 // Principals answers live principals. The invoker asks for every call:

@@ -609,6 +609,9 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 	if iv.cfg.Store == nil {
 		return iv.fault(ctx, "a metered tool reached no meter", d.Name), true
 	}
+	if r, stop := c.accrueDay(ctx); stop {
+		return r, true
+	}
 	if inv.Ceilings.MaxCostCents <= 0 {
 		return toolplane.Result{}, false
 	}
@@ -619,6 +622,29 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 	}
 	if spent >= inv.Ceilings.MaxCostCents {
 		r := toolplane.Fail(toolplane.CodeBudgetExhausted, fmt.Sprintf("this run has spent its budget (%d of %d cents); %s was not called. Finish with what you have.", spent, inv.Ceilings.MaxCostCents, c.tool.Model))
+		r.Stop = toolplane.StopBudgetExhausted
+		return r, true
+	}
+	return toolplane.Result{}, false
+}
+
+// accrueDay checks a metered call against its organization's daily
+// ceiling, read from the store, so every node reads the same counter: it
+// is written with each usage row, in the row's transaction. As for the
+// run's ceiling, a call is let through while the day's spend is below the
+// ceiling, and what it costs is known only once it answered; so the
+// organization's day can end past its ceiling by at most the calls that
+// were in flight when it was reached, one per call, never more.
+func (c *call) accrueDay(ctx context.Context) (toolplane.Result, bool) {
+	iv, inv, d := c.iv, c.inv, &c.tool.Def
+	day, err := iv.cfg.Store.DaySpend(ctx, inv.OrganizationID, toolplane.SpendDay(iv.now()))
+	if err != nil {
+		iv.log.ErrorContext(ctx, "meter read failed", "tool", d.Name, "err", err)
+		return iv.fault(ctx, "the meter did not answer", d.Name), true
+	}
+	if day.CeilingCents > 0 && day.SpentCents >= day.CeilingCents {
+		r := toolplane.Fail(toolplane.CodeBudgetExhausted, fmt.Sprintf("the organization's daily spend ceiling of %d cents is reached (%d cents spent today, UTC); %s was not called. Finish with what you have, or ask an administrator to raise the ceiling.",
+			day.CeilingCents, day.SpentCents, c.tool.Model))
 		r.Stop = toolplane.StopBudgetExhausted
 		return r, true
 	}

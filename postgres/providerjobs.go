@@ -210,10 +210,9 @@ func (s *Store) SettleProviderJob(ctx context.Context, jobID string, u *toolplan
 		if ok = tag.RowsAffected() == 1; !ok {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO usage
-			(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (organization_id, id) DO NOTHING`,
-			u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt)); err != nil {
+		if _, err := tx.Exec(ctx, insertJobUsageAccrued,
+			u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.AgentID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt),
+			toolplane.SpendDay(u.CreatedAt)); err != nil {
 			return err
 		}
 		if e != nil {

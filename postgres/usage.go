@@ -8,14 +8,14 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-// InsertUsage stores u, or answers an error wrapping toolplane.ErrExists when
-// its organization already has a usage row with that ID: a retried meter
-// write never charges twice.
+// InsertUsage stores u and adds it to its organization's spend of its
+// UTC day, in one statement, or answers an error wrapping
+// toolplane.ErrExists when its organization already has a usage row with
+// that ID: a retried meter write never charges twice.
 func (s *Store) InsertUsage(ctx context.Context, u *toolplane.Usage) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO usage
-		(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt))
+	_, err := s.pool.Exec(ctx, insertUsageAccrued,
+		u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.AgentID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt),
+		toolplane.SpendDay(u.CreatedAt))
 	if isDuplicate(err) {
 		return fmt.Errorf("insert usage %s: %w", u.ID, toolplane.ErrExists)
 	}
@@ -24,6 +24,30 @@ func (s *Store) InsertUsage(ctx context.Context, u *toolplane.Usage) error {
 	}
 	return nil
 }
+
+// accrueInserted adds the rows the statement's CTE "u" inserted to their
+// organization's day ($10): a row not inserted (one already there) adds
+// nothing. The counter row is locked until the statement's transaction
+// ends, so concurrent writers of one organization's day add up, never
+// overwrite one another.
+const accrueInserted = ` INSERT INTO spend_days (organization_id, day, cost_cents, calls)
+	SELECT organization_id, $10, cost_cents, 1 FROM u
+	ON CONFLICT (organization_id, day) DO UPDATE SET
+	cost_cents = spend_days.cost_cents + excluded.cost_cents, calls = spend_days.calls + 1`
+
+// insertUsageAccrued is the meter's insert and the accrual of its day as
+// one statement, atomic as a transaction and one round trip.
+const insertUsageAccrued = `WITH u AS (INSERT INTO usage
+	(organization_id, id, run_id, root_run_id, agent_id, tool, cost_cents, units, created_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING organization_id, cost_cents)` + accrueInserted
+
+// insertJobUsageAccrued is insertUsageAccrued for a provider job's
+// settlement, where a row already there (an earlier attempt's) is kept
+// and not counted again.
+const insertJobUsageAccrued = `WITH u AS (INSERT INTO usage
+	(organization_id, id, run_id, root_run_id, agent_id, tool, cost_cents, units, created_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (organization_id, id) DO NOTHING
+	RETURNING organization_id, cost_cents)` + accrueInserted
 
 // RunTreeCost answers the summed cost of the run tree's usage rows, 0 when
 // there are none. The sum is read from the rows themselves on every call

@@ -310,6 +310,7 @@ func (ch *checker) run() {
 	ch.binding()
 	ch.effect()
 	ch.limits()
+	ch.price()
 	ch.batch()
 	ch.facts()
 	ch.approval()
@@ -601,6 +602,34 @@ func (ch *checker) limits() {
 		if ch.output != nil && rootType(ch.output) != "array" {
 			ch.add("max_results", "the output is not an array", "remove max_results, or make the output schema's root type: array")
 		}
+	}
+}
+
+// price checks a declared price's form and bounds; where its Field can
+// point is the runtime's to check (its Check), which knows the answer's
+// shape.
+func (ch *checker) price() {
+	d, p := ch.d, ch.d.Price
+	if p == nil {
+		return
+	}
+	if !d.Binding.Platform() {
+		ch.add("price", "a price on a tool that is not an http or sql tool", "a handler reports what its call cost (handler.ReportUsage); remove price")
+	}
+	if !d.Metered {
+		ch.add("metered", "a priced tool that is not metered", "set metered: true, so its calls pass accrual and write usage rows")
+	}
+	switch {
+	case p.Field == "" && p.MaxCents != 0:
+		ch.add("price.max_cents", "max_cents without a field to bound", "remove max_cents, or name the answer's field the price is read from")
+	case p.Field == "" && (p.Cents < 0 || p.Cents > toolplane.MaxPriceCents):
+		ch.add("price.cents", fmt.Sprintf("%d is outside 0..%d cents", p.Cents, toolplane.MaxPriceCents), fmt.Sprintf("state the price of one call in cents, at most %d", toolplane.MaxPriceCents))
+	case p.Field == "" && p.Cents == 0:
+		ch.add("price", "a price of nothing", "state cents, or a field the answer states its cost in; or remove price")
+	case p.Field != "" && p.Cents != 0:
+		ch.add("price.cents", "both a fixed price and a field", "keep one: cents for a fixed price, or field with max_cents")
+	case p.Field != "" && (p.MaxCents < 1 || p.MaxCents > toolplane.MaxPriceCents):
+		ch.add("price.max_cents", fmt.Sprintf("%d is outside 1..%d cents", p.MaxCents, toolplane.MaxPriceCents), "bound the price the answer may state: the most one call can cost, in cents")
 	}
 }
 

@@ -222,9 +222,17 @@ func (s *Store) SettleProviderJob(ctx context.Context, jobID string, u *toolplan
 		if ok, err = affected(res); err != nil || !ok {
 			return err
 		}
-		if _, err := tx.StmtContext(ctx, meter).ExecContext(ctx,
-			u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt)); err != nil {
+		res, err = tx.StmtContext(ctx, meter).ExecContext(ctx,
+			u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.AgentID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt))
+		if err != nil {
 			return err
+		}
+		if fresh, err := affected(res); err != nil {
+			return err
+		} else if fresh {
+			if _, err := tx.ExecContext(ctx, accrueDay, u.OrganizationID, toolplane.SpendDay(u.CreatedAt), u.CostCents); err != nil {
+				return err
+			}
 		}
 		if e != nil {
 			if _, err := tx.StmtContext(ctx, audit).ExecContext(ctx, auditArgs(e)...); err != nil {
@@ -246,8 +254,8 @@ const (
 	stampUsage = `UPDATE provider_jobs SET usage_id = ?
 		WHERE organization_id = ? AND id = ? AND usage_id IS NULL AND state IN ('completed', 'failed', 'cancelled')`
 	insertJobUsage = `INSERT INTO usage
-		(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (organization_id, id) DO NOTHING`
+		(organization_id, id, run_id, root_run_id, agent_id, tool, cost_cents, units, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (organization_id, id) DO NOTHING`
 )
 
 // UnsettledProviderJobs answers the organization's unsettled ended jobs.

@@ -2,20 +2,26 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/toolplane/toolplane"
 )
 
-// InsertUsage stores u, or answers an error wrapping toolplane.ErrExists when
-// its organization already has a usage row with that ID: a retried meter
-// write never charges twice.
+// InsertUsage stores u and adds it to its organization's spend of its
+// UTC day, in one transaction, or answers an error wrapping
+// toolplane.ErrExists when its organization already has a usage row with
+// that ID: a retried meter write never charges twice.
 func (s *Store) InsertUsage(ctx context.Context, u *toolplane.Usage) error {
-	_, err := s.exec(ctx, `INSERT INTO usage
-		(organization_id, id, run_id, root_run_id, tool, cost_cents, units, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt))
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, insertUsage,
+			u.OrganizationID, u.ID, u.RunID, u.RootRunID, u.AgentID, u.Tool, u.CostCents, u.Units, micros(u.CreatedAt)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, accrueDay, u.OrganizationID, toolplane.SpendDay(u.CreatedAt), u.CostCents)
+		return err
+	})
 	if isDuplicate(err) {
 		return fmt.Errorf("insert usage %s: %w", u.ID, toolplane.ErrExists)
 	}
@@ -24,6 +30,17 @@ func (s *Store) InsertUsage(ctx context.Context, u *toolplane.Usage) error {
 	}
 	return nil
 }
+
+// insertUsage is the meter's insert; accrueDay adds one row's cost to its
+// organization's day.
+const (
+	insertUsage = `INSERT INTO usage
+		(organization_id, id, run_id, root_run_id, agent_id, tool, cost_cents, units, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	accrueDay = `INSERT INTO spend_days (organization_id, day, cost_cents, calls) VALUES (?, ?, ?, 1)
+		ON CONFLICT (organization_id, day) DO UPDATE SET
+		cost_cents = spend_days.cost_cents + excluded.cost_cents, calls = spend_days.calls + 1`
+)
 
 // RunTreeCost answers the summed cost of the run tree's usage rows, 0 when
 // there are none. The sum is read from the rows themselves on every call

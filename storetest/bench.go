@@ -22,6 +22,8 @@ func Benchmark(b *testing.B, newStore func(b *testing.B) toolplane.Store) {
 		{"GetClaim", benchGetClaim},
 		{"AppendAudit", benchAppendAudit},
 		{"ListAudit", benchListAudit},
+		{"InsertUsage", benchInsertUsage},
+		{"DaySpend", benchDaySpend},
 	} {
 		b.Run(bm.name, func(b *testing.B) { bm.run(b, newStore(b)) })
 	}
@@ -142,6 +144,45 @@ func benchListAudit(b *testing.B, s toolplane.Store) {
 	for b.Loop() {
 		if evs, _, err := s.ListAudit(ctx, "org-bench", f, after, 20); err != nil || len(evs) != 20 {
 			b.Fatalf("ListAudit = %d events, %v", len(evs), err)
+		}
+	}
+}
+
+// benchInsertUsage is a metered call's usage row, written with the
+// accrual of its organization's day in one transaction: every row of the
+// loop lands on the same day's counter, a busy organization's case.
+func benchInsertUsage(b *testing.B, s toolplane.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		u := &toolplane.Usage{ID: "use-" + strconv.Itoa(i), OrganizationID: "org-bench", RunID: "run-01JQ8Z6W3X",
+			RootRunID: "run-01JQ8Z6W3X", AgentID: "agent-research", Tool: "research.search", CostCents: 3, Units: 1, CreatedAt: now}
+		i++
+		if err := s.InsertUsage(ctx, u); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchDaySpend is the daily ceiling's check before a metered call: one
+// read of the day's counter and the ceiling.
+func benchDaySpend(b *testing.B, s toolplane.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 100 {
+		u := &toolplane.Usage{ID: "use-" + strconv.Itoa(i), OrganizationID: "org-bench", RunID: "r", RootRunID: "r",
+			Tool: "research.search", CostCents: 3, Units: 1, CreatedAt: now}
+		if err := s.InsertUsage(ctx, u); err != nil {
+			b.Fatal(err)
+		}
+	}
+	day := toolplane.SpendDay(now)
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, err := s.DaySpend(ctx, "org-bench", day); err != nil || d.SpentCents != 300 {
+			b.Fatal(d, err)
 		}
 	}
 }

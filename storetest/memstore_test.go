@@ -60,6 +60,7 @@ type memStore struct {
 	denies           map[[2]string]toolplane.Deny
 	bundles          map[[2]string]toolplane.Bundle
 	changes          map[[2]string]toolplane.Change
+	spendCeilings    map[string]toolplane.SpendCeiling
 	authzRevisions   map[string]int64
 	sessions         map[[2]string]toolplane.Session
 	nodes            map[string]toolplane.Node

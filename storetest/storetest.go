@@ -146,6 +146,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Claims", claimCases},
 		{"Approvals", approvalCases},
 		{"Usage", usageCases},
+		{"Spend", spendCases},
 		{"Audit", auditCases},
 		{"AuditCompliance", complianceCases},
 		{"Isolation", isolationCases},

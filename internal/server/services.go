@@ -35,6 +35,7 @@ import (
 	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signing"
+	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -112,6 +113,9 @@ type services struct {
 	// ceilings keeps the organizations' vendor ceilings, checked before
 	// they are stored.
 	ceilings *ceiling.Service
+	// spend keeps the organizations' daily spend ceilings and reports
+	// their spend.
+	spend *spend.Service
 	// async accepts calls to run later, runs them on the background work
 	// and posts their callbacks, signed with webhookSecrets.
 	async *async.Service
@@ -146,7 +150,8 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	svc := &services{reg: pol.reg, grants: pol.grants, rules: pol.rules, upstreams: src.upstreams,
 		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store, Decided: meters.ApprovalDecided}),
 		meters:    meters,
-		ceilings:  ceiling.New(s.b.Store, nil)}
+		ceilings:  ceiling.New(s.b.Store, nil),
+		spend:     spend.New(s.b.Store, nil)}
 	if spans != nil {
 		svc.meters.WatchSpans(spans)
 	}

@@ -184,10 +184,53 @@ func compile(d *toolplane.Definition) (*plan, []toolplane.Problem) {
 	if b.MaxResponseBytes < 0 || b.MaxResponseBytes > MaxResponseBytes {
 		add("binding.http.max_response_bytes", fmt.Sprintf("%d is outside 0..%d", b.MaxResponseBytes, MaxResponseBytes), "give a cap of at most 16 MiB, or 0 for the 1 MiB default")
 	}
+	if pr := d.Price; pr != nil && pr.Field != "" {
+		if p.priceAt, err = pointer(pr.Field); err != nil || pr.Field == "" {
+			add("price.field", fmt.Sprintf("%s is not a JSON pointer", strconv.Quote(pr.Field)), "give a JSON pointer into the response body, such as /usage/cost_cents")
+		} else if why := unreachable(d, b, p.priceAt); why != "" {
+			add("price.field", why, "point at a field the response body can hold, or change the output schema")
+		}
+	}
+	p.price = d.Price
 	if len(ps) > 0 {
 		return nil, ps
 	}
 	return p, nil
+}
+
+// unreachable answers why a price pointer cannot name anything in the
+// response body, where that is knowable: the output schema describes the
+// body (no output pointer), or the part of it the output pointer selects
+// (a price pointer under it), and closes an object the pointer walks into
+// (additionalProperties: false) or makes a step a scalar. "" when it may.
+func unreachable(d *toolplane.Definition, b *toolplane.HTTPBinding, tokens []string) string {
+	out, err := pointer(b.Output)
+	if err != nil || len(out) > len(tokens) || !slices.Equal(out, tokens[:len(out)]) {
+		return ""
+	}
+	raw, walked := d.OutputSchema, "the output schema"
+	for _, tok := range tokens[len(out):] {
+		var doc struct {
+			Type                 any                        `json:"type"`
+			Properties           map[string]json.RawMessage `json:"properties"`
+			AdditionalProperties json.RawMessage            `json:"additionalProperties"`
+		}
+		if json.Unmarshal(raw, &doc) != nil {
+			return ""
+		}
+		if t, ok := doc.Type.(string); ok && t != "object" && t != "array" {
+			return fmt.Sprintf("%s is a %s, which holds no field %s", walked, t, strconv.Quote(tok))
+		}
+		next, ok := doc.Properties[tok]
+		if !ok {
+			if string(bytes.TrimSpace(doc.AdditionalProperties)) == "false" {
+				return fmt.Sprintf("%s allows no property %s", walked, strconv.Quote(tok))
+			}
+			return ""
+		}
+		raw, walked = next, fmt.Sprintf("the output schema's %s", strconv.Quote(tok))
+	}
+	return ""
 }
 
 // idempotencyNames are the reserved headers idempotency_header may name.

@@ -136,6 +136,7 @@ func newEnv(t testing.TB, defs ...toolplane.Definition) *env {
 		s := d
 		s.Binding = toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: "standin." + d.Name}}
 		s.Annotations.OpenWorld = true
+		s.Price = nil // a handler's price is its own to report
 		keys[s.Binding.Handler.Key] = false
 		stand[i] = s
 	}
@@ -148,7 +149,7 @@ func newEnv(t testing.TB, defs ...toolplane.Definition) *env {
 		if !ok {
 			t.Fatalf("tool %s not built", d.Name)
 		}
-		tool.Def.Binding = d.Binding
+		tool.Def.Binding, tool.Def.Price = d.Binding, d.Price
 	}
 	store := sqlitetest.New(t)
 	e := &env{broker: &broker{rel: connection()}, store: store}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
 )
 
@@ -33,6 +34,10 @@ type plan struct {
 	idempotent string
 	maxBytes   int
 	writes     bool
+	// price is the tool's price, and priceAt its field's tokens in the
+	// response body (see charge).
+	price   *toolplane.Price
+	priceAt []string
 }
 
 // param is one query parameter or header: a literal, or an argument.

@@ -2,6 +2,7 @@ package httpruntime
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/jsondec"
 )
 
@@ -22,7 +24,10 @@ import (
 // deliberate: for a write the effect happened, so the call must end with a
 // stable answer that completes its claim, never one that frees it to run
 // again.
-func (c *caller) answer(x *exchange, s *scrubber) any {
+//
+// A priced tool's cost is reported to the meter here, from the whole body
+// (see charge).
+func (c *caller) answer(ctx context.Context, x *exchange, s *scrubber) any {
 	p := c.plan
 	var v any
 	if body := bytes.TrimSpace(x.body); len(body) == 0 {
@@ -30,8 +35,10 @@ func (c *caller) answer(x *exchange, s *scrubber) any {
 	} else if decoded, ok := decode(body); ok {
 		v = decoded
 	} else {
+		c.charge(ctx, nil)
 		return s.value(string(x.body))
 	}
+	c.charge(ctx, v)
 	if p.hasOutput {
 		v = at(v, p.output)
 	}
@@ -41,6 +48,21 @@ func (c *caller) answer(x *exchange, s *scrubber) any {
 		}
 	}
 	return s.value(v)
+}
+
+// charge reports a priced call's cost: the fixed price, or what the body
+// states at the price's field (nil body: not JSON, so nothing is stated).
+func (c *caller) charge(ctx context.Context, body any) {
+	p := c.plan
+	switch {
+	case p.price == nil:
+	case p.price.Field == "":
+		handler.Charge(ctx, p.price)
+	case body == nil:
+		handler.Charge(ctx, p.price, nil)
+	default:
+		handler.Charge(ctx, p.price, at(body, p.priceAt))
+	}
 }
 
 // answerDecoders decode answers with numbers kept exact, reusing their

@@ -414,7 +414,7 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 		case x.over:
 			return verdict{err: handler.Explain(toolplane.CodeUnavailable, fmt.Sprintf("the downstream's answer is larger than the %d-byte cap of this tool and was not read", p.maxBytes)).Err()}
 		}
-		return verdict{out: c.answer(x, s)}
+		return verdict{out: c.answer(ctx, x, s)}
 	}
 	// A refusal whose body was cut short is still a refusal: its message
 	// is what arrived.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/toolplane/toolplane"
@@ -267,6 +268,9 @@ func compile(d *toolplane.Definition) (scans map[dialect]scanned, out []toolplan
 				"add "+name+" to the input schema's properties, or correct the parameter's name")
 		}
 	}
+	if pr := d.Price; pr != nil && pr.Field != "" {
+		priceColumn(pr.Field, b.Statement, scans, add)
+	}
 	if len(unscanned) > 0 {
 		// A backslash escapes in a MySQL string only, so a statement may
 		// scan for one driver and not another.
@@ -275,6 +279,36 @@ func compile(d *toolplane.Definition) (scans map[dialect]scanned, out []toolplan
 	}
 	return scans, out
 }
+
+// priceColumn checks a price read from a result column, where that is
+// knowable: the statement must answer rows, and, unless it selects every
+// column (*), name the column somewhere (a column or its alias).
+func priceColumn(col, statement string, scans map[dialect]scanned, add func(field, msg, fix string)) {
+	const field = "price.field"
+	if len(col) > maxColumnName || strings.ContainsFunc(col, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		add(field, "is not a column name", fmt.Sprintf("name the result column that states the call's cost in cents (at most %d bytes)", maxColumnName))
+		return
+	}
+	for _, dl := range dialects {
+		s, ok := scans[dl]
+		if !ok {
+			continue
+		}
+		if !s.returnsRows() {
+			add(field, "the statement answers no rows, so no column can state the call's cost",
+				"add RETURNING with the cost column, or set a fixed price (cents)")
+			return
+		}
+		if !strings.Contains(statement, "*") && !s.names[strings.ToLower(col)] {
+			add(field, fmt.Sprintf("the statement names no column %s", strconv.Quote(col)),
+				"select the column that states the call's cost in cents (or alias it: cost AS "+col+")")
+			return
+		}
+	}
+}
+
+// maxColumnName bounds a price column's name: past any database's limit.
+const maxColumnName = 128
 
 // properties answers the names of the top-level properties an input
 // schema declares.

@@ -153,6 +153,8 @@ type binding struct {
 	tool    string
 	writes  bool
 	maxRows int
+	// price is the tool's price (see charge).
+	price *toolplane.Price
 	// byDialect holds the statement translated for each driver.
 	byDialect map[dialect]translated
 }
@@ -177,7 +179,7 @@ func (r *Runtime) Contract() handler.Runtime { return Checks().BindWith(r.Bind) 
 // bindScanned builds the binding of d from its statement as scanned for
 // every dialect.
 func (r *Runtime) bindScanned(d *toolplane.Definition, scans map[dialect]scanned) (*handler.Binding, error) {
-	b := &binding{rt: r, tool: d.Name, writes: d.Writes(), maxRows: d.Binding.SQL.MaxRows, byDialect: map[dialect]translated{}}
+	b := &binding{rt: r, tool: d.Name, writes: d.Writes(), maxRows: d.Binding.SQL.MaxRows, price: d.Price, byDialect: map[dialect]translated{}}
 	if b.maxRows == 0 {
 		b.maxRows = DefaultMaxRows
 	}
@@ -252,10 +254,52 @@ func (b *binding) call(ctx context.Context, call handler.Call, args any) (any, e
 			return nil, handler.Explain(toolplane.CodeRetryableUpstream, "too little of the call's time was left to run the statement; nothing was done").Err()
 		}
 	}
+	var out any
 	if b.writes {
-		return x.write(ctx)
+		out, err = x.write(ctx)
+	} else {
+		out, err = x.read(ctx)
 	}
-	return x.read(ctx)
+	if err == nil {
+		b.charge(ctx, out)
+	}
+	return out, err
+}
+
+// charge reports a priced call's cost: the fixed price, or the sum of the
+// price column over the rows the call answers (no row costs nothing; a
+// row without the column is a meter fault).
+func (b *binding) charge(ctx context.Context, out any) {
+	if b.price == nil {
+		return
+	}
+	if b.price.Field == "" {
+		handler.Charge(ctx, b.price)
+		return
+	}
+	m, _ := out.(map[string]any)
+	rows, _ := m["rows"].([]any)
+	stated := []any{int64(0)}
+	for _, r := range rows {
+		row, _ := r.(map[string]any)
+		stated = append(stated, column(row, b.price.Field))
+	}
+	handler.Charge(ctx, b.price, stated...)
+}
+
+// column answers a row's value of col: the column of that name, or else
+// the one whose name matches it but for case (a database that folds
+// unquoted names), nil when there is none.
+func column(row map[string]any, col string) any {
+	if v, ok := row[col]; ok {
+		return v
+	}
+	for name, v := range row {
+		if strings.EqualFold(name, col) {
+			return v
+		}
+	}
+	return nil
 }
 
 // budget answers how long the statement may run: the configured timeout,
