@@ -174,7 +174,10 @@ func Seal(e *toolplane.AuditEvent, seq int64, prev []byte) {
 	copy(buf, prev)
 	copy(buf[len(prev):], h[:])
 	e.Seq = seq
-	e.PrevHash = buf[:len(prev):len(prev)]
+	e.PrevHash = nil // the first event's: none
+	if len(prev) > 0 {
+		e.PrevHash = buf[:len(prev):len(prev)]
+	}
 	e.Hash = buf[len(prev):]
 }
 
