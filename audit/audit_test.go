@@ -196,15 +196,24 @@ func TestEventsQueuedWithoutWaitingAreAllStoredInQueueOrderByClose(t *testing.T)
 			t.Parallel()
 			s, db := sqlitetest.NewDB(t)
 			w := NewWriter(WriterConfig{Store: s, Queue: tt.queue, Logger: discard})
-			var want []toolplane.AuditEvent
+			var queued []*toolplane.AuditEvent
 			for i := range tt.n {
 				e := event(i)
-				want = append(want, *e)
+				queued = append(queued, e)
 				if err := w.Append(context.Background(), e, false); err != nil {
 					t.Fatalf("Append %d: %v", i, err)
 				}
 			}
 			w.Close()
+			// The store numbered and hashed each event it stored (its place
+			// in the organization's chain): in queue order.
+			var want []toolplane.AuditEvent
+			for i, e := range queued {
+				if e.Seq != int64(i+1) {
+					t.Fatalf("event %d is number %d of the chain, want %d", i, e.Seq, i+1)
+				}
+				want = append(want, *e)
+			}
 			got := stored(t, s)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("stored %d events %v\nwant %d %v", len(got), ids(got), len(want), ids(want))

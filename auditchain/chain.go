@@ -169,9 +169,16 @@ func Seal(e *toolplane.AuditEvent, seq int64, prev []byte) {
 	d := x.digest(e)
 	h := x.link(prev, seq, d[:])
 	hashers.Put(x)
+	// One allocation for both hashes: Seal runs once per event stored.
+	buf := make([]byte, len(prev)+HashSize)
+	copy(buf, prev)
+	copy(buf[len(prev):], h[:])
 	e.Seq = seq
-	e.PrevHash = append([]byte(nil), prev...)
-	e.Hash = append([]byte(nil), h[:]...)
+	e.PrevHash = nil // the first event's: none
+	if len(prev) > 0 {
+		e.PrevHash = buf[:len(prev):len(prev)]
+	}
+	e.Hash = buf[len(prev):]
 }
 
 // Normalize rewrites e's JSON documents (Arguments, PolicyInput) in the
