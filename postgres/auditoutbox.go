@@ -76,8 +76,9 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 	for i, e := range out {
 		seqs[i] = e.Seq
 	}
-	evRows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE (organization_id, id) IN
-		(SELECT organization_id, event_id FROM audit_outbox WHERE seq = ANY($1))`, seqs)
+	evRows, err := s.pool.Query(ctx, `SELECT `+sqlstore.Qualified("e", auditColumns)+` FROM audit_outbox o
+		JOIN audit_events e ON e.organization_id = o.organization_id AND e.id = o.event_id
+		WHERE o.seq = ANY($1)`, seqs)
 	if err != nil {
 		return nil, fmt.Errorf("claim audit outbox: read the events: %w", err)
 	}

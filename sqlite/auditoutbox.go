@@ -76,8 +76,12 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 		seqs[i] = e.Seq
 	}
 	list, _ := json.Marshal(seqs)
-	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE (organization_id, id) IN
-		(SELECT organization_id, event_id FROM audit_outbox WHERE seq IN (SELECT value FROM json_each(?)))`, string(list))
+	// CROSS JOIN fixes the order: from the claimed sequence numbers, to
+	// their entries by primary key, to each event by its own; the planner
+	// left free may scan the trail instead.
+	rows, err := s.query(ctx, `SELECT `+outboxEventColumns+` FROM json_each(?) AS j
+		CROSS JOIN audit_outbox AS o CROSS JOIN audit_events AS e
+		WHERE o.seq = j.value AND e.organization_id = o.organization_id AND e.id = o.event_id`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("claim audit outbox: read the events: %w", err)
 	}
@@ -88,6 +92,9 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 	attachEvents(out, evs)
 	return out, nil
 }
+
+// outboxEventColumns are auditColumns of the audit_events row named e.
+var outboxEventColumns = sqlstore.Qualified("e", auditColumns)
 
 // attachEvents sets each entry's event from evs, found by organization
 // and ID; an entry whose event is not among them keeps nil.
