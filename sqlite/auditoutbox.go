@@ -41,7 +41,7 @@ func (s *Store) DropAuditSink(ctx context.Context, sink string) error {
 // has one writer and one node, so the lease only matters across restarts
 // of an exporter: the entries a dead exporter held come back when their
 // lease ends.
-func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
+func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, after int64, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
 	if err := sqlstore.CheckLimit(limit); err != nil {
 		return nil, fmt.Errorf("claim audit outbox: %w", err)
 	}
@@ -49,8 +49,8 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE audit_outbox SET lease_until = ?, owner = ?
-			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND (lease_until < ? OR owner = ?) ORDER BY seq LIMIT ?)
-			RETURNING seq, organization_id, event_id`, micros(until), owner, sink, micros(now), owner, limit)
+			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND seq > ? AND (lease_until < ? OR owner = ?) ORDER BY seq LIMIT ?)
+			RETURNING seq, organization_id, event_id`, micros(until), owner, sink, after, micros(now), owner, limit)
 		if err != nil {
 			return err
 		}
