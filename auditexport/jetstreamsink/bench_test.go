@@ -26,7 +26,7 @@ func BenchmarkExportBacklog(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
 				stream, subject := names(b, js)
-				x := newExporter(b, s, natsURL, stream, subject)
+				x := newExporterBatch(b, s, natsURL, stream, subject, 1000)
 				appendEvents(b, s, "org-a", fmt.Sprintf("ev%d", i), backlog)
 				b.StartTimer()
 				start := time.Now()
