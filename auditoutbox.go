@@ -25,12 +25,16 @@ type AuditOutboxStore interface {
 	RegisterAuditSink(ctx context.Context, sink string, at time.Time) error
 	// DropAuditSink stops queueing for sink and deletes what waits for it.
 	DropAuditSink(ctx context.Context, sink string) error
-	// ClaimAuditOutbox leases up to limit of sink's entries, oldest first,
-	// to owner until until: entries nobody holds (their lease ended before
-	// now) and entries owner already holds. An entry another owner holds
-	// is skipped, never waited for. Each entry carries its event, or nil
+	// ClaimAuditOutbox leases up to limit of sink's entries after the
+	// sequence number after (0: from the first), oldest first, to owner
+	// until until: entries nobody holds (their lease ended before now)
+	// and entries owner already holds. An entry another owner holds is
+	// skipped, never waited for. Each entry carries its event, or nil
 	// when the event is gone (retention dropped it): nothing to send.
-	ClaimAuditOutbox(ctx context.Context, sink, owner string, now, until time.Time, limit int) ([]AuditOutboxEntry, error)
+	// after lets an exporter working through a backlog start where its
+	// last claim ended, rather than step again over the entries it
+	// deleted (which PostgreSQL's index keeps until a vacuum).
+	ClaimAuditOutbox(ctx context.Context, sink, owner string, after int64, now, until time.Time, limit int) ([]AuditOutboxEntry, error)
 	// DeleteAuditOutbox deletes sink's entries with those sequence
 	// numbers: their events were sent. Deleting an entry already deleted
 	// is no error.

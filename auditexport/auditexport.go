@@ -64,6 +64,12 @@ type Exporter struct {
 	cfg   Config
 	owner string
 	sent  sync.Mutex // one drain at a time
+	// after is where the next claim starts (under sent): past the last
+	// full batch while a backlog is worked through, 0 once caught up or
+	// when a lease period has passed, so entries a dead exporter held
+	// below it are claimed again.
+	after      int64
+	afterSince time.Time
 	stats struct {
 		sync.Mutex
 		sent, failed int64
@@ -116,10 +122,46 @@ func (x *Exporter) Drain(ctx context.Context) (int, error) {
 	x.sent.Lock()
 	defer x.sent.Unlock()
 	now := x.cfg.Now()
-	entries, err := x.cfg.Store.ClaimAuditOutbox(ctx, x.cfg.Sink.Name(), x.owner, now, now.Add(x.cfg.Lease), x.cfg.Batch)
+	if x.after > 0 && now.Sub(x.afterSince) >= x.cfg.Lease {
+		x.after = 0
+	}
+	entries, err := x.cfg.Store.ClaimAuditOutbox(ctx, x.cfg.Sink.Name(), x.owner, x.after, now, now.Add(x.cfg.Lease), x.cfg.Batch)
+	if err != nil {
+		x.after = 0
+		return 0, err
+	}
+	if len(entries) < x.cfg.Batch {
+		// Caught up (or others hold the rest): the next claim looks from
+		// the start again.
+		if x.after > 0 && len(entries) == 0 {
+			x.after = 0
+			return x.drainFrom(ctx)
+		}
+		x.after = 0
+	} else {
+		if x.after == 0 {
+			x.afterSince = now
+		}
+		x.after = entries[len(entries)-1].Seq
+	}
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	return x.send(ctx, entries)
+}
+
+// drainFrom is Drain from the first entry, its lock held.
+func (x *Exporter) drainFrom(ctx context.Context) (int, error) {
+	now := x.cfg.Now()
+	entries, err := x.cfg.Store.ClaimAuditOutbox(ctx, x.cfg.Sink.Name(), x.owner, 0, now, now.Add(x.cfg.Lease), x.cfg.Batch)
 	if err != nil || len(entries) == 0 {
 		return 0, err
 	}
+	return x.send(ctx, entries)
+}
+
+// send sends the claimed entries' events and deletes the entries.
+func (x *Exporter) send(ctx context.Context, entries []toolplane.AuditOutboxEntry) (int, error) {
 	events := make([]*toolplane.AuditEvent, 0, len(entries))
 	seqs := make([]int64, len(entries))
 	for i, e := range entries {
@@ -133,12 +175,14 @@ func (x *Exporter) Drain(ctx context.Context) (int, error) {
 			x.stats.Lock()
 			x.stats.failed++
 			x.stats.Unlock()
+			x.after = 0 // the failed batch is claimed again first
 			return 0, fmt.Errorf("send %d audit events to %s: %w", len(events), x.cfg.Sink.Name(), err)
 		}
 	}
 	// A failure here leaves the entries to be sent again: once more is
 	// what at-least-once allows, and a deduplicating sink drops it.
 	if err := x.cfg.Store.DeleteAuditOutbox(ctx, x.cfg.Sink.Name(), seqs); err != nil {
+		x.after = 0
 		return 0, fmt.Errorf("audit export to %s: %w", x.cfg.Sink.Name(), err)
 	}
 	x.stats.Lock()

@@ -43,15 +43,15 @@ func (s *Store) DropAuditSink(ctx context.Context, sink string) error {
 // another exporter is claiming are skipped (SKIP LOCKED), and rows it
 // holds are not free until their lease ends, so the nodes of a cluster
 // share a backlog rather than each sending all of it.
-func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
+func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, after int64, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
 	if err := sqlstore.CheckLimit(limit); err != nil {
 		return nil, fmt.Errorf("claim audit outbox: %w", err)
 	}
 	rows, err := s.pool.Query(ctx, `WITH c AS (
-			SELECT seq FROM audit_outbox WHERE sink = $1 AND (lease_until < $2 OR owner = $3)
+			SELECT seq FROM audit_outbox WHERE sink = $1 AND seq > $6 AND (lease_until < $2 OR owner = $3)
 			ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED)
 		UPDATE audit_outbox o SET lease_until = $5, owner = $3 FROM c WHERE o.seq = c.seq
-		RETURNING o.seq, o.organization_id, o.event_id`, sink, micros(now), owner, limit, micros(until))
+		RETURNING o.seq, o.organization_id, o.event_id`, sink, micros(now), owner, limit, micros(until), after)
 	if err != nil {
 		return nil, fmt.Errorf("claim audit outbox: %w", err)
 	}
@@ -76,8 +76,9 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 	for i, e := range out {
 		seqs[i] = e.Seq
 	}
-	evRows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE (organization_id, id) IN
-		(SELECT organization_id, event_id FROM audit_outbox WHERE seq = ANY($1))`, seqs)
+	evRows, err := s.pool.Query(ctx, `SELECT `+sqlstore.Qualified("e", auditColumns)+` FROM audit_outbox o
+		JOIN audit_events e ON e.organization_id = o.organization_id AND e.id = o.event_id
+		WHERE o.seq = ANY($1)`, seqs)
 	if err != nil {
 		return nil, fmt.Errorf("claim audit outbox: read the events: %w", err)
 	}

@@ -41,7 +41,7 @@ func (s *Store) DropAuditSink(ctx context.Context, sink string) error {
 // has one writer and one node, so the lease only matters across restarts
 // of an exporter: the entries a dead exporter held come back when their
 // lease ends.
-func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
+func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, after int64, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
 	if err := sqlstore.CheckLimit(limit); err != nil {
 		return nil, fmt.Errorf("claim audit outbox: %w", err)
 	}
@@ -49,8 +49,8 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE audit_outbox SET lease_until = ?, owner = ?
-			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND (lease_until < ? OR owner = ?) ORDER BY seq LIMIT ?)
-			RETURNING seq, organization_id, event_id`, micros(until), owner, sink, micros(now), owner, limit)
+			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND seq > ? AND (lease_until < ? OR owner = ?) ORDER BY seq LIMIT ?)
+			RETURNING seq, organization_id, event_id`, micros(until), owner, sink, after, micros(now), owner, limit)
 		if err != nil {
 			return err
 		}
@@ -76,8 +76,12 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 		seqs[i] = e.Seq
 	}
 	list, _ := json.Marshal(seqs)
-	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE (organization_id, id) IN
-		(SELECT organization_id, event_id FROM audit_outbox WHERE seq IN (SELECT value FROM json_each(?)))`, string(list))
+	// CROSS JOIN fixes the order: from the claimed sequence numbers, to
+	// their entries by primary key, to each event by its own; the planner
+	// left free may scan the trail instead.
+	rows, err := s.query(ctx, `SELECT `+outboxEventColumns+` FROM json_each(?) AS j
+		CROSS JOIN audit_outbox AS o CROSS JOIN audit_events AS e
+		WHERE o.seq = j.value AND e.organization_id = o.organization_id AND e.id = o.event_id`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("claim audit outbox: read the events: %w", err)
 	}
@@ -88,6 +92,9 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, u
 	attachEvents(out, evs)
 	return out, nil
 }
+
+// outboxEventColumns are auditColumns of the audit_events row named e.
+var outboxEventColumns = sqlstore.Qualified("e", auditColumns)
 
 // attachEvents sets each entry's event from evs, found by organization
 // and ID; an entry whose event is not among them keeps nil.

@@ -164,11 +164,17 @@ func checkOnce(t testing.TB, js jetstream.JetStream, stream, subject string, evs
 
 func newExporter(t testing.TB, s store, url, stream, subject string) *auditexport.Exporter {
 	t.Helper()
+	return newExporterBatch(t, s, url, stream, subject, 200)
+}
+
+// newExporterBatch is newExporter with batches of batch entries.
+func newExporterBatch(t testing.TB, s store, url, stream, subject string, batch int) *auditexport.Exporter {
+	t.Helper()
 	sink, err := jetstreamsink.New(jetstreamsink.Config{URL: url, Stream: stream, Subject: subject, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := auditexport.New(auditexport.Config{Store: s, Sink: sink, Batch: 200, Lease: 5 * time.Second})
+	x := auditexport.New(auditexport.Config{Store: s, Sink: sink, Batch: batch, Lease: 5 * time.Second})
 	if err := x.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}

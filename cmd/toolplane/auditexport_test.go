@@ -25,7 +25,7 @@ import (
 
 // exportBacklog is how many events the SIGKILL export test queues: enough
 // that the node is killed with part of them published and part not.
-const exportBacklog = 30000
+const exportBacklog = 8000
 
 // TestAuditExportSurvivesSIGKILL: a `toolplane serve` node exporting the
 // audit trail to JetStream is SIGKILLed mid-export and started again;
@@ -93,6 +93,7 @@ func exportSurvivesKill(t *testing.T, bin string, js jetstream.JetStream, kind, 
 	// stored, by any process, is queued for it. The test stores a backlog
 	// beside the node, as another node of the cluster would.
 	var s outboxStore
+	closeDB := func() error { return nil }
 	if kind == "postgres" {
 		pool, err := pgxpool.New(context.Background(), dsn)
 		if err != nil {
@@ -102,9 +103,7 @@ func exportSurvivesKill(t *testing.T, bin string, js jetstream.JetStream, kind, 
 		s = postgres.New(pool)
 	} else {
 		store, db := sqlitetest.OpenDB(t, database)
-		// Closed once the backlog is stored: the node is then the
-		// database's only writer again, as in a deployment.
-		defer db.Close()
+		closeDB = db.Close
 		s = store
 	}
 	org := "org-export-" + kind
@@ -122,6 +121,9 @@ func exportSurvivesKill(t *testing.T, bin string, js jetstream.JetStream, kind, 
 			t.Fatal(err)
 		}
 	}
+	// Closed once the backlog is stored: the node is then the database's
+	// only writer again, as in a deployment.
+	closeDB()
 	// Kill the node once part of the backlog is in the stream.
 	deadline := time.Now().Add(60 * time.Second)
 	var published uint64
@@ -150,7 +152,7 @@ func exportSurvivesKill(t *testing.T, bin string, js jetstream.JetStream, kind, 
 	}
 	// The lag gauge reads 0 once every queued event is acknowledged.
 	lagRE := regexp.MustCompile(`(?m)^toolplane_audit_export_lag_events\{sink="jetstream:` + stream + `"\} (\S+)$`)
-	deadline = time.Now().Add(90 * time.Second)
+	deadline = time.Now().Add(180 * time.Second)
 	for {
 		resp, err := http.Get("http://" + node.addr + "/metrics")
 		if err == nil {
@@ -163,7 +165,17 @@ func exportSurvivesKill(t *testing.T, bin string, js jetstream.JetStream, kind, 
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the outbox did not drain within 90s of the restart")
+			var lines []string
+			if resp, err := http.Get("http://" + node.addr + "/metrics"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				for _, l := range strings.Split(string(body), "\n") {
+					if strings.Contains(l, "audit_export") {
+						lines = append(lines, l)
+					}
+				}
+			}
+			t.Fatalf("the outbox did not drain within 180s of the restart: %q", lines)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

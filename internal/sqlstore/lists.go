@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/cursor"
@@ -36,6 +37,22 @@ const (
 	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
 	replacement, retire_blocked, revision, updated_at, deprecation_note`
 )
+
+// Qualified answers columns (a list such as AuditColumns) with each name
+// prefixed by table and a dot, for a statement that joins tables sharing
+// column names.
+func Qualified(table, columns string) string {
+	var b strings.Builder
+	for i, c := range strings.Split(columns, ",") {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(table)
+		b.WriteByte('.')
+		b.WriteString(strings.TrimSpace(c))
+	}
+	return b.String()
+}
 
 // The lists below write into q the statement of one page of a store's
 // list, in a dialect, after checking the limit and reading the cursor: a
