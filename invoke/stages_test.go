@@ -223,4 +223,3 @@ func benchTraced(b *testing.B, sampler sdktrace.Sampler) {
 		}
 	}
 }
-
