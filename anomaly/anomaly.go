@@ -45,7 +45,13 @@
 //     10% of the mean: a baseline that never moved (no refusal in two
 //     hours) would otherwise make a single refusal infinitely
 //     surprising;
-//   - x − mean ≥ the signal's least excess (5 calls, or 500 cents).
+//   - x − mean ≥ the signal's least excess (5 calls, or 500 cents);
+//   - and, once the baseline's time-of-day profile holds three days of
+//     the window's hour (UTC), x is unusual for that hour too: the same
+//     score and excess against the profile's mean and deviation for that
+//     hour, weighted over a week of it. A rise that comes every day at
+//     that hour (the morning ramp of a working day) is then not flagged,
+//     while the same rise at night still is.
 //
 // Only rises are flagged: a drop in calls is an outage or a quiet hour,
 // not an agent misbehaving. A flagged value is folded into the baseline
