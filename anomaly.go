@@ -70,8 +70,8 @@ type Anomaly struct {
 
 // AnomalyStat is one signal's exponentially weighted mean and variance.
 type AnomalyStat struct {
-	Mean     float64
-	Variance float64
+	Mean     float64 `json:"m"`
+	Variance float64 `json:"v"`
 }
 
 // AnomalyBaseline is the rolling baseline of one organization's agent and
@@ -90,6 +90,16 @@ type AnomalyBaseline struct {
 	LastActive time.Time
 	// Stats holds one AnomalyStat per signal, in AnomalySignals' order.
 	Stats [len(AnomalySignals)]AnomalyStat
+	// Hours is the time-of-day profile: per hour of the day (UTC), the
+	// windows of that hour folded in and their weighted statistics, so a
+	// rise that happens every day at that hour is known for what it is.
+	Hours [24]AnomalyHour
+}
+
+// AnomalyHour is one hour of the day's profile in a baseline.
+type AnomalyHour struct {
+	Windows int64                            `json:"n"`
+	Stats   [len(AnomalySignals)]AnomalyStat `json:"s"`
 }
 
 // AuditTally counts an organization's calls of one agent and tool with

@@ -45,7 +45,13 @@
 //     10% of the mean: a baseline that never moved (no refusal in two
 //     hours) would otherwise make a single refusal infinitely
 //     surprising;
-//   - x − mean ≥ the signal's least excess (5 calls, or 500 cents).
+//   - x − mean ≥ the signal's least excess (5 calls, or 500 cents);
+//   - and, once the baseline's time-of-day profile holds three days of
+//     the window's hour (UTC), x is unusual for that hour too: the same
+//     score and excess against the profile's mean and deviation for that
+//     hour, weighted over a week of it. A rise that comes every day at
+//     that hour (the morning ramp of a working day) is then not flagged,
+//     while the same rise at night still is.
 //
 // Only rises are flagged: a drop in calls is an outage or a quiet hour,
 // not an agent misbehaving. A flagged value is folded into the baseline
@@ -131,6 +137,13 @@ var DefaultFloors = map[toolplane.AnomalySignal]Floor{
 // floored at.
 const relativeFloor = 0.1
 
+// hourDays is how many days the time-of-day profile's weights span, and
+// minHourDays how many of an hour's days it holds before it has a say.
+const (
+	hourDays    = 7
+	minHourDays = 3
+)
+
 // Config tunes the triage; every zero field takes its default.
 type Config struct {
 	// Window is the width of one window.
@@ -208,6 +221,11 @@ type Service struct {
 	store Store
 	cfg   Config
 	alpha float64
+	// hourAlpha weighs a window in its hour of the day's profile (a week
+	// of that hour's windows); minHourWindows is how many of them (three
+	// days') the profile holds before it has a say.
+	hourAlpha      float64
+	minHourWindows int64
 }
 
 // New answers the triage over store.
@@ -216,7 +234,9 @@ func New(store Store, cfg Config) (*Service, error) {
 		return nil, errors.New("anomaly: a store is required")
 	}
 	cfg = cfg.withDefaults()
-	return &Service{store: store, cfg: cfg, alpha: 2 / float64(cfg.Baseline+1)}, nil
+	perHour := max(int64(time.Hour/cfg.Window), 1)
+	return &Service{store: store, cfg: cfg, alpha: 2 / float64(cfg.Baseline+1),
+		hourAlpha: 2 / float64(hourDays*perHour+1), minHourWindows: minHourDays * perHour}, nil
 }
 
 // Window answers the width of one window.

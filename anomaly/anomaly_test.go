@@ -410,3 +410,95 @@ func TestRestartContinues(t *testing.T) {
 		}
 	})
 }
+
+// TestDailyRampIsNotFlagged: an agent busy every working day from 09:00
+// and quiet at night rises twelvefold each morning. The first mornings
+// are flagged (the rolling baseline knows only the quiet night); once
+// the time-of-day profile holds three days of 09:00, the fourth
+// morning's ramp is not, while a burst of refusals at 03:00 that night
+// still is.
+func TestDailyRampIsNotFlagged(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s store) {
+		clock := testclock.New(t0.Add(settle))
+		svc, err := anomaly.New(s, anomaly.Config{Window: window, Settle: settle, Backfill: 1, MaxWindows: 300, Now: clock.Now,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Step(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		org, rng := newOrg(), mrand.New(mrand.NewPCG(3, 4))
+		auditorKey := auditor(org)
+		day := func(d int, extra func(w int) int) []toolplane.Anomaly {
+			var events []*toolplane.AuditEvent
+			for w := range 288 {
+				start := t0.Add(time.Duration(d*288+w) * window)
+				calls := 4 + rng.IntN(3)
+				if h := start.Hour(); h >= 9 && h < 17 {
+					calls = 55 + rng.IntN(11)
+				}
+				denied := 0
+				if extra != nil {
+					denied = extra(w)
+				}
+				for i := range calls + denied {
+					outcome := "ok"
+					if i >= calls {
+						outcome = "denied"
+					}
+					events = append(events, &toolplane.AuditEvent{ID: toolplane.NewID("aud_"), OrganizationID: org, RunID: "run",
+						AgentID: "agent-desk", Tool: "orders.get_order", Source: toolplane.SourceREST, Outcome: outcome, CostCents: 0,
+						CreatedAt: start.Add(time.Duration(rng.Int64N(int64(window))))})
+				}
+			}
+			if err := s.AppendAuditBatch(t.Context(), events); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(t0.Add(time.Duration((d+1)*288)*window + settle).Sub(clock.Now()))
+			rep, err := svc.Step(t.Context())
+			if err != nil || rep.Windows != 288 {
+				t.Fatalf("day %d: Step = %d windows, %v", d, rep.Windows, err)
+			}
+			return rep.Filed
+		}
+		if filed := day(0, nil); len(filed) == 0 {
+			t.Fatal("the first morning's ramp, with no history of mornings, was not flagged")
+		}
+		for d := 1; d < 3; d++ {
+			day(d, nil)
+		}
+		// A person has looked at what the first mornings filed.
+		open, _, err := svc.List(t.Context(), toolplane.AnomalyOpen, "", 100, auditorKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range open {
+			if _, err := svc.Acknowledge(t.Context(), a.ID, auditorKey); err != nil {
+				t.Fatal(err)
+			}
+		}
+		burst := 3 * 12 // 03:00
+		filed := day(3, func(w int) int {
+			if w == burst {
+				return 40
+			}
+			return 0
+		})
+		var night bool
+		for _, a := range filed {
+			if a.WindowStart.Hour() == 3 {
+				// The refused calls are calls too: call_rate may rise
+				// with denial_rate.
+				night = night || a.Signal == toolplane.SignalDenialRate
+				continue
+			}
+			t.Errorf("the fourth day filed %s at %s (observed %.0f, mean %.1f, score %.1f)", a.Signal, a.WindowStart.Format(time.TimeOnly),
+				a.Observed, a.Mean, a.Score)
+		}
+		if !night {
+			t.Fatalf("the burst of refusals at 03:00 was not flagged:%s", describe(filed))
+		}
+	})
+}

@@ -192,20 +192,26 @@ func (s *Service) maxIdle() int64 { return int64(10 * s.cfg.Baseline) }
 func (s *Service) judge(org string, k key, prev *toolplane.AnomalyBaseline, start time.Time, o *observation) (*toolplane.AnomalyBaseline, []toolplane.Anomaly) {
 	next := &toolplane.AnomalyBaseline{OrganizationID: org, AgentID: k.agent, Tool: k.tool, Bucket: start, LastActive: start}
 	if prev == nil {
+		hour := &next.Hours[start.UTC().Hour()]
 		for i, x := range o {
 			next.Stats[i] = toolplane.AnomalyStat{Mean: x}
+			hour.Stats[i] = toolplane.AnomalyStat{Mean: x}
 		}
-		next.Buckets = 1
+		next.Buckets, hour.Windows = 1, 1
 		return next, nil
 	}
 	next.Buckets, next.Stats = prev.Buckets, prev.Stats
 	// The windows without a call since the last one folded in are
 	// observations of zero.
+	next.Hours = prev.Hours
 	idle := int64(start.Sub(prev.Bucket)/s.cfg.Window) - 1
 	for i := int64(0); i < min(idle, s.maxIdle()); i++ {
 		next.Buckets++
+		hour := &next.Hours[prev.Bucket.Add(time.Duration(i+1)*s.cfg.Window).UTC().Hour()]
+		hour.Windows++
 		for j := range next.Stats {
-			s.update(&next.Stats[j], 0, next.Buckets)
+			s.update(&next.Stats[j], 0, next.Buckets, s.alpha)
+			s.update(&hour.Stats[j], 0, hour.Windows, s.hourAlpha)
 		}
 	}
 	if idle > s.maxIdle() {
@@ -213,16 +219,24 @@ func (s *Service) judge(org string, k key, prev *toolplane.AnomalyBaseline, star
 	}
 	var flagged []toolplane.Anomaly
 	judging := next.Buckets >= int64(s.cfg.MinWindows)
+	hour := &next.Hours[start.UTC().Hour()]
+	// The time-of-day profile has a say once it holds a few days of this
+	// hour: a rise that comes every day at this hour is not flagged.
+	daily := hour.Windows >= s.minHourWindows
 	next.Buckets++
+	hour.Windows++
 	for i, x := range o {
 		st := &next.Stats[i]
 		signal := toolplane.AnomalySignals[i]
 		floor := s.cfg.Floors[signal]
-		sd := math.Sqrt(max(st.Variance, 0))
-		sdUsed := max(sd, floor.StdDev, relativeFloor*st.Mean)
-		z := (x - st.Mean) / sdUsed
+		z, sdUsed, sd := s.score(st, floor, x)
 		folded := x
-		if judging && z >= s.cfg.Threshold && x-st.Mean >= floor.Excess {
+		usual := false
+		if daily {
+			zh, _, _ := s.score(&hour.Stats[i], floor, x)
+			usual = zh < s.cfg.Threshold || x-hour.Stats[i].Mean < floor.Excess
+		}
+		if judging && !usual && z >= s.cfg.Threshold && x-st.Mean >= floor.Excess {
 			flagged = append(flagged, toolplane.Anomaly{
 				ID: toolplane.NewID("ano_"), OrganizationID: org, AgentID: k.agent, Tool: k.tool, Signal: signal,
 				Observed: x, Mean: st.Mean, StdDev: sd, Score: z,
@@ -233,16 +247,25 @@ func (s *Service) judge(org string, k key, prev *toolplane.AnomalyBaseline, star
 			// normal at once.
 			folded = st.Mean + s.cfg.Threshold*sdUsed
 		}
-		s.update(st, folded, next.Buckets)
+		s.update(st, folded, next.Buckets, s.alpha)
+		s.update(&hour.Stats[i], folded, hour.Windows, s.hourAlpha)
 	}
 	return next, flagged
 }
 
+// score answers how far x is above st, in floored standard deviations,
+// with the floored and the plain standard deviation.
+func (s *Service) score(st *toolplane.AnomalyStat, floor Floor, x float64) (z, floored, sd float64) {
+	sd = math.Sqrt(max(st.Variance, 0))
+	floored = max(sd, floor.StdDev, relativeFloor*st.Mean)
+	return (x - st.Mean) / floored, floored, sd
+}
+
 // update folds x into st as the n-th window: weighted by 1/n while n is
 // below the baseline's length (the plain running mean and variance), by
-// α after.
-func (s *Service) update(st *toolplane.AnomalyStat, x float64, n int64) {
-	a := max(s.alpha, 1/float64(n))
+// alpha after.
+func (s *Service) update(st *toolplane.AnomalyStat, x float64, n int64, alpha float64) {
+	a := max(alpha, 1/float64(n))
 	d := x - st.Mean
 	inc := a * d
 	st.Mean += inc

@@ -80,11 +80,15 @@ func scanBaseline(r scanner) (toolplane.AnomalyBaseline, error) {
 		b                    toolplane.AnomalyBaseline
 		bucket, lastActive   int64
 		calls, den, errs, sp = &b.Stats[0], &b.Stats[1], &b.Stats[2], &b.Stats[3]
+		hours                string
 	)
 	err := r.Scan(&b.OrganizationID, &b.AgentID, &b.Tool, &bucket, &b.Buckets, &lastActive,
-		&calls.Mean, &calls.Variance, &den.Mean, &den.Variance, &errs.Mean, &errs.Variance, &sp.Mean, &sp.Variance)
+		&calls.Mean, &calls.Variance, &den.Mean, &den.Variance, &errs.Mean, &errs.Variance, &sp.Mean, &sp.Variance, &hours)
+	if err != nil {
+		return b, err
+	}
 	b.Bucket, b.LastActive = fromMicros(bucket), fromMicros(lastActive)
-	return b, err
+	return b, sqlstore.DecodeHours(hours, &b.Hours)
 }
 
 // ListAnomalyBaselines answers the organization's baselines by agent and
@@ -108,7 +112,11 @@ func (s *Store) ListAnomalyBaselines(ctx context.Context, org string) ([]toolpla
 // PutAnomalyBaseline stores b unless the stored one has folded in its
 // window or a later one.
 func (s *Store) PutAnomalyBaseline(ctx context.Context, b *toolplane.AnomalyBaseline) (bool, error) {
-	tag, err := s.pool.Exec(ctx, putBaseline, sqlstore.BaselineArgs(b)...)
+	args, err := sqlstore.BaselineArgs(b)
+	if err != nil {
+		return false, fmt.Errorf("put anomaly baseline %s/%s: %w", b.AgentID, b.Tool, err)
+	}
+	tag, err := s.pool.Exec(ctx, putBaseline, args...)
 	if err != nil {
 		return false, fmt.Errorf("put anomaly baseline %s/%s: %w", b.AgentID, b.Tool, err)
 	}

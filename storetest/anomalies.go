@@ -146,10 +146,14 @@ func testAnomalyWatermark(t *testing.T, s AnomalyStore) {
 }
 
 func newBaseline(org, agent, tool string, bucket time.Time) *toolplane.AnomalyBaseline {
-	return &toolplane.AnomalyBaseline{OrganizationID: org, AgentID: agent, Tool: tool, Bucket: bucket, Buckets: 12,
+	b := &toolplane.AnomalyBaseline{OrganizationID: org, AgentID: agent, Tool: tool, Bucket: bucket, Buckets: 12,
 		LastActive: bucket.Add(-5 * time.Minute),
 		Stats: [4]toolplane.AnomalyStat{{Mean: 10.25, Variance: 1.0 / 3}, {Mean: 0.1, Variance: 0.09}, {Mean: 0, Variance: 0},
 			{Mean: 1234.5678, Variance: 98765.4321}}}
+	// Two hours of the time-of-day profile hold windows; the rest none.
+	b.Hours[9] = toolplane.AnomalyHour{Windows: 36, Stats: [4]toolplane.AnomalyStat{{Mean: 60.0 / 7, Variance: 0.1 + 0.2}}}
+	b.Hours[23] = toolplane.AnomalyHour{Windows: 1, Stats: [4]toolplane.AnomalyStat{{Mean: 1e-9}, {}, {}, {Mean: 5e12, Variance: 1e300}}}
+	return b
 }
 
 func wantBaselines(t *testing.T, s AnomalyStore, org string, want ...*toolplane.AnomalyBaseline) {

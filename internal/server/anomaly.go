@@ -12,6 +12,7 @@ import (
 	"github.com/toolplane/toolplane/anomaly"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
+	"github.com/toolplane/toolplane/internal/metrics"
 )
 
 // minAnomalyWindow is the narrowest anomaly window: narrower windows
@@ -55,16 +56,22 @@ func (n *anomalyNotice) tell(ctx context.Context, a *toolplane.Anomaly) error {
 }
 
 // buildAnomalies answers the anomaly triage over the node's store, nil
-// when it is off. With AnomalyNotify, each item filed is told through
-// notice.
-func (s *Server) buildAnomalies(notice *anomalyNotice) (*anomaly.Service, error) {
+// when it is off. Each item filed is counted in meters and, with
+// AnomalyNotify, told through notice.
+func (s *Server) buildAnomalies(meters *metrics.Metrics, notice *anomalyNotice) (*anomaly.Service, error) {
 	if s.cfg.AnomalyOff {
 		return nil, nil
 	}
-	cfg := anomaly.Config{Window: s.cfg.AnomalyWindow, Threshold: s.cfg.AnomalyThreshold, Logger: s.log}
-	if s.cfg.AnomalyNotify {
-		cfg.Notice = notice.tell
-	}
+	count := meters.CountAnomalies()
+	tell := s.cfg.AnomalyNotify
+	cfg := anomaly.Config{Window: s.cfg.AnomalyWindow, Threshold: s.cfg.AnomalyThreshold, Logger: s.log,
+		Notice: func(ctx context.Context, a *toolplane.Anomaly) error {
+			count(a.Signal)
+			if !tell {
+				return nil
+			}
+			return notice.tell(ctx, a)
+		}}
 	svc, err := anomaly.New(s.b.Store, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("anomaly triage: %w", err)

@@ -190,7 +190,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
 	notice := &anomalyNotice{}
-	if svc.anomalies, err = s.buildAnomalies(notice); err != nil {
+	if svc.anomalies, err = s.buildAnomalies(svc.meters, notice); err != nil {
 		return nil, err
 	}
 	if s.runner, err = s.buildBackground(ctx, self, svc); err != nil {

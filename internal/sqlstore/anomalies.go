@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/toolplane/toolplane"
@@ -11,7 +13,7 @@ import (
 // placeholders (see Numbered for PostgreSQL's).
 const (
 	BaselineColumns = `organization_id, agent_id, tool, bucket, buckets, last_active,
-	calls_mean, calls_var, denials_mean, denials_var, errors_mean, errors_var, spend_mean, spend_var`
+	calls_mean, calls_var, denials_mean, denials_var, errors_mean, errors_var, spend_mean, spend_var, hours`
 	AnomalyColumns = `organization_id, id, agent_id, tool, signal, observed, mean, stddev, score,
 	window_start, window_end, windows, status, acknowledged_by, acknowledged_at, created_at, updated_at`
 
@@ -25,13 +27,13 @@ const (
 	// its window or a later one: the WHERE of the update leaves such a
 	// row alone, and the statement then changes nothing.
 	PutBaseline = `INSERT INTO anomaly_baselines (` + BaselineColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (organization_id, agent_id, tool) DO UPDATE SET
 		bucket = excluded.bucket, buckets = excluded.buckets, last_active = excluded.last_active,
 		calls_mean = excluded.calls_mean, calls_var = excluded.calls_var,
 		denials_mean = excluded.denials_mean, denials_var = excluded.denials_var,
 		errors_mean = excluded.errors_mean, errors_var = excluded.errors_var,
-		spend_mean = excluded.spend_mean, spend_var = excluded.spend_var
+		spend_mean = excluded.spend_mean, spend_var = excluded.spend_var, hours = excluded.hours
 	WHERE anomaly_baselines.bucket < excluded.bucket`
 
 	// FileAnomaly inserts an open item, or updates the open item of the
@@ -74,10 +76,39 @@ func Numbered(d Dialect, text string) string {
 }
 
 // BaselineArgs answers PutBaseline's arguments for b.
-func BaselineArgs(b *toolplane.AnomalyBaseline) []any {
+func BaselineArgs(b *toolplane.AnomalyBaseline) ([]any, error) {
 	s := &b.Stats
+	hours, err := EncodeHours(&b.Hours)
+	if err != nil {
+		return nil, err
+	}
 	return []any{b.OrganizationID, b.AgentID, b.Tool, b.Bucket.UnixMicro(), b.Buckets, b.LastActive.UnixMicro(),
-		s[0].Mean, s[0].Variance, s[1].Mean, s[1].Variance, s[2].Mean, s[2].Variance, s[3].Mean, s[3].Variance}
+		s[0].Mean, s[0].Variance, s[1].Mean, s[1].Variance, s[2].Mean, s[2].Variance, s[3].Mean, s[3].Variance, hours}, nil
+}
+
+// EncodeHours answers a baseline's time-of-day profile as its column
+// keeps it: JSON, or "" when no hour holds a window.
+func EncodeHours(h *[24]toolplane.AnomalyHour) (string, error) {
+	if *h == ([24]toolplane.AnomalyHour{}) {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("time-of-day profile: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeHours reads a time-of-day profile EncodeHours wrote into h.
+func DecodeHours(s string, h *[24]toolplane.AnomalyHour) error {
+	if s == "" {
+		*h = [24]toolplane.AnomalyHour{}
+		return nil
+	}
+	if err := json.Unmarshal([]byte(s), h); err != nil {
+		return fmt.Errorf("time-of-day profile: %w", err)
+	}
+	return nil
 }
 
 // AnomalyArgs answers FileAnomaly's arguments for a.

@@ -4,7 +4,8 @@
 -- One baseline per organization, agent and tool: per signal (calls,
 -- denials, errors, spend) the exponentially weighted mean and variance of
 -- the windows folded in, and the start of the last one, so a window is
--- folded in once whichever node runs it.
+-- folded in once whichever node runs it. hours is the time-of-day
+-- profile (JSON, read and written whole, never queried; "" when empty).
 CREATE TABLE anomaly_baselines (
 	organization_id TEXT COLLATE "C" NOT NULL,
 	agent_id        TEXT COLLATE "C" NOT NULL,
@@ -20,6 +21,7 @@ CREATE TABLE anomaly_baselines (
 	errors_var      DOUBLE PRECISION NOT NULL,
 	spend_mean      DOUBLE PRECISION NOT NULL,
 	spend_var       DOUBLE PRECISION NOT NULL,
+	hours           TEXT NOT NULL,
 	PRIMARY KEY (organization_id, agent_id, tool)
 );
 
