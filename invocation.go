@@ -80,6 +80,13 @@ type Invocation struct {
 	// a tool-to-tool call the invoker derived from its parent; "" for a
 	// call from a door. The child's audit event records it.
 	ParentID string `json:",omitempty"`
+	// TraceParent and TraceState are the W3C trace context (traceparent,
+	// tracestate) of the caller of a call stored to run later (an
+	// asynchronous call, an approved call's execution): when it runs, its
+	// span continues the caller's trace. Empty for a call made now, whose
+	// context carries its trace.
+	TraceParent string `json:",omitempty"`
+	TraceState  string `json:",omitempty"`
 	// Contracts freezes what the run was shown: tool name to the
 	// schema_hash of the contract. A call on a tool whose live contract
 	// differs answers tool_changed; a tool absent here is read live.
@@ -192,6 +199,10 @@ const (
 	// SourceWebhook: a vendor's verified callback reached the state (a
 	// provider job's ending).
 	SourceWebhook Source = "webhook"
+	// SourceControl: a person changed what calls may do (decided an
+	// approval, minted or revoked a key, changed grants, published
+	// rules), through whichever door; the control-plane trail's source.
+	SourceControl Source = "control"
 )
 
 // User is what the platform knows of a person a call acts for beyond

@@ -377,6 +377,67 @@ type AuditEvent struct {
 	Replayed      bool            `json:"replayed"`
 	LatencyMicros int64           `json:"latency_micros"`
 	CreatedAt     time.Time       `json:"created_at"`
+	// Seq, PrevHash and Hash place the event in its organization's hash
+	// chain (see package auditchain): Seq counts the organization's events
+	// from 1 with no gap, PrevHash is the hash of the event before (empty
+	// for the first), and Hash covers every other stored field, Seq and
+	// PrevHash. The store assigns them in the transaction that stores the
+	// event; whatever the caller set is ignored. An event stored before the
+	// chain existed has Seq 0 and no hashes.
+	Seq      int64  `json:"seq,omitempty"`
+	PrevHash []byte `json:"prev_hash,omitempty"`
+	Hash     []byte `json:"hash,omitempty"`
+}
+
+// AuditCheckpoint is a signed statement that an organization's audit chain
+// reached Hash at Seq at CreatedAt: whoever holds the operator's public
+// keys can check that no event up to Seq was changed since, even by
+// someone who could rewrite the whole table and recompute its hashes.
+type AuditCheckpoint struct {
+	OrganizationID string    `json:"organization_id"`
+	Seq            int64     `json:"seq"`
+	Hash           []byte    `json:"hash"`
+	CreatedAt      time.Time `json:"created_at"`
+	// KeyID names the operator's signing key; Signature is its Ed25519
+	// signature of the checkpoint's canonical encoding
+	// (auditchain.CheckpointMessage).
+	KeyID     string `json:"key_id"`
+	Signature []byte `json:"signature"`
+}
+
+// AuditHead is where an organization's chain stands: its last event's
+// sequence number and hash (0 and empty before its first chained event).
+type AuditHead struct {
+	Seq  int64
+	Hash []byte
+}
+
+// AuditChainStore reads an organization's chain and keeps its checkpoints.
+// The chain itself is written by the AuditStore's appends (and by every
+// store write that records an event), in the transaction of the write.
+type AuditChainStore interface {
+	// AuditChain answers the organization's chained events with from <=
+	// Seq <= to (to 0: no upper bound), in Seq order, at most limit.
+	AuditChain(ctx context.Context, org string, from, to int64, limit int) ([]AuditEvent, error)
+	// AuditHead answers where the organization's chain stands, and the
+	// lowest Seq of its stored events (0 when none is stored).
+	AuditHead(ctx context.Context, org string) (head AuditHead, first int64, err error)
+	// AppendAuditCheckpoint stores cp; a checkpoint of the organization at
+	// the same Seq answers an error wrapping ErrExists.
+	AppendAuditCheckpoint(ctx context.Context, cp *AuditCheckpoint) error
+	// AuditCheckpoints answers the organization's checkpoints with from <=
+	// Seq <= to (to 0: no upper bound), in Seq order.
+	AuditCheckpoints(ctx context.Context, org string, from, to int64) ([]AuditCheckpoint, error)
+	// AuditOrganizations answers the organizations whose chain head moved
+	// past their newest checkpoint, at most limit, after the organization
+	// after (a cursor): what the checkpoint job signs.
+	AuditOrganizations(ctx context.Context, after string, limit int) ([]string, error)
+	// DropAudit is retention: it stores cp, a checkpoint of the
+	// organization at Seq through (which must match the chain there), and
+	// deletes every event of the organization with Seq <= through (and
+	// every event stored before the chain), in one transaction, answering
+	// how many it deleted. It is the only deletion the table allows.
+	DropAudit(ctx context.Context, cp *AuditCheckpoint) (int, error)
 }
 
 // AuditStore is the append-only audit trail.
@@ -407,6 +468,28 @@ type AuditFilter struct {
 	// Since and Until bound when the event happened: at or after Since,
 	// before Until; a zero time does not bound.
 	Since, Until time.Time
+	// TenantID, Effect and ApproverID match the event's fields of those
+	// names.
+	TenantID   string
+	Effect     Effect
+	ApproverID string
+	// Kinds, when set, matches an event of any of these kinds; AuditCall
+	// (the empty kind) among them matches calls.
+	Kinds []AuditKind
+	// Approved, when set, matches the events that name an approval (true)
+	// or that name none (false).
+	Approved *bool
+	// Destructive, when set, matches the events of destructive tools
+	// (true) or of the others (false).
+	Destructive *bool
+	// Classification matches the events whose call touched a field of
+	// that data class (x-classification: "pii", "financial").
+	Classification string
+	// Person matches every event about one person: the person a call
+	// acted for (UserID), the person who decided its approval
+	// (ApproverID), or the principal that made it (PrincipalID). It is
+	// what a data-subject export reads.
+	Person string
 }
 
 // CredentialStore is the storage of API keys' stored forms (Credential).

@@ -45,6 +45,7 @@ func (e *InvalidError) Unwrap() error { return toolplane.ErrInvalid }
 // a platform_admin mints and revokes, an auditor may list too.
 type Keys struct {
 	store toolplane.CredentialStore
+	audit toolplane.AuditStore
 	cache *Cache
 	now   func() time.Time
 }
@@ -56,6 +57,9 @@ type KeysConfig struct {
 	// revocation clears so that this node refuses the key at once.
 	Cache *Cache
 	Now   func() time.Time
+	// Audit is where a key's creation and revocation are recorded; nil
+	// is Store, when it keeps the audit trail too (both stores do).
+	Audit toolplane.AuditStore
 }
 
 // NewKeys answers a key service.
@@ -63,7 +67,10 @@ func NewKeys(cfg KeysConfig) *Keys {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Keys{store: cfg.Store, cache: cfg.Cache, now: cfg.Now}
+	if cfg.Audit == nil {
+		cfg.Audit, _ = cfg.Store.(toolplane.AuditStore)
+	}
+	return &Keys{store: cfg.Store, audit: cfg.Audit, cache: cfg.Cache, now: cfg.Now}
 }
 
 // MayManage refuses a caller who may not mint or revoke keys: a
@@ -212,6 +219,15 @@ func (s *Keys) Create(ctx context.Context, k NewKey, by *toolplane.Credential) (
 		// An outage is the platform's, never the caller's bad request.
 		return "", nil, fmt.Errorf("store key %s: %w", id, err)
 	}
+	if err := s.record(ctx, by, "created", cred); err != nil {
+		// A key nobody can account for must not be usable: it is
+		// revoked before its secret is ever shown.
+		cred.RevokedAt = s.now()
+		if _, rerr := s.store.UpdateCredential(context.WithoutCancel(ctx), cred); rerr != nil {
+			return "", nil, fmt.Errorf("key %s: %w; revoking it: %w", id, err, rerr)
+		}
+		return "", nil, fmt.Errorf("key %s: %w", id, err)
+	}
 	return Key(id, secret), cred, nil
 }
 
@@ -257,7 +273,29 @@ func (s *Keys) Revoke(ctx context.Context, id string, by *toolplane.Credential) 
 		if !ok {
 			return nil, fmt.Errorf("revoke key %s: %w", id, ErrChanged)
 		}
+		s.cache.Forget(cred.ID)
+		// Only the revocation that took effect is recorded: revoking a
+		// revoked key changes nothing.
+		if err := s.record(ctx, by, "revoked", cred); err != nil {
+			return nil, fmt.Errorf("revoke key %s: %w", id, err)
+		}
 	}
 	s.cache.Forget(cred.ID)
 	return cred, nil
+}
+
+// record appends the audit event of by's change to the key cred: its ID
+// as the subject, what it authenticates as the reason, never its secret
+// or hash. The store offers no transaction spanning a credential and an
+// event, so it follows the change.
+func (s *Keys) record(ctx context.Context, by *toolplane.Credential, outcome string, cred *toolplane.Credential) error {
+	if s.audit == nil {
+		return nil
+	}
+	ev := toolplane.ControlEvent(by, toolplane.AuditKey, outcome, cred.ID, s.now())
+	ev.Reason = string(cred.Kind) + " " + cred.Subject
+	if err := s.audit.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
 }

@@ -113,6 +113,8 @@ type Service struct {
 	usage toolplane.UsageStore
 	now   func() time.Time
 	ttl   time.Duration
+	// decided is Config.Decided, never nil.
+	decided func(*toolplane.Approval)
 }
 
 // Config is what a Service is built from. Store is required; the rest
@@ -129,6 +131,10 @@ type Config struct {
 	// TTL is how long an approval waits when its tool names no wait;
 	// zero is DefaultTTL.
 	TTL time.Duration
+	// Decided, when set, is told of each approval this service decided
+	// (approved, rejected or expired), after the decision is stored: the
+	// metrics time the wait from filing to decision with it.
+	Decided func(*toolplane.Approval)
 }
 
 // New answers a service built from cfg.
@@ -140,7 +146,11 @@ func New(cfg Config) *Service {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Service{store: cfg.Store, usage: cfg.Usage, now: now, ttl: ttl}
+	decided := cfg.Decided
+	if decided == nil {
+		decided = func(*toolplane.Approval) {}
+	}
+	return &Service{store: cfg.Store, usage: cfg.Usage, now: now, ttl: ttl, decided: decided}
 }
 
 // File stores a new pending approval, unless the call (its organization,
@@ -614,7 +624,11 @@ func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolpl
 		}
 		if len(next.ApprovedBy) < a.Approvers {
 			next.Status = toolplane.ApprovalPending
-			ok, err := s.store.UpdateApproval(ctx, &next)
+			// One person's approval of several is a decision of theirs,
+			// recorded with it; the approval stays pending.
+			ev := DecidedEvent(&next, by, ApprovedOutcome, now)
+			ev.Reason = fmt.Sprintf("%d of %d approvals", len(next.ApprovedBy), a.Approvers)
+			ok, err := s.store.UpdateApprovalAudited(ctx, &next, ev)
 			if err != nil {
 				return nil, fmt.Errorf("resolve approval %s: %w", id, err)
 			}
@@ -625,13 +639,20 @@ func (s *Service) Resolve(ctx context.Context, id string, d Decision, by *toolpl
 		}
 	}
 	next.ResolvedAt, next.ResolvedBy, next.Reason = now, by.Subject, d.Reason
-	ok, err := s.store.UpdateApproval(ctx, &next)
+	outcome := RejectedOutcome
+	if next.Status == toolplane.ApprovalApproved {
+		outcome = ApprovedOutcome
+	}
+	// The decision and its event are one write: a decision repeated (or
+	// raced) loses the compare-and-swap and records nothing.
+	ok, err := s.store.UpdateApprovalAudited(ctx, &next, DecidedEvent(&next, by, outcome, now))
 	if err != nil {
 		return nil, fmt.Errorf("resolve approval %s: %w", id, err)
 	}
 	if !ok {
 		return nil, fmt.Errorf("resolve approval %s: %w (resolved concurrently)", id, ErrNotPending)
 	}
+	s.decided(&next)
 	return &next, nil
 }
 
@@ -651,6 +672,7 @@ func (s *Service) Expire(ctx context.Context, a *toolplane.Approval) (bool, erro
 	}
 	if ok {
 		*a = next
+		s.decided(a)
 	}
 	return ok, nil
 }
@@ -698,6 +720,7 @@ func (s *Service) Escalate(ctx context.Context, a *toolplane.Approval, group str
 		if !ok {
 			return nil, fmt.Errorf("escalate approval %s: %w (changed concurrently)", a.ID, ErrNotPending)
 		}
+		s.decided(&old)
 		*a = old
 	}
 	// Filed as any approval is: should the agent have asked again since
@@ -741,6 +764,26 @@ const ExpiredOutcome = "approval_expired"
 // the same call for the next group.
 const EscalatedOutcome = "approval_escalated"
 
+// The audit outcomes of a person's decision on an approval.
+const (
+	ApprovedOutcome = "approved"
+	RejectedOutcome = "rejected"
+)
+
+// DecidedEvent answers the audit event of by's decision (outcome
+// ApprovedOutcome or RejectedOutcome) on a, at at: a control-plane event
+// (kind approval) whose principal and approver are the person, made with
+// the key by names, about the approval (its subject), naming the call it
+// holds, never its arguments.
+func DecidedEvent(a *toolplane.Approval, by *toolplane.Credential, outcome string, at time.Time) *toolplane.AuditEvent {
+	ev := Event(a, outcome, "", at)
+	ev.ID = toolplane.NewID("aud_")
+	ev.Source = toolplane.SourceControl
+	ev.PrincipalID, ev.ApproverID, ev.KeyID = by.Subject, by.Subject, by.ID
+	ev.Reason = a.Reason
+	return ev
+}
+
 // ExpiredEvent answers the audit event of a, expired.
 func ExpiredEvent(a *toolplane.Approval) *toolplane.AuditEvent {
 	return Event(a, ExpiredOutcome, "", a.ResolvedAt)
@@ -753,13 +796,14 @@ func ExpiredEvent(a *toolplane.Approval) *toolplane.AuditEvent {
 // when set, is the approval that replaced a.
 func Event(a *toolplane.Approval, outcome, next string, at time.Time) *toolplane.AuditEvent {
 	ev := &toolplane.AuditEvent{
-		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID,
+		ID: "aud_" + outcome + "_" + a.ID, OrganizationID: a.OrganizationID, RunID: a.RunID, StepPath: a.StepPath,
+		Kind: toolplane.AuditApproval, Subject: a.ID,
 		PrincipalID: a.PrincipalID, Tool: a.Tool, ToolVersion: a.ToolVersion, Source: toolplane.SourceWorker,
 		Outcome: outcome, ArgumentsHash: a.ArgumentsHash, ApprovalID: a.ID, AuthorizedBy: next, Key: a.Key,
 		Reason: a.Reason, CreatedAt: at,
 	}
 	if inv, err := DecodeInvocation(a.Invocation); err == nil {
-		ev.AgentID, ev.UserID = inv.AgentID, inv.UserID
+		ev.AgentID, ev.UserID, ev.TenantID = inv.AgentID, inv.UserID, inv.TenantID
 	}
 	return ev
 }

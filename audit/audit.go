@@ -300,7 +300,18 @@ func checkFilter(f toolplane.AuditFilter) error {
 		name, v string
 		max     int
 	}{{"run_id", f.RunID, toolplane.MaxRunLen}, {"agent_id", f.AgentID, toolplane.MaxRefLen}, {"user_id", f.UserID, toolplane.MaxRefLen},
-		{"tool", f.Tool, toolplane.MaxNameLen}, {"outcome", f.Outcome, toolplane.MaxRefLen}, {"approval_id", f.ApprovalID, toolplane.MaxRefLen}}
+		{"tool", f.Tool, toolplane.MaxNameLen}, {"outcome", f.Outcome, toolplane.MaxRefLen}, {"approval_id", f.ApprovalID, toolplane.MaxRefLen},
+		{"tenant_id", f.TenantID, toolplane.MaxRefLen}, {"effect", string(f.Effect), toolplane.MaxRefLen}, {"approver_id", f.ApproverID, toolplane.MaxRefLen},
+		{"classification", f.Classification, toolplane.MaxRefLen}, {"person", f.Person, toolplane.MaxRefLen}}
+	if len(f.Kinds) > MaxOutcomes {
+		return fmt.Errorf("%w: at most %d kinds", toolplane.ErrInvalid, MaxOutcomes)
+	}
+	for _, k := range f.Kinds {
+		fields = append(fields, struct {
+			name, v string
+			max     int
+		}{"kind", string(k), toolplane.MaxRefLen})
+	}
 	if len(f.Outcomes) > MaxOutcomes {
 		return fmt.Errorf("%w: at most %d outcomes", toolplane.ErrInvalid, MaxOutcomes)
 	}

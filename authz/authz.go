@@ -40,6 +40,7 @@ const recheck = time.Second
 // Service manages and evaluates grants.
 type Service struct {
 	store toolplane.GrantStore
+	audit toolplane.AuditStore
 	reg   *registry.Registry
 	log   *slog.Logger
 	now   func() time.Time
@@ -85,6 +86,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock grants are recorded and expire by; nil is time.Now.
 	Now func() time.Time
+	// Audit is where every change is recorded as an audit event (kind
+	// grant); nil is Store, when it keeps the audit trail too (both
+	// stores do).
+	Audit toolplane.AuditStore
 }
 
 // New answers a service built from cfg.
@@ -96,7 +101,10 @@ func New(cfg Config) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: cfg.Store, reg: cfg.Registry, log: log, now: now, cache: map[string]*view{}}
+	if cfg.Audit == nil {
+		cfg.Audit, _ = cfg.Store.(toolplane.AuditStore)
+	}
+	return &Service{store: cfg.Store, audit: cfg.Audit, reg: cfg.Registry, log: log, now: now, cache: map[string]*view{}}
 }
 
 // checkPattern validates a grant or deny pattern: a glob over platform
@@ -340,6 +348,46 @@ func (s *Service) changed(ctx context.Context, by *toolplane.Credential, kind, s
 	if err := s.store.AppendChange(ctx, c); err != nil {
 		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "subject", subject, "err", err)
 	}
+	if s.audit == nil {
+		return
+	}
+	// The store writes a grant and an event in no one transaction: the
+	// event follows the change, and a failure is reported as the change
+	// log's is.
+	ev := toolplane.ControlEvent(by, toolplane.AuditGrant, changeOutcomes[kind], subject, c.CreatedAt)
+	ev.Reason = changeReason(detail)
+	if err := s.audit.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
+		s.log.ErrorContext(ctx, "grant change not audited", "kind", kind, "subject", subject, "err", err)
+	}
+}
+
+// changeOutcomes are the audit outcomes of the change log's kinds.
+var changeOutcomes = map[string]string{
+	"grant.add":    "granted",
+	"grant.revoke": "revoked",
+	"deny.add":     "denied",
+	"deny.lift":    "deny_lifted",
+	"bundle.put":   "bundle_saved",
+}
+
+// changeReason says what a change gave or took, for its audit event:
+// the pattern or bundle granted, the pattern denied and why, the grant
+// revoked.
+func changeReason(detail any) string {
+	switch d := detail.(type) {
+	case *toolplane.Grant:
+		if d.Pattern != "" {
+			return "pattern " + d.Pattern
+		}
+		return "bundle " + d.Bundle
+	case *toolplane.Deny:
+		return "pattern " + d.Pattern + ": " + d.Reason
+	case *toolplane.Bundle:
+		return "bundle " + d.Name
+	case map[string]string:
+		return "id " + d["id"]
+	}
+	return ""
 }
 
 // load answers the organization's view, read again when it may be stale.

@@ -198,7 +198,28 @@ func boundItems(length int, n *normalizer, src itemSource, limit int) (original,
 // length: one allocation, and no walk of the data to size it beforehand.
 func Render(r toolplane.Result) []byte {
 	e := getEncoder()
-	e.buf = append(e.buf[:0], `{"ok":`...)
+	e.buf = e.render(e.buf[:0], r)
+	out := bytes.Clone(e.buf)
+	putEncoder(e)
+	return out
+}
+
+// AppendRender appends Render's bytes for r to dst and returns the
+// extended buffer: for a reader that only digests them (the audit
+// trail's output hash), without Render's copy.
+func AppendRender(dst []byte, r toolplane.Result) []byte {
+	e := getEncoder()
+	own := e.buf
+	out := e.render(dst, r)
+	// The pooled encoder keeps its own buffer, never the caller's.
+	e.buf = own
+	putEncoder(e)
+	return out
+}
+
+// render writes r's rendering after dst, in the encoder's buffer.
+func (e *encoder) render(dst []byte, r toolplane.Result) []byte {
+	e.buf = append(dst, `{"ok":`...)
 	e.buf = strconv.AppendBool(e.buf, r.OK)
 	if r.Data != nil {
 		e.buf = append(e.buf, `,"data":`...)
@@ -210,10 +231,7 @@ func Render(r toolplane.Result) []byte {
 	}
 	e.buf = append(e.buf, `,"meta":`...)
 	e.buf = appendMeta(e.buf, &r.Meta)
-	e.buf = append(e.buf, '}')
-	out := bytes.Clone(e.buf)
-	putEncoder(e)
-	return out
+	return append(e.buf, '}')
 }
 
 // appendMeta writes m as appendJSON does, field by field: every answer

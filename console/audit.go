@@ -129,6 +129,9 @@ type eventPage struct {
 	E *toolplane.AuditEvent
 	// PolicyInput is the document the rules decided on, indented.
 	PolicyInput string
+	// Arguments are the call's arguments as the event keeps them
+	// (redacted, bounded), indented.
+	Arguments string
 }
 
 func (c *Console) auditEvent(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
@@ -143,6 +146,9 @@ func (c *Console) auditEvent(w http.ResponseWriter, r *http.Request, sess *signi
 	v := eventPage{frame: c.frameFor(sess, "Audit event "+ev.ID, "audit"), E: ev}
 	if len(ev.PolicyInput) > 0 {
 		v.PolicyInput = indent(ev.PolicyInput)
+	}
+	if len(ev.Arguments) > 0 {
+		v.Arguments = indent(ev.Arguments)
 	}
 	c.render(w, r, http.StatusOK, "audit-event", v)
 	return nil

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/anomaly"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
@@ -99,6 +100,10 @@ type Config struct {
 	// (the dead letters) to those who may read them; without it the page
 	// says notifications are not configured.
 	Notifications Notifications
+	// Anomalies, when set, serves the anomaly triage's items to those
+	// who may read them (anomaly.MayTriage); without it the page says
+	// the triage is off.
+	Anomalies *anomaly.Service
 	// Spend, when set, serves the spend page (reports by day, agent and
 	// tool, and the daily ceiling) to those who may read them; without it
 	// the page says spend is not enabled.
@@ -178,6 +183,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.catalogRoutes(mux)
 	c.accessRoutes(mux)
 	c.notificationRoutes(mux)
+	c.anomalyRoutes(mux)
 	c.spendRoutes(mux)
 }
 
@@ -193,6 +199,7 @@ var sections = []section{
 	{"catalog", "Catalogue"},
 	{"access", "Access"},
 	{"notifications", "Notifications"},
+	{"anomalies", "Anomalies"},
 	{"spend", "Spend"},
 }
 

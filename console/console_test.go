@@ -217,7 +217,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 	w.grants = authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet})
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Spend: spend.New(w.store, nil)})
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,9 @@ const (
 	// person's inbox and history); its cursor is not one of the
 	// oldest-first list.
 	NewestApprovals byte = 'A'
+	// Anomalies is one organization's anomaly triage items, newest
+	// first.
+	Anomalies byte = 'y'
 )
 
 // Encode answers the cursor after a row of list ordered by createdAt, with

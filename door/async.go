@@ -8,6 +8,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/tracectx"
 )
 
 // Asynchronous reports whether a call of tool runs later by its
@@ -36,7 +37,11 @@ func (d *Door) submit(ctx context.Context, c Caller, call Call) Answer {
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
-	sub, err := d.Async.Submit(ctx, async.Request{Tool: call.Tool, Arguments: raw, Invocation: d.Invocation(cred, call), CallbackURL: call.CallbackURL})
+	inv := d.Invocation(cred, call)
+	// The call runs later, on a worker: its span continues the caller's
+	// trace from what is stored with it.
+	inv.TraceParent, inv.TraceState = tracectx.Strings(ctx)
+	sub, err := d.Async.Submit(ctx, async.Request{Tool: call.Tool, Arguments: raw, Invocation: inv, CallbackURL: call.CallbackURL})
 	if errors.Is(err, async.ErrCallback) {
 		return Answer{Kind: Invalid, Field: "callback_url", Message: err.Error()}
 	}

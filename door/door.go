@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/async"
@@ -79,6 +81,10 @@ type Door struct {
 	Log *slog.Logger
 	// Now is the clock requests are admitted by; nil is time.Now.
 	Now func() time.Time
+	// Tracer, when set, opens the doors' spans: a request's (Traced),
+	// its authentication's, an MCP call's own (TraceMeta). Nil records
+	// none; a caller's trace context is still taken and handed on.
+	Tracer trace.Tracer
 }
 
 func (d *Door) now() time.Time {
@@ -190,6 +196,14 @@ func (d *Door) ClientAddr(r *http.Request) string {
 // or not. An admitted API key's use is recorded (at most once per the
 // cache's touch interval). Its error is always a *Refusal.
 func (d *Door) Authenticate(ctx context.Context, authorization, client string, h http.Header) (Caller, error) {
+	if d.Tracer != nil && trace.SpanFromContext(ctx).IsRecording() {
+		return d.traceAuthenticate(ctx, func(ctx context.Context) (Caller, error) { return d.authenticate(ctx, authorization, client, h) })
+	}
+	return d.authenticate(ctx, authorization, client, h)
+}
+
+// authenticate is Authenticate, without its span.
+func (d *Door) authenticate(ctx context.Context, authorization, client string, h http.Header) (Caller, error) {
 	token, ok := Bearer(authorization)
 	if !ok {
 		return Caller{}, &Refusal{Kind: Unauthenticated}

@@ -21,9 +21,12 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/anomaly"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/auditchain"
+	"github.com/toolplane/toolplane/auditexport"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/ceiling"
@@ -121,9 +124,20 @@ type Server struct {
 	// MaxBatch is how many calls a batch (POST /v1/invoke:batch) may
 	// carry; zero or less is DefaultMaxBatch.
 	MaxBatch int
+	// Anomalies, when set, serves the organization's anomaly triage
+	// items under /v1/anomalies (to auditors); without it they answer
+	// 404.
+	Anomalies *anomaly.Service
 	// ProviderJobs, when set, serves the organization's unsettled provider
 	// jobs under /v1/provider-jobs/unsettled; without it that answers 404.
 	ProviderJobs *providerjob.Service
+	// AuditKeys is the operator's audit signing keys, public halves only
+	// served (at /.well-known/toolplane-audit-keys) and used to check the
+	// chain's checkpoints at /v1/audit/verify; nil serves neither.
+	AuditKeys *auditchain.KeySet
+	// AuditExports, when set, answers GET /v1/audit/exports (each sink's
+	// lag); without it the list of sinks is empty.
+	AuditExports *auditexport.Exporters
 	// Heartbeat is how often an idle event stream (an invocation's
 	// events) sends a comment; zero or less is DefaultHeartbeat.
 	Heartbeat time.Duration
@@ -199,7 +213,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		httperr.Send(w, r, httperr.NotFound, "no such route: "+r.Method+" "+r.URL.Path, "")
 	})
-	return mux
+	// The caller's trace context (traceparent) is every call's parent:
+	// a call, a batch's calls, an asynchronous call run later.
+	return s.Door.Traced("rest", mux)
 }
 
 // allowed answers the methods mux routes r's path for, other than to its
@@ -288,6 +304,11 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/uncertain/reconcile", s.auth(s.reconcile)},
 		{"GET", "/v1/audit/events", s.auth(s.listAudit)},
 		{"GET", "/v1/audit/events/{id}", s.auth(s.getAudit)},
+		{"GET", "/v1/audit/verify", s.auth(s.verifyAudit)},
+		{"GET", "/.well-known/toolplane-audit-keys", http.HandlerFunc(s.auditKeys)},
+		{"GET", "/v1/audit/reports/{name}", s.auth(s.auditReport)},
+		{"GET", "/v1/audit/subjects/{person}/export", s.auth(s.exportSubject)},
+		{"GET", "/v1/audit/exports", s.auth(s.auditExports)},
 		{"POST", "/v1/keys", s.auth(s.createKey)},
 		{"GET", "/v1/keys", s.auth(s.listKeys)},
 		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},
@@ -314,6 +335,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/notifications/dead-letters", s.notificationRoute(s.listDeadLetters)},
 		{"GET", "/v1/webhook-secret", s.webhookSecretRoute(s.getWebhookSecret)},
 		{"POST", "/v1/webhook-secret:rotate", s.webhookSecretRoute(s.rotateWebhookSecret)},
+		{"GET", "/v1/anomalies", s.anomalyRoute(s.listAnomalies)},
+		{"GET", "/v1/anomalies/{id}", s.anomalyRoute(s.getAnomaly)},
+		{"POST", "/v1/anomalies/{id}/acknowledge", s.anomalyRoute(s.acknowledgeAnomaly)},
 		{"GET", "/v1/vendor-ceilings", s.vendorCeilingRoute(s.listVendorCeilings)},
 		{"GET", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.getVendorCeiling)},
 		{"PUT", "/v1/vendor-ceilings/{provider}", s.vendorCeilingRoute(s.putVendorCeiling)},
@@ -967,6 +991,48 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 }
 
+// verifyAudit answers the verification of the caller's organization's
+// audit chain, from and to being sequence numbers (absent: the whole
+// chain). A broken chain is a 200 whose report names the break.
+func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request, c caller) {
+	chain, ok := s.Store.(toolplane.AuditChainStore)
+	if s.AuditKeys == nil || !ok {
+		httperr.Send(w, r, httperr.NotFound, "this server does not verify its audit chain", "")
+		return
+	}
+	var bounds [2]int64
+	for i, name := range []string{"from", "to"} {
+		if v := r.URL.Query().Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				httperr.Send(w, r, httperr.InvalidRequest, name+" is a sequence number of the chain (a whole number from 1)", name)
+				return
+			}
+			bounds[i] = n
+		}
+	}
+	rep, err := audit.NewVerifier(chain, s.AuditKeys).Verify(r.Context(), bounds[0], bounds[1], c.cred)
+	if s.refused(w, r, err) {
+		return
+	}
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// auditKeys publishes the operator's audit public keys: whoever holds
+// them can check a checkpoint's signature, with no account here.
+func (s *Server) auditKeys(w http.ResponseWriter, r *http.Request) {
+	if s.AuditKeys == nil {
+		httperr.Send(w, r, httperr.NotFound, "this server publishes no audit keys", "")
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, s.AuditKeys.Public())
+}
+
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 	if s.refused(w, r, audit.MayRead(c.cred)) {
 		return
@@ -977,19 +1043,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	q := r.URL.Query()
-	f := toolplane.AuditFilter{RunID: q.Get("run_id"), AgentID: q.Get("agent_id"), UserID: q.Get("user_id"), Tool: q.Get("tool"), Outcome: q.Get("outcome")}
-	for _, t := range []struct {
-		name string
-		to   *time.Time
-	}{{"since", &f.Since}, {"until", &f.Until}} {
-		if v := q.Get(t.name); v != "" {
-			at, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				httperr.Send(w, r, httperr.InvalidRequest, t.name+" is a time in RFC 3339, such as 2026-07-01T08:00:00Z", t.name)
-				return
-			}
-			*t.to = at
-		}
+	f, err := auditFilterOf(q)
+	if sendBadQuery(w, r, err) {
+		return
 	}
 	evs, next, err := s.trail.List(r.Context(), f, q.Get("cursor"), limit, c.cred)
 	if err != nil {

@@ -40,12 +40,14 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return iv.fault(ctx, "handler "+d.Binding.Handler.Key+" is not registered", d.Name), nil
 		}
 	}
+	c.mark(ctx, stageTraffic)
 	if refusal := c.enter(b); refusal != nil {
 		return *refusal, nil
 	}
 	defer c.leave()
 
 	if d.Writes() {
+		c.mark(ctx, stageClaim)
 		out, cl, err := iv.journal.Claim(ctx, c.request(iv.owner()))
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
@@ -73,7 +75,9 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		}
 		return c.lateForDispatch(), nil
 	}
+	c.lap(StageHandler)
 	if c.needsRelease() {
+		c.mark(ctx, stageCredential)
 		if res, err, done := c.releaseConnection(ctx); done {
 			return res, err
 		}
@@ -112,7 +116,11 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		vctx, readUsage = handler.WithUsage(vctx)
 	}
 	t := c.newTries(b, c.timeout())
+	// Each attempt has its own span (see attemptOnce).
+	c.mark(ctx, "")
 	r, o, cut := c.dispatch(vctx, b, attempt, &t, st)
+	c.audit.Attempts = t.made
+	c.lap(StageBoundary)
 	if cut != nil {
 		return c.timedOut(ctx, b, cut.done, cut.within)
 	}
@@ -133,6 +141,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		c.refused(ctx, &o, r)
 		return c.ended(ctx, o, r.err)
 	}
+	c.mark(ctx, stageBoundary)
 	res, violations := c.tool.Output(r.out)
 	if len(violations) > 0 {
 		iv.log.ErrorContext(ctx, "tool answered off its output schema", "tool", d.Name, "violations", violations)
@@ -142,6 +151,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return r, err
 		}
 	}
+	c.lap(StageClaim)
 	if err := c.complete(ctx, res); err != nil {
 		return toolplane.Result{}, err
 	}
@@ -423,7 +433,9 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 	const note = "settled by the handler after it was stopped"
 	ev := c.iv.settlementEvent(c.inv.OrganizationID, c.tool, "settled", toolplane.SourceSettlement, "settlement")
 	ev.Reason = note
-	if _, err := c.iv.journal.Settle(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, boundary.Render(res), "settlement", note, ev); err != nil {
+	rendered := boundary.Render(res)
+	ev.OutputHash = outputHash(rendered)
+	if _, err := c.iv.journal.Settle(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, rendered, "settlement", note, ev); err != nil {
 		c.iv.log.ErrorContext(ctx, "late settlement refused", "tool", c.tool.Def.Name, "key", c.key, "err", err)
 	}
 }
@@ -440,12 +452,14 @@ func quoting(t *registry.Tool, res toolplane.Result, quoted bool) toolplane.Resu
 }
 
 // settlementEvent answers the audit event of how an uncertain action
-// ended: who settled it (a person, or the handler itself) and with what.
-// The journal stores it with the settlement, filling in what the claim
-// knows of the call (run, key, arguments hash, agent).
+// ended (a reconciliation): who settled it (a person, or the handler
+// itself) and with what. The journal stores it with the settlement,
+// filling in what the claim knows of the call (run, key, arguments hash,
+// agent, tenant, step). Its subject is the tool whose action it settles.
 func (iv *Invoker) settlementEvent(org string, t *registry.Tool, outcome string, source toolplane.Source, by string) *toolplane.AuditEvent {
 	return &toolplane.AuditEvent{
-		ID: toolplane.NewID("aud_"), OrganizationID: org, Tool: t.Def.Name, ToolVersion: t.Def.Version,
+		ID: toolplane.NewID("aud_"), OrganizationID: org, Kind: toolplane.AuditReconciliation, Subject: t.Def.Name,
+		Tool: t.Def.Name, ToolVersion: t.Def.Version, Effect: t.Def.Effect, Destructive: t.Def.Annotations.Destructive,
 		Source: source, Outcome: outcome, PrincipalID: by, CreatedAt: iv.now(),
 	}
 }
@@ -456,7 +470,10 @@ func (c *call) complete(ctx context.Context, res toolplane.Result) error {
 	if c.claim == nil {
 		return nil
 	}
-	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, boundary.Render(res), c.auditNow(outcomeOf(res))); err != nil {
+	c.mark(ctx, stageAudit)
+	rendered := boundary.Render(res)
+	c.audit.OutputHash = outputHash(rendered)
+	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, rendered, c.auditNow(outcomeOf(res))); err != nil {
 		c.audited = false
 		return fmt.Errorf("%w: %v", ErrFault, err)
 	}

@@ -135,7 +135,7 @@ func TestPolicyFactsInTheSpanRedacted(t *testing.T) {
 		c.Tracer = tp.Tracer("test")
 	}, tool{def: refundDef("payments.refund", toolplane.EffectWrite), fn: ok(map[string]any{})})
 	must(t).OK(e.iv.Invoke(context.Background(), "payments.refund", map[string]any{"order_id": "o-501", "to_account": "acct-evil"}, inv("payments.refund")))
-	spans := rec.Ended()
+	spans := callSpans(rec.Ended())
 	if len(spans) != 1 {
 		t.Fatalf("%d spans", len(spans))
 	}

@@ -277,8 +277,8 @@ type Config struct {
 	Facts       policy.Facts
 	FactTimeout time.Duration
 	Approvals   *approval.Service
-	// Observer, when set, is told of every call's outcome and latency (the
-	// metrics).
+	// Observer, when set, is told of every call's outcome, latency, stage
+	// times and cost (the metrics).
 	Observer Observer
 	// Principals, when set, answers the live principal of a call: a fresh
 	// call from a door is decided on what its credential's grants allow
@@ -472,11 +472,6 @@ func (iv *Invoker) report(ctx context.Context, key, cause string, err error) {
 		err = fmt.Errorf("%w (and %d more occurrences since the last report)", err, silent)
 	}
 	iv.cfg.Reporter.Report(ctx, cause, err)
-}
-
-// Observer is told of each call as it ends.
-type Observer interface {
-	ObserveCall(tool, outcome string, took time.Duration)
 }
 
 // Principals answers live principals. The invoker asks for every call:

@@ -138,7 +138,7 @@ func TestSpans(t *testing.T) {
 	if !errors.As(err, &ar) {
 		t.Fatal(err)
 	}
-	spans := rec.Ended()
+	spans := callSpans(rec.Ended())
 	if len(spans) != 4 {
 		t.Fatalf("%d spans", len(spans))
 	}

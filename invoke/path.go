@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/schema"
+	"github.com/toolplane/toolplane/tracectx"
 )
 
 // call is the state of one invocation on its way down the path.
@@ -52,6 +53,9 @@ type call struct {
 	// audited is set once the audit event was stored with the claim's
 	// answer, in one transaction.
 	audited bool
+	// argsAudited is set once the event says what it keeps of the
+	// arguments (auditInput).
+	argsAudited bool
 	// ignored says why the call's authorized_by did not authorize it, for
 	// the approval-required answer.
 	ignored string
@@ -68,6 +72,15 @@ type call struct {
 	// is given back when the last of them ends.
 	ticket *resilience.Ticket
 	holds  atomic.Int32
+
+	// stageSpan is the span of the stage the call is in (see mark), nil
+	// when none is open or the call is not recorded.
+	stageSpan trace.Span
+	// obs is what the Observer is told of the call, its stage times
+	// gathered by lap: in is the stage the call is in since lapped.
+	obs    Observation
+	lapped time.Time
+	in     PathStage
 }
 
 // Invoke runs one call of the tool named name (its platform name) with the
@@ -123,6 +136,7 @@ func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv 
 // in the tree, and starts its audit event.
 func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolplane.Invocation) (context.Context, *call) {
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
+	ctx = storedTrace(ctx, inv)
 	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
 	if c.span.IsRecording() {
 		c.span.SetAttributes(
@@ -137,6 +151,7 @@ func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolpl
 		OrganizationID: inv.OrganizationID, RunID: inv.RunID, AgentID: inv.AgentID,
 		PrincipalID: inv.Principal.ID, UserID: inv.UserID, Tool: name,
 		Source: inv.Source, AuthorizedBy: inv.AuthorizedBy, ParentID: inv.ParentID,
+		TenantID: inv.TenantID, StepPath: inv.StepPath, KeyID: inv.CredentialID,
 		// Known from the start: a tool this call's handler calls names
 		// it as its parent.
 		ID: toolplane.NewID("aud_"),
@@ -254,7 +269,9 @@ func (c *call) admit(ctx context.Context) (*toolplane.Result, error) {
 		r := iv.fault(ctx, err.Error(), d.Name)
 		return &r, nil
 	}
-	c.audit.ToolVersion = d.Version
+	// What the version declared when the call was decided: the trail
+	// answers "destructive calls" whatever the catalogue says later.
+	c.audit.ToolVersion, c.audit.Effect, c.audit.Destructive = d.Version, d.Effect, d.Annotations.Destructive
 	c.span.SetAttributes(attribute.String("tool.version", d.Version), attribute.String("tool.model_name", tool.Model))
 	if rb := d.Binding.Remote; rb != nil {
 		if refusal := c.resolveRemote(rb); refusal != nil {
@@ -287,12 +304,14 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		return *refusal, nil
 	}
 	iv, inv := c.iv, c.inv
+	c.mark(ctx, stageValidate)
 	if refusal, err := c.admit(ctx); refusal != nil || err != nil {
 		if refusal != nil {
 			return *refusal, nil
 		}
 		return toolplane.Result{}, err
 	}
+	c.lap(StageClaim)
 	tool, d, args := c.tool, &c.tool.Def, c.args
 
 	if d.Writes() {
@@ -302,6 +321,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		if err := c.identify(); err != nil {
 			return toolplane.Result{}, err
 		}
+		c.mark(ctx, stageJournal)
 		out, cl, err := iv.journal.Read(ctx, c.request(""))
 		if err != nil {
 			return toolplane.Result{}, fmt.Errorf("%w: %v", ErrFault, err)
@@ -313,6 +333,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	// After the journal: a client repeating a write already answered
 	// (after a crash, a lost answer) is answered from the journal and
 	// spends no rate, as it spends no request budget at the door.
+	c.mark(ctx, stageLimit)
 	if refusal := c.limit(ctx); refusal != nil {
 		return *refusal, nil
 	}
@@ -324,8 +345,10 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	// step only; so does an approval of the same call by the same agent in
 	// another run (a session per call), which the call then becomes. One
 	// covering another call is ignored, and the answer says why.
+	c.lap(StageApproval)
 	approved := false
 	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
+		c.mark(ctx, stageApproval)
 		// A read has no key yet; an approval of it names one all the same.
 		if err := c.identify(); err != nil {
 			return toolplane.Result{}, err
@@ -339,7 +362,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		case approval.Covers(a, inv.OrganizationID, d.Name, c.hash, c.key):
 			switch a.Status {
 			case toolplane.ApprovalApproved:
-				c.audit.ApprovalID = a.ID
+				c.approvedBy(a)
 				if r := approvedElsewhere(tool, a); r != nil {
 					return *r, nil
 				}
@@ -366,7 +389,7 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 				return toolplane.Result{}, &ApprovalRequired{ID: a.ID, ExpiresAt: a.ExpiresAt, Preview: a.Preview, Existing: true}
 			}
 			if r := approvedElsewhere(tool, a); r != nil && a.Status == toolplane.ApprovalApproved {
-				c.audit.ApprovalID = a.ID
+				c.approvedBy(a)
 				return *r, nil
 			}
 			if r, err, done := c.adopt(ctx, a); done {
@@ -376,6 +399,8 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 	}
 
+	c.mark(ctx, stagePolicy)
+	c.lap(StagePolicy)
 	facts, err := iv.resolvers(d).ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
 	if err != nil {
 		// Neither an allow nor a denial: the call is not decided, and
@@ -413,13 +438,16 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		return toolplane.Fail(toolplane.CodeDenied, fmt.Sprintf("%s is not allowed for this caller: %s. Do not retry it; choose another way or tell the user.", tool.Model, dec.Reason)), nil
 	case policy.RequireApproval:
 		if !approved {
+			c.mark(ctx, stageApproval)
+			c.lap(StageApproval)
 			if r, proceed, err := c.fileApproval(ctx); !proceed {
 				return r, err
 			}
 		}
 	}
-
+	c.lap(StageClaim)
 	if d.Metered {
+		c.mark(ctx, stageMeter)
 		if r, stop := c.accrue(ctx); stop {
 			return r, nil
 		}
@@ -467,7 +495,7 @@ func (c *call) request(owner string) journal.Request {
 			req.Invocation, _ = json.Marshal(toolplane.Invocation{
 				OrganizationID: c.inv.OrganizationID, UserID: c.inv.UserID, RunID: c.inv.RunID,
 				AgentID: c.inv.AgentID, StepPath: c.inv.StepPath, Principal: toolplane.Principal{ID: c.inv.Principal.ID},
-				Source: c.inv.Source,
+				Source: c.inv.Source, TenantID: c.inv.TenantID, CredentialID: c.inv.CredentialID,
 			})
 		}
 	}
@@ -697,7 +725,7 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	if a := prior.Approved; a != nil {
 		// The same call, asked again after a person approved it (before
 		// or after the approval's own execution): it is that call.
-		c.audit.ApprovalID = a.ID
+		c.approvedBy(a)
 		return toolplane.Result{}, true, nil
 	}
 	if pending != nil {
@@ -717,6 +745,9 @@ func (c *call) fileApproval(ctx context.Context) (r toolplane.Result, proceed bo
 	}
 	stored := *inv
 	stored.AuthorizedBy = ""
+	// The approved call, run when a person answers, continues this one's
+	// trace.
+	stored.TraceParent, stored.TraceState = tracectx.Strings(ctx)
 	// The deadline bounded the request that asked; the approved call runs
 	// when a person answers, under the tool's own timeout.
 	stored.Deadline = time.Time{}
@@ -803,7 +834,8 @@ func (c *call) adopt(ctx context.Context, a *toolplane.Approval) (toolplane.Resu
 	inv.RootRunID = c.inv.EffectiveRootRunID()
 	inv.RunID, inv.StepPath, inv.IdempotencyKey = stored.RunID, stored.StepPath, stored.IdempotencyKey
 	c.inv, c.key = &inv, a.Key
-	c.audit.Key, c.audit.ApprovalID = a.Key, a.ID
+	c.audit.Key = a.Key
+	c.approvedBy(a)
 	c.span.SetAttributes(attribute.String("toolplane.idempotency_key", c.key), attribute.String("toolplane.approval_id", a.ID))
 	if !c.tool.Def.Writes() {
 		return toolplane.Result{}, nil, false
@@ -988,6 +1020,7 @@ func (c *call) handlerCall(attempt int) handler.Call {
 // finish records the call: the audit event and the span's end.
 func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	iv := c.iv
+	c.lap(StageAudit)
 	outcome := "ok"
 	var ar *ApprovalRequired
 	switch {
@@ -1011,7 +1044,9 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	case !res.OK && res.Error != nil:
 		outcome = string(res.Error.Code)
 		c.span.SetAttributes(attribute.String("tool.error_code", outcome))
-		c.span.SetStatus(codes.Error, outcome)
+		if c.span.IsRecording() {
+			refusal(c.span, res.Error.Code)
+		}
 	default:
 		c.span.SetStatus(codes.Ok, "")
 	}
@@ -1019,21 +1054,22 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	if res.Meta.UsageID != "" {
 		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
 	}
-	c.span.End()
-	if iv.cfg.Observer != nil {
-		// Only registered names become labels: a name a caller made up
-		// must not grow the metrics without bound.
-		name := "unknown"
-		if c.tool != nil {
-			name = c.tool.Def.Name
-		}
-		iv.cfg.Observer.ObserveCall(name, outcome, iv.now().Sub(c.start))
-	}
+	c.endStages(&res, outcome, err)
+	// The call's span ends after its audit event is appended (a child
+	// stage of it), and the Observer is told after that append too, whose
+	// time is the audit stage's.
+	defer c.span.End()
+	defer c.observed(outcome)
 	if iv.cfg.Store == nil || c.audited {
 		return
 	}
+	if err == nil {
+		c.audit.OutputHash = resultHash(res)
+	}
 	c.auditNow(outcome)
 	c.audit.Replayed = res.Meta.Replayed
+	c.mark(ctx, stageAudit)
+	defer c.mark(ctx, "")
 	var aerr error
 	if iv.cfg.Audit != nil {
 		// A call that may have made an effect stored its event with its
@@ -1055,6 +1091,8 @@ func (c *call) auditNow(outcome string) *toolplane.AuditEvent {
 	if c.audit.ID == "" {
 		c.audit.ID = toolplane.NewID("aud_")
 	}
+	c.auditInput()
+	c.auditSpan()
 	c.audited = true
 	return &c.audit
 }

@@ -194,8 +194,12 @@ func (iv *Invoker) Reconcile(ctx context.Context, tool, key string, r Reconcilia
 		res = toolplane.Fail(toolplane.CodeUncertain, fmt.Sprintf("nobody can yet confirm whether this %s call took effect: %s. Do not repeat it, and do not report it as done or as failed.", t.Model, note))
 	}
 	ev := iv.settlementEvent(org, t, "reconciled", toolplane.SourceReconcile, by.Subject)
-	ev.Reason = note
-	if _, err := iv.journal.Settle(ctx, org, tool, key, boundary.Render(res), by.Subject, note, ev); err != nil {
+	// The person who said what happened decided the action's outcome:
+	// the trail names them as its approver, and the key they used.
+	ev.Reason, ev.ApproverID, ev.KeyID = note, by.Subject, by.ID
+	rendered := boundary.Render(res)
+	ev.OutputHash = outputHash(rendered)
+	if _, err := iv.journal.Settle(ctx, org, tool, key, rendered, by.Subject, note, ev); err != nil {
 		return toolplane.Result{}, fmt.Errorf("reconcile %s: %w", key, err)
 	}
 	return res, nil

@@ -168,6 +168,8 @@ func (c *call) attemptOnce(vctx context.Context, b *handler.Binding, n int, t *t
 	}
 	actx, cancel := context.WithDeadline(vctx, end)
 	defer cancel()
+	actx, asp := c.attemptSpan(actx, n)
+	defer endAttempt(asp, &a)
 	actx, mark := attemptContext(actx, own || !t.callerCut)
 	// cutShort answers how an attempt whose context ended ended: at its
 	// own bound (expired), or with the call.

@@ -338,9 +338,10 @@ func LoseLease(ctx context.Context, store toolplane.ClaimStore, c *toolplane.Cla
 
 // ClaimEvent answers the audit event of a state c reached at now without
 // a call to answer (a sweep, a takeover): what the claim knows of its call
-// (organization, tool, key, run, arguments hash, and, from its stored
-// invocation, agent, user and principal), the outcome, why, and who reached
-// it. It never carries the arguments themselves.
+// (organization, tool, key, run, step, arguments hash, attempts, and,
+// from its stored invocation, agent, user, principal, tenant and the key
+// the call was made with), the outcome, why, and who reached it. It never
+// carries the arguments themselves.
 func ClaimEvent(c *toolplane.Claim, outcome string, source toolplane.Source, reason string, now time.Time) *toolplane.AuditEvent {
 	ev := &toolplane.AuditEvent{
 		ID: toolplane.NewID("aud_"), OrganizationID: c.OrganizationID, Tool: c.Tool,
@@ -361,6 +362,13 @@ func fromClaim(ev *toolplane.AuditEvent, c *toolplane.Claim) {
 	if ev.ArgumentsHash == "" {
 		ev.ArgumentsHash = c.RequestHash
 	}
+	if ev.StepPath == "" {
+		ev.StepPath = c.StepPath
+	}
+	if ev.Attempts == 0 {
+		// The handler runs the claim counted, across takeovers.
+		ev.Attempts = c.Attempts
+	}
 	if len(c.Invocation) == 0 {
 		return
 	}
@@ -376,6 +384,12 @@ func fromClaim(ev *toolplane.AuditEvent, c *toolplane.Claim) {
 	}
 	if ev.PrincipalID == "" {
 		ev.PrincipalID = inv.Principal.ID
+	}
+	if ev.TenantID == "" {
+		ev.TenantID = inv.TenantID
+	}
+	if ev.KeyID == "" {
+		ev.KeyID = inv.CredentialID
 	}
 }
 

@@ -233,7 +233,9 @@ func (s *Server) handler(upstream string) http.Handler {
 	// it (auth.TokenInfoFromContext); every error answer, the SDK's
 	// included, is JSON (httperr.JSON).
 	h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ResourceMetadataURL: meta})(h)
-	return httperr.JSON(ProtectHost(s.admit(meta, h), s.AllowedHosts...), true, maxRequestBody)
+	// The caller's trace context (the traceparent header; a call's _meta
+	// may name its own, see invokeTool) is the request's parent.
+	return s.Door.Traced("mcp", httperr.JSON(ProtectHost(s.admit(meta, h), s.AllowedHosts...), true, maxRequestBody))
 }
 
 // noStore is the Cache-Control of every MCP answer: each depends on the
@@ -740,6 +742,10 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 	if refused != nil {
 		return refused, nil
 	}
+	// A traceparent in the call's _meta (the MCP convention) is its
+	// parent, over the HTTP request's.
+	ctx, sp := s.Door.TraceMeta(ctx, meta, name)
+	defer sp.End()
 	a := s.Door.Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
 	return sess.answer(ctx, ss, cred, name, a, meta)
 }

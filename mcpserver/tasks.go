@@ -461,6 +461,10 @@ func (sess *session) answerTask(w http.ResponseWriter, r *http.Request, c toolCa
 		return
 	}
 	call.Async = true
+	// The task's call, run later, continues the trace its _meta names
+	// (see invokeTool).
+	ctx, sp := sess.s.Door.TraceMeta(ctx, c.meta, l.platform)
+	defer sp.End()
 	a := sess.s.Door.Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
 	if a.Kind == door.Accepted {
 		t := sess.taskOf(a.Async)

@@ -219,6 +219,7 @@ type Payload struct {
 	OrganizationID string           `json:"organization_id"`
 	Approval       *ApprovalContext `json:"approval,omitempty"`
 	Call           *CallContext     `json:"call,omitempty"`
+	Anomaly        *AnomalyContext  `json:"anomaly,omitempty"`
 	// Link opens the approval in the console, once, until it expires.
 	Link   string    `json:"link,omitempty"`
 	SentAt time.Time `json:"sent_at"`
@@ -259,6 +260,12 @@ type CallContext struct {
 // payload builds d's document from the stored approval or claim.
 func (s *Service) payload(ctx context.Context, d Delivery) (*Payload, error) {
 	p := &Payload{Event: d.Event, Delivery: string(d.Event) + "/" + d.Subject + "/" + d.Channel, OrganizationID: d.Org, SentAt: s.now().UTC()}
+	if ok, err := s.anomalyPayload(ctx, d, p); ok {
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	if tool, key, ok := parseClaimSubject(d.Subject); ok {
 		c, err := s.store.GetClaim(ctx, d.Org, tool, key)
 		if errors.Is(err, toolplane.ErrNotFound) {

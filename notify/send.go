@@ -348,6 +348,8 @@ func title(p *Payload) string {
 		return what + ": " + p.Approval.Tool
 	case p.Call != nil:
 		return "Call uncertain: " + p.Call.Tool
+	case p.Anomaly != nil:
+		return "Anomaly: " + p.Anomaly.Signal + " of " + p.Anomaly.AgentID + " on " + p.Anomaly.Tool
 	}
 	return string(p.Event)
 }
@@ -376,6 +378,15 @@ func fields(p *Payload) []field {
 		add("Expires", a.ExpiresAt.Format(time.RFC3339))
 		add("Decided by", a.ResolvedBy)
 		add("Reason", a.Reason)
+	}
+	if a := p.Anomaly; a != nil {
+		add("Agent", a.AgentID)
+		add("Tool", a.Tool)
+		add("Signal", a.Signal)
+		add("Observed", strconv.FormatFloat(a.Observed, 'f', -1, 64))
+		add("Baseline", fmt.Sprintf("mean %.2f, standard deviation %.2f", a.Mean, a.StdDev))
+		add("Score", fmt.Sprintf("%.1f", a.Score))
+		add("Window", a.WindowStart.Format(time.RFC3339)+" to "+a.WindowEnd.Format(time.RFC3339))
 	}
 	if c := p.Call; c != nil {
 		add("Tool", c.Tool)

@@ -3,10 +3,13 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
@@ -24,7 +27,8 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 		&e.Replayed, &e.LatencyMicros, &created, byteString{&e.Key}, &e.Reason, &e.ConnectionID,
 		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID,
 		&e.Kind, &e.Subject, &e.TenantID, &e.StepPath, &e.KeyID, &e.Effect, &e.Destructive, &e.TraceID, &e.SpanID,
-		&e.ApproverID, &args, &pii, &classes, &e.OutputHash, &e.CostCents, &e.Attempts)
+		&e.ApproverID, &args, &pii, &classes, &e.OutputHash, &e.CostCents, &e.Attempts,
+		&e.Seq, &e.PrevHash, &e.Hash)
 	if err != nil {
 		return e, err
 	}
@@ -45,28 +49,71 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 }
 
 // AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
-// its organization already has an event with that ID.
+// its organization already has an event with that ID. It sets e's place in
+// its organization's chain (Seq, PrevHash, Hash), which the statement that
+// stores it assigns.
 func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
-	_, err := s.pool.Exec(ctx, insertAudit, auditArgs(e)...)
+	err := s.pool.QueryRow(ctx, insertAudit+` RETURNING seq, prev_hash, hash`, auditArgs(e)...).Scan(&e.Seq, &e.PrevHash, &e.Hash)
 	return auditErr(e, err)
 }
 
 // insertAudit is a var, like every statement built from placeholders:
-// the placeholders are counted from auditArgs, not written out.
-var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (` + dialect.Placeholders(1, auditArgCount) + `)`
+// the placeholders are counted from auditArgs, not written out. It stores
+// one event chained to its organization's head (see chainedAudit).
+var insertAudit = chainedAudit("", 1)
 
-// auditArgCount is how many arguments auditArgs answers.
+// auditArgCount is how many arguments auditArgs answers: the event's
+// stored fields, then its digest.
 var auditArgCount = len(auditArgs(&toolplane.AuditEvent{}))
 
+// auditFieldCount is how many of them are stored fields.
+var auditFieldCount = auditArgCount - 1
+
+// chainedAudit answers the statement (after "WITH " and the CTEs in with,
+// when there are any: each a "name AS (...)," and the last one's rows
+// gating the insert) that advances the head of the event's organization
+// and inserts the event numbered and hashed from the head's RETURNING: the
+// event's placeholders are numbered from first, auditArgs' order, the
+// digest last. One statement: the head row is locked by its own upsert
+// until the transaction ends, so writers of one organization queue there
+// and those of others do not; no round trip reads the head first.
+//
+// The first event's prev_hash is empty; each hash is
+// sha256(prev_hash || int8send(seq) || digest), auditchain.Link.
+func chainedAudit(with string, first int) string {
+	org := fmt.Sprintf("$%d", first)
+	digest := fmt.Sprintf("$%d::bytea", first+auditFieldCount)
+	head := `INSERT INTO audit_heads AS h (organization_id, seq, prev_hash, hash)
+		VALUES (` + org + `, 1, ''::bytea, sha256(int8send(1) || ` + digest + `))`
+	if with != "" {
+		head = `INSERT INTO audit_heads AS h (organization_id, seq, prev_hash, hash)
+		SELECT ` + org + `, 1, ''::bytea, sha256(int8send(1) || ` + digest + `) FROM ` + with
+	}
+	withClause := "WITH "
+	if with != "" {
+		withClause = ""
+	}
+	return withClause + `head AS (` + head + `
+		ON CONFLICT (organization_id) DO UPDATE
+		SET seq = h.seq + 1, prev_hash = h.hash, hash = sha256(h.hash || int8send(h.seq + 1) || ` + digest + `)
+		RETURNING seq, prev_hash, hash)
+	INSERT INTO audit_events (` + auditColumns + `)
+	SELECT ` + dialect.Placeholders(first, auditFieldCount) + `, head.seq, head.prev_hash, head.hash FROM head`
+}
+
+// auditArgs answers e's arguments of insertAudit: its fields as stored,
+// then its digest (auditchain.Digest). It normalizes e's JSON documents
+// first (auditchain.Normalize), so the digest is the one an export of
+// the event reproduces.
 func auditArgs(e *toolplane.AuditEvent) []any {
+	auditchain.Normalize(e)
 	return []any{e.OrganizationID, e.ID, e.RunID, e.AgentID, e.PrincipalID, e.UserID, e.Tool,
 		e.ToolVersion, string(e.Source), e.Outcome, bytea(e.ArgumentsHash), e.ApprovalID, e.AuthorizedBy,
 		e.Replayed, e.LatencyMicros, micros(e.CreatedAt), bytea(e.Key), e.Reason, e.ConnectionID,
 		e.PolicyDecision, e.PolicyBundle, e.PolicyRule, e.PolicyDegraded, blob(e.PolicyInput), e.ParentID,
 		string(e.Kind), e.Subject, e.TenantID, e.StepPath, e.KeyID, string(e.Effect), e.Destructive, e.TraceID, e.SpanID,
 		e.ApproverID, blob(e.Arguments), sqlstore.JoinStrings(e.PIIFields), sqlstore.JoinStrings(e.Classifications),
-		e.OutputHash, e.CostCents, e.Attempts}
+		e.OutputHash, e.CostCents, e.Attempts, auditchain.Digest(e)}
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {
@@ -93,12 +140,19 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 		return fmt.Errorf("append audit batch: %w", err)
 	}
 	defer tx.Rollback(ctx) // a no-op after Commit
+	// The heads are locked in organization order, so two batches of the
+	// same organizations cannot each hold one the other waits for; each
+	// organization's events keep their order.
+	sorted := slices.Clone(events)
+	slices.SortStableFunc(sorted, func(a, b *toolplane.AuditEvent) int {
+		return strings.Compare(a.OrganizationID, b.OrganizationID)
+	})
 	var b pgx.Batch
-	for _, e := range events {
+	for _, e := range sorted {
 		b.Queue(insertAudit, auditArgs(e)...)
 	}
 	results := tx.SendBatch(ctx, &b)
-	for _, e := range events {
+	for _, e := range sorted {
 		// The first failure aborts the transaction; it is the one reported.
 		if _, err := results.Exec(); err != nil {
 			results.Close()

@@ -16,6 +16,14 @@ func guarded(write string, writeArgs int, table, columns string, n int) string {
 	if strings.Contains(write, "RETURNING") {
 		panic("postgres: a guarded write cannot say RETURNING itself")
 	}
+	if table == "audit_events" {
+		// An event is chained: the insert advances its organization's
+		// head, only when write changed a row.
+		if columns != auditColumns || n != auditArgCount {
+			panic("postgres: a guarded audit insert takes auditArgs")
+		}
+		return `WITH changed AS (` + write + ` RETURNING 1), ` + chainedAudit("changed", writeArgs+1)
+	}
 	return `WITH changed AS (` + write + ` RETURNING 1)
 	INSERT INTO ` + table + ` (` + columns + `)
 	SELECT ` + dialect.Placeholders(writeArgs+1, n) + ` FROM changed`

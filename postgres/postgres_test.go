@@ -474,3 +474,24 @@ func TestVendorCeilings(t *testing.T) {
 	t.Parallel()
 	storetest.RunVendorCeilings(t, func(t *testing.T) storetest.VendorCeilingStore { return newTestStore(t) })
 }
+
+func TestAuditChain(t *testing.T) {
+	t.Parallel()
+	pgtest.DSN(t)
+	storetest.RunAuditChain(t, storetest.AuditChain{
+		Open: func(t *testing.T) storetest.AuditChainStore { return newTestStore(t) },
+		Exec: func(t *testing.T, s storetest.AuditChainStore, statement string) error {
+			_, err := s.(*Store).pool.Exec(t.Context(), statement)
+			return err
+		},
+		Unguard: []string{
+			`ALTER TABLE audit_events DISABLE TRIGGER USER`,
+			`ALTER TABLE audit_checkpoints DISABLE TRIGGER USER`,
+			`ALTER TABLE audit_events DROP CONSTRAINT audit_events_chained`,
+			`DROP INDEX audit_events_chain`,
+		},
+		Bytes:     func(b []byte) string { return fmt.Sprintf(`'\x%x'::bytea`, b) },
+		HeadTable: true,
+		Writers:   16,
+	})
+}

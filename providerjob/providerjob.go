@@ -327,6 +327,8 @@ func (s *Service) Settle(ctx context.Context, org, jobID string) (bool, error) {
 	u := &toolplane.Usage{ID: UsageID(j.ID), OrganizationID: j.OrganizationID, RunID: j.RunID, RootRunID: j.RootRunID,
 		Tool: j.Tool, CostCents: j.CostCents, Units: j.Units, CreatedAt: now}
 	ev := jobEvent(j, "provider_job_settled", toolplane.SourceWorker, now)
+	// What the meter charged for the job, on the event that records it.
+	ev.CostCents = j.CostCents
 	ok, err := s.cfg.Store.SettleProviderJob(ctx, j.ID, u, ev)
 	if err != nil {
 		return false, fmt.Errorf("settle: %w", err)
@@ -350,10 +352,11 @@ func (s *Service) Expire(ctx context.Context, j *toolplane.ProviderJob) (bool, e
 }
 
 // jobEvent answers the audit event of a job reaching outcome: named by
-// the submitting call's tool, run and key, the job's id as its reason.
+// the submitting call's tool, run, step and key, the job's id as its
+// reason.
 func jobEvent(j *toolplane.ProviderJob, outcome string, source toolplane.Source, now time.Time) *toolplane.AuditEvent {
-	return &toolplane.AuditEvent{ID: toolplane.NewID("aud_"), OrganizationID: j.OrganizationID, RunID: j.RunID, Tool: j.Tool,
-		Key: j.Key, Source: source, Outcome: outcome, Reason: "provider job " + j.ID, CreatedAt: now}
+	return &toolplane.AuditEvent{ID: toolplane.NewID("aud_"), OrganizationID: j.OrganizationID, RunID: j.RunID, StepPath: j.StepPath,
+		Tool: j.Tool, Key: j.Key, Source: source, Outcome: outcome, Reason: "provider job " + j.ID, CreatedAt: now}
 }
 
 // Wait answers the organization's job once it is terminal, or as it is

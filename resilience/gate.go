@@ -10,6 +10,10 @@ import (
 type gate struct {
 	mu sync.Mutex
 	n  map[gateKey]int
+	// limits holds the cap each key holding calls was last admitted
+	// under (a tool's cap is its definition's), for the metrics'
+	// saturation; it is forgotten with the key.
+	limits map[gateKey]int
 }
 
 // gateKey is a key of two parts (an organization and a name in it, or a
@@ -22,13 +26,16 @@ func (g *gate) acquire(key gateKey, limit int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.n == nil {
-		g.n = map[gateKey]int{}
+		g.n, g.limits = map[gateKey]int{}, map[gateKey]int{}
 	}
 	c := g.n[key]
 	if limit > 0 && c >= limit {
 		return false
 	}
 	g.n[key] = c + 1
+	if g.limits[key] != limit {
+		g.limits[key] = limit
+	}
 	return true
 }
 
@@ -37,6 +44,7 @@ func (g *gate) release(key gateKey) {
 	defer g.mu.Unlock()
 	if c := g.n[key]; c <= 1 {
 		delete(g.n, key)
+		delete(g.limits, key)
 	} else {
 		g.n[key] = c - 1
 	}
@@ -55,19 +63,20 @@ func (g *gate) size() int {
 	return len(g.n)
 }
 
-// snapshot copies the counts, a key's parts joined by a slash.
-func (g *gate) snapshot() map[string]int {
+// snapshotWithLimits copies the counts and the cap each key was admitted
+// under (0: none), a key's parts joined by a slash.
+func (g *gate) snapshotWithLimits() (counts, limits map[string]int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[string]int, len(g.n))
+	counts, limits = make(map[string]int, len(g.n)), make(map[string]int, len(g.n))
 	for k, v := range g.n {
 		name := k.name
 		if k.scope != "" {
 			name = k.scope + "/" + k.name
 		}
-		out[name] = v
+		counts[name], limits[name] = v, g.limits[k]
 	}
-	return out
+	return counts, limits
 }
 
 func floatBits(f float64) uint64 { return math.Float64bits(f) }

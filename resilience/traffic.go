@@ -321,6 +321,10 @@ type Occupancy struct {
 	// Agents is only the number of agents with calls in flight: agents
 	// are too many to list.
 	Agents int
+	// ToolCaps, TargetCaps and OrganizationCaps hold the cap each key of
+	// Tools, Targets and Organizations was admitted under (0: none): what
+	// the metrics show saturation against.
+	ToolCaps, TargetCaps, OrganizationCaps map[string]int
 	// Refused counts the calls refused, by reason, since start.
 	Refused map[string]int64
 	// Pressure is the last sampled saturation (0..1+) of goroutines and
@@ -331,8 +335,10 @@ type Occupancy struct {
 // Occupancy answers what the bulkheads hold now.
 func (t *Traffic) Occupancy() Occupancy {
 	o := Occupancy{InFlight: t.inFlight.Load(), NodeMax: int64(t.cfg.NodeMaxInFlight),
-		Tools: t.tools.snapshot(), Targets: t.targets.snapshot(), Organizations: t.orgs.snapshot(),
 		Refused: map[string]int64{}, Pressure: t.sampled()}
+	o.Tools, o.ToolCaps = t.tools.snapshotWithLimits()
+	o.Targets, o.TargetCaps = t.targets.snapshotWithLimits()
+	o.Organizations, o.OrganizationCaps = t.orgs.snapshotWithLimits()
 	o.Agents = t.agents.size()
 	t.refused.Range(func(k, v any) bool {
 		o.Refused[k.(string)] = v.(*atomic.Int64).Load()

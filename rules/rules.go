@@ -51,6 +51,9 @@ const (
 type Store interface {
 	toolplane.PolicyBundleStore
 	AppendChange(ctx context.Context, c *toolplane.Change) error
+	// AppendAudit records each publish, rollback and disable in the
+	// audit trail (kind policy).
+	AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error
 	ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error)
 }
 
@@ -350,6 +353,11 @@ type PublishOptions struct {
 // that does not compile, that has no tests or whose tests fail, and an
 // unknown time zone; nothing changes then.
 func (s *Service) Publish(ctx context.Context, files map[string]string, opt PublishOptions, by *toolplane.Credential) (*toolplane.PolicyBundle, error) {
+	return s.publish(ctx, files, opt, PublishedOutcome, by)
+}
+
+// publish is Publish, audited with outcome (a publish or a rollback).
+func (s *Service) publish(ctx context.Context, files map[string]string, opt PublishOptions, outcome string, by *toolplane.Credential) (*toolplane.PolicyBundle, error) {
 	if err := MayPublish(by); err != nil {
 		return nil, err
 	}
@@ -369,7 +377,7 @@ func (s *Service) Publish(ctx context.Context, files map[string]string, opt Publ
 	}
 	b := &toolplane.PolicyBundle{Language: lang, Files: files, Digest: toolplane.PolicyBundleDigest(files),
 		TimeZone: opt.TimeZone, Note: opt.Note}
-	return s.insert(ctx, b, "policy.publish", by)
+	return s.insert(ctx, b, "policy.publish", outcome, by)
 }
 
 // Disable is the break-glass: it publishes a version with no rules, so
@@ -384,7 +392,7 @@ func (s *Service) Disable(ctx context.Context, note string, by *toolplane.Creden
 		return nil, fmt.Errorf("%w: disabling the rules says why (note)", toolplane.ErrInvalid)
 	}
 	b := &toolplane.PolicyBundle{Disabled: true, Digest: toolplane.PolicyBundleDigest(nil), Note: note}
-	return s.insert(ctx, b, "policy.disable", by)
+	return s.insert(ctx, b, "policy.disable", DisabledOutcome, by)
 }
 
 // Rollback publishes the files of an earlier version again, as the next
@@ -405,13 +413,13 @@ func (s *Service) Rollback(ctx context.Context, version int64, note string, by *
 	if old.Disabled {
 		return s.Disable(ctx, note, by)
 	}
-	return s.Publish(ctx, old.Files, PublishOptions{Note: note, TimeZone: old.TimeZone}, by)
+	return s.publish(ctx, old.Files, PublishOptions{Note: note, TimeZone: old.TimeZone}, RolledBackOutcome, by)
 }
 
 // insert stores b as the organization's next version. Two publishes at
 // once cannot both take a version: the loser reads the new latest and
 // tries the next, a few times.
-func (s *Service) insert(ctx context.Context, b *toolplane.PolicyBundle, kind string, by *toolplane.Credential) (*toolplane.PolicyBundle, error) {
+func (s *Service) insert(ctx context.Context, b *toolplane.PolicyBundle, kind, outcome string, by *toolplane.Credential) (*toolplane.PolicyBundle, error) {
 	if len(b.Note) > MaxNoteBytes || !utf8.ValidString(b.Note) {
 		return nil, fmt.Errorf("%w: note: UTF-8 text of at most %d bytes", toolplane.ErrInvalid, MaxNoteBytes)
 	}
@@ -454,8 +462,25 @@ func (s *Service) insert(ctx context.Context, b *toolplane.PolicyBundle, kind st
 	if err := s.store.AppendChange(ctx, c); err != nil {
 		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "version", b.Version, "err", err)
 	}
+	// A bundle and an event are stored in no one transaction: the event
+	// follows the version, which is in force already, and a failure is
+	// reported as the change log's is.
+	ev := toolplane.ControlEvent(by, toolplane.AuditPolicy, outcome, c.Subject, b.PublishedAt)
+	ev.PolicyBundle, ev.Reason = b.Version, b.Note
+	if err := s.store.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
+		s.log.ErrorContext(ctx, "policy change not audited", "kind", kind, "version", b.Version, "err", err)
+	}
 	return b, nil
 }
+
+// The audit outcomes of the policy trail (kind policy): a version
+// published, an earlier version's rules published again, the rules
+// disabled.
+const (
+	PublishedOutcome  = "published"
+	RolledBackOutcome = "rolled_back"
+	DisabledOutcome   = "disabled"
+)
 
 // zone answers the location named, UTC for "".
 func zone(name string) (*time.Location, error) {

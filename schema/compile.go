@@ -121,6 +121,8 @@ type Schema struct {
 	sensitive []string
 	// text is what the schema's x-outside-text marks say.
 	text textMarks
+	// classified are the fields marked x-classification, by path.
+	classified []Classified
 }
 
 // Doc returns the decoded schema document (plain JSON values with
@@ -237,7 +239,11 @@ func compileDoc(doc any, lim Limits) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc, progs), cost: cost, maxWork: lim.MaxWork, maxRegex: lim.MaxRegexWork,
+	classified, err := readClassification(doc)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{classified: classified, doc: doc, compiled: compiled, plan: buildPlan(doc), fast: compileFast(doc, progs), cost: cost, maxWork: lim.MaxWork, maxRegex: lim.MaxRegexWork,
 		sensitive: sensitivePaths(doc), text: text}, nil
 }
 

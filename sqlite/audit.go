@@ -23,7 +23,8 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 		&e.Replayed, &e.LatencyMicros, &created, &e.Key, &e.Reason, &e.ConnectionID,
 		&e.PolicyDecision, &e.PolicyBundle, &e.PolicyRule, &e.PolicyDegraded, &input, &e.ParentID,
 		&e.Kind, &e.Subject, &e.TenantID, &e.StepPath, &e.KeyID, &e.Effect, &e.Destructive, &e.TraceID, &e.SpanID,
-		&e.ApproverID, &args, &pii, &classes, &e.OutputHash, &e.CostCents, &e.Attempts)
+		&e.ApproverID, &args, &pii, &classes, &e.OutputHash, &e.CostCents, &e.Attempts,
+		&e.Seq, &e.PrevHash, &e.Hash)
 	if err != nil {
 		return e, err
 	}
@@ -44,18 +45,33 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 }
 
 // AppendAudit stores e, or answers an error wrapping toolplane.ErrExists when
-// its organization already has an event with that ID.
+// its organization already has an event with that ID. It sets e's place in
+// its organization's chain (Seq, PrevHash, Hash), assigned in the write
+// that stores it.
 func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
-	_, err := s.exec(ctx, insertAudit, auditArgs(e)...)
+	ins, err := s.prepared(ctx, insertAudit)
+	if err != nil {
+		return auditErr(e, err)
+	}
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		c := s.newChainer(ctx, tx)
+		if err := c.seal(e); err != nil {
+			return err
+		}
+		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+			return err
+		}
+		return c.save()
+	})
 	return auditErr(e, err)
 }
 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // auditArgCount is how many arguments insertAudit takes.
-const auditArgCount = 41
+const auditArgCount = 44
 
 func auditArgs(e *toolplane.AuditEvent) []any {
 	args := make([]any, auditArgCount)
@@ -110,6 +126,19 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 38, e.OutputHash)
 	setArg(args, 39, e.CostCents)
 	setArg(args, 40, e.Attempts)
+	args[41] = e.Seq
+	args[42] = chainBytes(e.PrevHash)
+	args[43] = e.Hash
+}
+
+// chainBytes answers a chain hash as stored: an empty one (the first
+// event's PrevHash) is an empty BLOB, not NULL, which only events from
+// before the chain have.
+func chainBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // setArg sets args[i] to v unless it already holds a T equal to v.
@@ -142,10 +171,14 @@ func (s *Store) writeAudited(ctx context.Context, query string, args []any, e *t
 		if ok, err = affected(res); err != nil || !ok {
 			return err
 		}
+		c := s.newChainer(ctx, tx)
+		if err := c.seal(e); err != nil {
+			return err
+		}
 		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
 			return auditErr(e, err)
 		}
-		return nil
+		return c.save()
 	})
 	return ok && err == nil, err
 }
@@ -176,13 +209,17 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 		// database/sql copies the arguments before a statement runs, so
 		// one slice serves every row (see setAuditArgs).
 		args := make([]any, auditArgCount)
+		c := s.newChainer(ctx, tx)
 		for _, e := range events {
+			if err := c.seal(e); err != nil {
+				return err
+			}
 			setAuditArgs(args, e)
 			if _, err := txst.ExecContext(ctx, args...); err != nil {
 				return auditErr(e, err)
 			}
 		}
-		return nil
+		return c.save()
 	})
 	if err != nil {
 		return fmt.Errorf("append audit batch: %w", err)

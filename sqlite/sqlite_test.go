@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -348,4 +349,22 @@ func TestWebhookSecrets(t *testing.T) {
 func TestVendorCeilings(t *testing.T) {
 	t.Parallel()
 	storetest.RunVendorCeilings(t, func(t *testing.T) storetest.VendorCeilingStore { return newTestStore(t) })
+}
+
+func TestAuditChain(t *testing.T) {
+	t.Parallel()
+	storetest.RunAuditChain(t, storetest.AuditChain{
+		Open: func(t *testing.T) storetest.AuditChainStore { return newTestStore(t) },
+		Exec: func(t *testing.T, s storetest.AuditChainStore, statement string) error {
+			_, err := s.(*Store).db.ExecContext(t.Context(), statement)
+			return err
+		},
+		Unguard: []string{
+			`DROP TRIGGER audit_events_no_update`,
+			`DROP TRIGGER audit_events_no_delete`,
+			`DROP TRIGGER audit_events_chained`,
+			`DROP INDEX audit_events_chain`,
+		},
+		Bytes: func(b []byte) string { return fmt.Sprintf("X'%x'", b) },
+	})
 }

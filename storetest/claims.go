@@ -26,6 +26,7 @@ var claimCases = []suiteCase{
 	{"ConcurrentUpdate", testClaimConcurrentUpdate},
 	{"UpdateAuditedIsOneTransaction", testClaimUpdateAudited},
 	{"DeleteAuditedIsOneTransaction", testClaimDeleteAudited},
+	{"CountByOrganization", testClaimCountByOrganization},
 }
 
 // fullClaim answers a claim with every field set to a value a store could

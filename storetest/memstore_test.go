@@ -500,6 +500,18 @@ func (m *memStore) CountApprovals(_ context.Context, status toolplane.ApprovalSt
 	return out, nil
 }
 
+func (m *memStore) CountClaims(_ context.Context, status toolplane.ClaimStatus) (map[string]int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range m.claims {
+		if c.Status == status {
+			out[c.OrganizationID]++
+		}
+	}
+	return out, nil
+}
+
 func (m *memStore) InsertUsage(_ context.Context, u *toolplane.Usage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -565,10 +577,7 @@ func (m *memStore) ListAudit(_ context.Context, org string, f toolplane.AuditFil
 	defer m.mu.Unlock()
 	var rows []toolplane.AuditEvent
 	for _, e := range m.audit {
-		if e.OrganizationID == org && (f.RunID == "" || f.RunID == e.RunID) && (f.AgentID == "" || f.AgentID == e.AgentID) &&
-			(f.UserID == "" || f.UserID == e.UserID) && (f.Tool == "" || f.Tool == e.Tool) && (f.Outcome == "" || f.Outcome == e.Outcome) &&
-			(f.ApprovalID == "" || f.ApprovalID == e.ApprovalID) && (len(f.Outcomes) == 0 || slices.Contains(f.Outcomes, e.Outcome)) &&
-			(f.Since.IsZero() || e.CreatedAt.UnixMicro() >= f.Since.UnixMicro()) && (f.Until.IsZero() || e.CreatedAt.UnixMicro() < f.Until.UnixMicro()) {
+		if e.OrganizationID == org && (f.RunID == "" || f.RunID == e.RunID) && matches(f, e) {
 			rows = append(rows, e)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/tracectx"
 )
 
 // The lean call path.
@@ -117,9 +118,13 @@ const idempotencyMeta = "toolplane/idempotency_key"
 // lost worker one effect there too; and the time and hops a call the
 // server makes back into toolplane has (toolplane.MetaTimeoutMS, the
 // time the handler has left; toolplane.MetaRemainingHops, one fewer than
-// the call's), so a server calling back is counted down, never reset.
+// the call's), so a server calling back is counted down, never reset;
+// and the W3C trace context of the call's attempt (tracectx.Parent,
+// tracectx.State, as the MCP community's convention names them), so the
+// server's spans, and a second toolplane's, continue the call's trace.
 func metaOf(ctx context.Context, call handler.Call) callMeta {
 	m := callMeta{Key: call.Key}
+	m.TraceParent, m.TraceState = tracectx.Strings(ctx)
 	if call.Invocation != nil {
 		hops := call.Invocation.Hops - 1
 		m.Hops = &hops
@@ -238,14 +243,19 @@ type callParams struct {
 }
 
 // callMeta is the _meta of a call (see metaOf); the keys are
-// idempotencyMeta, toolplane.MetaTimeoutMS and toolplane.MetaRemainingHops.
+// idempotencyMeta, toolplane.MetaTimeoutMS, toolplane.MetaRemainingHops,
+// tracectx.Parent and tracectx.State.
 type callMeta struct {
-	Key       string `json:"toolplane/idempotency_key,omitempty"`
-	TimeoutMS *int64 `json:"toolplane/timeout_ms,omitempty"`
-	Hops      *int   `json:"toolplane/remaining_hops,omitempty"`
+	Key         string `json:"toolplane/idempotency_key,omitempty"`
+	TimeoutMS   *int64 `json:"toolplane/timeout_ms,omitempty"`
+	Hops        *int   `json:"toolplane/remaining_hops,omitempty"`
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
-func (m callMeta) empty() bool { return m.Key == "" && m.TimeoutMS == nil && m.Hops == nil }
+func (m callMeta) empty() bool {
+	return m.Key == "" && m.TimeoutMS == nil && m.Hops == nil && m.TraceParent == ""
+}
 
 // sdk answers m as the SDK client's _meta.
 func (m callMeta) sdk() mcp.Meta {
@@ -258,6 +268,12 @@ func (m callMeta) sdk() mcp.Meta {
 	}
 	if m.Hops != nil {
 		out[toolplane.MetaRemainingHops] = *m.Hops
+	}
+	if m.TraceParent != "" {
+		out[tracectx.Parent] = m.TraceParent
+		if m.TraceState != "" {
+			out[tracectx.State] = m.TraceState
+		}
 	}
 	return out
 }
@@ -306,6 +322,9 @@ func (c *httpCall) post(ctx context.Context, body *bytes.Buffer) (*http.Response
 	if c.version != "" {
 		h["Mcp-Protocol-Version"] = v[3:4:4]
 	}
+	// The trace context rides in the header too, for a server (or a proxy
+	// before it) that reads only HTTP's.
+	tracectx.ToHeader(ctx, h)
 	return c.hc.Do(req)
 }
 

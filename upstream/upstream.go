@@ -24,6 +24,7 @@ import (
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/tracectx"
 )
 
 // DefaultResync is how often a connected server's tool list is compared
@@ -815,6 +816,11 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, vs := range t.h {
 		r.Header[k] = vs
+	}
+	// A request the SDK client sends for a call carries the call's trace
+	// context (it is in its _meta too); the lean path sets it itself.
+	if len(r.Header["Traceparent"]) == 0 {
+		tracectx.ToHeader(r.Context(), r.Header)
 	}
 	return t.base.RoundTrip(r)
 }

@@ -36,6 +36,9 @@ type Store interface {
 	toolplane.ProviderJobStore
 	toolplane.WebhookSecretStore
 	toolplane.VendorCeilingStore
+	toolplane.AuditOutboxStore
+	toolplane.ClaimCounter
+	toolplane.AnomalyStore
 }
 
 // Runner is a node's background work runner, whichever driver it uses.
@@ -50,6 +53,9 @@ type Runner interface {
 	// EnqueueSettlement asks for a provider job's settlement
 	// (providerjob.Settler).
 	EnqueueSettlement(ctx context.Context, org, jobID string) error
+	// AnomalyFiled tells of a new anomaly triage item on the
+	// organization's notification channels.
+	AnomalyFiled(ctx context.Context, a *toolplane.Anomaly) error
 }
 
 // Migration is one schema migration and whether it is applied.

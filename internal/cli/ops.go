@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -172,21 +173,29 @@ var auditColumns = []string{"id", "created_at", "run_id", "agent_id", "tool", "o
 
 func newAuditCmd(a *app) *cobra.Command {
 	var runID, agent, tool, outcome string
+	var f auditFlags
 	var page func() []string
 	list := apiCmd(a, "list", "list audit events, newest first (auditor)", exactArgs(0, "no arguments"), auditColumns,
 		func(*cobra.Command, []string) (request, error) {
-			return request{method: "GET", path: "/v1/audit/events" + query(append([]string{"run_id", runID, "agent_id", agent, "tool", tool, "outcome", outcome}, page()...)...)}, nil
+			kv := append([]string{"run_id", runID, "agent_id", agent, "tool", tool, "outcome", outcome}, f.query()...)
+			path := "/v1/audit/events" + query(append(kv, page()...)...)
+			for _, k := range f.kinds {
+				path += sep(path) + "kind=" + url.QueryEscape(k)
+			}
+			return request{method: "GET", path: path}, nil
 		})
 	page = paging(list)
 	list.Flags().StringVar(&runID, "run", "", "only this run's events")
 	list.Flags().StringVar(&agent, "agent", "", "only this agent's events")
 	list.Flags().StringVar(&tool, "tool", "", "only this tool's events")
 	list.Flags().StringVar(&outcome, "outcome", "", "only events with this outcome (ok, approval_required, or an error code)")
+	f.add(list)
 	var showRun string
 	show := findCmd(a, "show EVENT_ID", "show one audit event (auditor); --run narrows the search", auditColumns,
 		func(string) []string { return []string{"/v1/audit/events" + query("run_id", showRun, "limit", "1000")} })
 	show.Flags().StringVar(&showRun, "run", "", "the event's run, if known: the search reads only its events")
-	return group(&cobra.Command{Use: "audit", Short: "the audit trail of every call's outcome"}, list, show)
+	return group(&cobra.Command{Use: "audit", Short: "the audit trail of every call's outcome"}, list, show, newAuditVerifyCmd(a), newAuditKeygenCmd(a),
+		newAuditReportCmd(a), newExportSubjectCmd(a))
 }
 
 func newUncertainCmd(a *app) *cobra.Command {

@@ -178,6 +178,14 @@ func (t target) call(ctx context.Context, method, path string, body any, content
 		return nil, fmt.Errorf("read the answer of %s: %w", t.server, err)
 	}
 	if resp.StatusCode >= 400 {
+		return nil, t.answerErr(method, path, resp, data)
+	}
+	return data, nil
+}
+
+// answerErr is the error of a failed answer, resp with its body data.
+func (t target) answerErr(method, path string, resp *http.Response, data []byte) error {
+	{
 		var e struct {
 			Error struct {
 				Code      string `json:"code"`
@@ -186,15 +194,39 @@ func (t target) call(ctx context.Context, method, path string, body any, content
 			} `json:"error"`
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
-			return nil, fmt.Errorf("%s %s%s: %s", method, t.server, path, resp.Status)
+			return fmt.Errorf("%s %s%s: %s", method, t.server, path, resp.Status)
 		}
 		ae := &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, FieldPath: e.Error.FieldPath}
 		if resp.StatusCode == http.StatusUnauthorized {
-			return nil, fmt.Errorf("%w; toolplane at %s did not accept the key from %s: pass another with --key, TOOLPLANE_KEY or toolplane login", ae, t.server, t.keyFrom)
+			return fmt.Errorf("%w; toolplane at %s did not accept the key from %s: pass another with --key, TOOLPLANE_KEY or toolplane login", ae, t.server, t.keyFrom)
 		}
-		return nil, ae
+		return ae
 	}
-	return data, nil
+}
+
+// stream GETs path and copies the answer's body to w as it comes, with
+// no time limit but ctx's: an export may be long. A body cut short (the
+// server failed mid-way) is an error, so a partial export is never taken
+// for a whole one.
+func (t target) stream(ctx context.Context, path string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", t.server+path, nil)
+	if err != nil {
+		return fmt.Errorf("the server %q (from %s): %w", t.server, t.serverFrom, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+t.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return t.unreachable(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return t.answerErr("GET", path, resp, data)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("the export from %s ended early: %w", t.server, err)
+	}
+	return nil
 }
 
 // unreachable words a transport error so it names the server tried, where

@@ -92,6 +92,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	webhookGrace := fs.Duration("webhook-secret-grace", signing.DefaultGrace, "how long an organization's callback signing secret keeps signing beside the new one after a rotation, so receivers can update their copy")
 	sessions := fs.Int("mcp-sessions", mcpserver.DefaultMaxSessions, "MCP sessions this node holds open, all keys together; past it, opening one answers 503")
 	dataDir := fs.String("data", "", "where first start writes the admin credential; default: the SQLite file's directory, or toolplane-data")
+	auditKey := fs.String("audit-signing-key", "", "the file of the Ed25519 keys that sign the audit chains' checkpoints (the newest signs; `toolplane audit keygen` adds one); default: audit-signing-keys.json in the data directory, made at first start")
 	kekFile := fs.String("kek-file", "", "a file of the keys connection secrets are sealed under, one \"ID BASE64-KEY\" a line, the first current, readable by its owner alone (or $TOOLPLANE_KEK); default: a key created in the data directory at first start. Nodes sharing a database share it")
 	vaultAddr := fs.String("vault-addr", os.Getenv("TOOLPLANE_VAULT_ADDR"), "the Vault (or OpenBao) server connections may keep their secrets in, https://vault.example:8200 (plain http only to loopback) ($TOOLPLANE_VAULT_ADDR); empty: no Vault, and a connection naming a Vault entry is refused")
 	vaultTokenFile := fs.String("vault-token-file", "", "a file holding the token toolplane reads Vault with, on one line, readable by its owner alone (or $"+server.VaultTokenEnv+"); it needs read access to the entries connections name, and no more")
@@ -108,6 +109,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
 	var notifyAllow stringList
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
+	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")
+	auditNATSStream := fs.String("audit-export-nats-stream", "", "the JetStream stream the audit trail is exported to (created when absent); events on toolplane.audit.<organization>")
+	auditDir := fs.String("audit-export-dir", "", "export the audit trail to rotating JSON Lines files in this directory")
+	metricsMaxLabels := fs.Int("metrics-max-label-values", 0, "distinct values each metric label keeps (tools, versions, agents, organizations) before new ones count under __overflow__ (0: 1000)")
 	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
 	claimRoles := fs.String("jwt-roles-claim", "", "the claim of a person's token listing their roles, which rules read")
 	claimGroups := fs.String("jwt-groups-claim", "", "the claim of a person's token listing their groups: rules read them, and group grants stand for the person")
@@ -127,6 +132,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	sweepEvery := fs.Duration("sweep-every", server.DefaultSweepEvery, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
 	asyncStale := fs.Duration("async-stale-after", 0, "how long an asynchronous call still queued or running, or a callback still due, goes untouched before the sweep hands it to a worker again, in case its hand-off was lost with a node (0: 1m)")
 	traffic := trafficFlags(fs)
+	anomalies := anomalyFlags(fs)
 	if err := fs.Parse(longDashesIn(fs, args)); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stdout, "usage: toolplane serve [flags]\n\nflags:\n%s", fs.FlagUsages())
@@ -159,12 +165,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	// The environment is read here, never by the server: a Config says
 	// all a node is built from.
 	cfg := server.Config{PolicyEngines: policyEngines, Addr: *addr, Database: *database, DataDir: *dataDir,
-		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
+		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, AuditSigningKey: *auditKey, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
 		RateLimit: *rateLimit, AgentRateLimit: *agentRate, RateLimitStore: *rateStore, RateLimitTimeout: *rateTimeout, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
-		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
+		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, MetricsMaxLabelValues: *metricsMaxLabels,
+		AuditExportNATS: *auditNATS, AuditExportNATSStream: *auditNATSStream, AuditExportDir: *auditDir, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
 		Node:      *nodeName, LeaseMargin: *leaseMargin, MaxHops: *maxHops, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
@@ -202,6 +209,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	if err := traffic.apply(&cfg); err != nil {
 		return fail(err)
 	}
+	if err := anomalies.apply(&cfg); err != nil {
+		return fail(err)
+	}
 	if cfg.MaxHops <= 0 {
 		cfg.MaxHops = -1 // no tool calls a tool
 	}
@@ -221,17 +231,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 // serveFlags names the flag that sets each server.Config field, so a
 // *server.ConfigError reads in the flags the operator typed.
 var serveFlags = map[string]string{
-	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "SQLiteDir": "--sqlite-dir",
+	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "AuditSigningKey": "--audit-signing-key", "SQLiteDir": "--sqlite-dir",
 	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
 	"RateLimit": "--rate-limit", "AgentRateLimit": "--agent-rate-limit", "RateLimitStore": "--rate-limit-store", "RateLimitTimeout": "--rate-limit-timeout", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
-	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token",
+	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token", "MetricsMaxLabelValues": "--metrics-max-label-values",
+	"AuditExportNATS": "--audit-export-nats", "AuditExportNATSStream": "--audit-export-nats-stream", "AuditExportDir": "--audit-export-dir",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin", "MaxHops": "--max-hops",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
 	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",
+	"AnomalyWindow": "--anomaly-window", "AnomalyThreshold": "--anomaly-threshold",
 }
 
 // parseProviderWebhook reads one --provider-webhook, NAME=SCHEME or

@@ -34,7 +34,9 @@
 //     their deadline;
 //   - notifications (see notify.go): one job per event, subject and
 //     channel on a queue of its own, and a sweep that enqueues what a node
-//     lost between a commit and its enqueueing.
+//     lost between a commit and its enqueueing;
+//   - the anomaly triage (see anomaly.go): a periodic step that folds
+//     the audit trail's settled windows into the baselines.
 //
 // The periodic work is a table (periodicJobs): River enqueues each entry
 // on one node of the deployment, its leader, every period.
@@ -70,6 +72,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/async"
+	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 )
@@ -116,6 +119,9 @@ type Options struct {
 	// its heartbeat says (a long pause, a slow disk); their leases alone
 	// decide them.
 	Node string
+	// AuditCheckpointEvery is how often the audit chains are checkpointed;
+	// default 5 minutes.
+	AuditCheckpointEvery time.Duration
 	// Workers is how many jobs one node runs at once; default 10.
 	Workers int
 	// Poll is how often a node looks for due jobs when it hears nothing;
@@ -189,6 +195,12 @@ type Deps struct {
 	Sunset Sunsetter
 	// ProviderJobs, when set, settles and expires provider jobs.
 	ProviderJobs ProviderJobs
+	// AuditKeys, when set (with a store that keeps audit chains), signs a
+	// checkpoint of every organization's audit chain that moved, every
+	// AuditCheckpointEvery.
+	AuditKeys *auditchain.KeySet
+	// Anomalies, when set, runs the anomaly triage's periodic step.
+	Anomalies Anomalies
 }
 
 // Sunsetter applies the sunset rule (catalog.Service).
@@ -219,6 +231,7 @@ func Migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx]) error
 func (o Options) withDefaults() Options {
 	orDefault(&o.Retention, DefaultRetention)
 	orDefault(&o.SweepEvery, 30*time.Second)
+	orDefault(&o.AuditCheckpointEvery, 5*time.Minute)
 	orDefault(&o.Workers, 10)
 	orDefault(&o.ExecuteAttempts, 5)
 	orDefault(&o.NotifyAttempts, 5)
@@ -265,6 +278,8 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		{"sweep_notify", opt.SweepEvery, SweepNotifyArgs{}, deps.Notifier != nil},
 		{"sweep_provider_jobs", opt.SweepEvery, SweepProviderJobsArgs{}, deps.ProviderJobs != nil},
 		{"sweep_async", opt.SweepEvery, SweepAsyncArgs{}, deps.Async != nil},
+		{"audit_checkpoint", opt.AuditCheckpointEvery, AuditCheckpointArgs{}, deps.AuditKeys != nil && chainStore(deps) != nil},
+		{"anomaly_step", anomalyEvery(deps.Anomalies), AnomalyStepArgs{}, deps.Anomalies != nil},
 	}
 	var jobs []*river.PeriodicJob
 	for _, p := range table {
@@ -292,12 +307,16 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &sweepLeasesWorker{w: w})
 	river.AddWorker(workers, &sweepApprovedWorker{w: w})
 	river.AddWorker(workers, &retentionWorker{w: w})
+	river.AddWorker(workers, &auditCheckpointWorker{w: w})
 	river.AddWorker(workers, &replayWorker{w: w})
 	river.AddWorker(workers, &sunsetWorker{w: w})
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}}
 	if deps.ProviderJobs != nil {
 		river.AddWorker(workers, &settleWorker{w: w})
 		river.AddWorker(workers, &sweepProviderJobsWorker{w: w})
+	}
+	if deps.Anomalies != nil {
+		river.AddWorker(workers, &anomalyWorker{w: w})
 	}
 	if deps.Notifier != nil {
 		river.AddWorker(workers, &notifyWorker{w: w})

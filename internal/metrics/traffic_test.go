@@ -13,7 +13,7 @@ import (
 func TestMetricsShowTraffic(t *testing.T) {
 	t.Parallel()
 	m := New(nil, nil)
-	tr := resilience.New(resilience.Config{AgentMaxInFlight: 1})
+	tr := resilience.New(resilience.Config{AgentMaxInFlight: 1, ToolMaxInFlight: 4})
 	m.WatchTraffic(tr)
 	br := tr.Breaker("acme", "crm.read", "host:crm.example")
 	for range 20 {
@@ -40,6 +40,9 @@ func TestMetricsShowTraffic(t *testing.T) {
 		`toolplane_in_flight{name="acme/other",scope="target"} 1`,
 		`toolplane_traffic_refused_total{reason="agent_in_flight"} 1`,
 		`toolplane_in_flight_node_max 2000`,
+		`toolplane_in_flight_cap{name="acme/other.read",scope="tool"} 4`,
+		`toolplane_bulkhead_saturation{name="acme/other.read",scope="tool"} 0.25`,
+		`toolplane_bulkhead_saturation{name="",scope="node"} 0.0005`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("scrape lacks %s", want)

@@ -64,7 +64,8 @@ func (s *Server) gate(svc *services) *door.Door {
 		tokens = &jwtauth.Verifier{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, JWKSURL: cfg.JWTJWKSURL, Claims: cfg.JWTClaims}
 	}
 	gate := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: s.b.Store, Log: s.log, Tokens: tokens,
-		Keys: apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL), Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents, Async: svc.async}
+		Keys: apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL), Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents, Async: svc.async,
+		Tracer: s.tracerOf}
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door and node it comes through.
 		gate.Limiter = s.limits.Limiter("key", cfg.RateLimit, time.Minute)
@@ -99,9 +100,9 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 // apiDoor answers the REST door. Its 401s name the OAuth protected
 // resource metadata (RFC 9728) the MCP door publishes.
 func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server) *httpapi.Server {
-	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
-		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, Spend: svc.spend, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
-		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler()}
+	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, AuditExports: svc.exports, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
+		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, Anomalies: svc.anomalies, Spend: svc.spend, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
+		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler(), AuditKeys: s.publicAuditKeys()}
 }
 
 // console answers the web console. It reads and acts through the
@@ -111,7 +112,7 @@ func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service,
 func (s *Server) console(gate *door.Door, svc *services, people *signin.Service) (*console.Console, error) {
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Spend: svc.spend})
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}

@@ -95,6 +95,15 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 			return fmt.Errorf("store first credentials (the admin key in %s is valid): %w", file, err)
 		}
 	}
+	// The keys first start minted are in the trail as any key is: by ID,
+	// made by first start.
+	for _, k := range keys {
+		ev := toolplane.ControlEvent(firstStarter, toolplane.AuditKey, "created", k.cred.ID, now)
+		ev.Reason = string(k.cred.Kind) + " " + k.cred.Subject
+		if err := b.Store.AppendAudit(ctx, ev); err != nil {
+			return fmt.Errorf("audit the first credentials (the keys in %s are valid): %w", file, err)
+		}
+	}
 	if withDemo {
 		// The demo agent's key narrows nothing: what it may call is what
 		// its identity is granted, so the identity gets the demo

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolplane/toolplane/auditchain"
 	"io"
 	"log/slog"
 	"net"
@@ -96,6 +97,12 @@ type Config struct {
 	// KEKFile is a file of the key-encryption keys, in KEK's form; it
 	// must be readable by its owner alone.
 	KEKFile string
+	// AuditSigningKey is the file of the operator's audit signing keys
+	// (auditchain.KeySet): the newest signs the audit chains' checkpoints,
+	// every one is published at /.well-known/toolplane-audit-keys. Empty
+	// is audit-signing-keys.json in DataDir, made with a fresh key when
+	// absent; with neither, no checkpoint is signed.
+	AuditSigningKey string
 	// Vault, with its Addr set, is the Vault (or OpenBao) server
 	// connections may keep their secrets in (ConnectionConfig.Vault).
 	// Without it such a connection is refused at creation, and one made
@@ -201,9 +208,24 @@ type Config struct {
 	// secret keeps signing beside the one a rotation made; zero:
 	// signing.DefaultGrace (a day).
 	WebhookSecretGrace time.Duration
+	// AuditExportNATS, when set with AuditExportNATSStream, exports the
+	// audit trail to that NATS server's JetStream stream (created when
+	// absent), every event on toolplane.audit.<organization>, through the
+	// store's outbox: at least once, deduplicated by event (Nats-Msg-Id).
+	AuditExportNATS       string
+	AuditExportNATSStream string
+	// AuditExportDir, when set, exports the audit trail to JSON Lines
+	// files in that directory, rotated by size and age, through the same
+	// outbox.
+	AuditExportDir string
 	// MetricsToken, when set, is the bearer token /metrics requires;
 	// empty leaves /metrics open, for a scraper on a private network.
 	MetricsToken string
+	// MetricsMaxLabelValues caps the distinct values each label of each
+	// metric family keeps (tools, versions, agents, organizations); past
+	// it, values are counted under __overflow__. Zero:
+	// metrics.DefaultMaxLabelValues.
+	MetricsMaxLabelValues int
 	// TimeZone is the IANA name of the deployment's time zone
 	// ("Europe/Paris"): the one an organization's rules read time in, and
 	// the org_time policy fact with them, unless its policy bundle names
@@ -244,6 +266,18 @@ type Config struct {
 	// callback still due, goes untouched before the sweep hands it to a
 	// worker again (jobs.Options.AsyncStaleAfter); default a minute.
 	AsyncStaleAfter time.Duration
+	// AnomalyOff turns the anomaly triage off: no baseline is kept and
+	// nothing is filed (the items filed before stay readable).
+	AnomalyOff bool
+	// AnomalyWindow is the width of one anomaly window, at least a
+	// minute; default anomaly.DefaultWindow. AnomalyThreshold is the
+	// score that flags; default anomaly.DefaultThreshold.
+	AnomalyWindow    time.Duration
+	AnomalyThreshold float64
+	// AnomalyNotify tells of every item the triage files on its
+	// organization's default notification channels, as an uncertain
+	// call is told; off by default.
+	AnomalyNotify bool
 	// TracerProvider, when set, receives the span of every call (a test's
 	// recorder, or a provider the embedding program configured). Nil: an
 	// OTLP/HTTP exporter when TracingEnv names one
@@ -347,6 +381,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, &ConfigError{Field: d.field, Err: fmt.Errorf("%v %w", d.v, ErrNegative)}
 		}
 	}
+	if err := c.checkAnomaly(); err != nil {
+		return c, err
+	}
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
@@ -393,6 +430,10 @@ func (c Config) withDefaults() (Config, error) {
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// auditKeys is the audit signing keys (Config.AuditSigningKey), loaded
+	// once; nil when none are configured.
+	auditKeys     *auditchain.KeySet
+	auditKeysOnce sync.Once
 	// public is where people reach the server: Config.PublicURL, or the
 	// listener's address.
 	public string
@@ -413,7 +454,10 @@ type Server struct {
 	limits *ratelimit.Shared
 	reg    *registry.Registry
 	iv     *invoke.Invoker
-	runner backend.Runner
+	// tracerOf is the tracer of the calls' and the doors' spans (nil when
+	// none is recorded).
+	tracerOf trace.Tracer
+	runner   backend.Runner
 	// pj is the node's provider jobs service; self its instance id.
 	pj       *providerjob.Service
 	self     string

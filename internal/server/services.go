@@ -9,9 +9,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/anomaly"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/async"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/auditexport"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/ceiling"
@@ -117,6 +119,10 @@ type services struct {
 	// async accepts calls to run later, runs them on the background work
 	// and posts their callbacks, signed with webhookSecrets.
 	async *async.Service
+	// exports ship the audit trail to the configured sinks (none: empty).
+	exports *auditexport.Exporters
+	// anomalies is the anomaly triage (nil when off).
+	anomalies *anomaly.Service
 }
 
 // services builds, in this order, what decides calls (policy), what keeps
@@ -125,7 +131,7 @@ type services struct {
 // background work, which it starts last. The node is self; its files are
 // in d.
 func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src sources) (*services, error) {
-	tracer, err := s.tracer(ctx)
+	tracer, spans, err := s.tracer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +145,16 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		return nil, err
 	}
 	s.reg = pol.reg
+	meters := metrics.NewWith(metrics.Config{Pending: metrics.Pending(s.b.Store), Uncertain: metrics.Uncertain(s.b.Store),
+		MaxLabelValues: s.cfg.MetricsMaxLabelValues, Log: s.log})
 	svc := &services{reg: pol.reg, grants: pol.grants, rules: pol.rules, upstreams: src.upstreams,
-		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store}),
-		meters:    metrics.New(metrics.Pending(s.b.Store), s.log),
+		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store, Decided: meters.ApprovalDecided}),
+		meters:    meters,
 		ceilings:  ceiling.New(s.b.Store, nil),
 		spend:     spend.New(s.b.Store, nil)}
+	if spans != nil {
+		svc.meters.WatchSpans(spans)
+	}
 	if s.limits, err = s.rateLimits(ctx, svc.meters); err != nil {
 		return nil, err
 	}
@@ -151,6 +162,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		return nil, err
 	}
 	if svc.keys, svc.connections, svc.broker, err = s.buildConnections(self, d, clients, sqlRuntime); err != nil {
+		return nil, err
+	}
+	if svc.exports, err = s.auditExports(ctx, svc.meters); err != nil {
 		return nil, err
 	}
 	if !s.cfg.TrafficOff {
@@ -175,27 +189,34 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
+	notice := &anomalyNotice{}
+	if svc.anomalies, err = s.buildAnomalies(notice); err != nil {
+		return nil, err
+	}
 	if s.runner, err = s.buildBackground(ctx, self, svc); err != nil {
 		return nil, err
 	}
+	notice.use(s.runner)
 	s.running = true
 	return svc, nil
 }
 
-// tracer answers the invoker's tracer (see tracing), nil when no span is
-// recorded.
-func (s *Server) tracer(ctx context.Context) (trace.Tracer, error) {
-	tp, stop, err := tracing(ctx, s.cfg, s.cfg.TracingEnv)
+// tracer answers the invoker's and the doors' tracer (see tracing), nil
+// when no span is recorded, and the queue whose dropped spans /metrics
+// counts (nil for a provider the Config gave).
+func (s *Server) tracer(ctx context.Context) (trace.Tracer, *spanQueue, error) {
+	tp, stop, q, err := tracing(ctx, s.cfg, s.cfg.TracingEnv)
 	if err != nil {
-		return nil, &ConfigError{Field: "TracerProvider", Err: err}
+		return nil, nil, &ConfigError{Field: "TracerProvider", Err: err}
 	}
 	if stop != nil {
 		s.closers = append(s.closers, stop)
 	}
 	if tp == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return tp.Tracer("github.com/toolplane/toolplane/invoke"), nil
+	s.tracerOf = tp.Tracer("github.com/toolplane/toolplane")
+	return s.tracerOf, q, nil
 }
 
 // policyParts are the registry and what decides every call over it.
@@ -348,7 +369,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 // before it starts.
 func (s *Server) buildBackground(ctx context.Context, self *toolplane.Node, svc *services) (backend.Runner, error) {
 	runner, err := s.b.Runner(jobs.Deps{Invoker: svc.iv, Approvals: svc.approvals, Store: s.b.Store, Maint: s.b.Store, Sunset: svc.cat, Notifier: svc.notes, Async: svc.async,
-		ProviderJobs: s.pj},
+		ProviderJobs: s.pj, AuditKeys: s.signingKeys(), Anomalies: anomalyJob(svc.anomalies)},
 		jobs.Options{Logger: s.log, DeadAfter: s.cfg.NodeDeadAfter, SweepEvery: s.cfg.SweepEvery,
 			AsyncStaleAfter: s.cfg.AsyncStaleAfter, Node: self.ID})
 	if err != nil {

@@ -17,7 +17,10 @@ import (
 // set; otherwise an OTLP exporter when the standard OpenTelemetry
 // environment, read through env (nil reads none), asks for one;
 // otherwise nil, and no span is recorded. stop flushes and stops a
-// provider built here (nil for none).
+// provider built here (nil for none). A provider built here exports
+// through a spanQueue (its sizes explicit, its drops counted: q answers
+// it, nil for a provider not built here), so a collector that hangs or
+// refuses never slows a call.
 //
 // The environment is the SDKs' own: OTEL_TRACES_EXPORTER (otlp or none;
 // unset means otlp once an endpoint is given), OTEL_EXPORTER_OTLP_ENDPOINT
@@ -25,33 +28,33 @@ import (
 // _COMPRESSION and TLS settings, which the exporter reads itself,
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, and OTEL_SDK_DISABLED.
 // Only the http/protobuf protocol is built in.
-func tracing(ctx context.Context, cfg Config, env func(string) string) (tp trace.TracerProvider, stop func(), err error) {
+func tracing(ctx context.Context, cfg Config, env func(string) string) (tp trace.TracerProvider, stop func(), q *spanQueue, err error) {
 	if cfg.TracerProvider != nil {
-		return cfg.TracerProvider, nil, nil
+		return cfg.TracerProvider, nil, nil, nil
 	}
 	if env == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if strings.EqualFold(env("OTEL_SDK_DISABLED"), "true") {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	switch exporter := strings.TrimSpace(env("OTEL_TRACES_EXPORTER")); exporter {
 	case "none":
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	case "":
 		if env("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-			return nil, nil, nil
+			return nil, nil, nil, nil
 		}
 	case "otlp":
 	default:
-		return nil, nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: this build exports traces by otlp only (or none)", exporter)
+		return nil, nil, nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: this build exports traces by otlp only (or none)", exporter)
 	}
 	protocol := env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if protocol == "" {
 		protocol = env("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
 	if protocol != "" && protocol != "http/protobuf" {
-		return nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: this build exports traces over http/protobuf only", protocol)
+		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: this build exports traces over http/protobuf only", protocol)
 	}
 	// The endpoint is read here, through env, and given to the exporter
 	// (which reads the rest of its settings from the process's
@@ -64,7 +67,7 @@ func tracing(ctx context.Context, cfg Config, env func(string) string) (tp trace
 	}
 	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the OTLP trace exporter: %w", err)
+		return nil, nil, nil, fmt.Errorf("the OTLP trace exporter: %w", err)
 	}
 	// The environment's service name and attributes, read last, win over
 	// the build's own.
@@ -73,9 +76,10 @@ func tracing(ctx context.Context, cfg Config, env func(string) string) (tp trace
 		resource.WithFromEnv())
 	if err != nil {
 		exp.Shutdown(ctx)
-		return nil, nil, fmt.Errorf("the trace resource: %w", err)
+		return nil, nil, nil, fmt.Errorf("the trace resource: %w", err)
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	q = newSpanQueue(exp, spanQueueSize, spanBatchSize, spanBatchWait, spanExportLimit)
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithResource(res))
 	stop = func() {
 		// Spans still queued are sent, within a bound: a collector that
 		// does not answer must not hold the shutdown.
@@ -83,5 +87,5 @@ func tracing(ctx context.Context, cfg Config, env func(string) string) (tp trace
 		defer cancel()
 		sdk.Shutdown(sctx)
 	}
-	return sdk, stop, nil
+	return sdk, stop, q, nil
 }

@@ -49,7 +49,7 @@ func TestTracingFromTheEnvironment(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env := func(k string) string { return tc.env[k] }
-			tp, stop, err := tracing(context.Background(), tc.cfg, env)
+			tp, stop, _, err := tracing(context.Background(), tc.cfg, env)
 			switch tc.want {
 			case "error":
 				if err == nil {

@@ -17,7 +17,8 @@ const (
 	replayed, latency_micros, created_at, key, reason, connection_id,
 	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input, parent_id,
 	kind, subject, tenant_id, step_path, key_id, effect, destructive, trace_id, span_id,
-	approver_id, arguments, pii_fields, classifications, output_hash, cost_cents, attempts`
+	approver_id, arguments, pii_fields, classifications, output_hash, cost_cents, attempts,
+	seq, prev_hash, hash`
 	ApprovalColumns = `organization_id, id, run_id, step_path, tool, tool_version, key,
 	arguments_hash, arguments, invocation, principal_id, preview, status,
 	default_on_timeout, expires_at, created_at, resolved_at, resolved_by, reason, version,
@@ -60,6 +61,47 @@ func ListAudit(q *Query, d Dialect, org string, f toolplane.AuditFilter, after s
 	q.Eq("outcome", f.Outcome)
 	q.Eq("approval_id", f.ApprovalID)
 	q.In("outcome", f.Outcomes)
+	q.Eq("tenant_id", f.TenantID)
+	q.Eq("effect", string(f.Effect))
+	if f.ApproverID != "" {
+		// The literal term lets SQLite use the partial index of approvers
+		// (a bound value proves nothing about the index's condition).
+		q.Add(` AND approver_id <> ''`)
+		q.Eq("approver_id", f.ApproverID)
+	}
+	if len(f.Kinds) > 0 {
+		kinds := make([]string, len(f.Kinds))
+		for i, k := range f.Kinds {
+			kinds[i] = string(k)
+		}
+		q.In("kind", kinds)
+	}
+	if f.Approved != nil {
+		if *f.Approved {
+			q.Add(` AND approval_id <> ''`)
+		} else {
+			q.Add(` AND approval_id = ''`)
+		}
+	}
+	if f.Destructive != nil {
+		// Bare, not compared: the column is a boolean in PostgreSQL and an
+		// integer in SQLite, and both read it as a condition.
+		if *f.Destructive {
+			q.Add(` AND destructive`)
+		} else {
+			q.Add(` AND NOT destructive`)
+		}
+	}
+	if f.Classification != "" {
+		// The column is a JSON array of strings: the value's quoted form
+		// matches one element whole, never a part of another.
+		q.Add(` AND classifications <> ''`)
+		quoted := JoinStrings([]string{f.Classification}) // ["pii"]
+		q.Contains("classifications", quoted[1:len(quoted)-1])
+	}
+	if f.Person != "" {
+		q.Add(` AND (user_id = ? OR approver_id = ? OR principal_id = ?)`, f.Person, f.Person, f.Person)
+	}
 	if !f.Since.IsZero() {
 		q.Add(` AND created_at >= ?`, f.Since.UnixMicro())
 	}
@@ -68,6 +110,11 @@ func ListAudit(q *Query, d Dialect, org string, f toolplane.AuditFilter, after s
 	}
 	if err := q.AfterCursor(after, cursor.Audit, "<"); err != nil {
 		return err
+	}
+	if q.Unbindable() {
+		// A value no TEXT column holds: no stored event matches it.
+		q.empty = true
+		return nil
 	}
 	q.Page("created_at DESC, id DESC", limit)
 	return nil

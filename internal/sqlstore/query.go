@@ -41,15 +41,19 @@ type Dialect struct {
 	// byteSlices: a bytes column (BYTEA) takes a non-nil []byte; otherwise
 	// (BLOB) a string binds as it is.
 	byteSlices bool
+	// position is the function answering where one string is found in
+	// another (1-based, 0 when absent): instr in SQLite, strpos in
+	// PostgreSQL.
+	position string
 }
 
 // SQLite and Postgres are the dialects of the two stores.
 var (
 	// SQLite binds ? placeholders, one per value, and any string as text.
-	SQLite = Dialect{}
+	SQLite = Dialect{position: "instr"}
 	// Postgres binds $n placeholders and a list as one array; its text is
 	// UTF-8 without NUL.
-	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true}
+	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true, position: "strpos"}
 )
 
 // Bytes answers s as d binds it to a bytes column (a claim's key): a
@@ -191,6 +195,20 @@ func (q *Query) Eq(column, value string) {
 	q.text.WriteString(column)
 	q.text.WriteString(` = `)
 	q.bind(0, value)
+}
+
+// Contains appends "AND column holds value" (a substring, matched
+// bytewise, case and all), when value is set. Unlike LIKE it has no
+// wildcard to escape, and SQLite's LIKE would fold ASCII case.
+func (q *Query) Contains(column, value string) {
+	if value == "" {
+		return
+	}
+	pos := q.d.position
+	if pos == "" {
+		pos = "instr"
+	}
+	q.Add(` AND `+pos+`(`+column+`, ?) > 0`, value)
 }
 
 // In appends a condition that column is one of values, when there are

@@ -68,6 +68,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/tracectx"
 )
 
 // Config wires a Runtime.
@@ -330,6 +331,10 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built, s *scr
 		// again by the next.
 		r.Header = b.header.Clone()
 	}
+	// The attempt's W3C trace context (its span's, or the caller's passed
+	// through), over any the binding's headers set: the downstream's
+	// spans continue the call's trace, never one an argument named.
+	tracectx.ToHeader(ctx, r.Header)
 	if b.body != nil {
 		body := b.body
 		r.ContentLength = int64(len(body))

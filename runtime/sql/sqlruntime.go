@@ -62,6 +62,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/tracectx"
 )
 
 // Config configures a Runtime.
@@ -458,12 +459,26 @@ func (x *exec) write(ctx context.Context) (any, error) {
 // write, before COMMIT is sent: a kill must never reach a COMMIT.
 func (x *exec) limit(ctx context.Context, tx *sql.Tx) (text string, stop func(), err error) {
 	text, stop = x.st.text, func() {}
+	tp := tracectx.SQLComment(ctx)
 	switch x.p.dialect {
 	case dialectPostgres:
+		// pgx keeps each connection's statements prepared by their text:
+		// a comment naming the call's trace would make every statement
+		// new, prepared again and evicting the others. The trace rides
+		// instead on the transaction's first statement, sent without
+		// arguments over the simple protocol, which nothing caches.
 		ms := max(x.timeout.Milliseconds(), 1)
-		_, err = tx.ExecContext(ctx, "SET LOCAL statement_timeout = "+strconv.FormatInt(ms, 10))
+		set := "SET LOCAL statement_timeout = " + strconv.FormatInt(ms, 10)
+		if tp != "" {
+			set += " " + tp
+		}
+		_, err = tx.ExecContext(ctx, set)
 		return text, stop, err
 	case dialectMySQL:
+		// The MySQL driver prepares a statement with arguments for the
+		// one call and closes it (and SQLite's prepares each call's
+		// anew): a comment costs no cached statement there.
+		text = commented(text, tp)
 		var id int64
 		if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 			return "", nil, err
@@ -479,7 +494,19 @@ func (x *exec) limit(ctx context.Context, tx *sql.Tx) (text string, stop func(),
 		}
 		return text, x.killOnEnd(ctx, id), nil
 	}
-	return text, stop, nil
+	return commented(text, tp), stop, nil
+}
+
+// commented answers text with comment (see tracectx.SQLComment) on a line
+// of its own after the statement, before any trailing semicolon: after a
+// line comment the statement may end with, never inside it, and with the
+// placeholders before it numbered as they were.
+func commented(text, comment string) string {
+	if comment == "" {
+		return text
+	}
+	body := strings.TrimRight(text, " \t\r\n;")
+	return body + "\n" + comment + text[len(body):]
 }
 
 // killTimeout bounds a KILL QUERY, and how long a call waits for it.

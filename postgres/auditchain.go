@@ -1,0 +1,176 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolplane/toolplane"
+)
+
+// maxSeq stands for "no upper bound" in a range of sequence numbers.
+const maxSeq = int64(1<<63 - 1)
+
+// AuditChain answers the organization's chained events with from <= Seq
+// <= to (to 0: no bound), in Seq order, at most limit.
+func (s *Store) AuditChain(ctx context.Context, org string, from, to int64, limit int) ([]toolplane.AuditEvent, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("audit chain: %w", err)
+	}
+	if to <= 0 {
+		to = maxSeq
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_events
+		WHERE organization_id = $1 AND seq >= $2 AND seq <= $3 AND seq > 0 ORDER BY seq LIMIT $4`, org, from, to, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit chain: %w", err)
+	}
+	out, err := collect(rows, scanEvent)
+	if err != nil {
+		return nil, fmt.Errorf("audit chain: %w", err)
+	}
+	return out, nil
+}
+
+// AuditHead answers where the organization's chain stands and the lowest
+// Seq of its stored chained events (0: none).
+func (s *Store) AuditHead(ctx context.Context, org string) (toolplane.AuditHead, int64, error) {
+	var h toolplane.AuditHead
+	err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM audit_heads WHERE organization_id = $1`, org).Scan(&h.Seq, &h.Hash)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return h, 0, fmt.Errorf("audit head: %w", err)
+	}
+	var first *int64
+	if err := s.pool.QueryRow(ctx, `SELECT MIN(seq) FROM audit_events WHERE organization_id = $1 AND seq > 0`, org).Scan(&first); err != nil {
+		return h, 0, fmt.Errorf("audit head: %w", err)
+	}
+	if first == nil {
+		return h, 0, nil
+	}
+	return h, *first, nil
+}
+
+const insertCheckpoint = `INSERT INTO audit_checkpoints (organization_id, seq, hash, created_at, key_id, signature)
+	VALUES ($1, $2, $3, $4, $5, $6)`
+
+func checkpointArgs(cp *toolplane.AuditCheckpoint) []any {
+	return []any{cp.OrganizationID, cp.Seq, nonNil(cp.Hash), micros(cp.CreatedAt), cp.KeyID, nonNil(cp.Signature)}
+}
+
+// nonNil answers b, or an empty slice for nil (stored as an empty bytea,
+// where nil would be NULL).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// AppendAuditCheckpoint stores cp, or answers an error wrapping
+// toolplane.ErrExists when the organization has one at its Seq.
+func (s *Store) AppendAuditCheckpoint(ctx context.Context, cp *toolplane.AuditCheckpoint) error {
+	_, err := s.pool.Exec(ctx, insertCheckpoint, checkpointArgs(cp)...)
+	if isDuplicate(err) {
+		return fmt.Errorf("audit checkpoint %s@%d: %w", cp.OrganizationID, cp.Seq, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("audit checkpoint %s@%d: %w", cp.OrganizationID, cp.Seq, err)
+	}
+	return nil
+}
+
+// AuditCheckpoints answers the organization's checkpoints with from <=
+// Seq <= to (to 0: no bound), in Seq order.
+func (s *Store) AuditCheckpoints(ctx context.Context, org string, from, to int64) ([]toolplane.AuditCheckpoint, error) {
+	if to <= 0 {
+		to = maxSeq
+	}
+	rows, err := s.pool.Query(ctx, `SELECT organization_id, seq, hash, created_at, key_id, signature FROM audit_checkpoints
+		WHERE organization_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq`, org, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	out, err := collect(rows, func(r scanner) (toolplane.AuditCheckpoint, error) {
+		var (
+			cp      toolplane.AuditCheckpoint
+			created int64
+		)
+		err := r.Scan(&cp.OrganizationID, &cp.Seq, &cp.Hash, &created, &cp.KeyID, &cp.Signature)
+		cp.CreatedAt = fromMicros(created)
+		return cp, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+// AuditOrganizations answers organizations whose chain head is past their
+// newest checkpoint, in ID order after the cursor after, at most limit.
+// It crosses organizations on purpose: it is the checkpoint job's, never
+// reachable from a request.
+func (s *Store) AuditOrganizations(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("audit organizations: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT h.organization_id FROM audit_heads h
+		WHERE h.organization_id > $1 AND h.seq > COALESCE(
+			(SELECT MAX(c.seq) FROM audit_checkpoints c WHERE c.organization_id = h.organization_id), 0)
+		ORDER BY h.organization_id LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit organizations: %w", err)
+	}
+	out, err := collect(rows, func(r scanner) (string, error) {
+		var org string
+		return org, r.Scan(&org)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit organizations: %w", err)
+	}
+	return out, nil
+}
+
+// DropAudit is retention: in one transaction it stores cp (unless the same
+// checkpoint is stored already), checks that the chain's hash at cp.Seq is
+// cp.Hash, and deletes the organization's events up to it, through the
+// one door the append-only trigger leaves open (the transaction-local
+// setting toolplane.audit_retention naming the organization, and a
+// checkpoint covering each row deleted).
+func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint) (int, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var hash []byte
+		err := tx.QueryRow(ctx, `SELECT hash FROM audit_events WHERE organization_id = $1 AND seq = $2`,
+			cp.OrganizationID, cp.Seq).Scan(&hash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("no event at %d: %w", cp.Seq, toolplane.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(hash, cp.Hash) {
+			return fmt.Errorf("the chain's hash at %d is not the checkpoint's: %w", cp.Seq, toolplane.ErrConflict)
+		}
+		if _, err := tx.Exec(ctx, insertCheckpoint+` ON CONFLICT (organization_id, seq) DO NOTHING`, checkpointArgs(cp)...); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('toolplane.audit_retention', $1, true)`, cp.OrganizationID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM audit_events WHERE organization_id = $1 AND seq <= $2`, cp.OrganizationID, cp.Seq)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("drop audit %s through %d: %w", cp.OrganizationID, cp.Seq, err)
+	}
+	return int(n), nil
+}
+
+var _ toolplane.AuditChainStore = (*Store)(nil)

@@ -1,0 +1,282 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
+)
+
+// A chainer assigns events their place in their organizations' chains
+// inside one write transaction: it reads where an organization's chain
+// stands once (readHead), advances it in memory for each event it seals,
+// and records the organizations it saw (save) before the transaction
+// commits. SQLite has one writer at a time, so what the transaction reads
+// is the head.
+type chainer struct {
+	s     *Store
+	ctx   context.Context
+	tx    *sql.Tx
+	heads map[string]*toolplane.AuditHead
+	// order is the organizations whose chains moved, in the order they
+	// first did.
+	order []string
+}
+
+func (s *Store) newChainer(ctx context.Context, tx *sql.Tx) *chainer {
+	return &chainer{s: s, ctx: ctx, tx: tx}
+}
+
+const (
+	// lastAuditEvent is where a chain stands: its newest event, found by
+	// the (organization_id, seq) index.
+	lastAuditEvent = `SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1`
+	// lastAuditCheckpoint is where it stands when retention dropped every
+	// event: the checkpoint retention wrote at the end of the range.
+	lastAuditCheckpoint = `SELECT seq, hash FROM audit_checkpoints WHERE organization_id = ? ORDER BY seq DESC LIMIT 1`
+	// registerAuditOrganization changes no page once the organization is
+	// known.
+	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
+)
+
+// readHead answers where org's chain stands, and whether its newest event
+// says so (then the organization is registered already: the write that
+// stored that event registered it). query answers a query's row.
+func readHead(ctx context.Context, query func(ctx context.Context, q string, args ...any) (*sql.Row, error), org string) (toolplane.AuditHead, bool, error) {
+	var h toolplane.AuditHead
+	for i, q := range []string{lastAuditEvent, lastAuditCheckpoint} {
+		row, err := query(ctx, q, org)
+		if err != nil {
+			return h, false, fmt.Errorf("audit chain head: %w", err)
+		}
+		err = row.Scan(&h.Seq, &h.Hash)
+		if err == nil {
+			return h, i == 0, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return h, false, fmt.Errorf("audit chain head: %w", err)
+		}
+	}
+	return h, false, nil
+}
+
+// txRow answers a query's row on tx, by the store's prepared statement:
+// the head is read by every write that records an event.
+func (c *chainer) txRow(ctx context.Context, q string, args ...any) (*sql.Row, error) {
+	st, err := c.s.prepared(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return c.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...), nil
+}
+
+// seal sets e's Seq, PrevHash and Hash as the next event of its
+// organization, after normalizing its JSON documents (see
+// auditchain.Normalize).
+func (c *chainer) seal(e *toolplane.AuditEvent) error {
+	h, ok := c.heads[e.OrganizationID]
+	if !ok {
+		head, known, err := readHead(c.ctx, c.txRow, e.OrganizationID)
+		if err != nil {
+			return err
+		}
+		h = &head
+		if c.heads == nil {
+			c.heads = make(map[string]*toolplane.AuditHead, 1)
+		}
+		c.heads[e.OrganizationID] = h
+		if !known {
+			c.order = append(c.order, e.OrganizationID)
+		}
+	}
+	auditchain.Normalize(e)
+	auditchain.Seal(e, h.Seq+1, h.Hash)
+	h.Seq, h.Hash = e.Seq, e.Hash
+	return nil
+}
+
+// save registers the organizations whose chains started (or restarted
+// after retention) in this write.
+func (c *chainer) save() error {
+	if len(c.order) == 0 {
+		return nil
+	}
+	st, err := c.s.prepared(c.ctx, registerAuditOrganization)
+	if err != nil {
+		return fmt.Errorf("audit chain organization: %w", err)
+	}
+	txst := c.tx.StmtContext(c.ctx, st)
+	for _, org := range c.order {
+		if _, err := txst.ExecContext(c.ctx, org); err != nil {
+			return fmt.Errorf("audit chain organization: %w", err)
+		}
+	}
+	return nil
+}
+
+// AuditChain answers the organization's chained events with from <= Seq
+// <= to (to 0: no bound), in Seq order, at most limit.
+func (s *Store) AuditChain(ctx context.Context, org string, from, to int64, limit int) ([]toolplane.AuditEvent, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("audit chain: %w", err)
+	}
+	if to <= 0 {
+		to = maxSeq
+	}
+	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events
+		WHERE organization_id = ? AND seq >= ? AND seq <= ? AND seq > 0 ORDER BY seq LIMIT ?`, org, from, to, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit chain: %w", err)
+	}
+	out, err := collect(rows, scanEvent)
+	if err != nil {
+		return nil, fmt.Errorf("audit chain: %w", err)
+	}
+	return out, nil
+}
+
+// maxSeq stands for "no upper bound" in a range of sequence numbers.
+const maxSeq = int64(1<<63 - 1)
+
+// AuditHead answers where the organization's chain stands and the lowest
+// Seq of its stored chained events (0: none).
+func (s *Store) AuditHead(ctx context.Context, org string) (toolplane.AuditHead, int64, error) {
+	h, _, err := readHead(ctx, func(ctx context.Context, q string, args ...any) (*sql.Row, error) {
+		return s.db.QueryRowContext(ctx, q, args...), nil
+	}, org)
+	if err != nil {
+		return h, 0, err
+	}
+	var first sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MIN(seq) FROM audit_events WHERE organization_id = ? AND seq > 0`, org).Scan(&first); err != nil {
+		return h, 0, fmt.Errorf("audit head: %w", err)
+	}
+	return h, first.Int64, nil
+}
+
+const insertCheckpoint = `INSERT INTO audit_checkpoints (organization_id, seq, hash, created_at, key_id, signature)
+	VALUES (?, ?, ?, ?, ?, ?)`
+
+// AppendAuditCheckpoint stores cp, or answers an error wrapping
+// toolplane.ErrExists when the organization has one at its Seq.
+func (s *Store) AppendAuditCheckpoint(ctx context.Context, cp *toolplane.AuditCheckpoint) error {
+	_, err := s.exec(ctx, insertCheckpoint, checkpointArgs(cp)...)
+	return checkpointErr(cp, err)
+}
+
+func checkpointArgs(cp *toolplane.AuditCheckpoint) []any {
+	return []any{cp.OrganizationID, cp.Seq, chainBytes(cp.Hash), micros(cp.CreatedAt), cp.KeyID, chainBytes(cp.Signature)}
+}
+
+func checkpointErr(cp *toolplane.AuditCheckpoint, err error) error {
+	if isDuplicate(err) {
+		return fmt.Errorf("audit checkpoint %s@%d: %w", cp.OrganizationID, cp.Seq, toolplane.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("audit checkpoint %s@%d: %w", cp.OrganizationID, cp.Seq, err)
+	}
+	return nil
+}
+
+// AuditCheckpoints answers the organization's checkpoints with from <=
+// Seq <= to (to 0: no bound), in Seq order.
+func (s *Store) AuditCheckpoints(ctx context.Context, org string, from, to int64) ([]toolplane.AuditCheckpoint, error) {
+	if to <= 0 {
+		to = maxSeq
+	}
+	rows, err := s.query(ctx, `SELECT organization_id, seq, hash, created_at, key_id, signature FROM audit_checkpoints
+		WHERE organization_id = ? AND seq >= ? AND seq <= ? ORDER BY seq`, org, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	out, err := collect(rows, scanCheckpoint)
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+func scanCheckpoint(r scanner) (toolplane.AuditCheckpoint, error) {
+	var (
+		cp      toolplane.AuditCheckpoint
+		created int64
+	)
+	err := r.Scan(&cp.OrganizationID, &cp.Seq, &cp.Hash, &created, &cp.KeyID, &cp.Signature)
+	cp.CreatedAt = fromMicros(created)
+	return cp, err
+}
+
+// AuditOrganizations answers organizations whose chain head is past their
+// newest checkpoint, in ID order after the cursor after, at most limit.
+// It crosses organizations on purpose: it is the checkpoint job's, never
+// reachable from a request.
+func (s *Store) AuditOrganizations(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("audit organizations: %w", err)
+	}
+	rows, err := s.query(ctx, `SELECT o.organization_id FROM audit_organizations o
+		WHERE o.organization_id > ? AND COALESCE(
+			(SELECT MAX(e.seq) FROM audit_events e WHERE e.organization_id = o.organization_id AND e.seq > 0), 0) > COALESCE(
+			(SELECT MAX(c.seq) FROM audit_checkpoints c WHERE c.organization_id = o.organization_id), 0)
+		ORDER BY o.organization_id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit organizations: %w", err)
+	}
+	out, err := collect(rows, func(r scanner) (string, error) {
+		var org string
+		return org, r.Scan(&org)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit organizations: %w", err)
+	}
+	return out, nil
+}
+
+// DropAudit is retention: in one write it stores cp (unless the same
+// checkpoint is stored already), checks that the chain's hash at cp.Seq is
+// cp.Hash, and deletes the organization's events up to it, through the
+// one door the append-only triggers leave open (a row of audit_retention,
+// there only inside this transaction).
+func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint) (int, error) {
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		n = 0
+		var hash []byte
+		err := tx.QueryRowContext(ctx, `SELECT hash FROM audit_events WHERE organization_id = ? AND seq = ?`,
+			cp.OrganizationID, cp.Seq).Scan(&hash)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no event at %d: %w", cp.Seq, toolplane.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if string(hash) != string(cp.Hash) {
+			return fmt.Errorf("the chain's hash at %d is not the checkpoint's: %w", cp.Seq, toolplane.ErrConflict)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_checkpoints (organization_id, seq, hash, created_at, key_id, signature)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (organization_id, seq) DO NOTHING`, checkpointArgs(cp)...); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_retention (organization_id) VALUES (?)`, cp.OrganizationID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM audit_events WHERE organization_id = ? AND seq <= ?`, cp.OrganizationID, cp.Seq)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM audit_retention WHERE organization_id = ?`, cp.OrganizationID)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("drop audit %s through %d: %w", cp.OrganizationID, cp.Seq, err)
+	}
+	return int(n), nil
+}
+
+var _ toolplane.AuditChainStore = (*Store)(nil)

@@ -1,0 +1,137 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/sqlstore"
+)
+
+// RegisterAuditSink makes the outbox trigger queue every event stored
+// from now on for sink.
+func (s *Store) RegisterAuditSink(ctx context.Context, sink string, at time.Time) error {
+	if _, err := s.exec(ctx, `INSERT INTO audit_sinks (name, registered_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, sink, micros(at)); err != nil {
+		return fmt.Errorf("register audit sink %s: %w", sink, err)
+	}
+	return nil
+}
+
+// DropAuditSink stops queueing for sink and deletes what waits for it.
+func (s *Store) DropAuditSink(ctx context.Context, sink string) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM audit_sinks WHERE name = ?`, sink); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM audit_outbox WHERE sink = ?`, sink)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop audit sink %s: %w", sink, err)
+	}
+	return nil
+}
+
+// ClaimAuditOutbox leases up to limit of sink's entries to owner. SQLite
+// has one writer and one node, so the lease only matters across restarts
+// of an exporter: the entries a dead exporter held come back when their
+// lease ends.
+func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
+	if err := sqlstore.CheckLimit(limit); err != nil {
+		return nil, fmt.Errorf("claim audit outbox: %w", err)
+	}
+	var out []toolplane.AuditOutboxEntry
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, `UPDATE audit_outbox SET lease_until = ?, owner = ?
+			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND (lease_until < ? OR owner = ?) ORDER BY seq LIMIT ?)
+			RETURNING seq, organization_id, event_id`, micros(until), owner, sink, micros(now), owner, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e toolplane.AuditOutboxEntry
+			if err := rows.Scan(&e.Seq, &e.OrganizationID, &e.EventID); err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim audit outbox: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(out, func(a, b toolplane.AuditOutboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	seqs := make([]int64, len(out))
+	for i, e := range out {
+		seqs[i] = e.Seq
+	}
+	list, _ := json.Marshal(seqs)
+	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE (organization_id, id) IN
+		(SELECT organization_id, event_id FROM audit_outbox WHERE seq IN (SELECT value FROM json_each(?)))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("claim audit outbox: read the events: %w", err)
+	}
+	evs, err := collect(rows, scanEvent)
+	if err != nil {
+		return nil, fmt.Errorf("claim audit outbox: read the events: %w", err)
+	}
+	attachEvents(out, evs)
+	return out, nil
+}
+
+// attachEvents sets each entry's event from evs, found by organization
+// and ID; an entry whose event is not among them keeps nil.
+func attachEvents(out []toolplane.AuditOutboxEntry, evs []toolplane.AuditEvent) {
+	type key struct{ org, id string }
+	byKey := make(map[key]*toolplane.AuditEvent, len(evs))
+	for i := range evs {
+		byKey[key{evs[i].OrganizationID, evs[i].ID}] = &evs[i]
+	}
+	for i := range out {
+		out[i].Event = byKey[key{out[i].OrganizationID, out[i].EventID}]
+	}
+}
+
+// DeleteAuditOutbox deletes sink's entries with those sequence numbers.
+func (s *Store) DeleteAuditOutbox(ctx context.Context, sink string, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	list, _ := json.Marshal(seqs)
+	if _, err := s.exec(ctx, `DELETE FROM audit_outbox WHERE sink = ? AND seq IN (SELECT value FROM json_each(?))`, sink, string(list)); err != nil {
+		return fmt.Errorf("delete audit outbox: %w", err)
+	}
+	return nil
+}
+
+// AuditOutboxLag answers what waits for sink, of org's events or (org
+// nil) of every organization's.
+func (s *Store) AuditOutboxLag(ctx context.Context, sink string, org *string) (toolplane.AuditOutboxLag, error) {
+	q := `SELECT count(*), coalesce(min(created_at), 0) FROM audit_outbox WHERE sink = ?`
+	args := []any{sink}
+	if org != nil {
+		q += ` AND organization_id = ?`
+		args = append(args, *org)
+	}
+	var lag toolplane.AuditOutboxLag
+	var oldest int64
+	if err := s.queryRow(ctx, q, args...).Scan(&lag.Pending, &oldest); err != nil {
+		return lag, fmt.Errorf("audit outbox lag of %s: %w", sink, err)
+	}
+	if lag.Pending > 0 {
+		lag.Oldest = fromMicros(oldest)
+	}
+	return lag, nil
+}
+
+var _ toolplane.AuditOutboxStore = (*Store)(nil)
