@@ -235,9 +235,14 @@ func (s *Store) SettleProviderJob(ctx context.Context, jobID string, u *toolplan
 			}
 		}
 		if e != nil {
+			c := s.newChainer(ctx, tx)
+			if err := c.seal(e); err != nil {
+				return err
+			}
 			if _, err := tx.StmtContext(ctx, audit).ExecContext(ctx, auditArgs(e)...); err != nil {
 				return auditErr(e, err)
 			}
+			return c.save()
 		}
 		return nil
 	})
