@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,16 +20,6 @@ var (
 	rulesFile      = filepath.Join("..", "..", "deploy", "prometheus", "alerts.yml")
 	rulesTestsFile = filepath.Join("..", "..", "deploy", "prometheus", "alerts_test.yml")
 )
-
-// registeredElsewhere are the families the dashboard and rules use that
-// are registered by this package's export.go (audit export lag) and
-// trace.go (dropped spans). While a file is absent from the tree its
-// names cannot be gathered, and are let through; once it is present they
-// are held to the same rule as every other name.
-var registeredElsewhere = map[string][]string{
-	"export.go": {"toolplane_audit_export_lag_events", "toolplane_audit_export_lag_seconds"},
-	"trace.go":  {"toolplane_trace_spans_dropped_total"},
-}
 
 var metricName = regexp.MustCompile(`\btoolplane_[a-z0-9_]+`)
 
@@ -128,14 +117,6 @@ func ruleExprs(t *testing.T) map[string]string {
 func TestDeployNamesRegisteredMetrics(t *testing.T) {
 	t.Parallel()
 	have := gathered(t)
-	tolerated := map[string]string{}
-	for file, names := range registeredElsewhere {
-		if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
-			for _, n := range names {
-				tolerated[n] = file
-			}
-		}
-	}
 	known := func(name string) bool {
 		if _, ok := have[name]; ok {
 			return true
@@ -156,19 +137,12 @@ func TestDeployNamesRegisteredMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	sources[rulesTestsFile] = []string{string(tests)}
-	used, logged := map[string]bool{}, map[string]bool{}
+	used := map[string]bool{}
 	for where, texts := range sources {
 		for _, text := range texts {
 			for _, name := range metricName.FindAllString(text, -1) {
 				used[name] = true
 				if known(name) {
-					continue
-				}
-				if file, ok := tolerated[name]; ok {
-					if !logged[name] {
-						t.Logf("%s is registered by %s, which is not in this tree: not checked", name, file)
-						logged[name] = true
-					}
 					continue
 				}
 				t.Errorf("%s names %s, which toolplane does not register", where, name)

@@ -187,8 +187,25 @@ func exercise(t testing.TB) *Metrics {
 	}
 	d.m.WebhookDropped("acme-vendor", "bad_signature")
 	d.m.RateLimitFallback("redis")()
+	// The export and span families only need to be registered here:
+	// their values are tested where the outbox and the span queue live.
+	d.m.WatchExports([]ExportLag{sinkLag{}}, nil)
+	d.m.WatchSpans(spanDrops{})
 	return d.m
 }
+
+// sinkLag is a sink with one event waiting.
+type sinkLag struct{}
+
+func (sinkLag) Sink() string { return "jetstream" }
+func (sinkLag) Lag(context.Context, *string) (toolplane.AuditOutboxLag, error) {
+	return toolplane.AuditOutboxLag{Pending: 1, Oldest: time.Now().Add(-time.Second)}, nil
+}
+
+// spanDrops is a span queue that dropped a span.
+type spanDrops struct{}
+
+func (spanDrops) Dropped() (queueFull, exportFailed uint64) { return 1, 0 }
 
 // Over a real store: the approval a person decided is timed under its
 // decision, the one still waiting and the uncertain action are counted
