@@ -70,7 +70,7 @@ type Exporter struct {
 	// below it are claimed again.
 	after      int64
 	afterSince time.Time
-	stats struct {
+	stats      struct {
 		sync.Mutex
 		sent, failed int64
 	}
