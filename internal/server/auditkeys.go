@@ -14,8 +14,11 @@ import (
 func (s *Server) signingKeys() *auditchain.KeySet {
 	s.auditKeysOnce.Do(func() {
 		path := s.cfg.AuditSigningKey
-		if path == "" && s.cfg.DataDir != "" {
-			path = filepath.Join(s.cfg.DataDir, "audit-signing-keys.json")
+		if dir := dataDirOf(s.cfg.Database, s.cfg.DataDir); path == "" && dir != "" {
+			// Where the node keeps its other files: the SQLite file's
+			// directory when no --data names one, as for the key
+			// encryption key.
+			path = filepath.Join(dir, "audit-signing-keys.json")
 		}
 		if path == "" {
 			return
