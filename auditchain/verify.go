@@ -158,6 +158,16 @@ func Verify(in Input) Report {
 			r.Unanchored, prevHash, expect = true, evs[0].PrevHash, first
 		}
 		r.From = expect
+	} else {
+		// Nothing stored to walk (retention dropped every event): the
+		// newest signed checkpoint is where the chain stands, and the
+		// head is compared with it.
+		for i := len(cps) - 1; i >= 0; i-- {
+			if valid[i] {
+				r.Anchor, prevHash, expect = cps[i].Seq, cps[i].Hash, cps[i].Seq+1
+				break
+			}
+		}
 	}
 	// Checkpoints the walk must meet, by sequence number.
 	var pending []int
@@ -195,6 +205,19 @@ func Verify(in Input) Report {
 		r.To = e.Seq
 	}
 	r.Events = walked
+	// A checkpoint signed past where the trail ends, on a walk that read
+	// to the end: the rows it vouched for are gone, whatever the head (a
+	// head can be moved back, or be the newest row left). An export of a
+	// range (Partial) may simply end before it, so only a walk that knows
+	// where the chain stands (Head) says so.
+	if brk == nil && walked == len(evs) && in.Head != nil {
+		for _, i := range pending {
+			if cp := &cps[i]; cp.Seq > prevSeq && (in.To == 0 || in.To >= cp.Seq) {
+				note(&Break{Seq: prevSeq + 1, Kind: Deleted, Detail: fmt.Sprintf("a checkpoint signed the chain at %d but the trail ends at %d", cp.Seq, prevSeq)})
+				break
+			}
+		}
+	}
 	if brk == nil && walked == len(evs) && in.Head != nil && (in.To == 0 || in.To >= in.Head.Seq) {
 		switch {
 		case in.Head.Seq > prevSeq:

@@ -19,7 +19,11 @@ func JoinStrings(vs []string) string {
 	return string(b)
 }
 
-// SplitStrings reads what JoinStrings stored.
+// SplitStrings reads what JoinStrings stored. A list stored in another
+// form than JoinStrings writes (the same strings with other escapes or
+// spaces) is read as its stored text, one string: a query matches the
+// stored text, so a row rewritten into a form that hides it from a filter
+// must not read back as the list it was, whose audit digest still holds.
 func SplitStrings(s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
@@ -27,6 +31,9 @@ func SplitStrings(s string) ([]string, error) {
 	var vs []string
 	if err := json.Unmarshal([]byte(s), &vs); err != nil {
 		return nil, fmt.Errorf("stored string list %q: %w", s, err)
+	}
+	if JoinStrings(vs) != s {
+		return []string{s}, nil
 	}
 	return vs, nil
 }
