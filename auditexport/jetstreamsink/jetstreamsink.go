@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,10 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.URL == "" || cfg.Stream == "" {
 		return nil, fmt.Errorf("%w: a JetStream export needs a server URL and a stream", toolplane.ErrInvalid)
 	}
+	if _, err := url.Parse(cfg.URL); err != nil {
+		// Never the parser's message: it quotes the URL, password and all.
+		return nil, fmt.Errorf("%w: the JetStream export's NATS URL does not parse", toolplane.ErrInvalid)
+	}
 	if cfg.Subject == "" {
 		cfg.Subject = "toolplane.audit"
 	}
@@ -76,12 +81,12 @@ func New(cfg Config) (*Sink, error) {
 	nc, err := nats.Connect(cfg.URL, nats.Name("toolplane audit export"), nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS %s: %w", cfg.URL, err)
+		return nil, fmt.Errorf("connect to NATS %s: %w", redacted(cfg.URL), err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.InFlight), jetstream.WithPublishAsyncTimeout(cfg.Timeout))
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("JetStream on %s: %w", cfg.URL, err)
+		return nil, fmt.Errorf("JetStream on %s: %w", redacted(cfg.URL), err)
 	}
 	return &Sink{cfg: cfg, nc: nc, js: js}, nil
 }
@@ -179,4 +184,15 @@ func (s *Sink) Send(ctx context.Context, events []*toolplane.AuditEvent) error {
 func (s *Sink) Close() error {
 	s.nc.Close()
 	return nil
+}
+
+// redacted answers a NATS URL fit for an error or a log: its password
+// replaced, or nothing of it when it does not parse (url.Parse's own
+// message would quote it whole).
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(the configured URL, which does not parse)"
+	}
+	return u.Redacted()
 }
