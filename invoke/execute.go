@@ -114,6 +114,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	var readUsage func() handler.Metering
 	if d.Metered {
 		vctx, readUsage = handler.WithUsage(vctx)
+		c.readUsage = readUsage
 	}
 	t := c.newTries(b, c.timeout())
 	// Each attempt has its own span (see attemptOnce).
@@ -433,11 +434,49 @@ func (c *call) settleLate(ctx context.Context, b *handler.Binding, done <-chan r
 	const note = "settled by the handler after it was stopped"
 	ev := c.iv.settlementEvent(c.inv.OrganizationID, c.tool, "settled", toolplane.SourceSettlement, "settlement")
 	ev.Reason = note
+	if res.OK && c.readUsage != nil {
+		cents, counted := c.lateUsage(ctx)
+		if !counted {
+			// Settled, its answer would be handed to the next identical
+			// call uncounted: it stays uncertain, for a person.
+			return
+		}
+		ev.CostCents = cents
+	}
 	rendered := boundary.Render(res)
 	ev.OutputHash = outputHash(rendered)
 	if _, err := c.iv.journal.Settle(ctx, c.inv.OrganizationID, c.tool.Def.Name, c.key, rendered, "settlement", note, ev); err != nil {
 		c.iv.log.ErrorContext(ctx, "late settlement refused", "tool", c.tool.Def.Name, "key", c.key, "err", err)
 	}
+}
+
+// lateUsage writes the usage row of a metered call whose handler answered
+// after its timeout, as meter does for one in time, and answers its cost
+// and whether the call is counted: an answer its handler could not price,
+// or whose row could not be written, is not (the fault reported as
+// meter's is).
+func (c *call) lateUsage(ctx context.Context) (int64, bool) {
+	iv, d := c.iv, &c.tool.Def
+	m := c.readUsage()
+	var cause string
+	var err error
+	switch {
+	case m.Fault != nil:
+		cause, err = "a metered call could not be priced", m.Fault
+	case !m.Reported:
+		iv.log.WarnContext(ctx, "metered tool reported no usage", "tool", d.Name)
+		return 0, true
+	default:
+		u := &toolplane.Usage{ID: toolplane.NewID("use_"), OrganizationID: c.inv.OrganizationID, RunID: c.inv.RunID,
+			RootRunID: c.inv.EffectiveRootRunID(), AgentID: c.inv.AgentID, Tool: d.Name,
+			CostCents: m.Cents, Units: m.Units, CreatedAt: iv.now()}
+		if err = iv.cfg.Store.InsertUsage(context.WithoutCancel(ctx), u); err == nil {
+			return u.CostCents, true
+		}
+		cause = "a usage row was not written"
+	}
+	iv.faultErr(ctx, cause, d.Name, err)
+	return 0, false
 }
 
 // quoting labels res untrusted when its message quotes the handler

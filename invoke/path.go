@@ -30,6 +30,9 @@ import (
 
 // call is the state of one invocation on its way down the path.
 type call struct {
+	// readUsage reads what a metered call's handler reported of its cost
+	// (nil for a tool not metered), also after a late settlement.
+	readUsage func() handler.Metering
 	iv    *Invoker
 	start time.Time
 	span  trace.Span
