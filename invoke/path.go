@@ -33,12 +33,12 @@ type call struct {
 	// readUsage reads what a metered call's handler reported of its cost
 	// (nil for a tool not metered), also after a late settlement.
 	readUsage func() handler.Metering
-	iv    *Invoker
-	start time.Time
-	span  trace.Span
-	name  string
-	inv   *toolplane.Invocation
-	tool  *registry.Tool
+	iv        *Invoker
+	start     time.Time
+	span      trace.Span
+	name      string
+	inv       *toolplane.Invocation
+	tool      *registry.Tool
 	// argsIn are the model's arguments; args the validated, coerced ones
 	// every later step sees and hashes.
 	argsIn any
