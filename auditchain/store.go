@@ -79,8 +79,14 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 // chain moved past its newest one, with keys' newest key, made at now,
 // and answers how many it wrote: the periodic job's work. A checkpoint
 // another node wrote meanwhile at the same number is no error.
+//
+// It verifies what it signs first: the events since the newest checkpoint
+// before the head, linked to it. A chain broken there is not signed (a
+// signature would vouch for the break); the others are, and the answer's
+// error names the broken ones.
 func Checkpoint(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, now time.Time) (int, error) {
 	n := 0
+	var broken []error
 	for after := ""; ; {
 		orgs, err := s.AuditOrganizations(ctx, after, pageSize)
 		if err != nil {
@@ -90,6 +96,17 @@ func Checkpoint(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, 
 			head, _, err := s.AuditHead(ctx, org)
 			if err != nil {
 				return n, fmt.Errorf("audit checkpoint of %s: %w", org, err)
+			}
+			if head.Seq == 0 {
+				continue
+			}
+			r, err := VerifyStore(ctx, s, keys, org, head.Seq, head.Seq)
+			if err != nil {
+				return n, fmt.Errorf("audit checkpoint of %s: %w", org, err)
+			}
+			if !r.OK {
+				broken = append(broken, fmt.Errorf("audit checkpoint of %s not signed: %s at %d: %s", org, r.Break.Kind, r.Break.Seq, r.Break.Detail))
+				continue
 			}
 			cp := &toolplane.AuditCheckpoint{OrganizationID: org, Seq: head.Seq, Hash: head.Hash, CreatedAt: now}
 			if err := keys.Sign(cp); err != nil {
@@ -104,7 +121,7 @@ func Checkpoint(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, 
 			}
 		}
 		if len(orgs) < pageSize {
-			return n, nil
+			return n, errors.Join(broken...)
 		}
 		after = orgs[len(orgs)-1]
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
@@ -14,6 +15,7 @@ func init() {
 		auditChainCase{"TamperTailThroughRetentionDoor", testTamperTailThroughRetentionDoor},
 		auditChainCase{"VerifyFromPastHead", testVerifyFromPastHead},
 		auditChainCase{"TamperListReencoded", testTamperListReencoded},
+		auditChainCase{"CheckpointRefusesABrokenChain", testCheckpointRefusesABrokenChain},
 	)
 }
 
@@ -85,6 +87,20 @@ func testTamperListReencoded(t *testing.T, h AuditChain, s AuditChainStore) {
 		t.Fatalf("the rewritten row still matches the filter (%d, %d events): the case tests nothing", len(before), len(after))
 	}
 	wantBreakAt(t, verifyStored(t, s, org), 4, auditchain.Changed)
+}
+
+// A chain changed since its last checkpoint is not signed: the job's
+// signature would vouch for the change.
+func testCheckpointRefusesABrokenChain(t *testing.T, h AuditChain, s AuditChainStore) {
+	org := tamperChain(t, h, s)
+	exec(t, h, s, `UPDATE audit_events SET outcome = 'ok-changed' WHERE organization_id = '`+org+`' AND seq = 4`)
+	if _, err := auditchain.Checkpoint(t.Context(), s, testKeys(), at(2*time.Hour)); err == nil {
+		t.Fatal("Checkpoint signed a changed chain without an error")
+	}
+	cps, err := s.AuditCheckpoints(t.Context(), org, 3, 0)
+	if err != nil || len(cps) != 0 {
+		t.Fatalf("checkpoints past the change = %+v, %v; want none", cps, err)
+	}
 }
 
 // wantBreakAt fails unless r names a break of kind at seq.
