@@ -123,7 +123,7 @@ func verifyFile(file, keysFile, cpFile string, from, to int64) ([]auditchain.Rep
 	var orgs []string
 	err = eachLine(file, func(line []byte) error {
 		var e toolplane.AuditEvent
-		if err := json.Unmarshal(line, &e); err != nil {
+		if err := auditchain.DecodeEvent(line, &e); err != nil {
 			return err
 		}
 		if (from > 0 && e.Seq < from) || (to > 0 && e.Seq > to) {
