@@ -28,12 +28,11 @@ func DecodeEvent(data []byte, e *toolplane.AuditEvent) error {
 
 // eventDecoder is the direct decoding's state: the line, its copy as one
 // string (every string field is a piece of it: one allocation for them
-// all) and the bytes the byte fields are cut from.
+// all), where it stands and the names it has read.
 type eventDecoder struct {
 	data []byte
 	s    string
 	i    int
-	own  []byte
 	seen uint64
 }
 
@@ -382,20 +381,12 @@ func (d *eventDecoder) base64() ([]byte, bool) {
 	return buf[:n:n], true
 }
 
-// keep answers a copy of b, cut from the event's own bytes.
+// keep answers a copy of b, as json.RawMessage makes one.
 func (d *eventDecoder) keep(b []byte) []byte {
-	out := d.alloc(len(b))
-	copy(out, b)
-	return out
+	return append(make([]byte, 0, len(b)), b...)
 }
 
-// alloc cuts n bytes from the event's own: one allocation, the size of
-// the line, holds every byte field.
+// alloc answers n fresh bytes (never nil, as encoding/json's).
 func (d *eventDecoder) alloc(n int) []byte {
-	if d.own == nil || len(d.own)+n > cap(d.own) {
-		d.own = make([]byte, 0, max(len(d.data), n))
-	}
-	out := d.own[len(d.own) : len(d.own)+n : len(d.own)+n]
-	d.own = d.own[:len(d.own)+n]
-	return out
+	return make([]byte, n)
 }

@@ -121,13 +121,18 @@ func verifyFile(file, keysFile, cpFile string, from, to int64) ([]auditchain.Rep
 	if err != nil {
 		return nil, err
 	}
-	runs, err := decodeEvents(file)
+	evs, err := decodeEvents(file)
 	if err != nil {
 		return nil, err
 	}
 	byOrg := map[string][]toolplane.AuditEvent{}
 	var orgs []string
-	for _, evs := range runs {
+	if len(evs) > 0 && from <= 0 && to <= 0 && !slices.ContainsFunc(evs, func(e toolplane.AuditEvent) bool {
+		return e.OrganizationID != evs[0].OrganizationID
+	}) {
+		// One organization's export, whole: its events as they are.
+		orgs, byOrg[evs[0].OrganizationID] = []string{evs[0].OrganizationID}, evs
+	} else {
 		for i := range evs {
 			e := &evs[i]
 			if (from > 0 && e.Seq < from) || (to > 0 && e.Seq > to) {
@@ -191,81 +196,74 @@ func eachLine(file string, fn func([]byte) error) error {
 	return nil
 }
 
-// lineBatch is a run of an export's lines, decoded by one worker.
-type lineBatch struct {
-	first int      // the file's line number of lines[0]
-	lines [][]byte // non-empty lines, and nil for an empty one
-	evs   []toolplane.AuditEvent
-	err   error // the first line that does not decode
-}
+// maxLine is the longest line an export may have, as eachLine reads it.
+const maxLine = 16 << 20
 
 // batchLines is how many lines a decoding worker takes at once.
 const batchLines = 512
 
-// decodeEvents decodes file's events (one a non-empty line), in the
-// order of its lines as runs of a batch's, on every core: decoding, not hashing, is what
-// offline verification costs. It answers the same events and the same
-// error (the first line's) as decoding line after line would.
-func decodeEvents(file string) ([][]toolplane.AuditEvent, error) {
-	f, err := os.Open(file)
+// decodeEvents decodes file's events (one a non-empty line, a final "\r"
+// dropped, as eachLine reads them), in the order of its lines, on every
+// core: decoding, not hashing, is what offline verification costs. It
+// answers the same events and the same error (the first bad line's) as
+// eachLine decoding line after line.
+func decodeEvents(file string) ([]toolplane.AuditEvent, error) {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	work := make(chan *lineBatch, 2*runtime.GOMAXPROCS(0))
+	type line struct {
+		n    int // the line's number in the file
+		text []byte
+	}
+	var lines []line
+	var tooLong bool
+	for n := 1; len(data) > 0; n++ {
+		text := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			text, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(text) >= maxLine {
+			tooLong = true // where eachLine's reading stops
+			break
+		}
+		text = bytes.TrimSuffix(text, []byte("\r"))
+		if len(text) > 0 {
+			lines = append(lines, line{n, text})
+		}
+	}
+	evs := make([]toolplane.AuditEvent, len(lines))
+	errs := make([]error, (len(lines)+batchLines-1)/batchLines)
+	work := make(chan int)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for b := range work {
-				b.evs = make([]toolplane.AuditEvent, 0, len(b.lines))
-				for i, line := range b.lines {
-					if len(line) == 0 {
-						continue
-					}
-					var e toolplane.AuditEvent
-					if err := auditchain.DecodeEvent(line, &e); err != nil {
-						b.err = fmt.Errorf("%s line %d: %w", file, b.first+i, err)
+				for i := b * batchLines; i < min(len(lines), (b+1)*batchLines); i++ {
+					if err := auditchain.DecodeEvent(lines[i].text, &evs[i]); err != nil {
+						errs[b] = fmt.Errorf("%s line %d: %w", file, lines[i].n, err)
 						break
 					}
-					b.evs = append(b.evs, e)
 				}
-				b.lines = nil // the events hold copies
 			}
 		})
 	}
-	var batches []*lineBatch
-	cur := &lineBatch{first: 1}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		var line []byte
-		if len(sc.Bytes()) > 0 {
-			line = slices.Clone(sc.Bytes())
-		}
-		cur.lines = append(cur.lines, line)
-		if len(cur.lines) == batchLines {
-			batches = append(batches, cur)
-			work <- cur
-			cur = &lineBatch{first: n + 1}
-		}
+	for b := range errs {
+		work <- b
 	}
-	batches = append(batches, cur)
-	work <- cur
 	close(work)
 	wg.Wait()
-	runs := make([][]toolplane.AuditEvent, len(batches))
-	for i, b := range batches {
-		if b.err != nil {
-			return nil, b.err
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
-		runs[i] = b.evs
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
+	if tooLong {
+		return nil, fmt.Errorf("read %s: %w", file, bufio.ErrTooLong)
 	}
-	return runs, nil
+	return evs, nil
 }
 
 // newAuditKeygenCmd adds a fresh signing key to a key file (making the
