@@ -19,7 +19,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"hash"
 	"sync"
 
 	"github.com/toolplane/toolplane"
@@ -115,15 +114,14 @@ func (w *encoder) encode(e *toolplane.AuditEvent) {
 	w.int(e.CreatedAt.UnixMicro())
 }
 
-// A hasher is a reusable encoder and SHA-256 state: Digest and Verify
-// run once per event, and allocating neither is most of their speed.
+// A hasher is a reusable encoder and link buffer: Digest and Verify run
+// once per event, and allocating nothing is most of their speed.
 type hasher struct {
-	enc encoder
-	h   hash.Hash
-	sum [HashSize]byte
+	enc  encoder
+	link []byte
 }
 
-var hashers = sync.Pool{New: func() any { return &hasher{h: sha256.New()} }}
+var hashers = sync.Pool{New: func() any { return new(hasher) }}
 
 func (x *hasher) digest(e *toolplane.AuditEvent) [HashSize]byte {
 	x.enc.buf = x.enc.buf[:0]
@@ -131,15 +129,13 @@ func (x *hasher) digest(e *toolplane.AuditEvent) [HashSize]byte {
 	return sha256.Sum256(x.enc.buf)
 }
 
-func (x *hasher) link(prev []byte, seq int64, digest []byte) [HashSize]byte {
-	x.h.Reset()
-	x.h.Write(prev)
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(seq))
-	x.h.Write(n[:])
-	x.h.Write(digest)
-	x.h.Sum(x.sum[:0])
-	return x.sum
+// linkHash hashes prev, seq and digest as one buffer: through a
+// hash.Hash the arguments would escape, two allocations an event.
+func (x *hasher) linkHash(prev []byte, seq int64, digest []byte) [HashSize]byte {
+	x.link = append(x.link[:0], prev...)
+	x.link = binary.BigEndian.AppendUint64(x.link, uint64(seq))
+	x.link = append(x.link, digest...)
+	return sha256.Sum256(x.link)
 }
 
 // Digest answers the SHA-256 of e's canonical encoding: every stored
@@ -158,7 +154,7 @@ func Digest(e *toolplane.AuditEvent) []byte {
 // computes the same as sha256(prev || int8send(seq) || digest).
 func Link(prev []byte, seq int64, digest []byte) []byte {
 	x := hashers.Get().(*hasher)
-	h := x.link(prev, seq, digest)
+	h := x.linkHash(prev, seq, digest)
 	hashers.Put(x)
 	return h[:]
 }
@@ -167,7 +163,7 @@ func Link(prev []byte, seq int64, digest []byte) []byte {
 func Seal(e *toolplane.AuditEvent, seq int64, prev []byte) {
 	x := hashers.Get().(*hasher)
 	d := x.digest(e)
-	h := x.link(prev, seq, d[:])
+	h := x.linkHash(prev, seq, d[:])
 	hashers.Put(x)
 	// One allocation for both hashes: Seal runs once per event stored.
 	buf := make([]byte, len(prev)+HashSize)

@@ -14,8 +14,17 @@ import (
 // newest checkpoint before it.
 const MaxVerify = 2_000_000
 
-// pageSize is how many events a verification reads a query.
+// pageSize is how many organizations the checkpoint job reads a query.
 const pageSize = 1000
+
+// chainPage is how many events a verification reads a query (one keyset
+// query on (organization_id, seq)): the largest page a store answers.
+const chainPage = 1000
+
+// splitAt is the length from which a verification reads its range in two
+// halves at once: reading the rows, not hashing them, is what verification
+// costs, and each half takes a core (and a connection) of its own.
+const splitAt = 4 * chainPage
 
 // VerifyStore verifies the organization's chain as stored, from sequence
 // number from to to (0: from the first stored event, to the end). It
@@ -50,17 +59,9 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 		// read from the first stored, and let Verify name the gap.
 		read = first
 	}
-	var evs []toolplane.AuditEvent
-	for next := read; ; {
-		page, err := s.AuditChain(ctx, org, next, to, pageSize)
-		if err != nil {
-			return Report{}, fmt.Errorf("verify audit chain: %w", err)
-		}
-		evs = append(evs, page...)
-		if len(page) < pageSize || len(evs) >= MaxVerify {
-			break
-		}
-		next = page[len(page)-1].Seq + 1
+	evs, err := readChain(ctx, s, org, read, to, head.Seq)
+	if err != nil {
+		return Report{}, fmt.Errorf("verify audit chain: %w", err)
 	}
 	if len(evs) >= MaxVerify {
 		// Read only so far: the rest is another range's, and the head is
@@ -124,5 +125,59 @@ func Checkpoint(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, 
 			return n, errors.Join(broken...)
 		}
 		after = orgs[len(orgs)-1]
+	}
+}
+
+// readChain reads org's chained events from read to to (0: to the end),
+// in Seq order, stopping past MaxVerify events; headSeq (where the chain
+// stood when verification began) sizes the reading, and a range long
+// enough is read as two halves at once. What it answers is the same rows
+// a single walk of pages would read: the halves meet at a sequence number,
+// the first bounded by it, the second reading on to to as one walk would.
+func readChain(ctx context.Context, s toolplane.AuditChainStore, org string, read, to, headSeq int64) ([]toolplane.AuditEvent, error) {
+	end := headSeq
+	if to > 0 && to < end {
+		end = to
+	}
+	span := end - read + 1
+	if span < splitAt || span > MaxVerify {
+		return readPages(ctx, s, org, read, to, max(0, min(span, MaxVerify)), MaxVerify)
+	}
+	mid := read + span/2 - 1
+	var (
+		first []toolplane.AuditEvent
+		ferr  error
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		first, ferr = readPages(ctx, s, org, read, mid, span, MaxVerify) // room for the second half
+	}()
+	second, err := readPages(ctx, s, org, mid+1, to, end-mid, MaxVerify-int(mid-read+1))
+	<-done
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(first, second...), nil
+}
+
+// readPages reads org's chained events from next to to (0: to the end)
+// page by page, stopping after a short page or once limit events are
+// read; expect sizes the answer.
+func readPages(ctx context.Context, s toolplane.AuditChainStore, org string, next, to, expect int64, limit int) ([]toolplane.AuditEvent, error) {
+	evs := make([]toolplane.AuditEvent, 0, expect)
+	for {
+		page, err := s.AuditChain(ctx, org, next, to, chainPage)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, page...)
+		if len(page) < chainPage || len(evs) >= limit {
+			return evs, nil
+		}
+		next = page[len(page)-1].Seq + 1
 	}
 }

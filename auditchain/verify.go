@@ -244,7 +244,7 @@ func (x *hasher) check(evs []toolplane.AuditEvent, i int, expect, prevSeq int64,
 		// the one added (the first when both hold).
 		bad := e
 		d := x.digest(e)
-		if h := x.link(e.PrevHash, e.Seq, d[:]); bytes.Equal(h[:], e.Hash) && bytes.Equal(e.PrevHash, prevHash) {
+		if h := x.linkHash(e.PrevHash, e.Seq, d[:]); bytes.Equal(h[:], e.Hash) && bytes.Equal(e.PrevHash, prevHash) {
 			bad = &evs[i+1]
 		}
 		return &Break{Seq: e.Seq, Kind: Inserted, EventID: bad.ID, Detail: fmt.Sprintf("sequence number %d appears twice", e.Seq)}
@@ -261,7 +261,7 @@ func (x *hasher) check(evs []toolplane.AuditEvent, i int, expect, prevSeq int64,
 		return &Break{Seq: expect, Kind: Deleted, Detail: fmt.Sprintf("rows %d to %d are missing", expect, e.Seq-1)}
 	}
 	d := x.digest(e)
-	h := x.link(e.PrevHash, e.Seq, d[:])
+	h := x.linkHash(e.PrevHash, e.Seq, d[:])
 	selfOK := bytes.Equal(h[:], e.Hash)
 	linkOK := bytes.Equal(e.PrevHash, prevHash)
 	if selfOK && linkOK {
@@ -289,7 +289,7 @@ func (x *hasher) check(evs []toolplane.AuditEvent, i int, expect, prevSeq int64,
 		if s == e.Seq {
 			continue
 		}
-		if h := x.link(e.PrevHash, s, d[:]); bytes.Equal(h[:], e.Hash) {
+		if h := x.linkHash(e.PrevHash, s, d[:]); bytes.Equal(h[:], e.Hash) {
 			return &Break{Seq: e.Seq, Kind: Reordered, EventID: e.ID, Detail: fmt.Sprintf("row %d holds the event made as row %d", e.Seq, s)}
 		}
 	}

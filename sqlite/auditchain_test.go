@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
+)
+
+// TestVerifyLongChainTampered: a chain long enough to be read in two
+// halves at once is verified as one trail: an intact one holds, and a row
+// changed or deleted on either side of where the halves meet (row 2,250 of
+// 4,500) is named with its kind and position.
+func TestVerifyLongChainTampered(t *testing.T) {
+	t.Parallel()
+	const n = 4500
+	cases := []struct {
+		name string
+		sql  string
+		kind auditchain.Kind
+		seq  int64
+	}{
+		{"intact", "", "", 0},
+		{"last of the first half deleted", `DELETE FROM audit_events WHERE seq = 2250`, auditchain.Deleted, 2250},
+		{"first of the second half deleted", `DELETE FROM audit_events WHERE seq = 2251`, auditchain.Deleted, 2251},
+		{"changed late", `UPDATE audit_events SET outcome = 'denied' WHERE seq = 4499`, auditchain.Changed, 4499},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newTestStore(t)
+			now := time.Now()
+			for i := 0; i < n; i += 500 {
+				evs := make([]*toolplane.AuditEvent, 500)
+				for j := range evs {
+					evs[j] = &toolplane.AuditEvent{ID: "ev-" + strconv.Itoa(i+j), OrganizationID: "org-1", RunID: "run-1",
+						Tool: "payments.refund_order", Source: toolplane.SourceMCP, Outcome: "ok",
+						CreatedAt: now.Add(time.Duration(i+j) * time.Microsecond)}
+				}
+				if err := s.AppendAuditBatch(t.Context(), evs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.sql != "" {
+				for _, q := range []string{`DROP TRIGGER audit_events_no_update`, `DROP TRIGGER audit_events_no_delete`, c.sql} {
+					if _, err := s.db.ExecContext(t.Context(), q); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+			}
+			r, err := auditchain.VerifyStore(t.Context(), s, &auditchain.KeySet{}, "org-1", 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "ok"
+			if r.Break != nil {
+				got = fmt.Sprintf("%s at %d", r.Break.Kind, r.Break.Seq)
+			}
+			want := "ok"
+			if c.kind != "" {
+				want = fmt.Sprintf("%s at %d", c.kind, c.seq)
+			}
+			if got != want || (c.kind == "" && r.Events != n) {
+				t.Fatalf("verify = %s (%d events), want %s", got, r.Events, want)
+			}
+		})
+	}
+}
