@@ -176,9 +176,20 @@ func (s *Sink) Publish(ctx context.Context, events []*toolplane.AuditEvent) (fun
 	}
 	published := time.Now()
 	return func(ctx context.Context) error {
-		timeout := time.NewTimer(s.cfg.Timeout - time.Since(published))
+		// Timeout counts from the publish, not from the wait: an
+		// acknowledgement already in is taken before the timer is
+		// looked at, so a wait that starts late fails only for an
+		// acknowledgement that is missing.
+		timeout := time.NewTimer(max(s.cfg.Timeout-time.Since(published), 0))
 		defer timeout.Stop()
 		for _, f := range futures {
+			select {
+			case <-f.Ok():
+				continue
+			case err := <-f.Err():
+				return fmt.Errorf("publish audit events: %w", err)
+			default:
+			}
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
