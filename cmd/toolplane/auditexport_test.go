@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -80,7 +79,7 @@ func exportSurvivesKill(t *testing.T, bin string, js jetstream.JetStream, kind, 
 	node := &chaosNode{name: "exporter", addr: freeAddr(t), database: database, dataDir: filepath.Join(dir, "data"),
 		args: []string{"--audit-export-nats", "nats://127.0.0.1:4222", "--audit-export-nats-stream", stream}}
 	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("ES_TRACE") != "" {
+		if t.Failed() {
 			t.Logf("%s", node.logs())
 		}
 		if err := node.stop(); err != nil {
@@ -161,9 +160,6 @@ func exportSurvivesKill(t *testing.T, bin string, js jetstream.JetStream, kind, 
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if m := lagRE.FindSubmatch(body); m != nil {
-				if os.Getenv("ES_TRACE") != "" {
-					t.Logf("%s lag %s", time.Since(restarted).Round(time.Millisecond), m[1])
-				}
 				if n, _ := strconv.ParseFloat(string(m[1]), 64); n == 0 {
 					took := time.Since(restarted)
 					t.Logf("drained %d events in %s after the restart: %.0f events/s",
