@@ -39,12 +39,29 @@ type Sink interface {
 	Close() error
 }
 
+// A Publisher is a Sink that can hand a batch over without waiting for
+// it to be durable: the exporter then claims and reads its next batch
+// while the sink acknowledges the last, rather than leave the store idle
+// during the sink's round trips and the sink idle during the store's.
+type Publisher interface {
+	// Publish starts sending events, in order and after every batch
+	// published before, and answers a wait that answers nil only once
+	// every one of them is durable in the sink (what Send answers). An
+	// error from Publish or from the wait means some may be, some not:
+	// they are sent again.
+	Publish(ctx context.Context, events []*toolplane.AuditEvent) (wait func(context.Context) error, err error)
+}
+
 // Config is what an Exporter is built from; Store and Sink are required.
 type Config struct {
 	Store toolplane.AuditOutboxStore
 	Sink  Sink
 	// Batch is how many entries one claim takes (zero: 1000).
 	Batch int
+	// Pipeline is how many claimed batches may wait for a Publisher
+	// sink's acknowledgement at once while a backlog drains (zero: 3);
+	// a sink that is no Publisher has one.
+	Pipeline int
 	// Lease is how long a claim holds its entries (zero: 15s): longer
 	// than a batch takes to send, or another node sends it too.
 	Lease time.Duration
@@ -82,6 +99,9 @@ type Exporter struct {
 func New(cfg Config) *Exporter {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 1000
+	}
+	if cfg.Pipeline <= 0 {
+		cfg.Pipeline = 3
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Second
@@ -172,11 +192,8 @@ func (x *Exporter) send(ctx context.Context, entries []toolplane.AuditOutboxEntr
 	}
 	if len(events) > 0 {
 		if err := x.cfg.Sink.Send(ctx, events); err != nil {
-			x.stats.Lock()
-			x.stats.failed++
-			x.stats.Unlock()
 			x.after = 0 // the failed batch is claimed again first
-			return 0, fmt.Errorf("send %d audit events to %s: %w", len(events), x.cfg.Sink.Name(), err)
+			return 0, x.failed(len(events), err)
 		}
 	}
 	// A failure here leaves the entries to be sent again: once more is
@@ -191,13 +208,140 @@ func (x *Exporter) send(ctx context.Context, entries []toolplane.AuditOutboxEntr
 	return len(entries), nil
 }
 
-// Run drains the outbox until ctx ends: batch after batch while entries
-// wait, a poll interval apart when none do, and with a growing wait
-// (bounded by MaxBackoff) while the sink or the store fails.
+// DrainBacklog sends batch after batch until a claim comes back short of
+// a batch (caught up, or other exporters hold the rest) and answers how
+// many entries it finished. While a Publisher sink acknowledges a batch,
+// it claims and publishes the next, up to Pipeline batches waiting at
+// once: the store's round trips and the sink's overlap. Each batch's
+// entries are deleted only once the sink acknowledged that batch. After
+// a failure it claims no more, waits for the batches already published
+// (deleting those acknowledged), and answers the failure; the failed
+// batch stays claimed by this exporter, which claims it again first.
+func (x *Exporter) DrainBacklog(ctx context.Context) (int, error) {
+	x.sent.Lock()
+	defer x.sent.Unlock()
+	type flight struct {
+		seqs   []int64
+		events int
+		wait   func(context.Context) error
+	}
+	depth := 1
+	if _, ok := x.cfg.Sink.(Publisher); ok {
+		depth = x.cfg.Pipeline
+	}
+	var (
+		queue     []flight
+		done      int
+		failure   error
+		more      = true
+		fromStart bool // a claim past the cursor came back short: look from the first entry once the pipeline is empty
+	)
+	for {
+		// A claim never starts below a batch in flight: the claim takes
+		// entries this exporter holds, and would send that batch again.
+		for more && failure == nil && len(queue) < depth {
+			now := x.cfg.Now()
+			if len(queue) == 0 && x.after > 0 && now.Sub(x.afterSince) >= x.cfg.Lease {
+				x.after = 0
+			}
+			from := x.after
+			entries, err := x.cfg.Store.ClaimAuditOutbox(ctx, x.cfg.Sink.Name(), x.owner, from, now, now.Add(x.cfg.Lease), x.cfg.Batch)
+			if err != nil {
+				x.after, failure = 0, err
+				break
+			}
+			if len(entries) < x.cfg.Batch {
+				more, fromStart, x.after = false, from > 0, 0
+			} else {
+				if x.after == 0 {
+					x.afterSince = now
+				}
+				x.after = entries[len(entries)-1].Seq
+			}
+			if len(entries) == 0 {
+				break
+			}
+			f := flight{seqs: make([]int64, len(entries))}
+			events := make([]*toolplane.AuditEvent, 0, len(entries))
+			for i, e := range entries {
+				f.seqs[i] = e.Seq
+				if e.Event != nil { // nil: retention dropped it; nothing to send
+					events = append(events, e.Event)
+				}
+			}
+			f.events = len(events)
+			if f.wait, err = x.publish(ctx, events); err != nil {
+				x.after, failure = 0, x.failed(len(events), err)
+				break
+			}
+			queue = append(queue, f)
+		}
+		if len(queue) == 0 {
+			if failure != nil {
+				return done, failure
+			}
+			if !fromStart {
+				return done, nil
+			}
+			fromStart, more = false, true
+			continue
+		}
+		f := queue[0]
+		queue = queue[1:]
+		if err := f.wait(ctx); err != nil {
+			x.after, more = 0, false
+			if failure == nil {
+				failure = x.failed(f.events, err)
+			}
+			continue
+		}
+		// A failure here leaves the entries to be sent again: once more
+		// is what at-least-once allows, and a deduplicating sink drops it.
+		if err := x.cfg.Store.DeleteAuditOutbox(ctx, x.cfg.Sink.Name(), f.seqs); err != nil {
+			x.after, more = 0, false
+			if failure == nil {
+				failure = fmt.Errorf("audit export to %s: %w", x.cfg.Sink.Name(), err)
+			}
+			continue
+		}
+		done += len(f.seqs)
+		x.stats.Lock()
+		x.stats.sent += int64(f.events)
+		x.stats.Unlock()
+	}
+}
+
+// publish hands events to the sink: published and waited for later when
+// it is a Publisher, sent now when not.
+func (x *Exporter) publish(ctx context.Context, events []*toolplane.AuditEvent) (func(context.Context) error, error) {
+	if len(events) == 0 {
+		return func(context.Context) error { return nil }, nil
+	}
+	if p, ok := x.cfg.Sink.(Publisher); ok {
+		return p.Publish(ctx, events)
+	}
+	if err := x.cfg.Sink.Send(ctx, events); err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { return nil }, nil
+}
+
+// failed counts a failed send of n events and answers err with context.
+func (x *Exporter) failed(n int, err error) error {
+	x.stats.Lock()
+	x.stats.failed++
+	x.stats.Unlock()
+	return fmt.Errorf("send %d audit events to %s: %w", n, x.cfg.Sink.Name(), err)
+}
+
+// Run drains the outbox until ctx ends: a pipeline of batches while
+// entries wait (DrainBacklog), a poll interval apart when none do, and
+// with a growing wait (bounded by MaxBackoff) while the sink or the
+// store fails.
 func (x *Exporter) Run(ctx context.Context) {
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		n, err := x.Drain(ctx)
+		n, err := x.DrainBacklog(ctx)
 		var wait time.Duration
 		switch {
 		case err != nil && ctx.Err() == nil:

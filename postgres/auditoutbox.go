@@ -72,13 +72,15 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, after 
 		return nil, nil
 	}
 	slices.SortFunc(out, func(a, b toolplane.AuditOutboxEntry) int { return cmp.Compare(a.Seq, b.Seq) })
-	seqs := make([]int64, len(out))
+	orgs, ids := make([]string, len(out)), make([]string, len(out))
 	for i, e := range out {
-		seqs[i] = e.Seq
+		orgs[i], ids[i] = e.OrganizationID, e.EventID
 	}
-	evRows, err := s.pool.Query(ctx, `SELECT `+sqlstore.Qualified("e", auditColumns)+` FROM audit_outbox o
-		JOIN audit_events e ON e.organization_id = o.organization_id AND e.id = o.event_id
-		WHERE o.seq = ANY($1)`, seqs)
+	// The events by the keys the claim returned: no second visit to the
+	// outbox rows just updated.
+	evRows, err := s.pool.Query(ctx, `SELECT `+sqlstore.Qualified("e", auditColumns)+`
+		FROM unnest($1::text[], $2::text[]) AS k(organization_id, id)
+		JOIN audit_events e ON e.organization_id = k.organization_id AND e.id = k.id`, orgs, ids)
 	if err != nil {
 		return nil, fmt.Errorf("claim audit outbox: read the events: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -38,19 +39,24 @@ func (s *Store) DropAuditSink(ctx context.Context, sink string) error {
 }
 
 // ClaimAuditOutbox leases up to limit of sink's entries to owner. SQLite
-// has one writer and one node, so the lease only matters across restarts
-// of an exporter: the entries a dead exporter held come back when their
-// lease ends.
+// has one writer and one node: a database file is served by one process,
+// so a lease held by an owner that never claimed in this process is a
+// dead process's (a node killed and started again) and its entries are
+// free now, not when the lease ends. The lease still keeps apart the
+// exporters of this process.
 func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, after int64, now, until time.Time, limit int) ([]toolplane.AuditOutboxEntry, error) {
 	if err := sqlstore.CheckLimit(limit); err != nil {
 		return nil, fmt.Errorf("claim audit outbox: %w", err)
 	}
+	others, _ := json.Marshal(outboxOwners.others(owner))
 	var out []toolplane.AuditOutboxEntry
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE audit_outbox SET lease_until = ?, owner = ?
-			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND seq > ? AND (lease_until < ? OR owner = ?) ORDER BY seq LIMIT ?)
-			RETURNING seq, organization_id, event_id`, micros(until), owner, sink, after, micros(now), owner, limit)
+			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND seq > ?
+				AND (lease_until < ? OR owner NOT IN (SELECT value FROM json_each(?)))
+				ORDER BY seq LIMIT ?)
+			RETURNING seq, organization_id, event_id`, micros(until), owner, sink, after, micros(now), string(others), limit)
 		if err != nil {
 			return err
 		}
@@ -91,6 +97,31 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, after 
 	}
 	attachEvents(out, evs)
 	return out, nil
+}
+
+// outboxOwners are the owners that claimed outbox entries in this
+// process: the only ones whose leases can still be honoured, since the
+// process that claimed under any other is gone.
+var outboxOwners = &claimants{names: map[string]bool{}}
+
+// claimants is a set of lease owners.
+type claimants struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+// others adds owner to the set and answers the rest of it.
+func (c *claimants) others(owner string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.names[owner] = true
+	list := make([]string, 0, len(c.names)-1)
+	for name := range c.names {
+		if name != owner {
+			list = append(list, name)
+		}
+	}
+	return list
 }
 
 // outboxEventColumns are auditColumns of the audit_events row named e.

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditexport"
 )
 
 // Config is what a Sink is built from; URL and Stream are required.
@@ -37,8 +38,8 @@ type Config struct {
 	// Duplicates is the stream's duplicate window when the sink creates
 	// it (zero: 10 minutes): longer than any resend of a batch.
 	Duplicates time.Duration
-	// InFlight bounds the publishes awaiting their acknowledgement
-	// (zero: 512).
+	// InFlight bounds the publishes awaiting their acknowledgement,
+	// over every batch in flight (zero: 4096).
 	InFlight int
 	// Timeout bounds a batch's wait for its acknowledgements (zero: 10s).
 	Timeout time.Duration
@@ -73,7 +74,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Duplicates = 10 * time.Minute
 	}
 	if cfg.InFlight <= 0 {
-		cfg.InFlight = 512
+		cfg.InFlight = 4096
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
@@ -90,6 +91,8 @@ func New(cfg Config) (*Sink, error) {
 	}
 	return &Sink{cfg: cfg, nc: nc, js: js}, nil
 }
+
+var _ auditexport.Publisher = (*Sink)(nil)
 
 // Name is the sink's name in the outbox: "jetstream:<stream>".
 func (s *Sink) Name() string { return "jetstream:" + s.cfg.Stream }
@@ -145,39 +148,65 @@ func MsgID(ev *toolplane.AuditEvent) string { return ev.OrganizationID + "/" + e
 // at once, and answers once the stream acknowledged every one (or the
 // first failure).
 func (s *Sink) Send(ctx context.Context, events []*toolplane.AuditEvent) error {
-	if err := s.ensureStream(ctx); err != nil {
+	wait, err := s.Publish(ctx, events)
+	if err != nil {
 		return err
+	}
+	return wait(ctx)
+}
+
+// Publish publishes events asynchronously, after those of the batches
+// published before, and answers a wait for the stream's acknowledgements
+// of every one: the exporter claims its next batch meanwhile. At most
+// InFlight publishes of all batches are unacknowledged at once; one
+// finding the limit reached waits (up to Timeout) for room.
+func (s *Sink) Publish(ctx context.Context, events []*toolplane.AuditEvent) (func(context.Context) error, error) {
+	if err := s.ensureStream(ctx); err != nil {
+		return nil, err
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(events))
 	for _, ev := range events {
 		data, err := json.Marshal(ev)
 		if err != nil {
-			return fmt.Errorf("encode audit event %s: %w", ev.ID, err)
+			return nil, fmt.Errorf("encode audit event %s: %w", ev.ID, err)
 		}
 		msg := nats.NewMsg(s.Subject(ev.OrganizationID))
 		msg.Data = data
 		msg.Header.Set(jetstream.MsgIDHeader, MsgID(ev))
-		// PublishMsgAsync waits while InFlight publishes are pending.
-		f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectStream(s.cfg.Stream))
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithExpectStream(s.cfg.Stream), jetstream.WithStallWait(s.cfg.Timeout))
 		if err != nil {
-			return fmt.Errorf("publish audit event %s: %w", ev.ID, err)
+			return nil, fmt.Errorf("publish audit event %s: %w", ev.ID, err)
 		}
 		futures = append(futures, f)
 	}
-	timeout := time.NewTimer(s.cfg.Timeout)
-	defer timeout.Stop()
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish audit events: %w", err)
-		case <-timeout.C:
-			return fmt.Errorf("publish audit events: no acknowledgement within %s", s.cfg.Timeout)
-		case <-ctx.Done():
-			return fmt.Errorf("publish audit events: %w", ctx.Err())
+	published := time.Now()
+	return func(ctx context.Context) error {
+		// Timeout counts from the publish, not from the wait: an
+		// acknowledgement already in is taken before the timer is
+		// looked at, so a wait that starts late fails only for an
+		// acknowledgement that is missing.
+		timeout := time.NewTimer(max(s.cfg.Timeout-time.Since(published), 0))
+		defer timeout.Stop()
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+				continue
+			case err := <-f.Err():
+				return fmt.Errorf("publish audit events: %w", err)
+			default:
+			}
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return fmt.Errorf("publish audit events: %w", err)
+			case <-timeout.C:
+				return fmt.Errorf("publish audit events: no acknowledgement within %s", s.cfg.Timeout)
+			case <-ctx.Done():
+				return fmt.Errorf("publish audit events: %w", ctx.Err())
+			}
 		}
-	}
-	return nil
+		return nil
+	}, nil
 }
 
 // Close drains the connection.

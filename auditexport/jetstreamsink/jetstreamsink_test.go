@@ -210,8 +210,9 @@ func TestEveryEventOnce(t *testing.T) {
 		appendEvents(t, s, "org-a", "before", 10)
 		x := newExporter(t, s, natsURL, stream, subject)
 		evs := append(appendEvents(t, s, "org-a", "ev-a", 700), appendEvents(t, s, "org-b", "ev-b", 300)...)
-		if n := drainAll(t, x); n != 1000 {
-			t.Fatalf("drained %d entries, want 1000", n)
+		// Five batches, three in flight at once.
+		if n, err := x.DrainBacklog(context.Background()); err != nil || n != 1000 {
+			t.Fatalf("DrainBacklog = %d, %v; want 1000 entries", n, err)
 		}
 		// The same events published again, as after a crash between the
 		// acknowledgement and the delete.
@@ -312,9 +313,9 @@ func TestNATSDown(t *testing.T) {
 
 		p.stop()
 		down := appendEvents(t, s, "org-a", "down", 500)
-		for range 3 {
-			if n, err := x.Drain(context.Background()); err == nil {
-				t.Fatalf("Drain with NATS down = %d, nil; want an error", n)
+		for _, drain := range []func(context.Context) (int, error){x.Drain, x.DrainBacklog, x.Drain, x.DrainBacklog} {
+			if n, err := drain(context.Background()); err == nil || n != 0 {
+				t.Fatalf("drain with NATS down = %d, %v; want 0 and an error", n, err)
 			}
 		}
 		lag, err := x.Lag(context.Background(), nil)
@@ -324,7 +325,7 @@ func TestNATSDown(t *testing.T) {
 		p.start(t)
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			n, err := x.Drain(context.Background())
+			n, err := x.DrainBacklog(context.Background())
 			if err == nil && n == 0 {
 				break
 			}
@@ -341,45 +342,55 @@ func TestNATSDown(t *testing.T) {
 
 // TestNodesShareTheBacklog: exporters of one sink on several nodes
 // (PostgreSQL) drain one backlog together, each entry sent by one of
-// them: the events they sent add up to the backlog, none twice.
+// them: the events they sent add up to the backlog, none twice; batch
+// by batch, and pipelined (several batches of each node in flight).
 func TestNodesShareTheBacklog(t *testing.T) {
 	t.Parallel()
 	_, js := natsOrSkip(t)
-	s := newPostgres(t)
-	stream, subject := names(t, js)
-	var xs []*auditexport.Exporter
-	for range 3 {
-		xs = append(xs, newExporter(t, s, natsURL, stream, subject))
-	}
-	evs := appendEvents(t, s, "org-a", "ev", 3000)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(xs))
-	for _, x := range xs {
-		wg.Go(func() {
-			for {
-				n, err := x.Drain(context.Background())
-				if err != nil {
-					errs <- err
-					return
-				}
-				if n == 0 {
-					return
-				}
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipelined=%t", pipelined), func(t *testing.T) {
+			t.Parallel()
+			s := newPostgres(t)
+			stream, subject := names(t, js)
+			var xs []*auditexport.Exporter
+			for range 3 {
+				xs = append(xs, newExporter(t, s, natsURL, stream, subject))
 			}
+			evs := appendEvents(t, s, "org-a", "ev", 3000)
+			var wg sync.WaitGroup
+			errs := make(chan error, len(xs))
+			for _, x := range xs {
+				wg.Go(func() {
+					for {
+						drain := x.Drain
+						if pipelined {
+							drain = x.DrainBacklog
+						}
+						n, err := drain(context.Background())
+						if err != nil {
+							errs <- err
+							return
+						}
+						if n == 0 {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			if err := errors.Join(<-errs); err != nil {
+				t.Fatal(err)
+			}
+			var sent int64
+			for _, x := range xs {
+				n, _ := x.Sent()
+				sent += n
+			}
+			if sent != int64(len(evs)) {
+				t.Fatalf("the nodes sent %d events for %d queued: some twice", sent, len(evs))
+			}
+			checkOnce(t, js, stream, subject, evs)
 		})
 	}
-	wg.Wait()
-	close(errs)
-	if err := errors.Join(<-errs); err != nil {
-		t.Fatal(err)
-	}
-	var sent int64
-	for _, x := range xs {
-		n, _ := x.Sent()
-		sent += n
-	}
-	if sent != int64(len(evs)) {
-		t.Fatalf("the nodes sent %d events for %d queued: some twice", sent, len(evs))
-	}
-	checkOnce(t, js, stream, subject, evs)
 }
