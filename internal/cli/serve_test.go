@@ -91,7 +91,7 @@ func TestServeDemoEndToEnd(t *testing.T) {
 	}
 	metricsText, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(metricsText), `toolplane_tool_calls_total{outcome="ok",tool="demo.add_note"} 2`) ||
+	if !strings.Contains(string(metricsText), `toolplane_tool_calls_total{agent="demo-agent",outcome="ok",tool="demo.add_note",version="1.0.0"} 2`) ||
 		!strings.Contains(string(metricsText), `toolplane_approvals_pending{organization="default"} 1`) {
 		t.Fatalf("metrics:\n%s", metricsText)
 	}
