@@ -56,6 +56,13 @@ type Credential struct {
 	// (on_behalf_of), when it may.
 	ActsFor string `json:"-"`
 	User    *User  `json:"-"`
+	// ClientID, on an agent's credential, is the OAuth client the access
+	// token was issued to by this server's own authorization server (empty
+	// for an API key, a client certificate or another issuer's token). Its
+	// Tools are then the narrowing the person consented to, so a tool
+	// outside them is a scope the client may ask for again (step-up), not
+	// a refusal to retry.
+	ClientID string `json:"-"`
 	// Attributes are what the organization's rules read of the caller
 	// (principal.attributes; "team" is its team): an API key's, set when
 	// it was minted, or its own token's claims as the deployment maps
