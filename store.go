@@ -286,7 +286,8 @@ const (
 	// AuditPolicy: a policy bundle was published or rolled back.
 	AuditPolicy AuditKind = "policy"
 	// AuditRetention: a range of the trail was dropped (by the retention
-	// policy or a confirmed purge), or a purge was proposed.
+	// policy or a confirmed purge), a purge was proposed or confirmed, or
+	// an export sink was dropped.
 	AuditRetention AuditKind = "retention"
 )
 
