@@ -25,6 +25,9 @@ type AuditOutboxStore interface {
 	RegisterAuditSink(ctx context.Context, sink string, at time.Time) error
 	// DropAuditSink stops queueing for sink and deletes what waits for it.
 	DropAuditSink(ctx context.Context, sink string) error
+	// AuditSinks answers the registered sinks, by name: a sink no node
+	// exports to any more still queues every event until it is dropped.
+	AuditSinks(ctx context.Context) ([]AuditSink, error)
 	// ClaimAuditOutbox leases up to limit of sink's entries after the
 	// sequence number after (0: from the first), oldest first, to owner
 	// until until: entries nobody holds (their lease ended before now)

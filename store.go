@@ -285,6 +285,10 @@ const (
 	AuditGrant AuditKind = "grant"
 	// AuditPolicy: a policy bundle was published or rolled back.
 	AuditPolicy AuditKind = "policy"
+	// AuditRetention: a range of the trail was dropped (by the retention
+	// policy or a confirmed purge), a purge was proposed or confirmed, or
+	// an export sink was dropped.
+	AuditRetention AuditKind = "retention"
 )
 
 // AuditEvent records one call's outcome, or one control-plane change
@@ -433,11 +437,23 @@ type AuditChainStore interface {
 	// after (a cursor): what the checkpoint job signs.
 	AuditOrganizations(ctx context.Context, after string, limit int) ([]string, error)
 	// DropAudit is retention: it stores cp, a checkpoint of the
-	// organization at Seq through (which must match the chain there), and
-	// deletes every event of the organization with Seq <= through (and
-	// every event stored before the chain), in one transaction, answering
-	// how many it deleted. It is the only deletion the table allows.
-	DropAudit(ctx context.Context, cp *AuditCheckpoint) (int, error)
+	// organization at Seq through (which must match the chain there:
+	// ErrConflict, or ErrNotFound when no event is there), deletes every
+	// event of the organization with Seq <= through (and every event
+	// stored before the chain), and appends ev (when not nil: the event
+	// recording the drop, chained after the head), in one transaction,
+	// answering how many it deleted. It is the only deletion the table
+	// allows.
+	DropAudit(ctx context.Context, cp *AuditCheckpoint, ev *AuditEvent) (int, error)
+	// AuditExpired answers the range of the organization's stored chained
+	// events that were all created before before: from its first stored
+	// event to through, the last before the first event created at or
+	// after before (through 0: none).
+	AuditExpired(ctx context.Context, org string, before time.Time) (first, through int64, err error)
+	// AuditRetentionOrganizations answers the organizations that store a
+	// chained event created before before, at most limit, after the
+	// organization after (a cursor): what the retention job drops from.
+	AuditRetentionOrganizations(ctx context.Context, before time.Time, after string, limit int) ([]string, error)
 }
 
 // AuditStore is the append-only audit trail.

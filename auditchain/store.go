@@ -63,6 +63,19 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 	if err != nil {
 		return Report{}, fmt.Errorf("verify audit chain: %w", err)
 	}
+	if n := len(evs); n > 0 && evs[n-1].Seq > head.Seq {
+		// Rows past the head read first: events appended while the walk
+		// read (the trail is live), if the chain's head has reached them
+		// since; otherwise rows the chain never had, for Verify to name.
+		// The walk then ends where it read.
+		now, _, err := s.AuditHead(ctx, org)
+		if err != nil {
+			return Report{}, fmt.Errorf("verify audit chain: %w", err)
+		}
+		if now.Seq >= evs[n-1].Seq {
+			head, to = now, evs[n-1].Seq
+		}
+	}
 	if len(evs) >= MaxVerify {
 		// Read only so far: the rest is another range's, and the head is
 		// not where this walk ends.

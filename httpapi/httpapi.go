@@ -138,6 +138,12 @@ type Server struct {
 	// AuditExports, when set, answers GET /v1/audit/exports (each sink's
 	// lag); without it the list of sinks is empty.
 	AuditExports *auditexport.Exporters
+	// AuditPurges, when set, answers /v1/audit/purges: dropping a range
+	// of the trail on the word of two platform admins.
+	AuditPurges *audit.Purges
+	// AuditSinks, when set, answers /v1/audit/sinks: the sinks registered
+	// in the store, listed and dropped.
+	AuditSinks *audit.Sinks
 	// Heartbeat is how often an idle event stream (an invocation's
 	// events) sends a comment; zero or less is DefaultHeartbeat.
 	Heartbeat time.Duration
@@ -309,6 +315,11 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/audit/reports/{name}", s.auth(s.auditReport)},
 		{"GET", "/v1/audit/subjects/{person}/export", s.auth(s.exportSubject)},
 		{"GET", "/v1/audit/exports", s.auth(s.auditExports)},
+		{"GET", "/v1/audit/purges", s.purgeRoute(s.listPurges)},
+		{"POST", "/v1/audit/purges", s.purgeRoute(s.proposePurge)},
+		{"POST", "/v1/audit/purges/{id}/confirm", s.purgeRoute(s.confirmPurge)},
+		{"GET", "/v1/audit/sinks", s.sinkRoute(s.listSinks)},
+		{"DELETE", "/v1/audit/sinks/{name}", s.sinkRoute(s.dropSink)},
 		{"POST", "/v1/keys", s.auth(s.createKey)},
 		{"GET", "/v1/keys", s.auth(s.listKeys)},
 		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},

@@ -1,12 +1,13 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/toolplane/toolplane"
 )
@@ -133,44 +134,91 @@ func (s *Store) AuditOrganizations(ctx context.Context, after string, limit int)
 	return out, nil
 }
 
-// DropAudit is retention: in one transaction it stores cp (unless the same
-// checkpoint is stored already), checks that the chain's hash at cp.Seq is
-// cp.Hash, and deletes the organization's events up to it, through the
-// one door the append-only trigger leaves open (the transaction-local
-// setting toolplane.audit_retention naming the organization, and a
-// checkpoint covering each row deleted).
-func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint) (int, error) {
+// DropAudit is retention: in one transaction it calls audit_drop (a
+// SECURITY DEFINER function owned by the tables' owner, so the role the
+// node runs as needs no DELETE right on the trail), which checks that the
+// chain's hash at cp.Seq is cp.Hash, stores cp (unless the same
+// checkpoint is stored already) and deletes the organization's events up
+// to it as one whole prefix; then it appends ev, the drop's own event.
+func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var hash []byte
-		err := tx.QueryRow(ctx, `SELECT hash FROM audit_events WHERE organization_id = $1 AND seq = $2`,
-			cp.OrganizationID, cp.Seq).Scan(&hash)
-		if errors.Is(err, pgx.ErrNoRows) {
+		err := tx.QueryRow(ctx, `SELECT audit_drop($1, $2, $3, $4, $5, $6)`, checkpointArgs(cp)...).Scan(&n)
+		var pe *pgconn.PgError
+		switch {
+		case errors.As(err, &pe) && pe.Code == "TP404":
 			return fmt.Errorf("no event at %d: %w", cp.Seq, toolplane.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(hash, cp.Hash) {
+		case errors.As(err, &pe) && pe.Code == "TP409":
 			return fmt.Errorf("the chain's hash at %d is not the checkpoint's: %w", cp.Seq, toolplane.ErrConflict)
-		}
-		if _, err := tx.Exec(ctx, insertCheckpoint+` ON CONFLICT (organization_id, seq) DO NOTHING`, checkpointArgs(cp)...); err != nil {
+		case err != nil:
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT set_config('toolplane.audit_retention', $1, true)`, cp.OrganizationID); err != nil {
-			return err
+		if ev == nil {
+			return nil
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM audit_events WHERE organization_id = $1 AND seq <= $2`, cp.OrganizationID, cp.Seq)
-		if err != nil {
-			return err
-		}
-		n = tag.RowsAffected()
-		return nil
+		err = tx.QueryRow(ctx, insertAudit+` RETURNING seq, prev_hash, hash`, auditArgs(ev)...).Scan(&ev.Seq, &ev.PrevHash, &ev.Hash)
+		return auditErr(ev, err)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("drop audit %s through %d: %w", cp.OrganizationID, cp.Seq, err)
 	}
 	return int(n), nil
+}
+
+// AuditExpired answers the prefix of the organization's stored chain whose
+// events were all created before before.
+func (s *Store) AuditExpired(ctx context.Context, org string, before time.Time) (int64, int64, error) {
+	var first, newer, last *int64
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT MIN(seq) FROM audit_events WHERE organization_id = $1 AND seq > 0),
+		(SELECT MIN(seq) FROM audit_events WHERE organization_id = $1 AND seq > 0 AND created_at >= $2),
+		(SELECT MAX(seq) FROM audit_events WHERE organization_id = $1 AND seq > 0)`, org, micros(before)).Scan(&first, &newer, &last)
+	if err != nil {
+		return 0, 0, fmt.Errorf("audit expired of %s: %w", org, err)
+	}
+	return expiredRange(first, newer, last)
+}
+
+// expiredRange answers the range from first to the event before newer (or
+// to last, when no event is newer); none when nothing is stored or the
+// first stored event is newer.
+func expiredRange(first, newer, last *int64) (int64, int64, error) {
+	if first == nil {
+		return 0, 0, nil
+	}
+	through := *last
+	if newer != nil {
+		through = *newer - 1
+	}
+	if through < *first {
+		return *first, 0, nil
+	}
+	return *first, through, nil
+}
+
+// AuditRetentionOrganizations answers organizations storing a chained
+// event created before before, in ID order after the cursor after, at most
+// limit. It crosses organizations on purpose: it is the retention job's,
+// never reachable from a request.
+func (s *Store) AuditRetentionOrganizations(ctx context.Context, before time.Time, after string, limit int) ([]string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("audit retention organizations: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT h.organization_id FROM audit_heads h
+		WHERE h.organization_id > $1 AND EXISTS (SELECT 1 FROM audit_events e
+			WHERE e.organization_id = h.organization_id AND e.seq > 0 AND e.created_at < $2)
+		ORDER BY h.organization_id LIMIT $3`, after, micros(before), limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit retention organizations: %w", err)
+	}
+	out, err := collect(rows, func(r scanner) (string, error) {
+		var org string
+		return org, r.Scan(&org)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit retention organizations: %w", err)
+	}
+	return out, nil
 }
 
 var _ toolplane.AuditChainStore = (*Store)(nil)

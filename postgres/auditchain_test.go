@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 )
 
@@ -144,5 +145,109 @@ func BenchmarkAuditChainOrganizations(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 		})
+	}
+}
+
+// TestAuditRetentionAsAppRole: the role a deployment runs toolplane as
+// (SELECT and INSERT on the trail, EXECUTE on audit_drop) cannot DELETE a
+// row of the trail, with the door's settings or without, but drops an
+// expired range through audit_drop, and what remains verifies.
+func TestAuditRetentionAsAppRole(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	org := "org-retain"
+	now := time.Now()
+	for i := range 4 {
+		e := &toolplane.AuditEvent{ID: fmt.Sprintf("ev-%d", i), OrganizationID: org, Tool: "demo.noop", Outcome: "ok",
+			CreatedAt: now.Add(time.Duration(i-10) * time.Hour)}
+		if err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	role := "toolplane_app_" + strings.ToLower(rand.Text()[:10])
+	for _, st := range []string{
+		`CREATE ROLE ` + role + ` NOLOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schemaOf(s) + ` TO ` + role,
+		`GRANT SELECT, INSERT ON audit_events, audit_checkpoints TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE ON audit_heads TO ` + role,
+		`GRANT EXECUTE ON FUNCTION audit_drop(TEXT, BIGINT, BYTEA, BIGINT, TEXT, BYTEA) TO ` + role,
+	} {
+		if _, err := s.pool.Exec(ctx, st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	t.Cleanup(func() {
+		s.pool.Exec(context.Background(), `DROP OWNED BY `+role)
+		s.pool.Exec(context.Background(), `DROP ROLE `+role)
+	})
+	asRole := func(f func(tx pgx.Tx) error) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+role); err != nil {
+				return err
+			}
+			return f(tx)
+		})
+	}
+	keys := &auditchain.KeySet{}
+	if _, err := keys.Generate(now); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.AuditChain(ctx, org, 1, 0, 10)
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("chain = %d events, %v", len(evs), err)
+	}
+	cp := &toolplane.AuditCheckpoint{OrganizationID: org, Seq: 2, Hash: evs[1].Hash, CreatedAt: now}
+	if err := keys.Sign(cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendAuditCheckpoint(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{
+		`DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq <= 2`,
+		`SELECT set_config('toolplane.audit_retention', '` + org + `', true), set_config('toolplane.audit_retention_through', '2', true)`,
+	} {
+		err := asRole(func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `DELETE FROM audit_events WHERE organization_id = '`+org+`' AND seq <= 2`)
+			return err
+		})
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Errorf("a DELETE as %s after %s: %v; want 42501", role, st, err)
+		}
+	}
+	// The retention path, as the role: audit_drop drops the prefix.
+	var n int64
+	var door string
+	err = asRole(func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT audit_drop($1, $2, $3, $4, $5, $6)`, checkpointArgs(cp)...).Scan(&n); err != nil {
+			return err
+		}
+		// The door is closed again once audit_drop returns.
+		return tx.QueryRow(ctx, `SELECT current_setting('toolplane.audit_retention', true)`).Scan(&door)
+	})
+	if err != nil || n != 2 || door != "" {
+		t.Fatalf("audit_drop as %s = %d, %v (door %q after); want 2 rows, the door closed", role, n, err, door)
+	}
+	// Nothing is left at 2: the drop was whole.
+	var pe *pgconn.PgError
+	if _, err := s.pool.Exec(ctx, `SELECT audit_drop($1, $2, $3, $4, $5, $6)`, checkpointArgs(cp)...); !errors.As(err, &pe) || pe.Code != "TP404" {
+		t.Fatalf("audit_drop at a dropped position = %v; want TP404", err)
+	}
+	r, err := auditchain.VerifyStore(ctx, s, keys, org, 0, 0)
+	if err != nil || !r.OK || r.Anchor != 2 || r.Events != 2 {
+		t.Fatalf("verify after the drop = %+v, %v", r, err)
+	}
+	// And the Go path, the retention job's.
+	drops, err := auditchain.Retain(ctx, s, keys, org, now.Add(-6*time.Hour-30*time.Minute), now, nil)
+	if err != nil || len(drops) != 1 || drops[0].Through != 4 {
+		t.Fatalf("Retain = %+v, %v; want 3..4", drops, err)
+	}
+	if r, err := auditchain.VerifyStore(ctx, s, keys, org, 0, 0); err != nil || !r.OK {
+		t.Fatalf("verify after Retain = %+v, %v", r, err)
 	}
 }

@@ -487,6 +487,7 @@ func TestAuditChain(t *testing.T) {
 		Unguard: []string{
 			`ALTER TABLE audit_events DISABLE TRIGGER USER`,
 			`ALTER TABLE audit_checkpoints DISABLE TRIGGER USER`,
+			`ALTER TABLE audit_heads DISABLE TRIGGER USER`,
 			`ALTER TABLE audit_events DROP CONSTRAINT audit_events_chained`,
 			`DROP INDEX audit_events_chain`,
 		},

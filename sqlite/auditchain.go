@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
@@ -237,10 +238,12 @@ func (s *Store) AuditOrganizations(ctx context.Context, after string, limit int)
 
 // DropAudit is retention: in one write it stores cp (unless the same
 // checkpoint is stored already), checks that the chain's hash at cp.Seq is
-// cp.Hash, and deletes the organization's events up to it, through the
-// one door the append-only triggers leave open (a row of audit_retention,
-// there only inside this transaction).
-func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint) (int, error) {
+// cp.Hash, deletes the organization's events up to it through the one
+// door the append-only triggers leave open (a row of audit_retention
+// naming the organization and cp.Seq, which must be removed again before
+// the write commits, and whose removal checks the whole prefix is gone),
+// and appends ev, the drop's own event.
+func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
 	var n int64
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n = 0
@@ -260,8 +263,10 @@ func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint) (i
 			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (organization_id, seq) DO NOTHING`, checkpointArgs(cp)...); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_retention (organization_id) VALUES (?)`, cp.OrganizationID); err != nil {
-			return err
+		// The trigger checks the stored checkpoint is the chain's: one
+		// stored before with another hash refuses the door.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_retention (organization_id, through) VALUES (?, ?)`, cp.OrganizationID, cp.Seq); err != nil {
+			return fmt.Errorf("the checkpoint at %d is not the chain's: %w (%v)", cp.Seq, toolplane.ErrConflict, err)
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM audit_events WHERE organization_id = ? AND seq <= ?`, cp.OrganizationID, cp.Seq)
 		if err != nil {
@@ -270,13 +275,74 @@ func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint) (i
 		if n, err = res.RowsAffected(); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM audit_retention WHERE organization_id = ?`, cp.OrganizationID)
-		return err
+		if _, err = tx.ExecContext(ctx, `DELETE FROM audit_retention WHERE organization_id = ?`, cp.OrganizationID); err != nil {
+			return err
+		}
+		if ev == nil {
+			return nil
+		}
+		c := s.newChainer(ctx, tx)
+		if err := c.seal(ev); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, insertAudit, auditArgs(ev)...); err != nil {
+			return auditErr(ev, err)
+		}
+		return c.save()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("drop audit %s through %d: %w", cp.OrganizationID, cp.Seq, err)
 	}
 	return int(n), nil
+}
+
+// AuditExpired answers the prefix of the organization's stored chain whose
+// events were all created before before.
+func (s *Store) AuditExpired(ctx context.Context, org string, before time.Time) (int64, int64, error) {
+	var first, newer, last sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT
+		(SELECT MIN(seq) FROM audit_events WHERE organization_id = ?1 AND seq > 0),
+		(SELECT MIN(seq) FROM audit_events WHERE organization_id = ?1 AND seq > 0 AND created_at >= ?2),
+		(SELECT MAX(seq) FROM audit_events WHERE organization_id = ?1 AND seq > 0)`, org, micros(before)).Scan(&first, &newer, &last)
+	if err != nil {
+		return 0, 0, fmt.Errorf("audit expired of %s: %w", org, err)
+	}
+	if !first.Valid {
+		return 0, 0, nil
+	}
+	through := last.Int64
+	if newer.Valid {
+		through = newer.Int64 - 1
+	}
+	if through < first.Int64 {
+		return first.Int64, 0, nil
+	}
+	return first.Int64, through, nil
+}
+
+// AuditRetentionOrganizations answers organizations storing a chained
+// event created before before, in ID order after the cursor after, at most
+// limit. It crosses organizations on purpose: it is the retention job's,
+// never reachable from a request.
+func (s *Store) AuditRetentionOrganizations(ctx context.Context, before time.Time, after string, limit int) ([]string, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("audit retention organizations: %w", err)
+	}
+	rows, err := s.query(ctx, `SELECT o.organization_id FROM audit_organizations o
+		WHERE o.organization_id > ? AND EXISTS (SELECT 1 FROM audit_events e
+			WHERE e.organization_id = o.organization_id AND e.seq > 0 AND e.created_at < ?)
+		ORDER BY o.organization_id LIMIT ?`, after, micros(before), limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit retention organizations: %w", err)
+	}
+	out, err := collect(rows, func(r scanner) (string, error) {
+		var org string
+		return org, r.Scan(&org)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit retention organizations: %w", err)
+	}
+	return out, nil
 }
 
 var _ toolplane.AuditChainStore = (*Store)(nil)

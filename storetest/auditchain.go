@@ -27,7 +27,9 @@ type AuditChain struct {
 	Open func(t *testing.T) AuditChainStore
 	// Exec runs statement on s's database as its owner, answering the
 	// database's error: the cases play an attacker with the owner's
-	// rights, and check what the database itself refuses.
+	// rights, and check what the database itself refuses. A statement
+	// may be a script opening a transaction; one refused leaves no
+	// transaction open.
 	Exec func(t *testing.T, s AuditChainStore, statement string) error
 	// Unguard is the statements that take the trail's protections away
 	// (its append-only triggers, the unique index of sequence numbers), as
@@ -459,27 +461,37 @@ func testChainRetention(t *testing.T, _ AuditChain, s AuditChainStore) {
 	if err := testKeys().Sign(bad); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DropAudit(t.Context(), bad); !errors.Is(err, toolplane.ErrConflict) {
+	if _, err := s.DropAudit(t.Context(), bad, nil); !errors.Is(err, toolplane.ErrConflict) {
 		t.Fatalf("DropAudit(wrong hash) = %v; want ErrConflict", err)
 	}
 	cp := &toolplane.AuditCheckpoint{OrganizationID: org, Seq: 4, Hash: evs[3].Hash, CreatedAt: at(time.Hour)}
 	if err := testKeys().Sign(cp); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.DropAudit(t.Context(), cp)
+	// No event where the checkpoint says.
+	far := *cp
+	far.Seq = 40
+	if _, err := s.DropAudit(t.Context(), &far, nil); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("DropAudit(past the head) = %v; want ErrNotFound", err)
+	}
+	ev := chainEvent(org, 100)
+	n, err := s.DropAudit(t.Context(), cp, ev)
 	if err != nil || n != 4 {
 		t.Fatalf("DropAudit = %d, %v; want 4", n, err)
 	}
+	if ev.Seq != 7 {
+		t.Fatalf("the drop's event is numbered %d; want 7, after the head", ev.Seq)
+	}
 	rest := readChain(t, s, org)
-	if len(rest) != 2 || rest[0].Seq != 5 {
+	if len(rest) != 3 || rest[0].Seq != 5 || rest[2].ID != ev.ID {
 		t.Fatalf("after retention: %v", chainIDs(rest))
 	}
-	r := wantValid(t, s, org, 2)
+	r := wantValid(t, s, org, 3)
 	if r.Anchor != 4 || r.From != 5 {
 		t.Fatalf("verify after retention = %+v; want anchored at 4", r)
 	}
 	appendAudit(t, s, chainEvent(org, 7))
-	wantValid(t, s, org, 3)
+	wantValid(t, s, org, 4)
 	// Another organization's trail is untouched.
 	wantChain(t, readChain(t, s, other), "ev-001", "ev-002")
 	if got, err := s.AuditCheckpoints(t.Context(), org, 0, 0); err != nil || len(got) != 1 || got[0].Seq != 4 {

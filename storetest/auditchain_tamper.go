@@ -39,19 +39,53 @@ func testTamperTailUnderCheckpoint(t *testing.T, h AuditChain, s AuditChainStore
 	wantBreakAt(t, verifyStored(t, s, org), 5, auditchain.Deleted)
 }
 
-// The same through retention's door with the triggers in place: a writer
-// opening the door deletes the tail a checkpoint covers.
+// The same through retention's door with the triggers in place: the
+// door opens only at a checkpoint that is the chain's, and lets through
+// only a whole prefix of the chain up to it, so neither the tail nor a
+// row in the middle can be deleted through it, and (PostgreSQL) the head
+// never moves back.
 func testTamperTailThroughRetentionDoor(t *testing.T, h AuditChain, s AuditChainStore) {
 	org := newOrg()
 	evs := appendChain(t, s, org, 6)
 	signCheckpoint(t, s, evs[5])
+	signCheckpoint(t, s, evs[3])
 	wantValid(t, s, org, 6)
+	var tries []string
 	if h.HeadTable {
-		exec(t, h, s, `BEGIN; SELECT set_config('toolplane.audit_retention', '`+org+`', true); DELETE FROM audit_events WHERE organization_id = '`+org+`' AND seq >= 5; UPDATE audit_heads SET seq = 4, prev_hash = `+h.Bytes(evs[2].Hash)+`, hash = `+h.Bytes(evs[3].Hash)+` WHERE organization_id = '`+org+`'; COMMIT`)
+		door := func(through int) string {
+			return `BEGIN; SELECT set_config('toolplane.audit_retention', '` + org + `', true); SELECT set_config('toolplane.audit_retention_through', '` + fmt.Sprint(through) + `', true); `
+		}
+		tries = []string{
+			door(6) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq >= 5; COMMIT`,
+			door(6) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq = 3; COMMIT`,
+			door(4) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq = 5; COMMIT`,
+			door(4) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq BETWEEN 2 AND 4; COMMIT`,
+			door(3) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq <= 3; COMMIT`,
+			`UPDATE audit_heads SET seq = 4, prev_hash = ` + h.Bytes(evs[2].Hash) + `, hash = ` + h.Bytes(evs[3].Hash) + ` WHERE organization_id = '` + org + `'`,
+			`DELETE FROM audit_heads WHERE organization_id = '` + org + `'`,
+		}
 	} else {
-		exec(t, h, s, `BEGIN; INSERT INTO audit_retention VALUES ('`+org+`'); DELETE FROM audit_events WHERE organization_id = '`+org+`' AND seq >= 5; DELETE FROM audit_retention; COMMIT`)
+		door := func(through int) string {
+			return `BEGIN; INSERT INTO audit_retention (organization_id, through) VALUES ('` + org + `', ` + fmt.Sprint(through) + `); `
+		}
+		tries = []string{
+			door(6) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq >= 5; DELETE FROM audit_retention; COMMIT`,
+			door(6) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq = 3; DELETE FROM audit_retention; COMMIT`,
+			// The door left open: the commit is refused.
+			door(6) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq = 3; COMMIT`,
+			door(4) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq = 5; DELETE FROM audit_retention; COMMIT`,
+			door(3) + `DELETE FROM audit_events WHERE organization_id = '` + org + `' AND seq <= 3; DELETE FROM audit_retention; COMMIT`,
+			`DELETE FROM audit_organizations WHERE organization_id = '` + org + `'`,
+			`UPDATE audit_organizations SET organization_id = 'x' WHERE organization_id = '` + org + `'`,
+		}
 	}
-	wantBreakAt(t, verifyStored(t, s, org), 5, auditchain.Deleted)
+	for _, st := range tries {
+		if err := h.Exec(t, s, st); err == nil {
+			t.Errorf("%s was not refused", st)
+		}
+	}
+	wantChain(t, readChain(t, s, org), "ev-001", "ev-002", "ev-003", "ev-004", "ev-005", "ev-006")
+	wantValid(t, s, org, 6)
 }
 
 // Verifying what is new since the last checkpoint, when nothing is, holds.

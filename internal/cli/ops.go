@@ -195,7 +195,7 @@ func newAuditCmd(a *app) *cobra.Command {
 		func(string) []string { return []string{"/v1/audit/events" + query("run_id", showRun, "limit", "1000")} })
 	show.Flags().StringVar(&showRun, "run", "", "the event's run, if known: the search reads only its events")
 	return group(&cobra.Command{Use: "audit", Short: "the audit trail of every call's outcome"}, list, show, newAuditVerifyCmd(a), newAuditKeygenCmd(a),
-		newAuditReportCmd(a), newExportSubjectCmd(a))
+		newAuditReportCmd(a), newExportSubjectCmd(a), newAuditPurgeCmd(a), newAuditSinksCmd(a))
 }
 
 func newUncertainCmd(a *app) *cobra.Command {

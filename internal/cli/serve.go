@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -111,6 +112,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
 	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")
 	auditNATSStream := fs.String("audit-export-nats-stream", "", "the JetStream stream the audit trail is exported to (created when absent); events on toolplane.audit.<organization>")
+	var auditRetention retentionFlag
+	fs.Var(&auditRetention, "audit-retention", "keep audit events this long (400d, 9000h), then drop them as whole ranges under signed checkpoints, one node at a time, each drop recorded as an audit event; off by default (every event kept)")
 	auditDir := fs.String("audit-export-dir", "", "export the audit trail to rotating JSON Lines files in this directory")
 	metricsMaxLabels := fs.Int("metrics-max-label-values", 0, "distinct values each metric label keeps (tools, versions, agents, organizations) before new ones count under __overflow__ (0: 1000)")
 	metricsToken := fs.String("metrics-token", os.Getenv("TOOLPLANE_METRICS_TOKEN"), "require this bearer token on /metrics ($TOOLPLANE_METRICS_TOKEN; empty: /metrics is open, for a scraper on a private network)")
@@ -165,7 +168,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	// The environment is read here, never by the server: a Config says
 	// all a node is built from.
 	cfg := server.Config{PolicyEngines: policyEngines, Addr: *addr, Database: *database, DataDir: *dataDir,
-		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, AuditSigningKey: *auditKey, SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
+		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, AuditSigningKey: *auditKey, AuditRetention: time.Duration(auditRetention), SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
@@ -231,7 +234,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 // serveFlags names the flag that sets each server.Config field, so a
 // *server.ConfigError reads in the flags the operator typed.
 var serveFlags = map[string]string{
-	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "AuditSigningKey": "--audit-signing-key", "SQLiteDir": "--sqlite-dir",
+	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "AuditSigningKey": "--audit-signing-key", "AuditRetention": "--audit-retention", "SQLiteDir": "--sqlite-dir",
 	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
@@ -282,6 +285,46 @@ func serveFlagOf(field string) string {
 
 // stringList is a repeatable string flag.
 type stringList []string
+
+// retentionFlag is a duration that may also count in days (400d), the
+// unit retention policies are written in.
+type retentionFlag time.Duration
+
+func (f *retentionFlag) String() string { return time.Duration(*f).String() }
+
+// Type names the flag's value in the help.
+func (f *retentionFlag) Type() string { return "duration" }
+
+func (f *retentionFlag) Set(v string) error {
+	d, err := parseRetention(v)
+	if err != nil {
+		return err
+	}
+	*f = retentionFlag(d)
+	return nil
+}
+
+// parseRetention reads "400d" as 400 days, or anything time.ParseDuration
+// reads; it refuses a negative length.
+func parseRetention(v string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseUint(days, 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number of days (400d) or a duration (9000h)", v)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, fmt.Errorf("%q is not a number of days (400d) or a duration (9000h)", v)
+		}
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q: a retention is not negative", v)
+	}
+	return d, nil
+}
 
 func (l *stringList) String() string     { return strings.Join(*l, ", ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

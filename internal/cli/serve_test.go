@@ -232,3 +232,42 @@ func TestServePassesTheEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// The retention flag reads days and durations, and refuses the rest.
+func TestParseRetention(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"400d", 400 * 24 * time.Hour, true},
+		{"0d", 0, true},
+		{"9000h", 9000 * time.Hour, true},
+		{"90m", 90 * time.Minute, true},
+		{"d", 0, false},
+		{"-3d", 0, false},
+		{"-1h", 0, false},
+		{"1.5d", 0, false},
+		{"100000d", 0, false},
+		{"forever", 0, false},
+	} {
+		got, err := parseRetention(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseRetention(%q) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+// FuzzParseRetention: whatever it is given, a retention read is never
+// negative.
+func FuzzParseRetention(f *testing.F) {
+	for _, s := range []string{"400d", "9000h", "-1d", "1e9d", "d", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, err := parseRetention(s); err == nil && d < 0 {
+			t.Fatalf("parseRetention(%q) = %v", s, d)
+		}
+	})
+}

@@ -122,6 +122,13 @@ type Options struct {
 	// AuditCheckpointEvery is how often the audit chains are checkpointed;
 	// default 5 minutes.
 	AuditCheckpointEvery time.Duration
+	// AuditRetention, when positive (with AuditKeys and a store that keeps
+	// audit chains), is how long audit events are kept: every
+	// AuditRetentionEvery one node drops the older ones (AuditRetentionArgs).
+	// Zero keeps them all.
+	AuditRetention time.Duration
+	// AuditRetentionEvery is how often retention runs; default an hour.
+	AuditRetentionEvery time.Duration
 	// Workers is how many jobs one node runs at once; default 10.
 	Workers int
 	// Poll is how often a node looks for due jobs when it hears nothing;
@@ -232,6 +239,7 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.Retention, DefaultRetention)
 	orDefault(&o.SweepEvery, 30*time.Second)
 	orDefault(&o.AuditCheckpointEvery, 5*time.Minute)
+	orDefault(&o.AuditRetentionEvery, time.Hour)
 	orDefault(&o.Workers, 10)
 	orDefault(&o.ExecuteAttempts, 5)
 	orDefault(&o.NotifyAttempts, 5)
@@ -279,6 +287,7 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		{"sweep_provider_jobs", opt.SweepEvery, SweepProviderJobsArgs{}, deps.ProviderJobs != nil},
 		{"sweep_async", opt.SweepEvery, SweepAsyncArgs{}, deps.Async != nil},
 		{"audit_checkpoint", opt.AuditCheckpointEvery, AuditCheckpointArgs{}, deps.AuditKeys != nil && chainStore(deps) != nil},
+		{"audit_retention", opt.AuditRetentionEvery, AuditRetentionArgs{}, opt.AuditRetention > 0 && deps.AuditKeys != nil && chainStore(deps) != nil},
 		{"anomaly_step", anomalyEvery(deps.Anomalies), AnomalyStepArgs{}, deps.Anomalies != nil},
 	}
 	var jobs []*river.PeriodicJob
@@ -308,6 +317,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &sweepApprovedWorker{w: w})
 	river.AddWorker(workers, &retentionWorker{w: w})
 	river.AddWorker(workers, &auditCheckpointWorker{w: w})
+	river.AddWorker(workers, &auditRetentionWorker{w: w})
 	river.AddWorker(workers, &replayWorker{w: w})
 	river.AddWorker(workers, &sunsetWorker{w: w})
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}}

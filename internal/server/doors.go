@@ -102,7 +102,19 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server) *httpapi.Server {
 	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, AuditExports: svc.exports, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
 		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, Anomalies: svc.anomalies, Spend: svc.spend, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
-		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler(), AuditKeys: s.publicAuditKeys()}
+		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler(), AuditKeys: s.publicAuditKeys(),
+		AuditPurges: s.auditPurges(), AuditSinks: audit.NewSinks(s.b.Store, nil)}
+}
+
+// auditPurges answers the purge service, or nil when the node signs no
+// checkpoints (a drop needs one at its end) or its store keeps no chain.
+func (s *Server) auditPurges() *audit.Purges {
+	keys := s.signingKeys()
+	st, ok := s.b.Store.(audit.PurgeStore)
+	if keys == nil || !ok {
+		return nil
+	}
+	return audit.NewPurges(audit.PurgesConfig{Store: st, Keys: keys})
 }
 
 // console answers the web console. It reads and acts through the

@@ -103,6 +103,11 @@ type Config struct {
 	// is audit-signing-keys.json in DataDir, made with a fresh key when
 	// absent; with neither, no checkpoint is signed.
 	AuditSigningKey string
+	// AuditRetention, when positive, is how long audit events are kept:
+	// one node at a time drops the older ones, as whole ranges under
+	// signed checkpoints, each drop an audit event of its own. Zero keeps
+	// every event.
+	AuditRetention time.Duration
 	// Vault, with its Addr set, is the Vault (or OpenBao) server
 	// connections may keep their secrets in (ConnectionConfig.Vault).
 	// Without it such a connection is refused at creation, and one made

@@ -371,7 +371,7 @@ func (s *Server) buildBackground(ctx context.Context, self *toolplane.Node, svc 
 	runner, err := s.b.Runner(jobs.Deps{Invoker: svc.iv, Approvals: svc.approvals, Store: s.b.Store, Maint: s.b.Store, Sunset: svc.cat, Notifier: svc.notes, Async: svc.async,
 		ProviderJobs: s.pj, AuditKeys: s.signingKeys(), Anomalies: anomalyJob(svc.anomalies)},
 		jobs.Options{Logger: s.log, DeadAfter: s.cfg.NodeDeadAfter, SweepEvery: s.cfg.SweepEvery,
-			AsyncStaleAfter: s.cfg.AsyncStaleAfter, Node: self.ID})
+			AsyncStaleAfter: s.cfg.AsyncStaleAfter, Node: self.ID, AuditRetention: s.cfg.AuditRetention})
 	if err != nil {
 		return nil, err
 	}

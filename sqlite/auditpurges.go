@@ -1,0 +1,111 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolplane/toolplane"
+)
+
+const purgeColumns = `id, organization_id, before_at, proposed_by, proposed_at, expires_at, confirmed_by, confirmed_at`
+
+func scanPurge(r scanner) (toolplane.AuditPurge, error) {
+	var (
+		p                                    toolplane.AuditPurge
+		before, proposed, expires, confirmed int64
+	)
+	err := r.Scan(&p.ID, &p.OrganizationID, &before, &p.ProposedBy, &proposed, &expires, &p.ConfirmedBy, &confirmed)
+	p.Before, p.ProposedAt, p.ExpiresAt = fromMicros(before), fromMicros(proposed), fromMicros(expires)
+	if confirmed != 0 {
+		p.ConfirmedAt = fromMicros(confirmed)
+	}
+	return p, err
+}
+
+// CreateAuditPurge stores the proposal p and its audit event ev in one
+// write.
+func (s *Store) CreateAuditPurge(ctx context.Context, p *toolplane.AuditPurge, ev *toolplane.AuditEvent) error {
+	ok, err := s.writeAudited(ctx, `INSERT INTO audit_purges (`+purgeColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', 0)`,
+		[]any{p.ID, p.OrganizationID, micros(p.Before), p.ProposedBy, micros(p.ProposedAt), micros(p.ExpiresAt)}, ev)
+	if isDuplicate(err) {
+		return fmt.Errorf("create audit purge %s: %w", p.ID, toolplane.ErrExists)
+	}
+	if err == nil && !ok {
+		err = errors.New("not stored")
+	}
+	if err != nil {
+		return fmt.Errorf("create audit purge %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// GetAuditPurge answers the organization's proposal id.
+func (s *Store) GetAuditPurge(ctx context.Context, org, id string) (*toolplane.AuditPurge, error) {
+	p, err := scanPurge(s.db.QueryRowContext(ctx, `SELECT `+purgeColumns+` FROM audit_purges WHERE organization_id = ? AND id = ?`, org, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("audit purge %s: %w", id, toolplane.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit purge %s: %w", id, err)
+	}
+	return &p, nil
+}
+
+// ConfirmAuditPurge records by as the confirmer, in one conditional
+// statement.
+func (s *Store) ConfirmAuditPurge(ctx context.Context, org, id, by string, at time.Time) (bool, error) {
+	res, err := s.exec(ctx, `UPDATE audit_purges SET confirmed_by = ?3, confirmed_at = ?4
+		WHERE organization_id = ?1 AND id = ?2 AND confirmed_by = '' AND proposed_by <> ?3 AND expires_at > ?4`,
+		org, id, by, micros(at))
+	if err != nil {
+		return false, fmt.Errorf("confirm audit purge %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("confirm audit purge %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// ListAuditPurges answers the organization's proposals, newest first.
+func (s *Store) ListAuditPurges(ctx context.Context, org string, limit int) ([]toolplane.AuditPurge, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("audit purges: %w", err)
+	}
+	rows, err := s.query(ctx, `SELECT `+purgeColumns+` FROM audit_purges WHERE organization_id = ?
+		ORDER BY proposed_at DESC, id DESC LIMIT ?`, org, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit purges: %w", err)
+	}
+	out, err := collect(rows, scanPurge)
+	if err != nil {
+		return nil, fmt.Errorf("audit purges: %w", err)
+	}
+	return out, nil
+}
+
+// AuditSinks answers the registered sinks, by name.
+func (s *Store) AuditSinks(ctx context.Context) ([]toolplane.AuditSink, error) {
+	rows, err := s.query(ctx, `SELECT name, registered_at FROM audit_sinks ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("audit sinks: %w", err)
+	}
+	out, err := collect(rows, func(r scanner) (toolplane.AuditSink, error) {
+		var (
+			k  toolplane.AuditSink
+			at int64
+		)
+		err := r.Scan(&k.Name, &at)
+		k.RegisteredAt = fromMicros(at)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit sinks: %w", err)
+	}
+	return out, nil
+}
+
+var _ toolplane.AuditPurgeStore = (*Store)(nil)
