@@ -633,8 +633,18 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 // ceiling, and what it costs is known only once it answered; so the
 // organization's day can end past its ceiling by at most the calls that
 // were in flight when it was reached, one per call, never more.
+//
+// An organization without a ceiling (as DailyCeilings knows, when set)
+// has nothing to check, and its counter is not read; when DailyCeilings
+// cannot say, the counter is.
 func (c *call) accrueDay(ctx context.Context) (toolplane.Result, bool) {
 	iv, inv, d := c.iv, c.inv, &c.tool.Def
+	if k := iv.cfg.DailyCeilings; k != nil {
+		has, err := k.HasCeiling(ctx, inv.OrganizationID)
+		if err == nil && !has {
+			return toolplane.Result{}, false
+		}
+	}
 	day, err := iv.cfg.Store.DaySpend(ctx, inv.OrganizationID, toolplane.SpendDay(iv.now()))
 	if err != nil {
 		iv.log.ErrorContext(ctx, "meter read failed", "tool", d.Name, "err", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/spend"
 )
 
 // brokenMeter is a real store whose usage writes fail: the wiring fault
@@ -83,6 +84,7 @@ type spendRig struct {
 	rep   *recordingReporter
 	clock *testclock.Clock
 	runs  atomic.Int64
+	known *spend.Known
 }
 
 func newSpendRig(t *testing.T, store toolplane.Store, d toolplane.Definition, fn handler.Func) *spendRig {
@@ -103,8 +105,11 @@ func newSpendRig(t *testing.T, store toolplane.Store, d toolplane.Definition, fn
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The node knows which organizations have a daily ceiling, as a
+	// server's does: each case below holds with it.
+	r.known = spend.NewKnown(store, r.clock.Now)
 	r.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{},
-		Node: "test", LeaseMargin: time.Second, Now: r.clock.Now, Reporter: r.rep,
+		Node: "test", LeaseMargin: time.Second, Now: r.clock.Now, Reporter: r.rep, DailyCeilings: r.known,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -327,5 +332,61 @@ func TestTwoNodesRaceAgainstOneDailyCeiling(t *testing.T) {
 		if err != nil || len(lines) != 1 || lines[0].CostCents != day.SpentCents || lines[0].Calls != day.Calls {
 			t.Fatalf("report %+v (%v), want the counter's %+v", lines, err, day)
 		}
+	})
+}
+
+// countedDays counts the reads of the day's counter.
+type countedDays struct {
+	toolplane.Store
+	reads atomic.Int64
+}
+
+func (c *countedDays) DaySpend(ctx context.Context, org string, day int64) (toolplane.DaySpend, error) {
+	c.reads.Add(1)
+	return c.Store.DaySpend(ctx, org, day)
+}
+
+// TestDailyCounterReadOnlyUnderACeiling: a metered call of an
+// organization without a daily ceiling does not read the day's counter;
+// once a ceiling is set on another node (in the store, behind this
+// node's back) it is enforced here within spend.DefaultKnownFor, and
+// from then on the counter is read on every call; set through this
+// node's service, at once.
+func TestDailyCounterReadOnlyUnderACeiling(t *testing.T) {
+	t.Parallel()
+	onStores(t, func(t *testing.T, s toolplane.Store) {
+		ctx := context.Background()
+		counted := &countedDays{Store: s}
+		rig := newSpendRig(t, counted, metered(), pricedAt(60))
+		in := inv("research.search")
+		in.OrganizationID = toolplane.NewID("org_")
+		for i := range 3 {
+			must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", fmt.Sprint(i)), in))
+		}
+		if n := counted.reads.Load(); n != 0 {
+			t.Fatalf("%d reads of the day's counter with no ceiling, want none", n)
+		}
+		putCeiling(t, s, in.OrganizationID, 100, rig.clock.Now()) // another node's doing
+		must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", "x"), in))
+		rig.clock.Advance(spend.DefaultKnownFor)
+		r, err := rig.iv.Invoke(ctx, "research.search", args("to", "y"), in)
+		code(t, r, err, toolplane.CodeBudgetExhausted)
+		if n := counted.reads.Load(); n != 1 {
+			t.Fatalf("%d reads of the day's counter, want 1", n)
+		}
+
+		// Set through this node's service: known at once.
+		other := inv("research.search")
+		other.OrganizationID = toolplane.NewID("org_")
+		must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", "a"), other))
+		must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", "b"), other))
+		svc := spend.New(s, rig.clock.Now)
+		svc.Tell(rig.known)
+		admin := &toolplane.Credential{ID: "key_admin", OrganizationID: other.OrganizationID, Kind: toolplane.CredentialPerson, Subject: "admin", Roles: []string{toolplane.RolePlatformAdmin}}
+		if _, err := svc.SetCeiling(ctx, admin, 100); err != nil {
+			t.Fatal(err)
+		}
+		r, err = rig.iv.Invoke(ctx, "research.search", args("to", "c"), other)
+		code(t, r, err, toolplane.CodeBudgetExhausted)
 	})
 }
