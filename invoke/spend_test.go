@@ -87,7 +87,14 @@ type spendRig struct {
 	known *spend.Known
 }
 
-func newSpendRig(t *testing.T, store toolplane.Store, d toolplane.Definition, fn handler.Func) *spendRig {
+func newSpendRig(t testing.TB, store toolplane.Store, d toolplane.Definition, fn handler.Func) *spendRig {
+	t.Helper()
+	return newSpendRigKnowing(t, store, d, fn, true)
+}
+
+// newSpendRigKnowing is newSpendRig, the node knowing which organizations
+// have a daily ceiling (spend.Known) or not.
+func newSpendRigKnowing(t testing.TB, store toolplane.Store, d toolplane.Definition, fn handler.Func, knowing bool) *spendRig {
 	t.Helper()
 	r := &spendRig{logs: &lockedBuffer{}, rep: &recordingReporter{}, clock: newClock()}
 	hs := handler.NewRegistry()
@@ -107,9 +114,13 @@ func newSpendRig(t *testing.T, store toolplane.Store, d toolplane.Definition, fn
 	}
 	// The node knows which organizations have a daily ceiling, as a
 	// server's does: each case below holds with it.
-	r.known = spend.NewKnown(store, r.clock.Now)
+	var ceilings invoke.DailyCeilings
+	if knowing {
+		r.known = spend.NewKnown(store, r.clock.Now)
+		ceilings = r.known
+	}
 	r.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{},
-		Node: "test", LeaseMargin: time.Second, Now: r.clock.Now, Reporter: r.rep, DailyCeilings: r.known,
+		Node: "test", LeaseMargin: time.Second, Now: r.clock.Now, Reporter: r.rep, DailyCeilings: ceilings,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -389,4 +400,30 @@ func TestDailyCounterReadOnlyUnderACeiling(t *testing.T) {
 		r, err = rig.iv.Invoke(ctx, "research.search", args("to", "c"), other)
 		code(t, r, err, toolplane.CodeBudgetExhausted)
 	})
+}
+
+// BenchmarkMeteredCall is a metered read on SQLite, priced and recorded,
+// of an organization with no daily ceiling: with the node not knowing
+// that (the day's counter read before each call) and knowing it
+// (spend.Known, the counter not read). cpu-µs/op is the process's CPU a
+// call, the steadier figure on a shared machine.
+func BenchmarkMeteredCall(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		known bool
+	}{{"counter_read", false}, {"no_ceiling_known", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			rig := newSpendRigKnowing(b, newStore(b), metered(), pricedAt(3), bc.known)
+			in := inv("research.search")
+			ctx := context.Background()
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if r, err := rig.iv.Invoke(ctx, "research.search", args("to", "a"), in); err != nil || !r.OK {
+					b.Fatal(r, err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
 }
