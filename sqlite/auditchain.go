@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
@@ -12,11 +13,11 @@ import (
 )
 
 // A chainer assigns events their place in their organizations' chains
-// inside one write transaction: it reads where an organization's chain
-// stands once (readHead), advances it in memory for each event it seals,
-// and records the organizations it saw (save) before the transaction
-// commits. SQLite has one writer at a time, so what the transaction reads
-// is the head.
+// inside one write transaction and stores them (append): it finds where
+// an organization's chain stands once, advances it in memory for each
+// event it seals, and records the organizations it saw (save) before the
+// transaction commits. SQLite has one writer at a time, so what the
+// transaction reads is the head.
 type chainer struct {
 	s     *Store
 	ctx   context.Context
@@ -25,6 +26,9 @@ type chainer struct {
 	// order is the organizations whose chains moved, in the order they
 	// first did.
 	order []string
+	// plain and guarded are the transaction's inserts, prepared once a
+	// chainer (see append).
+	plain, guarded *sql.Stmt
 }
 
 func (s *Store) newChainer(ctx context.Context, tx *sql.Tx) *chainer {
@@ -41,7 +45,55 @@ const (
 	// registerAuditOrganization changes no page once the organization is
 	// known.
 	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
+	// insertAuditAfter is insertAudit on the condition that the chain's
+	// newest event is the one given (its number and hash, the three
+	// arguments after the event's): an event chained on where this node
+	// last left the chain is stored only if the chain is still there, in
+	// the same statement, with no read before it.
+	insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (?, ?)`
 )
+
+// chainArgCount is how many arguments insertAuditAfter takes.
+const chainArgCount = auditArgCount + 3
+
+// lastHeads is where this store last chained each organization: a hint
+// that saves a write the read of the head, never taken on trust (see
+// chainer.append). It is bounded; past maxHeads it starts over.
+type lastHeads struct {
+	mu sync.Mutex
+	m  map[string]lastHead
+}
+
+type lastHead struct {
+	seq  int64
+	hash [auditchain.HashSize]byte
+}
+
+const maxHeads = 100_000
+
+func (l *lastHeads) get(org string) (lastHead, bool) {
+	l.mu.Lock()
+	h, ok := l.m[org]
+	l.mu.Unlock()
+	return h, ok
+}
+
+func (l *lastHeads) put(org string, seq int64, hash []byte) {
+	if len(hash) != auditchain.HashSize {
+		return
+	}
+	h := lastHead{seq: seq}
+	copy(h.hash[:], hash)
+	l.mu.Lock()
+	if l.m == nil || len(l.m) >= maxHeads {
+		l.m = make(map[string]lastHead)
+	}
+	l.m[org] = h
+	l.mu.Unlock()
+}
 
 // readHead answers where org's chain stands, and whether its newest event
 // says so (then the organization is registered already: the write that
@@ -64,8 +116,7 @@ func readHead(ctx context.Context, query func(ctx context.Context, q string, arg
 	return h, false, nil
 }
 
-// txRow answers a query's row on tx, by the store's prepared statement:
-// the head is read by every write that records an event.
+// txRow answers a query's row on tx, by the store's prepared statement.
 func (c *chainer) txRow(ctx context.Context, q string, args ...any) (*sql.Row, error) {
 	st, err := c.s.prepared(ctx, q)
 	if err != nil {
@@ -74,29 +125,89 @@ func (c *chainer) txRow(ctx context.Context, q string, args ...any) (*sql.Row, e
 	return c.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...), nil
 }
 
-// seal sets e's Seq, PrevHash and Hash as the next event of its
-// organization, after normalizing its JSON documents (see
-// auditchain.Normalize).
-func (c *chainer) seal(e *toolplane.AuditEvent) error {
-	h, ok := c.heads[e.OrganizationID]
+// stmt answers the transaction's form of the store's statement q, kept in
+// *at for the chainer's next event.
+func (c *chainer) stmt(at **sql.Stmt, q string) (*sql.Stmt, error) {
+	if *at == nil {
+		st, err := c.s.prepared(c.ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		*at = c.tx.StmtContext(c.ctx, st)
+	}
+	return *at, nil
+}
+
+// append seals e as the next event of its organization, after
+// normalizing its JSON documents (see auditchain.Normalize), and inserts
+// it; args, when not nil, is room for the insert's arguments
+// (chainArgCount, see setAuditArgs).
+//
+// An organization's first event in a transaction is chained where this
+// store last left the chain (lastHeads), by an insert that holds only if
+// the chain's newest event is still that one: so no statement reads the
+// head first. When it is not (another process's write, a write rolled
+// back, a restart: the hint is only a hint), the head is read and the
+// event sealed and inserted again. Either way the event follows the
+// transaction's own head, as reading it first would make it.
+func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
+	if args == nil {
+		args = make([]any, chainArgCount)
+	}
+	auditchain.Normalize(e)
+	org := e.OrganizationID
+	h, ok := c.heads[org]
 	if !ok {
-		head, known, err := readHead(c.ctx, c.txRow, e.OrganizationID)
+		if last, hinted := c.s.chainHeads.get(org); hinted {
+			prev := last.hash[:]
+			auditchain.Seal(e, last.seq+1, prev)
+			setAuditArgs(args, e)
+			args[auditArgCount], args[auditArgCount+1], args[auditArgCount+2] = org, last.seq, e.PrevHash
+			st, err := c.stmt(&c.guarded, insertAuditAfter)
+			if err != nil {
+				return err
+			}
+			res, err := st.ExecContext(c.ctx, args...)
+			if err != nil {
+				return err
+			}
+			if stored, err := affected(res); err != nil {
+				return err
+			} else if stored {
+				c.moved(org, &toolplane.AuditHead{}, e)
+				return nil
+			}
+		}
+		head, known, err := readHead(c.ctx, c.txRow, org)
 		if err != nil {
 			return err
 		}
 		h = &head
-		if c.heads == nil {
-			c.heads = make(map[string]*toolplane.AuditHead, 1)
-		}
-		c.heads[e.OrganizationID] = h
 		if !known {
-			c.order = append(c.order, e.OrganizationID)
+			c.order = append(c.order, org)
 		}
 	}
-	auditchain.Normalize(e)
 	auditchain.Seal(e, h.Seq+1, h.Hash)
-	h.Seq, h.Hash = e.Seq, e.Hash
+	setAuditArgs(args, e)
+	st, err := c.stmt(&c.plain, insertAudit)
+	if err != nil {
+		return err
+	}
+	if _, err := st.ExecContext(c.ctx, args[:auditArgCount]...); err != nil {
+		return err
+	}
+	c.moved(org, h, e)
 	return nil
+}
+
+// moved records that org's chain now ends at e, whose head was h.
+func (c *chainer) moved(org string, h *toolplane.AuditHead, e *toolplane.AuditEvent) {
+	h.Seq, h.Hash = e.Seq, e.Hash
+	if c.heads == nil {
+		c.heads = make(map[string]*toolplane.AuditHead, 1)
+	}
+	c.heads[org] = h
+	c.s.chainHeads.put(org, e.Seq, e.Hash)
 }
 
 // save registers the organizations whose chains started (or restarted

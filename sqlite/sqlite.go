@@ -53,6 +53,9 @@ type Store struct {
 	writer chan struct{}
 	// groups queues the writes that run as one transaction (see write).
 	groups groups
+	// chainHeads is where the store last chained each organization's
+	// audit trail (see chainer.append).
+	chainHeads lastHeads
 	// commits counts the store's commits since it last looked at the WAL;
 	// checkpointing is set while a background checkpoint runs (see
 	// committed).
