@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"sync"
 
+	modernc "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/internal/sqlstore"
@@ -46,14 +49,22 @@ const (
 	// known.
 	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
 	// insertAuditAfter is insertAudit on the condition that the chain's
-	// newest event is the one given (its number and hash, the three
-	// arguments after the event's): an event chained on where this node
-	// last left the chain is stored only if the chain is still there, in
-	// the same statement, with no read before it.
+	// newest event is the one given: an event chained on where this node
+	// last left the chain is stored only if the chain is still there,
+	// checked by the statement that stores it, with no read before it.
+	// When it is not, the event's seq is NULL, which the column refuses
+	// (SQLITE_CONSTRAINT_NOTNULL), and nothing is stored. Its arguments
+	// are insertAudit's but for the last three, which follow the
+	// condition's (the organization, the number and hash of the newest
+	// event): see chainer.append. (A condition in an INSERT … SELECT
+	// reading the table it inserts into would have SQLite copy the row to
+	// a temporary table first; numbered parameters cost the driver a
+	// string a parameter.)
 	insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
-		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-		WHERE (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (?, ?)
+		THEN ? END, ?, ?)`
 )
 
 // chainArgCount is how many arguments insertAuditAfter takes.
@@ -162,21 +173,23 @@ func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
 			prev := last.hash[:]
 			auditchain.Seal(e, last.seq+1, prev)
 			setAuditArgs(args, e)
-			args[auditArgCount], args[auditArgCount+1], args[auditArgCount+2] = org, last.seq, e.PrevHash
+			const at = auditArgCount - 3 // the chain's own columns, last
+			seq, prevHash, hash := args[at], args[at+1], args[at+2]
+			args[at], args[at+1], args[at+2] = org, last.seq, e.PrevHash
+			args[at+3], args[at+4], args[at+5] = seq, prevHash, hash
 			st, err := c.stmt(&c.guarded, insertAuditAfter)
 			if err != nil {
 				return err
 			}
-			res, err := st.ExecContext(c.ctx, args...)
-			if err != nil {
-				return err
-			}
-			if stored, err := affected(res); err != nil {
-				return err
-			} else if stored {
+			_, err = st.ExecContext(c.ctx, args...)
+			if err == nil {
 				c.moved(org, &toolplane.AuditHead{}, e)
 				return nil
 			}
+			if !isNotNull(err) {
+				return err
+			}
+			// The chain moved on without this store: read where it is.
 		}
 		head, known, err := readHead(c.ctx, c.txRow, org)
 		if err != nil {
@@ -198,6 +211,12 @@ func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
 	}
 	c.moved(org, h, e)
 	return nil
+}
+
+// isNotNull reports whether err is a NOT NULL constraint's refusal.
+func isNotNull(err error) bool {
+	var e *modernc.Error
+	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_NOTNULL
 }
 
 // moved records that org's chain now ends at e, whose head was h.
