@@ -1,10 +1,7 @@
 package postgres
 
 import (
-	"bytes"
-	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +40,7 @@ func BenchmarkVerifyStore(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, srv0 := processCPU(b), serverCPU()
+	cpu0 := processCPU(b)
 	for b.Loop() {
 		r, err := auditchain.VerifyStore(b.Context(), s, &auditchain.KeySet{}, "org-bench", 0, 0)
 		if err != nil || !r.OK || r.Events != n {
@@ -52,7 +49,6 @@ func BenchmarkVerifyStore(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(n*b.N), "cpu-ns/event")
-	b.ReportMetric(float64((serverCPU()-srv0).Nanoseconds())/float64(n*b.N), "server-cpu-ns/event")
 }
 
 // processCPU answers the CPU time, user and system, this process has used
@@ -63,31 +59,4 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// serverCPU answers the CPU time, user and system, of the PostgreSQL
-// processes on this machine (0 where there are none): a benchmark's
-// connections' backends, and whatever else the server did meanwhile.
-func serverCPU() time.Duration {
-	dirs, _ := os.ReadDir("/proc")
-	var ticks int64
-	for _, d := range dirs {
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime stime: fields 14 and 15.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 || !bytes.HasSuffix(stat[:i], []byte("(postgres")) {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ 100
 }
