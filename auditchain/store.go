@@ -109,6 +109,9 @@ func streamVerify(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet
 			cancel() // the second's work is moot
 		}
 		<-done
+		if second.w != nil {
+			defer second.w.close()
+		}
 		if first.err == nil && first.ok {
 			first.err = second.err
 		}
@@ -194,6 +197,9 @@ func walkSegment(ctx context.Context, s toolplane.AuditChainStore, in *Input, or
 // the caller names how).
 func (sg *segment) join(next *segment) bool {
 	w := sg.w
+	if !next.ok {
+		return false // a row of next broke the chain
+	}
 	if w == nil || next.w == nil {
 		return next.w == nil && next.n == 0 && next.ok
 	}
