@@ -1,6 +1,7 @@
 package auditchain
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,11 +21,6 @@ const pageSize = 1000
 // chainPage is how many events a verification reads a query (one keyset
 // query on (organization_id, seq)): the largest page a store answers.
 const chainPage = 1000
-
-// splitAt is the length from which a verification reads its range in two
-// halves at once: reading the rows, not hashing them, is what verification
-// costs, and each half takes a core (and a connection) of its own.
-const splitAt = 4 * chainPage
 
 // VerifyStore verifies the organization's chain as stored, from sequence
 // number from to to (0: from the first stored event, to the end). It
@@ -59,7 +55,15 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 		// read from the first stored, and let Verify name the gap.
 		read = first
 	}
-	evs, err := readChain(ctx, s, org, read, to, head.Seq)
+	if r, ok, err := streamVerify(ctx, s, keys, &head, cps, org, read, to); err != nil || ok {
+		if err != nil {
+			return Report{}, fmt.Errorf("verify audit chain: %w", err)
+		}
+		return r, nil
+	}
+	// A broken link: named over the whole range, as the rows around it
+	// say how it broke (moved, added, missing).
+	evs, err := readPages(ctx, s, org, read, to, MaxVerify)
 	if err != nil {
 		return Report{}, fmt.Errorf("verify audit chain: %w", err)
 	}
@@ -87,6 +91,169 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 		r.From, r.To = 0, 0
 	}
 	return r, nil
+}
+
+// streamVerify walks org's chain from read to to as VerifyStore does,
+// holding a few pages in memory whatever the chain's length: each range
+// reads its next page while it hashes this one, and a range long enough
+// is walked as two segments at once (a connection and a core each; the
+// second taken on trust from its first row, until the first ends on the
+// hash that row follows). ok is false when a row breaks the chain (the
+// caller then names the break over the whole range) or nothing was read;
+// otherwise r is the report Verify gives for the range read whole.
+func streamVerify(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, head *toolplane.AuditHead, cps []toolplane.AuditCheckpoint, org string, read, to int64) (r Report, ok bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	end := head.Seq
+	if to > 0 && to < end {
+		end = to
+	}
+	in := &Input{Checkpoints: cps, Keys: keys}
+	var first, second segment
+	if span := end - read + 1; span >= splitAt && span <= MaxVerify {
+		mid := read + span/2 - 1
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			second = walkSegment(ctx, s, in, org, mid+1, to, true)
+		}()
+		first = walkSegment(ctx, s, in, org, read, mid, false)
+		if first.err != nil || !first.ok {
+			cancel() // the second's work is moot
+		}
+		<-done
+		if second.w != nil {
+			defer second.w.close()
+		}
+		if first.err == nil && first.ok {
+			first.err = second.err
+		}
+		if first.err == nil && first.ok && !first.join(&second) {
+			first.ok = false
+		}
+	} else {
+		first = walkSegment(ctx, s, in, org, read, to, false)
+	}
+	if first.w != nil {
+		defer first.w.close()
+	}
+	if first.err != nil || !first.ok || first.w == nil {
+		return Report{}, false, first.err
+	}
+	if first.n >= MaxVerify {
+		to = first.w.prevSeq // read only so far (see VerifyStore)
+	}
+	r = first.w.end(&Input{Head: head, To: to}, true)
+	r.OrganizationID = org
+	return r, true, nil
+}
+
+// splitAt is the length from which a verification walks its range as two
+// segments at once: reading the rows is most of what it costs, and each
+// segment takes a connection and a core of its own.
+const splitAt = 4 * chainPage
+
+// A segment is one range of a chain walked page by page.
+type segment struct {
+	w *walk // nil: nothing read
+	// ok is false when a row broke the chain.
+	ok  bool
+	n   int // rows read
+	err error
+	// first is the segment's first row's number and the hash it
+	// follows, for the segment before it to meet (join).
+	firstSeq  int64
+	firstPrev []byte
+}
+
+// walkSegment walks org's chained events from read to to (0: to the end)
+// with in's checkpoints, reading ahead a page. A segment that continues
+// another (cont) starts from its first row's link, taken on trust until
+// join checks it, and meets only the checkpoints from its first row on.
+func walkSegment(ctx context.Context, s toolplane.AuditChainStore, in *Input, org string, read, to int64, cont bool) segment {
+	pages := make(chan chainPageRead, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	go readAhead(ctx, s, org, read, to, pages)
+	defer func() {
+		cancel()
+		for range pages { // let the reader end
+		}
+	}()
+	sg := segment{ok: true}
+	for p := range pages {
+		if p.err != nil {
+			sg.err = p.err
+			return sg
+		}
+		if len(p.events) == 0 {
+			break
+		}
+		if sg.w == nil {
+			e := &p.events[0]
+			sg.w = newWalk(in, e)
+			sg.firstSeq, sg.firstPrev = e.Seq, e.PrevHash
+			if cont {
+				sg.w.resume(e)
+			}
+		}
+		if !sg.w.rows(p.events) {
+			sg.ok = false
+			return sg
+		}
+		sg.n += len(p.events)
+	}
+	return sg
+}
+
+// join continues sg with next, the segment after it, and answers whether
+// next's first row follows sg's last (else the chain breaks there, and
+// the caller names how).
+func (sg *segment) join(next *segment) bool {
+	w := sg.w
+	if !next.ok {
+		return false // a row of next broke the chain
+	}
+	if w == nil || next.w == nil {
+		return next.w == nil && next.n == 0 && next.ok
+	}
+	if next.firstSeq != w.expect || !bytes.Equal(next.firstPrev, w.prevHash) {
+		return false
+	}
+	v := next.w
+	w.r.Events += v.r.Events
+	w.r.Matched += v.r.Matched
+	w.r.To = v.r.To
+	w.prevHash, w.prevprev, w.prevSeq, w.expect, w.pending = v.prevHash, v.prevprev, v.prevSeq, v.expect, v.pending
+	w.note(v.brk)
+	sg.n += next.n
+	v.close()
+	return true
+}
+
+// chainPageRead is one page readAhead read, or the error that ended it.
+type chainPageRead struct {
+	events []toolplane.AuditEvent
+	err    error
+}
+
+// readAhead sends org's chained events from next to to (0: to the end),
+// page by page, on pages, and closes it after a short page, an error,
+// MaxVerify events or ctx's end.
+func readAhead(ctx context.Context, s toolplane.AuditChainStore, org string, next, to int64, pages chan<- chainPageRead) {
+	defer close(pages)
+	for n := 0; n < MaxVerify; {
+		page, err := s.AuditChain(ctx, org, next, to, chainPage)
+		select {
+		case pages <- chainPageRead{page, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil || len(page) < chainPage {
+			return
+		}
+		n += len(page)
+		next = page[len(page)-1].Seq + 1
+	}
 }
 
 // Checkpoint signs a checkpoint at the head of every organization whose
@@ -141,47 +308,11 @@ func Checkpoint(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, 
 	}
 }
 
-// readChain reads org's chained events from read to to (0: to the end),
-// in Seq order, stopping past MaxVerify events; headSeq (where the chain
-// stood when verification began) sizes the reading, and a range long
-// enough is read as two halves at once. What it answers is the same rows
-// a single walk of pages would read: the halves meet at a sequence number,
-// the first bounded by it, the second reading on to to as one walk would.
-func readChain(ctx context.Context, s toolplane.AuditChainStore, org string, read, to, headSeq int64) ([]toolplane.AuditEvent, error) {
-	end := headSeq
-	if to > 0 && to < end {
-		end = to
-	}
-	span := end - read + 1
-	if span < splitAt || span > MaxVerify {
-		return readPages(ctx, s, org, read, to, max(0, min(span, MaxVerify)), MaxVerify)
-	}
-	mid := read + span/2 - 1
-	var (
-		first []toolplane.AuditEvent
-		ferr  error
-		done  = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		first, ferr = readPages(ctx, s, org, read, mid, span, MaxVerify) // room for the second half
-	}()
-	second, err := readPages(ctx, s, org, mid+1, to, end-mid, MaxVerify-int(mid-read+1))
-	<-done
-	if err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return nil, err
-	}
-	return append(first, second...), nil
-}
-
 // readPages reads org's chained events from next to to (0: to the end)
 // page by page, stopping after a short page or once limit events are
-// read; expect sizes the answer.
-func readPages(ctx context.Context, s toolplane.AuditChainStore, org string, next, to, expect int64, limit int) ([]toolplane.AuditEvent, error) {
-	evs := make([]toolplane.AuditEvent, 0, expect)
+// read.
+func readPages(ctx context.Context, s toolplane.AuditChainStore, org string, next, to int64, limit int) ([]toolplane.AuditEvent, error) {
+	var evs []toolplane.AuditEvent
 	for {
 		page, err := s.AuditChain(ctx, org, next, to, chainPage)
 		if err != nil {

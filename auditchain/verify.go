@@ -108,18 +108,42 @@ func Verify(in Input) Report {
 	} else if i < 0 {
 		evs = nil
 	}
-	var r Report
+	var first *toolplane.AuditEvent
 	if len(evs) > 0 {
-		r.OrganizationID = evs[0].OrganizationID
+		first = &evs[0]
+	}
+	w := newWalk(&in, first)
+	defer w.close()
+	return w.end(&in, w.rows(evs))
+}
+
+// A walk is Verify's state between rows, so a trail can be walked a page
+// at a time (see VerifyStore): the checkpoints and their signatures, the
+// anchor, and the last link walked.
+type walk struct {
+	r       Report
+	cps     []toolplane.AuditCheckpoint
+	brk     *Break
+	pending []int // indexes of cps the walk must still meet, by Seq
+	x       *hasher
+	// prevHash is the last row's hash (the anchor's before the first),
+	// prevprev the one before it; prevSeq the last row's number and
+	// expect the next one's.
+	prevHash, prevprev []byte
+	prevSeq, expect    int64
+}
+
+// newWalk checks in's checkpoints' signatures and anchors the walk of a
+// trail whose first chained row is first (nil: none).
+func newWalk(in *Input, first *toolplane.AuditEvent) *walk {
+	w := &walk{x: hashers.Get().(*hasher)}
+	r := &w.r
+	if first != nil {
+		r.OrganizationID = first.OrganizationID
 	}
 	cps := slices.Clone(in.Checkpoints)
 	slices.SortStableFunc(cps, func(a, b toolplane.AuditCheckpoint) int { return compare(a.Seq, b.Seq) })
-	var brk *Break
-	note := func(b *Break) {
-		if b != nil && (brk == nil || b.Seq < brk.Seq) {
-			brk = b
-		}
-	}
+	w.cps = cps
 	// Signatures first: only a checkpoint the operator signed anchors.
 	valid := make([]bool, len(cps))
 	for i := range cps {
@@ -134,102 +158,135 @@ func Verify(in Input) Report {
 		}
 		switch {
 		case cp.OrganizationID != r.OrganizationID:
-			note(&Break{Seq: cp.Seq, Kind: Forged, Detail: fmt.Sprintf("checkpoint at %d names organization %q", cp.Seq, cp.OrganizationID)})
+			w.note(&Break{Seq: cp.Seq, Kind: Forged, Detail: fmt.Sprintf("checkpoint at %d names organization %q", cp.Seq, cp.OrganizationID)})
 		case !known:
-			note(&Break{Seq: cp.Seq, Kind: Forged, Detail: fmt.Sprintf("checkpoint at %d is signed by key %q, not one of the operator's", cp.Seq, cp.KeyID)})
+			w.note(&Break{Seq: cp.Seq, Kind: Forged, Detail: fmt.Sprintf("checkpoint at %d is signed by key %q, not one of the operator's", cp.Seq, cp.KeyID)})
 		case !ok:
-			note(&Break{Seq: cp.Seq, Kind: Forged, Detail: fmt.Sprintf("checkpoint at %d: signature does not verify with key %q", cp.Seq, cp.KeyID)})
+			w.note(&Break{Seq: cp.Seq, Kind: Forged, Detail: fmt.Sprintf("checkpoint at %d: signature does not verify with key %q", cp.Seq, cp.KeyID)})
 		default:
 			valid[i] = true
 		}
 	}
 	// The anchor: the newest signed checkpoint before the first row.
-	var prevHash []byte
-	expect := int64(1)
-	if len(evs) > 0 {
-		first := evs[0].Seq
+	w.expect = 1
+	if first != nil {
 		for i := len(cps) - 1; i >= 0; i-- {
-			if valid[i] && cps[i].Seq < first {
-				r.Anchor, prevHash, expect = cps[i].Seq, cps[i].Hash, cps[i].Seq+1
+			if valid[i] && cps[i].Seq < first.Seq {
+				r.Anchor, w.prevHash, w.expect = cps[i].Seq, cps[i].Hash, cps[i].Seq+1
 				break
 			}
 		}
-		if r.Anchor == 0 && first > 1 && in.Partial {
-			r.Unanchored, prevHash, expect = true, evs[0].PrevHash, first
+		if r.Anchor == 0 && first.Seq > 1 && in.Partial {
+			r.Unanchored, w.prevHash, w.expect = true, first.PrevHash, first.Seq
 		}
-		r.From = expect
+		r.From = w.expect
 	} else {
 		// Nothing stored to walk (retention dropped every event): the
 		// newest signed checkpoint is where the chain stands, and the
 		// head is compared with it.
 		for i := len(cps) - 1; i >= 0; i-- {
 			if valid[i] {
-				r.Anchor, prevHash, expect = cps[i].Seq, cps[i].Hash, cps[i].Seq+1
+				r.Anchor, w.prevHash, w.expect = cps[i].Seq, cps[i].Hash, cps[i].Seq+1
 				break
 			}
 		}
 	}
 	// Checkpoints the walk must meet, by sequence number.
-	var pending []int
 	for i := range cps {
 		if valid[i] && cps[i].Seq > r.Anchor {
-			pending = append(pending, i)
+			w.pending = append(w.pending, i)
 		}
 	}
-	x := hashers.Get().(*hasher)
-	defer hashers.Put(x)
-	var prevprev []byte
-	var prevSeq int64 = expect - 1
-	walked := 0
+	w.prevSeq = w.expect - 1
+	return w
+}
+
+// resume makes w the walk of a segment of a longer trail that starts at
+// e: e's link is taken as it is (the segment before checks it), and the
+// checkpoints before e are the other segment's.
+func (w *walk) resume(e *toolplane.AuditEvent) {
+	w.prevHash, w.expect, w.prevSeq = e.PrevHash, e.Seq, e.Seq-1
+	w.pending = slices.DeleteFunc(w.pending, func(i int) bool { return w.cps[i].Seq < e.Seq })
+}
+
+// note keeps b when it is the first break so far (the lowest Seq).
+func (w *walk) note(b *Break) {
+	if b != nil && (w.brk == nil || b.Seq < w.brk.Seq) {
+		w.brk = b
+	}
+}
+
+// close returns the walk's hasher.
+func (w *walk) close() {
+	if w.x != nil {
+		hashers.Put(w.x)
+		w.x = nil
+	}
+}
+
+// rows walks evs, the trail's next rows, and answers false at the first
+// broken one (noted). Whether a row holds depends only on it and the row
+// before, except when it does not: the break is then named looking at
+// evs around it, so a break found in one page of a longer trail is named
+// again over the whole trail (VerifyStore does).
+func (w *walk) rows(evs []toolplane.AuditEvent) bool {
+	cps := w.cps
 	for i := range evs {
 		e := &evs[i]
-		if b := x.check(evs, i, expect, prevSeq, prevHash, prevprev); b != nil {
-			note(b)
-			break
+		if b := w.x.check(evs, i, w.expect, w.prevSeq, w.prevHash, w.prevprev); b != nil {
+			w.note(b)
+			return false
 		}
-		for len(pending) > 0 && cps[pending[0]].Seq <= e.Seq {
-			cp := &cps[pending[0]]
-			pending = pending[1:]
+		for len(w.pending) > 0 && cps[w.pending[0]].Seq <= e.Seq {
+			cp := &cps[w.pending[0]]
+			w.pending = w.pending[1:]
 			if cp.Seq < e.Seq {
 				continue // the walk never met its number (a gap, noted)
 			}
 			if !bytes.Equal(cp.Hash, e.Hash) {
-				note(&Break{Seq: cp.Seq, Kind: Rewritten, EventID: e.ID, Detail: fmt.Sprintf("the chain's hash at %d is not the one the checkpoint signed: rows up to it were rewritten", cp.Seq)})
+				w.note(&Break{Seq: cp.Seq, Kind: Rewritten, EventID: e.ID, Detail: fmt.Sprintf("the chain's hash at %d is not the one the checkpoint signed: rows up to it were rewritten", cp.Seq)})
 			} else {
-				r.Matched++
+				w.r.Matched++
 			}
 		}
-		prevprev, prevHash, prevSeq = prevHash, e.Hash, e.Seq
-		expect = e.Seq + 1
-		walked++
-		r.To = e.Seq
+		w.prevprev, w.prevHash, w.prevSeq = w.prevHash, e.Hash, e.Seq
+		w.expect = e.Seq + 1
+		w.r.Events++
+		w.r.To = e.Seq
 	}
-	r.Events = walked
+	return true
+}
+
+// end answers the walk's report: complete says every row read held, and
+// only then is where the trail ends compared with the checkpoints and the
+// head.
+func (w *walk) end(in *Input, complete bool) Report {
+	r, cps, prevSeq := w.r, w.cps, w.prevSeq
 	// A checkpoint signed past where the trail ends, on a walk that read
 	// to the end: the rows it vouched for are gone, whatever the head (a
 	// head can be moved back, or be the newest row left). An export of a
 	// range (Partial) may simply end before it, so only a walk that knows
 	// where the chain stands (Head) says so.
-	if brk == nil && walked == len(evs) && in.Head != nil {
-		for _, i := range pending {
+	if w.brk == nil && complete && in.Head != nil {
+		for _, i := range w.pending {
 			if cp := &cps[i]; cp.Seq > prevSeq && (in.To == 0 || in.To >= cp.Seq) {
-				note(&Break{Seq: prevSeq + 1, Kind: Deleted, Detail: fmt.Sprintf("a checkpoint signed the chain at %d but the trail ends at %d", cp.Seq, prevSeq)})
+				w.note(&Break{Seq: prevSeq + 1, Kind: Deleted, Detail: fmt.Sprintf("a checkpoint signed the chain at %d but the trail ends at %d", cp.Seq, prevSeq)})
 				break
 			}
 		}
 	}
-	if brk == nil && walked == len(evs) && in.Head != nil && (in.To == 0 || in.To >= in.Head.Seq) {
+	if w.brk == nil && complete && in.Head != nil && (in.To == 0 || in.To >= in.Head.Seq) {
 		switch {
 		case in.Head.Seq > prevSeq:
-			note(&Break{Seq: prevSeq + 1, Kind: Deleted, Detail: fmt.Sprintf("the chain's head is at %d but the trail ends at %d", in.Head.Seq, prevSeq)})
+			w.note(&Break{Seq: prevSeq + 1, Kind: Deleted, Detail: fmt.Sprintf("the chain's head is at %d but the trail ends at %d", in.Head.Seq, prevSeq)})
 		case in.Head.Seq < prevSeq:
-			note(&Break{Seq: in.Head.Seq + 1, Kind: Inserted, Detail: fmt.Sprintf("the trail goes past the chain's head at %d", in.Head.Seq)})
-		case in.Head.Seq > 0 && !bytes.Equal(in.Head.Hash, prevHash):
-			note(&Break{Seq: prevSeq, Kind: Rewritten, Detail: fmt.Sprintf("the chain's head hash at %d is not the trail's", prevSeq)})
+			w.note(&Break{Seq: in.Head.Seq + 1, Kind: Inserted, Detail: fmt.Sprintf("the trail goes past the chain's head at %d", in.Head.Seq)})
+		case in.Head.Seq > 0 && !bytes.Equal(in.Head.Hash, w.prevHash):
+			w.note(&Break{Seq: prevSeq, Kind: Rewritten, Detail: fmt.Sprintf("the chain's head hash at %d is not the trail's", prevSeq)})
 		}
 	}
-	r.Break = brk
-	r.OK = brk == nil
+	r.Break = w.brk
+	r.OK = w.brk == nil
 	return r
 }
 

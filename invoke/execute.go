@@ -75,7 +75,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 		}
 		return c.lateForDispatch(), nil
 	}
-	c.lap(StageHandler)
+	c.mark(ctx, stageDispatch)
 	if c.needsRelease() {
 		c.mark(ctx, stageCredential)
 		if res, err, done := c.releaseConnection(ctx); done {
@@ -118,10 +118,9 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 	}
 	t := c.newTries(b, c.timeout())
 	// Each attempt has its own span (see attemptOnce).
-	c.mark(ctx, "")
+	c.mark(ctx, stageDispatch)
 	r, o, cut := c.dispatch(vctx, b, attempt, &t, st)
 	c.audit.Attempts = t.made
-	c.lap(StageBoundary)
 	if cut != nil {
 		return c.timedOut(ctx, b, cut.done, cut.within)
 	}
@@ -152,7 +151,6 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return r, err
 		}
 	}
-	c.lap(StageClaim)
 	if err := c.complete(ctx, res); err != nil {
 		return toolplane.Result{}, err
 	}
@@ -509,7 +507,7 @@ func (c *call) complete(ctx context.Context, res toolplane.Result) error {
 	if c.claim == nil {
 		return nil
 	}
-	c.mark(ctx, stageAudit)
+	c.mark(ctx, stageComplete)
 	rendered := boundary.Render(res)
 	c.audit.OutputHash = outputHash(rendered)
 	if err := c.iv.journal.Complete(context.WithoutCancel(ctx), c.claim, rendered, c.auditNow(outcomeOf(res))); err != nil {

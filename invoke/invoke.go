@@ -280,6 +280,11 @@ type Config struct {
 	// Observer, when set, is told of every call's outcome, latency, stage
 	// times and cost (the metrics).
 	Observer Observer
+	// DailyCeilings, when set, says whether an organization has a daily
+	// spend ceiling (spend.Known): a metered call of one that has none
+	// skips reading the day's counter. Without it the counter is read on
+	// every metered call.
+	DailyCeilings DailyCeilings
 	// Principals, when set, answers the live principal of a call: a fresh
 	// call from a door is decided on what its credential's grants allow
 	// now, and a call run later from storage (an approved call, a replay)
@@ -557,4 +562,10 @@ func (iv *Invoker) NextApprover(a *toolplane.Approval) (group string, ttl time.D
 		return "", 0, false
 	}
 	return t.Def.Approval.Chain[a.Level+1], t.Def.Approval.TTL.Std(), true
+}
+
+// DailyCeilings answers whether an organization has a daily spend
+// ceiling, as of a moment ago at most (see Config.DailyCeilings).
+type DailyCeilings interface {
+	HasCeiling(ctx context.Context, org string) (bool, error)
 }

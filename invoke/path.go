@@ -314,7 +314,6 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 		}
 		return toolplane.Result{}, err
 	}
-	c.lap(StageClaim)
 	tool, d, args := c.tool, &c.tool.Def, c.args
 
 	if d.Writes() {
@@ -348,7 +347,6 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	// step only; so does an approval of the same call by the same agent in
 	// another run (a session per call), which the call then becomes. One
 	// covering another call is ignored, and the answer says why.
-	c.lap(StageApproval)
 	approved := false
 	if inv.AuthorizedBy != "" && iv.cfg.Approvals != nil {
 		c.mark(ctx, stageApproval)
@@ -403,7 +401,6 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	}
 
 	c.mark(ctx, stagePolicy)
-	c.lap(StagePolicy)
 	facts, err := iv.resolvers(d).ResolveWithin(ctx, iv.cfg.FactTimeout, inv, d, args)
 	if err != nil {
 		// Neither an allow nor a denial: the call is not decided, and
@@ -442,13 +439,11 @@ func (c *call) runVersion(ctx context.Context) (toolplane.Result, error) {
 	case policy.RequireApproval:
 		if !approved {
 			c.mark(ctx, stageApproval)
-			c.lap(StageApproval)
 			if r, proceed, err := c.fileApproval(ctx); !proceed {
 				return r, err
 			}
 		}
 	}
-	c.lap(StageClaim)
 	if d.Metered {
 		c.mark(ctx, stageMeter)
 		if r, stop := c.accrue(ctx); stop {
@@ -638,8 +633,18 @@ func (c *call) accrue(ctx context.Context) (toolplane.Result, bool) {
 // ceiling, and what it costs is known only once it answered; so the
 // organization's day can end past its ceiling by at most the calls that
 // were in flight when it was reached, one per call, never more.
+//
+// An organization without a ceiling (as DailyCeilings knows, when set)
+// has nothing to check, and its counter is not read; when DailyCeilings
+// cannot say, the counter is.
 func (c *call) accrueDay(ctx context.Context) (toolplane.Result, bool) {
 	iv, inv, d := c.iv, c.inv, &c.tool.Def
+	if k := iv.cfg.DailyCeilings; k != nil {
+		has, err := k.HasCeiling(ctx, inv.OrganizationID)
+		if err == nil && !has {
+			return toolplane.Result{}, false
+		}
+	}
 	day, err := iv.cfg.Store.DaySpend(ctx, inv.OrganizationID, toolplane.SpendDay(iv.now()))
 	if err != nil {
 		iv.log.ErrorContext(ctx, "meter read failed", "tool", d.Name, "err", err)
@@ -1023,7 +1028,6 @@ func (c *call) handlerCall(attempt int) handler.Call {
 // finish records the call: the audit event and the span's end.
 func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	iv := c.iv
-	c.lap(StageAudit)
 	outcome := "ok"
 	var ar *ApprovalRequired
 	switch {
@@ -1057,7 +1061,7 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	if res.Meta.UsageID != "" {
 		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
 	}
-	c.endStages(&res, outcome, err)
+	c.endStages(ctx, &res, outcome, err)
 	// The call's span ends after its audit event is appended (a child
 	// stage of it), and the Observer is told after that append too, whose
 	// time is the audit stage's.
@@ -1072,7 +1076,7 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	c.auditNow(outcome)
 	c.audit.Replayed = res.Meta.Replayed
 	c.mark(ctx, stageAudit)
-	defer c.mark(ctx, "")
+	defer c.mark(ctx, stageEnd)
 	var aerr error
 	if iv.cfg.Audit != nil {
 		// A call that may have made an effect stored its event with its

@@ -18,6 +18,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/spend"
 )
 
 // brokenMeter is a real store whose usage writes fail: the wiring fault
@@ -83,9 +84,17 @@ type spendRig struct {
 	rep   *recordingReporter
 	clock *testclock.Clock
 	runs  atomic.Int64
+	known *spend.Known
 }
 
-func newSpendRig(t *testing.T, store toolplane.Store, d toolplane.Definition, fn handler.Func) *spendRig {
+func newSpendRig(t testing.TB, store toolplane.Store, d toolplane.Definition, fn handler.Func) *spendRig {
+	t.Helper()
+	return newSpendRigKnowing(t, store, d, fn, true)
+}
+
+// newSpendRigKnowing is newSpendRig, the node knowing which organizations
+// have a daily ceiling (spend.Known) or not.
+func newSpendRigKnowing(t testing.TB, store toolplane.Store, d toolplane.Definition, fn handler.Func, knowing bool) *spendRig {
 	t.Helper()
 	r := &spendRig{logs: &lockedBuffer{}, rep: &recordingReporter{}, clock: newClock()}
 	hs := handler.NewRegistry()
@@ -103,8 +112,15 @@ func newSpendRig(t *testing.T, store toolplane.Store, d toolplane.Definition, fn
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The node knows which organizations have a daily ceiling, as a
+	// server's does: each case below holds with it.
+	var ceilings invoke.DailyCeilings
+	if knowing {
+		r.known = spend.NewKnown(store, r.clock.Now)
+		ceilings = r.known
+	}
 	r.iv, err = invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{},
-		Node: "test", LeaseMargin: time.Second, Now: r.clock.Now, Reporter: r.rep,
+		Node: "test", LeaseMargin: time.Second, Now: r.clock.Now, Reporter: r.rep, DailyCeilings: ceilings,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -328,4 +344,86 @@ func TestTwoNodesRaceAgainstOneDailyCeiling(t *testing.T) {
 			t.Fatalf("report %+v (%v), want the counter's %+v", lines, err, day)
 		}
 	})
+}
+
+// countedDays counts the reads of the day's counter.
+type countedDays struct {
+	toolplane.Store
+	reads atomic.Int64
+}
+
+func (c *countedDays) DaySpend(ctx context.Context, org string, day int64) (toolplane.DaySpend, error) {
+	c.reads.Add(1)
+	return c.Store.DaySpend(ctx, org, day)
+}
+
+// TestDailyCounterReadOnlyUnderACeiling: a metered call of an
+// organization without a daily ceiling does not read the day's counter;
+// once a ceiling is set on another node (in the store, behind this
+// node's back) it is enforced here within spend.DefaultKnownFor, and
+// from then on the counter is read on every call; set through this
+// node's service, at once.
+func TestDailyCounterReadOnlyUnderACeiling(t *testing.T) {
+	t.Parallel()
+	onStores(t, func(t *testing.T, s toolplane.Store) {
+		ctx := context.Background()
+		counted := &countedDays{Store: s}
+		rig := newSpendRig(t, counted, metered(), pricedAt(60))
+		in := inv("research.search")
+		in.OrganizationID = toolplane.NewID("org_")
+		for i := range 3 {
+			must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", fmt.Sprint(i)), in))
+		}
+		if n := counted.reads.Load(); n != 0 {
+			t.Fatalf("%d reads of the day's counter with no ceiling, want none", n)
+		}
+		putCeiling(t, s, in.OrganizationID, 100, rig.clock.Now()) // another node's doing
+		must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", "x"), in))
+		rig.clock.Advance(spend.DefaultKnownFor)
+		r, err := rig.iv.Invoke(ctx, "research.search", args("to", "y"), in)
+		code(t, r, err, toolplane.CodeBudgetExhausted)
+		if n := counted.reads.Load(); n != 1 {
+			t.Fatalf("%d reads of the day's counter, want 1", n)
+		}
+
+		// Set through this node's service: known at once.
+		other := inv("research.search")
+		other.OrganizationID = toolplane.NewID("org_")
+		must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", "a"), other))
+		must(t).OK(rig.iv.Invoke(ctx, "research.search", args("to", "b"), other))
+		svc := spend.New(s, rig.clock.Now)
+		svc.Tell(rig.known)
+		admin := &toolplane.Credential{ID: "key_admin", OrganizationID: other.OrganizationID, Kind: toolplane.CredentialPerson, Subject: "admin", Roles: []string{toolplane.RolePlatformAdmin}}
+		if _, err := svc.SetCeiling(ctx, admin, 100); err != nil {
+			t.Fatal(err)
+		}
+		r, err = rig.iv.Invoke(ctx, "research.search", args("to", "c"), other)
+		code(t, r, err, toolplane.CodeBudgetExhausted)
+	})
+}
+
+// BenchmarkMeteredCall is a metered read on SQLite, priced and recorded,
+// of an organization with no daily ceiling: with the node not knowing
+// that (the day's counter read before each call) and knowing it
+// (spend.Known, the counter not read). cpu-µs/op is the process's CPU a
+// call, the steadier figure on a shared machine.
+func BenchmarkMeteredCall(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		known bool
+	}{{"counter_read", false}, {"no_ceiling_known", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			rig := newSpendRigKnowing(b, newStore(b), metered(), pricedAt(3), bc.known)
+			in := inv("research.search")
+			ctx := context.Background()
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if r, err := rig.iv.Invoke(ctx, "research.search", args("to", "a"), in); err != nil || !r.OK {
+					b.Fatal(r, err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
 }

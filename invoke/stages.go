@@ -12,24 +12,65 @@ import (
 	"github.com/toolplane/toolplane/tracectx"
 )
 
-// The spans of a call's stages, children of the call's span, in the order
-// of the invocation path. A trace reads where a call spent its time and
-// where it stopped: the stage open when a call is refused carries the
-// refusal as an event (eventRefusal, its code under attrCode) and the
-// span's status, and so does the call's span.
+// A stage is a part of the invocation path as the call marks it (see
+// mark): each opens a span of its own, a child of the call's span, and
+// counts its time to one of the stages the Observer is told of
+// (PathStage, coarser: the journal's read, the rate limits, the meter,
+// the traffic admission and the claim are all the claim's). A trace
+// reads where a call spent its time and where it stopped: the stage open
+// when a call is refused carries the refusal as an event (eventRefusal,
+// its code under attrCode) and the span's status, and so does the call's
+// span.
+type stage uint8
+
+// The stages, in the order of the invocation path.
 const (
-	stageValidate   = "validate"
-	stageJournal    = "journal"
-	stageLimit      = "limit"
-	stageApproval   = "approval"
-	stagePolicy     = "policy"
-	stageMeter      = "meter"
-	stageTraffic    = "traffic"
-	stageClaim      = "claim"
-	stageCredential = "credential"
-	stageHandler    = "handler"
-	stageBoundary   = "boundary"
-	stageAudit      = "audit"
+	stageValidate stage = iota
+	stageJournal
+	stageLimit
+	stageApproval
+	stagePolicy
+	stageMeter
+	stageTraffic
+	stageClaim
+	stageCredential
+	// stageDispatch is the handler's: each attempt has a span of its own
+	// (attemptSpan), so the stage opens none.
+	stageDispatch
+	stageBoundary
+	// stageComplete is a write's completion, which stores its audit event
+	// in the same transaction: the audit span, the claim's time.
+	stageComplete
+	stageAudit
+	// stageEnd closes the last stage; the time after it is the audit's.
+	stageEnd
+)
+
+// stages names each stage's span ("": none) and the Observer's stage its
+// time counts to.
+var stages = [...]struct {
+	span string
+	path PathStage
+}{
+	stageValidate:   {"validate", StageValidate},
+	stageJournal:    {"journal", StageClaim},
+	stageLimit:      {"limit", StageClaim},
+	stageApproval:   {"approval", StageApproval},
+	stagePolicy:     {"policy", StagePolicy},
+	stageMeter:      {"meter", StageClaim},
+	stageTraffic:    {"traffic", StageClaim},
+	stageClaim:      {"claim", StageClaim},
+	stageCredential: {"credential", StageHandler},
+	stageDispatch:   {"", StageHandler},
+	stageBoundary:   {"boundary", StageBoundary},
+	stageComplete:   {"audit", StageClaim},
+	stageAudit:      {"audit", StageAudit},
+	stageEnd:        {"", StageAudit},
+}
+
+// The span of a handler's attempt, and what the stage spans carry.
+const (
+	spanAttempt = "handler"
 
 	eventRefusal = "toolplane.refusal"
 	attrCode     = "toolplane.code"
@@ -41,11 +82,14 @@ const (
 var noSpan = trace.SpanFromContext(context.Background())
 
 // mark ends the stage the call is in (as passed: a stage a later one
-// follows went through) and, unless name is "", opens the stage name.
-// When the call's span is not recording (no tracer, or a sampler that
-// left the call out) it does nothing and allocates nothing: the path pays
-// one interface call per stage.
-func (c *call) mark(ctx context.Context, name string) {
+// follows went through) and enters st: the one marker of the path, for
+// the stage spans and the Observer's stage times alike. The time since
+// the last mark counts to the stage ended (lap); st's span is opened when
+// the call's span is recording. A call neither observed nor recorded (no
+// Observer, no tracer or a sampler that left it out) pays a field read
+// and an interface call per stage, and allocates nothing.
+func (c *call) mark(ctx context.Context, st stage) {
+	c.lap(stages[st].path)
 	if !c.span.IsRecording() {
 		return
 	}
@@ -53,22 +97,20 @@ func (c *call) mark(ctx context.Context, name string) {
 		c.stageSpan.End()
 		c.stageSpan = nil
 	}
-	if name != "" {
+	if name := stages[st].span; name != "" {
 		_, c.stageSpan = c.iv.tracer.Start(ctx, name)
 	}
 }
 
-// endStages ends the stage the call stopped in with the call's outcome:
-// a refusal's code as an event and the status, a fault or a malformed
-// request as an error status.
-func (c *call) endStages(res *toolplane.Result, outcome string, err error) {
-	sp := c.stageSpan
-	if sp == nil {
-		return
+// endStages ends the stage the call stopped in with the call's outcome
+// (a refusal's code as an event and the status, a fault or a malformed
+// request as an error status), and marks the path's end: what follows is
+// the audit's time.
+func (c *call) endStages(ctx context.Context, res *toolplane.Result, outcome string, err error) {
+	if sp := c.stageSpan; sp != nil {
+		ended(sp, res, outcome, err)
 	}
-	c.stageSpan = nil
-	ended(sp, res, outcome, err)
-	sp.End()
+	c.mark(ctx, stageEnd)
 }
 
 // ended sets sp's status for how the call ended (see endStages): only a
@@ -108,7 +150,7 @@ func (c *call) attemptSpan(ctx context.Context, n int) (context.Context, trace.S
 		// request out of the platform.
 		kind = trace.SpanKindClient
 	}
-	ctx, sp := c.iv.tracer.Start(ctx, stageHandler, trace.WithSpanKind(kind))
+	ctx, sp := c.iv.tracer.Start(ctx, spanAttempt, trace.WithSpanKind(kind))
 	sp.SetAttributes(attribute.Int(attrAttempt, n))
 	return ctx, sp
 }

@@ -5,10 +5,14 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolplane/toolplane"
@@ -220,6 +224,90 @@ func benchTraced(b *testing.B, sampler sdktrace.Sampler) {
 	for b.Loop() {
 		if r, err := e.iv.Invoke(ctx, "crm.get", a, in); err != nil || !r.OK {
 			b.Fatal(r, err)
+		}
+	}
+}
+
+// observations keeps what the Observer is told.
+type observations struct {
+	mu  sync.Mutex
+	all []invoke.Observation
+}
+
+func (o *observations) ObserveCall(ob *invoke.Observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.all = append(o.all, *ob)
+}
+
+// One marker feeds the stage spans and the Observer's stage times: a
+// call traced and observed opens its stage spans, and is told with the
+// coarser stages it reached (a call that needed no approval did not reach
+// the approval's), whose times add up to its latency.
+func TestOneMarkerFeedsSpansAndStageTimes(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	obs := &observations{}
+	var tick atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := newStore(t)
+	e := newEnvWith(t, store, func(c *invoke.Config) {
+		c.Tracer, c.Observer = tp.Tracer("test"), obs
+		// Each reading of the clock a millisecond on: every stage takes time.
+		c.Now = func() time.Time { return start.Add(time.Duration(tick.Add(1)) * time.Millisecond) }
+	}, tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{})},
+		tool{def: def("crm.get", toolplane.EffectRead), fn: ok(map[string]any{"id": "p1"})})
+	in := inv("crm.update", "crm.get")
+	reached := func(ss ...invoke.PathStage) uint16 {
+		var m uint16
+		for _, s := range ss {
+			m |= 1 << s
+		}
+		return m
+	}
+	tests := []struct {
+		tool  string
+		spans []string
+		want  uint16
+	}{
+		{"crm.update", []string{"validate", "journal", "limit", "policy", "traffic", "claim", "handler", "boundary", "audit"},
+			reached(invoke.StageValidate, invoke.StagePolicy, invoke.StageClaim, invoke.StageHandler, invoke.StageBoundary, invoke.StageAudit)},
+		{"crm.get", []string{"validate", "limit", "policy", "traffic", "handler", "boundary", "audit"},
+			reached(invoke.StageValidate, invoke.StagePolicy, invoke.StageClaim, invoke.StageHandler, invoke.StageBoundary, invoke.StageAudit)},
+	}
+	for i, tc := range tests {
+		rec.Reset()
+		must(t).OK(e.iv.Invoke(context.Background(), tc.tool, args("to", "a"), in))
+		spans := rec.Ended()
+		calls := callSpans(spans)
+		if len(calls) != 1 {
+			t.Fatalf("%s: %d call spans", tc.tool, len(calls))
+		}
+		if got := children(spans, calls[0].SpanContext()); !slices.Equal(got, tc.spans) {
+			t.Errorf("%s: stages %v, want %v", tc.tool, got, tc.spans)
+		}
+		obs.mu.Lock()
+		if len(obs.all) != i+1 {
+			t.Fatalf("%s: %d observations", tc.tool, len(obs.all))
+		}
+		o := obs.all[i]
+		obs.mu.Unlock()
+		if o.Reached != tc.want {
+			t.Errorf("%s: reached %b, want %b", tc.tool, o.Reached, tc.want)
+		}
+		var sum time.Duration
+		for s := range invoke.StageCount {
+			if o.Reached&(1<<s) == 0 && o.Stages[s] != 0 {
+				t.Errorf("%s: stage %s not reached but timed %v", tc.tool, s, o.Stages[s])
+			}
+			if o.Reached&(1<<s) != 0 && s != invoke.StageAudit && o.Stages[s] <= 0 {
+				t.Errorf("%s: stage %s reached but took %v", tc.tool, s, o.Stages[s])
+			}
+			sum += o.Stages[s]
+		}
+		if sum != o.Took || o.Took <= 0 {
+			t.Errorf("%s: stages add up to %v, the call took %v", tc.tool, sum, o.Took)
 		}
 	}
 }

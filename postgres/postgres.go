@@ -110,8 +110,17 @@ func page[T any](ctx context.Context, s *Store, op string, q *sqlstore.Query, er
 
 // collect scans rows with scan and closes them.
 func collect[T any](rows pgx.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	return collectSized(rows, 0, scan)
+}
+
+// collectSized is collect into room for size rows: a page read whole
+// (an audit chain's) grows no slice.
+func collectSized[T any](rows pgx.Rows, size int, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
 	var out []T
+	if size > 0 {
+		out = make([]T, 0, size)
+	}
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {

@@ -47,6 +47,18 @@ type Store interface {
 type Service struct {
 	store Store
 	now   func() time.Time
+	known *Known
+}
+
+// Tell makes s tell k of each change of a ceiling it makes, so the node's
+// own calls see it at once.
+func (s *Service) Tell(k *Known) { s.known = k }
+
+// changed tells the Known, if any, that org's ceiling changed.
+func (s *Service) changed(org string) {
+	if s.known != nil {
+		s.known.Forget(org)
+	}
 }
 
 // New answers a service over store; now is its clock, time.Now when nil.
@@ -99,6 +111,7 @@ func (s *Service) SetCeiling(ctx context.Context, by *toolplane.Credential, dail
 	if err := s.store.PutSpendCeiling(ctx, c, s.change(by, "spend_ceiling.set", map[string]any{"daily_cents": dailyCents})); err != nil {
 		return nil, fmt.Errorf("set the daily spend ceiling: %w", err)
 	}
+	s.changed(by.OrganizationID)
 	return s.status(ctx, by.OrganizationID)
 }
 
@@ -119,6 +132,7 @@ func (s *Service) DeleteCeiling(ctx context.Context, by *toolplane.Credential) e
 		return err
 	}
 	ok, err := s.store.DeleteSpendCeiling(ctx, by.OrganizationID, s.change(by, "spend_ceiling.delete", map[string]any{}))
+	s.changed(by.OrganizationID)
 	if err != nil {
 		return fmt.Errorf("delete the daily spend ceiling: %w", err)
 	}

@@ -49,16 +49,9 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 // its organization's chain (Seq, PrevHash, Hash), assigned in the write
 // that stores it.
 func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
-	ins, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return auditErr(e, err)
-	}
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		c := s.newChainer(ctx, tx)
-		if err := c.seal(e); err != nil {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+		if err := c.append(e, nil); err != nil {
 			return err
 		}
 		return c.save()
@@ -72,12 +65,6 @@ const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
 
 // auditArgCount is how many arguments insertAudit takes.
 const auditArgCount = 44
-
-func auditArgs(e *toolplane.AuditEvent) []any {
-	args := make([]any, auditArgCount)
-	setAuditArgs(args, e)
-	return args
-}
 
 // setAuditArgs makes args insertAudit's arguments for e, in place. A
 // value equal to the one args holds keeps it: rows of a batch share one
@@ -158,10 +145,6 @@ func (s *Store) writeAudited(ctx context.Context, query string, args []any, e *t
 	if err != nil {
 		return false, err
 	}
-	ins, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return false, err
-	}
 	var ok bool
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, change).ExecContext(ctx, args...)
@@ -172,10 +155,7 @@ func (s *Store) writeAudited(ctx context.Context, query string, args []any, e *t
 			return err
 		}
 		c := s.newChainer(ctx, tx)
-		if err := c.seal(e); err != nil {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, auditArgs(e)...); err != nil {
+		if err := c.append(e, nil); err != nil {
 			return auditErr(e, err)
 		}
 		return c.save()
@@ -200,22 +180,13 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 	// One row per statement: a statement of many rows measured slower in
 	// a long-lived database, writing pages while it ran (see
 	// BENCHMARKS.md).
-	st, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return fmt.Errorf("append audit batch: %w", err)
-	}
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		txst := tx.StmtContext(ctx, st)
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// database/sql copies the arguments before a statement runs, so
 		// one slice serves every row (see setAuditArgs).
-		args := make([]any, auditArgCount)
+		args := make([]any, chainArgCount)
 		c := s.newChainer(ctx, tx)
 		for _, e := range events {
-			if err := c.seal(e); err != nil {
-				return err
-			}
-			setAuditArgs(args, e)
-			if _, err := txst.ExecContext(ctx, args...); err != nil {
+			if err := c.append(e, args); err != nil {
 				return auditErr(e, err)
 			}
 		}

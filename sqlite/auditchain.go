@@ -5,18 +5,23 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	modernc "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // A chainer assigns events their place in their organizations' chains
-// inside one write transaction: it reads where an organization's chain
-// stands once (readHead), advances it in memory for each event it seals,
-// and records the organizations it saw (save) before the transaction
-// commits. SQLite has one writer at a time, so what the transaction reads
-// is the head.
+// inside one write transaction and stores them (append): it finds where
+// an organization's chain stands once, advances it in memory for each
+// event it seals, and records the organizations it saw (save) before the
+// transaction commits. SQLite has one writer at a time, so what the
+// transaction reads is the head.
 type chainer struct {
 	s     *Store
 	ctx   context.Context
@@ -25,6 +30,9 @@ type chainer struct {
 	// order is the organizations whose chains moved, in the order they
 	// first did.
 	order []string
+	// plain and guarded are the transaction's inserts, prepared once a
+	// chainer (see append).
+	plain, guarded *sql.Stmt
 }
 
 func (s *Store) newChainer(ctx context.Context, tx *sql.Tx) *chainer {
@@ -41,7 +49,63 @@ const (
 	// registerAuditOrganization changes no page once the organization is
 	// known.
 	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
+	// insertAuditAfter is insertAudit on the condition that the chain's
+	// newest event is the one given: an event chained on where this node
+	// last left the chain is stored only if the chain is still there,
+	// checked by the statement that stores it, with no read before it.
+	// When it is not, the event's seq is NULL, which the column refuses
+	// (SQLITE_CONSTRAINT_NOTNULL), and nothing is stored. Its arguments
+	// are insertAudit's but for the last three, which follow the
+	// condition's (the organization, the number and hash of the newest
+	// event): see chainer.append. (A condition in an INSERT … SELECT
+	// reading the table it inserts into would have SQLite copy the row to
+	// a temporary table first; numbered parameters cost the driver a
+	// string a parameter.)
+	insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (?, ?)
+		THEN ? END, ?, ?)`
 )
+
+// chainArgCount is how many arguments insertAuditAfter takes.
+const chainArgCount = auditArgCount + 3
+
+// lastHeads is where this store last chained each organization: a hint
+// that saves a write the read of the head, never taken on trust (see
+// chainer.append). It is bounded; past maxHeads it starts over.
+type lastHeads struct {
+	mu sync.Mutex
+	m  map[string]lastHead
+}
+
+type lastHead struct {
+	seq  int64
+	hash [auditchain.HashSize]byte
+}
+
+const maxHeads = 100_000
+
+func (l *lastHeads) get(org string) (lastHead, bool) {
+	l.mu.Lock()
+	h, ok := l.m[org]
+	l.mu.Unlock()
+	return h, ok
+}
+
+func (l *lastHeads) put(org string, seq int64, hash []byte) {
+	if len(hash) != auditchain.HashSize {
+		return
+	}
+	h := lastHead{seq: seq}
+	copy(h.hash[:], hash)
+	l.mu.Lock()
+	if l.m == nil || len(l.m) >= maxHeads {
+		l.m = make(map[string]lastHead)
+	}
+	l.m[org] = h
+	l.mu.Unlock()
+}
 
 // readHead answers where org's chain stands, and whether its newest event
 // says so (then the organization is registered already: the write that
@@ -64,8 +128,7 @@ func readHead(ctx context.Context, query func(ctx context.Context, q string, arg
 	return h, false, nil
 }
 
-// txRow answers a query's row on tx, by the store's prepared statement:
-// the head is read by every write that records an event.
+// txRow answers a query's row on tx, by the store's prepared statement.
 func (c *chainer) txRow(ctx context.Context, q string, args ...any) (*sql.Row, error) {
 	st, err := c.s.prepared(ctx, q)
 	if err != nil {
@@ -74,29 +137,97 @@ func (c *chainer) txRow(ctx context.Context, q string, args ...any) (*sql.Row, e
 	return c.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...), nil
 }
 
-// seal sets e's Seq, PrevHash and Hash as the next event of its
-// organization, after normalizing its JSON documents (see
-// auditchain.Normalize).
-func (c *chainer) seal(e *toolplane.AuditEvent) error {
-	h, ok := c.heads[e.OrganizationID]
+// stmt answers the transaction's form of the store's statement q, kept in
+// *at for the chainer's next event.
+func (c *chainer) stmt(at **sql.Stmt, q string) (*sql.Stmt, error) {
+	if *at == nil {
+		st, err := c.s.prepared(c.ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		*at = c.tx.StmtContext(c.ctx, st)
+	}
+	return *at, nil
+}
+
+// append seals e as the next event of its organization, after
+// normalizing its JSON documents (see auditchain.Normalize), and inserts
+// it; args, when not nil, is room for the insert's arguments
+// (chainArgCount, see setAuditArgs).
+//
+// An organization's first event in a transaction is chained where this
+// store last left the chain (lastHeads), by an insert that holds only if
+// the chain's newest event is still that one: so no statement reads the
+// head first. When it is not (another process's write, a write rolled
+// back, a restart: the hint is only a hint), the head is read and the
+// event sealed and inserted again. Either way the event follows the
+// transaction's own head, as reading it first would make it.
+func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
+	if args == nil {
+		args = make([]any, chainArgCount)
+	}
+	auditchain.Normalize(e)
+	org := e.OrganizationID
+	h, ok := c.heads[org]
 	if !ok {
-		head, known, err := readHead(c.ctx, c.txRow, e.OrganizationID)
+		if last, hinted := c.s.chainHeads.get(org); hinted {
+			prev := last.hash[:]
+			auditchain.Seal(e, last.seq+1, prev)
+			setAuditArgs(args, e)
+			const at = auditArgCount - 3 // the chain's own columns, last
+			seq, prevHash, hash := args[at], args[at+1], args[at+2]
+			args[at], args[at+1], args[at+2] = org, last.seq, e.PrevHash
+			args[at+3], args[at+4], args[at+5] = seq, prevHash, hash
+			st, err := c.stmt(&c.guarded, insertAuditAfter)
+			if err != nil {
+				return err
+			}
+			_, err = st.ExecContext(c.ctx, args...)
+			if err == nil {
+				c.moved(org, &toolplane.AuditHead{}, e)
+				return nil
+			}
+			if !isNotNull(err) {
+				return err
+			}
+			// The chain moved on without this store: read where it is.
+		}
+		head, known, err := readHead(c.ctx, c.txRow, org)
 		if err != nil {
 			return err
 		}
 		h = &head
-		if c.heads == nil {
-			c.heads = make(map[string]*toolplane.AuditHead, 1)
-		}
-		c.heads[e.OrganizationID] = h
 		if !known {
-			c.order = append(c.order, e.OrganizationID)
+			c.order = append(c.order, org)
 		}
 	}
-	auditchain.Normalize(e)
 	auditchain.Seal(e, h.Seq+1, h.Hash)
-	h.Seq, h.Hash = e.Seq, e.Hash
+	setAuditArgs(args, e)
+	st, err := c.stmt(&c.plain, insertAudit)
+	if err != nil {
+		return err
+	}
+	if _, err := st.ExecContext(c.ctx, args[:auditArgCount]...); err != nil {
+		return err
+	}
+	c.moved(org, h, e)
 	return nil
+}
+
+// isNotNull reports whether err is a NOT NULL constraint's refusal.
+func isNotNull(err error) bool {
+	var e *modernc.Error
+	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_NOTNULL
+}
+
+// moved records that org's chain now ends at e, whose head was h.
+func (c *chainer) moved(org string, h *toolplane.AuditHead, e *toolplane.AuditEvent) {
+	h.Seq, h.Hash = e.Seq, e.Hash
+	if c.heads == nil {
+		c.heads = make(map[string]*toolplane.AuditHead, 1)
+	}
+	c.heads[org] = h
+	c.s.chainHeads.put(org, e.Seq, e.Hash)
 }
 
 // save registers the organizations whose chains started (or restarted
@@ -127,17 +258,36 @@ func (s *Store) AuditChain(ctx context.Context, org string, from, to int64, limi
 	if to <= 0 {
 		to = maxSeq
 	}
-	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events
+	rows, err := s.query(ctx, `SELECT `+packedAudit+` FROM audit_events
 		WHERE organization_id = ? AND seq >= ? AND seq <= ? AND seq > 0 ORDER BY seq LIMIT ?`, org, from, to, limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit chain: %w", err)
 	}
-	out, err := collect(rows, scanEvent)
+	out, err := collectSized(rows, limit, func(r scanner) (toolplane.AuditEvent, error) {
+		var packed string
+		if err := r.Scan(&packed); err != nil {
+			return toolplane.AuditEvent{}, err
+		}
+		return sqlstore.UnpackAudit(packed, fromMicros)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("audit chain: %w", err)
 	}
 	return out, nil
 }
+
+// packedAudit reads an event as one text value (see
+// sqlstore.AuditPacked): the driver's work is per column, and a chain is
+// read to be verified, tens of thousands of rows a second. A length is in
+// bytes; a NULL BLOB is packed as empty.
+var packedAudit = sqlstore.AuditPacked(func(col string, kind sqlstore.PackKind) (string, string) {
+	switch kind {
+	case sqlstore.PackText:
+		return "octet_length(" + col + ")", col
+	default:
+		return "length(" + col + ")", col
+	}
+})
 
 // maxSeq stands for "no upper bound" in a range of sequence numbers.
 const maxSeq = int64(1<<63 - 1)
@@ -282,10 +432,7 @@ func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint, ev
 			return nil
 		}
 		c := s.newChainer(ctx, tx)
-		if err := c.seal(ev); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, insertAudit, auditArgs(ev)...); err != nil {
+		if err := c.append(ev, nil); err != nil {
 			return auditErr(ev, err)
 		}
 		return c.save()

@@ -69,3 +69,45 @@ func TestVerifyLongChainTampered(t *testing.T) {
 		})
 	}
 }
+
+// TestChainHintNeverTakenOnTrust: where a store last chained an
+// organization is only a hint. Another store on the same database (a
+// second process) moving the chain, and a batch rolled back after its
+// first event was chained, leave the hint behind; the next event still
+// follows the chain's real head, with no gap and no number twice.
+func TestChainHintNeverTakenOnTrust(t *testing.T) {
+	t.Parallel()
+	a := newTestStore(t)
+	b := New(a.db)
+	now := time.Now()
+	n := 0
+	event := func() *toolplane.AuditEvent {
+		n++
+		return &toolplane.AuditEvent{ID: "ev-" + strconv.Itoa(n), OrganizationID: "org-1", Tool: "crm.update",
+			Outcome: "ok", CreatedAt: now.Add(time.Duration(n) * time.Second)}
+	}
+	for i, s := range []*Store{a, b, a, a, b, a} {
+		e := event()
+		if err := s.AppendAudit(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d numbered %d", i+1, e.Seq)
+		}
+	}
+	// A batch whose second event is refused: the first, chained at 7, is
+	// rolled back with it.
+	dup := event()
+	dup.ID = "ev-1"
+	if err := a.AppendAuditBatch(t.Context(), []*toolplane.AuditEvent{event(), dup}); err == nil {
+		t.Fatal("a batch with a duplicate ID was stored")
+	}
+	e := event()
+	if err := a.AppendAudit(t.Context(), e); err != nil || e.Seq != 7 {
+		t.Fatalf("after the rolled-back batch: seq %d, %v; want 7", e.Seq, err)
+	}
+	r, err := auditchain.VerifyStore(t.Context(), a, &auditchain.KeySet{}, "org-1", 0, 0)
+	if err != nil || !r.OK || r.Events != 7 {
+		t.Fatalf("verify = %+v (break %+v), %v", r, r.Break, err)
+	}
+}

@@ -208,10 +208,6 @@ func (s *Store) SettleProviderJob(ctx context.Context, jobID string, u *toolplan
 	if err != nil {
 		return false, fmt.Errorf("settle provider job %s: %w", jobID, err)
 	}
-	audit, err := s.prepared(ctx, insertAudit)
-	if err != nil {
-		return false, fmt.Errorf("settle provider job %s: %w", jobID, err)
-	}
 	var ok bool
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ok = false
@@ -236,10 +232,7 @@ func (s *Store) SettleProviderJob(ctx context.Context, jobID string, u *toolplan
 		}
 		if e != nil {
 			c := s.newChainer(ctx, tx)
-			if err := c.seal(e); err != nil {
-				return err
-			}
-			if _, err := tx.StmtContext(ctx, audit).ExecContext(ctx, auditArgs(e)...); err != nil {
+			if err := c.append(e, nil); err != nil {
 				return auditErr(e, err)
 			}
 			return c.save()

@@ -53,6 +53,9 @@ type Store struct {
 	writer chan struct{}
 	// groups queues the writes that run as one transaction (see write).
 	groups groups
+	// chainHeads is where the store last chained each organization's
+	// audit trail (see chainer.append).
+	chainHeads lastHeads
 	// commits counts the store's commits since it last looked at the WAL;
 	// checkpointing is set while a background checkpoint runs (see
 	// committed).
@@ -463,8 +466,17 @@ func page[T any](ctx context.Context, s *Store, op string, q *sqlstore.Query, er
 
 // collect scans rows with scan and closes them.
 func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	return collectSized(rows, 0, scan)
+}
+
+// collectSized is collect into room for size rows: a page read whole
+// (an audit chain's) grows no slice.
+func collectSized[T any](rows *sql.Rows, size int, scan func(scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
 	var out []T
+	if size > 0 {
+		out = make([]T, 0, size)
+	}
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {

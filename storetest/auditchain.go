@@ -66,6 +66,8 @@ var auditChainCases = []auditChainCase{
 	{"UpdateAndDeleteRefused", testChainRefusesChange},
 	{"RetentionKeepsVerification", testChainRetention},
 	{"CheckpointsSignMovedChains", testChainCheckpoints},
+	{"ChainReadsWhatGetReads", testChainReadsWhatGetReads},
+	{"TamperAcrossPages", testTamperAcrossPages},
 }
 
 // RunAuditChain runs the audit chain cases, each on a store of its own
@@ -528,5 +530,79 @@ func testChainCheckpoints(t *testing.T, _ AuditChain, s AuditChainStore) {
 	}
 	if r := wantValid(t, s, b, 2); r.Matched != 1 {
 		t.Fatalf("verify = %+v; want b's checkpoint matched", r)
+	}
+}
+
+// testChainReadsWhatGetReads: AuditChain answers each event as GetAudit
+// does (it reads a row in another form, see sqlstore.AuditPacked), for
+// events whose fields hold separators, digits, bytes that are not UTF-8,
+// long documents and empty values.
+func testChainReadsWhatGetReads(t *testing.T, _ AuditChain, s AuditChainStore) {
+	org := newOrg()
+	odd := fullEvent(org, "ev-odd:12:", at(time.Second))
+	odd.Reason = "3:abc:" + strings.Repeat("é", 200)
+	odd.Arguments = []byte(`{"note":"` + strings.Repeat("x:9", 300) + `"}`)
+	odd.PIIFields, odd.Classifications = []string{"email", "a,b", ":"}, []string{"pii"}
+	odd.CostCents, odd.Attempts, odd.PolicyBundle = -3, 7, 1<<40
+	bare := &toolplane.AuditEvent{OrganizationID: org, ID: "ev-bare", CreatedAt: at(2 * time.Second)}
+	for _, e := range []*toolplane.AuditEvent{chainEvent(org, 1), odd, bare} {
+		appendAudit(t, s, e)
+	}
+	evs := readChain(t, s, org)
+	if len(evs) != 3 {
+		t.Fatalf("chain = %v", chainIDs(evs))
+	}
+	for _, e := range evs {
+		got, err := s.GetAudit(t.Context(), org, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%+v", *got)
+		if have := fmt.Sprintf("%+v", e); have != want {
+			t.Fatalf("AuditChain's %s =\n%s\nGetAudit's =\n%s", e.ID, have, want)
+		}
+		if string(auditchain.Digest(&e)) != string(auditchain.Digest(got)) {
+			t.Fatalf("%s: digests differ", e.ID)
+		}
+	}
+}
+
+// testTamperAcrossPages: on a chain long enough that VerifyStore reads it
+// in pages and as two segments at once (they meet after row 2100), a
+// change past the segments' meeting, a deletion at it and a move at a
+// page's edge are named as on a short chain.
+func testTamperAcrossPages(t *testing.T, h AuditChain, s AuditChainStore) {
+	const n = 4200
+	orgs := []string{newOrg(), newOrg(), newOrg()}
+	for _, org := range orgs {
+		for i := 0; i < n; i += 700 {
+			evs := make([]*toolplane.AuditEvent, 700)
+			for j := range evs {
+				evs[j] = chainEvent(org, i+j+1)
+				evs[j].ID = fmt.Sprintf("ev-%05d", i+j+1)
+			}
+			if err := s.AppendAuditBatch(t.Context(), evs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantValid(t, s, org, n)
+	}
+	exec(t, h, s, h.Unguard...)
+	where := func(org string, seq int) string {
+		return fmt.Sprintf(" WHERE organization_id = '%s' AND seq = %d", org, seq)
+	}
+	exec(t, h, s, `UPDATE audit_events SET outcome = 'denied'`+where(orgs[0], 2101),
+		`DELETE FROM audit_events`+where(orgs[1], 2100),
+		`UPDATE audit_events SET seq = -5`+where(orgs[2], 1001),
+		`UPDATE audit_events SET seq = 1001`+where(orgs[2], 1000),
+		`UPDATE audit_events SET seq = 1000`+where(orgs[2], -5))
+	for i, want := range []struct {
+		kind auditchain.Kind
+		seq  int64
+	}{{auditchain.Changed, 2101}, {auditchain.Deleted, 2100}, {auditchain.Reordered, 1000}} {
+		r := verifyStored(t, s, orgs[i])
+		if r.OK || r.Break == nil || r.Break.Kind != want.kind || r.Break.Seq != want.seq {
+			t.Fatalf("verify = %+v, break %+v; want %s at %d", r, r.Break, want.kind, want.seq)
+		}
 	}
 }

@@ -116,6 +116,9 @@ type services struct {
 	// spend keeps the organizations' daily spend ceilings and reports
 	// their spend.
 	spend *spend.Service
+	// known remembers which organizations have a daily ceiling, so the
+	// metered calls of those without skip reading the day's counter.
+	known *spend.Known
 	// async accepts calls to run later, runs them on the background work
 	// and posts their callbacks, signed with webhookSecrets.
 	async *async.Service
@@ -151,7 +154,9 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		approvals: approval.New(approval.Config{Store: s.b.Store, Usage: s.b.Store, Decided: meters.ApprovalDecided}),
 		meters:    meters,
 		ceilings:  ceiling.New(s.b.Store, nil),
-		spend:     spend.New(s.b.Store, nil)}
+		spend:     spend.New(s.b.Store, nil),
+		known:     spend.NewKnown(s.b.Store, nil)}
+	svc.spend.Tell(svc.known)
 	if spans != nil {
 		svc.meters.WatchSpans(spans)
 	}
@@ -354,7 +359,8 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 	return invoke.New(invoke.Config{Registry: pol.reg, Handlers: src.handlers, Remotes: src.upstreams, Store: s.b.Store, Policy: pol.rules,
 		Runtimes: run, Broker: svc.broker, Facts: pol.facts,
 		Approvals: svc.approvals, Audit: writer, Logger: s.log, Node: self.ID, Observer: svc.meters, Tracer: tracer,
-		LeaseMargin: s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter, Traffic: svc.traffic, MaxHops: s.cfg.MaxHops,
+		DailyCeilings: svc.known,
+		LeaseMargin:   s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter, Traffic: svc.traffic, MaxHops: s.cfg.MaxHops,
 		// A tool's rate and each agent's, across the nodes sharing the
 		// rate-limit store.
 		CallLimits: &ratelimit.Calls{Shared: s.limits, AgentPerMinute: max(s.cfg.AgentRateLimit, 0)},
