@@ -51,10 +51,16 @@ type Server struct {
 	// UpstreamHandler panic without one, as a mux does on a nil handler:
 	// a server that would authenticate nobody is a wiring mistake.
 	Door *door.Door
-	// AuthorizationServer, when set, is the issuer of the JWTs the Door's
-	// Tokens accepts: the protected resource metadata names it (see
-	// ResourceMetadataHandler) and a 401 points at that metadata.
+	// AuthorizationServer, when set, is the issuer of the access tokens
+	// the Door accepts beside API keys (toolplane's own authorization
+	// server, or an external one whose JWTs the Door's Tokens verify): the
+	// protected resource metadata names it (see ResourceMetadataHandler)
+	// and a 401 points at that metadata.
 	AuthorizationServer string
+	// Scopes, when set, are the scopes the protected resource metadata
+	// lists (scopes_supported): what a client asks the authorization
+	// server for when no challenge named one.
+	Scopes []string
 	// Log receives what the server's clients are not told; nil is the
 	// Door's Log, or slog.Default() when that is nil too.
 	Log *slog.Logger
@@ -232,6 +238,7 @@ func (s *Server) handler(upstream string) http.Handler {
 	// check puts the admitted credential where the SDK binds sessions to
 	// it (auth.TokenInfoFromContext); every error answer, the SDK's
 	// included, is JSON (httperr.JSON).
+	h = s.scoped(meta, upstream, h)
 	h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ResourceMetadataURL: meta})(h)
 	// The caller's trace context (the traceparent header; a call's _meta
 	// may name its own, see invokeTool) is the request's parent.
@@ -294,7 +301,7 @@ type admittedKey struct{}
 // be checked (see refuse). Only an admitted agent's request reaches next.
 func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), s.Door.ClientAddr(r), w.Header())
+		c, err := s.Door.AuthenticateRequest(r, w.Header())
 		if err == nil {
 			err = door.CallsTools(c.Credential)
 		}
