@@ -339,6 +339,11 @@ type session struct {
 	// touched is when this node last touched the stored session (unix
 	// nanoseconds; see touch).
 	touched atomic.Int64
+	// consented, when set, is the OAuth access token of the session's
+	// credential last presented with a consent other than the one the
+	// session was opened with (a step-up): the listing shows what it
+	// admits (see rescope).
+	consented atomic.Pointer[toolplane.Credential]
 	// ss is the SDK's half of the session once established; act is what
 	// keeps it alive.
 	ss  atomic.Pointer[mcp.ServerSession]
@@ -477,7 +482,11 @@ func (s *Server) sweep() []*session {
 // sync makes the session's tools the ones the door layer shows its key
 // now (door.Door.Shown), of its upstream alone on a governed copy.
 func (sess *session) sync() {
-	shown, err := sess.s.Door.Shown(context.Background(), sess.cred, "")
+	cred := sess.cred
+	if c := sess.consented.Load(); c != nil {
+		cred = c
+	}
+	shown, err := sess.s.Door.Shown(context.Background(), cred, "")
 	if err != nil {
 		// Keep what the session shows; the next change or listing tries
 		// again, and every call is decided on the grants anyway.

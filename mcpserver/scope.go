@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
@@ -27,7 +29,12 @@ import (
 func (s *Server) scoped(meta, upstream string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cred := credentialOf(r)
-		if cred == nil || cred.ClientID == "" || len(cred.Tools) == 0 || r.Method != http.MethodPost {
+		if cred == nil || cred.ClientID == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.rescope(r, cred)
+		if len(cred.Tools) == 0 || r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -73,4 +80,27 @@ func (s *Server) platformName(org, upstream, name string) string {
 		}
 	}
 	return ""
+}
+
+// rescope makes the listing of the session r names follow the consent of
+// cred, an OAuth access token of the session's own credential id whose
+// narrowing differs from the one the listing shows: after a step-up the
+// client goes on in its session with a token for more tools, and is shown
+// them (a tools/list_changed follows). Calls are decided on the token
+// presented in any case; a session held by another node follows at its
+// next listing there.
+func (s *Server) rescope(r *http.Request, cred *toolplane.Credential) {
+	sess := s.session(r.Header.Get("Mcp-Session-Id"))
+	if sess == nil || !sess.owns(r) {
+		return
+	}
+	shown := sess.cred
+	if c := sess.consented.Load(); c != nil {
+		shown = c
+	}
+	if slices.Equal(shown.Tools, cred.Tools) {
+		return
+	}
+	sess.consented.Store(cred)
+	sess.sync()
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,19 +94,22 @@ func TestMCPStepUpForAToolOutsideTheConsent(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "tool:demo.add_note") {
 		t.Errorf("the client's error %q does not name the scope", err)
 	}
-	// Stepped up: with the new token, which covers the tool, the client
-	// opens a session (a session lists what the token it was opened with
-	// was consented) and the call runs.
-	wide := &switching{next: http.DefaultTransport}
-	wide.token.Store("wider")
-	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: hts.URL + "/mcp", HTTPClient: &http.Client{Transport: wide}}, nil)
+	// Stepped up: the client goes on in its session with the new token,
+	// which covers the tool; the session now shows it, and the call runs.
+	rt.token.Store("wider")
+	if r, err := cs.CallTool(ctx, note); err != nil || r.IsError {
+		t.Fatalf("after the step-up: %+v %v", r, err)
+	}
+	listed, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cs2.Close() })
-	if r, err := cs2.CallTool(ctx, note); err != nil || r.IsError {
-		t.Fatalf("after the step-up: %+v %v", r, err)
+	var names []string
+	for _, tool := range listed.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "demo_add_note") {
+		t.Errorf("after the step-up the session lists %v, want demo_add_note in it", names)
 	}
 
 	// The raw answer, as curl sees it.
