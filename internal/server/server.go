@@ -367,6 +367,11 @@ func (e *ConfigError) Describe(name func(field string) string) string {
 // is negative.
 var ErrNegative = errors.New("is negative (zero takes the default)")
 
+// ErrNoCertificatePath: client certificates are configured, but none can
+// arrive: the server serves no TLS of its own and trusts no proxy to
+// forward them.
+var ErrNoCertificatePath = errors.New("client certificates arrive over this server's own TLS (TLSCert) or from a trusted proxy that ends TLS (TrustedProxies); neither is set")
+
 // withDefaults answers c with its defaults applied, or the first field
 // that cannot be used. It opens nothing, so a bad Config leaves no trace.
 func (c Config) withDefaults() (Config, error) {
@@ -381,6 +386,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, &ConfigError{Field: "TLSKey", Needs: []string{"TLSCert"}}
 		}
 		return c, &ConfigError{Field: "TLSCert", Needs: []string{"TLSKey"}}
+	}
+	if c.ClientCA != "" && c.TLSCert == "" && len(c.TrustedProxies) == 0 {
+		return c, &ConfigError{Field: "ClientCA", Err: ErrNoCertificatePath}
 	}
 	for _, f := range []struct {
 		field string

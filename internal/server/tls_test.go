@@ -277,7 +277,8 @@ func TestTLSConfigErrors(t *testing.T) {
 		{"a missing key file", Config{TLSCert: certFile, TLSKey: filepath.Join(files, "none.key")}, "TLSCert", os.ErrNotExist},
 		{"a certificate without a key", Config{TLSCert: certFile}, "TLSCert", nil},
 		{"a revocation list without a CA", Config{ClientCertRevoked: certFile}, "ClientCertRevoked", nil},
-		{"a client CA file that is not PEM", Config{ClientCA: otherKey}, "ClientCA", nil},
+		{"a client CA file that is not PEM", Config{ClientCA: otherKey, TrustedProxies: []string{"10.0.0.1"}}, "ClientCA", nil},
+		{"a client CA and no way for a certificate to arrive", Config{ClientCA: certFile}, "ClientCA", ErrNoCertificatePath},
 		{"an external issuer not configured", Config{OAuthExternalIssuer: true}, "OAuthExternalIssuer", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
