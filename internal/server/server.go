@@ -562,6 +562,12 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 
+	// The certificates are read before anything is opened: a pair that
+	// does not load fails the start, saying which file, and leaves no
+	// trace.
+	if err := s.loadCertificates(); err != nil {
+		return nil, err
+	}
 	d, err := makeDirs(cfg)
 	if err != nil {
 		return nil, err
@@ -583,11 +589,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// listens: whoever sees the port open may read them.
 	if err := firstStart(ctx, b, cfg.Database, cfg.DataDir, cfg.Demo, cfg.Stdout, s.log); err != nil {
 		return nil, fmt.Errorf("first start: %w", err)
-	}
-	// The certificates are read before anything listens: a pair that
-	// does not load fails the start, saying which file.
-	if err := s.loadCertificates(); err != nil {
-		return nil, err
 	}
 	// The listener comes before the services: the address it is given is
 	// the public URL's default, which the services build links from.
