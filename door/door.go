@@ -162,9 +162,10 @@ type Refusal struct {
 	// failed authentications, not the key's own.
 	Failures bool
 	// Message is what any door may tell the caller: what the token was
-	// taken for, never which check failed; or which budget was spent. It
-	// is empty for a token not sent (each door says how to send one in its
-	// own words) and for CredentialsUnavailable.
+	// taken for, never which check failed; why a client certificate was
+	// refused (Certificate); or which budget was spent. It is empty for a
+	// request that sent no credential (each door says how to send one in
+	// its own words) and for CredentialsUnavailable.
 	Message string
 	// Err is the cause of CredentialsUnavailable, already logged.
 	Err error
@@ -366,7 +367,9 @@ func Scope(cred *toolplane.Credential, tools ...string) error {
 	}
 	var out []string
 	for _, t := range tools {
-		if !cred.Admits(t) && !slices.Contains(out, t) {
+		// A name a scope cannot carry (RFC 6749 §3.3: no space, quote or
+		// backslash) is no tool; the invoker refuses it.
+		if !cred.Admits(t) && !slices.Contains(out, t) && !strings.ContainsFunc(t, notScopeChar) {
 			out = append(out, t)
 		}
 	}
@@ -375,6 +378,9 @@ func Scope(cred *toolplane.Credential, tools ...string) error {
 	}
 	return &ScopeError{Tools: out}
 }
+
+// notScopeChar reports whether r may not appear in a scope token.
+func notScopeChar(r rune) bool { return r <= ' ' || r == '"' || r == '\\' || r > '~' }
 
 // NotAgentError refuses a call made with a key that is not an agent's:
 // tools are called by agents, a person's key is for running the platform.
