@@ -112,7 +112,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	var providerHooks stringList
 	fs.Var(&providerHooks, "provider-webhook", "a vendor whose job callbacks POST /v1/webhooks/NAME/JOB_ID accepts, NAME=SCHEME or NAME=body-sha1:CENTS_PER_CREDIT (repeatable); SCHEME is timestamped (a Stripe-style t=…,v1=… HMAC-SHA256 header) or body-sha1 (a FullEnrich-style X-Signature-SHA1 over the body); the signing secret is read from $"+server.ProviderSecretEnvPrefix+"NAME (upper-cased, other characters as _), and never logged")
 	webhookRate := fs.Int("provider-webhook-rate-limit", server.DefaultProviderWebhookRateLimit, "vendor deliveries per minute one client address may make to the webhook route on this node (0: no limit)")
-	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
+	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here; the issuer of its own OAuth authorization server); default: http://ADDR, or https://ADDR with --tls-cert")
 	var notifyAllow stringList
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
 	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")

@@ -223,8 +223,9 @@ type Config struct {
 	// may carry; zero or negative: httpapi.DefaultMaxBatch.
 	MaxBatchCalls int
 	// PublicURL is where people reach this server (approval links, the
-	// served OpenAPI document's servers); default http:// and the bound
-	// address.
+	// served OpenAPI document's servers, the issuer of its own OAuth
+	// authorization server); default http:// (https:// with TLSCert) and
+	// the bound address.
 	PublicURL string
 	// NotifyAllowCIDRs are the address ranges (or single addresses)
 	// notification channels may reach besides public addresses: an
