@@ -176,3 +176,20 @@ func Challenge(metadata string, refused bool) string {
 	}
 	return c
 }
+
+// InsufficientScope answers the WWW-Authenticate value of a door's 403 to
+// an OAuth access token whose consent does not cover the call (RFC 6750
+// §3.1, the MCP authorization spec's step-up): error="insufficient_scope"
+// and the scope to ask for (space-separated scopes), with the resource's
+// metadata URL when there is one, so a client asks the person for that
+// scope and retries.
+func InsufficientScope(metadata, scope, description string) string {
+	c := `Bearer realm="` + Realm + `", error="insufficient_scope", scope="` + scope + `"`
+	if metadata != "" {
+		c += `, resource_metadata="` + metadata + `"`
+	}
+	if description != "" {
+		c += `, error_description="` + strings.NewReplacer(`"`, `'`, `\`, `/`).Replace(description) + `"`
+	}
+	return c
+}

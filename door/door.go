@@ -19,6 +19,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,6 +82,10 @@ type Door struct {
 	Log *slog.Logger
 	// Now is the clock requests are admitted by; nil is time.Now.
 	Now func() time.Time
+	// Certificates, when set, authenticates agents by their TLS client
+	// certificate (see AuthenticateRequest); a forwarded certificate
+	// counts only from one of Proxies.
+	Certificates CertificateAuthenticator
 	// Tracer, when set, opens the doors' spans: a request's (Traced),
 	// its authentication's, an MCP call's own (TraceMeta). Nil records
 	// none; a caller's trace context is still taken and handed on.
@@ -150,13 +155,17 @@ type Refusal struct {
 	// did not authenticate (the challenge then says invalid_token); unset,
 	// no bearer token was sent at all.
 	Presented bool
+	// Certificate is set for Unauthenticated when what was refused is a
+	// client certificate, not a bearer token; Message says why.
+	Certificate bool
 	// Failures is set for RateLimited when the budget spent is that of
 	// failed authentications, not the key's own.
 	Failures bool
 	// Message is what any door may tell the caller: what the token was
-	// taken for, never which check failed; or which budget was spent. It
-	// is empty for a token not sent (each door says how to send one in its
-	// own words) and for CredentialsUnavailable.
+	// taken for, never which check failed; why a client certificate was
+	// refused (Certificate); or which budget was spent. It is empty for a
+	// request that sent no credential (each door says how to send one in
+	// its own words) and for CredentialsUnavailable.
 	Message string
 	// Err is the cause of CredentialsUnavailable, already logged.
 	Err error
@@ -267,6 +276,111 @@ func (d *Door) refusal(ctx context.Context, err error) *Refusal {
 	d.log().ErrorContext(ctx, "credential lookup failed", "err", err)
 	return &Refusal{Kind: CredentialsUnavailable, Err: err}
 }
+
+// CertificateAuthenticator authenticates a request by its TLS client
+// certificate (package clientcert): the connection's, or, when forwarded
+// is set, the one a trusted proxy forwarded. It answers an error wrapping
+// toolplane.ErrUnauthenticated for a certificate that does not
+// authenticate, whose message says why, and NoCertificate's error when
+// the request carries none.
+type CertificateAuthenticator interface {
+	Authenticate(r *http.Request, forwarded bool, now time.Time) (*toolplane.Credential, error)
+	NoCertificate(err error) bool
+}
+
+// AuthenticateRequest admits r as Authenticate does, with one more way
+// in: a request with no Authorization header at all and a client
+// certificate (Certificates set) authenticates as the agent the
+// certificate maps to. A bearer token, when sent, decides alone, as
+// without certificates: a client that holds both chooses by sending the
+// token or not, and a token that does not authenticate is refused even
+// when a good certificate came with it. A forwarded certificate counts
+// only when the connection's peer is one of Proxies. Its error is always
+// a *Refusal.
+func (d *Door) AuthenticateRequest(r *http.Request, h http.Header) (Caller, error) {
+	authorization := r.Header.Get("Authorization")
+	if authorization != "" || d.Certificates == nil {
+		return d.Authenticate(r.Context(), authorization, d.ClientAddr(r), h)
+	}
+	now := d.now()
+	cred, err := d.Certificates.Authenticate(r, d.Proxies.TrustsPeer(r), now)
+	switch {
+	case err != nil && d.Certificates.NoCertificate(err):
+		return d.Authenticate(r.Context(), authorization, d.ClientAddr(r), h)
+	case errors.Is(err, toolplane.ErrUnauthenticated):
+		client := d.ClientAddr(r)
+		if d.Failures != nil {
+			if dec := d.Failures.Fail(client, "", now); !dec.Allowed {
+				return Caller{}, d.refusal(r.Context(), &apikey.LimitedError{Decision: dec, Failures: true})
+			}
+		}
+		return Caller{}, &Refusal{Kind: Unauthenticated, Certificate: true, Message: err.Error()}
+	case err != nil:
+		return Caller{}, d.refusal(r.Context(), err)
+	}
+	if d.Limiter != nil {
+		dec := d.Limiter.Allow(cred.ID, now)
+		dec.Header(h, now)
+		if !dec.Allowed {
+			return Caller{}, d.refusal(r.Context(), &apikey.LimitedError{Decision: dec})
+		}
+	}
+	return Caller{Credential: cred, At: now}, nil
+}
+
+// ScopeError refuses a call to tools outside what an OAuth access token
+// was consented for (Credential.ClientID set, its Tools the narrowing):
+// the client may ask the person for them (step-up), so each door answers
+// 403 with an insufficient_scope challenge naming the scope to ask for
+// (apikey.InsufficientScope), not a refusal to retry as it stands.
+type ScopeError struct {
+	// Tools are the platform names of the tools outside the narrowing.
+	Tools []string
+}
+
+func (e *ScopeError) Error() string {
+	return "this token was not granted " + strings.Join(e.Tools, ", ") + "; ask the person to consent to the scope " + e.Scope()
+}
+
+// Scope answers the scopes to ask for, space-separated (RFC 6750 §3).
+func (e *ScopeError) Scope() string {
+	s := make([]string, len(e.Tools))
+	for i, t := range e.Tools {
+		s[i] = ScopeToolPrefix + t
+	}
+	return strings.Join(s, " ")
+}
+
+// ScopeToolPrefix begins the OAuth scope that narrows a token to one tool
+// ("tool:payments.refund_order"); the scope "tools" is every tool the
+// person may call.
+const ScopeToolPrefix = "tool:"
+
+// Scope answers a *ScopeError when cred is an OAuth access token of this
+// server's authorization server whose consent does not cover every one of
+// tools (platform names); nil otherwise. An API key's narrowing, a
+// certificate's or another issuer's token's is not a scope a client can
+// step up: a call outside it is decided, and refused, as before.
+func Scope(cred *toolplane.Credential, tools ...string) error {
+	if cred == nil || cred.ClientID == "" {
+		return nil
+	}
+	var out []string
+	for _, t := range tools {
+		// A name a scope cannot carry (RFC 6749 §3.3: no space, quote or
+		// backslash) is no tool; the invoker refuses it.
+		if !cred.Admits(t) && !slices.Contains(out, t) && !strings.ContainsFunc(t, notScopeChar) {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &ScopeError{Tools: out}
+}
+
+// notScopeChar reports whether r may not appear in a scope token.
+func notScopeChar(r rune) bool { return r <= ' ' || r == '"' || r == '\\' || r > '~' }
 
 // NotAgentError refuses a call made with a key that is not an agent's:
 // tools are called by agents, a person's key is for running the platform.

@@ -95,6 +95,15 @@ func (s *Server) invokeBatch(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
+	// A call outside an OAuth token's consent refuses the whole batch
+	// before any call runs, naming every scope it needs at once.
+	tools := make([]string, len(calls))
+	for i, call := range calls {
+		tools[i] = call.Tool
+	}
+	if s.outOfScope(w, r, c, tools...) {
+		return
+	}
 	// Every envelope of the batch names the one request it came in.
 	requestID := httperr.RequestID(r)
 	results := make([]batchResult, len(calls))

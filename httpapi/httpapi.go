@@ -406,13 +406,13 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		// it is shown, the approvals of its organization): no cache, shared
 		// or not, may keep it and hand it to another.
 		w.Header().Set("Cache-Control", "private, no-store")
-		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), s.Door.ClientAddr(r), w.Header())
+		c, err := s.Door.AuthenticateRequest(r, w.Header())
 		var refusal *door.Refusal
 		switch {
 		case errors.As(err, &refusal) && refusal.Kind == door.Unauthenticated:
 			w.Header().Set("WWW-Authenticate", apikey.Challenge(s.ResourceMetadata, refusal.Presented))
 			msg := refusal.Message
-			if !refusal.Presented {
+			if msg == "" {
 				msg = "send an API key as Authorization: Bearer <key>"
 			}
 			httperr.Send(w, r, httperr.Unauthenticated, msg, "")
@@ -426,6 +426,22 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		}
 		h(w, r, caller{cred: c.Credential, at: c.At})
 	})
+}
+
+// outOfScope answers, and reports, a call to tools outside the consent of
+// the OAuth access token c was admitted with (door.Scope): 403 with an
+// insufficient_scope challenge naming the scope to ask the person for, so
+// an OAuth client steps up instead of failing for good.
+func (s *Server) outOfScope(w http.ResponseWriter, r *http.Request, c caller, tools ...string) bool {
+	err := door.Scope(c.cred, tools...)
+	if err == nil {
+		return false
+	}
+	var scope *door.ScopeError
+	errors.As(err, &scope)
+	w.Header().Set("WWW-Authenticate", apikey.InsufficientScope(s.ResourceMetadata, scope.Scope(), "the token's consent does not cover this call"))
+	httperr.Send(w, r, httperr.Denied, err.Error(), "")
+	return true
 }
 
 // refused answers the first of errs that is a refusal every route
@@ -620,6 +636,9 @@ func (s *Server) invoke(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	call := body.call(r.PathValue("name"))
+	if s.outOfScope(w, r, c, call.Tool) {
+		return
+	}
 	header, err := requestTimeout(r)
 	if err != nil {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "Request-Timeout")

@@ -51,10 +51,16 @@ type Server struct {
 	// UpstreamHandler panic without one, as a mux does on a nil handler:
 	// a server that would authenticate nobody is a wiring mistake.
 	Door *door.Door
-	// AuthorizationServer, when set, is the issuer of the JWTs the Door's
-	// Tokens accepts: the protected resource metadata names it (see
-	// ResourceMetadataHandler) and a 401 points at that metadata.
+	// AuthorizationServer, when set, is the issuer of the access tokens
+	// the Door accepts beside API keys (toolplane's own authorization
+	// server, or an external one whose JWTs the Door's Tokens verify): the
+	// protected resource metadata names it (see ResourceMetadataHandler)
+	// and a 401 points at that metadata.
 	AuthorizationServer string
+	// Scopes, when set, are the scopes the protected resource metadata
+	// lists (scopes_supported): what a client asks the authorization
+	// server for when no challenge named one.
+	Scopes []string
 	// Log receives what the server's clients are not told; nil is the
 	// Door's Log, or slog.Default() when that is nil too.
 	Log *slog.Logger
@@ -232,6 +238,7 @@ func (s *Server) handler(upstream string) http.Handler {
 	// check puts the admitted credential where the SDK binds sessions to
 	// it (auth.TokenInfoFromContext); every error answer, the SDK's
 	// included, is JSON (httperr.JSON).
+	h = s.scoped(meta, upstream, h)
 	h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true, ResourceMetadataURL: meta})(h)
 	// The caller's trace context (the traceparent header; a call's _meta
 	// may name its own, see invokeTool) is the request's parent.
@@ -294,7 +301,7 @@ type admittedKey struct{}
 // be checked (see refuse). Only an admitted agent's request reaches next.
 func (s *Server) admit(meta string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.Door.Authenticate(r.Context(), r.Header.Get("Authorization"), s.Door.ClientAddr(r), w.Header())
+		c, err := s.Door.AuthenticateRequest(r, w.Header())
 		if err == nil {
 			err = door.CallsTools(c.Credential)
 		}
@@ -302,7 +309,18 @@ func (s *Server) admit(meta string, next http.Handler) http.Handler {
 			refuse(w, meta, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), admittedKey{}, &c)))
+		r = r.WithContext(context.WithValue(r.Context(), admittedKey{}, &c))
+		if r.Header.Get("Authorization") == "" {
+			// Admitted by its client certificate: the SDK's bearer check,
+			// which puts the credential where the SDK binds sessions to
+			// it, reads a bearer token before it asks toolplane's verify
+			// (which reads the admitted caller, not the token). The
+			// credential's public id stands in for one, on this request's
+			// copy of the header alone.
+			r.Header = r.Header.Clone()
+			r.Header.Set("Authorization", "Bearer "+c.Credential.ID)
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -321,6 +339,11 @@ type session struct {
 	// touched is when this node last touched the stored session (unix
 	// nanoseconds; see touch).
 	touched atomic.Int64
+	// consented, when set, is the OAuth access token of the session's
+	// credential last presented with a consent other than the one the
+	// session was opened with (a step-up): the listing shows what it
+	// admits (see rescope).
+	consented atomic.Pointer[toolplane.Credential]
 	// ss is the SDK's half of the session once established; act is what
 	// keeps it alive.
 	ss  atomic.Pointer[mcp.ServerSession]
@@ -459,7 +482,11 @@ func (s *Server) sweep() []*session {
 // sync makes the session's tools the ones the door layer shows its key
 // now (door.Door.Shown), of its upstream alone on a governed copy.
 func (sess *session) sync() {
-	shown, err := sess.s.Door.Shown(context.Background(), sess.cred, "")
+	cred := sess.cred
+	if c := sess.consented.Load(); c != nil {
+		cred = c
+	}
+	shown, err := sess.s.Door.Shown(context.Background(), cred, "")
 	if err != nil {
 		// Keep what the session shows; the next change or listing tries
 		// again, and every call is decided on the grants anyway.

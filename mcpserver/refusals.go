@@ -38,7 +38,7 @@ func refuse(w http.ResponseWriter, meta string, err error) {
 	case errors.As(err, &refused) && refused.Kind == door.Unauthenticated:
 		w.Header().Set("WWW-Authenticate", apikey.Challenge(meta, refused.Presented))
 		msg := refused.Message
-		if !refused.Presented {
+		if msg == "" {
 			// The door layer leaves how to send a token to each door.
 			msg = "send an agent's API key as Authorization: Bearer <key>"
 		}

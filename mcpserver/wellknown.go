@@ -52,6 +52,7 @@ func (s *Server) ResourceMetadataHandler() http.Handler {
 			Resource:               strings.TrimRight(s.PublicURL, "/") + path,
 			AuthorizationServers:   []string{s.AuthorizationServer},
 			BearerMethodsSupported: []string{"header"},
+			ScopesSupported:        s.Scopes,
 			ResourceName:           "toolplane",
 		}).ServeHTTP(w, r)
 	})

@@ -187,6 +187,18 @@ func (p *Proxies) trusts(a netip.Addr) bool {
 	return false
 }
 
+// TrustsPeer reports whether r's connection comes from one of p's
+// proxies: whose forwarded headers (the client's address, its client
+// certificate) count.
+func (p *Proxies) TrustsPeer(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && p.trusts(a)
+}
+
 // ClientAddr answers the address a request's failure budget is kept under.
 // It starts from the peer address of the request's connection
 // (RemoteAddr): a client that reaches the node directly is counted there,

@@ -10,35 +10,38 @@ import (
 
 // The served doors answer auth as curl sees them: a Bearer challenge
 // naming the protected resource metadata of the resource asked (the MCP
-// endpoint's, or the server's for the REST API) where a JWT issuer is
-// configured, that metadata served, and JSON bodies; without an issuer
-// the metadata is 404 and no challenge names it.
+// endpoint's, or the server's for the REST API), that metadata served,
+// and JSON bodies. The metadata names toolplane's own authorization
+// server (the public URL) with the scope "tools", or the JWT issuer when
+// the operator chose it (--oauth-external-issuer).
 func TestServeAuthAnswers(t *testing.T) {
 	t.Parallel()
 	const (
 		issuer = "https://issuer.example"
 		public = "http://toolplane.test:8443"
 	)
-	oauthBase := startServe(t, "--jwt-issuer", issuer, "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--public-url", public).base
+	oauthBase := startServe(t, "--jwt-issuer", issuer, "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--public-url", public, "--oauth-external-issuer").base
 	plain := startServe(t)
 	plainBase, admin := plain.base, plain.admin
 	tests := []struct {
 		name, base, method, path, key string
 		status                        int
 		challenge                     string
-		// resource is the metadata document's; "" when the answer is an error.
-		resource string
+		// resource is the metadata document's; "" when the answer is an
+		// error. issuer is the authorization server it names.
+		resource, issuer string
 	}{
 		{"/mcp without a key", oauthBase, "POST", "/mcp", "", 401,
-			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp"`, ""},
+			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp"`, "", ""},
 		{"the REST API without a key", oauthBase, "GET", "/v1/tools", "", 401,
-			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource"`, ""},
-		{"the MCP endpoint's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 200, "", public + "/mcp"},
-		{"the server's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource", "", 200, "", public},
-		{"an upstream that is not served", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp/nothing", "", 404, "", ""},
-		{"/mcp without a key, no issuer", plainBase, "POST", "/mcp", "", 401, `Bearer realm="toolplane"`, ""},
-		{"a person's key on /mcp", plainBase, "POST", "/mcp", admin, 403, "", ""},
-		{"no issuer: no metadata", plainBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 404, "", ""},
+			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource"`, "", ""},
+		{"the MCP endpoint's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 200, "", public + "/mcp", issuer},
+		{"the server's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource", "", 200, "", public, issuer},
+		{"an upstream that is not served", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp/nothing", "", 404, "", "", ""},
+		{"/mcp without a key, own issuer", plainBase, "POST", "/mcp", "", 401, `Bearer realm="toolplane", resource_metadata="` + plainBase + `/.well-known/oauth-protected-resource/mcp"`, "", ""},
+		{"the REST API without a key, own issuer", plainBase, "GET", "/v1/tools", "", 401, `Bearer realm="toolplane", resource_metadata="` + plainBase + `/.well-known/oauth-protected-resource"`, "", ""},
+		{"a person's key on /mcp", plainBase, "POST", "/mcp", admin, 403, "", "", ""},
+		{"own issuer: the MCP endpoint's metadata", plainBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 200, "", plainBase + "/mcp", plainBase},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,8 +75,14 @@ func TestServeAuthAnswers(t *testing.T) {
 				}
 				return
 			}
-			if servers, _ := doc["authorization_servers"].([]any); doc["resource"] != tt.resource || len(servers) != 1 || servers[0] != issuer {
-				t.Errorf("metadata %s; want resource %q and authorization_servers [%q]", raw, tt.resource, issuer)
+			if servers, _ := doc["authorization_servers"].([]any); doc["resource"] != tt.resource || len(servers) != 1 || servers[0] != tt.issuer {
+				t.Errorf("metadata %s; want resource %q and authorization_servers [%q]", raw, tt.resource, tt.issuer)
+			}
+			// Toolplane's own server is asked for the scope "tools"; an
+			// external issuer's scopes are its own.
+			scopes, _ := doc["scopes_supported"].([]any)
+			if own := tt.issuer != issuer; own != (len(scopes) == 1 && scopes[0] == "tools") {
+				t.Errorf("scopes_supported %v for issuer %s", scopes, tt.issuer)
 			}
 		})
 	}

@@ -78,6 +78,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	jwtIssuer := fs.String("jwt-issuer", "", "accept JWTs from this issuer (iss) besides API keys; needs --jwt-audience and --jwt-jwks-url")
 	jwtAudience := fs.String("jwt-audience", "", "the audience (aud) accepted JWTs must name")
 	jwtJWKS := fs.String("jwt-jwks-url", "", "where the issuer publishes its signing keys (JWKS)")
+	oauthExternal := fs.Bool("oauth-external-issuer", false, "name --jwt-issuer, not toolplane's own authorization server, as where MCP clients get tokens (the protected resource metadata of /mcp); its tokens are verified by its JWKS")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate (chain); needs --tls-key; a replaced file is served from the next connection on, with no restart")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	clientCA := fs.String("client-ca", "", "a PEM bundle of the CAs agents' client certificates are issued by: a request without a bearer token and with a certificate that verifies authenticates as the agent it maps to (spiffe://DOMAIN/org/ORG/agent/AGENT, or subject O=ORG, CN=AGENT; see docs/tls.md); behind a --trusted-proxy, read from its X-Forwarded-Client-Cert header")
+	clientRevoked := fs.String("client-cert-revoked", "", "a file of revoked client certificates' serials, one in hex a line (# comments), reloaded when it changes; needs --client-ca")
+	spiffeDomain := fs.String("spiffe-trust-domain", "", "the one SPIFFE trust domain a client certificate's SPIFFE ID may name; needs --client-ca")
 	signInClient := fs.String("signin-client-id", os.Getenv("TOOLPLANE_SIGNIN_CLIENT_ID"), "let people sign in to a browser session (at /signin) through --jwt-issuer, as its OpenID Connect client with this id and the secret in $TOOLPLANE_SIGNIN_CLIENT_SECRET; register the redirect URI <public URL>/signin/callback ($TOOLPLANE_SIGNIN_CLIENT_ID; empty: people sign in with their own API key)")
 	sessionIdle := fs.Duration("session-idle-timeout", 0, "end a browser session unused for this long (0: 30m)")
 	sessionMaxAge := fs.Duration("session-max-age", 0, "end a browser session this long after sign-in (0: 12h)")
@@ -107,7 +113,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	var providerHooks stringList
 	fs.Var(&providerHooks, "provider-webhook", "a vendor whose job callbacks POST /v1/webhooks/NAME/JOB_ID accepts, NAME=SCHEME or NAME=body-sha1:CENTS_PER_CREDIT (repeatable); SCHEME is timestamped (a Stripe-style t=…,v1=… HMAC-SHA256 header) or body-sha1 (a FullEnrich-style X-Signature-SHA1 over the body); the signing secret is read from $"+server.ProviderSecretEnvPrefix+"NAME (upper-cased, other characters as _), and never logged")
 	webhookRate := fs.Int("provider-webhook-rate-limit", server.DefaultProviderWebhookRateLimit, "vendor deliveries per minute one client address may make to the webhook route on this node (0: no limit)")
-	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here); default: http://ADDR")
+	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here; the issuer of its own OAuth authorization server); default: http://ADDR, or https://ADDR with --tls-cert")
 	var notifyAllow stringList
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
 	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")
@@ -170,6 +176,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	cfg := server.Config{PolicyEngines: policyEngines, Addr: *addr, Database: *database, DataDir: *dataDir,
 		KEK: toolplane.SecretString(os.Getenv(server.KEKEnv)), KEKFile: *kekFile, AuditSigningKey: *auditKey, AuditRetention: time.Duration(auditRetention), SQLiteDir: *sqliteDir, ToolsDir: *toolsDir, Demo: *withDemo,
 		UpstreamsFile: *upstreamsFile, JWTIssuer: *jwtIssuer, JWTAudience: *jwtAudience, JWTJWKSURL: *jwtJWKS,
+		OAuthExternalIssuer: *oauthExternal, TLSCert: *tlsCert, TLSKey: *tlsKey, ClientCA: *clientCA, ClientCertRevoked: *clientRevoked, SPIFFETrustDomain: *spiffeDomain,
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
 		RateLimit: *rateLimit, AgentRateLimit: *agentRate, RateLimitStore: *rateStore, RateLimitTimeout: *rateTimeout, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
@@ -237,6 +244,7 @@ var serveFlags = map[string]string{
 	"Addr": "--addr", "Database": "--database", "DataDir": "--data", "KEKFile": "--kek-file", "AuditSigningKey": "--audit-signing-key", "AuditRetention": "--audit-retention", "SQLiteDir": "--sqlite-dir",
 	"ToolsDir": "--tools", "UpstreamsFile": "--upstreams",
 	"Upstreams": "--upstream", "JWTIssuer": "--jwt-issuer", "JWTAudience": "--jwt-audience", "JWTJWKSURL": "--jwt-jwks-url",
+	"OAuthExternalIssuer": "--oauth-external-issuer", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "ClientCA": "--client-ca", "ClientCertRevoked": "--client-cert-revoked", "SPIFFETrustDomain": "--spiffe-trust-domain",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
 	"RateLimit": "--rate-limit", "AgentRateLimit": "--agent-rate-limit", "RateLimitStore": "--rate-limit-store", "RateLimitTimeout": "--rate-limit-timeout", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
 	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token", "MetricsMaxLabelValues": "--metrics-max-label-values",

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolplane/toolplane/internal/certtest"
 	"github.com/toolplane/toolplane/internal/server"
 	"github.com/toolplane/toolplane/internal/syncbuf"
 )
@@ -145,6 +146,10 @@ func TestServeHandsItsConfigurationToTune(t *testing.T) {
 // before the database is opened.
 func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
 	t.Parallel()
+	ca := certtest.NewCA(t, "server CA")
+	files := t.TempDir()
+	certFile := certtest.Write(t, files, "a.crt", ca.Issue(t, certtest.Leaf{Server: true}).CertPEM)
+	otherKey := certtest.Write(t, files, "b.key", ca.Issue(t, certtest.Leaf{Server: true}).KeyPEM)
 	tests := []struct {
 		flags []string
 		want  string
@@ -157,6 +162,10 @@ func TestServeNamesTheFlagOfABadSetting(t *testing.T) {
 		{[]string{"--vault-token-file", "/x"}, "toolplane serve: --vault-token-file needs --vault-addr\n"},
 		{[]string{"--vault-cache-ttl", "-1s"}, "toolplane serve: --vault-cache-ttl: -1s is negative (zero takes the default)\n"},
 		{[]string{"--trusted-proxy", "10.0.0.0/8,proxy.internal"}, "toolplane serve: --trusted-proxy: a trusted proxy is an IP address or a CIDR prefix (10.0.0.0/8, fd00::/8), not \"proxy.internal\"\n"},
+		{[]string{"--tls-cert", "/x.crt"}, "toolplane serve: --tls-cert needs --tls-key\n"},
+		{[]string{"--client-cert-revoked", "/x"}, "toolplane serve: --client-cert-revoked needs --client-ca\n"},
+		{[]string{"--oauth-external-issuer"}, "toolplane serve: --oauth-external-issuer needs --jwt-issuer\n"},
+		{[]string{"--tls-cert", certFile, "--tls-key", otherKey}, "toolplane serve: --tls-cert: " + certFile + ", " + otherKey + ": the private key does not match the certificate\n"},
 	}
 	for _, tt := range tests {
 		dir := t.TempDir()
@@ -182,6 +191,8 @@ func TestServeFlagsNameConfigFields(t *testing.T) {
 	for _, line := range strings.Split(help.String(), "\n") {
 		if f, ok := strings.CutPrefix(strings.TrimSpace(line), "--"); ok {
 			name, _, _ := strings.Cut(f, " ")
+			// A bool flag is shown as --name[=true|false].
+			name, _, _ = strings.Cut(name, "[")
 			flags["--"+name] = true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane/apikey"
@@ -50,7 +51,7 @@ func (s *Server) doors(svc *services) error {
 	// not by a key, so it is not behind the API's gate.
 	mux.Handle(providerjob.Route, hooks)
 	// No WriteTimeout: MCP answers over long-lived event streams.
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, TLSConfig: s.tlsConfig()}
 	s.srv.RegisterOnShutdown(endStreams)
 	return s.pprof()
 }
@@ -77,6 +78,9 @@ func (s *Server) gate(svc *services) *door.Door {
 	}
 	// Checked by withDefaults.
 	gate.Proxies, _ = ratelimit.ParseProxies(cfg.TrustedProxies)
+	if s.certs != nil {
+		gate.Certificates = s.certs
+	}
 	return gate
 }
 
@@ -84,6 +88,15 @@ func (s *Server) gate(svc *services) *door.Door {
 // upstream server's at /mcp/<slug>.
 func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 	cfg := s.cfg
+	// The protected resource metadata names toolplane's own authorization
+	// server (its issuer is the public URL) and the scope that asks for
+	// every tool the person may call; or, when the operator prefers, the
+	// external issuer whose JWTs the gate verifies, whose scopes are its
+	// own.
+	as, scopes := strings.TrimRight(s.public, "/"), []string{"tools"}
+	if cfg.OAuthExternalIssuer {
+		as, scopes = cfg.JWTIssuer, nil
+	}
 	var allowedHosts []string
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
 		allowedHosts = append(allowedHosts, u.Hostname())
@@ -92,7 +105,7 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 		MaxSessionsPerKey: cfg.MCPSessionsPerKey, MaxSessions: cfg.MCPSessions,
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
-		Sessions: s.b.Store, AuthorizationServer: cfg.JWTIssuer,
+		Sessions: s.b.Store, AuthorizationServer: as, Scopes: scopes,
 		// A task's ttl is how long its ended call is kept.
 		TaskRetention: jobs.DefaultRetention}
 }

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/clientcert"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
@@ -34,6 +35,7 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/signin"
+	"github.com/toolplane/toolplane/tlscert"
 	"github.com/toolplane/toolplane/upstream"
 )
 
@@ -143,6 +145,32 @@ type Config struct {
 	// it needs JWTAudience (the aud they must name) and JWTJWKSURL (where
 	// the issuer publishes its signing keys).
 	JWTIssuer, JWTAudience, JWTJWKSURL string
+	// OAuthExternalIssuer makes the protected resource metadata of /mcp
+	// (and the 401s pointing at it) name JWTIssuer as the authorization
+	// server clients get tokens from, instead of toolplane's own (the
+	// default, issuer PublicURL): for an organization whose identity
+	// provider issues the tokens, verified by its JWKS as any JWT of
+	// JWTIssuer. It needs JWTIssuer.
+	OAuthExternalIssuer bool
+	// TLSCert and TLSKey, when set, are the PEM files of the certificate
+	// (chain) and private key the API is served over TLS with (HTTP/2 and
+	// HTTP/1.1), both or neither; a replacement of either file is served
+	// from the next handshake on, with no restart (package tlscert).
+	TLSCert, TLSKey string
+	// ClientCA, when set, is a PEM bundle of the CAs agents' client
+	// certificates are issued by: a request with no bearer token and a
+	// certificate that verifies authenticates as the agent the
+	// certificate maps to (package clientcert). It is asked for at the
+	// handshake when TLSCert is set, and read from a TrustedProxies
+	// proxy's X-Forwarded-Client-Cert header otherwise.
+	ClientCA string
+	// ClientCertRevoked, when set, is the file of revoked client
+	// certificates' serials, one in hex a line, reloaded when it changes.
+	// It needs ClientCA.
+	ClientCertRevoked string
+	// SPIFFETrustDomain, when set, is the one trust domain a client
+	// certificate's SPIFFE ID may name. It needs ClientCA.
+	SPIFFETrustDomain string
 	// SignInClientID, when set, lets people sign in to a browser session
 	// (at /signin) through JWTIssuer, as an OpenID Connect client of it
 	// with this id and SignInClientSecret; the redirect URI to register
@@ -200,8 +228,9 @@ type Config struct {
 	// may carry; zero or negative: httpapi.DefaultMaxBatch.
 	MaxBatchCalls int
 	// PublicURL is where people reach this server (approval links, the
-	// served OpenAPI document's servers); default http:// and the bound
-	// address.
+	// served OpenAPI document's servers, the issuer of its own OAuth
+	// authorization server); default http:// (https:// with TLSCert) and
+	// the bound address.
 	PublicURL string
 	// NotifyAllowCIDRs are the address ranges (or single addresses)
 	// notification channels may reach besides public addresses: an
@@ -344,11 +373,36 @@ func (e *ConfigError) Describe(name func(field string) string) string {
 // is negative.
 var ErrNegative = errors.New("is negative (zero takes the default)")
 
+// ErrNoCertificatePath: client certificates are configured, but none can
+// arrive: the server serves no TLS of its own and trusts no proxy to
+// forward them.
+var ErrNoCertificatePath = errors.New("client certificates arrive over this server's own TLS (TLSCert) or from a trusted proxy that ends TLS (TrustedProxies); neither is set")
+
 // withDefaults answers c with its defaults applied, or the first field
 // that cannot be used. It opens nothing, so a bad Config leaves no trace.
 func (c Config) withDefaults() (Config, error) {
 	if c.JWTIssuer != "" && (c.JWTAudience == "" || c.JWTJWKSURL == "") {
 		return c, &ConfigError{Field: "JWTIssuer", Needs: []string{"JWTAudience", "JWTJWKSURL"}}
+	}
+	if c.OAuthExternalIssuer && c.JWTIssuer == "" {
+		return c, &ConfigError{Field: "OAuthExternalIssuer", Needs: []string{"JWTIssuer"}}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		if c.TLSCert == "" {
+			return c, &ConfigError{Field: "TLSKey", Needs: []string{"TLSCert"}}
+		}
+		return c, &ConfigError{Field: "TLSCert", Needs: []string{"TLSKey"}}
+	}
+	if c.ClientCA != "" && c.TLSCert == "" && len(c.TrustedProxies) == 0 {
+		return c, &ConfigError{Field: "ClientCA", Err: ErrNoCertificatePath}
+	}
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{{"ClientCertRevoked", c.ClientCertRevoked != ""}, {"SPIFFETrustDomain", c.SPIFFETrustDomain != ""}} {
+		if f.set && c.ClientCA == "" {
+			return c, &ConfigError{Field: f.field, Needs: []string{"ClientCA"}}
+		}
 	}
 	if c.SignInClientID != "" && c.JWTIssuer == "" {
 		return c, &ConfigError{Field: "SignInClientID", Needs: []string{"JWTIssuer"}}
@@ -476,6 +530,11 @@ type Server struct {
 
 	ran  atomic.Bool
 	stop sync.Once
+
+	// tls serves the API's certificate when Config.TLSCert is set; certs
+	// authenticates client certificates when Config.ClientCA is.
+	tls   *tlscert.Reloader
+	certs *clientcert.Authority
 }
 
 // New builds the node cfg describes, in this order: it makes the node's
@@ -509,6 +568,12 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 
+	// The certificates are read before anything is opened: a pair that
+	// does not load fails the start, saying which file, and leaves no
+	// trace.
+	if err := s.loadCertificates(); err != nil {
+		return nil, err
+	}
 	d, err := makeDirs(cfg)
 	if err != nil {
 		return nil, err
@@ -541,7 +606,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.closers = append(s.closers, func() { ln.Close() })
 	s.public = cfg.PublicURL
 	if s.public == "" {
-		s.public = "http://" + ln.Addr().String()
+		s.public = s.scheme() + "://" + ln.Addr().String()
 	}
 	src, err := s.catalogue()
 	if err != nil {
@@ -611,9 +676,17 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrRun
 	}
-	fmt.Fprintf(s.cfg.Stdout, "toolplane serving %d tool(s) on http://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(s.reg.Tools("")), s.ln.Addr(), s.b.Kind, s.b.Where)
+	fmt.Fprintf(s.cfg.Stdout, "toolplane serving %d tool(s) on %s://%s (REST under /v1, MCP at /mcp; %s %s)\n", len(s.reg.Tools("")), s.scheme(), s.ln.Addr(), s.b.Kind, s.b.Where)
 	done := make(chan error, 1)
-	go func() { done <- s.srv.Serve(s.ln) }()
+	go func() {
+		if s.tls != nil {
+			// The certificate comes from TLSConfig (reloaded); net/http
+			// adds HTTP/2.
+			done <- s.srv.ServeTLS(s.ln, "", "")
+			return
+		}
+		done <- s.srv.Serve(s.ln)
+	}()
 	if s.pprofSrv != nil {
 		go func() { _ = s.pprofSrv.Serve(s.pprofLn) }()
 		fmt.Fprintf(s.cfg.Stdout, "runtime profiles on http://%s/debug/pprof/\n", s.pprofLn.Addr())
