@@ -285,6 +285,10 @@ const (
 	AuditGrant AuditKind = "grant"
 	// AuditPolicy: a policy bundle was published or rolled back.
 	AuditPolicy AuditKind = "policy"
+	// AuditOAuth: a person consented to an OAuth client, a consent or a
+	// client was revoked (by a person, an admin, or a replayed code or
+	// refresh token), or the access-token signing key was rotated.
+	AuditOAuth AuditKind = "oauth"
 )
 
 // AuditEvent records one call's outcome, or one control-plane change
