@@ -85,18 +85,30 @@ func (s *Server) parse(ctx context.Context, q url.Values) (*authRequest, *reques
 	if req.resource, ok = s.resource(q.Get("resource")); !ok {
 		return refuse("invalid_target", "resource must be this server's /mcp, or /mcp/<upstream> of a governed server")
 	}
-	for _, sc := range strings.Fields(q.Get("scope")) {
-		switch name, narrow := strings.CutPrefix(sc, ScopeToolPrefix); {
-		case sc == ScopeTools:
-		case narrow && name != "" && !slices.Contains(req.tools, name):
-			req.tools = append(req.tools, name)
-		case sc == "offline_access" || sc == "openid":
-			// Refresh tokens are always issued; no ID token is.
-		default:
-			return refuse("invalid_scope", "scopes are tools, or tool:<name> for each tool")
-		}
+	if req.tools, ok = parseScope(q.Get("scope")); !ok {
+		return refuse("invalid_scope", "scopes are tools, or tool:<name> for each tool")
 	}
 	return req, nil
+}
+
+// parseScope answers the narrowing a scope asks for: nil for every tool
+// ("tools", or no scope), the tools named by tool:<name> otherwise, each
+// once. offline_access and openid are accepted and mean nothing more:
+// refresh tokens are always issued, ID tokens never.
+func parseScope(text string) ([]string, bool) {
+	var tools []string
+	for _, sc := range strings.Fields(text) {
+		switch name, narrow := strings.CutPrefix(sc, ScopeToolPrefix); {
+		case sc == ScopeTools, sc == "offline_access", sc == "openid":
+		case narrow && name != "":
+			if !slices.Contains(tools, name) {
+				tools = append(tools, name)
+			}
+		default:
+			return nil, false
+		}
+	}
+	return tools, true
 }
 
 // fail answers a refused request: to the client, or on a page.
