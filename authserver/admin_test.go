@@ -17,7 +17,7 @@ var (
 	admin = &toolplane.Credential{ID: "tpk_admin", OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: "root",
 		Roles: []string{toolplane.RolePlatformAdmin}}
 	otherAdmin = &toolplane.Credential{ID: "tpk_other", OrganizationID: "globex", Kind: toolplane.CredentialPerson, Subject: "root",
-			Roles: []string{toolplane.RolePlatformAdmin}}
+		Roles: []string{toolplane.RolePlatformAdmin}}
 )
 
 // TestConsentRevocation: alice lists and revokes her consent on node 0;
