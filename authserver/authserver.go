@@ -129,8 +129,10 @@ type Config struct {
 	RedirectAllow []string
 	// RegistrationsPerHour bounds registrations per client address.
 	RegistrationsPerHour int
-	Limits               ratelimit.Store
-	ClientAddr           func(r *http.Request) string
+	// Limits keeps the registration counts: the nodes' shared rate
+	// limits; a memory of this node's own when nil.
+	Limits     *ratelimit.Shared
+	ClientAddr func(r *http.Request) string
 	// Egress is the rule client metadata documents are fetched under: any
 	// host, never a private address unless it allows one.
 	Egress *egress.Policy
@@ -179,7 +181,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RegistrationsPerHour = DefaultRegistrationsPH
 	}
 	if cfg.Limits == nil {
-		cfg.Limits = ratelimit.NewMemory()
+		cfg.Limits = ratelimit.NewShared(ratelimit.NewMemory(), ratelimit.SharedOptions{})
 	}
 	if cfg.ClientAddr == nil {
 		cfg.ClientAddr = ratelimit.ClientAddr

@@ -120,14 +120,10 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	st, err := s.cfg.Limits.Take(ctx, "oauth-register\x00"+s.cfg.ClientAddr(r), ratelimit.Quota{Limit: s.cfg.RegistrationsPerHour, Window: time.Hour}, s.cfg.Now())
-	if err != nil {
-		s.log.ErrorContext(ctx, "registration rate not read", "err", err)
-		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "try again later")
-		return
-	}
-	if !st.Allowed {
-		w.Header().Set("Retry-After", fmt.Sprint(int(st.Ahead.Seconds())+1))
+	now := s.cfg.Now()
+	d := s.cfg.Limits.Take(ctx, "oauth-register:"+s.cfg.ClientAddr(r), ratelimit.Quota{Limit: s.cfg.RegistrationsPerHour, Window: time.Hour}, now)
+	if !d.Allowed {
+		w.Header().Set("Retry-After", fmt.Sprint(int(d.Retry.Sub(now).Seconds())+1))
 		oauthError(w, http.StatusTooManyRequests, "slow_down", "too many registrations from this address")
 		return
 	}
