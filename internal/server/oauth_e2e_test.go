@@ -146,7 +146,7 @@ func TestOAuthClientEndToEnd(t *testing.T) {
 				DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
 					ClientName: "go-sdk e2e", RedirectURIs: []string{"http://127.0.0.1:33418/callback"}, GrantTypes: []string{"authorization_code", "refresh_token"},
 					TokenEndpointAuthMethod: "none"}},
-				RedirectURL:              "http://127.0.0.1:33418/callback",
+				RedirectURL: "http://127.0.0.1:33418/callback",
 				AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
 					asked.Add(1)
 					if declined.Load() {
