@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -22,7 +23,7 @@ func (noPeople) SignInURL(string) string                        { return "/signi
 func (noPeople) CheckForm(*http.Request, *signin.Session) error { return signin.ErrForged }
 
 // twoServers answers two servers (nodes) over one SQLite store.
-func twoServers(t *testing.T) (*Server, *Server, toolplane.OAuthStore) {
+func twoServers(t testing.TB) (*Server, *Server, toolplane.OAuthStore) {
 	st := sqlitetest.New(t)
 	k := make([]byte, secret.KeySize)
 	rand.Read(k)
@@ -39,7 +40,7 @@ func twoServers(t *testing.T) (*Server, *Server, toolplane.OAuthStore) {
 	return out[0], out[1], st
 }
 
-func grantIn(t *testing.T, st toolplane.OAuthStore, org string) *toolplane.OAuthGrant {
+func grantIn(t testing.TB, st toolplane.OAuthStore, org string) *toolplane.OAuthGrant {
 	now := time.Now()
 	g := &toolplane.OAuthGrant{OrganizationID: org, ID: toolplane.NewID("oag_"), ClientID: "tpc_x", Subject: "alice", AgentID: DefaultAgent,
 		Resource: "https://tp.example/mcp", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
@@ -148,4 +149,35 @@ func FuzzScope(f *testing.F) {
 			t.Fatalf("scope(%q) = %q reads back as %q", tools, scope(tools), again)
 		}
 	})
+}
+
+// BenchmarkVerify is one access token's verification as a door makes it
+// on every call: the claims from the verified-token cache, the grant read
+// from SQLite. BenchmarkVerifyCold leaves the cache out (a token's first
+// call on a node: the ES256 signature checked).
+func BenchmarkVerify(b *testing.B) {
+	for _, cold := range []bool{false, true} {
+		name := "warm"
+		if cold {
+			name = "cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			a, _, st := twoServers(b)
+			ctx := WithResource(context.Background(), a.Resource(""))
+			g := grantIn(b, st, "acme")
+			tok, err := a.AccessToken(ctx, g.OrganizationID, g.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if cold {
+					a.verify.cache = newTokenCache(4096)
+				}
+				if _, err := a.Verifier().Verify(ctx, tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

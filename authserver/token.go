@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -316,4 +317,23 @@ func (s *Server) introspect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"active": true, "token_type": "refresh_token", "scope": scope(g.Tools), "client_id": g.ClientID,
 		"sub": g.Subject, "aud": []string{g.Resource}, "iss": s.cfg.Issuer, "exp": rt.ExpiresAt.Unix(), "org": g.OrganizationID,
 		"act": map[string]string{"sub": g.AgentID}})
+}
+
+// AccessToken answers an access token of the organization's grant id,
+// as the token endpoint would issue one: for a benchmark or an operator's
+// tool that holds the server itself, never a door.
+func (s *Server) AccessToken(ctx context.Context, org, id string) (string, error) {
+	g, err := s.cfg.Store.GetOAuthGrant(ctx, org, id)
+	if err != nil {
+		return "", err
+	}
+	now := s.cfg.Now()
+	if !g.Live(now) {
+		return "", fmt.Errorf("grant %s: %w", id, toolplane.ErrInvalid)
+	}
+	exp := now.Add(s.cfg.AccessTTL)
+	if g.ExpiresAt.Before(exp) {
+		exp = g.ExpiresAt
+	}
+	return s.mint(ctx, g, now, exp)
 }
