@@ -11,8 +11,9 @@ import (
 // The served doors answer auth as curl sees them: a Bearer challenge
 // naming the protected resource metadata of the resource asked (the MCP
 // endpoint's, or the server's for the REST API) where a JWT issuer is
-// configured, that metadata served, and JSON bodies; without an issuer
-// the metadata is 404 and no challenge names it.
+// configured or the server's own authorization server is on (the
+// default), that metadata served, and JSON bodies; with neither the
+// metadata is 404 and no challenge names it.
 func TestServeAuthAnswers(t *testing.T) {
 	t.Parallel()
 	const (
@@ -20,25 +21,31 @@ func TestServeAuthAnswers(t *testing.T) {
 		public = "http://toolplane.test:8443"
 	)
 	oauthBase := startServe(t, "--jwt-issuer", issuer, "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--public-url", public).base
-	plain := startServe(t)
+	plain := startServe(t, "--oauth=false")
 	plainBase, admin := plain.base, plain.admin
+	own := startServe(t).base
 	tests := []struct {
 		name, base, method, path, key string
 		status                        int
 		challenge                     string
 		// resource is the metadata document's; "" when the answer is an error.
 		resource string
+		// as is the authorization server it names; issuer when "".
+		as string
 	}{
 		{"/mcp without a key", oauthBase, "POST", "/mcp", "", 401,
-			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp"`, ""},
+			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource/mcp"`, "", ""},
 		{"the REST API without a key", oauthBase, "GET", "/v1/tools", "", 401,
-			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource"`, ""},
-		{"the MCP endpoint's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 200, "", public + "/mcp"},
-		{"the server's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource", "", 200, "", public},
-		{"an upstream that is not served", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp/nothing", "", 404, "", ""},
-		{"/mcp without a key, no issuer", plainBase, "POST", "/mcp", "", 401, `Bearer realm="toolplane"`, ""},
-		{"a person's key on /mcp", plainBase, "POST", "/mcp", admin, 403, "", ""},
-		{"no issuer: no metadata", plainBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 404, "", ""},
+			`Bearer realm="toolplane", resource_metadata="` + public + `/.well-known/oauth-protected-resource"`, "", ""},
+		{"the MCP endpoint's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 200, "", public + "/mcp", ""},
+		{"the server's metadata", oauthBase, "GET", "/.well-known/oauth-protected-resource", "", 200, "", public, ""},
+		{"an upstream that is not served", oauthBase, "GET", "/.well-known/oauth-protected-resource/mcp/nothing", "", 404, "", "", ""},
+		{"/mcp without a key, no issuer", plainBase, "POST", "/mcp", "", 401, `Bearer realm="toolplane"`, "", ""},
+		{"a person's key on /mcp", plainBase, "POST", "/mcp", admin, 403, "", "", ""},
+		{"no issuer: no metadata", plainBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 404, "", "", ""},
+		{"/mcp without a key, its own authorization server", own, "POST", "/mcp", "", 401,
+			`Bearer realm="toolplane", resource_metadata="` + own + `/.well-known/oauth-protected-resource/mcp"`, "", ""},
+		{"its own authorization server's metadata", own, "GET", "/.well-known/oauth-protected-resource/mcp", "", 200, "", own + "/mcp", own},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,8 +79,12 @@ func TestServeAuthAnswers(t *testing.T) {
 				}
 				return
 			}
-			if servers, _ := doc["authorization_servers"].([]any); doc["resource"] != tt.resource || len(servers) != 1 || servers[0] != issuer {
-				t.Errorf("metadata %s; want resource %q and authorization_servers [%q]", raw, tt.resource, issuer)
+			as := tt.as
+			if as == "" {
+				as = issuer
+			}
+			if servers, _ := doc["authorization_servers"].([]any); doc["resource"] != tt.resource || len(servers) != 1 || servers[0] != as {
+				t.Errorf("metadata %s; want resource %q and authorization_servers [%q]", raw, tt.resource, as)
 			}
 		})
 	}
