@@ -185,3 +185,37 @@ func TestRevokeAndIntrospect(t *testing.T) {
 		}
 	})
 }
+
+// TestConnectedPage: alice's page lists her connected client and its
+// button revokes it; the form needs her session's CSRF token.
+func TestConnectedPage(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, w *world) {
+		c := w.newClient()
+		b := w.browser()
+		tok, err := c.exchange(0, c.authorize(b, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := b.get(w.base + "/oauth/consents")
+		if p.status != http.StatusOK || !strings.Contains(p.body, c.conf.ClientID) {
+			t.Fatalf("connected clients: %d %s", p.status, p.body)
+		}
+		form := p.hidden()
+		forged := url.Values{"id": form["id"], "csrf": {"forged"}}
+		if res := b.post(w.base+"/oauth/consents/revoke", forged); res.status != http.StatusForbidden {
+			t.Fatalf("a forged revocation: %d", res.status)
+		}
+		if _, status := w.call(1, "/mcp", tok.AccessToken); status != http.StatusOK {
+			t.Fatalf("after a forged revocation: %d", status)
+		}
+		if res := b.post(w.base+"/oauth/consents/revoke", form); res.status != http.StatusOK || strings.Contains(res.body, c.conf.ClientID) {
+			t.Fatalf("revoke from the page: %d %s", res.status, res.body)
+		}
+		if _, status := w.call(1, "/mcp", tok.AccessToken); status != http.StatusUnauthorized {
+			t.Fatalf("after revocation from the page: %d", status)
+		}
+		if p := w.browser().get(w.base + "/oauth/consents"); !strings.Contains(p.body, "personal API key") {
+			t.Fatalf("without a session: %d", p.status)
+		}
+	})
+}

@@ -250,8 +250,9 @@ func (s *Server) resource(asked string) (string, bool) {
 	return "", false
 }
 
-// Handler answers the routes: the metadata documents and every endpoint
-// under Path. The consent page carries sign-in's CSP.
+// Handler answers the routes: the metadata documents, every endpoint
+// under Path, and the signed-in person's page of connected clients
+// (Path/consents). The pages carry sign-in's CSP.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+MetadataPath, s.metadata)
@@ -260,6 +261,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+Path+"/register", s.register)
 	mux.Handle("GET "+Path+"/authorize", pageHeaders(http.HandlerFunc(s.authorize)))
 	mux.Handle("POST "+Path+"/authorize", pageHeaders(http.HandlerFunc(s.consent)))
+	mux.Handle("GET "+Path+"/consents", pageHeaders(http.HandlerFunc(s.connectedClients)))
+	mux.Handle("POST "+Path+"/consents/revoke", pageHeaders(http.HandlerFunc(s.revokeConnected)))
 	mux.HandleFunc("POST "+Path+"/token", s.token)
 	mux.HandleFunc("POST "+Path+"/revoke", s.revoke)
 	mux.HandleFunc("POST "+Path+"/introspect", s.introspect)
