@@ -98,7 +98,10 @@ type OAuthCode struct {
 	OrganizationID string
 	GrantID        string
 	ClientID       string
-	RedirectURI    string
+	// RedirectURI is the redirect_uri the authorization request sent
+	// (empty when it sent none, its client having one): the token
+	// request must send the same.
+	RedirectURI string
 	// Challenge is the S256 PKCE challenge.
 	Challenge string
 	ExpiresAt time.Time

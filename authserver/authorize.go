@@ -22,9 +22,12 @@ import (
 type authRequest struct {
 	client      *toolplane.OAuthClient
 	redirectURI string
-	state       string
-	challenge   string
-	resource    string
+	// asked is the redirect_uri the request sent, empty when it named
+	// none (a client with one): the token request must send the same.
+	asked     string
+	state     string
+	challenge string
+	resource  string
 	// tools is the narrowing the client asked for (tool:<name> scopes);
 	// nil for every tool.
 	tools []string
@@ -59,7 +62,7 @@ func (s *Server) parse(ctx context.Context, q url.Values) (*authRequest, *reques
 		}
 		return nil, &requestError{code: "invalid_client", description: err.Error()}
 	}
-	req := &authRequest{client: c, redirectURI: q.Get("redirect_uri"), state: q.Get("state")}
+	req := &authRequest{client: c, redirectURI: q.Get("redirect_uri"), asked: q.Get("redirect_uri"), state: q.Get("state")}
 	if req.redirectURI == "" && len(c.RedirectURIs) == 1 {
 		req.redirectURI = c.RedirectURIs[0]
 	}
@@ -355,7 +358,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	err = s.cfg.Store.InsertOAuthGrant(ctx, g)
 	if err == nil {
 		err = s.cfg.Store.InsertOAuthCode(ctx, &toolplane.OAuthCode{Hash: hash(code), OrganizationID: g.OrganizationID, GrantID: g.ID,
-			ClientID: g.ClientID, RedirectURI: req.redirectURI, Challenge: req.challenge, ExpiresAt: now.Add(s.cfg.CodeTTL)})
+			ClientID: g.ClientID, RedirectURI: req.asked, Challenge: req.challenge, ExpiresAt: now.Add(s.cfg.CodeTTL)})
 	}
 	if err != nil {
 		s.log.ErrorContext(ctx, "consent not stored", "err", err)

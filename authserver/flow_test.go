@@ -199,6 +199,18 @@ func TestRedirectTampering(t *testing.T) {
 		if _, err := c.exchange(0, code, oauth2.SetAuthURLParam("redirect_uri", "https://evil.example/callback")); oauthErr(err) != "invalid_grant" {
 			t.Fatalf("exchange with another redirect_uri: %v", err)
 		}
+		// A client with one redirect URI may leave it out of both requests,
+		// but not out of one only.
+		bare := *c
+		bare.conf.RedirectURL = ""
+		u := b.decide(b.consent(bare.authURL()), "allow", nil)
+		if _, err := c.exchange(0, u.Query().Get("code")); oauthErr(err) != "invalid_grant" {
+			t.Fatalf("redirect_uri at the token endpoint only: %v", err)
+		}
+		u = b.decide(b.consent(bare.authURL()), "allow", nil)
+		if _, err := bare.exchange(0, u.Query().Get("code")); err != nil {
+			t.Fatalf("redirect_uri in neither request: %v", err)
+		}
 		other := w.newClient()
 		code = c.authorize(b, nil)
 		other.verifier = c.verifier
