@@ -15,7 +15,7 @@ import (
 )
 
 // An MCP client that meets a 401 starts OAuth. Without an authorization
-// server toolplane publishes no metadata, so the MCP TypeScript SDK
+// server (serve --oauth=false, no issuer) toolplane publishes no metadata, so the MCP TypeScript SDK
 // (behind mcp-remote) takes the server's origin for one and registers at
 // /register: that answer, not a bare 404, says why no client registers and
 // that the server takes an API key, with how to configure a client. Where
@@ -23,7 +23,7 @@ import (
 // unknown route.
 func TestAnOAuthClientWithoutAKeyIsToldToSendOne(t *testing.T) {
 	t.Parallel()
-	plain := startServe(t)
+	plain := startServe(t, "--oauth=false")
 	withIssuer := startServe(t, "--jwt-issuer", "https://issuer.example", "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks").base
 	do := func(method, url string) (int, http.Header, map[string]any) {
 		t.Helper()
