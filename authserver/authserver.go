@@ -107,8 +107,8 @@ type Config struct {
 	Store Store
 	// Keys seal the access-token signing keys.
 	Keys *secret.Keyring
-	// Issuer is the server's public URL without a path: the issuer, and
-	// the base of every endpoint and resource.
+	// Issuer is the server's public URL: the issuer, and the base of
+	// every endpoint and resource.
 	Issuer string
 	People People
 	// Tools answers the tools cred (an agent acting for a person) is
@@ -163,10 +163,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("authserver: Store, Keys and People are required")
 	}
 	base, err := url.Parse(cfg.Issuer)
-	if err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" || strings.Trim(base.Path, "/") != "" || base.RawQuery != "" {
-		return nil, fmt.Errorf("authserver: issuer %q is not an http(s) URL without a path", cfg.Issuer)
+	if err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" || base.RawQuery != "" || base.Fragment != "" {
+		return nil, fmt.Errorf("authserver: issuer %q is not an http(s) URL", cfg.Issuer)
 	}
+	// A public URL with a path (a proxy serving the server under it, and
+	// stripping it) is the issuer as it is: endpoints and resources are
+	// under it, and the metadata is also answered at the RFC 8414 form
+	// with the path after the well-known segment.
 	cfg.Issuer = strings.TrimSuffix(cfg.Issuer, "/")
+	base.Path = strings.TrimSuffix(base.Path, "/")
 	switch cfg.Registration {
 	case "":
 		cfg.Registration = RegistrationOpen
@@ -257,6 +262,9 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+MetadataPath, s.metadata)
 	mux.HandleFunc("GET "+OpenIDPath, s.metadata)
+	if s.base.Path != "" {
+		mux.HandleFunc("GET "+MetadataPath+s.base.Path, s.metadata)
+	}
 	mux.HandleFunc("GET "+Path+"/jwks", s.jwks)
 	mux.HandleFunc("POST "+Path+"/register", s.register)
 	mux.Handle("GET "+Path+"/authorize", pageHeaders(http.HandlerFunc(s.authorize)))

@@ -59,6 +59,7 @@ func (s *Server) doors(svc *services) error {
 		mux.Handle(authserver.Path+"/", oauth)
 		mux.Handle("GET "+authserver.MetadataPath, oauth)
 		mux.Handle("GET "+authserver.OpenIDPath, oauth)
+		mux.Handle("GET "+authserver.MetadataPath+"/", oauth)
 	}
 	// A vendor's callback door: authenticated by the vendor's signature,
 	// not by a key, so it is not behind the API's gate.
