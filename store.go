@@ -289,6 +289,10 @@ const (
 	// policy or a confirmed purge), a purge was proposed or confirmed, or
 	// an export sink was dropped.
 	AuditRetention AuditKind = "retention"
+	// AuditOAuth: a person consented to an OAuth client, a consent or a
+	// client was revoked (by a person, an admin, or a replayed code or
+	// refresh token), or the access-token signing key was rotated.
+	AuditOAuth AuditKind = "oauth"
 )
 
 // AuditEvent records one call's outcome, or one control-plane change

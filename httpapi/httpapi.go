@@ -134,6 +134,9 @@ type Server struct {
 	// AuditKeys is the operator's audit signing keys, public halves only
 	// served (at /.well-known/toolplane-audit-keys) and used to check the
 	// chain's checkpoints at /v1/audit/verify; nil serves neither.
+	// OAuth, when set, is the authorization server's administration under
+	// /v1/oauth; nil answers 404 there.
+	OAuth     OAuthAdmin
 	AuditKeys *auditchain.KeySet
 	// AuditExports, when set, answers GET /v1/audit/exports (each sink's
 	// lag); without it the list of sinks is empty.
@@ -346,6 +349,12 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/notifications/dead-letters", s.notificationRoute(s.listDeadLetters)},
 		{"GET", "/v1/webhook-secret", s.webhookSecretRoute(s.getWebhookSecret)},
 		{"POST", "/v1/webhook-secret:rotate", s.webhookSecretRoute(s.rotateWebhookSecret)},
+		{"GET", "/v1/oauth/clients", s.authServerRoute(s.listOAuthClients)},
+		{"POST", "/v1/oauth/clients:revoke", s.authServerRoute(s.revokeOAuthClient)},
+		{"POST", "/v1/oauth/clients:set-agent", s.authServerRoute(s.setOAuthClientAgent)},
+		{"GET", "/v1/oauth/consents", s.authServerRoute(s.listOAuthConsents)},
+		{"POST", "/v1/oauth/consents/{id}/revoke", s.authServerRoute(s.revokeOAuthConsent)},
+		{"POST", "/v1/oauth/signing-key:rotate", s.authServerRoute(s.rotateOAuthKey)},
 		{"GET", "/v1/anomalies", s.anomalyRoute(s.listAnomalies)},
 		{"GET", "/v1/anomalies/{id}", s.anomalyRoute(s.getAnomaly)},
 		{"POST", "/v1/anomalies/{id}/acknowledge", s.anomalyRoute(s.acknowledgeAnomaly)},

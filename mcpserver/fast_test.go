@@ -21,6 +21,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/sqlite"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
@@ -40,13 +41,14 @@ type fastFixture struct {
 	s          *Server
 	url        string
 	keyA, keyB string
+	store      *sqlite.Store
 }
 
 func newFastFixture(t testing.TB, idle time.Duration) *fastFixture {
 	t.Helper()
 	ctx := context.Background()
 	store := sqlitetest.New(t)
-	f := &fastFixture{}
+	f := &fastFixture{store: store}
 	hs := handler.NewRegistry()
 	lookup, _ := handler.BindFunc("crm.lookup", func(context.Context, handler.Call, any) (any, error) {
 		return map[string]any{"name": "Ada", "visits": 3}, nil

@@ -496,3 +496,8 @@ func TestAuditChain(t *testing.T) {
 		Writers:   16,
 	})
 }
+
+func TestOAuth(t *testing.T) {
+	t.Parallel()
+	storetest.RunOAuth(t, func(t *testing.T) storetest.OAuthStore { return newTestStore(t) })
+}

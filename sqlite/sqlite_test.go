@@ -377,3 +377,8 @@ func TestAuditChain(t *testing.T) {
 		Bytes: func(b []byte) string { return fmt.Sprintf("X'%x'", b) },
 	})
 }
+
+func TestOAuth(t *testing.T) {
+	t.Parallel()
+	storetest.RunOAuth(t, func(t *testing.T) storetest.OAuthStore { return newTestStore(t) })
+}

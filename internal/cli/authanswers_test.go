@@ -13,7 +13,8 @@ import (
 // endpoint's, or the server's for the REST API), that metadata served,
 // and JSON bodies. The metadata names toolplane's own authorization
 // server (the public URL) with the scope "tools", or the JWT issuer when
-// the operator chose it (--oauth-external-issuer).
+// the operator chose it (--oauth-external-issuer); with neither (serve
+// --oauth=false, no issuer) there is no metadata and no challenge names it.
 func TestServeAuthAnswers(t *testing.T) {
 	t.Parallel()
 	const (
@@ -23,6 +24,7 @@ func TestServeAuthAnswers(t *testing.T) {
 	oauthBase := startServe(t, "--jwt-issuer", issuer, "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--public-url", public, "--oauth-external-issuer").base
 	plain := startServe(t)
 	plainBase, admin := plain.base, plain.admin
+	none := startServe(t, "--oauth=false").base
 	tests := []struct {
 		name, base, method, path, key string
 		status                        int
@@ -42,6 +44,8 @@ func TestServeAuthAnswers(t *testing.T) {
 		{"the REST API without a key, own issuer", plainBase, "GET", "/v1/tools", "", 401, `Bearer realm="toolplane", resource_metadata="` + plainBase + `/.well-known/oauth-protected-resource"`, "", ""},
 		{"a person's key on /mcp", plainBase, "POST", "/mcp", admin, 403, "", "", ""},
 		{"own issuer: the MCP endpoint's metadata", plainBase, "GET", "/.well-known/oauth-protected-resource/mcp", "", 200, "", plainBase + "/mcp", plainBase},
+		{"/mcp without a key, no authorization server", none, "POST", "/mcp", "", 401, `Bearer realm="toolplane"`, "", ""},
+		{"no authorization server: no metadata", none, "GET", "/.well-known/oauth-protected-resource/mcp", "", 404, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,22 +24,7 @@ func TestAnOAuthClientIsPointedAtTheAuthorizationServer(t *testing.T) {
 	t.Parallel()
 	plain := startServe(t)
 	withIssuer := startServe(t, "--jwt-issuer", "https://issuer.example", "--jwt-audience", "toolplane", "--jwt-jwks-url", "http://127.0.0.1:1/jwks", "--oauth-external-issuer").base
-	do := func(method, url string) (int, http.Header, map[string]any) {
-		t.Helper()
-		req, _ := http.NewRequest(method, url, strings.NewReader(`{"redirect_uris":["http://localhost:1/cb"]}`))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		raw, _ := io.ReadAll(resp.Body)
-		if err := json.Unmarshal(raw, &body); err != nil {
-			t.Fatalf("%s %s: %d %q is not JSON", method, url, resp.StatusCode, raw)
-		}
-		return resp.StatusCode, resp.Header, body
-	}
+	do := func(method, url string) (int, http.Header, map[string]any) { return oauthDo(t, method, url) }
 	// The SDK's path, step by step.
 	status, h, _ := do("POST", plain.base+"/mcp")
 	if want := `resource_metadata="` + plain.base + `/.well-known/oauth-protected-resource/mcp"`; status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), want) {
@@ -76,6 +61,64 @@ func TestAnOAuthClientIsPointedAtTheAuthorizationServer(t *testing.T) {
 	if out := run("--header", "Authorization:Bearer "+plain.agent); !strings.Contains(out, "Connected successfully") || strings.Contains(out, "register") {
 		t.Errorf("mcp-remote with the agent's key:\n%s", out)
 	}
+}
+
+// Without an authorization server (serve --oauth=false, no issuer)
+// toolplane publishes no metadata, so the MCP TypeScript SDK (behind
+// mcp-remote) takes the server's origin for one and registers at
+// /register: that answer, not a bare 404, says why no client registers
+// and that the server takes an API key, with how to configure a client.
+func TestAnOAuthClientWithNoAuthorizationServerIsToldToSendAKey(t *testing.T) {
+	t.Parallel()
+	plain := startServe(t, "--oauth=false")
+	status, h, _ := oauthDo(t, "POST", plain.base+"/mcp")
+	if status != http.StatusUnauthorized || strings.Contains(h.Get("WWW-Authenticate"), "resource_metadata") {
+		t.Errorf("/mcp: %d %q", status, h.Get("WWW-Authenticate"))
+	}
+	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+		if status, _, _ := oauthDo(t, "GET", plain.base+path); status != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", path, status)
+		}
+	}
+	status, h, body := oauthDo(t, "POST", plain.base+"/register")
+	desc, _ := body["error_description"].(string)
+	if status != http.StatusNotFound || body["error"] != "registration_not_supported" || !strings.Contains(desc, "API key") ||
+		!strings.Contains(desc, "Authorization: Bearer <key>") || !strings.Contains(desc, "toolplane client config") || h.Get("Cache-Control") != "no-store" {
+		t.Errorf("/register: %d %v %v", status, h, body)
+	}
+	// mcp-remote itself, when it is installed (.ci/run installs it).
+	node, client := findMCPRemote(t)
+	if client == "" {
+		t.Log("mcp-remote not run: " + node)
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, client, plain.base+"/mcp", "--allow-http")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "BROWSER=true")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "toolplane has no OAuth authorization server") || !strings.Contains(string(out), "toolplane client config") {
+		t.Errorf("mcp-remote without a key:\n%s", out)
+	}
+}
+
+// oauthDo sends method to url with a registration's body and answers the
+// status, the headers and the JSON body.
+func oauthDo(t *testing.T, method, url string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(`{"redirect_uris":["http://localhost:1/cb"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatalf("%s %s: %d %q is not JSON", method, url, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, resp.Header, body
 }
 
 // findMCPRemote answers Node 22 or later and mcp-remote's client script

@@ -116,6 +116,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here; the issuer of its own OAuth authorization server); default: http://ADDR, or https://ADDR with --tls-cert")
 	var notifyAllow stringList
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
+	oauthOn := fs.Bool("oauth", true, "serve toolplane's own OAuth authorization server, so MCP clients connect to /mcp by its URL alone (docs/oauth.md)")
+	oauthReg := fs.String("oauth-registration", "open", "dynamic client registration: open, allowlist (every redirect URI on --oauth-redirect-allow) or off (clients name themselves by their metadata document URL)")
+	var oauthRedirects, oauthDocCIDRs stringList
+	fs.Var(&oauthRedirects, "oauth-redirect-allow", "a redirect URI clients may register or name under --oauth-registration allowlist; a trailing * makes it a prefix (repeatable)")
+	fs.Var(&oauthDocCIDRs, "oauth-document-allow-cidr", "an address range client metadata documents may be fetched from besides public addresses (repeatable)")
+	oauthAgent := fs.String("oauth-agent", "oauth-clients", "the agent identity OAuth clients act as for the person who consented, unless an admin set one for the client (toolplane oauth clients set-agent); grant it the tools such clients may call")
+	oauthAccess := fs.Duration("oauth-access-ttl", 0, "how long an OAuth access token lives (0: 10m)")
+	oauthRefresh := fs.Duration("oauth-refresh-ttl", 0, "how long an OAuth refresh token lives unused (0: 720h); each use rotates it")
+	oauthConsent := fs.Duration("oauth-consent-ttl", 0, "the longest a person's consent to a client lasts (0: 2160h, 90 days); they may choose shorter")
+	oauthRegRate := fs.Int("oauth-registrations-per-hour", 0, "client registrations per hour one client address may make (0: 20)")
 	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")
 	auditNATSStream := fs.String("audit-export-nats-stream", "", "the JetStream stream the audit trail is exported to (created when absent); events on toolplane.audit.<organization>")
 	var auditRetention retentionFlag
@@ -186,6 +196,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		Node:      *nodeName, LeaseMargin: *leaseMargin, MaxHops: *maxHops, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
 			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
+		OAuth: server.OAuthConfig{Off: !*oauthOn, Registration: *oauthReg, RedirectAllow: oauthRedirects, Agent: *oauthAgent,
+			AccessTTL: *oauthAccess, RefreshTTL: *oauthRefresh, ConsentTTL: *oauthConsent, DocumentAllowCIDRs: oauthDocCIDRs, RegistrationsPerHour: *oauthRegRate},
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
 	cfg.ProviderWebhookRateLimit = *webhookRate
 	if cfg.ProviderWebhookRateLimit <= 0 {
@@ -254,6 +266,7 @@ var serveFlags = map[string]string{
 	"Vault.Addr": "--vault-addr", "Vault.TokenFile": "--vault-token-file", "Vault.Namespace": "--vault-namespace",
 	"Vault.CAFile": "--vault-ca-file", "Vault.CacheTTL": "--vault-cache-ttl",
 	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",
+	"OAuth": "--oauth-registration", "OAuth.DocumentAllowCIDRs": "--oauth-document-allow-cidr",
 	"AnomalyWindow": "--anomaly-window", "AnomalyThreshold": "--anomaly-threshold",
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/authserver"
 	"github.com/toolplane/toolplane/console"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httpapi"
@@ -46,7 +47,21 @@ func (s *Server) doors(svc *services) error {
 	if err != nil {
 		return err
 	}
-	mux := s.routes(streams, svc, mcp, s.apiDoor(gate, svc, people, mcp), people.Handler(), web.Handler())
+	as, err := s.authServer(gate, svc, people)
+	if err != nil {
+		return err
+	}
+	if as != nil && mcp.AuthorizationServer == "" {
+		mcp.AuthorizationServer = as.Issuer()
+	}
+	mux := s.routes(streams, svc, mcp, s.apiDoor(gate, svc, people, mcp, as), people.Handler(), web.Handler())
+	if as != nil {
+		oauth := as.Handler()
+		mux.Handle(authserver.Path+"/", oauth)
+		mux.Handle("GET "+authserver.MetadataPath, oauth)
+		mux.Handle("GET "+authserver.OpenIDPath, oauth)
+		mux.Handle("GET "+authserver.MetadataPath+"/", oauth)
+	}
 	// A vendor's callback door: authenticated by the vendor's signature,
 	// not by a key, so it is not behind the API's gate.
 	mux.Handle(providerjob.Route, hooks)
@@ -94,7 +109,9 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 	// external issuer whose JWTs the gate verifies, whose scopes are its
 	// own.
 	as, scopes := strings.TrimRight(s.public, "/"), []string{"tools"}
-	if cfg.OAuthExternalIssuer {
+	if cfg.OAuthExternalIssuer || cfg.OAuth.Off {
+		// With no authorization server of its own, the operator's issuer
+		// (if any) is the only one there is.
 		as, scopes = cfg.JWTIssuer, nil
 	}
 	var allowedHosts []string
@@ -112,11 +129,11 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 
 // apiDoor answers the REST door. Its 401s name the OAuth protected
 // resource metadata (RFC 9728) the MCP door publishes.
-func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server) *httpapi.Server {
+func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server, as *authserver.Server) *httpapi.Server {
 	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, AuditExports: svc.exports, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
 		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, Anomalies: svc.anomalies, Spend: svc.spend, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
 		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler(), AuditKeys: s.publicAuditKeys(),
-		AuditPurges: s.auditPurges(), AuditSinks: audit.NewSinks(s.b.Store, nil)}
+		AuditPurges: s.auditPurges(), AuditSinks: audit.NewSinks(s.b.Store, nil), OAuth: oauthAdmin(as)}
 }
 
 // auditPurges answers the purge service, or nil when the node signs no
@@ -149,10 +166,10 @@ func (s *Server) console(gate *door.Door, svc *services, people *signin.Service)
 // metrics, sign-in, the console, and the REST door for everything else.
 func (s *Server) routes(streams context.Context, svc *services, mcp *mcpserver.Server, api *httpapi.Server, signIn, pages http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", endOnShutdown(streams, mcp.Handler()))
+	mux.Handle("/mcp", forResource(s.public+"/mcp", endOnShutdown(streams, mcp.Handler())))
 	mux.Handle("POST "+mcpserver.RegistrationPath, mcp.RegistrationHandler())
 	for _, slug := range svc.upstreams.Slugs() {
-		mux.Handle("/mcp/"+slug, endOnShutdown(streams, mcp.UpstreamHandler(slug)))
+		mux.Handle("/mcp/"+slug, forResource(s.public+"/mcp/"+slug, endOnShutdown(streams, mcp.UpstreamHandler(slug))))
 	}
 	mux.Handle("GET /metrics", bearerOnly(s.cfg.MetricsToken, svc.meters.Handler()))
 	mux.Handle(signin.Path+"/", signIn)

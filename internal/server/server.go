@@ -227,6 +227,9 @@ type Config struct {
 	// MaxBatchCalls is how many calls one batch (POST /v1/invoke:batch)
 	// may carry; zero or negative: httpapi.DefaultMaxBatch.
 	MaxBatchCalls int
+	// OAuth is the server's own OAuth authorization server, for clients
+	// that connect to /mcp by its URL alone.
+	OAuth OAuthConfig
 	// PublicURL is where people reach this server (approval links, the
 	// served OpenAPI document's servers, the issuer of its own OAuth
 	// authorization server); default http:// (https:// with TLSCert) and

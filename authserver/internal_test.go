@@ -1,0 +1,183 @@
+package authserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/secret"
+	"github.com/toolplane/toolplane/signin"
+	"github.com/toolplane/toolplane/sqlite/sqlitetest"
+)
+
+type noPeople struct{}
+
+func (noPeople) Session(*http.Request) (*signin.Session, error) { return nil, signin.ErrNotSignedIn }
+func (noPeople) SignInURL(string) string                        { return "/signin" }
+func (noPeople) CheckForm(*http.Request, *signin.Session) error { return signin.ErrForged }
+
+// twoServers answers two servers (nodes) over one SQLite store.
+func twoServers(t testing.TB) (*Server, *Server, toolplane.OAuthStore) {
+	st := sqlitetest.New(t)
+	k := make([]byte, secret.KeySize)
+	rand.Read(k)
+	keys, err := secret.ParseKeyring("k1 " + base64.StdEncoding.EncodeToString(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [2]*Server
+	for i := range out {
+		if out[i], err = New(Config{Store: st, Keys: keys, Issuer: "https://tp.example", People: noPeople{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out[0], out[1], st
+}
+
+func grantIn(t testing.TB, st toolplane.OAuthStore, org string) *toolplane.OAuthGrant {
+	now := time.Now()
+	g := &toolplane.OAuthGrant{OrganizationID: org, ID: toolplane.NewID("oag_"), ClientID: "tpc_x", Subject: "alice", AgentID: DefaultAgent,
+		Resource: "https://tp.example/mcp", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := st.InsertOAuthGrant(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestAnotherOrganization: a token naming another organization than its
+// grant's, or altered after signing, never authenticates.
+func TestAnotherOrganization(t *testing.T) {
+	t.Parallel()
+	a, _, st := twoServers(t)
+	ctx := WithResource(t.Context(), a.Resource(""))
+	g := grantIn(t, st, "acme")
+	now := time.Now()
+	good, err := a.mint(ctx, g, now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred, err := a.Verifier().Verify(ctx, good); err != nil || cred.OrganizationID != "acme" {
+		t.Fatalf("good token: %v %+v", err, cred)
+	}
+	moved := *g
+	moved.OrganizationID = "globex"
+	other, err := a.mint(ctx, &moved, now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Verifier().Verify(ctx, other); !errors.Is(err, toolplane.ErrUnauthenticated) {
+		t.Fatalf("a token naming another organization: %v", err)
+	}
+	parts := strings.Split(good, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(payload), `"acme"`, `"globe"`, 1))) + "." + parts[2]
+	if _, err := a.Verifier().Verify(ctx, forged); !errors.Is(err, toolplane.ErrUnauthenticated) {
+		t.Fatalf("an altered token: %v", err)
+	}
+	if _, err := a.Verifier().Verify(ctx, strings.TrimSuffix(good, parts[2])+"AAAA"); !errors.Is(err, toolplane.ErrUnauthenticated) {
+		t.Fatalf("a bad signature: %v", err)
+	}
+	expired, _ := a.mint(ctx, g, now.Add(-time.Hour), now.Add(-time.Minute))
+	if _, err := a.Verifier().Verify(ctx, expired); !errors.Is(err, toolplane.ErrUnauthenticated) {
+		t.Fatalf("an expired token: %v", err)
+	}
+}
+
+// TestKeyRotation: after a rotation on one node, tokens of the previous
+// key keep verifying on both, and the other node verifies the new key's
+// tokens at once (an unknown key id reads the keys again).
+func TestKeyRotation(t *testing.T) {
+	t.Parallel()
+	a, b, st := twoServers(t)
+	ctx := WithResource(t.Context(), a.Resource(""))
+	g := grantIn(t, st, "acme")
+	now := time.Now()
+	old, err := a.mint(ctx, g, now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Verifier().Verify(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(reloadMin)
+	id, err := a.RotateSigningKey(ctx, &toolplane.Credential{OrganizationID: "acme", Kind: toolplane.CredentialPerson, Subject: "root", Roles: []string{toolplane.RolePlatformAdmin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := a.mint(ctx, g, now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{old, fresh} {
+		if _, err := b.Verifier().Verify(ctx, tok); err != nil {
+			t.Fatalf("node b: %v", err)
+		}
+	}
+	set, _ := b.keys.published(ctx)
+	if len(set.Keys) != 2 || set.Keys[0].KeyID != id {
+		t.Fatalf("published after a rotation: %+v", set.Keys)
+	}
+}
+
+// FuzzScope: a scope the server accepts narrows to tools named once
+// each, none empty or holding a space, and the scope it answers for that
+// narrowing reads back as the same narrowing.
+func FuzzScope(f *testing.F) {
+	for _, s := range []string{"", "tools", "tool:a tool:b tool:a", "tool:", "openid offline_access tool:x.y", "admin", "tool:a\ttools"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		tools, ok := parseScope(text)
+		if !ok {
+			return
+		}
+		seen := map[string]bool{}
+		for _, name := range tools {
+			if name == "" || strings.ContainsAny(name, " \t\n") || seen[name] {
+				t.Fatalf("parseScope(%q) = %q", text, tools)
+			}
+			seen[name] = true
+		}
+		again, ok := parseScope(scope(tools))
+		if !ok || strings.Join(again, " ") != strings.Join(tools, " ") {
+			t.Fatalf("scope(%q) = %q reads back as %q", tools, scope(tools), again)
+		}
+	})
+}
+
+// BenchmarkVerify is one access token's verification as a door makes it
+// on every call: the claims from the verified-token cache, the grant read
+// from SQLite. BenchmarkVerifyCold leaves the cache out (a token's first
+// call on a node: the ES256 signature checked).
+func BenchmarkVerify(b *testing.B) {
+	for _, cold := range []bool{false, true} {
+		name := "warm"
+		if cold {
+			name = "cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			a, _, st := twoServers(b)
+			ctx := WithResource(context.Background(), a.Resource(""))
+			g := grantIn(b, st, "acme")
+			tok, err := a.AccessToken(ctx, g.OrganizationID, g.ID)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if cold {
+					a.verify.cache = newTokenCache(4096)
+				}
+				if _, err := a.Verifier().Verify(ctx, tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
