@@ -24,7 +24,11 @@ type AuditOutboxStore interface {
 	// on for sink; registering a registered sink changes nothing.
 	RegisterAuditSink(ctx context.Context, sink string, at time.Time) error
 	// DropAuditSink stops queueing for sink and deletes what waits for it.
-	DropAuditSink(ctx context.Context, sink string) error
+	// Asked for an organization (org not empty), it drops nothing while
+	// another organization's events wait for the sink and answers
+	// ErrSinkShared: one organization's admin never discards another's
+	// queued trail. Empty org is the operator's drop, of everything.
+	DropAuditSink(ctx context.Context, sink, org string) error
 	// AuditSinks answers the registered sinks, by name: a sink no node
 	// exports to any more still queues every event until it is dropped.
 	AuditSinks(ctx context.Context) ([]AuditSink, error)
@@ -66,3 +70,7 @@ type AuditOutboxLag struct {
 	// waits.
 	Oldest time.Time
 }
+
+// ErrSinkShared: an organization asked to drop an audit sink that other
+// organizations' events still wait for.
+var ErrSinkShared = Refine(ErrConflict, "other organizations' events wait for this audit sink; only the operator may drop it")

@@ -230,7 +230,9 @@ func (s *Sinks) List(ctx context.Context, by *toolplane.Credential) ([]SinkInfo,
 var ErrNoSink = toolplane.Refine(toolplane.ErrNotFound, "no audit sink of that name")
 
 // Drop stops queueing events for the sink and deletes what waits for it,
-// for a platform admin; recorded as an audit event. A node still
+// for a platform admin, while only their organization's events wait for
+// it (toolplane.ErrSinkShared otherwise: the outbox is the operator's);
+// recorded as an audit event. A node still
 // configured with the sink registers it again at its next start.
 func (s *Sinks) Drop(ctx context.Context, name string, by *toolplane.Credential) error {
 	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
@@ -247,7 +249,7 @@ func (s *Sinks) Drop(ctx context.Context, name string, by *toolplane.Credential)
 	if !found {
 		return fmt.Errorf("audit sink %q: %w", name, ErrNoSink)
 	}
-	if err := s.store.DropAuditSink(ctx, name); err != nil {
+	if err := s.store.DropAuditSink(ctx, name, by.OrganizationID); err != nil {
 		return err
 	}
 	ev := toolplane.ControlEvent(by, toolplane.AuditRetention, "sink_dropped", name, s.now())

@@ -143,6 +143,17 @@ func streamVerify(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet
 	if first.n >= MaxVerify {
 		to = first.w.prevSeq // read only so far (see VerifyStore)
 	}
+	if first.w.prevSeq > head.Seq {
+		// Rows past the head: appended while the walk read, if the
+		// chain's head has reached them since (as VerifyStore does).
+		now, _, err := s.AuditHead(ctx, org)
+		if err != nil {
+			return Report{}, false, err
+		}
+		if now.Seq >= first.w.prevSeq {
+			head, to = &now, first.w.prevSeq
+		}
+	}
 	r = first.w.end(&Input{Head: head, To: to}, true)
 	r.OrganizationID = org
 	return r, true, nil

@@ -235,6 +235,8 @@ func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint, ev
 			return fmt.Errorf("no event at %d: %w", cp.Seq, toolplane.ErrNotFound)
 		case errors.As(err, &pe) && pe.Code == "TP409":
 			return fmt.Errorf("the chain's hash at %d is not the checkpoint's: %w", cp.Seq, toolplane.ErrConflict)
+		case errors.As(err, &pe) && pe.Code == "TP403":
+			return fmt.Errorf("the event at %d is younger than the database's retention floor (audit_retention_floor): %w", cp.Seq, toolplane.ErrConflict)
 		case err != nil:
 			return err
 		}

@@ -220,6 +220,27 @@ func TestAuditRetentionAsAppRole(t *testing.T) {
 			t.Errorf("a DELETE as %s after %s: %v; want 42501", role, st, err)
 		}
 	}
+	// Events younger than the floor (a day by default) are not dropped,
+	// whatever checkpoint the role brings, and the role cannot lower it.
+	var pe *pgconn.PgError
+	err = asRole(func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT audit_drop($1, $2, $3, $4, $5, $6)`, checkpointArgs(cp)...)
+		return err
+	})
+	if !errors.As(err, &pe) || pe.Code != "TP403" {
+		t.Fatalf("audit_drop of 10-hour-old events under a day's floor = %v; want TP403", err)
+	}
+	err = asRole(func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE audit_retention_floor SET min_age_seconds = 0`)
+		return err
+	})
+	if !errors.As(err, &pe) || pe.Code != "42501" {
+		t.Fatalf("the role lowering the floor = %v; want 42501", err)
+	}
+	// The database's owner sets it to an hour.
+	if _, err := s.pool.Exec(ctx, `UPDATE audit_retention_floor SET min_age_seconds = 3600`); err != nil {
+		t.Fatal(err)
+	}
 	// The retention path, as the role: audit_drop drops the prefix.
 	var n int64
 	var door string
@@ -234,7 +255,6 @@ func TestAuditRetentionAsAppRole(t *testing.T) {
 		t.Fatalf("audit_drop as %s = %d, %v (door %q after); want 2 rows, the door closed", role, n, err, door)
 	}
 	// Nothing is left at 2: the drop was whole.
-	var pe *pgconn.PgError
 	if _, err := s.pool.Exec(ctx, `SELECT audit_drop($1, $2, $3, $4, $5, $6)`, checkpointArgs(cp)...); !errors.As(err, &pe) || pe.Code != "TP404" {
 		t.Fatalf("audit_drop at a dropped position = %v; want TP404", err)
 	}

@@ -21,12 +21,27 @@ func (s *Store) RegisterAuditSink(ctx context.Context, sink string, at time.Time
 }
 
 // DropAuditSink stops queueing for sink and deletes what waits for it.
-func (s *Store) DropAuditSink(ctx context.Context, sink string) error {
+func (s *Store) DropAuditSink(ctx context.Context, sink, org string) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("drop audit sink %s: %w", sink, err)
 	}
 	defer tx.Rollback(ctx) // a no-op after Commit
+	// The sink's row, locked first, keeps a concurrent drop out; events
+	// queued meanwhile by other organizations are seen below or wait
+	// for the lock (the outbox trigger reads audit_sinks).
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM audit_sinks WHERE name = $1 FOR UPDATE`, sink); err != nil {
+		return fmt.Errorf("drop audit sink %s: %w", sink, err)
+	}
+	if org != "" {
+		var other bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit_outbox WHERE sink = $1 AND organization_id <> $2)`, sink, org).Scan(&other); err != nil {
+			return fmt.Errorf("drop audit sink %s: %w", sink, err)
+		}
+		if other {
+			return fmt.Errorf("drop audit sink %s: %w", sink, toolplane.ErrSinkShared)
+		}
+	}
 	if _, err := tx.Exec(ctx, `DELETE FROM audit_sinks WHERE name = $1`, sink); err != nil {
 		return fmt.Errorf("drop audit sink %s: %w", sink, err)
 	}

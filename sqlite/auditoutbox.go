@@ -24,8 +24,18 @@ func (s *Store) RegisterAuditSink(ctx context.Context, sink string, at time.Time
 }
 
 // DropAuditSink stops queueing for sink and deletes what waits for it.
-func (s *Store) DropAuditSink(ctx context.Context, sink string) error {
+func (s *Store) DropAuditSink(ctx context.Context, sink, org string) error {
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if org != "" {
+			var other int
+			err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM audit_outbox WHERE sink = ? AND organization_id <> ? LIMIT 1)`, sink, org).Scan(&other)
+			if err != nil {
+				return err
+			}
+			if other > 0 {
+				return toolplane.ErrSinkShared
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM audit_sinks WHERE name = ?`, sink); err != nil {
 			return err
 		}

@@ -307,15 +307,25 @@ func testOutboxSinks(t *testing.T, _ AuditChain, s AuditChainStore) {
 	if err != nil || len(sinks) != 2 || sinks[0].Name != "files" || sinks[1].Name != "nats" || !sinks[0].RegisteredAt.Equal(stored(base)) {
 		t.Fatalf("AuditSinks = %+v, %v; want files and nats", sinks, err)
 	}
-	if err := o.DropAuditSink(t.Context(), "files"); err != nil {
+	// Another organization's event waits for files too: an organization
+	// may not discard it, and nothing is dropped; the operator may.
+	other := newOrg()
+	appendAudit(t, s, chainEvent(other, 1))
+	if err := o.DropAuditSink(t.Context(), "files", org); !errors.Is(err, toolplane.ErrSinkShared) {
+		t.Fatalf("an organization's drop of a shared sink = %v; want ErrSinkShared", err)
+	}
+	if l, err := o.AuditOutboxLag(t.Context(), "files", &other); err != nil || l.Pending != 1 {
+		t.Fatalf("the other organization's lag after a refused drop = %+v, %v; want 1", l, err)
+	}
+	if err := o.DropAuditSink(t.Context(), "files", ""); err != nil {
 		t.Fatal(err)
 	}
 	appendAudit(t, s, chainEvent(org, 2))
 	if l, err := o.AuditOutboxLag(t.Context(), "files", nil); err != nil || l.Pending != 0 {
 		t.Fatalf("dropped sink's lag = %+v, %v; want nothing", l, err)
 	}
-	if l, err := o.AuditOutboxLag(t.Context(), "nats", nil); err != nil || l.Pending != 2 {
-		t.Fatalf("nats's lag = %+v, %v; want 2", l, err)
+	if l, err := o.AuditOutboxLag(t.Context(), "nats", nil); err != nil || l.Pending != 3 {
+		t.Fatalf("nats's lag = %+v, %v; want 3", l, err)
 	}
 	if sinks, _ := o.AuditSinks(t.Context()); len(sinks) != 1 || sinks[0].Name != "nats" {
 		t.Fatalf("AuditSinks after the drop = %+v", sinks)

@@ -44,21 +44,42 @@ $$;
 CREATE TRIGGER audit_events_retention_whole AFTER DELETE ON audit_events
 	FOR EACH STATEMENT EXECUTE FUNCTION audit_retention_whole();
 
+-- The youngest event retention may drop is at least min_age_seconds old
+-- (one row; a day unless the database's owner sets another). The
+-- application role may not write it: a role that can call audit_drop but
+-- not change this cannot drop what was just written, whatever checkpoint
+-- it brings (the function cannot check a checkpoint's signature; verify
+-- does, and names a forged one).
+CREATE TABLE audit_retention_floor (
+	one             BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+	min_age_seconds BIGINT NOT NULL CHECK (min_age_seconds >= 0)
+);
+INSERT INTO audit_retention_floor (min_age_seconds) VALUES (86400);
+REVOKE ALL ON audit_retention_floor FROM PUBLIC;
+
 -- audit_drop is retention's one way in: it checks the chain's hash at
 -- p_seq, stores the checkpoint (or finds the same one stored), opens the
 -- door for this organization and range, deletes the prefix, and closes
 -- the door again. SQLSTATE TP404: no event at p_seq; TP409: the hash
--- there is not the checkpoint's.
+-- there is not the checkpoint's; TP403: the event at p_seq is younger
+-- than audit_retention_floor.
 CREATE FUNCTION audit_drop(p_org TEXT, p_seq BIGINT, p_hash BYTEA, p_created_at BIGINT, p_key_id TEXT, p_signature BYTEA)
 	RETURNS BIGINT LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
-	chained BYTEA;
-	stored  BYTEA;
-	n       BIGINT;
+	chained  BYTEA;
+	stored   BYTEA;
+	n        BIGINT;
+	youngest BIGINT;
+	floor_s  BIGINT;
 BEGIN
-	SELECT hash INTO chained FROM audit_events WHERE organization_id = p_org AND seq = p_seq;
+	SELECT hash, created_at INTO chained, youngest FROM audit_events WHERE organization_id = p_org AND seq = p_seq;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'no event of % at %', p_org, p_seq USING ERRCODE = 'TP404';
+	END IF;
+	SELECT min_age_seconds INTO floor_s FROM audit_retention_floor;
+	IF youngest > (extract(epoch FROM clock_timestamp()) * 1000000)::BIGINT - COALESCE(floor_s, 86400) * 1000000 THEN
+		RAISE EXCEPTION 'the event of % at % is younger than the retention floor (% s)', p_org, p_seq, COALESCE(floor_s, 86400)
+			USING ERRCODE = 'TP403';
 	END IF;
 	IF chained IS DISTINCT FROM p_hash THEN
 		RAISE EXCEPTION 'the chain''s hash of % at % is not the checkpoint''s', p_org, p_seq USING ERRCODE = 'TP409';
