@@ -156,13 +156,17 @@ func (s *server) awaitOAuthAudit(t *testing.T, person string) {
 }
 
 // approveInBrowser visits the authorization URL in the browser, signs in
-// with the person's key, ticks tools (none: every tool) and allows.
+// with the person's key (key "": the browser is signed in already), ticks tools (none: every tool) and allows.
 func approveInBrowser(t *testing.T, b *browser, authURL, key string, tools []string) {
 	t.Helper()
-	b.open(t, authURL, "#key")
-	b.do(t, "paste the person's key", chromedp.SendKeys(chromedp.CSS("#key"), key))
-	if got := b.submit(t, "form button[type=submit]"); got != http.StatusOK {
-		t.Fatalf("signing in from the authorization request answered %d\n%s", got, b.describe())
+	if key == "" {
+		b.open(t, authURL, "button[value=allow]")
+	} else {
+		b.open(t, authURL, "#key")
+		b.do(t, "paste the person's key", chromedp.SendKeys(chromedp.CSS("#key"), key))
+		if got := b.submit(t, "form button[type=submit]"); got != http.StatusOK {
+			t.Fatalf("signing in from the authorization request answered %d\n%s", got, b.describe())
+		}
 	}
 	b.waitFor(t, "the consent page", `!!document.querySelector('button[value=allow]')`)
 	for _, tool := range tools {
