@@ -251,6 +251,11 @@ type consentView struct {
 	Hidden         []hidden
 	CSRF           string
 	Form           bool
+	// redirectOrigin is where the form's answer is redirected: the
+	// page's form-action must admit it, since browsers apply form-action
+	// to a form's redirects too, and would otherwise stop the code on its
+	// way to the client.
+	redirectOrigin string
 }
 
 type hidden struct{ Name, Value string }
@@ -270,7 +275,7 @@ func (s *Server) consentView(ctx context.Context, req *authRequest, sess *signin
 		Document: req.client.Source == toolplane.OAuthClientDocument, RedirectHost: ru.Host,
 		Person: sess.Credential.Subject, Org: sess.Credential.OrganizationID, Agent: agent, Resource: req.resource,
 		Tools: tools, Narrowed: req.tools != nil, Lifetimes: s.lifetimes(), CSRF: sess.CSRF, Form: true,
-		Action: s.base.Path + Path + "/authorize"}
+		Action: s.base.Path + Path + "/authorize", redirectOrigin: cspOrigin(ru)}
 	for _, f := range fields {
 		if q.Has(f) {
 			v.Hidden = append(v.Hidden, hidden{f, q.Get(f)})
@@ -388,7 +393,25 @@ func pageHeaders(h http.Handler) http.Handler {
 	})
 }
 
+// cspOrigin answers u's origin as a CSP source expression, or "" when
+// it holds anything a source expression may not (a validated redirect
+// URI never does).
+func cspOrigin(u *url.URL) string {
+	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	for _, c := range u.Host {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(".-:[]", c)) {
+			return ""
+		}
+	}
+	return u.Scheme + "://" + u.Host
+}
+
 func (s *Server) render(w http.ResponseWriter, status int, v consentView) {
+	if v.redirectOrigin != "" {
+		w.Header().Set("Content-Security-Policy", strings.Replace(signin.CSP, "form-action 'self'", "form-action 'self' "+v.redirectOrigin, 1))
+	}
 	v.Assets = s.base.Path + signin.Path + "/assets"
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)

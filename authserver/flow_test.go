@@ -44,6 +44,23 @@ func TestFlow(t *testing.T) {
 	})
 }
 
+// TestConsentPageAdmitsTheRedirect: a browser applies the consent page's
+// form-action to the redirect that answers the form, so the page admits
+// the client's redirect origin, and only it, beside its own.
+func TestConsentPageAdmitsTheRedirect(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, w *world) {
+		c := w.newClient()
+		p := w.browser().consent(c.authURL())
+		if p.status != http.StatusOK || !strings.Contains(p.csp, "form-action 'self' http://127.0.0.1:33418;") || strings.Count(p.csp, "form-action") != 1 {
+			t.Fatalf("consent page: %d, CSP %q", p.status, p.csp)
+		}
+		// A page without a form keeps the sign-in pages' policy.
+		if p := w.browser().get(w.url(0, "/oauth/authorize?client_id=nobody")); strings.Contains(p.csp, "33418") || !strings.Contains(p.csp, "form-action 'self';") {
+			t.Fatalf("error page CSP %q", p.csp)
+		}
+	})
+}
+
 // TestConsentNarrowing: ticked tools, or tool: scopes, narrow the token;
 // a denial sends access_denied.
 func TestConsentNarrowing(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,28 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestCSPOrigin: only a plain origin becomes a CSP source; anything that
+// could end the directive or add another is left out.
+func TestCSPOrigin(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"http://localhost:4100/oauth/callback", "http://localhost:4100"},
+		{"https://claude.ai/api/mcp/auth_callback", "https://claude.ai"},
+		{"http://[::1]:8080/cb", "http://[::1]:8080"},
+		{"com.example.app:/cb", ""},
+		{"http://a;script-src%20*/cb", ""},
+		{"http://a b/cb", ""},
+		{"https:///cb", ""},
+	} {
+		u, err := url.Parse(tc.in)
+		if err != nil {
+			u = &url.URL{Scheme: "http", Host: "a b"}
+		}
+		if got := cspOrigin(u); got != tc.want {
+			t.Errorf("cspOrigin(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -242,6 +242,7 @@ type page struct {
 	status   int
 	body     string
 	location string
+	csp      string
 }
 
 func (b *browser) do(req *http.Request) page {
@@ -252,7 +253,7 @@ func (b *browser) do(req *http.Request) page {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location")}
+	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location"), csp: resp.Header.Get("Content-Security-Policy")}
 }
 
 func (b *browser) get(u string) page {

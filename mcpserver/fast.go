@@ -361,10 +361,12 @@ func (sess *session) accepts(r *http.Request) bool {
 // they order as strings, as the SDK compares them.
 const statelessProtocol = "2026-07-28"
 
-// owns reports whether r comes from the credential that opened the session.
+// owns reports whether r comes from the owner of the session: the
+// credential that opened it, or the same OAuth client for the same person
+// (sessionOwner).
 func (sess *session) owns(r *http.Request) bool {
 	cred := credentialOf(r)
-	return cred != nil && cred.ID == sess.cred.ID && cred.OrganizationID == sess.cred.OrganizationID
+	return cred != nil && sessionOwner(cred) == sessionOwner(sess.cred)
 }
 
 // foreign reports whether r is authenticated as a credential of another

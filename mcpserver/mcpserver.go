@@ -227,8 +227,9 @@ func (s *Server) handler(upstream string) http.Handler {
 		}
 		cred := a.Credential
 		return &auth.TokenInfo{
-			// The session belongs to this credential of this organization.
-			UserID:     cred.OrganizationID + "\x00" + cred.ID,
+			// The session belongs to this credential of this organization;
+			// see sessionOwner for an OAuth client's.
+			UserID:     sessionOwner(cred),
 			Expiration: cred.ExpiresAt,
 			Extra:      map[string]any{"credential": cred},
 		}, nil
@@ -1157,4 +1158,17 @@ func (s *Server) elicitApproval(life context.Context, ss *mcp.ServerSession, ar 
 			s.Log.Debug("approval elicitation not shown", "approval", ar.ID, "err", err)
 		}
 	}()
+}
+
+// sessionOwner names whom an MCP session belongs to: a credential of an
+// organization, or, for an OAuth access token, the client acting as its
+// agent for the person. Each authorization of a client is a consent of its
+// own (a new credential ID), and a client that steps up or signs in again
+// goes on in its session with the new token, as the MCP authorization
+// spec's scope challenge expects; another client, person or agent may not.
+func sessionOwner(cred *toolplane.Credential) string {
+	if cred.ClientID != "" {
+		return strings.Join([]string{cred.OrganizationID, "oauth", cred.ClientID, cred.Subject, cred.ActsFor}, "\x00")
+	}
+	return cred.OrganizationID + "\x00" + cred.ID
 }

@@ -83,7 +83,7 @@ func (s *Server) platformName(org, upstream, name string) string {
 }
 
 // rescope makes the listing of the session r names follow the consent of
-// cred, an OAuth access token of the session's own credential id whose
+// cred, an OAuth access token of the session's own owner (sessionOwner) whose
 // narrowing differs from the one the listing shows: after a step-up the
 // client goes on in its session with a token for more tools, and is shown
 // them (a tools/list_changed follows). Calls are decided on the token

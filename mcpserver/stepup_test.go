@@ -57,12 +57,15 @@ func TestMCPStepUpForAToolOutsideTheConsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent := func(client string, tools ...string) toolplane.Credential {
-		return toolplane.Credential{ID: "oat_" + client, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-support",
-			ActsFor: "ada", ClientID: client, Tools: tools}
+	// Each authorization is a consent of its own, so the wider token is
+	// another credential of the same client for the same person.
+	agent := func(consent, client, person string, tools ...string) toolplane.Credential {
+		return toolplane.Credential{ID: "oauth:" + consent, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-support",
+			ActsFor: person, ClientID: client, Tools: tools}
 	}
 	d := mcpserver.NewTestDoor(iv, reg, store)
-	d.Tokens = accessTokens{"narrow": agent("cursor", "demo.search_tickets"), "wider": agent("cursor", "demo.search_tickets", "demo.add_note")}
+	d.Tokens = accessTokens{"narrow": agent("g1", "cursor", "ada", "demo.search_tickets"), "wider": agent("g2", "cursor", "ada", "demo.search_tickets", "demo.add_note"),
+		"other-client": agent("g3", "vscode", "ada", "demo.search_tickets", "demo.add_note"), "other-person": agent("g4", "cursor", "bob", "demo.search_tickets", "demo.add_note")}
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
 	if err := store.InsertCredential(ctx, &toolplane.Credential{ID: id, OrganizationID: "org-1", Kind: toolplane.CredentialAgent, Subject: "agent-support",
 		Tools: []string{"demo.search_tickets"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}); err != nil {
@@ -94,11 +97,20 @@ func TestMCPStepUpForAToolOutsideTheConsent(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "tool:demo.add_note") {
 		t.Errorf("the client's error %q does not name the scope", err)
 	}
+	// Another client's token, or one for another person, may not use
+	// the session.
+	for _, other := range []string{"other-client", "other-person"} {
+		rt.token.Store(other)
+		if _, err := cs.CallTool(ctx, note); err == nil || !strings.Contains(err.Error(), "session user mismatch") {
+			t.Errorf("%s in the session: %v, want the session refused", other, err)
+		}
+	}
 	// Stepped up: the client goes on in its session with the new token,
 	// which covers the tool; the session now shows it, and the call runs.
 	rt.token.Store("wider")
 	if r, err := cs.CallTool(ctx, note); err != nil || r.IsError {
-		t.Fatalf("after the step-up: %+v %v", r, err)
+		raw, _ := json.Marshal(r)
+		t.Fatalf("after the step-up: %s %v", raw, err)
 	}
 	listed, err := cs.ListTools(ctx, nil)
 	if err != nil {
