@@ -62,8 +62,14 @@ type OAuthGrant struct {
 	Subject string
 	// Roles are the person's roles at consent, which travel with each
 	// call as the person's (Credential.User).
-	Roles   []string
-	AgentID string
+	Roles []string
+	// PersonKey is the person's own API key they signed in with to
+	// consent (empty when they signed in through the OpenID provider):
+	// every token of the grant is then checked against the key as it is
+	// now, so a revoked key, or roles taken from it, end what the grant
+	// lets its client do at the next call.
+	PersonKey string
+	AgentID   string
 	Tools   []string
 	// Resource is the URL tokens are bound to (RFC 8707): the server's
 	// /mcp, or a governed copy's /mcp/<upstream>.

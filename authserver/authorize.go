@@ -357,7 +357,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.cfg.Now()
 	g := &toolplane.OAuthGrant{OrganizationID: person.OrganizationID, ID: toolplane.NewID("oag_"), ClientID: req.client.ID,
-		Subject: person.Subject, Roles: person.Roles, AgentID: agent, Tools: tools, Resource: req.resource,
+		Subject: person.Subject, Roles: person.Roles, PersonKey: personKey(sess), AgentID: agent, Tools: tools, Resource: req.resource,
 		CreatedAt: now, ExpiresAt: now.Add(life)}
 	code := rand.Text() + rand.Text()
 	err = s.cfg.Store.InsertOAuthGrant(ctx, g)
@@ -418,4 +418,13 @@ func (s *Server) render(w http.ResponseWriter, status int, v consentView) {
 	if err := page.Execute(w, v); err != nil {
 		s.log.Warn("consent page not rendered", "err", err)
 	}
+}
+
+// personKey answers the API key a session signed in with, or "" for the
+// OpenID provider's sign-in (whose roles are the provider's at sign-in).
+func personKey(sess *signin.Session) string {
+	if sess.Method == toolplane.SignInAPIKey {
+		return sess.Credential.ID
+	}
+	return ""
 }

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/secret"
@@ -92,6 +93,9 @@ const (
 // control events go to.
 type Store interface {
 	toolplane.OAuthStore
+	// GetCredential finds the API key a person consented with (a grant's
+	// PersonKey), checked at every call.
+	apikey.Getter
 	AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error
 }
 

@@ -116,8 +116,23 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	case g.ClientID != c.ClientID || g.Subject != c.Subject || g.AgentID != c.Act.Subject:
 		return nil, fmt.Errorf("%w: the token does not match its grant", ErrInvalid)
 	}
+	roles := g.Roles
+	if g.PersonKey != "" {
+		// The person's key as it is now: revoked or expired, the grant
+		// acts for nobody; its roles are the person's from now on.
+		key, err := apikey.InForce(ctx, v.s.cfg.Store, g.PersonKey, now)
+		switch {
+		case errors.Is(err, apikey.ErrInvalid):
+			return nil, fmt.Errorf("%w: the person's key the consent was given with is revoked or ended", ErrInvalid)
+		case err != nil:
+			return nil, fmt.Errorf("check the consenting person's key: %w", err)
+		case key.Kind != toolplane.CredentialPerson || key.Subject != g.Subject || key.OrganizationID != g.OrganizationID:
+			return nil, fmt.Errorf("%w: the person's key is not the consenting person's", ErrInvalid)
+		}
+		roles = key.Roles
+	}
 	return &toolplane.Credential{ID: "oauth:" + g.ID, OrganizationID: g.OrganizationID, Kind: toolplane.CredentialAgent,
-		Subject: g.AgentID, Tools: g.Tools, ActsFor: g.Subject, User: &toolplane.User{Roles: g.Roles}, ClientID: g.ClientID,
+		Subject: g.AgentID, Tools: g.Tools, ActsFor: g.Subject, User: &toolplane.User{Roles: roles}, ClientID: g.ClientID,
 		Label: g.ClientID, CreatedAt: g.CreatedAt, ExpiresAt: c.Expiry.Time()}, nil
 }
 

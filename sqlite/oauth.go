@@ -145,7 +145,7 @@ func (s *Store) OAuthClientSettings(ctx context.Context, org string) ([]toolplan
 	return out, rows.Err()
 }
 
-const oauthGrantColumns = `organization_id, id, client_id, subject, roles, agent_id, tools, resource, created_at, expires_at, revoked_at, revoked_reason`
+const oauthGrantColumns = `organization_id, id, client_id, subject, roles, agent_id, tools, resource, created_at, expires_at, revoked_at, revoked_reason, person_key`
 
 func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 	var (
@@ -155,7 +155,7 @@ func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 		revoked          sql.NullInt64
 	)
 	err := r.Scan(&g.OrganizationID, &g.ID, &g.ClientID, &g.Subject, &roles, &g.AgentID, &tools, &g.Resource,
-		&created, &expires, &revoked, &g.RevokedReason)
+		&created, &expires, &revoked, &g.RevokedReason, &g.PersonKey)
 	g.Roles, g.Tools = list(roles), list(tools)
 	g.CreatedAt, g.ExpiresAt, g.RevokedAt = fromMicros(created), fromMicros(expires), fromOptMicros(revoked)
 	return g, err
@@ -172,9 +172,9 @@ func (s *Store) InsertOAuthGrant(ctx context.Context, g *toolplane.OAuthGrant) e
 	if err != nil {
 		return fmt.Errorf("insert oauth grant: %w: %v", toolplane.ErrInvalid, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO oauth_grants (`+oauthGrantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = s.exec(ctx, `INSERT INTO oauth_grants (`+oauthGrantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		g.OrganizationID, g.ID, g.ClientID, g.Subject, roles, g.AgentID, tools, g.Resource,
-		micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason)
+		micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason, g.PersonKey)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert oauth grant: %w", toolplane.ErrExists)
 	}

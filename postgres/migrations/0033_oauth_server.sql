@@ -35,6 +35,9 @@ CREATE TABLE oauth_grants (
 	expires_at      BIGINT NOT NULL,
 	revoked_at      BIGINT,
 	revoked_reason  TEXT COLLATE "C" NOT NULL,
+	-- person_key: the person's API key they consented with ('' for the
+	-- OpenID provider), checked as it is now at every call.
+	person_key      TEXT COLLATE "C" NOT NULL DEFAULT '',
 	PRIMARY KEY (organization_id, id)
 );
 CREATE INDEX oauth_grants_by_subject ON oauth_grants (organization_id, subject, created_at DESC);

@@ -35,6 +35,9 @@ CREATE TABLE oauth_grants (
 	expires_at      INTEGER NOT NULL,
 	revoked_at      INTEGER,
 	revoked_reason  TEXT NOT NULL,
+	-- person_key: the person's API key they consented with ('' for the
+	-- OpenID provider), checked as it is now at every call.
+	person_key      TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (organization_id, id)
 ) WITHOUT ROWID;
 CREATE INDEX oauth_grants_by_subject ON oauth_grants (organization_id, subject, created_at DESC);

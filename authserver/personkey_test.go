@@ -1,0 +1,59 @@
+package authserver_test
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/apikey"
+)
+
+// A grant given by a person signed in with their key follows the key as
+// it is now: roles taken from the key are gone from the next call, and a
+// revoked key leaves the grant acting for nobody, the token in hand and
+// a refreshed one alike.
+func TestGrantFollowsThePersonsKey(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, w *world) {
+		c := w.newClient()
+		tok, err := c.exchange(0, c.authorize(w.browser(), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _, err := apikey.Parse(w.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := w.nodes[0].store
+		cred, err := st.GetCredential(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, status := w.call(0, "/mcp", tok.AccessToken)
+		if status != http.StatusOK || !slices.Equal(before.Roles, cred.Roles) {
+			t.Fatalf("before: %d %+v; want the key's roles %v", status, before, cred.Roles)
+		}
+		cred.Roles = []string{toolplane.RoleAuditor}
+		if ok, err := st.UpdateCredential(t.Context(), cred); !ok || err != nil {
+			t.Fatalf("change the key's roles: %v %v", ok, err)
+		}
+		cred, _ = st.GetCredential(t.Context(), id)
+		after, status := w.call(1, "/mcp", tok.AccessToken)
+		if status != http.StatusOK || !slices.Equal(after.Roles, []string{toolplane.RoleAuditor}) {
+			t.Fatalf("after the roles changed: %d %+v; want only auditor", status, after)
+		}
+		cred.RevokedAt = time.Now()
+		if ok, err := st.UpdateCredential(t.Context(), cred); !ok || err != nil {
+			t.Fatalf("revoke the key: %v %v", ok, err)
+		}
+		if got, status := w.call(1, "/mcp", tok.AccessToken); status == http.StatusOK {
+			t.Fatalf("the key is revoked, yet its grant's token acts for %s with %v", got.ActsFor, got.Roles)
+		}
+		if next, err := c.refresh(0, tok.RefreshToken); err == nil {
+			if got, status := w.call(0, "/mcp", next.AccessToken); status == http.StatusOK {
+				t.Fatalf("the key is revoked, yet a refreshed token acts for %s with %v", got.ActsFor, got.Roles)
+			}
+		}
+	})
+}
