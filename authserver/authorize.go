@@ -114,9 +114,13 @@ func parseScope(text string) ([]string, bool) {
 	return tools, true
 }
 
-// fail answers a refused request: to the client, or on a page.
+// fail answers a refused request: to the client, or on a page. It sends
+// the browser back to the client only for a person signed in here: anyone
+// may register a client naming any redirect URI, so an error redirected
+// to anybody who follows a link would make this server an open redirector
+// (RFC 9700 §4.11.2); before sign-in the error is shown here instead.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, req *authRequest, e *requestError) {
-	if e.redirect && req != nil {
+	if e.redirect && req != nil && s.hasSession(r) {
 		s.back(w, r, req, url.Values{"error": {e.code}, "error_description": {e.description}})
 		return
 	}
@@ -125,6 +129,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, req *authRequest, 
 		status = http.StatusServiceUnavailable
 	}
 	s.render(w, status, consentView{Title: "This connection cannot be made", Message: e.description})
+}
+
+// hasSession reports whether r comes from a person signed in here.
+func (s *Server) hasSession(r *http.Request) bool {
+	sess, err := s.cfg.People.Session(r)
+	return err == nil && sess != nil
 }
 
 // back sends the browser to the client's redirect URI with v, the state

@@ -2,7 +2,9 @@ package authserver_test
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +55,28 @@ func TestGrantFollowsThePersonsKey(t *testing.T) {
 		if next, err := c.refresh(0, tok.RefreshToken); err == nil {
 			if got, status := w.call(0, "/mcp", next.AccessToken); status == http.StatusOK {
 				t.Fatalf("the key is revoked, yet a refreshed token acts for %s with %v", got.ActsFor, got.Roles)
+			}
+		}
+	})
+}
+
+// A refused authorization request is not sent back to a client's
+// redirect URI before the person signs in here: anyone may register a
+// client naming any address, and the server would otherwise redirect
+// whoever follows a link there (RFC 9700 §4.11.2).
+func TestNoRedirectBeforeSignIn(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, w *world) {
+		id, status := w.register(0, "https://elsewhere.example/landing")
+		if status != http.StatusCreated {
+			t.Fatalf("register: %d", status)
+		}
+		for _, query := range []string{"&response_type=token", "&response_type=code", "&response_type=code&code_challenge_method=plain&code_challenge=x"} {
+			p := w.browser().get(w.base + "/oauth/authorize?client_id=" + url.QueryEscape(id) + query)
+			if p.status == http.StatusSeeOther && strings.HasPrefix(p.location, "https://elsewhere.example/") {
+				t.Errorf("%s, not signed in: redirected to %s", query, p.location)
+			}
+			if p.status != http.StatusBadRequest {
+				t.Errorf("%s, not signed in: %d; want 400 on a page here", query, p.status)
 			}
 		}
 	})
