@@ -85,7 +85,8 @@ type Identity struct {
 }
 
 // Map answers the agent identity cert maps to by the package's rule,
-// trustDomain ("" for any) the SPIFFE trust domain it must be in.
+// trustDomain ("" for any) the SPIFFE trust domain it must be in: when
+// set, a certificate without a SPIFFE ID maps to nothing.
 func Map(cert *x509.Certificate, trustDomain string) (Identity, error) {
 	id := Identity{Serial: Serial(cert)}
 	var spiffe []*url.URL
@@ -97,6 +98,11 @@ func Map(cert *x509.Certificate, trustDomain string) (Identity, error) {
 	switch len(spiffe) {
 	case 0:
 		id.Name = cert.Subject.String()
+		if trustDomain != "" {
+			// A trust domain set is a rule every certificate meets: one
+			// without a SPIFFE ID is in none, whatever its subject says.
+			return id, refused("its subject %q carries no SPIFFE ID in the trust domain %s", id.Name, trustDomain)
+		}
 		if len(cert.Subject.Organization) == 0 || cert.Subject.CommonName == "" {
 			return id, refused("its subject %q maps to no agent identity: a certificate without a SPIFFE ID names its organization in O and its agent identity in CN", id.Name)
 		}

@@ -38,6 +38,7 @@ func TestMap(t *testing.T) {
 		{"SPIFFE ID with an empty agent", certtest.Leaf{SPIFFE: "spiffe://example.org/org/acme/agent/"}, "", "", "", "not a name"},
 		{"SPIFFE ID of another trust domain", certtest.Leaf{SPIFFE: "spiffe://evil.example/org/acme/agent/bot"}, "example.org", "", "", "not in the trust domain example.org"},
 		{"SPIFFE ID with an escaped slash", certtest.Leaf{SPIFFE: "spiffe://example.org/org/acme/agent/a%2Fb"}, "", "", "", "not a name"},
+		{"subject under a trust domain", certtest.Leaf{Organization: "acme", CommonName: "bot"}, "example.org", "", "", "no SPIFFE ID in the trust domain example.org"},
 		{"subject without O", certtest.Leaf{CommonName: "bot"}, "", "", "", "names its organization in O"},
 		{"subject without CN", certtest.Leaf{Organization: "acme"}, "", "", "", "names its organization in O"},
 	}
