@@ -63,6 +63,10 @@ type Door struct {
 	// client address failures are counted under (see ClientAddr); nil
 	// trusts none.
 	Proxies *ratelimit.Proxies
+	// CertProxies are the TLS-terminating proxies whose
+	// X-Forwarded-Client-Cert header names the client's certificate (see
+	// AuthenticateRequest); nil trusts none.
+	CertProxies *ratelimit.Proxies
 	// Authz, when set, is where an agent identity's grants are read for
 	// what it is shown: the tools they allow (at the versions they pin)
 	// that its key admits. Without it a key's own tools are its grant.
@@ -295,7 +299,8 @@ type CertificateAuthenticator interface {
 // without certificates: a client that holds both chooses by sending the
 // token or not, and a token that does not authenticate is refused even
 // when a good certificate came with it. A forwarded certificate counts
-// only when the connection's peer is one of Proxies. Its error is always
+// only when the connection's peer is one of CertProxies and brought no
+// certificate of its own. Its error is always
 // a *Refusal.
 func (d *Door) AuthenticateRequest(r *http.Request, h http.Header) (Caller, error) {
 	authorization := r.Header.Get("Authorization")
@@ -303,7 +308,10 @@ func (d *Door) AuthenticateRequest(r *http.Request, h http.Header) (Caller, erro
 		return d.Authenticate(r.Context(), authorization, d.ClientAddr(r), h)
 	}
 	now := d.now()
-	cred, err := d.Certificates.Authenticate(r, d.Proxies.TrustsPeer(r), now)
+	// A forwarded certificate counts from a proxy trusted to forward one,
+	// and never over a connection that brought its own.
+	forwarded := d.CertProxies.TrustsPeer(r) && (r.TLS == nil || len(r.TLS.PeerCertificates) == 0)
+	cred, err := d.Certificates.Authenticate(r, forwarded, now)
 	switch {
 	case err != nil && d.Certificates.NoCertificate(err):
 		return d.Authenticate(r.Context(), authorization, d.ClientAddr(r), h)

@@ -95,6 +95,8 @@ func (s *Server) gate(svc *services) *door.Door {
 	gate.Proxies, _ = ratelimit.ParseProxies(cfg.TrustedProxies)
 	if s.certs != nil {
 		gate.Certificates = s.certs
+		// Checked by withDefaults.
+		gate.CertProxies, _ = ratelimit.ParseProxies(cfg.ClientCertProxies)
 	}
 	return gate
 }

@@ -161,9 +161,17 @@ type Config struct {
 	// certificates are issued by: a request with no bearer token and a
 	// certificate that verifies authenticates as the agent the
 	// certificate maps to (package clientcert). It is asked for at the
-	// handshake when TLSCert is set, and read from a TrustedProxies
-	// proxy's X-Forwarded-Client-Cert header otherwise.
+	// handshake when TLSCert is set, and read from the
+	// X-Forwarded-Client-Cert header of a ClientCertProxies proxy.
 	ClientCA string
+	// ClientCertProxies are the TLS-terminating proxies (IP addresses or
+	// CIDR prefixes) whose X-Forwarded-Client-Cert header names the
+	// client's certificate; none by default. It is a list of its own, not
+	// TrustedProxies: a forwarded certificate proves nothing of its
+	// holder (certificates are public), so only a proxy that verified the
+	// client's handshake itself and overwrites the header may send one,
+	// which a proxy trusted only for X-Forwarded-For need not do.
+	ClientCertProxies []string
 	// ClientCertRevoked, when set, is the file of revoked client
 	// certificates' serials, one in hex a line, reloaded when it changes.
 	// It needs ClientCA.
@@ -379,7 +387,7 @@ var ErrNegative = errors.New("is negative (zero takes the default)")
 // ErrNoCertificatePath: client certificates are configured, but none can
 // arrive: the server serves no TLS of its own and trusts no proxy to
 // forward them.
-var ErrNoCertificatePath = errors.New("client certificates arrive over this server's own TLS (TLSCert) or from a trusted proxy that ends TLS (TrustedProxies); neither is set")
+var ErrNoCertificatePath = errors.New("client certificates arrive over this server's own TLS (TLSCert) or from a proxy that ends TLS (ClientCertProxies); neither is set")
 
 // withDefaults answers c with its defaults applied, or the first field
 // that cannot be used. It opens nothing, so a bad Config leaves no trace.
@@ -396,7 +404,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		return c, &ConfigError{Field: "TLSCert", Needs: []string{"TLSKey"}}
 	}
-	if c.ClientCA != "" && c.TLSCert == "" && len(c.TrustedProxies) == 0 {
+	if c.ClientCA != "" && c.TLSCert == "" && len(c.ClientCertProxies) == 0 {
 		return c, &ConfigError{Field: "ClientCA", Err: ErrNoCertificatePath}
 	}
 	for _, f := range []struct {
@@ -422,6 +430,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.KEK != "" && c.KEKFile != "" {
 		return c, &ConfigError{Field: "KEKFile", Err: fmt.Errorf("%s is set too; give the keys one way", KEKEnv)}
+	}
+	if _, err := ratelimit.ParseProxies(c.ClientCertProxies); err != nil {
+		return c, &ConfigError{Field: "ClientCertProxies", Err: err}
 	}
 	if _, err := ratelimit.ParseProxies(c.TrustedProxies); err != nil {
 		return c, &ConfigError{Field: "TrustedProxies", Err: err}

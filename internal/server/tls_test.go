@@ -115,7 +115,7 @@ func TestClientCertificatesAuthenticateAgentsOnBothDoors(t *testing.T) {
 		say    string
 	}{
 		{"a SPIFFE ID", good, "", nil, 200, ""},
-		{"a subject", bySubject, "", nil, 200, ""},
+		{"a subject, under a trust domain", bySubject, "", nil, 401, "no SPIFFE ID in the trust domain"},
 		{"expired", ca.Issue(t, certtest.Leaf{SPIFFE: "spiffe://example.org/org/default/agent/demo-agent", NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-time.Hour)}), "", nil, 401, "it expired at"},
 		{"revoked", revoked, "", nil, 401, "is revoked"},
 		{"another CA", other.Issue(t, certtest.Leaf{SPIFFE: "spiffe://example.org/org/default/agent/demo-agent"}), "", nil, 401, "not issued by the configured client CA"},
@@ -171,10 +171,11 @@ func TestClientCertificatesAuthenticateAgentsOnBothDoors(t *testing.T) {
 	}
 }
 
-// Behind a TLS-terminating proxy on the trusted list, the certificate it
-// forwards (X-Forwarded-Client-Cert) authenticates, and is verified and
-// checked for revocation as a direct one; the same header from a peer
-// that is not on the list is ignored.
+// Behind a TLS-terminating proxy on the client-certificate proxies' list,
+// the certificate it forwards (X-Forwarded-Client-Cert) authenticates,
+// and is verified and checked for revocation as a direct one; the same
+// header from a peer that is not on that list is ignored, even when it is
+// trusted for X-Forwarded-For.
 func TestAForwardedClientCertificateCountsOnlyFromATrustedProxy(t *testing.T) {
 	t.Parallel()
 	ca := certtest.NewCA(t, "agents CA")
@@ -183,8 +184,8 @@ func TestAForwardedClientCertificateCountsOnlyFromATrustedProxy(t *testing.T) {
 	revoked := ca.Issue(t, certtest.Leaf{SPIFFE: "spiffe://example.org/org/default/agent/demo-agent"})
 	caFile := certtest.Write(t, files, "ca.pem", ca.PEM)
 	revokedFile := certtest.Write(t, files, "revoked.txt", []byte(clientcert.Serial(revoked.Cert)+"\n"))
-	trusted := startTLS(t, Config{ClientCA: caFile, ClientCertRevoked: revokedFile, TrustedProxies: []string{"127.0.0.1", "::1"}})
-	untrusted := startTLS(t, Config{ClientCA: caFile, TrustedProxies: []string{"10.0.0.0/8"}})
+	trusted := startTLS(t, Config{ClientCA: caFile, ClientCertRevoked: revokedFile, ClientCertProxies: []string{"127.0.0.1", "::1"}})
+	untrusted := startTLS(t, Config{ClientCA: caFile, ClientCertProxies: []string{"10.0.0.0/8"}, TrustedProxies: []string{"127.0.0.1", "::1"}})
 	envoy := func(c *certtest.Issued) map[string]string {
 		return map[string]string{clientcert.Header: `By=spiffe://example.org/proxy;Hash=x;Cert="` + url.PathEscape(string(c.CertPEM)) + `";URI=` + c.Cert.URIs[0].String()}
 	}
