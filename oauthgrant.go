@@ -70,7 +70,7 @@ type OAuthGrant struct {
 	// lets its client do at the next call.
 	PersonKey string
 	AgentID   string
-	Tools   []string
+	Tools     []string
 	// Resource is the URL tokens are bound to (RFC 8707): the server's
 	// /mcp, or a governed copy's /mcp/<upstream>.
 	Resource  string
