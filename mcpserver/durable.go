@@ -92,7 +92,7 @@ func (sess *session) store(ctx context.Context, ss *mcp.ServerSession, version s
 		}
 	}
 	now := time.Now()
-	row := &toolplane.Session{ID: ss.ID(), OrganizationID: sess.cred.OrganizationID, CredentialID: sess.cred.ID, Door: sess.upstream,
+	row := &toolplane.Session{ID: ss.ID(), OrganizationID: sess.cred.OrganizationID, CredentialID: storedOwner(sess.cred), Door: sess.upstream,
 		ProtocolVersion: version, Client: client, RunID: runOf(sess.cred, ss.ID()), CreatedAt: now, ExpiresAt: now.Add(sess.s.idle())}
 	if err := st.InsertSession(context.WithoutCancel(ctx), row); err != nil {
 		return fmt.Errorf("store session: %w", err)
@@ -256,7 +256,7 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 		// that held it.
 		_, _ = s.Sessions.DeleteSession(context.WithoutCancel(r.Context()), row.OrganizationID, row.ID)
 		return nil, false
-	case row.CredentialID != cred.ID:
+	case row.CredentialID != storedOwner(cred):
 		// The SDK's own answer to another credential presenting a
 		// session it holds.
 		fail(w, httperr.Denied, "session user mismatch")

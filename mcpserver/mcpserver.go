@@ -11,6 +11,8 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -1171,4 +1173,17 @@ func sessionOwner(cred *toolplane.Credential) string {
 		return strings.Join([]string{cred.OrganizationID, "oauth", cred.ClientID, cred.Subject, cred.ActsFor}, "\x00")
 	}
 	return cred.OrganizationID + "\x00" + cred.ID
+}
+
+// storedOwner is sessionOwner as a stored session row keeps it (its
+// CredentialID, beside its organization), so a node that resumes the
+// session compares owners as the node that opened it does: the
+// credential's ID, or, for an OAuth access token, a digest of its client,
+// agent and person (a client ID may be a long URL).
+func storedOwner(cred *toolplane.Credential) string {
+	if cred.ClientID == "" {
+		return cred.ID
+	}
+	sum := sha256.Sum256([]byte(sessionOwner(cred)))
+	return "oauth:" + hex.EncodeToString(sum[:16])
 }
