@@ -42,8 +42,11 @@ func forbidden(what string) error {
 	return fmt.Errorf("%s takes a platform_admin: %w", what, toolplane.ErrForbidden)
 }
 
-// Clients answers every registered client, with by's organization's
-// settings. By a platform_admin only.
+// Clients answers the registered clients by's organization knows of: one
+// of its people consented to it, or its admins set or revoked it. Clients
+// register anonymously for the whole server, so the others (and the
+// addresses they name) are no organization's to read. By a platform_admin
+// only; a client not listed can still be set or revoked by its ID.
 func (s *Server) Clients(ctx context.Context, by *toolplane.Credential) ([]ClientView, error) {
 	if !isAdmin(by) {
 		return nil, forbidden("listing OAuth clients")
@@ -60,8 +63,19 @@ func (s *Server) Clients(ctx context.Context, by *toolplane.Credential) ([]Clien
 	for _, st := range sets {
 		byID[st.ClientID] = st
 	}
+	grants, err := s.cfg.Store.OAuthGrants(ctx, by.OrganizationID, "")
+	if err != nil {
+		return nil, err
+	}
+	consented := make(map[string]bool, len(grants))
+	for _, g := range grants {
+		consented[g.ClientID] = true
+	}
 	out := make([]ClientView, 0, len(clients))
 	for _, c := range clients {
+		if _, set := byID[c.ID]; !set && !consented[c.ID] {
+			continue
+		}
 		v := ClientView{ClientID: c.ID, Name: c.Name, RedirectURIs: c.RedirectURIs, Source: c.Source, CreatedAt: c.CreatedAt, AgentID: s.cfg.Agent}
 		if st, ok := byID[c.ID]; ok {
 			if st.AgentID != "" {
