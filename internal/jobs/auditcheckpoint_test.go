@@ -24,16 +24,8 @@ func TestAuditCheckpointJobSignsTheChains(t *testing.T) {
 	for name, path := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			b, err := backend.Open(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(b.Close)
-			if err := b.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			b, chain := migrated(t, path)
 			store := b.Store
-			chain := store.(toolplane.AuditChainStore)
 			for i, org := range []string{"org-a", "org-a", "org-b"} {
 				e := &toolplane.AuditEvent{ID: "ev-" + string(rune('0'+i)), OrganizationID: org, Tool: "email.send", Outcome: "ok", CreatedAt: time.Now()}
 				if err := store.AppendAudit(ctx, e); err != nil {
@@ -89,4 +81,18 @@ func TestAuditCheckpointJobSignsTheChains(t *testing.T) {
 			}
 		})
 	}
+}
+
+// migrated opens the backend at path, migrated, with its audit chain.
+func migrated(t *testing.T, path string) (*backend.Backend, toolplane.AuditChainStore) {
+	t.Helper()
+	b, err := backend.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return b, b.Store.(toolplane.AuditChainStore)
 }

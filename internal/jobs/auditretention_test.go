@@ -10,7 +10,6 @@ import (
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
@@ -25,16 +24,8 @@ func TestAuditRetentionJobDropsExpiredEvents(t *testing.T) {
 	for name, path := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			b, err := backend.Open(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(b.Close)
-			if err := b.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			b, chain := migrated(t, path)
 			store := b.Store
-			chain := store.(toolplane.AuditChainStore)
 			now := time.Now()
 			for i, age := range []time.Duration{72 * time.Hour, 50 * time.Hour, 49 * time.Hour, time.Hour, time.Minute} {
 				e := &toolplane.AuditEvent{ID: "ev-" + string(rune('0'+i)), OrganizationID: "org-a", Tool: "email.send", Outcome: "ok", CreatedAt: now.Add(-age)}
