@@ -59,7 +59,7 @@ func (s *Server) checkRedirects(uris []string) error {
 			return errors.New("a redirect_uri must be https, or http on a loopback address")
 		}
 		if s.cfg.Registration == RegistrationAllowlist && !s.allowed(raw) {
-			return errors.New("a redirect_uri is not on this server's allow-list")
+			return fmt.Errorf("the redirect_uri %q is not on this server's allow-list (serve --oauth-redirect-allow)", raw)
 		}
 	}
 	return nil
