@@ -1,6 +1,8 @@
 package authserver_test
 
 import (
+	"errors"
+	"github.com/toolplane/toolplane/authserver"
 	"net/http"
 	"net/url"
 	"slices"
@@ -78,6 +80,48 @@ func TestNoRedirectBeforeSignIn(t *testing.T) {
 			if p.status != http.StatusBadRequest {
 				t.Errorf("%s, not signed in: %d; want 400 on a page here", query, p.status)
 			}
+		}
+	})
+}
+
+// A call filed under a consent and run later (after its approval) runs
+// only while the consent stands: ConsentInForce, which the live principal
+// asks, follows revocation on every node and never answers for another
+// organization.
+func TestConsentInForce(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, w *world) {
+		ctx := t.Context()
+		c := w.newClient()
+		if _, err := c.exchange(0, c.authorize(w.browser(), nil)); err != nil {
+			t.Fatal(err)
+		}
+		mine, err := w.nodes[0].as.Consents(ctx, alice, "")
+		if err != nil || len(mine) != 1 {
+			t.Fatalf("alice's consents: %v %+v", err, mine)
+		}
+		cred := authserver.CredentialPrefix + mine[0].ID
+		ask := func(node int, org string) bool {
+			t.Helper()
+			ok, err := authserver.ConsentInForce(ctx, w.nodes[node].store, org, cred, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !ask(1, alice.OrganizationID) {
+			t.Fatal("a standing consent is not in force")
+		}
+		if ask(1, "another-org") {
+			t.Fatal("another organization's consent is in force")
+		}
+		if err := w.nodes[0].as.RevokeConsent(ctx, alice, mine[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if ask(1, alice.OrganizationID) {
+			t.Fatal("a revoked consent is still in force on the other node")
+		}
+		if _, err := authserver.ConsentInForce(ctx, w.nodes[0].store, alice.OrganizationID, "tpk_x", time.Now()); !errors.Is(err, toolplane.ErrInvalid) {
+			t.Fatalf("an API key's id = %v; want ErrInvalid", err)
 		}
 	})
 }

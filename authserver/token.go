@@ -265,7 +265,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if ok {
-			s.record(ctx, &toolplane.Credential{ID: "oauth:" + g.ID, OrganizationID: g.OrganizationID, Subject: g.ClientID}, "revoked", g.ID, toolplane.OAuthRevokedByClient)
+			s.record(ctx, &toolplane.Credential{ID: CredentialPrefix + g.ID, OrganizationID: g.OrganizationID, Subject: g.ClientID}, "revoked", g.ID, toolplane.OAuthRevokedByClient)
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")

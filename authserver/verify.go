@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/authz"
 )
 
 // ErrInvalid: the token is not an access token this server issued for
@@ -105,33 +106,14 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	if want := ResourceOf(ctx); want == "" || !c.Audience.Contains(want) {
 		return nil, fmt.Errorf("%w: issued for another resource", ErrInvalid)
 	}
-	g, err := v.s.cfg.Store.GetOAuthGrant(ctx, c.Org, c.Grant)
+	g, roles, err := grantInForce(ctx, v.s.cfg.Store, c.Org, c.Grant, now)
 	switch {
-	case errors.Is(err, toolplane.ErrNotFound):
-		return nil, fmt.Errorf("%w: no such grant", ErrInvalid)
 	case err != nil:
-		return nil, fmt.Errorf("read the token's grant: %w", err)
-	case !g.Live(now):
-		return nil, fmt.Errorf("%w: the consent was revoked or ended", ErrInvalid)
+		return nil, err
 	case g.ClientID != c.ClientID || g.Subject != c.Subject || g.AgentID != c.Act.Subject:
 		return nil, fmt.Errorf("%w: the token does not match its grant", ErrInvalid)
 	}
-	roles := g.Roles
-	if g.PersonKey != "" {
-		// The person's key as it is now: revoked or expired, the grant
-		// acts for nobody; its roles are the person's from now on.
-		key, err := apikey.InForce(ctx, v.s.cfg.Store, g.PersonKey, now)
-		switch {
-		case errors.Is(err, apikey.ErrInvalid):
-			return nil, fmt.Errorf("%w: the person's key the consent was given with is revoked or ended", ErrInvalid)
-		case err != nil:
-			return nil, fmt.Errorf("check the consenting person's key: %w", err)
-		case key.Kind != toolplane.CredentialPerson || key.Subject != g.Subject || key.OrganizationID != g.OrganizationID:
-			return nil, fmt.Errorf("%w: the person's key is not the consenting person's", ErrInvalid)
-		}
-		roles = key.Roles
-	}
-	return &toolplane.Credential{ID: "oauth:" + g.ID, OrganizationID: g.OrganizationID, Kind: toolplane.CredentialAgent,
+	return &toolplane.Credential{ID: CredentialPrefix + g.ID, OrganizationID: g.OrganizationID, Kind: toolplane.CredentialAgent,
 		Subject: g.AgentID, Tools: g.Tools, ActsFor: g.Subject, User: &toolplane.User{Roles: roles}, ClientID: g.ClientID,
 		Label: g.ClientID, CreatedAt: g.CreatedAt, ExpiresAt: c.Expiry.Time()}, nil
 }
@@ -222,4 +204,53 @@ func (t *tokenCache) put(token string, c *claims) {
 		clear(t.m)
 	}
 	t.m[token] = c
+}
+
+// CredentialPrefix starts the credential ID of every access token's
+// caller: CredentialPrefix and the consent's (grant's) ID.
+const CredentialPrefix = authz.ConsentPrefix
+
+// grantInForce answers org's grant id as it stands at now, with the
+// person's roles: live (neither revoked nor ended), and, when the person
+// consented with their own key, that key still in force and theirs
+// (its roles are then the person's now). Otherwise an error wrapping
+// ErrInvalid says which.
+func grantInForce(ctx context.Context, st Store, org, id string, now time.Time) (*toolplane.OAuthGrant, []string, error) {
+	g, err := st.GetOAuthGrant(ctx, org, id)
+	switch {
+	case errors.Is(err, toolplane.ErrNotFound):
+		return nil, nil, fmt.Errorf("%w: no such grant", ErrInvalid)
+	case err != nil:
+		return nil, nil, fmt.Errorf("read the token's grant: %w", err)
+	case !g.Live(now):
+		return nil, nil, fmt.Errorf("%w: the consent was revoked or ended", ErrInvalid)
+	case g.PersonKey == "":
+		return g, g.Roles, nil
+	}
+	key, err := apikey.InForce(ctx, st, g.PersonKey, now)
+	switch {
+	case errors.Is(err, apikey.ErrInvalid):
+		return nil, nil, fmt.Errorf("%w: the person's key the consent was given with is revoked or ended", ErrInvalid)
+	case err != nil:
+		return nil, nil, fmt.Errorf("check the consenting person's key: %w", err)
+	case key.Kind != toolplane.CredentialPerson || key.Subject != g.Subject || key.OrganizationID != g.OrganizationID:
+		return nil, nil, fmt.Errorf("%w: the person's key is not the consenting person's", ErrInvalid)
+	}
+	return g, key.Roles, nil
+}
+
+// ConsentInForce reports whether the consent an access token's caller
+// credential ID names (CredentialPrefix and the grant's ID) still stands
+// in org at now, as Verify would decide it: a call filed with such a
+// token and run later (after its approval) runs only while it does.
+func ConsentInForce(ctx context.Context, st Store, org, credentialID string, now time.Time) (bool, error) {
+	id, ok := strings.CutPrefix(credentialID, CredentialPrefix)
+	if !ok {
+		return false, fmt.Errorf("%q is not an access token's credential: %w", credentialID, toolplane.ErrInvalid)
+	}
+	_, _, err := grantInForce(ctx, st, org, id, now)
+	if errors.Is(err, ErrInvalid) {
+		return false, nil
+	}
+	return err == nil, err
 }

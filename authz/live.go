@@ -24,6 +24,11 @@ type Principals struct {
 	Grants *Service
 	// Keys finds the API key a call was made with.
 	Keys apikey.Getter
+	// Consents, when set, answers whether the OAuth consent a call was
+	// made under (its credential ID is ConsentPrefix and the consent's)
+	// still stands (authserver.ConsentInForce): a call run later under a
+	// revoked consent holds no tool, as under a revoked key.
+	Consents func(ctx context.Context, org, credentialID string, now time.Time) (bool, error)
 	// Now is the clock a key's expiry is read against; nil is time.Now.
 	Now func() time.Time
 }
@@ -38,12 +43,16 @@ func (p Principals) Principal(ctx context.Context, inv *toolplane.Invocation) (t
 		// so it is not read again (the grants are this service's cached
 		// view: no database read on the call's path).
 		key = inv.Credential
-	case strings.HasPrefix(inv.CredentialID, apikey.Prefix):
-		now := time.Now
-		if p.Now != nil {
-			now = p.Now
+	case strings.HasPrefix(inv.CredentialID, ConsentPrefix) && p.Consents != nil:
+		ok, err := p.Consents(ctx, inv.OrganizationID, inv.CredentialID, p.now())
+		switch {
+		case err != nil:
+			return toolplane.Principal{}, fmt.Errorf("consent %s: %w", inv.CredentialID, err)
+		case !ok:
+			return live, nil // revoked or ended: the consent holds nothing now
 		}
-		c, err := apikey.InForce(ctx, p.Keys, inv.CredentialID, now())
+	case strings.HasPrefix(inv.CredentialID, apikey.Prefix):
+		c, err := apikey.InForce(ctx, p.Keys, inv.CredentialID, p.now())
 		switch {
 		case errors.Is(err, apikey.ErrInvalid):
 			return live, nil // revoked, expired or gone: the key holds nothing now
@@ -65,4 +74,15 @@ func (p Principals) Principal(ctx context.Context, inv *toolplane.Invocation) (t
 		}
 	}
 	return live, nil
+}
+
+// ConsentPrefix starts the credential ID of a call made with an access
+// token of toolplane's own authorization server (authserver.CredentialPrefix).
+const ConsentPrefix = "oauth:"
+
+func (p Principals) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
 }

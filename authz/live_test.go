@@ -1,6 +1,7 @@
 package authz_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -54,8 +55,15 @@ func TestLivePrincipalFollowsGrantsAndTheKey(t *testing.T) {
 		{"grant narrower", "limited", whole, both, []string{"crm.lookup"}},
 		{"not an API key: grants only", "bot", "jwt:issuer/bot", both, both},
 		{"nothing gained", "bot", whole, []string{"crm.lookup"}, []string{"crm.lookup"}},
+		{"consent standing", "bot", authz.ConsentPrefix + "oag_live", both, both},
+		{"consent revoked", "bot", authz.ConsentPrefix + "oag_revoked", both, nil},
 	}
-	live := authz.Principals{Grants: f.svc, Keys: f.store, Now: f.clock.Now}
+	// The consents as an authorization server's store would answer them
+	// (authserver.ConsentInForce), asked for the call's organization.
+	consents := func(_ context.Context, org, id string, _ time.Time) (bool, error) {
+		return org == "org-1" && id == authz.ConsentPrefix+"oag_live", nil
+	}
+	live := authz.Principals{Grants: f.svc, Keys: f.store, Now: f.clock.Now, Consents: consents}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inv := &toolplane.Invocation{OrganizationID: "org-1", AgentID: tt.agent, CredentialID: tt.credential,

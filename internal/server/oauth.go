@@ -104,3 +104,16 @@ func oauthAdmin(as *authserver.Server) httpapi.OAuthAdmin {
 	}
 	return as
 }
+
+// consentInForce answers the live principal's check of a call made under
+// an OAuth consent (authserver.ConsentInForce), or nil when the store
+// keeps none.
+func (s *Server) consentInForce() func(ctx context.Context, org, credentialID string, now time.Time) (bool, error) {
+	st, ok := s.b.Store.(authserver.Store)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, org, credentialID string, now time.Time) (bool, error) {
+		return authserver.ConsentInForce(ctx, st, org, credentialID, now)
+	}
+}
