@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/clientcert"
 )
 
 // Principals answers the live principal of an invocation (it is the
@@ -29,6 +30,11 @@ type Principals struct {
 	// still stands (authserver.ConsentInForce): a call run later under a
 	// revoked consent holds no tool, as under a revoked key.
 	Consents func(ctx context.Context, org, credentialID string, now time.Time) (bool, error)
+	// CertificateRevoked, when set, reports whether the client
+	// certificate serial a call was made with (its credential ID is
+	// clientcert.CredentialPrefix and the serial) is revoked now: a call
+	// run later for a revoked certificate holds no tool.
+	CertificateRevoked func(serial string) bool
 	// Now is the clock a key's expiry is read against; nil is time.Now.
 	Now func() time.Time
 }
@@ -50,6 +56,10 @@ func (p Principals) Principal(ctx context.Context, inv *toolplane.Invocation) (t
 			return toolplane.Principal{}, fmt.Errorf("consent %s: %w", inv.CredentialID, err)
 		case !ok:
 			return live, nil // revoked or ended: the consent holds nothing now
+		}
+	case strings.HasPrefix(inv.CredentialID, clientcert.CredentialPrefix) && p.CertificateRevoked != nil:
+		if p.CertificateRevoked(strings.TrimPrefix(inv.CredentialID, clientcert.CredentialPrefix)) {
+			return live, nil // revoked: the certificate holds nothing now
 		}
 	case strings.HasPrefix(inv.CredentialID, apikey.Prefix):
 		c, err := apikey.InForce(ctx, p.Keys, inv.CredentialID, p.now())

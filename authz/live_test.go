@@ -9,6 +9,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/authz"
+	"github.com/toolplane/toolplane/clientcert"
 )
 
 // A stored call's live principal keeps a tool only while the agent's
@@ -57,13 +58,16 @@ func TestLivePrincipalFollowsGrantsAndTheKey(t *testing.T) {
 		{"nothing gained", "bot", whole, []string{"crm.lookup"}, []string{"crm.lookup"}},
 		{"consent standing", "bot", authz.ConsentPrefix + "oag_live", both, both},
 		{"consent revoked", "bot", authz.ConsentPrefix + "oag_revoked", both, nil},
+		{"certificate standing", "bot", clientcert.CredentialPrefix + "1a", both, both},
+		{"certificate revoked", "bot", clientcert.CredentialPrefix + "2b", both, nil},
 	}
 	// The consents as an authorization server's store would answer them
 	// (authserver.ConsentInForce), asked for the call's organization.
 	consents := func(_ context.Context, org, id string, _ time.Time) (bool, error) {
 		return org == "org-1" && id == authz.ConsentPrefix+"oag_live", nil
 	}
-	live := authz.Principals{Grants: f.svc, Keys: f.store, Now: f.clock.Now, Consents: consents}
+	live := authz.Principals{Grants: f.svc, Keys: f.store, Now: f.clock.Now, Consents: consents,
+		CertificateRevoked: func(serial string) bool { return serial == "2b" }}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			inv := &toolplane.Invocation{OrganizationID: "org-1", AgentID: tt.agent, CredentialID: tt.credential,

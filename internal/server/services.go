@@ -366,7 +366,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 		CallLimits: &ratelimit.Calls{Shared: s.limits, AgentPerMinute: max(s.cfg.AgentRateLimit, 0)},
 		// An approved call or a replay runs on the grants and the key as
 		// they are when it runs, not as they were when it was filed.
-		Principals: authz.Principals{Grants: pol.grants, Keys: s.b.Store, Consents: s.consentInForce()}})
+		Principals: authz.Principals{Grants: pol.grants, Keys: s.b.Store, Consents: s.consentInForce(), CertificateRevoked: s.certificateRevoked()}})
 }
 
 // buildBackground answers the node's runner of background work (see

@@ -63,3 +63,12 @@ func (s *Server) tlsConfig() *tls.Config {
 	}
 	return c
 }
+
+// certificateRevoked answers the live principal's check of a call made
+// with a client certificate, or nil when no revocation list is kept.
+func (s *Server) certificateRevoked() func(serial string) bool {
+	if s.certs == nil || s.certs.Revoked == nil {
+		return nil
+	}
+	return s.certs.Revoked.Has
+}
