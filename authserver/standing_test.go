@@ -265,6 +265,10 @@ func TestPersonKeyRevokedEverywhere(t *testing.T) {
 			if err := c.stA.(toolplane.CredentialStore).TouchCredential(t.Context(), "acme", key.ID, time.Now()); err != nil {
 				t.Fatal(err)
 			}
+			time.Sleep(300 * time.Millisecond) // a change would be told by now
+			if !kept(c.b, "acme", g.ID) {
+				t.Fatal("node b forgot the consent when the key was only used")
+			}
 			key.RevokedAt = time.Now()
 			if ok, err := c.stA.(toolplane.CredentialStore).UpdateCredential(t.Context(), key); !ok || err != nil {
 				t.Fatalf("revoke the key: %t %v", ok, err)
