@@ -18,10 +18,14 @@
 // each call (the agent's grants and the person's), and the audit trail
 // names both.
 //
-// Every token is checked against its grant in the store on every call: a
-// revoked consent, a revoked client, a replayed code or a reused refresh
-// token is refused on the next call on every node. No verified state
-// outlives the grant row.
+// Every token is checked against its grant on every call: a revoked
+// consent, a revoked client, a replayed code or a reused refresh token is
+// refused on the next call on every node. The grant is read from the
+// store, or taken from what the node kept of it while the store's change
+// feed says it has not changed (see Server.Watch); every revocation the
+// server makes answers only once the feed's settle time has passed, by
+// when every node has heard of it or trusts nothing it kept. No verified
+// state outlives the grant row.
 //
 // Why not zitadel/oidc's op package, which the module already has for
 // sign-in's relying party: op is an OpenID provider first. It refuses an
@@ -159,6 +163,9 @@ type Server struct {
 	keys   *keyRing
 	docs   *documents
 	verify *Verifier
+	// feed is the store's change feed, nil when it tells none: every
+	// call then reads its grant from the store.
+	feed toolplane.ChangeFeed
 }
 
 // New answers the server cfg describes.
@@ -220,7 +227,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, base: base}
 	s.keys = &keyRing{store: cfg.Store, kek: cfg.Keys, now: cfg.Now}
 	s.docs = newDocuments(cfg.Egress.Client(cfg.DocumentTimeout), cfg.DocumentMaxBytes, cfg.Now)
-	s.verify = &Verifier{s: s, cache: newTokenCache(4096)}
+	s.verify = &Verifier{s: s, cache: newTokenCache(4096), consents: newConsents(maxKeptConsents)}
+	s.feed, _ = cfg.Store.(toolplane.ChangeFeed)
+	// Every revocation the server makes answers once it holds on every
+	// node (see settling).
+	s.cfg.Store = settling{Store: cfg.Store, feed: s.feed, consents: s.verify.consents}
 	return s, nil
 }
 

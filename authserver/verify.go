@@ -86,6 +86,9 @@ func ResourceOf(ctx context.Context) string {
 type Verifier struct {
 	s     *Server
 	cache *tokenCache
+	// consents keeps the grants found in force while the store's change
+	// feed is watched (Server.Watch).
+	consents *consents
 }
 
 var _ apikey.TokenVerifier = (*Verifier)(nil)
@@ -93,7 +96,10 @@ var _ apikey.TokenVerifier = (*Verifier)(nil)
 // Verify answers the credential token stands for: the grant's agent
 // identity acting for its person, narrowed to the tools consented to, for
 // the resource on ctx. The signature and claims of a token seen before
-// are remembered until it expires; its grant is read every time.
+// are remembered until it expires. Its grant (and the person's key, when
+// they consented with it) is read from the store, or, while the store's
+// change feed is watched and caught up, taken from what this node kept of
+// it; the grant's end and the key's are checked against now either way.
 func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credential, error) {
 	c, err := v.parse(ctx, token)
 	if err != nil {
@@ -106,10 +112,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*toolplane.Credent
 	if want := ResourceOf(ctx); want == "" || !c.Audience.Contains(want) {
 		return nil, fmt.Errorf("%w: issued for another resource", ErrInvalid)
 	}
-	g, roles, err := grantInForce(ctx, v.s.cfg.Store, c.Org, c.Grant, now)
-	switch {
-	case err != nil:
+	st, err := v.inForce(ctx, c.Org, c.Grant, now)
+	if err != nil {
 		return nil, err
+	}
+	g, roles := st.g, st.roles
+	switch {
 	case g.ClientID != c.ClientID || g.Subject != c.Subject || g.AgentID != c.Act.Subject:
 		return nil, fmt.Errorf("%w: the token does not match its grant", ErrInvalid)
 	}
@@ -210,45 +218,46 @@ func (t *tokenCache) put(token string, c *claims) {
 // caller: CredentialPrefix and the consent's (grant's) ID.
 const CredentialPrefix = authz.ConsentPrefix
 
-// grantInForce answers org's grant id as it stands at now, with the
-// person's roles: live (neither revoked nor ended), and, when the person
-// consented with their own key, that key still in force and theirs
-// (its roles are then the person's now). Otherwise an error wrapping
-// ErrInvalid says which.
-func grantInForce(ctx context.Context, st Store, org, id string, now time.Time) (*toolplane.OAuthGrant, []string, error) {
+// grantInForce reads org's grant id from the store and answers it as it
+// stands at now, with the person's roles: live (neither revoked nor
+// ended), and, when the person consented with their own key, that key
+// still in force and theirs (its roles are then the person's now).
+// Otherwise an error wrapping ErrInvalid says which.
+func grantInForce(ctx context.Context, st Store, org, id string, now time.Time) (*standing, error) {
 	g, err := st.GetOAuthGrant(ctx, org, id)
 	switch {
 	case errors.Is(err, toolplane.ErrNotFound):
-		return nil, nil, fmt.Errorf("%w: no such grant", ErrInvalid)
+		return nil, fmt.Errorf("%w: no such grant", ErrInvalid)
 	case err != nil:
-		return nil, nil, fmt.Errorf("read the token's grant: %w", err)
+		return nil, fmt.Errorf("read the token's grant: %w", err)
 	case !g.Live(now):
-		return nil, nil, fmt.Errorf("%w: the consent was revoked or ended", ErrInvalid)
+		return nil, fmt.Errorf("%w: the consent was revoked or ended", ErrInvalid)
 	case g.PersonKey == "":
-		return g, g.Roles, nil
+		return &standing{g: g, roles: g.Roles}, nil
 	}
 	key, err := apikey.InForce(ctx, st, g.PersonKey, now)
 	switch {
 	case errors.Is(err, apikey.ErrInvalid):
-		return nil, nil, fmt.Errorf("%w: the person's key the consent was given with is revoked or ended", ErrInvalid)
+		return nil, fmt.Errorf("%w: the person's key the consent was given with is revoked or ended", ErrInvalid)
 	case err != nil:
-		return nil, nil, fmt.Errorf("check the consenting person's key: %w", err)
+		return nil, fmt.Errorf("check the consenting person's key: %w", err)
 	case key.Kind != toolplane.CredentialPerson || key.Subject != g.Subject || key.OrganizationID != g.OrganizationID:
-		return nil, nil, fmt.Errorf("%w: the person's key is not the consenting person's", ErrInvalid)
+		return nil, fmt.Errorf("%w: the person's key is not the consenting person's", ErrInvalid)
 	}
-	return g, key.Roles, nil
+	return &standing{g: g, roles: key.Roles, keyExpires: key.ExpiresAt}, nil
 }
 
 // ConsentInForce reports whether the consent an access token's caller
 // credential ID names (CredentialPrefix and the grant's ID) still stands
 // in org at now, as Verify would decide it: a call filed with such a
-// token and run later (after its approval) runs only while it does.
+// token and run later (after its approval) runs only while it does. It
+// reads the store, keeping nothing: such calls are few.
 func ConsentInForce(ctx context.Context, st Store, org, credentialID string, now time.Time) (bool, error) {
 	id, ok := strings.CutPrefix(credentialID, CredentialPrefix)
 	if !ok {
 		return false, fmt.Errorf("%q is not an access token's credential: %w", credentialID, toolplane.ErrInvalid)
 	}
-	_, _, err := grantInForce(ctx, st, org, id, now)
+	_, err := grantInForce(ctx, st, org, id, now)
 	if errors.Is(err, ErrInvalid) {
 		return false, nil
 	}

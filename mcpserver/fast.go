@@ -115,20 +115,26 @@ func (s *Server) fast(next http.Handler, door string) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
-		if err != nil {
-			// The SDK words the refusal: give it what was read and the
-			// error that stopped the read.
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
-			next.ServeHTTP(w, r)
-			return
+		// A narrowed OAuth token's body was read and parsed already, to
+		// check the tool against its consent (see scoped).
+		body, c, ok, read := parsed(r)
+		if !read {
+			var err error
+			body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+			if err != nil {
+				// The SDK words the refusal: give it what was read and the
+				// error that stopped the read.
+				r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+				next.ServeHTTP(w, r)
+				return
+			}
+			// A batch, another method, a notification, or a call the fast
+			// path is not certain to read exactly as the SDK does goes to
+			// the SDK. (A notifications/cancelled is the SDK's too: the
+			// invoker runs a handler detached from its caller anyway, so
+			// that an effect is never abandoned half-way, on either path.)
+			c, ok = parseCall(body)
 		}
-		// A batch, another method, a notification, or a call the fast path
-		// is not certain to read exactly as the SDK does goes to the SDK.
-		// (A notifications/cancelled is the SDK's too: the invoker runs a
-		// handler detached from its caller anyway, so that an effect is
-		// never abandoned half-way, on either path.)
-		c, ok := parseCall(body)
 		if ok && c.task && sess.tasksOn() {
 			// A task-augmented call, which the SDK would run as a plain
 			// one: answered here, on either response mode.

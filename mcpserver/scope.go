@@ -39,13 +39,13 @@ func (s *Server) scoped(meta, upstream string, next http.Handler) http.Handler {
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		if err != nil {
 			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 			next.ServeHTTP(w, r)
 			return
 		}
 		c, ok := parseCall(body)
+		r.Body = &readBody{Reader: bytes.NewReader(body), body: body, call: c, ok: ok}
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -103,4 +103,28 @@ func (s *Server) rescope(r *http.Request, cred *toolplane.Credential) {
 	}
 	sess.consented.Store(cred)
 	sess.sync()
+}
+
+// readBody is a request body scoped read whole, with what parseCall
+// answered of it, so that the fast path after it takes the call as read
+// instead of reading and parsing the body again. Whoever reads it from
+// the start reads the body.
+type readBody struct {
+	*bytes.Reader
+	body []byte
+	call toolCall
+	ok   bool
+}
+
+// Close does nothing: the body is in memory.
+func (*readBody) Close() error { return nil }
+
+// parsed answers the body and its reading when r's body is one scoped
+// read and nobody has read from it since.
+func parsed(r *http.Request) (body []byte, c toolCall, ok, read bool) {
+	rb, read := r.Body.(*readBody)
+	if !read || rb.Len() != len(rb.body) {
+		return nil, toolCall{}, false, false
+	}
+	return rb.body, rb.call, rb.ok, true
 }

@@ -15,16 +15,25 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-var _ toolplane.ConnectionFeed = (*Store)(nil)
+var (
+	_ toolplane.ConnectionFeed = (*Store)(nil)
+	_ toolplane.ChangeFeed     = (*Store)(nil)
+)
 
-// The change feed of connections (see WatchConnections).
+// channels are where triggers announce the changes of each topic, in the
+// changing transaction: connections (migration 0011), and OAuth grants
+// and API keys (migration 0036). Each payload is the table's schema, the
+// organization and the row's ID, separated by spaces.
+var channels = map[toolplane.Topic]string{
+	toolplane.TopicConnections: "toolplane_connections",
+	toolplane.TopicOAuth:       "toolplane_oauth",
+}
+
+// The change feed's timing (see WatchChanges).
 const (
-	// changesChannel is where a trigger announces every change to a
-	// connection, in the changing transaction (migration 0011).
-	changesChannel = "toolplane_connections"
 	// feedTrust is how long after a sync point was sent a watcher may
 	// trust what it kept, and so how long a change takes to settle on
-	// every node (ConnectionSettle).
+	// every node (ChangeSettle).
 	feedTrust = time.Second
 	// feedPing is how often a sync point is sent: several per feedTrust,
 	// so a healthy watcher never stops trusting.
@@ -36,34 +45,50 @@ const (
 
 // ConnectionSettle is how long a change to a connection takes to reach
 // every node's watcher, or to make it stop trusting what it kept: the
-// trust a sync point gives.
+// trust a sync point gives (ChangeSettle).
 func (s *Store) ConnectionSettle() time.Duration { return feedTrust }
 
+// ChangeSettle is how long a change of any topic takes to reach every
+// node's watcher, or to make it stop trusting what it kept: the trust a
+// sync point gives.
+func (s *Store) ChangeSettle() time.Duration { return feedTrust }
+
 // WatchConnections tells w of every change to a connection of this
-// store's schema, on every node, until ctx ends.
+// store's schema, on every node, until ctx ends: the watch of
+// TopicConnections (see WatchChanges).
+func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatcher) error {
+	return s.WatchChanges(ctx, toolplane.TopicConnections, toolplane.ConnectionChanges(w))
+}
+
+// WatchChanges tells w of every change of the topic in this store's
+// schema, on every node, until ctx ends.
 //
 // It listens on a connection of its own (not the pool's), for the
-// announcements of migration 0011's trigger, sent in the transaction of
-// each change, so they come in commit order. To know it is caught up it
+// announcements of the topic's trigger (migration 0011's for connections,
+// 0036's for OAuth), sent in the transaction of each change, so they come in commit order. To know it is caught up it
 // sends itself sync points: a notification, through the pool, on a channel
 // only this listener hears. PostgreSQL delivers notifications in the order
 // their transactions committed, so once a sync point sent at T arrives,
 // every change committed before T has arrived before it; w may then trust
-// what it kept until T + ConnectionSettle. A change committed at C is
+// what it kept until T + ChangeSettle. A change committed at C is
 // therefore told to every watcher, or no watcher trusts its memory any
-// longer, by C + ConnectionSettle, whatever the network does: a listener
+// longer, by C + ChangeSettle, whatever the network does: a listener
 // cut off (or a pool too busy to send sync points) just stops trusting.
 //
 // While the listener is not connected (at start, after a fault, while it
-// connects again) w is told ConnectionsLost; on each new connection, once
-// listening, it is told ConnectionsLost again, since changes may have gone
-// unheard between.
-func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatcher) error {
-	w.ConnectionsLost()
+// connects again) w is told Lost; on each new connection, once listening,
+// it is told Lost again, since changes may have gone unheard between. Each
+// watch listens on a connection of its own.
+func (s *Store) WatchChanges(ctx context.Context, topic toolplane.Topic, w toolplane.ChangeWatcher) error {
+	channel, ok := channels[topic]
+	if !ok {
+		return fmt.Errorf("watch changes: no topic %q: %w", topic, toolplane.ErrInvalid)
+	}
+	w.Lost()
 	wait := 50 * time.Millisecond
 	for {
-		err := s.listen(ctx, w)
-		w.ConnectionsLost()
+		err := s.listen(ctx, channel, w)
+		w.Lost()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -78,7 +103,7 @@ func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatc
 }
 
 // listen runs one listening connection until it fails or ctx ends.
-func (s *Store) listen(ctx context.Context, w toolplane.ConnectionWatcher) error {
+func (s *Store) listen(ctx context.Context, changesChannel string, w toolplane.ChangeWatcher) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
@@ -86,7 +111,7 @@ func (s *Store) listen(ctx context.Context, w toolplane.ConnectionWatcher) error
 		return fmt.Errorf("connect the listener: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// The schema the connections table is in, as the trigger names it.
+	// The schema the store's tables are in, as the triggers name it.
 	var schema string
 	if err := conn.QueryRow(ctx, `SELECT n.nspname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -103,7 +128,7 @@ func (s *Store) listen(ctx context.Context, w toolplane.ConnectionWatcher) error
 	}
 	// Listening from here on: what was kept before may have missed
 	// changes, and is dropped.
-	w.ConnectionsLost()
+	w.Lost()
 
 	start := time.Now()
 	var heard atomic.Int64 // the latest sync point heard, as time since start
@@ -141,7 +166,7 @@ func (s *Store) listen(ctx context.Context, w toolplane.ConnectionWatcher) error
 				continue
 			}
 			heard.Store(sent)
-			w.ConnectionsCurrent(start.Add(time.Duration(sent) + feedTrust))
+			w.Current(start.Add(time.Duration(sent) + feedTrust))
 		case changesChannel:
 			// schema, organization and ID; neither the schema nor the
 			// ID holds a space.
@@ -150,7 +175,7 @@ func (s *Store) listen(ctx context.Context, w toolplane.ConnectionWatcher) error
 			if !ok || i < 0 || sch != schema {
 				continue
 			}
-			w.ConnectionChanged(rest[:i], rest[i+1:])
+			w.Changed(rest[:i], rest[i+1:])
 		}
 	}
 }

@@ -129,6 +129,7 @@ func (s *Store) ListCredentials(ctx context.Context, org, after string, limit in
 // statement, and on success sets c.Version to the new version. A stored
 // revocation is kept (COALESCE), and nothing else is written.
 func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (bool, error) {
+	defer s.oauthChanged(c.OrganizationID, c.ID)
 	roles, err := names("roles", c.Roles)
 	if err != nil {
 		return false, fmt.Errorf("update credential %s: %w", c.ID, err)

@@ -219,6 +219,7 @@ func (s *Store) OAuthGrants(ctx context.Context, org, subject string) ([]toolpla
 
 // RevokeOAuthGrant revokes a standing grant.
 func (s *Store) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time) (bool, error) {
+	defer s.oauthChanged(org, id)
 	res, err := s.exec(ctx, `UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ?
 		WHERE organization_id = ? AND id = ? AND revoked_at IS NULL`, micros(at), reason, org, id)
 	if err != nil {
@@ -234,6 +235,7 @@ func (s *Store) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at
 // RevokeOAuthGrantsOfClient revokes every standing grant of the
 // organization to the client.
 func (s *Store) RevokeOAuthGrantsOfClient(ctx context.Context, org, clientID, reason string, at time.Time) (int, error) {
+	defer s.oauthChanged(org, "")
 	res, err := s.exec(ctx, `UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ?
 		WHERE organization_id = ? AND client_id = ? AND revoked_at IS NULL`, micros(at), reason, org, clientID)
 	if err != nil {

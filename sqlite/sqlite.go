@@ -61,8 +61,8 @@ type Store struct {
 	// committed).
 	commits       atomic.Int64
 	checkpointing atomic.Bool
-	// watchers are told of every connection the store writes
-	// (WatchConnections).
+	// watchers are told of every change of their topic the store writes
+	// (WatchChanges).
 	watchMu  sync.RWMutex
 	watchers map[*watcher]struct{}
 }

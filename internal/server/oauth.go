@@ -79,6 +79,13 @@ func (s *Server) authServer(gate *door.Door, svc *services, people *signin.Servi
 		return nil, &ConfigError{Field: "OAuth", Err: err}
 	}
 	gate.Tokens = authserver.Chain{Own: as.Verifier(), Next: gate.Tokens}
+	// The verifier keeps the consents it found in force while it is told
+	// of their changes; without the watch every call reads the store.
+	s.loops.Go(func() {
+		if err := as.Watch(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Error("OAuth consents are read from the store on every call", "err", err)
+		}
+	})
 	s.loops.Go(func() {
 		sweepEvery(s.bg, oauthSweepEvery, func(ctx context.Context) (int, error) {
 			return st.DeleteOAuthExpired(ctx, time.Now().Add(-oauthKeep), 1000)

@@ -1,0 +1,69 @@
+package toolplane
+
+import (
+	"context"
+	"time"
+)
+
+// Topic names what a ChangeFeed tells the changes of.
+type Topic string
+
+// The topics a store's change feed tells.
+const (
+	// TopicConnections: the organization's connections; the ID told is
+	// the connection's (ConnectionFeed tells the same through its own
+	// watcher).
+	TopicConnections Topic = "connections"
+	// TopicOAuth: what decides whether an OAuth consent stands. The ID
+	// told is a grant's (OAuthGrant.ID: revoked, or otherwise changed) or
+	// an API key's (a credential revoked, re-dated, given other roles or
+	// deleted: a consent given with a person's own key stands only while
+	// the key does); an empty ID is any of the organization's. New grants
+	// and keys need not be told: nothing kept can have read them.
+	TopicOAuth Topic = "oauth"
+)
+
+// ChangeFeed is a store that tells of what it changes, by topic, on every
+// node, so that a node may keep reads in memory between calls and still
+// act on a change by the next call once ChangeSettle has passed.
+type ChangeFeed interface {
+	// WatchChanges tells w of every change of the topic committed while
+	// it runs, by any writer of the store (another node's, an operator's
+	// statement), until ctx ends; it answers ctx's error then. Once it
+	// hears changes, and before it says w is current, it tells w Lost:
+	// what w kept before may have missed changes. w must not block.
+	WatchChanges(ctx context.Context, topic Topic, w ChangeWatcher) error
+	// ChangeSettle is how long after a change commits every watcher of
+	// the store, on every node, has been told of it or no longer trusts
+	// what it kept (see ChangeWatcher.Current): zero for a store that
+	// tells its watchers before a write returns. A change that must hold
+	// on every node's next call is answered once ChangeSettle has passed
+	// since it committed.
+	ChangeSettle() time.Duration
+}
+
+// ChangeWatcher is told of changes by a ChangeFeed. Its methods may be
+// called from several goroutines at once.
+type ChangeWatcher interface {
+	// Changed tells that the organization's row id of the topic was
+	// changed; an empty id, that any of the organization's may have been.
+	Changed(org, id string)
+	// Current tells that every change committed so far has been told,
+	// and that what the watcher kept may be trusted until the time given
+	// (a real-time instant of this process), unless told more.
+	Current(until time.Time)
+	// Lost tells that changes may have been missed (the feed lost its
+	// connection to the store): nothing kept may be trusted until Current
+	// says so again.
+	Lost()
+}
+
+// ConnectionChanges answers w as the ChangeWatcher of TopicConnections:
+// a ConnectionFeed's watch is the topic's.
+func ConnectionChanges(w ConnectionWatcher) ChangeWatcher { return connectionChanges{w} }
+
+type connectionChanges struct{ w ConnectionWatcher }
+
+func (c connectionChanges) Changed(org, id string)  { c.w.ConnectionChanged(org, id) }
+func (c connectionChanges) Current(until time.Time) { c.w.ConnectionsCurrent(until) }
+func (c connectionChanges) Lost()                   { c.w.ConnectionsLost() }
