@@ -149,6 +149,16 @@ func (s *Server) auditPurges() *audit.Purges {
 	return audit.NewPurges(audit.PurgesConfig{Store: st, Keys: keys})
 }
 
+// auditPurgeJob answers the purges the background work finishes (a
+// confirmed purge whose drop did not finish), or nil when the node
+// purges nothing.
+func (s *Server) auditPurgeJob() jobs.AuditPurges {
+	if p := s.auditPurges(); p != nil {
+		return p
+	}
+	return nil
+}
+
 // console answers the web console. It reads and acts through the
 // services the API does: the same trail, catalogue, grants, and keys over
 // the doors' key cache (a key revoked in either is refused at once on
