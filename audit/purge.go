@@ -43,6 +43,12 @@ var (
 	ErrPurgeTooRecent = toolplane.Refine(toolplane.ErrInvalid, "a purge drops only events created before now")
 )
 
+// ErrDropNotFinished marks the error of a confirmed purge whose drop did
+// not finish: the purge stays confirmed, and the purge job or Resume
+// finishes it. It is of no kind of its own: what failed (a refusal, or a
+// fault named to no one) decides how the error is answered.
+var ErrDropNotFinished = errors.New("the purge is confirmed and its drop did not finish: the purge job finishes it, or resume it")
+
 // PurgeStore is what purges need of a store: their proposals, the chain,
 // and the trail (a confirmation with nothing to drop is still recorded).
 type PurgeStore interface {
@@ -178,7 +184,7 @@ func (p *Purges) Confirm(ctx context.Context, id string, by *toolplane.Credentia
 	pr.ConfirmedBy, pr.ConfirmedAt = by.Subject, now
 	res, err := p.finish(ctx, pr, by, now)
 	if err != nil {
-		return res, fmt.Errorf("purge %s is confirmed, but its drop did not finish (the purge job finishes it, or resume it): %w", id, err)
+		return res, fmt.Errorf("purge %s: %w: %w", id, ErrDropNotFinished, err)
 	}
 	return res, nil
 }
@@ -207,7 +213,7 @@ func (p *Purges) Resume(ctx context.Context, id string, by *toolplane.Credential
 	}
 	res, err := p.finish(ctx, pr, by, p.now())
 	if err != nil {
-		return res, fmt.Errorf("purge %s: its drop did not finish: %w", id, err)
+		return res, fmt.Errorf("purge %s: %w: %w", id, ErrDropNotFinished, err)
 	}
 	return res, nil
 }

@@ -166,7 +166,8 @@ func (s *Server) auditPurgeJob() jobs.AuditPurges {
 func (s *Server) console(gate *door.Door, svc *services, people *signin.Service) (*console.Console, error) {
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend})
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
+		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil)})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
