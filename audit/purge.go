@@ -13,6 +13,13 @@ import (
 // DefaultPurgeTTL is how long a purge proposal waits for its confirmation.
 const DefaultPurgeTTL = 24 * time.Hour
 
+// DefaultPurgeResumeAfter is how long after its confirmation a purge whose
+// drop is not done is left to the node that confirmed it before the purge
+// job (Purges.FinishConfirmed) finishes it: long enough for a confirmer's
+// own drop of a long range to end, so the two rarely race (a race drops
+// nothing twice: one of them finds the range gone and fails).
+const DefaultPurgeResumeAfter = 10 * time.Minute
+
 // The refusals of a purge, each a refinement of a sentinel the doors map.
 var (
 	// ErrNotPlatformAdmin: proposing or confirming a purge needs the
@@ -24,9 +31,23 @@ var (
 	ErrPurgeExpired = toolplane.Refine(toolplane.ErrTransition, "the purge proposal expired")
 	// ErrPurgeConfirmed: the proposal was confirmed already.
 	ErrPurgeConfirmed = toolplane.Refine(toolplane.ErrTransition, "the purge proposal was confirmed already")
+	// ErrPurgeUnfinished: the proposal was confirmed already and its drop
+	// did not finish; it is resumed (Resume), not confirmed again.
+	ErrPurgeUnfinished = toolplane.Refine(ErrPurgeConfirmed,
+		"the purge was confirmed already and its drop did not finish: resume it (or leave it to the purge job)")
+	// ErrPurgeDone: the purge was confirmed and its range dropped.
+	ErrPurgeDone = toolplane.Refine(ErrPurgeConfirmed, "the purge is done: its range was dropped")
+	// ErrPurgeNotConfirmed: only a confirmed purge is resumed.
+	ErrPurgeNotConfirmed = toolplane.Refine(toolplane.ErrTransition, "the purge proposal is not confirmed: another platform admin confirms it first")
 	// ErrPurgeTooRecent: a purge drops only events older than now.
 	ErrPurgeTooRecent = toolplane.Refine(toolplane.ErrInvalid, "a purge drops only events created before now")
 )
+
+// ErrDropNotFinished marks the error of a confirmed purge whose drop did
+// not finish: the purge stays confirmed, and the purge job or Resume
+// finishes it. It is of no kind of its own: what failed (a refusal, or a
+// fault named to no one) decides how the error is answered.
+var ErrDropNotFinished = errors.New("the purge is confirmed and its drop did not finish: the purge job finishes it, or resume it")
 
 // PurgeStore is what purges need of a store: their proposals, the chain,
 // and the trail (a confirmation with nothing to drop is still recorded).
@@ -43,10 +64,11 @@ type PurgeStore interface {
 // and the drop itself is retention's (auditchain.Retain): whole ranges
 // under signed checkpoints, so the chain still verifies.
 type Purges struct {
-	store PurgeStore
-	keys  *auditchain.KeySet
-	ttl   time.Duration
-	now   func() time.Time
+	store       PurgeStore
+	keys        *auditchain.KeySet
+	ttl         time.Duration
+	resumeAfter time.Duration
+	now         func() time.Time
 }
 
 // PurgesConfig is what Purges is built from. Store and Keys (with a
@@ -57,15 +79,22 @@ type PurgesConfig struct {
 	// TTL is how long a proposal waits for its confirmation (zero:
 	// DefaultPurgeTTL).
 	TTL time.Duration
+	// ResumeAfter is how long after its confirmation an unfinished purge
+	// is left to its confirmer before FinishConfirmed finishes it (zero:
+	// DefaultPurgeResumeAfter).
+	ResumeAfter time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
 
 // NewPurges answers the purge service built from cfg.
 func NewPurges(cfg PurgesConfig) *Purges {
-	p := &Purges{store: cfg.Store, keys: cfg.Keys, ttl: cfg.TTL, now: cfg.Now}
+	p := &Purges{store: cfg.Store, keys: cfg.Keys, ttl: cfg.TTL, resumeAfter: cfg.ResumeAfter, now: cfg.Now}
 	if p.ttl <= 0 {
 		p.ttl = DefaultPurgeTTL
+	}
+	if p.resumeAfter <= 0 {
+		p.resumeAfter = DefaultPurgeResumeAfter
 	}
 	if p.now == nil {
 		p.now = time.Now
@@ -73,8 +102,10 @@ func NewPurges(cfg PurgesConfig) *Purges {
 	return p
 }
 
-// mayPurge refuses a caller who is not a platform admin (a person's role).
-func mayPurge(by *toolplane.Credential) error {
+// MayPurge refuses a caller who is not a platform admin (a person's
+// role): who may list, propose, confirm and resume purges, and drop a
+// sink. A page asks it to offer the actions; the services ask it again.
+func MayPurge(by *toolplane.Credential) error {
 	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
 		return toolplane.Refuse(by, ErrNotPlatformAdmin, "purging the audit trail needs the platform_admin role")
 	}
@@ -85,7 +116,7 @@ func mayPurge(by *toolplane.Credential) error {
 // created before before, recorded as an audit event in the same
 // transaction.
 func (p *Purges) Propose(ctx context.Context, before time.Time, by *toolplane.Credential) (*toolplane.AuditPurge, error) {
-	if err := mayPurge(by); err != nil {
+	if err := MayPurge(by); err != nil {
 		return nil, err
 	}
 	now := p.now()
@@ -107,16 +138,21 @@ func (p *Purges) Propose(ctx context.Context, before time.Time, by *toolplane.Cr
 type PurgeResult struct {
 	Purge toolplane.AuditPurge `json:"purge"`
 	// Drops are the ranges dropped, each under its checkpoint; none when
-	// no event was old enough.
+	// no event was old enough (or, resumed, when an earlier attempt
+	// dropped them all).
 	Drops []auditchain.Drop `json:"drops"`
 }
 
 // Confirm confirms the caller's organization's proposal id, by a platform
-// admin other than its proposer, before it expires, and drops the range:
-// each drop's audit event names the proposal, its proposer and its
-// confirmer. Of two confirmations at once, one wins.
+// admin other than its proposer, before it expires, and drops the range.
+// The confirmation is an audit event stored with it; each drop's event
+// names the proposal, its proposer and its confirmer; the purge's
+// completion is an event stored with it. Of two confirmations at once,
+// one wins. A drop that fails leaves the purge confirmed and not done:
+// Resume, or the purge job (FinishConfirmed), finishes it; confirming it
+// again answers ErrPurgeUnfinished, and once done ErrPurgeDone.
 func (p *Purges) Confirm(ctx context.Context, id string, by *toolplane.Credential) (PurgeResult, error) {
-	if err := mayPurge(by); err != nil {
+	if err := MayPurge(by); err != nil {
 		return PurgeResult{}, err
 	}
 	pr, err := p.store.GetAuditPurge(ctx, by.OrganizationID, id)
@@ -125,14 +161,20 @@ func (p *Purges) Confirm(ctx context.Context, id string, by *toolplane.Credentia
 	}
 	now := p.now()
 	switch {
+	case !pr.DoneAt.IsZero():
+		return PurgeResult{}, fmt.Errorf("purge %s: %w", id, ErrPurgeDone)
+	case pr.ConfirmedBy != "":
+		return PurgeResult{}, fmt.Errorf("purge %s: %w", id, ErrPurgeUnfinished)
 	case pr.ProposedBy == by.Subject:
 		return PurgeResult{}, toolplane.Refuse(by, ErrOwnProposal, "a purge is confirmed by another platform admin than its proposer")
-	case pr.ConfirmedBy != "":
-		return PurgeResult{}, fmt.Errorf("purge %s: %w", id, ErrPurgeConfirmed)
 	case !now.Before(pr.ExpiresAt):
 		return PurgeResult{}, fmt.Errorf("purge %s: %w", id, ErrPurgeExpired)
 	}
-	ok, err := p.store.ConfirmAuditPurge(ctx, by.OrganizationID, id, by.Subject, now)
+	ev := toolplane.ControlEvent(by, toolplane.AuditRetention, "confirmed", pr.ID, now)
+	ev.ApprovalID = pr.ID
+	ev.Reason = fmt.Sprintf("purge of the events created before %s proposed by %s, confirmed; its range is dropped next",
+		pr.Before.Format(time.RFC3339), pr.ProposedBy)
+	ok, err := p.store.ConfirmAuditPurge(ctx, by.OrganizationID, id, by.Subject, now, ev)
 	if err != nil {
 		return PurgeResult{}, err
 	}
@@ -140,33 +182,144 @@ func (p *Purges) Confirm(ctx context.Context, id string, by *toolplane.Credentia
 		return PurgeResult{}, fmt.Errorf("purge %s: %w", id, ErrPurgeConfirmed)
 	}
 	pr.ConfirmedBy, pr.ConfirmedAt = by.Subject, now
-	drops, err := auditchain.Retain(ctx, p.store, p.keys, by.OrganizationID, pr.Before, now, func(d auditchain.Drop) *toolplane.AuditEvent {
+	res, err := p.finish(ctx, pr, by, now)
+	if err != nil {
+		return res, fmt.Errorf("purge %s: %w: %w", id, ErrDropNotFinished, err)
+	}
+	return res, nil
+}
+
+// Resume finishes the caller's organization's confirmed purge id whose
+// drop did not finish (a drop that failed, a node stopped between the
+// confirmation and the drop), for a platform admin: the two admins agreed
+// already, so any platform admin of the organization may finish it, the
+// proposer too. It drops what of the range remains (a range dropped
+// already is not found again), and records the purge done with its
+// event. A purge not confirmed answers ErrPurgeNotConfirmed, one done
+// ErrPurgeDone.
+func (p *Purges) Resume(ctx context.Context, id string, by *toolplane.Credential) (PurgeResult, error) {
+	if err := MayPurge(by); err != nil {
+		return PurgeResult{}, err
+	}
+	pr, err := p.store.GetAuditPurge(ctx, by.OrganizationID, id)
+	if err != nil {
+		return PurgeResult{}, err
+	}
+	switch {
+	case !pr.DoneAt.IsZero():
+		return PurgeResult{}, fmt.Errorf("purge %s: %w", id, ErrPurgeDone)
+	case pr.ConfirmedBy == "":
+		return PurgeResult{}, fmt.Errorf("purge %s: %w", id, ErrPurgeNotConfirmed)
+	}
+	res, err := p.finish(ctx, pr, by, p.now())
+	if err != nil {
+		return res, fmt.Errorf("purge %s: %w: %w", id, ErrDropNotFinished, err)
+	}
+	return res, nil
+}
+
+// purgePage is how many unfinished purges FinishConfirmed reads at once.
+const purgePage = 100
+
+// FinishConfirmed is the purge job's pass: it finishes every
+// organization's purge confirmed more than ResumeAfter ago whose drop is
+// not done, as the retention policy's principal (the drops' events still
+// name the proposal, its proposer and its confirmer). A purge that fails
+// again is reported in the error and the others are still finished; the
+// next pass tries it again.
+func (p *Purges) FinishConfirmed(ctx context.Context) ([]PurgeResult, error) {
+	now := p.now()
+	var (
+		done []PurgeResult
+		errs []error
+	)
+	for after := ""; ; {
+		page, err := p.store.UnfinishedAuditPurges(ctx, now.Add(-p.resumeAfter), after, purgePage)
+		if err != nil {
+			return done, fmt.Errorf("audit purges: %w", err)
+		}
+		for i := range page {
+			res, err := p.finish(ctx, &page[i], nil, now)
+			if err != nil {
+				if ctx.Err() != nil {
+					return done, err
+				}
+				errs = append(errs, fmt.Errorf("purge %s of %s: %w", page[i].ID, page[i].OrganizationID, err))
+				continue
+			}
+			done = append(done, res)
+		}
+		if len(page) < purgePage {
+			return done, errors.Join(errs...)
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// finish drops what remains of the confirmed purge pr's range, each drop
+// with its event, then records pr done with its completion event, by the
+// person by (nil: the purge job). It is idempotent: a range dropped
+// already is not found again (retention drops from the first stored
+// event, and what pr names is gone), so a second finish drops nothing and
+// only the first completion is stored.
+func (p *Purges) finish(ctx context.Context, pr *toolplane.AuditPurge, by *toolplane.Credential, now time.Time) (PurgeResult, error) {
+	drops, err := auditchain.Retain(ctx, p.store, p.keys, pr.OrganizationID, pr.Before, now, func(d auditchain.Drop) *toolplane.AuditEvent {
 		return auditchain.DropEvent(d, pr, by, now)
 	})
 	res := PurgeResult{Purge: *pr, Drops: drops}
-	if err != nil {
-		return res, fmt.Errorf("purge %s: %w", id, err)
-	}
-	if len(drops) == 0 {
-		// Nothing was old enough: the confirmation is recorded all the
-		// same.
-		ev := toolplane.ControlEvent(by, toolplane.AuditRetention, "confirmed", pr.ID, now)
-		ev.Reason = fmt.Sprintf("purge of the events created before %s proposed by %s, confirmed: no event was that old",
-			pr.Before.Format(time.RFC3339), pr.ProposedBy)
-		if err := p.store.AppendAudit(ctx, ev); err != nil {
-			return res, fmt.Errorf("purge %s: %w", id, err)
-		}
-	}
 	if res.Drops == nil {
 		res.Drops = []auditchain.Drop{}
 	}
+	if err != nil {
+		return res, err
+	}
+	ok, err := p.store.CompleteAuditPurge(ctx, pr.OrganizationID, pr.ID, now, completedEvent(pr, drops, by, now))
+	if err != nil {
+		return res, err
+	}
+	if !ok {
+		// Finished meanwhile by another (the job and a person at once):
+		// it is done all the same.
+		cur, err := p.store.GetAuditPurge(ctx, pr.OrganizationID, pr.ID)
+		if err != nil {
+			return res, err
+		}
+		res.Purge = *cur
+		return res, nil
+	}
+	res.Purge.DoneAt = now
 	return res, nil
+}
+
+// completedEvent answers the audit event of pr's completion by by (nil:
+// the purge job), after it dropped drops.
+func completedEvent(pr *toolplane.AuditPurge, drops []auditchain.Drop, by *toolplane.Credential, at time.Time) *toolplane.AuditEvent {
+	var ev *toolplane.AuditEvent
+	if by != nil {
+		ev = toolplane.ControlEvent(by, toolplane.AuditRetention, "completed", pr.ID, at)
+	} else {
+		ev = &toolplane.AuditEvent{ID: toolplane.NewID("aud_"), OrganizationID: pr.OrganizationID, Kind: toolplane.AuditRetention,
+			Subject: pr.ID, PrincipalID: auditchain.RetentionPrincipal, Source: toolplane.SourceControl, Outcome: "completed", CreatedAt: at}
+	}
+	ev.OrganizationID = pr.OrganizationID
+	ev.ApprovalID, ev.ApproverID = pr.ID, pr.ConfirmedBy
+	what := "no event that old was left to drop"
+	if len(drops) > 0 {
+		n := 0
+		for _, d := range drops {
+			n += d.Deleted
+		}
+		what = fmt.Sprintf("events %d to %d dropped (%d rows, %d ranges)", drops[0].From, drops[len(drops)-1].Through, n, len(drops))
+	}
+	ev.Reason = fmt.Sprintf("purge %s of the events created before %s, proposed by %s and confirmed by %s, is done: %s",
+		pr.ID, pr.Before.UTC().Format(time.RFC3339), pr.ProposedBy, pr.ConfirmedBy, what)
+	return ev
 }
 
 // List answers the caller's organization's proposals, newest first, to a
 // platform admin.
 func (p *Purges) List(ctx context.Context, limit int, by *toolplane.Credential) ([]toolplane.AuditPurge, error) {
-	if err := mayPurge(by); err != nil {
+	if err := MayPurge(by); err != nil {
 		return nil, err
 	}
 	return p.store.ListAuditPurges(ctx, by.OrganizationID, limit)
@@ -235,7 +388,7 @@ var ErrNoSink = toolplane.Refine(toolplane.ErrNotFound, "no audit sink of that n
 // recorded as an audit event. A node still
 // configured with the sink registers it again at its next start.
 func (s *Sinks) Drop(ctx context.Context, name string, by *toolplane.Credential) error {
-	if !by.HasRole(toolplane.RolePlatformAdmin, "") {
+	if MayPurge(by) != nil {
 		return toolplane.Refuse(by, ErrNotPlatformAdmin, "dropping an audit sink needs the platform_admin role")
 	}
 	sinks, err := s.store.AuditSinks(ctx)

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,9 +24,28 @@ type purgeStore interface {
 }
 
 func eachPurgeStore(t *testing.T, fn func(t *testing.T, s purgeStore)) {
+	eachFaultyPurgeStore(t, func(t *testing.T, s purgeStore, _ func(bool)) { fn(t, s) })
+}
+
+// eachFaultyPurgeStore runs fn on a store of each dialect with fault,
+// which makes the database refuse every drop of the trail while on: on
+// SQLite a trigger refusing retention's door, on PostgreSQL a retention
+// floor (audit_retention_floor) of a century. The refusal is the
+// database's own, as a full disk or a floor set by its owner would be.
+func eachFaultyPurgeStore(t *testing.T, fn func(t *testing.T, s purgeStore, fault func(on bool))) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		fn(t, sqlitetest.New(t))
+		s, db := sqlitetest.NewDB(t)
+		fn(t, s, func(on bool) {
+			t.Helper()
+			q := `DROP TRIGGER purge_test_fault`
+			if on {
+				q = `CREATE TRIGGER purge_test_fault BEFORE INSERT ON audit_retention BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`
+			}
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -38,7 +58,16 @@ func eachPurgeStore(t *testing.T, fn func(t *testing.T, s purgeStore)) {
 		if err := s.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		fn(t, s)
+		fn(t, s, func(on bool) {
+			t.Helper()
+			floor := 86400
+			if on {
+				floor = 100 * 365 * 86400
+			}
+			if _, err := pool.Exec(context.Background(), `UPDATE audit_retention_floor SET min_age_seconds = $1`, floor); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 }
 
@@ -115,10 +144,18 @@ func TestPurgeNeedsTwoPlatformAdmins(t *testing.T) {
 		if len(res.Drops) != 1 || res.Drops[0].From != 1 || res.Drops[0].Through != 3 || res.Purge.ConfirmedBy != "grace" {
 			t.Fatalf("Confirm = %+v; want events 1..3 dropped, confirmed by grace", res)
 		}
-		if _, err := p.Confirm(ctx, pr.ID, person(org, "joan", toolplane.RolePlatformAdmin)); !errors.Is(err, audit.ErrPurgeConfirmed) {
-			t.Fatalf("a second Confirm = %v; want ErrPurgeConfirmed", err)
+		if res.Purge.DoneAt.IsZero() || res.Purge.StatusAt(now) != toolplane.PurgeDone {
+			t.Fatalf("Confirm = %+v; want the purge done", res.Purge)
 		}
-		r := verify(4) // d, e, the proposal and the drop
+		for _, by := range []*toolplane.Credential{person(org, "joan", toolplane.RolePlatformAdmin), grace} {
+			if _, err := p.Confirm(ctx, pr.ID, by); !errors.Is(err, audit.ErrPurgeDone) || !errors.Is(err, audit.ErrPurgeConfirmed) {
+				t.Fatalf("a second Confirm = %v; want ErrPurgeDone, an ErrPurgeConfirmed", err)
+			}
+		}
+		if _, err := p.Resume(ctx, pr.ID, grace); !errors.Is(err, audit.ErrPurgeDone) {
+			t.Fatalf("Resume of a done purge = %v; want ErrPurgeDone", err)
+		}
+		r := verify(6) // d, e, the proposal, the confirmation, the drop and the completion
 		if r.Anchor != 3 {
 			t.Fatalf("verify after the purge = %+v; want anchored on the checkpoint at 3", r)
 		}
@@ -126,12 +163,19 @@ func TestPurgeNeedsTwoPlatformAdmins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proposal, drop := evs[2], evs[3]
+		proposal, confirmed, drop, completed := evs[2], evs[3], evs[4], evs[5]
 		if proposal.Kind != toolplane.AuditRetention || proposal.Outcome != "proposed" || proposal.PrincipalID != "ada" || proposal.Subject != pr.ID {
 			t.Fatalf("the proposal's event = %+v", proposal)
 		}
+		if confirmed.Kind != toolplane.AuditRetention || confirmed.Outcome != "confirmed" || confirmed.PrincipalID != "grace" || confirmed.Subject != pr.ID {
+			t.Fatalf("the confirmation's event = %+v", confirmed)
+		}
 		if drop.Kind != toolplane.AuditRetention || drop.Outcome != "dropped" || drop.PrincipalID != "grace" || drop.ApprovalID != pr.ID || drop.Subject != "events 1-3" {
 			t.Fatalf("the drop's event = %+v", drop)
+		}
+		if completed.Outcome != "completed" || completed.PrincipalID != "grace" || completed.ApprovalID != pr.ID || completed.ApproverID != "grace" ||
+			!strings.Contains(completed.Reason, "events 1 to 3 dropped") {
+			t.Fatalf("the completion's event = %+v", completed)
 		}
 
 		// A proposal not confirmed in time expires.
@@ -151,14 +195,24 @@ func TestPurgeNeedsTwoPlatformAdmins(t *testing.T) {
 		if res, err := p.Confirm(ctx, empty.ID, ada); err != nil || len(res.Drops) != 0 {
 			t.Fatalf("Confirm with nothing to drop = %+v, %v", res, err)
 		}
-		evs, _ = s.AuditChain(ctx, org, 0, 0, 10)
-		if last := evs[len(evs)-1]; last.Outcome != "confirmed" || last.PrincipalID != "ada" || last.Subject != empty.ID {
-			t.Fatalf("the last event = %+v; want ada's confirmation", last)
+		evs, _ = s.AuditChain(ctx, org, 0, 0, 20)
+		if last, conf := evs[len(evs)-1], evs[len(evs)-2]; conf.Outcome != "confirmed" || conf.PrincipalID != "ada" || conf.Subject != empty.ID ||
+			last.Outcome != "completed" || last.PrincipalID != "ada" || last.Subject != empty.ID || !strings.Contains(last.Reason, "no event that old") {
+			t.Fatalf("the last events = %+v, %+v; want ada's confirmation and completion", conf, last)
 		}
 		verify(len(evs))
 		list, err := p.List(ctx, 10, ada)
 		if err != nil || len(list) != 3 {
 			t.Fatalf("List = %+v, %v; want 3 proposals", list, err)
+		}
+		for _, l := range list {
+			want := map[string]toolplane.AuditPurgeStatus{pr.ID: toolplane.PurgeDone, late.ID: toolplane.PurgeExpired, empty.ID: toolplane.PurgeDone}[l.ID]
+			if got := l.StatusAt(now); got != want {
+				t.Errorf("purge %s is %s; want %s", l.ID, got, want)
+			}
+		}
+		if _, err := p.Resume(ctx, late.ID, ada); !errors.Is(err, audit.ErrPurgeNotConfirmed) {
+			t.Fatalf("Resume of an unconfirmed purge = %v; want ErrPurgeNotConfirmed", err)
 		}
 	})
 }

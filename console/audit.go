@@ -45,6 +45,8 @@ type auditSearch struct {
 
 type auditPage struct {
 	frame
+	// Tab is the audit section's tab the page is (see retention.go).
+	Tab      string
 	Search   auditSearch
 	Outcomes []string
 	Codes    []toolplane.Code
@@ -109,7 +111,7 @@ func (c *Console) auditList(w http.ResponseWriter, r *http.Request, sess *signin
 	if err != nil {
 		return err
 	}
-	v := auditPage{frame: c.frameFor(sess, "Audit trail", "audit"), Search: search, Items: evs,
+	v := auditPage{frame: c.frameFor(sess, "Audit trail", "audit"), Tab: "trail", Search: search, Items: evs,
 		Outcomes: []string{outcomeOK, outcomeApproval, outcomeError}, Codes: slices.Clone(toolplane.Codes)}
 	if next != "" {
 		more := url.Values{"cursor": {next}}

@@ -104,6 +104,11 @@ type Config struct {
 	// who may read them (anomaly.MayTriage); without it the page says
 	// the triage is off.
 	Anomalies *anomaly.Service
+	// Purges, when set, serves the audit purges' page (two platform
+	// admins' drop of a range of the trail); Sinks the export sinks'
+	// page. Without them the pages say this server does neither.
+	Purges *audit.Purges
+	Sinks  *audit.Sinks
 	// Spend, when set, serves the spend page (reports by day, agent and
 	// tool, and the daily ceiling) to those who may read them; without it
 	// the page says spend is not enabled.
@@ -180,6 +185,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.approvalRoutes(mux)
 	c.uncertainRoutes(mux)
 	c.auditRoutes(mux)
+	c.retentionRoutes(mux)
 	c.catalogRoutes(mux)
 	c.accessRoutes(mux)
 	c.notificationRoutes(mux)

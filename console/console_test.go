@@ -28,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/console"
@@ -86,6 +87,9 @@ type world struct {
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
 	paid    sync.Map // the accounts xss.pay's handler was called for
+	// purges is the console's purge service, signing with auditKeys.
+	purges    *audit.Purges
+	auditKeys *auditchain.KeySet
 	// meter is the usage store the approval service reads cost estimates
 	// from: the store, counting its reads.
 	meter *countingMeter
@@ -213,11 +217,17 @@ func newWorldOn(t testing.TB, backend string) *world {
 		t.Fatal(err)
 	}
 	w.reg = reg
+	w.auditKeys = &auditchain.KeySet{}
+	if _, err := w.auditKeys.Generate(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w.purges = audit.NewPurges(audit.PurgesConfig{Store: w.store.(audit.PurgeStore), Keys: w.auditKeys})
 	w.cat = catalog.New(catalog.Config{Store: w.store, Registry: reg, Logger: quiet})
 	w.grants = authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet})
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil)})
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),
+		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

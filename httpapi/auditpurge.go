@@ -78,6 +78,16 @@ func (s *Server) confirmPurge(w http.ResponseWriter, r *http.Request, c caller) 
 	writeJSON(w, http.StatusOK, res)
 }
 
+// resumePurge finishes a confirmed purge whose drop did not finish.
+func (s *Server) resumePurge(w http.ResponseWriter, r *http.Request, c caller) {
+	res, err := s.AuditPurges.Resume(r.Context(), r.PathValue("id"), c.cred)
+	if err != nil {
+		httperr.Fail(w, r, s.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
 // listSinks answers the sinks registered in the store, with what waits
 // for each of the organization's events.
 func (s *Server) listSinks(w http.ResponseWriter, r *http.Request, c caller) {

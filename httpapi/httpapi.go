@@ -321,6 +321,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/audit/purges", s.purgeRoute(s.listPurges)},
 		{"POST", "/v1/audit/purges", s.purgeRoute(s.proposePurge)},
 		{"POST", "/v1/audit/purges/{id}/confirm", s.purgeRoute(s.confirmPurge)},
+		{"POST", "/v1/audit/purges/{id}/resume", s.purgeRoute(s.resumePurge)},
 		{"GET", "/v1/audit/sinks", s.sinkRoute(s.listSinks)},
 		{"DELETE", "/v1/audit/sinks/{name}", s.sinkRoute(s.dropSink)},
 		{"POST", "/v1/keys", s.auth(s.createKey)},

@@ -10,17 +10,20 @@ import (
 	"github.com/toolplane/toolplane"
 )
 
-const purgeColumns = `id, organization_id, before_at, proposed_by, proposed_at, expires_at, confirmed_by, confirmed_at`
+const purgeColumns = `id, organization_id, before_at, proposed_by, proposed_at, expires_at, confirmed_by, confirmed_at, done_at`
 
 func scanPurge(r scanner) (toolplane.AuditPurge, error) {
 	var (
-		p                                    toolplane.AuditPurge
-		before, proposed, expires, confirmed int64
+		p                                          toolplane.AuditPurge
+		before, proposed, expires, confirmed, done int64
 	)
-	err := r.Scan(&p.ID, &p.OrganizationID, &before, &p.ProposedBy, &proposed, &expires, &p.ConfirmedBy, &confirmed)
+	err := r.Scan(&p.ID, &p.OrganizationID, &before, &p.ProposedBy, &proposed, &expires, &p.ConfirmedBy, &confirmed, &done)
 	p.Before, p.ProposedAt, p.ExpiresAt = fromMicros(before), fromMicros(proposed), fromMicros(expires)
 	if confirmed != 0 {
 		p.ConfirmedAt = fromMicros(confirmed)
+	}
+	if done != 0 {
+		p.DoneAt = fromMicros(done)
 	}
 	return p, err
 }
@@ -28,7 +31,7 @@ func scanPurge(r scanner) (toolplane.AuditPurge, error) {
 // CreateAuditPurge stores the proposal p and its audit event ev in one
 // write.
 func (s *Store) CreateAuditPurge(ctx context.Context, p *toolplane.AuditPurge, ev *toolplane.AuditEvent) error {
-	ok, err := s.writeAudited(ctx, `INSERT INTO audit_purges (`+purgeColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', 0)`,
+	ok, err := s.writeAudited(ctx, `INSERT INTO audit_purges (`+purgeColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', 0, 0)`,
 		[]any{p.ID, p.OrganizationID, micros(p.Before), p.ProposedBy, micros(p.ProposedAt), micros(p.ExpiresAt)}, ev)
 	if isDuplicate(err) {
 		return fmt.Errorf("create audit purge %s: %w", p.ID, toolplane.ErrExists)
@@ -55,19 +58,47 @@ func (s *Store) GetAuditPurge(ctx context.Context, org, id string) (*toolplane.A
 }
 
 // ConfirmAuditPurge records by as the confirmer, in one conditional
-// statement.
-func (s *Store) ConfirmAuditPurge(ctx context.Context, org, id, by string, at time.Time) (bool, error) {
-	res, err := s.exec(ctx, `UPDATE audit_purges SET confirmed_by = ?3, confirmed_at = ?4
+// statement, and appends ev in its write when it did.
+func (s *Store) ConfirmAuditPurge(ctx context.Context, org, id, by string, at time.Time, ev *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.writeAudited(ctx, `UPDATE audit_purges SET confirmed_by = ?3, confirmed_at = ?4
 		WHERE organization_id = ?1 AND id = ?2 AND confirmed_by = '' AND proposed_by <> ?3 AND expires_at > ?4`,
-		org, id, by, micros(at))
+		[]any{org, id, by, micros(at)}, ev)
 	if err != nil {
 		return false, fmt.Errorf("confirm audit purge %s: %w", id, err)
 	}
-	n, err := res.RowsAffected()
+	return ok, nil
+}
+
+// CompleteAuditPurge records the confirmed purge done, in one conditional
+// statement, and appends ev in its write when it did.
+func (s *Store) CompleteAuditPurge(ctx context.Context, org, id string, at time.Time, ev *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.writeAudited(ctx, `UPDATE audit_purges SET done_at = ?3
+		WHERE organization_id = ?1 AND id = ?2 AND confirmed_by <> '' AND done_at = 0`,
+		[]any{org, id, micros(at)}, ev)
 	if err != nil {
-		return false, fmt.Errorf("confirm audit purge %s: %w", id, err)
+		return false, fmt.Errorf("complete audit purge %s: %w", id, err)
 	}
-	return n == 1, nil
+	return ok, nil
+}
+
+// UnfinishedAuditPurges answers the confirmed purges of every
+// organization not done yet, in ID order. It crosses organizations on
+// purpose: it is the purge job's, never reachable from a request.
+func (s *Store) UnfinishedAuditPurges(ctx context.Context, confirmedBefore time.Time, after string, limit int) ([]toolplane.AuditPurge, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, fmt.Errorf("unfinished audit purges: %w", err)
+	}
+	rows, err := s.query(ctx, `SELECT `+purgeColumns+` FROM audit_purges
+		WHERE confirmed_by <> '' AND done_at = 0 AND confirmed_at < ? AND id > ?
+		ORDER BY id LIMIT ?`, micros(confirmedBefore), after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished audit purges: %w", err)
+	}
+	out, err := collect(rows, scanPurge)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished audit purges: %w", err)
+	}
+	return out, nil
 }
 
 // ListAuditPurges answers the organization's proposals, newest first.

@@ -120,15 +120,19 @@ func testRetentionReusesCheckpoint(t *testing.T, h AuditChain, s AuditChainStore
 }
 
 // testPurgeProposals: a proposal is stored with its event; its proposer
-// cannot confirm it; another person can, once; an expired one cannot be
-// confirmed; another organization does not see it.
+// cannot confirm it; another person can, once, with the confirmation's
+// event in the same write (a refused confirmation stores none); an
+// expired one cannot be confirmed; another organization does not see it.
+// A confirmed purge is listed unfinished (across organizations, once
+// confirmed before the asked time) until it is completed, once, with its
+// event; an unconfirmed one cannot be completed.
 func testPurgeProposals(t *testing.T, _ AuditChain, s AuditChainStore) {
 	ps, ok := s.(toolplane.AuditPurgeStore)
 	if !ok {
 		t.Fatal("the store keeps no audit purges")
 	}
 	org := newOrg()
-	p := &toolplane.AuditPurge{ID: "purge-1", OrganizationID: org, Before: at(time.Hour), ProposedBy: "ada",
+	p := &toolplane.AuditPurge{ID: "purge-1" + org, OrganizationID: org, Before: at(time.Hour), ProposedBy: "ada",
 		ProposedAt: at(2 * time.Hour), ExpiresAt: at(3 * time.Hour)}
 	ev := chainEvent(org, 1)
 	if err := ps.CreateAuditPurge(t.Context(), p, ev); err != nil {
@@ -138,38 +142,93 @@ func testPurgeProposals(t *testing.T, _ AuditChain, s AuditChainStore) {
 		t.Fatalf("the proposal's event was numbered %d; want 1", ev.Seq)
 	}
 	old := *p
-	old.ID, old.ProposedAt, old.ExpiresAt = "purge-0", at(time.Hour), at(90*time.Minute)
+	old.ID, old.ProposedAt, old.ExpiresAt = "purge-0"+org, at(time.Hour), at(90*time.Minute)
 	if err := ps.CreateAuditPurge(t.Context(), &old, chainEvent(org, 2)); err != nil {
 		t.Fatalf("CreateAuditPurge = %v", err)
 	}
 	got, err := ps.GetAuditPurge(t.Context(), org, p.ID)
-	if err != nil || got.ProposedBy != "ada" || !got.Before.Equal(stored(p.Before)) || got.ConfirmedBy != "" {
+	if err != nil || got.ProposedBy != "ada" || !got.Before.Equal(stored(p.Before)) || got.ConfirmedBy != "" || !got.DoneAt.IsZero() {
 		t.Fatalf("GetAuditPurge = %+v, %v", got, err)
 	}
 	if _, err := ps.GetAuditPurge(t.Context(), newOrg(), p.ID); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Fatalf("GetAuditPurge(another organization) = %v; want ErrNotFound", err)
 	}
+	if ok, err := ps.CompleteAuditPurge(t.Context(), org, p.ID, at(140*time.Minute), chainEvent(org, 3)); err != nil || ok {
+		t.Fatalf("CompleteAuditPurge of an unconfirmed purge = %v, %v; want false", ok, err)
+	}
+	n := 3 // the events stored: both proposals', and one of each change that wins
 	for _, c := range []struct {
 		name, id, by string
 		at           time.Duration
 		want         bool
 	}{
-		{"by its proposer", "purge-1", "ada", 150 * time.Minute, false},
-		{"expired", "purge-0", "grace", 150 * time.Minute, false},
+		{"by its proposer", p.ID, "ada", 150 * time.Minute, false},
+		{"expired", old.ID, "grace", 150 * time.Minute, false},
 		{"another organization's", "purge-x", "grace", 150 * time.Minute, false},
-		{"by another person", "purge-1", "grace", 150 * time.Minute, true},
-		{"twice", "purge-1", "linus", 151 * time.Minute, false},
+		{"by another person", p.ID, "grace", 150 * time.Minute, true},
+		{"twice", p.ID, "linus", 151 * time.Minute, false},
 	} {
-		ok, err := ps.ConfirmAuditPurge(t.Context(), org, c.id, c.by, at(c.at))
+		ev := chainEvent(org, n)
+		ok, err := ps.ConfirmAuditPurge(t.Context(), org, c.id, c.by, at(c.at), ev)
 		if err != nil || ok != c.want {
 			t.Errorf("ConfirmAuditPurge %s = %v, %v; want %v", c.name, ok, err, c.want)
 		}
+		if ok {
+			if ev.Seq != int64(n) {
+				t.Errorf("the confirmation's event was numbered %d; want %d", ev.Seq, n)
+			}
+			n++
+		}
 	}
 	list, err := ps.ListAuditPurges(t.Context(), org, 10)
-	if err != nil || len(list) != 2 || list[0].ID != "purge-1" || list[0].ConfirmedBy != "grace" || list[1].ConfirmedBy != "" {
+	if err != nil || len(list) != 2 || list[0].ID != p.ID || list[0].ConfirmedBy != "grace" || list[1].ConfirmedBy != "" {
 		t.Fatalf("ListAuditPurges = %+v, %v; want purge-1 confirmed by grace, then purge-0", list, err)
 	}
-	wantValid(t, s, org, 2)
+	unfinished := func(before time.Duration) bool {
+		t.Helper()
+		for after := ""; ; {
+			page, err := ps.UnfinishedAuditPurges(t.Context(), at(before), after, 2)
+			if err != nil {
+				t.Fatalf("UnfinishedAuditPurges = %v", err)
+			}
+			for _, u := range page {
+				if u.ID == old.ID {
+					t.Fatalf("UnfinishedAuditPurges lists the unconfirmed purge-0")
+				}
+				if u.ID == p.ID {
+					return u.OrganizationID == org && u.ConfirmedBy == "grace"
+				}
+			}
+			if len(page) < 2 {
+				return false
+			}
+			after = page[len(page)-1].ID
+		}
+	}
+	if unfinished(150 * time.Minute) {
+		t.Fatal("UnfinishedAuditPurges lists a purge confirmed at the asked time")
+	}
+	if !unfinished(time.Duration(151) * time.Minute) {
+		t.Fatal("UnfinishedAuditPurges does not list the confirmed purge")
+	}
+	done := chainEvent(org, n)
+	if ok, err := ps.CompleteAuditPurge(t.Context(), newOrg(), p.ID, at(160*time.Minute), chainEvent(org, n)); err != nil || ok {
+		t.Fatalf("CompleteAuditPurge of another organization's = %v, %v; want false", ok, err)
+	}
+	if ok, err := ps.CompleteAuditPurge(t.Context(), org, p.ID, at(160*time.Minute), done); err != nil || !ok || done.Seq != int64(n) {
+		t.Fatalf("CompleteAuditPurge = %v, %v (event at %d); want true, its event at %d", ok, err, done.Seq, n)
+	}
+	n++
+	if ok, err := ps.CompleteAuditPurge(t.Context(), org, p.ID, at(170*time.Minute), chainEvent(org, n)); err != nil || ok {
+		t.Fatalf("CompleteAuditPurge twice = %v, %v; want false", ok, err)
+	}
+	if got, err := ps.GetAuditPurge(t.Context(), org, p.ID); err != nil || !got.DoneAt.Equal(stored(at(160*time.Minute))) {
+		t.Fatalf("GetAuditPurge after its completion = %+v, %v", got, err)
+	}
+	if unfinished(time.Duration(200) * time.Minute) {
+		t.Fatal("UnfinishedAuditPurges lists a completed purge")
+	}
+	wantValid(t, s, org, n-1)
 }
 
 func outbox(t *testing.T, s AuditChainStore) toolplane.AuditOutboxStore {

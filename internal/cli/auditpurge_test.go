@@ -70,7 +70,13 @@ func TestAuditPurgeAndSinksThroughTheCommandLine(t *testing.T) {
 		t.Fatalf("the purge: %s %v", out, err)
 	}
 	verify("after the purge")
-	if c, out, errOut := r.run(t, r.admin, "audit", "purge", "--list"); c != 0 || !strings.Contains(out, `"confirmed_by": "grace"`) {
+	// Done: resuming it, or confirming it again, says so.
+	for _, args := range [][]string{{"--resume", proposed.Purge.ID}, {"--confirm", proposed.Purge.ID}} {
+		if c, _, errOut := r.run(t, r.admin, append([]string{"audit", "purge"}, args...)...); c == 0 || !strings.Contains(errOut, "the purge is done") {
+			t.Fatalf("audit purge %v of a done purge: %d %s", args, c, errOut)
+		}
+	}
+	if c, out, errOut := r.run(t, r.admin, "audit", "purge", "--list"); c != 0 || !strings.Contains(out, `"confirmed_by": "grace"`) || !strings.Contains(out, `"done_at"`) {
 		t.Fatalf("audit purge --list: %d %s %s", c, out, errOut)
 	}
 	if c, _, _ := r.run(t, r.admin, "audit", "purge", "--list", "--confirm", "x"); c == 0 {

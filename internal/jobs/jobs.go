@@ -129,6 +129,9 @@ type Options struct {
 	AuditRetention time.Duration
 	// AuditRetentionEvery is how often retention runs; default an hour.
 	AuditRetentionEvery time.Duration
+	// AuditPurgesEvery is how often the unfinished purges are looked for
+	// (Deps.AuditPurges); default a minute.
+	AuditPurgesEvery time.Duration
 	// Workers is how many jobs one node runs at once; default 10.
 	Workers int
 	// Poll is how often a node looks for due jobs when it hears nothing;
@@ -208,6 +211,9 @@ type Deps struct {
 	AuditKeys *auditchain.KeySet
 	// Anomalies, when set, runs the anomaly triage's periodic step.
 	Anomalies Anomalies
+	// AuditPurges, when set, finishes the confirmed purges of the audit
+	// trail whose drop did not finish, every AuditPurgesEvery.
+	AuditPurges AuditPurges
 }
 
 // Sunsetter applies the sunset rule (catalog.Service).
@@ -240,6 +246,7 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.SweepEvery, 30*time.Second)
 	orDefault(&o.AuditCheckpointEvery, 5*time.Minute)
 	orDefault(&o.AuditRetentionEvery, time.Hour)
+	orDefault(&o.AuditPurgesEvery, time.Minute)
 	orDefault(&o.Workers, 10)
 	orDefault(&o.ExecuteAttempts, 5)
 	orDefault(&o.NotifyAttempts, 5)
@@ -289,6 +296,7 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		{"audit_checkpoint", opt.AuditCheckpointEvery, AuditCheckpointArgs{}, deps.AuditKeys != nil && chainStore(deps) != nil},
 		{"audit_retention", opt.AuditRetentionEvery, AuditRetentionArgs{}, opt.AuditRetention > 0 && deps.AuditKeys != nil && chainStore(deps) != nil},
 		{"anomaly_step", anomalyEvery(deps.Anomalies), AnomalyStepArgs{}, deps.Anomalies != nil},
+		{"audit_purges", opt.AuditPurgesEvery, AuditPurgesArgs{}, deps.AuditPurges != nil},
 	}
 	var jobs []*river.PeriodicJob
 	for _, p := range table {
@@ -318,6 +326,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &retentionWorker{w: w})
 	river.AddWorker(workers, &auditCheckpointWorker{w: w})
 	river.AddWorker(workers, &auditRetentionWorker{w: w})
+	river.AddWorker(workers, &auditPurgesWorker{w: w})
 	river.AddWorker(workers, &replayWorker{w: w})
 	river.AddWorker(workers, &sunsetWorker{w: w})
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}}

@@ -149,6 +149,16 @@ func (s *Server) auditPurges() *audit.Purges {
 	return audit.NewPurges(audit.PurgesConfig{Store: st, Keys: keys})
 }
 
+// auditPurgeJob answers the purges the background work finishes (a
+// confirmed purge whose drop did not finish), or nil when the node
+// purges nothing.
+func (s *Server) auditPurgeJob() jobs.AuditPurges {
+	if p := s.auditPurges(); p != nil {
+		return p
+	}
+	return nil
+}
+
 // console answers the web console. It reads and acts through the
 // services the API does: the same trail, catalogue, grants, and keys over
 // the doors' key cache (a key revoked in either is refused at once on
@@ -156,7 +166,8 @@ func (s *Server) auditPurges() *audit.Purges {
 func (s *Server) console(gate *door.Door, svc *services, people *signin.Service) (*console.Console, error) {
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
-		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend})
+		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
+		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil)})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}

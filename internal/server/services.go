@@ -375,7 +375,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 // before it starts.
 func (s *Server) buildBackground(ctx context.Context, self *toolplane.Node, svc *services) (backend.Runner, error) {
 	runner, err := s.b.Runner(jobs.Deps{Invoker: svc.iv, Approvals: svc.approvals, Store: s.b.Store, Maint: s.b.Store, Sunset: svc.cat, Notifier: svc.notes, Async: svc.async,
-		ProviderJobs: s.pj, AuditKeys: s.signingKeys(), Anomalies: anomalyJob(svc.anomalies)},
+		ProviderJobs: s.pj, AuditKeys: s.signingKeys(), Anomalies: anomalyJob(svc.anomalies), AuditPurges: s.auditPurgeJob()},
 		jobs.Options{Logger: s.log, DeadAfter: s.cfg.NodeDeadAfter, SweepEvery: s.cfg.SweepEvery,
 			AsyncStaleAfter: s.cfg.AsyncStaleAfter, Node: self.ID, AuditRetention: s.cfg.AuditRetention})
 	if err != nil {

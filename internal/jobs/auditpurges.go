@@ -1,0 +1,47 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/toolplane/toolplane/audit"
+)
+
+// AuditPurges finishes the purges of the audit trail that were confirmed
+// and whose drop did not (audit.Purges): a drop that failed, or a node
+// stopped between the confirmation and the drop.
+type AuditPurges interface {
+	FinishConfirmed(ctx context.Context) ([]audit.PurgeResult, error)
+}
+
+// AuditPurgesArgs: finish every organization's confirmed purge whose drop
+// is not done (audit.Purges.FinishConfirmed).
+type AuditPurgesArgs struct{}
+
+// Kind names the job for River.
+func (AuditPurgesArgs) Kind() string { return "toolplane_audit_purges" }
+
+type auditPurgesWorker struct {
+	river.WorkerDefaults[AuditPurgesArgs]
+	w *work
+}
+
+// Timeout bounds one pass; what it did not reach, the next pass does
+// (each drop is its own transaction, and a purge is completed once).
+func (x *auditPurgesWorker) Timeout(*river.Job[AuditPurgesArgs]) time.Duration {
+	return 30 * time.Minute
+}
+
+func (x *auditPurgesWorker) Work(ctx context.Context, _ *river.Job[AuditPurgesArgs]) error {
+	if x.w.deps.AuditPurges == nil {
+		return nil
+	}
+	done, err := x.w.deps.AuditPurges.FinishConfirmed(ctx)
+	for _, r := range done {
+		x.w.opt.Logger.Info("audit purge finished", "organization", r.Purge.OrganizationID, "purge", r.Purge.ID,
+			"ranges", len(r.Drops), "confirmed_by", r.Purge.ConfirmedBy)
+	}
+	return err
+}
