@@ -81,7 +81,7 @@ type OAuthGrant struct {
 	// the person signs in again and the provider's roles are read anew.
 	SignedInAt time.Time
 	AgentID    string
-	Tools     []string
+	Tools      []string
 	// Resource is the URL tokens are bound to (RFC 8707): the server's
 	// /mcp, or a governed copy's /mcp/<upstream>.
 	Resource  string
