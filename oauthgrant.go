@@ -10,6 +10,11 @@ import (
 // so the caller can revoke what the first use issued.
 var ErrReused = Refine(ErrConflict, "already used")
 
+// ErrOAuthClientsFull: the server holds as many OAuth clients as its
+// operator allows (serve --oauth-max-clients); a new one is not stored
+// until an admin's prune or the sweep of unused ones makes room.
+var ErrOAuthClientsFull = Refine(ErrConflict, "the server holds as many OAuth clients as its operator allows")
+
 // OAuthClient is a client of the server's own OAuth authorization server:
 // one a client registered itself (RFC 7591), or one whose client_id is the
 // https URL of its metadata document (read when it first asks). Clients
@@ -69,8 +74,14 @@ type OAuthGrant struct {
 	// now, so a revoked key, or roles taken from it, end what the grant
 	// lets its client do at the next call.
 	PersonKey string
-	AgentID   string
-	Tools     []string
+	// SignedInAt is when the person signed in to the browser session
+	// they consented in. For a consent through the OpenID provider
+	// (PersonKey empty) it dates the roles Roles holds: the server stops
+	// refreshing the grant's tokens once it is older than its bound, so
+	// the person signs in again and the provider's roles are read anew.
+	SignedInAt time.Time
+	AgentID    string
+	Tools      []string
 	// Resource is the URL tokens are bound to (RFC 8707): the server's
 	// /mcp, or a governed copy's /mcp/<upstream>.
 	Resource  string
@@ -143,7 +154,11 @@ type OAuthSigningKey struct {
 // known), and their hashes are unique across organizations.
 type OAuthStore interface {
 	// InsertOAuthClient stores c, or answers an error wrapping ErrExists.
-	InsertOAuthClient(ctx context.Context, c *OAuthClient) error
+	// With max above zero it stores c only while fewer than max clients
+	// are stored, answering an error wrapping ErrOAuthClientsFull
+	// otherwise; the count and the insert are one transaction, so nodes
+	// registering at once do not pass the cap together.
+	InsertOAuthClient(ctx context.Context, c *OAuthClient, max int) error
 	// GetOAuthClient answers the client, or an error wrapping ErrNotFound.
 	GetOAuthClient(ctx context.Context, id string) (*OAuthClient, error)
 	// OAuthClients answers up to limit clients, newest first.
@@ -156,9 +171,19 @@ type OAuthStore interface {
 	GetOAuthClientSetting(ctx context.Context, org, clientID string) (*OAuthClientSetting, error)
 	// OAuthClientSettings answers the organization's settings.
 	OAuthClientSettings(ctx context.Context, org string) ([]OAuthClientSetting, error)
+	// DeleteUnusedOAuthClients removes registered clients (never a
+	// metadata document's) created before before that no grant and no
+	// organization's setting names, at most limit, and answers how many:
+	// a registration nobody ever consented to.
+	DeleteUnusedOAuthClients(ctx context.Context, before time.Time, limit int) (int, error)
 
 	// InsertOAuthGrant stores g, or answers an error wrapping ErrExists.
 	InsertOAuthGrant(ctx context.Context, g *OAuthGrant) error
+	// InsertOAuthGrantWithCode stores g and its first authorization code
+	// c in one transaction: both or neither, so no consent is left
+	// without the code that would have used it. An error wrapping
+	// ErrExists (of either) stores nothing.
+	InsertOAuthGrantWithCode(ctx context.Context, g *OAuthGrant, c *OAuthCode) error
 	// GetOAuthGrant answers the organization's grant, or an error
 	// wrapping ErrNotFound.
 	GetOAuthGrant(ctx context.Context, org, id string) (*OAuthGrant, error)

@@ -210,11 +210,25 @@ func (s *Server) RevokeConsent(ctx context.Context, by *toolplane.Credential, id
 	return nil
 }
 
+// isOperator reports whether by is the deployment's operator: a
+// platform_admin of the operator's organization (Config.Operator), the
+// rule every action on what all organizations share follows (the
+// settings of upstream tools are the other).
+func (s *Server) isOperator(by *toolplane.Credential) bool {
+	return s.cfg.Operator != "" && by.OrganizationID == s.cfg.Operator && isAdmin(by)
+}
+
 // RotateSigningKey makes a new access-token signing key; the previous one
-// keeps verifying, older ones are retired. By a platform_admin only.
+// keeps verifying, older ones are retired. The key signs every
+// organization's tokens, so it is the operator's: by a platform_admin of
+// the operator's organization only; another organization's admin is
+// refused with ErrForbidden.
 func (s *Server) RotateSigningKey(ctx context.Context, by *toolplane.Credential) (string, error) {
-	if !isAdmin(by) {
-		return "", forbidden("rotating the OAuth signing key")
+	if !s.isOperator(by) {
+		if s.cfg.Operator == "" {
+			return "", fmt.Errorf("%w: the OAuth signing key signs every organization's tokens, and this server names no operator's organization to rotate it", toolplane.ErrForbidden)
+		}
+		return "", fmt.Errorf("%w: the OAuth signing key signs every organization's tokens; it is rotated by a platform_admin of the operator's organization (%s), not by an organization's admin", toolplane.ErrForbidden, s.cfg.Operator)
 	}
 	id, err := s.keys.rotate(ctx)
 	if err != nil {

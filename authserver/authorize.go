@@ -171,6 +171,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusServiceUnavailable, consentView{Title: "Try again", Message: "Who is signed in cannot be read now."})
 		return
 	}
+	if s.staleSession(w, sess, s.cfg.Now()) {
+		return
+	}
 	view, e := s.consentView(ctx, req, sess, r.URL.Query())
 	if e != nil {
 		s.fail(w, r, req, e)
@@ -335,6 +338,10 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	person := sess.Credential
+	now := s.cfg.Now()
+	if s.staleSession(w, sess, now) {
+		return
+	}
 	agent, e := s.agent(ctx, person.OrganizationID, req.client.ID)
 	if e != nil {
 		s.fail(w, r, req, e)
@@ -365,16 +372,14 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	if secs, err := strconv.ParseInt(r.PostFormValue("lifetime"), 10, 64); err == nil && secs > 0 && time.Duration(secs)*time.Second < life {
 		life = time.Duration(secs) * time.Second
 	}
-	now := s.cfg.Now()
 	g := &toolplane.OAuthGrant{OrganizationID: person.OrganizationID, ID: toolplane.NewID("oag_"), ClientID: req.client.ID,
-		Subject: person.Subject, Roles: person.Roles, PersonKey: personKey(sess), AgentID: agent, Tools: tools, Resource: req.resource,
-		CreatedAt: now, ExpiresAt: now.Add(life)}
+		Subject: person.Subject, Roles: person.Roles, PersonKey: personKey(sess), SignedInAt: signedIn(sess, now), AgentID: agent, Tools: tools,
+		Resource: req.resource, CreatedAt: now, ExpiresAt: now.Add(life)}
 	code := rand.Text() + rand.Text()
-	err = s.cfg.Store.InsertOAuthGrant(ctx, g)
-	if err == nil {
-		err = s.cfg.Store.InsertOAuthCode(ctx, &toolplane.OAuthCode{Hash: hash(code), OrganizationID: g.OrganizationID, GrantID: g.ID,
-			ClientID: g.ClientID, RedirectURI: req.asked, Challenge: req.challenge, ExpiresAt: now.Add(s.cfg.CodeTTL)})
-	}
+	// One transaction: a consent is never left without the code that
+	// would have used it.
+	err = s.cfg.Store.InsertOAuthGrantWithCode(ctx, g, &toolplane.OAuthCode{Hash: hash(code), OrganizationID: g.OrganizationID, GrantID: g.ID,
+		ClientID: g.ClientID, RedirectURI: req.asked, Challenge: req.challenge, ExpiresAt: now.Add(s.cfg.CodeTTL)})
 	if err != nil {
 		s.log.ErrorContext(ctx, "consent not stored", "err", err)
 		s.fail(w, r, req, &requestError{code: "temporarily_unavailable", description: "try again", redirect: true})
@@ -437,4 +442,28 @@ func personKey(sess *signin.Session) string {
 		return sess.Credential.ID
 	}
 	return ""
+}
+
+// staleSession answers a page telling the person to sign in again, and
+// true, when sess signed in through the OpenID provider longer ago than
+// the bound: the consent's code could not even be exchanged. It happens
+// only when sessions outlive the bound (serve --session-max-age above
+// --oauth-oidc-max-age).
+func (s *Server) staleSession(w http.ResponseWriter, sess *signin.Session, now time.Time) bool {
+	if !s.stale(&toolplane.OAuthGrant{PersonKey: personKey(sess), SignedInAt: signedIn(sess, now)}, now) {
+		return false
+	}
+	s.render(w, http.StatusForbidden, consentView{Title: "Sign in again",
+		Message: "Your sign-in is older than this server lets a connection rest on. Sign out, sign in again, and reconnect the client."})
+	return true
+}
+
+// signedIn answers when the person of sess signed in: the session's start.
+// A session that does not say (signin's always does) counts from now, the
+// consent itself, so the bound still ends what it gives.
+func signedIn(sess *signin.Session, now time.Time) time.Time {
+	if sess.SignedInAt.IsZero() || sess.SignedInAt.After(now) {
+		return now
+	}
+	return sess.SignedInAt
 }

@@ -91,6 +91,8 @@ const (
 	DefaultCodeTTL         = time.Minute
 	DefaultRegistrationsPH = 20
 	DefaultAgent           = "oauth-clients"
+	DefaultMaxClients      = 10000
+	DefaultOIDCMaxAge      = 24 * time.Hour
 )
 
 // Store is what the server keeps: its own state, and the audit trail its
@@ -137,6 +139,21 @@ type Config struct {
 	RedirectAllow []string
 	// RegistrationsPerHour bounds registrations per client address.
 	RegistrationsPerHour int
+	// MaxClients bounds the clients the server holds, registered and
+	// metadata documents' alike, across every address and node:
+	// DefaultMaxClients when zero, no bound when negative.
+	MaxClients int
+	// OIDCMaxAge bounds how old the OpenID provider's sign-in behind a
+	// consent may be for its tokens to be refreshed: past it, the client
+	// sends the person through sign-in (and consent) again, and the roles
+	// come fresh from the provider. DefaultOIDCMaxAge when zero, no bound
+	// when negative. Consents given with a person's own key follow the key
+	// at every call instead, and know no such bound.
+	OIDCMaxAge time.Duration
+	// Operator is the operator's organization: only its platform_admins
+	// act on what is the whole deployment's, the signing key. Empty: no
+	// one, through this API.
+	Operator string
 	// Limits keeps the registration counts: the nodes' shared rate
 	// limits; a memory of this node's own when nil.
 	Limits     *ratelimit.Shared
@@ -195,6 +212,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RegistrationsPerHour == 0 {
 		cfg.RegistrationsPerHour = DefaultRegistrationsPH
+	}
+	if cfg.MaxClients == 0 {
+		cfg.MaxClients = DefaultMaxClients
+	}
+	if cfg.OIDCMaxAge == 0 {
+		cfg.OIDCMaxAge = DefaultOIDCMaxAge
 	}
 	if cfg.Limits == nil {
 		cfg.Limits = ratelimit.NewShared(ratelimit.NewMemory(), ratelimit.SharedOptions{})

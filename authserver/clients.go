@@ -146,7 +146,17 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &toolplane.OAuthClient{ID: toolplane.NewID("tpc_"), Name: req.ClientName, RedirectURIs: req.RedirectURIs,
 		Source: toolplane.OAuthClientRegistered, CreatedAt: s.cfg.Now()}
-	if err := s.cfg.Store.InsertOAuthClient(ctx, c); err != nil {
+	err := s.cfg.Store.InsertOAuthClient(ctx, c, s.maxClients())
+	if errors.Is(err, toolplane.ErrOAuthClientsFull) {
+		// RFC 7591 section 3.2.2 has no code for a full server; the
+		// request itself is fine, so the refusal says why and who can
+		// help. Registrations nobody consented to are swept after a
+		// while, which makes room.
+		s.log.WarnContext(ctx, "client not registered: the server holds as many OAuth clients as it may (serve --oauth-max-clients)", "max", s.cfg.MaxClients)
+		oauthError(w, http.StatusBadRequest, "invalid_client_metadata", fmt.Sprintf("this server holds as many OAuth clients as its operator allows (%d); ask the operator to raise serve --oauth-max-clients, or use a client metadata document URL this server knows already as client_id", s.cfg.MaxClients))
+		return
+	}
+	if err != nil {
 		s.log.ErrorContext(ctx, "client not registered", "err", err)
 		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the client could not be stored")
 		return
@@ -185,13 +195,22 @@ func (s *Server) client(ctx context.Context, id string) (*toolplane.OAuthClient,
 	}
 	c := &toolplane.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Source: toolplane.OAuthClientDocument, CreatedAt: s.cfg.Now()}
 	// The first read is kept, so an admin lists and revokes the client like
-	// a registered one; later reads refresh the cache, not the row.
-	if err := s.cfg.Store.InsertOAuthClient(ctx, c); err != nil && !errors.Is(err, toolplane.ErrExists) {
+	// a registered one; later reads refresh the cache, not the row. A new
+	// document counts toward the server's clients like a registration:
+	// anyone may publish documents at as many URLs as they like.
+	err = s.cfg.Store.InsertOAuthClient(ctx, c, s.maxClients())
+	switch {
+	case errors.Is(err, toolplane.ErrOAuthClientsFull):
+		return nil, fmt.Errorf("%w: this server holds as many OAuth clients as its operator allows (%d), and this one is new to it", ErrClient, s.cfg.MaxClients)
+	case err != nil && !errors.Is(err, toolplane.ErrExists):
 		return nil, err
 	}
 	s.docs.put(id, c)
 	return c, nil
 }
+
+// maxClients answers the cap the store applies: 0 for none.
+func (s *Server) maxClients() int { return max(s.cfg.MaxClients, 0) }
 
 // documentTTL is how long a fetched client metadata document is trusted.
 const documentTTL = time.Hour

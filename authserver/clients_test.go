@@ -133,7 +133,7 @@ func documentServer(t *testing.T) *httptest.Server {
 			doc["client_id"] = srv.URL + "/good"
 		case "/http-redirect":
 			doc["redirect_uris"] = []string{"http://evil.example/cb"}
-		case "/good":
+		case "/good", "/another":
 		default:
 			http.NotFound(w, r)
 			return

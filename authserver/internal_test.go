@@ -35,7 +35,7 @@ func twoServers(t testing.TB) (*Server, *Server, toolplane.OAuthStore) {
 	}
 	var out [2]*Server
 	for i := range out {
-		if out[i], err = New(Config{Store: st, Keys: keys, Issuer: "https://tp.example", People: noPeople{}}); err != nil {
+		if out[i], err = New(Config{Store: st, Keys: keys, Issuer: "https://tp.example", People: noPeople{}, Operator: "ops"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(reloadMin)
-	id, err := a.RotateSigningKey(ctx, &toolplane.Credential{OrganizationID: "acme", Kind: toolplane.CredentialPerson, Subject: "root", Roles: []string{toolplane.RolePlatformAdmin}})
+	id, err := a.RotateSigningKey(ctx, &toolplane.Credential{OrganizationID: "ops", Kind: toolplane.CredentialPerson, Subject: "root", Roles: []string{toolplane.RolePlatformAdmin}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +124,54 @@ func TestKeyRotation(t *testing.T) {
 	set, _ := b.keys.published(ctx)
 	if len(set.Keys) != 2 || set.Keys[0].KeyID != id {
 		t.Fatalf("published after a rotation: %+v", set.Keys)
+	}
+}
+
+// TestRotationIsTheOperators: the signing key signs every organization's
+// tokens, so only a platform_admin of the operator's organization rotates
+// it; another organization's admin, or the operator's people without the
+// role, are refused with ErrForbidden saying whose it is, and no key is
+// made. A server naming no operator lets nobody rotate through it.
+func TestRotationIsTheOperators(t *testing.T) {
+	t.Parallel()
+	a, _, st := twoServers(t)
+	person := func(org string, roles ...string) *toolplane.Credential {
+		return &toolplane.Credential{OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: "root", Roles: roles}
+	}
+	tests := []struct {
+		name string
+		by   *toolplane.Credential
+		ok   bool
+	}{
+		{"an organization's platform_admin", person("acme", toolplane.RolePlatformAdmin), false},
+		{"an operator's person without the role", person("ops", toolplane.RoleApprover, toolplane.RoleAuditor), false},
+		{"an agent of the operator's organization", &toolplane.Credential{OrganizationID: "ops", Kind: toolplane.CredentialAgent, Subject: "bot"}, false},
+		{"the operator's platform_admin", person("ops", toolplane.RolePlatformAdmin), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, err := st.OAuthSigningKeys(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := a.RotateSigningKey(t.Context(), tt.by)
+			after, _ := st.OAuthSigningKeys(t.Context())
+			switch {
+			case tt.ok && (err != nil || id == "" || len(after) == 0 || after[0].ID != id):
+				t.Fatalf("rotate: %q %v, keys %d", id, err, len(after))
+			case !tt.ok && (!errors.Is(err, toolplane.ErrForbidden) || !strings.Contains(err.Error(), "operator's organization (ops)")):
+				t.Fatalf("rotate: %q %v, want ErrForbidden naming the operator's organization", id, err)
+			case !tt.ok && (len(after) != len(before) || len(after) > 0 && after[0].ID != before[0].ID):
+				t.Fatalf("a refused rotation changed the keys: %d before, %d after", len(before), len(after))
+			}
+		})
+	}
+	none, err := New(Config{Store: st.(Store), Keys: a.cfg.Keys, Issuer: "https://tp.example", People: noPeople{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.RotateSigningKey(t.Context(), person("", toolplane.RolePlatformAdmin)); !errors.Is(err, toolplane.ErrForbidden) {
+		t.Fatalf("rotation on a server naming no operator: %v, want ErrForbidden", err)
 	}
 }
 

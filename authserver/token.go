@@ -148,6 +148,9 @@ func (s *Server) refreshGrant(w http.ResponseWriter, r *http.Request) {
 	case !g.Live(now):
 		invalidGrant(w, "the consent was revoked or ended")
 		return
+	case s.stale(g, now):
+		invalidGrant(w, staleSignIn)
+		return
 	case !now.Before(old.ExpiresAt):
 		invalidGrant(w, "the refresh token expired")
 		return
@@ -176,12 +179,30 @@ func (s *Server) refreshGrant(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, g, secret, now)
 }
 
-// refreshToken answers a new refresh token of g and its secret value.
+// staleSignIn is the refusal of a consent whose OpenID sign-in is past
+// the bound.
+const staleSignIn = "the sign-in through the identity provider behind this consent is older than this server allows; authorize again, so the person signs in anew"
+
+// stale reports whether g rests on the OpenID provider's sign-in (no
+// person key) older than Config.OIDCMaxAge at now: the roles it carries
+// are the provider's of then, so its tokens are no longer refreshed.
+// A person key's grant is checked against the key at every call, and is
+// never stale.
+func (s *Server) stale(g *toolplane.OAuthGrant, now time.Time) bool {
+	return g.PersonKey == "" && s.cfg.OIDCMaxAge > 0 && !now.Before(g.SignedInAt.Add(s.cfg.OIDCMaxAge))
+}
+
+// refreshToken answers a new refresh token of g and its secret value. It
+// ends with the grant, and, for a consent through the OpenID provider,
+// when its sign-in reaches the bound, after which no refresh succeeds.
 func (s *Server) refreshToken(g *toolplane.OAuthGrant, now time.Time) (*toolplane.OAuthRefreshToken, string) {
 	secret := "tpr_" + rand.Text() + rand.Text()
 	exp := now.Add(s.cfg.RefreshTTL)
 	if g.ExpiresAt.Before(exp) {
 		exp = g.ExpiresAt
+	}
+	if bound := g.SignedInAt.Add(s.cfg.OIDCMaxAge); g.PersonKey == "" && s.cfg.OIDCMaxAge > 0 && bound.Before(exp) {
+		exp = bound
 	}
 	return &toolplane.OAuthRefreshToken{Hash: hash(secret), OrganizationID: g.OrganizationID, GrantID: g.ID, CreatedAt: now, ExpiresAt: exp}, secret
 }
@@ -190,6 +211,10 @@ func (s *Server) refreshToken(g *toolplane.OAuthGrant, now time.Time) (*toolplan
 func (s *Server) issue(w http.ResponseWriter, r *http.Request, g *toolplane.OAuthGrant, now time.Time) {
 	if !g.Live(now) {
 		invalidGrant(w, "the consent was revoked or ended")
+		return
+	}
+	if s.stale(g, now) {
+		invalidGrant(w, staleSignIn)
 		return
 	}
 	next, secret := s.refreshToken(g, now)

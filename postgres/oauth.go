@@ -47,22 +47,67 @@ func scanOAuthClient(r scanner) (toolplane.OAuthClient, error) {
 	return c, err
 }
 
+// clientCapLock is the advisory lock key a capped client insert takes
+// before it counts: the bytes of "oauthcli" read as a big-endian integer.
+// Held for the transaction, it keeps nodes registering at once from each
+// counting room for one more client and passing the cap together. Like
+// every advisory lock it is database-wide: schemas of one database share
+// it, which costs a wait, never a wrong answer.
+const clientCapLock int64 = 0x6f61757468636c69
+
 // InsertOAuthClient stores c, or answers an error wrapping
-// toolplane.ErrExists.
-func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient) error {
+// toolplane.ErrExists; with max above zero, only while fewer than max
+// clients are stored (toolplane.ErrOAuthClientsFull otherwise).
+func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient, max int) error {
 	uris, err := jsonNames("redirect_uris", c.RedirectURIs)
 	if err != nil {
 		return fmt.Errorf("insert oauth client: %w: %v", toolplane.ErrInvalid, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES ($1, $2, $3, $4, $5)`,
-		c.ID, c.Name, uris, c.Source, micros(c.CreatedAt))
-	if isDuplicate(err) {
-		return fmt.Errorf("insert oauth client: %w", toolplane.ErrExists)
+	insert := `INSERT INTO oauth_clients (` + oauthClientColumns + `) VALUES ($1, $2, $3, $4, $5)`
+	var full, known bool
+	if max <= 0 {
+		_, err = s.pool.Exec(ctx, insert, c.ID, c.Name, uris, c.Source, micros(c.CreatedAt))
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, clientCapLock); err != nil {
+				return err
+			}
+			// A client stored already is ErrExists at the cap too: a
+			// metadata document's client is inserted at each first read.
+			var n, same int
+			if err := tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE id = $1) FROM oauth_clients`, c.ID).Scan(&n, &same); err != nil {
+				return err
+			}
+			if known, full = same > 0, n >= max; known || full {
+				return nil
+			}
+			_, err := tx.Exec(ctx, insert, c.ID, c.Name, uris, c.Source, micros(c.CreatedAt))
+			return err
+		})
 	}
-	if err != nil {
+	switch {
+	case isDuplicate(err), err == nil && known:
+		return fmt.Errorf("insert oauth client: %w", toolplane.ErrExists)
+	case err != nil:
 		return fmt.Errorf("insert oauth client: %w", err)
+	case full:
+		return fmt.Errorf("insert oauth client: %w", toolplane.ErrOAuthClientsFull)
 	}
 	return nil
+}
+
+// DeleteUnusedOAuthClients removes registered clients created before
+// before that no grant and no setting names, at most limit.
+func (s *Store) DeleteUnusedOAuthClients(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := s.pool.Exec(ctx, `DELETE FROM oauth_clients WHERE id IN (SELECT c.id FROM oauth_clients c
+		WHERE c.source = $1 AND c.created_at < $2
+		AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)
+		AND NOT EXISTS (SELECT 1 FROM oauth_client_settings st WHERE st.client_id = c.id)
+		LIMIT $3)`, toolplane.OAuthClientRegistered, micros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete unused oauth clients: %w", err)
+	}
+	return int(res.RowsAffected()), nil
 }
 
 // GetOAuthClient answers the client, or an error wrapping
@@ -157,7 +202,7 @@ func (s *Store) OAuthClientSettings(ctx context.Context, org string) ([]toolplan
 	return out, rows.Err()
 }
 
-const oauthGrantColumns = `organization_id, id, client_id, subject, roles, agent_id, tools, resource, created_at, expires_at, revoked_at, revoked_reason, person_key`
+const oauthGrantColumns = `organization_id, id, client_id, subject, roles, agent_id, tools, resource, created_at, expires_at, revoked_at, revoked_reason, person_key, signed_in_at`
 
 func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 	var (
@@ -165,17 +210,24 @@ func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 		roles, tools     string
 		created, expires int64
 		revoked          *int64
+		signedIn         int64
 	)
 	err := r.Scan(&g.OrganizationID, &g.ID, &g.ClientID, &g.Subject, &roles, &g.AgentID, &tools, &g.Resource,
-		&created, &expires, &revoked, &g.RevokedReason, &g.PersonKey)
+		&created, &expires, &revoked, &g.RevokedReason, &g.PersonKey, &signedIn)
 	g.Roles, g.Tools = list(roles), list(tools)
-	g.CreatedAt, g.ExpiresAt, g.RevokedAt = fromMicros(created), fromMicros(expires), fromOptMicros(revoked)
+	g.CreatedAt, g.ExpiresAt, g.RevokedAt, g.SignedInAt = fromMicros(created), fromMicros(expires), fromOptMicros(revoked), fromMicros(signedIn)
 	return g, err
 }
 
 // InsertOAuthGrant stores g, or answers an error wrapping
 // toolplane.ErrExists.
 func (s *Store) InsertOAuthGrant(ctx context.Context, g *toolplane.OAuthGrant) error {
+	return s.InsertOAuthGrantWithCode(ctx, g, nil)
+}
+
+// InsertOAuthGrantWithCode stores g and, when c is not nil, its code, in
+// one transaction.
+func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuthGrant, c *toolplane.OAuthCode) error {
 	roles, err := jsonNames("roles", g.Roles)
 	if err != nil {
 		return fmt.Errorf("insert oauth grant: %w: %v", toolplane.ErrInvalid, err)
@@ -184,9 +236,19 @@ func (s *Store) InsertOAuthGrant(ctx context.Context, g *toolplane.OAuthGrant) e
 	if err != nil {
 		return fmt.Errorf("insert oauth grant: %w: %v", toolplane.ErrInvalid, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO oauth_grants (`+oauthGrantColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		g.OrganizationID, g.ID, g.ClientID, g.Subject, roles, g.AgentID, tools, g.Resource,
-		micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason, g.PersonKey)
+	insert := `INSERT INTO oauth_grants (` + oauthGrantColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
+	args := []any{g.OrganizationID, g.ID, g.ClientID, g.Subject, roles, g.AgentID, tools, g.Resource,
+		micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason, g.PersonKey, micros(g.SignedInAt)}
+	if c == nil {
+		_, err = s.pool.Exec(ctx, insert, args...)
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, insert, args...); err != nil {
+				return err
+			}
+			return insertCode(ctx, tx, c)
+		})
+	}
 	if isDuplicate(err) {
 		return fmt.Errorf("insert oauth grant: %w", toolplane.ErrExists)
 	}
@@ -266,8 +328,7 @@ func scanOAuthCode(r scanner) (toolplane.OAuthCode, error) {
 // InsertOAuthCode stores c, or answers an error wrapping
 // toolplane.ErrExists.
 func (s *Store) InsertOAuthCode(ctx context.Context, c *toolplane.OAuthCode) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO oauth_codes (`+oauthCodeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		c.Hash, c.OrganizationID, c.GrantID, c.ClientID, c.RedirectURI, c.Challenge, micros(c.ExpiresAt), optMicros(c.UsedAt))
+	err := insertCode(ctx, s.pool, c)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert oauth code: %w", toolplane.ErrExists)
 	}
@@ -275,6 +336,13 @@ func (s *Store) InsertOAuthCode(ctx context.Context, c *toolplane.OAuthCode) err
 		return fmt.Errorf("insert oauth code: %w", err)
 	}
 	return nil
+}
+
+// insertCode inserts c through db: the pool, or a transaction.
+func insertCode(ctx context.Context, db execer, c *toolplane.OAuthCode) error {
+	_, err := db.Exec(ctx, `INSERT INTO oauth_codes (`+oauthCodeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		c.Hash, c.OrganizationID, c.GrantID, c.ClientID, c.RedirectURI, c.Challenge, micros(c.ExpiresAt), optMicros(c.UsedAt))
+	return err
 }
 
 // TakeOAuthCode marks the code used and answers it, in one statement; a

@@ -167,8 +167,12 @@ type Session struct {
 	Method string
 	// CSRF is the token every state-changing form of the session carries
 	// (field CSRFField).
-	CSRF      string
-	ExpiresAt time.Time
+	CSRF string
+	// SignedInAt is when the person signed in (the session's start): for
+	// the OpenID provider's sign-in, the time the roles Credential holds
+	// were read.
+	SignedInAt time.Time
+	ExpiresAt  time.Time
 }
 
 // CSRFField is the form field of the CSRF token.
@@ -229,7 +233,7 @@ func (s *Service) Session(r *http.Request) (*Session, error) {
 			s.log.WarnContext(ctx, "session touch failed", "session", b.ID, "err", err)
 		}
 	}
-	return &Session{ID: b.ID, Credential: cred, Method: b.Method, CSRF: csrfToken(c.Value), ExpiresAt: b.ExpiresAt}, nil
+	return &Session{ID: b.ID, Credential: cred, Method: b.Method, CSRF: csrfToken(c.Value), SignedInAt: b.CreatedAt, ExpiresAt: b.ExpiresAt}, nil
 }
 
 // end removes a session that ended.

@@ -36,21 +36,58 @@ func scanOAuthClient(r scanner) (toolplane.OAuthClient, error) {
 }
 
 // InsertOAuthClient stores c, or answers an error wrapping
-// toolplane.ErrExists.
-func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient) error {
+// toolplane.ErrExists; with max above zero, only while fewer than max
+// clients are stored (toolplane.ErrOAuthClientsFull otherwise).
+func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient, max int) error {
 	uris, err := names("redirect_uris", c.RedirectURIs)
 	if err != nil {
 		return fmt.Errorf("insert oauth client: %w: %v", toolplane.ErrInvalid, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES (?, ?, ?, ?, ?)`,
-		c.ID, c.Name, uris, c.Source, micros(c.CreatedAt))
-	if isDuplicate(err) {
+	var full, known bool
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		full, known = false, false
+		if max > 0 {
+			// A client stored already is ErrExists at the cap too: a
+			// metadata document's client is inserted at each first read.
+			var n, same int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE id = ?) FROM oauth_clients`, c.ID).Scan(&n, &same); err != nil {
+				return err
+			}
+			if known, full = same > 0, n >= max; known || full {
+				return nil
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES (?, ?, ?, ?, ?)`,
+			c.ID, c.Name, uris, c.Source, micros(c.CreatedAt))
+		return err
+	})
+	switch {
+	case isDuplicate(err), err == nil && known:
 		return fmt.Errorf("insert oauth client: %w", toolplane.ErrExists)
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("insert oauth client: %w", err)
+	case full:
+		return fmt.Errorf("insert oauth client: %w", toolplane.ErrOAuthClientsFull)
 	}
 	return nil
+}
+
+// DeleteUnusedOAuthClients removes registered clients created before
+// before that no grant and no setting names, at most limit.
+func (s *Store) DeleteUnusedOAuthClients(ctx context.Context, before time.Time, limit int) (int, error) {
+	res, err := s.exec(ctx, `DELETE FROM oauth_clients WHERE id IN (SELECT c.id FROM oauth_clients c
+		WHERE c.source = ? AND c.created_at < ?
+		AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)
+		AND NOT EXISTS (SELECT 1 FROM oauth_client_settings st WHERE st.client_id = c.id)
+		LIMIT ?)`, toolplane.OAuthClientRegistered, micros(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete unused oauth clients: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("delete unused oauth clients: %w", err)
+	}
+	return int(n), nil
 }
 
 // GetOAuthClient answers the client, or an error wrapping
@@ -145,7 +182,7 @@ func (s *Store) OAuthClientSettings(ctx context.Context, org string) ([]toolplan
 	return out, rows.Err()
 }
 
-const oauthGrantColumns = `organization_id, id, client_id, subject, roles, agent_id, tools, resource, created_at, expires_at, revoked_at, revoked_reason, person_key`
+const oauthGrantColumns = `organization_id, id, client_id, subject, roles, agent_id, tools, resource, created_at, expires_at, revoked_at, revoked_reason, person_key, signed_in_at`
 
 func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 	var (
@@ -153,17 +190,24 @@ func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 		roles, tools     string
 		created, expires int64
 		revoked          sql.NullInt64
+		signedIn         int64
 	)
 	err := r.Scan(&g.OrganizationID, &g.ID, &g.ClientID, &g.Subject, &roles, &g.AgentID, &tools, &g.Resource,
-		&created, &expires, &revoked, &g.RevokedReason, &g.PersonKey)
+		&created, &expires, &revoked, &g.RevokedReason, &g.PersonKey, &signedIn)
 	g.Roles, g.Tools = list(roles), list(tools)
-	g.CreatedAt, g.ExpiresAt, g.RevokedAt = fromMicros(created), fromMicros(expires), fromOptMicros(revoked)
+	g.CreatedAt, g.ExpiresAt, g.RevokedAt, g.SignedInAt = fromMicros(created), fromMicros(expires), fromOptMicros(revoked), fromMicros(signedIn)
 	return g, err
 }
 
 // InsertOAuthGrant stores g, or answers an error wrapping
 // toolplane.ErrExists.
 func (s *Store) InsertOAuthGrant(ctx context.Context, g *toolplane.OAuthGrant) error {
+	return s.InsertOAuthGrantWithCode(ctx, g, nil)
+}
+
+// InsertOAuthGrantWithCode stores g and, when c is not nil, its code, in
+// one transaction.
+func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuthGrant, c *toolplane.OAuthCode) error {
 	roles, err := names("roles", g.Roles)
 	if err != nil {
 		return fmt.Errorf("insert oauth grant: %w: %v", toolplane.ErrInvalid, err)
@@ -172,9 +216,17 @@ func (s *Store) InsertOAuthGrant(ctx context.Context, g *toolplane.OAuthGrant) e
 	if err != nil {
 		return fmt.Errorf("insert oauth grant: %w: %v", toolplane.ErrInvalid, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO oauth_grants (`+oauthGrantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		g.OrganizationID, g.ID, g.ClientID, g.Subject, roles, g.AgentID, tools, g.Resource,
-		micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason, g.PersonKey)
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO oauth_grants (`+oauthGrantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			g.OrganizationID, g.ID, g.ClientID, g.Subject, roles, g.AgentID, tools, g.Resource,
+			micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason, g.PersonKey, micros(g.SignedInAt)); err != nil {
+			return err
+		}
+		if c == nil {
+			return nil
+		}
+		return insertCode(ctx, tx, c)
+	})
 	if isDuplicate(err) {
 		return fmt.Errorf("insert oauth grant: %w", toolplane.ErrExists)
 	}
@@ -264,8 +316,7 @@ func scanOAuthCode(r scanner) (toolplane.OAuthCode, error) {
 // InsertOAuthCode stores c, or answers an error wrapping
 // toolplane.ErrExists.
 func (s *Store) InsertOAuthCode(ctx context.Context, c *toolplane.OAuthCode) error {
-	_, err := s.exec(ctx, `INSERT INTO oauth_codes (`+oauthCodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.Hash, c.OrganizationID, c.GrantID, c.ClientID, c.RedirectURI, c.Challenge, micros(c.ExpiresAt), optMicros(c.UsedAt))
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return insertCode(ctx, tx, c) })
 	if isDuplicate(err) {
 		return fmt.Errorf("insert oauth code: %w", toolplane.ErrExists)
 	}
@@ -273,6 +324,12 @@ func (s *Store) InsertOAuthCode(ctx context.Context, c *toolplane.OAuthCode) err
 		return fmt.Errorf("insert oauth code: %w", err)
 	}
 	return nil
+}
+
+func insertCode(ctx context.Context, tx *sql.Tx, c *toolplane.OAuthCode) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO oauth_codes (`+oauthCodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.Hash, c.OrganizationID, c.GrantID, c.ClientID, c.RedirectURI, c.Challenge, micros(c.ExpiresAt), optMicros(c.UsedAt))
+	return err
 }
 
 // TakeOAuthCode marks the code used and answers it; a second take answers

@@ -26,6 +26,8 @@ type OAuthStore interface {
 //     stores its successor; the others answer ErrReused and store nothing.
 //   - Grants and client settings are the organization's: no read, list or
 //     revocation reaches another's.
+//   - A grant and its first code are stored together or not at all.
+//   - A capped client insert never lets concurrent inserts pass the cap.
 var oauthCases = []struct {
 	name string
 	run  func(t *testing.T, s OAuthStore)
@@ -38,6 +40,9 @@ var oauthCases = []struct {
 	{"RefreshRotatesOnce", testOAuthRefreshRotatesOnce},
 	{"SigningKeys", testOAuthSigningKeys},
 	{"Expired", testOAuthExpired},
+	{"GrantWithCode", testOAuthGrantWithCode},
+	{"ClientCap", testOAuthClientCap},
+	{"UnusedClients", testOAuthUnusedClients},
 }
 
 // RunOAuth runs the authorization server's store checks as subtests of t,
@@ -59,10 +64,10 @@ func testOAuthClients(t *testing.T, s OAuthStore) {
 	ctx := t.Context()
 	c := &toolplane.OAuthClient{ID: "tpc_" + rand.Text(), Name: "Client ✓", RedirectURIs: []string{"http://127.0.0.1:3334/cb", "https://a.example/cb"},
 		Source: toolplane.OAuthClientRegistered, CreatedAt: at(0)}
-	if err := s.InsertOAuthClient(ctx, c); err != nil {
+	if err := s.InsertOAuthClient(ctx, c, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.InsertOAuthClient(ctx, c); !errors.Is(err, toolplane.ErrExists) {
+	if err := s.InsertOAuthClient(ctx, c, 0); !errors.Is(err, toolplane.ErrExists) {
 		t.Fatalf("second insert: %v, want ErrExists", err)
 	}
 	got, err := s.GetOAuthClient(ctx, c.ID)
@@ -79,7 +84,7 @@ func testOAuthClients(t *testing.T, s OAuthStore) {
 	}
 	newer := &toolplane.OAuthClient{ID: "https://client.example/" + rand.Text(), Name: "Doc", RedirectURIs: []string{"https://client.example/cb"},
 		Source: toolplane.OAuthClientDocument, CreatedAt: at(time.Minute)}
-	if err := s.InsertOAuthClient(ctx, newer); err != nil {
+	if err := s.InsertOAuthClient(ctx, newer, 0); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.OAuthClients(ctx, 100)
@@ -121,7 +126,7 @@ func testOAuthClientSettings(t *testing.T, s OAuthStore) {
 func newOAuthGrant(org, subject string, d time.Duration) *toolplane.OAuthGrant {
 	return &toolplane.OAuthGrant{OrganizationID: org, ID: "oag_" + rand.Text(), ClientID: "tpc_a", Subject: subject,
 		Roles: []string{"approver"}, AgentID: "agent-a", Tools: []string{"payments.refund"}, Resource: "https://tp.example/mcp",
-		CreatedAt: at(d), ExpiresAt: at(d + 24*time.Hour)}
+		CreatedAt: at(d), ExpiresAt: at(d + 24*time.Hour), SignedInAt: at(d - time.Hour)}
 }
 
 func testOAuthGrants(t *testing.T, s OAuthStore) {
@@ -140,7 +145,7 @@ func testOAuthGrants(t *testing.T, s OAuthStore) {
 		t.Fatal(err)
 	}
 	want := *g
-	want.CreatedAt, want.ExpiresAt = stored(want.CreatedAt), stored(want.ExpiresAt)
+	want.CreatedAt, want.ExpiresAt, want.SignedInAt = stored(want.CreatedAt), stored(want.ExpiresAt), stored(want.SignedInAt)
 	if d := diff(*got, want); d != "" {
 		t.Fatalf("grant: %s", d)
 	}
@@ -307,5 +312,154 @@ func testOAuthExpired(t *testing.T, s OAuthStore) {
 	}
 	if _, err := s.TakeOAuthCode(ctx, live.Hash, at(0)); err != nil {
 		t.Fatalf("live code removed: %v", err)
+	}
+}
+
+func testOAuthGrantWithCode(t *testing.T, s OAuthStore) {
+	ctx, org := t.Context(), newOrg()
+	code := func(g *toolplane.OAuthGrant, hash string) *toolplane.OAuthCode {
+		return &toolplane.OAuthCode{Hash: hash, OrganizationID: org, GrantID: g.ID, ClientID: g.ClientID,
+			RedirectURI: "http://127.0.0.1/cb", Challenge: "chal", ExpiresAt: at(time.Minute)}
+	}
+	g := newOAuthGrant(org, "alice", 0)
+	c := code(g, rand.Text())
+	if err := s.InsertOAuthGrantWithCode(ctx, g, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetOAuthGrant(ctx, org, g.ID); err != nil {
+		t.Fatalf("the grant: %v", err)
+	}
+	if got, err := s.TakeOAuthCode(ctx, c.Hash, at(time.Second)); err != nil || got.GrantID != g.ID {
+		t.Fatalf("its code: %v %+v", err, got)
+	}
+
+	tests := []struct {
+		name string
+		// clash answers the grant and code to insert after g and c: one
+		// of them collides with what is stored.
+		clash func() (*toolplane.OAuthGrant, *toolplane.OAuthCode)
+		// grantStored: the grant the failed insert carried is found after.
+		grantStored bool
+	}{
+		{"the code's hash is taken", func() (*toolplane.OAuthGrant, *toolplane.OAuthCode) {
+			g2 := newOAuthGrant(org, "alice", time.Minute)
+			return g2, code(g2, c.Hash)
+		}, false},
+		{"the grant's ID is taken", func() (*toolplane.OAuthGrant, *toolplane.OAuthCode) {
+			g2 := newOAuthGrant(org, "bob", time.Minute)
+			g2.ID = g.ID
+			return g2, code(g2, rand.Text())
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g2, c2 := tt.clash()
+			if err := s.InsertOAuthGrantWithCode(ctx, g2, c2); !errors.Is(err, toolplane.ErrExists) {
+				t.Fatalf("insert: %v, want ErrExists", err)
+			}
+			got, err := s.GetOAuthGrant(ctx, org, g2.ID)
+			switch {
+			case !tt.grantStored && !errors.Is(err, toolplane.ErrNotFound):
+				t.Fatalf("the grant of a failed code insert: %v %+v, want none stored", err, got)
+			case tt.grantStored && (err != nil || got.Subject != g.Subject):
+				t.Fatalf("the grant stored before: %v %+v, want it unchanged", err, got)
+			}
+			if c2.Hash != c.Hash {
+				if _, err := s.TakeOAuthCode(ctx, c2.Hash, at(time.Second)); !errors.Is(err, toolplane.ErrNotFound) {
+					t.Fatalf("the code of a failed grant insert: %v, want none stored", err)
+				}
+			}
+		})
+	}
+	if l, err := s.OAuthGrants(ctx, org, ""); err != nil || len(l) != 1 {
+		t.Fatalf("grants after the failed inserts: %v %+v, want the first alone", err, l)
+	}
+}
+
+func testOAuthClientCap(t *testing.T, s OAuthStore) {
+	ctx := t.Context()
+	const max = 5
+	client := func() *toolplane.OAuthClient {
+		return &toolplane.OAuthClient{ID: "tpc_" + rand.Text(), RedirectURIs: []string{"http://127.0.0.1/cb"},
+			Source: toolplane.OAuthClientRegistered, CreatedAt: at(0)}
+	}
+	first := client()
+	if err := s.InsertOAuthClient(ctx, first, max); err != nil {
+		t.Fatal(err)
+	}
+	// Concurrent inserts: exactly enough to fill the cap get in.
+	var ok, full atomic.Int32
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Go(func() {
+			err := s.InsertOAuthClient(ctx, client(), max)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, toolplane.ErrOAuthClientsFull) && errors.Is(err, toolplane.ErrConflict):
+				full.Add(1)
+			default:
+				t.Errorf("insert: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != max-1 || full.Load() != 12-(max-1) {
+		t.Fatalf("%d inserts stored and %d refused, want %d and %d", ok.Load(), full.Load(), max-1, 12-(max-1))
+	}
+	if l, err := s.OAuthClients(ctx, 100); err != nil || len(l) != max {
+		t.Fatalf("clients: %v %d, want %d", err, len(l), max)
+	}
+	// A client stored already is ErrExists at the cap too (a metadata
+	// document's client is inserted at each first read of it).
+	if err := s.InsertOAuthClient(ctx, first, max); !errors.Is(err, toolplane.ErrExists) {
+		t.Fatalf("a known client at the cap: %v, want ErrExists", err)
+	}
+	if err := s.InsertOAuthClient(ctx, client(), 0); err != nil {
+		t.Fatalf("uncapped: %v", err)
+	}
+	if err := s.InsertOAuthClient(ctx, client(), max+2); err != nil {
+		t.Fatalf("under a higher cap: %v", err)
+	}
+}
+
+func testOAuthUnusedClients(t *testing.T, s OAuthStore) {
+	ctx, org := t.Context(), newOrg()
+	client := func(source string, created time.Duration) *toolplane.OAuthClient {
+		id := "tpc_" + rand.Text()
+		if source == toolplane.OAuthClientDocument {
+			id = "https://client.example/" + rand.Text()
+		}
+		c := &toolplane.OAuthClient{ID: id, RedirectURIs: []string{"http://127.0.0.1/cb"}, Source: source, CreatedAt: at(created)}
+		if err := s.InsertOAuthClient(ctx, c, 0); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	unused := client(toolplane.OAuthClientRegistered, -48*time.Hour)
+	consented := client(toolplane.OAuthClientRegistered, -48*time.Hour)
+	g := newOAuthGrant(org, "alice", 0)
+	g.ClientID = consented.ID
+	if err := s.InsertOAuthGrant(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	set := client(toolplane.OAuthClientRegistered, -48*time.Hour)
+	if err := s.PutOAuthClientSetting(ctx, &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: set.ID, RevokedAt: at(0), UpdatedBy: "admin", UpdatedAt: at(0)}); err != nil {
+		t.Fatal(err)
+	}
+	document := client(toolplane.OAuthClientDocument, -48*time.Hour)
+	recent := client(toolplane.OAuthClientRegistered, 0)
+
+	n, err := s.DeleteUnusedOAuthClients(ctx, at(-24*time.Hour), 1000)
+	if err != nil || n != 1 {
+		t.Fatalf("deleted %d (%v), want the one unused registration", n, err)
+	}
+	if _, err := s.GetOAuthClient(ctx, unused.ID); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("the unused client: %v, want removed", err)
+	}
+	for _, c := range []*toolplane.OAuthClient{consented, set, document, recent} {
+		if _, err := s.GetOAuthClient(ctx, c.ID); err != nil {
+			t.Errorf("client %s (%s, created %v): %v, want kept", c.ID, c.Source, c.CreatedAt, err)
+		}
 	}
 }

@@ -41,7 +41,7 @@ func newOAuthCmd(a *app) *cobra.Command {
 			func(_ *cobra.Command, args []string) (request, error) {
 				return request{method: "POST", path: "/v1/oauth/consents/" + esc(args[0]) + "/revoke"}, nil
 			}))
-	rotate := apiCmd(a, "rotate-key", "make a new access-token signing key; the previous one keeps verifying (platform_admin)",
+	rotate := apiCmd(a, "rotate-key", "make a new access-token signing key; the previous one keeps verifying (the operator: a platform_admin of the operator's organization, default)",
 		exactArgs(0, "no arguments"), nil,
 		func(*cobra.Command, []string) (request, error) {
 			return request{method: "POST", path: "/v1/oauth/signing-key:rotate"}, nil

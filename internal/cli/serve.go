@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/authserver"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/server"
@@ -127,6 +128,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	oauthRefresh := fs.Duration("oauth-refresh-ttl", 0, "how long an OAuth refresh token lives unused (0: 720h); each use rotates it")
 	oauthConsent := fs.Duration("oauth-consent-ttl", 0, "the longest a person's consent to a client lasts (0: 2160h, 90 days); they may choose shorter")
 	oauthRegRate := fs.Int("oauth-registrations-per-hour", 0, "client registrations per hour one client address may make (0: 20)")
+	oauthMaxClients := fs.Int("oauth-max-clients", authserver.DefaultMaxClients, "OAuth clients the server holds at most, registered and metadata documents' together, across every node; past it a registration is refused (0: no cap). Registrations nobody consented to in 7 days are removed")
+	oauthOIDCMaxAge := fs.Duration("oauth-oidc-max-age", authserver.DefaultOIDCMaxAge, "how old the OpenID provider's sign-in behind a consent may be for its tokens to be refreshed; past it the client sends the person through sign-in again, and roles come fresh from the provider (0: no bound). Consents given with a person's key follow the key at every call instead")
 	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")
 	auditNATSStream := fs.String("audit-export-nats-stream", "", "the JetStream stream the audit trail is exported to (created when absent); events on toolplane.audit.<organization>")
 	var auditRetention retentionFlag
@@ -198,9 +201,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		Vault: server.VaultConfig{Addr: *vaultAddr, Token: toolplane.SecretString(os.Getenv(server.VaultTokenEnv)), TokenFile: *vaultTokenFile,
 			Namespace: *vaultNamespace, CAFile: *vaultCAFile, CacheTTL: *vaultCacheTTL},
 		OAuth: server.OAuthConfig{Off: !*oauthOn, Registration: *oauthReg, RedirectAllow: oauthRedirects, Agent: *oauthAgent,
-			AccessTTL: *oauthAccess, RefreshTTL: *oauthRefresh, ConsentTTL: *oauthConsent, DocumentAllowCIDRs: oauthDocCIDRs, RegistrationsPerHour: *oauthRegRate},
+			AccessTTL: *oauthAccess, RefreshTTL: *oauthRefresh, ConsentTTL: *oauthConsent, DocumentAllowCIDRs: oauthDocCIDRs, RegistrationsPerHour: *oauthRegRate,
+			MaxClients: *oauthMaxClients, OIDCMaxAge: *oauthOIDCMaxAge},
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
 	cfg.ProviderWebhookRateLimit = *webhookRate
+	// The flags' 0 is "none"; the config's is "the default".
+	if cfg.OAuth.MaxClients <= 0 {
+		cfg.OAuth.MaxClients = -1
+	}
+	if cfg.OAuth.OIDCMaxAge <= 0 {
+		cfg.OAuth.OIDCMaxAge = -1
+	}
 	if cfg.ProviderWebhookRateLimit <= 0 {
 		cfg.ProviderWebhookRateLimit = -1
 	}

@@ -37,14 +37,27 @@ type OAuthConfig struct {
 	// RegistrationsPerHour bounds registrations per client address;
 	// zero takes authserver.DefaultRegistrationsPH.
 	RegistrationsPerHour int
+	// MaxClients bounds the clients the server holds, registered and
+	// metadata documents' alike; zero takes authserver.DefaultMaxClients,
+	// negative: no bound.
+	MaxClients int
+	// OIDCMaxAge bounds how old the OpenID provider's sign-in behind a
+	// consent may be for its tokens to be refreshed; zero takes
+	// authserver.DefaultOIDCMaxAge, negative: no bound.
+	OIDCMaxAge time.Duration
 }
 
 // oauthSweepEvery is how often each node removes expired codes and
 // refresh tokens; oauthKeep how long past their end they stay, so a late
 // replay still finds (and revokes) what it would have reused.
+// oauthUnusedClient is how long a registered client nobody consented to
+// is kept: a client that registers and never brings a person to consent
+// in a week is swept, making room under OAuthConfig.MaxClients. A client
+// that comes back after answers invalid_client and registers again.
 const (
-	oauthSweepEvery = 10 * time.Minute
-	oauthKeep       = 24 * time.Hour
+	oauthSweepEvery   = 10 * time.Minute
+	oauthKeep         = 24 * time.Hour
+	oauthUnusedClient = 7 * 24 * time.Hour
 )
 
 // authServer answers the authorization server, or nil when it is off,
@@ -73,7 +86,7 @@ func (s *Server) authServer(gate *door.Door, svc *services, people *signin.Servi
 			return names, err
 		},
 		Upstreams: svc.upstreams.Slugs, Agent: cfg.Agent, Registration: cfg.Registration, RedirectAllow: cfg.RedirectAllow,
-		RegistrationsPerHour: cfg.RegistrationsPerHour, Limits: s.limits, ClientAddr: gate.ClientAddr, Egress: docs,
+		RegistrationsPerHour: cfg.RegistrationsPerHour, MaxClients: cfg.MaxClients, OIDCMaxAge: cfg.OIDCMaxAge, Operator: DefaultOrganization, Limits: s.limits, ClientAddr: gate.ClientAddr, Egress: docs,
 		AccessTTL: cfg.AccessTTL, RefreshTTL: cfg.RefreshTTL, ConsentTTL: cfg.ConsentTTL, Logger: s.log})
 	if err != nil {
 		return nil, &ConfigError{Field: "OAuth", Err: err}
@@ -90,6 +103,11 @@ func (s *Server) authServer(gate *door.Door, svc *services, people *signin.Servi
 		sweepEvery(s.bg, oauthSweepEvery, func(ctx context.Context) (int, error) {
 			return st.DeleteOAuthExpired(ctx, time.Now().Add(-oauthKeep), 1000)
 		}, s.log, "expired OAuth codes and refresh tokens not removed")
+	})
+	s.loops.Go(func() {
+		sweepEvery(s.bg, oauthSweepEvery, func(ctx context.Context) (int, error) {
+			return st.DeleteUnusedOAuthClients(ctx, time.Now().Add(-oauthUnusedClient), 1000)
+		}, s.log, "unused OAuth clients not removed")
 	})
 	return as, nil
 }
