@@ -212,7 +212,7 @@ func TestRevokedOnEveryNodesNextCall(t *testing.T) {
 			}
 
 			if err := c.stA.InsertOAuthClient(t.Context(), &toolplane.OAuthClient{ID: second.ClientID, Name: "x", RedirectURIs: []string{"https://x.example/cb"},
-				Source: toolplane.OAuthClientRegistered, CreatedAt: time.Now()}); err != nil {
+				Source: toolplane.OAuthClientRegistered, CreatedAt: time.Now()}, 0); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := c.a.RevokeClient(t.Context(), acmeAdmin, second.ClientID); err != nil {
