@@ -3,6 +3,8 @@ package auditchain
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,4 +145,115 @@ func BenchmarkVerifyJSONL(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// verifySequential is Verify with every row hashed in the walk, none
+// before (sealedAll).
+func verifySequential(in Input) Report {
+	evs := in.Events
+	if i := slices.IndexFunc(evs, func(e toolplane.AuditEvent) bool { return e.Seq != 0 }); i > 0 {
+		evs = evs[i:]
+	} else if i < 0 {
+		evs = nil
+	}
+	var first *toolplane.AuditEvent
+	if len(evs) > 0 {
+		first = &evs[0]
+	}
+	w := newWalk(&in, first)
+	defer w.close()
+	return w.end(&in, w.rows(evs))
+}
+
+// TestVerifyHashedBefore: on a trail long enough to be hashed on every
+// core first, each kind of change is named where it is, as the walk
+// hashing row after row names it, at a worker's block's edge and inside
+// one.
+func TestVerifyHashedBefore(t *testing.T) {
+	t.Parallel()
+	const n = 3 * parallelFrom / 2
+	keys := &KeySet{}
+	if _, err := keys.Generate(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	type tamper func([]toolplane.AuditEvent, int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint)
+	kinds := []struct {
+		name   string
+		tamper tamper
+		kind   Kind
+		at     int64 // the break's Seq, from the row tampered with (k+1)
+	}{
+		{"intact", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			return e, nil
+		}, "", 0},
+		{"changed", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			e[k].Outcome = "denied"
+			return e, nil
+		}, Changed, 0},
+		{"deleted", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			return append(e[:k:k], e[k+1:]...), nil
+		}, Deleted, 0},
+		{"reordered", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			e[k], e[k+1] = e[k+1], e[k]
+			return e, nil
+		}, Reordered, 0},
+		{"renumbered", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			e[k].Seq, e[k+1].Seq = e[k+1].Seq, e[k].Seq
+			e[k], e[k+1] = e[k+1], e[k]
+			return e, nil
+		}, Reordered, 0},
+		{"sealed after a row that is not there", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			Seal(&e[k], e[k].Seq, Link(nil, 1, []byte("nothing")))
+			return e, nil
+		}, Deleted, 0},
+		{"inserted", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			extra := e[k]
+			extra.ID = "forged"
+			return append(e[:k+1:k+1], append([]toolplane.AuditEvent{extra}, e[k+1:]...)...), nil
+		}, Inserted, 0},
+		{"forged checkpoint", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			cp := toolplane.AuditCheckpoint{OrganizationID: "org-1", Seq: e[k].Seq, Hash: e[k].Hash, CreatedAt: time.Now()}
+			if err := keys.Sign(&cp); err != nil {
+				t.Fatal(err)
+			}
+			cp.Hash = e[k-1].Hash
+			return e, []toolplane.AuditCheckpoint{cp}
+		}, Forged, 0},
+		{"rewritten", func(e []toolplane.AuditEvent, k int) ([]toolplane.AuditEvent, []toolplane.AuditCheckpoint) {
+			cp := toolplane.AuditCheckpoint{OrganizationID: "org-1", Seq: e[k].Seq, Hash: e[k].Hash, CreatedAt: time.Now()}
+			if err := keys.Sign(&cp); err != nil {
+				t.Fatal(err)
+			}
+			// Every row from k-1 on sealed again after a change.
+			e[k-1].Outcome = "denied"
+			prev := e[k-2].Hash
+			for i := k - 1; i < len(e); i++ {
+				Seal(&e[i], e[i].Seq, prev)
+				prev = e[i].Hash
+			}
+			return e, []toolplane.AuditCheckpoint{cp}
+		}, Rewritten, 0},
+	}
+	for _, k := range []int{hashBlock - 1, hashBlock, 2*hashBlock + 17, n - 2} {
+		for _, c := range kinds {
+			t.Run(fmt.Sprintf("%s at row %d", c.name, k+1), func(t *testing.T) {
+				t.Parallel()
+				evs, cps := c.tamper(chain("org-1", n), k)
+				in := Input{Events: evs, Checkpoints: cps, Keys: keys}
+				got, want := Verify(in), verifySequential(in)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("verify = %+v (break %+v); hashing row after row, %+v (break %+v)", got, got.Break, want, want.Break)
+				}
+				if c.kind == "" {
+					if !got.OK || got.Events != n {
+						t.Fatalf("verify = %+v (break %+v); want OK over %d", got, got.Break, n)
+					}
+					return
+				}
+				if got.OK || got.Break.Kind != c.kind || got.Break.Seq != int64(k+1) {
+					t.Fatalf("verify = %+v, break %+v; want %s at %d", got, got.Break, c.kind, k+1)
+				}
+			})
+		}
+	}
 }

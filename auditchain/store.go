@@ -183,8 +183,11 @@ type segment struct {
 // join checks it, and meets only the checkpoints from its first row on.
 func walkSegment(ctx context.Context, s toolplane.AuditChainStore, in *Input, org string, read, to int64, cont bool) segment {
 	pages := make(chan chainPageRead, 1)
+	// The pages walked, for the reader to read into again: one walked,
+	// one waiting, one read.
+	free := make(chan []toolplane.AuditEvent, 3)
 	ctx, cancel := context.WithCancel(ctx)
-	go readAhead(ctx, s, org, read, to, pages)
+	go readAhead(ctx, s, org, read, to, pages, free)
 	defer func() {
 		cancel()
 		for range pages { // let the reader end
@@ -212,6 +215,12 @@ func walkSegment(ctx context.Context, s toolplane.AuditChainStore, in *Input, or
 			return sg
 		}
 		sg.n += len(p.events)
+		// The walk keeps nothing of a page's events but their hashes,
+		// which are memory of their own.
+		select {
+		case free <- p.events:
+		default:
+		}
 	}
 	return sg
 }
@@ -247,13 +256,34 @@ type chainPageRead struct {
 	err    error
 }
 
+// A chainAppender reads a page of a chain into memory given back
+// (AppendAuditChain appends to dst what AuditChain answers): a
+// verification reads hundreds of pages a second, each a thousand events
+// of about 700 bytes before their strings.
+type chainAppender interface {
+	AppendAuditChain(ctx context.Context, dst []toolplane.AuditEvent, org string, from, to int64, limit int) ([]toolplane.AuditEvent, error)
+}
+
 // readAhead sends org's chained events from next to to (0: to the end),
 // page by page, on pages, and closes it after a short page, an error,
-// MaxVerify events or ctx's end.
-func readAhead(ctx context.Context, s toolplane.AuditChainStore, org string, next, to int64, pages chan<- chainPageRead) {
+// MaxVerify events or ctx's end. A page is read into one from free, when
+// the store can (chainAppender) and one is there.
+func readAhead(ctx context.Context, s toolplane.AuditChainStore, org string, next, to int64, pages chan<- chainPageRead, free <-chan []toolplane.AuditEvent) {
 	defer close(pages)
+	app, _ := s.(chainAppender)
 	for n := 0; n < MaxVerify; {
-		page, err := s.AuditChain(ctx, org, next, to, chainPage)
+		var page []toolplane.AuditEvent
+		var err error
+		if app != nil {
+			var dst []toolplane.AuditEvent
+			select {
+			case dst = <-free:
+			default:
+			}
+			page, err = app.AppendAuditChain(ctx, dst[:0], org, next, to, chainPage)
+		} else {
+			page, err = s.AuditChain(ctx, org, next, to, chainPage)
+		}
 		select {
 		case pages <- chainPageRead{page, err}:
 		case <-ctx.Done():

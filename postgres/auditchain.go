@@ -2,10 +2,9 @@ package postgres
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,6 +21,12 @@ const maxSeq = int64(1<<63 - 1)
 // AuditChain answers the organization's chained events with from <= Seq
 // <= to (to 0: no bound), in Seq order, at most limit.
 func (s *Store) AuditChain(ctx context.Context, org string, from, to int64, limit int) ([]toolplane.AuditEvent, error) {
+	return s.AppendAuditChain(ctx, nil, org, from, to, limit)
+}
+
+// AppendAuditChain appends to dst what AuditChain answers: a verification
+// reads its pages into the memory of the pages it walked.
+func (s *Store) AppendAuditChain(ctx context.Context, dst []toolplane.AuditEvent, org string, from, to int64, limit int) ([]toolplane.AuditEvent, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("audit chain: %w", err)
 	}
@@ -30,95 +35,65 @@ func (s *Store) AuditChain(ctx context.Context, org string, from, to int64, limi
 	}
 	// Every column, as the other reads do: packed into one value by the
 	// server (as SQLite's store does) the rows cost the server more than
-	// the driver saves (see BENCHMARKS.md). They are packed here instead,
-	// from the driver's raw values (chainRows).
+	// the driver saves (see BENCHMARKS.md). Each row's raw values are read
+	// as they come instead (chainRows).
 	rows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit_events
 		WHERE organization_id = $1 AND seq >= $2 AND seq <= $3 AND seq > 0 ORDER BY seq LIMIT $4`, org, from, to, limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit chain: %w", err)
 	}
-	out, err := chainRows(rows, limit)
+	out, err := chainRows(rows, dst, limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit chain: %w", err)
 	}
 	return out, nil
 }
 
-// chainRows reads AuditChain's rows: each row's raw values packed into
-// one string as sqlstore.AuditPacked packs them, and read back by
-// sqlstore.UnpackAudit, so a row costs an allocation or two where scanning
-// its 44 columns costs nineteen (a chain is read to be verified, tens of
-// thousands of rows a second). Columns of a type or format it does not
-// expect are scanned as the other reads do.
-func chainRows(rows pgx.Rows, limit int) ([]toolplane.AuditEvent, error) {
+// chainRows reads AuditChain's rows: each row's raw values read by
+// sqlstore.UnpackBinary, its strings in one allocation and its byte
+// strings in another, where scanning its 44 columns costs nineteen (a
+// chain is read to be verified, hundreds of thousands of rows a second).
+// Columns of a type or format it does not expect are scanned as the other
+// reads do.
+func chainRows(rows pgx.Rows, dst []toolplane.AuditEvent, limit int) ([]toolplane.AuditEvent, error) {
+	scanned := func() ([]toolplane.AuditEvent, error) {
+		evs, err := collectSized(rows, limit, scanEvent)
+		return append(dst, evs...), err
+	}
 	fds := rows.FieldDescriptions()
-	for _, fd := range fds {
-		switch {
-		case fd.DataTypeOID == pgtype.TextOID || fd.DataTypeOID == pgtype.VarcharOID:
-		case fd.Format != pgx.BinaryFormatCode:
-			return collectSized(rows, limit, scanEvent)
-		case fd.DataTypeOID == pgtype.ByteaOID, fd.DataTypeOID == pgtype.Int8OID,
-			fd.DataTypeOID == pgtype.Int4OID, fd.DataTypeOID == pgtype.BoolOID:
-		default:
-			return collectSized(rows, limit, scanEvent)
+	if len(fds) != sqlstore.AuditColumnCount {
+		return scanned()
+	}
+	for i, fd := range fds {
+		binary := fd.Format == pgx.BinaryFormatCode
+		var ok bool
+		switch sqlstore.PackKindOf(i) {
+		case sqlstore.PackText:
+			// Its bytes: a text's in either format, or a string kept as
+			// BYTEA (arguments_hash, key).
+			ok = fd.DataTypeOID == pgtype.TextOID || fd.DataTypeOID == pgtype.VarcharOID ||
+				(binary && fd.DataTypeOID == pgtype.ByteaOID)
+		case sqlstore.PackBytes:
+			ok = binary && fd.DataTypeOID == pgtype.ByteaOID
+		case sqlstore.PackInt:
+			ok = binary && (fd.DataTypeOID == pgtype.Int8OID || fd.DataTypeOID == pgtype.Int4OID)
+		case sqlstore.PackBool:
+			ok = binary && fd.DataTypeOID == pgtype.BoolOID
+		}
+		if !ok {
+			return scanned()
 		}
 	}
 	defer rows.Close()
-	out := make([]toolplane.AuditEvent, 0, limit)
-	var buf []byte
+	out := slices.Grow(dst, limit)
 	for rows.Next() {
-		buf = buf[:0]
-		for i, raw := range rows.RawValues() {
-			var err error
-			if buf, err = packRaw(buf, fds[i].DataTypeOID, raw); err != nil {
-				return nil, fmt.Errorf("column %s: %w", fds[i].Name, err)
-			}
-		}
-		e, err := sqlstore.UnpackAudit(string(buf), fromMicros)
+		e, err := sqlstore.UnpackBinary(rows.RawValues(), fromMicros)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, e)
 	}
 	return out, rows.Err()
-}
-
-// errRawValue is a binary value of the wrong length for its type.
-var errRawValue = errors.New("binary value of the wrong length")
-
-// packRaw appends one raw value of type oid (binary, or text for text) to
-// buf in sqlstore.AuditPacked's form: its length in bytes, a colon and its
-// bytes; an integer in decimal, a boolean as 1 or 0; NULL as empty.
-func packRaw(buf []byte, oid uint32, raw []byte) ([]byte, error) {
-	var v int64
-	switch oid {
-	case pgtype.Int8OID:
-		if len(raw) != 8 {
-			return buf, errRawValue
-		}
-		v = int64(binary.BigEndian.Uint64(raw))
-	case pgtype.Int4OID:
-		if len(raw) != 4 {
-			return buf, errRawValue
-		}
-		v = int64(int32(binary.BigEndian.Uint32(raw)))
-	case pgtype.BoolOID:
-		if len(raw) != 1 {
-			return buf, errRawValue
-		}
-		if raw[0] != 0 {
-			v = 1
-		}
-	default: // text, bytea
-		buf = strconv.AppendInt(buf, int64(len(raw)), 10)
-		buf = append(buf, ':')
-		return append(buf, raw...), nil
-	}
-	var num [20]byte
-	n := strconv.AppendInt(num[:0], v, 10)
-	buf = strconv.AppendInt(buf, int64(len(n)), 10)
-	buf = append(buf, ':')
-	return append(buf, n...), nil
 }
 
 // AuditHead answers where the organization's chain stands and the lowest

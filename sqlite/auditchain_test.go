@@ -111,3 +111,51 @@ func TestChainHintNeverTakenOnTrust(t *testing.T) {
 		t.Fatalf("verify = %+v (break %+v), %v", r, r.Break, err)
 	}
 }
+
+// TestChainTextWithNUL: an event whose text holds a NUL byte (which the
+// chain's cheaper packing cannot tell from its separator) is read as
+// GetAudit reads it, and its chain verifies; the NUL moved into another
+// column would not.
+func TestChainTextWithNUL(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Now()
+	evs := []*toolplane.AuditEvent{
+		{ID: "ev-1", OrganizationID: "org-1", Tool: "demo.noop", Outcome: "ok", CreatedAt: now},
+		{ID: "ev-2", OrganizationID: "org-1", Tool: "demo.noop", Outcome: "ok", Reason: "a\x00b", Subject: "\x00", CreatedAt: now},
+		{ID: "ev-3", OrganizationID: "org-1", Tool: "demo.noop", Outcome: "ok", CreatedAt: now},
+	}
+	for _, e := range evs {
+		if err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chain, err := s.AuditChain(ctx, "org-1", 1, 0, 10)
+	if err != nil || len(chain) != 3 {
+		t.Fatalf("AuditChain = %d events, %v", len(chain), err)
+	}
+	for _, e := range chain {
+		got, err := s.GetAudit(ctx, "org-1", e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprintf("%+v", *got) != fmt.Sprintf("%+v", e) {
+			t.Fatalf("AuditChain's %s =\n%+v\nGetAudit's =\n%+v", e.ID, e, *got)
+		}
+	}
+	if chain[1].Reason != "a\x00b" || chain[1].Subject != "\x00" {
+		t.Fatalf("reason %q, subject %q", chain[1].Reason, chain[1].Subject)
+	}
+	if r, err := auditchain.VerifyStore(ctx, s, &auditchain.KeySet{}, "org-1", 0, 0); err != nil || !r.OK || r.Events != 3 {
+		t.Fatalf("verify = %+v (break %+v), %v", r, r.Break, err)
+	}
+	for _, q := range []string{`DROP TRIGGER audit_events_no_update`, `UPDATE audit_events SET reason = 'a', subject = 'b' || char(0) || char(0) WHERE id = 'ev-2'`} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if r, err := auditchain.VerifyStore(ctx, s, &auditchain.KeySet{}, "org-1", 0, 0); err != nil || r.OK || r.Break.Kind != auditchain.Changed || r.Break.Seq != 2 {
+		t.Fatalf("verify = %+v (break %+v), %v; want changed at 2", r, r.Break, err)
+	}
+}
