@@ -207,7 +207,7 @@ func TestServeKeepsSingleDashFlags(t *testing.T) {
 			t.Errorf("serve exited %d: %s", code, errOut.String())
 		}
 	}()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "toolplane serving"); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(serveStartBound); !strings.Contains(out.String(), "toolplane serving"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not start: %s %s", out.String(), errOut.String())
 		}

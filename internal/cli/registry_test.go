@@ -46,7 +46,7 @@ func startServe(t *testing.T, flags ...string) running {
 		}
 	})
 	addrRE := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+) `)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(serveStartBound); ; time.Sleep(20 * time.Millisecond) {
 		if m := addrRE.FindStringSubmatch(out.String()); m != nil {
 			creds := readCreds(t, filepath.Join(dir, "credentials.env"))
 			return running{base: m[1], admin: creds["TOOLPLANE_ADMIN_KEY"], agent: creds["TOOLPLANE_DEMO_AGENT_KEY"],
