@@ -249,22 +249,46 @@ type Change struct {
 
 // GrantStore is the storage of grants, denies, bundles and the change
 // log.
+//
+// Each write has an Audited form, the write, AppendChange of its change
+// record ch and AppendAudit of its audit event e in one transaction: a
+// change to what agents may call is stored with its record and its event
+// or not at all. A change record or an event that cannot be stored (an
+// error wrapping ErrExists for a duplicate ID) stores none of the three,
+// and so does a write that does not apply (a grant or deny not there).
 type GrantStore interface {
 	InsertGrant(ctx context.Context, g *Grant) error
+	// InsertGrantAudited is InsertGrant, AppendChange and AppendAudit
+	// in one transaction.
+	InsertGrantAudited(ctx context.Context, g *Grant, ch *Change, e *AuditEvent) error
 	// ListGrants answers an organization's grants, of one agent when
 	// agentID is set, revoked ones included only when asked; oldest first.
 	ListGrants(ctx context.Context, org, agentID string, withRevoked bool) ([]Grant, error)
 	// RevokeGrant marks a grant revoked; ErrNotFound when there is no
 	// standing grant with that id.
 	RevokeGrant(ctx context.Context, org, id, by string, at time.Time) error
+	// RevokeGrantAudited is RevokeGrant, AppendChange and AppendAudit in
+	// one transaction; no standing grant stores nothing and answers
+	// ErrNotFound.
+	RevokeGrantAudited(ctx context.Context, org, id, by string, at time.Time, ch *Change, e *AuditEvent) error
 
 	InsertDeny(ctx context.Context, d *Deny) error
+	// InsertDenyAudited is InsertDeny, AppendChange and AppendAudit in
+	// one transaction.
+	InsertDenyAudited(ctx context.Context, d *Deny, ch *Change, e *AuditEvent) error
 	ListDenies(ctx context.Context, org string) ([]Deny, error)
 	// DeleteDeny lifts a deny; ErrNotFound when there is none.
 	DeleteDeny(ctx context.Context, org, id string) error
+	// DeleteDenyAudited is DeleteDeny, AppendChange and AppendAudit in
+	// one transaction; no such deny stores nothing and answers
+	// ErrNotFound.
+	DeleteDenyAudited(ctx context.Context, org, id string, ch *Change, e *AuditEvent) error
 
 	// PutBundle creates or replaces a bundle.
 	PutBundle(ctx context.Context, b *Bundle) error
+	// PutBundleAudited is PutBundle, AppendChange and AppendAudit in one
+	// transaction.
+	PutBundleAudited(ctx context.Context, b *Bundle, ch *Change, e *AuditEvent) error
 	GetBundle(ctx context.Context, org, name string) (*Bundle, error)
 	ListBundles(ctx context.Context, org string) ([]Bundle, error)
 

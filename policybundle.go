@@ -73,6 +73,12 @@ type PolicyBundleStore interface {
 	// when b's organization already has a bundle at b.Version: of
 	// concurrent publishes of one version exactly one is stored.
 	InsertPolicyBundle(ctx context.Context, b *PolicyBundle) error
+	// InsertPolicyBundleAudited is InsertPolicyBundle, AppendChange of
+	// its change record ch and AppendAudit of its event e in one
+	// transaction: a version is in force only with its record and its
+	// event. A version taken, or a record or event that cannot be stored
+	// (a duplicate ID), is an error wrapping ErrExists and stores none.
+	InsertPolicyBundleAudited(ctx context.Context, b *PolicyBundle, ch *Change, e *AuditEvent) error
 	// GetPolicyBundle answers the organization's bundle at version, files
 	// included, or an error wrapping ErrNotFound.
 	GetPolicyBundle(ctx context.Context, org string, version int64) (*PolicyBundle, error)

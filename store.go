@@ -526,6 +526,12 @@ type CredentialStore interface {
 	// InsertCredential stores c, or answers an error wrapping ErrExists
 	// when a credential with its ID exists, in any organization.
 	InsertCredential(ctx context.Context, c *Credential) error
+	// InsertCredentialAudited is InsertCredential and AppendAudit in one
+	// transaction: a key and the event recording its creation are stored
+	// together or not at all, so no key ever authenticates that the
+	// trail does not account for. An event that cannot be stored (an
+	// error wrapping ErrExists for a duplicate ID) stores no credential.
+	InsertCredentialAudited(ctx context.Context, c *Credential, e *AuditEvent) error
 	// GetCredential answers the credential with that ID, whatever its
 	// organization, or ErrNotFound. It is the authentication lookup: the
 	// caller learns the organization from the answer.
@@ -551,6 +557,12 @@ type CredentialStore interface {
 	// (neither clearing nor moving it), so a revoked key is never valid
 	// again.
 	UpdateCredential(ctx context.Context, c *Credential) (bool, error)
+	// UpdateCredentialAudited is UpdateCredential and AppendAudit in one
+	// transaction, like UpdateClaimAudited: a key's revocation and its
+	// audit event are stored together or not at all. When the update
+	// does not apply (a stale version) the event is not stored either,
+	// and c.Version moves only when both are stored.
+	UpdateCredentialAudited(ctx context.Context, c *Credential, e *AuditEvent) (bool, error)
 	// TouchCredential records a use of the credential: it sets LastUsedAt
 	// to at, unless the stored time is already later, so it never moves
 	// back. It is one cheap unconditional write, not a

@@ -45,7 +45,6 @@ func (e *InvalidError) Unwrap() error { return toolplane.ErrInvalid }
 // a platform_admin mints and revokes, an auditor may list too.
 type Keys struct {
 	store toolplane.CredentialStore
-	audit toolplane.AuditStore
 	cache *Cache
 	now   func() time.Time
 }
@@ -57,9 +56,6 @@ type KeysConfig struct {
 	// revocation clears so that this node refuses the key at once.
 	Cache *Cache
 	Now   func() time.Time
-	// Audit is where a key's creation and revocation are recorded; nil
-	// is Store, when it keeps the audit trail too (both stores do).
-	Audit toolplane.AuditStore
 }
 
 // NewKeys answers a key service.
@@ -67,10 +63,7 @@ func NewKeys(cfg KeysConfig) *Keys {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Audit == nil {
-		cfg.Audit, _ = cfg.Store.(toolplane.AuditStore)
-	}
-	return &Keys{store: cfg.Store, audit: cfg.Audit, cache: cfg.Cache, now: cfg.Now}
+	return &Keys{store: cfg.Store, cache: cfg.Cache, now: cfg.Now}
 }
 
 // MayManage refuses a caller who may not mint or revoke keys: a
@@ -212,21 +205,15 @@ func (s *Keys) Create(ctx context.Context, k NewKey, by *toolplane.Credential) (
 			cred.Attributes[name] = v
 		}
 	}
-	if err := s.store.InsertCredential(ctx, cred); err != nil {
+	// The key and its audit event are stored together or not at all: a
+	// key nobody can account for never exists, and its secret is shown
+	// only once both are stored.
+	if err := s.store.InsertCredentialAudited(ctx, cred, s.event(by, "created", cred)); err != nil {
 		if errors.Is(err, toolplane.ErrInvalid) {
 			return "", nil, fmt.Errorf("%w: %w", ErrNotStored, err)
 		}
 		// An outage is the platform's, never the caller's bad request.
 		return "", nil, fmt.Errorf("store key %s: %w", id, err)
-	}
-	if err := s.record(ctx, by, "created", cred); err != nil {
-		// A key nobody can account for must not be usable: it is
-		// revoked before its secret is ever shown.
-		cred.RevokedAt = s.now()
-		if _, rerr := s.store.UpdateCredential(context.WithoutCancel(ctx), cred); rerr != nil {
-			return "", nil, fmt.Errorf("key %s: %w; revoking it: %w", id, err, rerr)
-		}
-		return "", nil, fmt.Errorf("key %s: %w", id, err)
 	}
 	return Key(id, secret), cred, nil
 }
@@ -265,37 +252,26 @@ func (s *Keys) Revoke(ctx context.Context, id string, by *toolplane.Credential) 
 		return nil, fmt.Errorf("revoke key %s: %w", id, err)
 	}
 	if cred.RevokedAt.IsZero() {
+		// Only the revocation that takes effect is recorded, in its own
+		// transaction: revoking a revoked key changes nothing.
 		cred.RevokedAt = s.now()
-		ok, err := s.store.UpdateCredential(ctx, cred)
+		ok, err := s.store.UpdateCredentialAudited(ctx, cred, s.event(by, "revoked", cred))
 		if err != nil {
 			return nil, fmt.Errorf("revoke key %s: %w: %w", id, ErrChanged, err)
 		}
 		if !ok {
 			return nil, fmt.Errorf("revoke key %s: %w", id, ErrChanged)
 		}
-		s.cache.Forget(cred.ID)
-		// Only the revocation that took effect is recorded: revoking a
-		// revoked key changes nothing.
-		if err := s.record(ctx, by, "revoked", cred); err != nil {
-			return nil, fmt.Errorf("revoke key %s: %w", id, err)
-		}
 	}
 	s.cache.Forget(cred.ID)
 	return cred, nil
 }
 
-// record appends the audit event of by's change to the key cred: its ID
+// event answers the audit event of by's change to the key cred: its ID
 // as the subject, what it authenticates as the reason, never its secret
-// or hash. The store offers no transaction spanning a credential and an
-// event, so it follows the change.
-func (s *Keys) record(ctx context.Context, by *toolplane.Credential, outcome string, cred *toolplane.Credential) error {
-	if s.audit == nil {
-		return nil
-	}
+// or hash. The store writes it in the change's transaction.
+func (s *Keys) event(by *toolplane.Credential, outcome string, cred *toolplane.Credential) *toolplane.AuditEvent {
 	ev := toolplane.ControlEvent(by, toolplane.AuditKey, outcome, cred.ID, s.now())
 	ev.Reason = string(cred.Kind) + " " + cred.Subject
-	if err := s.audit.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
+	return ev
 }

@@ -40,9 +40,7 @@ const recheck = time.Second
 // Service manages and evaluates grants.
 type Service struct {
 	store toolplane.GrantStore
-	audit toolplane.AuditStore
 	reg   *registry.Registry
-	log   *slog.Logger
 	now   func() time.Time
 
 	mu       sync.Mutex
@@ -81,30 +79,23 @@ type Config struct {
 	// when a call is decided or a grant explained; a service that only
 	// adds grants needs none.
 	Registry *registry.Registry
-	// Logger reports changes the change log did not take; nil is
-	// slog.Default().
+	// Logger is ignored.
+	//
+	// Deprecated: every change is stored with its change record and its
+	// audit event (kind grant) in one transaction, or answers its caller
+	// an error, so the service has nothing to log.
 	Logger *slog.Logger
 	// Now is the clock grants are recorded and expire by; nil is time.Now.
 	Now func() time.Time
-	// Audit is where every change is recorded as an audit event (kind
-	// grant); nil is Store, when it keeps the audit trail too (both
-	// stores do).
-	Audit toolplane.AuditStore
 }
 
 // New answers a service built from cfg.
 func New(cfg Config) *Service {
-	log, now := cfg.Logger, cfg.Now
-	if log == nil {
-		log = slog.Default()
-	}
+	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	if cfg.Audit == nil {
-		cfg.Audit, _ = cfg.Store.(toolplane.AuditStore)
-	}
-	return &Service{store: cfg.Store, audit: cfg.Audit, reg: cfg.Registry, log: log, now: now, cache: map[string]*view{}}
+	return &Service{store: cfg.Store, reg: cfg.Registry, now: now, cache: map[string]*view{}}
 }
 
 // checkPattern validates a grant or deny pattern: a glob over platform
@@ -231,10 +222,11 @@ func (s *Service) AddGrantWithID(ctx context.Context, id string, g *toolplane.Gr
 	}
 	g.ID, g.OrganizationID, g.GrantedBy, g.CreatedAt = id, by.OrganizationID, by.Subject, s.now()
 	g.RevokedAt, g.RevokedBy = time.Time{}, ""
-	if err := s.store.InsertGrant(ctx, g); err != nil {
+	ch, ev := s.record(by, "grant.add", grantSubject(g), g)
+	if err := s.store.InsertGrantAudited(ctx, g, ch, ev); err != nil {
 		return fmt.Errorf("grant %s: %w", g.AgentID, err)
 	}
-	s.changed(ctx, by, "grant.add", grantSubject(g), g)
+	s.changed(by)
 	return nil
 }
 
@@ -255,10 +247,11 @@ func (s *Service) RevokeGrant(ctx context.Context, id string, by *toolplane.Cred
 	if err := MayGrant(by); err != nil {
 		return err
 	}
-	if err := s.store.RevokeGrant(ctx, by.OrganizationID, id, by.Subject, s.now()); err != nil {
+	ch, ev := s.record(by, "grant.revoke", id, map[string]string{"id": id})
+	if err := s.store.RevokeGrantAudited(ctx, by.OrganizationID, id, by.Subject, ch.CreatedAt, ch, ev); err != nil {
 		return fmt.Errorf("revoke grant %s: %w", id, err)
 	}
-	s.changed(ctx, by, "grant.revoke", id, map[string]string{"id": id})
+	s.changed(by)
 	return nil
 }
 
@@ -282,10 +275,11 @@ func (s *Service) AddDeny(ctx context.Context, d *toolplane.Deny, by *toolplane.
 		return fmt.Errorf("%w: a deny says why (reason)", toolplane.ErrInvalid)
 	}
 	d.ID, d.OrganizationID, d.CreatedBy, d.CreatedAt = toolplane.NewID("dny_"), by.OrganizationID, by.Subject, s.now()
-	if err := s.store.InsertDeny(ctx, d); err != nil {
+	ch, ev := s.record(by, "deny.add", d.AgentID, d)
+	if err := s.store.InsertDenyAudited(ctx, d, ch, ev); err != nil {
 		return fmt.Errorf("deny %s: %w", d.Pattern, err)
 	}
-	s.changed(ctx, by, "deny.add", d.AgentID, d)
+	s.changed(by)
 	return nil
 }
 
@@ -294,10 +288,11 @@ func (s *Service) LiftDeny(ctx context.Context, id string, by *toolplane.Credent
 	if err := MayDeny(by); err != nil {
 		return err
 	}
-	if err := s.store.DeleteDeny(ctx, by.OrganizationID, id); err != nil {
+	ch, ev := s.record(by, "deny.lift", id, map[string]string{"id": id})
+	if err := s.store.DeleteDenyAudited(ctx, by.OrganizationID, id, ch, ev); err != nil {
 		return fmt.Errorf("lift deny %s: %w", id, err)
 	}
-	s.changed(ctx, by, "deny.lift", id, map[string]string{"id": id})
+	s.changed(by)
 	return nil
 }
 
@@ -323,41 +318,37 @@ func (s *Service) PutBundle(ctx context.Context, b *toolplane.Bundle, by *toolpl
 	}
 	b.OrganizationID, b.CreatedBy = by.OrganizationID, by.Subject
 	b.CreatedAt, b.UpdatedAt = s.now(), s.now()
-	if err := s.store.PutBundle(ctx, b); err != nil {
+	ch, ev := s.record(by, "bundle.put", b.Name, b)
+	if err := s.store.PutBundleAudited(ctx, b, ch, ev); err != nil {
 		return fmt.Errorf("bundle %s: %w", b.Name, err)
 	}
-	s.changed(ctx, by, "bundle.put", b.Name, b)
+	s.changed(by)
 	return nil
 }
 
-// changed records a change and drops this node's cached view of the
-// organization, so its next decision sees the change.
-func (s *Service) changed(ctx context.Context, by *toolplane.Credential, kind, subject string, detail any) {
+// record answers the change record and the audit event (kind grant) of
+// by's change of kind to subject, detail its content: the store writes
+// both in the change's transaction, so a grant never stands, nor a deny
+// is lifted, without them.
+func (s *Service) record(by *toolplane.Credential, kind, subject string, detail any) (*toolplane.Change, *toolplane.AuditEvent) {
+	body, _ := json.Marshal(detail)
+	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: by.OrganizationID, Kind: kind, Subject: subject,
+		Actor: by.Subject, Detail: body, CreatedAt: s.now()}
+	ev := toolplane.ControlEvent(by, toolplane.AuditGrant, changeOutcomes[kind], subject, c.CreatedAt)
+	ev.Reason = changeReason(detail)
+	return c, ev
+}
+
+// changed drops this node's cached view of by's organization after a
+// change was stored, so its next decision sees the change, and tells the
+// watchers.
+func (s *Service) changed(by *toolplane.Credential) {
 	s.mu.Lock()
 	delete(s.cache, by.OrganizationID)
 	watchers := slices.Clone(s.watchers)
 	s.mu.Unlock()
-	defer func() {
-		for _, fn := range watchers {
-			fn()
-		}
-	}()
-	body, _ := json.Marshal(detail)
-	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: by.OrganizationID, Kind: kind, Subject: subject,
-		Actor: by.Subject, Detail: body, CreatedAt: s.now()}
-	if err := s.store.AppendChange(ctx, c); err != nil {
-		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "subject", subject, "err", err)
-	}
-	if s.audit == nil {
-		return
-	}
-	// The store writes a grant and an event in no one transaction: the
-	// event follows the change, and a failure is reported as the change
-	// log's is.
-	ev := toolplane.ControlEvent(by, toolplane.AuditGrant, changeOutcomes[kind], subject, c.CreatedAt)
-	ev.Reason = changeReason(detail)
-	if err := s.audit.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
-		s.log.ErrorContext(ctx, "grant change not audited", "kind", kind, "subject", subject, "err", err)
+	for _, fn := range watchers {
+		fn()
 	}
 }
 

@@ -63,22 +63,11 @@ func names(field string, list []string) ([]string, error) {
 // toolplane.ErrExists when a credential with its ID exists in any
 // organization.
 func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) error {
-	roles, err := names("roles", c.Roles)
+	args, err := credentialArgs(c)
 	if err != nil {
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
-	tools, err := names("tools", c.Tools)
-	if err != nil {
-		return fmt.Errorf("insert credential %s: %w", c.ID, err)
-	}
-	attrs, err := attributes(c.Attributes)
-	if err != nil {
-		return fmt.Errorf("insert credential %s: %w", c.ID, err)
-	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
-		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, attrs)
+	_, err = s.pool.Exec(ctx, insertCredential, args...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert credential %s: %w", c.ID, toolplane.ErrExists)
 	}
@@ -86,6 +75,44 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
 	return nil
+}
+
+// InsertCredentialAudited is InsertCredential and AppendAudit in one
+// statement: a credential whose event cannot be stored is not stored
+// either.
+func (s *Store) InsertCredentialAudited(ctx context.Context, c *toolplane.Credential, e *toolplane.AuditEvent) error {
+	args, err := credentialArgs(c)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	if _, err := s.execAudited(ctx, insertCredentialAudited, args, nil, e); err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+const insertCredential = `INSERT INTO credentials (` + credentialColumns + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+
+var insertCredentialAudited = audited(insertCredential, 15, false)
+
+// credentialArgs answers insertCredential's arguments for c, or why c
+// cannot be stored.
+func credentialArgs(c *toolplane.Credential) ([]any, error) {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := attributes(c.Attributes)
+	if err != nil {
+		return nil, err
+	}
+	return []any{c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, attrs}, nil
 }
 
 // GetCredential answers the credential with that ID, in whichever
@@ -121,22 +148,11 @@ func (s *Store) ListCredentials(ctx context.Context, org, after string, limit in
 // statement, and on success sets c.Version to the new version. A stored
 // revocation is kept (COALESCE), and nothing else is written.
 func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (bool, error) {
-	roles, err := names("roles", c.Roles)
+	args, err := updateCredentialArgs(c)
 	if err != nil {
 		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
 	}
-	tools, err := names("tools", c.Tools)
-	if err != nil {
-		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
-	}
-	tag, err := s.pool.Exec(ctx, `UPDATE credentials SET
-			roles = $1, tools = $2, label = $3, expires_at = $4,
-			revoked_at = COALESCE(revoked_at, $5),
-			version = version + 1
-		WHERE organization_id = $6 AND id = $7 AND version = $8`,
-		roles, tools, c.Label, optMicros(c.ExpiresAt),
-		optMicros(c.RevokedAt),
-		c.OrganizationID, c.ID, c.Version)
+	tag, err := s.pool.Exec(ctx, updateCredential, args...)
 	if err != nil {
 		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
 	}
@@ -145,6 +161,47 @@ func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (
 		c.Version++
 	}
 	return ok, nil
+}
+
+// UpdateCredentialAudited is UpdateCredential and AppendAudit in one
+// statement; a stale version stores neither, and an event that cannot be
+// stored updates nothing. c.Version moves only when both are stored.
+func (s *Store) UpdateCredentialAudited(ctx context.Context, c *toolplane.Credential, e *toolplane.AuditEvent) (bool, error) {
+	args, err := updateCredentialArgs(c)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	ok, err := s.execAudited(ctx, updateCredentialAudited, args, nil, e)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+const updateCredential = `UPDATE credentials SET
+			roles = $1, tools = $2, label = $3, expires_at = $4,
+			revoked_at = COALESCE(revoked_at, $5),
+			version = version + 1
+		WHERE organization_id = $6 AND id = $7 AND version = $8`
+
+var updateCredentialAudited = audited(updateCredential, 8, false)
+
+// updateCredentialArgs answers updateCredential's arguments for c, or why
+// c cannot be stored.
+func updateCredentialArgs(c *toolplane.Credential) ([]any, error) {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return nil, err
+	}
+	return []any{roles, tools, c.Label, optMicros(c.ExpiresAt), optMicros(c.RevokedAt),
+		c.OrganizationID, c.ID, c.Version}, nil
 }
 
 // TouchCredential sets the credential's last use to at unless the stored one

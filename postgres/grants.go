@@ -39,17 +39,11 @@ func scanGrant(r scanner) (toolplane.Grant, error) {
 // InsertGrant stores g, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a grant with that ID.
 func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
-	if err := errors.Join(g.CheckTarget(), g.CheckSubject()); err != nil {
-		return fmt.Errorf("insert grant %s: %w", g.ID, err)
-	}
-	scope, err := names("tenant scope", g.TenantScope)
+	args, err := grantArgs(g)
 	if err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO grants (`+grantColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-		g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
-		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy, g.UserID, g.Group)
+	_, err = s.pool.Exec(ctx, insertGrant, args...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert grant %s: %w", g.ID, toolplane.ErrExists)
 	}
@@ -57,6 +51,38 @@ func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
 	return nil
+}
+
+// InsertGrantAudited is InsertGrant, AppendChange and AppendAudit in one
+// statement.
+func (s *Store) InsertGrantAudited(ctx context.Context, g *toolplane.Grant, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	args, err := grantArgs(g)
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	if _, err := s.execAudited(ctx, insertGrantAudited, args, ch, e); err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	return nil
+}
+
+const insertGrant = `INSERT INTO grants (` + grantColumns + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+
+var insertGrantAudited = audited(insertGrant, 13, true)
+
+// grantArgs answers insertGrant's arguments for g, or why g cannot be
+// stored.
+func grantArgs(g *toolplane.Grant) ([]any, error) {
+	if err := errors.Join(g.CheckTarget(), g.CheckSubject()); err != nil {
+		return nil, err
+	}
+	scope, err := names("tenant scope", g.TenantScope)
+	if err != nil {
+		return nil, err
+	}
+	return []any{g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
+		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy, g.UserID, g.Group}, nil
 }
 
 // ListGrants answers the organization's grants, of one agent when agentID
@@ -98,13 +124,43 @@ func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Tim
 	if !dialect.Text(id) {
 		return fmt.Errorf("revoke grant %q: %w", id, toolplane.ErrNotFound)
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE grants SET revoked_at = $1, revoked_by = $2
-		WHERE organization_id = $3 AND id = $4 AND revoked_at IS NULL`, micros(at), by, org, id)
+	tag, err := s.pool.Exec(ctx, revokeGrant, micros(at), by, org, id)
 	if err != nil {
 		return fmt.Errorf("revoke grant %s: %w", id, err)
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("revoke grant %s: %w", id, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
+// RevokeGrantAudited is RevokeGrant, AppendChange and AppendAudit in one
+// statement; no standing grant stores nothing.
+func (s *Store) RevokeGrantAudited(ctx context.Context, org, id, by string, at time.Time, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	if at.IsZero() {
+		return fmt.Errorf("revoke grant %s: zero time", id)
+	}
+	if !dialect.Text(id) {
+		return fmt.Errorf("revoke grant %q: %w", id, toolplane.ErrNotFound)
+	}
+	return s.auditedOne(ctx, "revoke grant "+id, revokeGrantAudited, []any{micros(at), by, org, id}, ch, e)
+}
+
+const revokeGrant = `UPDATE grants SET revoked_at = $1, revoked_by = $2
+		WHERE organization_id = $3 AND id = $4 AND revoked_at IS NULL`
+
+var revokeGrantAudited = audited(revokeGrant, 4, true)
+
+// auditedOne runs query, built by audited, with args, ch and e. A write
+// that changes no row stores nothing and answers an error wrapping
+// toolplane.ErrNotFound; every error names what.
+func (s *Store) auditedOne(ctx context.Context, what, query string, args []any, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	ok, err := s.execAudited(ctx, query, args, ch, e)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: %w", what, toolplane.ErrNotFound)
 	}
 	return nil
 }
@@ -124,8 +180,7 @@ func scanDeny(r scanner) (toolplane.Deny, error) {
 // InsertDeny stores d, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a deny with that ID.
 func (s *Store) InsertDeny(ctx context.Context, d *toolplane.Deny) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO denies (`+denyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		d.OrganizationID, d.ID, d.AgentID, d.Pattern, d.Reason, d.CreatedBy, micros(d.CreatedAt))
+	_, err := s.pool.Exec(ctx, insertDeny, denyArgs(d)...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert deny %s: %w", d.ID, toolplane.ErrExists)
 	}
@@ -133,6 +188,23 @@ func (s *Store) InsertDeny(ctx context.Context, d *toolplane.Deny) error {
 		return fmt.Errorf("insert deny %s: %w", d.ID, err)
 	}
 	return nil
+}
+
+// InsertDenyAudited is InsertDeny, AppendChange and AppendAudit in one
+// statement.
+func (s *Store) InsertDenyAudited(ctx context.Context, d *toolplane.Deny, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	if _, err := s.execAudited(ctx, insertDenyAudited, denyArgs(d), ch, e); err != nil {
+		return fmt.Errorf("insert deny %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+const insertDeny = `INSERT INTO denies (` + denyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7)`
+
+var insertDenyAudited = audited(insertDeny, 7, true)
+
+func denyArgs(d *toolplane.Deny) []any {
+	return []any{d.OrganizationID, d.ID, d.AgentID, d.Pattern, d.Reason, d.CreatedBy, micros(d.CreatedAt)}
 }
 
 // ListDenies answers the organization's denies, oldest first (ties by ID).
@@ -155,7 +227,7 @@ func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
 	if !dialect.Text(id) {
 		return fmt.Errorf("delete deny %q: %w", id, toolplane.ErrNotFound)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM denies WHERE organization_id = $1 AND id = $2`, org, id)
+	tag, err := s.pool.Exec(ctx, deleteDeny, org, id)
 	if err != nil {
 		return fmt.Errorf("delete deny %s: %w", id, err)
 	}
@@ -164,6 +236,19 @@ func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
 	}
 	return nil
 }
+
+// DeleteDenyAudited is DeleteDeny, AppendChange and AppendAudit in one
+// statement; no such deny stores nothing.
+func (s *Store) DeleteDenyAudited(ctx context.Context, org, id string, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	if !dialect.Text(id) {
+		return fmt.Errorf("delete deny %q: %w", id, toolplane.ErrNotFound)
+	}
+	return s.auditedOne(ctx, "delete deny "+id, deleteDenyAudited, []any{org, id}, ch, e)
+}
+
+const deleteDeny = `DELETE FROM denies WHERE organization_id = $1 AND id = $2`
+
+var deleteDenyAudited = audited(deleteDeny, 2, true)
 
 const bundleColumns = `organization_id, name, refs, created_by, created_at, updated_at`
 
@@ -187,17 +272,39 @@ func scanBundle(r scanner) (toolplane.Bundle, error) {
 // stored CreatedAt and CreatedBy: they record the bundle's creation, and
 // the change log records each replacement.
 func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
-	refs, err := names("refs", b.Refs)
+	args, err := bundleArgs(b)
 	if err != nil {
 		return fmt.Errorf("put bundle %s: %w", b.Name, err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO bundles (`+bundleColumns+`) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (organization_id, name) DO UPDATE SET refs = excluded.refs, updated_at = excluded.updated_at`,
-		b.OrganizationID, b.Name, refs, b.CreatedBy, micros(b.CreatedAt), micros(b.UpdatedAt))
-	if err != nil {
+	if _, err = s.pool.Exec(ctx, putBundle, args...); err != nil {
 		return fmt.Errorf("put bundle %s: %w", b.Name, err)
 	}
 	return nil
+}
+
+// PutBundleAudited is PutBundle, AppendChange and AppendAudit in one
+// statement.
+func (s *Store) PutBundleAudited(ctx context.Context, b *toolplane.Bundle, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	args, err := bundleArgs(b)
+	if err != nil {
+		return fmt.Errorf("put bundle %s: %w", b.Name, err)
+	}
+	return s.auditedOne(ctx, "put bundle "+b.Name, putBundleAudited, args, ch, e)
+}
+
+const putBundle = `INSERT INTO bundles (` + bundleColumns + `) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (organization_id, name) DO UPDATE SET refs = excluded.refs, updated_at = excluded.updated_at`
+
+var putBundleAudited = audited(putBundle, 6, true)
+
+// bundleArgs answers putBundle's arguments for b, or why b cannot be
+// stored.
+func bundleArgs(b *toolplane.Bundle) ([]any, error) {
+	refs, err := names("refs", b.Refs)
+	if err != nil {
+		return nil, err
+	}
+	return []any{b.OrganizationID, b.Name, refs, b.CreatedBy, micros(b.CreatedAt), micros(b.UpdatedAt)}, nil
 }
 
 // GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.

@@ -48,12 +48,11 @@ const (
 )
 
 // Store is what the service keeps bundles in and replays shadows from.
+//
+// A version is stored with its change record and its audit event (kind
+// policy) in one transaction (InsertPolicyBundleAudited).
 type Store interface {
 	toolplane.PolicyBundleStore
-	AppendChange(ctx context.Context, c *toolplane.Change) error
-	// AppendAudit records each publish, rollback and disable in the
-	// audit trail (kind policy).
-	AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error
 	ListAudit(ctx context.Context, org string, filter toolplane.AuditFilter, after string, limit int) ([]toolplane.AuditEvent, string, error)
 }
 
@@ -75,8 +74,11 @@ type Config struct {
 	// TestBudget bounds the time a run of a bundle's tests spends (the
 	// test endpoint's and a publish's); zero is DefaultTestBudget.
 	TestBudget time.Duration
-	// Logger reports changes the change log did not take; nil is
-	// slog.Default().
+	// Logger is ignored.
+	//
+	// Deprecated: every version is stored with its change record and its
+	// audit event (kind policy) in one transaction, or answers its caller
+	// an error, so the service has nothing to log.
 	Logger *slog.Logger
 	// Zone is the deployment's time zone: what an organization's rules
 	// read time in when its bundle names none, and its zone while it has
@@ -114,7 +116,6 @@ type Service struct {
 	// run of a bundle's tests (see DefaultTestBudget).
 	runBudget  time.Duration
 	testBudget time.Duration
-	log        *slog.Logger
 	now        func() time.Time
 	// zone is the deployment's time zone (Config.Zone).
 	zone *time.Location
@@ -126,7 +127,7 @@ type Service struct {
 // New answers a service built from cfg.
 func New(cfg Config) *Service {
 	s := &Service{store: cfg.Store, grants: cfg.Grants, runCost: cfg.RunCost, budget: cfg.Budget, runBudget: cfg.RunBudget,
-		testBudget: cfg.TestBudget, log: cfg.Logger, now: cfg.Now, zone: cfg.Zone, engines: map[string]policy.Engine{}, cache: map[string]*compiled{}}
+		testBudget: cfg.TestBudget, now: cfg.Now, zone: cfg.Zone, engines: map[string]policy.Engine{}, cache: map[string]*compiled{}}
 	if s.zone == nil {
 		s.zone = time.UTC
 	}
@@ -138,9 +139,6 @@ func New(cfg Config) *Service {
 	}
 	if s.testBudget <= 0 {
 		s.testBudget = DefaultTestBudget
-	}
-	if s.log == nil {
-		s.log = slog.Default()
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -443,7 +441,10 @@ func (s *Service) insert(ctx context.Context, b *toolplane.PolicyBundle, kind, o
 			return nil, err
 		}
 		b.OrganizationID, b.Version, b.PublishedBy, b.PublishedAt = org, latest+1, by.Subject, s.now()
-		err = s.store.InsertPolicyBundle(ctx, b)
+		// The version, its change record and its audit event are
+		// stored together: a version is never in force unrecorded.
+		c, ev := publishRecord(b, kind, outcome, by)
+		err = s.store.InsertPolicyBundleAudited(ctx, b, c, ev)
 		if errors.Is(err, toolplane.ErrExists) && attempt < 5 {
 			continue
 		}
@@ -453,24 +454,22 @@ func (s *Service) insert(ctx context.Context, b *toolplane.PolicyBundle, kind, o
 		break
 	}
 	s.mu.Lock()
-	delete(s.cache, org)
+	delete(s.cache, b.OrganizationID)
 	s.mu.Unlock()
+	return b, nil
+}
+
+// publishRecord answers the change record and the audit event (kind
+// policy, with outcome) of by's publish of b, a change of kind. Each
+// attempt at a version gets its own, with fresh IDs.
+func publishRecord(b *toolplane.PolicyBundle, kind, outcome string, by *toolplane.Credential) (*toolplane.Change, *toolplane.AuditEvent) {
 	detail, _ := json.Marshal(map[string]any{"version": b.Version, "language": b.Language, "digest": b.Digest,
 		"time_zone": b.TimeZone, "disabled": b.Disabled, "note": b.Note})
-	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: org, Kind: kind,
+	c := &toolplane.Change{ID: toolplane.NewID("chg_"), OrganizationID: b.OrganizationID, Kind: kind,
 		Subject: fmt.Sprintf("v%d", b.Version), Actor: by.Subject, Detail: detail, CreatedAt: b.PublishedAt}
-	if err := s.store.AppendChange(ctx, c); err != nil {
-		s.log.ErrorContext(ctx, "change not recorded", "kind", kind, "version", b.Version, "err", err)
-	}
-	// A bundle and an event are stored in no one transaction: the event
-	// follows the version, which is in force already, and a failure is
-	// reported as the change log's is.
 	ev := toolplane.ControlEvent(by, toolplane.AuditPolicy, outcome, c.Subject, b.PublishedAt)
 	ev.PolicyBundle, ev.Reason = b.Version, b.Note
-	if err := s.store.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
-		s.log.ErrorContext(ctx, "policy change not audited", "kind", kind, "version", b.Version, "err", err)
-	}
-	return b, nil
+	return c, ev
 }
 
 // The audit outcomes of the policy trail (kind policy): a version

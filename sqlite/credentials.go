@@ -76,22 +76,11 @@ func fromNames(s string) ([]string, error) {
 // toolplane.ErrExists when a credential with its ID exists in any
 // organization.
 func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) error {
-	roles, err := names("roles", c.Roles)
+	args, err := credentialArgs(c)
 	if err != nil {
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
-	tools, err := names("tools", c.Tools)
-	if err != nil {
-		return fmt.Errorf("insert credential %s: %w", c.ID, err)
-	}
-	attrs, err := attributes(c.Attributes)
-	if err != nil {
-		return fmt.Errorf("insert credential %s: %w", c.ID, err)
-	}
-	_, err = s.exec(ctx, `INSERT INTO credentials (`+credentialColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
-		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, string(attrs))
+	_, err = s.exec(ctx, insertCredential, args...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert credential %s: %w", c.ID, toolplane.ErrExists)
 	}
@@ -99,6 +88,45 @@ func (s *Store) InsertCredential(ctx context.Context, c *toolplane.Credential) e
 		return fmt.Errorf("insert credential %s: %w", c.ID, err)
 	}
 	return nil
+}
+
+// InsertCredentialAudited is InsertCredential and AppendAudit in one
+// transaction: a credential whose event cannot be stored is not stored
+// either.
+func (s *Store) InsertCredentialAudited(ctx context.Context, c *toolplane.Credential, e *toolplane.AuditEvent) error {
+	args, err := credentialArgs(c)
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	_, err = s.audited(ctx, nil, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		return inserted(s.txExec(ctx, tx, insertCredential, args...))
+	})
+	if err != nil {
+		return fmt.Errorf("insert credential %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+const insertCredential = `INSERT INTO credentials (` + credentialColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// credentialArgs answers insertCredential's arguments for c, or why c
+// cannot be stored.
+func credentialArgs(c *toolplane.Credential) ([]any, error) {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := attributes(c.Attributes)
+	if err != nil {
+		return nil, err
+	}
+	return []any{c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, string(attrs)}, nil
 }
 
 // GetCredential answers the credential with that ID, in whichever
@@ -130,22 +158,11 @@ func (s *Store) ListCredentials(ctx context.Context, org, after string, limit in
 // revocation is kept (COALESCE), and nothing else is written.
 func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (bool, error) {
 	defer s.oauthChanged(c.OrganizationID, c.ID)
-	roles, err := names("roles", c.Roles)
+	args, err := updateCredentialArgs(c)
 	if err != nil {
 		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
 	}
-	tools, err := names("tools", c.Tools)
-	if err != nil {
-		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
-	}
-	res, err := s.exec(ctx, `UPDATE credentials SET
-			roles = ?, tools = ?, label = ?, expires_at = ?,
-			revoked_at = COALESCE(revoked_at, ?),
-			version = version + 1
-		WHERE organization_id = ? AND id = ? AND version = ?`,
-		roles, tools, c.Label, optMicros(c.ExpiresAt),
-		optMicros(c.RevokedAt),
-		c.OrganizationID, c.ID, c.Version)
+	res, err := s.exec(ctx, updateCredential, args...)
 	if err != nil {
 		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
 	}
@@ -157,6 +174,52 @@ func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (
 		c.Version++
 	}
 	return ok, nil
+}
+
+// UpdateCredentialAudited is UpdateCredential and AppendAudit in one
+// transaction; a stale version stores neither, and an event that cannot
+// be stored updates nothing. c.Version moves only when both are stored.
+func (s *Store) UpdateCredentialAudited(ctx context.Context, c *toolplane.Credential, e *toolplane.AuditEvent) (bool, error) {
+	defer s.oauthChanged(c.OrganizationID, c.ID)
+	args, err := updateCredentialArgs(c)
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	ok, err := s.audited(ctx, nil, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		res, err := s.txExec(ctx, tx, updateCredential, args...)
+		if err != nil {
+			return false, err
+		}
+		return affected(res)
+	})
+	if err != nil {
+		return false, fmt.Errorf("update credential %s: %w", c.ID, err)
+	}
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+const updateCredential = `UPDATE credentials SET
+			roles = ?, tools = ?, label = ?, expires_at = ?,
+			revoked_at = COALESCE(revoked_at, ?),
+			version = version + 1
+		WHERE organization_id = ? AND id = ? AND version = ?`
+
+// updateCredentialArgs answers updateCredential's arguments for c, or why
+// c cannot be stored.
+func updateCredentialArgs(c *toolplane.Credential) ([]any, error) {
+	roles, err := names("roles", c.Roles)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := names("tools", c.Tools)
+	if err != nil {
+		return nil, err
+	}
+	return []any{roles, tools, c.Label, optMicros(c.ExpiresAt), optMicros(c.RevokedAt),
+		c.OrganizationID, c.ID, c.Version}, nil
 }
 
 // TouchCredential sets the credential's last use to at unless the stored one

@@ -42,17 +42,11 @@ func scanGrant(r scanner) (toolplane.Grant, error) {
 // InsertGrant stores g, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a grant with that ID.
 func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
-	if err := errors.Join(g.CheckTarget(), g.CheckSubject()); err != nil {
-		return fmt.Errorf("insert grant %s: %w", g.ID, err)
-	}
-	scope, err := names("tenant scope", g.TenantScope)
+	args, err := grantArgs(g)
 	if err != nil {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO grants (`+grantColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
-		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy, g.UserID, g.Group)
+	_, err = s.exec(ctx, insertGrant, args...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert grant %s: %w", g.ID, toolplane.ErrExists)
 	}
@@ -60,6 +54,39 @@ func (s *Store) InsertGrant(ctx context.Context, g *toolplane.Grant) error {
 		return fmt.Errorf("insert grant %s: %w", g.ID, err)
 	}
 	return nil
+}
+
+// InsertGrantAudited is InsertGrant, AppendChange and AppendAudit in one
+// transaction.
+func (s *Store) InsertGrantAudited(ctx context.Context, g *toolplane.Grant, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	args, err := grantArgs(g)
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	_, err = s.audited(ctx, ch, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		return inserted(s.txExec(ctx, tx, insertGrant, args...))
+	})
+	if err != nil {
+		return fmt.Errorf("insert grant %s: %w", g.ID, err)
+	}
+	return nil
+}
+
+const insertGrant = `INSERT INTO grants (` + grantColumns + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// grantArgs answers insertGrant's arguments for g, or why g cannot be
+// stored.
+func grantArgs(g *toolplane.Grant) ([]any, error) {
+	if err := errors.Join(g.CheckTarget(), g.CheckSubject()); err != nil {
+		return nil, err
+	}
+	scope, err := names("tenant scope", g.TenantScope)
+	if err != nil {
+		return nil, err
+	}
+	return []any{g.OrganizationID, g.ID, g.AgentID, g.Pattern, g.Bundle, scope,
+		optMicros(g.ExpiresAt), g.GrantedBy, micros(g.CreatedAt), optMicros(g.RevokedAt), g.RevokedBy, g.UserID, g.Group}, nil
 }
 
 // ListGrants answers the organization's grants, of one agent when agentID
@@ -97,8 +124,7 @@ func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Tim
 	if at.IsZero() {
 		return fmt.Errorf("revoke grant %s: zero time", id)
 	}
-	res, err := s.exec(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ?
-		WHERE organization_id = ? AND id = ? AND revoked_at IS NULL`, micros(at), by, org, id)
+	res, err := s.exec(ctx, revokeGrant, micros(at), by, org, id)
 	if err != nil {
 		return fmt.Errorf("revoke grant %s: %w", id, err)
 	}
@@ -112,13 +138,45 @@ func (s *Store) RevokeGrant(ctx context.Context, org, id, by string, at time.Tim
 	return nil
 }
 
+// RevokeGrantAudited is RevokeGrant, AppendChange and AppendAudit in one
+// transaction; no standing grant stores nothing.
+func (s *Store) RevokeGrantAudited(ctx context.Context, org, id, by string, at time.Time, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	if at.IsZero() {
+		return fmt.Errorf("revoke grant %s: zero time", id)
+	}
+	return s.auditedOne(ctx, "revoke grant "+id, ch, e, revokeGrant, micros(at), by, org, id)
+}
+
+const revokeGrant = `UPDATE grants SET revoked_at = ?, revoked_by = ?
+		WHERE organization_id = ? AND id = ? AND revoked_at IS NULL`
+
+// auditedOne runs query, a change of one row, with args, and appends ch
+// and e, in one transaction (see audited). A query that changes no row
+// stores nothing and answers an error wrapping toolplane.ErrNotFound;
+// every error names what.
+func (s *Store) auditedOne(ctx context.Context, what string, ch *toolplane.Change, e *toolplane.AuditEvent, query string, args ...any) error {
+	ok, err := s.audited(ctx, ch, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		res, err := s.txExec(ctx, tx, query, args...)
+		if err != nil {
+			return false, err
+		}
+		return affected(res)
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: %w", what, toolplane.ErrNotFound)
+	}
+	return nil
+}
+
 const denyColumns = `organization_id, id, agent_id, pattern, reason, created_by, created_at`
 
 // InsertDeny stores d, or answers an error wrapping toolplane.ErrExists
 // when its organization already has a deny with that ID.
 func (s *Store) InsertDeny(ctx context.Context, d *toolplane.Deny) error {
-	_, err := s.exec(ctx, `INSERT INTO denies (`+denyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		d.OrganizationID, d.ID, d.AgentID, d.Pattern, d.Reason, d.CreatedBy, micros(d.CreatedAt))
+	_, err := s.exec(ctx, insertDeny, denyArgs(d)...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert deny %s: %w", d.ID, toolplane.ErrExists)
 	}
@@ -126,6 +184,24 @@ func (s *Store) InsertDeny(ctx context.Context, d *toolplane.Deny) error {
 		return fmt.Errorf("insert deny %s: %w", d.ID, err)
 	}
 	return nil
+}
+
+// InsertDenyAudited is InsertDeny, AppendChange and AppendAudit in one
+// transaction.
+func (s *Store) InsertDenyAudited(ctx context.Context, d *toolplane.Deny, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	_, err := s.audited(ctx, ch, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		return inserted(s.txExec(ctx, tx, insertDeny, denyArgs(d)...))
+	})
+	if err != nil {
+		return fmt.Errorf("insert deny %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+const insertDeny = `INSERT INTO denies (` + denyColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+func denyArgs(d *toolplane.Deny) []any {
+	return []any{d.OrganizationID, d.ID, d.AgentID, d.Pattern, d.Reason, d.CreatedBy, micros(d.CreatedAt)}
 }
 
 // ListDenies answers the organization's denies, oldest first (ties by ID).
@@ -145,7 +221,7 @@ func (s *Store) ListDenies(ctx context.Context, org string) ([]toolplane.Deny, e
 // DeleteDeny lifts the deny, or answers an error wrapping
 // toolplane.ErrNotFound when org has none with that ID.
 func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
-	res, err := s.exec(ctx, `DELETE FROM denies WHERE organization_id = ? AND id = ?`, org, id)
+	res, err := s.exec(ctx, deleteDeny, org, id)
 	if err != nil {
 		return fmt.Errorf("delete deny %s: %w", id, err)
 	}
@@ -158,6 +234,14 @@ func (s *Store) DeleteDeny(ctx context.Context, org, id string) error {
 	}
 	return nil
 }
+
+// DeleteDenyAudited is DeleteDeny, AppendChange and AppendAudit in one
+// transaction; no such deny stores nothing.
+func (s *Store) DeleteDenyAudited(ctx context.Context, org, id string, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	return s.auditedOne(ctx, "delete deny "+id, ch, e, deleteDeny, org, id)
+}
+
+const deleteDeny = `DELETE FROM denies WHERE organization_id = ? AND id = ?`
 
 const bundleColumns = `organization_id, name, refs, created_by, created_at, updated_at`
 
@@ -204,17 +288,37 @@ func scanBundle(r scanner) (toolplane.Bundle, error) {
 // stored CreatedAt and CreatedBy: they record the bundle's creation, and
 // the change log records each replacement.
 func (s *Store) PutBundle(ctx context.Context, b *toolplane.Bundle) error {
-	refs, err := names("refs", b.Refs)
+	args, err := bundleArgs(b)
 	if err != nil {
 		return fmt.Errorf("put bundle %s: %w", b.Name, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO bundles (`+bundleColumns+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (organization_id, name) DO UPDATE SET refs = excluded.refs, updated_at = excluded.updated_at`,
-		b.OrganizationID, b.Name, refs, b.CreatedBy, micros(b.CreatedAt), micros(b.UpdatedAt))
-	if err != nil {
+	if _, err = s.exec(ctx, putBundle, args...); err != nil {
 		return fmt.Errorf("put bundle %s: %w", b.Name, err)
 	}
 	return nil
+}
+
+// PutBundleAudited is PutBundle, AppendChange and AppendAudit in one
+// transaction.
+func (s *Store) PutBundleAudited(ctx context.Context, b *toolplane.Bundle, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	args, err := bundleArgs(b)
+	if err != nil {
+		return fmt.Errorf("put bundle %s: %w", b.Name, err)
+	}
+	return s.auditedOne(ctx, "put bundle "+b.Name, ch, e, putBundle, args...)
+}
+
+const putBundle = `INSERT INTO bundles (` + bundleColumns + `) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (organization_id, name) DO UPDATE SET refs = excluded.refs, updated_at = excluded.updated_at`
+
+// bundleArgs answers putBundle's arguments for b, or why b cannot be
+// stored.
+func bundleArgs(b *toolplane.Bundle) ([]any, error) {
+	refs, err := names("refs", b.Refs)
+	if err != nil {
+		return nil, err
+	}
+	return []any{b.OrganizationID, b.Name, refs, b.CreatedBy, micros(b.CreatedAt), micros(b.UpdatedAt)}, nil
 }
 
 // GetBundle answers the bundle, or an error wrapping toolplane.ErrNotFound.

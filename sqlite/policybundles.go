@@ -31,18 +31,11 @@ func scanPolicyBundle(r scanner, files *string) (toolplane.PolicyBundle, error) 
 // InsertPolicyBundle stores b, or answers an error wrapping
 // toolplane.ErrExists when its organization has a bundle at b.Version.
 func (s *Store) InsertPolicyBundle(ctx context.Context, b *toolplane.PolicyBundle) error {
-	files := b.Files
-	if files == nil {
-		files = map[string]string{}
-	}
-	body, err := json.Marshal(files)
+	args, err := policyBundleArgs(b)
 	if err != nil {
 		return fmt.Errorf("insert policy bundle %d: %w", b.Version, err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO policy_bundles (`+policyBundleColumns+`, files)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.OrganizationID, b.Version, b.Language, b.Digest, b.TimeZone, b.Disabled,
-		b.PublishedBy, micros(b.PublishedAt), b.Note, string(body))
+	_, err = s.exec(ctx, insertPolicyBundle, args...)
 	if isDuplicate(err) {
 		return fmt.Errorf("insert policy bundle %d: %w", b.Version, toolplane.ErrExists)
 	}
@@ -50,6 +43,39 @@ func (s *Store) InsertPolicyBundle(ctx context.Context, b *toolplane.PolicyBundl
 		return fmt.Errorf("insert policy bundle %d: %w", b.Version, err)
 	}
 	return nil
+}
+
+// InsertPolicyBundleAudited is InsertPolicyBundle, AppendChange and
+// AppendAudit in one transaction.
+func (s *Store) InsertPolicyBundleAudited(ctx context.Context, b *toolplane.PolicyBundle, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	args, err := policyBundleArgs(b)
+	if err != nil {
+		return fmt.Errorf("insert policy bundle %d: %w", b.Version, err)
+	}
+	_, err = s.audited(ctx, ch, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		return inserted(s.txExec(ctx, tx, insertPolicyBundle, args...))
+	})
+	if err != nil {
+		return fmt.Errorf("insert policy bundle %d: %w", b.Version, err)
+	}
+	return nil
+}
+
+const insertPolicyBundle = `INSERT INTO policy_bundles (` + policyBundleColumns + `, files)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// policyBundleArgs answers insertPolicyBundle's arguments for b.
+func policyBundleArgs(b *toolplane.PolicyBundle) ([]any, error) {
+	files := b.Files
+	if files == nil {
+		files = map[string]string{}
+	}
+	body, err := json.Marshal(files)
+	if err != nil {
+		return nil, err
+	}
+	return []any{b.OrganizationID, b.Version, b.Language, b.Digest, b.TimeZone, b.Disabled,
+		b.PublishedBy, micros(b.PublishedAt), b.Note, string(body)}, nil
 }
 
 // GetPolicyBundle answers the bundle at version, files included, or an

@@ -612,11 +612,21 @@ func storedCredential(c toolplane.Credential) toolplane.Credential {
 func (m *memStore) InsertCredential(_ context.Context, c *toolplane.Credential) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, err := m.insertCredentialLocked(c)
+	return err
+}
+
+func (m *memStore) insertCredentialLocked(c *toolplane.Credential) (bool, error) {
 	if _, ok := m.credentials[c.ID]; ok {
-		return toolplane.ErrExists
+		return false, toolplane.ErrExists
 	}
 	m.credentials[c.ID] = storedCredential(*c)
-	return nil
+	return true, nil
+}
+
+func (m *memStore) InsertCredentialAudited(_ context.Context, c *toolplane.Credential, e *toolplane.AuditEvent) error {
+	_, err := m.audited(nil, e, func() (bool, error) { return m.insertCredentialLocked(c) })
+	return err
 }
 
 func (m *memStore) GetCredential(_ context.Context, id string) (*toolplane.Credential, error) {
@@ -649,6 +659,14 @@ func (m *memStore) ListCredentials(_ context.Context, org, after string, limit i
 func (m *memStore) UpdateCredential(_ context.Context, c *toolplane.Credential) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.updateCredentialLocked(c)
+}
+
+func (m *memStore) UpdateCredentialAudited(_ context.Context, c *toolplane.Credential, e *toolplane.AuditEvent) (bool, error) {
+	return m.audited(nil, e, func() (bool, error) { return m.updateCredentialLocked(c) })
+}
+
+func (m *memStore) updateCredentialLocked(c *toolplane.Credential) (bool, error) {
 	old, ok := m.credentials[c.ID]
 	if !ok || old.OrganizationID != c.OrganizationID || old.Version != c.Version {
 		return false, nil
@@ -792,13 +810,26 @@ func (m *memStore) InsertGrant(_ context.Context, g *toolplane.Grant) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, err := m.insertGrantLocked(g)
+	return err
+}
+
+func (m *memStore) insertGrantLocked(g *toolplane.Grant) (bool, error) {
 	k := [2]string{g.OrganizationID, g.ID}
 	if _, ok := m.grants[k]; ok {
-		return toolplane.ErrExists
+		return false, toolplane.ErrExists
 	}
 	m.grants[k] = storedGrant(*g)
 	m.authzRevisions[g.OrganizationID]++
-	return nil
+	return true, nil
+}
+
+func (m *memStore) InsertGrantAudited(_ context.Context, g *toolplane.Grant, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	if err := errors.Join(g.CheckTarget(), g.CheckSubject()); err != nil {
+		return err
+	}
+	_, err := m.audited(ch, e, func() (bool, error) { return m.insertGrantLocked(g) })
+	return err
 }
 
 // byCreation is the oldest-first order of grants and denies.
@@ -825,29 +856,89 @@ func (m *memStore) RevokeGrant(_ context.Context, org, id, by string, at time.Ti
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return found(m.revokeGrantLocked(org, id, by, at))
+}
+
+func (m *memStore) revokeGrantLocked(org, id, by string, at time.Time) (bool, error) {
 	k := [2]string{org, id}
 	g, ok := m.grants[k]
 	if !ok || !g.RevokedAt.IsZero() {
-		return toolplane.ErrNotFound
+		return false, nil
 	}
 	g.RevokedAt, g.RevokedBy = keep(at), by
 	m.grants[k] = g
 	m.authzRevisions[org]++
-	return nil
+	return true, nil
+}
+
+func (m *memStore) RevokeGrantAudited(_ context.Context, org, id, by string, at time.Time, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	if at.IsZero() {
+		return errors.New("zero time")
+	}
+	return found(m.audited(ch, e, func() (bool, error) { return m.revokeGrantLocked(org, id, by, at) }))
+}
+
+// found answers a write of one row that may not be there: ErrNotFound
+// when it was not.
+func found(ok bool, err error) error {
+	if err == nil && !ok {
+		return toolplane.ErrNotFound
+	}
+	return err
+}
+
+// audited is a write and the append of its change record (when ch is not
+// nil) and its audit event, with m.mu held: a record or an event that
+// cannot be stored is checked before write runs, so it stores nothing.
+func (m *memStore) audited(ch *toolplane.Change, e *toolplane.AuditEvent, write func() (bool, error)) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ak := [2]string{e.OrganizationID, e.ID}
+	if _, dup := m.audit[ak]; dup {
+		return false, toolplane.ErrExists
+	}
+	if ch != nil {
+		if _, dup := m.changes[[2]string{ch.OrganizationID, ch.ID}]; dup {
+			return false, toolplane.ErrExists
+		}
+	}
+	ok, err := write()
+	if err != nil || !ok {
+		return false, err
+	}
+	if ch != nil {
+		if err := m.appendChangeLocked(ch); err != nil {
+			return false, err
+		}
+	}
+	stored := *e
+	stored.CreatedAt = keep(e.CreatedAt)
+	m.audit[ak] = stored
+	return true, nil
 }
 
 func (m *memStore) InsertDeny(_ context.Context, d *toolplane.Deny) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, err := m.insertDenyLocked(d)
+	return err
+}
+
+func (m *memStore) InsertDenyAudited(_ context.Context, d *toolplane.Deny, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	_, err := m.audited(ch, e, func() (bool, error) { return m.insertDenyLocked(d) })
+	return err
+}
+
+func (m *memStore) insertDenyLocked(d *toolplane.Deny) (bool, error) {
 	k := [2]string{d.OrganizationID, d.ID}
 	if _, ok := m.denies[k]; ok {
-		return toolplane.ErrExists
+		return false, toolplane.ErrExists
 	}
 	stored := *d
 	stored.CreatedAt = keep(d.CreatedAt)
 	m.denies[k] = stored
 	m.authzRevisions[d.OrganizationID]++
-	return nil
+	return true, nil
 }
 
 func (m *memStore) ListDenies(_ context.Context, org string) ([]toolplane.Deny, error) {
@@ -868,13 +959,21 @@ func (m *memStore) ListDenies(_ context.Context, org string) ([]toolplane.Deny, 
 func (m *memStore) DeleteDeny(_ context.Context, org, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return found(m.deleteDenyLocked(org, id))
+}
+
+func (m *memStore) DeleteDenyAudited(_ context.Context, org, id string, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	return found(m.audited(ch, e, func() (bool, error) { return m.deleteDenyLocked(org, id) }))
+}
+
+func (m *memStore) deleteDenyLocked(org, id string) (bool, error) {
 	k := [2]string{org, id}
 	if _, ok := m.denies[k]; !ok {
-		return toolplane.ErrNotFound
+		return false, nil
 	}
 	delete(m.denies, k)
 	m.authzRevisions[org]++
-	return nil
+	return true, nil
 }
 
 func storedBundle(b toolplane.Bundle) toolplane.Bundle {
@@ -887,6 +986,16 @@ func storedBundle(b toolplane.Bundle) toolplane.Bundle {
 func (m *memStore) PutBundle(_ context.Context, b *toolplane.Bundle) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, err := m.putBundleLocked(b)
+	return err
+}
+
+func (m *memStore) PutBundleAudited(_ context.Context, b *toolplane.Bundle, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	_, err := m.audited(ch, e, func() (bool, error) { return m.putBundleLocked(b) })
+	return err
+}
+
+func (m *memStore) putBundleLocked(b *toolplane.Bundle) (bool, error) {
 	k := [2]string{b.OrganizationID, b.Name}
 	next := storedBundle(*b)
 	if old, ok := m.bundles[k]; ok {
@@ -894,7 +1003,7 @@ func (m *memStore) PutBundle(_ context.Context, b *toolplane.Bundle) error {
 	}
 	m.bundles[k] = next
 	m.authzRevisions[b.OrganizationID]++
-	return nil
+	return true, nil
 }
 
 func (m *memStore) GetBundle(_ context.Context, org, name string) (*toolplane.Bundle, error) {
@@ -1343,19 +1452,29 @@ func (m *memStore) DeleteDeadNodes(_ context.Context, before time.Time, limit in
 func (m *memStore) InsertPolicyBundle(_ context.Context, b *toolplane.PolicyBundle) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, err := m.insertPolicyBundleLocked(b)
+	return err
+}
+
+func (m *memStore) InsertPolicyBundleAudited(_ context.Context, b *toolplane.PolicyBundle, ch *toolplane.Change, e *toolplane.AuditEvent) error {
+	_, err := m.audited(ch, e, func() (bool, error) { return m.insertPolicyBundleLocked(b) })
+	return err
+}
+
+func (m *memStore) insertPolicyBundleLocked(b *toolplane.PolicyBundle) (bool, error) {
 	org := m.policyBundles[b.OrganizationID]
 	if org == nil {
 		org = map[int64]toolplane.PolicyBundle{}
 		m.policyBundles[b.OrganizationID] = org
 	}
 	if _, ok := org[b.Version]; ok {
-		return fmt.Errorf("insert policy bundle %d: %w", b.Version, toolplane.ErrExists)
+		return false, fmt.Errorf("insert policy bundle %d: %w", b.Version, toolplane.ErrExists)
 	}
 	c := *b
 	c.Files = maps.Clone(b.Files)
 	c.PublishedAt = stored(b.PublishedAt).UTC()
 	org[b.Version] = c
-	return nil
+	return true, nil
 }
 
 func (m *memStore) GetPolicyBundle(_ context.Context, org string, version int64) (*toolplane.PolicyBundle, error) {

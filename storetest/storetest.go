@@ -71,6 +71,13 @@
 //     connection write and its change record are stored together or not at
 //     all; a stale update stores neither. Config and Scope are kept as
 //     JSON keeps them, so an empty list in them is no list.
+//   - A control-plane write of the Audited form (a credential inserted or
+//     updated, a grant, deny or bundle changed, a policy version inserted)
+//     stores its row, its change record (when it takes one) and its audit
+//     event, chained like any other, together or not at all: a duplicate
+//     ID of any of them answers ErrExists and stores none, an event the
+//     chain refuses answers an error and stores none (RunAuditRefused),
+//     and a write that does not apply stores neither record nor event.
 //   - InsertApproval, InsertUsage and AppendAudit refuse a second row with the
 //     same ID in the organization with ErrExists, so a retried write never
 //     counts twice. InsertCredential refuses a second credential with the
@@ -158,6 +165,7 @@ func Run(t *testing.T, newStore func(t *testing.T) toolplane.Store) {
 		{"Denies", denyCases},
 		{"Bundles", bundleCases},
 		{"Changes", changeCases},
+		{"ControlAudit", controlAuditCases},
 		{"Sessions", sessionCases},
 		{"BrowserSessions", browserSessionCases},
 		{"Nodes", nodeCases},

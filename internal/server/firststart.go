@@ -21,9 +21,11 @@ import (
 // first start. The credentials first start mints have random IDs, like any
 // key's (a fixed ID would tell everyone which id to present as the admin's);
 // what makes one node's keys the first ones, when several nodes start on
-// one empty database at once, is this change: each node stores its keys and
-// then appends it, exactly one append succeeds, and every other node
-// revokes the keys it stored and forgets them.
+// one empty database at once, is this change: each node stores its admin
+// key and then appends it, exactly one append succeeds, and every other
+// node revokes the key it stored and forgets it. Each key is stored with
+// its audit event, and each revocation with its own, so the trail
+// accounts for every key that ever authenticated.
 const firstStartChange = "chg_first_start"
 
 // firstDemoGrantID is the demo agent's grant of the demo tools.
@@ -68,18 +70,18 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	if err != nil {
 		return err
 	}
-	if err := b.Store.InsertCredential(ctx, admin.cred); err != nil {
+	now := time.Now()
+	if err := b.Store.InsertCredentialAudited(ctx, admin.cred, keyEvent("created", admin.cred, now)); err != nil {
 		os.Remove(file) // nothing was stored
 		return fmt.Errorf("store first credentials: %w", err)
 	}
-	now := time.Now()
 	err = b.Store.AppendChange(ctx, &toolplane.Change{ID: firstStartChange, OrganizationID: DefaultOrganization,
 		Kind: "credential.first_start", Subject: admin.cred.ID, Actor: "first start", CreatedAt: now})
 	if errors.Is(err, toolplane.ErrExists) {
 		// Another node started on this database at the same moment and its
 		// keys are the first ones; this node's admin key is withdrawn.
 		admin.cred.RevokedAt = now
-		if ok, err := b.Store.UpdateCredential(ctx, admin.cred); err != nil || !ok {
+		if ok, err := b.Store.UpdateCredentialAudited(ctx, admin.cred, keyEvent("revoked", admin.cred, now)); err != nil || !ok {
 			return fmt.Errorf("withdraw the admin key %s that lost the first start to another node (it is in %s): %v", admin.cred.ID, file, err)
 		}
 		os.Remove(file)
@@ -90,18 +92,9 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 		return fmt.Errorf("record the first start (the admin key in %s is valid): %w", file, err)
 	}
 	for _, k := range keys[1:] {
-		if err := b.Store.InsertCredential(ctx, k.cred); err != nil {
+		if err := b.Store.InsertCredentialAudited(ctx, k.cred, keyEvent("created", k.cred, now)); err != nil {
 			// The admin key in the file works: keep it.
 			return fmt.Errorf("store first credentials (the admin key in %s is valid): %w", file, err)
-		}
-	}
-	// The keys first start minted are in the trail as any key is: by ID,
-	// made by first start.
-	for _, k := range keys {
-		ev := toolplane.ControlEvent(firstStarter, toolplane.AuditKey, "created", k.cred.ID, now)
-		ev.Reason = string(k.cred.Kind) + " " + k.cred.Subject
-		if err := b.Store.AppendAudit(ctx, ev); err != nil {
-			return fmt.Errorf("audit the first credentials (the keys in %s are valid): %w", file, err)
 		}
 	}
 	if withDemo {
@@ -118,6 +111,14 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 	}
 	fmt.Fprintf(stdout, "first start: credentials written to %s (readable by you only); they are not shown again\n", file)
 	return nil
+}
+
+// keyEvent answers the audit event of first start's change to the key
+// cred: in the trail as any key's is, by ID, made by first start.
+func keyEvent(outcome string, cred *toolplane.Credential, at time.Time) *toolplane.AuditEvent {
+	ev := toolplane.ControlEvent(firstStarter, toolplane.AuditKey, outcome, cred.ID, at)
+	ev.Reason = string(cred.Kind) + " " + cred.Subject
+	return ev
 }
 
 // minted is a key first start made: its credential, and the line of the

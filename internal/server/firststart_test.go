@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/internal/backend"
 )
 
@@ -98,6 +101,32 @@ func TestFirstStartOnOneDatabaseByManyNodesMintsOnce(t *testing.T) {
 	}
 	if files != 1 || len(valid) != 2 {
 		t.Errorf("%d credentials files and %d valid credentials, want 1 file holding the 2 stored keys", files, len(valid))
+	}
+	// Every key stored, the withdrawn ones too, is in the trail with its
+	// creation, and every withdrawal with its revocation, on a chain that
+	// verifies.
+	evs, _, err := b.Store.ListAudit(ctx, DefaultOrganization, toolplane.AuditFilter{Kinds: []toolplane.AuditKind{toolplane.AuditKey}}, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, e := range evs {
+		got = append(got, e.Outcome+" "+e.Subject)
+	}
+	for _, c := range all {
+		want = append(want, "created "+c.ID)
+		if !c.RevokedAt.IsZero() {
+			want = append(want, "revoked "+c.ID)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("key trail = %q; want %q", got, want)
+	}
+	r, err := auditchain.VerifyStore(ctx, b.Store.(toolplane.AuditChainStore), &auditchain.KeySet{}, DefaultOrganization, 0, 0)
+	if err != nil || !r.OK || r.Events != len(want)+1 { // and the demo agent's grant
+		t.Errorf("verify = %+v, %v; want OK over %d events", r, err, len(want)+1)
 	}
 	if files == 1 {
 		for i := range nodes {
