@@ -44,9 +44,10 @@ func (e *InvalidError) Unwrap() error { return toolplane.ErrInvalid }
 // door (REST, the console, the CLI through REST) applies the same rules:
 // a platform_admin mints and revokes, an auditor may list too.
 type Keys struct {
-	store toolplane.CredentialStore
-	cache *Cache
-	now   func() time.Time
+	store  toolplane.CredentialStore
+	cache  *Cache
+	now    func() time.Time
+	settle time.Duration
 }
 
 // KeysConfig wires a Keys service.
@@ -56,6 +57,13 @@ type KeysConfig struct {
 	// revocation clears so that this node refuses the key at once.
 	Cache *Cache
 	Now   func() time.Time
+	// Settle is how long a change to a key takes to reach every node
+	// through the store's change feed (toolplane.ChangeFeed): each node
+	// keeps the OAuth consents a person's key backs, and drops them when
+	// the feed tells it the key changed. Revoking a person's key answers
+	// after it, so every node refuses those consents at its next call.
+	// Zero takes the store's ChangeSettle when the store has a feed.
+	Settle time.Duration
 }
 
 // NewKeys answers a key service.
@@ -63,7 +71,10 @@ func NewKeys(cfg KeysConfig) *Keys {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Keys{store: cfg.Store, cache: cfg.Cache, now: cfg.Now}
+	if feed, ok := cfg.Store.(toolplane.ChangeFeed); ok && cfg.Settle == 0 {
+		cfg.Settle = feed.ChangeSettle()
+	}
+	return &Keys{store: cfg.Store, cache: cfg.Cache, now: cfg.Now, settle: cfg.Settle}
 }
 
 // MayManage refuses a caller who may not mint or revoke keys: a
@@ -264,7 +275,26 @@ func (s *Keys) Revoke(ctx context.Context, id string, by *toolplane.Credential) 
 		}
 	}
 	s.cache.Forget(cred.ID)
+	if cred.Kind == toolplane.CredentialPerson {
+		// Found revoked too: the revocation may be another request's,
+		// not settled yet.
+		s.waitSettle(ctx)
+	}
 	return cred, nil
+}
+
+// waitSettle waits the change feed's settle time, or until ctx ends: by
+// then every node has heard of the change, or trusts nothing it kept.
+func (s *Keys) waitSettle(ctx context.Context) {
+	if s.settle <= 0 {
+		return
+	}
+	t := time.NewTimer(s.settle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // event answers the audit event of by's change to the key cred: its ID
