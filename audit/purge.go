@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
+	"github.com/toolplane/toolplane/catalog"
 )
 
 // DefaultPurgeTTL is how long a purge proposal waits for its confirmation.
@@ -382,14 +383,31 @@ func (s *Sinks) List(ctx context.Context, by *toolplane.Credential) ([]SinkInfo,
 // ErrNoSink: no sink of that name is registered.
 var ErrNoSink = toolplane.Refine(toolplane.ErrNotFound, "no audit sink of that name")
 
+// ErrNotOperator: the caller is not the deployment's operator (a
+// platform admin of catalog.DefaultOrganization), and the act is the
+// operator's.
+var ErrNotOperator = toolplane.Refine(toolplane.ErrForbidden, "the operator's act")
+
+// MayDropSink refuses a caller who may not drop an audit sink: a sink
+// serves every organization's trail (each event is queued for every
+// registered sink), so only the operator — a platform admin of
+// catalog.DefaultOrganization — drops one, as only the operator
+// rotates the keys every organization's trail is signed with.
+func MayDropSink(by *toolplane.Credential) error {
+	if by.OrganizationID != catalog.DefaultOrganization || MayPurge(by) != nil {
+		return toolplane.Refuse(by, ErrNotOperator, "dropping an audit sink is the operator's: it serves every organization, so it needs a platform admin of the "+catalog.DefaultOrganization+" organization")
+	}
+	return nil
+}
+
 // Drop stops queueing events for the sink and deletes what waits for it,
-// for a platform admin, while only their organization's events wait for
-// it (toolplane.ErrSinkShared otherwise: the outbox is the operator's);
-// recorded as an audit event. A node still
-// configured with the sink registers it again at its next start.
+// every organization's (the outbox is the operator's, and the trail
+// itself keeps every event), for the operator (MayDropSink); recorded as
+// an audit event in the operator's trail. A node still configured with
+// the sink registers it again at its next start.
 func (s *Sinks) Drop(ctx context.Context, name string, by *toolplane.Credential) error {
-	if MayPurge(by) != nil {
-		return toolplane.Refuse(by, ErrNotPlatformAdmin, "dropping an audit sink needs the platform_admin role")
+	if err := MayDropSink(by); err != nil {
+		return err
 	}
 	sinks, err := s.store.AuditSinks(ctx)
 	if err != nil {
@@ -402,7 +420,7 @@ func (s *Sinks) Drop(ctx context.Context, name string, by *toolplane.Credential)
 	if !found {
 		return fmt.Errorf("audit sink %q: %w", name, ErrNoSink)
 	}
-	if err := s.store.DropAuditSink(ctx, name, by.OrganizationID); err != nil {
+	if err := s.store.DropAuditSink(ctx, name, ""); err != nil {
 		return err
 	}
 	ev := toolplane.ControlEvent(by, toolplane.AuditRetention, "sink_dropped", name, s.now())

@@ -12,6 +12,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/auditchain"
+	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/postgres"
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
@@ -218,8 +219,9 @@ func TestPurgeNeedsTwoPlatformAdmins(t *testing.T) {
 }
 
 // TestSinksListedAndDropped: an auditor lists the registered sinks with
-// their lag; only a platform admin drops one, which is an audit event;
-// an unknown sink is not found.
+// their lag; only the operator (a platform admin of the default
+// organization) drops one, which is an audit event; an organization's
+// platform admin is refused; an unknown sink is not found.
 func TestSinksListedAndDropped(t *testing.T) {
 	t.Parallel()
 	eachPurgeStore(t, func(t *testing.T, s purgeStore) {
@@ -232,13 +234,19 @@ func TestSinksListedAndDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := audit.NewSinks(s, nil)
-		auditor, admin := person(org, "linus", toolplane.RoleAuditor), person(org, "ada", toolplane.RolePlatformAdmin)
+		auditor, theirAdmin := person(org, "linus", toolplane.RoleAuditor), person(org, "mallory", toolplane.RolePlatformAdmin)
+		admin := person(catalog.DefaultOrganization, "ada", toolplane.RolePlatformAdmin)
 		list, err := k.List(ctx, auditor)
 		if err != nil || len(list) != 1 || list[0].Name != "files" || list[0].Pending != 1 {
 			t.Fatalf("List = %+v, %v; want files with one event waiting", list, err)
 		}
-		if err := k.Drop(ctx, "files", auditor); !errors.Is(err, audit.ErrNotPlatformAdmin) {
-			t.Fatalf("Drop by an auditor = %v; want ErrNotPlatformAdmin", err)
+		for _, by := range []*toolplane.Credential{auditor, theirAdmin, person(catalog.DefaultOrganization, "linus", toolplane.RoleAuditor)} {
+			if err := k.Drop(ctx, "files", by); !errors.Is(err, audit.ErrNotOperator) || !errors.Is(err, toolplane.ErrForbidden) {
+				t.Fatalf("Drop by %s of %s = %v; want ErrNotOperator", by.Subject, by.OrganizationID, err)
+			}
+		}
+		if list, err := k.List(ctx, auditor); err != nil || len(list) != 1 || list[0].Pending != 1 {
+			t.Fatalf("List after refused drops = %+v, %v", list, err)
 		}
 		if err := k.Drop(ctx, "nats", admin); !errors.Is(err, toolplane.ErrNotFound) {
 			t.Fatalf("Drop of an unknown sink = %v; want ErrNotFound", err)
@@ -249,9 +257,15 @@ func TestSinksListedAndDropped(t *testing.T) {
 		if list, err := k.List(ctx, auditor); err != nil || len(list) != 0 {
 			t.Fatalf("List after the drop = %+v, %v", list, err)
 		}
-		evs, err := s.AuditChain(ctx, org, 0, 0, 10)
-		if err != nil || len(evs) != 2 || evs[1].Outcome != "sink_dropped" || evs[1].Subject != "files" || evs[1].PrincipalID != "ada" {
+		// The operator's drop discards every organization's waiting
+		// events for the sink (the trail keeps them), recorded in the
+		// operator's trail.
+		evs, err := s.AuditChain(ctx, catalog.DefaultOrganization, 0, 0, 10)
+		if err != nil || len(evs) == 0 || evs[len(evs)-1].Outcome != "sink_dropped" || evs[len(evs)-1].Subject != "files" || evs[len(evs)-1].PrincipalID != "ada" {
 			t.Fatalf("chain = %+v, %v; want the drop recorded", evs, err)
+		}
+		if evs, err := s.AuditChain(ctx, org, 0, 0, 10); err != nil || len(evs) != 1 {
+			t.Fatalf("the organization's chain = %+v, %v; want its one event, kept", evs, err)
 		}
 	})
 }

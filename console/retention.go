@@ -140,12 +140,10 @@ type sinksPage struct {
 	frame
 	Tab   string
 	Items []audit.SinkInfo
-	// Drop is set when the person may drop a sink (audit.MayPurge); the
-	// service decides again on the action.
+	// Drop is set when the person may drop a sink (audit.MayDropSink,
+	// the operator); the service decides again on the action.
 	Drop         bool
 	Action, CSRF string
-	// Refusal is why a drop was refused, shown above the list.
-	Refusal string
 }
 
 // sinkList shows the sinks the trail is exported to, with what of the
@@ -172,13 +170,11 @@ func (c *Console) sinksPage(r *http.Request, sess *signin.Session) (sinksPage, e
 		return sinksPage{}, err
 	}
 	return sinksPage{frame: c.frameFor(sess, "Audit export sinks", "audit"), Tab: "sinks", Items: items,
-		Drop: audit.MayPurge(sess.Credential) == nil, Action: c.path("/audit/sinks/drop"), CSRF: sess.CSRF}, nil
+		Drop: audit.MayDropSink(sess.Credential) == nil, Action: c.path("/audit/sinks/drop"), CSRF: sess.CSRF}, nil
 }
 
-// dropSink drops a sink as the signed-in person. A sink other
-// organizations' events wait for is not theirs to drop
-// (toolplane.ErrSinkShared): the list is shown again with the refusal
-// above it.
+// dropSink drops a sink as the signed-in person: the operator's act
+// (audit.MayDropSink), refused to anyone else by the service.
 func (c *Console) dropSink(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
 	svc, err := c.sinks()
 	if err != nil {
@@ -189,15 +185,6 @@ func (c *Console) dropSink(w http.ResponseWriter, r *http.Request, sess *signin.
 		return err
 	}
 	err = svc.Drop(r.Context(), name, sess.Credential)
-	if errors.Is(err, toolplane.ErrSinkShared) {
-		v, lerr := c.sinksPage(r, sess)
-		if lerr != nil {
-			return lerr
-		}
-		v.Refusal = "The sink " + name + " was not dropped: other organizations' events still wait for it, and only the operator may drop a sink they share."
-		c.render(w, r, problem(err).Code.Status(), "audit-sinks", v)
-		return nil
-	}
 	if err != nil {
 		return err
 	}
