@@ -23,6 +23,13 @@ type AuditPurgesArgs struct{}
 // Kind names the job for River.
 func (AuditPurgesArgs) Kind() string { return "toolplane_audit_purges" }
 
+// InsertOpts keeps one pass live at a time: a drop may outlast the
+// minute between passes, and a second pass beside it would only race it
+// for the same range and fail.
+func (AuditPurgesArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}}
+}
+
 type auditPurgesWorker struct {
 	river.WorkerDefaults[AuditPurgesArgs]
 	w *work

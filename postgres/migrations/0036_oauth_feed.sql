@@ -23,6 +23,11 @@ BEGIN
 		r := NEW;
 	END IF;
 	PERFORM pg_notify('toolplane_oauth', TG_TABLE_SCHEMA || ' ' || r.organization_id || ' ' || r.id);
+	-- A row moved to another organization (by hand: no statement of the
+	-- store does) is announced in the one it left too.
+	IF TG_OP = 'UPDATE' AND OLD.organization_id IS DISTINCT FROM NEW.organization_id THEN
+		PERFORM pg_notify('toolplane_oauth', TG_TABLE_SCHEMA || ' ' || OLD.organization_id || ' ' || OLD.id);
+	END IF;
 	RETURN NULL;
 END
 $$;
