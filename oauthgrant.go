@@ -164,8 +164,11 @@ type OAuthStore interface {
 	// OAuthClients answers up to limit clients, newest first.
 	OAuthClients(ctx context.Context, limit int) ([]OAuthClient, error)
 	// PutOAuthClientSetting stores s, replacing the organization's
-	// setting of the client.
-	PutOAuthClientSetting(ctx context.Context, s *OAuthClientSetting) error
+	// setting of the client, and e (when not nil: the change's audit
+	// event) with it in one transaction, e chained to its organization's
+	// trail: an event that cannot be stored (an error wrapping ErrExists)
+	// leaves the setting as it was.
+	PutOAuthClientSetting(ctx context.Context, s *OAuthClientSetting, e *AuditEvent) error
 	// GetOAuthClientSetting answers the organization's setting of the
 	// client, or an error wrapping ErrNotFound.
 	GetOAuthClientSetting(ctx context.Context, org, clientID string) (*OAuthClientSetting, error)
@@ -182,8 +185,9 @@ type OAuthStore interface {
 	// InsertOAuthGrantWithCode stores g and its first authorization code
 	// c in one transaction: both or neither, so no consent is left
 	// without the code that would have used it. An error wrapping
-	// ErrExists (of either) stores nothing.
-	InsertOAuthGrantWithCode(ctx context.Context, g *OAuthGrant, c *OAuthCode) error
+	// ErrExists (of either, or of e) stores nothing. e, when not nil, is
+	// the consent's audit event, stored in the same transaction.
+	InsertOAuthGrantWithCode(ctx context.Context, g *OAuthGrant, c *OAuthCode, e *AuditEvent) error
 	// GetOAuthGrant answers the organization's grant, or an error
 	// wrapping ErrNotFound.
 	GetOAuthGrant(ctx context.Context, org, id string) (*OAuthGrant, error)
@@ -191,11 +195,19 @@ type OAuthStore interface {
 	// person's when empty), revoked ones too, newest first, at most 1000.
 	OAuthGrants(ctx context.Context, org, subject string) ([]OAuthGrant, error)
 	// RevokeOAuthGrant revokes the grant for reason at at, and reports
-	// whether it did (false: no such grant, or revoked already).
-	RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time) (bool, error)
-	// RevokeOAuthGrantsOfClient revokes every standing grant of the
-	// organization to the client, and answers how many.
-	RevokeOAuthGrantsOfClient(ctx context.Context, org, clientID, reason string, at time.Time) (int, error)
+	// whether it did (false: no such grant, or revoked already). e, when
+	// not nil, is the revocation's audit event: stored in the same
+	// transaction when the grant is revoked, not at all when it is not;
+	// an event that cannot be stored leaves the grant standing.
+	RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time, e *AuditEvent) (bool, error)
+	// RevokeOAuthClient stores s, the organization's setting of a client
+	// it revokes (RevokedAt set), revokes every standing grant of the
+	// organization to the client for reason at s.UpdatedAt, and stores e
+	// (when not nil), in one transaction; it answers how many grants it
+	// revoked. e's Reason is set to that count ("2 consents revoked"),
+	// known only inside the transaction. An event that cannot be stored
+	// leaves the setting and every grant as they were.
+	RevokeOAuthClient(ctx context.Context, s *OAuthClientSetting, reason string, e *AuditEvent) (int, error)
 
 	// InsertOAuthCode stores c, or answers an error wrapping ErrExists.
 	InsertOAuthCode(ctx context.Context, c *OAuthCode) error

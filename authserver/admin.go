@@ -119,14 +119,12 @@ func (s *Server) RevokeClient(ctx context.Context, by *toolplane.Credential, cli
 		st.RevokedAt = now
 	}
 	st.UpdatedBy, st.UpdatedAt = by.Subject, now
-	if err := s.cfg.Store.PutOAuthClientSetting(ctx, st); err != nil {
-		return 0, err
-	}
-	n, err := s.cfg.Store.RevokeOAuthGrantsOfClient(ctx, by.OrganizationID, clientID, toolplane.OAuthRevokedClientOff, now)
+	// The setting, the consents and the event are one transaction: no
+	// revocation without its event, and none half made.
+	n, err := s.cfg.Store.RevokeOAuthClient(ctx, st, toolplane.OAuthRevokedClientOff, s.event(by, "client_revoked", clientID, ""))
 	if err != nil {
 		return 0, err
 	}
-	s.record(ctx, by, "client_revoked", clientID, fmt.Sprintf("%d consents revoked", n))
 	return n, nil
 }
 
@@ -145,11 +143,7 @@ func (s *Server) SetClientAgent(ctx context.Context, by *toolplane.Credential, c
 		return err
 	}
 	st.AgentID, st.UpdatedBy, st.UpdatedAt = agent, by.Subject, s.cfg.Now()
-	if err := s.cfg.Store.PutOAuthClientSetting(ctx, st); err != nil {
-		return err
-	}
-	s.record(ctx, by, "client_agent_set", clientID, "agent "+agent)
-	return nil
+	return s.cfg.Store.PutOAuthClientSetting(ctx, st, s.event(by, "client_agent_set", clientID, "agent "+agent))
 }
 
 // Consents answers the consents of subject in by's organization: a person
@@ -200,14 +194,11 @@ func (s *Server) RevokeConsent(ctx context.Context, by *toolplane.Credential, id
 		}
 		reason = toolplane.OAuthRevokedByAdmin
 	}
-	ok, err := s.cfg.Store.RevokeOAuthGrant(ctx, by.OrganizationID, id, reason, s.cfg.Now())
-	if err != nil {
-		return err
-	}
-	if ok {
-		s.record(ctx, by, "revoked", id, reason+"; client "+g.ClientID+" for "+g.Subject)
-	}
-	return nil
+	// The event is stored with the revocation, or neither is; a consent
+	// revoked already stores no second one.
+	_, err = s.cfg.Store.RevokeOAuthGrant(ctx, by.OrganizationID, id, reason, s.cfg.Now(),
+		s.event(by, "revoked", id, reason+"; client "+g.ClientID+" for "+g.Subject))
+	return err
 }
 
 // isOperator reports whether by is the deployment's operator: a

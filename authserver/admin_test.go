@@ -111,6 +111,21 @@ func TestClientRevocation(t *testing.T) {
 		if _, status := w.call(0, "/mcp", tok.AccessToken); status != http.StatusUnauthorized {
 			t.Fatalf("a revoked client's token: %d", status)
 		}
+		// Each change's event is in the trail, the revocation's with how
+		// many consents it revoked.
+		events, _, err := w.nodes[0].store.ListAudit(ctx, admin.OrganizationID, toolplane.AuditFilter{Kinds: []toolplane.AuditKind{toolplane.AuditOAuth}}, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]string{}
+		for _, e := range events {
+			if e.Subject == c.conf.ClientID {
+				seen[e.Outcome] = e.Reason
+			}
+		}
+		if seen["client_agent_set"] != "agent claude-desktop" || seen["client_revoked"] != "1 consents revoked" {
+			t.Fatalf("the client's events: %q", seen)
+		}
 		u := br.get(c.authURL())
 		if loc, _ := url.Parse(u.location); loc == nil || loc.Query().Get("error") != "access_denied" {
 			t.Fatalf("authorizing a revoked client: %d %q", u.status, u.location)

@@ -377,15 +377,15 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		Resource: req.resource, CreatedAt: now, ExpiresAt: now.Add(life)}
 	code := rand.Text() + rand.Text()
 	// One transaction: a consent is never left without the code that
-	// would have used it.
+	// would have used it, nor without its audit event.
 	err = s.cfg.Store.InsertOAuthGrantWithCode(ctx, g, &toolplane.OAuthCode{Hash: hash(code), OrganizationID: g.OrganizationID, GrantID: g.ID,
-		ClientID: g.ClientID, RedirectURI: req.asked, Challenge: req.challenge, ExpiresAt: now.Add(s.cfg.CodeTTL)})
+		ClientID: g.ClientID, RedirectURI: req.asked, Challenge: req.challenge, ExpiresAt: now.Add(s.cfg.CodeTTL)},
+		s.event(person, "consented", g.ID, "client "+g.ClientID+" as agent "+agent+" for "+scope(tools)+" on "+g.Resource))
 	if err != nil {
 		s.log.ErrorContext(ctx, "consent not stored", "err", err)
 		s.fail(w, r, req, &requestError{code: "temporarily_unavailable", description: "try again", redirect: true})
 		return
 	}
-	s.record(ctx, person, "consented", g.ID, "client "+g.ClientID+" as agent "+agent+" for "+scope(tools)+" on "+g.Resource)
 	s.back(w, r, req, url.Values{"code": {code}})
 }
 

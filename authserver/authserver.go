@@ -397,11 +397,20 @@ func s256(verifier string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// record appends a control event of by's change; it follows the change
-// (no transaction spans both), and a failure is logged, not answered.
-func (s *Server) record(ctx context.Context, by *toolplane.Credential, outcome, subject, reason string) {
+// event answers the control event of by's change, which the store writes
+// in the change's own transaction.
+func (s *Server) event(by *toolplane.Credential, outcome, subject, reason string) *toolplane.AuditEvent {
 	ev := toolplane.ControlEvent(by, toolplane.AuditOAuth, outcome, subject, s.cfg.Now())
 	ev.Reason = reason
+	return ev
+}
+
+// record appends a control event of by's change after it: only for the
+// signing key's rotation, which is the operator's and no organization's
+// (its event goes to the operator's organization's trail, and the key
+// store is not the trail's). A failure is logged, not answered.
+func (s *Server) record(ctx context.Context, by *toolplane.Credential, outcome, subject, reason string) {
+	ev := s.event(by, outcome, subject, reason)
 	if err := s.cfg.Store.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
 		s.log.ErrorContext(ctx, "oauth audit event not written", "outcome", outcome, "subject", subject, "err", err)
 	}

@@ -224,18 +224,19 @@ type settling struct {
 	consents *consents
 }
 
-// RevokeOAuthGrant revokes the grant, and answers once that settled.
-func (s settling) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time) (bool, error) {
-	ok, err := s.Store.RevokeOAuthGrant(ctx, org, id, reason, at)
+// RevokeOAuthGrant revokes the grant (with its event), and answers once
+// that settled.
+func (s settling) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time, e *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.Store.RevokeOAuthGrant(ctx, org, id, reason, at, e)
 	s.settle(ctx, org, id)
 	return ok, err
 }
 
-// RevokeOAuthGrantsOfClient revokes the client's grants, and answers once
-// that settled.
-func (s settling) RevokeOAuthGrantsOfClient(ctx context.Context, org, clientID, reason string, at time.Time) (int, error) {
-	n, err := s.Store.RevokeOAuthGrantsOfClient(ctx, org, clientID, reason, at)
-	s.settle(ctx, org, "")
+// RevokeOAuthClient revokes the client and its grants (with its event),
+// and answers once that settled.
+func (s settling) RevokeOAuthClient(ctx context.Context, c *toolplane.OAuthClientSetting, reason string, e *toolplane.AuditEvent) (int, error) {
+	n, err := s.Store.RevokeOAuthClient(ctx, c, reason, e)
+	s.settle(ctx, c.OrganizationID, "")
 	return n, err
 }
 

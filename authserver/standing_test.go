@@ -408,7 +408,7 @@ func TestRefusalsNotKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.stA.RevokeOAuthGrant(t.Context(), "acme", g.ID, "test", time.Now()); err != nil {
+	if _, err := c.stA.RevokeOAuthGrant(t.Context(), "acme", g.ID, "test", time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.b.Verifier().Verify(ctx, tok); !errors.Is(err, toolplane.ErrUnauthenticated) {

@@ -77,10 +77,9 @@ func (s *Server) codeGrant(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, toolplane.ErrReused):
 		// RFC 6749 section 4.1.2: what the code issued is revoked.
-		if ok, rerr := s.cfg.Store.RevokeOAuthGrant(ctx, c.OrganizationID, c.GrantID, toolplane.OAuthRevokedCodeReplay, now); rerr != nil {
+		if _, rerr := s.cfg.Store.RevokeOAuthGrant(ctx, c.OrganizationID, c.GrantID, toolplane.OAuthRevokedCodeReplay, now,
+			s.event(system(c.OrganizationID), "revoked", c.GrantID, toolplane.OAuthRevokedCodeReplay)); rerr != nil {
 			s.log.ErrorContext(ctx, "grant of a replayed code not revoked", "grant", c.GrantID, "err", rerr)
-		} else if ok {
-			s.record(ctx, system(c.OrganizationID), "revoked", c.GrantID, toolplane.OAuthRevokedCodeReplay)
 		}
 		invalidGrant(w, "the code was used already; what it issued is revoked")
 		return
@@ -165,10 +164,9 @@ func (s *Server) refreshGrant(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, toolplane.ErrReused):
 		// Two holders of one refresh token: one of them stole it. The
 		// family goes, so neither keeps access.
-		if ok, rerr := s.cfg.Store.RevokeOAuthGrant(ctx, g.OrganizationID, g.ID, toolplane.OAuthRevokedTokenReuse, now); rerr != nil {
+		if _, rerr := s.cfg.Store.RevokeOAuthGrant(ctx, g.OrganizationID, g.ID, toolplane.OAuthRevokedTokenReuse, now,
+			s.event(system(g.OrganizationID), "revoked", g.ID, toolplane.OAuthRevokedTokenReuse)); rerr != nil {
 			s.log.ErrorContext(ctx, "grant of a reused refresh token not revoked", "grant", g.ID, "err", rerr)
-		} else if ok {
-			s.record(ctx, system(g.OrganizationID), "revoked", g.ID, toolplane.OAuthRevokedTokenReuse)
 		}
 		invalidGrant(w, "the refresh token was used already; the consent is revoked")
 		return
@@ -284,13 +282,11 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g != nil {
-		ok, err := s.cfg.Store.RevokeOAuthGrant(ctx, g.OrganizationID, g.ID, toolplane.OAuthRevokedByClient, s.cfg.Now())
-		if err != nil {
+		by := &toolplane.Credential{ID: CredentialPrefix + g.ID, OrganizationID: g.OrganizationID, Subject: g.ClientID}
+		if _, err := s.cfg.Store.RevokeOAuthGrant(ctx, g.OrganizationID, g.ID, toolplane.OAuthRevokedByClient, s.cfg.Now(),
+			s.event(by, "revoked", g.ID, toolplane.OAuthRevokedByClient)); err != nil {
 			s.unavailable(w, r, err)
 			return
-		}
-		if ok {
-			s.record(ctx, &toolplane.Credential{ID: CredentialPrefix + g.ID, OrganizationID: g.OrganizationID, Subject: g.ClientID}, "revoked", g.ID, toolplane.OAuthRevokedByClient)
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -51,3 +51,16 @@ func (s *Store) execAudited(ctx context.Context, query string, args []any, ch *t
 	}
 	return true, nil
 }
+
+// appendAuditTx appends e, when not nil, to its organization's audit
+// chain within tx, the transaction of the change it records: a change of
+// more than audited's one row stores its event so. The head's row stays
+// locked until tx ends, as in AppendAudit. An event whose ID is taken is
+// an error wrapping toolplane.ErrExists.
+func appendAuditTx(ctx context.Context, tx pgx.Tx, e *toolplane.AuditEvent) error {
+	if e == nil {
+		return nil
+	}
+	err := tx.QueryRow(ctx, insertAudit+` RETURNING seq, prev_hash, hash`, auditArgs(e)...).Scan(&e.Seq, &e.PrevHash, &e.Hash)
+	return auditErr(e, err)
+}

@@ -158,16 +158,31 @@ func scanOAuthSetting(r scanner) (toolplane.OAuthClientSetting, error) {
 }
 
 // PutOAuthClientSetting stores c, replacing the organization's setting
-// of the client.
-func (s *Store) PutOAuthClientSetting(ctx context.Context, c *toolplane.OAuthClientSetting) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO oauth_client_settings (`+oauthSettingColumns+`) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = excluded.revoked_at,
-		updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-		c.OrganizationID, c.ClientID, c.AgentID, optMicros(c.RevokedAt), c.UpdatedBy, micros(c.UpdatedAt))
+// of the client, and e (when not nil) with it in one statement.
+func (s *Store) PutOAuthClientSetting(ctx context.Context, c *toolplane.OAuthClientSetting, e *toolplane.AuditEvent) error {
+	var err error
+	if e == nil {
+		_, err = s.pool.Exec(ctx, putOAuthSetting, settingArgs(c)...)
+	} else {
+		_, err = s.execAudited(ctx, putOAuthSettingAudited, settingArgs(c), nil, e)
+	}
 	if err != nil {
 		return fmt.Errorf("put oauth client setting: %w", err)
 	}
 	return nil
+}
+
+const putOAuthSetting = `INSERT INTO oauth_client_settings (` + oauthSettingColumns + `) VALUES ($1, $2, $3, $4, $5, $6)
+	ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = excluded.revoked_at,
+	updated_by = excluded.updated_by, updated_at = excluded.updated_at`
+
+// putOAuthSettingAudited is putOAuthSetting and the event's insert as one
+// statement: the upsert always writes its row, so the event always
+// follows it.
+var putOAuthSettingAudited = audited(putOAuthSetting, 6, false)
+
+func settingArgs(c *toolplane.OAuthClientSetting) []any {
+	return []any{c.OrganizationID, c.ClientID, c.AgentID, optMicros(c.RevokedAt), c.UpdatedBy, micros(c.UpdatedAt)}
 }
 
 // GetOAuthClientSetting answers the organization's setting of the client,
@@ -222,12 +237,12 @@ func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 // InsertOAuthGrant stores g, or answers an error wrapping
 // toolplane.ErrExists.
 func (s *Store) InsertOAuthGrant(ctx context.Context, g *toolplane.OAuthGrant) error {
-	return s.InsertOAuthGrantWithCode(ctx, g, nil)
+	return s.InsertOAuthGrantWithCode(ctx, g, nil, nil)
 }
 
-// InsertOAuthGrantWithCode stores g and, when c is not nil, its code, in
-// one transaction.
-func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuthGrant, c *toolplane.OAuthCode) error {
+// InsertOAuthGrantWithCode stores g and, when c is not nil, its code, and
+// e when not nil, in one transaction.
+func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuthGrant, c *toolplane.OAuthCode, e *toolplane.AuditEvent) error {
 	roles, err := jsonNames("roles", g.Roles)
 	if err != nil {
 		return fmt.Errorf("insert oauth grant: %w: %v", toolplane.ErrInvalid, err)
@@ -239,17 +254,22 @@ func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuth
 	insert := `INSERT INTO oauth_grants (` + oauthGrantColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 	args := []any{g.OrganizationID, g.ID, g.ClientID, g.Subject, roles, g.AgentID, tools, g.Resource,
 		micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason, g.PersonKey, micros(g.SignedInAt)}
-	if c == nil {
+	if c == nil && e == nil {
 		_, err = s.pool.Exec(ctx, insert, args...)
 	} else {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, insert, args...); err != nil {
 				return err
 			}
-			return insertCode(ctx, tx, c)
+			if c != nil {
+				if err := insertCode(ctx, tx, c); err != nil {
+					return err
+				}
+			}
+			return appendAuditTx(ctx, tx, e)
 		})
 	}
-	if isDuplicate(err) {
+	if isDuplicate(err) || errors.Is(err, toolplane.ErrExists) {
 		return fmt.Errorf("insert oauth grant: %w", toolplane.ErrExists)
 	}
 	if err != nil {
@@ -291,25 +311,55 @@ func (s *Store) OAuthGrants(ctx context.Context, org, subject string) ([]toolpla
 	return out, rows.Err()
 }
 
-// RevokeOAuthGrant revokes a standing grant.
-func (s *Store) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time) (bool, error) {
-	res, err := s.pool.Exec(ctx, `UPDATE oauth_grants SET revoked_at = $1, revoked_reason = $2
-		WHERE organization_id = $3 AND id = $4 AND revoked_at IS NULL`, micros(at), reason, org, id)
+// RevokeOAuthGrant revokes a standing grant, and stores e (when not nil)
+// with the revocation in one statement.
+func (s *Store) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time, e *toolplane.AuditEvent) (bool, error) {
+	args := []any{micros(at), reason, org, id}
+	if e != nil {
+		ok, err := s.execAudited(ctx, revokeOAuthGrantAudited, args, nil, e)
+		if err != nil {
+			return false, fmt.Errorf("revoke oauth grant: %w", err)
+		}
+		return ok, nil
+	}
+	res, err := s.pool.Exec(ctx, revokeOAuthGrant, args...)
 	if err != nil {
 		return false, fmt.Errorf("revoke oauth grant: %w", err)
 	}
 	return res.RowsAffected() == 1, nil
 }
 
-// RevokeOAuthGrantsOfClient revokes every standing grant of the
-// organization to the client.
-func (s *Store) RevokeOAuthGrantsOfClient(ctx context.Context, org, clientID, reason string, at time.Time) (int, error) {
-	res, err := s.pool.Exec(ctx, `UPDATE oauth_grants SET revoked_at = $1, revoked_reason = $2
-		WHERE organization_id = $3 AND client_id = $4 AND revoked_at IS NULL`, micros(at), reason, org, clientID)
+const revokeOAuthGrant = `UPDATE oauth_grants SET revoked_at = $1, revoked_reason = $2
+	WHERE organization_id = $3 AND id = $4 AND revoked_at IS NULL`
+
+// revokeOAuthGrantAudited is revokeOAuthGrant and the event's insert as
+// one statement: the event only when the grant was standing.
+var revokeOAuthGrantAudited = audited(revokeOAuthGrant, 4, false)
+
+// RevokeOAuthClient stores the client's revocation c, revokes every
+// standing grant of the organization to the client, and stores e (when
+// not nil, its Reason the count), in one transaction.
+func (s *Store) RevokeOAuthClient(ctx context.Context, c *toolplane.OAuthClientSetting, reason string, e *toolplane.AuditEvent) (int, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, putOAuthSetting, settingArgs(c)...); err != nil {
+			return err
+		}
+		res, err := tx.Exec(ctx, `UPDATE oauth_grants SET revoked_at = $1, revoked_reason = $2
+			WHERE organization_id = $3 AND client_id = $4 AND revoked_at IS NULL`, micros(c.UpdatedAt), reason, c.OrganizationID, c.ClientID)
+		if err != nil {
+			return err
+		}
+		n = res.RowsAffected()
+		if e != nil {
+			e.Reason = fmt.Sprintf("%d consents revoked", n)
+		}
+		return appendAuditTx(ctx, tx, e)
+	})
 	if err != nil {
-		return 0, fmt.Errorf("revoke oauth grants: %w", err)
+		return 0, fmt.Errorf("revoke oauth client %s: %w", c.ClientID, err)
 	}
-	return int(res.RowsAffected()), nil
+	return int(n), nil
 }
 
 const oauthCodeColumns = `hash, organization_id, grant_id, client_id, redirect_uri, challenge, expires_at, used_at`

@@ -57,3 +57,19 @@ func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...an
 	}
 	return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 }
+
+// appendAuditTx appends e, when not nil, to its organization's audit
+// chain within tx, the transaction of the change it records: a write
+// whose change is more than audited's one row (several rows, or none
+// that decides) stores its event so. An event whose ID is taken is an
+// error wrapping toolplane.ErrExists.
+func (s *Store) appendAuditTx(ctx context.Context, tx *sql.Tx, e *toolplane.AuditEvent) error {
+	if e == nil {
+		return nil
+	}
+	c := s.newChainer(ctx, tx)
+	if err := c.append(e, nil); err != nil {
+		return auditErr(e, err)
+	}
+	return c.save()
+}

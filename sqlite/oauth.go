@@ -138,16 +138,26 @@ func scanOAuthSetting(r scanner) (toolplane.OAuthClientSetting, error) {
 }
 
 // PutOAuthClientSetting stores c, replacing the organization's setting
-// of the client.
-func (s *Store) PutOAuthClientSetting(ctx context.Context, c *toolplane.OAuthClientSetting) error {
-	_, err := s.exec(ctx, `INSERT INTO oauth_client_settings (`+oauthSettingColumns+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = excluded.revoked_at,
-		updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-		c.OrganizationID, c.ClientID, c.AgentID, optMicros(c.RevokedAt), c.UpdatedBy, micros(c.UpdatedAt))
+// of the client, and e (when not nil) with it in one write.
+func (s *Store) PutOAuthClientSetting(ctx context.Context, c *toolplane.OAuthClientSetting, e *toolplane.AuditEvent) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := putSetting(ctx, tx, c); err != nil {
+			return err
+		}
+		return s.appendAuditTx(ctx, tx, e)
+	})
 	if err != nil {
 		return fmt.Errorf("put oauth client setting: %w", err)
 	}
 	return nil
+}
+
+func putSetting(ctx context.Context, tx *sql.Tx, c *toolplane.OAuthClientSetting) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO oauth_client_settings (`+oauthSettingColumns+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = excluded.revoked_at,
+		updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
+		c.OrganizationID, c.ClientID, c.AgentID, optMicros(c.RevokedAt), c.UpdatedBy, micros(c.UpdatedAt))
+	return err
 }
 
 // GetOAuthClientSetting answers the organization's setting of the client,
@@ -202,12 +212,12 @@ func scanOAuthGrant(r scanner) (toolplane.OAuthGrant, error) {
 // InsertOAuthGrant stores g, or answers an error wrapping
 // toolplane.ErrExists.
 func (s *Store) InsertOAuthGrant(ctx context.Context, g *toolplane.OAuthGrant) error {
-	return s.InsertOAuthGrantWithCode(ctx, g, nil)
+	return s.InsertOAuthGrantWithCode(ctx, g, nil, nil)
 }
 
-// InsertOAuthGrantWithCode stores g and, when c is not nil, its code, in
-// one transaction.
-func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuthGrant, c *toolplane.OAuthCode) error {
+// InsertOAuthGrantWithCode stores g and, when c is not nil, its code, and
+// e when not nil, in one transaction.
+func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuthGrant, c *toolplane.OAuthCode, e *toolplane.AuditEvent) error {
 	roles, err := names("roles", g.Roles)
 	if err != nil {
 		return fmt.Errorf("insert oauth grant: %w: %v", toolplane.ErrInvalid, err)
@@ -222,12 +232,14 @@ func (s *Store) InsertOAuthGrantWithCode(ctx context.Context, g *toolplane.OAuth
 			micros(g.CreatedAt), micros(g.ExpiresAt), optMicros(g.RevokedAt), g.RevokedReason, g.PersonKey, micros(g.SignedInAt)); err != nil {
 			return err
 		}
-		if c == nil {
-			return nil
+		if c != nil {
+			if err := insertCode(ctx, tx, c); err != nil {
+				return err
+			}
 		}
-		return insertCode(ctx, tx, c)
+		return s.appendAuditTx(ctx, tx, e)
 	})
-	if isDuplicate(err) {
+	if isDuplicate(err) || errors.Is(err, toolplane.ErrExists) {
 		return fmt.Errorf("insert oauth grant: %w", toolplane.ErrExists)
 	}
 	if err != nil {
@@ -269,33 +281,53 @@ func (s *Store) OAuthGrants(ctx context.Context, org, subject string) ([]toolpla
 	return out, rows.Err()
 }
 
-// RevokeOAuthGrant revokes a standing grant.
-func (s *Store) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time) (bool, error) {
+// RevokeOAuthGrant revokes a standing grant, and stores e (when not nil)
+// with the revocation in one write.
+func (s *Store) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at time.Time, e *toolplane.AuditEvent) (bool, error) {
 	defer s.oauthChanged(org, id)
-	res, err := s.exec(ctx, `UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ?
-		WHERE organization_id = ? AND id = ? AND revoked_at IS NULL`, micros(at), reason, org, id)
-	if err != nil {
-		return false, fmt.Errorf("revoke oauth grant: %w", err)
-	}
-	ok, err := affected(res)
+	var ok bool
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ?
+			WHERE organization_id = ? AND id = ? AND revoked_at IS NULL`, micros(at), reason, org, id)
+		if err != nil {
+			return err
+		}
+		if ok, err = affected(res); err != nil || !ok {
+			return err
+		}
+		return s.appendAuditTx(ctx, tx, e)
+	})
 	if err != nil {
 		return false, fmt.Errorf("revoke oauth grant: %w", err)
 	}
 	return ok, nil
 }
 
-// RevokeOAuthGrantsOfClient revokes every standing grant of the
-// organization to the client.
-func (s *Store) RevokeOAuthGrantsOfClient(ctx context.Context, org, clientID, reason string, at time.Time) (int, error) {
-	defer s.oauthChanged(org, "")
-	res, err := s.exec(ctx, `UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ?
-		WHERE organization_id = ? AND client_id = ? AND revoked_at IS NULL`, micros(at), reason, org, clientID)
+// RevokeOAuthClient stores the client's revocation c, revokes every
+// standing grant of the organization to the client, and stores e (when
+// not nil, its Reason the count), in one write.
+func (s *Store) RevokeOAuthClient(ctx context.Context, c *toolplane.OAuthClientSetting, reason string, e *toolplane.AuditEvent) (int, error) {
+	defer s.oauthChanged(c.OrganizationID, "")
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := putSetting(ctx, tx, c); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE oauth_grants SET revoked_at = ?, revoked_reason = ?
+			WHERE organization_id = ? AND client_id = ? AND revoked_at IS NULL`, micros(c.UpdatedAt), reason, c.OrganizationID, c.ClientID)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		if e != nil {
+			e.Reason = fmt.Sprintf("%d consents revoked", n)
+		}
+		return s.appendAuditTx(ctx, tx, e)
+	})
 	if err != nil {
-		return 0, fmt.Errorf("revoke oauth grants: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("revoke oauth grants: %w", err)
+		return 0, fmt.Errorf("revoke oauth client %s: %w", c.ClientID, err)
 	}
 	return int(n), nil
 }

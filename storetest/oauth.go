@@ -28,6 +28,10 @@ type OAuthStore interface {
 //     revocation reaches another's.
 //   - A grant and its first code are stored together or not at all.
 //   - A capped client insert never lets concurrent inserts pass the cap.
+//   - A client's setting, a grant's revocation, a consent (a grant and its
+//     code) and a client's revocation are stored with their audit event
+//     in one transaction, or not at all; the event continues its
+//     organization's chain (see controlAuditCases).
 var oauthCases = []struct {
 	name string
 	run  func(t *testing.T, s OAuthStore)
@@ -43,6 +47,10 @@ var oauthCases = []struct {
 	{"GrantWithCode", testOAuthGrantWithCode},
 	{"ClientCap", testOAuthClientCap},
 	{"UnusedClients", testOAuthUnusedClients},
+	{"AuditedClientSetting", oauthAudited(oauthSettingWrite)},
+	{"AuditedGrantRevoke", oauthAudited(oauthRevokeWrite)},
+	{"AuditedConsent", oauthAudited(oauthConsentWrite)},
+	{"AuditedClientRevoke", testOAuthClientRevokeAudited},
 }
 
 // RunOAuth runs the authorization server's store checks as subtests of t,
@@ -96,11 +104,11 @@ func testOAuthClients(t *testing.T, s OAuthStore) {
 func testOAuthClientSettings(t *testing.T, s OAuthStore) {
 	ctx, org, other := t.Context(), newOrg(), newOrg()
 	set := &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: "tpc_a", AgentID: "agent-a", UpdatedBy: "admin", UpdatedAt: at(0)}
-	if err := s.PutOAuthClientSetting(ctx, set); err != nil {
+	if err := s.PutOAuthClientSetting(ctx, set, nil); err != nil {
 		t.Fatal(err)
 	}
 	set.RevokedAt, set.UpdatedAt = at(time.Hour), at(time.Hour)
-	if err := s.PutOAuthClientSetting(ctx, set); err != nil {
+	if err := s.PutOAuthClientSetting(ctx, set, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.GetOAuthClientSetting(ctx, org, "tpc_a")
@@ -155,17 +163,18 @@ func testOAuthGrants(t *testing.T, s OAuthStore) {
 	if l, err := s.OAuthGrants(ctx, org, ""); err != nil || len(l) != 3 {
 		t.Fatalf("every grant: %v %+v", err, l)
 	}
-	if ok, err := s.RevokeOAuthGrant(ctx, org, g.ID, toolplane.OAuthRevokedByPerson, at(time.Hour)); !ok || err != nil {
+	if ok, err := s.RevokeOAuthGrant(ctx, org, g.ID, toolplane.OAuthRevokedByPerson, at(time.Hour), nil); !ok || err != nil {
 		t.Fatalf("revoke: %v %v", ok, err)
 	}
-	if ok, err := s.RevokeOAuthGrant(ctx, org, g.ID, toolplane.OAuthRevokedByAdmin, at(2*time.Hour)); ok || err != nil {
+	if ok, err := s.RevokeOAuthGrant(ctx, org, g.ID, toolplane.OAuthRevokedByAdmin, at(2*time.Hour), nil); ok || err != nil {
 		t.Fatalf("second revoke: %v %v, want false", ok, err)
 	}
 	got, _ = s.GetOAuthGrant(ctx, org, g.ID)
 	if got.RevokedReason != toolplane.OAuthRevokedByPerson || !got.RevokedAt.Equal(stored(at(time.Hour))) || got.Live(at(time.Minute)) {
 		t.Fatalf("revoked grant: %+v", got)
 	}
-	if n, err := s.RevokeOAuthGrantsOfClient(ctx, org, "tpc_a", toolplane.OAuthRevokedClientOff, at(time.Hour)); n != 2 || err != nil {
+	off := &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: "tpc_a", RevokedAt: at(time.Hour), UpdatedBy: "admin", UpdatedAt: at(time.Hour)}
+	if n, err := s.RevokeOAuthClient(ctx, off, toolplane.OAuthRevokedClientOff, nil); n != 2 || err != nil {
 		t.Fatalf("revoke the client's: %d %v, want the two standing", n, err)
 	}
 }
@@ -182,10 +191,11 @@ func testOAuthGrantIsolation(t *testing.T, s OAuthStore) {
 	if l, err := s.OAuthGrants(ctx, other, ""); err != nil || len(l) != 0 {
 		t.Fatalf("another organization's grants: %v %+v", err, l)
 	}
-	if ok, err := s.RevokeOAuthGrant(ctx, other, g.ID, toolplane.OAuthRevokedByAdmin, at(time.Hour)); ok || err != nil {
+	if ok, err := s.RevokeOAuthGrant(ctx, other, g.ID, toolplane.OAuthRevokedByAdmin, at(time.Hour), nil); ok || err != nil {
 		t.Fatalf("revoked from another organization: %v %v", ok, err)
 	}
-	if n, err := s.RevokeOAuthGrantsOfClient(ctx, other, g.ClientID, toolplane.OAuthRevokedClientOff, at(time.Hour)); n != 0 || err != nil {
+	off := &toolplane.OAuthClientSetting{OrganizationID: other, ClientID: g.ClientID, RevokedAt: at(time.Hour), UpdatedBy: "admin", UpdatedAt: at(time.Hour)}
+	if n, err := s.RevokeOAuthClient(ctx, off, toolplane.OAuthRevokedClientOff, nil); n != 0 || err != nil {
 		t.Fatalf("revoked from another organization: %d %v", n, err)
 	}
 	if got, err := s.GetOAuthGrant(ctx, org, g.ID); err != nil || !got.RevokedAt.IsZero() {
@@ -323,7 +333,7 @@ func testOAuthGrantWithCode(t *testing.T, s OAuthStore) {
 	}
 	g := newOAuthGrant(org, "alice", 0)
 	c := code(g, rand.Text())
-	if err := s.InsertOAuthGrantWithCode(ctx, g, c); err != nil {
+	if err := s.InsertOAuthGrantWithCode(ctx, g, c, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetOAuthGrant(ctx, org, g.ID); err != nil {
@@ -354,7 +364,7 @@ func testOAuthGrantWithCode(t *testing.T, s OAuthStore) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g2, c2 := tt.clash()
-			if err := s.InsertOAuthGrantWithCode(ctx, g2, c2); !errors.Is(err, toolplane.ErrExists) {
+			if err := s.InsertOAuthGrantWithCode(ctx, g2, c2, nil); !errors.Is(err, toolplane.ErrExists) {
 				t.Fatalf("insert: %v, want ErrExists", err)
 			}
 			got, err := s.GetOAuthGrant(ctx, org, g2.ID)
@@ -444,7 +454,7 @@ func testOAuthUnusedClients(t *testing.T, s OAuthStore) {
 		t.Fatal(err)
 	}
 	set := client(toolplane.OAuthClientRegistered, -48*time.Hour)
-	if err := s.PutOAuthClientSetting(ctx, &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: set.ID, RevokedAt: at(0), UpdatedBy: "admin", UpdatedAt: at(0)}); err != nil {
+	if err := s.PutOAuthClientSetting(ctx, &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: set.ID, RevokedAt: at(0), UpdatedBy: "admin", UpdatedAt: at(0)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	document := client(toolplane.OAuthClientDocument, -48*time.Hour)
