@@ -48,7 +48,7 @@ func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient,
 		full, known = false, false
 		if max > 0 {
 			// A client stored already is ErrExists at the cap too: a
-			// metadata document's client is inserted at each first read.
+			// metadata document's client is inserted at each consent to it.
 			var n, same int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE id = ?) FROM oauth_clients`, c.ID).Scan(&n, &same); err != nil {
 				return err

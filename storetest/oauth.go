@@ -15,6 +15,7 @@ import (
 type OAuthStore interface {
 	toolplane.Store
 	toolplane.OAuthStore
+	toolplane.OAuthConsentStore
 }
 
 // The authorization server's store contract, beyond toolplane.OAuthStore's
@@ -28,6 +29,9 @@ type OAuthStore interface {
 //     revocation reaches another's.
 //   - A grant and its first code are stored together or not at all.
 //   - A capped client insert never lets concurrent inserts pass the cap.
+//   - A consent is stored only while its client is registered and not
+//     revoked in its organization; one stored beside the client's
+//     revocation is revoked by it, one beside the sweep keeps its client.
 var oauthCases = []struct {
 	name string
 	run  func(t *testing.T, s OAuthStore)
@@ -43,6 +47,9 @@ var oauthCases = []struct {
 	{"GrantWithCode", testOAuthGrantWithCode},
 	{"ClientCap", testOAuthClientCap},
 	{"UnusedClients", testOAuthUnusedClients},
+	{"ConsentChecksClient", testOAuthConsentChecksClient},
+	{"ConsentRacesRevocation", testOAuthConsentRacesRevocation},
+	{"ConsentRacesSweep", testOAuthConsentRacesSweep},
 }
 
 // RunOAuth runs the authorization server's store checks as subtests of t,
