@@ -3,6 +3,8 @@ package authserver_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +104,64 @@ func TestRevokeClientGone(t *testing.T) {
 		}
 		if _, err := w.nodes[1].as.RevokeClient(ctx, admin, "tpc_nobody"); !errors.Is(err, toolplane.ErrNotFound) {
 			t.Fatalf("revoking a client nobody knows of: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestTokenEndpointRefusesRevokedClient: a consent standing for a client
+// its organization revoked (a state no revocation leaves, checked all the
+// same) gets no tokens: neither its code nor its refresh token is
+// honoured.
+func TestTokenEndpointRefusesRevokedClient(t *testing.T) {
+	forEach(t, nil, func(t *testing.T, w *world) {
+		ctx := t.Context()
+		refreshed, coded := w.newClient(), w.newClient()
+		tok, err := refreshed.exchange(0, refreshed.authorize(w.browser(), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := coded.authorize(w.browser(), nil)
+		for _, c := range []*client{refreshed, coded} {
+			// The setting alone, as a store written before a client's
+			// revocation was one transaction could hold it.
+			if err := w.nodes[0].store.PutOAuthClientSetting(ctx, &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: c.conf.ClientID,
+				RevokedAt: time.Now(), UpdatedBy: "admin", UpdatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := coded.exchange(1, code); oauthErr(err) != "invalid_grant" {
+			t.Fatalf("a revoked client's code: %v, want invalid_grant", err)
+		}
+		if _, err := refreshed.refresh(1, tok.RefreshToken); oauthErr(err) != "invalid_grant" {
+			t.Fatalf("a revoked client's refresh token: %v, want invalid_grant", err)
+		}
+	})
+}
+
+// TestRevokeDocumentClientAhead: an admin revokes a metadata document's
+// client before anyone of the organization consented to it (its row is
+// stored only by a consent); a person's consent to it is then refused.
+func TestRevokeDocumentClientAhead(t *testing.T) {
+	docs := documentServer(t)
+	forEach(t, func(c *authserver.Config) {
+		c.Egress, c.DocumentTimeout, c.DocumentMaxBytes = loopbackEgress(t, docs), 2*time.Second, 64<<10
+	}, func(t *testing.T, w *world) {
+		c := w.clientOf(docs.URL + "/good")
+		if n, err := w.nodes[1].as.RevokeClient(t.Context(), admin, c.conf.ClientID); err != nil || n != 0 {
+			t.Fatalf("revoke a document client nobody consented to: %d %v", n, err)
+		}
+		b := w.browser()
+		p := b.consent(c.authURL())
+		if q := p.location; p.status == http.StatusOK && strings.Contains(p.body, `value="allow"`) {
+			u := b.decide(p, "allow", nil)
+			if u.Query().Get("error") != "access_denied" {
+				t.Fatalf("a consent to a document client revoked ahead sent the browser to %s", u)
+			}
+		} else if !strings.Contains(q, "error=access_denied") {
+			t.Fatalf("the authorization of a document client revoked ahead: %d %q %s", p.status, q, p.body)
+		}
+		if gs, err := w.nodes[0].store.OAuthGrants(t.Context(), org, ""); err != nil || len(gs) != 0 {
+			t.Fatalf("consents: %v %+v, want none", err, gs)
 		}
 	})
 }
