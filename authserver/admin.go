@@ -103,14 +103,49 @@ func (s *Server) setting(ctx context.Context, org, clientID string) (*toolplane.
 	return st, err
 }
 
+// goneSetting answers the organization's setting of a client the server
+// holds no row of, a new one when there is none, provided it is a
+// metadata document's (stored only at a person's first consent, and
+// revoked ahead of it) or one of the organization's consents or settings
+// names it; an error wrapping ErrNotFound otherwise.
+func (s *Server) goneSetting(ctx context.Context, org, clientID string) (*toolplane.OAuthClientSetting, error) {
+	st, err := s.cfg.Store.GetOAuthClientSetting(ctx, org, clientID)
+	if !errors.Is(err, toolplane.ErrNotFound) {
+		return st, err
+	}
+	if IsDocumentID(clientID) {
+		return &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: clientID}, nil
+	}
+	grants, err := s.cfg.Store.OAuthGrants(ctx, org, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range grants {
+		if g.ClientID == clientID {
+			return &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: clientID}, nil
+		}
+	}
+	return nil, fmt.Errorf("oauth client %s: %w", clientID, toolplane.ErrNotFound)
+}
+
 // RevokeClient revokes the client in by's organization: nobody of it may
 // connect it again, and every consent given to it is revoked (its tokens
-// refused on their next call). Answers how many consents it revoked.
+// refused on their next call). Answers how many consents it revoked. The
+// setting and the consents' revocation are one transaction, which a
+// consent being stored at the time either precedes (and is revoked by)
+// or follows (and is refused). A client whose registration is gone (the
+// sweep of unused clients removed it) is revoked all the same when any
+// consent of the organization names it, and a metadata document's client
+// before anyone consented to it; another the server does not know
+// answers an error wrapping ErrNotFound.
 func (s *Server) RevokeClient(ctx context.Context, by *toolplane.Credential, clientID string) (int, error) {
 	if !isAdmin(by) {
 		return 0, forbidden("revoking an OAuth client")
 	}
 	st, err := s.setting(ctx, by.OrganizationID, clientID)
+	if errors.Is(err, toolplane.ErrNotFound) {
+		st, err = s.goneSetting(ctx, by.OrganizationID, clientID)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -375,12 +375,22 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	g := &toolplane.OAuthGrant{OrganizationID: person.OrganizationID, ID: toolplane.NewID("oag_"), ClientID: req.client.ID,
 		Subject: person.Subject, Roles: person.Roles, PersonKey: personKey(sess), SignedInAt: signedIn(sess, now), AgentID: agent, Tools: tools,
 		Resource: req.resource, CreatedAt: now, ExpiresAt: now.Add(life)}
+	if e := s.keepDocument(ctx, req.client); e != nil {
+		s.fail(w, r, req, e)
+		return
+	}
 	code := rand.Text() + rand.Text()
 	// One transaction: a consent is never left without the code that
-	// would have used it, nor without its audit event.
-	err = s.cfg.Store.InsertOAuthGrantWithCode(ctx, g, &toolplane.OAuthCode{Hash: hash(code), OrganizationID: g.OrganizationID, GrantID: g.ID,
+	// would have used it, nor without its audit event, and is stored only
+	// while its client is registered and not revoked (checked above too,
+	// but an admin's revocation or the sweep may have come since).
+	err = s.cfg.Store.InsertOAuthConsent(ctx, g, &toolplane.OAuthCode{Hash: hash(code), OrganizationID: g.OrganizationID, GrantID: g.ID,
 		ClientID: g.ClientID, RedirectURI: req.asked, Challenge: req.challenge, ExpiresAt: now.Add(s.cfg.CodeTTL)},
 		s.event(person, "consented", g.ID, "client "+g.ClientID+" as agent "+agent+" for "+scope(tools)+" on "+g.Resource))
+	if errors.Is(err, toolplane.ErrOAuthClientGone) {
+		s.fail(w, r, req, &requestError{code: "access_denied", description: "this organization revoked the client, or it is no longer registered", redirect: true})
+		return
+	}
 	if err != nil {
 		s.log.ErrorContext(ctx, "consent not stored", "err", err)
 		s.fail(w, r, req, &requestError{code: "temporarily_unavailable", description: "try again", redirect: true})

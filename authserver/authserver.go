@@ -99,6 +99,9 @@ const (
 // control events go to.
 type Store interface {
 	toolplane.OAuthStore
+	// InsertOAuthConsent and RevokeOAuthClient keep a consent from
+	// outrunning its client's revocation or removal.
+	toolplane.OAuthConsentStore
 	// GetCredential finds the API key a person consented with (a grant's
 	// PersonKey), checked at every call.
 	apikey.Getter
@@ -144,7 +147,7 @@ type Config struct {
 	// DefaultMaxClients when zero, no bound when negative.
 	MaxClients int
 	// OIDCMaxAge bounds how old the OpenID provider's sign-in behind a
-	// consent may be for its tokens to be refreshed: past it, the client
+	// consent may be for its tokens to be refreshed and honoured: past it, the client
 	// sends the person through sign-in (and consent) again, and the roles
 	// come fresh from the provider. DefaultOIDCMaxAge when zero, no bound
 	// when negative. Consents given with a person's own key follow the key

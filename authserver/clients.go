@@ -168,7 +168,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 }
 
 // client answers the client id names: a registered one, or the one its
-// metadata document describes (fetched, checked and remembered).
+// metadata document describes (fetched, checked and remembered by this
+// node for a while, not stored: see keepDocument).
 func (s *Server) client(ctx context.Context, id string) (*toolplane.OAuthClient, error) {
 	if id == "" || len(id) > maxURILen {
 		return nil, fmt.Errorf("%w: client_id is missing", ErrClient)
@@ -194,19 +195,33 @@ func (s *Server) client(ctx context.Context, id string) (*toolplane.OAuthClient,
 		return nil, fmt.Errorf("%w: its metadata document: %v", ErrClient, err)
 	}
 	c := &toolplane.OAuthClient{ID: id, Name: doc.ClientName, RedirectURIs: doc.RedirectURIs, Source: toolplane.OAuthClientDocument, CreatedAt: s.cfg.Now()}
-	// The first read is kept, so an admin lists and revokes the client like
-	// a registered one; later reads refresh the cache, not the row. A new
-	// document counts toward the server's clients like a registration:
-	// anyone may publish documents at as many URLs as they like.
-	err = s.cfg.Store.InsertOAuthClient(ctx, c, s.maxClients())
-	switch {
-	case errors.Is(err, toolplane.ErrOAuthClientsFull):
-		return nil, fmt.Errorf("%w: this server holds as many OAuth clients as its operator allows (%d), and this one is new to it", ErrClient, s.cfg.MaxClients)
-	case err != nil && !errors.Is(err, toolplane.ErrExists):
-		return nil, err
-	}
 	s.docs.put(id, c)
 	return c, nil
+}
+
+// keepDocument stores a metadata document's client when a person
+// consents to it, so an admin lists and revokes it like a registered one
+// (later reads refresh the node's cache, not the row). Only a consent
+// stores it: an authorization request, which anyone may make before
+// signing in, at as many document URLs as they publish, stores nothing,
+// so it cannot fill the server's clients. A new document counts toward
+// the cap like a registration. A registered client, or a document stored
+// already, answers nil.
+func (s *Server) keepDocument(ctx context.Context, c *toolplane.OAuthClient) *requestError {
+	if c.Source != toolplane.OAuthClientDocument {
+		return nil
+	}
+	err := s.cfg.Store.InsertOAuthClient(ctx, c, s.maxClients())
+	switch {
+	case errors.Is(err, toolplane.ErrOAuthClientsFull):
+		s.log.WarnContext(ctx, "client metadata document not stored: the server holds as many OAuth clients as it may (serve --oauth-max-clients)", "max", s.cfg.MaxClients)
+		return &requestError{code: "temporarily_unavailable", redirect: true,
+			description: fmt.Sprintf("this server holds as many OAuth clients as its operator allows (%d), and this one is new to it", s.cfg.MaxClients)}
+	case err != nil && !errors.Is(err, toolplane.ErrExists):
+		s.log.ErrorContext(ctx, "client metadata document not stored", "err", err)
+		return &requestError{code: "temporarily_unavailable", description: "try again", redirect: true}
+	}
+	return nil
 }
 
 // maxClients answers the cap the store applies: 0 for none.

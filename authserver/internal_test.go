@@ -45,7 +45,7 @@ func twoServers(t testing.TB) (*Server, *Server, toolplane.OAuthStore) {
 func grantIn(t testing.TB, st toolplane.OAuthStore, org string) *toolplane.OAuthGrant {
 	now := time.Now()
 	g := &toolplane.OAuthGrant{OrganizationID: org, ID: toolplane.NewID("oag_"), ClientID: "tpc_x", Subject: "alice", AgentID: DefaultAgent,
-		Resource: "https://tp.example/mcp", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+		Resource: "https://tp.example/mcp", CreatedAt: now, ExpiresAt: now.Add(time.Hour), SignedInAt: now}
 	if err := st.InsertOAuthGrant(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +262,36 @@ func TestCSPOrigin(t *testing.T) {
 		if got := cspOrigin(u); got != tc.want {
 			t.Errorf("cspOrigin(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestStandingAt: what a node keeps of a consent is checked against now
+// on every call: the grant's end, the person's key's and the OpenID
+// sign-in's bound.
+func TestStandingAt(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	g := &toolplane.OAuthGrant{ExpiresAt: now.Add(time.Hour), SignedInAt: now.Add(-time.Hour)}
+	tests := []struct {
+		name string
+		st   standing
+		at   time.Time
+		ok   bool
+	}{
+		{"in force", standing{g: g}, now, true},
+		{"the grant ended", standing{g: g}, now.Add(time.Hour), false},
+		{"within the key's life", standing{g: g, keyExpires: now.Add(time.Minute)}, now, true},
+		{"the key ended", standing{g: g, keyExpires: now.Add(time.Minute)}, now.Add(time.Minute), false},
+		{"within the sign-in's bound", standing{g: g, signInEnds: signInEnds(g, 2*time.Hour)}, now.Add(59 * time.Minute), true},
+		{"the sign-in's bound reached", standing{g: g, signInEnds: signInEnds(g, 2*time.Hour)}, now.Add(time.Hour), false},
+		{"no bound", standing{g: g, signInEnds: signInEnds(g, -1)}, now.Add(59 * time.Minute), true},
+	}
+	for _, tt := range tests {
+		if err := tt.st.at(tt.at); (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("%s: %v, want in force %v", tt.name, err, tt.ok)
+		}
+	}
+	if !signInEnds(&toolplane.OAuthGrant{PersonKey: "tpk_x", SignedInAt: now}, time.Hour).IsZero() {
+		t.Error("a person key's consent is bound by the OpenID sign-in")
 	}
 }

@@ -102,7 +102,7 @@ func TestConsentInForce(t *testing.T) {
 		cred := authserver.CredentialPrefix + mine[0].ID
 		ask := func(node int, org string) bool {
 			t.Helper()
-			ok, err := authserver.ConsentInForce(ctx, w.nodes[node].store, org, cred, time.Now())
+			ok, err := authserver.ConsentInForce(ctx, w.nodes[node].store, org, cred, 0, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestConsentInForce(t *testing.T) {
 		if ask(1, alice.OrganizationID) {
 			t.Fatal("a revoked consent is still in force on the other node")
 		}
-		if _, err := authserver.ConsentInForce(ctx, w.nodes[0].store, alice.OrganizationID, "tpk_x", time.Now()); !errors.Is(err, toolplane.ErrInvalid) {
+		if _, err := authserver.ConsentInForce(ctx, w.nodes[0].store, alice.OrganizationID, "tpk_x", 0, time.Now()); !errors.Is(err, toolplane.ErrInvalid) {
 			t.Fatalf("an API key's id = %v; want ErrInvalid", err)
 		}
 	})

@@ -16,27 +16,44 @@ import (
 const maxKeptConsents = 10_000
 
 // standing is a consent found in force: its grant, the person's roles
-// (the grant's, or their key's when they consented with it), and when
-// that key expires (zero: no key, or one that never expires). Nothing in
-// it is changed once made; calls share it.
+// (the grant's, or their key's when they consented with it), when that
+// key expires (zero: no key, or one that never expires), and when the
+// OpenID sign-in behind it reaches Config.OIDCMaxAge (zero: a key's
+// consent, or no bound). Nothing in it is changed once made; calls share
+// it.
 type standing struct {
 	g          *toolplane.OAuthGrant
 	roles      []string
 	keyExpires time.Time
+	signInEnds time.Time
 }
 
 // at answers nil when the consent still stands at now as far as time
-// goes, or an error wrapping ErrInvalid: the grant's end and the key's
-// are checked against now on every call, whether the rest was read or
-// kept.
+// goes, or an error wrapping ErrInvalid: the grant's end, the key's and
+// the sign-in's bound are checked against now on every call, whether the
+// rest was read or kept.
 func (st *standing) at(now time.Time) error {
 	switch {
 	case !st.g.Live(now):
 		return fmt.Errorf("%w: the consent was revoked or ended", ErrInvalid)
 	case !st.keyExpires.IsZero() && !now.Before(st.keyExpires):
 		return fmt.Errorf("%w: the person's key the consent was given with is revoked or ended", ErrInvalid)
+	case !st.signInEnds.IsZero() && !now.Before(st.signInEnds):
+		return fmt.Errorf("%w: %s", ErrInvalid, staleSignIn)
 	}
 	return nil
+}
+
+// signInEnds answers when g's OpenID sign-in reaches maxAge (a Config's
+// OIDCMaxAge once defaulted: zero or less is no bound), past which
+// neither its tokens nor the calls run later under it are honoured: the
+// roles it carries are the provider's of then. A consent given with a
+// person's key answers the zero time: the key is checked instead.
+func signInEnds(g *toolplane.OAuthGrant, maxAge time.Duration) time.Time {
+	if g.PersonKey != "" || maxAge <= 0 {
+		return time.Time{}
+	}
+	return g.SignedInAt.Add(maxAge)
 }
 
 // consents is what a node keeps of consents found in force, by
@@ -185,7 +202,7 @@ func (v *Verifier) inForce(ctx context.Context, org, id string, now time.Time) (
 		}
 		return st, nil
 	}
-	st, err := grantInForce(ctx, v.s.cfg.Store, org, id, now)
+	st, err := grantInForce(ctx, v.s.cfg.Store, org, id, v.s.cfg.OIDCMaxAge, now)
 	if err != nil {
 		return nil, err
 	}

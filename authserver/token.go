@@ -116,7 +116,34 @@ func (s *Server) codeGrant(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusBadRequest, "invalid_target", "resource is not the one consented to")
 		return
 	}
+	if revoked, err := s.clientRevoked(ctx, g); err != nil {
+		s.unavailable(w, r, err)
+		return
+	} else if revoked {
+		invalidGrant(w, clientOff)
+		return
+	}
 	s.issue(w, r, g, now)
+}
+
+// clientOff is the refusal of a grant whose client its organization
+// revoked.
+const clientOff = "the organization revoked the client"
+
+// clientRevoked reports whether g's organization revoked g's client.
+// Revoking a client revokes its grants in the same transaction, and a
+// grant is stored only while its client is not revoked, so a live grant
+// of a revoked client should not exist; the token endpoint checks all the
+// same before it issues anything.
+func (s *Server) clientRevoked(ctx context.Context, g *toolplane.OAuthGrant) (bool, error) {
+	st, err := s.cfg.Store.GetOAuthClientSetting(ctx, g.OrganizationID, g.ClientID)
+	switch {
+	case errors.Is(err, toolplane.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read the client's setting: %w", err)
+	}
+	return !st.RevokedAt.IsZero(), nil
 }
 
 func (s *Server) refreshGrant(w http.ResponseWriter, r *http.Request) {
@@ -158,6 +185,13 @@ func (s *Server) refreshGrant(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusBadRequest, "invalid_target", "resource is not the one consented to")
 		return
 	}
+	if revoked, err := s.clientRevoked(ctx, g); err != nil {
+		s.unavailable(w, r, err)
+		return
+	} else if revoked {
+		invalidGrant(w, clientOff)
+		return
+	}
 	next, secret := s.refreshToken(g, now)
 	_, err = s.cfg.Store.RotateOAuthRefreshToken(ctx, old.Hash, next, now)
 	switch {
@@ -187,7 +221,8 @@ const staleSignIn = "the sign-in through the identity provider behind this conse
 // A person key's grant is checked against the key at every call, and is
 // never stale.
 func (s *Server) stale(g *toolplane.OAuthGrant, now time.Time) bool {
-	return g.PersonKey == "" && s.cfg.OIDCMaxAge > 0 && !now.Before(g.SignedInAt.Add(s.cfg.OIDCMaxAge))
+	end := signInEnds(g, s.cfg.OIDCMaxAge)
+	return !end.IsZero() && !now.Before(end)
 }
 
 // refreshToken answers a new refresh token of g and its secret value. It
@@ -199,8 +234,8 @@ func (s *Server) refreshToken(g *toolplane.OAuthGrant, now time.Time) (*toolplan
 	if g.ExpiresAt.Before(exp) {
 		exp = g.ExpiresAt
 	}
-	if bound := g.SignedInAt.Add(s.cfg.OIDCMaxAge); g.PersonKey == "" && s.cfg.OIDCMaxAge > 0 && bound.Before(exp) {
-		exp = bound
+	if end := signInEnds(g, s.cfg.OIDCMaxAge); !end.IsZero() && end.Before(exp) {
+		exp = end
 	}
 	return &toolplane.OAuthRefreshToken{Hash: hash(secret), OrganizationID: g.OrganizationID, GrantID: g.ID, CreatedAt: now, ExpiresAt: exp}, secret
 }
@@ -223,10 +258,17 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request, g *toolplane.OAut
 	s.answer(w, r, g, secret, now)
 }
 
+// answer mints an access token of g and answers it with the refresh
+// token's secret. The access token ends with the grant and, for a consent
+// through the OpenID provider, when its sign-in reaches the bound, never
+// an access TTL past it.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, g *toolplane.OAuthGrant, refresh string, now time.Time) {
 	exp := now.Add(s.cfg.AccessTTL)
 	if g.ExpiresAt.Before(exp) {
 		exp = g.ExpiresAt
+	}
+	if end := signInEnds(g, s.cfg.OIDCMaxAge); !end.IsZero() && end.Before(exp) {
+		exp = end
 	}
 	at, err := s.mint(r.Context(), g, now, exp)
 	if err != nil {

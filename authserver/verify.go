@@ -221,9 +221,10 @@ const CredentialPrefix = authz.ConsentPrefix
 // grantInForce reads org's grant id from the store and answers it as it
 // stands at now, with the person's roles: live (neither revoked nor
 // ended), and, when the person consented with their own key, that key
-// still in force and theirs (its roles are then the person's now).
-// Otherwise an error wrapping ErrInvalid says which.
-func grantInForce(ctx context.Context, st Store, org, id string, now time.Time) (*standing, error) {
+// still in force and theirs (its roles are then the person's now), or
+// else the OpenID sign-in behind it younger than maxAge (Config.OIDCMaxAge
+// once defaulted). Otherwise an error wrapping ErrInvalid says which.
+func grantInForce(ctx context.Context, st Store, org, id string, maxAge time.Duration, now time.Time) (*standing, error) {
 	g, err := st.GetOAuthGrant(ctx, org, id)
 	switch {
 	case errors.Is(err, toolplane.ErrNotFound):
@@ -233,7 +234,11 @@ func grantInForce(ctx context.Context, st Store, org, id string, now time.Time) 
 	case !g.Live(now):
 		return nil, fmt.Errorf("%w: the consent was revoked or ended", ErrInvalid)
 	case g.PersonKey == "":
-		return &standing{g: g, roles: g.Roles}, nil
+		st := &standing{g: g, roles: g.Roles, signInEnds: signInEnds(g, maxAge)}
+		if err := st.at(now); err != nil {
+			return nil, err
+		}
+		return st, nil
 	}
 	key, err := apikey.InForce(ctx, st, g.PersonKey, now)
 	switch {
@@ -250,14 +255,20 @@ func grantInForce(ctx context.Context, st Store, org, id string, now time.Time) 
 // ConsentInForce reports whether the consent an access token's caller
 // credential ID names (CredentialPrefix and the grant's ID) still stands
 // in org at now, as Verify would decide it: a call filed with such a
-// token and run later (after its approval) runs only while it does. It
-// reads the store, keeping nothing: such calls are few.
-func ConsentInForce(ctx context.Context, st Store, org, credentialID string, now time.Time) (bool, error) {
+// token and run later (after its approval) runs only while it does.
+// oidcMaxAge is the server's Config.OIDCMaxAge (zero: DefaultOIDCMaxAge,
+// negative: no bound): a consent through the OpenID provider stands only
+// while its sign-in is younger. It reads the store, keeping nothing: such
+// calls are few.
+func ConsentInForce(ctx context.Context, st Store, org, credentialID string, oidcMaxAge time.Duration, now time.Time) (bool, error) {
 	id, ok := strings.CutPrefix(credentialID, CredentialPrefix)
 	if !ok {
 		return false, fmt.Errorf("%q is not an access token's credential: %w", credentialID, toolplane.ErrInvalid)
 	}
-	_, err := grantInForce(ctx, st, org, id, now)
+	if oidcMaxAge == 0 {
+		oidcMaxAge = DefaultOIDCMaxAge
+	}
+	_, err := grantInForce(ctx, st, org, id, oidcMaxAge, now)
 	if errors.Is(err, ErrInvalid) {
 		return false, nil
 	}

@@ -37,6 +37,7 @@ import (
 type store interface {
 	toolplane.Store
 	toolplane.OAuthStore
+	toolplane.OAuthConsentStore
 }
 
 // backends answers a fresh store of each backend, PostgreSQL when the

@@ -45,7 +45,7 @@ func oauthToken(b *testing.B, f *fastFixture) string {
 	}
 	now := time.Now()
 	g := &toolplane.OAuthGrant{OrganizationID: "org-1", ID: toolplane.NewID("oag_"), ClientID: "tpc_bench", Subject: "pat", AgentID: "agent-a",
-		Tools: []string{"crm.lookup"}, Resource: oauthIssuer + "/mcp", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+		Tools: []string{"crm.lookup"}, Resource: oauthIssuer + "/mcp", CreatedAt: now, ExpiresAt: now.Add(time.Hour), SignedInAt: now}
 	if err := f.store.InsertOAuthGrant(context.Background(), g); err != nil {
 		b.Fatal(err)
 	}

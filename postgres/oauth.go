@@ -73,7 +73,7 @@ func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient,
 				return err
 			}
 			// A client stored already is ErrExists at the cap too: a
-			// metadata document's client is inserted at each first read.
+			// metadata document's client is inserted at each consent to it.
 			var n, same int
 			if err := tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE id = $1) FROM oauth_clients`, c.ID).Scan(&n, &same); err != nil {
 				return err
@@ -97,17 +97,28 @@ func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient,
 }
 
 // DeleteUnusedOAuthClients removes registered clients created before
-// before that no grant and no setting names, at most limit.
+// before that no grant and no setting names, at most limit. It holds the
+// sweep's lock (clientSweepLock) exclusively, so it reads the grants after
+// every consent being stored committed, and no consent is stored while
+// it deletes.
 func (s *Store) DeleteUnusedOAuthClients(ctx context.Context, before time.Time, limit int) (int, error) {
-	res, err := s.pool.Exec(ctx, `DELETE FROM oauth_clients WHERE id IN (SELECT c.id FROM oauth_clients c
-		WHERE c.source = $1 AND c.created_at < $2
-		AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)
-		AND NOT EXISTS (SELECT 1 FROM oauth_client_settings st WHERE st.client_id = c.id)
-		LIMIT $3)`, toolplane.OAuthClientRegistered, micros(before), limit)
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, clientSweepLock); err != nil {
+			return err
+		}
+		res, err := tx.Exec(ctx, `DELETE FROM oauth_clients WHERE id IN (SELECT c.id FROM oauth_clients c
+			WHERE c.source = $1 AND c.created_at < $2
+			AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)
+			AND NOT EXISTS (SELECT 1 FROM oauth_client_settings st WHERE st.client_id = c.id)
+			LIMIT $3)`, toolplane.OAuthClientRegistered, micros(before), limit)
+		n = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delete unused oauth clients: %w", err)
 	}
-	return int(res.RowsAffected()), nil
+	return int(n), nil
 }
 
 // GetOAuthClient answers the client, or an error wrapping
@@ -338,10 +349,19 @@ var revokeOAuthGrantAudited = audited(revokeOAuthGrant, 4, false)
 
 // RevokeOAuthClient stores the client's revocation c, revokes every
 // standing grant of the organization to the client, and stores e (when
-// not nil, its Reason the count), in one transaction.
+// not nil, its Reason the count), in one transaction, under the client's
+// lock (lockClient) that a consent's insert takes too.
 func (s *Store) RevokeOAuthClient(ctx context.Context, c *toolplane.OAuthClientSetting, reason string, e *toolplane.AuditEvent) (int, error) {
+	if c.RevokedAt.IsZero() {
+		return 0, fmt.Errorf("revoke oauth client: %w: the setting's revoked_at is not set", toolplane.ErrInvalid)
+	}
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Under the client's lock a consent's insert takes: a consent
+		// checked before and stored after this revocation cannot be.
+		if err := lockClient(ctx, tx, c.OrganizationID, c.ClientID); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, putOAuthSetting, settingArgs(c)...); err != nil {
 			return err
 		}

@@ -48,7 +48,7 @@ func (s *Store) InsertOAuthClient(ctx context.Context, c *toolplane.OAuthClient,
 		full, known = false, false
 		if max > 0 {
 			// A client stored already is ErrExists at the cap too: a
-			// metadata document's client is inserted at each first read.
+			// metadata document's client is inserted at each consent to it.
 			var n, same int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE id = ?) FROM oauth_clients`, c.ID).Scan(&n, &same); err != nil {
 				return err
@@ -307,6 +307,9 @@ func (s *Store) RevokeOAuthGrant(ctx context.Context, org, id, reason string, at
 // standing grant of the organization to the client, and stores e (when
 // not nil, its Reason the count), in one write.
 func (s *Store) RevokeOAuthClient(ctx context.Context, c *toolplane.OAuthClientSetting, reason string, e *toolplane.AuditEvent) (int, error) {
+	if c.RevokedAt.IsZero() {
+		return 0, fmt.Errorf("revoke oauth client: %w: the setting's revoked_at is not set", toolplane.ErrInvalid)
+	}
 	defer s.oauthChanged(c.OrganizationID, "")
 	var n int64
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {

@@ -15,6 +15,7 @@ import (
 type OAuthStore interface {
 	toolplane.Store
 	toolplane.OAuthStore
+	toolplane.OAuthConsentStore
 }
 
 // The authorization server's store contract, beyond toolplane.OAuthStore's
@@ -32,6 +33,9 @@ type OAuthStore interface {
 //     code) and a client's revocation are stored with their audit event
 //     in one transaction, or not at all; the event continues its
 //     organization's chain (see controlAuditCases).
+//   - A consent is stored only while its client is registered and not
+//     revoked in its organization; one stored beside the client's
+//     revocation is revoked by it, one beside the sweep keeps its client.
 var oauthCases = []struct {
 	name string
 	run  func(t *testing.T, s OAuthStore)
@@ -51,6 +55,9 @@ var oauthCases = []struct {
 	{"AuditedGrantRevoke", oauthAudited(oauthRevokeWrite)},
 	{"AuditedConsent", oauthAudited(oauthConsentWrite)},
 	{"AuditedClientRevoke", testOAuthClientRevokeAudited},
+	{"ConsentChecksClient", testOAuthConsentChecksClient},
+	{"ConsentRacesRevocation", testOAuthConsentRacesRevocation},
+	{"ConsentRacesSweep", testOAuthConsentRacesSweep},
 }
 
 // RunOAuth runs the authorization server's store checks as subtests of t,

@@ -129,7 +129,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	oauthConsent := fs.Duration("oauth-consent-ttl", 0, "the longest a person's consent to a client lasts (0: 2160h, 90 days); they may choose shorter")
 	oauthRegRate := fs.Int("oauth-registrations-per-hour", 0, "client registrations per hour one client address may make (0: 20)")
 	oauthMaxClients := fs.Int("oauth-max-clients", authserver.DefaultMaxClients, "OAuth clients the server holds at most, registered and metadata documents' together, across every node; past it a registration is refused (0: no cap). Registrations nobody consented to in 7 days are removed")
-	oauthOIDCMaxAge := fs.Duration("oauth-oidc-max-age", authserver.DefaultOIDCMaxAge, "how old the OpenID provider's sign-in behind a consent may be for its tokens to be refreshed; past it the client sends the person through sign-in again, and roles come fresh from the provider (0: no bound). Consents given with a person's key follow the key at every call instead")
+	oauthOIDCMaxAge := fs.Duration("oauth-oidc-max-age", authserver.DefaultOIDCMaxAge, "how old the OpenID provider's sign-in behind a consent may be for its tokens to be refreshed and honoured; past it the client sends the person through sign-in again, and roles come fresh from the provider (0: no bound). Consents given with a person's key follow the key at every call instead")
 	auditNATS := fs.String("audit-export-nats", "", "export the audit trail to this NATS server's JetStream (nats://host:4222), with --audit-export-nats-stream")
 	auditNATSStream := fs.String("audit-export-nats-stream", "", "the JetStream stream the audit trail is exported to (created when absent); events on toolplane.audit.<organization>")
 	var auditRetention retentionFlag

@@ -42,7 +42,7 @@ type OAuthConfig struct {
 	// negative: no bound.
 	MaxClients int
 	// OIDCMaxAge bounds how old the OpenID provider's sign-in behind a
-	// consent may be for its tokens to be refreshed; zero takes
+	// consent may be for its tokens to be refreshed and honoured; zero takes
 	// authserver.DefaultOIDCMaxAge, negative: no bound.
 	OIDCMaxAge time.Duration
 }
@@ -139,6 +139,6 @@ func (s *Server) consentInForce() func(ctx context.Context, org, credentialID st
 		return nil
 	}
 	return func(ctx context.Context, org, credentialID string, now time.Time) (bool, error) {
-		return authserver.ConsentInForce(ctx, st, org, credentialID, now)
+		return authserver.ConsentInForce(ctx, st, org, credentialID, s.cfg.OAuth.OIDCMaxAge, now)
 	}
 }
