@@ -164,7 +164,9 @@ type OAuthStore interface {
 	// OAuthClients answers up to limit clients, newest first.
 	OAuthClients(ctx context.Context, limit int) ([]OAuthClient, error)
 	// PutOAuthClientSetting stores s, replacing the organization's
-	// setting of the client, and e (when not nil: the change's audit
+	// setting of the client (except a stored revocation, which stays: a
+	// change made from a copy read before the client was revoked never
+	// lifts it), and e (when not nil: the change's audit
 	// event) with it in one transaction, e chained to its organization's
 	// trail: an event that cannot be stored (an error wrapping ErrExists)
 	// leaves the setting as it was.

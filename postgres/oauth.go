@@ -184,7 +184,7 @@ func (s *Store) PutOAuthClientSetting(ctx context.Context, c *toolplane.OAuthCli
 }
 
 const putOAuthSetting = `INSERT INTO oauth_client_settings (` + oauthSettingColumns + `) VALUES ($1, $2, $3, $4, $5, $6)
-	ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = excluded.revoked_at,
+	ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = COALESCE(oauth_client_settings.revoked_at, excluded.revoked_at),
 	updated_by = excluded.updated_by, updated_at = excluded.updated_at`
 
 // putOAuthSettingAudited is putOAuthSetting and the event's insert as one

@@ -154,7 +154,7 @@ func (s *Store) PutOAuthClientSetting(ctx context.Context, c *toolplane.OAuthCli
 
 func putSetting(ctx context.Context, tx *sql.Tx, c *toolplane.OAuthClientSetting) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO oauth_client_settings (`+oauthSettingColumns+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = excluded.revoked_at,
+		ON CONFLICT (organization_id, client_id) DO UPDATE SET agent_id = excluded.agent_id, revoked_at = COALESCE(oauth_client_settings.revoked_at, excluded.revoked_at),
 		updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
 		c.OrganizationID, c.ClientID, c.AgentID, optMicros(c.RevokedAt), c.UpdatedBy, micros(c.UpdatedAt))
 	return err

@@ -127,6 +127,15 @@ func testOAuthClientSettings(t *testing.T, s OAuthStore) {
 	if d := diff(*got, want); d != "" {
 		t.Fatalf("setting: %s", d)
 	}
+	// A change made from a copy read before the revocation (an agent
+	// set at once beside it) keeps the revocation.
+	stale := &toolplane.OAuthClientSetting{OrganizationID: org, ClientID: "tpc_a", AgentID: "agent-b", UpdatedBy: "admin", UpdatedAt: at(2 * time.Hour)}
+	if err := s.PutOAuthClientSetting(ctx, stale, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetOAuthClientSetting(ctx, org, "tpc_a"); err != nil || !got.RevokedAt.Equal(stored(set.RevokedAt)) || got.AgentID != "agent-b" {
+		t.Fatalf("setting after a stale change: %v %+v; want the agent changed and the revocation kept", err, got)
+	}
 	if _, err := s.GetOAuthClientSetting(ctx, other, "tpc_a"); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Fatalf("another organization's setting: %v, want ErrNotFound", err)
 	}
