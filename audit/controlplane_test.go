@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -114,7 +113,7 @@ func TestControlPlaneChangesAreAuditedOnce(t *testing.T) {
 				"created "+cred.ID+" by root with key_root from control", "revoked "+cred.ID+" by root with key_root from control")
 
 			// Grants.
-			grants := authz.New(authz.Config{Store: store, Logger: slog.New(slog.DiscardHandler)})
+			grants := authz.New(authz.Config{Store: store})
 			g := &toolplane.Grant{AgentID: "agent-7", Pattern: "crm.*"}
 			if err := grants.AddGrant(ctx, g, root); err != nil {
 				t.Fatal(err)

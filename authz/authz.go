@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path"
 	"slices"
 	"sort"
@@ -79,12 +78,6 @@ type Config struct {
 	// when a call is decided or a grant explained; a service that only
 	// adds grants needs none.
 	Registry *registry.Registry
-	// Logger is ignored.
-	//
-	// Deprecated: every change is stored with its change record and its
-	// audit event (kind grant) in one transaction, or answers its caller
-	// an error, so the service has nothing to log.
-	Logger *slog.Logger
 	// Now is the clock grants are recorded and expire by; nil is time.Now.
 	Now func() time.Time
 }

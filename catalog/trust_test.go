@@ -62,7 +62,7 @@ func newDemoPlatform(t *testing.T) *demoPlatform {
 	approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
 	// The demo agent's grants name patterns: demo.* covers every tool
 	// published under demo, and teama.* every tool of teama.
-	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
+	grants := authz.New(authz.Config{Store: store, Registry: reg})
 	for _, pattern := range []string{"demo.*", "teama.*", "mcp.*"} {
 		if err := grants.AddGrant(ctx, &toolplane.Grant{AgentID: "demo-agent", Pattern: pattern}, reviewer); err != nil {
 			t.Fatal(err)

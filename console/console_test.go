@@ -223,7 +223,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 	}
 	w.purges = audit.NewPurges(audit.PurgesConfig{Store: w.store.(audit.PurgeStore), Keys: w.auditKeys})
 	w.cat = catalog.New(catalog.Config{Store: w.store, Registry: reg, Logger: quiet})
-	w.grants = authz.New(authz.Config{Store: w.store, Registry: reg, Logger: quiet})
+	w.grants = authz.New(authz.Config{Store: w.store, Registry: reg})
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),

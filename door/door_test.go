@@ -104,7 +104,7 @@ func newFixture(t testing.TB, grants bool) *fixture {
 	cfg := invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Logger: quiet,
 		Approvals: approval.New(approval.Config{Store: store, TTL: time.Hour})}
 	if grants {
-		f.grants = authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
+		f.grants = authz.New(authz.Config{Store: store, Registry: reg})
 		cfg.Policy = authz.Policy{Service: f.grants}
 		cfg.Principals = authz.Principals{Grants: f.grants, Keys: store}
 	}

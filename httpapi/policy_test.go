@@ -24,7 +24,7 @@ func policyFixture(t *testing.T, zone *time.Location) *fixture {
 	t.Helper()
 	f := newFixture(t)
 	reg, _ := demotest.Registry(t)
-	grants := authz.New(authz.Config{Store: f.store, Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+	grants := authz.New(authz.Config{Store: f.store, Registry: reg})
 	operator := &toolplane.Credential{ID: "tpk_opal", OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "opal",
 		Roles: []string{toolplane.RoleAgentOperator}}
 	if err := grants.AddGrant(t.Context(), &toolplane.Grant{AgentID: "agent-support", Pattern: "demo.*"}, operator); err != nil {

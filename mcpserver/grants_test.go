@@ -57,7 +57,7 @@ func newCRMDoor(t *testing.T, log *slog.Logger, vs ...registry.Version) *crmDoor
 	if ps := reg.SetVersions("published", vs); len(ps) != 0 {
 		t.Fatal(ps)
 	}
-	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: log})
+	grants := authz.New(authz.Config{Store: store, Registry: reg})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: log,
 		Principals: authz.Principals{Grants: grants, Keys: store}})
 	id, secret, _ := apikey.New(toolplane.CredentialAgent)
@@ -180,7 +180,7 @@ func TestSessionsAreServedTheirOrganizationsVersionsOnly(t *testing.T) {
 		t.Fatal(ps)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	grants := authz.New(authz.Config{Store: store, Registry: reg, Logger: quiet})
+	grants := authz.New(authz.Config{Store: store, Registry: reg})
 	iv, _ := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: authz.Policy{Service: grants}, Logger: quiet,
 		Principals: authz.Principals{Grants: grants, Keys: store}})
 	d := mcpserver.NewTestDoor(iv, reg, store)

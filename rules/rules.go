@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"path"
 	"slices"
 	"strings"
@@ -74,12 +73,6 @@ type Config struct {
 	// TestBudget bounds the time a run of a bundle's tests spends (the
 	// test endpoint's and a publish's); zero is DefaultTestBudget.
 	TestBudget time.Duration
-	// Logger is ignored.
-	//
-	// Deprecated: every version is stored with its change record and its
-	// audit event (kind policy) in one transaction, or answers its caller
-	// an error, so the service has nothing to log.
-	Logger *slog.Logger
 	// Zone is the deployment's time zone: what an organization's rules
 	// read time in when its bundle names none, and its zone while it has
 	// no bundle; nil is UTC.

@@ -103,7 +103,7 @@ func firstStart(ctx context.Context, b *backend.Backend, database, dataDir strin
 		// catalogue, granted like any grant (and revocable like one).
 		// Adding a grant resolves no tool, so this service needs no
 		// registry.
-		grants := authz.New(authz.Config{Store: b.Store, Logger: log})
+		grants := authz.New(authz.Config{Store: b.Store})
 		g := &toolplane.Grant{AgentID: "demo-agent", Pattern: "demo.*"}
 		if err := grants.AddGrantWithID(ctx, firstDemoGrantID, g, firstStarter); err != nil {
 			return fmt.Errorf("grant the demo agent the demo tools (the keys in %s are valid): %w", file, err)

@@ -262,9 +262,9 @@ func (s *Server) buildPolicy(src sources, run *runtimes) (*policyParts, error) {
 		}
 		return nil, err
 	}
-	grants := authz.New(authz.Config{Store: s.b.Store, Registry: reg, Logger: s.log})
+	grants := authz.New(authz.Config{Store: s.b.Store, Registry: reg})
 	decider := rules.New(rules.Config{Store: s.b.Store, Grants: authz.Policy{Service: grants}, Engines: s.cfg.PolicyEngines, Zone: s.zone,
-		RunCost: s.b.Store.RunTreeCost, Logger: s.log})
+		RunCost: s.b.Store.RunTreeCost})
 	zones.rules = decider
 	return &policyParts{reg: reg, options: opts, facts: resolvers, grants: grants, rules: decider}, nil
 }
