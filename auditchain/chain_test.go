@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -148,22 +147,8 @@ func BenchmarkVerifyJSONL(b *testing.B) {
 }
 
 // verifySequential is Verify with every row hashed in the walk, none
-// before (sealedAll).
-func verifySequential(in Input) Report {
-	evs := in.Events
-	if i := slices.IndexFunc(evs, func(e toolplane.AuditEvent) bool { return e.Seq != 0 }); i > 0 {
-		evs = evs[i:]
-	} else if i < 0 {
-		evs = nil
-	}
-	var first *toolplane.AuditEvent
-	if len(evs) > 0 {
-		first = &evs[0]
-	}
-	w := newWalk(&in, first)
-	defer w.close()
-	return w.end(&in, w.rows(evs))
-}
+// before.
+func verifySequential(in Input) Report { return verify(in, false) }
 
 // TestVerifyHashedBefore: on a trail long enough to be hashed on every
 // core first, each kind of change is named where it is, as the walk
