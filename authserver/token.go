@@ -112,15 +112,7 @@ func (s *Server) codeGrant(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, err)
 		return
 	}
-	if res := r.PostFormValue("resource"); res != "" && res != g.Resource {
-		oauthError(w, http.StatusBadRequest, "invalid_target", "resource is not the one consented to")
-		return
-	}
-	if revoked, err := s.clientRevoked(ctx, g); err != nil {
-		s.unavailable(w, r, err)
-		return
-	} else if revoked {
-		invalidGrant(w, clientOff)
+	if !s.grantUsable(w, r, g) {
 		return
 	}
 	s.issue(w, r, g, now)
@@ -181,15 +173,7 @@ func (s *Server) refreshGrant(w http.ResponseWriter, r *http.Request) {
 		invalidGrant(w, "the refresh token expired")
 		return
 	}
-	if res := r.PostFormValue("resource"); res != "" && res != g.Resource {
-		oauthError(w, http.StatusBadRequest, "invalid_target", "resource is not the one consented to")
-		return
-	}
-	if revoked, err := s.clientRevoked(ctx, g); err != nil {
-		s.unavailable(w, r, err)
-		return
-	} else if revoked {
-		invalidGrant(w, clientOff)
+	if !s.grantUsable(w, r, g) {
 		return
 	}
 	next, secret := s.refreshToken(g, now)
@@ -399,4 +383,26 @@ func (s *Server) AccessToken(ctx context.Context, org, id string) (string, error
 		exp = g.ExpiresAt
 	}
 	return s.mint(ctx, g, now, exp)
+}
+
+// grantUsable answers whether g may be exchanged for tokens as the
+// request asks: for the resource it was consented to, while its client
+// is not revoked in its organization (the revocation revokes the grant
+// too; this holds should a grant have escaped it). It has answered the
+// client when not.
+func (s *Server) grantUsable(w http.ResponseWriter, r *http.Request, g *toolplane.OAuthGrant) bool {
+	if res := r.PostFormValue("resource"); res != "" && res != g.Resource {
+		oauthError(w, http.StatusBadRequest, "invalid_target", "resource is not the one consented to")
+		return false
+	}
+	revoked, err := s.clientRevoked(r.Context(), g)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return false
+	}
+	if revoked {
+		invalidGrant(w, clientOff)
+		return false
+	}
+	return true
 }
