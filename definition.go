@@ -19,9 +19,17 @@ type Definition struct {
 	Name string `json:"name"`
 	// Version is the semantic version of this definition (2.1.0).
 	Version string `json:"version"`
+	// Title, optional, is a short human-readable name (Refund an order),
+	// shown to people and to MCP clients beside the name.
+	Title string `json:"title,omitempty"`
 	// Description is what the model reads to decide whether and how to call
 	// the tool.
 	Description string `json:"description"`
+	// SearchHints, optional, are phrases a person might search for this
+	// tool with that its description does not use (the words of its
+	// users, its domain's synonyms: "give money back", "chargeback").
+	// Search reads them; the model is not shown them.
+	SearchHints []string `json:"search_hints,omitempty"`
 	// InputSchema and OutputSchema are JSON Schema documents (draft 2020-12).
 	InputSchema  json.RawMessage `json:"input_schema"`
 	OutputSchema json.RawMessage `json:"output_schema"`

@@ -130,6 +130,10 @@ func metadata(prev, next *toolplane.Definition) ([]Change, error) {
 		m.add("description", KindDescriptionChanged, Patch, "changed")
 	}
 	m.info("tags", !sameSet(prev.Tags, next.Tags))
+	// A title and search hints help people and search find the tool; the
+	// model reads neither to call it.
+	m.info("title", prev.Title != next.Title)
+	m.info("search_hints", !sameSet(prev.SearchHints, next.SearchHints))
 	m.info("owner", prev.Owner != next.Owner)
 	m.info("on_call", prev.OnCall != next.OnCall)
 	m.info("cost_center", prev.CostCenter != next.CostCenter)
@@ -460,7 +464,7 @@ func limits(m *meta, a, b *toolplane.Definition) {
 type fields map[string]fields
 
 var knownFields = fields{
-	"name": nil, "version": nil, "description": nil,
+	"name": nil, "version": nil, "title": nil, "description": nil, "search_hints": nil,
 	"input_schema": nil, "output_schema": nil, "error_schema": nil, "schema_hash": nil,
 	"kind": nil, "effect": nil, "connection": nil, "timeout": nil, "retry": nil,
 	"metered": nil, "price": nil, "repeatable": nil, "approval_preview": nil, "policy_facts": nil,

@@ -46,6 +46,7 @@ func MCP(d *toolplane.Definition) *mcp.Tool {
 	openWorld := d.Annotations.OpenWorld
 	t := &mcp.Tool{
 		Name:        modelname.Derive(d.Name),
+		Title:       d.Title,
 		Description: d.Description,
 		InputSchema: InputSchema(d),
 		Annotations: &mcp.ToolAnnotations{

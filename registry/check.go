@@ -367,6 +367,14 @@ func (ch *checker) name() {
 	}
 }
 
+// maxTitle bounds a title and each search hint, and maxSearchHints the
+// number of hints: a few words each, so no tool buys its way up every
+// search by volume.
+const (
+	maxTitle       = 128
+	maxSearchHints = 16
+)
+
 func (ch *checker) text() {
 	d := ch.d
 	switch {
@@ -374,6 +382,17 @@ func (ch *checker) text() {
 		ch.add("description", "missing", "describe, for the model, what the tool does, when to use it and when not to")
 	case len(d.Description) > ch.c.MaxDescription:
 		ch.add("description", fmt.Sprintf("%d bytes, the limit is %d", len(d.Description), ch.c.MaxDescription), "shorten it; move detail into the field descriptions")
+	}
+	if len(d.Title) > maxTitle {
+		ch.add("title", fmt.Sprintf("%d bytes, the limit is %d", len(d.Title), maxTitle), "shorten it to a few words; the description says the rest")
+	}
+	if len(d.SearchHints) > maxSearchHints {
+		ch.add("search_hints", fmt.Sprintf("%d hints, the limit is %d", len(d.SearchHints), maxSearchHints), "keep the phrases people really search with")
+	}
+	for i, h := range d.SearchHints {
+		if strings.TrimSpace(h) == "" || len(h) > maxTitle {
+			ch.add(fmt.Sprintf("search_hints[%d]", i), fmt.Sprintf("%d bytes: a hint is 1 to %d bytes", len(h), maxTitle), "write a short phrase")
+		}
 	}
 	if d.Version == "" {
 		ch.add("version", "missing", "give a semantic version such as 1.0.0")

@@ -716,3 +716,28 @@ func (s Static) Connection(id string) bool { return s.Connections[id] }
 
 // FactResolver implements Bindings.
 func (s Static) FactResolver(name string) bool { return s.FactResolvers[name] }
+
+// Every answers every callable version the registry serves, in any
+// organization's view, each once: what a read model of the whole
+// catalogue (discovery's index) is kept current from. It is the
+// deployment's own read, never an answer to an organization.
+func (r *Registry) Every() []*Tool {
+	cat := r.state.Load()
+	seen := map[*Tool]bool{}
+	var out []*Tool
+	add := func(v *view) {
+		for _, vs := range v.versions {
+			for _, t := range vs {
+				if !seen[t] {
+					seen[t] = true
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	add(cat.platform)
+	for _, v := range cat.orgs {
+		add(v)
+	}
+	return out
+}

@@ -1,0 +1,662 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/semver"
+)
+
+// Query is one search: words, filters, and how many matches to answer.
+// Every filter is optional; set filters must all hold.
+type Query struct {
+	// Text is what the caller wants done, in its own words; only its first
+	// MaxQueryBytes are read. Empty lists the candidates the filters
+	// keep, by name.
+	Text string
+	// Tags keeps tools holding every one of these tags.
+	Tags []string
+	// Effect keeps tools of this effect (read, write, send).
+	Effect toolplane.Effect
+	// Owner keeps tools of this owning team.
+	Owner string
+	// State keeps versions in this state (active, deprecated).
+	State toolplane.VersionState
+	// Versions keeps versions inside this range (^2.0.0).
+	Versions string
+	// Classification keeps tools touching this data classification.
+	Classification string
+	// Limit is how many matches to answer: DefaultLimit when zero, at
+	// most MaxLimit.
+	Limit int
+}
+
+// The bounds of a search's answer.
+const (
+	DefaultLimit = 10
+	MaxLimit     = 50
+)
+
+// Results is a search's answer.
+type Results struct {
+	// Matches are the best candidates, best first.
+	Matches []Match `json:"matches"`
+	// NoGoodMatch says no candidate matched the query well enough to be
+	// worth showing: Matches then holds none. The words a caller used
+	// are not the catalogue's, or what it wants is not there.
+	NoGoodMatch bool `json:"no_good_match,omitempty"`
+	// Total is how many candidates matched, before Limit.
+	Total int `json:"total"`
+	// Degraded names a signal that could not be used this time (the
+	// embeddings endpoint did not answer in time): the answer is the
+	// rest's.
+	Degraded string `json:"degraded,omitempty"`
+}
+
+// Match is one tool a search found.
+type Match struct {
+	// Name is the platform name, Model the name a model calls it by.
+	Name    string `json:"name"`
+	Model   string `json:"model_name"`
+	Version string `json:"version"`
+	Title   string `json:"title,omitempty"`
+	// Summary is the description's first sentence.
+	Summary string                 `json:"summary"`
+	Effect  toolplane.Effect       `json:"effect"`
+	State   toolplane.VersionState `json:"state"`
+	Tags    []string               `json:"tags,omitempty"`
+	// Score orders the matches of one search; it means nothing across
+	// searches.
+	Score float64 `json:"score"`
+	// Why says what matched: "name", "title", "tags", "hints",
+	// "description", "parameters", "related words", "semantic".
+	Why []string `json:"why_matched,omitempty"`
+	// Replacement, on a deprecated version, is what replaces it
+	// ("name@range"), when the caller may call that.
+	Replacement string `json:"replacement,omitempty"`
+	// Requires are the tools whose output this one takes, and PairsWith
+	// those usually called beside it: the edges of the dependency graph
+	// to tools the caller may call.
+	Requires  []string `json:"requires_output_of,omitempty"`
+	PairsWith []string `json:"commonly_paired_with,omitempty"`
+	// Health, when known, is how the tool's recent calls went, 1 for
+	// all well, 0 for none answering (an open breaker).
+	Health *float64 `json:"health,omitempty"`
+
+	// Tool is the version found.
+	Tool *registry.Tool `json:"-"`
+}
+
+// Thesaurus answers words related to a word, each with how close it is
+// (1 for a synonym as good as the word itself). Words are analysed terms
+// (see Terms).
+type Thesaurus interface {
+	Related(term string) []Related
+}
+
+// Related is one word a thesaurus relates to another.
+type Related struct {
+	Term   string
+	Weight float64
+}
+
+// Semantic scores candidates by meaning, through an embeddings model:
+// the optional signal fused with the words'.
+type Semantic interface {
+	// Similar answers, for each candidate, how close its meaning is to
+	// text (cosine similarity, or NaN where the candidate has no vector
+	// yet). It may be slow or fail: the search bounds it and goes on
+	// without it.
+	Similar(ctx context.Context, text string, candidates []*registry.Tool) ([]float64, error)
+}
+
+// Signals are what ranking reads of a tool besides its text.
+type Signals interface {
+	// Health answers how the tool's recent calls in org went, from 1 (all
+	// well) to 0 (failing, or its breaker open); ok false when nothing is
+	// known.
+	Health(org, name string) (h float64, ok bool)
+	// Popularity answers how much org uses the tool, from 0 to 1.
+	Popularity(org, name string) float64
+}
+
+// Options configure an Index. Every field is optional.
+type Options struct {
+	// Thesaurus widens a query's words to related ones; nil uses none.
+	Thesaurus Thesaurus
+	// Semantic, when set, is fused with the words' ranking.
+	Semantic Semantic
+	// SemanticTimeout bounds Semantic (default 300ms): past it the
+	// search answers from the words alone, and says so.
+	SemanticTimeout time.Duration
+	// Signals, when set, lower a failing tool and raise a used one.
+	Signals Signals
+	// MinCoverage is the share of a query's weight (by how rare each of
+	// its words is among the candidates) the best match must cover for
+	// the search to answer at all; below it, NoGoodMatch. Zero is
+	// DefaultMinCoverage; negative turns the check off.
+	MinCoverage float64
+	// CachedSets bounds the candidate sets kept built (default 256).
+	CachedSets int
+}
+
+// DefaultMinCoverage is the calibrated threshold of a good match (see
+// Options.MinCoverage).
+const DefaultMinCoverage = 0.5
+
+// Index is a node's search read model: the analysed text of every version
+// the registry serves, and the indexes of recent callers' candidates.
+type Index struct {
+	opt    Options
+	corpus corpus
+	sets   *sets
+	// mu serialises rebuilds, so the corpus and the cleared sets are
+	// those of one catalogue.
+	mu sync.Mutex
+}
+
+// New answers an empty index.
+func New(opt Options) *Index {
+	if opt.SemanticTimeout <= 0 {
+		opt.SemanticTimeout = 300 * time.Millisecond
+	}
+	if opt.MinCoverage == 0 {
+		opt.MinCoverage = DefaultMinCoverage
+	}
+	if opt.CachedSets <= 0 {
+		opt.CachedSets = 256
+	}
+	return &Index{opt: opt, sets: newSets(opt.CachedSets)}
+}
+
+// Follow indexes every version reg serves now and after each change,
+// until stop is called: the index each node keeps current from the
+// registry, which itself follows the catalogue's revisions.
+func (x *Index) Follow(reg *registry.Registry) (stop func()) {
+	stop = reg.Watch(func() { x.Rebuild(reg.Every()) })
+	x.Rebuild(reg.Every())
+	return stop
+}
+
+// Rebuild makes the index hold exactly ts: their text is analysed (the
+// versions it held already are kept as they were) and every caller's set
+// is built again at its next search.
+func (x *Index) Rebuild(ts []*registry.Tool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.corpus.reset(ts)
+	x.sets.clear()
+}
+
+// Size answers how many versions the index holds.
+func (x *Index) Size() int { return x.corpus.size() }
+
+// set answers the built set of candidates.
+func (x *Index) set(candidates []*registry.Tool) *set {
+	k := x.sets.key(candidates)
+	if s := x.sets.get(k); s != nil {
+		return s
+	}
+	docs := make([]*doc, len(candidates))
+	for i, t := range candidates {
+		docs[i] = x.corpus.doc(t)
+	}
+	s := newSet(docs)
+	x.sets.put(k, s)
+	return s
+}
+
+// group is one word of a query with the words standing in for it.
+type group struct {
+	word  string
+	terms []Related
+	// rarity is how rare the word is among the candidates (its idf, or
+	// the idf of a word none holds when none holds it nor any related
+	// word): its share of what a good match must cover.
+	rarity float64
+}
+
+// Search answers the candidates that best match q. candidates are the
+// versions the caller may call (door.Door.Shown): nothing else is read.
+// org is the caller's organization, for the signals.
+func (x *Index) Search(ctx context.Context, org string, candidates []*registry.Tool, q Query) (*Results, error) {
+	if err := q.check(); err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	s := x.set(candidates)
+	keep := x.filter(s, q)
+	res := &Results{Matches: []Match{}}
+	text := strings.TrimSpace(clip(q.Text))
+	groups := x.groups(s, text)
+	if len(groups) == 0 {
+		// No words: the filtered candidates by name.
+		var idx []int
+		for i := range s.docs {
+			if keep == nil || keep[i] {
+				idx = append(idx, i)
+			}
+		}
+		res.Total = len(idx)
+		sort.Slice(idx, func(a, b int) bool { return s.docs[idx[a]].tool.Def.Name < s.docs[idx[b]].tool.Def.Name })
+		for _, i := range idx[:min(limit, len(idx))] {
+			res.Matches = append(res.Matches, x.match(org, s, i, 0, nil))
+		}
+		return res, nil
+	}
+	N := len(s.docs)
+	score := make([]float64, N)
+	cover := make([]float64, N)
+	why := make([]uint8, N)
+	// Per word: each candidate's best stand-in (the word itself or a
+	// related one, never both counted), reset through touched.
+	gv := make([]float64, N)
+	gw := make([]float64, N)
+	gwhy := make([]uint8, N)
+	touched := make([]int32, 0, 64)
+	var total float64
+	for _, g := range groups {
+		total += g.rarity
+		for _, r := range g.terms {
+			ps := s.post[r.Term]
+			if len(ps) == 0 {
+				continue
+			}
+			w := idf(len(ps), N) * r.Weight
+			for _, p := range ps {
+				if keep != nil && !keep[p.doc] {
+					continue
+				}
+				v := w * sat(float64(p.w))
+				if gv[p.doc] == 0 {
+					touched = append(touched, p.doc)
+				}
+				if v > gv[p.doc] {
+					gv[p.doc], gw[p.doc] = v, r.Weight
+					gwhy[p.doc] = whyOf(s.docs[p.doc], r.Term, r.Weight < 1)
+				}
+			}
+		}
+		for _, d := range touched {
+			score[d] += gv[d]
+			// A related word covers the word's share in proportion to
+			// how close it is.
+			cover[d] += g.rarity * gw[d]
+			why[d] |= gwhy[d]
+			gv[d], gw[d], gwhy[d] = 0, 0, 0
+		}
+		touched = touched[:0]
+	}
+	var idx []int
+	for i := range N {
+		if score[i] > 0 {
+			idx = append(idx, i)
+		}
+	}
+	sem, degraded := x.semantic(ctx, text, s, keep)
+	res.Degraded = degraded
+	if sem != nil {
+		idx = fuse(idx, score, sem)
+	}
+	for _, i := range idx {
+		score[i] *= x.signal(org, s.docs[i].tool)
+		if total > 0 {
+			cover[i] /= total
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		if score[idx[a]] != score[idx[b]] {
+			return score[idx[a]] > score[idx[b]]
+		}
+		return s.docs[idx[a]].tool.Def.Name < s.docs[idx[b]].tool.Def.Name
+	})
+	idx = replacementsFirst(s, idx, score)
+	res.Total = len(idx)
+	if len(idx) == 0 || (x.opt.MinCoverage > 0 && !x.good(idx, cover, sem)) {
+		res.NoGoodMatch = true
+		res.Total = 0
+		return res, nil
+	}
+	for _, i := range idx[:min(limit, len(idx))] {
+		res.Matches = append(res.Matches, x.match(org, s, i, score[i], whyNames(why[i], sem != nil && sem[i] >= SemanticMinSimilarity)))
+	}
+	return res, nil
+}
+
+// good reports whether the best match covers enough of the query.
+func (x *Index) good(idx []int, cover []float64, sem []float64) bool {
+	for _, i := range idx[:min(5, len(idx))] {
+		if cover[i] >= x.opt.MinCoverage || (sem != nil && sem[i] >= SemanticMinSimilarity) {
+			return true
+		}
+	}
+	return false
+}
+
+// groups analyses a query into its words, each widened by the thesaurus,
+// at most maxQueryTerms of them.
+func (x *Index) groups(s *set, text string) []group {
+	if text == "" {
+		return nil
+	}
+	terms := Terms(text)
+	seen := map[string]bool{}
+	var out []group
+	N := len(s.docs)
+	for _, t := range terms {
+		if seen[t] || len(out) == maxQueryTerms {
+			continue
+		}
+		seen[t] = true
+		g := group{word: t, terms: []Related{{Term: t, Weight: 1}}}
+		if x.opt.Thesaurus != nil {
+			for _, r := range x.opt.Thesaurus.Related(t) {
+				if r.Term != t && r.Weight > 0 && r.Weight <= 1 && len(g.terms) < 24 {
+					g.terms = append(g.terms, r)
+				}
+			}
+		}
+		// A word's share of the query is how rare it is among the
+		// candidates; a word none holds (nor any word standing in for
+		// it) is as rare as can be, which is what a query about
+		// something the catalogue lacks looks like.
+		df := len(s.post[t])
+		if df == 0 {
+			for _, r := range g.terms[1:] {
+				if n := len(s.post[r.Term]); n > 0 && (df == 0 || n < df) {
+					df = n
+				}
+			}
+		}
+		g.rarity = idf(df, N)
+		out = append(out, g)
+	}
+	return out
+}
+
+// The bits of what matched, in Match.Why order.
+const (
+	whyName uint8 = 1 << iota
+	whyTitle
+	whyTags
+	whyHints
+	whyDescription
+	whyParams
+	whyRelated
+)
+
+var whyWords = []string{"name", "title", "tags", "hints", "description", "parameters", "related words"}
+
+// whyOf answers the fields of d holding term.
+func whyOf(d *doc, term string, related bool) uint8 {
+	var b uint8
+	if tf := d.tf[term]; tf != nil {
+		for f := range numFields {
+			if tf[f] > 0 {
+				b |= 1 << f
+			}
+		}
+	}
+	if related {
+		b |= whyRelated
+	}
+	return b
+}
+
+func whyNames(b uint8, semantic bool) []string {
+	var out []string
+	for i, w := range whyWords {
+		if b&(1<<i) != 0 {
+			out = append(out, w)
+		}
+	}
+	if semantic {
+		out = append(out, "semantic")
+	}
+	return out
+}
+
+// filter answers which candidates q's filters keep (nil: all).
+func (x *Index) filter(s *set, q Query) []bool {
+	if len(q.Tags) == 0 && q.Effect == "" && q.Owner == "" && q.State == "" && q.Versions == "" && q.Classification == "" {
+		return nil
+	}
+	var rng semver.Range
+	if q.Versions != "" {
+		rng, _ = semver.ParseRange(q.Versions) // checked by q.check
+	}
+	keep := make([]bool, len(s.docs))
+	for i, d := range s.docs {
+		def := &d.tool.Def
+		ok := (q.Effect == "" || def.Effect == q.Effect) &&
+			(q.Owner == "" || strings.EqualFold(def.Owner, q.Owner)) &&
+			(q.State == "" || d.tool.State == q.State) &&
+			(q.Classification == "" || strings.EqualFold(def.Classification, q.Classification))
+		for _, tag := range q.Tags {
+			if !ok {
+				break
+			}
+			ok = slices.ContainsFunc(def.Tags, func(t string) bool { return strings.EqualFold(t, tag) })
+		}
+		if ok && q.Versions != "" {
+			v, err := semver.Parse(def.Version)
+			ok = err == nil && rng.Contains(v)
+		}
+		keep[i] = ok
+	}
+	return keep
+}
+
+// check refuses a query no search can answer, saying why.
+func (q Query) check() error {
+	if q.Limit < 0 {
+		return fmt.Errorf("%w: limit %d: give 1 to %d", toolplane.ErrInvalid, q.Limit, MaxLimit)
+	}
+	switch q.Effect {
+	case "", toolplane.EffectRead, toolplane.EffectWrite, toolplane.EffectSend:
+	default:
+		return fmt.Errorf("%w: effect %q: give read, write or send", toolplane.ErrInvalid, clip(string(q.Effect)))
+	}
+	switch q.State {
+	case "", toolplane.StateActive, toolplane.StateDeprecated:
+	default:
+		return fmt.Errorf("%w: state %q: give active or deprecated (only those are called)", toolplane.ErrInvalid, clip(string(q.State)))
+	}
+	if q.Versions != "" {
+		if _, err := semver.ParseRange(q.Versions); err != nil {
+			return fmt.Errorf("%w: version range %q: %v", toolplane.ErrInvalid, clip(q.Versions), err)
+		}
+	}
+	if len(q.Tags) > 16 {
+		return fmt.Errorf("%w: %d tags: give at most 16", toolplane.ErrInvalid, len(q.Tags))
+	}
+	return nil
+}
+
+// signal answers the factor ranking multiplies a match's relevance by:
+// a deprecated version gives way, a failing tool sinks, a used one rises
+// a little.
+func (x *Index) signal(org string, t *registry.Tool) float64 {
+	f := 1.0
+	if t.State == toolplane.StateDeprecated {
+		f *= 0.8
+	}
+	if x.opt.Signals != nil {
+		if h, ok := x.opt.Signals.Health(org, t.Def.Name); ok {
+			f *= 0.4 + 0.6*math.Max(0, math.Min(1, h))
+		}
+		f *= 1 + 0.1*math.Max(0, math.Min(1, x.opt.Signals.Popularity(org, t.Def.Name)))
+	}
+	return f
+}
+
+// replacementsFirst moves every deprecated candidate's replacement, when
+// the caller may call it, above it: a deprecated version never outranks
+// what replaces it, even when the replacement matched the words less well
+// or not at all.
+func replacementsFirst(s *set, idx []int, score []float64) []int {
+	pos := make(map[int]int, len(idx))
+	for p, i := range idx {
+		pos[i] = p
+	}
+	for p := 0; p < len(idx); p++ {
+		t := s.docs[idx[p]].tool
+		name, rng := t.ReplacementRef()
+		if name == "" || name == t.Def.Name {
+			continue
+		}
+		r, ok := s.byName[name]
+		if !ok || !contains(s.docs[r].tool, rng) || s.docs[r].tool.State == toolplane.StateDeprecated {
+			continue
+		}
+		if q, ok := pos[r]; ok && q < p {
+			continue
+		}
+		// Take the replacement out of where it was (if anywhere) and put
+		// it just above the deprecated version.
+		if q, ok := pos[r]; ok {
+			idx = append(idx[:q], idx[q+1:]...)
+		}
+		idx = append(idx[:p], append([]int{r}, idx[p:]...)...)
+		score[r] = math.Max(score[r], score[idx[p+1]])
+		for i, d := range idx {
+			pos[d] = i
+		}
+		p++
+	}
+	return idx
+}
+
+// contains reports whether t's version is in rng ("" is any).
+func contains(t *registry.Tool, rng string) bool {
+	if rng == "" || rng == "*" {
+		return true
+	}
+	r, err := semver.ParseRange(rng)
+	if err != nil {
+		return false
+	}
+	v, err := semver.Parse(t.Def.Version)
+	return err == nil && r.Contains(v)
+}
+
+// match answers candidate i as a Match, with its edges to other
+// candidates.
+func (x *Index) match(org string, s *set, i int, score float64, why []string) Match {
+	t := s.docs[i].tool
+	m := Match{Name: t.Def.Name, Model: t.Model, Version: t.Def.Version, Title: t.Def.Title, Summary: oneLine(t.Def.Description),
+		Effect: t.Def.Effect, State: t.State, Tags: t.Def.Tags, Score: math.Round(score*1000) / 1000, Why: why, Tool: t}
+	if name, _ := t.ReplacementRef(); name != "" {
+		if _, ok := s.byName[name]; ok || name == t.Def.Name {
+			m.Replacement = t.Replacement
+			if name == t.Def.Name && !strings.Contains(t.Replacement, "@") {
+				m.Replacement = name + "@" + t.Replacement
+			}
+		}
+	}
+	for _, dep := range t.Def.Dependencies {
+		name, _ := semver.SplitRef(dep.Tool)
+		if _, ok := s.byName[name]; !ok {
+			continue
+		}
+		switch dep.Relation {
+		case toolplane.RequiresOutputOf:
+			m.Requires = append(m.Requires, name)
+		case toolplane.CommonlyPairedWith:
+			m.PairsWith = append(m.PairsWith, name)
+		}
+	}
+	if x.opt.Signals != nil {
+		if h, ok := x.opt.Signals.Health(org, t.Def.Name); ok {
+			m.Health = &h
+		}
+	}
+	return m
+}
+
+// SemanticMinSimilarity is the cosine similarity from which a semantic
+// neighbour counts as a match on its own (when no word of the query
+// matched it) and a query is answered on meaning alone.
+const SemanticMinSimilarity = 0.5
+
+// rrfK is reciprocal rank fusion's constant: a rank's weight is
+// 1/(rrfK+rank), so the first places of either list count, and no one
+// list's raw scores swamp the other's.
+const rrfK = 60
+
+// semantic answers each candidate's similarity to text, or nil and why
+// not when the signal is off, failed or took longer than its bound.
+func (x *Index) semantic(ctx context.Context, text string, s *set, keep []bool) ([]float64, string) {
+	if x.opt.Semantic == nil || text == "" {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.opt.SemanticTimeout)
+	defer cancel()
+	ts := make([]*registry.Tool, len(s.docs))
+	for i, d := range s.docs {
+		ts[i] = d.tool
+	}
+	type answer struct {
+		sim []float64
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		sim, err := x.opt.Semantic.Similar(ctx, text, ts)
+		ch <- answer{sim, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil || len(a.sim) != len(ts) {
+			return nil, "semantic"
+		}
+		for i, v := range a.sim {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < -1.0001 || v > 1.0001 || (keep != nil && !keep[i]) {
+				a.sim[i] = 0
+			}
+		}
+		return a.sim, ""
+	case <-ctx.Done():
+		return nil, "semantic"
+	}
+}
+
+// fuse merges the words' ranking (idx, by score) with the semantic one by
+// reciprocal rank fusion, writing the fused value into score and
+// answering every candidate either ranking holds.
+func fuse(idx []int, score []float64, sem []float64) []int {
+	lex := slices.Clone(idx)
+	sort.SliceStable(lex, func(a, b int) bool { return score[lex[a]] > score[lex[b]] })
+	var near []int
+	for i, v := range sem {
+		if v >= SemanticMinSimilarity {
+			near = append(near, i)
+		}
+	}
+	sort.SliceStable(near, func(a, b int) bool { return sem[near[a]] > sem[near[b]] })
+	fused := make(map[int]float64, len(lex)+len(near))
+	for r, i := range lex {
+		fused[i] += 1 / float64(rrfK+r+1)
+	}
+	for r, i := range near {
+		fused[i] += 1 / float64(rrfK+r+1)
+	}
+	out := make([]int, 0, len(fused))
+	for i, v := range fused {
+		score[i] = v * 100
+		out = append(out, i)
+	}
+	return out
+}
