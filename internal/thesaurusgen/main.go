@@ -58,7 +58,7 @@ const (
 	wSimilar    = 0.60
 	wHypernym   = 0.50
 	wHyponym    = 0.40
-	minLemmaWgt = 0.35 // floor of a rarely tagged lemma's share of a term
+	minLemmaWgt = 0.25 // floor of a rarely tagged lemma's share of a term
 )
 
 func main() {
