@@ -19,6 +19,9 @@
 //	0.7: ticket, issue, incident, case     the same, at weight 0.7
 //	refund => reimburse, repay, money back each word on the left relates to
 //	                                       each on the right, not back
+//	user != use, usage                     no word on the left relates to
+//	                                       one on the right, nor the reverse,
+//	                                       here or in a later list (Combine)
 //
 // A weight, in (0,1], is how nearly the words stand for each other: 1 is
 // as good as the word itself; without one a group weighs DefaultWeight.
@@ -27,7 +30,9 @@
 // only ever a related word, never a looked-up one (the engine looks up one
 // term at a time), and each of its terms stands for it at PhraseWeight of
 // the group's weight. A pair listed in several groups keeps its greatest
-// weight. Each word keeps its MaxRelated best related words.
+// weight. A != line, which takes no weight, is how a list overrules what a
+// later one (WordNet's, in Default) would relate: the stem "us" of "use"
+// is not what a query for users means. Each word keeps its MaxRelated best related words.
 package thesaurus
 
 import (
@@ -121,13 +126,16 @@ func Combine(ts ...*Thesaurus) *Thesaurus {
 // first: at most MaxRelated, never term itself, each weight in (0,1].
 func (t *Thesaurus) Related(term string) []discovery.Related {
 	var out []discovery.Related
-	for _, tab := range t.tables {
+	for i, tab := range t.tables {
 		for _, e := range tab.related(term) {
 			if len(out) == MaxRelated {
 				break
 			}
 			to := tab.names[e.to]
 			if to == term || slices.ContainsFunc(out, func(r discovery.Related) bool { return r.Term == to }) {
+				continue
+			}
+			if slices.ContainsFunc(t.tables[:i], func(u *table) bool { return u.unrelated[[2]string{term, to}] }) {
 				continue
 			}
 			out = append(out, discovery.Related{Term: to, Weight: float64(e.weight)})
@@ -152,6 +160,9 @@ type table struct {
 	ids   map[string]uint32
 	names []string
 	rel   [][]edge // by id; best first
+	// unrelated are the pairs (both ways) that later tables may not
+	// relate.
+	unrelated map[[2]string]bool
 }
 
 type edge struct {
@@ -246,6 +257,7 @@ func parseCompiled(data []byte) (*table, error) {
 // parseList reads the list format the package documents.
 func parseList(r io.Reader) (*table, error) {
 	w := map[[2]string]float64{}
+	unrelated := map[[2]string]bool{}
 	add := func(from, to string, weight float64) {
 		if from != to {
 			k := [2]string{from, to}
@@ -257,6 +269,12 @@ func parseList(r io.Reader) (*table, error) {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		line = strings.TrimSpace(line)
 		if line == "" {
+			continue
+		}
+		if left, right, ok := strings.Cut(line, "!="); ok {
+			if err := parseUnrelated(left, right, unrelated); err != nil {
+				return nil, fmt.Errorf("%w: line %d: %w", ErrFormat, n, err)
+			}
 			continue
 		}
 		weight := DefaultWeight
@@ -303,9 +321,12 @@ func parseList(r io.Reader) (*table, error) {
 		return nil, fmt.Errorf("thesaurus: reading list: %w", err)
 	}
 	t := newTable()
+	t.unrelated = unrelated
 	keys := make([][2]string, 0, len(w))
 	for k := range w {
-		keys = append(keys, k)
+		if !unrelated[k] {
+			keys = append(keys, k)
+		}
 	}
 	slices.SortFunc(keys, func(a, b [2]string) int {
 		if c := strings.Compare(a[0], b[0]); c != 0 {
@@ -326,6 +347,31 @@ func parseList(r io.Reader) (*table, error) {
 		}
 	}
 	return t, nil
+}
+
+// parseUnrelated adds the pairs of a != line, both ways.
+func parseUnrelated(left, right string, into map[[2]string]bool) error {
+	if strings.Contains(left, ":") {
+		return errors.New("!= takes no weight")
+	}
+	a, err := members(left)
+	if err != nil {
+		return err
+	}
+	b, err := members(right)
+	if err != nil {
+		return err
+	}
+	for _, x := range a {
+		for _, y := range b {
+			if len(x) != 1 || len(y) != 1 {
+				return errors.New("a phrase is never looked up, so != takes single words")
+			}
+			into[[2]string{x[0], y[0]}] = true
+			into[[2]string{y[0], x[0]}] = true
+		}
+	}
+	return nil
 }
 
 // members analyses the comma-separated words of one side of a line, each

@@ -61,6 +61,9 @@ func TestDefaultRelates(t *testing.T) {
 		{word: "physician", anyOf: []string{"doctor"}},
 		// One-way and rare senses stay out.
 		{word: "remove", noneOf: []string{"nuke"}},
+		// The domain list overrules WordNet.
+		{word: "user", noneOf: []string{"use"}},
+		{word: "server", noneOf: []string{"waiter"}},
 	}
 	th := Default()
 	for _, c := range cases {
@@ -216,6 +219,13 @@ func TestParse(t *testing.T) {
 			list: "0.5: bill, invoice\n0.7: invoice, bill, charge\n",
 			want: map[string]rel{"bill": {"invoice": 0.7, "charge": 0.7}},
 		},
+		{
+			name: "unrelated overrules a group, both ways",
+			list: "delete, remove, erase\ndeleting != erasing\n",
+			want: map[string]rel{"delete": {"remove": DefaultWeight}, "erase": {"remove": DefaultWeight}},
+		},
+		{name: "unrelated with a weight", list: "0.5: a1 != b1\n", err: true},
+		{name: "unrelated phrase", list: "money back != refund\n", err: true},
 		{name: "weight above 1", list: "1.5: a1, b1\n", err: true},
 		{name: "weight 0", list: "0: a1, b1\n", err: true},
 		{name: "weight not a number", list: "x: a1, b1\n", err: true},
@@ -279,7 +289,7 @@ func TestParseBounds(t *testing.T) {
 
 func TestCombine(t *testing.T) {
 	t.Parallel()
-	own, err := Parse(strings.NewReader("0.3: delete, remove\n1: delete, nuke\n"))
+	own, err := Parse(strings.NewReader("0.3: delete, remove\n1: delete, nuke\ndelete != excise\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +303,12 @@ func TestCombine(t *testing.T) {
 	}
 	if w := got[term(t, "remove")]; math.Abs(w-0.3) > 1e-6 {
 		t.Errorf("own list's remove weighs %v, want 0.3 (the earlier list wins)", w)
+	}
+	if _, ok := got[term(t, "excise")]; ok {
+		t.Errorf("own list's != left WordNet's excise in: %v", got)
+	}
+	if !slices.Contains(terms(Default().Related(term(t, "delete"))), term(t, "excise")) {
+		t.Errorf("Default does not relate delete to excise; the != case tests nothing")
 	}
 	if _, ok := got[term(t, "erase")]; !ok {
 		t.Errorf("Combine lost the default's erase: %v", got)
