@@ -1,6 +1,6 @@
 // Package thesaurus is the thesaurus discovery ships with the binary, so
-// that a query finds a tool described in other words ("pay the customer
-// back" finds refund_order) with no network and no model: a hand-curated
+// that a query finds a tool described in other words ("reimburse the
+// customer" finds refund_order) with no network and no model: a hand-curated
 // list of the words of software operations and business systems, over
 // related words drawn from WordNet 3.0 (Princeton University; licence in
 // WORDNET-LICENSE beside the data).
@@ -32,8 +32,21 @@
 // the group's weight. A pair listed in several groups keeps its greatest
 // weight. A != line, which takes no weight, is how a list overrules what a
 // later one (WordNet's, in Default) would relate: the stem "us" of "use"
-// is not what a query for users means. Each word keeps its MaxRelated best related words.
+// is not what a query for users means. Each word keeps its MaxRelated
+// best related words; weights are kept to four decimal places.
+//
+// # The data
+//
+// domain.txt is the curated list, in the format above. wordnet.txt.gz is
+// written by internal/thesaurusgen from Debian's wordnet-base (see there
+// for how relations are chosen and weighed); it is keyed by the terms
+// discovery.Terms makes, so a change to the analysis means generating it
+// again:
+//
+//	apt-get install wordnet-base && go generate ./discovery/thesaurus
 package thesaurus
+
+//go:generate go run ../../internal/thesaurusgen -out wordnet.txt.gz
 
 import (
 	"bufio"
@@ -44,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,7 +152,7 @@ func (t *Thesaurus) Related(term string) []discovery.Related {
 			if slices.ContainsFunc(t.tables[:i], func(u *table) bool { return u.unrelated[[2]string{term, to}] }) {
 				continue
 			}
-			out = append(out, discovery.Related{Term: to, Weight: float64(e.weight)})
+			out = append(out, discovery.Related{Term: to, Weight: e.w()})
 		}
 	}
 	// Each table's words are in order; merged, the best come first
@@ -165,10 +179,21 @@ type table struct {
 	unrelated map[[2]string]bool
 }
 
+// edge is one relation, its weight in ten-thousandths: what a list's
+// weight rounds to, and exactly the float64 a caller reads (0.9, not a
+// float32's 0.8999999761581421).
 type edge struct {
 	to     uint32
-	weight float32
+	weight uint16
 }
+
+// weightUnit is the scale of edge.weight.
+const weightUnit = 10000
+
+func (e edge) w() float64 { return float64(e.weight) / weightUnit }
+
+// toEdgeWeight rounds a weight in (0,1] to an edge's, never to 0.
+func toEdgeWeight(w float64) uint16 { return uint16(max(1, math.Round(w*weightUnit))) }
 
 func newTable() *table { return &table{ids: map[string]uint32{}} }
 
@@ -247,7 +272,7 @@ func parseCompiled(data []byte) (*table, error) {
 			if !ok || err != nil || p < 1 || p > 100 || to == "" {
 				return nil, fmt.Errorf("%w: WordNet data line %d: %q", ErrFormat, n, f)
 			}
-			edges = append(edges, edge{to: t.id(to), weight: float32(p) / 100})
+			edges = append(edges, edge{to: t.id(to), weight: uint16(p * weightUnit / 100)})
 		}
 		t.rel[from] = edges[lo:len(edges):len(edges)]
 	}
@@ -343,7 +368,7 @@ func parseList(r io.Reader) (*table, error) {
 	for _, k := range keys {
 		from := t.id(k[0])
 		if len(t.rel[from]) < MaxRelated {
-			t.rel[from] = append(t.rel[from], edge{to: t.id(k[1]), weight: float32(w[k])})
+			t.rel[from] = append(t.rel[from], edge{to: t.id(k[1]), weight: toEdgeWeight(w[k])})
 		}
 	}
 	return t, nil
