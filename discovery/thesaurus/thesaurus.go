@@ -416,3 +416,11 @@ func members(s string) ([][]string, error) {
 	}
 	return out, nil
 }
+
+// Lazy answers the shipped thesaurus as one that reads its data on the
+// first Related, not before: a node nobody searches never holds it.
+func Lazy() discovery.Thesaurus { return lazy{} }
+
+type lazy struct{}
+
+func (lazy) Related(term string) []discovery.Related { return Default().Related(term) }
