@@ -28,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/async"
+	"github.com/toolplane/toolplane/discovery"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/ratelimit"
@@ -78,6 +79,9 @@ type Door struct {
 	// Async, when set, accepts calls to run later (Submit), reads and
 	// cancels them; without it every call runs in its request.
 	Async *async.Service
+	// Discovery, when set, is the node's search index (Search,
+	// Dependencies), searched over what Shown answers.
+	Discovery *discovery.Index
 	// RunBudgetCents, when positive, caps every run's cost: a caller may
 	// name a lower ceiling, never a higher one.
 	RunBudgetCents int64

@@ -81,7 +81,7 @@ func (s *Server) gate(svc *services) *door.Door {
 	}
 	gate := &door.Door{Invoker: svc.iv, Registry: svc.reg, Store: s.b.Store, Log: s.log, Tokens: tokens,
 		Keys: apikey.NewCache(apikey.DefaultCacheSize, apikey.DefaultCacheTTL), Authz: svc.grants, RunBudgetCents: cfg.RunBudgetCents, Async: svc.async,
-		Tracer: s.tracerOf}
+		Tracer: s.tracerOf, Discovery: svc.discovery}
 	if cfg.RateLimit > 0 {
 		// One budget per key, whichever door and node it comes through.
 		gate.Limiter = s.limits.Limiter("key", cfg.RateLimit, time.Minute)

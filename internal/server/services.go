@@ -18,6 +18,7 @@ import (
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/ceiling"
 	"github.com/toolplane/toolplane/connection"
+	"github.com/toolplane/toolplane/discovery"
 	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/backend"
@@ -126,6 +127,8 @@ type services struct {
 	exports *auditexport.Exporters
 	// anomalies is the anomaly triage (nil when off).
 	anomalies *anomaly.Service
+	// discovery is the node's search index, following the registry.
+	discovery *discovery.Index
 }
 
 // services builds, in this order, what decides calls (policy), what keeps
@@ -155,8 +158,13 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		meters:    meters,
 		ceilings:  ceiling.New(s.b.Store, nil),
 		spend:     spend.New(s.b.Store, nil),
-		known:     spend.NewKnown(s.b.Store, nil)}
+		known:     spend.NewKnown(s.b.Store, nil),
+		discovery: discovery.New(discovery.Options{})}
 	svc.spend.Tell(svc.known)
+	// The index follows the registry from here on: every publish, retire
+	// or upstream change this node's registry takes is searchable once
+	// the registry serves it.
+	svc.discovery.Follow(pol.reg)
 	if spans != nil {
 		svc.meters.WatchSpans(spans)
 	}
