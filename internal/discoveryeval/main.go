@@ -1,0 +1,40 @@
+package discoveryeval
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/toolplane/toolplane/discovery"
+)
+
+// Main runs the harness as the toolplane-eval command does, with args its
+// flags, and answers the exit code. th is the thesaurus searches use (nil
+// for none).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, th discovery.Thesaurus) int {
+	fs := flag.NewFlagSet("toolplane-eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	split := fs.String("split", "all", "queries to report: tuning, heldout or all (all prints the three)")
+	verbose := fs.Bool("v", false, "list each failed query with what ranked first")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	perf := fs.Bool("perf", true, "also count tools/list tokens for a 1,000-tool grant and time searches over 10,000 versions")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	res, err := Run(ctx, Config{Split: *split, Thesaurus: th, Perf: *perf})
+	if err != nil {
+		fmt.Fprintln(stderr, "toolplane-eval:", err)
+		return 1
+	}
+	if *asJSON {
+		err = res.WriteJSON(stdout)
+	} else {
+		err = res.WriteTable(stdout, *verbose)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "toolplane-eval:", err)
+		return 1
+	}
+	return 0
+}
