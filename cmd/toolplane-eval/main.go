@@ -9,7 +9,8 @@
 // above their replacement, the tokens of tools/list for a 1,000-tool
 // grant in full and meta-tool mode, and search latency over 10,000
 // versions; -json prints the same as JSON, -perf=false skips the last
-// two. This file only wires the process to the package.
+// two, and -queries file.json runs a query set written elsewhere (in the
+// embedded set's form) against the same catalogue. This file only wires the process to the package.
 package main
 
 import (

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/toolplane/toolplane/discovery"
 )
@@ -18,11 +19,26 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, th disco
 	split := fs.String("split", "all", "queries to report: tuning, heldout or all (all prints the three)")
 	verbose := fs.Bool("v", false, "list each failed query with what ranked first")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	file := fs.String("queries", "", "a query set (JSON, in the embedded set's form) to run instead of the embedded one")
 	perf := fs.Bool("perf", true, "also count tools/list tokens for a 1,000-tool grant and time searches over 10,000 versions")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	res, err := Run(ctx, Config{Split: *split, Thesaurus: th, Perf: *perf})
+	cfg := Config{Split: *split, Thesaurus: th, Perf: *perf}
+	if *file != "" {
+		f, err := os.Open(*file)
+		if err != nil {
+			fmt.Fprintln(stderr, "toolplane-eval:", err)
+			return 1
+		}
+		cfg.Queries, err = ReadQueries(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(stderr, "toolplane-eval:", err)
+			return 1
+		}
+	}
+	res, err := Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "toolplane-eval:", err)
 		return 1

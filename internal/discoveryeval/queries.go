@@ -1,9 +1,12 @@
 package discoveryeval
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io"
+	"slices"
 	"sort"
 )
 
@@ -79,9 +82,34 @@ var queriesJSON []byte
 
 // Queries answers the labelled query set.
 func Queries() ([]Query, error) {
+	return ReadQueries(bytes.NewReader(queriesJSON))
+}
+
+// ReadQueries reads a query set in the form of the embedded one (a JSON
+// array of Query): a set written elsewhere, run against the same
+// catalogue. Every tool a need names must be in the catalogue, and every
+// kind and split known.
+func ReadQueries(r io.Reader) ([]Query, error) {
 	var qs []Query
-	if err := json.Unmarshal(queriesJSON, &qs); err != nil {
+	if err := json.NewDecoder(r).Decode(&qs); err != nil {
 		return nil, fmt.Errorf("discoveryeval: read the query set: %w", err)
+	}
+	names := map[string]bool{}
+	for _, t := range Catalogue() {
+		names[t.Def.Name] = true
+	}
+	for i, q := range qs {
+		if !slices.Contains(Kinds, q.Kind) {
+			return nil, fmt.Errorf("discoveryeval: query %d (%s): kind %q: give one of %v", i, q.ID, q.Kind, Kinds)
+		}
+		if q.Split != SplitTuning && q.Split != SplitHeldOut {
+			return nil, fmt.Errorf("discoveryeval: query %d (%s): split %q: give tuning or heldout", i, q.ID, q.Split)
+		}
+		for _, name := range q.Relevant() {
+			if !names[name] {
+				return nil, fmt.Errorf("discoveryeval: query %d (%s): %s is not in the catalogue", i, q.ID, name)
+			}
+		}
 	}
 	return qs, nil
 }

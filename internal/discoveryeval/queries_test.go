@@ -168,3 +168,22 @@ func TestQuerySet(t *testing.T) {
 		}
 	}
 }
+
+func TestReadQueriesRefuses(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"unknown tool":  `[{"id":"x","kind":"keyword","split":"tuning","text":"a","needs":[{"nope.tool":2}]}]`,
+		"unknown kind":  `[{"id":"x","kind":"vibes","split":"tuning","text":"a","needs":[]}]`,
+		"unknown split": `[{"id":"x","kind":"no_answer","split":"dev","text":"a","needs":[]}]`,
+		"not JSON":      `[{`,
+	}
+	for name, in := range cases {
+		if _, err := ReadQueries(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: read without error", name)
+		}
+	}
+	qs, err := ReadQueries(strings.NewReader(`[{"id":"x","kind":"keyword","split":"heldout","text":"a","needs":[{"stripe.refund_charge":2}]}]`))
+	if err != nil || len(qs) != 1 || qs[0].Grade("stripe.refund_charge") != 2 {
+		t.Errorf("a valid set: %v, %v", qs, err)
+	}
+}
