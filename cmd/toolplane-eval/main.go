@@ -19,14 +19,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/toolplane/toolplane/discovery/thesaurus"
 	"github.com/toolplane/toolplane/internal/discoveryeval"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// No thesaurus is shipped yet: the search runs on its words alone.
-	// When package discovery/thesaurus lands, pass thesaurus.Default().
-	code := discoveryeval.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	// The thesaurus shipped with the binary, as a node's index reads it.
+	code := discoveryeval.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, thesaurus.Default())
 	stop()
 	os.Exit(code)
 }
