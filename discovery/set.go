@@ -22,6 +22,11 @@ type set struct {
 	// post maps a word to the candidates holding it, each with its
 	// BM25F weight (the field-weighted, length-normalised count).
 	post map[string][]posting
+	// rel maps a word to the candidates holding a word related to it
+	// (by the thesaurus), each with its weight there times how close the
+	// two are: a query's word meets a tool's in the words both relate
+	// to, not only when one relates to the other.
+	rel map[string][]posting
 	// byName finds a candidate by platform name.
 	byName map[string]int
 }
@@ -44,8 +49,8 @@ func idf(n, N int) float64 {
 // to the first.
 func sat(w float64) float64 { return w * (k1 + 1) / (w + k1) }
 
-func newSet(docs []*doc) *set {
-	s := &set{docs: docs, post: map[string][]posting{}, byName: make(map[string]int, len(docs))}
+func newSet(docs []*doc, related func(string) []Related) *set {
+	s := &set{docs: docs, post: map[string][]posting{}, rel: map[string][]posting{}, byName: make(map[string]int, len(docs))}
 	var avg [numFields]float64
 	for _, d := range docs {
 		for f := range numFields {
@@ -76,6 +81,34 @@ func newSet(docs []*doc) *set {
 				}
 			}
 			s.post[w] = append(s.post[w], posting{doc: int32(i), w: float32(sat(x)), fields: fields})
+		}
+		if related == nil {
+			continue
+		}
+		// The doc's related words, each at its best.
+		best := map[string]posting{}
+		for w, tf := range d.tf {
+			var x float64
+			var fields uint8
+			for f := range numFields {
+				if tf[f] > 0 {
+					x += float64(tf[f]) * norm[f]
+					fields |= 1 << f
+				}
+			}
+			x = sat(x)
+			for _, r := range related(w) {
+				if _, own := d.tf[r.Term]; own {
+					continue
+				}
+				v := float32(x * r.Weight)
+				if b, ok := best[r.Term]; !ok || v > b.w {
+					best[r.Term] = posting{doc: int32(i), w: v, fields: fields}
+				}
+			}
+		}
+		for t, p := range best {
+			s.rel[t] = append(s.rel[t], p)
 		}
 	}
 	return s

@@ -19,14 +19,14 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/toolplane/toolplane/discovery/thesaurus"
+	"github.com/toolplane/toolplane/discovery/offline"
 	"github.com/toolplane/toolplane/internal/discoveryeval"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The thesaurus shipped with the binary, as a node's index reads it.
-	code := discoveryeval.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, thesaurus.Default())
+	// The offline default a node's index searches with.
+	code := discoveryeval.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, offline.Options())
 	stop()
 	os.Exit(code)
 }

@@ -25,9 +25,9 @@ type Config struct {
 	// reports cover. Every split's report is computed; Split picks those
 	// printed.
 	Split string
-	// Thesaurus, optional, widens the search's words (the offline
-	// default shipped with the binary, when there is one).
-	Thesaurus discovery.Thesaurus
+	// Options are the search's (discovery/offline's for a node's
+	// default).
+	Options discovery.Options
 	// Queries, when set, replaces the labelled query set (tests run a
 	// slice of it).
 	Queries []Query
@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
-	opt := discovery.Options{Thesaurus: cfg.Thesaurus}
+	opt := cfg.Options
 	b, err := NewBench(Catalogue(), opt)
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Thesaurus: cfg.Thesaurus != nil, Outcomes: map[string]*Outcome{}}
+	res := &Result{Thesaurus: opt.Thesaurus != nil, Outcomes: map[string]*Outcome{}}
 	for i := range outs {
 		res.Outcomes[outs[i].Query.ID] = &outs[i]
 	}
