@@ -349,7 +349,7 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 		touched = touched[:0]
 	}
 	sc.touched = touched
-	var lexical []int
+	lexical := sc.lexical[:0]
 	for i := range N {
 		if score[i] > 0 {
 			lexical = append(lexical, i)
@@ -358,6 +358,7 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 			}
 		}
 	}
+	sc.lexical = lexical
 	// The rankings fused: the words', and an embeddings model's when
 	// one is configured.
 	lists := []ranking{{idx: top(s, lexical, score, fuseDepth), weight: 1}}
@@ -713,11 +714,12 @@ var tune = struct {
 // holds.
 func fuse(lists []ranking, sc *scratch) ([]float64, []int) {
 	fused := sc.fused
-	var out []int
+	out := sc.fusedIdx[:0]
 	for _, l := range lists {
 		for r, i := range l.idx {
 			if fused[i] == 0 {
 				out = append(out, i)
+				sc.fusedIdx = out
 			}
 			fused[i] += l.weight / float64(rrfK+r+1)
 		}
@@ -828,6 +830,7 @@ func top(s *set, idx []int, score []float64, k int) []int {
 // hundred kilobytes each time.
 type scratch struct {
 	score, cover, gv, gw, fused []float64
+	lexical, fusedIdx           []int
 	why, gwhy                   []uint8
 	touched                     []int32
 }
