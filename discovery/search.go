@@ -158,9 +158,6 @@ type Index struct {
 	// mu serialises rebuilds, so the corpus and the cleared sets are
 	// those of one catalogue.
 	mu sync.Mutex
-	// related caches docRelated.
-	relMu   sync.RWMutex
-	related map[string][]Related
 }
 
 // New answers an empty index.
@@ -197,26 +194,14 @@ func (x *Index) Rebuild(ts []*registry.Tool) {
 func (x *Index) Size() int { return x.corpus.size() }
 
 // docRelated answers the related words a tool's word is indexed under
-// besides itself: the closest few, cached, since every set built reads
-// them for every word of every candidate.
+// besides itself: the closest few.
 func (x *Index) docRelated(w string) []Related {
-	x.relMu.RLock()
-	r, ok := x.related[w]
-	x.relMu.RUnlock()
-	if ok {
-		return r
-	}
+	var r []Related
 	for _, c := range x.opt.Thesaurus.Related(w) {
 		if c.Term != w && c.Weight >= tune.docRelMin && len(r) < tune.docRelMax {
 			r = append(r, c)
 		}
 	}
-	x.relMu.Lock()
-	if x.related == nil {
-		x.related = map[string][]Related{}
-	}
-	x.related[w] = r
-	x.relMu.Unlock()
 	return r
 }
 
@@ -371,7 +356,14 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 	for _, i := range idx {
 		fused[i] *= x.signal(org, s.docs[i].tool)
 	}
-	res.Total = len(idx)
+	// Total counts every candidate a ranking holds, not only the places
+	// fusion read.
+	res.Total = len(lexical)
+	for i, v := range sem {
+		if v >= SemanticMinSimilarity && score[i] == 0 {
+			res.Total++
+		}
+	}
 	// Only the first places are ordered: a replacement moved up is taken
 	// from wherever it was.
 	idx = top(s, idx, fused, limit+8)

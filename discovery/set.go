@@ -97,7 +97,7 @@ func newSet(docs []*doc, related func(string) []Related) *set {
 				}
 			}
 			x = sat(x)
-			for _, r := range related(w) {
+			for _, r := range d.relatedOf(w, related) {
 				if _, own := d.tf[r.Term]; own {
 					continue
 				}
