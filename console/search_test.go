@@ -58,7 +58,7 @@ func searchable(t *testing.T, w *world) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &toolplane.Credential{ID: id, OrganizationID: "org-2", Kind: toolplane.CredentialPerson, Subject: "stranger",
+	c := &toolplane.Credential{ID: id, OrganizationID: other, Kind: toolplane.CredentialPerson, Subject: "stranger",
 		Roles: []string{toolplane.RolePlatformAdmin}, Hash: apikey.Hash(sec), CreatedAt: time.Now()}
 	if err := w.store.InsertCredential(context.Background(), c); err != nil {
 		t.Fatal(err)
@@ -75,9 +75,19 @@ func rows(body string) []string {
 	return out
 }
 
+// TestCatalogueSearch runs on every backend: the person's session, and
+// the other organization's, are the store's.
 func TestCatalogueSearch(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			catalogueSearch(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func catalogueSearch(t *testing.T, w *world) {
 	searchable(t, w)
 	b := w.browser()
 	b.signIn("oliver")
