@@ -92,6 +92,10 @@ func prepare(text string) string {
 			r = m
 		}
 		switch {
+		case r == '-' && oneLetter(text, i):
+			// e-mail, e-commerce: a lone letter's hyphen joins, so the
+			// word reads as it does unhyphenated.
+			continue
 		case r == '_' || r == '.' || r == '-' || r == '/' || r == ':' || r == '@' || r == '#':
 			b.WriteByte(' ')
 			prev = ' '
@@ -111,6 +115,20 @@ func prepare(text string) string {
 		prev = r
 	}
 	return b.String()
+}
+
+// oneLetter reports whether the hyphen at i follows a word of one letter
+// and comes before a letter.
+func oneLetter(text string, i int) bool {
+	before, n := utf8.DecodeLastRuneInString(text[:i])
+	if n == 0 || !unicode.IsLetter(before) {
+		return false
+	}
+	if p, m := utf8.DecodeLastRuneInString(text[:i-n]); m > 0 && (unicode.IsLetter(p) || unicode.IsDigit(p)) {
+		return false
+	}
+	after, _ := utf8.DecodeRuneInString(text[i+1:])
+	return unicode.IsLetter(after)
 }
 
 // confusable maps the Cyrillic and Greek letters that look like Latin ones

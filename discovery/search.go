@@ -257,15 +257,9 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 		return res, nil
 	}
 	N := len(s.docs)
-	score := make([]float64, N)
-	cover := make([]float64, N)
-	why := make([]uint8, N)
-	// Per word: each candidate's best stand-in (the word itself or a
-	// related one, never both counted), reset through touched.
-	gv := make([]float64, N)
-	gw := make([]float64, N)
-	gwhy := make([]uint8, N)
-	touched := make([]int32, 0, 64)
+	sc := getScratch(N)
+	defer putScratch(sc)
+	score, cover, why, gv, gw, gwhy, touched := sc.score, sc.cover, sc.why, sc.gv, sc.gw, sc.gwhy, sc.touched[:0]
 	var total float64
 	for _, g := range groups {
 		total += g.rarity
@@ -279,13 +273,16 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 				if keep != nil && !keep[p.doc] {
 					continue
 				}
-				v := w * sat(float64(p.w))
+				v := w * float64(p.w)
 				if gv[p.doc] == 0 {
 					touched = append(touched, p.doc)
 				}
 				if v > gv[p.doc] {
 					gv[p.doc], gw[p.doc] = v, r.Weight
-					gwhy[p.doc] = whyOf(s.docs[p.doc], r.Term, r.Weight < 1)
+					gwhy[p.doc] = p.fields
+					if r.Weight < 1 {
+						gwhy[p.doc] |= whyRelated
+					}
 				}
 			}
 		}
@@ -299,6 +296,7 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 		}
 		touched = touched[:0]
 	}
+	sc.touched = touched
 	var idx []int
 	for i := range N {
 		if score[i] > 0 {
@@ -316,14 +314,11 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 			cover[i] /= total
 		}
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		if score[idx[a]] != score[idx[b]] {
-			return score[idx[a]] > score[idx[b]]
-		}
-		return s.docs[idx[a]].tool.Def.Name < s.docs[idx[b]].tool.Def.Name
-	})
-	idx = replacementsFirst(s, idx, score)
 	res.Total = len(idx)
+	// Only the first places are ordered: a replacement moved up is taken
+	// from wherever it was.
+	idx = top(s, idx, score, limit+8)
+	idx = replacementsFirst(s, idx, score)
 	if len(idx) == 0 || (x.opt.MinCoverage > 0 && !x.good(idx, cover, sem)) {
 		res.NoGoodMatch = true
 		res.Total = 0
@@ -398,22 +393,6 @@ const (
 )
 
 var whyWords = []string{"name", "title", "tags", "hints", "description", "parameters", "related words"}
-
-// whyOf answers the fields of d holding term.
-func whyOf(d *doc, term string, related bool) uint8 {
-	var b uint8
-	if tf := d.tf[term]; tf != nil {
-		for f := range numFields {
-			if tf[f] > 0 {
-				b |= 1 << f
-			}
-		}
-	}
-	if related {
-		b |= whyRelated
-	}
-	return b
-}
 
 func whyNames(b uint8, semantic bool) []string {
 	var out []string
@@ -660,3 +639,86 @@ func fuse(idx []int, score []float64, sem []float64) []int {
 	}
 	return out
 }
+
+// top answers the k best of idx by score (then name), ordered; the rest
+// are dropped. A deprecated version's replacement among the dropped is
+// found again by replacementsFirst, which reads the whole set.
+func top(s *set, idx []int, score []float64, k int) []int {
+	better := func(a, b int) bool {
+		if score[a] != score[b] {
+			return score[a] > score[b]
+		}
+		return s.docs[a].tool.Def.Name < s.docs[b].tool.Def.Name
+	}
+	if len(idx) > 4*k {
+		// Keep a bounded heap of the k best (the worst at its root).
+		h := make([]int, 0, k)
+		down := func(i int) {
+			for {
+				l, m := 2*i+1, i
+				if l < len(h) && better(h[m], h[l]) {
+					m = l
+				}
+				if r := l + 1; r < len(h) && better(h[m], h[r]) {
+					m = r
+				}
+				if m == i {
+					return
+				}
+				h[i], h[m] = h[m], h[i]
+				i = m
+			}
+		}
+		for _, i := range idx {
+			if len(h) < k {
+				h = append(h, i)
+				for j := len(h) - 1; j > 0; {
+					p := (j - 1) / 2
+					if !better(h[p], h[j]) {
+						break
+					}
+					h[p], h[j] = h[j], h[p]
+					j = p
+				}
+				continue
+			}
+			if better(i, h[0]) {
+				h[0] = i
+				down(0)
+			}
+		}
+		idx = h
+	}
+	sort.Slice(idx, func(a, b int) bool { return better(idx[a], idx[b]) })
+	if len(idx) > k {
+		idx = idx[:k]
+	}
+	return idx
+}
+
+// scratch is the per-candidate working memory of one search, pooled: a
+// search over ten thousand candidates would otherwise allocate a few
+// hundred kilobytes each time.
+type scratch struct {
+	score, cover, gv, gw []float64
+	why, gwhy            []uint8
+	touched              []int32
+}
+
+var scratchPool sync.Pool
+
+func getScratch(n int) *scratch {
+	sc, _ := scratchPool.Get().(*scratch)
+	if sc == nil || cap(sc.score) < n {
+		return &scratch{score: make([]float64, n), cover: make([]float64, n), gv: make([]float64, n), gw: make([]float64, n),
+			why: make([]uint8, n), gwhy: make([]uint8, n), touched: make([]int32, 0, 256)}
+	}
+	sc.score, sc.cover, sc.gv, sc.gw = sc.score[:n], sc.cover[:n], sc.gv[:n], sc.gw[:n]
+	sc.why, sc.gwhy = sc.why[:n], sc.gwhy[:n]
+	clear(sc.score)
+	clear(sc.cover)
+	clear(sc.why)
+	return sc
+}
+
+func putScratch(sc *scratch) { scratchPool.Put(sc) }

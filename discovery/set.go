@@ -26,9 +26,12 @@ type set struct {
 	byName map[string]int
 }
 
+// posting is one candidate holding a word: its saturated BM25F weight
+// for the word, and the fields the word is in (bits by field).
 type posting struct {
-	doc int32
-	w   float32
+	doc    int32
+	w      float32
+	fields uint8
 }
 
 // idf is BM25's inverse document frequency of a word n candidates of N
@@ -65,12 +68,14 @@ func newSet(docs []*doc) *set {
 		}
 		for w, tf := range d.tf {
 			var x float64
+			var fields uint8
 			for f := range numFields {
 				if tf[f] > 0 {
 					x += float64(tf[f]) * norm[f]
+					fields |= 1 << f
 				}
 			}
-			s.post[w] = append(s.post[w], posting{doc: int32(i), w: float32(x)})
+			s.post[w] = append(s.post[w], posting{doc: int32(i), w: float32(sat(x)), fields: fields})
 		}
 	}
 	return s
