@@ -54,8 +54,14 @@ func TestSearchThroughTheCommandLine(t *testing.T) {
 
 	code, out, errOut = r.table(t, r.agent, search...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) < 2 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "SUMMARY") ||
-		!strings.HasPrefix(lines[1], "support.find_tickets ") || !strings.Contains(lines[1], "1.1.0") || !strings.Contains(lines[1], "Find support tickets") {
+	var found string
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "support.find_tickets ") {
+			found = l
+		}
+	}
+	if code != 0 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "SUMMARY") ||
+		!strings.Contains(found, " 1.1.0 ") || !strings.Contains(found, "Find support tickets") {
 		t.Fatalf("after the grant: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = r.table(t, r.agent, "tools", "search", "launch", "a", "rocket", "into", "orbit")
