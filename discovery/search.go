@@ -75,8 +75,8 @@ type Match struct {
 	Effect  toolplane.Effect       `json:"effect"`
 	State   toolplane.VersionState `json:"state"`
 	Tags    []string               `json:"tags,omitempty"`
-	// Score orders the matches of one search; it means nothing across
-	// searches.
+	// Score orders the matches of one search: the best is 1, the others
+	// a share of it. It means nothing across searches.
 	Score float64 `json:"score"`
 	// Why says what matched: "name", "title", "tags", "hints",
 	// "description", "parameters", "related words", "semantic".
@@ -352,7 +352,15 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 	if sem != nil {
 		lists = append(lists, ranking{idx: top(s, above(sem, SemanticMinSimilarity, sc), sem, fuseDepth), weight: 1})
 	}
-	fused, idx := fuse(lists, sc)
+	var fused []float64
+	var idx []int
+	if len(lists) == 1 {
+		// The words' ranking alone: its own scores order it.
+		fused, idx = sc.fused, lexical
+		copy(fused, score)
+	} else {
+		fused, idx = fuse(lists, sc)
+	}
 	for _, i := range idx {
 		fused[i] *= x.signal(org, s.docs[i].tool)
 	}
@@ -373,8 +381,14 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 		res.Total = 0
 		return res, nil
 	}
+	best := fused[idx[0]]
 	for _, i := range idx[:min(limit, len(idx))] {
-		m := x.match(org, s, i, fused[i], whyNames(why[i], sem != nil && sem[i] >= SemanticMinSimilarity))
+		// A score is relative to the best match of this search (1).
+		rel := 0.0
+		if best > 0 {
+			rel = fused[i] / best
+		}
+		m := x.match(org, s, i, rel, whyNames(why[i], sem != nil && sem[i] >= SemanticMinSimilarity))
 		res.Matches = append(res.Matches, m)
 	}
 	return res, nil
@@ -697,7 +711,7 @@ var tune = struct {
 	// A match is good from goodName of its name named, goodCover of the
 	// query's words covered, or goodSum of the two (see good).
 	goodName, goodCover, goodSum float64
-}{docRelMin: 0.6, docRelMax: 8, docRelWeight: 0.8, goodName: 0.65, goodCover: 0.5, goodSum: 1.1}
+}{docRelMin: 0.4, docRelMax: 12, docRelWeight: 0.8, goodName: 0.65, goodCover: 0.5, goodSum: 1.1}
 
 // fuse merges rankings by weighted reciprocal rank fusion: each list adds
 // weight/(rrfK+rank) for each candidate it holds, so the first places of
