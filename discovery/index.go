@@ -61,6 +61,12 @@ type doc struct {
 // version's later copies in the registry (a catalogue reload rebuilds
 // every published version's Tool, with the same words).
 type text struct {
+	// rel caches each word's related words (see relatedOf), per text:
+	// a cache shared by every tool would let the time one caller's
+	// first search takes tell of words in tools it may not call.
+	relMu sync.Mutex
+	rel   map[string][]Related
+
 	tf    map[string]*[numFields]uint16
 	len   [numFields]int
 	name  []string // the name's words, in order
@@ -120,6 +126,21 @@ func analyse(t *registry.Tool) *text {
 	params(def.InputSchema, func(s string) { add(fieldParams, s) })
 	d.words = len(d.tf)
 	return d
+}
+
+// relatedOf answers related(w), remembered for this text.
+func (t *text) relatedOf(w string, related func(string) []Related) []Related {
+	t.relMu.Lock()
+	defer t.relMu.Unlock()
+	if r, ok := t.rel[w]; ok {
+		return r
+	}
+	if t.rel == nil {
+		t.rel = make(map[string][]Related, len(t.tf))
+	}
+	r := related(w)
+	t.rel[w] = r
+	return r
 }
 
 // params calls fn with the words of an input schema a search reads: each

@@ -75,8 +75,8 @@ type Match struct {
 	Effect  toolplane.Effect       `json:"effect"`
 	State   toolplane.VersionState `json:"state"`
 	Tags    []string               `json:"tags,omitempty"`
-	// Score orders the matches of one search; it means nothing across
-	// searches.
+	// Score orders the matches of one search: the best is 1, the others
+	// a share of it. It means nothing across searches.
 	Score float64 `json:"score"`
 	// Why says what matched: "name", "title", "tags", "hints",
 	// "description", "parameters", "related words", "semantic".
@@ -158,9 +158,6 @@ type Index struct {
 	// mu serialises rebuilds, so the corpus and the cleared sets are
 	// those of one catalogue.
 	mu sync.Mutex
-	// related caches docRelated.
-	relMu   sync.RWMutex
-	related map[string][]Related
 }
 
 // New answers an empty index.
@@ -197,26 +194,14 @@ func (x *Index) Rebuild(ts []*registry.Tool) {
 func (x *Index) Size() int { return x.corpus.size() }
 
 // docRelated answers the related words a tool's word is indexed under
-// besides itself: the closest few, cached, since every set built reads
-// them for every word of every candidate.
+// besides itself: the closest few.
 func (x *Index) docRelated(w string) []Related {
-	x.relMu.RLock()
-	r, ok := x.related[w]
-	x.relMu.RUnlock()
-	if ok {
-		return r
-	}
+	var r []Related
 	for _, c := range x.opt.Thesaurus.Related(w) {
 		if c.Term != w && c.Weight >= tune.docRelMin && len(r) < tune.docRelMax {
 			r = append(r, c)
 		}
 	}
-	x.relMu.Lock()
-	if x.related == nil {
-		x.related = map[string][]Related{}
-	}
-	x.related[w] = r
-	x.relMu.Unlock()
 	return r
 }
 
@@ -349,7 +334,7 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 		touched = touched[:0]
 	}
 	sc.touched = touched
-	var lexical []int
+	lexical := sc.lexical[:0]
 	for i := range N {
 		if score[i] > 0 {
 			lexical = append(lexical, i)
@@ -358,6 +343,7 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 			}
 		}
 	}
+	sc.lexical = lexical
 	// The rankings fused: the words', and an embeddings model's when
 	// one is configured.
 	lists := []ranking{{idx: top(s, lexical, score, fuseDepth), weight: 1}}
@@ -366,11 +352,26 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 	if sem != nil {
 		lists = append(lists, ranking{idx: top(s, above(sem, SemanticMinSimilarity, sc), sem, fuseDepth), weight: 1})
 	}
-	fused, idx := fuse(lists, sc)
+	var fused []float64
+	var idx []int
+	if len(lists) == 1 {
+		// The words' ranking alone: its own scores order it.
+		fused, idx = sc.fused, lexical
+		copy(fused, score)
+	} else {
+		fused, idx = fuse(lists, sc)
+	}
 	for _, i := range idx {
 		fused[i] *= x.signal(org, s.docs[i].tool)
 	}
-	res.Total = len(idx)
+	// Total counts every candidate a ranking holds, not only the places
+	// fusion read.
+	res.Total = len(lexical)
+	for i, v := range sem {
+		if v >= SemanticMinSimilarity && score[i] == 0 {
+			res.Total++
+		}
+	}
 	// Only the first places are ordered: a replacement moved up is taken
 	// from wherever it was.
 	idx = top(s, idx, fused, limit+8)
@@ -380,8 +381,14 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 		res.Total = 0
 		return res, nil
 	}
+	best := fused[idx[0]]
 	for _, i := range idx[:min(limit, len(idx))] {
-		m := x.match(org, s, i, fused[i], whyNames(why[i], sem != nil && sem[i] >= SemanticMinSimilarity))
+		// A score is relative to the best match of this search (1).
+		rel := 0.0
+		if best > 0 {
+			rel = fused[i] / best
+		}
+		m := x.match(org, s, i, rel, whyNames(why[i], sem != nil && sem[i] >= SemanticMinSimilarity))
 		res.Matches = append(res.Matches, m)
 	}
 	return res, nil
@@ -704,7 +711,7 @@ var tune = struct {
 	// A match is good from goodName of its name named, goodCover of the
 	// query's words covered, or goodSum of the two (see good).
 	goodName, goodCover, goodSum float64
-}{docRelMin: 0.6, docRelMax: 8, docRelWeight: 0.8, goodName: 0.65, goodCover: 0.5, goodSum: 1.1}
+}{docRelMin: 0.4, docRelMax: 12, docRelWeight: 0.8, goodName: 0.65, goodCover: 0.5, goodSum: 1.1}
 
 // fuse merges rankings by weighted reciprocal rank fusion: each list adds
 // weight/(rrfK+rank) for each candidate it holds, so the first places of
@@ -713,11 +720,12 @@ var tune = struct {
 // holds.
 func fuse(lists []ranking, sc *scratch) ([]float64, []int) {
 	fused := sc.fused
-	var out []int
+	out := sc.fusedIdx[:0]
 	for _, l := range lists {
 		for r, i := range l.idx {
 			if fused[i] == 0 {
 				out = append(out, i)
+				sc.fusedIdx = out
 			}
 			fused[i] += l.weight / float64(rrfK+r+1)
 		}
@@ -828,6 +836,7 @@ func top(s *set, idx []int, score []float64, k int) []int {
 // hundred kilobytes each time.
 type scratch struct {
 	score, cover, gv, gw, fused []float64
+	lexical, fusedIdx           []int
 	why, gwhy                   []uint8
 	touched                     []int32
 }

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -65,8 +66,17 @@ func newSet(docs []*doc, related func(string) []Related) *set {
 			avg[f] = 1
 		}
 	}
+	typical := medianWords(docs)
 	for i, d := range docs {
 		s.byName[d.tool.Def.Name] = i
+		// A tool holding far more distinct words than the typical
+		// candidate (a text written to match every query) weighs less
+		// for each: saturation alone would let it match every query's
+		// every word at the most any tool can.
+		prior := 1.0
+		if limit := wordyFactor * typical; float64(d.words) > limit {
+			prior = limit / float64(d.words)
+		}
 		var norm [numFields]float64
 		for f := range numFields {
 			norm[f] = fieldWeight[f] / (1 - fieldB[f] + fieldB[f]*float64(d.len[f])/avg[f])
@@ -80,7 +90,7 @@ func newSet(docs []*doc, related func(string) []Related) *set {
 					fields |= 1 << f
 				}
 			}
-			s.post[w] = append(s.post[w], posting{doc: int32(i), w: float32(sat(x)), fields: fields})
+			s.post[w] = append(s.post[w], posting{doc: int32(i), w: float32(prior * sat(x)), fields: fields})
 		}
 		if related == nil {
 			continue
@@ -96,8 +106,8 @@ func newSet(docs []*doc, related func(string) []Related) *set {
 					fields |= 1 << f
 				}
 			}
-			x = sat(x)
-			for _, r := range related(w) {
+			x = prior * sat(x)
+			for _, r := range d.relatedOf(w, related) {
 				if _, own := d.tf[r.Term]; own {
 					continue
 				}
@@ -112,6 +122,24 @@ func newSet(docs []*doc, related func(string) []Related) *set {
 		}
 	}
 	return s
+}
+
+// wordyFactor is how many times the typical candidate's distinct words a
+// tool may hold before each weighs less.
+const wordyFactor = 4
+
+// medianWords answers the median number of distinct words of docs (at
+// least 8): the typical candidate, which one outlier does not move.
+func medianWords(docs []*doc) float64 {
+	if len(docs) == 0 {
+		return 8
+	}
+	ns := make([]int, len(docs))
+	for i, d := range docs {
+		ns[i] = d.words
+	}
+	slices.Sort(ns)
+	return math.Max(8, float64(ns[len(ns)/2]))
 }
 
 // sets caches the candidate sets of recent callers, least recently used

@@ -10,7 +10,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/discovery"
-	"github.com/toolplane/toolplane/discovery/thesaurus"
+	"github.com/toolplane/toolplane/discovery/offline"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -274,8 +274,8 @@ func BenchmarkSearch10k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The offline default: the shipped thesaurus, no embeddings.
-	x := discovery.New(discovery.Options{Thesaurus: thesaurus.Default()})
+	// The offline default a node searches with.
+	x := discovery.New(offline.Options())
 	x.Rebuild(reg.Every())
 	cands := reg.Tools("")
 	ctx := context.Background()
