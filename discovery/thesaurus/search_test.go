@@ -27,6 +27,9 @@ func TestSearchFindsParaphrases(t *testing.T) {
 		{"rotate_api_key", "Rotate an API key."},
 		{"get_weather", "Current weather for a city."},
 		{"restart_server", "Restart a virtual machine."},
+		{"get_oncall", "Show who is on call for a rotation."},
+		{"mute_monitor", "Mute a monitor's notifications for a while."},
+		{"terminate_employee", "Record that an employee has left the company."},
 	}
 	var cat []*registry.Tool
 	text := map[string][]string{}
@@ -53,6 +56,11 @@ func TestSearchFindsParaphrases(t *testing.T) {
 		{"reserve a slot", "book_meeting"},
 		{"renew the token", "rotate_api_key"},
 		{"push a release", "rollout_service"},
+		{"who holds the beeper", "get_oncall"},
+		{"silence the alarm", "mute_monitor"},
+		{"offboard a worker", "terminate_employee"},
+		{"nuke the blob store", "delete_bucket"},
+		{"bounce the box", "restart_server"},
 	}
 	with := discovery.New(discovery.Options{Thesaurus: thesaurus.Default()})
 	with.Rebuild(cat)

@@ -54,6 +54,21 @@ func TestDefaultRelates(t *testing.T) {
 		{word: "shipment", anyOf: []string{"parcel", "package"}},
 		{word: "meeting", anyOf: []string{"appointment", "event"}},
 		{word: "stock", anyOf: []string{"inventory"}},
+		// Everyday words point at what tools call it.
+		{word: "beeper", anyOf: []string{"oncall"}},
+		{word: "nuke", anyOf: []string{"delete"}},
+		{word: "spin", anyOf: []string{"launch", "provision"}},
+		{word: "chargeback", anyOf: []string{"dispute"}},
+		{word: "ooo", anyOf: []string{"leave", "vacation"}},
+		{word: "ack", anyOf: []string{"acknowledge"}},
+		{word: "snooze", anyOf: []string{"mute", "silence"}},
+		{word: "tonight", anyOf: []string{"now", "today", "current"}},
+		// A phrasal verb's remaining word points one way: "drop off" is
+		// not a funnel, nor "allowance" a permission.
+		{word: "drop", noneOf: []string{"step", "conversion"}},
+		{word: "allow", noneOf: []string{"balance", "remaining"}},
+		{word: "restart", noneOf: []string{"reset"}},
+		{word: "line", noneOf: []string{"database", "table"}},
 		// WordNet alone.
 		{word: "automobile", anyOf: []string{"car"}},
 		{word: "purchase", anyOf: []string{"buy"}},
