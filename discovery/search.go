@@ -449,7 +449,7 @@ func (x *Index) groups(s *set, text string) []group {
 			}
 		}
 		g.share = idf(df, N)
-		if df == 0 && (!knows(w[i]) || names[w[i]]) {
+		if (df == 0 && (!knows(w[i]) || names[w[i]])) || filler[w[i]] {
 			g.share = 0
 		}
 		out = append(out, g)
@@ -731,6 +731,20 @@ func fuse(lists []ranking, sc *scratch) ([]float64, []int) {
 		}
 	}
 	return fused, out
+}
+
+// filler are the words of a request's manner rather than its matter
+// ("please", "I want to", "can you quickly"): a match need not cover
+// them, though a tool holding one still matches it.
+var filler = map[string]bool{
+	"please": true, "pls": true, "plz": true, "kindly": true, "want": true, "wanna": true, "wants": true, "wanted": true,
+	"need": true, "needs": true, "needed": true, "like": true, "love": true, "hey": true, "hi": true, "hello": true,
+	"thanks": true, "thank": true, "thx": true, "just": true, "quick": true, "quickly": true, "asap": true,
+	"also": true, "actually": true, "really": true, "maybe": true, "perhaps": true, "somehow": true,
+	"someone": true, "somebody": true, "something": true, "anything": true, "everything": true,
+	"thing": true, "things": true, "stuff": true, "able": true, "let": true, "lets": true, "let's": true,
+	"could": true, "would": true, "can": true, "go": true, "ahead": true, "try": true, "trying": true,
+	"i'd": true, "i'm": true, "we'd": true, "we're": true, "you": true, "me": true, "us": true,
 }
 
 // properNames answers the words of text written with a capital where a
