@@ -78,6 +78,8 @@ func TestSearchFindsByWords(t *testing.T) {
 		{"look up a contact by email", "crm.find_contact"},
 		{"send an email", "email.send_message"},
 		{"refundOrder", "payments.refund_order"},
+		{"hey, could you please just refund order 1043 for me quickly, thanks", "payments.refund_order"},
+		{"look up Maria Lopez's contact at Globex by email", "crm.find_contact"},
 		{"РАYMENTS refund", "payments.refund_order"}, // Cyrillic Р and А
 	}
 	for _, c := range cases {
