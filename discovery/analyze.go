@@ -171,12 +171,9 @@ var confusable = map[rune]rune{
 
 // clip cuts a query to MaxQueryBytes at a rune boundary.
 func clip(q string) string {
-	if len(q) <= MaxQueryBytes {
-		return q
+	if len(q) > MaxQueryBytes {
+		q = q[:MaxQueryBytes]
 	}
-	q = q[:MaxQueryBytes]
-	for len(q) > 0 && !utf8.ValidString(q) {
-		q = q[:len(q)-1]
-	}
-	return q
+	// An invalid byte anywhere is dropped, not the rest of the query.
+	return strings.ToValidUTF8(q, "")
 }

@@ -76,7 +76,7 @@ func Dependencies(root *registry.Tool, candidates []*registry.Tool) *Graph {
 			}
 		}
 	}
-	g := &Graph{Tool: root.Def.Name}
+	g := &Graph{Tool: root.Def.Name, Edges: []GraphEdge{}}
 	nodes := map[string]bool{root.Def.Name: true}
 	edges := map[GraphEdge]bool{}
 	addEdge := func(e GraphEdge) {
@@ -112,6 +112,9 @@ func Dependencies(root *registry.Tool, candidates []*registry.Tool) *Graph {
 		name := queue[0]
 		queue = queue[1:]
 		for _, from := range in[name] {
+			if !after[from] && len(nodes) >= maxGraph {
+				break
+			}
 			addEdge(GraphEdge{From: from, Relation: toolplane.RequiresOutputOf, To: name})
 			if after[from] {
 				continue
@@ -142,6 +145,15 @@ func Dependencies(root *registry.Tool, candidates []*registry.Tool) *Graph {
 		nodes[p] = true
 		g.PairsWith = append(g.PairsWith, p)
 	}
+	// Edges only between the graph's nodes (a bound may have left some
+	// out).
+	kept := g.Edges[:0]
+	for _, e := range g.Edges {
+		if nodes[e.From] && nodes[e.To] {
+			kept = append(kept, e)
+		}
+	}
+	g.Edges = kept
 	sort.Strings(g.PairsWith)
 	names := make([]string, 0, len(nodes))
 	for n := range nodes {

@@ -61,6 +61,9 @@ type doc struct {
 // version's later copies in the registry (a catalogue reload rebuilds
 // every published version's Tool, with the same words).
 type text struct {
+	// key is the text's textKey.
+	key string
+
 	// rel caches each word's related words (see relatedOf), per text:
 	// a cache shared by every tool would let the time one caller's
 	// first search takes tell of words in tools it may not call.
@@ -97,7 +100,7 @@ func textKey(t *registry.Tool) string {
 
 // analyse reads a tool's text.
 func analyse(t *registry.Tool) *text {
-	d := &text{tf: make(map[string]*[numFields]uint16, 64)}
+	d := &text{key: textKey(t), tf: make(map[string]*[numFields]uint16, 64)}
 	add := func(f int, text string) {
 		for _, w := range Terms(text) {
 			if d.len[f] >= maxFieldTerms {
@@ -190,11 +193,14 @@ func params(raw json.RawMessage, fn func(string)) {
 	walk(s, 0)
 }
 
-// corpus holds the doc of every version the registry serves, swapped
-// whole when the registry changes.
+// corpus holds the doc of every version the registry serves. Its docs
+// map is never written once published (reset swaps in a new one); a doc
+// a search needs before the index followed the registry to it goes to
+// extra, until the next reset.
 type corpus struct {
-	mu   sync.RWMutex
-	docs map[*registry.Tool]*doc
+	mu    sync.RWMutex
+	docs  map[*registry.Tool]*doc
+	extra map[*registry.Tool]*doc
 	// texts are the analysed texts by textKey.
 	texts map[string]*text
 }
@@ -204,19 +210,24 @@ type corpus struct {
 func (c *corpus) doc(t *registry.Tool) *doc {
 	c.mu.RLock()
 	d := c.docs[t]
+	if d == nil {
+		d = c.extra[t]
+	}
 	c.mu.RUnlock()
 	if d != nil {
 		return d
 	}
 	d = &doc{tool: t, text: analyse(t)}
 	c.mu.Lock()
-	if c.docs == nil {
-		c.docs = map[*registry.Tool]*doc{}
-	}
 	if e := c.docs[t]; e != nil {
 		d = e
+	} else if e := c.extra[t]; e != nil {
+		d = e
 	} else {
-		c.docs[t] = d
+		if c.extra == nil {
+			c.extra = map[*registry.Tool]*doc{}
+		}
+		c.extra[t] = d
 	}
 	c.mu.Unlock()
 	return d
@@ -226,13 +237,24 @@ func (c *corpus) doc(t *registry.Tool) *doc {
 // held already and analysing the rest.
 func (c *corpus) reset(ts []*registry.Tool) {
 	c.mu.RLock()
+	// docs and texts are never written once published; extra is, so
+	// what it holds is taken while the lock is held.
 	old, oldTexts := c.docs, c.texts
+	extra := make(map[*registry.Tool]*doc, len(c.extra))
+	for t, d := range c.extra {
+		extra[t] = d
+	}
 	c.mu.RUnlock()
 	next := make(map[*registry.Tool]*doc, len(ts))
 	texts := make(map[string]*text, len(ts))
 	for _, t := range ts {
-		if d := old[t]; d != nil {
+		d := old[t]
+		if d == nil {
+			d = extra[t]
+		}
+		if d != nil {
 			next[t] = d
+			texts[d.key] = d.text
 			continue
 		}
 		k := textKey(t)
@@ -246,13 +268,8 @@ func (c *corpus) reset(ts []*registry.Tool) {
 		texts[k] = x
 		next[t] = &doc{tool: t, text: x}
 	}
-	for t, d := range next {
-		if _, ok := old[t]; ok {
-			texts[textKey(t)] = d.text
-		}
-	}
 	c.mu.Lock()
-	c.docs, c.texts = next, texts
+	c.docs, c.texts, c.extra = next, texts, nil
 	c.mu.Unlock()
 }
 

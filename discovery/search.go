@@ -181,13 +181,13 @@ func (x *Index) Follow(reg *registry.Registry) (stop func()) {
 }
 
 // Rebuild makes the index hold exactly ts: their text is analysed (the
-// versions it held already are kept as they were) and every caller's set
-// is built again at its next search.
+// versions it held already, and new copies of the same texts, are kept as
+// they were). A caller's set is built again only when its candidates'
+// texts changed.
 func (x *Index) Rebuild(ts []*registry.Tool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.corpus.reset(ts)
-	x.sets.clear()
 }
 
 // Size answers how many versions the index holds.
@@ -205,13 +205,10 @@ func (x *Index) docRelated(w string) []Related {
 	return r
 }
 
-// set answers the built set of candidates.
+// set answers the built set of candidates, bound to them: its docs are
+// theirs (the caller gives them back with putDocs when done).
 func (x *Index) set(candidates []*registry.Tool) *set {
-	k := x.sets.key(candidates)
-	if s := x.sets.get(k); s != nil {
-		return s
-	}
-	docs := make([]*doc, len(candidates))
+	docs := getDocs(len(candidates))
 	for i, t := range candidates {
 		docs[i] = x.corpus.doc(t)
 	}
@@ -219,9 +216,23 @@ func (x *Index) set(candidates []*registry.Tool) *set {
 	if x.opt.Thesaurus != nil {
 		related = x.docRelated
 	}
-	s := newSet(docs, related)
-	x.sets.put(k, s)
-	return s
+	k := x.sets.key(docs)
+	built := x.sets.build(k, docs, func() *set { return newSet(docs, related) })
+	return &set{docs: docs, post: built.post, rel: built.rel, byName: built.byName}
+}
+
+var docsPool sync.Pool
+
+func getDocs(n int) []*doc {
+	if p, _ := docsPool.Get().(*[]*doc); p != nil && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]*doc, n)
+}
+
+func putDocs(d []*doc) {
+	clear(d)
+	docsPool.Put(&d)
 }
 
 // group is one word of a query with the words standing in for it.
@@ -253,10 +264,17 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 	}
 	limit = min(limit, MaxLimit)
 	s := x.set(candidates)
+	defer putDocs(s.docs)
 	keep := x.filter(s, q)
 	res := &Results{Matches: []Match{}}
 	text := strings.TrimSpace(clip(q.Text))
 	groups := x.groups(s, text)
+	if len(groups) == 0 && text != "" {
+		// Words, but none a search reads ("what is it", "???"): nothing
+		// matches them.
+		res.NoGoodMatch = true
+		return res, nil
+	}
 	if len(groups) == 0 {
 		// No words: the filtered candidates by name.
 		var idx []int
@@ -375,7 +393,8 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 	// Only the first places are ordered: a replacement moved up is taken
 	// from wherever it was.
 	idx = top(s, idx, fused, limit+8)
-	idx = replacementsFirst(s, idx, fused)
+	idx, moved := replacementsFirst(s, idx, fused, keep)
+	res.Total += moved
 	if len(idx) == 0 || (!x.opt.AnswerAll && !good(s, idx, groups, cover, sem)) {
 		res.NoGoodMatch = true
 		res.Total = 0
@@ -514,6 +533,15 @@ func (x *Index) filter(s *set, q Query) []bool {
 	return keep
 }
 
+// clipName bounds a value an error quotes back to 64 bytes.
+func clipName(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	s = strings.ToValidUTF8(s[:64], "")
+	return s + "…"
+}
+
 // check refuses a query no search can answer, saying why.
 func (q Query) check() error {
 	if q.Limit < 0 {
@@ -527,11 +555,11 @@ func (q Query) check() error {
 	switch q.State {
 	case "", toolplane.StateActive, toolplane.StateDeprecated:
 	default:
-		return fmt.Errorf("%w: state %q: give active or deprecated (only those are called)", toolplane.ErrInvalid, clip(string(q.State)))
+		return fmt.Errorf("%w: state %q: give active or deprecated (only those are called)", toolplane.ErrInvalid, clipName(string(q.State)))
 	}
 	if q.Versions != "" {
 		if _, err := semver.ParseRange(q.Versions); err != nil {
-			return fmt.Errorf("%w: version range %q: %v", toolplane.ErrInvalid, clip(q.Versions), err)
+			return fmt.Errorf("%w: version range %q is not a range: give one such as ^2.1.0, ~2.1.0 or 2.1.0", toolplane.ErrInvalid, clipName(q.Versions))
 		}
 	}
 	if len(q.Tags) > 16 {
@@ -561,7 +589,8 @@ func (x *Index) signal(org string, t *registry.Tool) float64 {
 // the caller may call it, above it: a deprecated version never outranks
 // what replaces it, even when the replacement matched the words less well
 // or not at all.
-func replacementsFirst(s *set, idx []int, score []float64) []int {
+func replacementsFirst(s *set, idx []int, score []float64, keep []bool) ([]int, int) {
+	moved := 0
 	pos := make(map[int]int, len(idx))
 	for p, i := range idx {
 		pos[i] = p
@@ -573,7 +602,7 @@ func replacementsFirst(s *set, idx []int, score []float64) []int {
 			continue
 		}
 		r, ok := s.byName[name]
-		if !ok || !contains(s.docs[r].tool, rng) || s.docs[r].tool.State == toolplane.StateDeprecated {
+		if !ok || (keep != nil && !keep[r]) || !contains(s.docs[r].tool, rng) || s.docs[r].tool.State == toolplane.StateDeprecated {
 			continue
 		}
 		if q, ok := pos[r]; ok && q < p {
@@ -583,6 +612,8 @@ func replacementsFirst(s *set, idx []int, score []float64) []int {
 		// it just above the deprecated version.
 		if q, ok := pos[r]; ok {
 			idx = append(idx[:q], idx[q+1:]...)
+		} else if score[r] == 0 {
+			moved++ // it matched nothing: Total did not count it
 		}
 		idx = append(idx[:p], append([]int{r}, idx[p:]...)...)
 		score[r] = math.Max(score[r], score[idx[p+1]])
@@ -591,7 +622,7 @@ func replacementsFirst(s *set, idx []int, score []float64) []int {
 		}
 		p++
 	}
-	return idx
+	return idx, moved
 }
 
 // contains reports whether t's version is in rng ("" is any).
@@ -622,8 +653,9 @@ func (x *Index) match(org string, s *set, i int, score float64, why []string) Ma
 		}
 	}
 	for _, dep := range t.Def.Dependencies {
-		name, _ := semver.SplitRef(dep.Tool)
-		if _, ok := s.byName[name]; !ok {
+		name, rng := semver.SplitRef(dep.Tool)
+		j, ok := s.byName[name]
+		if !ok || name == t.Def.Name || !contains(s.docs[j].tool, rng) {
 			continue
 		}
 		switch dep.Relation {

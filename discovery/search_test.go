@@ -208,7 +208,7 @@ func TestStuffedToolDoesNotDominate(t *testing.T) {
 	for i := 0; i < 16; i++ {
 		stuffed.SearchHints = append(stuffed.SearchHints, strings.Join(vocab[i:], " ")[:120])
 	}
-	stuffed.Tags = vocab
+	stuffed.Tags = vocab[:32]
 	props := map[string]any{}
 	for i, w := range vocab {
 		props[fmt.Sprintf("p%d", i)] = map[string]any{"type": "string", "description": w + " " + strings.Join(vocab, " ")}

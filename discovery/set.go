@@ -2,13 +2,14 @@ package discovery
 
 import (
 	"container/list"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"slices"
 	"sync"
 	"unsafe"
 
-	"github.com/toolplane/toolplane/registry"
+	"golang.org/x/sync/singleflight"
 )
 
 // BM25's term-frequency saturation.
@@ -19,6 +20,9 @@ const k1 = 1.2
 // long each field is on average) and the work a search over it does
 // depend on nothing the caller may not call.
 type set struct {
+	// docs are the candidates, bound to this search's tools (a cached
+	// set is built from texts and shared by every search over the same
+	// texts: see Index.set).
 	docs []*doc
 	// post maps a word to the candidates holding it, each with its
 	// BM25F weight (the field-weighted, length-normalised count).
@@ -51,7 +55,7 @@ func idf(n, N int) float64 {
 func sat(w float64) float64 { return w * (k1 + 1) / (w + k1) }
 
 func newSet(docs []*doc, related func(string) []Related) *set {
-	s := &set{docs: docs, post: map[string][]posting{}, rel: map[string][]posting{}, byName: make(map[string]int, len(docs))}
+	s := &set{post: map[string][]posting{}, rel: map[string][]posting{}, byName: make(map[string]int, len(docs))}
 	var avg [numFields]float64
 	for _, d := range docs {
 		for f := range numFields {
@@ -143,15 +147,24 @@ func medianWords(docs []*doc) float64 {
 }
 
 // sets caches the candidate sets of recent callers, least recently used
-// out first: a caller's candidates change only when its grants or the
-// catalogue do, and building a set costs more than searching it.
+// out first: a caller's candidates change only when its grants or their
+// texts do, and building a set costs more than searching it. A set is
+// keyed by the texts it was built from, not by the tools: a catalogue
+// reload (which makes every published version's registry.Tool anew) or a
+// publish in another organization leaves a caller's set as it was.
 type sets struct {
 	mu    sync.Mutex
 	max   int
+	docs  int // the candidates of every cached set together
 	seed  maphash.Seed
 	items map[setKey]*list.Element
 	order *list.List
+	group singleflight.Group
 }
+
+// maxCachedDocs bounds the candidates of the cached sets together (a
+// set of 10,000 candidates holds some tens of megabytes).
+const maxCachedDocs = 30_000
 
 type setKey struct {
 	a, b uint64
@@ -159,32 +172,33 @@ type setKey struct {
 }
 
 type setItem struct {
-	key setKey
-	set *set
+	key   setKey
+	set   *set
+	texts []*text // keep the texts the key names alive, so no address is reused
 }
 
 func newSets(max int) *sets {
 	return &sets{max: max, seed: maphash.MakeSeed(), items: map[setKey]*list.Element{}, order: list.New()}
 }
 
-// key fingerprints a candidate list: the versions it holds, in order. A
-// registry.Tool is immutable and replaced, never changed, when its
-// version's state or contract moves, so its address names it.
-func (c *sets) key(ts []*registry.Tool) setKey {
+// key fingerprints the texts of a candidate list, in order: a text is
+// immutable, and alive while a cached set names it, so its address names
+// it.
+func (c *sets) key(docs []*doc) setKey {
 	var h1, h2 maphash.Hash
 	h1.SetSeed(c.seed)
 	h2.SetSeed(c.seed)
 	h2.WriteByte(0x5a)
 	var buf [8]byte
-	for _, t := range ts {
-		p := uint64(uintptr(unsafe.Pointer(t)))
+	for _, d := range docs {
+		p := uint64(uintptr(unsafe.Pointer(d.text)))
 		for i := range 8 {
 			buf[i] = byte(p >> (8 * i))
 		}
 		h1.Write(buf[:])
 		h2.Write(buf[:])
 	}
-	return setKey{a: h1.Sum64(), b: h2.Sum64(), n: len(ts)}
+	return setKey{a: h1.Sum64(), b: h2.Sum64(), n: len(docs)}
 }
 
 func (c *sets) get(k setKey) *set {
@@ -197,26 +211,41 @@ func (c *sets) get(k setKey) *set {
 	return nil
 }
 
-func (c *sets) put(k setKey, s *set) {
+// build answers the cached set of k, or builds it with fn, once however
+// many searches ask for it at the same time.
+func (c *sets) build(k setKey, docs []*doc, fn func() *set) *set {
+	if s := c.get(k); s != nil {
+		return s
+	}
+	v, _, _ := c.group.Do(fmt.Sprintf("%x.%x.%d", k.a, k.b, k.n), func() (any, error) {
+		if s := c.get(k); s != nil {
+			return s, nil
+		}
+		s := fn()
+		texts := make([]*text, len(docs))
+		for i, d := range docs {
+			texts[i] = d.text
+		}
+		c.put(k, s, texts)
+		return s, nil
+	})
+	return v.(*set)
+}
+
+func (c *sets) put(k setKey, s *set, texts []*text) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[k]; ok {
 		c.order.MoveToFront(e)
 		return
 	}
-	c.items[k] = c.order.PushFront(&setItem{key: k, set: s})
-	for c.order.Len() > c.max {
+	c.items[k] = c.order.PushFront(&setItem{key: k, set: s, texts: texts})
+	c.docs += len(texts)
+	for c.order.Len() > 1 && (c.order.Len() > c.max || c.docs > maxCachedDocs) {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.items, last.Value.(*setItem).key)
+		it := last.Value.(*setItem)
+		delete(c.items, it.key)
+		c.docs -= len(it.texts)
 	}
-}
-
-// clear forgets every set: the catalogue changed, so every caller's
-// candidates are new versions.
-func (c *sets) clear() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.items = map[setKey]*list.Element{}
-	c.order.Init()
 }

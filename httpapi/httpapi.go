@@ -42,6 +42,7 @@ import (
 	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/rules"
+	"github.com/toolplane/toolplane/semver"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/signing"
 	"github.com/toolplane/toolplane/spend"
@@ -533,13 +534,15 @@ type deprecatedView struct {
 
 // view answers a tool as an agent is shown it; the description is the
 // model-facing one, which says when the version is deprecated.
-func view(t *registry.Tool) toolView {
+func view(t *registry.Tool, shown func(name string) bool) toolView {
 	d := &t.Def
-	v := toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: t.ModelDescription(), Effect: d.Effect,
+	v := toolView{Name: d.Name, ModelName: t.Model, Version: d.Version, SchemaHash: d.SchemaHash, Description: t.ModelDescriptionFor(shown), Effect: d.Effect,
 		Annotations: d.Annotations, InputSchema: projection.InputSchema(d), OutputSchema: projection.OutputSchema(d)}
 	if t.State == toolplane.StateDeprecated {
-		v.Deprecated = &deprecatedView{SunsetAt: opt(t.SunsetAt), Replacement: t.Replacement}
-		if name, _ := t.ReplacementRef(); name != "" {
+		v.Deprecated = &deprecatedView{SunsetAt: opt(t.SunsetAt)}
+		// A replacement the caller may not call is not named.
+		if name, _ := t.ReplacementRef(); name != "" && (name == d.Name || shown == nil || shown(name)) {
+			v.Deprecated.Replacement = t.Replacement
 			v.Deprecated.ReplacementModelName = modelname.Derive(name)
 		}
 	}
@@ -553,9 +556,13 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.Unavailable, "grants cannot be read right now", "")
 		return
 	}
+	names := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		names[t.Def.Name] = true
+	}
 	items := make([]toolView, 0, len(ts))
 	for _, t := range ts {
-		items = append(items, view(t))
+		items = append(items, view(t, func(name string) bool { return names[name] }))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": items})
 }
@@ -571,10 +578,29 @@ func (s *Server) getTool(w http.ResponseWriter, r *http.Request, c caller) {
 		httperr.Send(w, r, httperr.NotFound, "no tool named "+r.PathValue("name"), "")
 		return
 	}
-	tv := view(t)
-	out := map[string]any{"tool": tv, "mcp": projection.Shown(t)}
-	if len(t.Def.Dependencies) > 0 {
-		out["dependencies"] = t.Def.Dependencies
+	// What the caller may call, asked once a name: the replacement and
+	// the dependencies of what it is shown name nothing else.
+	tenant := r.URL.Query().Get("tenant_id")
+	known := map[string]bool{}
+	shown := func(name string) bool {
+		v, ok := known[name]
+		if !ok {
+			u, err := s.Door.ShownTool(r.Context(), c.cred, tenant, name)
+			v = err == nil && u != nil
+			known[name] = v
+		}
+		return v
+	}
+	tv := view(t, shown)
+	out := map[string]any{"tool": tv, "mcp": projection.ShownFor(t, shown)}
+	var deps []toolplane.Dependency
+	for _, dep := range t.Def.Dependencies {
+		if name, _ := semver.SplitRef(dep.Tool); shown(name) {
+			deps = append(deps, dep)
+		}
+	}
+	if len(deps) > 0 {
+		out["dependencies"] = deps
 	}
 	if tv.Deprecated != nil {
 		out["deprecated"] = tv.Deprecated

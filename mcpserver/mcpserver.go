@@ -499,6 +499,11 @@ func (sess *session) sync() {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	want := make(map[string]*registry.Tool, len(shown))
+	names := make(map[string]bool, len(shown))
+	for _, t := range shown {
+		names[t.Def.Name] = true
+	}
+	isShown := func(name string) bool { return names[name] }
 	for _, t := range shown {
 		if sess.upstream != "" {
 			if r := t.Def.Binding.Remote; r == nil || r.ConnectionID != sess.upstream {
@@ -520,11 +525,11 @@ func (sess *session) sync() {
 	sess.syncRelayed(len(want) > 0)
 	for name, t := range want {
 		l := listed{platform: t.Def.Name, hash: t.Def.SchemaHash, version: t.Def.Version, effect: t.Def.Effect, annotations: t.Def.Annotations,
-			description: t.ModelDescription()}
+			description: t.ModelDescriptionFor(isShown)}
 		if sess.onServer[name] == l {
 			continue
 		}
-		tool := projection.Shown(t)
+		tool := projection.ShownFor(t, isShown)
 		if sess.upstream != "" {
 			tool.Name = t.Def.Binding.Remote.RemoteName
 		}

@@ -28,9 +28,13 @@ const (
 // of its definition, described as a model reads it (a deprecated version
 // says so: registry.Tool.ModelDescription). Every door that shows a tool
 // to a model projects it here, so none can drop the deprecation's line.
-func Shown(t *registry.Tool) *mcp.Tool {
+func Shown(t *registry.Tool) *mcp.Tool { return ShownFor(t, nil) }
+
+// ShownFor is Shown for a caller shown only the tools shown reports (nil:
+// every tool): see registry.Tool.ModelDescriptionFor.
+func ShownFor(t *registry.Tool, shown func(name string) bool) *mcp.Tool {
 	tool := MCP(&t.Def)
-	tool.Description = t.ModelDescription()
+	tool.Description = t.ModelDescriptionFor(shown)
 	return tool
 }
 

@@ -367,12 +367,15 @@ func (ch *checker) name() {
 	}
 }
 
-// maxTitle bounds a title and each search hint, and maxSearchHints the
-// number of hints: a few words each, so no tool buys its way up every
-// search by volume.
+// maxTitle bounds a title and each search hint, maxSearchHints the number
+// of hints, and maxTags and maxTag the tags: a few words each, so no tool
+// buys its way up every search by volume, nor makes every answer that
+// names it large.
 const (
 	maxTitle       = 128
 	maxSearchHints = 16
+	maxTags        = 32
+	maxTag         = 64
 )
 
 func (ch *checker) text() {
@@ -385,6 +388,14 @@ func (ch *checker) text() {
 	}
 	if len(d.Title) > maxTitle {
 		ch.add("title", fmt.Sprintf("%d bytes, the limit is %d", len(d.Title), maxTitle), "shorten it to a few words; the description says the rest")
+	}
+	if len(d.Tags) > maxTags {
+		ch.add("tags", fmt.Sprintf("%d tags, the limit is %d", len(d.Tags), maxTags), "keep the tags policy and search read")
+	}
+	for i, tag := range d.Tags {
+		if strings.TrimSpace(tag) == "" || len(tag) > maxTag {
+			ch.add(fmt.Sprintf("tags[%d]", i), fmt.Sprintf("%d bytes: a tag is 1 to %d bytes", len(tag), maxTag), "use a short word such as finance")
+		}
 	}
 	if len(d.SearchHints) > maxSearchHints {
 		ch.add("search_hints", fmt.Sprintf("%d hints, the limit is %d", len(d.SearchHints), maxSearchHints), "keep the phrases people really search with")

@@ -43,7 +43,12 @@ func (t *Tool) DeprecationWarning() string {
 // replacement is a name the registry checked, the sunset a date); the
 // owner's free-text note on the deprecation is for people and never
 // reaches a model unreviewed.
-func (t *Tool) ModelDescription() string {
+func (t *Tool) ModelDescription() string { return t.ModelDescriptionFor(nil) }
+
+// ModelDescriptionFor is ModelDescription for a caller shown only the
+// tools shown reports (nil: every tool): a replacement the caller may not
+// call is not named, as search and the dependency graph name none.
+func (t *Tool) ModelDescriptionFor(shown func(name string) bool) string {
 	if t.State != toolplane.StateDeprecated {
 		return t.Def.Description
 	}
@@ -53,6 +58,7 @@ func (t *Tool) ModelDescription() string {
 	}
 	switch name, rng := t.ReplacementRef(); {
 	case name == "":
+	case name != t.Def.Name && shown != nil && !shown(name):
 	case name == t.Def.Name && rng == "":
 		line += "; another version of this tool replaces it"
 	case name == t.Def.Name:

@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -518,7 +519,10 @@ func sameTools(a, b *view) bool {
 func sameTool(t, u *Tool) bool {
 	return t.Def.Name == u.Def.Name && t.Def.Version == u.Def.Version && t.Def.SchemaHash == u.Def.SchemaHash &&
 		t.Def.Description == u.Def.Description && t.Def.Effect == u.Def.Effect && t.Def.Annotations == u.Def.Annotations &&
-		t.State == u.State && t.SunsetAt.Equal(u.SunsetAt) && t.Replacement == u.Replacement
+		t.State == u.State && t.SunsetAt.Equal(u.SunsetAt) && t.Replacement == u.Replacement &&
+		// What search reads and shows of a tool.
+		t.Def.Title == u.Def.Title && slices.Equal(t.Def.Tags, u.Def.Tags) && slices.Equal(t.Def.SearchHints, u.Def.SearchHints) &&
+		slices.Equal(t.Def.Dependencies, u.Def.Dependencies) && t.Def.Owner == u.Def.Owner && t.Def.Classification == u.Def.Classification
 }
 
 // Watch calls fn after every change to the catalogue, in any
