@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -186,7 +187,15 @@ func cell(v any) string {
 		if x == "" {
 			return "-"
 		}
-		return strings.ReplaceAll(x, "\n", " ")
+		// A control character (an escape sequence in a tool's
+		// description, a record's field) is shown as a space, never
+		// written to the terminal.
+		return strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+				return ' '
+			}
+			return r
+		}, x)
 	case json.Number:
 		return x.String()
 	case bool:
