@@ -310,7 +310,11 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	if err := cat.Refresh(ctx); err != nil {
 		return nil, nil, fmt.Errorf("load the published catalogue: %w", err)
 	}
-	s.loops.Go(func() { cat.Watch(s.bg, 2*time.Second) })
+	// Refreshed when the store tells of a change to the catalogue (on any
+	// node), and polled besides, for a store that tells none or a feed
+	// that lost its connection.
+	feed, _ := s.b.Store.(toolplane.ChangeFeed)
+	s.loops.Go(func() { cat.Follow(s.bg, feed, s.cfg.CatalogPoll) })
 	return cat, settings, nil
 }
 
