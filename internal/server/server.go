@@ -308,6 +308,11 @@ type Config struct {
 	// the claims it held are decided; default DefaultNodeDeadAfter,
 	// negative: by their leases alone.
 	NodeDeadAfter time.Duration
+	// Embeddings turns on semantic search (off when its URL is empty).
+	Embeddings EmbeddingsConfig
+	// SearchPopularity ranks the tools an organization calls most a
+	// little higher in its searches.
+	SearchPopularity bool
 	// CatalogPoll is how often this node reads the catalogue's revision
 	// besides hearing the store's change feed (the fallback when the feed
 	// is cut, or the store tells none); default DefaultCatalogPoll.
