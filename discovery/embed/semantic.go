@@ -112,19 +112,11 @@ type Semantic struct {
 	// never changed once served), replaced whole when the registry
 	// changes.
 	hashes atomic.Pointer[map[*registry.Tool]string]
-
-	// queries caches recent queries' vectors: an agent retrying a search
-	// pays for no second call.
-	qmu     sync.Mutex
-	queries map[string][]float32
 }
-
-// maxQueries bounds the query vectors cached.
-const maxQueries = 512
 
 // NewSemantic answers a Semantic asking client for the queries' vectors.
 func NewSemantic(client *Client) *Semantic {
-	s := &Semantic{client: client, vecs: map[string][]float32{}, queries: map[string][]float32{}}
+	s := &Semantic{client: client, vecs: map[string][]float32{}}
 	empty := map[*registry.Tool]string{}
 	s.hashes.Store(&empty)
 	return s
@@ -223,24 +215,13 @@ func (s *Semantic) Similar(ctx context.Context, text string, candidates []*regis
 	return out, nil
 }
 
-// query answers text's vector, from the cache or the endpoint.
+// query answers text's vector. Queries' vectors are not cached: a cache
+// shared by every organization's searches would tell one, by how fast it
+// answers, what another searched for.
 func (s *Semantic) query(ctx context.Context, text string) ([]float32, error) {
-	s.qmu.Lock()
-	q, ok := s.queries[text]
-	s.qmu.Unlock()
-	if ok {
-		return q, nil
-	}
 	vs, err := s.client.Embed(ctx, []string{text})
 	if err != nil {
 		return nil, err
 	}
-	q = vs[0]
-	s.qmu.Lock()
-	if len(s.queries) >= maxQueries {
-		clear(s.queries) // a cache, not a record: start over
-	}
-	s.queries[text] = q
-	s.qmu.Unlock()
-	return q, nil
+	return vs[0], nil
 }

@@ -13,6 +13,7 @@ package signals
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -86,20 +87,27 @@ type Keeper struct {
 	mu     sync.Mutex
 	counts map[key]*counts
 
-	// snap is the latest snapshot, taken again once Stale has passed.
+	// snap is the latest snapshot, taken again once Stale has passed;
+	// snapMu lets one search take it while the others read the last.
 	snapMu sync.Mutex
-	snap   *snapshot
+	snap   atomic.Pointer[snapshot]
 }
 
 // snapshot is what Health and Popularity read: computed at most once per
 // Stale, so a search over thousands of candidates reads maps, and never
 // walks every breaker per candidate.
 type snapshot struct {
-	at     time.Time
-	health map[key]float64
-	// used is each tool's share of its organization's most called tool
+	at time.Time
+	of map[key]entry
+}
+
+// entry is what a snapshot knows of one tool.
+type entry struct {
+	health float64
+	known  bool // health says something
+	// used is the tool's share of its organization's most called tool
 	// (on a log scale).
-	used map[key]float64
+	used float64
 }
 
 // New answers a Keeper.
@@ -195,8 +203,8 @@ func (c *counts) sum(now int64) (calls, failures int64) {
 // count and the breakers' own windows), once there are enough of them.
 // ok is false when nothing is known.
 func (k *Keeper) Health(org, name string) (float64, bool) {
-	h, ok := k.current().health[key{org, name}]
-	return h, ok
+	e := k.current().of[key{org, name}]
+	return e.health, e.known
 }
 
 // Popularity answers how much org calls the tool, from 0 to 1: its calls
@@ -206,24 +214,29 @@ func (k *Keeper) Popularity(org, name string) float64 {
 	if !k.cfg.Popularity {
 		return 0
 	}
-	return k.current().used[key{org, name}]
+	return k.current().of[key{org, name}].used
 }
 
 // current answers the snapshot, taking it again when stale.
 func (k *Keeper) current() *snapshot {
 	now := k.cfg.Now()
+	fresh := func(s *snapshot) bool { return s != nil && now.Sub(s.at) < k.cfg.Stale && !now.Before(s.at) }
+	if s := k.snap.Load(); fresh(s) {
+		return s
+	}
 	k.snapMu.Lock()
 	defer k.snapMu.Unlock()
-	if k.snap != nil && now.Sub(k.snap.at) < k.cfg.Stale && !now.Before(k.snap.at) {
-		return k.snap
+	if s := k.snap.Load(); fresh(s) {
+		return s
 	}
-	k.snap = k.take(now)
-	return k.snap
+	s := k.take(now)
+	k.snap.Store(s)
+	return s
 }
 
 // take computes a snapshot as of now.
 func (k *Keeper) take(now time.Time) *snapshot {
-	s := &snapshot{at: now, health: map[key]float64{}, used: map[key]float64{}}
+	s := &snapshot{at: now, of: map[key]entry{}}
 	n := now.UnixNano() / int64(k.slice)
 	most := map[string]int64{}
 	calls := map[key]int64{}
@@ -236,13 +249,15 @@ func (k *Keeper) take(now time.Time) *snapshot {
 		calls[kk] = all
 		most[kk.org] = max(most[kk.org], all)
 		if all >= int64(k.cfg.MinCalls) {
-			s.health[kk] = 1 - float64(bad)/float64(all)
+			s.of[kk] = entry{health: 1 - float64(bad)/float64(all), known: true}
 		}
 	}
 	k.mu.Unlock()
 	if k.cfg.Popularity {
 		for kk, all := range calls {
-			s.used[kk] = math.Log1p(float64(all)) / math.Log1p(float64(most[kk.org]))
+			e := s.of[kk]
+			e.used = math.Log1p(float64(all)) / math.Log1p(float64(most[kk.org]))
+			s.of[kk] = e
 		}
 	}
 	if k.cfg.Traffic == nil {
@@ -250,23 +265,24 @@ func (k *Keeper) take(now time.Time) *snapshot {
 	}
 	for _, b := range k.cfg.Traffic.Breakers("", "") {
 		kk := key{b.Organization, b.Tool}
-		h, known := s.health[kk]
-		if !known {
-			h = 1
+		e := s.of[kk]
+		if !e.known {
+			e.health = 1
 		}
 		switch b.State {
 		case resilience.Open:
-			h = 0
+			e.health = 0
 		case resilience.HalfOpen:
-			h = min(h, 0.5)
+			e.health = min(e.health, 0.5)
 		default:
 			if b.Samples >= k.cfg.MinCalls {
-				h = min(h, 1-float64(b.Failures)/float64(b.Samples))
-			} else if !known {
+				e.health = min(e.health, 1-float64(b.Failures)/float64(b.Samples))
+			} else if !e.known {
 				continue // a closed breaker with too few samples says nothing
 			}
 		}
-		s.health[kk] = h
+		e.known = true
+		s.of[kk] = e
 	}
 	return s
 }

@@ -3,6 +3,8 @@ package signals_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,5 +177,54 @@ func TestSearchSinksAFailingTool(t *testing.T) {
 	}
 	if got := first("org_b"); got != "crm.address_a" {
 		t.Errorf("org_a's open breaker moved org_b's ranking: %s first", got)
+	}
+}
+
+// BenchmarkSearchSignals: a search over 10,000 versions, with no signals
+// and with a Keeper holding calls of every tool and a breaker of every
+// tenth, so the cost the signals add to a search is measured.
+func BenchmarkSearchSignals(b *testing.B) {
+	words := strings.Fields("order invoice customer ticket refund shipment address payment account report user email note schedule meeting file upload search list create update delete export import")
+	var defs []toolplane.Definition
+	handlers := map[string]bool{}
+	for i := range 10000 {
+		name := fmt.Sprintf("svc%d.tool_%d", i%200, i)
+		d := toolplane.Definition{Name: name, Version: "1.0.0", Kind: toolplane.KindInternal, Effect: toolplane.EffectRead,
+			Description: fmt.Sprintf("%s the %s of a %s by its %s.", words[i%len(words)], words[(i/3)%len(words)], words[(i/7)%len(words)], words[(i/11)%len(words)]),
+			InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{"type":"object"}`),
+			Binding: toolplane.Binding{Handler: &toolplane.HandlerBinding{Key: name}}}
+		defs = append(defs, d)
+		handlers[name] = false
+	}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: registry.Static{Handlers: handlers}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := resilience.New(resilience.Config{})
+	k := signals.New(signals.Config{Traffic: tr, Popularity: true})
+	for i, d := range defs {
+		calls(k, "org_a", d.Name, "ok", 1+i%7)
+		if i%10 == 0 {
+			tr.Breaker("org_a", d.Name, "t").Record(resilience.Success, false)
+		}
+	}
+	cands := reg.Tools("org_a")
+	for _, tc := range []struct {
+		name string
+		opt  discovery.Options
+	}{{"none", discovery.Options{}}, {"keeper", discovery.Options{Signals: k}}} {
+		x := discovery.New(tc.opt)
+		x.Rebuild(reg.Every())
+		q := discovery.Query{Text: "refund the payment of a customer"}
+		if _, err := x.Search(context.Background(), "org_a", cands, q); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := x.Search(context.Background(), "org_a", cands, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
