@@ -6,6 +6,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/discovery"
 	"github.com/toolplane/toolplane/discovery/embed"
+	"github.com/toolplane/toolplane/discovery/offline"
 	"github.com/toolplane/toolplane/discovery/signals"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/secret"
@@ -54,7 +55,9 @@ const embedEvery = 5 * time.Minute
 // whose background embedding it starts.
 func (s *Server) buildDiscovery(svc *services) (*discovery.Index, *signals.Keeper, error) {
 	keeper := signals.New(signals.Config{Traffic: svc.traffic, Popularity: s.cfg.SearchPopularity})
-	opt := discovery.Options{Signals: keeper}
+	// The offline default (the shipped thesaurus), and the signals.
+	opt := offline.Options()
+	opt.Signals = keeper
 	ec := s.cfg.Embeddings
 	if ec.URL != "" {
 		if ec.Model == "" {
