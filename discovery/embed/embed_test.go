@@ -339,6 +339,7 @@ func TestSearchDegrades(t *testing.T) {
 			if len(res.Matches) == 0 || res.Matches[0].Name != "payments.refund" {
 				t.Errorf("the words' answer: %+v", res)
 			}
+			t.Logf("answered degraded after %v (bound %v)", took, bound)
 			// The bound, and room for a slow shared machine.
 			if took > bound+time.Second {
 				t.Errorf("answered after %v; the bound is %v", took, bound)
