@@ -11,6 +11,7 @@
 package signals
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,8 @@ type Keeper struct {
 	// snapMu lets one search take it while the others read the last.
 	snapMu sync.Mutex
 	snap   atomic.Pointer[snapshot]
+	// running says Run keeps snap current.
+	running atomic.Bool
 }
 
 // snapshot is what Health and Popularity read: computed at most once per
@@ -98,7 +101,27 @@ type Keeper struct {
 // walks every breaker per candidate.
 type snapshot struct {
 	at time.Time
-	of map[key]entry
+	// of is by organization, then tool: an organization nothing is known
+	// of costs a search one lookup, not one per candidate.
+	of map[string]map[string]entry
+}
+
+// get answers what s knows of org's tool.
+func (s *snapshot) get(org, name string) entry {
+	if m := s.of[org]; m != nil {
+		return m[name]
+	}
+	return entry{}
+}
+
+// set records what s knows of a tool.
+func (s *snapshot) set(k key, e entry) {
+	m := s.of[k.org]
+	if m == nil {
+		m = map[string]entry{}
+		s.of[k.org] = m
+	}
+	m[k.tool] = e
 }
 
 // entry is what a snapshot knows of one tool.
@@ -203,7 +226,7 @@ func (c *counts) sum(now int64) (calls, failures int64) {
 // count and the breakers' own windows), once there are enough of them.
 // ok is false when nothing is known.
 func (k *Keeper) Health(org, name string) (float64, bool) {
-	e := k.current().of[key{org, name}]
+	e := k.current().get(org, name)
 	return e.health, e.known
 }
 
@@ -214,11 +237,33 @@ func (k *Keeper) Popularity(org, name string) float64 {
 	if !k.cfg.Popularity {
 		return 0
 	}
-	return k.current().of[key{org, name}].used
+	return k.current().get(org, name).used
+}
+
+// Run takes the snapshot again every Stale until ctx ends, so a search
+// reads it without looking at the clock for each candidate. Without Run a
+// snapshot is taken again by the first read after it went stale.
+func (k *Keeper) Run(ctx context.Context) {
+	t := time.NewTicker(k.cfg.Stale)
+	defer t.Stop()
+	k.snap.Store(k.take(k.cfg.Now()))
+	k.running.Store(true)
+	defer k.running.Store(false)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			k.snap.Store(k.take(k.cfg.Now()))
+		}
+	}
 }
 
 // current answers the snapshot, taking it again when stale.
 func (k *Keeper) current() *snapshot {
+	if k.running.Load() {
+		return k.snap.Load()
+	}
 	now := k.cfg.Now()
 	fresh := func(s *snapshot) bool { return s != nil && now.Sub(s.at) < k.cfg.Stale && !now.Before(s.at) }
 	if s := k.snap.Load(); fresh(s) {
@@ -236,7 +281,7 @@ func (k *Keeper) current() *snapshot {
 
 // take computes a snapshot as of now.
 func (k *Keeper) take(now time.Time) *snapshot {
-	s := &snapshot{at: now, of: map[key]entry{}}
+	s := &snapshot{at: now, of: map[string]map[string]entry{}}
 	n := now.UnixNano() / int64(k.slice)
 	most := map[string]int64{}
 	calls := map[key]int64{}
@@ -249,15 +294,15 @@ func (k *Keeper) take(now time.Time) *snapshot {
 		calls[kk] = all
 		most[kk.org] = max(most[kk.org], all)
 		if all >= int64(k.cfg.MinCalls) {
-			s.of[kk] = entry{health: 1 - float64(bad)/float64(all), known: true}
+			s.set(kk, entry{health: 1 - float64(bad)/float64(all), known: true})
 		}
 	}
 	k.mu.Unlock()
 	if k.cfg.Popularity {
 		for kk, all := range calls {
-			e := s.of[kk]
+			e := s.get(kk.org, kk.tool)
 			e.used = math.Log1p(float64(all)) / math.Log1p(float64(most[kk.org]))
-			s.of[kk] = e
+			s.set(kk, e)
 		}
 	}
 	if k.cfg.Traffic == nil {
@@ -265,7 +310,7 @@ func (k *Keeper) take(now time.Time) *snapshot {
 	}
 	for _, b := range k.cfg.Traffic.Breakers("", "") {
 		kk := key{b.Organization, b.Tool}
-		e := s.of[kk]
+		e := s.get(kk.org, kk.tool)
 		if !e.known {
 			e.health = 1
 		}
@@ -282,7 +327,7 @@ func (k *Keeper) take(now time.Time) *snapshot {
 			}
 		}
 		e.known = true
-		s.of[kk] = e
+		s.set(kk, e)
 	}
 	return s
 }

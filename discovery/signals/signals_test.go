@@ -201,18 +201,25 @@ func BenchmarkSearchSignals(b *testing.B) {
 		b.Fatal(err)
 	}
 	tr := resilience.New(resilience.Config{})
-	k := signals.New(signals.Config{Traffic: tr, Popularity: true})
+	health := signals.New(signals.Config{Traffic: tr})
+	popular := signals.New(signals.Config{Traffic: tr, Popularity: true})
 	for i, d := range defs {
-		calls(k, "org_a", d.Name, "ok", 1+i%7)
+		for _, k := range []*signals.Keeper{health, popular} {
+			calls(k, "org_a", d.Name, "ok", 1+i%7)
+		}
 		if i%10 == 0 {
 			tr.Breaker("org_a", d.Name, "t").Record(resilience.Success, false)
 		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go health.Run(ctx)
+	go popular.Run(ctx)
 	cands := reg.Tools("org_a")
 	for _, tc := range []struct {
 		name string
 		opt  discovery.Options
-	}{{"none", discovery.Options{}}, {"keeper", discovery.Options{Signals: k}}} {
+	}{{"none", discovery.Options{}}, {"health", discovery.Options{Signals: health}}, {"health+popularity", discovery.Options{Signals: popular}}} {
 		x := discovery.New(tc.opt)
 		x.Rebuild(reg.Every())
 		q := discovery.Query{Text: "refund the payment of a customer"}

@@ -55,6 +55,9 @@ const embedEvery = 5 * time.Minute
 // whose background embedding it starts.
 func (s *Server) buildDiscovery(svc *services) (*discovery.Index, *signals.Keeper, error) {
 	keeper := signals.New(signals.Config{Traffic: svc.traffic, Popularity: s.cfg.SearchPopularity})
+	// The snapshot a search reads is kept current in the background: a
+	// search reads no clock and takes no lock per candidate.
+	s.loops.Go(func() { keeper.Run(s.bg) })
 	// The offline default (the shipped thesaurus), and the signals.
 	opt := offline.Options()
 	opt.Signals = keeper
