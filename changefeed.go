@@ -21,6 +21,13 @@ const (
 	// the key does); an empty ID is any of the organization's. New grants
 	// and keys need not be told: nothing kept can have read them.
 	TopicOAuth Topic = "oauth"
+	// TopicCatalog: the published tool versions of every organization. The
+	// ID told is the tool's name; the organization is the version's. A
+	// watcher reloads the catalogue (CatalogStore.CatalogRevision says
+	// whether anything moved), so a publish, a review or a retirement on
+	// one node reaches every node's registry and search index at once
+	// rather than at the next poll.
+	TopicCatalog Topic = "catalog"
 )
 
 // ChangeFeed is a store that tells of what it changes, by topic, on every

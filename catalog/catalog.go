@@ -919,7 +919,27 @@ func (s *Service) Refresh(ctx context.Context) error {
 
 // Watch refreshes the registry every interval until ctx ends, so a
 // version published or retired on another node reaches this one.
-func (s *Service) Watch(ctx context.Context, every time.Duration) {
+func (s *Service) Watch(ctx context.Context, every time.Duration) { s.Follow(ctx, nil, every) }
+
+// Follow refreshes the registry as soon as feed (when not nil) tells of a
+// change to the catalogue, on any node, and every interval besides, until
+// ctx ends: a version published or retired on another node is served here
+// within the feed's latency, and the poll still catches what a feed that
+// lost its connection did not tell. Changes told while a refresh runs
+// make one more.
+func (s *Service) Follow(ctx context.Context, feed toolplane.ChangeFeed, every time.Duration) {
+	kick := make(chan struct{}, 1)
+	if feed != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			// A feed that cannot watch the topic leaves the poll.
+			if err := feed.WatchChanges(ctx, toolplane.TopicCatalog, catalogWatcher(kick)); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "catalogue change feed ended; polling only", "err", err)
+			}
+		}()
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -927,12 +947,29 @@ func (s *Service) Watch(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.Refresh(ctx); err != nil {
-				s.log.WarnContext(ctx, "catalogue refresh failed", "err", err)
-			}
+		case <-kick:
+		}
+		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "catalogue refresh failed", "err", err)
 		}
 	}
 }
+
+// catalogWatcher asks for a refresh whenever the catalogue may have
+// changed: a change told, or changes the feed may have missed. Refresh
+// reads the revision first, so a needless one costs a row.
+type catalogWatcher chan struct{}
+
+func (w catalogWatcher) kick() {
+	select {
+	case w <- struct{}{}:
+	default: // one is due already
+	}
+}
+
+func (w catalogWatcher) Changed(org, id string) { w.kick() }
+func (w catalogWatcher) Current(time.Time)      {}
+func (w catalogWatcher) Lost()                  { w.kick() }
 
 // versions answers every version of a name in the organization, oldest
 // first by precedence.

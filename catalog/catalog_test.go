@@ -558,3 +558,65 @@ func TestARequestThroughAConnectionIsReviewed(t *testing.T) {
 		t.Fatalf("wider input: %+v", p.Version)
 	}
 }
+
+// TestFollowHearsTheFeed: a second node's service on the same store,
+// following its change feed with a poll an hour away, serves a version
+// the first publishes, and drops one it retires, as soon as the write
+// returns.
+func TestFollowHearsTheFeed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.seedActive(t)
+	opt := registry.Options{Bindings: registry.Static{Handlers: map[string]bool{"payments.refund_order": false, "payments.get_order": false}}}
+	reg2, _, err := registry.Build(nil, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node2 := catalog.New(catalog.Config{Store: f.store, Registry: reg2, Options: opt, Now: f.clock.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); node2.Follow(ctx, f.store, time.Hour) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// served waits until node 2's registry serves payments.get_order as
+	// want ("" for not at all).
+	served := func(want toolplane.VersionState) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			tool, ok := reg2.Get("default", "payments.get_order")
+			var got toolplane.VersionState
+			if ok {
+				got = tool.State
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node 2 serves payments.get_order as %q, want %q", got, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The seeded tool was there before the watch began: the first Lost
+	// makes node 2 load it.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, ok := reg2.Get("default", "payments.refund_order"); !ok; _, ok = reg2.Get("default", "payments.refund_order") {
+		if time.Now().After(deadline) {
+			t.Fatal("node 2 never loaded the catalogue")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p, err := f.svc.Publish(f.ctx, getOrder("1.0.0"), owner)
+	if err != nil || p.Version.State != toolplane.StateActive {
+		t.Fatalf("publish: %+v %v", p, err)
+	}
+	served(toolplane.StateActive)
+	if _, err := f.svc.Deprecate(f.ctx, "payments.get_order", "1.0.0", f.clock.Now().Add(time.Hour), "", "old", owner); err != nil {
+		t.Fatal(err)
+	}
+	served(toolplane.StateDeprecated)
+	if _, err := f.svc.Retire(f.ctx, "payments.get_order", "1.0.0", "gone", owner); err != nil {
+		t.Fatal(err)
+	}
+	served("")
+}

@@ -22,11 +22,13 @@ var (
 
 // channels are where triggers announce the changes of each topic, in the
 // changing transaction: connections (migration 0011), and OAuth grants
-// and API keys (migration 0036). Each payload is the table's schema, the
+// and API keys (migration 0036), and published tool versions (migration
+// 0043). Each payload is the table's schema, the
 // organization and the row's ID, separated by spaces.
 var channels = map[toolplane.Topic]string{
 	toolplane.TopicConnections: "toolplane_connections",
 	toolplane.TopicOAuth:       "toolplane_oauth",
+	toolplane.TopicCatalog:     "toolplane_catalog",
 }
 
 // The change feed's timing (see WatchChanges).
@@ -65,7 +67,8 @@ func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatc
 //
 // It listens on a connection of its own (not the pool's), for the
 // announcements of the topic's trigger (migration 0011's for connections,
-// 0036's for OAuth), sent in the transaction of each change, so they come in commit order. To know it is caught up it
+// 0036's for OAuth, 0043's for the catalogue), sent in the transaction of
+// each change, so they come in commit order. To know it is caught up it
 // sends itself sync points: a notification, through the pool, on a channel
 // only this listener hears. PostgreSQL delivers notifications in the order
 // their transactions committed, so once a sync point sent at T arrives,

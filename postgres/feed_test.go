@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -139,4 +140,52 @@ func TestWatchConnections(t *testing.T) {
 		t.Fatalf("update: %t, %v", ok, err)
 	}
 	r.await(t, "told of the change after connecting again", func(r *recorder) bool { return len(r.changed) == 3 })
+}
+
+// TestWatchCatalog: a version published, changed or moved by hand, by any
+// node or statement, in the store's schema is told as its organization
+// and name (migration 0043); another schema's is not.
+func TestWatchCatalog(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := New(openPool(t, schema))
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other := newTestStore(t)
+	node2 := New(openPool(t, schema))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &recorder{}
+	done := make(chan error, 1)
+	go func() { done <- s.WatchChanges(ctx, toolplane.TopicCatalog, toolplane.ConnectionChanges(r)) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	r.await(t, "trusted", current)
+	now := time.Now()
+	v := &toolplane.ToolVersion{OrganizationID: "org_a", Name: "crm.lookup", Version: "1.0.0", State: toolplane.StateActive,
+		Definition: []byte(`{}`), SchemaHash: "h", Owner: "crm", PublishedBy: "ada", PublishedAt: now, Revision: 1, UpdatedAt: now}
+	if err := other.InsertToolVersion(t.Context(), v); err != nil {
+		t.Fatal(err)
+	}
+	if err := node2.InsertToolVersion(t.Context(), v); err != nil {
+		t.Fatal(err)
+	}
+	r.await(t, "told of the publish", func(r *recorder) bool { return len(r.changed) >= 1 })
+	v.State = toolplane.StateDeprecated
+	if ok, err := node2.UpdateToolVersion(t.Context(), v); !ok || err != nil {
+		t.Fatalf("update: %t, %v", ok, err)
+	}
+	if _, err := s.pool.Exec(t.Context(), `UPDATE tool_versions SET organization_id = 'org_b' WHERE name = 'crm.lookup'`); err != nil {
+		t.Fatal(err)
+	}
+	r.await(t, "told of four changes", func(r *recorder) bool { return len(r.changed) >= 4 })
+	time.Sleep(2 * feedPing) // a change of the other schema would be told by now
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	want := []string{"org_a/crm.lookup", "org_a/crm.lookup", "org_b/crm.lookup", "org_a/crm.lookup"}
+	if !slices.Equal(r.changed, want) {
+		t.Errorf("told %v, want %v", r.changed, want)
+	}
 }

@@ -470,6 +470,11 @@ func TestWebhookSecrets(t *testing.T) {
 	storetest.RunWebhookSecrets(t, func(t *testing.T) storetest.WebhookSecretStore { return newTestStore(t) })
 }
 
+func TestEmbeddings(t *testing.T) {
+	t.Parallel()
+	storetest.RunEmbeddings(t, func(t *testing.T) storetest.EmbeddingStore { return newTestStore(t) })
+}
+
 func TestVendorCeilings(t *testing.T) {
 	t.Parallel()
 	storetest.RunVendorCeilings(t, func(t *testing.T) storetest.VendorCeilingStore { return newTestStore(t) })

@@ -337,47 +337,57 @@ const maxTokenFile = 4096
 // 0600), as a key file. Setting both, or neither, is refused. No error
 // shows the token, or any of the file's text.
 func LoadVaultToken(env, path string) (toolplane.SecretString, error) {
+	return LoadToken("TOOLPLANE_VAULT_TOKEN", "vault token", env, path)
+}
+
+// LoadToken answers a credential the server presents to a service the
+// operator configured: env, the value of the environment variable envName,
+// when it is set, otherwise the one line of the file at path, which must
+// be readable by its owner only (mode 0600), as a key file. Setting both,
+// or neither, is refused; what names the credential in the refusals. No
+// error shows the token, or any of the file's text.
+func LoadToken(envName, what, env, path string) (toolplane.SecretString, error) {
 	env = strings.TrimSpace(env)
 	switch {
 	case env != "" && path != "":
-		return "", fmt.Errorf("%w: both TOOLPLANE_VAULT_TOKEN and a vault token file (%s) are given: keep one", toolplane.ErrInvalid, path)
+		return "", fmt.Errorf("%w: both %s and a %s file (%s) are given: keep one", toolplane.ErrInvalid, envName, what, path)
 	case env != "":
 		if strings.ContainsAny(env, "\r\n") {
-			return "", fmt.Errorf("%w: TOOLPLANE_VAULT_TOKEN holds a line break", toolplane.ErrInvalid)
+			return "", fmt.Errorf("%w: %s holds a line break", toolplane.ErrInvalid, envName)
 		}
 		return toolplane.SecretString(env), nil
 	case path == "":
-		return "", fmt.Errorf("%w: no vault token: set TOOLPLANE_VAULT_TOKEN or name a token file", toolplane.ErrInvalid)
+		return "", fmt.Errorf("%w: no %s: set %s or name a %s file", toolplane.ErrInvalid, what, envName, what)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("vault token file: %w", err)
+		return "", fmt.Errorf("%s file: %w", what, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return "", fmt.Errorf("vault token file: %w", err)
+		return "", fmt.Errorf("%s file: %w", what, err)
 	}
 	if !info.Mode().IsRegular() {
-		return "", fmt.Errorf("%w: vault token file %s is not a regular file", toolplane.ErrInvalid, path)
+		return "", fmt.Errorf("%w: %s file %s is not a regular file", toolplane.ErrInvalid, what, path)
 	}
-	if err := checkPrivate(toolplane.ErrInvalid, "vault token file", path, uint32(info.Mode().Perm())); err != nil {
+	if err := checkPrivate(toolplane.ErrInvalid, what+" file", path, uint32(info.Mode().Perm())); err != nil {
 		return "", err
 	}
 	raw, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	defer clear(raw)
 	if err != nil {
-		return "", fmt.Errorf("vault token file %s: %w", path, err)
+		return "", fmt.Errorf("%s file %s: %w", what, path, err)
 	}
 	if len(raw) > maxTokenFile {
-		return "", fmt.Errorf("%w: vault token file %s is larger than %d bytes: it holds one token", toolplane.ErrInvalid, path, maxTokenFile)
+		return "", fmt.Errorf("%w: %s file %s is larger than %d bytes: it holds one token", toolplane.ErrInvalid, what, path, maxTokenFile)
 	}
 	tok := strings.TrimSpace(string(raw))
 	switch {
 	case tok == "":
-		return "", fmt.Errorf("%w: vault token file %s is empty", toolplane.ErrInvalid, path)
+		return "", fmt.Errorf("%w: %s file %s is empty", toolplane.ErrInvalid, what, path)
 	case strings.ContainsAny(tok, "\r\n"):
-		return "", fmt.Errorf("%w: vault token file %s holds more than one line: it holds one token", toolplane.ErrInvalid, path)
+		return "", fmt.Errorf("%w: %s file %s holds more than one line: it holds one token", toolplane.ErrInvalid, what, path)
 	}
 	return toolplane.SecretString(tok), nil
 }

@@ -49,6 +49,7 @@ func (s *Store) InsertToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	if err != nil {
 		return fmt.Errorf("insert tool version %s@%s: %w", v.Name, v.Version, err)
 	}
+	defer s.catalogChanged(v.OrganizationID, v.Name)
 	_, err = s.exec(ctx, `INSERT INTO tool_versions (`+toolVersionColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.OrganizationID, v.Name, v.Version, string(v.State), blob(v.Definition), v.SchemaHash, v.Owner, reasons,
@@ -143,6 +144,7 @@ func (s *Store) UpdateToolVersion(ctx context.Context, v *toolplane.ToolVersion)
 	if err != nil {
 		return false, fmt.Errorf("update tool version %s@%s: %w", v.Name, v.Version, err)
 	}
+	defer s.catalogChanged(v.OrganizationID, v.Name)
 	res, err := s.exec(ctx, `UPDATE tool_versions SET
 			state = ?, review_reasons = ?, reviewed_by = ?, reviewed_at = ?, review_note = ?,
 			sunset_at = ?, replacement = ?, retire_blocked = ?, updated_at = ?, deprecation_note = ?,

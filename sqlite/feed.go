@@ -35,7 +35,7 @@ func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatc
 // database is one node's: a write made through another Store on the same
 // file (another process) is not told.
 func (s *Store) WatchChanges(ctx context.Context, topic toolplane.Topic, w toolplane.ChangeWatcher) error {
-	if topic != toolplane.TopicConnections && topic != toolplane.TopicOAuth {
+	if topic != toolplane.TopicConnections && topic != toolplane.TopicOAuth && topic != toolplane.TopicCatalog {
 		return fmt.Errorf("watch changes: no topic %q: %w", topic, toolplane.ErrInvalid)
 	}
 	me := &watcher{topic: topic, w: w}
@@ -72,6 +72,11 @@ func (s *Store) changed(org, id string) { s.tell(toolplane.TopicConnections, org
 // grant or key id (any of its, when id is empty) was written, once the
 // write ended, whatever its outcome.
 func (s *Store) oauthChanged(org, id string) { s.tell(toolplane.TopicOAuth, org, id) }
+
+// catalogChanged tells the watchers of TopicCatalog that a version of the
+// organization's tool name was written, once the write ended, whatever its
+// outcome.
+func (s *Store) catalogChanged(org, name string) { s.tell(toolplane.TopicCatalog, org, name) }
 
 // tell tells the topic's watchers of a change.
 func (s *Store) tell(topic toolplane.Topic, org, id string) {

@@ -154,6 +154,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	deadAfter := fs.Duration("node-dead-after", server.DefaultNodeDeadAfter, "how long a node may go without a heartbeat before it is known dead and the claims it held are decided (released if never dispatched, otherwise uncertain or run again); 0: by their leases alone")
 	sweepEvery := fs.Duration("sweep-every", server.DefaultSweepEvery, "how often the sweep decides claims whose node died or whose lease ended, and schedules approved calls")
 	asyncStale := fs.Duration("async-stale-after", 0, "how long an asynchronous call still queued or running, or a callback still due, goes untouched before the sweep hands it to a worker again, in case its hand-off was lost with a node (0: 1m)")
+	embeddingsURL := fs.String("embeddings-url", os.Getenv("TOOLPLANE_EMBEDDINGS_URL"), "turn on semantic search through an OpenAI-compatible embeddings endpoint (Ollama http://host:11434, vLLM http://host:8000/v1, a hosted one): its base, its /v1, or its /embeddings path; each node embeds every tool version in the background and each query at search time, and a search the endpoint does not answer in --embeddings-timeout ranks by words alone ($TOOLPLANE_EMBEDDINGS_URL; empty: off)")
+	embeddingsModel := fs.String("embeddings-model", os.Getenv("TOOLPLANE_EMBEDDINGS_MODEL"), "the model the embeddings endpoint embeds with, e.g. nomic-embed-text; vectors are kept per model ($TOOLPLANE_EMBEDDINGS_MODEL)")
+	embeddingsKeyFile := fs.String("embeddings-key-file", "", "a file holding the embeddings endpoint's API key on one line, readable by its owner alone (or $"+server.EmbeddingsKeyEnv+"); never logged")
+	embeddingsTimeout := fs.Duration("embeddings-timeout", server.DefaultEmbeddingsTimeout, "how long a search waits for its query's vector before answering from the words alone, saying so (degraded: semantic)")
+	embeddingsRate := fs.Int("embeddings-per-minute", 60, "the requests each node's background embedding sends the endpoint a minute, each of up to 32 tool texts")
+	searchPopularity := fs.Bool("search-popularity", false, "rank the tools an organization called most in the last hour a little higher in its searches (counted per node)")
+	catalogPoll := fs.Duration("catalog-poll", server.DefaultCatalogPoll, "how often each node reads the catalogue's revision besides hearing the database's change feed (the fallback when the feed is cut)")
 	traffic := trafficFlags(fs)
 	anomalies := anomalyFlags(fs)
 	if err := fs.Parse(longDashesIn(fs, args)); err != nil {
@@ -203,6 +210,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		OAuth: server.OAuthConfig{Off: !*oauthOn, Registration: *oauthReg, RedirectAllow: oauthRedirects, Agent: *oauthAgent,
 			AccessTTL: *oauthAccess, RefreshTTL: *oauthRefresh, ConsentTTL: *oauthConsent, DocumentAllowCIDRs: oauthDocCIDRs, RegistrationsPerHour: *oauthRegRate,
 			MaxClients: *oauthMaxClients, OIDCMaxAge: *oauthOIDCMaxAge},
+		Embeddings: server.EmbeddingsConfig{URL: *embeddingsURL, Model: *embeddingsModel, Key: toolplane.SecretString(os.Getenv(server.EmbeddingsKeyEnv)),
+			KeyFile: *embeddingsKeyFile, Timeout: *embeddingsTimeout, PerMinute: *embeddingsRate},
+		SearchPopularity: *searchPopularity, CatalogPoll: *catalogPoll,
 		TracingEnv: os.Getenv, Logger: log, Stdout: stdout, Stderr: stderr, Version: version()}
 	cfg.ProviderWebhookRateLimit = *webhookRate
 	// The flags' 0 is "none"; the config's is "the default".
@@ -280,6 +290,8 @@ var serveFlags = map[string]string{
 	"ProviderWebhooks": "--provider-webhook", "ProviderWebhookRateLimit": "--provider-webhook-rate-limit",
 	"OAuth": "--oauth-registration", "OAuth.DocumentAllowCIDRs": "--oauth-document-allow-cidr",
 	"AnomalyWindow": "--anomaly-window", "AnomalyThreshold": "--anomaly-threshold",
+	"Embeddings.URL": "--embeddings-url", "Embeddings.Model": "--embeddings-model", "Embeddings.KeyFile": "--embeddings-key-file", "Embeddings.Timeout": "--embeddings-timeout",
+	"SearchPopularity": "--search-popularity", "CatalogPoll": "--catalog-poll",
 }
 
 // parseProviderWebhook reads one --provider-webhook, NAME=SCHEME or

@@ -28,6 +28,7 @@ import (
 // profiles' own listener.
 func (s *Server) doors(svc *services) error {
 	gate := s.gate(svc)
+	s.door = gate
 	people, err := s.signIn(gate, svc.keys)
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/clientcert"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
@@ -61,6 +62,9 @@ const (
 	// DefaultNodeDeadAfter is how long a node may go without a heartbeat
 	// before the claims it held are decided.
 	DefaultNodeDeadAfter = 10 * time.Second
+	// DefaultCatalogPoll is how often a node polls the catalogue's
+	// revision when nothing else told it of a change.
+	DefaultCatalogPoll = 2 * time.Second
 	// DefaultSweepEvery is how often the sweep decides lost claims and
 	// schedules approved calls.
 	DefaultSweepEvery = 10 * time.Second
@@ -304,6 +308,15 @@ type Config struct {
 	// the claims it held are decided; default DefaultNodeDeadAfter,
 	// negative: by their leases alone.
 	NodeDeadAfter time.Duration
+	// Embeddings turns on semantic search (off when its URL is empty).
+	Embeddings EmbeddingsConfig
+	// SearchPopularity ranks the tools an organization calls most a
+	// little higher in its searches.
+	SearchPopularity bool
+	// CatalogPoll is how often this node reads the catalogue's revision
+	// besides hearing the store's change feed (the fallback when the feed
+	// is cut, or the store tells none); default DefaultCatalogPoll.
+	CatalogPoll time.Duration
 	// SweepEvery is how often the sweep decides lost claims and schedules
 	// approved calls; default DefaultSweepEvery.
 	SweepEvery time.Duration
@@ -481,6 +494,9 @@ func (c Config) withDefaults() (Config, error) {
 	case c.NodeDeadAfter < 0:
 		c.NodeDeadAfter = 0 // what invoke and jobs read as "by leases alone"
 	}
+	if c.CatalogPoll <= 0 {
+		c.CatalogPoll = DefaultCatalogPoll
+	}
 	if c.SweepEvery == 0 {
 		c.SweepEvery = DefaultSweepEvery
 	}
@@ -527,6 +543,8 @@ type Server struct {
 	limits *ratelimit.Shared
 	reg    *registry.Registry
 	iv     *invoke.Invoker
+	// door is what every door does (the gate), and answers searches.
+	door *door.Door
 	// tracerOf is the tracer of the calls' and the doors' spans (nil when
 	// none is recorded).
 	tracerOf trace.Tracer

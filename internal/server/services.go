@@ -19,7 +19,7 @@ import (
 	"github.com/toolplane/toolplane/ceiling"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/discovery"
-	"github.com/toolplane/toolplane/discovery/offline"
+	"github.com/toolplane/toolplane/discovery/signals"
 	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/backend"
@@ -130,6 +130,9 @@ type services struct {
 	anomalies *anomaly.Service
 	// discovery is the node's search index, following the registry.
 	discovery *discovery.Index
+	// signals are the health and popularity the search ranks by, from
+	// the calls the invoker observes and the breakers.
+	signals *signals.Keeper
 }
 
 // services builds, in this order, what decides calls (policy), what keeps
@@ -159,13 +162,8 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		meters:    meters,
 		ceilings:  ceiling.New(s.b.Store, nil),
 		spend:     spend.New(s.b.Store, nil),
-		known:     spend.NewKnown(s.b.Store, nil),
-		discovery: discovery.New(offline.Options())}
+		known:     spend.NewKnown(s.b.Store, nil)}
 	svc.spend.Tell(svc.known)
-	// The index follows the registry from here on: every publish, retire
-	// or upstream change this node's registry takes is searchable once
-	// the registry serves it.
-	svc.discovery.Follow(pol.reg)
 	if spans != nil {
 		svc.meters.WatchSpans(spans)
 	}
@@ -185,6 +183,13 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		svc.traffic = resilience.New(s.cfg.Traffic)
 		svc.meters.WatchTraffic(svc.traffic)
 	}
+	if svc.discovery, svc.signals, err = s.buildDiscovery(svc); err != nil {
+		return nil, err
+	}
+	// The index follows the registry from here on: every publish, retire
+	// or upstream change this node's registry takes is searchable once
+	// the registry serves it.
+	s.closers = append(s.closers, svc.discovery.Follow(pol.reg))
 	if svc.iv, err = s.buildInvoker(self, src, pol, svc, run, tracer); err != nil {
 		return nil, err
 	}
@@ -311,7 +316,11 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	if err := cat.Refresh(ctx); err != nil {
 		return nil, nil, fmt.Errorf("load the published catalogue: %w", err)
 	}
-	s.loops.Go(func() { cat.Watch(s.bg, 2*time.Second) })
+	// Refreshed when the store tells of a change to the catalogue (on any
+	// node), and polled besides, for a store that tells none or a feed
+	// that lost its connection.
+	feed, _ := s.b.Store.(toolplane.ChangeFeed)
+	s.loops.Go(func() { cat.Follow(s.bg, feed, s.cfg.CatalogPoll) })
 	return cat, settings, nil
 }
 
@@ -367,7 +376,7 @@ func (s *Server) buildInvoker(self *toolplane.Node, src sources, pol *policyPart
 	s.closers = append(s.closers, writer.Close)
 	return invoke.New(invoke.Config{Registry: pol.reg, Handlers: src.handlers, Remotes: src.upstreams, Store: s.b.Store, Policy: pol.rules,
 		Runtimes: run, Broker: svc.broker, Facts: pol.facts,
-		Approvals: svc.approvals, Audit: writer, Logger: s.log, Node: self.ID, Observer: svc.meters, Tracer: tracer,
+		Approvals: svc.approvals, Audit: writer, Logger: s.log, Node: self.ID, Observer: observers{svc.meters, svc.signals}, Tracer: tracer,
 		DailyCeilings: svc.known,
 		LeaseMargin:   s.cfg.LeaseMargin, NodeDeadAfter: s.cfg.NodeDeadAfter, Traffic: svc.traffic, MaxHops: s.cfg.MaxHops,
 		// A tool's rate and each agent's, across the nodes sharing the
