@@ -112,7 +112,9 @@ func (sess *session) syncMeta(on bool) {
 	switch {
 	case on && !sess.metaOn:
 		for _, t := range metaTools {
-			sess.srv.AddTool(t, sess.metaHandler(t.Name))
+			// A copy per session: each server keeps the tool it is given.
+			tool := *t
+			sess.srv.AddTool(&tool, sess.metaHandler(t.Name))
 		}
 	case !on && sess.metaOn:
 		sess.srv.RemoveTools(discovery.FindTools, discovery.DescribeTool, discovery.CallTool)

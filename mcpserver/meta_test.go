@@ -309,6 +309,27 @@ func testMetaToolMode(t *testing.T, f *metaDoor) {
 		t.Errorf("a direct call of a tool not listed = %s; want tool_unavailable", text(direct))
 	}
 
+	// Arguments a meta-tool does not take are refused, as invalid input
+	// the model reads; call_tool's arguments are the tool's to judge.
+	for _, bad := range []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"find_tools", map[string]any{}, `"code":"invalid_input"`},
+		{"find_tools", map[string]any{"query": "refund", "sort": "name"}, `"code":"invalid_input"`},
+		{"find_tools", map[string]any{"query": 7}, `"code":"invalid_input"`},
+		{"find_tools", map[string]any{"query": "refund", "limit": 21}, `limit is 1 to 20`},
+		{"describe_tool", map[string]any{"tool": "demo_refund_order"}, `"code":"invalid_input"`},
+		{"call_tool", map[string]any{"arguments": map[string]any{}}, `"code":"invalid_input"`},
+		{"call_tool", map[string]any{"name": "demo_add_note", "arguments": map[string]any{"ticket_id": "t-1001"}}, `"field_path":"/text"`},
+		{"call_tool", map[string]any{"name": "demo_add_note", "arguments": "a note"}, `"code":"invalid_input"`},
+	} {
+		if r := call(t, cs, bad.tool, bad.args, nil); !r.IsError || !strings.Contains(text(r), bad.want) {
+			t.Errorf("%s(%v) = %s; want a refusal with %s", bad.tool, bad.args, text(r), bad.want)
+		}
+	}
+
 	// A grant reaches find_tools, describe_tool and call_tool at once; the
 	// meta listing itself stays as it was.
 	drain(changed)
