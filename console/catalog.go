@@ -39,7 +39,15 @@ type catalogPage struct {
 	States []toolplane.VersionState
 	Items  []toolplane.ToolVersion
 	Next   string
+	// Search is the search box and, once asked, its answer, which the
+	// page shows instead of the versions; nil when the console offers no
+	// search.
+	Search *toolSearch
 }
+
+// Searching reports whether the page answers a search rather than
+// listing versions.
+func (p catalogPage) Searching() bool { return p.Search != nil && p.Search.Asked }
 
 func (c *Console) catalogList(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
 	svc, err := c.catalogue()
@@ -61,6 +69,18 @@ func (c *Console) catalogList(w http.ResponseWriter, r *http.Request, sess *sign
 	}
 	if err := toolplane.CheckLen("name", v.Name, toolplane.MaxNameLen); err != nil {
 		return err
+	}
+	if v.Search, err = c.search(r, sess, q); err != nil {
+		return err
+	}
+	if v.Searching() {
+		status := http.StatusOK
+		if v.Search.Refused != "" {
+			status = http.StatusBadRequest
+		}
+		v.Title = "Catalogue search"
+		c.render(w, r, status, "catalog", v)
+		return nil
 	}
 	vs, next, err := svc.List(r.Context(), f, q.Get("cursor"), pageSize, sess.Credential)
 	if err != nil {
@@ -98,6 +118,10 @@ type versionPage struct {
 	// Health is the tool's traffic on this node (nil when the node's
 	// protections are off).
 	Health *toolHealth
+	// Graph is the tool's dependency graph among the tools the person is
+	// shown (nil when the tool is not served, or the console shows no
+	// graph).
+	Graph *toolGraph
 }
 
 // toolHealth is what this node knows of a tool's traffic: its breakers,
@@ -134,6 +158,9 @@ func (c *Console) catalogVersion(w http.ResponseWriter, r *http.Request, sess *s
 	if c.cfg.Invoker.Protected() {
 		bs, n := c.cfg.Invoker.Breakers(sess.Credential.OrganizationID, tv.Name)
 		v.Health = &toolHealth{InFlight: n, Breakers: bs}
+	}
+	if v.Graph, err = c.graph(r, sess, tv.Name); err != nil {
+		return err
 	}
 	others, _, err := svc.List(r.Context(), toolplane.VersionFilter{Name: tv.Name}, "", pageSize, sess.Credential)
 	if err != nil {

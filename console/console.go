@@ -38,6 +38,7 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
@@ -113,6 +114,11 @@ type Config struct {
 	// tool, and the daily ceiling) to those who may read them; without it
 	// the page says spend is not enabled.
 	Spend *spend.Service
+	// Door, when set, serves each tool page's dependency graph and, when
+	// it keeps a search index (door.Door.Discovery), the catalogue's
+	// search: both over what the door shows the signed-in person. Without
+	// it the tool pages show no graph and the catalogue no search box.
+	Door *door.Door
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil

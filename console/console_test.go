@@ -32,6 +32,7 @@ import (
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
 	"github.com/toolplane/toolplane/console"
+	"github.com/toolplane/toolplane/discovery"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
@@ -204,7 +205,11 @@ func newWorldOn(t testing.TB, backend string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layer := &door.Door{Invoker: w.iv, Registry: reg, Store: w.store, Log: quiet}
+	// The door keeps a search index, as a server's does: the catalogue
+	// offers its search.
+	index := discovery.New(discovery.Options{})
+	t.Cleanup(index.Follow(reg))
+	layer := &door.Door{Invoker: w.iv, Registry: reg, Store: w.store, Log: quiet, Discovery: index}
 
 	srv := httptest.NewUnstartedServer(nil)
 	w.base = "http://" + srv.Listener.Addr().String()
@@ -227,7 +232,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),
-		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil)})
+		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,34 @@ func Terms(text string) []string { return std.terms(text, false) }
 // dropped: what the thesaurus is looked up by beside the stems.
 func Words(text string) []string { return std.terms(text, true) }
 
+// termsAndWords answers the analysed words of text and, beside each, the
+// word as written (lower case): the stem for the index, the word for the
+// word vectors.
+func termsAndWords(text string) (terms, words []string) {
+	a := std
+	stream := a.tok.Tokenize([]byte(prepare(text)))
+	stream = a.lower.Filter(stream)
+	stream = a.possess.Filter(stream)
+	stream = a.stopWords.Filter(stream)
+	for _, t := range stream {
+		if len(t.Term) > 0 {
+			words = append(words, string(t.Term))
+		}
+	}
+	stream = a.stem.Filter(stream)
+	for _, t := range stream {
+		if len(t.Term) > 0 {
+			terms = append(terms, string(t.Term))
+		}
+	}
+	if len(terms) != len(words) {
+		// The stemmer keeps every token; were it ever to drop one, the
+		// words would not line up, and are not read.
+		words = terms
+	}
+	return terms, words
+}
+
 func (a *analyzer) terms(text string, surface bool) []string {
 	stream := a.tok.Tokenize([]byte(prepare(text)))
 	stream = a.lower.Filter(stream)
@@ -92,6 +120,10 @@ func prepare(text string) string {
 			r = m
 		}
 		switch {
+		case r == '-' && oneLetter(text, i):
+			// e-mail, e-commerce: a lone letter's hyphen joins, so the
+			// word reads as it does unhyphenated.
+			continue
 		case r == '_' || r == '.' || r == '-' || r == '/' || r == ':' || r == '@' || r == '#':
 			b.WriteByte(' ')
 			prev = ' '
@@ -111,6 +143,20 @@ func prepare(text string) string {
 		prev = r
 	}
 	return b.String()
+}
+
+// oneLetter reports whether the hyphen at i follows a word of one letter
+// and comes before a letter.
+func oneLetter(text string, i int) bool {
+	before, n := utf8.DecodeLastRuneInString(text[:i])
+	if n == 0 || !unicode.IsLetter(before) {
+		return false
+	}
+	if p, m := utf8.DecodeLastRuneInString(text[:i-n]); m > 0 && (unicode.IsLetter(p) || unicode.IsDigit(p)) {
+		return false
+	}
+	after, _ := utf8.DecodeRuneInString(text[i+1:])
+	return unicode.IsLetter(after)
 }
 
 // confusable maps the Cyrillic and Greek letters that look like Latin ones

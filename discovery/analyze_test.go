@@ -18,6 +18,8 @@ func TestTerms(t *testing.T) {
 		{"Issue a refund for the customer's orders", []string{"issu", "refund", "custom", "order"}},
 		{"dеlete", []string{"delet"}}, // a Cyrillic е
 		{"ＤＥＬＥＴＥ", []string{"delet"}},
+		{"notify by e-mail", []string{"notifi", "email"}},
+		{"a-b test re-run", []string{"ab", "test", "re", "run"}},
 		{"", []string{}},
 	}
 	for _, c := range cases {

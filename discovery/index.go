@@ -47,21 +47,57 @@ var fieldB = [numFields]float64{
 // a description padded to rank for everything is read only so far.
 const maxFieldTerms = 400
 
-// doc is the analysed text of one tool version: per field, each word's
-// count and the field's length. It depends on the version alone, so it
-// is computed once (when the registry first serves the version) and
-// shared by every search whose caller may call it.
+// doc is one tool version as the index holds it: the version, and its
+// analysed text.
 type doc struct {
-	tool  *registry.Tool
+	tool *registry.Tool
+	*text
+}
+
+// text is the analysed text of one tool version: per field, each word's
+// count and the field's length. It depends on the version's words alone,
+// so it is computed once (when the registry first serves the version)
+// and shared by every search whose caller may call it, and by the
+// version's later copies in the registry (a catalogue reload rebuilds
+// every published version's Tool, with the same words).
+type text struct {
+	// rel caches each word's related words (see relatedOf), per text:
+	// a cache shared by every tool would let the time one caller's
+	// first search takes tell of words in tools it may not call.
+	relMu sync.Mutex
+	rel   map[string][]Related
+
 	tf    map[string]*[numFields]uint16
 	len   [numFields]int
 	name  []string // the name's words, in order
 	words int      // distinct words
 }
 
-// analyse reads a tool's text into a doc.
-func analyse(t *registry.Tool) *doc {
-	d := &doc{tool: t, tf: make(map[string]*[numFields]uint16, 64)}
+// textKey names the words of a version: everything analyse reads.
+func textKey(t *registry.Tool) string {
+	d := &t.Def
+	var b strings.Builder
+	for _, s := range []string{d.Name, d.Version, d.SchemaHash, t.Model, d.Title, d.Description} {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	for _, s := range d.Tags {
+		b.WriteString(s)
+		b.WriteByte(1)
+	}
+	b.WriteByte(0)
+	for _, s := range d.SearchHints {
+		b.WriteString(s)
+		b.WriteByte(1)
+	}
+	b.WriteByte(0)
+	b.Write(d.InputSchema)
+	return b.String()
+}
+
+// analyse reads a tool's text.
+func analyse(t *registry.Tool) *text {
+	d := &text{tf: make(map[string]*[numFields]uint16, 64)}
 	add := func(f int, text string) {
 		for _, w := range Terms(text) {
 			if d.len[f] >= maxFieldTerms {
@@ -90,6 +126,21 @@ func analyse(t *registry.Tool) *doc {
 	params(def.InputSchema, func(s string) { add(fieldParams, s) })
 	d.words = len(d.tf)
 	return d
+}
+
+// relatedOf answers related(w), remembered for this text.
+func (t *text) relatedOf(w string, related func(string) []Related) []Related {
+	t.relMu.Lock()
+	defer t.relMu.Unlock()
+	if r, ok := t.rel[w]; ok {
+		return r
+	}
+	if t.rel == nil {
+		t.rel = make(map[string][]Related, len(t.tf))
+	}
+	r := related(w)
+	t.rel[w] = r
+	return r
 }
 
 // params calls fn with the words of an input schema a search reads: each
@@ -144,6 +195,8 @@ func params(raw json.RawMessage, fn func(string)) {
 type corpus struct {
 	mu   sync.RWMutex
 	docs map[*registry.Tool]*doc
+	// texts are the analysed texts by textKey.
+	texts map[string]*text
 }
 
 // doc answers t's doc, analysing it when the registry has not yet been
@@ -155,7 +208,7 @@ func (c *corpus) doc(t *registry.Tool) *doc {
 	if d != nil {
 		return d
 	}
-	d = analyse(t)
+	d = &doc{tool: t, text: analyse(t)}
 	c.mu.Lock()
 	if c.docs == nil {
 		c.docs = map[*registry.Tool]*doc{}
@@ -173,18 +226,33 @@ func (c *corpus) doc(t *registry.Tool) *doc {
 // held already and analysing the rest.
 func (c *corpus) reset(ts []*registry.Tool) {
 	c.mu.RLock()
-	old := c.docs
+	old, oldTexts := c.docs, c.texts
 	c.mu.RUnlock()
 	next := make(map[*registry.Tool]*doc, len(ts))
+	texts := make(map[string]*text, len(ts))
 	for _, t := range ts {
 		if d := old[t]; d != nil {
 			next[t] = d
 			continue
 		}
-		next[t] = analyse(t)
+		k := textKey(t)
+		x := texts[k]
+		if x == nil {
+			x = oldTexts[k]
+		}
+		if x == nil {
+			x = analyse(t)
+		}
+		texts[k] = x
+		next[t] = &doc{tool: t, text: x}
+	}
+	for t, d := range next {
+		if _, ok := old[t]; ok {
+			texts[textKey(t)] = d.text
+		}
 	}
 	c.mu.Lock()
-	c.docs = next
+	c.docs, c.texts = next, texts
 	c.mu.Unlock()
 }
 

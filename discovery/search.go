@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/registry"
@@ -73,8 +75,8 @@ type Match struct {
 	Effect  toolplane.Effect       `json:"effect"`
 	State   toolplane.VersionState `json:"state"`
 	Tags    []string               `json:"tags,omitempty"`
-	// Score orders the matches of one search; it means nothing across
-	// searches.
+	// Score orders the matches of one search: the best is 1, the others
+	// a share of it. It means nothing across searches.
 	Score float64 `json:"score"`
 	// Why says what matched: "name", "title", "tags", "hints",
 	// "description", "parameters", "related words", "semantic".
@@ -139,18 +141,13 @@ type Options struct {
 	SemanticTimeout time.Duration
 	// Signals, when set, lower a failing tool and raise a used one.
 	Signals Signals
-	// MinCoverage is the share of a query's weight (by how rare each of
-	// its words is among the candidates) the best match must cover for
-	// the search to answer at all; below it, NoGoodMatch. Zero is
-	// DefaultMinCoverage; negative turns the check off.
-	MinCoverage float64
+	// AnswerAll turns the no-good-match answer off: every search then
+	// answers its best candidates however weakly they match (the
+	// evaluation reads the ranking so).
+	AnswerAll bool
 	// CachedSets bounds the candidate sets kept built (default 256).
 	CachedSets int
 }
-
-// DefaultMinCoverage is the calibrated threshold of a good match (see
-// Options.MinCoverage).
-const DefaultMinCoverage = 0.5
 
 // Index is a node's search read model: the analysed text of every version
 // the registry serves, and the indexes of recent callers' candidates.
@@ -167,9 +164,6 @@ type Index struct {
 func New(opt Options) *Index {
 	if opt.SemanticTimeout <= 0 {
 		opt.SemanticTimeout = 300 * time.Millisecond
-	}
-	if opt.MinCoverage == 0 {
-		opt.MinCoverage = DefaultMinCoverage
 	}
 	if opt.CachedSets <= 0 {
 		opt.CachedSets = 256
@@ -199,6 +193,18 @@ func (x *Index) Rebuild(ts []*registry.Tool) {
 // Size answers how many versions the index holds.
 func (x *Index) Size() int { return x.corpus.size() }
 
+// docRelated answers the related words a tool's word is indexed under
+// besides itself: the closest few.
+func (x *Index) docRelated(w string) []Related {
+	var r []Related
+	for _, c := range x.opt.Thesaurus.Related(w) {
+		if c.Term != w && c.Weight >= tune.docRelMin && len(r) < tune.docRelMax {
+			r = append(r, c)
+		}
+	}
+	return r
+}
+
 // set answers the built set of candidates.
 func (x *Index) set(candidates []*registry.Tool) *set {
 	k := x.sets.key(candidates)
@@ -209,7 +215,11 @@ func (x *Index) set(candidates []*registry.Tool) *set {
 	for i, t := range candidates {
 		docs[i] = x.corpus.doc(t)
 	}
-	s := newSet(docs)
+	var related func(string) []Related
+	if x.opt.Thesaurus != nil {
+		related = x.docRelated
+	}
+	s := newSet(docs, related)
 	x.sets.put(k, s)
 	return s
 }
@@ -218,10 +228,16 @@ func (x *Index) set(candidates []*registry.Tool) *set {
 type group struct {
 	word  string
 	terms []Related
-	// rarity is how rare the word is among the candidates (its idf, or
-	// the idf of a word none holds when none holds it nor any related
-	// word): its share of what a good match must cover.
-	rarity float64
+	// share is the word's share of what a good match must cover: how
+	// rare it is among the candidates, or, for a word none of them holds
+	// (nor any word standing in for it), as rare as can be when the
+	// language knows it (what a query about something the catalogue
+	// lacks looks like) and nothing when it does not (an order number,
+	// an address, a name: the request's particulars, not its point).
+	share float64
+	// cap is the most a related word of it may weigh: the word's own
+	// idf when candidates hold it.
+	cap float64
 }
 
 // Search answers the candidates that best match q. candidates are the
@@ -257,88 +273,139 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 		return res, nil
 	}
 	N := len(s.docs)
-	score := make([]float64, N)
-	cover := make([]float64, N)
-	why := make([]uint8, N)
-	// Per word: each candidate's best stand-in (the word itself or a
-	// related one, never both counted), reset through touched.
-	gv := make([]float64, N)
-	gw := make([]float64, N)
-	gwhy := make([]uint8, N)
-	touched := make([]int32, 0, 64)
+	sc := getScratch(N)
+	defer putScratch(sc)
+	score, cover, why, gv, gw, gwhy, touched := sc.score, sc.cover, sc.why, sc.gv, sc.gw, sc.gwhy, sc.touched[:0]
 	var total float64
+	// gather keeps, per candidate, the best of a word's stand-ins: w
+	// times the posting's weight, close saying how near the stand-in is
+	// to the query's word.
+	var gather func(ps []posting, w float64, related bool)
+	var close float64
+	gather = func(ps []posting, w float64, related bool) {
+		for _, p := range ps {
+			if keep != nil && !keep[p.doc] {
+				continue
+			}
+			v := w * float64(p.w)
+			if gv[p.doc] == 0 {
+				touched = append(touched, p.doc)
+			}
+			if v > gv[p.doc] {
+				gv[p.doc], gw[p.doc] = v, close
+				gwhy[p.doc] = p.fields
+				if related {
+					gwhy[p.doc] |= whyRelated
+				}
+			}
+		}
+	}
 	for _, g := range groups {
-		total += g.rarity
+		total += g.share
 		for _, r := range g.terms {
 			ps := s.post[r.Term]
 			if len(ps) == 0 {
 				continue
 			}
-			w := idf(len(ps), N) * r.Weight
-			for _, p := range ps {
-				if keep != nil && !keep[p.doc] {
-					continue
-				}
-				v := w * sat(float64(p.w))
-				if gv[p.doc] == 0 {
-					touched = append(touched, p.doc)
-				}
-				if v > gv[p.doc] {
-					gv[p.doc], gw[p.doc] = v, r.Weight
-					gwhy[p.doc] = whyOf(s.docs[p.doc], r.Term, r.Weight < 1)
-				}
+			// A related word weighs at most what the query's own word
+			// would: a rare stand-in never outranks the word itself.
+			w := math.Min(idf(len(ps), N), g.cap) * r.Weight
+			close = r.Weight
+			gather(ps, w, r.Weight < 1)
+		}
+		for _, r := range g.terms {
+			// Tools holding a word related to this one: weaker still.
+			ps := s.rel[r.Term]
+			if len(ps) == 0 {
+				continue
 			}
+			w := math.Min(idf(len(ps)+len(s.post[r.Term]), N), g.cap) * r.Weight * tune.docRelWeight
+			close = r.Weight * tune.docRelWeight
+			gather(ps, w, true)
 		}
 		for _, d := range touched {
 			score[d] += gv[d]
 			// A related word covers the word's share in proportion to
 			// how close it is.
-			cover[d] += g.rarity * gw[d]
+			cover[d] += g.share * gw[d]
 			why[d] |= gwhy[d]
 			gv[d], gw[d], gwhy[d] = 0, 0, 0
 		}
 		touched = touched[:0]
 	}
-	var idx []int
+	sc.touched = touched
+	lexical := sc.lexical[:0]
 	for i := range N {
 		if score[i] > 0 {
-			idx = append(idx, i)
+			lexical = append(lexical, i)
+			if total > 0 {
+				cover[i] /= total
+			}
 		}
 	}
+	sc.lexical = lexical
+	// The rankings fused: the words', and an embeddings model's when
+	// one is configured.
+	lists := []ranking{{idx: top(s, lexical, score, fuseDepth), weight: 1}}
 	sem, degraded := x.semantic(ctx, text, s, keep)
 	res.Degraded = degraded
 	if sem != nil {
-		idx = fuse(idx, score, sem)
+		lists = append(lists, ranking{idx: top(s, above(sem, SemanticMinSimilarity, sc), sem, fuseDepth), weight: 1})
+	}
+	var fused []float64
+	var idx []int
+	if len(lists) == 1 {
+		// The words' ranking alone: its own scores order it.
+		fused, idx = sc.fused, lexical
+		copy(fused, score)
+	} else {
+		fused, idx = fuse(lists, sc)
 	}
 	for _, i := range idx {
-		score[i] *= x.signal(org, s.docs[i].tool)
-		if total > 0 {
-			cover[i] /= total
+		fused[i] *= x.signal(org, s.docs[i].tool)
+	}
+	// Total counts every candidate a ranking holds, not only the places
+	// fusion read.
+	res.Total = len(lexical)
+	for i, v := range sem {
+		if v >= SemanticMinSimilarity && score[i] == 0 {
+			res.Total++
 		}
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		if score[idx[a]] != score[idx[b]] {
-			return score[idx[a]] > score[idx[b]]
-		}
-		return s.docs[idx[a]].tool.Def.Name < s.docs[idx[b]].tool.Def.Name
-	})
-	idx = replacementsFirst(s, idx, score)
-	res.Total = len(idx)
-	if len(idx) == 0 || (x.opt.MinCoverage > 0 && !x.good(idx, cover, sem)) {
+	// Only the first places are ordered: a replacement moved up is taken
+	// from wherever it was.
+	idx = top(s, idx, fused, limit+8)
+	idx = replacementsFirst(s, idx, fused)
+	if len(idx) == 0 || (!x.opt.AnswerAll && !good(s, idx, groups, cover, sem)) {
 		res.NoGoodMatch = true
 		res.Total = 0
 		return res, nil
 	}
+	best := fused[idx[0]]
 	for _, i := range idx[:min(limit, len(idx))] {
-		res.Matches = append(res.Matches, x.match(org, s, i, score[i], whyNames(why[i], sem != nil && sem[i] >= SemanticMinSimilarity)))
+		// A score is relative to the best match of this search (1).
+		rel := 0.0
+		if best > 0 {
+			rel = fused[i] / best
+		}
+		m := x.match(org, s, i, rel, whyNames(why[i], sem != nil && sem[i] >= SemanticMinSimilarity))
+		res.Matches = append(res.Matches, m)
 	}
 	return res, nil
 }
 
-// good reports whether the best match covers enough of the query.
-func (x *Index) good(idx []int, cover []float64, sem []float64) bool {
+// good reports whether one of the first five matches is worth an
+// answer: it names what the query asks for (its name, past the
+// namespace, is the query's words: a verb and an object, whatever else
+// the query adds), or it covers the query's words, or the two together
+// come near; or an embeddings model finds it close in meaning. The
+// thresholds were calibrated on the evaluation's tuning half: below them
+// a match is, as good as always, one that does not answer the query.
+func good(s *set, idx []int, groups []group, cover, sem []float64) bool {
+	qw := queryWords(groups)
 	for _, i := range idx[:min(5, len(idx))] {
-		if cover[i] >= x.opt.MinCoverage || (sem != nil && sem[i] >= SemanticMinSimilarity) {
+		name := nameCover(s.docs[i], qw)
+		if name >= tune.goodName || cover[i] >= tune.goodCover || name+cover[i] >= tune.goodSum || (sem != nil && sem[i] >= SemanticMinSimilarity) {
 			return true
 		}
 	}
@@ -351,11 +418,12 @@ func (x *Index) groups(s *set, text string) []group {
 	if text == "" {
 		return nil
 	}
-	terms := Terms(text)
+	terms, w := termsAndWords(text)
+	names := properNames(text)
 	seen := map[string]bool{}
 	var out []group
 	N := len(s.docs)
-	for _, t := range terms {
+	for i, t := range terms {
 		if seen[t] || len(out) == maxQueryTerms {
 			continue
 		}
@@ -368,11 +436,11 @@ func (x *Index) groups(s *set, text string) []group {
 				}
 			}
 		}
-		// A word's share of the query is how rare it is among the
-		// candidates; a word none holds (nor any word standing in for
-		// it) is as rare as can be, which is what a query about
-		// something the catalogue lacks looks like.
 		df := len(s.post[t])
+		g.cap = math.Inf(1)
+		if df > 0 {
+			g.cap = idf(df, N)
+		}
 		if df == 0 {
 			for _, r := range g.terms[1:] {
 				if n := len(s.post[r.Term]); n > 0 && (df == 0 || n < df) {
@@ -380,7 +448,10 @@ func (x *Index) groups(s *set, text string) []group {
 				}
 			}
 		}
-		g.rarity = idf(df, N)
+		g.share = idf(df, N)
+		if df == 0 && (!knows(w[i]) || names[w[i]]) {
+			g.share = 0
+		}
 		out = append(out, g)
 	}
 	return out
@@ -398,22 +469,6 @@ const (
 )
 
 var whyWords = []string{"name", "title", "tags", "hints", "description", "parameters", "related words"}
-
-// whyOf answers the fields of d holding term.
-func whyOf(d *doc, term string, related bool) uint8 {
-	var b uint8
-	if tf := d.tf[term]; tf != nil {
-		for f := range numFields {
-			if tf[f] > 0 {
-				b |= 1 << f
-			}
-		}
-	}
-	if related {
-		b |= whyRelated
-	}
-	return b
-}
 
 func whyNames(b uint8, semantic bool) []string {
 	var out []string
@@ -633,30 +688,208 @@ func (x *Index) semantic(ctx context.Context, text string, s *set, keep []bool) 
 	}
 }
 
-// fuse merges the words' ranking (idx, by score) with the semantic one by
-// reciprocal rank fusion, writing the fused value into score and
-// answering every candidate either ranking holds.
-func fuse(idx []int, score []float64, sem []float64) []int {
-	lex := slices.Clone(idx)
-	sort.SliceStable(lex, func(a, b int) bool { return score[lex[a]] > score[lex[b]] })
-	var near []int
-	for i, v := range sem {
-		if v >= SemanticMinSimilarity {
-			near = append(near, i)
+// ranking is one ordered list of candidates and its weight in the
+// fusion.
+type ranking struct {
+	idx    []int
+	weight float64
+}
+
+// fuseDepth is how far down each ranking fusion reads.
+const fuseDepth = 100
+
+// tune holds the constants ranking and the no-good-match answer were
+// calibrated to on the evaluation's tuning half (internal/discoveryeval).
+var tune = struct {
+	// docRelMin and docRelMax bound the related words a tool's word is
+	// indexed under (the closest, at least this close), and
+	// docRelWeight is what a match through them weighs against one of
+	// the query's own related words.
+	docRelMin    float64
+	docRelMax    int
+	docRelWeight float64
+	// A match is good from goodName of its name named, goodCover of the
+	// query's words covered, or goodSum of the two (see good).
+	goodName, goodCover, goodSum float64
+}{docRelMin: 0.4, docRelMax: 12, docRelWeight: 0.8, goodName: 0.65, goodCover: 0.5, goodSum: 1.1}
+
+// fuse merges rankings by weighted reciprocal rank fusion: each list adds
+// weight/(rrfK+rank) for each candidate it holds, so the first places of
+// any list count, and no list's raw scores swamp another's. It answers
+// the fused values (indexed by candidate) and the candidates any list
+// holds.
+func fuse(lists []ranking, sc *scratch) ([]float64, []int) {
+	fused := sc.fused
+	out := sc.fusedIdx[:0]
+	for _, l := range lists {
+		for r, i := range l.idx {
+			if fused[i] == 0 {
+				out = append(out, i)
+				sc.fusedIdx = out
+			}
+			fused[i] += l.weight / float64(rrfK+r+1)
 		}
 	}
-	sort.SliceStable(near, func(a, b int) bool { return sem[near[a]] > sem[near[b]] })
-	fused := make(map[int]float64, len(lex)+len(near))
-	for r, i := range lex {
-		fused[i] += 1 / float64(rrfK+r+1)
+	return fused, out
+}
+
+// properNames answers the words of text written with a capital where a
+// sentence does not begin (Okta, Friday, Leeds, Maria), lower case: the
+// names a request carries, which a tool's text need not hold to answer
+// it.
+func properNames(text string) map[string]bool {
+	names := map[string]bool{}
+	start := true
+	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return unicode.IsSpace(r) }) {
+		first, _ := utf8.DecodeRuneInString(f)
+		if !start && unicode.IsUpper(first) {
+			for _, w := range Words(f) {
+				names[w] = true
+			}
+		}
+		start = strings.ContainsAny(f[len(f)-1:], ".!?;:")
 	}
-	for r, i := range near {
-		fused[i] += 1 / float64(rrfK+r+1)
+	return names
+}
+
+// knows reports whether a query's word is a word rather than a
+// particular of the request (a number, an address, an id): only then does
+// a match need to cover it.
+func knows(word string) bool {
+	for _, r := range word {
+		if !unicode.IsLetter(r) {
+			return false
+		}
 	}
-	out := make([]int, 0, len(fused))
-	for i, v := range fused {
-		score[i] = v * 100
-		out = append(out, i)
+	return true
+}
+
+// above answers the candidates whose value in v is at least min.
+func above(v []float64, min float64, sc *scratch) []int {
+	var out []int
+	for i, x := range v {
+		if x >= min {
+			out = append(out, i)
+		}
 	}
 	return out
+}
+
+// top answers the k best of idx by score (then name), ordered; the rest
+// are dropped. A deprecated version's replacement among the dropped is
+// found again by replacementsFirst, which reads the whole set.
+func top(s *set, idx []int, score []float64, k int) []int {
+	better := func(a, b int) bool {
+		if score[a] != score[b] {
+			return score[a] > score[b]
+		}
+		return s.docs[a].tool.Def.Name < s.docs[b].tool.Def.Name
+	}
+	if len(idx) > 4*k {
+		// Keep a bounded heap of the k best (the worst at its root).
+		h := make([]int, 0, k)
+		down := func(i int) {
+			for {
+				l, m := 2*i+1, i
+				if l < len(h) && better(h[m], h[l]) {
+					m = l
+				}
+				if r := l + 1; r < len(h) && better(h[m], h[r]) {
+					m = r
+				}
+				if m == i {
+					return
+				}
+				h[i], h[m] = h[m], h[i]
+				i = m
+			}
+		}
+		for _, i := range idx {
+			if len(h) < k {
+				h = append(h, i)
+				for j := len(h) - 1; j > 0; {
+					p := (j - 1) / 2
+					if !better(h[p], h[j]) {
+						break
+					}
+					h[p], h[j] = h[j], h[p]
+					j = p
+				}
+				continue
+			}
+			if better(i, h[0]) {
+				h[0] = i
+				down(0)
+			}
+		}
+		idx = h
+	}
+	sort.Slice(idx, func(a, b int) bool { return better(idx[a], idx[b]) })
+	if len(idx) > k {
+		idx = idx[:k]
+	}
+	return idx
+}
+
+// scratch is the per-candidate working memory of one search, pooled: a
+// search over ten thousand candidates would otherwise allocate a few
+// hundred kilobytes each time.
+type scratch struct {
+	score, cover, gv, gw, fused []float64
+	lexical, fusedIdx           []int
+	why, gwhy                   []uint8
+	touched                     []int32
+}
+
+var scratchPool sync.Pool
+
+func getScratch(n int) *scratch {
+	sc, _ := scratchPool.Get().(*scratch)
+	if sc == nil || cap(sc.score) < n {
+		return &scratch{score: make([]float64, n), cover: make([]float64, n), gv: make([]float64, n), gw: make([]float64, n),
+			fused: make([]float64, n),
+			why:   make([]uint8, n), gwhy: make([]uint8, n), touched: make([]int32, 0, 256)}
+	}
+	sc.score, sc.cover, sc.gv, sc.gw = sc.score[:n], sc.cover[:n], sc.gv[:n], sc.gw[:n]
+	sc.fused = sc.fused[:n]
+	clear(sc.fused)
+	sc.why, sc.gwhy = sc.why[:n], sc.gwhy[:n]
+	clear(sc.score)
+	clear(sc.cover)
+	clear(sc.why)
+	return sc
+}
+
+func putScratch(sc *scratch) { scratchPool.Put(sc) }
+
+// queryWords answers every word a query's words stand for, each at its
+// closest.
+func queryWords(groups []group) map[string]float64 {
+	m := map[string]float64{}
+	for _, g := range groups {
+		for _, r := range g.terms {
+			if r.Weight > m[r.Term] {
+				m[r.Term] = r.Weight
+			}
+		}
+	}
+	return m
+}
+
+// nameCover answers how much of a tool's name (past its namespace) the
+// query's words name: what a request for the tool's action says, its
+// verb and its object, whatever else it adds.
+func nameCover(d *doc, qm map[string]float64) float64 {
+	words := d.name
+	if strings.Contains(d.tool.Def.Name, ".") && len(words) > 1 {
+		words = words[len(Terms(d.tool.Def.Name[:strings.Index(d.tool.Def.Name, ".")])):]
+	}
+	if len(words) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, w := range words {
+		sum += qm[w]
+	}
+	return sum / float64(len(words))
 }

@@ -189,9 +189,11 @@ func TestNoGoodMatch(t *testing.T) {
 	}
 }
 
-// A description written to rank first everywhere does not: its words are
-// counted to a bound, saturate, and weigh by the description's length.
-func TestStuffedDescriptionDoesNotDominate(t *testing.T) {
+// A tool written to rank first everywhere (every field stuffed with
+// every word, to its bound) does not: its words are counted to a bound,
+// saturate, weigh by each field's length, and a tool holding far more
+// distinct words than the typical candidate weighs less for each.
+func TestStuffedToolDoesNotDominate(t *testing.T) {
 	t.Parallel()
 	var vocab []string
 	for _, d := range crm {
@@ -199,6 +201,17 @@ func TestStuffedDescriptionDoesNotDominate(t *testing.T) {
 		vocab = append(vocab, strings.ReplaceAll(d.Name, ".", " "))
 	}
 	stuffed := tool("misc.helper", strings.Repeat(strings.Join(vocab, " ")+" ", 40)[:4000])
+	// Every other field stuffed too, to its bound.
+	stuffed.Title = strings.Join(vocab, " ")[:120]
+	for i := 0; i < 16; i++ {
+		stuffed.SearchHints = append(stuffed.SearchHints, strings.Join(vocab[i:], " ")[:120])
+	}
+	stuffed.Tags = vocab
+	props := map[string]any{}
+	for i, w := range vocab {
+		props[fmt.Sprintf("p%d", i)] = map[string]any{"type": "string", "description": w + " " + strings.Join(vocab, " ")}
+	}
+	stuffed.InputSchema, _ = json.Marshal(map[string]any{"type": "object", "properties": props})
 	reg := world(t, append([]toolplane.Definition{stuffed}, crm...), nil)
 	x := New(Options{})
 	x.Follow(reg)

@@ -141,8 +141,8 @@ func newToolsCmd(a *app) *cobra.Command {
 	})
 	deprecate.Flags().StringVar(&sunset, "sunset", "", "the earliest retirement, YYYY-MM-DD or RFC 3339 (required)")
 	deprecate.Flags().StringVar(&replacement, "replacement", "", "the version callers should move to")
-	return group(&cobra.Command{Use: "tools", Short: "the registry's versions and their lifecycle"},
-		publish, newDiffCmd(a), list, show,
+	return group(&cobra.Command{Use: "tools", Short: "the registry's versions and their lifecycle; search and dependencies of the tools your key may call"},
+		publish, newDiffCmd(a), list, show, newSearchCmd(a), newDependenciesCmd(a),
 		lifecycle("submit", "send a rejected version back to review", "what changed", nil),
 		newReviewCmd(a, "approve", "approve versions in review (platform_admin; never your own)", "why"),
 		newReviewCmd(a, "reject", "reject versions in review (platform_admin)", "why (a rejection needs one)"),

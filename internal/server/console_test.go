@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -75,5 +76,37 @@ func TestApprovingInTheServedConsoleCompletesTheCall(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the approved refund never ran: %q", r.audit(t, "demo.refund_order"))
 		}
+	}
+}
+
+// The served console's catalogue searches through the node's index, and
+// a tool's page shows its dependency graph: the console is given the
+// doors' search.
+func TestTheServedConsoleSearchesTheCatalogue(t *testing.T) {
+	t.Parallel()
+	r := start(t, Config{}, upstream.Relax{})
+	b := newPageBrowser(t, r.base)
+	status, body, _, _ := b.get(r.base + "/signin?return=" + url.QueryEscape("/console/catalog"))
+	m := formToken.FindStringSubmatch(body)
+	if status != http.StatusOK || m == nil {
+		t.Fatalf("sign-in page: %d %s", status, body)
+	}
+	form := url.Values{"csrf": {m[1]}, "key": {r.admin}, "return": {"/console/catalog"}}
+	req, _ := http.NewRequest(http.MethodPost, r.base+"/signin/key", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", r.base)
+	if status, body, at, _ := b.open(req); status != http.StatusOK || !strings.HasSuffix(at, "/console/catalog") || !strings.Contains(body, `role="search"`) {
+		t.Fatalf("the catalogue after sign-in: %d at %s: %s", status, at, body)
+	}
+	status, body, _, _ = b.get(r.base + "/console/catalog?" + url.Values{"q": {"refund a customer's order"}}.Encode())
+	if status != http.StatusOK || !strings.Contains(body, `">demo.refund_order</a>`) {
+		t.Fatalf("the search: %d %s", status, body)
+	}
+	link := regexp.MustCompile(`href="(/console/catalog/demo\.refund_order/[^"]+)"`).FindStringSubmatch(body)
+	if link == nil {
+		t.Fatalf("no link to the tool's page: %s", body)
+	}
+	if status, body, _, _ = b.get(r.base + link[1]); status != http.StatusOK || !strings.Contains(body, "<h2>Dependencies</h2>") {
+		t.Fatalf("the tool's page: %d %s", status, body)
 	}
 }

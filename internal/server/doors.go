@@ -164,12 +164,12 @@ func (s *Server) auditPurgeJob() jobs.AuditPurges {
 // console answers the web console. It reads and acts through the
 // services the API does: the same trail, catalogue, grants, and keys over
 // the doors' key cache (a key revoked in either is refused at once on
-// this node).
+// this node), and the doors' search and dependency graph.
 func (s *Server) console(gate *door.Door, svc *services, people *signin.Service) (*console.Console, error) {
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
-		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil)})
+		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/toolplane/toolplane/ceiling"
 	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/discovery"
+	"github.com/toolplane/toolplane/discovery/offline"
 	"github.com/toolplane/toolplane/facts"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/backend"
@@ -159,7 +160,7 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		ceilings:  ceiling.New(s.b.Store, nil),
 		spend:     spend.New(s.b.Store, nil),
 		known:     spend.NewKnown(s.b.Store, nil),
-		discovery: discovery.New(discovery.Options{})}
+		discovery: discovery.New(offline.Options())}
 	svc.spend.Tell(svc.known)
 	// The index follows the registry from here on: every publish, retire
 	// or upstream change this node's registry takes is searchable once
