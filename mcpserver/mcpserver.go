@@ -6,7 +6,10 @@
 // isError set and the stable code, so the model can act on it; a call that
 // waits for a person answers a result saying so, with the approval's id and
 // expiry, and the same call in the same session after the approval answers
-// the executed result.
+// the executed result. A key may instead be listed the meta-tools
+// (find_tools, describe_tool, call_tool), alone or beside its agent's
+// most-used tools (see meta.go): it may call the same tools, through the
+// same path.
 package mcpserver
 
 import (

@@ -47,7 +47,7 @@ type usageEntry struct {
 // usageKey is the cache's key of an organization's agent.
 func usageKey(org, agent string) string { return org + "\x00" + agent }
 
-// stale reports whether the counts of cred's agent are older than
+// usageStale reports whether the counts of cred's agent are older than
 // usageTTL (or not read yet).
 func (s *Server) usageStale(cred *toolplane.Credential) bool {
 	s.usage.mu.Lock()
