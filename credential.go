@@ -81,9 +81,63 @@ type Credential struct {
 	LastUsedAt time.Time
 	// CreatedBy is who minted the credential.
 	CreatedBy string
+	// Listing, on an agent's credential, is how the MCP endpoint lists the
+	// tools the key may call (ListingFull when empty), and ListingTop the
+	// number of most-used tools a hybrid listing shows (DefaultListingTop
+	// when zero). What a key may call is the same in every mode: only what
+	// a model reads up front changes.
+	Listing    ToolListing
+	ListingTop int
 	// Version increments on every update; updates are conditional on it.
 	// TouchCredential leaves it alone.
 	Version int64
+}
+
+// ToolListing says how the MCP endpoint lists the tools a key may call.
+type ToolListing string
+
+// The tool listings.
+const (
+	// ListingFull lists every tool the key may call: the default.
+	ListingFull ToolListing = "full"
+	// ListingMeta lists only the meta-tools (find, describe and call a
+	// tool): an agent granted many tools reads three declarations up
+	// front, and searches the rest.
+	ListingMeta ToolListing = "meta"
+	// ListingHybrid lists the tools the key's agent used most (ListingTop
+	// of them) beside the meta-tools.
+	ListingHybrid ToolListing = "hybrid"
+)
+
+// The bounds of a hybrid listing's most-used tools.
+const (
+	DefaultListingTop = 10
+	MaxListingTop     = 50
+)
+
+// Valid reports whether l is a listing ("" is the default, full).
+func (l ToolListing) Valid() bool {
+	switch l {
+	case "", ListingFull, ListingMeta, ListingHybrid:
+		return true
+	}
+	return false
+}
+
+// ToolListing answers how the MCP endpoint lists the credential's tools,
+// and how many most-used tools a hybrid listing shows (0 unless hybrid).
+func (c *Credential) ToolListing() (ToolListing, int) {
+	switch c.Listing {
+	case ListingMeta:
+		return ListingMeta, 0
+	case ListingHybrid:
+		n := c.ListingTop
+		if n <= 0 {
+			n = DefaultListingTop
+		}
+		return ListingHybrid, min(n, MaxListingTop)
+	}
+	return ListingFull, 0
 }
 
 // Grants reports whether one of the credential's Tools names tool or is a

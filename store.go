@@ -542,7 +542,8 @@ type CredentialStore interface {
 	// UpdateCredential writes c where the stored organization, ID and
 	// Version match c's, sets c.Version to the new version, and reports
 	// whether it wrote; compare-and-swap, like UpdateClaim. It writes Roles,
-	// Tools, Label, ExpiresAt and RevokedAt, and never the rest:
+	// Tools, Label, ExpiresAt, RevokedAt, Listing and ListingTop, and never
+	// the rest:
 	//
 	//   - ID, OrganizationID, Kind and Subject: who the key authenticates.
 	//     A key handed to one subject never comes to act as another.

@@ -23,7 +23,8 @@ func refuseAudit(t *testing.T, db *sql.DB, org string) {
 
 // A key change whose audit event cannot be stored does not happen:
 // creating answers an error and stores no key (so no secret is shown),
-// and revoking answers an error and leaves the key as it was; the trail
+// and changing its listing or revoking it answers an error and leaves the
+// key as it was; the trail
 // holds only the changes that happened.
 func TestKeyChangesStandOnlyWithTheirEvents(t *testing.T) {
 	t.Parallel()
@@ -41,6 +42,12 @@ func TestKeyChangesStandOnlyWithTheirEvents(t *testing.T) {
 	}
 	if list, _, err := keys.List(ctx, "", 10, admin); err != nil || len(list) != 1 || list[0].ID != kept.ID {
 		t.Fatalf("keys = %+v, %v; want only %s", list, err, kept.ID)
+	}
+	if _, err := keys.SetListing(ctx, kept.ID, toolplane.ListingMeta, 0, admin); err == nil {
+		t.Fatal("SetListing with an unwritable trail answered no error")
+	}
+	if got, err := s.GetCredential(ctx, kept.ID); err != nil || got.Listing != "" || got.Version != kept.Version {
+		t.Fatalf("the key after a listing change not audited = %+v, %v; want it as it was", got, err)
 	}
 	if _, err := keys.Revoke(ctx, kept.ID, admin); err == nil {
 		t.Fatal("Revoke with an unwritable trail answered no error")

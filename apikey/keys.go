@@ -110,6 +110,11 @@ type NewKey struct {
 	// (principal.attributes; "team" is its team): at most MaxAttributes
 	// names of lowercase letters, digits and underscores, each to a text.
 	Attributes map[string]string
+	// Listing is how the MCP endpoint lists an agent key's tools (full
+	// when empty), and ListingTop a hybrid listing's number of most-used
+	// tools (toolplane.DefaultListingTop when zero).
+	Listing    toolplane.ToolListing
+	ListingTop int
 }
 
 // MaxAttributes bounds the attributes a key carries.
@@ -127,6 +132,11 @@ func (k *NewKey) check() error {
 		return &InvalidError{Field: "/roles", Why: "an agent's key carries tools, and no role but " + toolplane.RoleActForUsers}
 	case k.Kind == toolplane.CredentialPerson && len(k.Tools) > 0:
 		return &InvalidError{Field: "/tools", Why: "a person's key carries roles, not tools"}
+	case k.Kind == toolplane.CredentialPerson && (k.Listing != "" || k.ListingTop != 0):
+		return &InvalidError{Field: "/listing", Why: "a person's key calls no tools, so it has no tool listing"}
+	}
+	if err := checkListing(k.Listing, k.ListingTop); err != nil {
+		return err
 	}
 	checks := []error{toolplane.CheckLen("subject", k.Subject, toolplane.MaxRefLen), toolplane.CheckLen("label", k.Label, toolplane.MaxRefLen)}
 	for i, v := range k.Roles {
@@ -179,6 +189,20 @@ func (k *NewKey) check() error {
 	return nil
 }
 
+// checkListing answers what is wrong with a tool listing and its number
+// of most-used tools.
+func checkListing(l toolplane.ToolListing, top int) error {
+	switch {
+	case !l.Valid():
+		return &InvalidError{Field: "/listing", Why: `listing must be "full", "meta" or "hybrid"`}
+	case top != 0 && l != toolplane.ListingHybrid:
+		return &InvalidError{Field: "/listing_top", Why: "listing_top is the number of most-used tools a hybrid listing shows; set it only with listing hybrid"}
+	case top < 0 || top > toolplane.MaxListingTop:
+		return &InvalidError{Field: "/listing_top", Why: fmt.Sprintf("listing_top must be between 1 and %d (0 or absent: %d)", toolplane.MaxListingTop, toolplane.DefaultListingTop)}
+	}
+	return nil
+}
+
 // attributeName reports whether name may name a key's attribute: a rule
 // reads it as principal.attributes.<name>, in Cedar and in Rego alike.
 func attributeName(name string) bool {
@@ -209,7 +233,7 @@ func (s *Keys) Create(ctx context.Context, k NewKey, by *toolplane.Credential) (
 	}
 	cred = &toolplane.Credential{ID: id, OrganizationID: by.OrganizationID, Kind: k.Kind, Subject: k.Subject,
 		Roles: k.Roles, Tools: k.Tools, Hash: Hash(secret), Label: k.Label, CreatedAt: s.now(),
-		ExpiresAt: k.ExpiresAt, CreatedBy: by.Subject}
+		ExpiresAt: k.ExpiresAt, CreatedBy: by.Subject, Listing: k.Listing, ListingTop: k.ListingTop}
 	if len(k.Attributes) > 0 {
 		cred.Attributes = make(map[string]any, len(k.Attributes))
 		for name, v := range k.Attributes {
@@ -280,6 +304,57 @@ func (s *Keys) Revoke(ctx context.Context, id string, by *toolplane.Credential) 
 		// not settled yet.
 		s.waitSettle(ctx)
 	}
+	return cred, nil
+}
+
+// SetListing changes how the MCP endpoint lists the tools of the agent key
+// id of the caller's organization (see toolplane.ToolListing), for a
+// platform_admin: the change and its audit event are stored together.
+// Another organization's key is not found (toolplane.ErrNotFound); a
+// revoked key is refused, since nothing it lists is called again. This
+// node's sessions of the key follow at their next request; other nodes'
+// within their key cache's time to live.
+func (s *Keys) SetListing(ctx context.Context, id string, l toolplane.ToolListing, top int, by *toolplane.Credential) (*toolplane.Credential, error) {
+	if err := MayManage(by, "changing keys"); err != nil {
+		return nil, err
+	}
+	if err := toolplane.CheckLen("key id", id, toolplane.MaxRefLen); err != nil {
+		return nil, err
+	}
+	if err := checkListing(l, top); err != nil {
+		return nil, err
+	}
+	cred, err := s.store.GetCredential(ctx, id)
+	if err == nil && cred.OrganizationID != by.OrganizationID {
+		err = toolplane.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("change key %s: %w", id, err)
+	}
+	switch {
+	case cred.Kind != toolplane.CredentialAgent:
+		return nil, &InvalidError{Field: "/listing", Why: "a person's key calls no tools, so it has no tool listing"}
+	case !cred.RevokedAt.IsZero():
+		return nil, &InvalidError{Field: "/listing", Why: "the key is revoked"}
+	case cred.Listing == l && cred.ListingTop == top:
+		// Nothing changes, so nothing is recorded.
+		return cred, nil
+	}
+	cred.Listing, cred.ListingTop = l, top
+	ev := s.event(by, "listing_changed", cred)
+	mode, n := cred.ToolListing()
+	ev.Reason += "; tools listed: " + string(mode)
+	if mode == toolplane.ListingHybrid {
+		ev.Reason += fmt.Sprintf(" (%d most used)", n)
+	}
+	ok, err := s.store.UpdateCredentialAudited(ctx, cred, ev)
+	if err != nil {
+		return nil, fmt.Errorf("change key %s: %w", id, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("change key %s: %w", id, ErrChanged)
+	}
+	s.cache.Forget(cred.ID)
 	return cred, nil
 }
 

@@ -70,6 +70,12 @@ func TestKeysCreate(t *testing.T) {
 		{"a person's key with tools", apikey.NewKey{Kind: toolplane.CredentialPerson, Subject: "x", Tools: []string{"demo.*"}}, admin, "", "/tools"},
 		{"a pattern that cannot match", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Tools: []string{"demo.*", "["}}, admin, "", "/tools/1"},
 		{"an overlong subject", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: strings.Repeat("x", toolplane.MaxRefLen+1)}, admin, "", "subject"},
+		{"an agent's key listing meta-tools", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Listing: toolplane.ListingMeta}, admin, "", ""},
+		{"an agent's key listing its 25 most used", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Listing: toolplane.ListingHybrid, ListingTop: 25}, admin, "", ""},
+		{"no such listing", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Listing: "all"}, admin, "", "/listing"},
+		{"a number past the bound", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Listing: toolplane.ListingHybrid, ListingTop: toolplane.MaxListingTop + 1}, admin, "", "/listing_top"},
+		{"a number without hybrid", apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "x", Listing: toolplane.ListingMeta, ListingTop: 3}, admin, "", "/listing_top"},
+		{"a person's key with a listing", apikey.NewKey{Kind: toolplane.CredentialPerson, Subject: "x", Listing: toolplane.ListingMeta}, admin, "", "/listing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,7 +100,8 @@ func TestKeysCreate(t *testing.T) {
 				t.Fatal(err)
 			default:
 				stored, err := store.GetCredential(ctx, cred.ID)
-				if err != nil || stored.OrganizationID != "org-1" || stored.CreatedBy != "root" || stored.Subject != tt.k.Subject {
+				if err != nil || stored.OrganizationID != "org-1" || stored.CreatedBy != "root" || stored.Subject != tt.k.Subject ||
+					stored.Listing != tt.k.Listing || stored.ListingTop != tt.k.ListingTop {
 					t.Fatalf("stored %+v, %v", stored, err)
 				}
 				if id, secret, err := apikey.Parse(key); err != nil || id != cred.ID || !apikey.Verify(stored.Hash, secret) {
@@ -181,5 +188,98 @@ func TestKeysListAndRevoke(t *testing.T) {
 	}
 	if _, err := cache.Authenticate(ctx, store, mine, time.Now()); err == nil {
 		t.Fatal("the revoked key still authenticates on this node")
+	}
+}
+
+// A key's listing is changed by a platform_admin of its organization, the
+// change recorded beside it; a change to what it is already records
+// nothing, and a person's key, a revoked key, another organization's key
+// and a listing that is none are refused.
+func TestKeysSetListing(t *testing.T) {
+	t.Parallel()
+	svc, store, _ := newKeys(t)
+	ctx := t.Context()
+	_, cred, err := svc.Create(ctx, apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "agent-support"}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pat, err := svc.Create(ctx, apikey.NewKey{Kind: toolplane.CredentialPerson, Subject: "ada", Roles: []string{"approver"}}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, theirs, err := svc.Create(ctx, apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "agent-x"}, person("org-2", "root2", toolplane.RolePlatformAdmin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gone, err := svc.Create(ctx, apikey.NewKey{Kind: toolplane.CredentialAgent, Subject: "agent-old"}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Revoke(ctx, gone.ID, admin); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		id      string
+		listing toolplane.ToolListing
+		top     int
+		by      *toolplane.Credential
+		denied  string
+		field   string
+		err     error
+		// events is how many listing changes the trail holds after.
+		events int
+	}{
+		{"by an auditor", cred.ID, toolplane.ListingMeta, 0, auditor, "changing keys needs the platform_admin role", "", nil, 0},
+		{"by the agent's key", cred.ID, toolplane.ListingMeta, 0, bot, "changing keys needs the platform_admin role", "", nil, 0},
+		{"to meta", cred.ID, toolplane.ListingMeta, 0, admin, "", "", nil, 1},
+		{"to meta again", cred.ID, toolplane.ListingMeta, 0, admin, "", "", nil, 1},
+		{"to hybrid, 12 most used", cred.ID, toolplane.ListingHybrid, 12, admin, "", "", nil, 2},
+		{"to no such listing", cred.ID, "some", 0, admin, "", "/listing", nil, 2},
+		{"past the bound", cred.ID, toolplane.ListingHybrid, 51, admin, "", "/listing_top", nil, 2},
+		{"a person's key", pat.ID, toolplane.ListingMeta, 0, admin, "", "/listing", nil, 2},
+		{"a revoked key", gone.ID, toolplane.ListingMeta, 0, admin, "", "/listing", nil, 2},
+		{"another organization's key", theirs.ID, toolplane.ListingMeta, 0, admin, "", "", toolplane.ErrNotFound, 2},
+		{"an unknown key", "tpk_nope", toolplane.ListingMeta, 0, admin, "", "", toolplane.ErrNotFound, 2},
+		{"back to full", cred.ID, toolplane.ListingFull, 0, admin, "", "", nil, 3},
+	}
+	for _, tt := range tests {
+		before, err := store.GetCredential(ctx, tt.id)
+		if err != nil && !errors.Is(err, toolplane.ErrNotFound) {
+			t.Fatal(err)
+		}
+		got, err := svc.SetListing(ctx, tt.id, tt.listing, tt.top, tt.by)
+		var invalid *apikey.InvalidError
+		switch {
+		case tt.denied != "":
+			refused(t, err, tt.denied)
+		case tt.field != "":
+			if !errors.As(err, &invalid) || invalid.Field != tt.field {
+				t.Fatalf("%s: err = %v, want invalid at %s", tt.name, err, tt.field)
+			}
+		case tt.err != nil:
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("%s: err = %v, want %v", tt.name, err, tt.err)
+			}
+		case err != nil:
+			t.Fatalf("%s: %v", tt.name, err)
+		default:
+			stored, err := store.GetCredential(ctx, tt.id)
+			if err != nil || stored.Listing != tt.listing || stored.ListingTop != tt.top || got.Version != stored.Version {
+				t.Fatalf("%s: stored %+v, %v; answered %+v", tt.name, stored, err, got)
+			}
+		}
+		if err != nil && before != nil {
+			if after, _ := store.GetCredential(ctx, tt.id); after.Version != before.Version || after.Listing != before.Listing {
+				t.Errorf("%s: a refused change changed the key: %+v", tt.name, after)
+			}
+		}
+		evs, _, err := store.ListAudit(ctx, "org-1", toolplane.AuditFilter{Outcome: "listing_changed"}, "", 10)
+		if err != nil || len(evs) != tt.events {
+			t.Fatalf("%s: %d listing changes audited (%v), want %d", tt.name, len(evs), err, tt.events)
+		}
+		if tt.err == nil && tt.field == "" && tt.denied == "" && tt.events > 0 && (evs[0].Subject != cred.ID || evs[0].PrincipalID != "root") {
+			t.Errorf("%s: the newest listing change is %+v", tt.name, evs[0])
+		}
 	}
 }

@@ -329,6 +329,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/v1/audit/sinks/{name}", s.sinkRoute(s.dropSink)},
 		{"POST", "/v1/keys", s.auth(s.createKey)},
 		{"GET", "/v1/keys", s.auth(s.listKeys)},
+		{"PATCH", "/v1/keys/{id}", s.auth(s.updateKey)},
 		{"POST", "/v1/keys/{id}/revoke", s.auth(s.revokeKey)},
 		{"POST", "/v1/registry/tools", s.registryRoute(s.publish)},
 		{"GET", "/v1/registry/tools", s.registryRoute(s.listVersions)},

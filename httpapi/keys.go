@@ -24,6 +24,8 @@ type keyView struct {
 	RevokedAt  *time.Time               `json:"revoked_at,omitempty"`
 	LastUsedAt *time.Time               `json:"last_used_at,omitempty"`
 	Attributes map[string]any           `json:"attributes,omitempty"`
+	Listing    toolplane.ToolListing    `json:"listing,omitempty"`
+	ListingTop int                      `json:"listing_top,omitempty"`
 }
 
 func opt(t time.Time) *time.Time {
@@ -35,7 +37,8 @@ func opt(t time.Time) *time.Time {
 
 func keyOf(c *toolplane.Credential) keyView {
 	return keyView{ID: c.ID, Kind: c.Kind, Subject: c.Subject, Roles: c.Roles, Tools: c.Tools, Label: c.Label,
-		CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy, ExpiresAt: opt(c.ExpiresAt), RevokedAt: opt(c.RevokedAt), LastUsedAt: opt(c.LastUsedAt), Attributes: c.Attributes}
+		CreatedAt: c.CreatedAt, CreatedBy: c.CreatedBy, ExpiresAt: opt(c.ExpiresAt), RevokedAt: opt(c.RevokedAt), LastUsedAt: opt(c.LastUsedAt), Attributes: c.Attributes,
+		Listing: c.Listing, ListingTop: c.ListingTop}
 }
 
 // keysFail answers a key operation's failure: a request it cannot mint
@@ -64,13 +67,16 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 		Label      string                   `json:"label"`
 		ExpiresAt  time.Time                `json:"expires_at"`
 		Attributes map[string]string        `json:"attributes"`
+		Listing    toolplane.ToolListing    `json:"listing"`
+		ListingTop int                      `json:"listing_top"`
 	}
 	if err := decodeBody(r, &body); err != nil {
 		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
 		return
 	}
 	key, cred, err := s.keys.Create(r.Context(), apikey.NewKey{Kind: body.Kind, Subject: body.Subject, Roles: body.Roles,
-		Tools: body.Tools, Label: body.Label, ExpiresAt: body.ExpiresAt, Attributes: body.Attributes}, c.cred)
+		Tools: body.Tools, Label: body.Label, ExpiresAt: body.ExpiresAt, Attributes: body.Attributes,
+		Listing: body.Listing, ListingTop: body.ListingTop}, c.cred)
 	if err != nil {
 		s.keysFail(w, r, err)
 		return
@@ -111,6 +117,38 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, c caller) {
 	case err != nil:
 		s.Log.ErrorContext(r.Context(), "credential lookup failed", "err", err)
 		httperr.Send(w, r, httperr.Unavailable, "credentials cannot be read right now", "")
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"credential": keyOf(cred)})
+	}
+}
+
+// updateKey changes how /mcp lists an agent key's tools: the one change to
+// a key besides its revocation.
+func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, c caller) {
+	if s.refused(w, r, apikey.MayManage(c.cred, "changing keys")) {
+		return
+	}
+	var body struct {
+		Listing    *toolplane.ToolListing `json:"listing"`
+		ListingTop int                    `json:"listing_top"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		httperr.Send(w, r, httperr.InvalidRequest, err.Error(), "")
+		return
+	}
+	if body.Listing == nil {
+		httperr.Send(w, r, httperr.InvalidRequest, `listing is required: "full", "meta" or "hybrid"`, "/listing")
+		return
+	}
+	cred, err := s.keys.SetListing(r.Context(), r.PathValue("id"), *body.Listing, body.ListingTop, c.cred)
+	switch {
+	case s.refused(w, r, err):
+	case errors.Is(err, toolplane.ErrNotFound):
+		httperr.Send(w, r, httperr.NotFound, "no key "+r.PathValue("id"), "")
+	case errors.Is(err, apikey.ErrChanged):
+		httperr.Send(w, r, httperr.Conflict, "the key changed meanwhile; try again", "")
+	case err != nil:
+		s.keysFail(w, r, err)
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"credential": keyOf(cred)})
 	}

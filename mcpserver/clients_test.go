@@ -1,15 +1,18 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -291,5 +294,148 @@ func TestApprovalOfAnUpstreamToolIsShownByTheTypeScriptSDK(t *testing.T) {
 		{"/mcp/everything", "get-structured-content", `{"location":"Chicago"}`},
 	} {
 		approvalOf(t, "the TypeScript SDK on "+c.path+" calling "+c.tool, clients.tsCall(t, srv.URL+c.path, key, c.tool, c.args, ""))
+	}
+}
+
+// tsSession is one session of the TypeScript SDK's client, driven a
+// request at a time (testdata/ts_session.cjs).
+type tsSession struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+// tsSessionAnswer is what the client printed of one request.
+type tsSessionAnswer struct {
+	clientAnswer
+	Tools []struct {
+		Name     string `json:"name"`
+		ReadOnly bool   `json:"readOnly"`
+	} `json:"tools"`
+	Error string `json:"error"`
+}
+
+// tsOpen opens a session of the TypeScript SDK's client with key.
+func (c nodeClients) tsOpen(t *testing.T, url, key string) *tsSession {
+	t.Helper()
+	script, _ := filepath.Abs("testdata/ts_session.cjs")
+	cmd := exec.CommandContext(t.Context(), c.node, script, url, key)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+c.sdk)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = in.Write([]byte(`{"end":true}` + "\n"))
+		in.Close()
+		if err := cmd.Wait(); err != nil && t.Context().Err() == nil {
+			t.Errorf("the TypeScript client ended: %v\n%s", err, stderr.String())
+		}
+	})
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	return &tsSession{t: t, in: in, out: sc}
+}
+
+// do sends one request and answers what the client printed of it.
+func (s *tsSession) do(req map[string]any) tsSessionAnswer {
+	s.t.Helper()
+	b, _ := json.Marshal(req)
+	if _, err := s.in.Write(append(b, '\n')); err != nil {
+		s.t.Fatal(err)
+	}
+	if !s.out.Scan() {
+		s.t.Fatalf("the TypeScript client printed nothing for %s: %v", b, s.out.Err())
+	}
+	var a tsSessionAnswer
+	if err := json.Unmarshal(s.out.Bytes(), &a); err != nil {
+		s.t.Fatalf("the TypeScript client printed %q: %v", s.out.Bytes(), err)
+	}
+	if a.Error != "" {
+		s.t.Fatalf("the TypeScript client refused the answer to %s: %s", b, a.Error)
+	}
+	return a
+}
+
+func (s *tsSession) call(name string, args any) tsSessionAnswer {
+	s.t.Helper()
+	return s.do(map[string]any{"call": name, "arguments": args})
+}
+
+// The meta-tool mode through the TypeScript SDK's client, in one session:
+// it is listed the three meta-tools, finds the refund tool, reads its
+// declaration, calls it through call_tool and is shown the approval, and
+// after a person approves, the same call answers the refund made and a
+// call again the refund replayed. A tool its key is not granted is
+// neither found nor described nor called, and answers as one that does
+// not exist.
+func TestMetaToolModeWithTheTypeScriptSDK(t *testing.T) {
+	t.Parallel()
+	clients := findNodeClients(t)
+	f := newMetaDoor(t, false)
+	s := clients.tsOpen(t, f.url, f.key(t, toolplane.ListingMeta, 0))
+
+	var names []string
+	for _, tl := range s.do(map[string]any{"list": true}).Tools {
+		names = append(names, tl.Name)
+		if tl.ReadOnly != (tl.Name != "call_tool") {
+			t.Errorf("%s: readOnlyHint %v", tl.Name, tl.ReadOnly)
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, metaNames) {
+		t.Fatalf("the TypeScript SDK was listed %v, want exactly %v", names, metaNames)
+	}
+	found := s.call("find_tools", map[string]any{"query": "refund an order", "limit": 3})
+	matches, _ := found.Structured.(map[string]any)["matches"].([]any)
+	if found.IsError || len(matches) == 0 || matches[0].(map[string]any)["name"] != "demo_refund_order" || !strings.Contains(found.Text, "demo_refund_order") {
+		t.Fatalf("find_tools = %+v", found)
+	}
+	desc := s.call("describe_tool", map[string]any{"name": "demo_refund_order"})
+	if decl, _ := desc.Structured.(map[string]any); desc.IsError || decl["name"] != "demo_refund_order" || !strings.Contains(desc.Text, `"order_id"`) {
+		t.Fatalf("describe_tool = %+v", desc)
+	}
+
+	refund := map[string]any{"name": "demo_refund_order", "arguments": map[string]any{"order_id": "o-502", "amount_cents": 1250, "reason": "charged twice"}}
+	id := approvalOf(t, "the TypeScript SDK through call_tool", s.call("call_tool", refund).clientAnswer)
+	if _, err := f.iv.Resolve(t.Context(), id, approval.Decision{Approve: true}, f.approver); err != nil {
+		t.Fatal(err)
+	}
+	done := s.call("call_tool", refund)
+	if done.IsError || !strings.Contains(done.Text, `"remaining_cents":0`) || strings.Contains(done.Text, `"replayed":true`) {
+		t.Fatalf("call_tool after the approval = %+v; want the refund made", done)
+	}
+	again := s.call("call_tool", refund)
+	if again.IsError || !strings.Contains(again.Text, `"replayed":true`) {
+		t.Fatalf("call_tool once more = %+v; want the refund replayed", again)
+	}
+	if r, err := f.iv.ExecuteApproved(t.Context(), "org-1", id); err != nil || !r.OK || !r.Meta.Replayed {
+		t.Fatalf("the approval's own execution = %+v, %v; want the refund already made", r, err)
+	}
+
+	search := s.call("find_tools", map[string]any{"query": "count the characters, words and sentences of a text"})
+	if strings.Contains(search.Text, "demo_analyze_text") {
+		t.Fatalf("find_tools found the ungranted tool: %s", search.Text)
+	}
+	for _, c := range []struct {
+		tool string
+		args func(name string) any
+	}{
+		{"describe_tool", func(name string) any { return map[string]any{"name": name} }},
+		{"call_tool", func(name string) any { return map[string]any{"name": name, "arguments": map[string]any{"text": "a b"}} }},
+	} {
+		ungranted, missing := s.call(c.tool, c.args("demo_analyze_text")), s.call(c.tool, c.args("demo_nothing_here"))
+		if !ungranted.IsError || strings.ReplaceAll(ungranted.Text, "demo_analyze_text", "N") != strings.ReplaceAll(missing.Text, "demo_nothing_here", "N") {
+			t.Errorf("%s: the ungranted tool answers %q, a missing one %q; want the same", c.tool, ungranted.Text, missing.Text)
+		}
 	}
 }

@@ -385,15 +385,18 @@ func (sess *session) foreign(r *http.Request) bool {
 // answerCall answers one tools/call as the SDK would: the handler's result,
 // or a JSON-RPC error.
 func (sess *session) answerCall(w http.ResponseWriter, r *http.Request, c toolCall) {
-	sess.mu.Lock()
-	l, known := sess.onServer[c.name]
-	sess.mu.Unlock()
+	cred := credentialOf(r)
+	sess.follow(cred)
+	l, meta, known := sess.lookup(c.name)
 	var res *mcp.CallToolResult
 	var err error
-	if known {
-		res, err = sess.invokeTool(r.Context(), sess.ss.Load(), credentialOf(r), l.platform, c.arguments, c.meta)
-	} else {
-		res = unavailable(c.name)
+	switch {
+	case meta != "":
+		res, err = sess.callMeta(r.Context(), sess.ss.Load(), cred, meta, c.arguments, c.meta)
+	case known:
+		res, err = sess.invokeTool(r.Context(), sess.ss.Load(), cred, l.platform, c.arguments, c.meta)
+	default:
+		res = sess.unavailable(c.name)
 	}
 	if err != nil {
 		writeRPC(w, c.id, nil, &rpcError{Code: 0, Message: err.Error()})

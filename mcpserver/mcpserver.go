@@ -6,7 +6,10 @@
 // isError set and the stable code, so the model can act on it; a call that
 // waits for a person answers a result saying so, with the approval's id and
 // expiry, and the same call in the same session after the approval answers
-// the executed result.
+// the executed result. A key may instead be listed the meta-tools
+// (find_tools, describe_tool, call_tool), alone or beside its agent's
+// most-used tools (see meta.go): it may call the same tools, through the
+// same path.
 package mcpserver
 
 import (
@@ -107,6 +110,12 @@ type Server struct {
 	MaxSessionsPerKey int
 	MaxSessions       int
 
+	// Audit, when set, is the audit trail a hybrid listing (see
+	// toolplane.ListingHybrid) counts each agent's recent calls in, to
+	// list its most-used tools; without it a hybrid listing shows the
+	// meta-tools alone.
+	Audit AuditLister
+
 	// Sessions, when set, is where sessions live beyond this node's memory
 	// (see durable.go): any node sharing the store continues a session
 	// another opened, a restarted node continues its own, and a DELETE or
@@ -138,6 +147,8 @@ type Server struct {
 	restoring map[string]chan struct{}
 	// storeSwept is when this node last swept expired stored sessions.
 	storeSwept atomic.Int64
+	// usage keeps each agent's recent call counts (see callCounts).
+	usage usageCache
 }
 
 // sessionIdle ends an MCP session nobody used for this long.
@@ -355,6 +366,8 @@ type session struct {
 	// once initialised); closing is set once the session is ending.
 	version atomic.Value
 	closing atomic.Bool
+	// recounting is set while a hybrid listing is read again (recount).
+	recounting atomic.Bool
 	// life ends when the session does (abandon): what toolplane asks the
 	// client meanwhile (an elicitation) is abandoned then, because the
 	// SDK's Close waits for every request the session has open.
@@ -377,6 +390,12 @@ type session struct {
 	// made meanwhile.
 	shown    map[string]string
 	listings int
+	// listing is how the session lists tools, and top a hybrid listing's
+	// number of most-used tools (see follow); metaOn is set while the
+	// meta-tools are on srv.
+	listing toolplane.ToolListing
+	top     int
+	metaOn  bool
 }
 
 type listed struct {
@@ -402,6 +421,7 @@ func (s *Server) build(cred *toolplane.Credential, upstream string, row *toolpla
 	life, abandon := context.WithCancel(context.Background())
 	sess := &session{s: s, cred: cred, upstream: upstream, created: time.Now(), life: life, abandon: abandon,
 		onServer: map[string]listed{}, shown: map[string]string{}, relayed: map[string]bool{}, subs: map[string]bool{}}
+	sess.listing, sess.top = listingOf(cred, upstream)
 	if row != nil {
 		sess.restored, sess.runID = true, row.RunID
 		for k, v := range row.Contracts {
@@ -497,7 +517,21 @@ func (sess *session) sync() {
 		return
 	}
 	sess.mu.Lock()
+	mode, top := sess.listing, sess.top
+	sess.mu.Unlock()
+	switch mode {
+	case toolplane.ListingMeta:
+		shown = nil
+	case toolplane.ListingHybrid:
+		shown = mostUsed(shown, sess.s.callCounts(context.Background(), cred), top)
+	}
+	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	if sess.listing != mode || sess.top != top {
+		// Changed meanwhile: its own sync follows.
+		return
+	}
+	sess.syncMeta(mode != toolplane.ListingFull)
 	want := make(map[string]*registry.Tool, len(shown))
 	names := make(map[string]bool, len(shown))
 	for _, t := range shown {
@@ -675,6 +709,10 @@ func (sess *session) nameOf(t *registry.Tool) string {
 // one.
 func (sess *session) recordListing(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+			c, _ := extra.TokenInfo.Extra["credential"].(*toolplane.Credential)
+			sess.follow(c)
+		}
 		if method == "tools/list" {
 			// A listing shows the grants as they are now, including a
 			// change made on another node.
@@ -722,23 +760,25 @@ func (sess *session) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || ctr.Params == nil {
 			return next(ctx, method, req)
 		}
-		sess.mu.Lock()
-		_, known := sess.onServer[ctr.Params.Name]
-		sess.mu.Unlock()
-		if known {
+		if _, _, known := sess.lookup(ctr.Params.Name); known {
 			return next(ctx, method, req)
 		}
-		return unavailable(ctr.Params.Name), nil
+		return sess.unavailable(ctr.Params.Name), nil
 	}
 }
 
 // unavailable answers a call of a tool the session does not show, on
-// either path.
-func unavailable(name string) *mcp.CallToolResult {
-	r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; use only the tools you were given", name))
+// either path; searching says the session lists the meta-tools, which
+// find the tools it does not list.
+func unavailable(name string, searching bool) *mcp.CallToolResult {
+	hint := "use only the tools you were given"
+	if searching {
+		hint = "find a tool with find_tools and call it with call_tool"
+	}
+	r := toolplane.Fail(toolplane.CodeToolUnavailable, fmt.Sprintf("no tool named %q is available; %s", name, hint))
 	if err := toolplane.CheckLen("the tool name", name, toolplane.MaxNameLen); err != nil {
 		// Not echoed: the answer stays bounded whatever the client sent.
-		r = toolplane.Fail(toolplane.CodeInvalidInput, err.Error()+"; use only the tools you were given")
+		r = toolplane.Fail(toolplane.CodeInvalidInput, err.Error()+"; "+hint)
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(boundary.Render(r))}}}
 }
@@ -782,7 +822,23 @@ func (sess *session) invokeTool(ctx context.Context, ss *mcp.ServerSession, cred
 	ctx, sp := s.Door.TraceMeta(ctx, meta, name)
 	defer sp.End()
 	a := s.Door.Call(ctx, door.Caller{Credential: cred, At: time.Now()}, call)
+	sess.recount(cred)
 	return sess.answer(ctx, ss, cred, name, a, meta)
+}
+
+// recount lists a hybrid session's most-used tools again once the counts
+// it listed them by are due to be read again: a call moves them, and the
+// client is told when the list changed.
+func (sess *session) recount(cred *toolplane.Credential) {
+	sess.mu.Lock()
+	hybrid := sess.listing == toolplane.ListingHybrid
+	sess.mu.Unlock()
+	if hybrid && sess.s.usageStale(cred) && sess.recounting.CompareAndSwap(false, true) {
+		go func() {
+			defer sess.recounting.Store(false)
+			sess.sync()
+		}()
+	}
 }
 
 // answer answers a, the door's answer to a call of the tool named name

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/discovery"
 	"github.com/toolplane/toolplane/door"
 )
 
@@ -163,7 +164,10 @@ func (sess *session) tasks(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		case *mcp.ListToolsResult:
 			if sess.tasksOn() {
-				return &toolsWithTasks{r}, nil
+				sess.mu.Lock()
+				meta := sess.metaOn
+				sess.mu.Unlock()
+				return &toolsWithTasks{r, meta}, nil
 			}
 		}
 		return res, err
@@ -197,10 +201,16 @@ func (r *initializeWithTasks) MarshalJSON() ([]byte, error) {
 // may run as a task. Every tool may (a call may ask to run later, as on
 // the REST door), and none must: a client not using tasks waits for a
 // long call in its request, hearing progress.
-type toolsWithTasks struct{ *mcp.ListToolsResult }
+type toolsWithTasks struct {
+	*mcp.ListToolsResult
+	// meta is set when the listing holds the meta-tools.
+	meta bool
+}
 
 // MarshalJSON writes the SDK's answer with each tool's
-// execution.taskSupport set to optional.
+// execution.taskSupport set to optional; find_tools and describe_tool,
+// which answer at once, forbid it (call_tool runs the tool it names, as a
+// task when asked).
 func (r *toolsWithTasks) MarshalJSON() ([]byte, error) {
 	return withMember(r.ListToolsResult, func(m map[string]json.RawMessage) error {
 		var tools []map[string]json.RawMessage
@@ -209,6 +219,9 @@ func (r *toolsWithTasks) MarshalJSON() ([]byte, error) {
 		}
 		for _, t := range tools {
 			t["execution"] = json.RawMessage(`{"taskSupport":"optional"}`)
+			if r.meta && (isString(t["name"], discovery.FindTools) || isString(t["name"], discovery.DescribeTool)) {
+				t["execution"] = json.RawMessage(`{"taskSupport":"forbidden"}`)
+			}
 		}
 		b, err := json.Marshal(tools)
 		m["tools"] = b
@@ -442,18 +455,40 @@ func (sess *session) taskPayload(cred *toolplane.Credential, c *toolplane.AsyncC
 // refused now (denied, invalid, unknown tool) is answered as a synchronous
 // call is, since no task was made for it.
 func (sess *session) answerTask(w http.ResponseWriter, r *http.Request, c toolCall) {
-	sess.mu.Lock()
-	l, known := sess.onServer[c.name]
-	sess.mu.Unlock()
-	if !known {
-		writeRPC(w, c.id, unavailable(c.name), nil)
-		return
-	}
 	ctx := r.Context()
 	ss := sess.ss.Load()
 	cred := credentialOf(r)
+	sess.follow(cred)
 	if cred == nil {
 		cred = sess.cred
+	}
+	l, meta, known := sess.lookup(c.name)
+	switch {
+	case meta == discovery.CallTool:
+		// The task is the call of the tool named, as if called directly.
+		platform, args, refused, err := sess.callTarget(ctx, cred, c.arguments)
+		if err != nil {
+			writeRPC(w, c.id, nil, &rpcError{Code: 0, Message: err.Error()})
+			return
+		}
+		if refused != nil {
+			writeRPC(w, c.id, refused, nil)
+			return
+		}
+		l.platform, c.arguments = platform, args
+	case meta != "":
+		// Searching and describing answer at once: no task is made (their
+		// listing says a task is forbidden).
+		res, err := sess.callMeta(ctx, ss, cred, meta, c.arguments, c.meta)
+		if err != nil {
+			writeRPC(w, c.id, nil, &rpcError{Code: 0, Message: err.Error()})
+			return
+		}
+		writeRPC(w, c.id, res, nil)
+		return
+	case !known:
+		writeRPC(w, c.id, sess.unavailable(c.name), nil)
+		return
 	}
 	call, refused := sess.doorCall(ss, l.platform, c.arguments, c.meta)
 	if refused != nil {

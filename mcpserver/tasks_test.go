@@ -25,6 +25,7 @@ import (
 	"github.com/toolplane/toolplane/apikey"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/async"
+	"github.com/toolplane/toolplane/discovery"
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
@@ -157,6 +158,9 @@ func (rig *taskRig) node(t *testing.T) string {
 	svc.UseScheduler(&runner{svc})
 	d := mcpserver.NewTestDoor(rig.iv, rig.reg, rig.store)
 	d.Async = svc
+	// The search a key in meta-tool mode finds tools with.
+	d.Discovery = discovery.New(discovery.Options{})
+	t.Cleanup(d.Discovery.Follow(rig.reg))
 	srv := httptest.NewServer((&mcpserver.Server{Door: d, Version: "test", PublicURL: "https://toolplane.example", TaskRetention: 24 * time.Hour,
 		Sessions: rig.store}).Handler())
 	t.Cleanup(srv.Close)

@@ -23,7 +23,7 @@ func scanCredential(r scanner) (toolplane.Credential, error) {
 		attrs                      []byte
 	)
 	err := r.Scan(&c.ID, &c.OrganizationID, &c.Kind, &c.Subject, &c.Roles, &c.Tools, &c.Hash, &c.Label,
-		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version, &attrs)
+		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version, &attrs, &c.Listing, &c.ListingTop)
 	if err != nil {
 		return c, err
 	}
@@ -92,9 +92,9 @@ func (s *Store) InsertCredentialAudited(ctx context.Context, c *toolplane.Creden
 }
 
 const insertCredential = `INSERT INTO credentials (` + credentialColumns + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
 
-var insertCredentialAudited = audited(insertCredential, 15, false)
+var insertCredentialAudited = audited(insertCredential, 17, false)
 
 // credentialArgs answers insertCredential's arguments for c, or why c
 // cannot be stored.
@@ -111,8 +111,12 @@ func credentialArgs(c *toolplane.Credential) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := listing(c); err != nil {
+		return nil, err
+	}
 	return []any{c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
-		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, attrs}, nil
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, attrs,
+		string(c.Listing), c.ListingTop}, nil
 }
 
 // GetCredential answers the credential with that ID, in whichever
@@ -143,10 +147,11 @@ func (s *Store) ListCredentials(ctx context.Context, org, after string, limit in
 	return page(ctx, s, "list credentials", &q, err, limit, scanCredential, sqlstore.CredentialCursor)
 }
 
-// UpdateCredential writes c's roles, tools, label, expiry and revocation
-// where the stored organization, ID and version are c's, in one conditional
-// statement, and on success sets c.Version to the new version. A stored
-// revocation is kept (COALESCE), and nothing else is written.
+// UpdateCredential writes c's roles, tools, label, expiry, revocation and
+// tool listing where the stored organization, ID and version are c's, in
+// one conditional statement, and on success sets c.Version to the new
+// version. A stored revocation is kept (COALESCE), and nothing else is
+// written.
 func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (bool, error) {
 	args, err := updateCredentialArgs(c)
 	if err != nil {
@@ -184,10 +189,11 @@ func (s *Store) UpdateCredentialAudited(ctx context.Context, c *toolplane.Creden
 const updateCredential = `UPDATE credentials SET
 			roles = $1, tools = $2, label = $3, expires_at = $4,
 			revoked_at = COALESCE(revoked_at, $5),
+			listing = $6, listing_top = $7,
 			version = version + 1
-		WHERE organization_id = $6 AND id = $7 AND version = $8`
+		WHERE organization_id = $8 AND id = $9 AND version = $10`
 
-var updateCredentialAudited = audited(updateCredential, 8, false)
+var updateCredentialAudited = audited(updateCredential, 10, false)
 
 // updateCredentialArgs answers updateCredential's arguments for c, or why
 // c cannot be stored.
@@ -200,8 +206,11 @@ func updateCredentialArgs(c *toolplane.Credential) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := listing(c); err != nil {
+		return nil, err
+	}
 	return []any{roles, tools, c.Label, optMicros(c.ExpiresAt), optMicros(c.RevokedAt),
-		c.OrganizationID, c.ID, c.Version}, nil
+		string(c.Listing), c.ListingTop, c.OrganizationID, c.ID, c.Version}, nil
 }
 
 // TouchCredential sets the credential's last use to at unless the stored one
@@ -245,4 +254,16 @@ func fromAttributes(b []byte) (map[string]any, error) {
 		return nil, nil
 	}
 	return a, nil
+}
+
+// listing refuses a tool listing the credentials table does not hold,
+// saying which, rather than leaving it to the column's check.
+func listing(c *toolplane.Credential) error {
+	if !c.Listing.Valid() {
+		return fmt.Errorf("listing %q is not full, meta or hybrid", c.Listing)
+	}
+	if c.ListingTop < 0 || c.ListingTop > toolplane.MaxListingTop {
+		return fmt.Errorf("listing top %d is not between 0 and %d", c.ListingTop, toolplane.MaxListingTop)
+	}
+	return nil
 }

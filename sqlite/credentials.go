@@ -22,7 +22,7 @@ func scanCredential(r scanner) (toolplane.Credential, error) {
 		expires, revoked, lastUsed sql.NullInt64
 	)
 	err := r.Scan(&c.ID, &c.OrganizationID, &c.Kind, &c.Subject, &roles, &tools, &c.Hash, &c.Label,
-		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version, &attrs)
+		&created, &expires, &revoked, &lastUsed, &c.CreatedBy, &c.Version, &attrs, &c.Listing, &c.ListingTop)
 	if err != nil {
 		return c, err
 	}
@@ -108,7 +108,7 @@ func (s *Store) InsertCredentialAudited(ctx context.Context, c *toolplane.Creden
 }
 
 const insertCredential = `INSERT INTO credentials (` + credentialColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // credentialArgs answers insertCredential's arguments for c, or why c
 // cannot be stored.
@@ -125,8 +125,12 @@ func credentialArgs(c *toolplane.Credential) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := listing(c); err != nil {
+		return nil, err
+	}
 	return []any{c.ID, c.OrganizationID, string(c.Kind), c.Subject, roles, tools, blob(c.Hash), c.Label,
-		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, string(attrs)}, nil
+		micros(c.CreatedAt), optMicros(c.ExpiresAt), optMicros(c.RevokedAt), optMicros(c.LastUsedAt), c.CreatedBy, c.Version, string(attrs),
+		string(c.Listing), c.ListingTop}, nil
 }
 
 // GetCredential answers the credential with that ID, in whichever
@@ -152,10 +156,11 @@ func (s *Store) ListCredentials(ctx context.Context, org, after string, limit in
 	return page(ctx, s, "list credentials", &q, err, limit, scanCredential, sqlstore.CredentialCursor)
 }
 
-// UpdateCredential writes c's roles, tools, label, expiry and revocation
-// where the stored organization, ID and version are c's, in one conditional
-// statement, and on success sets c.Version to the new version. A stored
-// revocation is kept (COALESCE), and nothing else is written.
+// UpdateCredential writes c's roles, tools, label, expiry, revocation and
+// tool listing where the stored organization, ID and version are c's, in
+// one conditional statement, and on success sets c.Version to the new
+// version. A stored revocation is kept (COALESCE), and nothing else is
+// written.
 func (s *Store) UpdateCredential(ctx context.Context, c *toolplane.Credential) (bool, error) {
 	defer s.oauthChanged(c.OrganizationID, c.ID)
 	args, err := updateCredentialArgs(c)
@@ -204,6 +209,7 @@ func (s *Store) UpdateCredentialAudited(ctx context.Context, c *toolplane.Creden
 const updateCredential = `UPDATE credentials SET
 			roles = ?, tools = ?, label = ?, expires_at = ?,
 			revoked_at = COALESCE(revoked_at, ?),
+			listing = ?, listing_top = ?,
 			version = version + 1
 		WHERE organization_id = ? AND id = ? AND version = ?`
 
@@ -218,8 +224,11 @@ func updateCredentialArgs(c *toolplane.Credential) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := listing(c); err != nil {
+		return nil, err
+	}
 	return []any{roles, tools, c.Label, optMicros(c.ExpiresAt), optMicros(c.RevokedAt),
-		c.OrganizationID, c.ID, c.Version}, nil
+		string(c.Listing), c.ListingTop, c.OrganizationID, c.ID, c.Version}, nil
 }
 
 // TouchCredential sets the credential's last use to at unless the stored one
@@ -266,4 +275,16 @@ func fromAttributes(b []byte) (map[string]any, error) {
 		return nil, nil
 	}
 	return a, nil
+}
+
+// listing refuses a tool listing the credentials table does not hold,
+// saying which, rather than leaving it to the column's check.
+func listing(c *toolplane.Credential) error {
+	if !c.Listing.Valid() {
+		return fmt.Errorf("listing %q is not full, meta or hybrid", c.Listing)
+	}
+	if c.ListingTop < 0 || c.ListingTop > toolplane.MaxListingTop {
+		return fmt.Errorf("listing top %d is not between 0 and %d", c.ListingTop, toolplane.MaxListingTop)
+	}
+	return nil
 }

@@ -29,6 +29,7 @@ var credentialCases = []suiteCase{
 	{"ListLimit", testCredentialListLimit},
 	{"ListCursor", testCredentialListCursor},
 	{"NamesKeptOrRefused", testCredentialNamesKeptOrRefused},
+	{"Listing", testCredentialListing},
 	{"Isolation", testCredentialIsolation},
 	{"ConcurrentInsert", testCredentialConcurrentInsert},
 	{"ConcurrentUpdate", testCredentialConcurrentUpdate},
@@ -61,6 +62,8 @@ func fullCredential(org, id string, created time.Time) *toolplane.Credential {
 		CreatedBy:      "user-ada",
 		Version:        1,
 		Attributes:     map[string]any{"team": "billing", "region": "eu-west ünïcødé", "quoted": `"a\b"`},
+		Listing:        toolplane.ListingHybrid,
+		ListingTop:     7,
 	}
 }
 
@@ -196,6 +199,7 @@ func testCredentialUpdateCompareAndSwap(t *testing.T, s toolplane.Store) {
 	cur.Label = "renamed"
 	cur.ExpiresAt = time.Time{}
 	cur.RevokedAt = at(time.Minute + 3*time.Nanosecond)
+	cur.Listing, cur.ListingTop = toolplane.ListingMeta, 0
 	ok, err := s.UpdateCredential(t.Context(), &cur)
 	if !ok || err != nil {
 		t.Fatalf("UpdateCredential(current version) = %v, %v; want true, nil", ok, err)
@@ -508,6 +512,80 @@ func testCredentialNamesKeptOrRefused(t *testing.T, s toolplane.Store) {
 					t.Fatalf("UpdateCredential(%s %q) = true, %v", field, bad, err)
 				}
 			}
+		})
+	}
+}
+
+// testCredentialListing: every tool listing a key may have is kept as
+// given, by an insert and by an update (which writes it, alone or beside
+// the rest); one the credentials table does not hold is refused, and
+// nothing is stored or changed for it.
+func testCredentialListing(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	valid := []struct {
+		listing toolplane.ToolListing
+		top     int
+	}{
+		{"", 0},
+		{toolplane.ListingFull, 0},
+		{toolplane.ListingMeta, 0},
+		{toolplane.ListingHybrid, 0},
+		{toolplane.ListingHybrid, 1},
+		{toolplane.ListingHybrid, toolplane.MaxListingTop},
+	}
+	for i, v := range valid {
+		t.Run(fmt.Sprintf("%q top %d", v.listing, v.top), func(t *testing.T) {
+			c := fullCredential(org, credentialID(org, fmt.Sprintf("valid-%d", i)), base)
+			c.Listing, c.ListingTop = v.listing, v.top
+			insertCredential(t, s, c)
+			wantCredential(t, s, c)
+
+			// Changed to the next one, then back: each update writes it.
+			next := valid[(i+1)%len(valid)]
+			upd := *c
+			upd.Listing, upd.ListingTop = next.listing, next.top
+			if ok, err := s.UpdateCredential(t.Context(), &upd); !ok || err != nil {
+				t.Fatalf("UpdateCredential(listing %q top %d) = %v, %v", next.listing, next.top, ok, err)
+			}
+			wantCredential(t, s, &upd)
+			upd.Listing, upd.ListingTop = v.listing, v.top
+			if ok, err := s.UpdateCredential(t.Context(), &upd); !ok || err != nil {
+				t.Fatalf("UpdateCredential(listing %q top %d) = %v, %v", v.listing, v.top, ok, err)
+			}
+			wantCredential(t, s, &upd)
+		})
+	}
+	invalid := []struct {
+		listing toolplane.ToolListing
+		top     int
+	}{
+		{"everything", 0},
+		{"META", 0},
+		{"meta ", 0},
+		{toolplane.ListingHybrid, toolplane.MaxListingTop + 1},
+		{toolplane.ListingHybrid, -1},
+		{toolplane.ListingMeta, math.MaxInt32 + 1},
+	}
+	for i, v := range invalid {
+		t.Run(fmt.Sprintf("refused %q top %d", v.listing, v.top), func(t *testing.T) {
+			c := fullCredential(org, credentialID(org, fmt.Sprintf("invalid-%d", i)), base)
+			c.Listing, c.ListingTop = v.listing, v.top
+			if err := s.InsertCredential(t.Context(), c); err == nil {
+				t.Fatalf("InsertCredential(listing %q top %d) = nil, want an error", v.listing, v.top)
+			}
+			wantNoCredential(t, s, c.ID)
+
+			orig := fullCredential(org, credentialID(org, fmt.Sprintf("update-invalid-%d", i)), base)
+			insertCredential(t, s, orig)
+			upd := *orig
+			upd.Listing, upd.ListingTop = v.listing, v.top
+			if ok, err := s.UpdateCredential(t.Context(), &upd); ok || err == nil {
+				t.Fatalf("UpdateCredential(listing %q top %d) = %v, %v; want false and an error", v.listing, v.top, ok, err)
+			}
+			if upd.Version != orig.Version {
+				t.Errorf("a refused UpdateCredential moved c.Version to %d", upd.Version)
+			}
+			wantCredential(t, s, orig)
 		})
 	}
 }

@@ -617,6 +617,9 @@ func (m *memStore) InsertCredential(_ context.Context, c *toolplane.Credential) 
 }
 
 func (m *memStore) insertCredentialLocked(c *toolplane.Credential) (bool, error) {
+	if err := memListing(c); err != nil {
+		return false, err
+	}
 	if _, ok := m.credentials[c.ID]; ok {
 		return false, toolplane.ErrExists
 	}
@@ -667,6 +670,9 @@ func (m *memStore) UpdateCredentialAudited(_ context.Context, c *toolplane.Crede
 }
 
 func (m *memStore) updateCredentialLocked(c *toolplane.Credential) (bool, error) {
+	if err := memListing(c); err != nil {
+		return false, err
+	}
 	old, ok := m.credentials[c.ID]
 	if !ok || old.OrganizationID != c.OrganizationID || old.Version != c.Version {
 		return false, nil
@@ -674,6 +680,7 @@ func (m *memStore) updateCredentialLocked(c *toolplane.Credential) (bool, error)
 	c.Version++
 	next := old
 	next.Roles, next.Tools, next.Label, next.ExpiresAt = c.Roles, c.Tools, c.Label, c.ExpiresAt
+	next.Listing, next.ListingTop = c.Listing, c.ListingTop
 	if old.RevokedAt.IsZero() {
 		next.RevokedAt = c.RevokedAt
 	}
@@ -1620,4 +1627,13 @@ func (m *memStore) DeleteExpiredBrowserSessions(_ context.Context, now time.Time
 		delete(m.browserSessions, [2]string{b.OrganizationID, b.ID})
 	}
 	return len(ended), nil
+}
+
+// memListing refuses a tool listing the stores' credentials table does not
+// hold.
+func memListing(c *toolplane.Credential) error {
+	if !c.Listing.Valid() || c.ListingTop < 0 || c.ListingTop > toolplane.MaxListingTop {
+		return fmt.Errorf("listing %q top %d: %w", c.Listing, c.ListingTop, toolplane.ErrInvalid)
+	}
+	return nil
 }

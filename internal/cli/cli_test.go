@@ -545,3 +545,75 @@ func TestOfflineCommandsTakeFlagsAfterArguments(t *testing.T) {
 		}
 	}
 }
+
+// A key's tool listing is set when it is minted and changed later, each
+// change audited; what is not a listing is refused before it is sent, or
+// by the server at its field.
+func TestKeysListing(t *testing.T) {
+	t.Parallel()
+	r := startServe(t)
+	srv := []string{"--server", r.base, "--key", r.admin}
+	run := func(args ...string) (int, string, string) { return runIn(nil, append(args, srv...)...) }
+	code, out, errOut := run("keys", "create", "bot-listed", "--kind", "agent", "--listing", "hybrid", "--listing-top", "5", "-o", "json")
+	var created struct {
+		Credential struct {
+			ID         string `json:"id"`
+			Listing    string `json:"listing"`
+			ListingTop int    `json:"listing_top"`
+		} `json:"credential"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); code != 0 || err != nil || created.Credential.Listing != "hybrid" || created.Credential.ListingTop != 5 {
+		t.Fatalf("keys create --listing hybrid --listing-top 5: %d %s %s", code, out, errOut)
+	}
+	id := created.Credential.ID
+	steps := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     string // a regexp, in stdout, or in stderr when the command fails
+	}{
+		{"listed with the key", []string{"keys", "list"}, 0, `(?m)^` + id + `\s+agent\s+bot-listed\s.*hybrid\s*$`},
+		{"changed to meta", []string{"keys", "set-listing", id, "--listing", "meta", "-o", "json"}, 0, `"listing": "meta"`},
+		{"the change is listed", []string{"keys", "list"}, 0, `(?m)^` + id + `\s+agent\s+bot-listed\s.*meta\s*$`},
+		{"no such listing", []string{"keys", "set-listing", id, "--listing", "everything"}, 2, `--listing: want full, meta or hybrid`},
+		{"a number without hybrid", []string{"keys", "set-listing", id, "--listing", "meta", "--listing-top", "3"}, 2, `--listing-top`},
+		{"a number past the bound", []string{"keys", "set-listing", id, "--listing", "hybrid", "--listing-top", "51"}, 1, `listing_top must be between 1 and 50`},
+		{"another key", []string{"keys", "set-listing", "tpk_nope", "--listing", "meta"}, 1, `not_found: no key tpk_nope`},
+		{"a person's key lists no tools", []string{"keys", "create", "pat", "--kind", "person", "--listing", "meta"}, 1, `a person's key calls no tools`},
+	}
+	for _, st := range steps {
+		code, out, errOut := run(st.args...)
+		text := out
+		if st.wantCode != 0 {
+			text = errOut
+		}
+		if code != st.wantCode || !regexp.MustCompile(st.want).MatchString(text) {
+			t.Errorf("%s: exit %d, want %d and %s\nstdout: %s\nstderr: %s", st.name, code, st.wantCode, st.want, out, errOut)
+		}
+	}
+	// The agent may not change its own listing.
+	if code, _, errOut := runIn(nil, "keys", "set-listing", id, "--listing", "full", "--server", r.base, "--key", r.agent); code != 1 || !strings.Contains(errOut, "denied") {
+		t.Errorf("the agent changing a listing: exit %d %s", code, errOut)
+	}
+	// The change that took effect is in the trail, saying what it set.
+	var evs struct {
+		Items []struct {
+			Kind    string `json:"kind"`
+			Subject string `json:"subject"`
+			Outcome string `json:"outcome"`
+			Reason  string `json:"reason"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(r.api(t, r.admin, "/v1/audit/events?kind=key&outcome=listing_changed"), &evs); err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, e := range evs.Items {
+		if e.Subject == id {
+			changes = append(changes, e.Reason)
+		}
+	}
+	if len(changes) != 1 || !strings.Contains(changes[0], "tools listed: meta") {
+		t.Errorf("listing changes audited for %s: %q; want the one change to meta", id, changes)
+	}
+}

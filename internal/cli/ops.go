@@ -116,10 +116,33 @@ func findCmd(a *app, use, short string, columns []string, paths func(id string) 
 	return cmd
 }
 
-var keyColumns = []string{"id", "kind", "subject", "roles", "tools", "label", "created_at", "expires_at", "revoked_at", "last_used_at"}
+var keyColumns = []string{"id", "kind", "subject", "roles", "tools", "label", "created_at", "expires_at", "revoked_at", "last_used_at", "listing"}
+
+// listingBody answers the request body's listing members for --listing and
+// --listing-top, or the usage error of a listing that is none.
+func listingBody(body map[string]any, listing string, top int) error {
+	switch listing {
+	case "", "full", "meta", "hybrid":
+	default:
+		return usageErr("--listing: want full, meta or hybrid, got %q", listing)
+	}
+	if top != 0 && listing != "hybrid" {
+		return usageErr("--listing-top is the number of most-used tools a hybrid listing shows: give it with --listing hybrid")
+	}
+	if listing != "" {
+		body["listing"] = listing
+	}
+	if top != 0 {
+		body["listing_top"] = top
+	}
+	return nil
+}
+
+const listingHelp = "how /mcp lists the agent key's tools: full (every tool, the default), meta (only find_tools, describe_tool and call_tool) or hybrid (the agent's most-used tools beside the meta-tools)"
 
 func newKeysCmd(a *app) *cobra.Command {
-	var kind, label, expires string
+	var kind, label, expires, listing string
+	var top int
 	var roles, tools []string
 	var attrs map[string]string
 	create := apiCmd(a, "create SUBJECT --kind agent|person", "mint a key for an agent identity or a person (platform_admin); shown once", exactArgs(1, "SUBJECT"), nil,
@@ -128,6 +151,9 @@ func newKeysCmd(a *app) *cobra.Command {
 				return request{}, usageErr("--kind: want agent or person, got %q", kind)
 			}
 			body := map[string]any{"kind": kind, "subject": args[0], "roles": roles, "tools": tools, "label": label}
+			if err := listingBody(body, listing, top); err != nil {
+				return request{}, err
+			}
 			if len(attrs) > 0 {
 				body["attributes"] = attrs
 			}
@@ -146,6 +172,8 @@ func newKeysCmd(a *app) *cobra.Command {
 	create.Flags().StringVar(&label, "label", "", "a note naming where the key is used")
 	create.Flags().StringToStringVar(&attrs, "attribute", nil, "NAME=VALUE: what policy rules read of the caller, as principal.attributes.NAME (team=NAME is its team; repeatable)")
 	create.Flags().StringVar(&expires, "expires", "", "when the key stops working, YYYY-MM-DD or RFC 3339")
+	create.Flags().StringVar(&listing, "listing", "", listingHelp)
+	create.Flags().IntVar(&top, "listing-top", 0, "with --listing hybrid: how many most-used tools are listed (1 to 50; default 10)")
 	_ = create.MarkFlagRequired("kind")
 	_ = create.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions([]string{"agent", "person"}, cobra.ShellCompDirectiveNoFileComp))
 
@@ -159,14 +187,30 @@ func newKeysCmd(a *app) *cobra.Command {
 		func(_ *cobra.Command, args []string) (request, error) {
 			return request{method: "POST", path: "/v1/keys/" + esc(args[0]) + "/revoke"}, nil
 		})
+	var setListing string
+	var setTop int
+	set := apiCmd(a, "set-listing KEY_ID --listing full|meta|hybrid", "change how /mcp lists an agent key's tools (platform_admin); audited", exactArgs(1, "KEY_ID"), nil,
+		func(_ *cobra.Command, args []string) (request, error) {
+			if setListing == "" {
+				return request{}, usageErr("--listing: want full, meta or hybrid")
+			}
+			body := map[string]any{}
+			if err := listingBody(body, setListing, setTop); err != nil {
+				return request{}, err
+			}
+			return request{method: "PATCH", path: "/v1/keys/" + esc(args[0]), body: body}, nil
+		})
+	set.Flags().StringVar(&setListing, "listing", "", listingHelp+" (required)")
+	set.Flags().IntVar(&setTop, "listing-top", 0, "with --listing hybrid: how many most-used tools are listed (1 to 50; default 10)")
+	_ = set.RegisterFlagCompletionFunc("listing", cobra.FixedCompletions([]string{"full", "meta", "hybrid"}, cobra.ShellCompDirectiveNoFileComp))
 	return group(&cobra.Command{Use: "keys", Short: "API keys of agents and people; rotate-kek, the operator's rotation of the key sealing connection secrets",
 		Long: `keys manages the API keys agents and people call the server with (create,
-list, revoke: clients of the REST API).
+list, revoke, set-listing: clients of the REST API).
 
 rotate-kek is another key altogether: the key-encryption key that seals
 connection secrets in the database. It is an operator's offline command,
 run on a host that reaches the database (--database), never through the
-API.`}, create, list, revoke, newRotateKEKCmd(a))
+API.`}, create, list, revoke, set, newRotateKEKCmd(a))
 }
 
 var auditColumns = []string{"id", "created_at", "run_id", "agent_id", "tool", "outcome", "approval_id", "replayed"}

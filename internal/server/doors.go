@@ -126,6 +126,8 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 		// Sessions live in the database, so any node (and this one after a
 		// restart) continues a session a client holds.
 		Sessions: s.b.Store, AuthorizationServer: as, Scopes: scopes,
+		// A hybrid listing counts each agent's recent calls in the trail.
+		Audit: s.b.Store,
 		// A task's ttl is how long its ended call is kept.
 		TaskRetention: jobs.DefaultRetention}
 }

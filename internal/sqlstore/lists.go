@@ -32,7 +32,7 @@ const (
 	config, scope, scopes, secret, token_expires_at, refresh_owner, refresh_until,
 	owner, created_at, updated_at, revoked_at, version`
 	CredentialColumns = `id, organization_id, kind, subject, roles, tools, hash, label,
-	created_at, expires_at, revoked_at, last_used_at, created_by, version, attributes`
+	created_at, expires_at, revoked_at, last_used_at, created_by, version, attributes, listing, listing_top`
 	ToolVersionColumns = `organization_id, name, version, state, definition, schema_hash, owner, review_reasons,
 	published_by, published_at, reviewed_by, reviewed_at, review_note, sunset_at,
 	replacement, retire_blocked, revision, updated_at, deprecation_note`
