@@ -516,6 +516,13 @@ func (sess *session) sync() {
 		sess.s.Log.Error("grants could not be read", "err", err)
 		return
 	}
+	// What the key may call, listed or not: a deprecated tool's
+	// description names its replacement only when it is one of these.
+	names := make(map[string]bool, len(shown))
+	for _, t := range shown {
+		names[t.Def.Name] = true
+	}
+	isShown := func(name string) bool { return names[name] }
 	sess.mu.Lock()
 	mode, top := sess.listing, sess.top
 	sess.mu.Unlock()
@@ -533,11 +540,6 @@ func (sess *session) sync() {
 	}
 	sess.syncMeta(mode != toolplane.ListingFull)
 	want := make(map[string]*registry.Tool, len(shown))
-	names := make(map[string]bool, len(shown))
-	for _, t := range shown {
-		names[t.Def.Name] = true
-	}
-	isShown := func(name string) bool { return names[name] }
 	for _, t := range shown {
 		if sess.upstream != "" {
 			if r := t.Def.Binding.Remote; r == nil || r.ConnectionID != sess.upstream {

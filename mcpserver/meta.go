@@ -373,7 +373,11 @@ func (sess *session) describeTool(ctx context.Context, cred *toolplane.Credentia
 	if t == nil {
 		return notShown(*in.Name), nil
 	}
-	decl := projection.Shown(t)
+	// A replacement the key may not call is not named.
+	decl := projection.ShownFor(t, func(name string) bool {
+		u, err := sess.s.Door.ShownTool(ctx, cred, "", name)
+		return err == nil && u != nil
+	})
 	r := t.Def.Binding.Remote
 	if r != nil {
 		// The server's words: fenced where the model reads them as text.
