@@ -331,10 +331,12 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 			close = r.Weight
 			gather(ps, w, r.Weight < 1)
 		}
-		for _, r := range g.terms {
+		for _, r := range g.terms[:min(len(g.terms), tune.relTerms)] {
 			// Tools holding a word related to this one: weaker still.
+			// A word many candidates relate to says little and costs a
+			// long walk: it is passed over.
 			ps := s.rel[r.Term]
-			if len(ps) == 0 {
+			if len(ps) == 0 || float64(len(ps)) > tune.relShare*float64(N) {
 				continue
 			}
 			w := math.Min(idf(len(ps)+len(s.post[r.Term]), N), g.cap) * r.Weight * tune.docRelWeight
@@ -740,10 +742,17 @@ var tune = struct {
 	docRelMin    float64
 	docRelMax    int
 	docRelWeight float64
+	// relTerms is how many of a query word's stand-ins (the word first)
+	// are looked up among the tools' related words: each costs a walk
+	// of a long list.
+	relTerms int
+	// relShare is the share of the candidates above which a related
+	// word's list is not walked.
+	relShare float64
 	// A match is good from goodName of its name named, goodCover of the
 	// query's words covered, or goodSum of the two (see good).
 	goodName, goodCover, goodSum float64
-}{docRelMin: 0.4, docRelMax: 12, docRelWeight: 0.8, goodName: 0.65, goodCover: 0.5, goodSum: 1.1}
+}{docRelMin: 0.4, docRelMax: 12, docRelWeight: 0.8, relTerms: 24, relShare: 0.1, goodName: 0.65, goodCover: 0.5, goodSum: 1.1}
 
 // fuse merges rankings by weighted reciprocal rank fusion: each list adds
 // weight/(rrfK+rank) for each candidate it holds, so the first places of

@@ -345,3 +345,16 @@ func TestDependencies(t *testing.T) {
 		t.Errorf("match = %+v", m)
 	}
 }
+
+// No tool may be shown to a model under a meta-tool's name: a session
+// switching to meta-tool mode would otherwise lose the meta-tool.
+func TestMetaToolNamesAreReserved(t *testing.T) {
+	t.Parallel()
+	for _, m := range MetaTools() {
+		name := strings.Replace(m.Name, "_", ".", 1)
+		_, _, err := registry.Build([]toolplane.Definition{tool(name, "A tool.")}, registry.Options{Bindings: registry.Static{Handlers: map[string]bool{name: false}}})
+		if err == nil {
+			t.Errorf("the registry took %s, shown to a model as %s", name, m.Name)
+		}
+	}
+}

@@ -62,6 +62,11 @@ type Observation struct {
 	Reached uint16
 	// CostCents is what the call cost, as metered (0 when not metered).
 	CostCents int64
+	// CallerCut says an attempt ran out of its caller's time (a deadline
+	// the caller passed, or its parent call's time left) rather than the
+	// tool's own: what the call's end says of the tool, a reader of its
+	// health leaves out, as its breaker does.
+	CallerCut bool
 }
 
 // Observer is told of each call as it ends. ObserveCall must not keep o.

@@ -171,6 +171,11 @@ func (c *call) attemptOnce(vctx context.Context, b *handler.Binding, n int, t *t
 	actx, asp := c.attemptSpan(actx, n)
 	defer endAttempt(asp, &a)
 	actx, mark := attemptContext(actx, own || !t.callerCut)
+	defer func() {
+		if !mark.counts && errors.Is(actx.Err(), context.DeadlineExceeded) {
+			c.obs.CallerCut = true
+		}
+	}()
 	// cutShort answers how an attempt whose context ended ended: at its
 	// own bound (expired), or with the call.
 	cutShort := func() {

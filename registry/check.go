@@ -364,8 +364,14 @@ func (ch *checker) name() {
 		ch.add("name", "the mcp. prefix is reserved for tools ingested from MCP servers", "choose a namespace of your own; a platform tool can never claim an MCP name")
 	case !platformRE.MatchString(d.Name):
 		ch.add("name", fmt.Sprintf("%s is not namespace.verb", quote(d.Name)), "use two lowercase parts joined by one dot, letters, digits, '_' or '-', each starting with a letter (payments.refund_order)")
+	case metaToolNames[modelname.Derive(d.Name)]:
+		ch.add("name", fmt.Sprintf("%s is shown to a model as %s, a meta-tool's name", quote(d.Name), modelname.Derive(d.Name)), "choose another name: an MCP session in meta-tool mode lists find_tools, describe_tool and call_tool")
 	}
 }
+
+// metaToolNames are the model-facing names of the meta-tools
+// (discovery.MetaTools), which no tool may take.
+var metaToolNames = map[string]bool{"find_tools": true, "describe_tool": true, "call_tool": true}
 
 // maxTitle bounds a title and each search hint, maxSearchHints the number
 // of hints, and maxTags and maxTag the tags: a few words each, so no tool

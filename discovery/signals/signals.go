@@ -171,7 +171,8 @@ func counted(outcome string) bool { return outcome == "ok" || failed(outcome) }
 
 // ObserveCall counts a call that ran, and whether it failed.
 func (k *Keeper) ObserveCall(o *invoke.Observation) {
-	if o == nil || !counted(o.Outcome) {
+	if o == nil || !counted(o.Outcome) || o.CallerCut {
+		// A call its caller's own deadline cut says nothing of the tool.
 		return
 	}
 	n := k.cfg.Now().UnixNano() / int64(k.slice)
