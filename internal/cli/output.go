@@ -7,8 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
