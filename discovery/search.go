@@ -336,7 +336,7 @@ func (x *Index) Search(ctx context.Context, org string, candidates []*registry.T
 			// A word many candidates relate to says little and costs a
 			// long walk: it is passed over.
 			ps := s.rel[r.Term]
-			if len(ps) == 0 || float64(len(ps)) > tune.relShare*float64(N) {
+			if len(ps) == 0 || (len(ps) > relFloor && float64(len(ps)) > tune.relShare*float64(N)) {
 				continue
 			}
 			w := math.Min(idf(len(ps)+len(s.post[r.Term]), N), g.cap) * r.Weight * tune.docRelWeight
@@ -728,6 +728,11 @@ type ranking struct {
 	idx    []int
 	weight float64
 }
+
+// relFloor is the length of a related word's list that is always
+// walked, however few the candidates: the walk is cheap, and among a few
+// tools every related word is held by a large share of them.
+const relFloor = 64
 
 // fuseDepth is how far down each ranking fusion reads.
 const fuseDepth = 100

@@ -8,6 +8,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/discovery"
 	"github.com/toolplane/toolplane/discovery/thesaurus"
+	"github.com/toolplane/toolplane/internal/demo"
 	"github.com/toolplane/toolplane/registry"
 )
 
@@ -98,4 +99,32 @@ func models(r *discovery.Results) []string {
 		out = append(out, m.Model)
 	}
 	return out
+}
+
+// The README's query meets demo.refund_order, which shares no word of it,
+// in the demo's catalogue of four tools.
+func TestTheDemoRefundFoundByItsParaphrase(t *testing.T) {
+	t.Parallel()
+	defs, _, err := demo.New().Catalogue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := map[string]bool{}
+	for _, d := range defs {
+		handlers[d.Binding.Handler.Key] = d.ApprovalPreview
+	}
+	reg, _, err := registry.Build(defs, registry.Options{Bindings: registry.Static{Handlers: handlers,
+		FactResolvers: map[string]bool{demo.OrderAccountFact: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := discovery.New(discovery.Options{Thesaurus: thesaurus.Default()})
+	x.Follow(reg)
+	res, err := x.Search(context.Background(), "", reg.Tools(""), discovery.Query{Text: "give a customer their money back"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NoGoodMatch || len(res.Matches) == 0 || res.Matches[0].Name != "demo.refund_order" {
+		t.Fatalf("got %+v", res)
+	}
 }
