@@ -3,6 +3,7 @@ package door
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/discovery"
@@ -46,10 +47,11 @@ func (d *Door) Dependencies(ctx context.Context, cred *toolplane.Credential, ten
 	return discovery.Dependencies(root, shown), nil
 }
 
-// clipName bounds a name an error quotes back.
+// clipName bounds a name an error quotes back, never cutting a
+// character in two.
 func clipName(s string) string {
 	if len(s) > 64 {
-		return s[:64] + "…"
+		return strings.ToValidUTF8(s[:64], "") + "…"
 	}
 	return s
 }
