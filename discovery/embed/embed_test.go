@@ -415,3 +415,39 @@ func TestEmbedderKeepsNoGarbage(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedderLetsGoOfWhatIsNotServed: a version no longer served loses
+// its vector in memory at the next pass, so a node whose catalogue churns
+// holds what it serves; what is still served keeps its vector, asked for
+// nothing again.
+func TestEmbedderLetsGoOfWhatIsNotServed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	if n, err := w.embedder.Pass(t.Context()); n != 3 || err != nil {
+		t.Fatalf("Pass = %d, %v", n, err)
+	}
+	hash := func(d toolplane.Definition) string { return embed.Hash(embed.Text(&d)) }
+	gone, kept := def("ops.restart", "Restart a service."), def("crm.lookup", "Look up a contact by email.")
+	if !w.sem.Has(hash(gone)) || !w.sem.Has(hash(kept)) {
+		t.Fatal("the test's premise: both vectors held after the first pass")
+	}
+	remaining := []toolplane.Definition{def("payments.refund", "Refund a customer."), kept}
+	reg2, _, err := registry.Build(remaining, registry.Options{Bindings: registry.Static{Handlers: map[string]bool{"payments.refund": false, "crm.lookup": false}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := embed.NewEmbedder(embed.EmbedderConfig{Client: w.f.client(t), Semantic: w.sem, Store: w.store, Items: embed.Items(reg2, w.store)})
+	if err := e2.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := w.f.requests.Load()
+	if n, err := e2.Pass(t.Context()); n != 0 || err != nil || w.f.requests.Load() != before {
+		t.Fatalf("Pass = %d, %v, %d requests; want nothing asked", n, err, w.f.requests.Load()-before)
+	}
+	if w.sem.Has(hash(gone)) {
+		t.Error("the vector of a version no longer served is still held")
+	}
+	if !w.sem.Has(hash(kept)) || w.sem.Dimensions() != 256 {
+		t.Errorf("a served version's vector was let go (held %v, %d dimensions)", w.sem.Has(hash(kept)), w.sem.Dimensions())
+	}
+}

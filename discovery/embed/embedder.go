@@ -174,9 +174,12 @@ func (e *Embedder) Pass(ctx context.Context) (int, error) {
 	}
 	model := e.cfg.Client.Model()
 	var todo []pending
+	live := make(map[string]bool, len(items))
+	keys := make(map[storedKey]bool, len(items))
 	for _, it := range items {
 		text := Text(it.Def)
 		p := pending{key: storedKey{it.Organization, it.Def.Name, it.Def.Version}, text: text, hash: Hash(text)}
+		live[p.hash], keys[p.key] = true, true
 		if e.stored[p.key] == p.hash {
 			continue
 		}
@@ -189,6 +192,15 @@ func (e *Embedder) Pass(ctx context.Context) (int, error) {
 			continue
 		}
 		todo = append(todo, p)
+	}
+	// What no served version's text is any more is let go: a node whose
+	// catalogue churns for months holds the vectors of what it serves,
+	// not of everything it ever served.
+	e.cfg.Semantic.keepOnly(live)
+	for k := range e.stored {
+		if !keys[k] {
+			delete(e.stored, k)
+		}
 	}
 	asked := 0
 	gap := time.Minute / time.Duration(e.cfg.PerMinute)

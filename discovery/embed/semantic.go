@@ -177,6 +177,18 @@ func (s *Semantic) Hold(hash string, v []float32) bool {
 	return true
 }
 
+// keepOnly lets go of every held vector whose text hash is not in live.
+// The size stays: the store keeps the model's other rows, of that size.
+func (s *Semantic) keepOnly(live map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h := range s.vecs {
+		if !live[h] {
+			delete(s.vecs, h)
+		}
+	}
+}
+
 // Dimensions answers the held vectors' size (0 before the first).
 func (s *Semantic) Dimensions() int {
 	s.mu.RLock()
