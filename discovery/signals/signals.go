@@ -40,6 +40,10 @@ const (
 	// are counted; past it a pair not yet counted is not, until the
 	// window forgets others.
 	DefaultMaxTools = 1 << 16
+	// DefaultMaxToolsPerOrganization bounds one organization's share of
+	// them: an organization calling thousands of tools of its own never
+	// leaves another's uncounted.
+	DefaultMaxToolsPerOrganization = 1 << 12
 	// DefaultStale is how long one snapshot of the breakers and counts
 	// answers before it is taken again.
 	DefaultStale = time.Second
@@ -59,8 +63,9 @@ type Config struct {
 	Window time.Duration
 	// MinCalls is DefaultMinCalls when zero.
 	MinCalls int
-	// MaxTools is DefaultMaxTools when zero.
-	MaxTools int
+	// MaxTools is DefaultMaxTools when zero, MaxToolsPerOrganization
+	// DefaultMaxToolsPerOrganization.
+	MaxTools, MaxToolsPerOrganization int
 	// Stale is DefaultStale when zero.
 	Stale time.Duration
 	// Now is the clock; nil is time.Now.
@@ -87,6 +92,8 @@ type Keeper struct {
 
 	mu     sync.Mutex
 	counts map[key]*counts
+	// perOrg is how many of counts are each organization's.
+	perOrg map[string]int
 
 	// snap is the latest snapshot, taken again once Stale has passed;
 	// snapMu lets one search take it while the others read the last.
@@ -144,13 +151,16 @@ func New(cfg Config) *Keeper {
 	if cfg.MaxTools <= 0 {
 		cfg.MaxTools = DefaultMaxTools
 	}
+	if cfg.MaxToolsPerOrganization <= 0 {
+		cfg.MaxToolsPerOrganization = DefaultMaxToolsPerOrganization
+	}
 	if cfg.Stale <= 0 {
 		cfg.Stale = DefaultStale
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Keeper{cfg: cfg, slice: cfg.Window / buckets, counts: map[key]*counts{}}
+	return &Keeper{cfg: cfg, slice: cfg.Window / buckets, counts: map[key]*counts{}, perOrg: map[string]int{}}
 }
 
 // failed reports whether a call's outcome is the tool's failure (its
@@ -182,14 +192,15 @@ func (k *Keeper) ObserveCall(o *invoke.Observation) {
 	defer k.mu.Unlock()
 	c := k.counts[kk]
 	if c == nil {
-		if len(k.counts) >= k.cfg.MaxTools {
+		if k.full(kk.org) {
 			k.forget(n)
-			if len(k.counts) >= k.cfg.MaxTools {
+			if k.full(kk.org) {
 				return
 			}
 		}
 		c = &counts{}
 		k.counts[kk] = c
+		k.perOrg[kk.org]++
 	}
 	if c.slice[b] != n {
 		c.slice[b], c.calls[b], c.failures[b] = n, 0, 0
@@ -200,12 +211,21 @@ func (k *Keeper) ObserveCall(o *invoke.Observation) {
 	}
 }
 
+// full reports whether a tool of org not counted yet may not be: the
+// bound of all, or org's own, is reached. k.mu is held.
+func (k *Keeper) full(org string) bool {
+	return len(k.counts) >= k.cfg.MaxTools || k.perOrg[org] >= k.cfg.MaxToolsPerOrganization
+}
+
 // forget drops the tools with no call in the window ending at slice now.
 // k.mu is held.
 func (k *Keeper) forget(now int64) {
 	for kk, c := range k.counts {
 		if calls, _ := c.sum(now); calls == 0 {
 			delete(k.counts, kk)
+			if k.perOrg[kk.org]--; k.perOrg[kk.org] <= 0 {
+				delete(k.perOrg, kk.org)
+			}
 		}
 	}
 }

@@ -235,3 +235,27 @@ func BenchmarkSearchSignals(b *testing.B) {
 		})
 	}
 }
+
+// TestMaxToolsPerOrganization: one organization calling many tools fills
+// its own share, never the room another's tools are counted in.
+func TestMaxToolsPerOrganization(t *testing.T) {
+	t.Parallel()
+	c := testclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	k := signals.New(signals.Config{MaxTools: 10, MaxToolsPerOrganization: 3, MinCalls: 1, Now: c.Now})
+	for i := range 8 {
+		calls(k, "org_noisy", fmt.Sprintf("t%d", i), "ok", 1)
+	}
+	if _, ok := k.Health("org_noisy", "t3"); ok {
+		t.Error("a fourth tool of one organization was counted past its share of 3")
+	}
+	calls(k, "org_quiet", "crm.lookup", "ok", 1)
+	c.Advance(2 * signals.DefaultStale) // past the snapshot the first read took
+	if _, ok := k.Health("org_quiet", "crm.lookup"); !ok {
+		t.Error("another organization's tool was not counted while the noisy one held its share")
+	}
+	c.Advance(2 * time.Hour)
+	calls(k, "org_noisy", "t7", "ok", 1)
+	if _, ok := k.Health("org_noisy", "t7"); !ok {
+		t.Error("once the window forgot its tools, the organization's new one was not counted")
+	}
+}
