@@ -286,6 +286,7 @@ func (s *Server) Resource(slug string) string {
 // resource answers the resource asked for (the whole /mcp when none is),
 // or false when it is not one of this server's.
 func (s *Server) resource(asked string) (string, bool) {
+	asked = withoutListing(asked)
 	if asked == "" || asked == s.Resource("") {
 		return s.Resource(""), true
 	}
@@ -294,6 +295,25 @@ func (s *Server) resource(asked string) (string, bool) {
 		return asked, true
 	}
 	return "", false
+}
+
+// withoutListing answers resource without its query when that asks only
+// for a listing (/mcp?listing=meta, see mcpserver): how a client lists
+// tools is its choice at each request, not part of what a token is for,
+// and a client that names its endpoint's whole URL as the resource is
+// given the token of the endpoint.
+func withoutListing(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil || u.RawQuery == "" || u.Fragment != "" {
+		return resource
+	}
+	for k := range u.Query() {
+		if k != "listing" && k != "top" {
+			return resource
+		}
+	}
+	u.RawQuery, u.ForceQuery = "", false
+	return u.String()
 }
 
 // Handler answers the routes: the metadata documents, every endpoint

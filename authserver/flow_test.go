@@ -309,6 +309,20 @@ func TestResourceBinding(t *testing.T) {
 		if _, err := c.exchange(0, code, oauth2.SetAuthURLParam("resource", w.base+"/mcp/billing")); oauthErr(err) != "invalid_target" {
 			t.Fatalf("exchange for another resource: %v", err)
 		}
+		// A client naming its endpoint's URL, listing asked for included,
+		// as the resource is given the endpoint's token; another query is
+		// not this server's resource.
+		listing, err := c.exchange(0, c.authorize(b, nil, oauth2.SetAuthURLParam("resource", w.base+"/mcp?listing=meta")),
+			oauth2.SetAuthURLParam("resource", w.base+"/mcp?listing=meta"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, status := w.call(0, "/mcp", listing.AccessToken); status != http.StatusOK {
+			t.Fatalf("a token asked for /mcp?listing=meta at /mcp: %d", status)
+		}
+		if _, err := c.exchange(0, c.authorize(b, nil), oauth2.SetAuthURLParam("resource", w.base+"/mcp?x=1")); oauthErr(err) != "invalid_target" {
+			t.Fatalf("a resource with another query: %v", err)
+		}
 		if _, status := w.call(0, "/mcp", "eyJhbGciOiJub25lIn0.eyJpc3MiOiJ4In0."); status != http.StatusUnauthorized {
 			t.Fatalf("an unsigned token: %d", status)
 		}

@@ -391,7 +391,7 @@ func (s *Server) AccessToken(ctx context.Context, org, id string) (string, error
 // too; this holds should a grant have escaped it). It has answered the
 // client when not.
 func (s *Server) grantUsable(w http.ResponseWriter, r *http.Request, g *toolplane.OAuthGrant) bool {
-	if res := r.PostFormValue("resource"); res != "" && res != g.Resource {
+	if res := withoutListing(r.PostFormValue("resource")); res != "" && res != g.Resource {
 		oauthError(w, http.StatusBadRequest, "invalid_target", "resource is not the one consented to")
 		return false
 	}

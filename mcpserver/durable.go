@@ -296,7 +296,8 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, sid, door string
 // restore makes the stored session row one this node holds, through the
 // SDK's handler sdk (see the package's note on durable sessions).
 func (s *Server) restore(r *http.Request, row *toolplane.Session, cred *toolplane.Credential, sdk http.Handler) (*session, error) {
-	srv, sess := s.build(cred, row.Door, row)
+	asked, _ := askedListing(r)
+	srv, sess := s.build(cred, row.Door, row, asked)
 	var params map[string]any
 	if len(row.Client) > 0 {
 		_ = json.Unmarshal(row.Client, &params)

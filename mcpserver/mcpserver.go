@@ -196,7 +196,7 @@ func (s *Server) handler(upstream string) http.Handler {
 	}
 	// The SDK asks for a server on every request but uses it only to open
 	// a session; on any other request it reads just the protocol versions.
-	probe := s.serverFor(nil, upstream)
+	probe := s.serverFor(nil, upstream, listingAsk{})
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if r.Header.Get("Mcp-Session-Id") != "" || r.Method != http.MethodPost {
 			// Only a POST without a session opens one; the SDK refuses a
@@ -208,23 +208,24 @@ func (s *Server) handler(upstream string) http.Handler {
 			return srv
 		}
 		cred := credentialOf(r)
+		asked, _ := askedListing(r) // refused before, in listingParams
 		// The SDK asks twice while opening a session (first for the
 		// protocol versions alone): one request builds one session.
 		if m, ok := r.Context().Value(openingKey{}).(*opening); ok {
 			if m.discover {
 				return probe
 			}
-			m.once.Do(func() { m.srv = s.serverFor(cred, upstream) })
+			m.once.Do(func() { m.srv = s.serverFor(cred, upstream, asked) })
 			return m.srv
 		}
-		return s.serverFor(cred, upstream)
+		return s.serverFor(cred, upstream, asked)
 	}, &mcp.StreamableHTTPOptions{Logger: s.Log, JSONResponse: !s.StreamResponses, MaxRequestBodyBytes: maxRequestBody,
 		// Sessions idle out on toolplane's own timer (see activity), which
 		// also sees the calls the fast path answers.
 		// ProtectHost below judges Host (and Origin) with the allowed
 		// names; the SDK's own loopback check would refuse them again.
 		DisableLocalhostProtection: len(s.AllowedHosts) > 0})
-	h = s.fast(private(h), upstream)
+	h = listingParams(s.fast(private(h), upstream))
 	path := "/mcp"
 	if upstream != "" {
 		path += "/" + upstream
@@ -396,6 +397,9 @@ type session struct {
 	listing toolplane.ToolListing
 	top     int
 	metaOn  bool
+	// asked is the listing the endpoint URL the session was opened at
+	// asks for, which the key's setting does not override.
+	asked listingAsk
 }
 
 type listed struct {
@@ -409,19 +413,33 @@ type listed struct {
 	description string
 }
 
-// serverFor builds the MCP server a session of cred sees.
-func (s *Server) serverFor(cred *toolplane.Credential, upstream string) *mcp.Server {
-	srv, _ := s.build(cred, upstream, nil)
+// listingParams refuses a request whose URL asks for a listing that is
+// not one (see askedListing), on every request of a session alike.
+func listingParams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := askedListing(r); err != nil {
+			httperr.Fail(w, r, nil, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serverFor builds the MCP server a session of cred sees, opened at an
+// endpoint URL asking for the listing asked.
+func (s *Server) serverFor(cred *toolplane.Credential, upstream string, asked listingAsk) *mcp.Server {
+	srv, _ := s.build(cred, upstream, nil, asked)
 	return srv
 }
 
 // build builds the MCP server a session of cred sees, and the session:
 // a new one, or the stored row restored.
-func (s *Server) build(cred *toolplane.Credential, upstream string, row *toolplane.Session) (*mcp.Server, *session) {
+func (s *Server) build(cred *toolplane.Credential, upstream string, row *toolplane.Session, asked listingAsk) (*mcp.Server, *session) {
 	life, abandon := context.WithCancel(context.Background())
 	sess := &session{s: s, cred: cred, upstream: upstream, created: time.Now(), life: life, abandon: abandon,
 		onServer: map[string]listed{}, shown: map[string]string{}, relayed: map[string]bool{}, subs: map[string]bool{}}
-	sess.listing, sess.top = listingOf(cred, upstream)
+	sess.asked = asked
+	sess.listing, sess.top = listingOf(cred, upstream, asked)
 	if row != nil {
 		sess.restored, sess.runID = true, row.RunID
 		for k, v := range row.Contracts {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -56,12 +58,50 @@ func isMeta(name string) bool {
 
 // listingOf answers how a session of cred on the endpoint upstream lists
 // tools: a governed copy of an upstream lists the server's own tools, as
-// the server does, whatever the key's listing.
-func listingOf(cred *toolplane.Credential, upstream string) (toolplane.ToolListing, int) {
+// the server does, whatever the key's listing; otherwise the listing the
+// client's endpoint URL asks for (see askedListing), else the key's.
+func listingOf(cred *toolplane.Credential, upstream string, asked listingAsk) (toolplane.ToolListing, int) {
 	if cred == nil || upstream != "" {
 		return toolplane.ListingFull, 0
 	}
+	if asked.listing != "" {
+		c := toolplane.Credential{Listing: asked.listing, ListingTop: asked.top}
+		return c.ToolListing()
+	}
 	return cred.ToolListing()
+}
+
+// listingAsk is the listing a client's endpoint URL asks for; zero when it
+// asks none.
+type listingAsk struct {
+	listing toolplane.ToolListing
+	top     int
+}
+
+// askedListing reads the listing the request's URL asks for:
+// /mcp?listing=meta, or ?listing=hybrid&top=N. A client connected by its
+// URL alone (an OAuth client, a JWT's agent) has no key setting to carry
+// it, and how tools are listed is the client's context to spend: every
+// mode reaches exactly what the credential may call, so the URL chooses
+// presentation, never power. Anything else is refused, named.
+func askedListing(r *http.Request) (listingAsk, error) {
+	q := r.URL.Query()
+	l, top := q.Get("listing"), q.Get("top")
+	if l == "" && top == "" {
+		return listingAsk{}, nil
+	}
+	ask := listingAsk{listing: toolplane.ToolListing(l)}
+	if l == "" || !ask.listing.Valid() {
+		return listingAsk{}, fmt.Errorf("%w: the endpoint's listing parameter is full, meta or hybrid (?listing=hybrid&top=N)", toolplane.ErrInvalid)
+	}
+	if top != "" {
+		n, err := strconv.Atoi(top)
+		if err != nil || n < 1 || n > toolplane.MaxListingTop || ask.listing != toolplane.ListingHybrid {
+			return listingAsk{}, fmt.Errorf("%w: the endpoint's top parameter is a number of tools from 1 to %d, with listing=hybrid", toolplane.ErrInvalid, toolplane.MaxListingTop)
+		}
+		ask.top = n
+	}
+	return ask, nil
 }
 
 // follow makes the session list tools as cred, the credential a request
@@ -74,7 +114,7 @@ func (sess *session) follow(cred *toolplane.Credential) {
 	if cred == nil || cred.ID != sess.cred.ID {
 		return
 	}
-	mode, top := listingOf(cred, sess.upstream)
+	mode, top := listingOf(cred, sess.upstream, sess.asked)
 	sess.mu.Lock()
 	same := sess.listing == mode && sess.top == top
 	sess.listing, sess.top = mode, top

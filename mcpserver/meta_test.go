@@ -635,3 +635,86 @@ func TestAListingChangedMidSessionIsFollowed(t *testing.T) {
 		}
 	}
 }
+
+// TestTheEndpointURLChoosesTheListing: a client connected by its URL alone
+// asks for a listing in it (/mcp?listing=meta), which a key's setting does
+// not override, mid-session either; the listing reaches exactly what the
+// key may call whatever it is; a listing that is not one is refused before
+// any session opens.
+func TestTheEndpointURLChoosesTheListing(t *testing.T) {
+	t.Parallel()
+	f := newMetaDoor(t, false)
+	base := f.url
+	granted := []string{"demo_add_note", "demo_refund_order", "demo_search_tickets"}
+	for _, c := range []struct {
+		name    string
+		key     toolplane.ToolListing
+		query   string
+		want    []string
+		refused bool
+	}{
+		{"meta asked of a full key", toolplane.ListingFull, "?listing=meta", metaNames, false},
+		{"full asked of a meta key", toolplane.ListingMeta, "?listing=full", granted, false},
+		{"hybrid with top, nothing used yet", toolplane.ListingFull, "?listing=hybrid&top=2", metaNames, false},
+		{"none asked: the key's", toolplane.ListingMeta, "", metaNames, false},
+		{"not a listing", toolplane.ListingFull, "?listing=everything", nil, true},
+		{"top without hybrid", toolplane.ListingFull, "?listing=meta&top=3", nil, true},
+		{"top out of range", toolplane.ListingFull, "?listing=hybrid&top=51", nil, true},
+		{"top alone", toolplane.ListingFull, "?top=3", nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := f.key(t, c.key, 0)
+			if c.refused {
+				req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+c.query,
+					strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				var body [1 << 12]byte
+				n, _ := res.Body.Read(body[:])
+				if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body[:n]), "listing") {
+					t.Errorf("answered %d %s; want 400 naming the listing parameter", res.StatusCode, body[:n])
+				}
+				return
+			}
+			g := *f
+			g.url = base + c.query
+			cs := g.connect(t, key, nil)
+			if got := listed(t, cs); !slices.Equal(got, c.want) {
+				t.Errorf("listed %v, want %v", got, c.want)
+			}
+		})
+	}
+
+	// A key's listing changed mid-session does not override what the URL
+	// asked for.
+	key := f.key(t, toolplane.ListingFull, 0)
+	g := *f
+	g.url = base + "?listing=meta"
+	cs := g.connect(t, key, nil)
+	id, _, err := apikey.Parse(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := f.store.GetCredential(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred.Listing = toolplane.ListingHybrid
+	if ok, err := f.store.UpdateCredential(t.Context(), cred); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if got := listed(t, cs); !slices.Equal(got, metaNames) {
+		t.Errorf("after the key's listing changed: %v, want the URL's meta listing %v", got, metaNames)
+	}
+	// Through the URL's meta listing the key still reaches only its grants.
+	res := call(t, cs, "describe_tool", map[string]any{"name": "demo.analyze_text"}, nil)
+	if !res.IsError {
+		t.Errorf("describe_tool of a tool the key may not call answered %s", text(res))
+	}
+}
