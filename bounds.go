@@ -1,6 +1,10 @@
 package toolplane
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 // Bounds on the identifiers a caller names. Each is far above any value a
 // real caller sends and low enough that no identifier can swell the audit
@@ -55,6 +59,25 @@ func CheckLen(field, value string, max int) error {
 		return &TooLongError{Field: field, Len: len(value), Max: max}
 	}
 	return nil
+}
+
+// MaxQuoted bounds a value an error or a problem quotes back, in bytes:
+// enough to recognise it, and a refused value of any size answers a short
+// message.
+const MaxQuoted = 64
+
+// Clip answers s as an error quotes it back: at most MaxQuoted bytes, cut
+// between two characters, with an ellipsis when it was longer, and any
+// byte that is not UTF-8 dropped.
+func Clip(s string) string {
+	if len(s) <= MaxQuoted {
+		return strings.ToValidUTF8(s, "")
+	}
+	cut := MaxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "") + "…"
 }
 
 // checkList answers a *TooLongError when list has more than MaxListLen

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestInvocationCheckBoundsEveryIdentifier(t *testing.T) {
@@ -47,6 +48,22 @@ func TestInvocationCheckBoundsEveryIdentifier(t *testing.T) {
 			t.Errorf("%s: %v, want a TooLongError of %s", tt.name, err, tt.field)
 		case tt.field != "" && len(err.Error()) > 200:
 			t.Errorf("%s: the refusal quotes what it refuses: %d bytes", tt.name, len(err.Error()))
+		}
+	}
+}
+
+func TestClip(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 63) + "é" + "tail"
+	for _, c := range []struct{ name, in, want string }{
+		{"short", "demo.refund", "demo.refund"},
+		{"exactly the bound", strings.Repeat("x", 64), strings.Repeat("x", 64)},
+		{"cut before a character that straddles the bound", long, strings.Repeat("a", 63) + "…"},
+		{"invalid bytes dropped", "a\xffb", "ab"},
+		{"invalid bytes in a long one", "\xff" + strings.Repeat("b", 80), strings.Repeat("b", 63) + "…"},
+	} {
+		if got := Clip(c.in); got != c.want || !utf8.ValidString(got) {
+			t.Errorf("%s: Clip(%q) = %q, want %q", c.name, c.in, got, c.want)
 		}
 	}
 }

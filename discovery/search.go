@@ -535,15 +535,6 @@ func (x *Index) filter(s *set, q Query) []bool {
 	return keep
 }
 
-// clipName bounds a value an error quotes back to 64 bytes.
-func clipName(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	s = strings.ToValidUTF8(s[:64], "")
-	return s + "…"
-}
-
 // check refuses a query no search can answer, saying why.
 func (q Query) check() error {
 	if q.Limit < 0 {
@@ -552,16 +543,16 @@ func (q Query) check() error {
 	switch q.Effect {
 	case "", toolplane.EffectRead, toolplane.EffectWrite, toolplane.EffectSend:
 	default:
-		return fmt.Errorf("%w: effect %q: give read, write or send", toolplane.ErrInvalid, clip(string(q.Effect)))
+		return fmt.Errorf("%w: effect %q: give read, write or send", toolplane.ErrInvalid, toolplane.Clip(string(q.Effect)))
 	}
 	switch q.State {
 	case "", toolplane.StateActive, toolplane.StateDeprecated:
 	default:
-		return fmt.Errorf("%w: state %q: give active or deprecated (only those are called)", toolplane.ErrInvalid, clipName(string(q.State)))
+		return fmt.Errorf("%w: state %q: give active or deprecated (only those are called)", toolplane.ErrInvalid, toolplane.Clip(string(q.State)))
 	}
 	if q.Versions != "" {
 		if _, err := semver.ParseRange(q.Versions); err != nil {
-			return fmt.Errorf("%w: version range %q is not a range: give one such as ^2.1.0, ~2.1.0 or 2.1.0", toolplane.ErrInvalid, clipName(q.Versions))
+			return fmt.Errorf("%w: version range %q is not a range: give one such as ^2.1.0, ~2.1.0 or 2.1.0", toolplane.ErrInvalid, toolplane.Clip(q.Versions))
 		}
 	}
 	if len(q.Tags) > 16 {

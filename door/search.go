@@ -3,7 +3,6 @@ package door
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/discovery"
@@ -42,16 +41,7 @@ func (d *Door) Dependencies(ctx context.Context, cred *toolplane.Credential, ten
 		}
 	}
 	if root == nil {
-		return nil, fmt.Errorf("%w: no tool %q you may call", toolplane.ErrNotFound, clipName(name))
+		return nil, fmt.Errorf("%w: no tool %q you may call", toolplane.ErrNotFound, toolplane.Clip(name))
 	}
 	return discovery.Dependencies(root, shown), nil
-}
-
-// clipName bounds a name an error quotes back, never cutting a
-// character in two.
-func clipName(s string) string {
-	if len(s) > 64 {
-		return strings.ToValidUTF8(s[:64], "") + "…"
-	}
-	return s
 }

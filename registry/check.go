@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
@@ -230,7 +229,7 @@ func check(defs []toolplane.Definition, opt Options) ([]checked, *modelname.Map,
 				if p.Platform == "" || p.Err == modelname.ErrDuplicate {
 					continue
 				}
-				problems = append(problems, Problem{Tool: clip(p.Platform), Field: "name", Message: p.Error(), Fix: "rename the tool so its model-facing name is unique and at most 64 characters"})
+				problems = append(problems, Problem{Tool: toolplane.Clip(p.Platform), Field: "name", Message: p.Error(), Fix: "rename the tool so its model-facing name is unique and at most 64 characters"})
 			}
 		}
 	}
@@ -271,33 +270,16 @@ type checker struct {
 }
 
 func (ch *checker) add(field, msg, fix string) {
-	tool := clip(ch.d.Name)
+	tool := toolplane.Clip(ch.d.Name)
 	if tool == "" {
 		tool = "(unnamed)"
 	}
 	ch.problems = append(ch.problems, Problem{Tool: tool, Field: field, Message: msg, Fix: fix})
 }
 
-// maxQuoted bounds a value a problem quotes back, in bytes: enough to
-// recognise it, and a refused value of any size answers a short problem.
-const maxQuoted = 64
-
-// clip answers s cut to maxQuoted bytes, on a rune boundary, with an
-// ellipsis when it was longer.
-func clip(s string) string {
-	if len(s) <= maxQuoted {
-		return s
-	}
-	cut := maxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
 // quote answers s clipped and quoted, as a problem's message shows a
 // value.
-func quote[S ~string](s S) string { return strconv.Quote(clip(string(s))) }
+func quote[S ~string](s S) string { return strconv.Quote(toolplane.Clip(string(s))) }
 
 func (ch *checker) unresolved(what string) {
 	ch.rep.Unresolved = append(ch.rep.Unresolved, what)
