@@ -398,7 +398,9 @@ func (c *Console) frameFor(sess *signin.Session, title, nav string) frame {
 }
 
 // framed is a page's value: each embeds a frame.
-type framed interface{ navigation() (*signin.Session, []navEntry) }
+type framed interface {
+	navigation() (*signin.Session, []navEntry)
+}
 
 func (f frame) navigation() (*signin.Session, []navEntry) { return f.Session, f.Sections }
 
