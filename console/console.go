@@ -240,7 +240,10 @@ const navCap = 50
 // sectionCount are the counts the navigation shows beside a section:
 // what waits for the person there (the approvals they may decide, the
 // open uncertain actions, the open anomalies), read through the section's
-// service with the person's credential, at most navCap+1 items each.
+// service with the person's credential, counting at most navCap+1 each:
+// the uncertain actions and anomalies by the store's bounded count, the
+// approvals by the inbox's page (who may decide one is the approval
+// service's judgement of each, MayDecide, not a column).
 var sectionCount = map[string]func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error){
 	"approvals": func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error) {
 		if approval.MayAnswer(by) != nil {
@@ -254,15 +257,13 @@ var sectionCount = map[string]func(c *Console, ctx context.Context, by *toolplan
 		return len(as), err
 	},
 	"uncertain": func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error) {
-		cs, _, err := c.cfg.Invoker.Uncertain(ctx, "", navCap+1, by)
-		return len(cs), err
+		return c.cfg.Invoker.CountUncertain(ctx, navCap+1, by)
 	},
 	"anomalies": func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error) {
 		if c.cfg.Anomalies == nil {
 			return 0, nil
 		}
-		as, _, err := c.cfg.Anomalies.List(ctx, toolplane.AnomalyOpen, "", navCap+1, by)
-		return len(as), err
+		return c.cfg.Anomalies.Count(ctx, toolplane.AnomalyOpen, navCap+1, by)
 	},
 }
 
