@@ -45,7 +45,15 @@ func navOf(t *testing.T, body string) ([]string, map[string]string) {
 // anomalies), of their own organization only.
 func TestNavigationOffersWhatTheRolesOpen(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testNavigation(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func testNavigation(t *testing.T, w *world) {
 	w.keys["tess"] = mint(t, w.store, toolplane.CredentialPerson, "tess", []string{toolplane.RoleToolOwner + ":shop"}, nil)
 	// Two payments wait for the finance group, one write is uncertain,
 	// and each organization has an open anomaly.
@@ -105,14 +113,19 @@ func TestNavigationOffersWhatTheRolesOpen(t *testing.T) {
 // Past its bound a count says so, rather than reading every item.
 func TestNavigationCountIsBounded(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	for i := range 52 {
-		w.fileAnomaly(org, fmt.Sprintf("agent-%d", i))
-	}
-	b := w.browser()
-	b.signIn("grace")
-	_, counts := navOf(t, b.get("/console/audit").body)
-	if counts["anomalies"] != "50+" {
-		t.Errorf("52 open anomalies are counted %q, want 50+", counts["anomalies"])
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			w := newWorldOn(t, backend)
+			for i := range 52 {
+				w.fileAnomaly(org, fmt.Sprintf("agent-%d", i))
+			}
+			b := w.browser()
+			b.signIn("grace")
+			_, counts := navOf(t, b.get("/console/audit").body)
+			if counts["anomalies"] != "50+" {
+				t.Errorf("52 open anomalies are counted %q, want 50+", counts["anomalies"])
+			}
+		})
 	}
 }
