@@ -160,4 +160,7 @@ type AnomalyStore interface {
 	// by by at at, and reports whether it did (false, nil: acknowledged
 	// already, or no such item).
 	AcknowledgeAnomaly(ctx context.Context, org, id, by string, at time.Time) (bool, error)
+	// CountAnomalies answers how many of the organization's items are in
+	// a state, counting at most limit (a positive bound): past it, limit.
+	CountAnomalies(ctx context.Context, org string, status AnomalyStatus, limit int) (int, error)
 }

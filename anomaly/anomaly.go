@@ -296,3 +296,17 @@ func (s *Service) Acknowledge(ctx context.Context, id string, by *toolplane.Cred
 	}
 	return a, nil
 }
+
+// Count answers how many of the caller's organization's items are in a
+// state, counting at most limit (past it, limit), to those who may read
+// them (MayTriage): the navigation's count, at a bounded cost.
+func (s *Service) Count(ctx context.Context, status toolplane.AnomalyStatus, limit int, by *toolplane.Credential) (int, error) {
+	if err := MayTriage(by); err != nil {
+		return 0, err
+	}
+	n, err := s.store.CountAnomalies(ctx, by.OrganizationID, status, limit)
+	if err != nil {
+		return 0, fmt.Errorf("count anomalies: %w", err)
+	}
+	return n, nil
+}

@@ -131,11 +131,11 @@ func MayDeny(by *toolplane.Credential) error {
 	return nil
 }
 
-// mayRead refuses a caller who may not read the organization's grants,
+// MayRead refuses a caller who may not read the organization's grants,
 // denies and bundles: an agent_operator's, an auditor's or a
 // platform_admin's, never an agent's (which learns what it may call from
 // the tool listing).
-func mayRead(by *toolplane.Credential) error {
+func MayRead(by *toolplane.Credential) error {
 	if !by.HasRole(toolplane.RoleAgentOperator, "") && !by.HasRole(toolplane.RoleAuditor, "") {
 		return fmt.Errorf("%w: reading grants, denies and bundles needs the agent_operator, auditor or platform_admin role", toolplane.ErrForbidden)
 	}
@@ -145,7 +145,7 @@ func mayRead(by *toolplane.Credential) error {
 // Grants answers the caller's organization's grants, of one agent when
 // agentID is set, revoked ones included when asked; oldest first.
 func (s *Service) Grants(ctx context.Context, agentID string, withRevoked bool, by *toolplane.Credential) ([]toolplane.Grant, error) {
-	if err := mayRead(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	return s.store.ListGrants(ctx, by.OrganizationID, agentID, withRevoked)
@@ -153,7 +153,7 @@ func (s *Service) Grants(ctx context.Context, agentID string, withRevoked bool, 
 
 // Denies answers the caller's organization's denies.
 func (s *Service) Denies(ctx context.Context, by *toolplane.Credential) ([]toolplane.Deny, error) {
-	if err := mayRead(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	return s.store.ListDenies(ctx, by.OrganizationID)
@@ -161,7 +161,7 @@ func (s *Service) Denies(ctx context.Context, by *toolplane.Credential) ([]toolp
 
 // Bundles answers the caller's organization's bundles.
 func (s *Service) Bundles(ctx context.Context, by *toolplane.Credential) ([]toolplane.Bundle, error) {
-	if err := mayRead(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	return s.store.ListBundles(ctx, by.OrganizationID)

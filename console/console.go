@@ -41,6 +41,7 @@ import (
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
+	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
@@ -166,6 +167,7 @@ func (c *Console) Handler() http.Handler {
 	static := http.StripPrefix(Path+"/assets/", http.FileServerFS(sub))
 	mux.Handle("GET "+Path+"/assets/console.css", static)
 	mux.Handle("GET "+Path+"/assets/console.js", static)
+	mux.Handle("GET "+Path+"/assets/favicon.svg", static)
 	mux.Handle("GET "+Path+"/{$}", c.page(func(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
 		// Home is the inbox of a person who may read approvals, and the
 		// catalogue (which every person may read) of anyone else: signing
@@ -213,6 +215,56 @@ var sections = []section{
 	{"notifications", "Notifications"},
 	{"anomalies", "Anomalies"},
 	{"spend", "Spend"},
+}
+
+// sectionMay are the services' checks of each section's read: the
+// navigation offers a section only to a person its check passes for, so
+// nobody is shown a page that would refuse them. A section not named here
+// is offered to everyone signed in (the page's service decides anyway).
+var sectionMay = map[string]func(*toolplane.Credential) error{
+	"approvals":     func(by *toolplane.Credential) error { return approval.MayRead(by, "listing approvals") },
+	"uncertain":     invoke.MayListUncertain,
+	"audit":         audit.MayRead,
+	"catalog":       catalog.MayRead,
+	"access":        authz.MayRead,
+	"notifications": notify.MayReadDeliveries,
+	"anomalies":     anomaly.MayTriage,
+	"spend":         spend.MayRead,
+}
+
+// navCap bounds what one count of the navigation reads: past it the
+// navigation says "navCap+", so a page view costs a few bounded reads
+// however much waits.
+const navCap = 50
+
+// sectionCount are the counts the navigation shows beside a section:
+// what waits for the person there (the approvals they may decide, the
+// open uncertain actions, the open anomalies), read through the section's
+// service with the person's credential, counting at most navCap+1 each:
+// the uncertain actions and anomalies by the store's bounded count, the
+// approvals by the inbox's page (who may decide one is the approval
+// service's judgement of each, MayDecide, not a column).
+var sectionCount = map[string]func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error){
+	"approvals": func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error) {
+		if approval.MayAnswer(by) != nil {
+			return 0, nil // an auditor reads the inbox, and decides nothing
+		}
+		svc, err := c.approvals()
+		if err != nil {
+			return 0, err
+		}
+		as, _, err := svc.Inbox(ctx, "", navCap+1, by)
+		return len(as), err
+	},
+	"uncertain": func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error) {
+		return c.cfg.Invoker.CountUncertain(ctx, navCap+1, by)
+	},
+	"anomalies": func(c *Console, ctx context.Context, by *toolplane.Credential) (int, error) {
+		if c.cfg.Anomalies == nil {
+			return 0, nil
+		}
+		return c.cfg.Anomalies.Count(ctx, toolplane.AnomalyOpen, navCap+1, by)
+	},
 }
 
 // headers sets what every console answer carries: nobody caches it (the
@@ -297,9 +349,9 @@ type frame struct {
 	Title   string
 	Session *signin.Session
 	// Nav is the section the page belongs to ("approvals", ...), among
-	// Sections.
+	// Sections: those the person may open.
 	Nav      string
-	Sections []section
+	Sections []navEntry
 	// Base is the console's root path, Assets its files', SignOut the
 	// sign-out form's action.
 	Base, Assets, SignOut string
@@ -307,14 +359,83 @@ type frame struct {
 	Notice string
 }
 
-// frameFor answers the frame of a page titled title in section nav.
+// navEntry is a section as the navigation shows it to one person: with
+// what waits there, when its section counts something (Count; More when
+// more than navCap wait).
+type navEntry struct {
+	section
+	Count int
+	More  bool
+}
+
+// CountText answers the count as the navigation shows it: "" for none.
+func (e navEntry) CountText() string {
+	switch {
+	case e.More:
+		return fmt.Sprintf("%d+", navCap)
+	case e.Count > 0:
+		return fmt.Sprint(e.Count)
+	}
+	return ""
+}
+
+// frameFor answers the frame of a page titled title in section nav. Its
+// navigation holds the sections the person may open (sectionMay); their
+// counts are read when the page is rendered (render), which has the
+// request.
 func (c *Console) frameFor(sess *signin.Session, title, nav string) frame {
-	return frame{Title: title, Session: sess, Nav: nav, Sections: sections, Base: c.path(""), Assets: c.path("/assets"),
+	f := frame{Title: title, Session: sess, Nav: nav, Base: c.path(""), Assets: c.path("/assets"),
 		SignOut: c.base + signin.Path + "/out"}
+	if sess == nil {
+		return f
+	}
+	for _, s := range sections {
+		if may := sectionMay[s.Name]; may != nil && may(sess.Credential) != nil {
+			continue
+		}
+		f.Sections = append(f.Sections, navEntry{section: s})
+	}
+	return f
+}
+
+// framed is a page's value: each embeds a frame.
+type framed interface {
+	navigation() (*signin.Session, []navEntry)
+}
+
+func (f frame) navigation() (*signin.Session, []navEntry) { return f.Session, f.Sections }
+
+// count fills in the counts of the navigation of the page v, for the
+// person signed in. A count that cannot be read is left out, and logged:
+// the page is shown without it.
+func (c *Console) count(ctx context.Context, v any) {
+	fr, ok := v.(framed)
+	if !ok {
+		return
+	}
+	sess, entries := fr.navigation()
+	if sess == nil {
+		return
+	}
+	for i := range entries {
+		n := sectionCount[entries[i].Name]
+		if n == nil {
+			continue
+		}
+		got, err := n(c, ctx, sess.Credential)
+		if err != nil {
+			c.log.WarnContext(ctx, "console navigation count not read", "section", entries[i].Name, "err", err)
+			continue
+		}
+		// The entries share the page's backing array: the page shows
+		// what is written here.
+		entries[i].Count, entries[i].More = min(got, navCap), got > navCap
+	}
 }
 
 // render answers the page template name with v.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v any) {
+	c.count(r.Context(), v)
 	var b strings.Builder
 	if err := c.pages.ExecuteTemplate(&b, name, v); err != nil {
 		// Rendered to a buffer first: a failing template answers an

@@ -217,6 +217,19 @@ func (iv *Invoker) Uncertain(ctx context.Context, after string, limit int, by *t
 	return iv.journal.Uncertain(ctx, by.OrganizationID, after, limit)
 }
 
+// CountUncertain answers how many of the caller's organization's actions
+// are uncertain, counting at most limit (past it, limit), to those who
+// may list them (MayListUncertain).
+func (iv *Invoker) CountUncertain(ctx context.Context, limit int, by *toolplane.Credential) (int, error) {
+	if err := MayListUncertain(by); err != nil {
+		return 0, err
+	}
+	if iv.journal == nil {
+		return 0, fmt.Errorf("%w: no journal is wired", ErrFault)
+	}
+	return iv.journal.CountUncertain(ctx, by.OrganizationID, limit)
+}
+
 // ErrNotReplayable: the claim cannot be run again by a worker. It is a
 // toolplane.ErrConflict: the claim's state does not allow it.
 var ErrNotReplayable = toolplane.Refine(toolplane.ErrConflict, "claim is not replayable")

@@ -533,3 +533,14 @@ func (j *Journal) Get(ctx context.Context, org, tool, key string) (*toolplane.Cl
 func (j *Journal) Uncertain(ctx context.Context, org, after string, limit int) ([]toolplane.Claim, string, error) {
 	return j.store.ListClaims(ctx, org, toolplane.ClaimUncertain, after, limit)
 }
+
+// CountUncertain answers how many of org's claims are uncertain, counting
+// at most limit (past it, limit): by the store's bounded count when it
+// keeps one (toolplane.OrgClaimCounter), else by a page of at most limit.
+func (j *Journal) CountUncertain(ctx context.Context, org string, limit int) (int, error) {
+	if cc, ok := j.store.(toolplane.OrgClaimCounter); ok {
+		return cc.CountOrgClaims(ctx, org, toolplane.ClaimUncertain, limit)
+	}
+	cs, _, err := j.store.ListClaims(ctx, org, toolplane.ClaimUncertain, "", limit)
+	return len(cs), err
+}

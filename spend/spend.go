@@ -69,7 +69,9 @@ func New(store Store, now func() time.Time) *Service {
 	return &Service{store: store, now: now}
 }
 
-func mayRead(by *toolplane.Credential) error {
+// MayRead refuses a caller who may not read the organization's spend
+// (its reports and its daily ceiling): a platform_admin or an auditor.
+func MayRead(by *toolplane.Credential) error {
 	if !by.HasAnyRole(toolplane.RolePlatformAdmin, toolplane.RoleAuditor) {
 		return toolplane.Refuse(by, ErrNotAuthorized, "reading the organization's spend needs the platform_admin or auditor role")
 	}
@@ -118,7 +120,7 @@ func (s *Service) SetCeiling(ctx context.Context, by *toolplane.Credential, dail
 // Ceiling answers the credential's organization's daily ceiling and
 // today's spend.
 func (s *Service) Ceiling(ctx context.Context, by *toolplane.Credential) (*Status, error) {
-	if err := mayRead(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	return s.status(ctx, by.OrganizationID)
@@ -198,7 +200,7 @@ type Report struct {
 // Report answers the credential's organization's spend in q's range,
 // grouped as q asks.
 func (s *Service) Report(ctx context.Context, by *toolplane.Credential, q Query) (*Report, error) {
-	if err := mayRead(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	if q.By == "" {

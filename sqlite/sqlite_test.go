@@ -300,6 +300,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"ListToolVersions by owner", `SELECT * FROM tool_versions WHERE organization_id = ? AND owner = ? ORDER BY name, published_at, seq LIMIT 10`, []any{"o", "w"}},
 		{"ListEveryToolVersion page", `SELECT * FROM tool_versions WHERE (organization_id, name, published_at, seq) > (?, ?, ?, ?) ORDER BY organization_id, name, published_at, seq LIMIT 10`, []any{"o", "n", 0, 0}},
 		{"OrphanedClaims", `SELECT * FROM claims WHERE status = 'processing' AND node IN (SELECT id FROM nodes WHERE heartbeat_at < ?) LIMIT 10`, []any{0}},
+		// The bounded counts of the console's navigation: their inner
+		// reads (the outer COUNT runs over at most the bound's rows).
+		{"CountOrgClaims", `SELECT 1 FROM claims WHERE organization_id = ? AND status = ? LIMIT 51`, []any{"o", "uncertain"}},
+		{"CountAnomalies", `SELECT 1 FROM anomalies WHERE organization_id = ? AND status = ? LIMIT 51`, []any{"o", "open"}},
 		{"DeleteDeadNodes", `DELETE FROM nodes WHERE id IN (SELECT id FROM nodes n WHERE heartbeat_at < ? AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.node = n.id AND c.status = 'processing') LIMIT 10)`, []any{0}},
 	}
 	for _, tt := range tests {

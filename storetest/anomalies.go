@@ -43,6 +43,7 @@ var anomalyCases = []struct {
 	{"Acknowledge", testAnomalyAcknowledge},
 	{"List", testAnomalyList},
 	{"Isolation", testAnomalyIsolation},
+	{"Count", testAnomalyCount},
 }
 
 // RunAnomalies runs the anomaly triage checks as subtests of t, named

@@ -27,6 +27,7 @@ var claimCases = []suiteCase{
 	{"UpdateAuditedIsOneTransaction", testClaimUpdateAudited},
 	{"DeleteAuditedIsOneTransaction", testClaimDeleteAudited},
 	{"CountByOrganization", testClaimCountByOrganization},
+	{"CountOfOrganization", testClaimCountOfOrganization},
 }
 
 // fullClaim answers a claim with every field set to a value a store could

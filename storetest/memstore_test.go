@@ -512,6 +512,21 @@ func (m *memStore) CountClaims(_ context.Context, status toolplane.ClaimStatus) 
 	return out, nil
 }
 
+func (m *memStore) CountOrgClaims(_ context.Context, org string, status toolplane.ClaimStatus, limit int) (int, error) {
+	if limit < 1 {
+		return 0, toolplane.ErrInvalid
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.claims {
+		if c.OrganizationID == org && c.Status == status {
+			n++
+		}
+	}
+	return min(n, limit), nil
+}
+
 func (m *memStore) InsertUsage(_ context.Context, u *toolplane.Usage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

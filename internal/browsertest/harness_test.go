@@ -519,3 +519,90 @@ func jsString(s string) string {
 	raw, _ := json.Marshal(s)
 	return string(raw)
 }
+
+// axeSource answers axe-core's script (axe.min.js), from the file
+// $TOOLPLANE_TEST_AXE names; without it the test is skipped, or fails
+// under CI, like chromium.
+func axeSource(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("TOOLPLANE_TEST_AXE")
+	if path == "" {
+		if inCI() {
+			t.Fatal("TOOLPLANE_TEST_AXE is not set under CI: .ci/run installs axe-core and sets it, and the accessibility checks must run there")
+		}
+		t.Skip("TOOLPLANE_TEST_AXE is not set: set it to axe-core's axe.min.js (npm install axe-core@4) to run the accessibility checks")
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("TOOLPLANE_TEST_AXE=%s: %v", path, err)
+	}
+	return string(src)
+}
+
+// checkAxe runs axe-core (its source, axeSource) over the page in the
+// tab and fails the test on each violation of serious or critical impact,
+// naming the rule and the first elements that break it.
+func (b *browser) checkAxe(t *testing.T, src, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	// Evaluated through the DevTools protocol, the script is not the
+	// page's: the page's Content-Security-Policy does not apply to it.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](src+"\n;true")); err != nil {
+		t.Fatalf("%s: loading axe-core: %v", what, err)
+	}
+	found, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations
+		.filter(v => v.impact === "serious" || v.impact === "critical")
+		.map(v => v.id + " (" + v.impact + "): " + v.help + " at " + v.nodes.slice(0, 3).map(n => n.target.join(" ")).join(", ")))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("%s: running axe-core: %v", what, err)
+	}
+	for _, v := range found {
+		t.Errorf("%s: %s", what, v)
+	}
+}
+
+// checkOverflow fails the test when the page in the tab is wider than
+// width, the viewport's, naming the innermost elements past its edge.
+func (b *browser) checkOverflow(t *testing.T, what string, width int64) {
+	t.Helper()
+	if w := eval[int64](t, b, "document.documentElement.scrollWidth"); w > width {
+		wide := eval[[]string](t, b, fmt.Sprintf(`[...document.querySelectorAll("body *")]
+			.filter(e => e.getBoundingClientRect().right > %[1]d.5 && ![...e.children].some(c => c.getBoundingClientRect().right > %[1]d.5))
+			.slice(0, 5).map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + " " + Math.round(e.getBoundingClientRect().right) + "px: " + (e.innerText || "").slice(0, 40))`, width))
+		t.Errorf("%s: the page is %d px wide at %d px, it scrolls sideways; past the edge: %q", what, w, width, wide)
+	}
+}
+
+// screenshotDir answers where the tests keep their screenshots:
+// $TOOLPLANE_TEST_SCREENSHOTS (or $TOOLPLANE_SCREENSHOTS) when set, to
+// look at, else the test's own temporary directory.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	for _, env := range []string{"TOOLPLANE_TEST_SCREENSHOTS", "TOOLPLANE_SCREENSHOTS"} {
+		if dir := os.Getenv(env); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}
+	}
+	return t.TempDir()
+}
+
+// screenshot saves the whole page in the tab as dir/name.png.
+func (b *browser) screenshot(t *testing.T, dir, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if !bytes.HasPrefix(shot, []byte("\x89PNG")) {
+		t.Fatalf("screenshot %s: not a PNG", name)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

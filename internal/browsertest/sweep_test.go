@@ -1,0 +1,147 @@
+package browsertest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+)
+
+// sweepPages are the console's pages the sweep visits, each with the
+// element it waits for. A path may name what the sweep made before it
+// visits: {approval} (a pending approval's ID), {event} (an audit
+// event's page) and {tool} (a tool version's page). A new page is one
+// line here.
+var sweepPages = []struct{ name, path, sel string }{
+	{"inbox", "/console/approvals", "main"},
+	{"approvals-approved", "/console/approvals?status=approved", "main"},
+	{"approval", "/console/approvals/{approval}", "#reason"},
+	{"uncertain", "/console/uncertain", "main article"},
+	{"audit", "/console/audit", "main table"},
+	{"audit-event", "{event}", "main dl"},
+	{"audit-purges", "/console/audit/purges", "main table"},
+	{"audit-sinks", "/console/audit/sinks", "main table"},
+	{"catalog", "/console/catalog", "main table"},
+	{"catalog-search", "/console/catalog?q=refund+an+order", "main"},
+	{"catalog-review", "/console/catalog?state=in_review", "main table"},
+	{"tool", "{tool}", "main dl"},
+	{"access", "/console/access", "main table"},
+	{"explain", "/console/access/explain?agent=demo-agent", "main table"},
+	{"keys", "/console/access/keys", "main table"},
+	{"notifications", "/console/notifications", "main"},
+	{"anomalies", "/console/anomalies", "main"},
+	{"spend", "/console/spend", "main table"},
+	{"not-found", "/console/no-such-page", "main .error"},
+}
+
+// sweepScreens are the screens the sweep looks at each page on: a phone
+// (390 px, as approvers open links from Slack or email) and a desktop
+// (1280 px), light, and the desktop in the dark theme a browser asks for.
+var sweepScreens = []struct {
+	name          string
+	width, height int64
+	phone, dark   bool
+}{
+	{"390", 390, 844, true, false},
+	{"1280", 1280, 900, false, false},
+	{"1280-dark", 1280, 900, false, true},
+}
+
+// TestConsoleSweep signs in as an administrator and opens every console
+// page on each of sweepScreens: no page scrolls sideways, none breaks its
+// Content-Security-Policy, axe-core finds nothing serious or critical on
+// any, and the skip link is the keyboard's first stop. Each page's
+// screenshot on each screen is saved (screenshotDir). A person whose
+// roles open only the catalogue is offered only the catalogue.
+func TestConsoleSweep(t *testing.T) {
+	t.Parallel()
+	axe := axeSource(t)
+	s := startShop(t, "Wire money to a supplier.")
+	shots := screenshotDir(t)
+
+	// What the pages show: an approval waiting, a write whose answer was
+	// lost (uncertain), and the audit events of both.
+	filed := s.call(t, s.agent, "demo.refund_order", "run-sweep", map[string]any{"order_id": "o-1280", "amount_cents": 1290, "reason": "arrived broken"})
+	if filed.Approval == nil {
+		t.Fatalf("the refund answered %d %s, want an approval", filed.status, filed.code())
+	}
+	// Its run's id is one long word, as generated ids are: it wraps in
+	// its cell rather than widening a table.
+	longRun := "run-sweep-lost-" + strings.Repeat("9f8e7d6c5b4a", 16)
+	if r := s.call(t, s.agent, "shop.refund", longRun, map[string]any{"id": "o-777", "amount_cents": 900}); r.code() != "uncertain" {
+		t.Fatalf("the lost refund answered %d %s, want uncertain", r.status, r.code())
+	}
+
+	b := newBrowser(t)
+	b.signIn(t, s.base+"/console/approvals", s.admin, "main")
+	where := map[string]string{"{approval}": filed.Approval.ID}
+	b.open(t, s.base+"/console/audit", "main table a")
+	where["{event}"] = eval[string](t, b, `document.querySelector("main table a[href*='/console/audit/']").getAttribute("href")`)
+	b.open(t, s.base+"/console/catalog", "main table a")
+	where["{tool}"] = eval[string](t, b, `document.querySelector("main table a[href*='/console/catalog/']").getAttribute("href")`)
+	fill := func(p string) string {
+		for k, v := range where {
+			p = strings.ReplaceAll(p, k, v)
+		}
+		return p
+	}
+
+	for _, sc := range sweepScreens {
+		var opts []chromedp.EmulateViewportOption
+		if sc.phone {
+			opts = append(opts, chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch)
+		}
+		b.do(t, "the "+sc.name+" screen", chromedp.EmulateViewport(sc.width, sc.height, opts...))
+		scheme := "light"
+		if sc.dark {
+			scheme = "dark"
+		}
+		b.do(t, "the "+scheme+" theme", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+			return err
+		}))
+		for _, pg := range sweepPages {
+			what := fmt.Sprintf("%s at %s", pg.name, sc.name)
+			b.open(t, s.base+fill(pg.path), pg.sel)
+			b.checkCSP(t)
+			b.checkOverflow(t, what, sc.width)
+			b.checkAxe(t, axe, what)
+			b.screenshot(t, shots, "console-"+sc.name+"-"+pg.name)
+		}
+	}
+
+	// The keyboard's first stop is the skip link, shown when focused, and
+	// it leads to the page's content.
+	b.open(t, s.base+"/console/audit", "main table")
+	b.do(t, "tab", chromedp.KeyEvent("\t"))
+	if got := eval[string](t, b, `document.activeElement.className + " " + (document.activeElement.getBoundingClientRect().left >= 0)`); got != "skip true" {
+		t.Errorf("the first tab stops at %q, want the skip link, on the screen", got)
+	}
+	b.do(t, "follow the skip link", chromedp.KeyEvent("\r"))
+	b.waitFor(t, "the content focused", `document.activeElement === document.querySelector("main")`)
+
+	// A tool owner's roles open the catalogue alone: the navigation
+	// offers nothing else.
+	owner := s.mint(t, "person", "tess", "tool_owner:shop")
+	lo := newBrowser(t)
+	lo.signIn(t, s.base+"/console/catalog", owner, "main table")
+	nav := eval[[]string](t, lo, `[...document.querySelectorAll("header nav a")].map(a => a.getAttribute("href"))`)
+	if !slices.Equal(nav, []string{"/console/catalog"}) {
+		t.Errorf("a tool owner's navigation offers %v, want the catalogue alone", nav)
+	}
+	lo.open(t, s.base+"/console/audit", "main .error")
+	if got := lo.text(t, "main .error .code"); got != "denied" {
+		t.Errorf("a tool owner opening the audit trail: %q, want denied", got)
+	}
+	if resp, err := http.Get(s.base + "/console/assets/favicon.svg"); err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Errorf("the favicon: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
