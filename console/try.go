@@ -157,12 +157,17 @@ func (c *Console) tryTool(ctx context.Context, sess *signin.Session, name string
 		s, err := gate.ShownTool(ctx, cred, "", other)
 		return err == nil && s != nil
 	}
-	decl, err := json.MarshalIndent(projection.ShownFor(t, isShown), "", "  ")
-	if err != nil {
+	// Indented for a person, and without escaping <, > and &: the page's
+	// template escapes what it shows, and a person reads the text.
+	var decl bytes.Buffer
+	enc := json.NewEncoder(&decl)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(projection.ShownFor(t, isShown)); err != nil {
 		return nil, nil, fmt.Errorf("declaration of %s: %w", name, err)
 	}
 	v := &tryPage{frame: c.frameFor(sess, "Try "+t.Def.Name, "catalog"), Name: t.Def.Name, Version: t.Def.Version,
-		ModelName: projection.MCP(&t.Def).Name, Agent: cred.Subject, Shown: shown, Declaration: string(decl),
+		ModelName: projection.MCP(&t.Def).Name, Agent: cred.Subject, Shown: shown, Declaration: decl.String(),
 		Form: newSchemaForm(t.Def.InputSchema), Action: c.path("/catalog/" + url.PathEscape(t.Def.Name) + "/try"), CSRF: sess.CSRF,
 		VersionPage: c.path("/catalog/" + url.PathEscape(t.Def.Name) + "/" + url.PathEscape(t.Def.Version))}
 	return v, t, nil
