@@ -18,7 +18,8 @@ import (
 // untrusted) beside the tool's declaration, a field typed wrong is
 // refused in the form without a call, and neither page is wider than the
 // screen or breaks its Content-Security-Policy. A screenshot of each
-// result is kept in $TOOLPLANE_SCREENSHOTS when set.
+// result is kept in $TOOLPLANE_SCREENSHOTS (or $TOOLPLANE_TEST_SCREENSHOTS)
+// when set.
 func TestTryATool(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -28,6 +29,9 @@ func TestTryATool(t *testing.T) {
 	s.must(t, "POST", "/v1/grants", s.admin, `{"agent_id":"console-test:tryer","pattern":"demo.*"}`, http.StatusCreated)
 	s.must(t, "POST", "/v1/grants", s.admin, `{"user_id":"tryer","pattern":"demo.*"}`, http.StatusCreated)
 	shots := os.Getenv("TOOLPLANE_SCREENSHOTS")
+	if shots == "" {
+		shots = os.Getenv("TOOLPLANE_TEST_SCREENSHOTS") // where TestConsoleOnAPhone keeps its own
+	}
 	for _, width := range []int64{390, 1280} {
 		t.Run(fmt.Sprintf("%dpx", width), func(t *testing.T) {
 			b := newBrowser(t)
