@@ -76,6 +76,8 @@ type formField struct {
 	// Value is what the person typed (an enum's option index); Error
 	// what is wrong with it. Neither is kept for a sensitive field.
 	Value, Error string
+	// schema is the field's own schema.
+	schema map[string]any
 }
 
 // InputType is the type of a scalar field's input: a sensitive one's is
@@ -128,17 +130,76 @@ func newSchemaForm(raw json.RawMessage) *schemaForm {
 		}
 	}
 	m, _ := root.(map[string]any)
+	// A value typed as JSON is one text: when the part of the schema it
+	// stands for marks anything sensitive (or refers where something may
+	// be), the whole text is, and is never shown again.
+	anywhere := marks(root)
+	asJSON := func(why string) *schemaForm {
+		return &schemaForm{Root: &formField{Input: "f0", Name: "arguments", Path: "arguments", Kind: kindJSON, Required: true,
+			Why: why, Description: "The arguments as one JSON object.", Sensitive: anywhere}}
+	}
 	if why := plainObject(m); why != "" {
-		f.Root = &formField{Input: f.next(), Name: "arguments", Path: "arguments", Kind: kindJSON, Required: true,
-			Why: why, Description: "The arguments as one JSON object."}
-		return f
+		return asJSON(why)
 	}
 	f.Fields = f.object(m, "", 0, false)
 	if f.over {
-		return &schemaForm{Root: &formField{Input: "f0", Name: "arguments", Path: "arguments", Kind: kindJSON, Required: true,
-			Why: fmt.Sprintf("the schema asks for more than %d fields", maxFormFields), Description: "The arguments as one JSON object."}}
+		return asJSON(fmt.Sprintf("the schema asks for more than %d fields", maxFormFields))
+	}
+	for _, ff := range f.flat() {
+		if ff.Kind == kindJSON && !ff.Sensitive {
+			ff.Sensitive = marks(ff.schema) || (anywhere && refers(ff.schema))
+		}
 	}
 	return f
+}
+
+// The bounds of the walks over a schema for its marks.
+const (
+	maxMarkDepth = 64
+	maxMarkNodes = 20000
+)
+
+// marks reports whether the schema v marks a value x-sensitive anywhere,
+// its definitions included.
+func marks(v any) bool {
+	return walkSchema(v, func(m map[string]any) bool { return flag(m, "x-sensitive") })
+}
+
+// refers reports whether the schema v holds a $ref anywhere.
+func refers(v any) bool {
+	return walkSchema(v, func(m map[string]any) bool { _, ok := m["$ref"]; return ok })
+}
+
+// walkSchema reports whether hit holds for an object of v, walked to a
+// bounded depth and size; past them it answers true, the careful answer.
+func walkSchema(v any, hit func(map[string]any) bool) bool {
+	nodes := 0
+	var walk func(v any, depth int) bool
+	walk = func(v any, depth int) bool {
+		nodes++
+		if depth > maxMarkDepth || nodes > maxMarkNodes {
+			return true
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if hit(x) {
+				return true
+			}
+			for _, sub := range x {
+				if walk(sub, depth+1) {
+					return true
+				}
+			}
+		case []any:
+			for _, sub := range x {
+				if walk(sub, depth+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v, 0)
 }
 
 // next answers the next field's input key.
@@ -246,7 +307,7 @@ func (f *schemaForm) object(m map[string]any, path string, depth int, sensitive 
 // field answers the field of property name (schema m) at path.
 func (f *schemaForm) field(m map[string]any, name, path string, required bool, depth int, sensitive bool) *formField {
 	ff := &formField{Input: f.next(), Name: clip(name), Path: clip(path), Required: required,
-		Sensitive: sensitive || flag(m, "x-sensitive")}
+		Sensitive: sensitive || flag(m, "x-sensitive"), schema: m}
 	if d, ok := m["description"].(string); ok {
 		ff.Description = clip(d)
 	} else if d, ok := m["title"].(string); ok {

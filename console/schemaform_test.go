@@ -72,6 +72,12 @@ func TestSchemaFormGenerates(t *testing.T) {
 			"r":{"$ref":"#"},"u":{"anyOf":[{"type":"string"},{"type":"integer"}]},"m":{"type":"object","additionalProperties":{"type":"string"}},
 			"e":` + `{"enum":` + string(be) + `},"o":{"enum":[{"a":1}]},"x":{"type":["string","integer"]},"z":true}}`,
 			[]string{"e:json", "m:json", "o:json", "r:json", "u:json", "x:json", "z:json"}},
+		{"JSON standing for something sensitive is sensitive", `{"type":"object","$defs":{"card":{"type":"string","x-sensitive":true}},"properties":{
+			"cards":{"type":"array","items":{"type":"object","properties":{"number":{"type":"string","x-sensitive":true}}}},
+			"ref":{"$ref":"#/$defs/card"},"plain":{"type":"array","items":{"type":"object"}}}}`,
+			[]string{"cards:json!", "plain:json", "ref:json!"}},
+		{"a root as JSON with a sensitive member", `{"oneOf":[{"type":"object","properties":{"pin":{"type":"string","x-sensitive":true}}}]}`,
+			[]string{"arguments:json*!"}},
 		{"deep nesting stops at the bound", deep,
 			[]string{"d:object", "d.d:object", "d.d.d:object", "d.d.d.d:object", "d.d.d.d.d:json"}},
 		{"a root that is not an object with properties", `{"$ref":"#/$defs/x","$defs":{"x":{"$ref":"#/$defs/x"}}}`, []string{"arguments:json*"}},
@@ -235,6 +241,42 @@ func FuzzSchemaForm(f *testing.F) {
 		for _, ff := range all {
 			if ff.Sensitive && ff.Value != "" {
 				t.Fatalf("sensitive %s keeps what was typed", ff.Path)
+			}
+		}
+	})
+}
+
+// BenchmarkSchemaForm measures what a Try page spends on its form: the
+// generation from a schema, and the parse of a sent form; "hostile" is a
+// schema nested 2,000 deep beside an enum of 100,000 values.
+func BenchmarkSchemaForm(b *testing.B) {
+	nested := strings.Repeat(`{"type":"object","properties":{"d":`, 2000) + `{"type":"string"}` + strings.Repeat(`}}`, 2000)
+	enum := make([]int, 100000)
+	for i := range enum {
+		enum[i] = i
+	}
+	e, _ := json.Marshal(enum)
+	hostile := `{"type":"object","properties":{"deep":` + nested + `,"e":{"enum":` + string(e) + `}}}`
+	for _, bb := range []struct{ name, schema string }{{"typical", parseSchema}, {"hostile", hostile}} {
+		b.Run("generate/"+bb.name, func(b *testing.B) {
+			raw := json.RawMessage(bb.schema)
+			b.ReportAllocs()
+			for b.Loop() {
+				newSchemaForm(raw)
+			}
+		})
+	}
+	b.Run("parse/typical", func(b *testing.B) {
+		f := newSchemaForm(json.RawMessage(parseSchema))
+		in := inputs(f)
+		vals := url.Values{}
+		for p, v := range map[string]string{"n": "3", "x": "2.5", "b": "true", "s": "text", "e": "1", "ids": "1\n2\n3", "tags": "a\nb", "to.city": "Oslo", "to.zip": "150"} {
+			vals.Set(in[p], v)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := f.parse(vals); !ok {
+				b.Fatal("refused")
 			}
 		}
 	})
