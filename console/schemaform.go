@@ -616,3 +616,36 @@ func (f *schemaForm) flat() []*formField {
 	walk(f.Fields)
 	return out
 }
+
+// refusedAt marks the field the invoker's refusal names (its field_path,
+// a JSON pointer such as "/where/city") with why, so the person finds
+// what to change where they typed it. A pointer into a list or a JSON
+// field marks that field; one the form does not hold marks nothing.
+func (f *schemaForm) refusedAt(pointer, why string) {
+	if f.Root != nil {
+		f.Root.Error = clip(why)
+		return
+	}
+	var parts []string
+	for _, p := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		parts = append(parts, strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~"))
+	}
+	fields := f.Fields
+	for _, name := range parts {
+		var at *formField
+		for _, ff := range fields {
+			if ff.Name == name {
+				at = ff
+				break
+			}
+		}
+		switch {
+		case at == nil:
+			return
+		case at.Kind != kindObject:
+			at.Error = clip(why)
+			return
+		}
+		fields = at.Fields
+	}
+}

@@ -281,3 +281,30 @@ func BenchmarkSchemaForm(b *testing.B) {
 		}
 	})
 }
+
+// TestSchemaFormRefusedAt: the invoker's field_path marks the field the
+// person typed it in, through nested objects, and nothing when the form
+// holds no such field.
+func TestSchemaFormRefusedAt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ pointer, want string }{
+		{"/n", "n"},
+		{"/to/zip", "to.zip"},
+		{"/ids/2", "ids"},
+		{"/to", ""},
+		{"/nowhere/x", ""},
+		{"", ""},
+	} {
+		f := newSchemaForm(json.RawMessage(parseSchema))
+		f.refusedAt(tt.pointer, "too small")
+		var got []string
+		for _, ff := range f.flat() {
+			if ff.Error != "" {
+				got = append(got, ff.Path)
+			}
+		}
+		if strings.Join(got, ",") != tt.want {
+			t.Errorf("%q marks %v, want %q", tt.pointer, got, tt.want)
+		}
+	}
+}

@@ -116,8 +116,12 @@ type tryOutcome struct {
 	// stable code), approval (waiting for a person), in_flight, accepted
 	// (runs later), or invalid (the request, not the arguments).
 	Kind string
-	// Code and Message are a refusal's, or what a request lacked.
+	// Code and Message are a refusal's, or what a request lacked; Field
+	// names the request's field at fault.
 	Code, Message, Field string
+	// Pointer and Fix are an invalid_input refusal's field_path and what
+	// it suggests, shown at the form's field too.
+	Pointer, Fix string
 	// Rendered is the result exactly as a model reads it (boundary.Render,
 	// the text every door hands a model); Pretty the same, indented.
 	Rendered, Pretty string
@@ -224,6 +228,9 @@ func (c *Console) tryCall(w http.ResponseWriter, r *http.Request, sess *signin.S
 		return err
 	}
 	v.Outcome = out
+	if out.Kind == "refused" && out.Code == string(toolplane.CodeInvalidInput) && out.Pointer != "" {
+		v.Form.refusedAt(out.Pointer, out.Fix)
+	}
 	c.render(w, r, http.StatusOK, "try", v)
 	return nil
 }
@@ -241,7 +248,11 @@ func (c *Console) outcome(ans door.Answer) (*tryOutcome, error) {
 			o.Pretty = pretty.String()
 		}
 		if !res.OK && res.Error != nil {
-			o.Kind, o.Code, o.Message, o.Field = "refused", string(res.Error.Code), res.Error.Message, res.Error.FieldPath
+			e := res.Error
+			o.Kind, o.Code, o.Message, o.Field, o.Pointer = "refused", string(e.Code), e.Message, e.FieldPath, e.FieldPath
+			if o.Fix = e.SuggestedFix; o.Fix == "" {
+				o.Fix = e.Message
+			}
 		}
 		return o, nil
 	case door.ApprovalRequired:

@@ -367,6 +367,10 @@ func TestTryFormTypesAndKeeps(t *testing.T) {
 	if !strings.Contains(refused.body, `<code class="code">invalid_input</code>`) {
 		t.Errorf("a call missing status: %s", refused.body)
 	}
+	wrong := b.send("try.lookup", p, keys, map[string]string{"limit": "0", "status": "0"})
+	if !regexp.MustCompile(`class="refusal try-error" role="alert">limit: [^<]+</p>`).MatchString(wrong.body) {
+		t.Errorf("the refusal of limit 0 is not shown at its field: %s", wrong.body)
+	}
 	// A forged form is refused before anything runs.
 	if p := b.post(console.Path+"/catalog/try.lookup/try", b.w.base, url.Values{"csrf": {"forged"}}); p.status != http.StatusForbidden {
 		t.Errorf("a forged form: %d", p.status)
