@@ -100,8 +100,11 @@ type tryPage struct {
 	Form        *schemaForm
 	// Action, CSRF and Run are the form's; Run is the run the call is
 	// made in, fixed when the page is opened, so sending the same form
-	// twice is one call (a write is not made twice).
-	Action, CSRF, Run string
+	// twice is one call (a write is not made twice). Contract is the
+	// schema hash the form was generated from: the call is made under it
+	// (a frozen contract), so a tool changed since is refused
+	// tool_changed rather than called with a form of another schema.
+	Action, CSRF, Run, Contract string
 	// Invalid says the form was sent with fields that could not be read.
 	Invalid bool
 	// Outcome is what the call answered, once sent.
@@ -172,7 +175,7 @@ func (c *Console) tryTool(ctx context.Context, sess *signin.Session, name string
 	}
 	v := &tryPage{frame: c.frameFor(sess, "Try "+t.Def.Name, "catalog"), Name: t.Def.Name, Version: t.Def.Version,
 		ModelName: projection.MCP(&t.Def).Name, Agent: cred.Subject, Shown: shown, Declaration: decl.String(),
-		Form: newSchemaForm(t.Def.InputSchema), Action: c.path("/catalog/" + url.PathEscape(t.Def.Name) + "/try"), CSRF: sess.CSRF,
+		Form: newSchemaForm(t.Def.InputSchema), Contract: t.Def.SchemaHash, Action: c.path("/catalog/" + url.PathEscape(t.Def.Name) + "/try"), CSRF: sess.CSRF,
 		VersionPage: c.path("/catalog/" + url.PathEscape(t.Def.Name) + "/" + url.PathEscape(t.Def.Version))}
 	return v, t, nil
 }
@@ -213,6 +216,13 @@ func (c *Console) tryCall(w http.ResponseWriter, r *http.Request, sess *signin.S
 		return fmt.Errorf("%w: the form could not be read: %v", toolplane.ErrInvalid, err)
 	}
 	v.Run = tryRun(r.PostForm.Get("run"))
+	if sent := r.PostForm.Get("contract"); sent != v.Contract {
+		// The fields are numbered by the schema they were made from:
+		// read by another, they would land in the wrong arguments.
+		v.Notice = "The tool's schema changed since the page was opened; nothing was called. The form below is the new one: fill it in again."
+		c.render(w, r, http.StatusConflict, "try", v)
+		return nil
+	}
 	args, ok := v.Form.parse(r.PostForm)
 	if !ok {
 		v.Invalid = true
@@ -222,6 +232,7 @@ func (c *Console) tryCall(w http.ResponseWriter, r *http.Request, sess *signin.S
 	gate := c.gate()
 	ans := gate.Call(ctx, door.Caller{Credential: cred, At: gate.Clock()}, door.Call{
 		Tool: v.Name, Arguments: args, Source: sourceConsole, RunID: v.Run, StepPath: tryStep, ReadAt: gate.Clock(),
+		Contracts: map[string]string{v.Name: v.Contract},
 	})
 	out, err := c.outcome(ans)
 	if err != nil {

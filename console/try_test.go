@@ -186,7 +186,10 @@ func (w *world) grant(agent, user, pattern string) {
 	}
 }
 
-var runField = regexp.MustCompile(`name="run" value="([^"]+)"`)
+var (
+	runField      = regexp.MustCompile(`name="run" value="([^"]+)"`)
+	contractField = regexp.MustCompile(`name="contract" value="([^"]*)"`)
+)
 
 // tryForm opens the Try page of tool and answers it and its fields' form
 // keys by label.
@@ -215,6 +218,9 @@ func (b *browser) send(tool string, p page, keys map[string]string, fields map[s
 	form := url.Values{"csrf": {p.csrf(b.w.t)}}
 	if m := runField.FindStringSubmatch(p.body); m != nil {
 		form.Set("run", m[1])
+	}
+	if m := contractField.FindStringSubmatch(p.body); m != nil {
+		form.Set("contract", html.UnescapeString(m[1]))
 	}
 	for label, v := range fields {
 		k, ok := keys[label]
@@ -370,6 +376,12 @@ func TestTryFormTypesAndKeeps(t *testing.T) {
 	wrong := b.send("try.lookup", p, keys, map[string]string{"limit": "0", "status": "0"})
 	if !regexp.MustCompile(`class="refusal try-error" role="alert">limit: [^<]+</p>`).MatchString(wrong.body) {
 		t.Errorf("the refusal of limit 0 is not shown at its field: %s", wrong.body)
+	}
+	// A form made from another schema calls nothing.
+	stale := strings.Replace(p.body, `name="contract" value="`, `name="contract" value="stale`, 1)
+	if got := b.send("try.lookup", page{body: stale}, keys, map[string]string{"limit": "7", "status": "0"}); got.status != http.StatusConflict ||
+		!strings.Contains(got.body, "schema changed") || strings.Contains(got.body, `id="outcome"`) {
+		t.Errorf("a form of another schema: %d %s", got.status, got.body)
 	}
 	// A forged form is refused before anything runs.
 	if p := b.post(console.Path+"/catalog/try.lookup/try", b.w.base, url.Values{"csrf": {"forged"}}); p.status != http.StatusForbidden {
