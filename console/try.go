@@ -15,7 +15,6 @@ import (
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/projection"
-	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
 )
 
@@ -109,15 +108,16 @@ type tryPage struct {
 	Invalid bool
 	// Outcome is what the call answered, once sent.
 	Outcome *tryOutcome
-	// Version page of the catalogue.
+	// VersionPage is the catalogue's page of the version a call gets.
 	VersionPage string
 }
 
 // tryOutcome is what a Try call answered.
 type tryOutcome struct {
 	// Kind is answered (the tool's result), refused (a refusal with its
-	// stable code), approval (waiting for a person), in_flight, accepted
-	// (runs later), or invalid (the request, not the arguments).
+	// stable code: the tool's, or the door's of the request itself),
+	// approval (waiting for a person), in_flight, or accepted (runs
+	// later).
 	Kind string
 	// Code and Message are a refusal's, or what a request lacked; Field
 	// names the request's field at fault.
@@ -139,17 +139,18 @@ type tryOutcome struct {
 	Async string
 }
 
-// tryTool answers the tool named on the page, at the version the test
-// agent cred would be given, whether it is shown it, and the page.
-func (c *Console) tryTool(ctx context.Context, sess *signin.Session, name string, cred *toolplane.Credential) (*tryPage, *registry.Tool, error) {
+// tryTool answers the Try page of the tool named, at the version the
+// test agent cred would be given (or, when it is shown none, the version
+// callers get), saying whether it is shown it.
+func (c *Console) tryTool(ctx context.Context, sess *signin.Session, name string, cred *toolplane.Credential) (*tryPage, error) {
 	if err := toolplane.CheckLen("name", name, toolplane.MaxNameLen); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	org := sess.Credential.OrganizationID
 	gate := c.gate()
 	t, err := gate.ShownTool(ctx, cred, "", name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tools shown to %s: %w", cred.Subject, err)
+		return nil, fmt.Errorf("tools shown to %s: %w", cred.Subject, err)
 	}
 	shown := t != nil
 	if t == nil {
@@ -157,7 +158,7 @@ func (c *Console) tryTool(ctx context.Context, sess *signin.Session, name string
 		// be (and what refuses it), of the version callers get.
 		var ok bool
 		if t, ok = c.cfg.Registry.Get(org, name); !ok {
-			return nil, nil, fmt.Errorf("%w: no tool %s is served in this organization", toolplane.ErrNotFound, name)
+			return nil, fmt.Errorf("%w: no tool %s is served in this organization", toolplane.ErrNotFound, name)
 		}
 	}
 	isShown := func(other string) bool {
@@ -171,17 +172,17 @@ func (c *Console) tryTool(ctx context.Context, sess *signin.Session, name string
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(projection.ShownFor(t, isShown)); err != nil {
-		return nil, nil, fmt.Errorf("declaration of %s: %w", name, err)
+		return nil, fmt.Errorf("declaration of %s: %w", name, err)
 	}
 	v := &tryPage{frame: c.frameFor(sess, "Try "+t.Def.Name, "catalog"), Name: t.Def.Name, Version: t.Def.Version,
 		ModelName: projection.MCP(&t.Def).Name, Agent: cred.Subject, Shown: shown, Declaration: decl.String(),
 		Form: newSchemaForm(t.Def.InputSchema), Contract: t.Def.SchemaHash, Action: c.path("/catalog/" + url.PathEscape(t.Def.Name) + "/try"), CSRF: sess.CSRF,
 		VersionPage: c.path("/catalog/" + url.PathEscape(t.Def.Name) + "/" + url.PathEscape(t.Def.Version))}
-	return v, t, nil
+	return v, nil
 }
 
 func (c *Console) tryForm(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
-	v, _, err := c.tryTool(r.Context(), sess, r.PathValue("name"), testAgent(sess.Credential, sess.ID))
+	v, err := c.tryTool(r.Context(), sess, r.PathValue("name"), testAgent(sess.Credential, sess.ID))
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func tryRun(s string) string {
 func (c *Console) tryCall(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
 	ctx := r.Context()
 	cred := testAgent(sess.Credential, sess.ID)
-	v, _, err := c.tryTool(ctx, sess, r.PathValue("name"), cred)
+	v, err := c.tryTool(ctx, sess, r.PathValue("name"), cred)
 	if err != nil {
 		return err
 	}
