@@ -521,7 +521,7 @@ func (ff *formField) read(vals url.Values) (v any, present, ok bool) {
 				ff.Error = fmt.Sprintf("at most %d lines", maxFormLines)
 				return nil, true, false
 			}
-			x, err := scalar(ff.Item, line, ff.Options)
+			x, err := scalar(ff.Item, line, ff.Options, !ff.Sensitive)
 			if err != "" {
 				ff.Error = fmt.Sprintf("line %d: %s", i+1, err)
 				return nil, true, false
@@ -540,7 +540,7 @@ func (ff *formField) read(vals url.Values) (v any, present, ok bool) {
 		}
 		return json.RawMessage(ff.Options[i]), true, true
 	}
-	x, err := scalar(ff.Kind, text, nil)
+	x, err := scalar(ff.Kind, text, nil, !ff.Sensitive)
 	if err != "" {
 		ff.Error = err
 		return nil, true, false
@@ -557,21 +557,28 @@ func (ff *formField) forget() {
 }
 
 // scalar types s as a value of kind (string, number, integer, boolean,
-// or enum of options, JSON texts), or answers what is wrong with it.
-func scalar(kind, s string, options []string) (any, string) {
+// or enum of options, JSON texts), or answers what is wrong with it,
+// quoting s only when show is set (never for a sensitive field).
+func scalar(kind, s string, options []string, show bool) (any, string) {
+	got := func(what string) string {
+		if !show {
+			return what
+		}
+		return fmt.Sprintf("%s; %q is not one", what, clip(s))
+	}
 	switch kind {
 	case kindString:
 		return s, ""
 	case kindInteger:
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, fmt.Sprintf("a whole number is needed, such as 42; %q is not one", clip(s))
+			return nil, got("a whole number is needed, such as 42")
 		}
 		return n, ""
 	case kindNumber:
 		x, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsInf(x, 0) || math.IsNaN(x) || !json.Valid([]byte(s)) {
-			return nil, fmt.Sprintf("a number is needed, such as 2.5; %q is not one", clip(s))
+			return nil, got("a number is needed, such as 2.5")
 		}
 		return json.Number(s), ""
 	case kindBoolean:
@@ -594,7 +601,7 @@ func scalar(kind, s string, options []string) (any, string) {
 				return v, ""
 			}
 		}
-		return nil, fmt.Sprintf("%q is not one of the values allowed", clip(s))
+		return nil, got("one of the values allowed is needed")
 	}
 	return nil, "this field cannot be read"
 }

@@ -106,7 +106,7 @@ func inputs(f *schemaForm) map[string]string {
 const parseSchema = `{"type":"object","required":["n"],"properties":{
 	"n":{"type":"integer"},"x":{"type":"number"},"b":{"type":"boolean"},"s":{"type":"string"},
 	"e":{"enum":["low","high",2]},"ids":{"type":"array","items":{"type":"integer"}},"tags":{"type":"array","items":{"enum":["a","b",1]}},
-	"raw":{"type":"array","items":{"type":"object"}},"pin":{"type":"string","x-sensitive":true},
+	"raw":{"type":"array","items":{"type":"object"}},"pin":{"type":"string","x-sensitive":true},"pinned":{"type":"integer","x-sensitive":true},
 	"to":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"integer"}}}}}`
 
 func TestSchemaFormParses(t *testing.T) {
@@ -124,8 +124,9 @@ func TestSchemaFormParses(t *testing.T) {
 		{"nothing at all", map[string]string{}, `{}`, nil},
 		{"a number keeps its digits", map[string]string{"x": "1e400"}, "", []string{"x: a number is needed"}},
 		{"not a whole number", map[string]string{"n": "3.5", "x": "0x10", "b": "yes", "e": "9", "ids": "1\nten", "tags": "c", "raw": "[{", "pin": "oops"},
-			"", []string{"n: a whole number is needed", "x: a number is needed", "b: true or false", "e: choose one of the values", "ids: line 2: a whole number", "tags: line 1: \"c\" is not one", "raw: this is not valid JSON"}},
+			"", []string{"n: a whole number is needed", "x: a number is needed", "b: true or false", "e: choose one of the values", "ids: line 2: a whole number", "tags: line 1: one of the values allowed is needed; \"c\" is not one", "raw: this is not valid JSON"}},
 		{"an integer past int64", map[string]string{"n": "9223372036854775808"}, "", []string{"n: a whole number is needed"}},
+		{"a sensitive field's error does not quote it", map[string]string{"pinned": "hunter2hunter2", "n": "1"}, "", []string{"pinned: a whole number is needed, such as 42"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -154,6 +155,9 @@ func TestSchemaFormParses(t *testing.T) {
 				t.Fatalf("accepted as %s", got)
 			}
 			errs := strings.Join(fieldErrors(f), "\n")
+			if strings.Contains(errs, "hunter2") {
+				t.Errorf("an error quotes a sensitive value: %s", errs)
+			}
 			for _, e := range tt.errs {
 				if !strings.Contains(errs, e) {
 					t.Errorf("errors %q lack %q", errs, e)
@@ -232,17 +236,14 @@ func FuzzSchemaForm(f *testing.F) {
 			if len(fieldErrors(form)) == 0 {
 				t.Fatalf("refused without naming a field")
 			}
+			checkForgotten(t, form, v1, v2)
 			return
 		}
 		var obj map[string]any
 		if err := json.Unmarshal(got, &obj); err != nil {
 			t.Fatalf("arguments %q are not a JSON object: %v", got, err)
 		}
-		for _, ff := range all {
-			if ff.Sensitive && ff.Value != "" {
-				t.Fatalf("sensitive %s keeps what was typed", ff.Path)
-			}
-		}
+		checkForgotten(t, form, v1, v2)
 	})
 }
 
@@ -305,6 +306,26 @@ func TestSchemaFormRefusedAt(t *testing.T) {
 		}
 		if strings.Join(got, ",") != tt.want {
 			t.Errorf("%q marks %v, want %q", tt.pointer, got, tt.want)
+		}
+	}
+}
+
+// checkForgotten fails the fuzz run when a sensitive field keeps what was
+// typed in it, in its value or in its error's words.
+func checkForgotten(t *testing.T, form *schemaForm, typed ...string) {
+	t.Helper()
+	for _, ff := range form.flat() {
+		if !ff.Sensitive {
+			continue
+		}
+		if ff.Value != "" {
+			t.Fatalf("sensitive %s keeps what was typed", ff.Path)
+		}
+		for _, v := range typed {
+			// What an error quotes, it quotes so (scalar).
+			if v = strings.TrimSpace(v); v != "" && strings.Contains(ff.Error, fmt.Sprintf("%q", v)) {
+				t.Fatalf("sensitive %s's error %q quotes %q", ff.Path, ff.Error, v)
+			}
 		}
 	}
 }

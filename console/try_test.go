@@ -357,7 +357,7 @@ func TestTryFormTypesAndKeeps(t *testing.T) {
 	}
 	bad := b.send("try.lookup", p, keys, map[string]string{"limit": "seven", "city": "Oslo <b>", "tags": "a\nb"})
 	if bad.status != http.StatusBadRequest || !strings.Contains(bad.body, "limit: a whole number is needed") ||
-		!strings.Contains(bad.body, `value="Oslo &lt;b&gt;"`) || !strings.Contains(bad.body, ">a\nb</textarea>") {
+		!strings.Contains(bad.body, `aria-invalid="true"`) || !strings.Contains(bad.body, `value="Oslo &lt;b&gt;"`) || !strings.Contains(bad.body, ">a\nb</textarea>") {
 		t.Fatalf("an unreadable form: %d %s", bad.status, bad.body)
 	}
 	good := b.send("try.lookup", p, keys, map[string]string{"limit": "7", "status": "1", "city": "Oslo", "tags": "a\nb"})
@@ -374,7 +374,7 @@ func TestTryFormTypesAndKeeps(t *testing.T) {
 		t.Errorf("a call missing status: %s", refused.body)
 	}
 	wrong := b.send("try.lookup", p, keys, map[string]string{"limit": "0", "status": "0"})
-	if !regexp.MustCompile(`class="refusal try-error" role="alert">limit: [^<]+</p>`).MatchString(wrong.body) {
+	if !regexp.MustCompile(`class="refusal try-error" id="f\d+-error" role="alert">limit: [^<]+</p>`).MatchString(wrong.body) {
 		t.Errorf("the refusal of limit 0 is not shown at its field: %s", wrong.body)
 	}
 	// A form made from another schema calls nothing.
