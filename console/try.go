@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/boundary"
 	"github.com/toolplane/toolplane/door"
+	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/projection"
 	"github.com/toolplane/toolplane/signin"
 )
@@ -231,7 +233,19 @@ func (c *Console) tryCall(w http.ResponseWriter, r *http.Request, sess *signin.S
 		return nil
 	}
 	gate := c.gate()
-	ans := gate.Call(ctx, door.Caller{Credential: cred, At: gate.Clock()}, door.Call{
+	// Charged to the rate budget the door keeps per credential, as an
+	// agent's call is: a console is not a way around it.
+	caller, err := gate.Spend(ctx, door.Caller{Credential: cred}, w.Header())
+	var limited *door.Refusal
+	switch {
+	case errors.As(err, &limited) && limited.Kind == door.RateLimited:
+		v.Outcome = &tryOutcome{Kind: "refused", Code: string(httperr.RateLimited), Message: limited.Message}
+		c.render(w, r, http.StatusTooManyRequests, "try", v)
+		return nil
+	case err != nil:
+		return err
+	}
+	ans := gate.Call(ctx, caller, door.Call{
 		Tool: v.Name, Arguments: args, Source: sourceConsole, RunID: v.Run, StepPath: tryStep, ReadAt: gate.Clock(),
 		Contracts: map[string]string{v.Name: v.Contract},
 	})

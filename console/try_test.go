@@ -28,6 +28,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/postgres"
 	"github.com/toolplane/toolplane/postgres/pgtest"
+	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
@@ -49,7 +50,7 @@ type lookupIn struct {
 // that needs finance's approval, its account x-sensitive) and try.lookup
 // (a read that answers outside content). tryer is a person of org-1;
 // other is a person of the same name in org-2.
-func newTryWorld(t *testing.T, backend string) *world {
+func newTryWorld(t *testing.T, backend string, limiter ...*ratelimit.Limiter) *world {
 	t.Helper()
 	w := &world{t: t, links: &links{used: map[string]bool{}}, keys: map[string]string{}}
 	switch backend {
@@ -128,6 +129,9 @@ func newTryWorld(t *testing.T, backend string) *world {
 		t.Fatal(err)
 	}
 	layer := &door.Door{Invoker: w.iv, Registry: reg, Store: w.store, Log: quiet, Authz: w.grants}
+	if len(limiter) > 0 {
+		layer.Limiter = limiter[0]
+	}
 	srv := httptest.NewUnstartedServer(nil)
 	w.base = "http://" + srv.Listener.Addr().String()
 	people, err := signin.New(signin.Config{Store: w.store, Keys: keyring(t), Gate: layer, PublicURL: w.base, Logger: quiet})
@@ -437,5 +441,31 @@ func TestTryStaysInTheOrganization(t *testing.T) {
 	}
 	if fmt.Sprint(w.approval(m[1]).OrganizationID) != org {
 		t.Errorf("the approval left its organization")
+	}
+}
+
+// TestTryIsRateLimited: calls from a Try page spend the rate budget the
+// door keeps per credential, as an agent's calls do: past it, the page
+// answers rate_limited and nothing runs.
+func TestTryIsRateLimited(t *testing.T) {
+	t.Parallel()
+	w := newTryWorld(t, "sqlite", ratelimit.New(2, time.Hour))
+	w.grant(console.TestAgentPrefix+"tryer", "", "try.*")
+	w.grant("", "tryer", "try.*")
+	b := w.browser()
+	b.signIn("tryer")
+	p, keys := b.tryForm("try.lookup")
+	for i := range 3 {
+		out := b.send("try.lookup", p, keys, map[string]string{"limit": fmt.Sprint(i + 1), "status": "0"})
+		switch {
+		case i < 2 && !strings.Contains(out.body, "&#34;ok&#34;:true"):
+			t.Fatalf("call %d within the budget: %d %s", i+1, out.status, out.body)
+		case i == 2 && (out.status != http.StatusTooManyRequests || !strings.Contains(out.body, `<code class="code">rate_limited</code>`)):
+			t.Fatalf("call %d past the budget: %d %s", i+1, out.status, out.body)
+		}
+	}
+	evs, _, err := w.store.ListAudit(context.Background(), org, toolplane.AuditFilter{AgentID: console.TestAgentPrefix + "tryer"}, "", 10)
+	if err != nil || len(evs) != 2 {
+		t.Errorf("%d calls audited, %v; want the two within the budget", len(evs), err)
 	}
 }
