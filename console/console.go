@@ -199,6 +199,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.notificationRoutes(mux)
 	c.anomalyRoutes(mux)
 	c.spendRoutes(mux)
+	c.tryRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
