@@ -50,7 +50,7 @@ type fakeSlack struct {
 	calls []call
 }
 
-func newFakeSlack(t *testing.T) *fakeSlack {
+func newFakeSlack(t testing.TB) *fakeSlack {
 	f := &fakeSlack{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
@@ -106,7 +106,7 @@ func (d decider) Resolve(ctx context.Context, id string, dec approval.Decision, 
 	return d.svc.Resolve(ctx, id, dec, by, nil)
 }
 
-func keyring(t *testing.T) *secret.Keyring {
+func keyring(t testing.TB) *secret.Keyring {
 	b := make([]byte, secret.KeySize)
 	rand.Read(b)
 	k, err := secret.ParseKeyring("k1 " + base64.StdEncoding.EncodeToString(b))
@@ -119,7 +119,9 @@ func keyring(t *testing.T) *secret.Keyring {
 var admin = &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "root@example.com",
 	Roles: []string{toolplane.RolePlatformAdmin}}
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldTB(t) }
+
+func newWorldTB(t testing.TB) *world {
 	t.Helper()
 	w := &world{st: sqlitetest.New(t), slack: newFakeSlack(t), now: time.Now(), logs: &bytes.Buffer{}}
 	keys := keyring(t)
@@ -168,7 +170,7 @@ func newWorld(t *testing.T) *world {
 
 // file stores a pending approval of org for group, needing approvers
 // distinct people (0: one).
-func (w *world) file(t *testing.T, org, group string, approvers int) *toolplane.Approval {
+func (w *world) file(t testing.TB, org, group string, approvers int) *toolplane.Approval {
 	t.Helper()
 	args := []byte(`{"order":"ord_1"}`)
 	hash, err := canonical.HashJSON(args)
@@ -213,7 +215,7 @@ func sign(secret string, ts time.Time, body []byte) http.Header {
 	return h
 }
 
-func (w *world) send(t *testing.T, org, channel string, h http.Header, body []byte) int {
+func (w *world) send(t testing.TB, org, channel string, h http.Header, body []byte) int {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/slack/interactivity/"+org+"/"+channel, bytes.NewReader(body))
 	r.Header = h
@@ -222,7 +224,7 @@ func (w *world) send(t *testing.T, org, channel string, h http.Header, body []by
 	return rec.Code
 }
 
-func (w *world) status(t *testing.T, org, id string) toolplane.ApprovalStatus {
+func (w *world) status(t testing.TB, org, id string) toolplane.ApprovalStatus {
 	t.Helper()
 	a, err := w.st.GetApproval(t.Context(), org, id)
 	if err != nil {
