@@ -78,6 +78,22 @@ func Verify(signing toolplane.SecretString, ts, sig string, body []byte, now tim
 	if sec == "" {
 		return ErrSignature
 	}
+	if err := precheck(ts, sig, now); err != nil {
+		return err
+	}
+	m := hmac.New(sha256.New, []byte(sec))
+	m.Write([]byte("v0:" + ts + ":"))
+	m.Write(body)
+	want := "v0=" + hex.EncodeToString(m.Sum(nil))
+	if !hmac.Equal([]byte(sig), []byte(want)) {
+		return ErrSignature
+	}
+	return nil
+}
+
+// precheck refuses a press whose timestamp is out of the window or whose
+// signature is not shaped as Slack's: "v0=" and 64 hex digits.
+func precheck(ts, sig string, now time.Time) error {
 	n, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return ErrStale
@@ -85,11 +101,7 @@ func Verify(signing toolplane.SecretString, ts, sig string, body []byte, now tim
 	if d := now.Sub(time.Unix(n, 0)); d > MaxSkew || d < -MaxSkew {
 		return ErrStale
 	}
-	m := hmac.New(sha256.New, []byte(sec))
-	m.Write([]byte("v0:" + ts + ":"))
-	m.Write(body)
-	want := "v0=" + hex.EncodeToString(m.Sum(nil))
-	if !hmac.Equal([]byte(sig), []byte(want)) {
+	if len(sig) != len("v0=")+2*sha256.Size || sig[:3] != "v0=" {
 		return ErrSignature
 	}
 	return nil
@@ -176,6 +188,12 @@ func (s *Service) interact(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.cfg.Now()
 	ts, sig := r.Header.Get("X-Slack-Request-Timestamp"), r.Header.Get("X-Slack-Signature")
+	// What needs no secret is checked before the channel is read and its
+	// secret opened, so a flood of unsigned requests costs no store read.
+	if err := precheck(ts, sig, now); err != nil {
+		httperr.Send(w, r, httperr.CodeFor(http.StatusUnauthorized), err.Error(), "")
+		return
+	}
 	ep, err := s.cfg.Channels.SlackEndpoint(ctx, org, channel)
 	switch {
 	case errors.Is(err, toolplane.ErrNotFound):
