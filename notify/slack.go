@@ -38,9 +38,6 @@ var (
 	slackError   = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 )
 
-// SlackID reports whether s looks like a Slack id (T0123…, U0123…).
-func SlackID(s string) bool { return slackID.MatchString(s) }
-
 // checkSlack refuses a Slack channel that could not deliver: an incoming
 // webhook URL, or a bot token with the conversation to post to. Its
 // errors never quote a secret.
