@@ -12,7 +12,10 @@ type ChannelKind string
 const (
 	// ChannelWebhook POSTs a JSON document signed with HMAC-SHA256.
 	ChannelWebhook ChannelKind = "webhook"
-	// ChannelSlack POSTs a message to a Slack-compatible incoming webhook.
+	// ChannelSlack posts a message to Slack: through the Web API's
+	// chat.postMessage with a bot token when the channel holds one (the
+	// message can then be updated once an approval is decided), else to a
+	// Slack-compatible incoming webhook.
 	ChannelSlack ChannelKind = "slack"
 	// ChannelEmail sends a mail over SMTP.
 	ChannelEmail ChannelKind = "email"
@@ -60,6 +63,12 @@ type ChannelConfig struct {
 	// a loopback address only: an operator's explicit choice for a local
 	// relay.
 	Insecure bool `json:"insecure,omitempty"`
+	// SlackChannel is the Slack conversation (C0123…) a Slack channel
+	// with a bot token posts to.
+	SlackChannel string `json:"slack_channel,omitempty"`
+	// SlackTeam, when set, is the only Slack workspace (T0123…) whose
+	// button presses the channel's interactivity endpoint accepts.
+	SlackTeam string `json:"slack_team,omitempty"`
 }
 
 // ChannelSecrets is a channel's secret material in clear, held while a
@@ -71,6 +80,12 @@ type ChannelSecrets struct {
 	SlackURL SecretString `json:"slack_url,omitempty"`
 	// Password is the SMTP password.
 	Password SecretString `json:"password,omitempty"`
+	// SlackBotToken (xoxb-…) posts and updates a Slack channel's messages
+	// through the Web API.
+	SlackBotToken SecretString `json:"slack_bot_token,omitempty"`
+	// SlackSigningSecret verifies the requests Slack sends to the
+	// channel's interactivity endpoint (a button pressed).
+	SlackSigningSecret SecretString `json:"slack_signing_secret,omitempty"`
 }
 
 // DeliveryState is where a notification's delivery on one channel ended.

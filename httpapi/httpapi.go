@@ -45,6 +45,7 @@ import (
 	"github.com/toolplane/toolplane/semver"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/signing"
+	"github.com/toolplane/toolplane/slack"
 	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -103,6 +104,9 @@ type Server struct {
 	// given up under /v1/notifications/dead-letters; without it they
 	// answer 404.
 	Notifications *notify.Service
+	// Slack, when set, serves the links of Slack accounts to people under
+	// /v1/slack/links; without it they answer 404.
+	Slack *slack.Service
 	// WebhookSecrets, when set, serves the organization's callback
 	// signing secret under /v1/webhook-secret (its metadata, and its
 	// rotation); without it they answer 404.
@@ -352,6 +356,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/notifications/channels/{id}", s.notificationRoute(s.getChannel)},
 		{"DELETE", "/v1/notifications/channels/{id}", s.notificationRoute(s.deleteChannel)},
 		{"GET", "/v1/notifications/dead-letters", s.notificationRoute(s.listDeadLetters)},
+		{"POST", "/v1/slack/links", s.slackRoute(s.linkSlack)},
+		{"GET", "/v1/slack/links", s.slackRoute(s.listSlackLinks)},
+		{"DELETE", "/v1/slack/links/{team}/{user}", s.slackRoute(s.unlinkSlack)},
 		{"GET", "/v1/webhook-secret", s.webhookSecretRoute(s.getWebhookSecret)},
 		{"POST", "/v1/webhook-secret:rotate", s.webhookSecretRoute(s.rotateWebhookSecret)},
 		{"GET", "/v1/oauth/clients", s.authServerRoute(s.listOAuthClients)},

@@ -33,6 +33,8 @@ type channelBody struct {
 		HMACKey  string `json:"hmac_key"`
 		SlackURL string `json:"slack_url"`
 		Password string `json:"password"`
+		SlackBot string `json:"slack_bot_token"`
+		SlackSig string `json:"slack_signing_secret"`
 	} `json:"secrets"`
 }
 
@@ -105,5 +107,6 @@ func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request, c calle
 func notifyChannel(b channelBody) notify.NewChannel {
 	return notify.NewChannel{Name: b.Name, Group: b.Group, Kind: b.Kind, Config: b.Config, Secondary: b.Secondary,
 		Secrets: toolplane.ChannelSecrets{HMACKey: toolplane.SecretString(b.Secrets.HMACKey),
-			SlackURL: toolplane.SecretString(b.Secrets.SlackURL), Password: toolplane.SecretString(b.Secrets.Password)}}
+			SlackURL: toolplane.SecretString(b.Secrets.SlackURL), Password: toolplane.SecretString(b.Secrets.Password),
+			SlackBotToken: toolplane.SecretString(b.Secrets.SlackBot), SlackSigningSecret: toolplane.SecretString(b.Secrets.SlackSig)}}
 }

@@ -61,6 +61,8 @@ type Service struct {
 	// to addresses the egress rules allow (public ones, and the
 	// operator's AllowCIDRs).
 	dest *egress.Policy
+	// slackAPI and slackHooks are Config's, defaulted.
+	slackAPI, slackHooks string
 }
 
 // Config is what a Service is built from. Store and Keys are required.
@@ -87,6 +89,13 @@ type Config struct {
 	// at every send, as a connection without allow_cidrs is; a metadata
 	// address is admitted only by an entry of that single address.
 	AllowCIDRs []string
+	// SlackAPI is the base of Slack's Web API a channel with a bot token
+	// posts to and updates its messages through; default
+	// DefaultSlackAPI. A test points it at a local fake.
+	SlackAPI string
+	// SlackHooks is what every response_url a button press carries must
+	// start with to be answered; default DefaultSlackHooks.
+	SlackHooks string
 	// Resolver resolves channels' host names; nil is the system's.
 	Resolver egress.Resolver
 	Now      func() time.Time
@@ -106,6 +115,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ExpiryLead <= 0 {
 		cfg.ExpiryLead = DefaultExpiryLead
 	}
+	if cfg.SlackAPI == "" {
+		cfg.SlackAPI = DefaultSlackAPI
+	}
+	if cfg.SlackHooks == "" {
+		cfg.SlackHooks = DefaultSlackHooks
+	}
+	if checkURL(cfg.SlackAPI) != nil || checkURL(cfg.SlackHooks) != nil || !strings.HasSuffix(cfg.SlackHooks, "/") {
+		return nil, fmt.Errorf("%w: notify: SlackAPI and SlackHooks are http(s) URLs, SlackHooks ending in /", toolplane.ErrInvalid)
+	}
 	links, err := NewLinks(cfg.Keys, cfg.Store, cfg.LinkTTL, cfg.Now)
 	if err != nil {
 		return nil, err
@@ -119,7 +137,8 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("notify: the ranges channels may reach: %w", err)
 	}
 	return &Service{store: cfg.Store, keys: cfg.Keys, public: strings.TrimRight(cfg.PublicURL, "/"), now: cfg.Now,
-		send: senders{timeout: cfg.Timeout, dest: dest}, links: links, lead: cfg.ExpiryLead, dest: dest}, nil
+		send: senders{timeout: cfg.Timeout, dest: dest, slackAPI: strings.TrimRight(cfg.SlackAPI, "/")}, links: links, lead: cfg.ExpiryLead, dest: dest,
+		slackAPI: strings.TrimRight(cfg.SlackAPI, "/"), slackHooks: cfg.SlackHooks}, nil
 }
 
 // Links answers the service's link signer, which the console checks links
@@ -142,7 +161,7 @@ type NewChannel struct {
 type Shown struct {
 	toolplane.NotificationChannel
 	// SecretsSet names the secrets the channel holds (hmac_key,
-	// slack_url, password).
+	// slack_url, password, slack_bot_token, slack_signing_secret).
 	SecretsSet []string `json:"secrets_set,omitempty"`
 }
 
@@ -257,6 +276,12 @@ func shown(c *toolplane.NotificationChannel, sec toolplane.ChannelSecrets) *Show
 	if sec.Password != "" {
 		out.SecretsSet = append(out.SecretsSet, "password")
 	}
+	if sec.SlackBotToken != "" {
+		out.SecretsSet = append(out.SecretsSet, "slack_bot_token")
+	}
+	if sec.SlackSigningSecret != "" {
+		out.SecretsSet = append(out.SecretsSet, "slack_signing_secret")
+	}
 	return out
 }
 
@@ -266,10 +291,13 @@ type plainChannelSecrets struct {
 	HMACKey  string `json:"hmac_key,omitempty"`
 	SlackURL string `json:"slack_url,omitempty"`
 	Password string `json:"password,omitempty"`
+	SlackBot string `json:"slack_bot_token,omitempty"`
+	SlackSig string `json:"slack_signing_secret,omitempty"`
 }
 
 func (s *Service) seal(c *toolplane.NotificationChannel, sec toolplane.ChannelSecrets) ([]byte, error) {
-	plain, err := json.Marshal(plainChannelSecrets{HMACKey: sec.HMACKey.Reveal(), SlackURL: sec.SlackURL.Reveal(), Password: sec.Password.Reveal()})
+	plain, err := json.Marshal(plainChannelSecrets{HMACKey: sec.HMACKey.Reveal(), SlackURL: sec.SlackURL.Reveal(), Password: sec.Password.Reveal(),
+		SlackBot: sec.SlackBotToken.Reveal(), SlackSig: sec.SlackSigningSecret.Reveal()})
 	if err != nil {
 		return nil, fmt.Errorf("seal channel %s: %w", c.ID, err)
 	}
@@ -295,7 +323,8 @@ func (s *Service) open(c *toolplane.NotificationChannel) (toolplane.ChannelSecre
 		return toolplane.ChannelSecrets{}, fmt.Errorf("open channel %s: the sealed value is not a secrets object", c.ID)
 	}
 	return toolplane.ChannelSecrets{HMACKey: toolplane.SecretString(p.HMACKey), SlackURL: toolplane.SecretString(p.SlackURL),
-		Password: toolplane.SecretString(p.Password)}, nil
+		Password: toolplane.SecretString(p.Password), SlackBotToken: toolplane.SecretString(p.SlackBot),
+		SlackSigningSecret: toolplane.SecretString(p.SlackSig)}, nil
 }
 
 // maxName bounds a channel's name and group.
@@ -317,11 +346,8 @@ func check(n NewChannel) error {
 			return bad("a webhook needs an hmac_key of at least 32 characters")
 		}
 	case toolplane.ChannelSlack:
-		if err := checkURL(n.Secrets.SlackURL.Reveal()); err != nil {
-			return bad("slack_url is not an http(s) URL")
-		}
-		if n.Config.URL != "" {
-			return bad("a Slack channel's URL is a secret: give it as slack_url")
+		if err := checkSlack(n); err != nil {
+			return bad(err.Error())
 		}
 	case toolplane.ChannelEmail:
 		c := n.Config
@@ -368,6 +394,11 @@ func (s *Service) checkDestination(ctx context.Context, n NewChannel) error {
 	case toolplane.ChannelWebhook:
 		field, host = "config.url", urlHost(n.Config.URL)
 	case toolplane.ChannelSlack:
+		if n.Secrets.SlackBotToken != "" {
+			// The Web API's address is the operator's (Config.SlackAPI),
+			// not the channel's.
+			return nil
+		}
 		field, host = "secrets.slack_url", urlHost(n.Secrets.SlackURL.Reveal())
 	case toolplane.ChannelEmail:
 		field, host = "config.host", n.Config.Host

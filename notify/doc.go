@@ -1,9 +1,9 @@
 // Package notify tells people when they are needed: an approval filed for
 // their group, escalated to it, about to expire, or decided, and a call
 // that went uncertain. It keeps an organization's channels (a signed
-// webhook, a Slack-compatible incoming webhook, email over SMTP), builds
-// each message from the stored approval or claim, sends it, and signs the
-// one-click links that open an approval in the console.
+// webhook, Slack through a bot token or an incoming webhook, email over
+// SMTP), builds each message from the stored approval or claim, sends it,
+// and signs the one-click links that open an approval in the console.
 //
 // # Channels
 //
@@ -11,9 +11,9 @@
 // the group "" are the organization's default, used for a group with none
 // of its own and for what belongs to no group (an uncertain call). A
 // channel's secret material (the webhook's HMAC key, the Slack URL, the
-// SMTP password) is sealed with the deployment's keyring at rest and is
-// never answered: a listing shows which secrets are set, not their
-// values. Who may configure channels is this package's rule (MayConfigure):
+// SMTP password, a Slack bot token and signing secret) is sealed with the
+// deployment's keyring at rest and is never answered: a listing shows
+// which secrets are set, not their values. Who may configure channels is this package's rule (MayConfigure):
 // a platform administrator.
 //
 // # Destinations
@@ -53,4 +53,13 @@
 // confirmation; only a signed-in approver's POST decides. Links.Check
 // verifies a token for an approval; Links.Use also consumes its nonce, so
 // a link works once.
+//
+// # Slack
+//
+// A Slack message about a pending approval carries Approve and Reject
+// buttons valued with the approval's id. With a bot token it is posted
+// through the Web API (chat.postMessage) and, once decided from Slack,
+// rewritten through chat.update; otherwise it goes to the incoming webhook
+// and is rewritten through the press's response_url. The presses
+// themselves are the slack package's to verify and decide.
 package notify

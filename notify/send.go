@@ -56,7 +56,7 @@ func (s *Service) Send(ctx context.Context, d Delivery, attempt int) error {
 	case toolplane.ChannelWebhook:
 		err = s.send.webhook(ctx, ch, sec, p)
 	case toolplane.ChannelSlack:
-		err = s.send.slack(ctx, sec, p)
+		err = s.send.slack(ctx, ch, sec, p)
 	case toolplane.ChannelEmail:
 		err = s.send.email(ctx, ch, sec, p)
 	default:
@@ -154,6 +154,8 @@ type senders struct {
 	// checked address the one dialed, so a name that changes its answer
 	// after the channel was created reaches no refused address.
 	dest *egress.Policy
+	// slackAPI is the base of Slack's Web API.
+	slackAPI string
 }
 
 // maxAnswer bounds what is read of an endpoint's answer.
@@ -203,8 +205,16 @@ func (x senders) webhook(ctx context.Context, ch *toolplane.NotificationChannel,
 	return x.post(ctx, ch.Config.URL, body, h)
 }
 
-func (x senders) slack(ctx context.Context, sec toolplane.ChannelSecrets, p *Payload) error {
-	body, err := json.Marshal(SlackMessage(p))
+// slack posts p's message: through the Web API with the channel's bot
+// token when it holds one, else to its incoming webhook.
+func (x senders) slack(ctx context.Context, ch *toolplane.NotificationChannel, sec toolplane.ChannelSecrets, p *Payload) error {
+	msg := SlackMessage(p)
+	if sec.SlackBotToken != "" {
+		msg["channel"] = ch.Config.SlackChannel
+		_, err := x.slackCall(ctx, "chat.postMessage", sec.SlackBotToken, msg)
+		return err
+	}
+	body, err := json.Marshal(msg)
 	if err != nil {
 		return err
 	}
@@ -423,10 +433,25 @@ func SlackMessage(p *Payload) map[string]any {
 		{"type": "header", "text": map[string]any{"type": "plain_text", "text": truncate(title(p), 150)}},
 		{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": truncate(strings.Join(lines, "\n"), 3000)}},
 	}
+	var actions []map[string]any
+	if a := p.Approval; a != nil && a.Status == string(toolplane.ApprovalPending) && p.Event != ApprovalDecided {
+		// Pressed, a button is answered at the channel's interactivity
+		// endpoint, which decides as the person the Slack account is
+		// linked to; the value names the approval, looked up in the
+		// channel's organization only.
+		actions = append(actions,
+			map[string]any{"type": "button", "action_id": ActionApprove, "value": a.ID, "style": "primary",
+				"text": map[string]any{"type": "plain_text", "text": "Approve"}},
+			map[string]any{"type": "button", "action_id": ActionReject, "value": a.ID, "style": "danger",
+				"text": map[string]any{"type": "plain_text", "text": "Reject"}})
+	}
 	if p.Link != "" {
-		blocks = append(blocks, map[string]any{"type": "actions", "elements": []map[string]any{{
-			"type": "button", "text": map[string]any{"type": "plain_text", "text": "Open in the console"}, "url": p.Link,
-		}}})
+		actions = append(actions, map[string]any{
+			"type": "button", "action_id": "toolplane_open", "text": map[string]any{"type": "plain_text", "text": "Open in the console"}, "url": p.Link,
+		})
+	}
+	if len(actions) > 0 {
+		blocks = append(blocks, map[string]any{"type": "actions", "elements": actions})
 	}
 	return map[string]any{"text": slackText(title(p)), "blocks": blocks}
 }

@@ -459,6 +459,11 @@ func TestNotifications(t *testing.T) {
 	storetest.RunNotifications(t, func(t *testing.T) storetest.NotificationStore { return newTestStore(t) })
 }
 
+func TestSlackLinks(t *testing.T) {
+	t.Parallel()
+	storetest.RunSlackLinks(t, func(t *testing.T) storetest.SlackLinkStore { return newTestStore(t) })
+}
+
 func TestProviderJobs(t *testing.T) {
 	t.Parallel()
 	pgtest.DSN(t)

@@ -16,11 +16,13 @@ var channelKinds = []string{"webhook", "slack", "email"}
 func newNotificationsCmd(a *app) *cobra.Command {
 	var (
 		name, grp, kind, url, secondary string
+		slackChannel, slackTeam         string
 		host, from, username, caFile    string
 		port                            int
 		to                              []string
 		insecure                        bool
 		hmacKey, slackURL, password     *secretSource
+		slackBot, slackSigning          *secretSource
 	)
 	add := apiCmd(a, "add --name NAME --kind KIND [flags]",
 		"add a notification channel for an approver group, its secrets sealed (platform_admin)", exactArgs(0, "no arguments"), nil,
@@ -29,7 +31,8 @@ func newNotificationsCmd(a *app) *cobra.Command {
 				return request{}, usageErr("--kind: want %s, got %q", strings.Join(channelKinds, ", "), kind)
 			}
 			secrets := map[string]string{}
-			for flag, s := range map[string]*secretSource{"hmac-key": hmacKey, "slack-url": slackURL, "password": password} {
+			for flag, s := range map[string]*secretSource{"hmac-key": hmacKey, "slack-url": slackURL, "password": password,
+				"slack-bot-token": slackBot, "slack-signing-secret": slackSigning} {
 				v, err := s.read(a, flag)
 				if err != nil {
 					return request{}, err
@@ -38,7 +41,8 @@ func newNotificationsCmd(a *app) *cobra.Command {
 					secrets[s.name] = v
 				}
 			}
-			config := map[string]any{"url": url, "host": host, "port": port, "from": from, "to": to, "username": username, "insecure": insecure}
+			config := map[string]any{"url": url, "host": host, "port": port, "from": from, "to": to, "username": username, "insecure": insecure,
+				"slack_channel": slackChannel, "slack_team": slackTeam}
 			if caFile != "" {
 				ca, err := os.ReadFile(caFile)
 				if err != nil {
@@ -65,6 +69,10 @@ func newNotificationsCmd(a *app) *cobra.Command {
 	hmacKey = addSecret(add, "hmac-key", "hmac_key", "the webhook's signing key (at least 32 characters)")
 	slackURL = addSecret(add, "slack-url", "slack_url", "the Slack incoming webhook URL")
 	password = addSecret(add, "password", "password", "the SMTP password")
+	slackBot = addSecret(add, "slack-bot-token", "slack_bot_token", "a Slack app's bot token (xoxb-…): messages go through chat.postMessage and are updated once decided")
+	slackSigning = addSecret(add, "slack-signing-secret", "slack_signing_secret", "the Slack app's signing secret, which button presses are verified with")
+	f.StringVar(&slackChannel, "slack-channel", "", "the Slack conversation (C0123… or #name) a channel with a bot token posts to")
+	f.StringVar(&slackTeam, "slack-team", "", "the only Slack workspace (T0123…) whose button presses are accepted")
 	for _, flag := range []string{"name", "kind"} {
 		_ = add.MarkFlagRequired(flag)
 	}
@@ -96,7 +104,8 @@ func newNotificationsCmd(a *app) *cobra.Command {
 		Short: "where people are told of approvals and uncertain calls",
 		Long: `channels manages where an organization's approver groups are told that an
 approval needs them or a call went uncertain: a signed webhook, a Slack
-incoming webhook, or email over SMTP with STARTTLS. A secret is never given
+incoming webhook or a Slack app's bot token (whose messages carry Approve and
+Reject buttons, see "toolplane slack"), or email over SMTP with STARTTLS. A secret is never given
 on the command line: name the environment variable or the file holding it
 (--hmac-key-env HOOK_KEY, --slack-url-file ./slack-url, --password-env SMTP_PASSWORD).`,
 	}

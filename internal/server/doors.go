@@ -21,6 +21,7 @@ import (
 	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/signin"
+	"github.com/toolplane/toolplane/slack"
 )
 
 // doors builds the REST and MCP doors over svc, the console, the sign-in
@@ -66,6 +67,11 @@ func (s *Server) doors(svc *services) error {
 	// A vendor's callback door: authenticated by the vendor's signature,
 	// not by a key, so it is not behind the API's gate.
 	mux.Handle(providerjob.Route, hooks)
+	// Slack's button presses: authenticated by Slack's signature with
+	// the channel's signing secret, not by a key.
+	if svc.slack != nil {
+		mux.Handle(slack.Route, svc.slack.Handler())
+	}
 	// No WriteTimeout: MCP answers over long-lived event streams.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, TLSConfig: s.tlsConfig()}
 	s.srv.RegisterOnShutdown(endStreams)
@@ -136,7 +142,7 @@ func (s *Server) mcpDoor(gate *door.Door, svc *services) *mcpserver.Server {
 // resource metadata (RFC 9728) the MCP door publishes.
 func (s *Server) apiDoor(gate *door.Door, svc *services, people *signin.Service, mcp *mcpserver.Server, as *authserver.Server) *httpapi.Server {
 	return &httpapi.Server{Door: gate, Store: s.b.Store, Log: s.log, AuditExports: svc.exports, Catalog: svc.cat, UpstreamSettings: svc.upstreamSettings, Connections: svc.connections,
-		Rules: svc.rules, People: people, Notifications: svc.notes, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, Anomalies: svc.anomalies, Spend: svc.spend, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
+		Rules: svc.rules, People: people, Notifications: svc.notes, Slack: svc.slack, WebhookSecrets: svc.webhookSecrets, VendorCeilings: svc.ceilings, Anomalies: svc.anomalies, Spend: svc.spend, PublicURL: s.public, Console: console.Path, MaxBatch: s.cfg.MaxBatchCalls, ProviderJobs: s.pj,
 		ResourceMetadata: mcp.ResourceMetadataURL(""), Metadata: mcp.ResourceMetadataHandler(), AuditKeys: s.publicAuditKeys(),
 		AuditPurges: s.auditPurges(), AuditSinks: audit.NewSinks(s.b.Store, nil), OAuth: oauthAdmin(as)}
 }

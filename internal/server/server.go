@@ -253,6 +253,12 @@ type Config struct {
 	// private, link-local or metadata destination is refused when a
 	// channel is created and at every send (notify.Config.AllowCIDRs).
 	NotifyAllowCIDRs []string
+	// SlackAPI and SlackHooks are where Slack is: the Web API's base a
+	// Slack channel with a bot token posts through, and what every
+	// response_url of a button press must start with; defaults
+	// notify.DefaultSlackAPI and notify.DefaultSlackHooks. Only a
+	// Slack-compatible service of one's own (or a test's fake) sets them.
+	SlackAPI, SlackHooks string
 	// WebhookSecretGrace is how long an organization's callback signing
 	// secret keeps signing beside the one a rotation made; zero:
 	// signing.DefaultGrace (a day).

@@ -37,6 +37,7 @@ import (
 	sqlruntime "github.com/toolplane/toolplane/runtime/sql"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signing"
+	"github.com/toolplane/toolplane/slack"
 	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/upstream"
 )
@@ -110,6 +111,10 @@ type services struct {
 	// notes tells people of approvals and uncertain calls; its Links
 	// check the one-click links its messages carry.
 	notes *notify.Service
+	// slack answers the buttons of approval messages in Slack, and
+	// keeps the links of Slack accounts to people; nil when the store
+	// keeps no links.
+	slack *slack.Service
 	// webhookSecrets keeps the organizations' callback signing secrets.
 	webhookSecrets *signing.Secrets
 	// ceilings keeps the organizations' vendor ceilings, checked before
@@ -194,9 +199,17 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 		return nil, err
 	}
 	s.iv = svc.iv
-	svc.notes, err = notify.New(notify.Config{Store: s.b.Store, Keys: svc.keys, PublicURL: s.public, AllowCIDRs: s.cfg.NotifyAllowCIDRs})
+	svc.notes, err = notify.New(notify.Config{Store: s.b.Store, Keys: svc.keys, PublicURL: s.public, AllowCIDRs: s.cfg.NotifyAllowCIDRs,
+		SlackAPI: s.cfg.SlackAPI, SlackHooks: s.cfg.SlackHooks})
 	if err != nil {
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
+	}
+	if st, ok := s.b.Store.(slack.Store); ok {
+		// A press decides through the invoker, as the console does.
+		svc.slack, err = slack.New(slack.Config{Store: st, Keys: svc.keys, Channels: svc.notes, Decider: svc.iv, Logger: s.log})
+		if err != nil {
+			return nil, err
+		}
 	}
 	svc.webhookSecrets, err = signing.New(signing.Config{Store: s.b.Store, Keys: svc.keys, Grace: s.cfg.WebhookSecretGrace})
 	if err != nil {

@@ -1,0 +1,98 @@
+package slack
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/secret"
+)
+
+// ErrCode: a link code that is forged, expired, used, or of another
+// organization. Which of these is not said.
+var ErrCode = toolplane.Refine(toolplane.ErrForbidden, "slack link code not valid")
+
+// codePurpose names the derived key link codes are signed with.
+const codePurpose = "toolplane slack link code v1"
+
+// CodeTTL is how long a link code works.
+const CodeTTL = 10 * time.Minute
+
+// maxCode bounds a code read from a request.
+const maxCode = 1024
+
+// code is what a link code binds: the Slack account that was shown it,
+// in the organization whose channel showed it, until when, and a nonce
+// that makes it work once.
+type code struct {
+	Key     string `json:"k"`
+	Org     string `json:"o"`
+	Team    string `json:"t"`
+	User    string `json:"u"`
+	Expires int64  `json:"e"`
+	Nonce   string `json:"n"`
+}
+
+func codeMAC(keys *secret.Keyring, keyID string, payload []byte) ([]byte, error) {
+	key, err := keys.DeriveKey(keyID, codePurpose)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	m := hmac.New(sha256.New, key)
+	m.Write(payload)
+	return m.Sum(nil), nil
+}
+
+// signCode answers a code for the Slack account (team, user) of org,
+// working until now+CodeTTL.
+func signCode(keys *secret.Keyring, org, team, user string, now time.Time) (string, error) {
+	c := code{Key: keys.Current(), Org: org, Team: team, User: user, Expires: now.Add(CodeTTL).Unix(), Nonce: rand.Text()}
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("sign slack link code: %w", err)
+	}
+	mac, err := codeMAC(keys, c.Key, payload)
+	if err != nil {
+		return "", err
+	}
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(mac), nil
+}
+
+// parseCode verifies a code's signature and expiry and answers what it
+// binds; it does not use it up.
+func parseCode(keys *secret.Keyring, token string, now time.Time) (*code, error) {
+	if len(token) > maxCode {
+		return nil, ErrCode
+	}
+	p, m, ok := strings.Cut(strings.TrimSpace(token), ".")
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p)
+	sig, err2 := enc.DecodeString(m)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, ErrCode
+	}
+	var c code
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, ErrCode
+	}
+	want, err := codeMAC(keys, c.Key, payload)
+	if errors.Is(err, secret.ErrUnknownKey) || (err == nil && !hmac.Equal(sig, want)) {
+		return nil, ErrCode
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check slack link code: %w", err)
+	}
+	if c.Org == "" || !slackID(c.Team) || !slackID(c.User) || c.Nonce == "" || !now.Before(time.Unix(c.Expires, 0)) {
+		return nil, ErrCode
+	}
+	return &c, nil
+}

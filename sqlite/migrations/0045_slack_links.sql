@@ -1,0 +1,16 @@
+-- Which toolplane person a Slack account acts as when it presses an
+-- approval's button (toolplane.SlackLink): one row per organization,
+-- Slack workspace (team) and Slack account (user). credential_id is the
+-- person credential the account decides with, read again at every
+-- decision, so a revoked or expired key decides nothing; subject is that
+-- credential's person, kept to show the link. A Slack account linked in
+-- one organization is another row, unknown, in every other.
+CREATE TABLE slack_links (
+	organization_id TEXT NOT NULL,
+	team            TEXT NOT NULL,
+	user_id         TEXT NOT NULL,
+	credential_id   TEXT NOT NULL,
+	subject         TEXT NOT NULL,
+	created_at      INTEGER NOT NULL,
+	PRIMARY KEY (organization_id, team, user_id)
+) STRICT;
