@@ -8,7 +8,7 @@ import (
 )
 
 // trafficWhere selects a traffic query's calls: the organization's call
-// events of a door's source in [from, until). kind = ” is written as a
+// events of a door's source in [from, until). The empty kind is written as a
 // literal so both databases use the partial index migration 0044 keeps
 // for these reads (organization and time first, every column read
 // after): the read touches the index alone, never the events' rows.
