@@ -48,6 +48,7 @@ import (
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
+	"github.com/toolplane/toolplane/traffic"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
 )
 
@@ -232,7 +233,8 @@ func newWorldOn(t testing.TB, backend string) *world {
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),
-		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer})
+		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer,
+		Traffic: traffic.New(w.store.(toolplane.TrafficStore), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
