@@ -48,8 +48,8 @@ import (
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
-	"github.com/toolplane/toolplane/traffic"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
+	"github.com/toolplane/toolplane/traffic"
 )
 
 const org = "org-1"
