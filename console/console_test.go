@@ -75,7 +75,9 @@ type world struct {
 	t     testing.TB
 	store toolplane.Store
 	// db is the SQLite store's database (nil on PostgreSQL).
-	db    *sql.DB
+	db *sql.DB
+	// pool is the PostgreSQL store's pool (nil on SQLite).
+	pool  *pgxpool.Pool
 	iv    *invoke.Invoker
 	base  string
 	links *links
@@ -126,6 +128,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 		}
 		t.Cleanup(pool.Close)
 		pg := postgres.New(pool)
+		w.pool = pool
 		if err := pg.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
