@@ -32,6 +32,8 @@ type overviewPage struct {
 // trafficView is what the overview and a tool's panel both show: the
 // window's links, its figures and its calls' chart.
 type trafficView struct {
+	// Heading titles the panel where the page has other sections.
+	Heading string
 	Window  traffic.Window
 	Windows []windowLink
 	From    string
@@ -136,6 +138,7 @@ func (c *Console) toolTraffic(r *http.Request, sess *signin.Session, tool, page 
 		return nil, err
 	}
 	v := c.trafficView(o, page)
+	v.Heading = "Traffic, all nodes (from the audit trail)"
 	return &v, nil
 }
 
