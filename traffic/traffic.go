@@ -3,7 +3,9 @@
 // long they took (percentiles), and what they cost, in total, per tool and
 // per agent, and step by step for a chart. The figures are read from the
 // audit trail (toolplane.TrafficStore), the one record every call's answer
-// has, so they agree with it; nothing is kept beside it.
+// has, so they agree with it; nothing is stored beside it (a node keeps
+// in memory what it counted of a day's steps that are over, see
+// Service.read).
 //
 // Who may read them is who may read the audit trail (audit.MayRead): they
 // are the trail counted, per agent, with its costs.
@@ -14,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -206,7 +209,27 @@ type Overview struct {
 type Service struct {
 	store toolplane.TrafficStore
 	now   func() time.Time
+	// sealed keeps, per organization, the counted calls of the day's
+	// steps that are over (see read).
+	mu     sync.Mutex
+	sealed map[string]*orgSteps
 }
+
+// orgSteps are one organization's sealed steps: each step's cells (of
+// every tool) by its start, and when they were last read.
+type orgSteps struct {
+	cells map[time.Time][]toolplane.TrafficCell
+	used  time.Time
+}
+
+// sealAfter is how long after a step ends it is taken as complete: an
+// event is stored with the time its call was answered, within moments
+// (the audit writer's flush), so a step this long over gains no more.
+const sealAfter = 2 * time.Minute
+
+// maxSealedOrgs bounds the organizations whose sealed steps a node keeps;
+// the one read longest ago makes room for another.
+const maxSealedOrgs = 64
 
 // New answers the service reading store; now is its clock (nil:
 // time.Now).
@@ -214,7 +237,114 @@ func New(store toolplane.TrafficStore, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, now: now}
+	return &Service{store: store, now: now, sealed: map[string]*orgSteps{}}
+}
+
+// read answers q's cells and series points. The hour is read from the
+// trail whole: a few thousand calls at most are one short index range.
+// A day can hold a million calls, too many to count on every view: its
+// steps that are over (sealAfter) are counted once each, from the trail,
+// and kept by the service; only the steps since are counted on each view.
+// A sealed step counts what the trail held when it was sealed: a range
+// of the trail dropped later (retention) is still counted until the step
+// leaves the day.
+func (s *Service) read(ctx context.Context, w Window, q toolplane.TrafficQuery) ([]toolplane.TrafficCell, []toolplane.TrafficPoint, error) {
+	live := q
+	var cells []toolplane.TrafficCell
+	var points []toolplane.TrafficPoint
+	if w == Day {
+		horizon := s.now().Add(-sealAfter)
+		i := 0
+		for start := q.From; !start.Add(q.Step).After(horizon) && start.Before(q.Until); start = start.Add(q.Step) {
+			sc, err := s.sealedStep(ctx, q.OrganizationID, start, q.Step, q.From)
+			if err != nil {
+				return nil, nil, err
+			}
+			byOutcome := map[string]*toolplane.TrafficPoint{}
+			for _, c := range sc {
+				if q.Tool != "" && c.Tool != q.Tool {
+					continue
+				}
+				cells = append(cells, c)
+				p := byOutcome[c.Outcome]
+				if p == nil {
+					p = &toolplane.TrafficPoint{Step: i, Outcome: c.Outcome}
+					byOutcome[c.Outcome] = p
+				}
+				p.Calls += c.Calls
+				p.CostCents += c.CostCents
+			}
+			for _, p := range byOutcome {
+				points = append(points, *p)
+			}
+			live.From = start.Add(q.Step)
+			i++
+		}
+	}
+	if !live.From.Before(live.Until) {
+		return cells, points, nil
+	}
+	lc, err := s.store.TrafficCells(ctx, live)
+	if err != nil {
+		return nil, nil, fmt.Errorf("traffic of %s: %w", w, err)
+	}
+	lp, err := s.store.TrafficSeries(ctx, live)
+	if err != nil {
+		return nil, nil, fmt.Errorf("traffic series of %s: %w", w, err)
+	}
+	offset := int(live.From.Sub(q.From) / q.Step)
+	for _, p := range lp {
+		p.Step += offset
+		points = append(points, p)
+	}
+	return append(cells, lc...), points, nil
+}
+
+// sealedStep answers the cells of org's step starting at start, of every
+// tool: kept, or counted from the trail and kept. Steps before dayFrom
+// (out of the day) are forgotten.
+func (s *Service) sealedStep(ctx context.Context, org string, start time.Time, step time.Duration, dayFrom time.Time) ([]toolplane.TrafficCell, error) {
+	s.mu.Lock()
+	kept := s.sealed[org]
+	if kept != nil {
+		kept.used = s.now()
+		if c, ok := kept.cells[start]; ok {
+			s.mu.Unlock()
+			return c, nil
+		}
+	}
+	s.mu.Unlock()
+	c, err := s.store.TrafficCells(ctx, toolplane.TrafficQuery{OrganizationID: org, From: start, Until: start.Add(step), Step: step})
+	if err != nil {
+		return nil, fmt.Errorf("traffic of the step at %s: %w", start.Format(time.RFC3339), err)
+	}
+	if c == nil {
+		c = []toolplane.TrafficCell{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept = s.sealed[org]
+	if kept == nil {
+		if len(s.sealed) >= maxSealedOrgs {
+			var oldest string
+			for o, v := range s.sealed {
+				if oldest == "" || v.used.Before(s.sealed[oldest].used) {
+					oldest = o
+				}
+			}
+			delete(s.sealed, oldest)
+		}
+		kept = &orgSteps{cells: map[time.Time][]toolplane.TrafficCell{}}
+		s.sealed[org] = kept
+	}
+	kept.used = s.now()
+	for t := range kept.cells {
+		if t.Before(dayFrom) {
+			delete(kept.cells, t)
+		}
+	}
+	kept.cells[start] = c
+	return c, nil
 }
 
 // Overview answers what the calls of by's organization did in the window
@@ -235,13 +365,9 @@ func (s *Service) Overview(ctx context.Context, by *toolplane.Credential, w Wind
 	// the step now is in.
 	until := s.now().UTC().Truncate(step).Add(step)
 	q := toolplane.TrafficQuery{OrganizationID: by.OrganizationID, Tool: tool, From: until.Add(-span), Until: until, Step: step}
-	cells, err := s.store.TrafficCells(ctx, q)
+	cells, points, err := s.read(ctx, w, q)
 	if err != nil {
-		return nil, fmt.Errorf("traffic of %s: %w", w, err)
-	}
-	points, err := s.store.TrafficSeries(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("traffic series of %s: %w", w, err)
+		return nil, err
 	}
 	o := &Overview{Window: w, From: q.From, Until: q.Until, Step: step, Tool: tool}
 	tools, agents := map[string]*Line{}, map[string]*Line{}

@@ -149,6 +149,28 @@ func TestOverview(t *testing.T) {
 				t.Errorf("day: %d calls, %d cents, %d steps; want 18, 48, 48", day.Total.Calls, day.Total.CostCents, len(day.Steps))
 			}
 
+			// Read again: the day's steps that are over are counted once
+			// and kept; a call answered since, in the step now is in, is
+			// counted at once.
+			late := call("org-1", 40, "pay.refund", "agent-a", "ok", 2*time.Millisecond, 7, time.Minute)
+			sealed := call("org-1", 41, "pay.refund", "agent-a", "ok", 2*time.Millisecond, 7, 5*time.Hour)
+			for _, e := range []*toolplane.AuditEvent{late, sealed} {
+				if err := s.AppendAudit(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			again, err := svc.Overview(ctx, auditor, traffic.Day, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Total.Calls != 19 || again.Total.CostCents != 55 {
+				t.Errorf("the day read again: %d calls, %d cents; want 19 and 55 (the new call; not the one stored late in a step already counted)",
+					again.Total.Calls, again.Total.CostCents)
+			}
+			if fresh, err := traffic.New(s, func() time.Time { return now }).Overview(ctx, auditor, traffic.Day, ""); err != nil || fresh.Total.Calls != 20 {
+				t.Errorf("a new service's day: %+v, %v; want 20 calls, the trail as it is", fresh, err)
+			}
+
 			one, err := svc.Overview(ctx, auditor, traffic.Day, "crm.lookup")
 			if err != nil {
 				t.Fatal(err)
@@ -164,6 +186,13 @@ func TestOverview(t *testing.T) {
 			}
 			if theirs.Total.Calls != 50 || theirs.Total.Failed != 50 || theirs.Total.CostCents != 5000 {
 				t.Errorf("org-2's hour = %+v, want its 50 failed calls alone", theirs.Total)
+			}
+			theirDay, err := svc.Overview(ctx, person("org-2", toolplane.RoleAuditor), traffic.Day, "pay.refund")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if theirDay.Total.Calls != 50 || theirDay.Total.CostCents != 5000 {
+				t.Errorf("org-2's day of pay.refund = %+v, want its 50 calls alone", theirDay.Total)
 			}
 		})
 	}
