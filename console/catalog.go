@@ -122,6 +122,10 @@ type versionPage struct {
 	// shown (nil when the tool is not served, or the console shows no
 	// graph).
 	Graph *toolGraph
+	// Traffic is the tool's calls over the last hour or day, from the
+	// audit trail (nil when the console serves no overview, or the person
+	// may not read the trail).
+	Traffic *trafficView
 }
 
 // toolHealth is what this node knows of a tool's traffic: its breakers,
@@ -160,6 +164,9 @@ func (c *Console) catalogVersion(w http.ResponseWriter, r *http.Request, sess *s
 		v.Health = &toolHealth{InFlight: n, Breakers: bs}
 	}
 	if v.Graph, err = c.graph(r, sess, tv.Name); err != nil {
+		return err
+	}
+	if v.Traffic, err = c.toolTraffic(r, sess, tv.Name, v.Action); err != nil {
 		return err
 	}
 	others, _, err := svc.List(r.Context(), toolplane.VersionFilter{Name: tv.Name}, "", pageSize, sess.Credential)

@@ -45,6 +45,7 @@ import (
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
+	"github.com/toolplane/toolplane/traffic"
 )
 
 // Path is where the console is served, under the public URL's path.
@@ -120,6 +121,10 @@ type Config struct {
 	// search: both over what the door shows the signed-in person. Without
 	// it the tool pages show no graph and the catalogue no search box.
 	Door *door.Door
+	// Traffic, when set, serves the traffic overview and each tool page's
+	// traffic panel to those who may read the audit trail; without it the
+	// overview says it is not enabled and tool pages show no panel.
+	Traffic *traffic.Service
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil
@@ -200,6 +205,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.anomalyRoutes(mux)
 	c.spendRoutes(mux)
 	c.tryRoutes(mux)
+	c.overviewRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -208,6 +214,7 @@ type section struct{ Name, Title string }
 
 // sections are the navigation, in order.
 var sections = []section{
+	{"overview", "Overview"},
 	{"approvals", "Approvals"},
 	{"uncertain", "Uncertain actions"},
 	{"audit", "Audit"},

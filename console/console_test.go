@@ -49,6 +49,7 @@ import (
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/sqlite/sqlitetest"
+	"github.com/toolplane/toolplane/traffic"
 )
 
 const org = "org-1"
@@ -74,7 +75,9 @@ type world struct {
 	t     testing.TB
 	store toolplane.Store
 	// db is the SQLite store's database (nil on PostgreSQL).
-	db    *sql.DB
+	db *sql.DB
+	// pool is the PostgreSQL store's pool (nil on SQLite).
+	pool  *pgxpool.Pool
 	iv    *invoke.Invoker
 	base  string
 	links *links
@@ -125,6 +128,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 		}
 		t.Cleanup(pool.Close)
 		pg := postgres.New(pool)
+		w.pool = pool
 		if err := pg.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +236,8 @@ func newWorldOn(t testing.TB, backend string) *world {
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),
-		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer})
+		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer,
+		Traffic: traffic.New(w.store.(toolplane.TrafficStore), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

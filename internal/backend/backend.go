@@ -39,6 +39,7 @@ type Store interface {
 	toolplane.AuditOutboxStore
 	toolplane.ClaimCounter
 	toolplane.AnomalyStore
+	toolplane.TrafficStore
 }
 
 // Runner is a node's background work runner, whichever driver it uses.

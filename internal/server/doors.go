@@ -22,6 +22,7 @@ import (
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/slack"
+	trafficview "github.com/toolplane/toolplane/traffic"
 )
 
 // doors builds the REST and MCP doors over svc, the console, the sign-in
@@ -176,7 +177,8 @@ func (s *Server) console(gate *door.Door, svc *services, people *signin.Service)
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
-		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate})
+		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate,
+		Traffic: trafficview.New(s.b.Store, nil)})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
