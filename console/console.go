@@ -230,6 +230,7 @@ var sections = []section{
 // nobody is shown a page that would refuse them. A section not named here
 // is offered to everyone signed in (the page's service decides anyway).
 var sectionMay = map[string]func(*toolplane.Credential) error{
+	"overview":      traffic.MayRead,
 	"approvals":     func(by *toolplane.Credential) error { return approval.MayRead(by, "listing approvals") },
 	"uncertain":     invoke.MayListUncertain,
 	"audit":         audit.MayRead,

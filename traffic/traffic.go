@@ -347,11 +347,15 @@ func (s *Service) sealedStep(ctx context.Context, org string, start time.Time, s
 	return c, nil
 }
 
+// MayRead answers nil when by may read the traffic figures: who may read
+// the audit trail they are counted from.
+func MayRead(by *toolplane.Credential) error { return audit.MayRead(by) }
+
 // Overview answers what the calls of by's organization did in the window
 // ending now, of tool alone when it is not "", to a person who may read
-// the audit trail (audit.MayRead).
+// them (MayRead).
 func (s *Service) Overview(ctx context.Context, by *toolplane.Credential, w Window, tool string) (*Overview, error) {
-	if err := audit.MayRead(by); err != nil {
+	if err := MayRead(by); err != nil {
 		return nil, err
 	}
 	span, step, ok := w.span()
