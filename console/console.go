@@ -42,6 +42,7 @@ import (
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
 )
@@ -119,6 +120,10 @@ type Config struct {
 	// search: both over what the door shows the signed-in person. Without
 	// it the tool pages show no graph and the catalogue no search box.
 	Door *door.Door
+	// Runs, when set, serves the run pages (/console/runs/{id}) to those
+	// who may read the audit trail; without it a run page says runs are
+	// not enabled, and run ids still link there.
+	Runs *runs.Service
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil
@@ -197,6 +202,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.notificationRoutes(mux)
 	c.anomalyRoutes(mux)
 	c.spendRoutes(mux)
+	c.runRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -381,6 +387,8 @@ func (c *Console) funcs() template.FuncMap {
 		},
 		"left":  func(t time.Time) string { return timeLeft(t, c.cfg.Now()) },
 		"cents": cents,
+		"run":   c.runPath,
+		"took":  latency,
 	}
 }
 

@@ -45,6 +45,7 @@ import (
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
+	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
@@ -232,7 +233,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),
-		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer})
+		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer, Runs: runs.New(w.store)})
 	if err != nil {
 		t.Fatal(err)
 	}

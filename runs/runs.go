@@ -121,6 +121,22 @@ type Entry struct {
 	By         string `json:"by,omitempty"`
 	ApprovalID string `json:"approval_id,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// LatencyMicros and CostCents are a call's.
+	LatencyMicros int64 `json:"latency_micros,omitempty"`
+	CostCents     int64 `json:"cost_cents,omitempty"`
+}
+
+// Bad reports whether the entry is an ending a person reads first: a
+// call's error code, an approval rejected or expired. A reconciliation is
+// never one: it is how an uncertain action ended.
+func (e Entry) Bad() bool {
+	switch e.Kind {
+	case EntryCall:
+		return !succeeded(e.Outcome)
+	case EntryApproval:
+		return e.Outcome == string(toolplane.ApprovalRejected) || e.Outcome == string(toolplane.ApprovalExpired)
+	}
+	return false
 }
 
 // Call is one call of the run.
@@ -214,10 +230,10 @@ type Spend struct {
 	RootRunID string `json:"root_run_id"`
 	TreeCents int64  `json:"tree_cents"`
 	TreeRead  bool   `json:"tree_read"`
-	// CeilingCents is the run tree's cost ceiling as a stored call of the
-	// run carried it (0: none); CeilingKnown is false when no call of the
-	// run was stored with its invocation (only approvals and writes are),
-	// so the ceiling is not known.
+	// CeilingCents is the run tree's cost ceiling as the latest call of
+	// the run that asked for an approval carried it (0: none);
+	// CeilingKnown is false when no call of the run did (an approval is
+	// the one record that keeps a call's ceiling), so it is not known.
 	CeilingCents int64 `json:"ceiling_cents"`
 	CeilingKnown bool  `json:"ceiling_known"`
 }
@@ -264,7 +280,7 @@ func (s *Service) Get(ctx context.Context, id string, by *toolplane.Credential) 
 	if err := s.approvals(ctx, org, r, evs, &ceiling); err != nil {
 		return nil, err
 	}
-	if err := s.uncertain(ctx, org, r, evs, &ceiling); err != nil {
+	if err := s.uncertain(ctx, org, r, evs); err != nil {
 		return nil, err
 	}
 	r.Spend.RootRunID, r.Spend.CeilingCents, r.Spend.CeilingKnown = cmp.Or(ceiling.root, id), ceiling.cents, ceiling.known
@@ -330,7 +346,7 @@ func (r *Run) add(e *toolplane.AuditEvent) {
 	case toolplane.AuditReconciliation:
 		en.Kind, en.By = EntryReconciliation, e.PrincipalID
 	case toolplane.AuditCall:
-		en.Kind = EntryCall
+		en.Kind, en.LatencyMicros, en.CostCents = EntryCall, e.LatencyMicros, e.CostCents
 		if r.AgentID == "" {
 			r.AgentID, r.UserID, r.TenantID = e.AgentID, e.UserID, e.TenantID
 		}
@@ -355,24 +371,30 @@ func (r *Run) add(e *toolplane.AuditEvent) {
 	r.Timeline = append(r.Timeline, en)
 }
 
-// ceilingOf is the run tree and cost ceiling a stored invocation of the
-// run carried.
+// ceilingOf is the run tree and cost ceiling the latest call of the run
+// stored whole carried: each call carries its own (a caller may tighten
+// it from one call to the next), and the latest is what the run's next
+// call is held to. Only an approval stores its call's whole invocation
+// (it runs the call later); a journal claim keeps only who called,
+// unless the tool replays, so it cannot tell a ceiling from none.
 type ceilingOf struct {
 	root  string
 	cents int64
+	at    time.Time
 	known bool
 }
 
-// take reads the ceiling from a stored invocation of the run, once.
-func (c *ceilingOf) take(runID, id string, stored []byte) {
-	if c.known || runID != id || len(stored) == 0 {
+// take reads the ceiling from a stored invocation of the run, made at at,
+// unless one stored later was read.
+func (c *ceilingOf) take(runID, id string, stored []byte, at time.Time) {
+	if runID != id || len(stored) == 0 || (c.known && !at.After(c.at)) {
 		return
 	}
 	inv, err := approval.DecodeInvocation(stored)
 	if err != nil {
 		return
 	}
-	c.root, c.cents, c.known = inv.EffectiveRootRunID(), inv.Ceilings.MaxCostCents, true
+	c.root, c.cents, c.at, c.known = inv.EffectiveRootRunID(), inv.Ceilings.MaxCostCents, at, true
 }
 
 // approvals reads the approvals the run's events name, in the order they
@@ -394,7 +416,7 @@ func (s *Service) approvals(ctx context.Context, org string, r *Run, evs []toolp
 		if err != nil {
 			return fmt.Errorf("run %s: approval %s: %w", r.ID, id, err)
 		}
-		ceiling.take(a.RunID, r.ID, a.Invocation)
+		ceiling.take(a.RunID, r.ID, a.Invocation, a.CreatedAt)
 		v := Approval{ID: a.ID, RunID: a.RunID, Tool: a.Tool, ToolVersion: a.ToolVersion, Status: a.Status, Rule: a.Rule,
 			Group: a.ApproverGroup, RequestedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, ApprovedBy: a.ApprovedBy,
 			Reason: a.Reason, EscalatedFrom: a.EscalatedFrom}
@@ -408,7 +430,7 @@ func (s *Service) approvals(ctx context.Context, org string, r *Run, evs []toolp
 
 // uncertain reads the claim of every call of the run that answered
 // uncertain, to tell whether it still holds its key.
-func (s *Service) uncertain(ctx context.Context, org string, r *Run, evs []toolplane.AuditEvent, ceiling *ceilingOf) error {
+func (s *Service) uncertain(ctx context.Context, org string, r *Run, evs []toolplane.AuditEvent) error {
 	type held struct{ tool, key string }
 	settled := map[held]*toolplane.AuditEvent{}
 	for i, e := range evs {
@@ -434,7 +456,6 @@ func (s *Service) uncertain(ctx context.Context, org string, r *Run, evs []toolp
 		case err != nil:
 			return fmt.Errorf("run %s: claim of %s: %w", r.ID, e.Tool, err)
 		default:
-			ceiling.take(cl.RunID, r.ID, cl.Invocation)
 			u.Open = cl.Status == toolplane.ClaimUncertain
 			u.Note = cl.Note
 			if !u.Open {

@@ -105,7 +105,7 @@ func seed(t *testing.T, s toolplane.Store, org string) {
 		Tool: "bank.transfer", Outcome: "rejected", ApprovalID: "apr_transfer_" + org, ApproverID: "bob", Reason: "wrong account",
 		Source: toolplane.SourceControl, CreatedAt: t0.Add(9 * time.Second)}
 	settled := &toolplane.AuditEvent{ID: "aud_10_" + org, OrganizationID: org, RunID: "run-7", Kind: toolplane.AuditReconciliation, Subject: "bank.payout",
-		Tool: "bank.payout", Key: "k-payout-2", Outcome: "ok", PrincipalID: "grace", Source: toolplane.SourceControl, CreatedAt: t0.Add(10 * time.Second)}
+		Tool: "bank.payout", Key: "k-payout-2", Outcome: "reconciled", PrincipalID: "grace", Source: toolplane.SourceControl, CreatedAt: t0.Add(10 * time.Second)}
 	other := call("aud_other", 5, "shop.lookup", "ok")
 	other.RunID = "run-8"
 	for _, e := range []*toolplane.AuditEvent{settled, held, lookup, rejected, denied, filed, other, refunded, transfer, decided, settledCall} {
@@ -141,7 +141,7 @@ func TestGetAssemblesTheRun(t *testing.T) {
 			}
 			want := []string{"call:shop.lookup:ok", "call:shop.refund:approval_required", "approval:shop.refund:approved", "call:shop.refund:ok",
 				"call:shop.delete:denied", "call:bank.payout:uncertain", "call:bank.payout:uncertain", "call:bank.transfer:approval_required",
-				"approval:bank.transfer:rejected", "reconciliation:bank.payout:ok"}
+				"approval:bank.transfer:rejected", "reconciliation:bank.payout:reconciled"}
 			if fmt.Sprint(order) != fmt.Sprint(want) {
 				t.Fatalf("timeline\n got %v\nwant %v", order, want)
 			}
@@ -169,7 +169,7 @@ func TestGetAssemblesTheRun(t *testing.T) {
 			if len(r.Uncertain) != 2 || !r.Uncertain[0].Open || r.Uncertain[0].Reason != "timed out after dispatch" {
 				t.Fatalf("uncertain: %+v", r.Uncertain)
 			}
-			if u := r.Uncertain[1]; u.Open || u.SettledBy != "grace" || u.Outcome != "ok" || u.Note != "paid, seen in the bank" {
+			if u := r.Uncertain[1]; u.Open || u.SettledBy != "grace" || u.Outcome != "reconciled" || u.Note != "paid, seen in the bank" {
 				t.Errorf("the settled payout: %+v", u)
 			}
 			var decisions []string

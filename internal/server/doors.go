@@ -20,6 +20,7 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/ratelimit"
+	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/signin"
 )
 
@@ -170,7 +171,7 @@ func (s *Server) console(gate *door.Door, svc *services, people *signin.Service)
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
-		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate})
+		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate, Runs: runs.New(s.b.Store)})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
