@@ -43,6 +43,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/traffic"
@@ -125,6 +126,10 @@ type Config struct {
 	// traffic panel to those who may read the audit trail; without it the
 	// overview says it is not enabled and tool pages show no panel.
 	Traffic *traffic.Service
+	// Runs, when set, serves the run pages (/console/runs/{id}) to those
+	// who may read the audit trail; without it a run page says runs are
+	// not enabled, and run ids still link there.
+	Runs *runs.Service
 	// Now is the clock time left is read by; nil is time.Now.
 	Now func() time.Time
 	// Logger receives what a page does not show (a platform fault); nil
@@ -206,6 +211,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.spendRoutes(mux)
 	c.tryRoutes(mux)
 	c.overviewRoutes(mux)
+	c.runRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -511,6 +517,10 @@ func (c *Console) funcs() template.FuncMap {
 		},
 		"left":  func(t time.Time) string { return timeLeft(t, c.cfg.Now()) },
 		"cents": cents,
+		"run":   c.runPath,
+		"took": func(micros int64) string {
+			return latency(max(time.Duration(micros)*time.Microsecond, time.Nanosecond))
+		},
 	}
 }
 

@@ -45,6 +45,7 @@ import (
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
+	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
@@ -237,7 +238,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),
 		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer,
-		Traffic: traffic.New(w.store.(toolplane.TrafficStore), nil)})
+		Traffic: traffic.New(w.store.(toolplane.TrafficStore), nil), Runs: runs.New(w.store)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -398,6 +398,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/policy/shadow", s.policyRoute(s.shadowPolicyBundle)},
 		{"POST", "/v1/policy/disable", s.policyRoute(s.disablePolicy)},
 		{"POST", "/v1/policy/explain", s.policyRoute(s.explainPolicy)},
+		{"GET", "/v1/runs/{id}", s.auth(s.getRun)},
 	}
 }
 

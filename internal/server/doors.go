@@ -20,6 +20,7 @@ import (
 	"github.com/toolplane/toolplane/mcpserver"
 	"github.com/toolplane/toolplane/providerjob"
 	"github.com/toolplane/toolplane/ratelimit"
+	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/slack"
 	trafficview "github.com/toolplane/toolplane/traffic"
@@ -178,7 +179,7 @@ func (s *Server) console(gate *door.Door, svc *services, people *signin.Service)
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
 		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate,
-		Traffic: trafficview.New(s.b.Store, nil)})
+		Traffic: trafficview.New(s.b.Store, nil), Runs: runs.New(s.b.Store)})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
