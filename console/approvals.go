@@ -166,9 +166,10 @@ func (cs *costs) of(tool, root string, ceiling int64) *costView {
 // listPage is the inbox, or the history of one state.
 type listPage struct {
 	frame
-	Status   toolplane.ApprovalStatus
-	Statuses []toolplane.ApprovalStatus
-	Items    []listItem
+	Status toolplane.ApprovalStatus
+	// Tabs are the states' lists, each with the filter kept.
+	Tabs  []tab
+	Items []listItem
 	Next     string
 	// F is the filter the list was read with, as its form shows it;
 	// Query its canonical query (without the state), which the
@@ -179,6 +180,12 @@ type listPage struct {
 	Ages     []ageChoice
 	Filtered bool
 	CSRF     string
+}
+
+// tab is one state's list, as the tabs link it.
+type tab struct {
+	Status toolplane.ApprovalStatus
+	Href   string
 }
 
 // listItem is one card of a list: the approval, whether it may be
@@ -332,8 +339,11 @@ func (c *Console) approvalList(w http.ResponseWriter, r *http.Request, sess *sig
 	if err != nil {
 		return err
 	}
-	v := listPage{frame: c.frameFor(sess, title, "approvals"), Status: status, Statuses: statuses, F: lf, Query: fq, Ages: ages,
+	v := listPage{frame: c.frameFor(sess, title, "approvals"), Status: status, F: lf, Query: fq, Ages: ages,
 		Filtered: fq != "", CSRF: sess.CSRF}
+	for _, st := range statuses {
+		v.Tabs = append(v.Tabs, tab{Status: st, Href: c.path("/approvals") + "?" + listQuery(st, fq, nil)})
+	}
 	cs := c.costsFor(r.Context(), svc, sess.Credential)
 	for i := range as {
 		a := &as[i]
