@@ -170,7 +170,7 @@ type listPage struct {
 	// Tabs are the states' lists, each with the filter kept.
 	Tabs  []tab
 	Items []listItem
-	Next     string
+	Next  string
 	// F is the filter the list was read with, as its form shows it;
 	// Query its canonical query (without the state), which the
 	// decisions sent from the list bring the person back to; Ages the
