@@ -375,21 +375,26 @@ func (f Filter) amountOK(a *toolplane.Approval) bool {
 	return ok && (f.MinCents == nil || v >= *f.MinCents) && (f.MaxCents == nil || v <= *f.MaxCents)
 }
 
-// amount is an amount in a preview: a currency sign before a number, or a
-// currency code or sign after one ("$1,200.50", "12.50 EUR", "€ 3").
-var amount = regexp.MustCompile(`(?:[$€£¥]\s?(\d[\d,]*(?:\.\d{1,2})?)\b)|(?:\b(\d[\d,]*(?:\.\d{1,2})?)\s?(?:[A-Z]{3}\b|[$€£¥]))`)
+// amount is an amount in a preview: a currency sign before a number, a
+// currency code or sign after one ("$1,200.50", "12.50 EUR", "€ 3"), or
+// else a number with two decimals standing alone ("Refund 12.90 on
+// order o-1"; not a version's "1.20.3").
+var (
+	amount     = regexp.MustCompile(`(?:[$€£¥]\s?(\d[\d,]*(?:\.\d{1,2})?)\b)|(?:\b(\d[\d,]*(?:\.\d{1,2})?)\s?(?:[A-Z]{3}\b|[$€£¥]))`)
+	bareAmount = regexp.MustCompile(`(?:^|[^\d.,])(\d[\d,]*\.\d{2})(?:[^\d.]|\.(?:\s|$)|$)`)
+)
 
 // PreviewAmount answers the first amount of money a preview names, in
 // hundredths of its unit (the currency is not converted: an inbox is
 // narrowed by the figure a person reads), and whether it names one.
 func PreviewAmount(preview string) (int64, bool) {
-	m := amount.FindStringSubmatch(preview)
-	if m == nil {
+	var n string
+	if m := amount.FindStringSubmatch(preview); m != nil {
+		n = m[1] + m[2] // one of the two is set
+	} else if m := bareAmount.FindStringSubmatch(preview); m != nil {
+		n = m[1]
+	} else {
 		return 0, false
-	}
-	n := m[1]
-	if n == "" {
-		n = m[2]
 	}
 	whole, frac, _ := strings.Cut(strings.ReplaceAll(n, ",", ""), ".")
 	w, err := strconv.ParseInt(whole, 10, 64)

@@ -26,6 +26,10 @@ func TestPreviewAmount(t *testing.T) {
 		{"Order ord_12 shipped", 0, false},
 		{"", 0, false},
 		{"First $5 then $9", 500, true},
+		{"Refund 12.90 on order o-390 (arrived broken)", 1290, true},
+		{"Refund 1,290.00.", 129000, true},
+		{"Upgrade to 1.20.3", 0, false},
+		{"Set ratio 0.5", 0, false},
 	}
 	for _, tt := range tests {
 		got, ok := approval.PreviewAmount(tt.preview)
