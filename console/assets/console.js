@@ -49,7 +49,7 @@
     ["hour", 3600], ["minute", 60], ["second", 1]
   ];
   var relative = window.Intl && Intl.RelativeTimeFormat ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto", style: "short" }) : null;
-  var absolute = window.Intl && Intl.DateTimeFormat ? new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium", timeZoneName: "short" }) : null;
+  var absolute = window.Intl && Intl.DateTimeFormat ? new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", hour: "numeric", minute: "2-digit", second: "2-digit", timeZoneName: "short" }) : null;
   var short = window.Intl && Intl.DateTimeFormat ? new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }) : null;
 
   function ago(t, now) {
