@@ -179,6 +179,9 @@ type listPage struct {
 	Query    string
 	Ages     []ageChoice
 	Filtered bool
+	// Narrowed says a filter beyond the search is set: the form shows
+	// its fields open.
+	Narrowed bool
 	CSRF     string
 }
 
@@ -340,7 +343,7 @@ func (c *Console) approvalList(w http.ResponseWriter, r *http.Request, sess *sig
 		return err
 	}
 	v := listPage{frame: c.frameFor(sess, title, "approvals"), Status: status, F: lf, Query: fq, Ages: ages,
-		Filtered: fq != "", CSRF: sess.CSRF}
+		Filtered: fq != "", Narrowed: lf != (listFilter{Q: lf.Q}), CSRF: sess.CSRF}
 	for _, st := range statuses {
 		v.Tabs = append(v.Tabs, tab{Status: st, Href: c.path("/approvals") + "?" + listQuery(st, fq, nil)})
 	}
