@@ -168,7 +168,9 @@ func TestInboxInABrowser(t *testing.T) {
 			}
 			b.checkCSP(t)
 
-			// / goes to the search; the form narrows the list.
+			// / goes to the search, once the new page's script runs (it
+			// has when its times are rewritten); the form narrows the list.
+			b.waitFor(t, "the script running", `document.querySelector("main time[data-local]")`)
 			b.do(t, "/", chromedp.KeyEvent("/"))
 			if f := eval[string](t, b, `document.activeElement.id`); f != "q" {
 				t.Fatalf("after / the focus is on %q", f)
