@@ -56,7 +56,15 @@ func listed(body string) []string {
 // same words never show.
 func TestTheInboxFiltersAndSearches(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testInboxFilters(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func testInboxFilters(t *testing.T, w *world) {
 	ids := w.insertInbox(t, org, "mine", 10)
 	w.insertInbox(t, other, "theirs", 10)
 	pick := func(keep func(i int) bool) []string {
@@ -243,7 +251,15 @@ func TestTheInboxAnswersFromTheList(t *testing.T) {
 // however they search, and can neither confirm nor answer one by its ID.
 func TestTheInboxOfAnotherOrganization(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testInboxOfAnotherOrganization(t, newWorldOn(t, backend))
+		})
+	}
+}
+
+func testInboxOfAnotherOrganization(t *testing.T, w *world) {
 	mine := w.insertInbox(t, org, "mine", 4)
 	theirs := w.insertInbox(t, other, "theirs", 4)
 	id, sec, _ := apikey.New(toolplane.CredentialPerson)
