@@ -172,6 +172,28 @@ const MaxOpenApprovals = 10
 // judged approval by approval.
 const MaxApprovalGroups = 32
 
+// ApprovalFilter narrows a list of approvals (ApprovalStore.SearchApprovals).
+// A field left zero is no condition.
+type ApprovalFilter struct {
+	// Tool is the tool's name, exactly.
+	Tool string
+	// Agent is the agent that asked: the principal (PrincipalID) or the
+	// agent identity its stored invocation names (Invocation.AgentID),
+	// exactly.
+	Agent string
+	// Group is the approver group the approval is routed to, exactly.
+	Group string
+	// Since and Before bound when the approval was filed: at or after
+	// Since, strictly before Before.
+	Since, Before time.Time
+	// Text is words the approval's tool, preview, ID, run or principal
+	// holds, compared with ASCII letters folded to lower case.
+	Text string
+}
+
+// MaxApprovalFilterText bounds ApprovalFilter.Text.
+const MaxApprovalFilterText = 200
+
 // ApprovalStore is the storage of approvals, scoped to one organization.
 //
 // One call (an organization's tool and idempotency key) has at most one
@@ -215,6 +237,11 @@ type ApprovalStore interface {
 	// one of them (ApproverGroup; "" names the approvals routed to no
 	// group), at most MaxApprovalGroups; an empty groups answers none.
 	ListApprovalsNewest(ctx context.Context, org string, status ApprovalStatus, groups []string, after string, limit int) ([]Approval, string, error)
+	// SearchApprovals is ListApprovalsNewest answering only the approvals
+	// f matches: the inbox a person narrowed by tool, agent, group, age or
+	// words. The conditions are the query's, so a page costs what matches,
+	// not the whole state read and cut afterwards.
+	SearchApprovals(ctx context.Context, org string, status ApprovalStatus, groups []string, f ApprovalFilter, after string, limit int) ([]Approval, string, error)
 	// CountApprovals answers how many approvals are in a state, by
 	// organization, across the whole deployment: the operator's view (the
 	// metrics), never an organization's. Organizations with none are

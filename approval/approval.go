@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -352,6 +354,60 @@ func (s *Service) Spend(ctx context.Context, rootRunID string, by *toolplane.Cre
 // for ends short, with a cursor to go on from.
 const inboxReads = 4
 
+// Filter is what a person narrows a list of approvals by: the store's
+// conditions (toolplane.ApprovalFilter), read in its query, and the amount
+// the approval's preview names (PreviewAmount), which no column holds.
+type Filter struct {
+	toolplane.ApprovalFilter
+	// MinCents and MaxCents, when set, bound the amount the preview names,
+	// in hundredths of its unit, both included: an approval whose preview
+	// names no amount is left out once either is set.
+	MinCents, MaxCents *int64
+}
+
+// amountOK reports whether a's preview names an amount within f's bounds,
+// or f sets none.
+func (f Filter) amountOK(a *toolplane.Approval) bool {
+	if f.MinCents == nil && f.MaxCents == nil {
+		return true
+	}
+	v, ok := PreviewAmount(a.Preview)
+	return ok && (f.MinCents == nil || v >= *f.MinCents) && (f.MaxCents == nil || v <= *f.MaxCents)
+}
+
+// amount is an amount in a preview: a currency sign before a number, a
+// currency code or sign after one ("$1,200.50", "12.50 EUR", "€ 3"), or
+// else a number with two decimals standing alone ("Refund 12.90 on
+// order o-1"; not a version's "1.20.3").
+var (
+	amount     = regexp.MustCompile(`(?:[$€£¥]\s?(\d[\d,]*(?:\.\d{1,2})?)\b)|(?:\b(\d[\d,]*(?:\.\d{1,2})?)\s?(?:[A-Z]{3}\b|[$€£¥]))`)
+	bareAmount = regexp.MustCompile(`(?:^|[^\d.,])(\d[\d,]*\.\d{2})(?:[^\d.]|\.(?:\s|$)|$)`)
+)
+
+// PreviewAmount answers the first amount of money a preview names, in
+// hundredths of its unit (the currency is not converted: an inbox is
+// narrowed by the figure a person reads), and whether it names one.
+func PreviewAmount(preview string) (int64, bool) {
+	var n string
+	if m := amount.FindStringSubmatch(preview); m != nil {
+		n = m[1] + m[2] // one of the two is set
+	} else if m := bareAmount.FindStringSubmatch(preview); m != nil {
+		n = m[1]
+	} else {
+		return 0, false
+	}
+	whole, frac, _ := strings.Cut(strings.ReplaceAll(n, ",", ""), ".")
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > math.MaxInt64/100-1 {
+		return 0, false
+	}
+	var f int64
+	if frac != "" {
+		f, _ = strconv.ParseInt((frac + "0")[:2], 10, 64)
+	}
+	return w*100 + f, true
+}
+
 // Inbox answers the pending approvals by may answer (MayDecide) and that
 // are not past their expiry, newest first, after the cursor: a person's
 // inbox. A caller who may answer no approval (MayAnswer) is refused. The
@@ -361,22 +417,55 @@ const inboxReads = 4
 // they approved already is not shown. A page may hold fewer than limit
 // approvals and still have a next cursor.
 func (s *Service) Inbox(ctx context.Context, after string, limit int, by *toolplane.Credential) ([]toolplane.Approval, string, error) {
+	return s.InboxMatching(ctx, Filter{}, after, limit, by)
+}
+
+// InboxMatching is Inbox narrowed by f: the store reads only what f's
+// conditions match, and the amount is judged as MayDecide is, approval
+// by approval, in the same bounded reads.
+func (s *Service) InboxMatching(ctx context.Context, f Filter, after string, limit int, by *toolplane.Credential) ([]toolplane.Approval, string, error) {
 	if err := MayAnswer(by); err != nil {
 		return nil, "", err
 	}
-	groups := groupsOf(by)
 	now := s.now()
+	out, next, err := s.search(ctx, by.OrganizationID, toolplane.ApprovalPending, groupsOf(by), f, after, limit, func(a *toolplane.Approval) bool {
+		return now.Before(a.ExpiresAt) && MayDecide(by, a) == nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("list the inbox of %s: %w", by.Subject, err)
+	}
+	return out, next, nil
+}
+
+// RecentMatching is Recent narrowed by f, to a caller who may read
+// approvals (MayRead). A page may hold fewer than limit approvals and
+// still have a next cursor when f bounds the amount.
+func (s *Service) RecentMatching(ctx context.Context, status toolplane.ApprovalStatus, f Filter, after string, limit int, by *toolplane.Credential) ([]toolplane.Approval, string, error) {
+	if err := MayRead(by, "listing approvals"); err != nil {
+		return nil, "", err
+	}
+	out, next, err := s.search(ctx, by.OrganizationID, status, nil, f, after, limit, func(*toolplane.Approval) bool { return true })
+	if err != nil {
+		return nil, "", fmt.Errorf("list approvals: %w", err)
+	}
+	return out, next, nil
+}
+
+// search reads the organization's approvals in status that f's
+// conditions match, newest first, in at most inboxReads reads, keeping
+// those keep and f's amount accept.
+func (s *Service) search(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, f Filter, after string, limit int, keep func(*toolplane.Approval) bool) ([]toolplane.Approval, string, error) {
 	var out []toolplane.Approval
 	next := after
 	for range inboxReads {
 		// Each read asks for what the page still lacks, so a full page
 		// ends where a read did, at a cursor the store made.
-		as, cur, err := s.store.ListApprovalsNewest(ctx, by.OrganizationID, toolplane.ApprovalPending, groups, next, limit-len(out))
+		as, cur, err := s.store.SearchApprovals(ctx, org, status, groups, f.ApprovalFilter, next, limit-len(out))
 		if err != nil {
-			return nil, "", fmt.Errorf("list the inbox of %s: %w", by.Subject, err)
+			return nil, "", err
 		}
 		for i := range as {
-			if now.Before(as[i].ExpiresAt) && MayDecide(by, &as[i]) == nil {
+			if keep(&as[i]) && f.amountOK(&as[i]) {
 				out = append(out, as[i])
 			}
 		}

@@ -236,8 +236,16 @@ func (s *Store) ListApprovals(ctx context.Context, org string, status toolplane.
 // costs limit rows a group however many approvals wait elsewhere.
 func (s *Store) ListApprovalsNewest(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) ([]toolplane.Approval, string, error) {
 	var q sqlstore.Query
-	err := sqlstore.ListApprovalsNewest(&q, dialect, org, status, groups, after, limit)
+	err := sqlstore.ListApprovalsNewest(&q, dialect, org, status, groups, toolplane.ApprovalFilter{}, after, limit)
 	return page(ctx, s, "list approvals", &q, err, limit, scanApproval, sqlstore.NewestApprovalCursor)
+}
+
+// SearchApprovals implements toolplane.ApprovalStore: the reads of
+// ListApprovalsNewest, each narrowed by f in its statement.
+func (s *Store) SearchApprovals(ctx context.Context, org string, status toolplane.ApprovalStatus, groups []string, f toolplane.ApprovalFilter, after string, limit int) ([]toolplane.Approval, string, error) {
+	var q sqlstore.Query
+	err := sqlstore.ListApprovalsNewest(&q, dialect, org, status, groups, f, after, limit)
+	return page(ctx, s, "search approvals", &q, err, limit, scanApproval, sqlstore.NewestApprovalCursor)
 }
 
 // CountApprovals implements toolplane.ApprovalStore. The status index

@@ -23,6 +23,7 @@ var approvalCases = []suiteCase{
 	{"FindOpenSkipsExpired", testApprovalFindOpenSkipsExpired},
 	{"ListByStatus", testApprovalListByStatus},
 	{"ListNewestByGroup", testApprovalListNewest},
+	{"SearchFiltered", testApprovalSearch},
 	{"CountByOrganization", testApprovalCountByOrganization},
 	{"UpdateAuditedIsOneTransaction", testApprovalUpdateAudited},
 	{"OnePendingPerCall", testApprovalOnePendingPerCall},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -486,6 +487,53 @@ func (m *memStore) ListApprovalsNewest(_ context.Context, org string, status too
 		}
 	}
 	return page(cursor.NewestApprovals, rows, approvalKey, true, after, limit)
+}
+
+func (m *memStore) SearchApprovals(_ context.Context, org string, status toolplane.ApprovalStatus, groups []string, f toolplane.ApprovalFilter, after string, limit int) ([]toolplane.Approval, string, error) {
+	if len(groups) > toolplane.MaxApprovalGroups || len(f.Text) > toolplane.MaxApprovalFilterText {
+		return nil, "", toolplane.ErrInvalid
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rows []toolplane.Approval
+	for _, a := range m.approvals {
+		if a.OrganizationID == org && a.Status == status && (groups == nil || slices.Contains(groups, a.ApproverGroup)) && memMatches(&a, f) {
+			rows = append(rows, storedApproval(a))
+		}
+	}
+	return page(cursor.NewestApprovals, rows, approvalKey, true, after, limit)
+}
+
+// memMatches is the filter's rule, as the package doc of
+// toolplane.ApprovalFilter says it.
+func memMatches(a *toolplane.Approval, f toolplane.ApprovalFilter) bool {
+	lower := func(s string) string {
+		b := []byte(s)
+		for i, c := range b {
+			if 'A' <= c && c <= 'Z' {
+				b[i] = c + 'a' - 'A'
+			}
+		}
+		return string(b)
+	}
+	text := lower(f.Text)
+	agent, _ := json.Marshal(f.Agent)
+	switch {
+	case f.Tool != "" && a.Tool != f.Tool,
+		f.Group != "" && a.ApproverGroup != f.Group,
+		f.Agent != "" && a.PrincipalID != f.Agent && !bytes.Contains(a.Invocation, append([]byte(`"AgentID":`), agent...)),
+		!f.Since.IsZero() && a.CreatedAt.Truncate(time.Microsecond).Before(f.Since.Truncate(time.Microsecond)),
+		!f.Before.IsZero() && !a.CreatedAt.Truncate(time.Microsecond).Before(f.Before.Truncate(time.Microsecond)):
+		return false
+	case text == "":
+		return true
+	}
+	for _, s := range []string{a.Tool, a.Preview, a.ID, a.RunID, a.PrincipalID} {
+		if strings.Contains(lower(s), text) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *memStore) CountApprovals(_ context.Context, status toolplane.ApprovalStatus) (map[string]int, error) {

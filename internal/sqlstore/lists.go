@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -288,9 +289,16 @@ func ApprovalCursor(a *toolplane.Approval) string {
 // in order, merged: the page costs limit rows a group however many
 // approvals wait elsewhere. More than toolplane.MaxApprovalGroups groups
 // are refused (toolplane.ErrInvalid); an empty groups matches nothing.
-func ListApprovalsNewest(q *Query, d Dialect, org string, status toolplane.ApprovalStatus, groups []string, after string, limit int) error {
+//
+// f narrows each read by its conditions (toolplane.ApprovalFilter), in the
+// statement: the rows it leaves out are never answered, so a page of a
+// narrowed inbox is as full as one of the whole.
+func ListApprovalsNewest(q *Query, d Dialect, org string, status toolplane.ApprovalStatus, groups []string, f toolplane.ApprovalFilter, after string, limit int) error {
 	if err := CheckLimit(limit); err != nil {
 		return err
+	}
+	if len(f.Text) > toolplane.MaxApprovalFilterText {
+		return fmt.Errorf("%w: the search is longer than %d bytes", toolplane.ErrInvalid, toolplane.MaxApprovalFilterText)
 	}
 	if len(groups) > toolplane.MaxApprovalGroups {
 		return fmt.Errorf("%w: more than %d groups", toolplane.ErrInvalid, toolplane.MaxApprovalGroups)
@@ -319,6 +327,7 @@ func ListApprovalsNewest(q *Query, d Dialect, org string, status toolplane.Appro
 		if group != nil {
 			q.Add(` AND approver_group = ?`, *group)
 		}
+		approvalFilter(q, f)
 		if after != "" {
 			q.After("created_at, id", "<", createdAt, afterID)
 		}
@@ -338,6 +347,57 @@ func ListApprovalsNewest(q *Query, d Dialect, org string, status toolplane.Appro
 	}
 	q.Page("created_at DESC, id DESC", limit)
 	return nil
+}
+
+// approvalFilter appends f's conditions to a read of approvals.
+func approvalFilter(q *Query, f toolplane.ApprovalFilter) {
+	q.Eq("tool", f.Tool)
+	q.Eq("approver_group", f.Group)
+	if f.Agent != "" {
+		// The agent identity is inside the stored invocation, written by
+		// encoding/json: its field is found as the encoder writes it,
+		// bytewise, without decoding every row's invocation.
+		field := AgentField(f.Agent)
+		if q.d.byteSlices {
+			q.Add(` AND (principal_id = ? OR position(? IN invocation) > 0)`, f.Agent, field)
+		} else {
+			q.Add(` AND (principal_id = ? OR instr(invocation, ?) > 0)`, f.Agent, field)
+		}
+	}
+	if !f.Since.IsZero() {
+		q.Add(` AND created_at >= ?`, f.Since.UnixMicro())
+	}
+	if !f.Before.IsZero() {
+		q.Add(` AND created_at < ?`, f.Before.UnixMicro())
+	}
+	if f.Text != "" {
+		text := LowerASCII(f.Text)
+		pos := q.d.position
+		if pos == "" {
+			pos = "instr"
+		}
+		q.Add(` AND (`+pos+`(lower(tool), ?) > 0 OR `+pos+`(lower(preview), ?) > 0 OR `+pos+`(lower(id), ?) > 0 OR `+
+			pos+`(lower(run_id), ?) > 0 OR `+pos+`(lower(principal_id), ?) > 0)`, text, text, text, text, text)
+	}
+}
+
+// AgentField answers the bytes a stored invocation (encoding/json's
+// encoding of a toolplane.Invocation) holds when it names agent.
+func AgentField(agent string) []byte {
+	v, _ := json.Marshal(agent) // a string always encodes
+	return append([]byte(`"AgentID":`), v...)
+}
+
+// LowerASCII answers s with its ASCII letters in lower case, the folding
+// both databases' lower() agree on for the columns searched.
+func LowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // NewestApprovalCursor is the cursor of ListApprovalsNewest after a.
