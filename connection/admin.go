@@ -246,3 +246,31 @@ func bounded(s string) string {
 	}
 	return s
 }
+
+// MayRevoke reports whether Revoke would revoke c for by: c is not
+// revoked yet, and by is a platform administrator or the person whose
+// account it holds. A page asks it before offering the action; Revoke
+// decides again.
+func MayRevoke(by *toolplane.Credential, c *toolplane.Connection) bool {
+	return c != nil && c.State != toolplane.ConnectionRevoked && mayRevoke(by, c)
+}
+
+// ConsentApp answers the OAuth application the person by consents through,
+// with Authorize, to connect or renew their own account on c: c's
+// application for by's own authorization-code connection, c itself for an
+// application of the organization. It answers "" when by cannot consent
+// on c (c is another person's, or not of the OAuth authorization-code
+// kind, or revoked, or by is not a person). Authorize decides again.
+func ConsentApp(by *toolplane.Credential, c *toolplane.Connection) string {
+	if by == nil || c == nil || by.Kind != toolplane.CredentialPerson || by.Subject == "" || by.OrganizationID != c.OrganizationID ||
+		c.Kind != toolplane.ConnectionAuthorizationCode || c.State == toolplane.ConnectionRevoked {
+		return ""
+	}
+	switch {
+	case isApp(c):
+		return c.ID
+	case c.UserID == by.Subject:
+		return c.Config.App
+	}
+	return ""
+}

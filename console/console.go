@@ -38,12 +38,15 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // Path is where the console is served, under the public URL's path.
@@ -124,6 +127,16 @@ type Config struct {
 	// Logger receives what a page does not show (a platform fault); nil
 	// discards.
 	Logger *slog.Logger
+	// Connections, when set, serves the connections' pages (status,
+	// scopes, re-authorization and revocation, as the service allows);
+	// without it they say this server keeps no connections.
+	Connections *connection.Admin
+	// Upstreams, when set, serves the upstream MCP servers' pages to the
+	// deployment's operator; Traffic, when set, adds each upstream tool's
+	// circuit breakers in the viewer's organization. Without Upstreams
+	// the pages say this server fronts no upstream MCP server.
+	Upstreams *upstream.Settings
+	Traffic   *resilience.Traffic
 }
 
 // Console serves the console's pages.
@@ -197,6 +210,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.notificationRoutes(mux)
 	c.anomalyRoutes(mux)
 	c.spendRoutes(mux)
+	c.connectionRoutes(mux)
+	c.upstreamRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -213,6 +228,8 @@ var sections = []section{
 	{"notifications", "Notifications"},
 	{"anomalies", "Anomalies"},
 	{"spend", "Spend"},
+	{"connections", "Connections"},
+	{"upstreams", "Upstream servers"},
 }
 
 // headers sets what every console answer carries: nobody caches it (the

@@ -170,7 +170,8 @@ func (s *Server) console(gate *door.Door, svc *services, people *signin.Service)
 	web, err := console.New(console.Config{People: people, Invoker: svc.iv, Registry: svc.reg, Links: svc.notes.Links(), Notifications: svc.notes,
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
-		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate})
+		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate,
+		Connections: svc.connections, Upstreams: svc.upstreamSettings, Traffic: svc.traffic})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
