@@ -170,12 +170,23 @@ func (s *Admin) Get(ctx context.Context, by *toolplane.Credential, id string) (*
 	return shown(c), nil
 }
 
+// MayList answers nil when by may list connections (List): any person
+// may, and sees every connection of the organization as a platform
+// administrator or an auditor, their own otherwise. A navigation asks it
+// before it offers the connections' page.
+func MayList(by *toolplane.Credential) error {
+	if by == nil || by.Kind != toolplane.CredentialPerson {
+		return toolplane.Refuse(by, ErrNotAuthorized, "listing connections needs a person's key")
+	}
+	return nil
+}
+
 // List answers the connections the credential may see: every one of the
 // organization for an administrator or an auditor, a person's own
 // otherwise.
 func (s *Admin) List(ctx context.Context, by *toolplane.Credential, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	if by == nil || by.Kind != toolplane.CredentialPerson {
-		return nil, "", toolplane.Refuse(by, ErrNotAuthorized, "listing connections needs a person's key")
+	if err := MayList(by); err != nil {
+		return nil, "", err
 	}
 	if !by.HasAnyRole(toolplane.RolePlatformAdmin, toolplane.RoleAuditor) {
 		f.UserID = by.Subject

@@ -29,6 +29,16 @@ func (c *Console) connections() (*connection.Admin, error) {
 	return c.cfg.Connections, nil
 }
 
+// mayConnections answers nil when the connections' page would answer by:
+// this server keeps connections and the service lets by list them. A
+// navigation asks it before it offers the section.
+func (c *Console) mayConnections(by *toolplane.Credential) error {
+	if _, err := c.connections(); err != nil {
+		return err
+	}
+	return connection.MayList(by)
+}
+
 // connectionView is a connection as a page shows it: its settings that
 // are not secret, and its health in a word. Nothing of its secret is
 // here, nor where Vault keeps it: only that Vault does.

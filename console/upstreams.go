@@ -25,6 +25,17 @@ func (c *Console) upstreams() (*upstream.Settings, error) {
 	return c.cfg.Upstreams, nil
 }
 
+// mayUpstreams answers nil when the upstream servers' page would answer
+// by: this server fronts upstream MCP servers and by is their operator. A
+// navigation asks it before it offers the section.
+func (c *Console) mayUpstreams(by *toolplane.Credential) error {
+	svc, err := c.upstreams()
+	if err != nil {
+		return err
+	}
+	return svc.MayRead(by)
+}
+
 // upstreamView is one server as a page shows it: its status and its
 // health in a word.
 type upstreamView struct {
