@@ -170,12 +170,23 @@ func (s *Admin) Get(ctx context.Context, by *toolplane.Credential, id string) (*
 	return shown(c), nil
 }
 
+// MayList answers nil when by may list connections (List): any person
+// may, and sees every connection of the organization as a platform
+// administrator or an auditor, their own otherwise. A navigation asks it
+// before it offers the connections' page.
+func MayList(by *toolplane.Credential) error {
+	if by == nil || by.Kind != toolplane.CredentialPerson {
+		return toolplane.Refuse(by, ErrNotAuthorized, "listing connections needs a person's key")
+	}
+	return nil
+}
+
 // List answers the connections the credential may see: every one of the
 // organization for an administrator or an auditor, a person's own
 // otherwise.
 func (s *Admin) List(ctx context.Context, by *toolplane.Credential, f toolplane.ConnectionFilter, after string, limit int) ([]toolplane.Connection, string, error) {
-	if by == nil || by.Kind != toolplane.CredentialPerson {
-		return nil, "", toolplane.Refuse(by, ErrNotAuthorized, "listing connections needs a person's key")
+	if err := MayList(by); err != nil {
+		return nil, "", err
 	}
 	if !by.HasAnyRole(toolplane.RolePlatformAdmin, toolplane.RoleAuditor) {
 		f.UserID = by.Subject
@@ -245,4 +256,32 @@ func bounded(s string) string {
 		s = s[:cut]
 	}
 	return s
+}
+
+// MayRevoke reports whether Revoke would revoke c for by: c is not
+// revoked yet, and by is a platform administrator or the person whose
+// account it holds. A page asks it before offering the action; Revoke
+// decides again.
+func MayRevoke(by *toolplane.Credential, c *toolplane.Connection) bool {
+	return c != nil && c.State != toolplane.ConnectionRevoked && mayRevoke(by, c)
+}
+
+// ConsentApp answers the OAuth application the person by consents through,
+// with Authorize, to connect or renew their own account on c: c's
+// application for by's own authorization-code connection, c itself for an
+// application of the organization. It answers "" when by cannot consent
+// on c (c is another person's, or not of the OAuth authorization-code
+// kind, or revoked, or by is not a person). Authorize decides again.
+func ConsentApp(by *toolplane.Credential, c *toolplane.Connection) string {
+	if by == nil || c == nil || by.Kind != toolplane.CredentialPerson || by.Subject == "" || by.OrganizationID != c.OrganizationID ||
+		c.Kind != toolplane.ConnectionAuthorizationCode || c.State == toolplane.ConnectionRevoked {
+		return ""
+	}
+	switch {
+	case isApp(c):
+		return c.ID
+	case c.UserID == by.Subject:
+		return c.Config.App
+	}
+	return ""
 }

@@ -38,15 +38,18 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/authz"
 	"github.com/toolplane/toolplane/catalog"
+	"github.com/toolplane/toolplane/connection"
 	"github.com/toolplane/toolplane/door"
 	"github.com/toolplane/toolplane/httperr"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/registry"
+	"github.com/toolplane/toolplane/resilience"
 	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
 	"github.com/toolplane/toolplane/traffic"
+	"github.com/toolplane/toolplane/upstream"
 )
 
 // Path is where the console is served, under the public URL's path.
@@ -135,6 +138,16 @@ type Config struct {
 	// Logger receives what a page does not show (a platform fault); nil
 	// discards.
 	Logger *slog.Logger
+	// Connections, when set, serves the connections' pages (status,
+	// scopes, re-authorization and revocation, as the service allows);
+	// without it they say this server keeps no connections.
+	Connections *connection.Admin
+	// Upstreams, when set, serves the upstream MCP servers' pages to the
+	// deployment's operator; Breakers, when set, adds each upstream tool's
+	// circuit breakers in the viewer's organization. Without Upstreams
+	// the pages say this server fronts no upstream MCP server.
+	Upstreams *upstream.Settings
+	Breakers  *resilience.Traffic
 }
 
 // Console serves the console's pages.
@@ -212,6 +225,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.tryRoutes(mux)
 	c.overviewRoutes(mux)
 	c.runRoutes(mux)
+	c.connectionRoutes(mux)
+	c.upstreamRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -229,6 +244,8 @@ var sections = []section{
 	{"notifications", "Notifications"},
 	{"anomalies", "Anomalies"},
 	{"spend", "Spend"},
+	{"connections", "Connections"},
+	{"upstreams", "Upstream servers"},
 }
 
 // sectionMay are the services' checks of each section's read: the
@@ -245,6 +262,15 @@ var sectionMay = map[string]func(*toolplane.Credential) error{
 	"notifications": notify.MayReadDeliveries,
 	"anomalies":     anomaly.MayTriage,
 	"spend":         spend.MayRead,
+}
+
+// sectionServed are the checks of the sections a server may not serve at
+// all (no connections kept, no upstream fronted) besides their service's
+// read check: the navigation offers such a section only where its page
+// would answer.
+var sectionServed = map[string]func(c *Console, by *toolplane.Credential) error{
+	"connections": (*Console).mayConnections,
+	"upstreams":   (*Console).mayUpstreams,
 }
 
 // navCap bounds what one count of the navigation reads: past it the
@@ -406,6 +432,9 @@ func (c *Console) frameFor(sess *signin.Session, title, nav string) frame {
 	}
 	for _, s := range sections {
 		if may := sectionMay[s.Name]; may != nil && may(sess.Credential) != nil {
+			continue
+		}
+		if may := sectionServed[s.Name]; may != nil && may(c, sess.Credential) != nil {
 			continue
 		}
 		f.Sections = append(f.Sections, navEntry{section: s})

@@ -325,3 +325,130 @@ func (s *Settings) List(by *toolplane.Credential) ([]Server, error) {
 	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Slug, b.Slug) })
 	return out, nil
 }
+
+// Status is one upstream server as the operator watches it: the server,
+// the health of this node's connection to it, and the tools it last
+// listed, each with its contract and whether that contract drifted.
+type Status struct {
+	Server
+	// ConnectedAt is when this node's session to it last came up.
+	ConnectedAt time.Time
+	// FailingSince, FailedAt and LastError say that connecting to it or
+	// listing its tools has failed since it last answered: from when,
+	// the latest failure and its text (the URL's secrets masked). All
+	// zero when it answered last.
+	FailingSince, FailedAt time.Time
+	LastError              string
+	// Tools are the tools it last listed, by name.
+	Tools []ToolStatus
+}
+
+// Drifted answers how many of its tools drifted.
+func (s *Status) Drifted() int {
+	n := 0
+	for _, t := range s.Tools {
+		if t.Drifted {
+			n++
+		}
+	}
+	return n
+}
+
+// ToolStatus is one listed tool of an upstream server.
+type ToolStatus struct {
+	// Tool is the server's own name, Name the platform's.
+	Tool, Name string
+	// Version and SchemaHash are the contract this node serves: the
+	// version's major grows each time a listing changes the contract.
+	Version, SchemaHash string
+	// Ingested says the registry serves it; a tool ingestion refused (a
+	// colliding name, a schema that does not compile) is listed but not
+	// served.
+	Ingested bool
+	// Drifted says its contract is no longer the one this node first
+	// ingested (FirstHash), since ChangedAt: a run shown the old one is
+	// answered tool_changed.
+	Drifted   bool
+	FirstHash string
+	ChangedAt time.Time
+	// Effective is what its calls are decided under; Stored says an
+	// operator's runtime setting replaces the upstreams file's.
+	Effective Effective
+	Stored    bool
+}
+
+// Statuses answers every configured server's status, by slug, to the
+// operator, as List does.
+func (s *Settings) Statuses(ctx context.Context, by *toolplane.Credential) ([]Status, error) {
+	servers, err := s.List(by)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := s.store.ListUpstreamToolSettings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read upstream settings: %w", err)
+	}
+	out := make([]Status, len(servers))
+	for i, v := range servers {
+		out[i] = s.status(v, stored)
+	}
+	return out, nil
+}
+
+// Status answers one server's status to the operator, or ErrNotFound for
+// a slug not configured.
+func (s *Settings) Status(ctx context.Context, by *toolplane.Credential, slug string) (*Status, error) {
+	all, err := s.Statuses(ctx, by)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		if all[i].Slug == slug {
+			return &all[i], nil
+		}
+	}
+	return nil, fmt.Errorf("upstream %q: %w", slug, toolplane.ErrNotFound)
+}
+
+// status answers the status of server v, stored being the operator's
+// runtime settings.
+func (s *Settings) status(v Server, stored []toolplane.UpstreamToolSetting) Status {
+	u := s.set.ups[v.Slug]
+	st := Status{Server: v}
+	u.mu.Lock()
+	h := u.health
+	st.ConnectedAt, st.FailingSince, st.FailedAt, st.LastError = h.connectedAt, h.failingSince, h.failedAt, h.lastErr
+	for name := range u.remote {
+		t := ToolStatus{Tool: name, Name: "mcp." + v.Slug + "." + name}
+		if c, ok := u.contracts[name]; ok {
+			t.Version, t.SchemaHash = fmt.Sprintf("%d.0.0", c.major), c.hash
+			t.Drifted, t.FirstHash, t.ChangedAt = c.hash != c.first, c.first, c.changedAt
+		}
+		st.Tools = append(st.Tools, t)
+	}
+	u.mu.Unlock()
+	slices.SortFunc(st.Tools, func(a, b ToolStatus) int { return strings.Compare(a.Tool, b.Tool) })
+	for i := range st.Tools {
+		t := &st.Tools[i]
+		if reg, ok := s.set.reg.Get("", t.Name); ok && s.set.reg.GroupOf("", t.Name) == v.Slug {
+			d := &reg.Def
+			t.Ingested = true
+			t.Effective = Effective{Effect: d.Effect, Destructive: d.Annotations.Destructive, RequiresApproval: d.Annotations.RequiresApproval,
+				Idempotent: d.Annotations.Idempotent}
+			if d.Replay != nil {
+				t.Effective.MaxAttempts = d.Replay.MaxAttempts
+			}
+		}
+		for _, set := range stored {
+			if set.Upstream == v.Slug && set.Tool == t.Tool {
+				t.Stored = true
+			}
+		}
+	}
+	return st
+}
+
+// MayRead answers nil when by may read the upstream servers and their
+// settings (the deployment's operator), the refusal List would answer
+// otherwise: what a navigation asks before it offers their page.
+func (s *Settings) MayRead(by *toolplane.Credential) error { return s.mayChange(by) }

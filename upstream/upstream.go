@@ -95,6 +95,44 @@ type upstream struct {
 	// personal is the sessions opened with people's tokens, for a server
 	// bound to a connection provider (see personal.go).
 	personal *personal
+
+	// health is what the operator reads of the connection: when the
+	// session last came up, and the last failure to connect or to list
+	// the tools (scrubbed), until the next success. u.mu guards it.
+	health health
+}
+
+// health is one server's connection as the operator reads it.
+type health struct {
+	connectedAt time.Time
+	failedAt    time.Time
+	// failingSince is the first failure since the last success.
+	failingSince time.Time
+	lastErr      string
+}
+
+// failed records err (already scrubbed) as the server's last failure.
+func (u *upstream) failed(err error) {
+	now := time.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.health.failingSince.IsZero() {
+		u.health.failingSince = now
+	}
+	u.health.failedAt, u.health.lastErr = now, cut(err.Error(), maxHealthError)
+}
+
+// maxHealthError bounds what the operator is shown of a failure.
+const maxHealthError = 300
+
+// succeeded records that the server answered: it is failing no more.
+func (u *upstream) succeeded(connected bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if connected {
+		u.health.connectedAt = time.Now()
+	}
+	u.health.failingSince, u.health.lastErr = time.Time{}, ""
 }
 
 // maxIdlePerServer is how many idle connections to one server are kept
@@ -117,6 +155,11 @@ func newTransport() *http.Transport {
 type contract struct {
 	hash  string
 	major int
+	// first is the hash of the contract first listed by this node, and
+	// changedAt when a listing last changed it: a tool whose contract is
+	// no longer the one it was ingested with has drifted.
+	first     string
+	changedAt time.Time
 }
 
 // ErrNotConnected: the server is not connected now; the call was not sent.
@@ -263,6 +306,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 	for ctx.Err() == nil {
 		cs, hc, err := u.connect(ctx, nil)
 		if err != nil {
+			u.failed(u.scrub(err))
 			log.Warn("upstream connection failed", "err", u.scrub(err), "retry_in", backoff)
 			if !announced {
 				announced = true
@@ -282,8 +326,10 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 		u.session, u.client, u.lost = cs, hc, lost
 		u.mu.Unlock()
 		if err := u.syncTools(ctx); err != nil {
+			u.failed(u.scrub(err))
 			log.Warn("upstream tool list not read", "err", u.scrub(err))
 		} else {
+			u.succeeded(true)
 			log.Info("upstream connected", "tools", u.toolCount())
 		}
 		if !announced {
@@ -312,7 +358,10 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 			case <-u.sync:
 			}
 			if err := u.syncTools(ctx); err != nil {
+				u.failed(u.scrub(err))
 				log.Warn("upstream tool list not read", "err", u.scrub(err))
+			} else {
+				u.succeeded(false)
 			}
 		}
 		ticker.Stop()
@@ -592,12 +641,12 @@ func (u *upstream) definition(t *mcp.Tool) (toolplane.Definition, error) {
 	c, seen := u.contracts[t.Name]
 	switch {
 	case !seen:
-		c = contract{hash: hash, major: 1}
+		c = contract{hash: hash, major: 1, first: hash}
 	case c.hash != hash:
 		// The contract changed: a new major version, so a run holding the
 		// old one is answered tool_changed rather than sent a call shaped
 		// for a tool that no longer exists.
-		c = contract{hash: hash, major: c.major + 1}
+		c = contract{hash: hash, major: c.major + 1, first: c.first, changedAt: time.Now()}
 	}
 	u.contracts[t.Name] = c
 	d.Version = fmt.Sprintf("%d.0.0", c.major)

@@ -179,7 +179,8 @@ func (s *Server) console(gate *door.Door, svc *services, people *signin.Service)
 		PublicURL: s.public, Logger: s.log, Trail: audit.NewTrail(s.b.Store), Catalog: svc.cat, Authz: svc.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
 		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate,
-		Traffic: trafficview.New(s.b.Store, nil), Runs: runs.New(s.b.Store)})
+		Traffic: trafficview.New(s.b.Store, nil), Runs: runs.New(s.b.Store),
+		Connections: svc.connections, Upstreams: svc.upstreamSettings, Breakers: svc.traffic})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
