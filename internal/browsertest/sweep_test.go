@@ -15,7 +15,8 @@ import (
 // sweepPages are the console's pages the sweep visits, each with the
 // element it waits for. A path may name what the sweep made before it
 // visits: {approval} (a pending approval's ID), {event} (an audit
-// event's page) and {tool} (a tool version's page). A new page is one
+// event's page), {tool} (a tool version's page) and {longrun} (a run whose
+// id is one long word). A new page is one
 // line here.
 var sweepPages = []struct{ name, path, sel string }{
 	{"inbox", "/console/approvals", "main"},
@@ -36,6 +37,14 @@ var sweepPages = []struct{ name, path, sel string }{
 	{"notifications", "/console/notifications", "main"},
 	{"anomalies", "/console/anomalies", "main"},
 	{"spend", "/console/spend", "main table"},
+	{"overview", "/console/overview", "main svg"},
+	{"overview-day", "/console/overview?window=day", "main svg"},
+	{"inbox-filtered", "/console/approvals?q=refund&tool=demo.refund_order", "main"},
+	{"run", "/console/runs/run-sweep", "main"},
+	{"run-long", "/console/runs/{longrun}", "main"},
+	{"try", "/console/catalog/demo.refund_order/try", "main form"},
+	{"connections", "/console/connections", "main"},
+	{"upstreams", "/console/upstreams", "main"},
 	{"not-found", "/console/no-such-page", "main .error"},
 }
 
@@ -79,7 +88,7 @@ func TestConsoleSweep(t *testing.T) {
 
 	b := newBrowser(t)
 	b.signIn(t, s.base+"/console/approvals", s.admin, "main")
-	where := map[string]string{"{approval}": filed.Approval.ID}
+	where := map[string]string{"{approval}": filed.Approval.ID, "{longrun}": longRun}
 	b.open(t, s.base+"/console/audit", "main table a")
 	where["{event}"] = eval[string](t, b, `document.querySelector("main table a[href*='/console/audit/']").getAttribute("href")`)
 	b.open(t, s.base+"/console/catalog", "main table a")
@@ -126,14 +135,14 @@ func TestConsoleSweep(t *testing.T) {
 	b.do(t, "follow the skip link", chromedp.KeyEvent("\r"))
 	b.waitFor(t, "the content focused", `document.activeElement === document.querySelector("main")`)
 
-	// A tool owner's roles open the catalogue alone: the navigation
-	// offers nothing else.
+	// A tool owner's roles open the catalogue, and every person their own
+	// connections: the navigation offers nothing else.
 	owner := s.mint(t, "person", "tess", "tool_owner:shop")
 	lo := newBrowser(t)
 	lo.signIn(t, s.base+"/console/catalog", owner, "main table")
 	nav := eval[[]string](t, lo, `[...document.querySelectorAll("header nav a")].map(a => a.getAttribute("href"))`)
-	if !slices.Equal(nav, []string{"/console/catalog"}) {
-		t.Errorf("a tool owner's navigation offers %v, want the catalogue alone", nav)
+	if !slices.Equal(nav, []string{"/console/catalog", "/console/connections"}) {
+		t.Errorf("a tool owner's navigation offers %v, want the catalogue and their connections alone", nav)
 	}
 	lo.open(t, s.base+"/console/audit", "main .error")
 	if got := lo.text(t, "main .error .code"); got != "denied" {
