@@ -34,6 +34,9 @@ func TestRunIsShownToAnAuditorOfItsOrganization(t *testing.T) {
 	if status, body := f.do(t, "POST", "/v1/approvals/"+approvalID+"/approve", f.person, ""); status != http.StatusOK {
 		t.Fatalf("approve: %d %v", status, body)
 	}
+	if status, body := f.do(t, "POST", "/v1/tools/demo.search_tickets/invoke", f.agent, `{"arguments":{"query":"lid"},"run_id":"run-plain"}`); status != http.StatusOK {
+		t.Fatalf("a run asking no approval: %d %v", status, body)
+	}
 	status, run := f.do(t, "GET", "/v1/runs/run-rest", f.auditor, "")
 	if status != http.StatusOK {
 		t.Fatalf("GET /v1/runs/run-rest = %d %v", status, run)
@@ -78,7 +81,8 @@ func TestRunIsShownToAnAuditorOfItsOrganization(t *testing.T) {
 	}{
 		{"another organization's auditor", outsider, "run-rest", http.StatusNotFound, "not_found"},
 		{"a run nobody made", f.auditor, "run-nowhere", http.StatusNotFound, "not_found"},
-		{"an approver", f.person, "run-rest", http.StatusForbidden, "denied"},
+		{"an approver, of a run that asked for an approval", f.person, "run-rest", http.StatusOK, ""},
+		{"an approver, of a run that asked for none", f.person, "run-plain", http.StatusForbidden, "denied"},
 		{"the agent", f.agent, "run-rest", http.StatusForbidden, "denied"},
 		{"no key", "", "run-rest", http.StatusUnauthorized, "unauthenticated"},
 	} {

@@ -8,8 +8,10 @@
 // on a small one.
 //
 // Reading a run is reading the audit trail: the service asks the auditor's
-// role (audit.MayRead) and reads only the caller's organization, so a run
-// of another organization is not found, exactly as a missing one.
+// role (audit.MayRead), or the approver's for a run that asked for an
+// approval (what an approval card links to), and reads only the caller's
+// organization, so a run of another organization is not found, exactly as
+// a missing one.
 package runs
 
 import (
@@ -24,6 +26,9 @@ import (
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/audit"
 )
+
+// ErrNotAuthorized: the caller's roles do not allow reading the run.
+var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to read the run")
 
 // Store is what a run is read from: the audit trail, the approvals, the
 // journal and the meter.
@@ -254,8 +259,12 @@ func (s *Service) Get(ctx context.Context, id string, by *toolplane.Credential) 
 	if by == nil {
 		return nil, fmt.Errorf("read a run: %w", toolplane.ErrUnauthenticated)
 	}
-	if err := audit.MayRead(by); err != nil {
-		return nil, err
+	// An auditor reads every run; an approver, the runs that asked for an
+	// approval (the context of what they are asked to decide, which
+	// every approval card links to), checked once the run is read.
+	auditor := audit.MayRead(by)
+	if auditor != nil && approval.MayRead(by, "reading runs") != nil {
+		return nil, auditor
 	}
 	if err := toolplane.CheckLen("run id", id, toolplane.MaxRunLen); err != nil {
 		return nil, err
@@ -279,6 +288,9 @@ func (s *Service) Get(ctx context.Context, id string, by *toolplane.Credential) 
 	var ceiling ceilingOf
 	if err := s.approvals(ctx, org, r, evs, &ceiling); err != nil {
 		return nil, err
+	}
+	if auditor != nil && len(r.Approvals) == 0 {
+		return nil, toolplane.Refuse(by, ErrNotAuthorized, "a run that asked for no approval needs the auditor role to read")
 	}
 	if err := s.uncertain(ctx, org, r, evs); err != nil {
 		return nil, err

@@ -248,7 +248,9 @@ func TestGetRefuses(t *testing.T) {
 		id   string
 		want error
 	}{
-		{"an approver", person("org-a", "bob", toolplane.RoleApprover), "run-7", toolplane.ErrForbidden},
+		{"an approver, of a run that asked for no approval", person("org-a", "bob", toolplane.RoleApprover), "run-8", toolplane.ErrForbidden},
+		{"an approver, of another organization's run", person("org-b", "bob", toolplane.RoleApprover), "run-7", toolplane.ErrNotFound},
+		{"a tool owner", person("org-a", "tess", toolplane.RoleToolOwner+":shop"), "run-7", toolplane.ErrForbidden},
 		{"an agent", &toolplane.Credential{ID: "key_agent", OrganizationID: "org-a", Kind: toolplane.CredentialAgent, Subject: "agent-billing"}, "run-7", toolplane.ErrForbidden},
 		{"nobody", nil, "run-7", toolplane.ErrUnauthenticated},
 		{"an id longer than any run's", person("org-a", "grace", toolplane.RoleAuditor), string(make([]byte, toolplane.MaxRunLen+1)), toolplane.ErrInvalid},
@@ -263,6 +265,11 @@ func TestGetRefuses(t *testing.T) {
 	}
 	if r, err := svc.Get(ctx, "run-7", person("org-a", "root", toolplane.RolePlatformAdmin)); err != nil || r.ID != "run-7" {
 		t.Fatalf("a platform admin: %v", err)
+	}
+	// An approver reads a run that asked for an approval: the context of
+	// what they decide, which the approval card links to.
+	if r, err := svc.Get(ctx, "run-7", person("org-a", "bob", toolplane.RoleApprover)); err != nil || len(r.Approvals) == 0 {
+		t.Fatalf("an approver, of a run that asked for approvals: %v", err)
 	}
 }
 
