@@ -18,9 +18,12 @@ type SlackLink struct {
 	User string `json:"user"`
 	// CredentialID is the person credential the account acts with, and
 	// Subject that credential's person, kept to show the link.
-	CredentialID string    `json:"credential_id"`
-	Subject      string    `json:"subject"`
-	CreatedAt    time.Time `json:"created_at"`
+	CredentialID string `json:"credential_id"`
+	Subject      string `json:"subject"`
+	// Channel is the notification channel (the Slack app) the link was
+	// made through: only that channel's signed presses decide with it.
+	Channel   string    `json:"channel"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // SlackLinkStore keeps the links of Slack accounts to people. Every

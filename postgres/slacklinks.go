@@ -11,14 +11,14 @@ import (
 
 var _ toolplane.SlackLinkStore = (*Store)(nil)
 
-const slackLinkColumns = `organization_id, team, user_id, credential_id, subject, created_at`
+const slackLinkColumns = `organization_id, team, user_id, credential_id, subject, channel, created_at`
 
 func scanSlackLink(r scanner) (toolplane.SlackLink, error) {
 	var (
 		l       toolplane.SlackLink
 		created int64
 	)
-	if err := r.Scan(&l.OrganizationID, &l.Team, &l.User, &l.CredentialID, &l.Subject, &created); err != nil {
+	if err := r.Scan(&l.OrganizationID, &l.Team, &l.User, &l.CredentialID, &l.Subject, &l.Channel, &created); err != nil {
 		return l, err
 	}
 	l.CreatedAt = fromMicros(created)
@@ -28,10 +28,10 @@ func scanSlackLink(r scanner) (toolplane.SlackLink, error) {
 // PutSlackLink stores l, replacing the organization's link of its team
 // and user.
 func (s *Store) PutSlackLink(ctx context.Context, l *toolplane.SlackLink) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO slack_links (`+slackLinkColumns+`) VALUES ($1, $2, $3, $4, $5, $6)
+	_, err := s.pool.Exec(ctx, `INSERT INTO slack_links (`+slackLinkColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (organization_id, team, user_id) DO UPDATE SET
-		credential_id = excluded.credential_id, subject = excluded.subject, created_at = excluded.created_at`,
-		l.OrganizationID, l.Team, l.User, l.CredentialID, l.Subject, micros(l.CreatedAt))
+		credential_id = excluded.credential_id, subject = excluded.subject, channel = excluded.channel, created_at = excluded.created_at`,
+		l.OrganizationID, l.Team, l.User, l.CredentialID, l.Subject, l.Channel, micros(l.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("put slack link: %w", err)
 	}

@@ -29,11 +29,12 @@ const CodeTTL = 10 * time.Minute
 const maxCode = 1024
 
 // code is what a link code binds: the Slack account that was shown it,
-// in the organization whose channel showed it, until when, and a nonce
-// that makes it work once.
+// in the organization and through the channel that showed it, until
+// when, and a nonce that makes it work once.
 type code struct {
 	Key     string `json:"k"`
 	Org     string `json:"o"`
+	Channel string `json:"c"`
 	Team    string `json:"t"`
 	User    string `json:"u"`
 	Expires int64  `json:"e"`
@@ -51,10 +52,10 @@ func codeMAC(keys *secret.Keyring, keyID string, payload []byte) ([]byte, error)
 	return m.Sum(nil), nil
 }
 
-// signCode answers a code for the Slack account (team, user) of org,
-// working until now+CodeTTL.
-func signCode(keys *secret.Keyring, org, team, user string, now time.Time) (string, error) {
-	c := code{Key: keys.Current(), Org: org, Team: team, User: user, Expires: now.Add(CodeTTL).Unix(), Nonce: rand.Text()}
+// signCode answers a code for the Slack account (team, user) of org's
+// channel, working until now+CodeTTL.
+func signCode(keys *secret.Keyring, org, channel, team, user string, now time.Time) (string, error) {
+	c := code{Key: keys.Current(), Org: org, Channel: channel, Team: team, User: user, Expires: now.Add(CodeTTL).Unix(), Nonce: rand.Text()}
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("sign slack link code: %w", err)
@@ -91,7 +92,7 @@ func parseCode(keys *secret.Keyring, token string, now time.Time) (*code, error)
 	if err != nil {
 		return nil, fmt.Errorf("check slack link code: %w", err)
 	}
-	if c.Org == "" || !slackID(c.Team) || !slackID(c.User) || c.Nonce == "" || !now.Before(time.Unix(c.Expires, 0)) {
+	if c.Org == "" || c.Channel == "" || !slackID(c.Team) || !slackID(c.User) || c.Nonce == "" || !now.Before(time.Unix(c.Expires, 0)) {
 		return nil, ErrCode
 	}
 	return &c, nil

@@ -382,6 +382,12 @@ func TestIncomingWebhookChannelUpdatesThroughResponseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Alice's account linked through this channel (a link is its
+	// channel's alone).
+	if err := w.st.PutSlackLink(t.Context(), &toolplane.SlackLink{OrganizationID: "org-1", Team: "T1", User: "UALICE",
+		CredentialID: "tpk_alice", Subject: "alice@example.com", Channel: ch.ID, CreatedAt: w.now}); err != nil {
+		t.Fatal(err)
+	}
 	a := w.file(t, "org-1", "finance", 0)
 	b := w.press("T1", "UALICE", notify.ActionReject, a.ID)
 	if code := w.send(t, "org-1", ch.ID, sign(signing, time.Now(), b), b); code != http.StatusOK {
@@ -393,5 +399,42 @@ func TestIncomingWebhookChannelUpdatesThroughResponseURL(t *testing.T) {
 	}
 	if s := w.status(t, "org-1", a.ID); s != toolplane.ApprovalRejected {
 		t.Errorf("approval %s", s)
+	}
+}
+
+// TestALinkDecidesThroughItsOwnChannel: an account linked through one of
+// the organization's Slack apps decides nothing through another. Whoever
+// holds the second app's signing secret (a collaborator of that app, say)
+// signs a press as the linked account and is told nothing was decided;
+// the approval stays pending.
+func TestALinkDecidesThroughItsOwnChannel(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const secondSigning = "5e2d0c9b8a7f6e5d4c3b2a1908f7e6d5"
+	second, err := w.notes.Create(t.Context(), notify.NewChannel{Name: "slack-second-app", Kind: toolplane.ChannelSlack,
+		Config:  toolplane.ChannelConfig{SlackChannel: "C0OTHER", SlackTeam: "T1"},
+		Secrets: toolplane.ChannelSecrets{SlackBotToken: botToken, SlackSigningSecret: secondSigning}}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := w.file(t, "org-1", "finance", 0)
+	b := w.press("T1", "UALICE", notify.ActionApprove, a.ID)
+	w.slack.take()
+	if code := w.send(t, "org-1", second.ID, sign(secondSigning, time.Now(), b), b); code != http.StatusOK {
+		t.Fatalf("the press through the second app answered %d", code)
+	}
+	if s := w.status(t, "org-1", a.ID); s != toolplane.ApprovalPending {
+		t.Fatalf("a press through another app than the link's decided: %s", s)
+	}
+	if texts := ephemeral(w.slack.take()); len(texts) != 1 || !strings.Contains(texts[0], "another of the organization's Slack apps") {
+		t.Errorf("the presser was told %q", texts)
+	}
+	// Through the link's own channel the same account decides.
+	b = w.press("T1", "UALICE", notify.ActionApprove, a.ID)
+	if code := w.send(t, "org-1", w.channel, sign(signing, time.Now(), b), b); code != http.StatusOK {
+		t.Fatalf("the press through the link's channel answered %d", code)
+	}
+	if s := w.status(t, "org-1", a.ID); s != toolplane.ApprovalApproved {
+		t.Errorf("the press through the link's own channel left the approval %s", s)
 	}
 }

@@ -163,11 +163,12 @@ func (s *Service) Handler() http.Handler { return http.HandlerFunc(s.interact) }
 
 // The answers a presser alone is shown.
 const (
-	answerNotFound = "toolplane has no such approval in this organization; nothing was decided."
-	answerAnswered = "This approval was answered already, or expired; nothing was decided."
-	answerFailed   = "toolplane could not record the answer; nothing was decided. Try again, or answer in the console."
-	answerBadLink  = "Your Slack account's link to toolplane no longer works (its key was revoked or expired), so nothing was decided. "
-	answerUnlinked = "Your Slack account is not linked to a toolplane person, so nothing was decided. "
+	answerNotFound  = "toolplane has no such approval in this organization; nothing was decided."
+	answerAnswered  = "This approval was answered already, or expired; nothing was decided."
+	answerFailed    = "toolplane could not record the answer; nothing was decided. Try again, or answer in the console."
+	answerBadLink   = "Your Slack account's link to toolplane no longer works (its key was revoked or expired), so nothing was decided. "
+	answerUnlinked  = "Your Slack account is not linked to a toolplane person, so nothing was decided. "
+	answerElsewhere = "Your Slack account is linked to a toolplane person through another of the organization's Slack apps, not this one, so nothing was decided. "
 )
 
 func (s *Service) interact(w http.ResponseWriter, r *http.Request) {
@@ -211,7 +212,9 @@ func (s *Service) interact(w http.ResponseWriter, r *http.Request) {
 	}
 	// A signature accepted once is never accepted again: a captured
 	// press replayed within the timestamp's window decides nothing.
-	if err := s.cfg.Store.UseLinkNonce(ctx, org, "slack-press:"+channel+":"+sig, now.Add(2*MaxSkew)); errors.Is(err, toolplane.ErrExists) {
+	// Keyed by the signature alone: one press is one decision, whichever
+	// of the organization's channels it is sent to.
+	if err := s.cfg.Store.UseLinkNonce(ctx, org, "slack-press:"+sig, now.Add(2*MaxSkew)); errors.Is(err, toolplane.ErrExists) {
 		s.log.WarnContext(ctx, "slack press refused", "org", org, "channel", channel, "why", ErrReplay.Error())
 		httperr.Send(w, r, httperr.CodeFor(http.StatusUnauthorized), ErrReplay.Error(), "")
 		return
@@ -246,7 +249,7 @@ func (s *Service) press(ctx context.Context, org, channel string, p *Press) {
 			log.WarnContext(ctx, "slack answer not sent", "err", err)
 		}
 	}
-	cred, why, err := s.person(ctx, org, p)
+	cred, why, err := s.person(ctx, org, channel, p)
 	if err != nil {
 		log.ErrorContext(ctx, "slack press not decided", "err", err)
 		answer(answerFailed)
@@ -254,7 +257,7 @@ func (s *Service) press(ctx context.Context, org, channel string, p *Press) {
 	}
 	if cred == nil {
 		log.InfoContext(ctx, "slack press from an account not linked", "why", why)
-		c, err := signCode(s.cfg.Keys, org, p.Team, p.User, s.cfg.Now())
+		c, err := signCode(s.cfg.Keys, org, channel, p.Team, p.User, s.cfg.Now())
 		if err != nil {
 			log.ErrorContext(ctx, "slack link code not signed", "err", err)
 			answer(answerFailed)
@@ -288,12 +291,18 @@ func (s *Service) press(ctx context.Context, org, channel string, p *Press) {
 	log.InfoContext(ctx, "slack press refused", "person", cred.Subject, "err", err)
 }
 
-// person answers the credential p's Slack account decides with, or nil
-// and why there is none.
-func (s *Service) person(ctx context.Context, org string, p *Press) (*toolplane.Credential, string, error) {
+// person answers the credential p's Slack account decides with through
+// channel, or nil and why there is none. A link made through another
+// channel (another Slack app) decides nothing here: whoever holds this
+// channel's signing secret could otherwise sign a press as any account
+// linked through any app of the organization.
+func (s *Service) person(ctx context.Context, org, channel string, p *Press) (*toolplane.Credential, string, error) {
 	l, err := s.cfg.Store.GetSlackLink(ctx, org, p.Team, p.User)
 	if errors.Is(err, toolplane.ErrNotFound) {
 		return nil, answerUnlinked, nil
+	}
+	if err == nil && l.Channel != channel {
+		return nil, answerElsewhere, nil
 	}
 	if err != nil {
 		return nil, "", err
@@ -332,7 +341,8 @@ func (s *Service) Link(ctx context.Context, codeText string, by *toolplane.Crede
 	}
 	// The account decides with this very credential, read again at each
 	// press: one the store does not keep (a token's) could not be.
-	if _, err := apikey.InForce(ctx, s.cfg.Store, by.ID, now); err != nil {
+	if stored, err := apikey.InForce(ctx, s.cfg.Store, by.ID, now); err != nil || stored.Kind != toolplane.CredentialPerson ||
+		stored.Subject != by.Subject || stored.OrganizationID != by.OrganizationID {
 		return nil, toolplane.Refuse(by, ErrNotLinker, "linking a Slack account needs a person API key (a key toolplane issued)")
 	}
 	if err := s.cfg.Store.UseLinkNonce(ctx, c.Org, "slack-link:"+c.Nonce, time.Unix(c.Expires, 0)); errors.Is(err, toolplane.ErrExists) {
@@ -340,11 +350,11 @@ func (s *Service) Link(ctx context.Context, codeText string, by *toolplane.Crede
 	} else if err != nil {
 		return nil, fmt.Errorf("link slack account: %w", err)
 	}
-	l := &toolplane.SlackLink{OrganizationID: c.Org, Team: c.Team, User: c.User, CredentialID: by.ID, Subject: by.Subject, CreatedAt: now}
+	l := &toolplane.SlackLink{OrganizationID: c.Org, Team: c.Team, User: c.User, CredentialID: by.ID, Subject: by.Subject, Channel: c.Channel, CreatedAt: now}
 	if err := s.cfg.Store.PutSlackLink(ctx, l); err != nil {
 		return nil, fmt.Errorf("link slack account: %w", err)
 	}
-	s.log.InfoContext(ctx, "slack account linked", "org", c.Org, "team", c.Team, "user", c.User, "person", by.Subject)
+	s.log.InfoContext(ctx, "slack account linked", "org", c.Org, "channel", c.Channel, "team", c.Team, "user", c.User, "person", by.Subject)
 	return l, nil
 }
 

@@ -161,7 +161,7 @@ func newWorldTB(t testing.TB) *world {
 			t.Fatal(err)
 		}
 		if err := w.st.PutSlackLink(t.Context(), &toolplane.SlackLink{OrganizationID: p.org, Team: "T1", User: p.user,
-			CredentialID: p.id, Subject: p.subject, CreatedAt: w.now}); err != nil {
+			CredentialID: p.id, Subject: p.subject, Channel: w.channel, CreatedAt: w.now}); err != nil {
 			t.Fatal(err)
 		}
 	}

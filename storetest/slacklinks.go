@@ -42,7 +42,7 @@ func RunSlackLinks(t *testing.T, newStore func(t *testing.T) SlackLinkStore) {
 func testSlackLinkRoundTrip(t *testing.T, s SlackLinkStore) {
 	ctx, org := t.Context(), newOrg()
 	want := &toolplane.SlackLink{OrganizationID: org, Team: "T01", User: "U01", CredentialID: "tpk_ada",
-		Subject: "ada@example.com", CreatedAt: stored(at(time.Minute))}
+		Subject: "ada@example.com", Channel: "chn_slack_a", CreatedAt: stored(at(time.Minute))}
 	if err := s.PutSlackLink(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func testSlackLinkRoundTrip(t *testing.T, s SlackLinkStore) {
 		t.Errorf("GetSlackLink of the user in another team: %v, want ErrNotFound", err)
 	}
 	next := *want
-	next.CredentialID, next.Subject, next.CreatedAt = "tpk_ada2", "ada@example.com", stored(at(2*time.Minute))
+	next.CredentialID, next.Subject, next.Channel, next.CreatedAt = "tpk_ada2", "ada@example.com", "chn_slack_b", stored(at(2*time.Minute))
 	if err := s.PutSlackLink(ctx, &next); err != nil {
 		t.Fatal(err)
 	}
