@@ -82,7 +82,7 @@ func TestRunIsShownToAnAuditorOfItsOrganization(t *testing.T) {
 		{"another organization's auditor", outsider, "run-rest", http.StatusNotFound, "not_found"},
 		{"a run nobody made", f.auditor, "run-nowhere", http.StatusNotFound, "not_found"},
 		{"an approver, of a run that asked for an approval", f.person, "run-rest", http.StatusOK, ""},
-		{"an approver, of a run that asked for none", f.person, "run-plain", http.StatusForbidden, "denied"},
+		{"an approver, of a run that filed none", f.person, "run-plain", http.StatusNotFound, "not_found"},
 		{"the agent", f.agent, "run-rest", http.StatusForbidden, "denied"},
 		{"no key", "", "run-rest", http.StatusUnauthorized, "unauthenticated"},
 	} {

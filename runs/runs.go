@@ -27,9 +27,6 @@ import (
 	"github.com/toolplane/toolplane/audit"
 )
 
-// ErrNotAuthorized: the caller's roles do not allow reading the run.
-var ErrNotAuthorized = toolplane.Refine(toolplane.ErrForbidden, "not authorized to read the run")
-
 // Store is what a run is read from: the audit trail, the approvals, the
 // journal and the meter.
 type Store interface {
@@ -289,8 +286,11 @@ func (s *Service) Get(ctx context.Context, id string, by *toolplane.Credential) 
 	if err := s.approvals(ctx, org, r, evs, &ceiling); err != nil {
 		return nil, err
 	}
-	if auditor != nil && len(r.Approvals) == 0 {
-		return nil, toolplane.Refuse(by, ErrNotAuthorized, "a run that asked for no approval needs the auditor role to read")
+	if auditor != nil && !slices.ContainsFunc(r.Approvals, func(a Approval) bool { return a.RunID == id }) {
+		// To an approver, a run that filed no approval of its own (an
+		// approval id a caller named in another run's call does not
+		// count) is no run at all: the same answer as a missing one.
+		return nil, fmt.Errorf("run %s: %w", id, toolplane.ErrNotFound)
 	}
 	if err := s.uncertain(ctx, org, r, evs); err != nil {
 		return nil, err

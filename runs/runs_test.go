@@ -248,7 +248,7 @@ func TestGetRefuses(t *testing.T) {
 		id   string
 		want error
 	}{
-		{"an approver, of a run that asked for no approval", person("org-a", "bob", toolplane.RoleApprover), "run-8", toolplane.ErrForbidden},
+		{"an approver, of a run that filed no approval", person("org-a", "bob", toolplane.RoleApprover), "run-8", toolplane.ErrNotFound},
 		{"an approver, of another organization's run", person("org-b", "bob", toolplane.RoleApprover), "run-7", toolplane.ErrNotFound},
 		{"a tool owner", person("org-a", "tess", toolplane.RoleToolOwner+":shop"), "run-7", toolplane.ErrForbidden},
 		{"an agent", &toolplane.Credential{ID: "key_agent", OrganizationID: "org-a", Kind: toolplane.CredentialAgent, Subject: "agent-billing"}, "run-7", toolplane.ErrForbidden},
