@@ -294,3 +294,15 @@ func sortedNames(files map[string]string) []string {
 	slices.Sort(names)
 	return names
 }
+
+// Unchanged answers the names of the files the same in both versions:
+// the page names them in one line rather than a card each.
+func (v *policyVersionPage) Unchanged() []string {
+	var out []string
+	for _, d := range v.Diffs {
+		if d.Change == "unchanged" {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}

@@ -135,7 +135,7 @@ func TestPolicyPagesShowVersionsDiffsAndTests(t *testing.T) {
 		t.Fatalf("v2: %d %s", p.status, p.body)
 	}
 	for _, want := range []string{"Changes since", `href="/console/policy/1">v1</a>`, "<code>README.md</code>: removed", "<code>more.tests.json</code>: added",
-		"<code>refunds.toy</code>: changed", "<code>refunds.tests.json</code>: unchanged", "3 passed, 0 failed", "a payout is refused", "earlier version"} {
+		"<code>refunds.toy</code>: changed", "Unchanged: <code>refunds.tests.json</code>.", "3 passed, 0 failed", "a payout is refused", "earlier version"} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("v2 lacks %q", want)
 		}
