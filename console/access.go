@@ -118,6 +118,9 @@ type keysPage struct {
 	Action, CSRF string
 	Revoke       string
 	Kinds        []toolplane.CredentialKind
+	// Connected is the authorization server's page of the person's
+	// connected OAuth clients ("" where none runs): it decides there.
+	Connected string
 }
 
 func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
@@ -131,7 +134,7 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request, sess *signin.
 	}
 	v := keysPage{frame: c.frameFor(sess, "API keys", "access"), Items: cs, Action: c.path("/access/keys"),
 		Revoke: c.path("/access/keys/revoke"), CSRF: sess.CSRF, Manage: apikey.MayManage(sess.Credential, "minting keys") == nil,
-		Kinds: []toolplane.CredentialKind{toolplane.CredentialAgent, toolplane.CredentialPerson}}
+		Kinds: []toolplane.CredentialKind{toolplane.CredentialAgent, toolplane.CredentialPerson}, Connected: c.cfg.ConnectedClients}
 	if next != "" {
 		v.Next = c.path("/access/keys") + "?" + url.Values{"cursor": {next}}.Encode()
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
+	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/signin"
 	"github.com/toolplane/toolplane/spend"
@@ -148,6 +149,14 @@ type Config struct {
 	// the pages say this server fronts no upstream MCP server.
 	Upstreams *upstream.Settings
 	Breakers  *resilience.Traffic
+	// Rules, when set, serves the policy bundles' pages (versions, diffs,
+	// tests, shadow runs and rollback, as the rules service allows);
+	// without it they say policy bundles are not enabled.
+	Rules *rules.Service
+	// ConnectedClients, when set, is the address of the authorization
+	// server's page of the signed-in person's connected OAuth clients,
+	// linked from the keys page; "" where no authorization server runs.
+	ConnectedClients string
 }
 
 // Console serves the console's pages.
@@ -227,6 +236,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	c.runRoutes(mux)
 	c.connectionRoutes(mux)
 	c.upstreamRoutes(mux)
+	c.policyRoutes(mux)
 }
 
 // section is an entry of the navigation: a page group's name (its path
@@ -246,6 +256,7 @@ var sections = []section{
 	{"spend", "Spend"},
 	{"connections", "Connections"},
 	{"upstreams", "Upstream servers"},
+	{"policy", "Policy"},
 }
 
 // sectionMay are the services' checks of each section's read: the
@@ -262,6 +273,7 @@ var sectionMay = map[string]func(*toolplane.Credential) error{
 	"notifications": notify.MayReadDeliveries,
 	"anomalies":     anomaly.MayTriage,
 	"spend":         spend.MayRead,
+	"policy":        rules.MayRead,
 }
 
 // sectionServed are the checks of the sections a server may not serve at

@@ -37,6 +37,7 @@ import (
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
+	"github.com/toolplane/toolplane/internal/policytoy"
 	"github.com/toolplane/toolplane/internal/syncbuf"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
@@ -45,6 +46,7 @@ import (
 	"github.com/toolplane/toolplane/postgres/pgtest"
 	"github.com/toolplane/toolplane/registry"
 	"github.com/toolplane/toolplane/resilience"
+	"github.com/toolplane/toolplane/rules"
 	"github.com/toolplane/toolplane/runs"
 	"github.com/toolplane/toolplane/secret"
 	"github.com/toolplane/toolplane/signin"
@@ -95,6 +97,8 @@ type world struct {
 	// purges is the console's purge service, signing with auditKeys.
 	purges    *audit.Purges
 	auditKeys *auditchain.KeySet
+	// rules are the organization's policy bundles, in the toy language.
+	rules *rules.Service
 	// meter is the usage store the approval service reads cost estimates
 	// from: the store, counting its reads.
 	meter *countingMeter
@@ -234,11 +238,13 @@ func newWorldOn(t testing.TB, backend string) *world {
 	w.purges = audit.NewPurges(audit.PurgesConfig{Store: w.store.(audit.PurgeStore), Keys: w.auditKeys})
 	w.cat = catalog.New(catalog.Config{Store: w.store, Registry: reg, Logger: quiet})
 	w.grants = authz.New(authz.Config{Store: w.store, Registry: reg})
+	w.rules = rules.New(rules.Config{Store: w.store.(rules.Store), Grants: authz.Policy{Service: w.grants}, Engines: []policy.Engine{policytoy.Toy{}}})
 	web, err := console.New(console.Config{People: people, Invoker: w.iv, Registry: reg, PublicURL: w.base, Links: w.links, Notifications: notes, Logger: quiet,
 		Trail: audit.NewTrail(w.store), Catalog: w.cat, Authz: w.grants,
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: w.store}), Credentials: w.store, Anomalies: anomalyTriage(t, w.store), Spend: spend.New(w.store, nil),
 		Purges: w.purges, Sinks: audit.NewSinks(w.store.(audit.SinkStore), nil), Door: layer,
-		Traffic: traffic.New(w.store.(toolplane.TrafficStore), nil), Runs: runs.New(w.store)})
+		Traffic: traffic.New(w.store.(toolplane.TrafficStore), nil), Runs: runs.New(w.store), Rules: w.rules,
+		ConnectedClients: "/oauth/consents"})
 	if err != nil {
 		t.Fatal(err)
 	}

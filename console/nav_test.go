@@ -12,7 +12,7 @@ import (
 )
 
 // every is each section of the navigation, in its order.
-var every = []string{"overview", "approvals", "uncertain", "audit", "catalog", "access", "notifications", "anomalies", "spend"}
+var every = []string{"overview", "approvals", "uncertain", "audit", "catalog", "access", "notifications", "anomalies", "spend", "policy"}
 
 var (
 	navBlock = regexp.MustCompile(`(?s)<nav aria-label="Sections">(.*?)</nav>`)
@@ -77,9 +77,9 @@ func testNavigation(t *testing.T, w *world) {
 		// ada is an approver outside the finance group: nothing is hers.
 		{"ada", []string{"approvals", "uncertain", "catalog"}, map[string]string{"uncertain": "1"}},
 		// An auditor reads everything and decides no approval.
-		{"grace", []string{"overview", "approvals", "uncertain", "audit", "catalog", "access", "notifications", "anomalies", "spend"},
+		{"grace", []string{"overview", "approvals", "uncertain", "audit", "catalog", "access", "notifications", "anomalies", "spend", "policy"},
 			map[string]string{"uncertain": "1", "anomalies": "1"}},
-		{"oliver", []string{"catalog", "access"}, map[string]string{}},
+		{"oliver", []string{"catalog", "access", "policy"}, map[string]string{}},
 		{"tess", []string{"catalog"}, map[string]string{}},
 		{"root", every, map[string]string{"approvals": "2", "uncertain": "1", "anomalies": "1"}},
 	}

@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+
+	"github.com/toolplane/toolplane/policy"
 )
 
 // sweepPages are the console's pages the sweep visits, each with the
@@ -45,6 +48,8 @@ var sweepPages = []struct{ name, path, sel string }{
 	{"try", "/console/catalog/demo.refund_order/try", "main form"},
 	{"connections", "/console/connections", "main"},
 	{"upstreams", "/console/upstreams", "main"},
+	{"policy", "/console/policy", "main table"},
+	{"policy-version", "/console/policy/2", "main .diff"},
 	{"not-found", "/console/no-such-page", "main .error"},
 }
 
@@ -84,6 +89,20 @@ func TestConsoleSweep(t *testing.T) {
 	longRun := "run-sweep-lost-" + strings.Repeat("9f8e7d6c5b4a", 16)
 	if r := s.call(t, s.agent, "shop.refund", longRun, map[string]any{"id": "o-777", "amount_cents": 900}); r.code() != "uncertain" {
 		t.Fatalf("the lost refund answered %d %s, want uncertain", r.status, r.code())
+	}
+
+	// Two versions of the example Cedar rules, the second with a line
+	// added: the policy pages show a list, a diff and the tests.
+	rules, err := policy.ReadBundleDir("../../examples/policy/cedar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, note := range []string{"the example rules", "a reviewed line added"} {
+		if i == 1 {
+			rules["refunds.cedar"] = "// Reviewed.\n" + rules["refunds.cedar"]
+		}
+		body, _ := json.Marshal(map[string]any{"files": rules, "note": note})
+		s.must(t, "POST", "/v1/policy/bundles", s.admin, string(body), http.StatusCreated)
 	}
 
 	b := newBrowser(t)

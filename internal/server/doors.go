@@ -180,11 +180,21 @@ func (s *Server) console(gate *door.Door, svc *services, people *signin.Service)
 		Keys: apikey.NewKeys(apikey.KeysConfig{Store: s.b.Store, Cache: gate.Keys}), Credentials: s.b.Store, Anomalies: svc.anomalies, Spend: svc.spend,
 		Purges: s.auditPurges(), Sinks: audit.NewSinks(s.b.Store, nil), Door: gate,
 		Traffic: trafficview.New(s.b.Store, nil), Runs: runs.New(s.b.Store),
-		Connections: svc.connections, Upstreams: svc.upstreamSettings, Breakers: svc.traffic})
+		Connections: svc.connections, Upstreams: svc.upstreamSettings, Breakers: svc.traffic, Rules: svc.rules, ConnectedClients: s.connectedClients()})
 	if err != nil {
 		return nil, &ConfigError{Field: "PublicURL", Err: err}
 	}
 	return web, nil
+}
+
+// connectedClients answers the address of the authorization server's page
+// of a person's connected clients, "" when it is off (authServer's
+// conditions).
+func (s *Server) connectedClients() string {
+	if _, ok := s.b.Store.(authserver.Store); !ok || s.cfg.OAuth.Off {
+		return ""
+	}
+	return strings.TrimRight(s.public, "/") + authserver.Path + "/consents"
 }
 
 // routes answers the API listener's routes: MCP (its GET streams ended
