@@ -367,7 +367,9 @@ func (c *Console) approvalList(w http.ResponseWriter, r *http.Request, sess *sig
 	if next != "" {
 		v.Next = c.path("/approvals") + "?" + listQuery(status, fq, url.Values{"cursor": {next}})
 	}
-	if done := q.Get("done"); done != "" && len(done) <= toolplane.MaxRefLen {
+	if done := q.Get("done"); approvalID(done) {
+		// Only an approval's id is named back: a link crafted with any
+		// other text in it shows no notice, not the text.
 		v.Notice = "Your answer to " + done + " was recorded."
 	}
 	c.render(w, r, http.StatusOK, "approvals", v)
@@ -569,4 +571,19 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, sess *signin.Se
 	}
 	http.Redirect(w, r, c.path("/approvals/"+url.PathEscape(a.ID))+"?done=1", http.StatusSeeOther)
 	return nil
+}
+
+// approvalID reports whether s has the form of an approval's id (apr_ and
+// lower-case letters and digits), as the notice after an answer names it.
+func approvalID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "apr_")
+	if !ok || rest == "" || len(s) > toolplane.MaxRefLen {
+		return false
+	}
+	for _, r := range rest {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -188,6 +188,11 @@ func TestTheInboxAnswersFromTheList(t *testing.T) {
 		t.Errorf("the list after the answer: %v %s", listed(back.body), back.body)
 	}
 
+	// A crafted link's text is never shown as the notice.
+	if crafted := b.get("/console/approvals?done=" + url.QueryEscape("apr_x was rejected. Call +1 555 0100 to appeal")); strings.Contains(crafted.body, "555 0100") {
+		t.Errorf("a crafted done= was shown: %s", crafted.body)
+	}
+
 	// What the script sends once confirmed: the decision straight away,
 	// with the list's filter; a return address of elsewhere is not one.
 	p = b.post("/console/approvals/"+second, w.base, url.Values{"csrf": {csrf}, "decision": {"reject"}, "back": {"https://evil.example/?x=1&tool=xss.pay"}})
