@@ -31,13 +31,16 @@ type SlackLink struct {
 // organization is unknown to every other.
 type SlackLinkStore interface {
 	// PutSlackLink stores l, replacing the organization's link of the
-	// same team and user.
-	PutSlackLink(ctx context.Context, l *SlackLink) error
+	// same team and user, and appends e, its audit event, in the same
+	// transaction: a Slack account is never given a person's power
+	// without the trail saying so.
+	PutSlackLink(ctx context.Context, l *SlackLink, e *AuditEvent) error
 	// GetSlackLink answers the organization's link of that team and
 	// user, or ErrNotFound.
 	GetSlackLink(ctx context.Context, org, team, user string) (*SlackLink, error)
-	// DeleteSlackLink removes the link and reports whether it did.
-	DeleteSlackLink(ctx context.Context, org, team, user string) (bool, error)
+	// DeleteSlackLink removes the link and reports whether it did,
+	// appending e, its audit event, in the same transaction when it did.
+	DeleteSlackLink(ctx context.Context, org, team, user string, e *AuditEvent) (bool, error)
 	// ListSlackLinks answers the organization's links by team and user;
 	// an organization has as many as it has people.
 	ListSlackLinks(ctx context.Context, org string) ([]SlackLink, error)

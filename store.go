@@ -320,6 +320,9 @@ const (
 	// client was revoked (by a person, an admin, or a replayed code or
 	// refresh token), or the access-token signing key was rotated.
 	AuditOAuth AuditKind = "oauth"
+	// AuditSlack: a Slack account was linked to a person (it then
+	// decides approvals as them) or unlinked.
+	AuditSlack AuditKind = "slack"
 )
 
 // AuditEvent records one call's outcome, or one control-plane change

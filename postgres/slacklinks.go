@@ -25,13 +25,19 @@ func scanSlackLink(r scanner) (toolplane.SlackLink, error) {
 	return l, nil
 }
 
-// PutSlackLink stores l, replacing the organization's link of its team
-// and user.
-func (s *Store) PutSlackLink(ctx context.Context, l *toolplane.SlackLink) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO slack_links (`+slackLinkColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+// putSlackLink writes a link, replacing the organization's of its team
+// and user, and its audit event, in one statement.
+var putSlackLink = audited(`INSERT INTO slack_links (`+slackLinkColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (organization_id, team, user_id) DO UPDATE SET
-		credential_id = excluded.credential_id, subject = excluded.subject, channel = excluded.channel, created_at = excluded.created_at`,
-		l.OrganizationID, l.Team, l.User, l.CredentialID, l.Subject, l.Channel, micros(l.CreatedAt))
+		credential_id = excluded.credential_id, subject = excluded.subject, channel = excluded.channel, created_at = excluded.created_at`, 7, false)
+
+// deleteSlackLink removes a link and writes its audit event when it did.
+var deleteSlackLink = audited(`DELETE FROM slack_links WHERE organization_id = $1 AND team = $2 AND user_id = $3`, 3, false)
+
+// PutSlackLink stores l, replacing the organization's link of its team
+// and user, and appends e in the same statement.
+func (s *Store) PutSlackLink(ctx context.Context, l *toolplane.SlackLink, e *toolplane.AuditEvent) error {
+	_, err := s.execAudited(ctx, putSlackLink, []any{l.OrganizationID, l.Team, l.User, l.CredentialID, l.Subject, l.Channel, micros(l.CreatedAt)}, nil, e)
 	if err != nil {
 		return fmt.Errorf("put slack link: %w", err)
 	}
@@ -52,13 +58,14 @@ func (s *Store) GetSlackLink(ctx context.Context, org, team, user string) (*tool
 	return &l, nil
 }
 
-// DeleteSlackLink removes the organization's link of team and user.
-func (s *Store) DeleteSlackLink(ctx context.Context, org, team, user string) (bool, error) {
-	res, err := s.pool.Exec(ctx, `DELETE FROM slack_links WHERE organization_id = $1 AND team = $2 AND user_id = $3`, org, team, user)
+// DeleteSlackLink removes the organization's link of team and user, and
+// appends e in the same statement when it did.
+func (s *Store) DeleteSlackLink(ctx context.Context, org, team, user string, e *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.execAudited(ctx, deleteSlackLink, []any{org, team, user}, nil, e)
 	if err != nil {
 		return false, fmt.Errorf("delete slack link: %w", err)
 	}
-	return res.RowsAffected() == 1, nil
+	return ok, nil
 }
 
 // ListSlackLinks answers the organization's links by team and user.

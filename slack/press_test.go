@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -372,6 +373,17 @@ func TestLinkYourOwnAccount(t *testing.T) {
 	if _, err := w.st.GetSlackLink(t.Context(), "org-1", "T1", "UERIN"); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Errorf("after unlink: %v", err)
 	}
+	// The trail says who gave which Slack account their power, and who
+	// took it back.
+	all, _, err := w.st.ListAudit(t.Context(), "org-1", toolplane.AuditFilter{Kinds: []toolplane.AuditKind{toolplane.AuditSlack}}, "", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := slices.DeleteFunc(all, func(e toolplane.AuditEvent) bool { return e.Subject != "T1/UERIN" })
+	if len(evs) != 2 || evs[0].Outcome != "unlinked" || evs[1].Outcome != "linked" || evs[1].PrincipalID != "erin@example.com" ||
+		!strings.Contains(evs[1].Reason, "erin@example.com") || !strings.Contains(evs[1].Reason, w.channel) {
+		t.Errorf("the trail's link events: %+v", evs)
+	}
 }
 
 func TestIncomingWebhookChannelUpdatesThroughResponseURL(t *testing.T) {
@@ -385,7 +397,7 @@ func TestIncomingWebhookChannelUpdatesThroughResponseURL(t *testing.T) {
 	// Alice's account linked through this channel (a link is its
 	// channel's alone).
 	if err := w.st.PutSlackLink(t.Context(), &toolplane.SlackLink{OrganizationID: "org-1", Team: "T1", User: "UALICE",
-		CredentialID: "tpk_alice", Subject: "alice@example.com", Channel: ch.ID, CreatedAt: w.now}); err != nil {
+		CredentialID: "tpk_alice", Subject: "alice@example.com", Channel: ch.ID, CreatedAt: w.now}, linkEvent("org-1")); err != nil {
 		t.Fatal(err)
 	}
 	a := w.file(t, "org-1", "finance", 0)

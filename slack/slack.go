@@ -351,7 +351,9 @@ func (s *Service) Link(ctx context.Context, codeText string, by *toolplane.Crede
 		return nil, fmt.Errorf("link slack account: %w", err)
 	}
 	l := &toolplane.SlackLink{OrganizationID: c.Org, Team: c.Team, User: c.User, CredentialID: by.ID, Subject: by.Subject, Channel: c.Channel, CreatedAt: now}
-	if err := s.cfg.Store.PutSlackLink(ctx, l); err != nil {
+	ev := toolplane.ControlEvent(by, toolplane.AuditSlack, "linked", c.Team+"/"+c.User, now)
+	ev.Reason = "the Slack account decides approvals as " + by.Subject + ", with key " + by.ID + ", through notification channel " + c.Channel
+	if err := s.cfg.Store.PutSlackLink(ctx, l, ev); err != nil {
 		return nil, fmt.Errorf("link slack account: %w", err)
 	}
 	s.log.InfoContext(ctx, "slack account linked", "org", c.Org, "channel", c.Channel, "team", c.Team, "user", c.User, "person", by.Subject)
@@ -391,7 +393,9 @@ func (s *Service) Unlink(ctx context.Context, team, user string, by *toolplane.C
 		// Another person's link is not told to exist.
 		return fmt.Errorf("slack link %s/%s: %w", team, user, toolplane.ErrNotFound)
 	}
-	if _, err := s.cfg.Store.DeleteSlackLink(ctx, by.OrganizationID, team, user); err != nil {
+	ev := toolplane.ControlEvent(by, toolplane.AuditSlack, "unlinked", team+"/"+user, s.cfg.Now())
+	ev.Reason = "the Slack account no longer decides approvals as " + l.Subject
+	if _, err := s.cfg.Store.DeleteSlackLink(ctx, by.OrganizationID, team, user, ev); err != nil {
 		return fmt.Errorf("slack link %s/%s: %w", team, user, err)
 	}
 	return nil

@@ -161,7 +161,7 @@ func newWorldTB(t testing.TB) *world {
 			t.Fatal(err)
 		}
 		if err := w.st.PutSlackLink(t.Context(), &toolplane.SlackLink{OrganizationID: p.org, Team: "T1", User: p.user,
-			CredentialID: p.id, Subject: p.subject, Channel: w.channel, CreatedAt: w.now}); err != nil {
+			CredentialID: p.id, Subject: p.subject, Channel: w.channel, CreatedAt: w.now}, linkEvent(p.org)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -231,4 +231,11 @@ func (w *world) status(t testing.TB, org, id string) toolplane.ApprovalStatus {
 		t.Fatal(err)
 	}
 	return a.Status
+}
+
+// linkEvent answers the audit event a fixture's link is stored with, in
+// org.
+func linkEvent(org string) *toolplane.AuditEvent {
+	by := &toolplane.Credential{OrganizationID: org, Kind: toolplane.CredentialPerson, Subject: "fixture@example.com"}
+	return toolplane.ControlEvent(by, toolplane.AuditSlack, "linked", "fixture", time.Now())
 }

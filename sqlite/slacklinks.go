@@ -26,12 +26,15 @@ func scanSlackLink(r scanner) (toolplane.SlackLink, error) {
 }
 
 // PutSlackLink stores l, replacing the organization's link of its team
-// and user.
-func (s *Store) PutSlackLink(ctx context.Context, l *toolplane.SlackLink) error {
-	_, err := s.exec(ctx, `INSERT INTO slack_links (`+slackLinkColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+// and user, and appends e in the same write.
+func (s *Store) PutSlackLink(ctx context.Context, l *toolplane.SlackLink, e *toolplane.AuditEvent) error {
+	_, err := s.audited(ctx, nil, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		_, err := s.txExec(ctx, tx, `INSERT INTO slack_links (`+slackLinkColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, team, user_id) DO UPDATE SET
 		credential_id = excluded.credential_id, subject = excluded.subject, channel = excluded.channel, created_at = excluded.created_at`,
-		l.OrganizationID, l.Team, l.User, l.CredentialID, l.Subject, l.Channel, micros(l.CreatedAt))
+			l.OrganizationID, l.Team, l.User, l.CredentialID, l.Subject, l.Channel, micros(l.CreatedAt))
+		return err == nil, err
+	})
 	if err != nil {
 		return fmt.Errorf("put slack link: %w", err)
 	}
@@ -52,13 +55,16 @@ func (s *Store) GetSlackLink(ctx context.Context, org, team, user string) (*tool
 	return &l, nil
 }
 
-// DeleteSlackLink removes the organization's link of team and user.
-func (s *Store) DeleteSlackLink(ctx context.Context, org, team, user string) (bool, error) {
-	res, err := s.exec(ctx, `DELETE FROM slack_links WHERE organization_id = ? AND team = ? AND user_id = ?`, org, team, user)
-	if err != nil {
-		return false, fmt.Errorf("delete slack link: %w", err)
-	}
-	ok, err := affected(res)
+// DeleteSlackLink removes the organization's link of team and user, and
+// appends e in the same write when it did.
+func (s *Store) DeleteSlackLink(ctx context.Context, org, team, user string, e *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.audited(ctx, nil, e, func(ctx context.Context, tx *sql.Tx) (bool, error) {
+		res, err := s.txExec(ctx, tx, `DELETE FROM slack_links WHERE organization_id = ? AND team = ? AND user_id = ?`, org, team, user)
+		if err != nil {
+			return false, err
+		}
+		return affected(res)
+	})
 	if err != nil {
 		return false, fmt.Errorf("delete slack link: %w", err)
 	}

@@ -75,7 +75,7 @@ func TestSlackThroughTheCommandLine(t *testing.T) {
 	// list and to remove.
 	id, _, _ := apikey.Parse(pat)
 	if err := store.PutSlackLink(t.Context(), &toolplane.SlackLink{OrganizationID: "org-1", Team: "T1", User: "UPAT", CredentialID: id,
-		Subject: "pat@example.com", CreatedAt: time.Now()}); err != nil {
+		Subject: "pat@example.com", CreatedAt: time.Now()}, toolplane.ControlEvent(&toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "pat@example.com"}, toolplane.AuditSlack, "linked", "T1/UPAT", time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	if code, out := cli(pat, "slack", "links"); code != 0 || !strings.Contains(out, "UPAT") {
