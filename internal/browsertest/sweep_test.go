@@ -154,6 +154,17 @@ func TestConsoleSweep(t *testing.T) {
 	b.do(t, "follow the skip link", chromedp.KeyEvent("\r"))
 	b.waitFor(t, "the content focused", `document.activeElement === document.querySelector("main")`)
 
+	// Every action is reachable by the keyboard alone: on each page, at
+	// 1280 px, Tab from the top stops at every link, button and field
+	// shown (a radio group once), in a browser of its own so the walk
+	// has its own time bound.
+	kb := newBrowser(t)
+	kb.signIn(t, s.base+"/console/approvals", s.admin, "main")
+	for _, pg := range sweepPages {
+		kb.open(t, s.base+fill(pg.path), pg.sel)
+		kb.checkKeyboard(t, pg.name)
+	}
+
 	// A tool owner's roles open the catalogue, and every person their own
 	// connections: the navigation offers nothing else.
 	owner := s.mint(t, "person", "tess", "tool_owner:shop")
@@ -171,5 +182,52 @@ func TestConsoleSweep(t *testing.T) {
 		t.Errorf("the favicon: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// keyboardMarks marks each action the page shows (a link, a button, a
+// field, a summary, anything else given a tab stop; a radio group as
+// one) with the key the walk notes it by, starts noting every focus, and
+// answers how many there are. Hidden ones (a closed details' content, a
+// field of type hidden, a disabled one) are not actions a person has.
+const keyboardMarks = `(() => {
+	const sel = 'a[href], button, input:not([type=hidden]), select, textarea, summary, [tabindex]:not([tabindex="-1"])';
+	const keys = new Set();
+	for (const e of document.querySelectorAll(sel)) {
+		if (e.disabled || e.getClientRects().length === 0 || getComputedStyle(e).visibility === 'hidden') continue;
+		if (e.closest('details:not([open])') && e.tagName !== 'SUMMARY') continue;
+		const k = e.type === 'radio' ? 'radio:' + e.name : 'kb' + keys.size;
+		e.dataset.kb = k;
+		keys.add(k);
+	}
+	window.__kbSeen = new Set();
+	document.addEventListener('focusin', ev => { const k = ev.target.dataset && ev.target.dataset.kb; if (k) window.__kbSeen.add(k); });
+	if (document.activeElement) document.activeElement.blur();
+	window.scrollTo(0, 0);
+	return keys.size;
+})()`
+
+// keyboardMissed answers the actions the walk never reached, each as the
+// start of its HTML.
+const keyboardMissed = `[...document.querySelectorAll('[data-kb]')].filter(e => !window.__kbSeen.has(e.dataset.kb)).map(e => e.outerHTML.slice(0, 120))`
+
+// checkKeyboard presses Tab from the top of the page, ten at a time,
+// until every action has been reached or the page has had three Tabs for
+// each of its actions (a scrolled region is a stop of its own too), and
+// fails the test for each action no Tab reached.
+func (b *browser) checkKeyboard(t *testing.T, what string) {
+	t.Helper()
+	n := eval[int](t, b, keyboardMarks)
+	tabs := make([]chromedp.Action[chromedp.Void], 10)
+	for i := range tabs {
+		tabs[i] = chromedp.KeyEvent("\t")
+	}
+	missed := eval[[]string](t, b, keyboardMissed)
+	for pressed := 0; len(missed) > 0 && pressed < 3*n+20; pressed += len(tabs) {
+		b.do(t, "tab through "+what, tabs...)
+		missed = eval[[]string](t, b, keyboardMissed)
+	}
+	for _, m := range missed {
+		t.Errorf("%s: the keyboard never reaches %s", what, m)
 	}
 }
