@@ -231,6 +231,11 @@ const sealAfter = 2 * time.Minute
 // the one read longest ago makes room for another.
 const maxSealedOrgs = 64
 
+// maxSealedCells bounds the cells one sealed step keeps: past it, the
+// step is counted at each view instead (see sealedStep), so one
+// organization's cache is at most 48 steps of it.
+const maxSealedCells = 4096
+
 // New answers the service reading store; now is its clock (nil:
 // time.Now).
 func New(store toolplane.TrafficStore, now func() time.Time) *Service {
@@ -320,6 +325,13 @@ func (s *Service) sealedStep(ctx context.Context, org string, start time.Time, s
 	}
 	if c == nil {
 		c = []toolplane.TrafficCell{}
+	}
+	if len(c) > maxSealedCells {
+		// A step of more tools × agents × outcomes than a cache should
+		// hold is counted again at each view: slower, never wrong, and
+		// an organization with thousands of agents cannot grow a node's
+		// memory through it.
+		return c, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,5 +275,61 @@ func TestKindOf(t *testing.T) {
 		if got := traffic.KindOf(outcome); got != want {
 			t.Errorf("KindOf(%s) = %d, want %d", outcome, got, want)
 		}
+	}
+}
+
+// counting counts the cell reads of a half hour's step.
+type counting struct {
+	toolplane.TrafficStore
+	mu       sync.Mutex
+	sealedAt map[time.Time]int
+}
+
+func (c *counting) TrafficCells(ctx context.Context, q toolplane.TrafficQuery) ([]toolplane.TrafficCell, error) {
+	if q.Until.Sub(q.From) == 30*time.Minute {
+		c.mu.Lock()
+		c.sealedAt[q.From]++
+		c.mu.Unlock()
+	}
+	return c.TrafficStore.TrafficCells(ctx, q)
+}
+
+// TestSealedStepsAreBounded: a finished half hour is counted once and
+// kept, unless it holds more tools × agents × outcomes than a step is
+// kept for (4,096 cells), which is counted again at each view: an
+// organization with thousands of agents costs time, never the node's
+// memory, and its figures stay right.
+func TestSealedStepsAreBounded(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: stores 4,200 events")
+	}
+	s, _ := sqlitetest.OpenDB(t, filepath.Join(t.TempDir(), "toolplane.db"))
+	ctx := context.Background()
+	// Three hours ago: 4,200 agents one call each (a step past the bound);
+	// five hours ago: one call (a step kept).
+	for i := range 4200 {
+		if err := s.AppendAudit(ctx, call("org-1", i, "crm.lookup", fmt.Sprintf("agent-%d", i), "ok", time.Millisecond, 0, 3*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendAudit(ctx, call("org-1", 5000, "crm.lookup", "agent-x", "ok", time.Millisecond, 0, 5*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	c := &counting{TrafficStore: s, sealedAt: map[time.Time]int{}}
+	svc := traffic.New(c, func() time.Time { return now })
+	by := person("org-1", toolplane.RoleAuditor)
+	for range 2 {
+		o, err := svc.Overview(ctx, by, traffic.Day, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Total.Calls != 4201 {
+			t.Fatalf("the day counted %d calls, want 4201", o.Total.Calls)
+		}
+	}
+	big, small := now.Add(-3*time.Hour).Truncate(30*time.Minute), now.Add(-5*time.Hour).Truncate(30*time.Minute)
+	if c.sealedAt[big] != 2 || c.sealedAt[small] != 1 {
+		t.Errorf("cell reads of the step past the bound %d (want 2: counted at each view), of a small one %d (want 1: kept)", c.sealedAt[big], c.sealedAt[small])
 	}
 }
