@@ -120,7 +120,10 @@ type Entry struct {
 	// reconciliation's.
 	Outcome string `json:"outcome"`
 	// By is the person who decided an approval or settled an action.
-	By         string `json:"by,omitempty"`
+	By string `json:"by,omitempty"`
+	// AgentID is the agent that made a call: a run's id is its callers'
+	// to choose, so each call says whose it is.
+	AgentID    string `json:"agent_id,omitempty"`
 	ApprovalID string `json:"approval_id,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	// LatencyMicros and CostCents are a call's.
@@ -148,6 +151,7 @@ type Call struct {
 	StepPath      string    `json:"step_path,omitempty"`
 	Tool          string    `json:"tool"`
 	ToolVersion   string    `json:"tool_version,omitempty"`
+	AgentID       string    `json:"agent_id,omitempty"`
 	Outcome       string    `json:"outcome"`
 	LatencyMicros int64     `json:"latency_micros"`
 	CostCents     int64     `json:"cost_cents"`
@@ -358,11 +362,11 @@ func (r *Run) add(e *toolplane.AuditEvent) {
 	case toolplane.AuditReconciliation:
 		en.Kind, en.By = EntryReconciliation, e.PrincipalID
 	case toolplane.AuditCall:
-		en.Kind, en.LatencyMicros, en.CostCents = EntryCall, e.LatencyMicros, e.CostCents
+		en.Kind, en.LatencyMicros, en.CostCents, en.AgentID = EntryCall, e.LatencyMicros, e.CostCents, e.AgentID
 		if r.AgentID == "" {
 			r.AgentID, r.UserID, r.TenantID = e.AgentID, e.UserID, e.TenantID
 		}
-		r.Calls = append(r.Calls, Call{AuditID: e.ID, At: e.CreatedAt, StepPath: e.StepPath, Tool: e.Tool, ToolVersion: e.ToolVersion,
+		r.Calls = append(r.Calls, Call{AuditID: e.ID, At: e.CreatedAt, StepPath: e.StepPath, Tool: e.Tool, ToolVersion: e.ToolVersion, AgentID: e.AgentID,
 			Outcome: e.Outcome, LatencyMicros: e.LatencyMicros, CostCents: e.CostCents, Replayed: e.Replayed, Attempts: e.Attempts,
 			ApprovalID: en.ApprovalID})
 		r.Spend.RunCents += e.CostCents

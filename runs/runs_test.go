@@ -148,6 +148,16 @@ func TestGetAssemblesTheRun(t *testing.T) {
 			if r.Timeline[2].By != "bob" || r.Timeline[9].By != "grace" {
 				t.Errorf("deciders: %q, %q", r.Timeline[2].By, r.Timeline[9].By)
 			}
+			// Each call says whose it is: a run's id is its callers' to
+			// choose.
+			for _, c := range r.Calls {
+				if c.AgentID != "agent-billing" {
+					t.Errorf("call %s of %s: agent %q, want agent-billing", c.AuditID, c.Tool, c.AgentID)
+				}
+			}
+			if r.Timeline[0].AgentID != "agent-billing" || r.Timeline[2].AgentID != "" {
+				t.Errorf("timeline agents: a call's %q, an approval's %q", r.Timeline[0].AgentID, r.Timeline[2].AgentID)
+			}
 			if len(r.Calls) != 7 || r.Calls[0].CostCents != 40 || r.Calls[0].LatencyMicros != 1000 || r.Calls[2].ApprovalID != "apr_refund_org-a" {
 				t.Errorf("calls: %+v", r.Calls)
 			}
