@@ -375,6 +375,18 @@ func (f Filter) amountOK(a *toolplane.Approval) bool {
 	return ok && (f.MinCents == nil || v >= *f.MinCents) && (f.MaxCents == nil || v <= *f.MaxCents)
 }
 
+// agentOK reports whether a is of f's agent, or f names none. The store
+// narrows by the bytes of the invocation's field; its agent is read here
+// whole, so a name written in a token's claims or a person's attributes
+// (maps inside the same invocation) never passes for the agent.
+func (f Filter) agentOK(a *toolplane.Approval) bool {
+	if f.Agent == "" || a.PrincipalID == f.Agent {
+		return true
+	}
+	inv, err := DecodeInvocation(a.Invocation)
+	return err == nil && inv.AgentID == f.Agent
+}
+
 // amount is an amount in a preview: a currency sign before a number, a
 // currency code or sign after one ("$1,200.50", "12.50 EUR", "€ 3"), or
 // else a number with two decimals standing alone ("Refund 12.90 on
@@ -465,7 +477,7 @@ func (s *Service) search(ctx context.Context, org string, status toolplane.Appro
 			return nil, "", err
 		}
 		for i := range as {
-			if keep(&as[i]) && f.amountOK(&as[i]) {
+			if keep(&as[i]) && f.amountOK(&as[i]) && f.agentOK(&as[i]) {
 				out = append(out, as[i])
 			}
 		}

@@ -96,3 +96,34 @@ func TestInboxMatchingAmount(t *testing.T) {
 		}
 	}
 }
+
+// An inbox narrowed by agent holds the approvals of that agent alone:
+// the principal that asked, or the agent its stored invocation names. A
+// name written inside the invocation's attribute maps (a token's claims,
+// a person's attributes) is not the agent, whatever bytes it shares.
+func TestInboxMatchingAgent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	file := func(key, principal, invocation string) string {
+		a := proposal(t)
+		a.Key, a.PrincipalID, a.Invocation = key, principal, []byte(invocation)
+		f.file(t, a)
+		f.clock.Advance(time.Second)
+		return a.ID
+	}
+	asked := file("key-asked", "agent-a", `{"OrganizationID":"org-1","AgentID":"agent-a"}`)
+	onBehalf := file("key-behalf", "person-p", `{"OrganizationID":"org-1","AgentID":"agent-a"}`)
+	file("key-claims", "agent-b", `{"OrganizationID":"org-1","AgentID":"agent-b","AgentAttributes":{"AgentID":"agent-a"}}`)
+	file("key-user", "agent-c", `{"OrganizationID":"org-1","AgentID":"agent-c","User":{"Attributes":{"x":{"AgentID":"agent-a"}}}}`)
+	as, _, err := f.svc.InboxMatching(t.Context(), approval.Filter{ApprovalFilter: toolplane.ApprovalFilter{Agent: "agent-a"}}, "", 50, as("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range as {
+		got = append(got, a.ID)
+	}
+	if want := []string{onBehalf, asked}; !slices.Equal(got, want) {
+		t.Errorf("agent-a's approvals = %v, want %v (and none whose claims merely name agent-a)", got, want)
+	}
+}
