@@ -43,6 +43,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -142,7 +143,24 @@ type Config struct {
 type Service struct {
 	cfg Config
 	log *slog.Logger
+	// replies are the answers and message updates sent to Slack after a
+	// press was answered (see later).
+	replies sync.WaitGroup
 }
+
+// later sends a reply to Slack after the press's own answer: Slack wants
+// that answer within 3 seconds, and a reply through its API may take
+// longer. The decision is made before the answer; only what Slack is
+// told of it follows.
+func (s *Service) later(ctx context.Context, send func(context.Context)) {
+	ctx = context.WithoutCancel(ctx)
+	s.replies.Go(func() { send(ctx) })
+}
+
+// Wait waits for the replies to Slack still being sent, each bounded by
+// its request's timeout: a test reads what they sent. A reply a stopping
+// node never sent leaves the decision made and the message as it was.
+func (s *Service) Wait() { s.replies.Wait() }
 
 // New answers the service cfg describes.
 func New(cfg Config) (*Service, error) {
@@ -245,9 +263,11 @@ func (s *Service) interact(w http.ResponseWriter, r *http.Request) {
 func (s *Service) press(ctx context.Context, org, channel string, p *Press) {
 	log := s.log.With("org", org, "channel", channel, "team", p.Team, "user", p.User, "approval", p.Approval)
 	answer := func(text string) {
-		if err := s.cfg.Channels.SlackAnswer(context.WithoutCancel(ctx), p.ResponseURL, text); err != nil {
-			log.WarnContext(ctx, "slack answer not sent", "err", err)
-		}
+		s.later(ctx, func(ctx context.Context) {
+			if err := s.cfg.Channels.SlackAnswer(ctx, p.ResponseURL, text); err != nil {
+				log.WarnContext(ctx, "slack answer not sent", "err", err)
+			}
+		})
 	}
 	cred, why, err := s.person(ctx, org, channel, p)
 	if err != nil {
@@ -270,10 +290,12 @@ func (s *Service) press(ctx context.Context, org, channel string, p *Press) {
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "approval answered from slack", "person", cred.Subject, "status", string(a.Status))
-		if err := s.cfg.Channels.SlackDecided(context.WithoutCancel(ctx), org, channel,
-			notify.SlackMessageRef{Conversation: p.Conversation, TS: p.TS, ResponseURL: p.ResponseURL}, a); err != nil {
-			log.WarnContext(ctx, "slack message not updated", "err", err)
-		}
+		s.later(ctx, func(ctx context.Context) {
+			if err := s.cfg.Channels.SlackDecided(ctx, org, channel,
+				notify.SlackMessageRef{Conversation: p.Conversation, TS: p.TS, ResponseURL: p.ResponseURL}, a); err != nil {
+				log.WarnContext(ctx, "slack message not updated", "err", err)
+			}
+		})
 		return
 	case errors.Is(err, toolplane.ErrNotFound):
 		answer(answerNotFound)

@@ -221,6 +221,8 @@ func (w *world) send(t testing.TB, org, channel string, h http.Header, body []by
 	r.Header = h
 	rec := httptest.NewRecorder()
 	w.mux.ServeHTTP(rec, r)
+	// What the press sends Slack follows its answer (see Service.Wait).
+	w.svc.Wait()
 	return rec.Code
 }
 
