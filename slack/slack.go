@@ -146,6 +146,39 @@ type Service struct {
 	// replies are the answers and message updates sent to Slack after a
 	// press was answered (see later).
 	replies sync.WaitGroup
+
+	// window counts this second's requests that reached the channel's
+	// secret, by organization and channel and in all (see admit).
+	mu     sync.Mutex
+	second int64
+	counts map[string]int
+	total  int
+}
+
+// The requests a second that may read a channel's signing secret: people
+// press buttons a few times a minute, and a flood of well-formed forged
+// presses must not turn into as many store reads.
+const (
+	PerChannelPerSecond = 20
+	PerSecond           = 500
+)
+
+// admit counts a request for org's channel in this second's window and
+// reports whether it is within the bounds.
+func (s *Service) admit(org, channel string) bool {
+	now := s.cfg.Now().Unix()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now != s.second || s.counts == nil {
+		s.second, s.counts, s.total = now, map[string]int{}, 0
+	}
+	k := org + "\x00" + channel
+	if s.total >= PerSecond || s.counts[k] >= PerChannelPerSecond {
+		return false
+	}
+	s.total++
+	s.counts[k]++
+	return true
 }
 
 // later sends a reply to Slack after the press's own answer: Slack wants
@@ -211,6 +244,11 @@ func (s *Service) interact(w http.ResponseWriter, r *http.Request) {
 	// secret opened, so a flood of unsigned requests costs no store read.
 	if err := precheck(ts, sig, now); err != nil {
 		httperr.Send(w, r, httperr.CodeFor(http.StatusUnauthorized), err.Error(), "")
+		return
+	}
+	if !s.admit(org, channel) {
+		w.Header().Set("Retry-After", "1")
+		httperr.Send(w, r, httperr.RateLimited, "too many requests for this channel; try again in a second", "")
 		return
 	}
 	ep, err := s.cfg.Channels.SlackEndpoint(ctx, org, channel)
