@@ -4,12 +4,8 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -45,6 +41,9 @@ type Link struct {
 	Expires int64  `json:"e"`
 	Nonce   string `json:"n"`
 }
+
+// KeyID answers the keyring key the link's signing key derives from.
+func (l *Link) KeyID() string { return l.Key }
 
 // LinkStore keeps the nonces of used links.
 type LinkStore interface {
@@ -84,52 +83,16 @@ func (l *Links) Sign(org, approvalID, channel string, until time.Time) (string, 
 	}
 	link := Link{Key: l.keys.Current(), Organization: org, Approval: approvalID, Channel: channel,
 		Expires: exp.Unix(), Nonce: rand.Text()}
-	payload, err := json.Marshal(link)
-	if err != nil {
-		return "", fmt.Errorf("sign link: %w", err)
-	}
-	mac, err := l.mac(link.Key, payload)
-	if err != nil {
-		return "", err
-	}
-	enc := base64.RawURLEncoding
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(mac), nil
-}
-
-func (l *Links) mac(keyID string, payload []byte) ([]byte, error) {
-	key, err := l.keys.DeriveKey(keyID, linkPurpose)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(key)
-	m := hmac.New(sha256.New, key)
-	m.Write(payload)
-	return m.Sum(nil), nil
+	return l.keys.SignToken(linkPurpose, &link)
 }
 
 // Parse verifies a token's signature and expiry, and answers what it
 // binds. It does not consume the link.
 func (l *Links) Parse(token string) (*Link, error) {
-	if len(token) > maxToken {
-		return nil, ErrLinkInvalid
-	}
-	p, m, ok := strings.Cut(token, ".")
-	enc := base64.RawURLEncoding
-	payload, err1 := enc.DecodeString(p)
-	sig, err2 := enc.DecodeString(m)
-	if !ok || err1 != nil || err2 != nil {
-		return nil, ErrLinkInvalid
-	}
 	var link Link
-	if err := json.Unmarshal(payload, &link); err != nil {
+	if err := l.keys.OpenToken(linkPurpose, token, maxToken, &link); errors.Is(err, secret.ErrToken) {
 		return nil, ErrLinkInvalid
-	}
-	want, err := l.mac(link.Key, payload)
-	if errors.Is(err, secret.ErrUnknownKey) || (err == nil && !hmac.Equal(sig, want)) {
-		// A key retired from the ring signs nothing valid any more.
-		return nil, ErrLinkInvalid
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, fmt.Errorf("check link: %w", err)
 	}
 	if link.Organization == "" || link.Approval == "" || link.Nonce == "" {

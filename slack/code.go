@@ -1,14 +1,9 @@
 package slack
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -41,55 +36,22 @@ type code struct {
 	Nonce   string `json:"n"`
 }
 
-func codeMAC(keys *secret.Keyring, keyID string, payload []byte) ([]byte, error) {
-	key, err := keys.DeriveKey(keyID, codePurpose)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(key)
-	m := hmac.New(sha256.New, key)
-	m.Write(payload)
-	return m.Sum(nil), nil
-}
+func (c *code) KeyID() string { return c.Key }
 
 // signCode answers a code for the Slack account (team, user) of org's
 // channel, working until now+CodeTTL.
 func signCode(keys *secret.Keyring, org, channel, team, user string, now time.Time) (string, error) {
 	c := code{Key: keys.Current(), Org: org, Channel: channel, Team: team, User: user, Expires: now.Add(CodeTTL).Unix(), Nonce: rand.Text()}
-	payload, err := json.Marshal(c)
-	if err != nil {
-		return "", fmt.Errorf("sign slack link code: %w", err)
-	}
-	mac, err := codeMAC(keys, c.Key, payload)
-	if err != nil {
-		return "", err
-	}
-	enc := base64.RawURLEncoding
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(mac), nil
+	return keys.SignToken(codePurpose, &c)
 }
 
 // parseCode verifies a code's signature and expiry and answers what it
 // binds; it does not use it up.
 func parseCode(keys *secret.Keyring, token string, now time.Time) (*code, error) {
-	if len(token) > maxCode {
-		return nil, ErrCode
-	}
-	p, m, ok := strings.Cut(strings.TrimSpace(token), ".")
-	enc := base64.RawURLEncoding
-	payload, err1 := enc.DecodeString(p)
-	sig, err2 := enc.DecodeString(m)
-	if !ok || err1 != nil || err2 != nil {
-		return nil, ErrCode
-	}
 	var c code
-	if err := json.Unmarshal(payload, &c); err != nil {
+	if err := keys.OpenToken(codePurpose, token, maxCode, &c); errors.Is(err, secret.ErrToken) {
 		return nil, ErrCode
-	}
-	want, err := codeMAC(keys, c.Key, payload)
-	if errors.Is(err, secret.ErrUnknownKey) || (err == nil && !hmac.Equal(sig, want)) {
-		return nil, ErrCode
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, fmt.Errorf("check slack link code: %w", err)
 	}
 	if c.Org == "" || c.Channel == "" || !slackID(c.Team) || !slackID(c.User) || c.Nonce == "" || !now.Before(time.Unix(c.Expires, 0)) {
