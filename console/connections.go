@@ -183,18 +183,29 @@ type connectionPage struct {
 	Action, CSRF string
 }
 
-// connectionPage shows one connection the person may see; one they may
-// not is not found, as one that does not exist.
-func (c *Console) connectionPage(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
+// connectionOf answers the connections' service and the connection the
+// request's path names, as the person may see it (one they may not is not
+// found, as one that does not exist).
+func (c *Console) connectionOf(r *http.Request, sess *signin.Session) (*connection.Admin, *toolplane.Connection, error) {
 	svc, err := c.connections()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	id := r.PathValue("id")
 	if err := toolplane.CheckLen("connection id", id, toolplane.MaxRefLen); err != nil {
-		return err
+		return nil, nil, err
 	}
 	cn, err := svc.Get(r.Context(), sess.Credential, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return svc, cn, nil
+}
+
+// connectionPage shows one connection the person may see; one they may
+// not is not found, as one that does not exist.
+func (c *Console) connectionPage(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
+	_, cn, err := c.connectionOf(r, sess)
 	if err != nil {
 		return err
 	}
@@ -220,15 +231,7 @@ func (c *Console) connectionPage(w http.ResponseWriter, r *http.Request, sess *s
 // connection, as `toolplane connections authorize` does, and sends the
 // browser to its start, which sends it on to the provider.
 func (c *Console) authorizeConnection(w http.ResponseWriter, r *http.Request, sess *signin.Session) error {
-	svc, err := c.connections()
-	if err != nil {
-		return err
-	}
-	id := r.PathValue("id")
-	if err := toolplane.CheckLen("connection id", id, toolplane.MaxRefLen); err != nil {
-		return err
-	}
-	cn, err := svc.Get(r.Context(), sess.Credential, id)
+	svc, cn, err := c.connectionOf(r, sess)
 	if err != nil {
 		return err
 	}
