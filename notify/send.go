@@ -161,6 +161,25 @@ type senders struct {
 // maxAnswer bounds what is read of an endpoint's answer.
 const maxAnswer = 4096
 
+// do sends req within the senders' timeout through the destination
+// policy's transport, following no redirect: a signed request, or one
+// carrying a token, is for the URL configured, and a redirect could carry
+// it elsewhere. Its error is the one the connection met (see unreached),
+// never the URL.
+func (x senders) do(req *http.Request) (*http.Response, error) {
+	client := &http.Client{Transport: x.dest.Transport(), Timeout: x.timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, unreached(err)
+	}
+	return resp, nil
+}
+
 // post sends body to target. Its errors never name the target: a Slack
 // URL is itself the credential.
 func (x senders) post(ctx context.Context, target string, body []byte, header http.Header) error {
@@ -173,17 +192,9 @@ func (x senders) post(ctx context.Context, target string, body []byte, header ht
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "toolplane-notify")
-	// No redirects: a signed request is for the URL configured, and a
-	// redirect could carry it elsewhere.
-	client := &http.Client{Transport: x.dest.Transport(), Timeout: x.timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := x.do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("POST: %w", unreached(err))
+		return fmt.Errorf("POST: %w", err)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))

@@ -82,15 +82,9 @@ func (x senders) slackCall(ctx context.Context, method string, token toolplane.S
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("Authorization", "Bearer "+token.Reveal())
 	req.Header.Set("User-Agent", "toolplane-notify")
-	client := &http.Client{Transport: x.dest.Transport(), Timeout: x.timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := x.do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("Slack %s: %w", method, unreached(err))
+		return nil, fmt.Errorf("Slack %s: %w", method, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
