@@ -543,21 +543,8 @@ func Summary(table []Result, clients []int) []string {
 // whatever else the machine was doing then, so the ratio of a pair is
 // steadier than the ratio of two medians taken from different rounds.
 func RoundRatios(a, b []Result) (ratios []float64, median float64) {
-	for i := range min(len(a), len(b)) {
-		if rb := b[i].Rate(); rb > 0 {
-			ratios = append(ratios, a[i].Rate()/rb)
-		}
-	}
-	if len(ratios) == 0 {
-		return nil, 0
-	}
-	sorted := slices.Sorted(slices.Values(ratios))
-	if n := len(sorted); n%2 == 0 {
-		median = (sorted[n/2-1] + sorted[n/2]) / 2
-	} else {
-		median = sorted[n/2]
-	}
-	return ratios, median
+	ratios = RateRatios(a, b)
+	return ratios, SpreadOf(ratios).Median
 }
 
 // serverProcesses answers the server processes a target's calls run
