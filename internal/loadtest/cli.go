@@ -64,7 +64,8 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // Main is the toolplane-load command: args are its arguments (without the
 // program name). It answers the exit code.
 //
-//	toolplane-load [flags]           measure and print the table
+//	toolplane-load [flags]           measure and print the tables
+//	toolplane-load -compare A,B      two toolplane builds in paired rounds
 //	toolplane-load upstream [-addr]  serve the plain server and proxy (helper process)
 //	toolplane-load proxy -to URL     serve a bare reverse proxy (helper process)
 //	toolplane-load api [-addr]       serve the JSON API (helper process)
@@ -437,7 +438,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the proxy's, the plain server's helper), over the window, per call; – where a server shares this process or was not started here.")
+	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the proxy's or nginx, the API's or the plain server's helper), over the window, per call; – where a server shares this process or was not started here.")
 	fmt.Fprintln(stdout)
 	var cells []Cell
 	for _, n := range clients {
@@ -450,6 +451,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	fmt.Fprintln(stdout)
+	if lines := CPURatioLines(runs, clients); len(lines) > 0 {
+		fmt.Fprintln(stdout, "Ratios of CPU per call, round by round (the two targets of a round measured within seconds of each other), then median and range. \"Processes in front alone\" sets toolplane's process against the proxy's (or nginx's) process alone: the server behind them is the same one and costs the same per call. \"Whole path\" adds it to both sides.")
+		fmt.Fprintln(stdout)
+	}
 	for _, line := range CPURatioLines(runs, clients) {
 		fmt.Fprintln(stdout, line)
 	}
