@@ -144,7 +144,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pprofTargets := fs.String("pprof-targets", TargetREST, "comma-separated targets to profile when -pprof is set")
 	pprofDir := fs.String("pprof-dir", ".", "where CPU profiles are written, as <target>-<clients>.pprof")
 	nginxPath := fs.String("nginx", "", "the nginx binary of the "+TargetAPINginx+" target (default: nginx on PATH, else "+defaultNginx+")")
-	installNginx := fs.Bool("install-nginx", false, "when the "+TargetAPINginx+" target has no nginx, install Debian's (apt-get install -y nginx-light, or nginx; needs root)")
+	installNginx := fs.Bool("install-nginx", false, "when the "+TargetAPINginx+" target has no nginx, install Debian's (apt-get install -y nginx, or nginx-light; needs root)")
 	compareFlag := fs.String("compare", "", "A,B: two toolplane binaries, measured cell by cell back to back in alternating order each round; prints B/A of toolplane's CPU per call and of throughput, round by round")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

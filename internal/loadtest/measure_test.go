@@ -284,7 +284,7 @@ func TestHasCandidate(t *testing.T) {
 
 func TestFindNginx(t *testing.T) {
 	t.Parallel()
-	if _, err := FindNginx(filepath.Join(t.TempDir(), "nginx")); !errors.Is(err, ErrNoNginx) || !strings.Contains(err.Error(), "apt-get install -y nginx-light") {
+	if _, err := FindNginx(filepath.Join(t.TempDir(), "nginx")); !errors.Is(err, ErrNoNginx) || !strings.Contains(err.Error(), "apt-get install -y nginx") {
 		t.Fatalf("FindNginx of a missing file = %v, want ErrNoNginx saying how to install it", err)
 	}
 }

@@ -43,14 +43,17 @@ func FindNginx(path string) (string, error) {
 }
 
 // nginxHint says how to get nginx.
-const nginxHint = "install it (Debian: apt-get install -y nginx-light, or nginx), pass -nginx PATH, or run with -install-nginx"
+const nginxHint = "install it (Debian: apt-get install -y nginx, or nginx-light), pass -nginx PATH, or run with -install-nginx"
 
-// nginxPackages are Debian's packages holding an nginx binary, the
-// smallest first.
-var nginxPackages = []string{"nginx-light", "nginx"}
+// nginxPackages are Debian's packages that bring an nginx binary, in the
+// order tried. On bookworm the binary is in nginx itself and nginx-light
+// is a metapackage adding a module to it; on older releases nginx is the
+// metapackage and nginx-light one of the binaries it can pull in. Either
+// way nginx is enough.
+var nginxPackages = []string{"nginx", "nginx-light"}
 
 // InstallNginx installs Debian's nginx with apt-get: the first of
-// nginx-light and nginx that apt-cache knows a candidate for. It needs
+// nginxPackages that apt-cache knows a candidate for. It needs
 // root (or an apt-get that may install) and writes apt's output to out.
 func InstallNginx(ctx context.Context, out io.Writer) error {
 	for _, pkg := range nginxPackages {
