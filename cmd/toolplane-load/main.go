@@ -6,7 +6,17 @@
 //
 // builds and starts `toolplane serve --demo --rate-limit 0` in a temporary
 // directory and measures REST, MCP, the plain server and the proxy;
-// -url and -key measure a running toolplane instead, and
+// -url and -key measure a running toolplane instead. Every cell reports
+// the CPU per call of each server process on its own (toolplane, the bare
+// Go proxy, nginx, the JSON API, the plain server) with its median and
+// range over the rounds, and several rounds print the per-round ratios of
+// toolplane's CPU per call to the proxy's and to nginx's (target
+// apinginx; -nginx PATH, -install-nginx). Two builds side by side:
+//
+//	go run ./cmd/toolplane-load -compare /tmp/toolplane-A,/tmp/toolplane-B -target httpread,mcp -rounds 10 -duration 1s
+//
+// prints B/A of toolplane's CPU per call and of throughput, round by
+// round, with median and range; and
 //
 //	go run ./cmd/toolplane-load hang -rounds 3
 //

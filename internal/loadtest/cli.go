@@ -41,6 +41,10 @@ const (
 	// TargetAPIProxy: the same GET through a bare httputil.ReverseProxy
 	// in front of the API.
 	TargetAPIProxy = "apiproxy"
+	// TargetAPINginx: the same GET through nginx as a reverse proxy
+	// (a pool of kept-alive connections to the API), a process this run
+	// starts; see -nginx and -install-nginx.
+	TargetAPINginx = "apinginx"
 	// TargetHTTPRead: REST invoke of an http runtime read tool through
 	// toolplane, which GETs the same item from the API.
 	TargetHTTPRead = "httpread"
@@ -49,7 +53,7 @@ const (
 	TargetHTTPWrite = "httpwrite"
 )
 
-var allTargets = []string{TargetREST, TargetMCP, TargetPlain, TargetProxy, TargetFederated, TargetAPI, TargetAPIProxy, TargetHTTPRead, TargetHTTPWrite}
+var allTargets = []string{TargetREST, TargetMCP, TargetPlain, TargetProxy, TargetFederated, TargetAPI, TargetAPIProxy, TargetAPINginx, TargetHTTPRead, TargetHTTPWrite}
 
 // stringList is a repeatable flag.
 type stringList []string
@@ -60,7 +64,8 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // Main is the toolplane-load command: args are its arguments (without the
 // program name). It answers the exit code.
 //
-//	toolplane-load [flags]           measure and print the table
+//	toolplane-load [flags]           measure and print the tables
+//	toolplane-load -compare A,B      two toolplane builds in paired rounds
 //	toolplane-load upstream [-addr]  serve the plain server and proxy (helper process)
 //	toolplane-load proxy -to URL     serve a bare reverse proxy (helper process)
 //	toolplane-load api [-addr]       serve the JSON API (helper process)
@@ -138,6 +143,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pprofURL := fs.String("pprof", "", "base URL of the server's net/http/pprof (e.g. http://127.0.0.1:6060); profiles -pprof-targets")
 	pprofTargets := fs.String("pprof-targets", TargetREST, "comma-separated targets to profile when -pprof is set")
 	pprofDir := fs.String("pprof-dir", ".", "where CPU profiles are written, as <target>-<clients>.pprof")
+	nginxPath := fs.String("nginx", "", "the nginx binary of the "+TargetAPINginx+" target (default: nginx on PATH, else "+defaultNginx+")")
+	installNginx := fs.Bool("install-nginx", false, "when the "+TargetAPINginx+" target has no nginx, install Debian's (apt-get install -y nginx, or nginx-light; needs root)")
+	compareFlag := fs.String("compare", "", "A,B: two toolplane binaries, measured cell by cell back to back in alternating order each round; prints B/A of toolplane's CPU per call and of throughput, round by round")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -168,6 +176,31 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if *baseURL != "" && (slices.Contains(targets, TargetHTTPRead) || slices.Contains(targets, TargetHTTPWrite)) {
 		return fail("the %s and %s targets need a toolplane this run starts (no -url)", TargetHTTPRead, TargetHTTPWrite)
+	}
+	var compare []string
+	if *compareFlag != "" {
+		if compare, err = parseCompare(*compareFlag); err != nil {
+			return fail("%v", err)
+		}
+		if *baseURL != "" || *binary != "" {
+			return fail("-compare starts both builds itself: drop -url and -binary")
+		}
+		if !needsToolplane(targets) {
+			return fail("-compare needs a toolplane target (%s, %s, %s, %s or %s)", TargetREST, TargetMCP, TargetFederated, TargetHTTPRead, TargetHTTPWrite)
+		}
+	}
+	var nginxBin string
+	if slices.Contains(targets, TargetAPINginx) {
+		if nginxBin, err = FindNginx(*nginxPath); errors.Is(err, ErrNoNginx) && *installNginx && *nginxPath == "" {
+			fmt.Fprintln(stderr, "toolplane-load: no nginx; installing Debian's")
+			if ierr := InstallNginx(ctx, stderr); ierr != nil {
+				return fail("%v", ierr)
+			}
+			nginxBin, err = FindNginx("")
+		}
+		if err != nil {
+			return fail("the %s target: %v", TargetAPINginx, err)
+		}
 	}
 
 	// The upstream comes first, so a started toolplane can be pointed at it.
@@ -232,6 +265,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer api.Close()
 	}
+	var ngx *Nginx
+	if nginxBin != "" {
+		if ngx, err = StartNginx(ctx, nginxBin, api.URL); err != nil {
+			return fail("%v", err)
+		}
+		defer ngx.Close()
+	}
 	httpTools := slices.Contains(targets, TargetHTTPRead) || slices.Contains(targets, TargetHTTPWrite)
 	if httpTools {
 		dir, err := os.MkdirTemp("", "toolplane-load-tools-")
@@ -246,73 +286,85 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	started := "given"
-	var toolplanePID int
-	var httpKey string
+	builds := []*build{{label: "given", baseURL: *baseURL, key: *key, federatedKey: *federatedKey}}
 	if *baseURL == "" && needsToolplane(targets) {
-		tp, err := StartToolplane(ctx, ToolplaneOptions{Binary: *binary, Source: *src, Args: serveArgs, Env: serveEnv})
-		if err != nil {
-			return fail("%v", err)
+		binaries := []string{*binary}
+		if compare != nil {
+			binaries = compare
 		}
-		defer tp.Stop()
-		toolplanePID = tp.PID()
-		*baseURL, *key, started = tp.URL, tp.AgentKey, "started by this run, rate limit off (--rate-limit 0)"
-		if slices.Contains(targets, TargetFederated) && *federatedKey == "" {
-			if *federatedKey, err = MintAgentKey(ctx, tp.URL, tp.AdminKey, "toolplane-load", splitList(*federatedGrant)); err != nil {
+		builds = builds[:0]
+		for i, bin := range binaries {
+			b, err := startBuild(ctx, bin, *src, serveArgs, serveEnv, targets, httpTools, apiToken, *federatedKey, splitList(*federatedGrant))
+			if err != nil {
 				return fail("%v", err)
 			}
-		}
-		if httpTools {
-			if httpKey, err = SetUpHTTPTools(ctx, tp.URL, tp.AdminKey, apiToken); err != nil {
-				return fail("%v", err)
+			defer b.tp.Stop()
+			b.label = bin
+			if compare != nil {
+				b.label = string(rune('A'+i)) + " (" + bin + ")"
 			}
+			builds = append(builds, b)
 		}
+		started = "started by this run, rate limit off (--rate-limit 0)"
 	} else if needsToolplane(targets) && *key == "" {
 		return fail("-url needs -key (or $TOOLPLANE_DEMO_AGENT_KEY)")
 	}
-	*baseURL = strings.TrimSuffix(*baseURL, "/")
+	for _, b := range builds {
+		b.baseURL = strings.TrimSuffix(b.baseURL, "/")
+	}
 
 	model := modelname.Derive(ReadTool)
 	args0 := json.RawMessage(*arguments)
-	byName := map[string]Target{}
-	for _, name := range targets {
-		switch name {
-		case TargetREST:
-			byName[name] = &REST{Label: name, BaseURL: *baseURL, Key: *key, Tool: ReadTool, Arguments: args0, Expect: *expect}
-		case TargetMCP:
-			byName[name] = &MCP{Label: name, Endpoint: *baseURL + "/mcp", Key: *key, Tool: model, Arguments: args0, Expect: *expect}
-		case TargetPlain:
-			byName[name] = &MCP{Label: name, Endpoint: up.URL, Tool: model, Arguments: args0, Expect: *expect}
-		case TargetProxy:
-			byName[name] = &MCP{Label: name, Endpoint: up.ProxyURL, Tool: model, Arguments: args0, Expect: *expect}
-		case TargetFederated:
-			endpoint := *federated
-			if strings.HasPrefix(endpoint, "/") {
-				endpoint = *baseURL + endpoint
+	targetsOf := func(b *build) map[string]Target {
+		byName := map[string]Target{}
+		for _, name := range targets {
+			switch name {
+			case TargetREST:
+				byName[name] = &REST{Label: name, BaseURL: b.baseURL, Key: b.key, Tool: ReadTool, Arguments: args0, Expect: *expect}
+			case TargetMCP:
+				byName[name] = &MCP{Label: name, Endpoint: b.baseURL + "/mcp", Key: b.key, Tool: model, Arguments: args0, Expect: *expect}
+			case TargetPlain:
+				byName[name] = &MCP{Label: name, Endpoint: up.URL, Tool: model, Arguments: args0, Expect: *expect}
+			case TargetProxy:
+				byName[name] = &MCP{Label: name, Endpoint: up.ProxyURL, Tool: model, Arguments: args0, Expect: *expect}
+			case TargetFederated:
+				endpoint := *federated
+				if strings.HasPrefix(endpoint, "/") {
+					endpoint = b.baseURL + endpoint
+				}
+				k := b.federatedKey
+				if k == "" {
+					k = b.key
+				}
+				tool := *federatedTool
+				if tool == "" {
+					tool = model
+				}
+				byName[name] = &MCP{Label: name, Endpoint: endpoint, Key: k, Tool: tool, Arguments: args0, Expect: *expect}
+			case TargetAPI:
+				byName[name] = &HTTPGet{Label: name, URL: api.URL + itemPath + ItemID, Key: apiToken, Expect: ItemID}
+			case TargetAPIProxy:
+				byName[name] = &HTTPGet{Label: name, URL: api.ProxyURL + itemPath + ItemID, Key: apiToken, Expect: ItemID}
+			case TargetAPINginx:
+				byName[name] = &HTTPGet{Label: name, URL: ngx.URL + itemPath + ItemID, Key: apiToken, Expect: ItemID}
+			case TargetHTTPRead, TargetHTTPWrite:
+				tool := map[string]string{TargetHTTPRead: HTTPReadTool, TargetHTTPWrite: HTTPWriteTool}[name]
+				byName[name] = &REST{Label: name, BaseURL: b.baseURL, Key: b.httpKey, Tool: tool, Arguments: json.RawMessage(`{"id":"` + ItemID + `"}`),
+					Expect: ItemID, Write: name == TargetHTTPWrite}
 			}
-			k := *federatedKey
-			if k == "" {
-				k = *key
-			}
-			tool := *federatedTool
-			if tool == "" {
-				tool = model
-			}
-			byName[name] = &MCP{Label: name, Endpoint: endpoint, Key: k, Tool: tool, Arguments: args0, Expect: *expect}
-		case TargetAPI:
-			byName[name] = &HTTPGet{Label: name, URL: api.URL + itemPath + ItemID, Key: apiToken, Expect: ItemID}
-		case TargetAPIProxy:
-			byName[name] = &HTTPGet{Label: name, URL: api.ProxyURL + itemPath + ItemID, Key: apiToken, Expect: ItemID}
-		case TargetHTTPRead, TargetHTTPWrite:
-			tool := map[string]string{TargetHTTPRead: HTTPReadTool, TargetHTTPWrite: HTTPWriteTool}[name]
-			byName[name] = &REST{Label: name, BaseURL: *baseURL, Key: httpKey, Tool: tool, Arguments: json.RawMessage(`{"id":"` + ItemID + `"}`),
-				Expect: ItemID, Write: name == TargetHTTPWrite}
 		}
+		return byName
+	}
+	for _, b := range builds {
+		b.targets = targetsOf(b)
 	}
 
 	fmt.Fprintf(stdout, "toolplane-load: %s, GOMAXPROCS %d, %d CPUs; %v measured after %v warm-up per cell, %d round(s)\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), *duration, *warmup, *rounds)
 	if needsToolplane(targets) {
-		fmt.Fprintf(stdout, "toolplane at %s (%s)\n", *baseURL, started)
+		for _, b := range builds {
+			fmt.Fprintf(stdout, "toolplane %s at %s (%s)\n", b.label, b.baseURL, started)
+		}
 	}
 	if up != nil {
 		where := *hosting
@@ -325,6 +377,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "JSON API at %s, bare proxy at %s (%s)\n", api.URL, api.ProxyURL, map[string]string{
 			"subprocess": "each in a process of its own", "inprocess": "in this process"}[*hosting])
 	}
+	if ngx != nil {
+		fmt.Fprintf(stdout, "nginx (%s) at %s in front of the JSON API, one process, keep-alive pool of 256; config in %s\n", nginxBin, ngx.URL, ngx.Dir)
+	}
+	if compare != nil {
+		return runCompare(ctx, stdout, stderr, builds, targets, clients, *rounds, *warmup, *duration, up, api, ngx)
+	}
+	single := builds[0]
 	profiled := splitList(*pprofTargets)
 	runs := map[string][]Result{}
 	cell := func(target string, n int) string { return target + "/" + strconv.Itoa(n) }
@@ -338,7 +397,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		for _, n := range clients {
 			for _, name := range order {
-				opts := Options{Clients: n, Warmup: *warmup, Duration: *duration, ServerCPU: serverCPU(name, toolplanePID, up, api)}
+				opts := Options{Clients: n, Warmup: *warmup, Duration: *duration, Processes: serverProcesses(name, single.pid(), up, api, ngx)}
 				if *pprofURL != "" && slices.Contains(profiled, name) {
 					path := filepath.Join(*pprofDir, fmt.Sprintf("%s-%d.pprof", name, n))
 					if *rounds > 1 {
@@ -348,15 +407,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 						return FetchProfile(ctx, *pprofURL, window, path)
 					}
 				}
-				res, err := Run(ctx, byName[name], opts)
+				res, err := Run(ctx, single.targets[name], opts)
 				if err != nil {
 					return fail("%v", err)
 				}
 				if res.DuringError != nil {
 					fmt.Fprintf(stderr, "toolplane-load: %s at %d clients: %v\n", name, n, res.DuringError)
 				}
-				fmt.Fprintf(stderr, "round %d: %s at %d clients: %.0f calls/s, p50 %s, p99 %s, %d errors\n",
-					round+1, name, n, res.Rate(), ms(res.P50), ms(res.P99), res.Errors)
+				fmt.Fprintf(stderr, "round %d: %s at %d clients: %.0f calls/s, p50 %s, p99 %s, %d errors%s\n",
+					round+1, name, n, res.Rate(), ms(res.P50), ms(res.P99), res.Errors, cpuNote(res))
 				runs[cell(name, n)] = append(runs[cell(name, n)], res)
 				// Let sessions close and the collector catch up, so
 				// one cell's tail does not land in the next.
@@ -379,7 +438,26 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the proxy's, the plain server's helper), over the window, per call; – where a server shares this process or was not started here.")
+	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the proxy's or nginx, the API's or the plain server's helper), over the window, per call; – where a server shares this process or was not started here.")
+	fmt.Fprintln(stdout)
+	var cells []Cell
+	for _, n := range clients {
+		for _, name := range targets {
+			cells = append(cells, Cell{Target: name, Clients: n, Rounds: runs[cell(name, n)]})
+		}
+	}
+	fmt.Fprintf(stdout, "Each process on its own: medians of %d round(s), lowest–highest in brackets; CPU per call is the process's user+system CPU over the window (its CPU-time clock, to the ns) over the calls.\n\n", *rounds)
+	if err := WriteProcessTable(stdout, cells); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintln(stdout)
+	if lines := CPURatioLines(runs, clients); len(lines) > 0 {
+		fmt.Fprintln(stdout, "Ratios of CPU per call, round by round (the two targets of a round measured within seconds of each other), then median and range. \"Processes in front alone\" sets toolplane's process against the proxy's (or nginx's) process alone: the server behind them is the same one and costs the same per call. \"Whole path\" adds it to both sides.")
+		fmt.Fprintln(stdout)
+	}
+	for _, line := range CPURatioLines(runs, clients) {
+		fmt.Fprintln(stdout, line)
+	}
 	for _, line := range Summary(table, clients) {
 		fmt.Fprintln(stdout, line)
 	}
@@ -470,66 +548,65 @@ func Summary(table []Result, clients []int) []string {
 // whatever else the machine was doing then, so the ratio of a pair is
 // steadier than the ratio of two medians taken from different rounds.
 func RoundRatios(a, b []Result) (ratios []float64, median float64) {
-	for i := range min(len(a), len(b)) {
-		if rb := b[i].Rate(); rb > 0 {
-			ratios = append(ratios, a[i].Rate()/rb)
-		}
-	}
-	if len(ratios) == 0 {
-		return nil, 0
-	}
-	sorted := slices.Sorted(slices.Values(ratios))
-	if n := len(sorted); n%2 == 0 {
-		median = (sorted[n/2-1] + sorted[n/2]) / 2
-	} else {
-		median = sorted[n/2]
-	}
-	return ratios, median
+	ratios = RateRatios(a, b)
+	return ratios, SpreadOf(ratios).Median
 }
 
-// serverCPU answers how to read the CPU of every server process a target's
-// calls run through (toolplane, the helper holding the plain server and
-// proxy, or both), or nil when one of them is not a process of its own
-// this run knows: a toolplane given by -url, or baselines in this process,
-// whose CPU would include the load generator's.
-func serverCPU(target string, toolplanePID int, up *Upstream, api *API) func() (time.Duration, error) {
-	var pids []int
+// serverProcesses answers the server processes a target's calls run
+// through, each with its role, or nil when one of them is not a process
+// of its own this run knows: a toolplane given by -url, or baselines in
+// this process, whose CPU would include the load generator's.
+func serverProcesses(target string, toolplanePID int, up *Upstream, api *API, ngx *Nginx) []Process {
 	switch target {
-	case TargetAPI, TargetAPIProxy, TargetHTTPRead, TargetHTTPWrite:
-		pids = api.PIDs()
-		if target == TargetAPIProxy {
-			pids = api.ProxyPIDs()
-		}
-		if pids == nil {
+	case TargetAPI, TargetAPIProxy, TargetAPINginx, TargetHTTPRead, TargetHTTPWrite:
+		if api == nil || api.pid == 0 {
 			return nil
 		}
-		if target == TargetHTTPRead || target == TargetHTTPWrite {
-			if toolplanePID == 0 {
+		apiProc := Process{Role: RoleAPI, PID: api.pid}
+		switch target {
+		case TargetAPI:
+			return []Process{apiProc}
+		case TargetAPIProxy:
+			if api.proxyPID == 0 {
 				return nil
 			}
-			pids = append(pids, toolplanePID)
+			return []Process{{Role: RoleGoProxy, PID: api.proxyPID}, apiProc}
+		case TargetAPINginx:
+			if ngx == nil {
+				return nil
+			}
+			return []Process{{Role: RoleNginx, PID: ngx.PID()}, apiProc}
 		}
-		return func() (time.Duration, error) { return ProcessCPU(pids...) }
-	}
-	if target != TargetPlain && target != TargetProxy {
 		if toolplanePID == 0 {
 			return nil
 		}
-		pids = append(pids, toolplanePID)
+		return []Process{{Role: RoleToolplane, PID: toolplanePID}, apiProc}
+	case TargetREST, TargetMCP:
+		if toolplanePID == 0 {
+			return nil
+		}
+		return []Process{{Role: RoleToolplane, PID: toolplanePID}}
 	}
+	if up == nil || up.pid == 0 {
+		return nil
+	}
+	plain := Process{Role: RolePlain, PID: up.pid}
 	switch target {
+	case TargetPlain:
+		return []Process{plain}
 	case TargetProxy:
-		if up == nil || up.PID() == 0 {
+		if up.proxyPID == 0 {
+			// The proxy shares the plain server's process.
+			return []Process{plain}
+		}
+		return []Process{{Role: RoleGoProxy, PID: up.proxyPID}, plain}
+	case TargetFederated:
+		if toolplanePID == 0 {
 			return nil
 		}
-		pids = append(pids, up.ProxyPIDs()...)
-	case TargetPlain, TargetFederated:
-		if up == nil || up.PID() == 0 {
-			return nil
-		}
-		pids = append(pids, up.PID())
+		return []Process{{Role: RoleToolplane, PID: toolplanePID}, plain}
 	}
-	return func() (time.Duration, error) { return ProcessCPU(pids...) }
+	return nil
 }
 
 func needsUpstream(targets []string) bool {
@@ -544,7 +621,7 @@ func needsToolplane(targets []string) bool {
 
 func needsAPI(targets []string) bool {
 	return slices.ContainsFunc(targets, func(t string) bool {
-		return t == TargetAPI || t == TargetAPIProxy || t == TargetHTTPRead || t == TargetHTTPWrite
+		return t == TargetAPI || t == TargetAPIProxy || t == TargetAPINginx || t == TargetHTTPRead || t == TargetHTTPWrite
 	})
 }
 

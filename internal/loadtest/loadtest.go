@@ -57,6 +57,43 @@ type Options struct {
 	// used so far (see ProcessCPU); Run reads it at both ends of the
 	// window and reports the difference per call.
 	ServerCPU func() (time.Duration, error)
+	// Processes, when set, are the server processes the calls pass
+	// through, each read on its own (see ProcessCPU) at both ends of the
+	// window; Result.Processes holds each one's CPU per call and
+	// Result.CPUPerCall their sum. It takes the place of ServerCPU.
+	Processes []Process
+}
+
+// Process is one server process a target's calls pass through.
+type Process struct {
+	// Role names it in the results: one of the Role constants.
+	Role string
+	PID  int
+}
+
+// The roles of the server processes the targets' calls pass through.
+const (
+	// RoleToolplane is toolplane.
+	RoleToolplane = "toolplane"
+	// RoleGoProxy is a bare httputil.ReverseProxy of its own.
+	RoleGoProxy = "goproxy"
+	// RoleNginx is nginx as a reverse proxy.
+	RoleNginx = "nginx"
+	// RoleAPI is the JSON API's helper process.
+	RoleAPI = "api"
+	// RolePlain is the plain MCP server's helper process.
+	RolePlain = "plain"
+)
+
+// Roles lists the roles in the order the tables show them: the
+// processes in front (toolplane and the proxies) first, then the servers
+// they forward to.
+var Roles = []string{RoleToolplane, RoleGoProxy, RoleNginx, RoleAPI, RolePlain}
+
+// ProcessCost is one process's CPU per call in a run.
+type ProcessCost struct {
+	Role    string
+	PerCall time.Duration
 }
 
 // Result is one run's figures. Latencies are of successful calls only;
@@ -76,6 +113,20 @@ type Result struct {
 	// calls (failed ones included, since they cost the server too); zero
 	// when not measured.
 	CPUPerCall time.Duration
+	// Processes is each server process's CPU per call, in the order of
+	// Options.Processes; empty when not measured.
+	Processes []ProcessCost
+}
+
+// RoleCPU answers the CPU per call of the process in role, and whether it
+// was measured.
+func (r Result) RoleCPU(role string) (time.Duration, bool) {
+	for _, p := range r.Processes {
+		if p.Role == role {
+			return p.PerCall, true
+		}
+	}
+	return 0, false
 }
 
 // Rate answers successful calls per second.
@@ -151,9 +202,36 @@ func Run(ctx context.Context, t Target, opts Options) (Result, error) {
 			}
 		})
 	}
+	serverCPU := opts.ServerCPU
+	if len(opts.Processes) > 0 {
+		serverCPU = nil
+	}
+	readProcs := func() ([]time.Duration, error) {
+		out := make([]time.Duration, len(opts.Processes))
+		for i, p := range opts.Processes {
+			d, err := ProcessCPU(p.PID)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.Role, err)
+			}
+			out[i] = d
+		}
+		return out, nil
+	}
+	var procStart []time.Duration
+	var procErr error
+	if len(opts.Processes) > 0 {
+		wg.Go(func() {
+			select {
+			case <-time.After(time.Until(measureFrom)):
+			case <-ctx.Done():
+				return
+			}
+			procStart, procErr = readProcs()
+		})
+	}
 	var cpuStart time.Duration
 	cpuOK := false
-	if opts.ServerCPU != nil {
+	if serverCPU != nil {
 		wg.Go(func() {
 			select {
 			case <-time.After(time.Until(measureFrom)):
@@ -161,7 +239,7 @@ func Run(ctx context.Context, t Target, opts Options) (Result, error) {
 				return
 			}
 			var err error
-			cpuStart, err = opts.ServerCPU()
+			cpuStart, err = serverCPU()
 			cpuOK = err == nil
 		})
 	}
@@ -180,8 +258,12 @@ func Run(ctx context.Context, t Target, opts Options) (Result, error) {
 	var cpuEnd time.Duration
 	if cpuOK {
 		var err error
-		cpuEnd, err = opts.ServerCPU()
+		cpuEnd, err = serverCPU()
 		cpuOK = err == nil
+	}
+	var procEnd []time.Duration
+	if procStart != nil && procErr == nil {
+		procEnd, procErr = readProcs()
 	}
 
 	var all []time.Duration
@@ -198,6 +280,15 @@ func Run(ctx context.Context, t Target, opts Options) (Result, error) {
 	res.DuringError = duringErr
 	if n := res.Calls + res.Errors; cpuOK && n > 0 {
 		res.CPUPerCall = (cpuEnd - cpuStart) / time.Duration(n)
+	}
+	if n := res.Calls + res.Errors; procEnd != nil && n > 0 {
+		var total time.Duration
+		for i, p := range opts.Processes {
+			d := procEnd[i] - procStart[i]
+			total += d
+			res.Processes = append(res.Processes, ProcessCost{Role: p.Role, PerCall: d / time.Duration(n)})
+		}
+		res.CPUPerCall = total / time.Duration(n)
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("loadtest: %s: %w", t.Name(), err)
