@@ -536,8 +536,13 @@ func TestCallersDeadlineIsNotTheDownstreamsFailure(t *testing.T) {
 		case <-ctx.Done():
 		}
 		// On a loaded host both cases can be ready when this goroutine
-		// next runs, and select picks either: the caller's deadline has
-		// passed by then, so the answer is too late whichever fired.
+		// next runs, and select picks either; and a context's deadline
+		// timer may not have run yet when its time has passed. An answer
+		// after the caller's deadline is too late whichever fired, so it
+		// waits for the context to say so.
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			<-ctx.Done()
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
