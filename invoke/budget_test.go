@@ -48,10 +48,9 @@ func (s *signalled) AppendAuditBatch(ctx context.Context, events []*toolplane.Au
 	return s.Store.AppendAuditBatch(ctx, events)
 }
 
-// allocBudget checks that f allocates at most budget times a call,
-// averaged over budgetRuns calls after warm ones; the figure is logged,
-// so lowering a budget starts from go test -v -run AllocBudget.
-func allocBudget(t *testing.T, budget float64, f func()) {
+// skipUnderRace skips a budget under the race detector, before its
+// store is made.
+func skipUnderRace(t *testing.T) {
 	t.Helper()
 	if raceEnabled {
 		// The race detector adds allocations and makes them vary run to
@@ -60,6 +59,13 @@ func allocBudget(t *testing.T, budget float64, f func()) {
 		// budgets run without it (.ci/run runs them so).
 		t.Skip("allocation budgets are not measured under the race detector")
 	}
+}
+
+// allocBudget checks that f allocates at most budget times a call,
+// averaged over budgetRuns calls after warm ones; the figure is logged,
+// so lowering a budget starts from go test -v -run AllocBudget.
+func allocBudget(t *testing.T, budget float64, f func()) {
+	t.Helper()
 	for range 20 {
 		f()
 	}
@@ -77,6 +83,7 @@ func allocBudget(t *testing.T, budget float64, f func()) {
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetReadCall(t *testing.T) {
+	skipUnderRace(t)
 	st := &signalled{Store: newStore(t), stored: make(chan int, 16)}
 	e := newEnvWith(t, st.Store, func(c *invoke.Config) {
 		w := audit.NewWriter(audit.WriterConfig{Store: st, Logger: c.Logger})
@@ -102,6 +109,7 @@ func TestAllocBudgetReadCall(t *testing.T) {
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetWriteCall(t *testing.T) {
+	skipUnderRace(t)
 	store := newStore(t)
 	e := newEnvWith(t, store, withAudit(t, store), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
 	in := inv("crm.update")
