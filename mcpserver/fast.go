@@ -469,9 +469,18 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 		Result  any             `json:"result,omitempty"`
 		Error   *rpcError       `json:"error,omitempty"`
 	}{"2.0", id, result, rerr}
-	b, err := json.Marshal(resp)
-	if err != nil {
-		b, _ = json.Marshal(struct {
+	// Encoded into a pooled buffer rather than by json.Marshal, whose
+	// answer is a copy of its own of every call's whole answer. An
+	// Encoder writes nothing of a value it fails to encode, and ends
+	// what it writes with a newline, which the answer leaves out as
+	// Marshal did.
+	buf := rpcBufs.Get().(*bytes.Buffer)
+	defer putRPCBuf(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
+	if enc.Encode(resp) != nil {
+		buf.Reset()
+		_ = enc.Encode(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
 			Error   *rpcError       `json:"error"`
@@ -480,7 +489,18 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", noStore)
-	w.Write(b)
+	w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+// rpcBufs are the buffers the fast path's answers are encoded into.
+var rpcBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putRPCBuf pools buf again, unless a rare large answer grew it: that one
+// is left to the collector rather than kept.
+func putRPCBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 64<<10 {
+		rpcBufs.Put(buf)
+	}
 }
 
 // activity is what keeps a session alive: the client's requests in flight
