@@ -856,8 +856,13 @@ func (ans callAnswer) write(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ans.status)
 	w.Write(raw)
-	w.Write([]byte("\n"))
+	w.Write(newline)
 }
+
+// newline ends a result written as rendered, as json.Encoder ends what it
+// encodes; made once, since a conversion at the call would be a copy on
+// the heap per answer.
+var newline = []byte("\n")
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, c caller) {
 	if s.refused(w, r, approval.MayRead(c.cred, "listing approvals")) {

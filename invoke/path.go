@@ -135,12 +135,16 @@ func (iv *Invoker) InvokeJSON(ctx context.Context, name string, raw []byte, inv 
 	return iv.invoke(ctx, name, args, inv)
 }
 
+// internalSpan is the option every call's span starts with, made once
+// rather than boxed anew on every call.
+var internalSpan = trace.WithSpanKind(trace.SpanKindInternal)
+
 // begin opens the call's span, before any checkpoint so a refused call is
 // in the tree, and starts its audit event.
 func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolplane.Invocation) (context.Context, *call) {
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
 	ctx = storedTrace(ctx, inv)
-	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, internalSpan)
 	if c.span.IsRecording() {
 		c.span.SetAttributes(
 			attribute.String("tool.name", name),
@@ -1029,9 +1033,8 @@ func (c *call) handlerCall(attempt int) handler.Call {
 func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	iv := c.iv
 	outcome := "ok"
-	var ar *ApprovalRequired
-	switch {
-	case errors.As(err, &ar):
+	switch ar := approvalOf(err); {
+	case ar != nil:
 		outcome = "approval_required"
 		c.audit.ApprovalID = ar.ID
 		// A pause is not a failure: the span closes ok, carrying the id.
@@ -1040,7 +1043,7 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	case errors.Is(err, ErrInFlight):
 		outcome = "in_flight"
 		c.span.SetStatus(codes.Error, "in_flight")
-	case errors.As(err, new(*RunRequiredError)):
+	case err != nil && errors.As(err, new(*RunRequiredError)):
 		// The caller's malformed request, not a fault.
 		outcome = string(toolplane.CodeInvalidInput)
 		c.span.SetStatus(codes.Error, outcome)
@@ -1057,7 +1060,11 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	default:
 		c.span.SetStatus(codes.Ok, "")
 	}
-	c.span.SetAttributes(attribute.Bool("toolplane.replayed", res.Meta.Replayed), attribute.String("toolplane.outcome", outcome))
+	if c.span.IsRecording() {
+		// A span nobody records drops its attributes; the list would
+		// be made for nothing on every call sampled out.
+		c.span.SetAttributes(attribute.Bool("toolplane.replayed", res.Meta.Replayed), attribute.String("toolplane.outcome", outcome))
+	}
 	if res.Meta.UsageID != "" {
 		c.span.SetAttributes(attribute.String("toolplane.usage_id", res.Meta.UsageID))
 	}
@@ -1088,6 +1095,20 @@ func (c *call) finish(ctx context.Context, res toolplane.Result, err error) {
 	if aerr != nil {
 		iv.log.ErrorContext(ctx, "audit append failed", "tool", c.name, "outcome", outcome, "err", aerr)
 	}
+}
+
+// approvalOf answers the approval err asks for, or nil. A call that
+// succeeded pays nothing for the question (errors.As needs its target on
+// the heap).
+func approvalOf(err error) *ApprovalRequired {
+	if err == nil {
+		return nil
+	}
+	var ar *ApprovalRequired
+	if errors.As(err, &ar) {
+		return ar
+	}
+	return nil
 }
 
 // auditNow completes the call's audit event with its outcome and answers it.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/httperr"
 )
 
@@ -168,27 +169,59 @@ type toolCall struct {
 // for a request of the stateless protocol (its _meta names the version),
 // which the SDK handles differently.
 func parseCall(body []byte) (toolCall, bool) {
-	if firstByte(body) != '{' {
+	// Validated whole first, as json.Unmarshal would, so that the walk
+	// below reads well-formed JSON only; the members' names are matched
+	// exactly and the last of a repeated name wins, as a map's decoding
+	// does. The id and arguments kept are slices of body, which nobody
+	// writes to once read.
+	if firstByte(body) != '{' || !json.Valid(body) {
 		return toolCall{}, false
 	}
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(body, &msg) != nil || !isString(msg["jsonrpc"], "2.0") || !isString(msg["method"], "tools/call") || !validID(msg["id"]) {
+	var jsonrpc, method, id, raw []byte
+	for m := newMembers(body); ; {
+		name, value, more := m.next()
+		if !more {
+			break
+		}
+		switch {
+		case textIs(name, "jsonrpc"):
+			jsonrpc = value
+		case textIs(name, "method"):
+			method = value
+		case textIs(name, "id"):
+			id = value
+		case textIs(name, "params"):
+			raw = value
+		}
+	}
+	if !textIs(jsonrpc, "2.0") || !textIs(method, "tools/call") || !validID(id) || firstByte(raw) != '{' {
 		return toolCall{}, false
 	}
-	raw := msg["params"]
-	if firstByte(raw) != '{' {
+	var c toolCall
+	var name, meta, task []byte
+	for m := newMembers(raw); ; {
+		member, value, more := m.next()
+		if !more {
+			break
+		}
+		switch {
+		case textIs(member, "name"):
+			name = value
+		case textIs(member, "arguments"):
+			c.arguments = value
+		case textIs(member, "_meta"):
+			meta = value
+		case textIs(member, "task"):
+			task = value
+		}
+	}
+	c.id = id
+	var ok bool
+	if c.name, ok = textOf(name); !ok {
 		return toolCall{}, false
 	}
-	var params map[string]json.RawMessage
-	if json.Unmarshal(raw, &params) != nil {
-		return toolCall{}, false
-	}
-	c := toolCall{id: msg["id"], arguments: params["arguments"]}
-	if json.Unmarshal(params["name"], &c.name) != nil || firstByte(params["name"]) != '"' {
-		return toolCall{}, false
-	}
-	if m, ok := params["_meta"]; ok && !bytes.Equal(bytes.TrimSpace(m), []byte("null")) {
-		if json.Unmarshal(m, &c.meta) != nil {
+	if meta != nil && !bytes.Equal(meta, []byte("null")) {
+		if json.Unmarshal(meta, &c.meta) != nil {
 			return toolCall{}, false
 		}
 		if _, stateless := c.meta["io.modelcontextprotocol/protocolVersion"]; stateless {
@@ -198,8 +231,8 @@ func parseCall(body []byte) (toolCall, bool) {
 		// the SDK keeps open (unless the call runs as a task).
 		_, c.progress = c.meta[progressToken]
 	}
-	if t, ok := params["task"]; ok {
-		if firstByte(t) != '{' {
+	if task != nil {
+		if firstByte(task) != '{' {
 			return toolCall{}, false
 		}
 		c.task = true
@@ -213,8 +246,7 @@ const progressToken = "progressToken"
 
 // isString reports whether raw is the JSON string want.
 func isString(raw json.RawMessage, want string) bool {
-	var s string
-	return firstByte(raw) == '"' && json.Unmarshal(raw, &s) == nil && s == want
+	return textIs(bytes.TrimSpace(raw), want)
 }
 
 // opening holds the server built for a request without a session: the
@@ -372,7 +404,23 @@ const statelessProtocol = "2026-07-28"
 // (sessionOwner).
 func (sess *session) owns(r *http.Request) bool {
 	cred := credentialOf(r)
-	return cred != nil && sessionOwner(cred) == sessionOwner(sess.cred)
+	return cred != nil && sameOwner(cred, sess.cred)
+}
+
+// sameOwner reports whether sessionOwner(a) == sessionOwner(b) without
+// building either text, as every fast-path call asks it: a key's owner
+// is its organization and id, each the same when the texts are, and
+// different otherwise unless an organization's id holds the separator.
+func sameOwner(a, b *toolplane.Credential) bool {
+	if a.ClientID == "" && b.ClientID == "" {
+		if a.OrganizationID == b.OrganizationID && a.ID == b.ID {
+			return true
+		}
+		if !strings.Contains(a.OrganizationID, "\x00") && !strings.Contains(b.OrganizationID, "\x00") {
+			return false
+		}
+	}
+	return sessionOwner(a) == sessionOwner(b)
 }
 
 // foreign reports whether r is authenticated as a credential of another
@@ -421,9 +469,18 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 		Result  any             `json:"result,omitempty"`
 		Error   *rpcError       `json:"error,omitempty"`
 	}{"2.0", id, result, rerr}
-	b, err := json.Marshal(resp)
-	if err != nil {
-		b, _ = json.Marshal(struct {
+	// Encoded into a pooled buffer rather than by json.Marshal, whose
+	// answer is a copy of its own of every call's whole answer. An
+	// Encoder writes nothing of a value it fails to encode, and ends
+	// what it writes with a newline, which the answer leaves out as
+	// Marshal did.
+	buf := rpcBufs.Get().(*bytes.Buffer)
+	defer putRPCBuf(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
+	if enc.Encode(resp) != nil {
+		buf.Reset()
+		_ = enc.Encode(struct {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
 			Error   *rpcError       `json:"error"`
@@ -432,7 +489,18 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", noStore)
-	w.Write(b)
+	w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+// rpcBufs are the buffers the fast path's answers are encoded into.
+var rpcBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putRPCBuf pools buf again, unless a rare large answer grew it: that one
+// is left to the collector rather than kept.
+func putRPCBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 64<<10 {
+		rpcBufs.Put(buf)
+	}
 }
 
 // activity is what keeps a session alive: the client's requests in flight

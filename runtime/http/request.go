@@ -53,6 +53,9 @@ type built struct {
 	url    *url.URL
 	header http.Header
 	body   []byte
+	// target is where url points: the URL lives in the same allocation
+	// as the rest.
+	target url.URL
 }
 
 // build encodes a call's arguments into its request. Every value reaches
@@ -64,7 +67,8 @@ func (p *plan) build(args any, base *url.URL) (*built, error) {
 	if args != nil && m == nil {
 		return nil, &handler.Invalid{Message: "the arguments must be a JSON object"}
 	}
-	u := &url.URL{Scheme: p.target.scheme, Host: p.target.host}
+	out := &built{target: url.URL{Scheme: p.target.scheme, Host: p.target.host}}
+	u := &out.target
 	// A path is sent under the connection's base URL: its scheme, host
 	// and leading path.
 	prefix, rawPrefix := "", ""
@@ -168,7 +172,8 @@ func (p *plan) build(args any, base *url.URL) (*built, error) {
 		}
 		body = b
 	}
-	return &built{url: u, header: h, body: body}, nil
+	out.url, out.header, out.body = u, h, body
+	return out, nil
 }
 
 // joinPath writes the path from its literal pieces and vals, the

@@ -258,6 +258,16 @@ type exchange struct {
 	buf *[]byte
 }
 
+// sending is what one attempt's send keeps on the heap, in one
+// allocation rather than one each: whether net/http wrote the request
+// (its trace's hook sets it, possibly from the transport's goroutine),
+// the trace, and the exchange the attempt answers.
+type sending struct {
+	wrote atomic.Bool
+	trace httptrace.ClientTrace
+	x     exchange
+}
+
 // bodyBufs are the buffers answers are read into, pooled: an answer is
 // decoded (or quoted) into values of its own, and its bytes are not
 // needed once the attempt is judged.
@@ -303,12 +313,11 @@ func (x *exchange) release() {
 
 // send makes one attempt.
 func (c *caller) send(ctx context.Context, client *http.Client, b *built, s *scrubber) *exchange {
-	var wrote atomic.Bool
-	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		// Called once the request is written or its writing failed:
-		// either way bytes may have left, and the downstream may act.
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
-	})
+	sd := &sending{}
+	// Called once the request is written or its writing failed: either
+	// way bytes may have left, and the downstream may act.
+	sd.trace.WroteRequest = func(httptrace.WroteRequestInfo) { sd.wrote.Store(true) }
+	tctx := httptrace.WithClientTrace(ctx, &sd.trace)
 	if strings.HasSuffix(b.url.Host, ":") {
 		// Read back from its text, the URL would lose its empty port
 		// and name another host than the binding's.
@@ -349,10 +358,12 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built, s *scr
 	req := r.WithContext(tctx)
 	resp, err := client.Do(req)
 	if err != nil {
-		return &exchange{err: err, sent: wrote.Load()}
+		sd.x = exchange{err: err, sent: sd.wrote.Load()}
+		return &sd.x
 	}
 	defer resp.Body.Close()
-	x := &exchange{status: resp.StatusCode, header: resp.Header, sent: true}
+	x := &sd.x
+	*x = exchange{status: resp.StatusCode, header: resp.Header, sent: true}
 	limit := c.plan.maxBytes
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		limit = errorBodyBytes
