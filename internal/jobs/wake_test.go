@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,11 +52,17 @@ func wakes(t *testing.T, path string, burst int) {
 	before := effects.Load()
 	approver := &toolplane.Credential{OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "alice", Roles: []string{toolplane.RoleApprover}}
 	start := time.Now()
+	// At once, so the enqueues fall within one cooldown: River notifies
+	// the first alone.
+	var wg sync.WaitGroup
 	for _, id := range ids {
-		if _, err := n.iv.Resolve(ctx, id, approval.Decision{Approve: true}, approver); err != nil {
-			t.Fatal(err)
-		}
+		wg.Go(func() {
+			if _, err := n.iv.Resolve(ctx, id, approval.Decision{Approve: true}, approver); err != nil {
+				t.Error(err)
+			}
+		})
 	}
+	wg.Wait()
 	// Well under the minute's poll; generous for a loaded host.
 	const bound = 10 * time.Second
 	for effects.Load()-before < int64(burst) {
