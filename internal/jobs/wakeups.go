@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -59,6 +60,31 @@ type trailingWake struct {
 	mu      sync.Mutex
 	due     map[string]bool // queues with a notification already due
 	stopped bool
+}
+
+// now tells the queues' producers, on every node, that jobs are available
+// in them: jobs the lease sweep made available again by a direct update
+// (rescueLost), which River notifies nobody of. Without a listener (nil)
+// it does nothing: there the only dead nodes are this one's earlier
+// instances, whose jobs are rescued before the runner starts and fetches.
+func (t *trailingWake) now(ctx context.Context, queues []string) error {
+	if t == nil || len(queues) == 0 {
+		return nil
+	}
+	payloads := make([]string, 0, len(queues))
+	for _, q := range queues {
+		b, err := json.Marshal(struct {
+			Queue string `json:"queue"`
+		}{q})
+		if err != nil {
+			return fmt.Errorf("wake queue %s: %w", q, err)
+		}
+		payloads = append(payloads, string(b))
+	}
+	if err := t.exec.NotifyMany(ctx, &riverdriver.NotifyManyParams{Topic: insertTopic, Payload: payloads}); err != nil {
+		return fmt.Errorf("wake queues %v: %w", queues, err)
+	}
+	return nil
 }
 
 // stop sends no notification from now on: the runner stops.
