@@ -2,6 +2,8 @@ package toolplane
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,3 +76,74 @@ type connectionChanges struct{ w ConnectionWatcher }
 func (c connectionChanges) Changed(org, id string)  { c.w.ConnectionChanged(org, id) }
 func (c connectionChanges) Current(until time.Time) { c.w.ConnectionsCurrent(until) }
 func (c connectionChanges) Lost()                   { c.w.ConnectionsLost() }
+
+// TrustWanted forwards to the connection watcher when it is a TrustDemand,
+// and is otherwise always true: Current is wanted all the time.
+func (c connectionChanges) TrustWanted() bool {
+	if d, ok := c.w.(TrustDemand); ok {
+		return d.TrustWanted()
+	}
+	return true
+}
+
+// TrustWake forwards to the connection watcher when it is a TrustDemand.
+func (c connectionChanges) TrustWake() <-chan struct{} {
+	if d, ok := c.w.(TrustDemand); ok {
+		return d.TrustWake()
+	}
+	return nil
+}
+
+// TrustDemand is what a ChangeWatcher (or a ConnectionWatcher) may also
+// be: one that tells its feed when what it keeps is read. A feed whose
+// Current costs work (PostgreSQL's sends itself a sync point several
+// times a second) spends it only while the watcher is read, and slows to
+// a keep-alive while it is not: an idle node then does next to nothing.
+// The first read after a quiet spell finds nothing trusted, reads the
+// store as it would with no memory, and wakes the feed, which tells
+// Current again at once. What Current means is unchanged; only how often
+// it is told.
+type TrustDemand interface {
+	// TrustWanted reports whether what the watcher keeps was read since
+	// the feed last asked.
+	TrustWanted() bool
+	// TrustWake answers a channel that receives when a read found nothing
+	// trusted; nil, never.
+	TrustWake() <-chan struct{}
+}
+
+// Demand is a TrustDemand to embed in a watcher, whose reads call Read.
+// Its zero value is ready.
+type Demand struct {
+	read atomic.Bool
+	once sync.Once
+	wake chan struct{}
+}
+
+var _ TrustDemand = (*Demand)(nil)
+
+// Read notes a read of what the watcher keeps, trusted or not: an
+// untrusted one wakes the feed. It costs an atomic load on the common
+// path, so it sits on every call's read.
+func (d *Demand) Read(trusted bool) {
+	if !d.read.Load() {
+		d.read.Store(true)
+	}
+	if !trusted {
+		select {
+		case d.ch() <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}
+
+// TrustWanted reports whether Read was called since it was last asked.
+func (d *Demand) TrustWanted() bool { return d.read.Swap(false) }
+
+// TrustWake receives when a read found nothing trusted.
+func (d *Demand) TrustWake() <-chan struct{} { return d.ch() }
+
+func (d *Demand) ch() chan struct{} {
+	d.once.Do(func() { d.wake = make(chan struct{}, 1) })
+	return d.wake
+}

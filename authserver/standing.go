@@ -81,6 +81,9 @@ type consents struct {
 	until time.Time
 	orgs  map[string]map[string]*standing
 	n     int // consents kept, over every organization
+	// Demand tells a feed whose Current costs work when what is kept is
+	// read.
+	toolplane.Demand
 }
 
 func newConsents(max int) *consents {
@@ -139,7 +142,9 @@ func (c *consents) Lost() {
 func (c *consents) get(org, id string) (st *standing, gen uint64, ok bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.until.IsZero() || !c.now().Before(c.until) {
+	trusted := !c.until.IsZero() && c.now().Before(c.until)
+	c.Read(trusted)
+	if !trusted {
 		return nil, c.gen, false
 	}
 	st, ok = c.orgs[org][id]

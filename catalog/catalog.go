@@ -971,6 +971,14 @@ func (w catalogWatcher) Changed(org, id string) { w.kick() }
 func (w catalogWatcher) Current(time.Time)      {}
 func (w catalogWatcher) Lost()                  { w.kick() }
 
+// TrustWanted is false: the catalogue reloads on a change or a loss and
+// never reads Current, so a feed need only keep itself alive
+// (toolplane.TrustDemand).
+func (w catalogWatcher) TrustWanted() bool { return false }
+
+// TrustWake is nil: no read ever waits on Current.
+func (w catalogWatcher) TrustWake() <-chan struct{} { return nil }
+
 // versions answers every version of a name in the organization, oldest
 // first by precedence.
 func (s *Service) versions(ctx context.Context, org, name string) ([]versionedRow, error) {

@@ -50,6 +50,8 @@ type memory struct {
 	until    time.Time
 	orgs     map[string]*orgReads
 	versions map[versionKey]*derived
+	// Demand tells a feed whose Current costs work when memory is read.
+	toolplane.Demand
 }
 
 // versionKey names a connection in versions: its organization and ID, so
@@ -123,9 +125,12 @@ func (m *memory) ConnectionsLost() {
 	clear(m.versions)
 }
 
-// trusted reports whether kept reads may answer now; m.mu is held.
+// trusted reports whether kept reads may answer now, and tells the feed
+// of the read (see toolplane.TrustDemand); m.mu is held.
 func (m *memory) trusted() bool {
-	return !m.until.IsZero() && m.now().Before(m.until)
+	ok := !m.until.IsZero() && m.now().Before(m.until)
+	m.Read(ok)
+	return ok
 }
 
 // list answers the organization's connections of provider in state, at

@@ -43,6 +43,13 @@ const (
 	// feedSilence is how long the listening connection may go without a
 	// sync point before it is taken for dead and opened again.
 	feedSilence = 5 * time.Second
+	// feedKeepAlive is how often a sync point is sent while the watcher
+	// is not read (toolplane.TrustDemand): enough to tell a dead listener
+	// within feedSilence, a few statements a minute on an idle node.
+	feedKeepAlive = 2 * time.Second
+	// feedQuiet is how long a watcher goes unread before its sync points
+	// slow to feedKeepAlive.
+	feedQuiet = 2 * feedTrust
 )
 
 // ConnectionSettle is how long a change to a connection takes to reach
@@ -139,7 +146,17 @@ func (s *Store) listen(ctx context.Context, changesChannel string, w toolplane.C
 	defer func() { cancel(); <-done }()
 	go func() {
 		defer close(done)
-		t := time.NewTicker(feedPing)
+		// A watcher that says when it is read (toolplane.TrustDemand)
+		// gets sync points every feedPing only while it is read, and
+		// every feedKeepAlive otherwise; a read that found nothing
+		// trusted asks for one at once.
+		demand, _ := w.(toolplane.TrustDemand)
+		var wake <-chan struct{}
+		if demand != nil {
+			wake = demand.TrustWake()
+		}
+		read := time.Now()
+		t := time.NewTimer(feedPing)
 		defer t.Stop()
 		for {
 			sent := time.Since(start)
@@ -150,10 +167,22 @@ func (s *Store) listen(ctx context.Context, changesChannel string, w toolplane.C
 			// A sync point that fails to go just leaves the trust to
 			// lapse; the next tick tries again.
 			_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, syncChannel, strconv.FormatInt(int64(sent), 10))
+			next := feedPing
+			if demand != nil {
+				if demand.TrustWanted() {
+					read = time.Now()
+				} else if time.Since(read) > feedQuiet {
+					next = feedKeepAlive
+				}
+			}
+			t.Reset(next)
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-wake:
+				read = time.Now()
+				t.Stop() // no stale tick is received after Stop (Go 1.23)
 			}
 		}
 	}()

@@ -189,3 +189,70 @@ func TestWatchCatalog(t *testing.T) {
 		t.Errorf("told %v, want %v", r.changed, want)
 	}
 }
+
+// demandRecorder is a recorder that says when it is read
+// (toolplane.TrustDemand), counting the Currents it is told.
+type demandRecorder struct {
+	recorder
+	toolplane.Demand
+	currents int
+}
+
+func (r *demandRecorder) ConnectionsCurrent(until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.until = until
+	r.currents++
+}
+
+// TestSyncPointsFollowReads: a watcher nobody reads is sent sync points
+// only to keep the listener alive (a few over seconds, not one every
+// feedPing); a read that finds nothing trusted brings Current at once,
+// and sync points come every feedPing while reads go on.
+func TestSyncPointsFollowReads(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := New(openPool(t, schema))
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &demandRecorder{}
+	done := make(chan error, 1)
+	go func() { done <- s.WatchConnections(ctx, r) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	r.await(t, "trusted", current)
+	count := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.currents
+	}
+	// Unread past feedQuiet: keep-alives only.
+	time.Sleep(feedQuiet + feedPing)
+	before := count()
+	const window = 3 * feedKeepAlive
+	time.Sleep(window)
+	if got, most := count()-before, int(window/feedKeepAlive)+1; got > most {
+		t.Fatalf("an unread watcher was told Current %d times in %s, want at most %d", got, window, most)
+	}
+	r.await(t, "untrusted between keep-alives", func(r *recorder) bool { return !current(r) })
+	// A read finds nothing trusted: Current comes well before the next
+	// keep-alive.
+	asked := time.Now()
+	r.Read(false)
+	r.await(t, "trusted after the read", current)
+	if waited := time.Since(asked); waited >= feedKeepAlive {
+		t.Fatalf("Current came %s after an untrusted read, want well under %s", waited, feedKeepAlive)
+	}
+	// Read on: sync points every feedPing again.
+	before = count()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		r.Read(true)
+	}
+	if got := count() - before; got < 3 {
+		t.Fatalf("a watcher read for a second was told Current %d times, want about %d", got, int(time.Second/feedPing))
+	}
+}

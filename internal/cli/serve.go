@@ -266,6 +266,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	if err != nil {
 		return fail(err)
 	}
+	memCtx, stopMem := context.WithCancel(ctx)
+	defer stopMem()
+	go releaseMemoryWhenIdle(memCtx, idleCheckEvery, freeOSMemory)
 	if err := s.Run(ctx); err != nil {
 		return fail(err)
 	}

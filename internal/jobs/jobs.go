@@ -134,9 +134,11 @@ type Options struct {
 	AuditPurgesEvery time.Duration
 	// Workers is how many jobs one node runs at once; default 10.
 	Workers int
-	// Poll is how often a node looks for due jobs when it hears nothing;
-	// default River's (1s). SQLite has no notifications, so this is its
-	// latency for scheduled work.
+	// Poll is how often a node looks for due jobs when it hears nothing:
+	// the fallback behind the wake-ups (see wakeups.go); default
+	// DefaultPoll, or DefaultPollWithoutListener on a driver without a
+	// listener (SQLite), where it bounds how late a job that was scheduled
+	// for later (an approval's expiry, a retry) starts.
 	Poll time.Duration
 	// ExecuteAttempts is how many times the execution of an approved call
 	// is tried before it is given up; default 5. River waits attempt^4
@@ -154,11 +156,13 @@ type Options struct {
 	NotifyBackoff  time.Duration
 	NotifyTimeout  time.Duration
 	NotifyWorkers  int
-	// NotifyPoll is how often a node looks for due notifications when it
-	// hears nothing; default 250ms. River tells a node of a new job, but
-	// only once per cooldown per queue (on SQLite by a table it polls),
-	// so a burst of filings leaves some to the poll: this bound is what
-	// keeps a notification within a second of its filing.
+	// NotifyPoll is how often a node looks for due notifications,
+	// asynchronous calls and callbacks when it hears nothing; default
+	// Poll. A new one wakes its queue at once: on SQLite River wakes the
+	// inserting node's queue itself, on PostgreSQL by a notification that
+	// River sends at most once per cooldown per queue, and which the
+	// trailing wake-up completes (see wakeups.go), so a burst of filings
+	// leaves none to the poll.
 	NotifyPoll time.Duration
 	// SettleAttempts is how many times a provider job's settlement is
 	// tried before it is given up to the sweep; default 4 (three
@@ -253,7 +257,6 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.NotifyBackoff, 2*time.Second)
 	orDefault(&o.NotifyTimeout, 15*time.Second)
 	orDefault(&o.NotifyWorkers, 5)
-	orDefault(&o.NotifyPoll, 250*time.Millisecond)
 	orDefault(&o.SettleAttempts, 4)
 	orDefault(&o.AsyncAttempts, 5)
 	orDefault(&o.AsyncWorkers, 20)
@@ -286,13 +289,12 @@ func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
 		args  river.JobArgs
 		on    bool
 	}{
-		{"sweep_leases", opt.SweepEvery, SweepLeasesArgs{}, true},
-		{"sweep_approved", opt.SweepEvery, SweepApprovedArgs{}, true},
+		// The sweeps of one period are one job (SweepArgs): a job costs
+		// River an insert, a fetch and a completion, more than an idle
+		// sweep's reads.
+		{"sweep", opt.SweepEvery, SweepArgs{}, true},
 		{"retention", time.Hour, RetentionArgs{}, true},
 		{"sunset", time.Hour, SunsetArgs{}, deps.Sunset != nil},
-		{"sweep_notify", opt.SweepEvery, SweepNotifyArgs{}, deps.Notifier != nil},
-		{"sweep_provider_jobs", opt.SweepEvery, SweepProviderJobsArgs{}, deps.ProviderJobs != nil},
-		{"sweep_async", opt.SweepEvery, SweepAsyncArgs{}, deps.Async != nil},
 		{"audit_checkpoint", opt.AuditCheckpointEvery, AuditCheckpointArgs{}, deps.AuditKeys != nil && chainStore(deps) != nil},
 		{"audit_retention", opt.AuditRetentionEvery, AuditRetentionArgs{}, opt.AuditRetention > 0 && deps.AuditKeys != nil && chainStore(deps) != nil},
 		{"anomaly_step", anomalyEvery(deps.Anomalies), AnomalyStepArgs{}, deps.Anomalies != nil},
@@ -316,6 +318,13 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	if deps.Invoker == nil || deps.Approvals == nil || deps.Store == nil || deps.Maint == nil {
 		return nil, errors.New("jobs: invoker, approvals, store and maintenance are required")
 	}
+	if opt.Poll <= 0 {
+		opt.Poll = DefaultPoll
+		if !driver.SupportsListener() {
+			opt.Poll = DefaultPollWithoutListener
+		}
+	}
+	orDefault(&opt.NotifyPoll, opt.Poll)
 	opt = opt.withDefaults()
 	w := &work{deps: deps, opt: opt}
 	workers := river.NewWorkers()
@@ -323,6 +332,7 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	river.AddWorker(workers, &executeWorker{w: w})
 	river.AddWorker(workers, &sweepLeasesWorker{w: w})
 	river.AddWorker(workers, &sweepApprovedWorker{w: w})
+	river.AddWorker(workers, &sweepWorker{w: w})
 	river.AddWorker(workers, &retentionWorker{w: w})
 	river.AddWorker(workers, &auditCheckpointWorker{w: w})
 	river.AddWorker(workers, &auditRetentionWorker{w: w})
@@ -374,15 +384,18 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		CancelledJobRetentionPeriod: completedJobRetention,
 		PeriodicJobs:                periodicJobs(deps, opt),
 	}
-	if opt.Poll > 0 {
-		cfg.FetchPollInterval = opt.Poll
-		cfg.FetchCooldown = min(opt.Poll, 100*time.Millisecond)
-	}
+	// The fetch poll is a fallback: new work wakes its queue (see
+	// wakeups.go).
+	cfg.FetchPollInterval = opt.Poll
+	cfg.FetchCooldown = min(opt.Poll, 100*time.Millisecond)
 	client, err := river.NewClient(driver, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	w.exec = driver.GetExecutor()
+	w.wake = newTrailingWake(driver, cfg.FetchCooldown, func(queue string, err error) {
+		opt.Logger.Warn("job insert notification not sent; the queue's poll finds the job", "queue", queue, "err", err)
+	})
 	enqueueThrough(w, client)
 	enqueueSettlementThrough(w, client)
 	return &Runner[TTx]{client: client, w: w}, nil
@@ -407,6 +420,7 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 		if err != nil {
 			return fmt.Errorf("enqueue replay of %s: %w", c.Key, err)
 		}
+		w.wake.inserted(river.QueueDefault)
 		return nil
 	}
 	w.enqueue = func(ctx context.Context, a *toolplane.Approval) error {
@@ -421,6 +435,7 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 		if err != nil {
 			return fmt.Errorf("enqueue execution of %s: %w", a.ID, err)
 		}
+		w.wake.inserted(river.QueueDefault)
 		return nil
 	}
 	w.asyncRun = func(ctx context.Context, c *toolplane.AsyncCall) error {
@@ -429,6 +444,7 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 		if err != nil {
 			return fmt.Errorf("enqueue the run of %s: %w", c.ID, err)
 		}
+		w.wake.inserted(asyncQueue)
 		return nil
 	}
 	w.asyncCallback = func(ctx context.Context, c *toolplane.AsyncCall) error {
@@ -437,6 +453,7 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 		if err != nil {
 			return fmt.Errorf("enqueue the callback of %s: %w", c.ID, err)
 		}
+		w.wake.inserted(callbackQueue)
 		return nil
 	}
 	w.notifyOne = func(ctx context.Context, d notify.Delivery) error {
@@ -445,6 +462,7 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 		if err != nil {
 			return fmt.Errorf("enqueue notification %s of %s: %w", d.Event, d.Subject, err)
 		}
+		w.wake.inserted(notifyQueue)
 		return nil
 	}
 }
@@ -464,7 +482,10 @@ func riverID(node string) string {
 func (r *Runner[TTx]) Start(ctx context.Context) error { return r.client.Start(ctx) }
 
 // Stop finishes the jobs in hand and stops.
-func (r *Runner[TTx]) Stop(ctx context.Context) error { return r.client.Stop(ctx) }
+func (r *Runner[TTx]) Stop(ctx context.Context) error {
+	r.w.wake.stop()
+	return r.client.Stop(ctx)
+}
 
 // ApprovalFiled schedules the approval's expiry (invoke.Scheduler).
 func (r *Runner[TTx]) ApprovalFiled(ctx context.Context, a *toolplane.Approval) error {

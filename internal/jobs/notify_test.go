@@ -89,7 +89,10 @@ func startNotifyNodeWith(t *testing.T, database string, keys *secret.Keyring, de
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := jobs.Options{SweepEvery: time.Hour, Logger: quiet, NotifyBackoff: 10 * time.Millisecond}
+	// A short fetch poll: on SQLite a retry (backed off, so scheduled)
+	// is found by the poll, 10 s by default (jobs.DefaultPollWithoutListener);
+	// these tests are about what is delivered, not when.
+	opt := jobs.Options{SweepEvery: time.Hour, Logger: quiet, NotifyBackoff: 10 * time.Millisecond, Poll: 100 * time.Millisecond}
 	for _, f := range tune {
 		f(&opt)
 	}

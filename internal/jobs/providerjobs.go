@@ -111,6 +111,7 @@ func enqueueSettlementThrough[TTx any](w *work, client *river.Client[TTx]) {
 		if err != nil {
 			return fmt.Errorf("enqueue settlement of %s: %w", id, err)
 		}
+		w.wake.inserted(river.QueueDefault)
 		return nil
 	}
 }

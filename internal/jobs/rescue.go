@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
@@ -65,6 +66,15 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 	// judges heartbeats by.
 	at := time.Now()
 	dead := map[string]bool{}
+	// The queues of the jobs made available again: River tells no
+	// producer of a direct update, and a queue's poll is only a fallback
+	// (see wakeups.go), so they are woken here.
+	var woken []string
+	defer func() {
+		if err := w.wake.now(ctx, woken); err != nil {
+			w.opt.Logger.WarnContext(ctx, "queues of rescued jobs not woken; their poll finds the jobs", "err", err)
+		}
+	}()
 	for after := int64(0); ; {
 		running, err := w.exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{AfterID: after, Max: sweepBatch, StuckHorizon: at})
 		if err != nil {
@@ -86,6 +96,9 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 			if gone {
 				if err := w.rescueJob(ctx, job, node, at); err != nil {
 					return err
+				}
+				if !slices.Contains(woken, job.Queue) {
+					woken = append(woken, job.Queue)
 				}
 			}
 		}

@@ -25,6 +25,8 @@ type work struct {
 	replay   func(context.Context, *toolplane.Claim) error
 	// exec reads and rescues River's jobs directly (rescueLost).
 	exec riverdriver.Executor
+	// wake completes River's insert notifications (nil without them).
+	wake *trailingWake
 	// notifyOne enqueues one delivery, unique by its identity.
 	notifyOne func(context.Context, notify.Delivery) error
 	// settle enqueues a provider job's settlement, unique by the job.
@@ -200,6 +202,39 @@ func (x *sweepApprovedWorker) Work(ctx context.Context, _ *river.Job[SweepApprov
 		}
 		since = as[len(as)-1].ResolvedAt // ties re-read are enqueued once: the jobs are unique
 	}
+}
+
+// SweepArgs: every sweep of a period, in one job: the leases (first, so
+// an execution taken back from a dead node finds its claim decided), the
+// approved calls, and, where configured, the notifications, the provider
+// jobs and the asynchronous calls. Each runs whatever another failed; a
+// failure retries the job, and every sweep is safe to repeat.
+type SweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepArgs) Kind() string { return "toolplane_sweep" }
+
+type sweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	w *work
+}
+
+func (x *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
+	w := x.w
+	errs := []error{
+		w.sweepLeases(ctx),
+		(&sweepApprovedWorker{w: w}).Work(ctx, nil),
+	}
+	if w.deps.Notifier != nil {
+		errs = append(errs, (&sweepNotifyWorker{w: w}).Work(ctx, nil))
+	}
+	if w.deps.ProviderJobs != nil {
+		errs = append(errs, (&sweepProviderJobsWorker{w: w}).Work(ctx, nil))
+	}
+	if w.deps.Async != nil {
+		errs = append(errs, (&sweepAsyncWorker{w: w}).Work(ctx, nil))
+	}
+	return errors.Join(errs...)
 }
 
 // SweepLeasesArgs: settle claims whose worker died.

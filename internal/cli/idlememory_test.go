@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var sink []byte
+
+// TestReleaseMemoryWhenIdle: a busy spell (allocating) followed by idle
+// windows releases once, and idle windows alone never do.
+func TestReleaseMemoryWhenIdle(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var released atomic.Int64
+	const every = 100 * time.Millisecond
+	go releaseMemoryWhenIdle(ctx, every, func() { released.Add(1) })
+
+	time.Sleep(3 * every)
+	if n := released.Load(); n != 0 {
+		t.Fatalf("released %d times with nothing allocated", n)
+	}
+	// Busy: well over idleAllocs a window, for a few windows.
+	for end := time.Now().Add(3 * every); time.Now().Before(end); {
+		sink = make([]byte, 1<<20)
+		time.Sleep(time.Millisecond)
+	}
+	sink = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for released.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(every / 4)
+	}
+	time.Sleep(5 * every)
+	if n := released.Load(); n != 1 {
+		t.Fatalf("released %d times after one busy spell, want 1", n)
+	}
+}
