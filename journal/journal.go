@@ -427,9 +427,18 @@ func (j *Journal) Dispatch(ctx context.Context, c *toolplane.Claim) error {
 
 // Complete stores the call's answer; every identical call answers it. ev,
 // when not nil, is the call's audit event, stored in the same transaction.
+//
+// The completed claim keeps no arguments and no invocation: they are kept
+// for a worker to run the call again after its own was lost, for the event
+// of a state reached without the caller (a takeover, a sweep), and for a
+// person reconciling an uncertain action, and a completed claim is none of
+// these; it answers identical calls with its result, and its audit event
+// holds what the trail says of the call. Dropping them is most of the
+// row's size.
 func (j *Journal) Complete(ctx context.Context, c *toolplane.Claim, result []byte, ev *toolplane.AuditEvent) error {
 	return j.update(ctx, c, "complete", ev, func(n *toolplane.Claim) {
 		n.Status, n.Result, n.Owner = toolplane.ClaimCompleted, result, ""
+		n.Arguments, n.Invocation = nil, nil
 	})
 }
 
