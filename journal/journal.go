@@ -417,12 +417,30 @@ func (j *Journal) update(ctx context.Context, c *toolplane.Claim, what string, e
 }
 
 // Dispatch records, durably and before the handler starts, that the call is
-// about to reach its handler, and counts the attempt.
+// about to reach its handler, and counts the attempt. A store that writes
+// the mark as a change of its own fields (toolplane.ClaimDispatcher) is
+// asked to: the same one conditional write, without the row's arguments
+// and invocation sent and written again.
 func (j *Journal) Dispatch(ctx context.Context, c *toolplane.Claim) error {
-	return j.update(ctx, c, "dispatch", nil, func(n *toolplane.Claim) {
-		n.Dispatched = true
-		n.Attempts++
-	})
+	d, ok := j.store.(toolplane.ClaimDispatcher)
+	if !ok {
+		return j.update(ctx, c, "dispatch", nil, func(n *toolplane.Claim) {
+			n.Dispatched = true
+			n.Attempts++
+		})
+	}
+	next := *c
+	next.Dispatched, next.UpdatedAt = true, j.now()
+	next.Attempts++
+	ok, err := d.DispatchClaim(ctx, &next)
+	if err != nil {
+		return fmt.Errorf("dispatch %s: %w", c.Key, err)
+	}
+	if !ok {
+		return fmt.Errorf("dispatch %s: %w", c.Key, ErrLeaseLost)
+	}
+	*c = next
+	return nil
 }
 
 // Complete stores the call's answer; every identical call answers it. ev,
