@@ -101,7 +101,8 @@ var benchPolicyInput = []byte(`{"grants":"allow","request":{"principal":{"agent"
 	`"run_cost_cents":0}}}`)
 
 // BenchmarkClaimLifecycleParallel is the journal's writes of a write call
-// (the claim, the dispatch mark, and the completion with its audit event)
+// (the claim, the dispatch mark, and the completion with its audit event,
+// each as journal writes it)
 // from 16 callers at once, each call on a key of its own: the writes that
 // contend for SQLite's one writer. ns/op is per call; cpu-µs/op is the
 // process's CPU per call, the steadier figure on a shared machine.
@@ -125,11 +126,14 @@ func BenchmarkClaimLifecycleParallel(b *testing.B) {
 			if ok, err := s.InsertClaim(ctx, c); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
+			// The dispatch mark and the completion as the journal writes
+			// them (journal.Dispatch, journal.Complete).
 			c.Dispatched, c.Attempts = true, 1
-			if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+			if ok, err := s.DispatchClaim(ctx, c); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
 			c.Status, c.Owner, c.Result = toolplane.ClaimCompleted, "", []byte(`{"ok":true,"content":{"id":"item-1"}}`)
+			c.Arguments, c.Invocation = nil, nil
 			e := &toolplane.AuditEvent{
 				ID: toolplane.NewID("aud_"), OrganizationID: "org-bench", RunID: c.RunID, AgentID: "agent-load",
 				PrincipalID: "agent-load", Tool: c.Tool, ToolVersion: "1.0.0", Source: toolplane.SourceREST,
