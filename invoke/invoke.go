@@ -47,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -414,7 +415,12 @@ func (iv *Invoker) owner() string {
 	iv.seq++
 	n := iv.seq
 	iv.seqMu.Unlock()
-	return fmt.Sprintf("%s/%d/%d", iv.cfg.Node, iv.now().UnixNano(), n)
+	// One allocation, not fmt's several: every write call takes an owner.
+	var buf [64]byte
+	b := append(buf[:0], iv.cfg.Node...)
+	b = strconv.AppendInt(append(b, '/'), iv.now().UnixNano(), 10)
+	b = strconv.AppendUint(append(b, '/'), n, 10)
+	return string(b)
 }
 
 // fault answers internal_error with stop fault for a wiring fault, logging

@@ -417,19 +417,46 @@ func (j *Journal) update(ctx context.Context, c *toolplane.Claim, what string, e
 }
 
 // Dispatch records, durably and before the handler starts, that the call is
-// about to reach its handler, and counts the attempt.
+// about to reach its handler, and counts the attempt. A store that writes
+// the mark as a change of its own fields (toolplane.ClaimDispatcher) is
+// asked to: the same one conditional write, without the row's arguments
+// and invocation sent and written again.
 func (j *Journal) Dispatch(ctx context.Context, c *toolplane.Claim) error {
-	return j.update(ctx, c, "dispatch", nil, func(n *toolplane.Claim) {
-		n.Dispatched = true
-		n.Attempts++
-	})
+	d, ok := j.store.(toolplane.ClaimDispatcher)
+	if !ok {
+		return j.update(ctx, c, "dispatch", nil, func(n *toolplane.Claim) {
+			n.Dispatched = true
+			n.Attempts++
+		})
+	}
+	next := *c
+	next.Dispatched, next.UpdatedAt = true, j.now()
+	next.Attempts++
+	ok, err := d.DispatchClaim(ctx, &next)
+	if err != nil {
+		return fmt.Errorf("dispatch %s: %w", c.Key, err)
+	}
+	if !ok {
+		return fmt.Errorf("dispatch %s: %w", c.Key, ErrLeaseLost)
+	}
+	*c = next
+	return nil
 }
 
 // Complete stores the call's answer; every identical call answers it. ev,
 // when not nil, is the call's audit event, stored in the same transaction.
+//
+// The completed claim keeps no arguments and no invocation: they are kept
+// for a worker to run the call again after its own was lost, for the event
+// of a state reached without the caller (a takeover, a sweep), and for a
+// person reconciling an uncertain action, and a completed claim is none of
+// these; it answers identical calls with its result, and its audit event
+// holds what the trail says of the call. Dropping them is most of the
+// row's size.
 func (j *Journal) Complete(ctx context.Context, c *toolplane.Claim, result []byte, ev *toolplane.AuditEvent) error {
 	return j.update(ctx, c, "complete", ev, func(n *toolplane.Claim) {
 		n.Status, n.Result, n.Owner = toolplane.ClaimCompleted, result, ""
+		n.Arguments, n.Invocation = nil, nil
 	})
 }
 

@@ -162,6 +162,11 @@ func TestCompletedClaimAnswersTheStoredResult(t *testing.T) {
 	if c.Status != toolplane.ClaimCompleted || c.Owner != "" || !bytes.Equal(c.Result, result) {
 		t.Fatalf("held claim after Complete = %+v", c)
 	}
+	// What only a replay, a takeover's event or a reconciliation reads is
+	// not kept once the call is answered.
+	if got := f.stored(t, r); len(got.Arguments) != 0 || len(got.Invocation) != 0 || !bytes.Equal(got.Result, result) {
+		t.Fatalf("stored claim after Complete keeps arguments %q, invocation %q (result %q)", got.Arguments, got.Invocation, got.Result)
+	}
 	// A completed claim answers its result long after the lease, to anyone.
 	f.clock.Advance(10 * lease)
 	o, got := f.read(t, req("k", "w2"))

@@ -75,6 +75,23 @@ func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 	return ok, nil
 }
 
+// DispatchClaim writes the dispatch mark (toolplane.ClaimDispatcher): the
+// three fields it changes, on the row at c.Version, in one conditional
+// statement, without sending the row's arguments and invocation again.
+func (s *Store) DispatchClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE claims SET dispatched = $1, attempts = $2, updated_at = $3, version = version + 1
+		WHERE organization_id = $4 AND tool = $5 AND key = $6 AND version = $7`,
+		c.Dispatched, c.Attempts, micros(c.UpdatedAt), c.OrganizationID, c.Tool, bytea(c.Key), c.Version)
+	if err != nil {
+		return false, fmt.Errorf("dispatch claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
 const updateClaim = `UPDATE claims SET
 			request_hash = $1, status = $2, result = $3, owner = $4, lease_until = $5,
 			dispatched = $6, attempts = $7, run_id = $8, step_path = $9, arguments = $10,

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
+	"github.com/toolplane/toolplane/journal"
 	"github.com/toolplane/toolplane/storetest"
 )
 
@@ -99,7 +101,8 @@ var benchPolicyInput = []byte(`{"grants":"allow","request":{"principal":{"agent"
 	`"run_cost_cents":0}}}`)
 
 // BenchmarkClaimLifecycleParallel is the journal's writes of a write call
-// (the claim, the dispatch mark, and the completion with its audit event)
+// (the claim, the dispatch mark, and the completion with its audit event,
+// each as journal writes it)
 // from 16 callers at once, each call on a key of its own: the writes that
 // contend for SQLite's one writer. ns/op is per call; cpu-µs/op is the
 // process's CPU per call, the steadier figure on a shared machine.
@@ -123,11 +126,14 @@ func BenchmarkClaimLifecycleParallel(b *testing.B) {
 			if ok, err := s.InsertClaim(ctx, c); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
+			// The dispatch mark and the completion as the journal writes
+			// them (journal.Dispatch, journal.Complete).
 			c.Dispatched, c.Attempts = true, 1
-			if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+			if ok, err := s.DispatchClaim(ctx, c); !ok || err != nil {
 				b.Fatal(ok, err)
 			}
 			c.Status, c.Owner, c.Result = toolplane.ClaimCompleted, "", []byte(`{"ok":true,"content":{"id":"item-1"}}`)
+			c.Arguments, c.Invocation = nil, nil
 			e := &toolplane.AuditEvent{
 				ID: toolplane.NewID("aud_"), OrganizationID: "org-bench", RunID: c.RunID, AgentID: "agent-load",
 				PrincipalID: "agent-load", Tool: c.Tool, ToolVersion: "1.0.0", Source: toolplane.SourceREST,
@@ -197,4 +203,101 @@ func benchChain(b *testing.B) int {
 		}
 	}
 	return n
+}
+
+// BenchmarkWriteStorage is what one write call leaves on disk: a claim
+// taken, marked dispatched and completed through the journal, with its
+// audit event, as invoke writes them (the arguments, the caller's
+// invocation, a short result). After the loop the WAL is checkpointed
+// into the file; claim-B/op is the pages of the claims table and its
+// indexes per call, audit-B/op those of everything else (the audit
+// events, their indexes and chain), file-B/op the file's growth.
+func BenchmarkWriteStorage(b *testing.B) {
+	s := newTestStore(b)
+	ctx := b.Context()
+	j := journal.New(s, nil)
+	inv, err := json.Marshal(toolplane.Invocation{
+		OrganizationID: "org-bench", RunID: "run-1", AgentID: "agent-load", StepPath: "agent",
+		Principal: toolplane.Principal{ID: "agent-load"}, Source: toolplane.SourceREST, CredentialID: "key_01J9ZX3Q",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	before, fileBefore := storageBytes(b, s)
+	n := 0
+	for b.Loop() {
+		n++
+		key := "key-" + strconv.Itoa(n)
+		out, c, err := j.Claim(ctx, journal.Request{
+			OrganizationID: "org-bench", Tool: "load.put_item", Key: key, RequestHash: "sha256:4f2a9c0e7b1d3e5f0a",
+			MaxAttempts: 1, Owner: "node-1/1", Lease: time.Minute, Node: "node-1", RunID: "run-1", StepPath: "agent",
+			Arguments: []byte(`{"id":"item-` + strconv.Itoa(n) + `","name":"a name","price_cents":1999}`), Invocation: inv,
+		})
+		if err != nil || out != journal.Claimed {
+			b.Fatal(out, err)
+		}
+		if err := j.Dispatch(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+		ev := &toolplane.AuditEvent{
+			ID: toolplane.NewID("aud_"), OrganizationID: "org-bench", RunID: c.RunID, AgentID: "agent-load",
+			PrincipalID: "agent-load", Tool: c.Tool, ToolVersion: "1.0.0", Source: toolplane.SourceREST,
+			Outcome: "ok", ArgumentsHash: c.RequestHash, LatencyMicros: 900, CreatedAt: time.Now(), Key: key,
+		}
+		if err := j.Complete(ctx, c, []byte(`{"ok":true,"content":{"id":"item-1"}}`), ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	after, file := storageBytes(b, s)
+	for name, v := range map[string]int64{"claim-B/op": after.claims - before.claims, "audit-B/op": after.rest - before.rest} {
+		b.ReportMetric(float64(v)/float64(n), name)
+	}
+	b.ReportMetric(float64(file-fileBefore)/float64(n), "file-B/op")
+}
+
+// storedBytes is what the pages of a database hold, by what they hold.
+type storedBytes struct{ claims, rest int64 }
+
+// storageBytes checkpoints s's WAL into its file and answers the bytes of
+// the pages of the claims table and its indexes, of all else, and the
+// file's size.
+func storageBytes(b *testing.B, s *Store) (storedBytes, int64) {
+	ctx := b.Context()
+	if _, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT d.name, SUM(d.pgsize), COALESCE(m.tbl_name, '')
+		FROM dbstat d LEFT JOIN sqlite_master m ON m.name = d.name GROUP BY d.name`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var sb storedBytes
+	for rows.Next() {
+		var name, table string
+		var size int64
+		if err := rows.Scan(&name, &size, &table); err != nil {
+			b.Fatal(err)
+		}
+		if testing.Verbose() {
+			b.Logf("%s %d", name, size)
+		}
+		if table == "claims" {
+			sb.claims += size
+		} else {
+			sb.rest += size
+		}
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	var pages, pageSize int64
+	if err := s.db.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		b.Fatal(err)
+	}
+	return sb, pages * pageSize
 }

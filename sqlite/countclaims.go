@@ -5,12 +5,14 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
 // CountClaims answers how many claims are in status, by organization
 // (toolplane.ClaimCounter): the uncertain actions open, for the metrics.
 func (s *Store) CountClaims(ctx context.Context, status toolplane.ClaimStatus) (map[string]int, error) {
-	rows, err := s.query(ctx, `SELECT organization_id, COUNT(*) FROM claims WHERE status = ? GROUP BY organization_id`, string(status))
+	rows, err := s.query(ctx, `SELECT organization_id, COUNT(*) FROM claims WHERE status = ?`+sqlstore.OpenClaims(status)+`
+		GROUP BY organization_id`, string(status))
 	if err != nil {
 		return nil, fmt.Errorf("count claims: %w", err)
 	}

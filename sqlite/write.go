@@ -50,7 +50,8 @@ type writeReq struct {
 	fn  func(context.Context, *sql.Tx) error
 	err error
 	// done receives true when the write must lead the next group, false
-	// when its group is over and err is its answer.
+	// when its group is over and err is its answer; nil for a write that
+	// led from the start.
 	done chan bool
 	// taken is set, under the store's group lock, once a leader took the
 	// write into its group or made it the next leader; until then a write
@@ -100,16 +101,19 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *sql.Tx) err
 // transaction around a single statement, and a connection taken for it,
 // cost a lone caller more than the statement itself.
 func (s *Store) writeSolo(ctx context.Context, fn func(context.Context, *sql.Tx) error, solo func(context.Context) error) error {
-	r := &writeReq{ctx: ctx, fn: fn, solo: solo, done: make(chan bool, 1)}
+	r := &writeReq{ctx: ctx, fn: fn, solo: solo}
 	g := &s.groups
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
 	if !g.leading {
+		// A write that leads at once is told nothing on done (a leader
+		// answers the others of its group, never itself), so it has none.
 		g.leading, r.taken = true, true
 		g.mu.Unlock()
 		s.lead(r)
 		return r.err
 	}
+	r.done = make(chan bool, 1)
 	g.mu.Unlock()
 	select {
 	case lead := <-r.done:

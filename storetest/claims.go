@@ -19,6 +19,7 @@ var claimCases = []suiteCase{
 	{"UpdateKeepsIdentity", testClaimUpdateKeepsIdentity},
 	{"UpdateKeepingStatusOrLease", testClaimUpdateKeepingStatusOrLease},
 	{"UpdateMissing", testClaimUpdateMissing},
+	{"DispatchCompareAndSwap", testClaimDispatch},
 	{"DeleteCompareAndSwap", testClaimDeleteCompareAndSwap},
 	{"ListByStatus", testClaimListByStatus},
 	{"ListPagingWithInserts", testClaimListPagingWithInserts},
@@ -230,6 +231,47 @@ func testClaimUpdateCompareAndSwap(t *testing.T, s toolplane.Store) {
 		t.Fatalf("after second UpdateClaim, c.Version = %d, want %d", cur.Version, orig.Version+2)
 	}
 	wantClaim(t, s, cur)
+}
+
+// testClaimDispatch: a store's dispatch mark (toolplane.ClaimDispatcher)
+// writes the mark, the attempts and the update time on the current
+// version only, and leaves every other field as stored.
+func testClaimDispatch(t *testing.T, s toolplane.Store) {
+	d, ok := s.(toolplane.ClaimDispatcher)
+	if !ok {
+		t.Skip("the store writes the dispatch mark with UpdateClaim")
+	}
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "k", base)
+	orig.Status, orig.Dispatched, orig.Attempts = toolplane.ClaimProcessing, false, 1
+	insertClaim(t, s, orig)
+	stored := getClaim(t, s, org, orig.Tool, orig.Key)
+
+	for _, v := range []int64{stored.Version - 1, stored.Version + 1} {
+		stale := *stored
+		stale.Version, stale.Dispatched, stale.Attempts, stale.UpdatedAt = v, true, 2, at(time.Minute)
+		if ok, err := d.DispatchClaim(t.Context(), &stale); ok || err != nil {
+			t.Fatalf("DispatchClaim(version %d, stored %d) = %v, %v; want false, nil", v, stored.Version, ok, err)
+		}
+		if stale.Version != v {
+			t.Errorf("failed DispatchClaim changed c.Version to %d, want %d", stale.Version, v)
+		}
+		wantClaim(t, s, stored)
+	}
+
+	// The fields the mark does not write differ in c, and stay as stored.
+	cur := *stored
+	cur.Dispatched, cur.Attempts, cur.UpdatedAt = true, 2, at(time.Minute)
+	cur.Note, cur.Arguments = "not written", nil
+	if ok, err := d.DispatchClaim(t.Context(), &cur); !ok || err != nil {
+		t.Fatalf("DispatchClaim(current version) = %v, %v; want true, nil", ok, err)
+	}
+	if cur.Version != stored.Version+1 {
+		t.Fatalf("after DispatchClaim, c.Version = %d, want %d", cur.Version, stored.Version+1)
+	}
+	want := *stored
+	want.Dispatched, want.Attempts, want.UpdatedAt, want.Version = true, 2, at(time.Minute), cur.Version
+	wantClaim(t, s, &want)
 }
 
 func testClaimUpdateKeepsIdentity(t *testing.T, s toolplane.Store) {

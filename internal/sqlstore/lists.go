@@ -243,7 +243,7 @@ func ListClaims(q *Query, d Dialect, org string, status toolplane.ClaimStatus, a
 	if err := CheckLimit(limit); err != nil {
 		return err
 	}
-	q.Start(d, `SELECT `+ClaimColumns+` FROM claims WHERE organization_id = ? AND status = ?`, org, string(status))
+	q.Start(d, `SELECT `+ClaimColumns+` FROM claims WHERE organization_id = ? AND status = ?`+OpenClaims(status), org, string(status))
 	if after != "" {
 		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
 		if err == nil {
@@ -256,6 +256,18 @@ func ListClaims(q *Query, d Dialect, org string, status toolplane.ClaimStatus, a
 	}
 	q.Page("created_at, tool, key", limit)
 	return nil
+}
+
+// OpenClaims answers the condition a query of claims in status adds so
+// that SQLite reads claims_by_status, which holds no completed claim (its
+// partial index is usable only where a query's own terms imply the
+// index's): " AND status <> 'completed'" for an open status, nothing for
+// completed. The term never changes what a query answers.
+func OpenClaims(status toolplane.ClaimStatus) string {
+	if status == toolplane.ClaimCompleted {
+		return ""
+	}
+	return " AND status <> 'completed'"
 }
 
 // ClaimCursor is the cursor of ListClaims after c.
