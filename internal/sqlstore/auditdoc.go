@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // A policy input document (the JSON an audit event keeps for a shadow run,
@@ -99,7 +98,7 @@ func PackDocument(doc []byte) []byte {
 	}
 	out := make([]byte, 0, len(doc)/2+16)
 	out = append(out, docMarker)
-	s := string(doc) // no copy: read only
+	s := doc
 next:
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -113,7 +112,7 @@ next:
 			continue
 		}
 		for _, k := range fragmentsAt[c] {
-			if f := docFragments[k]; strings.HasPrefix(s[i:], f) {
+			if f := docFragments[k]; hasPrefix(s[i:], f) {
 				out = append(out, docFragmentBase+k)
 				i += len(f)
 				continue next
@@ -130,16 +129,22 @@ next:
 
 // isDigest reports whether s starts with a digest: "sha256:" and 32
 // lowercase hex digits.
-func isDigest(s string) bool {
-	if len(s) < len(digestPrefix)+32 || s[:len(digestPrefix)] != digestPrefix {
+func isDigest(s []byte) bool {
+	if !hasPrefix(s, digestPrefix) || len(s) < len(digestPrefix)+32 {
 		return false
 	}
-	for _, c := range []byte(s[len(digestPrefix) : len(digestPrefix)+32]) {
+	for _, c := range s[len(digestPrefix) : len(digestPrefix)+32] {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false
 		}
 	}
 	return true
+}
+
+// hasPrefix reports whether s starts with prefix, without converting
+// either (a conversion would copy the document).
+func hasPrefix(s []byte, prefix string) bool {
+	return len(s) >= len(prefix) && string(s[:len(prefix)]) == prefix
 }
 
 func unhex(c byte) byte {
