@@ -29,7 +29,9 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 		return e, err
 	}
 	if len(input) > 0 {
-		e.PolicyInput = input
+		if e.PolicyInput, err = sqlstore.UnpackDocument(input); err != nil {
+			return e, fmt.Errorf("audit event %s: policy input: %w", e.ID, err)
+		}
 	}
 	if len(args) > 0 {
 		e.Arguments = args
@@ -95,7 +97,10 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 20, e.PolicyBundle)
 	setArg(args, 21, e.PolicyRule)
 	setArg(args, 22, e.PolicyDegraded)
-	args[23] = blob(e.PolicyInput)
+	// The policy input is stored packed (sqlstore.PackDocument): most
+	// of it repeats from call to call. The chain's hash covers the
+	// document, not its stored form.
+	args[23] = blob(sqlstore.PackDocument(e.PolicyInput))
 	setArg(args, 24, e.ParentID)
 	setArg(args, 25, string(e.Kind))
 	setArg(args, 26, e.Subject)

@@ -296,6 +296,10 @@ func (s *Store) auditChain(ctx context.Context, dst []toolplane.AuditEvent, quer
 		if err != nil {
 			return nil, err
 		}
+		// The policy input is stored packed (see setAuditArgs).
+		if e.PolicyInput, err = sqlstore.UnpackDocument(e.PolicyInput); err != nil {
+			return nil, fmt.Errorf("audit event %s: policy input: %w", e.ID, err)
+		}
 		out = append(out, e)
 	}
 	return out, rows.Err()

@@ -35,6 +35,23 @@ func BenchmarkAppendAuditBatch(b *testing.B) {
 	})
 }
 
+// BenchmarkAppendAuditBatchDecided is BenchmarkAppendAuditBatch with
+// each event carrying its policy decision and the document it was decided
+// on, as a call the grants allow does: the row as the store packs it
+// (sqlstore.PackDocument).
+func BenchmarkAppendAuditBatchDecided(b *testing.B) {
+	s := newTestStore(b)
+	now := time.Now()
+	appendBatches(b, s, func(n int) *toolplane.AuditEvent {
+		return &toolplane.AuditEvent{
+			ID: "ev-" + strconv.Itoa(n), OrganizationID: "org-bench", RunID: "mcp:tpk_1:SESSION", AgentID: "agent-billing",
+			PrincipalID: "agent-billing", Tool: "demo.search_tickets", ToolVersion: "1.0.0", Source: toolplane.SourceMCP,
+			Outcome: "ok", ArgumentsHash: "sha256:4f2a9c0e7b1d3e5f", LatencyMicros: 234, CreatedAt: now.Add(time.Duration(n) * time.Microsecond),
+			PolicyDecision: "allow", PolicyInput: benchPolicyInput,
+		}
+	})
+}
+
 // appendBatches appends batches of 32 events, event n made by event(n),
 // for as long as b runs, and reports the process's CPU per batch.
 func appendBatches(b *testing.B, s *Store, event func(n int) *toolplane.AuditEvent) {

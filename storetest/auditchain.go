@@ -68,6 +68,7 @@ var auditChainCases = []auditChainCase{
 	{"CheckpointsSignMovedChains", testChainCheckpoints},
 	{"ChainReadsWhatGetReads", testChainReadsWhatGetReads},
 	{"TamperAcrossPages", testTamperAcrossPages},
+	{"PolicyInputsKeptExactly", testChainPolicyInputs},
 }
 
 // RunAuditChain runs the audit chain cases, each on a store of its own
@@ -603,6 +604,60 @@ func testTamperAcrossPages(t *testing.T, h AuditChain, s AuditChainStore) {
 		r := verifyStored(t, s, orgs[i])
 		if r.OK || r.Break == nil || r.Break.Kind != want.kind || r.Break.Seq != want.seq {
 			t.Fatalf("verify = %+v, break %+v; want %s at %d", r, r.Break, want.kind, want.seq)
+		}
+	}
+}
+
+// testChainPolicyInputs: a call's policy input document (which a store
+// may keep packed, issue 35) reads back byte for byte through every read
+// (ListAudit, GetAudit, the chain's), appended alone or in a batch, and
+// the chain over it verifies; an event without one (the grants refused
+// the call, or no rules read it) reads back without one.
+func testChainPolicyInputs(t *testing.T, _ AuditChain, s AuditChainStore) {
+	org := newOrg()
+	docs := []struct {
+		id  string
+		doc string
+	}{
+		{"ev-none", ""},
+		{"ev-read", `{"grants":"allow","request":{"principal":{"agent":"agent-1","roles":[],"attributes":{}},"tool":{"name":"crm.get_contact","version":"1.0.0","effect":"read","destructive":false,"read_only":true,"tags":[],"sensitive":[]},"arguments":{"body":"sha256:7170e6742875a9b564e3cf9442a19400","to":"sha256:fc7df777c08a00350a62876ea699ec18"},"facts":{},"context":{"time":"2026-12-06T07:54:06.998273306Z","hour":7,"weekday":0,"run_cost_cents":0,"source":"sdk"}}}`},
+		{"ev-approval", `{"grants":"require_approval","request":{"principal":{"agent":"a","roles":["ops"],"attributes":{"team":"x"}},"tool":{"name":"p.refund","version":"2.1.0","effect":"write","destructive":true,"read_only":false,"tags":["finance"],"sensitive":["/to"]},"arguments":{"to":"sha256:7170E6742875A9B564E3CF9442A19400","n":"sha256:7170"},"facts":{"org_time":{"hour":3}},"context":{"time":"2026-12-06T07:54:06Z","hour":7,"weekday":0,"run_cost_cents":250,"source":"rest"}}}`},
+		{"ev-not-json", "\x1f\x01\x02not json\x00\xff"},
+	}
+	var batch []*toolplane.AuditEvent
+	for i, d := range docs {
+		e := fullEvent(org, d.id, at(time.Duration(i)*time.Second))
+		e.PolicyInput = nil
+		if d.doc != "" {
+			e.PolicyInput = []byte(d.doc)
+		}
+		if i%2 == 0 {
+			appendAudit(t, s, e)
+		} else {
+			batch = append(batch, e)
+		}
+	}
+	if err := s.AppendAuditBatch(t.Context(), batch); err != nil {
+		t.Fatalf("AppendAuditBatch = %v", err)
+	}
+	wantValid(t, s, org, len(docs))
+	listed := map[string]toolplane.AuditEvent{}
+	for _, e := range listAudit(t, s, org, toolplane.AuditFilter{}, 10) {
+		listed[e.ID] = e
+	}
+	chained := map[string]toolplane.AuditEvent{}
+	for _, e := range readChain(t, s, org) {
+		chained[e.ID] = e
+	}
+	for _, d := range docs {
+		got, err := s.GetAudit(t.Context(), org, d.id)
+		if err != nil {
+			t.Fatalf("GetAudit(%s) = %v", d.id, err)
+		}
+		for read, e := range map[string]toolplane.AuditEvent{"GetAudit": *got, "ListAudit": listed[d.id], "AuditChain": chained[d.id]} {
+			if string(e.PolicyInput) != d.doc || (d.doc == "" && e.PolicyInput != nil) {
+				t.Errorf("%s's %s policy input = %q; want %q", read, d.id, e.PolicyInput, d.doc)
+			}
 		}
 	}
 }

@@ -77,7 +77,12 @@ func ListAudit(q *Query, d Dialect, org string, f toolplane.AuditFilter, after s
 	q.Eq("user_id", f.UserID)
 	q.Eq("tool", f.Tool)
 	q.Eq("outcome", f.Outcome)
-	q.Eq("approval_id", f.ApprovalID)
+	if f.ApprovalID != "" {
+		// The literal term lets the stores use the partial index of
+		// events naming an approval, as for approvers below.
+		q.Add(` AND approval_id <> ''`)
+		q.Eq("approval_id", f.ApprovalID)
+	}
 	q.In("outcome", f.Outcomes)
 	q.Eq("tenant_id", f.TenantID)
 	q.Eq("effect", string(f.Effect))
