@@ -297,9 +297,7 @@ func (s *Store) auditChain(ctx context.Context, dst []toolplane.AuditEvent, quer
 			return nil, err
 		}
 		// The policy input is stored packed (see setAuditArgs).
-		if e.PolicyInput, err = sqlstore.UnpackDocument(e.PolicyInput); err != nil {
-			return nil, fmt.Errorf("audit event %s: policy input: %w", e.ID, err)
-		}
+		e.PolicyInput = storedPolicyInput(e.PolicyInput)
 		out = append(out, e)
 	}
 	return out, rows.Err()

@@ -27,6 +27,10 @@ func TestVerifyLongChainTampered(t *testing.T) {
 		{"last of the first half deleted", `DELETE FROM audit_events WHERE seq = 2250`, auditchain.Deleted, 2250},
 		{"first of the second half deleted", `DELETE FROM audit_events WHERE seq = 2251`, auditchain.Deleted, 2251},
 		{"changed late", `UPDATE audit_events SET outcome = 'denied' WHERE seq = 4499`, auditchain.Changed, 4499},
+		// A policy input that no longer reads back as a packed document
+		// (a marker byte and a cut-short digest) is a changed row, not a
+		// failed read.
+		{"packed policy input damaged", `UPDATE audit_events SET policy_input = X'1F01' WHERE seq = 3000`, auditchain.Changed, 3000},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -54,6 +58,10 @@ func TestVerifyLongChainTampered(t *testing.T) {
 			r, err := auditchain.VerifyStore(t.Context(), s, &auditchain.KeySet{}, "org-1", 0, 0)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Whatever was done to a row, the trail around it still lists.
+			if _, _, err := s.ListAudit(t.Context(), "org-1", toolplane.AuditFilter{RunID: "run-1"}, "", 1000); err != nil {
+				t.Fatalf("list after %q: %v", c.name, err)
 			}
 			got := "ok"
 			if r.Break != nil {
