@@ -52,6 +52,14 @@ func testIsolationClaims(t *testing.T, s toolplane.Store) {
 	if ok, err := s.UpdateClaim(ctx, &asB); !refused(ok, err) {
 		t.Errorf("UpdateClaim as B = %v, %v; want false and nil or ErrNotFound", ok, err)
 	}
+	if d, ok := s.(toolplane.ClaimDispatcher); ok {
+		mark := *a
+		mark.OrganizationID = orgB
+		mark.Dispatched, mark.Attempts = true, a.Attempts+1
+		if ok, err := d.DispatchClaim(ctx, &mark); !refused(ok, err) {
+			t.Errorf("DispatchClaim as B = %v, %v; want false and nil or ErrNotFound", ok, err)
+		}
+	}
 	if ok, err := s.DeleteClaim(ctx, orgB, a.Tool, a.Key, a.Version); !refused(ok, err) {
 		t.Errorf("DeleteClaim as B = %v, %v; want false and nil or ErrNotFound", ok, err)
 	}
