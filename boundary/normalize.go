@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"reflect"
@@ -15,6 +14,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolplane/toolplane/internal/jsondec"
 )
 
 // maxDepth is how many levels deep Normalize follows containers and
@@ -513,20 +514,17 @@ func marshalText(m encoding.TextMarshaler) (b []byte, err error) {
 	return m.MarshalText()
 }
 
-// errTrailingData reports JSON text holding more than one value.
-var errTrailingData = errors.New("trailing data after JSON value")
+// numbers decodes JSON text as decodeJSON does, its decoders (and their
+// buffers) reused from one answer to the next: a decoder made per answer
+// was three allocations of every call's result boundary.
+var numbers = jsondec.New(jsondec.Options{UseNumber: true})
 
-// decodeJSON decodes exactly one JSON value, keeping numbers as json.Number
-// so their text survives unchanged.
+// decodeJSON decodes b, exactly one JSON value (white space may surround
+// it), keeping numbers as json.Number so their text survives unchanged.
 func decodeJSON(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	if err := numbers.DecodeOnly(b, &v); err != nil {
 		return nil, fmt.Errorf("decode json: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errTrailingData
 	}
 	return v, nil
 }

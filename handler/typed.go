@@ -17,6 +17,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/jsondec"
 	"github.com/toolplane/toolplane/policy"
 )
 
@@ -96,13 +97,16 @@ func decode[In any](args any) (In, error) {
 	if err != nil {
 		return in, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := strict.DecodeOnly(b, &in); err != nil {
 		return in, decodeInvalid(err)
 	}
 	return in, nil
 }
+
+// strict decodes a typed handler's arguments, unknown fields refused, its
+// decoders (and their buffers) reused from one call to the next rather
+// than made for each.
+var strict = jsondec.New(jsondec.Options{DisallowUnknownFields: true})
 
 func decodeInvalid(err error) *Invalid {
 	var te *json.UnmarshalTypeError

@@ -429,6 +429,12 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		// or not, may keep it and hand it to another.
 		w.Header().Set("Cache-Control", "private, no-store")
 		c, err := s.Door.AuthenticateRequest(r, w.Header())
+		if err == nil {
+			// Asked first: errors.As's target would be allocated on every
+			// request, refused or not.
+			h(w, r, caller{cred: c.Credential, at: c.At})
+			return
+		}
 		var refusal *door.Refusal
 		switch {
 		case errors.As(err, &refusal) && refusal.Kind == door.Unauthenticated:
@@ -442,11 +448,9 @@ func (s *Server) auth(h func(http.ResponseWriter, *http.Request, caller)) http.H
 		case errors.As(err, &refusal) && refusal.Kind == door.RateLimited:
 			httperr.Send(w, r, httperr.RateLimited, refusal.Message, "")
 			return
-		case err != nil:
+		default:
 			httperr.Send(w, r, httperr.Unavailable, "credentials cannot be checked right now", "")
-			return
 		}
-		h(w, r, caller{cred: c.Credential, at: c.At})
 	})
 }
 

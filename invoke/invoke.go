@@ -347,9 +347,12 @@ const DefaultLeaseMargin = 30 * time.Second
 
 // Invoker runs calls.
 type Invoker struct {
-	cfg      Config
-	journal  *journal.Journal
-	tracer   trace.Tracer
+	cfg     Config
+	journal *journal.Journal
+	tracer  trace.Tracer
+	// untraced is set when no tracer was configured: the spans go to a
+	// tracer that keeps nothing of them, their names included.
+	untraced bool
 	log      *slog.Logger
 	now      func() time.Time
 	reported sync.Map // tool and fault cause -> *faultTally
@@ -373,7 +376,7 @@ func New(cfg Config) (*Invoker, error) {
 	}
 	iv := &Invoker{cfg: cfg, tracer: cfg.Tracer, log: cfg.Logger, now: cfg.Now}
 	if iv.tracer == nil {
-		iv.tracer = noop.NewTracerProvider().Tracer("toolplane")
+		iv.tracer, iv.untraced = noop.NewTracerProvider().Tracer("toolplane"), true
 	}
 	if iv.log == nil {
 		iv.log = slog.Default()

@@ -144,7 +144,13 @@ var internalSpan = trace.WithSpanKind(trace.SpanKindInternal)
 func (iv *Invoker) begin(ctx context.Context, name string, args any, inv *toolplane.Invocation) (context.Context, *call) {
 	c := &call{iv: iv, start: iv.now(), name: name, inv: inv, argsIn: args}
 	ctx = storedTrace(ctx, inv)
-	ctx, c.span = iv.tracer.Start(ctx, "tool "+name, internalSpan)
+	spanName := ""
+	if !iv.untraced {
+		// Made only for a tracer that may keep it: a call's name is
+		// otherwise one allocation of every call read by nobody.
+		spanName = "tool " + name
+	}
+	ctx, c.span = iv.tracer.Start(ctx, spanName, internalSpan)
 	if c.span.IsRecording() {
 		c.span.SetAttributes(
 			attribute.String("tool.name", name),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/internal/sqlstore"
 )
 
@@ -49,14 +50,53 @@ func scanEvent(r scanner) (toolplane.AuditEvent, error) {
 // its organization's chain (Seq, PrevHash, Hash), assigned in the write
 // that stores it.
 func (s *Store) AppendAudit(ctx context.Context, e *toolplane.AuditEvent) error {
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	inTx := func(ctx context.Context, tx *sql.Tx) error {
 		c := s.newChainer(ctx, tx)
 		if err := c.append(e, nil); err != nil {
 			return err
 		}
 		return c.save()
+	}
+	err := s.writeSolo(ctx, inTx, func(ctx context.Context) error {
+		return s.appendAuditSolo(ctx, e, inTx)
 	})
 	return auditErr(e, err)
+}
+
+// appendAuditSolo is AppendAudit's write when it runs alone on an idle
+// store (see writeSolo), under the store's write lock: the insert that
+// chains e where this store left its organization's chain
+// (chainer.appendHinted), which commits on its own, without the
+// transaction and the connection taken for it that cost a lone event
+// more than its insert. When there is no such hint, or the chain moved
+// on (nothing was stored then), e is appended by inTx, in a transaction
+// of its own.
+func (s *Store) appendAuditSolo(ctx context.Context, e *toolplane.AuditEvent, inTx func(context.Context, *sql.Tx) error) error {
+	args := s.auditArgs.take()
+	if args != nil {
+		stored, err := s.appendAuditHinted(ctx, e, args)
+		if stored || err != nil {
+			return err
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := inTx(ctx, tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// appendAuditHinted is chainer.appendHinted outside any transaction,
+// with args taken from s.auditArgs and given back.
+func (s *Store) appendAuditHinted(ctx context.Context, e *toolplane.AuditEvent, args []any) (bool, error) {
+	defer s.auditArgs.give()
+	auditchain.Normalize(e)
+	c := chainer{s: s, ctx: ctx}
+	return c.appendHinted(e, args)
 }
 
 const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
@@ -167,13 +207,13 @@ func (s *Store) writeAudited(ctx context.Context, query string, args []any, e *t
 }
 
 func auditErr(e *toolplane.AuditEvent, err error) error {
+	if err == nil {
+		return nil
+	}
 	if isDuplicate(err) {
 		return fmt.Errorf("append audit %s: %w", e.ID, toolplane.ErrExists)
 	}
-	if err != nil {
-		return fmt.Errorf("append audit %s: %w", e.ID, err)
-	}
-	return nil
+	return fmt.Errorf("append audit %s: %w", e.ID, err)
 }
 
 // AppendAuditBatch appends events in one transaction: one commit for many
@@ -188,6 +228,7 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 		// one slice serves every row (see setAuditArgs).
 		args := make([]any, chainArgCount)
 		c := s.newChainer(ctx, tx)
+		c.many = true
 		for _, e := range events {
 			if err := c.append(e, args); err != nil {
 				return auditErr(e, err)

@@ -56,19 +56,76 @@ func TestAppendAuditBatch(t *testing.T) {
 	}
 }
 
-// Rows of a batch share one argument slice: each row is stored with its
-// own values, whether a field matches the row before it, changes, or goes
-// back to an earlier row's value or to empty.
-func TestAppendAuditBatchRowsKeepTheirValues(t *testing.T) {
+// Rows of a batch share one argument slice, and events stored one by one
+// share the store's (see auditArgs): each row is stored with its own
+// values, whether a field matches the row before it, changes, or goes back
+// to an earlier row's value or to empty, and an event refused (a
+// duplicate) leaves nothing behind for the next.
+func TestAppendAuditRowsKeepTheirValues(t *testing.T) {
 	t.Parallel()
-	s := newTestStore(t)
-	ctx := t.Context()
+	for _, tc := range []struct {
+		name  string
+		store func(*testing.T, *Store, []*toolplane.AuditEvent)
+	}{
+		{"batch", func(t *testing.T, s *Store, batch []*toolplane.AuditEvent) {
+			if err := s.AppendAuditBatch(t.Context(), batch); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"alone", func(t *testing.T, s *Store, batch []*toolplane.AuditEvent) {
+			for i, e := range batch {
+				if err := s.AppendAudit(t.Context(), e); err != nil {
+					t.Fatal(err)
+				}
+				if e.Seq != int64(i+1) {
+					t.Fatalf("%s numbered %d, want %d", e.ID, e.Seq, i+1)
+				}
+				// A duplicate of it, every other field another value, is
+				// refused between each event and the next.
+				dup := *batch[(i+2)%len(batch)]
+				dup.ID, dup.Seq, dup.PrevHash, dup.Hash = e.ID, 0, nil, nil
+				if err := s.AppendAudit(t.Context(), &dup); !errors.Is(err, toolplane.ErrExists) {
+					t.Fatalf("a duplicate of %s: %v", e.ID, err)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newTestStore(t)
+			batch := rowsOfEveryShape()
+			tc.store(t, s, batch)
+			for _, want := range batch {
+				got, err := s.GetAudit(t.Context(), want.OrganizationID, want.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !got.CreatedAt.Equal(want.CreatedAt) {
+					t.Errorf("%s: created at %v, want %v", want.ID, got.CreatedAt, want.CreatedAt)
+				}
+				got.CreatedAt = want.CreatedAt
+				if !reflect.DeepEqual(*got, *want) {
+					t.Errorf("%s stored as\n%+v\nwant\n%+v", want.ID, *got, *want)
+				}
+			}
+		})
+	}
+}
+
+// rowsOfEveryShape answers events of one organization whose fields repeat,
+// change, go back to earlier values and to empty from one to the next.
+func rowsOfEveryShape() []*toolplane.AuditEvent {
 	now := time.Now().Truncate(time.Microsecond)
 	full := &toolplane.AuditEvent{ID: "ev-1", OrganizationID: "org-1", RunID: "run-1", AgentID: "agent-1",
 		PrincipalID: "principal-1", UserID: "user-1", Tool: "crm.lookup", ToolVersion: "1.0.0", Source: toolplane.SourceMCP,
 		Outcome: "ok", ArgumentsHash: "sha256:1", Key: "key-1", Reason: "a reason", ApprovalID: "apr-1", AuthorizedBy: "apr-0",
 		ConnectionID: "con-1", PolicyDecision: "allow", PolicyBundle: 7, PolicyRule: "rule-1", PolicyDegraded: true,
-		PolicyInput: []byte(`{"tool":"crm.lookup"}`), Replayed: true, LatencyMicros: 1234, CreatedAt: now}
+		PolicyInput: []byte(`{"tool":"crm.lookup"}`), Replayed: true, LatencyMicros: 1234, CreatedAt: now,
+		Kind: toolplane.AuditApproval, Subject: "apr-1", TenantID: "acme", StepPath: "0/2", KeyID: "key_1",
+		Effect: toolplane.EffectWrite, Destructive: true, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		SpanID: "00f067aa0ba902b7", ApproverID: "person-jane", Arguments: []byte(`{"amount_cents":50001}`),
+		PIIFields: []string{"customer.email"}, Classifications: []string{"pii"}, OutputHash: "sha256:9f86",
+		CostCents: 42, Attempts: 2}
 	// The same but for its id and time: every other argument is kept.
 	same := *full
 	same.ID, same.CreatedAt = "ev-2", now.Add(time.Microsecond)
@@ -79,21 +136,7 @@ func TestAppendAuditBatchRowsKeepTheirValues(t *testing.T) {
 	// Back to the first event's values.
 	again := *full
 	again.ID, again.CreatedAt = "ev-4", now.Add(3*time.Microsecond)
-	batch := []*toolplane.AuditEvent{full, &same, other, &again}
-	if err := s.AppendAuditBatch(ctx, batch); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range batch {
-		got, err := s.GetAudit(ctx, want.OrganizationID, want.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !got.CreatedAt.Equal(want.CreatedAt) {
-			t.Errorf("%s: created at %v, want %v", want.ID, got.CreatedAt, want.CreatedAt)
-		}
-		got.CreatedAt = want.CreatedAt
-		if !reflect.DeepEqual(*got, *want) {
-			t.Errorf("%s stored as\n%+v\nwant\n%+v", want.ID, *got, *want)
-		}
-	}
+	// Nothing but what an event must hold.
+	bare := &toolplane.AuditEvent{ID: "ev-5", OrganizationID: "org-1", CreatedAt: now.Add(4 * time.Microsecond)}
+	return []*toolplane.AuditEvent{full, &same, other, &again, bare}
 }

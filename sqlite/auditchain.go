@@ -35,6 +35,9 @@ type chainer struct {
 	// plain and guarded are the transaction's inserts, prepared once a
 	// chainer (see append).
 	plain, guarded *sql.Stmt
+	// many is set when the chainer appends more than one event (a batch):
+	// only then does it keep the heads its events moved.
+	many bool
 }
 
 func (s *Store) newChainer(ctx context.Context, tx *sql.Tx) *chainer {
@@ -58,15 +61,17 @@ const (
 	// When it is not, the event's seq is NULL, which the column refuses
 	// (SQLITE_CONSTRAINT_NOTNULL), and nothing is stored. Its arguments
 	// are insertAudit's but for the last three, which follow the
-	// condition's (the organization, the number and hash of the newest
-	// event): see chainer.append. (A condition in an INSERT … SELECT
+	// condition's (the organization, the event's own number, one past the
+	// newest event's, and its PrevHash, the newest event's hash: the
+	// values its own columns are given, so they are boxed once): see
+	// chainer.appendHinted. (A condition in an INSERT … SELECT
 	// reading the table it inserts into would have SQLite copy the row to
 	// a temporary table first; numbered parameters cost the driver a
 	// string a parameter.)
 	insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
 		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (?, ?)
+		CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (? - 1, ?)
 		THEN ? END, ?, ?)`
 )
 
@@ -147,7 +152,10 @@ func (c *chainer) stmt(at **sql.Stmt, q string) (*sql.Stmt, error) {
 		if err != nil {
 			return nil, err
 		}
-		*at = c.tx.StmtContext(c.ctx, st)
+		if c.tx != nil {
+			st = c.tx.StmtContext(c.ctx, st)
+		}
+		*at = st
 	}
 	return *at, nil
 }
@@ -166,33 +174,21 @@ func (c *chainer) stmt(at **sql.Stmt, q string) (*sql.Stmt, error) {
 // transaction's own head, as reading it first would make it.
 func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
 	if args == nil {
-		args = make([]any, chainArgCount)
+		kept := c.s.auditArgs.take()
+		if kept != nil {
+			defer c.s.auditArgs.give()
+			args = kept
+		} else {
+			args = make([]any, chainArgCount)
+		}
 	}
 	auditchain.Normalize(e)
 	org := e.OrganizationID
 	h, ok := c.heads[org]
 	if !ok {
-		if last, hinted := c.s.chainHeads.get(org); hinted {
-			prev := last.hash[:]
-			auditchain.Seal(e, last.seq+1, prev)
-			setAuditArgs(args, e)
-			const at = auditArgCount - 3 // the chain's own columns, last
-			seq, prevHash, hash := args[at], args[at+1], args[at+2]
-			args[at], args[at+1], args[at+2] = org, last.seq, e.PrevHash
-			args[at+3], args[at+4], args[at+5] = seq, prevHash, hash
-			st, err := c.stmt(&c.guarded, insertAuditAfter)
-			if err != nil {
-				return err
-			}
-			_, err = st.ExecContext(c.ctx, args...)
-			if err == nil {
-				c.moved(org, &toolplane.AuditHead{}, e)
-				return nil
-			}
-			if !isNotNull(err) {
-				return err
-			}
-			// The chain moved on without this store: read where it is.
+		stored, err := c.appendHinted(e, args)
+		if stored || err != nil {
+			return err
 		}
 		head, known, err := readHead(c.ctx, c.txRow, org)
 		if err != nil {
@@ -216,20 +212,98 @@ func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
 	return nil
 }
 
+// appendHinted stores e, normalized, as the next event of its
+// organization when the store chained it last (lastHeads) and the chain
+// still ends where the store left it, by one statement that reads no head
+// first (see append). It reports whether e was stored; false with a nil
+// error when there was no hint or the chain had moved on (then nothing
+// was stored, and e is sealed again by its caller). It needs no
+// transaction: the statement alone is the write.
+func (c *chainer) appendHinted(e *toolplane.AuditEvent, args []any) (bool, error) {
+	org := e.OrganizationID
+	last, hinted := c.s.chainHeads.get(org)
+	if !hinted {
+		return false, nil
+	}
+	auditchain.Seal(e, last.seq+1, last.hash[:])
+	setAuditArgs(args, e)
+	const at = auditArgCount - 3 // the chain's own columns, last
+	seq, prevHash, hash := args[at], args[at+1], args[at+2]
+	// args[0] is the organization, boxed already.
+	args[at], args[at+1], args[at+2] = args[0], seq, prevHash
+	args[at+3], args[at+4], args[at+5] = seq, prevHash, hash
+	st, err := c.stmt(&c.guarded, insertAuditAfter)
+	if err != nil {
+		return false, err
+	}
+	_, err = st.ExecContext(c.ctx, args...)
+	if err == nil {
+		c.moved(org, nil, e)
+		return true, nil
+	}
+	if !isNotNull(err) {
+		return false, err
+	}
+	// The chain moved on without this store: the caller reads where it is.
+	return false, nil
+}
+
+// auditArgs is room for the audit insert's arguments (chainArgCount),
+// kept from one event to the next: a value equal to the last event's
+// keeps its boxed copy (see setAuditArgs), so the fields that repeat from
+// call to call (the organization, agent, tool, outcome, hashes of the same
+// arguments) are not boxed again for every event stored alone. One writer
+// at a time holds it; another finds it taken and makes its own.
+type auditArgs struct {
+	mu   sync.Mutex
+	args []any
+}
+
+// take answers the kept arguments, to be given back (give), or nil when
+// another writer holds them.
+func (a *auditArgs) take() []any {
+	if !a.mu.TryLock() {
+		return nil
+	}
+	if a.args == nil {
+		a.args = make([]any, chainArgCount)
+	}
+	return a.args
+}
+
+// give gives the arguments back, without the event's documents and
+// chain hashes, which are the event's own and may be large: they are
+// not kept alive past their insert.
+func (a *auditArgs) give() {
+	for _, i := range [...]int{23, 35, auditArgCount - 2, auditArgCount - 1, auditArgCount, auditArgCount + 1, auditArgCount + 2} {
+		a.args[i] = nil
+	}
+	a.mu.Unlock()
+}
+
 // isNotNull reports whether err is a NOT NULL constraint's refusal.
 func isNotNull(err error) bool {
 	var e *modernc.Error
 	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_NOTNULL
 }
 
-// moved records that org's chain now ends at e, whose head was h.
+// moved records that org's chain now ends at e, whose head was h (nil:
+// none read yet).
 func (c *chainer) moved(org string, h *toolplane.AuditHead, e *toolplane.AuditEvent) {
+	c.s.chainHeads.put(org, e.Seq, e.Hash)
+	if !c.many {
+		// No other event follows in this chainer's write: nothing reads
+		// the head again.
+		return
+	}
+	if h == nil {
+		h = new(toolplane.AuditHead)
+	}
 	h.Seq, h.Hash = e.Seq, e.Hash
 	if c.heads == nil {
 		c.heads = make(map[string]*toolplane.AuditHead, 1)
 	}
 	c.heads[org] = h
-	c.s.chainHeads.put(org, e.Seq, e.Hash)
 }
 
 // save registers the organizations whose chains started (or restarted

@@ -56,6 +56,9 @@ type Store struct {
 	// chainHeads is where the store last chained each organization's
 	// audit trail (see chainer.append).
 	chainHeads lastHeads
+	// auditArgs is the audit insert's arguments, kept from one event to
+	// the next (see chainer.append).
+	auditArgs auditArgs
 	// commits counts the store's commits since it last looked at the WAL;
 	// checkpointing is set while a background checkpoint runs (see
 	// committed).
