@@ -178,7 +178,15 @@ func (s *Store) lead(r *writeReq) {
 			q.done <- false
 		}
 	}
+	clear(batch)
 	g.mu.Lock()
+	if len(g.queue) == 0 {
+		// The queue is taken from its front, so its capacity shrinks with
+		// each group, and a lone writer's append would allocate every
+		// time. The group's slots are spent (answered and cleared, and only
+		// the leader reads them), so the queue starts again on them.
+		g.queue = batch[:0]
+	}
 	s.handOn()
 }
 
@@ -212,7 +220,7 @@ var errGroupAborted = errors.New("the transaction of this write and others was r
 // group of several fails, all of them again, each in a savepoint.
 func (s *Store) runGroup(batch []*writeReq) {
 	g := &s.groups
-	ctx := context.WithoutCancel(batch[0].ctx)
+	ctx := detached(batch[0].ctx)
 	if q := batch[0]; len(batch) == 1 && q.solo != nil && g.conn == nil {
 		if q.err = q.ctx.Err(); q.err == nil {
 			q.err = runSolo(ctx, q.solo)
@@ -346,7 +354,21 @@ func run(q *writeReq, tx *sql.Tx) (err error) {
 			err = fmt.Errorf("write panicked: %v", p)
 		}
 	}()
-	return q.fn(context.WithoutCancel(q.ctx), tx)
+	return q.fn(detached(q.ctx), tx)
+}
+
+// detached answers ctx without its cancellation and deadline, as
+// context.WithoutCancel does, but answers ctx itself when it has neither
+// (its Done is nil, as for a context a caller detached already, which the
+// journal's dispatch mark and completion are given): WithoutCancel
+// allocates a context each time, and a write call runs several writes.
+func detached(ctx context.Context) context.Context {
+	if ctx.Done() == nil && ctx.Err() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // runSolo runs a write's solo form, a panic included in its answer as in
