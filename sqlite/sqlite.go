@@ -279,15 +279,7 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 	if err != nil {
 		return nil, err
 	}
-	var res sql.Result
-	err = s.writeSolo(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-		return err
-	}, func(ctx context.Context) error {
-		res, err = st.ExecContext(ctx, args...)
-		return err
-	})
-	return res, err
+	return s.execOne(ctx, st, args)
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
