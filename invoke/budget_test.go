@@ -19,12 +19,13 @@ const (
 	// budgetReadCall: measured 80 allocs per call, its event stored alone
 	// (2026-12-06, after the read path's cuts; 85 at 879b4e3d).
 	budgetReadCall = 86
-	// budgetWriteCall: measured 182-183 allocs per call (2026-12-06, after
-	// the write path's cuts: the group queue reused, statements looked up
+	// budgetWriteCall: measured 180 allocs per call (2026-12-06, after the
+	// write path's cuts: the group queue reused, statements looked up
 	// without boxing, the journal's miss unformatted, the completion
 	// written as the fields it changes, a one-statement write queued
-	// without closures; 275-276 at 879b4e3d).
-	budgetWriteCall = 191
+	// without closures, one detached context and one boxed claim time;
+	// 275-276 at 879b4e3d).
+	budgetWriteCall = 189
 )
 
 // budgetRuns is how many calls a budget averages over: a multiple of the

@@ -29,12 +29,20 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // tool and key. The conflict is resolved inside the one statement, so of any
 // number of concurrent inserts exactly one answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
+	// A new claim is created and updated at once: one boxed time for both
+	// (an int64 in an interface is an allocation).
+	createdAt, updatedAt := micros(c.CreatedAt), micros(c.UpdatedAt)
+	created := any(createdAt)
+	updated := created
+	if updatedAt != createdAt {
+		updated = updatedAt
+	}
 	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
 		c.OrganizationID, c.Tool, c.Key, c.RequestHash, statusArg(c.Status), blob(c.Result), c.Owner,
 		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
-		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation), c.Node)
+		c.ReconciledBy, c.Note, c.Version, created, updated, blob(c.Invocation), c.Node)
 	if err != nil {
 		return false, fmt.Errorf("insert claim %s/%s: %w", c.Tool, c.Key, err)
 	}
