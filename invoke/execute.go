@@ -82,11 +82,14 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 			return res, err
 		}
 	}
+	// The call's values without its cancellation and deadline, for the
+	// dispatch mark and the handler's context below: one context for both.
+	detached := context.WithoutCancel(ctx)
 	attempt := 1
 	if c.claim != nil {
 		// The dispatch mark is the last write before the handler: a caller
 		// going away must not leave it half done.
-		if err := iv.journal.Dispatch(context.WithoutCancel(ctx), c.claim); err != nil {
+		if err := iv.journal.Dispatch(detached, c.claim); err != nil {
 			if !errors.Is(err, journal.ErrLeaseLost) {
 				_ = c.release(ctx) // nothing was dispatched: free the key
 			}
@@ -97,7 +100,7 @@ func (c *call) execute(ctx context.Context) (toolplane.Result, error) {
 
 	// The call's values, without its deadline: each attempt takes its
 	// own (see dispatch), within the call's.
-	vctx := c.withParent(context.WithoutCancel(ctx))
+	vctx := c.withParent(detached)
 	if asked, ok := ctx.Value(cancelKey{}).(context.Context); ok {
 		// The caller asked, cooperatively, that the handler stop: unlike
 		// the caller leaving, this ends the handler's context.

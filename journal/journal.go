@@ -454,10 +454,28 @@ func (j *Journal) Dispatch(ctx context.Context, c *toolplane.Claim) error {
 // holds what the trail says of the call. Dropping them is most of the
 // row's size.
 func (j *Journal) Complete(ctx context.Context, c *toolplane.Claim, result []byte, ev *toolplane.AuditEvent) error {
-	return j.update(ctx, c, "complete", ev, func(n *toolplane.Claim) {
-		n.Status, n.Result, n.Owner = toolplane.ClaimCompleted, result, ""
-		n.Arguments, n.Invocation = nil, nil
-	})
+	cc, ok := j.store.(toolplane.ClaimCompleter)
+	if !ok || ev == nil {
+		return j.update(ctx, c, "complete", ev, func(n *toolplane.Claim) {
+			n.Status, n.Result, n.Owner = toolplane.ClaimCompleted, result, ""
+			n.Arguments, n.Invocation = nil, nil
+		})
+	}
+	// The same change, written as the fields it changes: the key, run,
+	// step and node are not sent and bound again (ClaimCompleter).
+	next := *c
+	next.Status, next.Result, next.Owner = toolplane.ClaimCompleted, result, ""
+	next.Arguments, next.Invocation = nil, nil
+	next.UpdatedAt = j.now()
+	ok, err := cc.CompleteClaimAudited(ctx, &next, ev)
+	if err != nil {
+		return fmt.Errorf("complete %s: %w", c.Key, err)
+	}
+	if !ok {
+		return fmt.Errorf("complete %s: %w", c.Key, ErrLeaseLost)
+	}
+	*c = next
+	return nil
 }
 
 // Hold makes the claim an uncertain action: the effect may have happened.

@@ -132,6 +132,36 @@ func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 	return ok, nil
 }
 
+// completeClaimAudited is a claim's completion, the fields it changes
+// alone, and the audit insert as one statement, as updateClaimAudited.
+var completeClaimAudited = guarded(`UPDATE claims SET status = $1, result = $2, owner = $3, arguments = $4,
+			invocation = $5, updated_at = $6, version = version + 1
+		WHERE organization_id = $7 AND tool = $8 AND key = $9 AND version = $10`,
+	10, "audit_events", auditColumns, auditArgCount)
+
+// CompleteClaimAudited writes a claim's completion
+// (toolplane.ClaimCompleter) and its audit event in one statement: the
+// six fields it changes, on the row at c.Version; a stale version stores
+// neither, and an event that cannot be stored (an error wrapping
+// toolplane.ErrExists for a duplicate ID) stores neither. It sends 10
+// values for the claim where UpdateClaimAudited sends 20.
+func (s *Store) CompleteClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
+	args := append([]any{string(c.Status), blob(c.Result), c.Owner, blob(c.Arguments), blob(c.Invocation),
+		micros(c.UpdatedAt), c.OrganizationID, c.Tool, bytea(c.Key), c.Version}, auditArgs(e)...)
+	tag, err := s.pool.Exec(ctx, completeClaimAudited, args...)
+	if err != nil {
+		if isDuplicate(err) {
+			return false, auditErr(e, err)
+		}
+		return false, fmt.Errorf("complete claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	ok := tag.RowsAffected() == 1
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
 const deleteClaim = `DELETE FROM claims
 		WHERE organization_id = $1 AND tool = $2 AND key = $3 AND version = $4`
 

@@ -29,12 +29,20 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 // tool and key. The conflict is resolved inside the one statement, so of any
 // number of concurrent inserts exactly one answers true.
 func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
+	// A new claim is created and updated at once: one boxed time for both
+	// (an int64 in an interface is an allocation).
+	createdAt, updatedAt := micros(c.CreatedAt), micros(c.UpdatedAt)
+	created := any(createdAt)
+	updated := created
+	if updatedAt != createdAt {
+		updated = updatedAt
+	}
 	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
-		c.OrganizationID, c.Tool, c.Key, c.RequestHash, string(c.Status), blob(c.Result), c.Owner,
+		c.OrganizationID, c.Tool, c.Key, c.RequestHash, statusArg(c.Status), blob(c.Result), c.Owner,
 		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
-		c.ReconciledBy, c.Note, c.Version, micros(c.CreatedAt), micros(c.UpdatedAt), blob(c.Invocation), c.Node)
+		c.ReconciledBy, c.Note, c.Version, created, updated, blob(c.Invocation), c.Node)
 	if err != nil {
 		return false, fmt.Errorf("insert claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -59,7 +67,7 @@ func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane
 	err := s.queryRow(ctx, `SELECT 1 FROM claims
 		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, key).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("get claim %s/%s: %w", tool, key, toolplane.ErrNotFound)
+		return nil, &claimNotFound{tool: tool, key: key}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get claim %s/%s: %w", tool, key, err)
@@ -75,6 +83,17 @@ func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane
 	}
 	return &c, nil
 }
+
+// claimNotFound is GetClaim's answer for a key with no claim, which every
+// fresh write call gets: one allocation, where fmt.Errorf's formatting
+// made four, and the message is made only when read.
+type claimNotFound struct{ tool, key string }
+
+func (e *claimNotFound) Error() string {
+	return "get claim " + e.tool + "/" + e.key + ": " + toolplane.ErrNotFound.Error()
+}
+
+func (e *claimNotFound) Unwrap() error { return toolplane.ErrNotFound }
 
 // UpdateClaim writes c where the stored version is c.Version, in one
 // conditional statement, and on success sets c.Version to the new version.
@@ -177,7 +196,7 @@ func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bo
 
 // updateClaimArgs are updateClaim's arguments for c.
 func updateClaimArgs(c *toolplane.Claim) []any {
-	return []any{c.RequestHash, string(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
+	return []any{c.RequestHash, statusArg(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation), c.Node,
 		c.OrganizationID, c.Tool, c.Key, c.Version}
@@ -189,7 +208,7 @@ func applyClaimUpdateInPlace(ctx context.Context, st *sql.Stmt, c *toolplane.Cla
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
 		c.OrganizationID, c.Tool, c.Key, c.Version,
-		string(c.Status), optMicros(c.LeaseUntil), c.Node)
+		statusArg(c.Status), optMicros(c.LeaseUntil), c.Node)
 	return claimUpdated(res, err)
 }
 
@@ -213,6 +232,43 @@ func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 		c.Version++
 	}
 	return ok, nil
+}
+
+// CompleteClaimAudited writes a claim's completion
+// (toolplane.ClaimCompleter): the six fields it changes, on the row at
+// c.Version, and e in the same transaction; a stale version stores
+// neither. It binds 10 values where UpdateClaimAudited binds 20, the
+// key's run, step, node and request hash among them.
+func (s *Store) CompleteClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
+	ok, err := s.writeAudited(ctx, completeClaim, []any{statusArg(c.Status), blob(c.Result), c.Owner,
+		blob(c.Arguments), blob(c.Invocation), micros(c.UpdatedAt),
+		c.OrganizationID, c.Tool, c.Key, c.Version}, e)
+	if err != nil {
+		return false, fmt.Errorf("complete claim %s/%s: %w", c.Tool, c.Key, err)
+	}
+	if ok {
+		c.Version++
+	}
+	return ok, nil
+}
+
+const completeClaim = `UPDATE claims SET status = ?, result = ?, owner = ?, arguments = ?, invocation = ?,
+			updated_at = ?, version = version + 1
+		WHERE organization_id = ? AND tool = ? AND key = ? AND version = ?`
+
+// statusArg answers st as a statement's argument. The statuses the
+// journal writes are boxed from constants, which allocates nothing;
+// string(st) allocates each time.
+func statusArg(st toolplane.ClaimStatus) any {
+	switch st {
+	case toolplane.ClaimProcessing:
+		return string(toolplane.ClaimProcessing)
+	case toolplane.ClaimCompleted:
+		return string(toolplane.ClaimCompleted)
+	case toolplane.ClaimUncertain:
+		return string(toolplane.ClaimUncertain)
+	}
+	return string(st)
 }
 
 // DeleteClaim removes the claim where the stored version is version, in one

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"strconv"
@@ -46,8 +47,12 @@ type Store struct {
 	// stmts caches prepared statements by query text: preparing costs
 	// more than running most of these queries. database/sql prepares each
 	// one lazily on every pooled connection and finalizes it when the
-	// connection closes.
-	stmts sync.Map // string → *sql.Stmt
+	// connection closes. The map is never changed once published: a
+	// statement prepared for the first time publishes a copy, under
+	// stmtsMu, so a lookup takes no lock and boxes no key (a sync.Map's
+	// does, an allocation each statement of every call).
+	stmts   atomic.Pointer[map[string]*sql.Stmt]
+	stmtsMu sync.Mutex
 	// writer holds a token while one of the store's writes runs (see
 	// lockWrite).
 	writer chan struct{}
@@ -243,17 +248,30 @@ func dsn(path string) string {
 // prepared answers the cached statement for query, preparing it on first
 // use. A statement that fails to prepare (say, before Migrate) is not cached.
 func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st, ok := s.stmts.Load(query); ok {
-		return st.(*sql.Stmt), nil
+	if m := s.stmts.Load(); m != nil {
+		if st, ok := (*m)[query]; ok {
+			return st, nil
+		}
 	}
 	st, err := s.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
-		st.Close()
-		return prev.(*sql.Stmt), nil
+	s.stmtsMu.Lock()
+	defer s.stmtsMu.Unlock()
+	old := s.stmts.Load()
+	if old != nil {
+		if prev, ok := (*old)[query]; ok {
+			st.Close()
+			return prev, nil
+		}
 	}
+	m := map[string]*sql.Stmt{}
+	if old != nil {
+		m = maps.Clone(*old)
+	}
+	m[query] = st
+	s.stmts.Store(&m)
 	return st, nil
 }
 
@@ -264,15 +282,7 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 	if err != nil {
 		return nil, err
 	}
-	var res sql.Result
-	err = s.writeSolo(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-		return err
-	}, func(ctx context.Context) error {
-		res, err = st.ExecContext(ctx, args...)
-		return err
-	})
-	return res, err
+	return s.execOne(ctx, st, args)
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {

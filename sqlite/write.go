@@ -60,6 +60,14 @@ type writeReq struct {
 	// solo, when set, is the same write made outside any transaction of the
 	// store's, for when it runs alone on an idle store (see writeSolo).
 	solo func(context.Context) error
+	// stmt, when set, is the write in place of fn and solo: one statement
+	// run with args, in the group's transaction or, alone, on its own,
+	// its result left in res (see execOne). A write of one statement so
+	// needs no closures, nor its caller's variables moved to the heap for
+	// them: four allocations fewer each.
+	stmt *sql.Stmt
+	args []any
+	res  sql.Result
 }
 
 // groups is the group commit's state, guarded by mu.
@@ -101,7 +109,23 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *sql.Tx) err
 // transaction around a single statement, and a connection taken for it,
 // cost a lone caller more than the statement itself.
 func (s *Store) writeSolo(ctx context.Context, fn func(context.Context, *sql.Tx) error, solo func(context.Context) error) error {
-	r := &writeReq{ctx: ctx, fn: fn, solo: solo}
+	return s.submit(&writeReq{ctx: ctx, fn: fn, solo: solo})
+}
+
+// execOne runs st with args as a write of its own (see write), alone
+// outside a transaction when it runs alone on an idle store, and answers
+// its result.
+func (s *Store) execOne(ctx context.Context, st *sql.Stmt, args []any) (sql.Result, error) {
+	r := &writeReq{ctx: ctx, stmt: st, args: args}
+	if err := s.submit(r); err != nil {
+		return nil, err
+	}
+	return r.res, nil
+}
+
+// submit queues r and answers once its group ran it (see writeSolo).
+func (s *Store) submit(r *writeReq) error {
+	ctx := r.ctx
 	g := &s.groups
 	g.mu.Lock()
 	g.queue = append(g.queue, r)
@@ -178,7 +202,15 @@ func (s *Store) lead(r *writeReq) {
 			q.done <- false
 		}
 	}
+	clear(batch)
 	g.mu.Lock()
+	if len(g.queue) == 0 {
+		// The queue is taken from its front, so its capacity shrinks with
+		// each group, and a lone writer's append would allocate every
+		// time. The group's slots are spent (answered and cleared, and only
+		// the leader reads them), so the queue starts again on them.
+		g.queue = batch[:0]
+	}
 	s.handOn()
 }
 
@@ -212,10 +244,10 @@ var errGroupAborted = errors.New("the transaction of this write and others was r
 // group of several fails, all of them again, each in a savepoint.
 func (s *Store) runGroup(batch []*writeReq) {
 	g := &s.groups
-	ctx := context.WithoutCancel(batch[0].ctx)
-	if q := batch[0]; len(batch) == 1 && q.solo != nil && g.conn == nil {
+	ctx := detached(batch[0].ctx)
+	if q := batch[0]; len(batch) == 1 && (q.solo != nil || q.stmt != nil) && g.conn == nil {
 		if q.err = q.ctx.Err(); q.err == nil {
-			q.err = runSolo(ctx, q.solo)
+			q.err = runSolo(ctx, q)
 		}
 		if q.err == nil {
 			s.committed(ctx, s.db)
@@ -346,18 +378,42 @@ func run(q *writeReq, tx *sql.Tx) (err error) {
 			err = fmt.Errorf("write panicked: %v", p)
 		}
 	}()
-	return q.fn(context.WithoutCancel(q.ctx), tx)
+	ctx := detached(q.ctx)
+	if q.stmt != nil {
+		q.res, err = tx.StmtContext(ctx, q.stmt).ExecContext(ctx, q.args...)
+		return err
+	}
+	return q.fn(ctx, tx)
 }
 
-// runSolo runs a write's solo form, a panic included in its answer as in
+// detached answers ctx without its cancellation and deadline, as
+// context.WithoutCancel does, but answers ctx itself when it has neither
+// (its Done is nil, as for a context a caller detached already, which the
+// journal's dispatch mark and completion are given): WithoutCancel
+// allocates a context each time, and a write call runs several writes.
+func detached(ctx context.Context) context.Context {
+	if ctx.Done() == nil && ctx.Err() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
+}
+
+// runSolo runs a write alone, outside a transaction of the store's: its
+// statement, or its solo form; a panic included in its answer as in
 // run.
-func runSolo(ctx context.Context, solo func(context.Context) error) (err error) {
+func runSolo(ctx context.Context, q *writeReq) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write panicked: %v", p)
 		}
 	}()
-	return solo(ctx)
+	if q.stmt != nil {
+		q.res, err = q.stmt.ExecContext(ctx, q.args...)
+		return err
+	}
+	return q.solo(ctx)
 }
 
 // groupFailed sets the answer of every write of batch not yet answered to

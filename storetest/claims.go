@@ -20,6 +20,7 @@ var claimCases = []suiteCase{
 	{"UpdateKeepingStatusOrLease", testClaimUpdateKeepingStatusOrLease},
 	{"UpdateMissing", testClaimUpdateMissing},
 	{"DispatchCompareAndSwap", testClaimDispatch},
+	{"CompleteAuditedIsOneTransaction", testClaimCompleteAudited},
 	{"DeleteCompareAndSwap", testClaimDeleteCompareAndSwap},
 	{"ListByStatus", testClaimListByStatus},
 	{"ListPagingWithInserts", testClaimListPagingWithInserts},
@@ -272,6 +273,79 @@ func testClaimDispatch(t *testing.T, s toolplane.Store) {
 	want := *stored
 	want.Dispatched, want.Attempts, want.UpdatedAt, want.Version = true, 2, at(time.Minute), cur.Version
 	wantClaim(t, s, &want)
+}
+
+// testClaimCompleteAudited: a store's completion (toolplane.ClaimCompleter)
+// writes the status, result, owner, arguments, invocation and update time
+// with the call's event on the current version only, stores neither on a
+// stale one or when the event cannot be stored, leaves every other field
+// as stored, and never reaches another organization's claim.
+func testClaimCompleteAudited(t *testing.T, s toolplane.Store) {
+	cc, ok := s.(toolplane.ClaimCompleter)
+	if !ok {
+		t.Skip("the store writes the completion with UpdateClaimAudited")
+	}
+	org := newOrg()
+	orig := fullClaim(org, "payments.refund_order", "k", base)
+	orig.Status, orig.Dispatched, orig.Attempts = toolplane.ClaimProcessing, true, 1
+	insertClaim(t, s, orig)
+	stored := getClaim(t, s, org, orig.Tool, orig.Key)
+
+	complete := func(c *toolplane.Claim) {
+		c.Status, c.Result, c.Owner = toolplane.ClaimCompleted, []byte{0xff, 0x00, '{'}, ""
+		c.Arguments, c.Invocation, c.UpdatedAt = nil, nil, at(time.Minute)
+	}
+	for _, v := range []int64{stored.Version - 1, stored.Version + 1} {
+		stale := *stored
+		complete(&stale)
+		stale.Version = v
+		if ok, err := cc.CompleteClaimAudited(t.Context(), &stale, fullEvent(org, "ev-stale", at(time.Minute))); ok || err != nil {
+			t.Fatalf("CompleteClaimAudited(version %d, stored %d) = %v, %v; want false, nil", v, stored.Version, ok, err)
+		}
+		if stale.Version != v {
+			t.Errorf("failed CompleteClaimAudited changed c.Version to %d, want %d", stale.Version, v)
+		}
+		wantClaim(t, s, stored)
+	}
+	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("a stale completion stored its event: %+v", got)
+	}
+
+	// An event that cannot be stored (a duplicate id) writes nothing.
+	appendAudit(t, s, fullEvent(org, "ev-dup", at(time.Second)))
+	cur := *stored
+	complete(&cur)
+	if ok, err := cc.CompleteClaimAudited(t.Context(), &cur, fullEvent(org, "ev-dup", at(time.Minute))); ok || !errors.Is(err, toolplane.ErrExists) || cur.Version != stored.Version {
+		t.Fatalf("CompleteClaimAudited(duplicate event) = %v, %v (version %d); want false, ErrExists, version unchanged", ok, err, cur.Version)
+	}
+	wantClaim(t, s, stored)
+
+	// Another organization's claim is out of reach, and so is its event.
+	other := cur
+	other.OrganizationID = newOrg()
+	if ok, err := cc.CompleteClaimAudited(t.Context(), &other, fullEvent(other.OrganizationID, "ev-x", at(time.Hour))); ok || err != nil {
+		t.Fatalf("CompleteClaimAudited(another organization) = %v, %v; want false, nil", ok, err)
+	}
+	if got := listAudit(t, s, other.OrganizationID, toolplane.AuditFilter{}, 10); len(got) != 0 {
+		t.Fatalf("another organization's completion stored its event: %+v", got)
+	}
+
+	// The fields a completion does not write differ in c, and stay as
+	// stored.
+	cur.Note, cur.RunID, cur.Attempts, cur.Node = "not written", "run-other", 7, "node-other"
+	if ok, err := cc.CompleteClaimAudited(t.Context(), &cur, fullEvent(org, "ev-1", at(time.Minute))); !ok || err != nil {
+		t.Fatalf("CompleteClaimAudited(current version) = %v, %v; want true, nil", ok, err)
+	}
+	if cur.Version != stored.Version+1 {
+		t.Fatalf("after CompleteClaimAudited, c.Version = %d, want %d", cur.Version, stored.Version+1)
+	}
+	want := *stored
+	complete(&want)
+	want.Version = cur.Version
+	wantClaim(t, s, &want)
+	if got := listAudit(t, s, org, toolplane.AuditFilter{}, 10); len(got) != 2 || got[0].ID != "ev-1" {
+		t.Fatalf("events = %+v", got)
+	}
 }
 
 func testClaimUpdateKeepsIdentity(t *testing.T, s toolplane.Store) {
