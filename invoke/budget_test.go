@@ -21,11 +21,11 @@ const (
 	// cuts beside it; 80 before them, 85 at 879b4e3d).
 	budgetReadCall = 48
 	// budgetWriteCall: measured 160 allocs per call (2026-12-06, after the
-	// write path's cuts and the audit insert's: the group queue reused, statements looked up
-	// without boxing, the journal's miss unformatted, the completion
-	// written as the fields it changes, a one-statement write queued
-	// without closures, one detached context and one boxed claim time;
-	// 275-276 at 879b4e3d).
+	// write path's cuts and the audit insert's: the group queue reused,
+	// statements looked up without boxing, the journal's miss unformatted,
+	// the completion written as the fields it changes, a one-statement
+	// write queued without closures, one detached context and one boxed
+	// claim time; 275-276 at 879b4e3d).
 	budgetWriteCall = 170
 )
 
