@@ -23,6 +23,12 @@ func (f failingCompletion) UpdateClaimAudited(ctx context.Context, c *toolplane.
 	return f.Store.UpdateClaimAudited(ctx, c, e)
 }
 
+// CompleteClaimAudited is the completion's narrower write
+// (toolplane.ClaimCompleter), which the journal prefers: it fails too.
+func (f failingCompletion) CompleteClaimAudited(context.Context, *toolplane.Claim, *toolplane.AuditEvent) (bool, error) {
+	return false, errDiskFull
+}
+
 // A write whose completion (and the audit event stored with it) could not
 // be stored still leaves an audit event of the call: the effect happened,
 // and no effect goes without its event.
