@@ -106,6 +106,13 @@ const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
 // auditArgCount is how many arguments insertAudit takes.
 const auditArgCount = 44
 
+// The positions of the insert's two documents, which are the event's own
+// and may be large: auditArgs drops them after each insert.
+const (
+	argPolicyInput = 23
+	argArguments   = 35
+)
+
 // setAuditArgs makes args insertAudit's arguments for e, in place. A
 // value equal to the one args holds keeps it: rows of a batch share one
 // argument slice, and the fields their events share (the organization,
@@ -138,7 +145,7 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	// The policy input is stored packed (sqlstore.PackDocument): most
 	// of it repeats from call to call. The chain's hash covers the
 	// document, not its stored form.
-	args[23] = blob(sqlstore.PackDocument(e.PolicyInput))
+	args[argPolicyInput] = blob(sqlstore.PackDocument(e.PolicyInput))
 	setArg(args, 24, e.ParentID)
 	setArg(args, 25, string(e.Kind))
 	setArg(args, 26, e.Subject)
@@ -150,7 +157,7 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 32, e.TraceID)
 	setArg(args, 33, e.SpanID)
 	setArg(args, 34, e.ApproverID)
-	args[35] = blob(e.Arguments)
+	args[argArguments] = blob(e.Arguments)
 	setArg(args, 36, sqlstore.JoinStrings(e.PIIFields))
 	setArg(args, 37, sqlstore.JoinStrings(e.Classifications))
 	setArg(args, 38, e.OutputHash)

@@ -275,7 +275,7 @@ func (a *auditArgs) take() []any {
 // chain hashes, which are the event's own and may be large: they are
 // not kept alive past their insert.
 func (a *auditArgs) give() {
-	for _, i := range [...]int{23, 35, auditArgCount - 2, auditArgCount - 1, auditArgCount, auditArgCount + 1, auditArgCount + 2} {
+	for _, i := range [...]int{argPolicyInput, argArguments, auditArgCount - 2, auditArgCount - 1, auditArgCount, auditArgCount + 1, auditArgCount + 2} {
 		a.args[i] = nil
 	}
 	a.mu.Unlock()
