@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/internal/allocbudget"
 	"github.com/toolplane/toolplane/ratelimit"
 )
 
@@ -28,13 +29,7 @@ const budgetRESTReadCall = 147
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetRESTReadCall(t *testing.T) {
-	if raceEnabled {
-		// The race detector adds allocations and makes them vary run to
-		// run (sync.Pool drops a quarter of what it is given at random):
-		// a write call measured 289-291 under it against 274-276. The
-		// budgets run without it (.ci/run runs them so).
-		t.Skip("allocation budgets are not measured under the race detector")
-	}
+	allocbudget.Skip(t)
 	f := newFixture(t)
 	f.door.Keys = apikey.NewCache(0, time.Hour)
 	f.door.Limiter = ratelimit.New(1<<30, time.Minute)
@@ -58,12 +53,5 @@ func TestAllocBudgetRESTReadCall(t *testing.T) {
 		}
 		i++
 	}
-	for range warm {
-		call()
-	}
-	got := testing.AllocsPerRun(runs, call)
-	t.Logf("%.0f allocs per call (budget %d)", got, budgetRESTReadCall)
-	if got > budgetRESTReadCall {
-		t.Errorf("%.0f allocs per call, over the budget of %d", got, budgetRESTReadCall)
-	}
+	allocbudget.Check(t, "call", budgetRESTReadCall, warm, runs, call)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/audit"
+	"github.com/toolplane/toolplane/internal/allocbudget"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/sqlite"
 )
@@ -54,34 +55,6 @@ func (s *signalled) AppendAuditBatch(ctx context.Context, events []*toolplane.Au
 	return s.Store.AppendAuditBatch(ctx, events)
 }
 
-// skipUnderRace skips a budget under the race detector, before its
-// store is made.
-func skipUnderRace(t *testing.T) {
-	t.Helper()
-	if raceEnabled {
-		// The race detector adds allocations and makes them vary run to
-		// run (sync.Pool drops a quarter of what it is given at random):
-		// a write call measured 289-291 under it against 274-276. The
-		// budgets run without it (.ci/run runs them so).
-		t.Skip("allocation budgets are not measured under the race detector")
-	}
-}
-
-// allocBudget checks that f allocates at most budget times a call,
-// averaged over budgetRuns calls after warm ones; the figure is logged,
-// so lowering a budget starts from go test -v -run AllocBudget.
-func allocBudget(t *testing.T, budget float64, f func()) {
-	t.Helper()
-	for range 20 {
-		f()
-	}
-	got := testing.AllocsPerRun(budgetRuns, f)
-	t.Logf("%.0f allocs per call (budget %.0f)", got, budget)
-	if got > budget {
-		t.Errorf("%.0f allocs per call, over the budget of %.0f", got, budget)
-	}
-}
-
 // TestAllocBudgetReadCall is BenchmarkReadCallNoop's call, audit writer
 // included: the call returns with its event queued, and the measured
 // function waits until the writer has stored it (alone, after the
@@ -89,7 +62,7 @@ func allocBudget(t *testing.T, budget float64, f func()) {
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetReadCall(t *testing.T) {
-	skipUnderRace(t)
+	allocbudget.Skip(t)
 	st := &signalled{Store: newStore(t), stored: make(chan int, 16)}
 	e := newEnvWith(t, st.Store, func(c *invoke.Config) {
 		w := audit.NewWriter(audit.WriterConfig{Store: st, Logger: c.Logger})
@@ -99,7 +72,7 @@ func TestAllocBudgetReadCall(t *testing.T) {
 	in := inv("crm.get")
 	a := args("to", "p1")
 	ctx := context.Background()
-	allocBudget(t, budgetReadCall, func() {
+	allocbudget.Check(t, "call", budgetReadCall, 20, budgetRuns, func() {
 		if r, err := e.iv.Invoke(ctx, "crm.get", a, in); err != nil || !r.OK {
 			t.Fatal(r, err)
 		}
@@ -115,7 +88,7 @@ func TestAllocBudgetReadCall(t *testing.T) {
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetWriteCall(t *testing.T) {
-	skipUnderRace(t)
+	allocbudget.Skip(t)
 	store := newStore(t)
 	e := newEnvWith(t, store, withAudit(t, store), tool{def: def("crm.update", toolplane.EffectWrite), fn: ok(map[string]any{"ok": true})})
 	in := inv("crm.update")
@@ -127,7 +100,7 @@ func TestAllocBudgetWriteCall(t *testing.T) {
 		keys[i] = args("to", fmt.Sprint(i))
 	}
 	i := 0
-	allocBudget(t, budgetWriteCall, func() {
+	allocbudget.Check(t, "call", budgetWriteCall, 20, budgetRuns, func() {
 		r, err := e.iv.Invoke(ctx, "crm.update", keys[i], in)
 		if err != nil || !r.OK || r.Meta.Replayed {
 			t.Fatal(r, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/race"
 	"github.com/toolplane/toolplane/internal/testclock"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
@@ -368,7 +369,7 @@ func TestStampede(t *testing.T) {
 		// escapes and the slowest does not: the bound is checked on the
 		// median (the slowest is logged, and reported in BENCHMARKS.md
 		// from a quiet machine).
-		if p50 > 5*time.Millisecond && !raceEnabled {
+		if p50 > 5*time.Millisecond && !race.Enabled {
 			t.Errorf("the median refusal took %v, want <= 5ms", p50)
 		}
 		var after runtime.MemStats

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane/apikey"
+	"github.com/toolplane/toolplane/internal/allocbudget"
 	"github.com/toolplane/toolplane/ratelimit"
 )
 
@@ -29,13 +30,7 @@ const budgetMCPReadCall = 119
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetMCPReadCall(t *testing.T) {
-	if raceEnabled {
-		// The race detector adds allocations and makes them vary run to
-		// run (sync.Pool drops a quarter of what it is given at random):
-		// a write call measured 289-291 under it against 274-276. The
-		// budgets run without it (.ci/run runs them so).
-		t.Skip("allocation budgets are not measured under the race detector")
-	}
+	allocbudget.Skip(t)
 	f := newFastFixture(t, 0)
 	f.s.Door.Keys = apikey.NewCache(0, time.Hour)
 	f.s.Door.Limiter = ratelimit.New(1<<30, time.Minute)
@@ -63,12 +58,5 @@ func TestAllocBudgetMCPReadCall(t *testing.T) {
 		}
 		i++
 	}
-	for range warm {
-		call()
-	}
-	got := testing.AllocsPerRun(runs, call)
-	t.Logf("%.0f allocs per call (budget %d)", got, budgetMCPReadCall)
-	if got > budgetMCPReadCall {
-		t.Errorf("%.0f allocs per call, over the budget of %d", got, budgetMCPReadCall)
-	}
+	allocbudget.Check(t, "call", budgetMCPReadCall, warm, runs, call)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolplane/toolplane/internal/allocbudget"
 )
 
 // budgetValidate10Fields is the allocation budget of validating a 10-field
@@ -18,13 +20,7 @@ const budgetValidate10Fields = 12
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetValidate10Fields(t *testing.T) {
-	if raceEnabled {
-		// The race detector adds allocations and makes them vary run to
-		// run (sync.Pool drops a quarter of what it is given at random):
-		// a write call measured 289-291 under it against 274-276. The
-		// budgets run without it (.ci/run runs them so).
-		t.Skip("allocation budgets are not measured under the race detector")
-	}
+	allocbudget.Skip(t)
 	s, err := Compile([]byte(tenFieldSchema))
 	if err != nil {
 		t.Fatal(err)
@@ -38,12 +34,5 @@ func TestAllocBudgetValidate10Fields(t *testing.T) {
 			t.Fatal(vs)
 		}
 	}
-	for range 20 {
-		check()
-	}
-	got := testing.AllocsPerRun(1000, check)
-	t.Logf("%.0f allocs per call (budget %d)", got, budgetValidate10Fields)
-	if got > budgetValidate10Fields {
-		t.Errorf("%.0f allocs per call, over the budget of %d", got, budgetValidate10Fields)
-	}
+	allocbudget.Check(t, "call", budgetValidate10Fields, 20, 1000, check)
 }

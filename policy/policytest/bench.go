@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/toolplane/toolplane/internal/allocbudget"
 	"github.com/toolplane/toolplane/policy"
 )
 
@@ -44,29 +45,9 @@ func BenchExampleDecide(b *testing.B, engine policy.Engine, dir string, more map
 		{"example", nil},
 		{"example+50", more},
 	} {
-		files := exampleBundle(b, dir)
-		for k, v := range size.extra {
-			files[k] = v
-		}
-		rules, err := engine.Compile(files)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cases, err := policy.ParseCases("tests.yaml", []byte(files["tests.yaml"]))
-		if err != nil {
-			b.Fatal(err)
-		}
-		reqs := map[string]*policy.Request{}
-		for i := range cases {
-			reqs[cases[i].Name] = &cases[i].Request
-		}
-		for _, name := range exampleCases {
-			if reqs[name] == nil {
-				b.Fatalf("%s/tests.yaml has no test %q", dir, name)
-			}
-		}
-		b.Run(size.name+"/read", func(b *testing.B) { BenchDecide(b, rules, reqs[exampleCases[0]]) })
-		b.Run(size.name+"/injected-refund", func(b *testing.B) { BenchDecide(b, rules, reqs[exampleCases[1]]) })
+		rules, reqs := exampleRules(b, engine, dir, size.extra)
+		b.Run(size.name+"/read", func(b *testing.B) { BenchDecide(b, rules, &reqs[exampleCases[0]].Request) })
+		b.Run(size.name+"/injected-refund", func(b *testing.B) { BenchDecide(b, rules, &reqs[exampleCases[1]].Request) })
 	}
 }
 
@@ -82,11 +63,64 @@ func BenchExampleCompile(b *testing.B, engine policy.Engine, dir string) {
 	}
 }
 
-func exampleBundle(b *testing.B, dir string) map[string]string {
-	b.Helper()
+func exampleBundle(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
 	files, err := policy.ReadBundleDir(dir)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return files
+}
+
+// exampleRules compiles the example bundle in dir with the files of
+// extra added, and answers it with the requests of exampleCases by name.
+func exampleRules(tb testing.TB, engine policy.Engine, dir string, extra map[string]string) (policy.Rules, map[string]*policy.Case) {
+	tb.Helper()
+	files := exampleBundle(tb, dir)
+	for k, v := range extra {
+		files[k] = v
+	}
+	rules, err := engine.Compile(files)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cases, err := policy.ParseCases("tests.yaml", []byte(files["tests.yaml"]))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	named := map[string]*policy.Case{}
+	for i := range cases {
+		named[cases[i].Name] = &cases[i]
+	}
+	for _, name := range exampleCases {
+		if named[name] == nil {
+			tb.Fatalf("%s/tests.yaml has no test %q", dir, name)
+		}
+	}
+	return rules, named
+}
+
+// BudgetExampleDecide holds engine's decision of the example bundle's
+// allowed read in dir, with the files of more beside it, to budget
+// allocations per decision (package allocbudget): the same check for
+// every engine, so their budgets compare. The decision is checked against
+// the test's expectation before it is measured.
+func BudgetExampleDecide(t *testing.T, engine policy.Engine, dir string, more map[string]string, budget int) {
+	t.Helper()
+	allocbudget.Skip(t)
+	rules, cases := exampleRules(t, engine, dir, more)
+	c := cases[exampleCases[0]]
+	ctx := context.Background()
+	d, err := rules.Evaluate(ctx, &c.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := c.Check(d); msg != "" {
+		t.Fatal(msg)
+	}
+	allocbudget.Check(t, "decision", budget, 20, 200, func() {
+		if _, err := rules.Evaluate(ctx, &c.Request); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/allocbudget"
 )
 
 // budgetRead is the allocation budget of one read call through the http
@@ -28,13 +29,7 @@ const budgetRead = 116
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestAllocBudgetRead(t *testing.T) {
-	if raceEnabled {
-		// The race detector adds allocations and makes them vary run to
-		// run (sync.Pool drops a quarter of what it is given at random):
-		// a write call measured 289-291 under it against 274-276. The
-		// budgets run without it (.ci/run runs them so).
-		t.Skip("allocation budgets are not measured under the race detector")
-	}
+	allocbudget.Skip(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"data":{"id":"w1","name":"Widget","price":12.50,"tags":["a","b"]}}`)
@@ -50,12 +45,5 @@ func TestAllocBudgetRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range 20 {
-		read()
-	}
-	got := testing.AllocsPerRun(200, read)
-	t.Logf("%.0f allocs per call (budget %d)", got, budgetRead)
-	if got > budgetRead {
-		t.Errorf("%.0f allocs per call, over the budget of %d", got, budgetRead)
-	}
+	allocbudget.Check(t, "call", budgetRead, 20, 200, read)
 }

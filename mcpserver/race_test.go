@@ -1,7 +1,0 @@
-//go:build race
-
-package mcpserver
-
-// raceEnabled is set when the tests run under the race detector, which
-// makes allocations per call vary (see the allocation budgets).
-const raceEnabled = true
