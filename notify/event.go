@@ -247,9 +247,14 @@ type ApprovalContext struct {
 	Reason        string          `json:"reason,omitempty"`
 }
 
-// CallContext is what is known of a call that went uncertain.
+// CallContext is what is known of a call that went uncertain, read when
+// the notification is sent: Status is the claim's state then. A claim
+// settled or completed since it went uncertain may no longer hold its
+// arguments (a completed claim keeps only its answer), and the status
+// tells the reader the action needs no more of them.
 type CallContext struct {
 	Tool      string          `json:"tool"`
+	Status    string          `json:"status"`
 	RunID     string          `json:"run_id,omitempty"`
 	StepPath  string          `json:"step_path,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -275,7 +280,7 @@ func (s *Service) payload(ctx context.Context, d Delivery) (*Payload, error) {
 			return nil, err
 		}
 		reason, _ := boundary.RedactSecrets(c.Reason)
-		p.Call = &CallContext{Tool: c.Tool, RunID: c.RunID, StepPath: c.StepPath, Arguments: shownJSON(c.Arguments),
+		p.Call = &CallContext{Tool: c.Tool, Status: string(c.Status), RunID: c.RunID, StepPath: c.StepPath, Arguments: shownJSON(c.Arguments),
 			Reason: reason, Attempts: c.Attempts}
 		return p, nil
 	}

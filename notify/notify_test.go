@@ -310,3 +310,58 @@ func TestGroupChannelsElseDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestUncertainCallSettledBeforeItsNotification: an uncertain call's
+// notification is built from its claim when it is sent. Sent while the
+// claim is uncertain, it shows the arguments (redacted) and says so; sent
+// again (a retry) after the claim was completed, whose stored form keeps
+// no arguments, it says the call is completed rather than showing an
+// uncertain call with nothing asked.
+func TestUncertainCallSettledBeforeItsNotification(t *testing.T) {
+	t.Parallel()
+	s, st := newService(t)
+	rcv := &receiver{key: []byte(hmacKey)}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	if _, err := s.Create(t.Context(), notify.NewChannel{Name: "hook", Kind: toolplane.ChannelWebhook,
+		Config: toolplane.ChannelConfig{URL: srv.URL}, Secrets: toolplane.ChannelSecrets{HMACKey: hmacKey}}, admin); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	c := &toolplane.Claim{OrganizationID: "org-1", Tool: "payments.refund_order", Key: "k-1", RequestHash: "h",
+		Status: toolplane.ClaimUncertain, Dispatched: true, Attempts: 1, RunID: "run-1", StepPath: "s/1",
+		Arguments: []byte(`{"order":"ord_1","api_key":"sk_live_abcdefghijklmnop"}`), Reason: "the answer was lost",
+		CreatedAt: now, UpdatedAt: now}
+	if ok, err := st.InsertClaim(t.Context(), c); err != nil || !ok {
+		t.Fatalf("InsertClaim = %v, %v", ok, err)
+	}
+	ds, err := s.ForClaim(t.Context(), c)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("ForClaim = %v, %v; want one delivery", ds, err)
+	}
+	if err := s.Send(t.Context(), ds[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	c.Status, c.Result, c.Arguments, c.Invocation = toolplane.ClaimCompleted, []byte(`{"ok":true}`), nil, nil
+	if ok, err := st.UpdateClaim(t.Context(), c); err != nil || !ok {
+		t.Fatalf("UpdateClaim = %v, %v", ok, err)
+	}
+	// The retry may fall in the same second as the first send, which the
+	// receiver would take for a replay; this test is about what it says.
+	rcv.mu.Lock()
+	rcv.seen = nil
+	rcv.mu.Unlock()
+	if err := s.Send(t.Context(), ds[0], 2); err != nil {
+		t.Fatal(err)
+	}
+	if len(rcv.got) != 2 {
+		t.Fatalf("the receiver got %d notifications, want 2 (refused: %v)", len(rcv.got), rcv.refused)
+	}
+	first, second := rcv.got[0].Call, rcv.got[1].Call
+	if first == nil || first.Status != "uncertain" || !strings.Contains(string(first.Arguments), "ord_1") || strings.Contains(string(first.Arguments), "sk_live") {
+		t.Errorf("sent while uncertain: %+v, want status uncertain and the arguments, redacted", first)
+	}
+	if second == nil || second.Status != "completed" || len(second.Arguments) != 0 {
+		t.Errorf("sent after completion: %+v, want status completed and no arguments", second)
+	}
+}

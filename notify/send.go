@@ -411,6 +411,7 @@ func fields(p *Payload) []field {
 	}
 	if c := p.Call; c != nil {
 		add("Tool", c.Tool)
+		add("Status", c.Status)
 		add("Run", c.RunID)
 		add("Step", c.StepPath)
 		add("Arguments", string(c.Arguments))
