@@ -101,6 +101,13 @@ type Config struct {
 	Now      func() time.Time
 }
 
+// Errors New answers for a Config whose Slack addresses it cannot use,
+// so the operator is told which setting to fix.
+var (
+	ErrSlackAPI   = toolplane.Refine(toolplane.ErrInvalid, "the Slack Web API address is not valid")
+	ErrSlackHooks = toolplane.Refine(toolplane.ErrInvalid, "the Slack response_url prefix is not valid")
+)
+
 // New answers a service built from cfg.
 func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Keys == nil {
@@ -121,8 +128,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SlackHooks == "" {
 		cfg.SlackHooks = DefaultSlackHooks
 	}
-	if checkURL(cfg.SlackAPI) != nil || checkURL(cfg.SlackHooks) != nil || !strings.HasSuffix(cfg.SlackHooks, "/") {
-		return nil, fmt.Errorf("%w: notify: SlackAPI and SlackHooks are http(s) URLs, SlackHooks ending in /", toolplane.ErrInvalid)
+	if checkURL(cfg.SlackAPI) != nil {
+		return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrSlackAPI, cfg.SlackAPI)
+	}
+	if checkURL(cfg.SlackHooks) != nil || !strings.HasSuffix(cfg.SlackHooks, "/") {
+		return nil, fmt.Errorf("%w: %q is not an http(s) URL ending in /", ErrSlackHooks, cfg.SlackHooks)
 	}
 	links, err := NewLinks(cfg.Keys, cfg.Store, cfg.LinkTTL, cfg.Now)
 	if err != nil {

@@ -96,6 +96,10 @@ func TestPressDecidesAndUpdatesTheMessage(t *testing.T) {
 	if stored.Status != toolplane.ApprovalApproved || stored.ResolvedBy != "alice@example.com" {
 		t.Fatalf("approval %s by %q, want approved by alice", stored.Status, stored.ResolvedBy)
 	}
+	// The decision says it came from Slack, and from which account.
+	if want := slack.Reason("T1", "UALICE"); stored.Reason != want || !strings.Contains(want, "Slack") || !strings.Contains(want, "UALICE") {
+		t.Errorf("the decision's reason is %q, want %q naming Slack and the account", stored.Reason, want)
+	}
 	calls := w.slack.take()
 	if len(calls) != 1 || calls[0].path != "/api/chat.update" || calls[0].auth != "Bearer "+botToken {
 		t.Fatalf("calls = %+v, want one chat.update", calls)

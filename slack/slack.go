@@ -324,7 +324,11 @@ func (s *Service) press(ctx context.Context, org, channel string, p *Press) {
 		answer(why + "To link it to yourself, run within 10 minutes, with your own person key: `toolplane slack link " + c + "`")
 		return
 	}
-	a, err := s.cfg.Decider.Resolve(ctx, p.Approval, approval.Decision{Approve: p.Approve}, cred)
+	// A button carries no reason; where the answer came from is what a
+	// reader of the approval, its audit event and the console is told
+	// instead, so a decision from Slack is never mistaken for one made
+	// in the console with the same key.
+	a, err := s.cfg.Decider.Resolve(ctx, p.Approval, approval.Decision{Approve: p.Approve, Reason: Reason(p.Team, p.User)}, cred)
 	switch {
 	case err == nil:
 		log.InfoContext(ctx, "approval answered from slack", "person", cred.Subject, "status", string(a.Status))
@@ -375,6 +379,13 @@ func (s *Service) person(ctx context.Context, org, channel string, p *Press) (*t
 		return nil, "", err
 	}
 	return cred, "", nil
+}
+
+// Reason is the reason a decision from Slack is recorded with: that it
+// was a button pressed in Slack, and by which account of which
+// workspace.
+func Reason(team, user string) string {
+	return "answered in Slack by account " + user + " of workspace " + team
 }
 
 func clip(s string) string {

@@ -56,14 +56,37 @@ var sweepPages = []struct{ name, path, sel string }{
 // sweepScreens are the screens the sweep looks at each page on: a phone
 // (390 px, as approvers open links from Slack or email) and a desktop
 // (1280 px), light, and the desktop in the dark theme a browser asks for.
-var sweepScreens = []struct {
-	name          string
-	width, height int64
-	phone, dark   bool
-}{
+var sweepScreens = []screen{
 	{"390", 390, 844, true, false},
 	{"1280", 1280, 900, false, false},
 	{"1280-dark", 1280, 900, false, true},
+}
+
+// screen is a screen the console is looked at on (sweepScreens).
+type screen struct {
+	name          string
+	width, height int64
+	phone, dark   bool
+}
+
+// useScreen makes the tab show pages as sc does: its size, a phone's
+// touch and portrait when it is one, and its colour theme.
+func (b *browser) useScreen(t *testing.T, sc screen) {
+	t.Helper()
+	var opts []chromedp.EmulateViewportOption
+	if sc.phone {
+		opts = append(opts, chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch)
+	}
+	b.do(t, "the "+sc.name+" screen", chromedp.EmulateViewport(sc.width, sc.height, opts...))
+	scheme := "light"
+	if sc.dark {
+		scheme = "dark"
+	}
+	b.do(t, "the "+scheme+" theme", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+		return err
+	}))
 }
 
 // TestConsoleSweep signs in as an administrator and opens every console
@@ -120,20 +143,7 @@ func TestConsoleSweep(t *testing.T) {
 	}
 
 	for _, sc := range sweepScreens {
-		var opts []chromedp.EmulateViewportOption
-		if sc.phone {
-			opts = append(opts, chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch)
-		}
-		b.do(t, "the "+sc.name+" screen", chromedp.EmulateViewport(sc.width, sc.height, opts...))
-		scheme := "light"
-		if sc.dark {
-			scheme = "dark"
-		}
-		b.do(t, "the "+scheme+" theme", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
-			return err
-		}))
+		b.useScreen(t, sc)
 		for _, pg := range sweepPages {
 			what := fmt.Sprintf("%s at %s", pg.name, sc.name)
 			b.open(t, s.base+fill(pg.path), pg.sel)

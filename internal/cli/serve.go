@@ -23,6 +23,7 @@ import (
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/jwtauth"
 	"github.com/toolplane/toolplane/mcpserver"
+	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/ratelimit"
 	"github.com/toolplane/toolplane/signing"
 	"github.com/toolplane/toolplane/upstream"
@@ -118,6 +119,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	publicURL := fs.String("public-url", "", "where people reach this server (approval links and the served OpenAPI document's servers point here; the issuer of its own OAuth authorization server); default: http://ADDR, or https://ADDR with --tls-cert")
 	var notifyAllow stringList
 	fs.Var(&notifyAllow, "notify-allow-cidr", "an address range (10.20.0.0/16) or address notification channels may reach besides public addresses, for an internal webhook receiver or mail relay (repeatable); without it a channel whose host is or resolves to a loopback, private, link-local or cloud metadata address is refused at creation and at every send")
+	slackAPI := fs.String("slack-api", "", "the base of Slack's Web API that Slack channels with a bot token post and update their messages through; only a Slack-compatible service of one's own sets it (default "+notify.DefaultSlackAPI+")")
+	slackHooks := fs.String("slack-hooks", "", "what the response_url of every Slack button press must start with, ending in /, to be answered (the presser told how to link, the message rewritten after a decision); only a Slack-compatible service of one's own sets it (default "+notify.DefaultSlackHooks+")")
 	oauthOn := fs.Bool("oauth", true, "serve toolplane's own OAuth authorization server, so MCP clients connect to /mcp by its URL alone (docs/oauth.md)")
 	oauthReg := fs.String("oauth-registration", "open", "dynamic client registration: open, allowlist (every redirect URI on --oauth-redirect-allow) or off (clients name themselves by their metadata document URL)")
 	var oauthRedirects, oauthDocCIDRs stringList
@@ -201,7 +204,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 		SignInClientID: *signInClient, SignInClientSecret: toolplane.SecretString(os.Getenv("TOOLPLANE_SIGNIN_CLIENT_SECRET")),
 		SessionIdleTimeout: *sessionIdle, SessionMaxAge: *sessionMaxAge,
 		RateLimit: *rateLimit, AgentRateLimit: *agentRate, RateLimitStore: *rateStore, RateLimitTimeout: *rateTimeout, AuthFailureLimit: *authFailures, TrustedProxies: splitList(strings.Join(trustedProxies, ",")), ClientCertProxies: splitList(strings.Join(certProxies, ",")), MCPSessionsPerKey: *sessionsPerKey, MCPSessions: *sessions,
-		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, MetricsMaxLabelValues: *metricsMaxLabels,
+		PublicURL: *publicURL, MaxBatchCalls: *maxBatch, NotifyAllowCIDRs: notifyAllow, SlackAPI: *slackAPI, SlackHooks: *slackHooks, WebhookSecretGrace: *webhookGrace, MetricsToken: *metricsToken, MetricsMaxLabelValues: *metricsMaxLabels,
 		AuditExportNATS: *auditNATS, AuditExportNATSStream: *auditNATSStream, AuditExportDir: *auditDir, RunBudgetCents: *runBudget, PprofAddr: *pprofAddr, TimeZone: *timeZone,
 		JWTClaims: jwtauth.Claims{Roles: *claimRoles, Groups: *claimGroups, Manager: *claimManager, Attributes: splitList(*claimAttrs)},
 		Node:      *nodeName, LeaseMargin: *leaseMargin, MaxHops: *maxHops, Heartbeat: *heartbeatEvery, NodeDeadAfter: *deadAfter, SweepEvery: *sweepEvery, AsyncStaleAfter: *asyncStale,
@@ -284,7 +287,7 @@ var serveFlags = map[string]string{
 	"OAuthExternalIssuer": "--oauth-external-issuer", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "ClientCA": "--client-ca", "ClientCertRevoked": "--client-cert-revoked", "SPIFFETrustDomain": "--spiffe-trust-domain",
 	"SignInClientID": "--signin-client-id", "SessionIdleTimeout": "--session-idle-timeout", "SessionMaxAge": "--session-max-age",
 	"RateLimit": "--rate-limit", "AgentRateLimit": "--agent-rate-limit", "RateLimitStore": "--rate-limit-store", "RateLimitTimeout": "--rate-limit-timeout", "AuthFailureLimit": "--auth-failure-limit", "TrustedProxies": "--trusted-proxy", "ClientCertProxies": "--client-cert-proxy", "MCPSessionsPerKey": "--mcp-sessions-per-key",
-	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token", "MetricsMaxLabelValues": "--metrics-max-label-values",
+	"MCPSessions": "--mcp-sessions", "MaxBatchCalls": "--max-batch-calls", "PublicURL": "--public-url", "NotifyAllowCIDRs": "--notify-allow-cidr", "SlackAPI": "--slack-api", "SlackHooks": "--slack-hooks", "WebhookSecretGrace": "--webhook-secret-grace", "MetricsToken": "--metrics-token", "MetricsMaxLabelValues": "--metrics-max-label-values",
 	"AuditExportNATS": "--audit-export-nats", "AuditExportNATSStream": "--audit-export-nats-stream", "AuditExportDir": "--audit-export-dir",
 	"TimeZone": "--time-zone", "RunBudgetCents": "--run-budget-cents", "PprofAddr": "--pprof-addr", "Node": "--node", "LeaseMargin": "--lease-margin", "MaxHops": "--max-hops",
 	"Heartbeat": "--heartbeat", "NodeDeadAfter": "--node-dead-after", "SweepEvery": "--sweep-every", "AsyncStaleAfter": "--async-stale-after",

@@ -288,3 +288,30 @@ func FuzzParseRetention(f *testing.F) {
 // detector, beside the package's other servers starting at once on a
 // loaded two-core machine (30 s was seen to run out there).
 const serveStartBound = 2 * time.Minute
+
+// --slack-api and --slack-hooks reach the server's configuration, and a
+// value the notifications cannot use is reported by its flag.
+func TestServeSlackAddresses(t *testing.T) {
+	t.Parallel()
+	var out, errOut syncbuf.Buffer
+	var api, hooks string
+	code := serve(context.Background(), []string{"--addr", "127.0.0.1:0", "--database", filepath.Join(t.TempDir(), "toolplane.db"),
+		"--slack-api", "http://127.0.0.1:9/api", "--slack-hooks", "http://127.0.0.1:9/hooks/"}, &out, &errOut,
+		func(c *server.Config) {
+			api, hooks = c.SlackAPI, c.SlackHooks
+			c.Heartbeat = -time.Second // refused by the server, so the run stops before it opens anything
+		})
+	if code != 1 || api != "http://127.0.0.1:9/api" || hooks != "http://127.0.0.1:9/hooks/" {
+		t.Errorf("exit %d: tune saw --slack-api %q, --slack-hooks %q", code, api, hooks)
+	}
+	for _, tt := range []struct{ flag, value string }{
+		{"--slack-hooks", "http://127.0.0.1:9/hooks"},
+		{"--slack-api", "ftp://127.0.0.1:9/api"},
+	} {
+		var out, errOut syncbuf.Buffer
+		code := serve(context.Background(), []string{"--addr", "127.0.0.1:0", "--database", filepath.Join(t.TempDir(), "toolplane.db"), tt.flag, tt.value}, &out, &errOut)
+		if want := "toolplane serve: " + tt.flag + ": "; code != 1 || !strings.HasPrefix(errOut.String(), want) || !strings.Contains(errOut.String(), tt.value) {
+			t.Errorf("%s %s: exit %d, stderr %q; want 1 and %q naming the value", tt.flag, tt.value, code, errOut.String(), want)
+		}
+	}
+}

@@ -201,7 +201,12 @@ func (s *Server) services(ctx context.Context, self *toolplane.Node, d disk, src
 	s.iv = svc.iv
 	svc.notes, err = notify.New(notify.Config{Store: s.b.Store, Keys: svc.keys, PublicURL: s.public, AllowCIDRs: s.cfg.NotifyAllowCIDRs,
 		SlackAPI: s.cfg.SlackAPI, SlackHooks: s.cfg.SlackHooks})
-	if err != nil {
+	switch {
+	case errors.Is(err, notify.ErrSlackAPI):
+		return nil, &ConfigError{Field: "SlackAPI", Err: err}
+	case errors.Is(err, notify.ErrSlackHooks):
+		return nil, &ConfigError{Field: "SlackHooks", Err: err}
+	case err != nil:
 		return nil, &ConfigError{Field: "NotifyAllowCIDRs", Err: err}
 	}
 	if st, ok := s.b.Store.(slack.Store); ok {
