@@ -229,8 +229,10 @@ func ShownWith(a toolplane.Approval, sensitive []string) toolplane.Approval {
 	values := sensitiveValues(a.Arguments, sensitive)
 	a.Arguments = ShownArguments(a.Arguments, sensitive)
 	a.Preview, _ = boundary.RedactSecrets(a.Preview)
+	a.Reason, _ = boundary.RedactSecrets(a.Reason)
 	for _, v := range values {
 		a.Preview = strings.ReplaceAll(a.Preview, v, boundary.Redacted)
+		a.Reason = strings.ReplaceAll(a.Reason, v, boundary.Redacted)
 	}
 	return a
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/toolplane/toolplane"
@@ -47,5 +48,32 @@ func TestOneApprovalIsShownAsTheListShowsIt(t *testing.T) {
 				t.Fatalf("GET /v1/approvals/%s = %v, the list shows %v", tt.id, got, items[0])
 			}
 		})
+	}
+}
+
+// GET /v1/approvals/{id} of an answered approval says who answered, when
+// and why, the reason's credentials masked as the arguments' are.
+func TestAnsweredApprovalSaysWhoAndWhy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	status, body := f.do(t, "POST", "/v1/tools/demo.refund_order/invoke", f.agent,
+		`{"arguments":{"order_id":"o-504","amount_cents":900,"reason":"charged twice"},"run_id":"run-why"}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("refund: %d %v", status, body)
+	}
+	id := body["approval"].(map[string]any)["id"].(string)
+	if status, got := f.do(t, "GET", "/v1/approvals/"+id, f.person, ""); status != http.StatusOK || got["resolved_by"] != nil || got["resolved_at"] != nil || got["reason"] != nil {
+		t.Fatalf("pending: %d %v, want no answer yet", status, got)
+	}
+	if status, body := f.do(t, "POST", "/v1/approvals/"+id+"/reject", f.person, `{"reason":"duplicate of o-503; key sk_live_abcdefghijklmnop0123 was pasted"}`); status != http.StatusOK {
+		t.Fatalf("reject: %d %v", status, body)
+	}
+	status, got := f.do(t, "GET", "/v1/approvals/"+id, f.person, "")
+	if status != http.StatusOK || got["status"] != "rejected" || got["resolved_by"] == nil || got["resolved_by"] == "" || got["resolved_at"] == nil {
+		t.Fatalf("rejected: %d %v, want who answered and when", status, got)
+	}
+	reason, _ := got["reason"].(string)
+	if !strings.Contains(reason, "duplicate of o-503") || strings.Contains(reason, "sk_live_abcdefghijklmnop0123") {
+		t.Errorf("reason %q, want the reason with its credential masked", reason)
 	}
 }

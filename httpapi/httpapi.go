@@ -908,9 +908,21 @@ func (s *Server) approvals() *approval.Service {
 // x-sensitive, the same in the list and alone (and in the console).
 func (s *Server) approvalView(a toolplane.Approval) map[string]any {
 	a = approval.ShownWith(a, s.Door.Registry.Sensitive(a.OrganizationID, a.Tool, a.ToolVersion))
-	return map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
+	v := map[string]any{"id": a.ID, "tool": a.Tool, "run_id": a.RunID, "status": a.Status, "preview": a.Preview,
 		"arguments": json.RawMessage(a.Arguments), "approver_group": a.ApproverGroup, "expires_at": a.ExpiresAt, "created_at": a.CreatedAt,
 		"rule": a.Rule, "approvers": max(a.Approvers, 1), "approver": a.Approver, "approved_by": nonNilNames(a.ApprovedBy)}
+	// Who answered, when and why, once answered: a decision from Slack
+	// says so in its reason, as the console shows it.
+	if !a.ResolvedAt.IsZero() {
+		v["resolved_at"] = a.ResolvedAt
+	}
+	if a.ResolvedBy != "" {
+		v["resolved_by"] = a.ResolvedBy
+	}
+	if a.Reason != "" {
+		v["reason"] = a.Reason
+	}
+	return v
 }
 
 // getApproval answers one approval of the caller's organization, to whom
