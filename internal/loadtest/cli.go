@@ -151,7 +151,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	installNginx := fs.Bool("install-nginx", false, "when the "+TargetAPINginx+" target has no nginx, install Debian's (apt-get install -y nginx, or nginx-light; needs root)")
 	mcpGatewayPath := fs.String("mcp-gateway", "", "the docker/mcp-gateway binary (docker-mcp) of the "+TargetMCPGateway+" target; "+MCPGatewayHint)
 	var mcpGatewayArgs stringList
-	fs.Var(&mcpGatewayArgs, "mcp-gateway-arg", "an extra argument for the "+TargetMCPGateway+" target's `gateway run` (repeatable), e.g. --log-calls=false")
+	fs.Var(&mcpGatewayArgs, "mcp-gateway-arg", "an extra `flag` for the "+TargetMCPGateway+" target's gateway run (repeatable), e.g. --log-calls=false")
 	compareFlag := fs.String("compare", "", "A,B: two toolplane binaries, measured cell by cell back to back in alternating order each round; prints B/A of toolplane's CPU per call and of throughput, round by round")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
