@@ -16,7 +16,21 @@
 //	go run ./cmd/toolplane-load -compare /tmp/toolplane-A,/tmp/toolplane-B -target httpread,mcp -rounds 10 -duration 1s
 //
 // prints B/A of toolplane's CPU per call and of throughput, round by
-// round, with median and range; and
+// round, with median and range;
+//
+//	go run ./cmd/toolplane-load -mcp-gateway /tmp/docker-mcp -target mcp,federated,proxy,mcpgateway -rounds 10 -duration 1s \
+//	  -upstream-addr 127.0.0.1:18556 -serve-arg=--upstreams -serve-arg=/tmp/ups.yaml -federated /mcp/plain -federated-grant 'mcp.plain.*'
+//
+// sets docker/mcp-gateway (`gateway run --transport streaming --static`,
+// the plain server a remote server of its catalog, no Docker engine
+// needed) beside toolplane's MCP door and federation, and prints
+// toolplane's CPU per call over the gateway's. The module proxy refuses
+// github.com/docker/mcp-gateway, so its binary is built from a checkout:
+//
+//	git clone https://github.com/docker/mcp-gateway /tmp/mcpgw && cd /tmp/mcpgw &&
+//	  CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o /tmp/docker-mcp ./cmd/docker-mcp
+//
+// (BENCHMARKS.md, "Against docker/mcp-gateway", has /tmp/ups.yaml); and
 //
 //	go run ./cmd/toolplane-load hang -rounds 3
 //

@@ -51,9 +51,13 @@ const (
 	// TargetHTTPWrite: REST invoke of an http runtime write tool, each
 	// call with an idempotency key of its own, which POSTs to the API.
 	TargetHTTPWrite = "httpwrite"
+	// TargetMCPGateway: the plain server through docker/mcp-gateway
+	// (`gateway run --transport streaming`, the server a remote one in its
+	// catalog), a process this run starts; needs -mcp-gateway.
+	TargetMCPGateway = "mcpgateway"
 )
 
-var allTargets = []string{TargetREST, TargetMCP, TargetPlain, TargetProxy, TargetFederated, TargetAPI, TargetAPIProxy, TargetAPINginx, TargetHTTPRead, TargetHTTPWrite}
+var allTargets = []string{TargetREST, TargetMCP, TargetPlain, TargetProxy, TargetFederated, TargetMCPGateway, TargetAPI, TargetAPIProxy, TargetAPINginx, TargetHTTPRead, TargetHTTPWrite}
 
 // stringList is a repeatable flag.
 type stringList []string
@@ -145,6 +149,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pprofDir := fs.String("pprof-dir", ".", "where CPU profiles are written, as <target>-<clients>.pprof")
 	nginxPath := fs.String("nginx", "", "the nginx binary of the "+TargetAPINginx+" target (default: nginx on PATH, else "+defaultNginx+")")
 	installNginx := fs.Bool("install-nginx", false, "when the "+TargetAPINginx+" target has no nginx, install Debian's (apt-get install -y nginx, or nginx-light; needs root)")
+	mcpGatewayPath := fs.String("mcp-gateway", "", "the docker/mcp-gateway binary (docker-mcp) of the "+TargetMCPGateway+" target; "+MCPGatewayHint)
+	var mcpGatewayArgs stringList
+	fs.Var(&mcpGatewayArgs, "mcp-gateway-arg", "an extra `flag` for the "+TargetMCPGateway+" target's gateway run (repeatable), e.g. --log-calls=false")
 	compareFlag := fs.String("compare", "", "A,B: two toolplane binaries, measured cell by cell back to back in alternating order each round; prints B/A of toolplane's CPU per call and of throughput, round by round")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -203,6 +210,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	var mcpGatewayBin string
+	if slices.Contains(targets, TargetMCPGateway) {
+		if mcpGatewayBin, err = FindMCPGateway(*mcpGatewayPath); err != nil {
+			return fail("the %s target: %v", TargetMCPGateway, err)
+		}
+	}
+
 	// The upstream comes first, so a started toolplane can be pointed at it.
 	var up *Upstream
 	if needsUpstream(targets) || slices.ContainsFunc(serveArgs, func(a string) bool { return strings.Contains(a, "{upstream}") }) {
@@ -238,6 +252,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for i, a := range serveArgs {
 			serveArgs[i] = strings.ReplaceAll(a, "{upstream}", up.URL)
 		}
+	}
+	var gw *MCPGateway
+	if mcpGatewayBin != "" {
+		if gw, err = StartMCPGateway(ctx, mcpGatewayBin, up.URL, mcpGatewayArgs); err != nil {
+			return fail("%v", err)
+		}
+		defer gw.Close()
 	}
 
 	// The JSON API comes before toolplane too: the http tools' definitions
@@ -327,6 +348,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				byName[name] = &MCP{Label: name, Endpoint: up.URL, Tool: model, Arguments: args0, Expect: *expect}
 			case TargetProxy:
 				byName[name] = &MCP{Label: name, Endpoint: up.ProxyURL, Tool: model, Arguments: args0, Expect: *expect}
+			case TargetMCPGateway:
+				byName[name] = &MCP{Label: name, Endpoint: gw.URL, Key: gw.Token, Tool: model, Arguments: args0, Expect: *expect}
 			case TargetFederated:
 				endpoint := *federated
 				if strings.HasPrefix(endpoint, "/") {
@@ -373,6 +396,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "plain MCP server at %s, bare proxy at %s (%s)\n", up.URL, up.ProxyURL, where)
 	}
+	if gw != nil {
+		fmt.Fprintf(stdout, "docker/mcp-gateway (%s %s) at %s in front of the plain server, one process; HOME, catalog and log in %s\n",
+			mcpGatewayBin, strings.Join(gw.Args, " "), gw.URL, gw.Dir)
+	}
 	if api != nil {
 		fmt.Fprintf(stdout, "JSON API at %s, bare proxy at %s (%s)\n", api.URL, api.ProxyURL, map[string]string{
 			"subprocess": "each in a process of its own", "inprocess": "in this process"}[*hosting])
@@ -397,7 +424,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		for _, n := range clients {
 			for _, name := range order {
-				opts := Options{Clients: n, Warmup: *warmup, Duration: *duration, Processes: serverProcesses(name, single.pid(), up, api, ngx)}
+				opts := Options{Clients: n, Warmup: *warmup, Duration: *duration, Processes: serverProcesses(name, single.pid(), up, gw, api, ngx)}
 				if *pprofURL != "" && slices.Contains(profiled, name) {
 					path := filepath.Join(*pprofDir, fmt.Sprintf("%s-%d.pprof", name, n))
 					if *rounds > 1 {
@@ -438,7 +465,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the proxy's or nginx, the API's or the plain server's helper), over the window, per call; – where a server shares this process or was not started here.")
+	fmt.Fprintln(stdout, "server CPU/call: user+system CPU of the server processes the calls pass through (toolplane, the proxy's, nginx or docker/mcp-gateway, the API's or the plain server's helper), over the window, per call; – where a server shares this process or was not started here.")
 	fmt.Fprintln(stdout)
 	var cells []Cell
 	for _, n := range clients {
@@ -465,6 +492,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, pair := range []struct{ label, a, b string }{
 			{"(b) MCP to plain", TargetMCP, TargetPlain},
 			{"(c) federated to proxy", TargetFederated, TargetProxy},
+			{"federated to docker/mcp-gateway", TargetFederated, TargetMCPGateway},
 			{"http read tool to the API's proxy", TargetHTTPRead, TargetAPIProxy},
 		} {
 			for _, n := range clients {
@@ -556,7 +584,7 @@ func RoundRatios(a, b []Result) (ratios []float64, median float64) {
 // through, each with its role, or nil when one of them is not a process
 // of its own this run knows: a toolplane given by -url, or baselines in
 // this process, whose CPU would include the load generator's.
-func serverProcesses(target string, toolplanePID int, up *Upstream, api *API, ngx *Nginx) []Process {
+func serverProcesses(target string, toolplanePID int, up *Upstream, gw *MCPGateway, api *API, ngx *Nginx) []Process {
 	switch target {
 	case TargetAPI, TargetAPIProxy, TargetAPINginx, TargetHTTPRead, TargetHTTPWrite:
 		if api == nil || api.pid == 0 {
@@ -605,12 +633,19 @@ func serverProcesses(target string, toolplanePID int, up *Upstream, api *API, ng
 			return nil
 		}
 		return []Process{{Role: RoleToolplane, PID: toolplanePID}, plain}
+	case TargetMCPGateway:
+		if gw == nil || gw.pid == 0 {
+			return nil
+		}
+		return []Process{{Role: RoleMCPGateway, PID: gw.pid}, plain}
 	}
 	return nil
 }
 
 func needsUpstream(targets []string) bool {
-	return slices.Contains(targets, TargetPlain) || slices.Contains(targets, TargetProxy) || slices.Contains(targets, TargetFederated)
+	return slices.ContainsFunc(targets, func(t string) bool {
+		return t == TargetPlain || t == TargetProxy || t == TargetFederated || t == TargetMCPGateway
+	})
 }
 
 func needsToolplane(targets []string) bool {

@@ -129,6 +129,13 @@ var cpuRatioPairs = []ratioPair{
 	{"federated toolplane ÷ proxy Go proxy (processes in front alone)", TargetFederated, []string{RoleToolplane}, TargetProxy, []string{RoleGoProxy},
 		map[int]string{1: "≤ 1.2×", 16: "≤ 1.2×"}},
 	{"rest toolplane ÷ proxy Go proxy+plain", TargetREST, []string{RoleToolplane}, TargetProxy, []string{RoleGoProxy, RolePlain}, nil},
+	{"mcp toolplane ÷ mcpgateway docker/mcp-gateway (processes in front alone)", TargetMCP, []string{RoleToolplane}, TargetMCPGateway, []string{RoleMCPGateway},
+		map[int]string{1: "≤ 0.4×", 16: "≤ 0.4×"}},
+	{"mcp toolplane ÷ mcpgateway docker/mcp-gateway+plain (toolplane serves the tool itself)", TargetMCP, []string{RoleToolplane}, TargetMCPGateway, []string{RoleMCPGateway, RolePlain}, nil},
+	{"federated toolplane ÷ mcpgateway docker/mcp-gateway (processes in front alone; like for like)", TargetFederated, []string{RoleToolplane}, TargetMCPGateway, []string{RoleMCPGateway},
+		map[int]string{1: "≤ 0.4×", 16: "≤ 0.4×"}},
+	{"federated toolplane+plain ÷ mcpgateway docker/mcp-gateway+plain (whole path)", TargetFederated, []string{RoleToolplane, RolePlain}, TargetMCPGateway, []string{RoleMCPGateway, RolePlain}, nil},
+	{"mcpgateway docker/mcp-gateway ÷ proxy Go proxy", TargetMCPGateway, []string{RoleMCPGateway}, TargetProxy, []string{RoleGoProxy}, nil},
 }
 
 // CPURatioLines answers, for each ratio of cpuRatioPairs whose two targets
@@ -200,7 +207,7 @@ func runCompare(ctx context.Context, stdout, stderr io.Writer, builds []*build, 
 				for _, i := range order {
 					b := builds[i]
 					res, err := Run(ctx, b.targets[name], Options{Clients: n, Warmup: warmup, Duration: duration,
-						Processes: serverProcesses(name, b.pid(), up, api, ngx)})
+						Processes: serverProcesses(name, b.pid(), up, nil, api, ngx)})
 					if err != nil {
 						fmt.Fprintf(stderr, "toolplane-load: %v\n", err)
 						return 1

@@ -165,7 +165,7 @@ func TestAPIProcess(t *testing.T) {
 		t.Fatalf("the API and its proxy are not processes of their own: %v, %v", api.PIDs(), api.ProxyPIDs())
 	}
 	target := &HTTPGet{Label: "apiproxy", URL: api.ProxyURL + itemPath + ItemID, Key: "tok", Expect: ItemID}
-	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, Processes: serverProcesses(TargetAPIProxy, 0, nil, api, nil)})
+	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, Processes: serverProcesses(TargetAPIProxy, 0, nil, nil, api, nil)})
 	if err != nil || res.Calls == 0 || res.Errors != 0 {
 		t.Fatalf("Run = %+v, %v (first error %v)", res, err, res.FirstError)
 	}
@@ -178,7 +178,7 @@ func TestAPIProcess(t *testing.T) {
 	if sum := proxyCPU + apiCPU; !ok1 || !ok2 || sum > res.CPUPerCall || sum < res.CPUPerCall-2 {
 		t.Errorf("the proxy's and the API's CPU per call (%v, %v) do not make the total %v", proxyCPU, apiCPU, res.CPUPerCall)
 	}
-	if serverProcesses(TargetHTTPRead, 0, nil, api, nil) != nil {
+	if serverProcesses(TargetHTTPRead, 0, nil, nil, api, nil) != nil {
 		t.Error("the http read tool's CPU is measured without its toolplane")
 	}
 	if err := api.Close(); err != nil {

@@ -79,6 +79,8 @@ const (
 	RoleGoProxy = "goproxy"
 	// RoleNginx is nginx as a reverse proxy.
 	RoleNginx = "nginx"
+	// RoleMCPGateway is docker/mcp-gateway.
+	RoleMCPGateway = "mcpgateway"
 	// RoleAPI is the JSON API's helper process.
 	RoleAPI = "api"
 	// RolePlain is the plain MCP server's helper process.
@@ -88,7 +90,7 @@ const (
 // Roles lists the roles in the order the tables show them: the
 // processes in front (toolplane and the proxies) first, then the servers
 // they forward to.
-var Roles = []string{RoleToolplane, RoleGoProxy, RoleNginx, RoleAPI, RolePlain}
+var Roles = []string{RoleToolplane, RoleGoProxy, RoleNginx, RoleMCPGateway, RoleAPI, RolePlain}
 
 // ProcessCost is one process's CPU per call in a run.
 type ProcessCost struct {

@@ -389,7 +389,7 @@ func TestUpstreamProcess(t *testing.T) {
 	}
 	defer up.Close()
 	target := &MCP{Label: "plain", Endpoint: up.ProxyURL, Tool: "demo_search_tickets", Arguments: []byte(`{"query":"cracked"}`), Expect: "t-1001"}
-	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, Processes: serverProcesses(TargetProxy, 0, up, nil, nil)})
+	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, Processes: serverProcesses(TargetProxy, 0, up, nil, nil, nil)})
 	if err != nil || res.Calls == 0 || res.Errors != 0 {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
@@ -421,7 +421,7 @@ func TestProxyProcess(t *testing.T) {
 		t.Fatalf("the proxy is not a process of its own: %s (shared %s), pids %v", up.ProxyURL, shared, up.ProxyPIDs())
 	}
 	target := &MCP{Label: "proxy", Endpoint: up.ProxyURL, Tool: "demo_search_tickets", Arguments: []byte(`{"query":"cracked"}`), Expect: "t-1001"}
-	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, Processes: serverProcesses(TargetProxy, 0, up, nil, nil)})
+	res, err := Run(t.Context(), target, Options{Clients: 1, Duration: 200 * time.Millisecond, Processes: serverProcesses(TargetProxy, 0, up, nil, nil, nil)})
 	if err != nil || res.Calls == 0 || res.Errors != 0 {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
@@ -468,6 +468,8 @@ func TestMainRefusesBadFlags(t *testing.T) {
 		{"-target", "api", "-upstream", "elsewhere"},
 		{"-target", "httpread", "-url", "http://127.0.0.1:1", "-key", "k"},
 		{"-target", "httpwrite", "-url", "http://127.0.0.1:1", "-key", "k"},
+		{"-target", "mcpgateway"},
+		{"-target", "mcpgateway", "-mcp-gateway", "/nonexistent/docker-mcp"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := Main(t.Context(), args, &out, &errOut); code == 0 {

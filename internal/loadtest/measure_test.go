@@ -166,6 +166,38 @@ func TestCPURatioLines(t *testing.T) {
 	}
 }
 
+func TestCPURatioLinesMCPGateway(t *testing.T) {
+	t.Parallel()
+	res := func(costs ...any) Result {
+		r := Result{Calls: 1000, Window: time.Second}
+		for i := 0; i < len(costs); i += 2 {
+			r.Processes = append(r.Processes, ProcessCost{Role: costs[i].(string), PerCall: time.Duration(costs[i+1].(int)) * time.Microsecond})
+		}
+		return r
+	}
+	runs := map[string][]Result{
+		"mcp/1":        {res(RoleToolplane, 100), res(RoleToolplane, 120)},
+		"federated/1":  {res(RoleToolplane, 150, RolePlain, 50), res(RoleToolplane, 160, RolePlain, 60)},
+		"mcpgateway/1": {res(RoleMCPGateway, 400, RolePlain, 50), res(RoleMCPGateway, 300, RolePlain, 60)},
+		"proxy/1":      {res(RoleGoProxy, 40, RolePlain, 50), res(RoleGoProxy, 50, RolePlain, 60)},
+	}
+	got := strings.Join(CPURatioLines(runs, []int{1, 16}), "\n")
+	for _, want := range []string{
+		"mcp toolplane ÷ mcpgateway docker/mcp-gateway (processes in front alone), 1 client(s): 0.25 0.40 → median 0.33× (0.25–0.40, 2 rounds) (target ≤ 0.4×)",
+		"mcp toolplane ÷ mcpgateway docker/mcp-gateway+plain (toolplane serves the tool itself), 1 client(s): 0.22 0.33 → median 0.28×",
+		"federated toolplane ÷ mcpgateway docker/mcp-gateway (processes in front alone; like for like), 1 client(s): 0.38 0.53 → median 0.45× (0.38–0.53, 2 rounds) (target ≤ 0.4×)",
+		"federated toolplane+plain ÷ mcpgateway docker/mcp-gateway+plain (whole path), 1 client(s): 0.44 0.61 → median 0.53×",
+		"mcpgateway docker/mcp-gateway ÷ proxy Go proxy, 1 client(s): 10.00 6.00 → median 8.00×",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ratio lines lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "16 client(s)") {
+		t.Errorf("ratio lines for cells not measured:\n%s", got)
+	}
+}
+
 func TestWriteProcessTable(t *testing.T) {
 	t.Parallel()
 	r := func(calls int, p50 time.Duration, costs ...ProcessCost) Result {
@@ -201,32 +233,37 @@ func TestServerProcesses(t *testing.T) {
 	up := &Upstream{pid: 20, proxyPID: 21}
 	shared := &Upstream{pid: 20}
 	ngx := &Nginx{pid: 30}
+	gw := &MCPGateway{pid: 50}
 	const tp = 40
 	tests := []struct {
 		target string
 		tp     int
 		up     *Upstream
+		gw     *MCPGateway
 		api    *API
 		ngx    *Nginx
 		want   string
 	}{
-		{TargetAPI, 0, nil, api, nil, "[{api 10}]"},
-		{TargetAPIProxy, 0, nil, api, nil, "[{goproxy 11} {api 10}]"},
-		{TargetAPINginx, 0, nil, api, ngx, "[{nginx 30} {api 10}]"},
-		{TargetAPINginx, 0, nil, api, nil, "[]"},
-		{TargetHTTPRead, tp, nil, api, nil, "[{toolplane 40} {api 10}]"},
-		{TargetHTTPWrite, 0, nil, api, nil, "[]"},
-		{TargetHTTPRead, tp, nil, &API{}, nil, "[]"},
-		{TargetREST, tp, nil, nil, nil, "[{toolplane 40}]"},
-		{TargetMCP, 0, nil, nil, nil, "[]"},
-		{TargetPlain, 0, up, nil, nil, "[{plain 20}]"},
-		{TargetProxy, 0, up, nil, nil, "[{goproxy 21} {plain 20}]"},
-		{TargetProxy, 0, shared, nil, nil, "[{plain 20}]"},
-		{TargetProxy, 0, &Upstream{}, nil, nil, "[]"},
-		{TargetFederated, tp, up, nil, nil, "[{toolplane 40} {plain 20}]"},
+		{TargetAPI, 0, nil, nil, api, nil, "[{api 10}]"},
+		{TargetAPIProxy, 0, nil, nil, api, nil, "[{goproxy 11} {api 10}]"},
+		{TargetAPINginx, 0, nil, nil, api, ngx, "[{nginx 30} {api 10}]"},
+		{TargetAPINginx, 0, nil, nil, api, nil, "[]"},
+		{TargetHTTPRead, tp, nil, nil, api, nil, "[{toolplane 40} {api 10}]"},
+		{TargetHTTPWrite, 0, nil, nil, api, nil, "[]"},
+		{TargetHTTPRead, tp, nil, nil, &API{}, nil, "[]"},
+		{TargetREST, tp, nil, nil, nil, nil, "[{toolplane 40}]"},
+		{TargetMCP, 0, nil, nil, nil, nil, "[]"},
+		{TargetPlain, 0, up, nil, nil, nil, "[{plain 20}]"},
+		{TargetProxy, 0, up, nil, nil, nil, "[{goproxy 21} {plain 20}]"},
+		{TargetProxy, 0, shared, nil, nil, nil, "[{plain 20}]"},
+		{TargetProxy, 0, &Upstream{}, nil, nil, nil, "[]"},
+		{TargetFederated, tp, up, nil, nil, nil, "[{toolplane 40} {plain 20}]"},
+		{TargetMCPGateway, 0, up, gw, nil, nil, "[{mcpgateway 50} {plain 20}]"},
+		{TargetMCPGateway, 0, up, nil, nil, nil, "[]"},
+		{TargetMCPGateway, 0, &Upstream{}, gw, nil, nil, "[]"},
 	}
 	for _, tt := range tests {
-		if got := fmt.Sprint(serverProcesses(tt.target, tt.tp, tt.up, tt.api, tt.ngx)); got != tt.want {
+		if got := fmt.Sprint(serverProcesses(tt.target, tt.tp, tt.up, tt.gw, tt.api, tt.ngx)); got != tt.want {
 			t.Errorf("serverProcesses(%s, toolplane %d) = %s, want %s", tt.target, tt.tp, got, tt.want)
 		}
 	}
