@@ -13,7 +13,6 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
-	"github.com/toolplane/toolplane/internal/jsondec"
 )
 
 // answer reads a 2xx body as the tool's output. A JSON body is decoded
@@ -65,17 +64,13 @@ func (c *caller) charge(ctx context.Context, body any) {
 	}
 }
 
-// answerDecoders decode answers with numbers kept exact, reusing their
-// decoders from one call to the next.
-var answerDecoders = jsondec.New(jsondec.Options{UseNumber: true})
-
-// decode reads one JSON value and nothing after it.
+// decode reads one JSON value and nothing after it, numbers kept exact
+// (json.Number), as encoding/json decodes it into an any with UseNumber.
 func decode(b []byte) (any, bool) {
-	var v any
-	if err := answerDecoders.DecodeOnly(b, &v); err != nil {
+	if !json.Valid(b) {
 		return nil, false
 	}
-	return v, true
+	return decodeValue(b), true
 }
 
 // at answers the value a JSON pointer's tokens name in v, or nil where
