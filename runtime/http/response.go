@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/jsondec"
 )
 
 // answer reads a 2xx body as the tool's output. A JSON body is decoded
@@ -66,12 +67,7 @@ func (c *caller) charge(ctx context.Context, body any) {
 
 // decode reads one JSON value and nothing after it, numbers kept exact
 // (json.Number), as encoding/json decodes it into an any with UseNumber.
-func decode(b []byte) (any, bool) {
-	if !json.Valid(b) {
-		return nil, false
-	}
-	return decodeValue(b), true
-}
+func decode(b []byte) (any, bool) { return jsondec.Value(b) }
 
 // at answers the value a JSON pointer's tokens name in v, or nil where
 // there is none: the output schema then says what was missing.

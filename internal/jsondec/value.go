@@ -1,28 +1,41 @@
-package httpruntime
+package jsondec
 
 import (
-	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 )
 
-// decodeValue reads a JSON text, once json.Valid has accepted it, into the
-// values encoding/json gives an any with UseNumber: map[string]any,
-// []any, string, json.Number, bool and nil, the last of a repeated name
-// winning. Every answer of a tool is decoded, and encoding/json reads a
-// text twice over through its scanner's state machine (a pass to find the
-// value's end, another while decoding it); json.Valid reads it once, and
-// this walk then only cuts the values out. A string with an escape or
-// invalid UTF-8 (which encoding/json replaces with U+FFFD) is left to
-// encoding/json, so each string reads exactly as it would there.
-func decodeValue(b []byte) any {
-	d := valueReader{b: b}
-	return d.value()
+// Value reads one JSON value and nothing after it into the values
+// encoding/json gives an any with UseNumber: map[string]any, []any,
+// string, json.Number, bool and nil, the last of a repeated name winning.
+// It reports false, with nothing read, for a text encoding/json refuses.
+//
+// Every call decodes its arguments and a runtime's answer, and
+// encoding/json reads a text twice over through its scanner's state
+// machine (a pass to find the value's end, another while decoding it);
+// json.Valid reads it once, and Value's walk then only cuts the values
+// out. A string with an escape or invalid UTF-8 (which encoding/json
+// replaces with U+FFFD) is left to encoding/json, so each string reads
+// exactly as it would there. A caller that must say why a text is refused
+// asks encoding/json, whose error says where.
+//
+// The text is copied once, and every name, string and number without an
+// escape is a part of that copy rather than a copy of its own: one
+// allocation where encoding/json makes one per string. The copy lives as
+// long as any value read from it, which is as long as the text's bound:
+// Value is for arguments and answers a call holds while it runs.
+func Value(b []byte) (any, bool) {
+	if !json.Valid(b) {
+		return nil, false
+	}
+	d := valueReader{b: string(b)}
+	return d.value(), true
 }
 
 // valueReader walks a valid JSON text.
 type valueReader struct {
-	b []byte
+	b string
 	i int
 }
 
@@ -124,11 +137,11 @@ func (d *valueReader) text() string {
 	d.i++
 	quoted := d.b[start:d.i]
 	inner := quoted[1 : len(quoted)-1]
-	if plain || bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner)
+	if plain || strings.IndexByte(inner, '\\') < 0 && utf8.ValidString(inner) {
+		return inner
 	}
 	var s string
 	// Valid JSON: the string decodes.
-	_ = json.Unmarshal(quoted, &s)
+	_ = json.Unmarshal([]byte(quoted), &s)
 	return s
 }
