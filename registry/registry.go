@@ -602,6 +602,10 @@ var argumentDecoders = jsondec.New(jsondec.Options{UseNumber: true})
 // DecodeArguments reads a JSON argument text the way validation expects it
 // (numbers kept exact). Invalid JSON answers an invalid_input result.
 func DecodeArguments(raw []byte) (any, *toolplane.Result) {
+	if v, ok := jsondec.Value(raw); ok {
+		return v, nil
+	}
+	// Not JSON: encoding/json says where, in the words the caller reads.
 	var v any
 	if err := argumentDecoders.DecodeOnly(raw, &v); err != nil {
 		r := toolplane.Invalid([]toolplane.Violation{{

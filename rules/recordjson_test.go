@@ -58,6 +58,11 @@ func TestAppendRecordWritesAsEncodingJSON(t *testing.T) {
 		{name: "a value holding itself", r: &policy.Request{Facts: map[string]any{"loop": self}}, fails: true},
 		{name: "a float JSON has no form for", r: &policy.Request{Arguments: map[string]any{"nan": math.NaN()}}, fails: true},
 		{name: "a year JSON time cannot hold", r: &policy.Request{Context: policy.Context{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, fails: true},
+		{name: "a year before zero", r: &policy.Request{Context: policy.Context{Time: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}}, fails: true},
+		{name: "a zone 24 hours off", r: &policy.Request{Context: policy.Context{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("far", 24*3600))}}, fails: true},
+		{name: "a zone off by seconds", r: &policy.Request{Context: policy.Context{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("lmt", -(5*3600+17*60+32)))}}},
+		{name: "UTC, whole seconds", r: &policy.Request{Context: policy.Context{Time: time.Date(2026, 12, 6, 11, 0, 0, 0, time.UTC)}}},
+		{name: "year zero, last nanosecond", r: &policy.Request{Context: policy.Context{Time: time.Date(0, 12, 31, 23, 59, 59, 999999999, time.UTC)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -65,18 +65,9 @@ func (c *caller) charge(ctx context.Context, body any) {
 	}
 }
 
-// answerDecoders decode answers with numbers kept exact, reusing their
-// decoders from one call to the next.
-var answerDecoders = jsondec.New(jsondec.Options{UseNumber: true})
-
-// decode reads one JSON value and nothing after it.
-func decode(b []byte) (any, bool) {
-	var v any
-	if err := answerDecoders.DecodeOnly(b, &v); err != nil {
-		return nil, false
-	}
-	return v, true
-}
+// decode reads one JSON value and nothing after it, numbers kept exact
+// (json.Number), as encoding/json decodes it into an any with UseNumber.
+func decode(b []byte) (any, bool) { return jsondec.Value(b) }
 
 // at answers the value a JSON pointer's tokens name in v, or nil where
 // there is none: the output schema then says what was missing.
