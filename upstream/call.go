@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/jsondec"
 	"github.com/toolplane/toolplane/tracectx"
 )
 
@@ -431,11 +432,37 @@ type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
-	// Result is read as a tool result only once the message is known to
-	// answer the call: a stream may carry other messages first.
-	Result json.RawMessage `json:"result"`
+	Result callResult      `json:"result"`
 	Error  *jsonrpc.Error  `json:"error"`
 }
+
+// callResult is a response's result, read as a tool result in the same
+// pass as the message around it, from the message's own bytes: neither
+// copied out nor decoded from a copy. A stream may carry responses to
+// other requests first, whose results are not tool results: a result that
+// does not read as one is kept as its error, for answer to report only if
+// the message turns out to be the call's.
+type callResult struct {
+	present bool // the message has a result that is not null
+	res     toolResult
+	err     error
+}
+
+// resultDecoders read tool results, numbers exact.
+var resultDecoders = jsondec.New(jsondec.Options{UseNumber: true})
+
+func (r *callResult) UnmarshalJSON(b []byte) error {
+	*r = callResult{}
+	if string(b) == "null" {
+		return nil
+	}
+	r.present = true
+	r.err = resultDecoders.DecodeOnly(b, &r.res)
+	return nil
+}
+
+// messageDecoders read the messages of a response.
+var messageDecoders = jsondec.New(jsondec.Options{UseNumber: true})
 
 // toolResult is a CallToolResult as plain JSON values, decoded with
 // UseNumber so numbers stay exact.
@@ -458,9 +485,7 @@ func (c *httpCall) ours(id json.RawMessage) bool {
 // decodeJSON reads an application/json response: the call's response,
 // decoded straight from the body.
 func (c *httpCall) decodeJSON(r io.Reader, msg *rpcMessage) error {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	if err := dec.Decode(msg); err != nil {
+	if err := messageDecoders.Decode(r, msg); err != nil {
 		return fmt.Errorf("read the response: %w", err)
 	}
 	if msg.Method != "" || !c.ours(msg.ID) {
@@ -490,9 +515,7 @@ func (c *httpCall) decodeStream(ctx context.Context, r io.Reader, msg *rpcMessag
 			return fmt.Errorf("read the stream: %w", err)
 		}
 		*msg = rpcMessage{}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		if err := dec.Decode(msg); err != nil {
+		if err := messageDecoders.DecodeOnly(data, msg); err != nil {
 			return fmt.Errorf("read an event: %w", err)
 		}
 		switch {
@@ -598,15 +621,13 @@ func (c *httpCall) answer(msg *rpcMessage, structured bool) (any, error) {
 		}
 		return nil, c.wrap(fmt.Errorf("JSON-RPC error %d: %w", msg.Error.Code, msg.Error))
 	}
-	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
+	if !msg.Result.present {
 		return nil, c.wrap(errNoResult)
 	}
-	res := &toolResult{}
-	dec := json.NewDecoder(bytes.NewReader(msg.Result))
-	dec.UseNumber()
-	if err := dec.Decode(res); err != nil {
+	if err := msg.Result.err; err != nil {
 		return nil, c.wrap(fmt.Errorf("read the result: %w", err))
 	}
+	res := &msg.Result.res
 	if res.IsError {
 		return nil, &handler.Invalid{Message: "the tool answered an error: " + blocksText(res.Content)}
 	}
