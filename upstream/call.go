@@ -151,9 +151,9 @@ func (u *upstream) refused(we *jsonrpc.Error) error {
 
 // httpCall is one tools/call the lean path sends.
 type httpCall struct {
-	u  *upstream
-	cs *mcp.ClientSession
-	hc *http.Client
+	u   *upstream
+	cs  *mcp.ClientSession
+	via sender
 	// session and version are the session's Mcp-Session-Id (empty for a
 	// server that keeps none) and negotiated Mcp-Protocol-Version.
 	session, version string
@@ -169,8 +169,8 @@ type httpCall struct {
 // processing it releases the claim (Unavailable, RetryableUpstream) or is a
 // definite invalid answer (Invalid); anything after the request may have
 // been processed is a plain error, which classify holds as uncertain.
-func (u *upstream) callHTTP(ctx context.Context, cs *mcp.ClientSession, hc *http.Client, name string, meta callMeta, args any, structured bool) (any, error) {
-	c := &httpCall{u: u, cs: cs, hc: hc, session: cs.ID(), version: cs.InitializeResult().ProtocolVersion,
+func (u *upstream) callHTTP(ctx context.Context, cs *mcp.ClientSession, via sender, name string, meta callMeta, args any, structured bool) (any, error) {
+	c := &httpCall{u: u, cs: cs, via: via, session: cs.ID(), version: cs.InitializeResult().ProtocolVersion,
 		id: "tp-" + strconv.FormatUint(u.ids.Add(1), 10), name: name}
 	body, err := c.request(meta, args)
 	if err != nil {
@@ -303,8 +303,8 @@ func (c *httpCall) request(meta callMeta, args any) (*bytes.Buffer, error) {
 }
 
 // post sends one JSON-RPC message on the session, with the headers the SDK
-// client sends; the configured headers are added by the client's
-// headerTransport.
+// client sends and the configured ones (which, as headerTransport adds
+// them to the SDK's requests, take precedence).
 func (c *httpCall) post(ctx context.Context, body *bytes.Buffer) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.u.cfg.URL, body)
 	if err != nil {
@@ -326,7 +326,12 @@ func (c *httpCall) post(ctx context.Context, body *bytes.Buffer) (*http.Response
 	// The trace context rides in the header too, for a server (or a proxy
 	// before it) that reads only HTTP's.
 	tracectx.ToHeader(ctx, h)
-	return c.hc.Do(req)
+	for k, vs := range c.via.headers {
+		// Shared, not copied: nothing changes a request's headers once
+		// it is sent.
+		h[k] = vs
+	}
+	return c.via.hc.Do(req)
 }
 
 // dialFailed reports whether a request failed to get a connection at all,
