@@ -19,7 +19,7 @@ import (
 
 // budgetFederatedCall is the allocation budget of one governed call of a
 // federated tool (issue 35), a little above the figure measured when it
-// was set: measured 380–381 allocs per call (2026-12-06, after the
+// was set: measured 380–382 allocs per call (2026-12-06, after the
 // response decoded in one pass by pooled decoders and the configured
 // headers set without cloning the request; 410 at 254aa2f). The
 // figure holds the plain server's half of the call too (see
