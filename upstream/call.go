@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/jsondec"
 	"github.com/toolplane/toolplane/tracectx"
 )
 
@@ -150,9 +151,9 @@ func (u *upstream) refused(we *jsonrpc.Error) error {
 
 // httpCall is one tools/call the lean path sends.
 type httpCall struct {
-	u  *upstream
-	cs *mcp.ClientSession
-	hc *http.Client
+	u   *upstream
+	cs  *mcp.ClientSession
+	via sender
 	// session and version are the session's Mcp-Session-Id (empty for a
 	// server that keeps none) and negotiated Mcp-Protocol-Version.
 	session, version string
@@ -168,8 +169,8 @@ type httpCall struct {
 // processing it releases the claim (Unavailable, RetryableUpstream) or is a
 // definite invalid answer (Invalid); anything after the request may have
 // been processed is a plain error, which classify holds as uncertain.
-func (u *upstream) callHTTP(ctx context.Context, cs *mcp.ClientSession, hc *http.Client, name string, meta callMeta, args any, structured bool) (any, error) {
-	c := &httpCall{u: u, cs: cs, hc: hc, session: cs.ID(), version: cs.InitializeResult().ProtocolVersion,
+func (u *upstream) callHTTP(ctx context.Context, cs *mcp.ClientSession, via sender, name string, meta callMeta, args any, structured bool) (any, error) {
+	c := &httpCall{u: u, cs: cs, via: via, session: cs.ID(), version: cs.InitializeResult().ProtocolVersion,
 		id: "tp-" + strconv.FormatUint(u.ids.Add(1), 10), name: name}
 	body, err := c.request(meta, args)
 	if err != nil {
@@ -302,8 +303,8 @@ func (c *httpCall) request(meta callMeta, args any) (*bytes.Buffer, error) {
 }
 
 // post sends one JSON-RPC message on the session, with the headers the SDK
-// client sends; the configured headers are added by the client's
-// headerTransport.
+// client sends and the configured ones (which, as headerTransport adds
+// them to the SDK's requests, take precedence).
 func (c *httpCall) post(ctx context.Context, body *bytes.Buffer) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.u.cfg.URL, body)
 	if err != nil {
@@ -325,7 +326,12 @@ func (c *httpCall) post(ctx context.Context, body *bytes.Buffer) (*http.Response
 	// The trace context rides in the header too, for a server (or a proxy
 	// before it) that reads only HTTP's.
 	tracectx.ToHeader(ctx, h)
-	return c.hc.Do(req)
+	for k, vs := range c.via.headers {
+		// Shared, not copied: nothing changes a request's headers once
+		// it is sent.
+		h[k] = vs
+	}
+	return c.via.hc.Do(req)
 }
 
 // dialFailed reports whether a request failed to get a connection at all,
@@ -431,11 +437,37 @@ type rpcMessage struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
-	// Result is read as a tool result only once the message is known to
-	// answer the call: a stream may carry other messages first.
-	Result json.RawMessage `json:"result"`
+	Result callResult      `json:"result"`
 	Error  *jsonrpc.Error  `json:"error"`
 }
+
+// callResult is a response's result, read as a tool result in the same
+// pass as the message around it, from the message's own bytes: neither
+// copied out nor decoded from a copy. A stream may carry responses to
+// other requests first, whose results are not tool results: a result that
+// does not read as one is kept as its error, for answer to report only if
+// the message turns out to be the call's.
+type callResult struct {
+	present bool // the message has a result that is not null
+	res     toolResult
+	err     error
+}
+
+// resultDecoders read tool results, numbers exact.
+var resultDecoders = jsondec.New(jsondec.Options{UseNumber: true})
+
+func (r *callResult) UnmarshalJSON(b []byte) error {
+	*r = callResult{}
+	if string(b) == "null" {
+		return nil
+	}
+	r.present = true
+	r.err = resultDecoders.DecodeOnly(b, &r.res)
+	return nil
+}
+
+// messageDecoders read the messages of a response.
+var messageDecoders = jsondec.New(jsondec.Options{UseNumber: true})
 
 // toolResult is a CallToolResult as plain JSON values, decoded with
 // UseNumber so numbers stay exact.
@@ -458,9 +490,7 @@ func (c *httpCall) ours(id json.RawMessage) bool {
 // decodeJSON reads an application/json response: the call's response,
 // decoded straight from the body.
 func (c *httpCall) decodeJSON(r io.Reader, msg *rpcMessage) error {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	if err := dec.Decode(msg); err != nil {
+	if err := messageDecoders.Decode(r, msg); err != nil {
 		return fmt.Errorf("read the response: %w", err)
 	}
 	if msg.Method != "" || !c.ours(msg.ID) {
@@ -490,9 +520,7 @@ func (c *httpCall) decodeStream(ctx context.Context, r io.Reader, msg *rpcMessag
 			return fmt.Errorf("read the stream: %w", err)
 		}
 		*msg = rpcMessage{}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.UseNumber()
-		if err := dec.Decode(msg); err != nil {
+		if err := messageDecoders.DecodeOnly(data, msg); err != nil {
 			return fmt.Errorf("read an event: %w", err)
 		}
 		switch {
@@ -598,15 +626,13 @@ func (c *httpCall) answer(msg *rpcMessage, structured bool) (any, error) {
 		}
 		return nil, c.wrap(fmt.Errorf("JSON-RPC error %d: %w", msg.Error.Code, msg.Error))
 	}
-	if len(msg.Result) == 0 || bytes.Equal(msg.Result, []byte("null")) {
+	if !msg.Result.present {
 		return nil, c.wrap(errNoResult)
 	}
-	res := &toolResult{}
-	dec := json.NewDecoder(bytes.NewReader(msg.Result))
-	dec.UseNumber()
-	if err := dec.Decode(res); err != nil {
+	if err := msg.Result.err; err != nil {
 		return nil, c.wrap(fmt.Errorf("read the result: %w", err))
 	}
+	res := &msg.Result.res
 	if res.IsError {
 		return nil, &handler.Invalid{Message: "the tool answered an error: " + blocksText(res.Content)}
 	}

@@ -329,7 +329,7 @@ type wireMsg struct {
 }
 
 // wireTools are the server's tools, each named for how it answers.
-var wireTools = []string{"chatty", "big", "boom", "accepted", "refused", "invalid", "busy", "odd", "hang", "conflict", "failed", "notifier"}
+var wireTools = []string{"chatty", "big", "garbled", "boom", "accepted", "refused", "invalid", "busy", "odd", "hang", "conflict", "failed", "notifier"}
 
 func newWireServer(t *testing.T) (*wireServer, string) {
 	s := &wireServer{calls: map[string]wireCall{}, replies: map[string]json.RawMessage{}, replied: make(chan struct{}, 16)}
@@ -429,6 +429,8 @@ func (s *wireServer) call(w http.ResponseWriter, r *http.Request, m *wireMsg) {
 		// Not the call's response: another event type, another id.
 		send("event: decoy\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"decoy\"}]}}\n\n")
 		send("data: {\"jsonrpc\":\"2.0\",\"id\":\"other\",\"result\":{}}\n\n")
+		// Another request's result that is no tool result at all.
+		send("data: {\"jsonrpc\":\"2.0\",\"id\":\"other-2\",\"result\":{\"content\":\"not blocks\"}}\n\n")
 		// The server waits for its three answers before answering.
 		for range 3 {
 			select {
@@ -443,6 +445,9 @@ func (s *wireServer) call(w http.ResponseWriter, r *http.Request, m *wireMsg) {
 	case "big":
 		send := stream()
 		send("data: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + strings.Repeat("x", 100_000) + "\"}]}}\n\n")
+	case "garbled":
+		// The call's response, with a result that is no tool result.
+		stream()("data: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"result\":{\"content\":\"not blocks\"}}\n\n")
 	case "boom":
 		http.Error(w, "kaput", http.StatusInternalServerError)
 	case "accepted":
@@ -511,6 +516,11 @@ func TestLeanCallOverTheWire(t *testing.T) {
 	}{
 		{tool: "chatty", want: `{"content":[{"type":"text","text":"pong"}]}`},
 		{tool: "big", want: `{"content":[{"type":"text","text":"` + strings.Repeat("x", 100_000) + `"}]}`},
+		{tool: "garbled", outcome: handler.Held, check: func(t *testing.T, err error) {
+			if !strings.Contains(err.Error(), "read the result") {
+				t.Errorf("an unreadable result: %v", err)
+			}
+		}},
 		{tool: "boom", outcome: handler.Held, check: func(t *testing.T, err error) {
 			var un *handler.Unavailable
 			if errors.As(err, &un) || !strings.Contains(err.Error(), "HTTP 500: kaput") {

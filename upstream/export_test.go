@@ -9,7 +9,7 @@ import "context"
 func (s *Set) CallVia(ctx context.Context, slug, name, key string, args any, sdk bool) (any, error) {
 	u := s.ups[slug]
 	u.mu.Lock()
-	cs, hc := u.session, u.client
+	cs, via := u.session, u.via
 	t, listed := u.remote[name]
 	structured := listed && t.OutputSchema != nil
 	u.mu.Unlock()
@@ -19,7 +19,7 @@ func (s *Set) CallVia(ctx context.Context, slug, name, key string, args any, sdk
 	if sdk {
 		return u.callSDK(ctx, cs, name, callMeta{Key: key}, args, structured)
 	}
-	return u.callHTTP(ctx, cs, hc, name, callMeta{Key: key}, args, structured)
+	return u.callHTTP(ctx, cs, via, name, callMeta{Key: key}, args, structured)
 }
 
 // Session answers the ID of slug's current session ("" when none), and

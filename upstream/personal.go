@@ -386,7 +386,7 @@ func (u *upstream) callAs(ctx context.Context, call handler.Call, name string, a
 	cctx := withAnswered(ctx, rec)
 	var out any
 	if lean(s.cs, s.hc) {
-		out, err = u.callHTTP(cctx, s.cs, s.hc, name, metaOf(ctx, call), args, structured)
+		out, err = u.callHTTP(cctx, s.cs, senderOf(s.hc), name, metaOf(ctx, call), args, structured)
 	} else {
 		out, err = u.callSDK(cctx, s.cs, name, metaOf(ctx, call), args, structured)
 	}

@@ -65,6 +65,8 @@ type upstream struct {
 	// gone at the server, telling the loop to reconnect.
 	client *http.Client
 	lost   chan struct{}
+	// via is how the lean path sends on the session (see senderOf).
+	via sender
 	// remote is the tool list last read, by remote name.
 	remote map[string]*mcp.Tool
 	// contracts remembers each tool's schema hash and version, so a
@@ -323,7 +325,7 @@ func (u *upstream) loop(ctx context.Context, first chan<- struct{}) {
 		backoff = time.Second
 		lost := make(chan struct{})
 		u.mu.Lock()
-		u.session, u.client, u.lost = cs, hc, lost
+		u.session, u.client, u.lost, u.via = cs, hc, lost, senderOf(hc)
 		u.mu.Unlock()
 		if err := u.syncTools(ctx); err != nil {
 			u.failed(u.scrub(err))
@@ -726,7 +728,7 @@ func (u *upstream) caller(name string) handler.Func {
 		// One look under the lock: the session to send on, and whether the
 		// tool as last listed declares an output schema.
 		u.mu.Lock()
-		cs, hc := u.session, u.client
+		cs, hc, via := u.session, u.client, u.via
 		t, listed := u.remote[name]
 		structured := listed && t.OutputSchema != nil
 		u.mu.Unlock()
@@ -737,7 +739,7 @@ func (u *upstream) caller(name string) handler.Func {
 		var out any
 		var err error
 		if lean(cs, hc) {
-			out, err = u.callHTTP(ctx, cs, hc, name, metaOf(ctx, call), args, structured)
+			out, err = u.callHTTP(ctx, cs, via, name, metaOf(ctx, call), args, structured)
 		} else {
 			out, err = u.callSDK(ctx, cs, name, metaOf(ctx, call), args, structured)
 		}
@@ -872,6 +874,32 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		tracectx.ToHeader(r.Context(), r.Header)
 	}
 	return t.base.RoundTrip(r)
+}
+
+// sender is how the lean path sends a session's requests: the HTTP client
+// and the configured headers post sets itself.
+type sender struct {
+	hc      *http.Client
+	headers http.Header
+}
+
+// senderOf answers the lean path's sender on hc, a session's client. A
+// client whose transport only adds the configured headers (the shared
+// session's) is replaced by one on the transport beneath, post setting the
+// headers itself: headerTransport clones every request it adds them to,
+// as a RoundTripper must not change its request, and post's own request
+// can take them directly. Any other client (a person's, which also
+// records answers and goes out under egress rules) is used as it is.
+func senderOf(hc *http.Client) sender {
+	if hc == nil {
+		return sender{}
+	}
+	if t, ok := hc.Transport.(headerTransport); ok {
+		direct := *hc
+		direct.Transport = t.base
+		return sender{hc: &direct, headers: t.h}
+	}
+	return sender{hc: hc}
 }
 
 // lineLogger logs what a stdio server writes to stderr, line by line.

@@ -51,7 +51,7 @@ type bindings struct {
 func (b bindings) Connection(id string) bool { return b.set.Connection(id) }
 func (bindings) FactResolver(string) bool    { return false }
 
-func newEnv(t *testing.T, platform []toolplane.Definition, cfgs ...upstream.Config) *env {
+func newEnv(t testing.TB, platform []toolplane.Definition, cfgs ...upstream.Config) *env {
 	t.Helper()
 	ctx := context.Background()
 	store, db := sqlitetest.NewDB(t)
@@ -300,7 +300,7 @@ func TestRemovedUpstreamToolAnswersToolUnavailable(t *testing.T) {
 
 // clientFor connects an SDK client to an MCP endpoint of the env, noting
 // each tools/list_changed it is sent.
-func (e *env) clientFor(t *testing.T, h http.Handler, changed chan<- struct{}) *mcp.ClientSession {
+func (e *env) clientFor(t testing.TB, h http.Handler, changed chan<- struct{}) *mcp.ClientSession {
 	t.Helper()
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
