@@ -71,6 +71,9 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 	// (see wakeups.go), so they are woken here.
 	var woken []string
 	defer func() {
+		if len(woken) > 0 {
+			w.rest.wake()
+		}
 		if err := w.wake.now(ctx, woken); err != nil {
 			w.opt.Logger.WarnContext(ctx, "queues of rescued jobs not woken; their poll finds the jobs", "err", err)
 		}
