@@ -72,8 +72,10 @@ type keeper struct {
 	due time.Time // the earliest job due later told since the last rest
 
 	resting atomic.Bool
-	quit    context.CancelFunc
-	done    chan struct{}
+	// starts counts the client's starts, the first included.
+	starts atomic.Int64
+	quit   context.CancelFunc
+	done   chan struct{}
 }
 
 // newKeeper answers the keeper of a client on exec, for the node's
@@ -146,6 +148,7 @@ func (k *keeper) begin(ctx context.Context) error {
 	if err := k.start(ctx); err != nil {
 		return err
 	}
+	k.starts.Add(1)
 	k.last.Store(time.Now().UnixNano())
 	loop, quit := context.WithCancel(ctx)
 	k.quit, k.done = quit, make(chan struct{})
@@ -177,7 +180,10 @@ func (k *keeper) run(loop, base context.Context) {
 	arm := func(at time.Time) {
 		if !at.IsZero() && (armed.IsZero() || at.Before(armed)) {
 			armed = at
-			due.Reset(max(time.Until(at), 0))
+			// A millisecond late: River keeps times to the
+			// millisecond (on SQLite, rounded), and a worker that
+			// finds its job early snoozes it.
+			due.Reset(max(time.Until(at), 0) + time.Millisecond)
 		}
 	}
 	for {
@@ -285,6 +291,7 @@ func (k *keeper) resume(ctx context.Context, schedule bool) bool {
 		}
 		return false
 	}
+	k.starts.Add(1)
 	k.last.Store(time.Now().UnixNano())
 	k.resting.Store(false)
 	return true
