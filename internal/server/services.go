@@ -308,6 +308,19 @@ func (z *ruleZones) Zone(ctx context.Context, org string) (*time.Location, error
 	return z.rules.Zone(ctx, org)
 }
 
+// settingsEvery is how often a node reads the operator's stored upstream
+// settings: every 2 s where nodes share the store (PostgreSQL), so a
+// change on another node takes effect here within it. On SQLite one
+// process owns the file, and a change this node makes takes effect as it
+// is made: the read only covers a writer in another process, at the
+// catalogue's fallback period.
+func (s *Server) settingsEvery() time.Duration {
+	if s.b.Kind == "sqlite" {
+		return s.cfg.CatalogPoll
+	}
+	return 2 * time.Second
+}
+
 // watchCatalogue keeps the registry current on this node: the
 // operator's stored upstream settings, the upstream servers' tool lists,
 // and the versions published in the store.
@@ -320,7 +333,7 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	if err := settings.Refresh(ctx); err != nil {
 		return nil, nil, err
 	}
-	s.loops.Go(func() { settings.Watch(s.bg, 2*time.Second) })
+	s.loops.Go(func() { settings.Watch(s.bg, s.settingsEvery()) })
 	upstreams.Start(s.bg, 30*time.Second)
 	s.closers = append(s.closers, upstreams.Close)
 	// Published versions join the registry from the store, on every node.
