@@ -29,6 +29,8 @@ var channels = map[toolplane.Topic]string{
 	toolplane.TopicConnections: "toolplane_connections",
 	toolplane.TopicOAuth:       "toolplane_oauth",
 	toolplane.TopicCatalog:     "toolplane_catalog",
+	// Migration 0048.
+	toolplane.TopicUpstreamSettings: "toolplane_upstream_settings",
 }
 
 // The change feed's timing (see WatchChanges).

@@ -308,19 +308,6 @@ func (z *ruleZones) Zone(ctx context.Context, org string) (*time.Location, error
 	return z.rules.Zone(ctx, org)
 }
 
-// settingsEvery is how often a node reads the operator's stored upstream
-// settings: every 2 s where nodes share the store (PostgreSQL), so a
-// change on another node takes effect here within it. On SQLite one
-// process owns the file, and a change this node makes takes effect as it
-// is made: the read only covers a writer in another process, at the
-// catalogue's fallback period.
-func (s *Server) settingsEvery() time.Duration {
-	if s.b.Kind == "sqlite" {
-		return s.cfg.CatalogPoll
-	}
-	return 2 * time.Second
-}
-
 // watchCatalogue keeps the registry current on this node: the
 // operator's stored upstream settings, the upstream servers' tool lists,
 // and the versions published in the store.
@@ -333,7 +320,11 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	if err := settings.Refresh(ctx); err != nil {
 		return nil, nil, err
 	}
-	s.loops.Go(func() { settings.Watch(s.bg, s.settingsEvery()) })
+	// Read again when the store tells of a change (on any node), and
+	// polled besides, for a writer the feed does not hear or a feed that
+	// lost its connection.
+	feed, _ := s.b.Store.(toolplane.ChangeFeed)
+	s.loops.Go(func() { settings.Follow(s.bg, feed, s.cfg.CatalogPoll) })
 	upstreams.Start(s.bg, 30*time.Second)
 	s.closers = append(s.closers, upstreams.Close)
 	// Published versions join the registry from the store, on every node.
@@ -345,7 +336,6 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	// Refreshed when the store tells of a change to the catalogue (on any
 	// node), and polled besides, for a store that tells none or a feed
 	// that lost its connection.
-	feed, _ := s.b.Store.(toolplane.ChangeFeed)
 	s.loops.Go(func() { cat.Follow(s.bg, feed, s.cfg.CatalogPoll) })
 	return cat, settings, nil
 }
