@@ -111,7 +111,9 @@ func restsAndWakes(t *testing.T, path string) {
 	}
 	t.Logf("the approval expired %s after it was filed (ttl %s)", time.Since(filed).Round(time.Millisecond), ttl)
 	eventually(t, "the node to rest after the expiry", resting)
-	if _, starts := rest(t, n.runner); starts != before+2 {
-		t.Errorf("the client started %d times for an approved call and an expiry; want 2", starts-before)
+	// Two starts, or three when the expiry's worker found it a little
+	// early (clocks, a loaded host) and snoozed it to its time.
+	if _, starts := rest(t, n.runner); starts < before+2 || starts > before+3 {
+		t.Errorf("the client started %d times for an approved call and an expiry; want 2 (3 with a snooze)", starts-before)
 	}
 }
