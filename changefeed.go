@@ -30,6 +30,12 @@ const (
 	// one node reaches every node's registry and search index at once
 	// rather than at the next poll.
 	TopicCatalog Topic = "catalog"
+	// TopicUpstreamSettings: the operator's stored upstream tool
+	// settings, the deployment's. The organization told is empty, the ID
+	// the upstream's slug. A watcher reads the settings again, so a
+	// change on one node takes effect on every node at once rather than
+	// at the next poll.
+	TopicUpstreamSettings Topic = "upstream_settings"
 )
 
 // ChangeFeed is a store that tells of what it changes, by topic, on every

@@ -29,6 +29,8 @@ var channels = map[toolplane.Topic]string{
 	toolplane.TopicConnections: "toolplane_connections",
 	toolplane.TopicOAuth:       "toolplane_oauth",
 	toolplane.TopicCatalog:     "toolplane_catalog",
+	// Migration 0048.
+	toolplane.TopicUpstreamSettings: "toolplane_upstream_settings",
 }
 
 // The change feed's timing (see WatchChanges).
@@ -40,13 +42,14 @@ const (
 	// feedPing is how often a sync point is sent: several per feedTrust,
 	// so a healthy watcher never stops trusting.
 	feedPing = 150 * time.Millisecond
-	// feedSilence is how long the listening connection may go without a
-	// sync point before it is taken for dead and opened again.
+	// feedSilence is how long a sync point may go unheard before the
+	// listening connection is taken for dead and opened again.
 	feedSilence = 5 * time.Second
 	// feedKeepAlive is how often a sync point is sent while the watcher
-	// is not read (toolplane.TrustDemand): enough to tell a dead listener
-	// within feedSilence, a few statements a minute on an idle node.
-	feedKeepAlive = 2 * time.Second
+	// is not read (toolplane.TrustDemand): a dead listener is told within
+	// it and feedSilence, for six statements a minute per watch on an
+	// idle node. A watcher read again asks for a sync point at once.
+	feedKeepAlive = 10 * time.Second
 	// feedQuiet is how long a watcher goes unread before its sync points
 	// slow to feedKeepAlive.
 	feedQuiet = 2 * feedTrust
@@ -158,15 +161,26 @@ func (s *Store) listen(ctx context.Context, changesChannel string, w toolplane.C
 		read := time.Now()
 		t := time.NewTimer(feedPing)
 		defer t.Stop()
+		// unheard is when the earliest sync point not heard yet was
+		// sent (time since start), or negative when all were heard: a
+		// listener is judged by the silence since then, however long
+		// the keep-alive.
+		unheard := time.Duration(-1)
 		for {
 			sent := time.Since(start)
-			if sent-time.Duration(heard.Load()) > feedSilence {
+			if unheard >= 0 && time.Duration(heard.Load()) >= unheard {
+				unheard = -1
+			}
+			if unheard >= 0 && sent-unheard > feedSilence {
 				cancel() // the listener hears nothing: connect again
 				return
 			}
 			// A sync point that fails to go just leaves the trust to
 			// lapse; the next tick tries again.
 			_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, syncChannel, strconv.FormatInt(int64(sent), 10))
+			if unheard < 0 {
+				unheard = sent
+			}
 			next := feedPing
 			if demand != nil {
 				if demand.TrustWanted() {

@@ -233,7 +233,7 @@ func TestSyncPointsFollowReads(t *testing.T) {
 	// Unread past feedQuiet: keep-alives only.
 	time.Sleep(feedQuiet + feedPing)
 	before := count()
-	const window = 3 * feedKeepAlive
+	const window = feedKeepAlive + feedKeepAlive/2
 	time.Sleep(window)
 	if got, most := count()-before, int(window/feedKeepAlive)+1; got > most {
 		t.Fatalf("an unread watcher was told Current %d times in %s, want at most %d", got, window, most)
@@ -254,5 +254,41 @@ func TestSyncPointsFollowReads(t *testing.T) {
 	}
 	if got := count() - before; got < 3 {
 		t.Fatalf("a watcher read for a second was told Current %d times, want about %d", got, int(time.Second/feedPing))
+	}
+}
+
+// TestWatchUpstreamSettings: an upstream tool setting stored, changed or
+// removed, by any node or statement, in the store's schema is told as an
+// empty organization and the upstream's slug (migration 0048).
+func TestWatchUpstreamSettings(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	s := New(openPool(t, schema))
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &recorder{}
+	done := make(chan error, 1)
+	go func() { done <- s.WatchChanges(ctx, toolplane.TopicUpstreamSettings, toolplane.ConnectionChanges(r)) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	r.await(t, "trusted", current)
+	for _, q := range []string{
+		`INSERT INTO upstream_tool_settings (upstream, tool, settings, updated_by, updated_at) VALUES ('crm', 'lookup', '\x7b7d', 'ops', 1)`,
+		`UPDATE upstream_tool_settings SET settings = '\x7b20207d' WHERE upstream = 'crm'`,
+		`DELETE FROM upstream_tool_settings WHERE upstream = 'crm'`,
+	} {
+		if _, err := s.pool.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.await(t, "told of three changes", func(r *recorder) bool { return len(r.changed) >= 3 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if want := []string{"/crm", "/crm", "/crm"}; !slices.Equal(r.changed, want) {
+		t.Errorf("told %v, want %v", r.changed, want)
 	}
 }

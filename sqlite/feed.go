@@ -35,7 +35,9 @@ func (s *Store) WatchConnections(ctx context.Context, w toolplane.ConnectionWatc
 // database is one node's: a write made through another Store on the same
 // file (another process) is not told.
 func (s *Store) WatchChanges(ctx context.Context, topic toolplane.Topic, w toolplane.ChangeWatcher) error {
-	if topic != toolplane.TopicConnections && topic != toolplane.TopicOAuth && topic != toolplane.TopicCatalog {
+	switch topic {
+	case toolplane.TopicConnections, toolplane.TopicOAuth, toolplane.TopicCatalog, toolplane.TopicUpstreamSettings:
+	default:
 		return fmt.Errorf("watch changes: no topic %q: %w", topic, toolplane.ErrInvalid)
 	}
 	me := &watcher{topic: topic, w: w}
@@ -77,6 +79,13 @@ func (s *Store) oauthChanged(org, id string) { s.tell(toolplane.TopicOAuth, org,
 // organization's tool name was written, once the write ended, whatever its
 // outcome.
 func (s *Store) catalogChanged(org, name string) { s.tell(toolplane.TopicCatalog, org, name) }
+
+// upstreamSettingsChanged tells the watchers of TopicUpstreamSettings that
+// a setting of the upstream was written, once the write ended, whatever
+// its outcome.
+func (s *Store) upstreamSettingsChanged(upstream string) {
+	s.tell(toolplane.TopicUpstreamSettings, "", upstream)
+}
 
 // tell tells the topic's watchers of a change.
 func (s *Store) tell(topic toolplane.Topic, org, id string) {

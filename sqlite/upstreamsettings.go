@@ -22,6 +22,7 @@ const (
 // change that cannot be recorded (an error wrapping toolplane.ErrExists for
 // a duplicate ID) is not stored either.
 func (s *Store) PutUpstreamToolSettingRecorded(ctx context.Context, us *toolplane.UpstreamToolSetting, c *toolplane.Change) error {
+	defer s.upstreamSettingsChanged(us.Upstream)
 	err := s.recorded(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, putUpstreamToolSetting,
 			us.Upstream, us.Tool, us.Settings, us.UpdatedBy, micros(us.UpdatedAt))
@@ -38,6 +39,7 @@ func (s *Store) PutUpstreamToolSettingRecorded(ctx context.Context, us *toolplan
 // an error wrapping toolplane.ErrNotFound, and records nothing, when the
 // tool has no setting; a change that cannot be recorded deletes nothing.
 func (s *Store) DeleteUpstreamToolSettingRecorded(ctx context.Context, upstream, tool string, c *toolplane.Change) error {
+	defer s.upstreamSettingsChanged(upstream)
 	err := s.recorded(ctx, c, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, deleteUpstreamToolSetting, upstream, tool)
 		if err != nil {

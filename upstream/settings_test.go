@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -198,5 +199,41 @@ func TestASettingChangeWithoutItsRecordIsNotStored(t *testing.T) {
 	}
 	if got, err := settings.Get(e.ctx, operator, "up", "send"); err != nil || !got.Effective.RequiresApproval || got.Effective.Effect != toolplane.EffectWrite {
 		t.Errorf("send on this node: %+v, %v; want the first setting still applied", got, err)
+	}
+}
+
+// TestSettingsFollowTheStoresFeed: a node following the store's change
+// feed applies a setting another node stores at once, with its poll an
+// hour long: an idle node need not read the settings every few seconds.
+func TestSettingsFollowTheStoresFeed(t *testing.T) {
+	var sent atomic.Int32
+	_, upURL := goUpstream(t, &sent)
+	cfg := upstream.Config{Slug: "up", URL: upURL,
+		Tools: map[string]upstream.Relax{"lookup": {Effect: toolplane.EffectRead, RequiresApproval: no()}}}
+	e := newEnv(t, nil, cfg)
+	quiet := slog.New(slog.DiscardHandler)
+	settings := upstream.NewSettings(e.store, e.set, "org-1", quiet)
+	other := newEnv(t, nil, cfg)
+	otherSettings := upstream.NewSettings(e.store, other.set, "org-1", quiet)
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); otherSettings.Follow(ctx, e.store, time.Hour) }()
+	defer func() { cancel(); <-done }()
+
+	operator := &toolplane.Credential{ID: "cred-op", OrganizationID: "org-1", Kind: toolplane.CredentialPerson, Subject: "ops", Roles: []string{toolplane.RolePlatformAdmin}}
+	if _, err := settings.Put(e.ctx, operator, "up", "lookup", upstream.Relax{RequiresApproval: yes()}); err != nil {
+		t.Fatal(err)
+	}
+	in := other.inv("run-1")
+	in.Principal.Tools = []string{"mcp.up.lookup"}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err := other.iv.InvokeJSON(other.ctx, "mcp.up.lookup", []byte(`{"id":"x"}`), in)
+		var ar *invoke.ApprovalRequired
+		if errors.As(err, &ar) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other node did not apply the tightening within 5s of its feed telling it (last: %v)", err)
+		}
 	}
 }

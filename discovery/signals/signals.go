@@ -101,6 +101,10 @@ type Keeper struct {
 	snap   atomic.Pointer[snapshot]
 	// running says Run keeps snap current.
 	running atomic.Bool
+	// waiting says Run waits for a call, its last snapshot empty: the
+	// next call observed tells it on observed.
+	waiting  atomic.Bool
+	observed chan struct{}
 }
 
 // snapshot is what Health and Popularity read: computed at most once per
@@ -160,7 +164,7 @@ func New(cfg Config) *Keeper {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Keeper{cfg: cfg, slice: cfg.Window / buckets, counts: map[key]*counts{}, perOrg: map[string]int{}}
+	return &Keeper{cfg: cfg, slice: cfg.Window / buckets, counts: map[key]*counts{}, perOrg: map[string]int{}, observed: make(chan struct{}, 1)}
 }
 
 // failed reports whether a call's outcome is the tool's failure (its
@@ -181,6 +185,14 @@ func counted(outcome string) bool { return outcome == "ok" || failed(outcome) }
 
 // ObserveCall counts a call that ran, and whether it failed.
 func (k *Keeper) ObserveCall(o *invoke.Observation) {
+	if k.waiting.Load() {
+		// Run waits for a call (see Run); any call, counted or not,
+		// may have moved a breaker.
+		select {
+		case k.observed <- struct{}{}:
+		default: // told already
+		}
+	}
 	if o == nil || !counted(o.Outcome) || o.CallerCut {
 		// A call its caller's own deadline cut says nothing of the tool.
 		return
@@ -264,8 +276,15 @@ func (k *Keeper) Popularity(org, name string) float64 {
 // Run takes the snapshot again every Stale until ctx ends, so a search
 // reads it without looking at the clock for each candidate. Without Run a
 // snapshot is taken again by the first read after it went stale.
+//
+// A snapshot that knows nothing (no call in the window, no breaker that
+// says anything) stays so until a call is observed: every count and every
+// breaker's state comes from calls, and an open breaker is something
+// known. Run then waits for the next call before it counts Stale again,
+// so an idle node does not wake every Stale, and a busy one takes at most
+// one snapshot per Stale as before.
 func (k *Keeper) Run(ctx context.Context) {
-	t := time.NewTicker(k.cfg.Stale)
+	t := time.NewTimer(k.cfg.Stale)
 	defer t.Stop()
 	k.snap.Store(k.take(k.cfg.Now()))
 	k.running.Store(true)
@@ -275,8 +294,21 @@ func (k *Keeper) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			k.snap.Store(k.take(k.cfg.Now()))
 		}
+		// Waiting from before the snapshot is taken: a call observed
+		// after it is told.
+		k.waiting.Store(true)
+		s := k.take(k.cfg.Now())
+		k.snap.Store(s)
+		if len(s.of) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-k.observed:
+			}
+		}
+		k.waiting.Store(false)
+		t.Reset(k.cfg.Stale)
 	}
 }
 

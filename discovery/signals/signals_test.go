@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,4 +259,40 @@ func TestMaxToolsPerOrganization(t *testing.T) {
 	if _, ok := k.Health("org_noisy", "t7"); !ok {
 		t.Error("once the window forgot its tools, the organization's new one was not counted")
 	}
+}
+
+// TestRunRestsWhileNothingIsKnown: Run takes no snapshot of a keeper
+// that knows nothing until a call is observed (an idle node does not wake
+// every Stale), and then takes them again every Stale while something is
+// known, so the call's count is read within a Stale or two.
+func TestRunRestsWhileNothingIsKnown(t *testing.T) {
+	t.Parallel()
+	var reads atomic.Int64
+	k := signals.New(signals.Config{Stale: time.Millisecond, MinCalls: 1, Now: func() time.Time {
+		reads.Add(1)
+		return time.Now()
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); k.Run(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	// The first snapshot, and the one a Stale later that found nothing:
+	// a hundred Stales passed.
+	if n := reads.Load(); n > 2 {
+		t.Errorf("%d snapshots of a keeper that knows nothing in 100 Stales; want at most 2", n)
+	}
+	calls(k, "org_a", "crm.read", "fault", 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if h, ok := k.Health("org_a", "crm.read"); ok && h == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failed call was never read into the snapshot")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
 }

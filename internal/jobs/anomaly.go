@@ -32,7 +32,12 @@ func anomalyEvery(a Anomalies) time.Duration {
 
 // AnomalyStepArgs: fold the audit trail's settled windows into the
 // anomaly baselines and file what deviates.
-type AnomalyStepArgs struct{}
+type AnomalyStepArgs struct {
+	// Period is the start of the period the job runs for (Unix
+	// microseconds): with it the job is unique per period across the
+	// nodes (see clock.go). Zero in a job an earlier version enqueued.
+	Period int64 `json:"period,omitempty"`
+}
 
 // Kind implements river.JobArgs.
 func (AnomalyStepArgs) Kind() string { return "toolplane_anomaly_step" }

@@ -12,7 +12,12 @@ import (
 
 // AuditCheckpointArgs: sign a checkpoint of every organization's audit
 // chain that moved since its last (auditchain.Checkpoint).
-type AuditCheckpointArgs struct{}
+type AuditCheckpointArgs struct {
+	// Period is the start of the period the job runs for (Unix
+	// microseconds): with it the job is unique per period across the
+	// nodes (see clock.go). Zero in a job an earlier version enqueued.
+	Period int64 `json:"period,omitempty"`
+}
 
 // Kind names the job for River.
 func (AuditCheckpointArgs) Kind() string { return "toolplane_audit_checkpoint" }

@@ -18,7 +18,12 @@ type AuditPurges interface {
 
 // AuditPurgesArgs: finish every organization's confirmed purge whose drop
 // is not done (audit.Purges.FinishConfirmed).
-type AuditPurgesArgs struct{}
+type AuditPurgesArgs struct {
+	// Period is the start of the period the job runs for (Unix
+	// microseconds): with it the job is unique per period across the
+	// nodes (see clock.go). Zero in a job an earlier version enqueued.
+	Period int64 `json:"period,omitempty"`
+}
 
 // Kind names the job for River.
 func (AuditPurgesArgs) Kind() string { return "toolplane_audit_purges" }

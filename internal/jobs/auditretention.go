@@ -12,7 +12,12 @@ import (
 // AuditRetentionArgs: drop every organization's audit events older than
 // the retention policy (Options.AuditRetention), as whole ranges under
 // signed checkpoints (auditchain.Expire).
-type AuditRetentionArgs struct{}
+type AuditRetentionArgs struct {
+	// Period is the start of the period the job runs for (Unix
+	// microseconds): with it the job is unique per period across the
+	// nodes (see clock.go). Zero in a job an earlier version enqueued.
+	Period int64 `json:"period,omitempty"`
+}
 
 // Kind names the job for River.
 func (AuditRetentionArgs) Kind() string { return "toolplane_audit_retention" }

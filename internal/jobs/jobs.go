@@ -38,8 +38,10 @@
 //   - the anomaly triage (see anomaly.go): a periodic step that folds
 //     the audit trail's settled windows into the baselines.
 //
-// The periodic work is a table (periodicJobs): River enqueues each entry
-// on one node of the deployment, its leader, every period.
+// The periodic work is a table (periodicJobs) on a node-owned clock
+// (clock.go): the sweep runs on every node, each other entry is enqueued
+// once per period across the nodes. A node's River client runs only while
+// it has job work (rest.go).
 //
 // A River job or a node's own loop: work on the deployment's shared state
 // that must get done (it acts on a call, an approval, a claim or a
@@ -62,6 +64,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -189,8 +192,12 @@ type Options struct {
 	// 5s: fifteen attempts span about six hours.
 	CallbackAttempts int
 	CallbackBackoff  time.Duration
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// RestAfter is how long the node's River client goes without job
+	// work before it rests (stops) until work comes (see rest.go);
+	// default DefaultRestAfter, negative: it never rests.
+	RestAfter time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Deps are the parts of the platform the jobs act through.
@@ -229,6 +236,13 @@ type Sunsetter interface {
 type Runner[TTx any] struct {
 	client *river.Client[TTx]
 	w      *work
+	// k rests and wakes the client (nil when it never rests).
+	k *keeper
+	// periodic is the work of the node's clock (clock.go); stopClock ends
+	// it and clock is waited for.
+	periodic  []periodic
+	stopClock context.CancelFunc
+	clock     sync.WaitGroup
 }
 
 // Migrate applies River's own migrations through driver.
@@ -263,6 +277,9 @@ func (o Options) withDefaults() Options {
 	orDefault(&o.AsyncStaleAfter, defaultAsyncStale)
 	orDefault(&o.CallbackAttempts, 15)
 	orDefault(&o.CallbackBackoff, 5*time.Second)
+	if o.RestAfter == 0 {
+		o.RestAfter = DefaultRestAfter
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -277,40 +294,6 @@ func orDefault[T int | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
-}
-
-// periodicJobs answers the work River enqueues on a schedule: on one
-// node of the deployment (River's leader) every period, and once at
-// start. A job whose dependency is not configured is left out.
-func periodicJobs(deps Deps, opt Options) []*river.PeriodicJob {
-	table := []struct {
-		id    string
-		every time.Duration
-		args  river.JobArgs
-		on    bool
-	}{
-		// The sweeps of one period are one job (SweepArgs): a job costs
-		// River an insert, a fetch and a completion, more than an idle
-		// sweep's reads.
-		{"sweep", opt.SweepEvery, SweepArgs{}, true},
-		{"retention", time.Hour, RetentionArgs{}, true},
-		{"sunset", time.Hour, SunsetArgs{}, deps.Sunset != nil},
-		{"audit_checkpoint", opt.AuditCheckpointEvery, AuditCheckpointArgs{}, deps.AuditKeys != nil && chainStore(deps) != nil},
-		{"audit_retention", opt.AuditRetentionEvery, AuditRetentionArgs{}, opt.AuditRetention > 0 && deps.AuditKeys != nil && chainStore(deps) != nil},
-		{"anomaly_step", anomalyEvery(deps.Anomalies), AnomalyStepArgs{}, deps.Anomalies != nil},
-		{"audit_purges", opt.AuditPurgesEvery, AuditPurgesArgs{}, deps.AuditPurges != nil},
-	}
-	var jobs []*river.PeriodicJob
-	for _, p := range table {
-		if !p.on {
-			continue
-		}
-		args := p.args
-		jobs = append(jobs, river.NewPeriodicJob(river.PeriodicInterval(p.every), func() (river.JobArgs, *river.InsertOpts) {
-			return args, nil
-		}, &river.PeriodicJobOpts{ID: p.id, RunOnStart: true}))
-	}
-	return jobs
 }
 
 // New builds a node's runner; Start begins working jobs.
@@ -377,12 +360,18 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		RescueStuckJobsAfter:        rescueAfter(opt),
 		Queues:                      queues,
 		Workers:                     workers,
-		Logger:                      opt.Logger,
+		Logger:                      slog.New(riverLog{opt.Logger.Handler()}),
 		CompletedJobRetentionPeriod: completedJobRetention,
 		// A cancelled execution (one given up) is kept as long as a
 		// completed one, so the approved sweep does not start it again.
 		CancelledJobRetentionPeriod: completedJobRetention,
-		PeriodicJobs:                periodicJobs(deps, opt),
+	}
+	var k *keeper
+	if opt.RestAfter > 0 {
+		k = newKeeper(driver.GetExecutor(), queueNames(queues), opt.RestAfter, opt.Logger)
+		// The keeper counts the jobs in hand: the client never rests
+		// with one.
+		cfg.Middleware = []rivertype.Middleware{k}
 	}
 	// The fetch poll is a fallback: new work wakes its queue (see
 	// wakeups.go).
@@ -393,12 +382,16 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	w.exec = driver.GetExecutor()
+	if k != nil {
+		k.start, k.stop = client.Start, client.Stop
+		w.rest = k
+	}
 	w.wake = newTrailingWake(driver, cfg.FetchCooldown, func(queue string, err error) {
 		opt.Logger.Warn("job insert notification not sent; the queue's poll finds the job", "queue", queue, "err", err)
 	})
 	enqueueThrough(w, client)
 	enqueueSettlementThrough(w, client)
-	return &Runner[TTx]{client: client, w: w}, nil
+	return &Runner[TTx]{client: client, w: w, k: k, periodic: periodicJobs(deps, opt)}, nil
 }
 
 // enqueueThrough gives w the ways it enqueues work, each through client
@@ -406,28 +399,29 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 	opt := w.opt
 	w.expireAt = func(ctx context.Context, a *toolplane.Approval) error {
-		_, err := client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID, At: a.ExpiresAt.UnixMicro()},
+		res, err := client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID, At: a.ExpiresAt.UnixMicro()},
 			&river.InsertOpts{ScheduledAt: a.ExpiresAt, UniqueOpts: river.UniqueOpts{ByArgs: true}})
 		if err != nil {
 			return fmt.Errorf("schedule expiry of %s: %w", a.ID, err)
 		}
+		w.enqueued(res, a.ExpiresAt)
 		return nil
 	}
 	w.replay = func(ctx context.Context, c *toolplane.Claim) error {
 		// Unique by claim and attempt: one replay per lost attempt.
-		_, err := client.Insert(ctx, ReplayClaimArgs{Org: c.OrganizationID, Tool: c.Tool, Key: c.Key, Attempts: c.Attempts},
+		res, err := client.Insert(ctx, ReplayClaimArgs{Org: c.OrganizationID, Tool: c.Tool, Key: c.Key, Attempts: c.Attempts},
 			&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
 		if err != nil {
 			return fmt.Errorf("enqueue replay of %s: %w", c.Key, err)
 		}
-		w.wake.inserted(river.QueueDefault)
+		w.enqueued(res, time.Time{})
 		return nil
 	}
 	w.enqueue = func(ctx context.Context, a *toolplane.Approval) error {
 		// Unique in every state River keeps, cancelled and discarded
 		// included: an execution that was given up stays given up when
 		// the approved sweep comes by.
-		_, err := client.Insert(ctx, ExecuteApprovedArgs{Org: a.OrganizationID, ID: a.ID},
+		res, err := client.Insert(ctx, ExecuteApprovedArgs{Org: a.OrganizationID, ID: a.ID},
 			&river.InsertOpts{MaxAttempts: opt.ExecuteAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 				rivertype.JobStateAvailable, rivertype.JobStateCancelled, rivertype.JobStateCompleted, rivertype.JobStateDiscarded,
 				rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled,
@@ -435,34 +429,34 @@ func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
 		if err != nil {
 			return fmt.Errorf("enqueue execution of %s: %w", a.ID, err)
 		}
-		w.wake.inserted(river.QueueDefault)
+		w.enqueued(res, time.Time{})
 		return nil
 	}
 	w.asyncRun = func(ctx context.Context, c *toolplane.AsyncCall) error {
-		_, err := client.Insert(ctx, AsyncRunArgs{Org: c.OrganizationID, ID: c.ID},
+		res, err := client.Insert(ctx, AsyncRunArgs{Org: c.OrganizationID, ID: c.ID},
 			&river.InsertOpts{Queue: asyncQueue, MaxAttempts: opt.AsyncAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
 		if err != nil {
 			return fmt.Errorf("enqueue the run of %s: %w", c.ID, err)
 		}
-		w.wake.inserted(asyncQueue)
+		w.enqueued(res, time.Time{})
 		return nil
 	}
 	w.asyncCallback = func(ctx context.Context, c *toolplane.AsyncCall) error {
-		_, err := client.Insert(ctx, AsyncCallbackArgs{Org: c.OrganizationID, ID: c.ID},
+		res, err := client.Insert(ctx, AsyncCallbackArgs{Org: c.OrganizationID, ID: c.ID},
 			&river.InsertOpts{Queue: callbackQueue, MaxAttempts: opt.CallbackAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}})
 		if err != nil {
 			return fmt.Errorf("enqueue the callback of %s: %w", c.ID, err)
 		}
-		w.wake.inserted(callbackQueue)
+		w.enqueued(res, time.Time{})
 		return nil
 	}
 	w.notifyOne = func(ctx context.Context, d notify.Delivery) error {
-		_, err := client.Insert(ctx, NotifyArgs{Delivery: d}, &river.InsertOpts{Queue: notifyQueue, MaxAttempts: opt.NotifyAttempts,
+		res, err := client.Insert(ctx, NotifyArgs{Delivery: d}, &river.InsertOpts{Queue: notifyQueue, MaxAttempts: opt.NotifyAttempts,
 			ScheduledAt: d.At, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: allStates}})
 		if err != nil {
 			return fmt.Errorf("enqueue notification %s of %s: %w", d.Event, d.Subject, err)
 		}
-		w.wake.inserted(notifyQueue)
+		w.enqueued(res, d.At)
 		return nil
 	}
 }
@@ -478,11 +472,34 @@ func riverID(node string) string {
 	return node
 }
 
-// Start begins working jobs on this node.
-func (r *Runner[TTx]) Start(ctx context.Context) error { return r.client.Start(ctx) }
+// Start begins working jobs on this node, and its clock (clock.go): the
+// sweeps, the first at once, and the periodic jobs.
+func (r *Runner[TTx]) Start(ctx context.Context) error {
+	var err error
+	if r.k != nil {
+		err = r.k.begin(ctx)
+	} else {
+		err = r.client.Start(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	clock, stop := context.WithCancel(ctx)
+	r.stopClock = stop
+	r.clock.Go(func() { r.sweeps(clock) })
+	for _, p := range r.periodic {
+		r.clock.Go(func() { r.enqueueEvery(clock, p) })
+	}
+	return nil
+}
 
-// Stop finishes the jobs in hand and stops.
+// Stop ends the clock, finishes the jobs in hand and stops.
 func (r *Runner[TTx]) Stop(ctx context.Context) error {
+	if r.stopClock != nil {
+		r.stopClock()
+	}
+	r.clock.Wait()
+	r.k.end()
 	r.w.wake.stop()
 	return r.client.Stop(ctx)
 }

@@ -106,12 +106,12 @@ func enqueueSettlementThrough[TTx any](w *work, client *river.Client[TTx]) {
 		return
 	}
 	w.settle = func(ctx context.Context, org, id string) error {
-		_, err := client.Insert(ctx, SettleProviderJobArgs{Org: org, ID: id},
+		res, err := client.Insert(ctx, SettleProviderJobArgs{Org: org, ID: id},
 			&river.InsertOpts{MaxAttempts: w.opt.SettleAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}})
 		if err != nil {
 			return fmt.Errorf("enqueue settlement of %s: %w", id, err)
 		}
-		w.wake.inserted(river.QueueDefault)
+		w.enqueued(res, time.Time{})
 		return nil
 	}
 }

@@ -42,8 +42,13 @@ func rescueAfter(opt Options) time.Duration {
 	return max(jobTimeout, executeTimeout, opt.NotifyTimeout) + rescueMargin
 }
 
-// lostReason is the error a job taken back from a dead node records.
-const lostReason = "the node running this job stopped (no heartbeat); job taken back by toolplane's lease sweep"
+// lostReason is the error a job taken back from a dead node records;
+// stuckReason a job running past its timeout and the margin on a node
+// not known dead.
+const (
+	lostReason  = "the node running this job stopped (no heartbeat); job taken back by toolplane's lease sweep"
+	stuckReason = "the job ran past its timeout and margin; taken back by toolplane's lease sweep"
+)
 
 // rescueLost puts back the jobs running on node instances known dead:
 // their process was killed or lost its database, so River would keep them
@@ -53,6 +58,11 @@ const lostReason = "the node running this job stopped (no heartbeat); job taken 
 // rescued only while it is still the attempt read (state running, started
 // when it was read), so a job another sweep put back and a live node took
 // since is left alone.
+//
+// A job running past RescueStuckJobsAfter on any other node (a worker
+// hung past its timeout, a River client no node registered) is taken
+// back too, as River's rescuer would: the rescuer runs only on River's
+// leader while its client runs, and a resting client (rest.go) runs none.
 //
 // A rescued job runs again at once, on any node, as a retry would: an
 // execution goes through the journal, so its effect still happens once; a
@@ -71,6 +81,9 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 	// (see wakeups.go), so they are woken here.
 	var woken []string
 	defer func() {
+		if len(woken) > 0 {
+			w.rest.wake()
+		}
 		if err := w.wake.now(ctx, woken); err != nil {
 			w.opt.Logger.WarnContext(ctx, "queues of rescued jobs not woken; their poll finds the jobs", "err", err)
 		}
@@ -93,8 +106,13 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 				}
 				dead[node] = gone
 			}
-			if gone {
-				if err := w.rescueJob(ctx, job, node, at); err != nil {
+			stuck := job.AttemptedAt.Before(at.Add(-rescueAfter(w.opt)))
+			if gone || stuck {
+				reason := lostReason
+				if !gone {
+					reason = stuckReason
+				}
+				if err := w.rescueJob(ctx, job, node, reason, at); err != nil {
 					return err
 				}
 				if !slices.Contains(woken, job.Queue) {
@@ -128,17 +146,18 @@ func (w *work) nodeGone(ctx context.Context, id string, now time.Time) (bool, er
 	return n.Dead(now, w.opt.DeadAfter), nil
 }
 
-// rescueJob makes job, running on the dead node, available again now. A
-// job that has used its attempts still gets this one run, so the worker's
-// own last-attempt handling applies (an execution given up is audited, a
-// notification dead-lettered and its secondary tried); a job killed past
-// its attempts (one that may be what kills its nodes) is discarded.
-func (w *work) rescueJob(ctx context.Context, job *rivertype.JobRow, node string, now time.Time) error {
+// rescueJob makes job, running on node (dead, or stuck past its
+// timeout), available again now, recording reason. A job that has used
+// its attempts still gets this one run, so the worker's own last-attempt
+// handling applies (an execution given up is audited, a notification
+// dead-lettered and its secondary tried); a job killed past its attempts
+// (one that may be what kills its nodes) is discarded.
+func (w *work) rescueJob(ctx context.Context, job *rivertype.JobRow, node, reason string, now time.Time) error {
 	state, finalized := rivertype.JobStateAvailable, (*time.Time)(nil)
 	if job.Attempt > job.MaxAttempts {
 		state, finalized = rivertype.JobStateDiscarded, &now
 	}
-	attemptErr, err := json.Marshal(rivertype.AttemptError{At: now, Attempt: max(job.Attempt, 0), Error: lostReason + ": " + node})
+	attemptErr, err := json.Marshal(rivertype.AttemptError{At: now, Attempt: max(job.Attempt, 0), Error: reason + ": " + node})
 	if err != nil {
 		return fmt.Errorf("rescue job %d: %w", job.ID, err)
 	}
@@ -150,7 +169,7 @@ func (w *work) rescueJob(ctx context.Context, job *rivertype.JobRow, node string
 	}); err != nil {
 		return fmt.Errorf("rescue job %d (%s) of node %s: %w", job.ID, job.Kind, node, err)
 	}
-	w.opt.Logger.WarnContext(ctx, "job of a dead node taken back", "job", job.ID, "kind", job.Kind, "node", node,
-		"attempt", job.Attempt, "state", state)
+	w.opt.Logger.WarnContext(ctx, "job taken back", "job", job.ID, "kind", job.Kind, "node", node,
+		"attempt", job.Attempt, "state", state, "reason", reason)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
@@ -27,6 +28,9 @@ type work struct {
 	exec riverdriver.Executor
 	// wake completes River's insert notifications (nil without them).
 	wake *trailingWake
+	// rest starts the resting River client when work comes (nil when it
+	// never rests).
+	rest *keeper
 	// notifyOne enqueues one delivery, unique by its identity.
 	notifyOne func(context.Context, notify.Delivery) error
 	// settle enqueues a provider job's settlement, unique by the job.
@@ -34,6 +38,20 @@ type work struct {
 	// asyncRun and asyncCallback enqueue an asynchronous call's run and
 	// its callback's delivery, each unique while live.
 	asyncRun, asyncCallback func(context.Context, *toolplane.AsyncCall) error
+}
+
+// enqueued tells of a job this node inserted, due at at (zero: now):
+// its queue is woken on every node (PostgreSQL) and this node's client
+// starts if it rests. A job the insert found already there (unique) is
+// that inserter's to tell of; the sweeps find it otherwise.
+func (w *work) enqueued(res *rivertype.JobInsertResult, at time.Time) {
+	if res == nil || res.UniqueSkippedAsDuplicate {
+		return
+	}
+	if at.IsZero() || !at.After(time.Now()) {
+		w.wake.inserted(res.Job.Queue)
+	}
+	w.rest.inserted(at)
 }
 
 // sweepBatch bounds one read of a sweep.
@@ -219,8 +237,11 @@ type sweepWorker struct {
 	w *work
 }
 
-func (x *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	w := x.w
+func (x *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error { return x.w.sweep(ctx) }
+
+// sweep runs every sweep of a period (see SweepArgs); the node's clock
+// runs it every Options.SweepEvery (clock.go).
+func (w *work) sweep(ctx context.Context) error {
 	errs := []error{
 		w.sweepLeases(ctx),
 		(&sweepApprovedWorker{w: w}).Work(ctx, nil),
@@ -333,7 +354,12 @@ const ReleasedOutcome = "released"
 const NotDispatchedReason = "the worker holding the call was lost before the call reached its handler; nothing was done"
 
 // RetentionArgs: remove completed journal rows past their TTL.
-type RetentionArgs struct{}
+type RetentionArgs struct {
+	// Period is the start of the period the job runs for (Unix
+	// microseconds): with it the job is unique per period across the
+	// nodes (see clock.go). Zero in a job an earlier version enqueued.
+	Period int64 `json:"period,omitempty"`
+}
 
 // Kind implements river.JobArgs.
 func (RetentionArgs) Kind() string { return "toolplane_retention" }
@@ -375,7 +401,12 @@ func (x *retentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 
 // SunsetArgs: retire deprecated versions past their sunset that nobody
 // called in the trailing week; name the callers of the others.
-type SunsetArgs struct{}
+type SunsetArgs struct {
+	// Period is the start of the period the job runs for (Unix
+	// microseconds): with it the job is unique per period across the
+	// nodes (see clock.go). Zero in a job an earlier version enqueued.
+	Period int64 `json:"period,omitempty"`
+}
 
 // Kind implements river.JobArgs.
 func (SunsetArgs) Kind() string { return "toolplane_sunset" }

@@ -63,8 +63,12 @@ const (
 	// before the claims it held are decided.
 	DefaultNodeDeadAfter = 10 * time.Second
 	// DefaultCatalogPoll is how often a node polls the catalogue's
-	// revision when nothing else told it of a change.
-	DefaultCatalogPoll = 2 * time.Second
+	// revision when nothing else told it of a change: the store's change
+	// feed tells every write (PostgreSQL's on every node, SQLite's in
+	// process), and a cut feed is read again in full when it is
+	// connected again, so the poll only covers a writer the feed does not
+	// hear (another process on a SQLite file) and a cut not yet noticed.
+	DefaultCatalogPoll = 30 * time.Second
 	// DefaultSweepEvery is how often the sweep decides lost claims and
 	// schedules approved calls.
 	DefaultSweepEvery = 10 * time.Second

@@ -325,7 +325,11 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	if err := settings.Refresh(ctx); err != nil {
 		return nil, nil, err
 	}
-	s.loops.Go(func() { settings.Watch(s.bg, 2*time.Second) })
+	// Read again when the store tells of a change (on any node), and
+	// polled besides, for a writer the feed does not hear or a feed that
+	// lost its connection.
+	feed, _ := s.b.Store.(toolplane.ChangeFeed)
+	s.loops.Go(func() { settings.Follow(s.bg, feed, s.cfg.CatalogPoll) })
 	upstreams.Start(s.bg, 30*time.Second)
 	s.closers = append(s.closers, upstreams.Close)
 	// Published versions join the registry from the store, on every node.
@@ -337,7 +341,6 @@ func (s *Server) watchCatalogue(ctx context.Context, pol *policyParts, upstreams
 	// Refreshed when the store tells of a change to the catalogue (on any
 	// node), and polled besides, for a store that tells none or a feed
 	// that lost its connection.
-	feed, _ := s.b.Store.(toolplane.ChangeFeed)
 	s.loops.Go(func() { cat.Follow(s.bg, feed, s.cfg.CatalogPoll) })
 	return cat, settings, nil
 }
