@@ -284,7 +284,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		args        []any
 	}{
 		{"GetClaim", `SELECT * FROM claims WHERE organization_id = ? AND tool = ? AND key = ?`, []any{"o", "t", "k"}},
-		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = ? AND status = ? AND status <> 'completed' AND (created_at, tool, key) > (?, ?, ?) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", "k"}},
+		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = ? AND status = ? AND status = 'uncertain' AND (created_at, tool, key) > (?, ?, ?) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", "k"}},
 		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND tool = ? AND key = ? ORDER BY created_at DESC, id DESC`, []any{"o", "t", "k"}},
 		{"FileApproval pending", `SELECT * FROM approvals WHERE organization_id = ? AND tool = ? AND key = ? AND status = 'pending'`, []any{"o", "t", "k"}},
 		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ? AND status IN ('pending', 'approved') AND expires_at > ? ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", "h", 0}},
@@ -302,7 +302,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"OrphanedClaims", `SELECT * FROM claims WHERE status = 'processing' AND node IN (SELECT id FROM nodes WHERE heartbeat_at < ?) LIMIT 10`, []any{0}},
 		// The bounded counts of the console's navigation: their inner
 		// reads (the outer COUNT runs over at most the bound's rows).
-		{"CountOrgClaims", `SELECT 1 FROM claims WHERE organization_id = ? AND status = ? AND status <> 'completed' LIMIT 51`, []any{"o", "uncertain"}},
+		{"CountOrgClaims", `SELECT 1 FROM claims WHERE organization_id = ? AND status = ? AND status = 'uncertain' LIMIT 51`, []any{"o", "uncertain"}},
 		{"CountAnomalies", `SELECT 1 FROM anomalies WHERE organization_id = ? AND status = ? LIMIT 51`, []any{"o", "open"}},
 		{"DeleteDeadNodes", `DELETE FROM nodes WHERE id IN (SELECT id FROM nodes n WHERE heartbeat_at < ? AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.node = n.id AND c.status = 'processing') LIMIT 10)`, []any{0}},
 	}

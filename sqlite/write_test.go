@@ -198,3 +198,53 @@ func TestWriteWaitsForContext(t *testing.T) {
 		t.Errorf("InsertClaim once the write ended = %v, %v", ok, err)
 	}
 }
+
+// TestClaimAndCompletionPages holds the pages a write call's claim and
+// completion append to the WAL on a small store, where each table and
+// index is one page: the claim writes the row, its key and the two
+// indexes of claims in flight (by lease, by node); the completion the
+// row, its leaving those two and its entry in the retention index. Neither
+// touches claims_by_status, which holds uncertain claims alone: an entry
+// added by the claim and removed by the completion was two pages a call
+// that nothing read (migration 0050).
+func TestClaimAndCompletionPages(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := testClaim("org", "k", now)
+	c.Node = "node-1"
+	before, _ := walPages(t, s)
+	if ok, err := s.InsertClaim(ctx, c); !ok || err != nil {
+		t.Fatalf("InsertClaim = %v, %v", ok, err)
+	}
+	after, _ := walPages(t, s)
+	if got := after - before; got != 4 {
+		t.Errorf("the claim wrote %d pages, want 4 (the row, its key, by lease, by node)", got)
+	}
+	before = after
+	c.Status, c.Owner, c.Result, c.Arguments, c.UpdatedAt = toolplane.ClaimCompleted, "", []byte(`{"ok":true}`), nil, now.Add(time.Second)
+	if ok, err := s.UpdateClaim(ctx, c); !ok || err != nil {
+		t.Fatalf("UpdateClaim(complete) = %v, %v", ok, err)
+	}
+	after, _ = walPages(t, s)
+	if got := after - before; got != 4 {
+		t.Errorf("the completion wrote %d pages, want 4 (the row, out of by lease and by node, into by update)", got)
+	}
+
+	// An uncertain claim is still listed and counted by its organization.
+	u := testClaim("org", "u", now)
+	if ok, err := s.InsertClaim(ctx, u); !ok || err != nil {
+		t.Fatalf("InsertClaim = %v, %v", ok, err)
+	}
+	u.Status, u.UpdatedAt = toolplane.ClaimUncertain, now.Add(time.Second)
+	if ok, err := s.UpdateClaim(ctx, u); !ok || err != nil {
+		t.Fatalf("UpdateClaim(uncertain) = %v, %v", ok, err)
+	}
+	if got, _, err := s.ListClaims(ctx, "org", toolplane.ClaimUncertain, "", 10); err != nil || len(got) != 1 || got[0].Key != "u" {
+		t.Errorf("ListClaims(uncertain) = %+v, %v; want the one uncertain claim", got, err)
+	}
+	if n, err := s.CountOrgClaims(ctx, "org", toolplane.ClaimUncertain, 10); n != 1 || err != nil {
+		t.Errorf("CountOrgClaims(uncertain) = %d, %v; want 1", n, err)
+	}
+}

@@ -264,15 +264,16 @@ func ListClaims(q *Query, d Dialect, org string, status toolplane.ClaimStatus, a
 }
 
 // OpenClaims answers the condition a query of claims in status adds so
-// that SQLite reads claims_by_status, which holds no completed claim (its
-// partial index is usable only where a query's own terms imply the
-// index's): " AND status <> 'completed'" for an open status, nothing for
-// completed. The term never changes what a query answers.
+// that SQLite reads claims_by_status, which holds uncertain claims alone
+// (its partial index is usable only where a query's own terms imply the
+// index's): " AND status = 'uncertain'" for the uncertain status, nothing
+// for the others, which no index of theirs serves by organization. The
+// term never changes what a query answers.
 func OpenClaims(status toolplane.ClaimStatus) string {
-	if status == toolplane.ClaimCompleted {
-		return ""
+	if status == toolplane.ClaimUncertain {
+		return " AND status = 'uncertain'"
 	}
-	return " AND status <> 'completed'"
+	return ""
 }
 
 // ClaimCursor is the cursor of ListClaims after c.
