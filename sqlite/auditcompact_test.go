@@ -190,3 +190,51 @@ func TestMigrationAuditCompact(t *testing.T) {
 		t.Fatalf("VerifyStore after the migration = %+v (break %+v), %v; want %d events verified", r, r.Break, err, len(events)+3)
 	}
 }
+
+// The reads of the trail by organization and time stay within the index
+// that holds every column they read (audit_events_traffic): the traffic
+// overview's and the anomaly triage's tally, which SQLite reads
+// organization by organization since no index of the trail by time alone
+// is kept (migration 0049).
+func TestTrailReadsByTimeAreIndexOnly(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	at := time.Now()
+	q := toolplane.TrafficQuery{OrganizationID: "o", From: at, Until: at, Step: time.Minute}
+	cells, cellArgs, _ := sqlstore.TrafficCells(dialect, q)
+	series, seriesArgs, _ := sqlstore.TrafficSeries(dialect, q)
+	tests := []struct {
+		name, query string
+		args        []any
+		want        string
+	}{
+		{"TrafficCells", cells, cellArgs, "SEARCH audit_events USING COVERING INDEX audit_events_traffic"},
+		{"TrafficSeries", series, seriesArgs, "SEARCH audit_events USING COVERING INDEX audit_events_traffic"},
+		{"TallyAudit", sqlstore.TallyAuditByOrganization, []any{0, 1}, "SEARCH e USING COVERING INDEX audit_events_traffic"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rows, err := s.db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+tt.query, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if joined := strings.Join(plan, "; "); !strings.Contains(joined, tt.want) {
+				t.Errorf("plan %q: want %q", joined, tt.want)
+			}
+		})
+	}
+}

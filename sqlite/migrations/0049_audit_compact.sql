@@ -15,6 +15,9 @@
 -- * audit_events_by_time is gone: audit_events_traffic, which leads with
 --   the same (organization, time), holds every event now, its kind in it,
 --   and serves the list's reads too. The overview's reads stay within it.
+-- * audit_events_by_created (0031) is gone: the anomaly triage's tally
+--   reads the trail organization by organization, by the traffic index
+--   (sqlstore.TallyAuditByOrganization), which holds all it reads.
 --
 -- The chain's hash covers the event, not its stored form: the chain is
 -- unchanged. SQLite changes a column's type only by rebuilding the table:
@@ -118,7 +121,7 @@ CREATE INDEX audit_events_by_run ON audit_events (organization_id, run_id, creat
 -- for beside it.
 CREATE INDEX audit_events_traffic ON audit_events
 	(organization_id, created_at, kind, source, tool, agent_id, outcome, latency_micros, cost_cents);
--- As they were (0029, 0030, 0031, 0044, 0046).
+-- As they were (0029, 0030, 0046).
 CREATE UNIQUE INDEX audit_events_chain ON audit_events (organization_id, seq) WHERE seq > 0;
 CREATE INDEX audit_events_unapproved_destructive ON audit_events (organization_id, created_at, id)
 	WHERE destructive AND approval_id = '';
@@ -126,7 +129,6 @@ CREATE INDEX audit_events_classified ON audit_events (organization_id, created_a
 	WHERE classifications <> '';
 CREATE INDEX audit_events_by_approver ON audit_events (organization_id, approver_id, created_at, id)
 	WHERE approver_id <> '';
-CREATE INDEX audit_events_by_created ON audit_events (created_at);
 CREATE INDEX audit_events_by_approval ON audit_events (organization_id, approval_id, created_at, id)
 	WHERE approval_id <> '';
 
