@@ -136,7 +136,7 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 13, e.Replayed)
 	setArg(args, 14, e.LatencyMicros)
 	setArg(args, 15, micros(e.CreatedAt))
-	setArg(args, 16, e.Key)
+	setHexArg(args, sqlstore.HexKey, e.Key)
 	setArg(args, 17, e.Reason)
 	setArg(args, 18, e.ConnectionID)
 	setArg(args, 19, e.PolicyDecision)
@@ -176,7 +176,7 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 // a time (see setAuditArgs), so an event's bytes cost no allocation once
 // the slice has held some.
 func setHexArg(args []any, i int, v string) {
-	var buf [sqlstore.MaxHexBytes]byte
+	var buf [128]byte // a longer key's form is allocated
 	b, ok := sqlstore.PackHex(buf[:0], i, v)
 	if !ok {
 		setArg(args, i, v)

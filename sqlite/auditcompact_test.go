@@ -54,15 +54,16 @@ func TestMigrationAuditCompact(t *testing.T) {
 		{ID: "aud_1", RunID: "run-1", AgentID: "agent-1", Tool: "crm.get_contact", ToolVersion: "1.0.0",
 			Source: toolplane.SourceMCP, Outcome: "ok", ArgumentsHash: hex64, OutputHash: "sha256:" + hex64,
 			TraceID: hex64[:32], SpanID: hex64[32:48], PolicyInput: []byte(`{"grants":"allow","request":{"principal":{"agent":"agent-1","roles":[],"attributes":{}}}}`),
-			Arguments: []byte(`{"to":"contact-42"}`), LatencyMicros: 120, CostCents: 3, Attempts: 1},
+			Arguments: []byte(`{"to":"contact-42"}`), LatencyMicros: 120, CostCents: 3, Attempts: 1,
+			Key: "3:run,7:agent-1,5:run-1,5:agent,64:" + hex64},
 		{ID: "aud_2", RunID: "run-1", AgentID: "agent-1", Tool: "crm.get_contact", ToolVersion: "1.0.0",
 			Source: toolplane.SourceMCP, Outcome: "ok", ArgumentsHash: strings.ToUpper(hex64), OutputHash: "sha256:" + strings.ToUpper(hex64),
-			TraceID: hex64[:31], SpanID: "span-one", LatencyMicros: 9},
+			TraceID: hex64[:31], SpanID: "span-one", LatencyMicros: 9, Key: "k-1"},
 		{ID: "aud_3", RunID: "run-2", AgentID: "agent-2", Tool: "crm.update_contact", ToolVersion: "2.1.0",
 			Source: toolplane.SourceREST, Outcome: "denied", ArgumentsHash: "sha256:" + hex64, OutputHash: "md5:" + hex64[:32],
-			Reason: "no grant", Effect: toolplane.EffectWrite, Destructive: true},
+			Reason: "no grant", Effect: toolplane.EffectWrite, Destructive: true, Key: "ключ:" + hex64},
 		{ID: "aud_4", Kind: toolplane.AuditKind("approval.decided"), Subject: "apr_1", AgentID: "agent-1", Outcome: "approved",
-			ApproverID: "opal", ApprovalID: "apr_1"},
+			ApproverID: "opal", ApprovalID: "apr_1", Key: "64:" + strings.ToUpper(hex64)},
 		// Created in the same microsecond as aud_5, so the ids order them.
 		{ID: "aud_6", RunID: "run-2", AgentID: "agent-2", Tool: "crm.get_contact", Outcome: "ok", ArgumentsHash: hex64, OutputHash: "sha256:" + hex64},
 		{ID: "aud_5", RunID: "run-2", AgentID: "agent-2", Tool: "crm.get_contact", Outcome: "ok", ArgumentsHash: hex64, OutputHash: "sha256:" + hex64},
@@ -78,7 +79,7 @@ func TestMigrationAuditCompact(t *testing.T) {
 		setAuditArgs(args, e)
 		// As text, as the columns were.
 		for col, v := range map[int]string{sqlstore.HexArgumentsHash: e.ArgumentsHash, sqlstore.HexOutputHash: e.OutputHash,
-			sqlstore.HexTraceID: e.TraceID, sqlstore.HexSpanID: e.SpanID} {
+			sqlstore.HexTraceID: e.TraceID, sqlstore.HexSpanID: e.SpanID, sqlstore.HexKey: e.Key} {
 			args[col] = v
 		}
 		if _, err := s.db.ExecContext(ctx, insertAudit, args[:auditArgCount]...); err != nil {
@@ -131,7 +132,7 @@ func TestMigrationAuditCompact(t *testing.T) {
 	for i, e := range events {
 		got := before.byID[i]
 		if got.ArgumentsHash != e.ArgumentsHash || got.OutputHash != e.OutputHash || got.TraceID != e.TraceID ||
-			got.SpanID != e.SpanID || string(got.Hash) != string(e.Hash) {
+			got.SpanID != e.SpanID || got.Key != e.Key || string(got.Hash) != string(e.Hash) {
 			t.Fatalf("before the migration, %s read back as %+v", e.ID, got)
 		}
 	}
@@ -158,7 +159,7 @@ func TestMigrationAuditCompact(t *testing.T) {
 	// does (sqlstore.PackHex), and left every other value as its text.
 	for _, e := range events {
 		for col, v := range map[int]string{sqlstore.HexArgumentsHash: e.ArgumentsHash, sqlstore.HexOutputHash: e.OutputHash,
-			sqlstore.HexTraceID: e.TraceID, sqlstore.HexSpanID: e.SpanID} {
+			sqlstore.HexTraceID: e.TraceID, sqlstore.HexSpanID: e.SpanID, sqlstore.HexKey: e.Key} {
 			name := strings.TrimSpace(strings.Split(sqlstore.AuditColumns, ",")[col])
 			var typ string
 			var stored []byte
@@ -176,14 +177,20 @@ func TestMigrationAuditCompact(t *testing.T) {
 		}
 	}
 
-	// The chain goes on after the migration, and verifies whole.
+	// The chain goes on after the migration, and verifies whole; the
+	// new events read back as they were stored.
 	for i := range 3 {
 		e := &toolplane.AuditEvent{OrganizationID: org, ID: "aud_new_" + string(rune('a'+i)), RunID: "run-3", AgentID: "agent-1",
 			Tool: "crm.get_contact", Outcome: "ok", ArgumentsHash: hex64, OutputHash: "sha256:" + hex64, TraceID: hex64[:32],
-			CreatedAt: now.Add(time.Second)}
+			Key: "3:run,7:agent-1,5:run-3,5:agent,64:" + hex64, CreatedAt: now.Add(time.Second)}
 		if err := s.AppendAudit(ctx, e); err != nil {
 			t.Fatal(err)
 		}
+	}
+	fresh, err := s.GetAudit(ctx, org, "aud_new_a")
+	if err != nil || fresh.Key != "3:run,7:agent-1,5:run-3,5:agent,64:"+hex64 || fresh.OutputHash != "sha256:"+hex64 ||
+		fresh.ArgumentsHash != hex64 || fresh.TraceID != hex64[:32] {
+		t.Errorf("a new event read back as %+v, %v", fresh, err)
 	}
 	r, err := auditchain.VerifyStore(ctx, s, &auditchain.KeySet{}, org, 0, 0)
 	if err != nil || !r.OK || r.Events != len(events)+3 {

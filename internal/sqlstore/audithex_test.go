@@ -10,7 +10,7 @@ import (
 // reads it, and only it, through HexRead.
 func TestHexColumnsAreAuditColumns(t *testing.T) {
 	t.Parallel()
-	for _, i := range []int{HexArgumentsHash, HexOutputHash, HexTraceID, HexSpanID} {
+	for _, i := range []int{HexArgumentsHash, HexOutputHash, HexTraceID, HexSpanID, HexKey} {
 		c := hexAt(i)
 		if c == nil || auditPack[i].col != c.col {
 			t.Errorf("column %d is %s, not the hex column %+v", i, auditPack[i].col, c)
@@ -20,7 +20,10 @@ func TestHexColumnsAreAuditColumns(t *testing.T) {
 	want := make([]string, len(cols))
 	for i, col := range cols {
 		want[i] = col
-		if hexAt(i) != nil {
+		switch {
+		case i == HexKey:
+			want[i] = "iif(typeof(key) = 'blob', CAST(substr(key, 1, length(key) - 32) AS TEXT) || lower(hex(substr(key, -32))), key)"
+		case hexAt(i) != nil:
 			want[i] = "iif(typeof(" + col + ") = 'blob', " + map[bool]string{true: "'sha256:' || ", false: ""}[i == HexOutputHash] +
 				"lower(hex(" + col + ")), " + col + ")"
 		}
@@ -62,6 +65,13 @@ func TestPackHex(t *testing.T) {
 		{"trace id, odd", HexTraceID, digits[:31], false},
 		{"span id", HexSpanID, digits[16:32], true},
 		{"span id, a name", HexSpanID, "span-one-xyzabcd", false},
+		{"derived key", HexKey, "3:run,7:agent-1,5:run-1,5:agent,64:" + digits, true},
+		{"derived key, not UTF-8 before", HexKey, "\xff:" + digits, true},
+		{"key, the digits alone", HexKey, digits, true},
+		{"key, a caller's", HexKey, "k-1", false},
+		{"key, short digits", HexKey, "64:" + digits[:63], false},
+		{"key, uppercase digits", HexKey, "64:" + strings.ToUpper(digits), false},
+		{"key, empty", HexKey, "", false},
 		{"not a hex column", 0, digits, false},
 	}
 	for _, tt := range tests {
@@ -77,10 +87,17 @@ func TestPackHex(t *testing.T) {
 				}
 				return
 			}
-			// What the SQL expression reads back: the prefix and the
-			// bytes in lowercase hex.
-			back := hexAt(tt.col).prefix + hex.EncodeToString(got[1:])
-			if back != tt.v || len(got[1:]) > MaxHexBytes {
+			// What the SQL expression reads back: the prefix (or the
+			// text stored before the digits' bytes) and the bytes in
+			// lowercase hex.
+			c := hexAt(tt.col)
+			stored := got[1:]
+			text := c.prefix
+			if c.anyText {
+				text = string(stored[:len(stored)-c.digits/2])
+			}
+			back := text + hex.EncodeToString(stored[len(stored)-c.digits/2:])
+			if back != tt.v || len(stored) != len(tt.v)-c.digits/2-len(c.prefix) {
 				t.Errorf("PackHex(%q) = %x, read back as %q", tt.v, got[1:], back)
 			}
 		})

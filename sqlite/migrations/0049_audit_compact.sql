@@ -3,11 +3,13 @@
 --
 -- * The hex columns (the arguments' hash, the output's, the trace and span
 --   ids) hold the bytes their digits spell, half the size, when the value
---   is exactly its prefix and its count of lowercase hex digits; any other
---   value stays the text it was. Readers read a BLOB back as the prefix
---   and the bytes in lowercase hex (sqlstore.HexRead), so every value, of
---   a row stored before or after, reads back byte for byte. The columns
---   are ANY to hold either (a STRICT TEXT column refuses a BLOB).
+--   is exactly its prefix and its count of lowercase hex digits; a derived
+--   idempotency key, which ends with a hash's 64 digits, holds the text
+--   before them and their bytes. Any other value stays the text it was.
+--   Readers read a BLOB back as the prefix (or the text) and the bytes in
+--   lowercase hex (sqlstore.HexRead), so every value, of a row stored
+--   before or after, reads back byte for byte. The columns are ANY to hold
+--   either (a STRICT TEXT column refuses a BLOB).
 -- * audit_events_by_run no longer ends with the event's id (39 bytes an
 --   entry): an entry already ends with the row's rowid, and the rare
 --   events of one organization created in the same microsecond are
@@ -45,7 +47,7 @@ CREATE TABLE audit_events_compact (
 	replayed        INTEGER NOT NULL CHECK (replayed IN (0, 1)),
 	latency_micros  INTEGER NOT NULL,
 	created_at      INTEGER NOT NULL,
-	key             TEXT NOT NULL DEFAULT '',
+	key             ANY NOT NULL DEFAULT '',
 	reason          TEXT NOT NULL DEFAULT '',
 	connection_id   TEXT NOT NULL DEFAULT '',
 	policy_decision TEXT NOT NULL DEFAULT '',
@@ -91,7 +93,13 @@ SELECT rowid, organization_id, id, run_id, agent_id, principal_id, user_id, tool
 	CASE WHEN length(arguments_hash) = 64 AND arguments_hash NOT GLOB '*[^0-9a-f]*'
 		THEN unhex(arguments_hash) ELSE arguments_hash END,
 	approval_id, authorized_by,
-	replayed, latency_micros, created_at, key, reason, connection_id,
+	replayed, latency_micros, created_at,
+	-- The text before the digits (counted in characters, as a text's
+	-- length and substr count) as its UTF-8 bytes, then the digits' bytes:
+	-- unhex of both in hex, since || answers a text.
+	CASE WHEN length(key) >= 64 AND substr(key, -64) NOT GLOB '*[^0-9a-f]*'
+		THEN unhex(hex(substr(key, 1, length(key) - 64)) || substr(key, -64)) ELSE key END,
+	reason, connection_id,
 	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input, parent_id,
 	kind, subject, tenant_id, step_path, key_id, effect, destructive,
 	CASE WHEN length(trace_id) = 32 AND trace_id NOT GLOB '*[^0-9a-f]*'
