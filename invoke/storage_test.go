@@ -217,8 +217,8 @@ func TestStoragePerCallBudget(t *testing.T) {
 		write  bool
 		budget float64 // bytes a call
 	}{
-		{"read", false, 820},
-		{"write", true, 2350},
+		{"read", false, 610},
+		{"write", true, 1450},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -15,9 +15,10 @@ var _ toolplane.AnomalyStore = (*Store)(nil)
 
 // TallyAudit answers the call events in [from, until) of every
 // organization, counted and their cost summed per organization, agent,
-// tool and outcome.
+// tool and outcome: organization by organization (see
+// sqlstore.TallyAuditByOrganization).
 func (s *Store) TallyAudit(ctx context.Context, from, until time.Time) ([]toolplane.AuditTally, error) {
-	rows, err := s.query(ctx, sqlstore.TallyAudit, micros(from), micros(until))
+	rows, err := s.query(ctx, sqlstore.TallyAuditByOrganization, micros(from), micros(until))
 	if err != nil {
 		return nil, fmt.Errorf("tally audit: %w", err)
 	}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -129,13 +130,13 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 7, e.ToolVersion)
 	setArg(args, 8, string(e.Source))
 	setArg(args, 9, e.Outcome)
-	setArg(args, 10, e.ArgumentsHash)
+	setHexArg(args, sqlstore.HexArgumentsHash, e.ArgumentsHash)
 	setArg(args, 11, e.ApprovalID)
 	setArg(args, 12, e.AuthorizedBy)
 	setArg(args, 13, e.Replayed)
 	setArg(args, 14, e.LatencyMicros)
 	setArg(args, 15, micros(e.CreatedAt))
-	setArg(args, 16, e.Key)
+	setHexArg(args, sqlstore.HexKey, e.Key)
 	setArg(args, 17, e.Reason)
 	setArg(args, 18, e.ConnectionID)
 	setArg(args, 19, e.PolicyDecision)
@@ -154,18 +155,38 @@ func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 29, e.KeyID)
 	setArg(args, 30, string(e.Effect))
 	setArg(args, 31, e.Destructive)
-	setArg(args, 32, e.TraceID)
-	setArg(args, 33, e.SpanID)
+	setHexArg(args, sqlstore.HexTraceID, e.TraceID)
+	setHexArg(args, sqlstore.HexSpanID, e.SpanID)
 	setArg(args, 34, e.ApproverID)
 	args[argArguments] = blob(e.Arguments)
 	setArg(args, 36, sqlstore.JoinStrings(e.PIIFields))
 	setArg(args, 37, sqlstore.JoinStrings(e.Classifications))
-	setArg(args, 38, e.OutputHash)
+	setHexArg(args, sqlstore.HexOutputHash, e.OutputHash)
 	setArg(args, 39, e.CostCents)
 	setArg(args, 40, e.Attempts)
 	args[41] = e.Seq
 	args[42] = chainBytes(e.PrevHash)
 	args[43] = e.Hash
+}
+
+// setHexArg sets args[i], the argument of a hex column (see
+// sqlstore.PackHex), to v's bytes, or to v when it is stored as text.
+// Bytes args holds already are overwritten in place: each insert binds
+// (copies) its arguments before it returns, and args is one writer's at
+// a time (see setAuditArgs), so an event's bytes cost no allocation once
+// the slice has held some.
+func setHexArg(args []any, i int, v string) {
+	var buf [128]byte // a longer key's form is allocated
+	b, ok := sqlstore.PackHex(buf[:0], i, v)
+	if !ok {
+		setArg(args, i, v)
+		return
+	}
+	if old, ok := args[i].([]byte); ok && len(old) == len(b) {
+		copy(old, b)
+		return
+	}
+	args[i] = bytes.Clone(b)
 }
 
 // chainBytes answers a chain hash as stored: an empty one (the first
@@ -262,7 +283,7 @@ func (s *Store) ListAudit(ctx context.Context, org string, filter toolplane.Audi
 // GetAudit answers the organization's event with that ID, or an error
 // wrapping toolplane.ErrNotFound.
 func (s *Store) GetAudit(ctx context.Context, org, id string) (*toolplane.AuditEvent, error) {
-	rows, err := s.query(ctx, `SELECT `+auditColumns+` FROM audit_events WHERE organization_id = ? AND id = ?`, org, id)
+	rows, err := s.query(ctx, `SELECT `+auditSelect+` FROM audit_events WHERE organization_id = ? AND id = ?`, org, id)
 	if err != nil {
 		return nil, fmt.Errorf("get audit %s: %w", id, err)
 	}

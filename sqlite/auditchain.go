@@ -384,17 +384,25 @@ func (s *Store) auditChain(ctx context.Context, dst []toolplane.AuditEvent, quer
 // length rendered but the byte strings'), half the work for SQLite of
 // packedChain's sqlstore.AuditPacked (every column's length, rendered in
 // decimal), which is read instead when a text holds a NUL byte. A length
-// is in bytes; a NULL BLOB is packed as empty.
+// is in bytes; a NULL BLOB is packed as empty. A hex column stored as
+// bytes is read as its text (sqlstore.HexRead).
 const chainWhere = ` FROM audit_events
 	WHERE organization_id = ? AND seq >= ? AND seq <= ? AND seq > 0 ORDER BY seq LIMIT ?`
 
 var (
 	separatedChain = `SELECT ` + sqlstore.AuditSeparated(func(col string) string { return "length(" + col + ")" },
-		func(cols []string) string { return "concat_ws(char(0), " + strings.Join(cols, ", ") + ")" }) + chainWhere
+		func(cols []string) string {
+			read := make([]string, len(cols))
+			for i, c := range cols {
+				read[i] = sqlstore.HexRead(c, c)
+			}
+			return "concat_ws(char(0), " + strings.Join(read, ", ") + ")"
+		}) + chainWhere
 	packedChain = `SELECT ` + sqlstore.AuditPacked(func(col string, kind sqlstore.PackKind) (string, string) {
 		switch kind {
 		case sqlstore.PackText:
-			return "octet_length(" + col + ")", col
+			v := sqlstore.HexRead(col, col)
+			return "octet_length(" + v + ")", v
 		default:
 			return "length(" + col + ")", col
 		}

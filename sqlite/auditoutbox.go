@@ -134,8 +134,9 @@ func (c *claimants) others(owner string) []string {
 	return list
 }
 
-// outboxEventColumns are auditColumns of the audit_events row named e.
-var outboxEventColumns = sqlstore.Qualified("e", auditColumns)
+// outboxEventColumns are auditSelect's columns of the audit_events row
+// named e.
+var outboxEventColumns = dialect.AuditSelect("e")
 
 // attachEvents sets each entry's event from evs, found by organization
 // and ID; an entry whose event is not among them keeps nil.

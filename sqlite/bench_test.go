@@ -52,6 +52,26 @@ func BenchmarkAppendAuditBatchDecided(b *testing.B) {
 	})
 }
 
+// BenchmarkAppendAuditBatchHashed is BenchmarkAppendAuditBatchDecided
+// with each event carrying the hex fields a traced call's event carries,
+// each its own: the arguments' hash, the output's, the trace and span
+// ids, and a derived idempotency key (stored as bytes: sqlstore.PackHex).
+func BenchmarkAppendAuditBatchHashed(b *testing.B) {
+	s := newTestStore(b)
+	now := time.Now()
+	appendBatches(b, s, func(n int) *toolplane.AuditEvent {
+		h := fmt.Sprintf("%064x", n)
+		return &toolplane.AuditEvent{
+			ID: "ev-" + strconv.Itoa(n), OrganizationID: "org-bench", RunID: "mcp:tpk_1:SESSION", AgentID: "agent-billing",
+			PrincipalID: "agent-billing", Tool: "demo.search_tickets", ToolVersion: "1.0.0", Source: toolplane.SourceMCP,
+			Outcome: "ok", ArgumentsHash: h, OutputHash: "sha256:" + h, TraceID: h[32:], SpanID: h[48:],
+			Key:           "3:run,13:agent-billing,17:mcp:tpk_1:SESSION,5:agent,64:" + h,
+			LatencyMicros: 234, CreatedAt: now.Add(time.Duration(n) * time.Microsecond),
+			PolicyDecision: "allow", PolicyInput: benchPolicyInput,
+		}
+	})
+}
+
 // appendBatches appends batches of 32 events, event n made by event(n),
 // for as long as b runs, and reports the process's CPU per batch.
 func appendBatches(b *testing.B, s *Store, event func(n int) *toolplane.AuditEvent) {

@@ -453,6 +453,10 @@ const (
 // dialect is how this store's statements are written (see sqlstore).
 var dialect = sqlstore.SQLite
 
+// auditSelect is auditColumns as a statement reads them: the hex columns
+// stored as bytes read back as their text (see sqlstore.PackHex).
+var auditSelect = dialect.AuditSelect("")
+
 // page runs q, a list that asks for one row more than limit (see
 // sqlstore.Query.Page), and answers the page of rows scan reads with the
 // cursor next makes of its last row, "" when no row follows. q and err

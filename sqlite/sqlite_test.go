@@ -306,6 +306,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"CountAnomalies", `SELECT 1 FROM anomalies WHERE organization_id = ? AND status = ? LIMIT 51`, []any{"o", "open"}},
 		{"DeleteDeadNodes", `DELETE FROM nodes WHERE id IN (SELECT id FROM nodes n WHERE heartbeat_at < ? AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.node = n.id AND c.status = 'processing') LIMIT 10)`, []any{0}},
 	}
+	// The audit trail's indexes by time (audit_events_traffic) and by run
+	// order by time, and the rows of one microsecond are ordered by id
+	// from the rows read: the indexes do not hold the id (migration 0049).
+	sortsTies := map[string]bool{"ListAudit page": true, "ListAudit by run": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rows, err := s.db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+tt.query, tt.args...)
@@ -326,6 +330,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 			joined := strings.Join(plan, "; ")
+			if sortsTies[tt.name] {
+				joined = strings.Replace(joined, "; USE TEMP B-TREE FOR LAST TERM OF ORDER BY", "", 1)
+			}
 			// A SCAN step reads a whole table or index, however it is
 			// ordered: each step must be a SEARCH.
 			if !strings.Contains(joined, "USING") || strings.Contains(joined, "SCAN ") || strings.Contains(joined, "TEMP B-TREE") {

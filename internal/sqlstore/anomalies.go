@@ -23,6 +23,17 @@ const (
 	FROM audit_events WHERE created_at >= ? AND created_at < ? AND kind = ''
 	GROUP BY organization_id, agent_id, tool, outcome`
 
+	// TallyAuditByOrganization is TallyAudit read organization by
+	// organization, from the organizations with a chain (every one that
+	// stored an event since the chain began), each by the index that
+	// leads with the organization and time and holds every column read
+	// (SQLite's audit_events_traffic): SQLite keeps no index of the
+	// trail by time alone, which every event paid for (issue 35).
+	TallyAuditByOrganization = `SELECT e.organization_id, e.agent_id, e.tool, e.outcome, COUNT(*), COALESCE(SUM(e.cost_cents), 0)
+	FROM audit_organizations o CROSS JOIN audit_events e
+	WHERE e.organization_id = o.organization_id AND e.created_at >= ? AND e.created_at < ? AND e.kind = ''
+	GROUP BY e.organization_id, e.agent_id, e.tool, e.outcome`
+
 	// PutBaseline upserts a baseline unless the stored one has folded in
 	// its window or a later one: the WHERE of the update leaves such a
 	// row alone, and the statement then changes nothing.

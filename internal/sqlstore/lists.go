@@ -71,7 +71,7 @@ func ListAudit(q *Query, d Dialect, org string, f toolplane.AuditFilter, after s
 	if err := CheckLimit(limit); err != nil {
 		return err
 	}
-	q.Start(d, `SELECT `+AuditColumns+` FROM audit_events WHERE organization_id = ?`, org)
+	q.Start(d, `SELECT `+d.AuditSelect("")+` FROM audit_events WHERE organization_id = ?`, org)
 	q.Eq("run_id", f.RunID)
 	q.Eq("agent_id", f.AgentID)
 	q.Eq("user_id", f.UserID)

@@ -45,12 +45,15 @@ type Dialect struct {
 	// another (1-based, 0 when absent): instr in SQLite, strpos in
 	// PostgreSQL.
 	position string
+	// hexAudit: the audit trail's hex columns are stored as the bytes
+	// their digits spell, and read back as text (see PackHex).
+	hexAudit bool
 }
 
 // SQLite and Postgres are the dialects of the two stores.
 var (
 	// SQLite binds ? placeholders, one per value, and any string as text.
-	SQLite = Dialect{position: "instr"}
+	SQLite = Dialect{position: "instr", hexAudit: true}
 	// Postgres binds $n placeholders and a list as one array; its text is
 	// UTF-8 without NUL.
 	Postgres = Dialect{numbered: true, arrays: true, strictText: true, byteSlices: true, position: "strpos"}
