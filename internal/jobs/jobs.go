@@ -309,37 +309,37 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 	}
 	orDefault(&opt.NotifyPoll, opt.Poll)
 	opt = opt.withDefaults()
-	w := &work{deps: deps, opt: opt}
+	w := &work{deps: deps, opt: opt, timeouts: map[string]time.Duration{}}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &expireWorker{w: w})
-	river.AddWorker(workers, &executeWorker{w: w})
-	river.AddWorker(workers, &sweepLeasesWorker{w: w})
-	river.AddWorker(workers, &sweepApprovedWorker{w: w})
-	river.AddWorker(workers, &sweepWorker{w: w})
-	river.AddWorker(workers, &retentionWorker{w: w})
-	river.AddWorker(workers, &auditCheckpointWorker{w: w})
-	river.AddWorker(workers, &auditRetentionWorker{w: w})
-	river.AddWorker(workers, &auditPurgesWorker{w: w})
-	river.AddWorker(workers, &replayWorker{w: w})
-	river.AddWorker(workers, &sunsetWorker{w: w})
+	addWorker(workers, w, &expireWorker{w: w})
+	addWorker(workers, w, &executeWorker{w: w})
+	addWorker(workers, w, &sweepLeasesWorker{w: w})
+	addWorker(workers, w, &sweepApprovedWorker{w: w})
+	addWorker(workers, w, &sweepWorker{w: w})
+	addWorker(workers, w, &retentionWorker{w: w})
+	addWorker(workers, w, &auditCheckpointWorker{w: w})
+	addWorker(workers, w, &auditRetentionWorker{w: w})
+	addWorker(workers, w, &auditPurgesWorker{w: w})
+	addWorker(workers, w, &replayWorker{w: w})
+	addWorker(workers, w, &sunsetWorker{w: w})
 	queues := map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: opt.Workers}}
 	if deps.ProviderJobs != nil {
-		river.AddWorker(workers, &settleWorker{w: w})
-		river.AddWorker(workers, &sweepProviderJobsWorker{w: w})
+		addWorker(workers, w, &settleWorker{w: w})
+		addWorker(workers, w, &sweepProviderJobsWorker{w: w})
 	}
 	if deps.Anomalies != nil {
-		river.AddWorker(workers, &anomalyWorker{w: w})
+		addWorker(workers, w, &anomalyWorker{w: w})
 	}
 	if deps.Notifier != nil {
-		river.AddWorker(workers, &notifyWorker{w: w})
-		river.AddWorker(workers, &sweepNotifyWorker{w: w})
+		addWorker(workers, w, &notifyWorker{w: w})
+		addWorker(workers, w, &sweepNotifyWorker{w: w})
 		queues[notifyQueue] = river.QueueConfig{MaxWorkers: opt.NotifyWorkers, FetchPollInterval: opt.NotifyPoll,
 			FetchCooldown: min(opt.NotifyPoll, 50*time.Millisecond)}
 	}
 	if deps.Async != nil {
-		river.AddWorker(workers, &asyncRunWorker{w: w})
-		river.AddWorker(workers, &asyncCallbackWorker{w: w})
-		river.AddWorker(workers, &sweepAsyncWorker{w: w})
+		addWorker(workers, w, &asyncRunWorker{w: w})
+		addWorker(workers, w, &asyncCallbackWorker{w: w})
+		addWorker(workers, w, &sweepAsyncWorker{w: w})
 		// A queue of their own, so a burst of long calls never holds up
 		// approvals and sweeps (nor they the calls), fetched as soon as a
 		// call is accepted on this node: River tells its own producer of

@@ -106,7 +106,8 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 				}
 				dead[node] = gone
 			}
-			stuck := job.AttemptedAt.Before(at.Add(-rescueAfter(w.opt)))
+			after, judged := w.stuckAfter(job.Kind)
+			stuck := judged && job.AttemptedAt.Before(at.Add(-after))
 			if gone || stuck {
 				reason := lostReason
 				if !gone {
@@ -124,6 +125,27 @@ func (w *work) rescueLost(ctx context.Context, now time.Time) error {
 			return nil
 		}
 	}
+}
+
+// stuckAfter answers how long a job of kind may run on a live node before
+// the sweep takes it back, as River's rescuer judges it: past
+// RescueStuckJobsAfter (rescueAfter) and past its worker's own timeout
+// (the client's, jobTimeout, for a worker that sets none), so a 30-minute
+// retention pass is not taken back at 75 s and run twice at once. A
+// worker with no timeout (negative: an asynchronous tool's run, which
+// may take hours) is never judged stuck (judged false); a dead node's
+// jobs are taken back all the same. Nor is a kind no worker here
+// registered (another node's, configured with more services): this node
+// cannot know its timeout, and the nodes that run it judge it.
+func (w *work) stuckAfter(kind string) (after time.Duration, judged bool) {
+	t, ok := w.timeouts[kind]
+	switch {
+	case !ok, t < 0:
+		return 0, false
+	case t == 0:
+		t = jobTimeout
+	}
+	return max(rescueAfter(w.opt), t), true
 }
 
 // nodeGone reports whether the node instance id is known dead

@@ -38,6 +38,19 @@ type work struct {
 	// asyncRun and asyncCallback enqueue an asynchronous call's run and
 	// its callback's delivery, each unique while live.
 	asyncRun, asyncCallback func(context.Context, *toolplane.AsyncCall) error
+	// timeouts are each registered kind's own timeout (0: the client's,
+	// negative: none), which the sweep judges a running job by, as
+	// River's rescuer does (stuckAfter).
+	timeouts map[string]time.Duration
+}
+
+// addWorker registers wk with workers and notes its kind's timeout for
+// the sweep (work.timeouts). Every worker here answers its timeout without
+// reading the job, so the zero job is asked.
+func addWorker[T river.JobArgs](workers *river.Workers, w *work, wk river.Worker[T]) {
+	river.AddWorker(workers, wk)
+	var args T
+	w.timeouts[args.Kind()] = wk.Timeout(&river.Job[T]{Args: args})
 }
 
 // enqueued tells of a job this node inserted, due at at (zero: now):
