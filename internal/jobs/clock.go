@@ -109,7 +109,7 @@ func (r *Runner[TTx]) enqueueEvery(ctx context.Context, p periodic) {
 // enqueuePeriod enqueues p's job for the period starting at period,
 // unless a node did already.
 func (r *Runner[TTx]) enqueuePeriod(ctx context.Context, p periodic, period time.Time) error {
-	res, err := r.client.Insert(ctx, p.args(period.UnixMicro()), &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+	res, err := r.jobs.Insert(ctx, p.args(period.UnixMicro()), &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", p.id, err)
 	}

@@ -1,6 +1,9 @@
 package jobs
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Rest answers whether r's River client rests, and how many times it
 // started (see rest.go).
@@ -21,3 +24,9 @@ func StuckAfter(r any, kind string) (time.Duration, bool) {
 }
 
 func (r *Runner[TTx]) stuckAfter(kind string) (time.Duration, bool) { return r.w.stuckAfter(kind) }
+
+// WrapRestStop wraps how the keeper stops r's client, for a test to
+// bound or delay a rest's stop.
+func WrapRestStop[TTx any](r *Runner[TTx], wrap func(func(context.Context) error) func(context.Context) error) {
+	r.k.stop = wrap(r.k.stop)
+}

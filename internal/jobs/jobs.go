@@ -235,7 +235,9 @@ type Sunsetter interface {
 // Runner is one node's River client with toolplane's workers.
 type Runner[TTx any] struct {
 	client *river.Client[TTx]
-	w      *work
+	// jobs is client as the node inserts through it.
+	jobs *guarded[TTx]
+	w    *work
 	// k rests and wakes the client (nil when it never rests).
 	k *keeper
 	// periodic is the work of the node's clock (clock.go); stopClock ends
@@ -382,21 +384,47 @@ func New[TTx any](driver riverdriver.Driver[TTx], deps Deps, opt Options) (*Runn
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	w.exec = driver.GetExecutor()
+	ins := &guarded[TTx]{client: client}
 	if k != nil {
-		k.start, k.stop = client.Start, client.Stop
+		k.start, k.stop = ins.start, client.Stop
 		w.rest = k
 	}
 	w.wake = newTrailingWake(driver, cfg.FetchCooldown, func(queue string, err error) {
 		opt.Logger.Warn("job insert notification not sent; the queue's poll finds the job", "queue", queue, "err", err)
 	})
-	enqueueThrough(w, client)
-	enqueueSettlementThrough(w, client)
-	return &Runner[TTx]{client: client, w: w, k: k, periodic: periodicJobs(deps, opt)}, nil
+	enqueueThrough(w, ins)
+	enqueueSettlementThrough(w, ins)
+	return &Runner[TTx]{client: client, jobs: ins, w: w, k: k, periodic: periodicJobs(deps, opt)}, nil
+}
+
+// guarded is the River client as the node inserts through it: an insert
+// never runs while the client starts. Without a listener (SQLite) an
+// insert wakes the client's producers in process, reading a field each
+// producer sets as it starts, unguarded in River; a client that rests
+// (rest.go) starts again while the node inserts, where River's own use
+// starts it once, before any insert.
+type guarded[TTx any] struct {
+	client *river.Client[TTx]
+	mu     sync.RWMutex
+}
+
+// Insert inserts a job through the client (river.Client.Insert).
+func (g *guarded[TTx]) Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.client.Insert(ctx, args, opts)
+}
+
+// start starts the client, no insert running meanwhile.
+func (g *guarded[TTx]) start(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.client.Start(ctx)
 }
 
 // enqueueThrough gives w the ways it enqueues work, each through client
 // and unique as its job must be.
-func enqueueThrough[TTx any](w *work, client *river.Client[TTx]) {
+func enqueueThrough[TTx any](w *work, client *guarded[TTx]) {
 	opt := w.opt
 	w.expireAt = func(ctx context.Context, a *toolplane.Approval) error {
 		res, err := client.Insert(ctx, ExpireApprovalArgs{Org: a.OrganizationID, ID: a.ID, At: a.ExpiresAt.UnixMicro()},
@@ -479,7 +507,7 @@ func (r *Runner[TTx]) Start(ctx context.Context) error {
 	if r.k != nil {
 		err = r.k.begin(ctx)
 	} else {
-		err = r.client.Start(ctx)
+		err = r.jobs.start(ctx)
 	}
 	if err != nil {
 		return err

@@ -101,7 +101,7 @@ func (r *Runner[TTx]) EnqueueSettlement(ctx context.Context, org, jobID string) 
 }
 
 // enqueueSettlementThrough gives w the way it enqueues a settlement.
-func enqueueSettlementThrough[TTx any](w *work, client *river.Client[TTx]) {
+func enqueueSettlementThrough[TTx any](w *work, client *guarded[TTx]) {
 	if w.deps.ProviderJobs == nil {
 		return
 	}

@@ -177,6 +177,9 @@ func (k *keeper) run(loop, base context.Context) {
 	due.Stop()
 	defer due.Stop()
 	var armed time.Time // when due fires; zero: not armed
+	// stopping is closed once a stop that ran out of its time (rest) has
+	// finished (finishStop); nil when none is under way.
+	var stopping <-chan struct{}
 	arm := func(at time.Time) {
 		if !at.IsZero() && (armed.IsZero() || at.Before(armed)) {
 			armed = at
@@ -190,7 +193,21 @@ func (k *keeper) run(loop, base context.Context) {
 		select {
 		case <-loop.Done():
 			return
+		case <-stopping:
+			// The client has stopped at last: it starts again at once,
+			// since what was told meanwhile is not known, and rests
+			// again when there is nothing.
+			stopping = nil
+			k.resting.Store(true)
+			if !k.resume(base, true) {
+				arm(time.Now().Add(restRetry))
+				continue
+			}
+			rest.Reset(k.after)
 		case <-k.wakeCh:
+			if stopping != nil {
+				continue // it starts again once stopped
+			}
 			if k.resting.Load() && !k.resume(base, false) {
 				arm(time.Now().Add(restRetry))
 				continue
@@ -202,7 +219,7 @@ func (k *keeper) run(loop, base context.Context) {
 			}
 		case <-due.C:
 			armed = time.Time{}
-			if !k.resting.Load() {
+			if stopping != nil || !k.resting.Load() {
 				continue
 			}
 			if !k.resume(base, true) {
@@ -211,7 +228,7 @@ func (k *keeper) run(loop, base context.Context) {
 			}
 			rest.Reset(k.after)
 		case <-rest.C:
-			if k.resting.Load() {
+			if k.resting.Load() || stopping != nil {
 				continue
 			}
 			if wait := k.busyFor(); wait > 0 {
@@ -229,9 +246,16 @@ func (k *keeper) run(loop, base context.Context) {
 				rest.Reset(k.after)
 				continue
 			}
-			if err := k.rest(); err != nil {
+			if err := k.rest(loop); err != nil {
+				if loop.Err() != nil {
+					return // the runner stops the client
+				}
+				// River goes on stopping a client whose Stop ran out of
+				// time (a job fetched just before it, still running):
+				// taken for a running one, it would be left stopped for
+				// good. It is waited for off this loop.
 				k.dueAt(told)
-				rest.Reset(k.after)
+				stopping = k.finishStop()
 				continue
 			}
 			due.Stop()
@@ -265,15 +289,34 @@ func (k *keeper) takeDue() time.Time {
 
 // rest stops the client, which has no job in hand; it finishes and
 // records what it completed.
-func (k *keeper) rest() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+func (k *keeper) rest(loop context.Context) error {
+	// Bounded by the loop too, so a node shutting down is not held by
+	// a job in hand for up to the minute.
+	ctx, cancel := context.WithTimeout(loop, time.Minute)
 	defer cancel()
 	if err := k.stop(ctx); err != nil {
-		k.log.WarnContext(ctx, "background work not rested", "err", err)
+		if loop.Err() == nil {
+			k.log.WarnContext(ctx, "background work not rested", "err", err)
+		}
 		return err
 	}
 	k.resting.Store(true)
 	return nil
+}
+
+// finishStop waits for the client to stop after a Stop that ran out of
+// its time (River lets Stop be called again, and it then waits for the
+// stop under way); the channel is closed once it has, or once waiting
+// failed, which leaves the client to be started again.
+func (k *keeper) finishStop() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := k.stop(context.Background()); err != nil {
+			k.log.Warn("background work's stop not waited for", "err", err)
+		}
+	}()
+	return done
 }
 
 // resume starts the resting client; with schedule, it first makes the
