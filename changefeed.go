@@ -2,6 +2,7 @@ package toolplane
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,3 +154,62 @@ func (d *Demand) ch() chan struct{} {
 	d.once.Do(func() { d.wake = make(chan struct{}, 1) })
 	return d.wake
 }
+
+// FollowChanges calls refresh as soon as feed (when not nil) tells of a
+// change of topic, or that changes may have been missed, and every
+// interval besides, until ctx ends: a change made on another node takes
+// effect here within the feed's latency, and the poll still catches what
+// a feed that lost its connection did not tell. Changes told while a
+// refresh runs make one more. A feed that cannot watch the topic leaves
+// the poll. log hears of a refresh that failed and of a feed that ended,
+// naming them by what (such as "catalogue").
+func FollowChanges(ctx context.Context, feed ChangeFeed, topic Topic, every time.Duration, refresh func(context.Context) error, log *slog.Logger, what string) {
+	kick := make(chan struct{}, 1)
+	if feed != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			if err := feed.WatchChanges(ctx, topic, refreshWatcher(kick)); err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, what+" change feed ended; polling only", "err", err)
+			}
+		}()
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		if err := refresh(ctx); err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, what+" refresh failed", "err", err)
+		}
+	}
+}
+
+// refreshWatcher asks FollowChanges for a refresh whenever what it
+// follows may have changed: a change told, or changes the feed may have
+// missed.
+type refreshWatcher chan struct{}
+
+func (w refreshWatcher) kick() {
+	select {
+	case w <- struct{}{}:
+	default: // one is due already
+	}
+}
+
+func (w refreshWatcher) Changed(org, id string) { w.kick() }
+func (w refreshWatcher) Current(time.Time)      {}
+func (w refreshWatcher) Lost()                  { w.kick() }
+
+// TrustWanted is false: what is followed is read again on a change or a
+// loss and Current is never read, so a feed need only keep itself alive
+// (TrustDemand).
+func (w refreshWatcher) TrustWanted() bool { return false }
+
+// TrustWake is nil: no read ever waits on Current.
+func (w refreshWatcher) TrustWake() <-chan struct{} { return nil }

@@ -928,56 +928,8 @@ func (s *Service) Watch(ctx context.Context, every time.Duration) { s.Follow(ctx
 // lost its connection did not tell. Changes told while a refresh runs
 // make one more.
 func (s *Service) Follow(ctx context.Context, feed toolplane.ChangeFeed, every time.Duration) {
-	kick := make(chan struct{}, 1)
-	if feed != nil {
-		done := make(chan struct{})
-		defer func() { <-done }()
-		go func() {
-			defer close(done)
-			// A feed that cannot watch the topic leaves the poll.
-			if err := feed.WatchChanges(ctx, toolplane.TopicCatalog, catalogWatcher(kick)); err != nil && ctx.Err() == nil {
-				s.log.WarnContext(ctx, "catalogue change feed ended; polling only", "err", err)
-			}
-		}()
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-kick:
-		}
-		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "catalogue refresh failed", "err", err)
-		}
-	}
+	toolplane.FollowChanges(ctx, feed, toolplane.TopicCatalog, every, s.Refresh, s.log, "catalogue")
 }
-
-// catalogWatcher asks for a refresh whenever the catalogue may have
-// changed: a change told, or changes the feed may have missed. Refresh
-// reads the revision first, so a needless one costs a row.
-type catalogWatcher chan struct{}
-
-func (w catalogWatcher) kick() {
-	select {
-	case w <- struct{}{}:
-	default: // one is due already
-	}
-}
-
-func (w catalogWatcher) Changed(org, id string) { w.kick() }
-func (w catalogWatcher) Current(time.Time)      {}
-func (w catalogWatcher) Lost()                  { w.kick() }
-
-// TrustWanted is false: the catalogue reloads on a change or a loss and
-// never reads Current, so a feed need only keep itself alive
-// (toolplane.TrustDemand).
-func (w catalogWatcher) TrustWanted() bool { return false }
-
-// TrustWake is nil: no read ever waits on Current.
-func (w catalogWatcher) TrustWake() <-chan struct{} { return nil }
 
 // versions answers every version of a name in the organization, oldest
 // first by precedence.

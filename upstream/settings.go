@@ -278,55 +278,8 @@ func (s *Settings) Watch(ctx context.Context, every time.Duration) { s.Follow(ct
 // connection did not tell. Changes told while a refresh runs make one
 // more.
 func (s *Settings) Follow(ctx context.Context, feed toolplane.ChangeFeed, every time.Duration) {
-	kick := make(chan struct{}, 1)
-	if feed != nil {
-		done := make(chan struct{})
-		defer func() { <-done }()
-		go func() {
-			defer close(done)
-			// A feed that cannot watch the topic leaves the poll.
-			if err := feed.WatchChanges(ctx, toolplane.TopicUpstreamSettings, settingsWatcher(kick)); err != nil && ctx.Err() == nil {
-				s.log.WarnContext(ctx, "upstream settings change feed ended; polling only", "err", err)
-			}
-		}()
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-kick:
-		}
-		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "upstream settings refresh failed", "err", err)
-		}
-	}
+	toolplane.FollowChanges(ctx, feed, toolplane.TopicUpstreamSettings, every, s.Refresh, s.log, "upstream settings")
 }
-
-// settingsWatcher asks for a refresh whenever the settings may have
-// changed: a change told, or changes the feed may have missed.
-type settingsWatcher chan struct{}
-
-func (w settingsWatcher) kick() {
-	select {
-	case w <- struct{}{}:
-	default: // one is due already
-	}
-}
-
-func (w settingsWatcher) Changed(org, id string) { w.kick() }
-func (w settingsWatcher) Current(time.Time)      {}
-func (w settingsWatcher) Lost()                  { w.kick() }
-
-// TrustWanted is false: the settings are read again on a change or a
-// loss and Current is never read, so a feed need only keep itself alive
-// (toolplane.TrustDemand).
-func (w settingsWatcher) TrustWanted() bool { return false }
-
-// TrustWake is nil: no read ever waits on Current.
-func (w settingsWatcher) TrustWake() <-chan struct{} { return nil }
 
 // Server is one upstream MCP server as the operator reads it: where it is
 // reached (a URL without its credentials, or the program it runs), whether
