@@ -67,6 +67,11 @@ func TestMigrationAuditCompact(t *testing.T) {
 		// Created in the same microsecond as aud_5, so the ids order them.
 		{ID: "aud_6", RunID: "run-2", AgentID: "agent-2", Tool: "crm.get_contact", Outcome: "ok", ArgumentsHash: hex64, OutputHash: "sha256:" + hex64},
 		{ID: "aud_5", RunID: "run-2", AgentID: "agent-2", Tool: "crm.get_contact", Outcome: "ok", ArgumentsHash: hex64, OutputHash: "sha256:" + hex64},
+		// A caller's key may hold a NUL byte, where SQL's length, substr
+		// and GLOB stop: kept as text, whole.
+		{ID: "aud_7", RunID: "run-3", AgentID: "agent-3", Tool: "crm.get_contact", Outcome: "ok", Key: hex64 + "\x00zz"},
+		{ID: "aud_8", RunID: "run-3", AgentID: "agent-3", Tool: "crm.get_contact", Outcome: "ok", Key: "6:caller,3:p-1,70:" + hex64 + "\x00tail",
+			TraceID: hex64[:32] + "\x00", SpanID: hex64[:16] + "\x00x"},
 	}
 	var prev []byte
 	args := make([]any, chainArgCount)
@@ -144,7 +149,7 @@ func TestMigrationAuditCompact(t *testing.T) {
 	if !reflect.DeepEqual(before, after) {
 		t.Errorf("the events read back otherwise after the migration:\nbefore %+v\nafter  %+v", before, after)
 	}
-	wantOrder := []string{"aud_6", "aud_5", "aud_4", "aud_3", "aud_2", "aud_1"}
+	wantOrder := []string{"aud_8", "aud_7", "aud_6", "aud_5", "aud_4", "aud_3", "aud_2", "aud_1"}
 	for name, list := range map[string][]toolplane.AuditEvent{"list": after.list, "paged": after.paged} {
 		var ids []string
 		for _, e := range list {

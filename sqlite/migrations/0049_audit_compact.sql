@@ -91,24 +91,31 @@ INSERT INTO audit_events_compact (rowid, organization_id, id, run_id, agent_id, 
 SELECT rowid, organization_id, id, run_id, agent_id, principal_id, user_id, tool,
 	tool_version, source, outcome,
 	CASE WHEN length(arguments_hash) = 64 AND arguments_hash NOT GLOB '*[^0-9a-f]*'
+			AND instr(CAST(arguments_hash AS BLOB), x'00') = 0
 		THEN unhex(arguments_hash) ELSE arguments_hash END,
 	approval_id, authorized_by,
 	replayed, latency_micros, created_at,
+	-- A text holding a NUL byte is kept as it is: length, substr and GLOB
+	-- stop at the first NUL, and would cut what follows it.
 	-- The text before the digits (counted in characters, as a text's
 	-- length and substr count) as its UTF-8 bytes, then the digits' bytes:
 	-- unhex of both in hex, since || answers a text.
 	CASE WHEN length(key) >= 64 AND substr(key, -64) NOT GLOB '*[^0-9a-f]*'
+			AND instr(CAST(key AS BLOB), x'00') = 0
 		THEN unhex(hex(substr(key, 1, length(key) - 64)) || substr(key, -64)) ELSE key END,
 	reason, connection_id,
 	policy_decision, policy_bundle, policy_rule, policy_degraded, policy_input, parent_id,
 	kind, subject, tenant_id, step_path, key_id, effect, destructive,
 	CASE WHEN length(trace_id) = 32 AND trace_id NOT GLOB '*[^0-9a-f]*'
+			AND instr(CAST(trace_id AS BLOB), x'00') = 0
 		THEN unhex(trace_id) ELSE trace_id END,
 	CASE WHEN length(span_id) = 16 AND span_id NOT GLOB '*[^0-9a-f]*'
+			AND instr(CAST(span_id AS BLOB), x'00') = 0
 		THEN unhex(span_id) ELSE span_id END,
 	approver_id, arguments, pii_fields, classifications,
 	CASE WHEN length(output_hash) = 71 AND substr(output_hash, 1, 7) = 'sha256:'
 			AND substr(output_hash, 8) NOT GLOB '*[^0-9a-f]*'
+			AND instr(CAST(output_hash AS BLOB), x'00') = 0
 		THEN unhex(substr(output_hash, 8)) ELSE output_hash END,
 	cost_cents, attempts,
 	seq, prev_hash, hash
