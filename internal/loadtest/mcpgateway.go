@@ -186,20 +186,7 @@ func startMCPGatewayOnce(ctx context.Context, binary, dir, catalog, secrets, tok
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	stopProc := func() {
-		select {
-		case <-exited:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
+	stopProc := func() { interrupt(cmd, exited) }
 	logTail := func() string {
 		b, _ := os.ReadFile(logPath)
 		if len(b) > 2000 {

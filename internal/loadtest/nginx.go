@@ -197,21 +197,7 @@ func startNginxOnce(ctx context.Context, binary, dir, upstream string) (*Nginx, 
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	stopProc := func() {
-		select {
-		case <-exited:
-			return
-		default:
-		}
-		// SIGINT is one of nginx's fast stops; nothing is in flight.
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
+	stopProc := func() { interrupt(cmd, exited) }
 	errLog := func() string {
 		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 		return strings.TrimSpace(out.String() + "\n" + string(b))

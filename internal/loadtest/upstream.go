@@ -290,18 +290,7 @@ func startHelper(ctx context.Context, stderr io.Writer, line *regexp.Regexp, env
 	}
 	exited := make(chan struct{})
 	stop := func() error {
-		select {
-		case <-exited:
-			return nil
-		default:
-		}
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		interrupt(cmd, exited)
 		return nil
 	}
 	found := make(chan []string, 1)
