@@ -227,24 +227,7 @@ func TestTrailReadsByTimeAreIndexOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rows, err := s.db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+tt.query, tt.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if joined := strings.Join(plan, "; "); !strings.Contains(joined, tt.want) {
+			if joined := queryPlan(t, s, tt.query, tt.args...); !strings.Contains(joined, tt.want) {
 				t.Errorf("plan %q: want %q", joined, tt.want)
 			}
 		})

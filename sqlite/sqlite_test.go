@@ -312,24 +312,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 	sortsTies := map[string]bool{"ListAudit page": true, "ListAudit by run": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rows, err := s.db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+tt.query, tt.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			joined := strings.Join(plan, "; ")
+			joined := queryPlan(t, s, tt.query, tt.args...)
 			if sortsTies[tt.name] {
 				joined = strings.Replace(joined, "; USE TEMP B-TREE FOR LAST TERM OF ORDER BY", "", 1)
 			}
@@ -402,4 +385,28 @@ func TestAuditChain(t *testing.T) {
 func TestOAuth(t *testing.T) {
 	t.Parallel()
 	storetest.RunOAuth(t, func(t *testing.T) storetest.OAuthStore { return newTestStore(t) })
+}
+
+// queryPlan answers SQLite's plan of query on s, its steps joined by
+// "; " (EXPLAIN QUERY PLAN's detail column).
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
 }
