@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
@@ -100,9 +101,41 @@ func (s *Store) appendAuditHinted(ctx context.Context, e *toolplane.AuditEvent, 
 	return c.appendHinted(e, args)
 }
 
-const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + auditValues(auditArgCount) + `)`
+
+// textArgs marks the insert's arguments that are texts, but for the
+// organization (a chained insert's condition compares it, see
+// insertAuditAfter): an empty one is bound as NULL (setText) and made
+// ” again by the statement (coalesce). Binding a text costs modernc's
+// driver a C buffer, allocated, bound, unbound after the statement and
+// freed, and a read call's event leaves half its texts empty (the
+// approval, the person, the reason, the parent, the kind, the tenant …);
+// NULL is bound without any of that. The stored value is the same ”.
+var textArgs = func() (m [auditArgCount]bool) {
+	for _, i := range [...]int{1, 2, 3, 4, 5, 6, 7, 8, 9, sqlstore.HexArgumentsHash, 11, 12, sqlstore.HexKey, 17, 18, 19,
+		21, 24, 25, 26, 27, 28, 29, 30, sqlstore.HexTraceID, sqlstore.HexSpanID, 34, 36, 37, sqlstore.HexOutputHash} {
+		m[i] = true
+	}
+	return m
+}()
+
+// auditValues answers the placeholders of the insert's first n arguments,
+// a text's read as ” when NULL (see textArgs).
+func auditValues(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if textArgs[i] {
+			b.WriteString("coalesce(?, '')")
+		} else {
+			b.WriteString("?")
+		}
+	}
+	return b.String()
+}
 
 // auditArgCount is how many arguments insertAudit takes.
 const auditArgCount = 44
@@ -121,46 +154,46 @@ const (
 // row.
 func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 0, e.OrganizationID)
-	setArg(args, 1, e.ID)
-	setArg(args, 2, e.RunID)
-	setArg(args, 3, e.AgentID)
-	setArg(args, 4, e.PrincipalID)
-	setArg(args, 5, e.UserID)
-	setArg(args, 6, e.Tool)
-	setArg(args, 7, e.ToolVersion)
-	setArg(args, 8, string(e.Source))
-	setArg(args, 9, e.Outcome)
+	setText(args, 1, e.ID)
+	setText(args, 2, e.RunID)
+	setText(args, 3, e.AgentID)
+	setText(args, 4, e.PrincipalID)
+	setText(args, 5, e.UserID)
+	setText(args, 6, e.Tool)
+	setText(args, 7, e.ToolVersion)
+	setText(args, 8, string(e.Source))
+	setText(args, 9, e.Outcome)
 	setHexArg(args, sqlstore.HexArgumentsHash, e.ArgumentsHash)
-	setArg(args, 11, e.ApprovalID)
-	setArg(args, 12, e.AuthorizedBy)
+	setText(args, 11, e.ApprovalID)
+	setText(args, 12, e.AuthorizedBy)
 	setArg(args, 13, e.Replayed)
 	setArg(args, 14, e.LatencyMicros)
 	setArg(args, 15, micros(e.CreatedAt))
 	setHexArg(args, sqlstore.HexKey, e.Key)
-	setArg(args, 17, e.Reason)
-	setArg(args, 18, e.ConnectionID)
-	setArg(args, 19, e.PolicyDecision)
+	setText(args, 17, e.Reason)
+	setText(args, 18, e.ConnectionID)
+	setText(args, 19, e.PolicyDecision)
 	setArg(args, 20, e.PolicyBundle)
-	setArg(args, 21, e.PolicyRule)
+	setText(args, 21, e.PolicyRule)
 	setArg(args, 22, e.PolicyDegraded)
 	// The policy input is stored packed (sqlstore.PackDocument): most
 	// of it repeats from call to call. The chain's hash covers the
 	// document, not its stored form.
 	args[argPolicyInput] = blob(sqlstore.PackDocument(e.PolicyInput))
-	setArg(args, 24, e.ParentID)
-	setArg(args, 25, string(e.Kind))
-	setArg(args, 26, e.Subject)
-	setArg(args, 27, e.TenantID)
-	setArg(args, 28, e.StepPath)
-	setArg(args, 29, e.KeyID)
-	setArg(args, 30, string(e.Effect))
+	setText(args, 24, e.ParentID)
+	setText(args, 25, string(e.Kind))
+	setText(args, 26, e.Subject)
+	setText(args, 27, e.TenantID)
+	setText(args, 28, e.StepPath)
+	setText(args, 29, e.KeyID)
+	setText(args, 30, string(e.Effect))
 	setArg(args, 31, e.Destructive)
 	setHexArg(args, sqlstore.HexTraceID, e.TraceID)
 	setHexArg(args, sqlstore.HexSpanID, e.SpanID)
-	setArg(args, 34, e.ApproverID)
+	setText(args, 34, e.ApproverID)
 	args[argArguments] = blob(e.Arguments)
-	setArg(args, 36, sqlstore.JoinStrings(e.PIIFields))
-	setArg(args, 37, sqlstore.JoinStrings(e.Classifications))
+	setText(args, 36, sqlstore.JoinStrings(e.PIIFields))
+	setText(args, 37, sqlstore.JoinStrings(e.Classifications))
 	setHexArg(args, sqlstore.HexOutputHash, e.OutputHash)
 	setArg(args, 39, e.CostCents)
 	setArg(args, 40, e.Attempts)
@@ -179,7 +212,7 @@ func setHexArg(args []any, i int, v string) {
 	var buf [128]byte // a longer key's form is allocated
 	b, ok := sqlstore.PackHex(buf[:0], i, v)
 	if !ok {
-		setArg(args, i, v)
+		setText(args, i, v)
 		return
 	}
 	if old, ok := args[i].([]byte); ok && len(old) == len(b) {
@@ -197,6 +230,16 @@ func chainBytes(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// setText sets args[i], a text argument (textArgs), to v, or to nil
+// when v is empty.
+func setText(args []any, i int, v string) {
+	if v == "" {
+		args[i] = nil
+		return
+	}
+	setArg(args, i, v)
 }
 
 // setArg sets args[i] to v unless it already holds a T equal to v.

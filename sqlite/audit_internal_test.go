@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,48 @@ func rowsOfEveryShape() []*toolplane.AuditEvent {
 	// Nothing but what an event must hold.
 	bare := &toolplane.AuditEvent{ID: "ev-5", OrganizationID: "org-1", CreatedAt: now.Add(4 * time.Microsecond)}
 	return []*toolplane.AuditEvent{full, &same, other, &again, bare}
+}
+
+// An empty text is bound as NULL (setText) and stored as the ” it is:
+// every text column of an event holding nothing but its id, organization
+// and time is a text, and empty, stored alone or in a batch; and only a
+// text argument (textArgs) or a document is ever bound as NULL.
+func TestAuditEmptyTextsStoredAsText(t *testing.T) {
+	t.Parallel()
+	cols := strings.Split(auditColumns, ",")
+	args := make([]any, chainArgCount)
+	setAuditArgs(args, rowsOfEveryShape()[4])
+	for i, a := range args[:auditArgCount] {
+		if a == nil && !textArgs[i] && i != argPolicyInput && i != argArguments {
+			t.Errorf("argument %d (%s) bound as NULL", i, strings.TrimSpace(cols[i]))
+		}
+	}
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Now()
+	bare := func(id string) *toolplane.AuditEvent {
+		return &toolplane.AuditEvent{ID: id, OrganizationID: "org-1", CreatedAt: now}
+	}
+	if err := s.AppendAudit(ctx, bare("ev-alone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendAudit(ctx, bare("ev-alone-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendAuditBatch(ctx, []*toolplane.AuditEvent{bare("ev-batch-1"), bare("ev-batch-2")}); err != nil {
+		t.Fatal(err)
+	}
+	for i, text := range textArgs {
+		if !text || i == 1 {
+			continue
+		}
+		col := strings.TrimSpace(cols[i])
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM audit_events WHERE typeof(`+col+`) = 'text' AND `+col+` = ''`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 4 {
+			t.Errorf("%s: %d of 4 events hold ''", col, n)
+		}
+	}
 }

@@ -54,26 +54,26 @@ const (
 	// registerAuditOrganization changes no page once the organization is
 	// known.
 	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
-	// insertAuditAfter is insertAudit on the condition that the chain's
-	// newest event is the one given: an event chained on where this node
-	// last left the chain is stored only if the chain is still there,
-	// checked by the statement that stores it, with no read before it.
-	// When it is not, the event's seq is NULL, which the column refuses
-	// (SQLITE_CONSTRAINT_NOTNULL), and nothing is stored. Its arguments
-	// are insertAudit's but for the last three, which follow the
-	// condition's (the organization, the event's own number, one past the
-	// newest event's, and its PrevHash, the newest event's hash: the
-	// values its own columns are given, so they are boxed once): see
-	// chainer.appendHinted. (A condition in an INSERT … SELECT
-	// reading the table it inserts into would have SQLite copy the row to
-	// a temporary table first; numbered parameters cost the driver a
-	// string a parameter.)
-	insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (? - 1, ?)
-		THEN ? END, ?, ?)`
 )
+
+// insertAuditAfter is insertAudit on the condition that the chain's
+// newest event is the one given: an event chained on where this node
+// last left the chain is stored only if the chain is still there,
+// checked by the statement that stores it, with no read before it.
+// When it is not, the event's seq is NULL, which the column refuses
+// (SQLITE_CONSTRAINT_NOTNULL), and nothing is stored. Its arguments
+// are insertAudit's but for the last three, which follow the
+// condition's (the organization, the event's own number, one past the
+// newest event's, and its PrevHash, the newest event's hash: the
+// values its own columns are given, so they are boxed once): see
+// chainer.appendHinted. (A condition in an INSERT … SELECT
+// reading the table it inserts into would have SQLite copy the row to
+// a temporary table first; numbered parameters cost the driver a
+// string a parameter.)
+var insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
+	VALUES (` + auditValues(auditArgCount-3) + `,
+	CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (? - 1, ?)
+	THEN ? END, ?, ?)`
 
 // chainArgCount is how many arguments insertAuditAfter takes.
 const chainArgCount = auditArgCount + 3
