@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
@@ -102,7 +103,7 @@ func (s *Store) appendAuditHinted(ctx context.Context, e *toolplane.AuditEvent, 
 }
 
 var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (` + auditValues(auditArgCount) + `)`
+		VALUES (` + auditValues(auditArgCount, 0) + `)`
 
 // textArgs marks the insert's arguments that are texts, but for the
 // organization (a chained insert's condition compares it, see
@@ -120,21 +121,117 @@ var textArgs = func() (m [auditArgCount]bool) {
 	return m
 }()
 
-// auditValues answers the placeholders of the insert's first n arguments,
-// a text's read as ” when NULL (see textArgs).
-func auditValues(n int) string {
+// auditValues answers the VALUES of the insert's first n arguments for
+// events of the shape mask (auditShape): a value the mask holds is
+// written in the statement (auditLiteral), any other is a parameter. With
+// no mask, every value is a parameter, and a text's read as ” when NULL
+// (see textArgs).
+func auditValues(n int, mask uint64) string {
 	var b strings.Builder
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		if textArgs[i] {
+		switch {
+		case mask&(1<<i) != 0:
+			b.WriteString(auditLiteral[i])
+		case textArgs[i]:
 			b.WriteString("coalesce(?, '')")
-		} else {
+		default:
 			b.WriteString("?")
 		}
 	}
 	return b.String()
+}
+
+// auditLiteral is, for each of the insert's arguments an event often
+// leaves empty or zero, that value in SQL: the statement for events of a
+// shape (auditShape) holds it, and the driver binds it not at all. Every
+// argument bound costs modernc's driver its conversion and the
+// connection's mutex twice (bound, then unbound after the statement);
+// a read call's event leaves some twenty of them empty or zero. The
+// stored values are the same: ”, 0, NULL.
+var auditLiteral = func() (m [auditArgCount]string) {
+	for i, text := range textArgs {
+		if text {
+			m[i] = "''"
+		}
+	}
+	// replayed, policy_bundle, policy_degraded, destructive, cost_cents,
+	// attempts.
+	for _, i := range [...]int{13, 20, 22, 31, 39, 40} {
+		m[i] = "0"
+	}
+	m[argPolicyInput], m[argArguments] = "NULL", "NULL"
+	return m
+}()
+
+// auditShape answers the shape of an event's insert arguments
+// (setAuditArgs): a bit for each argument that holds its column's empty
+// or zero value (auditLiteral).
+func auditShape(args []any) uint64 {
+	var mask uint64
+	for i, lit := range auditLiteral {
+		if lit != "" && emptyArg(args[i]) {
+			mask |= 1 << i
+		}
+	}
+	return mask
+}
+
+// emptyArg reports whether v, an insert argument, is NULL, an empty text
+// (bound as NULL, see setText), false or zero.
+func emptyArg(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case int64:
+		return x == 0
+	case int:
+		return x == 0
+	}
+	return false
+}
+
+// maxAuditShapes bounds the statements made for events' shapes; past it an
+// event of a new shape is stored by the statement binding every argument
+// (insertAudit). Events come in a few shapes (a read, a write, an
+// approval, a control-plane change), each its own.
+const maxAuditShapes = 64
+
+// auditShapes are the insert statements made for events' shapes, by key:
+// the shape's mask, shifted, and 1 for the guarded insert
+// (insertAuditAfter).
+type auditShapes struct {
+	mu sync.Mutex
+	m  map[uint64]string
+}
+
+// query answers the insert statement for key, made on first use, or false
+// when there are maxAuditShapes already.
+func (a *auditShapes) query(key uint64) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if q, ok := a.m[key]; ok {
+		return q, true
+	}
+	if len(a.m) >= maxAuditShapes {
+		return "", false
+	}
+	if a.m == nil {
+		a.m = make(map[uint64]string)
+	}
+	mask := key >> 1
+	q := `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + auditValues(auditArgCount, mask) + `)`
+	if key&1 != 0 {
+		q = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + auditValues(auditArgCount-3, mask) + `,` + insertAfterCondition
+	}
+	a.m[key] = q
+	return q, true
 }
 
 // auditArgCount is how many arguments insertAudit takes.
@@ -297,7 +394,7 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// database/sql copies the arguments before a statement runs, so
 		// one slice serves every row (see setAuditArgs).
-		args := make([]any, chainArgCount)
+		args := make([]any, argsRoom)
 		c := s.newChainer(ctx, tx)
 		c.many = true
 		for _, e := range events {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
 )
 
 // A batch is stored whole or not at all: a duplicate anywhere in it stores
@@ -183,5 +184,72 @@ func TestAuditEmptyTextsStoredAsText(t *testing.T) {
 		if n != 4 {
 			t.Errorf("%s: %d of 4 events hold ''", col, n)
 		}
+	}
+}
+
+// Events of more shapes than the store makes statements for (auditShape,
+// maxAuditShapes), stored in a batch and alone, mixed from one event to
+// the next, each read back as it was, and the chain verifies.
+func TestAuditShapesPastTheirBound(t *testing.T) {
+	t.Parallel()
+	now := time.Now().Truncate(time.Microsecond)
+	events := func(prefix string) []*toolplane.AuditEvent {
+		var out []*toolplane.AuditEvent
+		for i := range 2 * maxAuditShapes {
+			e := &toolplane.AuditEvent{ID: fmt.Sprintf("%s-%03d", prefix, i), OrganizationID: "org-1", RunID: "run-1",
+				AgentID: "agent-1", Tool: "crm.lookup", Outcome: "ok", CreatedAt: now.Add(time.Duration(i) * time.Microsecond)}
+			// Seven fields set or empty by the bits of i: 128 shapes.
+			if i&1 != 0 {
+				e.UserID = "user-1"
+			}
+			if i&2 != 0 {
+				e.ApprovalID = "apr-1"
+			}
+			if i&4 != 0 {
+				e.Reason = "a reason"
+			}
+			if i&8 != 0 {
+				e.Destructive = true
+			}
+			if i&16 != 0 {
+				e.CostCents = 42
+			}
+			if i&32 != 0 {
+				e.PolicyInput = []byte(`{"tool":"crm.lookup"}`)
+			}
+			if i&64 != 0 {
+				e.Attempts = 2
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	s := newTestStore(t)
+	ctx := t.Context()
+	batch, alone := events("batch"), events("alone")
+	if err := s.AppendAuditBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range alone {
+		if err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range append(batch, alone...) {
+		got, err := s.GetAudit(ctx, want.OrganizationID, want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.CreatedAt = want.CreatedAt
+		if !reflect.DeepEqual(*got, *want) {
+			t.Errorf("%s stored as\n%+v\nwant\n%+v", want.ID, *got, *want)
+		}
+	}
+	if n := len(s.auditShapes.m); n != maxAuditShapes {
+		t.Errorf("%d statements made for shapes, want %d", n, maxAuditShapes)
+	}
+	r, err := auditchain.VerifyStore(ctx, s, &auditchain.KeySet{}, "org-1", 0, 0)
+	if err != nil || !r.OK || r.Events != 4*maxAuditShapes {
+		t.Fatalf("verify = %+v, %v", r, err)
 	}
 }
