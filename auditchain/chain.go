@@ -188,9 +188,8 @@ func Normalize(e *toolplane.AuditEvent) {
 }
 
 func normalizeJSON(doc json.RawMessage) json.RawMessage {
-	if len(doc) == 0 || bytes.IndexAny(doc, " \t\r\n<>&\xe2") < 0 {
-		// Nothing encoding/json would rewrite (U+2028 and U+2029, which it
-		// escapes, start with 0xe2): the common case costs one scan.
+	if written(doc) {
+		// The common case costs one scan.
 		return doc
 	}
 	var compact bytes.Buffer
@@ -203,4 +202,34 @@ func normalizeJSON(doc json.RawMessage) json.RawMessage {
 		return doc
 	}
 	return out.Bytes()
+}
+
+// written reports whether doc holds nothing encoding/json would rewrite:
+// no whitespace between tokens, no '<', '>' or '&', and no byte 0xe2
+// (U+2028 and U+2029, which it escapes, start with it). A space inside a
+// string is the string's own: a document's texts (a query, a name) often
+// hold spaces, and compacting them again cost more than the rest of
+// storing the event. Raw tabs and line breaks are taken for whitespace
+// wherever they are, as a JSON string cannot hold them. A doc that is not
+// JSON may be read wrongly here, which changes nothing: normalizeJSON
+// leaves such a document alone either way.
+func written(doc []byte) bool {
+	in := false // inside a string
+	for i := 0; i < len(doc); i++ {
+		switch doc[i] {
+		case '"':
+			in = !in
+		case '\\':
+			if in {
+				i++ // the escaped byte, a quote perhaps
+			}
+		case ' ':
+			if !in {
+				return false
+			}
+		case '\t', '\r', '\n', '<', '>', '&', 0xe2:
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package auditchain
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -239,6 +240,79 @@ func TestVerifyHashedBefore(t *testing.T) {
 					t.Fatalf("verify = %+v, break %+v; want %s at %d", got, got.Break, c.kind, k+1)
 				}
 			})
+		}
+	}
+}
+
+// referenceNormalize is normalizeJSON as encoding/json states it: the
+// document compacted and HTML-escaped, or the document itself when that
+// is the same or it is not JSON.
+func referenceNormalize(doc []byte) []byte {
+	if len(doc) == 0 {
+		return doc
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc); err != nil {
+		return doc
+	}
+	var out bytes.Buffer
+	json.HTMLEscape(&out, compact.Bytes())
+	if bytes.Equal(out.Bytes(), doc) {
+		return doc
+	}
+	return out.Bytes()
+}
+
+var normalizeSeeds = []string{
+	``, `{}`, `{"a":1}`, `{"a": 1}`, "{\"a\":1}\n", `{"q":"refund for order 1234"}`,
+	`{"q":"a \"quoted\" word","n":[1, 2]}`, `{"q":"back\\"}`, `{"q":"back\\\\"} `, `{"q":"\\" "}`,
+	`{"q":"<b>"}`, `{"q":"a&b"}`, "{\"q\":\"\u2028\"}", "{\"q\":\"\u00e2\"}", `{"q":"é ü"}`,
+	`not json`, `not json `, `{"a":`, `{"a":"open`, `"a b"`, ` "a b"`, `["a", "b"]`, `["a","b"]`,
+	"{\"q\":\"tab\\there\"}", "{\"q\":\"raw\ttab\"}", `{"a":"x"}{"b":"y"}`, `{"a":"x" }`,
+}
+
+// TestNormalizeAsEncodingJSON: a document reads as encoding/json would
+// write it, the same slice when it is already so (no copy is made of a
+// document stored as it came).
+func TestNormalizeAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for _, s := range normalizeSeeds {
+		doc := []byte(s)
+		got, want := normalizeJSON(doc), referenceNormalize(doc)
+		if !bytes.Equal(got, want) {
+			t.Errorf("normalizeJSON(%q) = %q, want %q", s, got, want)
+		}
+		if len(doc) > 0 && bytes.Equal(want, doc) && &got[0] != &doc[0] {
+			t.Errorf("normalizeJSON(%q) copied a document already written", s)
+		}
+	}
+}
+
+// FuzzNormalizeAsEncodingJSON is TestNormalizeAsEncodingJSON on any bytes.
+func FuzzNormalizeAsEncodingJSON(f *testing.F) {
+	for _, s := range normalizeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		got, want := normalizeJSON(doc), referenceNormalize(doc)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("normalizeJSON(%q) = %q, want %q", doc, got, want)
+		}
+	})
+}
+
+// BenchmarkNormalize is a read call's policy document, whose texts hold
+// spaces, as every event stored is normalized.
+func BenchmarkNormalize(b *testing.B) {
+	doc := []byte(`{"grants":"allow","request":{"principal":{"agent":"agent-billing","key":"tpk_1",` +
+		`"roles":["support"],"team":"billing","tenant":"org-bench","attributes":{}},"tool":{"name":"demo.search_tickets",` +
+		`"version":"1.0.0","effect":"read","labels":["tickets"],"sensitive":[]},"arguments":{"query":"refund for order 1234",` +
+		`"limit":10},"facts":{},"context":{"time":"2026-12-02T04:00:00Z","weekday":"Wednesday","hour":4,"zone":"UTC",` +
+		`"run_cost_cents":0}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(normalizeJSON(doc)) != len(doc) {
+			b.Fatal("rewritten")
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/auditchain"
@@ -100,9 +102,137 @@ func (s *Store) appendAuditHinted(ctx context.Context, e *toolplane.AuditEvent, 
 	return c.appendHinted(e, args)
 }
 
-const insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+var insertAudit = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + auditValues(auditArgCount, 0) + `)`
+
+// textArgs marks the insert's arguments that are texts, but for the
+// organization (a chained insert's condition compares it, see
+// insertAuditAfter): an empty one is bound as NULL (setText) and made
+// ” again by the statement (coalesce). Binding a text costs modernc's
+// driver a C buffer, allocated, bound, unbound after the statement and
+// freed, and a read call's event leaves half its texts empty (the
+// approval, the person, the reason, the parent, the kind, the tenant …);
+// NULL is bound without any of that. The stored value is the same ”.
+var textArgs = func() (m [auditArgCount]bool) {
+	for _, i := range [...]int{1, 2, 3, 4, 5, 6, 7, 8, 9, sqlstore.HexArgumentsHash, 11, 12, sqlstore.HexKey, 17, 18, 19,
+		21, 24, 25, 26, 27, 28, 29, 30, sqlstore.HexTraceID, sqlstore.HexSpanID, 34, 36, 37, sqlstore.HexOutputHash} {
+		m[i] = true
+	}
+	return m
+}()
+
+// auditValues answers the VALUES of the insert's first n arguments for
+// events of the shape mask (auditShape): a value the mask holds is
+// written in the statement (auditLiteral), any other is a parameter. With
+// no mask, every value is a parameter, and a text's read as ” when NULL
+// (see textArgs).
+func auditValues(n int, mask uint64) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		switch {
+		case mask&(1<<i) != 0:
+			b.WriteString(auditLiteral[i])
+		case textArgs[i]:
+			b.WriteString("coalesce(?, '')")
+		default:
+			b.WriteString("?")
+		}
+	}
+	return b.String()
+}
+
+// auditLiteral is, for each of the insert's arguments an event often
+// leaves empty or zero, that value in SQL: the statement for events of a
+// shape (auditShape) holds it, and the driver binds it not at all. Every
+// argument bound costs modernc's driver its conversion and the
+// connection's mutex twice (bound, then unbound after the statement);
+// a read call's event leaves some twenty of them empty or zero. The
+// stored values are the same: ”, 0, NULL.
+var auditLiteral = func() (m [auditArgCount]string) {
+	for i, text := range textArgs {
+		if text {
+			m[i] = "''"
+		}
+	}
+	// replayed, policy_bundle, policy_degraded, destructive, cost_cents,
+	// attempts.
+	for _, i := range [...]int{13, 20, 22, 31, 39, 40} {
+		m[i] = "0"
+	}
+	m[argPolicyInput], m[argArguments] = "NULL", "NULL"
+	return m
+}()
+
+// auditShape answers the shape of an event's insert arguments
+// (setAuditArgs): a bit for each argument that holds its column's empty
+// or zero value (auditLiteral).
+func auditShape(args []any) uint64 {
+	var mask uint64
+	for i, lit := range auditLiteral {
+		if lit != "" && emptyArg(args[i]) {
+			mask |= 1 << i
+		}
+	}
+	return mask
+}
+
+// emptyArg reports whether v, an insert argument, is NULL, an empty text
+// (bound as NULL, see setText), false or zero.
+func emptyArg(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case int64:
+		return x == 0
+	case int:
+		return x == 0
+	}
+	return false
+}
+
+// maxAuditShapes bounds the statements made for events' shapes; past it an
+// event of a new shape is stored by the statement binding every argument
+// (insertAudit). Events come in a few shapes (a read, a write, an
+// approval, a control-plane change), each its own.
+const maxAuditShapes = 64
+
+// auditShapes are the insert statements made for events' shapes, by key:
+// the shape's mask, shifted, and 1 for the guarded insert
+// (insertAuditAfter).
+type auditShapes struct {
+	mu sync.Mutex
+	m  map[uint64]string
+}
+
+// query answers the insert statement for key, made on first use, or false
+// when there are maxAuditShapes already.
+func (a *auditShapes) query(key uint64) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if q, ok := a.m[key]; ok {
+		return q, true
+	}
+	if len(a.m) >= maxAuditShapes {
+		return "", false
+	}
+	if a.m == nil {
+		a.m = make(map[uint64]string)
+	}
+	mask := key >> 1
+	q := `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + auditValues(auditArgCount, mask) + `)`
+	if key&1 != 0 {
+		q = `INSERT INTO audit_events (` + auditColumns + `)
+		VALUES (` + auditValues(auditArgCount-3, mask) + `,` + insertAfterCondition
+	}
+	a.m[key] = q
+	return q, true
+}
 
 // auditArgCount is how many arguments insertAudit takes.
 const auditArgCount = 44
@@ -121,46 +251,46 @@ const (
 // row.
 func setAuditArgs(args []any, e *toolplane.AuditEvent) {
 	setArg(args, 0, e.OrganizationID)
-	setArg(args, 1, e.ID)
-	setArg(args, 2, e.RunID)
-	setArg(args, 3, e.AgentID)
-	setArg(args, 4, e.PrincipalID)
-	setArg(args, 5, e.UserID)
-	setArg(args, 6, e.Tool)
-	setArg(args, 7, e.ToolVersion)
-	setArg(args, 8, string(e.Source))
-	setArg(args, 9, e.Outcome)
+	setText(args, 1, e.ID)
+	setText(args, 2, e.RunID)
+	setText(args, 3, e.AgentID)
+	setText(args, 4, e.PrincipalID)
+	setText(args, 5, e.UserID)
+	setText(args, 6, e.Tool)
+	setText(args, 7, e.ToolVersion)
+	setText(args, 8, string(e.Source))
+	setText(args, 9, e.Outcome)
 	setHexArg(args, sqlstore.HexArgumentsHash, e.ArgumentsHash)
-	setArg(args, 11, e.ApprovalID)
-	setArg(args, 12, e.AuthorizedBy)
+	setText(args, 11, e.ApprovalID)
+	setText(args, 12, e.AuthorizedBy)
 	setArg(args, 13, e.Replayed)
 	setArg(args, 14, e.LatencyMicros)
 	setArg(args, 15, micros(e.CreatedAt))
 	setHexArg(args, sqlstore.HexKey, e.Key)
-	setArg(args, 17, e.Reason)
-	setArg(args, 18, e.ConnectionID)
-	setArg(args, 19, e.PolicyDecision)
+	setText(args, 17, e.Reason)
+	setText(args, 18, e.ConnectionID)
+	setText(args, 19, e.PolicyDecision)
 	setArg(args, 20, e.PolicyBundle)
-	setArg(args, 21, e.PolicyRule)
+	setText(args, 21, e.PolicyRule)
 	setArg(args, 22, e.PolicyDegraded)
 	// The policy input is stored packed (sqlstore.PackDocument): most
 	// of it repeats from call to call. The chain's hash covers the
 	// document, not its stored form.
 	args[argPolicyInput] = blob(sqlstore.PackDocument(e.PolicyInput))
-	setArg(args, 24, e.ParentID)
-	setArg(args, 25, string(e.Kind))
-	setArg(args, 26, e.Subject)
-	setArg(args, 27, e.TenantID)
-	setArg(args, 28, e.StepPath)
-	setArg(args, 29, e.KeyID)
-	setArg(args, 30, string(e.Effect))
+	setText(args, 24, e.ParentID)
+	setText(args, 25, string(e.Kind))
+	setText(args, 26, e.Subject)
+	setText(args, 27, e.TenantID)
+	setText(args, 28, e.StepPath)
+	setText(args, 29, e.KeyID)
+	setText(args, 30, string(e.Effect))
 	setArg(args, 31, e.Destructive)
 	setHexArg(args, sqlstore.HexTraceID, e.TraceID)
 	setHexArg(args, sqlstore.HexSpanID, e.SpanID)
-	setArg(args, 34, e.ApproverID)
+	setText(args, 34, e.ApproverID)
 	args[argArguments] = blob(e.Arguments)
-	setArg(args, 36, sqlstore.JoinStrings(e.PIIFields))
-	setArg(args, 37, sqlstore.JoinStrings(e.Classifications))
+	setText(args, 36, sqlstore.JoinStrings(e.PIIFields))
+	setText(args, 37, sqlstore.JoinStrings(e.Classifications))
 	setHexArg(args, sqlstore.HexOutputHash, e.OutputHash)
 	setArg(args, 39, e.CostCents)
 	setArg(args, 40, e.Attempts)
@@ -179,7 +309,7 @@ func setHexArg(args []any, i int, v string) {
 	var buf [128]byte // a longer key's form is allocated
 	b, ok := sqlstore.PackHex(buf[:0], i, v)
 	if !ok {
-		setArg(args, i, v)
+		setText(args, i, v)
 		return
 	}
 	if old, ok := args[i].([]byte); ok && len(old) == len(b) {
@@ -197,6 +327,16 @@ func chainBytes(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// setText sets args[i], a text argument (textArgs), to v, or to nil
+// when v is empty.
+func setText(args []any, i int, v string) {
+	if v == "" {
+		args[i] = nil
+		return
+	}
+	setArg(args, i, v)
 }
 
 // setArg sets args[i] to v unless it already holds a T equal to v.
@@ -254,7 +394,7 @@ func (s *Store) AppendAuditBatch(ctx context.Context, events []*toolplane.AuditE
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// database/sql copies the arguments before a statement runs, so
 		// one slice serves every row (see setAuditArgs).
-		args := make([]any, chainArgCount)
+		args := make([]any, argsRoom)
 		c := s.newChainer(ctx, tx)
 		c.many = true
 		for _, e := range events {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/auditchain"
 )
 
 // A batch is stored whole or not at all: a duplicate anywhere in it stores
@@ -139,4 +141,115 @@ func rowsOfEveryShape() []*toolplane.AuditEvent {
 	// Nothing but what an event must hold.
 	bare := &toolplane.AuditEvent{ID: "ev-5", OrganizationID: "org-1", CreatedAt: now.Add(4 * time.Microsecond)}
 	return []*toolplane.AuditEvent{full, &same, other, &again, bare}
+}
+
+// An empty text is bound as NULL (setText) and stored as the ” it is:
+// every text column of an event holding nothing but its id, organization
+// and time is a text, and empty, stored alone or in a batch; and only a
+// text argument (textArgs) or a document is ever bound as NULL.
+func TestAuditEmptyTextsStoredAsText(t *testing.T) {
+	t.Parallel()
+	cols := strings.Split(auditColumns, ",")
+	args := make([]any, chainArgCount)
+	setAuditArgs(args, rowsOfEveryShape()[4])
+	for i, a := range args[:auditArgCount] {
+		if a == nil && !textArgs[i] && i != argPolicyInput && i != argArguments {
+			t.Errorf("argument %d (%s) bound as NULL", i, strings.TrimSpace(cols[i]))
+		}
+	}
+	s := newTestStore(t)
+	ctx := t.Context()
+	now := time.Now()
+	bare := func(id string) *toolplane.AuditEvent {
+		return &toolplane.AuditEvent{ID: id, OrganizationID: "org-1", CreatedAt: now}
+	}
+	if err := s.AppendAudit(ctx, bare("ev-alone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendAudit(ctx, bare("ev-alone-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendAuditBatch(ctx, []*toolplane.AuditEvent{bare("ev-batch-1"), bare("ev-batch-2")}); err != nil {
+		t.Fatal(err)
+	}
+	for i, text := range textArgs {
+		if !text || i == 1 {
+			continue
+		}
+		col := strings.TrimSpace(cols[i])
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM audit_events WHERE typeof(`+col+`) = 'text' AND `+col+` = ''`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 4 {
+			t.Errorf("%s: %d of 4 events hold ''", col, n)
+		}
+	}
+}
+
+// Events of more shapes than the store makes statements for (auditShape,
+// maxAuditShapes), stored in a batch and alone, mixed from one event to
+// the next, each read back as it was, and the chain verifies.
+func TestAuditShapesPastTheirBound(t *testing.T) {
+	t.Parallel()
+	now := time.Now().Truncate(time.Microsecond)
+	events := func(prefix string) []*toolplane.AuditEvent {
+		var out []*toolplane.AuditEvent
+		for i := range 2 * maxAuditShapes {
+			e := &toolplane.AuditEvent{ID: fmt.Sprintf("%s-%03d", prefix, i), OrganizationID: "org-1", RunID: "run-1",
+				AgentID: "agent-1", Tool: "crm.lookup", Outcome: "ok", CreatedAt: now.Add(time.Duration(i) * time.Microsecond)}
+			// Seven fields set or empty by the bits of i: 128 shapes.
+			if i&1 != 0 {
+				e.UserID = "user-1"
+			}
+			if i&2 != 0 {
+				e.ApprovalID = "apr-1"
+			}
+			if i&4 != 0 {
+				e.Reason = "a reason"
+			}
+			if i&8 != 0 {
+				e.Destructive = true
+			}
+			if i&16 != 0 {
+				e.CostCents = 42
+			}
+			if i&32 != 0 {
+				e.PolicyInput = []byte(`{"tool":"crm.lookup"}`)
+			}
+			if i&64 != 0 {
+				e.Attempts = 2
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	s := newTestStore(t)
+	ctx := t.Context()
+	batch, alone := events("batch"), events("alone")
+	if err := s.AppendAuditBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range alone {
+		if err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range append(batch, alone...) {
+		got, err := s.GetAudit(ctx, want.OrganizationID, want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.CreatedAt = want.CreatedAt
+		if !reflect.DeepEqual(*got, *want) {
+			t.Errorf("%s stored as\n%+v\nwant\n%+v", want.ID, *got, *want)
+		}
+	}
+	if n := len(s.auditShapes.m); n != maxAuditShapes {
+		t.Errorf("%d statements made for shapes, want %d", n, maxAuditShapes)
+	}
+	r, err := auditchain.VerifyStore(ctx, s, &auditchain.KeySet{}, "org-1", 0, 0)
+	if err != nil || !r.OK || r.Events != 4*maxAuditShapes {
+		t.Fatalf("verify = %+v, %v", r, err)
+	}
 }

@@ -32,9 +32,12 @@ type chainer struct {
 	// order is the organizations whose chains moved, in the order they
 	// first did.
 	order []string
-	// plain and guarded are the transaction's inserts, prepared once a
-	// chainer (see append).
-	plain, guarded *sql.Stmt
+	// shapes are the transaction's inserts, each for events of one shape
+	// (see auditShape), the last few a chainer used: events of one write
+	// mostly share theirs.
+	shapes [4]shapeStmt
+	// nextShape is the entry of shapes a new shape takes.
+	nextShape int
 	// many is set when the chainer appends more than one event (a batch):
 	// only then does it keep the heads its events moved.
 	many bool
@@ -54,29 +57,38 @@ const (
 	// registerAuditOrganization changes no page once the organization is
 	// known.
 	registerAuditOrganization = `INSERT INTO audit_organizations (organization_id) VALUES (?) ON CONFLICT DO NOTHING`
-	// insertAuditAfter is insertAudit on the condition that the chain's
-	// newest event is the one given: an event chained on where this node
-	// last left the chain is stored only if the chain is still there,
-	// checked by the statement that stores it, with no read before it.
-	// When it is not, the event's seq is NULL, which the column refuses
-	// (SQLITE_CONSTRAINT_NOTNULL), and nothing is stored. Its arguments
-	// are insertAudit's but for the last three, which follow the
-	// condition's (the organization, the event's own number, one past the
-	// newest event's, and its PrevHash, the newest event's hash: the
-	// values its own columns are given, so they are boxed once): see
-	// chainer.appendHinted. (A condition in an INSERT … SELECT
-	// reading the table it inserts into would have SQLite copy the row to
-	// a temporary table first; numbered parameters cost the driver a
-	// string a parameter.)
-	insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-		CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (? - 1, ?)
-		THEN ? END, ?, ?)`
 )
+
+// insertAuditAfter is insertAudit on the condition that the chain's
+// newest event is the one given: an event chained on where this node
+// last left the chain is stored only if the chain is still there,
+// checked by the statement that stores it, with no read before it.
+// When it is not, the event's seq is NULL, which the column refuses
+// (SQLITE_CONSTRAINT_NOTNULL), and nothing is stored. Its arguments
+// are insertAudit's but for the last three, which follow the
+// condition's (the organization, the event's own number, one past the
+// newest event's, and its PrevHash, the newest event's hash: the
+// values its own columns are given, so they are boxed once): see
+// chainer.appendHinted. (A condition in an INSERT … SELECT
+// reading the table it inserts into would have SQLite copy the row to
+// a temporary table first; numbered parameters cost the driver a
+// string a parameter.)
+var insertAuditAfter = `INSERT INTO audit_events (` + auditColumns + `)
+	VALUES (` + auditValues(auditArgCount-3, 0) + `,` + insertAfterCondition
+
+// insertAfterCondition is the end of insertAuditAfter: the chain's
+// columns, the first on its condition.
+const insertAfterCondition = `
+	CASE WHEN (SELECT seq, hash FROM audit_events WHERE organization_id = ? AND seq > 0 ORDER BY seq DESC LIMIT 1) = (? - 1, ?)
+	THEN ? END, ?, ?)`
 
 // chainArgCount is how many arguments insertAuditAfter takes.
 const chainArgCount = auditArgCount + 3
+
+// argsRoom is the length of the room an event's insert is given for its
+// arguments: chainArgCount for them all (setAuditArgs), as many again for
+// those its statement binds (chainer.insert).
+const argsRoom = 2 * chainArgCount
 
 // lastHeads is where this store last chained each organization: a hint
 // that saves a write the read of the head, never taken on trust (see
@@ -144,26 +156,60 @@ func (c *chainer) txRow(ctx context.Context, q string, args ...any) (*sql.Row, e
 	return c.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...), nil
 }
 
-// stmt answers the transaction's form of the store's statement q, kept in
-// *at for the chainer's next event.
-func (c *chainer) stmt(at **sql.Stmt, q string) (*sql.Stmt, error) {
-	if *at == nil {
-		st, err := c.s.prepared(c.ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		if c.tx != nil {
-			st = c.tx.StmtContext(c.ctx, st)
-		}
-		*at = st
+// A shapeStmt is a chainer's insert for events of one shape.
+type shapeStmt struct {
+	key uint64
+	st  *sql.Stmt
+}
+
+// insert answers the statement storing an event whose arguments
+// (setAuditArgs) are args, its first n, and the arguments it binds, kept
+// in bound: the statement of the event's shape (auditShape), guarded
+// (insertAuditAfter) or not, which holds the event's empty and zero
+// values itself. bound has room for n.
+func (c *chainer) insert(args, bound []any, n int, guarded bool) (*sql.Stmt, []any, error) {
+	mask := auditShape(args)
+	key := mask << 1
+	if guarded {
+		key |= 1
 	}
-	return *at, nil
+	q, ok := c.s.auditShapes.query(key)
+	if !ok {
+		// One shape too many: the statement binding every argument.
+		mask, key = 0, 1<<63|key&1
+		q = insertAudit
+		if guarded {
+			q = insertAuditAfter
+		}
+	}
+	bound = bound[:0]
+	for i, a := range args[:n] {
+		if i >= auditArgCount || mask&(1<<i) == 0 {
+			bound = append(bound, a)
+		}
+	}
+	for _, sh := range c.shapes {
+		if sh.st != nil && sh.key == key {
+			return sh.st, bound, nil
+		}
+	}
+	st, err := c.s.prepared(c.ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.tx != nil {
+		st = c.tx.StmtContext(c.ctx, st)
+	}
+	c.shapes[c.nextShape] = shapeStmt{key: key, st: st}
+	c.nextShape = (c.nextShape + 1) % len(c.shapes)
+	return st, bound, nil
 }
 
 // append seals e as the next event of its organization, after
 // normalizing its JSON documents (see auditchain.Normalize), and inserts
 // it; args, when not nil, is room for the insert's arguments
-// (chainArgCount, see setAuditArgs).
+// (argsRoom: chainArgCount, see setAuditArgs, then as many for those a
+// statement binds).
 //
 // An organization's first event in a transaction is chained where this
 // store last left the chain (lastHeads), by an insert that holds only if
@@ -179,7 +225,7 @@ func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
 			defer c.s.auditArgs.give()
 			args = kept
 		} else {
-			args = make([]any, chainArgCount)
+			args = make([]any, argsRoom)
 		}
 	}
 	auditchain.Normalize(e)
@@ -201,11 +247,11 @@ func (c *chainer) append(e *toolplane.AuditEvent, args []any) error {
 	}
 	auditchain.Seal(e, h.Seq+1, h.Hash)
 	setAuditArgs(args, e)
-	st, err := c.stmt(&c.plain, insertAudit)
+	st, bound, err := c.insert(args, args[chainArgCount:], auditArgCount, false)
 	if err != nil {
 		return err
 	}
-	if _, err := st.ExecContext(c.ctx, args[:auditArgCount]...); err != nil {
+	if _, err := st.ExecContext(c.ctx, bound...); err != nil {
 		return err
 	}
 	c.moved(org, h, e)
@@ -232,11 +278,11 @@ func (c *chainer) appendHinted(e *toolplane.AuditEvent, args []any) (bool, error
 	// args[0] is the organization, boxed already.
 	args[at], args[at+1], args[at+2] = args[0], seq, prevHash
 	args[at+3], args[at+4], args[at+5] = seq, prevHash, hash
-	st, err := c.stmt(&c.guarded, insertAuditAfter)
+	st, bound, err := c.insert(args, args[chainArgCount:], chainArgCount, true)
 	if err != nil {
 		return false, err
 	}
-	_, err = st.ExecContext(c.ctx, args...)
+	_, err = st.ExecContext(c.ctx, bound...)
 	if err == nil {
 		c.moved(org, nil, e)
 		return true, nil
@@ -248,7 +294,7 @@ func (c *chainer) appendHinted(e *toolplane.AuditEvent, args []any) (bool, error
 	return false, nil
 }
 
-// auditArgs is room for the audit insert's arguments (chainArgCount),
+// auditArgs is room for the audit insert's arguments (argsRoom),
 // kept from one event to the next: a value equal to the last event's
 // keeps its boxed copy (see setAuditArgs), so the fields that repeat from
 // call to call (the organization, agent, tool, outcome, hashes of the same
@@ -266,7 +312,7 @@ func (a *auditArgs) take() []any {
 		return nil
 	}
 	if a.args == nil {
-		a.args = make([]any, chainArgCount)
+		a.args = make([]any, argsRoom)
 	}
 	return a.args
 }
@@ -278,6 +324,8 @@ func (a *auditArgs) give() {
 	for _, i := range [...]int{argPolicyInput, argArguments, auditArgCount - 2, auditArgCount - 1, auditArgCount, auditArgCount + 1, auditArgCount + 2} {
 		a.args[i] = nil
 	}
+	// The arguments last bound: the same values, the documents among them.
+	clear(a.args[chainArgCount:])
 	a.mu.Unlock()
 }
 

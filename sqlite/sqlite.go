@@ -64,6 +64,8 @@ type Store struct {
 	// auditArgs is the audit insert's arguments, kept from one event to
 	// the next (see chainer.append).
 	auditArgs auditArgs
+	// auditShapes are the audit inserts made for events' shapes.
+	auditShapes auditShapes
 	// commits counts the store's commits since it last looked at the WAL;
 	// checkpointing is set while a background checkpoint runs (see
 	// committed).

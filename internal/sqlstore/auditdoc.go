@@ -101,6 +101,16 @@ func PackDocument(doc []byte) []byte {
 	s := doc
 next:
 	for i := 0; i < len(s); {
+		// Most bytes are written as they are (packedAsIs): a run of them
+		// is copied at once.
+		j := i
+		for j < len(s) && packedAsIs[s[j]] {
+			j++
+		}
+		out = append(out, s[i:j]...)
+		if i = j; i == len(s) {
+			break
+		}
 		c := s[i]
 		if c == 's' && isDigest(s[i:]) {
 			out = append(out, docDigest)
@@ -112,7 +122,9 @@ next:
 			continue
 		}
 		for _, k := range fragmentsAt[c] {
-			if f := docFragments[k]; hasPrefix(s[i:], f) {
+			// Every fragment is longer than a byte; its second is
+			// compared first, which most candidates fail.
+			if f := docFragments[k]; len(s)-i > 1 && s[i+1] == f[1] && hasPrefix(s[i:], f) {
 				out = append(out, docFragmentBase+k)
 				i += len(f)
 				continue next
@@ -126,6 +138,26 @@ next:
 	}
 	return out
 }
+
+// packedAsIs marks the bytes PackDocument writes as they are wherever
+// they are: none starts a fragment or a digest, and none is below 0x20.
+var packedAsIs = func() (m [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		m[c] = len(fragmentsAt[c]) == 0 && c != int(digestPrefix[0])
+	}
+	return m
+}()
+
+// Every fragment is longer than a byte (PackDocument compares its second
+// byte before the rest).
+var _ = func() bool {
+	for _, f := range docFragments {
+		if len(f) < 2 {
+			panic("sqlstore: a fragment of one byte")
+		}
+	}
+	return true
+}()
 
 // isDigest reports whether s starts with a digest: "sha256:" and 32
 // lowercase hex digits.
