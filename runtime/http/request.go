@@ -56,6 +56,9 @@ type built struct {
 	// target is where url points: the URL lives in the same allocation
 	// as the rest.
 	target url.URL
+	// scrub removes the call's secrets from what the downstream answers,
+	// kept here for the same reason.
+	scrub scrubber
 }
 
 // build encodes a call's arguments into its request. Every value reaches
