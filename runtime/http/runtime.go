@@ -327,8 +327,11 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built, s *scr
 	// The request is made from the URL build made, as
 	// http.NewRequestWithContext would make it from that URL's text,
 	// without writing the text out and parsing it back.
+	// Host is left empty: net/http then takes the URL's, which
+	// NewRequestWithContext would have copied there, and a Host of its
+	// own makes Client.Do copy the URL for the cookie jar on every call.
 	r := http.Request{
-		Method: c.plan.method, URL: b.url, Host: b.url.Host,
+		Method: c.plan.method, URL: b.url,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		// The header built for the call is sent as it is, by every
 		// attempt: nothing writes to it once the call sends, since
