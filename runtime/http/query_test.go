@@ -1,8 +1,11 @@
 package httpruntime
 
 import (
+	"encoding/json"
 	"net/url"
 	"testing"
+
+	"github.com/toolplane/toolplane"
 )
 
 // valuesEncoded is the query url.Values gives literal (the template's own
@@ -76,4 +79,39 @@ func FuzzBuildQueryAsValuesEncode(f *testing.F) {
 			t.Errorf("%q + %v: wrote %q, url.Values %q", literal, pairs, got, want)
 		}
 	})
+}
+
+// TestBuildLeavesTheTemplateQuery checks that a call's query values are
+// not written into the template's own: a template naming one parameter
+// three times holds its values in a slice with room to spare, and a call
+// adding to that slice wrote its value into the room every call shares,
+// where a concurrent call could read it as its own.
+func TestBuildLeavesTheTemplateQuery(t *testing.T) {
+	t.Parallel()
+	d := &toolplane.Definition{
+		Name: "billing.items", Version: "1.0.0", Connection: "billing", Effect: toolplane.EffectRead,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"t":{"type":"string"}}}`),
+		Binding: toolplane.Binding{HTTP: &toolplane.HTTPBinding{
+			Method: "GET", URL: "https://api.example.com/v1/items?tag=a&tag=b&tag=c",
+			Query: map[string]string{"tag": "{t}"},
+		}},
+	}
+	p, ps := compile(d)
+	if len(ps) > 0 {
+		t.Fatal(ps)
+	}
+	tags := p.target.query["tag"]
+	room := tags[len(tags):cap(tags)]
+	b, err := p.build(map[string]any{"t": "mine"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.url.RawQuery, "tag=a&tag=b&tag=c&tag=mine"; got != want {
+		t.Errorf("query %q, want %q", got, want)
+	}
+	for _, v := range room {
+		if v != "" {
+			t.Errorf("the call's value %q was written into the template's query", v)
+		}
+	}
 }
