@@ -60,6 +60,9 @@ type built struct {
 	// scrub removes the call's secrets from what the downstream answers,
 	// kept here for the same reason.
 	scrub scrubber
+	// auth is the credential header's value, the header's slice of it
+	// kept here too (its capacity one, so nothing appends into it).
+	auth [1]string
 }
 
 // build encodes a call's arguments into its request. Every value reaches

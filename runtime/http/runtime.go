@@ -235,7 +235,10 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 		}
 		b.header.Set(c.plan.idempotent, DownstreamKey(call.Key))
 	}
-	b.header.Set(authName, authValue)
+	// credential answers the header's name canonical, as Set would make
+	// it.
+	b.auth[0] = authValue
+	b.header[authName] = b.auth[:]
 
 	x := c.send(ctx, client, b, s)
 	v := c.judge(ctx, x, rel, s)
