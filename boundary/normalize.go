@@ -514,17 +514,23 @@ func marshalText(m encoding.TextMarshaler) (b []byte, err error) {
 	return m.MarshalText()
 }
 
-// numbers decodes JSON text as decodeJSON does, its decoders (and their
-// buffers) reused from one answer to the next: a decoder made per answer
-// was three allocations of every call's result boundary.
-var numbers = jsondec.New(jsondec.Options{UseNumber: true})
+// errNotOneValue is decodeJSON's refusal of a text that is not exactly one
+// JSON value.
+var errNotOneValue = errors.New("decode json: not exactly one JSON value")
 
 // decodeJSON decodes b, exactly one JSON value (white space may surround
 // it), keeping numbers as json.Number so their text survives unchanged.
+//
+// jsondec.Value reads it as encoding/json's decoder would (UseNumber, the
+// last of a repeated name winning, every string as encoding/json decodes
+// it), with its names and plain strings parts of one copy of b rather than
+// a copy each: a struct answer rendered through JSON was a dozen
+// allocations of every call's result boundary. The copy lives as long as
+// the normalised answer, which b's own size already bounds.
 func decodeJSON(b []byte) (any, error) {
-	var v any
-	if err := numbers.DecodeOnly(b, &v); err != nil {
-		return nil, fmt.Errorf("decode json: %w", err)
+	v, ok := jsondec.Value(b)
+	if !ok {
+		return nil, errNotOneValue
 	}
 	return v, nil
 }

@@ -125,7 +125,7 @@ func (s *Server) invokeBatch(w http.ResponseWriter, r *http.Request, c caller) {
 			}
 		}
 		ans := s.answerOf(r, requestID, s.Door.Call(r.Context(), at, call))
-		results[i] = batchResult{Status: ans.status, RetryAfter: ans.retryAfter, Body: ans.body}
+		results[i] = batchResult{Status: ans.status, RetryAfter: ans.retryAfter, Body: ans.payload()}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": results})
 }

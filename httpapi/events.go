@@ -22,7 +22,8 @@ const eventStream = "text/event-stream"
 
 // acceptsEvents reports whether r asks for server-sent events.
 func acceptsEvents(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+	// Split's slice would be an allocation of every call.
+	for part := range strings.SplitSeq(r.Header.Get("Accept"), ",") {
 		media, _, _ := strings.Cut(part, ";")
 		if strings.EqualFold(strings.TrimSpace(media), eventStream) {
 			return true

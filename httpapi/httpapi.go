@@ -785,8 +785,13 @@ type callAnswer struct {
 	// retryAfter is how many seconds to wait before calling again; 0 when
 	// the answer says none.
 	retryAfter int
-	// body is the result's JSON (a json.RawMessage), the approval to wait
-	// for, or the error envelope.
+	// result is the result's JSON as the boundary rendered it, written as
+	// it is; nil when the answer is not a result. It is kept apart from
+	// body because a json.RawMessage put in an interface is a copy of its
+	// slice header on the heap, one allocation of every answer.
+	result []byte
+	// body is the approval to wait for, the accepted call, or the error
+	// envelope, when result is nil.
 	body any
 	// location, when set, is the status URL of a call accepted to run
 	// later.
@@ -834,7 +839,7 @@ func (s *Server) answerOf(r *http.Request, requestID string, a door.Answer) call
 	case door.Accepted:
 		return callAnswer{status: http.StatusAccepted, body: s.asyncView(a.Async, a.Existing), location: s.statusPath(a.Async.ID)}
 	}
-	ans := callAnswer{status: http.StatusOK, body: json.RawMessage(boundary.Render(a.Result))}
+	ans := callAnswer{status: http.StatusOK, result: boundary.Render(a.Result)}
 	if e := a.Result.Error; e != nil && e.RetryAfter > 0 {
 		// A refusal that knows when the call can succeed (a breaker, a
 		// cap) says so where HTTP clients look, beside the result's field.
@@ -851,16 +856,24 @@ func (ans callAnswer) write(w http.ResponseWriter) {
 	if ans.location != "" {
 		w.Header().Set("Location", ans.location)
 	}
-	raw, ok := ans.body.(json.RawMessage)
-	if !ok {
+	if ans.result == nil {
 		writeJSON(w, ans.status, ans.body)
 		return
 	}
 	// A result is written as rendered, not encoded again.
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ans.status)
-	w.Write(raw)
+	w.Write(ans.result)
 	w.Write(newline)
+}
+
+// payload answers what ans says as one value to encode: the result's
+// JSON as rendered, or the body.
+func (ans callAnswer) payload() any {
+	if ans.result != nil {
+		return json.RawMessage(ans.result)
+	}
+	return ans.body
 }
 
 // newline ends a result written as rendered, as json.Encoder ends what it

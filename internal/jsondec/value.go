@@ -3,6 +3,7 @@ package jsondec
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -29,14 +30,32 @@ func Value(b []byte) (any, bool) {
 	if !json.Valid(b) {
 		return nil, false
 	}
-	d := valueReader{b: string(b)}
-	return d.value(), true
+	d := readers.Get().(*valueReader)
+	d.b, d.i = string(b), 0
+	v := d.value()
+	d.b = ""
+	if cap(d.items) <= maxPooledItems {
+		readers.Put(d)
+	}
+	return v, true
 }
+
+// maxPooledItems bounds the item stack a pooled reader keeps: one grown by
+// a rare long array is left to the collector.
+const maxPooledItems = 1 << 12
+
+// readers are Value's readers, pooled with their item stacks.
+var readers = sync.Pool{New: func() any { return &valueReader{items: make([]any, 0, 32)} }}
 
 // valueReader walks a valid JSON text.
 type valueReader struct {
 	b string
 	i int
+	// items holds the elements of the arrays being read, the inner ones'
+	// above the outer ones', emptied as each array is copied out at its
+	// length: one allocation an array, where appending to it grew it
+	// several times.
+	items []any
 }
 
 // space skips white space.
@@ -77,21 +96,28 @@ func (d *valueReader) value() any {
 		}
 	case '[':
 		d.i++
-		a := []any{}
 		d.space()
 		if d.b[d.i] == ']' {
 			d.i++
-			return a
+			return []any{}
 		}
+		start := len(d.items)
 		for {
-			a = append(a, d.value())
+			v := d.value()
+			d.items = append(d.items, v)
 			d.space()
 			c := d.b[d.i]
 			d.i++
 			if c == ']' {
-				return a
+				break
 			}
 		}
+		a := make([]any, len(d.items)-start)
+		copy(a, d.items[start:])
+		// The stack keeps no value the array's reader no longer holds.
+		clear(d.items[start:])
+		d.items = d.items[:start]
+		return a
 	case '"':
 		return d.text()
 	case 't':

@@ -352,6 +352,9 @@ type target struct {
 	path []piece
 	// query is the template's own query, literal.
 	query url.Values
+	// rawQuery is query encoded, what a call with no query parameters of
+	// its own sends.
+	rawQuery string
 }
 
 // piece is a literal run of a path (raw as written, unescaped) or a
@@ -398,6 +401,7 @@ func parseURL(raw string, isProp func(string) bool) (*target, error) {
 	if t.query, err = url.ParseQuery(u.RawQuery); err != nil {
 		return nil, fmt.Errorf("%q has a query that cannot be read: %v", raw, err)
 	}
+	t.rawQuery = t.query.Encode()
 	// The path as written, between the host and the query.
 	rest := raw[strings.Index(raw, "://")+3:]
 	path := ""
@@ -422,6 +426,7 @@ func parseRelative(raw string, isProp func(string) bool) (*target, error) {
 	if t.query, err = url.ParseQuery(u.RawQuery); err != nil {
 		return nil, fmt.Errorf("%q has a query that cannot be read: %v", raw, err)
 	}
+	t.rawQuery = t.query.Encode()
 	path, _, _ := strings.Cut(raw, "?")
 	// A path stays under the base URL's leading path: a connection given
 	// https://api.example.com/tenants/acme is not climbed out of by the

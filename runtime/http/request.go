@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,12 @@ type built struct {
 	// target is where url points: the URL lives in the same allocation
 	// as the rest.
 	target url.URL
+	// scrub removes the call's secrets from what the downstream answers,
+	// kept here for the same reason.
+	scrub scrubber
+	// auth is the credential header's value, the header's slice of it
+	// kept here too (its capacity one, so nothing appends into it).
+	auth [1]string
 }
 
 // build encodes a call's arguments into its request. Every value reaches
@@ -106,27 +113,31 @@ func (p *plan) build(args any, base *url.URL) (*built, error) {
 		}
 	}
 
-	q := p.target.query
-	if len(p.query) > 0 {
-		q = make(url.Values, len(p.target.query)+len(p.query))
-		for k, v := range p.target.query {
-			q[k] = v
+	if len(p.query) == 0 {
+		u.RawQuery = p.target.rawQuery
+	} else {
+		// The pairs are kept on the stack and written at their length:
+		// url.Values and its Encode were a map, a slice per name, a slice
+		// of the sorted names and a growing text, for the same bytes.
+		var held [8]queryPair
+		pairs := held[:0]
+		for k, vs := range p.target.query {
+			for _, v := range vs {
+				pairs = append(pairs, queryPair{k, v})
+			}
 		}
 		for _, qp := range p.query {
 			if qp.arg == "" {
-				q.Add(qp.name, qp.lit)
+				pairs = append(pairs, queryPair{qp.name, qp.lit})
 				continue
 			}
-			vs, err := queryValues(qp.arg, m[qp.arg])
-			if err != nil {
+			var err error
+			if pairs, err = appendQueryValues(pairs, qp.name, qp.arg, m[qp.arg]); err != nil {
 				return nil, err
 			}
-			for _, v := range vs {
-				q.Add(qp.name, v)
-			}
 		}
+		u.RawQuery = encodeQuery(pairs)
 	}
-	u.RawQuery = q.Encode()
 
 	h := make(http.Header, len(p.header)+4)
 	for _, hp := range p.header {
@@ -220,29 +231,56 @@ func segment(name string, m map[string]any) (string, error) {
 	return s, nil
 }
 
-// queryValues answers the values of a query placeholder: none when the
-// argument is absent or null, one for a scalar, one per item for an array
-// of scalars.
-func queryValues(name string, v any) ([]string, error) {
+// queryPair is one name and value of a request's query.
+type queryPair struct{ name, value string }
+
+// encodeQuery writes pairs as url.Values.Encode writes the Values they
+// add up to: sorted by name, a name's values in the order they were
+// added, each name and value escaped by url.QueryEscape. It sorts and
+// escapes pairs in place.
+func encodeQuery(pairs []queryPair) string {
+	// Stable: a name's values keep their order, as in its Values slice.
+	slices.SortStableFunc(pairs, func(a, b queryPair) int { return strings.Compare(a.name, b.name) })
+	size := 0
+	for i := range pairs {
+		pairs[i].name, pairs[i].value = url.QueryEscape(pairs[i].name), url.QueryEscape(pairs[i].value)
+		size += len(pairs[i].name) + len(pairs[i].value) + 2
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for i, pr := range pairs {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(pr.name)
+		b.WriteByte('=')
+		b.WriteString(pr.value)
+	}
+	return b.String()
+}
+
+// appendQueryValues appends to pairs the values of the query placeholder
+// name, filled by argument arg, whose value is v: none when it is absent
+// or null, one for a scalar, one per item for an array of scalars.
+func appendQueryValues(pairs []queryPair, name, arg string, v any) ([]queryPair, error) {
 	switch t := v.(type) {
 	case nil:
-		return nil, nil
+		return pairs, nil
 	case []any:
-		out := make([]string, 0, len(t))
 		for _, item := range t {
 			s, ok := scalar(item)
 			if !ok {
-				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent in the query, so its items must be strings, numbers or booleans", quoteName(name)), FieldPath: fieldPath(name)}
+				return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent in the query, so its items must be strings, numbers or booleans", quoteName(arg)), FieldPath: fieldPath(arg)}
 			}
-			out = append(out, s)
+			pairs = append(pairs, queryPair{name, s})
 		}
-		return out, nil
+		return pairs, nil
 	}
 	s, ok := scalar(v)
 	if !ok {
-		return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent in the query and must be a string, number, boolean or array of them", quoteName(name)), FieldPath: fieldPath(name)}
+		return nil, &handler.Invalid{Message: fmt.Sprintf("argument %s is sent in the query and must be a string, number, boolean or array of them", quoteName(arg)), FieldPath: fieldPath(arg)}
 	}
-	return []string{s}, nil
+	return append(pairs, queryPair{name, s}), nil
 }
 
 // scalar answers the string form of a JSON scalar. A number keeps its

@@ -129,6 +129,9 @@ type scrubber struct {
 	// secrets are the values to remove, the longest first, so a secret
 	// holding another is replaced whole.
 	secrets []string
+	// held is where secrets are kept when they fit: a token and its two
+	// escaped forms, most often, and no slice of their own to allocate.
+	held [4]string
 	// r replaces them; it is built the first time a text holds one,
 	// which most answers never do.
 	r     *strings.Replacer
@@ -139,6 +142,13 @@ const redacted = "[redacted]"
 
 func newScrubber(rel *toolplane.Released) *scrubber {
 	s := &scrubber{}
+	s.fill(rel)
+	return s
+}
+
+// fill sets s, a zero scrubber, to remove rel's secrets.
+func (s *scrubber) fill(rel *toolplane.Released) {
+	s.secrets = s.held[:0]
 	sec := rel.Secrets
 	for _, v := range []toolplane.SecretString{sec.Token, sec.Password, sec.AccessToken, sec.RefreshToken, sec.ClientSecret, sec.DSN} {
 		if v == "" {
@@ -157,7 +167,6 @@ func newScrubber(rel *toolplane.Released) *scrubber {
 		s.secrets = append(s.secrets, base64.StdEncoding.EncodeToString([]byte(sec.Username.Reveal()+":"+sec.Password.Reveal())))
 	}
 	sortLongestFirst(s.secrets)
-	return s
 }
 
 func sortLongestFirst(ss []string) {

@@ -207,7 +207,8 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 	if err != nil {
 		return nil, err
 	}
-	s := newScrubber(rel)
+	s := &b.scrub
+	s.fill(rel)
 	authName, authValue, err := credential(rel)
 	if err != nil {
 		return nil, handler.Explain(toolplane.CodeUnavailable, err.Error()+"; nothing was sent").Err()
@@ -234,7 +235,10 @@ func (c *caller) call(ctx context.Context, call handler.Call, args any) (any, er
 		}
 		b.header.Set(c.plan.idempotent, DownstreamKey(call.Key))
 	}
-	b.header.Set(authName, authValue)
+	// credential answers the header's name canonical, as Set would make
+	// it.
+	b.auth[0] = authValue
+	b.header[authName] = b.auth[:]
 
 	x := c.send(ctx, client, b, s)
 	v := c.judge(ctx, x, rel, s)
@@ -326,8 +330,11 @@ func (c *caller) send(ctx context.Context, client *http.Client, b *built, s *scr
 	// The request is made from the URL build made, as
 	// http.NewRequestWithContext would make it from that URL's text,
 	// without writing the text out and parsing it back.
+	// Host is left empty: net/http then takes the URL's, which
+	// NewRequestWithContext would have copied there, and a Host of its
+	// own makes Client.Do copy the URL for the cookie jar on every call.
 	r := http.Request{
-		Method: c.plan.method, URL: b.url, Host: b.url.Host,
+		Method: c.plan.method, URL: b.url,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		// The header built for the call is sent as it is, by every
 		// attempt: nothing writes to it once the call sends, since
@@ -392,24 +399,8 @@ type verdict struct {
 // judge decides what an attempt means for the call.
 func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released, s *scrubber) verdict {
 	p := c.plan
-	var refused *egress.RefusedError
-	switch {
-	case x.status == 0 && errors.As(x.err, &refused) && (!x.sent || !p.writes):
-		// Refused by the connection's egress rules: when dialing (nothing
-		// was sent), or a read's redirect (the read changed nothing).
-		// The model is told only that; the host and rule are the
-		// operator's.
-		return verdict{err: &handler.DestinationRefused{Host: refused.Host, Addr: refused.Addr, Rule: refused.Rule}}
-	case x.status == 0 && errors.As(x.err, &refused):
-		return verdict{err: handler.Uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
-			"the request had been sent, so its effect may have happened").Err()}
-	case x.status == 0 && !x.sent:
-		if ctx.Err() != nil {
-			return verdict{err: handler.Explain(toolplane.CodeUnavailable, "the call's time ran out before its request was sent; nothing was done").Err()}
-		}
-		return verdict{err: handler.Explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("the request was not sent: %v; nothing was done", x.err))).Err()}
-	case x.status == 0:
-		return c.lost(ctx, s.scrub(fmt.Sprintf("the request was sent and its answer lost: %v", x.err)))
+	if x.status == 0 {
+		return c.failed(ctx, x, s)
 	}
 	code := x.status
 	switch {
@@ -465,6 +456,30 @@ func (c *caller) judge(ctx context.Context, x *exchange, rel *toolplane.Released
 		return verdict{err: handler.Uncertain(said + ", which is not an answer; the request had been sent, so its effect may have happened").Err()}
 	}
 	return verdict{err: handler.Explain(toolplane.CodeUnavailable, said+", which is not an answer this tool reads").Err()}
+}
+
+// failed decides an attempt that got no answer. It is judge's apart
+// because errors.As's target escapes: declared in judge, it was an
+// allocation of every call, answered or not.
+func (c *caller) failed(ctx context.Context, x *exchange, s *scrubber) verdict {
+	var refused *egress.RefusedError
+	switch {
+	case errors.As(x.err, &refused) && (!x.sent || !c.plan.writes):
+		// Refused by the connection's egress rules: when dialing (nothing
+		// was sent), or a read's redirect (the read changed nothing).
+		// The model is told only that; the host and rule are the
+		// operator's.
+		return verdict{err: &handler.DestinationRefused{Host: refused.Host, Addr: refused.Addr, Rule: refused.Rule}}
+	case errors.As(x.err, &refused):
+		return verdict{err: handler.Uncertain("the downstream answered the request with a redirect to a destination the connection's egress rules do not allow; " +
+			"the request had been sent, so its effect may have happened").Err()}
+	case !x.sent:
+		if ctx.Err() != nil {
+			return verdict{err: handler.Explain(toolplane.CodeUnavailable, "the call's time ran out before its request was sent; nothing was done").Err()}
+		}
+		return verdict{err: handler.Explain(toolplane.CodeUnavailable, s.scrub(fmt.Sprintf("the request was not sent: %v; nothing was done", x.err))).Err()}
+	}
+	return c.lost(ctx, s.scrub(fmt.Sprintf("the request was sent and its answer lost: %v", x.err)))
 }
 
 // lost decides an attempt that was sent and whose answer never arrived:
