@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/toolplane/toolplane/auditchain"
 )
 
 // The periodic work runs on a node-owned clock, not River's leader: a
@@ -27,9 +29,10 @@ import (
 //     (its args' Period), so one node of the deployment runs it per
 //     period, as a River job, retried on a failure. A job that can
 //     tell it has nothing to do (periodic.due: no purge pending, no
-//     settled window with a call) is not enqueued for that period, so
-//     an idle node's River client stays at rest: each start costs River's
-//     loops for a few seconds, and on PostgreSQL a listener connection.
+//     settled window with a call, no audit chain moved past its newest
+//     checkpoint) is not enqueued for that period, so an idle node's
+//     River client stays at rest: each start costs River's loops for a
+//     few seconds, and on PostgreSQL a listener connection.
 
 // periodic is one job enqueued every period.
 type periodic struct {
@@ -52,7 +55,8 @@ func periodicJobs(deps Deps, opt Options) []periodic {
 	}{
 		{periodic{"retention", time.Hour, func(p int64) river.JobArgs { return RetentionArgs{Period: p} }, nil}, true},
 		{periodic{"sunset", time.Hour, func(p int64) river.JobArgs { return SunsetArgs{Period: p} }, nil}, deps.Sunset != nil},
-		{periodic{"audit_checkpoint", opt.AuditCheckpointEvery, func(p int64) river.JobArgs { return AuditCheckpointArgs{Period: p} }, nil},
+		{periodic{"audit_checkpoint", opt.AuditCheckpointEvery, func(p int64) river.JobArgs { return AuditCheckpointArgs{Period: p} },
+			func(ctx context.Context) (bool, error) { return auditchain.Moved(ctx, chainStore(deps)) }},
 			deps.AuditKeys != nil && chainStore(deps) != nil},
 		{periodic{"audit_retention", opt.AuditRetentionEvery, func(p int64) river.JobArgs { return AuditRetentionArgs{Period: p} }, nil},
 			opt.AuditRetention > 0 && deps.AuditKeys != nil && chainStore(deps) != nil},

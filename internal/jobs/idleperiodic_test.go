@@ -140,3 +140,85 @@ func TestPeriodicJobsWithNothingToDoLeaveTheClientResting(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditCheckpointJobRunsForAMovedChainOnly: the audit checkpoint,
+// every 200 ms, starts a resting node's River client only while a chain
+// has moved past its newest checkpoint: not over seven periods once every
+// chain is signed, and again for an event appended, whose checkpoint is
+// then signed within a few periods.
+func TestAuditCheckpointJobRunsForAMovedChainOnly(t *testing.T) {
+	for name, path := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b, chain := migrated(t, path)
+			store := b.Store
+			appendEvent := func(id string) {
+				t.Helper()
+				e := &toolplane.AuditEvent{ID: id, OrganizationID: "org-a", Tool: "email.send", Outcome: "ok", CreatedAt: time.Now()}
+				if err := store.AppendAudit(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			signed := func(seq int64) func() bool {
+				return func() bool {
+					cps, err := chain.AuditCheckpoints(ctx, "org-a", seq, seq)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return len(cps) == 1
+				}
+			}
+			appendEvent("ev-1")
+			keys := &auditchain.KeySet{}
+			if _, err := keys.Generate(time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			quiet := slog.New(slog.DiscardHandler)
+			hs := handler.NewRegistry()
+			reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{hs}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
+			iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const period = 200 * time.Millisecond
+			r, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: store, Maint: store, AuditKeys: keys},
+				jobs.Options{Poll: time.Minute, SweepEvery: time.Hour, RestAfter: 300 * time.Millisecond,
+					AuditCheckpointEvery: period, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = r.Stop(stop)
+			})
+			eventually(t, "the first checkpoint", signed(1))
+			resting := func() bool { ok, _ := rest(t, r); return ok }
+			eventually(t, "the idle node to rest", resting)
+			_, before := rest(t, r)
+			time.Sleep(7 * period)
+			if ok, starts := rest(t, r); !ok || starts != before {
+				t.Fatalf("over seven periods with every chain signed the client started %d times (resting %v); want none", starts-before, ok)
+			}
+			appendEvent("ev-2")
+			at := time.Now()
+			for !signed(2)() {
+				if time.Since(at) > 10*period {
+					t.Fatalf("the chain moved %s ago is not signed", time.Since(at).Round(time.Millisecond))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if _, starts := rest(t, r); starts == before {
+				t.Fatal("the moved chain was signed with no start of the client")
+			}
+		})
+	}
+}
