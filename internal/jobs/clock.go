@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/toolplane/toolplane/auditchain"
+	"github.com/toolplane/toolplane/internal/tick"
 )
 
 // The periodic work runs on a node-owned clock, not River's leader: a
@@ -74,17 +75,20 @@ func periodicJobs(deps Deps, opt Options) []periodic {
 	return out
 }
 
-// sweeps runs the sweep every period until ctx ends, the first at once.
+// sweeps runs the sweep every period until ctx ends, the first at once,
+// the others on the node's grid (internal/tick), with its heartbeat and
+// the change feed's keep-alives.
 func (r *Runner[TTx]) sweeps(ctx context.Context) {
-	t := time.NewTicker(r.w.opt.SweepEvery)
+	t := tick.NewTimer(r.w.opt.SweepEvery)
 	defer t.Stop()
 	for {
 		r.sweepOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
+		t.Next()
 	}
 }
 
