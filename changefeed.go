@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolplane/toolplane/internal/tick"
 )
 
 // Topic names what a ChangeFeed tells the changes of.
@@ -175,13 +177,15 @@ func FollowChanges(ctx context.Context, feed ChangeFeed, topic Topic, every time
 			}
 		}()
 	}
-	t := time.NewTicker(every)
+	// The poll on the node's grid (internal/tick), with its other loops.
+	t := tick.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
+			t.Next()
 		case <-kick:
 		}
 		if err := refresh(ctx); err != nil && ctx.Err() == nil {

@@ -85,6 +85,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -226,6 +227,11 @@ type Service struct {
 	// days') the profile holds before it has a say.
 	hourAlpha      float64
 	minHourWindows int64
+	// known is a watermark this Service read or moved (Unix
+	// microseconds; zero: none yet). The stored watermark only moves
+	// forward, so it is at or past known, and Pending needs no read while
+	// no window past known has settled.
+	known atomic.Int64
 }
 
 // New answers the triage over store.

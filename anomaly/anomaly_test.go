@@ -9,6 +9,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -499,6 +500,87 @@ func TestDailyRampIsNotFlagged(t *testing.T) {
 		}
 		if !night {
 			t.Fatalf("the burst of refusals at 03:00 was not flagged:%s", describe(filed))
+		}
+	})
+}
+
+// countingStore counts the watermark reads, so a test sees Pending read
+// nothing.
+type countingStore struct {
+	store
+	reads atomic.Int64
+}
+
+func (c *countingStore) AnomalyWatermark(ctx context.Context) (time.Time, error) {
+	c.reads.Add(1)
+	return c.store.AnomalyWatermark(ctx)
+}
+
+// TestPendingMovesOverQuietWindows: Pending, the periodic job's check,
+// reads nothing while no window has settled past the watermark it knows;
+// moves the watermark over settled windows without a call, as a Step
+// would, answering false; and answers true at a window with a call,
+// leaving it to the Step, which then folds it.
+func TestPendingMovesOverQuietWindows(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s store) {
+		cs := &countingStore{store: s}
+		w := newWorld(t, cs, 1)
+		svc := w.nodes[0]
+		ctx := t.Context()
+		mark := func() time.Time {
+			t.Helper()
+			m, err := s.AnomalyWatermark(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		if got := mark(); !got.Equal(t0) {
+			t.Fatalf("the watermark after the first Step is %s, want %s", got, t0)
+		}
+
+		reads := cs.reads.Load()
+		if due, err := svc.Pending(ctx); err != nil || due {
+			t.Fatalf("Pending with no window settled = %v, %v; want false", due, err)
+		}
+		if n := cs.reads.Load() - reads; n != 0 {
+			t.Fatalf("Pending with no window settled read the watermark %d times; want none", n)
+		}
+
+		// Three windows settle without a call: moved over, no Step needed.
+		w.clock.Advance(3 * window)
+		if due, err := svc.Pending(ctx); err != nil || due {
+			t.Fatalf("Pending over three quiet windows = %v, %v; want false", due, err)
+		}
+		if got := mark(); !got.Equal(t0.Add(3 * window)) {
+			t.Fatalf("the watermark after Pending over three quiet windows is %s, want %s", got, t0.Add(3*window))
+		}
+
+		// A window with a call, then a quiet one: left to the Step.
+		org := newOrg()
+		if err := s.AppendAuditBatch(ctx, []*toolplane.AuditEvent{{ID: toolplane.NewID("aud_"), OrganizationID: org, RunID: "run",
+			AgentID: "agent-billing", Tool: refund, Source: toolplane.SourceREST, Outcome: "ok", CreatedAt: t0.Add(3*window + time.Second)}}); err != nil {
+			t.Fatal(err)
+		}
+		w.clock.Advance(2 * window)
+		if due, err := svc.Pending(ctx); err != nil || !due {
+			t.Fatalf("Pending with a call in a settled window = %v, %v; want true", due, err)
+		}
+		if got := mark(); !got.Equal(t0.Add(3 * window)) {
+			t.Fatalf("Pending moved the watermark to %s, past a window with a call (%s)", got, t0.Add(3*window))
+		}
+		rep, err := svc.Step(ctx)
+		if err != nil || rep.Windows != 2 || !rep.Through.Equal(t0.Add(5*window)) {
+			t.Fatalf("the Step after Pending = %+v, %v; want two windows, through %s", rep, err, t0.Add(5*window))
+		}
+		bs, err := s.ListAnomalyBaselines(ctx, org)
+		if err != nil || len(bs) != 1 {
+			t.Fatalf("baselines after the Step = %d, %v; want the call's one", len(bs), err)
+		}
+		reads = cs.reads.Load()
+		if due, err := svc.Pending(ctx); err != nil || due || cs.reads.Load() != reads {
+			t.Fatalf("Pending after the Step = %v, %v, %d reads; want false and none", due, err, cs.reads.Load()-reads)
 		}
 	})
 }

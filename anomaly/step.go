@@ -49,37 +49,87 @@ func (o *observation) add(t toolplane.AuditTally) {
 // deviation, and drops the baselines idle past Config.Retain. It stops
 // early, with no error, when another node advanced the watermark first.
 func (s *Service) Step(ctx context.Context) (Report, error) {
-	var rep Report
+	rep, _, err := s.step(ctx, false)
+	return rep, err
+}
+
+// Pending does what a Step would while the windows settled since the
+// watermark hold no call, and answers whether a Step is still needed:
+// true at the first window with a call, which it leaves to the Step. A
+// window without a call changes no baseline (a quiet pair's zeros are
+// folded in with its next call), so moving the watermark over it is all
+// a Step does for it. Pending reads nothing while no window has settled
+// past the watermark this Service last knew (the watermark only moves
+// forward). It is the periodic job's check: the job runs a Step only for
+// a window with a call, and an idle deployment runs none.
+func (s *Service) Pending(ctx context.Context) (pending bool, err error) {
+	if k := s.known.Load(); k != 0 && s.unsettled(time.UnixMicro(k).UTC(), s.cfg.Now()) {
+		return false, nil
+	}
+	_, pending, err = s.step(ctx, true)
+	return pending, err
+}
+
+// unsettled answers whether the window starting at start has not yet
+// ended and settled by now.
+func (s *Service) unsettled(start, now time.Time) bool {
+	return start.Add(s.cfg.Window + s.cfg.Settle).After(now)
+}
+
+// step is Step; quiet (Pending), it stops before the first window with a call and
+// answers pending.
+func (s *Service) step(ctx context.Context, quiet bool) (rep Report, pending bool, err error) {
 	now := s.cfg.Now()
 	w := s.cfg.Window
 	mark, err := s.store.AnomalyWatermark(ctx)
 	if err != nil {
-		return rep, err
+		return rep, false, err
 	}
+	s.learn(mark)
 	from := mark
 	if from.IsZero() {
 		from = windowStart(now, w).Add(-time.Duration(s.cfg.Backfill) * w)
 	}
 	cache := map[string]map[key]*toolplane.AnomalyBaseline{}
-	for start := from; rep.Windows < s.cfg.MaxWindows && !start.Add(w+s.cfg.Settle).After(now); start = start.Add(w) {
-		if err := s.fold(ctx, start, cache, &rep); err != nil {
-			return rep, err
+	for start := from; rep.Windows < s.cfg.MaxWindows && !s.unsettled(start, now); start = start.Add(w) {
+		tallies, err := s.store.TallyAudit(ctx, start, start.Add(w))
+		if err != nil {
+			return rep, false, err
+		}
+		if quiet && len(tallies) > 0 {
+			return rep, true, nil
+		}
+		if err := s.fold(ctx, start, tallies, cache, &rep); err != nil {
+			return rep, false, err
 		}
 		ok, err := s.store.AdvanceAnomalyWatermark(ctx, mark, start.Add(w))
 		if err != nil {
-			return rep, err
+			return rep, false, err
 		}
 		if !ok {
-			return rep, nil // another node folds from here
+			return rep, false, nil // another node folds from here
 		}
 		mark = start.Add(w)
+		s.learn(mark)
 		rep.Windows++
 		rep.Through = mark
 	}
-	if _, err := s.store.DeleteAnomalyBaselines(ctx, now.Add(-s.cfg.Retain), 1000); err != nil {
-		return rep, err
+	if quiet && rep.Windows == 0 {
+		// Nothing settled: the baselines were judged for retention by
+		// the pass that last moved the watermark, a window ago at most.
+		return rep, false, nil
 	}
-	return rep, nil
+	if _, err := s.store.DeleteAnomalyBaselines(ctx, now.Add(-s.cfg.Retain), 1000); err != nil {
+		return rep, false, err
+	}
+	return rep, false, nil
+}
+
+// learn records mark as a watermark known to be stored.
+func (s *Service) learn(mark time.Time) {
+	if !mark.IsZero() {
+		s.known.Store(mark.UnixMicro())
+	}
 }
 
 // windowStart answers the start of the window holding t.
@@ -87,14 +137,10 @@ func windowStart(t time.Time, w time.Duration) time.Time {
 	return time.UnixMicro(t.UnixMicro() - t.UnixMicro()%w.Microseconds()).UTC()
 }
 
-// fold folds the window starting at start into the baselines of every
-// agent and tool with a call in it, filing what deviates.
-func (s *Service) fold(ctx context.Context, start time.Time, cache map[string]map[key]*toolplane.AnomalyBaseline, rep *Report) error {
-	end := start.Add(s.cfg.Window)
-	tallies, err := s.store.TallyAudit(ctx, start, end)
-	if err != nil {
-		return err
-	}
+// fold folds the window starting at start, its tallies, into the
+// baselines of every agent and tool with a call in it, filing what
+// deviates.
+func (s *Service) fold(ctx context.Context, start time.Time, tallies []toolplane.AuditTally, cache map[string]map[key]*toolplane.AnomalyBaseline, rep *Report) error {
 	seen := map[string]map[key]*observation{}
 	for _, t := range tallies {
 		byKey := seen[t.OrganizationID]

@@ -257,6 +257,16 @@ func (p *Purges) FinishConfirmed(ctx context.Context) ([]PurgeResult, error) {
 	}
 }
 
+// Pending answers whether FinishConfirmed has a purge to finish now (one
+// read): the purge job's check, so an idle deployment runs no pass.
+func (p *Purges) Pending(ctx context.Context) (bool, error) {
+	page, err := p.store.UnfinishedAuditPurges(ctx, p.now().Add(-p.resumeAfter), "", 1)
+	if err != nil {
+		return false, fmt.Errorf("audit purges: %w", err)
+	}
+	return len(page) > 0, nil
+}
+
 // finish drops what remains of the confirmed purge pr's range, each drop
 // with its event, then records pr done with its completion event, by the
 // person by (nil: the purge job). It is idempotent: a range dropped

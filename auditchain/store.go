@@ -349,6 +349,39 @@ func Checkpoint(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, 
 	}
 }
 
+// Moved answers whether Checkpoint has a chain to sign: an organization
+// whose head has no checkpoint at it (a read of the organizations, and
+// two per organization). It is the periodic job's check, so a deployment
+// whose trail did not move runs no pass.
+func Moved(ctx context.Context, s toolplane.AuditChainStore) (bool, error) {
+	for after := ""; ; {
+		orgs, err := s.AuditOrganizations(ctx, after, pageSize)
+		if err != nil {
+			return false, fmt.Errorf("audit checkpoints: %w", err)
+		}
+		for _, org := range orgs {
+			head, _, err := s.AuditHead(ctx, org)
+			if err != nil {
+				return false, fmt.Errorf("audit checkpoint of %s: %w", org, err)
+			}
+			if head.Seq == 0 {
+				continue
+			}
+			cps, err := s.AuditCheckpoints(ctx, org, head.Seq, head.Seq)
+			if err != nil {
+				return false, fmt.Errorf("audit checkpoint of %s: %w", org, err)
+			}
+			if len(cps) == 0 {
+				return true, nil
+			}
+		}
+		if len(orgs) < pageSize {
+			return false, nil
+		}
+		after = orgs[len(orgs)-1]
+	}
+}
+
 // readPages reads org's chained events from next to to (0: to the end)
 // page by page, stopping after a short page or once limit events are
 // read.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/tick"
 )
 
 var (
@@ -186,7 +187,10 @@ func (s *Store) listen(ctx context.Context, changesChannel string, w toolplane.C
 				if demand.TrustWanted() {
 					read = time.Now()
 				} else if time.Since(read) > feedQuiet {
-					next = feedKeepAlive
+					// On the node's grid (internal/tick): the
+					// keep-alives of every watch, the heartbeat and
+					// the sweep wake an idle node together.
+					next = tick.Until(time.Now(), feedKeepAlive)
 				}
 			}
 			t.Reset(next)

@@ -5,13 +5,17 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/toolplane/toolplane/internal/tick"
 )
 
 // How a node hands back the memory a burst of calls left it.
 const (
 	// idleCheckEvery is how often the node looks whether it went idle:
-	// one read of the runtime's allocation counter, a wake-up every 15 s.
-	idleCheckEvery = 15 * time.Second
+	// one read of the runtime's allocation counter, on the node's grid
+	// (internal/tick) with the sweep and the change feed's keep-alives,
+	// so it costs an idle node no wake-up of its own.
+	idleCheckEvery = 10 * time.Second
 	// idleAllocs is what a window may allocate and still count as idle:
 	// the background work of an idle node allocates a few hundred KB a
 	// minute, a node serving calls megabytes a second.
@@ -37,14 +41,15 @@ func releaseMemoryWhenIdle(ctx context.Context, every time.Duration, release fun
 		return sample[0].Value.Uint64()
 	}
 	last, busy := read(), false
-	t := time.NewTicker(every)
+	t := tick.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
+		t.Next()
 		now := read()
 		grew := now - last
 		last = now

@@ -19,6 +19,11 @@ type Anomalies interface {
 	// Window is the width of one window: the job runs at least once a
 	// window.
 	Window() time.Duration
+	// Pending does a Step's work while the windows due hold no call,
+	// and answers whether a Step is still needed: without one the period's
+	// job is not enqueued, and an idle node's River client is not
+	// started for it (see clock.go).
+	Pending(ctx context.Context) (bool, error)
 }
 
 // anomalyEvery answers the period of the anomaly job: a window, at most a

@@ -14,6 +14,10 @@ import (
 // stopped between the confirmation and the drop.
 type AuditPurges interface {
 	FinishConfirmed(ctx context.Context) ([]audit.PurgeResult, error)
+	// Pending answers whether FinishConfirmed has a purge to finish now:
+	// without one the period's job is not enqueued, and an idle node's
+	// River client is not started for it (see clock.go).
+	Pending(ctx context.Context) (bool, error)
 }
 
 // AuditPurgesArgs: finish every organization's confirmed purge whose drop

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolplane/toolplane"
+	"github.com/toolplane/toolplane/internal/tick"
 )
 
 // MaxNodeName is the longest node name Register takes. The instance id it
@@ -54,14 +55,17 @@ func Heartbeat(ctx context.Context, nodes toolplane.NodeStore, n *toolplane.Node
 	if now == nil {
 		now = time.Now
 	}
-	t := time.NewTicker(every)
+	// On the node's grid (internal/tick): an idle node's other loops
+	// wake with its heartbeat.
+	t := tick.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
+		t.Next()
 		beat := *n
 		beat.HeartbeatAt = now()
 		if err := nodes.Heartbeat(ctx, &beat); err != nil && ctx.Err() == nil {
