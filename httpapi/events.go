@@ -20,14 +20,30 @@ const DefaultHeartbeat = 15 * time.Second
 // eventStream is the media type of server-sent events.
 const eventStream = "text/event-stream"
 
-// acceptsEvents reports whether r asks for server-sent events.
+// acceptsEvents reports whether r asks for server-sent events: the
+// media type is listed and not refused by a quality of zero ("q=0" means
+// "not acceptable", RFC 9110 12.4.2).
 func acceptsEvents(r *http.Request) bool {
 	// Split's slice would be an allocation of every call.
 	for part := range strings.SplitSeq(r.Header.Get("Accept"), ",") {
-		media, _, _ := strings.Cut(part, ";")
-		if strings.EqualFold(strings.TrimSpace(media), eventStream) {
+		media, params, _ := strings.Cut(part, ";")
+		if strings.EqualFold(strings.TrimSpace(media), eventStream) && !refused(params) {
 			return true
 		}
+	}
+	return false
+}
+
+// refused reports whether a media range's parameters give it a quality
+// of zero (q=0, 0.0, 0.000), which refuses it.
+func refused(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		name, value, _ := strings.Cut(p, "=")
+		if !strings.EqualFold(strings.TrimSpace(name), "q") {
+			continue
+		}
+		q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		return err == nil && q == 0
 	}
 	return false
 }
