@@ -564,3 +564,15 @@ func blob(b []byte) driver.Value {
 	}
 	return b
 }
+
+// ReleaseMemory hands back to the system the memory SQLite freed and its
+// allocator keeps for reuse (see memory_libc.go): a node calls it when it
+// goes to rest, after its idle connections closed (see connMaxIdle). The
+// next allocations map pages afresh, a system call per 64 KB region or
+// larger; nothing SQLite still uses is touched.
+func ReleaseMemory() error {
+	if err := releaseRetained(); err != nil {
+		return fmt.Errorf("release sqlite's memory: %w", err)
+	}
+	return nil
+}

@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/toolplane/toolplane/sqlite"
 )
 
 // How a node hands back the memory a burst of calls left it.
@@ -19,8 +21,8 @@ const (
 	idleAllocs = 4 << 20
 )
 
-// releaseMemoryWhenIdle hands the heap's free pages back to the system
-// once after each busy spell, when a whole window passed with almost no
+// releaseMemoryWhenIdle hands the heap's free pages, and SQLite's, back to
+// the system once after each busy spell, when a whole window passed with almost no
 // allocation. Under GOGC=300 (serve's default) the heap of a node that
 // served a burst stays at up to four times its live size, and an idle
 // node allocates too little to collect again: its resident memory would
@@ -59,8 +61,14 @@ func releaseMemoryWhenIdle(ctx context.Context, every time.Duration, release fun
 	}
 }
 
-// freeOSMemory is the release of a node gone idle.
-func freeOSMemory() { debug.FreeOSMemory() }
+// freeOSMemory is the release of a node gone idle: the heap's free pages,
+// and the memory SQLite freed, its idle connections' among it, which its
+// allocator would keep (sqlite.ReleaseMemory). An unmap that failed leaves
+// its region mapped and nothing else changed, so its error is dropped.
+func freeOSMemory() {
+	debug.FreeOSMemory()
+	_ = sqlite.ReleaseMemory()
+}
 
 // sampleAllocations turns the runtime's sampling of allocations for heap
 // profiles off unless the node serves its profiles (--pprof-addr), the one
