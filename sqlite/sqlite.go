@@ -238,17 +238,20 @@ const maxIdleConns = 32
 // connection holds its own copy of the parsed schema, its prepared
 // statements and a page cache of up to 2 MB, in SQLite's allocator (about
 // 0.4 MB for a connection that ran one statement, 1–1.5 MB after a load of
-// calls), and the pool kept every connection a burst of calls opened: a node
-// at rest after serving 16 clients held a connection per client. The pool
-// reuses the connection returned last, so a node's background work (the
-// heartbeat every 2 s, the sweep) keeps one or two in use and the others go
-// 20 s after the burst. A connection opened again costs about 3 ms (its
-// pragmas, the schema read, its statements prepared anew), once per burst
-// that needs more connections than the node's last 20 s did; closing one
-// loses nothing, since database/sql closes only a connection outside any
-// transaction, and a commit is in the WAL before its connection is back in
-// the pool.
-const connMaxIdle = 20 * time.Second
+// calls), and the pool kept every connection a burst of calls opened: a
+// node at rest after serving 16 clients held the 5–7 it had opened. The
+// pool reuses the connection returned last, so a node's background work
+// (the heartbeat every 2 s, the sweep) keeps one or two in use and the
+// others go 10 s after the burst, before the node's idle check (a window
+// of 15 s) hands what they held back to the system (ReleaseMemory). A
+// connection opened again costs about 3 ms (its pragmas, the schema read,
+// its statements prepared anew): once per burst that needs more
+// connections than the node's last 10 s did, and once a minute for
+// River's pool, whose one connection a node at rest uses a few seconds a
+// minute. Closing one loses nothing: database/sql closes only a connection
+// outside any transaction, and a commit is in the WAL before its
+// connection is back in the pool.
+const connMaxIdle = 10 * time.Second
 
 // dsn answers the file: URI for path with the pool's settings. The path is
 // escaped so that '?', '#' and '%' in a file name stay in the file name.
