@@ -78,6 +78,7 @@ func TestReleaseMemoryHandsBackWhatSQLiteFreed(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := rssAnon(t)
+	t.Logf("resident anonymous memory %.1f → %.1f MB", float64(before)/(1<<20), float64(after)/(1<<20))
 	if drop := before - after; drop < 2<<20 {
 		t.Errorf("ReleaseMemory handed back %.1f MB of resident memory (%.1f → %.1f MB), want at least 2 MB of the closed connections' page caches",
 			float64(drop)/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20))
