@@ -22,14 +22,14 @@ const (
 )
 
 // releaseMemoryWhenIdle hands the heap's free pages, and SQLite's, back to
-// the system once after each busy spell, when a whole window passed with almost no
-// allocation. Under GOGC=300 (serve's default) the heap of a node that
-// served a burst stays at up to four times its live size, and an idle
-// node allocates too little to collect again: its resident memory would
-// stay at the burst's peak until the runtime's forced collection and its
-// slow scavenging. One collection and release per busy spell costs a few
-// milliseconds; a node that stays busy never pays it. It returns when ctx
-// ends.
+// the system once after each busy spell, when a whole window passed with
+// almost no allocation. Under GOGC=300 (serve's default) the heap of a
+// node that served a burst stays at up to four times its live size, and an
+// idle node allocates too little to collect again: its resident memory
+// would stay at the burst's peak until the runtime's forced collection and
+// its slow scavenging. One collection and release per busy spell costs a
+// few milliseconds; a node that stays busy never pays it. It returns when
+// ctx ends.
 func releaseMemoryWhenIdle(ctx context.Context, every time.Duration, release func()) {
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	read := func() uint64 {
