@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/toolplane/toolplane/sqlite"
@@ -79,7 +80,15 @@ func freeOSMemory() {
 // unwinding of the stack per sample. Allocations sampled before this runs
 // (the packages' initialisation) stay in the table.
 func sampleAllocations(profilesServed bool) {
-	if !profilesServed {
-		runtime.MemProfileRate = 0
+	if profilesServed {
+		return
 	}
+	// The rate is the process's: nodes that tests start at once in one
+	// process must not write it at once.
+	samplingMu.Lock()
+	defer samplingMu.Unlock()
+	runtime.MemProfileRate = 0
 }
+
+// samplingMu orders the writes of runtime.MemProfileRate.
+var samplingMu sync.Mutex

@@ -43,9 +43,14 @@ func TestReleaseMemoryWhenIdle(t *testing.T) {
 // profiles stops sampling allocations; one that does keeps the runtime's
 // rate.
 func TestSampleAllocationsOnlyWhenServed(t *testing.T) {
-	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	setRate := func(rate int) {
+		samplingMu.Lock()
+		defer samplingMu.Unlock()
+		runtime.MemProfileRate = rate
+	}
+	defer setRate(runtime.MemProfileRate)
 	const rate = 512 * 1024
-	runtime.MemProfileRate = rate
+	setRate(rate)
 	sampleAllocations(true)
 	if runtime.MemProfileRate != rate {
 		t.Errorf("with profiles served the sampling rate is %d, want %d", runtime.MemProfileRate, rate)
