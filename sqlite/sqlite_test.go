@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/internal/sqlstore"
@@ -184,6 +185,70 @@ func TestOpenKeepsConnectionsOfConcurrentReads(t *testing.T) {
 	}
 	if st := db.Stats(); st.Idle != n || st.MaxIdleClosed != 0 {
 		t.Errorf("after %d reads at once the pool keeps %d idle connections and closed %d, want %d kept", n, st.Idle, st.MaxIdleClosed, n)
+	}
+}
+
+// TestOpenClosesIdleConnections: the connections a burst of reads opened
+// are closed once unused for the pool's idle time, and a write committed
+// through them is there when the store reads again on a connection opened
+// afresh, its statements prepared anew.
+func TestOpenClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const idle = 200 * time.Millisecond
+	db, err := open(ctx, filepath.Join(t.TempDir(), "toolplane.db"), idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := New(db)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	claim := &toolplane.Claim{
+		OrganizationID: "org-1", Tool: "payments.refund_order", Key: "k-1",
+		RequestHash: "sha256:00", Status: toolplane.ClaimProcessing, Owner: "node-1",
+		LeaseUntil: now.Add(time.Minute), Arguments: []byte(`{"amount_cents":1250}`),
+		Version: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	if ok, err := s.InsertClaim(ctx, claim); err != nil || !ok {
+		t.Fatalf("InsertClaim = %v, %v", ok, err)
+	}
+	const n = 8
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := db.Stats(); st.Idle != n {
+		t.Fatalf("after %d reads at once the pool keeps %d idle connections, want %d", n, st.Idle, n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for db.Stats().OpenConnections > 0 {
+		if time.Now().After(deadline) {
+			st := db.Stats()
+			t.Fatalf("%v after their last use the pool still holds %d connections (%d closed for idleness)", 10*time.Second, st.OpenConnections, st.MaxIdleTimeClosed)
+		}
+		time.Sleep(idle / 4)
+	}
+	if st := db.Stats(); st.MaxIdleTimeClosed < n {
+		t.Errorf("closed for idleness: %d connections, want at least %d", st.MaxIdleTimeClosed, n)
+	}
+	got, err := s.GetClaim(ctx, claim.OrganizationID, claim.Tool, claim.Key)
+	if err != nil {
+		t.Fatalf("GetClaim after the pool closed its connections: %v", err)
+	}
+	if got.Status != claim.Status || string(got.Arguments) != string(claim.Arguments) {
+		t.Errorf("claim read back = %+v, want %+v", got, claim)
 	}
 }
 

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/toolplane/toolplane/internal/tick"
+	"github.com/toolplane/toolplane/sqlite"
 )
 
 // How a node hands back the memory a burst of calls left it.
@@ -22,15 +25,15 @@ const (
 	idleAllocs = 4 << 20
 )
 
-// releaseMemoryWhenIdle hands the heap's free pages back to the system
-// once after each busy spell, when a whole window passed with almost no
-// allocation. Under GOGC=300 (serve's default) the heap of a node that
-// served a burst stays at up to four times its live size, and an idle
-// node allocates too little to collect again: its resident memory would
-// stay at the burst's peak until the runtime's forced collection and its
-// slow scavenging. One collection and release per busy spell costs a few
-// milliseconds; a node that stays busy never pays it. It returns when ctx
-// ends.
+// releaseMemoryWhenIdle hands the heap's free pages, and SQLite's, back to
+// the system once after each busy spell, when a whole window passed with
+// almost no allocation. Under GOGC=300 (serve's default) the heap of a
+// node that served a burst stays at up to four times its live size, and an
+// idle node allocates too little to collect again: its resident memory
+// would stay at the burst's peak until the runtime's forced collection and
+// its slow scavenging. One collection and release per busy spell costs a
+// few milliseconds; a node that stays busy never pays it. It returns when
+// ctx ends.
 func releaseMemoryWhenIdle(ctx context.Context, every time.Duration, release func()) {
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	read := func() uint64 {
@@ -63,5 +66,33 @@ func releaseMemoryWhenIdle(ctx context.Context, every time.Duration, release fun
 	}
 }
 
-// freeOSMemory is the release of a node gone idle.
-func freeOSMemory() { debug.FreeOSMemory() }
+// freeOSMemory is the release of a node gone idle: the heap's free pages,
+// and the memory SQLite freed, its idle connections' among it, which its
+// allocator would keep (sqlite.ReleaseMemory). An unmap that failed leaves
+// its region mapped and nothing else changed, so its error is dropped.
+func freeOSMemory() {
+	debug.FreeOSMemory()
+	_ = sqlite.ReleaseMemory()
+}
+
+// sampleAllocations turns the runtime's sampling of allocations for heap
+// profiles off unless the node serves its profiles (--pprof-addr), the one
+// place they can be read. The runtime samples an allocation every 512 KB by
+// default, recording its stack in a table of its own that is never freed: 1.5
+// MB of a node's resident memory (runtime/metrics'
+// /memory/classes/profiling/buckets:bytes after a load of calls), and an
+// unwinding of the stack per sample. Allocations sampled before this runs
+// (the packages' initialisation) stay in the table.
+func sampleAllocations(profilesServed bool) {
+	if profilesServed {
+		return
+	}
+	// The rate is the process's: nodes that tests start at once in one
+	// process must not write it at once.
+	samplingMu.Lock()
+	defer samplingMu.Unlock()
+	runtime.MemProfileRate = 0
+}
+
+// samplingMu orders the writes of runtime.MemProfileRate.
+var samplingMu sync.Mutex

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,5 +36,27 @@ func TestReleaseMemoryWhenIdle(t *testing.T) {
 	time.Sleep(5 * every)
 	if n := released.Load(); n != 1 {
 		t.Fatalf("released %d times after one busy spell, want 1", n)
+	}
+}
+
+// TestSampleAllocationsOnlyWhenServed: a node that does not serve its
+// profiles stops sampling allocations; one that does keeps the runtime's
+// rate.
+func TestSampleAllocationsOnlyWhenServed(t *testing.T) {
+	setRate := func(rate int) {
+		samplingMu.Lock()
+		defer samplingMu.Unlock()
+		runtime.MemProfileRate = rate
+	}
+	defer setRate(runtime.MemProfileRate)
+	const rate = 512 * 1024
+	setRate(rate)
+	sampleAllocations(true)
+	if runtime.MemProfileRate != rate {
+		t.Errorf("with profiles served the sampling rate is %d, want %d", runtime.MemProfileRate, rate)
+	}
+	sampleAllocations(false)
+	if runtime.MemProfileRate != 0 {
+		t.Errorf("with no profiles served the sampling rate is %d, want 0 (off)", runtime.MemProfileRate)
 	}
 }
