@@ -244,16 +244,18 @@ const maxIdleConns = 32
 // node at rest after serving 16 clients held the 5–7 it had opened. The
 // pool reuses the connection returned last, so a node's background work
 // (the heartbeat every 2 s, the sweep) keeps one or two in use and the
-// others go 10 s after the burst, before the node's idle check (a window
-// of 15 s) hands what they held back to the system (ReleaseMemory). A
+// others go. database/sql's cleaner looks every connMaxIdle, so a
+// connection unused since a burst ended is closed within twice that, 8 s:
+// before the node's idle check hands what they held back to the system
+// (ReleaseMemory), which it does once per busy spell, at the earliest a
+// whole window of 10 s after the burst (internal/cli, idleCheckEvery). A
 // connection opened again costs about 3 ms (its pragmas, the schema read,
 // its statements prepared anew): once per burst that needs more
-// connections than the node's last 10 s did, and once a minute for
-// River's pool, whose one connection a node at rest uses a few seconds a
-// minute. Closing one loses nothing: database/sql closes only a connection
+// connections than the node's last few seconds did, and for River's pool
+// each time its client wakes from a rest. Closing one loses nothing: database/sql closes only a connection
 // outside any transaction, and a commit is in the WAL before its
 // connection is back in the pool.
-const connMaxIdle = 10 * time.Second
+const connMaxIdle = 4 * time.Second
 
 // dsn answers the file: URI for path with the pool's settings. The path is
 // escaped so that '?', '#' and '%' in a file name stay in the file name.
