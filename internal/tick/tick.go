@@ -27,8 +27,13 @@ type Timer struct {
 }
 
 // NewTimer answers a Timer of period every, first firing at the next
-// multiple of every.
+// multiple of every. It panics when every is not positive, as
+// time.NewTicker does: such a timer would fire again at once each time,
+// and a loop on it would spin.
 func NewTimer(every time.Duration) *Timer {
+	if every <= 0 {
+		panic("tick: non-positive period for NewTimer")
+	}
 	return &Timer{every: every, t: time.NewTimer(Until(time.Now(), every))}
 }
 

@@ -44,3 +44,18 @@ func TestTimerFiresOnItsGrid(t *testing.T) {
 		last = at
 	}
 }
+
+// A timer of no period would fire again at once each time Next set it,
+// and its loop would spin: NewTimer refuses it, as time.NewTicker does.
+func TestNewTimerRefusesNoPeriod(t *testing.T) {
+	for _, every := range []time.Duration{0, -time.Second} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewTimer(%s) did not panic", every)
+				}
+			}()
+			NewTimer(every).Stop()
+		}()
+	}
+}
