@@ -65,6 +65,7 @@ var auditChainCases = []auditChainCase{
 	{"TamperRewrittenUnderCheckpoint", testTamper(auditchain.Rewritten)},
 	{"UpdateAndDeleteRefused", testChainRefusesChange},
 	{"RetentionKeepsVerification", testChainRetention},
+	{"RetentionPassesAtOnceDropOnce", testChainRetentionRaced},
 	{"CheckpointsSignMovedChains", testChainCheckpoints},
 	{"ChainReadsWhatGetReads", testChainReadsWhatGetReads},
 	{"TamperAcrossPages", testTamperAcrossPages},
