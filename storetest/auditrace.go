@@ -35,7 +35,7 @@ func (p *racedPass) AuditExpired(ctx context.Context, org string, before time.Ti
 	return first, through, err
 }
 
-func (p *racedPass) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
+func (p *racedPass) DropAudit(ctx context.Context, from int64, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
 	if p.wait != nil {
 		select {
 		case <-p.wait:
@@ -44,7 +44,7 @@ func (p *racedPass) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint
 		}
 	}
 	defer p.dropOne.Do(func() { close(p.dropped) })
-	return p.AuditChainStore.DropAudit(ctx, cp, ev)
+	return p.AuditChainStore.DropAudit(ctx, from, cp, ev)
 }
 
 // testChainRetentionRaced: two retention passes at once over one
