@@ -478,7 +478,17 @@ type AuditChainStore interface {
 	// recording the drop, chained after the head), in one transaction,
 	// answering how many it deleted. It is the only deletion the table
 	// allows.
-	DropAudit(ctx context.Context, cp *AuditCheckpoint, ev *AuditEvent) (int, error)
+	//
+	// from is the first event of the range the caller read (AuditExpired)
+	// and ev records: the drop is made only while it is still the
+	// organization's first stored chained event, checked in the drop's
+	// transaction after every other drop of the organization that
+	// committed before it, and otherwise answers ErrConflict, deleting
+	// and recording nothing. So two retention passes at once (two nodes',
+	// or two periods' on a loaded host) never drop a range twice nor
+	// record its drop twice: the second finds the range's start gone,
+	// and reads what is left again.
+	DropAudit(ctx context.Context, from int64, cp *AuditCheckpoint, ev *AuditEvent) (int, error)
 	// AuditExpired answers the range of the organization's stored chained
 	// events that were all created before before: from its first stored
 	// event to through, the last before the first event created at or

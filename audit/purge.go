@@ -18,7 +18,8 @@ const DefaultPurgeTTL = 24 * time.Hour
 // drop is not done is left to the node that confirmed it before the purge
 // job (Purges.FinishConfirmed) finishes it: long enough for a confirmer's
 // own drop of a long range to end, so the two rarely race (a race drops
-// nothing twice: one of them finds the range gone and fails).
+// and records nothing twice: the store drops a range only while it starts
+// where the pass read it, and the other pass drops what is left).
 const DefaultPurgeResumeAfter = 10 * time.Minute
 
 // The refusals of a purge, each a refinement of a sentinel the doors map.

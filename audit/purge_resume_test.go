@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,6 +237,73 @@ func TestThePurgeJobFinishesAPurgeStoppedAfterItsConfirmation(t *testing.T) {
 		}
 		if _, first, _ := s.AuditHead(ctx, other.org); first != 1 {
 			t.Fatalf("the job dropped the other organization's events: its first stored is %d", first)
+		}
+	})
+}
+
+// overlappingStore is one node's view of the store while another node's
+// pass runs beside it: its first read of the range to drop returns only
+// once the other node's has read it too, so both set out to drop the
+// same range.
+type overlappingStore struct {
+	purgeStore
+	read *sync.WaitGroup
+	once sync.Once
+}
+
+func (s *overlappingStore) AuditExpired(ctx context.Context, org string, before time.Time) (int64, int64, error) {
+	first, through, err := s.purgeStore.AuditExpired(ctx, org, before)
+	s.once.Do(func() {
+		s.read.Done()
+		s.read.Wait()
+	})
+	return first, through, err
+}
+
+// TestThePurgeJobOnTwoNodesAtOnceDropsOnce: a purge whose confirmer
+// stopped, finished by two nodes' purge jobs at once (each read the range
+// before either dropped it), is finished: its range dropped once, under
+// one checkpoint, with one drop event and one completion event, and
+// neither pass fails.
+func TestThePurgeJobOnTwoNodesAtOnceDropsOnce(t *testing.T) {
+	t.Parallel()
+	eachPurgeStore(t, func(t *testing.T, s purgeStore) {
+		ctx := context.Background()
+		f := newResumeFixture(t, s, "org-twice")
+		pr, err := f.p.Propose(ctx, f.cutoff(), person(f.org, "ada", toolplane.RolePlatformAdmin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := toolplane.ControlEvent(person(f.org, "grace", toolplane.RolePlatformAdmin), toolplane.AuditRetention, "confirmed", pr.ID, f.now)
+		if ok, err := s.ConfirmAuditPurge(ctx, f.org, pr.ID, "grace", f.now, ev); err != nil || !ok {
+			t.Fatalf("ConfirmAuditPurge = %v, %v", ok, err)
+		}
+		f.now = f.now.Add(15 * time.Minute)
+		read := &sync.WaitGroup{}
+		read.Add(2)
+		var wg sync.WaitGroup
+		dropped := make([]int, 2)
+		for i := range 2 {
+			node := audit.NewPurges(audit.PurgesConfig{Store: &overlappingStore{purgeStore: s, read: read}, Keys: f.keys,
+				TTL: time.Hour, ResumeAfter: 10 * time.Minute, Now: func() time.Time { return f.now }})
+			wg.Go(func() {
+				done, err := node.FinishConfirmed(ctx)
+				if err != nil || len(done) != 1 || done[0].Purge.DoneAt.IsZero() {
+					t.Errorf("node %d's pass = %+v, %v; want the purge done", i+1, done, err)
+					return
+				}
+				for _, d := range done[0].Drops {
+					dropped[i] += d.Deleted
+				}
+			})
+		}
+		wg.Wait()
+		if dropped[0]+dropped[1] != 3 {
+			t.Fatalf("the passes answer %v rows deleted; want 3 in all", dropped)
+		}
+		f.wantDroppedOnce(t)
+		if got, err := s.GetAuditPurge(ctx, f.org, pr.ID); err != nil || got.StatusAt(f.now) != toolplane.PurgeDone {
+			t.Fatalf("the purge = %+v, %v; want done", got, err)
 		}
 	})
 }

@@ -41,6 +41,12 @@ type Record func(d Drop) *toolplane.AuditEvent
 // dropped: the drop would remove the evidence). Each drop stores the
 // event record makes, in the drop's own transaction, chained after the
 // head. It answers the drops made.
+//
+// Another pass may drop beside it (another node's, another period's
+// outlasting its period, a purge's): the store drops a range only while
+// it still starts where this pass read it to (DropAudit's from), so a
+// range is dropped and recorded once; this pass then reads what is left
+// and drops that.
 func Retain(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, org string, before, now time.Time, record Record) ([]Drop, error) {
 	if before.After(now) {
 		return nil, fmt.Errorf("audit retention of %s: %w: events before %s are not all written yet", org, toolplane.ErrInvalid, before.Format(time.RFC3339))
@@ -56,6 +62,9 @@ func Retain(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, org 
 		}
 		through = min(through, first+MaxDrop-1)
 		cp, err := covering(ctx, s, keys, org, through, now)
+		if err != nil && droppedBeside(ctx, s, org, before, first) {
+			continue
+		}
 		if err != nil {
 			return drops, fmt.Errorf("audit retention of %s: %w", org, err)
 		}
@@ -64,13 +73,30 @@ func Retain(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, org 
 		if record != nil {
 			ev = record(d)
 		}
-		n, err := s.DropAudit(ctx, cp, ev)
+		n, err := s.DropAudit(ctx, first, cp, ev)
+		if err != nil && droppedBeside(ctx, s, org, before, first) {
+			continue
+		}
 		if err != nil {
 			return drops, fmt.Errorf("audit retention of %s: %w", org, err)
 		}
 		d.Deleted = n
 		drops = append(drops, d)
 	}
+}
+
+// droppedBeside answers, after a step of a drop of the range from first
+// failed, whether another pass dropped the range's start meanwhile (the
+// store refused the drop, or the range's end, its checkpoint or the
+// events verified were gone): then what is left is read again and
+// dropped, and the failure was no fault. A chain broken or a checkpoint
+// not the chain's leaves the start where it was, and is answered.
+func droppedBeside(ctx context.Context, s toolplane.AuditChainStore, org string, before time.Time, first int64) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	again, _, err := s.AuditExpired(ctx, org, before)
+	return err == nil && again != first
 }
 
 // covering answers the checkpoint stored at through, or signs one there

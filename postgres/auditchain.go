@@ -194,15 +194,43 @@ func (s *Store) AuditOrganizations(ctx context.Context, after string, limit int)
 	return out, nil
 }
 
-// DropAudit is retention: in one transaction it calls audit_drop (a
-// SECURITY DEFINER function owned by the tables' owner, so the role the
-// node runs as needs no DELETE right on the trail), which checks that the
-// chain's hash at cp.Seq is cp.Hash, stores cp (unless the same
-// checkpoint is stored already) and deletes the organization's events up
-// to it as one whole prefix; then it appends ev, the drop's own event.
-func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
+// auditDropLock seeds the advisory lock key a drop takes for its
+// organization (hashtextextended of the organization's ID with this seed):
+// the bytes of "auditdrp" read as a big-endian integer. Like every
+// advisory lock it is database-wide: two organizations, or two schemas,
+// whose keys collide wait for each other's drop, which costs a wait,
+// never a wrong answer.
+const auditDropLock int64 = 0x6175646974647270
+
+var firstChained = sqlstore.Numbered(dialect, sqlstore.FirstChained)
+
+// DropAudit is retention: in one transaction it waits for any other drop
+// of the organization to end (an advisory lock: without it two drops of
+// one range at once each pass audit_drop's check of the range's end
+// before either deletes, the second then deletes nothing, and both
+// record the drop), checks that the range still starts at from, and
+// calls audit_drop (a SECURITY DEFINER function owned by the tables'
+// owner, so the role the node runs as needs no DELETE right on the
+// trail), which checks that the chain's hash at cp.Seq is cp.Hash, stores
+// cp (unless the same checkpoint is stored already) and deletes the
+// organization's events up to it as one whole prefix; then it appends ev,
+// the drop's own event.
+func (s *Store) DropAudit(ctx context.Context, from int64, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, cp.OrganizationID, auditDropLock); err != nil {
+			return err
+		}
+		// A statement of its own, after the lock: read committed takes
+		// its snapshot at the statement's start, so it sees every drop
+		// that held the lock before.
+		var first *int64
+		if err := tx.QueryRow(ctx, firstChained, cp.OrganizationID).Scan(&first); err != nil {
+			return err
+		}
+		if err := sqlstore.DroppedMeanwhile(from, first); err != nil {
+			return err
+		}
 		err := tx.QueryRow(ctx, `SELECT audit_drop($1, $2, $3, $4, $5, $6)`, checkpointArgs(cp)...).Scan(&n)
 		var pe *pgconn.PgError
 		switch {

@@ -554,17 +554,26 @@ func (s *Store) AuditOrganizations(ctx context.Context, after string, limit int)
 	return out, nil
 }
 
-// DropAudit is retention: in one write it stores cp (unless the same
-// checkpoint is stored already), checks that the chain's hash at cp.Seq is
-// cp.Hash, deletes the organization's events up to it through the one
-// door the append-only triggers leave open (a row of audit_retention
-// naming the organization and cp.Seq, which must be removed again before
-// the write commits, and whose removal checks the whole prefix is gone),
-// and appends ev, the drop's own event.
-func (s *Store) DropAudit(ctx context.Context, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
+// DropAudit is retention: in one write (writes take turns, so it sees
+// every drop committed before it) it checks that the range still starts
+// at from, stores cp (unless the same checkpoint is stored already),
+// checks that the chain's hash at cp.Seq is cp.Hash, deletes the
+// organization's events up to it through the one door the append-only
+// triggers leave open (a row of audit_retention naming the organization
+// and cp.Seq, which must be removed again before the write commits, and
+// whose removal checks the whole prefix is gone), and appends ev, the
+// drop's own event.
+func (s *Store) DropAudit(ctx context.Context, from int64, cp *toolplane.AuditCheckpoint, ev *toolplane.AuditEvent) (int, error) {
 	var n int64
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		n = 0
+		var first *int64
+		if err := tx.QueryRowContext(ctx, sqlstore.FirstChained, cp.OrganizationID).Scan(&first); err != nil {
+			return err
+		}
+		if err := sqlstore.DroppedMeanwhile(from, first); err != nil {
+			return err
+		}
 		var hash []byte
 		err := tx.QueryRowContext(ctx, `SELECT hash FROM audit_events WHERE organization_id = ? AND seq = ?`,
 			cp.OrganizationID, cp.Seq).Scan(&hash)

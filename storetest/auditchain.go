@@ -65,6 +65,7 @@ var auditChainCases = []auditChainCase{
 	{"TamperRewrittenUnderCheckpoint", testTamper(auditchain.Rewritten)},
 	{"UpdateAndDeleteRefused", testChainRefusesChange},
 	{"RetentionKeepsVerification", testChainRetention},
+	{"RetentionPassesAtOnceDropOnce", testChainRetentionRaced},
 	{"CheckpointsSignMovedChains", testChainCheckpoints},
 	{"ChainReadsWhatGetReads", testChainReadsWhatGetReads},
 	{"TamperAcrossPages", testTamperAcrossPages},
@@ -464,7 +465,7 @@ func testChainRetention(t *testing.T, _ AuditChain, s AuditChainStore) {
 	if err := testKeys().Sign(bad); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DropAudit(t.Context(), bad, nil); !errors.Is(err, toolplane.ErrConflict) {
+	if _, err := s.DropAudit(t.Context(), 1, bad, nil); !errors.Is(err, toolplane.ErrConflict) {
 		t.Fatalf("DropAudit(wrong hash) = %v; want ErrConflict", err)
 	}
 	cp := &toolplane.AuditCheckpoint{OrganizationID: org, Seq: 4, Hash: evs[3].Hash, CreatedAt: at(time.Hour)}
@@ -474,11 +475,17 @@ func testChainRetention(t *testing.T, _ AuditChain, s AuditChainStore) {
 	// No event where the checkpoint says.
 	far := *cp
 	far.Seq = 40
-	if _, err := s.DropAudit(t.Context(), &far, nil); !errors.Is(err, toolplane.ErrNotFound) {
+	if _, err := s.DropAudit(t.Context(), 1, &far, nil); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Fatalf("DropAudit(past the head) = %v; want ErrNotFound", err)
 	}
+	// A range read to start elsewhere than the first stored event is
+	// refused, and nothing is dropped nor recorded.
+	if _, err := s.DropAudit(t.Context(), 2, cp, chainEvent(org, 99)); !errors.Is(err, toolplane.ErrConflict) {
+		t.Fatalf("DropAudit(from 2, the first stored being 1) = %v; want ErrConflict", err)
+	}
+	wantChain(t, readChain(t, s, org), "ev-001", "ev-002", "ev-003", "ev-004", "ev-005", "ev-006")
 	ev := chainEvent(org, 100)
-	n, err := s.DropAudit(t.Context(), cp, ev)
+	n, err := s.DropAudit(t.Context(), 1, cp, ev)
 	if err != nil || n != 4 {
 		t.Fatalf("DropAudit = %d, %v; want 4", n, err)
 	}
@@ -488,6 +495,25 @@ func testChainRetention(t *testing.T, _ AuditChain, s AuditChainStore) {
 	rest := readChain(t, s, org)
 	if len(rest) != 3 || rest[0].Seq != 5 || rest[2].ID != ev.ID {
 		t.Fatalf("after retention: %v", chainIDs(rest))
+	}
+	// The same range again (a pass that read it before the drop) is
+	// refused, and its drop is not recorded twice; so is a longer one
+	// read from the same start.
+	if _, err := s.DropAudit(t.Context(), 1, cp, chainEvent(org, 101)); !errors.Is(err, toolplane.ErrConflict) {
+		t.Fatalf("DropAudit(the dropped range again) = %v; want ErrConflict", err)
+	}
+	longer := &toolplane.AuditCheckpoint{OrganizationID: org, Seq: 5, Hash: rest[0].Hash, CreatedAt: at(time.Hour)}
+	if err := testKeys().Sign(longer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DropAudit(t.Context(), 1, longer, chainEvent(org, 102)); !errors.Is(err, toolplane.ErrConflict) {
+		t.Fatalf("DropAudit(from the dropped start, through 5) = %v; want ErrConflict", err)
+	}
+	if again := readChain(t, s, org); len(again) != 3 || again[2].ID != ev.ID {
+		t.Fatalf("after refused drops: %v; want 5, 6 and the one drop's event", chainIDs(again))
+	}
+	if got, err := s.AuditCheckpoints(t.Context(), org, 5, 5); err != nil || len(got) != 0 {
+		t.Fatalf("a refused drop stored its checkpoint: %+v, %v", got, err)
 	}
 	r := wantValid(t, s, org, 3)
 	if r.Anchor != 4 || r.From != 5 {

@@ -32,9 +32,12 @@ type AuditPurgesArgs struct {
 // Kind names the job for River.
 func (AuditPurgesArgs) Kind() string { return "toolplane_audit_purges" }
 
-// InsertOpts keeps one pass live at a time: a drop may outlast the
-// minute between passes, and a second pass beside it would only race it
-// for the same range and fail.
+// InsertOpts keeps one pass live at a time within a period: a drop may
+// outlast the minute between passes, and a second pass beside it would
+// only race it for the same range. Across periods (and nodes) two passes
+// may still meet; the store drops and records each range once
+// (toolplane.AuditChainStore's DropAudit), so the rule does not rest on
+// this.
 func (AuditPurgesArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: liveStates}}
 }
