@@ -75,11 +75,17 @@ func BenchmarkAppendAuditBatchHashed(b *testing.B) {
 // appendBatches appends batches of 32 events, event n made by event(n),
 // for as long as b runs, and reports the process's CPU per batch.
 func appendBatches(b *testing.B, s *Store, event func(n int) *toolplane.AuditEvent) {
+	appendBatchesOf(b, s, 32, event)
+}
+
+// appendBatchesOf is appendBatches with batches of size events; it also
+// reports the CPU per event.
+func appendBatchesOf(b *testing.B, s *Store, size int, event func(n int) *toolplane.AuditEvent) {
 	b.ReportAllocs()
 	cpu0 := processCPU(b)
 	n := 0
 	for b.Loop() {
-		evs := make([]*toolplane.AuditEvent, 32)
+		evs := make([]*toolplane.AuditEvent, size)
 		for j := range evs {
 			evs[j] = event(n)
 			n++
@@ -88,11 +94,13 @@ func appendBatches(b *testing.B, s *Store, event func(n int) *toolplane.AuditEve
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	cpu := float64((processCPU(b) - cpu0).Microseconds())
+	b.ReportMetric(cpu/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(cpu/float64(b.N*size), "cpu-µs/event")
 }
 
 // BenchmarkAppendAuditBatchFilled is BenchmarkAppendAuditBatch on a table
-// that already holds 200,000 events, as a long-lived database's does, with
+// that already holds 100,000 events, as a long-lived database's does, with
 // ids as NewID mints them and the events of 16 clients' runs: the b-trees
 // are deep, and each batch lands on pages of every run's part of the run
 // index. Each event carries a policy decision and the document it was
@@ -100,34 +108,83 @@ func appendBatches(b *testing.B, s *Store, event func(n int) *toolplane.AuditEve
 // to three times the size of one without. ns/op and cpu-µs/op are per
 // batch of 32.
 func BenchmarkAppendAuditBatchFilled(b *testing.B) {
-	const filled = 200_000
-	s := newTestStore(b)
-	ctx := b.Context()
-	now := time.Now()
-	// Older events, in the same shapes, written by one statement.
-	if _, err := s.db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?1 - 1)
-		INSERT INTO audit_events (organization_id, id, run_id, agent_id, principal_id, user_id, tool, tool_version,
-			source, outcome, arguments_hash, approval_id, authorized_by, replayed, latency_micros, created_at,
-			policy_decision, policy_input)
-		SELECT 'org-bench', printf('aud_%013x%06x%016x', ?2 + i, i, abs(random())), printf('run-%02d', i % 16),
-			'agent-billing', 'agent-billing', '', 'demo.search_tickets', '1.0.0', 'rest', 'ok',
-			'sha256:4f2a9c0e7b1d3e5f', '', '', 0, 234, ?2 + i, 'allow', ?3 FROM n`,
-		filled, now.UnixMicro()-2*filled, benchPolicyInput); err != nil {
-		b.Fatal(err)
-	}
 	var runs [16]string
 	for i := range runs {
 		runs[i] = fmt.Sprintf("run-%02d", i)
 	}
-	appendBatches(b, s, func(n int) *toolplane.AuditEvent {
+	s := filledAudit(b, runs[:])
+	appendBatches(b, s, filledEvent(runs[:]))
+}
+
+// BenchmarkAppendAuditBatchRuns is the audit writer's commit on a filled
+// table by the two things that set a read's share of it apart from call
+// to call: how many events one commit holds (the writer gathers what a
+// linger brings, so the call rate decides it) and the runs the events
+// name. "none" is a read through the REST door outside a run, whose
+// events all land on one place of the run index; "sessions16" is 16 MCP
+// clients, each session its own run ("mcp:<key id>:<session>", as the
+// MCP door names it), whose events land on 16. cpu-µs/event is the
+// process's CPU per event stored.
+func BenchmarkAppendAuditBatchRuns(b *testing.B) {
+	for _, size := range []int{9, 18, 52, 82} {
+		for _, runs := range []struct {
+			name string
+			ids  []string
+		}{{"none", []string{""}}, {"sessions16", sessionRuns(16)}} {
+			b.Run(fmt.Sprintf("batch%d/%s", size, runs.name), func(b *testing.B) {
+				// A table of its own, so that each reads as large.
+				s := filledAudit(b, runs.ids)
+				appendBatchesOf(b, s, size, filledEvent(runs.ids))
+			})
+		}
+	}
+}
+
+// sessionRuns answers n runs named as the MCP door names a session's.
+func sessionRuns(n int) []string {
+	runs := make([]string, n)
+	for i := range runs {
+		runs[i] = fmt.Sprintf("mcp:tpk_d330e31871b202c8634ed6b7:RF6SPS37LY7O5MWM2V65O25P%02d", i)
+	}
+	return runs
+}
+
+// auditFilled is how many events filledAudit stores first.
+const auditFilled = 100_000
+
+// filledEvent answers the events of the filled benchmarks: a read call's
+// that the grants allowed, its run taken in turn from runs.
+func filledEvent(runs []string) func(n int) *toolplane.AuditEvent {
+	return func(n int) *toolplane.AuditEvent {
 		return &toolplane.AuditEvent{
 			ID: toolplane.NewID("aud_"), OrganizationID: "org-bench", RunID: runs[n%len(runs)], AgentID: "agent-billing",
 			PrincipalID: "agent-billing", Tool: "demo.search_tickets", ToolVersion: "1.0.0", Source: toolplane.SourceREST,
 			Outcome: "ok", ArgumentsHash: "sha256:4f2a9c0e7b1d3e5f", LatencyMicros: 234, CreatedAt: time.Now(),
 			PolicyDecision: "allow", PolicyInput: benchPolicyInput,
 		}
-	})
+	}
 }
+
+// filledAudit answers a store holding auditFilled events of runs, stored
+// as the writer stores them: the chain's trigger refuses a row without
+// its place in the chain, so they cannot be inserted by one statement.
+func filledAudit(b *testing.B, runs []string) *Store {
+	s := newTestStore(b)
+	event := filledEvent(runs)
+	for i := 0; i < auditFilled; i += maxFill {
+		evs := make([]*toolplane.AuditEvent, maxFill)
+		for j := range evs {
+			evs[j] = event(i + j)
+		}
+		if err := s.AppendAuditBatch(b.Context(), evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
+}
+
+// maxFill is the batch filledAudit stores at a time.
+const maxFill = 250
 
 // benchPolicyInput is a read call's policy document in the shape the
 // rules record it (rules.record): the request, credentials redacted.
