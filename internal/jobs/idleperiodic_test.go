@@ -12,6 +12,7 @@ import (
 	"github.com/toolplane/toolplane/audit"
 	"github.com/toolplane/toolplane/auditchain"
 	"github.com/toolplane/toolplane/handler"
+	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
@@ -53,30 +54,7 @@ func TestPeriodicJobsWithNothingToDoLeaveTheClientResting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hs := handler.NewRegistry()
-			reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{hs}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
-			iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: store, Maint: store, AuditPurges: purges, Anomalies: triage},
-				jobs.Options{Poll: time.Minute, SweepEvery: time.Hour, RestAfter: 300 * time.Millisecond,
-					AuditPurgesEvery: period, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = r.Stop(stop)
-			})
+			r := startRestingRunner(t, b, jobs.Deps{AuditPurges: purges, Anomalies: triage}, jobs.Options{AuditPurgesEvery: period})
 			resting := func() bool { ok, _ := rest(t, r); return ok }
 			eventually(t, "the idle node to rest", resting)
 			_, before := rest(t, r)
@@ -174,32 +152,8 @@ func TestAuditCheckpointJobRunsForAMovedChainOnly(t *testing.T) {
 			if _, err := keys.Generate(time.Now()); err != nil {
 				t.Fatal(err)
 			}
-			quiet := slog.New(slog.DiscardHandler)
-			hs := handler.NewRegistry()
-			reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{hs}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			approvals := approval.New(approval.Config{Store: store, TTL: time.Hour})
-			iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
 			const period = 200 * time.Millisecond
-			r, err := b.Runner(jobs.Deps{Invoker: iv, Approvals: approvals, Store: store, Maint: store, AuditKeys: keys},
-				jobs.Options{Poll: time.Minute, SweepEvery: time.Hour, RestAfter: 300 * time.Millisecond,
-					AuditCheckpointEvery: period, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = r.Stop(stop)
-			})
+			r := startRestingRunner(t, b, jobs.Deps{AuditKeys: keys}, jobs.Options{AuditCheckpointEvery: period})
 			eventually(t, "the first checkpoint", signed(1))
 			resting := func() bool { ok, _ := rest(t, r); return ok }
 			eventually(t, "the idle node to rest", resting)
@@ -221,4 +175,38 @@ func TestAuditCheckpointJobRunsForAMovedChainOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startRestingRunner starts a runner on b's store with the periodic jobs
+// deps and opts name, over an invoker with no tools: no polling to speak
+// of, no sweep, and a rest after 300 ms with nothing to do, so a test
+// sees what starts its River client. It is stopped when the test ends.
+func startRestingRunner(t *testing.T, b *backend.Backend, deps jobs.Deps, opts jobs.Options) backend.Runner {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	hs := handler.NewRegistry()
+	reg, _, err := registry.Build(nil, registry.Options{Bindings: bindings{hs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals := approval.New(approval.Config{Store: b.Store, TTL: time.Hour})
+	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: b.Store, Policy: policy.Grants{}, Approvals: approvals, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps.Invoker, deps.Approvals, deps.Store, deps.Maint = iv, approvals, b.Store, b.Store
+	opts.Poll, opts.SweepEvery, opts.RestAfter, opts.Logger = time.Minute, time.Hour, 300*time.Millisecond, quiet
+	r, err := b.Runner(deps, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = r.Stop(stop)
+	})
+	return r
 }
