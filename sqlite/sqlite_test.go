@@ -167,22 +167,9 @@ func TestOpenSetsPragmasOnEveryConnection(t *testing.T) {
 // the next reads do not reopen them and prepare their statements anew.
 func TestOpenKeepsConnectionsOfConcurrentReads(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	db := openTest(t)
 	const n = 20
-	conns := make([]*sql.Conn, n)
-	for i := range conns {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	for _, c := range conns {
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readAtOnce(t, db, n)
 	if st := db.Stats(); st.Idle != n || st.MaxIdleClosed != 0 {
 		t.Errorf("after %d reads at once the pool keeps %d idle connections and closed %d, want %d kept", n, st.Idle, st.MaxIdleClosed, n)
 	}
@@ -216,19 +203,7 @@ func TestOpenClosesIdleConnections(t *testing.T) {
 		t.Fatalf("InsertClaim = %v, %v", ok, err)
 	}
 	const n = 8
-	conns := make([]*sql.Conn, n)
-	for i := range conns {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	for _, c := range conns {
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readAtOnce(t, db, n)
 	if st := db.Stats(); st.Idle != n {
 		t.Fatalf("after %d reads at once the pool keeps %d idle connections, want %d", n, st.Idle, n)
 	}
@@ -474,4 +449,23 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 		t.Fatal(err)
 	}
 	return strings.Join(plan, "; ")
+}
+
+// readAtOnce holds n of db's connections at once, as n concurrent reads
+// would, then hands them back to the pool.
+func readAtOnce(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
