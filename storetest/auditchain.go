@@ -66,6 +66,7 @@ var auditChainCases = []auditChainCase{
 	{"UpdateAndDeleteRefused", testChainRefusesChange},
 	{"RetentionKeepsVerification", testChainRetention},
 	{"RetentionPassesAtOnceDropOnce", testChainRetentionRaced},
+	{"VerifyBesideADrop", testChainVerifyBesideDrop},
 	{"CheckpointsSignMovedChains", testChainCheckpoints},
 	{"ChainReadsWhatGetReads", testChainReadsWhatGetReads},
 	{"TamperAcrossPages", testTamperAcrossPages},
