@@ -27,19 +27,52 @@ const chainPage = 1000
 // reads from the newest checkpoint before from (or before the first event
 // retention left), so what it verifies is anchored, and compares the end
 // with the chain's head when it reads to the end.
+//
+// A retention pass that drops the chain's oldest events while the walk
+// reads makes rows vanish from under it, which the walk alone cannot tell
+// from a deletion. So a walk that finds a break verifies again from what
+// is stored now if the first stored event has moved since it began, up
+// to dropRetries times: a tampered chain breaks again, a dropped prefix
+// is covered by the checkpoint its drop left.
 func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, org string, from, to int64) (Report, error) {
+	r, first, err := verifyStore(ctx, s, keys, org, from, to)
+	for range dropRetries {
+		if err != nil || r.OK {
+			break
+		}
+		_, now, herr := s.AuditHead(ctx, org)
+		if herr != nil {
+			return Report{}, fmt.Errorf("verify audit chain: %w", herr)
+		}
+		if now == first {
+			break
+		}
+		r, first, err = verifyStore(ctx, s, keys, org, from, to)
+	}
+	return r, err
+}
+
+// dropRetries bounds how many times VerifyStore verifies again after a
+// retention drop moved the chain's first event under a walk: drops run
+// once a period, so a second one during a walk is rare, and a third
+// would be a retention configured to run without pause.
+const dropRetries = 3
+
+// verifyStore is one walk of VerifyStore, which also answers the first
+// stored event it began from.
+func verifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet, org string, from, to int64) (Report, int64, error) {
 	head, first, err := s.AuditHead(ctx, org)
 	if err != nil {
-		return Report{}, fmt.Errorf("verify audit chain: %w", err)
+		return Report{}, 0, fmt.Errorf("verify audit chain: %w", err)
 	}
 	cps, err := s.AuditCheckpoints(ctx, org, 0, to)
 	if err != nil {
-		return Report{}, fmt.Errorf("verify audit chain: %w", err)
+		return Report{}, 0, fmt.Errorf("verify audit chain: %w", err)
 	}
 	start := max(from, first, 1)
 	if from > head.Seq && head.Seq > 0 {
 		// Nothing written since: an empty range holds.
-		return Report{OrganizationID: org, OK: true, From: from, To: head.Seq}, nil
+		return Report{OrganizationID: org, OK: true, From: from, To: head.Seq}, first, nil
 	}
 	// The anchor: the newest checkpoint before start; the walk reads from
 	// the event after it.
@@ -57,15 +90,15 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 	}
 	if r, ok, err := streamVerify(ctx, s, keys, &head, cps, org, read, to); err != nil || ok {
 		if err != nil {
-			return Report{}, fmt.Errorf("verify audit chain: %w", err)
+			return Report{}, 0, fmt.Errorf("verify audit chain: %w", err)
 		}
-		return r, nil
+		return r, first, nil
 	}
 	// A broken link: named over the whole range, as the rows around it
 	// say how it broke (moved, added, missing).
 	evs, err := readPages(ctx, s, org, read, to, MaxVerify)
 	if err != nil {
-		return Report{}, fmt.Errorf("verify audit chain: %w", err)
+		return Report{}, 0, fmt.Errorf("verify audit chain: %w", err)
 	}
 	if n := len(evs); n > 0 && evs[n-1].Seq > head.Seq {
 		// Rows past the head read first: events appended while the walk
@@ -74,7 +107,7 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 		// The walk then ends where it read.
 		now, _, err := s.AuditHead(ctx, org)
 		if err != nil {
-			return Report{}, fmt.Errorf("verify audit chain: %w", err)
+			return Report{}, 0, fmt.Errorf("verify audit chain: %w", err)
 		}
 		if now.Seq >= evs[n-1].Seq {
 			head, to = now, evs[n-1].Seq
@@ -90,7 +123,7 @@ func VerifyStore(ctx context.Context, s toolplane.AuditChainStore, keys *KeySet,
 	if len(evs) == 0 && head.Seq == 0 {
 		r.From, r.To = 0, 0
 	}
-	return r, nil
+	return r, first, nil
 }
 
 // streamVerify walks org's chain from read to to as VerifyStore does,

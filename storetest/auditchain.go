@@ -67,6 +67,7 @@ var auditChainCases = []auditChainCase{
 	{"RetentionKeepsVerification", testChainRetention},
 	{"RetentionPassesAtOnceDropOnce", testChainRetentionRaced},
 	{"VerifyBesideADrop", testChainVerifyBesideDrop},
+	{"TamperBesideADrop", testChainTamperBesideDrop},
 	{"CheckpointsSignMovedChains", testChainCheckpoints},
 	{"ChainReadsWhatGetReads", testChainReadsWhatGetReads},
 	{"TamperAcrossPages", testTamperAcrossPages},

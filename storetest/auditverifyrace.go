@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -49,4 +50,22 @@ func testChainVerifyBesideDrop(t *testing.T, _ AuditChain, s AuditChainStore) {
 		t.Fatalf("a verification beside a retention drop reports the intact chain broken: %+v (break %+v)", r, r.Break)
 	}
 	wantValid(t, s, org, len(readChain(t, s, org)))
+}
+
+// testChainTamperBesideDrop: the walk a drop interrupted is walked again,
+// and a row changed past the dropped prefix still breaks the chain there:
+// verifying again after a drop never hides tampering.
+func testChainTamperBesideDrop(t *testing.T, h AuditChain, s AuditChainStore) {
+	org := newOrg()
+	appendChain(t, s, org, 6)
+	exec(t, h, s, h.Unguard...)
+	exec(t, h, s, fmt.Sprintf(`UPDATE audit_events SET outcome = 'denied' WHERE organization_id = '%s' AND seq = 5`, org))
+	w := &dropBeforeRead{AuditChainStore: s, t: t, org: org}
+	r, err := auditchain.VerifyStore(t.Context(), w, testKeys(), org, 0, 0)
+	if err != nil {
+		t.Fatalf("VerifyStore = %v", err)
+	}
+	if r.OK || r.Break == nil || r.Break.Kind != auditchain.Changed || r.Break.Seq != 5 {
+		t.Fatalf("a row changed past a prefix dropped during the walk: report %+v, break %+v; want event 5 changed", r, r.Break)
+	}
 }
