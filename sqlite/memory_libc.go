@@ -19,8 +19,10 @@ import (
 // requires libc v1.80.1, which has the allocator's Trim but no function
 // calling it, so releaseRetained names the allocator and the mutex every
 // malloc and free of libc holds, and does what MemTrim does. A libc that
-// renamed them fails the link, not a run; with libc v1.82 this becomes
-// libc.MemTrim.
+// renamed them would still link (each declaration below then defines its
+// name itself), so TestLinkedNamesAreLibcs holds the pairing: a malloc
+// waits on libcAllocatorMu and counts in libcAllocator. With libc v1.82
+// this becomes libc.MemTrim.
 
 //go:linkname libcAllocator modernc.org/libc.allocator
 var libcAllocator memory.Allocator

@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"modernc.org/libc"
 )
 
 // rssAnon answers the process's resident anonymous memory, in bytes.
@@ -87,5 +90,56 @@ func TestReleaseMemoryHandsBackWhatSQLiteFreed(t *testing.T) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 2000 {
 		t.Errorf("count after the release = %d, %v; want 2000", n, err)
+	}
+}
+
+// TestLinkedNamesAreLibcs pins releaseRetained's two go:linkname
+// variables to libc's own allocator and the mutex its malloc holds. A
+// libc that renamed either would still link (the declaration here then
+// defines the name itself), and trimming the live allocator without its
+// mutex would corrupt SQLite's memory; so a libc upgrade that breaks the
+// pairing fails here: a malloc must wait while libcAllocatorMu is held,
+// and libc.MemStat must read libcAllocator's fields.
+func TestLinkedNamesAreLibcs(t *testing.T) {
+	// The allocator: a mark written in libcAllocator's statistics field
+	// (unused without the memory.counters build tag) reads back through
+	// libc's own MemStat.
+	const mark = 0x5eed_cafe
+	libcAllocatorMu.Lock()
+	kept := libcAllocator.Allocs
+	libcAllocator.Allocs = mark
+	libcAllocatorMu.Unlock()
+	got := libc.MemStat().Allocs
+	libcAllocatorMu.Lock()
+	libcAllocator.Allocs = kept
+	libcAllocatorMu.Unlock()
+	if got != mark {
+		t.Fatalf("libc.MemStat reads %#x, not the mark %#x written in libcAllocator: it is not libc's allocator", got, mark)
+	}
+
+	// The mutex: libc's malloc waits while libcAllocatorMu is held.
+	libcAllocatorMu.Lock()
+	done := make(chan uintptr, 1)
+	go func() {
+		tls := libc.NewTLS()
+		defer tls.Close()
+		done <- libc.Xmalloc(tls, 64)
+	}()
+	var p uintptr
+	held := true
+	select {
+	case p = <-done:
+		held = false
+	case <-time.After(100 * time.Millisecond):
+	}
+	libcAllocatorMu.Unlock()
+	if held {
+		p = <-done
+	}
+	tls := libc.NewTLS()
+	defer tls.Close()
+	libc.Xfree(tls, p)
+	if !held {
+		t.Fatal("libc's malloc ran while libcAllocatorMu was held: it is not the mutex libc's allocator takes")
 	}
 }
