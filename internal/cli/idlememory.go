@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,15 +78,21 @@ func freeOSMemory() {
 
 // sampleAllocations turns the runtime's sampling of allocations for heap
 // profiles off unless the node serves its profiles (--pprof-addr), the one
-// place they can be read. The runtime samples an allocation every 512 KB by
-// default, recording its stack in a table of its own that is never freed: 1.5
-// MB of a node's resident memory (runtime/metrics'
-// /memory/classes/profiling/buckets:bytes after a load of calls), and an
-// unwinding of the stack per sample. Allocations sampled before this runs
-// (the packages' initialisation) stay in the table.
-func sampleAllocations(profilesServed bool) {
+// place they can be read, or the operator set the rate themselves
+// (memprofilerate in godebug, the process's GODEBUG). The runtime samples
+// an allocation every 512 KB by default, recording its stack in a table of
+// its own that is never freed: 1.5 MB of a node's resident memory
+// (runtime/metrics' /memory/classes/profiling/buckets:bytes after a load of
+// calls), and an unwinding of the stack per sample. Allocations sampled
+// before this runs (the packages' initialisation) stay in the table.
+func sampleAllocations(profilesServed bool, godebug string) {
 	if profilesServed {
 		return
+	}
+	for setting := range strings.SplitSeq(godebug, ",") {
+		if name, _, _ := strings.Cut(setting, "="); strings.TrimSpace(name) == "memprofilerate" {
+			return
+		}
 	}
 	// The rate is the process's: nodes that tests start at once in one
 	// process must not write it at once.

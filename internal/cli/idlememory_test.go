@@ -40,8 +40,8 @@ func TestReleaseMemoryWhenIdle(t *testing.T) {
 }
 
 // TestSampleAllocationsOnlyWhenServed: a node that does not serve its
-// profiles stops sampling allocations; one that does keeps the runtime's
-// rate.
+// profiles stops sampling allocations, unless the operator set the rate in
+// GODEBUG; one that does keeps the runtime's rate.
 func TestSampleAllocationsOnlyWhenServed(t *testing.T) {
 	setRate := func(rate int) {
 		samplingMu.Lock()
@@ -50,13 +50,22 @@ func TestSampleAllocationsOnlyWhenServed(t *testing.T) {
 	}
 	defer setRate(runtime.MemProfileRate)
 	const rate = 512 * 1024
-	setRate(rate)
-	sampleAllocations(true)
-	if runtime.MemProfileRate != rate {
-		t.Errorf("with profiles served the sampling rate is %d, want %d", runtime.MemProfileRate, rate)
-	}
-	sampleAllocations(false)
-	if runtime.MemProfileRate != 0 {
-		t.Errorf("with no profiles served the sampling rate is %d, want 0 (off)", runtime.MemProfileRate)
+	for _, c := range []struct {
+		served  bool
+		godebug string
+		want    int
+	}{
+		{true, "", rate},
+		{false, "", 0},
+		{false, "gctrace=1", 0},
+		{false, "memprofilerate=512", rate},
+		{false, "gctrace=1, memprofilerate=1", rate},
+		{false, "xmemprofilerate=1", 0},
+	} {
+		setRate(rate)
+		sampleAllocations(c.served, c.godebug)
+		if runtime.MemProfileRate != c.want {
+			t.Errorf("profiles served %v, GODEBUG %q: the sampling rate is %d, want %d", c.served, c.godebug, runtime.MemProfileRate, c.want)
+		}
 	}
 }

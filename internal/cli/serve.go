@@ -186,7 +186,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, tune ..
 	if _, set := os.LookupEnv("GOGC"); !set && *gcPercent != 0 {
 		debug.SetGCPercent(*gcPercent)
 	}
-	sampleAllocations(*pprofAddr != "")
+	sampleAllocations(*pprofAddr != "", os.Getenv("GODEBUG"))
 	fail := func(err error) int {
 		var ce *server.ConfigError
 		if errors.As(err, &ce) {
