@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -386,9 +387,9 @@ func testOutboxClaimsAtOnce(t *testing.T, _ AuditChain, s AuditChainStore) {
 		t.Fatalf("AppendAuditBatch = %v", err)
 	}
 	lease := time.Minute
-	// claimAll has every claimer claim once, all released at once, and
-	// answers the sequence numbers each got.
-	claimAll := func(now, until time.Time, limit int) [][]int64 {
+	// claimAll has every claimer (owners[c]) claim once, all released at
+	// once, and answers the sequence numbers each got.
+	claimAll := func(owners []string, now, until time.Time, limit int) [][]int64 {
 		t.Helper()
 		got := make([][]int64, claimers)
 		errs := make([]error, claimers)
@@ -397,7 +398,7 @@ func testOutboxClaimsAtOnce(t *testing.T, _ AuditChain, s AuditChainStore) {
 		for c := range claimers {
 			wg.Go(func() {
 				<-start
-				es, err := o.ClaimAuditOutbox(t.Context(), "nats", fmt.Sprintf("node-%d", c), 0, now, until, limit)
+				es, err := o.ClaimAuditOutbox(t.Context(), "nats", owners[c], 0, now, until, limit)
 				for _, e := range es {
 					got[c] = append(got[c], e.Seq)
 				}
@@ -412,10 +413,17 @@ func testOutboxClaimsAtOnce(t *testing.T, _ AuditChain, s AuditChainStore) {
 		return got
 	}
 	// A round's leases have ended by the next, which shares the whole
-	// backlog again: the rounds are more chances for claims to meet.
+	// backlog again: the rounds are more chances for claims to meet. Each
+	// round's claimers are new, as each exporter's owner name is (and a
+	// store may know an owner only once it claimed): their first claims
+	// meet.
 	for round := range 8 {
+		owners := make([]string, claimers)
+		for c := range owners {
+			owners[c] = fmt.Sprintf("node-%d-%s", c, rand.Text())
+		}
 		now := at(time.Hour + time.Duration(round)*2*lease)
-		first := claimAll(now, now.Add(lease), each)
+		first := claimAll(owners, now, now.Add(lease), each)
 		holder := make(map[int64]int, entries)
 		for c, seqs := range first {
 			for _, seq := range seqs {
@@ -429,7 +437,7 @@ func testOutboxClaimsAtOnce(t *testing.T, _ AuditChain, s AuditChainStore) {
 			t.Fatalf("round %d: the claims leased %d entries between them; want all %d: %v", round, len(holder), entries, first)
 		}
 		// Within the lease, each claimer's claim answers what it holds.
-		again := claimAll(now.Add(time.Second), now.Add(lease), entries)
+		again := claimAll(owners, now.Add(time.Second), now.Add(lease), entries)
 		for c := range claimers {
 			if !slices.Equal(again[c], first[c]) {
 				t.Fatalf("round %d: node-%d claimed again %v; want its own %v", round, c, again[c], first[c])
