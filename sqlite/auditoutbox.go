@@ -58,10 +58,15 @@ func (s *Store) ClaimAuditOutbox(ctx context.Context, sink, owner string, after 
 	if err := sqlstore.CheckLimit(limit); err != nil {
 		return nil, fmt.Errorf("claim audit outbox: %w", err)
 	}
-	others, _ := json.Marshal(outboxOwners.others(owner))
 	var out []toolplane.AuditOutboxEntry
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out = out[:0]
+		// The owners alive are read here, under the write lock, and not
+		// before the claim queues: a rival new to the process may join
+		// them and claim meanwhile, and a list read before it did would
+		// take its leases for a dead process's and its entries as free.
+		// Read here, the list holds every owner whose claim ran before.
+		others, _ := json.Marshal(outboxOwners.others(owner))
 		rows, err := tx.QueryContext(ctx, `UPDATE audit_outbox SET lease_until = ?, owner = ?
 			WHERE seq IN (SELECT seq FROM audit_outbox WHERE sink = ? AND seq > ?
 				AND (lease_until < ? OR owner NOT IN (SELECT value FROM json_each(?)))

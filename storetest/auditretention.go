@@ -1,9 +1,12 @@
 package storetest
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ func init() {
 		auditChainCase{"PurgeProposals", testPurgeProposals},
 		auditChainCase{"OutboxInTheEventsTransaction", testOutboxTransactional},
 		auditChainCase{"OutboxLeasesAcksAndLag", testOutboxLeases},
+		auditChainCase{"OutboxClaimsAtOnceShareTheBacklog", testOutboxClaimsAtOnce},
 		auditChainCase{"OutboxSinksListedAndDropped", testOutboxSinks},
 	)
 }
@@ -292,18 +296,34 @@ func testOutboxLeases(t *testing.T, _ AuditChain, s AuditChainStore) {
 		appendAudit(t, s, chainEvent(org, i))
 	}
 	appendAudit(t, s, chainEvent(other, 1))
+	// Both organizations have an ev-001: an entry is named by which of
+	// the two organizations it is of, never by a part of a random ID (two
+	// IDs' last two characters are the same once in 1024 draws).
+	role := map[string]string{org: "org", other: "other"}
 	now, lease := at(time.Hour), time.Minute
-	claim := func(owner string, when time.Time, limit int) []string {
+	claim := func(owner string, when, until time.Time, limit int) ([]string, []int64) {
 		t.Helper()
-		got, err := o.ClaimAuditOutbox(t.Context(), "nats", owner, 0, when, when.Add(lease), limit)
+		got, err := o.ClaimAuditOutbox(t.Context(), "nats", owner, 0, when, until, limit)
 		if err != nil {
 			t.Fatalf("ClaimAuditOutbox(%s) = %v", owner, err)
 		}
 		var ids []string
+		var seqs []int64
 		for _, e := range got {
-			ids = append(ids, e.OrganizationID[len(e.OrganizationID)-2:]+"/"+e.EventID)
+			r, ok := role[e.OrganizationID]
+			if !ok {
+				t.Fatalf("ClaimAuditOutbox(%s) answered %s's entry %+v, an organization this case never wrote", owner, e.OrganizationID, e)
+			}
+			ids = append(ids, r+"/"+e.EventID)
+			seqs = append(seqs, e.Seq)
 		}
-		return ids
+		return ids, seqs
+	}
+	want := func(what string, got []string, want ...string) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s claimed %v; want %v", what, got, want)
+		}
 	}
 	lag := func(org *string) int64 {
 		t.Helper()
@@ -319,35 +339,110 @@ func testOutboxLeases(t *testing.T, _ AuditChain, s AuditChainStore) {
 	if n := lag(&other); n != 1 {
 		t.Fatalf("lag of other = %d; want 1", n)
 	}
-	a := claim("node-a", now, 4)
-	if len(a) != 4 {
-		t.Fatalf("node-a claimed %v; want 4", a)
-	}
-	b := claim("node-b", now.Add(time.Second), 10)
-	if len(b) != 3 || slices.ContainsFunc(b, func(id string) bool { return slices.Contains(a, id) }) {
-		t.Fatalf("node-b claimed %v while node-a holds %v; want the 3 others", b, a)
-	}
-	if again := claim("node-b", now.Add(2*time.Second), 10); len(again) != 3 {
-		t.Fatalf("node-b claimed again %v; want its own 3 only", again)
-	}
+	a, _ := claim("node-a", now, now.Add(lease), 4)
+	want("node-a", a, "org/ev-001", "org/ev-002", "org/ev-003", "org/ev-004")
+	b, _ := claim("node-b", now.Add(time.Second), now.Add(time.Second+lease), 10)
+	want("node-b, while node-a holds its four,", b, "org/ev-005", "org/ev-006", "other/ev-001")
+	again, _ := claim("node-b", now.Add(2*time.Second), now.Add(2*time.Second+lease), 10)
+	want("node-b again", again, b...)
 	// node-a acknowledges two of its four.
-	got, err := o.ClaimAuditOutbox(t.Context(), "nats", "node-a", 0, now.Add(3*time.Second), now.Add(lease), 2)
-	if err != nil || len(got) != 2 {
-		t.Fatalf("node-a's own = %+v, %v", got, err)
-	}
-	if err := o.DeleteAuditOutbox(t.Context(), "nats", []int64{got[0].Seq, got[1].Seq}); err != nil {
+	own, seqs := claim("node-a", now.Add(3*time.Second), now.Add(lease), 2)
+	want("node-a, its own again,", own, a[:2]...)
+	if err := o.DeleteAuditOutbox(t.Context(), "nats", seqs); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.DeleteAuditOutbox(t.Context(), "nats", []int64{got[0].Seq}); err != nil {
+	if err := o.DeleteAuditOutbox(t.Context(), "nats", seqs[:1]); err != nil {
 		t.Fatalf("deleting an acknowledged entry again = %v; want no error", err)
 	}
 	if n := lag(nil); n != 5 {
 		t.Fatalf("lag = %d; want 5 after two acknowledged", n)
 	}
 	// node-a stops; once its lease ended, node-b takes what it held.
-	late := claim("node-b", now.Add(2*lease), 10)
-	if len(late) != 5 {
-		t.Fatalf("node-b after node-a's lease = %v; want the 5 left", late)
+	late, _ := claim("node-b", now.Add(2*lease), now.Add(3*lease), 10)
+	want("node-b after node-a's lease", late, "org/ev-003", "org/ev-004", "org/ev-005", "org/ev-006", "other/ev-001")
+}
+
+// testOutboxClaimsAtOnce: exporters claiming a sink's backlog at the
+// same moment share it. Each entry is leased to one of them (none is sent
+// by two nodes at once), together they lease all of it (a claim passes
+// over only what another holds), and each, claiming again, gets back its
+// own entries and no other's. On PostgreSQL the claims run at once on the
+// pool's connections, so a claim's snapshot may predate a rival's commit
+// and find the rows it leased free there: the lease must be checked again
+// on the row it locks.
+func testOutboxClaimsAtOnce(t *testing.T, _ AuditChain, s AuditChainStore) {
+	o := outbox(t, s)
+	if err := o.RegisterAuditSink(t.Context(), "nats", base); err != nil {
+		t.Fatal(err)
+	}
+	// Fewer entries than the claims can take between them: the last
+	// claims find the backlog gone and come back short.
+	const claimers, each, entries = 8, 10, 60
+	org := newOrg()
+	batch := make([]*toolplane.AuditEvent, entries)
+	for i := range batch {
+		batch[i] = chainEvent(org, i+1)
+	}
+	if err := s.AppendAuditBatch(t.Context(), batch); err != nil {
+		t.Fatalf("AppendAuditBatch = %v", err)
+	}
+	lease := time.Minute
+	// claimAll has every claimer (owners[c]) claim once, all released at
+	// once, and answers the sequence numbers each got.
+	claimAll := func(owners []string, now, until time.Time, limit int) [][]int64 {
+		t.Helper()
+		got := make([][]int64, claimers)
+		errs := make([]error, claimers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for c := range claimers {
+			wg.Go(func() {
+				<-start
+				es, err := o.ClaimAuditOutbox(t.Context(), "nats", owners[c], 0, now, until, limit)
+				for _, e := range es {
+					got[c] = append(got[c], e.Seq)
+				}
+				errs[c] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("ClaimAuditOutbox = %v", err)
+		}
+		return got
+	}
+	// A round's leases have ended by the next, which shares the whole
+	// backlog again: the rounds are more chances for claims to meet. Each
+	// round's claimers are new, as each exporter's owner name is (and a
+	// store may know an owner only once it claimed): their first claims
+	// meet.
+	for round := range 8 {
+		owners := make([]string, claimers)
+		for c := range owners {
+			owners[c] = fmt.Sprintf("node-%d-%s", c, rand.Text())
+		}
+		now := at(time.Hour + time.Duration(round)*2*lease)
+		first := claimAll(owners, now, now.Add(lease), each)
+		holder := make(map[int64]int, entries)
+		for c, seqs := range first {
+			for _, seq := range seqs {
+				if d, ok := holder[seq]; ok {
+					t.Fatalf("round %d: entry %d leased to node-%d and node-%d at once; claims %v", round, seq, d, c, first)
+				}
+				holder[seq] = c
+			}
+		}
+		if len(holder) != entries {
+			t.Fatalf("round %d: the claims leased %d entries between them; want all %d: %v", round, len(holder), entries, first)
+		}
+		// Within the lease, each claimer's claim answers what it holds.
+		again := claimAll(owners, now.Add(time.Second), now.Add(lease), entries)
+		for c := range claimers {
+			if !slices.Equal(again[c], first[c]) {
+				t.Fatalf("round %d: node-%d claimed again %v; want its own %v", round, c, again[c], first[c])
+			}
+		}
 	}
 }
 
