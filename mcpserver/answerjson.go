@@ -77,7 +77,10 @@ func encodeCallAnswer(buf *bytes.Buffer, enc *json.Encoder, id json.RawMessage, 
 	}
 	if res.StructuredContent != nil {
 		buf.WriteString(`,"structuredContent":`)
-		if err := encodeValue(buf, enc, res.StructuredContent); err != nil {
+		if raw, ok := res.StructuredContent.(encodedJSON); ok && len(raw) > 0 && !htmlEscaped(raw) {
+			// Already in the form compacting it would give.
+			buf.Write(raw)
+		} else if err := encodeValue(buf, enc, res.StructuredContent); err != nil {
 			return err
 		}
 	}
@@ -123,4 +126,32 @@ func encodeValue(buf *bytes.Buffer, enc *json.Encoder, v any) error {
 	}
 	buf.Truncate(buf.Len() - 1)
 	return nil
+}
+
+// encodedJSON is JSON boundary.Encode wrote: valid, compact, and nothing in
+// it HTML-escaped. Encoded as a json.RawMessage is (compacted, with HTML
+// escaping), its bytes are the same unless they hold what HTML escaping
+// changes, so the answer copies them as they are when they do not,
+// instead of scanning them once more.
+type encodedJSON []byte
+
+// MarshalJSON answers e itself, or null for none, as json.RawMessage does.
+func (e encodedJSON) MarshalJSON() ([]byte, error) {
+	if e == nil {
+		return []byte("null"), nil
+	}
+	return e, nil
+}
+
+// htmlEscaped reports whether encoding/json's HTML escaping would change
+// b: whether it holds <, > or &, or U+2028 or U+2029 (both begin with the
+// byte 0xE2, taken as a sign of either).
+func htmlEscaped(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case '<', '>', '&', 0xE2:
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolplane/toolplane/boundary"
 )
 
 // sdkAnswer is a tools/call answer as the fast path wrote it before it
@@ -73,6 +75,11 @@ func TestCallAnswerEncodedAsTheSDKDoes(t *testing.T) {
 		{"all at once", `"s"`, &mcp.CallToolResult{Meta: mcp.Meta{"m": []any{"<"}}, IsError: true,
 			Content:           []mcp.Content{&mcp.TextContent{Text: tricky}, &mcp.TextContent{Text: "two"}},
 			StructuredContent: json.RawMessage(`{"a" :1}`)}},
+		{"encoded by the boundary", `1`, &mcp.CallToolResult{Content: []mcp.Content{},
+			StructuredContent: encodedJSON(boundary.Encode(nil, map[string]any{"b": []any{1.5, "é", nil, true}, "a": map[string]any{"k": "\"q\" \\ \n"}}))}},
+		{"encoded by the boundary, with what HTML escaping changes", `1`, &mcp.CallToolResult{Content: []mcp.Content{},
+			StructuredContent: encodedJSON(boundary.Encode(nil, map[string]any{"a": "<b> & \u2028 \u2029"}))}},
+		{"encoded by the boundary, none", `1`, &mcp.CallToolResult{Content: []mcp.Content{}, StructuredContent: encodedJSON(nil)}},
 		{"input required, left to the SDK's encoding", `1`, &mcp.CallToolResult{Content: []mcp.Content{}, RequestState: "st<"}},
 	}
 	for _, tt := range tests {
