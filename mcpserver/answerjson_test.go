@@ -1,8 +1,10 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"reflect"
 	"slices"
@@ -129,5 +131,49 @@ func TestCallAnswerKnowsTheSDKsMembers(t *testing.T) {
 	}
 	if resultTypeIndex == nil {
 		t.Error("CallToolResult's result type not found: every answer takes the SDK's encoding")
+	}
+}
+
+// BenchmarkCallAnswer writes one tools/call answer of the demo's ticket
+// search (one or five tickets, as text and as structured content): "sdk"
+// through the SDK's MarshalJSON methods, as writeRPC did before
+// encodeCallAnswer, "one pass" as writeRPC does now.
+func BenchmarkCallAnswer(b *testing.B) {
+	for _, n := range []int{1, 5} {
+		var tickets []any
+		for i := range n {
+			tickets = append(tickets, map[string]any{"id": fmt.Sprintf("t-%d", i), "subject": "Screen cracked after the update, again",
+				"customer": "Ada Lovelace", "status": "open", "priority": "high", "created_at": "2026-12-06T10:00:00Z"})
+		}
+		data := map[string]any{"tickets": tickets, "total": n}
+		render := func() *mcp.CallToolResult {
+			enc := boundary.Encode(nil, data)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"ok":true,"data":` + string(enc) + `}`}},
+				StructuredContent: encodedJSON(enc)}
+		}
+		id := json.RawMessage(`7`)
+		b.Run(fmt.Sprintf("tickets=%d/sdk", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res := render()
+				buf := rpcBufs.Get().(*bytes.Buffer)
+				buf.Reset()
+				_ = json.NewEncoder(buf).Encode(struct {
+					JSONRPC string          `json:"jsonrpc"`
+					ID      json.RawMessage `json:"id"`
+					Result  any             `json:"result,omitempty"`
+					Error   *rpcError       `json:"error,omitempty"`
+				}{"2.0", id, res, nil})
+				putRPCBuf(buf)
+			}
+		})
+		b.Run(fmt.Sprintf("tickets=%d/one_pass", n), func(b *testing.B) {
+			b.ReportAllocs()
+			w := httptest.NewRecorder()
+			for b.Loop() {
+				w.Body.Reset()
+				writeRPC(w, id, render(), nil)
+			}
+		})
 	}
 }
