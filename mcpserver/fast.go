@@ -463,12 +463,6 @@ type rpcError struct {
 
 // writeRPC writes one JSON-RPC response as the answer's JSON body.
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcError) {
-	resp := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  any             `json:"result,omitempty"`
-		Error   *rpcError       `json:"error,omitempty"`
-	}{"2.0", id, result, rerr}
 	// Encoded into a pooled buffer rather than by json.Marshal, whose
 	// answer is a copy of its own of every call's whole answer. An
 	// Encoder writes nothing of a value it fails to encode, and ends
@@ -478,7 +472,19 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 	defer putRPCBuf(buf)
 	buf.Reset()
 	enc := json.NewEncoder(buf)
-	if enc.Encode(resp) != nil {
+	var err error
+	if res, ok := result.(*mcp.CallToolResult); ok && rerr == nil && plainCallResult(res) {
+		// Almost every answer: written in one pass (see encodeCallAnswer).
+		err = encodeCallAnswer(buf, enc, id, res)
+	} else {
+		err = enc.Encode(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Result  any             `json:"result,omitempty"`
+			Error   *rpcError       `json:"error,omitempty"`
+		}{"2.0", id, result, rerr})
+	}
+	if err != nil {
 		buf.Reset()
 		_ = enc.Encode(struct {
 			JSONRPC string          `json:"jsonrpc"`

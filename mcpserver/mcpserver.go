@@ -1029,7 +1029,7 @@ func (sess *session) render(cred *toolplane.Credential, name string, res toolpla
 		if _, isObject := res.Data.(map[string]any); isObject {
 			// Already-encoded JSON: the answer's encoder copies it instead
 			// of walking the map by reflection (and sorting its keys) again.
-			out.StructuredContent = json.RawMessage(boundary.Encode(nil, res.Data))
+			out.StructuredContent = encodedJSON(boundary.Encode(nil, res.Data))
 		}
 	}
 	if res.Meta.Untrusted {
@@ -1061,7 +1061,7 @@ func copyAnswer(d *toolplane.Definition, res toolplane.Result, slug string) (*mc
 			return nil, false
 		}
 		enc := boundary.Encode(nil, res.Data)
-		out = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(enc)}}, StructuredContent: json.RawMessage(enc)}
+		out = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(enc)}}, StructuredContent: encodedJSON(enc)}
 	}
 	if res.Meta.Untrusted {
 		fence(out.Content, "mcp:"+slug)
