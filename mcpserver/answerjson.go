@@ -128,11 +128,14 @@ func encodeValue(buf *bytes.Buffer, enc *json.Encoder, v any) error {
 	return nil
 }
 
-// encodedJSON is JSON boundary.Encode wrote: valid, compact, and nothing in
-// it HTML-escaped. Encoded as a json.RawMessage is (compacted, with HTML
-// escaping), its bytes are the same unless they hold what HTML escaping
-// changes, so the answer copies them as they are when they do not,
-// instead of scanning them once more.
+// encodedJSON is JSON boundary.Encode wrote of a result boundary.Apply
+// bounded: valid, compact, no deeper than the boundary's limit, and
+// nothing in it HTML-escaped. Encoded as a json.RawMessage is (compacted,
+// with HTML escaping), its bytes are the same unless they hold what HTML
+// escaping changes, so the answer copies them as they are when they do
+// not, instead of scanning them once more. Make one of nothing else:
+// unbounded JSON copied as is could pass encoding/json's depth limit,
+// which the scan would have refused.
 type encodedJSON []byte
 
 // MarshalJSON answers e itself, or null for none, as json.RawMessage does.

@@ -132,6 +132,14 @@ func TestCallAnswerKnowsTheSDKsMembers(t *testing.T) {
 	if resultTypeIndex == nil {
 		t.Error("CallToolResult's result type not found: every answer takes the SDK's encoding")
 	}
+	// encodeCallAnswer writes a Meta as the map it is: a Meta that came
+	// to encode itself would be skipped.
+	if _, ok := any(mcp.Meta{}).(json.Marshaler); ok {
+		t.Error("mcp.Meta has a MarshalJSON method: encodeCallAnswer writes it as a plain map")
+	}
+	if _, ok := any(&mcp.Meta{}).(json.Marshaler); ok {
+		t.Error("*mcp.Meta has a MarshalJSON method: encodeCallAnswer writes it as a plain map")
+	}
 }
 
 // BenchmarkCallAnswer writes one tools/call answer of the demo's ticket
