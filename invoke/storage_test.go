@@ -218,7 +218,7 @@ func TestStoragePerCallBudget(t *testing.T) {
 		budget float64 // bytes a call
 	}{
 		{"read", false, 610},
-		{"write", true, 1450},
+		{"write", true, 1300},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

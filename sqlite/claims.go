@@ -25,6 +25,12 @@ func scanClaim(r scanner) (toolplane.Claim, error) {
 	return c, err
 }
 
+// claimKey answers the claim key k as the claims' key column holds it
+// (sqlstore.PackClaimKey): every statement naming a claim by its key binds
+// this form, so a derived key stored as bytes is found, by the primary
+// key's index, from its text.
+func claimKey(k string) any { return sqlstore.ClaimKeyArg(k) }
+
 // InsertClaim stores c unless its organization already has a claim on the
 // tool and key. The conflict is resolved inside the one statement, so of any
 // number of concurrent inserts exactly one answers true.
@@ -40,7 +46,7 @@ func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 	res, err := s.exec(ctx, `INSERT INTO claims (`+claimColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (organization_id, tool, key) DO NOTHING`,
-		c.OrganizationID, c.Tool, c.Key, c.RequestHash, statusArg(c.Status), blob(c.Result), c.Owner,
+		c.OrganizationID, c.Tool, claimKey(c.Key), sqlstore.ClaimHashArg(c.Key, c.RequestHash), statusArg(c.Status), blob(c.Result), c.Owner,
 		optMicros(c.LeaseUntil), c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments), c.Reason,
 		c.ReconciledBy, c.Note, c.Version, created, updated, blob(c.Invocation), c.Node)
 	if err != nil {
@@ -64,16 +70,17 @@ func (s *Store) InsertClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 // not found, as it would be by a read made after the release.
 func (s *Store) GetClaim(ctx context.Context, org, tool, key string) (*toolplane.Claim, error) {
 	var one int
+	stored := claimKey(key)
 	err := s.queryRow(ctx, `SELECT 1 FROM claims
-		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, key).Scan(&one)
+		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, stored).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &claimNotFound{tool: tool, key: key}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get claim %s/%s: %w", tool, key, err)
 	}
-	row := s.queryRow(ctx, `SELECT `+claimColumns+` FROM claims
-		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, key)
+	row := s.queryRow(ctx, `SELECT `+claimSelect+` FROM claims
+		WHERE organization_id = ? AND tool = ? AND key = ?`, org, tool, stored)
 	c, err := scanClaim(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get claim %s/%s: %w", tool, key, toolplane.ErrNotFound)
@@ -153,7 +160,7 @@ func (s *Store) UpdateClaim(ctx context.Context, c *toolplane.Claim) (bool, erro
 // binds 20, the arguments and the invocation among them.
 func (s *Store) DispatchClaim(ctx context.Context, c *toolplane.Claim) (bool, error) {
 	res, err := s.exec(ctx, dispatchClaim, c.Dispatched, c.Attempts, micros(c.UpdatedAt),
-		c.OrganizationID, c.Tool, c.Key, c.Version)
+		c.OrganizationID, c.Tool, claimKey(c.Key), c.Version)
 	if err != nil {
 		return false, fmt.Errorf("dispatch claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -196,18 +203,18 @@ func applyClaimUpdate(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bo
 
 // updateClaimArgs are updateClaim's arguments for c.
 func updateClaimArgs(c *toolplane.Claim) []any {
-	return []any{c.RequestHash, statusArg(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
+	return []any{sqlstore.ClaimHashArg(c.Key, c.RequestHash), statusArg(c.Status), blob(c.Result), c.Owner, optMicros(c.LeaseUntil),
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation), c.Node,
-		c.OrganizationID, c.Tool, c.Key, c.Version}
+		c.OrganizationID, c.Tool, claimKey(c.Key), c.Version}
 }
 
 func applyClaimUpdateInPlace(ctx context.Context, st *sql.Stmt, c *toolplane.Claim) (bool, error) {
 	res, err := st.ExecContext(ctx,
-		c.RequestHash, blob(c.Result), c.Owner,
+		sqlstore.ClaimHashArg(c.Key, c.RequestHash), blob(c.Result), c.Owner,
 		c.Dispatched, c.Attempts, c.RunID, c.StepPath, blob(c.Arguments),
 		c.Reason, c.ReconciledBy, c.Note, micros(c.UpdatedAt), blob(c.Invocation),
-		c.OrganizationID, c.Tool, c.Key, c.Version,
+		c.OrganizationID, c.Tool, claimKey(c.Key), c.Version,
 		statusArg(c.Status), optMicros(c.LeaseUntil), c.Node)
 	return claimUpdated(res, err)
 }
@@ -242,7 +249,7 @@ func (s *Store) UpdateClaimAudited(ctx context.Context, c *toolplane.Claim, e *t
 func (s *Store) CompleteClaimAudited(ctx context.Context, c *toolplane.Claim, e *toolplane.AuditEvent) (bool, error) {
 	ok, err := s.writeAudited(ctx, completeClaim, []any{statusArg(c.Status), blob(c.Result), c.Owner,
 		blob(c.Arguments), blob(c.Invocation), micros(c.UpdatedAt),
-		c.OrganizationID, c.Tool, c.Key, c.Version}, e)
+		c.OrganizationID, c.Tool, claimKey(c.Key), c.Version}, e)
 	if err != nil {
 		return false, fmt.Errorf("complete claim %s/%s: %w", c.Tool, c.Key, err)
 	}
@@ -274,7 +281,7 @@ func statusArg(st toolplane.ClaimStatus) any {
 // DeleteClaim removes the claim where the stored version is version, in one
 // conditional statement.
 func (s *Store) DeleteClaim(ctx context.Context, org, tool, key string, version int64) (bool, error) {
-	res, err := s.exec(ctx, deleteClaim, org, tool, key, version)
+	res, err := s.exec(ctx, deleteClaim, org, tool, claimKey(key), version)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}
@@ -291,7 +298,7 @@ const deleteClaim = `DELETE FROM claims
 // DeleteClaimAudited is DeleteClaim and AppendAudit in one transaction; a
 // stale version stores neither.
 func (s *Store) DeleteClaimAudited(ctx context.Context, org, tool, key string, version int64, e *toolplane.AuditEvent) (bool, error) {
-	ok, err := s.writeAudited(ctx, deleteClaim, []any{org, tool, key, version}, e)
+	ok, err := s.writeAudited(ctx, deleteClaim, []any{org, tool, claimKey(key), version}, e)
 	if err != nil {
 		return false, fmt.Errorf("delete claim %s/%s: %w", tool, key, err)
 	}

@@ -18,7 +18,7 @@ func (s *Store) ExpiredClaims(ctx context.Context, before time.Time, limit int) 
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("expired claims: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims
+	rows, err := s.query(ctx, `SELECT `+claimSelect+` FROM claims
 		WHERE status = 'processing' AND lease_until < ? ORDER BY lease_until LIMIT ?`, micros(before), limit)
 	if err != nil {
 		return nil, fmt.Errorf("expired claims: %w", err)

@@ -76,7 +76,7 @@ func (s *Store) OrphanedClaims(ctx context.Context, deadBefore time.Time, limit 
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("orphaned claims: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims
+	rows, err := s.query(ctx, `SELECT `+claimSelect+` FROM claims
 		WHERE status = 'processing' AND node IN (SELECT id FROM nodes WHERE heartbeat_at < ?)
 		LIMIT ?`, micros(deadBefore), limit)
 	if err != nil {

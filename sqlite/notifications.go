@@ -209,8 +209,8 @@ func (s *Store) UncertainClaimsSince(ctx context.Context, since time.Time, limit
 	if err := checkLimit(limit); err != nil {
 		return nil, fmt.Errorf("uncertain claims since: %w", err)
 	}
-	rows, err := s.query(ctx, `SELECT `+claimColumns+` FROM claims WHERE status = 'uncertain' AND updated_at >= ?
-		ORDER BY updated_at, organization_id, tool, key LIMIT ?`, micros(since), limit)
+	rows, err := s.query(ctx, `SELECT `+claimSelect+` FROM claims WHERE status = 'uncertain' AND updated_at >= ?
+		ORDER BY updated_at, organization_id, tool, `+claimKeyText+` LIMIT ?`, micros(since), limit)
 	if err != nil {
 		return nil, fmt.Errorf("uncertain claims since: %w", err)
 	}

@@ -487,6 +487,15 @@ var dialect = sqlstore.SQLite
 // stored as bytes read back as their text (see sqlstore.PackHex).
 var auditSelect = dialect.AuditSelect("")
 
+// claimSelect is claimColumns as a statement reads them: the key and the
+// request hash stored as bytes read back as their text (see
+// sqlstore.PackClaimKey).
+var claimSelect = dialect.ClaimSelect()
+
+// claimKeyText is the claims' key read back as its text, which orders
+// ties as the text did.
+var claimKeyText = sqlstore.ClaimKeyRead("key")
+
 // page runs q, a list that asks for one row more than limit (see
 // sqlstore.Query.Page), and answers the page of rows scan reads with the
 // cursor next makes of its last row, "" when no row follows. q and err

@@ -319,12 +319,22 @@ func TestOpenFilesArePrivate(t *testing.T) {
 func TestQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t)
+	// The uncertain claims' list as the store writes it, after a cursor:
+	// the key compared and ordered as its text (migration 0051).
+	var claimsPage sqlstore.Query
+	derived := "3:run,7:agent-1,5:run-1,5:agent,64:" + strings.Repeat("0123456789abcdef", 4)
+	if err := sqlstore.ListClaims(&claimsPage, dialect, "o", toolplane.ClaimUncertain,
+		sqlstore.ClaimCursor(&toolplane.Claim{Tool: "t", Key: derived}), 10); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, query string
 		args        []any
 	}{
 		{"GetClaim", `SELECT * FROM claims WHERE organization_id = ? AND tool = ? AND key = ?`, []any{"o", "t", "k"}},
-		{"ListClaims page", `SELECT * FROM claims WHERE organization_id = ? AND status = ? AND status = 'uncertain' AND (created_at, tool, key) > (?, ?, ?) ORDER BY created_at, tool, key LIMIT 10`, []any{"o", "s", 0, "t", "k"}},
+		// A derived key is bound in its stored form, a BLOB.
+		{"GetClaim derived", `SELECT ` + claimSelect + ` FROM claims WHERE organization_id = ? AND tool = ? AND key = ?`, []any{"o", "t", claimKey(derived)}},
+		{"ListClaims page", claimsPage.String(), claimsPage.Args()},
 		{"FindApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND tool = ? AND key = ? ORDER BY created_at DESC, id DESC`, []any{"o", "t", "k"}},
 		{"FileApproval pending", `SELECT * FROM approvals WHERE organization_id = ? AND tool = ? AND key = ? AND status = 'pending'`, []any{"o", "t", "k"}},
 		{"FindOpenApprovals", `SELECT * FROM approvals WHERE organization_id = ? AND principal_id = ? AND tool = ? AND arguments_hash = ? AND status IN ('pending', 'approved') AND expires_at > ? ORDER BY created_at DESC, id DESC LIMIT 10`, []any{"o", "p", "t", "h", 0}},

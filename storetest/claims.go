@@ -1,9 +1,12 @@
 package storetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +33,7 @@ var claimCases = []suiteCase{
 	{"DeleteAuditedIsOneTransaction", testClaimDeleteAudited},
 	{"CountByOrganization", testClaimCountByOrganization},
 	{"CountOfOrganization", testClaimCountOfOrganization},
+	{"DerivedKeys", testClaimDerivedKeys},
 }
 
 // fullClaim answers a claim with every field set to a value a store could
@@ -497,6 +501,13 @@ func seedClaims(t *testing.T, s toolplane.Store, org string, status toolplane.Cl
 		// tool-then-key tie-break answers the expected order.
 		tool := []string{"b.tool", "a.tool", "b.tool"}[i%3]
 		c := fullClaim(org, tool, fmt.Sprintf("%s-k%03d", status, n-i), created)
+		if i%3 == 0 {
+			// A derived key, tied with a caller's key of the same tool: a
+			// store keeping it in a form of its own still orders it by
+			// its text.
+			h := claimHash(fmt.Sprint(status, i))
+			c.Key, c.RequestHash = derivedClaimKey(string(status), h), h
+		}
 		c.Status = status
 		all[i] = *c
 	}
@@ -725,5 +736,112 @@ func testClaimDeleteAudited(t *testing.T, s toolplane.Store) {
 	}
 	if d := diff(got[0], *ev); d != "" {
 		t.Fatalf("stored event differs: %s", d)
+	}
+}
+
+// claimHash answers a request hash as the invoker writes it (canonical.Hash):
+// 64 lowercase hex digits.
+func claimHash(seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	return hex.EncodeToString(sum[:])
+}
+
+// derivedClaimKey answers a key of the form the invoker derives when the
+// caller gives none (invoke.Key): canonical parts "run", the principal,
+// the run, the step and last the arguments' hash h, which is the claim's
+// request hash. A store may keep such a key, and its request hash, in a
+// form of its own, and must read back the text.
+func derivedClaimKey(run, h string) string {
+	return "3:run,7:agent-1," + strconv.Itoa(len(run)) + ":" + run + ",5:agent,64:" + h
+}
+
+// testClaimDerivedKeys: derived keys, and keys and hashes that are nearly
+// of their form, are each a claim of their own, read back byte for byte,
+// found by every statement that names a claim by its key, and refused a
+// second insert; two keys are one claim exactly when their texts are
+// equal.
+func testClaimDerivedKeys(t *testing.T, s toolplane.Store) {
+	org := newOrg()
+	const tool = "payments.refund_order"
+	h1, h2 := claimHash("one"), claimHash("two")
+	key := derivedClaimKey("run-1", h1)
+	sum, _ := hex.DecodeString(h1)
+	claims := map[string]*toolplane.Claim{}
+	for _, tt := range []struct{ name, key, hash string }{
+		{"derived", key, h1},
+		{"derived, another hash than its digits", derivedClaimKey("run-2", h1), h2},
+		{"derived, a hash of another form", derivedClaimKey("run-3", h1), "sha256:" + h1},
+		{"derived, uppercase digits", strings.ToUpper(key[:len(key)-64]) + strings.ToUpper(h1), strings.ToUpper(h1)},
+		{"derived, other digits", derivedClaimKey("run-1", h2), h2},
+		{"derived, short digits", key[:len(key)-2], h1},
+		{"derived, a NUL byte in a part", derivedClaimKey("run\x00-1", h1), h1},
+		{"derived, not UTF-8 in a part", derivedClaimKey("run\xff-1", h1), h1},
+		// The bytes a store may keep the derived key as, given as a key's
+		// text: another claim.
+		{"the derived key's packed bytes as text", key[:len(key)-64] + string(sum), h1},
+		{"the digits alone", h1, h1},
+		{"a caller's key ending with the digits", "6:caller,7:agent-1,67:k" + h1, h1},
+		{"a caller's key", "6:caller,7:agent-1,3:k-1", h1},
+	} {
+		c := fullClaim(org, tool, tt.key, base)
+		c.RequestHash = tt.hash
+		insertClaim(t, s, c)
+		claims[tt.name] = c
+	}
+	for name, c := range claims {
+		t.Run(name, func(t *testing.T) {
+			wantClaim(t, s, c)
+			again := fullClaim(org, tool, c.Key, at(time.Hour))
+			again.RequestHash = h2
+			if ok, err := s.InsertClaim(t.Context(), again); ok || err != nil {
+				t.Fatalf("a second InsertClaim = %v, %v; want false, nil", ok, err)
+			}
+			wantClaim(t, s, c)
+		})
+	}
+
+	// Every write naming the derived key by its text finds it.
+	cur := getClaim(t, s, org, tool, key)
+	if d, ok := s.(toolplane.ClaimDispatcher); ok {
+		cur.Dispatched, cur.Attempts, cur.UpdatedAt = true, 3, at(time.Second)
+		if ok, err := d.DispatchClaim(t.Context(), cur); !ok || err != nil {
+			t.Fatalf("DispatchClaim = %v, %v", ok, err)
+		}
+		wantClaim(t, s, cur)
+	}
+	cur.Status, cur.Reason, cur.UpdatedAt = toolplane.ClaimUncertain, "lease lost", at(2*time.Second)
+	if ok, err := s.UpdateClaim(t.Context(), cur); !ok || err != nil {
+		t.Fatalf("UpdateClaim = %v, %v", ok, err)
+	}
+	wantClaim(t, s, cur)
+	if got, _, err := s.ListClaims(t.Context(), org, toolplane.ClaimUncertain, "", 10); err != nil || len(got) != 1 || diff(got[0], *cur) != "" {
+		t.Fatalf("ListClaims(uncertain) = %+v, %v; want the derived key's claim", got, err)
+	}
+	cur.Status, cur.Result, cur.UpdatedAt = toolplane.ClaimCompleted, []byte(`{"ok":true}`), at(3*time.Second)
+	if cc, ok := s.(toolplane.ClaimCompleter); ok {
+		if ok, err := cc.CompleteClaimAudited(t.Context(), cur, fullEvent(org, "ev-1", at(3*time.Second))); !ok || err != nil {
+			t.Fatalf("CompleteClaimAudited = %v, %v", ok, err)
+		}
+	} else if ok, err := s.UpdateClaimAudited(t.Context(), cur, fullEvent(org, "ev-1", at(3*time.Second))); !ok || err != nil {
+		t.Fatalf("UpdateClaimAudited = %v, %v", ok, err)
+	}
+	wantClaim(t, s, cur)
+	if ok, err := s.DeleteClaim(t.Context(), org, tool, key, cur.Version); !ok || err != nil {
+		t.Fatalf("DeleteClaim = %v, %v", ok, err)
+	}
+	if _, err := s.GetClaim(t.Context(), org, tool, key); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("GetClaim after DeleteClaim = %v; want ErrNotFound", err)
+	}
+	// The others are left as they were.
+	delete(claims, "derived")
+	for _, c := range claims {
+		wantClaim(t, s, c)
+	}
+	d := claims["derived, other digits"]
+	if ok, err := s.DeleteClaimAudited(t.Context(), org, tool, d.Key, d.Version, fullEvent(org, "ev-2", at(4*time.Second))); !ok || err != nil {
+		t.Fatalf("DeleteClaimAudited = %v, %v", ok, err)
+	}
+	if _, err := s.GetClaim(t.Context(), org, tool, d.Key); !errors.Is(err, toolplane.ErrNotFound) {
+		t.Fatalf("GetClaim after DeleteClaimAudited = %v; want ErrNotFound", err)
 	}
 }

@@ -248,7 +248,13 @@ func ListClaims(q *Query, d Dialect, org string, status toolplane.ClaimStatus, a
 	if err := CheckLimit(limit); err != nil {
 		return err
 	}
-	q.Start(d, `SELECT `+ClaimColumns+` FROM claims WHERE organization_id = ? AND status = ?`+OpenClaims(status), org, string(status))
+	q.Start(d, `SELECT `+d.ClaimSelect()+` FROM claims WHERE organization_id = ? AND status = ?`+OpenClaims(status), org, string(status))
+	// On SQLite the key is ordered, and compared with the cursor's, as
+	// its text, which claims_by_status holds (see ClaimKeyRead).
+	order := "created_at, tool, key"
+	if d.hexAudit {
+		order = "created_at, tool, " + sqliteClaimKeyText
+	}
 	if after != "" {
 		createdAt, parts, err := cursor.Decode(after, cursor.Claims, 2)
 		if err == nil {
@@ -257,9 +263,9 @@ func ListClaims(q *Query, d Dialect, org string, status toolplane.ClaimStatus, a
 		if err != nil {
 			return err
 		}
-		q.After("created_at, tool, key", ">", createdAt, parts[0], d.Bytes(parts[1]))
+		q.After(order, ">", createdAt, parts[0], d.Bytes(parts[1]))
 	}
-	q.Page("created_at, tool, key", limit)
+	q.Page(order, limit)
 	return nil
 }
 

@@ -45,8 +45,9 @@ type Dialect struct {
 	// another (1-based, 0 when absent): instr in SQLite, strpos in
 	// PostgreSQL.
 	position string
-	// hexAudit: the audit trail's hex columns are stored as the bytes
-	// their digits spell, and read back as text (see PackHex).
+	// hexAudit: the audit trail's hex columns, and a claim's derived key
+	// and request hash, are stored as the bytes their digits spell, and
+	// read back as text (see PackHex, PackClaimKey).
 	hexAudit bool
 }
 
