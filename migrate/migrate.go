@@ -6,6 +6,7 @@
 package migrate
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -64,4 +65,33 @@ func Read(fsys fs.FS, dir string) ([]File, error) {
 		}
 	}
 	return out, nil
+}
+
+// ErrNewerSchema is the error of a database that records a migration the
+// running binary does not embed: a newer toolplane migrated it. Its code
+// would read or write that schema as the older one it knows (a claim's key
+// in a form it cannot find, say, and an effect run twice), so a store
+// refuses to serve it.
+var ErrNewerSchema = errors.New("the database's schema is newer than this toolplane")
+
+// CheckKnown answers an error wrapping ErrNewerSchema, naming the first
+// migration applied records that all does not hold, or nil when this
+// binary knows every one.
+func CheckKnown(all []File, applied map[int]Migration) error {
+	var unknown []Migration
+	for v, m := range applied {
+		if !slices.ContainsFunc(all, func(f File) bool { return f.Version == v }) {
+			unknown = append(unknown, m)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.SortFunc(unknown, func(a, b Migration) int { return a.Version - b.Version })
+	newest := 0
+	if len(all) > 0 {
+		newest = all[len(all)-1].Version
+	}
+	return fmt.Errorf("%w: it records migration %04d_%s, and this toolplane knows migrations up to %04d; run the toolplane that migrated it, or a newer one",
+		ErrNewerSchema, unknown[0].Version, unknown[0].Name, newest)
 }

@@ -51,7 +51,8 @@ const migrationsTableExists = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
 // transactional). Running it again, or from several nodes at once, applies
 // nothing twice: each transaction first takes a transaction-scoped advisory
 // lock, so concurrent Migrate calls take turns, and each finds what the one
-// before it recorded.
+// before it recorded. A database that records a migration this binary
+// lacks is refused (migrate.ErrNewerSchema).
 func (s *Store) Migrate(ctx context.Context) error {
 	all, err := migrations()
 	if err != nil {
@@ -61,6 +62,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := s.apply(ctx, m); err != nil {
 			return fmt.Errorf("migrate %04d_%s: %w", m.Version, m.Name, err)
 		}
+	}
+	// Checked once this binary's own are applied, so a newer node that
+	// migrated meanwhile is seen too.
+	applied, err := s.appliedMigrations(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := migrate.CheckKnown(all, applied); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
 }

@@ -32,7 +32,8 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 // Migrate applies the migrations this database lacks, each in its own
 // transaction together with its schema_migrations row, so a migration is
 // either wholly applied and recorded or not at all. Running it again, or from
-// several processes at once, applies nothing twice.
+// several processes at once, applies nothing twice. A database that records
+// a migration this binary lacks is refused (migrate.ErrNewerSchema).
 func (s *Store) Migrate(ctx context.Context) error {
 	all, err := migrations()
 	if err != nil {
@@ -45,6 +46,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := s.apply(ctx, m); err != nil {
 			return fmt.Errorf("migrate %04d_%s: %w", m.Version, m.Name, err)
 		}
+	}
+	// Checked once this binary's own are applied, so a newer node that
+	// migrated meanwhile is seen too.
+	applied, err := s.appliedMigrations(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := migrate.CheckKnown(all, applied); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
 }

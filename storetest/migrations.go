@@ -63,6 +63,7 @@ var migrationCases = []struct {
 	{"NumberedInOrder", testMigrationsNumberedInOrder},
 	{"Status", testMigrationStatus},
 	{"Idempotent", testMigrateIdempotent},
+	{"NewerSchemaRefused", testMigrateRefusesNewerSchema},
 	{"Concurrent", testMigrateConcurrently},
 	{"CatalogOrganizations", testMigrationCatalogOrganizations},
 	{"OnePendingApproval", testMigrationOnePendingApproval},
@@ -154,6 +155,28 @@ func testMigrationStatus(t *testing.T, m Migrations) {
 	last := withFuture[len(withFuture)-1]
 	if len(withFuture) != len(after)+1 || last.Version != 9999 || last.Name != "from_the_future" || !last.Applied {
 		t.Errorf("unknown applied migration reported as %+v (of %d)", last, len(withFuture))
+	}
+}
+
+// testMigrateRefusesNewerSchema: a database that records a migration this
+// binary lacks (a newer toolplane migrated it) is refused by Migrate with
+// ErrNewerSchema, naming it, every time: the older code would read and
+// write that schema as the one it knows. Its status is still read.
+func testMigrateRefusesNewerSchema(t *testing.T, m Migrations) {
+	ctx := t.Context()
+	s := m.Open(t)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Exec(t, s, `INSERT INTO schema_migrations VALUES (9999, 'from_a_newer_toolplane', 0)`)
+	for range 2 {
+		err := s.Migrate(ctx)
+		if !errors.Is(err, migrate.ErrNewerSchema) || !strings.Contains(err.Error(), "9999_from_a_newer_toolplane") {
+			t.Fatalf("Migrate of a database a newer toolplane migrated = %v, want ErrNewerSchema naming 9999_from_a_newer_toolplane", err)
+		}
+	}
+	if _, err := s.MigrationStatus(ctx); err != nil {
+		t.Fatalf("MigrationStatus of a newer schema: %v", err)
 	}
 }
 
