@@ -94,8 +94,8 @@ type world struct {
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
 	// web is the console the handler serves.
-	web *console.Console
-	paid    sync.Map // the accounts xss.pay's handler was called for
+	web  *console.Console
+	paid sync.Map // the accounts xss.pay's handler was called for
 	// purges is the console's purge service, signing with auditKeys.
 	purges    *audit.Purges
 	auditKeys *auditchain.KeySet
