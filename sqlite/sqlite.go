@@ -23,11 +23,13 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -165,7 +167,71 @@ func open(ctx context.Context, path string, maxIdle time.Duration) (*sql.DB, err
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	pools.add(db)
 	return db, nil
+}
+
+// shrinkWait bounds how long ReleaseMemory waits for a pool's connection:
+// River's pool has one, which its client may be using.
+const shrinkWait = 200 * time.Millisecond
+
+// pools are the pools Open made, held weakly (a pool nobody holds is not
+// kept for this), whose idle connections ReleaseMemory empties the page
+// caches of.
+var pools poolSet
+
+type poolSet struct {
+	mu  sync.Mutex
+	dbs []weak.Pointer[sql.DB]
+}
+
+// add holds db, dropping the pools collected since.
+func (p *poolSet) add(db *sql.DB) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dbs = slices.DeleteFunc(p.dbs, func(w weak.Pointer[sql.DB]) bool { return w.Value() == nil })
+	p.dbs = append(p.dbs, weak.Make(db))
+}
+
+// live answers the pools not yet collected.
+func (p *poolSet) live() []*sql.DB {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*sql.DB, 0, len(p.dbs))
+	for _, w := range p.dbs {
+		if db := w.Value(); db != nil {
+			out = append(out, db)
+		}
+	}
+	return out
+}
+
+// shrinkIdle empties the page cache of each connection idle in db
+// (PRAGMA shrink_memory): what a burst's reads filled it with, up to 2 MB
+// each, which a connection of a node at rest (the heartbeat's, the
+// sweep's) keeps for good, though the few pages it reads again are in the
+// system's page cache. It takes the idle connections all at once, so that
+// each is a different one, and answers when one cannot be had within
+// ctx: a connection a caller took meanwhile is in use, not idle.
+func shrinkIdle(ctx context.Context, db *sql.DB) error {
+	n := db.Stats().Idle
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+		if _, err := c.ExecContext(ctx, "PRAGMA shrink_memory"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // private makes the database file, and the -wal and -shm files beside it,
@@ -572,13 +638,29 @@ func blob(b []byte) driver.Value {
 	return b
 }
 
-// ReleaseMemory hands back to the system the memory SQLite freed and its
-// allocator keeps for reuse (see memory_libc.go): a node calls it when it
-// goes to rest, after its idle connections closed (see connMaxIdle). The
-// next allocations map pages afresh, a system call per 64 KB region or
-// larger; nothing SQLite still uses is touched.
+// ReleaseMemory empties the page caches of the idle connections of the
+// pools Open made, and hands back to the system the memory SQLite freed
+// and its allocator keeps for reuse (see memory_libc.go): a node calls it
+// when it goes to rest, after the connections its burst opened closed (see
+// connMaxIdle). The next allocations map pages afresh, a system call per
+// 64 KB region or larger, and a connection reads the pages it needs again
+// (from the system's cache of the file); a connection in use is not
+// touched.
 func ReleaseMemory() error {
+	// First what idle connections cache, so that it is freed before the
+	// allocator's empty regions are handed back.
+	var errs []error
+	for _, db := range pools.live() {
+		ctx, cancel := context.WithTimeout(context.Background(), shrinkWait)
+		if err := shrinkIdle(ctx, db); err != nil && !errors.Is(err, sql.ErrConnDone) {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
 	if err := releaseRetained(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release sqlite's memory: %w", err)
 	}
 	return nil
