@@ -171,67 +171,57 @@ func open(ctx context.Context, path string, maxIdle time.Duration) (*sql.DB, err
 	return db, nil
 }
 
-// shrinkWait bounds how long ReleaseMemory waits for a pool's connection:
-// River's pool has one, which its client may be using.
-const shrinkWait = 200 * time.Millisecond
-
 // pools are the pools Open made, held weakly (a pool nobody holds is not
-// kept for this), whose idle connections ReleaseMemory empties the page
-// caches of.
+// kept for this), whose idle connections ReleaseMemory closes.
 var pools poolSet
 
 type poolSet struct {
 	mu  sync.Mutex
-	dbs []weak.Pointer[sql.DB]
+	dbs []weakPool
+}
+
+// weakPool is a pool held weakly, with the idle connections it keeps.
+type weakPool struct {
+	db      weak.Pointer[sql.DB]
+	maxIdle int
+}
+
+// pool is a pool Open made, with the idle connections it keeps.
+type pool struct {
+	db      *sql.DB
+	maxIdle int
 }
 
 // add holds db, dropping the pools collected since.
 func (p *poolSet) add(db *sql.DB) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.dbs = slices.DeleteFunc(p.dbs, func(w weak.Pointer[sql.DB]) bool { return w.Value() == nil })
-	p.dbs = append(p.dbs, weak.Make(db))
+	p.dbs = slices.DeleteFunc(p.dbs, func(w weakPool) bool { return w.db.Value() == nil })
+	p.dbs = append(p.dbs, weakPool{weak.Make(db), maxIdleConns})
 }
 
 // live answers the pools not yet collected.
-func (p *poolSet) live() []*sql.DB {
+func (p *poolSet) live() []pool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]*sql.DB, 0, len(p.dbs))
+	out := make([]pool, 0, len(p.dbs))
 	for _, w := range p.dbs {
-		if db := w.Value(); db != nil {
-			out = append(out, db)
+		if db := w.db.Value(); db != nil {
+			out = append(out, pool{db, w.maxIdle})
 		}
 	}
 	return out
 }
 
-// shrinkIdle empties the page cache of each connection idle in db
-// (PRAGMA shrink_memory): what a burst's reads filled it with, up to 2 MB
-// each, which a connection of a node at rest (the heartbeat's, the
-// sweep's) keeps for good, though the few pages it reads again are in the
-// system's page cache. It takes the idle connections all at once, so that
-// each is a different one, and answers when one cannot be had within
-// ctx: a connection a caller took meanwhile is in use, not idle.
-func shrinkIdle(ctx context.Context, db *sql.DB) error {
-	n := db.Stats().Idle
-	conns := make([]*sql.Conn, 0, n)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for range n {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			return err
-		}
-		conns = append(conns, c)
-		if _, err := c.ExecContext(ctx, "PRAGMA shrink_memory"); err != nil {
-			return err
-		}
-	}
-	return nil
+// closeIdle closes the connections idle in p: each holds the schema
+// parsed, its prepared statements and a page cache of up to 2 MB that a
+// burst's reads filled (0.4 to 2 MB, in SQLite's allocator), which a
+// connection a node at rest keeps using (the heartbeat's, the sweep's)
+// would hold for good. The next statement opens a connection afresh, about
+// 3 ms once; a connection in use is not touched.
+func closeIdle(p pool) {
+	p.db.SetMaxIdleConns(0)
+	p.db.SetMaxIdleConns(p.maxIdle)
 }
 
 // private makes the database file, and the -wal and -shm files beside it,
@@ -638,29 +628,21 @@ func blob(b []byte) driver.Value {
 	return b
 }
 
-// ReleaseMemory empties the page caches of the idle connections of the
-// pools Open made, and hands back to the system the memory SQLite freed
-// and its allocator keeps for reuse (see memory_libc.go): a node calls it
-// when it goes to rest, after the connections its burst opened closed (see
-// connMaxIdle). The next allocations map pages afresh, a system call per
-// 64 KB region or larger, and a connection reads the pages it needs again
-// (from the system's cache of the file); a connection in use is not
-// touched.
+// ReleaseMemory closes the idle connections of the pools Open made (see
+// closeIdle), and hands back to the system the memory SQLite freed and its
+// allocator keeps for reuse (see memory_libc.go): a node calls it when it
+// goes to rest, once per busy spell, after the connections its burst
+// opened closed for idleness (see connMaxIdle). The next allocations map
+// pages afresh, a system call per 64 KB region or larger; a connection in
+// use is not touched. A pool keeps as many idle connections as Open set
+// after it.
 func ReleaseMemory() error {
-	// First what idle connections cache, so that it is freed before the
-	// allocator's empty regions are handed back.
-	var errs []error
-	for _, db := range pools.live() {
-		ctx, cancel := context.WithTimeout(context.Background(), shrinkWait)
-		if err := shrinkIdle(ctx, db); err != nil && !errors.Is(err, sql.ErrConnDone) {
-			errs = append(errs, err)
-		}
-		cancel()
+	// First the idle connections, so that what they held is freed before
+	// the allocator's empty regions are handed back.
+	for _, p := range pools.live() {
+		closeIdle(p)
 	}
 	if err := releaseRetained(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("release sqlite's memory: %w", err)
 	}
 	return nil
