@@ -112,6 +112,11 @@ func (w *Writer) run() {
 			batch = w.gather(batch, timer)
 		}
 		w.store1(batcher, batch)
+		// The next batch reuses the array: without this, the events of the
+		// largest batch stay reachable from it, and through each event the
+		// call that made it (its arguments, its result), until as many are
+		// queued again — at rest, for good.
+		clear(batch)
 	}
 }
 

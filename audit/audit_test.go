@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -492,6 +493,56 @@ func TestCancelledContextEndsABlockedAppend(t *testing.T) {
 			// A queued event is still stored; one never queued is not.
 			if got := ids(stored(t, s)); !slices.Equal(got, tt.wantStored) {
 				t.Fatalf("stored %v, want %v", got, tt.wantStored)
+			}
+		})
+	}
+}
+
+// TestStoredEventsAreNotKeptByTheWriter checks that the writer lets go of
+// each event once it is stored: a batch's events (and the calls that made
+// them) are not kept alive by the batch's array until the next batch as
+// large, which at rest is never.
+func TestStoredEventsAreNotKeptByTheWriter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		n    int
+	}{
+		{"a batch nobody waits for", 40},
+		{"more than a batch", maxBatch + 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := sqlitetest.New(t)
+			w := NewWriter(WriterConfig{Store: s, Logger: discard})
+			defer w.Close()
+			var freed sync.WaitGroup
+			freed.Add(tt.n)
+			for i := range tt.n {
+				e := event(i)
+				runtime.AddCleanup(e, func(struct{}) { freed.Done() }, struct{}{})
+				if err := w.Append(context.Background(), e, false); err != nil {
+					t.Fatalf("Append %d: %v", i, err)
+				}
+			}
+			// Stored once a waited-for event that follows is: the writer keeps
+			// queue order.
+			if err := w.Append(context.Background(), event(tt.n), true); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { freed.Wait(); close(done) }()
+			deadline := time.After(5 * time.Second)
+			for {
+				runtime.GC()
+				select {
+				case <-done:
+					return
+				case <-deadline:
+					t.Fatalf("stored events still reachable 5 s after they were stored")
+				case <-time.After(20 * time.Millisecond):
+				}
 			}
 		})
 	}

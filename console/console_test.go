@@ -93,7 +93,9 @@ type world struct {
 	grants *authz.Service
 	// handler is the server's: a benchmark calls it without the network.
 	handler http.Handler
-	paid    sync.Map // the accounts xss.pay's handler was called for
+	// web is the console the handler serves.
+	web  *console.Console
+	paid sync.Map // the accounts xss.pay's handler was called for
 	// purges is the console's purge service, signing with auditKeys.
 	purges    *audit.Purges
 	auditKeys *auditchain.KeySet
@@ -256,7 +258,7 @@ func newWorldOn(t testing.TB, backend string) *world {
 	mux.Handle(console.Path+"/", web.Handler())
 	mux.Handle("/", api.Handler())
 	srv.Config.Handler = mux
-	w.handler = mux
+	w.handler, w.web = mux, web
 	srv.Start()
 	t.Cleanup(srv.Close)
 
@@ -413,6 +415,59 @@ func (b *browser) signIn(name string) page {
 		b.w.t.Fatalf("sign-in as %s: %d %s %s", name, p.status, p.header.Get("Location"), p.body)
 	}
 	return b.get(console.Path + "/approvals")
+}
+
+// TestPagesAreParsedOnTheFirstPageServed checks that a console nobody
+// has opened holds no parsed templates, signing in included (sign-in's
+// pages are its own), and that the first pages asked for at once, one of
+// which parses them while the others wait, all render.
+func TestPagesAreParsedOnTheFirstPageServed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	if console.PagesParsed(w.web) {
+		t.Fatal("the console's templates were parsed before any page was asked for")
+	}
+	browsers := make([]*browser, 8)
+	for i := range browsers {
+		b := w.browser()
+		form := b.get(signin.Path + "?return=" + url.QueryEscape(console.Path+"/approvals"))
+		p := b.post(signin.Path+"/key", w.base, url.Values{"csrf": {form.csrf(t)}, "key": {w.keys["ada"]}, "return": {console.Path + "/approvals"}})
+		if p.status != http.StatusSeeOther {
+			t.Fatalf("sign-in: %d %s", p.status, p.body)
+		}
+		browsers[i] = b
+	}
+	if console.PagesParsed(w.web) {
+		t.Fatal("the console's templates were parsed by signing in")
+	}
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answers := make([]answer, len(browsers))
+	var wg sync.WaitGroup
+	for i, b := range browsers {
+		wg.Go(func() {
+			resp, err := b.hc.Get(w.base + console.Path + "/approvals")
+			if err != nil {
+				answers[i].err = err
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			answers[i] = answer{resp.StatusCode, string(body), err}
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a.err != nil || a.status != http.StatusOK || !strings.Contains(a.body, "</html>") {
+			t.Errorf("page %d: %d %v %.200s", i, a.status, a.err, a.body)
+		}
+	}
+	if !console.PagesParsed(w.web) {
+		t.Error("pages were served and the templates are not marked parsed")
+	}
 }
 
 // decide answers approval id from its card, as its form sends it.

@@ -18,6 +18,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolplane/toolplane"
@@ -156,8 +158,12 @@ type Server struct {
 	// events) sends a comment; zero or less is DefaultHeartbeat.
 	Heartbeat time.Duration
 
-	// document is the OpenAPI document served, built by Handler.
-	document []byte
+	// document answers the OpenAPI document served: the embedded one, or
+	// with a public URL a copy naming it, made on the first request for it
+	// (0.6 MB that a node nobody asks for its document never holds).
+	document func() ([]byte, error)
+	// documented is set once the copy is made (for a test).
+	documented atomic.Bool
 	// keys and trail are the key service and the audit trail over Store,
 	// built by Handler.
 	keys  *apikey.Keys
@@ -197,15 +203,14 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.keys = apikey.NewKeys(apikey.KeysConfig{Store: s.Store, Cache: s.Door.Keys, Now: s.Now})
 	s.trail = audit.NewTrail(s.Store)
-	s.document = openAPI
+	s.document = func() ([]byte, error) { return openAPI, nil }
 	if s.PublicURL != "" {
-		doc, err := withServer(openAPI, s.PublicURL)
-		if err != nil {
-			// The embedded document is checked by a test; this is a build
-			// that broke it.
-			panic(fmt.Sprintf("httpapi: the embedded OpenAPI document: %v", err))
-		}
-		s.document = doc
+		s.document = sync.OnceValues(func() ([]byte, error) {
+			s.documented.Store(true)
+			// The embedded document is checked by a test: an error is a
+			// build that broke it.
+			return withServer(openAPI, s.PublicURL)
+		})
 	}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
@@ -295,9 +300,15 @@ func (s *Server) routes() []route {
 		{"GET", "/", http.HandlerFunc(s.index)},
 		{"GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })},
 		{"GET", "/readyz", http.HandlerFunc(s.ready)},
-		{"GET", "/v1/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		{"GET", "/v1/openapi.json", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			doc, err := s.document()
+			if err != nil {
+				s.Log.ErrorContext(r.Context(), "the embedded OpenAPI document", "err", err)
+				httperr.Send(w, r, httperr.Internal, "the API's document could not be made", "")
+				return
+			}
 			w.Header().Set("Content-Type", "application/json")
-			w.Write(s.document)
+			w.Write(doc)
 		})},
 		{"GET", "/.well-known/oauth-protected-resource", http.HandlerFunc(s.metadata)},
 		{"GET", "/.well-known/oauth-protected-resource/mcp", http.HandlerFunc(s.metadata)},

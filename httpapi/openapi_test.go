@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolplane/toolplane/door"
@@ -154,19 +156,42 @@ func TestServedOpenAPINamesThePublicURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer((&Server{Door: &door.Door{}, PublicURL: tt.publicURL}).Handler())
+			s := &Server{Door: &door.Door{}, PublicURL: tt.publicURL}
+			srv := httptest.NewServer(s.Handler())
 			defer srv.Close()
-			resp, err := http.Get(srv.URL + "/v1/openapi.json")
-			if err != nil {
-				t.Fatal(err)
+			// The copy naming the public URL is made on the first request
+			// for it, by one of the requests that come at once.
+			if s.documented.Load() {
+				t.Fatal("the document naming the public URL was made before anybody asked for it")
 			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
+			bodies := make([][]byte, 4)
+			var wg sync.WaitGroup
+			for i := range bodies {
+				wg.Go(func() {
+					resp, err := http.Get(srv.URL + "/v1/openapi.json")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+						t.Errorf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+					}
+					bodies[i], _ = io.ReadAll(resp.Body)
+				})
 			}
-			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
-				t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			body := bodies[0]
+			for _, b := range bodies[1:] {
+				if !bytes.Equal(b, body) {
+					t.Fatal("requests at once were served different documents")
+				}
+			}
+			if want := tt.publicURL != ""; s.documented.Load() != want {
+				t.Errorf("document copy made: %v, want %v", s.documented.Load(), want)
 			}
 			var served, embedded map[string]any
 			if err := json.Unmarshal(body, &served); err != nil {

@@ -143,3 +143,80 @@ func TestLinkedNamesAreLibcs(t *testing.T) {
 		t.Fatal("libc's malloc ran while libcAllocatorMu was held: it is not the mutex libc's allocator takes")
 	}
 }
+
+// TestReleaseMemoryClosesIdleConnections checks that connections left
+// idle in the pool (a node's heartbeat's, its sweep's, which are used too
+// often to be closed for idleness) are closed and what they held (their
+// page caches, filled here) handed back, and that the pool goes on: it
+// reads through a connection opened afresh, and keeps idle connections
+// again.
+func TestReleaseMemoryClosesIdleConnections(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "toolplane.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+		INSERT INTO t (id, v) SELECT i, randomblob(4000) FROM n`); err != nil {
+		t.Fatal(err)
+	}
+	const conns = 4
+	held := make([]*sql.Conn, conns)
+	for i := range held {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := c.QueryRowContext(ctx, `SELECT sum(length(v)) FROM t`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		held[i] = c
+	}
+	for _, c := range held {
+		c.Close() // back in the pool, idle, each with its page cache full
+	}
+	if err := ReleaseMemory(); err != nil { // what earlier tests left
+		t.Fatal(err)
+	}
+	debug.FreeOSMemory()
+	// Filled again: the release above emptied them.
+	for i := range held {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := c.QueryRowContext(ctx, `SELECT sum(length(v)) FROM t`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		held[i] = c
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	before := rssAnon(t)
+	if err := ReleaseMemory(); err != nil {
+		t.Fatal(err)
+	}
+	after := rssAnon(t)
+	t.Logf("resident anonymous memory %.1f → %.1f MB", float64(before)/(1<<20), float64(after)/(1<<20))
+	if drop := before - after; drop < 2<<20 {
+		t.Errorf("ReleaseMemory handed back %.1f MB of resident memory (%.1f → %.1f MB), want at least 2 MB of the idle connections' page caches",
+			float64(drop)/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20))
+	}
+	if got := db.Stats().OpenConnections; got != 0 {
+		t.Errorf("%d connections open after the release, want none (all were idle)", got)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 2000 {
+		t.Errorf("count after the release = %d, %v; want 2000", n, err)
+	}
+	if got := db.Stats().Idle; got != 1 {
+		t.Errorf("%d connections idle after a read, want the one it opened kept", got)
+	}
+}
