@@ -45,35 +45,8 @@ func rssAnon(t *testing.T) int64 {
 // the process's resident memory.
 func TestReleaseMemoryHandsBackWhatSQLiteFreed(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "toolplane.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)`); err != nil {
-		t.Fatal(err)
-	}
-	// 8 MB of rows, so a full read fills a connection's 2 MB page cache.
-	if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
-		INSERT INTO t (id, v) SELECT i, randomblob(4000) FROM n`); err != nil {
-		t.Fatal(err)
-	}
-	const conns = 8
-	held := make([]*sql.Conn, conns)
-	for i := range held {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := c.QueryRowContext(ctx, `SELECT sum(length(v)) FROM t`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		held[i] = c
-	}
-	for _, c := range held {
-		c.Close()
-	}
+	db := openFilled(t)
+	readAtOnce(t, db, 8, readAll)
 	db.SetMaxIdleConns(0) // closes them, their memory back in libc's allocator
 	debug.FreeOSMemory()
 	before := rssAnon(t)
@@ -152,53 +125,16 @@ func TestLinkedNamesAreLibcs(t *testing.T) {
 // again.
 func TestReleaseMemoryClosesIdleConnections(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, filepath.Join(t.TempDir(), "toolplane.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
-		INSERT INTO t (id, v) SELECT i, randomblob(4000) FROM n`); err != nil {
-		t.Fatal(err)
-	}
+	db := openFilled(t)
 	const conns = 4
-	held := make([]*sql.Conn, conns)
-	for i := range held {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := c.QueryRowContext(ctx, `SELECT sum(length(v)) FROM t`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		held[i] = c
-	}
-	for _, c := range held {
-		c.Close() // back in the pool, idle, each with its page cache full
-	}
-	if err := ReleaseMemory(); err != nil { // what earlier tests left
+	// Back in the pool, idle, each with its page cache full; then what
+	// earlier tests left released.
+	readAtOnce(t, db, conns, readAll)
+	if err := ReleaseMemory(); err != nil {
 		t.Fatal(err)
 	}
 	debug.FreeOSMemory()
-	// Filled again: the release above emptied them.
-	for i := range held {
-		c, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := c.QueryRowContext(ctx, `SELECT sum(length(v)) FROM t`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		held[i] = c
-	}
-	for _, c := range held {
-		c.Close()
-	}
+	readAtOnce(t, db, conns, readAll) // filled again: the release above emptied them
 	before := rssAnon(t)
 	if err := ReleaseMemory(); err != nil {
 		t.Fatal(err)
@@ -219,4 +155,27 @@ func TestReleaseMemoryClosesIdleConnections(t *testing.T) {
 	if got := db.Stats().Idle; got != 1 {
 		t.Errorf("%d connections idle after a read, want the one it opened kept", got)
 	}
+}
+
+// readAll reads every row of openFilled's table.
+const readAll = `SELECT sum(length(v)) FROM t`
+
+// openFilled opens a store holding a table of 8 MB of rows, so that a
+// full read fills a connection's 2 MB page cache.
+func openFilled(t *testing.T) *sql.DB {
+	t.Helper()
+	ctx := t.Context()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "toolplane.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+		INSERT INTO t (id, v) SELECT i, randomblob(4000) FROM n`); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -169,7 +170,7 @@ func TestOpenKeepsConnectionsOfConcurrentReads(t *testing.T) {
 	t.Parallel()
 	db := openTest(t)
 	const n = 20
-	readAtOnce(t, db, n)
+	readAtOnce(t, db, n, "")
 	if st := db.Stats(); st.Idle != n || st.MaxIdleClosed != 0 {
 		t.Errorf("after %d reads at once the pool keeps %d idle connections and closed %d, want %d kept", n, st.Idle, st.MaxIdleClosed, n)
 	}
@@ -203,7 +204,7 @@ func TestOpenClosesIdleConnections(t *testing.T) {
 		t.Fatalf("InsertClaim = %v, %v", ok, err)
 	}
 	const n = 8
-	readAtOnce(t, db, n)
+	readAtOnce(t, db, n, "")
 	if st := db.Stats(); st.Idle != n {
 		t.Fatalf("after %d reads at once the pool keeps %d idle connections, want %d", n, st.Idle, n)
 	}
@@ -462,8 +463,9 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 }
 
 // readAtOnce holds n of db's connections at once, as n concurrent reads
-// would, then hands them back to the pool.
-func readAtOnce(t *testing.T, db *sql.DB, n int) {
+// would, each running query unless it is empty, then hands them back to
+// the pool.
+func readAtOnce(t *testing.T, db *sql.DB, n int, query string) {
 	t.Helper()
 	conns := make([]*sql.Conn, n)
 	for i := range conns {
@@ -472,6 +474,18 @@ func readAtOnce(t *testing.T, db *sql.DB, n int) {
 			t.Fatal(err)
 		}
 		conns[i] = c
+		if query == "" {
+			continue
+		}
+		rows, err := c.QueryContext(t.Context(), query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, c := range conns {
 		if err := c.Close(); err != nil {
