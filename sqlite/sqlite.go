@@ -2,9 +2,10 @@
 // through database/sql with the pure-Go modernc.org/sqlite driver, so the
 // default install needs no database server and no cgo.
 //
-// The store takes the caller's pool (New) and owns no global state; Open
-// makes a pool configured for concurrent use, and Migrate brings its schema
-// up to date. The store passes storetest, the conformance suite every
+// The store takes the caller's pool (New) and keeps no state beside it;
+// Open makes a pool configured for concurrent use (and remembers it, so
+// that ReleaseMemory can close its idle connections when the node rests),
+// and Migrate brings its schema up to date. The store passes storetest, the conformance suite every
 // backend runs, which is what makes the backends interchangeable.
 //
 // Every query filters by organization, every conditional write is decided
@@ -212,6 +213,15 @@ func (p *poolSet) live() []pool {
 	}
 	return out
 }
+
+// releaseMu makes ReleaseMemory's callers take turns. database/sql's
+// SetMaxIdleConns closes the connections it drops after letting go of the
+// pool's lock, reading them from the pool's own array; while one caller
+// closes them, another's restored limit would let returned connections be
+// appended into that array, so a pooled connection would be closed and
+// the one it overwrote never would. Nodes of one process call it at once:
+// they rest on one grid.
+var releaseMu sync.Mutex
 
 // closeIdle closes the connections idle in p: each holds the schema
 // parsed, its prepared statements and a page cache of up to 2 MB that a
@@ -646,6 +656,8 @@ func blob(b []byte) driver.Value {
 // use is not touched. A pool keeps as many idle connections as Open set
 // after it.
 func ReleaseMemory() error {
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
 	// First the idle connections, so that what they held is freed before
 	// the allocator's empty regions are handed back.
 	for _, p := range pools.live() {
