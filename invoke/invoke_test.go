@@ -504,21 +504,37 @@ var _ = approval.ErrExpired
 
 func TestLateRetryableSettlementIsNotRemembered(t *testing.T) {
 	t.Parallel()
-	d := def("payments.refund", toolplane.EffectWrite, func(d *toolplane.Definition) { d.Timeout = toolplane.Duration(20 * time.Millisecond) })
+	// The first call is stopped at its caller's deadline, 20 ms after it
+	// was sent; the tool's own time is long, so the identical call after
+	// the settlement, whose handler answers at once, is never cut on a
+	// loaded machine. The deadline is read on the env's still clock, so
+	// the first call is always sent before it passes.
+	d := def("payments.refund", toolplane.EffectWrite, func(d *toolplane.Definition) { d.Timeout = toolplane.Duration(time.Minute) })
 	var calls sync.Mutex
 	first := true
+	// The first call's handler answers only once the call was answered
+	// uncertain: stopped, then it answers that nothing was done. Waiting
+	// on that, not sleeping past the timeout, keeps its answer late on a
+	// loaded machine, where the invoker may not look before both are ready.
+	stopped := make(chan struct{})
 	e := newEnv(t, newStore(t), tool{def: d, fn: func(context.Context, handler.Call, any) (any, error) {
 		calls.Lock()
 		defer calls.Unlock()
 		if first {
 			first = false
-			time.Sleep(60 * time.Millisecond) // stopped, then answers: nothing was done
+			select {
+			case <-stopped:
+			case <-time.After(time.Minute): // the invoker waited for it: a bug the test reports
+			}
 			return nil, &handler.RetryableUpstream{Err: errors.New("503")}
 		}
 		return map[string]any{"refund_id": "r-2"}, nil
-	}, opts: []handler.Option{handler.WithSettlement(2 * time.Second)}})
+	}, opts: []handler.Option{handler.WithSettlement(time.Minute)}})
 	in := inv("payments.refund")
-	r, err := e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), in)
+	cut := *in
+	cut.Deadline = e.clock.Now().Add(20 * time.Millisecond)
+	r, err := e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), &cut)
+	close(stopped)
 	code(t, r, err, toolplane.CodeUncertain)
 	e.iv.Wait()
 	r = must(t).OK(e.iv.Invoke(context.Background(), "payments.refund", args("to", "o"), in))

@@ -3,9 +3,13 @@ package sqlite
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	modernc "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/toolplane/toolplane/migrate"
 )
@@ -32,18 +36,24 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 // Migrate applies the migrations this database lacks, each in its own
 // transaction together with its schema_migrations row, so a migration is
 // either wholly applied and recorded or not at all. Running it again, or from
-// several processes at once, applies nothing twice. A database that records
-// a migration this binary lacks is refused (migrate.ErrNewerSchema).
+// several processes at once, applies nothing twice; a Migrate that meets
+// another's write lock waits for it as long as ctx allows (see whileBusy).
+// A database that records a migration this binary lacks is refused
+// (migrate.ErrNewerSchema).
 func (s *Store) Migrate(ctx context.Context) error {
 	all, err := migrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, createMigrationsTable); err != nil {
+	err = whileBusy(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, createMigrationsTable)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, m := range all {
-		if err := s.apply(ctx, m); err != nil {
+		if err := whileBusy(ctx, func() error { return s.apply(ctx, m) }); err != nil {
 			return fmt.Errorf("migrate %04d_%s: %w", m.Version, m.Name, err)
 		}
 	}
@@ -57,6 +67,44 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
+}
+
+// whileBusy runs f, again each time it fails with SQLITE_BUSY, until it
+// succeeds, fails otherwise, or ctx ends. A node that starts while another
+// migrates the same file waits for the write lock under busy_timeout, and
+// the other may hold it longer than that: a migration that rewrites a large
+// table, or, when several nodes start at once, one node after another
+// taking the lock for its next migration while this one sleeps between
+// SQLite's polls (the lock is not handed out in turn; under -race on a
+// loaded host a waiter lost it for over ten seconds). Migrate then waits as
+// long as its caller allows, as PostgreSQL's waits on its advisory lock,
+// instead of failing the node's start. Each f rolls back whole on failure
+// (apply's transaction, an autocommit statement), so trying it again is
+// safe.
+func whileBusy(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if !isBusy(err) {
+			return err
+		}
+		// SQLite answers busy at once when it will not wait (a pool
+		// without busy_timeout, WAL recovery): pause before trying again.
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, context.Cause(ctx))
+		case <-time.After(busyRetryPause):
+		}
+	}
+}
+
+// busyRetryPause is whileBusy's pause between tries.
+const busyRetryPause = 10 * time.Millisecond
+
+// isBusy reports whether err is SQLite's refusal to wait longer for a lock
+// another connection holds (SQLITE_BUSY and its extended codes).
+func isBusy(err error) bool {
+	var e *modernc.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // apply runs m unless it is recorded. The record is written first: that

@@ -24,6 +24,7 @@ import (
 	"github.com/toolplane/toolplane/handler"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/jobs"
+	"github.com/toolplane/toolplane/internal/race"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/notify"
 	"github.com/toolplane/toolplane/policy"
@@ -419,6 +420,20 @@ func TestEscalationChainIsNotified(t *testing.T) {
 // embedded store and measures filing to receipt at a local webhook: the
 // target is one second at p99. NOTIFY_LATENCY_N sets how many (default
 // 50); the figures are logged for BENCHMARKS.md.
+//
+// The target is the product's, for a node that has its CPU, and a build
+// without the race detector keeps it with room on a loaded host (p99
+// 66-168 ms at load 9 on two cores). Under the race detector every step
+// of the path (the filing's commit, River's fetch, the signed delivery)
+// runs several times slower, and a loaded host starves it further: p50
+// about 170 ms against 35 at load 9, 0.9 s at load 17; the p99, which
+// over 50 approvals is their slowest, 0.7 s on an idle host, 0.8-1.15 s
+// at load 9, 4 s at load 17, 6 s once at load 12-14. There the figure is
+// the detector's and the host's, not the product's, and no bound on it
+// holds the product to anything a loaded host does not also break: the
+// figures are logged, every filing must still be told (within
+// eventually's bound), and the target is checked by runs without the
+// race detector.
 func TestNotificationLatency(t *testing.T) {
 	total := 50
 	if v := os.Getenv("NOTIFY_LATENCY_N"); v != "" {
@@ -456,6 +471,10 @@ func TestNotificationLatency(t *testing.T) {
 	slices.Sort(lat)
 	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 	t.Logf("filing to receipt over %d approvals: p50 %s, p90 %s, p99 %s, max %s", total, p(0.5), p(0.9), p(0.99), lat[len(lat)-1])
+	if race.Enabled {
+		t.Log("under the race detector the figures are the detector's: the 1s p99 target is checked without it")
+		return
+	}
 	if p(0.99) > time.Second {
 		t.Errorf("p99 %s, want at most 1s", p(0.99))
 	}
