@@ -55,6 +55,15 @@ var reportedStates = func() []string {
 
 // ReserveProviderJob inserts j unless a job with its ID exists, then
 // answers the stored row.
+//
+// The insert names no conflict target: with ON CONFLICT (id), concurrent
+// reservations of one job could meet on the table's other unique index,
+// (organization_id, id), which PostgreSQL checks without the arbiter's
+// speculative wait, and one of them failed with a duplicate-key error
+// instead of answering the job. Any unique conflict now stores nothing, and
+// the read after it says which: the job reserved already (this
+// organization's row), or its ID or the vendor's job ID taken by another
+// job (no row of this organization with that ID: ErrExists).
 func (s *Store) ReserveProviderJob(ctx context.Context, j *toolplane.ProviderJob) (*toolplane.ProviderJob, bool, error) {
 	refs, err := refsJSON(j.Refs)
 	if err != nil {
@@ -68,12 +77,9 @@ func (s *Store) ReserveProviderJob(ctx context.Context, j *toolplane.ProviderJob
 		(id, organization_id, root_run_id, run_id, tool, key, step_path, provider, provider_job_id, refs, state,
 		 result, result_digest, cost_cents, units, usage_id, created_at, updated_at, terminal_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, NULL, $16, $17, $18, $19)
-		ON CONFLICT (id) DO NOTHING`,
+		ON CONFLICT DO NOTHING`,
 		j.ID, j.OrganizationID, j.RootRunID, j.RunID, j.Tool, bytea(j.Key), j.StepPath, j.Provider, bound, refs, string(j.State),
 		blob(j.Result), j.ResultDigest, j.CostCents, j.Units, micros(j.CreatedAt), micros(j.UpdatedAt), micros(j.TerminalAt), micros(j.ExpiresAt))
-	if isDuplicate(err) {
-		return nil, false, fmt.Errorf("reserve provider job %s: %w", j.ID, toolplane.ErrExists)
-	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reserve provider job %s: %w", j.ID, err)
 	}
