@@ -28,44 +28,31 @@ func TestReleaseMemoryConcurrentCallers(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var queryErrs atomic.Int64
 	var firstErr atomic.Value
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				var n int
-				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
-					queryErrs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
+	var wg sync.WaitGroup
+	// Each of the goroutines does its part again and again until the
+	// deadline.
+	deadline := time.Now().Add(3 * time.Second)
+	again := func(f func()) {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				f()
 			}
-		}()
+		})
+	}
+	for range 16 {
+		again(func() {
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
+				queryErrs.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+		})
 	}
 	for range 2 { // the nodes' idle checks
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_ = ReleaseMemory()
-			}
-		}()
+		again(func() { _ = ReleaseMemory() })
 	}
-	time.Sleep(3 * time.Second)
-	close(stop)
 	wg.Wait()
 	if n := queryErrs.Load(); n > 0 {
 		t.Errorf("%d reads failed while two callers released the pool; the first: %v", n, firstErr.Load())
