@@ -81,18 +81,13 @@ func PackHex(dst []byte, i int, v string) (_ []byte, ok bool) {
 	if !c.anyText && text != c.prefix {
 		return dst, false
 	}
-	for j := 0; j < len(h); j++ {
-		if x := h[j]; (x < '0' || x > '9') && (x < 'a' || x > 'f') {
-			return dst, false
-		}
+	if !lowerHex(h) {
+		return dst, false
 	}
 	if c.anyText {
 		dst = append(dst, text...)
 	}
-	for j := 0; j < len(h); j += 2 {
-		dst = append(dst, unhex(h[j])<<4|unhex(h[j+1]))
-	}
-	return dst, true
+	return appendUnhex(dst, h), true
 }
 
 // hexRead answers the SQL expression, in SQLite, of column col of a hex
