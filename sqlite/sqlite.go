@@ -2,11 +2,12 @@
 // through database/sql with the pure-Go modernc.org/sqlite driver, so the
 // default install needs no database server and no cgo.
 //
-// The store takes the caller's pool (New) and keeps no state beside it;
-// Open makes a pool configured for concurrent use (and remembers it, so
-// that ReleaseMemory can close its idle connections when the node rests),
-// and Migrate brings its schema up to date. The store passes storetest, the conformance suite every
-// backend runs, which is what makes the backends interchangeable.
+// The store takes the caller's pool (New) and keeps no state beside it; Open
+// makes a pool configured for concurrent use (and remembers it, so that
+// ReleaseMemory can close its idle connections when the node rests), and
+// Migrate brings its schema up to date. The store passes storetest, the
+// conformance suite every backend runs, which is what makes the backends
+// interchangeable.
 //
 // Every query filters by organization, every conditional write is decided
 // by one statement, and database errors are translated at this edge: a
@@ -178,37 +179,25 @@ var pools poolSet
 
 type poolSet struct {
 	mu  sync.Mutex
-	dbs []weakPool
-}
-
-// weakPool is a pool held weakly, with the idle connections it keeps.
-type weakPool struct {
-	db      weak.Pointer[sql.DB]
-	maxIdle int
-}
-
-// pool is a pool Open made, with the idle connections it keeps.
-type pool struct {
-	db      *sql.DB
-	maxIdle int
+	dbs []weak.Pointer[sql.DB]
 }
 
 // add holds db, dropping the pools collected since.
 func (p *poolSet) add(db *sql.DB) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.dbs = slices.DeleteFunc(p.dbs, func(w weakPool) bool { return w.db.Value() == nil })
-	p.dbs = append(p.dbs, weakPool{weak.Make(db), maxIdleConns})
+	p.dbs = slices.DeleteFunc(p.dbs, func(w weak.Pointer[sql.DB]) bool { return w.Value() == nil })
+	p.dbs = append(p.dbs, weak.Make(db))
 }
 
 // live answers the pools not yet collected.
-func (p *poolSet) live() []pool {
+func (p *poolSet) live() []*sql.DB {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]pool, 0, len(p.dbs))
+	out := make([]*sql.DB, 0, len(p.dbs))
 	for _, w := range p.dbs {
-		if db := w.db.Value(); db != nil {
-			out = append(out, pool{db, w.maxIdle})
+		if db := w.Value(); db != nil {
+			out = append(out, db)
 		}
 	}
 	return out
@@ -229,9 +218,9 @@ var releaseMu sync.Mutex
 // connection a node at rest keeps using (the heartbeat's, the sweep's)
 // would hold for good. The next statement opens a connection afresh, about
 // 3 ms once; a connection in use is not touched.
-func closeIdle(p pool) {
-	p.db.SetMaxIdleConns(0)
-	p.db.SetMaxIdleConns(p.maxIdle)
+func closeIdle(db *sql.DB) {
+	db.SetMaxIdleConns(0)
+	db.SetMaxIdleConns(maxIdleConns)
 }
 
 // private makes the database file, and the -wal and -shm files beside it,
@@ -660,8 +649,8 @@ func ReleaseMemory() error {
 	defer releaseMu.Unlock()
 	// First the idle connections, so that what they held is freed before
 	// the allocator's empty regions are handed back.
-	for _, p := range pools.live() {
-		closeIdle(p)
+	for _, db := range pools.live() {
+		closeIdle(db)
 	}
 	if err := releaseRetained(); err != nil {
 		return fmt.Errorf("release sqlite's memory: %w", err)
