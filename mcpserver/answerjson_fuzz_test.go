@@ -160,18 +160,9 @@ func FuzzCallAnswerEncodedAsTheSDKDoes(F *testing.F) {
 		if len(idb) == 0 {
 			id = nil
 		}
-		old, oerr := json.Marshal(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Result  any             `json:"result,omitempty"`
-			Error   *rpcError       `json:"error,omitempty"`
-		}{"2.0", id, res, nil})
+		old, oerr := json.Marshal(rpcResponse{"2.0", id, res, nil})
 		if oerr != nil {
-			old, _ = json.Marshal(struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   *rpcError       `json:"error"`
-			}{"2.0", id, &rpcError{Code: -32603, Message: "the result could not be encoded"}})
+			old, _ = json.Marshal(rpcUnencodable(id))
 		}
 		w := httptest.NewRecorder()
 		writeRPC(w, id, res, nil)

@@ -461,6 +461,20 @@ type rpcError struct {
 	Message string `json:"message"`
 }
 
+// rpcResponse is a JSON-RPC response as encoding/json writes it.
+type rpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// rpcUnencodable is the response to id whose result could not be
+// encoded: an internal error, which always encodes.
+func rpcUnencodable(id json.RawMessage) rpcResponse {
+	return rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: -32603, Message: "the result could not be encoded"}}
+}
+
 // writeRPC writes one JSON-RPC response as the answer's JSON body.
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcError) {
 	// Encoded into a pooled buffer rather than by json.Marshal, whose
@@ -477,20 +491,11 @@ func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *rpcEr
 		// Almost every answer: written in one pass (see encodeCallAnswer).
 		err = encodeCallAnswer(buf, enc, id, res)
 	} else {
-		err = enc.Encode(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Result  any             `json:"result,omitempty"`
-			Error   *rpcError       `json:"error,omitempty"`
-		}{"2.0", id, result, rerr})
+		err = enc.Encode(rpcResponse{"2.0", id, result, rerr})
 	}
 	if err != nil {
 		buf.Reset()
-		_ = enc.Encode(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Error   *rpcError       `json:"error"`
-		}{"2.0", id, &rpcError{Code: -32603, Message: "the result could not be encoded"}})
+		_ = enc.Encode(rpcUnencodable(id))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
