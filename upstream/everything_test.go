@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TOOLPLANE_FILTER_PROXY") == "1" {
 		os.Exit(filterProxy())
 	}
+	if os.Getenv(envServerVar) == "1" {
+		os.Exit(envServer())
+	}
 	os.Exit(m.Run())
 }
 
@@ -48,7 +51,7 @@ func TestServerEverythingOverStdio(t *testing.T) {
 	// can take a tool off the server's list, as a server that drops a tool
 	// does, announcing the change the way the server would.
 	e := newEnv(t, nil, upstream.Config{Slug: "everything", Command: []string{exe, "-test.run=^$"},
-		Env: map[string]string{"TOOLPLANE_FILTER_PROXY": "1", "TOOLPLANE_HIDE_FILE": hide}})
+		Env: map[string]string{"TOOLPLANE_FILTER_PROXY": "1", "TOOLPLANE_HIDE_FILE": hide, everythingEnv: "${" + everythingEnv + "}"}})
 
 	for _, name := range []string{"mcp.everything.echo", "mcp.everything.get-sum", "mcp.everything.get-tiny-image"} {
 		tool, ok := e.reg.Get("", name)

@@ -464,7 +464,7 @@ func (u *upstream) connect(ctx context.Context, hc *http.Client) (*mcp.ClientSes
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	default:
 		cmd := exec.CommandContext(ctx, u.cfg.Command[0], u.cfg.Command[1:]...)
-		cmd.Env = os.Environ()
+		cmd.Env = commandEnv(os.Environ())
 		for k, v := range u.cfg.Env {
 			ev, err := expand(v)
 			if err != nil {
