@@ -42,7 +42,7 @@ func TestStdioServerGetsOnlyItsEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, nil, upstream.Config{Slug: "env", Command: []string{exe, "-test.run=^$"},
-		Env: map[string]string{envServerVar: "1", "GIVEN": "${TOOLPLANE_TEST_GIVEN}"},
+		Env:   map[string]string{envServerVar: "1", "GIVEN": "${TOOLPLANE_TEST_GIVEN}"},
 		Tools: map[string]upstream.Relax{"env": {Effect: toolplane.EffectRead, RequiresApproval: no()}}})
 	eventually(t, "the tool ingested", func() bool { _, ok := e.reg.Get("", "mcp.env.env"); return ok })
 
