@@ -119,12 +119,18 @@ func openSQLite(ctx context.Context, path string) (*Backend, error) {
 			if err := store.Migrate(ctx); err != nil {
 				return err
 			}
-			return jobs.Migrate(ctx, driver)
+			return migrateRiverSQLite(ctx, rdb)
 		},
 		status: store.MigrationStatus,
 		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New[*sql.Tx](driver, d, o) },
 		close:  func() { rdb.Close(); db.Close() },
 	}, nil
+}
+
+// migrateRiverSQLite brings River's schema up to date on the file rdb,
+// River's pool, opens.
+func migrateRiverSQLite(ctx context.Context, rdb *sql.DB) error {
+	return jobs.Migrate(ctx, inProcess{riversqlite.New(rdb)})
 }
 
 // inProcess is River's SQLite driver without its listener. The driver
