@@ -206,7 +206,12 @@ func openPostgres(ctx context.Context, dsn string) (*Backend, error) {
 			if err := store.Migrate(ctx); err != nil {
 				return err
 			}
-			return jobs.Migrate(ctx, driver)
+			// River reads which versions are applied before it applies
+			// the rest, each in a transaction of its own: nodes starting
+			// at once take turns, so each after the first finds them
+			// applied. (Its migrations cannot all share one transaction
+			// on PostgreSQL, as they do on SQLite.)
+			return store.WithMigrationLock(ctx, func() error { return jobs.Migrate(ctx, driver) })
 		},
 		status: store.MigrationStatus,
 		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New(driver, d, o) },
