@@ -37,7 +37,7 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 // transaction together with its schema_migrations row, so a migration is
 // either wholly applied and recorded or not at all. Running it again, or from
 // several processes at once, applies nothing twice; a Migrate that meets
-// another's write lock waits for it as long as ctx allows (see whileBusy).
+// another's write lock waits for it as long as ctx allows (see WhileBusy).
 // A database that records a migration this binary lacks is refused
 // (migrate.ErrNewerSchema).
 func (s *Store) Migrate(ctx context.Context) error {
@@ -45,7 +45,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	err = whileBusy(ctx, func() error {
+	err = WhileBusy(ctx, func() error {
 		_, err := s.db.ExecContext(ctx, createMigrationsTable)
 		return err
 	})
@@ -53,7 +53,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, m := range all {
-		if err := whileBusy(ctx, func() error { return s.apply(ctx, m) }); err != nil {
+		if err := WhileBusy(ctx, func() error { return s.apply(ctx, m) }); err != nil {
 			return fmt.Errorf("migrate %04d_%s: %w", m.Version, m.Name, err)
 		}
 	}
@@ -69,7 +69,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// whileBusy runs f, again each time it fails with SQLITE_BUSY, until it
+// WhileBusy runs f, again each time it fails with SQLITE_BUSY, until it
 // succeeds, fails otherwise, or ctx ends. A node that starts while another
 // migrates the same file waits for the write lock under busy_timeout, and
 // the other may hold it longer than that: a migration that rewrites a large
@@ -80,8 +80,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 // long as its caller allows, as PostgreSQL's waits on its advisory lock,
 // instead of failing the node's start. Each f rolls back whole on failure
 // (apply's transaction, an autocommit statement), so trying it again is
-// safe.
-func whileBusy(ctx context.Context, f func() error) error {
+// safe. It is exported for River's migration of the same file
+// (internal/backend), which meets the same lock when nodes start at once;
+// an f given it must roll back whole on failure too.
+func WhileBusy(ctx context.Context, f func() error) error {
 	for {
 		err := f()
 		if !isBusy(err) {
@@ -97,7 +99,7 @@ func whileBusy(ctx context.Context, f func() error) error {
 	}
 }
 
-// busyRetryPause is whileBusy's pause between tries.
+// busyRetryPause is WhileBusy's pause between tries.
 const busyRetryPause = 10 * time.Millisecond
 
 // isBusy reports whether err is SQLite's refusal to wait longer for a lock

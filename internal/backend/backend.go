@@ -119,12 +119,41 @@ func openSQLite(ctx context.Context, path string) (*Backend, error) {
 			if err := store.Migrate(ctx); err != nil {
 				return err
 			}
-			return jobs.Migrate(ctx, driver)
+			return migrateRiverSQLite(ctx, rdb)
 		},
 		status: store.MigrationStatus,
 		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New[*sql.Tx](driver, d, o) },
 		close:  func() { rdb.Close(); db.Close() },
 	}, nil
+}
+
+// migrateRiverSQLite brings River's schema up to date on the file rdb,
+// River's pool, opens, in one transaction that takes SQLite's write lock
+// before River reads which versions are applied, as toolplane's own
+// migration takes it before it reads its record (sqlite's apply). Nodes
+// that start at once on one file so migrate it one after another, and each
+// after the first finds River's versions applied; River's plain Migrate
+// reads them before its transactions, and a node that read them while
+// another migrated applied them again and failed ("table river_migration
+// already exists"). A node that waits for the lock past busy_timeout tries
+// again, as toolplane's own migration does (sqlite.WhileBusy): the
+// transaction rolls back whole, SQLite's DDL with the rest.
+func migrateRiverSQLite(ctx context.Context, rdb *sql.DB) error {
+	driver := inProcess{riversqlite.New(rdb)}
+	return sqlite.WhileBusy(ctx, func() error {
+		tx, err := rdb.BeginTx(ctx, nil) // immediate (sqlite.Open's _txlock): the write lock
+		if err != nil {
+			return fmt.Errorf("river migrate: %w", err)
+		}
+		defer tx.Rollback() // a no-op after Commit
+		if err := jobs.MigrateTx(ctx, driver, tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("river migrate: %w", err)
+		}
+		return nil
+	})
 }
 
 // inProcess is River's SQLite driver without its listener. The driver
@@ -177,7 +206,12 @@ func openPostgres(ctx context.Context, dsn string) (*Backend, error) {
 			if err := store.Migrate(ctx); err != nil {
 				return err
 			}
-			return jobs.Migrate(ctx, driver)
+			// River reads which versions are applied before it applies
+			// the rest, each in a transaction of its own: nodes starting
+			// at once take turns, so each after the first finds them
+			// applied. (Its migrations cannot all share one transaction
+			// on PostgreSQL, as they do on SQLite.)
+			return store.WithMigrationLock(ctx, func() error { return jobs.Migrate(ctx, driver) })
 		},
 		status: store.MigrationStatus,
 		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New(driver, d, o) },

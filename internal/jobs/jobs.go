@@ -249,14 +249,43 @@ type Runner[TTx any] struct {
 
 // Migrate applies River's own migrations through driver.
 func Migrate[TTx any](ctx context.Context, driver riverdriver.Driver[TTx]) error {
-	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	m, err := migrator(driver)
 	if err != nil {
-		return fmt.Errorf("river migrator: %w", err)
+		return err
 	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("river migrate: %w", err)
 	}
 	return nil
+}
+
+// MigrateTx applies River's own migrations in tx, which the caller commits
+// or rolls back: River reads which versions are applied in tx too. Migrate
+// reads them before it applies the others, each in a transaction of its
+// own, so two processes migrating at once both apply the versions they
+// read missing; within one transaction that holds the database's write
+// lock from its start (SQLite's), a process that waited for the lock finds
+// them applied. River deprecates this because some PostgreSQL migrations
+// cannot share a transaction; SQLite's DDL can.
+func MigrateTx[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], tx TTx) error {
+	m, err := migrator(driver)
+	if err != nil {
+		return err
+	}
+	//lint:ignore SA1019 River's migrations on SQLite share a transaction (see the doc comment)
+	if _, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrate: %w", err)
+	}
+	return nil
+}
+
+// migrator answers River's migrator for driver, its log discarded.
+func migrator[TTx any](driver riverdriver.Driver[TTx]) (*rivermigrate.Migrator[TTx], error) {
+	m, err := rivermigrate.New(driver, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("river migrator: %w", err)
+	}
+	return m, nil
 }
 
 // withDefaults answers o with every unset field given its default (see
