@@ -34,6 +34,17 @@ type Spec struct {
 	// tool in each fence.
 	OutsideText []string
 	Source      string
+	// Partial says the value is a piece of an answer, not the answer: a
+	// chunk a handler streamed while its call ran, of any shape and at
+	// no known place in the answer, so OutsideText's pointers (paths in
+	// the answer) cannot be matched against it. When OutsideText is not
+	// empty, every non-empty string the piece holds is fenced instead,
+	// object keys left as they are: a chunk may be an item of the
+	// answer, one of its fields, or a progress line built from outside
+	// text, and fencing all of it is the only rule that never lets such
+	// text through unfenced. With no OutsideText, Partial changes
+	// nothing.
+	Partial bool
 }
 
 // SpecFor returns the Spec a tool definition declares. A nil definition

@@ -110,3 +110,94 @@ func BenchmarkBound5000RowsFenced(b *testing.B) {
 		}
 	}
 }
+
+// A piece of an answer (Spec.Partial: a streamed chunk) cannot be matched
+// against the answer's outside-text pointers, so every non-empty string
+// in it is fenced, keys kept, before the byte bound, which keeps each
+// fence whole; a piece of a tool without outside text is left as it was.
+func TestApplyFencesEveryStringOfAPiece(t *testing.T) {
+	t.Parallel()
+	outside := []string{"/*/subject"}
+	rows := make([]any, 30)
+	for i := range rows {
+		rows[i] = map[string]any{"id": "t-1", "subject": strings.Repeat("customer words ", 20)}
+	}
+	tests := []struct {
+		name      string
+		piece     any
+		spec      boundary.Spec
+		source    string // what each fence names; "" when nothing is fenced
+		strings   int    // the non-empty strings in the data; -1 for some
+		truncated bool
+	}{
+		{"an item of the answer", map[string]any{"id": "t-1", "subject": injected, "n": 3},
+			boundary.Spec{OutsideText: outside, Source: "help.search", Partial: true}, "help.search chunk", 2, false},
+		{"a typed item", ticket{ID: "t-1", Subject: injected},
+			boundary.Spec{OutsideText: outside, Source: "help.search", Partial: true}, "help.search chunk", 2, false},
+		{"a bare string", "found: " + injected,
+			boundary.Spec{OutsideText: outside, Source: "help.search", Partial: true}, "help.search chunk", 1, false},
+		{"a nested object", map[string]any{"step": map[string]any{"seen": []any{injected, "", map[string]any{"subject": injected}}}},
+			boundary.Spec{OutsideText: outside, Source: "help.search", Partial: true}, "help.search chunk", 2, false},
+		{"an array, item by item", []any{map[string]any{"subject": injected}, "x"},
+			boundary.Spec{OutsideText: outside, Source: "help.search", Partial: true}, "help.search chunk", 2, false},
+		{"no source", injected,
+			boundary.Spec{OutsideText: outside, Partial: true}, "outside text in a chunk", 1, false},
+		{"cut by the byte bound", rows,
+			boundary.Spec{OutsideText: outside, Source: "help.search", Partial: true, MaxOutputBytes: 2048}, "help.search chunk", -1, true},
+		{"a tool without outside text", map[string]any{"id": "t-1", "subject": injected},
+			boundary.Spec{Partial: true, Untrusted: true}, "", 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			data, meta := boundary.Apply(tt.piece, tt.spec)
+			if meta.Truncated != tt.truncated || boundary.Size(data) > boundary.Limit(tt.spec.MaxOutputBytes) {
+				t.Fatalf("truncated %v, %d bytes: want truncated %v, within the bound", meta.Truncated, boundary.Size(data), tt.truncated)
+			}
+			n := 0
+			var walk func(v any)
+			walk = func(v any) {
+				switch x := v.(type) {
+				case string:
+					if x == "" {
+						return
+					}
+					n++
+					source, text, ok := fencetest.Unfence(x)
+					switch {
+					case tt.source == "" && ok:
+						t.Errorf("%q fenced in a piece of a tool without outside text", x)
+					case tt.source != "" && (!ok || source != tt.source):
+						t.Errorf("%q is not fenced as %q", x, tt.source)
+					case ok && strings.Contains(text, "sk_live"):
+						t.Errorf("fenced text %q holds a credential", text)
+					}
+				case map[string]any:
+					if boundary.IsMarker(x) {
+						return
+					}
+					for k, e := range x {
+						if strings.HasPrefix(k, "<") {
+							t.Errorf("key %q was fenced", k)
+						}
+						walk(e)
+					}
+				case []any:
+					for _, e := range x {
+						walk(e)
+					}
+				}
+			}
+			walk(data)
+			if (tt.strings >= 0 && n != tt.strings) || (tt.strings < 0 && n == 0) {
+				t.Errorf("%d strings, want %d: %v", n, tt.strings, data)
+			}
+		})
+	}
+	// The piece given is not modified.
+	in := map[string]any{"subject": injected}
+	boundary.Apply(in, boundary.Spec{OutsideText: outside, Partial: true})
+	if in["subject"] != injected {
+		t.Fatalf("Apply modified its input: %v", in["subject"])
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/toolplane/toolplane/httpapi"
 	"github.com/toolplane/toolplane/internal/backend"
 	"github.com/toolplane/toolplane/internal/demo/demotest"
+	"github.com/toolplane/toolplane/internal/fencetest"
 	"github.com/toolplane/toolplane/invoke"
 	"github.com/toolplane/toolplane/policy"
 	"github.com/toolplane/toolplane/postgres/pgtest"
@@ -112,6 +113,14 @@ func newStreamFixture(t *testing.T, store toolplane.Store) *streamFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.serve(t, store, reg, hs)
+	return f
+}
+
+// serve serves reg's tools, bound in hs, on store through f, and mints
+// f's keys: each may call feed.* and demo.*.
+func (f *streamFixture) serve(t *testing.T, store toolplane.Store, reg *registry.Registry, hs *handler.Registry) {
+	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	iv, err := invoke.New(invoke.Config{Registry: reg, Handlers: hs, Store: store, Policy: policy.Grants{}, Logger: quiet})
 	if err != nil {
@@ -132,14 +141,13 @@ func newStreamFixture(t *testing.T, store toolplane.Store) *streamFixture {
 			t.Fatal(err)
 		}
 		c := &toolplane.Credential{ID: id, OrganizationID: org, Kind: toolplane.CredentialAgent, Subject: subject,
-			Tools: []string{"feed.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}
+			Tools: []string{"feed.*", "demo.*"}, Hash: apikey.Hash(secret), CreatedAt: time.Now()}
 		if err := store.InsertCredential(context.Background(), c); err != nil {
 			t.Fatal(err)
 		}
 		return apikey.Key(id, secret)
 	}
 	f.agent, f.other, f.stranger = key("org-1", "agent-feed"), key("org-1", "agent-other"), key("org-2", "agent-feed")
-	return f
 }
 
 // event is one server-sent event read, or a comment (Comment set).
@@ -367,5 +375,77 @@ func nextWithin(t *testing.T, ch <-chan event, d time.Duration) ([]event, int) {
 		case <-timeout:
 			return evs, beats
 		}
+	}
+}
+
+// Each chunk of a streamed call of a tool whose answers carry outside
+// text reaches the client with every string fenced (demo.search_tickets
+// emits each ticket, its customer's words included, as it finds it), in
+// the streamed invoke and in the /events read back, as the result's
+// outside-text fields are.
+func TestStreamedChunksOfOutsideTextAreFenced(t *testing.T) {
+	t.Parallel()
+	for name, store := range streamStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := &streamFixture{gate: make(chan struct{})}
+			reg, hs := demotest.Registry(t)
+			f.serve(t, store, reg, hs)
+			// checkChunks reads events to the result and answers the
+			// chunks read, each checked fenced, and the tickets answered.
+			checkChunks := func(ch <-chan event) (chunks, tickets int) {
+				t.Helper()
+				for e := range ch {
+					switch e.Name {
+					case "chunk":
+						var v struct {
+							Data      map[string]any
+							Untrusted bool
+						}
+						if err := json.Unmarshal([]byte(e.Data), &v); err != nil || !v.Untrusted || len(v.Data) == 0 {
+							t.Fatalf("chunk %s: want a ticket labelled untrusted (%v)", e.Data, err)
+						}
+						chunks++
+						for k, s := range v.Data {
+							text, _ := s.(string)
+							if text == "" {
+								continue
+							}
+							if src, _, ok := fencetest.Unfence(text); !ok || src != "demo.search_tickets chunk" {
+								t.Errorf("chunk %s: %s %q is not fenced", e.ID, k, text)
+							}
+						}
+					case "result":
+						var res struct {
+							Result struct{ Data []any }
+						}
+						if err := json.Unmarshal([]byte(e.Data), &res); err != nil {
+							t.Fatalf("result %s: %v", e.Data, err)
+						}
+						return chunks, len(res.Result.Data)
+					}
+				}
+				t.Fatal("the stream ended before its result")
+				return 0, 0
+			}
+			status, ch, stop := f.events(t, "POST", "/v1/tools/demo.search_tickets/invoke", f.agent, `{"arguments":{"query":"ed"}}`, nil)
+			defer stop()
+			if status != http.StatusOK {
+				t.Fatalf("streamed invoke: %d %v", status, <-ch)
+			}
+			first, _ := next(t, ch)
+			var acc struct{ ID string }
+			if first.Name != "accepted" || json.Unmarshal([]byte(first.Data), &acc) != nil {
+				t.Fatalf("first event: %+v", first)
+			}
+			if chunks, tickets := checkChunks(ch); chunks < 2 || chunks != tickets {
+				t.Fatalf("%d chunks for %d tickets", chunks, tickets)
+			}
+			status, ch, stop2 := f.events(t, "GET", "/v1/invocations/"+acc.ID+"/events?after=0", f.agent, "", nil)
+			defer stop2()
+			if chunks, tickets := checkChunks(ch); status != http.StatusOK || chunks < 2 || chunks != tickets {
+				t.Fatalf("read back: %d, %d chunks for %d tickets", status, chunks, tickets)
+			}
+		})
 	}
 }

@@ -675,9 +675,15 @@ func (t *Tool) Output(out any) (toolplane.Result, []toolplane.Violation) {
 // bound; zero or less means t's bound). A chunk is not checked against
 // the output schema: it is a part of an answer, not the answer, and
 // max_results, a bound on the answer's items, does not apply to it.
+//
+// Nor can the output schema's outside-text fields be found in a chunk:
+// a chunk has any shape (an item, a field, a progress line) at no known
+// place in the answer. So when t's answers carry outside text, every
+// string of a chunk is fenced as such (boundary.Spec.Partial).
 func (t *Tool) Chunk(out any, limit int) (any, toolplane.Meta) {
 	spec := t.spec
 	spec.MaxResults = 0
+	spec.Partial = true
 	if own := boundary.Limit(spec.MaxOutputBytes); limit <= 0 || limit > own {
 		limit = own
 	}
