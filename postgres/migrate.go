@@ -75,28 +75,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// WithMigrationLock runs f while holding the lock Migrate's transactions
-// take, so f takes turns with every node's Migrate and with the other
-// WithMigrationLock calls on the database. It is exported for River's
-// migrations of the same database (internal/backend): River's migrator
-// reads which versions are applied before it applies the others, each in a
-// transaction of its own, and nodes that started at once applied the same
-// versions twice and failed to start. The lock is held by a transaction
-// that does nothing else while f runs on the pool's other connections: it
-// goes with the transaction however f ends, and a transaction-pooling
-// proxy keeps the transaction, and so the lock, on one server connection.
-func (s *Store) WithMigrationLock(ctx context.Context, f func() error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("migration lock: %w", err)
-	}
-	defer tx.Rollback(ctx) // it wrote nothing: ending it lets go of the lock
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
-		return fmt.Errorf("migration lock: %w", err)
-	}
-	return f()
-}
-
 // apply runs m unless it is recorded. Everything it reads, it reads under
 // the advisory lock, after the previous holder committed, so deciding and
 // writing need no further care. A database already at m writes nothing, so

@@ -8,6 +8,7 @@ package backend
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -206,18 +207,49 @@ func openPostgres(ctx context.Context, dsn string) (*Backend, error) {
 			if err := store.Migrate(ctx); err != nil {
 				return err
 			}
-			// River reads which versions are applied before it applies
-			// the rest, each in a transaction of its own: nodes starting
-			// at once take turns, so each after the first finds them
-			// applied. (Its migrations cannot all share one transaction
-			// on PostgreSQL, as they do on SQLite.)
-			return store.WithMigrationLock(ctx, func() error { return jobs.Migrate(ctx, driver) })
+			return migrateRiverPostgres(ctx, func() error { return jobs.Migrate(ctx, driver) })
 		},
 		status: store.MigrationStatus,
 		runner: func(d jobs.Deps, o jobs.Options) (Runner, error) { return jobs.New(driver, d, o) },
 		close:  pool.Close,
 	}, nil
 }
+
+// migrateRiverPostgres runs River's migration (migrate) until it succeeds,
+// at most riverMigrateAttempts times while it fails. River reads which
+// versions are applied before it applies the rest, each in a transaction
+// of its own, so of nodes that start at once on one database all but one
+// may apply a version another applied meanwhile and fail (a duplicate key
+// in pg_type, "relation river_migration already exists"), their
+// transaction rolled back whole; another attempt reads the versions
+// afresh and finds them applied. Its migrations cannot all share one
+// transaction on PostgreSQL, as they do on SQLite (migrateRiverSQLite),
+// and holding toolplane's advisory lock around them would hold a second
+// connection while River needs one: a pool of one, or a role at its
+// connection limit, would never finish starting. An error that outlasts
+// the attempts is the migration's own, and is answered.
+func migrateRiverPostgres(ctx context.Context, migrate func() error) error {
+	var err error
+	for attempt := 1; attempt <= riverMigrateAttempts; attempt++ {
+		if err = migrate(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, context.Cause(ctx))
+		case <-time.After(time.Duration(attempt) * riverMigratePause):
+		}
+	}
+	return fmt.Errorf("after %d attempts: %w", riverMigrateAttempts, err)
+}
+
+// riverMigrateAttempts and riverMigratePause bound migrateRiverPostgres:
+// River's migrations take well under a second a version, and a node that
+// lost a race on one finds it applied at its next attempt.
+const (
+	riverMigrateAttempts = 8
+	riverMigratePause    = 100 * time.Millisecond
+)
 
 // Migrate brings toolplane's schema and River's up to date.
 func (b *Backend) Migrate(ctx context.Context) error { return b.migrate(ctx) }

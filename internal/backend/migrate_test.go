@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,4 +176,26 @@ func countSQLite(t *testing.T, path, query string) int {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// A node whose pool holds one connection (pool_max_conns=1 in its DSN)
+// migrates River's schema too: nothing may hold a connection while
+// River's migration waits for one.
+func TestMigratePostgresOnAPoolOfOne(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.SchemaDSN(t, pgtest.DSN(t))
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	b, err := Open(ctx, dsn+sep+"pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate on a pool of one: %v", err)
+	}
 }
