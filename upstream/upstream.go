@@ -479,6 +479,11 @@ func (u *upstream) connect(ctx context.Context, hc *http.Client) (*mcp.ClientSes
 	defer cancel()
 	cs, err := client.Connect(cctx, t, nil)
 	if err != nil {
+		if len(u.cfg.Command) > 0 {
+			// A server that exits at start most often misses something of
+			// its environment, which it says on its stderr (logged).
+			return nil, nil, fmt.Errorf("connect %s: %w (the server's stderr is in the log as upstream stderr; a command server starts with PATH, HOME, the locale and the variables its env names, not toolplane's whole environment)", u.cfg.Slug, err)
+		}
 		return nil, nil, fmt.Errorf("connect %s: %w", u.cfg.Slug, err)
 	}
 	return cs, hc, nil
