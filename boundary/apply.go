@@ -41,9 +41,10 @@ type Spec struct {
 	// empty, every non-empty string the piece holds is fenced instead,
 	// object keys left as they are: a chunk may be an item of the
 	// answer, one of its fields, or a progress line built from outside
-	// text, and fencing all of it is the only rule that never lets such
-	// text through unfenced. With no OutsideText, Partial changes
-	// nothing.
+	// text, and fencing every string is the only rule that never lets
+	// such a value through unfenced. Object keys are left as an answer's
+	// are (a key is a name, not fenced anywhere), and the chunk as a whole
+	// is labelled untrusted. With no OutsideText, Partial changes nothing.
 	Partial bool
 }
 
