@@ -332,11 +332,11 @@ func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last
 	if err := s.post(ctx, c); err != nil {
 		if last {
 			s.cfg.Log.WarnContext(ctx, "callback given up", "call", id, "attempts", attempt, "err", err)
-			return s.store.RecordCallback(ctx, org, id, toolplane.CallbackExpired, attempt, s.cfg.Now())
+			return s.store.RecordCallback(ctx, org, id, toolplane.CallbackRecord{State: toolplane.CallbackExpired, Attempts: attempt, At: s.cfg.Now()})
 		}
 		return err
 	}
-	return s.store.RecordCallback(ctx, org, id, toolplane.CallbackDelivered, attempt, s.cfg.Now())
+	return s.store.RecordCallback(ctx, org, id, toolplane.CallbackRecord{State: toolplane.CallbackDelivered, Attempts: attempt, At: s.cfg.Now()})
 }
 
 // post sends c's callback once. The delivery id is the call's id, the
