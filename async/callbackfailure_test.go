@@ -2,14 +2,23 @@ package async_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,7 +94,7 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 
 		var logs syncBuffer
 		log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		r := newRig(t, s, async.Config{Signer: signer{}, AllowCIDRs: []string{"127.0.0.1/32"}, Log: log})
+		r := newRig(t, s, async.Config{Signer: signer{}, AllowCIDRs: []string{"127.0.0.1/32"}, Log: log, Resolver: noSuchHost{}})
 		recvHost := strings.TrimPrefix(recv.URL, "http://")
 
 		cases := []struct {
@@ -93,6 +102,7 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 		}{
 			{"an answer of 500", recv.URL + "/cb?token=SECRET", recvHost, "HTTP status 500"},
 			{"a refused connection", "http://" + closed + "/cb?token=SECRET", closed, "connection refused"},
+			{"a name that does not resolve", "https://hooks.example.com/toolplane?token=SECRET", "hooks.example.com", "DNS failure: no such host"},
 			// Refused at submission; stored by an older binary, or by hand.
 			{"a URL with credentials", "http://user:pass@" + closed + "/cb?token=SECRET#SECRET", closed, "connection refused"},
 		}
@@ -167,6 +177,13 @@ func endedWithCallback(t *testing.T, s toolplane.Store, url string) string {
 	return c.ID
 }
 
+// noSuchHost resolves no name, as a resolver that finds none.
+type noSuchHost struct{}
+
+func (noSuchHost) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -174,4 +191,28 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Reason words a failure by its kind alone, whatever its text quotes.
+func TestReasonIsTheFailuresKind(t *testing.T) {
+	t.Parallel()
+	const raw = "https://user:pass@hooks.example.com/cb?token=SECRET"
+	wrap := func(err error) error { return &url.Error{Op: "Post", URL: raw, Err: err} }
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), "connection refused"},
+		{wrap(&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), "connection reset"},
+		{wrap(fmt.Errorf("egress: resolve hooks.example.com: %w", &net.DNSError{Err: "no such host", Name: "hooks.example.com", IsNotFound: true})), "DNS failure: no such host"},
+		{wrap(&net.DNSError{Err: "i/o timeout", Name: "hooks.example.com", IsTimeout: true}), "DNS failure: timeout"},
+		{wrap(context.DeadlineExceeded), "timeout"},
+		{wrap(&tls.CertificateVerificationError{Err: errors.New("x509: unknown authority " + raw)}), "TLS failure: certificate not trusted"},
+		{wrap(io.EOF), "connection closed before an answer"},
+		{wrap(errors.New("something else about " + raw)), "connection failed"},
+	} {
+		if got := async.Reason(tc.err); got != tc.want {
+			t.Errorf("Reason(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
 }
