@@ -104,8 +104,15 @@ type AsyncCall struct {
 	CallbackURL      string
 	CallbackState    CallbackState
 	CallbackAttempts int
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// CallbackError is why the last failed delivery attempt failed, in
+	// words that carry no part of the URL but its host (see
+	// async.Reason): a receiver may hold a token in its query. Empty
+	// before any failure and once delivered. CallbackNextAt is when a
+	// callback still pending is tried again, zero when unknown or not.
+	CallbackError  string
+	CallbackNextAt time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 	// StartedAt is when a worker first took it; EndedAt when it reached a
 	// terminal state. Zero until then.
 	StartedAt time.Time
@@ -124,6 +131,19 @@ type AsyncMove struct {
 	// the call; a move back to queued clears it.
 	Runner string
 	At     time.Time
+}
+
+// CallbackRecord is where the delivery of a call's callback stands after
+// one attempt: its state (pending after a failure the worker retries),
+// the attempts made, why the last one failed (empty: it did not) and when
+// the next is due (zero: none, or not known); every field is stored as
+// given, so a delivery clears the error of the attempts before it.
+type CallbackRecord struct {
+	State     CallbackState
+	Attempts  int
+	LastError string
+	NextAt    time.Time
+	At        time.Time
 }
 
 // AsyncCallStore is the storage of asynchronous calls, scoped to one
@@ -150,9 +170,9 @@ type AsyncCallStore interface {
 	// RequestAsyncCancel marks a running call's CancelRequested and
 	// reports whether it did (false: the call is not running).
 	RequestAsyncCancel(ctx context.Context, org, id string, at time.Time) (bool, error)
-	// RecordCallback stores the delivery state of a call's callback and
-	// how many attempts it took.
-	RecordCallback(ctx context.Context, org, id string, state CallbackState, attempts int, at time.Time) error
+	// RecordCallback stores where the delivery of a call's callback
+	// stands after an attempt (r), or ErrNotFound.
+	RecordCallback(ctx context.Context, org, id string, r CallbackRecord) error
 	// StaleAsyncCalls answers, across organizations, live calls and
 	// terminal calls with a pending callback last updated before before,
 	// oldest first, at most limit: what a sweep hands to a worker again

@@ -511,17 +511,17 @@ func TestCallbacksAreSignedRetriedAndGuarded(t *testing.T) {
 		if got := r.get(t, "org-1", id); got.CallbackState != toolplane.CallbackPending {
 			t.Fatalf("after the end: %+v", got)
 		}
-		if err := r.svc.Deliver(t.Context(), "org-1", id, 1, false); err == nil {
+		if err := r.svc.Deliver(t.Context(), "org-1", id, async.Attempt{N: 1}); err == nil {
 			t.Fatal("a refused delivery answered no error")
 		}
-		if err := r.svc.Deliver(t.Context(), "org-1", id, 2, false); err != nil {
+		if err := r.svc.Deliver(t.Context(), "org-1", id, async.Attempt{N: 2}); err != nil {
 			t.Fatal(err)
 		}
 		got := r.get(t, "org-1", id)
 		if got.CallbackState != toolplane.CallbackDelivered || got.CallbackAttempts != 2 {
 			t.Fatalf("after the second attempt: %+v", got)
 		}
-		if err := r.svc.Deliver(t.Context(), "org-1", id, 3, false); err != nil || len(bodies) != 2 {
+		if err := r.svc.Deliver(t.Context(), "org-1", id, async.Attempt{N: 3}); err != nil || len(bodies) != 2 {
 			t.Fatalf("a delivered callback was posted again: %v, %d posts", err, len(bodies))
 		}
 		var cb async.Callback
@@ -542,7 +542,7 @@ func TestCallbacksAreSignedRetriedAndGuarded(t *testing.T) {
 		if err := r.svc.Run(t.Context(), "org-1", sub.Call.ID, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.svc.Deliver(t.Context(), "org-1", sub.Call.ID, 5, true); err != nil {
+		if err := r.svc.Deliver(t.Context(), "org-1", sub.Call.ID, async.Attempt{N: 5, Last: true}); err != nil {
 			t.Fatal(err)
 		}
 		if got := r.get(t, "org-1", sub.Call.ID); got.CallbackState != toolplane.CallbackExpired || got.Status != toolplane.AsyncSucceeded {

@@ -3,17 +3,21 @@ package async
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"syscall"
 	"time"
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/approval"
 	"github.com/toolplane/toolplane/boundary"
+	"github.com/toolplane/toolplane/egress"
 	"github.com/toolplane/toolplane/invoke"
 )
 
@@ -313,12 +317,27 @@ type Callback struct {
 // maxCallbackAnswer bounds what is read of a receiver's answer.
 const maxCallbackAnswer = 64 << 10
 
-// Deliver makes one attempt to post call id's result to its callback URL,
-// signed, and records it delivered on a 2xx answer. An error means the
-// attempt failed and the worker tries again later; on the last attempt
-// the callback is recorded expired instead (the result stays readable by
-// its status URL). attempt counts from 1.
-func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last bool) error {
+// Attempt is one attempt at delivering a callback, as the worker counts
+// it.
+type Attempt struct {
+	// N counts from 1.
+	N int
+	// Last is the worker's last attempt: a failure ends the delivery.
+	Last bool
+	// Retry is how long after a failure the worker tries again, when it
+	// knows (zero: it does not).
+	Retry time.Duration
+}
+
+// Deliver makes attempt a at posting call id's result to its callback
+// URL, signed, and records it delivered on a 2xx answer. A failed attempt
+// is recorded on the call, where its status URL reads it (the attempts,
+// why the last failed, when the next is due), and logged at Warn, once;
+// its error (a *DeliveryError) tells the worker to try again later. On
+// the last attempt the callback is recorded expired instead (the result
+// stays readable by its status URL). Neither the record nor the log shows
+// more of the URL than its host.
+func (s *Service) Deliver(ctx context.Context, org, id string, a Attempt) error {
 	c, err := s.store.GetAsyncCall(ctx, org, id)
 	if errors.Is(err, toolplane.ErrNotFound) {
 		return nil
@@ -329,15 +348,125 @@ func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last
 	if c.CallbackState != toolplane.CallbackPending || !c.Status.Terminal() {
 		return nil
 	}
-	if err := s.post(ctx, c); err != nil {
-		if last {
-			s.cfg.Log.WarnContext(ctx, "callback given up", "call", id, "attempts", attempt, "err", err)
-			return s.store.RecordCallback(ctx, org, id, toolplane.CallbackExpired, attempt, s.cfg.Now())
-		}
-		return err
+	err = s.post(ctx, c)
+	if err == nil {
+		// Delivered: the error of the attempts before is history, and
+		// cleared; the attempts stay counted.
+		return s.store.RecordCallback(ctx, org, id, toolplane.CallbackRecord{State: toolplane.CallbackDelivered, Attempts: a.N, At: s.cfg.Now()})
 	}
-	return s.store.RecordCallback(ctx, org, id, toolplane.CallbackDelivered, attempt, s.cfg.Now())
+	de := deliveryError(c.CallbackURL, err)
+	now := s.cfg.Now()
+	r := toolplane.CallbackRecord{State: toolplane.CallbackPending, Attempts: a.N, LastError: de.Reason, At: now}
+	attrs := []any{"organization", org, "call", id, "attempt", a.N, "host", de.Host, "reason", de.Reason}
+	switch {
+	case a.Last:
+		r.State = toolplane.CallbackExpired
+		s.cfg.Log.WarnContext(ctx, "callback given up", attrs...)
+	default:
+		if a.Retry > 0 {
+			r.NextAt = now.Add(a.Retry)
+			attrs = append(attrs, "next_attempt_at", r.NextAt)
+		}
+		s.cfg.Log.WarnContext(ctx, "callback attempt failed", attrs...)
+	}
+	if rerr := s.store.RecordCallback(context.WithoutCancel(ctx), org, id, r); rerr != nil {
+		if a.Last {
+			return rerr
+		}
+		return errors.Join(de, rerr)
+	}
+	if a.Last {
+		return nil
+	}
+	// The worker keeps this error with the job (River's errors of the
+	// job's row) and tries again.
+	return de
 }
+
+// DeliveryError is a failed delivery attempt, told without the callback
+// URL, which may carry a receiver's token in its query or credentials:
+// the host it was posted to, and why it failed in words chosen by the
+// failure's kind, never the text of an error that may quote the URL.
+type DeliveryError struct {
+	Host   string
+	Reason string
+	err    error
+}
+
+func (e *DeliveryError) Error() string { return "callback to " + e.Host + ": " + e.Reason }
+
+// Unwrap answers the failure, for errors.Is and errors.As; its text is
+// never shown.
+func (e *DeliveryError) Unwrap() error { return e.err }
+
+// deliveryError answers err, a failed post to raw, as a DeliveryError.
+func deliveryError(raw string, err error) *DeliveryError {
+	host := "(a callback URL)"
+	if u, perr := url.Parse(raw); perr == nil && u.Host != "" {
+		host = u.Host
+	}
+	return &DeliveryError{Host: host, Reason: Reason(err), err: err}
+}
+
+// Reason answers why a delivery attempt failed, from err's kind alone: a
+// net/http error's text may quote the URL, its query included.
+func Reason(err error) string {
+	var (
+		status  *statusError
+		refused *egress.RefusedError
+		dns     *net.DNSError
+		cert    *tls.CertificateVerificationError
+		alert   tls.AlertError
+		record  tls.RecordHeaderError
+		netErr  net.Error
+	)
+	switch {
+	case errors.As(err, &status):
+		return fmt.Sprintf("HTTP status %d", status.code)
+	case errors.Is(err, errNoSigner):
+		return "this deployment cannot sign callbacks"
+	case errors.Is(err, errSign):
+		return "the callback could not be signed"
+	case errors.As(err, &refused):
+		return "the address is not one callbacks may reach"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return "DNS failure: no such host"
+	case errors.As(err, &dns) && dns.IsTimeout:
+		return "DNS failure: timeout"
+	case errors.As(err, &dns):
+		return "DNS failure"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	case errors.As(err, &cert):
+		return "TLS failure: certificate not trusted"
+	case errors.As(err, &alert), errors.As(err, &record):
+		return "TLS failure"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled (the node stopped)"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before an answer"
+	}
+	return "connection failed"
+}
+
+// statusError is a receiver's answer that is not 2xx.
+type statusError struct{ code int }
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("the receiver answered HTTP status %d", e.code)
+}
+
+// The platform's own failures to post a callback.
+var (
+	errNoSigner = errors.New("no signer is configured")
+	errSign     = errors.New("sign")
+)
 
 // post sends c's callback once. The delivery id is the call's id, the
 // same on every attempt: a receiver that acted on an attempt whose answer
@@ -345,7 +474,7 @@ func (s *Service) Deliver(ctx context.Context, org, id string, attempt int, last
 // that failed to act forgets it (webhook.Verifier) and takes the next.
 func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall) error {
 	if s.cfg.Signer == nil {
-		return errors.New("no signer is configured")
+		return errNoSigner
 	}
 	body, err := json.Marshal(Callback{ID: c.ID, Tool: c.Tool, Status: c.Status, Result: c.Result, CreatedAt: c.CreatedAt, EndedAt: c.EndedAt})
 	if err != nil {
@@ -353,7 +482,7 @@ func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall) error {
 	}
 	h, err := s.cfg.Signer.Headers(ctx, c.OrganizationID, c.ID, body, s.cfg.Now())
 	if err != nil {
-		return fmt.Errorf("sign: %w", err)
+		return fmt.Errorf("%w: %w", errSign, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.CallbackURL, bytes.NewReader(body))
 	if err != nil {
@@ -366,18 +495,13 @@ func (s *Service) post(ctx context.Context, c *toolplane.AsyncCall) error {
 	req.Header.Set("User-Agent", "toolplane-callback")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		// Not the URL itself, which may carry a receiver's token in its
-		// query: the error is logged and kept with the job.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("post to %s: %w", ShownURL(c.CallbackURL), err)
+		// Its text quotes the URL: Deliver shows it by its kind alone.
+		return err
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxCallbackAnswer))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("the receiver answered %s", resp.Status)
+		return &statusError{code: resp.StatusCode}
 	}
 	return nil
 }

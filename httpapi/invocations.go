@@ -35,11 +35,15 @@ type asyncApproval struct {
 	ID string `json:"id"`
 }
 
-// asyncCallback is where the delivery of a call's result stands.
+// asyncCallback is where the delivery of a call's result stands: the
+// attempts made, and while they fail why the last did and when the next
+// is due (a delivery clears the error).
 type asyncCallback struct {
-	URL      string                  `json:"url"`
-	State    toolplane.CallbackState `json:"state,omitempty"`
-	Attempts int                     `json:"attempts"`
+	URL           string                  `json:"url"`
+	State         toolplane.CallbackState `json:"state,omitempty"`
+	Attempts      int                     `json:"attempts"`
+	LastError     string                  `json:"last_error,omitempty"`
+	NextAttemptAt *time.Time              `json:"next_attempt_at,omitempty"`
 }
 
 // asyncView answers the view of c.
@@ -53,7 +57,11 @@ func (s *Server) asyncView(c *toolplane.AsyncCall, existing bool) asyncView {
 		v.Approval = &asyncApproval{ID: c.ApprovalID}
 	}
 	if c.CallbackURL != "" {
-		v.Callback = &asyncCallback{URL: async.ShownURL(c.CallbackURL), State: c.CallbackState, Attempts: c.CallbackAttempts}
+		v.Callback = &asyncCallback{URL: async.ShownURL(c.CallbackURL), State: c.CallbackState, Attempts: c.CallbackAttempts,
+			LastError: c.CallbackError}
+		if c.CallbackState == toolplane.CallbackPending && !c.CallbackNextAt.IsZero() {
+			v.Callback.NextAttemptAt = &c.CallbackNextAt
+		}
 	}
 	if !c.StartedAt.IsZero() {
 		v.StartedAt = &c.StartedAt

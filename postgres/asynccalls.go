@@ -19,23 +19,27 @@ func scanAsyncCall(r scanner) (toolplane.AsyncCall, error) {
 		c                toolplane.AsyncCall
 		created, updated int64
 		started, ended   *int64
+		nextAt           *int64
 		status, cb       string
 	)
 	err := r.Scan(&c.OrganizationID, &c.ID, &c.Tool, &c.Key, &c.AgentID, &c.Arguments, &c.Invocation, &status, &c.Result, &c.Code,
-		&c.ApprovalID, &c.CancelRequested, &c.CallbackURL, &cb, &c.CallbackAttempts, &created, &updated, &started, &ended, &c.Runner, &c.UserID)
+		&c.ApprovalID, &c.CancelRequested, &c.CallbackURL, &cb, &c.CallbackAttempts, &created, &updated, &started, &ended, &c.Runner, &c.UserID,
+		&c.CallbackError, &nextAt)
 	c.Status, c.CallbackState = toolplane.AsyncStatus(status), toolplane.CallbackState(cb)
 	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
 	c.StartedAt, c.EndedAt = fromOptMicros(started), fromOptMicros(ended)
+	c.CallbackNextAt = fromOptMicros(nextAt)
 	return c, err
 }
 
 // InsertAsyncCall implements toolplane.AsyncCallStore.
 func (s *Store) InsertAsyncCall(ctx context.Context, c *toolplane.AsyncCall) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO async_calls (`+asyncCallColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
 		c.OrganizationID, c.ID, c.Tool, c.Key, c.AgentID, blob(c.Arguments), blob(c.Invocation), string(c.Status), blob(c.Result), c.Code,
 		c.ApprovalID, c.CancelRequested, c.CallbackURL, string(c.CallbackState), c.CallbackAttempts,
-		micros(c.CreatedAt), micros(c.UpdatedAt), optMicros(c.StartedAt), optMicros(c.EndedAt), c.Runner, c.UserID)
+		micros(c.CreatedAt), micros(c.UpdatedAt), optMicros(c.StartedAt), optMicros(c.EndedAt), c.Runner, c.UserID,
+		c.CallbackError, optMicros(c.CallbackNextAt))
 	if isDuplicate(err) {
 		return fmt.Errorf("insert async call %s: %w", c.ID, toolplane.ErrExists)
 	}
@@ -97,9 +101,9 @@ func (s *Store) RequestAsyncCancel(ctx context.Context, org, id string, at time.
 }
 
 // RecordCallback implements toolplane.AsyncCallStore.
-func (s *Store) RecordCallback(ctx context.Context, org, id string, state toolplane.CallbackState, attempts int, at time.Time) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE async_calls SET callback_state = $1, callback_attempts = $2, updated_at = $3
-		WHERE organization_id = $4 AND id = $5`, string(state), attempts, micros(at), org, id)
+func (s *Store) RecordCallback(ctx context.Context, org, id string, r toolplane.CallbackRecord) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE async_calls SET callback_state = $1, callback_attempts = $2, callback_error = $3, callback_next_at = $4, updated_at = $5
+		WHERE organization_id = $6 AND id = $7`, string(r.State), r.Attempts, r.LastError, optMicros(r.NextAt), micros(r.At), org, id)
 	if err != nil {
 		return fmt.Errorf("record callback of %s: %w", id, err)
 	}

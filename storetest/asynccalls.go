@@ -182,8 +182,9 @@ func testAsyncCancelRequest(t *testing.T, s toolplane.Store) {
 	}
 }
 
-// testAsyncCallback: the callback's state and attempts are stored; an
-// unknown call is not found.
+// testAsyncCallback: the callback's state, attempts, last error and next
+// attempt are stored as recorded, a delivery clearing the error of the
+// attempts before it; an unknown call is not found.
 func testAsyncCallback(t *testing.T, s toolplane.Store) {
 	ctx := t.Context()
 	c := asyncCall("org", "inv_1", "")
@@ -191,14 +192,21 @@ func testAsyncCallback(t *testing.T, s toolplane.Store) {
 	if err := s.InsertAsyncCall(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordCallback(ctx, "org", "inv_1", toolplane.CallbackDelivered, 3, at(time.Minute)); err != nil {
-		t.Fatal(err)
+	for _, r := range []toolplane.CallbackRecord{
+		{State: toolplane.CallbackPending, Attempts: 1, LastError: "connection refused (example.com)", NextAt: at(time.Minute + 5*time.Second), At: at(time.Minute)},
+		{State: toolplane.CallbackPending, Attempts: 2, LastError: "HTTP status 503 (example.com)", NextAt: at(2 * time.Minute), At: at(time.Minute + 5*time.Second)},
+		{State: toolplane.CallbackDelivered, Attempts: 3, At: at(2 * time.Minute)},
+	} {
+		if err := s.RecordCallback(ctx, "org", "inv_1", r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetAsyncCall(ctx, "org", "inv_1")
+		if err != nil || got.CallbackState != r.State || got.CallbackAttempts != r.Attempts || got.CallbackError != r.LastError ||
+			!got.CallbackNextAt.Equal(r.NextAt.Truncate(time.Microsecond)) || !got.UpdatedAt.Equal(r.At.Truncate(time.Microsecond)) {
+			t.Fatalf("after recording %+v: %+v, %v", r, got, err)
+		}
 	}
-	got, err := s.GetAsyncCall(ctx, "org", "inv_1")
-	if err != nil || got.CallbackState != toolplane.CallbackDelivered || got.CallbackAttempts != 3 || !got.UpdatedAt.Equal(atMicros(time.Minute)) {
-		t.Fatalf("after recording: %+v, %v", got, err)
-	}
-	if err := s.RecordCallback(ctx, "other", "inv_1", toolplane.CallbackExpired, 1, at(0)); !errors.Is(err, toolplane.ErrNotFound) {
+	if err := s.RecordCallback(ctx, "other", "inv_1", toolplane.CallbackRecord{State: toolplane.CallbackExpired, Attempts: 1, At: at(0)}); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Fatalf("another organization's record: %v, want ErrNotFound", err)
 	}
 }

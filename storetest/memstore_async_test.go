@@ -93,14 +93,15 @@ func (m *memStore) RequestAsyncCancel(_ context.Context, org, id string, at time
 	return true, nil
 }
 
-func (m *memStore) RecordCallback(_ context.Context, org, id string, state toolplane.CallbackState, attempts int, at time.Time) error {
+func (m *memStore) RecordCallback(_ context.Context, org, id string, r toolplane.CallbackRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.asyncCalls[[2]string{org, id}]
 	if !ok {
 		return fmt.Errorf("record callback of %s: %w", id, toolplane.ErrNotFound)
 	}
-	c.CallbackState, c.CallbackAttempts, c.UpdatedAt = state, attempts, keep(at)
+	c.CallbackState, c.CallbackAttempts, c.UpdatedAt = r.State, r.Attempts, keep(r.At)
+	c.CallbackError, c.CallbackNextAt = r.LastError, keep(r.NextAt)
 	m.asyncCalls[[2]string{org, id}] = c
 	return nil
 }

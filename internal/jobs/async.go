@@ -89,12 +89,19 @@ func (x *asyncCallbackWorker) Timeout(*river.Job[AsyncCallbackArgs]) time.Durati
 // NextRetry waits CallbackBackoff after the first failure, doubling after
 // each, at most an hour.
 func (x *asyncCallbackWorker) NextRetry(job *river.Job[AsyncCallbackArgs]) time.Time {
-	wait := x.w.opt.CallbackBackoff << min(max(job.Attempt-1, 0), 20)
-	return x.w.opt.Now().Add(min(wait, time.Hour))
+	return x.w.opt.Now().Add(x.backoff(job.Attempt))
 }
 
+// backoff is the wait after failed attempt n.
+func (x *asyncCallbackWorker) backoff(n int) time.Duration {
+	return min(x.w.opt.CallbackBackoff<<min(max(n-1, 0), 20), time.Hour)
+}
+
+// Work makes one attempt; the service records a failed one on the call,
+// with when NextRetry will try again.
 func (x *asyncCallbackWorker) Work(ctx context.Context, job *river.Job[AsyncCallbackArgs]) error {
-	return x.w.deps.Async.Deliver(ctx, job.Args.Org, job.Args.ID, job.Attempt, job.Attempt >= job.MaxAttempts)
+	return x.w.deps.Async.Deliver(ctx, job.Args.Org, job.Args.ID,
+		async.Attempt{N: job.Attempt, Last: job.Attempt >= job.MaxAttempts, Retry: x.backoff(job.Attempt)})
 }
 
 type sweepAsyncWorker struct {

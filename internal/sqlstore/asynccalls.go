@@ -5,7 +5,8 @@ import "github.com/toolplane/toolplane"
 // AsyncCallColumns are the columns of async_calls, in the order both
 // stores scan them.
 const AsyncCallColumns = `organization_id, id, tool, key, agent_id, arguments, invocation, status, result, code,
-	approval_id, cancel_requested, callback_url, callback_state, callback_attempts, created_at, updated_at, started_at, ended_at, runner, user_id`
+	approval_id, cancel_requested, callback_url, callback_state, callback_attempts, created_at, updated_at, started_at, ended_at, runner, user_id,
+	callback_error, callback_next_at`
 
 // MoveAsyncCall answers the compare-and-set of toolplane.AsyncCallStore's
 // MoveAsyncCall: the call moves to m.To only from a state in from, so a
