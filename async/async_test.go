@@ -40,6 +40,11 @@ type rig struct {
 	iv      *invoke.Invoker
 	svc     *async.Service
 	effects atomic.Int64
+	// byKey counts crm.add_note's effects by the caller's idempotency key
+	// (a *atomic.Int64 each): a call told to stop while its write was in
+	// flight may make its effect after the call reads uncertain, and
+	// effects, the rig's total, would count it as the next call's.
+	byKey sync.Map
 	// started is told when crm.wait starts; release ends it.
 	started chan struct{}
 	release chan struct{}
@@ -119,7 +124,8 @@ func newRigWith(t *testing.T, s toolplane.Store, cfg async.Config, pol policy.Po
 			t.Fatal(err)
 		}
 	}
-	must(handler.Bind("crm.add_note", func(context.Context, handler.Call, noteIn) (noteOut, error) {
+	must(handler.Bind("crm.add_note", func(_ context.Context, c handler.Call, _ noteIn) (noteOut, error) {
+		r.effectsOf(c.Invocation.IdempotencyKey).Add(1)
 		return noteOut{N: r.effects.Add(1)}, nil
 	}, nil))
 	must(handler.Bind("crm.wait", func(ctx context.Context, _ handler.Call, _ noteIn) (noteOut, error) {
@@ -190,6 +196,13 @@ func (r *rig) submit(t *testing.T, tool, org, key string) *async.Submission {
 		t.Fatalf("the call ran now: %+v, %v", sub.Result, sub.Err)
 	}
 	return sub
+}
+
+// effectsOf answers the counter of crm.add_note's effects made for the
+// caller's key.
+func (r *rig) effectsOf(key string) *atomic.Int64 {
+	n, _ := r.byKey.LoadOrStore(key, new(atomic.Int64))
+	return n.(*atomic.Int64)
 }
 
 func (r *rig) get(t *testing.T, org, id string) *toolplane.AsyncCall {
@@ -343,9 +356,10 @@ func TestACancelRacingCompletionEndsOnce(t *testing.T) {
 	onEach(t, func(t *testing.T, s toolplane.Store) {
 		r := newRig(t, s, async.Config{})
 		owner := agent("org-1")
+		cancelled := map[string]bool{} // keys of the calls that ended cancelled
 		for i := range 20 {
-			sub := r.submit(t, "crm.add_note", "org-1", "race-"+strconv.Itoa(i))
-			before := r.effects.Load()
+			key := "race-" + strconv.Itoa(i)
+			sub := r.submit(t, "crm.add_note", "org-1", key)
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				if err := r.svc.Run(context.Background(), "org-1", sub.Call.ID, false); err != nil {
@@ -359,10 +373,13 @@ func TestACancelRacingCompletionEndsOnce(t *testing.T) {
 			})
 			wg.Wait()
 			got := r.get(t, "org-1", sub.Call.ID)
-			effect := r.effects.Load() - before
+			// This call's effects alone: a previous call held uncertain may
+			// make its own late.
+			effect := r.effectsOf(key).Load()
 			switch {
 			case got.Status == toolplane.AsyncSucceeded && effect == 1:
 			case got.Status == toolplane.AsyncCancelled && effect == 0:
+				cancelled[key] = true
 			case got.Status == toolplane.AsyncUncertain && effect <= 1:
 				// Told to stop while its write was in flight: held for a
 				// person to reconcile, as a timeout is.
@@ -370,6 +387,16 @@ func TestACancelRacingCompletionEndsOnce(t *testing.T) {
 				t.Fatalf("call %d left running", i)
 			default:
 				t.Fatalf("call %d ended %s with %d effects", i, got.Status, effect)
+			}
+		}
+		// A call that ended cancelled never makes its effect later, and no
+		// call makes two: the late writes of those held uncertain settle
+		// within this wait.
+		time.Sleep(200 * time.Millisecond)
+		for i := range 20 {
+			key := "race-" + strconv.Itoa(i)
+			if n := r.effectsOf(key).Load(); n > 1 || cancelled[key] && n != 0 {
+				t.Errorf("call %d (cancelled %v): %d effects in the end", i, cancelled[key], n)
 			}
 		}
 	})
