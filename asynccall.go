@@ -171,7 +171,12 @@ type AsyncCallStore interface {
 	// reports whether it did (false: the call is not running).
 	RequestAsyncCancel(ctx context.Context, org, id string, at time.Time) (bool, error)
 	// RecordCallback stores where the delivery of a call's callback
-	// stands after an attempt (r), or ErrNotFound.
+	// stands after an attempt (r), or answers ErrNotFound. Only a pending
+	// callback moves (and an expired one to delivered: the receiver has
+	// the result); a record on one delivered or expired changes nothing,
+	// as an attempt that ends late (a rescued job's old run) must not
+	// reopen or expire a delivery. The attempts stored never go back: a
+	// job handed out again counts from 1.
 	RecordCallback(ctx context.Context, org, id string, r CallbackRecord) error
 	// StaleAsyncCalls answers, across organizations, live calls and
 	// terminal calls with a pending callback last updated before before,

@@ -102,13 +102,20 @@ func (s *Store) RequestAsyncCancel(ctx context.Context, org, id string, at time.
 
 // RecordCallback implements toolplane.AsyncCallStore.
 func (s *Store) RecordCallback(ctx context.Context, org, id string, r toolplane.CallbackRecord) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE async_calls SET callback_state = $1, callback_attempts = $2, callback_error = $3, callback_next_at = $4, updated_at = $5
-		WHERE organization_id = $6 AND id = $7`, string(r.State), r.Attempts, r.LastError, optMicros(r.NextAt), micros(r.At), org, id)
+	// Only a pending callback moves, and a delivery after an expiry; the
+	// attempts never go back (see toolplane.AsyncCallStore).
+	tag, err := s.pool.Exec(ctx, `UPDATE async_calls SET callback_state = $1, callback_attempts = GREATEST(callback_attempts, $2),
+			callback_error = $3, callback_next_at = $4, updated_at = $5
+		WHERE organization_id = $6 AND id = $7 AND (callback_state = 'pending' OR ($1 = 'delivered' AND callback_state = 'expired'))`,
+		string(r.State), r.Attempts, r.LastError, optMicros(r.NextAt), micros(r.At), org, id)
 	if err != nil {
 		return fmt.Errorf("record callback of %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("record callback of %s: %w", id, toolplane.ErrNotFound)
+		// Ended by another attempt, or not there at all.
+		if _, err := s.GetAsyncCall(ctx, org, id); err != nil {
+			return fmt.Errorf("record callback of %s: %w", id, err)
+		}
 	}
 	return nil
 }

@@ -109,15 +109,22 @@ func (s *Store) RequestAsyncCancel(ctx context.Context, org, id string, at time.
 
 // RecordCallback implements toolplane.AsyncCallStore.
 func (s *Store) RecordCallback(ctx context.Context, org, id string, r toolplane.CallbackRecord) error {
-	res, err := s.exec(ctx, `UPDATE async_calls SET callback_state = ?, callback_attempts = ?, callback_error = ?, callback_next_at = ?, updated_at = ?
-		WHERE organization_id = ? AND id = ?`, string(r.State), r.Attempts, r.LastError, optMicros(r.NextAt), micros(r.At), org, id)
+	// Only a pending callback moves, and a delivery after an expiry; the
+	// attempts never go back (see toolplane.AsyncCallStore).
+	res, err := s.exec(ctx, `UPDATE async_calls SET callback_state = ?, callback_attempts = max(callback_attempts, ?),
+			callback_error = ?, callback_next_at = ?, updated_at = ?
+		WHERE organization_id = ? AND id = ? AND (callback_state = 'pending' OR (? = 'delivered' AND callback_state = 'expired'))`,
+		string(r.State), r.Attempts, r.LastError, optMicros(r.NextAt), micros(r.At), org, id, string(r.State))
 	if err != nil {
 		return fmt.Errorf("record callback of %s: %w", id, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("record callback of %s: %w", id, err)
 	} else if n == 0 {
-		return fmt.Errorf("record callback of %s: %w", id, toolplane.ErrNotFound)
+		// Ended by another attempt, or not there at all.
+		if _, err := s.GetAsyncCall(ctx, org, id); err != nil {
+			return fmt.Errorf("record callback of %s: %w", id, err)
+		}
 	}
 	return nil
 }

@@ -188,7 +188,7 @@ func testAsyncCancelRequest(t *testing.T, s toolplane.Store) {
 func testAsyncCallback(t *testing.T, s toolplane.Store) {
 	ctx := t.Context()
 	c := asyncCall("org", "inv_1", "")
-	c.CallbackURL = "https://example.com/cb"
+	c.CallbackURL, c.CallbackState = "https://example.com/cb", toolplane.CallbackPending
 	if err := s.InsertAsyncCall(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +208,49 @@ func testAsyncCallback(t *testing.T, s toolplane.Store) {
 	}
 	if err := s.RecordCallback(ctx, "other", "inv_1", toolplane.CallbackRecord{State: toolplane.CallbackExpired, Attempts: 1, At: at(0)}); !errors.Is(err, toolplane.ErrNotFound) {
 		t.Fatalf("another organization's record: %v, want ErrNotFound", err)
+	}
+
+	// An attempt that ends late (a rescued job's first run, still posting
+	// when its second delivered) changes nothing once the callback is no
+	// longer pending: a failure does not reopen a delivery (the sweep
+	// would post the result again) nor expire it.
+	for _, late := range []toolplane.CallbackRecord{
+		{State: toolplane.CallbackPending, Attempts: 1, LastError: "HTTP status 503", NextAt: at(3 * time.Minute), At: at(3 * time.Minute)},
+		{State: toolplane.CallbackExpired, Attempts: 15, LastError: "timeout", At: at(4 * time.Minute)},
+	} {
+		if err := s.RecordCallback(ctx, "org", "inv_1", late); err != nil {
+			t.Fatalf("a late %s record: %v", late.State, err)
+		}
+		got, err := s.GetAsyncCall(ctx, "org", "inv_1")
+		if err != nil || got.CallbackState != toolplane.CallbackDelivered || got.CallbackAttempts != 3 || got.CallbackError != "" {
+			t.Fatalf("after a late %s record on a delivered callback: %+v, %v", late.State, got, err)
+		}
+	}
+	// While pending, the attempts never go back (a job handed out again
+	// counts from 1), and a delivery late after an expiry is recorded: the
+	// receiver has the result.
+	c = asyncCall("org", "inv_2", "")
+	c.CallbackURL, c.CallbackState = "https://example.com/cb", toolplane.CallbackPending
+	if err := s.InsertAsyncCall(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		r        toolplane.CallbackRecord
+		state    toolplane.CallbackState
+		attempts int
+	}{
+		{toolplane.CallbackRecord{State: toolplane.CallbackPending, Attempts: 4, LastError: "timeout", At: at(time.Minute)}, toolplane.CallbackPending, 4},
+		{toolplane.CallbackRecord{State: toolplane.CallbackPending, Attempts: 1, LastError: "connection refused", At: at(2 * time.Minute)}, toolplane.CallbackPending, 4},
+		{toolplane.CallbackRecord{State: toolplane.CallbackExpired, Attempts: 15, LastError: "timeout", At: at(3 * time.Minute)}, toolplane.CallbackExpired, 15},
+		{toolplane.CallbackRecord{State: toolplane.CallbackDelivered, Attempts: 2, At: at(4 * time.Minute)}, toolplane.CallbackDelivered, 15},
+	} {
+		if err := s.RecordCallback(ctx, "org", "inv_2", step.r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetAsyncCall(ctx, "org", "inv_2")
+		if err != nil || got.CallbackState != step.state || got.CallbackAttempts != step.attempts {
+			t.Fatalf("after recording %+v: state %s attempts %d (%v), want %s %d", step.r, got.CallbackState, got.CallbackAttempts, err, step.state, step.attempts)
+		}
 	}
 }
 

@@ -100,7 +100,10 @@ func (m *memStore) RecordCallback(_ context.Context, org, id string, r toolplane
 	if !ok {
 		return fmt.Errorf("record callback of %s: %w", id, toolplane.ErrNotFound)
 	}
-	c.CallbackState, c.CallbackAttempts, c.UpdatedAt = r.State, r.Attempts, keep(r.At)
+	if c.CallbackState != toolplane.CallbackPending && (r.State != toolplane.CallbackDelivered || c.CallbackState != toolplane.CallbackExpired) {
+		return nil
+	}
+	c.CallbackState, c.CallbackAttempts, c.UpdatedAt = r.State, max(c.CallbackAttempts, r.Attempts), keep(r.At)
 	c.CallbackError, c.CallbackNextAt = r.LastError, keep(r.NextAt)
 	m.asyncCalls[[2]string{org, id}] = c
 	return nil
