@@ -1,7 +1,6 @@
 package async_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -16,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,26 +22,12 @@ import (
 
 	"github.com/toolplane/toolplane"
 	"github.com/toolplane/toolplane/async"
+	"github.com/toolplane/toolplane/internal/syncbuf"
 )
 
-// syncBuffer is a log sink the service's goroutines may write together.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// take answers the lines written since the last take.
-func (b *syncBuffer) take() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := strings.TrimSpace(b.b.String())
-	b.b.Reset()
+// take answers the log lines logs was written since the last take.
+func take(logs *syncbuf.Buffer) []string {
+	s := strings.TrimSpace(logs.Take())
 	if s == "" {
 		return nil
 	}
@@ -92,7 +76,7 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 		closed := l.Addr().String()
 		l.Close()
 
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		r := newRig(t, s, async.Config{Signer: signer{}, AllowCIDRs: []string{"127.0.0.1/32"}, Log: log, Resolver: noSuchHost{}})
 		recvHost := strings.TrimPrefix(recv.URL, "http://")
@@ -108,7 +92,7 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 		}
 		for _, tc := range cases {
 			id := endedWithCallback(t, s, tc.url)
-			logs.take()
+			take(&logs)
 
 			before := time.Now()
 			err := r.svc.Deliver(t.Context(), "org-1", id, async.Attempt{N: 1, Retry: 5 * time.Second})
@@ -123,7 +107,7 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 			if next := got.CallbackNextAt; next.Before(before.Add(5*time.Second-time.Millisecond)) || next.After(time.Now().Add(5*time.Second)) {
 				t.Errorf("%s: next attempt at %s, want 5s after the attempt (%s)", tc.name, next, before)
 			}
-			ws := warnings(t, logs.take())
+			ws := warnings(t, take(&logs))
 			if len(ws) != 1 {
 				t.Fatalf("%s: %d warnings logged, want one: %v", tc.name, len(ws), ws)
 			}
@@ -147,7 +131,7 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 			t.Fatal("the attempt answered no error")
 		}
 		failing.Store(false)
-		logs.take()
+		take(&logs)
 		if err := r.svc.Deliver(t.Context(), "org-1", id, async.Attempt{N: 2, Retry: 2 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +139,7 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 		if got.CallbackState != toolplane.CallbackDelivered || got.CallbackAttempts != 2 || got.CallbackError != "" || !got.CallbackNextAt.IsZero() {
 			t.Fatalf("delivered after a failure: state %q, attempts %d, error %q, next %s", got.CallbackState, got.CallbackAttempts, got.CallbackError, got.CallbackNextAt)
 		}
-		if ws := warnings(t, logs.take()); len(ws) != 0 {
+		if ws := warnings(t, take(&logs)); len(ws) != 0 {
 			t.Errorf("a delivery logged warnings: %v", ws)
 		}
 	})

@@ -155,40 +155,22 @@ func TestApplyFencesEveryStringOfAPiece(t *testing.T) {
 				t.Fatalf("truncated %v, %d bytes: want truncated %v, within the bound", meta.Truncated, boundary.Size(data), tt.truncated)
 			}
 			n := 0
-			var walk func(v any)
-			walk = func(v any) {
-				switch x := v.(type) {
-				case string:
-					if x == "" {
-						return
-					}
-					n++
-					source, text, ok := fencetest.Unfence(x)
-					switch {
-					case tt.source == "" && ok:
-						t.Errorf("%q fenced in a piece of a tool without outside text", x)
-					case tt.source != "" && (!ok || source != tt.source):
-						t.Errorf("%q is not fenced as %q", x, tt.source)
-					case ok && strings.Contains(text, "sk_live"):
-						t.Errorf("fenced text %q holds a credential", text)
-					}
-				case map[string]any:
-					if boundary.IsMarker(x) {
-						return
-					}
-					for k, e := range x {
-						if strings.HasPrefix(k, "<") {
-							t.Errorf("key %q was fenced", k)
-						}
-						walk(e)
-					}
-				case []any:
-					for _, e := range x {
-						walk(e)
-					}
+			fencetest.Walk(data, boundary.IsMarker, func(x string) {
+				n++
+				source, text, ok := fencetest.Unfence(x)
+				switch {
+				case tt.source == "" && ok:
+					t.Errorf("%q fenced in a piece of a tool without outside text", x)
+				case tt.source != "" && (!ok || source != tt.source):
+					t.Errorf("%q is not fenced as %q", x, tt.source)
+				case ok && strings.Contains(text, "sk_live"):
+					t.Errorf("fenced text %q holds a credential", text)
 				}
-			}
-			walk(data)
+			}, func(k string) {
+				if strings.HasPrefix(k, "<") {
+					t.Errorf("key %q was fenced", k)
+				}
+			})
 			if (tt.strings >= 0 && n != tt.strings) || (tt.strings < 0 && n == 0) {
 				t.Errorf("%d strings, want %d: %v", n, tt.strings, data)
 			}

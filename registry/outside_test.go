@@ -189,31 +189,13 @@ func TestEveryStringOfAChunkOfAToolWithOutsideTextIsFenced(t *testing.T) {
 				t.Fatalf("%d bytes past the chunk's bound %d", boundary.Size(data), tt.limit)
 			}
 			n := 0
-			var walk func(v any)
-			walk = func(v any) {
-				switch x := v.(type) {
-				case string:
-					if x == "" {
-						return
-					}
-					n++
-					if src, _, ok := fencetest.Unfence(x); !ok || src != marked.Name+" chunk" {
-						t.Errorf("string %q is not fenced as %s's chunk", x, marked.Name)
-					}
-				case map[string]any:
-					if boundary.IsMarker(x) {
-						return // the bound's own, in place of a value
-					}
-					for _, e := range x {
-						walk(e)
-					}
-				case []any:
-					for _, e := range x {
-						walk(e)
-					}
+			// A marker is the bound's own, in place of a value.
+			fencetest.Walk(data, boundary.IsMarker, func(x string) {
+				n++
+				if src, _, ok := fencetest.Unfence(x); !ok || src != marked.Name+" chunk" {
+					t.Errorf("string %q is not fenced as %s's chunk", x, marked.Name)
 				}
-			}
-			walk(data)
+			}, nil)
 			if tt.strings >= 0 && n != tt.strings {
 				t.Errorf("%d strings fenced, want %d: %v", n, tt.strings, data)
 			}

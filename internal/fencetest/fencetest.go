@@ -31,3 +31,30 @@ func Unfence(s string) (source, text string, ok bool) {
 	}
 	return src, inner, true
 }
+
+// Walk calls str with every non-empty string in the plain tree v (maps,
+// slices and strings, as the result boundary answers), and key, when not
+// nil, with every object key; a map marker answers for (boundary.IsMarker,
+// passed as marker) stands in place of a value and is not entered.
+func Walk(v any, marker func(any) bool, str, key func(string)) {
+	switch x := v.(type) {
+	case string:
+		if x != "" {
+			str(x)
+		}
+	case map[string]any:
+		if marker != nil && marker(x) {
+			return
+		}
+		for k, e := range x {
+			if key != nil {
+				key(k)
+			}
+			Walk(e, marker, str, key)
+		}
+	case []any:
+		for _, e := range x {
+			Walk(e, marker, str, key)
+		}
+	}
+}

@@ -28,3 +28,13 @@ func (s *Buffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Take answers what was written since the last Take (or since the start)
+// and empties the buffer: a test reads each step's output apart.
+func (s *Buffer) Take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.b.String()
+	s.b.Reset()
+	return out
+}
