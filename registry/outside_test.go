@@ -200,7 +200,6 @@ func TestEveryStringOfAChunkOfAToolWithOutsideTextIsFenced(t *testing.T) {
 	})
 }
 
-
 // outsideTextTools builds a registry of two tools: marked, whose answers'
 // subject is outside text, and plain, which declares none.
 func outsideTextTools(t *testing.T) (marked, plain toolplane.Definition, reg *Registry) {
