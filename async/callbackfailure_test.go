@@ -145,6 +145,48 @@ func TestAFailedCallbackAttemptIsRecordedAndLogged(t *testing.T) {
 	})
 }
 
+// An attempt the node cuts (River stopping its job: the context cancelled
+// with a cause) is not the receiver's failure: nothing is recorded or
+// logged, the last attempt does not expire the callback, and the cause is
+// answered, so River hands the attempt back.
+func TestAnAttemptTheNodeCutIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	onEach(t, func(t *testing.T, s toolplane.Store) {
+		held := make(chan struct{}, 1)
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Read whole, so the server notices the client leave.
+			io.Copy(io.Discard, r.Body)
+			held <- struct{}{}
+			<-r.Context().Done()
+		}))
+		defer recv.Close()
+		var logs syncbuf.Buffer
+		log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		r := newRig(t, s, async.Config{Signer: signer{}, AllowCIDRs: []string{"127.0.0.1/32"}, Log: log})
+		stop := errors.New("the node stops")
+		for _, last := range []bool{false, true} {
+			id := endedWithCallback(t, s, recv.URL+"/cb?token=SECRET")
+			ctx, cancel := context.WithCancelCause(t.Context())
+			go func() {
+				<-held
+				cancel(stop)
+			}()
+			err := r.svc.Deliver(ctx, "org-1", id, async.Attempt{N: 3, Last: last, Retry: time.Minute})
+			if !errors.Is(err, stop) || strings.Contains(err.Error(), "SECRET") {
+				t.Fatalf("last %v: Deliver answered %v, want the stop's cause", last, err)
+			}
+			got := r.get(t, "org-1", id)
+			if got.CallbackState != toolplane.CallbackPending || got.CallbackAttempts != 0 || got.CallbackError != "" || !got.CallbackNextAt.IsZero() {
+				t.Fatalf("last %v: after a cut attempt: state %q, attempts %d, error %q, next %s; want it untouched",
+					last, got.CallbackState, got.CallbackAttempts, got.CallbackError, got.CallbackNextAt)
+			}
+			if ws := warnings(t, take(&logs)); len(ws) != 0 {
+				t.Errorf("last %v: a cut attempt logged %v", last, ws)
+			}
+		}
+	})
+}
+
 // endedWithCallback stores a call of org-1 that ended with its callback
 // to url due, as one submitted with it stands once it ended; Submit
 // refuses a URL with credentials, which a call stored otherwise may

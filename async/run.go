@@ -333,7 +333,8 @@ type Attempt struct {
 // URL, signed, and records it delivered on a 2xx answer. A failed attempt
 // is recorded on the call, where its status URL reads it (the attempts,
 // why the last failed, when the next is due), and logged at Warn, once;
-// its error (a *DeliveryError) tells the worker to try again later. On
+// its error (a *DeliveryError) tells the worker to try again later. An
+// attempt the node cut (ctx cancelled) records nothing. On
 // the last attempt the callback is recorded expired instead (the result
 // stays readable by its status URL). Neither the record nor the log shows
 // more of the URL than its host.
@@ -353,6 +354,14 @@ func (s *Service) Deliver(ctx context.Context, org, id string, a Attempt) error 
 		// Delivered: the error of the attempts before is history, and
 		// cleared; the attempts stay counted.
 		return s.store.RecordCallback(ctx, org, id, toolplane.CallbackRecord{State: toolplane.CallbackDelivered, Attempts: a.N, At: s.cfg.Now()})
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The node cut the attempt (River stopping it), not the receiver:
+		// nothing is recorded, and the cause (River's stop, which hands
+		// the attempt back to run again) is answered instead of err, whose
+		// text quotes the URL. A deadline is the receiver's slowness, and
+		// recorded as a failed attempt below.
+		return context.Cause(ctx)
 	}
 	de := deliveryError(c.CallbackURL, err)
 	now := s.cfg.Now()
@@ -447,8 +456,6 @@ func Reason(err error) string {
 		return "TLS failure"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "cancelled (the node stopped)"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "connection closed before an answer"
 	}
